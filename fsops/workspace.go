@@ -1,0 +1,221 @@
+// Package fsops is the one door to files. Every file operation any protocol
+// offers (MCP tools, SFTP, later capabilities) is a method of Workspace; nothing
+// outside this package opens, stats or lists a path itself.
+//
+// A Workspace is rooted at one absolute directory. Client paths are resolved by
+// Resolve (the rules of shared/PROTOCOL.md: relative, absolute-inside-root,
+// other-absolute-made-relative, ".." while inside) and then confined: the
+// directory implementation opens everything through os.Root, so a symlink is
+// followed only while its target stays inside the workspace. A path that would
+// leave it fails with errcode.PathEscapeAttempt naming the path the caller gave.
+//
+// Two implementations: NewDir (a real directory) and NewMemory (an in-memory
+// tree for `--backend memory`). Scope returns a Workspace confined to a
+// subdirectory; scopes nest.
+package fsops
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"time"
+)
+
+// Workspace is a confined file tree. All path arguments are client paths, as
+// they arrive on the wire; all errors are *errcode.Error.
+type Workspace interface {
+	// Root is the absolute path this workspace is rooted at: the daemon's root,
+	// or root/scope for a scoped workspace. For a memory workspace it is the
+	// virtual root. exec uses it as the working directory.
+	Root() string
+
+	// Resolve maps a client path to the absolute path it names inside Root,
+	// without touching the file system beyond checking that no existing symlink
+	// on the way leads out. It is the single source of truth for path rules.
+	Resolve(p string) (string, error)
+
+	// Rel is Resolve expressed relative to Root ("." for the root itself).
+	Rel(p string) (string, error)
+
+	// Scope returns a Workspace confined to the subdirectory p of this one.
+	// The directory is not created until the first write through the scope.
+	Scope(p string) (Workspace, error)
+
+	// CanExec reports whether commands can run here (false for memory).
+	CanExec() bool
+
+	Stat(p string) (Info, error)  // follows a final symlink (if it stays inside)
+	Lstat(p string) (Info, error) // does not follow a final symlink
+	Exists(p string) (bool, error)
+
+	// ReadFile returns the whole file, refusing files over the configured
+	// maximum read size with errcode.TooLarge (the message says how to page).
+	ReadFile(p string) ([]byte, error)
+	// ReadLines pages a text file by lines (see LineRange).
+	ReadLines(p string, r LineRange) (Lines, error)
+	// WriteFile replaces the file atomically (temp file + rename in the same
+	// directory), creating parent directories. A failed write leaves the old
+	// content and no temp file.
+	WriteFile(p string, data []byte) error
+	// Edit applies exact-match edits in order and returns the unified diff;
+	// with dryRun nothing is written.
+	Edit(p string, edits []Edit, dryRun bool) (EditResult, error)
+
+	// Mkdir creates a directory; with parents it is `mkdir -p`.
+	Mkdir(p string, parents bool) error
+	// ReadDir lists the immediate children, sorted bytewise by name.
+	ReadDir(p string) ([]Info, error)
+	// Tree returns the recursive structure below p.
+	Tree(ctx context.Context, p string, opts TreeOptions) ([]TreeNode, error)
+
+	// Move renames src to dst and fails with errcode.AlreadyExists if dst exists.
+	Move(src, dst string) error
+	// Rename renames src to dst, replacing dst if it is a file (posix-rename).
+	// The destination's parent is created.
+	Rename(src, dst string) error
+	Remove(p string, opts RemoveOptions) error
+	// Touch creates an empty file if p does not exist; it never truncates.
+	Touch(p string) error
+
+	// Search finds paths under p whose path relative to p matches the glob.
+	Search(ctx context.Context, p, pattern string, opts SearchOptions) ([]string, error)
+	// Grep searches file contents with ripgrep's defaults, in Go.
+	Grep(ctx context.Context, opts GrepOptions) (GrepResult, error)
+
+	// OpenFile opens a file for streaming (SFTP): flag is os.O_* bits. With
+	// os.O_CREATE the parent directory is created.
+	OpenFile(p string, flag int, perm fs.FileMode) (File, error)
+	Chmod(p string, mode fs.FileMode) error
+	Chtimes(p string, atime, mtime time.Time) error
+	Truncate(p string, size int64) error
+	// Symlink creates link pointing at target; a target that resolves outside
+	// the workspace is refused.
+	Symlink(target, link string) error
+	// Readlink returns a link's target as a workspace path.
+	Readlink(p string) (string, error)
+	// StatFS reports the space of the file system holding the workspace.
+	StatFS() (FSStats, error)
+}
+
+// File is an open file, confined like every other access.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Reader
+	io.Writer
+	io.Closer
+	Stat() (Info, error)
+	Truncate(size int64) error
+	Sync() error
+}
+
+// Info describes one file. Name is the base name; Path is the path relative to
+// the workspace root (slash-separated, "." for the root).
+type Info struct {
+	Name       string
+	Path       string
+	Size       int64
+	Mode       fs.FileMode // includes the type bits (fs.ModeDir, fs.ModeSymlink)
+	ModTime    time.Time
+	AccessTime time.Time
+	ChangeTime time.Time // inode change; used as "created" where birth time is unknown
+	BirthTime  time.Time // zero when the file system does not report it
+	UID, GID   uint32
+	Nlink      uint64
+}
+
+// IsDir reports whether the entry is a directory.
+func (i Info) IsDir() bool { return i.Mode.IsDir() }
+
+// LineRange selects lines of a text file. Offset is 1-based (0 means 1); Limit
+// 0 means the default (1000), capped at 5000. Head/Tail (0.9 clients) take the
+// first or last N lines and override Offset/Limit.
+type LineRange struct {
+	Offset int
+	Limit  int
+	Head   int
+	Tail   int
+}
+
+// Lines is a page of a text file. Lines longer than MaxLineLength are cut and
+// counted in CutLines.
+type Lines struct {
+	Lines     []string
+	First     int // 1-based number of Lines[0]
+	Last      int // 1-based number of the last returned line
+	Total     int // lines in the file
+	CutLines  int // how many lines were cut at MaxLineLength
+	WholeFile bool
+}
+
+// MaxLineLength is where ReadLines cuts a long line.
+const MaxLineLength = 2000
+
+// Edit is one exact-match replacement.
+type Edit struct {
+	OldText    string
+	NewText    string
+	ReplaceAll bool
+}
+
+// EditResult is the unified diff of an edit (--- path / +++ path, 3 lines of
+// context) and the number of replacements made.
+type EditResult struct {
+	Diff         string
+	Replacements int
+}
+
+// TreeOptions configures Tree. Exclude are globs matched against names and
+// relative paths; DefaultExcludes adds DefaultTreeExcludes.
+type TreeOptions struct {
+	Exclude         []string
+	DefaultExcludes bool
+}
+
+// TreeNode is one entry of a tree; Children is set (possibly empty) only for
+// directories, Size only for files.
+type TreeNode struct {
+	Name     string     `json:"name"`
+	Type     string     `json:"type"` // "file" or "directory"
+	Size     *int64     `json:"size,omitempty"`
+	Children []TreeNode `json:"children,omitempty"`
+}
+
+// RemoveOptions are rm's -r and -f.
+type RemoveOptions struct {
+	Recursive bool
+	Force     bool
+}
+
+// SearchOptions configures Search. SortBy is "path" (default) or "mtime".
+type SearchOptions struct {
+	Exclude []string
+	SortBy  string
+}
+
+// GrepOptions are the arguments of the grep tool (PROTOCOL.md).
+type GrepOptions struct {
+	Pattern         string
+	Path            string // client path; "" = workspace root
+	Glob            string
+	Type            string // ripgrep file type name, e.g. "go", "py"
+	OutputMode      string // "content", "files_with_matches" (default), "count"
+	CaseInsensitive bool
+	Multiline       bool
+	Before, After   int
+	LineNumbers     bool
+	HeadLimit       int // 0 = no limit
+}
+
+// GrepResult is ripgrep-style output text and whether anything matched.
+type GrepResult struct {
+	Output  string
+	Matches int
+}
+
+// FSStats is statvfs for SFTP.
+type FSStats struct {
+	BlockSize, FragmentSize               uint64
+	Blocks, BlocksFree, BlocksAvail       uint64
+	Files, FilesFree, FilesAvail, NameMax uint64
+}

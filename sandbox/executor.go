@@ -1,0 +1,102 @@
+// Package sandbox is the one door to processes. Every command any protocol runs
+// (MCP exec, SSH exec and shells) goes through an Executor, which applies the
+// isolation mode (bwrap, software, none), the command safety policy, the
+// environment rules, timeouts and output limits. Nothing outside this package
+// starts a process.
+package sandbox
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Mode is an isolation mode.
+type Mode string
+
+const (
+	ModeAuto     Mode = "auto"     // probe bwrap at startup, fall back to software
+	ModeBwrap    Mode = "bwrap"    // bubblewrap namespaces + the safety policy
+	ModeSoftware Mode = "software" // plain process group + policy + escape checks
+	ModeNone     Mode = "none"     // no checks: trusted use only
+)
+
+// Executor runs commands confined to a workspace. Implementations are safe for
+// concurrent use. Close kills every process still running and is idempotent.
+type Executor interface {
+	// Mode is the effective mode (never ModeAuto), and Reason says why it was
+	// chosen (for logs and /health).
+	Mode() Mode
+	Reason() string
+
+	// Run runs a command to completion and collects its output.
+	Run(ctx context.Context, req Request) (Result, error)
+
+	// Start runs a command with streaming stdio (SSH exec, shells).
+	Start(ctx context.Context, req Request, stdio Stdio) (Process, error)
+
+	Close() error
+}
+
+// Request is one command. Dir and Boundary are absolute host paths: Dir the
+// working directory (HOME is set to it), Boundary the directory the command may
+// not leave (the workspace root or the scope root); both must lie inside the
+// executor's workspace root. Empty Dir means Boundary; empty Boundary means the
+// workspace root.
+type Request struct {
+	Command  string
+	Dir      string
+	Boundary string
+	Env      map[string]string // scope env merged with per-call env by the caller
+	Timeout  time.Duration     // 0 = the executor's default
+	// OutputLimit caps each of stdout and stderr (head + tail kept); 0 = default.
+	OutputLimit int64
+	Stdin       io.Reader // Run only; nil = empty stdin
+	Pty         *Pty      // Start only; nil = pipes
+}
+
+// Pty asks Start for a pseudo-terminal.
+type Pty struct {
+	Term       string
+	Cols, Rows uint16
+}
+
+// Result of Run. A non-zero exit is not an error: err is reserved for commands
+// that were blocked (errcode.DangerousOperation / UnsafeCommand), empty
+// (EmptyCommand), or could not start (ExecError).
+type Result struct {
+	Stdout, Stderr []byte
+	ExitCode       int    // 128+n when killed by signal n
+	Signal         string // e.g. "KILL", "" when it exited normally
+	TimedOut       bool
+	// StdoutSize and StderrSize are the sizes before truncation; a stream was
+	// truncated when its size exceeds len of the kept bytes.
+	StdoutSize, StderrSize int64
+	Duration               time.Duration
+}
+
+// Stdio are the streams of a started process. Stdin may be nil. With a Pty,
+// stdout and stderr are the same terminal stream and Stderr is not used.
+type Stdio struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Process is a started command.
+type Process interface {
+	// Wait waits for exit and for its output to be copied out.
+	Wait() (ExitStatus, error)
+	// Signal delivers a signal by its SSH name ("INT", "TERM", "KILL", ...).
+	Signal(name string) error
+	// Resize changes the pty window (no-op without a pty).
+	Resize(cols, rows uint16) error
+	// CloseStdin signals EOF on stdin.
+	CloseStdin() error
+}
+
+// ExitStatus is how a started process ended.
+type ExitStatus struct {
+	Code     int    // 128+n when killed by signal n
+	Signal   string // SSH signal name without "SIG", "" on normal exit
+	TimedOut bool
+}
