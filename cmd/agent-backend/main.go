@@ -1,0 +1,186 @@
+// Command agent-backend is the agentbe daemon: it serves one workspace to AI
+// agents over MCP (HTTP or stdio) and SSH over WebSocket. It is a drop-in
+// replacement for the reference daemon of the npm package agent-backend.
+//
+// This file only parses the command line and hands a config.Config to the
+// daemon package; there is no logic here.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/daemon"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=X.Y.Z".
+var version = "0.1.0-dev"
+
+// exitError carries an exit code through cobra without printing twice.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func main() {
+	err := newRootCommand(os.Stdin, os.Stdout, os.Stderr).Execute()
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		os.Exit(ee.code)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "agent-backend:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agent-backend",
+		Short: "Serve a workspace to AI agents over MCP and SSH-over-WebSocket",
+		Long: `agent-backend serves one workspace directory to AI agents:
+  POST /mcp   MCP tools (read, write, edit, list, tree, search, grep, info, move, mkdir, exec)
+  GET  /ssh   SSH over WebSocket (SFTP, exec, pty) for the client libraries' remote backend
+  GET  /health, /metrics
+or MCP over stdin/stdout with --local-only.
+
+The form "agent-backend --backend memory --rootDir X" (used by the memory
+backend of the npm client) serves an in-memory workspace over stdio.`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("backend") && !cmd.Flags().Changed("root") {
+				return cmd.Help()
+			}
+			// The memory backend's spawn: stdio unless asked otherwise.
+			if !cmd.Flags().Changed("local-only") {
+				_ = cmd.Flags().Set("local-only", "true")
+			}
+			return runDaemon(cmd, stdin, stdout, stderr)
+		},
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetVersionTemplate("agent-backend v{{.Version}}\n")
+	root.SetFlagErrorFunc(flagError)
+	config.RegisterFlags(root.Flags())
+	root.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name != "backend" && f.Name != "root" {
+			f.Hidden = true // documented under "daemon"
+		}
+	})
+	root.Flags().BoolP("version", "v", false, "print the version and exit")
+
+	root.AddCommand(newDaemonCommand(stdin, stdout, stderr), newVersionCommand(), newHealthCommand())
+	return root
+}
+
+// flagError adds the command's usage hint to a flag parsing error.
+func flagError(cmd *cobra.Command, err error) error {
+	return fmt.Errorf("%v (see '%s --help')", err, cmd.CommandPath())
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintf(cmd.OutOrStdout(), "agent-backend v%s\n", version)
+		},
+	}
+}
+
+func newDaemonCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "daemon --root DIR [flags]",
+		Short: "Serve a workspace (HTTP on --bind:--port, or stdio with --local-only)",
+		Long: `Serve the workspace at --root.
+
+Settings come from flags, then AGENTBE_* environment variables (each flag's
+variable is shown in brackets), then --config FILE (YAML, TOML or JSON with the
+flag names as keys), then the defaults shown. Listening on a non-loopback
+--bind requires an auth token.`,
+		Example: `  agent-backend daemon --root /srv/workspace
+  agent-backend daemon --root /srv/workspace --bind 0.0.0.0 --auth-token-file /run/secrets/token
+  agent-backend daemon --rootDir /srv/workspace --local-only --isolation bwrap
+  agent-backend daemon --config /etc/agentbe/config.yaml --check-config`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDaemon(cmd, stdin, stdout, stderr)
+		},
+	}
+	cmd.SetFlagErrorFunc(flagError)
+	config.RegisterFlags(cmd.Flags())
+	cmd.Flags().Bool("check-config", false, "validate the configuration, print it (token redacted) and exit 0, or exit 1 with the error")
+	return cmd
+}
+
+func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) error {
+	cfg, err := config.Load(cmd.Flags(), os.LookupEnv)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if check, _ := cmd.Flags().GetBool("check-config"); check {
+		if err != nil {
+			fmt.Fprintln(stderr, "agent-backend: invalid configuration:", err)
+			return exitError{1}
+		}
+		fmt.Fprint(stdout, cfg.Format())
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+
+	log := daemon.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	if created, err := cfg.EnsureRoot(); err != nil {
+		return err
+	} else if created {
+		log.Info("created the workspace root, which did not exist", "root", cfg.Root)
+	}
+	if cfg.InsecureNoAuth && cfg.AuthToken == "" && !cfg.IsLoopback() && !cfg.LocalOnly {
+		log.Warn("SERVING WITHOUT AUTHENTICATION on a non-loopback address: anyone who can reach this port can read, write and run commands in the workspace",
+			"bind", cfg.Bind, "port", cfg.Port)
+	}
+
+	d, err := daemon.New(cfg, daemon.Options{Logger: log, Version: version})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigc := make(chan os.Signal, 2)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	go func() {
+		sig, ok := <-sigc
+		if !ok {
+			return
+		}
+		log.Info("signal received; shutting down gracefully (send it again to exit at once)", "signal", sig.String())
+		cancel()
+		if sig, ok = <-sigc; ok {
+			log.Warn("second signal; exiting now", "signal", sig.String())
+			os.Exit(130)
+		}
+	}()
+
+	if cfg.LocalOnly {
+		return d.ServeStdio(ctx, stdin, stdout)
+	}
+	return d.ListenAndServe(ctx)
+}

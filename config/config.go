@@ -1,0 +1,158 @@
+// Package config turns flags, environment variables and an optional config file
+// into one validated Config value that the daemon passes down. Nothing else in
+// the program reads flags or the environment.
+//
+// Precedence, highest first: command-line flags, environment variables
+// (AGENTBE_<KEY>, plus the reference container's AUTH_TOKEN, WORKSPACE_ROOT and
+// PORT), the config file (--config, YAML, TOML or JSON), built-in defaults.
+//
+// Every setting is declared once, in the settings table (settings.go): its key
+// (the config-file key and the flag name), the reference CLI's camelCase
+// spelling, its environment variables, default and help text. Errors name where
+// the bad value came from: the flag, the variable, or the file and key.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Config is the daemon's whole configuration. The zero value is not useful;
+// use Load, or Default for tests.
+type Config struct {
+	// Workspace.
+	Root      string // absolute path of the workspace root
+	ScopePath string // static scope inside Root ("" = none)
+	Backend   string // "filesystem" or "memory"
+
+	// Command execution.
+	Isolation       string // auto, bwrap, software, none
+	Shell           string // auto, bash, sh
+	RunAs           string // user commands run as when the daemon is root ("" = the daemon's user)
+	BlockDangerous  bool   // the command safety policy
+	ExecNetwork     bool   // commands may use the network (bwrap shares the net namespace)
+	ExecTimeout     time.Duration
+	ExecOutputLimit int64 // bytes kept per stream (head + tail)
+
+	// Files.
+	MaxReadSize int64 // largest whole-file read a tool may do
+
+	// Listening.
+	Bind            string
+	Port            int
+	LocalOnly       bool // MCP over stdio only; no listener
+	DisableSSHWS    bool
+	AuthToken       string // never logged or printed; see Redacted
+	AuthTokenFile   string
+	InsecureNoAuth  bool
+	AllowedOrigins  []string
+	MaxBodyBytes    int64
+	ShutdownTimeout time.Duration
+
+	// SSH over WebSocket.
+	SSHHostKey      string
+	MaxSSHConns     int
+	SSHKeepalive    time.Duration
+	SSHEnvAllowlist []string
+
+	// Logging.
+	LogFormat string // text or json
+	LogLevel  string // debug, info, warn, error
+
+	// ConfigFile is the file the settings were read from ("" = none).
+	ConfigFile string
+}
+
+// Default returns the built-in defaults (Root unset).
+func Default() Config {
+	var c Config
+	for _, s := range settings {
+		if err := s.set(&c, s.def); err != nil {
+			panic(fmt.Sprintf("config: bad default for %s: %v", s.key, err))
+		}
+	}
+	return c
+}
+
+// Addr is the listen address, host:port.
+func (c Config) Addr() string { return net.JoinHostPort(c.Bind, fmt.Sprint(c.Port)) }
+
+// Redacted is c with the auth token replaced, for printing and logging.
+func (c Config) Redacted() Config {
+	if c.AuthToken != "" {
+		c.AuthToken = "[redacted]"
+	}
+	return c
+}
+
+// IsLoopback reports whether Bind only accepts connections from this machine.
+func (c Config) IsLoopback() bool { return isLoopbackHost(c.Bind) }
+
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.Trim(h, "[]"))
+	return err == nil && a.IsLoopback()
+}
+
+// Validate checks the settings that depend on each other or on the machine,
+// and makes Root absolute. It does no I/O beyond a stat of the root: a missing
+// root is fine here (EnsureRoot creates it), a root that is a file is not.
+func (c *Config) Validate() error {
+	if c.Root == "" {
+		return errors.New("missing workspace root: set --root (alias --rootDir), AGENTBE_ROOT, or root in the config file")
+	}
+	if !filepath.IsAbs(c.Root) {
+		abs, err := filepath.Abs(c.Root)
+		if err != nil {
+			return fmt.Errorf("--root %q: %v", c.Root, err)
+		}
+		c.Root = abs
+	}
+	c.Root = filepath.Clean(c.Root)
+	if c.Backend == "filesystem" {
+		fi, err := os.Stat(c.Root)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return fmt.Errorf("--root %q: %v", c.Root, err)
+		case !fi.IsDir():
+			return fmt.Errorf("--root %q is a file, not a directory", c.Root)
+		}
+	}
+	c.ScopePath = strings.Trim(c.ScopePath, "/")
+	for _, part := range strings.Split(c.ScopePath, "/") {
+		if part == ".." {
+			return fmt.Errorf("--scopePath %q: must stay inside the root (no \"..\")", c.ScopePath)
+		}
+	}
+	if c.LocalOnly {
+		return nil
+	}
+	if !c.IsLoopback() && c.AuthToken == "" && !c.InsecureNoAuth {
+		return fmt.Errorf("--bind %s is not a loopback address and no auth token is set: set --auth-token-file (or --auth-token, AGENTBE_AUTH_TOKEN), or pass --insecure-no-auth to serve without authentication", c.Bind)
+	}
+	return nil
+}
+
+// EnsureRoot creates a missing filesystem root (0755, with parents) and
+// reports whether it did, so the caller can log it.
+func (c *Config) EnsureRoot() (created bool, err error) {
+	if c.Backend != "filesystem" {
+		return false, nil
+	}
+	if _, err := os.Stat(c.Root); !errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err := os.MkdirAll(c.Root, 0o755); err != nil {
+		return false, fmt.Errorf("--root %q does not exist and cannot be created: %v", c.Root, err)
+	}
+	return true, nil
+}

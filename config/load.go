@@ -1,0 +1,225 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// ConfigFlag is the flag naming the config file.
+const ConfigFlag = "config"
+
+// RegisterFlags adds a flag for every setting, plus --config, to fs. The
+// reference CLI's camelCase spellings (--rootDir, --scopePath) are accepted as
+// aliases through fs's normalize function.
+func RegisterFlags(fs *pflag.FlagSet) {
+	aliases := map[string]string{}
+	for _, s := range settings {
+		if s.alias != "" {
+			aliases[s.alias] = s.key
+		}
+	}
+	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if key, ok := aliases[name]; ok {
+			return pflag.NormalizedName(key)
+		}
+		return pflag.NormalizedName(name)
+	})
+	for _, s := range settings {
+		usage := s.usage
+		if s.alias != "" {
+			usage += " (alias --" + s.alias + ")"
+		}
+		usage += " [env " + strings.Join(s.env, ", ") + "]"
+		f := fs.VarPF(&flagValue{s: s, raw: s.def}, s.key, "", usage)
+		f.DefValue = s.def
+		if s.kind() == "bool" {
+			f.NoOptDefVal = "true"
+		}
+	}
+	fs.String(ConfigFlag, "", "read settings from this YAML, TOML or JSON file (keys as the flag names) [env AGENTBE_CONFIG]")
+}
+
+// flagValue validates a flag's value when it is parsed (so pflag's error names
+// the flag) and keeps the raw text; Load applies it after the lower layers.
+type flagValue struct {
+	s   *setting
+	raw string
+}
+
+func (f *flagValue) String() string { return f.raw }
+func (f *flagValue) Type() string   { return f.s.kind() }
+func (f *flagValue) Set(v string) error {
+	var scratch Config
+	if err := f.s.set(&scratch, v); err != nil {
+		return err
+	}
+	f.raw = v
+	return nil
+}
+
+// Load builds the Config from defaults, the config file, the environment
+// (through lookupEnv, os.LookupEnv in production) and the flags in fs, which
+// must have been registered with RegisterFlags and parsed. It reads the token
+// file but does not validate cross-setting rules: call Validate for that.
+func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, error) {
+	c := Default()
+
+	file := ""
+	if f := fs.Lookup(ConfigFlag); f != nil && f.Changed {
+		file = f.Value.String()
+	} else if v, ok := lookupEnv("AGENTBE_CONFIG"); ok && v != "" {
+		file = v
+	}
+	if file != "" {
+		if err := loadFile(&c, file); err != nil {
+			return c, err
+		}
+		c.ConfigFile = file
+	}
+
+	for _, s := range settings {
+		for _, name := range s.env {
+			v, ok := lookupEnv(name)
+			if !ok || v == "" {
+				continue
+			}
+			if err := s.set(&c, v); err != nil {
+				return c, fmt.Errorf("invalid value %q in %s: %v", redact(s, v), name, err)
+			}
+			break
+		}
+	}
+
+	for _, s := range settings {
+		f := fs.Lookup(s.key)
+		if f == nil || !f.Changed {
+			continue
+		}
+		if err := s.set(&c, f.Value.String()); err != nil {
+			return c, fmt.Errorf("invalid value %q for --%s: %v", redact(s, f.Value.String()), s.key, err)
+		}
+	}
+
+	if c.AuthTokenFile != "" {
+		if c.AuthToken != "" {
+			return c, errors.New("both an auth token and --auth-token-file are set: use only one")
+		}
+		b, err := os.ReadFile(c.AuthTokenFile)
+		if err != nil {
+			return c, fmt.Errorf("--auth-token-file %q: cannot read: %v", c.AuthTokenFile, unwrapPathError(err))
+		}
+		c.AuthToken = strings.TrimSpace(string(b))
+		if c.AuthToken == "" {
+			return c, fmt.Errorf("--auth-token-file %q is empty", c.AuthTokenFile)
+		}
+	}
+	return c, nil
+}
+
+func redact(s *setting, v string) string {
+	if s.key == "auth-token" {
+		return "[redacted]"
+	}
+	return v
+}
+
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// loadFile applies a config file's keys to c. Unknown keys and values of the
+// wrong type are errors naming the file and the key.
+func loadFile(c *Config, file string) error {
+	v := viper.New()
+	v.SetConfigFile(file)
+	switch strings.ToLower(filepath.Ext(file)) {
+	case ".yaml", ".yml", ".toml", ".json":
+	default:
+		return fmt.Errorf("--config %q: unknown format: use a .yaml, .yml, .toml or .json file", file)
+	}
+	if err := v.ReadInConfig(); err != nil {
+		var nf viper.ConfigFileNotFoundError
+		if errors.As(err, &nf) || errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("--config %q: file not found", file)
+		}
+		return fmt.Errorf("--config %q: %v", file, unwrapPathError(err))
+	}
+	// Viper's own view flattens nested tables into dotted keys; read the
+	// top level so a table where a value belongs is reported, not flattened.
+	all := v.AllSettings()
+	keys := make([]string, 0, len(all))
+	for k := range all {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s := lookupSetting(k)
+		if s == nil {
+			return fmt.Errorf("config file %s: unknown key %q (keys are the flag names, e.g. root, port, auth-token-file)", file, k)
+		}
+		raw, err := scalarString(all[k], s.kind() == "list")
+		if err != nil {
+			return fmt.Errorf("config file %s: key %q %v", file, k, err)
+		}
+		if err := s.set(c, raw); err != nil {
+			return fmt.Errorf("config file %s: key %q: invalid value %q: %v", file, k, redact(s, raw), err)
+		}
+	}
+	return nil
+}
+
+// scalarString turns a decoded YAML/TOML/JSON value into the text form set
+// parses. Lists are allowed only for list settings.
+func scalarString(v any, list bool) (string, error) {
+	switch x := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return x, nil
+	case bool, int, int64, uint64, float64:
+		return fmt.Sprint(x), nil
+	case []any:
+		if !list {
+			return "", errors.New("is a list; expected a single value")
+		}
+		parts := make([]string, len(x))
+		for i, item := range x {
+			s, err := scalarString(item, false)
+			if err != nil {
+				return "", err
+			}
+			parts[i] = s
+		}
+		return strings.Join(parts, ","), nil
+	case map[string]any:
+		return "", errors.New("is a table; expected a single value")
+	}
+	return "", fmt.Errorf("has unsupported type %T", v)
+}
+
+// Format renders c as "key: value" lines in settings order, the token
+// redacted: the effective configuration that --check-config prints, valid as
+// a YAML config file.
+func (c Config) Format() string {
+	r := c.Redacted()
+	var b strings.Builder
+	for _, s := range settings {
+		v := s.get(&r)
+		if s.kind() == "string" || s.kind() == "list" || s.kind() == "duration" || s.kind() == "size" {
+			v = fmt.Sprintf("%q", v)
+		}
+		fmt.Fprintf(&b, "%s: %s\n", s.key, v)
+	}
+	return b.String()
+}

@@ -1,0 +1,286 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// setting is one configurable value. key is both the config-file key and the
+// flag name; alias is the reference CLI's spelling of the flag, if it differs.
+type setting struct {
+	key   string
+	alias string
+	env   []string
+	def   string
+	usage string
+	// field returns a pointer to the Config field: *string, *int, *bool,
+	// *time.Duration, *int64 (a byte size) or *[]string.
+	field func(*Config) any
+	// check validates a parsed value; it returns the reason it is wrong.
+	check func(v any) error
+}
+
+func env(key string, extra ...string) []string {
+	return append([]string{"AGENTBE_" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))}, extra...)
+}
+
+func oneOf(allowed ...string) func(any) error {
+	return func(v any) error {
+		if !slices.Contains(allowed, v.(string)) {
+			return fmt.Errorf("must be one of %s", strings.Join(allowed, ", "))
+		}
+		return nil
+	}
+}
+
+func between(lo, hi int) func(any) error {
+	return func(v any) error {
+		if n := v.(int); n < lo || n > hi {
+			return fmt.Errorf("must be from %d to %d", lo, hi)
+		}
+		return nil
+	}
+}
+
+func positive(v any) error {
+	switch n := v.(type) {
+	case time.Duration:
+		if n <= 0 {
+			return fmt.Errorf("must be greater than zero")
+		}
+	case int64:
+		if n <= 0 {
+			return fmt.Errorf("must be greater than zero")
+		}
+	case int:
+		if n <= 0 {
+			return fmt.Errorf("must be greater than zero")
+		}
+	}
+	return nil
+}
+
+// settings is the single declaration of every setting. Order is the order of
+// --help and --check-config output.
+var settings = []*setting{
+	{key: "root", alias: "rootDir", env: env("root", "WORKSPACE_ROOT"),
+		usage: "workspace root directory; created (0755) if missing",
+		field: func(c *Config) any { return &c.Root }},
+	{key: "scope-path", alias: "scopePath", env: env("scope-path"),
+		usage: "serve only this subdirectory of the root (clients then cannot send X-Scope-Path)",
+		field: func(c *Config) any { return &c.ScopePath }},
+	{key: "backend", env: env("backend"), def: "filesystem",
+		usage: "workspace backend: filesystem, or memory (an in-memory tree, file tools only)",
+		field: func(c *Config) any { return &c.Backend }, check: oneOf("filesystem", "memory")},
+	{key: "isolation", env: env("isolation"), def: "auto",
+		usage: "command isolation: auto (bwrap if it works, else software), bwrap, software, none",
+		field: func(c *Config) any { return &c.Isolation }, check: oneOf("auto", "bwrap", "software", "none")},
+	{key: "shell", env: env("shell"), def: "auto",
+		usage: "shell commands run in: auto (bash if present, else sh), bash, sh",
+		field: func(c *Config) any { return &c.Shell }, check: oneOf("auto", "bash", "sh")},
+	{key: "run-as", env: env("run-as"),
+		usage: "when the daemon runs as root, run commands as this user (without it, root inside bwrap still means root file access)",
+		field: func(c *Config) any { return &c.RunAs }},
+	{key: "block-dangerous", env: env("block-dangerous"), def: "true",
+		usage: "refuse dangerous commands (sudo, rm -rf /, curl | sh, ...) before they run",
+		field: func(c *Config) any { return &c.BlockDangerous }},
+	{key: "exec-network", env: env("exec-network"), def: "true",
+		usage: "let commands use the network (bwrap shares the network namespace)",
+		field: func(c *Config) any { return &c.ExecNetwork }},
+	{key: "exec-timeout", env: env("exec-timeout"), def: "2m",
+		usage: "default time limit of one command; the whole process tree is killed after it",
+		field: func(c *Config) any { return &c.ExecTimeout }, check: positive},
+	{key: "exec-output-limit", env: env("exec-output-limit"), def: "1MiB",
+		usage: "output kept per stream of one command (head and tail; the rest is counted)",
+		field: func(c *Config) any { return &c.ExecOutputLimit }, check: positive},
+	{key: "max-read-size", env: env("max-read-size"), def: "10MiB",
+		usage: "largest file a tool reads whole; larger files must be paged",
+		field: func(c *Config) any { return &c.MaxReadSize }, check: positive},
+	{key: "bind", env: env("bind"), def: "127.0.0.1",
+		usage: "address to listen on; a non-loopback address requires an auth token",
+		field: func(c *Config) any { return &c.Bind }},
+	{key: "port", env: env("port", "PORT"), def: "3001",
+		usage: "TCP port for /mcp, /ssh, /health and /metrics",
+		field: func(c *Config) any { return &c.Port }, check: between(1, 65535)},
+	{key: "local-only", env: env("local-only"), def: "false",
+		usage: "serve MCP over stdin/stdout only: no listener, logs on stderr",
+		field: func(c *Config) any { return &c.LocalOnly }},
+	{key: "disable-ssh-ws", env: env("disable-ssh-ws"), def: "false",
+		usage: "do not serve SSH over WebSocket at /ssh",
+		field: func(c *Config) any { return &c.DisableSSHWS }},
+	{key: "auth-token", env: env("auth-token", "AUTH_TOKEN"),
+		usage: "bearer token clients must send (visible in ps: prefer --auth-token-file or the environment)",
+		field: func(c *Config) any { return &c.AuthToken }},
+	{key: "auth-token-file", env: env("auth-token-file"),
+		usage: "read the bearer token from this file (surrounding whitespace trimmed)",
+		field: func(c *Config) any { return &c.AuthTokenFile }},
+	{key: "insecure-no-auth", env: env("insecure-no-auth"), def: "false",
+		usage: "allow a non-loopback --bind without a token (anyone who reaches the port controls the workspace)",
+		field: func(c *Config) any { return &c.InsecureNoAuth }},
+	{key: "allowed-origins", env: env("allowed-origins"),
+		usage: "browser Origins allowed on /mcp besides loopback ones (comma-separated)",
+		field: func(c *Config) any { return &c.AllowedOrigins }},
+	{key: "max-body-bytes", env: env("max-body-bytes"), def: "4MiB",
+		usage: "largest MCP request body; larger ones get 413",
+		field: func(c *Config) any { return &c.MaxBodyBytes }, check: positive},
+	{key: "shutdown-timeout", env: env("shutdown-timeout"), def: "10s",
+		usage: "on SIGTERM/SIGINT, how long in-flight requests may finish before they are cut",
+		field: func(c *Config) any { return &c.ShutdownTimeout }, check: positive},
+	{key: "ssh-host-key", env: env("ssh-host-key"), def: "/var/lib/agentbe/ssh_host_ed25519_key",
+		usage: "SSH host key for /ssh; an ed25519 key is generated there (0600) if missing",
+		field: func(c *Config) any { return &c.SSHHostKey }},
+	{key: "max-ssh-connections", env: env("max-ssh-connections"), def: "1024",
+		usage: "concurrent /ssh connections; more are refused with a clear message",
+		field: func(c *Config) any { return &c.MaxSSHConns }, check: positive},
+	{key: "ssh-keepalive", env: env("ssh-keepalive"), def: "30s",
+		usage: "server keepalive interval on /ssh; a peer missing 3 in a row is dropped",
+		field: func(c *Config) any { return &c.SSHKeepalive }, check: positive},
+	{key: "ssh-env-allowlist", env: env("ssh-env-allowlist"), def: "LANG,LC_*,TERM,COLORTERM",
+		usage: "environment variable names an SSH client may set (comma-separated; * as a suffix wildcard)",
+		field: func(c *Config) any { return &c.SSHEnvAllowlist }},
+	{key: "log-format", env: env("log-format"), def: "text",
+		usage: "log format on stderr: text or json",
+		field: func(c *Config) any { return &c.LogFormat }, check: oneOf("text", "json")},
+	{key: "log-level", env: env("log-level"), def: "info",
+		usage: "log level: debug, info, warn, error",
+		field: func(c *Config) any { return &c.LogLevel }, check: oneOf("debug", "info", "warn", "error")},
+}
+
+// set parses raw into the setting's field of c and validates it. The error
+// says what is wrong with the value; the caller adds where it came from.
+func (s *setting) set(c *Config, raw string) error {
+	var v any
+	switch p := s.field(c).(type) {
+	case *string:
+		*p = raw
+		v = raw
+	case *int:
+		n, err := strconv.Atoi(strings.TrimSpace(raw))
+		if err != nil {
+			return fmt.Errorf("must be a whole number")
+		}
+		*p, v = n, n
+	case *bool:
+		b, err := strconv.ParseBool(strings.TrimSpace(raw))
+		if err != nil {
+			return fmt.Errorf("must be true or false")
+		}
+		*p, v = b, b
+	case *time.Duration:
+		d, err := time.ParseDuration(strings.TrimSpace(raw))
+		if err != nil {
+			return fmt.Errorf("must be a duration such as 10s, 2m or 1m30s")
+		}
+		*p, v = d, d
+	case *int64:
+		n, err := ParseSize(raw)
+		if err != nil {
+			return err
+		}
+		*p, v = n, n
+	case *[]string:
+		var list []string
+		for _, item := range strings.Split(raw, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				list = append(list, item)
+			}
+		}
+		*p, v = list, list
+	default:
+		panic(fmt.Sprintf("config: setting %s has an unsupported field type %T", s.key, p))
+	}
+	if s.check != nil {
+		return s.check(v)
+	}
+	return nil
+}
+
+// get formats the setting's current value the way set parses it.
+func (s *setting) get(c *Config) string {
+	switch p := s.field(c).(type) {
+	case *string:
+		return *p
+	case *int:
+		return strconv.Itoa(*p)
+	case *bool:
+		return strconv.FormatBool(*p)
+	case *time.Duration:
+		return p.String()
+	case *int64:
+		return FormatSize(*p)
+	case *[]string:
+		return strings.Join(*p, ",")
+	}
+	return ""
+}
+
+// kind names the setting's value type for --help.
+func (s *setting) kind() string {
+	switch s.field(&Config{}).(type) {
+	case *int:
+		return "int"
+	case *bool:
+		return "bool"
+	case *time.Duration:
+		return "duration"
+	case *int64:
+		return "size"
+	case *[]string:
+		return "list"
+	}
+	return "string"
+}
+
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10},
+	{"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1},
+}
+
+// ParseSize parses a byte size: a whole number of bytes with an optional
+// suffix B, K/KiB, M/MiB or G/GiB (powers of 1024).
+func ParseSize(raw string) (int64, error) {
+	s := strings.TrimSpace(raw)
+	mult := int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("must be a size such as 1048576, 512KiB or 4MiB")
+	}
+	return n * mult, nil
+}
+
+// FormatSize is the inverse of ParseSize, using the largest exact unit.
+func FormatSize(n int64) string {
+	for _, u := range sizeUnits[:3] {
+		if n != 0 && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func lookupSetting(key string) *setting {
+	norm := normalizeKey(key)
+	for _, s := range settings {
+		if normalizeKey(s.key) == norm || (s.alias != "" && normalizeKey(s.alias) == norm) {
+			return s
+		}
+	}
+	return nil
+}
+
+// normalizeKey lets config files spell keys as root_dir, rootDir or root-dir.
+func normalizeKey(k string) string {
+	return strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(k))
+}

@@ -1,0 +1,212 @@
+// Package daemon wires the workspace, the executor and the protocol servers
+// into one process and runs it: an HTTP server on one port (/health, /metrics,
+// /mcp, /ssh) or MCP over stdio (--local-only), with logging, metrics and a
+// graceful shutdown. It implements no protocol itself: /mcp belongs to
+// mcphttp, /ssh to sshws, files to fsops and processes to sandbox.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentbe/agentbe-daemon/config"
+)
+
+// Options are the daemon's injected dependencies.
+type Options struct {
+	Logger   *slog.Logger         // nil = discard
+	Registry *prometheus.Registry // nil = a fresh registry
+	Version  string               // reported by /health
+	// OnReady is called once the listener accepts connections (sd_notify,
+	// tests). OnStopping is called when a graceful shutdown begins.
+	OnReady    func(addr net.Addr)
+	OnStopping func()
+}
+
+// Daemon is one running workspace server. Create it with New, run it with
+// Serve or ServeStdio, and Close it (idempotent).
+type Daemon struct {
+	cfg     config.Config
+	opts    Options
+	log     *slog.Logger
+	started time.Time
+	metrics *httpMetrics
+	handler http.Handler
+
+	proto protocols // filled by wire.go
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New builds the workspace, the executor and the protocol servers for cfg,
+// which must have been validated.
+func New(cfg config.Config, opts Options) (*Daemon, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	d := &Daemon{cfg: cfg, opts: opts, log: opts.Logger, started: time.Now()}
+	if err := opts.Registry.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("register go collector: %w", err)
+	}
+	if err := opts.Registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("register process collector: %w", err)
+	}
+	m, err := newHTTPMetrics(opts.Registry)
+	if err != nil {
+		return nil, err
+	}
+	d.metrics = m
+	if err := d.proto.build(cfg, opts); err != nil {
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+routeHealth, d.serveHealth)
+	mux.Handle("GET "+routeMetrics, promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
+	if h := d.proto.mcpHandler(); h != nil {
+		mux.Handle(routeMCP, h)
+	}
+	if h := d.proto.sshHandler(); h != nil {
+		mux.Handle(routeSSH, h)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if isUpgrade(r) {
+			writeJSONError(w, http.StatusBadRequest, "Bad Request", "WebSocket upgrades are served only at /ssh")
+			return
+		}
+		writeJSONError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no endpoint at %s; see /health, /mcp, /ssh, /metrics", r.URL.Path))
+	})
+	d.handler = instrument(mux, d.log, m)
+	return d, nil
+}
+
+// Handler is the daemon's whole HTTP surface, with logging and metrics.
+func (d *Daemon) Handler() http.Handler { return d.handler }
+
+// healthBody is /health's answer: the reference daemon's fields plus ours.
+type healthBody struct {
+	Status          string          `json:"status"`
+	Version         string          `json:"version"`
+	RootDir         string          `json:"rootDir"`
+	Transports      map[string]bool `json:"transports"`
+	Backend         string          `json:"backend"`
+	Isolation       string          `json:"isolation"`
+	IsolationReason string          `json:"isolationReason,omitempty"`
+	UptimeSeconds   float64         `json:"uptimeSeconds"`
+}
+
+func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	mode, reason := d.proto.isolation()
+	body := healthBody{
+		Status:  "ok",
+		Version: d.opts.Version,
+		RootDir: d.cfg.Root,
+		Transports: map[string]bool{
+			"mcp":    true,
+			"ssh-ws": d.proto.sshHandler() != nil,
+			"ssh":    false,
+		},
+		Backend:         d.cfg.Backend,
+		Isolation:       mode,
+		IsolationReason: reason,
+		UptimeSeconds:   time.Since(d.started).Seconds(),
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// Serve answers HTTP on ln until ctx is cancelled, then shuts down gracefully:
+// it stops accepting, lets in-flight requests finish for up to the configured
+// shutdown timeout, closes WebSockets and kills their processes, then cuts
+// whatever remains. It returns nil after a shutdown caused by ctx.
+func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           d.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+		// Request contexts must outlive the start of a shutdown so in-flight
+		// calls can finish; srv.Close cancels them when the grace period ends.
+		BaseContext: func(net.Listener) context.Context { return context.Background() },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	d.log.Info("listening", "addr", ln.Addr().String(), "root", d.cfg.Root,
+		"mcp", "http://"+ln.Addr().String()+routeMCP, "ssh_ws", d.proto.sshHandler() != nil,
+		"auth", d.cfg.AuthToken != "")
+	if d.opts.OnReady != nil {
+		d.opts.OnReady(ln.Addr())
+	}
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+
+	d.log.Info("shutting down", "grace", d.cfg.ShutdownTimeout)
+	if d.opts.OnStopping != nil {
+		d.opts.OnStopping()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := d.proto.shutdown(sctx); err != nil {
+			d.log.Warn("closing protocol servers", "err", err)
+		}
+	}()
+	err := srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		d.log.Warn("grace period over; cutting the remaining connections", "grace", d.cfg.ShutdownTimeout)
+		err = srv.Close()
+	}
+	wg.Wait()
+	if e := <-errc; e != nil && !errors.Is(e, http.ErrServerClosed) {
+		err = errors.Join(err, e)
+	}
+	d.log.Info("stopped")
+	return err
+}
+
+// ListenAndServe listens on the configured address and calls Serve.
+func (d *Daemon) ListenAndServe(ctx context.Context) error {
+	ln, err := net.Listen("tcp", d.cfg.Addr())
+	if err != nil {
+		return fmt.Errorf("listen on --bind %s --port %d: %w", d.cfg.Bind, d.cfg.Port, err)
+	}
+	return d.Serve(ctx, ln)
+}
+
+// ServeStdio serves MCP on in/out until in reaches EOF or ctx is cancelled.
+// Nothing but MCP messages is ever written to out.
+func (d *Daemon) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	d.log.Info("serving MCP over stdio", "root", d.cfg.Root, "backend", d.cfg.Backend)
+	return d.proto.serveStdio(ctx, in, out)
+}
+
+// Close releases the executor (killing its processes) and the protocol
+// servers. It is idempotent.
+func (d *Daemon) Close() error {
+	d.closeOnce.Do(func() { d.closeErr = d.proto.close() })
+	return d.closeErr
+}

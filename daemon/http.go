@@ -1,0 +1,179 @@
+package daemon
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Routes the daemon serves; anything else is labelled "other" in metrics so a
+// scanner cannot blow up label cardinality.
+const (
+	routeHealth  = "/health"
+	routeMetrics = "/metrics"
+	routeMCP     = "/mcp"
+	routeSSH     = "/ssh"
+	routeOther   = "other"
+)
+
+func routeOf(path string) string {
+	switch path {
+	case routeHealth, routeMetrics, routeMCP, routeSSH:
+		return path
+	}
+	return routeOther
+}
+
+// httpMetrics are the request counters and the latency histogram.
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	inflight prometheus.Gauge
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentbe_http_requests_total",
+			Help: "HTTP requests by route and status code.",
+		}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "agentbe_http_request_duration_seconds",
+			Help: "Time to answer an HTTP request, by route (WebSocket upgrades excluded).",
+			// From 100µs (a cached read over loopback) to 60s (a long exec).
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}, []string{"route"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "agentbe_http_requests_in_flight",
+			Help: "HTTP requests being answered now (upgraded WebSockets excluded).",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inflight} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// statusRecorder remembers the status code for logs and metrics. It keeps the
+// optional interfaces handlers need: Flush for SSE replies, Hijack for the
+// WebSocket upgrade (gorilla/websocket asserts http.Hijacker directly), and
+// Unwrap for http.ResponseController.
+type statusRecorder struct {
+	http.ResponseWriter
+	status   int
+	bytes    int64
+	hijacked bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := r.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("daemon: response writer cannot be hijacked")
+	}
+	c, rw, err := h.Hijack()
+	if err == nil {
+		r.hijacked = true
+		if r.status == 0 {
+			r.status = http.StatusSwitchingProtocols
+		}
+	}
+	return c, rw, err
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// instrument wraps the mux with panic recovery, request logging and metrics.
+// A panicking handler is logged with its stack and answered 500; the daemon
+// keeps serving.
+func instrument(next http.Handler, log *slog.Logger, m *httpMetrics) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		route := routeOf(r.URL.Path)
+		rec := &statusRecorder{ResponseWriter: w}
+		m.inflight.Inc()
+		defer func() {
+			m.inflight.Dec()
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				log.Error("handler panicked; request answered 500, daemon keeps serving",
+					"method", r.Method, "route", route, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				if rec.status == 0 && !rec.hijacked {
+					writeJSONError(rec, http.StatusInternalServerError, "Internal Server Error", "the daemon hit an internal error; see its log")
+				}
+			}
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			elapsed := time.Since(start)
+			m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+			if !rec.hijacked {
+				m.latency.WithLabelValues(route).Observe(elapsed.Seconds())
+			}
+			level := slog.LevelInfo
+			if route == routeHealth || route == routeMetrics {
+				level = slog.LevelDebug
+			}
+			log.Log(r.Context(), level, "http request",
+				"method", r.Method, "path", r.URL.Path, "status", status,
+				"bytes", rec.bytes, "duration", elapsed, "remote", r.RemoteAddr)
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// writeJSONError writes the reference daemon's error shape,
+// {"error": "...", "message": "..."}.
+func writeJSONError(w http.ResponseWriter, status int, errText, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": errText, "message": msg})
+}
+
+// isUpgrade reports whether r asks to switch protocols (a WebSocket).
+func isUpgrade(r *http.Request) bool {
+	for _, v := range r.Header.Values("Connection") {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
