@@ -1,0 +1,30 @@
+// Package sshws serves SSH over WebSocket: the /ssh endpoint of the daemon,
+// the channel RemoteFilesystemBackend (agent-backend 0.11/0.13, TypeScript and
+// Python) uses for every file operation and command, and what
+// `agent-backend proxy` bridges OpenSSH's ssh, sftp and rsync to.
+//
+// A connection goes through three layers:
+//
+//   - WebSocket (gorilla/websocket): ServeHTTP upgrades, checks the token
+//     ("Authorization: Bearer" or "?token="; a bad one completes the upgrade
+//     and closes with 4001 "Unauthorized"), enforces the connection cap, and
+//     wraps the socket in a net.Conn whose byte stream is the concatenation
+//     of the messages (wsConn). The server pings idle peers and drops one
+//     that stays silent for three keepalive intervals.
+//   - SSH (gliderlabs/ssh over x/crypto/ssh): each WebSocket gets its own SSH
+//     server connection, with the host key loaded once per Server. Any SSH
+//     authentication is accepted: the WebSocket token is the gate.
+//   - Sessions: exec and shell (with or without a pty) run through
+//     sandbox.Executor, the same door, isolation and safety policy as MCP
+//     exec (the reference daemon runs SSH commands unsandboxed; we don't);
+//     the sftp subsystem is pkg/sftp's request server over fsops.Workspace.
+//
+// This package never opens a workspace file or starts a process itself;
+// fsops and sandbox do, and they confine both. The one file it touches is the
+// daemon's own SSH host key.
+//
+// When a connection ends, for whatever reason (the client closed it, went
+// silent, or the server is shutting down), the processes it started are
+// killed: the reference leaves them to die of broken pipes, which a command
+// that never writes survives.
+package sshws

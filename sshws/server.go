@@ -1,0 +1,357 @@
+package sshws
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	gssh "github.com/gliderlabs/ssh"
+	"github.com/gorilla/websocket"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultMaxConns          = 1024
+	DefaultKeepaliveInterval = 30 * time.Second
+	// keepaliveMisses is how many keepalive intervals without a word from the
+	// peer make it dead: the clients' own default (keepaliveCountMax 3).
+	keepaliveMisses = 3
+)
+
+// Options configure a Server.
+type Options struct {
+	// Workspace is what SFTP serves and where commands run: the daemon's root,
+	// or the static --scopePath scope.
+	Workspace fsops.Workspace
+	// Executor runs exec and shell requests. Nil (a memory workspace) refuses
+	// them with a message on stderr and exit status 126.
+	Executor sandbox.Executor
+	// AuthToken gates the WebSocket; "" means no auth.
+	AuthToken string
+	// HostKeyPath is the SSH host key file (DefaultHostKeyPath if empty); an
+	// ed25519 key is generated there once if the file is missing.
+	HostKeyPath string
+	// MaxConns caps concurrent WebSockets; 0 means DefaultMaxConns. Beyond it
+	// the upgrade completes and closes with 1013 "Try Again Later".
+	MaxConns int
+	// KeepaliveInterval is how often the server pings an idle peer; 0 means
+	// DefaultKeepaliveInterval. After 3 intervals without anything from the
+	// peer the connection is dropped and its processes are killed.
+	KeepaliveInterval time.Duration
+	// EnvAllowlist names the variables SSH "env" requests may set (OpenSSH's
+	// SendEnv/SetEnv). Others are refused, as sshd's AcceptEnv does.
+	EnvAllowlist []string
+	// Logger receives connection-level events; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is the /ssh endpoint: it upgrades to a WebSocket, checks the token,
+// and runs an SSH server connection over it. It is safe for concurrent use.
+type Server struct {
+	ws        fsops.Workspace
+	exec      sandbox.Executor
+	token     string
+	maxConns  int
+	keepalive time.Duration
+	envAllow  map[string]bool
+	log       *slog.Logger
+
+	ssh      *gssh.Server
+	upgrader websocket.Upgrader
+
+	mu      sync.Mutex
+	conns   map[*wsConn]struct{}
+	closing bool
+	// wg counts connection handlers and sessions. Add is only called under
+	// mu while !closing, so Shutdown's Wait never races an Add from zero.
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New validates opts and loads (or creates) the host key. The Server is ready
+// to be mounted at /ssh.
+func New(opts Options) (*Server, error) {
+	if opts.Workspace == nil {
+		return nil, errors.New("sshws: Options.Workspace is required")
+	}
+	signer, err := LoadOrCreateHostKey(opts.HostKeyPath)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		ws:        opts.Workspace,
+		exec:      opts.Executor,
+		token:     opts.AuthToken,
+		maxConns:  opts.MaxConns,
+		keepalive: opts.KeepaliveInterval,
+		envAllow:  make(map[string]bool, len(opts.EnvAllowlist)),
+		log:       opts.Logger,
+		conns:     make(map[*wsConn]struct{}),
+	}
+	if s.maxConns <= 0 {
+		s.maxConns = DefaultMaxConns
+	}
+	if s.keepalive <= 0 {
+		s.keepalive = DefaultKeepaliveInterval
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	for _, name := range opts.EnvAllowlist {
+		s.envAllow[name] = true
+	}
+	if s.exec != nil && !s.ws.CanExec() {
+		s.exec = nil // a memory workspace has nowhere to run commands
+	}
+
+	s.upgrader = websocket.Upgrader{
+		HandshakeTimeout: 10 * time.Second,
+		// ReadBufferSize 0 reuses the HTTP server's 4 KiB reader; writes
+		// borrow a buffer from the pool only while a message is being sent,
+		// so an idle connection holds no write buffer at all.
+		WriteBufferSize: 64 << 10,
+		WriteBufferPool: &sync.Pool{},
+		// CheckOrigin nil: gorilla's default refuses browser requests from
+		// another origin (an Origin header not matching Host), so a web page
+		// cannot open a shell on a daemon running without a token. Non-browser
+		// clients send no Origin and are not affected.
+		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+			http.Error(w, "agentbe /ssh: "+reason.Error(), status)
+		},
+	}
+
+	s.ssh = &gssh.Server{
+		Version:     "agentbe",
+		HostSigners: []gssh.Signer{signer},
+		// The WebSocket token is the gate (checked before any SSH byte), so
+		// SSH authentication accepts everything: method "none" (what the
+		// TypeScript client and OpenSSH try first), any password (the Python
+		// client sends the token as one) and any public key (OpenSSH offers
+		// the user's keys). NoClientAuth is set in ServerConfigCallback
+		// because gliderlabs only sets it when no handler is configured, and
+		// we need both at once.
+		PasswordHandler:  func(gssh.Context, string) bool { return true },
+		PublicKeyHandler: func(gssh.Context, gssh.PublicKey) bool { return true },
+		ServerConfigCallback: func(gssh.Context) *gossh.ServerConfig {
+			return &gossh.ServerConfig{NoClientAuth: true}
+		},
+		// Our own session handler, not gliderlabs' default one: we need
+		// exit-signal, an env allowlist, signals and resizes that never block
+		// the request loop, and exit-status sent before the channel closes.
+		ChannelHandlers: map[string]gssh.ChannelHandler{
+			"session": s.handleSession,
+		},
+		// Global requests. The clients send keepalive@openssh.com every 30 s
+		// with want-reply and count a missing answer as a miss; anything else
+		// (tcpip-forward, no-more-sessions@openssh.com, ...) is refused:
+		// port forwarding would expose networks that are not the workspace's.
+		RequestHandlers: map[string]gssh.RequestHandler{
+			"keepalive@openssh.com": func(gssh.Context, *gssh.Server, *gossh.Request) (bool, []byte) {
+				return true, nil
+			},
+		},
+		ConnectionFailedCallback: func(c net.Conn, err error) {
+			s.log.Debug("ssh handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+		},
+	}
+	return s, nil
+}
+
+// ServeHTTP upgrades the request to a WebSocket and serves one SSH connection
+// over it until either side ends it. It blocks for the life of the
+// connection, so the HTTP server's goroutine for this request is the
+// connection's goroutine.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ok := s.authorized(r)
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered with an HTTP error
+	}
+	c := newWSConn(ws)
+	remote := ws.RemoteAddr().String()
+
+	// A bad token still gets a completed upgrade and then close code 4001:
+	// the clients map 4001 to AUTH_FAILED and stop, while an HTTP 401 on the
+	// upgrade looks like a network error to them and they retry forever.
+	if !ok {
+		s.log.Info("ssh-ws: unauthorized", "remote", remote)
+		c.closeWith(CloseUnauthorized, "Unauthorized")
+		return
+	}
+
+	if err := s.track(c); err != nil {
+		s.log.Warn("ssh-ws: connection refused", "remote", remote, "reason", err)
+		code := CloseTryAgain
+		if errors.Is(err, errShuttingDown) {
+			code = CloseGoingAway
+		}
+		c.closeWith(code, err.Error())
+		return
+	}
+	defer s.untrack(c)
+
+	stop := s.startKeepalive(c, remote)
+	defer stop()
+
+	s.log.Debug("ssh-ws: connected", "remote", remote)
+	s.ssh.HandleConn(c)
+	c.Close()
+	s.log.Debug("ssh-ws: disconnected", "remote", remote)
+}
+
+// authorized checks the token from "Authorization: Bearer" (0.13 clients,
+// Python) or "?token=" (0.11 and older), in constant time.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.token == "" {
+		return true
+	}
+	want := []byte(s.token)
+	if h := r.Header.Get("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(h[7:])), want) == 1 {
+			return true
+		}
+	}
+	if q := r.URL.Query().Get("token"); q != "" {
+		if subtle.ConstantTimeCompare([]byte(q), want) == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+var errShuttingDown = errors.New("Server shutting down")
+
+// track registers a live connection, refusing it over the cap or while
+// shutting down.
+func (s *Server) track(c *wsConn) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return errShuttingDown
+	}
+	if len(s.conns) >= s.maxConns {
+		return fmt.Errorf("too many connections (limit %d); try again later", s.maxConns)
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return nil
+}
+
+func (s *Server) untrack(c *wsConn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// goTracked runs f as part of the server's work (Shutdown waits for it),
+// unless the server is shutting down.
+func (s *Server) goTracked(f func()) bool {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return false
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// startKeepalive pings the peer every interval and drops it after
+// keepaliveMisses intervals of silence. WebSocket pings are used rather than
+// SSH keepalives because every client answers them in its WebSocket library
+// (ws for Node, websockets for Python, gorilla in `agent-backend proxy`),
+// whatever its SSH layer does, and they cost no SSH round trip. A timer, not
+// a goroutine, so an idle connection costs no stack for it.
+func (s *Server) startKeepalive(c *wsConn, remote string) (stop func()) {
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	tick := func() {
+		if c.idleFor(time.Now()) >= keepaliveMisses*s.keepalive {
+			s.log.Info("ssh-ws: peer silent, dropping connection", "remote", remote,
+				"after", keepaliveMisses*s.keepalive)
+			c.closeWith(CloseInternal, "keepalive timeout")
+			return
+		}
+		if err := c.ping(); err != nil {
+			c.Close()
+			return
+		}
+		mu.Lock()
+		if !stopped {
+			t.Reset(s.keepalive)
+		}
+		mu.Unlock()
+	}
+	mu.Lock()
+	t = time.AfterFunc(s.keepalive, tick)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+	}
+}
+
+// Shutdown closes every WebSocket with 1001 "Server shutting down", which
+// ends their SSH connections and kills their processes, refuses new ones,
+// and waits until all of it is done or ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	conns := make([]*wsConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+
+	var closers sync.WaitGroup
+	for _, c := range conns {
+		closers.Add(1)
+		go func() {
+			defer closers.Done()
+			c.closeWith(CloseGoingAway, errShuttingDown.Error())
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		closers.Wait()
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close shuts down as Shutdown does, waiting as long as it takes (bounded by
+// the WebSocket close grace and process kill). It is idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeErr = s.Shutdown(context.Background())
+	})
+	return s.closeErr
+}

@@ -1,0 +1,300 @@
+package sshws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	gssh "github.com/gliderlabs/ssh"
+	"github.com/pkg/sftp"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// Exit statuses for commands that never ran, chosen as a shell would: 126
+// "cannot execute" (blocked by the safety policy, no executor) and 127 "not
+// found" is left to the shell itself.
+const exitCannotExecute = 126
+
+// session is one "session" channel: at most one exec, shell or subsystem,
+// preceded by any number of env and pty-req requests, followed by signal and
+// window-change requests.
+type session struct {
+	srv  *Server
+	ctx  gssh.Context
+	ch   gossh.Channel
+	env  map[string]string
+	pty  *sandbox.Pty
+	busy bool // an exec, shell or subsystem has been accepted
+
+	mu   sync.Mutex
+	proc sandbox.Process // nil until started, for signals and resizes
+	done chan struct{}   // closed when the command or subsystem finished
+}
+
+// handleSession is the "session" channel handler (gliderlabs'
+// ChannelHandler). It runs the channel's request loop on this goroutine;
+// commands and SFTP run on goroutines of their own so that signal and
+// window-change requests are served while they run.
+func (s *Server) handleSession(_ *gssh.Server, _ *gossh.ServerConn, nc gossh.NewChannel, ctx gssh.Context) {
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		return
+	}
+	sess := &session{srv: s, ctx: ctx, ch: ch, env: map[string]string{}, done: make(chan struct{})}
+	if !s.goTracked(func() { sess.serve(reqs) }) {
+		ch.Close()
+		gossh.DiscardRequests(reqs)
+	}
+}
+
+func (ss *session) serve(reqs <-chan *gossh.Request) {
+	for req := range reqs {
+		ok := ss.handle(req)
+		if req.WantReply {
+			req.Reply(ok, nil)
+		}
+	}
+	// The client closed the channel (or the connection died). Anything still
+	// running was started for this channel and has no one left to report to:
+	// kill it, as sshd does by closing its pipes, but without relying on the
+	// command noticing.
+	ss.kill()
+	if ss.busy {
+		<-ss.done
+	}
+}
+
+// handle serves one channel request and says whether it succeeded.
+func (ss *session) handle(req *gossh.Request) bool {
+	switch req.Type {
+	case "env":
+		var kv struct{ Name, Value string }
+		if gossh.Unmarshal(req.Payload, &kv) != nil || ss.busy {
+			return false
+		}
+		// Like sshd's AcceptEnv: names outside the allowlist are refused
+		// (OpenSSH prints nothing and carries on), so a client cannot set
+		// LD_PRELOAD or BASH_ENV for the commands it runs.
+		if !ss.srv.envAllow[kv.Name] {
+			return false
+		}
+		ss.env[kv.Name] = kv.Value
+		return true
+
+	case "pty-req":
+		var p struct {
+			Term                 string
+			Cols, Rows, PxW, PxH uint32
+			Modes                string
+		}
+		if gossh.Unmarshal(req.Payload, &p) != nil || ss.busy || ss.pty != nil {
+			return false
+		}
+		ss.pty = &sandbox.Pty{Term: p.Term, Cols: clamp16(p.Cols), Rows: clamp16(p.Rows)}
+		return true
+
+	case "window-change":
+		var w struct{ Cols, Rows, PxW, PxH uint32 }
+		if gossh.Unmarshal(req.Payload, &w) != nil || ss.pty == nil {
+			return false
+		}
+		ss.pty.Cols, ss.pty.Rows = clamp16(w.Cols), clamp16(w.Rows)
+		if p := ss.process(); p != nil {
+			return p.Resize(ss.pty.Cols, ss.pty.Rows) == nil
+		}
+		return true
+
+	case "signal":
+		var sig struct{ Name string }
+		if gossh.Unmarshal(req.Payload, &sig) != nil {
+			return false
+		}
+		if p := ss.process(); p != nil {
+			return p.Signal(sig.Name) == nil
+		}
+		return false
+
+	case "exec", "shell":
+		if ss.busy {
+			return false
+		}
+		var cmd struct{ Command string }
+		if req.Type == "exec" && gossh.Unmarshal(req.Payload, &cmd) != nil {
+			return false
+		}
+		ss.busy = true
+		ss.start(req.Type, cmd.Command)
+		// Accepted even if the command is then refused: like sshd, the
+		// reason goes to stderr with an exit status, which every client
+		// shows, where a failed request would only say "exec failed".
+		return true
+
+	case "subsystem":
+		var sub struct{ Name string }
+		if gossh.Unmarshal(req.Payload, &sub) != nil || ss.busy || sub.Name != "sftp" {
+			return false
+		}
+		ss.busy = true
+		go ss.serveSFTP()
+		return true
+
+	default:
+		// x11-req, auth-agent-req@openssh.com, break, ...: not offered.
+		return false
+	}
+}
+
+func (ss *session) process() sandbox.Process {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.proc
+}
+
+// kill ends the running command, if any.
+func (ss *session) kill() {
+	if p := ss.process(); p != nil {
+		_ = p.Signal("KILL")
+	}
+}
+
+// start runs the command and, on a goroutine, reports its end.
+func (ss *session) start(kind, command string) {
+	srv := ss.srv
+	if srv.exec == nil {
+		go ss.refuse("agentbe: this workspace has no command execution (an in-memory workspace " +
+			"serves files only); use SFTP or the MCP file tools")
+		return
+	}
+	if kind == "shell" {
+		command = interactiveShell
+	}
+	env := make(map[string]string, len(ss.env)+1)
+	for k, v := range ss.env {
+		env[k] = v
+	}
+	if ss.pty != nil && ss.pty.Term != "" {
+		env["TERM"] = ss.pty.Term
+	}
+	var pty *sandbox.Pty
+	if ss.pty != nil {
+		p := *ss.pty
+		pty = &p
+	}
+	req := sandbox.Request{
+		Command:  command,
+		Boundary: srv.ws.Root(),
+		Env:      env,
+		Pty:      pty,
+	}
+	stdio := sandbox.Stdio{Stdin: ss.ch, Stdout: ss.ch, Stderr: ss.ch.Stderr()}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	proc, err := srv.exec.Start(ctx, req, stdio)
+	if err != nil {
+		cancel()
+		go ss.refuse(refusal(err))
+		return
+	}
+	ss.mu.Lock()
+	ss.proc = proc
+	ss.mu.Unlock()
+
+	go func() {
+		defer close(ss.done)
+		defer cancel()
+		// Connection gone (client vanished, keepalive timeout, shutdown):
+		// kill the command rather than leave it running unattended.
+		stopWatch := context.AfterFunc(ss.ctx, ss.kill)
+		defer stopWatch()
+
+		st, err := proc.Wait()
+		if err != nil {
+			fmt.Fprintf(ss.ch.Stderr(), "agentbe: %v\n", err)
+			if st.Code == 0 {
+				st.Code = 255
+			}
+		}
+		ss.exit(st)
+	}()
+}
+
+// interactiveShell is what a "shell" request runs: the executor's shell
+// (sandbox.Executor runs commands with `<shell> -c`), replaced by an
+// interactive one so the session has a single process to signal and resize.
+const interactiveShell = `exec "${SHELL:-/bin/sh}" -i`
+
+// refusal words the error of a command that could not start.
+func refusal(err error) string {
+	var e *errcode.Error
+	if errors.As(err, &e) {
+		switch e.Code {
+		case errcode.DangerousOperation, errcode.UnsafeCommand:
+			return "Dangerous operation blocked: " + e.Error()
+		}
+	}
+	return "agentbe: " + err.Error()
+}
+
+// refuse ends a session whose command did not run.
+func (ss *session) refuse(msg string) {
+	defer close(ss.done)
+	fmt.Fprintln(ss.ch.Stderr(), msg)
+	ss.exit(sandbox.ExitStatus{Code: exitCannotExecute})
+}
+
+// exit reports how the command ended and closes the channel, in the order
+// OpenSSH uses: EOF, exit-status, (exit-signal), close.
+//
+// On death by signal we send exit-status 128+n first and exit-signal second.
+// ssh2 (the Node clients) keeps only the first of the two it receives and, if
+// that is exit-signal, reports the exit code as null, which the agent-backend
+// client turns into 0: a killed command would look successful. OpenSSH's ssh
+// only looks at exit-status (so `ssh host 'kill -9 $$'` exits 137, as a shell
+// would), while x/crypto/ssh and Python clients read both.
+func (ss *session) exit(st sandbox.ExitStatus) {
+	_ = ss.ch.CloseWrite()
+	code := st.Code
+	_, _ = ss.ch.SendRequest("exit-status", false, gossh.Marshal(struct{ Status uint32 }{uint32(code)}))
+	if st.Signal != "" {
+		msg := "killed by signal " + st.Signal
+		if st.TimedOut {
+			msg = "timed out (killed by signal " + st.Signal + ")"
+		}
+		_, _ = ss.ch.SendRequest("exit-signal", false, gossh.Marshal(struct {
+			Signal     string
+			CoreDumped bool
+			Message    string
+			Lang       string
+		}{st.Signal, false, msg, ""}))
+	}
+	_ = ss.ch.Close()
+}
+
+// serveSFTP runs the SFTP subsystem on the channel until the client closes
+// it.
+func (ss *session) serveSFTP() {
+	defer close(ss.done)
+	h := newSFTPHandlers(ss.srv.ws)
+	rs := sftp.NewRequestServer(ss.ch, h.handlers(), sftp.WithStartDirectory("/"))
+	// The SFTP server's reads end when the channel closes; make sure they do
+	// when the connection dies too.
+	stop := context.AfterFunc(ss.ctx, func() { rs.Close() })
+	err := rs.Serve()
+	stop()
+	if err != nil && !errors.Is(err, io.EOF) {
+		ss.srv.log.Debug("sftp session ended", "err", err)
+	}
+	ss.exit(sandbox.ExitStatus{})
+}
+
+func clamp16(v uint32) uint16 {
+	if v > 0xffff {
+		return 0xffff
+	}
+	return uint16(v)
+}

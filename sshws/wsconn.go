@@ -1,0 +1,225 @@
+package sshws
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// WebSocket close codes this package sends. 4001 is the application code the
+// agent-backend clients map to AUTH_FAILED (and then stop reconnecting); the
+// others are RFC 6455's.
+const (
+	CloseNormal       = websocket.CloseNormalClosure     // 1000: the SSH connection ended
+	CloseGoingAway    = websocket.CloseGoingAway         // 1001: "Server shutting down"
+	CloseInternal     = websocket.CloseInternalServerErr // 1011: keepalive timeout, SSH setup failure
+	CloseTryAgain     = websocket.CloseTryAgainLater     // 1013: connection cap reached
+	CloseUnauthorized = 4001                             // bad or missing token
+)
+
+// maxMessageSize is the read limit for one WebSocket message. A message is
+// just a chunk of the SSH byte stream, which we read incrementally, so the
+// limit is not about memory; it stops a peer from holding one message open
+// forever and bounds what a broken client can make us process. SSH packets
+// are at most 256 KiB, and the clients send one packet or less per message.
+const maxMessageSize = 4 << 20
+
+// closeGrace bounds the WebSocket closing handshake: after we send a close
+// frame we wait this long for the peer's reply before dropping TCP.
+const closeGrace = 2 * time.Second
+
+// wsConn adapts a WebSocket to the byte stream net.Conn that SSH expects.
+//
+// Every WebSocket message, binary or text, and however fragmented, is a chunk
+// of the stream: gorilla reassembles fragments behind NextReader, and we read
+// each message incrementally, so a message never has to fit in memory. Every
+// Write is one binary message. gorilla allows one reader and one writer at a
+// time; the SSH library reads from a single goroutine but writes from several
+// (channel data, global requests, keepalives), so writes are serialized here.
+//
+// Close performs the WebSocket closing handshake (close frame, then wait for
+// the peer's) before dropping TCP. Closing TCP right after the frame would let
+// data already in flight from the client (the reference client sends its SSH
+// banner the moment the socket opens) turn into a TCP reset, and a reset can
+// destroy the close frame before the client reads it: the client would then
+// see 1006 instead of 4001 and retry forever instead of reporting AUTH_FAILED.
+type wsConn struct {
+	ws *websocket.Conn
+
+	rmu sync.Mutex // one reader at a time; Close takes it to drain
+	r   io.Reader  // the message being read, nil between messages
+
+	wmu sync.Mutex // one writer at a time
+
+	lastRead   atomic.Int64 // unix nanos of the last frame (data or pong) from the peer
+	peerClosed atomic.Bool  // the peer's close frame (or EOF) has been seen
+
+	closeOnce sync.Once
+	closeErr  error
+	code      atomic.Int32 // close code Close sends; 0 = CloseNormal
+	reason    atomic.Pointer[string]
+}
+
+func newWSConn(ws *websocket.Conn) *wsConn {
+	c := &wsConn{ws: ws}
+	c.lastRead.Store(time.Now().UnixNano())
+	ws.SetReadLimit(maxMessageSize)
+	// Any pong proves the peer is alive; the keepalive timer only looks at
+	// lastRead, so refreshing it here is all a pong needs to do.
+	ws.SetPongHandler(func(string) error {
+		c.lastRead.Store(time.Now().UnixNano())
+		return nil
+	})
+	return c
+}
+
+// Read reads the stream: it continues the current message or waits for the
+// next one. A close frame or a dropped connection reads as io.EOF, which is
+// what SSH expects when the transport ends.
+func (c *wsConn) Read(p []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	for {
+		if c.r == nil {
+			if c.peerClosed.Load() {
+				return 0, io.EOF
+			}
+			_, r, err := c.ws.NextReader()
+			if err != nil {
+				return 0, c.readErr(err)
+			}
+			c.lastRead.Store(time.Now().UnixNano())
+			c.r = r
+		}
+		n, err := c.r.Read(p)
+		if err == io.EOF {
+			// End of this message, not of the stream. Empty messages are
+			// legal and carry nothing; keep reading.
+			c.r = nil
+			if n > 0 {
+				return n, nil
+			}
+			continue
+		}
+		if err != nil {
+			c.r = nil
+			return n, c.readErr(err)
+		}
+		return n, nil
+	}
+}
+
+// readErr maps the end of the WebSocket to io.EOF and keeps real errors
+// (timeouts, protocol errors) for the logs.
+func (c *wsConn) readErr(err error) error {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		c.peerClosed.Store(true)
+		return io.EOF
+	}
+	return err
+}
+
+// Write sends p as one binary message.
+func (c *wsConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.ws.WriteMessage(websocket.BinaryMessage, p); err != nil {
+		if errors.Is(err, websocket.ErrCloseSent) {
+			return 0, net.ErrClosed
+		}
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// setCloseCode chooses the code and reason the next Close sends.
+func (c *wsConn) setCloseCode(code int, reason string) {
+	c.code.Store(int32(code))
+	c.reason.Store(&reason)
+}
+
+// closeWith sets the close code and closes.
+func (c *wsConn) closeWith(code int, reason string) error {
+	c.setCloseCode(code, reason)
+	return c.Close()
+}
+
+// Close sends a close frame (unless the peer closed first), waits up to
+// closeGrace for the peer's close frame, then closes the TCP connection.
+// It is safe to call from any goroutine and more than once.
+func (c *wsConn) Close() error {
+	c.closeOnce.Do(func() {
+		if !c.peerClosed.Load() {
+			code := int(c.code.Load())
+			if code == 0 {
+				code = CloseNormal
+			}
+			reason := ""
+			if r := c.reason.Load(); r != nil {
+				reason = *r
+			}
+			msg := websocket.FormatCloseMessage(code, reason)
+			if err := c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeGrace)); err == nil {
+				// Wake a reader blocked in NextReader if the peer never
+				// answers, then wait for it and drain ourselves until the
+				// peer's close frame arrives.
+				_ = c.ws.SetReadDeadline(time.Now().Add(closeGrace))
+				c.rmu.Lock()
+				for !c.peerClosed.Load() {
+					_, r, err := c.ws.NextReader()
+					if err != nil {
+						c.readErr(err)
+						break
+					}
+					if _, err := io.Copy(io.Discard, r); err != nil {
+						break
+					}
+				}
+				c.rmu.Unlock()
+			}
+		}
+		c.closeErr = c.ws.Close()
+	})
+	return c.closeErr
+}
+
+// LocalAddr is the server side of the WebSocket's TCP connection.
+func (c *wsConn) LocalAddr() net.Addr { return c.ws.LocalAddr() }
+
+// RemoteAddr is the client side of the WebSocket's TCP connection.
+func (c *wsConn) RemoteAddr() net.Addr { return c.ws.RemoteAddr() }
+
+// SetDeadline sets both deadlines.
+func (c *wsConn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// SetReadDeadline sets the read deadline. As with gorilla itself, a read that
+// times out leaves the WebSocket unusable; SSH treats it as the end.
+func (c *wsConn) SetReadDeadline(t time.Time) error { return c.ws.SetReadDeadline(t) }
+
+// SetWriteDeadline sets the write deadline for data messages.
+func (c *wsConn) SetWriteDeadline(t time.Time) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.ws.SetWriteDeadline(t)
+}
+
+// idleFor reports how long ago the peer last sent anything.
+func (c *wsConn) idleFor(now time.Time) time.Duration {
+	return now.Sub(time.Unix(0, c.lastRead.Load()))
+}
+
+// ping sends a WebSocket ping; the peer's pong refreshes lastRead.
+func (c *wsConn) ping() error {
+	return c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(closeGrace))
+}
