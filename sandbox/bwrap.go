@@ -1,0 +1,134 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// etcFiles are the parts of /etc that ordinary programs need: name service
+// and DNS (resolv.conf, hosts, nsswitch.conf, passwd, group, host.conf,
+// gai.conf, services, protocols), TLS roots (ssl, ca-certificates, pki),
+// the dynamic linker's cache, Debian's alternatives symlinks, the time zone
+// and MIME types. Nothing else of the host's /etc is visible: no shadow, no
+// ssh keys, no daemon config.
+var etcFiles = []string{
+	"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/passwd", "/etc/group",
+	"/etc/host.conf", "/etc/gai.conf", "/etc/services", "/etc/protocols",
+	"/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/pki",
+	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+	"/etc/localtime", "/etc/timezone", "/etc/mime.types",
+}
+
+// systemDirs are bound read-only. On merged-/usr systems (Debian 12) /bin,
+// /lib, ... are symlinks into /usr; those are recreated as the same
+// symlinks rather than bound, which would fail or duplicate /usr.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// setupBwrap finds bwrap, builds the fixed part of its argv and runs the
+// probe: bwrap with the real arguments running `<shell> -c true` in the
+// workspace. Looking bwrap up is not enough: in containers and on hardened
+// kernels it is installed but cannot create namespaces.
+func (e *executor) setupBwrap() error {
+	path, err := exec.LookPath("bwrap")
+	if err != nil {
+		return errors.New("bwrap is not installed (not found in PATH)")
+	}
+	e.bwrapPath = path
+	e.bwrapBase = e.buildBwrapBase()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	env, _ := e.env(e.root, nil, "")
+	cmd := e.command("true", e.root, e.root, env, false)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("cannot start bwrap: %v", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+	err = cmd.Wait()
+	stop()
+	if err == nil {
+		return nil
+	}
+	msg := strings.TrimSpace(stderr.String())
+	if ctx.Err() != nil {
+		return errors.New("the bwrap probe did not finish within 10s")
+	}
+	low := strings.ToLower(msg)
+	if strings.Contains(low, "namespace") || strings.Contains(low, "uid map") ||
+		strings.Contains(low, "operation not permitted") || strings.Contains(low, "permission denied") {
+		hint := ""
+		if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
+			hint = "; user.max_user_namespaces is 0"
+		}
+		if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
+			hint += "; kernel.unprivileged_userns_clone is 0"
+		}
+		return fmt.Errorf("user namespaces are unavailable%s: bwrap said %q", hint, msg)
+	}
+	if msg == "" {
+		msg = err.Error()
+	}
+	return fmt.Errorf("the bwrap probe failed: %s", msg)
+}
+
+func (e *executor) buildBwrapBase() []string {
+	args := []string{"--unshare-all"}
+	if !e.cfg.NoNetwork {
+		args = append(args, "--share-net")
+	}
+	args = append(args, "--die-with-parent", "--cap-drop", "ALL")
+	for _, d := range systemDirs {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(d); err == nil {
+				args = append(args, "--symlink", target, d)
+			}
+		case fi.IsDir():
+			args = append(args, "--ro-bind", d, d)
+		}
+	}
+	for _, f := range etcFiles {
+		if _, err := os.Stat(f); err == nil {
+			args = append(args, "--ro-bind", f, f)
+		}
+	}
+	for _, p := range e.cfg.ReadOnlyPaths {
+		args = append(args, "--ro-bind-try", p, p)
+	}
+	// /tmp is a fresh tmpfs. It must come before the workspace bind: the
+	// workspace may itself live under /tmp, and a tmpfs mounted after the
+	// bind would hide it (the reference daemon's order, which breaks every
+	// command in that case).
+	return append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+}
+
+// bwrapArgs completes the argv for one command: the boundary bound
+// read-write at its own host path (clients send absolute `cd` paths), the
+// cwd, a cleared environment and the command.
+func (e *executor) bwrapArgs(boundary, dir string, env []string, pty bool, argv []string) []string {
+	args := make([]string, 0, len(e.bwrapBase)+10+3*len(env)+len(argv))
+	args = append(args, "bwrap")
+	args = append(args, e.bwrapBase...)
+	if !pty {
+		// A new session detaches the command from any terminal, which
+		// blocks TIOCSTI input injection into the daemon's tty.
+		args = append(args, "--new-session")
+	}
+	args = append(args, "--bind", boundary, boundary, "--chdir", dir, "--clearenv")
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		args = append(args, "--setenv", k, v)
+	}
+	args = append(args, "--")
+	return append(args, argv...)
+}

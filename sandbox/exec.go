@@ -1,0 +1,633 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+)
+
+// ioGrace is how long output is still read after a command's shell has
+// exited and its process group was killed. Only a process that escaped the
+// group (setsid) and still holds the pipe makes us wait this long; then the
+// pipes are cut so Run returns.
+const ioGrace = 250 * time.Millisecond
+
+// basePath is the PATH every command gets; the daemon's own PATH is not
+// inherited (nothing of the daemon's environment is).
+const basePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// New builds an Executor. It resolves the shell, the run-as user and the
+// base environment once, so Run does no lookups, and for ModeAuto and
+// ModeBwrap probes bubblewrap by running it once. An explicit ModeBwrap that
+// cannot work is an error saying why; ModeAuto then falls back to software
+// and says why in Reason.
+func New(cfg Config) (Executor, error) {
+	e := &executor{cfg: cfg, log: cfg.Logger, running: make(map[*child]struct{})}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = ModeAuto
+	}
+	if _, err := ParseMode(string(cfg.Mode)); err != nil {
+		return nil, invalidConfig(err.Error())
+	}
+	if cfg.Shell == "" {
+		cfg.Shell = ShellAuto
+	}
+	if _, err := ParseShell(string(cfg.Shell)); err != nil {
+		return nil, invalidConfig(err.Error())
+	}
+	if cfg.WorkspaceRoot == "" || !filepath.IsAbs(cfg.WorkspaceRoot) {
+		return nil, invalidConfig(fmt.Sprintf("workspace root %q must be an absolute path", cfg.WorkspaceRoot))
+	}
+	e.root = filepath.Clean(cfg.WorkspaceRoot)
+	if real, err := filepath.EvalSymlinks(e.root); err != nil {
+		return nil, invalidConfig(fmt.Sprintf("workspace root %q: %v", cfg.WorkspaceRoot, err))
+	} else if real != e.root {
+		return nil, invalidConfig(fmt.Sprintf("workspace root %q must be a real path (it resolves to %q)", cfg.WorkspaceRoot, real))
+	}
+	if cfg.OutputLimit < 0 || cfg.DefaultTimeout < 0 {
+		return nil, invalidConfig("output limit and default timeout must not be negative")
+	}
+	e.timeout = cfg.DefaultTimeout
+	if e.timeout == 0 {
+		e.timeout = DefaultTimeout
+	}
+	e.limit = cfg.OutputLimit
+	if e.limit == 0 {
+		e.limit = DefaultOutputLimit
+	}
+	for _, s := range cfg.Secrets {
+		if s != "" {
+			e.secrets = append(e.secrets, s)
+		}
+	}
+
+	var err error
+	if e.shellPath, e.shellArg0, e.shellKind, err = resolveShell(cfg.Shell); err != nil {
+		return nil, err
+	}
+	if e.ulimit, err = ulimitPrefix(cfg.Rlimits, e.shellKind); err != nil {
+		return nil, err
+	}
+	if err := e.resolveUser(cfg.RunAs); err != nil {
+		return nil, err
+	}
+	e.buildBaseEnv()
+
+	if cfg.Mode != ModeNone && !cfg.Policy.Disabled {
+		if e.policy, err = NewPolicy(cfg.Policy.Allow...); err != nil {
+			return nil, invalidConfig(err.Error())
+		}
+	}
+
+	switch cfg.Mode {
+	case ModeNone:
+		e.mode, e.reason = ModeNone, "isolation disabled by configuration (mode none: no policy, no sandbox)"
+	case ModeSoftware:
+		e.mode, e.reason = ModeSoftware, "software mode chosen by configuration"
+	case ModeBwrap:
+		if err := e.setupBwrap(); err != nil {
+			return nil, &errcode.Error{Code: errcode.InvalidConfiguration, Op: "sandbox",
+				Msg: "isolation mode bwrap cannot work: " + err.Error(), Err: err}
+		}
+		e.mode, e.reason = ModeBwrap, "bwrap mode chosen by configuration; probe succeeded"
+	case ModeAuto:
+		if err := e.setupBwrap(); err != nil {
+			e.mode, e.reason = ModeSoftware, "auto: bwrap unusable ("+err.Error()+"); using software mode"
+		} else {
+			e.mode, e.reason = ModeBwrap, "auto: bwrap probe succeeded"
+		}
+	}
+	if e.mode == ModeSoftware && e.policy != nil {
+		e.policy.escapes = true
+	}
+	e.log.Info("sandbox ready", "mode", string(e.mode), "reason", e.reason,
+		"shell", e.shellPath, "policy", e.policy != nil, "run_as", cfg.RunAs)
+	return e, nil
+}
+
+func invalidConfig(msg string) error {
+	return &errcode.Error{Code: errcode.InvalidConfiguration, Op: "sandbox", Msg: msg}
+}
+
+// executor is the one Executor implementation; the mode only changes how the
+// argv is built and how a process tree is killed.
+type executor struct {
+	cfg     Config
+	log     *slog.Logger
+	mode    Mode
+	reason  string
+	root    string
+	timeout time.Duration
+	limit   int64
+	secrets []string
+	policy  *Policy // nil when the policy is off
+
+	shellPath, shellArg0, shellKind string
+	ulimit                          string // "ulimit ... || exit 126; " or ""
+	cred                            *syscall.Credential
+	userName                        string
+	baseEnv                         []string // KEY=VALUE, built once
+	bwrapPath                       string
+	bwrapBase                       []string // argv prefix, built once
+
+	mu      sync.Mutex
+	closed  bool
+	running map[*child]struct{}
+	runs    sync.WaitGroup // Run calls in flight, awaited by Close
+}
+
+func (e *executor) Mode() Mode     { return e.mode }
+func (e *executor) Reason() string { return e.reason }
+
+// resolveShell finds the shell once. argv[0] is the real program's name for
+// bash and dash (so bash invoked through an `sh` link does not switch to
+// POSIX mode behind our back, which would change ulimit units), and the
+// link's name otherwise (busybox dispatches on it).
+func resolveShell(s Shell) (path, arg0, kind string, err error) {
+	names := []string{string(s)}
+	if s == ShellAuto {
+		names = []string{"bash", "sh"}
+	}
+	for _, n := range names {
+		if path, err = exec.LookPath(n); err == nil {
+			break
+		}
+		for _, dir := range filepath.SplitList(basePath) {
+			if fi, serr := os.Stat(filepath.Join(dir, n)); serr == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+				path, err = filepath.Join(dir, n), nil
+				break
+			}
+		}
+		if err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return "", "", "", &errcode.Error{Code: errcode.MissingUtilities, Op: "sandbox",
+			Msg: fmt.Sprintf("no shell found for --shell %s (looked for %s)", s, strings.Join(names, ", ")), Err: err}
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return "", "", "", err
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", "", "", &errcode.Error{Code: errcode.MissingUtilities, Op: "sandbox", Msg: "shell " + path + ": " + err.Error(), Err: err}
+	}
+	switch base := filepath.Base(real); base {
+	case "bash", "dash":
+		return path, base, base, nil
+	}
+	return path, filepath.Base(path), "sh", nil
+}
+
+// ulimitPrefix renders Rlimits as ulimit builtins run before the command.
+// The units differ per shell: bash counts -f in KiB, dash in 512-byte
+// blocks; both count -v in KiB; -u (bash) and -p (dash) are processes.
+func ulimitPrefix(r Rlimits, kind string) (string, error) {
+	if r.zero() {
+		return "", nil
+	}
+	if r.Processes < 0 || r.FileSize < 0 || r.CPUSeconds < 0 || r.AddressSpace < 0 {
+		return "", invalidConfig("rlimits must not be negative")
+	}
+	var parts []string
+	add := func(flag string, v int64) { parts = append(parts, "ulimit "+flag+" "+strconv.FormatInt(v, 10)) }
+	ceil := func(v, unit int64) int64 { return (v + unit - 1) / unit }
+	switch kind {
+	case "bash", "dash":
+	default:
+		if r.Processes != 0 || r.CPUSeconds != 0 || r.AddressSpace != 0 {
+			return "", invalidConfig("only the file-size rlimit is supported with this shell; use bash or dash")
+		}
+	}
+	if r.Processes > 0 {
+		if kind == "bash" {
+			add("-u", r.Processes)
+		} else {
+			add("-p", r.Processes)
+		}
+	}
+	if r.FileSize > 0 {
+		if kind == "bash" {
+			add("-f", ceil(r.FileSize, 1024))
+		} else {
+			add("-f", ceil(r.FileSize, 512))
+		}
+	}
+	if r.CPUSeconds > 0 {
+		add("-t", r.CPUSeconds)
+	}
+	if r.AddressSpace > 0 {
+		add("-v", ceil(r.AddressSpace, 1024))
+	}
+	return strings.Join(parts, " && ") + " || exit 126; ", nil
+}
+
+func (e *executor) resolveUser(name string) error {
+	if name == "" {
+		e.userName = currentUserName()
+		return nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return invalidConfig(fmt.Sprintf("run-as user %q: %v", name, err))
+	}
+	if os.Geteuid() != 0 {
+		return invalidConfig(fmt.Sprintf("run-as user %q needs the daemon to run as root (it runs as uid %d)", name, os.Geteuid()))
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return invalidConfig(fmt.Sprintf("run-as user %q has a non-numeric uid or gid", name))
+	}
+	gids, err := u.GroupIds()
+	if err != nil {
+		return invalidConfig(fmt.Sprintf("run-as user %q: groups: %v", name, err))
+	}
+	groups := make([]uint32, 0, len(gids))
+	for _, g := range gids {
+		if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+			groups = append(groups, uint32(n))
+		}
+	}
+	e.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}
+	e.userName = u.Username
+	return nil
+}
+
+func currentUserName() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(os.Getuid())
+}
+
+// deniedEnv reports names that would let a variable take over the shell or
+// the dynamic linker (LD_PRELOAD, BASH_ENV, exported bash functions, ...).
+func deniedEnv(name string) bool {
+	switch name {
+	case "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND",
+		"CDPATH", "GLOBIGNORE", "BASH_XTRACEFD", "HOME", "PWD":
+		return true
+	}
+	return strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_") ||
+		strings.HasPrefix(name, "BASH_FUNC_")
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// envOK filters one variable: an invalid name is an error (it could smuggle
+// a second assignment), a denied name or a secret value is dropped quietly.
+func (e *executor) envOK(k, v string) (bool, error) {
+	if !envName.MatchString(k) || strings.ContainsRune(v, 0) {
+		return false, &errcode.Error{Code: errcode.InvalidArgument, Op: "exec",
+			Msg: fmt.Sprintf("invalid environment variable name %q (want letters, digits and _, not starting with a digit)", k)}
+	}
+	if deniedEnv(k) {
+		e.log.Debug("sandbox: dropped environment variable", "name", k, "why", "denied name")
+		return false, nil
+	}
+	for _, s := range e.secrets {
+		if strings.Contains(v, s) {
+			e.log.Warn("sandbox: dropped environment variable carrying a secret", "name", k)
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (e *executor) buildBaseEnv() {
+	e.baseEnv = []string{
+		"PATH=" + basePath,
+		"LANG=C.UTF-8",
+		"LC_ALL=C.UTF-8",
+		"USER=" + e.userName,
+		"LOGNAME=" + e.userName,
+		"SHELL=" + e.shellPath,
+	}
+	for k, v := range e.cfg.Env {
+		if ok, err := e.envOK(k, v); err != nil {
+			e.log.Warn("sandbox: ignored configured environment variable", "name", k, "err", err)
+		} else if ok {
+			e.baseEnv = append(e.baseEnv, k+"="+v)
+		}
+	}
+}
+
+// env is base + request env + the forced HOME/PWD (= cwd) and TERM. Later
+// entries win (os/exec and bwrap --setenv both let the last one stand).
+func (e *executor) env(dir string, req map[string]string, term string) ([]string, error) {
+	env := make([]string, 0, len(e.baseEnv)+len(req)+3)
+	env = append(env, e.baseEnv...)
+	for k, v := range req {
+		ok, err := e.envOK(k, v)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	env = append(env, "HOME="+dir, "PWD="+dir)
+	if term != "" {
+		env = append(env, "TERM="+term)
+	}
+	return env, nil
+}
+
+// within reports whether p is root or below it (both clean and absolute).
+func within(root, p string) bool {
+	if root == "/" {
+		return true
+	}
+	return p == root || (strings.HasPrefix(p, root) && p[len(root)] == '/')
+}
+
+// prepare validates a request and judges its command. It returns the clean
+// cwd and boundary.
+func (e *executor) prepare(req *Request, allowEmpty bool) (dir, boundary string, err error) {
+	if strings.TrimSpace(req.Command) == "" && !allowEmpty {
+		return "", "", &errcode.Error{Code: errcode.EmptyCommand, Op: "exec", Msg: "empty command"}
+	}
+	boundary = e.root
+	if req.Boundary != "" {
+		if !filepath.IsAbs(req.Boundary) {
+			return "", "", &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Path: req.Boundary, Msg: "boundary must be an absolute path"}
+		}
+		boundary = filepath.Clean(req.Boundary)
+		if !within(e.root, boundary) {
+			return "", "", &errcode.Error{Code: errcode.PathEscapeAttempt, Op: "exec", Path: req.Boundary, Msg: "boundary is outside the workspace root " + e.root}
+		}
+	}
+	dir = boundary
+	if req.Dir != "" {
+		if !filepath.IsAbs(req.Dir) {
+			return "", "", &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Path: req.Dir, Msg: "working directory must be an absolute path"}
+		}
+		dir = filepath.Clean(req.Dir)
+		if !within(boundary, dir) {
+			return "", "", &errcode.Error{Code: errcode.PathEscapeAttempt, Op: "exec", Path: req.Dir, Msg: "working directory is outside " + boundary}
+		}
+	}
+	if e.policy != nil {
+		if strings.TrimSpace(req.Command) == "" {
+			if e.mode == ModeSoftware {
+				return "", "", &errcode.Error{Code: errcode.UnsafeCommand, Op: "exec",
+					Msg: "an interactive shell cannot be judged by the safety policy in software mode; use bwrap isolation"}
+			}
+		} else if err := e.policy.check(req.Command, dir, boundary); err != nil {
+			return "", "", err
+		}
+	}
+	return dir, boundary, nil
+}
+
+// command builds the exec.Cmd for a script (or an interactive shell when
+// script is empty).
+func (e *executor) command(script, dir, boundary string, env []string, pty bool) *exec.Cmd {
+	var argv []string
+	switch {
+	case script != "":
+		argv = []string{e.shellArg0, "-c", e.ulimit + script}
+	case e.ulimit != "":
+		argv = []string{e.shellArg0, "-c", e.ulimit + "exec " + e.shellPath + " -i"}
+	case pty:
+		argv = []string{e.shellArg0, "-i"}
+	default:
+		argv = []string{e.shellArg0, "-s"}
+	}
+	cmd := &exec.Cmd{Path: e.shellPath, Args: argv, Dir: dir, Env: env,
+		SysProcAttr: &syscall.SysProcAttr{Credential: e.cred}}
+	if e.mode == ModeBwrap {
+		argv[0] = e.shellPath
+		cmd.Path = e.bwrapPath
+		cmd.Args = e.bwrapArgs(boundary, dir, env, pty, argv)
+		cmd.Env = []string{} // bwrap itself needs nothing; --clearenv/--setenv set the child's
+		cmd.Dir = ""
+	}
+	if !pty {
+		cmd.SysProcAttr.Setpgid = true
+	}
+	return cmd
+}
+
+// child is one running process, tracked so Close can kill it.
+type child struct {
+	cmd      *exec.Cmd
+	bwrap    bool
+	session  bool // a pty: the child leads its own session
+	timedOut atomic.Bool
+	killed   atomic.Bool
+}
+
+// kill ends the whole tree. Under bwrap, killing bwrap takes the pid
+// namespace down with it (--unshare-pid, --die-with-parent). Otherwise the
+// process group is killed, after freezing it and every descendant found in
+// /proc so that nothing can fork or escape with setsid in between.
+func (c *child) kill() {
+	if !c.killed.CompareAndSwap(false, true) {
+		return
+	}
+	pid := c.cmd.Process.Pid
+	if c.bwrap {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		return
+	}
+	if c.session {
+		killSession(pid)
+		return
+	}
+	killTree(pid)
+}
+
+func (e *executor) track(c *child) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.running[c] = struct{}{}
+	return true
+}
+
+func (e *executor) untrack(c *child) {
+	e.mu.Lock()
+	delete(e.running, c)
+	e.mu.Unlock()
+}
+
+var errClosed = &errcode.Error{Code: errcode.ExecError, Op: "exec", Msg: "executor is closed"}
+
+// Close kills every running command, refuses new ones and waits for the Run
+// calls in flight to return. It is idempotent.
+func (e *executor) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	kids := make([]*child, 0, len(e.running))
+	for c := range e.running {
+		kids = append(kids, c)
+	}
+	e.mu.Unlock()
+	for _, c := range kids {
+		c.kill()
+	}
+	e.runs.Wait()
+	return nil
+}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// drain copies r into w until EOF or until the read deadline cuts it.
+func drain(w io.Writer, r *os.File, wg *sync.WaitGroup) {
+	defer wg.Done()
+	bp := copyBufs.Get().(*[]byte)
+	_, _ = io.CopyBuffer(w, struct{ io.Reader }{r}, *bp)
+	copyBufs.Put(bp)
+}
+
+// Run runs req to completion. The process tree is killed when the timeout
+// expires (Result.TimedOut, with the output so far), when ctx is done (the
+// Result is returned with ctx's error), or when Close is called; and in any
+// case once the shell has exited, so a background job cannot outlive its
+// command (as under bwrap, where the pid namespace ends with the shell).
+func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
+	dir, boundary, err := e.prepare(&req, false)
+	if err != nil {
+		return Result{}, withCommand(err, req.Command)
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, &errcode.Error{Code: errcode.ExecError, Op: "exec", Command: req.Command, Msg: "canceled before start", Err: err}
+	}
+	env, err := e.env(dir, req.Env, "")
+	if err != nil {
+		return Result{}, withCommand(err, req.Command)
+	}
+	limit := req.OutputLimit
+	if limit <= 0 {
+		limit = e.limit
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = e.timeout
+	}
+
+	cmd := e.command(req.Command, dir, boundary, env, false)
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return Result{}, execError(req.Command, err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return Result{}, execError(req.Command, err)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if req.Stdin != nil {
+		cmd.Stdin = req.Stdin
+		cmd.WaitDelay = ioGrace
+	}
+	c := &child{cmd: cmd, bwrap: e.mode == ModeBwrap}
+	e.runs.Add(1)
+	defer e.runs.Done()
+	if !e.track(c) {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return Result{}, errClosed
+	}
+	defer e.untrack(c)
+
+	begin := time.Now()
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return Result{}, execError(req.Command, err)
+	}
+	stdout, stderr := newHeadTail(limit), newHeadTail(limit)
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go drain(stdout, outR, &readers)
+	go drain(stderr, errR, &readers)
+
+	timer := time.AfterFunc(timeout, func() { c.timedOut.Store(true); c.kill() })
+	stopCtx := context.AfterFunc(ctx, c.kill)
+	werr := cmd.Wait()
+	timer.Stop()
+	stopCtx()
+	// The shell is gone: end whatever it left in its group, then give the
+	// pipes a moment to deliver what is buffered before cutting them.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	deadline := time.Now().Add(ioGrace)
+	_ = outR.SetReadDeadline(deadline)
+	_ = errR.SetReadDeadline(deadline)
+	readers.Wait()
+	outR.Close()
+	errR.Close()
+
+	res := Result{Duration: time.Since(begin), TimedOut: c.timedOut.Load()}
+	res.Stdout, res.StdoutSize = stdout.bytes()
+	res.Stderr, res.StderrSize = stderr.bytes()
+	res.ExitCode, res.Signal = exitStatus(cmd.ProcessState)
+	if werr != nil && cmd.ProcessState == nil {
+		return res, execError(req.Command, werr)
+	}
+	if ctx.Err() != nil && !res.TimedOut && c.killed.Load() {
+		return res, &errcode.Error{Code: errcode.ExecError, Op: "exec", Command: req.Command, Msg: "canceled", Err: ctx.Err()}
+	}
+	return res, nil
+}
+
+func execError(command string, err error) error {
+	return &errcode.Error{Code: errcode.ExecError, Op: "exec", Command: command, Msg: "cannot start: " + err.Error(), Err: err}
+}
+
+// exitStatus maps a wait status to an exit code (128+n for signal n, as
+// shells report it) and the signal's SSH name.
+func exitStatus(ps *os.ProcessState) (int, string) {
+	if ps == nil {
+		return -1, ""
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	if !ok {
+		return ps.ExitCode(), ""
+	}
+	if ws.Signaled() {
+		return 128 + int(ws.Signal()), signalName(ws.Signal())
+	}
+	return ws.ExitStatus(), ""
+}
+
+// errorsAs is errors.As for the few places that need the typed error.
+func errorsAs(err error) (*errcode.Error, bool) {
+	var e *errcode.Error
+	ok := errors.As(err, &e)
+	return e, ok
+}

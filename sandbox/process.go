@@ -1,0 +1,290 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+)
+
+// Start runs req with streaming stdio (SSH exec and shells). An empty
+// Command starts the shell itself: interactive (-i) with a Pty, reading
+// commands from stdin without one; the policy cannot judge what will be
+// typed, so software mode refuses that and bwrap (or none) mode is needed.
+// Start applies req.Timeout only when set: shells have no default timeout.
+// The process is tracked until Wait returns; Close kills it.
+func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process, error) {
+	dir, boundary, err := e.prepare(&req, true)
+	if err != nil {
+		return nil, withCommand(err, req.Command)
+	}
+	term := ""
+	if req.Pty != nil {
+		if term = req.Pty.Term; term == "" {
+			term = "xterm"
+		}
+	}
+	env, err := e.env(dir, req.Env, term)
+	if err != nil {
+		return nil, withCommand(err, req.Command)
+	}
+	cmd := e.command(req.Command, dir, boundary, env, req.Pty != nil)
+	p := &process{c: &child{cmd: cmd, bwrap: e.mode == ModeBwrap, session: req.Pty != nil}, e: e}
+	if stdio.Stdout == nil {
+		stdio.Stdout = io.Discard
+	}
+	if stdio.Stderr == nil {
+		stdio.Stderr = io.Discard
+	}
+
+	// Files handed to the child; closed in the parent once it started.
+	var childEnds []*os.File
+	closeAll := func(fs ...*os.File) {
+		for _, f := range fs {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
+	if req.Pty != nil {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			return nil, execError(req.Command, err)
+		}
+		p.ptmx = ptmx
+		if err := p.Resize(req.Pty.Cols, req.Pty.Rows); err != nil {
+			closeAll(ptmx, tty)
+			return nil, execError(req.Command, err)
+		}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		cmd.SysProcAttr.Setsid = true
+		cmd.SysProcAttr.Setctty = true
+		cmd.SysProcAttr.Ctty = 0 // the child's fd 0
+		childEnds = append(childEnds, tty)
+		p.readers = append(p.readers, ptmx)
+	} else {
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			return nil, execError(req.Command, err)
+		}
+		errR, errW, err := os.Pipe()
+		if err != nil {
+			closeAll(outR, outW)
+			return nil, execError(req.Command, err)
+		}
+		cmd.Stdout, cmd.Stderr = outW, errW
+		childEnds = append(childEnds, outW, errW)
+		p.readers = append(p.readers, outR, errR)
+		if stdio.Stdin != nil {
+			inR, inW, err := os.Pipe()
+			if err != nil {
+				closeAll(outR, outW, errR, errW)
+				return nil, execError(req.Command, err)
+			}
+			cmd.Stdin = inR
+			childEnds = append(childEnds, inR)
+			p.stdin = inW
+		}
+	}
+
+	if !e.track(p.c) {
+		closeAll(childEnds...)
+		closeAll(p.readers...)
+		closeAll(p.ptmx, p.stdin)
+		return nil, errClosed
+	}
+	if err := cmd.Start(); err != nil {
+		e.untrack(p.c)
+		closeAll(childEnds...)
+		closeAll(p.readers...)
+		closeAll(p.stdin)
+		return nil, execError(req.Command, err)
+	}
+	closeAll(childEnds...)
+
+	if req.Pty != nil {
+		p.copies.Add(1)
+		go p.copyOut(stdio.Stdout, p.ptmx)
+		if stdio.Stdin != nil {
+			go copyIn(p.ptmx, stdio.Stdin, nil)
+		}
+	} else {
+		p.copies.Add(2)
+		go p.copyOut(stdio.Stdout, p.readers[0])
+		go p.copyOut(stdio.Stderr, p.readers[1])
+		if p.stdin != nil {
+			go copyIn(p.stdin, stdio.Stdin, p)
+		}
+	}
+	if req.Timeout > 0 {
+		p.timer = time.AfterFunc(req.Timeout, func() { p.c.timedOut.Store(true); p.c.kill() })
+	}
+	p.stopCtx = context.AfterFunc(ctx, p.c.kill)
+	return p, nil
+}
+
+func withCommand(err error, command string) error {
+	if ee, ok := errorsAs(err); ok && ee.Command == "" && ee.Code != errcode.EmptyCommand {
+		ee.Command = command
+	}
+	return err
+}
+
+// process is a started command.
+type process struct {
+	e       *executor
+	c       *child
+	ptmx    *os.File   // the pty master, nil for pipes
+	readers []*os.File // our ends of stdout/stderr (or the pty master)
+	copies  sync.WaitGroup
+	timer   *time.Timer
+	stopCtx func() bool
+
+	inMu   sync.Mutex
+	stdin  *os.File // write end of the stdin pipe; nil once closed
+	eofIn  bool     // CloseStdin was called on a pty
+	once   sync.Once
+	status ExitStatus
+	err    error
+}
+
+func (p *process) copyOut(w io.Writer, r *os.File) {
+	defer p.copies.Done()
+	bp := copyBufs.Get().(*[]byte)
+	_, _ = io.CopyBuffer(w, struct{ io.Reader }{r}, *bp)
+	copyBufs.Put(bp)
+}
+
+// copyIn feeds stdin until the reader ends or the child stops reading; with
+// pipes the write end is then closed so the child sees EOF.
+func copyIn(w io.Writer, r io.Reader, p *process) {
+	bp := copyBufs.Get().(*[]byte)
+	_, _ = io.CopyBuffer(w, struct{ io.Reader }{r}, *bp)
+	copyBufs.Put(bp)
+	if p != nil {
+		_ = p.CloseStdin()
+	}
+}
+
+// Wait waits for the shell to exit, ends what it left behind in its process
+// group (or session, for a pty), and waits for the output to be copied out.
+func (p *process) Wait() (ExitStatus, error) {
+	p.once.Do(func() {
+		cmd := p.c.cmd
+		werr := cmd.Wait()
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+		p.stopCtx()
+		if p.c.session && !p.c.bwrap {
+			killSession(cmd.Process.Pid)
+		} else {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+		deadline := time.Now().Add(ioGrace)
+		for _, r := range p.readers {
+			_ = r.SetReadDeadline(deadline)
+		}
+		p.copies.Wait()
+		for _, r := range p.readers {
+			r.Close()
+		}
+		p.inMu.Lock()
+		p.eofIn = true
+		if p.stdin != nil {
+			p.stdin.Close()
+			p.stdin = nil
+		}
+		p.inMu.Unlock()
+		p.e.untrack(p.c)
+		p.status.Code, p.status.Signal = exitStatus(cmd.ProcessState)
+		p.status.TimedOut = p.c.timedOut.Load()
+		if werr != nil && cmd.ProcessState == nil {
+			p.err = execError("", werr)
+		}
+	})
+	return p.status, p.err
+}
+
+// Signal delivers a signal the way a terminal would: to the foreground
+// process group of a pty, to the process group of a piped command, and under
+// bwrap (where bwrap does not forward signals) to every process inside.
+func (p *process) Signal(name string) error {
+	sig, ok := ParseSignal(name)
+	if !ok {
+		return &errcode.Error{Code: errcode.InvalidArgument, Op: "signal", Msg: "unknown signal " + name}
+	}
+	pid := p.c.cmd.Process.Pid
+	if p.ptmx != nil {
+		var pgrp int
+		var ierr error
+		if sc, err := p.ptmx.SyscallConn(); err == nil {
+			_ = sc.Control(func(fd uintptr) { pgrp, ierr = unix.IoctlGetInt(int(fd), unix.TIOCGPGRP) })
+		}
+		if ierr == nil && pgrp > 0 {
+			return syscall.Kill(-pgrp, sig)
+		}
+	}
+	if p.c.bwrap {
+		var last error
+		for _, d := range descendants(scanProc(), pid) {
+			if err := syscall.Kill(d, sig); err != nil {
+				last = err
+			}
+		}
+		return last
+	}
+	if p.ptmx != nil {
+		return syscall.Kill(pid, sig)
+	}
+	return syscall.Kill(-pid, sig)
+}
+
+// Resize sets the pty window size; without a pty it does nothing.
+func (p *process) Resize(cols, rows uint16) error {
+	if p.ptmx == nil {
+		return nil
+	}
+	sc, err := p.ptmx.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ierr error
+	if err := sc.Control(func(fd uintptr) {
+		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+	}); err != nil {
+		return err
+	}
+	return ierr
+}
+
+// CloseStdin signals end of input: the pipe is closed, or on a pty the EOF
+// character (^D) is sent once, as a terminal would.
+func (p *process) CloseStdin() error {
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	if p.ptmx != nil {
+		if p.eofIn {
+			return nil
+		}
+		p.eofIn = true
+		if _, err := p.ptmx.Write([]byte{4}); err != nil && !errors.Is(err, os.ErrClosed) {
+			return err
+		}
+		return nil
+	}
+	if p.stdin == nil {
+		return nil
+	}
+	err := p.stdin.Close()
+	p.stdin = nil
+	return err
+}
