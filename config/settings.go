@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,7 +131,7 @@ var settings = []*setting{
 	{key: "shutdown-timeout", env: env("shutdown-timeout"), def: "10s",
 		usage: "on SIGTERM/SIGINT, how long in-flight requests may finish before they are cut",
 		field: func(c *Config) any { return &c.ShutdownTimeout }, check: positive},
-	{key: "ssh-host-key", env: env("ssh-host-key"), def: "/var/lib/agentbe/ssh_host_ed25519_key",
+	{key: "ssh-host-key", env: env("ssh-host-key"), def: defaultHostKey(os.Geteuid(), os.Getenv),
 		usage: "SSH host key for /ssh; an ed25519 key is generated there (0600) if missing",
 		field: func(c *Config) any { return &c.SSHHostKey }},
 	{key: "max-ssh-connections", env: env("max-ssh-connections"), def: "1024",
@@ -283,4 +285,22 @@ func lookupSetting(key string) *setting {
 // normalizeKey lets config files spell keys as root_dir, rootDir or root-dir.
 func normalizeKey(k string) string {
 	return strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(k))
+}
+
+// defaultHostKey is /var/lib/agentbe/ssh_host_ed25519_key for root (the
+// systemd unit's StateDirectory), and the user's state directory otherwise, so
+// a first run as an ordinary user needs no write access to /var/lib.
+func defaultHostKey(euid int, getenv func(string) string) string {
+	if euid == 0 {
+		return "/var/lib/agentbe/ssh_host_ed25519_key"
+	}
+	state := getenv("XDG_STATE_HOME")
+	if state == "" {
+		home := getenv("HOME")
+		if home == "" {
+			home = os.TempDir()
+		}
+		state = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(state, "agentbe", "ssh_host_ed25519_key")
 }

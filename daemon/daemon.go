@@ -77,8 +77,8 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	}
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+routeHealth, d.serveHealth)
-	mux.Handle("GET "+routeMetrics, promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
+	mux.Handle(routeHealth, onlyGET(http.HandlerFunc(d.serveHealth)))
+	mux.Handle(routeMetrics, onlyGET(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})))
 	if h := d.proto.mcpHandler(); h != nil {
 		mux.Handle(routeMCP, h)
 	}

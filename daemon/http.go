@@ -177,3 +177,16 @@ func isUpgrade(r *http.Request) bool {
 	}
 	return false
 }
+
+// onlyGET answers 405 to anything but GET and HEAD. (A method pattern such as
+// "GET /health" would let the catch-all "/" answer 404 to a POST instead.)
+func onlyGET(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeJSONError(w, http.StatusMethodNotAllowed, "Method Not Allowed", r.Method+" is not supported on "+r.URL.Path+"; use GET")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,347 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// load parses args as the daemon command would and loads with env as the
+// whole environment.
+func load(t *testing.T, args []string, env map[string]string) (Config, error) {
+	t.Helper()
+	fs := pflag.NewFlagSet("daemon", pflag.ContinueOnError)
+	RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	return Load(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := load(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Backend: "filesystem", Isolation: "auto", Shell: "auto", BlockDangerous: true, ExecNetwork: true,
+		ExecTimeout: 2 * time.Minute, ExecOutputLimit: 1 << 20, MaxReadSize: 10 << 20,
+		Bind: "127.0.0.1", Port: 3001, MaxBodyBytes: 4 << 20, ShutdownTimeout: 10 * time.Second,
+		SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, SSHKeepalive: 30 * time.Second,
+		SSHEnvAllowlist: []string{"LANG", "LC_*", "TERM", "COLORTERM"},
+		LogFormat:       "text", LogLevel: "info",
+	}
+	if c.Format() != want.Format() {
+		t.Errorf("defaults:\n%s\nwant:\n%s", c.Format(), want.Format())
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	yaml := writeFile(t, "c.yaml", "port: 4000\nshell: sh\nlog-level: debug\nrootDir: /from/file\n")
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want func(Config) bool
+		desc string
+	}{
+		{"default", nil, nil, func(c Config) bool { return c.Port == 3001 }, "port 3001"},
+		{"file over default", []string{"--config", yaml}, nil, func(c Config) bool { return c.Port == 4000 && c.Shell == "sh" }, "port 4000 shell sh"},
+		{"file via AGENTBE_CONFIG", nil, map[string]string{"AGENTBE_CONFIG": yaml}, func(c Config) bool { return c.Port == 4000 }, "port 4000"},
+		{"env over file", []string{"--config", yaml}, map[string]string{"AGENTBE_PORT": "5000"}, func(c Config) bool { return c.Port == 5000 && c.Shell == "sh" }, "port 5000 shell sh"},
+		{"reference PORT env", nil, map[string]string{"PORT": "5001"}, func(c Config) bool { return c.Port == 5001 }, "port 5001"},
+		{"AGENTBE_PORT over PORT", nil, map[string]string{"PORT": "5001", "AGENTBE_PORT": "5002"}, func(c Config) bool { return c.Port == 5002 }, "port 5002"},
+		{"flag over env and file", []string{"--config", yaml, "--port", "6000"}, map[string]string{"AGENTBE_PORT": "5000"}, func(c Config) bool { return c.Port == 6000 && c.LogLevel == "debug" }, "port 6000 level debug"},
+		{"empty env is unset", nil, map[string]string{"AGENTBE_PORT": ""}, func(c Config) bool { return c.Port == 3001 }, "port 3001"},
+		{"root alias flag", []string{"--rootDir", "/a"}, nil, func(c Config) bool { return c.Root == "/a" }, "root /a"},
+		{"root flag", []string{"--root", "/b"}, nil, func(c Config) bool { return c.Root == "/b" }, "root /b"},
+		{"root from file alias key", []string{"--config", yaml}, nil, func(c Config) bool { return c.Root == "/from/file" }, "root /from/file"},
+		{"WORKSPACE_ROOT", nil, map[string]string{"WORKSPACE_ROOT": "/ws"}, func(c Config) bool { return c.Root == "/ws" }, "root /ws"},
+		{"flag root over env", []string{"--root", "/f"}, map[string]string{"AGENTBE_ROOT": "/e"}, func(c Config) bool { return c.Root == "/f" }, "root /f"},
+		{"scopePath alias", []string{"--scopePath", "users/u1"}, nil, func(c Config) bool { return c.ScopePath == "users/u1" }, "scope users/u1"},
+		{"AUTH_TOKEN", nil, map[string]string{"AUTH_TOKEN": "t1"}, func(c Config) bool { return c.AuthToken == "t1" }, "token t1"},
+		{"bool flag bare", []string{"--local-only"}, nil, func(c Config) bool { return c.LocalOnly }, "local-only"},
+		{"bool flag false", []string{"--block-dangerous=false"}, nil, func(c Config) bool { return !c.BlockDangerous }, "no blocking"},
+		{"bool env", nil, map[string]string{"AGENTBE_DISABLE_SSH_WS": "true"}, func(c Config) bool { return c.DisableSSHWS }, "ssh-ws disabled"},
+		{"list env", nil, map[string]string{"AGENTBE_ALLOWED_ORIGINS": "https://a, https://b"}, func(c Config) bool {
+			return len(c.AllowedOrigins) == 2 && c.AllowedOrigins[1] == "https://b"
+		}, "two origins"},
+		{"size flag", []string{"--max-body-bytes", "512KiB"}, nil, func(c Config) bool { return c.MaxBodyBytes == 512<<10 }, "512KiB"},
+		{"duration env", nil, map[string]string{"AGENTBE_SHUTDOWN_TIMEOUT": "1m30s"}, func(c Config) bool { return c.ShutdownTimeout == 90*time.Second }, "90s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := load(t, tt.args, tt.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.want(c) {
+				t.Errorf("want %s, got:\n%s", tt.desc, c.Format())
+			}
+		})
+	}
+}
+
+func TestConfigFileFormats(t *testing.T) {
+	for name, content := range map[string]string{
+		"c.yaml": "port: 4100\nallowed-origins: [https://a, https://b]\nexec-timeout: 30s\n",
+		"c.toml": "port = 4100\nallowed-origins = [\"https://a\", \"https://b\"]\nexec-timeout = \"30s\"\n",
+		"c.json": `{"port": 4100, "allowed-origins": ["https://a", "https://b"], "exec_timeout": "30s"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := load(t, []string{"--config", writeFile(t, name, content)}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Port != 4100 || len(c.AllowedOrigins) != 2 || c.ExecTimeout != 30*time.Second {
+				t.Errorf("got port %d origins %v timeout %v", c.Port, c.AllowedOrigins, c.ExecTimeout)
+			}
+		})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	bad := writeFile(t, "bad.yaml", "port: abc\n")
+	unknown := writeFile(t, "unknown.yaml", "prot: 3001\n")
+	table := writeFile(t, "table.yaml", "port:\n  a: 1\n")
+	list := writeFile(t, "list.yaml", "shell: [bash, sh]\n")
+	broken := writeFile(t, "broken.yaml", "port: [\n")
+	ini := writeFile(t, "c.ini", "port=1\n")
+	empty := writeFile(t, "empty-token", "  \n")
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unknown flag", []string{"--bogus"}, nil, "unknown flag: --bogus"},
+		{"port too high", []string{"--port", "70000"}, nil, `invalid argument "70000" for "--port" flag: must be from 1 to 65535`},
+		{"port zero", []string{"--port", "0"}, nil, `invalid argument "0" for "--port" flag: must be from 1 to 65535`},
+		{"port not a number", []string{"--port", "x"}, nil, `invalid argument "x" for "--port" flag: must be a whole number`},
+		{"unknown isolation", []string{"--isolation", "docker"}, nil, `invalid argument "docker" for "--isolation" flag: must be one of auto, bwrap, software, none`},
+		{"unknown shell", []string{"--shell", "zsh"}, nil, `invalid argument "zsh" for "--shell" flag: must be one of auto, bash, sh`},
+		{"bad duration", []string{"--shutdown-timeout", "soon"}, nil, `invalid argument "soon" for "--shutdown-timeout" flag: must be a duration such as 10s, 2m or 1m30s`},
+		{"negative duration", []string{"--exec-timeout", "-1s"}, nil, `invalid argument "-1s" for "--exec-timeout" flag: must be greater than zero`},
+		{"bad size", []string{"--max-body-bytes", "lots"}, nil, `invalid argument "lots" for "--max-body-bytes" flag: must be a size such as 1048576, 512KiB or 4MiB`},
+		{"env port", nil, map[string]string{"AGENTBE_PORT": "99999"}, `invalid value "99999" in AGENTBE_PORT: must be from 1 to 65535`},
+		{"env isolation", nil, map[string]string{"AGENTBE_ISOLATION": "jail"}, `invalid value "jail" in AGENTBE_ISOLATION: must be one of auto, bwrap, software, none`},
+		{"env bool", nil, map[string]string{"AGENTBE_LOCAL_ONLY": "maybe"}, `invalid value "maybe" in AGENTBE_LOCAL_ONLY: must be true or false`},
+		{"file type error", []string{"--config", bad}, nil, `config file ` + bad + `: key "port": invalid value "abc": must be a whole number`},
+		{"file unknown key", []string{"--config", unknown}, nil, `config file ` + unknown + `: unknown key "prot"`},
+		{"file table value", []string{"--config", table}, nil, `config file ` + table + `: key "port" is a table; expected a single value`},
+		{"file list value", []string{"--config", list}, nil, `config file ` + list + `: key "shell" is a list; expected a single value`},
+		{"file missing", []string{"--config", "/nonexistent/c.yaml"}, nil, `--config "/nonexistent/c.yaml": file not found`},
+		{"file syntax", []string{"--config", broken}, nil, `--config "` + broken + `": `},
+		{"file format", []string{"--config", ini}, nil, `--config "` + ini + `": unknown format: use a .yaml, .yml, .toml or .json file`},
+		{"token file missing", []string{"--auth-token-file", "/nonexistent/token"}, nil, `--auth-token-file "/nonexistent/token": cannot read: no such file or directory`},
+		{"token file empty", []string{"--auth-token-file", empty}, nil, `--auth-token-file "` + empty + `" is empty`},
+		{"token and token file", []string{"--auth-token-file", empty}, map[string]string{"AUTH_TOKEN": "x"}, "both an auth token and --auth-token-file are set: use only one"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.args, tt.env)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error; want %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q\nwant it to contain %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestTokenFile(t *testing.T) {
+	p := writeFile(t, "token", "  tok-123\n")
+	c, err := load(t, []string{"--auth-token-file", p}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AuthToken != "tok-123" {
+		t.Errorf("token %q, want tok-123 (trimmed)", c.AuthToken)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, "f", "x")
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		want string // "" = valid
+	}{
+		{"ok", func(c *Config) {}, ""},
+		{"missing root", func(c *Config) { c.Root = "" }, "missing workspace root: set --root (alias --rootDir), AGENTBE_ROOT, or root in the config file"},
+		{"root is a file", func(c *Config) { c.Root = file }, `--root "` + file + `" is a file, not a directory`},
+		{"root missing is fine", func(c *Config) { c.Root = filepath.Join(dir, "new") }, ""},
+		{"memory root need not exist", func(c *Config) { c.Backend = "memory"; c.Root = "/virtual" }, ""},
+		{"scope escapes", func(c *Config) { c.ScopePath = "a/../../b" }, `--scopePath "a/../../b": must stay inside the root (no "..")`},
+		{"public bind without token", func(c *Config) { c.Bind = "0.0.0.0" }, "--bind 0.0.0.0 is not a loopback address and no auth token is set: set --auth-token-file (or --auth-token, AGENTBE_AUTH_TOKEN), or pass --insecure-no-auth to serve without authentication"},
+		{"public bind ipv6 without token", func(c *Config) { c.Bind = "::" }, "--bind :: is not a loopback address"},
+		{"public bind with token", func(c *Config) { c.Bind = "0.0.0.0"; c.AuthToken = "t" }, ""},
+		{"public bind insecure", func(c *Config) { c.Bind = "0.0.0.0"; c.InsecureNoAuth = true }, ""},
+		{"localhost", func(c *Config) { c.Bind = "localhost" }, ""},
+		{"ipv6 loopback", func(c *Config) { c.Bind = "::1" }, ""},
+		{"127.0.0.2", func(c *Config) { c.Bind = "127.0.0.2" }, ""},
+		{"stdio ignores bind", func(c *Config) { c.Bind = "0.0.0.0"; c.LocalOnly = true }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			c.Root = dir
+			tt.mod(&c)
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tt.want != "" && err == nil:
+				t.Fatalf("no error; want %q", tt.want)
+			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
+				t.Errorf("error %q\nwant it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateMakesRootAbsoluteAndEnsureRootCreates(t *testing.T) {
+	t.Chdir(t.TempDir())
+	c := Default()
+	c.Root = "ws/sub"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !filepath.IsAbs(c.Root) {
+		t.Fatalf("root %q is not absolute", c.Root)
+	}
+	created, err := c.EnsureRoot()
+	if err != nil || !created {
+		t.Fatalf("EnsureRoot = %v, %v; want created", created, err)
+	}
+	fi, err := os.Stat(c.Root)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o755&^umask() {
+		t.Fatalf("root not created as a 0755 directory: %v %v", fi, err)
+	}
+	if created, err := c.EnsureRoot(); err != nil || created {
+		t.Fatalf("second EnsureRoot = %v, %v; want not created", created, err)
+	}
+}
+
+func umask() os.FileMode {
+	p := filepath.Join(os.TempDir(), "agentbe-umask-probe")
+	defer os.Remove(p)
+	if err := os.Mkdir(p, 0o777); err != nil {
+		return 0
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0
+	}
+	return 0o777 &^ fi.Mode().Perm()
+}
+
+func TestFormatRedactsToken(t *testing.T) {
+	c := Default()
+	c.AuthToken = "super-secret-token"
+	out := c.Format()
+	if strings.Contains(out, "super-secret-token") {
+		t.Fatalf("token leaked:\n%s", out)
+	}
+	if !strings.Contains(out, `auth-token: "[redacted]"`) {
+		t.Fatalf("no redacted token line:\n%s", out)
+	}
+}
+
+// The printed config must load back to the same config (it is documented as
+// a valid config file).
+func TestFormatRoundTrips(t *testing.T) {
+	c := Default()
+	c.Root = "/srv/ws"
+	c.Port = 4321
+	c.AllowedOrigins = []string{"https://a.example", "https://b.example"}
+	c.ExecTimeout = 90 * time.Second
+	got, err := load(t, []string{"--config", writeFile(t, "c.yaml", c.Format())}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.ConfigFile = ""
+	if got.Format() != c.Format() {
+		t.Errorf("round trip:\n%s\nwant:\n%s", got.Format(), c.Format())
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "10": 10, "10B": 10, "2K": 2048, "2KiB": 2048, "3MiB": 3 << 20, "1G": 1 << 30, " 4 MiB ": 4 << 20} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "x", "-1", "1.5M", "1TiB", "99999999999999999999"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) succeeded; want error", in)
+		}
+	}
+	for n, want := range map[int64]string{0: "0", 1: "1", 1024: "1KiB", 1536: "1536", 4 << 20: "4MiB", 1 << 30: "1GiB"} {
+		if got := FormatSize(n); got != want {
+			t.Errorf("FormatSize(%d) = %q; want %q", n, got, want)
+		}
+	}
+}
+
+func TestDefaultHostKey(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	tests := []struct {
+		euid int
+		env  map[string]string
+		want string
+	}{
+		{0, map[string]string{"HOME": "/root"}, "/var/lib/agentbe/ssh_host_ed25519_key"},
+		{1000, map[string]string{"HOME": "/home/u"}, "/home/u/.local/state/agentbe/ssh_host_ed25519_key"},
+		{1000, map[string]string{"HOME": "/home/u", "XDG_STATE_HOME": "/xdg"}, "/xdg/agentbe/ssh_host_ed25519_key"},
+	}
+	for _, tt := range tests {
+		if got := defaultHostKey(tt.euid, env(tt.env)); got != tt.want {
+			t.Errorf("defaultHostKey(%d, %v) = %q; want %q", tt.euid, tt.env, got, tt.want)
+		}
+	}
+}
+
+// docs/configuration.md is the reference users read; it must name every
+// setting with its environment variables.
+func TestEverySettingIsDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, s := range settings {
+		if !strings.Contains(doc, "`--"+s.key+"`") {
+			t.Errorf("docs/configuration.md does not document --%s", s.key)
+		}
+		for _, e := range s.env {
+			if !strings.Contains(doc, "`"+e+"`") {
+				t.Errorf("docs/configuration.md does not name %s", e)
+			}
+		}
+	}
+}

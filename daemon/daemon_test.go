@@ -1,0 +1,315 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentbe/agentbe-daemon/config"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func testConfig(t *testing.T) config.Config {
+	t.Helper()
+	c := config.Default()
+	c.Root = t.TempDir()
+	c.Isolation = "software"
+	c.SSHHostKey = t.TempDir() + "/host_key"
+	c.ShutdownTimeout = 5 * time.Second
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// running is a daemon serving on a loopback port, stopped by stop().
+type running struct {
+	d    *Daemon
+	url  string
+	logs *syncBuffer
+	stop func() error
+}
+
+func start(t *testing.T, c config.Config, tweak func(*Daemon)) *running {
+	t.Helper()
+	logs := &syncBuffer{}
+	d, err := New(c, Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Version: "9.9.9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tweak != nil {
+		tweak(d)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(ctx, ln) }()
+	var once sync.Once
+	var stopErr error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			stopErr = <-done
+			if err := d.Close(); err != nil && stopErr == nil {
+				stopErr = err
+			}
+		})
+		return stopErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return &running{d: d, url: "http://" + ln.Addr().String(), logs: logs, stop: stop}
+}
+
+func get(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+func TestHealth(t *testing.T) {
+	c := testConfig(t)
+	r := start(t, c, nil)
+	code, body := get(t, r.url+"/health")
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, body)
+	}
+	var h struct {
+		Status        string          `json:"status"`
+		Version       string          `json:"version"`
+		RootDir       string          `json:"rootDir"`
+		Transports    map[string]bool `json:"transports"`
+		Isolation     string          `json:"isolation"`
+		UptimeSeconds *float64        `json:"uptimeSeconds"`
+	}
+	if err := json.Unmarshal(body, &h); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, body)
+	}
+	if h.Status != "ok" || h.Version != "9.9.9" || h.RootDir != c.Root {
+		t.Errorf("health = %s", body)
+	}
+	for _, k := range []string{"mcp", "ssh-ws", "ssh"} {
+		if _, ok := h.Transports[k]; !ok {
+			t.Errorf("transports lacks %q: %s", k, body)
+		}
+	}
+	if h.Transports["ssh"] {
+		t.Errorf("conventional ssh reported on: %s", body)
+	}
+	if h.UptimeSeconds == nil || *h.UptimeSeconds < 0 {
+		t.Errorf("uptimeSeconds missing: %s", body)
+	}
+	// POST is not served on /health.
+	resp, err := http.Post(r.url+"/health", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /health = %d, want 405", resp.StatusCode)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	r := start(t, testConfig(t), nil)
+	get(t, r.url+"/health")
+	get(t, r.url+"/no-such-thing")
+	code, body := get(t, r.url+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	for _, want := range []string{
+		`agentbe_http_requests_total{code="200",route="/health"} 1`,
+		`agentbe_http_requests_total{code="404",route="other"} 1`,
+		`agentbe_http_request_duration_seconds_count{route="/health"} 1`,
+		"go_goroutines",
+		"process_resident_memory_bytes",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+func TestNotFoundAndStrayUpgrade(t *testing.T) {
+	r := start(t, testConfig(t), nil)
+	code, body := get(t, r.url+"/nope")
+	if code != http.StatusNotFound || !strings.Contains(string(body), `"error":"Not Found"`) {
+		t.Errorf("GET /nope = %d %s", code, body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, r.url+"/elsewhere", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("upgrade on /elsewhere = %d, want 400", resp.StatusCode)
+	}
+}
+
+func TestPanicIsRecovered(t *testing.T) {
+	r := start(t, testConfig(t), func(d *Daemon) {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/boom", func(http.ResponseWriter, *http.Request) { panic("kaboom") })
+		mux.Handle("/", d.handler)
+		d.handler = instrument(mux, d.log, d.metrics)
+	})
+	code, body := get(t, r.url+"/boom")
+	if code != http.StatusInternalServerError || !strings.Contains(string(body), "Internal Server Error") {
+		t.Errorf("GET /boom = %d %s", code, body)
+	}
+	if code, _ := get(t, r.url+"/health"); code != http.StatusOK {
+		t.Errorf("daemon stopped serving after a panic: /health = %d", code)
+	}
+	if !strings.Contains(r.logs.String(), "kaboom") || !strings.Contains(r.logs.String(), "handler panicked") {
+		t.Errorf("panic not logged:\n%s", r.logs.String())
+	}
+}
+
+// An in-flight request started before the shutdown completes with its full
+// answer; new connections are refused after it.
+func TestGracefulShutdownLetsInFlightFinish(t *testing.T) {
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	r := start(t, testConfig(t), func(d *Daemon) {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/slow", func(w http.ResponseWriter, _ *http.Request) {
+			close(entered)
+			<-release
+			io.WriteString(w, "finished")
+		})
+		mux.Handle("/", d.handler)
+		d.handler = instrument(mux, d.log, d.metrics)
+	})
+	type result struct {
+		code int
+		body string
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		resp, err := http.Get(r.url + "/slow")
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		got <- result{resp.StatusCode, string(b), err}
+	}()
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.stop() }()
+	// The listener closes at the start of the shutdown; wait for that before
+	// letting the slow request finish, so the test shows both at once.
+	for i := 0; ; i++ {
+		c, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
+		if err != nil {
+			break
+		}
+		c.Close()
+		if i > 500 {
+			t.Fatal("listener still accepting after shutdown began")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	res := <-got
+	if res.err != nil || res.code != http.StatusOK || res.body != "finished" {
+		t.Fatalf("in-flight request: %d %q %v", res.code, res.body, res.err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Serve returned %v after a graceful shutdown", err)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// When the grace period ends, remaining requests are cut and Serve returns.
+func TestShutdownCutsAfterGrace(t *testing.T) {
+	c := testConfig(t)
+	c.ShutdownTimeout = 100 * time.Millisecond
+	entered := make(chan struct{})
+	r := start(t, c, func(d *Daemon) {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/hang", func(w http.ResponseWriter, req *http.Request) {
+			close(entered)
+			<-req.Context().Done() // released when the server cuts the connection
+		})
+		mux.Handle("/", d.handler)
+		d.handler = instrument(mux, d.log, d.metrics)
+	})
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(r.url + "/hang")
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-entered
+	if err := r.stop(); err != nil {
+		t.Fatalf("Serve after cut: %v", err)
+	}
+	if err := <-errc; err == nil {
+		t.Error("hanging request got an answer; want its connection cut")
+	}
+	if !strings.Contains(r.logs.String(), "grace period over") {
+		t.Errorf("cut not logged:\n%s", r.logs.String())
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+func TestCloseIsIdempotent(t *testing.T) {
+	d, err := New(testConfig(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
