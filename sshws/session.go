@@ -171,7 +171,10 @@ func (ss *session) start(kind, command string) {
 		return
 	}
 	if kind == "shell" {
-		command = interactiveShell
+		// An empty command is the executor's shell itself, interactive on a
+		// pty. Without a pty it reads commands from stdin, which the safety
+		// policy cannot judge, so software mode refuses it (bwrap allows it).
+		command = ""
 	}
 	env := make(map[string]string, len(ss.env)+1)
 	for k, v := range ss.env {
@@ -222,11 +225,6 @@ func (ss *session) start(kind, command string) {
 		ss.exit(st)
 	}()
 }
-
-// interactiveShell is what a "shell" request runs: the executor's shell
-// (sandbox.Executor runs commands with `<shell> -c`), replaced by an
-// interactive one so the session has a single process to signal and resize.
-const interactiveShell = `exec "${SHELL:-/bin/sh}" -i`
 
 // refusal words the error of a command that could not start.
 func refusal(err error) string {

@@ -58,6 +58,7 @@ type wsConn struct {
 
 	lastRead   atomic.Int64 // unix nanos of the last frame (data or pong) from the peer
 	peerClosed atomic.Bool  // the peer's close frame (or EOF) has been seen
+	peerClose  atomic.Pointer[websocket.CloseError]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -118,7 +119,10 @@ func (c *wsConn) Read(p []byte) (int, error) {
 // (timeouts, protocol errors) for the logs.
 func (c *wsConn) readErr(err error) error {
 	var ce *websocket.CloseError
-	if errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.As(err, &ce) {
+		c.peerClose.CompareAndSwap(nil, ce)
+	}
+	if ce != nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		c.peerClosed.Store(true)
 		return io.EOF
 	}
@@ -212,6 +216,14 @@ func (c *wsConn) SetWriteDeadline(t time.Time) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	return c.ws.SetWriteDeadline(t)
+}
+
+// peerCode returns the code and text of the peer's close frame, if one came.
+func (c *wsConn) peerCode() (int, string) {
+	if ce := c.peerClose.Load(); ce != nil {
+		return ce.Code, ce.Text
+	}
+	return 0, ""
 }
 
 // idleFor reports how long ago the peer last sent anything.

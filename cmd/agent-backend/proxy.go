@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbe/agentbe-daemon/sshws"
+)
+
+// newProxyCommand is `agent-backend proxy URL`: stdin/stdout ⇄ a daemon's
+// /ssh WebSocket, so any OpenSSH client can reach a workspace through
+// ProxyCommand. The logic is sshws.Proxy; this only reads flags.
+func newProxyCommand() *cobra.Command {
+	var token, tokenFile string
+	cmd := &cobra.Command{
+		Use:   "proxy URL",
+		Short: "Bridge stdin/stdout to a daemon's SSH-over-WebSocket endpoint (for ssh -o ProxyCommand)",
+		Long: `proxy connects to a daemon's /ssh WebSocket and copies the SSH byte stream
+between it and stdin/stdout, so OpenSSH's ssh, sftp, scp, rsync and IDE remote
+extensions can use a workspace:
+
+  ssh -o ProxyCommand='agent-backend proxy ws://127.0.0.1:3001/ssh --token-file ~/.agentbe-token' agent@workspace
+  sftp -o ProxyCommand='agent-backend proxy wss://host/ssh --token-file F' agent@workspace
+
+The user and host names are not used (any SSH authentication is accepted; the
+token is the gate). The token is read from --token-file, --token, or the
+AGENTBE_AUTH_TOKEN environment variable, in that order; prefer the file, which
+keeps it out of ps.`,
+		Args:          cobra.ExactArgs(1),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tok, err := proxyToken(token, tokenFile)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return sshws.Proxy(ctx, args[0], tok, os.Stdin, os.Stdout)
+		},
+	}
+	cmd.Flags().StringVar(&token, "token", "", "auth token (visible in ps; prefer --token-file)")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the auth token")
+	return cmd
+}
+
+func proxyToken(token, file string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	if token != "" {
+		return token, nil
+	}
+	return os.Getenv("AGENTBE_AUTH_TOKEN"), nil
+}
