@@ -95,6 +95,11 @@ type Workspace interface {
 	Readlink(p string) (string, error)
 	// StatFS reports the space of the file system holding the workspace.
 	StatFS() (FSStats, error)
+
+	// Close releases the workspace's directory handle (and those of the
+	// scopes made from it). Idempotent; later calls fail. Close a scope when
+	// done with it (e.g. at the end of a request): each holds an open handle.
+	Close() error
 }
 
 // File is an open file, confined like every other access.
@@ -122,6 +127,8 @@ type Info struct {
 	BirthTime  time.Time // zero when the file system does not report it
 	UID, GID   uint32
 	Nlink      uint64
+
+	dev, ino uint64 // identity, for loop detection while walking
 }
 
 // IsDir reports whether the entry is a directory.

@@ -1,0 +1,1122 @@
+package fsops
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+)
+
+// DefaultMaxReadSize is the default Options.MaxReadSize (10 MiB).
+const DefaultMaxReadSize = 10 << 20
+
+// Options configure a Workspace.
+type Options struct {
+	// MaxReadSize caps whole-file reads (ReadFile, Edit); larger files fail
+	// with errcode.TooLarge and must be paged with ReadLines. 0 means
+	// DefaultMaxReadSize; a negative value means no limit.
+	MaxReadSize int64
+}
+
+func (o Options) maxRead() int64 {
+	switch {
+	case o.MaxReadSize == 0:
+		return DefaultMaxReadSize
+	case o.MaxReadSize < 0:
+		return 1<<63 - 1
+	}
+	return o.MaxReadSize
+}
+
+// maxSymlinks bounds the links the absolute-link fallback follows (as the
+// kernel's ELOOP limit does).
+const maxSymlinks = 40
+
+// dirWS is the directory implementation. Every access goes through one
+// *os.Root per workspace (opened once, shared by all goroutines), so the kernel
+// resolves each path component relative to an open directory and refuses a
+// symlink that leads out: there is no check-then-use window to race.
+type dirWS struct {
+	root  string // absolute real path of this workspace (a scope: parent.root/scopeRel)
+	alias string // the root as the caller spelled it, if it differs (symlinked root)
+	opts  Options
+
+	parent   *dirWS // set for scopes
+	scopeRel string // the scope's path inside parent
+
+	r        atomic.Pointer[os.Root] // nil until a scope's directory is opened
+	mu       sync.Mutex              // serialises opening / creating a scope's directory
+	closed   atomic.Bool
+	creates  atomic.Int32 // how many times this scope created its directory (tests)
+	children sync.Map     // *dirWS scopes to close with this workspace
+}
+
+// NewDir returns a Workspace rooted at the existing directory root, which must
+// be absolute. Symlinks in root itself are resolved once, so Root() is the real
+// path; absolute client paths spelled with the original root are still
+// recognised as inside. Close releases the directory handle.
+func NewDir(root string, opts Options) (Workspace, error) {
+	if !filepath.IsAbs(root) {
+		return nil, errcode.New(errcode.InvalidConfiguration, "open", root, "workspace root must be an absolute path")
+	}
+	given := filepath.Clean(root)
+	real, err := filepath.EvalSymlinks(given)
+	if err != nil {
+		return nil, mapErr("open", root, err)
+	}
+	r, err := os.OpenRoot(real)
+	if err != nil {
+		return nil, mapErr("open", root, err)
+	}
+	fi, err := r.Stat(".")
+	if err != nil || !fi.IsDir() {
+		r.Close()
+		return nil, errcode.New(errcode.NotADirectory, "open", root, "workspace root is not a directory")
+	}
+	w := &dirWS{root: real, opts: opts}
+	if given != real {
+		w.alias = given
+	}
+	w.r.Store(r)
+	return w, nil
+}
+
+func (w *dirWS) Root() string  { return w.root }
+func (w *dirWS) CanExec() bool { return true }
+
+// Close releases the directory handle of this workspace and of every scope
+// made from it. It is idempotent; later calls on the workspace fail.
+func (w *dirWS) Close() error {
+	if w.closed.Swap(true) {
+		return nil
+	}
+	if w.parent != nil {
+		w.parent.children.Delete(w)
+	}
+	w.children.Range(func(k, _ any) bool {
+		k.(*dirWS).Close()
+		return true
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r := w.r.Swap(nil); r != nil {
+		return r.Close()
+	}
+	return nil
+}
+
+// rel resolves a client path to a path relative to this workspace.
+func (w *dirWS) rel(p string) (string, error) {
+	if w.alias != "" && len(p) > 0 && p[0] == '/' {
+		// A client that knows the root by its symlinked name.
+		if c := path.Clean(p); within(w.alias, c) {
+			p = w.root + c[len(w.alias):]
+		}
+	}
+	return resolveRel(w.root, p)
+}
+
+func (w *dirWS) Resolve(p string) (string, error) {
+	rel, err := w.rel(p)
+	if err != nil {
+		return "", err
+	}
+	// Check the symlinks on the way: the existing part of the path must stay
+	// inside (a missing tail is fine, it may be about to be created).
+	if r, err := w.handle(false); err == nil {
+		if _, err := w.followLinks(r, rel, true); err != nil {
+			return "", mapErr("resolve", p, err)
+		}
+	} else if !isNotExist(err) {
+		return "", mapErr("resolve", p, err)
+	}
+	if rel == "." {
+		return w.root, nil
+	}
+	return w.root + "/" + rel, nil
+}
+
+func (w *dirWS) Rel(p string) (string, error) {
+	abs, err := w.Resolve(p)
+	if err != nil {
+		return "", err
+	}
+	return relTo(w.root, abs), nil
+}
+
+func (w *dirWS) Scope(p string) (Workspace, error) {
+	rel, err := w.rel(p)
+	if err != nil {
+		return nil, err
+	}
+	if w.closed.Load() {
+		return nil, errClosed("scope", p)
+	}
+	if rel == "." {
+		return w, nil
+	}
+	s := &dirWS{root: path.Join(w.root, rel), opts: w.opts, parent: w, scopeRel: rel}
+	w.children.Store(s, struct{}{})
+	return s, nil
+}
+
+func errClosed(op, p string) error {
+	return &errcode.Error{Code: errcode.ConnectionClosed, Op: op, Path: p, Msg: "workspace is closed", Err: fs.ErrClosed}
+}
+
+// handle returns this workspace's *os.Root. A scope opens its directory on
+// first use; with create (every write) it first creates it, once: concurrent
+// first writers wait on mu and find the directory already open.
+func (w *dirWS) handle(create bool) (*os.Root, error) {
+	if r := w.r.Load(); r != nil {
+		return r, nil
+	}
+	if w.closed.Load() || w.parent == nil {
+		return nil, errClosed("open", ".")
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r := w.r.Load(); r != nil {
+		return r, nil
+	}
+	if w.closed.Load() {
+		return nil, errClosed("open", ".")
+	}
+	pr, err := w.parent.handle(create)
+	if err != nil {
+		return nil, err
+	}
+	r, err := w.openIn(pr, w.scopeRel)
+	if err != nil && create && isNotExist(err) {
+		w.creates.Add(1)
+		if err = w.parent.mkdirAll(pr, w.scopeRel); err != nil {
+			return nil, err
+		}
+		r, err = w.openIn(pr, w.scopeRel)
+	}
+	if err != nil {
+		return nil, err
+	}
+	w.r.Store(r)
+	return r, nil
+}
+
+// openIn opens the scope directory inside its parent's root, taking the
+// absolute-symlink fallback like every other access.
+func (w *dirWS) openIn(pr *os.Root, rel string) (*os.Root, error) {
+	r, err := pr.OpenRoot(rel)
+	if isEscape(err) {
+		if rel2, ferr := w.parent.followLinks(pr, rel, true); ferr == nil && rel2 != rel {
+			r, err = pr.OpenRoot(rel2)
+		}
+	}
+	return r, err
+}
+
+func (w *dirWS) mkdirAll(r *os.Root, rel string) error {
+	err := r.MkdirAll(rel, 0o755)
+	if isEscape(err) {
+		if rel2, ferr := w.followLinks(r, rel, true); ferr == nil && rel2 != rel {
+			err = r.MkdirAll(rel2, 0o755)
+		} else if ferr != nil {
+			err = ferr
+		}
+	}
+	return err
+}
+
+// followLinks resolves the symlinks of rel by hand, for the one case os.Root
+// refuses although the link stays inside: an absolute target (os.Root never
+// follows absolute links). An absolute target inside the workspace becomes the
+// equivalent relative path; anything leading out is an escape. The result is
+// only a rewritten name: it is opened through os.Root again, so a link swapped
+// meanwhile is still confined by the kernel-facing walk. A missing component
+// ends the walk (the rest is kept lexically). With followFinal false the last
+// component is not followed (lstat semantics).
+func (w *dirWS) followLinks(r *os.Root, rel string, followFinal bool) (string, error) {
+	if rel == "." {
+		return rel, nil
+	}
+	parts := strings.Split(rel, "/")
+	var done []string
+	links := 0
+	missing := false
+	for i := 0; i < len(parts); i++ {
+		c := parts[i]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) == 0 {
+				return "", &fs.PathError{Op: "resolve", Path: rel, Err: errRootEscapeOr()}
+			}
+			done = done[:len(done)-1]
+			continue
+		}
+		last := i == len(parts)-1
+		if missing || (last && !followFinal) {
+			done = append(done, c)
+			continue
+		}
+		cand := strings.Join(append(done, c), "/")
+		fi, err := r.Lstat(cand)
+		if err != nil {
+			if isNotExist(err) {
+				missing = true
+				done = append(done, c)
+				continue
+			}
+			if isEscape(err) {
+				return "", err
+			}
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			done = append(done, c)
+			continue
+		}
+		links++
+		if links > maxSymlinks {
+			return "", &fs.PathError{Op: "resolve", Path: rel, Err: syscall.ELOOP}
+		}
+		target, err := r.Readlink(cand)
+		if err != nil {
+			return "", err
+		}
+		rest := parts[i+1:]
+		if strings.HasPrefix(target, "/") {
+			t := path.Clean(target)
+			switch {
+			case within(w.root, t):
+				t = relTo(w.root, t)
+			case w.alias != "" && within(w.alias, t):
+				t = relTo(w.alias, t)
+			default:
+				return "", &fs.PathError{Op: "resolve", Path: rel, Err: errRootEscapeOr()}
+			}
+			done = done[:0]
+			target = t
+		}
+		parts = append(strings.Split(target, "/"), rest...)
+		i = -1
+	}
+	if len(done) == 0 {
+		return ".", nil
+	}
+	return strings.Join(done, "/"), nil
+}
+
+func errRootEscapeOr() error {
+	if errRootEscape != nil {
+		return errRootEscape
+	}
+	return errors.New(rootEscapeText)
+}
+
+// run calls f with this workspace's root and rel; if os.Root refuses with an
+// escape, it retries once with the absolute-link fallback of followLinks.
+func (w *dirWS) run(op, p string, create, followFinal bool, f func(r *os.Root, rel string) error) error {
+	rel, err := w.rel(p)
+	if err != nil {
+		return err
+	}
+	r, err := w.handle(create)
+	if err != nil {
+		return mapErr(op, p, err)
+	}
+	err = f(r, rel)
+	if isEscape(err) {
+		rel2, ferr := w.followLinks(r, rel, followFinal)
+		if ferr != nil {
+			return mapErr(op, p, ferr)
+		}
+		if rel2 != rel {
+			err = f(r, rel2)
+		}
+	}
+	return mapErr(op, p, err)
+}
+
+func (w *dirWS) Stat(p string) (Info, error) {
+	var info Info
+	err := w.run("stat", p, false, true, func(r *os.Root, rel string) error {
+		fi, err := r.Stat(rel)
+		if err == nil {
+			info = infoFrom(rel, fi)
+		}
+		return err
+	})
+	return info, err
+}
+
+func (w *dirWS) Lstat(p string) (Info, error) {
+	var info Info
+	err := w.run("lstat", p, false, false, func(r *os.Root, rel string) error {
+		fi, err := r.Lstat(rel)
+		if err == nil {
+			info = infoFrom(rel, fi)
+		}
+		return err
+	})
+	return info, err
+}
+
+func (w *dirWS) Exists(p string) (bool, error) {
+	_, err := w.Stat(p)
+	if err == nil {
+		return true, nil
+	}
+	if errcode.Is(err, errcode.NotFound) || errcode.Is(err, errcode.NotADirectory) {
+		return false, nil
+	}
+	return false, err
+}
+
+// open opens rel for reading with the escape fallback; it is the hot path of
+// ReadFile and ReadLines, so it avoids the closure of run.
+func (w *dirWS) open(op, p string) (*os.File, error) {
+	rel, err := w.rel(p)
+	if err != nil {
+		return nil, err
+	}
+	r, err := w.handle(false)
+	if err != nil {
+		return nil, mapErr(op, p, err)
+	}
+	f, err := r.Open(rel)
+	if isEscape(err) {
+		rel2, ferr := w.followLinks(r, rel, true)
+		if ferr != nil {
+			return nil, mapErr(op, p, ferr)
+		}
+		if rel2 != rel {
+			f, err = r.Open(rel2)
+		}
+	}
+	if err != nil {
+		return nil, mapErr(op, p, err)
+	}
+	return f, nil
+}
+
+// openRegular opens p and checks that it is not a directory.
+func (w *dirWS) openRegular(op, p string) (*os.File, int64, error) {
+	f, err := w.open(op, p)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, mapErr(op, p, err)
+	}
+	if fi.IsDir() {
+		f.Close()
+		return nil, 0, errcode.New(errcode.IsADirectory, op, p, "is a directory: %s (use a directory listing instead)", p)
+	}
+	return f, fi.Size(), nil
+}
+
+func (w *dirWS) ReadFile(p string) ([]byte, error) {
+	f, size, err := w.openRegular("read", p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	max := w.opts.maxRead()
+	if size > max {
+		return nil, tooLarge("read", p, size, max)
+	}
+	data, err := readAllSized(f, size, max)
+	if err != nil {
+		return nil, mapErr("read", p, err)
+	}
+	return data, nil
+}
+
+var errGrew = errors.New("file grew past the read limit while being read")
+
+// readAllSized reads f, whose fstat size is size, in one allocation when the
+// size is right (files in /proc report 0, so it still reads to EOF).
+func readAllSized(f io.Reader, size, max int64) ([]byte, error) {
+	buf := make([]byte, 0, size+1)
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(buf)) > max {
+			return nil, errGrew
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
+}
+
+func tooLarge(op, p string, size, max int64) error {
+	return errcode.New(errcode.TooLarge, op, p,
+		"file is %d bytes, over the %d-byte limit for whole-file reads; use offset/limit to page through it (read_text_file), or grep to find what you need", size, max)
+}
+
+// streamThreshold: files up to this size are paged from one buffer; larger
+// ones are scanned line by line so paging works on files of any size.
+const streamThreshold = 4 << 20
+
+func (w *dirWS) ReadLines(p string, lr LineRange) (Lines, error) {
+	if err := lr.check("readlines", p); err != nil {
+		return Lines{}, err
+	}
+	f, size, err := w.openRegular("readlines", p)
+	if err != nil {
+		return Lines{}, err
+	}
+	defer f.Close()
+	if size <= streamThreshold {
+		data, err := readAllSized(f, size, streamThreshold*4)
+		if err == nil {
+			return pageString(bytesToString(data), lr), nil
+		}
+		if err != errGrew {
+			return Lines{}, mapErr("readlines", p, err)
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return Lines{}, mapErr("readlines", p, err)
+		}
+	}
+	ls, err := pageReader(f, lr)
+	if err != nil {
+		return Lines{}, mapErr("readlines", p, err)
+	}
+	return ls, nil
+}
+
+// writeHook, when set (tests only), replaces the write of the temp file's
+// content so a test can make WriteFile fail midway.
+var writeHook func(f *os.File, data []byte) error
+
+func (w *dirWS) WriteFile(p string, data []byte) error {
+	return w.run("write", p, true, true, func(r *os.Root, rel string) error {
+		return w.atomicWrite(r, rel, data)
+	})
+}
+
+// atomicWrite writes data to a temp file next to rel and renames it over rel,
+// so readers see the old or the new content, never a mix, and a failure leaves
+// the old file. The content is not fsynced: atomic against concurrent readers
+// and our own failures, like the reference's writeFile, but not crash-durable.
+func (w *dirWS) atomicWrite(r *os.Root, rel string, data []byte) error {
+	if rel == "." {
+		return &fs.PathError{Op: "write", Path: rel, Err: syscall.EISDIR}
+	}
+	perm := fs.FileMode(0o644)
+	existing := false
+	fi, err := r.Lstat(rel)
+	switch {
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		// Write through the link (as writeFile does) rather than replace it.
+		target, ferr := w.followLinks(r, rel, true)
+		if ferr != nil {
+			return ferr
+		}
+		rel = target
+		if fi, err = r.Lstat(rel); err == nil {
+			existing = true
+		} else if !isNotExist(err) {
+			return err
+		}
+	case err == nil:
+		existing = true
+	case isNotExist(err):
+	default:
+		return err
+	}
+	if existing {
+		if fi.IsDir() {
+			return &fs.PathError{Op: "write", Path: rel, Err: syscall.EISDIR}
+		}
+		perm = fi.Mode().Perm()
+	}
+	dir, base := path.Split(rel)
+	if dir != "" {
+		if err := r.MkdirAll(strings.TrimSuffix(dir, "/"), 0o755); err != nil {
+			return err
+		}
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	if len(base) > 200 {
+		base = base[:200]
+	}
+	tmp := dir + "." + base + ".agentbe-tmp-" + hex.EncodeToString(rnd[:])
+	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if existing {
+		f.Chmod(perm) // keep the old mode exactly (the umask applied to the create)
+	}
+	if writeHook != nil {
+		err = writeHook(f, data)
+	} else {
+		_, err = f.Write(data)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = r.Rename(tmp, rel)
+	}
+	if err != nil {
+		r.Remove(tmp)
+	}
+	return err
+}
+
+func (w *dirWS) Edit(p string, edits []Edit, dryRun bool) (EditResult, error) {
+	orig, err := w.ReadFile(p)
+	if err != nil {
+		return EditResult{}, relabel(err, "edit")
+	}
+	res, modified, changed, err := applyEdits(p, string(orig), edits, dryRun)
+	if err != nil {
+		return EditResult{}, err
+	}
+	if changed && !dryRun {
+		if err := w.WriteFile(p, []byte(modified)); err != nil {
+			return EditResult{}, relabel(err, "edit")
+		}
+	}
+	return res, nil
+}
+
+// relabel sets the Op of an *errcode.Error (for operations built on others).
+func relabel(err error, op string) error {
+	var e *errcode.Error
+	if errors.As(err, &e) {
+		e.Op = op
+	}
+	return err
+}
+
+func (w *dirWS) Mkdir(p string, parents bool) error {
+	return w.run("mkdir", p, true, true, func(r *os.Root, rel string) error {
+		if parents {
+			if rel == "." {
+				return nil
+			}
+			return r.MkdirAll(rel, 0o755)
+		}
+		return r.Mkdir(rel, 0o755)
+	})
+}
+
+func (w *dirWS) ReadDir(p string) ([]Info, error) {
+	var out []Info
+	err := w.run("readdir", p, false, true, func(r *os.Root, rel string) error {
+		var err error
+		out, err = readDirAt(r, rel)
+		return err
+	})
+	return out, err
+}
+
+// readDirAt lists rel, stat-ing each entry relative to the open directory
+// (fstatat) so no entry is looked up by a path outside the root's handle.
+func readDirAt(r *os.Root, rel string) ([]Info, error) {
+	f, err := r.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, &fs.PathError{Op: "readdir", Path: rel, Err: syscall.ENOTDIR}
+	}
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Info, 0, len(names))
+	var st unix.Stat_t
+	cerr := sc.Control(func(fd uintptr) {
+		for _, name := range names {
+			if e := unix.Fstatat(int(fd), name, &st, unix.AT_SYMLINK_NOFOLLOW); e != nil {
+				continue // vanished meanwhile
+			}
+			out = append(out, infoFromStat(name, joinRel(rel, name), &st))
+		}
+	})
+	if cerr != nil {
+		return nil, cerr
+	}
+	return out, nil
+}
+
+func joinRel(dir, name string) string {
+	if dir == "." || dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+func (w *dirWS) Tree(ctx context.Context, p string, opts TreeOptions) ([]TreeNode, error) {
+	return buildTree(ctx, w, p, opts)
+}
+
+func (w *dirWS) Search(ctx context.Context, p, pattern string, opts SearchOptions) ([]string, error) {
+	return search(ctx, w, p, pattern, opts)
+}
+
+func (w *dirWS) Grep(ctx context.Context, opts GrepOptions) (GrepResult, error) {
+	return grep(ctx, w, opts)
+}
+
+// walker methods (see walk.go): paths relative to this workspace.
+
+func (w *dirWS) wRel(p string) (string, error) { return w.rel(p) }
+
+func (w *dirWS) wList(rel string) ([]Info, error) {
+	r, err := w.handle(false)
+	if err != nil {
+		return nil, err
+	}
+	return readDirAt(r, rel)
+}
+
+func (w *dirWS) wStat(rel string) (Info, error) {
+	r, err := w.handle(false)
+	if err != nil {
+		return Info{}, err
+	}
+	fi, err := r.Stat(rel)
+	if isEscape(err) {
+		rel2, ferr := w.followLinks(r, rel, true)
+		if ferr != nil {
+			return Info{}, ferr
+		}
+		if rel2 != rel {
+			fi, err = r.Stat(rel2)
+		}
+	}
+	if err != nil {
+		return Info{}, err
+	}
+	return infoFrom(rel, fi), nil
+}
+
+func (w *dirWS) wRead(rel string, max int64) ([]byte, error) {
+	r, err := w.handle(false)
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.Open(rel)
+	if isEscape(err) {
+		rel2, ferr := w.followLinks(r, rel, true)
+		if ferr != nil {
+			return nil, ferr
+		}
+		if rel2 != rel {
+			f, err = r.Open(rel2)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		return nil, &fs.PathError{Op: "read", Path: rel, Err: syscall.EISDIR}
+	}
+	if fi.Size() > max {
+		return nil, errGrew
+	}
+	return readAllSized(f, fi.Size(), max)
+}
+
+func (w *dirWS) Move(src, dst string) error {
+	if _, err := w.Lstat(src); err != nil {
+		if errcode.Is(err, errcode.NotFound) {
+			return &errcode.Error{Code: errcode.NotFound, Op: "move", Path: src, Msg: "source does not exist: " + src, Err: fs.ErrNotExist}
+		}
+		return relabel(err, "move")
+	}
+	switch _, err := w.Lstat(dst); {
+	case err == nil:
+		return errcode.New(errcode.AlreadyExists, "move", dst, "destination already exists: %s (remove it first or choose another name)", dst)
+	case !errcode.Is(err, errcode.NotFound):
+		return relabel(err, "move")
+	}
+	return relabel(w.rename("move", src, dst), "move")
+}
+
+func (w *dirWS) Rename(src, dst string) error { return w.rename("rename", src, dst) }
+
+func (w *dirWS) rename(op, src, dst string) error {
+	srel, err := w.rel(src)
+	if err != nil {
+		return err
+	}
+	drel, err := w.rel(dst)
+	if err != nil {
+		return err
+	}
+	if srel == "." || drel == "." {
+		return errcode.New(errcode.InvalidArgument, op, src, "cannot move the workspace root itself")
+	}
+	r, err := w.handle(true)
+	if err != nil {
+		return mapErr(op, src, err)
+	}
+	// Intermediate links may be absolute-but-inside: resolve them by hand if
+	// os.Root refuses; the final components are renamed, not followed.
+	fix := func(rel, p string) (string, error) {
+		if _, err := r.Lstat(rel); isEscape(err) {
+			rel2, ferr := w.followLinks(r, rel, false)
+			if ferr != nil {
+				return "", mapErr(op, p, ferr)
+			}
+			return rel2, nil
+		}
+		return rel, nil
+	}
+	if srel, err = fix(srel, src); err != nil {
+		return err
+	}
+	if drel, err = fix(drel, dst); err != nil {
+		return err
+	}
+	if d := path.Dir(drel); d != "." {
+		if err := w.mkdirAll(r, d); err != nil {
+			return mapErr(op, dst, err)
+		}
+	}
+	err = r.Rename(srel, drel)
+	if err != nil {
+		var le *os.LinkError
+		if errors.As(err, &le) && isNotExist(err) {
+			if _, serr := r.Lstat(srel); serr != nil {
+				return mapErr(op, src, err)
+			}
+			return mapErr(op, dst, err)
+		}
+		if isEscape(err) {
+			return mapErr(op, src+" -> "+dst, err)
+		}
+		return mapErr(op, dst, err)
+	}
+	return nil
+}
+
+func (w *dirWS) Remove(p string, opts RemoveOptions) error {
+	rel, err := w.rel(p)
+	if err != nil {
+		return err
+	}
+	if rel == "." {
+		return errcode.New(errcode.InvalidArgument, "rm", p, "refusing to remove the workspace root itself; remove its entries instead")
+	}
+	return w.run("rm", p, false, false, func(r *os.Root, rel string) error {
+		if _, err := r.Lstat(rel); err != nil {
+			if opts.Force && isNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		if opts.Recursive {
+			return r.RemoveAll(rel)
+		}
+		return r.Remove(rel)
+	})
+}
+
+func (w *dirWS) Touch(p string) error {
+	return w.run("touch", p, true, true, func(r *os.Root, rel string) error {
+		if rel == "." {
+			return nil
+		}
+		if d := path.Dir(rel); d != "." {
+			if err := r.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+		}
+		f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE, 0o644) // no O_TRUNC: never truncates
+		if err != nil {
+			if errors.Is(err, syscall.EISDIR) {
+				return nil // touching a directory is fine
+			}
+			return err
+		}
+		return f.Close()
+	})
+}
+
+func (w *dirWS) OpenFile(p string, flag int, perm fs.FileMode) (File, error) {
+	var f *os.File
+	write := flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) != 0
+	err := w.run("open", p, write, true, func(r *os.Root, rel string) error {
+		if flag&os.O_CREATE != 0 {
+			if d := path.Dir(rel); d != "." {
+				if err := r.MkdirAll(d, 0o755); err != nil {
+					return err
+				}
+			}
+		}
+		var err error
+		f, err = r.OpenFile(rel, flag, perm)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	rel, _ := w.rel(p)
+	return &dirFile{f: f, p: p, rel: rel}, nil
+}
+
+func (w *dirWS) Chmod(p string, mode fs.FileMode) error {
+	return w.run("chmod", p, false, true, func(r *os.Root, rel string) error {
+		return r.Chmod(rel, mode)
+	})
+}
+
+func (w *dirWS) Chtimes(p string, atime, mtime time.Time) error {
+	return w.run("chtimes", p, false, true, func(r *os.Root, rel string) error {
+		return r.Chtimes(rel, atime, mtime)
+	})
+}
+
+func (w *dirWS) Truncate(p string, size int64) error {
+	if size < 0 {
+		return errcode.New(errcode.InvalidArgument, "truncate", p, "negative size %d", size)
+	}
+	return w.run("truncate", p, true, true, func(r *os.Root, rel string) error {
+		f, err := r.OpenFile(rel, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		err = f.Truncate(size)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+}
+
+// Symlink creates link pointing at target. The target is a client path
+// resolved like any other (relative targets relative to the link's
+// directory); it must stay inside, and is stored as a relative link so
+// os.Root can follow it.
+func (w *dirWS) Symlink(target, link string) error {
+	lrel, err := w.rel(link)
+	if err != nil {
+		return err
+	}
+	if target == "" {
+		return errcode.New(errcode.InvalidArgument, "symlink", link, "empty symlink target")
+	}
+	var tabs string
+	if strings.HasPrefix(target, "/") {
+		tabs, err = w.Resolve(target)
+		if err != nil {
+			return relabel(err, "symlink")
+		}
+	} else {
+		tabs = path.Join(w.root, path.Dir(lrel), target)
+		if !within(w.root, tabs) {
+			return escapeError("symlink", target)
+		}
+	}
+	stored, _ := filepath.Rel(path.Join(w.root, path.Dir(lrel)), tabs)
+	return w.run("symlink", link, true, false, func(r *os.Root, rel string) error {
+		return r.Symlink(filepath.ToSlash(stored), rel)
+	})
+}
+
+// Readlink returns the target of the link p as stored when it is relative and
+// stays inside, or as the absolute path when it is absolute and inside; a link
+// leading out is an escape error.
+func (w *dirWS) Readlink(p string) (string, error) {
+	var out string
+	err := w.run("readlink", p, false, false, func(r *os.Root, rel string) error {
+		t, err := r.Readlink(rel)
+		if err != nil {
+			return err
+		}
+		var abs string
+		if strings.HasPrefix(t, "/") {
+			abs = path.Clean(t)
+		} else {
+			abs = path.Join(w.root, path.Dir(rel), t)
+		}
+		if !within(w.root, abs) && !(w.alias != "" && within(w.alias, path.Clean(t))) {
+			return &fs.PathError{Op: "readlink", Path: rel, Err: errRootEscapeOr()}
+		}
+		out = t
+		return nil
+	})
+	return out, err
+}
+
+func (w *dirWS) StatFS() (FSStats, error) {
+	r, err := w.handle(false)
+	if err != nil {
+		return FSStats{}, mapErr("statfs", ".", err)
+	}
+	f, err := r.Open(".")
+	if err != nil {
+		return FSStats{}, mapErr("statfs", ".", err)
+	}
+	defer f.Close()
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return FSStats{}, mapErr("statfs", ".", err)
+	}
+	var st unix.Statfs_t
+	var serr error
+	if err := sc.Control(func(fd uintptr) { serr = unix.Fstatfs(int(fd), &st) }); err != nil {
+		return FSStats{}, mapErr("statfs", ".", err)
+	}
+	if serr != nil {
+		return FSStats{}, mapErr("statfs", ".", serr)
+	}
+	return FSStats{
+		BlockSize: uint64(st.Bsize), FragmentSize: uint64(st.Frsize),
+		Blocks: st.Blocks, BlocksFree: st.Bfree, BlocksAvail: st.Bavail,
+		Files: st.Files, FilesFree: st.Ffree, FilesAvail: st.Ffree, NameMax: uint64(st.Namelen),
+	}, nil
+}
+
+// dirFile is an open file of a directory workspace.
+type dirFile struct {
+	f   *os.File
+	p   string
+	rel string
+}
+
+func (d *dirFile) ReadAt(b []byte, off int64) (int, error) {
+	n, err := d.f.ReadAt(b, off)
+	if err != nil && err != io.EOF {
+		err = mapErr("read", d.p, err)
+	}
+	return n, err
+}
+
+func (d *dirFile) WriteAt(b []byte, off int64) (int, error) {
+	n, err := d.f.WriteAt(b, off)
+	return n, mapErr("write", d.p, err)
+}
+
+func (d *dirFile) Read(b []byte) (int, error) {
+	n, err := d.f.Read(b)
+	if err != nil && err != io.EOF {
+		err = mapErr("read", d.p, err)
+	}
+	return n, err
+}
+
+func (d *dirFile) Write(b []byte) (int, error) {
+	n, err := d.f.Write(b)
+	return n, mapErr("write", d.p, err)
+}
+
+func (d *dirFile) Close() error {
+	err := d.f.Close()
+	if errors.Is(err, fs.ErrClosed) {
+		return nil // idempotent
+	}
+	return mapErr("close", d.p, err)
+}
+
+func (d *dirFile) Stat() (Info, error) {
+	fi, err := d.f.Stat()
+	if err != nil {
+		return Info{}, mapErr("stat", d.p, err)
+	}
+	return infoFrom(d.rel, fi), nil
+}
+
+func (d *dirFile) Truncate(size int64) error { return mapErr("truncate", d.p, d.f.Truncate(size)) }
+func (d *dirFile) Sync() error               { return mapErr("sync", d.p, d.f.Sync()) }
+
+// infoFrom converts an fs.FileInfo (from os.Root) into an Info.
+func infoFrom(rel string, fi fs.FileInfo) Info {
+	info := Info{Name: fi.Name(), Path: rel, Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime()}
+	if rel == "." {
+		info.Name = "."
+	} else {
+		info.Name = path.Base(rel)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		info.AccessTime = time.Unix(int64(st.Atim.Sec), int64(st.Atim.Nsec))
+		info.ChangeTime = time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec))
+		info.UID, info.GID, info.Nlink = st.Uid, st.Gid, uint64(st.Nlink)
+		info.dev, info.ino = uint64(st.Dev), uint64(st.Ino)
+	}
+	return info
+}
+
+// infoFromStat converts a raw stat (from fstatat) into an Info.
+func infoFromStat(name, rel string, st *unix.Stat_t) Info {
+	mode := fs.FileMode(st.Mode & 0o777)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		mode |= fs.ModeDir
+	case unix.S_IFLNK:
+		mode |= fs.ModeSymlink
+	case unix.S_IFIFO:
+		mode |= fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		mode |= fs.ModeSocket
+	case unix.S_IFBLK:
+		mode |= fs.ModeDevice
+	case unix.S_IFCHR:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	}
+	if st.Mode&unix.S_ISUID != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if st.Mode&unix.S_ISGID != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if st.Mode&unix.S_ISVTX != 0 {
+		mode |= fs.ModeSticky
+	}
+	return Info{
+		Name: name, Path: rel, Size: st.Size, Mode: mode,
+		ModTime:    time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec)),
+		AccessTime: time.Unix(int64(st.Atim.Sec), int64(st.Atim.Nsec)),
+		ChangeTime: time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec)),
+		UID:        st.Uid, GID: st.Gid, Nlink: uint64(st.Nlink),
+		dev: uint64(st.Dev), ino: uint64(st.Ino),
+	}
+}

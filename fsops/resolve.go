@@ -1,0 +1,103 @@
+package fsops
+
+import (
+	"path"
+	"strings"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+)
+
+// ResolvePath applies the path rules of shared/PROTOCOL.md to the client path p
+// for a workspace rooted at root (an absolute, clean, slash-separated path) and
+// returns the absolute path p names. It is purely lexical: it never touches the
+// file system, so it is cheap and deterministic; the directory workspace adds
+// symlink confinement on top (through os.Root) when the path is used.
+//
+// The rules, in order:
+//   - "", "." and "/" name the root;
+//   - an absolute path equal to root or below it (after cleaning) is used as is;
+//   - any other absolute path is made relative by stripping its leading slashes
+//     ("/etc/passwd" is root/etc/passwd), and the prefix test is on whole path
+//     components, so "/var/workspace2" is not inside "/var/workspace";
+//   - a relative path is joined to root; ".." is fine while the result stays
+//     inside root and is a PATH_ESCAPE_ATTEMPT (naming p) once it would leave.
+//
+// Every protocol uses this one function (MCP tools, SFTP, the sandbox's cwd
+// check), so the rules have a single source of truth.
+func ResolvePath(root, p string) (string, error) {
+	if p == "" || p == "." || p == "/" {
+		return root, nil
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", errcode.New(errcode.InvalidArgument, "resolve", p, "path contains a NUL byte")
+	}
+	orig := p
+	if p[0] == '/' {
+		c := path.Clean(p)
+		if within(root, c) {
+			return c, nil
+		}
+		// Other absolute paths are relative to the root (leading slashes stripped).
+		p = strings.TrimLeft(p, "/")
+	}
+	var joined string
+	if root == "/" {
+		joined = path.Clean("/" + p)
+	} else {
+		joined = path.Clean(root + "/" + p)
+	}
+	if !within(root, joined) {
+		return "", escapeError("resolve", orig)
+	}
+	return joined, nil
+}
+
+// within reports whether the clean absolute path c is root or below it, with
+// the prefix matched on a "/" boundary.
+func within(root, c string) bool {
+	if c == root {
+		return true
+	}
+	if root == "/" {
+		return strings.HasPrefix(c, "/")
+	}
+	return len(c) > len(root) && c[len(root)] == '/' && c[:len(root)] == root
+}
+
+// relTo returns the clean absolute path abs relative to root ("." for the root
+// itself). abs must be within root.
+func relTo(root, abs string) string {
+	if abs == root {
+		return "."
+	}
+	if root == "/" {
+		return abs[1:]
+	}
+	return abs[len(root)+1:]
+}
+
+// resolveRel is ResolvePath expressed relative to root, the form os.Root and
+// the memory store take. The escape error names the caller's path p.
+func resolveRel(root, p string) (string, error) {
+	if p == "" || p == "." || p == "/" {
+		return ".", nil
+	}
+	abs, err := ResolvePath(root, p)
+	if err != nil {
+		if e, ok := err.(*errcode.Error); ok {
+			e.Path = p
+		}
+		return "", err
+	}
+	return relTo(root, abs), nil
+}
+
+// escapeError is the error every confinement failure returns.
+func escapeError(op, p string) *errcode.Error {
+	return &errcode.Error{
+		Code: errcode.PathEscapeAttempt,
+		Op:   op,
+		Path: p,
+		Msg:  "path escapes the workspace: " + p + " (paths, and symlinks on the way, must stay inside the workspace root)",
+	}
+}

@@ -1,0 +1,336 @@
+package fsops
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+)
+
+// walker is what Tree, Search and Grep need from an implementation, on paths
+// relative to the workspace root. Errors are raw (mapped by the caller).
+type walker interface {
+	wRel(p string) (string, error)               // client path → relative path
+	wList(rel string) ([]Info, error)            // entries (lstat), sorted by name
+	wStat(rel string) (Info, error)              // follows a final link that stays inside
+	wRead(rel string, max int64) ([]byte, error) // whole file up to max bytes
+}
+
+// DefaultTreeExcludes are the names directory_tree leaves out unless told not
+// to (the reference's list): version control, dependencies, build output,
+// caches, coverage and IDE folders. A pattern without "*" matches the name at
+// any depth (and everything below it); one with "*" matches the relative path.
+var DefaultTreeExcludes = []string{
+	".git", ".svn", ".hg",
+	"node_modules", ".venv", "venv", "__pycache__", ".tox", ".nox",
+	"dist", "build", ".next", ".nuxt", ".output", "target",
+	".cache", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+	"coverage", ".coverage", "htmlcov",
+	".idea", ".vscode",
+	".DS_Store", "*.egg-info", ".eggs",
+}
+
+// treeExcluded is the reference's directory_tree exclusion test.
+func treeExcluded(rel string, patterns []string) bool {
+	for _, p := range patterns {
+		if strings.Contains(p, "*") {
+			if globMatch(p, rel) {
+				return true
+			}
+			continue
+		}
+		if globMatch(p, rel) || globMatch("**/"+p, rel) || globMatch("**/"+p+"/**", rel) {
+			return true
+		}
+	}
+	return false
+}
+
+type dirID struct{ dev, ino uint64 }
+
+func buildTree(ctx context.Context, w walker, p string, opts TreeOptions) ([]TreeNode, error) {
+	rel, err := w.wRel(p)
+	if err != nil {
+		return nil, relabel(err, "tree")
+	}
+	info, err := w.wStat(rel)
+	if err != nil {
+		return nil, mapErr("tree", p, err)
+	}
+	if !info.IsDir() {
+		return nil, errcode.New(errcode.NotADirectory, "tree", p, "not a directory: %s", p)
+	}
+	var excl []string
+	if opts.DefaultExcludes {
+		excl = append(excl, DefaultTreeExcludes...)
+	}
+	excl = append(excl, opts.Exclude...)
+	seen := map[dirID]bool{}
+	var rec func(dirRel, prefix string, id dirID) ([]TreeNode, error)
+	rec = func(dirRel, prefix string, id dirID) ([]TreeNode, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if id != (dirID{}) {
+			seen[id] = true
+			defer delete(seen, id)
+		}
+		entries, err := w.wList(dirRel)
+		if err != nil {
+			return nil, err
+		}
+		nodes := make([]TreeNode, 0, len(entries))
+		for _, e := range entries {
+			relP := joinRel(prefix, e.Name)
+			if treeExcluded(relP, excl) {
+				continue
+			}
+			st := e
+			if e.Mode&fs.ModeSymlink != 0 {
+				if st, err = w.wStat(joinRel(dirRel, e.Name)); err != nil {
+					continue // dangling, escaping or unreadable: left out, as the reference does
+				}
+			}
+			if !st.IsDir() {
+				size := st.Size
+				nodes = append(nodes, TreeNode{Name: e.Name, Type: "file", Size: &size})
+				continue
+			}
+			node := TreeNode{Name: e.Name, Type: "directory", Children: []TreeNode{}}
+			cid := dirID{st.dev, st.ino}
+			if cid == (dirID{}) || !seen[cid] { // a link back to an ancestor is not descended
+				kids, err := rec(joinRel(dirRel, e.Name), relP, cid)
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil, err
+					}
+				} else {
+					node.Children = kids
+				}
+			}
+			nodes = append(nodes, node)
+		}
+		return nodes, nil
+	}
+	nodes, err := rec(rel, "", dirID{info.dev, info.ino})
+	if err != nil {
+		return nil, mapErr("tree", p, err)
+	}
+	return nodes, nil
+}
+
+// MarshalJSON renders a node with the reference's key order: name, type, then
+// children for a directory (always present) or size for a file.
+func (n TreeNode) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString(`{"name":`)
+	writeJSONString(&b, n.Name)
+	b.WriteString(`,"type":`)
+	writeJSONString(&b, n.Type)
+	if n.Type == "directory" {
+		b.WriteString(`,"children":[`)
+		for i, c := range n.Children {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			cb, err := c.MarshalJSON()
+			if err != nil {
+				return nil, err
+			}
+			b.Write(cb)
+		}
+		b.WriteByte(']')
+	} else if n.Size != nil {
+		b.WriteString(`,"size":`)
+		b.WriteString(strconv.FormatInt(*n.Size, 10))
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+func writeJSONString(b *bytes.Buffer, s string) {
+	var tmp bytes.Buffer
+	enc := json.NewEncoder(&tmp)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	b.Write(bytes.TrimSuffix(tmp.Bytes(), []byte("\n")))
+}
+
+// TreeJSON renders nodes exactly as the reference's directory_tree does
+// (JSON.stringify(tree, null, 2)): two-space indent, no HTML escaping, "[]"
+// for an empty tree.
+func TreeJSON(nodes []TreeNode) string {
+	if nodes == nil {
+		nodes = []TreeNode{}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(nodes); err != nil {
+		return "[]"
+	}
+	return strings.TrimSuffix(buf.String(), "\n")
+}
+
+type searchHit struct {
+	path  string
+	mtime int64
+}
+
+func search(ctx context.Context, w walker, p, pattern string, opts SearchOptions) ([]string, error) {
+	if pattern == "" {
+		return nil, errcode.New(errcode.InvalidArgument, "search", p, "empty pattern; give a glob such as \"**/*.go\"")
+	}
+	switch opts.SortBy {
+	case "", "path", "mtime":
+	default:
+		return nil, errcode.New(errcode.InvalidArgument, "search", p, "sortBy must be \"path\" or \"mtime\", not %q", opts.SortBy)
+	}
+	rel, err := w.wRel(p)
+	if err != nil {
+		return nil, relabel(err, "search")
+	}
+	info, err := w.wStat(rel)
+	if err != nil {
+		return nil, mapErr("search", p, err)
+	}
+	if !info.IsDir() {
+		return nil, errcode.New(errcode.NotADirectory, "search", p, "not a directory: %s", p)
+	}
+	var hits []searchHit
+	seen := map[dirID]bool{}
+	var rec func(dirRel, prefix string, id dirID) error
+	rec = func(dirRel, prefix string, id dirID) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if id != (dirID{}) {
+			seen[id] = true
+			defer delete(seen, id)
+		}
+		entries, err := w.wList(dirRel)
+		if err != nil {
+			return nil // unreadable directory: skipped
+		}
+		for _, e := range entries {
+			relP := joinRel(prefix, e.Name)
+			skip := false
+			for _, x := range opts.Exclude {
+				if globMatch(x, relP) {
+					skip = true
+					break
+				}
+			}
+			if skip {
+				continue
+			}
+			st := e
+			if e.Mode&fs.ModeSymlink != 0 {
+				if st, err = w.wStat(joinRel(dirRel, e.Name)); err != nil {
+					continue
+				}
+			}
+			if globMatch(pattern, relP) {
+				hits = append(hits, searchHit{path: path.Join(p, relP), mtime: st.ModTime.UnixMilli()})
+			}
+			if st.IsDir() {
+				cid := dirID{st.dev, st.ino}
+				if cid == (dirID{}) || !seen[cid] {
+					if err := rec(joinRel(dirRel, e.Name), relP, cid); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	}
+	if err := rec(rel, "", dirID{info.dev, info.ino}); err != nil {
+		return nil, mapErr("search", p, err)
+	}
+	if opts.SortBy == "mtime" {
+		sort.SliceStable(hits, func(i, j int) bool { return hits[i].mtime > hits[j].mtime })
+	} else {
+		sort.SliceStable(hits, func(i, j int) bool { return localeLess(hits[i].path, hits[j].path) })
+	}
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = h.path
+	}
+	return out, nil
+}
+
+// localeLess approximates JavaScript's a.localeCompare(b) < 0 (ICU root
+// collation), which the reference uses to sort search results: punctuation
+// sorts before digits, digits before letters, letters compare without case
+// first (then lower before upper), and bytes break remaining ties.
+func localeLess(a, b string) bool {
+	if c := collate(a, b, false); c != 0 {
+		return c < 0
+	}
+	if c := collate(a, b, true); c != 0 {
+		return c < 0
+	}
+	return a < b
+}
+
+// ICU root order of ASCII punctuation and symbols (non-ignorable).
+const punctOrder = " _-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$"
+
+func collKey(r rune) (int, rune) {
+	if i := strings.IndexRune(punctOrder, r); i >= 0 && r < utf8.RuneSelf {
+		return 0, rune(i)
+	}
+	switch {
+	case r >= '0' && r <= '9':
+		return 1, r
+	case unicode.IsLetter(r):
+		return 2, unicode.ToLower(r)
+	}
+	return 3, r
+}
+
+// collate compares primary keys (tertiary: case, lower first).
+func collate(a, b string, tertiary bool) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		a, b = a[na:], b[nb:]
+		if tertiary {
+			la, lb := unicode.IsLower(ra), unicode.IsLower(rb)
+			if la != lb && unicode.ToLower(ra) == unicode.ToLower(rb) {
+				if la {
+					return -1
+				}
+				return 1
+			}
+			continue
+		}
+		ca, ka := collKey(ra)
+		cb, kb := collKey(rb)
+		if ca != cb {
+			return ca - cb
+		}
+		if ka != kb {
+			if ka < kb {
+				return -1
+			}
+			return 1
+		}
+	}
+	switch {
+	case a == "" && b == "":
+		return 0
+	case a == "":
+		return -1
+	}
+	return 1
+}
