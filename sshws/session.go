@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	gssh "github.com/gliderlabs/ssh"
@@ -170,6 +171,12 @@ func (ss *session) start(kind, command string) {
 			"serves files only); use SFTP or the MCP file tools")
 		return
 	}
+	if kind == "exec" && strings.TrimSpace(command) == "" {
+		// The executor would take "" for an interactive shell; an exec
+		// request means a command, and an empty one is a client mistake.
+		go ss.refuse("agentbe: empty command")
+		return
+	}
 	if kind == "shell" {
 		// An empty command is the executor's shell itself, interactive on a
 		// pty. Without a pty it reads commands from stdin, which the safety
@@ -232,6 +239,9 @@ func refusal(err error) string {
 	if errors.As(err, &e) {
 		switch e.Code {
 		case errcode.DangerousOperation, errcode.UnsafeCommand:
+			if e.Msg != "" {
+				return "Dangerous operation blocked: " + e.Msg
+			}
 			return "Dangerous operation blocked: " + e.Error()
 		}
 	}

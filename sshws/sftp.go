@@ -86,10 +86,11 @@ func (h *sftpHandlers) open(r *sftp.Request) (sftp.WriterAtReaderAt, error) {
 	if pf.Excl {
 		flag |= os.O_EXCL
 	}
+	// New files are 0644. The mode a client may send with OPEN is not
+	// available: pkg/sftp keeps the open flags in Request.Flags, where the
+	// attribute flags would be, so the attributes cannot be decoded.
+	// OpenSSH's sftp sets the mode afterwards with SETSTAT when it matters.
 	perm := fs.FileMode(0o644)
-	if r.AttrFlags().Permissions {
-		perm = fs.FileMode(r.Attributes().Mode) & fs.ModePerm
-	}
 	// APPEND is not passed down as O_APPEND: Go refuses WriteAt on an
 	// O_APPEND file, and pkg/sftp writes only through WriteAt. appendFile
 	// puts every write at the current end instead, which is what sshd's
@@ -152,13 +153,9 @@ func (h *sftpHandlers) Filecmd(r *sftp.Request) error {
 	case "Rmdir":
 		return sftpErr(h.rmdir(r.Filepath))
 	case "Mkdir":
-		if err := h.ws.Mkdir(r.Filepath, false); err != nil {
-			return sftpErr(err)
-		}
-		if r.AttrFlags().Permissions {
-			return sftpErr(h.ws.Chmod(r.Filepath, fs.FileMode(r.Attributes().Mode)&fs.ModePerm))
-		}
-		return nil
+		// MKDIR's attributes are dropped by pkg/sftp; the Workspace's
+		// default mode applies.
+		return sftpErr(h.ws.Mkdir(r.Filepath, false))
 	case "Remove":
 		// REMOVE is unlink: directories need RMDIR.
 		info, err := h.ws.Lstat(r.Filepath)
@@ -201,9 +198,7 @@ func (h *sftpHandlers) setstat(r *sftp.Request) error {
 	return nil
 }
 
-// rmdir removes an empty directory. It checks first, so a non-directory or
-// a non-empty directory gets a clear FAILURE and nothing is removed
-// recursively.
+// rmdir removes an empty directory; a file or the root is refused.
 func (h *sftpHandlers) rmdir(p string) error {
 	info, err := h.ws.Lstat(p)
 	if err != nil {
@@ -215,14 +210,9 @@ func (h *sftpHandlers) rmdir(p string) error {
 	if rel, err := h.ws.Rel(p); err == nil && rel == "." {
 		return statusError{sftp.ErrSSHFxPermissionDenied, "rmdir " + quote(p) + ": the workspace root cannot be removed"}
 	}
-	entries, err := h.ws.ReadDir(p)
-	if err != nil {
-		return err
-	}
-	if len(entries) > 0 {
-		return statusError{sftp.ErrSSHFxFailure, "rmdir " + quote(p) + ": directory not empty"}
-	}
-	return h.ws.Remove(p, fsops.RemoveOptions{Recursive: true})
+	// Not recursive: a non-empty directory fails (ENOTEMPTY) and nothing
+	// is removed.
+	return h.ws.Remove(p, fsops.RemoveOptions{})
 }
 
 // PosixRename is posix-rename@openssh.com: rename replacing the target.

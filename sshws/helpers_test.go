@@ -1,0 +1,177 @@
+package sshws
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pkg/sftp"
+	"go.uber.org/goleak"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// env is a daemon-like setup: a real directory workspace, a real executor,
+// our Server behind a real loopback HTTP server.
+type env struct {
+	root string
+	ws   fsops.Workspace
+	srv  *Server
+	hts  *httptest.Server
+	url  string // ws://127.0.0.1:P/ssh
+}
+
+type envOpt func(*Options, *sandbox.Config)
+
+func withToken(t string) envOpt { return func(o *Options, _ *sandbox.Config) { o.AuthToken = t } }
+func withMode(m sandbox.Mode) envOpt {
+	return func(_ *Options, c *sandbox.Config) { c.Mode = m }
+}
+func withOpts(f func(*Options)) envOpt { return func(o *Options, _ *sandbox.Config) { f(o) } }
+
+// newEnv starts a server over a fresh directory workspace; software
+// isolation unless told otherwise (it needs nothing installed).
+func newEnv(t testing.TB, opts ...envOpt) *env {
+	t.Helper()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root = filepath.Join(root, "ws")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Workspace: ws, HostKeyPath: filepath.Join(t.TempDir(), "host_key")}
+	sc := sandbox.Config{Mode: sandbox.ModeSoftware, WorkspaceRoot: root}
+	for _, f := range opts {
+		f(&o, &sc)
+	}
+	if o.Executor == nil && sc.Mode != "" {
+		ex, err := sandbox.New(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ex.Close() })
+		o.Executor = ex
+	}
+	return startEnv(t, root, ws, o)
+}
+
+// newMemEnv serves an in-memory workspace, without an executor.
+func newMemEnv(t testing.TB) *env {
+	ws := fsops.NewMemory("/mem", fsops.Options{})
+	return startEnv(t, "/mem", ws, Options{Workspace: ws, HostKeyPath: filepath.Join(t.TempDir(), "host_key")})
+}
+
+func startEnv(t testing.TB, root string, ws fsops.Workspace, o Options) *env {
+	t.Helper()
+	srv, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ssh", srv) // as the daemon mounts it
+	hts := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("Server.Close: %v", err)
+		}
+		hts.Close()
+		ws.Close()
+	})
+	return &env{root: root, ws: ws, srv: srv, hts: hts,
+		url: "ws" + strings.TrimPrefix(hts.URL, "http") + "/ssh"}
+}
+
+// dial opens the WebSocket and an SSH client over it, as the agent-backend
+// client does: user "agent", auth "none" then password.
+func (e *env) dial(t testing.TB, token string) *gossh.Client {
+	t.Helper()
+	c, err := e.tryDial(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (e *env) tryDial(token string) (*gossh.Client, error) {
+	conn, err := Dial(context.Background(), e.url, token)
+	if err != nil {
+		return nil, err
+	}
+	return sshClient(conn)
+}
+
+func sshClient(conn *Conn) (*gossh.Client, error) {
+	cc, chans, reqs, err := gossh.NewClientConn(conn, "ws", &gossh.ClientConfig{
+		User:            "agent",
+		Auth:            []gossh.AuthMethod{gossh.Password("agent")},
+		HostKeyCallback: gossh.InsecureIgnoreHostKey(),
+	})
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return gossh.NewClient(cc, chans, reqs), nil
+}
+
+func (e *env) sftp(t testing.TB) *sftp.Client {
+	t.Helper()
+	c, err := sftp.NewClient(e.dial(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// run runs a command on a fresh session and returns stdout, stderr and the
+// exit status (-1 with err set when the session failed otherwise).
+func run(t testing.TB, c *gossh.Client, cmd, stdin string) (stdout, stderr string, code int, sig string) {
+	t.Helper()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var o, e strings.Builder
+	s.Stdout, s.Stderr = &o, &e
+	if stdin != "" {
+		s.Stdin = strings.NewReader(stdin)
+	}
+	err = s.Run(cmd)
+	var ee *gossh.ExitError
+	switch {
+	case err == nil:
+	case asExit(err, &ee):
+		code, sig = ee.ExitStatus(), ee.Signal()
+	default:
+		t.Fatalf("run %q: %v", cmd, err)
+	}
+	return o.String(), e.String(), code, sig
+}
+
+func asExit(err error, ee **gossh.ExitError) bool {
+	e, ok := err.(*gossh.ExitError)
+	if ok {
+		*ee = e
+	}
+	return ok
+}
+
+func newSFTP(c *gossh.Client) (*sftp.Client, error) { return sftp.NewClient(c) }
