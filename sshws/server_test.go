@@ -212,11 +212,11 @@ func TestExec(t *testing.T) {
 	e := newEnv(t, withOpts(func(o *Options) { o.EnvAllowlist = []string{"FOO", "LANG"} }))
 	c := e.dial(t, "")
 	tests := []struct {
-		name, cmd, stdin   string
-		wantOut, wantErr   string
-		wantCode           int
-		wantSig            string
-		errContains        string
+		name, cmd, stdin string
+		wantOut, wantErr string
+		wantCode         int
+		wantSig          string
+		errContains      string
 	}{
 		{name: "stdout", cmd: "echo hello", wantOut: "hello\n"},
 		{name: "stderr", cmd: "echo oops >&2", wantErr: "oops\n"},
