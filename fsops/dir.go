@@ -79,14 +79,14 @@ func NewDir(root string, opts Options) (Workspace, error) {
 	if err != nil {
 		return nil, mapErr("open", root, err)
 	}
+	if fi, err := os.Stat(real); err != nil {
+		return nil, mapErr("open", root, err)
+	} else if !fi.IsDir() {
+		return nil, errcode.New(errcode.NotADirectory, "open", root, "workspace root is not a directory")
+	}
 	r, err := os.OpenRoot(real)
 	if err != nil {
 		return nil, mapErr("open", root, err)
-	}
-	fi, err := r.Stat(".")
-	if err != nil || !fi.IsDir() {
-		r.Close()
-		return nil, errcode.New(errcode.NotADirectory, "open", root, "workspace root is not a directory")
 	}
 	w := &dirWS{root: real, opts: opts}
 	if given != real {
