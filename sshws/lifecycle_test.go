@@ -1,0 +1,428 @@
+package sshws
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	gossh "golang.org/x/crypto/ssh"
+)
+
+// startSleeper starts `sleep` on a new session and returns its pid (in
+// software mode commands share our pid namespace).
+func startSleeper(t *testing.T, c *gossh.Client) (*gossh.Session, int) {
+	t.Helper()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := s.StdoutPipe()
+	if err := s.Start("echo $$; exec sleep 1000"); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, pid
+}
+
+// waitGone waits (bounded) until pid no longer exists or is a zombie.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil || strings.Contains(string(b), ") Z ") {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("process %d still running", pid)
+}
+
+func TestVanishingClientIsDropped(t *testing.T) {
+	e := newEnv(t, withOpts(func(o *Options) { o.KeepaliveInterval = 50 * time.Millisecond }))
+	// A client whose WebSocket layer stops answering: pings are ignored and
+	// nothing is sent, as if the machine had dropped off the network.
+	ws, _, err := websocket.DefaultDialer.Dial(e.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := &Conn{wsConn: newWSConn(ws)}
+	ws.SetPingHandler(func(string) error { return nil })
+	c, err := sshClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, pid := startSleeper(t, c)
+	defer s.Close()
+
+	if err := s.Wait(); err == nil {
+		t.Fatal("session ended cleanly; want the connection dropped")
+	}
+	if code, reason := conn.CloseReason(); code != CloseInternal || reason != "keepalive timeout" {
+		t.Errorf("close %d %q, want 1011 keepalive timeout", code, reason)
+	}
+	waitGone(t, pid)
+}
+
+func TestKeepaliveKeepsAnsweringPeerAlive(t *testing.T) {
+	e := newEnv(t, withOpts(func(o *Options) { o.KeepaliveInterval = 20 * time.Millisecond }))
+	c := e.dial(t, "")
+	// Idle for many keepalive windows: the peer answers pings, so it stays.
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if out, err := s.Output("sleep 0.5; echo alive"); err != nil || string(out) != "alive\n" {
+		t.Fatalf("%q %v", out, err)
+	}
+}
+
+func TestClientClosesChannelKillsCommand(t *testing.T) {
+	e := newEnv(t)
+	c := e.dial(t, "")
+	s, pid := startSleeper(t, c)
+	s.Close()
+	waitGone(t, pid)
+	// The connection is still good.
+	if out, _, code, _ := run(t, c, "echo ok", ""); out != "ok\n" || code != 0 {
+		t.Fatalf("%q %d", out, code)
+	}
+}
+
+func TestClientDisconnectKillsCommand(t *testing.T) {
+	e := newEnv(t)
+	conn, err := Dial(context.Background(), e.url, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sshClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pid := startSleeper(t, c)
+	conn.Close() // the WebSocket goes away under the SSH connection
+	c.Close()
+	waitGone(t, pid)
+}
+
+func TestShutdown(t *testing.T) {
+	e := newEnv(t)
+	conn, err := Dial(context.Background(), e.url, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sshClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, pid := startSleeper(t, c)
+	defer s.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Shutdown returned: the process is already reaped.
+	if err := syscall.Kill(pid, 0); err == nil {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		t.Fatalf("process %d survived shutdown: %s", pid, b)
+	}
+	s.Wait()
+	if code, reason := conn.CloseReason(); code != CloseGoingAway || reason != "Server shutting down" {
+		t.Fatalf("close %d %q, want 1001 Server shutting down", code, reason)
+	}
+	if code, reason := closeCode(t, e.url, nil); code != CloseGoingAway {
+		t.Fatalf("connection after shutdown: %d %q", code, reason)
+	}
+	// Close after Shutdown is fine, and idempotent.
+	if err := e.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHostKey(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sub", "dir", "key")
+	k1, err := LoadOrCreateHostKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k1.PublicKey().Type() != gossh.KeyAlgoED25519 {
+		t.Fatalf("generated %s, want ed25519", k1.PublicKey().Type())
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode %v %v", fi.Mode(), err)
+	}
+	if di, _ := os.Stat(filepath.Dir(path)); di.Mode().Perm() != 0o700 {
+		t.Fatalf("key dir mode %v", di.Mode())
+	}
+	k2, err := LoadOrCreateHostKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(k1.PublicKey().Marshal(), k2.PublicKey().Marshal()) {
+		t.Fatal("key regenerated on second load")
+	}
+
+	// The server presents that key, the same on every connection.
+	ws, _ := newMemEnvWithKey(t, path)
+	for range 2 {
+		var seen gossh.PublicKey
+		conn, err := Dial(context.Background(), ws.url, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, chans, reqs, err := gossh.NewClientConn(conn, "ws", &gossh.ClientConfig{
+			User: "agent",
+			HostKeyCallback: func(_ string, _ net.Addr, key gossh.PublicKey) error {
+				seen = key
+				return nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gossh.NewClient(cc, chans, reqs).Close()
+		if !bytes.Equal(seen.Marshal(), k1.PublicKey().Marshal()) {
+			t.Fatal("server presented another host key")
+		}
+	}
+
+	bad := []struct {
+		name  string
+		setup func(t *testing.T) string
+	}{
+		{"garbage key file", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "k")
+			os.WriteFile(p, []byte("not a key"), 0o600)
+			return p
+		}},
+		{"parent is a file", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "f")
+			os.WriteFile(p, nil, 0o600)
+			return filepath.Join(p, "key")
+		}},
+		{"key path is a directory", func(t *testing.T) string { return t.TempDir() }},
+	}
+	for _, b := range bad {
+		t.Run(b.name, func(t *testing.T) {
+			if _, err := LoadOrCreateHostKey(b.setup(t)); err == nil {
+				t.Fatal("no error")
+			}
+			if _, err := New(Options{Workspace: nil}); err == nil {
+				t.Fatal("New without a workspace succeeded")
+			}
+		})
+	}
+
+	// The reference daemon wrote an RSA key in PKCS#1 PEM at the same
+	// default path: a host migrating from it keeps its key.
+	rk, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "ref_key")
+	os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(rk)}), 0o600)
+	if k, err := LoadOrCreateHostKey(p); err != nil || k.PublicKey().Type() != gossh.KeyAlgoRSA {
+		t.Fatalf("reference RSA key: %v", err)
+	}
+}
+
+func newMemEnvWithKey(t *testing.T, keyPath string) (*env, error) {
+	e := newMemEnv(t)
+	e.srv.Close()
+	srv, err := New(Options{Workspace: e.ws, HostKeyPath: keyPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ssh", srv)
+	hts := httptest.NewServer(mux)
+	t.Cleanup(func() { srv.Close(); hts.Close() })
+	return &env{ws: e.ws, srv: srv, hts: hts, url: "ws" + strings.TrimPrefix(hts.URL, "http") + "/ssh"}, nil
+}
+
+// wsPair serves handler over a real WebSocket and returns a client for it.
+func wsPair(t *testing.T, handler func(c *wsConn), dialer *websocket.Dialer) *websocket.Conn {
+	t.Helper()
+	var wg sync.WaitGroup
+	hts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		defer wg.Done()
+		c := newWSConn(ws)
+		defer c.Close()
+		handler(c)
+	}))
+	t.Cleanup(func() { hts.Close(); wg.Wait() })
+	if dialer == nil {
+		dialer = websocket.DefaultDialer
+	}
+	ws, _, err := dialer.Dial("ws"+strings.TrimPrefix(hts.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws
+}
+
+func TestWSConnStream(t *testing.T) {
+	// The server echoes the stream back, one message per Read.
+	echo := func(c *wsConn) { io.Copy(c, c) }
+
+	t.Run("binary, text, empty and fragmented messages are one stream", func(t *testing.T) {
+		// A tiny client write buffer makes gorilla fragment the message.
+		ws := wsPair(t, echo, &websocket.Dialer{WriteBufferSize: 16})
+		ws.WriteMessage(websocket.BinaryMessage, []byte("bin|"))
+		ws.WriteMessage(websocket.TextMessage, []byte("text|"))
+		ws.WriteMessage(websocket.BinaryMessage, nil)
+		big := bytes.Repeat([]byte("0123456789"), 1000)
+		w, _ := ws.NextWriter(websocket.BinaryMessage)
+		w.Write(big[:5000])
+		w.Write(big[5000:])
+		w.Close()
+		want := "bin|text|" + string(big)
+		var got []byte
+		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for len(got) < len(want) {
+			typ, p, err := ws.ReadMessage()
+			if err != nil {
+				t.Fatalf("after %d bytes: %v", len(got), err)
+			}
+			if typ != websocket.BinaryMessage {
+				t.Fatalf("server sent message type %d, want binary", typ)
+			}
+			got = append(got, p...)
+		}
+		if string(got) != want {
+			t.Fatal("stream mangled")
+		}
+	})
+
+	t.Run("a message over the read limit closes with 1009", func(t *testing.T) {
+		ws := wsPair(t, echo, nil)
+		ws.WriteMessage(websocket.BinaryMessage, make([]byte, maxMessageSize+1))
+		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for {
+			_, _, err := ws.ReadMessage()
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				if ce.Code != websocket.CloseMessageTooBig {
+					t.Fatalf("close code %d", ce.Code)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+		}
+	})
+
+	t.Run("concurrent writers never interleave a message", func(t *testing.T) {
+		const writers, msgs, size = 8, 200, 300
+		ws := wsPair(t, func(c *wsConn) {
+			var wg sync.WaitGroup
+			for i := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					p := bytes.Repeat([]byte{byte('a' + i)}, size)
+					for range msgs {
+						if _, err := c.Write(p); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		}, nil)
+		counts := map[byte]int{}
+		ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+		for n := 0; n < writers*msgs; n++ {
+			_, p, err := ws.ReadMessage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p) != size || bytes.Count(p, p[:1]) != size {
+				t.Fatalf("message %d interleaved: %q...", n, p[:20])
+			}
+			counts[p[0]]++
+		}
+		for i := range writers {
+			if counts[byte('a'+i)] != msgs {
+				t.Fatalf("writer %d: %d messages", i, counts[byte('a'+i)])
+			}
+		}
+	})
+
+	t.Run("close is idempotent and reads EOF after", func(t *testing.T) {
+		done := make(chan struct{})
+		ws := wsPair(t, func(c *wsConn) {
+			if err := c.closeWith(CloseNormal, "bye"); err != nil {
+				t.Error(err)
+			}
+			c.Close()
+			if _, err := c.Read(make([]byte, 1)); err == nil {
+				t.Error("read after close succeeded")
+			}
+			if _, err := c.Write([]byte("x")); err == nil {
+				t.Error("write after close succeeded")
+			}
+			close(done)
+		}, nil)
+		_, _, err := ws.ReadMessage()
+		if !websocket.IsCloseError(err, CloseNormal) {
+			t.Fatalf("client saw %v", err)
+		}
+		<-done
+	})
+
+	t.Run("deadlines", func(t *testing.T) {
+		ws := wsPair(t, func(c *wsConn) {
+			c.SetDeadline(time.Now().Add(20 * time.Millisecond))
+			_, err := c.Read(make([]byte, 1))
+			var ne interface{ Timeout() bool }
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				t.Errorf("read past the deadline: %v", err)
+			}
+		}, nil)
+		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		ws.ReadMessage() // until the server closes
+	})
+}
