@@ -18,7 +18,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if binPath != "" {
+			os.RemoveAll(filepath.Dir(binPath))
+		}
+		os.Exit(code)
+	}))
 }
 
 // env is a daemon-like setup: a real directory workspace, a real executor,
