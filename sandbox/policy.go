@@ -1,13 +1,696 @@
 package sandbox
 
-import "regexp"
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
 
-// Policy is a placeholder while the real one is written.
+	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+)
+
+// Limits that bound the time one Check can take, whatever the input: the
+// policy refuses (UNSAFE_COMMAND) rather than spends unbounded time.
+const (
+	// MaxCommandBytes is the largest command the policy judges. Agents
+	// write files through heredocs, so it is generous.
+	MaxCommandBytes = 256 << 10
+	// MaxNesting bounds `bash -c '...'`, trap, alias and heredoc-into-shell
+	// scripts judged inside one another.
+	MaxNesting = 8
+	// maxVisits bounds the statements visited, counting re-visits of loop
+	// bodies while following directory changes.
+	maxVisits = 50_000
+	// maxCwds bounds the working directories followed at once (branches
+	// that cd to different places).
+	maxCwds = 16
+)
+
+// Rule names, as they appear at the start of a refusal's message.
+const (
+	RulePrivilege      = "privilege-escalation"
+	RuleDestructive    = "destructive-delete"
+	RuleDisk           = "disk-overwrite"
+	RuleForkBomb       = "fork-bomb"
+	RulePipeToShell    = "pipe-to-shell"
+	RuleDownloadExec   = "download-and-execute"
+	RuleNetwork        = "network-tampering"
+	RuleRemoteAccess   = "remote-access"
+	RuleSystemControl  = "system-control"
+	RuleSystemWrite    = "system-write"
+	RuleEscape         = "workspace-escape"
+	RuleUnjudgeable    = "unjudgeable"
+	RuleTooLarge       = "too-large"
+	RuleAllowedPattern = "allow-pattern" // never a refusal; documented for logs
+)
+
+// Policy is the command safety policy. It parses a command with a real shell
+// parser (mvdan.cc/sh, bash dialect) and judges every command that would
+// run: in pipelines, lists, subshells, command and process substitutions,
+// function bodies, `bash -c '<literal>'` and heredocs fed to a shell
+// (recursively), and behind wrappers (env, nice, timeout, nohup, xargs,
+// exec, command, find -exec, ...). Quoting tricks therefore change nothing:
+// `s""udo`, `\sudo` and `$'\x73udo'` are all `sudo`, while
+// `git commit -m "fix su bug"` runs git. What it cannot judge statically
+// (a program name computed by an expansion, eval, code piped into a shell)
+// it refuses as UNSAFE_COMMAND; what matches a dangerous category it
+// refuses as DANGEROUS_OPERATION. Heredoc bodies are data unless a shell
+// reads them.
+//
+// With escape checks on (software mode, where no namespace confines the
+// command) it also refuses cd/pushd out of the boundary, `..` leading past
+// it, and `~`/$HOME paths that lead out.
+//
+// A Policy is immutable and safe for concurrent use.
 type Policy struct {
 	allow   []*regexp.Regexp
 	escapes bool
 }
 
-func NewPolicy(allow ...string) (*Policy, error) { return &Policy{}, nil }
+// NewPolicy compiles a policy with allow patterns (see PolicyConfig.Allow).
+// Escape checks are off; WithEscapeChecks turns them on.
+func NewPolicy(allow ...string) (*Policy, error) {
+	p := &Policy{}
+	for _, a := range allow {
+		re, err := regexp.Compile(a)
+		if err != nil {
+			return nil, fmt.Errorf("invalid policy allow pattern %q: %v", a, err)
+		}
+		p.allow = append(p.allow, re)
+	}
+	return p, nil
+}
 
-func (p *Policy) check(command, dir, boundary string) error { return nil }
+// WithEscapeChecks returns a copy of p that also refuses workspace escapes
+// (cd out, `..` past the boundary, `~`/$HOME leading out), as software mode
+// does.
+func (p *Policy) WithEscapeChecks(on bool) *Policy {
+	q := *p
+	q.escapes = on
+	return &q
+}
+
+// Check judges command as run from the boundary directory itself. It
+// returns nil or an *errcode.Error with Code DangerousOperation or
+// UnsafeCommand, Command set, and a Msg that starts with the rule name.
+func (p *Policy) Check(command, boundary string) error {
+	return p.check(command, boundary, boundary)
+}
+
+// CheckDir is Check for a command run from dir, a directory inside
+// boundary.
+func (p *Policy) CheckDir(command, dir, boundary string) error {
+	return p.check(command, dir, boundary)
+}
+
+func (p *Policy) check(command, dir, boundary string) error {
+	c := &checker{p: p, src: command, boundary: filepath.Clean(boundary),
+		funcs: map[string]bool{}, downloads: map[string]bool{}}
+	c.st = state{cwds: []string{filepath.Clean(dir)}, home: filepath.Clean(dir)}
+	if len(command) > MaxCommandBytes {
+		return c.unsafe(RuleTooLarge, "the command is %d bytes; the policy judges at most %d", len(command), MaxCommandBytes)
+	}
+	err := c.script(command, 0)
+	if err == errBudget {
+		return c.unsafe(RuleUnjudgeable, "the command is too complex to judge")
+	}
+	return err
+}
+
+// state is what the checker follows through the script: the possible
+// working directories ("" = unknown) and HOME ("" = unknown).
+type state struct {
+	cwds []string
+	home string
+}
+
+func (s state) clone() state {
+	return state{cwds: append([]string(nil), s.cwds...), home: s.home}
+}
+
+func (s *state) union(o state) {
+	for _, d := range o.cwds {
+		found := false
+		for _, e := range s.cwds {
+			if e == d {
+				found = true
+				break
+			}
+		}
+		if !found {
+			s.cwds = append(s.cwds, d)
+		}
+	}
+	if s.home != o.home {
+		s.home = ""
+	}
+	if len(s.cwds) > maxCwds {
+		s.cwds = []string{""}
+	}
+}
+
+func (s state) equal(o state) bool {
+	if s.home != o.home || len(s.cwds) != len(o.cwds) {
+		return false
+	}
+	for i := range s.cwds {
+		if s.cwds[i] != o.cwds[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// ctx is what a statement's surroundings tell about it.
+type ctx struct {
+	pipedIn      bool   // stdin is a pipe
+	pipeDownload bool   // what feeds that pipe downloads something
+	bg           bool   // runs concurrently (pipeline side, background)
+	inFunc       string // name of the function whose body this is
+	infLoop      bool   // inside a loop without an exit condition
+}
+
+// io is what a simple command's redirections tell about it.
+type stmtIO struct {
+	stdinFile  bool         // `< file`
+	hdoc       *syntax.Word // heredoc or here-string body
+	hdocQuoted bool
+	stdoutFile string // literal `> file` target, for download tracking
+}
+
+type checker struct {
+	p         *Policy
+	src       string
+	boundary  string
+	depth     int
+	visits    int
+	funcs     map[string]bool
+	downloads map[string]bool
+	st        state
+}
+
+type budgetError struct{}
+
+func (budgetError) Error() string { return "budget" }
+
+var errBudget error = budgetError{}
+
+func (c *checker) refuse(code errcode.Code, rule, format string, args ...any) error {
+	return &errcode.Error{Code: code, Op: "exec", Command: c.src,
+		Msg: rule + ": " + fmt.Sprintf(format, args...)}
+}
+
+func (c *checker) danger(rule, format string, args ...any) error {
+	return c.refuse(errcode.DangerousOperation, rule, format, args...)
+}
+
+func (c *checker) unsafe(rule, format string, args ...any) error {
+	return c.refuse(errcode.UnsafeCommand, rule, format, args...)
+}
+
+// script parses and judges a (possibly nested) script.
+func (c *checker) script(src string, depth int) error {
+	if depth > MaxNesting {
+		return c.unsafe(RuleUnjudgeable, "shell code nested more than %d levels deep", MaxNesting)
+	}
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
+	if err != nil {
+		return c.unsafe(RuleUnjudgeable, "cannot parse the command: %v", err)
+	}
+	saved := c.depth
+	c.depth = depth
+	defer func() { c.depth = saved }()
+	return c.stmts(f.Stmts, ctx{})
+}
+
+func (c *checker) stmts(list []*syntax.Stmt, x ctx) error {
+	for _, s := range list {
+		if err := c.stmt(s, x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
+	if c.visits++; c.visits > maxVisits {
+		return errBudget
+	}
+	if s.Background || s.Coprocess {
+		if x.infLoop {
+			return c.danger(RuleForkBomb, "a loop without an exit condition starts background jobs")
+		}
+		x.bg = true
+		saved := c.st.clone()
+		defer func() { c.st = saved }()
+	}
+	var sio stmtIO
+	for _, r := range s.Redirs {
+		if err := c.redirect(r, &sio, x); err != nil {
+			return err
+		}
+	}
+	switch cmd := s.Cmd.(type) {
+	case nil:
+		return nil
+	case *syntax.CallExpr:
+		return c.call(cmd, x, &sio)
+	case *syntax.BinaryCmd:
+		return c.binary(cmd, x)
+	case *syntax.Subshell:
+		saved := c.st.clone()
+		err := c.stmts(cmd.Stmts, x)
+		c.st = saved
+		return err
+	case *syntax.Block:
+		return c.stmts(cmd.Stmts, x)
+	case *syntax.IfClause:
+		return c.ifClause(cmd, x)
+	case *syntax.WhileClause:
+		inf := isTrueCond(cmd.Cond, cmd.Until)
+		return c.loop(x, inf, func(x ctx) error {
+			if err := c.stmts(cmd.Cond, x); err != nil {
+				return err
+			}
+			return c.stmts(cmd.Do, x)
+		})
+	case *syntax.ForClause:
+		inf := false
+		switch l := cmd.Loop.(type) {
+		case *syntax.WordIter:
+			for _, w := range l.Items {
+				if err := c.embedded(w, x); err != nil {
+					return err
+				}
+			}
+		case *syntax.CStyleLoop:
+			inf = l.Cond == nil
+			for _, n := range []syntax.Node{l.Init, l.Cond, l.Post} {
+				if n != nil && !isNilArith(n) {
+					if err := c.embedded(n, x); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return c.loop(x, inf, func(x ctx) error { return c.stmts(cmd.Do, x) })
+	case *syntax.CaseClause:
+		if err := c.embedded(cmd.Word, x); err != nil {
+			return err
+		}
+		before := c.st.clone()
+		after := before.clone()
+		for _, it := range cmd.Items {
+			for _, p := range it.Patterns {
+				if err := c.embedded(p, x); err != nil {
+					return err
+				}
+			}
+			c.st = before.clone()
+			if err := c.stmts(it.Stmts, x); err != nil {
+				return err
+			}
+			after.union(c.st)
+		}
+		c.st = after
+		return nil
+	case *syntax.FuncDecl:
+		name := ""
+		if cmd.Name != nil {
+			name = cmd.Name.Value
+		}
+		c.funcs[name] = true
+		saved := c.st.clone()
+		err := c.stmt(cmd.Body, ctx{inFunc: name})
+		c.st = saved
+		return err
+	case *syntax.ArithmCmd:
+		return c.embedded(cmd.X, x)
+	case *syntax.LetClause:
+		for _, e := range cmd.Exprs {
+			if err := c.embedded(e, x); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *syntax.TestClause:
+		return c.embedded(cmd.X, x)
+	case *syntax.DeclClause:
+		return c.decl(cmd, x)
+	case *syntax.TimeClause:
+		if cmd.Stmt == nil {
+			return nil
+		}
+		return c.stmt(cmd.Stmt, x)
+	case *syntax.CoprocClause:
+		x.bg = true
+		saved := c.st.clone()
+		err := c.stmt(cmd.Stmt, x)
+		c.st = saved
+		return err
+	default:
+		return c.unsafe(RuleUnjudgeable, "unsupported shell construct %T", cmd)
+	}
+}
+
+func isNilArith(n syntax.Node) bool {
+	switch v := n.(type) {
+	case *syntax.Word:
+		return v == nil
+	case *syntax.BinaryArithm:
+		return v == nil
+	case *syntax.UnaryArithm:
+		return v == nil
+	case *syntax.ParenArithm:
+		return v == nil
+	}
+	return false
+}
+
+// isTrueCond reports a loop condition that never ends the loop: `while
+// true`, `while :`, `until false`.
+func isTrueCond(cond []*syntax.Stmt, until bool) bool {
+	if len(cond) != 1 {
+		return false
+	}
+	call, ok := cond[0].Cmd.(*syntax.CallExpr)
+	if !ok || len(call.Args) != 1 {
+		return false
+	}
+	v, ok := litWord(call.Args[0])
+	if !ok {
+		return false
+	}
+	if until {
+		return v == "false"
+	}
+	return v == "true" || v == ":"
+}
+
+// loop judges a loop body, re-running it until the followed directories
+// settle (a `cd ..` in a loop may climb any number of levels).
+func (c *checker) loop(x ctx, infinite bool, body func(ctx) error) error {
+	if infinite {
+		x.infLoop = true
+	}
+	acc := c.st.clone()
+	for i := 0; i < 4; i++ {
+		if err := body(x); err != nil {
+			return err
+		}
+		next := acc.clone()
+		next.union(c.st)
+		if next.equal(acc) {
+			c.st = acc
+			return nil
+		}
+		acc = next
+		c.st = acc.clone()
+	}
+	if c.p.escapes {
+		return c.unsafe(RuleUnjudgeable, "directory changes inside a loop cannot be followed")
+	}
+	c.st = state{cwds: []string{""}}
+	return nil
+}
+
+func (c *checker) ifClause(ic *syntax.IfClause, x ctx) error {
+	if err := c.stmts(ic.Cond, x); err != nil {
+		return err
+	}
+	before := c.st.clone()
+	if err := c.stmts(ic.Then, x); err != nil {
+		return err
+	}
+	after := c.st.clone()
+	c.st = before
+	if ic.Else != nil {
+		if ic.Else.ThenPos.IsValid() { // elif
+			if err := c.ifClause(ic.Else, x); err != nil {
+				return err
+			}
+		} else if err := c.stmts(ic.Else.Then, x); err != nil {
+			return err
+		}
+	}
+	after.union(c.st)
+	c.st = after
+	return nil
+}
+
+func (c *checker) binary(b *syntax.BinaryCmd, x ctx) error {
+	switch b.Op {
+	case syntax.Pipe, syntax.PipeAll:
+		// Each side of a pipe runs in a subshell: directory changes do not
+		// survive it, and what feeds the right side matters for shells.
+		saved := c.st.clone()
+		lx := x
+		lx.bg = true
+		if err := c.stmt(b.X, lx); err != nil {
+			return err
+		}
+		c.st = saved.clone()
+		rx := x
+		rx.bg = true
+		rx.pipedIn = true
+		rx.pipeDownload = x.pipeDownload || containsDownloader(b.X)
+		err := c.stmt(b.Y, rx)
+		c.st = saved
+		return err
+	default: // && and ||: Y may or may not run
+		if err := c.stmt(b.X, x); err != nil {
+			return err
+		}
+		afterX := c.st.clone()
+		if err := c.stmt(b.Y, x); err != nil {
+			return err
+		}
+		c.st.union(afterX)
+		return nil
+	}
+}
+
+func (c *checker) decl(d *syntax.DeclClause, x ctx) error {
+	for _, a := range d.Args {
+		if err := c.assign(a, x, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// assign judges an assignment's value and follows HOME and CDPATH.
+func (c *checker) assign(a *syntax.Assign, x ctx, persistent bool) error {
+	if a.Value != nil {
+		if err := c.embedded(a.Value, x); err != nil {
+			return err
+		}
+	}
+	if a.Array != nil {
+		if err := c.embedded(a.Array, x); err != nil {
+			return err
+		}
+	}
+	if a.Index != nil {
+		if err := c.embedded(a.Index, x); err != nil {
+			return err
+		}
+	}
+	if a.Name == nil || !persistent {
+		return nil
+	}
+	switch a.Name.Value {
+	case "HOME":
+		v, ok := "", false
+		if a.Value != nil {
+			v, ok = c.pathWord(a.Value)
+		}
+		if ok && v != "" {
+			c.st.home = c.abs(v, c.st.cwds[0])
+		} else {
+			c.st.home = ""
+		}
+	case "CDPATH":
+		if c.p.escapes {
+			return c.danger(RuleEscape, "setting CDPATH makes cd leave the workspace unseen")
+		}
+	}
+	return nil
+}
+
+// redirect judges one redirection: its words, its target and what it feeds.
+func (c *checker) redirect(r *syntax.Redirect, sio *stmtIO, x ctx) error {
+	if r.Word != nil {
+		if err := c.embedded(r.Word, x); err != nil {
+			return err
+		}
+	}
+	if r.Hdoc != nil {
+		// The body is data, but an unquoted heredoc still expands $(...).
+		if err := c.embedded(r.Hdoc, x); err != nil {
+			return err
+		}
+	}
+	fd0 := r.N == nil || r.N.Value == "0"
+	switch r.Op {
+	case syntax.Hdoc, syntax.DashHdoc:
+		if fd0 {
+			sio.hdoc = r.Hdoc
+		}
+		return nil
+	case syntax.WordHdoc:
+		if fd0 {
+			sio.hdoc = r.Word
+		}
+		return nil
+	}
+	target, ok := litWord(r.Word)
+	if isNetDev(target) {
+		return c.danger(RuleRemoteAccess, "bash network redirection to %s (a reverse shell or raw socket)", target)
+	}
+	switch r.Op {
+	case syntax.RdrIn:
+		if fd0 {
+			sio.stdinFile = true
+		}
+	case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.RdrAll, syntax.AppAll, syntax.RdrInOut, syntax.DplOut:
+		if !ok || target == "-" || isDigits(target) {
+			return nil
+		}
+		if r.Op == syntax.RdrInOut && fd0 {
+			sio.stdinFile = true
+		}
+		if r.N == nil || r.N.Value == "1" {
+			sio.stdoutFile = target
+		}
+		return c.writeTarget(r.Word, "redirection")
+	}
+	return nil
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func isNetDev(p string) bool {
+	return strings.HasPrefix(p, "/dev/tcp/") || strings.HasPrefix(p, "/dev/udp/")
+}
+
+// embedded judges the commands hidden in a word, assignment, arithmetic or
+// test expression: command and process substitutions, at any depth. They
+// run in subshells, so directory changes inside do not leak out.
+func (c *checker) embedded(n syntax.Node, x ctx) error {
+	var err error
+	syntax.Walk(n, func(n syntax.Node) bool {
+		if err != nil {
+			return false
+		}
+		var list []*syntax.Stmt
+		switch s := n.(type) {
+		case *syntax.CmdSubst:
+			list = s.Stmts
+		case *syntax.ProcSubst:
+			list = s.Stmts
+		default:
+			return true
+		}
+		saved := c.st.clone()
+		err = c.stmts(list, ctx{inFunc: x.inFunc})
+		c.st = saved
+		return false
+	})
+	return err
+}
+
+// call judges a simple command: its assignments and words, then the program.
+func (c *checker) call(ce *syntax.CallExpr, x ctx, sio *stmtIO) error {
+	persistent := len(ce.Args) == 0
+	savedHome := c.st.home
+	for _, a := range ce.Assigns {
+		if err := c.assign(a, x, true); err != nil {
+			return err
+		}
+	}
+	if persistent {
+		return nil
+	}
+	for _, w := range ce.Args {
+		if err := c.embedded(w, x); err != nil {
+			return err
+		}
+	}
+	err := c.simple(ce.Args, x, sio)
+	if len(ce.Assigns) > 0 && !persistent {
+		c.st.home = savedHome // `HOME=x cmd` lasts for cmd only
+	}
+	return err
+}
+
+// containsDownloader reports whether n runs a program that fetches from the
+// network (curl, wget, ...).
+func containsDownloader(n syntax.Node) bool {
+	found := false
+	syntax.Walk(n, func(n syntax.Node) bool {
+		if found {
+			return false
+		}
+		if ce, ok := n.(*syntax.CallExpr); ok {
+			for _, w := range ce.Args {
+				if v, ok := litWord(w); ok && downloaders[path.Base(v)] {
+					found = true
+					return false
+				}
+			}
+		}
+		return true
+	})
+	return found
+}
+
+// wordHasDownloadSubst reports a word whose value comes from $(curl ...)
+// or <(curl ...).
+func wordHasDownloadSubst(w *syntax.Word) bool {
+	found := false
+	syntax.Walk(w, func(n syntax.Node) bool {
+		switch s := n.(type) {
+		case *syntax.CmdSubst:
+			if containsDownloader(s) {
+				found = true
+			}
+			return false
+		case *syntax.ProcSubst:
+			if containsDownloader(s) {
+				found = true
+			}
+			return false
+		}
+		return !found
+	})
+	return found
+}
+
+// abs makes p absolute against dir and cleans it. An unknown dir ("")
+// leaves a relative p unknown ("").
+func (c *checker) abs(p, dir string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, p)
+}
+
+// inside reports whether absolute p lies in the boundary.
+func (c *checker) inside(p string) bool { return within(c.boundary, p) }

@@ -1,0 +1,1239 @@
+package sandbox
+
+import (
+	"path"
+	"path/filepath"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+func set(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+var (
+	privilegeTools = set("sudo", "su", "doas", "pkexec", "runuser", "setpriv", "capsh", "nsenter",
+		"chroot", "machinectl", "sg", "newgrp", "ksu", "run0", "calife")
+	diskTools = set("mkfs", "mke2fs", "mkswap", "fdisk", "sfdisk", "cfdisk", "parted", "gdisk",
+		"sgdisk", "wipefs", "mount", "umount", "losetup", "swapon", "swapoff", "fsck", "e2fsck",
+		"blkdiscard", "cryptsetup", "hdparm", "debugfs", "tune2fs", "resize2fs", "pvcreate",
+		"vgcreate", "lvcreate", "lvremove", "vgremove", "mdadm", "dmsetup", "zpool", "partprobe")
+	systemTools = set("shutdown", "reboot", "halt", "poweroff", "telinit", "killall", "killall5",
+		"pkill", "insmod", "rmmod", "modprobe", "kexec", "systemd-run", "useradd", "userdel",
+		"usermod", "groupadd", "groupdel", "groupmod", "passwd", "chpasswd", "visudo", "adduser",
+		"deluser", "vipw", "update-rc.d", "launchctl")
+	remoteTools = set("nc", "ncat", "netcat", "socat", "telnet", "ftp", "sftp", "ssh", "scp",
+		"tftp", "rsh", "rlogin", "rcp")
+	firewallTools = set("iptables", "ip6tables", "iptables-restore", "ip6tables-restore",
+		"iptables-legacy", "iptables-nft", "nft", "ufw", "firewall-cmd", "ebtables", "arptables",
+		"ipset", "ifdown", "ifup", "iwconfig", "brctl", "pfctl")
+	downloaders = set("curl", "wget", "fetch", "aria2c", "http", "https", "xh", "lwp-download",
+		"lwp-request", "GET", "axel")
+	shells = set("sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "yash",
+		"posh", "rbash")
+	langInterpreters = set("python", "python2", "python3", "perl", "ruby", "node", "nodejs", "php",
+		"lua", "deno", "bun", "tclsh", "Rscript", "pwsh", "osascript")
+	// readOnlyVerbs of ip/tc/systemctl-like tools: anything else changes state.
+	readOnlyVerbs = set("", "show", "sh", "s", "list", "ls", "lst", "l", "get", "help", "status",
+		"monitor", "cat", "is-active", "is-enabled", "is-failed", "list-units", "list-unit-files",
+		"list-timers", "list-sockets", "list-dependencies", "show-environment", "--version", "-h", "--help")
+	// rmDanger are rm -r targets that wipe the root, a home or the cwd.
+	rmDanger = set("/", "/*", "~", "~/", "~/*", "*", ".", "./", "./*", "..", "../", "../*", ".*",
+		"$HOME", "$HOME/", "$HOME/*")
+	// safeDevices are /dev files a command may write.
+	safeDevices = set("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
+		"/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty")
+	// systemPrefixes may not be written (they are read-only or absent under
+	// bwrap anyway; this is for software mode and for a clear message).
+	systemPrefixes = []string{"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+		"/libx32", "/boot", "/sys", "/proc", "/root", "/var/lib", "/var/spool", "/var/log",
+		"/var/cache", "/dev", "/run", "/opt", "/snap", "/home"}
+)
+
+// systemPath reports whether writing absolute p touches the system.
+func systemPath(p string) bool {
+	if safeDevices[p] || strings.HasPrefix(p, "/dev/fd/") || strings.HasPrefix(p, "/dev/shm/") ||
+		strings.HasPrefix(p, "/dev/pts/") || strings.HasPrefix(p, "/proc/self/fd/") {
+		return false
+	}
+	if p == "/" || filepath.Dir(p) == "/" {
+		return true
+	}
+	for _, s := range systemPrefixes {
+		if within(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// args is a simple command's words with their static values.
+type args struct {
+	words []*syntax.Word
+	vals  []string
+	ok    []bool
+}
+
+func newArgs(words []*syntax.Word) args {
+	a := args{words: words, vals: make([]string, len(words)), ok: make([]bool, len(words))}
+	for i, w := range words {
+		a.vals[i], a.ok[i] = litWord(w)
+	}
+	return a
+}
+
+func (a args) from(i int) args {
+	return args{words: a.words[i:], vals: a.vals[i:], ok: a.ok[i:]}
+}
+
+// operands returns the indexes of non-option arguments (after the program),
+// treating every word after "--" as an operand. valued lists options that
+// take the next word as their value.
+func (a args) operands(valued map[string]bool) []int {
+	var out []int
+	dashdash := false
+	for i := 1; i < len(a.vals); i++ {
+		v := a.vals[i]
+		if !dashdash && a.ok[i] {
+			if v == "--" {
+				dashdash = true
+				continue
+			}
+			if strings.HasPrefix(v, "-") && v != "-" {
+				if valued[v] {
+					i++
+				}
+				continue
+			}
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+func (a args) has(flags ...string) bool {
+	for i := 1; i < len(a.vals); i++ {
+		if !a.ok[i] {
+			continue
+		}
+		if a.vals[i] == "--" {
+			return false
+		}
+		for _, f := range flags {
+			if a.vals[i] == f || (strings.HasPrefix(f, "--") && strings.HasPrefix(a.vals[i], f+"=")) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasShort reports a short flag letter in any -abc cluster.
+func (a args) hasShort(letter byte) bool {
+	for i := 1; i < len(a.vals); i++ {
+		v := a.vals[i]
+		if !a.ok[i] || v == "--" {
+			return false
+		}
+		if len(v) > 1 && v[0] == '-' && v[1] != '-' && strings.IndexByte(v[1:], letter) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// simple judges one simple command given as words (after wrappers are
+// peeled off, the inner command comes back here).
+func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
+	if len(words) == 0 {
+		return nil
+	}
+	a := newArgs(words)
+	info := wordValue(words[0])
+	if !info.ok {
+		return c.unsafe(RuleUnjudgeable, "the program name %s comes from an expansion", wordSource(words[0]))
+	}
+	if info.glob {
+		return c.unsafe(RuleUnjudgeable, "the program name %s is a glob or brace pattern", wordSource(words[0]))
+	}
+	if c.allowed(a) {
+		return nil
+	}
+	name := info.val
+	base := path.Base(name)
+	if strings.Contains(name, "/") {
+		if err := c.execPath(name); err != nil {
+			return err
+		}
+	}
+	if x.inFunc != "" && name == x.inFunc && x.bg {
+		return c.danger(RuleForkBomb, "function %s starts copies of itself in the background or a pipeline", name)
+	}
+	if c.funcs[name] && !strings.Contains(name, "/") {
+		return c.pathArgs(a) // the body was judged where it was defined
+	}
+	if err := c.pathArgs(a); err != nil {
+		return err
+	}
+	switch {
+	case privilegeTools[base]:
+		return c.danger(RulePrivilege, "%s runs commands with other privileges", base)
+	case diskTools[base] || strings.HasPrefix(base, "mkfs.") || strings.HasPrefix(base, "fsck."):
+		return c.danger(RuleDisk, "%s formats, mounts or rewrites disks", base)
+	case systemTools[base]:
+		return c.danger(RuleSystemControl, "%s controls the host system, its processes or accounts", base)
+	case remoteTools[base]:
+		return c.danger(RuleRemoteAccess, "%s opens remote shells or raw connections", base)
+	case firewallTools[base]:
+		return c.danger(RuleNetwork, "%s changes the firewall or network configuration", base)
+	case shells[base]:
+		return c.shell(a, x, sio)
+	case langInterpreters[base] || strings.HasPrefix(base, "python3.") || strings.HasPrefix(base, "python2."):
+		return c.interpreter(a, x, sio, base)
+	}
+	switch base {
+	case "eval":
+		if len(a.words) > 1 && anyDownloadSubst(a.words[1:]) {
+			return c.danger(RuleDownloadExec, "eval of downloaded code")
+		}
+		return c.unsafe(RuleUnjudgeable, "eval runs code built at run time")
+	case "source", ".":
+		return c.source(a, x)
+	case "exec", "command", "builtin", "nohup", "setsid", "unbuffer", "catchsegv", "dbus-run-session":
+		return c.wrapper(a, x, sio, base)
+	case "env", "nice", "timeout", "stdbuf", "ionice", "chrt", "taskset", "time", "xargs", "flock",
+		"strace", "ltrace", "fakeroot", "xvfb-run", "busybox", "unshare", "watch", "script", "sudoedit":
+		return c.wrapper(a, x, sio, base)
+	case "find":
+		return c.find(a, x)
+	case "trap":
+		return c.trap(a)
+	case "alias":
+		return c.alias(a)
+	case "cd", "pushd":
+		return c.cd(a)
+	case "rm":
+		return c.rm(a)
+	case "dd":
+		for i := 1; i < len(a.vals); i++ {
+			if a.ok[i] && strings.HasPrefix(a.vals[i], "of=") {
+				if err := c.writePath(a.vals[i][3:], "dd output"); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	case "kill":
+		return c.kill(a)
+	case "init":
+		if len(a.vals) > 1 {
+			return c.danger(RuleSystemControl, "init %s changes the runlevel", a.vals[1])
+		}
+	case "systemctl", "service":
+		for _, i := range a.operands(nil) {
+			if a.ok[i] && !readOnlyVerbs[a.vals[i]] && !strings.HasPrefix(a.vals[i], "list-") {
+				if base == "service" && i == 1 {
+					continue // the service name
+				}
+				return c.danger(RuleSystemControl, "%s %s changes system services", base, a.vals[i])
+			}
+			if base == "systemctl" {
+				break
+			}
+		}
+	case "sysctl":
+		for i := 1; i < len(a.vals); i++ {
+			if a.vals[i] == "-w" || a.vals[i] == "-p" || a.vals[i] == "--load" || a.vals[i] == "--system" || strings.Contains(a.vals[i], "=") {
+				return c.danger(RuleSystemControl, "sysctl changes kernel parameters")
+			}
+		}
+	case "crontab":
+		if !(len(a.vals) == 2 && a.vals[1] == "-l") {
+			return c.danger(RuleSystemControl, "crontab installs or removes scheduled jobs")
+		}
+	case "ifconfig":
+		if len(a.operands(nil)) >= 2 {
+			return c.danger(RuleNetwork, "ifconfig changes a network interface")
+		}
+	case "ip", "tc", "route", "nmcli":
+		return c.netVerb(a, base)
+	case "rsync":
+		for _, i := range a.operands(set("-e", "--rsh")) {
+			v := a.vals[i]
+			if strings.HasPrefix(v, "rsync://") || strings.Contains(v, "::") || remoteSpec(v) {
+				return c.danger(RuleRemoteAccess, "rsync to or from a remote host")
+			}
+		}
+	case "chmod":
+		for _, i := range a.operands(nil) {
+			if strings.Contains(a.vals[i], "s") && strings.ContainsAny(a.vals[i], "+=") ||
+				len(a.vals[i]) == 4 && strings.ContainsAny(a.vals[i][:1], "2467") && isDigits(a.vals[i]) {
+				return c.danger(RulePrivilege, "chmod %s sets the setuid/setgid bit", a.vals[i])
+			}
+			break
+		}
+	case "chown", "chgrp":
+		for _, i := range a.operands(nil) {
+			owner := a.vals[i]
+			for _, part := range strings.FieldsFunc(owner, func(r rune) bool { return r == ':' || r == '.' }) {
+				if part == "root" || part == "0" {
+					return c.danger(RulePrivilege, "%s gives files to root", base)
+				}
+			}
+			break
+		}
+	}
+	if downloaders[base] {
+		c.recordDownload(a, sio)
+	}
+	return c.writers(a, base)
+}
+
+// remoteSpec reports an rsync/scp-style host:path operand.
+func remoteSpec(v string) bool {
+	i := strings.IndexByte(v, ':')
+	if i <= 0 || strings.Contains(v[:i], "/") {
+		return false
+	}
+	return true
+}
+
+func anyDownloadSubst(ws []*syntax.Word) bool {
+	for _, w := range ws {
+		if wordHasDownloadSubst(w) {
+			return true
+		}
+	}
+	return false
+}
+
+// allowed reports whether an allow pattern exempts this simple command.
+func (c *checker) allowed(a args) bool {
+	if len(c.p.allow) == 0 {
+		return false
+	}
+	parts := make([]string, len(a.words))
+	for i, w := range a.words {
+		if a.ok[i] {
+			parts[i] = a.vals[i]
+		} else {
+			parts[i] = wordSource(w)
+		}
+	}
+	line := strings.Join(parts, " ")
+	for _, re := range c.p.allow {
+		if re.MatchString(line) {
+			return true
+		}
+	}
+	return false
+}
+
+// execPath judges running a program by path: a file fetched by this same
+// command must not be run.
+func (c *checker) execPath(name string) error {
+	for _, d := range c.st.cwds {
+		if p := c.abs(name, d); p != "" && c.downloads[p] {
+			return c.danger(RuleDownloadExec, "%s was downloaded by this command and is then run", name)
+		}
+	}
+	return nil
+}
+
+// shell judges sh/bash/...: `-c <code>` is judged as a script; a script
+// file runs like any program; reading commands from stdin is judged only
+// for a static heredoc or here-string, and refused when fed by a pipe or a
+// file.
+func (c *checker) shell(a args, x ctx, sio *stmtIO) error {
+	cmode, stdin := false, false
+	i := 1
+	for ; i < len(a.words); i++ {
+		if !a.ok[i] {
+			if a.words[i] != nil && wordHasDownloadSubst(a.words[i]) {
+				return c.danger(RuleDownloadExec, "a shell runs downloaded code")
+			}
+			break
+		}
+		v := a.vals[i]
+		if v == "--" || v == "-" {
+			i++
+			break
+		}
+		if len(v) < 2 || (v[0] != '-' && v[0] != '+') {
+			break
+		}
+		if strings.HasPrefix(v, "--") {
+			if v == "--rcfile" || v == "--init-file" {
+				i++
+			}
+			continue
+		}
+		for _, f := range v[1:] {
+			switch f {
+			case 'c':
+				cmode = true
+			case 's':
+				stdin = true
+			case 'o', 'O':
+				i++
+			}
+		}
+	}
+	if cmode {
+		if i >= len(a.words) {
+			return nil
+		}
+		code, ok := litWord(a.words[i])
+		if !ok {
+			if wordHasDownloadSubst(a.words[i]) {
+				return c.danger(RuleDownloadExec, "a shell runs downloaded code")
+			}
+			return c.unsafe(RuleUnjudgeable, "%s -c runs code computed at run time (%s)", a.vals[0], wordSource(a.words[i]))
+		}
+		return c.nested(code)
+	}
+	if !stdin && i < len(a.words) {
+		if !a.ok[i] {
+			if wordHasDownloadSubst(a.words[i]) {
+				return c.danger(RuleDownloadExec, "a shell runs downloaded code")
+			}
+			if hasProcSubst(a.words[i]) {
+				return c.unsafe(RuleUnjudgeable, "a shell reads its script from a process substitution")
+			}
+			return nil
+		}
+		return c.execScript(a.vals[i])
+	}
+	return c.stdinCode(a.vals[0], x, sio)
+}
+
+// stdinCode judges a shell that reads its commands from stdin.
+func (c *checker) stdinCode(prog string, x ctx, sio *stmtIO) error {
+	switch {
+	case sio != nil && sio.hdoc != nil:
+		body, ok := hdocText(sio.hdoc)
+		if !ok {
+			return c.unsafe(RuleUnjudgeable, "a heredoc with expansions is fed to %s", prog)
+		}
+		return c.nested(body)
+	case x.pipedIn && x.pipeDownload:
+		return c.danger(RulePipeToShell, "downloaded content is piped into %s; download to a file, inspect it, then run it", prog)
+	case x.pipedIn:
+		return c.unsafe(RuleUnjudgeable, "commands piped into %s cannot be judged", prog)
+	case sio != nil && sio.stdinFile:
+		return c.unsafe(RuleUnjudgeable, "commands redirected into %s cannot be judged", prog)
+	}
+	return nil
+}
+
+// hdocText is a heredoc's or here-string's static text.
+func hdocText(w *syntax.Word) (string, bool) {
+	var b strings.Builder
+	for _, part := range w.Parts {
+		switch p := part.(type) {
+		case *syntax.Lit:
+			b.WriteString(p.Value)
+		case *syntax.SglQuoted:
+			b.WriteString(p.Value)
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				l, ok := q.(*syntax.Lit)
+				if !ok {
+					return "", false
+				}
+				b.WriteString(unescapeDouble(l.Value))
+			}
+		default:
+			return "", false
+		}
+	}
+	return b.String(), true
+}
+
+func hasProcSubst(w *syntax.Word) bool {
+	found := false
+	syntax.Walk(w, func(n syntax.Node) bool {
+		if _, ok := n.(*syntax.ProcSubst); ok {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// nested judges code that a command will run as a shell script.
+func (c *checker) nested(code string) error {
+	saved := c.st.clone()
+	err := c.script(code, c.depth+1)
+	c.st = saved
+	return err
+}
+
+// execScript refuses running a file downloaded earlier in the command.
+func (c *checker) execScript(file string) error {
+	for _, d := range c.st.cwds {
+		if p := c.abs(file, d); p != "" && c.downloads[p] {
+			return c.danger(RuleDownloadExec, "%s was downloaded by this command and is then run", file)
+		}
+	}
+	return nil
+}
+
+// interpreter judges python/perl/node/...: their code is another language,
+// but feeding them downloaded code is download-and-execute.
+func (c *checker) interpreter(a args, x ctx, sio *stmtIO, base string) error {
+	if anyDownloadSubst(a.words[1:]) {
+		return c.danger(RuleDownloadExec, "%s runs downloaded code", base)
+	}
+	ops := a.operands(set("-c", "-e", "-m", "-W", "-X", "-E", "-r", "-I", "-M", "--eval", "--require", "-p", "--print"))
+	if len(ops) > 0 && a.ok[ops[0]] && a.vals[ops[0]] != "-" {
+		return c.execScript(a.vals[ops[0]])
+	}
+	if x.pipedIn && x.pipeDownload && !a.has("-c", "-e", "-m", "--eval", "-p", "--print") {
+		return c.danger(RulePipeToShell, "downloaded content is piped into %s", base)
+	}
+	return nil
+}
+
+// source judges `source file` / `. file`.
+func (c *checker) source(a args, x ctx) error {
+	if len(a.words) < 2 {
+		return nil
+	}
+	w := a.words[1]
+	if wordHasDownloadSubst(w) {
+		return c.danger(RuleDownloadExec, "sourcing downloaded code")
+	}
+	if hasProcSubst(w) {
+		return c.unsafe(RuleUnjudgeable, "sourcing a process substitution cannot be judged")
+	}
+	if !a.ok[1] {
+		return nil // like running a script file named by a variable
+	}
+	if v := a.vals[1]; (v == "/dev/stdin" || v == "/proc/self/fd/0" || v == "-") && x.pipedIn {
+		if x.pipeDownload {
+			return c.danger(RulePipeToShell, "downloaded content is sourced from a pipe")
+		}
+		return c.unsafe(RuleUnjudgeable, "sourcing commands from a pipe cannot be judged")
+	}
+	return c.execScript(a.vals[1])
+}
+
+// trap judges the handler code of `trap 'code' SIGNALS`.
+func (c *checker) trap(a args) error {
+	ops := a.operands(nil)
+	if len(ops) < 2 {
+		return nil // trap -l, trap -p, trap SIG (reset)
+	}
+	i := ops[0]
+	if !a.ok[i] {
+		return c.unsafe(RuleUnjudgeable, "trap runs code computed at run time (%s); quote it with single quotes", wordSource(a.words[i]))
+	}
+	if a.vals[i] == "-" || a.vals[i] == "" {
+		return nil
+	}
+	return c.nested(a.vals[i])
+}
+
+// alias judges alias values as the commands they will become.
+func (c *checker) alias(a args) error {
+	for i := 1; i < len(a.words); i++ {
+		if !a.ok[i] {
+			return c.unsafe(RuleUnjudgeable, "alias with a computed value (%s)", wordSource(a.words[i]))
+		}
+		if _, val, ok := strings.Cut(a.vals[i], "="); ok && val != "" {
+			if err := c.nested(val); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// wrapper peels a command-running wrapper (env, nice, timeout, xargs, ...)
+// off and judges the command it runs.
+func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
+	i := 1
+	skipOpts := func(valued map[string]bool) {
+		for i < len(a.words) && a.ok[i] {
+			v := a.vals[i]
+			if v == "--" {
+				i++
+				return
+			}
+			if len(v) < 2 || v[0] != '-' {
+				return
+			}
+			if valued[v] {
+				i++
+			}
+			i++
+		}
+	}
+	repl := ""
+	switch base {
+	case "command":
+		if a.has("-v", "-V") || a.hasShort('v') || a.hasShort('V') {
+			return nil
+		}
+		skipOpts(nil)
+	case "exec":
+		skipOpts(set("-a"))
+	case "env":
+		for i < len(a.words) && a.ok[i] {
+			v := a.vals[i]
+			switch {
+			case v == "-S" || v == "--split-string":
+				if i+1 < len(a.words) {
+					if !a.ok[i+1] {
+						return c.unsafe(RuleUnjudgeable, "env -S with a computed string")
+					}
+					return c.nested(a.vals[i+1])
+				}
+				return nil
+			case strings.HasPrefix(v, "--split-string="):
+				return c.nested(strings.TrimPrefix(v, "--split-string="))
+			case strings.HasPrefix(v, "-S"):
+				return c.nested(v[2:])
+			case v == "-u" || v == "-C" || v == "--unset" || v == "--chdir":
+				i += 2
+				continue
+			case v == "--":
+				i++
+			case strings.HasPrefix(v, "-") || strings.Contains(v, "="):
+				i++
+				continue
+			}
+			break
+		}
+	case "nice":
+		skipOpts(set("-n", "--adjustment"))
+	case "timeout":
+		skipOpts(set("-s", "--signal", "-k", "--kill-after"))
+		i++ // the duration
+	case "stdbuf":
+		skipOpts(set("-i", "-o", "-e"))
+	case "ionice":
+		if a.has("-p", "-P", "-u") {
+			return nil
+		}
+		skipOpts(set("-c", "-n", "--class", "--classdata"))
+	case "chrt":
+		if a.has("-p", "--pid") {
+			return nil
+		}
+		skipOpts(set("-T", "-P", "-D"))
+		i++ // priority
+	case "taskset":
+		if a.has("-p", "--pid") || a.hasShort('p') {
+			return nil
+		}
+		skipOpts(nil)
+		i++ // mask
+	case "time":
+		skipOpts(set("-f", "-o", "--format", "--output"))
+	case "xargs":
+		for i < len(a.words) && a.ok[i] {
+			v := a.vals[i]
+			if v == "--" {
+				i++
+				break
+			}
+			if len(v) < 2 || v[0] != '-' {
+				break
+			}
+			switch {
+			case v == "-I" || v == "--replace":
+				if i+1 < len(a.vals) {
+					repl = a.vals[i+1]
+				}
+				i++
+			case strings.HasPrefix(v, "-I"):
+				repl = v[2:]
+			case v == "-i" || v == "--replace=":
+				repl = "{}"
+			case strings.HasPrefix(v, "--replace="):
+				repl = strings.TrimPrefix(v, "--replace=")
+			case strings.HasPrefix(v, "-i"):
+				repl = v[2:]
+			case v == "-a" || v == "-d" || v == "-E" || v == "-L" || v == "-n" || v == "-P" || v == "-s":
+				i++
+			}
+			i++
+		}
+	case "flock":
+		for i < len(a.words) && a.ok[i] {
+			v := a.vals[i]
+			if v == "-c" || v == "--command" {
+				if i+1 >= len(a.words) {
+					return nil
+				}
+				if !a.ok[i+1] {
+					return c.unsafe(RuleUnjudgeable, "flock -c with computed code")
+				}
+				return c.nested(a.vals[i+1])
+			}
+			if len(v) < 2 || v[0] != '-' {
+				break
+			}
+			if v == "-w" || v == "--timeout" || v == "-E" || v == "--conflict-exit-code" {
+				i++
+			}
+			i++
+		}
+		i++ // the lock file
+		for j := i; j < len(a.words); j++ {
+			if a.ok[j] && (a.vals[j] == "-c" || a.vals[j] == "--command") && j+1 < len(a.words) {
+				if !a.ok[j+1] {
+					return c.unsafe(RuleUnjudgeable, "flock -c with computed code")
+				}
+				return c.nested(a.vals[j+1])
+			}
+		}
+	case "watch":
+		exe := false
+		for i < len(a.words) && a.ok[i] && strings.HasPrefix(a.vals[i], "-") {
+			v := a.vals[i]
+			if v == "-x" || v == "--exec" {
+				exe = true
+			}
+			if v == "-n" || v == "--interval" {
+				i++
+			}
+			i++
+		}
+		if !exe {
+			parts := make([]string, 0, len(a.words)-i)
+			for j := i; j < len(a.words); j++ {
+				if !a.ok[j] {
+					return c.unsafe(RuleUnjudgeable, "watch runs a command string computed at run time")
+				}
+				parts = append(parts, a.vals[j])
+			}
+			return c.nested(strings.Join(parts, " "))
+		}
+	case "script":
+		for j := 1; j < len(a.words); j++ {
+			if a.ok[j] && (a.vals[j] == "-c" || a.vals[j] == "--command") && j+1 < len(a.words) {
+				if !a.ok[j+1] {
+					return c.unsafe(RuleUnjudgeable, "script -c with computed code")
+				}
+				return c.nested(a.vals[j+1])
+			}
+		}
+		return nil
+	case "strace", "ltrace":
+		if a.has("-p") {
+			return nil
+		}
+		skipOpts(set("-e", "-o", "-s", "-u", "-E", "-P", "-I", "-b", "-a", "-X", "-O", "-S", "-U", "-n"))
+	case "xvfb-run":
+		skipOpts(set("-n", "-s", "-f", "-e", "-p", "--server-num", "--server-args", "--auth-file", "--error-file"))
+	case "unshare":
+		skipOpts(set("--setuid", "--setgid", "-S", "-G", "--root", "-R", "--wd", "-w", "--propagation"))
+	case "busybox":
+	case "sudoedit":
+		return c.danger(RulePrivilege, "sudoedit edits files as another user")
+	default: // nohup, setsid, builtin, unbuffer, ...
+		skipOpts(nil)
+	}
+	if i >= len(a.words) {
+		return nil
+	}
+	inner := a.words[i:]
+	if repl != "" {
+		if err := c.replCheck(inner, repl, "xargs"); err != nil {
+			return err
+		}
+	}
+	return c.simple(inner, x, sio)
+}
+
+// replCheck refuses xargs/find templates that paste input into code: in the
+// program name, or into `sh -c` code.
+func (c *checker) replCheck(inner []*syntax.Word, repl, tool string) error {
+	if len(inner) == 0 {
+		return nil
+	}
+	v0, ok := litWord(inner[0])
+	if ok && strings.Contains(v0, repl) {
+		return c.unsafe(RuleUnjudgeable, "%s pastes its input into the program name", tool)
+	}
+	if ok && shells[path.Base(v0)] {
+		for j := 1; j < len(inner); j++ {
+			v, ok := litWord(inner[j])
+			if ok && len(v) > 1 && v[0] == '-' && strings.Contains(v, "c") && j+1 < len(inner) {
+				code, ok := litWord(inner[j+1])
+				if ok && strings.Contains(code, repl) {
+					return c.unsafe(RuleUnjudgeable, "%s pastes its input into shell code", tool)
+				}
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// find judges the commands of -exec/-execdir/-ok/-okdir, and -delete from
+// the root or a system directory.
+func (c *checker) find(a args, x ctx) error {
+	del := a.has("-delete")
+	for i := 1; i < len(a.words); i++ {
+		v := a.vals[i]
+		if !a.ok[i] {
+			continue
+		}
+		if del && (v == "/" || (strings.HasPrefix(v, "/") && !c.inside(filepath.Clean(v)) && systemPath(filepath.Clean(v)))) {
+			return c.danger(RuleDestructive, "find %s -delete removes system files", v)
+		}
+		if v != "-exec" && v != "-execdir" && v != "-ok" && v != "-okdir" {
+			continue
+		}
+		j := i + 1
+		for j < len(a.words) && !(a.ok[j] && (a.vals[j] == ";" || a.vals[j] == "+")) {
+			j++
+		}
+		inner := a.words[i+1 : j]
+		if err := c.replCheck(inner, "{}", "find "+v); err != nil {
+			return err
+		}
+		if err := c.simple(inner, ctx{inFunc: x.inFunc}, nil); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}
+
+// cd follows a directory change, refusing one that leaves the boundary
+// when escape checks are on.
+func (c *checker) cd(a args) error {
+	ops := a.operands(nil)
+	var target string
+	switch {
+	case len(ops) == 0:
+		if c.st.home == "" {
+			return c.cdUnknown("cd to an unknown HOME")
+		}
+		target = c.st.home
+	case a.ok[ops[0]] && a.vals[ops[0]] == "-":
+		return nil // back to a directory already judged
+	default:
+		p, ok := c.pathWord(a.words[ops[0]])
+		if !ok {
+			return c.cdUnknown("cd to a computed directory (" + wordSource(a.words[ops[0]]) + ")")
+		}
+		if strings.HasPrefix(p, "~") {
+			if c.p.escapes {
+				return c.danger(RuleEscape, "cd %s leaves the workspace", p)
+			}
+			c.st.cwds = []string{""}
+			return nil
+		}
+		target = p
+	}
+	next := make([]string, 0, len(c.st.cwds))
+	for _, d := range c.st.cwds {
+		p := c.abs(target, d)
+		if p == "" {
+			if c.p.escapes {
+				return c.unsafe(RuleUnjudgeable, "cd from an unknown directory")
+			}
+		} else if c.p.escapes {
+			if !c.inside(p) {
+				return c.danger(RuleEscape, "cd %s leaves the workspace %s", target, c.boundary)
+			}
+			if real, err := filepath.EvalSymlinks(p); err == nil && !c.inside(real) {
+				return c.danger(RuleEscape, "cd %s follows a symlink out of the workspace", target)
+			}
+		}
+		next = append(next, p)
+	}
+	c.st.cwds = dedup(next)
+	return nil
+}
+
+func dedup(in []string) []string {
+	out := in[:0]
+	seen := map[string]bool{}
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (c *checker) cdUnknown(what string) error {
+	if c.p.escapes {
+		return c.unsafe(RuleUnjudgeable, "%s cannot be judged", what)
+	}
+	c.st.cwds = []string{""}
+	return nil
+}
+
+// pathArgs applies the escape checks to every argument that is a path
+// (or an --option=path): `..` leading past the boundary, `~` or $HOME
+// leading out, `~user`.
+func (c *checker) pathArgs(a args) error {
+	if !c.p.escapes {
+		return nil
+	}
+	for i := 1; i < len(a.words); i++ {
+		info := wordValue(a.words[i])
+		v := info.val
+		if strings.HasPrefix(v, "-") {
+			if _, after, ok := strings.Cut(v, "="); ok {
+				v = after
+			} else {
+				continue
+			}
+		}
+		if info.home {
+			if strings.HasPrefix(v, "~") && v != "~" && !strings.HasPrefix(v, "~/") {
+				return c.danger(RuleEscape, "%s names another user's home", v)
+			}
+			p, ok := c.pathWord(a.words[i])
+			if !ok {
+				if !wordStaticBut(a.words[i]) {
+					continue
+				}
+				return c.unsafe(RuleUnjudgeable, "%s uses HOME after it was changed", wordSource(a.words[i]))
+			}
+			if !c.inside(filepath.Clean(p)) {
+				return c.danger(RuleEscape, "%s leads out of the workspace", v)
+			}
+			continue
+		}
+		if !hasDotDot(v) {
+			continue
+		}
+		for _, d := range c.st.cwds {
+			p := c.abs(v, d)
+			if p == "" {
+				return c.unsafe(RuleUnjudgeable, "%s is relative to an unknown directory", v)
+			}
+			if !c.inside(p) {
+				return c.danger(RuleEscape, "%s goes above the workspace root %s", v, c.boundary)
+			}
+		}
+	}
+	return nil
+}
+
+func hasDotDot(p string) bool {
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// rm refuses recursive deletion of the root, a home, the whole workspace
+// (or an ancestor of it), a system directory, or `$VAR/` forms that become
+// `/` when the variable is empty.
+func (c *checker) rm(a args) error {
+	recursive := a.has("--recursive") || a.hasShort('r') || a.hasShort('R')
+	for _, i := range a.operands(nil) {
+		info := wordValue(a.words[i])
+		if !recursive {
+			if a.ok[i] {
+				if err := c.writeTarget(a.words[i], "rm"); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if rmDanger[info.val] {
+			return c.danger(RuleDestructive, "rm -r %s deletes everything there", info.val)
+		}
+		if !a.ok[i] && !info.home {
+			src := wordSource(a.words[i])
+			if w := a.words[i]; len(w.Parts) >= 1 {
+				if _, isParam := firstPart(w).(*syntax.ParamExp); isParam {
+					rest := strings.TrimLeft(src, "\"")
+					if j := strings.IndexAny(rest, "/"); j >= 0 && strings.Trim(rest[j:], "/*\"") == "" {
+						return c.unsafe(RuleUnjudgeable, "rm -r %s deletes / or everything in it when the variable is empty", src)
+					}
+				}
+			}
+			continue
+		}
+		p, ok := c.pathWord(a.words[i])
+		if !ok {
+			if info.home {
+				return c.unsafe(RuleUnjudgeable, "rm -r %s with an unknown HOME", wordSource(a.words[i]))
+			}
+			continue
+		}
+		if strings.HasPrefix(p, "~") {
+			return c.danger(RuleDestructive, "rm -r %s deletes another user's home", p)
+		}
+		glob := info.glob
+		for _, d := range c.st.cwds {
+			abs := c.abs(p, d)
+			if abs == "" {
+				if glob {
+					return c.danger(RuleDestructive, "rm -r %s from an unknown directory", p)
+				}
+				continue
+			}
+			if err := c.rmTarget(p, abs, glob); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func firstPart(w *syntax.Word) syntax.WordPart {
+	p := w.Parts[0]
+	if dq, ok := p.(*syntax.DblQuoted); ok && len(dq.Parts) > 0 {
+		return dq.Parts[0]
+	}
+	return p
+}
+
+func (c *checker) rmTarget(p, abs string, glob bool) error {
+	dir := abs
+	if glob {
+		// `dir/*` empties dir: judge dir itself.
+		if b := filepath.Base(abs); strings.ContainsAny(b, "*?[") && strings.Trim(b, "*") == "" {
+			dir = filepath.Dir(abs)
+		}
+	}
+	switch {
+	case dir == "/":
+		return c.danger(RuleDestructive, "rm -r %s deletes the whole filesystem", p)
+	case within(dir, c.boundary):
+		return c.danger(RuleDestructive, "rm -r %s deletes the whole workspace", p)
+	case !c.inside(abs) && systemPath(abs):
+		return c.danger(RuleDestructive, "rm -r %s deletes system files", p)
+	case !c.inside(abs) && c.p.escapes:
+		return c.danger(RuleEscape, "rm -r %s deletes outside the workspace", p)
+	}
+	return nil
+}
+
+// kill refuses signalling every process (-1) or init (1).
+func (c *checker) kill(a args) error {
+	first := true
+	for i := 1; i < len(a.vals); i++ {
+		v := a.vals[i]
+		if first && (v == "-s" || v == "-n") {
+			i++
+			first = false
+			continue
+		}
+		if first && strings.HasPrefix(v, "-") && v != "-1" && v != "--" {
+			first = false
+			continue
+		}
+		if first && v == "-1" && i+1 < len(a.vals) {
+			first = false // kill -1 PID: signal 1 (HUP)
+			continue
+		}
+		first = false
+		if v == "-1" || v == "1" {
+			return c.danger(RuleSystemControl, "kill %s signals every process or init", v)
+		}
+	}
+	return nil
+}
+
+// netVerb refuses ip/tc/route/nmcli subcommands that change state.
+func (c *checker) netVerb(a args, base string) error {
+	ops := a.operands(set("-n", "-netns", "-f", "-family", "-b", "-batch", "-rc", "-rcvbuf"))
+	if base == "route" {
+		if len(ops) > 0 && a.ok[ops[0]] && (a.vals[ops[0]] == "add" || a.vals[ops[0]] == "del" || a.vals[ops[0]] == "flush") {
+			return c.danger(RuleNetwork, "route %s changes the routing table", a.vals[ops[0]])
+		}
+		return nil
+	}
+	if base == "nmcli" {
+		for _, i := range ops {
+			switch a.vals[i] {
+			case "down", "up", "delete", "modify", "add", "off", "disconnect", "connect", "reload", "edit", "set":
+				return c.danger(RuleNetwork, "nmcli %s changes the network configuration", a.vals[i])
+			}
+		}
+		return nil
+	}
+	if a.has("-b", "-batch", "-force") {
+		return c.danger(RuleNetwork, "%s batch mode changes the network configuration", base)
+	}
+	if len(ops) >= 2 && a.ok[ops[1]] && !readOnlyVerbs[a.vals[ops[1]]] && !strings.HasPrefix(a.vals[ops[1]], "sh") && !strings.HasPrefix(a.vals[ops[1]], "li") && !isIfaceLike(a.vals[ops[1]]) {
+		return c.danger(RuleNetwork, "%s %s %s changes the network configuration", base, a.vals[ops[0]], a.vals[ops[1]])
+	}
+	return nil
+}
+
+// isIfaceLike accepts `ip addr dev eth0`-style filters after the object.
+func isIfaceLike(v string) bool {
+	switch v {
+	case "dev", "to", "from", "table", "scope", "label", "up", "type", "vrf", "master", "proto", "via":
+		return true
+	}
+	return false
+}
+
+// recordDownload remembers files a downloader writes, so running them
+// later in the same command is download-and-execute.
+func (c *checker) recordDownload(a args, sio *stmtIO) {
+	dir := ""
+	if len(c.st.cwds) > 0 {
+		dir = c.st.cwds[0]
+	}
+	add := func(p string) {
+		if abs := c.abs(p, dir); abs != "" {
+			c.downloads[abs] = true
+		}
+	}
+	remoteName := false
+	for i := 1; i < len(a.vals); i++ {
+		if !a.ok[i] {
+			continue
+		}
+		v := a.vals[i]
+		switch {
+		case (v == "-o" || v == "--output" || v == "-O" && a.vals[0] != "curl" || v == "--output-document") && i+1 < len(a.vals):
+			if a.vals[0] == "curl" && v == "-O" {
+				remoteName = true
+				continue
+			}
+			add(a.vals[i+1])
+			i++
+		case strings.HasPrefix(v, "--output-document=") || strings.HasPrefix(v, "--output="):
+			_, f, _ := strings.Cut(v, "=")
+			add(f)
+		case v == "-O" || v == "--remote-name" || v == "--remote-name-all":
+			remoteName = true
+		case strings.HasPrefix(v, "-o") && len(v) > 2 && path.Base(a.vals[0]) == "curl":
+			add(v[2:])
+		case strings.HasPrefix(v, "-O") && len(v) > 2 && path.Base(a.vals[0]) != "curl":
+			add(v[2:])
+		}
+	}
+	for i := 1; i < len(a.vals); i++ {
+		if a.ok[i] && strings.Contains(a.vals[i], "://") && (remoteName || path.Base(a.vals[0]) != "curl") {
+			u := a.vals[i]
+			if j := strings.IndexAny(u, "?#"); j >= 0 {
+				u = u[:j]
+			}
+			if b := path.Base(u); b != "" && b != "/" && b != "." && !strings.Contains(b, ":") {
+				add(b)
+			}
+		}
+	}
+	if sio != nil && sio.stdoutFile != "" {
+		add(sio.stdoutFile)
+	}
+}
+
+// writers finds the files a command writes and judges each one.
+func (c *checker) writers(a args, base string) error {
+	var targets []int
+	ops := a.operands(nil)
+	switch base {
+	case "tee", "touch", "mkdir", "rmdir", "unlink", "shred", "mkfifo", "truncate":
+		targets = a.operands(set("-s", "--size", "-r", "--reference", "-m", "--mode", "-n", "--iterations"))
+	case "cp", "mv", "install", "ln":
+		vops := a.operands(set("-t", "--target-directory", "-S", "--suffix", "-m", "--mode", "-o", "-g", "--owner", "--group"))
+		for i := 1; i < len(a.vals); i++ {
+			if a.ok[i] && (a.vals[i] == "-t" || a.vals[i] == "--target-directory") && i+1 < len(a.vals) {
+				targets = append(targets, i+1)
+			} else if a.ok[i] && strings.HasPrefix(a.vals[i], "--target-directory=") {
+				if err := c.writePath(strings.TrimPrefix(a.vals[i], "--target-directory="), base); err != nil {
+					return err
+				}
+			}
+		}
+		if len(targets) == 0 && len(vops) >= 2 {
+			targets = vops[len(vops)-1:]
+		}
+		if base == "mv" && len(vops) >= 2 {
+			targets = append(targets, vops[:len(vops)-1]...) // moving away deletes the source
+		}
+	case "chmod", "chown", "chgrp", "chattr", "setfacl":
+		if len(ops) > 1 {
+			targets = ops[1:]
+		}
+	case "sed", "perl":
+		if a.has("-i", "--in-place") || a.hasShort('i') || hasPrefixArg(a, "-i") || hasPrefixArg(a, "--in-place=") {
+			sops := a.operands(set("-e", "-f", "--expression", "--file", "-l", "-E"))
+			if !a.has("-e", "-f", "--expression", "--file") && len(sops) > 0 {
+				sops = sops[1:]
+			}
+			targets = sops
+		}
+	case "tar":
+		for i := 1; i < len(a.vals); i++ {
+			if a.ok[i] && (a.vals[i] == "-C" || a.vals[i] == "--directory") && i+1 < len(a.vals) {
+				targets = append(targets, i+1)
+			}
+		}
+	case "unzip":
+		for i := 1; i < len(a.vals); i++ {
+			if a.ok[i] && a.vals[i] == "-d" && i+1 < len(a.vals) {
+				targets = append(targets, i+1)
+			}
+		}
+	}
+	for _, i := range targets {
+		if err := c.writeTarget(a.words[i], base); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func hasPrefixArg(a args, p string) bool {
+	for i := 1; i < len(a.vals); i++ {
+		if a.ok[i] && strings.HasPrefix(a.vals[i], p) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeTarget judges a file a command writes, given as a word.
+func (c *checker) writeTarget(w *syntax.Word, what string) error {
+	p, ok := c.pathWord(w)
+	if !ok {
+		return nil // computed target: nothing static to judge
+	}
+	return c.writePath(p, what)
+}
+
+// writePath refuses writes to system paths and devices (and, with escape
+// checks, `..` past the boundary, handled by pathArgs for words).
+func (c *checker) writePath(p, what string) error {
+	if isNetDev(p) {
+		return c.danger(RuleRemoteAccess, "%s to %s opens a network connection", what, p)
+	}
+	for _, d := range c.st.cwds {
+		abs := c.abs(p, d)
+		if abs == "" || c.inside(abs) {
+			continue
+		}
+		if strings.HasPrefix(abs, "/dev/") && !systemPathSafeDev(abs) {
+			return c.danger(RuleDisk, "%s writes to the device %s", what, abs)
+		}
+		if systemPath(abs) {
+			return c.danger(RuleSystemWrite, "%s writes to %s, a system path", what, abs)
+		}
+		if c.p.escapes && hasDotDot(p) {
+			return c.danger(RuleEscape, "%s writes to %s, above the workspace root", what, p)
+		}
+	}
+	return nil
+}
+
+func systemPathSafeDev(p string) bool { return !systemPath(p) }
