@@ -3,22 +3,158 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
 	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/mcphttp"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sshws"
 )
 
-// protocols holds the workspace, the executor and the protocol servers built
-// from the config.
-type protocols struct{}
+// protocols holds what the config asks for: the workspace (scoped when
+// --scopePath is set), the executor (nil for a memory workspace) and the
+// protocol servers (ssh nil when disabled or in stdio mode).
+type protocols struct {
+	ws   fsops.Workspace
+	exec sandbox.Executor
+	mcp  *mcphttp.Server
+	ssh  *sshws.Server
+}
 
-func (p *protocols) build(cfg config.Config, opts Options) error { return nil }
-func (p *protocols) mcpHandler() http.Handler                    { return nil }
-func (p *protocols) sshHandler() http.Handler                    { return nil }
-func (p *protocols) isolation() (mode, reason string)            { return "", "" }
-func (p *protocols) shutdown(ctx context.Context) error          { return nil }
-func (p *protocols) close() error                                { return nil }
+func (p *protocols) build(cfg config.Config, opts Options) (err error) {
+	defer func() {
+		if err != nil {
+			_ = p.close()
+		}
+	}()
+	log := opts.Logger
+	var root fsops.Workspace
+	switch cfg.Backend {
+	case "memory":
+		root = fsops.NewMemory(cfg.Root, fsops.Options{MaxReadSize: cfg.MaxReadSize})
+	default:
+		root, err = fsops.NewDir(cfg.Root, fsops.Options{MaxReadSize: cfg.MaxReadSize})
+		if err != nil {
+			return fmt.Errorf("--root %q: %w", cfg.Root, err)
+		}
+		mode, err := sandbox.ParseMode(cfg.Isolation)
+		if err != nil {
+			return err
+		}
+		shell, err := sandbox.ParseShell(cfg.Shell)
+		if err != nil {
+			return err
+		}
+		p.exec, err = sandbox.New(sandbox.Config{
+			Mode:           mode,
+			Shell:          shell,
+			WorkspaceRoot:  root.Root(),
+			NoNetwork:      !cfg.ExecNetwork,
+			Policy:         sandbox.PolicyConfig{Disabled: !cfg.BlockDangerous},
+			DefaultTimeout: cfg.ExecTimeout,
+			OutputLimit:    cfg.ExecOutputLimit,
+			RunAs:          cfg.RunAs,
+			Secrets:        []string{cfg.AuthToken},
+			Logger:         log.With("component", "sandbox"),
+		})
+		if err != nil {
+			return fmt.Errorf("--isolation %s: %w", cfg.Isolation, err)
+		}
+		log.Info("command isolation", "mode", p.exec.Mode(), "reason", p.exec.Reason())
+	}
+
+	p.ws = root
+	if cfg.ScopePath != "" {
+		if p.ws, err = root.Scope(cfg.ScopePath); err != nil {
+			return fmt.Errorf("--scopePath %q: %w", cfg.ScopePath, err)
+		}
+	}
+
+	p.mcp, err = mcphttp.New(mcphttp.Options{
+		Workspace:      p.ws,
+		Executor:       p.exec,
+		RootDir:        cfg.Root,
+		StaticScope:    cfg.ScopePath,
+		AuthToken:      cfg.AuthToken,
+		AllowedOrigins: cfg.AllowedOrigins,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		ExecTimeout:    cfg.ExecTimeout,
+		Version:        opts.Version,
+		Logger:         log.With("component", "mcp"),
+	})
+	if err != nil {
+		return err
+	}
+
+	if !cfg.DisableSSHWS && !cfg.LocalOnly {
+		p.ssh, err = sshws.New(sshws.Options{
+			Workspace:         p.ws,
+			Executor:          p.exec,
+			AuthToken:         cfg.AuthToken,
+			HostKeyPath:       cfg.SSHHostKey,
+			MaxConns:          cfg.MaxSSHConns,
+			KeepaliveInterval: cfg.SSHKeepalive,
+			EnvAllowlist:      cfg.SSHEnvAllowlist,
+			Logger:            log.With("component", "ssh"),
+		})
+		if err != nil {
+			return fmt.Errorf("--ssh-host-key %q: %w", cfg.SSHHostKey, err)
+		}
+	}
+	return nil
+}
+
+func (p *protocols) mcpHandler() http.Handler {
+	if p.mcp == nil {
+		return nil
+	}
+	return p.mcp.Handler()
+}
+
+func (p *protocols) sshHandler() http.Handler {
+	if p.ssh == nil {
+		return nil
+	}
+	return p.ssh
+}
+
+// isolation is the executor's mode and why it was chosen, for /health.
+func (p *protocols) isolation() (mode, reason string) {
+	if p.exec == nil {
+		return "unavailable", "the memory backend cannot run commands"
+	}
+	return string(p.exec.Mode()), p.exec.Reason()
+}
+
 func (p *protocols) serveStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	return errors.New("MCP over stdio is not wired yet")
+	return p.mcp.ServeStdio(ctx, in, out)
+}
+
+// shutdown closes WebSockets with 1001 and kills their processes; the HTTP
+// server does not track hijacked connections, so this is done here.
+func (p *protocols) shutdown(ctx context.Context) error {
+	if p.ssh == nil {
+		return nil
+	}
+	return p.ssh.Shutdown(ctx)
+}
+
+func (p *protocols) close() error {
+	var errs []error
+	if p.mcp != nil {
+		errs = append(errs, p.mcp.Close())
+	}
+	if p.ssh != nil {
+		errs = append(errs, p.ssh.Close())
+	}
+	if p.exec != nil {
+		errs = append(errs, p.exec.Close())
+	}
+	if c, ok := p.ws.(io.Closer); ok {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
