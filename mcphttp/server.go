@@ -1,0 +1,240 @@
+// Package mcphttp serves a workspace's tools over the Model Context Protocol,
+// as a drop-in replacement for the daemon of the npm package agent-backend.
+//
+// One Server exposes the tools of shared/PROTOCOL.md (read_text_file,
+// write_file, edit_file, list_directory, ..., exec, grep) with the names,
+// arguments and result texts of agent-backend 0.13.2, so that the published
+// clients (RemoteFilesystemBackend, LocalFilesystemBackend.getMCPClient(),
+// the Python client, any MCP client) and the LLM prompts written against the
+// reference keep working. It can be reached two ways:
+//
+//   - Handler: MCP streamable HTTP, stateless, mounted by the daemon at /mcp.
+//     Before the MCP SDK sees a request, the handler applies the checks of
+//     PROTOCOL.md in order (method, Origin, bearer token, X-Root-Dir, scope
+//     headers, body size); see checkRequest.
+//   - ServeStdio: MCP over stdin/stdout, for `agent-backend daemon
+//     --local-only`, which is how LocalFilesystemBackend.getMCPClient()
+//     spawns the daemon.
+//
+// The package never touches the file system or starts a process itself: files
+// go through fsops.Workspace and commands through sandbox.Executor. Every
+// failure of a tool is a tool result with isError set and a message that
+// names the path or limit involved (see errors.go), never a JSON-RPC error,
+// because that is what the reference does and what LLM clients can act on.
+package mcphttp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// DefaultMaxBodyBytes is the request body limit of the HTTP handler when
+// Options.MaxBodyBytes is 0. A write_file of a few MiB still fits; a larger
+// body is answered 413 before it is read.
+const DefaultMaxBodyBytes = 4 << 20
+
+// Options configure a Server. Workspace is required; everything else has a
+// working zero value.
+type Options struct {
+	// Workspace is the tree the tools work on: the daemon's root, or the
+	// static --scopePath scope already applied to it.
+	Workspace fsops.Workspace
+	// Executor runs exec. Nil (the memory workspace) leaves exec out of the
+	// tool list. grep needs no executor (it runs in Go through
+	// Workspace.Grep) and is registered whenever Workspace.CanExec() is true,
+	// as the reference registers it exactly for backends that can execute.
+	Executor sandbox.Executor
+	// RootDir is the daemon's root exactly as configured. A request's
+	// X-Root-Dir header must equal it (PROTOCOL.md, check 2).
+	RootDir string
+	// StaticScope is --scopePath ("" if none). A request that also sends
+	// X-Scope-Path is refused with 400 "Scope conflict".
+	StaticScope string
+	// AuthToken is the bearer token every HTTP request must carry; "" turns
+	// authentication off.
+	AuthToken string
+	// AllowedOrigins are the browser origins (scheme://host[:port]) allowed
+	// to call the HTTP endpoint, "*" for any. Requests without an Origin
+	// header (every non-browser client) and loopback origins are always
+	// allowed; any other origin gets 403, which is what stops a DNS
+	// rebinding page from driving a local daemon.
+	AllowedOrigins []string
+	// MaxBodyBytes limits an HTTP request body; 0 means DefaultMaxBodyBytes,
+	// a negative value means no limit. Larger bodies get 413.
+	MaxBodyBytes int64
+	// ExecTimeout bounds one exec call; 0 leaves it to the executor's default.
+	ExecTimeout time.Duration
+	// Version is reported as the MCP server version.
+	Version string
+	// Logger receives request failures at Warn and tool failures at Debug;
+	// nil discards.
+	Logger *slog.Logger
+}
+
+// Server is an MCP server over one workspace. It is safe for concurrent use:
+// one *mcp.Server (with its tool table and compiled input schemas) serves
+// every HTTP request and stdio session.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	mcp      *mcp.Server
+	jsonH    http.Handler // streamable HTTP, replies as application/json
+	sseH     http.Handler // streamable HTTP, replies as text/event-stream
+	handler  http.Handler
+	maxBody  int64
+	tokenSum [32]byte // sha256 of "Bearer <token>", for constant-time checks
+
+	mu     sync.Mutex
+	closed bool
+	stdio  map[*mcp.ServerSession]struct{}
+	done   chan struct{}
+}
+
+// New builds a Server. It fails only when Options are unusable.
+func New(opts Options) (*Server, error) {
+	if opts.Workspace == nil {
+		return nil, errors.New("mcphttp: Options.Workspace is required")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		opts:  opts,
+		log:   log,
+		stdio: map[*mcp.ServerSession]struct{}{},
+		done:  make(chan struct{}),
+	}
+	s.maxBody = opts.MaxBodyBytes
+	if s.maxBody == 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if opts.AuthToken != "" {
+		s.tokenSum = hashToken("Bearer " + opts.AuthToken)
+	}
+
+	name := "local-filesystem"
+	if !opts.Workspace.CanExec() {
+		name = "memory"
+	}
+	version := opts.Version
+	if version == "" {
+		version = "0.0.0-dev"
+	}
+	s.mcp = mcp.NewServer(&mcp.Implementation{
+		Name:    name,
+		Title:   "agentbe-daemon",
+		Version: version,
+	}, &mcp.ServerOptions{
+		Logger: log,
+		Instructions: "Tools over one workspace directory. Paths are relative to the workspace root " +
+			"(absolute paths are taken as relative to it); nothing outside it is reachable.",
+	})
+	s.mcp.AddReceivingMiddleware(s.validationMiddleware)
+	s.registerTools()
+
+	// Two stateless handlers over the same mcp.Server: the SDK fixes the
+	// reply format per handler, and we pick per request from Accept. The
+	// body limit is ours (checkRequest), so the SDK's is switched off here
+	// only when ours is.
+	sdkMax := s.maxBody
+	getServer := func(*http.Request) *mcp.Server { return s.mcp }
+	s.jsonH = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Stateless: true, JSONResponse: true, Logger: log, MaxRequestBodyBytes: sdkMax,
+	})
+	s.sseH = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Stateless: true, Logger: log, MaxRequestBodyBytes: sdkMax,
+	})
+	s.handler = http.HandlerFunc(s.serveHTTP)
+	return s, nil
+}
+
+// Handler returns the streamable HTTP endpoint; the daemon mounts it at /mcp.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// ServeStdio serves one MCP session on r/w (newline-delimited JSON-RPC) until
+// r reaches EOF, ctx is cancelled or the Server is closed. EOF on r is a clean
+// end and returns nil. If r is an io.ReadCloser it is closed on cancellation,
+// which is what unblocks a pending read of stdin.
+func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
+	rc, ok := r.(io.ReadCloser)
+	if !ok {
+		rc = io.NopCloser(r)
+	}
+	ss, err := s.mcp.Connect(ctx, &mcp.IOTransport{Reader: rc, Writer: nopWriteCloser{w}}, nil)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ss.Close()
+		return ErrClosed
+	}
+	s.stdio[ss] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.stdio, ss)
+		s.mu.Unlock()
+	}()
+
+	waited := make(chan error, 1)
+	go func() { waited <- ss.Wait() }()
+	select {
+	case err = <-waited:
+	case <-ctx.Done():
+		ss.Close()
+		<-waited
+		return ctx.Err()
+	case <-s.done:
+		ss.Close()
+		<-waited
+		return ErrClosed
+	}
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
+		return nil
+	}
+	return err
+}
+
+// ErrClosed is returned by ServeStdio once the Server is closed.
+var ErrClosed = errors.New("mcphttp: server closed")
+
+// Close ends every stdio session and makes the HTTP handler answer 503. It
+// does not close the Workspace or the Executor: they belong to the caller.
+// Close is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Server) isClosed() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
