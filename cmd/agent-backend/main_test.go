@@ -287,3 +287,180 @@ func TestPortInUse(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
+
+// mcpLines runs the binary with args and talks to it as an MCP stdio client
+// does: it writes each request as a line and, for requests with an id, waits
+// for the answer before the next; then it closes stdin and expects exit 0.
+// stdout must hold nothing but JSON-RPC messages (logs go to stderr).
+func mcpLines(t *testing.T, args []string, requests ...string) (lines []string, stderr string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errb := &lockedBuffer{}
+	cmd.Stderr = writerFunc(func(b []byte) (int, error) { errb.WriteString(string(b)); return len(b), nil })
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan string)
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			out <- sc.Text()
+		}
+	}()
+	for _, req := range requests {
+		if _, err := io.WriteString(stdin, req+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(req, `"id":`) {
+			continue // a notification gets no answer
+		}
+		select {
+		case l, ok := <-out:
+			if !ok {
+				t.Fatalf("stdout closed before the answer to %s\n%s", req, errb)
+			}
+			if !strings.HasPrefix(l, `{"jsonrpc":"2.0"`) {
+				t.Errorf("stdout line is not a JSON-RPC message: %q", l)
+			}
+			lines = append(lines, l)
+		case <-time.After(60 * time.Second): // hang guard
+			cmd.Process.Kill()
+			t.Fatalf("no answer to %s after 60s\n%s", req, errb)
+		}
+	}
+	stdin.Close()
+	done := make(chan error, 1)
+	go func() {
+		for l := range out {
+			t.Errorf("unexpected stdout after the last answer: %q", l)
+		}
+		done <- cmd.Wait()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after stdin closed: %v\n%s", err, errb)
+		}
+	case <-time.After(60 * time.Second): // hang guard
+		cmd.Process.Kill()
+		t.Fatalf("still running 60s after stdin closed\n%s", errb)
+	}
+	return lines, errb.String()
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+const (
+	initReq  = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	initNote = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+	listReq  = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+)
+
+func TestLocalOnlyServesMCPOnStdio(t *testing.T) {
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "hello.txt"), []byte("hi there\n"), 0o644)
+	call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"hello.txt"}}}`
+	lines, stderr := mcpLines(t, []string{"daemon", "--rootDir", root, "--local-only", "--isolation", "software", "--shell", "auto"},
+		initReq, initNote, listReq, call)
+	if len(lines) != 3 {
+		t.Fatalf("want 3 responses, got %d: %q\nstderr:\n%s", len(lines), lines, stderr)
+	}
+	if !strings.Contains(lines[1], `"name":"exec"`) || !strings.Contains(lines[1], `"name":"read_text_file"`) {
+		t.Errorf("tools/list lacks exec or read_text_file: %s", lines[1])
+	}
+	if !strings.Contains(lines[2], `hi there`) {
+		t.Errorf("read_text_file: %s", lines[2])
+	}
+	if !strings.Contains(stderr, "serving MCP over stdio") {
+		t.Errorf("stdio mode not logged on stderr:\n%s", stderr)
+	}
+}
+
+func TestMemoryBackendTopLevelForm(t *testing.T) {
+	write := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"a/b.txt","content":"in memory"}}}`
+	read := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"a/b.txt"}}}`
+	dir := filepath.Join(t.TempDir(), "never-created")
+	lines, stderr := mcpLines(t, []string{"--backend", "memory", "--rootDir", dir}, initReq, initNote, listReq, write, read)
+	if len(lines) != 4 {
+		t.Fatalf("want 4 responses, got %d: %q\nstderr:\n%s", len(lines), lines, stderr)
+	}
+	if strings.Contains(lines[1], `"name":"exec"`) || !strings.Contains(lines[1], `"name":"write_file"`) {
+		t.Errorf("memory tools/list: want file tools and no exec: %s", lines[1])
+	}
+	if !strings.Contains(lines[3], "in memory") {
+		t.Errorf("read back: %s", lines[3])
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("memory backend created %s on disk", dir)
+	}
+}
+
+// A first SIGTERM waits for in-flight work; a second one exits at once.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	p := startDaemon(t, "--root", t.TempDir(), "--shutdown-timeout", "5m")
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"command":"sleep 600"}}}`
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, p.url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, func() bool { return strings.Contains(p.stderr.String(), "exec") || inFlight(p.url) })
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, func() bool { return strings.Contains(p.stderr.String(), "shutting down") })
+	select {
+	case <-p.done:
+		t.Fatalf("exited on the first signal with a request in flight and a 5m grace period:\n%s", p.stderr)
+	case <-time.After(200 * time.Millisecond):
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second): // hang guard
+		t.Fatalf("still running 30s after the second signal:\n%s", p.stderr)
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit code %d after a second signal; want 130", code)
+	}
+	if !strings.Contains(p.stderr.String(), "second signal") {
+		t.Errorf("second signal not logged:\n%s", p.stderr)
+	}
+}
+
+// inFlight reports whether the daemon at url is answering a request now.
+func inFlight(url string) bool {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	// /metrics itself is one in-flight request.
+	return strings.Contains(string(b), "agentbe_http_requests_in_flight 2")
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 3000; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("condition not met after 30s")
+}
