@@ -435,7 +435,18 @@ type child struct {
 	bwrap    bool
 	session  bool // a pty: the child leads its own session
 	timedOut atomic.Bool
-	killed   atomic.Bool
+	want     atomic.Bool  // a kill was asked for (maybe before the start)
+	pid      atomic.Int64 // set once started
+	killed   atomic.Bool  // the kill was carried out
+}
+
+// started records the pid, and carries out a kill asked for while the
+// process was being started (Close racing with Run).
+func (c *child) started() {
+	c.pid.Store(int64(c.cmd.Process.Pid))
+	if c.want.Load() {
+		c.kill()
+	}
 }
 
 // kill ends the whole tree. Under bwrap, killing bwrap takes the pid
@@ -443,10 +454,11 @@ type child struct {
 // process group is killed, after freezing it and every descendant found in
 // /proc so that nothing can fork or escape with setsid in between.
 func (c *child) kill() {
-	if !c.killed.CompareAndSwap(false, true) {
+	c.want.Store(true)
+	pid := int(c.pid.Load())
+	if pid == 0 || !c.killed.CompareAndSwap(false, true) {
 		return
 	}
-	pid := c.cmd.Process.Pid
 	if c.bwrap {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -571,6 +583,7 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 		errR.Close()
 		return Result{}, execError(req.Command, err)
 	}
+	c.started()
 	stdout, stderr := newHeadTail(limit), newHeadTail(limit)
 	var readers sync.WaitGroup
 	readers.Add(2)

@@ -109,6 +109,7 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		return nil, execError(req.Command, err)
 	}
 	closeAll(childEnds...)
+	p.c.started()
 
 	if req.Pty != nil {
 		p.copies.Add(1)
