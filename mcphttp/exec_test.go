@@ -1,0 +1,45 @@
+package mcphttp
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// TestExecLimits: truncated output says what was cut and keeps head and
+// tail; a command over its timeout is killed and its partial output shown.
+func TestExecLimits(t *testing.T) {
+	root := t.TempDir()
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	ex, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeSoftware, WorkspaceRoot: ws.Root(), OutputLimit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	srv, err := New(Options{Workspace: ws, Executor: ex, RootDir: root, ExecTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cs := connectStdio(t, srv)
+
+	got := call(t, cs, "exec", map[string]any{"command": "echo FIRST; head -c 5000 /dev/zero | tr '\\0' y; echo; echo LAST"})
+	for _, want := range []string{"text:\nFIRST\n", "[... output truncated:", "bytes omitted", "LAST\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("truncated output lacks %q:\n%s", want, got)
+		}
+	}
+	got = call(t, cs, "exec", map[string]any{"command": "echo started; echo warn >&2; sleep 30"})
+	for _, want := range []string{"isError: true", "Command timed out after 1s and was killed.", "[stdout before the timeout]\nstarted", "[stderr before the timeout]\nwarn"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("timeout result lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package mcphttp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// pipePair is one direction of a stdio connection.
+type stdioPipes struct {
+	serverIn  *io.PipeReader // server's stdin
+	clientOut *io.PipeWriter // client writes here
+	clientIn  *io.PipeReader // client reads here
+	serverOut *io.PipeWriter // server's stdout
+}
+
+func newStdioPipes() *stdioPipes {
+	sr, cw := io.Pipe()
+	cr, sw := io.Pipe()
+	return &stdioPipes{serverIn: sr, clientOut: cw, clientIn: cr, serverOut: sw}
+}
+
+// connectStdio serves srv on in-memory pipes and returns a go-sdk client
+// session over them, as LocalFilesystemBackend's stdio client would talk to
+// `agent-backend daemon --local-only`.
+func connectStdio(t *testing.T, srv *Server) *mcp.ClientSession {
+	t.Helper()
+	p := newStdioPipes()
+	done := make(chan error, 1)
+	go func() {
+		done <- srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
+		p.serverOut.Close()
+	}()
+	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: p.clientIn, Writer: p.clientOut}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		p.clientOut.Close()
+		if err := <-done; err != nil && !errors.Is(err, ErrClosed) {
+			t.Errorf("ServeStdio: %v", err)
+		}
+	})
+	return cs
+}
+
+func TestStdio(t *testing.T) {
+	e := newEnv(t)
+	cs := connectStdio(t, e.srv)
+	if n := len(toolNames(t, cs)); n != 15 {
+		t.Errorf("%d tools over stdio, want 15", n)
+	}
+	if got := call(t, cs, "read_text_file", map[string]any{"path": "a.txt"}); got != "text:\nline1\nline2\nline3\n\n" {
+		t.Errorf("read: %q", got)
+	}
+	if got := call(t, cs, "exec", map[string]any{"command": "echo $((6*7))"}); got != "text:\n42\n" {
+		t.Errorf("exec: %q", got)
+	}
+	if got := call(t, cs, "read_text_file", map[string]any{"path": "../x"}); !strings.HasPrefix(got, "isError: true") {
+		t.Errorf("escape: %q", got)
+	}
+}
+
+// TestStdioEOF: the session ends cleanly (nil) when stdin closes.
+func TestStdioEOF(t *testing.T) {
+	e := newEnv(t)
+	p := newStdioPipes()
+	done := make(chan error, 1)
+	go func() { done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut) }()
+	go io.Copy(io.Discard, p.clientIn)
+	p.clientOut.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}` + "\n"))
+	p.clientOut.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("ServeStdio after EOF: %v", err)
+	}
+	p.serverOut.Close()
+}
+
+// TestStdioCancel: cancelling the context ends a session blocked on stdin,
+// and Close ends another one.
+func TestStdioCancel(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	p1, p2 := newStdioPipes(), newStdioPipes()
+	d1, d2 := make(chan error, 1), make(chan error, 1)
+	go func() { d1 <- e.srv.ServeStdio(ctx, p1.serverIn, p1.serverOut) }()
+	go func() { d2 <- e.srv.ServeStdio(context.Background(), p2.serverIn, p2.serverOut) }()
+	go io.Copy(io.Discard, p1.clientIn)
+	go io.Copy(io.Discard, p2.clientIn)
+	cancel()
+	if err := <-d1; !errors.Is(err, context.Canceled) {
+		t.Errorf("after cancel: %v", err)
+	}
+	// Close ends the second session whether or not it has registered yet
+	// (registered: closed; not yet: refused).
+	e.srv.Close()
+	if err := <-d2; !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: %v", err)
+	}
+	for _, p := range []*stdioPipes{p1, p2} {
+		p.clientOut.Close()
+		p.serverOut.Close()
+	}
+}
