@@ -79,6 +79,11 @@ func extractCommon(p *diffPath, newT, oldT []string, diag int) int {
 func diffComponents(oldT, newT []string, budget int) ([]lineComp, bool) {
 	newLen, oldLen := len(newT), len(oldT)
 	maxEdit := min(newLen+oldLen, budget)
+	if editLowerBound(oldT, newT) > maxEdit {
+		// Every line that occurs more often on one side must be inserted or
+		// deleted, so the search could only end over budget: skip it.
+		return nil, false
+	}
 	off := maxEdit + 2
 	best := make([]*diffPath, 2*off+1)
 	best[off] = &diffPath{oldPos: -1}
@@ -123,6 +128,23 @@ func diffComponents(oldT, newT []string, budget int) ([]lineComp, bool) {
 		}
 	}
 	return nil, false
+}
+
+// editLowerBound is a lower bound of the edit script's length: the lines whose
+// counts differ between the two sides must each be added or removed.
+func editLowerBound(oldT, newT []string) int {
+	counts := make(map[string]int, len(oldT))
+	for _, l := range oldT {
+		counts[l]++
+	}
+	for _, l := range newT {
+		counts[l]--
+	}
+	n := 0
+	for _, c := range counts {
+		n += max(c, -c)
+	}
+	return n
 }
 
 func flatten(last *lineComp) []lineComp {
