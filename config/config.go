@@ -46,6 +46,8 @@ type Config struct {
 	// Listening.
 	Bind            string
 	Port            int
+	TLSCert         string // PEM certificate; with TLSKey the daemon serves HTTPS/WSS
+	TLSKey          string
 	LocalOnly       bool // MCP over stdio only; no listener
 	DisableSSHWS    bool
 	AuthToken       string // never logged or printed; see Redacted
@@ -132,6 +134,9 @@ func (c *Config) Validate() error {
 		if part == ".." {
 			return fmt.Errorf("--scopePath %q: must stay inside the root (no \"..\")", c.ScopePath)
 		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key go together: set both, or neither")
 	}
 	if c.LocalOnly {
 		return nil

@@ -205,6 +205,9 @@ func TestValidate(t *testing.T) {
 		{"ipv6 loopback", func(c *Config) { c.Bind = "::1" }, ""},
 		{"127.0.0.2", func(c *Config) { c.Bind = "127.0.0.2" }, ""},
 		{"stdio ignores bind", func(c *Config) { c.Bind = "0.0.0.0"; c.LocalOnly = true }, ""},
+		{"tls cert without key", func(c *Config) { c.TLSCert = "/c.pem" }, "--tls-cert and --tls-key go together: set both, or neither"},
+		{"tls key without cert", func(c *Config) { c.TLSKey = "/k.pem" }, "--tls-cert and --tls-key go together: set both, or neither"},
+		{"tls pair", func(c *Config) { c.TLSCert, c.TLSKey = "/c.pem", "/k.pem" }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,10 +30,10 @@ type Options struct {
 	Logger   *slog.Logger         // nil = discard
 	Registry *prometheus.Registry // nil = a fresh registry
 	Version  string               // reported by /health
-	// OnReady is called once the listener accepts connections (sd_notify,
-	// tests). OnStopping is called when a graceful shutdown begins.
-	OnReady    func(addr net.Addr)
-	OnStopping func()
+	// Notifier tells systemd READY=1 once the listener accepts connections
+	// and STOPPING=1 when a graceful shutdown begins; nil = not under
+	// systemd.
+	Notifier *Notifier
 }
 
 // Daemon is one running workspace server. Create it with New, run it with
@@ -45,7 +46,8 @@ type Daemon struct {
 	metrics *httpMetrics
 	handler http.Handler
 
-	proto protocols // filled by wire.go
+	proto protocols     // filled by wire.go
+	certs *certReloader // nil unless --tls-cert is set
 
 	closeOnce sync.Once
 	closeErr  error
@@ -72,6 +74,11 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.metrics = m
+	if cfg.TLSCert != "" && !cfg.LocalOnly {
+		if d.certs, err = newCertReloader(cfg.TLSCert, cfg.TLSKey); err != nil {
+			return nil, err
+		}
+	}
 	if err := d.proto.build(cfg, opts); err != nil {
 		return nil, err
 	}
@@ -146,14 +153,24 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 		// calls can finish; srv.Close cancels them when the grace period ends.
 		BaseContext: func(net.Listener) context.Context { return context.Background() },
 	}
+	scheme := "http"
+	if d.certs != nil {
+		ln = tls.NewListener(ln, d.certs.tlsConfig())
+		scheme = "https"
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	d.log.Info("listening", "addr", ln.Addr().String(), "root", d.cfg.Root,
-		"mcp", "http://"+ln.Addr().String()+routeMCP, "ssh_ws", d.proto.sshHandler() != nil,
-		"auth", d.cfg.AuthToken != "")
-	if d.opts.OnReady != nil {
-		d.opts.OnReady(ln.Addr())
+		"mcp", scheme+"://"+ln.Addr().String()+routeMCP, "ssh_ws", d.proto.sshHandler() != nil,
+		"auth", d.cfg.AuthToken != "", "tls", d.certs != nil)
+	notifyErr := func(err error) { d.log.Warn("systemd notification failed", "err", err) }
+	if err := d.opts.Notifier.Notify("READY=1\nSTATUS=serving " + scheme + "://" + ln.Addr().String()); err != nil {
+		notifyErr(err)
 	}
+	wdCtx, stopWatchdog := context.WithCancel(ctx)
+	wdDone := make(chan struct{})
+	go func() { defer close(wdDone); d.opts.Notifier.runWatchdog(wdCtx, notifyErr) }()
+	defer func() { stopWatchdog(); <-wdDone }()
 
 	select {
 	case err := <-errc:
@@ -162,8 +179,8 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	}
 
 	d.log.Info("shutting down", "grace", d.cfg.ShutdownTimeout)
-	if d.opts.OnStopping != nil {
-		d.opts.OnStopping()
+	if err := d.opts.Notifier.Notify("STOPPING=1"); err != nil {
+		notifyErr(err)
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
 	defer cancel()
@@ -186,6 +203,15 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	d.log.Info("stopped")
 	return err
+}
+
+// ReloadTLS reads the certificate and key files again (on SIGHUP). Without
+// --tls-cert it does nothing. On failure the old certificate stays in use.
+func (d *Daemon) ReloadTLS() error {
+	if d.certs == nil {
+		return nil
+	}
+	return d.certs.Reload()
 }
 
 // ListenAndServe listens on the configured address and calls Serve.

@@ -61,8 +61,20 @@ type running struct {
 
 func start(t *testing.T, c config.Config, tweak func(*Daemon)) *running {
 	t.Helper()
+	return startTweaked(t, c, Options{}, tweak)
+}
+
+func startWith(t *testing.T, c config.Config, opts Options) *running {
+	t.Helper()
+	return startTweaked(t, c, opts, nil)
+}
+
+func startTweaked(t *testing.T, c config.Config, opts Options, tweak func(*Daemon)) *running {
+	t.Helper()
 	logs := &syncBuffer{}
-	d, err := New(c, Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Version: "9.9.9"})
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts.Version = "9.9.9"
+	d, err := New(c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

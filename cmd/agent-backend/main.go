@@ -155,7 +155,8 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 			"bind", cfg.Bind, "port", cfg.Port)
 	}
 
-	d, err := daemon.New(cfg, daemon.Options{Logger: log, Version: version})
+	d, err := daemon.New(cfg, daemon.Options{Logger: log, Version: version,
+		Notifier: daemon.NotifierFromEnv(os.Getenv, os.Getpid())})
 	if err != nil {
 		return err
 	}
@@ -166,6 +167,18 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 	sigc := make(chan os.Signal, 2)
 	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigc)
+	hupc := make(chan os.Signal, 1)
+	signal.Notify(hupc, syscall.SIGHUP)
+	defer signal.Stop(hupc)
+	go func() {
+		for range hupc {
+			if err := d.ReloadTLS(); err != nil {
+				log.Error("SIGHUP: TLS reload failed; still serving the previous certificate", "err", err)
+			} else if cfg.TLSCert != "" {
+				log.Info("SIGHUP: TLS certificate reloaded", "cert", cfg.TLSCert)
+			}
+		}
+	}()
 	go func() {
 		sig, ok := <-sigc
 		if !ok {
