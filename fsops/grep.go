@@ -234,7 +234,7 @@ func (g *grepper) ignored(rel, name string, isDir bool) bool {
 		if m, white := g.glob.match(rel, isDir); m {
 			return !white
 		}
-		if !isDir {
+		if !isDir && g.glob.rules[0].neg {
 			return true // a whitelist glob exists and this file does not match it
 		}
 	}
