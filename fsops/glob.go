@@ -55,7 +55,7 @@ func matchSegments(pat, name []string) bool {
 				pat = pat[1:]
 			}
 			if len(pat) == 1 {
-				return true
+				return len(name) > 0 // a trailing "**" needs something below
 			}
 			for i := 0; i <= len(name); i++ {
 				if matchSegments(pat[1:], name[i:]) {

@@ -12,6 +12,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/agentbe/agentbe-daemon/errcode"
 )
 
@@ -178,7 +180,36 @@ func TreeJSON(nodes []TreeNode) string {
 	if err := enc.Encode(nodes); err != nil {
 		return "[]"
 	}
-	return strings.TrimSuffix(buf.String(), "\n")
+	return unescapeLineSeps(strings.TrimSuffix(buf.String(), "\n"))
+}
+
+// unescapeLineSeps undoes encoding/json's escaping of U+2028 and U+2029,
+// which JSON.stringify prints as they are. An escape counts only after an
+// even number of backslashes ("\\u2028" is a backslash and text).
+func unescapeLineSeps(s string) string {
+	if !strings.Contains(s, `\u202`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			if strings.HasPrefix(s[i:], `\u2028`) || strings.HasPrefix(s[i:], `\u2029`) {
+				if s[i+5] == '8' {
+					b.WriteString("\u2028")
+				} else {
+					b.WriteString("\u2029")
+				}
+				i += 5
+				continue
+			}
+			b.WriteByte(s[i])
+			b.WriteByte(s[i+1])
+			i++
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 type searchHit struct {
@@ -269,15 +300,16 @@ func search(ctx context.Context, w walker, p, pattern string, opts SearchOptions
 }
 
 // localeLess approximates JavaScript's a.localeCompare(b) < 0 (ICU root
-// collation), which the reference uses to sort search results: punctuation
-// sorts before digits, digits before letters, letters compare without case
-// first (then lower before upper), and bytes break remaining ties.
+// collation), which the reference uses to sort search results. Strings are
+// compared level by level over the whole string: first base characters
+// (punctuation before digits before letters, letters without case or accent),
+// then accents (unaccented first), then case (lower first), then bytes.
 func localeLess(a, b string) bool {
-	if c := collate(a, b, false); c != 0 {
-		return c < 0
-	}
-	if c := collate(a, b, true); c != 0 {
-		return c < 0
+	ka, kb := collKeys(a), collKeys(b)
+	for level := 0; level < 3; level++ {
+		if c := compareLevel(ka, kb, level); c != 0 {
+			return c < 0
+		}
 	}
 	return a < b
 }
@@ -285,52 +317,67 @@ func localeLess(a, b string) bool {
 // ICU root order of ASCII punctuation and symbols (non-ignorable).
 const punctOrder = " _-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$"
 
-func collKey(r rune) (int, rune) {
-	if i := strings.IndexRune(punctOrder, r); i >= 0 && r < utf8.RuneSelf {
-		return 0, rune(i)
-	}
-	switch {
-	case r >= '0' && r <= '9':
-		return 1, r
-	case unicode.IsLetter(r):
-		return 2, unicode.ToLower(r)
-	}
-	return 3, r
+type collKey struct {
+	class   int  // 0 punctuation, 1 digit, 2 letter, 3 other
+	primary rune // base character, lower case
+	accent  int  // number of combining marks
+	upper   bool
 }
 
-// collate compares primary keys (tertiary: case, lower first).
-func collate(a, b string, tertiary bool) int {
-	for a != "" && b != "" {
-		ra, na := utf8.DecodeRuneInString(a)
-		rb, nb := utf8.DecodeRuneInString(b)
-		a, b = a[na:], b[nb:]
-		if tertiary {
-			la, lb := unicode.IsLower(ra), unicode.IsLower(rb)
-			if la != lb && unicode.ToLower(ra) == unicode.ToLower(rb) {
-				if la {
+func collKeys(s string) []collKey {
+	keys := make([]collKey, 0, len(s))
+	for _, r := range norm.NFD.String(s) {
+		if unicode.Is(unicode.Mn, r) {
+			if n := len(keys); n > 0 {
+				keys[n-1].accent++
+			}
+			continue
+		}
+		k := collKey{class: 3, primary: r}
+		switch {
+		case r < utf8.RuneSelf && strings.ContainsRune(punctOrder, r):
+			k.class, k.primary = 0, rune(strings.IndexRune(punctOrder, r))
+		case unicode.IsDigit(r):
+			k.class = 1
+		case unicode.IsLetter(r):
+			k.class, k.primary, k.upper = 2, unicode.ToLower(r), unicode.IsUpper(r)
+		}
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func compareLevel(a, b []collKey, level int) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		x, y := a[i], b[i]
+		switch level {
+		case 0:
+			if x.class != y.class {
+				return x.class - y.class
+			}
+			if x.primary != y.primary {
+				if x.primary < y.primary {
 					return -1
 				}
 				return 1
 			}
-			continue
-		}
-		ca, ka := collKey(ra)
-		cb, kb := collKey(rb)
-		if ca != cb {
-			return ca - cb
-		}
-		if ka != kb {
-			if ka < kb {
+		case 1:
+			if x.accent != y.accent {
+				return x.accent - y.accent
+			}
+		case 2:
+			if x.upper != y.upper {
+				if x.upper {
+					return 1
+				}
 				return -1
 			}
-			return 1
 		}
 	}
-	switch {
-	case a == "" && b == "":
-		return 0
-	case a == "":
-		return -1
-	}
-	return 1
+	return len(a) - len(b)
+}
+
+// sortLocale sorts names with localeLess.
+func sortLocale(names []string) {
+	sort.SliceStable(names, func(i, j int) bool { return localeLess(names[i], names[j]) })
 }
