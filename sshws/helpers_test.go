@@ -18,6 +18,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if root := os.Getenv("SSHWS_BENCH_SERVE"); root != "" {
+		benchServe(root) // the server process of BenchmarkIdleConnRSS
+		return
+	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		if binPath != "" {
 			os.RemoveAll(filepath.Dir(binPath))

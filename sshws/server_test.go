@@ -362,6 +362,27 @@ func TestExec(t *testing.T) {
 		}
 	})
 
+	t.Run("output still in flight when the command exits is complete", func(t *testing.T) {
+		// 2 MiB fills the client's channel window; the rest (under a pipe's
+		// 64 KiB) is still on our side when the command exits. The client
+		// reads nothing for a second: everything must still arrive.
+		const size = 2<<20 + 60000
+		s, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		out, _ := s.StdoutPipe()
+		if err := s.Start(fmt.Sprintf("head -c %d /dev/zero", size)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		n, err := io.Copy(io.Discard, out)
+		if werr := s.Wait(); err != nil || werr != nil || n != size {
+			t.Fatalf("got %d bytes of %d (%v, Wait %v)", n, size, err, werr)
+		}
+	})
+
 	t.Run("large output", func(t *testing.T) {
 		out, _, code, _ := run(t, c, "head -c 3000000 /dev/zero | tr '\\0' a", "")
 		if code != 0 || len(out) != 3000000 || strings.Trim(out, "a") != "" {
