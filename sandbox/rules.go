@@ -42,8 +42,10 @@ var (
 	readOnlyVerbs = set("", "show", "sh", "s", "list", "ls", "lst", "l", "get", "help", "status",
 		"monitor", "cat", "is-active", "is-enabled", "is-failed", "list-units", "list-unit-files",
 		"list-timers", "list-sockets", "list-dependencies", "show-environment", "--version", "-h", "--help")
-	// rmDanger are rm -r targets that wipe the root, a home or the cwd.
-	rmDanger = set("/", "/*", "~", "~/", "~/*", "*", ".", "./", "./*", "..", "../", "../*", ".*",
+	// rmDanger are rm -r targets that wipe the root, a home or a parent
+	// (".*" matches ".." in older bash). `*` and `.` are judged by where
+	// they resolve: the workspace root is refused, a subdirectory is not.
+	rmDanger = set("/", "/*", "~", "~/", "~/*", "..", "../", "../*", ".*",
 		"$HOME", "$HOME/", "$HOME/*")
 	// safeDevices are /dev files a command may write.
 	safeDevices = set("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",

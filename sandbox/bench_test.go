@@ -1,0 +1,117 @@
+package sandbox
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+)
+
+// Benchmarks of the exec path. Compare within one run:
+//
+//	go test -run XXX -bench . -benchtime=200x ./sandbox
+//
+// BenchmarkFloor* are the raw costs the executor adds to: fork/exec of
+// /bin/true, and of the shell running `true` (what every mode must pay).
+// BenchmarkBareBwrap is bwrap with the same mounts and no executor.
+
+func BenchmarkFloorTrue(b *testing.B) {
+	for b.Loop() {
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkFloorShellTrue(b *testing.B) {
+	sh, _, _, err := resolveShell(ShellAuto)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := exec.Command(sh, "-c", "true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkBareBwrap(b *testing.B) {
+	needBwrap(b)
+	ws := b.TempDir()
+	e, err := New(Config{Mode: ModeBwrap, WorkspaceRoot: mustReal(b, ws)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	x := e.(*executor)
+	args := append([]string{}, x.bwrapBase...)
+	args = append(args, "--new-session", "--bind", x.root, x.root, "--chdir", x.root, "--", "/bin/true")
+	for b.Loop() {
+		if err := exec.Command(x.bwrapPath, args...).Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchMode(b *testing.B, mode Mode) {
+	if mode == ModeBwrap {
+		needBwrap(b)
+	}
+	e, err := New(Config{Mode: mode, WorkspaceRoot: mustReal(b, b.TempDir())})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	req := Request{Command: "true"}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := e.Run(ctx, req)
+		if err != nil || res.ExitCode != 0 {
+			b.Fatal(res, err)
+		}
+	}
+}
+
+func BenchmarkRunNone(b *testing.B)     { benchMode(b, ModeNone) }
+func BenchmarkRunSoftware(b *testing.B) { benchMode(b, ModeSoftware) }
+func BenchmarkRunBwrap(b *testing.B)    { benchMode(b, ModeBwrap) }
+
+// BenchmarkPolicyCheck is the policy's cost per command, over both
+// corpora.
+func BenchmarkPolicyCheck(b *testing.B) {
+	var cmds []string
+	for _, name := range []string{"blocked.txt", "allowed.txt"} {
+		for _, c := range readCorpus(b, name) {
+			cmds = append(cmds, c.command)
+		}
+	}
+	p := mustPolicy(b, true)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		_ = p.Check(cmds[i%len(cmds)], corpusBoundary)
+		i++
+	}
+}
+
+// BenchmarkPolicyClientShape is the cost for the command shape every SSH
+// client exec has.
+func BenchmarkPolicyClientShape(b *testing.B) {
+	p := mustPolicy(b, true)
+	cmd := `HOME='/home/agent/ws' K='v' cd "/home/agent/ws" && npm test`
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.Check(cmd, corpusBoundary); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func mustReal(b testing.TB, p string) string {
+	b.Helper()
+	r, err := realPath(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
