@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -71,7 +72,13 @@ func TestVanishingClientIsDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := &Conn{wsConn: newWSConn(ws)}
-	ws.SetPingHandler(func(string) error { return nil })
+	var silent atomic.Bool
+	ws.SetPingHandler(func(data string) error {
+		if silent.Load() {
+			return nil
+		}
+		return ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+	})
 	c, err := sshClient(conn)
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +86,7 @@ func TestVanishingClientIsDropped(t *testing.T) {
 	defer c.Close()
 	s, pid := startSleeper(t, c)
 	defer s.Close()
+	silent.Store(true)
 
 	if err := s.Wait(); err == nil {
 		t.Fatal("session ended cleanly; want the connection dropped")
@@ -87,6 +95,38 @@ func TestVanishingClientIsDropped(t *testing.T) {
 		t.Errorf("close %d %q, want 1011 keepalive timeout", code, reason)
 	}
 	waitGone(t, pid)
+}
+
+func TestLoginTimeout(t *testing.T) {
+	e := newEnv(t)
+	e.srv.loginTimeout = 50 * time.Millisecond
+	// A peer that upgrades and answers pings but never speaks SSH (it reads
+	// and ignores the server's banner).
+	ws, _, err := websocket.DefaultDialer.Dial(e.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		_, _, err := ws.ReadMessage()
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) {
+			if ce.Code != ClosePolicy || ce.Text != "SSH login timeout" {
+				t.Fatalf("close %d %q, want 1008 SSH login timeout", ce.Code, ce.Text)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A client that logs in is not affected.
+	c := e.dial(t, "")
+	time.Sleep(100 * time.Millisecond)
+	if out, _, code, _ := run(t, c, "echo in", ""); out != "in\n" || code != 0 {
+		t.Fatalf("%q %d", out, code)
+	}
 }
 
 func TestKeepaliveKeepsAnsweringPeerAlive(t *testing.T) {

@@ -65,7 +65,9 @@ type Server struct {
 	maxConns  int
 	keepalive time.Duration
 	envAllow  map[string]bool
-	log       *slog.Logger
+	// loginTimeout is loginTimeout; a field so tests can shorten it.
+	loginTimeout time.Duration
+	log          *slog.Logger
 
 	ssh      *gssh.Server
 	upgrader websocket.Upgrader
@@ -99,6 +101,8 @@ func New(opts Options) (*Server, error) {
 		envAllow:  make(map[string]bool, len(opts.EnvAllowlist)),
 		log:       opts.Logger,
 		conns:     make(map[*wsConn]struct{}),
+
+		loginTimeout: loginTimeout,
 	}
 	if s.maxConns <= 0 {
 		s.maxConns = DefaultMaxConns
@@ -142,10 +146,22 @@ func New(opts Options) (*Server, error) {
 		// the user's keys). NoClientAuth is set in ServerConfigCallback
 		// because gliderlabs only sets it when no handler is configured, and
 		// we need both at once.
-		PasswordHandler:  func(gssh.Context, string) bool { return true },
-		PublicKeyHandler: func(gssh.Context, gssh.PublicKey) bool { return true },
-		ServerConfigCallback: func(gssh.Context) *gossh.ServerConfig {
-			return &gossh.ServerConfig{NoClientAuth: true}
+		PasswordHandler:  func(ctx gssh.Context, _ string) bool { return loggedIn(ctx) },
+		PublicKeyHandler: func(ctx gssh.Context, _ gssh.PublicKey) bool { return loggedIn(ctx) },
+		ServerConfigCallback: func(ctx gssh.Context) *gossh.ServerConfig {
+			return &gossh.ServerConfig{
+				NoClientAuth: true,
+				NoClientAuthCallback: func(gossh.ConnMetadata) (*gossh.Permissions, error) {
+					loggedIn(ctx)
+					return nil, nil
+				},
+			}
+		},
+		// ConnCallback hands the auth handlers the WebSocket, so they can
+		// tell the login timer the client got in.
+		ConnCallback: func(ctx gssh.Context, c net.Conn) net.Conn {
+			ctx.SetValue(wsConnKey{}, c)
+			return c
 		},
 		// Our own session handler, not gliderlabs' default one: we need
 		// exit-signal, an env allowlist, signals and resizes that never block
@@ -204,11 +220,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	stop := s.startKeepalive(c, remote)
 	defer stop()
+	// Keepalive alone would keep a peer that answers pings but never logs in
+	// forever, holding a slot under the cap.
+	login := time.AfterFunc(s.loginTimeout, func() {
+		if !c.authed.Load() {
+			s.log.Info("ssh-ws: no SSH login in time, dropping connection", "remote", remote)
+			c.closeWith(ClosePolicy, "SSH login timeout")
+		}
+	})
+	defer login.Stop()
 
 	s.log.Debug("ssh-ws: connected", "remote", remote)
 	s.ssh.HandleConn(c)
 	c.Close()
 	s.log.Debug("ssh-ws: disconnected", "remote", remote)
+}
+
+// loginTimeout bounds the SSH handshake and authentication after the
+// WebSocket is up (OpenSSH's LoginGraceTime is 120 s; our clients log in
+// within one round trip of the handshake).
+const loginTimeout = 30 * time.Second
+
+type wsConnKey struct{}
+
+// loggedIn marks the connection of ctx as authenticated; it is the SSH
+// authentication handler, and accepts everything (see New).
+func loggedIn(ctx gssh.Context) bool {
+	if c, ok := ctx.Value(wsConnKey{}).(*wsConn); ok {
+		c.authed.Store(true)
+	}
+	return true
 }
 
 // authorized checks the token from "Authorization: Bearer" (0.13 clients,

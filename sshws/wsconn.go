@@ -19,6 +19,7 @@ const (
 	CloseGoingAway    = websocket.CloseGoingAway         // 1001: "Server shutting down"
 	CloseInternal     = websocket.CloseInternalServerErr // 1011: keepalive timeout, SSH setup failure
 	CloseTryAgain     = websocket.CloseTryAgainLater     // 1013: connection cap reached
+	ClosePolicy       = websocket.ClosePolicyViolation   // 1008: no SSH login in time
 	CloseUnauthorized = 4001                             // bad or missing token
 )
 
@@ -59,6 +60,7 @@ type wsConn struct {
 	lastRead   atomic.Int64 // unix nanos of the last frame (data or pong) from the peer
 	peerClosed atomic.Bool  // the peer's close frame (or EOF) has been seen
 	peerClose  atomic.Pointer[websocket.CloseError]
+	authed     atomic.Bool // the SSH client has logged in (see loginTimeout)
 
 	closeOnce sync.Once
 	closeErr  error
