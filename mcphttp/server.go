@@ -123,6 +123,11 @@ func New(opts Options) (*Server, error) {
 		s.tokenSum = hashToken("Bearer " + opts.AuthToken)
 	}
 
+	// The SDK logs every session's connect and disconnect at Info: in
+	// stateless HTTP that is two lines per request. Only its warnings and
+	// errors reach the daemon's log.
+	sdkLog := slog.New(minLevel{h: log.Handler(), min: slog.LevelWarn})
+
 	name := "local-filesystem"
 	if !opts.Workspace.CanExec() {
 		name = "memory"
@@ -136,7 +141,7 @@ func New(opts Options) (*Server, error) {
 		Title:   "agentbe-daemon",
 		Version: version,
 	}, &mcp.ServerOptions{
-		Logger: log,
+		Logger: sdkLog,
 		Instructions: "Tools over one workspace directory. Paths are relative to the workspace root " +
 			"(absolute paths are taken as relative to it); nothing outside it is reachable.",
 	})
@@ -150,10 +155,10 @@ func New(opts Options) (*Server, error) {
 	sdkMax := s.maxBody
 	getServer := func(*http.Request) *mcp.Server { return s.mcp }
 	s.jsonH = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		Stateless: true, JSONResponse: true, Logger: log, MaxRequestBodyBytes: sdkMax,
+		Stateless: true, JSONResponse: true, Logger: sdkLog, MaxRequestBodyBytes: sdkMax,
 	})
 	s.sseH = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		Stateless: true, Logger: log, MaxRequestBodyBytes: sdkMax,
+		Stateless: true, Logger: sdkLog, MaxRequestBodyBytes: sdkMax,
 	})
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	return s, nil
@@ -238,3 +243,18 @@ func (s *Server) isClosed() bool {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// minLevel drops records below min (for the SDK's chatty Info logs).
+type minLevel struct {
+	h   slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.h.Enabled(ctx, l)
+}
+func (m minLevel) Handle(ctx context.Context, r slog.Record) error { return m.h.Handle(ctx, r) }
+func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{h: m.h.WithAttrs(a), min: m.min}
+}
+func (m minLevel) WithGroup(g string) slog.Handler { return minLevel{h: m.h.WithGroup(g), min: m.min} }
