@@ -3,6 +3,36 @@
 // isolation mode (bwrap, software, none), the command safety policy, the
 // environment rules, timeouts and output limits. Nothing outside this package
 // starts a process.
+//
+// Start here: New(Config) builds the Executor once at startup (it resolves the
+// shell, the run-as user and the base environment, and in auto or bwrap mode
+// probes bubblewrap by really running it). Run runs a command to completion
+// (MCP exec); Start streams stdio, optionally on a pty (SSH).
+//
+// Every command runs as `<shell> -c <command>` (bash, else sh; never a login
+// shell) in its Request's Dir with HOME set to it, with a minimal environment
+// built from scratch: nothing of the daemon's own environment (its token
+// included) is inherited, and variables that take over the shell or the
+// dynamic linker (LD_PRELOAD, BASH_ENV, IFS, ...) are dropped.
+//
+// Modes:
+//   - bwrap: a bubblewrap sandbox per command: all namespaces unshared (the
+//     network shared unless Config.NoNetwork), system directories read-only,
+//     only the needed parts of /etc, a private /tmp, fresh /proc and /dev, the
+//     Request's Boundary bound read-write at its own host path, capabilities
+//     dropped, and the safety Policy.
+//   - software: a plain process group plus the Policy with its workspace
+//     escape checks (cd out, `..` past the root, ~ leading out).
+//   - none: no checks (trusted use).
+//
+// The Policy (policy.go) parses commands with mvdan.cc/sh and judges every
+// command that would run; its refusals are *errcode.Error with Code
+// DangerousOperation or UnsafeCommand and a Msg that starts with the rule.
+//
+// Limits: a timeout per Run (Config.DefaultTimeout when the Request has none)
+// kills the whole process tree and returns the partial output with TimedOut;
+// each output stream keeps its first and last halves up to the limit
+// (WithTruncationNotice shows where it was cut); optional Rlimits.
 package sandbox
 
 import (

@@ -21,9 +21,9 @@ const (
 	// MaxNesting bounds `bash -c '...'`, trap, alias and heredoc-into-shell
 	// scripts judged inside one another.
 	MaxNesting = 8
-	// maxVisits bounds the statements visited, counting re-visits of loop
-	// bodies while following directory changes.
-	maxVisits = 50_000
+	// maxVisits bounds the statements and word parts visited, counting
+	// re-visits of loop bodies while following directory changes.
+	maxVisits = 200_000
 	// maxCwds bounds the working directories followed at once (branches
 	// that cd to different places).
 	maxCwds = 16
@@ -594,6 +594,10 @@ func (c *checker) embedded(n syntax.Node, x ctx) error {
 	var err error
 	syntax.Walk(n, func(n syntax.Node) bool {
 		if err != nil {
+			return false
+		}
+		if c.visits++; c.visits > maxVisits {
+			err = errBudget
 			return false
 		}
 		var list []*syntax.Stmt
