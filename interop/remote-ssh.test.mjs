@@ -3,81 +3,31 @@
 // token as ?token=) against our binary's /ssh endpoint.
 //
 // Run: cd interop && npm ci && node --test remote-ssh.test.mjs
-// The binary is $AGENTBE_BIN, or built from this checkout with `go build`.
+// The binary is $AGENTBE_BIN, or built from this checkout (lib/daemon.mjs).
 
 import { describe, test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn, execFileSync } from 'node:child_process'
-import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, rmSync, realpathSync } from 'node:fs'
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, dirname } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import net from 'node:net'
-
-const here = dirname(fileURLToPath(import.meta.url))
-const repo = join(here, '..')
+import { join } from 'node:path'
+import { startDaemon, tempRoot, freePort } from './lib/daemon.mjs'
 
 const clients = [
   { name: '0.13.2', pkg: 'agent-backend' },
   { name: '0.11.2', pkg: 'agent-backend-0112' },
 ]
 
-let binary = process.env.AGENTBE_BIN
-function agentBackendBinary() {
-  if (!binary) {
-    const dir = mkdtempSync(join(tmpdir(), 'agentbe-bin-'))
-    binary = join(dir, 'agent-backend')
-    execFileSync('go', ['build', '-o', binary, './cmd/agent-backend'], { cwd: repo, stdio: 'inherit' })
-  }
-  return binary
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer()
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-    s.on('error', reject)
-  })
-}
-
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-
-// startDaemon runs `agent-backend daemon` and waits for /health.
-async function startDaemon({ root, port, token, keyPath }) {
-  const args = ['daemon', '--rootDir', root, '--port', String(port), '--auth-token', token,
-    '--isolation', 'software', '--ssh-host-key', keyPath]
-  const child = spawn(agentBackendBinary(), args, { stdio: ['ignore', 'ignore', 'pipe'] })
-  let stderr = ''
-  child.stderr.on('data', (d) => { stderr += d })
-  const exited = new Promise((r) => child.once('exit', r))
-  for (let i = 0; i < 200; i++) {
-    if (child.exitCode !== null) break
-    try {
-      const res = await fetch(`http://127.0.0.1:${port}/health`)
-      if (res.ok) {
-        return {
-          child,
-          async stop() {
-            if (child.exitCode === null) child.kill('SIGTERM')
-            await exited
-          },
-        }
-      }
-    } catch { /* not up yet */ }
-    await sleep(50)
-  }
-  child.kill('SIGKILL')
-  throw new Error(`daemon did not become healthy: ${stderr}`)
-}
 
 for (const client of clients) {
   describe(`RemoteFilesystemBackend ${client.name} over /ssh`, () => {
     const token = 'interop-token-' + client.name
     let mod, root, port, daemon, keyPath
     const backends = []
+
+    // The same root, port and host key every time, so a restarted daemon is
+    // the same daemon to the client.
+    const start = () => startDaemon({ root, port, token, extraArgs: ['--ssh-host-key', keyPath] })
 
     const newBackend = (extra = {}) => {
       const b = new mod.RemoteFilesystemBackend({
@@ -89,10 +39,10 @@ for (const client of clients) {
 
     before(async () => {
       mod = await import(client.pkg)
-      root = realpathSync(mkdtempSync(join(tmpdir(), 'agentbe-interop-')))
+      root = tempRoot('agentbe-interop-')
       keyPath = join(mkdtempSync(join(tmpdir(), 'agentbe-key-')), 'host_key')
       port = await freePort()
-      daemon = await startDaemon({ root, port, token, keyPath })
+      daemon = await start()
     })
 
     after(async () => {
@@ -231,7 +181,7 @@ for (const client of clients) {
       const seen = []
       b.onStatusChange((e) => seen.push(typeof e === 'string' ? e : e?.status ?? e?.to ?? String(e)))
       await daemon.stop()
-      daemon = await startDaemon({ root, port, token, keyPath })
+      daemon = await start()
       let ok = false
       for (let i = 0; i < 100 && !ok; i++) {
         try {
