@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Install or upgrade agentbe-daemon as a systemd service.
+#
+#   sudo systemd/install.sh [PATH/TO/agent-backend]
+#
+# Idempotent: run it again after building a new binary to upgrade. It
+#   - installs the binary to /usr/local/bin/agent-backend (when a path is given),
+#   - creates the system user "agentbe" and /srv/agentbe/workspace,
+#   - creates /etc/agentbe/token with a random token if there is none (an
+#     existing token is never replaced: clients hold it; rotate it as
+#     systemd/README.md says),
+#   - installs /etc/agentbe/agentbe-daemon.env if there is none (yours is
+#     kept),
+#   - installs the unit, reloads systemd, enables and starts the service, and
+#     restarts it when the binary or the unit changed.
+#
+# DESTDIR prefixes every file path (not the user or systemctl calls); the
+# tests use it with stub commands. Leave it unset on a real machine.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+dest=${DESTDIR:-}
+user=agentbe
+bin=$dest/usr/local/bin/agent-backend
+etc=$dest/etc/agentbe
+unit=$dest/etc/systemd/system/agentbe-daemon.service
+workspace=$dest/srv/agentbe/workspace
+
+log() { printf 'install.sh: %s\n' "$*"; }
+die() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
+
+if [[ $# -gt 1 ]]; then
+	die "usage: $0 [PATH/TO/agent-backend]"
+fi
+if [[ -z $dest && $(id -u) -ne 0 ]]; then
+	die "run as root (it creates a system user and installs a system unit)"
+fi
+
+# changed is set when something the running daemon uses was replaced, so an
+# upgrade restarts it and a rerun with nothing new leaves it alone.
+changed=no
+
+# install_if_different SRC DST MODE: copy SRC to DST unless DST already has
+# the same content (then only fix the mode). Returns 0 when it copied, 1 when
+# there was nothing to do. It is called as an `if` condition, where set -e
+# does not apply, so a failing step must end the script explicitly.
+install_if_different() {
+	local src=$1 dst=$2 mode=$3
+	if [[ -f $dst ]] && cmp -s "$src" "$dst"; then
+		chmod "$mode" "$dst" || die "chmod $dst failed"
+		return 1
+	fi
+	install -D -m "$mode" "$src" "$dst" || die "installing $dst failed"
+}
+
+# 1. The binary.
+if [[ $# -eq 1 ]]; then
+	[[ -x $1 ]] || die "$1 is not an executable file"
+	# Refuse a binary that cannot run here (wrong architecture, truncated
+	# download) before it replaces a working one.
+	"$1" version >/dev/null || die "$1 version failed: not a usable agent-backend binary"
+	if install_if_different "$1" "$bin" 0755; then
+		log "installed $bin ($("$bin" version))"
+		changed=yes
+	fi
+elif [[ ! -x $bin ]]; then
+	die "no $bin yet: pass the path of a built agent-backend (see docs/deploy.md)"
+fi
+
+# 2. The user. A system user with no login shell and no home of its own: its
+# state lives in /var/lib/agentbe, which systemd creates (StateDirectory=).
+if ! getent passwd "$user" >/dev/null; then
+	useradd --system --user-group --home-dir /var/lib/agentbe --no-create-home \
+		--shell /usr/sbin/nologin --comment "agentbe-daemon" "$user"
+	log "created system user $user"
+fi
+
+# 3. The workspace: writable by the daemon only (the unit lets it write
+# nowhere else). An existing workspace keeps its contents; only its owner is
+# made right, not recursively: files a human put there stay as they are.
+install -d -m 0755 "$dest/srv/agentbe"
+if [[ ! -d $workspace ]]; then
+	install -d -m 0750 "$workspace"
+	log "created $workspace"
+fi
+chown "$user:$user" "$workspace"
+
+# 4. Configuration and the token. /etc/agentbe/token is read by systemd
+# (LoadCredential=) as root, so it stays root:root 0600.
+install -d -m 0755 "$etc"
+if [[ ! -s $etc/token ]]; then
+	(
+		umask 077
+		# 32 random bytes as 64 hex characters: safe in a header, a URL
+		# query (?token=) and a shell variable without quoting trouble.
+		od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$etc/token.new"
+		printf '\n' >>"$etc/token.new"
+	)
+	mv -f "$etc/token.new" "$etc/token"
+	log "generated a new token in $etc/token (give it to your clients: sudo cat $etc/token)"
+	changed=yes
+fi
+chown root:root "$etc/token"
+chmod 0600 "$etc/token"
+if [[ ! -f $etc/agentbe-daemon.env ]]; then
+	install -m 0644 "$here/agentbe-daemon.env" "$etc/agentbe-daemon.env"
+	log "installed $etc/agentbe-daemon.env (edit it to change the port, bind address, TLS)"
+fi
+
+# 5. The unit. It is always ours: local changes belong in a drop-in
+# (systemctl edit agentbe-daemon), which an upgrade leaves alone.
+if install_if_different "$here/agentbe-daemon.service" "$unit" 0644; then
+	log "installed $unit"
+	changed=yes
+fi
+systemctl daemon-reload
+systemctl enable --now agentbe-daemon.service
+if [[ $changed == yes ]]; then
+	# enable --now does not restart a service that was already running:
+	# restart it so it runs the new binary, unit or token. Type=notify makes
+	# this return only once the daemon is listening (or has failed).
+	systemctl restart agentbe-daemon.service
+fi
+
+if ! systemctl is-active --quiet agentbe-daemon.service; then
+	die "agentbe-daemon did not start; see: journalctl -u agentbe-daemon -n 50"
+fi
+log "agentbe-daemon is running"
+
+# A quick look at /health, which says which isolation the daemon uses and why.
+# Skipped with TLS, whose certificate is for a host name, not 127.0.0.1.
+envfile=$etc/agentbe-daemon.env
+if grep -Eq '^AGENTBE_TLS_CERT=.+' "$envfile"; then
+	log "TLS is on: check https://<your host>:<port>/health from a client"
+else
+	port=$(sed -n 's/^AGENTBE_PORT=\([0-9][0-9]*\)[[:space:]]*$/\1/p' "$envfile" | tail -n 1)
+	"$bin" health --url "http://127.0.0.1:${port:-3001}/health" ||
+		log "warning: /health did not answer ok yet; see: journalctl -u agentbe-daemon"
+fi
