@@ -387,6 +387,9 @@ func (e *executor) prepare(req *Request, allowEmpty bool) (dir, boundary string,
 			return "", "", &errcode.Error{Code: errcode.PathEscapeAttempt, Op: "exec", Path: req.Dir, Msg: "working directory is outside " + boundary}
 		}
 	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", "", &errcode.Error{Code: errcode.NotFound, Op: "exec", Path: dir, Msg: "working directory does not exist"}
+	}
 	if e.policy != nil {
 		if strings.TrimSpace(req.Command) == "" {
 			if e.mode == ModeSoftware {

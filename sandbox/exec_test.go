@@ -174,7 +174,7 @@ func TestRunRequestErrors(t *testing.T) {
 		{"dangerous", Request{Command: "s\"\"udo id"}, errcode.DangerousOperation, RulePrivilege},
 		{"unjudgeable", Request{Command: "$(echo sudo) id"}, errcode.UnsafeCommand, RuleUnjudgeable},
 		{"escape", Request{Command: "cd .. && ls"}, errcode.DangerousOperation, RuleEscape},
-		{"missing dir", Request{Command: "ls", Dir: ws + "/nope"}, errcode.ExecError, "cannot start"},
+		{"missing dir", Request{Command: "ls", Dir: ws + "/nope"}, errcode.NotFound, "working directory does not exist"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
