@@ -1,8 +1,10 @@
 package fsops
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -138,17 +140,40 @@ func (w *dirWS) Resolve(p string) (string, error) {
 	}
 	// Check the symlinks on the way: the existing part of the path must stay
 	// inside (a missing tail is fine, it may be about to be created).
-	if r, err := w.handle(false); err == nil {
-		if _, err := w.followLinks(r, rel, true); err != nil {
+	if rel != "." {
+		r, err := w.handle(false)
+		if err != nil && !isNotExist(err) {
 			return "", mapErr("resolve", p, err)
 		}
-	} else if !isNotExist(err) {
-		return "", mapErr("resolve", p, err)
+		if err == nil {
+			if err := w.checkLinks(r, rel); err != nil {
+				return "", mapErr("resolve", p, err)
+			}
+		}
 	}
 	if rel == "." {
 		return w.root, nil
 	}
 	return w.root + "/" + rel, nil
+}
+
+// checkLinks reports an escape if an existing symlink on rel's way, the last
+// one included, leads out. One lstat walk in the common case: os.Root follows
+// the intermediate links and refuses escaping ones; a final link is checked
+// with stat; the hand-resolution is only for absolute links os.Root refuses.
+// A missing or otherwise unusable path is not an escape.
+func (w *dirWS) checkLinks(r *os.Root, rel string) error {
+	fi, err := r.Lstat(rel)
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		_, err = r.Stat(rel)
+	}
+	if isEscape(err) {
+		_, err = w.followLinks(r, rel, true)
+		if isEscape(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 func (w *dirWS) Rel(p string) (string, error) {
@@ -762,6 +787,146 @@ func (w *dirWS) wRead(rel string, max int64) ([]byte, error) {
 		return nil, errGrew
 	}
 	return readAllSized(f, fi.Size(), max)
+}
+
+// openGrepDir is grep's fast path: the directory is opened through os.Root
+// (confined), then its files are opened relative to it by single names with
+// O_NOFOLLOW, which cannot leave it; the listing's d_type spares a stat per
+// entry.
+func (w *dirWS) openGrepDir(rel string) (grepDir, error) {
+	r, err := w.handle(false)
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.Open(rel)
+	if isEscape(err) {
+		rel2, ferr := w.followLinks(r, rel, true)
+		if ferr != nil {
+			return nil, ferr
+		}
+		if rel2 != rel {
+			f, err = r.Open(rel2)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	d := &rootDir{f: f, fd: int(f.Fd())}
+	if d.ents, err = direntTypes(d.fd); err != nil {
+		f.Close()
+		return nil, err
+	}
+	sort.Slice(d.ents, func(i, j int) bool { return d.ents[i].name < d.ents[j].name })
+	return d, nil
+}
+
+// direntTypes lists the directory fd with getdents, typing entries from
+// d_type. (os.File.ReadDir on a file opened in a Root stats every entry; a
+// grep walk needs only the type.) An entry of unknown type is stat-ed
+// relative to the directory.
+func direntTypes(fd int) ([]grepEntry, error) {
+	var out []grepEntry
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		b := buf[:n]
+		for len(b) >= 19 {
+			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				break
+			}
+			typ := b[18]
+			name := b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			b = b[reclen:]
+			s := string(name)
+			if s == "." || s == ".." {
+				continue
+			}
+			if typ == unix.DT_UNKNOWN {
+				var st unix.Stat_t
+				if unix.Fstatat(fd, s, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+					continue
+				}
+				switch st.Mode & unix.S_IFMT {
+				case unix.S_IFDIR:
+					typ = unix.DT_DIR
+				case unix.S_IFREG:
+					typ = unix.DT_REG
+				case unix.S_IFLNK:
+					typ = unix.DT_LNK
+				}
+			}
+			out = append(out, grepEntry{name: s, dir: typ == unix.DT_DIR, regular: typ == unix.DT_REG, symlink: typ == unix.DT_LNK})
+		}
+	}
+}
+
+type rootDir struct {
+	f    *os.File
+	fd   int
+	ents []grepEntry
+}
+
+func (d *rootDir) entries() []grepEntry { return d.ents }
+func (d *rootDir) close()               { d.f.Close() }
+
+// read reads the regular file name of the directory into buf (grown as
+// needed). O_NONBLOCK keeps a FIFO swapped in from blocking the open.
+func (d *rootDir) read(name string, buf []byte, max int64) ([]byte, error) {
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, syscall.EINVAL
+	}
+	if st.Size > max {
+		return nil, errGrew
+	}
+	size := int(st.Size)
+	if cap(buf) < size+1 {
+		buf = make([]byte, 0, size+1)
+	}
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		buf = buf[:len(buf)+n]
+		// Stop at the size fstat reported (a file growing meanwhile is read
+		// as it was), or at EOF for files that report no size.
+		if n == 0 || (size > 0 && len(buf) >= size) {
+			return buf, nil
+		}
+		if int64(len(buf)) > max {
+			return nil, errGrew
+		}
+	}
 }
 
 func (w *dirWS) Move(src, dst string) error {

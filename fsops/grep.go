@@ -7,8 +7,11 @@ import (
 	"path"
 	"regexp"
 	"regexp/syntax"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 )
@@ -72,6 +75,7 @@ func grep(ctx context.Context, w walker, opts GrepOptions) (GrepResult, error) {
 		return GrepResult{}, mapErr("grep", p, err)
 	}
 	if info.IsDir() {
+		g.printed = false
 		if err := g.loadParentIgnores(rel); err != nil {
 			return GrepResult{}, err
 		}
@@ -194,19 +198,29 @@ func (g *grepper) loadParentIgnores(rel string) error {
 	parts := strings.Split(rel, "/")
 	dir := "."
 	for _, part := range parts {
-		g.pushIgnores(dir)
+		g.pushIgnores(dir, nil)
 		dir = joinRel(dir, part)
 	}
 	return nil
 }
 
-// pushIgnores reads the ignore files of dir onto the stack (the caller pops).
-func (g *grepper) pushIgnores(dir string) {
+// pushIgnores reads the ignore files of dir onto the stack (the caller
+// pops). names, when known, is the directory's listing, so files that are not
+// there are not even tried.
+func (g *grepper) pushIgnores(dir string, names map[string]bool) {
 	lv := ignLevel{}
-	if _, err := g.w.wStat(joinRel(dir, ".git")); err == nil {
-		lv.hasGit = true
+	has := func(n string) bool {
+		if names != nil {
+			return names[n]
+		}
+		_, err := g.w.wStat(joinRel(dir, n))
+		return err == nil
 	}
+	lv.hasGit = has(".git")
 	read := func(name string) *ignoreFile {
+		if !has(name) {
+			return nil
+		}
 		data, err := g.w.wRead(joinRel(dir, name), 1<<20)
 		if err != nil {
 			return nil
@@ -301,80 +315,148 @@ func (g *grepper) walkDir(rel, display string) error {
 	if err := g.ctx.Err(); err != nil {
 		return err
 	}
-	g.pushIgnores(rel)
-	defer func() { g.ignStack = g.ignStack[:len(g.ignStack)-1] }()
-	entries, err := g.w.wList(rel)
+	d, err := openGrepDir(g.w, rel)
 	if err != nil {
 		return nil // unreadable directory: rg reports it on stderr and goes on
 	}
-	for _, e := range entries {
-		if e.Mode&fs.ModeSymlink != 0 {
+	ents := d.entries()
+	names := make(map[string]bool, 4)
+	for _, e := range ents {
+		switch e.name {
+		case ".git", ".gitignore", ".ignore", ".rgignore":
+			names[e.name] = true
+		}
+	}
+	g.pushIgnores(rel, names)
+	defer func() { g.ignStack = g.ignStack[:len(g.ignStack)-1] }()
+
+	// Decide what to visit (in name order), then search this directory's
+	// files in parallel, then emit in order, descending into directories
+	// where they fall so the output is in path order.
+	type item struct {
+		name  string
+		isDir bool
+		file  int // index into files, for a file
+	}
+	var items []item
+	var files []string
+	for _, e := range ents {
+		if e.symlink {
 			continue // rg does not follow links while walking
 		}
-		crel := joinRel(rel, e.Name)
-		isDir := e.IsDir()
-		if g.ignored(crel, e.Name, isDir) {
+		crel := joinRel(rel, e.name)
+		if g.ignored(crel, e.name, e.dir) {
 			continue
 		}
-		cdisp := joinDisplay(display, e.Name)
-		if isDir {
-			if err := g.walkDir(crel, cdisp); err != nil {
+		if e.dir {
+			items = append(items, item{name: e.name, isDir: true})
+		} else if e.regular {
+			items = append(items, item{name: e.name, file: len(files)})
+			files = append(files, e.name)
+		}
+	}
+	results := g.searchAll(d, files, display)
+	d.close()
+	for _, it := range items {
+		if it.isDir {
+			if err := g.walkDir(joinRel(rel, it.name), joinDisplay(display, it.name)); err != nil {
 				return err
 			}
 			continue
 		}
-		if !e.Mode.IsRegular() {
-			continue
-		}
-		g.searchFile(crel, cdisp, false)
+		g.merge(results[it.file])
 	}
-	return nil
+	return g.ctx.Err()
 }
 
-// joinDisplay joins like Rust's Path::join, which rg uses to print paths.
-func joinDisplay(dir, name string) string {
-	switch {
-	case dir == "":
-		return name
-	case strings.HasSuffix(dir, "/"):
-		return dir + name
+// fileResult is what searching one file produced, merged in path order.
+type fileResult struct {
+	lines   []string
+	matches int
+}
+
+// searchAll searches the named files of one directory with up to GOMAXPROCS
+// workers; results are indexed like names.
+func (g *grepper) searchAll(d grepDir, names []string, display string) []fileResult {
+	results := make([]fileResult, len(names))
+	workers := min(runtime.GOMAXPROCS(0), len(names))
+	if workers <= 1 {
+		var buf []byte
+		for i, n := range names {
+			results[i], buf = g.searchOne(d, n, joinDisplay(display, n), false, buf)
+		}
+		return results
 	}
-	return dir + "/" + name
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(names) || g.ctx.Err() != nil {
+					return
+				}
+				results[i], buf = g.searchOne(d, names[i], joinDisplay(display, names[i]), false, buf)
+			}
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// merge appends one file's output, adding rg's "--" between context groups
+// of different files.
+func (g *grepper) merge(r fileResult) {
+	if len(r.lines) == 0 {
+		return
+	}
+	if g.mode == "content" && (g.before > 0 || g.after > 0) && g.printed {
+		g.out = append(g.out, "--")
+	}
+	g.out = append(g.out, r.lines...)
+	g.matches += r.matches
+	g.printed = true
+}
+
+// searchFile searches one explicitly named file (filters do not apply).
+func (g *grepper) searchFile(rel, name string, explicit bool) {
+	d := &genericDir{w: g.w, rel: path.Dir(rel)}
+	r, _ := g.searchOne(d, path.Base(rel), name, explicit, nil)
+	g.merge(r)
+}
+
+// searchOne reads and searches one file; buf is a reusable read buffer.
+func (g *grepper) searchOne(d grepDir, file, name string, explicit bool, buf []byte) (fileResult, []byte) {
+	data, err := d.read(file, buf, grepMaxFile)
+	if err != nil {
+		return fileResult{}, buf
+	}
+	buf = data[:0]
+	nul := bytes.IndexByte(data, 0)
+	if nul >= 0 && !explicit {
+		return fileResult{}, buf // binary: rg skips it while walking
+	}
+	spans := g.find(data)
+	if len(spans) == 0 {
+		return fileResult{}, buf
+	}
+	switch g.mode {
+	case "files_with_matches":
+		return fileResult{lines: []string{name}, matches: 1}, buf
+	case "count":
+		return fileResult{lines: []string{name + ":" + strconv.Itoa(len(spans))}, matches: len(spans)}, buf
+	}
+	if nul >= 0 {
+		return fileResult{lines: []string{name + ": binary file matches (found \"\\0\" byte around offset " + strconv.Itoa(nul) + ")"}, matches: 1}, buf
+	}
+	return g.content(name, data, spans), buf
 }
 
 // span is a match covering lines [first, last] (0-based line indexes).
 type span struct{ first, last int }
-
-func (g *grepper) searchFile(rel, name string, explicit bool) {
-	data, err := g.w.wRead(rel, grepMaxFile)
-	if err != nil {
-		return
-	}
-	nul := bytes.IndexByte(data, 0)
-	if nul >= 0 && !explicit {
-		return // binary: rg skips it while walking
-	}
-	spans := g.find(data)
-	if len(spans) == 0 {
-		return
-	}
-	switch g.mode {
-	case "files_with_matches":
-		g.out = append(g.out, name)
-		g.matches++
-	case "count":
-		n := len(spans)
-		g.out = append(g.out, name+":"+strconv.Itoa(n))
-		g.matches += n
-	default:
-		if nul >= 0 {
-			g.out = append(g.out, name+": binary file matches (found \"\\0\" byte around offset "+strconv.Itoa(nul)+")")
-			g.matches++
-			return
-		}
-		g.emitContent(name, data, spans)
-	}
-}
 
 // find returns the matching lines (line mode) or match spans (multiline).
 func (g *grepper) find(data []byte) []span {
@@ -469,16 +551,18 @@ func (g *grepper) findLines(data []byte) []span {
 	return spans
 }
 
-// emitContent prints matching lines with context, as rg does.
-func (g *grepper) emitContent(name string, data []byte, spans []span) {
+// content renders matching lines with context, as rg does: "name:n:text"
+// for matches, "name-n-text" for context, "--" between groups that are not
+// adjacent (the caller adds the one between files).
+func (g *grepper) content(name string, data []byte, spans []span) fileResult {
 	lines := splitLinesNoNL(data)
-	isMatch := make(map[int]bool)
+	isMatch := make(map[int]bool, len(spans))
 	for _, s := range spans {
 		for l := s.first; l <= s.last && l < len(lines); l++ {
 			isMatch[l] = true
 		}
-		g.matches++
 	}
+	var out []string
 	lastPrinted := -2
 	for _, s := range spans {
 		from := max(0, s.first-g.before)
@@ -489,8 +573,8 @@ func (g *grepper) emitContent(name string, data []byte, spans []span) {
 		if from > to {
 			continue
 		}
-		if (g.before > 0 || g.after > 0) && g.printed && from != lastPrinted+1 {
-			g.out = append(g.out, "--")
+		if (g.before > 0 || g.after > 0) && lastPrinted >= 0 && from != lastPrinted+1 {
+			out = append(out, "--")
 		}
 		for l := from; l <= to; l++ {
 			sep := "-"
@@ -498,6 +582,7 @@ func (g *grepper) emitContent(name string, data []byte, spans []span) {
 				sep = ":"
 			}
 			var b strings.Builder
+			b.Grow(len(name) + len(lines[l]) + 8)
 			b.WriteString(name)
 			if g.opts.LineNumbers {
 				b.WriteString(sep)
@@ -505,15 +590,11 @@ func (g *grepper) emitContent(name string, data []byte, spans []span) {
 			}
 			b.WriteString(sep)
 			b.Write(lines[l])
-			g.out = append(g.out, b.String())
+			out = append(out, b.String())
 		}
-		g.printed = true
 		lastPrinted = to
 	}
-	// rg's "--" between files: the next file's first group is never adjacent.
-	if lastPrinted >= 0 {
-		g.printed = true
-	}
+	return fileResult{lines: out, matches: len(spans)}
 }
 
 func splitLinesNoNL(data []byte) [][]byte {
@@ -523,6 +604,50 @@ func splitLinesNoNL(data []byte) [][]byte {
 	return bytes.Split(data, []byte{'\n'})
 }
 
+// grepDir is one directory open for grep: its entries, typed from the
+// listing itself (no stat per entry), and reads of its files by name.
+type grepDir interface {
+	entries() []grepEntry
+	read(name string, buf []byte, max int64) ([]byte, error)
+	close()
+}
+
+type grepEntry struct {
+	name                  string
+	dir, regular, symlink bool
+}
+
+// openGrepDir opens rel with the implementation's fast path when it has one
+// (the directory workspace reads files relative to the open directory).
+func openGrepDir(w walker, rel string) (grepDir, error) {
+	if o, ok := w.(interface {
+		openGrepDir(rel string) (grepDir, error)
+	}); ok {
+		return o.openGrepDir(rel)
+	}
+	infos, err := w.wList(rel)
+	if err != nil {
+		return nil, err
+	}
+	d := &genericDir{w: w, rel: rel}
+	for _, i := range infos {
+		d.ents = append(d.ents, grepEntry{name: i.Name, dir: i.IsDir(), regular: i.Mode.IsRegular(), symlink: i.Mode&fs.ModeSymlink != 0})
+	}
+	return d, nil
+}
+
+// genericDir is grepDir over the walker methods.
+type genericDir struct {
+	w    walker
+	rel  string
+	ents []grepEntry
+}
+
+func (d *genericDir) entries() []grepEntry { return d.ents }
+func (d *genericDir) close()               {}
+func (d *genericDir) read(name string, _ []byte, max int64) ([]byte, error) {
+	return d.w.wRead(joinRel(d.rel, name), max)
+}
 func (g *grepper) result() GrepResult {
 	if len(g.out) == 0 {
 		return GrepResult{}
@@ -536,4 +661,15 @@ func (g *grepper) result() GrepResult {
 		}
 	}
 	return GrepResult{Output: text, Matches: g.matches}
+}
+
+// joinDisplay joins like Rust's Path::join, which rg uses to print paths.
+func joinDisplay(dir, name string) string {
+	switch {
+	case dir == "":
+		return name
+	case strings.HasSuffix(dir, "/"):
+		return dir + name
+	}
+	return dir + "/" + name
 }
