@@ -170,6 +170,7 @@ type ctx struct {
 	pipeDownload bool   // what feeds that pipe downloads something
 	bg           bool   // runs concurrently (pipeline side, background)
 	inFunc       string // name of the function whose body this is
+	external     bool   // run by a wrapper program: shell functions do not apply
 	infLoop      bool   // inside a loop without an exit condition
 }
 
@@ -497,6 +498,14 @@ func (c *checker) assign(a *syntax.Assign, x ctx, persistent bool) error {
 	if a.Index != nil {
 		if err := c.embedded(a.Index, x); err != nil {
 			return err
+		}
+	}
+	if a.Name != nil && codeVars[a.Name.Value] && a.Value != nil {
+		// Programs run these as shell commands (git, man, editors).
+		if v, ok := litWord(a.Value); ok && v != "" {
+			if err := c.nested(v); err != nil {
+				return err
+			}
 		}
 	}
 	if a.Name == nil || !persistent {

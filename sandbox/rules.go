@@ -38,6 +38,15 @@ var (
 		"posh", "rbash")
 	langInterpreters = set("python", "python2", "python3", "perl", "ruby", "node", "nodejs", "php",
 		"lua", "deno", "bun", "tclsh", "Rscript", "pwsh", "osascript")
+	// codeVars are environment variables whose value programs run as a
+	// shell command; a static value is judged like the command it is.
+	codeVars = set("GIT_SSH_COMMAND", "GIT_EDITOR", "GIT_PAGER", "GIT_ASKPASS", "GIT_EXTERNAL_DIFF",
+		"GIT_SEQUENCE_EDITOR", "EDITOR", "VISUAL", "PAGER", "MANPAGER", "LESSOPEN", "LESSCLOSE",
+		"BROWSER", "SSH_ASKPASS", "SUDO_ASKPASS", "PROMPT_COMMAND", "RSYNC_RSH", "FCEDIT")
+	// gitCodeKeys are git config keys whose value git runs as shell code.
+	gitCodeKeys = set("core.sshcommand", "core.pager", "core.editor", "core.fsmonitor",
+		"sequence.editor", "diff.external", "core.askpass", "credential.helper", "pager.log",
+		"pager.diff", "pager.show", "gpg.program")
 	// readOnlyVerbs of ip/tc/systemctl-like tools: anything else changes state.
 	readOnlyVerbs = set("", "show", "sh", "s", "list", "ls", "lst", "l", "get", "help", "status",
 		"monitor", "cat", "is-active", "is-enabled", "is-failed", "list-units", "list-unit-files",
@@ -176,7 +185,7 @@ func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
 	if x.inFunc != "" && name == x.inFunc && x.bg {
 		return c.danger(RuleForkBomb, "function %s starts copies of itself in the background or a pipeline", name)
 	}
-	if c.funcs[name] && !strings.Contains(name, "/") {
+	if c.funcs[name] && !strings.Contains(name, "/") && !x.external {
 		return c.pathArgs(a) // the body was judged where it was defined
 	}
 	if err := c.pathArgs(a); err != nil {
@@ -205,14 +214,34 @@ func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
 		}
 		return c.unsafe(RuleUnjudgeable, "eval runs code built at run time")
 	case "source", ".":
-		return c.source(a, x)
+		return c.source(a, x, sio)
 	case "exec", "command", "builtin", "nohup", "setsid", "unbuffer", "catchsegv", "dbus-run-session":
 		return c.wrapper(a, x, sio, base)
 	case "env", "nice", "timeout", "stdbuf", "ionice", "chrt", "taskset", "time", "xargs", "flock",
 		"strace", "ltrace", "fakeroot", "xvfb-run", "busybox", "unshare", "watch", "script", "sudoedit":
 		return c.wrapper(a, x, sio, base)
 	case "find":
-		return c.find(a, x)
+		if err := c.find(a, x); err != nil {
+			return err
+		}
+	case "hash":
+		if a.has("-p") || a.hasShort('p') {
+			return c.unsafe(RuleUnjudgeable, "hash -p rebinds a command name to another program")
+		}
+	case "enable":
+		if a.has("-f") || a.hasShort('f') {
+			return c.unsafe(RuleUnjudgeable, "enable -f loads builtins from a shared library")
+		}
+	case "parallel":
+		return c.parallel(a)
+	case "git":
+		if err := c.gitConfigCode(a); err != nil {
+			return err
+		}
+	case "tar", "zip":
+		if err := c.codeOptions(a, base); err != nil {
+			return err
+		}
 	case "trap":
 		return c.trap(a)
 	case "alias":
@@ -265,6 +294,9 @@ func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
 	case "ip", "tc", "route", "nmcli":
 		return c.netVerb(a, base)
 	case "rsync":
+		if err := c.codeOptions(a, base); err != nil {
+			return err
+		}
 		for _, i := range a.operands(set("-e", "--rsh")) {
 			v := a.vals[i]
 			if strings.HasPrefix(v, "rsync://") || strings.Contains(v, "::") || remoteSpec(v) {
@@ -409,6 +441,12 @@ func (c *checker) shell(a args, x ctx, sio *stmtIO) error {
 			}
 			return nil
 		}
+		if fd, isFd := fdPath(a.vals[i]); isFd {
+			if fd != "0" {
+				return c.unsafe(RuleUnjudgeable, "%s reads its script from file descriptor %s", a.vals[0], fd)
+			}
+			return c.stdinCode(a.vals[0], x, sio)
+		}
 		return c.execScript(a.vals[i])
 	}
 	return c.stdinCode(a.vals[0], x, sio)
@@ -503,7 +541,7 @@ func (c *checker) interpreter(a args, x ctx, sio *stmtIO, base string) error {
 }
 
 // source judges `source file` / `. file`.
-func (c *checker) source(a args, x ctx) error {
+func (c *checker) source(a args, x ctx, sio *stmtIO) error {
 	if len(a.words) < 2 {
 		return nil
 	}
@@ -517,11 +555,14 @@ func (c *checker) source(a args, x ctx) error {
 	if !a.ok[1] {
 		return nil // like running a script file named by a variable
 	}
-	if v := a.vals[1]; (v == "/dev/stdin" || v == "/proc/self/fd/0" || v == "-") && x.pipedIn {
-		if x.pipeDownload {
+	if fd, isFd := fdPath(a.vals[1]); isFd {
+		if fd != "0" {
+			return c.unsafe(RuleUnjudgeable, "sourcing file descriptor %s cannot be judged", fd)
+		}
+		if x.pipedIn && x.pipeDownload {
 			return c.danger(RulePipeToShell, "downloaded content is sourced from a pipe")
 		}
-		return c.unsafe(RuleUnjudgeable, "sourcing commands from a pipe cannot be judged")
+		return c.stdinCode("source", x, sio)
 	}
 	return c.execScript(a.vals[1])
 }
@@ -748,6 +789,7 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 		return nil
 	}
 	inner := a.words[i:]
+	x.external = true // a program runs it: shell functions do not apply
 	if repl != "" {
 		if err := c.replCheck(inner, repl, "xargs"); err != nil {
 			return err
@@ -804,7 +846,7 @@ func (c *checker) find(a args, x ctx) error {
 		if err := c.replCheck(inner, "{}", "find "+v); err != nil {
 			return err
 		}
-		if err := c.simple(inner, ctx{inFunc: x.inFunc}, nil); err != nil {
+		if err := c.simple(inner, ctx{inFunc: x.inFunc, external: true}, nil); err != nil {
 			return err
 		}
 		i = j
@@ -1175,6 +1217,12 @@ func (c *checker) writers(a args, base string) error {
 			}
 			targets = sops
 		}
+	case "find":
+		for i := 1; i < len(a.vals)-1; i++ {
+			if a.ok[i] && (a.vals[i] == "-fprint" || a.vals[i] == "-fprint0" || a.vals[i] == "-fls" || a.vals[i] == "-fprintf") {
+				targets = append(targets, i+1)
+			}
+		}
 	case "tar":
 		for i := 1; i < len(a.vals); i++ {
 			if a.ok[i] && (a.vals[i] == "-C" || a.vals[i] == "--directory") && i+1 < len(a.vals) {
@@ -1239,3 +1287,100 @@ func (c *checker) writePath(p, what string) error {
 }
 
 func systemPathSafeDev(p string) bool { return !systemPath(p) }
+
+// fdPath recognizes /dev/stdin and /dev/fd/N-style paths and returns N.
+func fdPath(p string) (string, bool) {
+	switch p {
+	case "/dev/stdin", "-":
+		return "0", true
+	}
+	for _, pre := range []string{"/dev/fd/", "/proc/self/fd/"} {
+		if rest, ok := strings.CutPrefix(p, pre); ok && isDigits(rest) {
+			return rest, true
+		}
+	}
+	return "", false
+}
+
+// parallel judges GNU parallel's command template, which it runs through
+// a shell: the words before ":::" (or all words, reading args from stdin).
+func (c *checker) parallel(a args) error {
+	var parts []string
+	for i := 1; i < len(a.words); i++ {
+		if a.ok[i] && (a.vals[i] == ":::" || a.vals[i] == "::::" || a.vals[i] == ":::+") {
+			break
+		}
+		if len(parts) == 0 && a.ok[i] && strings.HasPrefix(a.vals[i], "-") {
+			continue // options (values of -j etc. are numbers, harmless as words)
+		}
+		if !a.ok[i] {
+			return c.unsafe(RuleUnjudgeable, "parallel runs a command template computed at run time")
+		}
+		parts = append(parts, a.vals[i])
+	}
+	if len(parts) == 0 {
+		return c.unsafe(RuleUnjudgeable, "parallel reads the commands it runs from its input")
+	}
+	return c.nested(strings.Join(parts, " "))
+}
+
+// gitConfigCode judges `git -c key=value` settings that git runs as shell
+// code (core.sshCommand, core.pager, `alias.x=!cmd`, ...).
+func (c *checker) gitConfigCode(a args) error {
+	for i := 1; i < len(a.vals)-1; i++ {
+		if !a.ok[i] || a.vals[i] != "-c" {
+			continue
+		}
+		if !a.ok[i+1] {
+			return c.unsafe(RuleUnjudgeable, "git -c with a computed setting")
+		}
+		key, val, _ := strings.Cut(a.vals[i+1], "=")
+		key = strings.ToLower(key)
+		switch {
+		case gitCodeKeys[key]:
+			if err := c.nested(val); err != nil {
+				return err
+			}
+		case strings.HasPrefix(key, "alias.") && strings.HasPrefix(val, "!"):
+			if err := c.nested(val[1:]); err != nil {
+				return err
+			}
+		}
+		i++
+	}
+	return nil
+}
+
+// codeOptions judges options whose value tar, rsync or zip runs as a shell
+// command (--to-command, --checkpoint-action=exec=, -e/--rsh, -TT, ...).
+func (c *checker) codeOptions(a args, base string) error {
+	valued := map[string]map[string]bool{
+		"tar":   set("--to-command", "--use-compress-program", "-I", "--info-script", "--new-volume-script", "-F"),
+		"rsync": set("-e", "--rsh", "--rsync-path"),
+		"zip":   set("-TT", "--unzip-command"),
+	}[base]
+	for i := 1; i < len(a.vals); i++ {
+		if !a.ok[i] {
+			continue
+		}
+		v := a.vals[i]
+		code, found := "", false
+		if valued[v] && i+1 < len(a.vals) {
+			if !a.ok[i+1] {
+				return c.unsafe(RuleUnjudgeable, "%s %s runs a command computed at run time", base, v)
+			}
+			code, found = a.vals[i+1], true
+			i++
+		} else if k, val, ok := strings.Cut(v, "="); ok && valued[k] {
+			code, found = val, true
+		} else if rest, ok := strings.CutPrefix(v, "--checkpoint-action=exec="); ok && base == "tar" {
+			code, found = rest, true
+		}
+		if found {
+			if err := c.nested(code); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
