@@ -208,8 +208,40 @@ func TestSSHAuthMethods(t *testing.T) {
 	}
 }
 
+// sigName is the exit-signal name a client sees for a death by sig. Under
+// bubblewrap the sandbox sees bwrap's own exit status, 128+n, and cannot tell
+// it from `exit 128+n`, so only exit-status is sent (what OpenSSH's ssh and
+// the agent-backend clients read anyway).
+func sigName(mode sandbox.Mode, sig string) string {
+	if mode == sandbox.ModeBwrap {
+		return ""
+	}
+	return sig
+}
+
+// requireBwrap skips when bubblewrap cannot run here (CI installs it).
+func requireBwrap(t *testing.T) {
+	t.Helper()
+	ex, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeBwrap, WorkspaceRoot: t.TempDir()})
+	if err != nil {
+		t.Skipf("bubblewrap unusable here (%v); CI installs it", err)
+	}
+	ex.Close()
+}
+
 func TestExec(t *testing.T) {
-	e := newEnv(t, withOpts(func(o *Options) { o.EnvAllowlist = []string{"FOO", "LANG"} }))
+	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeBwrap} {
+		t.Run(string(mode), func(t *testing.T) {
+			if mode == sandbox.ModeBwrap {
+				requireBwrap(t)
+			}
+			testExec(t, mode)
+		})
+	}
+}
+
+func testExec(t *testing.T, mode sandbox.Mode) {
+	e := newEnv(t, withMode(mode), withOpts(func(o *Options) { o.EnvAllowlist = []string{"FOO", "LANG"} }))
 	c := e.dial(t, "")
 	tests := []struct {
 		name, cmd, stdin string
@@ -228,7 +260,7 @@ func TestExec(t *testing.T) {
 		// (a regular builtin), so they are not visible to the command.
 		{name: "TypeScript client form", cmd: fmt.Sprintf(`HOME='%s' K='v w' cd "%s" && pwd`, e.root, e.root), wantOut: e.root + "\n"},
 		{name: "Python client form", cmd: fmt.Sprintf(`cd %s && HOME=%s K=v sh -c 'echo $K'`, e.root, e.root), wantOut: "v\n"},
-		{name: "killed by signal", cmd: "kill -KILL $$", wantCode: 137, wantSig: "KILL"},
+		{name: "killed by signal", cmd: "kill -KILL $$", wantCode: 137, wantSig: sigName(mode, "KILL")},
 		{name: "blocked by the safety policy", cmd: "sudo id", wantCode: 126, errContains: "Dangerous operation blocked"},
 		{name: "empty command", cmd: "", wantCode: 126, errContains: "agentbe: empty command"},
 		{name: "blank command", cmd: "  ", wantCode: 126, errContains: "agentbe: empty command"},
@@ -290,8 +322,8 @@ func TestExec(t *testing.T) {
 		}
 		err = s.Wait()
 		var ee *gossh.ExitError
-		if !errors.As(err, &ee) || ee.ExitStatus() != 143 || ee.Signal() != "TERM" {
-			t.Fatalf("Wait = %v, want exit 143 signal TERM", err)
+		if !errors.As(err, &ee) || ee.ExitStatus() != 143 || ee.Signal() != sigName(mode, "TERM") {
+			t.Fatalf("Wait = %v, want exit 143 signal %q", err, sigName(mode, "TERM"))
 		}
 	})
 
@@ -301,7 +333,13 @@ func TestExec(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		if err := s.Start("exec sleep 60"); err != nil {
+		stdout, _ := s.StdoutPipe()
+		if err := s.Start("echo started; exec sleep 60"); err != nil {
+			t.Fatal(err)
+		}
+		// Signal only once the command runs: under bwrap a signal sent
+		// before the sandboxed process exists has no one to go to.
+		if _, err := io.ReadFull(stdout, make([]byte, 8)); err != nil {
 			t.Fatal(err)
 		}
 		// An unknown name is refused (no reply is asked for, so the
@@ -335,7 +373,7 @@ func TestExec(t *testing.T) {
 		if ok {
 			t.Fatal("env after exec accepted")
 		}
-		s.Signal(gossh.SIGKILL)
+		s.Close() // closing the channel kills the command
 		s.Wait()
 	})
 
@@ -478,30 +516,35 @@ func TestShell(t *testing.T) {
 			t.Fatalf("Wait = %v (stderr %q)", err, errb.String())
 		}
 	})
-	t.Run("none mode runs an interactive shell", func(t *testing.T) {
-		e := newEnv(t, withMode(sandbox.ModeNone))
-		c := e.dial(t, "")
-		s, _ := c.NewSession()
-		defer s.Close()
-		if err := s.RequestPty("xterm", 24, 80, nil); err != nil {
-			t.Fatal(err)
-		}
-		stdin, _ := s.StdinPipe()
-		stdout, _ := s.StdoutPipe()
-		if err := s.Shell(); err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(stdin, "echo MARK$((6*7)); exit 5\n")
-		var buf bytes.Buffer
-		io.Copy(&buf, stdout)
-		var ee *gossh.ExitError
-		if err := s.Wait(); !errors.As(err, &ee) || ee.ExitStatus() != 5 {
-			t.Fatalf("Wait = %v", err)
-		}
-		if !strings.Contains(buf.String(), "MARK42") {
-			t.Fatalf("shell output %q", buf.String())
-		}
-	})
+	for _, mode := range []sandbox.Mode{sandbox.ModeNone, sandbox.ModeBwrap} {
+		t.Run(string(mode)+" mode runs an interactive shell on a pty", func(t *testing.T) {
+			if mode == sandbox.ModeBwrap {
+				requireBwrap(t)
+			}
+			e := newEnv(t, withMode(mode))
+			c := e.dial(t, "")
+			s, _ := c.NewSession()
+			defer s.Close()
+			if err := s.RequestPty("xterm", 24, 80, nil); err != nil {
+				t.Fatal(err)
+			}
+			stdin, _ := s.StdinPipe()
+			stdout, _ := s.StdoutPipe()
+			if err := s.Shell(); err != nil {
+				t.Fatal(err)
+			}
+			io.WriteString(stdin, "stty size; echo MARK$((6*7)) $PWD; exit 5\n")
+			var buf bytes.Buffer
+			io.Copy(&buf, stdout)
+			var ee *gossh.ExitError
+			if err := s.Wait(); !errors.As(err, &ee) || ee.ExitStatus() != 5 {
+				t.Fatalf("Wait = %v (output %q)", err, buf.String())
+			}
+			if !strings.Contains(buf.String(), "MARK42 "+e.root) || !strings.Contains(buf.String(), "24 80") {
+				t.Fatalf("shell output %q", buf.String())
+			}
+		})
+	}
 }
 
 type lineReader struct {

@@ -32,9 +32,10 @@ type session struct {
 	pty  *sandbox.Pty
 	busy bool // an exec, shell or subsystem has been accepted
 
-	mu   sync.Mutex
-	proc sandbox.Process // nil until started, for signals and resizes
-	done chan struct{}   // closed when the command or subsystem finished
+	mu     sync.Mutex
+	proc   sandbox.Process    // nil until started, for signals and resizes
+	cancel context.CancelFunc // ends the command's context: the executor kills its whole tree
+	done   chan struct{}      // closed when the command or subsystem finished
 }
 
 // handleSession is the "session" channel handler (gliderlabs'
@@ -156,10 +157,16 @@ func (ss *session) process() sandbox.Process {
 	return ss.proc
 }
 
-// kill ends the running command, if any.
+// kill ends the running command, if any, and everything it started.
+// Cancelling Start's context, rather than sending KILL, is what reaches the
+// whole tree in every mode: under bwrap, Signal goes to the processes inside
+// the sandbox, and one that is still being set up would miss it.
 func (ss *session) kill() {
-	if p := ss.process(); p != nil {
-		_ = p.Signal("KILL")
+	ss.mu.Lock()
+	cancel := ss.cancel
+	ss.mu.Unlock()
+	if cancel != nil {
+		cancel()
 	}
 }
 
@@ -211,7 +218,7 @@ func (ss *session) start(kind, command string) {
 		return
 	}
 	ss.mu.Lock()
-	ss.proc = proc
+	ss.proc, ss.cancel = proc, cancel
 	ss.mu.Unlock()
 
 	go func() {
