@@ -192,9 +192,8 @@ func (w *dirWS) Scope(p string) (Workspace, error) {
 	if w.closed.Load() {
 		return nil, errClosed("scope", p)
 	}
-	if rel == "." {
-		return w, nil
-	}
+	// Even the scope "." is a workspace of its own (with its own handle), so
+	// closing it never closes the parent.
 	s := &dirWS{root: path.Join(w.root, rel), opts: w.opts, parent: w, scopeRel: rel}
 	w.children.Store(s, struct{}{})
 	return s, nil
@@ -377,28 +376,27 @@ func (w *dirWS) run(op, p string, create, followFinal bool, f func(r *os.Root, r
 	return mapErr(op, p, err)
 }
 
-func (w *dirWS) Stat(p string) (Info, error) {
-	var info Info
-	err := w.run("stat", p, false, true, func(r *os.Root, rel string) error {
-		fi, err := r.Stat(rel)
-		if err == nil {
-			info = infoFrom(rel, fi)
-		}
-		return err
-	})
-	return info, err
-}
+func (w *dirWS) Stat(p string) (Info, error) { return w.stat("stat", p, true) }
 
-func (w *dirWS) Lstat(p string) (Info, error) {
-	var info Info
-	err := w.run("lstat", p, false, false, func(r *os.Root, rel string) error {
-		fi, err := r.Lstat(rel)
-		if err == nil {
-			info = infoFrom(rel, fi)
+func (w *dirWS) Lstat(p string) (Info, error) { return w.stat("lstat", p, false) }
+
+// stat reports the path as requested (not where links led).
+func (w *dirWS) stat(op, p string, follow bool) (Info, error) {
+	var fi fs.FileInfo
+	err := w.run(op, p, false, follow, func(r *os.Root, rel string) error {
+		var err error
+		if follow {
+			fi, err = r.Stat(rel)
+		} else {
+			fi, err = r.Lstat(rel)
 		}
 		return err
 	})
-	return info, err
+	if err != nil {
+		return Info{}, err
+	}
+	rel, _ := w.rel(p)
+	return infoFrom(rel, fi), nil
 }
 
 func (w *dirWS) Exists(p string) (bool, error) {
@@ -488,6 +486,11 @@ func readAllSized(f io.Reader, size, max int64) ([]byte, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if size > 0 && int64(len(buf)) == size {
+			// All fstat promised: the file as it was when opened, without
+			// another read to see EOF.
+			return buf, nil
 		}
 		if int64(len(buf)) > max {
 			return nil, errGrew

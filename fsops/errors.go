@@ -87,11 +87,12 @@ func mapErr(op, p string, err error) error {
 		e.Code, e.Msg = errcode.WriteFailed, "no space left on device writing "+p
 	default:
 		switch op {
-		case "read", "readlines", "readdir", "stat", "lstat":
+		case "read", "readlines", "readdir", "stat", "lstat", "tree", "search", "grep":
 			e.Code = errcode.ReadFailed
 		default:
 			e.Code = errcode.WriteFailed
 		}
+		e.Msg = op + " failed: " + err.Error()
 	}
 	return e
 }

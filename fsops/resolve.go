@@ -28,6 +28,12 @@ func ResolvePath(root, p string) (string, error) {
 	if p == "" || p == "." || p == "/" {
 		return root, nil
 	}
+	if isCleanRel(p) {
+		if root == "/" {
+			return "/" + p, nil
+		}
+		return root + "/" + p, nil
+	}
 	if strings.IndexByte(p, 0) >= 0 {
 		return "", errcode.New(errcode.InvalidArgument, "resolve", p, "path contains a NUL byte")
 	}
@@ -50,6 +56,30 @@ func ResolvePath(root, p string) (string, error) {
 		return "", escapeError("resolve", orig)
 	}
 	return joined, nil
+}
+
+// isCleanRel reports whether p is a relative path that cleaning would not
+// change and that has no "." or ".." element (the common case, resolved
+// without allocating).
+func isCleanRel(p string) bool {
+	if p == "" || p[0] == '/' || p[len(p)-1] == '/' {
+		return false
+	}
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			if p[i] == 0 {
+				return false
+			}
+			continue
+		}
+		switch p[start:i] {
+		case "", ".", "..":
+			return false
+		}
+		start = i + 1
+	}
+	return true
 }
 
 // within reports whether the clean absolute path c is root or below it, with
@@ -81,6 +111,9 @@ func relTo(root, abs string) string {
 func resolveRel(root, p string) (string, error) {
 	if p == "" || p == "." || p == "/" {
 		return ".", nil
+	}
+	if isCleanRel(p) {
+		return p, nil
 	}
 	abs, err := ResolvePath(root, p)
 	if err != nil {

@@ -1,0 +1,132 @@
+package fsops
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+)
+
+// Every OS failure maps to one code, keeps its cause and names the caller's path.
+func TestMapErr(t *testing.T) {
+	cases := []struct {
+		err  error
+		op   string
+		code errcode.Code
+	}{
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENOENT}, "read", errcode.NotFound},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EEXIST}, "write", errcode.AlreadyExists},
+		{&fs.PathError{Op: "rmdir", Path: "x", Err: syscall.ENOTEMPTY}, "rm", errcode.AlreadyExists},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENOTDIR}, "read", errcode.NotADirectory},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EISDIR}, "write", errcode.IsADirectory},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EACCES}, "read", errcode.PermissionDenied},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EPERM}, "write", errcode.PermissionDenied},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EROFS}, "write", errcode.PermissionDenied},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ELOOP}, "read", errcode.InvalidArgument},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENAMETOOLONG}, "read", errcode.InvalidArgument},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EINVAL}, "readlink", errcode.InvalidArgument},
+		{&fs.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}, "write", errcode.WriteFailed},
+		{&fs.PathError{Op: "read", Path: "x", Err: syscall.EIO}, "read", errcode.ReadFailed},
+		{&fs.PathError{Op: "write", Path: "x", Err: syscall.EIO}, "write", errcode.WriteFailed},
+		{&fs.PathError{Op: "open", Path: "x", Err: errRootEscapeOr()}, "read", errcode.PathEscapeAttempt},
+	}
+	for _, tc := range cases {
+		err := mapErr(tc.op, "given/path", tc.err)
+		e := wantCode(t, err, tc.code)
+		if e.Path != "given/path" || e.Op != tc.op || !errors.Is(err, tc.err.(*fs.PathError).Err) {
+			t.Errorf("%v → %#v: want op, caller's path and the cause", tc.err, e)
+		}
+		if e.Msg == "" || strings.Contains(e.Error(), "%!") {
+			t.Errorf("%v → message %q", tc.err, e.Error())
+		}
+	}
+	if mapErr("read", "p", nil) != nil {
+		t.Error("mapErr(nil) != nil")
+	}
+	orig := errcode.New(errcode.TooLarge, "read", "p", "x")
+	if mapErr("edit", "q", orig) != error(orig) {
+		t.Error("an *errcode.Error must pass through")
+	}
+}
+
+func TestBadInputs(t *testing.T) {
+	for _, im := range impls() {
+		t.Run(im.name, func(t *testing.T) {
+			ws := im.new(t)
+			must(t, ws.WriteFile("f.txt", []byte("x")))
+			must(t, ws.WriteFile("d/g.txt", []byte("x")))
+
+			_, err := ws.ReadFile("a\x00b")
+			wantCode(t, err, errcode.InvalidArgument)
+			wantCode(t, ws.WriteFile("/a\x00b", nil), errcode.InvalidArgument)
+			wantCode(t, ws.Chtimes("missing", time.Now(), time.Now()), errcode.NotFound)
+			wantCode(t, ws.Chmod("missing", 0o600), errcode.NotFound)
+			wantCode(t, ws.Truncate("missing", 0), errcode.NotFound)
+			_, err = ws.Exists("../../x")
+			wantCode(t, err, errcode.PathEscapeAttempt)
+			_, err = ws.Lstat("missing")
+			wantCode(t, err, errcode.NotFound)
+			_, err = ws.OpenFile("d", os.O_WRONLY, 0)
+			wantCode(t, err, errcode.IsADirectory)
+			_, err = ws.Scope("../x")
+			wantCode(t, err, errcode.PathEscapeAttempt)
+			must(t, ws.Touch("d")) // touching a directory is fine
+			wantCode(t, ws.Move("d", "d/sub"), errcode.InvalidArgument)
+
+			// No edits: nothing to do, the reference's header-only diff.
+			res, err := ws.Edit("f.txt", nil, false)
+			must(t, err)
+			if res.Diff != "--- f.txt\n+++ f.txt\n" {
+				t.Errorf("empty edit list diff %q", res.Diff)
+			}
+			_, err = ws.Edit("d", []Edit{{OldText: "a", NewText: "b"}}, false)
+			wantCode(t, err, errcode.IsADirectory)
+			_, err = ws.Tree(t.Context(), "missing", TreeOptions{})
+			wantCode(t, err, errcode.NotFound)
+			_, err = ws.Search(t.Context(), "f.txt", "*", SearchOptions{})
+			wantCode(t, err, errcode.NotADirectory)
+		})
+	}
+}
+
+func TestDirErrorsAndLinks(t *testing.T) {
+	root := t.TempDir()
+	ws := newDirWS(t, root)
+	must(t, ws.WriteFile("f.txt", []byte("x")))
+	_, err := ws.Readlink("f.txt")
+	wantCode(t, err, errcode.InvalidArgument)
+	must(t, os.Symlink("f.txt", root+"/l"))
+	ents, err := ws.ReadDir(".")
+	must(t, err)
+	if len(ents) != 2 || ents[1].Name != "l" || ents[1].Mode&fs.ModeSymlink == 0 {
+		t.Errorf("readdir must report links as links: %+v", ents)
+	}
+	// A "." scope is a workspace of its own: closing it keeps the parent.
+	s, err := ws.Scope(".")
+	must(t, err)
+	if s.Root() != ws.Root() {
+		t.Errorf("scope . Root = %q", s.Root())
+	}
+	if _, err := s.ReadFile("f.txt"); err != nil {
+		t.Error(err)
+	}
+	must(t, s.Close())
+	if _, err := ws.ReadFile("f.txt"); err != nil {
+		t.Errorf("closing a scope closed its parent: %v", err)
+	}
+	// Closing the parent closes its scopes.
+	s2, err := ws.Scope("sub")
+	must(t, err)
+	must(t, s2.WriteFile("x", nil))
+	must(t, ws.Close())
+	if _, err := s2.ReadFile("x"); err == nil {
+		t.Error("a scope outlived its closed parent")
+	}
+	_, err = ws.Scope("y")
+	wantCode(t, err, errcode.ConnectionClosed)
+}
