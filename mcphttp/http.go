@@ -102,6 +102,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	jsonOK, sseOK, anyOK := accepts(r.Header.Values("Accept"))
 	switch {
 	case jsonOK || anyOK:
+		if s.serveFast(w, r) {
+			return
+		}
 		r.Header.Set("Accept", "application/json, text/event-stream")
 		s.jsonH.ServeHTTP(w, r)
 	case sseOK:

@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -98,6 +99,11 @@ type Server struct {
 	closed bool
 	stdio  map[*mcp.ServerSession]struct{}
 	done   chan struct{}
+
+	tools map[string]*toolDef // written only by New
+
+	noFastPath bool         // tests: send every request through the SDK
+	fastCalls  atomic.Int64 // tools/calls answered on the fast path
 }
 
 // New builds a Server. It fails only when Options are unusable.
@@ -114,6 +120,7 @@ func New(opts Options) (*Server, error) {
 		log:   log,
 		stdio: map[*mcp.ServerSession]struct{}{},
 		done:  make(chan struct{}),
+		tools: map[string]*toolDef{},
 	}
 	s.maxBody = opts.MaxBodyBytes
 	if s.maxBody == 0 {
@@ -145,7 +152,6 @@ func New(opts Options) (*Server, error) {
 		Instructions: "Tools over one workspace directory. Paths are relative to the workspace root " +
 			"(absolute paths are taken as relative to it); nothing outside it is reachable.",
 	})
-	s.mcp.AddReceivingMiddleware(s.validationMiddleware)
 	s.registerTools()
 
 	// Two stateless handlers over the same mcp.Server: the SDK fixes the

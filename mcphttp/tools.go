@@ -2,9 +2,12 @@ package mcphttp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"net/http"
 	"path"
 	"sort"
 	"strconv"
@@ -59,34 +62,63 @@ func writes(title string, destructive, idempotent bool) *mcp.ToolAnnotations {
 	return &mcp.ToolAnnotations{Title: title, DestructiveHint: ptr(destructive), IdempotentHint: idempotent, OpenWorldHint: ptr(false)}
 }
 
+// toolDef is one registered tool: its advertised definition and the call
+// that validates raw arguments, decodes them and runs the handler. Both the
+// SDK (through mcp.Server.AddTool) and the HTTP fast path (fastpath.go) call
+// tools through it, so they answer byte for byte the same.
+type toolDef struct {
+	tool *mcp.Tool
+	call func(ctx context.Context, ws fsops.Workspace, raw json.RawMessage) *mcp.CallToolResult
+}
+
 // addTool registers a typed tool whose handler returns the result itself
 // (never a Go error: failures are isError results).
 func addTool[In any](s *Server, name, title, desc string, ann *mcp.ToolAnnotations, in schema,
 	h func(ctx context.Context, ws fsops.Workspace, args In) *mcp.CallToolResult) {
-	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name: name, Title: title, Description: desc, Annotations: ann, InputSchema: in,
-	}, func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, any, error) {
-		ws, release, err := s.workspaceFor(req)
-		if err != nil {
-			return toolError(errorText("Invalid scope", "", err)), nil, nil
+	def := &toolDef{
+		tool: &mcp.Tool{Name: name, Title: title, Description: desc, Annotations: ann, InputSchema: in},
+		call: func(ctx context.Context, ws fsops.Workspace, raw json.RawMessage) *mcp.CallToolResult {
+			if msg := validateArgs(raw, in); msg != "" {
+				return toolError("Input validation error: Invalid arguments for tool " + name + ": " + msg)
+			}
+			var args In
+			if len(raw) > 0 && string(raw) != "null" {
+				if err := json.Unmarshal(raw, &args); err != nil {
+					return toolError("Input validation error: Invalid arguments for tool " + name + ": " + err.Error())
+				}
+			}
+			return h(ctx, ws, args)
+		},
+	}
+	s.tools[name] = def
+	s.mcp.AddTool(def.tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var hdr http.Header
+		if req.Extra != nil {
+			hdr = req.Extra.Header
 		}
-		defer release()
-		res := h(ctx, ws, args)
-		if res.IsError {
-			s.log.Debug("mcp tool failed", "tool", name, "error", res.Content[0].(*mcp.TextContent).Text)
-		}
-		return res, nil, nil
+		return s.callTool(ctx, def, req.Params.Arguments, hdr), nil
 	})
+}
+
+// callTool runs def in the workspace the request is scoped to.
+func (s *Server) callTool(ctx context.Context, def *toolDef, raw json.RawMessage, hdr http.Header) *mcp.CallToolResult {
+	ws, release, err := s.workspaceFor(hdr)
+	if err != nil {
+		return toolError(errorText("Invalid scope", hdr.Get(headerScopePath), err))
+	}
+	defer release()
+	res := def.call(ctx, ws, raw)
+	if res.IsError && s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.Debug("mcp tool failed", "tool", def.tool.Name, "error", res.Content[0].(*mcp.TextContent).Text)
+	}
+	return res
 }
 
 // workspaceFor returns the workspace a call works in: ours, or for an HTTP
 // request with X-Scope-Path (already validated by serveHTTP) the scope below
-// it, which is released after the call.
-func (s *Server) workspaceFor(req *mcp.CallToolRequest) (fsops.Workspace, func(), error) {
-	if req == nil || req.Extra == nil || req.Extra.Header == nil {
-		return s.opts.Workspace, func() {}, nil
-	}
-	sp, ok := normalizeScope(req.Extra.Header.Get(headerScopePath))
+// it, which is released after the call. Stdio calls have no header.
+func (s *Server) workspaceFor(hdr http.Header) (fsops.Workspace, func(), error) {
+	sp, ok := normalizeScope(hdr.Get(headerScopePath))
 	if !ok {
 		return nil, nil, errcode.New(errcode.PathEscapeAttempt, "scope", sp, "scope path must not contain ..")
 	}

@@ -1,0 +1,140 @@
+package mcphttp
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
+)
+
+// Benchmarks of one tools/call read_text_file of a 4 KiB file over loopback
+// HTTP, with the plain net/http JSON-RPC handler that answers the same bytes
+// as the floor. Run:
+//
+//	go test -run '^$' -bench . -benchmem ./mcphttp/
+//
+// The client side (net/http, one keep-alive connection) is the same in every
+// case, so differences are the server's.
+
+var benchFile = strings.Repeat("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n", 64) // 4096 bytes
+
+const benchCall = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"bench.txt"}}}`
+
+func benchPost(b *testing.B, url, accept string) {
+	tr := &http.Transport{MaxIdleConnsPerHost: 4}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	body := []byte(benchCall)
+	// One call outside the loop checks the answer.
+	check := func(resp *http.Response) {
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !bytes.Contains(out, []byte("0123456789abcdef")) {
+			b.Fatalf("status %d: %.300s", resp.StatusCode, out)
+		}
+	}
+	do := func() *http.Response {
+		req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", accept)
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return resp
+	}
+	check(do())
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		resp := do()
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+func benchEnv(b *testing.B) (*env, string) {
+	root := b.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "bench.txt"), []byte(benchFile), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	e := newEnvAt(b, root)
+	return e, e.url()
+}
+
+// BenchmarkReadTextFile is the daemon's path: the checks, one shared
+// mcp.Server, stateless, reply as JSON (what clients accepting both get).
+func BenchmarkReadTextFile(b *testing.B) {
+	b.Run("json", func(b *testing.B) {
+		_, url := benchEnv(b)
+		benchPost(b, url, "application/json, text/event-stream")
+	})
+	b.Run("sse", func(b *testing.B) {
+		_, url := benchEnv(b)
+		benchPost(b, url, "text/event-stream")
+	})
+	// naive is the reference daemon's design, for comparison: a new MCP
+	// server (tool table, schemas) built for every request, SSE replies.
+	b.Run("naive-server-per-request", func(b *testing.B) {
+		e, _ := benchEnv(b)
+		opts := e.srv.opts
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s, err := New(opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.sseH.ServeHTTP(w, r)
+		})
+		hs := httptest.NewServer(h)
+		defer hs.Close()
+		benchPost(b, hs.URL, "application/json, text/event-stream")
+	})
+}
+
+// BenchmarkEchoFloor is a plain net/http JSON-RPC handler that reads the
+// same file through the same Workspace and answers the same result: the
+// floor for any MCP server on net/http.
+func BenchmarkEchoFloor(b *testing.B) {
+	root := b.TempDir()
+	os.WriteFile(filepath.Join(root, "bench.txt"), []byte(benchFile), 0o644)
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ws.Close()
+	type rpc struct {
+		ID     json.RawMessage `json:"id"`
+		Params struct {
+			Arguments struct {
+				Path string `json:"path"`
+			} `json:"arguments"`
+		} `json:"params"`
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req rpc
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		lines, err := ws.ReadLines(req.Params.Arguments.Path, fsops.LineRange{})
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{
+			"jsonrpc": "2.0", "id": req.ID,
+			"result": map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.Join(lines.Lines, "\n")}}},
+		})
+	})
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	benchPost(b, hs.URL, "application/json")
+}
