@@ -1,0 +1,641 @@
+// Package systemd holds the systemd unit, its environment file and its
+// installer. These tests check them against the real tools: systemd-analyze
+// for the unit, the built agent-backend binary for every flag and variable
+// the unit and the environment file give it, and bash and shellcheck for
+// install.sh, which is also run end to end against a scratch root.
+package systemd
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+const (
+	unitFile    = "agentbe-daemon.service"
+	envFile     = "agentbe-daemon.env"
+	installFile = "install.sh"
+	// binPath is where install.sh puts the binary and the unit runs it from.
+	binPath = "/usr/local/bin/agent-backend"
+)
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+	buildDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// agentBackend builds ./cmd/agent-backend once for the package, the way
+// docs/deploy.md does (static, trimmed), so the flags checked are those of
+// the binary users install. AGENT_BACKEND_BIN names an already built binary
+// to use instead (CI builds it once for several packages).
+func agentBackend(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if p := os.Getenv("AGENT_BACKEND_BIN"); p != "" {
+			builtBin, buildErr = filepath.Abs(p)
+			return
+		}
+		buildDir, buildErr = os.MkdirTemp("", "agentbe-systemd-test-")
+		if buildErr != nil {
+			return
+		}
+		builtBin = filepath.Join(buildDir, "agent-backend")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=v0.0.0-systemdtest",
+			"-o", builtBin, "./cmd/agent-backend")
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/agent-backend: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+// unitDirectives reads a unit file into section → key → values (in order),
+// joining backslash-continued lines as systemd does.
+func unitDirectives(t *testing.T, path string) map[string]map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string][]string{}
+	section := ""
+	var cont strings.Builder
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if cont.Len() == 0 {
+			trimmed := strings.TrimSpace(line)
+			if trimmed == "" || strings.HasPrefix(trimmed, "#") || strings.HasPrefix(trimmed, ";") {
+				continue
+			}
+		}
+		if strings.HasSuffix(line, "\\") {
+			cont.WriteString(strings.TrimSuffix(line, "\\"))
+			cont.WriteString(" ")
+			continue
+		}
+		cont.WriteString(line)
+		line = strings.TrimSpace(cont.String())
+		cont.Reset()
+		if strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]") {
+			section = line[1 : len(line)-1]
+			out[section] = map[string][]string{}
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || section == "" {
+			t.Fatalf("%s:%d: not a key=value line in a section: %q", path, n, line)
+		}
+		out[section][strings.TrimSpace(k)] = append(out[section][strings.TrimSpace(k)], strings.TrimSpace(v))
+	}
+	return out
+}
+
+// one returns the single value of a directive, failing if it is absent or
+// given more than once.
+func one(t *testing.T, d map[string]map[string][]string, section, key string) string {
+	t.Helper()
+	v := d[section][key]
+	if len(v) != 1 {
+		t.Fatalf("[%s] %s: want exactly one value, got %q", section, key, v)
+	}
+	return v[0]
+}
+
+// commandWords splits an Exec*= value into words. systemd also honours
+// quotes and prefixes like "-" or "+"; the unit uses neither, and this
+// refuses them so that the check cannot silently misread a later change.
+func commandWords(t *testing.T, line string) []string {
+	t.Helper()
+	if strings.ContainsAny(line, `"'`) || strings.ContainsAny(line[:1], "-+!@:|") {
+		t.Fatalf("command line uses quotes or a prefix this test does not parse: %q", line)
+	}
+	return strings.Fields(line)
+}
+
+// flagValue returns the value after flag in args (the "--flag value" form
+// the unit uses).
+func flagValue(t *testing.T, args []string, flag string) string {
+	t.Helper()
+	i := slices.Index(args, flag)
+	if i < 0 || i+1 >= len(args) {
+		t.Fatalf("%s with a value not found in %q", flag, args)
+	}
+	return args[i+1]
+}
+
+func TestUnitVerifies(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed (Debian package: systemd); CI installs it")
+	}
+	bin := agentBackend(t)
+	src, err := os.ReadFile(unitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(src, []byte(binPath)) {
+		t.Fatalf("%s does not run %s", unitFile, binPath)
+	}
+	// systemd-analyze verify checks that every Exec*= binary exists and is
+	// executable, so the copy points at the freshly built binary instead of
+	// /usr/local/bin. Nothing else changes.
+	verify := func(t *testing.T, unit []byte) string {
+		dir := t.TempDir()
+		path := filepath.Join(dir, unitFile)
+		if err := os.WriteFile(path, bytes.ReplaceAll(unit, []byte(binPath), []byte(bin)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(analyze, "verify", path)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Sprintf("exit: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	t.Run("clean", func(t *testing.T) {
+		// verify exits 0 on unknown keys and unparsable values (it only
+		// warns), so any output at all is a failure.
+		if out := verify(t, src); out != "" {
+			t.Fatalf("systemd-analyze verify %s is not clean:\n%s", unitFile, out)
+		}
+	})
+	t.Run("catches a typo", func(t *testing.T) {
+		// The control for the check above: a misspelt value and an unknown
+		// key must show up, or "no output" proves nothing.
+		bad := bytes.Replace(src, []byte("ProtectSystem=strict"), []byte("ProtectSystem=strcit\nProtectSytem=strict"), 1)
+		if bytes.Equal(bad, src) {
+			t.Fatal("ProtectSystem=strict not found in the unit")
+		}
+		out := verify(t, bad)
+		if !strings.Contains(out, "strcit") || !strings.Contains(out, "ProtectSytem") {
+			t.Fatalf("systemd-analyze verify did not report the typos; it said:\n%s", out)
+		}
+	})
+}
+
+// TestUnitStructure checks the promises the unit's comments and the docs
+// make, which systemd-analyze cannot know about.
+func TestUnitStructure(t *testing.T) {
+	d := unitDirectives(t, unitFile)
+	want := map[string]string{
+		"Type":            "notify",
+		"NotifyAccess":    "main",
+		"Restart":         "on-failure",
+		"User":            "agentbe",
+		"StateDirectory":  "agentbe",
+		"ProtectSystem":   "strict",
+		"ProtectHome":     "yes",
+		"PrivateTmp":      "yes",
+		"NoNewPrivileges": "yes",
+		"KillMode":        "mixed",
+		"ExecReload":      "/bin/kill -HUP $MAINPID",
+	}
+	for k, v := range want {
+		if got := one(t, d, "Service", k); got != v {
+			t.Errorf("%s=%s, want %s", k, got, v)
+		}
+	}
+	for _, k := range []string{"WatchdogSec", "LimitNOFILE", "RestrictAddressFamilies", "SystemCallFilter"} {
+		one(t, d, "Service", k)
+	}
+	// What bwrap needs, as the unit's comment promises.
+	ns := strings.Fields(one(t, d, "Service", "RestrictNamespaces"))
+	for _, n := range []string{"user", "mnt", "pid", "ipc", "uts", "net", "cgroup"} {
+		if !slices.Contains(ns, n) {
+			t.Errorf("RestrictNamespaces=%s does not allow %s, which bwrap --unshare-all creates", strings.Join(ns, " "), n)
+		}
+	}
+	if !slices.Contains(strings.Fields(one(t, d, "Service", "SystemCallFilter")), "@mount") {
+		t.Error("SystemCallFilter does not allow @mount: bwrap cannot mount its sandbox")
+	}
+	if !slices.Contains(strings.Fields(one(t, d, "Service", "RestrictAddressFamilies")), "AF_NETLINK") {
+		t.Error("RestrictAddressFamilies lacks AF_NETLINK: bwrap cannot bring up lo in a new network namespace")
+	}
+	for _, k := range []string{"PrivateUsers", "ProtectKernelTunables", "ProtectKernelLogs", "ProtectProc", "ProcSubset", "MemoryDenyWriteExecute"} {
+		if v, ok := d["Service"][k]; ok {
+			t.Errorf("%s=%s is set; the unit's comment explains why it breaks bwrap or the agent's commands", k, v)
+		}
+	}
+	if got := one(t, d, "Install", "WantedBy"); got != "multi-user.target" {
+		t.Errorf("WantedBy=%s", got)
+	}
+
+	// The token: a credential named "token", read from a root-only file and
+	// passed as a file path; never a flag value or an environment variable.
+	if got := one(t, d, "Service", "LoadCredential"); got != "token:/etc/agentbe/token" {
+		t.Errorf("LoadCredential=%s, want token:/etc/agentbe/token", got)
+	}
+	for _, k := range []string{"Environment"} {
+		for _, v := range d["Service"][k] {
+			if strings.Contains(strings.ToUpper(v), "TOKEN") {
+				t.Errorf("%s=%s puts the token in the environment", k, v)
+			}
+		}
+	}
+
+	start := commandWords(t, one(t, d, "Service", "ExecStart"))
+	pre := commandWords(t, one(t, d, "Service", "ExecStartPre"))
+	if len(start) < 2 || start[0] != binPath || start[1] != "daemon" {
+		t.Fatalf("ExecStart=%q does not run %s daemon", start, binPath)
+	}
+	if slices.Contains(start, "--check-config") {
+		t.Error("ExecStart has --check-config: the daemon would exit instead of serving")
+	}
+	// ExecStartPre must check exactly what ExecStart will run.
+	if !slices.Contains(pre, "--check-config") {
+		t.Fatalf("ExecStartPre=%q has no --check-config", pre)
+	}
+	if got := slices.DeleteFunc(slices.Clone(pre), func(s string) bool { return s == "--check-config" }); !slices.Equal(got, start) {
+		t.Errorf("ExecStartPre without --check-config differs from ExecStart:\n pre:   %q\n start: %q", got, start)
+	}
+	if slices.Contains(start, "--auth-token") {
+		t.Error("ExecStart passes --auth-token: the token would be visible in ps")
+	}
+	if got := flagValue(t, start, "--auth-token-file"); got != "${CREDENTIALS_DIRECTORY}/token" {
+		t.Errorf("--auth-token-file %s, want ${CREDENTIALS_DIRECTORY}/token", got)
+	}
+	if got := flagValue(t, start, "--ssh-host-key"); !strings.HasPrefix(got, "%S/agentbe/") {
+		t.Errorf("--ssh-host-key %s is not in the StateDirectory (%%S/agentbe/)", got)
+	}
+	// The workspace is the one writable path ProtectSystem=strict leaves.
+	root := flagValue(t, start, "--root")
+	if rw := d["Service"]["ReadWritePaths"]; !slices.ContainsFunc(rw, func(v string) bool {
+		return slices.Contains(strings.Fields(strings.TrimPrefix(v, "-")), root)
+	}) {
+		t.Errorf("--root %s is not in ReadWritePaths=%q: the daemon could not write its workspace", root, rw)
+	}
+	if envf := one(t, d, "Service", "EnvironmentFile"); envf != "-/etc/agentbe/"+envFile {
+		t.Errorf("EnvironmentFile=%s, want -/etc/agentbe/%s (where install.sh puts it)", envf, envFile)
+	}
+}
+
+// envFileVars parses the environment file: the variables it sets, and the
+// ones it shows commented out as examples. Any other line is an error, so
+// a stray word cannot hide from systemd's parser or from this test.
+func envFileVars(t *testing.T) (set [][2]string, examples []string) {
+	t.Helper()
+	data, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assign := regexp.MustCompile(`^([A-Z][A-Z0-9_]*)=(.*)$`)
+	for n, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.TrimSpace(line) == "":
+		case strings.HasPrefix(line, "#"):
+			if m := assign.FindStringSubmatch(strings.TrimPrefix(line, "#")); m != nil {
+				examples = append(examples, m[1])
+			}
+		default:
+			m := assign.FindStringSubmatch(line)
+			if m == nil {
+				t.Fatalf("%s:%d: neither a comment nor NAME=value: %q", envFile, n+1, line)
+			}
+			if strings.ContainsAny(m[2], `"'$\ `) {
+				t.Fatalf("%s:%d: %q needs quoting rules systemd and a shell read differently", envFile, n+1, line)
+			}
+			set = append(set, [2]string{m[1], m[2]})
+		}
+	}
+	if len(set) == 0 {
+		t.Fatalf("%s sets no variable", envFile)
+	}
+	return set, examples
+}
+
+// TestEnvFileVariablesAreKnown: every variable the environment file sets or
+// shows is one the daemon reads (as listed by `daemon --help`). The daemon
+// ignores unknown AGENTBE_* variables, so a misspelt one would silently do
+// nothing.
+func TestEnvFileVariablesAreKnown(t *testing.T) {
+	bin := agentBackend(t)
+	help, err := exec.Command(bin, "daemon", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("daemon --help: %v\n%s", err, help)
+	}
+	known := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\[env ([A-Z0-9_, ]+)\]`).FindAllStringSubmatch(string(help), -1) {
+		for _, name := range strings.Split(m[1], ",") {
+			known[strings.TrimSpace(name)] = true
+		}
+	}
+	if !known["AGENTBE_ROOT"] || !known["AGENTBE_BIND"] {
+		t.Fatalf("could not read the variable names from daemon --help:\n%s", help)
+	}
+	set, examples := envFileVars(t)
+	for _, kv := range set {
+		if !known[kv[0]] {
+			t.Errorf("%s sets %s, which the daemon does not read", envFile, kv[0])
+		}
+		if strings.Contains(kv[0], "TOKEN") {
+			t.Errorf("%s sets %s: the token belongs in /etc/agentbe/token", envFile, kv[0])
+		}
+	}
+	for _, name := range examples {
+		if !known[name] {
+			t.Errorf("%s shows %s as an example, which the daemon does not read", envFile, name)
+		}
+	}
+}
+
+// TestExecLinesAcceptedByCheckConfig runs the unit's ExecStart flags, with
+// the environment file's variables, through the built binary's
+// --check-config, as ExecStartPre does on a real machine. systemd's
+// substitutions are done by hand: ${CREDENTIALS_DIRECTORY} becomes a
+// directory holding a token file, %S a scratch state directory, and the
+// workspace a scratch directory.
+func TestExecLinesAcceptedByCheckConfig(t *testing.T) {
+	bin := agentBackend(t)
+	d := unitDirectives(t, unitFile)
+	start := commandWords(t, one(t, d, "Service", "ExecStart"))
+	pre := commandWords(t, one(t, d, "Service", "ExecStartPre"))
+	set, _ := envFileVars(t)
+
+	tmp := t.TempDir()
+	creds := filepath.Join(tmp, "credentials")
+	state := filepath.Join(tmp, "state")
+	workspace := filepath.Join(tmp, "workspace")
+	for _, dir := range []string{creds, state, workspace} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	token := filepath.Join(creds, "token")
+	if err := os.WriteFile(token, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unitRoot := flagValue(t, start, "--root")
+	substitute := func(words []string) []string {
+		out := make([]string, len(words))
+		for i, w := range words {
+			w = strings.ReplaceAll(w, "${CREDENTIALS_DIRECTORY}", creds)
+			w = strings.ReplaceAll(w, "%S", state)
+			if w == unitRoot {
+				w = workspace
+			}
+			if strings.Contains(w, "$") || strings.Contains(w, "%") {
+				t.Fatalf("unit word %q uses a substitution this test does not make", words[i])
+			}
+			out[i] = w
+		}
+		return out
+	}
+	// Only the environment file's variables: an AGENTBE_* variable in the
+	// test runner's environment must not make the check pass or fail.
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + tmp}
+	for _, kv := range set {
+		env = append(env, kv[0]+"="+kv[1])
+	}
+	run := func(args []string) (string, string, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+
+	for name, words := range map[string][]string{
+		"ExecStartPre":               pre,
+		"ExecStart + --check-config": append(slices.Clone(start), "--check-config"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			stdout, stderr, err := run(substitute(words[1:]))
+			if err != nil {
+				t.Fatalf("%s %q --check-config: %v\nstderr: %s", bin, words[1:], err, stderr)
+			}
+			// The effective configuration shows the unit's flags and the
+			// environment file's values took effect.
+			for _, line := range []string{
+				fmt.Sprintf("root: %q", workspace),
+				fmt.Sprintf("auth-token-file: %q", token),
+				`auth-token: "[redacted]"`,
+				fmt.Sprintf("ssh-host-key: %q", filepath.Join(state, "agentbe", "ssh_host_ed25519_key")),
+			} {
+				if !strings.Contains(stdout, line+"\n") {
+					t.Errorf("effective config lacks %s:\n%s", line, stdout)
+				}
+			}
+			for _, kv := range set {
+				key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(kv[0], "AGENTBE_"), "_", "-"))
+				if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `: "?` + regexp.QuoteMeta(kv[1]) + `"?$`).MatchString(stdout) {
+					t.Errorf("%s=%s from %s is not in the effective config:\n%s", kv[0], kv[1], envFile, stdout)
+				}
+			}
+			if strings.Contains(stdout, "0123456789abcdef") {
+				t.Error("--check-config printed the token")
+			}
+		})
+	}
+
+	t.Run("fails without the credential", func(t *testing.T) {
+		// The control: with the environment file's non-loopback bind, a
+		// missing token must fail the check, which is what keeps a broken
+		// LoadCredential= from starting an open daemon.
+		if err := os.Remove(token); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, err := run(substitute(pre[1:]))
+		if err == nil {
+			t.Fatal("--check-config passed without the token file")
+		}
+		if !strings.Contains(stderr, "auth-token-file") {
+			t.Errorf("the error does not name --auth-token-file: %s", stderr)
+		}
+	})
+}
+
+func TestInstallScriptSyntax(t *testing.T) {
+	if out, err := exec.Command("bash", "-n", installFile).CombinedOutput(); err != nil {
+		t.Fatalf("bash -n %s: %v\n%s", installFile, err, out)
+	}
+	fi, err := os.Stat(installFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode()&0o111 == 0 {
+		t.Errorf("%s is not executable (mode %v)", installFile, fi.Mode())
+	}
+	data, err := os.ReadFile(installFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte("\nset -euo pipefail\n")) {
+		t.Errorf("%s does not set -euo pipefail", installFile)
+	}
+}
+
+func TestInstallScriptShellcheck(t *testing.T) {
+	shellcheck, err := exec.LookPath("shellcheck")
+	if err != nil {
+		t.Skip("shellcheck is not installed (Debian package: shellcheck); CI installs it")
+	}
+	if out, err := exec.Command(shellcheck, "--shell=bash", "--severity=style", installFile).CombinedOutput(); err != nil {
+		t.Fatalf("shellcheck %s: %v\n%s", installFile, err, out)
+	}
+}
+
+// TestInstallScriptRuns runs install.sh three times against a scratch root
+// (DESTDIR) with stand-ins for the commands that would change the machine
+// (useradd, getent, chown, systemctl), which record how they were called:
+// a fresh install, a rerun that must change nothing, and an upgrade of the
+// unit that must restart the service.
+func TestInstallScriptRuns(t *testing.T) {
+	bin := agentBackend(t)
+	tmp := t.TempDir()
+	dest := filepath.Join(tmp, "root")
+	stubs := filepath.Join(tmp, "stubs")
+	calls := filepath.Join(tmp, "calls.log")
+	if err := os.MkdirAll(stubs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stub := func(name, body string) {
+		script := "#!/bin/sh\necho \"" + name + " $*\" >>" + calls + "\n" + body + "\n"
+		if err := os.WriteFile(filepath.Join(stubs, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	userMarker := filepath.Join(tmp, "user-exists")
+	stub("getent", "test -e "+userMarker)
+	stub("useradd", "touch "+userMarker)
+	stub("chown", "exit 0")
+	stub("systemctl", "exit 0")
+
+	run := func(t *testing.T) string {
+		t.Helper()
+		if err := os.WriteFile(calls, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("bash", installFile, bin)
+		cmd.Env = append(os.Environ(), "DESTDIR="+dest, "PATH="+stubs+":"+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("install.sh: %v\n%s", err, out)
+		}
+		log, err := os.ReadFile(calls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(log)
+	}
+	read := func(t *testing.T, rel string) ([]byte, os.FileMode) {
+		t.Helper()
+		p := filepath.Join(dest, rel)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data, fi.Mode().Perm()
+	}
+	same := func(t *testing.T, rel, src string, mode os.FileMode) {
+		t.Helper()
+		got, gotMode := read(t, rel)
+		want, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from %s", rel, src)
+		}
+		if gotMode != mode {
+			t.Errorf("%s has mode %v, want %v", rel, gotMode, mode)
+		}
+	}
+
+	var token []byte
+	t.Run("fresh install", func(t *testing.T) {
+		log := run(t)
+		same(t, "usr/local/bin/agent-backend", bin, 0o755)
+		same(t, "etc/systemd/system/agentbe-daemon.service", unitFile, 0o644)
+		same(t, "etc/agentbe/agentbe-daemon.env", envFile, 0o644)
+		var mode os.FileMode
+		token, mode = read(t, "etc/agentbe/token")
+		if !regexp.MustCompile(`^[0-9a-f]{64}\n$`).Match(token) {
+			t.Errorf("token %q is not 64 hex digits and a newline", token)
+		}
+		if mode != 0o600 {
+			t.Errorf("token has mode %v, want 0600", mode)
+		}
+		if fi, err := os.Stat(filepath.Join(dest, "srv/agentbe/workspace")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o750 {
+			t.Errorf("workspace: %v %v", fi, err)
+		}
+		for _, call := range []string{
+			"useradd --system --user-group --home-dir /var/lib/agentbe --no-create-home --shell /usr/sbin/nologin --comment agentbe-daemon agentbe",
+			"chown agentbe:agentbe " + filepath.Join(dest, "srv/agentbe/workspace"),
+			"chown root:root " + filepath.Join(dest, "etc/agentbe/token"),
+			"systemctl daemon-reload",
+			"systemctl enable --now agentbe-daemon.service",
+			"systemctl restart agentbe-daemon.service",
+			"systemctl is-active --quiet agentbe-daemon.service",
+		} {
+			if !strings.Contains(log, call+"\n") {
+				t.Errorf("install.sh did not run %q; calls:\n%s", call, log)
+			}
+		}
+	})
+	t.Run("rerun changes nothing", func(t *testing.T) {
+		envPath := filepath.Join(dest, "etc/agentbe/agentbe-daemon.env")
+		edited := []byte("AGENTBE_PORT=4000\n")
+		if err := os.WriteFile(envPath, edited, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		log := run(t)
+		if got, _ := read(t, "etc/agentbe/token"); !bytes.Equal(got, token) {
+			t.Error("a rerun replaced the token")
+		}
+		if got, _ := read(t, "etc/agentbe/agentbe-daemon.env"); !bytes.Equal(got, edited) {
+			t.Error("a rerun overwrote the edited environment file")
+		}
+		if strings.Contains(log, "useradd") {
+			t.Errorf("a rerun created the user again:\n%s", log)
+		}
+		if strings.Contains(log, "systemctl restart") {
+			t.Errorf("a rerun with nothing new restarted the daemon:\n%s", log)
+		}
+		if !strings.Contains(log, "systemctl enable --now agentbe-daemon.service\n") {
+			t.Errorf("a rerun did not make sure the service is enabled and started:\n%s", log)
+		}
+	})
+	t.Run("upgrade restarts", func(t *testing.T) {
+		unitPath := filepath.Join(dest, "etc/systemd/system/agentbe-daemon.service")
+		if err := os.WriteFile(unitPath, []byte("[Service]\nExecStart=/old\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		log := run(t)
+		same(t, "etc/systemd/system/agentbe-daemon.service", unitFile, 0o644)
+		if !strings.Contains(log, "systemctl daemon-reload\n") || !strings.Contains(log, "systemctl restart agentbe-daemon.service\n") {
+			t.Errorf("a changed unit was not reloaded and restarted:\n%s", log)
+		}
+		if got, _ := read(t, "etc/agentbe/token"); !bytes.Equal(got, token) {
+			t.Error("an upgrade replaced the token")
+		}
+	})
+}
