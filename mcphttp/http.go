@@ -59,6 +59,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("Origin %s is not allowed to use this MCP endpoint; add it to the daemon's allowed origins", origin))
 		return
 	}
+	// DNS rebinding, second half: a request that reached us on a loopback
+	// address but names another host was sent by a browser tricked into
+	// resolving that host to 127.0.0.1. (The SDK checks this too; the fast
+	// path does not go through the SDK.)
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil {
+		if isLoopbackAddr(la.String()) && !isLoopbackAddr(r.Host) {
+			writeJSONError(w, http.StatusForbidden, "Forbidden host",
+				fmt.Sprintf("Host %q is not a loopback name, but the request arrived on a loopback address (DNS rebinding?)", r.Host))
+			return
+		}
+	}
 	// 1. Bearer token, compared in constant time on fixed-length digests so
 	// neither content nor length leaks.
 	if s.opts.AuthToken != "" {
@@ -168,4 +179,13 @@ func isLoopbackHost(h string) bool {
 	}
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
+}
+
+// isLoopbackAddr reports whether a host or host:port names the loopback.
+func isLoopbackAddr(hostport string) bool {
+	h := hostport
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		h = host
+	}
+	return isLoopbackHost(strings.Trim(h, "[]"))
 }

@@ -34,9 +34,12 @@ func rawPost(t *testing.T, url, method, body string, hdr map[string]string) (*ht
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	for k, v := range hdr {
-		if v == "" {
+		switch {
+		case k == "Host":
+			req.Host = v
+		case v == "":
 			req.Header.Del(k)
-		} else {
+		default:
 			req.Header.Set(k, v)
 		}
 	}
@@ -91,6 +94,8 @@ func TestHTTPStatuses(t *testing.T) {
 		{"allowed origin", plain, "POST", listBody, map[string]string{"Origin": "https://app.example.com"}, 200, `"tools"`, ""},
 		{"loopback origin", plain, "POST", listBody, map[string]string{"Origin": "http://localhost:5173"}, 200, `"tools"`, ""},
 		{"loopback ip origin", plain, "POST", listBody, map[string]string{"Origin": "http://127.0.0.1:8080"}, 200, `"tools"`, ""},
+		{"rebinding host", plain, "POST", callBody("read_text_file", map[string]any{"path": "a.txt"}), map[string]string{"Host": "evil.example"}, 403, `"Forbidden host"`, ""},
+		{"loopback host name", plain, "POST", callBody("read_text_file", map[string]any{"path": "a.txt"}), map[string]string{"Host": "localhost"}, 200, `line1`, ""},
 		{"null origin", plain, "POST", listBody, map[string]string{"Origin": "null"}, 403, `not allowed`, ""},
 		{"body too large", plain, "POST", callBody("write_file", map[string]any{"path": "x", "content": strings.Repeat("a", 2000)}), nil, 413, `the limit is 1024 bytes`, ""},
 		{"json only accept", plain, "POST", listBody, map[string]string{"Accept": "application/json"}, 200, `"tools"`, "application/json"},
