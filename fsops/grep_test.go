@@ -187,6 +187,20 @@ func TestGrepMatchesRipgrep(t *testing.T) {
 			t.Errorf("%s: differs from rg %v\ngot:\n%s\nrg:\n%s", tc.name, rgArgs(tc.opts), res.Output, want)
 		}
 	}
+	// An absolute path inside the root prints absolute, as rg does; another
+	// absolute path is the relative one (rg, run by the reference, would
+	// search the host's /lib instead).
+	abs := GrepOptions{Pattern: "foo", Path: wss[0].Root() + "/lib", OutputMode: "content"}
+	res, err := wss[0].Grep(context.Background(), abs)
+	must(t, err)
+	if want := rgOutput(t, rg, root, abs); res.Output != want || !strings.HasPrefix(want, wss[0].Root()) {
+		t.Errorf("absolute path: got\n%s\nrg:\n%s", res.Output, want)
+	}
+	res, err = wss[0].Grep(context.Background(), GrepOptions{Pattern: "foo", Path: "/lib"})
+	must(t, err)
+	if want := rgOutput(t, rg, root, GrepOptions{Pattern: "foo", Path: "lib"}); res.Output != want {
+		t.Errorf("other absolute path: got\n%s\nwant\n%s", res.Output, want)
+	}
 }
 
 func TestGrepErrors(t *testing.T) {

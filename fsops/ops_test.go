@@ -417,6 +417,9 @@ func TestOpenFileChmodTruncate(t *testing.T) {
 			if info.Size != 11 {
 				t.Errorf("size %d", info.Size)
 			}
+			if _, err := f.Read(buf[:5]); err != nil || string(buf[:5]) != "hello" {
+				t.Errorf("Read = %q, %v", buf[:5], err)
+			}
 			must(t, f.Truncate(5))
 			must(t, f.Sync())
 			must(t, f.Close())

@@ -3,15 +3,34 @@
 // outside this package opens, stats or lists a path itself.
 //
 // A Workspace is rooted at one absolute directory. Client paths are resolved by
-// Resolve (the rules of shared/PROTOCOL.md: relative, absolute-inside-root,
+// ResolvePath (the rules of shared/PROTOCOL.md: relative, absolute-inside-root,
 // other-absolute-made-relative, ".." while inside) and then confined: the
-// directory implementation opens everything through os.Root, so a symlink is
-// followed only while its target stays inside the workspace. A path that would
-// leave it fails with errcode.PathEscapeAttempt naming the path the caller gave.
+// directory implementation opens everything through one os.Root per workspace,
+// so the kernel walks each path component relative to an open directory and a
+// symlink is followed only while its target stays inside. There is no
+// "check the path, then open it" window for a swapped link to slip through.
+// A path that would leave fails with errcode.PathEscapeAttempt naming the path
+// the caller gave. os.Root refuses every absolute symlink, even one pointing
+// inside; for those (and only after os.Root has refused) the link chain is
+// rewritten by hand into the equivalent relative path, which is then opened
+// through os.Root again, so confinement never rests on the rewrite.
 //
 // Two implementations: NewDir (a real directory) and NewMemory (an in-memory
-// tree for `--backend memory`). Scope returns a Workspace confined to a
-// subdirectory; scopes nest.
+// tree for `--backend memory`: keys are paths, directories are implicit, mkdir
+// is a no-op, no exec, no symlinks). Scope returns a Workspace confined to a
+// subdirectory, with its own os.Root, so a link inside a scope cannot reach the
+// rest of the parent either; its directory is created by the first write, once
+// even under concurrent writers. Scopes nest. Close a workspace (and each
+// scope) when done with it.
+//
+// Where the published clients see the output, it is the reference daemon's
+// (agent-backend 0.13.2), byte for byte: Edit's unified diff reproduces the
+// reference's diff library, TreeJSON its JSON.stringify, Search its minimatch
+// globs and localeCompare order, Grep ripgrep's output for the reference's
+// rg command line (implemented in Go; no process is run). The tests check
+// each against the real thing when it is installed (node, rg).
+//
+// Every error is an *errcode.Error; NotFound wraps fs.ErrNotExist.
 package fsops
 
 import (
@@ -51,19 +70,24 @@ type Workspace interface {
 	// ReadFile returns the whole file, refusing files over the configured
 	// maximum read size with errcode.TooLarge (the message says how to page).
 	ReadFile(p string) ([]byte, error)
-	// ReadLines pages a text file by lines (see LineRange).
+	// ReadLines pages a text file by lines (see LineRange and Lines). It is
+	// not subject to the maximum read size: large files are streamed.
 	ReadLines(p string, r LineRange) (Lines, error)
 	// WriteFile replaces the file atomically (temp file + rename in the same
 	// directory), creating parent directories. A failed write leaves the old
 	// content and no temp file.
 	WriteFile(p string, data []byte) error
 	// Edit applies exact-match edits in order and returns the unified diff;
-	// with dryRun nothing is written.
+	// with dryRun nothing is written. The file's CRLF line ends become LF (as
+	// in the reference); an unchanged file is not rewritten. A missing or
+	// ambiguous oldText fails with errcode.EditFailed, "edit N: ..." (1-based).
 	Edit(p string, edits []Edit, dryRun bool) (EditResult, error)
 
 	// Mkdir creates a directory; with parents it is `mkdir -p`.
 	Mkdir(p string, parents bool) error
-	// ReadDir lists the immediate children, sorted bytewise by name.
+	// ReadDir lists the immediate children, sorted bytewise by name, with
+	// lstat information: a symlink is reported as a link (Stat it to see its
+	// target's type, as list_directory does).
 	ReadDir(p string) ([]Info, error)
 	// Tree returns the recursive structure below p.
 	Tree(ctx context.Context, p string, opts TreeOptions) ([]TreeNode, error)
@@ -77,9 +101,13 @@ type Workspace interface {
 	// Touch creates an empty file if p does not exist; it never truncates.
 	Touch(p string) error
 
-	// Search finds paths under p whose path relative to p matches the glob.
+	// Search finds entries under p whose path relative to p matches the glob
+	// (minimatch with dot files; no basename matching, so "*.go" is top-level
+	// only). Each result is path.Join(p, relative path), p as the caller gave
+	// it, which is what search_files prints.
 	Search(ctx context.Context, p, pattern string, opts SearchOptions) ([]string, error)
-	// Grep searches file contents with ripgrep's defaults, in Go.
+	// Grep searches file contents with ripgrep's defaults, in Go (see
+	// GrepResult for the output).
 	Grep(ctx context.Context, opts GrepOptions) (GrepResult, error)
 
 	// OpenFile opens a file for streaming (SFTP): flag is os.O_* bits. With
@@ -91,7 +119,8 @@ type Workspace interface {
 	// Symlink creates link pointing at target; a target that resolves outside
 	// the workspace is refused.
 	Symlink(target, link string) error
-	// Readlink returns a link's target as a workspace path.
+	// Readlink returns a link's target as stored (relative, or absolute
+	// inside the root); a link that leads out is errcode.PathEscapeAttempt.
 	Readlink(p string) (string, error)
 	// StatFS reports the space of the file system holding the workspace.
 	StatFS() (FSStats, error)
@@ -114,8 +143,9 @@ type File interface {
 	Sync() error
 }
 
-// Info describes one file. Name is the base name; Path is the path relative to
-// the workspace root (slash-separated, "." for the root).
+// Info describes one file. Name is the base name ("." for the root); Path is
+// the path relative to the workspace root (slash-separated, "." for the root),
+// as requested (not where symlinks led).
 type Info struct {
 	Name       string
 	Path       string
@@ -144,15 +174,19 @@ type LineRange struct {
 	Tail   int
 }
 
-// Lines is a page of a text file. Lines longer than MaxLineLength are cut and
-// counted in CutLines.
+// Lines is a page of a text file. Lines are counted as the reference counts
+// them, by splitting the text on "\n": "a\nb\n" has 3 lines (the last empty)
+// and an empty file has 1. A line longer than MaxLineLength characters keeps
+// its first MaxLineLength followed by the reference's inline marker
+// "… [line truncated, original N chars]", and is counted in CutLines. An
+// offset past the end gives no lines, First = offset and Last = First-1.
 type Lines struct {
 	Lines     []string
-	First     int // 1-based number of Lines[0]
-	Last      int // 1-based number of the last returned line
-	Total     int // lines in the file
-	CutLines  int // how many lines were cut at MaxLineLength
-	WholeFile bool
+	First     int  // 1-based number of Lines[0]
+	Last      int  // 1-based number of the last returned line
+	Total     int  // lines in the file
+	CutLines  int  // how many lines were cut at MaxLineLength
+	WholeFile bool // the page is the whole file (First 1, every line)
 }
 
 // MaxLineLength is where ReadLines cuts a long line.
@@ -165,8 +199,12 @@ type Edit struct {
 	ReplaceAll bool
 }
 
-// EditResult is the unified diff of an edit (--- path / +++ path, 3 lines of
-// context) and the number of replacements made.
+// EditResult is the unified diff of an edit and the number of replacements
+// made. Diff is exactly the reference's edit_file text: "--- path\n+++ path\n"
+// (path as the caller gave it, C-quoted if unusual) and hunks with 3 lines of
+// context, ending in "\n". A diff over the reference's budget (20,000 line
+// edits) is its "[diff omitted: ...]" note, preceded by "Applied N edit(s) to
+// path" when the file was written. The tool layer adds "[DRY RUN]\n" itself.
 type EditResult struct {
 	Diff         string
 	Replacements int
@@ -209,12 +247,17 @@ type GrepOptions struct {
 	OutputMode      string // "content", "files_with_matches" (default), "count"
 	CaseInsensitive bool
 	Multiline       bool
-	Before, After   int
-	LineNumbers     bool
-	HeadLimit       int // 0 = no limit
+	Before, After   int  // context lines (content mode only; resolve contextAround in the tool)
+	LineNumbers     bool // content mode only
+	HeadLimit       int  // 0 = no limit
 }
 
-// GrepResult is ripgrep-style output text and whether anything matched.
+// GrepResult is ripgrep's output for the reference's rg command line
+// (paths as rg prints them from the workspace root), trimmed like the
+// reference's exec output, cut to HeadLimit lines with the reference's
+// "[output truncated to first N lines; M more hidden]" note. Output is empty
+// when nothing matched (the tool prints "No matches found"). Matches counts
+// files (files_with_matches), matches (count) or matching groups (content).
 type GrepResult struct {
 	Output  string
 	Matches int
