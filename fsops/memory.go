@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -573,13 +574,13 @@ type memFile struct {
 	p, rel string
 	flag   int
 	off    int64
-	closed bool
+	closed atomic.Bool
 }
 
 func (f *memFile) ReadAt(b []byte, off int64) (int, error) {
 	f.s.mu.RLock()
 	defer f.s.mu.RUnlock()
-	if f.closed {
+	if f.closed.Load() {
 		return 0, errcode.New(errcode.InvalidArgument, "read", f.p, "file is closed")
 	}
 	if off >= int64(len(f.e.data)) {
@@ -595,7 +596,7 @@ func (f *memFile) ReadAt(b []byte, off int64) (int, error) {
 func (f *memFile) WriteAt(b []byte, off int64) (int, error) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
-	if f.closed {
+	if f.closed.Load() {
 		return 0, errcode.New(errcode.InvalidArgument, "write", f.p, "file is closed")
 	}
 	if f.flag&(os.O_WRONLY|os.O_RDWR) == 0 {
@@ -633,7 +634,7 @@ func (f *memFile) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func (f *memFile) Close() error { f.closed = true; return nil }
+func (f *memFile) Close() error { f.closed.Store(true); return nil }
 
 func (f *memFile) Stat() (Info, error) {
 	f.s.mu.RLock()

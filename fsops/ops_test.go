@@ -550,3 +550,51 @@ func TestScopeCreatedOnceUnderConcurrentWriters(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// Many goroutines on one workspace (run with -race): every result is either
+// a success or a typed error, and readers see whole contents only.
+func TestConcurrentUse(t *testing.T) {
+	for _, im := range impls() {
+		t.Run(im.name, func(t *testing.T) {
+			ws := im.new(t)
+			contents := map[string]bool{strings.Repeat("a", 5000): true, strings.Repeat("b", 7000): true}
+			must(t, ws.WriteFile("shared.txt", []byte(strings.Repeat("a", 5000))))
+			var wg sync.WaitGroup
+			for g := 0; g < 6; g++ {
+				wg.Add(1)
+				go func(g int) {
+					defer wg.Done()
+					for i := 0; i < 60; i++ {
+						switch (g + i) % 6 {
+						case 0:
+							if err := ws.WriteFile("shared.txt", []byte(strings.Repeat("b", 7000))); err != nil {
+								t.Error(err)
+							}
+						case 1:
+							b, err := ws.ReadFile("shared.txt")
+							if err != nil || !contents[string(b)] {
+								t.Errorf("torn read: %d bytes, %v", len(b), err)
+							}
+						case 2:
+							ws.WriteFile("d/f"+string(rune('0'+g)), []byte("x"))
+							ws.Remove("d/f"+string(rune('0'+g)), RemoveOptions{Force: true})
+						case 3:
+							if _, err := ws.ReadDir("."); err != nil {
+								t.Error(err)
+							}
+						case 4:
+							if _, err := ws.Grep(context.Background(), GrepOptions{Pattern: "a+"}); err != nil {
+								t.Error(err)
+							}
+						case 5:
+							if _, err := ws.ReadLines("shared.txt", LineRange{}); err != nil {
+								t.Error(err)
+							}
+						}
+					}
+				}(g)
+			}
+			wg.Wait()
+		})
+	}
+}
