@@ -127,9 +127,4 @@ func TestEscapes(t *testing.T) {
 	if after := snapshot(); after != before {
 		t.Errorf("outside directory changed:\nbefore %q\nafter  %q", before, after)
 	}
-	if b, _ := os.ReadFile(filepath.Join(root, "a.txt")); string(b) != "inside\n" && !fileExists(filepath.Join(root, "a.txt")) {
-		t.Logf("a.txt moved inside the root (allowed for absolute targets)")
-	}
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

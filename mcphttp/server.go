@@ -10,8 +10,10 @@
 //
 //   - Handler: MCP streamable HTTP, stateless, mounted by the daemon at /mcp.
 //     Before the MCP SDK sees a request, the handler applies the checks of
-//     PROTOCOL.md in order (method, Origin, bearer token, X-Root-Dir, scope
-//     headers, body size); see checkRequest.
+//     PROTOCOL.md in order (method, Origin and Host, bearer token,
+//     X-Root-Dir, scope headers, body size); see serveHTTP. A single
+//     tools/call with a JSON reply is answered on a fast path that skips the
+//     SDK's per-request session (fastpath.go); everything else is the SDK's.
 //   - ServeStdio: MCP over stdin/stdout, for `agent-backend daemon
 //     --local-only`, which is how LocalFilesystemBackend.getMCPClient()
 //     spawns the daemon.
@@ -156,8 +158,8 @@ func New(opts Options) (*Server, error) {
 
 	// Two stateless handlers over the same mcp.Server: the SDK fixes the
 	// reply format per handler, and we pick per request from Accept. The
-	// body limit is ours (checkRequest), so the SDK's is switched off here
-	// only when ours is.
+	// SDK enforces the same body limit while reading (chunked bodies); a
+	// negative limit switches both off.
 	sdkMax := s.maxBody
 	getServer := func(*http.Request) *mcp.Server { return s.mcp }
 	s.jsonH = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
