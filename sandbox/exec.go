@@ -515,12 +515,30 @@ func (e *executor) Close() error {
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// drain copies r into w until EOF or until the read deadline cuts it.
-func drain(w io.Writer, r *os.File, wg *sync.WaitGroup) {
+// pump copies r into w until EOF, a write error, or a read deadline. Once
+// exited is set (the shell is gone and its group killed), every read must
+// come within ioGrace of the last write: the deadline moves with progress,
+// so a slow consumer (an SSH client not reading) still gets everything,
+// while a pipe held open by a process that escaped the group is cut.
+func pump(w io.Writer, r *os.File, exited *atomic.Bool, wg *sync.WaitGroup) {
 	defer wg.Done()
 	bp := copyBufs.Get().(*[]byte)
-	_, _ = io.CopyBuffer(w, struct{ io.Reader }{r}, *bp)
-	copyBufs.Put(bp)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if exited.Load() {
+				_ = r.SetReadDeadline(time.Now().Add(ioGrace))
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // Run runs req to completion. The process tree is killed when the timeout
@@ -589,9 +607,10 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	c.started()
 	stdout, stderr := newHeadTail(limit), newHeadTail(limit)
 	var readers sync.WaitGroup
+	var exited atomic.Bool
 	readers.Add(2)
-	go drain(stdout, outR, &readers)
-	go drain(stderr, errR, &readers)
+	go pump(stdout, outR, &exited, &readers)
+	go pump(stderr, errR, &exited, &readers)
 
 	timer := time.AfterFunc(timeout, func() { c.timedOut.Store(true); c.kill() })
 	stopCtx := context.AfterFunc(ctx, c.kill)
@@ -601,6 +620,7 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	// The shell is gone: end whatever it left in its group, then give the
 	// pipes a moment to deliver what is buffered before cutting them.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	exited.Store(true)
 	deadline := time.Now().Add(ioGrace)
 	_ = outR.SetReadDeadline(deadline)
 	_ = errR.SetReadDeadline(deadline)
@@ -611,7 +631,7 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	res := Result{Duration: time.Since(begin), TimedOut: c.timedOut.Load()}
 	res.Stdout, res.StdoutSize = stdout.bytes()
 	res.Stderr, res.StderrSize = stderr.bytes()
-	res.ExitCode, res.Signal = exitStatus(cmd.ProcessState)
+	res.ExitCode, res.Signal = e.exitStatus(cmd.ProcessState)
 	if werr != nil && cmd.ProcessState == nil {
 		return res, execError(req.Command, werr)
 	}
@@ -626,8 +646,11 @@ func execError(command string, err error) error {
 }
 
 // exitStatus maps a wait status to an exit code (128+n for signal n, as
-// shells report it) and the signal's SSH name.
-func exitStatus(ps *os.ProcessState) (int, string) {
+// shells report it) and the signal's SSH name. Under bwrap only bwrap's own
+// death (timeout, cancel, Close) is seen as a signal: bwrap reports its
+// command's death by signal n as a plain exit status 128+n, which cannot be
+// told apart from `exit 128+n`, so no signal name is guessed for it.
+func (e *executor) exitStatus(ps *os.ProcessState) (int, string) {
 	if ps == nil {
 		return -1, ""
 	}

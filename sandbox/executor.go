@@ -96,9 +96,13 @@ type Pty struct {
 // (EmptyCommand), or could not start (ExecError).
 type Result struct {
 	Stdout, Stderr []byte
-	ExitCode       int    // 128+n when killed by signal n
-	Signal         string // e.g. "KILL", "" when it exited normally
-	TimedOut       bool
+	ExitCode       int // 128+n when killed by signal n
+	// Signal is e.g. "KILL", "" when it exited normally. Under bwrap a
+	// command killed by a signal shows only as ExitCode 128+n (bwrap turns
+	// it into an exit status); Signal is set there only when the sandbox
+	// itself was killed (timeout, cancel, Close).
+	Signal   string
+	TimedOut bool
 	// StdoutSize and StderrSize are the sizes before truncation; a stream was
 	// truncated when its size exceeds len of the kept bytes.
 	StdoutSize, StderrSize int64
@@ -127,6 +131,6 @@ type Process interface {
 // ExitStatus is how a started process ended.
 type ExitStatus struct {
 	Code     int    // 128+n when killed by signal n
-	Signal   string // SSH signal name without "SIG", "" on normal exit
+	Signal   string // SSH signal name without "SIG", "" on normal exit (see Result.Signal for bwrap)
 	TimedOut bool
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -113,14 +114,14 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 
 	if req.Pty != nil {
 		p.copies.Add(1)
-		go p.copyOut(stdio.Stdout, p.ptmx)
+		go pump(stdio.Stdout, p.ptmx, &p.exited, &p.copies)
 		if stdio.Stdin != nil {
 			go copyIn(p.ptmx, stdio.Stdin, nil)
 		}
 	} else {
 		p.copies.Add(2)
-		go p.copyOut(stdio.Stdout, p.readers[0])
-		go p.copyOut(stdio.Stderr, p.readers[1])
+		go pump(stdio.Stdout, p.readers[0], &p.exited, &p.copies)
+		go pump(stdio.Stderr, p.readers[1], &p.exited, &p.copies)
 		if p.stdin != nil {
 			go copyIn(p.stdin, stdio.Stdin, p)
 		}
@@ -146,6 +147,7 @@ type process struct {
 	ptmx    *os.File   // the pty master, nil for pipes
 	readers []*os.File // our ends of stdout/stderr (or the pty master)
 	copies  sync.WaitGroup
+	exited  atomic.Bool // the shell exited: output reads may now time out
 	timer   *time.Timer
 	stopCtx func() bool
 
@@ -155,13 +157,6 @@ type process struct {
 	once   sync.Once
 	status ExitStatus
 	err    error
-}
-
-func (p *process) copyOut(w io.Writer, r *os.File) {
-	defer p.copies.Done()
-	bp := copyBufs.Get().(*[]byte)
-	_, _ = io.CopyBuffer(w, struct{ io.Reader }{r}, *bp)
-	copyBufs.Put(bp)
 }
 
 // copyIn feeds stdin until the reader ends or the child stops reading; with
@@ -190,6 +185,7 @@ func (p *process) Wait() (ExitStatus, error) {
 		} else {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
+		p.exited.Store(true)
 		deadline := time.Now().Add(ioGrace)
 		for _, r := range p.readers {
 			_ = r.SetReadDeadline(deadline)
@@ -206,7 +202,7 @@ func (p *process) Wait() (ExitStatus, error) {
 		}
 		p.inMu.Unlock()
 		p.e.untrack(p.c)
-		p.status.Code, p.status.Signal = exitStatus(cmd.ProcessState)
+		p.status.Code, p.status.Signal = p.e.exitStatus(cmd.ProcessState)
 		p.status.TimedOut = p.c.timedOut.Load()
 		if werr != nil && cmd.ProcessState == nil {
 			p.err = execError("", werr)
