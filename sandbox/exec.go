@@ -57,6 +57,9 @@ func New(cfg Config) (Executor, error) {
 		return nil, invalidConfig(fmt.Sprintf("workspace root %q must be an absolute path", cfg.WorkspaceRoot))
 	}
 	e.root = filepath.Clean(cfg.WorkspaceRoot)
+	if e.root == "/" {
+		return nil, invalidConfig("workspace root must not be / (the whole host would be the workspace)")
+	}
 	if real, err := filepath.EvalSymlinks(e.root); err != nil {
 		return nil, invalidConfig(fmt.Sprintf("workspace root %q: %v", cfg.WorkspaceRoot, err))
 	} else if real != e.root {

@@ -340,6 +340,38 @@ func TestStartPipes(t *testing.T) {
 	}
 }
 
+// slowWriter stalls on its first write longer than ioGrace, like an SSH
+// client that has stopped reading with a full window.
+type slowWriter struct {
+	once sync.Once
+	n    int64
+	mu   sync.Mutex
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { time.Sleep(3 * ioGrace) })
+	w.mu.Lock()
+	w.n += int64(len(p))
+	w.mu.Unlock()
+	return len(p), nil
+}
+
+func TestStartSlowReaderGetsAllOutput(t *testing.T) {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+		t.Run(string(mode), func(t *testing.T) {
+			e, _ := newExec(t, mode)
+			w := &slowWriter{}
+			p, err := e.Start(context.Background(), Request{Command: "head -c 300000 /dev/zero"}, Stdio{Stdout: w})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, err := p.Wait(); err != nil || st.Code != 0 || w.n != 300000 {
+				t.Fatalf("status %+v err %v, got %d of 300000 bytes", st, err, w.n)
+			}
+		})
+	}
+}
+
 func TestStartCloseStdin(t *testing.T) {
 	e, _ := newExec(t, ModeSoftware)
 	inR, inW := io.Pipe() // a reader that never ends by itself
@@ -509,6 +541,7 @@ func TestConfigErrors(t *testing.T) {
 		{"symlinked root", Config{WorkspaceRoot: link}, "must be a real path"},
 		{"missing root", Config{WorkspaceRoot: ws + "/missing"}, "no such file or directory"},
 		{"negative", Config{WorkspaceRoot: ws, OutputLimit: -1}, "must not be negative"},
+		{"root is /", Config{WorkspaceRoot: "/"}, "workspace root must not be /"},
 		{"unknown run-as", Config{WorkspaceRoot: ws, RunAs: "no-such-user-agentbe"}, `run-as user "no-such-user-agentbe"`},
 	}
 	for _, tc := range tests {
