@@ -194,6 +194,8 @@ func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
 	switch {
 	case privilegeTools[base]:
 		return c.danger(RulePrivilege, "%s runs commands with other privileges", base)
+	case (base == "mount" || base == "findmnt") && len(a.operands(set("-t"))) == 0 && !a.has("-a", "--all", "-o", "--options", "--bind", "--move"):
+		// `mount` alone (or -l, -t TYPE) only lists mounts.
 	case diskTools[base] || strings.HasPrefix(base, "mkfs.") || strings.HasPrefix(base, "fsck."):
 		return c.danger(RuleDisk, "%s formats, mounts or rewrites disks", base)
 	case systemTools[base]:
@@ -995,13 +997,15 @@ func (c *checker) rm(a args) error {
 			}
 			continue
 		}
-		if rmDanger[info.val] {
+		if rmDanger[info.val] && (a.ok[i] || info.home) {
 			return c.danger(RuleDestructive, "rm -r %s deletes everything there", info.val)
 		}
 		if !a.ok[i] && !info.home {
 			src := wordSource(a.words[i])
 			if w := a.words[i]; len(w.Parts) >= 1 {
-				if _, isParam := firstPart(w).(*syntax.ParamExp); isParam {
+				// ${VAR:?} stops the shell when VAR is empty: the safe idiom.
+				if pe, isParam := firstPart(w).(*syntax.ParamExp); isParam &&
+					!(pe.Exp != nil && (pe.Exp.Op == syntax.ErrorUnset || pe.Exp.Op == syntax.ErrorUnsetOrNull)) {
 					rest := strings.TrimLeft(src, "\"")
 					if j := strings.IndexAny(rest, "/"); j >= 0 && strings.Trim(rest[j:], "/*\"") == "" {
 						return c.unsafe(RuleUnjudgeable, "rm -r %s deletes / or everything in it when the variable is empty", src)
