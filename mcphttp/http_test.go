@@ -109,6 +109,13 @@ func TestHTTPStatuses(t *testing.T) {
 		{"protocol 2025-06-18", plain, "POST", listBody, map[string]string{"MCP-Protocol-Version": "2025-06-18"}, 200, `"tools"`, ""},
 		{"protocol 2025-11-25", plain, "POST", listBody, map[string]string{"MCP-Protocol-Version": "2025-11-25"}, 200, `"tools"`, ""},
 		{"unknown protocol", plain, "POST", listBody, map[string]string{"MCP-Protocol-Version": "1999-01-01"}, 400, "Unsupported protocol version", ""},
+		{"initialize 2025-11-25", plain, "POST", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil, 200, `"protocolVersion":"2025-11-25"`, ""},
+		// 2026-07-28 has no initialize (version and client info travel in
+		// each request's _meta): an initialize asking for it is answered
+		// with the newest version that has one.
+		{"initialize asking 2026-07-28", plain, "POST", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-07-28","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil, 200, `"protocolVersion":"2025-11-25"`, ""},
+		{"tools/call 2026-07-28 (SDK path)", plain, "POST", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"a.txt"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "read_text_file"}, 200, `"text":"line1\nline2\nline3\n"`, "application/json"},
 		{"initialize", plain, "POST", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil, 200, `"protocolVersion":"2025-06-18"`, ""},
 	}
 	for _, tc := range tests {
