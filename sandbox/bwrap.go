@@ -34,13 +34,19 @@ var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "
 // probe: bwrap with the real arguments running `<shell> -c true` in the
 // workspace. Looking bwrap up is not enough: in containers and on hardened
 // kernels it is installed but cannot create namespaces.
-func (e *executor) setupBwrap() error {
-	path, err := exec.LookPath("bwrap")
-	if err != nil {
+func (e *executor) setupBwrap() (err error) {
+	path, lerr := exec.LookPath("bwrap")
+	if lerr != nil {
 		return errors.New("bwrap is not installed (not found in PATH)")
 	}
 	e.bwrapPath = path
 	e.bwrapBase = e.buildBwrapBase()
+	e.mode = ModeBwrap // command() wraps in bwrap only in this mode
+	defer func() {
+		if err != nil {
+			e.mode = ""
+		}
+	}()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -432,6 +432,11 @@ func (e *executor) command(script, dir, boundary string, env []string, pty bool)
 	if !pty {
 		cmd.SysProcAttr.Setpgid = true
 	}
+	if e.mode != ModeBwrap {
+		// If the daemon dies, its commands die with it (bwrap does this
+		// itself with --die-with-parent).
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 	return cmd
 }
 

@@ -107,6 +107,38 @@ func TestRunBasics(t *testing.T) {
 	}
 }
 
+func TestRunStdin(t *testing.T) {
+	e, _ := newExec(t, ModeSoftware)
+	res := run(t, e, Request{Command: "tr a-z A-Z", Stdin: strings.NewReader("shout\n")})
+	if string(res.Stdout) != "SHOUT\n" {
+		t.Fatalf("got %q", res.Stdout)
+	}
+	res = run(t, e, Request{Command: "cat; echo end"}) // no Stdin: empty input
+	if string(res.Stdout) != "end\n" {
+		t.Fatalf("got %q", res.Stdout)
+	}
+}
+
+// TestBwrapProbeFailure runs New against a fake bwrap that fails like one
+// in a container without user namespaces.
+func TestBwrapProbeFailure(t *testing.T) {
+	dir := t.TempDir()
+	fake := "#!/bin/sh\necho 'bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(dir, "bwrap"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	_, err := New(Config{Mode: ModeBwrap, WorkspaceRoot: workspace(t)})
+	if !errcode.Is(err, errcode.InvalidConfiguration) || !strings.Contains(err.Error(), "isolation mode bwrap cannot work: user namespaces are unavailable") ||
+		!strings.Contains(err.Error(), "No permissions to creating new namespace") {
+		t.Fatalf("got %v", err)
+	}
+	e, _ := newExec(t, ModeAuto)
+	if e.Mode() != ModeSoftware || !strings.Contains(e.Reason(), "user namespaces are unavailable") {
+		t.Fatalf("auto chose %s (%s)", e.Mode(), e.Reason())
+	}
+}
+
 func TestRunSignalName(t *testing.T) {
 	e, _ := newExec(t, ModeSoftware)
 	res := run(t, e, Request{Command: `kill -KILL $$`})
