@@ -50,7 +50,7 @@ func BenchmarkRead4K(b *testing.B) {
 	content := sb.String()
 	writeTree(b, root, map[string]string{"src/file.txt": content})
 	ws := newDirWS(b, root)
-	b.Run("ReadLines", func(b *testing.B) {
+	b.Run("Resolve+ReadLines", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(content)))
 		for i := 0; i < b.N; i++ {
@@ -58,6 +58,28 @@ func BenchmarkRead4K(b *testing.B) {
 				b.Fatal(err)
 			}
 			ls, err := ws.ReadLines("src/file.txt", LineRange{})
+			if err != nil || len(ls.Lines) == 0 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ReadLines", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(content)))
+		for i := 0; i < b.N; i++ {
+			ls, err := ws.ReadLines("src/file.txt", LineRange{})
+			if err != nil || len(ls.Lines) == 0 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ReadLines-memory", func(b *testing.B) {
+		mem := NewMemory("/m", Options{})
+		must(b, mem.WriteFile("src/file.txt", []byte(content)))
+		b.ReportAllocs()
+		b.SetBytes(int64(len(content)))
+		for i := 0; i < b.N; i++ {
+			ls, err := mem.ReadLines("src/file.txt", LineRange{})
 			if err != nil || len(ls.Lines) == 0 {
 				b.Fatal(err)
 			}

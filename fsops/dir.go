@@ -62,6 +62,7 @@ type dirWS struct {
 	scopeRel string // the scope's path inside parent
 
 	r        atomic.Pointer[os.Root] // nil until a scope's directory is opened
+	dirf     atomic.Pointer[dirFD]   // the same directory as an fd, for the openat2 read path
 	mu       sync.Mutex              // serialises opening / creating a scope's directory
 	closed   atomic.Bool
 	creates  atomic.Int32 // how many times this scope created its directory (tests)
@@ -95,6 +96,7 @@ func NewDir(root string, opts Options) (Workspace, error) {
 		w.alias = given
 	}
 	w.r.Store(r)
+	w.dirf.Store(openDirFD(r))
 	return w, nil
 }
 
@@ -116,6 +118,9 @@ func (w *dirWS) Close() error {
 	})
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if d := w.dirf.Swap(nil); d != nil {
+		d.f.Close() // deferred by the kernel-facing refcount while a read holds it
+	}
 	if r := w.r.Swap(nil); r != nil {
 		return r.Close()
 	}
@@ -236,6 +241,7 @@ func (w *dirWS) handle(create bool) (*os.Root, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.dirf.Store(openDirFD(r))
 	w.r.Store(r)
 	return r, nil
 }
@@ -304,9 +310,6 @@ func (w *dirWS) followLinks(r *os.Root, rel string, followFinal bool) (string, e
 				missing = true
 				done = append(done, c)
 				continue
-			}
-			if isEscape(err) {
-				return "", err
 			}
 			return "", err
 		}
@@ -456,12 +459,20 @@ func (w *dirWS) openRegular(op, p string) (*os.File, int64, error) {
 }
 
 func (w *dirWS) ReadFile(p string) ([]byte, error) {
+	max := w.opts.maxRead()
+	if rel, err := w.rel(p); err == nil {
+		if data, size, ok := w.readFast(rel, max); ok {
+			if size > max {
+				return nil, tooLarge("read", p, size, max)
+			}
+			return data, nil
+		}
+	}
 	f, size, err := w.openRegular("read", p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	max := w.opts.maxRead()
 	if size > max {
 		return nil, tooLarge("read", p, size, max)
 	}
@@ -514,6 +525,11 @@ func (w *dirWS) ReadLines(p string, lr LineRange) (Lines, error) {
 	if err := lr.check("readlines", p); err != nil {
 		return Lines{}, err
 	}
+	if rel, err := w.rel(p); err == nil {
+		if data, size, ok := w.readFast(rel, streamThreshold); ok && size <= streamThreshold {
+			return pageString(bytesToString(data), lr), nil
+		}
+	}
 	f, size, err := w.openRegular("readlines", p)
 	if err != nil {
 		return Lines{}, err
@@ -536,6 +552,92 @@ func (w *dirWS) ReadLines(p string, lr LineRange) (Lines, error) {
 		return Lines{}, mapErr("readlines", p, err)
 	}
 	return ls, nil
+}
+
+// dirFD is a workspace directory held open as a plain fd for openat2.
+type dirFD struct {
+	f  *os.File
+	rc syscall.RawConn
+}
+
+func openDirFD(r *os.Root) *dirFD {
+	if openat2Missing.Load() {
+		return nil
+	}
+	f, err := r.Open(".")
+	if err != nil {
+		return nil
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil
+	}
+	return &dirFD{f: f, rc: rc}
+}
+
+// openat2Missing is set once openat2 is found unsupported (old kernels,
+// some sandboxes), so reads stop trying it.
+var openat2Missing atomic.Bool
+
+// openHow confines openat2 the way os.Root confines its walk: the kernel
+// resolves the path beneath the directory, follows only symlinks that stay
+// beneath it (absolute ones are refused) and no /proc magic links.
+var openHow = unix.OpenHow{
+	Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK,
+	Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+}
+
+// readFast is the read hot path: one openat2 call (instead of an openat per
+// path component), fstat, read, close. It reports ok only for a regular file
+// it read whole (or found over max: data nil, size set); on any failure it
+// reports !ok and the caller takes the os.Root path, which produces the
+// canonical errors (escape, not found, directory) and the absolute-link
+// fallback. The fd is used under RawConn.Control, so a concurrent Close
+// cannot recycle it mid-call.
+func (w *dirWS) readFast(rel string, max int64) (data []byte, size int64, ok bool) {
+	d := w.dirf.Load()
+	if d == nil || rel == "." {
+		return nil, 0, false
+	}
+	fd := -1
+	var oerr error
+	if d.rc.Control(func(dirfd uintptr) {
+		fd, oerr = unix.Openat2(int(dirfd), rel, &openHow)
+	}) != nil || oerr != nil {
+		if oerr == unix.ENOSYS {
+			openat2Missing.Store(true)
+		}
+		return nil, 0, false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, 0, false
+	}
+	if st.Size > max {
+		return nil, st.Size, true
+	}
+	buf := make([]byte, 0, st.Size+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, 0, false
+		}
+		buf = buf[:len(buf)+n]
+		if n == 0 || (st.Size > 0 && int64(len(buf)) >= st.Size) {
+			return buf, int64(len(buf)), true
+		}
+		if int64(len(buf)) > max {
+			return nil, int64(len(buf)), true
+		}
+	}
 }
 
 // writeHook, when set (tests only), replaces the write of the temp file's
