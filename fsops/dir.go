@@ -168,6 +168,23 @@ func (w *dirWS) Resolve(p string) (string, error) {
 // with stat; the hand-resolution is only for absolute links os.Root refuses.
 // A missing or otherwise unusable path is not an escape.
 func (w *dirWS) checkLinks(r *os.Root, rel string) error {
+	if d := w.dirf.Load(); d != nil {
+		// One openat2 (O_PATH, beneath): success, or a missing component
+		// before any link could lead out, settles it without the walk.
+		fd := -1
+		var oerr error
+		if d.rc.Control(func(dirfd uintptr) {
+			fd, oerr = unix.Openat2(int(dirfd), rel, &pathHow)
+		}) == nil {
+			if oerr == nil {
+				unix.Close(fd)
+				return nil
+			}
+			if oerr == unix.ENOENT || oerr == unix.ENOTDIR {
+				return nil
+			}
+		}
+	}
 	fi, err := r.Lstat(rel)
 	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		_, err = r.Stat(rel)
@@ -585,6 +602,12 @@ var openat2Missing atomic.Bool
 // beneath it (absolute ones are refused) and no /proc magic links.
 var openHow = unix.OpenHow{
 	Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK,
+	Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+}
+
+// pathHow is openHow for an O_PATH handle (existence and confinement only).
+var pathHow = unix.OpenHow{
+	Flags:   unix.O_PATH | unix.O_CLOEXEC,
 	Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
 }
 

@@ -13,7 +13,10 @@
 // the caller gave. os.Root refuses every absolute symlink, even one pointing
 // inside; for those (and only after os.Root has refused) the link chain is
 // rewritten by hand into the equivalent relative path, which is then opened
-// through os.Root again, so confinement never rests on the rewrite.
+// through os.Root again, so confinement never rests on the rewrite. On Linux
+// the hot paths (whole-file reads, Resolve) first try one openat2 call with
+// RESOLVE_BENEATH, the same confinement done by the kernel in one step, and
+// take the os.Root path for anything it refuses or cannot do.
 //
 // Two implementations: NewDir (a real directory) and NewMemory (an in-memory
 // tree for `--backend memory`: keys are paths, directories are implicit, mkdir
