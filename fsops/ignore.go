@@ -96,7 +96,8 @@ func relUnder(dir, p string) (string, bool) {
 }
 
 // rgTypes are ripgrep's file types (from `rg --type-list` of ripgrep 13, the
-// Debian 12 version): name → globs matched against the file name.
+// Debian 12 version, plus the extensions ripgrep 14 added to js, ts and py):
+// name → globs matched against the file name.
 var rgTypes = map[string][]string{
 	"asm":          {"*.S", "*.asm", "*.s"},
 	"c":            {"*.[chH]", "*.[chH].in", "*.cats"},
@@ -126,7 +127,7 @@ var rgTypes = map[string][]string{
 	"hs":           {"*.hs", "*.lhs"},
 	"html":         {"*.ejs", "*.htm", "*.html"},
 	"java":         {"*.java", "*.jsp", "*.jspx", "*.properties"},
-	"js":           {"*.js", "*.jsx", "*.vue"},
+	"js":           {"*.cjs", "*.js", "*.jsx", "*.mjs", "*.vue"},
 	"json":         {"*.json", "composer.lock"},
 	"jsonl":        {"*.jsonl"},
 	"julia":        {"*.jl"},
@@ -151,7 +152,7 @@ var rgTypes = map[string][]string{
 	"protobuf":     {"*.proto"},
 	"ps":           {"*.cdxml", "*.ps1", "*.ps1xml", "*.psd1", "*.psm1"},
 	"purs":         {"*.purs"},
-	"py":           {"*.py"},
+	"py":           {"*.py", "*.pyi"},
 	"r":            {"*.R", "*.Rmd", "*.Rnw", "*.r"},
 	"racket":       {"*.rkt"},
 	"rst":          {"*.rst"},
@@ -170,7 +171,7 @@ var rgTypes = map[string][]string{
 	"tex":   {"*.bib", "*.cls", "*.dtx", "*.ins", "*.ltx", "*.sty", "*.tex"},
 	"tf":    {"*.tf"},
 	"toml":  {"*.toml", "Cargo.lock"},
-	"ts":    {"*.ts", "*.tsx"},
+	"ts":    {"*.cts", "*.mts", "*.ts", "*.tsx"},
 	"txt":   {"*.txt"},
 	"vb":    {"*.vb"},
 	"vim":   {"*.vim"},
