@@ -69,8 +69,9 @@ func benchEnv(b *testing.B) (*env, string) {
 	return e, e.url()
 }
 
-// BenchmarkReadTextFile is the daemon's path: the checks, one shared
-// mcp.Server, stateless, reply as JSON (what clients accepting both get).
+// BenchmarkReadTextFile is the daemon's path: the checks, then the fast
+// path (fastpath.go), reply as JSON (what clients accepting both get) or as
+// SSE (clients accepting only SSE).
 func BenchmarkReadTextFile(b *testing.B) {
 	b.Run("json", func(b *testing.B) {
 		_, url := benchEnv(b)
@@ -79,6 +80,14 @@ func BenchmarkReadTextFile(b *testing.B) {
 	b.Run("sse", func(b *testing.B) {
 		_, url := benchEnv(b)
 		benchPost(b, url, "text/event-stream")
+	})
+	// sdk-path is the same server with the fast path off: every request
+	// through the SDK's stateless handler (one shared mcp.Server). This was
+	// the first implementation, before fastpath.go.
+	b.Run("sdk-path", func(b *testing.B) {
+		e, url := benchEnv(b)
+		e.srv.noFastPath = true
+		benchPost(b, url, "application/json, text/event-stream")
 	})
 	// naive is the reference daemon's design, for comparison: a new MCP
 	// server (tool table, schemas) built for every request, SSE replies.

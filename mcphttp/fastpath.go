@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 )
 
-// The fast path answers a single tools/call with a JSON reply directly,
+// The fast path answers a single tools/call directly (as JSON, or as one SSE
+// event for clients that accept only SSE),
 // without the SDK's per-request session. It exists for cost, not features:
 // in stateless mode the SDK (v1.8) builds a session per request and decodes
 // the message about ten times with a decoder that allocates a 32 KiB buffer
@@ -17,7 +19,7 @@ import (
 // one decode of the envelope, one of the arguments, and one encode.
 //
 // Everything else goes to the SDK: initialize, tools/list, notifications,
-// batches, unknown tools (the SDK words that error), replies as SSE, and
+// batches, unknown tools (the SDK words that error), and
 // protocol versions after 2025-11-25, whose semantics the SDK implements.
 // Both paths call the same toolDef through callTool, and
 // TestFastPathMatchesSDK checks that they answer byte for byte the same.
@@ -37,15 +39,15 @@ type rpcRequest struct {
 	} `json:"params"`
 }
 
-type rpcResponse struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  any             `json:"result"`
-}
+// respBufs recycles response buffers; one that grew past 1 MiB (a big
+// read) is dropped rather than kept alive.
+var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
-// serveFast answers r if it is a fast-path call and reports whether it did.
-// When it did not, r.Body still holds the whole body for the SDK.
-func (s *Server) serveFast(w http.ResponseWriter, r *http.Request) bool {
+// serveFast answers r if it is a fast-path call and reports whether it did;
+// sse frames the reply as one SSE event, as the SDK does for clients that
+// accept only text/event-stream. When it did not, r.Body still holds the
+// whole body for the SDK.
+func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, sse bool) bool {
 	if s.noFastPath || !fastProtocols[r.Header.Get("MCP-Protocol-Version")] {
 		return false
 	}
@@ -87,14 +89,29 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request) bool {
 	}
 	s.fastCalls.Add(1)
 	res := s.callTool(r.Context(), def, req.Params.Arguments, r.Header)
-	out, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: req.ID, Result: res})
+	bp := respBufs.Get().(*[]byte)
+	out := (*bp)[:0]
+	if sse {
+		out = append(out, "event: message\ndata: "...)
+	}
+	out, err = appendResponse(out, req.ID, res)
 	if err != nil {
 		http.Error(w, "encoding result: "+err.Error(), http.StatusInternalServerError)
 		return true
 	}
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
-	w.Header().Set("Content-Type", "application/json")
+	if sse {
+		out = append(out, "\n\n"...)
+		w.Header().Set("Connection", "keep-alive")
+		w.Header().Set("Content-Type", "text/event-stream")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
 	w.WriteHeader(http.StatusOK)
 	w.Write(out)
+	if cap(out) <= 1<<20 {
+		*bp = out[:0]
+		respBufs.Put(bp)
+	}
 	return true
 }

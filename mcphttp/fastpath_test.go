@@ -24,7 +24,11 @@ func TestFastPathMatchesSDK(t *testing.T) {
 		}
 		args, _ := json.Marshal(c.args)
 		body := `{"jsonrpc":"2.0","id":` + itoa(i+1) + `,"method":"tools/call","params":{"name":"` + c.tool + `","arguments":` + string(args) + `}}`
-		hdr := map[string]string{"Accept": "application/json", "MCP-Protocol-Version": "2025-06-18"}
+		accept := "application/json"
+		if i%2 == 1 {
+			accept = "text/event-stream" // every other case as SSE
+		}
+		hdr := map[string]string{"Accept": accept, "MCP-Protocol-Version": "2025-06-18"}
 		fr, fb := rawPost(t, fast.url(), "POST", body, hdr)
 		sr, sb := rawPost(t, slow.url(), "POST", body, hdr)
 		fb, sb = normalize(fb, fast.root), normalize(sb, slow.root)
@@ -33,7 +37,8 @@ func TestFastPathMatchesSDK(t *testing.T) {
 		sb = escapedTimeRE.ReplaceAllString(sb, "$$TIME")
 		fb = strings.TrimSuffix(fb, "\n")
 		sb = strings.TrimSuffix(sb, "\n")
-		if fr.StatusCode != sr.StatusCode || fr.Header.Get("Content-Type") != sr.Header.Get("Content-Type") || fb != sb {
+		if fr.StatusCode != sr.StatusCode || fr.Header.Get("Content-Type") != sr.Header.Get("Content-Type") ||
+			fr.Header.Get("Cache-Control") != sr.Header.Get("Cache-Control") || fb != sb {
 			t.Errorf("case %d %s %s:\nfast %d %s %s\nsdk  %d %s %s", i, c.tool, args,
 				fr.StatusCode, fr.Header.Get("Content-Type"), fb, sr.StatusCode, sr.Header.Get("Content-Type"), sb)
 		}

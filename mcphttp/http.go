@@ -113,12 +113,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	jsonOK, sseOK, anyOK := accepts(r.Header.Values("Accept"))
 	switch {
 	case jsonOK || anyOK:
-		if s.serveFast(w, r) {
+		if s.serveFast(w, r, false) {
 			return
 		}
 		r.Header.Set("Accept", "application/json, text/event-stream")
 		s.jsonH.ServeHTTP(w, r)
 	case sseOK:
+		if s.serveFast(w, r, true) {
+			return
+		}
 		r.Header.Set("Accept", "application/json, text/event-stream")
 		s.sseH.ServeHTTP(w, r)
 	default:
