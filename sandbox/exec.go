@@ -27,6 +27,10 @@ import (
 // pipes are cut so Run returns.
 const ioGrace = 250 * time.Millisecond
 
+// maxArgBytes is the kernel's MAX_ARG_STRLEN: the command travels as the
+// single argument of `<shell> -c`.
+const maxArgBytes = 128 << 10
+
 // basePath is the PATH every command gets; the daemon's own PATH is not
 // inherited (nothing of the daemon's environment is).
 const basePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -369,6 +373,10 @@ func within(root, p string) bool {
 func (e *executor) prepare(req *Request, allowEmpty bool) (dir, boundary string, err error) {
 	if strings.TrimSpace(req.Command) == "" && !allowEmpty {
 		return "", "", &errcode.Error{Code: errcode.EmptyCommand, Op: "exec", Msg: "empty command"}
+	}
+	if n := len(e.ulimit) + len(req.Command); n >= maxArgBytes {
+		return "", "", &errcode.Error{Code: errcode.TooLarge, Op: "exec",
+			Msg: fmt.Sprintf("the command is %d bytes; the kernel passes at most %d in one argument", n, maxArgBytes-1)}
 	}
 	boundary = e.root
 	if req.Boundary != "" {

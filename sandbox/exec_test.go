@@ -206,6 +206,7 @@ func TestRunRequestErrors(t *testing.T) {
 		{"dangerous", Request{Command: "s\"\"udo id"}, errcode.DangerousOperation, RulePrivilege},
 		{"unjudgeable", Request{Command: "$(echo sudo) id"}, errcode.UnsafeCommand, RuleUnjudgeable},
 		{"escape", Request{Command: "cd .. && ls"}, errcode.DangerousOperation, RuleEscape},
+		{"too large", Request{Command: "echo " + strings.Repeat("x", 128<<10)}, errcode.TooLarge, "the kernel passes at most 131071"},
 		{"missing dir", Request{Command: "ls", Dir: ws + "/nope"}, errcode.NotFound, "working directory does not exist"},
 	}
 	for _, tc := range tests {

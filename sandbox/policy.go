@@ -15,9 +15,10 @@ import (
 // Limits that bound the time one Check can take, whatever the input: the
 // policy refuses (UNSAFE_COMMAND) rather than spends unbounded time.
 const (
-	// MaxCommandBytes is the largest command the policy judges. Agents
-	// write files through heredocs, so it is generous.
-	MaxCommandBytes = 256 << 10
+	// MaxCommandBytes is the largest command the policy judges: just under
+	// the kernel's limit for one argument (MAX_ARG_STRLEN, 128 KiB), which
+	// no `<shell> -c <command>` can exceed anyway.
+	MaxCommandBytes = 128<<10 - 1024
 	// MaxNesting bounds `bash -c '...'`, trap, alias and heredoc-into-shell
 	// scripts judged inside one another.
 	MaxNesting = 8
