@@ -65,6 +65,15 @@ const (
 // command) it also refuses cd/pushd out of the boundary, `..` leading past
 // it, and `~`/$HOME paths that lead out.
 //
+// What it does not judge, by design: code in other languages (python -c,
+// node -e, awk's system(), perl -e), scripts and Makefiles on disk (running
+// ./build.sh is allowed like any program), and data computed at run time
+// where it is only data. Option-level tricks are covered for the common
+// carriers (git -c, GIT_SSH_COMMAND/PAGER/EDITOR-style variables, tar
+// --to-command, rsync -e, zip -TT, find -exec, xargs, parallel), not for
+// every program. The policy is a guard rail and a clear refusal message;
+// the isolation boundary is bwrap.
+//
 // A Policy is immutable and safe for concurrent use.
 type Policy struct {
 	allow   []*regexp.Regexp
