@@ -22,13 +22,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// net/http keeps idle client connections' goroutines until they time
-		// out; the test servers are closed, these end on their own.
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-	)
+	goleak.VerifyTestMain(m)
 }
 
 // fixedTime is the mtime/atime of every fixture file, so results that show
