@@ -61,9 +61,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// DNS rebinding, second half: a request that reached us on a loopback
 	// address but names another host was sent by a browser tricked into
-	// resolving that host to 127.0.0.1. (The SDK checks this too; the fast
-	// path does not go through the SDK.)
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil {
+	// resolving that host to 127.0.0.1. Only without a token: a rebinding
+	// page cannot know the token, and a reverse proxy on the same host
+	// (nginx → 127.0.0.1 with Host: api.example.com) must keep working.
+	// The SDK applies the same rule (DisableLocalhostProtection follows it).
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && s.opts.AuthToken == "" {
 		if isLoopbackAddr(la.String()) && !isLoopbackAddr(r.Host) {
 			writeJSONError(w, http.StatusForbidden, "Forbidden host",
 				fmt.Sprintf("Host %q is not a loopback name, but the request arrived on a loopback address (DNS rebinding?)", r.Host))

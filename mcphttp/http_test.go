@@ -95,6 +95,8 @@ func TestHTTPStatuses(t *testing.T) {
 		{"loopback origin", plain, "POST", listBody, map[string]string{"Origin": "http://localhost:5173"}, 200, `"tools"`, ""},
 		{"loopback ip origin", plain, "POST", listBody, map[string]string{"Origin": "http://127.0.0.1:8080"}, 200, `"tools"`, ""},
 		{"rebinding host", plain, "POST", callBody("read_text_file", map[string]any{"path": "a.txt"}), map[string]string{"Host": "evil.example"}, 403, `"Forbidden host"`, ""},
+		{"proxied host with token", authed, "POST", callBody("read_text_file", map[string]any{"path": "a.txt"}), map[string]string{"Host": "api.example.com", "Authorization": "Bearer s3cret"}, 200, `line1`, ""},
+		{"proxied host with token, SDK path", authed, "POST", listBody, map[string]string{"Host": "api.example.com", "Authorization": "Bearer s3cret"}, 200, `"tools"`, ""},
 		{"loopback host name", plain, "POST", callBody("read_text_file", map[string]any{"path": "a.txt"}), map[string]string{"Host": "localhost"}, 200, `line1`, ""},
 		{"null origin", plain, "POST", listBody, map[string]string{"Origin": "null"}, 403, `not allowed`, ""},
 		{"body too large", plain, "POST", callBody("write_file", map[string]any{"path": "x", "content": strings.Repeat("a", 2000)}), nil, 413, `the limit is 1024 bytes`, ""},

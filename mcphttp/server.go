@@ -164,9 +164,11 @@ func New(opts Options) (*Server, error) {
 	getServer := func(*http.Request) *mcp.Server { return s.mcp }
 	s.jsonH = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, Logger: sdkLog, MaxRequestBodyBytes: sdkMax,
+		DisableLocalhostProtection: opts.AuthToken != "",
 	})
 	s.sseH = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless: true, Logger: sdkLog, MaxRequestBodyBytes: sdkMax,
+		DisableLocalhostProtection: opts.AuthToken != "",
 	})
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	return s, nil
