@@ -11,16 +11,16 @@ import (
 )
 
 // The fast path answers a single tools/call directly (as JSON, or as one SSE
-// event for clients that accept only SSE),
-// without the SDK's per-request session. It exists for cost, not features:
+// event for clients that accept only SSE), without the SDK's per-request
+// session. It exists for cost, not features:
 // in stateless mode the SDK (v1.8) builds a session per request and decodes
 // the message about ten times with a decoder that allocates a 32 KiB buffer
 // per decode, about 0.4 MB per call (see BenchmarkReadTextFile). Here it is
 // one decode of the envelope, one of the arguments, and one encode.
 //
 // Everything else goes to the SDK: initialize, tools/list, notifications,
-// batches, unknown tools (the SDK words that error), and
-// protocol versions after 2025-11-25, whose semantics the SDK implements.
+// batches, unknown tools (the SDK words that error), and protocol versions
+// after 2025-11-25, whose semantics the SDK implements.
 // Both paths call the same toolDef through callTool, and
 // TestFastPathMatchesSDK checks that they answer byte for byte the same.
 
@@ -29,6 +29,7 @@ import (
 // 2025-03-26 then).
 var fastProtocols = map[string]bool{"": true, "2024-11-05": true, "2025-03-26": true, "2025-06-18": true, "2025-11-25": true}
 
+// rpcRequest is the part of a JSON-RPC tools/call the fast path reads.
 type rpcRequest struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
