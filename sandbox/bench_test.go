@@ -52,11 +52,15 @@ func BenchmarkBareBwrap(b *testing.B) {
 	}
 }
 
-func benchMode(b *testing.B, mode Mode) {
+func benchMode(b *testing.B, mode Mode, shell ...Shell) {
 	if mode == ModeBwrap {
 		needBwrap(b)
 	}
-	e, err := New(Config{Mode: mode, WorkspaceRoot: mustReal(b, b.TempDir())})
+	cfg := Config{Mode: mode, WorkspaceRoot: mustReal(b, b.TempDir())}
+	if len(shell) > 0 {
+		cfg.Shell = shell[0]
+	}
+	e, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -75,6 +79,11 @@ func benchMode(b *testing.B, mode Mode) {
 func BenchmarkRunNone(b *testing.B)     { benchMode(b, ModeNone) }
 func BenchmarkRunSoftware(b *testing.B) { benchMode(b, ModeSoftware) }
 func BenchmarkRunBwrap(b *testing.B)    { benchMode(b, ModeBwrap) }
+
+// BenchmarkRunSoftwareSh uses --shell sh (dash on Debian), whose start-up
+// is close to /bin/true's: the gap to BenchmarkFloorTrue is then the
+// executor's own cost.
+func BenchmarkRunSoftwareSh(b *testing.B) { benchMode(b, ModeSoftware, ShellSh) }
 
 // BenchmarkPolicyCheck is the policy's cost per command, over both
 // corpora.
