@@ -328,3 +328,24 @@ func TestConcurrentCalls(t *testing.T) {
 	close(start)
 	wg.Wait()
 }
+
+// TestStaticScope: with --scopePath the whole endpoint is the scope; paths
+// resolve inside it and cannot leave it, and exec runs in it.
+func TestStaticScope(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.StaticScope = "users/u1" })
+	cs := e.connect(t, nil)
+	tests := []struct{ tool, args, want string }{
+		{"list_directory", `{"path":"."}`, "text:\n[FILE] f.txt\n"},
+		{"read_text_file", `{"path":"/f.txt"}`, "text:\nu1 secret\n\n"},
+		{"read_text_file", `{"path":"../u2/secret.txt"}`, "isError: true\ntext:\nPath escapes scope boundary: ../u2/secret.txt\n"},
+		{"list_allowed_directories", `{}`, "text:\nAllowed directories:\n- " + filepath.Join(e.root, "users/u1") + "\n"},
+		{"exec", `{"command":"cat f.txt"}`, "text:\nu1 secret\n"},
+	}
+	for _, tc := range tests {
+		var args map[string]any
+		json.Unmarshal([]byte(tc.args), &args)
+		if got := call(t, cs, tc.tool, args); got != tc.want {
+			t.Errorf("%s %s: got %q want %q", tc.tool, tc.args, got, tc.want)
+		}
+	}
+}
