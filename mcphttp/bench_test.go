@@ -25,13 +25,13 @@ import (
 
 var benchFile = strings.Repeat("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n", 64) // 4096 bytes
 
-const benchCall = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"bench.txt"}}}`
+const benchCallRead = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"bench.txt"}}}`
 
 func benchPost(b *testing.B, url, accept string) {
 	tr := &http.Transport{MaxIdleConnsPerHost: 4}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
-	body := []byte(benchCall)
+	body := []byte(benchCallRead)
 	// One call outside the loop checks the answer.
 	check := func(resp *http.Response) {
 		out, _ := io.ReadAll(resp.Body)
@@ -147,3 +147,60 @@ func BenchmarkEchoFloor(b *testing.B) {
 	defer hs.Close()
 	benchPost(b, hs.URL, "application/json")
 }
+
+// benchCallBody posts one tools/call per iteration.
+func benchCall(b *testing.B, url, body string, parallel int) {
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	post := func() {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || bytes.Contains(out, []byte(`"isError":true`)) {
+			b.Fatalf("status %d: %.300s", resp.StatusCode, out)
+		}
+	}
+	post()
+	b.ReportAllocs()
+	b.ResetTimer()
+	if parallel <= 1 {
+		for b.Loop() {
+			post()
+		}
+		return
+	}
+	b.SetParallelism(parallel) // goroutines per GOMAXPROCS
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			post()
+		}
+	})
+}
+
+// BenchmarkTools: the other hot calls of the benchmarks issue, and
+// read_text_file from 8 concurrent clients per CPU.
+func BenchmarkTools(b *testing.B) {
+	root := b.TempDir()
+	os.WriteFile(filepath.Join(root, "bench.txt"), []byte(benchFile), 0o644)
+	os.MkdirAll(filepath.Join(root, "hundred"), 0o755)
+	for i := range 100 {
+		os.WriteFile(filepath.Join(root, "hundred", "f"+itoa(i)+".txt"), []byte("x"), 0o644)
+	}
+	e := newEnvAt(b, root)
+	b.Run("read_text_file-8-concurrent", func(b *testing.B) { benchCall(b, e.url(), benchCall4K, 8) })
+	b.Run("list_directory-100", func(b *testing.B) {
+		benchCall(b, e.url(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_directory","arguments":{"path":"hundred"}}}`, 1)
+	})
+	b.Run("exec-true", func(b *testing.B) {
+		benchCall(b, e.url(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"command":"true"}}}`, 1)
+	})
+}
+
+const benchCall4K = benchCallRead
