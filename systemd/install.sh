@@ -55,11 +55,15 @@ install_if_different() {
 
 # 1. The binary.
 if [[ $# -eq 1 ]]; then
-	[[ -x $1 ]] || die "$1 is not an executable file"
+	src=$1
+	# A bare name would be looked up in PATH when run below, not in the
+	# current directory.
+	[[ $src == */* ]] || src=./$src
+	[[ -f $src && -x $src ]] || die "$1 is not an executable file"
 	# Refuse a binary that cannot run here (wrong architecture, truncated
 	# download) before it replaces a working one.
-	"$1" version >/dev/null || die "$1 version failed: not a usable agent-backend binary"
-	if install_if_different "$1" "$bin" 0755; then
+	"$src" version >/dev/null || die "$1 version failed: not a usable agent-backend binary"
+	if install_if_different "$src" "$bin" 0755; then
 		log "installed $bin ($("$bin" version))"
 		changed=yes
 	fi
