@@ -49,12 +49,13 @@ type grepper struct {
 	out      []string
 	matches  int
 	printed  bool // a context group has been printed (for "--")
+	rgCap    int  // ripgrep's read buffer size by now (it grows, never shrinks)
 	ctx      context.Context
 	ignStack []ignLevel
 }
 
 func grep(ctx context.Context, w walker, opts GrepOptions) (GrepResult, error) {
-	g := &grepper{w: w, opts: opts, ctx: ctx}
+	g := &grepper{w: w, opts: opts, ctx: ctx, rgCap: rgBufferSize}
 	if err := g.setup(); err != nil {
 		return GrepResult{}, err
 	}
@@ -373,6 +374,17 @@ func (g *grepper) walkDir(rel, display string) error {
 type fileResult struct {
 	lines   []string
 	matches int
+	longest int         // longest line, when it could grow rg's buffer
+	binary  *binaryFile // an implicitly found binary file, finished in order
+}
+
+// binaryFile is the text before the NUL of a binary file found while
+// walking; what rg searches of it depends on its buffer size at that point,
+// which only the in-order merge knows.
+type binaryFile struct {
+	text []byte // a copy of the content before the NUL
+	nul  int
+	name string
 }
 
 // searchAll searches the named files of one directory with up to GOMAXPROCS
@@ -410,6 +422,11 @@ func (g *grepper) searchAll(d grepDir, names []string, display string) []fileRes
 // merge appends one file's output, adding rg's "--" between context groups
 // of different files.
 func (g *grepper) merge(r fileResult) {
+	if r.binary != nil {
+		r = g.finishBinary(r.binary)
+	} else {
+		g.rgCap = rgGrow(g.rgCap, r.longest)
+	}
 	if len(r.lines) == 0 {
 		return
 	}
@@ -436,23 +453,196 @@ func (g *grepper) searchOne(d grepDir, file, name string, explicit bool, buf []b
 	}
 	buf = data[:0]
 	nul := bytes.IndexByte(data, 0)
-	if nul >= 0 && !explicit {
-		return fileResult{}, buf // binary: rg skips it while walking
+	if nul >= 0 {
+		if explicit {
+			return g.searchExplicitBinary(data, nul, name), buf
+		}
+		return fileResult{binary: &binaryFile{text: append([]byte(nil), data[:nul]...), nul: nul, name: name}}, buf
 	}
 	spans := g.find(data)
+	longest := 0
+	if len(data) >= rgBufferSize {
+		if g.mode == "files_with_matches" && len(spans) > 0 {
+			// rg stops reading at the first match.
+			longest = longestLine(data[:lineStart(data, spans[0].first)])
+		} else {
+			longest = longestLine(data)
+		}
+	}
 	if len(spans) == 0 {
-		return fileResult{}, buf
+		return fileResult{longest: longest}, buf
+	}
+	var r fileResult
+	switch g.mode {
+	case "files_with_matches":
+		r = fileResult{lines: []string{name}, matches: 1}
+	case "count":
+		r = fileResult{lines: []string{name + ":" + strconv.Itoa(len(spans))}, matches: len(spans)}
+	default:
+		r = g.content(name, data, spans)
+	}
+	r.longest = longest
+	return r, buf
+}
+
+// longestLine is the length of the longest line of data (without its "\n").
+func longestLine(data []byte) int {
+	longest := 0
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			return max(longest, len(data))
+		}
+		longest = max(longest, i)
+		data = data[i+1:]
+	}
+	return longest
+}
+
+// rgGrow is ripgrep's buffer size after reading a line of n bytes: it
+// doubles while a line fills it.
+func rgGrow(capacity, n int) int {
+	for n >= capacity {
+		capacity *= 2
+	}
+	return capacity
+}
+
+// Binary files (a NUL byte) follow ripgrep 13. Found while walking, a file
+// is read until the read that brings the NUL and given up before searching
+// that read (see rgTextEnd): content mode prints the matches before it and
+// a warning, -l the name, -c nothing. Named explicitly, rg searches the text
+// up to the line holding the first NUL and then, if anything else matches,
+// prints "binary file matches"; -l and -c count NULs as line ends.
+
+func binaryNotice(name, msg string, nul int) string {
+	return name + ": " + msg + " (found \"\\0\" byte around offset " + strconv.Itoa(nul) + ")"
+}
+
+// finishBinary searches an implicitly found binary file, in walk order.
+func (g *grepper) finishBinary(b *binaryFile) fileResult {
+	end, capacity := rgTextEnd(b.text, b.nul, g.rgCap)
+	text := b.text[:end]
+	spans := g.find(text)
+	if len(spans) == 0 {
+		g.rgCap = capacity
+		return fileResult{}
 	}
 	switch g.mode {
 	case "files_with_matches":
-		return fileResult{lines: []string{name}, matches: 1}, buf
+		// rg stops reading at the first match: only the lines before it
+		// could have grown the buffer.
+		g.rgCap = rgGrow(g.rgCap, longestLine(text[:lineStart(text, spans[0].first)]))
+		return fileResult{lines: []string{b.name}, matches: 1}
 	case "count":
-		return fileResult{lines: []string{name + ":" + strconv.Itoa(len(spans))}, matches: len(spans)}, buf
+		g.rgCap = capacity
+		return fileResult{}
 	}
-	if nul >= 0 {
-		return fileResult{lines: []string{name + ": binary file matches (found \"\\0\" byte around offset " + strconv.Itoa(nul) + ")"}, matches: 1}, buf
+	g.rgCap = capacity
+	r := g.content(b.name, text, spans)
+	r.lines = append(r.lines, binaryNotice(b.name, "WARNING: stopped searching binary file after match", b.nul))
+	return r
+}
+
+// searchExplicitBinary follows rg's search of a file named on its command
+// line, which it maps whole: a NUL in the first 64 KiB makes the file binary
+// from the start (content mode prints only the notice, if anything matches);
+// otherwise matches print until one whose line holds a NUL, which prints the
+// notice instead. -l and -c read NULs as line ends.
+func (g *grepper) searchExplicitBinary(data []byte, nul int, name string) fileResult {
+	conv := bytes.ReplaceAll(data, []byte{0}, []byte{'\n'})
+	all := g.find(conv)
+	if len(all) == 0 {
+		return fileResult{}
 	}
-	return g.content(name, data, spans), buf
+	switch g.mode {
+	case "files_with_matches":
+		return fileResult{lines: []string{name}, matches: 1}
+	case "count":
+		return fileResult{lines: []string{name + ":" + strconv.Itoa(len(all))}, matches: len(all)}
+	}
+	notice := fileResult{lines: []string{binaryNotice(name, "binary file matches", nul)}, matches: 1}
+	if nul < min(len(data), rgBufferSize) {
+		return notice
+	}
+	spans := g.find(data)
+	keep := spans
+	stopped := false
+	lineStarts := lineStartOffsets(data)
+	for i, sp := range spans {
+		start := lineStarts[sp.first]
+		end := len(data)
+		if sp.last+1 < len(lineStarts) {
+			end = lineStarts[sp.last+1]
+		}
+		if bytes.IndexByte(data[start:end], 0) >= 0 {
+			keep, stopped = spans[:i], true
+			break
+		}
+	}
+	var r fileResult
+	if len(keep) > 0 {
+		r = g.content(name, data, keep)
+	}
+	if stopped {
+		r.lines = append(r.lines, notice.lines...)
+		r.matches++
+	}
+	return r
+}
+
+// lineStart returns the offset where line n (0-based) of data starts.
+func lineStart(data []byte, n int) int {
+	off := 0
+	for ; n > 0; n-- {
+		i := bytes.IndexByte(data[off:], '\n')
+		if i < 0 {
+			return len(data)
+		}
+		off += i + 1
+	}
+	return off
+}
+
+// lineStartOffsets returns the offset where each line of data starts.
+func lineStartOffsets(data []byte) []int {
+	starts := []int{0}
+	for i, c := range data {
+		if c == '\n' && i+1 < len(data) {
+			starts = append(starts, i+1)
+		}
+	}
+	return starts
+}
+
+// rgBufferSize is ripgrep's initial read buffer (64 KiB).
+const rgBufferSize = 64 << 10
+
+// rgTextEnd returns how much of a file ripgrep searches before it notices
+// the NUL at offset nul, and its buffer size afterwards; data needs to hold
+// only the bytes before the NUL. rg reads into its buffer (capacity bytes,
+// kept from file to file); after each read it searches up to the last
+// complete line, keeps the partial line at the front and fills the rest,
+// doubling the buffer when a line fills it. Binary detection looks at each
+// read's new bytes before that read is searched, so the text ends where the
+// buffer holding the NUL begins.
+func rgTextEnd(data []byte, nul, capacity int) (end, newCap int) {
+	consumed, read := 0, 0
+	for {
+		free := capacity - (read - consumed)
+		if free == 0 {
+			capacity *= 2
+			continue
+		}
+		next := read + free
+		if nul < next {
+			return consumed, capacity
+		}
+		read = next
+		if i := bytes.LastIndexByte(data[consumed:read], '\n'); i >= 0 {
+			consumed += i + 1
+		}
+	}
 }
 
 // span is a match covering lines [first, last] (0-based line indexes).

@@ -2,6 +2,7 @@ package fsops
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,7 @@ var grepTree = map[string]string{
 	".hidden.txt":               "foo hidden\n",
 	".config/x.txt":             "foo in hidden dir\n",
 	"bin.dat":                   "foo\x00binary\n",
+	"late.bin":                  "foo\n" + strings.Repeat("x", 70000) + "\n\x00tail foo\n",
 	"crlf.txt":                  "a\r\nfoo\r\nb\r\n",
 	"nonl.txt":                  "x\nfoo",
 	"lib/util.py":               "def foo():\n    return 'FOO'\n",
@@ -68,6 +70,9 @@ var grepCases = []struct {
 	{"path-file", GrepOptions{Pattern: "foo", Path: "nonl.txt", OutputMode: "content"}},
 	{"path-hidden-file", GrepOptions{Pattern: "foo", Path: ".hidden.txt", OutputMode: "content"}},
 	{"path-binary-file", GrepOptions{Pattern: "foo", Path: "bin.dat", OutputMode: "content"}},
+	{"path-late-binary", GrepOptions{Pattern: "foo", Path: "late.bin", OutputMode: "content", LineNumbers: true}},
+	{"path-late-binary-count", GrepOptions{Pattern: "foo", Path: "late.bin", OutputMode: "count"}},
+	{"path-late-binary-files", GrepOptions{Pattern: "foo", Path: "late.bin"}},
 	{"multiline", GrepOptions{Pattern: `start.*?end`, Multiline: true, OutputMode: "content", LineNumbers: true}},
 	{"multiline-count", GrepOptions{Pattern: `start.*?end`, Multiline: true, OutputMode: "count"}},
 	{"anchors", GrepOptions{Pattern: `^foo|foo$`, OutputMode: "content", LineNumbers: true}},
@@ -249,3 +254,45 @@ func TestGrepCancelled(t *testing.T) {
 		t.Fatal("grep with a cancelled context succeeded")
 	}
 }
+
+// Binary files whose NUL falls around ripgrep's read-buffer boundaries: what
+// is searched before rg gives up must match rg exactly.
+func TestGrepBinaryBoundariesMatchRipgrep(t *testing.T) {
+	rg, err := exec.LookPath("rg")
+	if err != nil {
+		t.Skip("ripgrep (rg) is not installed")
+	}
+	root := t.TempDir()
+	files := map[string]string{}
+	line := "foo " + strings.Repeat("y", 95) + "\n" // 100 bytes
+	for _, nul := range []int{0, 10, 65435, 65535, 65536, 65537, 65600, 100000, 131072, 140000} {
+		text := strings.Repeat(line, 1600) // 160,000 bytes
+		files[fmt.Sprintf("n%06d.bin", nul)] = text[:nul] + "\x00" + text[nul:]
+	}
+	files["longline.bin"] = "foo\n" + strings.Repeat("z", 150000) + "\nfoo\n\x00foo\n"
+	writeTree(t, root, files)
+	ws := newDirWS(t, root)
+	for _, opts := range []GrepOptions{
+		{Pattern: "foo", OutputMode: "content", LineNumbers: true},
+		{Pattern: "foo", OutputMode: "count"},
+		{Pattern: "foo"},
+	} {
+		res, err := ws.Grep(context.Background(), opts)
+		must(t, err)
+		if want := rgOutput(t, rg, root, opts); res.Output != want {
+			t.Errorf("%+v:\ngot  %d bytes, %q...\nwant %d bytes, %q...", opts, len(res.Output), head(res.Output), len(want), head(want))
+		}
+		for name := range files {
+			o := opts
+			o.Path = name
+			res, err := ws.Grep(context.Background(), o)
+			must(t, err)
+			if want := rgOutput(t, rg, root, o); res.Output != want {
+				t.Errorf("explicit %s %+v:\ngot  %q\nwant %q", name, opts, tail(res.Output), tail(want))
+			}
+		}
+	}
+}
+
+func head(s string) string { return s[:min(len(s), 200)] }
+func tail(s string) string { return s[max(0, len(s)-300):] }
