@@ -18,9 +18,13 @@ import (
 // per decode, about 0.4 MB per call (see BenchmarkReadTextFile). Here it is
 // one decode of the envelope, one of the arguments, and one encode.
 //
-// Everything else goes to the SDK: initialize, tools/list, notifications,
-// batches, unknown tools (the SDK words that error), and protocol versions
-// after 2025-11-25, whose semantics the SDK implements.
+// It also answers tools/list (the SDK's own result, captured once) and the
+// notifications/initialized every client sends after initialize, so that a
+// client connecting costs one SDK request (initialize) instead of three.
+//
+// Everything else goes to the SDK: initialize, other notifications, paged
+// tools/list, batches, unknown tools (the SDK words that error), and
+// protocol versions after 2025-11-25, whose semantics the SDK implements.
 // Both paths call the same toolDef through callTool, and
 // TestFastPathMatchesSDK checks that they answer byte for byte the same.
 
@@ -37,6 +41,7 @@ type rpcRequest struct {
 	Params  struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
+		Cursor    *string         `json:"cursor"`
 	} `json:"params"`
 }
 
@@ -72,17 +77,46 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, sse bool) boo
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 
-	// Cheap filters before decoding: a single object that names tools/call.
+	// Cheap filters before decoding: a single object naming a method we
+	// answer here.
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 || trimmed[0] != '{' || !bytes.Contains(body, []byte(`"tools/call"`)) {
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return false
+	}
+	isCall := bytes.Contains(body, []byte(`"tools/call"`))
+	if !isCall && !bytes.Contains(body, []byte(`"tools/list"`)) && !bytes.Contains(body, []byte(`"notifications/initialized"`)) {
 		return false
 	}
 	var req rpcRequest
-	if err := json.Unmarshal(body, &req); err != nil || req.JSONRPC != "2.0" || req.Method != "tools/call" {
+	if err := json.Unmarshal(body, &req); err != nil || req.JSONRPC != "2.0" {
 		return false
+	}
+	if req.Method == "notifications/initialized" && len(req.ID) == 0 {
+		// Nothing to record in a stateless server: accept, as the SDK does.
+		s.fastCalls.Add(1)
+		w.WriteHeader(http.StatusAccepted)
+		return true
 	}
 	if len(req.ID) == 0 || (req.ID[0] != '"' && (req.ID[0] < '0' || req.ID[0] > '9') && req.ID[0] != '-') {
 		return false // a notification, or an id the SDK should judge
+	}
+	if req.Method == "tools/list" && req.Params.Cursor == nil {
+		list := s.toolsListResult()
+		if list == nil {
+			return false
+		}
+		s.fastCalls.Add(1)
+		s.writeFast(w, sse, func(buf []byte) ([]byte, error) {
+			buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+			buf = append(buf, req.ID...)
+			buf = append(buf, `,"result":`...)
+			buf = append(buf, list...)
+			return append(buf, '}'), nil
+		})
+		return true
+	}
+	if req.Method != "tools/call" {
+		return false
 	}
 	def, ok := s.tools[req.Params.Name]
 	if !ok {
@@ -90,15 +124,22 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, sse bool) boo
 	}
 	s.fastCalls.Add(1)
 	res := s.callTool(r.Context(), def, req.Params.Arguments, r.Header)
+	s.writeFast(w, sse, func(buf []byte) ([]byte, error) { return appendResponse(buf, req.ID, res) })
+	return true
+}
+
+// writeFast writes one JSON-RPC response built by build, as JSON or as one
+// SSE event, with the SDK's headers.
+func (s *Server) writeFast(w http.ResponseWriter, sse bool, build func([]byte) ([]byte, error)) {
 	bp := respBufs.Get().(*[]byte)
 	out := (*bp)[:0]
 	if sse {
 		out = append(out, "event: message\ndata: "...)
 	}
-	out, err = appendResponse(out, req.ID, res)
+	out, err := build(out)
 	if err != nil {
 		http.Error(w, "encoding result: "+err.Error(), http.StatusInternalServerError)
-		return true
+		return
 	}
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	if sse {
@@ -114,5 +155,45 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, sse bool) boo
 		*bp = out[:0]
 		respBufs.Put(bp)
 	}
-	return true
+}
+
+// toolsListResult is the SDK's own tools/list result, captured once by
+// sending it a tools/list (so the fast path's answer cannot drift from the
+// SDK's), or nil if that failed.
+func (s *Server) toolsListResult() json.RawMessage {
+	s.listOnce.Do(func() {
+		req, err := http.NewRequest(http.MethodPost, "/mcp", bytes.NewReader([]byte(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`)))
+		if err != nil {
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		rec := &recorder{header: http.Header{}}
+		s.jsonH.ServeHTTP(rec, req)
+		var env struct {
+			Result json.RawMessage `json:"result"`
+		}
+		if rec.status == http.StatusOK && json.Unmarshal(rec.body.Bytes(), &env) == nil && len(env.Result) > 0 {
+			s.listResult = env.Result
+		}
+	})
+	return s.listResult
+}
+
+// recorder is a minimal http.ResponseWriter that keeps what is written.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.body.Write(b)
 }

@@ -27,6 +27,7 @@ package mcphttp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -103,6 +104,9 @@ type Server struct {
 	done   chan struct{}
 
 	tools map[string]*toolDef // written only by New
+
+	listOnce   sync.Once
+	listResult json.RawMessage // the SDK's tools/list result (fastpath.go)
 
 	noFastPath bool         // tests: send every request through the SDK
 	fastCalls  atomic.Int64 // tools/calls answered on the fast path
