@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"sync"
 )
@@ -55,6 +56,10 @@ var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return 
 // whole body for the SDK.
 func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, sse bool) bool {
 	if s.noFastPath || !fastProtocols[r.Header.Get("MCP-Protocol-Version")] {
+		return false
+	}
+	// A body that does not declare JSON is the SDK's to refuse (415).
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return false
 	}
 	var body []byte

@@ -105,6 +105,8 @@ func TestHTTPStatuses(t *testing.T) {
 		{"no accept", plain, "POST", listBody, map[string]string{"Accept": ""}, 200, `"tools"`, "application/json"},
 		{"unacceptable", plain, "POST", listBody, map[string]string{"Accept": "text/html"}, 406, `"Not acceptable"`, ""},
 		{"wrong content type", plain, "POST", listBody, map[string]string{"Content-Type": "text/plain"}, 415, "Content-Type", ""},
+		{"wrong content type on a call", plain, "POST", callBody("read_text_file", map[string]any{"path": "a.txt"}), map[string]string{"Content-Type": "text/plain"}, 415, "Content-Type", ""},
+		{"json with charset", plain, "POST", callBody("read_text_file", map[string]any{"path": "a.txt"}), map[string]string{"Content-Type": "application/json; charset=utf-8"}, 200, "line1", ""},
 		{"not json", plain, "POST", "{nope", nil, 400, "", ""},
 		{"notification is 202", plain, "POST", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil, 202, "", ""},
 		{"tools/list without initialize", plain, "POST", listBody, nil, 200, `"list_allowed_directories"`, ""},
