@@ -1,10 +1,8 @@
 package fsops
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -119,7 +117,7 @@ func (w *dirWS) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if d := w.dirf.Swap(nil); d != nil {
-		d.f.Close() // deferred by the kernel-facing refcount while a read holds it
+		d.close() // the fd is closed once no read holds it (RawConn refcount)
 	}
 	if r := w.r.Swap(nil); r != nil {
 		return r.Close()
@@ -168,22 +166,8 @@ func (w *dirWS) Resolve(p string) (string, error) {
 // with stat; the hand-resolution is only for absolute links os.Root refuses.
 // A missing or otherwise unusable path is not an escape.
 func (w *dirWS) checkLinks(r *os.Root, rel string) error {
-	if d := w.dirf.Load(); d != nil {
-		// One openat2 (O_PATH, beneath): success, or a missing component
-		// before any link could lead out, settles it without the walk.
-		fd := -1
-		var oerr error
-		if d.rc.Control(func(dirfd uintptr) {
-			fd, oerr = unix.Openat2(int(dirfd), rel, &pathHow)
-		}) == nil {
-			if oerr == nil {
-				unix.Close(fd)
-				return nil
-			}
-			if oerr == unix.ENOENT || oerr == unix.ENOTDIR {
-				return nil
-			}
-		}
+	if w.linksInsideFast(rel) {
+		return nil
 	}
 	fi, err := r.Lstat(rel)
 	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
@@ -571,98 +555,6 @@ func (w *dirWS) ReadLines(p string, lr LineRange) (Lines, error) {
 	return ls, nil
 }
 
-// dirFD is a workspace directory held open as a plain fd for openat2.
-type dirFD struct {
-	f  *os.File
-	rc syscall.RawConn
-}
-
-func openDirFD(r *os.Root) *dirFD {
-	if openat2Missing.Load() {
-		return nil
-	}
-	f, err := r.Open(".")
-	if err != nil {
-		return nil
-	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil
-	}
-	return &dirFD{f: f, rc: rc}
-}
-
-// openat2Missing is set once openat2 is found unsupported (old kernels,
-// some sandboxes), so reads stop trying it.
-var openat2Missing atomic.Bool
-
-// openHow confines openat2 the way os.Root confines its walk: the kernel
-// resolves the path beneath the directory, follows only symlinks that stay
-// beneath it (absolute ones are refused) and no /proc magic links.
-var openHow = unix.OpenHow{
-	Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK,
-	Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
-}
-
-// pathHow is openHow for an O_PATH handle (existence and confinement only).
-var pathHow = unix.OpenHow{
-	Flags:   unix.O_PATH | unix.O_CLOEXEC,
-	Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
-}
-
-// readFast is the read hot path: one openat2 call (instead of an openat per
-// path component), fstat, read, close. It reports ok only for a regular file
-// it read whole (or found over max: data nil, size set); on any failure it
-// reports !ok and the caller takes the os.Root path, which produces the
-// canonical errors (escape, not found, directory) and the absolute-link
-// fallback. The fd is used under RawConn.Control, so a concurrent Close
-// cannot recycle it mid-call.
-func (w *dirWS) readFast(rel string, max int64) (data []byte, size int64, ok bool) {
-	d := w.dirf.Load()
-	if d == nil || rel == "." {
-		return nil, 0, false
-	}
-	fd := -1
-	var oerr error
-	if d.rc.Control(func(dirfd uintptr) {
-		fd, oerr = unix.Openat2(int(dirfd), rel, &openHow)
-	}) != nil || oerr != nil {
-		if oerr == unix.ENOSYS {
-			openat2Missing.Store(true)
-		}
-		return nil, 0, false
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, 0, false
-	}
-	if st.Size > max {
-		return nil, st.Size, true
-	}
-	buf := make([]byte, 0, st.Size+1)
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, 0, false
-		}
-		buf = buf[:len(buf)+n]
-		if n == 0 || (st.Size > 0 && int64(len(buf)) >= st.Size) {
-			return buf, int64(len(buf)), true
-		}
-		if int64(len(buf)) > max {
-			return nil, int64(len(buf)), true
-		}
-	}
-}
-
 // writeHook, when set (tests only), replaces the write of the temp file's
 // content so a test can make WriteFile fail midway.
 var writeHook func(f *os.File, data []byte) error
@@ -946,60 +838,6 @@ func (w *dirWS) openGrepDir(rel string) (grepDir, error) {
 	}
 	sort.Slice(d.ents, func(i, j int) bool { return d.ents[i].name < d.ents[j].name })
 	return d, nil
-}
-
-// direntTypes lists the directory fd with getdents, typing entries from
-// d_type. (os.File.ReadDir on a file opened in a Root stats every entry; a
-// grep walk needs only the type.) An entry of unknown type is stat-ed
-// relative to the directory.
-func direntTypes(fd int) ([]grepEntry, error) {
-	var out []grepEntry
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := unix.Getdents(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if n <= 0 {
-			return out, nil
-		}
-		b := buf[:n]
-		for len(b) >= 19 {
-			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
-			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
-			if reclen < 19 || reclen > len(b) {
-				break
-			}
-			typ := b[18]
-			name := b[19:reclen]
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			b = b[reclen:]
-			s := string(name)
-			if s == "." || s == ".." {
-				continue
-			}
-			if typ == unix.DT_UNKNOWN {
-				var st unix.Stat_t
-				if unix.Fstatat(fd, s, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-					continue
-				}
-				switch st.Mode & unix.S_IFMT {
-				case unix.S_IFDIR:
-					typ = unix.DT_DIR
-				case unix.S_IFREG:
-					typ = unix.DT_REG
-				case unix.S_IFLNK:
-					typ = unix.DT_LNK
-				}
-			}
-			out = append(out, grepEntry{name: s, dir: typ == unix.DT_DIR, regular: typ == unix.DT_REG, symlink: typ == unix.DT_LNK})
-		}
-	}
 }
 
 type rootDir struct {
@@ -1302,11 +1140,7 @@ func (w *dirWS) StatFS() (FSStats, error) {
 	if serr != nil {
 		return FSStats{}, mapErr("statfs", ".", serr)
 	}
-	return FSStats{
-		BlockSize: uint64(st.Bsize), FragmentSize: uint64(st.Frsize),
-		Blocks: st.Blocks, BlocksFree: st.Bfree, BlocksAvail: st.Bavail,
-		Files: st.Files, FilesFree: st.Ffree, FilesAvail: st.Ffree, NameMax: uint64(st.Namelen),
-	}, nil
+	return fsStats(&st), nil
 }
 
 // dirFile is an open file of a directory workspace.
@@ -1369,12 +1203,7 @@ func infoFrom(rel string, fi fs.FileInfo) Info {
 	} else {
 		info.Name = path.Base(rel)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		info.AccessTime = time.Unix(int64(st.Atim.Sec), int64(st.Atim.Nsec))
-		info.ChangeTime = time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec))
-		info.UID, info.GID, info.Nlink = st.Uid, st.Gid, uint64(st.Nlink)
-		info.dev, info.ino = uint64(st.Dev), uint64(st.Ino)
-	}
+	sysInfo(&info, fi)
 	return info
 }
 
