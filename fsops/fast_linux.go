@@ -187,5 +187,4 @@ func direntTypes(fd int) ([]grepEntry, error) {
 	}
 }
 
-
 func (d *dirFD) close() { d.f.Close() }
