@@ -12,8 +12,9 @@
 //     Before the MCP SDK sees a request, the handler applies the checks of
 //     PROTOCOL.md in order (method, Origin and Host, bearer token,
 //     X-Root-Dir, scope headers, body size); see serveHTTP. A single
-//     tools/call with a JSON reply is answered on a fast path that skips the
-//     SDK's per-request session (fastpath.go); everything else is the SDK's.
+//     tools/call or tools/list (and notifications/initialized) is answered
+//     on a fast path that skips the SDK's per-request session, byte for
+//     byte as the SDK would (fastpath.go); everything else is the SDK's.
 //   - ServeStdio: MCP over stdin/stdout, for `agent-backend daemon
 //     --local-only`, which is how LocalFilesystemBackend.getMCPClient()
 //     spawns the daemon.
