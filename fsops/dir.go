@@ -425,20 +425,32 @@ func (w *dirWS) open(op, p string) (*os.File, error) {
 	if err != nil {
 		return nil, mapErr(op, p, err)
 	}
-	f, err := r.Open(rel)
+	f, err := openRead(r, rel)
 	if isEscape(err) {
 		rel2, ferr := w.followLinks(r, rel, true)
 		if ferr != nil {
 			return nil, mapErr(op, p, ferr)
 		}
 		if rel2 != rel {
-			f, err = r.Open(rel2)
+			f, err = openRead(r, rel2)
 		}
 	}
 	if err != nil {
 		return nil, mapErr(op, p, err)
 	}
 	return f, nil
+}
+
+// openRead opens for reading without blocking on a FIFO (reads then check
+// the type: only regular files and directories are accepted).
+func openRead(r *os.Root, rel string) (*os.File, error) {
+	return r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
+// errNotRegular refuses FIFOs, sockets and devices, which a read could wait
+// on or never finish.
+func errNotRegular(op, p string) error {
+	return errcode.New(errcode.InvalidArgument, op, p, "not a regular file: %s (FIFOs, sockets and devices cannot be read)", p)
 }
 
 // openRegular opens p and checks that it is not a directory.
@@ -455,6 +467,10 @@ func (w *dirWS) openRegular(op, p string) (*os.File, int64, error) {
 	if fi.IsDir() {
 		f.Close()
 		return nil, 0, errcode.New(errcode.IsADirectory, op, p, "is a directory: %s (use a directory listing instead)", p)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, errNotRegular(op, p)
 	}
 	return f, fi.Size(), nil
 }
@@ -782,14 +798,14 @@ func (w *dirWS) wRead(rel string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.Open(rel)
+	f, err := openRead(r, rel)
 	if isEscape(err) {
 		rel2, ferr := w.followLinks(r, rel, true)
 		if ferr != nil {
 			return nil, ferr
 		}
 		if rel2 != rel {
-			f, err = r.Open(rel2)
+			f, err = openRead(r, rel2)
 		}
 	}
 	if err != nil {
@@ -802,6 +818,9 @@ func (w *dirWS) wRead(rel string, max int64) ([]byte, error) {
 	}
 	if fi.IsDir() {
 		return nil, &fs.PathError{Op: "read", Path: rel, Err: syscall.EISDIR}
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: rel, Err: syscall.EINVAL}
 	}
 	if fi.Size() > max {
 		return nil, errGrew

@@ -97,8 +97,20 @@ func TestBadInputs(t *testing.T) {
 func TestDirErrorsAndLinks(t *testing.T) {
 	root := t.TempDir()
 	ws := newDirWS(t, root)
+	// A FIFO is refused at once rather than waited on.
+	must(t, syscall.Mkfifo(root+"/fifo", 0o644))
+	_, err := ws.ReadFile("fifo")
+	wantCode(t, err, errcode.InvalidArgument)
+	_, err = ws.ReadLines("fifo", LineRange{})
+	wantCode(t, err, errcode.InvalidArgument)
+	_, err = ws.Edit("fifo", []Edit{{OldText: "a", NewText: "b"}}, false)
+	wantCode(t, err, errcode.InvalidArgument)
+	if res, err := ws.Grep(t.Context(), GrepOptions{Pattern: "x", Path: "fifo"}); err != nil || res.Output != "" {
+		t.Errorf("grep on a fifo = %+v, %v", res, err)
+	}
+	must(t, os.Remove(root+"/fifo"))
 	must(t, ws.WriteFile("f.txt", []byte("x")))
-	_, err := ws.Readlink("f.txt")
+	_, err = ws.Readlink("f.txt")
 	wantCode(t, err, errcode.InvalidArgument)
 	must(t, os.Symlink("f.txt", root+"/l"))
 	ents, err := ws.ReadDir(".")
