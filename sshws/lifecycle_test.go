@@ -393,7 +393,7 @@ func TestWSConnStream(t *testing.T) {
 		}
 	})
 
-	t.Run("concurrent writers never interleave a message", func(t *testing.T) {
+	t.Run("concurrent writers never interleave a write", func(t *testing.T) {
 		const writers, msgs, size = 8, 200, 300
 		ws := wsPair(t, func(c *wsConn) {
 			var wg sync.WaitGroup
@@ -412,23 +412,78 @@ func TestWSConnStream(t *testing.T) {
 			}
 			wg.Wait()
 		}, nil)
-		counts := map[byte]int{}
+		// Writes may be coalesced into fewer messages, but the stream is
+		// whole writes one after another.
+		var stream []byte
 		ws.SetReadDeadline(time.Now().Add(20 * time.Second))
-		for n := 0; n < writers*msgs; n++ {
-			_, p, err := ws.ReadMessage()
+		for len(stream) < writers*msgs*size {
+			typ, p, err := ws.ReadMessage()
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("after %d bytes: %v", len(stream), err)
 			}
-			if len(p) != size || bytes.Count(p, p[:1]) != size {
-				t.Fatalf("message %d interleaved: %q...", n, p[:20])
+			if typ != websocket.BinaryMessage {
+				t.Fatalf("message type %d", typ)
 			}
-			counts[p[0]]++
+			stream = append(stream, p...)
+		}
+		counts := map[byte]int{}
+		for off := 0; off < len(stream); off += size {
+			w := stream[off : off+size]
+			if bytes.Count(w, w[:1]) != size {
+				t.Fatalf("write at %d interleaved: %q", off, w)
+			}
+			counts[w[0]]++
 		}
 		for i := range writers {
 			if counts[byte('a'+i)] != msgs {
-				t.Fatalf("writer %d: %d messages", i, counts[byte('a'+i)])
+				t.Fatalf("writer %d: %d writes", i, counts[byte('a'+i)])
 			}
 		}
+	})
+
+	t.Run("queued data is sent before the close frame", func(t *testing.T) {
+		ws := wsPair(t, func(c *wsConn) {
+			for range 100 {
+				c.Write(bytes.Repeat([]byte("q"), 10000))
+			}
+			c.closeWith(CloseNormal, "done")
+		}, nil)
+		n := 0
+		ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+		for {
+			_, p, err := ws.ReadMessage()
+			if err != nil {
+				if !websocket.IsCloseError(err, CloseNormal) || n != 1000000 {
+					t.Fatalf("got %d bytes then %v", n, err)
+				}
+				break
+			}
+			n += len(p)
+		}
+	})
+
+	t.Run("Close unblocks a writer stuck on a peer that stopped reading", func(t *testing.T) {
+		closed := make(chan struct{})
+		ws := wsPair(t, func(c *wsConn) {
+			werr := make(chan error, 1)
+			go func() {
+				chunk := make([]byte, 64<<10)
+				for { // far more than the socket buffers hold: blocks
+					if _, err := c.Write(chunk); err != nil {
+						werr <- err
+						return
+					}
+				}
+			}()
+			time.Sleep(100 * time.Millisecond)
+			c.Close()
+			if err := <-werr; err == nil {
+				t.Error("blocked Write returned no error")
+			}
+			close(closed)
+		}, nil)
+		<-closed // the client never reads
+		_ = ws
 	})
 
 	t.Run("close is idempotent and reads EOF after", func(t *testing.T) {

@@ -38,10 +38,11 @@ const closeGrace = 2 * time.Second
 //
 // Every WebSocket message, binary or text, and however fragmented, is a chunk
 // of the stream: gorilla reassembles fragments behind NextReader, and we read
-// each message incrementally, so a message never has to fit in memory. Every
-// Write is one binary message. gorilla allows one reader and one writer at a
+// each message incrementally, so a message never has to fit in memory. We
+// send binary messages only. gorilla allows one reader and one writer at a
 // time; the SSH library reads from a single goroutine but writes from several
-// (channel data, global requests, keepalives), so writes are serialized here.
+// (channel data, global requests, keepalives), so writes go through one
+// queue, sent by one flusher (see Write).
 //
 // Close performs the WebSocket closing handshake (close frame, then wait for
 // the peer's) before dropping TCP. Closing TCP right after the frame would let
@@ -55,7 +56,21 @@ type wsConn struct {
 	rmu sync.Mutex // one reader at a time; Close takes it to drain
 	r   io.Reader  // the message being read, nil between messages
 
-	wmu sync.Mutex // one writer at a time
+	// Writes are coalesced: Write appends to pending and a flusher goroutine
+	// (running only while there is something to send) sends what has
+	// accumulated as one message. x/crypto/ssh writes each packet in two or
+	// three pieces (through a 4 KiB bufio.Writer: header, payload, MAC);
+	// sent as they come that is three frames and three syscalls per packet,
+	// on both sides. Coalesced it is usually one, which is most of the cost
+	// of a bulk transfer.
+	wmu       sync.Mutex
+	wcond     sync.Cond // on wmu: the flusher finished a message or stopped
+	pending   []byte    // bytes accepted by Write, not yet sent
+	spare     []byte    // the previous message's buffer, reused
+	flushing  bool      // a flusher goroutine is running
+	werr      error     // first write error; every later Write returns it
+	wclosed   bool      // Close started: no more writes
+	wdeadline time.Time // write deadline for the flusher's messages
 
 	lastRead   atomic.Int64 // unix nanos of the last frame (data or pong) from the peer
 	peerClosed atomic.Bool  // the peer's close frame (or EOF) has been seen
@@ -70,6 +85,7 @@ type wsConn struct {
 
 func newWSConn(ws *websocket.Conn) *wsConn {
 	c := &wsConn{ws: ws}
+	c.wcond.L = &c.wmu
 	c.lastRead.Store(time.Now().UnixNano())
 	ws.SetReadLimit(maxMessageSize)
 	// Any pong proves the peer is alive; the keepalive timer only looks at
@@ -131,17 +147,88 @@ func (c *wsConn) readErr(err error) error {
 	return err
 }
 
-// Write sends p as one binary message.
+// maxPending is how much Write buffers before it blocks the caller
+// (backpressure); a few SSH packets.
+const maxPending = 256 << 10
+
+// Write queues p for sending and returns; it blocks only while maxPending
+// bytes are already queued. An error sending earlier data is returned by
+// the next Write, as with a kernel socket buffer.
 func (c *wsConn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if err := c.ws.WriteMessage(websocket.BinaryMessage, p); err != nil {
-		if errors.Is(err, websocket.ErrCloseSent) {
-			return 0, net.ErrClosed
-		}
-		return 0, err
+	for len(c.pending) >= maxPending && c.werr == nil && !c.wclosed {
+		c.wcond.Wait()
+	}
+	if c.werr != nil {
+		return 0, c.werr
+	}
+	if c.wclosed {
+		return 0, net.ErrClosed
+	}
+	c.pending = append(c.pending, p...)
+	if !c.flushing {
+		c.flushing = true
+		go c.flush()
 	}
 	return len(p), nil
+}
+
+// flush sends pending data until there is none, then exits, so an idle
+// connection has no flusher goroutine.
+func (c *wsConn) flush() {
+	c.wmu.Lock()
+	for len(c.pending) > 0 && c.werr == nil {
+		msg := c.pending
+		c.pending = c.spare[:0]
+		c.spare = nil
+		deadline := c.wdeadline
+		c.wcond.Broadcast() // room for blocked writers
+		c.wmu.Unlock()
+
+		err := c.ws.SetWriteDeadline(deadline)
+		if err == nil {
+			err = c.ws.WriteMessage(websocket.BinaryMessage, msg)
+		}
+
+		c.wmu.Lock()
+		if err != nil {
+			if errors.Is(err, websocket.ErrCloseSent) {
+				err = net.ErrClosed
+			}
+			c.werr = err
+			c.pending = nil
+		}
+		if cap(msg) <= maxPending {
+			c.spare = msg[:0]
+		}
+	}
+	c.flushing = false
+	if c.pending == nil || cap(c.spare) > 64<<10 {
+		c.spare = nil // do not keep a bulk transfer's buffer on an idle connection
+	}
+	c.wcond.Broadcast()
+	c.wmu.Unlock()
+}
+
+// drain stops accepting writes and waits until queued data is sent (or its
+// sending failed), giving up on a peer that does not read after closeGrace.
+func (c *wsConn) drain() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wclosed = true
+	c.wcond.Broadcast() // writers blocked on a full queue give up
+	if c.flushing {
+		// Bound a write blocked on a peer that stopped reading: the
+		// message in progress through the socket, later ones through
+		// wdeadline (gorilla sets the socket deadline per message).
+		d := time.Now().Add(closeGrace)
+		c.wdeadline = d
+		_ = c.ws.NetConn().SetWriteDeadline(d)
+	}
+	for c.flushing {
+		c.wcond.Wait()
+	}
 }
 
 // setCloseCode chooses the code and reason the next Close sends.
@@ -161,6 +248,9 @@ func (c *wsConn) closeWith(code int, reason string) error {
 // It is safe to call from any goroutine and more than once.
 func (c *wsConn) Close() error {
 	c.closeOnce.Do(func() {
+		// Queued data goes out before the close frame: the last SSH
+		// packets (exit-status, channel close, disconnect) matter.
+		c.drain()
 		if !c.peerClosed.Load() {
 			code := int(c.code.Load())
 			if code == 0 {
@@ -213,11 +303,13 @@ func (c *wsConn) SetDeadline(t time.Time) error {
 // times out leaves the WebSocket unusable; SSH treats it as the end.
 func (c *wsConn) SetReadDeadline(t time.Time) error { return c.ws.SetReadDeadline(t) }
 
-// SetWriteDeadline sets the write deadline for data messages.
+// SetWriteDeadline sets the deadline for sending queued data; a message
+// not sent by then fails the connection's later writes.
 func (c *wsConn) SetWriteDeadline(t time.Time) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	return c.ws.SetWriteDeadline(t)
+	c.wdeadline = t
+	return nil
 }
 
 // peerCode returns the code and text of the peer's close frame, if one came.
