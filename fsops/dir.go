@@ -1020,7 +1020,11 @@ func (w *dirWS) Touch(p string) error {
 				return err
 			}
 		}
-		f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE, 0o644) // no O_TRUNC: never truncates
+		if _, err := r.Stat(rel); err == nil {
+			return nil // exists: touch never truncates (and opens nothing)
+		}
+		// No O_TRUNC: a file created meanwhile is not truncated either.
+		f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
 		if err != nil {
 			if errors.Is(err, syscall.EISDIR) {
 				return nil // touching a directory is fine
@@ -1070,7 +1074,7 @@ func (w *dirWS) Truncate(p string, size int64) error {
 		return errcode.New(errcode.InvalidArgument, "truncate", p, "negative size %d", size)
 	}
 	return w.run("truncate", p, true, true, func(r *os.Root, rel string) error {
-		f, err := r.OpenFile(rel, os.O_WRONLY, 0)
+		f, err := r.OpenFile(rel, os.O_WRONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return err
 		}
