@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Compare our daemon with the reference (agent-backend@0.13.2, pinned in
+# bench/package-lock.json) on this machine, and print one table.
+#
+#   bench/compare.sh [--smoke] [--rounds N] [--out DIR]
+#
+#   --smoke     tiny counts, one round: checks that everything works end to
+#               end (CI); asserts nothing about speed and judges no target
+#   --rounds N  measured rounds (default 5); each round starts each daemon
+#               fresh, ours then the reference, with a new workspace
+#   --out DIR   keep the per-round JSON, the daemons' logs and table.md here
+#               (default: a temporary directory, removed at the end)
+#
+# Both daemons listen on 127.0.0.1 only (the reference through
+# bench/ref-loopback.cjs, as it has no --bind) with --isolation software.
+# Needs Go, Node >= 18 and npm; see docs/performance.md.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+smoke=0
+rounds=5
+out=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--smoke) smoke=1 ;;
+	--rounds) rounds=$2; shift ;;
+	--out) out=$2; shift ;;
+	-h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+	*) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+if [ "$smoke" = 1 ]; then rounds=1; fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/agentbe-compare.XXXXXX")
+if [ -z "$out" ]; then out="$work/out"; fi
+mkdir -p "$out/rounds" "$out/logs" "$work/keys"
+
+cleanup() {
+	# loadgen stops its daemon itself (and the kernel kills it with loadgen:
+	# PR_SET_PDEATHSIG); this stops a loadgen we are leaving behind.
+	local pids
+	pids=$(jobs -pr || true)
+	if [ -n "$pids" ]; then kill $pids 2>/dev/null || true; wait 2>/dev/null || true; fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say() { printf '== %s\n' "$*" >&2; }
+
+say "building our daemon and the load generator"
+(cd "$repo" && go build -o "$work/agent-backend" ./cmd/agent-backend && go build -o "$work/loadgen" ./bench/loadgen)
+
+# The reference, exactly as pinned. npm ci wipes node_modules, so it runs
+# only when the installed tree differs from the lockfile.
+if ! cmp -s "$here/package-lock.json" "$here/node_modules/.package-lock.json" 2>/dev/null &&
+	! node -e 'const a=require(process.argv[1]).packages,b=require(process.argv[2]).packages;for(const k in a){if(k&&(!b[k]||b[k].version!==a[k].version))process.exit(1)}' \
+		"$here/package-lock.json" "$here/node_modules/.package-lock.json" 2>/dev/null; then
+	say "installing the reference daemon (npm ci)"
+	(cd "$here" && npm ci --no-audit --no-fund --loglevel=error >&2)
+fi
+ref_bin="$here/node_modules/agent-backend/bin/agent-backend.js"
+ref_version=$(node -p "require('$here/node_modules/agent-backend/package.json').version")
+
+ours=("$work/agent-backend" daemon --root '{root}' --bind 127.0.0.1 --port '{port}' --isolation software
+	--ssh-host-key "$work/keys/ours_ed25519" --log-level warn)
+reference=(node --require "$here/ref-loopback.cjs" "$ref_bin" daemon --rootDir '{root}' --port '{port}'
+	--isolation software --ssh-host-key "$work/keys/reference_key")
+
+lg() { "$work/loadgen" "$@" & wait $!; }
+
+# Round 0 is not counted: it generates each daemon's host key once (as a
+# real deployment does) and warms the page cache (node_modules, our binary).
+say "warm-up round"
+lg run -smoke -name ours -round 0 -out "$work/warm-ours.json" -logs "$out/logs" -- "${ours[@]}"
+lg run -smoke -name reference -round 0 -out "$work/warm-ref.json" -logs "$out/logs" -- "${reference[@]}"
+
+mode=()
+if [ "$smoke" = 1 ]; then mode=(-smoke); fi
+for r in $(seq 1 "$rounds"); do
+	say "round $r/$rounds: ours"
+	lg run "${mode[@]}" -name ours -round "$r" -out "$out/rounds/ours-$r.json" -logs "$out/logs" -- "${ours[@]}"
+	say "round $r/$rounds: reference $ref_version"
+	lg run "${mode[@]}" -name reference -round "$r" -out "$out/rounds/reference-$r.json" -logs "$out/logs" -- "${reference[@]}"
+	say "round $r/$rounds: floors"
+	lg floors "${mode[@]}" -round "$r" -out "$out/rounds/floors-$r.json"
+done
+
+{
+	echo "agentbe-daemon $(cd "$repo" && git describe --always --dirty 2>/dev/null || echo '?') vs agent-backend@$ref_version"
+	echo "$(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), Linux $(uname -r), $(go version | cut -d' ' -f3), Node $(node --version), load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo
+	lg report "${mode[@]}" "$out"/rounds/*.json
+} | tee "$out/table.md"

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/agentbe/agentbe-daemon/bench/client"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// The floors: what the same work costs with no daemon logic at all, measured
+// on the same machine in the same run.
+//
+//	echo_p50_ms          a plain net/http handler that decodes the JSON-RPC
+//	                     request, reads the 4 KiB file and encodes a
+//	                     tools/call result, driven by the same client as
+//	                     the daemons (in this process, over loopback)
+//	fork_true_p50_ms     os/exec of /bin/true
+//	fork_shell_p50_ms    os/exec of `bash -c true` (every exec runs a shell)
+//	bwrap_true_p50_ms    bwrap with the executor's namespaces, then true
+//	bwrap_shell_p50_ms   the same, then `bash -c true`
+//	executor_<mode>_p50_ms   sandbox.Executor.Run("true") in that mode
+func runFloors(sz sizes) (map[string]float64, []string, error) {
+	m := map[string]float64{}
+	var notes []string
+	root, err := os.MkdirTemp("", "agentbe-bench-floor-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(root)
+	root, _ = filepath.EvalSymlinks(root)
+	content, err := fixtures(root)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	srv := &http.Server{Handler: echoHandler(filepath.Join(root, readFile))}
+	go srv.Serve(ln)
+	defer srv.Close()
+	mc := client.NewMCP("http://"+ln.Addr().String(), 4)
+	read := client.Prepare("read_text_file", map[string]any{"path": readFile})
+	l, _, err := timeFor(sz.seqDur, func() error {
+		r, err := mc.MustOK(read)
+		if err == nil && r.Text != content {
+			err = fmt.Errorf("echo: wrong text")
+		}
+		return err
+	})
+	mc.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	m["echo_p50_ms"] = l.pct(50)
+
+	n := sz.exec
+	shell, err := exec.LookPath("bash")
+	if err != nil {
+		shell = "/bin/sh"
+	}
+	run := func(argv ...string) func() error {
+		return func() error { return exec.Command(argv[0], argv[1:]...).Run() }
+	}
+	if l, err = timeN(5, n, run("/bin/true")); err != nil {
+		return nil, nil, err
+	}
+	m["fork_true_p50_ms"] = l.pct(50)
+	if l, err = timeN(5, n, run(shell, "-c", "true")); err != nil {
+		return nil, nil, err
+	}
+	m["fork_shell_p50_ms"] = l.pct(50)
+
+	bw := []string{"bwrap", "--unshare-all", "--share-net", "--die-with-parent", "--cap-drop", "ALL",
+		"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--new-session", "--bind", root, root, "--chdir", root, "--"}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		notes = append(notes, "bwrap not installed: no bwrap floors")
+	} else if err := exec.Command(bw[0], append(bw[1:], "/bin/true")...).Run(); err != nil {
+		notes = append(notes, fmt.Sprintf("bwrap does not work here (%v): no bwrap floors", err))
+	} else {
+		if l, err = timeN(5, n, run(append(bw, "/bin/true")...)); err != nil {
+			return nil, nil, err
+		}
+		m["bwrap_true_p50_ms"] = l.pct(50)
+		if l, err = timeN(5, n, run(append(bw, shell, "-c", "true")...)); err != nil {
+			return nil, nil, err
+		}
+		m["bwrap_shell_p50_ms"] = l.pct(50)
+	}
+
+	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeBwrap, sandbox.ModeNone} {
+		ex, err := sandbox.New(sandbox.Config{Mode: mode, WorkspaceRoot: root})
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("executor %s: %v", mode, err))
+			continue
+		}
+		l, err = timeN(5, n, func() error {
+			r, err := ex.Run(context.Background(), sandbox.Request{Command: "true"})
+			if err == nil && r.ExitCode != 0 {
+				err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
+			}
+			return err
+		})
+		ex.Close()
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("executor %s: %v", mode, err))
+			continue
+		}
+		m["executor_"+string(mode)+"_p50_ms"] = l.pct(50)
+	}
+	return m, notes, nil
+}
+
+// echoHandler is the floor for an MCP call: JSON-RPC in, the file read,
+// a tools/call result out, nothing else.
+func echoHandler(path string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name      string         `json:"name"`
+				Arguments map[string]any `json:"arguments"`
+			} `json:"params"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{
+			"jsonrpc": "2.0", "id": req.ID,
+			"result": map[string]any{"content": []map[string]any{{"type": "text", "text": string(b)}}},
+		})
+	})
+}

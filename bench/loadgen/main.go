@@ -1,0 +1,106 @@
+// Command loadgen drives an agent-backend daemon (ours or the reference) and
+// measures it. bench/compare.sh runs it; see docs/performance.md.
+//
+//	loadgen run -name NAME -round N -out FILE [-smoke] [-logs DIR] -- CMD ARGS...
+//	    start CMD fresh ({root} and {port} in ARGS are replaced by a new
+//	    temporary workspace and a free loopback port), measure every metric
+//	    once, stop it, write the figures as JSON to FILE
+//	loadgen floors -out FILE [-smoke]
+//	    measure the floors (plain net/http JSON-RPC, fork/exec, bare bwrap,
+//	    the sandbox executor in each mode)
+//	loadgen report [-a ours] [-b reference] [-smoke] FILE...
+//	    print the comparison table: medians over rounds, ratios, targets
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	var err error
+	switch os.Args[1] {
+	case "run":
+		err = cmdRun(os.Args[2:])
+	case "floors":
+		err = cmdFloors(os.Args[2:])
+	case "report":
+		err = cmdReport(os.Args[2:])
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: loadgen run|floors|report ... (see the package comment)")
+	os.Exit(2)
+}
+
+func cmdRun(args []string) error {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	name := fs.String("name", "", "daemon name in the table (ours, reference)")
+	round := fs.Int("round", 0, "round number")
+	out := fs.String("out", "", "write the figures here (JSON)")
+	smoke := fs.Bool("smoke", false, "tiny counts: checks that everything works, measures nothing")
+	logs := fs.String("logs", os.TempDir(), "directory for the daemon's log")
+	fs.Parse(args)
+	argv := fs.Args()
+	if *name == "" || *out == "" || len(argv) == 0 {
+		return fmt.Errorf("run: -name, -out and a command are required")
+	}
+	sz := fullSizes
+	if *smoke {
+		sz = smokeSizes
+	}
+	res, err := runRound(*name, *round, argv, sz, *logs)
+	if err != nil {
+		return fmt.Errorf("%s round %d: %w", *name, *round, err)
+	}
+	return writeJSON(*out, res)
+}
+
+func cmdFloors(args []string) error {
+	fs := flag.NewFlagSet("floors", flag.ExitOnError)
+	out := fs.String("out", "", "write the figures here (JSON)")
+	round := fs.Int("round", 0, "round number")
+	smoke := fs.Bool("smoke", false, "tiny counts")
+	fs.Parse(args)
+	if *out == "" {
+		return fmt.Errorf("floors: -out is required")
+	}
+	sz := fullSizes
+	if *smoke {
+		sz = smokeSizes
+	}
+	m, notes, err := runFloors(sz)
+	if err != nil {
+		return fmt.Errorf("floors: %w", err)
+	}
+	return writeJSON(*out, &roundResult{Name: "floors", Round: *round, Metrics: m, Notes: notes})
+}
+
+func cmdReport(args []string) error {
+	fs := flag.NewFlagSet("report", flag.ExitOnError)
+	a := fs.String("a", "ours", "the daemon under test")
+	b := fs.String("b", "reference", "the daemon it is compared with")
+	smoke := fs.Bool("smoke", false, "print no pass/fail")
+	fs.Parse(args)
+	return report(os.Stdout, fs.Args(), *a, *b, !*smoke)
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
