@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentbe/agentbe-daemon/bench/client"
+	"github.com/agentbe/agentbe-daemon/bench/floor"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -45,7 +44,7 @@ func runFloors(sz sizes) (map[string]float64, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	srv := &http.Server{Handler: echoHandler(filepath.Join(root, readFile))}
+	srv := &http.Server{Handler: floor.EchoHandler(filepath.Join(root, readFile))}
 	go srv.Serve(ln)
 	defer srv.Close()
 	mc := client.NewMCP("http://"+ln.Addr().String(), 4)
@@ -64,10 +63,7 @@ func runFloors(sz sizes) (map[string]float64, []string, error) {
 	m["echo_p50_ms"] = l.pct(50)
 
 	n := sz.exec
-	shell, err := exec.LookPath("bash")
-	if err != nil {
-		shell = "/bin/sh"
-	}
+	shell := floor.Shell()
 	run := func(argv ...string) func() error {
 		return func() error { return exec.Command(argv[0], argv[1:]...).Run() }
 	}
@@ -80,9 +76,7 @@ func runFloors(sz sizes) (map[string]float64, []string, error) {
 	}
 	m["fork_shell_p50_ms"] = l.pct(50)
 
-	bw := []string{"bwrap", "--unshare-all", "--share-net", "--die-with-parent", "--cap-drop", "ALL",
-		"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-		"--new-session", "--bind", root, root, "--chdir", root, "--"}
+	bw := floor.Bwrap(root)
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		notes = append(notes, "bwrap not installed: no bwrap floors")
 	} else if err := exec.Command(bw[0], append(bw[1:], "/bin/true")...).Run(); err != nil {
@@ -119,33 +113,4 @@ func runFloors(sz sizes) (map[string]float64, []string, error) {
 		m["executor_"+string(mode)+"_p50_ms"] = l.pct(50)
 	}
 	return m, notes, nil
-}
-
-// echoHandler is the floor for an MCP call: JSON-RPC in, the file read,
-// a tools/call result out, nothing else.
-func echoHandler(path string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				Name      string         `json:"name"`
-				Arguments map[string]any `json:"arguments"`
-			} `json:"params"`
-		}
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{
-			"jsonrpc": "2.0", "id": req.ID,
-			"result": map[string]any{"content": []map[string]any{{"type": "text", "text": string(b)}}},
-		})
-	})
 }
