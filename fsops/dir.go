@@ -386,6 +386,11 @@ func (w *dirWS) Lstat(p string) (Info, error) { return w.stat("lstat", p, false)
 
 // stat reports the path as requested (not where links led).
 func (w *dirWS) stat(op, p string, follow bool) (Info, error) {
+	if rel, err := w.rel(p); err == nil {
+		if info, ok := w.statFast(rel, follow); ok {
+			return info, nil
+		}
+	}
 	var fi fs.FileInfo
 	err := w.run(op, p, false, follow, func(r *os.Root, rel string) error {
 		var err error
@@ -1232,8 +1237,20 @@ func infoFrom(rel string, fi fs.FileInfo) Info {
 
 // infoFromStat converts a raw stat (from fstatat) into an Info.
 func infoFromStat(name, rel string, st *unix.Stat_t) Info {
-	mode := fs.FileMode(st.Mode & 0o777)
-	switch st.Mode & unix.S_IFMT {
+	return Info{
+		Name: name, Path: rel, Size: st.Size, Mode: unixMode(uint32(st.Mode)),
+		ModTime:    time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec)),
+		AccessTime: time.Unix(int64(st.Atim.Sec), int64(st.Atim.Nsec)),
+		ChangeTime: time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec)),
+		UID:        st.Uid, GID: st.Gid, Nlink: uint64(st.Nlink),
+		dev: uint64(st.Dev), ino: uint64(st.Ino),
+	}
+}
+
+// unixMode converts st_mode bits into an fs.FileMode.
+func unixMode(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	switch m & unix.S_IFMT {
 	case unix.S_IFDIR:
 		mode |= fs.ModeDir
 	case unix.S_IFLNK:
@@ -1247,21 +1264,14 @@ func infoFromStat(name, rel string, st *unix.Stat_t) Info {
 	case unix.S_IFCHR:
 		mode |= fs.ModeDevice | fs.ModeCharDevice
 	}
-	if st.Mode&unix.S_ISUID != 0 {
+	if m&unix.S_ISUID != 0 {
 		mode |= fs.ModeSetuid
 	}
-	if st.Mode&unix.S_ISGID != 0 {
+	if m&unix.S_ISGID != 0 {
 		mode |= fs.ModeSetgid
 	}
-	if st.Mode&unix.S_ISVTX != 0 {
+	if m&unix.S_ISVTX != 0 {
 		mode |= fs.ModeSticky
 	}
-	return Info{
-		Name: name, Path: rel, Size: st.Size, Mode: mode,
-		ModTime:    time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec)),
-		AccessTime: time.Unix(int64(st.Atim.Sec), int64(st.Atim.Nsec)),
-		ChangeTime: time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec)),
-		UID:        st.Uid, GID: st.Gid, Nlink: uint64(st.Nlink),
-		dev: uint64(st.Dev), ino: uint64(st.Ino),
-	}
+	return mode
 }

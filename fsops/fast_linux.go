@@ -6,8 +6,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"os"
+	"path"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -188,3 +190,45 @@ func direntTypes(fd int) ([]grepEntry, error) {
 }
 
 func (d *dirFD) close() { d.f.Close() }
+
+// statFast stats rel with openat2 (O_PATH, beneath; O_NOFOLLOW for lstat)
+// and statx, which also reports the birth time. !ok means "ask os.Root".
+func (w *dirWS) statFast(rel string, follow bool) (Info, bool) {
+	d := w.dirf.Load()
+	if d == nil {
+		return Info{}, false
+	}
+	how := pathHow
+	if !follow {
+		how.Flags |= unix.O_NOFOLLOW
+	}
+	fd := -1
+	var oerr error
+	if d.rc.Control(func(dirfd uintptr) {
+		fd, oerr = unix.Openat2(int(dirfd), rel, &how)
+	}) != nil || oerr != nil {
+		if oerr == unix.ENOSYS {
+			openat2Missing.Store(true)
+		}
+		return Info{}, false
+	}
+	defer unix.Close(fd)
+	var st unix.Statx_t
+	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &st) != nil {
+		return Info{}, false
+	}
+	ts := func(t unix.StatxTimestamp) time.Time { return time.Unix(t.Sec, int64(t.Nsec)) }
+	info := Info{
+		Name: path.Base(rel), Path: rel, Size: int64(st.Size), Mode: unixMode(uint32(st.Mode)),
+		ModTime: ts(st.Mtime), AccessTime: ts(st.Atime), ChangeTime: ts(st.Ctime),
+		UID: st.Uid, GID: st.Gid, Nlink: uint64(st.Nlink),
+		dev: unix.Mkdev(st.Dev_major, st.Dev_minor), ino: st.Ino,
+	}
+	if rel == "." {
+		info.Name = "."
+	}
+	if st.Mask&unix.STATX_BTIME != 0 {
+		info.BirthTime = ts(st.Btime)
+	}
+	return info, true
+}

@@ -19,6 +19,8 @@ func (w *dirWS) readFast(string, int64) ([]byte, int64, bool) { return nil, 0, f
 
 func (w *dirWS) linksInsideFast(string) bool { return false }
 
+func (w *dirWS) statFast(string, bool) (Info, bool) { return Info{}, false }
+
 // direntTypes lists the directory fd, typing each entry with fstatat
 // relative to the directory.
 func direntTypes(fd int) ([]grepEntry, error) {

@@ -14,7 +14,7 @@
 // inside; for those (and only after os.Root has refused) the link chain is
 // rewritten by hand into the equivalent relative path, which is then opened
 // through os.Root again, so confinement never rests on the rewrite. On Linux
-// the hot paths (whole-file reads, Resolve) first try one openat2 call with
+// the hot paths (whole-file reads, Stat, Resolve) first try one openat2 call with
 // RESOLVE_BENEATH, the same confinement done by the kernel in one step, and
 // take the os.Root path for anything it refuses or cannot do.
 //
@@ -157,7 +157,7 @@ type Info struct {
 	ModTime    time.Time
 	AccessTime time.Time
 	ChangeTime time.Time // inode change; used as "created" where birth time is unknown
-	BirthTime  time.Time // zero when the file system does not report it
+	BirthTime  time.Time // from statx on Linux (Stat, Lstat); zero when not reported
 	UID, GID   uint32
 	Nlink      uint64
 
