@@ -148,7 +148,10 @@ func (c *wsConn) readErr(err error) error {
 }
 
 // maxPending is how much Write buffers before it blocks the caller
-// (backpressure); a few SSH packets.
+// (backpressure); a few SSH packets. It also bounds a coalesced message
+// (maxPending plus one SSH packet), which must stay under what the clients'
+// WebSocket libraries accept: 1 MiB by default for Python's websockets,
+// 100 MiB for Node's ws.
 const maxPending = 256 << 10
 
 // Write queues p for sending and returns; it blocks only while maxPending
