@@ -313,11 +313,15 @@ func (m *memWS) list(rel string) ([]Info, error) {
 	}
 	sort.Strings(names)
 	out := make([]Info, 0, len(names))
+	t := m.s.created
 	for _, n := range names {
 		crel := joinRel(rel, n)
-		if info, ok := m.info(crel, m.key(crel)); ok {
-			out = append(out, info)
+		if e, ok := m.s.files[pre+n]; ok && !kids[n] {
+			out = append(out, Info{Name: n, Path: crel, Size: int64(len(e.data)), Mode: e.mode, ModTime: e.mtime, AccessTime: e.atime, ChangeTime: e.ctime, Nlink: 1})
+			continue
 		}
+		// Known to be a directory from the keys below it: no second scan.
+		out = append(out, Info{Name: n, Path: crel, Mode: fs.ModeDir | 0o755, ModTime: t, AccessTime: t, ChangeTime: t, Nlink: 2})
 	}
 	return out, nil
 }
