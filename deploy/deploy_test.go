@@ -83,7 +83,7 @@ func agentBackend(t *testing.T) string {
 			return
 		}
 		builtBin = filepath.Join(buildDir, "agent-backend")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=v0.0.0-deploytest",
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=0.0.0-deploytest",
 			"-o", builtBin, "./cmd/agent-backend")
 		cmd.Dir = ".."
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -310,12 +310,13 @@ func TestDockerfileBuildCommand(t *testing.T) {
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Dir = ".."
 	// CGO_ENABLED must come from the command itself: the environment says 1.
-	cmd.Env = append(os.Environ(), "VERSION=v9.8.7-dockerfiletest", "CGO_ENABLED=1")
+	cmd.Env = append(os.Environ(), "VERSION=9.8.7-dockerfiletest", "CGO_ENABLED=1")
 	got, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", script, err, got)
 	}
-	if !strings.Contains(string(got), "v9.8.7-dockerfiletest") {
+	// main.version is the bare X.Y.Z; `version` adds the "v".
+	if !strings.Contains(string(got), "agent-backend v9.8.7-dockerfiletest\n") {
 		t.Errorf("the built binary's version output does not show the stamped version:\n%s", got)
 	}
 	// A static binary has no program interpreter (ld.so); the runtime stage

@@ -58,7 +58,7 @@ func agentBackend(t *testing.T) string {
 			return
 		}
 		builtBin = filepath.Join(buildDir, "agent-backend")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=v0.0.0-systemdtest",
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=0.0.0-systemdtest",
 			"-o", builtBin, "./cmd/agent-backend")
 		cmd.Dir = ".."
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -273,7 +273,7 @@ func TestUnitStructure(t *testing.T) {
 	if !slices.Contains(strings.Fields(one(t, d, "Service", "RestrictAddressFamilies")), "AF_NETLINK") {
 		t.Error("RestrictAddressFamilies lacks AF_NETLINK: bwrap cannot bring up lo in a new network namespace")
 	}
-	for _, k := range []string{"PrivateUsers", "ProtectKernelTunables", "ProtectKernelLogs", "ProtectProc", "ProcSubset", "MemoryDenyWriteExecute"} {
+	for _, k := range []string{"PrivateUsers", "ProtectHostname", "ProtectKernelTunables", "ProtectKernelLogs", "ProtectProc", "ProcSubset", "MemoryDenyWriteExecute"} {
 		if v, ok := d["Service"][k]; ok {
 			t.Errorf("%s=%s is set; the unit's comment explains why it breaks bwrap or the agent's commands", k, v)
 		}
