@@ -86,22 +86,33 @@ type Workspace interface {
 	// ambiguous oldText fails with errcode.EditFailed, "edit N: ..." (1-based).
 	Edit(p string, edits []Edit, dryRun bool) (EditResult, error)
 
-	// Mkdir creates a directory; with parents it is `mkdir -p`.
+	// Mkdir creates a directory; with parents it is `mkdir -p`. (Memory: a
+	// no-op, directories being implicit.)
 	Mkdir(p string, parents bool) error
 	// ReadDir lists the immediate children, sorted bytewise by name, with
 	// lstat information: a symlink is reported as a link (Stat it to see its
 	// target's type, as list_directory does).
 	ReadDir(p string) ([]Info, error)
-	// Tree returns the recursive structure below p.
+	// Tree returns the recursive structure below p (directory_tree; render it
+	// with TreeJSON). Symlinks are followed while they stay inside (a link
+	// back to an ancestor is listed, not descended); entries that cannot be
+	// stat-ed are left out, as the reference does.
 	Tree(ctx context.Context, p string, opts TreeOptions) ([]TreeNode, error)
 
-	// Move renames src to dst and fails with errcode.AlreadyExists if dst exists.
+	// Move renames src to dst (move_file): errcode.NotFound ("source does not
+	// exist") if src is missing, errcode.AlreadyExists if dst exists, and the
+	// destination's parent is created. Both ends are confined; a final
+	// symlink is moved itself, not followed.
 	Move(src, dst string) error
 	// Rename renames src to dst, replacing dst if it is a file (posix-rename).
 	// The destination's parent is created.
 	Rename(src, dst string) error
+	// Remove deletes a file, a symlink (not its target) or an empty
+	// directory; Recursive removes a directory with its contents; Force
+	// ignores a missing p. The workspace root itself is refused.
 	Remove(p string, opts RemoveOptions) error
-	// Touch creates an empty file if p does not exist; it never truncates.
+	// Touch creates an empty file (and its parents) if p does not exist; it
+	// never truncates and never changes an existing file.
 	Touch(p string) error
 
 	// Search finds entries under p whose path relative to p matches the glob
