@@ -54,7 +54,7 @@ func (e *executor) setupBwrap() (err error) {
 	cmd := e.command("true", e.root, e.root, env, false)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	if err := e.spawn.start(cmd); err != nil {
 		return fmt.Errorf("cannot start bwrap: %v", err)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })

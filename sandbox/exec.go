@@ -42,6 +42,13 @@ const basePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 // and says why in Reason.
 func New(cfg Config) (Executor, error) {
 	e := &executor{cfg: cfg, log: cfg.Logger, running: make(map[*child]struct{})}
+	ok := false
+	e.spawn = newSpawner()
+	defer func() {
+		if !ok {
+			e.spawn.stop()
+		}
+	}()
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -125,6 +132,7 @@ func New(cfg Config) (Executor, error) {
 	if e.mode == ModeSoftware && e.policy != nil {
 		e.policy.escapes = true
 	}
+	ok = true
 	e.log.Info("sandbox ready", "mode", string(e.mode), "reason", e.reason,
 		"shell", e.shellPath, "policy", e.policy != nil, "run_as", cfg.RunAs)
 	return e, nil
@@ -159,6 +167,8 @@ type executor struct {
 	closed  bool
 	running map[*child]struct{}
 	runs    sync.WaitGroup // Run calls in flight, awaited by Close
+	starts  sync.WaitGroup // Start calls between track and spawn
+	spawn   *spawner
 }
 
 func (e *executor) Mode() Mode     { return e.mode }
@@ -442,7 +452,8 @@ func (e *executor) command(script, dir, boundary string, env []string, pty bool)
 	}
 	if e.mode != ModeBwrap {
 		// If the daemon dies, its commands die with it (bwrap does this
-		// itself with --die-with-parent).
+		// itself with --die-with-parent). Safe because the spawner's
+		// thread lives as long as the executor.
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
 	return cmd
@@ -497,6 +508,7 @@ func (e *executor) track(c *child) bool {
 		return false
 	}
 	e.running[c] = struct{}{}
+	e.starts.Add(1)
 	return true
 }
 
@@ -526,6 +538,8 @@ func (e *executor) Close() error {
 		c.kill()
 	}
 	e.runs.Wait()
+	e.starts.Wait()
+	e.spawn.stop()
 	return nil
 }
 
@@ -612,7 +626,8 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	defer e.untrack(c)
 
 	begin := time.Now()
-	err = cmd.Start()
+	err = e.spawn.start(cmd)
+	e.starts.Done()
 	outW.Close()
 	errW.Close()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -649,5 +650,34 @@ func waitFor(t *testing.T, b *syncBuffer, want string) {
 			t.Fatalf("output never showed %q: %q", want, b.String())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestParentThreadExit: a caller whose OS thread dies right after starting
+// a command (a goroutine that exits while locked to its thread) must not
+// take the command with it, although parent-death signals are per thread.
+func TestParentThreadExit(t *testing.T) {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+		t.Run(string(mode), func(t *testing.T) {
+			e, _ := newExec(t, mode)
+			var out syncBuffer
+			started := make(chan Process)
+			go func() {
+				runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+				p, err := e.Start(context.Background(), Request{Command: "sleep 0.5; echo alive"}, Stdio{Stdout: &out})
+				if err != nil {
+					t.Error(err)
+				}
+				started <- p
+			}()
+			p := <-started
+			if p == nil {
+				return
+			}
+			st, err := p.Wait()
+			if err != nil || st.Code != 0 || out.String() != "alive\n" {
+				t.Fatalf("status %+v err %v out %q: the command died with its caller's thread", st, err, out.String())
+			}
+		})
 	}
 }

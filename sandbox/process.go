@@ -102,7 +102,9 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		closeAll(p.ptmx, p.stdin)
 		return nil, errClosed
 	}
-	if err := cmd.Start(); err != nil {
+	err = e.spawn.start(cmd)
+	e.starts.Done()
+	if err != nil {
 		e.untrack(p.c)
 		closeAll(childEnds...)
 		closeAll(p.readers...)

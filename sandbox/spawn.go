@@ -1,0 +1,51 @@
+package sandbox
+
+import (
+	"os/exec"
+	"runtime"
+)
+
+// spawner starts every command from one OS thread that lives as long as
+// the executor. Linux delivers a parent-death signal (bwrap's
+// --die-with-parent, our Pdeathsig) when the forking *thread* exits, not
+// the process, and a Go thread exits whenever a goroutine that locked it
+// ends (go.dev/issue/27505). Forking from a goroutine locked to its own
+// thread for the executor's lifetime makes "parent" mean the daemon.
+type spawner struct {
+	reqs chan spawnReq
+	done chan struct{}
+}
+
+type spawnReq struct {
+	cmd *exec.Cmd
+	err chan error
+}
+
+func newSpawner() *spawner {
+	s := &spawner{reqs: make(chan spawnReq), done: make(chan struct{})}
+	go s.loop()
+	return s
+}
+
+func (s *spawner) loop() {
+	// Never unlocked: when the loop ends (Close), the goroutine exits while
+	// locked and Go ends the thread, which kills whatever is left.
+	runtime.LockOSThread()
+	defer close(s.done)
+	for r := range s.reqs {
+		r.err <- r.cmd.Start()
+	}
+}
+
+// start runs cmd.Start on the spawner's thread.
+func (s *spawner) start(cmd *exec.Cmd) error {
+	r := spawnReq{cmd: cmd, err: make(chan error, 1)}
+	s.reqs <- r
+	return <-r.err
+}
+
+// stop ends the spawner once no start is in flight.
+func (s *spawner) stop() {
+	close(s.reqs)
+	<-s.done
+}
