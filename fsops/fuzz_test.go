@@ -54,6 +54,9 @@ func FuzzConfinement(f *testing.F) {
 		if b, err := ws.ReadFile(p); err == nil && strings.Contains(string(b), "SECRET") {
 			t.Fatalf("ReadFile(%q) via link %q read outside content", p, target)
 		}
+		if info, err := ws.Stat(p); err == nil && outsideIDs[dirID{info.dev, info.ino}] {
+			t.Fatalf("Stat(%q) via link %q stat-ed outside", p, target)
+		}
 		if ents, err := ws.ReadDir(p); err == nil {
 			for _, e := range ents {
 				if outsideIDs[dirID{e.dev, e.ino}] {
