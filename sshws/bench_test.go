@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,11 +141,27 @@ func BenchmarkSFTPDownload64MiB(b *testing.B) {
 }
 
 // BenchmarkIdleConnRSS measures the server's resident memory per idle
-// connection (WebSocket + SSH + an open SFTP session, as the clients keep
-// one): the server runs in a child process (this test binary, re-executed)
-// so the clients' memory is not counted. Reported as KiB/conn.
+// connection: the server runs in a child process (this test binary,
+// re-executed) so the clients' memory is not counted. "ssh" is a logged-in
+// connection; "ssh+sftp" also has the SFTP session the agent-backend clients
+// keep open. Reported as KiB/conn, measured once whatever b.N is (a second
+// round would start from the first round's freed but still resident heap).
 func BenchmarkIdleConnRSS(b *testing.B) {
-	const conns = 200
+	for _, withSFTP := range []bool{false, true} {
+		name := "ssh"
+		if withSFTP {
+			name = "ssh+sftp"
+		}
+		b.Run(name, func(b *testing.B) {
+			kib := idleConnRSS(b, 200, withSFTP)
+			for b.Loop() {
+			}
+			b.ReportMetric(kib, "KiB/conn")
+		})
+	}
+}
+
+func idleConnRSS(b *testing.B, conns int, withSFTP bool) float64 {
 	root := b.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "SSHWS_BENCH_SERVE="+root)
@@ -153,13 +171,13 @@ func BenchmarkIdleConnRSS(b *testing.B) {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	defer func() { stdin.Close(); cmd.Wait() }()
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
 		b.Fatal(err)
 	}
 	url := strings.TrimSpace(line)
-	open := func() (*gossh.Client, *sftp.Client) {
+	var clients []*gossh.Client
+	open := func() {
 		conn, err := Dial(context.Background(), url, "")
 		if err != nil {
 			b.Fatal(err)
@@ -168,34 +186,37 @@ func BenchmarkIdleConnRSS(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s, err := sftp.NewClient(c)
-		if err != nil {
-			b.Fatal(err)
+		clients = append(clients, c)
+		if withSFTP {
+			s, err := sftp.NewClient(c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Stat("/"); err != nil {
+				b.Fatal(err)
+			}
 		}
-		if _, err := s.Stat("/"); err != nil {
-			b.Fatal(err)
-		}
-		return c, s
 	}
-	for b.Loop() {
-		c, s := open() // warm up: the first connection's one-time costs
-		s.Close()
-		c.Close()
-		time.Sleep(200 * time.Millisecond)
-		base := rssKiB(b, cmd.Process.Pid)
-		var clients []*gossh.Client
-		for range conns {
-			c, s := open()
-			_ = s
-			clients = append(clients, c)
-		}
-		time.Sleep(500 * time.Millisecond)
-		after := rssKiB(b, cmd.Process.Pid)
-		b.ReportMetric(float64(after-base)/conns, "KiB/conn")
+	// Stop the server (it profiles itself first, if asked) before the
+	// clients go away.
+	defer func() {
+		stdin.Close()
+		cmd.Wait()
 		for _, c := range clients {
 			c.Close()
 		}
+	}()
+	// Warm up: the first connections' one-time costs (code pages, pools).
+	for range 5 {
+		open()
 	}
+	time.Sleep(200 * time.Millisecond)
+	base := rssKiB(b, cmd.Process.Pid)
+	for range conns {
+		open()
+	}
+	time.Sleep(500 * time.Millisecond)
+	return float64(rssKiB(b, cmd.Process.Pid)-base) / float64(conns)
 }
 
 func rssKiB(b *testing.B, pid int) int {
@@ -216,6 +237,9 @@ func rssKiB(b *testing.B, pid int) int {
 // benchServe is the child side of BenchmarkIdleConnRSS: serve /ssh on a
 // loopback port, print the URL, exit when stdin closes.
 func benchServe(root string) {
+	if os.Getenv("SSHWS_BENCH_PROFILE") != "" {
+		runtime.MemProfileRate = 1 // every allocation, for an exact heap profile
+	}
 	root, _ = filepath.EvalSymlinks(root)
 	ws, err := fsops.NewDir(root, fsops.Options{})
 	if err != nil {
@@ -239,6 +263,20 @@ func benchServe(root string) {
 	go hs.Serve(ln)
 	fmt.Printf("ws://%s/ssh\n", ln.Addr())
 	io.Copy(io.Discard, os.Stdin)
+	// SSHWS_BENCH_PROFILE=dir keeps the server's heap and goroutine
+	// profiles, taken with the connections still open, for pprof.
+	if dir := os.Getenv("SSHWS_BENCH_PROFILE"); dir != "" {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		fmt.Fprintf(os.Stderr, "server: %d goroutines, heap in use %d KiB, stacks %d KiB, heap idle not released %d KiB, sys %d KiB\n",
+			runtime.NumGoroutine(), ms.HeapInuse>>10, ms.StackInuse>>10, (ms.HeapIdle-ms.HeapReleased)>>10, ms.Sys>>10)
+		for _, name := range []string{"heap", "goroutine"} {
+			if f, err := os.Create(filepath.Join(dir, name+".pprof")); err == nil {
+				pprof.Lookup(name).WriteTo(f, 0)
+				f.Close()
+			}
+		}
+	}
 	hs.Close()
 	srv.Close()
 	ex.Close()
