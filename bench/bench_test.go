@@ -61,7 +61,7 @@ func workspace(b *testing.B) string {
 	return root
 }
 
-func must(b *testing.B, err error) {
+func must(b testing.TB, err error) {
 	b.Helper()
 	if err != nil {
 		b.Fatal(err)
@@ -70,7 +70,7 @@ func must(b *testing.B, err error) {
 
 // serve runs a daemon on root with the given isolation mode on a loopback
 // port and returns its base URL.
-func serve(b *testing.B, root, isolation string) string {
+func serve(b testing.TB, root, isolation string) string {
 	b.Helper()
 	c := config.Default()
 	c.Root = root
@@ -296,9 +296,17 @@ func BenchmarkSSH(b *testing.B) {
 	defer c.Close()
 	b.Run("ExecTrue", func(b *testing.B) {
 		b.ReportAllocs()
+		eofs := 0
 		for b.Loop() {
-			must(b, client.Exec(c, "true"))
+			// EOF: the server closed the channel before answering the exec
+			// request (a race in sshws, see docs/performance.md); counted.
+			if err := client.Exec(c, "true"); errors.Is(err, io.EOF) {
+				eofs++
+			} else {
+				must(b, err)
+			}
 		}
+		b.ReportMetric(float64(eofs)/float64(b.N), "eof/op")
 	})
 	sc, err := client.SFTP(c)
 	must(b, err)

@@ -41,14 +41,37 @@ func EchoHandler(path string) http.Handler {
 	})
 }
 
-// Bwrap is a bare bubblewrap command line with the namespaces the sandbox
-// executor uses (all unshared but the network, capabilities dropped, a new
-// session, /proc, /dev, a tmpfs /tmp, dir bound read-write at its own path),
-// the rest of the host read-only, ready for the command to append.
+// Bwrap is a bare bubblewrap command line with the mounts and namespaces
+// the sandbox executor uses (sandbox/bwrap.go: all namespaces unshared but
+// the network, capabilities dropped, the system directories and the usual
+// /etc files read-only, /proc, /dev, a tmpfs /tmp, a new session, dir bound
+// read-write at its own path), ready for the command to append. It is the
+// floor of exec under bwrap: bubblewrap itself, with nothing of the daemon.
 func Bwrap(dir string) []string {
-	return []string{"bwrap", "--unshare-all", "--share-net", "--die-with-parent", "--cap-drop", "ALL",
-		"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-		"--new-session", "--bind", dir, dir, "--chdir", dir, "--"}
+	args := []string{"bwrap", "--unshare-all", "--share-net", "--die-with-parent", "--cap-drop", "ALL"}
+	for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if t, err := os.Readlink(d); err == nil {
+				args = append(args, "--symlink", t, d)
+			}
+		case fi.IsDir():
+			args = append(args, "--ro-bind", d, d)
+		}
+	}
+	for _, f := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/passwd",
+		"/etc/group", "/etc/host.conf", "/etc/gai.conf", "/etc/services", "/etc/protocols", "/etc/ssl",
+		"/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/pki", "/etc/ld.so.cache",
+		"/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime", "/etc/timezone",
+		"/etc/mime.types"} {
+		if _, err := os.Stat(f); err == nil {
+			args = append(args, "--ro-bind", f, f)
+		}
+	}
+	return append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--new-session", "--bind", dir, dir, "--chdir", dir, "--clearenv", "--")
 }
 
 // Shell is the shell the executor runs commands with by default: bash when

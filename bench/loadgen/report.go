@@ -100,6 +100,18 @@ func report(w io.Writer, files []string, a, b string, judge bool) error {
 		row("executor bwrap Run `true` p50", fm("executor_bwrap_p50_ms"), "bare `bwrap … bash -c true`", fm("bwrap_shell_p50_ms"), 1.3)
 		row("executor bwrap Run `true` p50", fm("executor_bwrap_p50_ms"), "bare `bwrap … /bin/true`", fm("bwrap_true_p50_ms"), 0)
 	}
+	for _, name := range []string{a, b} {
+		var eofs, rounds int
+		for _, m := range runs[name] {
+			if m["ssh_exec_eof"] > 0 {
+				eofs += int(m["ssh_exec_eof"])
+				rounds++
+			}
+		}
+		if eofs > 0 {
+			notes = append(notes, fmt.Sprintf("%s: %d SSH exec calls in %d rounds ended in EOF (the channel closed before the exec request was answered); they were retried and not timed", name, eofs, rounds))
+		}
+	}
 	if len(notes) > 0 {
 		fmt.Fprintf(w, "\nnotes:\n- %s\n", strings.Join(notes, "\n- "))
 	}
