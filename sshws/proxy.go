@@ -46,8 +46,13 @@ func Dial(ctx context.Context, rawURL, token string) (*Conn, error) {
 	d := websocket.Dialer{
 		Proxy:            http.ProxyFromEnvironment,
 		HandshakeTimeout: websocket.DefaultDialer.HandshakeTimeout,
-		ReadBufferSize:   64 << 10,
-		WriteBufferSize:  64 << 10,
+		// Large SSH packets are read straight into the caller's buffer,
+		// so a small read buffer costs nothing. The client write path
+		// frames a message in write-buffer-sized pieces, so that one is
+		// large, and pooled: held only while a message is being sent.
+		ReadBufferSize:  16 << 10,
+		WriteBufferSize: 64 << 10,
+		WriteBufferPool: dialWriteBuffers,
 	}
 	ws, resp, err := d.DialContext(ctx, u.String(), h)
 	if err != nil {
@@ -58,6 +63,8 @@ func Dial(ctx context.Context, rawURL, token string) (*Conn, error) {
 	}
 	return &Conn{wsConn: newWSConn(ws)}, nil
 }
+
+var dialWriteBuffers = &sync.Pool{}
 
 // Conn is the client side of an SSH-over-WebSocket connection (see Dial).
 type Conn struct {
