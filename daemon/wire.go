@@ -18,7 +18,8 @@ import (
 // --scopePath is set), the executor (nil for a memory workspace) and the
 // protocol servers (ssh nil when disabled or in stdio mode).
 type protocols struct {
-	ws   fsops.Workspace
+	root fsops.Workspace // closing it closes its scopes too
+	ws   fsops.Workspace // root, or the --scopePath scope of it
 	exec sandbox.Executor
 	mcp  *mcphttp.Server
 	ssh  *sshws.Server
@@ -35,11 +36,13 @@ func (p *protocols) build(cfg config.Config, opts Options) (err error) {
 	switch cfg.Backend {
 	case "memory":
 		root = fsops.NewMemory(cfg.Root, fsops.Options{MaxReadSize: cfg.MaxReadSize})
+		p.root = root
 	default:
 		root, err = fsops.NewDir(cfg.Root, fsops.Options{MaxReadSize: cfg.MaxReadSize})
 		if err != nil {
 			return fmt.Errorf("--root %q: %w", cfg.Root, err)
 		}
+		p.root = root
 		mode, err := sandbox.ParseMode(cfg.Isolation)
 		if err != nil {
 			return err
@@ -66,7 +69,7 @@ func (p *protocols) build(cfg config.Config, opts Options) (err error) {
 		log.Info("command isolation", "mode", p.exec.Mode(), "reason", p.exec.Reason())
 	}
 
-	p.ws = root
+	p.root, p.ws = root, root
 	if cfg.ScopePath != "" {
 		if p.ws, err = root.Scope(cfg.ScopePath); err != nil {
 			return fmt.Errorf("--scopePath %q: %w", cfg.ScopePath, err)
@@ -153,8 +156,8 @@ func (p *protocols) close() error {
 	if p.exec != nil {
 		errs = append(errs, p.exec.Close())
 	}
-	if c, ok := p.ws.(io.Closer); ok {
-		errs = append(errs, c.Close())
+	if p.root != nil {
+		errs = append(errs, p.root.Close())
 	}
 	return errors.Join(errs...)
 }

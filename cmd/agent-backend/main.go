@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -22,8 +23,11 @@ import (
 	"github.com/agentbe/agentbe-daemon/daemon"
 )
 
-// version is stamped at build time with -ldflags "-X main.version=X.Y.Z".
+// version is stamped at build time with -ldflags "-X main.version=X.Y.Z"; a
+// leading "v" (as in a git tag) is accepted and not doubled.
 var version = "0.1.0-dev"
+
+func init() { version = strings.TrimPrefix(version, "v") }
 
 // exitError carries an exit code through cobra without printing twice.
 type exitError struct{ code int }
