@@ -21,8 +21,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbe/agentbe-daemon/bench/client"
 	"github.com/agentbe/agentbe-daemon/bench/floor"
@@ -345,6 +348,7 @@ func BenchmarkSSH(b *testing.B) {
 		}
 	})
 	b.Run("SFTPDownload16MiB", func(b *testing.B) {
+		must(b, os.WriteFile(root+"/bulk", blob, 0o644))
 		b.SetBytes(int64(len(blob)))
 		for b.Loop() {
 			f, err := sc.Open(root + "/bulk")
@@ -354,4 +358,47 @@ func BenchmarkSSH(b *testing.B) {
 			must(b, f.Close())
 		}
 	})
+}
+
+// BenchmarkSSHIdleConns opens b.N×50 idle WS+SSH connections (client and
+// server in this process) and reports goroutines and heap per connection,
+// both sides together. With BENCH_PROFILE_DIR set it writes heap.pprof and
+// goroutine.pprof there while they are open: focus on net/http.(*conn).serve
+// for the daemon's share.
+func BenchmarkSSHIdleConns(b *testing.B) {
+	base := serve(b, workspace(b), "software")
+	ctx := context.Background()
+	first, err := client.DialSSH(ctx, base)
+	must(b, err)
+	defer first.Close()
+	var conns []io.Closer
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	g0 := runtime.NumGoroutine()
+	n := b.N * 50
+	for range n {
+		c, err := client.DialSSH(ctx, base)
+		must(b, err)
+		conns = append(conns, c)
+	}
+	time.Sleep(200 * time.Millisecond)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(runtime.NumGoroutine()-g0)/float64(n), "goroutines/conn")
+	b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/float64(n)/1024, "heapKiB/conn")
+	b.ReportMetric(float64(after.StackInuse-before.StackInuse)/float64(n)/1024, "stackKiB/conn")
+	if dir := os.Getenv("BENCH_PROFILE_DIR"); dir != "" {
+		for _, p := range []string{"heap", "goroutine"} {
+			f, err := os.Create(filepath.Join(dir, p+".pprof"))
+			must(b, err)
+			must(b, pprof.Lookup(p).WriteTo(f, 0))
+			f.Close()
+		}
+	}
 }
