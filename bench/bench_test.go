@@ -284,16 +284,20 @@ func BenchmarkSSH(b *testing.B) {
 	root := workspace(b)
 	base := serve(b, root, "software")
 	ctx := context.Background()
-	b.Run("Handshake", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			c, err := client.DialSSH(ctx, base)
-			if err != nil {
-				b.Fatal(err)
+	for _, kex := range []string{"curve25519-sha256", "mlkem768x25519-sha256"} {
+		b.Run("Handshake/"+kex, func(b *testing.B) {
+			cfg := client.SSHConfig()
+			cfg.KeyExchanges = []string{kex}
+			b.ReportAllocs()
+			for b.Loop() {
+				c, err := client.DialSSHConfig(ctx, base, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				c.Close()
 			}
-			c.Close()
-		}
-	})
+		})
+	}
 	c, err := client.DialSSH(ctx, base)
 	must(b, err)
 	defer c.Close()

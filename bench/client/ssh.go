@@ -12,28 +12,44 @@ import (
 	"github.com/agentbe/agentbe-daemon/sshws"
 )
 
+// PublishedClientKex is the key exchange the published Node client
+// (agent-backend's RemoteFilesystemBackend, on ssh2) negotiates with either
+// daemon: curve25519-sha256. x/crypto/ssh would prefer
+// mlkem768x25519-sha256, which our daemon supports and the reference does
+// not; offering it would make our handshake do more work than it does for
+// the real client.
+var PublishedClientKex = []string{"curve25519-sha256", "curve25519-sha256@libssh.org", "ecdh-sha2-nistp256"}
+
 // SSHConfig is what the published clients do: user "agent", auth "none"
-// (x/crypto/ssh tries it first), host key not verified.
+// (x/crypto/ssh tries it first), host key not verified, the published
+// client's key exchange.
 func SSHConfig() *gossh.ClientConfig {
-	return &gossh.ClientConfig{
+	c := &gossh.ClientConfig{
 		User:            "agent",
 		HostKeyCallback: gossh.InsecureIgnoreHostKey(),
 		Timeout:         10 * time.Second,
 	}
+	c.KeyExchanges = PublishedClientKex
+	return c
 }
 
 // DialSSH opens the daemon's /ssh WebSocket (base is http://host:port) and
-// completes an SSH handshake over it.
+// completes an SSH handshake over it with SSHConfig.
 func DialSSH(ctx context.Context, base string) (*gossh.Client, error) {
+	return DialSSHConfig(ctx, base, SSHConfig())
+}
+
+// DialSSHConfig is DialSSH with another client configuration.
+func DialSSHConfig(ctx context.Context, base string, cfg *gossh.ClientConfig) (*gossh.Client, error) {
 	ws, err := sshws.Dial(ctx, base+"/ssh", "")
 	if err != nil {
 		return nil, err
 	}
-	return overConn(ws, base)
+	return overConn(ws, base, cfg)
 }
 
-func overConn(c net.Conn, addr string) (*gossh.Client, error) {
-	sc, chans, reqs, err := gossh.NewClientConn(c, addr, SSHConfig())
+func overConn(c net.Conn, addr string, cfg *gossh.ClientConfig) (*gossh.Client, error) {
+	sc, chans, reqs, err := gossh.NewClientConn(c, addr, cfg)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("ssh handshake: %w", err)
