@@ -50,8 +50,10 @@ trap 'exit 130' INT TERM
 
 say() { printf '== %s\n' "$*" >&2; }
 
-say "building our daemon and the load generator"
-(cd "$repo" && go build -o "$work/agent-backend" ./cmd/agent-backend && go build -o "$work/loadgen" ./bench/loadgen)
+say "building our daemon (as deploy/Dockerfile builds the release) and the load generator"
+(cd "$repo" &&
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=bench" -o "$work/agent-backend" ./cmd/agent-backend &&
+	go build -o "$work/loadgen" ./bench/loadgen)
 
 # The reference, exactly as pinned. npm ci wipes node_modules, so it runs
 # only when the installed tree differs from the lockfile.
