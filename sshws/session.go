@@ -130,10 +130,14 @@ func (ss *session) handle(req *gossh.Request) bool {
 			return false
 		}
 		ss.busy = true
-		ss.start(req.Type, cmd.Command)
 		// Accepted even if the command is then refused: like sshd, the
 		// reason goes to stderr with an exit status, which every client
 		// shows, where a failed request would only say "exec failed".
+		// The reply goes first: output, exit-status or the channel's close
+		// must not overtake it (a client seeing the close first reports
+		// the request itself as failed).
+		accept(req)
+		ss.start(req.Type, cmd.Command)
 		return true
 
 	case "subsystem":
@@ -142,12 +146,21 @@ func (ss *session) handle(req *gossh.Request) bool {
 			return false
 		}
 		ss.busy = true
+		accept(req)
 		go ss.serveSFTP()
 		return true
 
 	default:
 		// x11-req, auth-agent-req@openssh.com, break, ...: not offered.
 		return false
+	}
+}
+
+// accept replies success to req now, and marks it answered for serve.
+func accept(req *gossh.Request) {
+	if req.WantReply {
+		req.Reply(true, nil)
+		req.WantReply = false
 	}
 }
 
