@@ -141,6 +141,26 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 		}
 	})
 
+	t.Run("scp copies both ways", func(t *testing.T) {
+		scpBin := requireTool(t, "scp") // OpenSSH 9 scp speaks SFTP
+		local := t.TempDir()
+		os.WriteFile(filepath.Join(local, "a.txt"), []byte("scp me"), 0o644)
+		up := exec.Command(scpBin, append(args, filepath.Join(local, "a.txt"), "agent@workspace:/scp/a.txt")...)
+		if out, err := up.CombinedOutput(); err != nil {
+			t.Fatalf("scp up: %v\n%s", err, out)
+		}
+		if got, _ := os.ReadFile(filepath.Join(e.root, "scp", "a.txt")); string(got) != "scp me" {
+			t.Fatalf("remote has %q", got)
+		}
+		down := exec.Command(scpBin, append(args, "agent@workspace:scp/a.txt", filepath.Join(local, "b.txt"))...)
+		if out, err := down.CombinedOutput(); err != nil {
+			t.Fatalf("scp down: %v\n%s", err, out)
+		}
+		if got, _ := os.ReadFile(filepath.Join(local, "b.txt")); string(got) != "scp me" {
+			t.Fatalf("local has %q", got)
+		}
+	})
+
 	t.Run("wrong token fails with a clear message", func(t *testing.T) {
 		bad := sshArgs(t, e, "wrong")
 		cmd := exec.Command(sshBin, append(bad, "agent@workspace", "true")...)
