@@ -314,30 +314,31 @@ func newMemEnvWithKey(t *testing.T, keyPath string) (*env, error) {
 	return &env{ws: e.ws, srv: srv, hts: hts, url: "ws" + strings.TrimPrefix(hts.URL, "http") + "/ssh"}, nil
 }
 
-// wsPair serves handler over a real WebSocket and returns a client for it.
+// wsPair serves handler over a real WebSocket and returns a client for it
+// (one connection per pair).
 func wsPair(t *testing.T, handler func(c *wsConn), dialer *websocket.Dialer) *websocket.Conn {
 	t.Helper()
-	var wg sync.WaitGroup
+	done := make(chan struct{})
 	hts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(done)
 		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
 		if err != nil {
 			return
 		}
-		wg.Add(1)
-		defer wg.Done()
 		c := newWSConn(ws)
 		defer c.Close()
 		handler(c)
 	}))
-	t.Cleanup(func() { hts.Close(); wg.Wait() })
 	if dialer == nil {
 		dialer = websocket.DefaultDialer
 	}
 	ws, _, err := dialer.Dial("ws"+strings.TrimPrefix(hts.URL, "http"), nil)
 	if err != nil {
+		hts.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ws.Close() })
+	// hts.Close does not wait for hijacked connections; done does.
+	t.Cleanup(func() { ws.Close(); hts.Close(); <-done })
 	return ws
 }
 

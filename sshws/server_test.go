@@ -483,8 +483,11 @@ func TestPty(t *testing.T) {
 	if got := r.line(t); got != "term=xterm-256color" {
 		t.Fatalf("TERM line %q", got)
 	}
-	if err := s.WindowChange(50, 132); err != nil {
-		t.Fatal(err)
+	// With want-reply, so the resize is done before we type: channel
+	// requests and channel data travel separately on the server.
+	ok, err := s.SendRequest("window-change", true, gossh.Marshal(struct{ Cols, Rows, W, H uint32 }{132, 50, 0, 0}))
+	if err != nil || !ok {
+		t.Fatalf("window-change: %v %v", ok, err)
 	}
 	io.WriteString(stdin, "go\n")
 	r.line(t) // the terminal echoes what we typed
