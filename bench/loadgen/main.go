@@ -52,6 +52,7 @@ func cmdRun(args []string) error {
 	out := fs.String("out", "", "write the figures here (JSON)")
 	smoke := fs.Bool("smoke", false, "tiny counts: checks that everything works, measures nothing")
 	logs := fs.String("logs", os.TempDir(), "directory for the daemon's log")
+	idle := fs.Int("idle", 0, "idle connections for the RSS figure (0 = the mode's default)")
 	fs.Parse(args)
 	argv := fs.Args()
 	if *name == "" || *out == "" || len(argv) == 0 {
@@ -60,6 +61,9 @@ func cmdRun(args []string) error {
 	sz := fullSizes
 	if *smoke {
 		sz = smokeSizes
+	}
+	if *idle > 0 {
+		sz.idle = *idle
 	}
 	res, err := runRound(*name, *round, argv, sz, *logs)
 	if err != nil {
