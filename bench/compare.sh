@@ -10,6 +10,8 @@
 #               fresh, ours then the reference, with a new workspace
 #   --out DIR   keep the per-round JSON, the daemons' logs and table.md here
 #               (default: a temporary directory, removed at the end)
+#   --rev REV   measure the daemon of commit REV (git archive, so nothing
+#               uncommitted is in it) instead of the working tree
 #
 # Both daemons listen on 127.0.0.1 only (the reference through
 # bench/ref-loopback.cjs, as it has no --bind) with --isolation software.
@@ -21,12 +23,14 @@ repo=$(cd "$here/.." && pwd)
 smoke=0
 rounds=5
 out=""
+rev=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--smoke) smoke=1 ;;
 	--rounds) rounds=$2; shift ;;
 	--out) out=$2; shift ;;
-	-h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+	--rev) rev=$2; shift ;;
+	-h|--help) sed -n '2,20p' "$0"; exit 0 ;;
 	*) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -50,10 +54,20 @@ trap 'exit 130' INT TERM
 
 say() { printf '== %s\n' "$*" >&2; }
 
-say "building our daemon (as deploy/Dockerfile builds the release) and the load generator"
-(cd "$repo" &&
+src="$repo"
+described=$(cd "$repo" && git describe --always --dirty 2>/dev/null || echo 'working tree')
+if [ -n "$rev" ]; then
+	src="$work/src"
+	mkdir -p "$src"
+	(cd "$repo" && git archive "$rev") | tar -x -C "$src"
+	described=$(cd "$repo" && git rev-parse --short "$rev")
+fi
+say "building our daemon ($described, as deploy/Dockerfile builds the release) and the load generator"
+(cd "$src" &&
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=bench" -o "$work/agent-backend" ./cmd/agent-backend &&
 	go build -o "$work/loadgen" ./bench/loadgen)
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+started=$(date -u '+%Y-%m-%d %H:%M')
 
 # The reference, exactly as pinned. npm ci wipes node_modules, so it runs
 # only when the installed tree differs from the lockfile.
@@ -73,6 +87,17 @@ reference=(node --require "$here/ref-loopback.cjs" "$ref_bin" daemon --rootDir '
 
 lg() { "$work/loadgen" "$@" & wait $!; }
 
+# A measured round that fails is reported and skipped (the table is made of
+# the rounds that completed, and the script exits 1); in --smoke, the first
+# failure ends the script.
+failed=0
+round() {
+	if lg "$@"; then return 0; fi
+	if [ "$smoke" = 1 ]; then exit 1; fi
+	failed=$((failed + 1))
+	say "round failed: $*"
+}
+
 # Round 0 is not counted: it generates each daemon's host key once (as a
 # real deployment does) and warms the page cache (node_modules, our binary).
 say "warm-up round"
@@ -83,16 +108,20 @@ mode=()
 if [ "$smoke" = 1 ]; then mode=(-smoke); fi
 for r in $(seq 1 "$rounds"); do
 	say "round $r/$rounds: ours"
-	lg run "${mode[@]}" -name ours -round "$r" -out "$out/rounds/ours-$r.json" -logs "$out/logs" -- "${ours[@]}"
+	round run "${mode[@]}" -name ours -round "$r" -out "$out/rounds/ours-$r.json" -logs "$out/logs" -- "${ours[@]}"
 	say "round $r/$rounds: reference $ref_version"
-	lg run "${mode[@]}" -name reference -round "$r" -out "$out/rounds/reference-$r.json" -logs "$out/logs" -- "${reference[@]}"
+	round run "${mode[@]}" -name reference -round "$r" -out "$out/rounds/reference-$r.json" -logs "$out/logs" -- "${reference[@]}"
 	say "round $r/$rounds: floors"
-	lg floors "${mode[@]}" -round "$r" -out "$out/rounds/floors-$r.json"
+	round floors "${mode[@]}" -round "$r" -out "$out/rounds/floors-$r.json"
 done
 
 {
-	echo "agentbe-daemon $(cd "$repo" && git describe --always --dirty 2>/dev/null || echo '?') vs agent-backend@$ref_version"
-	echo "$(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), Linux $(uname -r), $(go version | cut -d' ' -f3), Node $(node --version), load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "agentbe-daemon $described vs agent-backend@$ref_version, $started–$(date -u '+%H:%M') UTC"
+	echo "$(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), Linux $(uname -r), $(go version | cut -d' ' -f3), Node $(node --version); load average at the start $load_start, at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo
 	lg report "${mode[@]}" "$out"/rounds/*.json
 } | tee "$out/table.md"
+if [ "$failed" -gt 0 ]; then
+	say "$failed round(s) failed; the table uses the others"
+	exit 1
+fi
