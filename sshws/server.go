@@ -50,7 +50,8 @@ type Options struct {
 	// peer the connection is dropped and its processes are killed.
 	KeepaliveInterval time.Duration
 	// EnvAllowlist names the variables SSH "env" requests may set (OpenSSH's
-	// SendEnv/SetEnv). Others are refused, as sshd's AcceptEnv does.
+	// SendEnv/SetEnv). A name ending in "*" admits every name with that
+	// prefix ("LC_*"), as in sshd's AcceptEnv. Others are refused.
 	EnvAllowlist []string
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
@@ -64,7 +65,8 @@ type Server struct {
 	token     string
 	maxConns  int
 	keepalive time.Duration
-	envAllow  map[string]bool
+	envAllow  map[string]bool // exact names
+	envPrefix []string        // from entries ending in "*"
 	// loginTimeout is loginTimeout; a field so tests can shorten it.
 	loginTimeout time.Duration
 	log          *slog.Logger
@@ -114,7 +116,11 @@ func New(opts Options) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	for _, name := range opts.EnvAllowlist {
-		s.envAllow[name] = true
+		if p, ok := strings.CutSuffix(name, "*"); ok {
+			s.envPrefix = append(s.envPrefix, p)
+		} else {
+			s.envAllow[name] = true
+		}
 	}
 	if s.exec != nil && !s.ws.CanExec() {
 		s.exec = nil // a memory workspace has nowhere to run commands
@@ -266,6 +272,22 @@ func (s *Server) authorized(r *http.Request) bool {
 	}
 	if q := r.URL.Query().Get("token"); q != "" {
 		if subtle.ConstantTimeCompare([]byte(q), want) == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// envAllowed reports whether an SSH env request may set name.
+func (s *Server) envAllowed(name string) bool {
+	if name == "" {
+		return false
+	}
+	if s.envAllow[name] {
+		return true
+	}
+	for _, p := range s.envPrefix {
+		if strings.HasPrefix(name, p) {
 			return true
 		}
 	}

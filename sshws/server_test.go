@@ -241,7 +241,7 @@ func TestExec(t *testing.T) {
 }
 
 func testExec(t *testing.T, mode sandbox.Mode) {
-	e := newEnv(t, withMode(mode), withOpts(func(o *Options) { o.EnvAllowlist = []string{"FOO", "LANG"} }))
+	e := newEnv(t, withMode(mode), withOpts(func(o *Options) { o.EnvAllowlist = []string{"FOO", "LANG", "LC_*"} }))
 	c := e.dial(t, "")
 	tests := []struct {
 		name, cmd, stdin string
@@ -297,8 +297,17 @@ func testExec(t *testing.T, mode sandbox.Mode) {
 		if err := s.Setenv("BASH_ENV", "/tmp/x"); err == nil {
 			t.Fatal("BASH_ENV accepted")
 		}
-		out, err := s.Output(`printf '%s|%s' "$FOO" "$LD_PRELOAD"`)
-		if err != nil || string(out) != "bar baz|" {
+		if err := s.Setenv("FOOBAR", "x"); err == nil {
+			t.Fatal("FOOBAR accepted (FOO is exact)")
+		}
+		if err := s.Setenv("LC_TIME", "C"); err != nil {
+			t.Fatalf("LC_TIME refused under LC_*: %v", err)
+		}
+		if err := s.Setenv("", "x"); err == nil {
+			t.Fatal("empty name accepted")
+		}
+		out, err := s.Output(`printf '%s|%s|%s' "$FOO" "$LD_PRELOAD" "$LC_TIME"`)
+		if err != nil || string(out) != "bar baz||C" {
 			t.Fatalf("got %q %v", out, err)
 		}
 	})

@@ -81,8 +81,9 @@ func (ss *session) handle(req *gossh.Request) bool {
 		}
 		// Like sshd's AcceptEnv: names outside the allowlist are refused
 		// (OpenSSH prints nothing and carries on), so a client cannot set
-		// LD_PRELOAD or BASH_ENV for the commands it runs.
-		if !ss.srv.envAllow[kv.Name] {
+		// LD_PRELOAD or BASH_ENV for the commands it runs. The sandbox
+		// filters what is allowed once more.
+		if !ss.srv.envAllowed(kv.Name) {
 			return false
 		}
 		ss.env[kv.Name] = kv.Value
