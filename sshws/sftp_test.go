@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/pkg/sftp"
+
+	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
 // fxCode returns the SFTP status of err: pkg/sftp's client turns
@@ -592,4 +594,55 @@ func TestSFTPLargeFile(t *testing.T) {
 
 func itoa(i int) string {
 	return strings.TrimLeft(string([]byte{byte('0' + i/100), byte('0' + i/10%10), byte('0' + i%10)}), "")
+}
+
+// TestScopedWorkspace serves a static scope (--scopePath): SFTP's "/" and
+// the commands' working directory are the scope, and its siblings are out
+// of reach.
+func TestScopedWorkspace(t *testing.T) {
+	base := newEnv(t)
+	writeHost(t, base.root, "users/u2/secret.txt", "u2")
+	scope, err := base.ws.Scope("users/u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeSoftware, WorkspaceRoot: base.root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	e := startEnv(t, scope.Root(), scope, Options{Workspace: scope, Executor: ex, HostKeyPath: filepath.Join(t.TempDir(), "k")})
+	c := e.dial(t, "")
+	sc, err := newSFTP(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+
+	f, err := sc.Create("/notes.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("in scope"))
+	f.Close()
+	if got := readHost(t, base.root, "users/u1/notes.txt"); got != "in scope" {
+		t.Fatalf("host sees %q", got)
+	}
+	if wd, err := sc.RealPath("."); err != nil || wd != "/" {
+		t.Fatalf("realpath %q %v", wd, err)
+	}
+	for _, p := range []string{"../u2/secret.txt", "/../u2/secret.txt", base.root + "/users/u2/secret.txt"} {
+		if g, err := sc.Open(p); err == nil {
+			b, _ := io.ReadAll(g)
+			g.Close()
+			t.Fatalf("read %q through the scope: %q", p, b)
+		}
+	}
+	out, _, code, _ := run(t, c, "pwd; cat notes.txt", "")
+	if code != 0 || out != filepath.Join(base.root, "users/u1")+"\nin scope" {
+		t.Fatalf("exec in scope: %q %d", out, code)
+	}
+	if _, errOut, code, _ := run(t, c, "cat ../u2/secret.txt", ""); code == 0 {
+		t.Fatalf("exec read a sibling scope (stderr %q)", errOut)
+	}
 }
