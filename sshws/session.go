@@ -16,9 +16,9 @@ import (
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
-// Exit statuses for commands that never ran, chosen as a shell would: 126
-// "cannot execute" (blocked by the safety policy, no executor) and 127 "not
-// found" is left to the shell itself.
+// exitCannotExecute is the exit status of a command that never ran (blocked
+// by the safety policy, empty, or no executor): 126, a shell's "cannot
+// execute". "Not found" (127) comes from the shell itself.
 const exitCannotExecute = 126
 
 // session is one "session" channel: at most one exec, shell or subsystem,
