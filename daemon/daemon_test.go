@@ -325,3 +325,26 @@ func TestCloseIsIdempotent(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+// With --scopePath naming a directory that does not exist yet, exec works
+// from the first call: the daemon creates the scope at startup.
+func TestStaticScopeIsCreatedForExec(t *testing.T) {
+	c := testConfig(t)
+	c.ScopePath = "users/u1"
+	r := start(t, c, nil)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"command":"pwd"}}}`
+	req, _ := http.NewRequest(http.MethodPost, r.url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := `"text":"` + c.Root + `/users/u1"`
+	if !strings.Contains(string(b), want) || strings.Contains(string(b), `"isError":true`) {
+		t.Fatalf("exec pwd in a fresh static scope: %s; want %q", b, want)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}

@@ -74,6 +74,15 @@ func (p *protocols) build(cfg config.Config, opts Options) (err error) {
 		if p.ws, err = root.Scope(cfg.ScopePath); err != nil {
 			return fmt.Errorf("--scopePath %q: %w", cfg.ScopePath, err)
 		}
+		// Commands run with the scope as their working directory, and SSH
+		// clients send `cd "<scope>"` before anything else, so the static
+		// scope must exist before the first command, not just the first write.
+		if existed, _ := p.ws.Exists("."); !existed {
+			if err := p.ws.Mkdir(".", true); err != nil {
+				return fmt.Errorf("--scopePath %q: cannot create the scope directory: %w", cfg.ScopePath, err)
+			}
+			log.Info("created the scope directory, which did not exist", "scope", cfg.ScopePath, "path", p.ws.Root())
+		}
 	}
 
 	p.mcp, err = mcphttp.New(mcphttp.Options{
