@@ -184,14 +184,19 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // ServeStdio serves one MCP session on r/w (newline-delimited JSON-RPC) until
 // r reaches EOF, ctx is cancelled or the Server is closed. EOF on r is a clean
-// end and returns nil. If r is an io.ReadCloser it is closed on cancellation,
+// end and returns nil, once every request read has been answered. If r is an io.ReadCloser it is closed on cancellation,
 // which is what unblocks a pending read of stdin.
 func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
 	rc, ok := r.(io.ReadCloser)
 	if !ok {
 		rc = io.NopCloser(r)
 	}
-	ss, err := s.mcp.Connect(ctx, &mcp.IOTransport{Reader: rc, Writer: nopWriteCloser{w}}, nil)
+	ledger := newStdioLedger()
+	in := &drainingReader{ReadCloser: rc, ledger: ledger, ctx: ctx, stop: s.done}
+	in.split.line = ledger.read
+	out := &countingWriter{Writer: w}
+	out.split.line = ledger.wrote
+	ss, err := s.mcp.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: out}, nil)
 	if err != nil {
 		return err
 	}
@@ -254,10 +259,6 @@ func (s *Server) isClosed() bool {
 		return false
 	}
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // minLevel drops records below min (for the SDK's chatty Info logs).
 type minLevel struct {

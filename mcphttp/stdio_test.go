@@ -108,3 +108,59 @@ func TestStdioCancel(t *testing.T) {
 		p.serverOut.Close()
 	}
 }
+
+// TestStdioEOFAnswersPendingRequests: a client that writes its requests and
+// closes stdin at once (a script, a pipe) still gets every answer, including
+// one that takes a while, before ServeStdio returns.
+func TestStdioEOFAnswersPendingRequests(t *testing.T) {
+	e := newEnv(t)
+	p := newStdioPipes()
+	done := make(chan error, 1)
+	go func() {
+		done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
+		p.serverOut.Close()
+	}()
+	out := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(p.clientIn); out <- string(b) }()
+	requests := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"exec","arguments":{"command":"sleep 0.3; echo slow-answer"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"ping"}`,
+	}
+	p.clientOut.Write([]byte(strings.Join(requests, "\n"))) // no final newline either
+	p.clientOut.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("ServeStdio after EOF: %v", err)
+	}
+	got := <-out
+	for _, want := range []string{`"id":1,"result"`, `"id":2,"result"`, `"id":3,"result"`, "slow-answer", `"id":4,"result"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("stdout lacks %s:\n%s", want, got)
+		}
+	}
+}
+
+// TestStdioEOFDoesNotWaitForCancelledRequests: a request the client
+// cancelled before closing stdin is not waited for.
+func TestStdioEOFDoesNotWaitForCancelledRequests(t *testing.T) {
+	e := newEnv(t)
+	p := newStdioPipes()
+	done := make(chan error, 1)
+	go func() {
+		done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
+		p.serverOut.Close()
+	}()
+	go io.Copy(io.Discard, p.clientIn)
+	p.clientOut.Write([]byte(strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"exec","arguments":{"command":"sleep 600"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`,
+	}, "\n") + "\n"))
+	p.clientOut.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("ServeStdio after EOF: %v", err)
+	}
+}
