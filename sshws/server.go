@@ -2,6 +2,7 @@ package sshws
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -264,16 +265,20 @@ func (s *Server) authorized(r *http.Request) bool {
 	if s.token == "" {
 		return true
 	}
-	want := []byte(s.token)
+	// Compare digests, not the raw strings: ConstantTimeCompare returns at
+	// once on a length mismatch, which would tell a prober the token length.
+	want := sha256.Sum256([]byte(s.token))
+	matches := func(got string) bool {
+		sum := sha256.Sum256([]byte(got))
+		return subtle.ConstantTimeCompare(sum[:], want[:]) == 1
+	}
 	if h := r.Header.Get("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(h[7:])), want) == 1 {
+		if matches(strings.TrimSpace(h[7:])) {
 			return true
 		}
 	}
-	if q := r.URL.Query().Get("token"); q != "" {
-		if subtle.ConstantTimeCompare([]byte(q), want) == 1 {
-			return true
-		}
+	if q := r.URL.Query().Get("token"); q != "" && matches(q) {
+		return true
 	}
 	return false
 }

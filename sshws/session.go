@@ -200,8 +200,9 @@ func (ss *session) start(kind, command string) {
 	}
 	if kind == "shell" {
 		// An empty command is the executor's shell itself, interactive on a
-		// pty. Without a pty it reads commands from stdin, which the safety
-		// policy cannot judge, so software mode refuses it (bwrap allows it).
+		// pty (or reading commands from stdin without one). Typed input
+		// cannot be judged by the safety policy, so software mode refuses a
+		// shell whenever the policy is on, pty or not; bwrap and none allow it.
 		command = ""
 	}
 	env := make(map[string]string, len(ss.env)+1)
