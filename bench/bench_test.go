@@ -329,6 +329,19 @@ func BenchmarkSSH(b *testing.B) {
 			must(b, f.Close())
 		}
 	})
+	b.Run("SFTPCreate4K", func(b *testing.B) { // a new file each time, as compare.sh does
+		b.ReportAllocs()
+		must(b, os.MkdirAll(root+"/created", 0o755))
+		i := 0
+		for b.Loop() {
+			i++
+			f, err := sc.OpenFile(fmt.Sprintf("%s/created/f-%d", root, i), os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+			must(b, err)
+			_, err = f.Write(data)
+			must(b, err)
+			must(b, f.Close())
+		}
+	})
 	b.Run("SFTPRead4K", func(b *testing.B) {
 		b.ReportAllocs()
 		buf := make([]byte, 4096)

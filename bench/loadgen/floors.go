@@ -26,6 +26,9 @@ import (
 //	bwrap_true_p50_ms    bwrap with the executor's namespaces, then true
 //	bwrap_shell_p50_ms   the same, then `bash -c true`
 //	executor_<mode>_p50_ms   sandbox.Executor.Run("true") in that mode
+//	fs_create4k_p50_ms   os.OpenFile(O_CREATE|O_TRUNC) + 4 KiB WriteAt + Close
+//	                     of a new file: the file system's part of an SFTP create
+//	fs_read4k_p50_ms     os.Open + 4 KiB ReadAt + Close
 func runFloors(sz sizes) (map[string]float64, []string, error) {
 	m := map[string]float64{}
 	var notes []string
@@ -61,6 +64,43 @@ func runFloors(sz sizes) (map[string]float64, []string, error) {
 		return nil, nil, err
 	}
 	m["echo_p50_ms"] = l.pct(50)
+
+	// The file system's own cost of the SFTP small ops: the same flags and
+	// sizes, from this process, in a directory of the same file system.
+	small := make([]byte, 4096)
+	dir := filepath.Join(root, "sftp")
+	i := 0
+	if l, err = timeN(min(sz.warmup, 10), sz.sftpSmall, func() error {
+		i++
+		f, err := os.OpenFile(fmt.Sprintf("%s/small-%d", dir, i), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteAt(small, 0); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}); err != nil {
+		return nil, nil, err
+	}
+	m["fs_create4k_p50_ms"] = l.pct(50)
+	j := 0
+	if l, err = timeN(min(sz.warmup, 10), sz.sftpSmall, func() error {
+		j = j%i + 1
+		f, err := os.Open(fmt.Sprintf("%s/small-%d", dir, j))
+		if err != nil {
+			return err
+		}
+		if _, err := f.ReadAt(small, 0); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}); err != nil {
+		return nil, nil, err
+	}
+	m["fs_read4k_p50_ms"] = l.pct(50)
 
 	n := sz.exec
 	shell := floor.Shell()
