@@ -118,6 +118,24 @@ func report(w io.Writer, files []string, a, b string, judge bool) error {
 	if len(notes) > 0 {
 		fmt.Fprintf(w, "\nnotes:\n- %s\n", strings.Join(notes, "\n- "))
 	}
+	if judge && len(runs[a]) > 1 {
+		spread := func(name, key, unit string) string {
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for _, m := range runs[name] {
+				if x, ok := m[key]; ok {
+					lo, hi = math.Min(lo, x), math.Max(hi, x)
+				}
+			}
+			if math.IsInf(lo, 0) {
+				return "—"
+			}
+			return fmtVal(lo, unit) + " – " + fmtVal(hi, unit)
+		}
+		fmt.Fprintf(w, "\nSpread over rounds (lowest – highest):\n\n| metric | %s | %s |\n|---|---:|---:|\n", a, b)
+		for _, mt := range metrics {
+			fmt.Fprintf(w, "| %s | %s | %s |\n", mt.Label, spread(a, mt.Key, mt.Unit), spread(b, mt.Key, mt.Unit))
+		}
+	}
 	return nil
 }
 
