@@ -260,6 +260,15 @@ func BenchmarkWorkspace(b *testing.B) {
 			}
 		}
 	})
+	b.Run("ReadDir100/os-types-only", func(b *testing.B) { // the floor of list_directory: getdents, no stat
+		b.ReportAllocs()
+		p := filepath.Join(root, "d100")
+		for b.Loop() {
+			if _, err := os.ReadDir(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("Grep200Files", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
