@@ -706,6 +706,37 @@ func (w *dirWS) ReadDir(p string) ([]Info, error) {
 	return out, err
 }
 
+func (w *dirWS) ReadDirTypes(p string) ([]Info, error) {
+	var out []Info
+	err := w.run("readdir", p, false, true, func(r *os.Root, rel string) error {
+		f, err := r.Open(rel)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			return &fs.PathError{Op: "readdir", Path: rel, Err: syscall.ENOTDIR}
+		}
+		// Listed through the open directory's fd, typed from d_type: the
+		// same confined listing grep walks with.
+		ents, err := direntTypes(int(f.Fd()))
+		if err != nil {
+			return err
+		}
+		sort.Slice(ents, func(i, j int) bool { return ents[i].name < ents[j].name })
+		out = make([]Info, len(ents))
+		for i, e := range ents {
+			out[i] = Info{Name: e.name, Path: joinRel(rel, e.name), Mode: e.typeMode()}
+		}
+		return nil
+	})
+	return out, err
+}
+
 // readDirAt lists rel, stat-ing each entry relative to the open directory
 // (fstatat) so no entry is looked up by a path outside the root's handle.
 func readDirAt(r *os.Root, rel string) ([]Info, error) {

@@ -807,6 +807,20 @@ type grepEntry struct {
 	dir, regular, symlink bool
 }
 
+// typeMode is the entry's type as fs.FileMode bits; anything that is not a
+// directory, regular file or symlink (FIFO, socket, device) is irregular.
+func (e grepEntry) typeMode() fs.FileMode {
+	switch {
+	case e.dir:
+		return fs.ModeDir
+	case e.symlink:
+		return fs.ModeSymlink
+	case e.regular:
+		return 0
+	}
+	return fs.ModeIrregular
+}
+
 // openGrepDir opens rel with the implementation's fast path when it has one
 // (the directory workspace reads files relative to the open directory).
 func openGrepDir(w walker, rel string) (grepDir, error) {

@@ -279,6 +279,16 @@ func (m *memWS) ReadDir(p string) ([]Info, error) {
 	return out, mapErr("readdir", p, err)
 }
 
+// ReadDirTypes is ReadDir with only names and types: the memory tree has no
+// stat to save, so it is ReadDir's answer trimmed to what the contract sets.
+func (m *memWS) ReadDirTypes(p string) ([]Info, error) {
+	infos, err := m.ReadDir(p)
+	for i, in := range infos {
+		infos[i] = Info{Name: in.Name, Path: in.Path, Mode: in.Mode.Type()}
+	}
+	return infos, err
+}
+
 // list returns the immediate children of rel: the first key segment after
 // the prefix, a directory when more segments follow.
 func (m *memWS) list(rel string) ([]Info, error) {

@@ -3,6 +3,7 @@ package fsops
 import (
 	"context"
 	"io"
+	"io/fs"
 	"os"
 	"reflect"
 	"strings"
@@ -223,6 +224,44 @@ func TestMkdirReadDir(t *testing.T) {
 			if len(root) != 1 || root[0].Name != "x" {
 				t.Errorf("root listing = %+v", root)
 			}
+		})
+	}
+}
+
+// ReadDirTypes lists what ReadDir lists, with the same names, paths, types
+// and errors, and nothing else set.
+func TestReadDirTypesMatchesReadDir(t *testing.T) {
+	for _, im := range impls() {
+		t.Run(im.name, func(t *testing.T) {
+			ws := im.new(t)
+			must(t, ws.Mkdir("x/y/z", true))
+			must(t, ws.WriteFile("x/b.txt", []byte("12")))
+			must(t, ws.WriteFile("x/B.txt", []byte("1")))
+			if im.name == "dir" {
+				must(t, ws.Symlink("b.txt", "x/link"))
+			}
+			full, err := ws.ReadDir("x")
+			must(t, err)
+			typed, err := ws.ReadDirTypes("x")
+			must(t, err)
+			if len(full) != len(typed) {
+				t.Fatalf("ReadDirTypes = %+v\nReadDir = %+v", typed, full)
+			}
+			for i := range full {
+				want := Info{Name: full[i].Name, Path: full[i].Path, Mode: full[i].Mode.Type()}
+				if typed[i] != want {
+					t.Errorf("entry %d = %+v, want %+v", i, typed[i], want)
+				}
+			}
+			if im.name == "dir" && (typed[2].Name != "link" || typed[2].Mode&fs.ModeSymlink == 0) {
+				t.Errorf("the link is not reported as a link: %+v", typed[2])
+			}
+			_, err = ws.ReadDirTypes("x/b.txt")
+			wantCode(t, err, errcode.NotADirectory)
+			_, err = ws.ReadDirTypes("missing")
+			wantCode(t, err, errcode.NotFound)
+			_, err = ws.ReadDirTypes("..")
+			wantCode(t, err, errcode.PathEscapeAttempt)
 		})
 	}
 }

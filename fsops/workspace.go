@@ -93,6 +93,12 @@ type Workspace interface {
 	// lstat information: a symlink is reported as a link (Stat it to see its
 	// target's type, as list_directory does).
 	ReadDir(p string) ([]Info, error)
+	// ReadDirTypes is ReadDir without a stat per entry: only Name, Path and
+	// the type bits of Mode are set, taken from the directory listing itself
+	// (an entry whose type the file system does not report is stat-ed). For
+	// listings that print types only, such as list_directory; on 100 entries
+	// it is about a third of ReadDir's cost.
+	ReadDirTypes(p string) ([]Info, error)
 	// Tree returns the recursive structure below p (directory_tree; render it
 	// with TreeJSON). Symlinks are followed while they stay inside (a link
 	// back to an ancestor is listed, not descended); entries that cannot be

@@ -522,8 +522,12 @@ type entry struct {
 	ok    bool
 }
 
-func listEntries(ws fsops.Workspace, dir string) ([]entry, error) {
-	infos, err := ws.ReadDir(dir)
+func listEntries(ws fsops.Workspace, dir string, withSizes bool) ([]entry, error) {
+	read := ws.ReadDirTypes // list_directory prints types only: no stat per entry
+	if withSizes {
+		read = ws.ReadDir
+	}
+	infos, err := read(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -545,7 +549,7 @@ func listEntries(ws fsops.Workspace, dir string) ([]entry, error) {
 }
 
 func listDirectory(_ context.Context, ws fsops.Workspace, a pathArgs) *mcp.CallToolResult {
-	entries, err := listEntries(ws, a.Path)
+	entries, err := listEntries(ws, a.Path, false)
 	if err != nil {
 		return toolError(errorText(failReadDir, a.Path, err))
 	}
@@ -568,7 +572,7 @@ func listDirectory(_ context.Context, ws fsops.Workspace, a pathArgs) *mcp.CallT
 }
 
 func listDirectoryWithSizes(_ context.Context, ws fsops.Workspace, a sizesArgs) *mcp.CallToolResult {
-	entries, err := listEntries(ws, a.Path)
+	entries, err := listEntries(ws, a.Path, true)
 	if err != nil {
 		return toolError(errorText(failReadDir, a.Path, err))
 	}
