@@ -348,3 +348,48 @@ func TestEverySettingIsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseSize: ParseSize never panics, never returns a negative size, and
+// what it accepts formats back to the same number.
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"0", "1", "4MiB", "512KiB", "1G", " 2 K ", "-1", "1.5M", "9999999999999999999", "1TiB", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseSize(s)
+		if err != nil {
+			return
+		}
+		if n < 0 {
+			t.Fatalf("ParseSize(%q) = %d", s, n)
+		}
+		back, err := ParseSize(FormatSize(n))
+		if err != nil || back != n {
+			t.Fatalf("ParseSize(FormatSize(%d)) = %d, %v", n, back, err)
+		}
+	})
+}
+
+// FuzzLoadFile: a config file of any content is either loaded or refused
+// with an error naming the file; it never panics.
+func FuzzLoadFile(f *testing.F) {
+	f.Add("port: 3001\nroot: /srv\n", ".yaml")
+	f.Add("port = 1\nallowed-origins = [\"a\"]\n", ".toml")
+	f.Add(`{"port": 1, "shell": ["a"]}`, ".json")
+	f.Add("port:\n  nested: true\n", ".yml")
+	f.Fuzz(func(t *testing.T, content, ext string) {
+		switch ext {
+		case ".yaml", ".yml", ".toml", ".json":
+		default:
+			ext = ".yaml"
+		}
+		p := filepath.Join(t.TempDir(), "c"+ext)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := Default()
+		if err := loadFile(&c, p); err != nil && !strings.Contains(err.Error(), p) {
+			t.Fatalf("error does not name the file: %v", err)
+		}
+	})
+}
