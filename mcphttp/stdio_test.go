@@ -109,10 +109,9 @@ func TestStdioCancel(t *testing.T) {
 	}
 }
 
-// TestStdioEOFAnswersPendingRequests: a client that writes its requests and
-// closes stdin at once (a script, a pipe) still gets every answer, including
-// one that takes a while, before ServeStdio returns.
-func TestStdioEOFAnswersPendingRequests(t *testing.T) {
+// serveStdio serves a fresh env's Server on pipes; done yields ServeStdio's
+// result, after which the server's stdout is closed.
+func serveStdio(t *testing.T) (*stdioPipes, <-chan error) {
 	e := newEnv(t)
 	p := newStdioPipes()
 	done := make(chan error, 1)
@@ -120,6 +119,14 @@ func TestStdioEOFAnswersPendingRequests(t *testing.T) {
 		done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
 		p.serverOut.Close()
 	}()
+	return p, done
+}
+
+// TestStdioEOFAnswersPendingRequests: a client that writes its requests and
+// closes stdin at once (a script, a pipe) still gets every answer, including
+// one that takes a while, before ServeStdio returns.
+func TestStdioEOFAnswersPendingRequests(t *testing.T) {
+	p, done := serveStdio(t)
 	out := make(chan string, 1)
 	go func() { b, _ := io.ReadAll(p.clientIn); out <- string(b) }()
 	requests := []string{
@@ -145,13 +152,7 @@ func TestStdioEOFAnswersPendingRequests(t *testing.T) {
 // TestStdioEOFDoesNotWaitForCancelledRequests: a request the client
 // cancelled before closing stdin is not waited for.
 func TestStdioEOFDoesNotWaitForCancelledRequests(t *testing.T) {
-	e := newEnv(t)
-	p := newStdioPipes()
-	done := make(chan error, 1)
-	go func() {
-		done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
-		p.serverOut.Close()
-	}()
+	p, done := serveStdio(t)
 	go io.Copy(io.Discard, p.clientIn)
 	p.clientOut.Write([]byte(strings.Join([]string{
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
