@@ -18,6 +18,8 @@
 package deploy
 
 import (
+	"github.com/agentbe/agentbe-daemon/internal/testbin"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -30,7 +32,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -53,48 +54,16 @@ const (
 	imageUID    = 10001
 )
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-	buildDir  string
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
-// agentBackend builds ./cmd/agent-backend once for the package (static and
-// trimmed, as the image does). AGENT_BACKEND_BIN names an already built
-// binary to use instead.
+// agentBackend is the binary as users install it (see internal/testbin).
 func agentBackend(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if p := os.Getenv("AGENT_BACKEND_BIN"); p != "" {
-			builtBin, buildErr = filepath.Abs(p)
-			return
-		}
-		buildDir, buildErr = os.MkdirTemp("", "agentbe-deploy-test-")
-		if buildErr != nil {
-			return
-		}
-		builtBin = filepath.Join(buildDir, "agent-backend")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=0.0.0-deploytest",
-			"-o", builtBin, "./cmd/agent-backend")
-		cmd.Dir = ".."
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/agent-backend: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBin
+	return testbin.Path(t)
 }
 
 // ---- Dockerfile ---------------------------------------------------------

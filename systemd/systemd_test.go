@@ -6,6 +6,8 @@
 package systemd
 
 import (
+	"github.com/agentbe/agentbe-daemon/internal/testbin"
+
 	"bufio"
 	"bytes"
 	"fmt"
@@ -15,7 +17,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -27,49 +28,16 @@ const (
 	binPath = "/usr/local/bin/agent-backend"
 )
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-	buildDir  string
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
-// agentBackend builds ./cmd/agent-backend once for the package, the way
-// docs/deploy.md does (static, trimmed), so the flags checked are those of
-// the binary users install. AGENT_BACKEND_BIN names an already built binary
-// to use instead (CI builds it once for several packages).
+// agentBackend is the binary as users install it (see internal/testbin).
 func agentBackend(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if p := os.Getenv("AGENT_BACKEND_BIN"); p != "" {
-			builtBin, buildErr = filepath.Abs(p)
-			return
-		}
-		buildDir, buildErr = os.MkdirTemp("", "agentbe-systemd-test-")
-		if buildErr != nil {
-			return
-		}
-		builtBin = filepath.Join(buildDir, "agent-backend")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=0.0.0-systemdtest",
-			"-o", builtBin, "./cmd/agent-backend")
-		cmd.Dir = ".."
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/agent-backend: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBin
+	return testbin.Path(t)
 }
 
 // unitDirectives reads a unit file into section → key → values (in order),

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/agentbe/agentbe-daemon/internal/testbin"
+
 	"bufio"
 	"bytes"
 	"fmt"
@@ -23,20 +25,13 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "agentbe-cmd-test")
-	if err != nil {
+	var err error
+	if binary, err = testbin.Build(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "agent-backend")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building agent-backend:", err)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
