@@ -12,7 +12,8 @@
 // per process.
 
 import { spawn, execFileSync } from 'node:child_process'
-import { mkdtempSync, realpathSync } from 'node:fs'
+import https from 'node:https'
+import { mkdtempSync, readFileSync, realpathSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -60,7 +61,9 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 /**
  * Start `agent-backend daemon` and wait until /health answers.
  * Options: root (default: a new temp dir), port (default: a free one), token,
- * isolation (default 'software'), scopePath, extraArgs, env.
+ * isolation (default 'software'), scopePath, extraArgs, env, and tls
+ * ({ cert, key, ca }: PEM file paths; the daemon then serves https/wss and
+ * /health is checked trusting ca).
  * Returns { child, root, port, url, mcpUrl, stderr(), stop() }.
  */
 export async function startDaemon(opts = {}) {
@@ -69,6 +72,7 @@ export async function startDaemon(opts = {}) {
   const args = ['daemon', '--rootDir', root, '--port', String(port), '--isolation', opts.isolation ?? 'software']
   if (opts.token) args.push('--auth-token', opts.token)
   if (opts.scopePath) args.push('--scopePath', opts.scopePath)
+  if (opts.tls) args.push('--tls-cert', opts.tls.cert, '--tls-key', opts.tls.key)
   if (opts.extraArgs) args.push(...opts.extraArgs)
   const child = spawn(agentBackendBinary(), args, {
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -77,12 +81,12 @@ export async function startDaemon(opts = {}) {
   let stderr = ''
   child.stderr.on('data', (d) => { stderr += d })
   const exited = new Promise((r) => child.once('exit', r))
-  const url = `http://127.0.0.1:${port}`
+  const url = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${port}`
   for (let i = 0; i < 400; i++) {
     if (child.exitCode !== null) break
     try {
-      const res = await fetch(`${url}/health`)
-      if (res.ok) {
+      const ok = opts.tls ? await httpsOK(`${url}/health`, opts.tls.ca) : (await fetch(`${url}/health`)).ok
+      if (ok) {
         return {
           child, root, port, url,
           mcpUrl: `${url}/mcp`,
@@ -99,4 +103,14 @@ export async function startDaemon(opts = {}) {
   child.kill('SIGKILL')
   await exited
   throw new Error(`daemon did not become healthy (args ${args.join(' ')}): ${stderr}`)
+}
+
+/** GET url over https trusting the PEM file ca; resolves whether it answered 200. */
+function httpsOK(url, ca) {
+  return new Promise((resolve, reject) => {
+    https.get(url, { ca: readFileSync(ca) }, (res) => {
+      res.resume()
+      resolve(res.statusCode === 200)
+    }).on('error', reject)
+  })
 }
