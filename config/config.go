@@ -38,7 +38,14 @@ type Config struct {
 	BlockDangerous  bool   // the command safety policy
 	ExecNetwork     bool   // commands may use the network (bwrap shares the net namespace)
 	ExecTimeout     time.Duration
-	ExecOutputLimit int64 // bytes kept per stream (head + tail)
+	ExecOutputLimit int64    // bytes kept per stream (head + tail)
+	AllowCommands   []string // regexps exempting a simple command from the blocked categories
+
+	// Resource limits of every command (0 = unchanged).
+	ExecMaxProcesses int
+	ExecMaxFileSize  int64
+	ExecMaxCPU       time.Duration
+	ExecMaxMemory    int64
 
 	// Files.
 	MaxReadSize int64 // largest whole-file read a tool may do

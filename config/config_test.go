@@ -393,3 +393,27 @@ func FuzzLoadFile(f *testing.F) {
 		}
 	})
 }
+
+func TestExecLimitsAndAllowPatterns(t *testing.T) {
+	c, err := load(t, []string{"--allow-commands", `^ssh -V$,^gcloud rsync `, "--exec-max-file-size", "1MiB",
+		"--exec-max-cpu", "30s", "--exec-max-processes", "256", "--exec-max-memory", "2GiB"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.AllowCommands) != 2 || c.AllowCommands[1] != "^gcloud rsync" || c.ExecMaxFileSize != 1<<20 ||
+		c.ExecMaxCPU != 30*time.Second || c.ExecMaxProcesses != 256 || c.ExecMaxMemory != 2<<30 {
+		t.Errorf("got %+v", c)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--allow-commands", "^(unclosed"}, `invalid argument "^(unclosed" for "--allow-commands" flag: pattern "^(unclosed": error parsing regexp: missing closing ): ` + "`^(unclosed`"},
+		{[]string{"--exec-max-cpu", "1.5s"}, `invalid argument "1.5s" for "--exec-max-cpu" flag: must be 0 (unchanged) or a whole number of seconds, such as 30s or 5m`},
+		{[]string{"--exec-max-processes", "-1"}, `invalid argument "-1" for "--exec-max-processes" flag: must be 0 (unchanged) or more`},
+	} {
+		if _, err := load(t, tt.args, nil); err == nil || err.Error() != tt.want {
+			t.Errorf("%v: error %v\nwant %s", tt.args, err, tt.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,6 +66,38 @@ func positive(v any) error {
 	return nil
 }
 
+func notNegative(v any) error {
+	switch n := v.(type) {
+	case int:
+		if n < 0 {
+			return fmt.Errorf("must be 0 (unchanged) or more")
+		}
+	case int64:
+		if n < 0 {
+			return fmt.Errorf("must be 0 (unchanged) or more")
+		}
+	}
+	return nil
+}
+
+func wholeSeconds(v any) error {
+	d := v.(time.Duration)
+	if d < 0 || d%time.Second != 0 {
+		return fmt.Errorf("must be 0 (unchanged) or a whole number of seconds, such as 30s or 5m")
+	}
+	return nil
+}
+
+// compiles checks each allow pattern as a Go regular expression.
+func compiles(v any) error {
+	for _, p := range v.([]string) {
+		if _, err := regexp.Compile(p); err != nil {
+			return fmt.Errorf("pattern %q: %v", p, err)
+		}
+	}
+	return nil
+}
+
 // settings is the single declaration of every setting. Order is the order of
 // --help and --check-config output.
 var settings = []*setting{
@@ -89,6 +122,9 @@ var settings = []*setting{
 	{key: "block-dangerous", env: env("block-dangerous"), def: "true",
 		usage: "refuse dangerous commands (sudo, rm -rf /, curl | sh, ...) before they run",
 		field: func(c *Config) any { return &c.BlockDangerous }},
+	{key: "allow-commands", env: env("allow-commands"),
+		usage: "regular expressions (Go syntax; comma-separated, so a pattern cannot contain a comma) exempting one simple command from the blocked categories, matched against its words joined by single spaces, e.g. ^gcloud rsync ",
+		field: func(c *Config) any { return &c.AllowCommands }, check: compiles},
 	{key: "exec-network", env: env("exec-network"), def: "true",
 		usage: "let commands use the network (bwrap shares the network namespace)",
 		field: func(c *Config) any { return &c.ExecNetwork }},
@@ -98,6 +134,18 @@ var settings = []*setting{
 	{key: "exec-output-limit", env: env("exec-output-limit"), def: "1MiB",
 		usage: "output kept per stream of one command (head and tail; the rest is counted)",
 		field: func(c *Config) any { return &c.ExecOutputLimit }, check: positive},
+	{key: "exec-max-processes", env: env("exec-max-processes"), def: "0",
+		usage: "RLIMIT_NPROC for commands: processes the (run-as) user may have; 0 = unchanged (root ignores it)",
+		field: func(c *Config) any { return &c.ExecMaxProcesses }, check: notNegative},
+	{key: "exec-max-file-size", env: env("exec-max-file-size"), def: "0",
+		usage: "RLIMIT_FSIZE for commands: the largest file one may write; 0 = unchanged",
+		field: func(c *Config) any { return &c.ExecMaxFileSize }, check: notNegative},
+	{key: "exec-max-cpu", env: env("exec-max-cpu"), def: "0s",
+		usage: "RLIMIT_CPU for commands: CPU time per process (whole seconds); 0 = unchanged",
+		field: func(c *Config) any { return &c.ExecMaxCPU }, check: wholeSeconds},
+	{key: "exec-max-memory", env: env("exec-max-memory"), def: "0",
+		usage: "RLIMIT_AS for commands: virtual memory per process; 0 = unchanged",
+		field: func(c *Config) any { return &c.ExecMaxMemory }, check: notNegative},
 	{key: "max-read-size", env: env("max-read-size"), def: "10MiB",
 		usage: "largest file a tool reads whole; larger files must be paged",
 		field: func(c *Config) any { return &c.MaxReadSize }, check: positive},

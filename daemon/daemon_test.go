@@ -348,3 +348,47 @@ func TestStaticScopeIsCreatedForExec(t *testing.T) {
 	}
 	http.DefaultClient.CloseIdleConnections()
 }
+
+// mcpExec calls the exec tool over the daemon's /mcp and returns the reply.
+func mcpExec(t *testing.T, url, command string) string {
+	t.Helper()
+	args, _ := json.Marshal(map[string]string{"command": command})
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":` + string(args) + `}}`
+	req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// The --exec-max-* limits and --allow-commands patterns reach the executor.
+func TestExecLimitsAndAllowPatternsReachCommands(t *testing.T) {
+	c := testConfig(t)
+	c.ExecMaxFileSize = 1024
+	c.AllowCommands = []string{`^sudo --version$`}
+	r := start(t, c, nil)
+	defer http.DefaultClient.CloseIdleConnections()
+
+	if got := mcpExec(t, r.url, "ulimit -f"); !strings.Contains(got, `"text":"1"`) { // bash counts KiB
+		t.Errorf("ulimit -f with --exec-max-file-size 1024: %s", got)
+	}
+	if got := mcpExec(t, r.url, "head -c 4096 /dev/zero > big"); !strings.Contains(got, `"isError":true`) {
+		t.Errorf("a 4 KiB write under a 1 KiB file-size limit succeeded: %s", got)
+	}
+	if got := mcpExec(t, r.url, "wc -c < big"); !strings.Contains(got, `"text":"1024"`) {
+		t.Errorf("the file grew past the limit: %s", got)
+	}
+	// sudo is blocked by default; the allow pattern exempts exactly this
+	// command (it then runs, and fails or not as sudo does) and no other.
+	if got := mcpExec(t, r.url, "sudo --version"); strings.Contains(got, "Dangerous operation blocked") {
+		t.Errorf("allowed command still blocked: %s", got)
+	}
+	if got := mcpExec(t, r.url, "sudo ls"); !strings.Contains(got, "Dangerous operation blocked") {
+		t.Errorf("a command the pattern does not match was not blocked: %s", got)
+	}
+}

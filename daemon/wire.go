@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/fsops"
@@ -52,11 +53,17 @@ func (p *protocols) build(cfg config.Config, opts Options) (err error) {
 			return err
 		}
 		p.exec, err = sandbox.New(sandbox.Config{
-			Mode:           mode,
-			Shell:          shell,
-			WorkspaceRoot:  root.Root(),
-			NoNetwork:      !cfg.ExecNetwork,
-			Policy:         sandbox.PolicyConfig{Disabled: !cfg.BlockDangerous},
+			Mode:          mode,
+			Shell:         shell,
+			WorkspaceRoot: root.Root(),
+			NoNetwork:     !cfg.ExecNetwork,
+			Policy:        sandbox.PolicyConfig{Disabled: !cfg.BlockDangerous, Allow: cfg.AllowCommands},
+			Rlimits: sandbox.Rlimits{
+				Processes:    int64(cfg.ExecMaxProcesses),
+				FileSize:     cfg.ExecMaxFileSize,
+				CPUSeconds:   int64(cfg.ExecMaxCPU / time.Second),
+				AddressSpace: cfg.ExecMaxMemory,
+			},
 			DefaultTimeout: cfg.ExecTimeout,
 			OutputLimit:    cfg.ExecOutputLimit,
 			RunAs:          cfg.RunAs,
