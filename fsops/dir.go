@@ -659,7 +659,14 @@ func (w *dirWS) atomicWrite(r *os.Root, rel string, data []byte) error {
 }
 
 func (w *dirWS) Edit(p string, edits []Edit, dryRun bool) (EditResult, error) {
-	orig, err := w.ReadFile(p)
+	return editFile(w, p, edits, dryRun)
+}
+
+// editFile is Edit for any Workspace: read the whole file (bounded by the
+// maximum read size), apply the edits, and write the result atomically
+// unless it is a dry run or nothing changed.
+func editFile(ws Workspace, p string, edits []Edit, dryRun bool) (EditResult, error) {
+	orig, err := ws.ReadFile(p)
 	if err != nil {
 		return EditResult{}, relabel(err, "edit")
 	}
@@ -668,7 +675,7 @@ func (w *dirWS) Edit(p string, edits []Edit, dryRun bool) (EditResult, error) {
 		return EditResult{}, err
 	}
 	if changed && !dryRun {
-		if err := w.WriteFile(p, []byte(modified)); err != nil {
+		if err := ws.WriteFile(p, []byte(modified)); err != nil {
 			return EditResult{}, relabel(err, "edit")
 		}
 	}

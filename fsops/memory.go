@@ -235,20 +235,7 @@ func (m *memWS) WriteFile(p string, data []byte) error {
 }
 
 func (m *memWS) Edit(p string, edits []Edit, dryRun bool) (EditResult, error) {
-	orig, err := m.ReadFile(p)
-	if err != nil {
-		return EditResult{}, relabel(err, "edit")
-	}
-	res, modified, changed, err := applyEdits(p, string(orig), edits, dryRun)
-	if err != nil {
-		return EditResult{}, err
-	}
-	if changed && !dryRun {
-		if err := m.WriteFile(p, []byte(modified)); err != nil {
-			return EditResult{}, relabel(err, "edit")
-		}
-	}
-	return res, nil
+	return editFile(m, p, edits, dryRun)
 }
 
 // Mkdir is a no-op (directories are implicit), except that it refuses to
