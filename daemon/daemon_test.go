@@ -1,7 +1,8 @@
 package daemon
 
 import (
-	"bytes"
+	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
+
 	"context"
 	"encoding/json"
 	"io"
@@ -20,24 +21,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func testConfig(t *testing.T) config.Config {
 	t.Helper()
 	c := config.Default()
@@ -55,7 +38,7 @@ func testConfig(t *testing.T) config.Config {
 type running struct {
 	d    *Daemon
 	url  string
-	logs *syncBuffer
+	logs *syncbuf.Buffer
 	stop func() error
 }
 
@@ -71,7 +54,7 @@ func startWith(t *testing.T, c config.Config, opts Options) *running {
 
 func startTweaked(t *testing.T, c config.Config, opts Options, tweak func(*Daemon)) *running {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts.Version = "9.9.9"
 	d, err := New(c, opts)

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
+
 	"bytes"
 	"context"
 	"errors"
@@ -356,7 +358,7 @@ func TestStartPipes(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			e, _ := newExec(t, mode)
 			inR, inW := io.Pipe()
-			var out, errOut syncBuffer
+			var out, errOut syncbuf.Buffer
 			p, err := e.Start(context.Background(), Request{Command: "cat; echo done >&2; exit 7"}, Stdio{Stdin: inR, Stdout: &out, Stderr: &errOut})
 			if err != nil {
 				t.Fatal(err)
@@ -410,7 +412,7 @@ func TestStartCloseStdin(t *testing.T) {
 	e, _ := newExec(t, ModeSoftware)
 	inR, inW := io.Pipe() // a reader that never ends by itself
 	defer inW.Close()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	p, err := e.Start(context.Background(), Request{Command: "cat; echo eof-seen"}, Stdio{Stdin: inR, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -430,7 +432,7 @@ func TestStartSignal(t *testing.T) {
 	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
 		t.Run(string(mode), func(t *testing.T) {
 			e, _ := newExec(t, mode)
-			var out syncBuffer
+			var out syncbuf.Buffer
 			p, err := e.Start(context.Background(), Request{Command: `trap 'echo got-int; exit 5' INT; echo ready; while :; do sleep 0.05; done`}, Stdio{Stdout: &out})
 			if err != nil {
 				t.Fatal(err)
@@ -454,7 +456,7 @@ func TestStartPty(t *testing.T) {
 	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
 		t.Run(string(mode), func(t *testing.T) {
 			e, _ := newExec(t, mode)
-			var out syncBuffer
+			var out syncbuf.Buffer
 			inR, inW := io.Pipe()
 			defer inW.Close()
 			p, err := e.Start(context.Background(), Request{Command: `test -t 0 && echo tty-yes; echo "term=$TERM"; read x; stty size`,
@@ -487,7 +489,7 @@ func TestStartInteractiveShell(t *testing.T) {
 		t.Fatalf("software mode must refuse an unjudgeable shell: %v", err)
 	}
 	e2, _ := newExec(t, ModeBwrap)
-	var out syncBuffer
+	var out syncbuf.Buffer
 	inR, inW := io.Pipe()
 	p, err := e2.Start(context.Background(), Request{}, Stdio{Stdin: inR, Stdout: &out})
 	if err != nil {
@@ -624,25 +626,7 @@ func TestAutoAndMissingBwrap(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a polling reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func waitFor(t *testing.T, b *syncBuffer, want string) {
+func waitFor(t *testing.T, b *syncbuf.Buffer, want string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(b.String(), want) {
@@ -660,7 +644,7 @@ func TestParentThreadExit(t *testing.T) {
 	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
 		t.Run(string(mode), func(t *testing.T) {
 			e, _ := newExec(t, mode)
-			var out syncBuffer
+			var out syncbuf.Buffer
 			started := make(chan Process)
 			go func() {
 				runtime.LockOSThread() // never unlocked: the thread ends with this goroutine

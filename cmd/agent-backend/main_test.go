@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
+
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
 
 	"bufio"
@@ -14,7 +16,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -161,26 +162,8 @@ func freePort(t *testing.T) int {
 type daemonProc struct {
 	cmd    *exec.Cmd
 	url    string
-	stderr *lockedBuffer
+	stderr *syncbuf.Buffer
 	done   chan struct{} // closed once the process exited and its log was read
-}
-
-// lockedBuffer collects a daemon's log while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) WriteString(s string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.WriteString(s)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func startDaemon(t *testing.T, args ...string) *daemonProc {
@@ -190,7 +173,7 @@ func startDaemon(t *testing.T, args ...string) *daemonProc {
 		"--ssh-host-key", filepath.Join(t.TempDir(), "hostkey")}, args...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	p := &daemonProc{cmd: cmd, url: fmt.Sprintf("http://127.0.0.1:%d", port), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p := &daemonProc{cmd: cmd, url: fmt.Sprintf("http://127.0.0.1:%d", port), stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	if err := cmd.Start(); err != nil {
@@ -299,8 +282,8 @@ func mcpLines(t *testing.T, args []string, requests ...string) (lines []string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	errb := &lockedBuffer{}
-	cmd.Stderr = writerFunc(func(b []byte) (int, error) { errb.WriteString(string(b)); return len(b), nil })
+	errb := &syncbuf.Buffer{}
+	cmd.Stderr = errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -353,10 +336,6 @@ func mcpLines(t *testing.T, args []string, requests ...string) (lines []string, 
 	}
 	return lines, errb.String()
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 const (
 	initReq  = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
