@@ -72,16 +72,19 @@ func pageString(text string, lr LineRange) Lines {
 		pos += strings.IndexByte(text[pos:], '\n') + 1
 	}
 	cnt := min(n, total-first+1)
+	start, end := pos, pos // text[start:end] is the page's lines joined
 	out.Lines = make([]string, 0, cnt)
 	for i := 0; i < cnt; i++ {
-		end := strings.IndexByte(text[pos:], '\n')
+		nl := strings.IndexByte(text[pos:], '\n')
 		var line string
-		if end < 0 {
+		if nl < 0 {
 			line = text[pos:]
 			pos = len(text)
+			end = pos
 		} else {
-			line = text[pos : pos+end]
-			pos += end + 1
+			line = text[pos : pos+nl]
+			end = pos + nl
+			pos = end + 1
 		}
 		if cut, ok := cutLine(line); ok {
 			line = cut
@@ -91,6 +94,9 @@ func pageString(text string, lr LineRange) Lines {
 	}
 	out.Last = first + cnt - 1
 	out.WholeFile = first == 1 && cnt >= total
+	if out.CutLines == 0 {
+		out.text, out.joined = text[start:end], true
+	}
 	return out
 }
 

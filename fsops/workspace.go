@@ -40,6 +40,7 @@ import (
 	"context"
 	"io"
 	"io/fs"
+	"strings"
 	"time"
 )
 
@@ -207,6 +208,21 @@ type Lines struct {
 	Total     int  // lines in the file
 	CutLines  int  // how many lines were cut at MaxLineLength
 	WholeFile bool // the page is the whole file (First 1, every line)
+
+	// text is Lines joined with "\n" when the page was cut out of a text
+	// held in memory with no line shortened: then it is a substring of that
+	// text, and Text need not copy. Empty otherwise (see joined).
+	text   string
+	joined bool
+}
+
+// Text is the page's lines joined with "\n", the body read_text_file
+// returns. A page of a file read whole is a substring of it (no copy).
+func (l Lines) Text() string {
+	if l.joined {
+		return l.text
+	}
+	return strings.Join(l.Lines, "\n")
 }
 
 // MaxLineLength is where ReadLines cuts a long line.

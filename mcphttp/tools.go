@@ -372,7 +372,7 @@ func readTextFile(_ context.Context, ws fsops.Workspace, a readTextArgs) *mcp.Ca
 		if err != nil {
 			return toolError(errorText(failRead, a.Path, err))
 		}
-		return textResult(strings.Join(lines.Lines, "\n"))
+		return textResult(lines.Text())
 	}
 
 	lr := fsops.LineRange{}
@@ -386,7 +386,7 @@ func readTextFile(_ context.Context, ws fsops.Workspace, a readTextArgs) *mcp.Ca
 	if err != nil {
 		return toolError(errorText(failRead, a.Path, err))
 	}
-	body := strings.Join(lines.Lines, "\n")
+	body := lines.Text()
 
 	// The reference's footer: whenever the page is not the whole file, and
 	// for an implicit page also when a line was cut, so that even a
