@@ -71,6 +71,10 @@ type Server struct {
 	// loginTimeout is loginTimeout; a field so tests can shorten it.
 	loginTimeout time.Duration
 	log          *slog.Logger
+	// afterStart, set only by tests, runs on a session's request loop right
+	// after an exec or shell request has started its command (or its
+	// refusal), before the loop reads the next request.
+	afterStart func(*session)
 
 	ssh      *gssh.Server
 	upgrader websocket.Upgrader

@@ -139,6 +139,9 @@ func (ss *session) handle(req *gossh.Request) bool {
 		// the request itself as failed).
 		accept(req)
 		ss.start(req.Type, cmd.Command)
+		if f := ss.srv.afterStart; f != nil {
+			f(ss)
+		}
 		return true
 
 	case "subsystem":
