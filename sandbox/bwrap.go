@@ -51,7 +51,7 @@ func (e *executor) setupBwrap() (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	env, _ := e.env(e.root, nil, "")
-	cmd := e.command("true", e.root, e.root, env, false)
+	cmd := e.shellCommand("true", e.root, e.root, env, false)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := e.spawn.start(cmd); err != nil {
@@ -98,14 +98,21 @@ func (e *executor) buildBwrapBase() []string {
 		case fi.Mode()&os.ModeSymlink != 0:
 			if target, err := os.Readlink(d); err == nil {
 				args = append(args, "--symlink", target, d)
+				e.bwrapLinks = append(e.bwrapLinks, d)
 			}
 		case fi.IsDir():
 			args = append(args, "--ro-bind", d, d)
+			e.bwrapBound = append(e.bwrapBound, d)
 		}
 	}
 	for _, f := range etcFiles {
 		if _, err := os.Stat(f); err == nil {
 			args = append(args, "--ro-bind", f, f)
+			// A symlink is bound as its target's content: for the
+			// direct path's visibility check only real ones count.
+			if fi, err := os.Lstat(f); err == nil && fi.Mode()&os.ModeSymlink == 0 {
+				e.bwrapBound = append(e.bwrapBound, f)
+			}
 		}
 	}
 	for _, p := range e.cfg.ReadOnlyPaths {

@@ -162,6 +162,8 @@ type executor struct {
 	baseEnv                         []string // KEY=VALUE, built once
 	bwrapPath                       string
 	bwrapBase                       []string // argv prefix, built once
+	bwrapBound, bwrapLinks          []string // host paths bound / symlinks recreated at their own path (direct.go)
+	noDirect                        bool     // tests: never take the direct fast path
 
 	mu      sync.Mutex
 	closed  bool
@@ -425,8 +427,22 @@ func (e *executor) prepare(req *Request, allowEmpty bool) (dir, boundary string,
 }
 
 // command builds the exec.Cmd for a script (or an interactive shell when
-// script is empty).
-func (e *executor) command(script, dir, boundary string, env []string, pty bool) *exec.Cmd {
+// script is empty): the program itself when the script takes the direct
+// fast path (direct.go), else the shell. direct says which, so that a
+// direct start the kernel refuses can be retried through the shell.
+func (e *executor) command(script, dir, boundary string, env []string, pty bool) (cmd *exec.Cmd, direct bool) {
+	if d, ok := e.direct(script, dir, boundary, env); ok {
+		argv := d.argv
+		if e.mode == ModeBwrap {
+			argv = d.bwrapArgv
+		}
+		return e.wrap(d.path, argv, d.dir, boundary, d.env, pty), true
+	}
+	return e.shellCommand(script, dir, boundary, env, pty), false
+}
+
+// shellCommand builds the exec.Cmd that runs script with the shell.
+func (e *executor) shellCommand(script, dir, boundary string, env []string, pty bool) *exec.Cmd {
 	var argv []string
 	switch {
 	case script != "":
@@ -438,10 +454,19 @@ func (e *executor) command(script, dir, boundary string, env []string, pty bool)
 	default:
 		argv = []string{e.shellArg0, "-s"}
 	}
-	cmd := &exec.Cmd{Path: e.shellPath, Args: argv, Dir: dir, Env: env,
-		SysProcAttr: &syscall.SysProcAttr{Credential: e.cred}}
 	if e.mode == ModeBwrap {
 		argv[0] = e.shellPath
+	}
+	return e.wrap(e.shellPath, argv, dir, boundary, env, pty)
+}
+
+// wrap builds the exec.Cmd running path with argv in dir: under bwrap
+// (argv follows `--`), in its own process group unless on a pty, with
+// Pdeathsig outside bwrap, with the run-as credential.
+func (e *executor) wrap(path string, argv []string, dir, boundary string, env []string, pty bool) *exec.Cmd {
+	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env,
+		SysProcAttr: &syscall.SysProcAttr{Credential: e.cred}}
+	if e.mode == ModeBwrap {
 		cmd.Path = e.bwrapPath
 		cmd.Args = e.bwrapArgs(boundary, dir, env, pty, argv)
 		cmd.Env = []string{} // bwrap itself needs nothing; --clearenv/--setenv set the child's
@@ -457,6 +482,24 @@ func (e *executor) command(script, dir, boundary string, env []string, pty bool)
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
 	return cmd
+}
+
+// startCmd starts cmd on the spawner's thread. When a direct start fails
+// (the kernel refused the execve or the chdir: nothing ran), the script is
+// started again through the shell with the same stdio and attributes, so
+// the failure is reported exactly as the shell reports it. It returns the
+// command that runs.
+func (e *executor) startCmd(cmd *exec.Cmd, direct bool, script, dir, boundary string, env []string, pty bool) (*exec.Cmd, error) {
+	err := e.spawn.start(cmd)
+	if err == nil || !direct {
+		return cmd, err
+	}
+	e.log.Debug("sandbox: direct start failed; running through the shell", "err", err)
+	sh := e.shellCommand(script, dir, boundary, env, pty)
+	attr := *cmd.SysProcAttr
+	sh.SysProcAttr = &attr
+	sh.Stdin, sh.Stdout, sh.Stderr, sh.WaitDelay = cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.WaitDelay
+	return sh, e.spawn.start(sh)
 }
 
 // child is one running process, tracked so Close can kill it.
@@ -597,7 +640,7 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 		timeout = e.timeout
 	}
 
-	cmd := e.command(req.Command, dir, boundary, env, false)
+	cmd, direct := e.command(req.Command, dir, boundary, env, false)
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return Result{}, execError(req.Command, err)
@@ -626,7 +669,8 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	defer e.untrack(c)
 
 	begin := time.Now()
-	err = e.spawn.start(cmd)
+	cmd, err = e.startCmd(cmd, direct, req.Command, dir, boundary, env, false)
+	c.cmd = cmd
 	e.starts.Done()
 	outW.Close()
 	errW.Close()

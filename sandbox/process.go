@@ -37,7 +37,7 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 	if err != nil {
 		return nil, withCommand(err, req.Command)
 	}
-	cmd := e.command(req.Command, dir, boundary, env, req.Pty != nil)
+	cmd, direct := e.command(req.Command, dir, boundary, env, req.Pty != nil)
 	p := &process{c: &child{cmd: cmd, bwrap: e.mode == ModeBwrap, session: req.Pty != nil}, e: e}
 	if stdio.Stdout == nil {
 		stdio.Stdout = io.Discard
@@ -102,7 +102,8 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		closeAll(p.ptmx, p.stdin)
 		return nil, errClosed
 	}
-	err = e.spawn.start(cmd)
+	cmd, err = e.startCmd(cmd, direct, req.Command, dir, boundary, env, req.Pty != nil)
+	p.c.cmd = cmd
 	e.starts.Done()
 	if err != nil {
 		e.untrack(p.c)

@@ -1,0 +1,549 @@
+package sandbox
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// The direct fast path. Most of an exec's latency is bash's own start-up
+// (`bash -c true` costs about twice `/bin/true`), and most commands agents
+// send are one program with literal arguments, often behind the `cd "<dir>"
+// &&` prefix the TypeScript client puts on every SSH exec. When a script is
+// provably equivalent to executing one program, the executor execs that
+// program itself: same Dir, environment, credentials, process group,
+// Pdeathsig, pty, output capture, timeout and kill semantics. bash would
+// exec it in place anyway (it execs the last simple command of a `-c`
+// script, also after `cd X &&`), so the process tree is the same.
+//
+// The fast path is only an optimisation: whenever anything below is not
+// clearly the case, the shell runs the script as before.
+//
+// The script (bash dialect, parsed by mvdan.cc/sh like the policy):
+//   - is exactly one statement, not negated, backgrounded or a coprocess,
+//     without redirections and without comments;
+//   - is either one simple command without assignment prefixes, or
+//     `cd <dir> && <simple command>` where the cd may carry literal
+//     assignment prefixes (`HOME='<cwd>' K='v' cd "<cwd>" && cmd`, the
+//     TypeScript client's shape; bash applies them to cd only, so they are
+//     dropped) whose names bash does not treat specially;
+//   - has only literal words: unquoted text without \ $ * ? [ ] { } ~ or
+//     backquote, single quotes, double quotes with literal text without \,
+//     $ or backquote, and concatenations of those (no $'…', $"…",
+//     expansions, globs, braces, tildes, process substitution, extglob);
+//   - names a program that is not a bash builtin or keyword (bashBuiltins),
+//     except `true` and `false` without arguments, whose coreutils
+//     programs behave the same; a name with `=` falls back.
+//
+// The executor (the shell must be bash, as the environment rules below are
+// bash's; no Rlimits, which the shell's ulimit applies; not an interactive
+// shell):
+//   - the environment has no variable bash changes or reacts to on import
+//     (bashSpecialVars, BASH_*; SHLVL, OLDPWD, CDPATH, POSIXLY_CORRECT);
+//   - a cd target is non-empty, does not start with `-`, is made absolute
+//     against the request's dir and cleaned as bash's logical cd does, is
+//     an existing directory inside the boundary (its real path too), and
+//     searchable;
+//   - the program is found as bash would: a name with `/` relative to the
+//     cwd, otherwise along the command's PATH (every entry absolute and
+//     clean, nothing else of that name before the hit); it is a regular
+//     file executable by the credential that runs it and starts with
+//     "\x7fELF" or "#!" (bash runs other files as shell scripts);
+//   - under bwrap, the program and every PATH entry searched are visible at
+//     the same path inside the sandbox (system directories bound read-only,
+//     or the bound boundary; never the private /tmp), following each
+//     symlink; the program is an ELF file for this machine; and since
+//     bwrap 0.8 cannot set argv[0], a PATH name is searched by bwrap's own
+//     execvp (same PATH, same result), so argv[0] stays the typed name.
+//
+// The child environment then equals the shell's as a set: bash adds
+// SHLVL=0 (it increments SHLVL and decrements it again before exec'ing
+// the last command), `_=<path as found>`, and after a cd PWD=<target> and
+// OLDPWD=<dir>.
+//
+// In software and none modes a direct start that fails (execve refused:
+// ENOEXEC, EACCES from an ACL, a missing #! interpreter) is retried through
+// the shell, which then reports it exactly as before; nothing ran.
+
+// bashBuiltins are bash 5.2's builtins (`bash -c 'enable -a'`) and
+// reserved words (`bash -c 'compgen -k'`) on Debian 12. A command with one
+// of these names runs inside bash, never as a program from PATH.
+var bashBuiltins = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range strings.Fields(`
+		. : [ alias bg bind break builtin caller cd command compgen complete
+		compopt continue declare dirs disown echo enable eval exec exit export
+		false fc fg getopts hash help history jobs kill let local logout
+		mapfile popd printf pushd pwd read readarray readonly return set shift
+		shopt source suspend test times trap true type typeset ulimit umask
+		unalias unset wait
+		if then else elif fi case esac for select while until do done in
+		function time { } ! [[ ]] coproc`) {
+		m[n] = true
+	}
+	return m
+}()
+
+// bashSpecialVars are variables bash sets, overrides or reacts to when
+// they come in through the environment (found by passing each of `env -i
+// bash -c 'compgen -v'` in and comparing `env` inside with `env` outside),
+// plus those that change what cd does. A command whose environment has one
+// of them, or a cd assignment naming one, takes the shell.
+var bashSpecialVars = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range strings.Fields(`
+		BASH BASHOPTS BASHPID COMP_WORDBREAKS DIRSTACK EPOCHREALTIME EPOCHSECONDS
+		EUID FUNCNAME GROUPS HISTCMD IFS LINENO OPTARG OPTERR OPTIND PPID PS4
+		RANDOM SRANDOM SECONDS SHELLOPTS SHLVL UID _ OLDPWD PWD CDPATH
+		POSIXLY_CORRECT ENV`) {
+		m[n] = true
+	}
+	return m
+}()
+
+// directPlan is a script's fast-path shape: argv to exec, and the cd
+// target ("" when there is none).
+type directPlan struct {
+	argv  []string
+	cd    string
+	hasCd bool
+}
+
+// parseDirect decides from the script alone whether it can take the fast
+// path (see the comment at the top of this file).
+func parseDirect(script string) (directPlan, bool) {
+	var plan directPlan
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(true)).
+		Parse(strings.NewReader(script), "")
+	if err != nil || len(f.Stmts) != 1 || len(f.Last) != 0 {
+		return plan, false
+	}
+	s := f.Stmts[0]
+	if !plainStmt(s) {
+		return plan, false
+	}
+	switch cmd := s.Cmd.(type) {
+	case *syntax.CallExpr:
+		if len(cmd.Assigns) != 0 {
+			return plan, false
+		}
+		argv, ok := literalArgs(script, cmd.Args)
+		if !ok {
+			return plan, false
+		}
+		plan.argv = argv
+	case *syntax.BinaryCmd:
+		if cmd.Op != syntax.AndStmt || !plainStmt(cmd.X) || !plainStmt(cmd.Y) {
+			return plan, false
+		}
+		cd, ok1 := cmd.X.Cmd.(*syntax.CallExpr)
+		run, ok2 := cmd.Y.Cmd.(*syntax.CallExpr)
+		if !ok1 || !ok2 || len(run.Assigns) != 0 || len(cd.Args) != 2 {
+			return plan, false
+		}
+		for _, a := range cd.Assigns {
+			if a.Append || a.Naked || a.Index != nil || a.Array != nil || a.Name == nil ||
+				!envName.MatchString(a.Name.Value) || bashSpecialVars[a.Name.Value] ||
+				strings.HasPrefix(a.Name.Value, "BASH") {
+				return plan, false
+			}
+			if a.Value != nil {
+				if _, ok := literalWord(script, a.Value); !ok {
+					return plan, false
+				}
+			}
+		}
+		cdArgs, ok := literalArgs(script, cd.Args)
+		if !ok || cdArgs[0] != "cd" || cdArgs[1] == "" || strings.HasPrefix(cdArgs[1], "-") {
+			return plan, false
+		}
+		argv, ok := literalArgs(script, run.Args)
+		if !ok {
+			return plan, false
+		}
+		plan.argv, plan.cd, plan.hasCd = argv, cdArgs[1], true
+	default:
+		return plan, false
+	}
+	name := plan.argv[0]
+	if name == "" || strings.Contains(name, "=") {
+		return plan, false
+	}
+	if bashBuiltins[name] && !((name == "true" || name == "false") && len(plan.argv) == 1) {
+		return plan, false
+	}
+	return plan, true
+}
+
+// plainStmt is a statement without anything around its command.
+func plainStmt(s *syntax.Stmt) bool {
+	return s != nil && s.Cmd != nil && !s.Negated && !s.Background && !s.Coprocess &&
+		len(s.Redirs) == 0 && len(s.Comments) == 0
+}
+
+func literalArgs(src string, words []*syntax.Word) ([]string, bool) {
+	if len(words) == 0 {
+		return nil, false
+	}
+	out := make([]string, len(words))
+	for i, w := range words {
+		v, ok := literalWord(src, w)
+		if !ok {
+			return nil, false
+		}
+		out[i] = v
+	}
+	return out, true
+}
+
+// unsafeUnquoted are the characters that make unquoted text anything but
+// itself: escapes, expansions, globs, braces, tildes.
+const unsafeUnquoted = "\\$*?[]{}~`"
+
+// literalWord is w's value when it is plainly literal (see the top of this
+// file). Each literal's source text must be its value, which rules out
+// line continuations and anything the parser decoded.
+func literalWord(src string, w *syntax.Word) (string, bool) {
+	if w == nil || len(w.Parts) == 0 {
+		return "", false
+	}
+	var b strings.Builder
+	for _, part := range w.Parts {
+		switch p := part.(type) {
+		case *syntax.Lit:
+			if strings.ContainsAny(p.Value, unsafeUnquoted) || !sourceIs(src, p, p.Value) {
+				return "", false
+			}
+			b.WriteString(p.Value)
+		case *syntax.SglQuoted:
+			if p.Dollar || !sourceIs(src, p, "'"+p.Value+"'") {
+				return "", false
+			}
+			b.WriteString(p.Value)
+		case *syntax.DblQuoted:
+			if p.Dollar {
+				return "", false
+			}
+			var inner strings.Builder
+			for _, dp := range p.Parts {
+				l, ok := dp.(*syntax.Lit)
+				if !ok || strings.ContainsAny(l.Value, "\\$`") {
+					return "", false
+				}
+				inner.WriteString(l.Value)
+			}
+			if !sourceIs(src, p, `"`+inner.String()+`"`) {
+				return "", false
+			}
+			b.WriteString(inner.String())
+		default:
+			return "", false
+		}
+	}
+	return b.String(), true
+}
+
+func sourceIs(src string, n syntax.Node, want string) bool {
+	start, end := n.Pos(), n.End()
+	if !start.IsValid() || !end.IsValid() {
+		return false
+	}
+	i, j := int(start.Offset()), int(end.Offset())
+	return 0 <= i && i <= j && j <= len(src) && src[i:j] == want
+}
+
+// directCmd is a resolved fast-path command.
+type directCmd struct {
+	path string   // the program's absolute host path
+	argv []string // argv[0] is the name as typed
+	dir  string   // the cwd (the cd target, or the request's dir)
+	env  []string // the request's env plus what bash adds
+	// bwrapArgv is what follows `--` under bwrap.
+	bwrapArgv []string
+}
+
+// direct decides whether script takes the fast path from dir and returns
+// the command to exec, or false for the shell.
+func (e *executor) direct(script, dir, boundary string, env []string) (*directCmd, bool) {
+	if e.noDirect || e.shellKind != "bash" || e.ulimit != "" || strings.TrimSpace(script) == "" {
+		return nil, false
+	}
+	plan, ok := parseDirect(script)
+	if !ok {
+		return nil, false
+	}
+	path := ""
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if bashSpecialVars[k] && k != "PWD" || strings.HasPrefix(k, "BASH") {
+			return nil, false
+		}
+		if k == "PATH" {
+			path = v
+		}
+	}
+	d := &directCmd{dir: dir}
+	if plan.hasCd {
+		t := plan.cd
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(dir, t)
+		}
+		t = filepath.Clean(t)
+		if !within(boundary, t) {
+			return nil, false
+		}
+		real, err := filepath.EvalSymlinks(t)
+		if err != nil || !within(boundary, real) {
+			return nil, false
+		}
+		fi, err := os.Stat(t)
+		if err != nil || !fi.IsDir() || !e.mayAccess(fi, 1) {
+			return nil, false
+		}
+		if e.mode == ModeBwrap && !e.visible(t, boundary) {
+			return nil, false
+		}
+		d.dir = t
+	}
+	name := plan.argv[0]
+	var found string
+	if strings.Contains(name, "/") {
+		// Not cleaned: the kernel resolves `..` after a symlink
+		// physically, and so do Stat and execve on this path.
+		found = name
+		d.path = name
+		if !filepath.IsAbs(name) {
+			d.path = d.dir + "/" + name
+		}
+		if !e.runnable(d.path, boundary) {
+			return nil, false
+		}
+	} else {
+		if path == "" {
+			return nil, false
+		}
+		for _, p := range filepath.SplitList(path) {
+			if p == "" || p == "/" || !filepath.IsAbs(p) || filepath.Clean(p) != p {
+				return nil, false
+			}
+			// The entry itself must be bound, not only on the way to a
+			// bound directory (bwrap creates those with less in them).
+			if e.mode == ModeBwrap && !e.visibleBound(p, boundary) {
+				return nil, false
+			}
+			cand := p + "/" + name
+			if _, err := os.Lstat(cand); err != nil {
+				if os.IsNotExist(err) {
+					continue
+				}
+				return nil, false
+			}
+			if !e.runnable(cand, boundary) {
+				return nil, false
+			}
+			found, d.path = cand, cand
+			break
+		}
+		if found == "" {
+			return nil, false // bash says "command not found" (127)
+		}
+	}
+	d.argv = plan.argv
+	d.env = make([]string, 0, len(env)+4)
+	for _, kv := range env {
+		if plan.hasCd && strings.HasPrefix(kv, "PWD=") {
+			continue
+		}
+		d.env = append(d.env, kv)
+	}
+	if plan.hasCd {
+		d.env = append(d.env, "PWD="+d.dir, "OLDPWD="+dir)
+	}
+	d.env = append(d.env, "SHLVL=0", "_="+found)
+	// bwrap's execvp searches the same PATH (checked visible above) for a
+	// bare name, and takes a name with / as is from --chdir.
+	d.bwrapArgv = plan.argv
+	return d, true
+}
+
+// runnable reports a regular file the command's credential may execute,
+// that the kernel runs itself (ELF or #!), and under bwrap an ELF file for
+// this machine visible at the same path.
+func (e *executor) runnable(p, boundary string) bool {
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() || !e.mayAccess(fi, 1) {
+		return false
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	var hdr [20]byte
+	n, _ := io.ReadFull(f, hdr[:])
+	f.Close()
+	elf := n >= 4 && bytes.Equal(hdr[:4], []byte("\x7fELF"))
+	if e.mode == ModeBwrap {
+		return elf && n == len(hdr) && elfMachineOK(hdr[:]) && e.visible(p, boundary)
+	}
+	return elf || (n >= 2 && hdr[0] == '#' && hdr[1] == '!')
+}
+
+// elfMachineOK reports an ELF header for this machine (64-bit, little
+// endian, e_machine), so that execve cannot fail with ENOEXEC.
+func elfMachineOK(h []byte) bool {
+	if h[4] != 2 || h[5] != 1 {
+		return false
+	}
+	machine := uint16(h[18]) | uint16(h[19])<<8
+	switch runtime.GOARCH {
+	case "amd64":
+		return machine == 62
+	case "arm64":
+		return machine == 183
+	}
+	return false
+}
+
+// mayAccess checks permission bits (bit: 1 execute/search) for the uid and
+// groups that run commands, by class as the kernel does, but without
+// root's override (capabilities are dropped under bwrap). ACLs are not
+// read: in software and none modes a refused execve is retried through the
+// shell, and under bwrap the program must be visible system or workspace
+// files, where ACLs are not expected. Unsure means no.
+func (e *executor) mayAccess(fi os.FileInfo, bit uint32) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	uid, gid := uint32(os.Geteuid()), uint32(os.Getegid())
+	var groups []uint32
+	if e.cred != nil {
+		uid, gid, groups = e.cred.Uid, e.cred.Gid, e.cred.Groups
+	} else if gs, err := os.Getgroups(); err == nil {
+		for _, g := range gs {
+			groups = append(groups, uint32(g))
+		}
+	}
+	perm := uint32(fi.Mode().Perm())
+	if st.Uid == uid {
+		return perm&(bit<<6) != 0
+	}
+	inGroup := st.Gid == gid
+	for _, g := range groups {
+		inGroup = inGroup || g == st.Gid
+	}
+	if inGroup {
+		return perm&(bit<<3) != 0
+	}
+	return perm&bit != 0
+}
+
+// visible reports that p (absolute) resolves inside the bwrap sandbox to
+// the same file as on the host: every component, symlinks followed one by
+// one, lies in a directory bound at its own path (the system directories,
+// the bound parts of /etc, the boundary), is a system-dir symlink bwrap
+// recreates, or is a real directory on the way to a bound one. The private
+// /tmp, /proc and /dev are not the host's.
+func (e *executor) visible(p, boundary string) bool {
+	_, ok := e.resolveVisible(p, boundary)
+	return ok
+}
+
+// visibleBound is visible for a directory that also resolves into a bound
+// one (not only to a directory on the way to one).
+func (e *executor) visibleBound(p, boundary string) bool {
+	real, ok := e.resolveVisible(p, boundary)
+	if !ok {
+		return false
+	}
+	for _, r := range e.bwrapRoots(boundary) {
+		if within(r, real) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveVisible is the walk behind visible; it returns where p resolves.
+func (e *executor) resolveVisible(p, boundary string) (string, bool) {
+	roots := e.bwrapRoots(boundary)
+	bound := func(q string) bool {
+		for _, r := range roots {
+			if within(r, q) {
+				return true
+			}
+		}
+		return false
+	}
+	ancestor := func(q string) bool {
+		for _, r := range roots {
+			if within(q, r) {
+				return true
+			}
+		}
+		return false
+	}
+	rest := strings.Split(p, "/")
+	cur := "/"
+	for links := 0; len(rest) > 0; {
+		comp := rest[0]
+		rest = rest[1:]
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, comp)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return "", false
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			if !bound(next) && !e.bwrapLink(next) {
+				return "", false
+			}
+			if links++; links > 40 {
+				return "", false
+			}
+			t, err := os.Readlink(next)
+			if err != nil {
+				return "", false
+			}
+			if filepath.IsAbs(t) {
+				cur = "/"
+			}
+			rest = append(strings.Split(t, "/"), rest...)
+			continue
+		}
+		if !bound(next) && !(fi.IsDir() && ancestor(next)) {
+			return "", false
+		}
+		cur = next
+	}
+	return cur, true
+}
+
+// bwrapRoots are the host paths bound at their own path under bwrap: the
+// boundary and the directories and files buildBwrapBase binds.
+func (e *executor) bwrapRoots(boundary string) []string {
+	return append([]string{boundary}, e.bwrapBound...)
+}
+
+// bwrapLink reports a system directory that bwrap recreates as the same
+// symlink (/bin -> usr/bin on merged-/usr systems).
+func (e *executor) bwrapLink(p string) bool {
+	for _, d := range e.bwrapLinks {
+		if d == p {
+			return true
+		}
+	}
+	return false
+}
