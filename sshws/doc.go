@@ -11,9 +11,12 @@
 //     wraps the socket in a net.Conn whose byte stream is the concatenation
 //     of the messages (wsConn). The server pings idle peers and drops one
 //     that stays silent for three keepalive intervals.
-//   - SSH (gliderlabs/ssh over x/crypto/ssh): each WebSocket gets its own SSH
-//     server connection, with the host key loaded once per Server. Any SSH
-//     authentication is accepted: the WebSocket token is the gate.
+//   - SSH (x/crypto/ssh): each WebSocket gets its own SSH server connection,
+//     with the host key and configuration made once per Server. Any SSH
+//     authentication is accepted: the WebSocket token is the gate. ServeHTTP
+//     returns once the client has logged in; the connection then runs on
+//     one goroutine of ours (channel opens and global requests) plus
+//     x/crypto's three (transport reads, key exchange, multiplexer).
 //   - Sessions: exec and shell (with or without a pty) run through
 //     sandbox.Executor, the same door, isolation and safety policy as MCP
 //     exec (the reference daemon runs SSH commands unsandboxed; we don't);

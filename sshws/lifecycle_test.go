@@ -525,3 +525,40 @@ func TestWSConnStream(t *testing.T) {
 		ws.ReadMessage() // until the server closes
 	})
 }
+
+// TestServeHTTPReturnsAfterLogin: the HTTP handler returns once the SSH
+// client has logged in (the connection carries on, on a goroutine of its
+// own), so net/http's per-request state is not held by idle connections;
+// Shutdown still reaches the connection.
+func TestServeHTTPReturnsAfterLogin(t *testing.T) {
+	e := newEnv(t)
+	returned := make(chan struct{}, 1)
+	hts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.srv.ServeHTTP(w, r)
+		returned <- struct{}{}
+	}))
+	defer hts.Close()
+	conn, err := Dial(context.Background(), hts.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sshClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeHTTP still running after the login")
+	}
+	if out, _, code, _ := run(t, c, "echo alive", ""); out != "alive\n" || code != 0 {
+		t.Fatalf("%q %d", out, code)
+	}
+	if err := e.srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := conn.CloseReason(); code != CloseGoingAway {
+		t.Fatalf("close code %d after Shutdown, want 1001", code)
+	}
+}

@@ -7,13 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
-	gssh "github.com/gliderlabs/ssh"
 	"github.com/gorilla/websocket"
 	gossh "golang.org/x/crypto/ssh"
 
@@ -76,7 +74,7 @@ type Server struct {
 	// refusal), before the loop reads the next request.
 	afterStart func(*session)
 
-	ssh      *gssh.Server
+	sshConf  *gossh.ServerConfig
 	upgrader websocket.Upgrader
 
 	mu      sync.Mutex
@@ -147,59 +145,32 @@ func New(opts Options) (*Server, error) {
 		},
 	}
 
-	s.ssh = &gssh.Server{
-		Version:     "agentbe",
-		HostSigners: []gssh.Signer{signer},
-		// The WebSocket token is the gate (checked before any SSH byte), so
-		// SSH authentication accepts everything: method "none" (what the
-		// TypeScript client and OpenSSH try first), any password (the Python
-		// client sends the token as one) and any public key (OpenSSH offers
-		// the user's keys). NoClientAuth is set in ServerConfigCallback
-		// because gliderlabs only sets it when no handler is configured, and
-		// we need both at once.
-		PasswordHandler:  func(ctx gssh.Context, _ string) bool { return loggedIn(ctx) },
-		PublicKeyHandler: func(ctx gssh.Context, _ gssh.PublicKey) bool { return loggedIn(ctx) },
-		ServerConfigCallback: func(ctx gssh.Context) *gossh.ServerConfig {
-			return &gossh.ServerConfig{
-				NoClientAuth: true,
-				NoClientAuthCallback: func(gossh.ConnMetadata) (*gossh.Permissions, error) {
-					loggedIn(ctx)
-					return nil, nil
-				},
-			}
+	// One SSH configuration for every connection (x/crypto copies it per
+	// connection). The WebSocket token is the gate (checked before any SSH
+	// byte), so SSH authentication accepts everything: method "none" (what
+	// the TypeScript client and OpenSSH try first), any password (the Python
+	// client sends the token as one) and any public key (OpenSSH offers the
+	// user's keys).
+	s.sshConf = &gossh.ServerConfig{
+		NoClientAuth: true,
+		PasswordCallback: func(gossh.ConnMetadata, []byte) (*gossh.Permissions, error) {
+			return nil, nil
 		},
-		// ConnCallback hands the auth handlers the WebSocket, so they can
-		// tell the login timer the client got in.
-		ConnCallback: func(ctx gssh.Context, c net.Conn) net.Conn {
-			ctx.SetValue(wsConnKey{}, c)
-			return c
+		PublicKeyCallback: func(gossh.ConnMetadata, gossh.PublicKey) (*gossh.Permissions, error) {
+			return nil, nil
 		},
-		// Our own session handler, not gliderlabs' default one: we need
-		// exit-signal, an env allowlist, signals and resizes that never block
-		// the request loop, and exit-status sent before the channel closes.
-		ChannelHandlers: map[string]gssh.ChannelHandler{
-			"session": s.handleSession,
-		},
-		// Global requests. The clients send keepalive@openssh.com every 30 s
-		// with want-reply and count a missing answer as a miss; anything else
-		// (tcpip-forward, no-more-sessions@openssh.com, ...) is refused:
-		// port forwarding would expose networks that are not the workspace's.
-		RequestHandlers: map[string]gssh.RequestHandler{
-			"keepalive@openssh.com": func(gssh.Context, *gssh.Server, *gossh.Request) (bool, []byte) {
-				return true, nil
-			},
-		},
-		ConnectionFailedCallback: func(c net.Conn, err error) {
-			s.log.Debug("ssh handshake failed", "remote", c.RemoteAddr().String(), "err", err)
-		},
+		ServerVersion: "SSH-2.0-agentbe",
 	}
+	s.sshConf.AddHostKey(signer)
 	return s, nil
 }
 
-// ServeHTTP upgrades the request to a WebSocket and serves one SSH connection
-// over it until either side ends it. It blocks for the life of the
-// connection, so the HTTP server's goroutine for this request is the
-// connection's goroutine.
+// ServeHTTP upgrades the request to a WebSocket and runs the SSH handshake
+// over it, then hands the connection to a goroutine of its own and returns.
+// Returning lets net/http drop its per-connection state (the response
+// writer's buffer, the request) and the deep handler stack, which an idle
+// connection would otherwise hold for its whole life; the handshake's stack
+// growth goes with it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ok := s.authorized(r)
 	ws, err := s.upgrader.Upgrade(w, r, nil)
@@ -227,22 +198,69 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.closeWith(code, err.Error())
 		return
 	}
-	defer s.untrack(c)
+	// From here on the connection is tracked: Shutdown closes it and waits
+	// for untrack.
 
-	stop := s.startKeepalive(c, remote)
-	defer stop()
+	stopKeepalive := s.startKeepalive(c, remote)
 	// Keepalive alone would keep a peer that answers pings but never logs in
-	// forever, holding a slot under the cap.
+	// forever, holding a slot under the cap. NewServerConn returns once the
+	// client has authenticated, so the timer only has to outlive it.
 	login := time.AfterFunc(s.loginTimeout, func() {
-		if !c.authed.Load() {
-			s.log.Info("ssh-ws: no SSH login in time, dropping connection", "remote", remote)
-			c.closeWith(ClosePolicy, "SSH login timeout")
-		}
+		s.log.Info("ssh-ws: no SSH login in time, dropping connection", "remote", remote)
+		c.closeWith(ClosePolicy, "SSH login timeout")
 	})
-	defer login.Stop()
-
+	sc, chans, reqs, err := gossh.NewServerConn(c, s.sshConf)
+	login.Stop()
+	if err != nil {
+		s.log.Debug("ssh handshake failed", "remote", remote, "err", err)
+		stopKeepalive()
+		c.Close()
+		s.untrack(c)
+		return
+	}
 	s.log.Debug("ssh-ws: connected", "remote", remote)
-	s.ssh.HandleConn(c)
+	go s.serveConn(c, sc, chans, reqs, stopKeepalive, remote)
+}
+
+// serveConn serves one logged-in SSH connection until it ends: one
+// goroutine for both the channel opens and the global requests (x/crypto
+// runs three more of its own: the transport's read and key-exchange loops
+// and the multiplexer).
+func (s *Server) serveConn(c *wsConn, sc *gossh.ServerConn, chans <-chan gossh.NewChannel,
+	reqs <-chan *gossh.Request, stopKeepalive func(), remote string) {
+	defer s.untrack(c)
+	// ctx ends when the connection does: every command it started is
+	// killed (see session.start).
+	ctx, cancel := context.WithCancel(context.Background())
+	for chans != nil || reqs != nil {
+		select {
+		case nc, ok := <-chans:
+			if !ok {
+				chans = nil
+				continue
+			}
+			if nc.ChannelType() != "session" {
+				// direct-tcpip and the rest: no port forwarding.
+				_ = nc.Reject(gossh.UnknownChannelType, "unsupported channel type")
+				continue
+			}
+			s.openSession(ctx, nc)
+		case req, ok := <-reqs:
+			if !ok {
+				reqs = nil
+				continue
+			}
+			// The clients send keepalive@openssh.com every 30 s with
+			// want-reply and count a missing answer as a miss; anything
+			// else (tcpip-forward, no-more-sessions@openssh.com, ...) is
+			// refused: port forwarding would expose networks that are not
+			// the workspace's.
+			_ = req.Reply(req.Type == "keepalive@openssh.com", nil)
+		}
+	}
+	cancel()
+	stopKeepalive()
+	_ = sc.Close()
 	c.Close()
 	s.log.Debug("ssh-ws: disconnected", "remote", remote)
 }
@@ -251,17 +269,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // WebSocket is up (OpenSSH's LoginGraceTime is 120 s; our clients log in
 // within one round trip of the handshake).
 const loginTimeout = 30 * time.Second
-
-type wsConnKey struct{}
-
-// loggedIn marks the connection of ctx as authenticated; it is the SSH
-// authentication handler, and accepts everything (see New).
-func loggedIn(ctx gssh.Context) bool {
-	if c, ok := ctx.Value(wsConnKey{}).(*wsConn); ok {
-		c.authed.Store(true)
-	}
-	return true
-}
 
 // authorized checks the token from "Authorization: Bearer" (0.13 clients,
 // Python) or "?token=" (0.11 and older), in constant time.

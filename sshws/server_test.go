@@ -189,6 +189,9 @@ func TestSSHAuthMethods(t *testing.T) {
 			}
 			c := gossh.NewClient(cc, chans, reqs)
 			defer c.Close()
+			if v := string(c.ServerVersion()); v != "SSH-2.0-agentbe" {
+				t.Errorf("server version %q", v)
+			}
 			// Global requests are answered: the clients' keepalive.
 			if _, _, err := c.SendRequest("keepalive@openssh.com", true, nil); err != nil {
 				t.Fatalf("keepalive: %v", err)

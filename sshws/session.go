@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	gssh "github.com/gliderlabs/ssh"
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
 
@@ -26,7 +25,7 @@ const exitCannotExecute = 126
 // window-change requests.
 type session struct {
 	srv  *Server
-	ctx  gssh.Context
+	ctx  context.Context // the connection's: ends when it does
 	ch   gossh.Channel
 	env  map[string]string
 	pty  *sandbox.Pty
@@ -38,19 +37,20 @@ type session struct {
 	done   chan struct{}      // closed when the command or subsystem finished
 }
 
-// handleSession is the "session" channel handler (gliderlabs'
-// ChannelHandler). It runs the channel's request loop on this goroutine;
-// commands and SFTP run on goroutines of their own so that signal and
-// window-change requests are served while they run.
-func (s *Server) handleSession(_ *gssh.Server, _ *gossh.ServerConn, nc gossh.NewChannel, ctx gssh.Context) {
-	ch, reqs, err := nc.Accept()
-	if err != nil {
-		return
-	}
-	sess := &session{srv: s, ctx: ctx, ch: ch, env: map[string]string{}, done: make(chan struct{})}
-	if !s.goTracked(func() { sess.serve(reqs) }) {
-		ch.Close()
-		gossh.DiscardRequests(reqs)
+// openSession accepts a "session" channel and runs its request loop on a
+// goroutine of its own; commands and SFTP run on further goroutines so that
+// signal and window-change requests are served while they run.
+func (s *Server) openSession(ctx context.Context, nc gossh.NewChannel) {
+	ss := &session{srv: s, ctx: ctx, done: make(chan struct{})}
+	if !s.goTracked(func() {
+		ch, reqs, err := nc.Accept()
+		if err != nil {
+			return
+		}
+		ss.ch = ch
+		ss.serve(reqs)
+	}) {
+		_ = nc.Reject(gossh.ResourceShortage, errShuttingDown.Error())
 	}
 }
 
@@ -85,6 +85,9 @@ func (ss *session) handle(req *gossh.Request) bool {
 		// filters what is allowed once more.
 		if !ss.srv.envAllowed(kv.Name) {
 			return false
+		}
+		if ss.env == nil {
+			ss.env = make(map[string]string)
 		}
 		ss.env[kv.Name] = kv.Value
 		return true

@@ -75,7 +75,6 @@ type wsConn struct {
 	lastRead   atomic.Int64 // unix nanos of the last frame (data or pong) from the peer
 	peerClosed atomic.Bool  // the peer's close frame (or EOF) has been seen
 	peerClose  atomic.Pointer[websocket.CloseError]
-	authed     atomic.Bool // the SSH client has logged in (see loginTimeout)
 
 	closeOnce sync.Once
 	closeErr  error
