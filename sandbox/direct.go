@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -26,6 +27,7 @@ import (
 // clearly the case, the shell runs the script as before.
 //
 // The script (bash dialect, parsed by mvdan.cc/sh like the policy):
+//   - is valid UTF-8 without control characters other than tab and newline;
 //   - is exactly one statement, not negated, backgrounded or a coprocess,
 //     without redirections and without comments;
 //   - is either one simple command without assignment prefixes, or
@@ -38,15 +40,18 @@ import (
 //     $ or backquote, and concatenations of those (no $'…', $"…",
 //     expansions, globs, braces, tildes, process substitution, extglob);
 //   - names a program that is not a bash builtin or keyword (bashBuiltins),
-//     except `true` and `false` without arguments, whose coreutils
-//     programs behave the same; a name with `=` falls back.
+//     except `true` and `false` without arguments when the program found
+//     is coreutils' /usr/bin/true or /usr/bin/false, which then behave as
+//     the builtins; a name with `=` or starting with `%` (a job spec: bash
+//     runs `fg`) falls back.
 //
 // The executor (the shell must be bash, as the environment rules below are
 // bash's; no Rlimits, which the shell's ulimit applies; not an interactive
 // shell):
 //   - the environment has no variable bash changes or reacts to on import
 //     (bashSpecialVars, BASH_*; SHLVL, OLDPWD, CDPATH, POSIXLY_CORRECT);
-//   - a cd target is non-empty, does not start with `-`, is made absolute
+//   - a cd target is non-empty, does not start with `-` or `//` (which bash
+//     keeps in PWD), is made absolute
 //     against the request's dir and cleaned as bash's logical cd does, is
 //     an existing directory inside the boundary (its real path too), and
 //     searchable;
@@ -119,6 +124,17 @@ type directPlan struct {
 // path (see the comment at the top of this file).
 func parseDirect(script string) (directPlan, bool) {
 	var plan directPlan
+	// Only tab and newline separate words in both bash and the parser;
+	// other control characters (form feed, CR, ...) and invalid UTF-8
+	// are where the two might disagree.
+	if !utf8.ValidString(script) {
+		return plan, false
+	}
+	for i := 0; i < len(script); i++ {
+		if b := script[i]; (b < 0x20 && b != '\t' && b != '\n') || b == 0x7f {
+			return plan, false
+		}
+	}
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(true)).
 		Parse(strings.NewReader(script), "")
 	if err != nil || len(f.Stmts) != 1 || len(f.Last) != 0 {
@@ -172,7 +188,8 @@ func parseDirect(script string) (directPlan, bool) {
 		return plan, false
 	}
 	name := plan.argv[0]
-	if name == "" || strings.Contains(name, "=") {
+	// A name starting with % is a job spec (bash runs `fg %1`).
+	if name == "" || strings.Contains(name, "=") || name[0] == '%' {
 		return plan, false
 	}
 	if bashBuiltins[name] && !((name == "true" || name == "false") && len(plan.argv) == 1) {
@@ -291,6 +308,9 @@ func (e *executor) direct(script, dir, boundary string, env []string) (*directCm
 	d := &directCmd{dir: dir}
 	if plan.hasCd {
 		t := plan.cd
+		if strings.HasPrefix(t, "//") {
+			return nil, false // bash keeps a leading // in PWD
+		}
 		if !filepath.IsAbs(t) {
 			t = filepath.Join(dir, t)
 		}
@@ -352,6 +372,13 @@ func (e *executor) direct(script, dir, boundary string, env []string) (*directCm
 		}
 		if found == "" {
 			return nil, false // bash says "command not found" (127)
+		}
+	}
+	if bashBuiltins[name] {
+		// true or false without arguments: bash runs its builtin, which
+		// only coreutils' program of that name is sure to equal.
+		if real, err := filepath.EvalSymlinks(d.path); err != nil || (real != "/usr/bin/"+name && real != "/bin/"+name) {
+			return nil, false
 		}
 	}
 	d.argv = plan.argv
@@ -503,6 +530,10 @@ func (e *executor) resolveVisible(p, boundary string) (string, bool) {
 		}
 		next := filepath.Join(cur, comp)
 		fi, err := os.Lstat(next)
+		if os.IsNotExist(err) && bound(cur) {
+			// Missing in a bound directory: missing inside too.
+			return filepath.Join(append([]string{next}, rest...)...), true
+		}
 		if err != nil {
 			return "", false
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -120,6 +121,8 @@ var directScripts = []struct {
 	{script: "A=b"},
 	{script: "a=b=c x"},
 	{script: "'' x"},
+	{script: "%1"},
+	{script: "%foo bar"},
 	// The cd form, not plain.
 	{script: "cd && ls"},
 	{script: "cd a b && ls"},
@@ -178,6 +181,9 @@ func directFixture(t *testing.T, root string) {
 	must(os.WriteFile(filepath.Join(root, "plain"), []byte("echo plain script\n"), 0o755))
 	must(os.WriteFile(filepath.Join(root, "noexec"), elf, 0o644))
 	must(os.Symlink("/tmp", filepath.Join(root, "out")))
+	// A `true` that is not coreutils': bash still runs its builtin.
+	must(os.MkdirAll(filepath.Join(root, "fake"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "fake", "true"), elf, 0o755))
 }
 
 // TestDirectDecision is the whole decision, with the file system and the
@@ -212,6 +218,8 @@ func TestDirectDecision(t *testing.T) {
 				{script: "cd sub/deeper && ../../bin/myenv", ok: true, bwr: true, path: root + "/sub/deeper/../../bin/myenv", dir: root + "/sub/deeper"},
 				{script: `HOME='` + root + `' K='v' cd "` + root + `/sub" && env`, ok: true, bwr: true, path: "/usr/bin/env", dir: root + "/sub"},
 				{script: "cd . && true", ok: true, bwr: true, path: "/usr/bin/true", dir: root},
+				{script: "cd /" + root + " && true"},
+				{script: "env", env: map[string]string{"PATH": "/usr/nonexistent:/usr/bin"}, ok: true, bwr: true, path: "/usr/bin/env"},
 				{script: "myenv", env: map[string]string{"PATH": root + "/bin:/usr/bin"}, ok: true, bwr: true, path: root + "/bin/myenv"},
 				{script: "env", env: map[string]string{"PATH": "/nonexistent:/usr/bin"}, ok: true, bwr: false, path: "/usr/bin/env"},
 				{script: "env", env: map[string]string{"PATH": "/usr/bin/../bin"}},
@@ -226,6 +234,8 @@ func TestDirectDecision(t *testing.T) {
 				{script: "env", env: map[string]string{"RANDOM": "1"}},
 				{script: "env", env: map[string]string{"_": "x"}},
 				{script: "nosuchprogram"},
+				{script: "true", env: map[string]string{"PATH": root + "/bin:/usr/bin"}, ok: true, bwr: true, path: "/usr/bin/true"},
+				{script: "true", env: map[string]string{"PATH": root + "/fake:/usr/bin"}},
 				{script: "./plain"},
 				{script: "./noexec"},
 				{script: "./sub"},
@@ -337,6 +347,10 @@ func TestDirectDifferential(t *testing.T) {
 				{script: "env", env: map[string]string{"K": "v", "PATH": root + "/bin:/usr/bin:/bin"}, direct: true, sorted: true},
 				{script: "cd sub && env", direct: true, sorted: true},
 				{script: "cd sub/deeper && env", direct: true, sorted: true},
+				{script: "cd ./sub//deeper/ && env", direct: true, sorted: true},
+				{script: "cd sub/deeper/.. && env", direct: true, sorted: true},
+				{script: "cd " + root + "//sub/. && env", direct: true, sorted: true},
+				{script: "cd /" + root + "/sub && env", sorted: true},
 				{script: `HOME='` + root + `' K='v' cd "` + root + `/sub" && env`, direct: true, sorted: true},
 				{script: "bin/myenv", direct: true, sorted: true},
 				{script: "myenv", env: map[string]string{"PATH": root + "/bin:/usr/bin"}, direct: true, sorted: true},
@@ -350,6 +364,8 @@ func TestDirectDifferential(t *testing.T) {
 				{script: "./hello.sh a 'b c'", direct: true},
 				{script: "cat", stdin: "some input\n", direct: true},
 				{script: "pwd"},
+				{script: "true", env: map[string]string{"PATH": root + "/fake:/usr/bin"}},
+				{script: "%1"},
 				{script: "nosuchprogram"},
 				{script: "cd sub && nosuchprogram"},
 				{script: "./plain"},
@@ -531,6 +547,15 @@ func FuzzDirect(f *testing.F) {
 		got, err := expand.Fields(cfg, words...)
 		if err != nil || !reflect.DeepEqual(got, plan.argv) {
 			t.Fatalf("accepted %q as %q, but it expands to %q (%v)", script, plan.argv, got, err)
+		}
+		// And bash itself splits the simple form into the same words:
+		// they become printf's arguments (blank lines before the one
+		// statement would end printf's).
+		if !plan.hasCd {
+			out, err := exec.Command("bash", "-c", `printf '%s\0' `+strings.TrimLeft(script, " \t\n")).Output()
+			if err != nil || string(out) != strings.Join(plan.argv, "\x00")+"\x00" {
+				t.Fatalf("accepted %q as %q, but bash sees %q (%v)", script, plan.argv, out, err)
+			}
 		}
 		var buf bytes.Buffer
 		if err := syntax.NewPrinter().Print(&buf, file); err != nil {
