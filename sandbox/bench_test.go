@@ -124,3 +124,43 @@ func mustReal(b testing.TB, p string) string {
 	}
 	return r
 }
+
+// BenchmarkRunDirect is Run("true") and Run("cd <root> && true") (the
+// TypeScript client's shape) with the direct fast path on and off
+// (direct.go), in software and bwrap modes.
+func BenchmarkRunDirect(b *testing.B) {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+		for _, shape := range []string{"true", "cd"} {
+			for _, fast := range []bool{true, false} {
+				name := string(mode) + "/" + shape + "/direct"
+				if !fast {
+					name = string(mode) + "/" + shape + "/shell"
+				}
+				b.Run(name, func(b *testing.B) {
+					if mode == ModeBwrap {
+						needBwrap(b)
+					}
+					root := mustReal(b, b.TempDir())
+					e, err := New(Config{Mode: mode, WorkspaceRoot: root})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer e.Close()
+					e.(*executor).noDirect = !fast
+					req := Request{Command: "true"}
+					if shape == "cd" {
+						req.Command = `HOME='` + root + `' cd "` + root + `" && true`
+					}
+					ctx := context.Background()
+					b.ReportAllocs()
+					for b.Loop() {
+						res, err := e.Run(ctx, req)
+						if err != nil || res.ExitCode != 0 {
+							b.Fatal(res, err)
+						}
+					}
+				})
+			}
+		}
+	}
+}
