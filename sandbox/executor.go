@@ -10,7 +10,9 @@
 // (MCP exec); Start streams stdio, optionally on a pty (SSH).
 //
 // Every command runs as `<shell> -c <command>` (bash, else sh; never a login
-// shell) in its Request's Dir with HOME set to it, with a minimal environment
+// shell), or, when it is one program with literal arguments and bash would
+// exec exactly that, as the program itself (direct.go), in its Request's
+// Dir with HOME set to it, with a minimal environment
 // built from scratch: nothing of the daemon's own environment (its token
 // included) is inherited, and variables that take over the shell or the
 // dynamic linker (LD_PRELOAD, BASH_ENV, IFS, ...) are dropped.
