@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -566,4 +567,84 @@ func FuzzDirect(f *testing.F) {
 			t.Fatalf("accepted %q as %+v, but its printed form %q gives %+v %v", script, plan, buf.String(), again, ok)
 		}
 	})
+}
+
+// TestDirectRunAs: with --run-as the direct path decides with the run-as
+// user's permissions, and both ways give the same results.
+func TestDirectRunAs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("run-as needs the test to run as root")
+	}
+	if _, err := exec.LookPath("useradd"); err != nil {
+		t.Skip("useradd is not installed")
+	}
+	name := fmt.Sprintf("agbd%d", os.Getpid()%100000)
+	if out, err := exec.Command("useradd", "--no-create-home", "--shell", "/bin/sh", name).CombinedOutput(); err != nil {
+		t.Fatalf("useradd: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("userdel", name).Run() })
+	modes := []Mode{ModeSoftware}
+	if _, err := exec.LookPath("bwrap"); err == nil {
+		modes = append(modes, ModeBwrap)
+	}
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			ws := workspace(t)
+			os.Chmod(filepath.Dir(ws), 0o755)
+			os.Chmod(ws, 0o777)
+			directFixture(t, ws)
+			elf, _ := os.ReadFile("/usr/bin/env")
+			// Executable by root (the owner) only.
+			if err := os.WriteFile(filepath.Join(ws, "rootonly"), elf, 0o744); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(filepath.Join(ws, "closed"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			var ex [2]*executor
+			for i := range ex {
+				e, err := New(Config{Mode: mode, WorkspaceRoot: ws, RunAs: name, Policy: PolicyConfig{Disabled: true}})
+				if err != nil {
+					if mode == ModeBwrap && strings.Contains(err.Error(), "user namespaces are unavailable") {
+						t.Skipf("bwrap as an unprivileged user needs user namespaces: %v", err)
+					}
+					t.Fatal(err)
+				}
+				defer e.Close()
+				ex[i] = e.(*executor)
+			}
+			ex[1].noDirect = true
+			env, _ := ex[0].env(ws, nil, "")
+			for _, c := range []struct {
+				script string
+				direct bool
+			}{
+				{"id", true},
+				{"env", true},
+				{"bin/myenv", true},
+				{"./rootonly", false},
+				{"cd closed && true", false},
+				{"touch mine", true},
+			} {
+				if _, ok := ex[0].direct(c.script, ws, ws, env); ok != c.direct {
+					t.Errorf("%q: direct = %v, want %v", c.script, ok, c.direct)
+				}
+				var res [2]Result
+				for i, e := range ex {
+					os.Remove(filepath.Join(ws, "mine"))
+					r, err := e.Run(context.Background(), Request{Command: c.script})
+					if err != nil {
+						t.Fatal(err)
+					}
+					r.Stdout = []byte(sortedLines(r.Stdout))
+					res[i] = r
+				}
+				f, s := res[0], res[1]
+				if !bytes.Equal(f.Stdout, s.Stdout) || !bytes.Equal(f.Stderr, s.Stderr) || f.ExitCode != s.ExitCode {
+					t.Errorf("%q differs:\nfast: exit %d %q stderr %q\nshell: exit %d %q stderr %q",
+						c.script, f.ExitCode, f.Stdout, f.Stderr, s.ExitCode, s.Stdout, s.Stderr)
+				}
+			}
+		})
+	}
 }
