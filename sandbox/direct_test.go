@@ -364,6 +364,10 @@ func TestDirectDifferential(t *testing.T) {
 				{script: "sh -c 'echo out; echo err >&2; exit 7'", direct: true},
 				{script: "./hello.sh a 'b c'", direct: true},
 				{script: "cat", stdin: "some input\n", direct: true},
+				// Signal mask and dispositions, umask, credentials and
+				// open descriptors are what bash passes on.
+				{script: "grep -E '^(Sig|Shd|Umask|NoNewPrivs|Seccomp|Cap|Groups|Uid|Gid)' /proc/self/status", direct: true},
+				{script: "ls /proc/self/fd", direct: true},
 				{script: "pwd"},
 				{script: "true", env: map[string]string{"PATH": root + "/fake:/usr/bin"}},
 				{script: "%1"},
@@ -472,7 +476,18 @@ func TestDirectStart(t *testing.T) {
 		{script: "cd . && env"},
 		{script: "true"},
 		{script: "stty size", pty: &Pty{Term: "xterm", Cols: 80, Rows: 24}},
+		{script: "env", pty: &Pty{Term: "xterm", Cols: 80, Rows: 24}},
+		{script: "grep -E '^(Sig|Shd|Umask|NoNewPrivs)' /proc/self/status", pty: &Pty{Cols: 80, Rows: 24}},
+		{script: "grep -E '^(Sig|Shd|Umask|NoNewPrivs)' /proc/self/status"},
 	} {
+		term := ""
+		if c.pty != nil {
+			term = "xterm"
+		}
+		env, _ := fast.env(fast.root, nil, term)
+		if _, ok := fast.direct(c.script, fast.root, fast.root, env); !ok {
+			t.Errorf("%q does not take the fast path", c.script)
+		}
 		var outs [2]string
 		var codes [2]int
 		for i, e := range []*executor{fast, slow} {
