@@ -49,7 +49,9 @@ import (
 // bash's; no Rlimits, which the shell's ulimit applies; not an interactive
 // shell):
 //   - the environment has no variable bash changes or reacts to on import
-//     (bashSpecialVars, BASH_*; SHLVL, OLDPWD, CDPATH, POSIXLY_CORRECT);
+//     (bashSpecialVars, BASH_*; SHLVL, OLDPWD, CDPATH, POSIXLY_CORRECT, PS1),
+//     and LC_ALL is C, POSIX or C.UTF-8 (for another locale bash warns if
+//     it is not installed);
 //   - a cd target is non-empty, does not start with `-` or `//` (which bash
 //     keeps in PWD), is made absolute
 //     against the request's dir and cleaned as bash's logical cd does, is
@@ -98,7 +100,8 @@ var bashBuiltins = func() map[string]bool {
 // bashSpecialVars are variables bash sets, overrides or reacts to when
 // they come in through the environment (found by passing each of `env -i
 // bash -c 'compgen -v'` in and comparing `env` inside with `env` outside),
-// plus those that change what cd does. A command whose environment has one
+// plus those that change what cd does (a non-interactive bash also drops
+// PS1 and PS2). A command whose environment has one
 // of them, or a cd assignment naming one, takes the shell.
 var bashSpecialVars = func() map[string]bool {
 	m := map[string]bool{}
@@ -106,7 +109,7 @@ var bashSpecialVars = func() map[string]bool {
 		BASH BASHOPTS BASHPID COMP_WORDBREAKS DIRSTACK EPOCHREALTIME EPOCHSECONDS
 		EUID FUNCNAME GROUPS HISTCMD IFS LINENO OPTARG OPTERR OPTIND PPID PS4
 		RANDOM SRANDOM SECONDS SHELLOPTS SHLVL UID _ OLDPWD PWD CDPATH
-		POSIXLY_CORRECT ENV`) {
+		POSIXLY_CORRECT ENV PS1 PS2`) {
 		m[n] = true
 	}
 	return m
@@ -295,15 +298,25 @@ func (e *executor) direct(script, dir, boundary string, env []string) (*directCm
 	if !ok {
 		return nil, false
 	}
-	path := ""
+	path, lcAll := "", ""
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		if bashSpecialVars[k] && k != "PWD" || strings.HasPrefix(k, "BASH") {
 			return nil, false
 		}
-		if k == "PATH" {
+		switch k {
+		case "PATH":
 			path = v
+		case "LC_ALL":
+			lcAll = v
 		}
+	}
+	// bash warns on stderr when LC_ALL names a locale that is not
+	// installed; these always are.
+	switch lcAll {
+	case "C", "POSIX", "C.UTF-8", "C.utf8":
+	default:
+		return nil, false
 	}
 	d := &directCmd{dir: dir}
 	if plan.hasCd {

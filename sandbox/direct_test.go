@@ -234,6 +234,10 @@ func TestDirectDecision(t *testing.T) {
 				{script: "env", env: map[string]string{"BASH_XTRACEFD": "1"}},
 				{script: "env", env: map[string]string{"RANDOM": "1"}},
 				{script: "env", env: map[string]string{"_": "x"}},
+				{script: "env", env: map[string]string{"PS1": "x"}},
+				{script: "env", env: map[string]string{"LC_ALL": "en_US.UTF-8"}},
+				{script: "env", env: map[string]string{"LC_ALL": ""}},
+				{script: "env", env: map[string]string{"LC_ALL": "C", "LANG": "xx_YY"}, ok: true, bwr: true, path: "/usr/bin/env"},
 				{script: "nosuchprogram"},
 				{script: "true", env: map[string]string{"PATH": root + "/bin:/usr/bin"}, ok: true, bwr: true, path: "/usr/bin/true"},
 				{script: "true", env: map[string]string{"PATH": root + "/fake:/usr/bin"}},
@@ -366,7 +370,7 @@ func TestDirectDifferential(t *testing.T) {
 				{script: "cat", stdin: "some input\n", direct: true},
 				// Signal mask and dispositions, umask, credentials and
 				// open descriptors are what bash passes on.
-				{script: "grep -E '^(Sig|Shd|Umask|NoNewPrivs|Seccomp|Cap|Groups|Uid|Gid)' /proc/self/status", direct: true},
+				{script: "grep -E '^(Sig[BIC]|Umask|NoNewPrivs|Seccomp|Cap|Groups|Uid|Gid)' /proc/self/status", direct: true},
 				{script: "ls /proc/self/fd", direct: true},
 				{script: "pwd"},
 				{script: "true", env: map[string]string{"PATH": root + "/fake:/usr/bin"}},
@@ -376,6 +380,8 @@ func TestDirectDifferential(t *testing.T) {
 				{script: "./plain"},
 				{script: "./noexec"},
 				{script: "true --help"},
+				{script: "env", env: map[string]string{"LC_ALL": "en_US.UTF-8", "PS1": "$ "}, sorted: true},
+				{script: "env", env: map[string]string{"LC_ALL": "POSIX", "LANG": "xx_YY", "PS3": "x"}, direct: true, sorted: true},
 				{script: "echo a   b"},
 				{script: "env | sort"},
 			} {
@@ -477,8 +483,8 @@ func TestDirectStart(t *testing.T) {
 		{script: "true"},
 		{script: "stty size", pty: &Pty{Term: "xterm", Cols: 80, Rows: 24}},
 		{script: "env", pty: &Pty{Term: "xterm", Cols: 80, Rows: 24}},
-		{script: "grep -E '^(Sig|Shd|Umask|NoNewPrivs)' /proc/self/status", pty: &Pty{Cols: 80, Rows: 24}},
-		{script: "grep -E '^(Sig|Shd|Umask|NoNewPrivs)' /proc/self/status"},
+		{script: "grep -E '^(Sig[BIC]|Umask|NoNewPrivs)' /proc/self/status", pty: &Pty{Cols: 80, Rows: 24}},
+		{script: "grep -E '^(Sig[BIC]|Umask|NoNewPrivs)' /proc/self/status"},
 	} {
 		term := ""
 		if c.pty != nil {
