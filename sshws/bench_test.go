@@ -59,6 +59,35 @@ func BenchmarkExecTrue(b *testing.B) {
 	}
 }
 
+// BenchmarkRoundTrip is one global request and its reply: the protocol's
+// own round trip, with no file system or process behind it (what every
+// small SFTP operation pays on top of its system calls).
+func BenchmarkRoundTrip(b *testing.B) {
+	e := newEnv(b)
+	c := e.dial(b, "")
+	b.ResetTimer()
+	for b.Loop() {
+		if _, _, err := c.SendRequest("keepalive@openssh.com", true, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSFTPStat is one SFTP STAT round trip on an existing file.
+func BenchmarkSFTPStat(b *testing.B) {
+	e := newEnv(b)
+	c := e.sftp(b)
+	if err := os.WriteFile(filepath.Join(e.root, "f"), []byte("x"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := c.Stat("/f"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkSFTPSmallFile is one 4 KiB create+write+close then
 // open+read+close, what the clients' write() and read() cost on the wire.
 func BenchmarkSFTPSmallFile(b *testing.B) {

@@ -562,3 +562,38 @@ func TestServeHTTPReturnsAfterLogin(t *testing.T) {
 		t.Fatalf("close code %d after Shutdown, want 1001", code)
 	}
 }
+
+// TestLargestControlFrame: the server's small WebSocket read buffer still
+// takes the largest control frame (125 bytes of payload). Messages larger
+// than the buffer are in every other test (a key-exchange packet alone is
+// over 1 KiB).
+func TestLargestControlFrame(t *testing.T) {
+	e := newEnv(t)
+	ws, _, err := websocket.DefaultDialer.Dial(e.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	payload := strings.Repeat("p", 125)
+	pong := make(chan string, 1)
+	ws.SetPongHandler(func(s string) error { pong <- s; return nil })
+	if err := ws.WriteControl(websocket.PingMessage, []byte(payload), time.Now().Add(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	go func() {
+		for {
+			if _, _, err := ws.NextReader(); err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case got := <-pong:
+		if got != payload {
+			t.Fatalf("pong %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no pong for a 125-byte ping")
+	}
+}

@@ -131,9 +131,15 @@ func New(opts Options) (*Server, error) {
 
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
-		// ReadBufferSize 0 reuses the HTTP server's 4 KiB reader; writes
-		// borrow a buffer from the pool only while a message is being sent,
-		// so an idle connection holds no write buffer at all.
+		// A small read buffer: it only has to hold frame headers (and
+		// control frames, up to 125 bytes) plus a small message; larger
+		// payloads are read straight into x/crypto's own 4 KiB buffer or
+		// into the packet (bufio reads directly into a caller's buffer
+		// larger than its own). Reusing the HTTP server's 4 KiB reader
+		// (ReadBufferSize 0) would double-buffer every idle connection.
+		ReadBufferSize: readBufferSize,
+		// Writes borrow a buffer from the pool only while a message is
+		// being sent, so an idle connection holds no write buffer at all.
 		WriteBufferSize: 64 << 10,
 		WriteBufferPool: &sync.Pool{},
 		// CheckOrigin nil: gorilla's default refuses browser requests from
@@ -264,6 +270,9 @@ func (s *Server) serveConn(c *wsConn, sc *gossh.ServerConn, chans <-chan gossh.N
 	c.Close()
 	s.log.Debug("ssh-ws: disconnected", "remote", remote)
 }
+
+// readBufferSize is the WebSocket read buffer of a server connection.
+const readBufferSize = 512
 
 // loginTimeout bounds the SSH handshake and authentication after the
 // WebSocket is up (OpenSSH's LoginGraceTime is 120 s; our clients log in
