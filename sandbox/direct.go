@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -45,9 +46,10 @@ import (
 //     the builtins; a name with `=` or starting with `%` (a job spec: bash
 //     runs `fg`) falls back.
 //
-// The executor (the shell must be bash, as the environment rules below are
-// bash's; no Rlimits, which the shell's ulimit applies; not an interactive
-// shell):
+// The executor (the shell must be bash 5.1 or later, as the environment
+// rules below are bash's and it must exec in place after `cd X &&`, which
+// probeDirect checks at New; no Rlimits, which the shell's ulimit applies;
+// not an interactive shell):
 //   - the environment has no variable bash changes or reacts to on import
 //     (bashSpecialVars, BASH_*; SHLVL, OLDPWD, CDPATH, POSIXLY_CORRECT, PS1),
 //     and LC_ALL is C, POSIX or C.UTF-8 (for another locale bash warns if
@@ -114,6 +116,18 @@ var bashSpecialVars = func() map[string]bool {
 	}
 	return m
 }()
+
+// probeDirect checks once, at New, that this bash execs the last command
+// of `cd X && cmd` in place (bash 5.1 and later): it then decrements SHLVL
+// before the exec, so a bash started that way sees SHLVL 0 and prints 1.
+// An older bash forks and waits (the inner one prints 2), and the fast
+// path would not be what it does: it is then turned off.
+func probeDirect(shellPath, shellArg0 string) bool {
+	cmd := &exec.Cmd{Path: shellPath, Args: []string{shellArg0, "-c", "cd / && " + shellPath + ` -c 'echo "$SHLVL"'`},
+		Env: []string{"PATH=" + basePath}, Dir: "/"}
+	out, err := cmd.Output()
+	return err == nil && string(out) == "1\n"
+}
 
 // directPlan is a script's fast-path shape: argv to exec, and the cd
 // target ("" when there is none).

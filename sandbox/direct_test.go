@@ -293,6 +293,21 @@ func TestDirectDecision(t *testing.T) {
 	}
 }
 
+func TestProbeDirect(t *testing.T) {
+	sh, arg0, kind, err := resolveShell(ShellBash)
+	if err != nil || kind != "bash" {
+		t.Skip("bash is not installed")
+	}
+	if !probeDirect(sh, arg0) {
+		t.Fatal("probeDirect: this bash does not exec in place after cd (bash < 5.1?); the fast path is off")
+	}
+	// A shell that forks (sh -c 'cd / && x' under dash does not decrement
+	// SHLVL) fails the probe.
+	if dash, err := exec.LookPath("dash"); err == nil && probeDirect(dash, "dash") {
+		t.Error("probeDirect accepted dash")
+	}
+}
+
 func TestDirectNotWithRlimits(t *testing.T) {
 	e, root := newExec(t, ModeSoftware, func(c *Config) { c.Rlimits.FileSize = 1 << 20 })
 	env, _ := e.(*executor).env(root, nil, "")

@@ -103,6 +103,10 @@ func New(cfg Config) (Executor, error) {
 	if err := e.resolveUser(cfg.RunAs); err != nil {
 		return nil, err
 	}
+	if e.shellKind == "bash" && e.ulimit == "" && !probeDirect(e.shellPath, e.shellArg0) {
+		e.noDirect = true
+		e.log.Info("sandbox: this bash does not exec in place after cd; every command runs through the shell")
+	}
 	e.buildBaseEnv()
 
 	if cfg.Mode != ModeNone && !cfg.Policy.Disabled {
