@@ -59,6 +59,25 @@ func BenchmarkExecTrue(b *testing.B) {
 	}
 }
 
+// BenchmarkExecProtocol is BenchmarkExecTrue with a process that has ended
+// by the time it is started: what an exec costs on the wire and in this
+// package, without the child.
+func BenchmarkExecProtocol(b *testing.B) {
+	e := newEnv(b, withOpts(func(o *Options) { o.Executor = doneExecutor{} }), withMode(""))
+	c := e.dial(b, "")
+	b.ResetTimer()
+	for b.Loop() {
+		s, err := c.NewSession()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Run("true"); err == nil || err.(*gossh.ExitError).ExitStatus() != 3 {
+			b.Fatal(err)
+		}
+		s.Close()
+	}
+}
+
 // BenchmarkRoundTrip is one global request and its reply: the protocol's
 // own round trip, with no file system or process behind it (what every
 // small SFTP operation pays on top of its system calls).
