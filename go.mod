@@ -4,7 +4,6 @@ go 1.26.8
 
 require (
 	github.com/creack/pty v1.1.24
-	github.com/gliderlabs/ssh v0.3.8
 	github.com/gorilla/websocket v1.5.3
 	github.com/moby/buildkit v0.28.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -27,7 +26,6 @@ require (
 
 require (
 	github.com/agext/levenshtein v1.2.3 // indirect
-	github.com/anmitsu/go-shlex v0.0.0-20200514113438-38f4b401e2be // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
