@@ -69,6 +69,7 @@ func runFloors(sz sizes) (map[string]float64, []string, error) {
 	// sizes, from this process, in a directory of the same file system.
 	small := make([]byte, 4096)
 	dir := filepath.Join(root, "sftp")
+	settleDisk()
 	i := 0
 	if l, err = timeN(min(sz.warmup, 10), sz.sftpSmall, func() error {
 		i++
