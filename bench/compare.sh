@@ -12,6 +12,14 @@
 #               (default: a temporary directory, removed at the end)
 #   --rev REV   measure the daemon of commit REV (git archive, so nothing
 #               uncommitted is in it) instead of the working tree
+#   --workspaces DIR
+#               where each round's workspaces are made (default: /dev/shm
+#               when it is a writable tmpfs, else $TMPDIR or /tmp). On a
+#               disk, creating a small file costs whatever the disk's journal
+#               costs at that moment (0.03-0.6 ms on the shared VM of
+#               docs/performance.md), which swamps the daemons' own cost in
+#               the SFTP small-op figures; pass a disk directory to measure
+#               that too
 #
 # Both daemons listen on 127.0.0.1 only (the reference through
 # bench/ref-loopback.cjs, as it has no --bind) with --isolation software.
@@ -24,18 +32,29 @@ smoke=0
 rounds=5
 out=""
 rev=""
+workspaces=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--smoke) smoke=1 ;;
 	--rounds) rounds=$2; shift ;;
 	--out) out=$2; shift ;;
 	--rev) rev=$2; shift ;;
-	-h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+	--workspaces) workspaces=$2; shift ;;
+	-h|--help) sed -n '2,27p' "$0"; exit 0 ;;
 	*) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
 done
 if [ "$smoke" = 1 ]; then rounds=1; fi
+if [ -z "$workspaces" ]; then
+	workspaces=${TMPDIR:-/tmp}
+	if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && [ -w /dev/shm ]; then workspaces=/dev/shm; fi
+fi
+if [ ! -d "$workspaces" ] || [ ! -w "$workspaces" ]; then
+	echo "compare.sh: --workspaces $workspaces: not a writable directory" >&2
+	exit 2
+fi
+workspaces_fs=$(stat -f -c %T "$workspaces")
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/agentbe-compare.XXXXXX")
 if [ -z "$out" ]; then out="$work/out"; fi
@@ -46,6 +65,7 @@ cleanup() {
 	# PR_SET_PDEATHSIG); this stops a loadgen we are leaving behind.
 	local pids
 	pids=$(jobs -pr || true)
+	# shellcheck disable=SC2086 # one pid per word
 	if [ -n "$pids" ]; then kill $pids 2>/dev/null || true; wait 2>/dev/null || true; fi
 	rm -rf "$work"
 }
@@ -85,7 +105,8 @@ ours=("$work/agent-backend" daemon --root '{root}' --bind 127.0.0.1 --port '{por
 reference=(node --require "$here/ref-loopback.cjs" "$ref_bin" daemon --rootDir '{root}' --port '{port}'
 	--isolation software --ssh-host-key "$work/keys/reference_key")
 
-lg() { "$work/loadgen" "$@" & wait $!; }
+# loadgen makes each round's workspaces (and the floors') in $TMPDIR.
+lg() { TMPDIR="$workspaces" "$work/loadgen" "$@" & wait $!; }
 
 # A measured round that fails is reported and skipped (the table is made of
 # the rounds that completed, and the script exits 1); in --smoke, the first
@@ -117,7 +138,7 @@ done
 
 {
 	echo "agentbe-daemon $described vs agent-backend@$ref_version, $started–$(date -u '+%H:%M') UTC"
-	echo "$(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), Linux $(uname -r), $(go version | cut -d' ' -f3), Node $(node --version); load average at the start $load_start, at the end $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "$(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), Linux $(uname -r), $(go version | cut -d' ' -f3), Node $(node --version); workspaces in $workspaces ($workspaces_fs); load average at the start $load_start, at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo
 	lg report "${mode[@]}" "$out"/rounds/*.json
 } | tee "$out/table.md"
