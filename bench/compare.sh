@@ -14,7 +14,8 @@
 #               uncommitted is in it) instead of the working tree
 #   --workspaces DIR
 #               where each round's workspaces are made (default: /dev/shm
-#               when it is a writable tmpfs, else $TMPDIR or /tmp). On a
+#               when it is a writable tmpfs with 512 MiB free, else $TMPDIR
+#               or /tmp). On a
 #               disk, creating a small file costs whatever the disk's journal
 #               costs at that moment (0.03-0.6 ms on the shared VM of
 #               docs/performance.md), which swamps the daemons' own cost in
@@ -48,7 +49,11 @@ done
 if [ "$smoke" = 1 ]; then rounds=1; fi
 if [ -z "$workspaces" ]; then
 	workspaces=${TMPDIR:-/tmp}
-	if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && [ -w /dev/shm ]; then workspaces=/dev/shm; fi
+	# A container's /dev/shm is often 64 MiB; a full round needs ~200 MiB.
+	if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && [ -w /dev/shm ] &&
+		[ "$(($(stat -f -c '%a * %S' /dev/shm)))" -ge $((512 << 20)) ]; then
+		workspaces=/dev/shm
+	fi
 fi
 if [ ! -d "$workspaces" ] || [ ! -w "$workspaces" ]; then
 	echo "compare.sh: --workspaces $workspaces: not a writable directory" >&2
