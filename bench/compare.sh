@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift ;;
 	--rev) rev=$2; shift ;;
 	--workspaces) workspaces=$2; shift ;;
-	-h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,/^[^#]/s/^#//p' "$0"; exit 0 ;;
 	*) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
