@@ -2,7 +2,7 @@
 # Compare our daemon with the reference (agent-backend@0.13.2, pinned in
 # bench/package-lock.json) on this machine, and print one table.
 #
-#   bench/compare.sh [--smoke] [--rounds N] [--out DIR]
+#   bench/compare.sh [--smoke] [--rounds N] [--out DIR] [--rev REV] [--workspaces DIR]
 #
 #   --smoke     tiny counts, one round: checks that everything works end to
 #               end (CI); asserts nothing about speed and judges no target
