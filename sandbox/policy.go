@@ -188,8 +188,7 @@ type ctx struct {
 type stmtIO struct {
 	stdinFile  bool         // `< file`
 	hdoc       *syntax.Word // heredoc or here-string body
-	hdocQuoted bool
-	stdoutFile string // literal `> file` target, for download tracking
+	stdoutFile string       // literal `> file` target, for download tracking
 }
 
 type checker struct {

@@ -98,10 +98,6 @@ func newArgs(words []*syntax.Word) args {
 	return a
 }
 
-func (a args) from(i int) args {
-	return args{words: a.words[i:], vals: a.vals[i:], ok: a.ok[i:]}
-}
-
 // operands returns the indexes of non-option arguments (after the program),
 // treating every word after "--" as an operand. valued lists options that
 // take the next word as their value.
@@ -306,22 +302,23 @@ func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
 			}
 		}
 	case "chmod":
-		for _, i := range a.operands(nil) {
-			if strings.Contains(a.vals[i], "s") && strings.ContainsAny(a.vals[i], "+=") ||
-				len(a.vals[i]) == 4 && strings.ContainsAny(a.vals[i][:1], "2467") && isDigits(a.vals[i]) {
-				return c.danger(RulePrivilege, "chmod %s sets the setuid/setgid bit", a.vals[i])
+		// The first operand is the mode.
+		if ops := a.operands(nil); len(ops) > 0 {
+			mode := a.vals[ops[0]]
+			if strings.Contains(mode, "s") && strings.ContainsAny(mode, "+=") ||
+				len(mode) == 4 && strings.ContainsAny(mode[:1], "2467") && isDigits(mode) {
+				return c.danger(RulePrivilege, "chmod %s sets the setuid/setgid bit", mode)
 			}
-			break
 		}
 	case "chown", "chgrp":
-		for _, i := range a.operands(nil) {
-			owner := a.vals[i]
+		// The first operand is the owner (chown) or group (chgrp).
+		if ops := a.operands(nil); len(ops) > 0 {
+			owner := a.vals[ops[0]]
 			for _, part := range strings.FieldsFunc(owner, func(r rune) bool { return r == ':' || r == '.' }) {
 				if part == "root" || part == "0" {
 					return c.danger(RulePrivilege, "%s gives files to root", base)
 				}
 			}
-			break
 		}
 	}
 	if downloaders[base] {
