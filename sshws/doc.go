@@ -20,7 +20,10 @@
 //   - Sessions: exec and shell (with or without a pty) run through
 //     sandbox.Executor, the same door, isolation and safety policy as MCP
 //     exec (the reference daemon runs SSH commands unsandboxed; we don't);
-//     the sftp subsystem is pkg/sftp's request server over fsops.Workspace.
+//     the sftp subsystem is our own SFTP v3 server (sftpserver.go, codec
+//     in sftpwire.go) over fsops.Workspace, which answers each request
+//     inline on the channel's goroutine, byte-for-byte as pkg/sftp's
+//     request server (which we used before) did.
 //
 // This package never opens a workspace file or starts a process itself;
 // fsops and sandbox do, and they confine both. The one file it touches is the

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
@@ -312,15 +311,15 @@ func (ss *session) exit(st sandbox.ExitStatus) {
 }
 
 // serveSFTP runs the SFTP subsystem on the channel until the client closes
-// it.
+// it: our own server (sftpserver.go), which answers each request inline on
+// this goroutine.
 func (ss *session) serveSFTP() {
 	defer close(ss.done)
-	h := newSFTPHandlers(ss.srv.ws)
-	rs := sftp.NewRequestServer(ss.ch, h.handlers(), sftp.WithStartDirectory("/"))
-	// The SFTP server's reads end when the channel closes; make sure they do
+	srv := newSFTPServer(ss.srv.ws, ss.ch)
+	// The server's reads end when the channel closes; make sure they do
 	// when the connection dies too.
-	stop := context.AfterFunc(ss.ctx, func() { rs.Close() })
-	err := rs.Serve()
+	stop := context.AfterFunc(ss.ctx, func() { _ = ss.ch.Close() })
+	err := srv.serve()
 	stop()
 	if err != nil && !errors.Is(err, io.EOF) {
 		ss.srv.log.Debug("sftp session ended", "err", err)

@@ -6,19 +6,18 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"sync"
 	"time"
-
-	"github.com/pkg/sftp"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
 )
 
-// sftpHandlers serve pkg/sftp's request server from a Workspace: every file
-// operation goes through fsops, which resolves and confines the path.
+// sftpHandlers are the SFTP operations on a Workspace, one method per
+// decision, called by the SFTP server (sftpserver.go) with paths already
+// cleaned: every file operation goes through fsops, which resolves and
+// confines the path.
 //
-// Paths. The request server cleans every path lexically against the start
+// Paths. The server cleans every path lexically against the start
 // directory "/" before a handler sees it, so the SFTP view is chrooted at the
 // workspace, exactly like OpenSSH's ChrootDirectory: "/" is the workspace
 // root and ".." cannot climb above it ("../../etc/passwd" is
@@ -28,79 +27,64 @@ import (
 // absolute paths are taken relative to the root. Symlinks are the
 // Workspace's business: one whose target leaves the workspace is refused
 // with PathEscapeAttempt, which we report as PERMISSION_DENIED.
+//
+// Every error a handler returns is a statusError (sftpErr), carrying the
+// status code it is answered with.
 type sftpHandlers struct {
 	ws fsops.Workspace
 }
 
 func newSFTPHandlers(ws fsops.Workspace) *sftpHandlers { return &sftpHandlers{ws: ws} }
 
-func (h *sftpHandlers) handlers() sftp.Handlers {
-	return sftp.Handlers{FileGet: h, FilePut: h, FileCmd: h, FileList: h}
+// sftpFile is an open file handle's file.
+type sftpFile interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
 }
 
-// The optional interfaces that unlock read-write handles, posix-rename,
-// statvfs, lstat, readlink and realpath.
-var (
-	_ sftp.OpenFileWriter       = (*sftpHandlers)(nil)
-	_ sftp.PosixRenameFileCmder = (*sftpHandlers)(nil)
-	_ sftp.StatVFSFileCmder     = (*sftpHandlers)(nil)
-	_ sftp.LstatFileLister      = (*sftpHandlers)(nil)
-	_ sftp.ReadlinkFileLister   = (*sftpHandlers)(nil)
-	_ sftp.RealPathFileLister   = (*sftpHandlers)(nil)
-)
-
-// Fileread opens a file for reading. The handle reads with ReadAt straight
-// from the file, so a large download is streamed, never loaded.
-func (h *sftpHandlers) Fileread(r *sftp.Request) (io.ReaderAt, error) {
-	f, err := h.ws.OpenFile(r.Filepath, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, sftpErr(err)
+// open serves OPEN. pflags say how: any of WRITE, APPEND, CREAT or TRUNC
+// opens for writing (and reading too with READ; pkg/sftp's Client.Create
+// does this), READ alone for reading; neither is refused. Reads stream with
+// ReadAt straight from the file, so a large download is never loaded.
+func (h *sftpHandlers) open(p string, pflags uint32) (sftpFile, error) {
+	if pflags&(fxfWrite|fxfAppend|fxfCreat|fxfTrunc) == 0 {
+		if pflags&fxfRead == 0 {
+			return nil, statusError{stFailure, "bad file flags"}
+		}
+		f, err := h.ws.OpenFile(p, os.O_RDONLY, 0)
+		if err != nil {
+			return nil, sftpErr(err)
+		}
+		return errFile{f}, nil
 	}
-	return errFile{f}, nil
-}
-
-// Filewrite opens a file for writing (OPEN with WRITE, CREAT, TRUNC, APPEND
-// or EXCL, without READ).
-func (h *sftpHandlers) Filewrite(r *sftp.Request) (io.WriterAt, error) {
-	return h.open(r)
-}
-
-// OpenFile opens a file for reading and writing (OPEN with READ and a write
-// flag; pkg/sftp's Client.Create does this).
-func (h *sftpHandlers) OpenFile(r *sftp.Request) (sftp.WriterAtReaderAt, error) {
-	return h.open(r)
-}
-
-func (h *sftpHandlers) open(r *sftp.Request) (sftp.WriterAtReaderAt, error) {
-	pf := r.Pflags()
 	flag := os.O_WRONLY
-	if pf.Read {
+	if pflags&fxfRead != 0 {
 		flag = os.O_RDWR
 	}
-	if pf.Creat {
+	if pflags&fxfCreat != 0 {
 		flag |= os.O_CREATE
 	}
-	if pf.Trunc {
+	if pflags&fxfTrunc != 0 {
 		flag |= os.O_TRUNC
 	}
-	if pf.Excl {
+	if pflags&fxfExcl != 0 {
 		flag |= os.O_EXCL
 	}
-	// New files are 0644. The mode a client may send with OPEN is not
-	// available: pkg/sftp keeps the open flags in Request.Flags, where the
-	// attribute flags would be, so the attributes cannot be decoded.
-	// OpenSSH's sftp sets the mode afterwards with SETSTAT when it matters.
+	// New files are 0644. The mode a client may send with OPEN is ignored,
+	// as it was under pkg/sftp (which could not decode it); OpenSSH's sftp
+	// sets the mode afterwards with SETSTAT when it matters.
 	perm := fs.FileMode(0o644)
 	// APPEND is not passed down as O_APPEND: Go refuses WriteAt on an
-	// O_APPEND file, and pkg/sftp writes only through WriteAt. appendFile
-	// puts every write at the current end instead, which is what sshd's
-	// sftp-server (and POSIX O_APPEND) do whatever offset the client sent.
-	f, err := h.ws.OpenFile(r.Filepath, flag, perm)
+	// O_APPEND file, and SFTP writes at offsets. appendFile puts every
+	// write at the current end instead, which is what sshd's sftp-server
+	// (and POSIX O_APPEND) do whatever offset the client sent.
+	f, err := h.ws.OpenFile(p, flag, perm)
 	if err != nil {
 		return nil, sftpErr(err)
 	}
-	if pf.Append {
-		return &appendFile{errFile: errFile{f}}, nil
+	if pflags&fxfAppend != 0 {
+		return appendFile{errFile{f}}, nil
 	}
 	return errFile{f}, nil
 }
@@ -124,14 +108,12 @@ func (e errFile) WriteAt(p []byte, off int64) (int, error) {
 
 func (e errFile) Close() error { return sftpErr(e.f.Close()) }
 
-type appendFile struct {
-	errFile
-	mu sync.Mutex
-}
+// appendFile writes at the end. A session's requests are served one at a
+// time, so the size cannot change between Stat and WriteAt through this
+// session.
+type appendFile struct{ errFile }
 
-func (a *appendFile) WriteAt(p []byte, _ int64) (int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+func (a appendFile) WriteAt(p []byte, _ int64) (int, error) {
 	st, err := a.f.Stat()
 	if err != nil {
 		return 0, sftpErr(err)
@@ -139,58 +121,60 @@ func (a *appendFile) WriteAt(p []byte, _ int64) (int, error) {
 	return a.errFile.WriteAt(p, st.Size)
 }
 
-// Filecmd serves the requests that answer with a status only.
-func (h *sftpHandlers) Filecmd(r *sftp.Request) error {
-	switch r.Method {
-	case "Setstat":
-		return sftpErr(h.setstat(r))
-	case "Rename":
-		// SFTP v3 says RENAME fails when the target exists, and sshd's
-		// sftp-server does so. The reference daemon replaces the target
-		// (fs.rename), and the agent-backend clients' rename() relies on
-		// that, so we replace too; posix-rename is the same operation.
-		return sftpErr(h.ws.Rename(r.Filepath, r.Target))
-	case "Rmdir":
-		return sftpErr(h.rmdir(r.Filepath))
-	case "Mkdir":
-		// MKDIR's attributes are dropped by pkg/sftp; the Workspace's
-		// default mode applies.
-		return sftpErr(h.ws.Mkdir(r.Filepath, false))
-	case "Remove":
-		// REMOVE is unlink: directories need RMDIR.
-		info, err := h.ws.Lstat(r.Filepath)
-		if err != nil {
-			return sftpErr(err)
-		}
-		if info.IsDir() {
-			return statusError{sftp.ErrSSHFxFailure, "remove " + quote(r.Filepath) + ": is a directory (use rmdir)"}
-		}
-		return sftpErr(h.ws.Remove(r.Filepath, fsops.RemoveOptions{}))
-	case "Symlink":
-		// pkg/sftp passes the link's target raw in Filepath (it is data, not
-		// a path to clean) and the new link in Target.
-		return sftpErr(h.ws.Symlink(r.Filepath, r.Target))
-	case "Link":
-		return statusError{sftp.ErrSSHFxOpUnsupported, "hard links are not supported"}
-	}
-	return statusError{sftp.ErrSSHFxOpUnsupported, "unsupported request " + r.Method}
+// rename serves RENAME and posix-rename@openssh.com.
+//
+// SFTP v3 says RENAME fails when the target exists, and sshd's sftp-server
+// does so. The reference daemon replaces the target (fs.rename), and the
+// agent-backend clients' rename() relies on that, so we replace too;
+// posix-rename is the same operation.
+func (h *sftpHandlers) rename(src, dst string) error {
+	return sftpErr(h.ws.Rename(src, dst))
 }
 
-func (h *sftpHandlers) setstat(r *sftp.Request) error {
-	flags, attrs := r.AttrFlags(), r.Attributes()
-	if flags.Size {
-		if err := h.ws.Truncate(r.Filepath, int64(attrs.Size)); err != nil {
-			return err
+// mkdir serves MKDIR. Its attributes are ignored; the Workspace's default
+// mode applies.
+func (h *sftpHandlers) mkdir(p string) error { return sftpErr(h.ws.Mkdir(p, false)) }
+
+// remove serves REMOVE, which is unlink: directories need RMDIR.
+func (h *sftpHandlers) remove(p string) error {
+	info, err := h.ws.Lstat(p)
+	if err != nil {
+		return sftpErr(err)
+	}
+	if info.IsDir() {
+		return statusError{stFailure, "remove " + quote(p) + ": is a directory (use rmdir)"}
+	}
+	return sftpErr(h.ws.Remove(p, fsops.RemoveOptions{}))
+}
+
+// symlink serves SYMLINK. target is the link's content, raw (it is data,
+// not a path to clean); link is the new link's cleaned path. OpenSSH sends
+// SYMLINK's two paths in the reverse of the draft's order; the server
+// decodes them as OpenSSH (and pkg/sftp) do, so target is the first.
+func (h *sftpHandlers) symlink(target, link string) error {
+	return sftpErr(h.ws.Symlink(target, link))
+}
+
+// link serves hardlink@openssh.com.
+func (h *sftpHandlers) link() error {
+	return statusError{stOpUnsupported, "hard links are not supported"}
+}
+
+// setstat serves SETSTAT and FSETSTAT (on the handle's path).
+func (h *sftpHandlers) setstat(p string, a sftpAttrs) error {
+	if a.flags&attrSize != 0 {
+		if err := h.ws.Truncate(p, int64(a.size)); err != nil {
+			return sftpErr(err)
 		}
 	}
-	if flags.Permissions {
-		if err := h.ws.Chmod(r.Filepath, fs.FileMode(attrs.Mode)&fs.ModePerm); err != nil {
-			return err
+	if a.flags&attrPermissions != 0 {
+		if err := h.ws.Chmod(p, fs.FileMode(a.perm)&fs.ModePerm); err != nil {
+			return sftpErr(err)
 		}
 	}
-	if flags.Acmodtime {
-		if err := h.ws.Chtimes(r.Filepath, time.Unix(int64(attrs.Atime), 0), time.Unix(int64(attrs.Mtime), 0)); err != nil {
-			return err
+	if a.flags&attrACModTime != 0 {
+		if err := h.ws.Chtimes(p, time.Unix(int64(a.atime), 0), time.Unix(int64(a.mtime), 0)); err != nil {
+			return sftpErr(err)
 		}
 	}
 	// UidGid is ignored, as the reference does: ownership inside the
@@ -198,88 +182,67 @@ func (h *sftpHandlers) setstat(r *sftp.Request) error {
 	return nil
 }
 
-// rmdir removes an empty directory; a file or the root is refused.
+// rmdir serves RMDIR: an empty directory is removed; a file or the root is
+// refused.
 func (h *sftpHandlers) rmdir(p string) error {
 	info, err := h.ws.Lstat(p)
 	if err != nil {
-		return err
+		return sftpErr(err)
 	}
 	if !info.IsDir() {
-		return statusError{sftp.ErrSSHFxFailure, "rmdir " + quote(p) + ": not a directory"}
+		return statusError{stFailure, "rmdir " + quote(p) + ": not a directory"}
 	}
 	if rel, err := h.ws.Rel(p); err == nil && rel == "." {
-		return statusError{sftp.ErrSSHFxPermissionDenied, "rmdir " + quote(p) + ": the workspace root cannot be removed"}
+		return statusError{stPermissionDenied, "rmdir " + quote(p) + ": the workspace root cannot be removed"}
 	}
 	// Not recursive: a non-empty directory fails (ENOTEMPTY) and nothing
 	// is removed.
-	return h.ws.Remove(p, fsops.RemoveOptions{})
+	return sftpErr(h.ws.Remove(p, fsops.RemoveOptions{}))
 }
 
-// PosixRename is posix-rename@openssh.com: rename replacing the target.
-func (h *sftpHandlers) PosixRename(r *sftp.Request) error {
-	return sftpErr(h.ws.Rename(r.Filepath, r.Target))
-}
-
-// StatVFS is statvfs@openssh.com (`df` in OpenSSH's sftp).
-func (h *sftpHandlers) StatVFS(r *sftp.Request) (*sftp.StatVFS, error) {
-	if _, err := h.ws.Stat(r.Filepath); err != nil {
-		return nil, sftpErr(err)
+// statVFS serves statvfs@openssh.com (`df` in OpenSSH's sftp).
+func (h *sftpHandlers) statVFS(p string) (fsops.FSStats, error) {
+	if _, err := h.ws.Stat(p); err != nil {
+		return fsops.FSStats{}, sftpErr(err)
 	}
 	st, err := h.ws.StatFS()
 	if err != nil {
-		return nil, sftpErr(err)
+		return fsops.FSStats{}, sftpErr(err)
 	}
-	return &sftp.StatVFS{
-		Bsize: st.BlockSize, Frsize: st.FragmentSize,
-		Blocks: st.Blocks, Bfree: st.BlocksFree, Bavail: st.BlocksAvail,
-		Files: st.Files, Ffree: st.FilesFree, Favail: st.FilesAvail,
-		Namemax: st.NameMax,
-	}, nil
+	return st, nil
 }
 
-// Filelist serves OPENDIR (List) and STAT.
-func (h *sftpHandlers) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
-	switch r.Method {
-	case "List":
-		infos, err := h.ws.ReadDir(r.Filepath)
-		if err != nil {
-			return nil, sftpErr(err)
-		}
-		l := make(lister, len(infos))
-		for i, info := range infos {
-			l[i] = fileInfo{info}
-		}
-		return l, nil
-	case "Stat":
-		info, err := h.ws.Stat(r.Filepath)
-		if err != nil {
-			return nil, sftpErr(err)
-		}
-		return lister{fileInfo{info}}, nil
-	}
-	return nil, statusError{sftp.ErrSSHFxOpUnsupported, "unsupported request " + r.Method}
+// list serves OPENDIR: the entries, sorted by name, without "." and "..".
+func (h *sftpHandlers) list(p string) ([]fsops.Info, error) {
+	infos, err := h.ws.ReadDir(p)
+	return infos, sftpErr(err)
 }
 
-// Lstat serves LSTAT: a final symlink is described, not followed.
-func (h *sftpHandlers) Lstat(r *sftp.Request) (sftp.ListerAt, error) {
-	info, err := h.ws.Lstat(r.Filepath)
-	if err != nil {
-		return nil, sftpErr(err)
-	}
-	return lister{fileInfo{info}}, nil
+// stat serves STAT and FSTAT (on the handle's path): a final symlink is
+// followed if it stays inside.
+func (h *sftpHandlers) stat(p string) (fsops.Info, error) {
+	info, err := h.ws.Stat(p)
+	return info, sftpErr(err)
 }
 
-// Readlink returns a link's target as the workspace reports it.
-func (h *sftpHandlers) Readlink(p string) (string, error) {
+// lstat serves LSTAT: a final symlink is described, not followed.
+func (h *sftpHandlers) lstat(p string) (fsops.Info, error) {
+	info, err := h.ws.Lstat(p)
+	return info, sftpErr(err)
+}
+
+// readlink returns a link's target as the workspace reports it.
+func (h *sftpHandlers) readlink(p string) (string, error) {
 	target, err := h.ws.Readlink(p)
 	return target, sftpErr(err)
 }
 
-// RealPath canonicalizes a path in the SFTP view: "/" is the workspace root,
+// realPath canonicalizes a path in the SFTP view: "/" is the workspace root,
 // so OpenSSH's sftp starts there and shows workspace-relative paths, as the
 // reference daemon does. The path need not exist (clients realpath a
 // destination before creating it), but it must stay inside the workspace.
-func (h *sftpHandlers) RealPath(p string) (string, error) {
+// It gets the path as the client sent it.
+func (h *sftpHandlers) realPath(p string) (string, error) {
 	if p == "" {
 		p = "."
 	}
@@ -296,42 +259,14 @@ func (h *sftpHandlers) RealPath(p string) (string, error) {
 	return "/" + rel, nil
 }
 
-// lister is a fixed list of entries for READDIR and the STAT family.
-type lister []os.FileInfo
-
-func (l lister) ListAt(out []os.FileInfo, off int64) (int, error) {
-	if off >= int64(len(l)) {
-		return 0, io.EOF
-	}
-	n := copy(out, l[off:])
-	if off+int64(n) >= int64(len(l)) {
-		return n, io.EOF
-	}
-	return n, nil
-}
-
-// fileInfo presents an fsops.Info as the os.FileInfo pkg/sftp encodes,
-// with the owner (sftp.FileInfoUidGid) for `ls -l`.
-type fileInfo struct{ i fsops.Info }
-
-func (f fileInfo) Name() string       { return f.i.Name }
-func (f fileInfo) Size() int64        { return f.i.Size }
-func (f fileInfo) Mode() fs.FileMode  { return f.i.Mode }
-func (f fileInfo) ModTime() time.Time { return f.i.ModTime }
-func (f fileInfo) IsDir() bool        { return f.i.IsDir() }
-func (f fileInfo) Sys() any           { return nil }
-func (f fileInfo) Uid() uint32        { return f.i.UID }
-func (f fileInfo) Gid() uint32        { return f.i.GID }
-
 // statusError is an error with the SFTP status it must be reported as.
-// pkg/sftp finds the status with errors.As and sends Error() as the message.
+// The server answers STATUS code with Error() as the message.
 type statusError struct {
-	status error // one of sftp.ErrSSHFx*
-	msg    string
+	code uint32 // stNoSuchFile, stFailure, ...
+	msg  string
 }
 
 func (e statusError) Error() string { return e.msg }
-func (e statusError) Unwrap() error { return e.status }
 
 // sftpErr maps a workspace error to its SFTP status, once, for every
 // handler: missing → NO_SUCH_FILE; escape or permission → PERMISSION_DENIED;
@@ -345,20 +280,20 @@ func sftpErr(err error) error {
 	if errors.As(err, &se) {
 		return err
 	}
-	status := sftp.ErrSSHFxFailure
+	var status uint32 = stFailure
 	switch errcode.Of(err) {
 	case errcode.NotFound:
-		status = sftp.ErrSSHFxNoSuchFile
+		status = stNoSuchFile
 	case errcode.PathEscapeAttempt, errcode.PermissionDenied:
-		status = sftp.ErrSSHFxPermissionDenied
+		status = stPermissionDenied
 	case errcode.NotImplemented:
-		status = sftp.ErrSSHFxOpUnsupported
+		status = stOpUnsupported
 	default:
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			status = sftp.ErrSSHFxNoSuchFile
+			status = stNoSuchFile
 		case errors.Is(err, fs.ErrPermission):
-			status = sftp.ErrSSHFxPermissionDenied
+			status = stPermissionDenied
 		}
 	}
 	return statusError{status, err.Error()}
