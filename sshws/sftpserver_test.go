@@ -676,3 +676,41 @@ func FuzzSFTPPacket(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkSFTPServerPipe is open+read+close of a 4 KiB file (three round
+// trips) against pkg/sftp's request server and ours, over net.Pipe with a
+// raw client: the servers' own cost, without SSH or WebSocket.
+func BenchmarkSFTPServerPipe(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		serve func(fsops.Workspace) func(net.Conn) error
+	}{{"pkgsftp", pkgSFTPServer}, {"ours", ourSFTP}} {
+		b.Run(tc.name, func(b *testing.B) {
+			ws := sftpTestWorkspace(b)
+			if err := ws.WriteFile("/4k", bytes.Repeat([]byte("x"), 4096)); err != nil {
+				b.Fatal(err)
+			}
+			c := pipeServer(b, tc.serve(ws))
+			do := func(req []byte) []byte {
+				if _, err := c.Write(req); err != nil {
+					b.Fatal(err)
+				}
+				a, err := readSFTPPacket(c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return a
+			}
+			do(sftpPacket(fxpInit, 3))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				a := do(sftpPacket(fxpOpen, 1, "/4k", fxfRead, 0))
+				h := string(a[13:])
+				if a := do(sftpPacket(fxpRead, 2, h, uint64(0), 32768)); a[4] != fxpData {
+					b.Fatalf("READ: %q", a[:13])
+				}
+				do(sftpPacket(fxpClose, 3, h))
+			}
+		})
+	}
+}
