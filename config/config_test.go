@@ -42,6 +42,7 @@ func TestDefaults(t *testing.T) {
 		Bind: "127.0.0.1", Port: 3001, MaxBodyBytes: 4 << 20, ShutdownTimeout: 10 * time.Second,
 		SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, SSHKeepalive: 30 * time.Second,
 		SSHEnvAllowlist: []string{"LANG", "LC_*", "TERM", "COLORTERM"},
+		MaxProcs:        "auto",
 		LogFormat:       "text", LogLevel: "info",
 	}
 	if c.Format() != want.Format() {
@@ -129,6 +130,8 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"unknown flag", []string{"--bogus"}, nil, "unknown flag: --bogus"},
 		{"port too high", []string{"--port", "70000"}, nil, `invalid argument "70000" for "--port" flag: must be from 1 to 65535`},
+		{"max-procs zero", []string{"--max-procs", "0"}, nil, `invalid argument "0" for "--max-procs" flag: must be auto or a whole number from 1 to 4096`},
+		{"max-procs word", nil, map[string]string{"AGENTBE_MAX_PROCS": "many"}, `invalid value "many" in AGENTBE_MAX_PROCS: must be auto or a whole number from 1 to 4096`},
 		{"port zero", []string{"--port", "0"}, nil, `invalid argument "0" for "--port" flag: must be from 1 to 65535`},
 		{"port not a number", []string{"--port", "x"}, nil, `invalid argument "x" for "--port" flag: must be a whole number`},
 		{"unknown isolation", []string{"--isolation", "docker"}, nil, `invalid argument "docker" for "--isolation" flag: must be one of auto, bwrap, software, none`},
@@ -414,6 +417,31 @@ func TestExecLimitsAndAllowPatterns(t *testing.T) {
 	} {
 		if _, err := load(t, tt.args, nil); err == nil || err.Error() != tt.want {
 			t.Errorf("%v: error %v\nwant %s", tt.args, err, tt.want)
+		}
+	}
+}
+
+func TestProcs(t *testing.T) {
+	cases := []struct {
+		setting   string
+		goDefault int
+		envSet    bool
+		want      int
+		why       string
+	}{
+		{"auto", 1, false, 1, "auto: half of the 1 CPUs this process may use"},
+		{"auto", 2, false, 1, "auto: half of the 2 CPUs this process may use"},
+		{"auto", 3, false, 1, "auto: half of the 3 CPUs this process may use"},
+		{"auto", 16, false, 8, "auto: half of the 16 CPUs this process may use"},
+		{"auto", 6, true, 6, "GOMAXPROCS in the environment"},
+		{"3", 16, true, 3, "--max-procs"},
+		{"1", 1, false, 1, "--max-procs"},
+	}
+	for _, c := range cases {
+		cfg := Config{MaxProcs: c.setting}
+		n, why := cfg.Procs(c.goDefault, c.envSet)
+		if n != c.want || why != c.why {
+			t.Errorf("Procs(%q, go default %d, env %v) = %d, %q; want %d, %q", c.setting, c.goDefault, c.envSet, n, why, c.want, c.why)
 		}
 	}
 }

@@ -48,6 +48,18 @@ func between(lo, hi int) func(any) error {
 	}
 }
 
+// procsValue accepts "auto" or a whole number from 1 to 4096.
+func procsValue(v any) error {
+	s := v.(string)
+	if s == "auto" {
+		return nil
+	}
+	if n, err := strconv.Atoi(s); err != nil || n < 1 || n > 4096 {
+		return fmt.Errorf("must be auto or a whole number from 1 to 4096")
+	}
+	return nil
+}
+
 func positive(v any) error {
 	switch n := v.(type) {
 	case time.Duration:
@@ -200,6 +212,9 @@ var settings = []*setting{
 	{key: "log-format", env: env("log-format"), def: "text",
 		usage: "log format on stderr: text or json",
 		field: func(c *Config) any { return &c.LogFormat }, check: oneOf("text", "json")},
+	{key: "max-procs", env: env("max-procs"), def: "auto",
+		usage: "CPUs the daemon's own work may use at once (GOMAXPROCS): auto (half of them, at least 1; GOMAXPROCS in the environment wins) or a number; commands it runs are not limited by this",
+		field: func(c *Config) any { return &c.MaxProcs }, check: procsValue},
 	{key: "log-level", env: env("log-level"), def: "info",
 		usage: "log level: debug, info, warn, error",
 		field: func(c *Config) any { return &c.LogLevel }, check: oneOf("debug", "info", "warn", "error")},

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -149,6 +150,10 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 	}
 
 	log := daemon.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	_, envProcs := os.LookupEnv("GOMAXPROCS")
+	procs, why := cfg.Procs(runtime.GOMAXPROCS(0), envProcs)
+	runtime.GOMAXPROCS(procs)
+	log.Info("CPUs for the daemon's own work", "gomaxprocs", procs, "why", why)
 	if created, err := cfg.EnsureRoot(); err != nil {
 		return err
 	} else if created {

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -168,11 +169,17 @@ type daemonProc struct {
 
 func startDaemon(t *testing.T, args ...string) *daemonProc {
 	t.Helper()
+	return startDaemonEnv(t, nil, args...)
+}
+
+// startDaemonEnv is startDaemon with extra environment variables (KEY=VALUE).
+func startDaemonEnv(t *testing.T, env []string, args ...string) *daemonProc {
+	t.Helper()
 	port := freePort(t)
 	args = append([]string{"daemon", "--port", fmt.Sprint(port), "--isolation", "software",
 		"--ssh-host-key", filepath.Join(t.TempDir(), "hostkey")}, args...)
 	cmd := exec.Command(binary, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	p := &daemonProc{cmd: cmd, url: fmt.Sprintf("http://127.0.0.1:%d", port), stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
@@ -437,4 +444,50 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("condition not met after 30s")
+}
+
+// The daemon's GOMAXPROCS: --max-procs wins, then GOMAXPROCS from the
+// environment, then auto (half the CPUs, at least 1). Read back from the
+// Go collector in /metrics and from the start-up log.
+func TestMaxProcs(t *testing.T) {
+	// Go's own default (the CPUs this process may use, cgroup limits
+	// included) is what "auto" halves; the daemon names it in its log.
+	auto := -1
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want int
+		why  string
+	}{
+		{"auto", nil, nil, auto, "why=\"auto: half of the"},
+		{"environment", []string{"GOMAXPROCS=3"}, nil, 3, `why="GOMAXPROCS in the environment"`},
+		{"flag wins", []string{"GOMAXPROCS=3"}, []string{"--max-procs", "2"}, 2, "why=--max-procs"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := startDaemonEnv(t, c.env, append([]string{"--root", t.TempDir()}, c.args...)...)
+			if c.want == auto {
+				m := regexp.MustCompile(`half of the (\d+) CPUs`).FindStringSubmatch(p.stderr.String())
+				if m == nil {
+					t.Fatalf("start-up log does not say how many CPUs auto halved:\n%s", p.stderr)
+				}
+				n, _ := strconv.Atoi(m[1])
+				c.want = max(1, n/2)
+			}
+			resp, err := http.Get(p.url + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			want := fmt.Sprintf("\ngo_sched_gomaxprocs_threads %d\n", c.want)
+			if !strings.Contains(string(body), want) {
+				t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+			}
+			if log := p.stderr.String(); !strings.Contains(log, fmt.Sprintf("gomaxprocs=%d ", c.want)) || !strings.Contains(log, c.why) {
+				t.Errorf("start-up log does not say gomaxprocs=%d (%s):\n%s", c.want, c.why, log)
+			}
+		})
+	}
 }
