@@ -182,7 +182,9 @@ func (c *Config) EnsureRoot() (created bool, err error) {
 // client, 1 proc made every latency in bench/compare.sh 15-40% lower and
 // throughput no worse), and the machine's other cores are for the commands
 // it runs, which are not limited by this. An explicit GOMAXPROCS in the
-// environment wins over "auto"; a number here wins over both.
+// environment wins over "auto"; a number here wins over both. Setting it
+// stops Go from following later changes of the CPU limit (it re-reads the
+// cgroup only for its own default), so a resized pod wants a restart.
 func (c *Config) Procs(goDefault int, envSet bool) (n int, why string) {
 	if c.MaxProcs != "" && c.MaxProcs != "auto" {
 		n, _ = strconv.Atoi(c.MaxProcs) // checked by the setting
