@@ -139,6 +139,12 @@ func TestReadLines(t *testing.T) {
 				if len(got.Lines) == 0 && len(tc.want.Lines) == 0 {
 					got.Lines, tc.want.Lines = nil, nil
 				}
+				// Text is the lines joined, however the page was made;
+				// then compare the exported fields only.
+				if text, want := got.Text(), strings.Join(tc.want.Lines, "\n"); text != want {
+					t.Errorf("%s: Text() = %q, want %q", tc.name, text, want)
+				}
+				got.text, got.joined = "", false
 				if !reflect.DeepEqual(got, tc.want) {
 					t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
 				}
