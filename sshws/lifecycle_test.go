@@ -558,6 +558,15 @@ func TestServeHTTPReturnsAfterLogin(t *testing.T) {
 	if err := e.srv.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// Shutdown has sent the close; the client knows its code once its
+	// reader has read it, which ends the SSH connection.
+	waited := make(chan struct{})
+	go func() { c.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second): // a hang guard, not a speed check
+		t.Fatal("SSH connection still up 10s after Shutdown")
+	}
 	if code, _ := conn.CloseReason(); code != CloseGoingAway {
 		t.Fatalf("close code %d after Shutdown, want 1001", code)
 	}
