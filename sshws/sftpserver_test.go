@@ -9,11 +9,13 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pkg/sftp"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 )
@@ -247,6 +249,13 @@ func sftpTestWorkspace(t testing.TB) fsops.Workspace {
 	}
 	must(ws.Symlink("a.txt", "/lnk"))
 	must(ws.Chmod("/dir/c", 0o4755))
+	// Every time the answers carry is fixed: the two servers' workspaces
+	// are made at different moments, maybe a second apart.
+	for i := 0; i < 150; i++ {
+		must(ws.Chtimes(fmt.Sprintf("/many/f%03d", i), oldTime, oldTime))
+	}
+	old := []unix.Timeval{unix.NsecToTimeval(oldTime.UnixNano()), unix.NsecToTimeval(oldTime.UnixNano())}
+	must(unix.Lutimes(filepath.Join(ws.Root(), "lnk"), old))
 	for _, p := range []string{"/a.txt", "/big", "/dir/b", "/dir", "/many", "/"} {
 		must(ws.Chtimes(p, oldTime, oldTime))
 	}
