@@ -3,7 +3,6 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -608,17 +607,7 @@ func FuzzDirect(f *testing.F) {
 // TestDirectRunAs: with --run-as the direct path decides with the run-as
 // user's permissions, and both ways give the same results.
 func TestDirectRunAs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("run-as needs the test to run as root")
-	}
-	if _, err := exec.LookPath("useradd"); err != nil {
-		t.Skip("useradd is not installed")
-	}
-	name := fmt.Sprintf("agbd%d", os.Getpid()%100000)
-	if out, err := exec.Command("useradd", "--no-create-home", "--shell", "/bin/sh", name).CombinedOutput(); err != nil {
-		t.Fatalf("useradd: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("userdel", name).Run() })
+	name := throwawayUser(t, "agbd")
 	modes := []Mode{ModeSoftware}
 	if _, err := exec.LookPath("bwrap"); err == nil {
 		modes = append(modes, ModeBwrap)

@@ -91,19 +91,27 @@ func TestBwrapScopeBoundary(t *testing.T) {
 	}
 }
 
-// TestRunAs drops to a throwaway user created for the test.
-func TestRunAs(t *testing.T) {
+// throwawayUser creates a user for the test (removed at its end) and returns
+// its name. CI runs as root with useradd; elsewhere the test skips, saying why.
+func throwawayUser(t *testing.T, prefix string) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("run-as needs the test to run as root")
 	}
 	if _, err := exec.LookPath("useradd"); err != nil {
 		t.Skip("useradd is not installed")
 	}
-	name := fmt.Sprintf("agbt%d", os.Getpid()%100000)
+	name := fmt.Sprintf("%s%d", prefix, os.Getpid()%100000)
 	if out, err := exec.Command("useradd", "--no-create-home", "--shell", "/bin/sh", name).CombinedOutput(); err != nil {
 		t.Fatalf("useradd: %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("userdel", name).Run() })
+	return name
+}
+
+// TestRunAs drops to a throwaway user created for the test.
+func TestRunAs(t *testing.T) {
+	name := throwawayUser(t, "agbt")
 	u, err := user.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
