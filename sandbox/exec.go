@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbe/agentbe-daemon/errcode"
 )
 
@@ -613,10 +615,55 @@ func pump(w io.Writer, r *os.File, exited *atomic.Bool, wg *sync.WaitGroup) {
 			}
 		}
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				drainBuffered(w, r, buf)
+			}
 			return
 		}
 	}
 }
+
+// drainBuffered copies what the kernel already holds for r, without waiting
+// for more. A deadline that expires before this goroutine gets to run (a
+// loaded machine, with the race detector, can delay it past ioGrace) fails
+// the read even when output is waiting, and that output would be lost.
+// Only a non-blocking descriptor is read (pipes and the pty master are, as
+// Go's poller opens them); a blocking one could wait for ever. At most
+// maxDrain bytes are taken: a pipe holds 64 KiB (1 MiB at the most the
+// kernel allows by default), and a process that escaped the group and keeps
+// writing must not keep us here.
+func drainBuffered(w io.Writer, r *os.File, buf []byte) {
+	sc, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
+	for left := maxDrain; left > 0; {
+		n := 0
+		var rerr error
+		if sc.Control(func(fd uintptr) {
+			fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+			if err != nil || fl&unix.O_NONBLOCK == 0 {
+				rerr = unix.EAGAIN
+				return
+			}
+			for {
+				n, rerr = unix.Read(int(fd), buf)
+				if rerr != unix.EINTR {
+					return
+				}
+			}
+		}) != nil || rerr != nil || n <= 0 {
+			return
+		}
+		if _, err := w.Write(buf[:n]); err != nil {
+			return
+		}
+		left -= n
+	}
+}
+
+// maxDrain bounds drainBuffered.
+const maxDrain = 2 << 20
 
 // Run runs req to completion. The process tree is killed when the timeout
 // expires (Result.TimedOut, with the output so far), when ctx is done (the
