@@ -250,7 +250,7 @@ func (s *Server) serveConn(c *wsConn, sc *gossh.ServerConn, chans <-chan gossh.N
 				_ = nc.Reject(gossh.UnknownChannelType, "unsupported channel type")
 				continue
 			}
-			s.openSession(ctx, nc)
+			s.openSession(ctx, nc, remote)
 		case req, ok := <-reqs:
 			if !ok {
 				reqs = nil

@@ -23,12 +23,13 @@ const exitCannotExecute = 126
 // preceded by any number of env and pty-req requests, followed by signal and
 // window-change requests.
 type session struct {
-	srv  *Server
-	ctx  context.Context // the connection's: ends when it does
-	ch   gossh.Channel
-	env  map[string]string
-	pty  *sandbox.Pty
-	busy bool // an exec, shell or subsystem has been accepted
+	srv    *Server
+	ctx    context.Context // the connection's: ends when it does
+	remote string          // the client's address, for logs
+	ch     gossh.Channel
+	env    map[string]string
+	pty    *sandbox.Pty
+	busy   bool // an exec, shell or subsystem has been accepted
 
 	mu     sync.Mutex
 	proc   sandbox.Process    // nil until started, for signals and resizes
@@ -39,8 +40,8 @@ type session struct {
 // openSession accepts a "session" channel and runs its request loop on a
 // goroutine of its own; commands and SFTP run on further goroutines so that
 // signal and window-change requests are served while they run.
-func (s *Server) openSession(ctx context.Context, nc gossh.NewChannel) {
-	ss := &session{srv: s, ctx: ctx, done: make(chan struct{})}
+func (s *Server) openSession(ctx context.Context, nc gossh.NewChannel, remote string) {
+	ss := &session{srv: s, ctx: ctx, remote: remote, done: make(chan struct{})}
 	if !s.goTracked(func() {
 		ch, reqs, err := nc.Accept()
 		if err != nil {
@@ -321,8 +322,15 @@ func (ss *session) serveSFTP() {
 	stop := context.AfterFunc(ss.ctx, func() { _ = ss.ch.Close() })
 	err := srv.serve()
 	stop()
-	if err != nil && !errors.Is(err, io.EOF) {
-		ss.srv.log.Debug("sftp session ended", "err", err)
+	switch {
+	case err == nil || errors.Is(err, io.EOF):
+	case errors.Is(err, errSFTPShortPacket) || errors.Is(err, errSFTPLongPacket):
+		// A client bug (or not an SFTP client): its session ends, and
+		// whoever looks into "my upload stopped" needs to see why.
+		ss.srv.log.Warn("ssh-ws: sftp session ended: the client sent a malformed packet",
+			"remote", ss.remote, "err", err)
+	default:
+		ss.srv.log.Debug("ssh-ws: sftp session ended", "remote", ss.remote, "err", err)
 	}
 	ss.exit(sandbox.ExitStatus{})
 }

@@ -2,7 +2,9 @@ package sshws
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"path"
 	"strconv"
@@ -84,12 +86,12 @@ func (s *sftpServer) serve() error {
 		if _, err := io.ReadFull(s.r, hdr[:]); err != nil {
 			return err
 		}
-		n := uint32(hdr[0])<<24 | uint32(hdr[1])<<16 | uint32(hdr[2])<<8 | uint32(hdr[3])
+		n := binary.BigEndian.Uint32(hdr[:])
 		if n == 0 {
-			return errSFTPShortPacket
+			return fmt.Errorf("%w: length 0", errSFTPShortPacket)
 		}
 		if n > sftpMaxPacket {
-			return errSFTPLongPacket
+			return fmt.Errorf("%w: %d bytes, over the %d-byte limit", errSFTPLongPacket, n, sftpMaxPacket)
 		}
 		if uint32(cap(s.in)) < n {
 			s.in = make([]byte, n)
