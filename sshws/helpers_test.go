@@ -118,6 +118,22 @@ func (e *env) dial(t testing.TB, token string) *gossh.Client {
 	return c
 }
 
+// dialConn dials url (no token) and returns the WebSocket connection too,
+// for tests that close it under the SSH client or read its close code.
+func dialConn(t testing.TB, url string) (*Conn, *gossh.Client) {
+	t.Helper()
+	conn, err := Dial(context.Background(), url, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sshClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return conn, c
+}
+
 func (e *env) tryDial(token string) (*gossh.Client, error) {
 	conn, err := Dial(context.Background(), e.url, token)
 	if err != nil {

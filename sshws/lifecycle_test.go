@@ -160,14 +160,7 @@ func TestClientClosesChannelKillsCommand(t *testing.T) {
 
 func TestClientDisconnectKillsCommand(t *testing.T) {
 	e := newEnv(t)
-	conn, err := Dial(context.Background(), e.url, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := sshClient(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, c := dialConn(t, e.url)
 	_, pid := startSleeper(t, c)
 	conn.Close() // the WebSocket goes away under the SSH connection
 	c.Close()
@@ -176,15 +169,7 @@ func TestClientDisconnectKillsCommand(t *testing.T) {
 
 func TestShutdown(t *testing.T) {
 	e := newEnv(t)
-	conn, err := Dial(context.Background(), e.url, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := sshClient(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	conn, c := dialConn(t, e.url)
 	s, pid := startSleeper(t, c)
 	defer s.Close()
 
@@ -538,15 +523,7 @@ func TestServeHTTPReturnsAfterLogin(t *testing.T) {
 		returned <- struct{}{}
 	}))
 	defer hts.Close()
-	conn, err := Dial(context.Background(), hts.URL, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := sshClient(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	conn, c := dialConn(t, hts.URL)
 	select {
 	case <-returned:
 	case <-time.After(10 * time.Second):
