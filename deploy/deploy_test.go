@@ -60,12 +60,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// agentBackend is the binary as users install it (see internal/testbin).
-func agentBackend(t *testing.T) string {
-	t.Helper()
-	return testbin.Path(t)
-}
-
 // ---- Dockerfile ---------------------------------------------------------
 
 // parseDockerfile parses deploy/Dockerfile as BuildKit does before a build:
@@ -304,7 +298,7 @@ func TestDockerfileBuildCommand(t *testing.T) {
 // valid configuration; without one it is refused, so the image cannot be
 // started open to the network by accident.
 func TestImageDefaults(t *testing.T) {
-	bin := agentBackend(t)
+	bin := testbin.Path(t)
 	final := parseDockerfile(t)
 	stage := final[len(final)-1]
 	tmp := t.TempDir()
@@ -843,7 +837,7 @@ func sidecarCommand(t *testing.T, pod *corev1.PodSpec, d *corev1.Container) (arg
 // TestSidecarCheckConfig: the sidecar's args and env, in base and every
 // overlay, are a configuration the binary accepts.
 func TestSidecarCheckConfig(t *testing.T) {
-	bin := agentBackend(t)
+	bin := testbin.Path(t)
 	for _, dir := range []string{"kubernetes/base", "kubernetes/overlays/pvc", "kubernetes/overlays/bwrap"} {
 		t.Run(dir, func(t *testing.T) {
 			dep, _ := build(t, dir)
@@ -885,7 +879,7 @@ func freePort(t *testing.T) int {
 // command against it: the probes' flags are ones `agent-backend health`
 // accepts, and they pass against a running daemon and fail against none.
 func TestSidecarProbesAgainstDaemon(t *testing.T) {
-	bin := agentBackend(t)
+	bin := testbin.Path(t)
 	dep, _ := build(t, "kubernetes/base")
 	pod := &dep.Spec.Template.Spec
 	d := sidecar(t, pod)

@@ -14,6 +14,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/testbin"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -23,9 +24,7 @@ func TestMain(m *testing.M) {
 		return
 	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		if binPath != "" {
-			os.RemoveAll(filepath.Dir(binPath))
-		}
+		testbin.Cleanup()
 		os.Exit(code)
 	}))
 }

@@ -12,42 +12,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/internal/testbin"
 )
 
 // The tests in this file drive OpenSSH's own ssh and sftp binaries through
-// the real `agent-backend proxy` command (built here with go build) against
+// the real `agent-backend proxy` command (built once by internal/testbin, as the release is) against
 // our server: no sshd anywhere. CI installs openssh-client.
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// agentBackendBinary builds cmd/agent-backend once per test run.
-func agentBackendBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "agentbe-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "agent-backend")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/agentbe/agentbe-daemon/cmd/agent-backend")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
 
 func requireTool(t *testing.T, name string) string {
 	t.Helper()
@@ -65,7 +39,7 @@ func sshArgs(t *testing.T, e *env, token string) []string {
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	proxy := fmt.Sprintf("%s proxy %s --token-file %s", agentBackendBinary(t), e.url, tokenFile)
+	proxy := fmt.Sprintf("%s proxy %s --token-file %s", testbin.Path(t), e.url, tokenFile)
 	return []string{
 		"-F", "/dev/null",
 		"-o", "ProxyCommand=" + proxy,

@@ -34,12 +34,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// agentBackend is the binary as users install it (see internal/testbin).
-func agentBackend(t *testing.T) string {
-	t.Helper()
-	return testbin.Path(t)
-}
-
 // unitDirectives reads a unit file into section → key → values (in order),
 // joining backslash-continued lines as systemd does.
 func unitDirectives(t *testing.T, path string) map[string]map[string][]string {
@@ -120,7 +114,7 @@ func TestUnitVerifies(t *testing.T) {
 	if err != nil {
 		t.Skip("systemd-analyze is not installed (Debian package: systemd); CI installs it")
 	}
-	bin := agentBackend(t)
+	bin := testbin.Path(t)
 	src, err := os.ReadFile(unitFile)
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +168,7 @@ func TestUnitSecurityExposure(t *testing.T) {
 	if err != nil {
 		t.Skip("systemd-analyze is not installed (Debian package: systemd); CI installs it")
 	}
-	bin := agentBackend(t)
+	bin := testbin.Path(t)
 	src, err := os.ReadFile(unitFile)
 	if err != nil {
 		t.Fatal(err)
@@ -338,7 +332,7 @@ func envFileVars(t *testing.T) (set [][2]string, examples []string) {
 // ignores unknown AGENTBE_* variables, so a misspelt one would silently do
 // nothing.
 func TestEnvFileVariablesAreKnown(t *testing.T) {
-	bin := agentBackend(t)
+	bin := testbin.Path(t)
 	help, err := exec.Command(bin, "daemon", "--help").CombinedOutput()
 	if err != nil {
 		t.Fatalf("daemon --help: %v\n%s", err, help)
@@ -375,7 +369,7 @@ func TestEnvFileVariablesAreKnown(t *testing.T) {
 // directory holding a token file, %S a scratch state directory, and the
 // workspace a scratch directory.
 func TestExecLinesAcceptedByCheckConfig(t *testing.T) {
-	bin := agentBackend(t)
+	bin := testbin.Path(t)
 	d := unitDirectives(t, unitFile)
 	start := commandWords(t, one(t, d, "Service", "ExecStart"))
 	pre := commandWords(t, one(t, d, "Service", "ExecStartPre"))
@@ -511,7 +505,7 @@ func TestInstallScriptShellcheck(t *testing.T) {
 // a fresh install, a rerun that must change nothing, and an upgrade of the
 // unit that must restart the service.
 func TestInstallScriptRuns(t *testing.T) {
-	bin := agentBackend(t)
+	bin := testbin.Path(t)
 	tmp := t.TempDir()
 	dest := filepath.Join(tmp, "root")
 	stubs := filepath.Join(tmp, "stubs")
