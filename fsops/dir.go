@@ -101,6 +101,18 @@ func NewDir(root string, opts Options) (Workspace, error) {
 func (w *dirWS) Root() string  { return w.root }
 func (w *dirWS) CanExec() bool { return true }
 
+func (w *dirWS) OpenDir() (*os.File, error) {
+	r, err := w.handle(false)
+	if err != nil {
+		return nil, mapErr("open", ".", err)
+	}
+	f, err := r.Open(".")
+	if err != nil {
+		return nil, mapErr("open", ".", err)
+	}
+	return f, nil
+}
+
 // Close releases the directory handle of this workspace and of every scope
 // made from it. It is idempotent; later calls on the workspace fail.
 func (w *dirWS) Close() error {

@@ -654,3 +654,7 @@ func (f *memFile) Truncate(size int64) error {
 }
 
 func (f *memFile) Sync() error { return nil }
+
+func (m *memWS) OpenDir() (*os.File, error) {
+	return nil, errcode.New(errcode.NotImplemented, "open", ".", "a memory workspace has no directory to hand to a command")
+}

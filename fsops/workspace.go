@@ -40,6 +40,7 @@ import (
 	"context"
 	"io"
 	"io/fs"
+	"os"
 	"strings"
 	"time"
 )
@@ -66,6 +67,14 @@ type Workspace interface {
 
 	// CanExec reports whether commands can run here (false for memory).
 	CanExec() bool
+	// OpenDir returns a new descriptor of the workspace's own directory, the
+	// very one its confined handle holds, for handing to another program
+	// (bwrap binds it, a command starts in it). The name Root() may since
+	// have been swapped for a symlink; the descriptor cannot be. The caller
+	// closes it. A scope whose directory does not exist yet is
+	// errcode.NotFound; a memory workspace has no directory
+	// (errcode.NotImplemented).
+	OpenDir() (*os.File, error)
 
 	Stat(p string) (Info, error)  // follows a final symlink (if it stays inside)
 	Lstat(p string) (Info, error) // does not follow a final symlink

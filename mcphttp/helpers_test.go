@@ -116,7 +116,13 @@ func newEnvAt(t testing.TB, root string, opts ...envOpt) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Workspace: ws, Executor: ex, RootDir: root, Version: "test", ExecTimeout: 20 * time.Second}
+	return newEnvWith(t, ws, ex, append([]envOpt{func(o *Options) { o.RootDir = root }}, opts...)...)
+}
+
+// newEnvWith serves ws with ex; the cleanup closes both.
+func newEnvWith(t testing.TB, ws fsops.Workspace, ex sandbox.Executor, opts ...envOpt) *env {
+	t.Helper()
+	o := Options{Workspace: ws, Executor: ex, RootDir: ws.Root(), Version: "test", ExecTimeout: 20 * time.Second}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -741,11 +741,10 @@ func (s *Server) exec(ctx context.Context, ws fsops.Workspace, a execArgs) *mcp.
 		}
 	}
 	res, err := s.opts.Executor.Run(ctx, sandbox.Request{
-		Command:  a.Command,
-		Dir:      ws.Root(),
-		Boundary: ws.Root(),
-		Env:      a.Env,
-		Timeout:  s.opts.ExecTimeout,
+		Command:   a.Command,
+		Workspace: ws,
+		Env:       a.Env,
+		Timeout:   s.opts.ExecTimeout,
 	})
 	if err != nil {
 		return toolError(execErrorText(a.Command, err))

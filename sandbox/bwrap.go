@@ -51,7 +51,12 @@ func (e *executor) setupBwrap() (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	env, _ := e.env(e.root, nil, "")
-	cmd := e.shellCommand("true", e.root, e.root, env, false)
+	wd, err := e.openWorkdir(&Request{}, e.root, e.root)
+	if err != nil {
+		return fmt.Errorf("cannot open the workspace root: %v", err)
+	}
+	defer wd.close()
+	cmd := e.shellCommand("true", wd, env, false)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := e.spawn.start(cmd); err != nil {
@@ -126,8 +131,9 @@ func (e *executor) buildBwrapBase() []string {
 }
 
 // bwrapArgs completes the argv for one command: the boundary bound
-// read-write at its own host path (clients send absolute `cd` paths), the
-// cwd, a cleared environment and the command.
+// read-write at its own host path (clients send absolute `cd` paths) from
+// the descriptor the caller passes as fd 3 (workdir.go: bwrap must not
+// resolve the name again), the cwd, a cleared environment and the command.
 func (e *executor) bwrapArgs(boundary, dir string, env []string, pty bool, argv []string) []string {
 	args := make([]string, 0, len(e.bwrapBase)+10+3*len(env)+len(argv))
 	args = append(args, "bwrap")
@@ -137,7 +143,7 @@ func (e *executor) bwrapArgs(boundary, dir string, env []string, pty bool, argv 
 		// blocks TIOCSTI input injection into the daemon's tty.
 		args = append(args, "--new-session")
 	}
-	args = append(args, "--bind", boundary, boundary, "--chdir", dir, "--clearenv")
+	args = append(args, "--bind-fd", "3", boundary, "--chdir", dir, "--clearenv")
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		args = append(args, "--setenv", k, v)

@@ -49,6 +49,9 @@ func New(cfg Config) (Executor, error) {
 	defer func() {
 		if !ok {
 			e.spawn.stop()
+			if e.rootH != nil {
+				e.rootH.Close()
+			}
 		}
 	}()
 	if e.log == nil {
@@ -78,6 +81,11 @@ func New(cfg Config) (Executor, error) {
 	} else if real != e.root {
 		return nil, invalidConfig(fmt.Sprintf("workspace root %q must be a real path (it resolves to %q)", cfg.WorkspaceRoot, real))
 	}
+	rootH, err := os.OpenRoot(e.root)
+	if err != nil {
+		return nil, invalidConfig(fmt.Sprintf("workspace root %q: %v", cfg.WorkspaceRoot, err))
+	}
+	e.rootH = rootH
 	if cfg.OutputLimit < 0 || cfg.DefaultTimeout < 0 {
 		return nil, invalidConfig("output limit and default timeout must not be negative")
 	}
@@ -95,7 +103,6 @@ func New(cfg Config) (Executor, error) {
 		}
 	}
 
-	var err error
 	if e.shellPath, e.shellArg0, e.shellKind, err = resolveShell(cfg.Shell); err != nil {
 		return nil, err
 	}
@@ -159,7 +166,8 @@ type executor struct {
 	timeout time.Duration
 	limit   int64
 	secrets []string
-	policy  *Policy // nil when the policy is off
+	policy  *Policy  // nil when the policy is off
+	rootH   *os.Root // the workspace root, for requests without a Workspace
 
 	shellPath, shellArg0, shellKind string
 	ulimit                          string // "ulimit ... || exit 126; " or ""
@@ -386,69 +394,81 @@ func within(root, p string) bool {
 	return p == root || (strings.HasPrefix(p, root) && p[len(root)] == '/')
 }
 
-// prepare validates a request and judges its command. It returns the clean
-// cwd and boundary.
-func (e *executor) prepare(req *Request, allowEmpty bool) (dir, boundary string, err error) {
+// prepare validates a request, opens its working directory (workdir.go)
+// and judges its command. The caller closes the workdir once the command
+// has started.
+func (e *executor) prepare(req *Request, allowEmpty bool) (*workdir, error) {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		ce := *errClosed // a copy: withCommand fills in the command
+		return nil, &ce
+	}
 	if strings.TrimSpace(req.Command) == "" && !allowEmpty {
-		return "", "", &errcode.Error{Code: errcode.EmptyCommand, Op: "exec", Msg: "empty command"}
+		return nil, &errcode.Error{Code: errcode.EmptyCommand, Op: "exec", Msg: "empty command"}
 	}
 	if n := len(e.ulimit) + len(req.Command); n >= maxArgBytes {
-		return "", "", &errcode.Error{Code: errcode.TooLarge, Op: "exec",
+		return nil, &errcode.Error{Code: errcode.TooLarge, Op: "exec",
 			Msg: fmt.Sprintf("the command is %d bytes; the kernel passes at most %d in one argument", n, maxArgBytes-1)}
 	}
-	boundary = e.root
-	if req.Boundary != "" {
-		if !filepath.IsAbs(req.Boundary) {
-			return "", "", &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Path: req.Boundary, Msg: "boundary must be an absolute path"}
+	boundary := e.root
+	given := req.Boundary
+	if req.Workspace != nil {
+		if given != "" && filepath.Clean(given) != req.Workspace.Root() {
+			return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Path: given, Msg: "boundary differs from the workspace's root " + req.Workspace.Root()}
 		}
-		boundary = filepath.Clean(req.Boundary)
+		given = req.Workspace.Root()
+	}
+	if given != "" {
+		if !filepath.IsAbs(given) {
+			return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Path: given, Msg: "boundary must be an absolute path"}
+		}
+		boundary = filepath.Clean(given)
 		if !within(e.root, boundary) {
-			return "", "", &errcode.Error{Code: errcode.PathEscapeAttempt, Op: "exec", Path: req.Boundary, Msg: "boundary is outside the workspace root " + e.root}
+			return nil, &errcode.Error{Code: errcode.PathEscapeAttempt, Op: "exec", Path: given, Msg: "boundary is outside the workspace root " + e.root}
 		}
 	}
-	dir = boundary
+	dir := boundary
 	if req.Dir != "" {
 		if !filepath.IsAbs(req.Dir) {
-			return "", "", &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Path: req.Dir, Msg: "working directory must be an absolute path"}
+			return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Path: req.Dir, Msg: "working directory must be an absolute path"}
 		}
 		dir = filepath.Clean(req.Dir)
 		if !within(boundary, dir) {
-			return "", "", &errcode.Error{Code: errcode.PathEscapeAttempt, Op: "exec", Path: req.Dir, Msg: "working directory is outside " + boundary}
+			return nil, &errcode.Error{Code: errcode.PathEscapeAttempt, Op: "exec", Path: req.Dir, Msg: "working directory is outside " + boundary}
 		}
-	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return "", "", &errcode.Error{Code: errcode.NotFound, Op: "exec", Path: dir, Msg: "working directory does not exist"}
 	}
 	if e.policy != nil {
 		if strings.TrimSpace(req.Command) == "" {
 			if e.mode == ModeSoftware {
-				return "", "", &errcode.Error{Code: errcode.UnsafeCommand, Op: "exec",
+				return nil, &errcode.Error{Code: errcode.UnsafeCommand, Op: "exec",
 					Msg: "an interactive shell cannot be judged by the safety policy in software mode; use bwrap isolation"}
 			}
 		} else if err := e.policy.check(req.Command, dir, boundary); err != nil {
-			return "", "", err
+			return nil, err
 		}
 	}
-	return dir, boundary, nil
+	return e.openWorkdir(req, dir, boundary)
 }
 
 // command builds the exec.Cmd for a script (or an interactive shell when
 // script is empty): the program itself when the script takes the direct
 // fast path (direct.go), else the shell. direct says which, so that a
 // direct start the kernel refuses can be retried through the shell.
-func (e *executor) command(script, dir, boundary string, env []string, pty bool) (cmd *exec.Cmd, direct bool) {
-	if d, ok := e.direct(script, dir, boundary, env); ok {
+func (e *executor) command(script string, wd *workdir, env []string, pty bool) (cmd *exec.Cmd, direct bool) {
+	if d, ok := e.direct(script, wd.dir, wd.boundary, env); ok {
 		argv := d.argv
 		if e.mode == ModeBwrap {
 			argv = d.bwrapArgv
 		}
-		return e.wrap(d.path, argv, d.dir, boundary, d.env, pty), true
+		return e.wrap(d.path, argv, d.dir, wd, d.env, pty), true
 	}
-	return e.shellCommand(script, dir, boundary, env, pty), false
+	return e.shellCommand(script, wd, env, pty), false
 }
 
 // shellCommand builds the exec.Cmd that runs script with the shell.
-func (e *executor) shellCommand(script, dir, boundary string, env []string, pty bool) *exec.Cmd {
+func (e *executor) shellCommand(script string, wd *workdir, env []string, pty bool) *exec.Cmd {
 	var argv []string
 	switch {
 	case script != "":
@@ -463,20 +483,27 @@ func (e *executor) shellCommand(script, dir, boundary string, env []string, pty 
 	if e.mode == ModeBwrap {
 		argv[0] = e.shellPath
 	}
-	return e.wrap(e.shellPath, argv, dir, boundary, env, pty)
+	return e.wrap(e.shellPath, argv, wd.dir, wd, env, pty)
 }
 
-// wrap builds the exec.Cmd running path with argv in dir: under bwrap
-// (argv follows `--`), in its own process group unless on a pty, with
-// Pdeathsig outside bwrap, with the run-as credential.
-func (e *executor) wrap(path string, argv []string, dir, boundary string, env []string, pty bool) *exec.Cmd {
+// wrap builds the exec.Cmd running path with argv in dir (wd.dir, or the
+// target of a `cd` the direct path took): under bwrap (argv follows `--`,
+// the boundary bound from its descriptor), in its own process group unless
+// on a pty, with Pdeathsig outside bwrap, with the run-as credential.
+func (e *executor) wrap(path string, argv []string, dir string, wd *workdir, env []string, pty bool) *exec.Cmd {
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env,
 		SysProcAttr: &syscall.SysProcAttr{Credential: e.cred}}
+	if dir == wd.dir {
+		// The child enters the directory we opened, not the name: its
+		// chdir runs before exec, while it still has our descriptors.
+		cmd.Dir = procPath(wd.dfd)
+	}
 	if e.mode == ModeBwrap {
 		cmd.Path = e.bwrapPath
-		cmd.Args = e.bwrapArgs(boundary, dir, env, pty, argv)
+		cmd.Args = e.bwrapArgs(wd.boundary, dir, env, pty, argv)
 		cmd.Env = []string{} // bwrap itself needs nothing; --clearenv/--setenv set the child's
 		cmd.Dir = ""
+		cmd.ExtraFiles = []*os.File{wd.bfd} // fd 3: --bind-fd 3
 	}
 	if !pty {
 		cmd.SysProcAttr.Setpgid = true
@@ -495,13 +522,13 @@ func (e *executor) wrap(path string, argv []string, dir, boundary string, env []
 // started again through the shell with the same stdio and attributes, so
 // the failure is reported exactly as the shell reports it. It returns the
 // command that runs.
-func (e *executor) startCmd(cmd *exec.Cmd, direct bool, script, dir, boundary string, env []string, pty bool) (*exec.Cmd, error) {
+func (e *executor) startCmd(cmd *exec.Cmd, direct bool, script string, wd *workdir, env []string, pty bool) (*exec.Cmd, error) {
 	err := e.spawn.start(cmd)
 	if err == nil || !direct {
 		return cmd, err
 	}
 	e.log.Debug("sandbox: direct start failed; running through the shell", "err", err)
-	sh := e.shellCommand(script, dir, boundary, env, pty)
+	sh := e.shellCommand(script, wd, env, pty)
 	attr := *cmd.SysProcAttr
 	sh.SysProcAttr = &attr
 	sh.Stdin, sh.Stdout, sh.Stderr, sh.WaitDelay = cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.WaitDelay
@@ -589,6 +616,7 @@ func (e *executor) Close() error {
 	e.runs.Wait()
 	e.starts.Wait()
 	e.spawn.stop()
+	e.rootH.Close()
 	return nil
 }
 
@@ -671,14 +699,15 @@ const maxDrain = 2 << 20
 // case once the shell has exited, so a background job cannot outlive its
 // command (as under bwrap, where the pid namespace ends with the shell).
 func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
-	dir, boundary, err := e.prepare(&req, false)
+	wd, err := e.prepare(&req, false)
 	if err != nil {
 		return Result{}, withCommand(err, req.Command)
 	}
+	defer wd.close()
 	if err := ctx.Err(); err != nil {
 		return Result{}, &errcode.Error{Code: errcode.ExecError, Op: "exec", Command: req.Command, Msg: "canceled before start", Err: err}
 	}
-	env, err := e.env(dir, req.Env, "")
+	env, err := e.env(wd.dir, req.Env, "")
 	if err != nil {
 		return Result{}, withCommand(err, req.Command)
 	}
@@ -691,7 +720,7 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 		timeout = e.timeout
 	}
 
-	cmd, direct := e.command(req.Command, dir, boundary, env, false)
+	cmd, direct := e.command(req.Command, wd, env, false)
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return Result{}, execError(req.Command, err)
@@ -720,9 +749,10 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	defer e.untrack(c)
 
 	begin := time.Now()
-	cmd, err = e.startCmd(cmd, direct, req.Command, dir, boundary, env, false)
+	cmd, err = e.startCmd(cmd, direct, req.Command, wd, env, false)
 	c.cmd = cmd
 	e.starts.Done()
+	wd.close()
 	outW.Close()
 	errW.Close()
 	if err != nil {

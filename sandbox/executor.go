@@ -40,6 +40,7 @@ package sandbox
 import (
 	"context"
 	"io"
+	"os"
 	"time"
 )
 
@@ -74,17 +75,36 @@ type Executor interface {
 // working directory (HOME is set to it), Boundary the directory the command may
 // not leave (the workspace root or the scope root); both must lie inside the
 // executor's workspace root. Empty Dir means Boundary; empty Boundary means the
-// workspace root.
+// workspace root (or Workspace.Root() when Workspace is set).
+//
+// The names are never resolved again once validated: the executor opens the
+// boundary once (from Workspace, else beneath its own root handle, following
+// symlinks only while they stay inside), and bwrap binds that descriptor
+// (--bind-fd) while the other modes start the command in it
+// (/proc/self/fd/N). A directory swapped for a symlink after the check
+// changes nothing.
 type Request struct {
 	Command  string
 	Dir      string
 	Boundary string
-	Env      map[string]string // scope env merged with per-call env by the caller
-	Timeout  time.Duration     // 0 = the executor's default
+	// Workspace, when set, is the directory the command runs in and may not
+	// leave, as the file door validated it: an fsops.Workspace (the root or a
+	// scope). Boundary must then be empty or equal to Workspace.Root().
+	Workspace Workdir
+	Env       map[string]string // scope env merged with per-call env by the caller
+	Timeout   time.Duration     // 0 = the executor's default
 	// OutputLimit caps each of stdout and stderr (head + tail kept); 0 = default.
 	OutputLimit int64
 	Stdin       io.Reader // Run only; nil = empty stdin
 	Pty         *Pty      // Start only; nil = pipes
+}
+
+// Workdir is a directory the file door has validated: Root names it (the
+// command's PWD and HOME, and its mount point under bwrap) and OpenDir opens
+// that very directory. fsops.Workspace implements it.
+type Workdir interface {
+	Root() string
+	OpenDir() (*os.File, error)
 }
 
 // Pty asks Start for a pseudo-terminal.

@@ -23,21 +23,22 @@ import (
 // Start applies req.Timeout only when set: shells have no default timeout.
 // The process is tracked until Wait returns; Close kills it.
 func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process, error) {
-	dir, boundary, err := e.prepare(&req, true)
+	wd, err := e.prepare(&req, true)
 	if err != nil {
 		return nil, withCommand(err, req.Command)
 	}
+	defer wd.close()
 	term := ""
 	if req.Pty != nil {
 		if term = req.Pty.Term; term == "" {
 			term = "xterm"
 		}
 	}
-	env, err := e.env(dir, req.Env, term)
+	env, err := e.env(wd.dir, req.Env, term)
 	if err != nil {
 		return nil, withCommand(err, req.Command)
 	}
-	cmd, direct := e.command(req.Command, dir, boundary, env, req.Pty != nil)
+	cmd, direct := e.command(req.Command, wd, env, req.Pty != nil)
 	p := &process{c: &child{cmd: cmd, bwrap: e.mode == ModeBwrap, session: req.Pty != nil}, e: e}
 	if stdio.Stdout == nil {
 		stdio.Stdout = io.Discard
@@ -102,7 +103,7 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		closeAll(p.ptmx, p.stdin)
 		return nil, errClosed
 	}
-	cmd, err = e.startCmd(cmd, direct, req.Command, dir, boundary, env, req.Pty != nil)
+	cmd, err = e.startCmd(cmd, direct, req.Command, wd, env, req.Pty != nil)
 	p.c.cmd = cmd
 	e.starts.Done()
 	if err != nil {

@@ -224,10 +224,10 @@ func (ss *session) start(kind, command string) {
 		pty = &p
 	}
 	req := sandbox.Request{
-		Command:  command,
-		Boundary: srv.ws.Root(),
-		Env:      env,
-		Pty:      pty,
+		Command:   command,
+		Workspace: srv.ws,
+		Env:       env,
+		Pty:       pty,
 	}
 	stdio := sandbox.Stdio{Stdin: ss.ch, Stdout: ss.ch, Stderr: ss.ch.Stderr()}
 

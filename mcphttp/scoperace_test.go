@@ -1,0 +1,114 @@
+package mcphttp
+
+import (
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// TestScopeSwapRace races a process in the workspace that keeps swapping the
+// scope directory for a symlink to a host directory against exec calls in
+// that scope (X-Scope-Path). The scope is validated through the confined
+// root; if anything later resolved its name again (bwrap's --bind, the
+// child's chdir), the command would land in the host directory: it would
+// list the host's file and could write there. Every exec must run in the
+// real scope directory or fail.
+func TestScopeSwapRace(t *testing.T) {
+	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeBwrap} {
+		t.Run(string(mode), func(t *testing.T) {
+			if mode == sandbox.ModeBwrap {
+				if _, err := exec.LookPath("bwrap"); err != nil {
+					t.Skip("bwrap is not installed (CI installs it)")
+				}
+			}
+			root, err := filepath.EvalSymlinks(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			host := t.TempDir() // stands for the host key's or the token's directory
+			if err := os.WriteFile(filepath.Join(host, "host-secret"), []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			scope := filepath.Join(root, "s")
+			if err := os.Mkdir(scope, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(scope, "scope-file"), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(root, "l")
+			if err := os.Symlink(host, link); err != nil {
+				t.Fatal(err)
+			}
+
+			ws, err := fsops.NewDir(root, fsops.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.Close()
+			ex, err := sandbox.New(sandbox.Config{Mode: mode, WorkspaceRoot: root})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ex.Close()
+			e := newEnvWith(t, ws, ex)
+			cs := e.connect(t, http.Header{"X-Scope-Path": {"s"}})
+
+			// The swapper: s and l trade places atomically, so s is by turns
+			// the scope directory and a symlink to the host directory.
+			var stop atomic.Bool
+			var swaps atomic.Int64
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					if err := unix.Renameat2(unix.AT_FDCWD, scope, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE); err != nil {
+						t.Errorf("swap: %v", err)
+						return
+					}
+					swaps.Add(1)
+				}
+			}()
+			defer func() {
+				stop.Store(true)
+				wg.Wait()
+			}()
+
+			const calls = 150
+			ran := 0
+			deadline := time.Now().Add(60 * time.Second)
+			for i := 0; i < calls && time.Now().Before(deadline); i++ {
+				out := call(t, cs, "exec", map[string]any{"command": "ls -a; touch planted"})
+				if strings.Contains(out, "host-secret") {
+					t.Fatalf("exec %d ran in the host directory:\n%s", i, out)
+				}
+				if strings.Contains(out, "scope-file") {
+					ran++
+				}
+			}
+			stop.Store(true)
+			wg.Wait()
+			if _, err := os.Stat(filepath.Join(host, "planted")); err == nil {
+				t.Fatal("a command in the scope wrote into the host directory")
+			}
+			// The race must really have been run: commands ran in the scope
+			// while the swapper was flipping it.
+			if ran < 10 || swaps.Load() < 1000 {
+				t.Fatalf("too little racing to prove anything: %d execs ran in the scope, %d swaps", ran, swaps.Load())
+			}
+			t.Logf("%d of %d execs ran in the scope during %d swaps; none reached the host directory", ran, calls, swaps.Load())
+		})
+	}
+}

@@ -1,0 +1,131 @@
+package sandbox
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"strconv"
+	"syscall"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+)
+
+// workdir is where one command runs, as names and as descriptors. The
+// names are what the command is told (PWD, HOME, the mount point under
+// bwrap); the descriptors are what the kernel is given. A path validated by
+// name and later handed to bwrap or chdir by name is resolved again, and a
+// process in the workspace can swap a directory for a symlink to anywhere on
+// the host in between; a descriptor cannot be swapped. So the boundary is
+// opened once, beneath a confined handle, and from then on only the
+// descriptor is used:
+//
+//   - bwrap binds it with --bind-fd (bwrap mounts the directory the
+//     descriptor holds and closes it before the command starts);
+//   - software and none modes start the command in it: the child's chdir is
+//     to /proc/self/fd/N, the kernel's name for that very open directory.
+type workdir struct {
+	boundary, dir string   // clean absolute names
+	bfd           *os.File // the boundary directory
+	dfd           *os.File // the working directory: bfd, or a directory opened beneath it
+}
+
+// close releases the descriptors. The child has its own copies by then.
+func (w *workdir) close() {
+	if w.dfd != nil && w.dfd != w.bfd {
+		w.dfd.Close()
+	}
+	if w.bfd != nil {
+		w.bfd.Close()
+	}
+}
+
+// procPath is the name under which a child process reaches f while it still
+// shares our descriptor table's copy (before exec).
+func procPath(f *os.File) string {
+	return "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
+}
+
+// openWorkdir opens the boundary and the working directory of a request
+// whose names prepare has checked. The boundary comes from req.Workspace
+// when set (the file door's own handle), else from beneath the executor's
+// root handle; the working directory is opened beneath the boundary's
+// descriptor. Both must be directories.
+func (e *executor) openWorkdir(req *Request, dir, boundary string) (*workdir, error) {
+	wd := &workdir{boundary: boundary, dir: dir}
+	var err error
+	if req.Workspace != nil {
+		wd.bfd, err = req.Workspace.OpenDir()
+	} else {
+		wd.bfd, err = e.rootH.Open(relTo(e.root, boundary))
+	}
+	if errors.Is(err, fs.ErrClosed) {
+		ce := *errClosed // Close ran: the root handle is gone
+		return nil, &ce
+	}
+	if err != nil {
+		return nil, dirError(boundary, err)
+	}
+	if err := isDir(wd.bfd, boundary); err != nil {
+		wd.close()
+		return nil, err
+	}
+	wd.dfd = wd.bfd
+	if dir != boundary {
+		r, err := os.OpenRoot(procPath(wd.bfd))
+		if err == nil {
+			wd.dfd, err = r.Open(relTo(boundary, dir))
+			r.Close()
+		}
+		if err != nil {
+			wd.dfd = nil
+			wd.close()
+			return nil, dirError(dir, err)
+		}
+		if err := isDir(wd.dfd, dir); err != nil {
+			wd.close()
+			return nil, err
+		}
+	}
+	return wd, nil
+}
+
+func isDir(f *os.File, name string) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return dirError(name, err)
+	}
+	if !fi.IsDir() {
+		return dirError(name, syscall.ENOTDIR)
+	}
+	return nil
+}
+
+// dirError says why a working directory cannot be used. A symlink that
+// leads out of the workspace is an escape; anything else means there is no
+// usable directory by that name.
+func dirError(name string, err error) error {
+	var ce *errcode.Error
+	if errors.As(err, &ce) {
+		if ce.Code == errcode.PathEscapeAttempt {
+			return &errcode.Error{Code: errcode.PathEscapeAttempt, Op: "exec", Path: name, Msg: "working directory leads out of the workspace", Err: err}
+		}
+		return &errcode.Error{Code: errcode.NotFound, Op: "exec", Path: name, Msg: "working directory does not exist", Err: err}
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Err.Error() == "path escapes from parent" {
+		return &errcode.Error{Code: errcode.PathEscapeAttempt, Op: "exec", Path: name, Msg: "working directory leads out of the workspace", Err: err}
+	}
+	return &errcode.Error{Code: errcode.NotFound, Op: "exec", Path: name, Msg: "working directory does not exist", Err: err}
+}
+
+// relTo is p relative to base, both clean and absolute with p at or below
+// base ("." for base itself).
+func relTo(base, p string) string {
+	if p == base {
+		return "."
+	}
+	if base == "/" {
+		return p[1:]
+	}
+	return p[len(base)+1:]
+}

@@ -1,0 +1,222 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
+)
+
+// TestWorkdirSwap races a swapper that keeps trading the scope directory
+// with a symlink to a host directory against commands started in that
+// scope, the three ways a boundary reaches the executor: a scope held open
+// for a whole connection (SSH, --scope-path) passed as Workspace, the same
+// with Start on a pty, and a bare Boundary name (opened beneath the
+// executor's root). No command may ever run in the host directory.
+func TestWorkdirSwap(t *testing.T) {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+		for _, how := range []string{"workspace", "workspace-pty", "boundary"} {
+			t.Run(string(mode)+"/"+how, func(t *testing.T) {
+				e, root := newExec(t, mode)
+				host := t.TempDir()
+				if err := os.WriteFile(filepath.Join(host, "host-secret"), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				scope, link := filepath.Join(root, "s"), filepath.Join(root, "l")
+				if err := os.Mkdir(scope, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(scope, "scope-file"), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(host, link); err != nil {
+					t.Fatal(err)
+				}
+				ws, err := fsops.NewDir(root, fsops.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ws.Close()
+				sc, err := ws.Scope("s")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := sc.Stat("."); err != nil { // opens the scope's handle now, before the race
+					t.Fatal(err)
+				}
+
+				var stop atomic.Bool
+				var swaps atomic.Int64
+				var wg sync.WaitGroup
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for !stop.Load() {
+						if err := unix.Renameat2(unix.AT_FDCWD, scope, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE); err != nil {
+							t.Errorf("swap: %v", err)
+							return
+						}
+						swaps.Add(1)
+						if how == "boundary" {
+							// A bare name is opened by one walk that a
+							// tight swapper nearly always catches as the
+							// link (a refusal); pause so some opens land.
+							time.Sleep(50 * time.Microsecond)
+						}
+					}
+				}()
+				defer func() { stop.Store(true); wg.Wait() }()
+
+				// Until n commands ran in the scope (a bare name is refused,
+				// at once, whenever it is the link as it is opened).
+				const n = 25
+				ran := 0
+				deadline := time.Now().Add(30 * time.Second)
+				for i := 0; ran < n && time.Now().Before(deadline); i++ {
+					req := Request{Command: "ls; touch planted"}
+					switch how {
+					case "boundary":
+						req.Boundary = scope
+					case "workspace-pty":
+						req.Pty = &Pty{Cols: 80, Rows: 24}
+						fallthrough
+					default:
+						req.Workspace = sc
+					}
+					out, err := startAndWait(e, req)
+					if err != nil {
+						var ce *errcode.Error
+						if how == "boundary" && errorsAsCode(err, &ce) && (ce.Code == errcode.PathEscapeAttempt || ce.Code == errcode.NotFound) {
+							continue // the name was a link out at the moment it was opened: refused
+						}
+						t.Fatalf("start %d: %v", i, err)
+					}
+					if strings.Contains(out, "host-secret") {
+						t.Fatalf("command %d ran in the host directory: %q", i, out)
+					}
+					if strings.Contains(out, "scope-file") {
+						ran++
+					}
+				}
+				stop.Store(true)
+				wg.Wait()
+				if _, err := os.Stat(filepath.Join(host, "planted")); err == nil {
+					t.Fatal("a command wrote into the host directory")
+				}
+				if ran < n || swaps.Load() < 200 {
+					t.Fatalf("too little racing to prove anything: %d commands ran in the scope in 30s, %d swaps", ran, swaps.Load())
+				}
+			})
+		}
+	}
+}
+
+func startAndWait(e Executor, req Request) (string, error) {
+	var out syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := e.Start(ctx, req, Stdio{Stdout: &out, Stderr: &out})
+	if err != nil {
+		return "", err
+	}
+	_, err = p.Wait()
+	return out.String(), err
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func errorsAsCode(err error, ce **errcode.Error) bool {
+	e, ok := errorsAs(err)
+	*ce = e
+	return ok
+}
+
+// TestWorkdirDescriptorNotLeaked: the descriptor of the boundary is the
+// daemon's, not the command's. A directory descriptor from outside bwrap's
+// mount namespace would let the command walk `..` out of the sandbox.
+func TestWorkdirDescriptorNotLeaked(t *testing.T) {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+		t.Run(string(mode), func(t *testing.T) {
+			e, root := newExec(t, mode, func(c *Config) { c.Policy.Disabled = true })
+			ws, err := fsops.NewDir(root, fsops.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.Close()
+			res := run(t, e, Request{Command: `for f in /proc/self/fd/*; do readlink "$f"; done`, Workspace: ws})
+			for _, l := range strings.Split(string(res.Stdout), "\n") {
+				if l == root || strings.HasPrefix(l, root+"/") {
+					t.Fatalf("the command holds a descriptor of %s:\n%s", l, res.Stdout)
+				}
+			}
+		})
+	}
+}
+
+// TestWorkdirErrors: a Workspace and a Boundary that disagree, a missing
+// scope, and a boundary that is a symlink leading out are refused before
+// anything runs, each with its code.
+func TestWorkdirErrors(t *testing.T) {
+	e, root := newExec(t, ModeSoftware)
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	missing, err := ws.Scope("not-yet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(root, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		req  Request
+		code errcode.Code
+	}{
+		{"boundary differs from workspace", Request{Workspace: ws, Boundary: filepath.Join(root, "x")}, errcode.InvalidArgument},
+		{"scope not created", Request{Workspace: missing}, errcode.NotFound},
+		{"boundary is a link out", Request{Boundary: filepath.Join(root, "out")}, errcode.PathEscapeAttempt},
+		{"boundary is a file", Request{Boundary: filepath.Join(root, "file")}, errcode.NotFound},
+		{"dir is a link out", Request{Dir: filepath.Join(root, "out")}, errcode.PathEscapeAttempt},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.req.Command = "echo ran"
+			res, err := e.Run(context.Background(), tc.req)
+			ce, ok := errorsAs(err)
+			if !ok || ce.Code != tc.code {
+				t.Fatalf("got %v (stdout %q), want %s", err, res.Stdout, tc.code)
+			}
+		})
+	}
+}
