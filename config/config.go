@@ -37,7 +37,7 @@ type Config struct {
 	Shell           string // auto, bash, sh
 	RunAs           string // user commands run as when the daemon is root ("" = the daemon's user)
 	BlockDangerous  bool   // the command safety policy
-	ExecNetwork     bool   // commands may use the network (bwrap shares the net namespace)
+	ExecNetwork     string // auto, true or false: may commands use the network (see ExecNetworkOn)
 	ExecTimeout     time.Duration
 	ExecOutputLimit int64    // bytes kept per stream (head + tail)
 	AllowCommands   []string // regexps exempting a simple command from the blocked categories
@@ -106,6 +106,30 @@ func (c Config) Redacted() Config {
 
 // IsLoopback reports whether Bind only accepts connections from this machine.
 func (c Config) IsLoopback() bool { return isLoopbackHost(c.Bind) }
+
+// ExecNetworkOn resolves --exec-network. With auto, commands get the
+// network unless the daemon serves its port without a token: bwrap shares
+// the host's network namespace, so a command could then call this daemon's
+// own /mcp or /ssh over loopback, unauthenticated, and work outside its
+// scope (X-Scope-Path) or its sandbox's view. why says which case applies,
+// for the startup log.
+func (c Config) ExecNetworkOn() (on bool, why string) {
+	servesPort := !c.LocalOnly
+	noToken := c.AuthToken == ""
+	switch c.ExecNetwork {
+	case "false":
+		return false, "--exec-network=false"
+	case "true":
+		if servesPort && noToken {
+			return true, "--exec-network=true without a token: a command can call this daemon's port unauthenticated and leave its scope"
+		}
+		return true, "--exec-network=true"
+	}
+	if servesPort && noToken {
+		return false, "the port is served without a token, so a command with network could call this daemon and leave its scope; set a token (--auth-token-file) or --exec-network=true to give commands the network"
+	}
+	return true, "auto: a token is set, or no port is served"
+}
 
 func isLoopbackHost(h string) bool {
 	if h == "localhost" {

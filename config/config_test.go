@@ -37,7 +37,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		Backend: "filesystem", Isolation: "auto", Shell: "auto", BlockDangerous: true, ExecNetwork: true,
+		Backend: "filesystem", Isolation: "auto", Shell: "auto", BlockDangerous: true, ExecNetwork: "auto",
 		ExecTimeout: 2 * time.Minute, ExecOutputLimit: 1 << 20, MaxReadSize: 10 << 20,
 		Bind: "127.0.0.1", Port: 3001, MaxBodyBytes: 4 << 20, ShutdownTimeout: 10 * time.Second,
 		SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, SSHKeepalive: 30 * time.Second,
@@ -135,6 +135,7 @@ func TestBadInput(t *testing.T) {
 		{"port zero", []string{"--port", "0"}, nil, `invalid argument "0" for "--port" flag: must be from 1 to 65535`},
 		{"port not a number", []string{"--port", "x"}, nil, `invalid argument "x" for "--port" flag: must be a whole number`},
 		{"unknown isolation", []string{"--isolation", "docker"}, nil, `invalid argument "docker" for "--isolation" flag: must be one of auto, bwrap, software, none`},
+		{"unknown exec-network", []string{"--exec-network", "maybe"}, nil, `invalid argument "maybe" for "--exec-network" flag: must be one of auto, true, false`},
 		{"unknown shell", []string{"--shell", "zsh"}, nil, `invalid argument "zsh" for "--shell" flag: must be one of auto, bash, sh`},
 		{"bad duration", []string{"--shutdown-timeout", "soon"}, nil, `invalid argument "soon" for "--shutdown-timeout" flag: must be a duration such as 10s, 2m or 1m30s`},
 		{"negative duration", []string{"--exec-timeout", "-1s"}, nil, `invalid argument "-1s" for "--exec-timeout" flag: must be greater than zero`},

@@ -5,10 +5,12 @@ import (
 
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -373,5 +375,56 @@ func TestExecLimitsAndAllowPatternsReachCommands(t *testing.T) {
 	}
 	if got := mcpExec(t, r.url, "sudo ls"); !strings.Contains(got, "Dangerous operation blocked") {
 		t.Errorf("a command the pattern does not match was not blocked: %s", got)
+	}
+}
+
+// A bwrap command can reach this daemon's own port only when that is safe:
+// with a token (it does not have it), or when asked for explicitly. Served
+// without a token, the port would let a scoped command call /mcp
+// unauthenticated and read outside its scope, so auto takes the network
+// away.
+func TestExecNetworkWithoutToken(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed (CI installs it)")
+	}
+	tests := []struct {
+		network, token, want string
+	}{
+		{"auto", "", "unreachable"},
+		{"auto", "s3cret-token", "reachable"},
+		{"true", "", "reachable"},
+		{"false", "s3cret-token", "unreachable"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.network+"/token="+fmt.Sprint(tc.token != ""), func(t *testing.T) {
+			c := testConfig(t)
+			c.Isolation = "bwrap"
+			c.BlockDangerous = false // /dev/tcp is the probe here, not the policy's business
+			c.ExecNetwork = tc.network
+			c.AuthToken = tc.token
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			r := start(t, c, nil)
+			port := r.url[strings.LastIndex(r.url, ":")+1:]
+			args, _ := json.Marshal(map[string]string{"command": `(exec 3<>/dev/tcp/127.0.0.1/` + port + `) 2>/dev/null && echo reachable || echo unreachable`})
+			body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":` + string(args) + `}}`
+			req, _ := http.NewRequest(http.MethodPost, r.url+"/mcp", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			http.DefaultClient.CloseIdleConnections()
+			if !strings.Contains(string(b), `"text":"`+tc.want+`"`) {
+				t.Fatalf("--exec-network=%s, token %v: %s; want %s", tc.network, tc.token != "", b, tc.want)
+			}
+		})
 	}
 }

@@ -52,11 +52,12 @@ func (p *protocols) build(cfg config.Config, opts Options) (err error) {
 		if err != nil {
 			return err
 		}
+		netOn, netWhy := cfg.ExecNetworkOn()
 		p.exec, err = sandbox.New(sandbox.Config{
 			Mode:          mode,
 			Shell:         shell,
 			WorkspaceRoot: root.Root(),
-			NoNetwork:     !cfg.ExecNetwork,
+			NoNetwork:     !netOn,
 			Policy:        sandbox.PolicyConfig{Disabled: !cfg.BlockDangerous, Allow: cfg.AllowCommands},
 			Rlimits: sandbox.Rlimits{
 				Processes:    int64(cfg.ExecMaxProcesses),
@@ -74,6 +75,15 @@ func (p *protocols) build(cfg config.Config, opts Options) (err error) {
 			return fmt.Errorf("--isolation %s: %w", cfg.Isolation, err)
 		}
 		log.Info("command isolation", "mode", p.exec.Mode(), "reason", p.exec.Reason())
+		switch {
+		case p.exec.Mode() != sandbox.ModeBwrap:
+			// Only bwrap can take the network away; software and none
+			// commands are host processes.
+		case !netOn:
+			log.Info("commands have no network (loopback only)", "why", netWhy)
+		case cfg.ExecNetwork == "true" && cfg.AuthToken == "" && !cfg.LocalOnly:
+			log.Warn("commands share the host's network", "why", netWhy)
+		}
 	}
 
 	p.root, p.ws = root, root
