@@ -57,7 +57,7 @@ func BenchmarkRead4K(b *testing.B) {
 			if _, err := ws.Resolve("src/file.txt"); err != nil {
 				b.Fatal(err)
 			}
-			ls, err := ws.ReadLines("src/file.txt", LineRange{})
+			ls, err := ws.ReadLines(context.Background(), "src/file.txt", LineRange{})
 			if err != nil || len(ls.Lines) == 0 {
 				b.Fatal(err)
 			}
@@ -67,7 +67,7 @@ func BenchmarkRead4K(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(content)))
 		for i := 0; i < b.N; i++ {
-			ls, err := ws.ReadLines("src/file.txt", LineRange{})
+			ls, err := ws.ReadLines(context.Background(), "src/file.txt", LineRange{})
 			if err != nil || len(ls.Lines) == 0 {
 				b.Fatal(err)
 			}
@@ -79,7 +79,7 @@ func BenchmarkRead4K(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(content)))
 		for i := 0; i < b.N; i++ {
-			ls, err := mem.ReadLines("src/file.txt", LineRange{})
+			ls, err := mem.ReadLines(context.Background(), "src/file.txt", LineRange{})
 			if err != nil || len(ls.Lines) == 0 {
 				b.Fatal(err)
 			}

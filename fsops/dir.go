@@ -555,7 +555,7 @@ func tooLarge(op, p string, size, max int64) error {
 // ones are scanned line by line so paging works on files of any size.
 const streamThreshold = 4 << 20
 
-func (w *dirWS) ReadLines(p string, lr LineRange) (Lines, error) {
+func (w *dirWS) ReadLines(ctx context.Context, p string, lr LineRange) (Lines, error) {
 	if err := lr.check("readlines", p); err != nil {
 		return Lines{}, err
 	}
@@ -581,7 +581,15 @@ func (w *dirWS) ReadLines(p string, lr LineRange) (Lines, error) {
 			return Lines{}, mapErr("readlines", p, err)
 		}
 	}
-	ls, err := pageReader(f, lr)
+	if size > MaxScanSize {
+		return Lines{}, errcode.New(errcode.TooLarge, "readlines", p,
+			"file is %d bytes; paging it by lines reads at most %d (MaxScanSize); use grep, or exec with head/tail/sed", size, int64(MaxScanSize))
+	}
+	ls, err := pageReader(ctx, io.LimitReader(f, MaxScanSize+1), lr)
+	if err == errScanLimit {
+		return Lines{}, errcode.New(errcode.TooLarge, "readlines", p,
+			"file grew past %d bytes while it was paged (MaxScanSize); use grep, or exec with head/tail/sed", int64(MaxScanSize))
+	}
 	if err != nil {
 		return Lines{}, mapErr("readlines", p, err)
 	}

@@ -1,6 +1,7 @@
 package fsops
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -101,7 +102,7 @@ func TestDirErrorsAndLinks(t *testing.T) {
 	must(t, syscall.Mkfifo(root+"/fifo", 0o644))
 	_, err := ws.ReadFile("fifo")
 	wantCode(t, err, errcode.InvalidArgument)
-	_, err = ws.ReadLines("fifo", LineRange{})
+	_, err = ws.ReadLines(context.Background(), "fifo", LineRange{})
 	wantCode(t, err, errcode.InvalidArgument)
 	_, err = ws.Edit("fifo", []Edit{{OldText: "a", NewText: "b"}}, false)
 	wantCode(t, err, errcode.InvalidArgument)

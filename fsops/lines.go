@@ -2,6 +2,8 @@ package fsops
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -119,9 +121,22 @@ func cutLine(line string) (string, bool) {
 	return line[:end] + "… [line truncated, original " + strconv.Itoa(chars) + " chars]", true
 }
 
+// errScanLimit: the reader gave more than MaxScanSize bytes.
+var errScanLimit = errors.New("scan limit reached")
+
+// longLineKeep is how much of a line pageReader keeps: enough bytes for
+// MaxLineLength characters of any width. The rest is only counted, so a
+// line of any length costs this much memory.
+const longLineKeep = MaxLineLength * utf8.UTFMax
+
+// ctxCheckBytes: pageReader looks at ctx after this many bytes.
+const ctxCheckBytes = 1 << 20
+
 // pageReader pages a large file without holding it: it keeps only the wanted
-// lines (a ring of the last n for Tail) and counts the rest.
-func pageReader(r io.Reader, lr LineRange) (Lines, error) {
+// lines (a ring of the last n for Tail) and counts the rest. It reads at
+// most MaxScanSize bytes (errScanLimit past that) and stops with ctx's error
+// when ctx is done.
+func pageReader(ctx context.Context, r io.Reader, lr LineRange) (Lines, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var (
 		lines []string
@@ -130,30 +145,43 @@ func pageReader(r io.Reader, lr LineRange) (Lines, error) {
 		n     int
 		cut   int
 		cuts  []bool
+		read  int64 // bytes consumed
+		check int64 // read at the last look at ctx
 	)
 	if lr.Tail == 0 {
 		first, n = lr.window(0)
 	} else {
 		_, n = lr.window(0)
 	}
-	var cur []byte
+	var cur []byte     // the line's first longLineKeep bytes
+	var rc runeCounter // all of its characters
 	for {
 		chunk, err := br.ReadSlice('\n')
-		cur = append(cur, chunk...)
-		if err == bufio.ErrBufferFull {
-			if len(cur) > 64<<20 { // keep memory bounded on absurd lines
-				cur = cur[:64<<20]
+		read += int64(len(chunk))
+		if read > MaxScanSize {
+			return Lines{}, errScanLimit
+		}
+		if read-check >= ctxCheckBytes {
+			check = read
+			if cerr := ctx.Err(); cerr != nil {
+				return Lines{}, cerr
 			}
+		}
+		body := chunk
+		if err == nil {
+			body = chunk[:len(chunk)-1]
+		}
+		if room := longLineKeep - len(cur); room > 0 {
+			cur = append(cur, body[:min(room, len(body))]...)
+		}
+		rc.add(body)
+		if err == bufio.ErrBufferFull {
 			continue
 		}
 		if err != nil && err != io.EOF {
 			return Lines{}, err
 		}
 		eof := err == io.EOF
-		line := cur
-		if !eof {
-			line = cur[:len(cur)-1]
-		}
 		total++
 		keep := false
 		if lr.Tail > 0 {
@@ -162,14 +190,22 @@ func pageReader(r io.Reader, lr LineRange) (Lines, error) {
 			keep = true
 		}
 		if keep {
-			s, ok := cutLine(string(line))
+			var s string
+			var ok bool
+			if rc.bytes <= int64(len(cur)) {
+				s, ok = cutLine(string(cur))
+			} else {
+				// More than longLineKeep bytes: more than MaxLineLength
+				// characters, whatever their width.
+				s, ok = cutLongLine(cur, rc.count()), true
+			}
 			lines = append(lines, s)
 			cuts = append(cuts, ok)
 			if lr.Tail > 0 && len(lines) > n {
 				lines, cuts = lines[1:], cuts[1:]
 			}
 		}
-		cur = cur[:0]
+		cur, rc = cur[:0], runeCounter{}
 		if eof {
 			break
 		}
@@ -186,3 +222,59 @@ func pageReader(r io.Reader, lr LineRange) (Lines, error) {
 	out.WholeFile = first == 1 && len(lines) >= total
 	return out, nil
 }
+
+// cutLongLine is cutLine for a line of chars characters of which only the
+// first longLineKeep bytes were kept.
+func cutLongLine(prefix []byte, chars int) string {
+	line := string(prefix)
+	end, k := 0, 0
+	for end = range line {
+		if k == MaxLineLength {
+			break
+		}
+		k++
+	}
+	return line[:end] + "… [line truncated, original " + strconv.Itoa(chars) + " chars]"
+}
+
+// runeCounter counts the characters of a byte stream fed in pieces exactly
+// as utf8.RuneCount counts the whole: a sequence cut between two pieces
+// waits (at most utf8.UTFMax-1 bytes) for the next one.
+type runeCounter struct {
+	n     int
+	bytes int64
+	carry []byte
+}
+
+func (c *runeCounter) add(b []byte) {
+	c.bytes += int64(len(b))
+	for len(c.carry) > 0 && len(b) > 0 {
+		c.carry = append(c.carry, b[0])
+		b = b[1:]
+		if utf8.FullRune(c.carry) {
+			_, w := utf8.DecodeRune(c.carry)
+			c.n++
+			rest := append([]byte(nil), c.carry[w:]...) // after an invalid byte
+			c.carry = c.carry[:0]
+			c.addRaw(rest)
+		}
+	}
+	c.addRaw(b)
+}
+
+// addRaw counts b, keeping an incomplete final sequence as the carry.
+func (c *runeCounter) addRaw(b []byte) {
+	tail := len(b)
+	for i := len(b) - 1; i >= 0 && i >= len(b)-(utf8.UTFMax-1); i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				tail = i
+			}
+			break
+		}
+	}
+	c.n += utf8.RuneCount(b[:tail])
+	c.carry = append(c.carry, b[tail:]...)
+}
+
+func (c *runeCounter) count() int { return c.n + utf8.RuneCount(c.carry) }

@@ -185,7 +185,7 @@ func (m *memWS) ReadFile(p string) ([]byte, error) {
 	return append([]byte(nil), data...), nil
 }
 
-func (m *memWS) ReadLines(p string, lr LineRange) (Lines, error) {
+func (m *memWS) ReadLines(_ context.Context, p string, lr LineRange) (Lines, error) {
 	if err := lr.check("readlines", p); err != nil {
 		return Lines{}, err
 	}

@@ -72,9 +72,9 @@ func TestReadErrors(t *testing.T) {
 			}
 			_, err = ws.ReadFile("../x")
 			wantCode(t, err, errcode.PathEscapeAttempt)
-			_, err = ws.ReadLines("missing", LineRange{})
+			_, err = ws.ReadLines(context.Background(), "missing", LineRange{})
 			wantCode(t, err, errcode.NotFound)
-			_, err = ws.ReadLines("f.txt", LineRange{Offset: -1})
+			_, err = ws.ReadLines(context.Background(), "f.txt", LineRange{Offset: -1})
 			wantCode(t, err, errcode.InvalidArgument)
 			err = ws.WriteFile("d", []byte("x"))
 			wantCode(t, err, errcode.IsADirectory)
@@ -100,7 +100,7 @@ func TestTooLarge(t *testing.T) {
 			}
 		}
 		// Paging still works on a file over the limit.
-		ls, err := ws.ReadLines("big.txt", LineRange{Offset: 2, Limit: 1})
+		ls, err := ws.ReadLines(context.Background(), "big.txt", LineRange{Offset: 2, Limit: 1})
 		must(t, err)
 		if !reflect.DeepEqual(ls.Lines, []string{"line2"}) || ls.Total != 3 {
 			t.Errorf("paging a large file: %+v", ls)
@@ -131,7 +131,7 @@ func TestReadLines(t *testing.T) {
 			ws := im.new(t)
 			must(t, ws.WriteFile("f.txt", []byte(text)))
 			for _, tc := range cases {
-				got, err := ws.ReadLines("f.txt", tc.lr)
+				got, err := ws.ReadLines(context.Background(), "f.txt", tc.lr)
 				must(t, err)
 				if got.Lines == nil {
 					got.Lines = nil
@@ -150,7 +150,7 @@ func TestReadLines(t *testing.T) {
 				}
 			}
 			must(t, ws.WriteFile("long.txt", []byte("a\n"+long+"\nb")))
-			got, err := ws.ReadLines("long.txt", LineRange{})
+			got, err := ws.ReadLines(context.Background(), "long.txt", LineRange{})
 			must(t, err)
 			if got.CutLines != 1 || len(got.Lines) != 3 {
 				t.Fatalf("cut: %+v", got)
@@ -160,7 +160,7 @@ func TestReadLines(t *testing.T) {
 				t.Errorf("cut line = %q...", got.Lines[1][:20])
 			}
 			must(t, ws.WriteFile("empty.txt", nil))
-			got, err = ws.ReadLines("empty.txt", LineRange{})
+			got, err = ws.ReadLines(context.Background(), "empty.txt", LineRange{})
 			must(t, err)
 			if got.Total != 1 || len(got.Lines) != 1 || got.Lines[0] != "" || !got.WholeFile {
 				t.Errorf("empty file: %+v", got)
@@ -178,12 +178,12 @@ func TestReadLinesLargeStreamed(t *testing.T) {
 		b.WriteString("line of text\n")
 	}
 	must(t, ws.WriteFile("big.txt", []byte(b.String())))
-	got, err := ws.ReadLines("big.txt", LineRange{Offset: 10, Limit: 99999})
+	got, err := ws.ReadLines(context.Background(), "big.txt", LineRange{Offset: 10, Limit: 99999})
 	must(t, err)
 	if got.Total != 700001 || len(got.Lines) != MaxLineLimit || got.First != 10 || got.Last != 10+MaxLineLimit-1 {
 		t.Errorf("streamed page: total=%d n=%d first=%d last=%d", got.Total, len(got.Lines), got.First, got.Last)
 	}
-	got, err = ws.ReadLines("big.txt", LineRange{Tail: 3})
+	got, err = ws.ReadLines(context.Background(), "big.txt", LineRange{Tail: 3})
 	must(t, err)
 	if got.First != 699999 || !reflect.DeepEqual(got.Lines, []string{"line of text", "line of text", ""}) {
 		t.Errorf("streamed tail: %+v", got)
@@ -632,7 +632,7 @@ func TestConcurrentUse(t *testing.T) {
 								t.Error(err)
 							}
 						case 5:
-							if _, err := ws.ReadLines("shared.txt", LineRange{}); err != nil {
+							if _, err := ws.ReadLines(context.Background(), "shared.txt", LineRange{}); err != nil {
 								t.Error(err)
 							}
 						}

@@ -101,7 +101,7 @@ func TestSymlinkEscapeSuite(t *testing.T) {
 	finalLink := map[string]bool{"out_file_abs": true, "out_rel_file": true}
 	ops := []op{
 		{"read", func(p string) error { _, err := ws.ReadFile(p); return err }},
-		{"readlines", func(p string) error { _, err := ws.ReadLines(p, LineRange{}); return err }},
+		{"readlines", func(p string) error { _, err := ws.ReadLines(context.Background(), p, LineRange{}); return err }},
 		{"stat", func(p string) error { _, err := ws.Stat(p); return err }},
 		{"exists", func(p string) error { _, err := ws.Exists(p); return err }},
 		{"resolve", func(p string) error { _, err := ws.Resolve(p); return err }},

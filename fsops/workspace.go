@@ -84,8 +84,10 @@ type Workspace interface {
 	// maximum read size with errcode.TooLarge (the message says how to page).
 	ReadFile(p string) ([]byte, error)
 	// ReadLines pages a text file by lines (see LineRange and Lines). It is
-	// not subject to the maximum read size: large files are streamed.
-	ReadLines(p string, r LineRange) (Lines, error)
+	// not subject to the maximum read size: large files are streamed, up to
+	// MaxScanSize bytes (a larger file is errcode.TooLarge), holding only the
+	// wanted lines; it stops with ctx's error when ctx is done.
+	ReadLines(ctx context.Context, p string, r LineRange) (Lines, error)
 	// WriteFile replaces the file atomically (temp file + rename in the same
 	// directory), creating parent directories. A failed write leaves the old
 	// content and no temp file.
@@ -236,6 +238,11 @@ func (l Lines) Text() string {
 
 // MaxLineLength is where ReadLines cuts a long line.
 const MaxLineLength = 2000
+
+// MaxScanSize bounds the bytes ReadLines reads to page one file: counting the
+// lines of a larger one (a sparse file can claim terabytes) would hold a
+// request, and the disk, for minutes.
+const MaxScanSize = 1 << 30
 
 // Edit is one exact-match replacement.
 type Edit struct {

@@ -2,6 +2,7 @@ package mcphttp
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -132,7 +133,7 @@ func BenchmarkEchoFloor(b *testing.B) {
 			http.Error(w, err.Error(), 400)
 			return
 		}
-		lines, err := ws.ReadLines(req.Params.Arguments.Path, fsops.LineRange{})
+		lines, err := ws.ReadLines(context.Background(), req.Params.Arguments.Path, fsops.LineRange{})
 		if err != nil {
 			http.Error(w, err.Error(), 500)
 			return

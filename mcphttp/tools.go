@@ -350,7 +350,7 @@ func (s *Server) registerTools() {
 
 // ── read ────────────────────────────────────────────────────────────────
 
-func readTextFile(_ context.Context, ws fsops.Workspace, a readTextArgs) *mcp.CallToolResult {
+func readTextFile(ctx context.Context, ws fsops.Workspace, a readTextArgs) *mcp.CallToolResult {
 	// 0.9 clients page with head/tail; the result is the bare lines.
 	if a.Head != nil || a.Tail != nil {
 		if a.Head != nil && a.Tail != nil {
@@ -368,7 +368,7 @@ func readTextFile(_ context.Context, ws fsops.Workspace, a readTextArgs) *mcp.Ca
 			}
 			lr.Tail = *a.Tail
 		}
-		lines, err := ws.ReadLines(a.Path, lr)
+		lines, err := ws.ReadLines(ctx, a.Path, lr)
 		if err != nil {
 			return toolError(errorText(failRead, a.Path, err))
 		}
@@ -382,7 +382,7 @@ func readTextFile(_ context.Context, ws fsops.Workspace, a readTextArgs) *mcp.Ca
 	if a.Limit != nil {
 		lr.Limit = *a.Limit
 	}
-	lines, err := ws.ReadLines(a.Path, lr)
+	lines, err := ws.ReadLines(ctx, a.Path, lr)
 	if err != nil {
 		return toolError(errorText(failRead, a.Path, err))
 	}
