@@ -21,8 +21,9 @@
 //   - bwrap: a bubblewrap sandbox per command: all namespaces unshared (the
 //     network shared unless Config.NoNetwork), system directories read-only,
 //     only the needed parts of /etc, a private /tmp, fresh /proc and /dev, the
-//     Request's Boundary bound read-write at its own host path, capabilities
-//     dropped, and the safety Policy.
+//     Request's Boundary bound read-write at its own host path (from a
+//     descriptor, never by name: workdir.go), capabilities dropped, and the
+//     safety Policy.
 //   - software: a plain process group plus the Policy with its workspace
 //     escape checks (cd out, `..` past the root, ~ leading out).
 //   - none: no checks (trusted use).
