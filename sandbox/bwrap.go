@@ -41,6 +41,7 @@ func (e *executor) setupBwrap() (err error) {
 	}
 	e.bwrapPath = path
 	e.bwrapBase = e.buildBwrapBase()
+	e.bindFD = bwrapHasBindFD(path)
 	e.mode = ModeBwrap // command() wraps in bwrap only in this mode
 	defer func() {
 		if err != nil {
@@ -130,10 +131,37 @@ func (e *executor) buildBwrapBase() []string {
 	return append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
 }
 
+// bwrapHasBindFD reports whether this bwrap has --bind-fd (upstream 0.10,
+// and distributions' backports such as Debian 12's 0.8.0-2+deb12u1).
+func bwrapHasBindFD(path string) bool {
+	out, _ := exec.Command(path, "--help").CombinedOutput()
+	return bytes.Contains(out, []byte("--bind-fd "))
+}
+
+// checkBoundary is the first step of every command under a bwrap without
+// --bind-fd (see bwrapArgs): the directory mounted at the boundary's name
+// must be the one fd 3 holds (same device and inode, compared by the
+// shell's own test builtin), and fd 3 is closed before anything else runs.
+func checkBoundary(boundary string) string {
+	q := "'" + strings.ReplaceAll(boundary, "'", `'\''`) + "'"
+	return "[ " + q + " -ef /proc/self/fd/3 ] || { echo 'agentbe: the workspace directory was replaced while the sandbox was being set up; nothing ran' >&2; exit 126; }; exec 3<&-; "
+}
+
 // bwrapArgs completes the argv for one command: the boundary bound
 // read-write at its own host path (clients send absolute `cd` paths) from
 // the descriptor the caller passes as fd 3 (workdir.go: bwrap must not
 // resolve the name again), the cwd, a cleared environment and the command.
+//
+// With --bind-fd bwrap mounts the descriptor's directory, checks it is the
+// one mounted, and closes the descriptor. An older bwrap can only bind a
+// name, and resolves even /proc/self/fd/3 back to one, so a swap can still
+// land a host directory on the mount point: there the name is bound, fd 3
+// is handed to the command, and every command runs through the shell
+// (never the direct path), whose first step (checkBoundary) refuses to go
+// on unless the mounted directory is fd 3's, then closes fd 3 (a
+// descriptor of a directory outside the sandbox's mount namespace, from
+// which `..` leads out). bwrap's own init keeps no descriptors beyond
+// stdio.
 func (e *executor) bwrapArgs(boundary, dir string, env []string, pty bool, argv []string) []string {
 	args := make([]string, 0, len(e.bwrapBase)+10+3*len(env)+len(argv))
 	args = append(args, "bwrap")
@@ -143,7 +171,12 @@ func (e *executor) bwrapArgs(boundary, dir string, env []string, pty bool, argv 
 		// blocks TIOCSTI input injection into the daemon's tty.
 		args = append(args, "--new-session")
 	}
-	args = append(args, "--bind-fd", "3", boundary, "--chdir", dir, "--clearenv")
+	if e.bindFD {
+		args = append(args, "--bind-fd", "3", boundary)
+	} else {
+		args = append(args, "--bind", boundary, boundary)
+	}
+	args = append(args, "--chdir", dir, "--clearenv")
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		args = append(args, "--setenv", k, v)

@@ -305,7 +305,8 @@ type directCmd struct {
 // direct decides whether script takes the fast path from dir and returns
 // the command to exec, or false for the shell.
 func (e *executor) direct(script, dir, boundary string, env []string) (*directCmd, bool) {
-	if e.noDirect || e.shellKind != "bash" || e.ulimit != "" || strings.TrimSpace(script) == "" {
+	if e.noDirect || e.shellKind != "bash" || e.ulimit != "" || strings.TrimSpace(script) == "" ||
+		e.mode == ModeBwrap && !e.bindFD { // the shell must check the mount first (bwrap.go)
 		return nil, false
 	}
 	plan, ok := parseDirect(script)

@@ -178,6 +178,7 @@ type executor struct {
 	bwrapBase                       []string // argv prefix, built once
 	bwrapBound, bwrapLinks          []string // host paths bound / symlinks recreated at their own path (direct.go)
 	noDirect                        bool     // tests: never take the direct fast path
+	bindFD                          bool     // bwrap has --bind-fd (bwrap.go)
 
 	mu      sync.Mutex
 	closed  bool
@@ -471,6 +472,14 @@ func (e *executor) command(script string, wd *workdir, env []string, pty bool) (
 func (e *executor) shellCommand(script string, wd *workdir, env []string, pty bool) *exec.Cmd {
 	var argv []string
 	switch {
+	case e.mode == ModeBwrap && !e.bindFD:
+		// Check the mount against fd 3, then close it (bwrap.go).
+		if script == "" && pty {
+			script = "exec " + e.shellPath + " -i"
+		} else if script == "" {
+			script = "exec " + e.shellPath + " -s"
+		}
+		argv = []string{e.shellArg0, "-c", checkBoundary(wd.boundary) + e.ulimit + script}
 	case script != "":
 		argv = []string{e.shellArg0, "-c", e.ulimit + script}
 	case e.ulimit != "":
