@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -426,5 +428,41 @@ func TestExecNetworkWithoutToken(t *testing.T) {
 				t.Fatalf("--exec-network=%s, token %v: %s; want %s", tc.network, tc.token != "", b, tc.want)
 			}
 		})
+	}
+}
+
+// Where bwrap cannot make a private network namespace (gVisor,
+// user.max_net_namespaces=0), auto keeps bwrap with the host's network
+// rather than falling back to software mode, and says so; software mode
+// without a token warns that commands can call the port.
+func TestExecNetworkAutoKeepsBwrap(t *testing.T) {
+	real, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Skip("bwrap is not installed (CI installs it)")
+	}
+	dir := t.TempDir()
+	fake := "#!/bin/sh\n" +
+		"case \"$1\" in --help|--version) exec " + real + " \"$@\";; esac\n" +
+		"for a; do [ \"$a\" = --share-net ] && exec " + real + " \"$@\"; done\n" +
+		"echo 'bwrap: loopback: Failed RTM_NEWADDR: Operation not supported' >&2; exit 1\n"
+	if err := os.WriteFile(filepath.Join(dir, "bwrap"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+
+	c := testConfig(t)
+	c.Isolation = "auto"
+	r := start(t, c, nil)
+	if got := r.d.proto.exec.Mode(); got != "bwrap" {
+		t.Fatalf("isolation %s; want bwrap with the host's network\n%s", got, r.logs.String())
+	}
+	if !strings.Contains(r.logs.String(), "commands share the host's network") {
+		t.Fatalf("no warning that commands share the network:\n%s", r.logs.String())
+	}
+
+	c = testConfig(t) // software
+	r = start(t, c, nil)
+	if !strings.Contains(r.logs.String(), "commands are host processes and can call this daemon's port") {
+		t.Fatalf("software mode without a token gave no warning:\n%s", r.logs.String())
 	}
 }

@@ -53,7 +53,7 @@ func (p *protocols) build(cfg config.Config, opts Options) (err error) {
 			return err
 		}
 		netOn, netWhy := cfg.ExecNetworkOn()
-		p.exec, err = sandbox.New(sandbox.Config{
+		execCfg := sandbox.Config{
 			Mode:          mode,
 			Shell:         shell,
 			WorkspaceRoot: root.Root(),
@@ -70,18 +70,39 @@ func (p *protocols) build(cfg config.Config, opts Options) (err error) {
 			RunAs:          cfg.RunAs,
 			Secrets:        []string{cfg.AuthToken},
 			Logger:         log.With("component", "sandbox"),
-		})
+		}
+		p.exec, err = sandbox.New(execCfg)
+		if !netOn && cfg.ExecNetwork == "auto" && (mode == sandbox.ModeAuto || mode == sandbox.ModeBwrap) &&
+			(err != nil || p.exec.Mode() != sandbox.ModeBwrap) {
+			// The network was ours to take, and bwrap failed without it:
+			// some kernels and runtimes (gVisor, user.max_net_namespaces=0)
+			// cannot give it a private network namespace. A sandbox that
+			// shares the network still beats none at all.
+			withNet := execCfg
+			withNet.NoNetwork = false
+			if ex, err2 := sandbox.New(withNet); err2 == nil && ex.Mode() == sandbox.ModeBwrap {
+				if p.exec != nil {
+					_ = p.exec.Close()
+				}
+				p.exec, err, netOn = ex, nil, true
+				netWhy = "bwrap cannot create a private network namespace here (it works only with the host's); commands can reach this daemon's port, which has no token: set one (--auth-token-file)"
+			} else if err2 == nil {
+				_ = ex.Close()
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("--isolation %s: %w", cfg.Isolation, err)
 		}
 		log.Info("command isolation", "mode", p.exec.Mode(), "reason", p.exec.Reason())
+		exposed := cfg.AuthToken == "" && !cfg.LocalOnly // commands with network could call our port
 		switch {
+		case p.exec.Mode() != sandbox.ModeBwrap && exposed:
+			log.Warn("commands are host processes and can call this daemon's port, which has no token; scopes do not hold against them: set a token (--auth-token-file)", "isolation", p.exec.Mode())
 		case p.exec.Mode() != sandbox.ModeBwrap:
-			// Only bwrap can take the network away; software and none
-			// commands are host processes.
+			// Only bwrap can take the network away.
 		case !netOn:
 			log.Info("commands have no network (loopback only)", "why", netWhy)
-		case cfg.ExecNetwork == "true" && cfg.AuthToken == "" && !cfg.LocalOnly:
+		case exposed:
 			log.Warn("commands share the host's network", "why", netWhy)
 		}
 	}
