@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -429,22 +430,34 @@ func (e *executor) direct(script, dir, boundary string, env []string) (*directCm
 
 // runnable reports a regular file the command's credential may execute,
 // that the kernel runs itself (ELF or #!), and under bwrap an ELF file for
-// this machine visible at the same path.
+// this machine visible at the same path. The name may be in the workspace,
+// where a command can swap it for a FIFO or a link to a device at any
+// moment: it is opened once with O_PATH (which neither blocks nor runs a
+// device's open) and only a regular file is read, through that descriptor.
 func (e *executor) runnable(p, boundary string) bool {
-	fi, err := os.Stat(p)
+	if e.mode == ModeBwrap && !e.visible(p, boundary) {
+		return false
+	}
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() || !e.mayAccess(fi, 1) {
 		return false
 	}
-	f, err := os.Open(p)
+	rf, err := os.OpenFile(procPath(f), os.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return false
 	}
 	var hdr [20]byte
-	n, _ := io.ReadFull(f, hdr[:])
-	f.Close()
+	n, _ := io.ReadFull(rf, hdr[:])
+	rf.Close()
 	elf := n >= 4 && bytes.Equal(hdr[:4], []byte("\x7fELF"))
 	if e.mode == ModeBwrap {
-		return elf && n == len(hdr) && elfMachineOK(hdr[:]) && e.visible(p, boundary)
+		return elf && n == len(hdr) && elfMachineOK(hdr[:])
 	}
 	return elf || (n >= 2 && hdr[0] == '#' && hdr[1] == '!')
 }

@@ -282,3 +282,62 @@ func TestWorkdirErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestDirectProgramSwappedForFIFO: the direct path reads the header of a
+// program named in the workspace. A command swapping it for a FIFO between
+// the check and the read would leave the daemon blocked in open(2) for
+// ever, outside any command's timeout; the program is opened with O_PATH
+// and read only when it is a regular file.
+func TestDirectProgramSwappedForFIFO(t *testing.T) {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+		t.Run(string(mode), func(t *testing.T) {
+			e, root := newExec(t, mode, func(c *Config) { c.Policy.Disabled = true })
+			tool, fifo := filepath.Join(root, "tool"), filepath.Join(root, "fifo")
+			b, err := os.ReadFile("/usr/bin/true")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(tool, b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Mkfifo(fifo, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var stop atomic.Bool
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					_ = unix.Renameat2(unix.AT_FDCWD, tool, unix.AT_FDCWD, fifo, unix.RENAME_EXCHANGE)
+				}
+			}()
+			defer func() {
+				stop.Store(true)
+				wg.Wait()
+				// Release an open(2) the old code would still be blocked in.
+				for _, p := range []string{tool, fifo} {
+					if f, err := os.OpenFile(p, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+						f.Close()
+					}
+				}
+			}()
+			// bash itself may open the FIFO (and be killed at the
+			// timeout); the daemon must never be the one blocked.
+			for i := 0; i < 60; i++ {
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+					defer cancel()
+					_, _ = e.Run(ctx, Request{Command: "./tool"})
+				}()
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("run %d: an exec with a 300ms timeout did not return in 10s (blocked opening a FIFO swapped in for ./tool)", i)
+				}
+			}
+		})
+	}
+}
