@@ -585,7 +585,7 @@ func (w *dirWS) ReadLines(ctx context.Context, p string, lr LineRange) (Lines, e
 		return Lines{}, errcode.New(errcode.TooLarge, "readlines", p,
 			"file is %d bytes; paging it by lines reads at most %d (MaxScanSize); use grep, or exec with head/tail/sed", size, int64(MaxScanSize))
 	}
-	ls, err := pageReader(ctx, io.LimitReader(f, MaxScanSize+1), lr)
+	ls, err := pageReader(ctx, f, lr)
 	if err == errScanLimit {
 		return Lines{}, errcode.New(errcode.TooLarge, "readlines", p,
 			"file grew past %d bytes while it was paged (MaxScanSize); use grep, or exec with head/tail/sed", int64(MaxScanSize))

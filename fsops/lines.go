@@ -1,12 +1,13 @@
 package fsops
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 	"unsafe"
 
@@ -132,104 +133,135 @@ const longLineKeep = MaxLineLength * utf8.UTFMax
 // ctxCheckBytes: pageReader looks at ctx after this many bytes.
 const ctxCheckBytes = 1 << 20
 
-// pageReader pages a large file without holding it: it keeps only the wanted
-// lines (a ring of the last n for Tail) and counts the rest. It reads at
-// most MaxScanSize bytes (errScanLimit past that) and stops with ctx's error
-// when ctx is done.
-func pageReader(ctx context.Context, r io.Reader, lr LineRange) (Lines, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var (
-		lines []string
-		total int
-		first int
-		n     int
-		cut   int
-		cuts  []bool
-		read  int64 // bytes consumed
-		check int64 // read at the last look at ctx
-	)
-	if lr.Tail == 0 {
-		first, n = lr.window(0)
-	} else {
-		_, n = lr.window(0)
-	}
-	var cur []byte     // the line's first longLineKeep bytes
-	var rc runeCounter // all of its characters
-	for {
-		chunk, err := br.ReadSlice('\n')
-		read += int64(len(chunk))
-		if read > MaxScanSize {
-			return Lines{}, errScanLimit
-		}
-		if read-check >= ctxCheckBytes {
-			check = read
-			if cerr := ctx.Err(); cerr != nil {
-				return Lines{}, cerr
-			}
-		}
-		body := chunk
-		if err == nil {
-			body = chunk[:len(chunk)-1]
-		}
-		if room := longLineKeep - len(cur); room > 0 {
-			cur = append(cur, body[:min(room, len(body))]...)
-		}
-		rc.add(body)
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if err != nil && err != io.EOF {
+// pageReader pages a large file without holding it: it keeps only the
+// wanted lines and counts the rest in whole blocks (bytes.Count), so a file
+// of a billion empty lines costs no more than one of a few long ones. Tail
+// counts the lines first and then reads the page. It reads at most
+// MaxScanSize bytes per pass (errScanLimit past that) and stops with ctx's
+// error when ctx is done.
+func pageReader(ctx context.Context, r io.ReadSeeker, lr LineRange) (Lines, error) {
+	first, n := lr.window(0)
+	if lr.Tail > 0 {
+		total := 1
+		if err := scanBlocks(ctx, r, func(b []byte) { total += bytes.Count(b, newline) }); err != nil {
 			return Lines{}, err
 		}
-		eof := err == io.EOF
-		total++
-		keep := false
-		if lr.Tail > 0 {
-			keep = true
-		} else if total >= first && total < first+n {
-			keep = true
-		}
-		if keep {
-			var s string
-			var ok bool
-			if rc.bytes <= int64(len(cur)) {
-				s, ok = cutLine(string(cur))
-			} else {
-				// More than longLineKeep bytes: more than MaxLineLength
-				// characters, whatever their width.
-				s, ok = cutLongLine(cur, rc.count()), true
-			}
-			lines = append(lines, s)
-			cuts = append(cuts, ok)
-			if lr.Tail > 0 && len(lines) > n {
-				lines, cuts = lines[1:], cuts[1:]
-			}
-		}
-		cur, rc = cur[:0], runeCounter{}
-		if eof {
-			break
+		first, n = lr.window(total)
+		if _, err := r.Seek(0, io.SeekStart); err != nil {
+			return Lines{}, err
 		}
 	}
-	if lr.Tail > 0 {
-		first = total - len(lines) + 1
-	}
-	for _, c := range cuts {
-		if c {
+	var (
+		lines []string
+		cut   int
+		line  = 1    // the number of the line being read
+		cur   []byte // its first longLineKeep bytes, when it is wanted
+		rc    runeCounter
+	)
+	wanted := func() bool { return line >= first && line < first+n }
+	finish := func() {
+		var s string
+		var ok bool
+		if rc.bytes <= int64(len(cur)) {
+			s, ok = cutLine(string(cur))
+		} else {
+			// More than longLineKeep bytes: more than MaxLineLength
+			// characters, whatever their width.
+			s, ok = cutLongLine(cur, rc.count()), true
+		}
+		lines = append(lines, s)
+		if ok {
 			cut++
 		}
+		cur, rc = cur[:0], runeCounter{}
 	}
-	out := Lines{Lines: lines, First: first, Last: first + len(lines) - 1, Total: total, CutLines: cut}
-	out.WholeFile = first == 1 && len(lines) >= total
+	err := scanBlocks(ctx, r, func(data []byte) {
+		for len(data) > 0 {
+			if line >= first+n {
+				line += bytes.Count(data, newline) // past the page: count only
+				return
+			}
+			if line < first {
+				if c := bytes.Count(data, newline); line+c < first {
+					line += c // the whole block is before the page
+					return
+				}
+			}
+			i := bytes.IndexByte(data, '\n')
+			seg := data
+			if i >= 0 {
+				seg = data[:i]
+			}
+			if wanted() {
+				if room := longLineKeep - len(cur); room > 0 {
+					cur = append(cur, seg[:min(room, len(seg))]...)
+				}
+				rc.add(seg)
+			}
+			if i < 0 {
+				return
+			}
+			if wanted() {
+				finish()
+			}
+			line++
+			data = data[i+1:]
+		}
+	})
+	if err != nil {
+		return Lines{}, err
+	}
+	if wanted() {
+		finish() // the last line, after the last newline (maybe empty)
+	}
+	out := Lines{Lines: lines, First: first, Last: first + len(lines) - 1, Total: line, CutLines: cut}
+	out.WholeFile = first == 1 && len(lines) >= line
 	return out, nil
 }
+
+var newline = []byte{'\n'}
+
+// scanBlocks feeds r to fn in blocks until EOF: at most MaxScanSize bytes
+// (errScanLimit past that), looking at ctx every ctxCheckBytes.
+func scanBlocks(ctx context.Context, r io.Reader, fn func([]byte)) error {
+	bp := scanBufs.Get().(*[]byte)
+	defer scanBufs.Put(bp)
+	buf := *bp
+	var read, check int64
+	for {
+		k, err := r.Read(buf)
+		if k > 0 {
+			read += int64(k)
+			if read > MaxScanSize {
+				return errScanLimit
+			}
+			if read-check >= ctxCheckBytes {
+				check = read
+				if cerr := ctx.Err(); cerr != nil {
+					return cerr
+				}
+			}
+			fn(buf[:k])
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+var scanBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
 // cutLongLine is cutLine for a line of chars characters of which only the
 // first longLineKeep bytes were kept.
 func cutLongLine(prefix []byte, chars int) string {
 	line := string(prefix)
-	end, k := 0, 0
-	for end = range line {
+	end, k := len(line), 0 // the prefix may hold exactly MaxLineLength characters
+	for i := range line {
 		if k == MaxLineLength {
+			end = i
 			break
 		}
 		k++

@@ -62,6 +62,31 @@ func TestReadLinesLongLineMemory(t *testing.T) {
 	}
 }
 
+// Many short lines cost a count, not an allocation each: Tail and an offset
+// past the end of 32 MiB of empty lines allocate little.
+func TestReadLinesManyLinesAllocations(t *testing.T) {
+	ws, root := newTestWS(t)
+	if err := os.WriteFile(filepath.Join(root, "nl"), []byte(strings.Repeat("\n", 32<<20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, lr := range []LineRange{{Tail: MaxLineLimit}, {Offset: 1 << 30}, {Offset: 16 << 20, Limit: 10}} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		ls, err := ws.ReadLines(context.Background(), "nl", lr)
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ls.Total != 32<<20+1 {
+			t.Fatalf("%+v: total %d lines, want %d", lr, ls.Total, 32<<20+1)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 2<<20 {
+			t.Fatalf("%+v over 32 Mi empty lines allocated %d bytes", lr, alloc)
+		}
+	}
+}
+
 // A done context stops the scan.
 func TestReadLinesHonoursContext(t *testing.T) {
 	ws, root := newTestWS(t)
@@ -86,15 +111,19 @@ func TestReadLinesHonoursContext(t *testing.T) {
 func TestPageReaderMatchesPageString(t *testing.T) {
 	wide := strings.Repeat("é€😀", 3000)
 	invalid := strings.Repeat("a\xe2\x82", 5000) + "\xf0\x90"
-	texts := []string{"", "a", "a\nb\n", wide, wide + "\n" + invalid + "\nend", strings.Repeat("x", longLineKeep+1) + "\n" + strings.Repeat("y", 70000)}
+	exactFit := strings.Repeat("😀", MaxLineLength) + "tail" // the kept bytes hold exactly MaxLineLength characters
+	many := strings.Repeat("line\n", 200000)
+	texts := []string{"", "a", "a\nb\n", "\n\n\n", wide, wide + "\n" + invalid + "\nend", exactFit, exactFit + "\n" + exactFit,
+		strings.Repeat("x", longLineKeep+1) + "\n" + strings.Repeat("y", 70000), many, many + "last"}
 	for i, text := range texts {
-		for _, lr := range []LineRange{{}, {Head: 1}, {Tail: 1}, {Offset: 2, Limit: 1}} {
+		for _, lr := range []LineRange{{}, {Head: 1}, {Head: 3}, {Tail: 1}, {Tail: 3}, {Offset: 2, Limit: 1}, {Offset: 150000, Limit: 5}, {Offset: 10000000}} {
 			want := pageString(text, lr)
 			got, err := pageReader(context.Background(), strings.NewReader(text), lr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Join(got.Lines, "\n") != strings.Join(want.Lines, "\n") || got.Total != want.Total || got.CutLines != want.CutLines || got.First != want.First {
+			if strings.Join(got.Lines, "\n") != strings.Join(want.Lines, "\n") || got.Total != want.Total || got.CutLines != want.CutLines ||
+				got.First != want.First || got.Last != want.Last || got.WholeFile != want.WholeFile {
 				t.Errorf("text %d, %+v: pageReader %d lines (total %d, cut %d), pageString %d lines (total %d, cut %d)",
 					i, lr, len(got.Lines), got.Total, got.CutLines, len(want.Lines), want.Total, want.CutLines)
 			}
