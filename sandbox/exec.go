@@ -463,7 +463,13 @@ func (e *executor) command(script string, wd *workdir, env []string, pty bool) (
 		if e.mode == ModeBwrap {
 			argv = d.bwrapArgv
 		}
-		return e.wrap(d.path, argv, d.dir, wd, d.env, pty), true
+		path := d.path
+		if d.rel != "" && e.mode != ModeBwrap {
+			// As bash does: relative to the cwd the child enters by
+			// descriptor (wrap), not by the directory's name.
+			path = d.rel
+		}
+		return e.wrap(path, argv, d.dir, wd, d.env, pty), true
 	}
 	return e.shellCommand(script, wd, env, pty), false
 }
@@ -502,10 +508,18 @@ func (e *executor) shellCommand(script string, wd *workdir, env []string, pty bo
 func (e *executor) wrap(path string, argv []string, dir string, wd *workdir, env []string, pty bool) *exec.Cmd {
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env,
 		SysProcAttr: &syscall.SysProcAttr{Credential: e.cred}}
-	if dir == wd.dir {
-		// The child enters the directory we opened, not the name: its
-		// chdir runs before exec, while it still has our descriptors.
+	// The child enters a directory we opened, not a name: its chdir runs
+	// before exec, while it still has our descriptors. A `cd` target the
+	// direct path took is opened beneath the boundary's descriptor; if that
+	// fails the kernel's chdir by name reports it, as bash's cd would.
+	switch {
+	case e.mode == ModeBwrap: // bwrap's --chdir, inside its own mounts
+	case dir == wd.dir:
 		cmd.Dir = procPath(wd.dfd)
+	default:
+		if f := wd.openBeneath(dir); f != nil {
+			cmd.Dir = procPath(f)
+		}
 	}
 	if e.mode == ModeBwrap {
 		cmd.Path = e.bwrapPath

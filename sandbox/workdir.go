@@ -27,10 +27,34 @@ type workdir struct {
 	boundary, dir string   // clean absolute names
 	bfd           *os.File // the boundary directory
 	dfd           *os.File // the working directory: bfd, or a directory opened beneath it
+	extra         []*os.File
+}
+
+// openBeneath opens dir, a directory at or below the boundary, beneath the
+// boundary's descriptor; nil if it cannot. It is closed with w.
+func (w *workdir) openBeneath(dir string) *os.File {
+	if !within(w.boundary, dir) {
+		return nil
+	}
+	r, err := os.OpenRoot(procPath(w.bfd))
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	f, err := r.OpenFile(relTo(w.boundary, dir), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return nil
+	}
+	w.extra = append(w.extra, f)
+	return f
 }
 
 // close releases the descriptors. The child has its own copies by then.
 func (w *workdir) close() {
+	for _, f := range w.extra {
+		f.Close()
+	}
+	w.extra = nil
 	if w.dfd != nil && w.dfd != w.bfd {
 		w.dfd.Close()
 	}
@@ -56,7 +80,8 @@ func (e *executor) openWorkdir(req *Request, dir, boundary string) (*workdir, er
 	if req.Workspace != nil {
 		wd.bfd, err = req.Workspace.OpenDir()
 	} else {
-		wd.bfd, err = e.rootH.Open(relTo(e.root, boundary))
+		// O_DIRECTORY: a FIFO by that name must not block us.
+		wd.bfd, err = e.rootH.OpenFile(relTo(e.root, boundary), os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	}
 	if errors.Is(err, fs.ErrClosed) {
 		ce := *errClosed // Close ran: the root handle is gone
@@ -73,7 +98,7 @@ func (e *executor) openWorkdir(req *Request, dir, boundary string) (*workdir, er
 	if dir != boundary {
 		r, err := os.OpenRoot(procPath(wd.bfd))
 		if err == nil {
-			wd.dfd, err = r.Open(relTo(boundary, dir))
+			wd.dfd, err = r.OpenFile(relTo(boundary, dir), os.O_RDONLY|syscall.O_DIRECTORY, 0)
 			r.Close()
 		}
 		if err != nil {

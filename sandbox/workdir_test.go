@@ -260,6 +260,9 @@ func TestWorkdirErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "file"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := unix.Mkfifo(filepath.Join(root, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		req  Request
@@ -270,6 +273,8 @@ func TestWorkdirErrors(t *testing.T) {
 		{"boundary is a link out", Request{Boundary: filepath.Join(root, "out")}, errcode.PathEscapeAttempt},
 		{"boundary is a file", Request{Boundary: filepath.Join(root, "file")}, errcode.NotFound},
 		{"dir is a link out", Request{Dir: filepath.Join(root, "out")}, errcode.PathEscapeAttempt},
+		{"boundary is a FIFO", Request{Boundary: filepath.Join(root, "fifo")}, errcode.NotFound},
+		{"dir is a FIFO", Request{Dir: filepath.Join(root, "fifo")}, errcode.NotFound},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -339,5 +344,57 @@ func TestDirectProgramSwappedForFIFO(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRelativeProgramSwap: `./tool` runs the scope's tool even while the
+// scope's name is being swapped for a link to a host directory with a tool
+// of its own, on the direct path and the shell's alike: the program is
+// found relative to the working directory the child entered by descriptor.
+func TestRelativeProgramSwap(t *testing.T) {
+	e, root := newExec(t, ModeSoftware)
+	host := t.TempDir()
+	scope, link := filepath.Join(root, "s"), filepath.Join(root, "l")
+	if err := os.Mkdir(scope, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for dir, word := range map[string]string{scope: "SCOPE", host: "HOST"} {
+		if err := os.WriteFile(filepath.Join(dir, "tool"), []byte("#!/bin/sh\necho "+word+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(host, link); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	sc, err := ws.Scope("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.Stat("."); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			_ = unix.Renameat2(unix.AT_FDCWD, scope, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE)
+		}
+	}()
+	defer func() { stop.Store(true); wg.Wait() }()
+	for i := 0; i < 200; i++ {
+		res, err := e.Run(context.Background(), Request{Command: "./tool", Workspace: sc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := string(res.Stdout); out != "SCOPE\n" {
+			t.Fatalf("run %d: ./tool printed %q (stderr %q); want the scope's tool", i, out, res.Stderr)
+		}
 	}
 }
