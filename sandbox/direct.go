@@ -296,7 +296,7 @@ func sourceIs(src string, n syntax.Node, want string) bool {
 // directCmd is a resolved fast-path command.
 type directCmd struct {
 	path string   // the program's absolute host path
-	rel  string   // the name as typed when it is relative to the cwd ("./tool"), else
+	rel  string   // the name as typed when it is relative to the cwd ("./tool"), else empty
 	argv []string // argv[0] is the name as typed
 	dir  string   // the cwd (the cd target, or the request's dir)
 	env  []string // the request's env plus what bash adds
