@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"path/filepath"
@@ -207,6 +208,27 @@ type budgetError struct{}
 func (budgetError) Error() string { return "budget" }
 
 var errBudget error = budgetError{}
+
+// RefusalPrefix starts every refusal text a client sees, on MCP and SSH
+// alike; RefusalText adds the code in parentheses.
+const RefusalPrefix = "Dangerous operation blocked"
+
+// RefusalText is the text clients see for a command the policy refused:
+// "Dangerous operation blocked (<CODE>): <rule>: <why>", with CODE
+// DANGEROUS_OPERATION or UNSAFE_COMMAND. ok is false for any other error.
+// Every face (MCP exec, SSH exec/shell) words refusals with it, so that a
+// client can match on the prefix and the code alike.
+func RefusalText(err error) (text string, ok bool) {
+	var e *errcode.Error
+	if !errors.As(err, &e) || (e.Code != errcode.DangerousOperation && e.Code != errcode.UnsafeCommand) {
+		return "", false
+	}
+	msg := e.Msg
+	if msg == "" {
+		msg = e.Error()
+	}
+	return RefusalPrefix + " (" + string(e.Code) + "): " + msg, true
+}
 
 func (c *checker) refuse(code errcode.Code, rule, format string, args ...any) error {
 	return &errcode.Error{Code: code, Op: "exec", Command: c.src,
