@@ -124,7 +124,7 @@ func (p *Policy) check(command, dir, boundary string) error {
 	if len(command) > MaxCommandBytes {
 		return c.unsafe(RuleTooLarge, "the command is %d bytes; the policy judges at most %d", len(command), MaxCommandBytes)
 	}
-	err := c.script(command, 0)
+	err := c.script(command, 0, ctx{})
 	if err == errBudget {
 		return c.unsafe(RuleUnjudgeable, "the command is too complex to judge")
 	}
@@ -177,13 +177,36 @@ func (s state) equal(o state) bool {
 
 // ctx is what a statement's surroundings tell about it.
 type ctx struct {
-	pipedIn      bool   // stdin is a pipe
-	pipeDownload bool   // what feeds that pipe downloads something
-	bg           bool   // runs concurrently (pipeline side, background)
-	inFunc       string // name of the function whose body this is
-	external     bool   // run by a wrapper program: shell functions do not apply
-	infLoop      bool   // inside a loop without an exit condition
+	pipedIn      bool         // stdin is a pipe
+	pipeDownload bool         // what feeds that pipe downloads something
+	stdinFile    bool         // stdin is a file or descriptor redirected by an enclosing command
+	stdinHdoc    *syntax.Word // stdin is this heredoc or here-string of an enclosing command
+	moreArgs     bool         // xargs appends words read from its input
+	selfDownload bool         // the simple command whose words these are downloads something
+	bg           bool         // runs concurrently (pipeline side, background)
+	inFunc       string       // name of the function whose body this is
+	external     bool         // run by a wrapper program: shell functions do not apply
+	infLoop      bool         // inside a loop without an exit condition
 }
+
+// stdinCtx is the stdin that code run by a command (bash -c, env -S, a
+// command substitution) inherits: the command's own redirection if it has
+// one, else what the command itself inherited.
+func stdinCtx(x ctx, sio *stmtIO) ctx {
+	in := ctx{pipedIn: x.pipedIn, pipeDownload: x.pipeDownload, stdinFile: x.stdinFile, stdinHdoc: x.stdinHdoc}
+	if sio != nil && sio.hdoc != nil {
+		return ctx{stdinHdoc: sio.hdoc}
+	}
+	if sio != nil && sio.stdinFile {
+		return ctx{stdinFile: true}
+	}
+	return in
+}
+
+// unknownStdin is the context of code run by another program with input
+// the policy does not see (a pager, an editor, a function or alias body that
+// may be called from a pipeline): stdin counts as a pipe of data.
+var unknownStdin = ctx{pipedIn: true}
 
 // io is what a simple command's redirections tell about it.
 type stmtIO struct {
@@ -244,7 +267,7 @@ func (c *checker) unsafe(rule, format string, args ...any) error {
 }
 
 // script parses and judges a (possibly nested) script.
-func (c *checker) script(src string, depth int) error {
+func (c *checker) script(src string, depth int, in ctx) error {
 	if depth > MaxNesting {
 		return c.unsafe(RuleUnjudgeable, "shell code nested more than %d levels deep", MaxNesting)
 	}
@@ -255,7 +278,7 @@ func (c *checker) script(src string, depth int) error {
 	saved := c.depth
 	c.depth = depth
 	defer func() { c.depth = saved }()
-	return c.stmts(f.Stmts, ctx{})
+	return c.stmts(f.Stmts, in)
 }
 
 func (c *checker) stmts(list []*syntax.Stmt, x ctx) error {
@@ -278,6 +301,9 @@ func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
 		x.bg = true
 		saved := c.st.clone()
 		defer func() { c.st = saved }()
+	}
+	if ce, ok := s.Cmd.(*syntax.CallExpr); ok && containsDownloader(ce) {
+		x.selfDownload = true
 	}
 	var sio stmtIO
 	for _, r := range s.Redirs {
@@ -356,7 +382,11 @@ func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
 		}
 		c.funcs[name] = true
 		saved := c.st.clone()
-		err := c.stmt(cmd.Body, ctx{inFunc: name})
+		// The body runs wherever the function is called, maybe in a
+		// pipeline: judge it with stdin unknown.
+		fx := unknownStdin
+		fx.inFunc = name
+		err := c.stmt(cmd.Body, fx)
 		c.st = saved
 		return err
 	case *syntax.ArithmCmd:
@@ -379,6 +409,7 @@ func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
 		return c.stmt(cmd.Stmt, x)
 	case *syntax.CoprocClause:
 		x.bg = true
+		x.pipedIn, x.pipeDownload, x.stdinFile, x.stdinHdoc = true, false, false, nil
 		saved := c.st.clone()
 		err := c.stmt(cmd.Stmt, x)
 		c.st = saved
@@ -489,6 +520,7 @@ func (c *checker) binary(b *syntax.BinaryCmd, x ctx) error {
 		rx.bg = true
 		rx.pipedIn = true
 		rx.pipeDownload = x.pipeDownload || containsDownloader(b.X)
+		rx.stdinFile, rx.stdinHdoc = false, nil
 		err := c.stmt(b.Y, rx)
 		c.st = saved
 		return err
@@ -592,8 +624,8 @@ func (c *checker) redirect(r *syntax.Redirect, sio *stmtIO, x ctx) error {
 		return c.danger(RuleRemoteAccess, "bash network redirection to %s (a reverse shell or raw socket)", target)
 	}
 	switch r.Op {
-	case syntax.RdrIn:
-		if fd0 {
+	case syntax.RdrIn, syntax.DplIn:
+		if fd0 && !(r.Op == syntax.DplIn && ok && target == "-") {
 			sio.stdinFile = true
 		}
 	case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.RdrAll, syntax.AppAll, syntax.RdrInOut, syntax.DplOut:
@@ -641,16 +673,23 @@ func (c *checker) embedded(n syntax.Node, x ctx) error {
 			return false
 		}
 		var list []*syntax.Stmt
+		// A substitution reads the stdin of the command around it; >(...)
+		// reads what that command writes.
+		in := stdinCtx(x, nil)
 		switch s := n.(type) {
 		case *syntax.CmdSubst:
 			list = s.Stmts
 		case *syntax.ProcSubst:
 			list = s.Stmts
+			if s.Op == syntax.CmdOut {
+				in = ctx{pipedIn: true, pipeDownload: x.pipeDownload || x.selfDownload}
+			}
 		default:
 			return true
 		}
+		in.inFunc = x.inFunc
 		saved := c.st.clone()
-		err = c.stmts(list, ctx{inFunc: x.inFunc})
+		err = c.stmts(list, in)
 		c.st = saved
 		return false
 	})

@@ -37,7 +37,9 @@ var (
 	shells = set("sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "yash",
 		"posh", "rbash")
 	langInterpreters = set("python", "python2", "python3", "perl", "ruby", "node", "nodejs", "php",
-		"lua", "deno", "bun", "tclsh", "Rscript", "pwsh", "osascript")
+		"lua", "deno", "bun", "tclsh", "Rscript", "pwsh", "osascript", "R", "expect", "wish", "julia",
+		"irb", "ipython", "ipython3", "jshell", "ghci", "guile", "racket", "sbcl", "ocaml", "erl",
+		"iex", "scala", "groovysh", "jjs", "luajit", "php8", "perl5", "pypy", "pypy3")
 	// codeVars are environment variables whose value programs run as a
 	// shell command; a static value is judged like the command it is.
 	codeVars = set("GIT_SSH_COMMAND", "GIT_EDITOR", "GIT_PAGER", "GIT_ASKPASS", "GIT_EXTERNAL_DIFF",
@@ -419,6 +421,9 @@ func (c *checker) shell(a args, x ctx, sio *stmtIO) error {
 	}
 	if cmode {
 		if i >= len(a.words) {
+			if x.moreArgs {
+				return c.unsafe(RuleUnjudgeable, "%s -c runs code pasted from its input by xargs", a.vals[0])
+			}
 			return nil
 		}
 		code, ok := litWord(a.words[i])
@@ -428,7 +433,7 @@ func (c *checker) shell(a args, x ctx, sio *stmtIO) error {
 			}
 			return c.unsafe(RuleUnjudgeable, "%s -c runs code computed at run time (%s)", a.vals[0], wordSource(a.words[i]))
 		}
-		return c.nested(code)
+		return c.nestedIn(code, stdinCtx(x, sio))
 	}
 	if !stdin && i < len(a.words) {
 		if !a.ok[i] {
@@ -438,7 +443,7 @@ func (c *checker) shell(a args, x ctx, sio *stmtIO) error {
 			if hasProcSubst(a.words[i]) {
 				return c.unsafe(RuleUnjudgeable, "a shell reads its script from a process substitution")
 			}
-			return nil
+			return c.stdinPathWord(a.vals[0], a.words[i], x, sio)
 		}
 		if fd, isFd := fdPath(a.vals[i]); isFd {
 			if fd != "0" {
@@ -453,19 +458,45 @@ func (c *checker) shell(a args, x ctx, sio *stmtIO) error {
 
 // stdinCode judges a shell that reads its commands from stdin.
 func (c *checker) stdinCode(prog string, x ctx, sio *stmtIO) error {
+	return c.stdinProgram(prog, x, sio, true)
+}
+
+// stdinProgram judges a program that reads the code it runs from stdin: a
+// shell (shell true), whose code from a static heredoc or here-string is
+// judged as a script, or another interpreter, whose code is another
+// language and is not judged. Code piped in from a download is
+// pipe-to-shell; code piped or redirected into a shell cannot be judged;
+// in software mode (escape checks on), where nothing else confines it, no
+// program may read its code from a pipe, a file redirection or the
+// command's own stdin (an SSH client's input).
+func (c *checker) stdinProgram(prog string, x ctx, sio *stmtIO, shell bool) error {
+	in := stdinCtx(x, sio)
 	switch {
-	case sio != nil && sio.hdoc != nil:
-		body, ok := hdocText(sio.hdoc)
+	case in.stdinHdoc != nil:
+		if !shell {
+			return nil // a literal program, like -c
+		}
+		body, ok := hdocText(in.stdinHdoc)
 		if !ok {
 			return c.unsafe(RuleUnjudgeable, "a heredoc with expansions is fed to %s", prog)
 		}
-		return c.nested(body)
-	case x.pipedIn && x.pipeDownload:
+		return c.nestedIn(body, ctx{stdinHdoc: in.stdinHdoc})
+	case in.pipedIn && in.pipeDownload:
 		return c.danger(RulePipeToShell, "downloaded content is piped into %s; download to a file, inspect it, then run it", prog)
-	case x.pipedIn:
+	case in.pipedIn && shell:
 		return c.unsafe(RuleUnjudgeable, "commands piped into %s cannot be judged", prog)
-	case sio != nil && sio.stdinFile:
+	case in.stdinFile && shell:
 		return c.unsafe(RuleUnjudgeable, "commands redirected into %s cannot be judged", prog)
+	case c.p.escapes:
+		from := "stdin"
+		switch {
+		case in.pipedIn:
+			from = "a pipe"
+		case in.stdinFile:
+			from = "a redirected file"
+		}
+		return c.unsafe(RuleUnjudgeable, "%s reads the program it runs from %s, which cannot be judged in software mode; "+
+			"pass the program as a file or with -c (bwrap isolation allows it)", prog, from)
 	}
 	return nil
 }
@@ -506,9 +537,13 @@ func hasProcSubst(w *syntax.Word) bool {
 }
 
 // nested judges code that a command will run as a shell script.
-func (c *checker) nested(code string) error {
+// Its stdin counts as unknown data (see unknownStdin).
+func (c *checker) nested(code string) error { return c.nestedIn(code, unknownStdin) }
+
+// nestedIn judges code run as a shell script whose stdin is in's.
+func (c *checker) nestedIn(code string, in ctx) error {
 	saved := c.st.clone()
-	err := c.script(code, c.depth+1)
+	err := c.script(code, c.depth+1, in)
 	c.st = saved
 	return err
 }
@@ -523,18 +558,115 @@ func (c *checker) execScript(file string) error {
 	return nil
 }
 
-// interpreter judges python/perl/node/...: their code is another language,
-// but feeding them downloaded code is download-and-execute.
+// interpSpec says how an interpreter takes its program: codeLetters are
+// short options whose value is the program (python -c, perl -e), codeLong
+// the long ones; replLetters make it read stdin even with a script
+// (python -i); valued are options that take the next word as a value.
+type interpSpec struct {
+	codeLetters, replLetters string
+	codeLong                 map[string]bool
+}
+
+var interpSpecs = map[string]interpSpec{
+	"python":    {codeLetters: "cm", replLetters: "i"},
+	"perl":      {codeLetters: "eE"},
+	"ruby":      {codeLetters: "e"},
+	"node":      {codeLetters: "ep", replLetters: "i", codeLong: set("--eval", "--print", "--interactive")},
+	"php":       {codeLetters: "rRBEF", replLetters: "a"},
+	"lua":       {codeLetters: "e", replLetters: "i"},
+	"Rscript":   {codeLetters: "e"},
+	"R":         {codeLetters: "ef", codeLong: set("--file")},
+	"expect":    {codeLetters: "cf", replLetters: "i"},
+	"pwsh":      {codeLetters: "cf", codeLong: set("-Command", "-command", "-File", "-file", "-EncodedCommand", "-e")},
+	"deno":      {},
+	"bun":       {codeLetters: "e", codeLong: set("--eval", "--print")},
+	"osascript": {codeLetters: "e"},
+	"julia":     {codeLetters: "eE", replLetters: "i", codeLong: set("--eval", "--print")},
+}
+
+// interpreter judges python/perl/node/...: their code is another language
+// and is not judged, but feeding them downloaded code is
+// download-and-execute, and reading the program from stdin is judged by
+// stdinProgram.
 func (c *checker) interpreter(a args, x ctx, sio *stmtIO, base string) error {
 	if anyDownloadSubst(a.words[1:]) {
 		return c.danger(RuleDownloadExec, "%s runs downloaded code", base)
 	}
-	ops := a.operands(set("-c", "-e", "-m", "-W", "-X", "-E", "-r", "-I", "-M", "--eval", "--require", "-p", "--print"))
-	if len(ops) > 0 && a.ok[ops[0]] && a.vals[ops[0]] != "-" {
-		return c.execScript(a.vals[ops[0]])
+	key := base
+	switch {
+	case strings.HasPrefix(base, "python"), strings.HasPrefix(base, "pypy"):
+		key = "python"
+	case base == "nodejs":
+		key = "node"
 	}
-	if x.pipedIn && x.pipeDownload && !a.has("-c", "-e", "-m", "--eval", "-p", "--print") {
-		return c.danger(RulePipeToShell, "downloaded content is piped into %s", base)
+	spec := interpSpecs[key]
+	code, repl, moreCode := false, false, false
+	for i := 1; i < len(a.vals); i++ {
+		if !a.ok[i] {
+			break
+		}
+		v := a.vals[i]
+		if v == "--" || v == "-" || !strings.HasPrefix(v, "-") || len(v) < 2 {
+			break
+		}
+		if spec.codeLong[v] || strings.HasPrefix(v, "--") && spec.codeLong[strings.SplitN(v, "=", 2)[0]] {
+			code = true
+			if !strings.Contains(v, "=") && i+1 >= len(a.vals) {
+				moreCode = true
+			}
+			break
+		}
+		if v[1] == '-' {
+			continue
+		}
+		if j := strings.IndexAny(v[1:], spec.codeLetters); spec.codeLetters != "" && j >= 0 {
+			code = true
+			if j == len(v)-2 && i+1 >= len(a.vals) {
+				moreCode = true // the program is the next word, and there is none
+			}
+			if strings.ContainsAny(v[1:j+1], spec.replLetters) && spec.replLetters != "" {
+				repl = true
+			}
+			break
+		}
+		if spec.replLetters != "" && strings.ContainsAny(v[1:], spec.replLetters) {
+			repl = true
+		}
+	}
+	if moreCode && x.moreArgs {
+		return c.unsafe(RuleUnjudgeable, "%s runs a program pasted from its input by xargs", base)
+	}
+	if code && !repl {
+		return nil
+	}
+	if !code {
+		ops := a.operands(set("-W", "-X", "-I", "-M", "--require", "-r", "-C", "--config", "-J"))
+		if len(ops) > 0 {
+			i := ops[0]
+			if !a.ok[i] {
+				return c.stdinPathWord(base, a.words[i], x, sio)
+			}
+			if fd, isFd := fdPath(a.vals[i]); !isFd {
+				if err := c.execScript(a.vals[i]); err != nil || !repl {
+					return err
+				}
+			} else if fd != "0" {
+				return c.unsafe(RuleUnjudgeable, "%s reads its program from file descriptor %s", base, fd)
+			}
+		}
+	}
+	return c.stdinProgram(base, x, sio, false)
+}
+
+// stdinPathWord judges a script operand computed at run time: it runs like
+// a script on disk unless it names stdin or a descriptor in some way.
+func (c *checker) stdinPathWord(prog string, w *syntax.Word, x ctx, sio *stmtIO) error {
+	if hasProcSubst(w) {
+		return c.unsafe(RuleUnjudgeable, "%s reads its program from a process substitution", prog)
+	}
+	src := wordSource(w)
+	if strings.Contains(src, "/fd/") || strings.Contains(src, "/dev/std") {
+		return c.unsafe(RuleUnjudgeable, "%s reads its program from a descriptor named at run time (%s)", prog, src)
 	}
 	return nil
 }
@@ -635,13 +767,13 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 					if !a.ok[i+1] {
 						return c.unsafe(RuleUnjudgeable, "env -S with a computed string")
 					}
-					return c.nested(a.vals[i+1])
+					return c.nestedIn(a.vals[i+1], stdinCtx(x, sio))
 				}
 				return nil
 			case strings.HasPrefix(v, "--split-string="):
-				return c.nested(strings.TrimPrefix(v, "--split-string="))
+				return c.nestedIn(strings.TrimPrefix(v, "--split-string="), stdinCtx(x, sio))
 			case strings.HasPrefix(v, "-S"):
-				return c.nested(v[2:])
+				return c.nestedIn(v[2:], stdinCtx(x, sio))
 			case v == "-u" || v == "-C" || v == "--unset" || v == "--chdir":
 				i += 2
 				continue
@@ -718,7 +850,7 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 				if !a.ok[i+1] {
 					return c.unsafe(RuleUnjudgeable, "flock -c with computed code")
 				}
-				return c.nested(a.vals[i+1])
+				return c.nestedIn(a.vals[i+1], stdinCtx(x, sio))
 			}
 			if len(v) < 2 || v[0] != '-' {
 				break
@@ -734,7 +866,7 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 				if !a.ok[j+1] {
 					return c.unsafe(RuleUnjudgeable, "flock -c with computed code")
 				}
-				return c.nested(a.vals[j+1])
+				return c.nestedIn(a.vals[j+1], stdinCtx(x, sio))
 			}
 		}
 	case "watch":
@@ -757,7 +889,7 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 				}
 				parts = append(parts, a.vals[j])
 			}
-			return c.nested(strings.Join(parts, " "))
+			return c.nestedIn(strings.Join(parts, " "), stdinCtx(x, sio))
 		}
 	case "script":
 		for j := 1; j < len(a.words); j++ {
@@ -765,7 +897,7 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 				if !a.ok[j+1] {
 					return c.unsafe(RuleUnjudgeable, "script -c with computed code")
 				}
-				return c.nested(a.vals[j+1])
+				return c.nestedIn(a.vals[j+1], stdinCtx(x, sio))
 			}
 		}
 		return nil
@@ -789,6 +921,9 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 	}
 	inner := a.words[i:]
 	x.external = true // a program runs it: shell functions do not apply
+	if base == "xargs" {
+		x.moreArgs = true
+	}
 	if repl != "" {
 		if err := c.replCheck(inner, repl, "xargs"); err != nil {
 			return err
