@@ -108,23 +108,34 @@ func (p *Policy) WithEscapeChecks(on bool) *Policy {
 // returns nil or an *errcode.Error with Code DangerousOperation or
 // UnsafeCommand, Command set, and a Msg that starts with the rule name.
 func (p *Policy) Check(command, boundary string) error {
-	return p.check(command, boundary, boundary)
+	return p.check(command, nil, boundary, boundary)
 }
 
 // CheckDir is Check for a command run from dir, a directory inside
 // boundary.
 func (p *Policy) CheckDir(command, dir, boundary string) error {
-	return p.check(command, dir, boundary)
+	return p.check(command, nil, dir, boundary)
 }
 
-func (p *Policy) check(command, dir, boundary string) error {
+// CheckEnv is CheckDir for a command that also gets env (an exec request's
+// environment): values that programs run as code (PAGER, GIT_SSH_COMMAND,
+// GIT_CONFIG_KEY_n/VALUE_n, ...) are judged like the same assignments
+// written before the command. Names the executor drops are not judged.
+func (p *Policy) CheckEnv(command string, env map[string]string, dir, boundary string) error {
+	return p.check(command, env, dir, boundary)
+}
+
+func (p *Policy) check(command string, env map[string]string, dir, boundary string) error {
 	c := &checker{p: p, src: command, boundary: filepath.Clean(boundary),
 		funcs: map[string]bool{}, downloads: map[string]bool{}}
 	c.st = state{cwds: []string{filepath.Clean(dir)}, home: filepath.Clean(dir)}
 	if len(command) > MaxCommandBytes {
 		return c.unsafe(RuleTooLarge, "the command is %d bytes; the policy judges at most %d", len(command), MaxCommandBytes)
 	}
-	err := c.script(command, 0, ctx{})
+	err := c.envGroup(mapGroup(env), true)
+	if err == nil {
+		err = c.script(command, 0, ctx{})
+	}
 	if err == errBudget {
 		return c.unsafe(RuleUnjudgeable, "the command is too complex to judge")
 	}
@@ -223,6 +234,7 @@ type checker struct {
 	visits    int
 	funcs     map[string]bool
 	downloads map[string]bool
+	env       map[string]envVal // variables assigned for the rest of the script
 	st        state
 }
 
@@ -543,7 +555,7 @@ func (c *checker) decl(d *syntax.DeclClause, x ctx) error {
 			return err
 		}
 	}
-	return nil
+	return c.envGroup(assignGroup(d.Args), true)
 }
 
 // assign judges an assignment's value and follows HOME and CDPATH.
@@ -561,14 +573,6 @@ func (c *checker) assign(a *syntax.Assign, x ctx, persistent bool) error {
 	if a.Index != nil {
 		if err := c.embedded(a.Index, x); err != nil {
 			return err
-		}
-	}
-	if a.Name != nil && codeVars[a.Name.Value] && a.Value != nil {
-		// Programs run these as shell commands (git, man, editors).
-		if v, ok := litWord(a.Value); ok && v != "" {
-			if err := c.nested(v); err != nil {
-				return err
-			}
 		}
 	}
 	if a.Name == nil || !persistent {
@@ -704,6 +708,9 @@ func (c *checker) call(ce *syntax.CallExpr, x ctx, sio *stmtIO) error {
 		if err := c.assign(a, x, true); err != nil {
 			return err
 		}
+	}
+	if err := c.envGroup(assignGroup(ce.Assigns), persistent); err != nil {
+		return err
 	}
 	if persistent {
 		return nil

@@ -44,11 +44,9 @@ var (
 	// shell command; a static value is judged like the command it is.
 	codeVars = set("GIT_SSH_COMMAND", "GIT_EDITOR", "GIT_PAGER", "GIT_ASKPASS", "GIT_EXTERNAL_DIFF",
 		"GIT_SEQUENCE_EDITOR", "EDITOR", "VISUAL", "PAGER", "MANPAGER", "LESSOPEN", "LESSCLOSE",
-		"BROWSER", "SSH_ASKPASS", "SUDO_ASKPASS", "PROMPT_COMMAND", "RSYNC_RSH", "FCEDIT")
-	// gitCodeKeys are git config keys whose value git runs as shell code.
-	gitCodeKeys = set("core.sshcommand", "core.pager", "core.editor", "core.fsmonitor",
-		"sequence.editor", "diff.external", "core.askpass", "credential.helper", "pager.log",
-		"pager.diff", "pager.show", "gpg.program")
+		"BROWSER", "SSH_ASKPASS", "SUDO_ASKPASS", "PROMPT_COMMAND", "RSYNC_RSH", "FCEDIT",
+		"GIT_PROXY_COMMAND", "GIT_SSH", "SYSTEMD_PAGER", "SYSTEMD_EDITOR", "SUDO_EDITOR", "SVN_EDITOR",
+		"HGEDITOR", "CVS_RSH", "RSYNC_CONNECT_PROG")
 	// readOnlyVerbs of ip/tc/systemctl-like tools: anything else changes state.
 	readOnlyVerbs = set("", "show", "sh", "s", "list", "ls", "lst", "l", "get", "help", "status",
 		"monitor", "cat", "is-active", "is-enabled", "is-failed", "list-units", "list-unit-files",
@@ -235,7 +233,7 @@ func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
 	case "parallel":
 		return c.parallel(a)
 	case "git":
-		if err := c.gitConfigCode(a); err != nil {
+		if err := c.git(a); err != nil {
 			return err
 		}
 	case "tar", "zip":
@@ -759,31 +757,9 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 	case "exec":
 		skipOpts(set("-a"))
 	case "env":
-		for i < len(a.words) && a.ok[i] {
-			v := a.vals[i]
-			switch {
-			case v == "-S" || v == "--split-string":
-				if i+1 < len(a.words) {
-					if !a.ok[i+1] {
-						return c.unsafe(RuleUnjudgeable, "env -S with a computed string")
-					}
-					return c.nestedIn(a.vals[i+1], stdinCtx(x, sio))
-				}
-				return nil
-			case strings.HasPrefix(v, "--split-string="):
-				return c.nestedIn(strings.TrimPrefix(v, "--split-string="), stdinCtx(x, sio))
-			case strings.HasPrefix(v, "-S"):
-				return c.nestedIn(v[2:], stdinCtx(x, sio))
-			case v == "-u" || v == "-C" || v == "--unset" || v == "--chdir":
-				i += 2
-				continue
-			case v == "--":
-				i++
-			case strings.HasPrefix(v, "-") || strings.Contains(v, "="):
-				i++
-				continue
-			}
-			break
+		var err error
+		if i, err = c.envWrapper(a, x, sio); err != nil || i < 0 {
+			return err
 		}
 	case "nice":
 		skipOpts(set("-n", "--adjustment"))
@@ -1458,33 +1434,6 @@ func (c *checker) parallel(a args) error {
 		return c.unsafe(RuleUnjudgeable, "parallel reads the commands it runs from its input")
 	}
 	return c.nested(strings.Join(parts, " "))
-}
-
-// gitConfigCode judges `git -c key=value` settings that git runs as shell
-// code (core.sshCommand, core.pager, `alias.x=!cmd`, ...).
-func (c *checker) gitConfigCode(a args) error {
-	for i := 1; i < len(a.vals)-1; i++ {
-		if !a.ok[i] || a.vals[i] != "-c" {
-			continue
-		}
-		if !a.ok[i+1] {
-			return c.unsafe(RuleUnjudgeable, "git -c with a computed setting")
-		}
-		key, val, _ := strings.Cut(a.vals[i+1], "=")
-		key = strings.ToLower(key)
-		switch {
-		case gitCodeKeys[key]:
-			if err := c.nested(val); err != nil {
-				return err
-			}
-		case strings.HasPrefix(key, "alias.") && strings.HasPrefix(val, "!"):
-			if err := c.nested(val[1:]); err != nil {
-				return err
-			}
-		}
-		i++
-	}
-	return nil
 }
 
 // codeOptions judges options whose value tar, rsync or zip runs as a shell
