@@ -18,7 +18,7 @@ func set(names ...string) map[string]bool {
 
 var (
 	privilegeTools = set("sudo", "su", "doas", "pkexec", "runuser", "setpriv", "capsh", "nsenter",
-		"chroot", "machinectl", "sg", "newgrp", "ksu", "run0", "calife")
+		"chroot", "machinectl", "sg", "newgrp", "ksu", "run0", "calife", "runcon", "login")
 	diskTools = set("mkfs", "mke2fs", "mkswap", "fdisk", "sfdisk", "cfdisk", "parted", "gdisk",
 		"sgdisk", "wipefs", "mount", "umount", "losetup", "swapon", "swapoff", "fsck", "e2fsck",
 		"blkdiscard", "cryptsetup", "hdparm", "debugfs", "tune2fs", "resize2fs", "pvcreate",
@@ -26,7 +26,7 @@ var (
 	systemTools = set("shutdown", "reboot", "halt", "poweroff", "telinit", "killall", "killall5",
 		"pkill", "insmod", "rmmod", "modprobe", "kexec", "systemd-run", "useradd", "userdel",
 		"usermod", "groupadd", "groupdel", "groupmod", "passwd", "chpasswd", "visudo", "adduser",
-		"deluser", "vipw", "update-rc.d", "launchctl")
+		"deluser", "vipw", "update-rc.d", "launchctl", "at", "batch")
 	remoteTools = set("nc", "ncat", "netcat", "socat", "telnet", "ftp", "sftp", "ssh", "scp",
 		"tftp", "rsh", "rlogin", "rcp")
 	firewallTools = set("iptables", "ip6tables", "iptables-restore", "ip6tables-restore",
@@ -216,12 +216,27 @@ func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
 	case "exec", "command", "builtin", "nohup", "setsid", "unbuffer", "catchsegv", "dbus-run-session":
 		return c.wrapper(a, x, sio, base)
 	case "env", "nice", "timeout", "stdbuf", "ionice", "chrt", "taskset", "time", "xargs", "flock",
-		"strace", "ltrace", "fakeroot", "xvfb-run", "busybox", "unshare", "watch", "script", "sudoedit":
+		"strace", "ltrace", "fakeroot", "xvfb-run", "busybox", "unshare", "watch", "script", "sudoedit",
+		"toybox", "ssh-agent", "prlimit", "numactl", "valgrind", "coreutils", "dbus-launch", "firejail":
 		return c.wrapper(a, x, sio, base)
 	case "find":
 		if err := c.find(a, x); err != nil {
 			return err
 		}
+	case "make", "gmake", "bmake":
+		if err := c.make(a, x, sio); err != nil {
+			return err
+		}
+	case "sed", "gsed":
+		if err := c.sed(a); err != nil {
+			return err
+		}
+	case "ed", "red", "ex", "vi", "vim", "nvim", "view", "vimdiff":
+		if err := c.editor(a, x, sio, base); err != nil {
+			return err
+		}
+	case "tmux", "screen", "byobu", "dtach", "abduco":
+		return c.unsafe(RuleUnjudgeable, "%s runs shells whose input cannot be judged", base)
 	case "hash":
 		if a.has("-p") || a.hasShort('p') {
 			return c.unsafe(RuleUnjudgeable, "hash -p rebinds a command name to another program")
@@ -598,6 +613,18 @@ func (c *checker) interpreter(a args, x ctx, sio *stmtIO, base string) error {
 		key = "node"
 	}
 	spec := interpSpecs[key]
+	if key == "expect" || key == "tclsh" || key == "wish" {
+		for i := 1; i+1 < len(a.vals); i++ {
+			if a.ok[i] && a.vals[i] == "-c" {
+				if !a.ok[i+1] {
+					return c.unsafe(RuleUnjudgeable, "%s -c runs code computed at run time", base)
+				}
+				if err := c.tclCode(a.vals[i+1], base); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	code, repl, moreCode := false, false, false
 	for i := 1; i < len(a.vals); i++ {
 		if !a.ok[i] {
@@ -876,7 +903,8 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 				return c.nestedIn(a.vals[j+1], stdinCtx(x, sio))
 			}
 		}
-		return nil
+		// Without -c, script runs an interactive shell on its stdin.
+		return c.stdinCode("script", x, sio)
 	case "strace", "ltrace":
 		if a.has("-p") {
 			return nil
@@ -886,7 +914,39 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 		skipOpts(set("-n", "-s", "-f", "-e", "-p", "--server-num", "--server-args", "--auth-file", "--error-file"))
 	case "unshare":
 		skipOpts(set("--setuid", "--setgid", "-S", "-G", "--root", "-R", "--wd", "-w", "--propagation"))
-	case "busybox":
+	case "busybox", "toybox":
+		// Multi-call binaries: the first word is the applet, judged as the
+		// program it is.
+		if i < len(a.words) && a.ok[i] && strings.HasPrefix(a.vals[i], "-") {
+			return nil // --list, --install, --help
+		}
+	case "coreutils":
+		// coreutils --coreutils-prog=rm -rf /: the program is the value.
+		if i < len(a.words) && a.ok[i] {
+			if prog, ok := strings.CutPrefix(a.vals[i], "--coreutils-prog="); ok {
+				words := append([]*syntax.Word{{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: prog}}}}, a.words[i+1:]...)
+				x.external = true
+				return c.simple(words, x, sio)
+			}
+		}
+		return nil
+	case "ssh-agent":
+		skipOpts(set("-a", "-E", "-t", "-P", "-O"))
+	case "prlimit":
+		if a.has("-p", "--pid") {
+			return nil
+		}
+		skipOpts(set("-p", "--pid", "-o", "--output"))
+	case "numactl":
+		if a.has("-s", "--show", "-H", "--hardware") {
+			return nil
+		}
+		skipOpts(set("-N", "-m", "-C", "-i", "-p", "-P", "-w", "--cpunodebind", "--membind", "--physcpubind",
+			"--interleave", "--preferred", "--preferred-many", "--weighted-interleave"))
+	case "dbus-launch":
+		skipOpts(set("--config-file", "--autolaunch"))
+	case "firejail":
+		skipOpts(nil)
 	case "sudoedit":
 		return c.danger(RulePrivilege, "sudoedit edits files as another user")
 	default: // nohup, setsid, builtin, unbuffer, ...
@@ -956,12 +1016,88 @@ func (c *checker) find(a args, x ctx) error {
 		if err := c.replCheck(inner, "{}", "find "+v); err != nil {
 			return err
 		}
-		if err := c.simple(inner, ctx{inFunc: x.inFunc, external: true}, nil); err != nil {
-			return err
+		// {} is each file found: judge the command with {} as the start
+		// points themselves, or, when tests before -exec select files, as
+		// a file inside them (find / -name x -exec rm {} + removes /x-like
+		// files; find / -exec rm -rf {} + removes /).
+		starts, filtered := c.findStarts(a, i)
+		for _, sp := range starts {
+			words := inner
+			if sp != "" {
+				if filtered {
+					sp = filepath.Join(sp, "x")
+				}
+				words = substituteBraces(inner, sp)
+			}
+			if err := c.simple(words, ctx{inFunc: x.inFunc, external: true}, nil); err != nil {
+				return err
+			}
 		}
 		i = j
 	}
 	return nil
+}
+
+// findStarts returns find's start points as paths ("" for one computed at
+// run time; "." when none is given) and whether a test before the action
+// at index end selects among the files found.
+func (c *checker) findStarts(a args, end int) (starts []string, filtered bool) {
+	i := 1
+	for ; i < end && a.ok[i]; i++ {
+		v := a.vals[i]
+		if v == "-H" || v == "-L" || v == "-P" || strings.HasPrefix(v, "-O") {
+			continue
+		}
+		if v == "-D" {
+			i++
+			continue
+		}
+		break
+	}
+	for ; i < end; i++ {
+		if a.ok[i] && (strings.HasPrefix(a.vals[i], "-") || a.vals[i] == "(" || a.vals[i] == "!" || a.vals[i] == ")") {
+			break
+		}
+		p, ok := c.pathWord(a.words[i])
+		if !ok || strings.HasPrefix(p, "~") {
+			p = ""
+		}
+		starts = append(starts, p)
+	}
+	if len(starts) == 0 {
+		starts = []string{"."}
+	}
+	global := set("-maxdepth", "-mindepth", "-depth", "-d", "-xdev", "-mount", "-follow", "-ignore_readdir_race",
+		"-noignore_readdir_race", "-noleaf", "-regextype", "-warn", "-nowarn", "-daystart", "-print", "-print0", "(", ")")
+	for ; i < end; i++ {
+		if !a.ok[i] {
+			filtered = true
+			continue
+		}
+		v := a.vals[i]
+		if strings.HasPrefix(v, "-") || v == "!" {
+			if !global[v] {
+				filtered = true
+			}
+			if v == "-maxdepth" || v == "-mindepth" || v == "-regextype" {
+				i++
+			}
+		}
+	}
+	return starts, filtered
+}
+
+// substituteBraces returns words with every {} in a static word replaced by
+// p (as a quoted word, so it is taken literally).
+func substituteBraces(words []*syntax.Word, p string) []*syntax.Word {
+	out := make([]*syntax.Word, len(words))
+	for k, w := range words {
+		out[k] = w
+		if v, ok := litWord(w); ok && strings.Contains(v, "{}") {
+			out[k] = &syntax.Word{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: strings.ReplaceAll(v, "{}", p)}}}
+		}
+	}
+	return out
 }
 
 // cd follows a directory change, refusing one that leaves the boundary

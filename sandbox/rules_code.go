@@ -1,7 +1,7 @@
 package sandbox
 
 import (
-	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -192,8 +192,6 @@ func mapGroup(env map[string]string) map[string]envVal {
 	}
 	return g
 }
-
-var _ = fmt.Sprintf
 
 var (
 	// gitShellKeys are git settings whose value git runs as a shell command.
@@ -556,3 +554,361 @@ loop:
 
 // shellQuoteWord quotes s as one shell word.
 func shellQuoteWord(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// make judges make's ways of taking code that is not a Makefile on disk:
+// --eval, a Makefile read from stdin or a descriptor, and SHELL overrides.
+func (c *checker) make(a args, x ctx, sio *stmtIO) error {
+	for i := 1; i < len(a.words); i++ {
+		if !a.ok[i] {
+			if hasProcSubst(a.words[i]) {
+				return c.unsafe(RuleUnjudgeable, "make reads a Makefile from a process substitution")
+			}
+			continue
+		}
+		v := a.vals[i]
+		switch {
+		case v == "--":
+			return nil
+		case v == "--eval" || v == "-E" || strings.HasPrefix(v, "--eval="):
+			return c.unsafe(RuleUnjudgeable, "make --eval runs make code given on the command line; put it in a Makefile")
+		case strings.HasPrefix(v, "SHELL=") || strings.HasPrefix(v, ".SHELLFLAGS="):
+			return c.unsafe(RuleUnjudgeable, "make %s changes the shell every recipe runs with", v[:strings.IndexByte(v, '=')])
+		}
+		file, isFile := "", false
+		switch {
+		case v == "-f" || v == "--file" || v == "--makefile":
+			if i+1 >= len(a.words) {
+				return nil
+			}
+			i++
+			if !a.ok[i] {
+				if hasProcSubst(a.words[i]) {
+					return c.unsafe(RuleUnjudgeable, "make reads a Makefile from a process substitution")
+				}
+				continue
+			}
+			file, isFile = a.vals[i], true
+		case strings.HasPrefix(v, "--file=") || strings.HasPrefix(v, "--makefile="):
+			file, isFile = v[strings.IndexByte(v, '=')+1:], true
+		case strings.HasPrefix(v, "-f") && len(v) > 2:
+			file, isFile = v[2:], true
+		}
+		if !isFile {
+			continue
+		}
+		if fd, isFd := fdPath(file); isFd {
+			if fd != "0" || stdinCtx(x, sio).stdinHdoc != nil {
+				return c.unsafe(RuleUnjudgeable, "make reads its Makefile from a descriptor or heredoc, which cannot be judged; write it to a file")
+			}
+			if err := c.stdinCode("make", x, sio); err != nil {
+				return err
+			}
+		} else if err := c.execScript(file); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sed judges GNU sed scripts: the e command and the s///e flag run
+// commands, w writes files. --sandbox turns all of them off.
+func (c *checker) sed(a args) error {
+	if a.has("--sandbox") {
+		return nil
+	}
+	var scripts []*syntax.Word
+	explicit := false
+	for i := 1; i < len(a.words); i++ {
+		if !a.ok[i] {
+			continue
+		}
+		v := a.vals[i]
+		switch {
+		case v == "--":
+			i = len(a.words)
+		case v == "-e" || v == "--expression":
+			explicit = true
+			if i+1 < len(a.words) {
+				i++
+				scripts = append(scripts, a.words[i])
+			}
+		case strings.HasPrefix(v, "--expression="):
+			explicit = true
+			scripts = append(scripts, &syntax.Word{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: strings.TrimPrefix(v, "--expression=")}}})
+		case v == "-f" || v == "--file":
+			explicit = true
+			if i+1 < len(a.words) {
+				i++
+				if a.ok[i] {
+					if _, isFd := fdPath(a.vals[i]); isFd {
+						return c.unsafe(RuleUnjudgeable, "sed reads its script from stdin or a descriptor")
+					}
+				} else if hasProcSubst(a.words[i]) {
+					return c.unsafe(RuleUnjudgeable, "sed reads its script from a process substitution")
+				}
+			}
+		case strings.HasPrefix(v, "--file=") || strings.HasPrefix(v, "-f") && len(v) > 2 && !strings.HasPrefix(v, "--"):
+			explicit = true
+		case len(v) > 2 && v[0] == '-' && v[1] != '-' && strings.IndexByte(v, 'e') > 0:
+			// -ne 'script', -es: e ends the cluster and takes a value.
+			explicit = true
+			j := strings.IndexByte(v, 'e')
+			if j < len(v)-1 {
+				scripts = append(scripts, &syntax.Word{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: v[j+1:]}}})
+			} else if i+1 < len(a.words) {
+				i++
+				scripts = append(scripts, a.words[i])
+			}
+		}
+	}
+	if !explicit {
+		if ops := a.operands(set("-l", "--line-length", "-i", "-s")); len(ops) > 0 {
+			scripts = append(scripts, a.words[ops[0]])
+		}
+	}
+	for _, w := range scripts {
+		if err := c.sedScript(sedText(w)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sedText is a sed script word with each expansion replaced by "x": data
+// the policy cannot see can add text, but the e commands and w files
+// written in the script itself are still found.
+func sedText(w *syntax.Word) string {
+	var b strings.Builder
+	for _, part := range w.Parts {
+		switch p := part.(type) {
+		case *syntax.Lit:
+			b.WriteString(unescapeUnquoted(p.Value))
+		case *syntax.SglQuoted:
+			if p.Dollar {
+				b.WriteString(decodeANSIC(p.Value))
+			} else {
+				b.WriteString(p.Value)
+			}
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				if l, ok := q.(*syntax.Lit); ok {
+					b.WriteString(unescapeDouble(l.Value))
+				} else {
+					b.WriteString("x")
+				}
+			}
+		default:
+			b.WriteString("x")
+		}
+	}
+	return b.String()
+}
+
+// sedScript scans a sed script for the commands that run programs (e,
+// s///e) or write files (w, W, s///w).
+func (c *checker) sedScript(s string) error {
+	i := 0
+	toEOL := func() string {
+		j := strings.IndexByte(s[i:], '\n')
+		if j < 0 {
+			j = len(s) - i
+		}
+		out := s[i : i+j]
+		i += j
+		return strings.TrimSpace(out)
+	}
+	skipDelim := func(d byte) bool { // skip to the unescaped d, past it
+		for i < len(s) {
+			switch s[i] {
+			case '\\':
+				i += 2
+				continue
+			case d:
+				i++
+				return true
+			case '\n':
+				if d != '\n' {
+					return false
+				}
+			}
+			i++
+		}
+		return false
+	}
+	for i < len(s) {
+		ch := s[i]
+		switch {
+		case ch == ' ' || ch == '\t' || ch == '\n' || ch == ';' || ch == '{' || ch == '}' || ch == '!':
+			i++
+			continue
+		case ch >= '0' && ch <= '9' || ch == '$' || ch == ',' || ch == '~' || ch == '+':
+			i++
+			continue
+		case ch == '/':
+			i++
+			if !skipDelim('/') {
+				return nil
+			}
+			for i < len(s) && (s[i] == 'I' || s[i] == 'M') {
+				i++
+			}
+			continue
+		case ch == '\\' && i+1 < len(s):
+			d := s[i+1]
+			i += 2
+			if !skipDelim(d) {
+				return nil
+			}
+			continue
+		}
+		i++ // the command letter
+		switch ch {
+		case '#', ':', 'a', 'i', 'c', 'b', 't', 'T', 'r', 'R', 'v', 'l', 'L', 'q', 'Q':
+			if ch == ':' || ch == 'b' || ch == 't' || ch == 'T' || ch == 'v' || ch == 'l' || ch == 'L' || ch == 'q' || ch == 'Q' {
+				for i < len(s) && s[i] != ';' && s[i] != '\n' && s[i] != '}' {
+					i++
+				}
+				continue
+			}
+			toEOL()
+		case 'w', 'W':
+			if err := c.writePath(toEOL(), "sed w"); err != nil {
+				return err
+			}
+		case 'e':
+			cmd := toEOL()
+			if cmd == "" {
+				return c.unsafe(RuleUnjudgeable, "sed's e command runs the pattern space (data) as a command")
+			}
+			if err := c.nested(cmd); err != nil {
+				return err
+			}
+		case 's', 'y':
+			if i >= len(s) {
+				return nil
+			}
+			d := s[i]
+			i++
+			if !skipDelim(d) || !skipDelim(d) {
+				return nil
+			}
+			if ch == 'y' {
+				continue
+			}
+			for i < len(s) && strings.IndexByte("gpiImMe0123456789", s[i]) >= 0 {
+				if s[i] == 'e' {
+					return c.unsafe(RuleUnjudgeable, "sed's s///e flag runs the substituted text as a command")
+				}
+				i++
+			}
+			if i < len(s) && s[i] == 'w' {
+				i++
+				if err := c.writePath(toEOL(), "sed s///w"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// editor judges ed/ex and vi/vim: commands they read from stdin (ed, ex,
+// vim -e/-es) or take with -c/+cmd/--cmd, where `!cmd` runs a shell.
+func (c *checker) editor(a args, x ctx, sio *stmtIO, base string) error {
+	if base == "red" {
+		return nil // restricted ed: no shell commands
+	}
+	exMode := base == "ed" || base == "ex"
+	for i := 1; i < len(a.words); i++ {
+		if !a.ok[i] {
+			continue
+		}
+		v := a.vals[i]
+		code, has := "", false
+		switch {
+		case v == "-e" || v == "-E" || v == "-es" || v == "-Es" || v == "--headless":
+			exMode = exMode || v != "--headless"
+		case (v == "-c" || v == "--cmd" || v == "-S") && i+1 < len(a.words):
+			i++
+			if !a.ok[i] {
+				return c.unsafe(RuleUnjudgeable, "%s %s with computed editor commands", base, v)
+			}
+			code, has = a.vals[i], v != "-S"
+		case strings.HasPrefix(v, "+") && len(v) > 1:
+			code, has = v[1:], true
+		}
+		if has {
+			if err := c.exCommands(code, base); err != nil {
+				return err
+			}
+		}
+	}
+	if !exMode {
+		return nil
+	}
+	in := stdinCtx(x, sio)
+	if in.stdinHdoc != nil {
+		body, ok := hdocText(in.stdinHdoc)
+		if !ok {
+			return c.unsafe(RuleUnjudgeable, "a heredoc with expansions is fed to %s", base)
+		}
+		return c.exCommands(body, base)
+	}
+	return c.stdinCode(base, x, sio)
+}
+
+// exCommands judges ed/ex commands: text after a `!` runs as a shell
+// command; text entered with a/i/c is data.
+func (c *checker) exCommands(script, prog string) error {
+	input := false
+	for _, line := range strings.Split(script, "\n") {
+		t := strings.TrimSpace(line)
+		if input {
+			input = t != "."
+			continue
+		}
+		t = strings.TrimLeft(t, ":")
+		if cmd := strings.TrimLeft(t, "0123456789.,$;+-/' "); cmd == "a" || cmd == "i" || cmd == "c" {
+			input = true
+			continue
+		}
+		if strings.Contains(t, "system(") || strings.HasPrefix(t, "sh") || strings.HasPrefix(t, "term") {
+			return c.unsafe(RuleUnjudgeable, "%s command %q runs a shell", prog, t)
+		}
+		if j := strings.IndexByte(t, '!'); j >= 0 {
+			if err := c.nested(t[j+1:]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tclRun finds Tcl/expect commands that start programs: spawn, exec,
+// system and open "|cmd".
+var tclRun = regexp.MustCompile(`(?:^|[\s;\[{])(?:spawn|exec|system|open\s+["{]?\|)\s*([^;\n\]}]*)`)
+
+// tclCode judges the programs a Tcl or expect script given on the command
+// line starts (expect -c 'spawn sudo id').
+func (c *checker) tclCode(code, prog string) error {
+	for _, m := range tclRun.FindAllStringSubmatch(code, -1) {
+		words := strings.Fields(strings.NewReplacer("{", " ", "}", " ", `"`, " ").Replace(m[1]))
+		for len(words) > 0 && strings.HasPrefix(words[0], "-") {
+			words = words[1:] // spawn -noecho, exec -ignorestderr --
+		}
+		if len(words) == 0 {
+			continue
+		}
+		quoted := make([]string, len(words))
+		for i, w := range words {
+			if strings.ContainsAny(w, "$[") {
+				return c.unsafe(RuleUnjudgeable, "%s starts a program computed at run time (%s)", prog, strings.Join(words, " "))
+			}
+			quoted[i] = shellQuoteWord(w)
+		}
+		if err := c.nested(strings.Join(quoted, " ")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
