@@ -633,7 +633,13 @@ func (c *checker) redirect(r *syntax.Redirect, sio *stmtIO, x ctx) error {
 			sio.stdinFile = true
 		}
 	case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.RdrAll, syntax.AppAll, syntax.RdrInOut, syntax.DplOut:
-		if !ok || target == "-" || isDigits(target) {
+		if !ok {
+			if v, known := c.evalPath(r.Word); known && v != "" {
+				return c.writePath(v, "redirection")
+			}
+			return nil
+		}
+		if target == "-" || isDigits(target) {
 			return nil
 		}
 		if r.Op == syntax.RdrInOut && fd0 {

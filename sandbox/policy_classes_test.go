@@ -261,3 +261,27 @@ func TestPolicyRunners(t *testing.T) {
 		{cmd: "atq"},
 	})
 }
+
+// TestPolicyComputedDeletes: paths computed from the working directory or
+// HOME are judged by their value.
+func TestPolicyComputedDeletes(t *testing.T) {
+	runClassCases(t, []classCase{
+		{cmd: "rm -rf ${PWD%/*}", refuse: true},
+		{cmd: "rm -rf \"${PWD%%/ws}\"", refuse: true},
+		{cmd: "rm -rf ${HOME::1}", refuse: true},
+		{cmd: "rm -rf ${HOME:0:1}", refuse: true},
+		{cmd: "rm -rf \"$PWD\"", refuse: true},
+		{cmd: "rm -rf \"$(dirname \"$PWD\")\"", refuse: true},
+		{cmd: "rm -rf \"$(pwd)/..\"", refuse: true},
+		{cmd: "rm -rf $OLDPWD", refuse: true},
+		{cmd: "rm -rf \"$(cd ..; pwd)\"", refuse: true},
+		{cmd: "cd sub && rm -rf \"${PWD%/*}\"", refuse: true},
+		{cmd: "rm -rf \"${PWD#/home}\"", refuse: true, escape: true},
+		{cmd: "echo x > ${HOME::1}etc/passwd", refuse: true},
+		{cmd: "rm -rf \"$PWD/build\""},
+		{cmd: "rm -rf \"${BUILD:-build}\""},
+		{cmd: "rm -rf \"$TMPDIR/x\""},
+		{cmd: "rm -rf $(find . -name x)"},
+		{cmd: "cd sub && rm -rf \"$PWD\""},
+	})
+}

@@ -1245,6 +1245,28 @@ func (c *checker) rm(a args) error {
 			return c.danger(RuleDestructive, "rm -r %s deletes everything there", info.val)
 		}
 		if !a.ok[i] && !info.home {
+			// A path computed from where the command runs ($PWD,
+			// ${PWD%/*}, ${HOME::1}, $(dirname "$PWD")) is judged by its
+			// value, or refused when it cannot be computed.
+			if v, ok := c.evalPath(a.words[i]); ok {
+				if v == "" {
+					continue
+				}
+				if rmDanger[v] {
+					return c.danger(RuleDestructive, "rm -r %s (%s) deletes everything there", wordSource(a.words[i]), v)
+				}
+				for _, d := range c.st.cwds {
+					if abs := c.abs(v, d); abs != "" {
+						if err := c.rmTarget(wordSource(a.words[i])+" ("+abs+")", abs, false); err != nil {
+							return err
+						}
+					}
+				}
+				continue
+			}
+			if mentionsLocation(a.words[i]) {
+				return c.unsafe(RuleUnjudgeable, "rm -r %s: a path computed from the working directory or HOME that the policy cannot follow", wordSource(a.words[i]))
+			}
 			src := wordSource(a.words[i])
 			if w := a.words[i]; len(w.Parts) >= 1 {
 				// ${VAR:?} stops the shell when VAR is empty: the safe idiom.
@@ -1505,7 +1527,9 @@ func hasPrefixArg(a args, p string) bool {
 func (c *checker) writeTarget(w *syntax.Word, what string) error {
 	p, ok := c.pathWord(w)
 	if !ok {
-		return nil // computed target: nothing static to judge
+		if p, ok = c.evalPath(w); !ok {
+			return nil // computed target: nothing static to judge
+		}
 	}
 	return c.writePath(p, what)
 }
