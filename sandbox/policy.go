@@ -235,6 +235,7 @@ type checker struct {
 	funcs     map[string]bool
 	downloads map[string]bool
 	env       map[string]envVal // variables assigned for the rest of the script
+	links     map[string]string // links created by ln: absolute link -> target ("" = computed)
 	st        state
 }
 

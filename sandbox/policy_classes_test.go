@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -284,4 +286,58 @@ func TestPolicyComputedDeletes(t *testing.T) {
 		{cmd: "rm -rf $(find . -name x)"},
 		{cmd: "cd sub && rm -rf \"$PWD\""},
 	})
+}
+
+// TestPolicySymlinkThenOperate: deletes and writes through a symlink are
+// judged where they land, whether this command creates the link or an
+// earlier one did.
+func TestPolicySymlinkThenOperate(t *testing.T) {
+	runClassCases(t, []classCase{
+		{cmd: "ln -s / x; rm -rf x/", refuse: true},
+		{cmd: "ln -s / x && rm -rf x/*", refuse: true},
+		{cmd: "ln -s / x; rm -rf \"x/.\"", refuse: true},
+		{cmd: "ln -sfn /usr x && rm -r -f x/lib/", refuse: true},
+		{cmd: "mkdir d; ln -s / d/l; rm -rf d/l/", refuse: true},
+		{cmd: "ln -s ../../.. x; rm -rf x/", refuse: true},
+		{cmd: "ln -s / x; cd x; rm -rf *", refuse: true},
+		{cmd: "ln -s /etc -t links; echo y > links/etc/passwd", refuse: true},
+		{cmd: "ln -sf /etc cfg; echo y > cfg/passwd", refuse: true},
+		{cmd: "ln /etc/passwd x; echo >> x", refuse: true},
+		{cmd: "ln -s \"$T\" x; rm -rf x/", refuse: true},
+		{cmd: "ln -s / x; rm -rf x"}, // removes the link only
+		{cmd: "ln -s build/out out; rm -rf out/"},
+		{cmd: "ln -s /usr/bin/python3 venv/bin/python"},
+		{cmd: "ln -sf config.v2.json config.json"},
+	})
+	// A link left by an earlier command, on disk.
+	ws := t.TempDir()
+	if err := os.Symlink("/", filepath.Join(ws, "root")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc", filepath.Join(ws, "etc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, escapes := range []bool{true, false} {
+		p := mustPolicy(t, escapes)
+		for _, tc := range []struct {
+			cmd    string
+			refuse bool
+		}{
+			{"rm -rf root/", true},
+			{"rm -rf root/*", true},
+			{"rm -rf ./root/usr", true},
+			{"echo x > etc/passwd", true},
+			{"cp evil etc/cron.d/x", true},
+			{"rm -rf root", false},
+			{"rm -rf sub/", false},
+			{"echo x > sub/f", false},
+		} {
+			if err := p.Check(tc.cmd, ws); (err != nil) != tc.refuse {
+				t.Errorf("escapes=%v: Check(%q) with links on disk = %v, want refused=%v", escapes, tc.cmd, err, tc.refuse)
+			}
+		}
+	}
 }

@@ -263,6 +263,8 @@ func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
 		return c.cd(a)
 	case "rm":
 		return c.rm(a)
+	case "ln":
+		defer c.recordLinks(a) // after the link itself is judged as a write
 	case "dd":
 		for i := 1; i < len(a.vals); i++ {
 			if a.ok[i] && strings.HasPrefix(a.vals[i], "of=") {
@@ -1138,7 +1140,7 @@ func (c *checker) cd(a args) error {
 			if !c.inside(p) {
 				return c.danger(RuleEscape, "cd %s leaves the workspace %s", target, c.boundary)
 			}
-			if real, err := filepath.EvalSymlinks(p); err == nil && !c.inside(real) {
+			if real, ok := c.followLinks(p, true); !ok || !c.inside(real) {
 				return c.danger(RuleEscape, "cd %s follows a symlink out of the workspace", target)
 			}
 		}
@@ -1257,7 +1259,7 @@ func (c *checker) rm(a args) error {
 				}
 				for _, d := range c.st.cwds {
 					if abs := c.abs(v, d); abs != "" {
-						if err := c.rmTarget(wordSource(a.words[i])+" ("+abs+")", abs, false); err != nil {
+						if err := c.rmLinked(wordSource(a.words[i])+" ("+abs+")", abs, false); err != nil {
 							return err
 						}
 					}
@@ -1299,7 +1301,7 @@ func (c *checker) rm(a args) error {
 				}
 				continue
 			}
-			if err := c.rmTarget(p, abs, glob); err != nil {
+			if err := c.rmLinked(p, abs, glob); err != nil {
 				return err
 			}
 		}
@@ -1542,7 +1544,17 @@ func (c *checker) writePath(p, what string) error {
 	}
 	for _, d := range c.st.cwds {
 		abs := c.abs(p, d)
-		if abs == "" || c.inside(abs) {
+		if abs == "" {
+			continue
+		}
+		real, ok := c.followLinks(abs, true)
+		if !ok {
+			return c.unsafe(RuleUnjudgeable, "%s writes to %s through a symlink whose target is computed at run time", what, p)
+		}
+		if real != abs {
+			abs, p = real, p+" (a symlink to "+real+")"
+		}
+		if c.inside(abs) {
 			continue
 		}
 		if strings.HasPrefix(abs, "/dev/") && !systemPathSafeDev(abs) {

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -911,4 +913,149 @@ func (c *checker) tclCode(code, prog string) error {
 		}
 	}
 	return nil
+}
+
+// maxLinkHops bounds following symlinks (the kernel's limit is 40).
+const maxLinkHops = 40
+
+// recordLinks remembers the links `ln` creates (LINK -> TARGET, absolute;
+// "" for a target computed at run time), so a later `rm -rf link/` or a
+// write through the link in the same command is judged where it lands.
+func (c *checker) recordLinks(a args) {
+	dir, ok := c.cwd()
+	if !ok {
+		return
+	}
+	symbolic := a.has("--symbolic") || a.hasShort('s')
+	relative := a.has("--relative") || a.hasShort('r')
+	noDir := a.has("--no-target-directory") || a.hasShort('T')
+	ops := a.operands(set("-S", "--suffix", "-t", "--target-directory"))
+	tdir := ""
+	for i := 1; i+1 < len(a.vals); i++ {
+		if a.ok[i] && (a.vals[i] == "-t" || a.vals[i] == "--target-directory") {
+			tdir = a.vals[i+1]
+		} else if a.ok[i] && strings.HasPrefix(a.vals[i], "--target-directory=") {
+			tdir = strings.TrimPrefix(a.vals[i], "--target-directory=")
+		}
+	}
+	if c.links == nil {
+		c.links = map[string]string{}
+	}
+	add := func(target int, link string) {
+		linkAbs := c.abs(link, dir)
+		t := ""
+		if a.ok[target] {
+			t = a.vals[target]
+			switch {
+			case filepath.IsAbs(t):
+				t = filepath.Clean(t)
+			case symbolic && !relative:
+				t = filepath.Join(filepath.Dir(linkAbs), t) // relative to the link
+			default:
+				t = c.abs(t, dir)
+			}
+		}
+		c.links[linkAbs] = t
+	}
+	base := func(i int) string {
+		if !a.ok[i] {
+			return ""
+		}
+		return filepath.Base(a.vals[i])
+	}
+	switch {
+	case tdir != "":
+		for _, i := range ops {
+			add(i, filepath.Join(tdir, base(i)))
+		}
+	case len(ops) == 1:
+		add(ops[0], base(ops[0]))
+	case len(ops) >= 2:
+		last := ops[len(ops)-1]
+		if !a.ok[last] {
+			return
+		}
+		dest := a.vals[last]
+		isDir := len(ops) > 2 || strings.HasSuffix(dest, "/")
+		if !isDir && !noDir {
+			if fi, err := os.Stat(c.abs(dest, dir)); err == nil && fi.IsDir() {
+				isDir = true
+			}
+		}
+		for _, i := range ops[:len(ops)-1] {
+			if isDir {
+				add(i, filepath.Join(dest, base(i)))
+			} else {
+				add(i, dest)
+			}
+		}
+	}
+}
+
+// followLinks resolves absolute p through the links this command creates
+// and the symlinks on disk, every component but the last (and the last
+// too when last is set). ok is false when a link's target is computed at
+// run time. A path that stays inside the boundary is returned unchanged.
+func (c *checker) followLinks(p string, last bool) (string, bool) {
+	orig := p
+	for hop := 0; hop < maxLinkHops && len(c.links) > 0; hop++ {
+		changed := false
+		for q := p; ; q = filepath.Dir(q) {
+			if t, isLink := c.links[q]; isLink && (q != p || last) {
+				if t == "" {
+					return "", false
+				}
+				rest, _ := filepath.Rel(q, p)
+				p, changed = filepath.Join(t, rest), true
+				break
+			}
+			if q == "/" || q == "." {
+				break
+			}
+		}
+		if !changed {
+			break
+		}
+	}
+	p = diskPath(p, last)
+	if p != orig && c.inside(orig) && c.inside(p) {
+		return orig, true
+	}
+	return p, true
+}
+
+// diskPath resolves the symlinks on disk in absolute p (the longest prefix
+// that exists), leaving the last component alone unless last is set.
+func diskPath(p string, last bool) string {
+	if !last {
+		if p == "/" {
+			return p
+		}
+		return filepath.Join(diskPath(filepath.Dir(p), true), filepath.Base(p))
+	}
+	rest := ""
+	for q := p; ; q = filepath.Dir(q) {
+		if r, err := filepath.EvalSymlinks(q); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if q == "/" {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(q), rest)
+	}
+}
+
+// rmLinked judges rm -r of p (absolute abs) where it lands: through the
+// parents' links always, through the last component's when p ends in /,
+// /. or a glob (rm follows a symlink only then).
+func (c *checker) rmLinked(p, abs string, glob bool) error {
+	last := strings.HasSuffix(p, "/") || strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/\"")
+	real, ok := c.followLinks(abs, last && !glob)
+	if !ok {
+		return c.unsafe(RuleUnjudgeable, "rm -r %s goes through a symlink whose target is computed at run time", p)
+	}
+	if real != abs {
+		p = p + " (through a symlink, " + real + ")"
+	}
+	return c.rmTarget(p, real, glob)
 }
