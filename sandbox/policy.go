@@ -236,6 +236,9 @@ type checker struct {
 	downloads map[string]bool
 	env       map[string]envVal // variables assigned for the rest of the script
 	links     map[string]string // links created by ln: absolute link -> target ("" = computed)
+	vars      map[string]bool   // variables assigned in the script: true = safe for arithmetic
+	assoc     map[string]bool   // associative arrays (their subscripts are strings)
+	ints      map[string]bool   // integer variables (declare -i: assignments are arithmetic)
 	st        state
 }
 
@@ -352,15 +355,25 @@ func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
 		inf := false
 		switch l := cmd.Loop.(type) {
 		case *syntax.WordIter:
+			safe := !cmd.Select
 			for _, w := range l.Items {
 				if err := c.embedded(w, x); err != nil {
 					return err
 				}
+				if wordValue(w).glob || !c.valueSafe(w) {
+					safe = false // file names or data
+				}
+			}
+			if l.Name != nil {
+				c.setVar(l.Name.Value, safe && len(l.Items) > 0)
 			}
 		case *syntax.CStyleLoop:
 			inf = l.Cond == nil
-			for _, n := range []syntax.Node{l.Init, l.Cond, l.Post} {
+			for _, n := range []syntax.ArithmExpr{l.Init, l.Cond, l.Post} {
 				if n != nil && !isNilArith(n) {
+					if err := c.arith(n); err != nil {
+						return err
+					}
 					if err := c.embedded(n, x); err != nil {
 						return err
 					}
@@ -403,15 +416,24 @@ func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
 		c.st = saved
 		return err
 	case *syntax.ArithmCmd:
+		if err := c.arith(cmd.X); err != nil {
+			return err
+		}
 		return c.embedded(cmd.X, x)
 	case *syntax.LetClause:
 		for _, e := range cmd.Exprs {
+			if err := c.arith(e); err != nil {
+				return err
+			}
 			if err := c.embedded(e, x); err != nil {
 				return err
 			}
 		}
 		return nil
 	case *syntax.TestClause:
+		if err := c.testArith(cmd.X); err != nil {
+			return err
+		}
 		return c.embedded(cmd.X, x)
 	case *syntax.DeclClause:
 		return c.decl(cmd, x)
@@ -551,6 +573,39 @@ func (c *checker) binary(b *syntax.BinaryCmd, x ctx) error {
 }
 
 func (c *checker) decl(d *syntax.DeclClause, x ctx) error {
+	assoc, integer := false, false
+	for _, a := range d.Args {
+		if !a.Naked || a.Name != nil || a.Value == nil {
+			continue
+		}
+		v, ok := litWord(a.Value)
+		switch {
+		case !ok:
+			if err := c.nameArg(a.Value, d.Variant.Value); err != nil {
+				return err
+			}
+		case strings.HasPrefix(v, "-"):
+			assoc = assoc || strings.Contains(v, "A")
+			integer = integer || strings.Contains(v, "i")
+		}
+	}
+	for _, a := range d.Args {
+		if a.Name == nil {
+			continue
+		}
+		if assoc {
+			if c.assoc == nil {
+				c.assoc = map[string]bool{}
+			}
+			c.assoc[a.Name.Value] = true
+		}
+		if integer {
+			if c.ints == nil {
+				c.ints = map[string]bool{}
+			}
+			c.ints[a.Name.Value] = true
+		}
+	}
 	for _, a := range d.Args {
 		if err := c.assign(a, x, true); err != nil {
 			return err
@@ -572,8 +627,37 @@ func (c *checker) assign(a *syntax.Assign, x ctx, persistent bool) error {
 		}
 	}
 	if a.Index != nil {
+		if a.Name == nil || !c.assoc[a.Name.Value] {
+			if err := c.arith(a.Index); err != nil {
+				return err
+			}
+		}
 		if err := c.embedded(a.Index, x); err != nil {
 			return err
+		}
+	}
+	if a.Name != nil && !a.Naked {
+		safe := c.valueSafe(a.Value)
+		if c.ints[a.Name.Value] && !safe && a.Value != nil {
+			return c.unsafe(RuleUnjudgeable, "%s is an integer variable: assigning %s evaluates data the policy cannot see as arithmetic", a.Name.Value, wordSource(a.Value))
+		}
+		if a.Array != nil {
+			for _, el := range a.Array.Elems {
+				if el.Index != nil && !c.assoc[a.Name.Value] {
+					if err := c.arith(el.Index); err != nil {
+						return err
+					}
+				}
+				if el.Value != nil && (!c.valueSafe(el.Value) || wordValue(el.Value).glob) {
+					safe = false
+				}
+			}
+		}
+		if a.Append {
+			safe = safe && c.varSafe(a.Name.Value, 0)
+		}
+		if persistent || !safe {
+			c.setVar(a.Name.Value, safe)
 		}
 	}
 	if a.Name == nil || !persistent {
@@ -682,6 +766,16 @@ func (c *checker) embedded(n syntax.Node, x ctx) error {
 		if c.visits++; c.visits > maxVisits {
 			err = errBudget
 			return false
+		}
+		switch s := n.(type) {
+		case *syntax.ArithmExp:
+			if err = c.arith(s.X); err != nil {
+				return false
+			}
+		case *syntax.ParamExp:
+			if err = c.paramCheck(s); err != nil {
+				return false
+			}
 		}
 		var list []*syntax.Stmt
 		// A substitution reads the stdin of the command around it; >(...)

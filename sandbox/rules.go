@@ -237,6 +237,10 @@ func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
 		}
 	case "tmux", "screen", "byobu", "dtach", "abduco":
 		return c.unsafe(RuleUnjudgeable, "%s runs shells whose input cannot be judged", base)
+	case "read", "mapfile", "readarray", "printf", "unset", "getopts":
+		if err := c.nameArgs(a, base); err != nil {
+			return err
+		}
 	case "hash":
 		if a.has("-p") || a.hasShort('p') {
 			return c.unsafe(RuleUnjudgeable, "hash -p rebinds a command name to another program")
