@@ -26,6 +26,9 @@ const (
 	// maxVisits bounds the statements and word parts visited, counting
 	// re-visits of loop bodies while following directory changes.
 	maxVisits = 200_000
+	// parseBytesPerVisit is how many bytes of parsed code count as one
+	// visit.
+	parseBytesPerVisit = 64
 	// maxCwds bounds the working directories followed at once (branches
 	// that cd to different places).
 	maxCwds = 16
@@ -64,16 +67,23 @@ const (
 //
 // With escape checks on (software mode, where no namespace confines the
 // command) it also refuses cd/pushd out of the boundary, `..` leading past
-// it, and `~`/$HOME paths that lead out.
+// it, `~`/$HOME paths that lead out, and any shell or interpreter reading
+// the program it runs from stdin (bwrap mode allows that).
+//
+// It follows what it needs to judge code that does not stand in the
+// command as written: the stdin each command really reads (through bash -c,
+// env -S, substitutions, >(...), xargs), the environment (the request's env
+// and every assignment: code-carrying variables, GIT_CONFIG_* pairs,
+// BASH_ENV, PS4), git settings and options that run commands, what find
+// -exec's {} stands for, links made by ln and symlinks on disk, paths
+// computed from PWD and HOME, and which variables hold values that bash may
+// evaluate as arithmetic (where a[$(cmd)] runs cmd).
 //
 // What it does not judge, by design: code in other languages (python -c,
-// node -e, awk's system(), perl -e), scripts and Makefiles on disk (running
-// ./build.sh is allowed like any program), and data computed at run time
-// where it is only data. Option-level tricks are covered for the common
-// carriers (git -c, GIT_SSH_COMMAND/PAGER/EDITOR-style variables, tar
-// --to-command, rsync -e, zip -TT, find -exec, xargs, parallel), not for
-// every program. The policy is a guard rail and a clear refusal message;
-// the isolation boundary is bwrap.
+// node -e, awk's system(), perl -e), scripts, Makefiles and config files on
+// disk (running ./build.sh is allowed like any program), and data computed
+// at run time where it is only data. The policy is a guard rail and a
+// clear refusal message; the isolation boundary is bwrap.
 //
 // A Policy is immutable and safe for concurrent use.
 type Policy struct {
@@ -234,11 +244,12 @@ type checker struct {
 	visits    int
 	funcs     map[string]bool
 	downloads map[string]bool
-	env       map[string]envVal // variables assigned for the rest of the script
-	links     map[string]string // links created by ln: absolute link -> target ("" = computed)
-	vars      map[string]bool   // variables assigned in the script: true = safe for arithmetic
-	assoc     map[string]bool   // associative arrays (their subscripts are strings)
-	ints      map[string]bool   // integer variables (declare -i: assignments are arithmetic)
+	env       map[string]envVal     // variables assigned for the rest of the script
+	links     map[string]string     // links created by ln: absolute link -> target ("" = computed)
+	vars      map[string]bool       // variables assigned in the script: true = safe for arithmetic
+	assoc     map[string]bool       // associative arrays (their subscripts are strings)
+	ints      map[string]bool       // integer variables (declare -i: assignments are arithmetic)
+	hdocs     map[*syntax.Word]bool // heredocs already judged as scripts
 	st        state
 }
 
@@ -286,6 +297,12 @@ func (c *checker) unsafe(rule, format string, args ...any) error {
 func (c *checker) script(src string, depth int, in ctx) error {
 	if depth > MaxNesting {
 		return c.unsafe(RuleUnjudgeable, "shell code nested more than %d levels deep", MaxNesting)
+	}
+	// Parsing counts against the budget too: code judged again and again
+	// (a heredoc read by several shells, find -exec per start point) must
+	// not cost more than the budget allows.
+	if c.visits += len(src)/parseBytesPerVisit + 1; c.visits > maxVisits {
+		return errBudget
 	}
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
 	if err != nil {

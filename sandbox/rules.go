@@ -495,10 +495,17 @@ func (c *checker) stdinProgram(prog string, x ctx, sio *stmtIO, shell bool) erro
 		if !shell {
 			return nil // a literal program, like -c
 		}
+		if c.hdocs[in.stdinHdoc] {
+			return nil // the rest of a heredoc already judged as a script
+		}
 		body, ok := hdocText(in.stdinHdoc)
 		if !ok {
 			return c.unsafe(RuleUnjudgeable, "a heredoc with expansions is fed to %s", prog)
 		}
+		if c.hdocs == nil {
+			c.hdocs = map[*syntax.Word]bool{}
+		}
+		c.hdocs[in.stdinHdoc] = true
 		return c.nestedIn(body, ctx{stdinHdoc: in.stdinHdoc})
 	case in.pipedIn && in.pipeDownload:
 		return c.danger(RulePipeToShell, "downloaded content is piped into %s; download to a file, inspect it, then run it", prog)
