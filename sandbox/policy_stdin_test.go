@@ -92,6 +92,13 @@ func TestPolicyStdinPrograms(t *testing.T) {
 		{"cat f | grep x", true, true},
 		{"bash -c 'cat' < f", true, true},
 	}
+	// Shells reading the rest of a heredoc judged as a script: judged once,
+	// not once per shell (which would exhaust the budget).
+	tests = append(tests, struct {
+		cmd      string
+		software bool
+		bwrap    bool
+	}{"bash <<'EOF'\n" + strings.Repeat("sh\necho hi\n", 100) + "EOF", true, true})
 	software, bwrap := mustPolicy(t, true), mustPolicy(t, false)
 	for _, tc := range tests {
 		for _, m := range []struct {
