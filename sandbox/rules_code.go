@@ -791,7 +791,10 @@ func (c *checker) sedScript(s string) error {
 			}
 			d := s[i]
 			i++
-			if !skipDelim(d) || !skipDelim(d) {
+			if !skipDelim(d) { // the regex (s) or source characters (y)
+				return nil
+			}
+			if !skipDelim(d) { // the replacement or target characters
 				return nil
 			}
 			if ch == 'y' {
