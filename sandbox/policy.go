@@ -198,16 +198,16 @@ func (s state) equal(o state) bool {
 
 // ctx is what a statement's surroundings tell about it.
 type ctx struct {
-	pipedIn      bool         // stdin is a pipe
-	pipeDownload bool         // what feeds that pipe downloads something
-	stdinFile    bool         // stdin is a file or descriptor redirected by an enclosing command
-	stdinHdoc    *syntax.Word // stdin is this heredoc or here-string of an enclosing command
-	moreArgs     bool         // xargs appends words read from its input
-	selfDownload bool         // the simple command whose words these are downloads something
-	bg           bool         // runs concurrently (pipeline side, background)
-	inFunc       string       // name of the function whose body this is
-	external     bool         // run by a wrapper program: shell functions do not apply
-	infLoop      bool         // inside a loop without an exit condition
+	pipedIn      bool             // stdin is a pipe
+	pipeDownload bool             // what feeds that pipe downloads something
+	stdinFile    bool             // stdin is a file or descriptor redirected by an enclosing command
+	stdinHdoc    *syntax.Word     // stdin is this heredoc or here-string of an enclosing command
+	moreArgs     bool             // xargs appends words read from its input
+	self         *syntax.CallExpr // the simple command whose words these are (for >(...): does it download?)
+	bg           bool             // runs concurrently (pipeline side, background)
+	inFunc       string           // name of the function whose body this is
+	external     bool             // run by a wrapper program: shell functions do not apply
+	infLoop      bool             // inside a loop without an exit condition
 }
 
 // stdinCtx is the stdin that code run by a command (bash -c, env -S, a
@@ -335,8 +335,8 @@ func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
 		saved := c.st.clone()
 		defer func() { c.st = saved }()
 	}
-	if ce, ok := s.Cmd.(*syntax.CallExpr); ok && containsDownloader(ce) {
-		x.selfDownload = true
+	if ce, ok := s.Cmd.(*syntax.CallExpr); ok {
+		x.self = ce
 	}
 	var sio stmtIO
 	for _, r := range s.Redirs {
@@ -804,7 +804,7 @@ func (c *checker) embedded(n syntax.Node, x ctx) error {
 		case *syntax.ProcSubst:
 			list = s.Stmts
 			if s.Op == syntax.CmdOut {
-				in = ctx{pipedIn: true, pipeDownload: x.pipeDownload || x.selfDownload}
+				in = ctx{pipedIn: true, pipeDownload: x.pipeDownload || x.self != nil && containsDownloader(x.self)}
 			}
 		default:
 			return true
