@@ -269,6 +269,26 @@ func testExec(t *testing.T, mode sandbox.Mode) {
 		{name: "empty command", cmd: "", wantCode: 126, errContains: "agentbe: empty command"},
 		{name: "blank command", cmd: "  ", wantCode: 126, errContains: "agentbe: empty command"},
 	}
+	// A shell reading its program from the client's stdin: software mode
+	// cannot judge it and says bwrap allows it; bwrap runs it.
+	if mode == sandbox.ModeSoftware {
+		tests = append(tests, struct {
+			name, cmd, stdin string
+			wantOut, wantErr string
+			wantCode         int
+			wantSig          string
+			errContains      string
+		}{name: "program on stdin", cmd: "exec bash", stdin: "echo ran\n", wantCode: 126,
+			errContains: "Dangerous operation blocked (UNSAFE_COMMAND): unjudgeable: bash reads the program it runs from stdin, which cannot be judged in software mode; pass the program as a file or with -c (bwrap isolation allows it)"})
+	} else {
+		tests = append(tests, struct {
+			name, cmd, stdin string
+			wantOut, wantErr string
+			wantCode         int
+			wantSig          string
+			errContains      string
+		}{name: "program on stdin", cmd: "exec bash", stdin: "echo ran\n", wantOut: "ran\n"})
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut, code, sig := run(t, c, tt.cmd, tt.stdin)
