@@ -377,7 +377,7 @@ func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
 				if err := c.embedded(w, x); err != nil {
 					return err
 				}
-				if wordValue(w).glob || !c.valueSafe(w) {
+				if hasFileGlob(w) || !c.valueSafe(w) {
 					safe = false // file names or data
 				}
 			}

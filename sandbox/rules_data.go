@@ -23,8 +23,23 @@ var safeSpecial = set("#", "?", "$", "!", "-", "RANDOM", "SRANDOM", "SECONDS", "
 	"HISTCMD", "COLUMNS", "LINES", "PIPESTATUS", "BASH_LINENO")
 
 // numericTools print numbers (for static arguments): their output may be
-// used in arithmetic.
-var numericTools = set("wc", "nproc", "date", "id", "expr", "seq", "getconf", "echo", "printf")
+// used in arithmetic. stat, grep and git count only with the options
+// numericOutput checks.
+var numericTools = set("wc", "nproc", "date", "id", "expr", "seq", "getconf", "echo", "printf", "stat", "grep", "git")
+
+// hasFileGlob reports an unquoted *, ? or [ in w: pathname expansion,
+// whose results are file names (data).
+func hasFileGlob(w *syntax.Word) bool {
+	for _, part := range w.Parts {
+		if l, ok := part.(*syntax.Lit); ok && strings.ContainsAny(l.Value, "*?[") {
+			return true
+		}
+		if _, ok := part.(*syntax.ExtGlob); ok {
+			return true
+		}
+	}
+	return false
+}
 
 const maxVarDepth = 16
 
@@ -174,13 +189,54 @@ func (c *checker) numericSubst(cs *syntax.CmdSubst) bool {
 	if !ok || !numericTools[path.Base(name)] {
 		return false
 	}
+	// Tools that print only a count may count files named at run time;
+	// the others print their arguments, which must be static.
+	base := path.Base(name)
+	countOnly := base == "stat" || base == "grep" || base == "git"
+	var vals []string
 	for _, w := range ce.Args[1:] {
 		i := wordValue(w)
-		if !i.ok || i.glob || strings.ContainsAny(i.val, "[$`") {
+		if hasFileGlob(w) {
+			return false // several files: grep -c prints their names
+		}
+		if !i.ok || strings.ContainsAny(i.val, "[$`") {
+			if countOnly && !strings.HasPrefix(i.val, "-") {
+				vals = append(vals, "file")
+				continue
+			}
 			return false
 		}
+		vals = append(vals, i.val)
+	}
+	switch path.Base(name) {
+	case "stat": // stat -c %s f: a format without names
+		return strings.Contains(strings.Join(vals, " "), "%") && !strings.Contains(strings.Join(vals, " "), "%n") && !strings.Contains(strings.Join(vals, " "), "%N")
+	case "grep": // grep -c PATTERN [FILE]: one count, no file names
+		counts, files := false, 0
+		for _, v := range vals {
+			switch {
+			case v == "-c" || v == "--count" || strings.HasPrefix(v, "-") && !strings.HasPrefix(v, "--") && strings.Contains(v, "c"):
+				counts = true
+			case v == "-H" || v == "--with-filename" || v == "-r" || v == "-R" || v == "--recursive":
+				return false
+			case !strings.HasPrefix(v, "-"):
+				files++
+			}
+		}
+		return counts && files <= 2
+	case "git": // git rev-list --count
+		return slicesContains(vals, "--count")
 	}
 	return true
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }
 
 // arith judges an arithmetic expression: every value it evaluates must be
