@@ -250,6 +250,7 @@ type checker struct {
 	assoc     map[string]bool       // associative arrays (their subscripts are strings)
 	ints      map[string]bool       // integer variables (declare -i: assignments are arithmetic)
 	hdocs     map[*syntax.Word]bool // heredocs already judged as scripts
+	execStdin bool                  // `exec <file` (or <&N, <<EOF) replaced stdin for the rest of the script
 	st        state
 }
 
@@ -348,6 +349,11 @@ func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
 	case nil:
 		return nil
 	case *syntax.CallExpr:
+		if len(cmd.Args) == 1 && (sio.stdinFile || sio.hdoc != nil) {
+			if v, ok := litWord(cmd.Args[0]); ok && v == "exec" {
+				c.execStdin = true
+			}
+		}
 		return c.call(cmd, x, &sio)
 	case *syntax.BinaryCmd:
 		return c.binary(cmd, x)

@@ -47,6 +47,22 @@ var (
 		"BROWSER", "SSH_ASKPASS", "SUDO_ASKPASS", "PROMPT_COMMAND", "RSYNC_RSH", "FCEDIT",
 		"GIT_PROXY_COMMAND", "GIT_SSH", "SYSTEMD_PAGER", "SYSTEMD_EDITOR", "SUDO_EDITOR", "SVN_EDITOR",
 		"HGEDITOR", "CVS_RSH", "RSYNC_CONNECT_PROG")
+	// codeValueOptions are options of some program whose value is code
+	// (judged where the program is known; under xargs the value would come
+	// from the input).
+	codeValueOptions = map[string]map[string]bool{
+		"env":    set("-S", "--split-string"),
+		"git":    set("-c", "--config-env"),
+		"flock":  set("-c", "--command"),
+		"script": set("-c", "--command"),
+		"tar":    set("--to-command", "-I", "--use-compress-program"),
+		"rsync":  set("-e", "--rsh"),
+		"zip":    set("-TT"),
+		"make":   set("--eval", "-E", "-f"),
+		"sed":    set("-e", "--expression", "-f"),
+		"expect": set("-c"),
+		"vim":    set("-c", "--cmd"),
+	}
 	// readOnlyVerbs of ip/tc/systemctl-like tools: anything else changes state.
 	readOnlyVerbs = set("", "show", "sh", "s", "list", "ls", "lst", "l", "get", "help", "status",
 		"monitor", "cat", "is-active", "is-enabled", "is-failed", "list-units", "list-unit-files",
@@ -490,10 +506,17 @@ func (c *checker) stdinCode(prog string, x ctx, sio *stmtIO) error {
 // command's own stdin (an SSH client's input).
 func (c *checker) stdinProgram(prog string, x ctx, sio *stmtIO, shell bool) error {
 	in := stdinCtx(x, sio)
+	if c.execStdin && !in.pipedIn && !in.stdinFile && in.stdinHdoc == nil {
+		in.stdinFile = true // `exec < file` earlier replaced the script's stdin
+	}
 	switch {
 	case in.stdinHdoc != nil:
 		if !shell {
-			return nil // a literal program, like -c
+			if _, static := hdocText(in.stdinHdoc); static || !c.p.escapes {
+				return nil // a literal program, like -c
+			}
+			return c.unsafe(RuleUnjudgeable, "%s reads a program built at run time from a heredoc, which cannot be judged in software mode; "+
+				"pass the program as a file or with -c (bwrap isolation allows it)", prog)
 		}
 		if c.hdocs[in.stdinHdoc] {
 			return nil // the rest of a heredoc already judged as a script
@@ -972,6 +995,13 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 	x.external = true // a program runs it: shell functions do not apply
 	if base == "xargs" {
 		x.moreArgs = true
+		// xargs appends its input: an option left without its value
+		// takes it from the input (xargs git -c, xargs env -S, xargs
+		// rebase -x), and some of those values are code.
+		if last := len(a.words) - 1; repl == "" && last > i && a.ok[last] && a.ok[i] &&
+			codeValueOptions[path.Base(a.vals[i])][a.vals[last]] {
+			return c.unsafe(RuleUnjudgeable, "xargs appends its input as the value of %s %s, which runs it as code", path.Base(a.vals[i]), a.vals[last])
+		}
 	}
 	if repl != "" {
 		if err := c.replCheck(inner, repl, "xargs"); err != nil {
