@@ -218,7 +218,7 @@ func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
 		return c.danger(RuleNetwork, "%s changes the firewall or network configuration", base)
 	case shells[base]:
 		return c.shell(a, x, sio)
-	case langInterpreters[base] || strings.HasPrefix(base, "python3.") || strings.HasPrefix(base, "python2."):
+	case langInterpreters[unversioned(base)]:
 		return c.interpreter(a, x, sio, base)
 	}
 	switch base {
@@ -238,6 +238,20 @@ func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
 	case "find":
 		if err := c.find(a, x); err != nil {
 			return err
+		}
+	case "awk", "gawk", "mawk", "nawk", "busybox-awk":
+		// awk -f - / -f /dev/stdin: the program comes from stdin.
+		for i := 1; i+1 < len(a.vals); i++ {
+			if a.ok[i] && (a.vals[i] == "-f" || a.vals[i] == "--file") && a.ok[i+1] {
+				if fd, isFd := fdPath(a.vals[i+1]); isFd {
+					if fd != "0" {
+						return c.unsafe(RuleUnjudgeable, "%s reads its program from file descriptor %s", base, fd)
+					}
+					if err := c.stdinProgram(base, x, sio, false); err != nil {
+						return err
+					}
+				}
+			}
 		}
 	case "make", "gmake", "bmake":
 		if err := c.make(a, x, sio); err != nil {
@@ -641,7 +655,7 @@ func (c *checker) interpreter(a args, x ctx, sio *stmtIO, base string) error {
 	if anyDownloadSubst(a.words[1:]) {
 		return c.danger(RuleDownloadExec, "%s runs downloaded code", base)
 	}
-	key := base
+	key := unversioned(base)
 	switch {
 	case strings.HasPrefix(base, "python"), strings.HasPrefix(base, "pypy"):
 		key = "python"
@@ -1681,4 +1695,20 @@ func (c *checker) codeOptions(a args, base string) error {
 		}
 	}
 	return nil
+}
+
+// unversioned strips a version suffix from an interpreter's name
+// (python3.12, lua5.4, ruby3.1, php8.2, tclsh8.6 are python3, lua, ...).
+func unversioned(base string) string {
+	if langInterpreters[base] {
+		return base
+	}
+	v := strings.TrimRight(base, "0123456789.")
+	if v != base && langInterpreters[v] {
+		return v
+	}
+	if v != base && langInterpreters[v+base[len(v):len(v)+1]] {
+		return v + base[len(v):len(v)+1] // python3.12 -> python3
+	}
+	return base
 }
