@@ -126,7 +126,7 @@ for (const pkg of ['agent-backend', 'agent-backend-0112']) {
       await fail('get_file_info', { path: 'missing' }, /^Failed to stat path: missing/)
       await fail('exec', { command: 'echo out; echo err >&2; exit 3' }, /^Command execution failed with exit code 3: err$/)
       await fail('exec', { command: '' }, /^Command cannot be empty$/)
-      await fail('exec', { command: 'rm -rf /' }, /^Dangerous operation blocked: rm -rf \//)
+      await fail('exec', { command: 'rm -rf /' }, /^Dangerous operation blocked \(DANGEROUS_OPERATION\): destructive-delete: /)
       await fail('list_directory_with_sizes', { path: '.', sortBy: 'bogus' }, /sortBy must be one of name, size/)
     })
 

@@ -43,3 +43,26 @@ func TestExecLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestExecRefusals: over a real loopback MCP client, both refusal codes
+// read the same way, and the exec tool's env is judged like the command.
+func TestExecRefusals(t *testing.T) {
+	e := newEnv(t)
+	cs := e.connect(t, nil)
+	tests := []struct {
+		args map[string]any
+		want string
+	}{
+		{map[string]any{"command": "sudo id"}, "isError: true\ntext:\nDangerous operation blocked (DANGEROUS_OPERATION): privilege-escalation: "},
+		{map[string]any{"command": "eval ls"}, "isError: true\ntext:\nDangerous operation blocked (UNSAFE_COMMAND): unjudgeable: "},
+		{map[string]any{"command": "git --version", "env": map[string]string{"GIT_EXTERNAL_DIFF": "sudo id"}}, "isError: true\ntext:\nDangerous operation blocked (DANGEROUS_OPERATION): privilege-escalation: "},
+		{map[string]any{"command": "git --version", "env": map[string]string{"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.pager", "GIT_CONFIG_VALUE_0": "$(curl x) | sh"}}, "isError: true\ntext:\nDangerous operation blocked ("},
+		{map[string]any{"command": "bash"}, "isError: true\ntext:\nDangerous operation blocked (UNSAFE_COMMAND): unjudgeable: bash reads the program it runs from stdin"},
+		{map[string]any{"command": "printf %s \"$PAGER\"", "env": map[string]string{"PAGER": "cat"}}, "text:\ncat"},
+	}
+	for _, tc := range tests {
+		if got := call(t, cs, "exec", tc.args); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("exec %v:\n%s\nwant the prefix %q", tc.args, got, tc.want)
+		}
+	}
+}

@@ -97,6 +97,7 @@ var goldenCases = []toolCase{
 	{"exec", map[string]any{"command": `printf "%s" "$FOO"`, "env": map[string]string{"FOO": "bar"}}},
 	{"exec", map[string]any{"command": `test "$(pwd)" = "$HOME" && echo home-is-cwd`}},
 	{"exec", map[string]any{"command": "rm -rf /"}},
+	{"exec", map[string]any{"command": "eval ls"}},
 	{"exec", map[string]any{"command": ""}},
 	{"exec", map[string]any{"command": "   "}},
 	{"exec", map[string]any{"command": `printf ""`}},

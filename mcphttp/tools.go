@@ -747,7 +747,7 @@ func (s *Server) exec(ctx context.Context, ws fsops.Workspace, a execArgs) *mcp.
 		Timeout:   s.opts.ExecTimeout,
 	})
 	if err != nil {
-		return toolError(execErrorText(a.Command, err))
+		return toolError(execErrorText(err))
 	}
 	stdout := jsTrim(string(sandbox.WithTruncationNotice(res.Stdout, res.StdoutSize)))
 	stderr := jsTrim(string(sandbox.WithTruncationNotice(res.Stderr, res.StderrSize)))
@@ -788,7 +788,10 @@ func roundDuration(configured, took time.Duration) time.Duration {
 	return took.Round(time.Second)
 }
 
-func execErrorText(cmd string, err error) string {
+func execErrorText(err error) string {
+	if text, ok := sandbox.RefusalText(err); ok {
+		return text
+	}
 	var e *errcode.Error
 	if !errors.As(err, &e) {
 		return "Failed to execute command: " + err.Error()
@@ -796,12 +799,7 @@ func execErrorText(cmd string, err error) string {
 	switch e.Code {
 	case errcode.EmptyCommand:
 		return "Command cannot be empty"
-	case errcode.DangerousOperation:
-		if e.Msg != "" {
-			return "Dangerous operation blocked: " + cmd + " (" + e.Msg + ")"
-		}
-		return "Dangerous operation blocked: " + cmd
-	case errcode.UnsafeCommand, errcode.PathEscapeAttempt:
+	case errcode.PathEscapeAttempt:
 		if e.Msg != "" {
 			return e.Msg
 		}

@@ -446,7 +446,7 @@ func (e *executor) prepare(req *Request, allowEmpty bool) (*workdir, error) {
 				return nil, &errcode.Error{Code: errcode.UnsafeCommand, Op: "exec",
 					Msg: "an interactive shell cannot be judged by the safety policy in software mode; use bwrap isolation"}
 			}
-		} else if err := e.policy.check(req.Command, dir, boundary); err != nil {
+		} else if err := e.policy.check(req.Command, req.Env, dir, boundary); err != nil {
 			return nil, err
 		}
 	}

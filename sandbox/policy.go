@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"path/filepath"
@@ -25,6 +26,9 @@ const (
 	// maxVisits bounds the statements and word parts visited, counting
 	// re-visits of loop bodies while following directory changes.
 	maxVisits = 200_000
+	// parseBytesPerVisit is how many bytes of parsed code count as one
+	// visit.
+	parseBytesPerVisit = 64
 	// maxCwds bounds the working directories followed at once (branches
 	// that cd to different places).
 	maxCwds = 16
@@ -63,16 +67,23 @@ const (
 //
 // With escape checks on (software mode, where no namespace confines the
 // command) it also refuses cd/pushd out of the boundary, `..` leading past
-// it, and `~`/$HOME paths that lead out.
+// it, `~`/$HOME paths that lead out, and any shell or interpreter reading
+// the program it runs from stdin (bwrap mode allows that).
+//
+// It follows what it needs to judge code that does not stand in the
+// command as written: the stdin each command really reads (through bash -c,
+// env -S, substitutions, >(...), xargs), the environment (the request's env
+// and every assignment: code-carrying variables, GIT_CONFIG_* pairs,
+// BASH_ENV, PS4), git settings and options that run commands, what find
+// -exec's {} stands for, links made by ln and symlinks on disk, paths
+// computed from PWD and HOME, and which variables hold values that bash may
+// evaluate as arithmetic (where a[$(cmd)] runs cmd).
 //
 // What it does not judge, by design: code in other languages (python -c,
-// node -e, awk's system(), perl -e), scripts and Makefiles on disk (running
-// ./build.sh is allowed like any program), and data computed at run time
-// where it is only data. Option-level tricks are covered for the common
-// carriers (git -c, GIT_SSH_COMMAND/PAGER/EDITOR-style variables, tar
-// --to-command, rsync -e, zip -TT, find -exec, xargs, parallel), not for
-// every program. The policy is a guard rail and a clear refusal message;
-// the isolation boundary is bwrap.
+// node -e, awk's system(), perl -e), scripts, Makefiles and config files on
+// disk (running ./build.sh is allowed like any program), and data computed
+// at run time where it is only data. The policy is a guard rail and a
+// clear refusal message; the isolation boundary is bwrap.
 //
 // A Policy is immutable and safe for concurrent use.
 type Policy struct {
@@ -107,23 +118,34 @@ func (p *Policy) WithEscapeChecks(on bool) *Policy {
 // returns nil or an *errcode.Error with Code DangerousOperation or
 // UnsafeCommand, Command set, and a Msg that starts with the rule name.
 func (p *Policy) Check(command, boundary string) error {
-	return p.check(command, boundary, boundary)
+	return p.check(command, nil, boundary, boundary)
 }
 
 // CheckDir is Check for a command run from dir, a directory inside
 // boundary.
 func (p *Policy) CheckDir(command, dir, boundary string) error {
-	return p.check(command, dir, boundary)
+	return p.check(command, nil, dir, boundary)
 }
 
-func (p *Policy) check(command, dir, boundary string) error {
+// CheckEnv is CheckDir for a command that also gets env (an exec request's
+// environment): values that programs run as code (PAGER, GIT_SSH_COMMAND,
+// GIT_CONFIG_KEY_n/VALUE_n, ...) are judged like the same assignments
+// written before the command. Names the executor drops are not judged.
+func (p *Policy) CheckEnv(command string, env map[string]string, dir, boundary string) error {
+	return p.check(command, env, dir, boundary)
+}
+
+func (p *Policy) check(command string, env map[string]string, dir, boundary string) error {
 	c := &checker{p: p, src: command, boundary: filepath.Clean(boundary),
 		funcs: map[string]bool{}, downloads: map[string]bool{}}
 	c.st = state{cwds: []string{filepath.Clean(dir)}, home: filepath.Clean(dir)}
 	if len(command) > MaxCommandBytes {
 		return c.unsafe(RuleTooLarge, "the command is %d bytes; the policy judges at most %d", len(command), MaxCommandBytes)
 	}
-	err := c.script(command, 0)
+	err := c.envGroup(mapGroup(env), true)
+	if err == nil {
+		err = c.script(command, 0, ctx{})
+	}
 	if err == errBudget {
 		return c.unsafe(RuleUnjudgeable, "the command is too complex to judge")
 	}
@@ -176,13 +198,36 @@ func (s state) equal(o state) bool {
 
 // ctx is what a statement's surroundings tell about it.
 type ctx struct {
-	pipedIn      bool   // stdin is a pipe
-	pipeDownload bool   // what feeds that pipe downloads something
-	bg           bool   // runs concurrently (pipeline side, background)
-	inFunc       string // name of the function whose body this is
-	external     bool   // run by a wrapper program: shell functions do not apply
-	infLoop      bool   // inside a loop without an exit condition
+	pipedIn      bool             // stdin is a pipe
+	pipeDownload bool             // what feeds that pipe downloads something
+	stdinFile    bool             // stdin is a file or descriptor redirected by an enclosing command
+	stdinHdoc    *syntax.Word     // stdin is this heredoc or here-string of an enclosing command
+	moreArgs     bool             // xargs appends words read from its input
+	self         *syntax.CallExpr // the simple command whose words these are (for >(...): does it download?)
+	bg           bool             // runs concurrently (pipeline side, background)
+	inFunc       string           // name of the function whose body this is
+	external     bool             // run by a wrapper program: shell functions do not apply
+	infLoop      bool             // inside a loop without an exit condition
 }
+
+// stdinCtx is the stdin that code run by a command (bash -c, env -S, a
+// command substitution) inherits: the command's own redirection if it has
+// one, else what the command itself inherited.
+func stdinCtx(x ctx, sio *stmtIO) ctx {
+	in := ctx{pipedIn: x.pipedIn, pipeDownload: x.pipeDownload, stdinFile: x.stdinFile, stdinHdoc: x.stdinHdoc}
+	if sio != nil && sio.hdoc != nil {
+		return ctx{stdinHdoc: sio.hdoc}
+	}
+	if sio != nil && sio.stdinFile {
+		return ctx{stdinFile: true}
+	}
+	return in
+}
+
+// unknownStdin is the context of code run by another program with input
+// the policy does not see (a pager, an editor, a function or alias body that
+// may be called from a pipeline): stdin counts as a pipe of data.
+var unknownStdin = ctx{pipedIn: true}
 
 // io is what a simple command's redirections tell about it.
 type stmtIO struct {
@@ -199,6 +244,13 @@ type checker struct {
 	visits    int
 	funcs     map[string]bool
 	downloads map[string]bool
+	env       map[string]envVal     // variables assigned for the rest of the script
+	links     map[string]string     // links created by ln: absolute link -> target ("" = computed)
+	vars      map[string]bool       // variables assigned in the script: true = safe for arithmetic
+	assoc     map[string]bool       // associative arrays (their subscripts are strings)
+	ints      map[string]bool       // integer variables (declare -i: assignments are arithmetic)
+	hdocs     map[*syntax.Word]bool // heredocs already judged as scripts
+	execStdin bool                  // `exec <file` (or <&N, <<EOF) replaced stdin for the rest of the script
 	st        state
 }
 
@@ -207,6 +259,27 @@ type budgetError struct{}
 func (budgetError) Error() string { return "budget" }
 
 var errBudget error = budgetError{}
+
+// RefusalPrefix starts every refusal text a client sees, on MCP and SSH
+// alike; RefusalText adds the code in parentheses.
+const RefusalPrefix = "Dangerous operation blocked"
+
+// RefusalText is the text clients see for a command the policy refused:
+// "Dangerous operation blocked (<CODE>): <rule>: <why>", with CODE
+// DANGEROUS_OPERATION or UNSAFE_COMMAND. ok is false for any other error.
+// Every face (MCP exec, SSH exec/shell) words refusals with it, so that a
+// client can match on the prefix and the code alike.
+func RefusalText(err error) (text string, ok bool) {
+	var e *errcode.Error
+	if !errors.As(err, &e) || (e.Code != errcode.DangerousOperation && e.Code != errcode.UnsafeCommand) {
+		return "", false
+	}
+	msg := e.Msg
+	if msg == "" {
+		msg = e.Error()
+	}
+	return RefusalPrefix + " (" + string(e.Code) + "): " + msg, true
+}
 
 func (c *checker) refuse(code errcode.Code, rule, format string, args ...any) error {
 	return &errcode.Error{Code: code, Op: "exec", Command: c.src,
@@ -222,9 +295,15 @@ func (c *checker) unsafe(rule, format string, args ...any) error {
 }
 
 // script parses and judges a (possibly nested) script.
-func (c *checker) script(src string, depth int) error {
+func (c *checker) script(src string, depth int, in ctx) error {
 	if depth > MaxNesting {
 		return c.unsafe(RuleUnjudgeable, "shell code nested more than %d levels deep", MaxNesting)
+	}
+	// Parsing counts against the budget too: code judged again and again
+	// (a heredoc read by several shells, find -exec per start point) must
+	// not cost more than the budget allows.
+	if c.visits += len(src)/parseBytesPerVisit + 1; c.visits > maxVisits {
+		return errBudget
 	}
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
 	if err != nil {
@@ -233,7 +312,7 @@ func (c *checker) script(src string, depth int) error {
 	saved := c.depth
 	c.depth = depth
 	defer func() { c.depth = saved }()
-	return c.stmts(f.Stmts, ctx{})
+	return c.stmts(f.Stmts, in)
 }
 
 func (c *checker) stmts(list []*syntax.Stmt, x ctx) error {
@@ -257,6 +336,9 @@ func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
 		saved := c.st.clone()
 		defer func() { c.st = saved }()
 	}
+	if ce, ok := s.Cmd.(*syntax.CallExpr); ok {
+		x.self = ce
+	}
 	var sio stmtIO
 	for _, r := range s.Redirs {
 		if err := c.redirect(r, &sio, x); err != nil {
@@ -267,6 +349,11 @@ func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
 	case nil:
 		return nil
 	case *syntax.CallExpr:
+		if len(cmd.Args) == 1 && (sio.stdinFile || sio.hdoc != nil) {
+			if v, ok := litWord(cmd.Args[0]); ok && v == "exec" {
+				c.execStdin = true
+			}
+		}
 		return c.call(cmd, x, &sio)
 	case *syntax.BinaryCmd:
 		return c.binary(cmd, x)
@@ -291,15 +378,25 @@ func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
 		inf := false
 		switch l := cmd.Loop.(type) {
 		case *syntax.WordIter:
+			safe := !cmd.Select
 			for _, w := range l.Items {
 				if err := c.embedded(w, x); err != nil {
 					return err
 				}
+				if hasFileGlob(w) || !c.valueSafe(w) {
+					safe = false // file names or data
+				}
+			}
+			if l.Name != nil {
+				c.setVar(l.Name.Value, safe && len(l.Items) > 0)
 			}
 		case *syntax.CStyleLoop:
 			inf = l.Cond == nil
-			for _, n := range []syntax.Node{l.Init, l.Cond, l.Post} {
+			for _, n := range []syntax.ArithmExpr{l.Init, l.Cond, l.Post} {
 				if n != nil && !isNilArith(n) {
+					if err := c.arith(n); err != nil {
+						return err
+					}
 					if err := c.embedded(n, x); err != nil {
 						return err
 					}
@@ -334,19 +431,32 @@ func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
 		}
 		c.funcs[name] = true
 		saved := c.st.clone()
-		err := c.stmt(cmd.Body, ctx{inFunc: name})
+		// The body runs wherever the function is called, maybe in a
+		// pipeline: judge it with stdin unknown.
+		fx := unknownStdin
+		fx.inFunc = name
+		err := c.stmt(cmd.Body, fx)
 		c.st = saved
 		return err
 	case *syntax.ArithmCmd:
+		if err := c.arith(cmd.X); err != nil {
+			return err
+		}
 		return c.embedded(cmd.X, x)
 	case *syntax.LetClause:
 		for _, e := range cmd.Exprs {
+			if err := c.arith(e); err != nil {
+				return err
+			}
 			if err := c.embedded(e, x); err != nil {
 				return err
 			}
 		}
 		return nil
 	case *syntax.TestClause:
+		if err := c.testArith(cmd.X); err != nil {
+			return err
+		}
 		return c.embedded(cmd.X, x)
 	case *syntax.DeclClause:
 		return c.decl(cmd, x)
@@ -357,6 +467,7 @@ func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
 		return c.stmt(cmd.Stmt, x)
 	case *syntax.CoprocClause:
 		x.bg = true
+		x.pipedIn, x.pipeDownload, x.stdinFile, x.stdinHdoc = true, false, false, nil
 		saved := c.st.clone()
 		err := c.stmt(cmd.Stmt, x)
 		c.st = saved
@@ -467,6 +578,7 @@ func (c *checker) binary(b *syntax.BinaryCmd, x ctx) error {
 		rx.bg = true
 		rx.pipedIn = true
 		rx.pipeDownload = x.pipeDownload || containsDownloader(b.X)
+		rx.stdinFile, rx.stdinHdoc = false, nil
 		err := c.stmt(b.Y, rx)
 		c.st = saved
 		return err
@@ -484,12 +596,45 @@ func (c *checker) binary(b *syntax.BinaryCmd, x ctx) error {
 }
 
 func (c *checker) decl(d *syntax.DeclClause, x ctx) error {
+	assoc, integer := false, false
+	for _, a := range d.Args {
+		if !a.Naked || a.Name != nil || a.Value == nil {
+			continue
+		}
+		v, ok := litWord(a.Value)
+		switch {
+		case !ok:
+			if err := c.nameArg(a.Value, d.Variant.Value); err != nil {
+				return err
+			}
+		case strings.HasPrefix(v, "-"):
+			assoc = assoc || strings.Contains(v, "A")
+			integer = integer || strings.Contains(v, "i")
+		}
+	}
+	for _, a := range d.Args {
+		if a.Name == nil {
+			continue
+		}
+		if assoc {
+			if c.assoc == nil {
+				c.assoc = map[string]bool{}
+			}
+			c.assoc[a.Name.Value] = true
+		}
+		if integer {
+			if c.ints == nil {
+				c.ints = map[string]bool{}
+			}
+			c.ints[a.Name.Value] = true
+		}
+	}
 	for _, a := range d.Args {
 		if err := c.assign(a, x, true); err != nil {
 			return err
 		}
 	}
-	return nil
+	return c.envGroup(assignGroup(d.Args), true)
 }
 
 // assign judges an assignment's value and follows HOME and CDPATH.
@@ -505,16 +650,37 @@ func (c *checker) assign(a *syntax.Assign, x ctx, persistent bool) error {
 		}
 	}
 	if a.Index != nil {
+		if a.Name == nil || !c.assoc[a.Name.Value] {
+			if err := c.arith(a.Index); err != nil {
+				return err
+			}
+		}
 		if err := c.embedded(a.Index, x); err != nil {
 			return err
 		}
 	}
-	if a.Name != nil && codeVars[a.Name.Value] && a.Value != nil {
-		// Programs run these as shell commands (git, man, editors).
-		if v, ok := litWord(a.Value); ok && v != "" {
-			if err := c.nested(v); err != nil {
-				return err
+	if a.Name != nil && !a.Naked {
+		safe := c.valueSafe(a.Value)
+		if c.ints[a.Name.Value] && !safe && a.Value != nil {
+			return c.unsafe(RuleUnjudgeable, "%s is an integer variable: assigning %s evaluates data the policy cannot see as arithmetic", a.Name.Value, wordSource(a.Value))
+		}
+		if a.Array != nil {
+			for _, el := range a.Array.Elems {
+				if el.Index != nil && !c.assoc[a.Name.Value] {
+					if err := c.arith(el.Index); err != nil {
+						return err
+					}
+				}
+				if el.Value != nil && (!c.valueSafe(el.Value) || wordValue(el.Value).glob) {
+					safe = false
+				}
 			}
+		}
+		if a.Append {
+			safe = safe && c.varSafe(a.Name.Value, 0)
+		}
+		if persistent || !safe {
+			c.setVar(a.Name.Value, safe)
 		}
 	}
 	if a.Name == nil || !persistent {
@@ -570,12 +736,18 @@ func (c *checker) redirect(r *syntax.Redirect, sio *stmtIO, x ctx) error {
 		return c.danger(RuleRemoteAccess, "bash network redirection to %s (a reverse shell or raw socket)", target)
 	}
 	switch r.Op {
-	case syntax.RdrIn:
-		if fd0 {
+	case syntax.RdrIn, syntax.DplIn:
+		if fd0 && !(r.Op == syntax.DplIn && ok && target == "-") {
 			sio.stdinFile = true
 		}
 	case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.RdrAll, syntax.AppAll, syntax.RdrInOut, syntax.DplOut:
-		if !ok || target == "-" || isDigits(target) {
+		if !ok {
+			if v, known := c.evalPath(r.Word); known && v != "" {
+				return c.writePath(v, "redirection")
+			}
+			return nil
+		}
+		if target == "-" || isDigits(target) {
 			return nil
 		}
 		if r.Op == syntax.RdrInOut && fd0 {
@@ -618,17 +790,34 @@ func (c *checker) embedded(n syntax.Node, x ctx) error {
 			err = errBudget
 			return false
 		}
+		switch s := n.(type) {
+		case *syntax.ArithmExp:
+			if err = c.arith(s.X); err != nil {
+				return false
+			}
+		case *syntax.ParamExp:
+			if err = c.paramCheck(s); err != nil {
+				return false
+			}
+		}
 		var list []*syntax.Stmt
+		// A substitution reads the stdin of the command around it; >(...)
+		// reads what that command writes.
+		in := stdinCtx(x, nil)
 		switch s := n.(type) {
 		case *syntax.CmdSubst:
 			list = s.Stmts
 		case *syntax.ProcSubst:
 			list = s.Stmts
+			if s.Op == syntax.CmdOut {
+				in = ctx{pipedIn: true, pipeDownload: x.pipeDownload || x.self != nil && containsDownloader(x.self)}
+			}
 		default:
 			return true
 		}
+		in.inFunc = x.inFunc
 		saved := c.st.clone()
-		err = c.stmts(list, ctx{inFunc: x.inFunc})
+		err = c.stmts(list, in)
 		c.st = saved
 		return false
 	})
@@ -643,6 +832,9 @@ func (c *checker) call(ce *syntax.CallExpr, x ctx, sio *stmtIO) error {
 		if err := c.assign(a, x, true); err != nil {
 			return err
 		}
+	}
+	if err := c.envGroup(assignGroup(ce.Assigns), persistent); err != nil {
+		return err
 	}
 	if persistent {
 		return nil

@@ -153,3 +153,25 @@ func FuzzPolicy(f *testing.F) {
 		}
 	})
 }
+
+// TestRefusalText: both refusal codes get one wording, naming the code;
+// other errors are not refusals.
+func TestRefusalText(t *testing.T) {
+	p := mustPolicy(t, true)
+	tests := []struct {
+		err  error
+		want string
+		ok   bool
+	}{
+		{p.Check("sudo id", "/w"), "Dangerous operation blocked (DANGEROUS_OPERATION): privilege-escalation: sudo runs commands with other privileges", true},
+		{p.Check("eval ls", "/w"), "Dangerous operation blocked (UNSAFE_COMMAND): unjudgeable: eval runs code built at run time", true},
+		{&errcode.Error{Code: errcode.EmptyCommand, Msg: "empty command"}, "", false},
+		{errors.New("plain"), "", false},
+	}
+	for _, tc := range tests {
+		got, ok := RefusalText(tc.err)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("RefusalText(%v) = %q, %v; want %q, %v", tc.err, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -18,7 +18,7 @@ func set(names ...string) map[string]bool {
 
 var (
 	privilegeTools = set("sudo", "su", "doas", "pkexec", "runuser", "setpriv", "capsh", "nsenter",
-		"chroot", "machinectl", "sg", "newgrp", "ksu", "run0", "calife")
+		"chroot", "machinectl", "sg", "newgrp", "ksu", "run0", "calife", "runcon", "login")
 	diskTools = set("mkfs", "mke2fs", "mkswap", "fdisk", "sfdisk", "cfdisk", "parted", "gdisk",
 		"sgdisk", "wipefs", "mount", "umount", "losetup", "swapon", "swapoff", "fsck", "e2fsck",
 		"blkdiscard", "cryptsetup", "hdparm", "debugfs", "tune2fs", "resize2fs", "pvcreate",
@@ -26,7 +26,7 @@ var (
 	systemTools = set("shutdown", "reboot", "halt", "poweroff", "telinit", "killall", "killall5",
 		"pkill", "insmod", "rmmod", "modprobe", "kexec", "systemd-run", "useradd", "userdel",
 		"usermod", "groupadd", "groupdel", "groupmod", "passwd", "chpasswd", "visudo", "adduser",
-		"deluser", "vipw", "update-rc.d", "launchctl")
+		"deluser", "vipw", "update-rc.d", "launchctl", "at", "batch")
 	remoteTools = set("nc", "ncat", "netcat", "socat", "telnet", "ftp", "sftp", "ssh", "scp",
 		"tftp", "rsh", "rlogin", "rcp")
 	firewallTools = set("iptables", "ip6tables", "iptables-restore", "ip6tables-restore",
@@ -37,16 +37,32 @@ var (
 	shells = set("sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "yash",
 		"posh", "rbash")
 	langInterpreters = set("python", "python2", "python3", "perl", "ruby", "node", "nodejs", "php",
-		"lua", "deno", "bun", "tclsh", "Rscript", "pwsh", "osascript")
+		"lua", "deno", "bun", "tclsh", "Rscript", "pwsh", "osascript", "R", "expect", "wish", "julia",
+		"irb", "ipython", "ipython3", "jshell", "ghci", "guile", "racket", "sbcl", "ocaml", "erl",
+		"iex", "scala", "groovysh", "jjs", "luajit", "php8", "perl5", "pypy", "pypy3")
 	// codeVars are environment variables whose value programs run as a
 	// shell command; a static value is judged like the command it is.
 	codeVars = set("GIT_SSH_COMMAND", "GIT_EDITOR", "GIT_PAGER", "GIT_ASKPASS", "GIT_EXTERNAL_DIFF",
 		"GIT_SEQUENCE_EDITOR", "EDITOR", "VISUAL", "PAGER", "MANPAGER", "LESSOPEN", "LESSCLOSE",
-		"BROWSER", "SSH_ASKPASS", "SUDO_ASKPASS", "PROMPT_COMMAND", "RSYNC_RSH", "FCEDIT")
-	// gitCodeKeys are git config keys whose value git runs as shell code.
-	gitCodeKeys = set("core.sshcommand", "core.pager", "core.editor", "core.fsmonitor",
-		"sequence.editor", "diff.external", "core.askpass", "credential.helper", "pager.log",
-		"pager.diff", "pager.show", "gpg.program")
+		"BROWSER", "SSH_ASKPASS", "SUDO_ASKPASS", "PROMPT_COMMAND", "RSYNC_RSH", "FCEDIT",
+		"GIT_PROXY_COMMAND", "GIT_SSH", "SYSTEMD_PAGER", "SYSTEMD_EDITOR", "SUDO_EDITOR", "SVN_EDITOR",
+		"HGEDITOR", "CVS_RSH", "RSYNC_CONNECT_PROG")
+	// codeValueOptions are options of some program whose value is code
+	// (judged where the program is known; under xargs the value would come
+	// from the input).
+	codeValueOptions = map[string]map[string]bool{
+		"env":    set("-S", "--split-string"),
+		"git":    set("-c", "--config-env"),
+		"flock":  set("-c", "--command"),
+		"script": set("-c", "--command"),
+		"tar":    set("--to-command", "-I", "--use-compress-program"),
+		"rsync":  set("-e", "--rsh"),
+		"zip":    set("-TT"),
+		"make":   set("--eval", "-E", "-f"),
+		"sed":    set("-e", "--expression", "-f"),
+		"expect": set("-c"),
+		"vim":    set("-c", "--cmd"),
+	}
 	// readOnlyVerbs of ip/tc/systemctl-like tools: anything else changes state.
 	readOnlyVerbs = set("", "show", "sh", "s", "list", "ls", "lst", "l", "get", "help", "status",
 		"monitor", "cat", "is-active", "is-enabled", "is-failed", "list-units", "list-unit-files",
@@ -202,7 +218,7 @@ func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
 		return c.danger(RuleNetwork, "%s changes the firewall or network configuration", base)
 	case shells[base]:
 		return c.shell(a, x, sio)
-	case langInterpreters[base] || strings.HasPrefix(base, "python3.") || strings.HasPrefix(base, "python2."):
+	case langInterpreters[unversioned(base)]:
 		return c.interpreter(a, x, sio, base)
 	}
 	switch base {
@@ -216,10 +232,43 @@ func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
 	case "exec", "command", "builtin", "nohup", "setsid", "unbuffer", "catchsegv", "dbus-run-session":
 		return c.wrapper(a, x, sio, base)
 	case "env", "nice", "timeout", "stdbuf", "ionice", "chrt", "taskset", "time", "xargs", "flock",
-		"strace", "ltrace", "fakeroot", "xvfb-run", "busybox", "unshare", "watch", "script", "sudoedit":
+		"strace", "ltrace", "fakeroot", "xvfb-run", "busybox", "unshare", "watch", "script", "sudoedit",
+		"toybox", "ssh-agent", "prlimit", "numactl", "valgrind", "coreutils", "dbus-launch", "firejail":
 		return c.wrapper(a, x, sio, base)
 	case "find":
 		if err := c.find(a, x); err != nil {
+			return err
+		}
+	case "awk", "gawk", "mawk", "nawk", "busybox-awk":
+		// awk -f - / -f /dev/stdin: the program comes from stdin.
+		for i := 1; i+1 < len(a.vals); i++ {
+			if a.ok[i] && (a.vals[i] == "-f" || a.vals[i] == "--file") && a.ok[i+1] {
+				if fd, isFd := fdPath(a.vals[i+1]); isFd {
+					if fd != "0" {
+						return c.unsafe(RuleUnjudgeable, "%s reads its program from file descriptor %s", base, fd)
+					}
+					if err := c.stdinProgram(base, x, sio, false); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	case "make", "gmake", "bmake":
+		if err := c.make(a, x, sio); err != nil {
+			return err
+		}
+	case "sed", "gsed":
+		if err := c.sed(a); err != nil {
+			return err
+		}
+	case "ed", "red", "ex", "vi", "vim", "nvim", "view", "vimdiff":
+		if err := c.editor(a, x, sio, base); err != nil {
+			return err
+		}
+	case "tmux", "screen", "byobu", "dtach", "abduco":
+		return c.unsafe(RuleUnjudgeable, "%s runs shells whose input cannot be judged", base)
+	case "read", "mapfile", "readarray", "printf", "unset", "getopts":
+		if err := c.nameArgs(a, base); err != nil {
 			return err
 		}
 	case "hash":
@@ -233,7 +282,7 @@ func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
 	case "parallel":
 		return c.parallel(a)
 	case "git":
-		if err := c.gitConfigCode(a); err != nil {
+		if err := c.git(a); err != nil {
 			return err
 		}
 	case "tar", "zip":
@@ -248,6 +297,8 @@ func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
 		return c.cd(a)
 	case "rm":
 		return c.rm(a)
+	case "ln":
+		defer c.recordLinks(a) // after the link itself is judged as a write
 	case "dd":
 		for i := 1; i < len(a.vals); i++ {
 			if a.ok[i] && strings.HasPrefix(a.vals[i], "of=") {
@@ -419,6 +470,9 @@ func (c *checker) shell(a args, x ctx, sio *stmtIO) error {
 	}
 	if cmode {
 		if i >= len(a.words) {
+			if x.moreArgs {
+				return c.unsafe(RuleUnjudgeable, "%s -c runs code pasted from its input by xargs", a.vals[0])
+			}
 			return nil
 		}
 		code, ok := litWord(a.words[i])
@@ -428,7 +482,7 @@ func (c *checker) shell(a args, x ctx, sio *stmtIO) error {
 			}
 			return c.unsafe(RuleUnjudgeable, "%s -c runs code computed at run time (%s)", a.vals[0], wordSource(a.words[i]))
 		}
-		return c.nested(code)
+		return c.nestedIn(code, stdinCtx(x, sio))
 	}
 	if !stdin && i < len(a.words) {
 		if !a.ok[i] {
@@ -438,7 +492,7 @@ func (c *checker) shell(a args, x ctx, sio *stmtIO) error {
 			if hasProcSubst(a.words[i]) {
 				return c.unsafe(RuleUnjudgeable, "a shell reads its script from a process substitution")
 			}
-			return nil
+			return c.stdinPathWord(a.vals[0], a.words[i], x, sio)
 		}
 		if fd, isFd := fdPath(a.vals[i]); isFd {
 			if fd != "0" {
@@ -453,19 +507,59 @@ func (c *checker) shell(a args, x ctx, sio *stmtIO) error {
 
 // stdinCode judges a shell that reads its commands from stdin.
 func (c *checker) stdinCode(prog string, x ctx, sio *stmtIO) error {
+	return c.stdinProgram(prog, x, sio, true)
+}
+
+// stdinProgram judges a program that reads the code it runs from stdin: a
+// shell (shell true), whose code from a static heredoc or here-string is
+// judged as a script, or another interpreter, whose code is another
+// language and is not judged. Code piped in from a download is
+// pipe-to-shell; code piped or redirected into a shell cannot be judged;
+// in software mode (escape checks on), where nothing else confines it, no
+// program may read its code from a pipe, a file redirection or the
+// command's own stdin (an SSH client's input).
+func (c *checker) stdinProgram(prog string, x ctx, sio *stmtIO, shell bool) error {
+	in := stdinCtx(x, sio)
+	if c.execStdin && !in.pipedIn && !in.stdinFile && in.stdinHdoc == nil {
+		in.stdinFile = true // `exec < file` earlier replaced the script's stdin
+	}
 	switch {
-	case sio != nil && sio.hdoc != nil:
-		body, ok := hdocText(sio.hdoc)
+	case in.stdinHdoc != nil:
+		if !shell {
+			if _, static := hdocText(in.stdinHdoc); static || !c.p.escapes {
+				return nil // a literal program, like -c
+			}
+			return c.unsafe(RuleUnjudgeable, "%s reads a program built at run time from a heredoc, which cannot be judged in software mode; "+
+				"pass the program as a file or with -c (bwrap isolation allows it)", prog)
+		}
+		if c.hdocs[in.stdinHdoc] {
+			return nil // the rest of a heredoc already judged as a script
+		}
+		body, ok := hdocText(in.stdinHdoc)
 		if !ok {
 			return c.unsafe(RuleUnjudgeable, "a heredoc with expansions is fed to %s", prog)
 		}
-		return c.nested(body)
-	case x.pipedIn && x.pipeDownload:
+		if c.hdocs == nil {
+			c.hdocs = map[*syntax.Word]bool{}
+		}
+		c.hdocs[in.stdinHdoc] = true
+		return c.nestedIn(body, ctx{stdinHdoc: in.stdinHdoc})
+	case in.pipedIn && in.pipeDownload:
 		return c.danger(RulePipeToShell, "downloaded content is piped into %s; download to a file, inspect it, then run it", prog)
-	case x.pipedIn:
+	case in.pipedIn && shell:
 		return c.unsafe(RuleUnjudgeable, "commands piped into %s cannot be judged", prog)
-	case sio != nil && sio.stdinFile:
+	case in.stdinFile && shell:
 		return c.unsafe(RuleUnjudgeable, "commands redirected into %s cannot be judged", prog)
+	case c.p.escapes:
+		from := "stdin"
+		switch {
+		case in.pipedIn:
+			from = "a pipe"
+		case in.stdinFile:
+			from = "a redirected file"
+		}
+		return c.unsafe(RuleUnjudgeable, "%s reads the program it runs from %s, which cannot be judged in software mode; "+
+			"pass the program as a file or with -c (bwrap isolation allows it)", prog, from)
 	}
 	return nil
 }
@@ -506,9 +600,13 @@ func hasProcSubst(w *syntax.Word) bool {
 }
 
 // nested judges code that a command will run as a shell script.
-func (c *checker) nested(code string) error {
+// Its stdin counts as unknown data (see unknownStdin).
+func (c *checker) nested(code string) error { return c.nestedIn(code, unknownStdin) }
+
+// nestedIn judges code run as a shell script whose stdin is in's.
+func (c *checker) nestedIn(code string, in ctx) error {
 	saved := c.st.clone()
-	err := c.script(code, c.depth+1)
+	err := c.script(code, c.depth+1, in)
 	c.st = saved
 	return err
 }
@@ -523,18 +621,127 @@ func (c *checker) execScript(file string) error {
 	return nil
 }
 
-// interpreter judges python/perl/node/...: their code is another language,
-// but feeding them downloaded code is download-and-execute.
+// interpSpec says how an interpreter takes its program: codeLetters are
+// short options whose value is the program (python -c, perl -e), codeLong
+// the long ones; replLetters make it read stdin even with a script
+// (python -i); valued are options that take the next word as a value.
+type interpSpec struct {
+	codeLetters, replLetters string
+	codeLong                 map[string]bool
+}
+
+var interpSpecs = map[string]interpSpec{
+	"python":    {codeLetters: "cm", replLetters: "i"},
+	"perl":      {codeLetters: "eE"},
+	"ruby":      {codeLetters: "e"},
+	"node":      {codeLetters: "ep", replLetters: "i", codeLong: set("--eval", "--print", "--interactive")},
+	"php":       {codeLetters: "rRBEF", replLetters: "a"},
+	"lua":       {codeLetters: "e", replLetters: "i"},
+	"Rscript":   {codeLetters: "e"},
+	"R":         {codeLetters: "ef", codeLong: set("--file")},
+	"expect":    {codeLetters: "cf", replLetters: "i"},
+	"pwsh":      {codeLetters: "cf", codeLong: set("-Command", "-command", "-File", "-file", "-EncodedCommand", "-e")},
+	"deno":      {},
+	"bun":       {codeLetters: "e", codeLong: set("--eval", "--print")},
+	"osascript": {codeLetters: "e"},
+	"julia":     {codeLetters: "eE", replLetters: "i", codeLong: set("--eval", "--print")},
+}
+
+// interpreter judges python/perl/node/...: their code is another language
+// and is not judged, but feeding them downloaded code is
+// download-and-execute, and reading the program from stdin is judged by
+// stdinProgram.
 func (c *checker) interpreter(a args, x ctx, sio *stmtIO, base string) error {
 	if anyDownloadSubst(a.words[1:]) {
 		return c.danger(RuleDownloadExec, "%s runs downloaded code", base)
 	}
-	ops := a.operands(set("-c", "-e", "-m", "-W", "-X", "-E", "-r", "-I", "-M", "--eval", "--require", "-p", "--print"))
-	if len(ops) > 0 && a.ok[ops[0]] && a.vals[ops[0]] != "-" {
-		return c.execScript(a.vals[ops[0]])
+	key := unversioned(base)
+	switch {
+	case strings.HasPrefix(base, "python"), strings.HasPrefix(base, "pypy"):
+		key = "python"
+	case base == "nodejs":
+		key = "node"
 	}
-	if x.pipedIn && x.pipeDownload && !a.has("-c", "-e", "-m", "--eval", "-p", "--print") {
-		return c.danger(RulePipeToShell, "downloaded content is piped into %s", base)
+	spec := interpSpecs[key]
+	if key == "expect" || key == "tclsh" || key == "wish" {
+		for i := 1; i+1 < len(a.vals); i++ {
+			if a.ok[i] && a.vals[i] == "-c" {
+				if !a.ok[i+1] {
+					return c.unsafe(RuleUnjudgeable, "%s -c runs code computed at run time", base)
+				}
+				if err := c.tclCode(a.vals[i+1], base); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	code, repl, moreCode := false, false, false
+	for i := 1; i < len(a.vals); i++ {
+		if !a.ok[i] {
+			break
+		}
+		v := a.vals[i]
+		if v == "--" || v == "-" || !strings.HasPrefix(v, "-") || len(v) < 2 {
+			break
+		}
+		if spec.codeLong[v] || strings.HasPrefix(v, "--") && spec.codeLong[strings.SplitN(v, "=", 2)[0]] {
+			code = true
+			if !strings.Contains(v, "=") && i+1 >= len(a.vals) {
+				moreCode = true
+			}
+			break
+		}
+		if v[1] == '-' {
+			continue
+		}
+		if j := strings.IndexAny(v[1:], spec.codeLetters); spec.codeLetters != "" && j >= 0 {
+			code = true
+			if j == len(v)-2 && i+1 >= len(a.vals) {
+				moreCode = true // the program is the next word, and there is none
+			}
+			if strings.ContainsAny(v[1:j+1], spec.replLetters) && spec.replLetters != "" {
+				repl = true
+			}
+			break
+		}
+		if spec.replLetters != "" && strings.ContainsAny(v[1:], spec.replLetters) {
+			repl = true
+		}
+	}
+	if moreCode && x.moreArgs {
+		return c.unsafe(RuleUnjudgeable, "%s runs a program pasted from its input by xargs", base)
+	}
+	if code && !repl {
+		return nil
+	}
+	if !code {
+		ops := a.operands(set("-W", "-X", "-I", "-M", "--require", "-r", "-C", "--config", "-J"))
+		if len(ops) > 0 {
+			i := ops[0]
+			if !a.ok[i] {
+				return c.stdinPathWord(base, a.words[i], x, sio)
+			}
+			if fd, isFd := fdPath(a.vals[i]); !isFd {
+				if err := c.execScript(a.vals[i]); err != nil || !repl {
+					return err
+				}
+			} else if fd != "0" {
+				return c.unsafe(RuleUnjudgeable, "%s reads its program from file descriptor %s", base, fd)
+			}
+		}
+	}
+	return c.stdinProgram(base, x, sio, false)
+}
+
+// stdinPathWord judges a script operand computed at run time: it runs like
+// a script on disk unless it names stdin or a descriptor in some way.
+func (c *checker) stdinPathWord(prog string, w *syntax.Word, x ctx, sio *stmtIO) error {
+	if hasProcSubst(w) {
+		return c.unsafe(RuleUnjudgeable, "%s reads its program from a process substitution", prog)
+	}
+	src := wordSource(w)
+	if strings.Contains(src, "/fd/") || strings.Contains(src, "/dev/std") {
+		return c.unsafe(RuleUnjudgeable, "%s reads its program from a descriptor named at run time (%s)", prog, src)
 	}
 	return nil
 }
@@ -627,31 +834,9 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 	case "exec":
 		skipOpts(set("-a"))
 	case "env":
-		for i < len(a.words) && a.ok[i] {
-			v := a.vals[i]
-			switch {
-			case v == "-S" || v == "--split-string":
-				if i+1 < len(a.words) {
-					if !a.ok[i+1] {
-						return c.unsafe(RuleUnjudgeable, "env -S with a computed string")
-					}
-					return c.nested(a.vals[i+1])
-				}
-				return nil
-			case strings.HasPrefix(v, "--split-string="):
-				return c.nested(strings.TrimPrefix(v, "--split-string="))
-			case strings.HasPrefix(v, "-S"):
-				return c.nested(v[2:])
-			case v == "-u" || v == "-C" || v == "--unset" || v == "--chdir":
-				i += 2
-				continue
-			case v == "--":
-				i++
-			case strings.HasPrefix(v, "-") || strings.Contains(v, "="):
-				i++
-				continue
-			}
-			break
+		var err error
+		if i, err = c.envWrapper(a, x, sio); err != nil || i < 0 {
+			return err
 		}
 	case "nice":
 		skipOpts(set("-n", "--adjustment"))
@@ -718,7 +903,7 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 				if !a.ok[i+1] {
 					return c.unsafe(RuleUnjudgeable, "flock -c with computed code")
 				}
-				return c.nested(a.vals[i+1])
+				return c.nestedIn(a.vals[i+1], stdinCtx(x, sio))
 			}
 			if len(v) < 2 || v[0] != '-' {
 				break
@@ -734,7 +919,7 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 				if !a.ok[j+1] {
 					return c.unsafe(RuleUnjudgeable, "flock -c with computed code")
 				}
-				return c.nested(a.vals[j+1])
+				return c.nestedIn(a.vals[j+1], stdinCtx(x, sio))
 			}
 		}
 	case "watch":
@@ -757,7 +942,7 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 				}
 				parts = append(parts, a.vals[j])
 			}
-			return c.nested(strings.Join(parts, " "))
+			return c.nestedIn(strings.Join(parts, " "), stdinCtx(x, sio))
 		}
 	case "script":
 		for j := 1; j < len(a.words); j++ {
@@ -765,10 +950,11 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 				if !a.ok[j+1] {
 					return c.unsafe(RuleUnjudgeable, "script -c with computed code")
 				}
-				return c.nested(a.vals[j+1])
+				return c.nestedIn(a.vals[j+1], stdinCtx(x, sio))
 			}
 		}
-		return nil
+		// Without -c, script runs an interactive shell on its stdin.
+		return c.stdinCode("script", x, sio)
 	case "strace", "ltrace":
 		if a.has("-p") {
 			return nil
@@ -778,7 +964,39 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 		skipOpts(set("-n", "-s", "-f", "-e", "-p", "--server-num", "--server-args", "--auth-file", "--error-file"))
 	case "unshare":
 		skipOpts(set("--setuid", "--setgid", "-S", "-G", "--root", "-R", "--wd", "-w", "--propagation"))
-	case "busybox":
+	case "busybox", "toybox":
+		// Multi-call binaries: the first word is the applet, judged as the
+		// program it is.
+		if i < len(a.words) && a.ok[i] && strings.HasPrefix(a.vals[i], "-") {
+			return nil // --list, --install, --help
+		}
+	case "coreutils":
+		// coreutils --coreutils-prog=rm -rf /: the program is the value.
+		if i < len(a.words) && a.ok[i] {
+			if prog, ok := strings.CutPrefix(a.vals[i], "--coreutils-prog="); ok {
+				words := append([]*syntax.Word{{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: prog}}}}, a.words[i+1:]...)
+				x.external = true
+				return c.simple(words, x, sio)
+			}
+		}
+		return nil
+	case "ssh-agent":
+		skipOpts(set("-a", "-E", "-t", "-P", "-O"))
+	case "prlimit":
+		if a.has("-p", "--pid") {
+			return nil
+		}
+		skipOpts(set("-p", "--pid", "-o", "--output"))
+	case "numactl":
+		if a.has("-s", "--show", "-H", "--hardware") {
+			return nil
+		}
+		skipOpts(set("-N", "-m", "-C", "-i", "-p", "-P", "-w", "--cpunodebind", "--membind", "--physcpubind",
+			"--interleave", "--preferred", "--preferred-many", "--weighted-interleave"))
+	case "dbus-launch":
+		skipOpts(set("--config-file", "--autolaunch"))
+	case "firejail":
+		skipOpts(nil)
 	case "sudoedit":
 		return c.danger(RulePrivilege, "sudoedit edits files as another user")
 	default: // nohup, setsid, builtin, unbuffer, ...
@@ -789,6 +1007,16 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 	}
 	inner := a.words[i:]
 	x.external = true // a program runs it: shell functions do not apply
+	if base == "xargs" {
+		x.moreArgs = true
+		// xargs appends its input: an option left without its value
+		// takes it from the input (xargs git -c, xargs env -S, xargs
+		// rebase -x), and some of those values are code.
+		if last := len(a.words) - 1; repl == "" && last > i && a.ok[last] && a.ok[i] &&
+			codeValueOptions[path.Base(a.vals[i])][a.vals[last]] {
+			return c.unsafe(RuleUnjudgeable, "xargs appends its input as the value of %s %s, which runs it as code", path.Base(a.vals[i]), a.vals[last])
+		}
+	}
 	if repl != "" {
 		if err := c.replCheck(inner, repl, "xargs"); err != nil {
 			return err
@@ -845,12 +1073,88 @@ func (c *checker) find(a args, x ctx) error {
 		if err := c.replCheck(inner, "{}", "find "+v); err != nil {
 			return err
 		}
-		if err := c.simple(inner, ctx{inFunc: x.inFunc, external: true}, nil); err != nil {
-			return err
+		// {} is each file found: judge the command with {} as the start
+		// points themselves, or, when tests before -exec select files, as
+		// a file inside them (find / -name x -exec rm {} + removes /x-like
+		// files; find / -exec rm -rf {} + removes /).
+		starts, filtered := c.findStarts(a, i)
+		for _, sp := range starts {
+			words := inner
+			if sp != "" {
+				if filtered {
+					sp = filepath.Join(sp, "x")
+				}
+				words = substituteBraces(inner, sp)
+			}
+			if err := c.simple(words, ctx{inFunc: x.inFunc, external: true}, nil); err != nil {
+				return err
+			}
 		}
 		i = j
 	}
 	return nil
+}
+
+// findStarts returns find's start points as paths ("" for one computed at
+// run time; "." when none is given) and whether a test before the action
+// at index end selects among the files found.
+func (c *checker) findStarts(a args, end int) (starts []string, filtered bool) {
+	i := 1
+	for ; i < end && a.ok[i]; i++ {
+		v := a.vals[i]
+		if v == "-H" || v == "-L" || v == "-P" || strings.HasPrefix(v, "-O") {
+			continue
+		}
+		if v == "-D" {
+			i++
+			continue
+		}
+		break
+	}
+	for ; i < end; i++ {
+		if a.ok[i] && (strings.HasPrefix(a.vals[i], "-") || a.vals[i] == "(" || a.vals[i] == "!" || a.vals[i] == ")") {
+			break
+		}
+		p, ok := c.pathWord(a.words[i])
+		if !ok || strings.HasPrefix(p, "~") {
+			p = ""
+		}
+		starts = append(starts, p)
+	}
+	if len(starts) == 0 {
+		starts = []string{"."}
+	}
+	global := set("-maxdepth", "-mindepth", "-depth", "-d", "-xdev", "-mount", "-follow", "-ignore_readdir_race",
+		"-noignore_readdir_race", "-noleaf", "-regextype", "-warn", "-nowarn", "-daystart", "-print", "-print0", "(", ")")
+	for ; i < end; i++ {
+		if !a.ok[i] {
+			filtered = true
+			continue
+		}
+		v := a.vals[i]
+		if strings.HasPrefix(v, "-") || v == "!" {
+			if !global[v] {
+				filtered = true
+			}
+			if v == "-maxdepth" || v == "-mindepth" || v == "-regextype" {
+				i++
+			}
+		}
+	}
+	return starts, filtered
+}
+
+// substituteBraces returns words with every {} in a static word replaced by
+// p (as a quoted word, so it is taken literally).
+func substituteBraces(words []*syntax.Word, p string) []*syntax.Word {
+	out := make([]*syntax.Word, len(words))
+	for k, w := range words {
+		out[k] = w
+		if v, ok := litWord(w); ok && strings.Contains(v, "{}") {
+			out[k] = &syntax.Word{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: strings.ReplaceAll(v, "{}", p)}}}
+		}
+	}
+	return out
 }
 
 // cd follows a directory change, refusing one that leaves the boundary
@@ -891,7 +1195,7 @@ func (c *checker) cd(a args) error {
 			if !c.inside(p) {
 				return c.danger(RuleEscape, "cd %s leaves the workspace %s", target, c.boundary)
 			}
-			if real, err := filepath.EvalSymlinks(p); err == nil && !c.inside(real) {
+			if real, ok := c.followLinks(p, true); !ok || !c.inside(real) {
 				return c.danger(RuleEscape, "cd %s follows a symlink out of the workspace", target)
 			}
 		}
@@ -998,6 +1302,28 @@ func (c *checker) rm(a args) error {
 			return c.danger(RuleDestructive, "rm -r %s deletes everything there", info.val)
 		}
 		if !a.ok[i] && !info.home {
+			// A path computed from where the command runs ($PWD,
+			// ${PWD%/*}, ${HOME::1}, $(dirname "$PWD")) is judged by its
+			// value, or refused when it cannot be computed.
+			if v, ok := c.evalPath(a.words[i]); ok {
+				if v == "" {
+					continue
+				}
+				if rmDanger[v] {
+					return c.danger(RuleDestructive, "rm -r %s (%s) deletes everything there", wordSource(a.words[i]), v)
+				}
+				for _, d := range c.st.cwds {
+					if abs := c.abs(v, d); abs != "" {
+						if err := c.rmLinked(wordSource(a.words[i])+" ("+abs+")", abs, false); err != nil {
+							return err
+						}
+					}
+				}
+				continue
+			}
+			if mentionsLocation(a.words[i]) {
+				return c.unsafe(RuleUnjudgeable, "rm -r %s: a path computed from the working directory or HOME that the policy cannot follow", wordSource(a.words[i]))
+			}
 			src := wordSource(a.words[i])
 			if w := a.words[i]; len(w.Parts) >= 1 {
 				// ${VAR:?} stops the shell when VAR is empty: the safe idiom.
@@ -1030,7 +1356,7 @@ func (c *checker) rm(a args) error {
 				}
 				continue
 			}
-			if err := c.rmTarget(p, abs, glob); err != nil {
+			if err := c.rmLinked(p, abs, glob); err != nil {
 				return err
 			}
 		}
@@ -1258,7 +1584,9 @@ func hasPrefixArg(a args, p string) bool {
 func (c *checker) writeTarget(w *syntax.Word, what string) error {
 	p, ok := c.pathWord(w)
 	if !ok {
-		return nil // computed target: nothing static to judge
+		if p, ok = c.evalPath(w); !ok {
+			return nil // computed target: nothing static to judge
+		}
 	}
 	return c.writePath(p, what)
 }
@@ -1271,7 +1599,17 @@ func (c *checker) writePath(p, what string) error {
 	}
 	for _, d := range c.st.cwds {
 		abs := c.abs(p, d)
-		if abs == "" || c.inside(abs) {
+		if abs == "" {
+			continue
+		}
+		real, ok := c.followLinks(abs, true)
+		if !ok {
+			return c.unsafe(RuleUnjudgeable, "%s writes to %s through a symlink whose target is computed at run time", what, p)
+		}
+		if real != abs {
+			abs, p = real, p+" (a symlink to "+real+")"
+		}
+		if c.inside(abs) {
 			continue
 		}
 		if strings.HasPrefix(abs, "/dev/") && !systemPathSafeDev(abs) {
@@ -1325,33 +1663,6 @@ func (c *checker) parallel(a args) error {
 	return c.nested(strings.Join(parts, " "))
 }
 
-// gitConfigCode judges `git -c key=value` settings that git runs as shell
-// code (core.sshCommand, core.pager, `alias.x=!cmd`, ...).
-func (c *checker) gitConfigCode(a args) error {
-	for i := 1; i < len(a.vals)-1; i++ {
-		if !a.ok[i] || a.vals[i] != "-c" {
-			continue
-		}
-		if !a.ok[i+1] {
-			return c.unsafe(RuleUnjudgeable, "git -c with a computed setting")
-		}
-		key, val, _ := strings.Cut(a.vals[i+1], "=")
-		key = strings.ToLower(key)
-		switch {
-		case gitCodeKeys[key]:
-			if err := c.nested(val); err != nil {
-				return err
-			}
-		case strings.HasPrefix(key, "alias.") && strings.HasPrefix(val, "!"):
-			if err := c.nested(val[1:]); err != nil {
-				return err
-			}
-		}
-		i++
-	}
-	return nil
-}
-
 // codeOptions judges options whose value tar, rsync or zip runs as a shell
 // command (--to-command, --checkpoint-action=exec=, -e/--rsh, -TT, ...).
 func (c *checker) codeOptions(a args, base string) error {
@@ -1384,4 +1695,20 @@ func (c *checker) codeOptions(a args, base string) error {
 		}
 	}
 	return nil
+}
+
+// unversioned strips a version suffix from an interpreter's name
+// (python3.12, lua5.4, ruby3.1, php8.2, tclsh8.6 are python3, lua, ...).
+func unversioned(base string) string {
+	if langInterpreters[base] {
+		return base
+	}
+	v := strings.TrimRight(base, "0123456789.")
+	if v != base && langInterpreters[v] {
+		return v
+	}
+	if v != base && langInterpreters[v+base[len(v):len(v)+1]] {
+		return v + base[len(v):len(v)+1] // python3.12 -> python3
+	}
+	return base
 }

@@ -1,6 +1,10 @@
 package sandbox
 
 import (
+	"errors"
+	"path"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -260,4 +264,289 @@ func wordSource(w *syntax.Word) string {
 	var b strings.Builder
 	_ = syntax.NewPrinter().Print(&b, w)
 	return b.String()
+}
+
+// evalPath computes the value of a path word built from what the checker
+// knows: literals, $PWD/${PWD} (the working directory, when there is one),
+// $HOME, $(pwd), $(dirname X), $(realpath X), and the suffix/prefix
+// removals and substrings of those (${PWD%/*}, ${HOME::1}). ok is false for
+// anything else.
+func (c *checker) evalPath(w *syntax.Word) (string, bool) {
+	var b strings.Builder
+	for _, part := range w.Parts {
+		v, ok := c.evalPart(part)
+		if !ok {
+			return "", false
+		}
+		b.WriteString(v)
+	}
+	return b.String(), true
+}
+
+func (c *checker) evalPart(part syntax.WordPart) (string, bool) {
+	switch p := part.(type) {
+	case *syntax.Lit:
+		if strings.ContainsAny(p.Value, "*?[") {
+			return "", false
+		}
+		return unescapeUnquoted(p.Value), true
+	case *syntax.SglQuoted:
+		if p.Dollar {
+			return decodeANSIC(p.Value), true
+		}
+		return p.Value, true
+	case *syntax.DblQuoted:
+		var b strings.Builder
+		for _, q := range p.Parts {
+			if l, ok := q.(*syntax.Lit); ok {
+				b.WriteString(unescapeDouble(l.Value))
+				continue
+			}
+			v, ok := c.evalPart(q)
+			if !ok {
+				return "", false
+			}
+			b.WriteString(v)
+		}
+		return b.String(), true
+	case *syntax.ParamExp:
+		return c.evalParam(p)
+	case *syntax.CmdSubst:
+		if len(p.Stmts) != 1 {
+			return "", false
+		}
+		ce, ok := p.Stmts[0].Cmd.(*syntax.CallExpr)
+		if !ok || len(ce.Assigns) > 0 || len(p.Stmts[0].Redirs) > 0 || len(ce.Args) == 0 {
+			return "", false
+		}
+		name, ok := litWord(ce.Args[0])
+		if !ok {
+			return "", false
+		}
+		var args []string
+		for _, a := range ce.Args[1:] {
+			v, ok := c.evalPath(a)
+			if !ok {
+				return "", false
+			}
+			if strings.HasPrefix(v, "-") {
+				continue // -f, -e, -m, --
+			}
+			args = append(args, v)
+		}
+		switch {
+		case name == "pwd" && len(args) == 0:
+			return c.cwd()
+		case name == "dirname" && len(args) == 1:
+			return filepath.Dir(args[0]), true
+		case (name == "realpath" || name == "readlink") && len(args) == 1:
+			d, ok := c.cwd()
+			if !ok && !filepath.IsAbs(args[0]) {
+				return "", false
+			}
+			return c.abs(args[0], d), true
+		}
+	}
+	return "", false
+}
+
+// cwd is the one working directory the checker follows, if it knows it.
+func (c *checker) cwd() (string, bool) {
+	if len(c.st.cwds) != 1 || c.st.cwds[0] == "" {
+		return "", false
+	}
+	return c.st.cwds[0], true
+}
+
+func (c *checker) evalParam(p *syntax.ParamExp) (string, bool) {
+	if p.Param == nil || p.Excl || p.Length || p.Index != nil || p.Repl != nil || p.NestedParam != nil {
+		return "", false
+	}
+	var v string
+	switch p.Param.Value {
+	case "PWD":
+		d, ok := c.cwd()
+		if !ok {
+			return "", false
+		}
+		v = d
+	case "HOME":
+		if c.st.home == "" {
+			return "", false
+		}
+		v = c.st.home
+	default:
+		return "", false
+	}
+	if p.Slice != nil {
+		off, ok := sliceInt(p.Slice.Offset, 0)
+		if !ok {
+			return "", false
+		}
+		n, ok := sliceInt(p.Slice.Length, len(v))
+		if !ok {
+			return "", false
+		}
+		if off < 0 {
+			off += len(v)
+		}
+		off = max(0, min(off, len(v)))
+		if n < 0 {
+			n = len(v) - off + n
+		}
+		n = max(0, min(n, len(v)-off))
+		return v[off : off+n], true
+	}
+	if p.Exp == nil {
+		return v, true
+	}
+	pat := ""
+	if p.Exp.Word != nil {
+		var ok bool
+		if pat, ok = patternText(p.Exp.Word); !ok {
+			return "", false
+		}
+	}
+	re, err := globRegexp(pat)
+	if err != nil {
+		return "", false
+	}
+	switch p.Exp.Op {
+	case syntax.RemSmallSuffix, syntax.RemLargeSuffix:
+		best := -1
+		for k := len(v); k >= 0; k-- {
+			if re.MatchString(v[k:]) {
+				best = k
+				if p.Exp.Op == syntax.RemSmallSuffix {
+					break
+				}
+			}
+		}
+		if best >= 0 {
+			return v[:best], true
+		}
+		return v, true
+	case syntax.RemSmallPrefix, syntax.RemLargePrefix:
+		best := -1
+		for k := 0; k <= len(v); k++ {
+			if re.MatchString(v[:k]) {
+				best = k
+				if p.Exp.Op == syntax.RemSmallPrefix {
+					break
+				}
+			}
+		}
+		if best >= 0 {
+			return v[best:], true
+		}
+		return v, true
+	case syntax.DefaultUnset, syntax.DefaultUnsetOrNull, syntax.ErrorUnset, syntax.ErrorUnsetOrNull:
+		return v, true // PWD and HOME are set
+	}
+	return "", false
+}
+
+// sliceInt is a literal integer offset or length ("" = def).
+func sliceInt(n syntax.ArithmExpr, def int) (int, bool) {
+	if n == nil {
+		return def, true
+	}
+	w, ok := n.(*syntax.Word)
+	if !ok {
+		if u, isU := n.(*syntax.UnaryArithm); isU && u.Op == syntax.Minus {
+			v, ok := sliceInt(u.X, 0)
+			return -v, ok
+		}
+		if pa, isP := n.(*syntax.ParenArithm); isP {
+			return sliceInt(pa.X, def)
+		}
+		return 0, false
+	}
+	s, ok := litWord(w)
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(s))
+	return v, err == nil
+}
+
+// patternText is a static pattern word; quoted parts are literal (marked
+// by escaping their glob characters).
+func patternText(w *syntax.Word) (string, bool) {
+	var b strings.Builder
+	for _, part := range w.Parts {
+		switch p := part.(type) {
+		case *syntax.Lit:
+			b.WriteString(p.Value)
+		case *syntax.SglQuoted:
+			b.WriteString(escapeGlob(p.Value))
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				l, ok := q.(*syntax.Lit)
+				if !ok {
+					return "", false
+				}
+				b.WriteString(escapeGlob(unescapeDouble(l.Value)))
+			}
+		default:
+			return "", false
+		}
+	}
+	return b.String(), true
+}
+
+func escapeGlob(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`).Replace(s)
+}
+
+// globRegexp compiles a bash pattern (*, ?, \x; a bracket expression
+// makes it fail) into an anchored regexp where * also matches /.
+func globRegexp(pat string) (*regexp.Regexp, error) {
+	var b strings.Builder
+	b.WriteString("^(?s:")
+	for i := 0; i < len(pat); i++ {
+		switch ch := pat[i]; ch {
+		case '*':
+			b.WriteString(".*")
+		case '?':
+			b.WriteString(".")
+		case '[':
+			return nil, errors.New("bracket expression")
+		case '\\':
+			if i+1 < len(pat) {
+				i++
+			}
+			b.WriteString(regexp.QuoteMeta(pat[i : i+1]))
+		default:
+			b.WriteString(regexp.QuoteMeta(string(ch)))
+		}
+	}
+	b.WriteString(")$")
+	return regexp.Compile(b.String())
+}
+
+// mentionsLocation reports a word that uses $PWD, $HOME, $OLDPWD or
+// $(pwd)/$(dirname ...)-style substitutions: a path computed from where
+// the command runs.
+func mentionsLocation(w *syntax.Word) bool {
+	found := false
+	syntax.Walk(w, func(n syntax.Node) bool {
+		switch v := n.(type) {
+		case *syntax.ParamExp:
+			if v.Param != nil && (v.Param.Value == "PWD" || v.Param.Value == "HOME" || v.Param.Value == "OLDPWD") {
+				found = true
+			}
+		case *syntax.CallExpr:
+			if len(v.Args) > 0 {
+				if name, ok := litWord(v.Args[0]); ok {
+					switch path.Base(name) {
+					case "pwd", "dirname", "realpath", "readlink", "cd":
+						found = true
+					}
+				}
+			}
+		}
+		return !found
+	})
+	return found
 }

@@ -264,9 +264,30 @@ func testExec(t *testing.T, mode sandbox.Mode) {
 		{name: "TypeScript client form", cmd: fmt.Sprintf(`HOME='%s' K='v w' cd "%s" && pwd`, e.root, e.root), wantOut: e.root + "\n"},
 		{name: "Python client form", cmd: fmt.Sprintf(`cd %s && HOME=%s K=v sh -c 'echo $K'`, e.root, e.root), wantOut: "v\n"},
 		{name: "killed by signal", cmd: "kill -KILL $$", wantCode: 137, wantSig: sigName(mode, "KILL")},
-		{name: "blocked by the safety policy", cmd: "sudo id", wantCode: 126, errContains: "Dangerous operation blocked"},
+		{name: "blocked by the safety policy", cmd: "sudo id", wantCode: 126, errContains: "Dangerous operation blocked (DANGEROUS_OPERATION): privilege-escalation: "},
+		{name: "unjudgeable for the safety policy", cmd: "eval ls", wantCode: 126, errContains: "Dangerous operation blocked (UNSAFE_COMMAND): unjudgeable: "},
 		{name: "empty command", cmd: "", wantCode: 126, errContains: "agentbe: empty command"},
 		{name: "blank command", cmd: "  ", wantCode: 126, errContains: "agentbe: empty command"},
+	}
+	// A shell reading its program from the client's stdin: software mode
+	// cannot judge it and says bwrap allows it; bwrap runs it.
+	if mode == sandbox.ModeSoftware {
+		tests = append(tests, struct {
+			name, cmd, stdin string
+			wantOut, wantErr string
+			wantCode         int
+			wantSig          string
+			errContains      string
+		}{name: "program on stdin", cmd: "exec bash", stdin: "echo ran\n", wantCode: 126,
+			errContains: "Dangerous operation blocked (UNSAFE_COMMAND): unjudgeable: bash reads the program it runs from stdin, which cannot be judged in software mode; pass the program as a file or with -c (bwrap isolation allows it)"})
+	} else {
+		tests = append(tests, struct {
+			name, cmd, stdin string
+			wantOut, wantErr string
+			wantCode         int
+			wantSig          string
+			errContains      string
+		}{name: "program on stdin", cmd: "exec bash", stdin: "echo ran\n", wantOut: "ran\n"})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -261,17 +260,11 @@ func (ss *session) start(kind, command string) {
 	}()
 }
 
-// refusal words the error of a command that could not start.
+// refusal words the error of a command that could not start; a policy
+// refusal reads as on MCP (sandbox.RefusalText).
 func refusal(err error) string {
-	var e *errcode.Error
-	if errors.As(err, &e) {
-		switch e.Code {
-		case errcode.DangerousOperation, errcode.UnsafeCommand:
-			if e.Msg != "" {
-				return "Dangerous operation blocked: " + e.Msg
-			}
-			return "Dangerous operation blocked: " + e.Error()
-		}
+	if text, ok := sandbox.RefusalText(err); ok {
+		return text
 	}
 	return "agentbe: " + err.Error()
 }
