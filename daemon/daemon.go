@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 )
 
 // Options are the daemon's injected dependencies.
@@ -45,6 +46,10 @@ type Daemon struct {
 	started time.Time
 	metrics *httpMetrics
 	handler http.Handler
+	mux     *http.ServeMux
+	// guard is the Origin and Host rule of every endpoint that does work
+	// (internal/httpguard); handleWork wraps each such route with it.
+	guard *httpguard.Guard
 
 	proto protocols     // filled by wire.go
 	certs *certReloader // nil unless --tls-cert is set
@@ -79,18 +84,23 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	if err := d.proto.build(cfg, opts); err != nil {
+	d.guard = httpguard.New(httpguard.Options{AuthToken: cfg.AuthToken, AllowedOrigins: cfg.AllowedOrigins, Logger: d.log})
+	if err := d.proto.build(cfg, opts, d.guard); err != nil {
 		return nil, err
 	}
 
 	mux := http.NewServeMux()
+	d.mux = mux
+	// /health is the liveness probe and does no work: it answers whatever
+	// name it is reached by (a probe may use any). Everything else that is
+	// served goes through handleWork and so through the guard.
 	mux.Handle(routeHealth, onlyGET(http.HandlerFunc(d.serveHealth)))
-	mux.Handle(routeMetrics, onlyGET(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})))
+	d.handleWork(routeMetrics, onlyGET(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})))
 	if h := d.proto.mcpHandler(); h != nil {
-		mux.Handle(routeMCP, h)
+		d.handleWork(routeMCP, h)
 	}
 	if h := d.proto.sshHandler(); h != nil {
-		mux.Handle(routeSSH, h)
+		d.handleWork(routeSSH, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if isUpgrade(r) {
@@ -101,6 +111,14 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	})
 	d.handler = instrument(mux, d.log, m)
 	return d, nil
+}
+
+// handleWork mounts an endpoint that does work (or reveals what the
+// workspace is doing) behind the guard's Origin and Host rules. Every such
+// route is registered here, so a new endpoint gets the rules by
+// construction.
+func (d *Daemon) handleWork(pattern string, h http.Handler) {
+	d.mux.Handle(pattern, d.guard.Wrap(h))
 }
 
 // Handler is the daemon's whole HTTP surface, with logging and metrics.

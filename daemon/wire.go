@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/mcphttp"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/sshws"
@@ -26,7 +27,7 @@ type protocols struct {
 	ssh  *sshws.Server
 }
 
-func (p *protocols) build(cfg config.Config, opts Options) (err error) {
+func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guard) (err error) {
 	defer func() {
 		if err != nil {
 			_ = p.close()
@@ -99,6 +100,7 @@ func (p *protocols) build(cfg config.Config, opts Options) (err error) {
 		StaticScope:    cfg.ScopePath,
 		AuthToken:      cfg.AuthToken,
 		AllowedOrigins: cfg.AllowedOrigins,
+		Guard:          guard,
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		ExecTimeout:    cfg.ExecTimeout,
 		Version:        opts.Version,
@@ -113,6 +115,8 @@ func (p *protocols) build(cfg config.Config, opts Options) (err error) {
 			Workspace:         p.ws,
 			Executor:          p.exec,
 			AuthToken:         cfg.AuthToken,
+			AllowedOrigins:    cfg.AllowedOrigins,
+			Guard:             guard,
 			HostKeyPath:       cfg.SSHHostKey,
 			MaxConns:          cfg.MaxSSHConns,
 			KeepaliveInterval: cfg.SSHKeepalive,

@@ -5,9 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 )
 
@@ -51,26 +49,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			"this MCP endpoint is stateless: send JSON-RPC messages with POST")
 		return
 	}
-	// DNS rebinding: a browser page on evil.example resolving to 127.0.0.1
-	// sends its own Origin. Non-browser clients send none.
-	if origin := r.Header.Get("Origin"); origin != "" && !s.originAllowed(origin) {
-		s.log.Warn("mcp: refused origin", "origin", origin, "remote", r.RemoteAddr)
-		writeJSONError(w, http.StatusForbidden, "Forbidden origin",
-			fmt.Sprintf("Origin %s is not allowed to use this MCP endpoint; add it to the daemon's allowed origins", origin))
+	// DNS rebinding (Origin and Host): the rules every work endpoint
+	// applies, in internal/httpguard.
+	if ref := s.guard.Check(r); ref != nil {
+		writeJSONError(w, ref.Status, ref.Title, ref.Message)
 		return
-	}
-	// DNS rebinding, second half: a request that reached us on a loopback
-	// address but names another host was sent by a browser tricked into
-	// resolving that host to 127.0.0.1. Only without a token: a rebinding
-	// page cannot know the token, and a reverse proxy on the same host
-	// (nginx → 127.0.0.1 with Host: api.example.com) must keep working.
-	// The SDK applies the same rule (DisableLocalhostProtection follows it).
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && s.opts.AuthToken == "" {
-		if isLoopbackAddr(la.String()) && !isLoopbackAddr(r.Host) {
-			writeJSONError(w, http.StatusForbidden, "Forbidden host",
-				fmt.Sprintf("Host %q is not a loopback name, but the request arrived on a loopback address (DNS rebinding?)", r.Host))
-			return
-		}
 	}
 	// 1. Bearer token, compared in constant time on fixed-length digests so
 	// neither content nor length leaks.
@@ -161,36 +144,4 @@ func normalizeScope(sp string) (string, bool) {
 		return "", false
 	}
 	return strings.TrimLeft(sp, "/"), true
-}
-
-// originAllowed reports whether a browser Origin may call us: configured
-// origins (exact, case-insensitive, or "*") and loopback origins.
-func (s *Server) originAllowed(origin string) bool {
-	for _, o := range s.opts.AllowedOrigins {
-		if o == "*" || strings.EqualFold(strings.TrimRight(o, "/"), origin) {
-			return true
-		}
-	}
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
-	}
-	return isLoopbackHost(u.Hostname())
-}
-
-func isLoopbackHost(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
-
-// isLoopbackAddr reports whether a host or host:port names the loopback.
-func isLoopbackAddr(hostport string) bool {
-	h := hostport
-	if host, _, err := net.SplitHostPort(hostport); err == nil {
-		h = host
-	}
-	return isLoopbackHost(strings.Trim(h, "[]"))
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -74,6 +75,10 @@ type Options struct {
 	// allowed; any other origin gets 403, which is what stops a DNS
 	// rebinding page from driving a local daemon.
 	AllowedOrigins []string
+	// Guard applies the Origin and Host rules (internal/httpguard); nil
+	// builds one from AuthToken and AllowedOrigins. The daemon passes the
+	// one its mux uses, so every endpoint shares it.
+	Guard *httpguard.Guard
 	// MaxBodyBytes limits an HTTP request body; 0 means DefaultMaxBodyBytes,
 	// a negative value means no limit. Larger bodies get 413.
 	MaxBodyBytes int64
@@ -98,6 +103,7 @@ type Server struct {
 	handler  http.Handler
 	maxBody  int64
 	tokenSum [32]byte // sha256 of "Bearer <token>", for constant-time checks
+	guard    *httpguard.Guard
 
 	mu     sync.Mutex
 	closed bool
@@ -132,6 +138,10 @@ func New(opts Options) (*Server, error) {
 	s.maxBody = opts.MaxBodyBytes
 	if s.maxBody == 0 {
 		s.maxBody = DefaultMaxBodyBytes
+	}
+	s.guard = opts.Guard
+	if s.guard == nil {
+		s.guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: log})
 	}
 	if opts.AuthToken != "" {
 		s.tokenSum = hashToken("Bearer " + opts.AuthToken)
