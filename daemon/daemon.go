@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +55,9 @@ type Daemon struct {
 	proto protocols     // filled by wire.go
 	certs *certReloader // nil unless --tls-cert is set
 
+	// conns is the connection limiter of the running Serve (nil before).
+	conns atomic.Pointer[connLimiter]
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -79,6 +83,19 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.metrics = m
+	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "agentbe_http_connections_open",
+		Help: "TCP connections held now (WebSockets included, reserve slots excluded); the cap is --max-connections.",
+	}, func() float64 {
+		if l := d.conns.Load(); l != nil {
+			n, _ := l.counts()
+			return float64(n)
+		}
+		return 0
+	})
+	if err := opts.Registry.Register(open); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
 	if cfg.TLSCert != "" && !cfg.LocalOnly {
 		if d.certs, err = newCertReloader(cfg.TLSCert, cfg.TLSKey); err != nil {
 			return nil, err
@@ -109,7 +126,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		}
 		writeJSONError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no endpoint at %s; see /health, /mcp, /ssh, /metrics", r.URL.Path))
 	})
-	d.handler = instrument(mux, d.log, m)
+	d.handler = instrument(reserveGate(mux), d.log, m)
 	return d, nil
 }
 
@@ -162,10 +179,34 @@ func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
 // shutdown timeout, closes WebSockets and kills their processes, then cuts
 // whatever remains. It returns nil after a shutdown caused by ctx.
 func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
+	nofile, err := raiseNoFile()
+	if err != nil {
+		d.log.Warn("cannot raise the descriptor limit", "err", err)
+	}
+	maxConns, perIP := d.cfg.MaxConns, d.cfg.MaxConnsPerIP
+	if maxConns <= 0 {
+		maxConns = 1024
+	}
+	if perIP <= 0 || perIP > maxConns {
+		perIP = maxConns
+	}
+	maxConns, perIP, lowered := connCaps(maxConns, perIP, nofile)
+	if lowered != "" {
+		d.log.Warn("connection cap lowered to fit the descriptor limit", "why", lowered)
+	}
+	d.log.Info("connection limits", "rlimit_nofile", nofile, "max_connections", maxConns,
+		"max_connections_per_ip", perIP, "reserve", reserveConns, "idle_timeout", idleTimeout)
+	lim := newConnLimiter(ln, maxConns, perIP, d.log, func(limit string) {
+		d.metrics.connRefused.WithLabelValues(limit).Inc()
+	})
+	d.conns.Store(lim)
+	ln = lim
 	srv := &http.Server{
 		Handler:           d.handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       idleTimeout,
+		ConnState:         lim.ConnState,
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 		// Request contexts must outlive the start of a shutdown so in-flight
 		// calls can finish; srv.Close cancels them when the grace period ends.
@@ -210,7 +251,7 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 			d.log.Warn("closing protocol servers", "err", err)
 		}
 	}()
-	err := srv.Shutdown(sctx)
+	err = srv.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		d.log.Warn("grace period over; cutting the remaining connections", "grace", d.cfg.ShutdownTimeout)
 		err = srv.Close()
