@@ -281,3 +281,25 @@ func readNoFile(t *testing.T) (cur, max string) {
 	t.Fatalf("no open files line in /proc/self/limits:\n%s", b)
 	return "", ""
 }
+
+// TestMCPBoundsFromConfig: --max-batch and --max-reply-bytes reach /mcp.
+func TestMCPBoundsFromConfig(t *testing.T) {
+	c := testConfig(t)
+	c.MaxBatch = 2
+	c.MaxReplyBytes = 64 << 10
+	c.MaxReadSize = 64 << 10
+	r := start(t, c, nil)
+	cl := clientFrom("127.0.0.1", false)
+	batch := "[" + mcpList + "," + mcpList + "," + mcpList + "]"
+	if resp, body := do(t, cl, http.MethodPost, r.url+"/mcp", batch); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "more than 2 messages") {
+		t.Errorf("batch of 3 with --max-batch 2: %d %.300q", resp.StatusCode, body)
+	}
+	// 5000 lines of 30 bytes pass 64 KiB.
+	if err := os.WriteFile(c.Root+"/f.txt", []byte(strings.Repeat("012345678901234567890123456789\n", 6000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"f.txt","limit":5000}}}`
+	if resp, body := do(t, cl, http.MethodPost, r.url+"/mcp", read); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"code":-32000`) || !strings.Contains(body, "--max-reply-bytes") {
+		t.Errorf("a 5000-line read with --max-reply-bytes 64KiB: %d %.300q", resp.StatusCode, body)
+	}
+}

@@ -94,17 +94,20 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 	}
 
 	p.mcp, err = mcphttp.New(mcphttp.Options{
-		Workspace:      p.ws,
-		Executor:       p.exec,
-		RootDir:        cfg.Root,
-		StaticScope:    cfg.ScopePath,
-		AuthToken:      cfg.AuthToken,
-		AllowedOrigins: cfg.AllowedOrigins,
-		Guard:          guard,
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		ExecTimeout:    cfg.ExecTimeout,
-		Version:        opts.Version,
-		Logger:         log.With("component", "mcp"),
+		Workspace:        p.ws,
+		Executor:         p.exec,
+		RootDir:          cfg.Root,
+		StaticScope:      cfg.ScopePath,
+		AuthToken:        cfg.AuthToken,
+		AllowedOrigins:   cfg.AllowedOrigins,
+		Guard:            guard,
+		MaxBodyBytes:     cfg.MaxBodyBytes,
+		MaxBatch:         cfg.MaxBatch,
+		MaxReplyBytes:    cfg.MaxReplyBytes,
+		MaxInflightPerIP: cfg.MaxInflightPerIP,
+		ExecTimeout:      cfg.ExecTimeout,
+		Version:          opts.Version,
+		Logger:           log.With("component", "mcp"),
 	})
 	if err != nil {
 		return err

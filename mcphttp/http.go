@@ -1,12 +1,18 @@
 package mcphttp
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // Header names of the agent-backend clients.
@@ -92,27 +98,73 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// In-flight requests per client address.
+	if s.inflight != nil {
+		key, ok := s.inflight.acquire(r.Context(), r.RemoteAddr)
+		if !ok {
+			s.log.Warn("mcp: too many requests in flight; answered 429", "remote", r.RemoteAddr, "limit", s.inflight.limit)
+			s.inflight.refuseBusy(w)
+			return
+		}
+		defer s.inflight.release(key)
+	}
+	// The body, read once (within the limit) for the batch check and the
+	// fast path; the SDK reads it again from memory.
+	var body []byte
+	var err error
+	if s.maxBody > 0 {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	} else {
+		body, err = io.ReadAll(r.Body)
+	}
+	r.Body.Close()
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeJSONError(w, http.StatusRequestEntityTooLarge, "Request too large",
+				fmt.Sprintf("request body exceeds %d bytes (write large files in parts, or raise the daemon's body limit)", mbe.Limit))
+		} else {
+			writeJSONError(w, http.StatusBadRequest, "Unreadable body", "failed to read the request body: "+err.Error())
+		}
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	// Batches: refused whole beyond MaxBatch, before any message runs.
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		if n, ok := batchLen(t, s.maxBatch); ok && n > s.maxBatch {
+			s.log.Warn("mcp: batch too large", "remote", r.RemoteAddr, "limit", s.maxBatch)
+			writeRPCError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest,
+				fmt.Sprintf("the batch has more than %d messages, the daemon's limit (--max-batch); send at most %d per request", s.maxBatch, s.maxBatch))
+			return
+		}
+	}
+
 	// Reply format. The SDK insists that Accept lists both JSON and SSE; we
 	// are more lenient (curl, simple clients) and pick the format from what
 	// the client accepts, preferring JSON: one write, no SSE framing.
 	jsonOK, sseOK, anyOK := accepts(r.Header.Values("Accept"))
 	switch {
 	case jsonOK || anyOK:
-		if s.serveFast(w, r, false) {
+		if s.serveFast(w, r, body, false) {
 			return
 		}
-		r.Header.Set("Accept", "application/json, text/event-stream")
-		s.jsonH.ServeHTTP(w, r)
+		s.serveSDK(s.jsonH, w, r)
 	case sseOK:
-		if s.serveFast(w, r, true) {
+		if s.serveFast(w, r, body, true) {
 			return
 		}
-		r.Header.Set("Accept", "application/json, text/event-stream")
-		s.sseH.ServeHTTP(w, r)
+		s.serveSDK(s.sseH, w, r)
 	default:
 		writeJSONError(w, http.StatusNotAcceptable, "Not acceptable",
 			"Accept must include application/json or text/event-stream")
 	}
+}
+
+// serveSDK hands r to one of the SDK's handlers, with a reply budget in its
+// context for limitReplies.
+func (s *Server) serveSDK(h http.Handler, w http.ResponseWriter, r *http.Request) {
+	r.Header.Set("Accept", "application/json, text/event-stream")
+	h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, newReplyBudget(s.maxReply))))
 }
 
 // accepts reads Accept headers. A missing header accepts anything.

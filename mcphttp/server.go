@@ -27,6 +27,7 @@
 package mcphttp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,6 +83,18 @@ type Options struct {
 	// MaxBodyBytes limits an HTTP request body; 0 means DefaultMaxBodyBytes,
 	// a negative value means no limit. Larger bodies get 413.
 	MaxBodyBytes int64
+	// MaxBatch caps the messages of one JSON-RPC batch; 0 means
+	// DefaultMaxBatch. A larger batch is refused whole (HTTP 400, JSON-RPC
+	// error -32600) before any of it runs.
+	MaxBatch int
+	// MaxReplyBytes caps one HTTP reply; 0 means DefaultMaxReplyBytes. A
+	// request whose result would not fit (in a batch: in what the earlier
+	// results left) is answered with JSON-RPC error -32000 instead.
+	MaxReplyBytes int64
+	// MaxInflightPerIP caps the requests one client address may have in
+	// flight; 0 means DefaultMaxInflightPerIP, negative means no cap. One
+	// more waits up to 2 s for a slot, then gets 429 with Retry-After.
+	MaxInflightPerIP int
 	// ExecTimeout bounds one exec call; 0 leaves it to the executor's default.
 	ExecTimeout time.Duration
 	// Version is reported as the MCP server version.
@@ -104,6 +117,9 @@ type Server struct {
 	maxBody  int64
 	tokenSum [32]byte // sha256 of "Bearer <token>", for constant-time checks
 	guard    *httpguard.Guard
+	maxBatch int
+	maxReply int64
+	inflight *inflight // nil: no cap
 
 	mu     sync.Mutex
 	closed bool
@@ -139,6 +155,11 @@ func New(opts Options) (*Server, error) {
 	if s.maxBody == 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
+	s.maxBatch = cmp.Or(opts.MaxBatch, DefaultMaxBatch)
+	s.maxReply = cmp.Or(opts.MaxReplyBytes, DefaultMaxReplyBytes)
+	if n := cmp.Or(opts.MaxInflightPerIP, DefaultMaxInflightPerIP); n > 0 {
+		s.inflight = newInflight(n)
+	}
 	s.guard = opts.Guard
 	if s.guard == nil {
 		s.guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: log})
@@ -169,6 +190,7 @@ func New(opts Options) (*Server, error) {
 		Instructions: "Tools over one workspace directory. Paths are relative to the workspace root " +
 			"(absolute paths are taken as relative to it); nothing outside it is reachable.",
 	})
+	s.mcp.AddReceivingMiddleware(limitReplies)
 	s.registerTools()
 
 	// Two stateless handlers over the same mcp.Server: the SDK fixes the
