@@ -11,7 +11,9 @@
 //   - Handler: MCP streamable HTTP, stateless, mounted by the daemon at /mcp.
 //     Before the MCP SDK sees a request, the handler applies the checks of
 //     PROTOCOL.md in order (method, Origin and Host, bearer token,
-//     X-Root-Dir, scope headers, body size); see serveHTTP. A single
+//     X-Root-Dir, scope headers, body size), then the bounds of bounds.go
+//     (requests in flight per client address, messages per batch); see
+//     serveHTTP. Every reply is bounded too (Options.MaxReplyBytes). A single
 //     tools/call or tools/list (and notifications/initialized) is answered
 //     on a fast path that skips the SDK's per-request session, byte for
 //     byte as the SDK would (fastpath.go); everything else is the SDK's.
