@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -149,18 +150,63 @@ func limitReplies(next mcp.MethodHandler) mcp.MethodHandler {
 		if b == nil || err != nil || res == nil {
 			return res, err
 		}
-		data, mErr := json.Marshal(res)
-		if mErr != nil {
-			return res, err // the SDK reports it when it encodes
-		}
 		// The JSON-RPC envelope around the result: `{"jsonrpc":"2.0",
 		// "id":...,"result":}` and a batch's comma.
-		n := int64(len(data)) + 64
+		n := resultSize(res) + 64
 		if !b.take(n) {
 			return nil, &jsonrpc.Error{Code: codeReplyTooLarge, Message: b.tooLarge(n)}
 		}
 		return res, nil
 	}
+}
+
+// resultSize is the size of res encoded as JSON: counted without encoding
+// for a tool result of plain text blocks (the common case, and the large
+// one), else by encoding it.
+func resultSize(res mcp.Result) int64 {
+	if tr, ok := res.(*mcp.CallToolResult); ok && plainText(tr) {
+		n := len(`{"content":[]}`) + len(`,"isError":true`)
+		for _, c := range tr.Content {
+			n += len(`{"type":"text","text":},`) + jsonStringLen(c.(*mcp.TextContent).Text)
+		}
+		return int64(n)
+	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		return 0 // the SDK reports it when it encodes
+	}
+	return int64(len(data))
+}
+
+// jsonStringLen is len(appendJSONString(nil, s)), without building it.
+func jsonStringLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			switch {
+			case b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&':
+				n++
+			case b == '"' || b == '\\' || b == '\b' || b == '\f' || b == '\n' || b == '\r' || b == '\t':
+				n += 2
+			default:
+				n += 6
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 6
+		case r == '\u2028' || r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
 }
 
 // inflightWait is how long a request beyond MaxInflightPerIP waits for one

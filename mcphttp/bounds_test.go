@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // post sends body to /mcp from the loopback address src ("" = any) and
@@ -230,5 +232,27 @@ func TestInflightPerAddress(t *testing.T) {
 	e.srv.inflight.mu.Unlock()
 	if left != 0 {
 		t.Errorf("%d per-address entries left after every request ended", left)
+	}
+}
+
+func TestJSONStringLen(t *testing.T) {
+	for _, s := range []string{"", "plain", "a\"b\\c", "\b\f\n\r\t\x00\x1f", "<>&", "\u2028\u2029", "héllo ✓ 😀", "bad \xff\xfe utf8 \xe2\x82", strings.Repeat("x\n", 1000)} {
+		if got, want := jsonStringLen(s), len(appendJSONString(nil, s)); got != want {
+			t.Errorf("jsonStringLen(%q) = %d, want %d", s, got, want)
+		}
+	}
+	// A plain-text tool result is counted, not encoded: at least its
+	// encoded size, and close to it.
+	for _, res := range []*mcp.CallToolResult{
+		{Content: []mcp.Content{&mcp.TextContent{Text: "a\nb <x>"}}},
+		{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("line\n", 500)}, &mcp.TextContent{Text: "two"}}, IsError: true},
+	} {
+		b, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resultSize(res); got < int64(len(b)) || got > int64(len(b))+32 {
+			t.Errorf("resultSize = %d, encoded %d bytes: %s", got, len(b), b)
+		}
 	}
 }
