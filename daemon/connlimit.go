@@ -311,11 +311,10 @@ func raiseNoFile() (uint64, error) {
 // connection holds a descriptor, and fdReserve (plus the reserve slots)
 // stay free for everything else. It says why when it lowered them.
 func connCaps(maxConns, perIP int, nofile uint64) (int, int, string) {
-	avail := int64(nofile) - fdReserve - reserveConns
-	if avail >= int64(maxConns) || nofile == 0 {
-		return maxConns, perIP, ""
+	if nofile == 0 || nofile >= uint64(maxConns)+fdReserve+reserveConns {
+		return maxConns, perIP, "" // unknown (0), or enough (RLIM_INFINITY too)
 	}
-	lowered := int(max(avail, 16))
+	lowered := max(int(nofile)-fdReserve-reserveConns, 16)
 	why := fmt.Sprintf("RLIMIT_NOFILE is %d: --max-connections %d lowered to %d, keeping %d descriptors for files, commands and the reserve slots; raise the limit (LimitNOFILE=, ulimit -n) to allow more", nofile, maxConns, lowered, fdReserve+reserveConns)
 	return lowered, min(perIP, lowered), why
 }
