@@ -108,9 +108,9 @@ func TestGuardOnEveryWorkEndpoint(t *testing.T) {
 				code, body := guardRequest(t, r.url, ep.path, ep.method, ep.body, header, host, origin)
 				switch {
 				case tc.refused && (code != http.StatusForbidden || !strings.Contains(body, tc.want)):
-					t.Errorf("%s %s: %d %q, want 403 with %q", ep.method, ep.path, code, body, tc.want)
+					t.Errorf("%s %s: %d %.200q, want 403 with %q", ep.method, ep.path, code, body, tc.want)
 				case !tc.refused && code != ep.ok:
-					t.Errorf("%s %s: %d %q, want %d", ep.method, ep.path, code, body, ep.ok)
+					t.Errorf("%s %s: %d %.200q, want %d", ep.method, ep.path, code, body, ep.ok)
 				}
 			}
 			// /health is the liveness probe: it does no work and answers
