@@ -122,6 +122,7 @@ type Server struct {
 	maxBatch int
 	maxReply int64
 	inflight *inflight // nil: no cap
+	warns    warnEvery // refusals of bounds.go, rate-limited
 
 	mu     sync.Mutex
 	closed bool
