@@ -68,7 +68,7 @@ type connLimiter struct {
 type idleConn struct {
 	since time.Time
 	fresh bool // StateNew: not a single request yet
-	ip    netip.Addr
+	raw   *limitedConn
 }
 
 func newConnLimiter(ln net.Listener, max, perIP int, log *slog.Logger, refused func(string)) *connLimiter {
@@ -157,6 +157,7 @@ func (l *connLimiter) shedIfPressed(ip netip.Addr) []net.Conn {
 	now := time.Now()
 	type cand struct {
 		c     net.Conn
+		raw   *limitedConn
 		since time.Time
 		mine  bool
 	}
@@ -165,9 +166,11 @@ func (l *connLimiter) shedIfPressed(ip netip.Addr) []net.Conn {
 		if st.fresh && now.Sub(st.since) < newConnGrace {
 			continue
 		}
-		cands = append(cands, cand{c, st.since, st.ip == ip})
+		cands = append(cands, cand{c, st.raw, st.since, st.raw.ip == ip})
 	}
 	slices.SortFunc(cands, func(a, b cand) int { return a.since.Compare(b.since) })
+	// The TCP connections are closed, not what the HTTP server holds: a
+	// TLS connection's Close would first write an alert, which can block.
 	var shed []net.Conn
 	for _, cd := range cands {
 		switch {
@@ -181,7 +184,7 @@ func (l *connLimiter) shedIfPressed(ip netip.Addr) []net.Conn {
 		default:
 			continue
 		}
-		shed = append(shed, cd.c)
+		shed = append(shed, cd.raw)
 		delete(l.idle, cd.c)
 		if excess <= 0 && !local {
 			break
@@ -228,7 +231,7 @@ func (l *connLimiter) ConnState(c net.Conn, st http.ConnState) {
 			return // reserve connections are never shed
 		}
 		l.mu.Lock()
-		l.idle[c] = idleConn{since: time.Now(), fresh: st == http.StateNew, ip: lc.ip}
+		l.idle[c] = idleConn{since: time.Now(), fresh: st == http.StateNew, raw: lc}
 		l.mu.Unlock()
 	default: // active, hijacked, closed
 		l.mu.Lock()

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -309,4 +310,38 @@ func TestMCPBoundsFromConfig(t *testing.T) {
 	if resp, body := do(t, cl, http.MethodPost, r.url+"/mcp", read); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"code":-32000`) || !strings.Contains(body, "--max-reply-bytes") {
 		t.Errorf("a 5000-line read with --max-reply-bytes 64KiB: %d %.300q", resp.StatusCode, body)
 	}
+}
+
+// TestIdleTLSConnectionsAreShed: the same over TLS, where the HTTP server
+// holds a tls.Conn around the counted connection, and with a WebSocket (not
+// idle, never shed) arriving as the connection that needs room.
+func TestIdleTLSConnectionsAreShed(t *testing.T) {
+	c := testConfig(t)
+	c.TLSCert, c.TLSKey = writeCert(t, t.TempDir(), "tls")
+	c.MaxConns, c.MaxConnsPerIP = 5, 5
+	r := start(t, c, nil)
+	base := "https://" + strings.TrimPrefix(r.url, "http://")
+	for range 4 {
+		cl := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second}
+		t.Cleanup(cl.CloseIdleConnections)
+		if resp, _ := do(t, cl, http.MethodGet, base+"/health", ""); resp.StatusCode != http.StatusOK {
+			t.Fatalf("/health: %d", resp.StatusCode)
+		}
+	}
+	lim := r.d.conns.Load()
+	state := func() (total, idle int) {
+		lim.mu.Lock()
+		defer lim.mu.Unlock()
+		return lim.total, len(lim.idle)
+	}
+	waitFor(t, "4 idle TLS connections", func() bool { n, i := state(); return n == 4 && i == 4 })
+	// At 80% (4 of 5): the oldest idle connection is closed to admit the
+	// WebSocket, which then holds its slot.
+	d := websocket.Dialer{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	ws, _, err := d.Dial("wss"+strings.TrimPrefix(base, "https")+"/ssh", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	waitFor(t, "one idle TLS connection closed for the WebSocket", func() bool { n, i := state(); return n == 4 && i == 3 })
 }
