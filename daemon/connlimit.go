@@ -19,11 +19,12 @@ import (
 // closed, whatever it turns into: a keep-alive HTTP connection, or a
 // WebSocket that net/http handed over (hijacked) to /ssh.
 const (
-	// reserveConns are connection slots kept beyond the cap for /health
-	// and /metrics: a connection accepted while the cap is reached gets
-	// one of them, may ask only those two paths (anything else is answered
-	// 503), and is closed after its answer. A probe therefore still gets
-	// its answer when the cap is full.
+	// reserveConns are connection slots kept beyond the caps for /health
+	// and /metrics: a connection accepted while a cap is reached (the
+	// total, or its address's) gets one of them, may ask only those two
+	// paths (anything else is answered 503), and is closed after its
+	// answer. A probe therefore still gets its answer when the caps are
+	// full, even from the address that fills them.
 	reserveConns = 8
 	// shedPercent is how full the cap must be before idle connections are
 	// closed to make room.
@@ -104,9 +105,10 @@ func remoteIP(c net.Conn) netip.Addr {
 	return netip.Addr{}
 }
 
-// Accept returns the next connection within the caps. A connection over
-// them is closed at once (the client sees a reset or EOF before any HTTP
-// byte) and counted; Accept goes on to the next one.
+// Accept returns the next connection within the caps, or on a reserve slot.
+// A connection over the caps with every reserve slot taken is closed at
+// once (the client sees a reset or EOF before any HTTP byte) and counted;
+// Accept goes on to the next one.
 func (l *connLimiter) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
@@ -125,7 +127,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			l.byIP[ip]++
 			l.mu.Unlock()
 			return &limitedConn{Conn: c, l: l, ip: ip}, nil
-		case l.total >= l.max && l.reserved < reserveConns:
+		case l.reserved < reserveConns:
 			l.reserved++
 			l.mu.Unlock()
 			return &limitedConn{Conn: c, l: l, ip: ip, reserve: true}, nil
@@ -287,7 +289,7 @@ func reserveGate(next http.Handler) http.Handler {
 		}
 		w.Header().Set("Retry-After", "1")
 		writeJSONError(w, http.StatusServiceUnavailable, "Too many connections",
-			"the daemon holds --max-connections connections; only /health and /metrics answer until some close")
+			"the daemon holds --max-connections connections, or --max-connections-per-ip from this address; only /health and /metrics answer until some close")
 	})
 }
 

@@ -159,22 +159,34 @@ func TestConnectionCapKeepsReserveForHealth(t *testing.T) {
 	}
 }
 
-// TestConnectionCapPerAddress: one address at --max-connections-per-ip
-// gets its next connection closed at once; another address is served.
+// TestConnectionCapPerAddress: an address at --max-connections-per-ip
+// gets only reserve slots (/health answers, /mcp gets 503), then its next
+// connection is closed at once; another address is served.
 func TestConnectionCapPerAddress(t *testing.T) {
 	c := testConfig(t)
 	c.MaxConns, c.MaxConnsPerIP = 16, 2
 	r := start(t, c, nil)
 	openWS(t, r.url, "127.0.0.1", 2)
+	one := clientFrom("127.0.0.1", false)
+	if resp, body := do(t, one, http.MethodGet, r.url+"/health", ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("/health from the full address: %d %.200q", resp.StatusCode, body)
+	}
+	if resp, body := do(t, one, http.MethodPost, r.url+"/mcp", mcpList); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/mcp from the full address: %d %.200q, want 503", resp.StatusCode, body)
+	}
+	waitFor(t, "the reserve to be free", func() bool { _, n := r.d.conns.Load().counts(); return n == 0 })
+	for range reserveConns {
+		dialRaw(t, r.url, "127.0.0.1")
+	}
 	if extra := dialRaw(t, r.url, "127.0.0.1"); !closedAtOnce(extra, 5*time.Second) {
-		t.Errorf("a third connection from 127.0.0.1 was kept open")
+		t.Errorf("a connection from 127.0.0.1 beyond its cap and the reserve was kept open")
 	}
 	other := clientFrom("127.0.0.2", false)
 	if resp, body := do(t, other, http.MethodPost, r.url+"/mcp", mcpList); resp.StatusCode != http.StatusOK {
 		t.Errorf("/mcp from 127.0.0.2: %d %q", resp.StatusCode, body)
 	}
 	_, metrics := get2(t, other, r.url+"/metrics")
-	if !strings.Contains(metrics, `agentbe_http_connections_refused_total{limit="max-connections-per-ip"} 1`) {
+	if !strings.Contains(metrics, `agentbe_http_connections_refused_total{limit="max-connections-per-ip"}`) {
 		t.Errorf("/metrics does not count the per-address refusal")
 	}
 }
