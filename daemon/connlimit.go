@@ -26,6 +26,10 @@ const (
 	// answer. A probe therefore still gets its answer when the caps are
 	// full, even from the address that fills them.
 	reserveConns = 8
+	// reserveRequestTimeout is how long a reserve connection may take to
+	// send its request before it is closed, so that silent connections
+	// cannot hold the reserve for the whole ReadHeaderTimeout.
+	reserveRequestTimeout = 2 * time.Second
 	// shedPercent is how full the cap must be before idle connections are
 	// closed to make room.
 	shedPercent = 80
@@ -84,9 +88,22 @@ type limitedConn struct {
 	ip      netip.Addr
 	reserve bool
 	closed  atomic.Bool
+	// expire closes a reserve connection that has not sent its request
+	// within reserveRequestTimeout; stopped when the request arrives.
+	expire *time.Timer
 }
 
 func (c *limitedConn) Close() error {
+	if c.expire != nil {
+		c.expire.Stop()
+	}
+	return c.close()
+}
+
+// close releases the slot and closes the connection; the expire timer calls
+// it directly (it must not read c.expire, which Accept sets after starting
+// the timer).
+func (c *limitedConn) close() error {
 	if c.closed.CompareAndSwap(false, true) {
 		c.l.release(c)
 	}
@@ -130,7 +147,9 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		case l.reserved < reserveConns:
 			l.reserved++
 			l.mu.Unlock()
-			return &limitedConn{Conn: c, l: l, ip: ip, reserve: true}, nil
+			lc := &limitedConn{Conn: c, l: l, ip: ip, reserve: true}
+			lc.expire = time.AfterFunc(reserveRequestTimeout, func() { _ = lc.close() })
+			return lc, nil
 		}
 		reason := "max-connections-per-ip"
 		if l.total >= l.max {
@@ -235,6 +254,12 @@ func (l *connLimiter) ConnState(c net.Conn, st http.ConnState) {
 		l.mu.Lock()
 		l.idle[c] = idleConn{since: time.Now(), fresh: st == http.StateNew, raw: lc}
 		l.mu.Unlock()
+	case http.StateActive:
+		if lc := asLimited(c); lc != nil && lc.reserve {
+			lc.expire.Stop()
+			return
+		}
+		fallthrough
 	default: // active, hijacked, closed
 		l.mu.Lock()
 		delete(l.idle, c)

@@ -126,6 +126,14 @@ func TestConnectionCapKeepsReserveForHealth(t *testing.T) {
 	if extra := dialRaw(t, r.url, "127.0.0.1"); !closedAtOnce(extra, 5*time.Second) {
 		t.Errorf("a connection beyond the cap and the reserve was kept open")
 	}
+	// A reserve connection that sends no request is closed after
+	// reserveRequestTimeout, not after the 10 s header timeout.
+	start := time.Now()
+	if !closedAtOnce(held[0], 5*time.Second) {
+		t.Errorf("a silent reserve connection was kept open for 5 s")
+	} else if waited := time.Since(start); waited > reserveRequestTimeout+time.Second {
+		t.Errorf("a silent reserve connection was closed after %v", waited)
+	}
 	for _, h := range held {
 		h.Close()
 	}
