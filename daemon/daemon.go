@@ -2,7 +2,11 @@
 // into one process and runs it: an HTTP server on one port (/health, /metrics,
 // /mcp, /ssh) or MCP over stdio (--local-only), with logging, metrics and a
 // graceful shutdown. It implements no protocol itself: /mcp belongs to
-// mcphttp, /ssh to sshws, files to fsops and processes to sandbox.
+// mcphttp, /ssh to sshws, files to fsops and processes to sandbox. What it
+// does own is the HTTP perimeter: every endpoint but /health is mounted
+// through handleWork, behind internal/httpguard's Origin and Host rule, and
+// the listener caps connections in total and per client address
+// (connlimit.go).
 package daemon
 
 import (
