@@ -65,6 +65,13 @@ type Config struct {
 	MaxBodyBytes    int64
 	ShutdownTimeout time.Duration
 
+	// HTTP bounds.
+	MaxConns         int   // concurrent HTTP connections, WebSockets included
+	MaxConnsPerIP    int   // the same, per client address
+	MaxBatch         int   // JSON-RPC messages in one /mcp batch
+	MaxReplyBytes    int64 // largest /mcp reply
+	MaxInflightPerIP int   // concurrent /mcp requests per client address
+
 	// SSH over WebSocket.
 	SSHHostKey      string
 	MaxSSHConns     int
@@ -172,6 +179,12 @@ func (c *Config) Validate() error {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key go together: set both, or neither")
+	}
+	if c.MaxConnsPerIP > c.MaxConns {
+		return fmt.Errorf("--max-connections-per-ip %d is larger than --max-connections %d: lower it, or raise --max-connections", c.MaxConnsPerIP, c.MaxConns)
+	}
+	if c.MaxReplyBytes < c.MaxReadSize {
+		return fmt.Errorf("--max-reply-bytes %d is smaller than --max-read-size %d: a whole-file read could not be answered; raise --max-reply-bytes or lower --max-read-size", c.MaxReplyBytes, c.MaxReadSize)
 	}
 	if c.LocalOnly {
 		return nil

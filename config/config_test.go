@@ -40,6 +40,7 @@ func TestDefaults(t *testing.T) {
 		Backend: "filesystem", Isolation: "auto", Shell: "auto", BlockDangerous: true, ExecNetwork: "auto",
 		ExecTimeout: 2 * time.Minute, ExecOutputLimit: 1 << 20, MaxReadSize: 10 << 20,
 		Bind: "127.0.0.1", Port: 3001, MaxBodyBytes: 4 << 20, ShutdownTimeout: 10 * time.Second,
+		MaxConns: 1024, MaxConnsPerIP: 128, MaxBatch: 64, MaxReplyBytes: 32 << 20, MaxInflightPerIP: 32,
 		SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, SSHKeepalive: 30 * time.Second,
 		SSHEnvAllowlist: []string{"LANG", "LC_*", "TERM", "COLORTERM"},
 		MaxProcs:        "auto",
@@ -140,6 +141,10 @@ func TestBadInput(t *testing.T) {
 		{"bad duration", []string{"--shutdown-timeout", "soon"}, nil, `invalid argument "soon" for "--shutdown-timeout" flag: must be a duration such as 10s, 2m or 1m30s`},
 		{"negative duration", []string{"--exec-timeout", "-1s"}, nil, `invalid argument "-1s" for "--exec-timeout" flag: must be greater than zero`},
 		{"bad size", []string{"--max-body-bytes", "lots"}, nil, `invalid argument "lots" for "--max-body-bytes" flag: must be a size such as 1048576, 512KiB or 4MiB`},
+		{"max-connections zero", []string{"--max-connections", "0"}, nil, `invalid argument "0" for "--max-connections" flag: must be from 1 to 1048576`},
+		{"max-batch too large", nil, map[string]string{"AGENTBE_MAX_BATCH": "20000"}, `invalid value "20000" in AGENTBE_MAX_BATCH: must be from 1 to 10000`},
+		{"max-reply-bytes too small", []string{"--max-reply-bytes", "1KiB"}, nil, `invalid argument "1KiB" for "--max-reply-bytes" flag: must be at least 65536 bytes`},
+		{"max-inflight-per-ip zero", []string{"--max-inflight-per-ip", "0"}, nil, `invalid argument "0" for "--max-inflight-per-ip" flag: must be from 1 to 1048576`},
 		{"env port", nil, map[string]string{"AGENTBE_PORT": "99999"}, `invalid value "99999" in AGENTBE_PORT: must be from 1 to 65535`},
 		{"env isolation", nil, map[string]string{"AGENTBE_ISOLATION": "jail"}, `invalid value "jail" in AGENTBE_ISOLATION: must be one of auto, bwrap, software, none`},
 		{"env bool", nil, map[string]string{"AGENTBE_LOCAL_ONLY": "maybe"}, `invalid value "maybe" in AGENTBE_LOCAL_ONLY: must be true or false`},
@@ -212,6 +217,9 @@ func TestValidate(t *testing.T) {
 		{"tls cert without key", func(c *Config) { c.TLSCert = "/c.pem" }, "--tls-cert and --tls-key go together: set both, or neither"},
 		{"tls key without cert", func(c *Config) { c.TLSKey = "/k.pem" }, "--tls-cert and --tls-key go together: set both, or neither"},
 		{"tls pair", func(c *Config) { c.TLSCert, c.TLSKey = "/c.pem", "/k.pem" }, ""},
+		{"per-ip cap above the total", func(c *Config) { c.MaxConns, c.MaxConnsPerIP = 100, 101 }, "--max-connections-per-ip 101 is larger than --max-connections 100"},
+		{"per-ip cap equal to the total", func(c *Config) { c.MaxConns, c.MaxConnsPerIP = 100, 100 }, ""},
+		{"reply limit below the read size", func(c *Config) { c.MaxReplyBytes, c.MaxReadSize = 1<<20, 2<<20 }, "--max-reply-bytes 1048576 is smaller than --max-read-size 2097152"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

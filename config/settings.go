@@ -78,6 +78,16 @@ func positive(v any) error {
 	return nil
 }
 
+// atLeast checks a byte size against a floor.
+func atLeast(min int64) func(any) error {
+	return func(v any) error {
+		if n := v.(int64); n < min {
+			return fmt.Errorf("must be at least %d bytes", min)
+		}
+		return nil
+	}
+}
+
 func notNegative(v any) error {
 	switch n := v.(type) {
 	case int:
@@ -189,11 +199,26 @@ var settings = []*setting{
 		usage: "allow a non-loopback --bind without a token (anyone who reaches the port controls the workspace)",
 		field: func(c *Config) any { return &c.InsecureNoAuth }},
 	{key: "allowed-origins", env: env("allowed-origins"),
-		usage: "browser Origins allowed on /mcp besides loopback ones (comma-separated)",
+		usage: "browser Origins allowed on /mcp, /ssh and /metrics besides loopback ones (comma-separated)",
 		field: func(c *Config) any { return &c.AllowedOrigins }},
 	{key: "max-body-bytes", env: env("max-body-bytes"), def: "4MiB",
 		usage: "largest MCP request body; larger ones get 413",
 		field: func(c *Config) any { return &c.MaxBodyBytes }, check: positive},
+	{key: "max-connections", env: env("max-connections"), def: "1024",
+		usage: "concurrent HTTP connections (WebSockets included); more are closed at once, and idle ones are closed when 80% are in use",
+		field: func(c *Config) any { return &c.MaxConns }, check: between(1, 1<<20)},
+	{key: "max-connections-per-ip", env: env("max-connections-per-ip"), def: "128",
+		usage: "concurrent HTTP connections from one client address (WebSockets included)",
+		field: func(c *Config) any { return &c.MaxConnsPerIP }, check: between(1, 1<<20)},
+	{key: "max-batch", env: env("max-batch"), def: "64",
+		usage: "JSON-RPC messages in one /mcp batch; a larger batch is refused whole with 400 and error -32600",
+		field: func(c *Config) any { return &c.MaxBatch }, check: between(1, 10000)},
+	{key: "max-reply-bytes", env: env("max-reply-bytes"), def: "32MiB",
+		usage: "largest /mcp reply; a request whose result would exceed it (or the rest of a batch's share) gets a JSON-RPC error instead",
+		field: func(c *Config) any { return &c.MaxReplyBytes }, check: atLeast(64 << 10)},
+	{key: "max-inflight-per-ip", env: env("max-inflight-per-ip"), def: "32",
+		usage: "concurrent /mcp requests from one client address; more get 429 with Retry-After",
+		field: func(c *Config) any { return &c.MaxInflightPerIP }, check: between(1, 1<<20)},
 	{key: "shutdown-timeout", env: env("shutdown-timeout"), def: "10s",
 		usage: "on SIGTERM/SIGINT, how long in-flight requests may finish before they are cut",
 		field: func(c *Config) any { return &c.ShutdownTimeout }, check: positive},

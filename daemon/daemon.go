@@ -2,7 +2,11 @@
 // into one process and runs it: an HTTP server on one port (/health, /metrics,
 // /mcp, /ssh) or MCP over stdio (--local-only), with logging, metrics and a
 // graceful shutdown. It implements no protocol itself: /mcp belongs to
-// mcphttp, /ssh to sshws, files to fsops and processes to sandbox.
+// mcphttp, /ssh to sshws, files to fsops and processes to sandbox. What it
+// does own is the HTTP perimeter: every endpoint but /health is mounted
+// through handleWork, behind internal/httpguard's Origin and Host rule, and
+// the listener caps connections in total and per client address
+// (connlimit.go).
 package daemon
 
 import (
@@ -16,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 )
 
 // Options are the daemon's injected dependencies.
@@ -45,9 +51,16 @@ type Daemon struct {
 	started time.Time
 	metrics *httpMetrics
 	handler http.Handler
+	mux     *http.ServeMux
+	// guard is the Origin and Host rule of every endpoint that does work
+	// (internal/httpguard); handleWork wraps each such route with it.
+	guard *httpguard.Guard
 
 	proto protocols     // filled by wire.go
 	certs *certReloader // nil unless --tls-cert is set
+
+	// conns is the connection limiter of the running Serve (nil before).
+	conns atomic.Pointer[connLimiter]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -74,23 +87,41 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.metrics = m
+	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "agentbe_http_connections_open",
+		Help: "TCP connections held now (WebSockets included, reserve slots excluded); the cap is --max-connections.",
+	}, func() float64 {
+		if l := d.conns.Load(); l != nil {
+			n, _ := l.counts()
+			return float64(n)
+		}
+		return 0
+	})
+	if err := opts.Registry.Register(open); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
 	if cfg.TLSCert != "" && !cfg.LocalOnly {
 		if d.certs, err = newCertReloader(cfg.TLSCert, cfg.TLSKey); err != nil {
 			return nil, err
 		}
 	}
-	if err := d.proto.build(cfg, opts); err != nil {
+	d.guard = httpguard.New(httpguard.Options{AuthToken: cfg.AuthToken, AllowedOrigins: cfg.AllowedOrigins, Logger: d.log})
+	if err := d.proto.build(cfg, opts, d.guard); err != nil {
 		return nil, err
 	}
 
 	mux := http.NewServeMux()
+	d.mux = mux
+	// /health is the liveness probe and does no work: it answers whatever
+	// name it is reached by (a probe may use any). Everything else that is
+	// served goes through handleWork and so through the guard.
 	mux.Handle(routeHealth, onlyGET(http.HandlerFunc(d.serveHealth)))
-	mux.Handle(routeMetrics, onlyGET(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})))
+	d.handleWork(routeMetrics, onlyGET(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})))
 	if h := d.proto.mcpHandler(); h != nil {
-		mux.Handle(routeMCP, h)
+		d.handleWork(routeMCP, h)
 	}
 	if h := d.proto.sshHandler(); h != nil {
-		mux.Handle(routeSSH, h)
+		d.handleWork(routeSSH, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if isUpgrade(r) {
@@ -99,8 +130,16 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		}
 		writeJSONError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no endpoint at %s; see /health, /mcp, /ssh, /metrics", r.URL.Path))
 	})
-	d.handler = instrument(mux, d.log, m)
+	d.handler = instrument(reserveGate(mux), d.log, m)
 	return d, nil
+}
+
+// handleWork mounts an endpoint that does work (or reveals what the
+// workspace is doing) behind the guard's Origin and Host rules. Every such
+// route is registered here, so a new endpoint gets the rules by
+// construction.
+func (d *Daemon) handleWork(pattern string, h http.Handler) {
+	d.mux.Handle(pattern, d.guard.Wrap(h))
 }
 
 // Handler is the daemon's whole HTTP surface, with logging and metrics.
@@ -144,10 +183,34 @@ func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
 // shutdown timeout, closes WebSockets and kills their processes, then cuts
 // whatever remains. It returns nil after a shutdown caused by ctx.
 func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
+	nofile, err := raiseNoFile()
+	if err != nil {
+		d.log.Warn("cannot raise the descriptor limit", "err", err)
+	}
+	maxConns, perIP := d.cfg.MaxConns, d.cfg.MaxConnsPerIP
+	if maxConns <= 0 {
+		maxConns = 1024
+	}
+	if perIP <= 0 || perIP > maxConns {
+		perIP = maxConns
+	}
+	maxConns, perIP, lowered := connCaps(maxConns, perIP, nofile)
+	if lowered != "" {
+		d.log.Warn("connection cap lowered to fit the descriptor limit", "why", lowered)
+	}
+	d.log.Info("connection limits", "rlimit_nofile", nofile, "max_connections", maxConns,
+		"max_connections_per_ip", perIP, "reserve", reserveConns, "idle_timeout", idleTimeout)
+	lim := newConnLimiter(ln, maxConns, perIP, d.log, func(limit string) {
+		d.metrics.connRefused.WithLabelValues(limit).Inc()
+	})
+	d.conns.Store(lim)
+	ln = lim
 	srv := &http.Server{
 		Handler:           d.handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       idleTimeout,
+		ConnState:         lim.ConnState,
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 		// Request contexts must outlive the start of a shutdown so in-flight
 		// calls can finish; srv.Close cancels them when the grace period ends.
@@ -192,7 +255,7 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 			d.log.Warn("closing protocol servers", "err", err)
 		}
 	}()
-	err := srv.Shutdown(sctx)
+	err = srv.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		d.log.Warn("grace period over; cutting the remaining connections", "grace", d.cfg.ShutdownTimeout)
 		err = srv.Close()

@@ -36,9 +36,10 @@ func routeOf(path string) string {
 
 // httpMetrics are the request counters and the latency histogram.
 type httpMetrics struct {
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-	inflight prometheus.Gauge
+	requests    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	inflight    prometheus.Gauge
+	connRefused *prometheus.CounterVec
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
@@ -57,8 +58,12 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 			Name: "agentbe_http_requests_in_flight",
 			Help: "HTTP requests being answered now (upgraded WebSockets excluded).",
 		}),
+		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentbe_http_connections_refused_total",
+			Help: "TCP connections closed at once because a connection cap was reached, by the flag of that cap.",
+		}, []string{"limit"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inflight} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inflight, m.connRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

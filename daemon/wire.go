@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/mcphttp"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/sshws"
@@ -26,7 +27,7 @@ type protocols struct {
 	ssh  *sshws.Server
 }
 
-func (p *protocols) build(cfg config.Config, opts Options) (err error) {
+func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guard) (err error) {
 	defer func() {
 		if err != nil {
 			_ = p.close()
@@ -124,16 +125,20 @@ func (p *protocols) build(cfg config.Config, opts Options) (err error) {
 	}
 
 	p.mcp, err = mcphttp.New(mcphttp.Options{
-		Workspace:      p.ws,
-		Executor:       p.exec,
-		RootDir:        cfg.Root,
-		StaticScope:    cfg.ScopePath,
-		AuthToken:      cfg.AuthToken,
-		AllowedOrigins: cfg.AllowedOrigins,
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		ExecTimeout:    cfg.ExecTimeout,
-		Version:        opts.Version,
-		Logger:         log.With("component", "mcp"),
+		Workspace:        p.ws,
+		Executor:         p.exec,
+		RootDir:          cfg.Root,
+		StaticScope:      cfg.ScopePath,
+		AuthToken:        cfg.AuthToken,
+		AllowedOrigins:   cfg.AllowedOrigins,
+		Guard:            guard,
+		MaxBodyBytes:     cfg.MaxBodyBytes,
+		MaxBatch:         cfg.MaxBatch,
+		MaxReplyBytes:    cfg.MaxReplyBytes,
+		MaxInflightPerIP: cfg.MaxInflightPerIP,
+		ExecTimeout:      cfg.ExecTimeout,
+		Version:          opts.Version,
+		Logger:           log.With("component", "mcp"),
 	})
 	if err != nil {
 		return err
@@ -144,6 +149,8 @@ func (p *protocols) build(cfg config.Config, opts Options) (err error) {
 			Workspace:         p.ws,
 			Executor:          p.exec,
 			AuthToken:         cfg.AuthToken,
+			AllowedOrigins:    cfg.AllowedOrigins,
+			Guard:             guard,
 			HostKeyPath:       cfg.SSHHostKey,
 			MaxConns:          cfg.MaxSSHConns,
 			KeepaliveInterval: cfg.SSHKeepalive,

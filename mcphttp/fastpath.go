@@ -3,11 +3,9 @@ package mcphttp
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"sync"
 )
 
@@ -50,11 +48,10 @@ type rpcRequest struct {
 // read) is dropped rather than kept alive.
 var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
-// serveFast answers r if it is a fast-path call and reports whether it did;
-// sse frames the reply as one SSE event, as the SDK does for clients that
-// accept only text/event-stream. When it did not, r.Body still holds the
-// whole body for the SDK.
-func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, sse bool) bool {
+// serveFast answers r, whose body serveHTTP has read, if it is a fast-path
+// call and reports whether it did; sse frames the reply as one SSE event, as
+// the SDK does for clients that accept only text/event-stream.
+func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, body []byte, sse bool) bool {
 	if s.noFastPath || !fastProtocols[r.Header.Get("MCP-Protocol-Version")] {
 		return false
 	}
@@ -62,25 +59,6 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, sse bool) boo
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return false
 	}
-	var body []byte
-	var err error
-	if s.maxBody > 0 {
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	} else {
-		body, err = io.ReadAll(r.Body)
-	}
-	r.Body.Close()
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeJSONError(w, http.StatusRequestEntityTooLarge, "Request too large",
-				fmt.Sprintf("request body exceeds %d bytes (write large files in parts, or raise the daemon's body limit)", mbe.Limit))
-		} else {
-			http.Error(w, "failed to read body: "+err.Error(), http.StatusBadRequest)
-		}
-		return true
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 
 	// Cheap filters before decoding: a single object naming a method we
 	// answer here.
@@ -111,7 +89,7 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, sse bool) boo
 			return false
 		}
 		s.fastCalls.Add(1)
-		s.writeFast(w, sse, func(buf []byte) ([]byte, error) {
+		s.writeFast(w, sse, req.ID, func(buf []byte) ([]byte, error) {
 			buf = append(buf, `{"jsonrpc":"2.0","id":`...)
 			buf = append(buf, req.ID...)
 			buf = append(buf, `,"result":`...)
@@ -129,22 +107,32 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, sse bool) boo
 	}
 	s.fastCalls.Add(1)
 	res := s.callTool(r.Context(), def, req.Params.Arguments, r.Header)
-	s.writeFast(w, sse, func(buf []byte) ([]byte, error) { return appendResponse(buf, req.ID, res) })
+	s.writeFast(w, sse, req.ID, func(buf []byte) ([]byte, error) { return appendResponse(buf, req.ID, res) })
 	return true
 }
 
 // writeFast writes one JSON-RPC response built by build, as JSON or as one
-// SSE event, with the SDK's headers.
-func (s *Server) writeFast(w http.ResponseWriter, sse bool, build func([]byte) ([]byte, error)) {
+// SSE event, with the SDK's headers. A response larger than the reply limit
+// is replaced by a JSON-RPC error for id.
+func (s *Server) writeFast(w http.ResponseWriter, sse bool, id json.RawMessage, build func([]byte) ([]byte, error)) {
 	bp := respBufs.Get().(*[]byte)
 	out := (*bp)[:0]
 	if sse {
 		out = append(out, "event: message\ndata: "...)
 	}
+	start := len(out)
 	out, err := build(out)
 	if err != nil {
 		http.Error(w, "encoding result: "+err.Error(), http.StatusInternalServerError)
 		return
+	}
+	if n := int64(len(out) - start); n > s.maxReply {
+		b := newReplyBudget(s.maxReply)
+		out = append(out[:start], `{"jsonrpc":"2.0","id":`...)
+		out = append(out, id...)
+		out = append(out, `,"error":{"code":`+strconv.Itoa(codeReplyTooLarge)+`,"message":`...)
+		out = appendJSONString(out, b.tooLarge(n))
+		out = append(out, "}}"...)
 	}
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	if sse {

@@ -1,14 +1,18 @@
 package mcphttp
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
-	"net/url"
 	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // Header names of the agent-backend clients.
@@ -51,26 +55,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			"this MCP endpoint is stateless: send JSON-RPC messages with POST")
 		return
 	}
-	// DNS rebinding: a browser page on evil.example resolving to 127.0.0.1
-	// sends its own Origin. Non-browser clients send none.
-	if origin := r.Header.Get("Origin"); origin != "" && !s.originAllowed(origin) {
-		s.log.Warn("mcp: refused origin", "origin", origin, "remote", r.RemoteAddr)
-		writeJSONError(w, http.StatusForbidden, "Forbidden origin",
-			fmt.Sprintf("Origin %s is not allowed to use this MCP endpoint; add it to the daemon's allowed origins", origin))
+	// DNS rebinding (Origin and Host): the rules every work endpoint
+	// applies, in internal/httpguard.
+	if ref := s.guard.Check(r); ref != nil {
+		writeJSONError(w, ref.Status, ref.Title, ref.Message)
 		return
-	}
-	// DNS rebinding, second half: a request that reached us on a loopback
-	// address but names another host was sent by a browser tricked into
-	// resolving that host to 127.0.0.1. Only without a token: a rebinding
-	// page cannot know the token, and a reverse proxy on the same host
-	// (nginx → 127.0.0.1 with Host: api.example.com) must keep working.
-	// The SDK applies the same rule (DisableLocalhostProtection follows it).
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && s.opts.AuthToken == "" {
-		if isLoopbackAddr(la.String()) && !isLoopbackAddr(r.Host) {
-			writeJSONError(w, http.StatusForbidden, "Forbidden host",
-				fmt.Sprintf("Host %q is not a loopback name, but the request arrived on a loopback address (DNS rebinding?)", r.Host))
-			return
-		}
 	}
 	// 1. Bearer token, compared in constant time on fixed-length digests so
 	// neither content nor length leaks.
@@ -109,27 +98,73 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// In-flight requests per client address.
+	if s.inflight != nil {
+		key, ok := s.inflight.acquire(r.Context(), r.RemoteAddr)
+		if !ok {
+			s.warns.warn(s.log, "inflight", "mcp: too many requests in flight; answered 429", "remote", r.RemoteAddr, "limit", s.inflight.limit)
+			s.inflight.refuseBusy(w)
+			return
+		}
+		defer s.inflight.release(key)
+	}
+	// The body, read once (within the limit) for the batch check and the
+	// fast path; the SDK reads it again from memory.
+	var body []byte
+	var err error
+	if s.maxBody > 0 {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	} else {
+		body, err = io.ReadAll(r.Body)
+	}
+	r.Body.Close()
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeJSONError(w, http.StatusRequestEntityTooLarge, "Request too large",
+				fmt.Sprintf("request body exceeds %d bytes (write large files in parts, or raise the daemon's body limit)", mbe.Limit))
+		} else {
+			writeJSONError(w, http.StatusBadRequest, "Unreadable body", "failed to read the request body: "+err.Error())
+		}
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	// Batches: refused whole beyond MaxBatch, before any message runs.
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		if n, ok := batchLen(t, s.maxBatch); ok && n > s.maxBatch {
+			s.warns.warn(s.log, "batch", "mcp: batch too large; answered 400", "remote", r.RemoteAddr, "limit", s.maxBatch)
+			writeRPCError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest,
+				fmt.Sprintf("the batch has more than %d messages, the daemon's limit (--max-batch); send at most %d per request", s.maxBatch, s.maxBatch))
+			return
+		}
+	}
+
 	// Reply format. The SDK insists that Accept lists both JSON and SSE; we
 	// are more lenient (curl, simple clients) and pick the format from what
 	// the client accepts, preferring JSON: one write, no SSE framing.
 	jsonOK, sseOK, anyOK := accepts(r.Header.Values("Accept"))
 	switch {
 	case jsonOK || anyOK:
-		if s.serveFast(w, r, false) {
+		if s.serveFast(w, r, body, false) {
 			return
 		}
-		r.Header.Set("Accept", "application/json, text/event-stream")
-		s.jsonH.ServeHTTP(w, r)
+		s.serveSDK(s.jsonH, w, r)
 	case sseOK:
-		if s.serveFast(w, r, true) {
+		if s.serveFast(w, r, body, true) {
 			return
 		}
-		r.Header.Set("Accept", "application/json, text/event-stream")
-		s.sseH.ServeHTTP(w, r)
+		s.serveSDK(s.sseH, w, r)
 	default:
 		writeJSONError(w, http.StatusNotAcceptable, "Not acceptable",
 			"Accept must include application/json or text/event-stream")
 	}
+}
+
+// serveSDK hands r to one of the SDK's handlers, with a reply budget in its
+// context for limitReplies.
+func (s *Server) serveSDK(h http.Handler, w http.ResponseWriter, r *http.Request) {
+	r.Header.Set("Accept", "application/json, text/event-stream")
+	h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, newReplyBudget(s.maxReply))))
 }
 
 // accepts reads Accept headers. A missing header accepts anything.
@@ -161,36 +196,4 @@ func normalizeScope(sp string) (string, bool) {
 		return "", false
 	}
 	return strings.TrimLeft(sp, "/"), true
-}
-
-// originAllowed reports whether a browser Origin may call us: configured
-// origins (exact, case-insensitive, or "*") and loopback origins.
-func (s *Server) originAllowed(origin string) bool {
-	for _, o := range s.opts.AllowedOrigins {
-		if o == "*" || strings.EqualFold(strings.TrimRight(o, "/"), origin) {
-			return true
-		}
-	}
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
-	}
-	return isLoopbackHost(u.Hostname())
-}
-
-func isLoopbackHost(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
-
-// isLoopbackAddr reports whether a host or host:port names the loopback.
-func isLoopbackAddr(hostport string) bool {
-	h := hostport
-	if host, _, err := net.SplitHostPort(hostport); err == nil {
-		h = host
-	}
-	return isLoopbackHost(strings.Trim(h, "[]"))
 }

@@ -11,7 +11,9 @@
 //   - Handler: MCP streamable HTTP, stateless, mounted by the daemon at /mcp.
 //     Before the MCP SDK sees a request, the handler applies the checks of
 //     PROTOCOL.md in order (method, Origin and Host, bearer token,
-//     X-Root-Dir, scope headers, body size); see serveHTTP. A single
+//     X-Root-Dir, scope headers, body size), then the bounds of bounds.go
+//     (requests in flight per client address, messages per batch); see
+//     serveHTTP. Every reply is bounded too (Options.MaxReplyBytes). A single
 //     tools/call or tools/list (and notifications/initialized) is answered
 //     on a fast path that skips the SDK's per-request session, byte for
 //     byte as the SDK would (fastpath.go); everything else is the SDK's.
@@ -27,6 +29,7 @@
 package mcphttp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,6 +43,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -74,9 +78,25 @@ type Options struct {
 	// allowed; any other origin gets 403, which is what stops a DNS
 	// rebinding page from driving a local daemon.
 	AllowedOrigins []string
+	// Guard applies the Origin and Host rules (internal/httpguard); nil
+	// builds one from AuthToken and AllowedOrigins. The daemon passes the
+	// one its mux uses, so every endpoint shares it.
+	Guard *httpguard.Guard
 	// MaxBodyBytes limits an HTTP request body; 0 means DefaultMaxBodyBytes,
 	// a negative value means no limit. Larger bodies get 413.
 	MaxBodyBytes int64
+	// MaxBatch caps the messages of one JSON-RPC batch; 0 means
+	// DefaultMaxBatch. A larger batch is refused whole (HTTP 400, JSON-RPC
+	// error -32600) before any of it runs.
+	MaxBatch int
+	// MaxReplyBytes caps one HTTP reply; 0 means DefaultMaxReplyBytes. A
+	// request whose result would not fit (in a batch: in what the earlier
+	// results left) is answered with JSON-RPC error -32000 instead.
+	MaxReplyBytes int64
+	// MaxInflightPerIP caps the requests one client address may have in
+	// flight; 0 means DefaultMaxInflightPerIP, negative means no cap. One
+	// more waits up to 2 s for a slot, then gets 429 with Retry-After.
+	MaxInflightPerIP int
 	// ExecTimeout bounds one exec call; 0 leaves it to the executor's default.
 	ExecTimeout time.Duration
 	// Version is reported as the MCP server version.
@@ -98,6 +118,11 @@ type Server struct {
 	handler  http.Handler
 	maxBody  int64
 	tokenSum [32]byte // sha256 of "Bearer <token>", for constant-time checks
+	guard    *httpguard.Guard
+	maxBatch int
+	maxReply int64
+	inflight *inflight // nil: no cap
+	warns    warnEvery // refusals of bounds.go, rate-limited
 
 	mu     sync.Mutex
 	closed bool
@@ -133,6 +158,15 @@ func New(opts Options) (*Server, error) {
 	if s.maxBody == 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
+	s.maxBatch = cmp.Or(opts.MaxBatch, DefaultMaxBatch)
+	s.maxReply = cmp.Or(opts.MaxReplyBytes, DefaultMaxReplyBytes)
+	if n := cmp.Or(opts.MaxInflightPerIP, DefaultMaxInflightPerIP); n > 0 {
+		s.inflight = newInflight(n)
+	}
+	s.guard = opts.Guard
+	if s.guard == nil {
+		s.guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: log})
+	}
 	if opts.AuthToken != "" {
 		s.tokenSum = hashToken("Bearer " + opts.AuthToken)
 	}
@@ -159,6 +193,7 @@ func New(opts Options) (*Server, error) {
 		Instructions: "Tools over one workspace directory. Paths are relative to the workspace root " +
 			"(absolute paths are taken as relative to it); nothing outside it is reachable.",
 	})
+	s.mcp.AddReceivingMiddleware(limitReplies)
 	s.registerTools()
 
 	// Two stateless handlers over the same mcp.Server: the SDK fixes the

@@ -16,6 +16,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -38,6 +39,13 @@ type Options struct {
 	Executor sandbox.Executor
 	// AuthToken gates the WebSocket; "" means no auth.
 	AuthToken string
+	// AllowedOrigins are the browser origins allowed besides loopback ones
+	// ("*" for any); see Guard.
+	AllowedOrigins []string
+	// Guard applies the Origin and Host rules of every work endpoint
+	// (internal/httpguard) before the upgrade; nil builds one from
+	// AuthToken and AllowedOrigins. The daemon passes the one its mux uses.
+	Guard *httpguard.Guard
 	// HostKeyPath is the SSH host key file (DefaultHostKeyPath if empty); an
 	// ed25519 key is generated there once if the file is missing.
 	HostKeyPath string
@@ -76,6 +84,7 @@ type Server struct {
 
 	sshConf  *gossh.ServerConfig
 	upgrader websocket.Upgrader
+	guard    *httpguard.Guard
 
 	mu      sync.Mutex
 	conns   map[*wsConn]struct{}
@@ -118,6 +127,10 @@ func New(opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.guard = opts.Guard
+	if s.guard == nil {
+		s.guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: s.log})
+	}
 	for _, name := range opts.EnvAllowlist {
 		if p, ok := strings.CutSuffix(name, "*"); ok {
 			s.envPrefix = append(s.envPrefix, p)
@@ -142,10 +155,12 @@ func New(opts Options) (*Server, error) {
 		// being sent, so an idle connection holds no write buffer at all.
 		WriteBufferSize: 64 << 10,
 		WriteBufferPool: &sync.Pool{},
-		// CheckOrigin nil: gorilla's default refuses browser requests from
-		// another origin (an Origin header not matching Host), so a web page
-		// cannot open a shell on a daemon running without a token. Non-browser
-		// clients send no Origin and are not affected.
+		// The Origin (and Host) rules are checked by s.guard in ServeHTTP
+		// before the upgrade, the same rules as every work endpoint;
+		// gorilla's own check (Origin equal to Host) would both refuse
+		// allowed origins and admit a DNS-rebinding page, whose Origin
+		// and Host are both the attacker's name.
+		CheckOrigin: func(*http.Request) bool { return true },
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 			http.Error(w, "agentbe /ssh: "+reason.Error(), status)
 		},
@@ -178,6 +193,10 @@ func New(opts Options) (*Server, error) {
 // connection would otherwise hold for its whole life; the handshake's stack
 // growth goes with it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if ref := s.guard.Check(r); ref != nil {
+		ref.Write(w)
+		return
+	}
 	ok := s.authorized(r)
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {

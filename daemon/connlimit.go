@@ -1,0 +1,350 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Connection bounds. Every accepted TCP connection counts against
+// --max-connections and --max-connections-per-ip from Accept until it is
+// closed, whatever it turns into: a keep-alive HTTP connection, or a
+// WebSocket that net/http handed over (hijacked) to /ssh.
+const (
+	// reserveConns are connection slots kept beyond the caps for /health
+	// and /metrics: a connection accepted while a cap is reached (the
+	// total, or its address's) gets one of them, may ask only those two
+	// paths (anything else is answered 503), and is closed after its
+	// answer. A probe therefore still gets its answer when the caps are
+	// full, even from the address that fills them.
+	reserveConns = 8
+	// reserveRequestTimeout is how long a reserve connection may take to
+	// send its request before it is closed, so that silent connections
+	// cannot hold the reserve for the whole ReadHeaderTimeout.
+	reserveRequestTimeout = 2 * time.Second
+	// shedPercent is how full the cap must be before idle connections are
+	// closed to make room.
+	shedPercent = 80
+	// newConnGrace spares a connection that has not sent its first request
+	// yet from shedding for this long after it was accepted: its client is
+	// probably about to. After that, a silent connection is as idle as a
+	// keep-alive one.
+	newConnGrace = time.Second
+	// idleTimeout closes a keep-alive connection that sent nothing for
+	// this long.
+	idleTimeout = 30 * time.Second
+	// fdReserve are descriptors kept for everything but connections (files,
+	// pipes and ptys of commands, the log, the host key): the connection
+	// cap is lowered if the descriptor limit cannot hold both.
+	fdReserve = 256
+	// refusalLogEvery rate-limits the warning about refused connections.
+	refusalLogEvery = 10 * time.Second
+)
+
+// connLimiter is a net.Listener that enforces the connection caps. Its
+// ConnState method must be the http.Server's ConnState hook: it tracks which
+// connections are idle, so they can be closed under pressure.
+type connLimiter struct {
+	net.Listener
+	max, perIP int
+	log        *slog.Logger
+	refused    func(reason string) // counts a refusal in the metrics
+
+	mu       sync.Mutex
+	total    int                // admitted connections (reserve ones excluded)
+	reserved int                // reserve connections open
+	byIP     map[netip.Addr]int // admitted connections per client address
+	// idle holds the connections the HTTP server reports as new or idle,
+	// with the time they became so; shedding closes them.
+	idle map[net.Conn]idleConn
+
+	lastLog  time.Time
+	sinceLog int // refusals since the last warning
+}
+
+type idleConn struct {
+	since time.Time
+	fresh bool // StateNew: not a single request yet
+	raw   *limitedConn
+}
+
+func newConnLimiter(ln net.Listener, max, perIP int, log *slog.Logger, refused func(string)) *connLimiter {
+	return &connLimiter{Listener: ln, max: max, perIP: perIP, log: log, refused: refused,
+		byIP: map[netip.Addr]int{}, idle: map[net.Conn]idleConn{}}
+}
+
+// limitedConn releases its slot once, on the first Close.
+type limitedConn struct {
+	net.Conn
+	l       *connLimiter
+	ip      netip.Addr
+	reserve bool
+	closed  atomic.Bool
+	// expire closes a reserve connection that has not sent its request
+	// within reserveRequestTimeout; stopped when the request arrives.
+	expire *time.Timer
+}
+
+func (c *limitedConn) Close() error {
+	if c.expire != nil {
+		c.expire.Stop()
+	}
+	return c.close()
+}
+
+// close releases the slot and closes the connection; the expire timer calls
+// it directly (it must not read c.expire, which Accept sets after starting
+// the timer).
+func (c *limitedConn) close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.l.release(c)
+	}
+	return c.Conn.Close()
+}
+
+func remoteIP(c net.Conn) netip.Addr {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		if a, ok := netip.AddrFromSlice(ta.IP); ok {
+			return a.Unmap()
+		}
+	}
+	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// Accept returns the next connection within the caps, or on a reserve slot.
+// A connection over the caps with every reserve slot taken is closed at
+// once (the client sees a reset or EOF before any HTTP byte) and counted;
+// Accept goes on to the next one.
+func (l *connLimiter) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ip := remoteIP(c)
+		shed := l.shedIfPressed(ip)
+		for _, s := range shed {
+			_ = s.Close()
+		}
+		l.mu.Lock()
+		switch {
+		case l.total < l.max && l.byIP[ip] < l.perIP:
+			l.total++
+			l.byIP[ip]++
+			l.mu.Unlock()
+			return &limitedConn{Conn: c, l: l, ip: ip}, nil
+		case l.reserved < reserveConns:
+			l.reserved++
+			l.mu.Unlock()
+			lc := &limitedConn{Conn: c, l: l, ip: ip, reserve: true}
+			lc.expire = time.AfterFunc(reserveRequestTimeout, func() { _ = lc.close() })
+			return lc, nil
+		}
+		reason := "max-connections-per-ip"
+		if l.total >= l.max {
+			reason = "max-connections"
+		}
+		l.noteRefusal(reason, ip)
+		l.mu.Unlock()
+		l.refused(reason)
+		_ = c.Close()
+	}
+}
+
+// shedIfPressed picks the idle connections to close before admitting a
+// connection from ip, oldest idle first: enough to bring the daemon back
+// under shedPercent of --max-connections, and one of ip's own when ip is at
+// its per-address cap. Connections in their first newConnGrace without a
+// request are spared.
+func (l *connLimiter) shedIfPressed(ip netip.Addr) []net.Conn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	excess := l.total - (l.max*shedPercent/100 - 1) // to close for the global bound
+	local := l.byIP[ip] >= l.perIP
+	if excess <= 0 && !local {
+		return nil
+	}
+	now := time.Now()
+	type cand struct {
+		c     net.Conn
+		raw   *limitedConn
+		since time.Time
+		mine  bool
+	}
+	var cands []cand
+	for c, st := range l.idle {
+		if st.fresh && now.Sub(st.since) < newConnGrace {
+			continue
+		}
+		cands = append(cands, cand{c, st.raw, st.since, st.raw.ip == ip})
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return a.since.Compare(b.since) })
+	// The TCP connections are closed, not what the HTTP server holds: a
+	// TLS connection's Close would first write an alert, which can block.
+	var shed []net.Conn
+	for _, cd := range cands {
+		switch {
+		case excess > 0:
+			excess--
+			if cd.mine {
+				local = false
+			}
+		case local && cd.mine:
+			local = false
+		default:
+			continue
+		}
+		shed = append(shed, cd.raw)
+		delete(l.idle, cd.c)
+		if excess <= 0 && !local {
+			break
+		}
+	}
+	if len(shed) > 0 {
+		l.log.Debug("closing idle connections to make room", "closed", len(shed), "open", l.total, "max", l.max)
+	}
+	return shed
+}
+
+// noteRefusal logs refused connections at warn, at most once every
+// refusalLogEvery, with how many were refused since. l.mu is held.
+func (l *connLimiter) noteRefusal(reason string, ip netip.Addr) {
+	l.sinceLog++
+	if now := time.Now(); now.Sub(l.lastLog) >= refusalLogEvery {
+		l.log.Warn("connection refused: too many connections", "limit", "--"+reason, "remote", ip.String(),
+			"refused_since_last_warning", l.sinceLog, "open", l.total, "max", l.max, "max_per_ip", l.perIP)
+		l.lastLog, l.sinceLog = now, 0
+	}
+}
+
+func (l *connLimiter) release(c *limitedConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.reserve {
+		l.reserved--
+		return
+	}
+	l.total--
+	if n := l.byIP[c.ip] - 1; n > 0 {
+		l.byIP[c.ip] = n
+	} else {
+		delete(l.byIP, c.ip)
+	}
+}
+
+// ConnState is the http.Server's hook: it keeps l.idle current.
+func (l *connLimiter) ConnState(c net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew, http.StateIdle:
+		lc := asLimited(c)
+		if lc == nil || lc.reserve {
+			return // reserve connections are never shed
+		}
+		l.mu.Lock()
+		l.idle[c] = idleConn{since: time.Now(), fresh: st == http.StateNew, raw: lc}
+		l.mu.Unlock()
+	case http.StateActive:
+		if lc := asLimited(c); lc != nil && lc.reserve {
+			lc.expire.Stop()
+			return
+		}
+		fallthrough
+	default: // active, hijacked, closed
+		l.mu.Lock()
+		delete(l.idle, c)
+		l.mu.Unlock()
+	}
+}
+
+// asLimited finds the limitedConn under c (c itself, or under TLS).
+func asLimited(c net.Conn) *limitedConn {
+	for c != nil {
+		if lc, ok := c.(*limitedConn); ok {
+			return lc
+		}
+		nc, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = nc.NetConn()
+	}
+	return nil
+}
+
+// counts reports the admitted and reserve connections (tests, metrics).
+func (l *connLimiter) counts() (total, reserved int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total, l.reserved
+}
+
+type reserveKey struct{}
+
+// connContext marks requests that arrived on a reserve connection.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if lc := asLimited(c); lc != nil && lc.reserve {
+		return context.WithValue(ctx, reserveKey{}, true)
+	}
+	return ctx
+}
+
+// reserveGate lets a request on a reserve connection reach only /health and
+// /metrics, and closes the connection after the answer either way.
+func reserveGate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Context().Value(reserveKey{}) == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Connection", "close")
+		if r.URL.Path == routeHealth || r.URL.Path == routeMetrics {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Retry-After", "1")
+		writeJSONError(w, http.StatusServiceUnavailable, "Too many connections",
+			"the daemon holds --max-connections connections, or --max-connections-per-ip from this address; only /health and /metrics answer until some close")
+	})
+}
+
+// raiseNoFile raises the soft RLIMIT_NOFILE to the hard limit (Go's runtime
+// normally has done so already; then this only reads it) and returns the
+// soft limit now in force.
+func raiseNoFile() (uint64, error) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, fmt.Errorf("getrlimit(RLIMIT_NOFILE): %w", err)
+	}
+	if lim.Cur < lim.Max {
+		raised := lim
+		raised.Cur = lim.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised); err != nil {
+			return lim.Cur, fmt.Errorf("setrlimit(RLIMIT_NOFILE, %d): %w", raised.Cur, err)
+		}
+		lim = raised
+	}
+	return lim.Cur, nil
+}
+
+// connCaps fits the configured caps into the descriptor limit nofile: each
+// connection holds a descriptor, and fdReserve (plus the reserve slots)
+// stay free for everything else. It says why when it lowered them.
+func connCaps(maxConns, perIP int, nofile uint64) (int, int, string) {
+	if nofile == 0 || nofile >= uint64(maxConns)+fdReserve+reserveConns {
+		return maxConns, perIP, "" // unknown (0), or enough (RLIM_INFINITY too)
+	}
+	lowered := max(int(nofile)-fdReserve-reserveConns, 16)
+	why := fmt.Sprintf("RLIMIT_NOFILE is %d: --max-connections %d lowered to %d, keeping %d descriptors for files, commands and the reserve slots; raise the limit (LimitNOFILE=, ulimit -n) to allow more", nofile, maxConns, lowered, fdReserve+reserveConns)
+	return lowered, min(perIP, lowered), why
+}

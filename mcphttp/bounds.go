@@ -1,0 +1,331 @@
+package mcphttp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Bounds on what one client can make the HTTP endpoint hold: messages per
+// batch, bytes per reply, requests in flight per client address.
+const (
+	// DefaultMaxBatch is Options.MaxBatch's zero value.
+	DefaultMaxBatch = 64
+	// DefaultMaxReplyBytes is Options.MaxReplyBytes's zero value.
+	DefaultMaxReplyBytes = 32 << 20
+	// DefaultMaxInflightPerIP is Options.MaxInflightPerIP's zero value.
+	DefaultMaxInflightPerIP = 32
+
+	// codeReplyTooLarge is the JSON-RPC error of a request whose result
+	// would make the reply larger than MaxReplyBytes (the range -32000 to
+	// -32099 is for implementation-defined server errors).
+	codeReplyTooLarge = -32000
+)
+
+// batchLen counts the messages of a JSON-RPC batch (body starts with '['),
+// stopping once it has seen more than limit; ok is false when the body is
+// not a well-formed array at the top level (the SDK then reports it). It
+// does not decode anything: it only tracks strings and nesting.
+func batchLen(body []byte, limit int) (n int, ok bool) {
+	depth, inStr, esc, expect := 0, false, false, false
+	for _, c := range body {
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+			continue
+		}
+		if depth == 1 && expect && c != ']' {
+			n++
+			expect = false
+			if n > limit {
+				return n, true
+			}
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '[', '{':
+			depth++
+			if depth == 1 {
+				expect = true
+			}
+		case ']', '}':
+			depth--
+			if depth == 0 {
+				return n, true
+			}
+			if depth < 0 {
+				return 0, false
+			}
+		case ',':
+			if depth == 1 {
+				expect = true
+			}
+		}
+	}
+	return 0, false
+}
+
+// writeRPCError answers a JSON-RPC error with a null id (the request as a
+// whole is refused) and the given HTTP status.
+func writeRPCError(w http.ResponseWriter, status int, code int64, msg string) {
+	b, _ := json.Marshal(struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      any    `json:"id"`
+		Error   struct {
+			Code    int64  `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}{JSONRPC: "2.0", Error: struct {
+		Code    int64  `json:"code"`
+		Message string `json:"message"`
+	}{code, msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// replyBudget is what is left of MaxReplyBytes for one HTTP request; the
+// messages of a batch share it.
+type replyBudget struct {
+	limit int64
+	left  atomic.Int64
+}
+
+type budgetKey struct{}
+
+func newReplyBudget(limit int64) *replyBudget {
+	b := &replyBudget{limit: limit}
+	b.left.Store(limit)
+	return b
+}
+
+// take reserves n bytes and reports whether they fitted.
+func (b *replyBudget) take(n int64) bool {
+	for {
+		left := b.left.Load()
+		if n > left {
+			return false
+		}
+		if b.left.CompareAndSwap(left, left-n) {
+			return true
+		}
+	}
+}
+
+// tooLarge is the error that replaces a result the budget cannot hold.
+func (b *replyBudget) tooLarge(n int64) string {
+	return fmt.Sprintf("the reply to this request would be %d bytes, more than the %d bytes left of the daemon's reply limit of %d bytes (--max-reply-bytes); ask for less: read large files in parts (offset and limit), or send fewer requests per batch",
+		n, b.left.Load(), b.limit)
+}
+
+// limitReplies is a receiving middleware of the SDK server: on HTTP
+// requests (which carry a replyBudget in their context) every result is
+// measured and charged to the budget, and one that does not fit is
+// replaced by a JSON-RPC error. The fast path checks its own replies in
+// writeFast.
+func limitReplies(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		b, _ := ctx.Value(budgetKey{}).(*replyBudget)
+		if b == nil || err != nil || res == nil {
+			return res, err
+		}
+		// The JSON-RPC envelope around the result: `{"jsonrpc":"2.0",
+		// "id":...,"result":}` and a batch's comma.
+		n := resultSize(res) + 64
+		if !b.take(n) {
+			return nil, &jsonrpc.Error{Code: codeReplyTooLarge, Message: b.tooLarge(n)}
+		}
+		return res, nil
+	}
+}
+
+// resultSize is the size of res encoded as JSON: counted without encoding
+// for a tool result of plain text blocks (the common case, and the large
+// one), else by encoding it.
+func resultSize(res mcp.Result) int64 {
+	if tr, ok := res.(*mcp.CallToolResult); ok && plainText(tr) {
+		n := len(`{"content":[]}`) + len(`,"isError":true`)
+		for _, c := range tr.Content {
+			n += len(`{"type":"text","text":},`) + jsonStringLen(c.(*mcp.TextContent).Text)
+		}
+		return int64(n)
+	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		return 0 // the SDK reports it when it encodes
+	}
+	return int64(len(data))
+}
+
+// jsonStringLen is len(appendJSONString(nil, s)), without building it.
+func jsonStringLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			switch {
+			case b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&':
+				n++
+			case b == '"' || b == '\\' || b == '\b' || b == '\f' || b == '\n' || b == '\r' || b == '\t':
+				n += 2
+			default:
+				n += 6
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 6
+		case r == '\u2028' || r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+// inflightWait is how long a request beyond MaxInflightPerIP waits for one
+// of its client's requests to finish before it is answered 429.
+const inflightWait = 2 * time.Second
+
+// inflight bounds the /mcp requests being answered per client address: a
+// semaphore per address, created on its first request and dropped (into a
+// pool) when its last one ends.
+type inflight struct {
+	limit int
+	wait  time.Duration
+	mu    sync.Mutex
+	sems  map[string]*ipSem
+	pool  sync.Pool
+}
+
+type ipSem struct {
+	slots chan struct{} // one token per request being answered
+	refs  int           // requests holding or waiting for a slot
+}
+
+func newInflight(limit int) *inflight {
+	f := &inflight{limit: limit, wait: inflightWait, sems: map[string]*ipSem{}}
+	f.pool.New = func() any { return &ipSem{slots: make(chan struct{}, limit)} }
+	return f
+}
+
+// acquire takes a slot for the client at remoteAddr, waiting up to f.wait
+// (or until ctx ends) when it has f.limit requests in flight, and reports
+// whether it got one; release gives it back.
+func (f *inflight) acquire(ctx context.Context, remoteAddr string) (key string, ok bool) {
+	key = remoteAddr
+	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
+		key = h
+	}
+	f.mu.Lock()
+	sem := f.sems[key]
+	if sem == nil {
+		sem = f.pool.Get().(*ipSem)
+		f.sems[key] = sem
+	}
+	sem.refs++
+	f.mu.Unlock()
+	select {
+	case sem.slots <- struct{}{}:
+		return key, true
+	default:
+	}
+	t := time.NewTimer(f.wait)
+	defer t.Stop()
+	select {
+	case sem.slots <- struct{}{}:
+		return key, true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	f.unref(key, sem)
+	return key, false
+}
+
+func (f *inflight) release(key string) {
+	f.mu.Lock()
+	sem := f.sems[key]
+	f.mu.Unlock()
+	<-sem.slots
+	f.unref(key, sem)
+}
+
+func (f *inflight) unref(key string, sem *ipSem) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if sem.refs--; sem.refs == 0 {
+		delete(f.sems, key)
+		f.pool.Put(sem) // its channel is empty: every holder has released
+	}
+}
+
+// refuseBusy answers 429: the client has had MaxInflightPerIP requests in
+// flight for the whole wait.
+func (f *inflight) refuseBusy(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	writeJSONError(w, http.StatusTooManyRequests, "Too many requests",
+		"this client address has had "+strconv.Itoa(f.limit)+" MCP requests in flight for "+f.wait.String()+" (--max-inflight-per-ip); wait for one to finish, then retry")
+}
+
+// warnEvery rate-limits the warnings about refused requests, per kind: at
+// most one every warnInterval, with how many were refused since.
+type warnEvery struct {
+	mu    sync.Mutex
+	kinds map[string]*warnKind
+}
+
+type warnKind struct {
+	last    time.Time
+	skipped int
+}
+
+const warnInterval = 10 * time.Second
+
+func (e *warnEvery) warn(log *slog.Logger, kind, msg string, args ...any) {
+	e.mu.Lock()
+	if e.kinds == nil {
+		e.kinds = map[string]*warnKind{}
+	}
+	k := e.kinds[kind]
+	if k == nil {
+		k = &warnKind{}
+		e.kinds[kind] = k
+	}
+	now := time.Now()
+	if now.Sub(k.last) < warnInterval {
+		k.skipped++
+		e.mu.Unlock()
+		return
+	}
+	skipped := k.skipped
+	k.last, k.skipped = now, 0
+	e.mu.Unlock()
+	log.Warn(msg, append(args, "refused_since_last_warning", skipped)...)
+}
