@@ -452,6 +452,13 @@ func openRead(r *os.Root, rel string) (*os.File, error) {
 	return r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }
 
+// openDir opens a directory for listing. O_DIRECTORY makes the kernel
+// refuse anything else (ENOTDIR) before opening it, so a FIFO or a device
+// put where a directory was expected is never opened, and never waited on.
+func openDir(r *os.Root, rel string) (*os.File, error) {
+	return r.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+}
+
 // errNotRegular refuses FIFOs, sockets and devices, which a read could wait
 // on or never finish.
 func errNotRegular(op, p string) error {
@@ -716,7 +723,7 @@ func (w *dirWS) ReadDir(p string) ([]Info, error) {
 func (w *dirWS) ReadDirTypes(p string) ([]Info, error) {
 	var out []Info
 	err := w.run("readdir", p, false, true, func(r *os.Root, rel string) error {
-		f, err := r.Open(rel)
+		f, err := openDir(r, rel)
 		if err != nil {
 			return err
 		}
@@ -747,7 +754,7 @@ func (w *dirWS) ReadDirTypes(p string) ([]Info, error) {
 // readDirAt lists rel, stat-ing each entry relative to the open directory
 // (fstatat) so no entry is looked up by a path outside the root's handle.
 func readDirAt(r *os.Root, rel string) ([]Info, error) {
-	f, err := r.Open(rel)
+	f, err := openDir(r, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -880,14 +887,14 @@ func (w *dirWS) openGrepDir(rel string) (grepDir, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.Open(rel)
+	f, err := openDir(r, rel)
 	if isEscape(err) {
 		rel2, ferr := w.followLinks(r, rel, true)
 		if ferr != nil {
 			return nil, ferr
 		}
 		if rel2 != rel {
-			f, err = r.Open(rel2)
+			f, err = openDir(r, rel2)
 		}
 	}
 	if err != nil {
@@ -1090,14 +1097,70 @@ func (w *dirWS) OpenFile(p string, flag int, perm fs.FileMode) (File, error) {
 			}
 		}
 		var err error
-		f, err = r.OpenFile(rel, flag, perm)
+		f, err = r.OpenFile(rel, flag|openNoWait, perm)
 		return err
 	})
 	if err != nil {
+		if errors.Is(err, syscall.ENXIO) {
+			// O_NONBLOCK's answer for a FIFO without a reader (opened for
+			// writing), a socket, or a device without its unit.
+			return nil, errNotFileOrDir("open", p)
+		}
 		return nil, err
+	}
+	if err := checkOpened(f); err != nil {
+		f.Close()
+		if err == errSpecialFile {
+			return nil, errNotFileOrDir("open", p)
+		}
+		return nil, mapErr("open", p, err)
 	}
 	rel, _ := w.rel(p)
 	return &dirFile{f: f, p: p, rel: rel}, nil
+}
+
+// openNoWait is added to the flags of every open of a file a client named
+// that is not read whole (OpenFile, Truncate): O_NONBLOCK, so that opening
+// a FIFO (which waits for the other end) or a device that waits for its
+// line never blocks a thread; O_NOCTTY, so that a terminal device never
+// becomes the daemon's controlling terminal. What was opened is then
+// checked by type (checkOpened).
+const openNoWait = syscall.O_NONBLOCK | syscall.O_NOCTTY
+
+var errSpecialFile = errors.New("not a regular file or directory")
+
+// checkOpened accepts a file opened with openNoWait only if it is a
+// regular file or a directory, and takes O_NONBLOCK off a regular file
+// again: some network and FUSE file systems honour it on regular files and
+// would answer EAGAIN. Anything else (FIFO, socket, device) is
+// errSpecialFile: the caller closes it.
+func checkOpened(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	switch {
+	case fi.IsDir():
+		return nil
+	case !fi.Mode().IsRegular():
+		return errSpecialFile
+	}
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := sc.Control(func(fd uintptr) { serr = unix.SetNonblock(int(fd), false) }); err != nil {
+		return err
+	}
+	return serr
+}
+
+// errNotFileOrDir refuses to open FIFOs, sockets and devices: an open or a
+// read of one could wait for a peer forever, or talk to hardware.
+func errNotFileOrDir(op, p string) error {
+	return errcode.New(errcode.InvalidArgument, op, p,
+		"not a regular file or directory: %s (FIFOs, sockets and devices cannot be opened)", p)
 }
 
 func (w *dirWS) Chmod(p string, mode fs.FileMode) error {
@@ -1117,8 +1180,15 @@ func (w *dirWS) Truncate(p string, size int64) error {
 		return errcode.New(errcode.InvalidArgument, "truncate", p, "negative size %d", size)
 	}
 	return w.run("truncate", p, true, true, func(r *os.Root, rel string) error {
-		f, err := r.OpenFile(rel, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		f, err := r.OpenFile(rel, os.O_WRONLY|openNoWait, 0)
 		if err != nil {
+			return err
+		}
+		if err := checkOpened(f); err != nil {
+			f.Close()
+			if err == errSpecialFile {
+				err = &fs.PathError{Op: "truncate", Path: rel, Err: syscall.EINVAL}
+			}
 			return err
 		}
 		err = f.Truncate(size)
