@@ -1200,9 +1200,15 @@ func (w *dirWS) Truncate(p string, size int64) error {
 }
 
 // Symlink creates link pointing at target. The target is a client path
-// resolved like any other (relative targets relative to the link's
-// directory); it must stay inside, and is stored as a relative link so
-// os.Root can follow it.
+// resolved like any other, a relative one from the directory the link
+// really lands in: the link's parent is resolved through the root first,
+// every symlink on its way followed, since a relative target is resolved by
+// the kernel from there, not from the lexical parent the client named. The
+// target must stay inside from that directory, symlinks on its own way
+// included, and is stored as a relative link so os.Root can follow it. The
+// link is then made in that very directory, reached again one component at
+// a time without following any symlink, so a link swapped in meanwhile
+// cannot move it elsewhere.
 func (w *dirWS) Symlink(target, link string) error {
 	lrel, err := w.rel(link)
 	if err != nil {
@@ -1211,27 +1217,97 @@ func (w *dirWS) Symlink(target, link string) error {
 	if target == "" {
 		return errcode.New(errcode.InvalidArgument, "symlink", link, "empty symlink target")
 	}
-	var tabs string
+	if lrel == "." {
+		return errcode.New(errcode.AlreadyExists, "symlink", link, "already exists: %s (the workspace root)", link)
+	}
+	var trel string // an absolute target, relative to the root
 	if strings.HasPrefix(target, "/") {
-		tabs, err = w.Resolve(target)
-		if err != nil {
+		if trel, err = w.rel(target); err != nil {
 			return relabel(err, "symlink")
 		}
-	} else {
-		tabs = path.Join(w.root, path.Dir(lrel), target)
-		if !within(w.root, tabs) {
-			return escapeError("symlink", target)
-		}
 	}
-	stored, _ := filepath.Rel(path.Join(w.root, path.Dir(lrel)), tabs)
-	return w.run("symlink", link, true, false, func(r *os.Root, rel string) error {
-		return r.Symlink(filepath.ToSlash(stored), rel)
+	r, err := w.handle(true)
+	if err != nil {
+		return mapErr("symlink", link, err)
+	}
+	dir, name := path.Dir(lrel), path.Base(lrel)
+	for attempt := 0; ; attempt++ {
+		// Where the link lands: dir with every symlink resolved (inside).
+		rdir, err := w.followLinks(r, dir, true)
+		if err != nil {
+			return mapErr("symlink", link, err)
+		}
+		stored := path.Clean(target)
+		if trel != "" {
+			stored, _ = filepath.Rel(rdir, trel)
+			stored = filepath.ToSlash(stored)
+		}
+		// What the kernel will resolve: the stored target from rdir, symlinks
+		// on its way followed.
+		if _, err := w.followLinks(r, rdir+"/"+stored, true); err != nil {
+			if isEscape(err) {
+				return escapeError("symlink", target)
+			}
+			return mapErr("symlink", link, err)
+		}
+		err = symlinkIn(r, rdir, name, stored)
+		if (err == syscall.ENOTDIR || err == syscall.ELOOP) && attempt < 2 {
+			continue // a component of rdir became a link meanwhile: resolve again
+		}
+		if err != nil {
+			return mapErr("symlink", link, &fs.PathError{Op: "symlinkat", Path: lrel, Err: err})
+		}
+		return nil
+	}
+}
+
+// symlinkIn creates the link name -> target in the directory dir of r (a
+// clean relative path without symlinks, "." for r itself), opening each
+// component with O_NOFOLLOW|O_DIRECTORY: a component that is a symlink
+// (or no directory) fails with ELOOP or ENOTDIR instead of being followed.
+func symlinkIn(r *os.Root, dir, name, target string) error {
+	f, err := r.Open(".")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	cerr := sc.Control(func(rootfd uintptr) {
+		cur := int(rootfd)
+		defer func() {
+			if cur != int(rootfd) {
+				unix.Close(cur)
+			}
+		}()
+		if dir != "." {
+			for _, c := range strings.Split(dir, "/") {
+				fd, err := unix.Openat(cur, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				if err != nil {
+					serr = err
+					return
+				}
+				if cur != int(rootfd) {
+					unix.Close(cur)
+				}
+				cur = fd
+			}
+		}
+		serr = unix.Symlinkat(target, cur, name)
 	})
+	if cerr != nil {
+		return cerr
+	}
+	return serr
 }
 
 // Readlink returns the target of the link p as stored when it is relative and
-// stays inside, or as the absolute path when it is absolute and inside; a link
-// leading out is an escape error.
+// stays inside (judged from the directory the link really is in), or as the
+// absolute path when it is absolute and inside; a link leading out is an
+// escape error.
 func (w *dirWS) Readlink(p string) (string, error) {
 	var out string
 	err := w.run("readlink", p, false, false, func(r *os.Root, rel string) error {
@@ -1243,7 +1319,13 @@ func (w *dirWS) Readlink(p string) (string, error) {
 		if strings.HasPrefix(t, "/") {
 			abs = path.Clean(t)
 		} else {
-			abs = path.Join(w.root, path.Dir(rel), t)
+			// Relative to the directory the link really is in (its parent
+			// path resolved through the root), as the kernel reads it.
+			dir, err := w.followLinks(r, path.Dir(rel), true)
+			if err != nil {
+				return err
+			}
+			abs = path.Join(w.root, dir, t)
 		}
 		if !within(w.root, abs) && !(w.alias != "" && within(w.alias, path.Clean(t))) {
 			return &fs.PathError{Op: "readlink", Path: rel, Err: errRootEscapeOr()}
