@@ -22,8 +22,8 @@ import (
 
 // within runs f and fails the test if it has not returned after 10 s;
 // unblock is then called, so that whatever f waits on lets it go and the
-// test ends rather than hangs.
-func within(t *testing.T, what string, unblock func(), f func()) {
+// test ends rather than hangs, and what it returns once f has returned.
+func within(t *testing.T, what string, unblock func() func(), f func()) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {
@@ -33,8 +33,9 @@ func within(t *testing.T, what string, unblock func(), f func()) {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		unblock()
+		release := unblock()
 		<-done
+		release()
 		t.Fatalf("%s did not return within 10 s", what)
 	}
 }
@@ -60,10 +61,12 @@ func TestSFTPOpenSpecialFiles(t *testing.T) {
 		t.Log("not root: the device-file case is left out (mknod needs CAP_MKNOD; CI runs as root)")
 	}
 	// Opening the FIFO read-write releases an open waiting on it.
-	unblock := func() {
-		if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
-			time.AfterFunc(time.Second, func() { f.Close() })
+	unblock := func() func() {
+		f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+		if err != nil {
+			return func() {}
 		}
+		return func() { f.Close() }
 	}
 	for _, name := range names {
 		for _, tc := range []struct {
@@ -306,7 +309,7 @@ func TestSFTPFileOpsBounded(t *testing.T) {
 			}
 			// ...and every request is answered once released.
 			h.unblock()
-			within(t, "the waiting requests", func() {}, wg.Wait)
+			within(t, "the waiting requests", func() func() { return func() {} }, wg.Wait)
 			if got := h.mostAtOnce(); got != tc.wantIn {
 				t.Errorf("%d requests in the file system at once, want at most %d", got, tc.wantIn)
 			}
@@ -339,7 +342,10 @@ func TestSFTPStuckRequestDoesNotBlockShutdown(t *testing.T) {
 	if err := <-waited; err == nil {
 		t.Error("the request waiting for a slot was answered after its connection closed")
 	}
-	within(t, "Server.Close with a request stuck in the file system", h.unblock, func() {
+	within(t, "Server.Close with a request stuck in the file system", func() func() {
+		h.unblock()
+		return func() {}
+	}, func() {
 		if err := e.srv.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
