@@ -428,3 +428,35 @@ func TestSymlinkThroughLinkedParent(t *testing.T) {
 	_, err := ws.Readlink("up/down/planted")
 	wantCode(t, err, errcode.PathEscapeAttempt)
 }
+
+// TestSymlinkInDoesNotFollow: the link is created in the directory Symlink
+// judged, reached without following symlinks; a directory on the way that
+// became a symlink meanwhile makes the creation fail instead of landing the
+// link where it would point out.
+func TestSymlinkInDoesNotFollow(t *testing.T) {
+	fx := newEscapeFixture(t)
+	r, err := os.OpenRoot(fx.root)
+	must(t, err)
+	defer r.Close()
+	must(t, os.MkdirAll(filepath.Join(fx.root, "a/b"), 0o755))
+	must(t, symlinkIn(r, "a/b", "ok", "../../data/f.txt"))
+	if got, err := os.ReadFile(filepath.Join(fx.root, "a/b/ok")); err != nil || string(got) != "INSIDE\n" {
+		t.Fatalf("a/b/ok reads %q, %v", got, err)
+	}
+	// "a" swapped for a link to the root: a/b would now be the root's "b".
+	must(t, os.MkdirAll(filepath.Join(fx.root, "b"), 0o755))
+	must(t, os.RemoveAll(filepath.Join(fx.root, "a")))
+	must(t, os.Symlink(".", filepath.Join(fx.root, "a")))
+	if err := symlinkIn(r, "a/b", "bad", "../../outside"); err == nil {
+		t.Fatal("symlinkIn followed a symlink on the way")
+	}
+	if _, err := os.Lstat(filepath.Join(fx.root, "b/bad")); err == nil {
+		t.Fatal("the link was created through the swapped directory")
+	}
+	// Symlink itself resolves again and judges from where the link lands.
+	wantCode(t, fx.ws.Symlink("../../outside", "a/b/bad"), errcode.PathEscapeAttempt)
+	must(t, fx.ws.Symlink("../data/f.txt", "a/b/good"))
+	if got, err := os.ReadFile(filepath.Join(fx.root, "b/good")); err != nil || string(got) != "INSIDE\n" {
+		t.Fatalf("b/good reads %q, %v", got, err)
+	}
+}
