@@ -1074,7 +1074,7 @@ func (w *dirWS) Touch(p string) error {
 			return nil // exists: touch never truncates (and opens nothing)
 		}
 		// No O_TRUNC: a file created meanwhile is not truncated either.
-		f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+		f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|openNoWait, 0o644)
 		if err != nil {
 			if errors.Is(err, syscall.EISDIR) {
 				return nil // touching a directory is fine
