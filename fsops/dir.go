@@ -1120,11 +1120,11 @@ func (w *dirWS) OpenFile(p string, flag int, perm fs.FileMode) (File, error) {
 }
 
 // openNoWait is added to the flags of every open of a file a client named
-// that is not read whole (OpenFile, Truncate): O_NONBLOCK, so that opening
-// a FIFO (which waits for the other end) or a device that waits for its
-// line never blocks a thread; O_NOCTTY, so that a terminal device never
-// becomes the daemon's controlling terminal. What was opened is then
-// checked by type (checkOpened).
+// that is not read whole (OpenFile, Truncate, Touch): O_NONBLOCK, so that
+// opening a FIFO (which waits for the other end) or a device that waits for
+// its line never blocks a thread; O_NOCTTY, so that a terminal device never
+// becomes the daemon's controlling terminal. OpenFile and Truncate then
+// check what they opened by type (checkOpened).
 const openNoWait = syscall.O_NONBLOCK | syscall.O_NOCTTY
 
 var errSpecialFile = errors.New("not a regular file or directory")
