@@ -464,6 +464,13 @@ func openRead(r *os.Root, rel string) (*os.File, error) {
 	return r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }
 
+// openDir opens a directory for listing. O_DIRECTORY makes the kernel
+// refuse anything else (ENOTDIR) before opening it, so a FIFO or a device
+// put where a directory was expected is never opened, and never waited on.
+func openDir(r *os.Root, rel string) (*os.File, error) {
+	return r.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+}
+
 // errNotRegular refuses FIFOs, sockets and devices, which a read could wait
 // on or never finish.
 func errNotRegular(op, p string) error {
@@ -736,7 +743,7 @@ func (w *dirWS) ReadDir(p string) ([]Info, error) {
 func (w *dirWS) ReadDirTypes(p string) ([]Info, error) {
 	var out []Info
 	err := w.run("readdir", p, false, true, func(r *os.Root, rel string) error {
-		f, err := r.Open(rel)
+		f, err := openDir(r, rel)
 		if err != nil {
 			return err
 		}
@@ -767,7 +774,7 @@ func (w *dirWS) ReadDirTypes(p string) ([]Info, error) {
 // readDirAt lists rel, stat-ing each entry relative to the open directory
 // (fstatat) so no entry is looked up by a path outside the root's handle.
 func readDirAt(r *os.Root, rel string) ([]Info, error) {
-	f, err := r.Open(rel)
+	f, err := openDir(r, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -900,14 +907,14 @@ func (w *dirWS) openGrepDir(rel string) (grepDir, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.Open(rel)
+	f, err := openDir(r, rel)
 	if isEscape(err) {
 		rel2, ferr := w.followLinks(r, rel, true)
 		if ferr != nil {
 			return nil, ferr
 		}
 		if rel2 != rel {
-			f, err = r.Open(rel2)
+			f, err = openDir(r, rel2)
 		}
 	}
 	if err != nil {
@@ -1087,7 +1094,7 @@ func (w *dirWS) Touch(p string) error {
 			return nil // exists: touch never truncates (and opens nothing)
 		}
 		// No O_TRUNC: a file created meanwhile is not truncated either.
-		f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+		f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|openNoWait, 0o644)
 		if err != nil {
 			if errors.Is(err, syscall.EISDIR) {
 				return nil // touching a directory is fine
@@ -1110,14 +1117,70 @@ func (w *dirWS) OpenFile(p string, flag int, perm fs.FileMode) (File, error) {
 			}
 		}
 		var err error
-		f, err = r.OpenFile(rel, flag, perm)
+		f, err = r.OpenFile(rel, flag|openNoWait, perm)
 		return err
 	})
 	if err != nil {
+		if errors.Is(err, syscall.ENXIO) {
+			// O_NONBLOCK's answer for a FIFO without a reader (opened for
+			// writing), a socket, or a device without its unit.
+			return nil, errNotFileOrDir("open", p)
+		}
 		return nil, err
+	}
+	if err := checkOpened(f); err != nil {
+		f.Close()
+		if err == errSpecialFile {
+			return nil, errNotFileOrDir("open", p)
+		}
+		return nil, mapErr("open", p, err)
 	}
 	rel, _ := w.rel(p)
 	return &dirFile{f: f, p: p, rel: rel}, nil
+}
+
+// openNoWait is added to the flags of every open of a file a client named
+// that is not read whole (OpenFile, Truncate, Touch): O_NONBLOCK, so that
+// opening a FIFO (which waits for the other end) or a device that waits for
+// its line never blocks a thread; O_NOCTTY, so that a terminal device never
+// becomes the daemon's controlling terminal. OpenFile and Truncate then
+// check what they opened by type (checkOpened).
+const openNoWait = syscall.O_NONBLOCK | syscall.O_NOCTTY
+
+var errSpecialFile = errors.New("not a regular file or directory")
+
+// checkOpened accepts a file opened with openNoWait only if it is a
+// regular file or a directory, and takes O_NONBLOCK off a regular file
+// again: some network and FUSE file systems honour it on regular files and
+// would answer EAGAIN. Anything else (FIFO, socket, device) is
+// errSpecialFile: the caller closes it.
+func checkOpened(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	switch {
+	case fi.IsDir():
+		return nil
+	case !fi.Mode().IsRegular():
+		return errSpecialFile
+	}
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := sc.Control(func(fd uintptr) { serr = unix.SetNonblock(int(fd), false) }); err != nil {
+		return err
+	}
+	return serr
+}
+
+// errNotFileOrDir refuses to open FIFOs, sockets and devices: an open or a
+// read of one could wait for a peer forever, or talk to hardware.
+func errNotFileOrDir(op, p string) error {
+	return errcode.New(errcode.InvalidArgument, op, p,
+		"not a regular file or directory: %s (FIFOs, sockets and devices cannot be opened)", p)
 }
 
 func (w *dirWS) Chmod(p string, mode fs.FileMode) error {
@@ -1137,8 +1200,15 @@ func (w *dirWS) Truncate(p string, size int64) error {
 		return errcode.New(errcode.InvalidArgument, "truncate", p, "negative size %d", size)
 	}
 	return w.run("truncate", p, true, true, func(r *os.Root, rel string) error {
-		f, err := r.OpenFile(rel, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		f, err := r.OpenFile(rel, os.O_WRONLY|openNoWait, 0)
 		if err != nil {
+			return err
+		}
+		if err := checkOpened(f); err != nil {
+			f.Close()
+			if err == errSpecialFile {
+				err = &fs.PathError{Op: "truncate", Path: rel, Err: syscall.EINVAL}
+			}
 			return err
 		}
 		err = f.Truncate(size)
@@ -1150,9 +1220,15 @@ func (w *dirWS) Truncate(p string, size int64) error {
 }
 
 // Symlink creates link pointing at target. The target is a client path
-// resolved like any other (relative targets relative to the link's
-// directory); it must stay inside, and is stored as a relative link so
-// os.Root can follow it.
+// resolved like any other, a relative one from the directory the link
+// really lands in: the link's parent is resolved through the root first,
+// every symlink on its way followed, since a relative target is resolved by
+// the kernel from there, not from the lexical parent the client named. The
+// target must stay inside from that directory, symlinks on its own way
+// included, and is stored as a relative link so os.Root can follow it. The
+// link is then made in that very directory, reached again one component at
+// a time without following any symlink, so a link swapped in meanwhile
+// cannot move it elsewhere.
 func (w *dirWS) Symlink(target, link string) error {
 	lrel, err := w.rel(link)
 	if err != nil {
@@ -1161,27 +1237,97 @@ func (w *dirWS) Symlink(target, link string) error {
 	if target == "" {
 		return errcode.New(errcode.InvalidArgument, "symlink", link, "empty symlink target")
 	}
-	var tabs string
+	if lrel == "." {
+		return errcode.New(errcode.AlreadyExists, "symlink", link, "already exists: %s (the workspace root)", link)
+	}
+	var trel string // an absolute target, relative to the root
 	if strings.HasPrefix(target, "/") {
-		tabs, err = w.Resolve(target)
-		if err != nil {
+		if trel, err = w.rel(target); err != nil {
 			return relabel(err, "symlink")
 		}
-	} else {
-		tabs = path.Join(w.root, path.Dir(lrel), target)
-		if !within(w.root, tabs) {
-			return escapeError("symlink", target)
-		}
 	}
-	stored, _ := filepath.Rel(path.Join(w.root, path.Dir(lrel)), tabs)
-	return w.run("symlink", link, true, false, func(r *os.Root, rel string) error {
-		return r.Symlink(filepath.ToSlash(stored), rel)
+	r, err := w.handle(true)
+	if err != nil {
+		return mapErr("symlink", link, err)
+	}
+	dir, name := path.Dir(lrel), path.Base(lrel)
+	for attempt := 0; ; attempt++ {
+		// Where the link lands: dir with every symlink resolved (inside).
+		rdir, err := w.followLinks(r, dir, true)
+		if err != nil {
+			return mapErr("symlink", link, err)
+		}
+		stored := path.Clean(target)
+		if trel != "" {
+			stored, _ = filepath.Rel(rdir, trel)
+			stored = filepath.ToSlash(stored)
+		}
+		// What the kernel will resolve: the stored target from rdir, symlinks
+		// on its way followed.
+		if _, err := w.followLinks(r, rdir+"/"+stored, true); err != nil {
+			if isEscape(err) {
+				return escapeError("symlink", target)
+			}
+			return mapErr("symlink", link, err)
+		}
+		err = symlinkIn(r, rdir, name, stored)
+		if (err == syscall.ENOTDIR || err == syscall.ELOOP) && attempt < 2 {
+			continue // a component of rdir became a link meanwhile: resolve again
+		}
+		if err != nil {
+			return mapErr("symlink", link, &fs.PathError{Op: "symlinkat", Path: lrel, Err: err})
+		}
+		return nil
+	}
+}
+
+// symlinkIn creates the link name -> target in the directory dir of r (a
+// clean relative path without symlinks, "." for r itself), opening each
+// component with O_NOFOLLOW|O_DIRECTORY: a component that is a symlink
+// (or no directory) fails with ELOOP or ENOTDIR instead of being followed.
+func symlinkIn(r *os.Root, dir, name, target string) error {
+	f, err := r.Open(".")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	cerr := sc.Control(func(rootfd uintptr) {
+		cur := int(rootfd)
+		defer func() {
+			if cur != int(rootfd) {
+				unix.Close(cur)
+			}
+		}()
+		if dir != "." {
+			for _, c := range strings.Split(dir, "/") {
+				fd, err := unix.Openat(cur, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				if err != nil {
+					serr = err
+					return
+				}
+				if cur != int(rootfd) {
+					unix.Close(cur)
+				}
+				cur = fd
+			}
+		}
+		serr = unix.Symlinkat(target, cur, name)
 	})
+	if cerr != nil {
+		return cerr
+	}
+	return serr
 }
 
 // Readlink returns the target of the link p as stored when it is relative and
-// stays inside, or as the absolute path when it is absolute and inside; a link
-// leading out is an escape error.
+// stays inside (judged from the directory the link really is in), or as the
+// absolute path when it is absolute and inside; a link leading out is an
+// escape error.
 func (w *dirWS) Readlink(p string) (string, error) {
 	var out string
 	err := w.run("readlink", p, false, false, func(r *os.Root, rel string) error {
@@ -1193,7 +1339,13 @@ func (w *dirWS) Readlink(p string) (string, error) {
 		if strings.HasPrefix(t, "/") {
 			abs = path.Clean(t)
 		} else {
-			abs = path.Join(w.root, path.Dir(rel), t)
+			// Relative to the directory the link really is in (its parent
+			// path resolved through the root), as the kernel reads it.
+			dir, err := w.followLinks(r, path.Dir(rel), true)
+			if err != nil {
+				return err
+			}
+			abs = path.Join(w.root, dir, t)
 		}
 		if !within(w.root, abs) && !(w.alias != "" && within(w.alias, path.Clean(t))) {
 			return &fs.PathError{Op: "readlink", Path: rel, Err: errRootEscapeOr()}

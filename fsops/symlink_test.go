@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -359,4 +360,103 @@ func TestSymlinkSwapRace(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 	t.Logf("inside=%d refused=%d", inside, escaped)
+}
+
+// TestSymlinkThroughLinkedParent: a relative target is resolved by the
+// kernel from the directory the link really lands in, not from the lexical
+// parent the client named. "up/down" is a link to the root itself, so a
+// link made as "up/down/l" lands in the root, where "../x" leaves the
+// workspace although "up/down/../x" is lexically "up/x", inside.
+func TestSymlinkThroughLinkedParent(t *testing.T) {
+	fx := newEscapeFixture(t)
+	ws := fx.ws
+	writeTree(t, fx.root, map[string]string{
+		"up/down":     "->..",                  // the root
+		"a/b/c/d":     "x",                     // a real directory three deep
+		"a/b/c/x.txt": "X\n",                   //
+		"shallow":     "->a/b/c",               // a link down into it
+		"rootlink":    "->" + fx.root,          // absolute, to the root
+		"a/b/c/toout": "->../../../../outside", // a link out, for targets through it
+	})
+	for _, tc := range []struct {
+		target, link string
+		want         errcode.Code // "" = created
+		points       string       // for created links: what the link must read back as
+	}{
+		// Lexically inside from the named parent, outside from the real one.
+		{"../outside/secret.txt", "up/down/l1", errcode.PathEscapeAttempt, ""},
+		{"../x", "up/down/l2", errcode.PathEscapeAttempt, ""},
+		{"../../../outside", "rootlink/up/down/l3", errcode.PathEscapeAttempt, ""},
+		// A target that climbs through a link out is refused too.
+		{"toout/secret.txt", "shallow/l4", errcode.PathEscapeAttempt, ""},
+		// Inside from the real directory (lexically it would be an escape).
+		{"../../../data/f.txt", "shallow/l5", "", "INSIDE\n"},
+		// Inside from both: stored as given.
+		{"x.txt", "shallow/l6", "", "X\n"},
+		{"data/f.txt", "up/down/l7", "", "INSIDE\n"},
+		// An absolute target is stored relative to the real directory.
+		{ws.Root() + "/data/f.txt", "shallow/l8", "", "INSIDE\n"},
+		{"/data/f.txt", "rootlink/shallow/l9", "", "INSIDE\n"},
+	} {
+		t.Run(tc.link, func(t *testing.T) {
+			err := ws.Symlink(tc.target, tc.link)
+			if tc.want != "" {
+				wantCode(t, err, tc.want)
+				if _, err := os.Lstat(filepath.Join(fx.root, path.Base(tc.link))); err == nil {
+					t.Errorf("the refused link was planted in the root")
+				}
+				if _, err := os.Lstat(filepath.Join(fx.root, "a/b/c", path.Base(tc.link))); err == nil {
+					t.Errorf("the refused link was planted in a/b/c")
+				}
+				return
+			}
+			must(t, err)
+			// Read by the kernel itself, outside the confinement: the link
+			// must lead where the client meant.
+			got, err := os.ReadFile(filepath.Join(fx.root, tc.link))
+			if err != nil || string(got) != tc.points {
+				t.Errorf("the link reads %q, %v; want %q", got, err, tc.points)
+			}
+			if _, err := ws.Readlink(tc.link); err != nil {
+				t.Errorf("Readlink: %v", err)
+			}
+		})
+	}
+	// Readlink judges a link from where it really is, too: planted by hand,
+	// "../outside" in the root reads as an escape through "up/down".
+	must(t, os.Symlink("../outside", filepath.Join(fx.root, "planted")))
+	_, err := ws.Readlink("up/down/planted")
+	wantCode(t, err, errcode.PathEscapeAttempt)
+}
+
+// TestSymlinkInDoesNotFollow: the link is created in the directory Symlink
+// judged, reached without following symlinks; a directory on the way that
+// became a symlink meanwhile makes the creation fail instead of landing the
+// link where it would point out.
+func TestSymlinkInDoesNotFollow(t *testing.T) {
+	fx := newEscapeFixture(t)
+	r, err := os.OpenRoot(fx.root)
+	must(t, err)
+	defer r.Close()
+	must(t, os.MkdirAll(filepath.Join(fx.root, "a/b"), 0o755))
+	must(t, symlinkIn(r, "a/b", "ok", "../../data/f.txt"))
+	if got, err := os.ReadFile(filepath.Join(fx.root, "a/b/ok")); err != nil || string(got) != "INSIDE\n" {
+		t.Fatalf("a/b/ok reads %q, %v", got, err)
+	}
+	// "a" swapped for a link to the root: a/b would now be the root's "b".
+	must(t, os.MkdirAll(filepath.Join(fx.root, "b"), 0o755))
+	must(t, os.RemoveAll(filepath.Join(fx.root, "a")))
+	must(t, os.Symlink(".", filepath.Join(fx.root, "a")))
+	if err := symlinkIn(r, "a/b", "bad", "../../outside"); err == nil {
+		t.Fatal("symlinkIn followed a symlink on the way")
+	}
+	if _, err := os.Lstat(filepath.Join(fx.root, "b/bad")); err == nil {
+		t.Fatal("the link was created through the swapped directory")
+	}
+	// Symlink itself resolves again and judges from where the link lands.
+	wantCode(t, fx.ws.Symlink("../../outside", "a/b/bad"), errcode.PathEscapeAttempt)
+	must(t, fx.ws.Symlink("../data/f.txt", "a/b/good"))
+	if got, err := os.ReadFile(filepath.Join(fx.root, "b/good")); err != nil || string(got) != "INSIDE\n" {
+		t.Fatalf("b/good reads %q, %v", got, err)
+	}
 }

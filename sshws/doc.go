@@ -29,6 +29,12 @@
 // fsops and sandbox do, and they confine both. The one file it touches is the
 // daemon's own SSH host key.
 //
+// What one connection can hold is bounded (limits.go): session channels,
+// SFTP handles across its sessions, and SFTP requests in the file system at
+// once, per connection and per server. A request stuck in the kernel (a hung
+// file system) is abandoned when its channel closes, so it never holds up a
+// connection's end or Shutdown.
+//
 // When a connection ends, for whatever reason (the client closed it, went
 // silent, or the server is shutting down), the processes it started are
 // killed: the reference leaves them to die of broken pipes, which a command

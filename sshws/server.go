@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -81,6 +82,11 @@ type Server struct {
 	// after an exec or shell request has started its command (or its
 	// refusal), before the loop reads the next request.
 	afterStart func(*session)
+	// The limits of limits.go; fields so tests can lower them.
+	maxChannels int           // session channels per connection
+	maxHandles  int           // SFTP handles per connection
+	connOps     int           // SFTP requests in the file system per connection
+	fileOps     chan struct{} // the server's slots for SFTP requests in the file system
 
 	sshConf  *gossh.ServerConfig
 	upgrader websocket.Upgrader
@@ -117,6 +123,10 @@ func New(opts Options) (*Server, error) {
 		conns:     make(map[*wsConn]struct{}),
 
 		loginTimeout: loginTimeout,
+		maxChannels:  maxChannelsPerConn,
+		maxHandles:   maxHandlesPerConn,
+		connOps:      maxFileOpsPerConn,
+		fileOps:      make(chan struct{}, maxFileOps),
 	}
 	if s.maxConns <= 0 {
 		s.maxConns = DefaultMaxConns
@@ -257,6 +267,8 @@ func (s *Server) serveConn(c *wsConn, sc *gossh.ServerConn, chans <-chan gossh.N
 	// ctx ends when the connection does: every command it started is
 	// killed (see session.start).
 	ctx, cancel := context.WithCancel(context.Background())
+	lim := newConnLimits(s.maxHandles, s.connOps, s.fileOps)
+	var open atomic.Int32 // session channels open on this connection
 	for chans != nil || reqs != nil {
 		select {
 		case nc, ok := <-chans:
@@ -269,7 +281,14 @@ func (s *Server) serveConn(c *wsConn, sc *gossh.ServerConn, chans <-chan gossh.N
 				_ = nc.Reject(gossh.UnknownChannelType, "unsupported channel type")
 				continue
 			}
-			s.openSession(ctx, nc, remote)
+			if open.Load() >= int32(s.maxChannels) {
+				s.log.Info("ssh-ws: channel refused", "remote", remote, "reason", "channel limit", "limit", s.maxChannels)
+				_ = nc.Reject(gossh.ResourceShortage, fmt.Sprintf(
+					"too many channels on this connection (limit %d); close some first", s.maxChannels))
+				continue
+			}
+			open.Add(1)
+			s.openSession(ctx, nc, remote, lim, func() { open.Add(-1) })
 		case req, ok := <-reqs:
 			if !ok {
 				reqs = nil

@@ -28,7 +28,9 @@ type session struct {
 	ch     gossh.Channel
 	env    map[string]string
 	pty    *sandbox.Pty
-	busy   bool // an exec, shell or subsystem has been accepted
+	busy   bool        // an exec, shell or subsystem has been accepted
+	lim    *connLimits // the connection's limits
+	sftp   *sftpServer // the SFTP server, once the subsystem started
 
 	mu     sync.Mutex
 	proc   sandbox.Process    // nil until started, for signals and resizes
@@ -38,10 +40,12 @@ type session struct {
 
 // openSession accepts a "session" channel and runs its request loop on a
 // goroutine of its own; commands and SFTP run on further goroutines so that
-// signal and window-change requests are served while they run.
-func (s *Server) openSession(ctx context.Context, nc gossh.NewChannel, remote string) {
-	ss := &session{srv: s, ctx: ctx, remote: remote, done: make(chan struct{})}
+// signal and window-change requests are served while they run. closed is
+// called when the session is over (or was refused).
+func (s *Server) openSession(ctx context.Context, nc gossh.NewChannel, remote string, lim *connLimits, closed func()) {
+	ss := &session{srv: s, ctx: ctx, remote: remote, lim: lim, done: make(chan struct{})}
 	if !s.goTracked(func() {
+		defer closed()
 		ch, reqs, err := nc.Accept()
 		if err != nil {
 			return
@@ -49,6 +53,7 @@ func (s *Server) openSession(ctx context.Context, nc gossh.NewChannel, remote st
 		ss.ch = ch
 		ss.serve(reqs)
 	}) {
+		closed()
 		_ = nc.Reject(gossh.ResourceShortage, errShuttingDown.Error())
 	}
 }
@@ -65,9 +70,19 @@ func (ss *session) serve(reqs <-chan *gossh.Request) {
 	// kill it, as sshd does by closing its pipes, but without relying on the
 	// command noticing.
 	ss.kill()
-	if ss.busy {
-		<-ss.done
+	if !ss.busy {
+		return
 	}
+	if ss.sftp != nil && ss.sftp.abandon() {
+		// The SFTP server is in the middle of a request, which may be stuck
+		// in the kernel (a hung file system) where nothing can interrupt
+		// it: the session is over without it, so that neither this
+		// connection's end nor the server's shutdown waits on it. Its
+		// goroutine closes the session's handles when the kernel returns.
+		ss.srv.log.Debug("ssh-ws: sftp channel closed during a request; not waiting for it", "remote", ss.remote)
+		return
+	}
+	<-ss.done
 }
 
 // handle serves one channel request and says whether it succeeded.
@@ -152,6 +167,7 @@ func (ss *session) handle(req *gossh.Request) bool {
 			return false
 		}
 		ss.busy = true
+		ss.sftp = newConnSFTPServer(ss.ctx, ss.srv.ws, ss.ch, ss.lim)
 		accept(req)
 		go ss.serveSFTP()
 		return true
@@ -309,14 +325,13 @@ func (ss *session) exit(st sandbox.ExitStatus) {
 // this goroutine.
 func (ss *session) serveSFTP() {
 	defer close(ss.done)
-	srv := newSFTPServer(ss.srv.ws, ss.ch)
 	// The server's reads end when the channel closes; make sure they do
 	// when the connection dies too.
 	stop := context.AfterFunc(ss.ctx, func() { _ = ss.ch.Close() })
-	err := srv.serve()
+	err := ss.sftp.serve()
 	stop()
 	switch {
-	case err == nil || errors.Is(err, io.EOF):
+	case err == nil || errors.Is(err, io.EOF) || errors.Is(err, errSFTPAbandoned) || errors.Is(err, context.Canceled):
 	case errors.Is(err, errSFTPShortPacket) || errors.Is(err, errSFTPLongPacket):
 		// A client bug (or not an SFTP client): its session ends, and
 		// whoever looks into "my upload stopped" needs to see why.

@@ -646,3 +646,39 @@ func TestScopedWorkspace(t *testing.T) {
 		t.Fatalf("exec read a sibling scope (stderr %q)", errOut)
 	}
 }
+
+// TestSFTPSymlinkThroughLinkedParent: SYMLINK judges a relative target from
+// the directory the link really lands in. "up/down" leads back to the root,
+// so "up/down/l" -> "../outside" would point out of the workspace although
+// it is lexically "up/outside".
+func TestSFTPSymlinkThroughLinkedParent(t *testing.T) {
+	e := newEnv(t)
+	c := e.sftp(t)
+	if err := os.MkdirAll(filepath.Join(e.root, "up"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("..", filepath.Join(e.root, "up/down")); err != nil {
+		t.Fatal(err)
+	}
+	writeHost(t, e.root, "data/f.txt", "inside")
+	for _, tc := range []struct {
+		target, link string
+		code         uint32
+	}{
+		{"../outside", "up/down/l1", fxPermission},
+		{"../../etc/passwd", "up/down/l2", fxPermission},
+		{"data/f.txt", "up/down/l3", fxOK},
+	} {
+		if err := c.Symlink(tc.target, tc.link); fxCode(err) != tc.code {
+			t.Errorf("SYMLINK %s -> %s: %v, want status %d", tc.link, tc.target, err, tc.code)
+		}
+	}
+	for _, name := range []string{"l1", "l2"} {
+		if _, err := os.Lstat(filepath.Join(e.root, name)); err == nil {
+			t.Errorf("the refused link %s was planted", name)
+		}
+	}
+	if got := readHost(t, e.root, "l3"); got != "inside" {
+		t.Errorf("l3 reads %q", got)
+	}
+}

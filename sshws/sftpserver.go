@@ -2,12 +2,14 @@ package sshws
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"path"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
@@ -38,10 +40,19 @@ import (
 //     data, or wrote zeros);
 //   - SETSTAT attributes that do not fit in the packet end the session like
 //     any malformed packet (pkg/sftp dereferenced nil and crashed);
-//   - more than sftpMaxHandles open handles are refused (FAILURE).
+//   - more than maxHandlesPerConn open handles on the connection are
+//     refused (FAILURE).
 //
 // A malformed packet (a field longer than what is left, a length of 0 or
 // over sftpMaxPacket) ends the session, as with pkg/sftp and OpenSSH.
+//
+// Every request holds a file-operation slot of its connection and of the
+// server while it is served (connLimits.enter), so the requests in the file
+// system at once, and the OS threads they can pin there, are bounded. A
+// request that never comes back from the kernel (a hung network or FUSE
+// file system) cannot be interrupted; when its channel closes, abandon lets
+// the session end without it, and this goroutine closes the session's
+// handles whenever the kernel lets it go.
 type sftpServer struct {
 	h   *sftpHandlers
 	rw  io.ReadWriter
@@ -51,6 +62,14 @@ type sftpServer struct {
 
 	handles map[string]*sftpHandle
 	next    uint64 // OPEN and OPENDIR requests so far: the last handle's number
+
+	lim    *connLimits
+	ctx    context.Context // ends when the session is abandoned or the connection ends
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	inFS      bool // serving a request or closing handles: maybe in the kernel
+	abandoned bool
 }
 
 // sftpHandle is an open file (f) or directory (dir).
@@ -62,13 +81,65 @@ type sftpHandle struct {
 	ents []fsops.Info // a directory's entries not yet sent
 }
 
+// newSFTPServer serves ws on rw as a connection of its own (its own handle
+// limit, no server-wide slots).
 func newSFTPServer(ws fsops.Workspace, rw io.ReadWriter) *sftpServer {
+	return newConnSFTPServer(context.Background(), ws, rw, newConnLimits(maxHandlesPerConn, 1, nil))
+}
+
+// newConnSFTPServer serves ws on rw as one session of a connection, within
+// its limits, until ctx (the connection's) ends.
+func newConnSFTPServer(ctx context.Context, ws fsops.Workspace, rw io.ReadWriter, lim *connLimits) *sftpServer {
+	ctx, cancel := context.WithCancel(ctx)
 	return &sftpServer{
 		h:       newSFTPHandlers(ws),
 		rw:      rw,
 		r:       bufio.NewReaderSize(rw, 16<<10),
 		handles: make(map[string]*sftpHandle),
+		lim:     lim,
+		ctx:     ctx,
+		cancel:  cancel,
 	}
+}
+
+var errSFTPAbandoned = errors.New("sftp: session abandoned")
+
+// abandon tells the server its channel is gone and nobody waits for it: a
+// request waiting for a slot gives up, and the server stops after the one
+// it is serving. It reports whether a request (or the final closing of the
+// handles) may still be in the file system, in which case the caller should
+// not wait for the server to return.
+func (s *sftpServer) abandon() (inFS bool) {
+	s.mu.Lock()
+	s.abandoned = true
+	inFS = s.inFS
+	s.mu.Unlock()
+	s.cancel()
+	return inFS
+}
+
+// begin marks a request in progress and takes its slots.
+func (s *sftpServer) begin() error {
+	s.mu.Lock()
+	if s.abandoned {
+		s.mu.Unlock()
+		return errSFTPAbandoned
+	}
+	s.inFS = true
+	s.mu.Unlock()
+	return s.lim.enter(s.ctx)
+}
+
+// end gives the slots back; after abandon the session stops.
+func (s *sftpServer) end() error {
+	s.lim.leave()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFS = false
+	if s.abandoned {
+		return errSFTPAbandoned
+	}
+	return nil
 }
 
 var (
@@ -103,7 +174,19 @@ func (s *sftpServer) serve() error {
 			}
 			return err
 		}
-		ans, err := s.handle(s.in[0], s.in[1:])
+		var ans []byte
+		var err error
+		if s.in[0] == fxpInit { // touches no file
+			ans, err = s.handle(s.in[0], s.in[1:])
+		} else {
+			if err := s.begin(); err != nil {
+				return err
+			}
+			ans, err = s.handle(s.in[0], s.in[1:])
+			if eerr := s.end(); err == nil {
+				err = eerr
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -113,12 +196,19 @@ func (s *sftpServer) serve() error {
 	}
 }
 
+// closeAll closes every handle still open. A close can wait on the file
+// system too (a network file system flushes), so it counts as in it.
 func (s *sftpServer) closeAll() {
+	s.mu.Lock()
+	s.inFS = len(s.handles) > 0
+	s.mu.Unlock()
+	s.cancel()
 	for k, hd := range s.handles {
 		if hd.f != nil {
 			_ = hd.f.Close()
 		}
 		delete(s.handles, k)
+		s.lim.dropHandle()
 	}
 }
 
@@ -208,11 +298,12 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 			return nil, errSFTPShortPacket
 		}
 		s.next++ // as pkg/sftp, a number is used up even if OPEN fails
-		if len(s.handles) >= sftpMaxHandles {
-			return s.status(id, errTooManyHandles), nil
+		if !s.lim.takeHandle() {
+			return s.status(id, s.lim.tooManyHandles()), nil
 		}
 		f, err := s.h.open(cleanPath(p), pflags)
 		if err != nil {
+			s.lim.dropHandle()
 			return s.status(id, err), nil
 		}
 		return s.newHandle(id, &sftpHandle{path: cleanPath(p), f: f}), nil
@@ -226,6 +317,7 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 			return s.status(id, errBadHandle), nil
 		}
 		delete(s.handles, key)
+		s.lim.dropHandle()
 		var err error
 		if hd.f != nil {
 			err = hd.f.Close()
@@ -238,11 +330,12 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 			return nil, errSFTPShortPacket
 		}
 		s.next++
-		if len(s.handles) >= sftpMaxHandles {
-			return s.status(id, errTooManyHandles), nil
+		if !s.lim.takeHandle() {
+			return s.status(id, s.lim.tooManyHandles()), nil
 		}
 		ents, err := s.h.list(p)
 		if err != nil {
+			s.lim.dropHandle()
 			return s.status(id, err), nil
 		}
 		return s.newHandle(id, &sftpHandle{path: p, dir: true, ents: ents}), nil
@@ -381,8 +474,6 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 	}
 	return s.status(id, errFxUnsupp), nil
 }
-
-var errTooManyHandles = statusError{stFailure, "too many open handles (limit " + strconv.Itoa(sftpMaxHandles) + ")"}
 
 // extended serves the EXTENDED requests we know; the others are
 // OP_UNSUPPORTED.

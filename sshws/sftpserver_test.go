@@ -550,7 +550,7 @@ func TestSFTPUnknownRequests(t *testing.T) {
 func TestSFTPHandleCap(t *testing.T) {
 	s := newSFTPSession(t, sftpTestWorkspace(t))
 	var last string
-	for i := 0; i < sftpMaxHandles; i++ {
+	for i := 0; i < maxHandlesPerConn; i++ {
 		a := s.do(sftpPacket(fxpOpen, i, "/a.txt", fxfRead, 0))
 		if a[4] != fxpHandle {
 			t.Fatalf("OPEN %d: %q", i, a)

@@ -95,9 +95,6 @@ const (
 	// sftpReaddirBatch is how many entries one READDIR answers (pkg/sftp's
 	// MaxFilelist).
 	sftpReaddirBatch = 100
-	// sftpMaxHandles bounds the open files and directories of one SFTP
-	// session; an OPEN or OPENDIR past it is refused with FAILURE.
-	sftpMaxHandles = 1024
 	// dataHeaderLen is a DATA answer's header: length, type, id, data length.
 	dataHeaderLen = 4 + 1 + 4 + 4
 )
