@@ -247,7 +247,7 @@ func BenchmarkWorkspace(b *testing.B) {
 	b.Run("ReadLines4K", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := ws.ReadLines("f4k.txt", fsops.LineRange{}); err != nil {
+			if _, err := ws.ReadLines(context.Background(), "f4k.txt", fsops.LineRange{}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,6 +1,7 @@
 package fsops
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,7 +95,7 @@ func TestSpecialFilesRefused(t *testing.T) {
 				f    func() error
 			}{
 				{"ReadFile", func() error { _, err := ws.ReadFile(name); return err }},
-				{"ReadLines", func() error { _, err := ws.ReadLines(name, LineRange{}); return err }},
+				{"ReadLines", func() error { _, err := ws.ReadLines(context.Background(), name, LineRange{}); return err }},
 				{"ReadDir", func() error { _, err := ws.ReadDir(name); return err }},
 				{"ReadDirTypes", func() error { _, err := ws.ReadDirTypes(name); return err }},
 				{"Truncate", func() error { return ws.Truncate(name, 0) }},
