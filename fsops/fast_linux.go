@@ -73,7 +73,7 @@ func (w *dirWS) readFast(rel string, max int64) (data []byte, size int64, ok boo
 	fd := -1
 	var oerr error
 	if d.rc.Control(func(dirfd uintptr) {
-		fd, oerr = unix.Openat2(int(dirfd), rel, &openHow)
+		fd, oerr = openat2(int(dirfd), rel, &openHow)
 	}) != nil || oerr != nil {
 		if oerr == unix.ENOSYS {
 			openat2Missing.Store(true)
@@ -121,7 +121,7 @@ func (w *dirWS) linksInsideFast(rel string) bool {
 	fd := -1
 	var oerr error
 	if d.rc.Control(func(dirfd uintptr) {
-		fd, oerr = unix.Openat2(int(dirfd), rel, &pathHow)
+		fd, oerr = openat2(int(dirfd), rel, &pathHow)
 	}) != nil {
 		return false
 	}
@@ -205,7 +205,7 @@ func (w *dirWS) statFast(rel string, follow bool) (Info, bool) {
 	fd := -1
 	var oerr error
 	if d.rc.Control(func(dirfd uintptr) {
-		fd, oerr = unix.Openat2(int(dirfd), rel, &how)
+		fd, oerr = openat2(int(dirfd), rel, &how)
 	}) != nil || oerr != nil {
 		if oerr == unix.ENOSYS {
 			openat2Missing.Store(true)
@@ -231,4 +231,16 @@ func (w *dirWS) statFast(rel string, follow bool) (Info, bool) {
 		info.BirthTime = ts(st.Btime)
 	}
 	return info, true
+}
+
+// openat2 is unix.Openat2, tried again on EAGAIN: with RESOLVE_BENEATH the
+// kernel abandons a lookup through ".." when a rename or mount happened
+// anywhere on the system meanwhile, and asks the caller to retry.
+func openat2(dirfd int, rel string, how *unix.OpenHow) (int, error) {
+	for i := 0; ; i++ {
+		fd, err := unix.Openat2(dirfd, rel, how)
+		if err != unix.EAGAIN || i == 16 {
+			return fd, err
+		}
+	}
 }
