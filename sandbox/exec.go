@@ -467,7 +467,7 @@ func (e *executor) shellCommand(script, dir, boundary string, env []string, pty 
 }
 
 // wrap builds the exec.Cmd running path with argv in dir: under bwrap
-// (argv follows `--`), in its own process group unless on a pty, with
+// (argv follows `--`), in its own session (Start sets up a pty's), with
 // Pdeathsig outside bwrap, with the run-as credential.
 func (e *executor) wrap(path string, argv []string, dir, boundary string, env []string, pty bool) *exec.Cmd {
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env,
@@ -479,7 +479,11 @@ func (e *executor) wrap(path string, argv []string, dir, boundary string, env []
 		cmd.Dir = ""
 	}
 	if !pty {
-		cmd.SysProcAttr.Setpgid = true
+		// Its own session, not only its own process group: a command in
+		// the daemon's session could open the daemon's controlling terminal
+		// (/dev/tty) and push input into it with TIOCSTI. The session
+		// leader is also the group leader, so the group is still -pid.
+		cmd.SysProcAttr.Setsid = true
 	}
 	if e.mode != ModeBwrap {
 		// If the daemon dies, its commands die with it (bwrap does this
