@@ -48,6 +48,10 @@ type Config struct {
 	ExecMaxCPU       time.Duration
 	ExecMaxMemory    int64
 
+	// ExecMaxConcurrent bounds the commands running at once (MCP exec, SSH
+	// exec and shells); one over it is refused at once.
+	ExecMaxConcurrent int
+
 	// Files.
 	MaxReadSize int64 // largest whole-file read a tool may do
 

@@ -64,6 +64,7 @@ func (p *protocols) build(cfg config.Config, opts Options) (err error) {
 				CPUSeconds:   int64(cfg.ExecMaxCPU / time.Second),
 				AddressSpace: cfg.ExecMaxMemory,
 			},
+			MaxConcurrent:  cfg.ExecMaxConcurrent,
 			DefaultTimeout: cfg.ExecTimeout,
 			OutputLimit:    cfg.ExecOutputLimit,
 			RunAs:          cfg.RunAs,

@@ -17,6 +17,12 @@ const (
 
 	// DefaultOutputLimit caps each of stdout and stderr of a Run.
 	DefaultOutputLimit int64 = 1 << 20
+
+	// DefaultMaxConcurrent bounds the commands running at once (Run calls
+	// and started processes until their Wait returns). Each command holds
+	// a process tree, pipes and goroutines; 64 is far above what one agent
+	// runs in parallel and far below what exhausts a small machine.
+	DefaultMaxConcurrent = 64
 )
 
 // Shell selects the interpreter that runs commands as `<shell> -c <command>`.
@@ -108,6 +114,10 @@ type Config struct {
 	RunAs string
 	// Rlimits are optional per-command resource limits.
 	Rlimits Rlimits
+	// MaxConcurrent bounds the commands running at once; 0 means
+	// DefaultMaxConcurrent. A command over the bound is refused at once
+	// (errcode.ExecError naming --exec-max-concurrent), never queued.
+	MaxConcurrent int
 	// Env is extra base environment given to every command, after the
 	// minimal base and before the request's Env. Dangerous names (LD_PRELOAD,
 	// BASH_ENV, ...) and values containing a secret are dropped.

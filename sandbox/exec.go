@@ -81,6 +81,13 @@ func New(cfg Config) (Executor, error) {
 	if cfg.OutputLimit < 0 || cfg.DefaultTimeout < 0 {
 		return nil, invalidConfig("output limit and default timeout must not be negative")
 	}
+	if cfg.MaxConcurrent < 0 {
+		return nil, invalidConfig(fmt.Sprintf("--exec-max-concurrent %d must not be negative", cfg.MaxConcurrent))
+	}
+	if cfg.MaxConcurrent == 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
+	e.slots = make(chan struct{}, cfg.MaxConcurrent)
 	e.timeout = cfg.DefaultTimeout
 	if e.timeout == 0 {
 		e.timeout = DefaultTimeout
@@ -171,6 +178,7 @@ type executor struct {
 	bwrapBound, bwrapLinks          []string // host paths bound / symlinks recreated at their own path (direct.go)
 	noDirect                        bool     // tests: never take the direct fast path
 
+	slots   chan struct{} // one per running command (Config.MaxConcurrent)
 	mu      sync.Mutex
 	closed  bool
 	running map[*child]struct{}
@@ -686,6 +694,10 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, withCommand(err, req.Command)
 	}
+	if err := e.acquire(req.Command); err != nil {
+		return Result{}, err
+	}
+	defer e.release()
 	limit := req.OutputLimit
 	if limit <= 0 {
 		limit = e.limit

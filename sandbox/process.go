@@ -37,6 +37,15 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 	if err != nil {
 		return nil, withCommand(err, req.Command)
 	}
+	if err := e.acquire(req.Command); err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			e.release() // Wait releases it once the process started
+		}
+	}()
 	cmd, direct := e.command(req.Command, dir, boundary, env, req.Pty != nil)
 	p := &process{c: &child{cmd: cmd, bwrap: e.mode == ModeBwrap, session: req.Pty != nil}, e: e}
 	if stdio.Stdout == nil {
@@ -133,6 +142,7 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		p.timer = time.AfterFunc(req.Timeout, func() { p.c.timedOut.Store(true); p.c.kill() })
 	}
 	p.stopCtx = context.AfterFunc(ctx, p.c.kill)
+	started = true
 	return p, nil
 }
 
@@ -205,6 +215,7 @@ func (p *process) Wait() (ExitStatus, error) {
 		}
 		p.inMu.Unlock()
 		p.e.untrack(p.c)
+		p.e.release()
 		p.status.Code, p.status.Signal = p.e.exitStatus(cmd.ProcessState)
 		p.status.TimedOut = p.c.timedOut.Load()
 		if werr != nil && cmd.ProcessState == nil {
