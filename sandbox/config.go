@@ -114,6 +114,13 @@ type Config struct {
 	RunAs string
 	// Rlimits are optional per-command resource limits.
 	Rlimits Rlimits
+	// MaxProcesses bounds the processes (threads) one command may have at
+	// once: 0 means DefaultMaxProcesses, a negative value no bound. It is
+	// the pids.max of the command's own cgroup where the daemon can make
+	// one (cgroup.go); else RLIMIT_NPROC set by the shell for a command not
+	// running as root (which turns the direct fast path off); else nothing
+	// bounds it, which New logs.
+	MaxProcesses int64
 	// MaxConcurrent bounds the commands running at once; 0 means
 	// DefaultMaxConcurrent. A command over the bound is refused at once
 	// (errcode.ExecError naming --exec-max-concurrent), never queued.

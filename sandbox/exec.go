@@ -106,10 +106,19 @@ func New(cfg Config) (Executor, error) {
 	if e.shellPath, e.shellArg0, e.shellKind, err = resolveShell(cfg.Shell); err != nil {
 		return nil, err
 	}
-	if e.ulimit, err = ulimitPrefix(cfg.Rlimits, e.shellKind); err != nil {
+	if err := e.resolveUser(cfg.RunAs); err != nil {
 		return nil, err
 	}
-	if err := e.resolveUser(cfg.RunAs); err != nil {
+	rlimits, err := e.setupProcessBound(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !ok && e.cgroups != nil {
+			e.cgroups.close()
+		}
+	}()
+	if e.ulimit, err = ulimitPrefix(rlimits, e.shellKind); err != nil {
 		return nil, err
 	}
 	if e.shellKind == "bash" && e.ulimit == "" && !probeDirect(e.shellPath, e.shellArg0) {
@@ -185,6 +194,7 @@ type executor struct {
 	runs    sync.WaitGroup // Run calls in flight, awaited by Close
 	starts  sync.WaitGroup // Start calls between track and spawn
 	spawn   *spawner
+	cgroups *cgroups // nil: no cgroup per command (cgroup.go)
 }
 
 func (e *executor) Mode() Mode     { return e.mode }
@@ -529,6 +539,7 @@ type child struct {
 	want     atomic.Bool  // a kill was asked for (maybe before the start)
 	pid      atomic.Int64 // set once started
 	killed   atomic.Bool  // the kill was carried out
+	cg       *cgroup      // the command's own cgroup, or nil; set before pid
 }
 
 // started records the pid, and carries out a kill asked for while the
@@ -550,6 +561,10 @@ func (c *child) kill() {
 	if pid == 0 || !c.killed.CompareAndSwap(false, true) {
 		return
 	}
+	if c.cg != nil {
+		// Nothing of the command is outside its cgroup.
+		c.cg.kill()
+	}
 	if c.bwrap {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -557,6 +572,10 @@ func (c *child) kill() {
 	}
 	if c.session {
 		killSession(pid)
+		return
+	}
+	if c.cg != nil {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		return
 	}
 	killTree(pid)
@@ -601,6 +620,9 @@ func (e *executor) Close() error {
 	e.runs.Wait()
 	e.starts.Wait()
 	e.spawn.stop()
+	if e.cgroups != nil {
+		e.cgroups.close()
+	}
 	return nil
 }
 
@@ -736,7 +758,9 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	defer e.untrack(c)
 
 	begin := time.Now()
-	cmd, err = e.startCmd(cmd, direct, req.Command, dir, boundary, env, false)
+	cmd, err = e.startIn(c, func() (*exec.Cmd, error) {
+		return e.startCmd(cmd, direct, req.Command, dir, boundary, env, false)
+	})
 	c.cmd = cmd
 	e.starts.Done()
 	outW.Close()
@@ -759,9 +783,11 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	werr := cmd.Wait()
 	timer.Stop()
 	stopCtx()
-	// The shell is gone: end whatever it left in its group, then give the
-	// pipes a moment to deliver what is buffered before cutting them.
+	// The shell is gone: end whatever it left in its group and its
+	// cgroup, then give the pipes a moment to deliver what is buffered
+	// before cutting them.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	c.dropCgroup()
 	exited.Store(true)
 	deadline := time.Now().Add(ioGrace)
 	_ = outR.SetReadDeadline(deadline)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -111,7 +112,9 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		closeAll(p.ptmx, p.stdin)
 		return nil, errClosed
 	}
-	cmd, err = e.startCmd(cmd, direct, req.Command, dir, boundary, env, req.Pty != nil)
+	cmd, err = e.startIn(p.c, func() (*exec.Cmd, error) {
+		return e.startCmd(cmd, direct, req.Command, dir, boundary, env, req.Pty != nil)
+	})
 	p.c.cmd = cmd
 	e.starts.Done()
 	if err != nil {
@@ -198,6 +201,7 @@ func (p *process) Wait() (ExitStatus, error) {
 		} else {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
+		p.c.dropCgroup()
 		p.exited.Store(true)
 		deadline := time.Now().Add(ioGrace)
 		for _, r := range p.readers {

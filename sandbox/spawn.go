@@ -18,6 +18,7 @@ type spawner struct {
 
 type spawnReq struct {
 	cmd *exec.Cmd
+	fn  func() // instead of cmd: a function to run on the thread
 	err chan error
 }
 
@@ -33,6 +34,11 @@ func (s *spawner) loop() {
 	runtime.LockOSThread()
 	defer close(s.done)
 	for r := range s.reqs {
+		if r.fn != nil {
+			r.fn()
+			r.err <- nil
+			continue
+		}
 		r.err <- r.cmd.Start()
 	}
 }
@@ -42,6 +48,14 @@ func (s *spawner) start(cmd *exec.Cmd) error {
 	r := spawnReq{cmd: cmd, err: make(chan error, 1)}
 	s.reqs <- r
 	return <-r.err
+}
+
+// run runs fn on the spawner's thread (cgroup.go moves that thread into a
+// command's v1 cgroup and back).
+func (s *spawner) run(fn func()) {
+	r := spawnReq{fn: fn, err: make(chan error, 1)}
+	s.reqs <- r
+	<-r.err
 }
 
 // stop ends the spawner once no start is in flight.

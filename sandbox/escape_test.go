@@ -1,0 +1,181 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	testRoles["hopper"] = hopperRole
+	testRoles["forker"] = forkerRole
+}
+
+// hopperRole is a process that keeps escaping: each generation leaves its
+// session (setsid), appends its pid to $HOPPER_FILE, starts the next
+// generation in a new session and exits at once, so no process lives long
+// and none has a parent in the command's tree for more than a moment. It
+// stops by itself at $HOPPER_DEADLINE (unix seconds), so a failed test
+// does not leave it running for ever.
+func hopperRole() int {
+	_, _ = unix.Setsid()
+	deadline, _ := strconv.ParseInt(os.Getenv("HOPPER_DEADLINE"), 10, 64)
+	if time.Now().Unix() > deadline {
+		return 0
+	}
+	f, err := os.OpenFile(os.Getenv("HOPPER_FILE"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return 1
+	}
+	fmt.Fprintf(f, "%d\n", os.Getpid())
+	f.Close()
+	time.Sleep(10 * time.Millisecond) // be a heartbeat, not a CPU hog
+	self, err := os.Executable()
+	if err != nil {
+		return 1
+	}
+	null, _ := os.Open(os.DevNull)
+	if _, err := os.StartProcess(self, []string{self}, &os.ProcAttr{Env: os.Environ(),
+		Files: []*os.File{null, null, null}, Sys: &syscall.SysProcAttr{Setsid: true}}); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// forkerRole starts $FORKER_N children that sleep, reports how many
+// started, and kills them.
+func forkerRole() int {
+	n, _ := strconv.Atoi(os.Getenv("FORKER_N"))
+	var kids []*os.Process
+	for range n {
+		p, err := os.StartProcess("/bin/sleep", []string{"sleep", "30"}, &os.ProcAttr{})
+		if err != nil {
+			break
+		}
+		kids = append(kids, p)
+	}
+	fmt.Printf("started=%d\n", len(kids))
+	for _, p := range kids {
+		_ = p.Kill()
+		_, _ = p.Wait()
+	}
+	return 0
+}
+
+// copySelf copies the test binary into dir (bwrap binds only the
+// workspace; the policy judges programs there like any other) as name.
+func copySelf(t *testing.T, dir, name string) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// withCgroupKind makes the executors built in fn try only kind (cgroupNone:
+// the default order).
+func withCgroupKind(kind cgroupKind, fn func()) {
+	cgroupForce = kind
+	defer func() { cgroupForce = cgroupNone }()
+	fn()
+}
+
+// heartbeats returns the pids the hopper wrote so far.
+func heartbeats(path string) []int {
+	b, _ := os.ReadFile(path)
+	var out []int
+	for f := range strings.FieldsSeq(string(b)) {
+		if p, err := strconv.Atoi(f); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestHopperCannotOutliveItsCommand: a command whose process setsids and
+// forks-and-exits in a loop must be gone when the command ends, by itself
+// or by its timeout: the heartbeat file stops growing.
+func TestHopperCannotOutliveItsCommand(t *testing.T) {
+	kinds := []struct {
+		name string
+		kind cgroupKind
+	}{
+		{"default", cgroupNone},
+		{"cgroup-v1-pids", cgroupV1Pids},
+		{"cgroup-v2", cgroupV2},
+	}
+	for _, k := range kinds {
+		for _, mode := range []Mode{ModeSoftware, ModeNone} {
+			for _, ending := range []string{"exits", "timeout"} {
+				t.Run(k.name+"/"+string(mode)+"/"+ending, func(t *testing.T) {
+					var e Executor
+					var ws string
+					withCgroupKind(k.kind, func() { e, ws = newExec(t, mode) })
+					if k.kind != cgroupNone {
+						if got := e.(*executor).cgroups; got == nil || got.kind != k.kind {
+							t.Skipf("%s is not available here", k.kind)
+						}
+					}
+					hopper := copySelf(t, ws, "hopper")
+					hb := filepath.Join(ws, "heartbeat")
+					// Whatever happens, end every generation that wrote its
+					// pid, until no new one appears.
+					t.Cleanup(func() {
+						for quiet := 0; quiet < 5; {
+							before := len(heartbeats(hb))
+							for _, p := range heartbeats(hb) {
+								_ = syscall.Kill(p, syscall.SIGKILL)
+							}
+							time.Sleep(50 * time.Millisecond)
+							if len(heartbeats(hb)) == before {
+								quiet++
+							} else {
+								quiet = 0
+							}
+						}
+					})
+					req := Request{Command: hopper, Env: map[string]string{testRoleEnv: "hopper",
+						"HOPPER_FILE": hb, "HOPPER_DEADLINE": strconv.FormatInt(time.Now().Add(30*time.Second).Unix(), 10)}}
+					if ending == "timeout" {
+						req.Command = hopper + "; sleep 60"
+						req.Timeout = time.Second
+					}
+					// Let it hop for a while before the command ends.
+					if ending == "exits" {
+						req.Command = hopper + "; sleep 1"
+					}
+					res := run(t, e, req)
+					if ending == "timeout" && !res.TimedOut {
+						t.Fatalf("the command did not time out: %+v", res)
+					}
+					if n := len(heartbeats(hb)); n < 3 {
+						t.Fatalf("the hopper hopped only %d times in a second; the test proves nothing", n)
+					}
+					time.Sleep(200 * time.Millisecond) // a generation being exec'ed may still write once
+					before := heartbeats(hb)
+					time.Sleep(time.Second)
+					if after := heartbeats(hb); len(after) != len(before) {
+						t.Fatalf("the hopper outlived its command: %d more generations in the second after Run returned (last pids %v)",
+							len(after)-len(before), after[len(before):])
+					}
+				})
+			}
+		}
+	}
+}
