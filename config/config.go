@@ -42,7 +42,8 @@ type Config struct {
 	ExecOutputLimit int64    // bytes kept per stream (head + tail)
 	AllowCommands   []string // regexps exempting a simple command from the blocked categories
 
-	// Resource limits of every command (0 = unchanged).
+	// Resource limits of every command (0 = unchanged). ExecMaxProcesses
+	// bounds the processes of one command at once (0 = no bound).
 	ExecMaxProcesses int
 	ExecMaxFileSize  int64
 	ExecMaxCPU       time.Duration

@@ -58,8 +58,8 @@ func (p *protocols) build(cfg config.Config, opts Options) (err error) {
 			WorkspaceRoot: root.Root(),
 			NoNetwork:     !cfg.ExecNetwork,
 			Policy:        sandbox.PolicyConfig{Disabled: !cfg.BlockDangerous, Allow: cfg.AllowCommands},
+			MaxProcesses:  maxProcesses(cfg.ExecMaxProcesses),
 			Rlimits: sandbox.Rlimits{
-				Processes:    int64(cfg.ExecMaxProcesses),
 				FileSize:     cfg.ExecMaxFileSize,
 				CPUSeconds:   int64(cfg.ExecMaxCPU / time.Second),
 				AddressSpace: cfg.ExecMaxMemory,
@@ -177,4 +177,13 @@ func (p *protocols) close() error {
 		errs = append(errs, p.root.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// maxProcesses maps --exec-max-processes (0 = no bound) to
+// sandbox.Config.MaxProcesses (0 = the default, negative = no bound).
+func maxProcesses(n int) int64 {
+	if n == 0 {
+		return -1
+	}
+	return int64(n)
 }

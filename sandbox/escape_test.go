@@ -179,3 +179,38 @@ func TestHopperCannotOutliveItsCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxProcesses: a command cannot have more processes at once than
+// MaxProcesses, also as root (which RLIMIT_NPROC does not bind), and the
+// bound keeps the direct fast path.
+func TestMaxProcesses(t *testing.T) {
+	for _, mode := range []Mode{ModeSoftware, ModeNone, ModeBwrap} {
+		t.Run(string(mode), func(t *testing.T) {
+			e, ws := newExec(t, mode, func(c *Config) { c.MaxProcesses = 20 })
+			x := e.(*executor)
+			if x.cgroups == nil || x.cgroups.maxProc != 20 {
+				t.Skipf("no pids cgroup here (%+v); the bound falls back to RLIMIT_NPROC", x.cgroups)
+			}
+			if x.ulimit != "" {
+				t.Fatalf("the process bound went through the shell (%q): the direct path is off", x.ulimit)
+			}
+			forker := copySelf(t, ws, "forker")
+			res := run(t, e, Request{Command: forker, Env: map[string]string{testRoleEnv: "forker", "FORKER_N": "50"}})
+			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(string(res.Stdout), "started=")))
+			if err != nil {
+				t.Fatalf("forker said %q %q", res.Stdout, res.Stderr)
+			}
+			if n >= 20 || n < 5 {
+				t.Fatalf("%d of 50 children started under a bound of 20 processes", n)
+			}
+
+			// The default bound is far above what this needs.
+			e, ws = newExec(t, mode)
+			forker = copySelf(t, ws, "forker")
+			res = run(t, e, Request{Command: forker, Env: map[string]string{testRoleEnv: "forker", "FORKER_N": "50"}})
+			if got := strings.TrimSpace(string(res.Stdout)); got != "started=50" {
+				t.Fatalf("with the default bound: %q %q", got, res.Stderr)
+			}
+		})
+	}
+}
