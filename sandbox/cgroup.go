@@ -89,8 +89,11 @@ type cgroups struct {
 // cgroupSeq numbers the executors of this process (tests make many).
 var cgroupSeq atomic.Uint64
 
-// cgroupForce, set by tests, makes New try only this kind of cgroup.
+// cgroupForce, set by tests, makes New try only this kind of cgroup;
+// cgroupOff makes it use none.
 var cgroupForce cgroupKind
+
+const cgroupOff cgroupKind = -1
 
 // newCgroups finds the first kind of cgroup that works, as described on
 // cgroupKind, and makes the executor's own cgroup. maxProc is the pids.max
@@ -104,6 +107,9 @@ func newCgroups(maxProc int64, log func(string, ...any)) (*cgroups, string) {
 	own, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return nil, "reading /proc/self/cgroup: " + err.Error()
+	}
+	if cgroupForce == cgroupOff {
+		return nil, "turned off by a test"
 	}
 	name := fmt.Sprintf("agentbe-%d-%d", os.Getpid(), cgroupSeq.Add(1))
 	var why []string
@@ -338,15 +344,22 @@ func (c *cgroup) start(sp *spawner, start func() error) error {
 	}
 	c.set.enterMu.Lock()
 	defer c.set.enterMu.Unlock()
-	var err error
-	sp.run(func() { err = writeCgroupFile(filepath.Join(c.dir, "tasks"), strconv.Itoa(unix.Gettid())) })
-	if err != nil {
+	sp.cg = c
+	defer func() { sp.cg = nil }()
+	return start()
+}
+
+// startOnThread starts cmd from the spawner's thread inside c (v1): the
+// thread enters c, forks, and returns to the daemon's cgroup.
+func (c *cgroup) startOnThread(cmd *exec.Cmd) error {
+	tid := strconv.Itoa(unix.Gettid())
+	if err := writeCgroupFile(filepath.Join(c.dir, "tasks"), tid); err != nil {
 		return fmt.Errorf("entering the command's cgroup %s: %w", c.dir, err)
 	}
-	err = start()
-	var back error
-	sp.run(func() { back = writeCgroupFile(filepath.Join(c.set.home, "tasks"), strconv.Itoa(unix.Gettid())) })
-	if back != nil {
+	err := cmd.Start()
+	if back := writeCgroupFile(filepath.Join(c.set.home, "tasks"), tid); back != nil {
+		// The thread stays in c: c's kill spares the daemon (kill skips
+		// its pid), and the next command's start moves the thread on.
 		c.set.log("sandbox: the spawner thread could not leave a command's cgroup", "cgroup", c.dir, "err", back)
 	}
 	return err
@@ -364,13 +377,18 @@ func (c *cgroup) kill() {
 	// shrink; a fork that was charged before this write may attach its
 	// child just after a listing, hence the loop.
 	_ = writeCgroupFile(filepath.Join(c.dir, "pids.max"), "0")
+	self := os.Getpid()
 	for range 100 {
 		pids := c.procs()
-		if len(pids) == 0 {
-			return
-		}
+		killed := 0
 		for _, p := range pids {
-			_ = syscall.Kill(p, syscall.SIGKILL)
+			if p != self { // the spawner's thread, if it could not leave
+				_ = syscall.Kill(p, syscall.SIGKILL)
+				killed++
+			}
+		}
+		if killed == 0 {
+			return
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -401,15 +419,11 @@ func (c *cgroup) drop() {
 		unix.Close(c.fd)
 		c.fd = -1
 	}
-	c.kill()
-	if err := os.Remove(c.dir); err == nil || errors.Is(err, os.ErrNotExist) {
-		c.set.removedAfterClose()
-		return
-	}
 	s := c.set
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		c.kill()
 		c.remove(time.Second)
 		s.removedAfterClose()
 		return
@@ -418,15 +432,15 @@ func (c *cgroup) drop() {
 	s.mu.Unlock()
 	go func() {
 		defer s.cleanup.Done()
+		c.kill()
 		c.remove(time.Minute)
 	}()
 }
 
-// remove retries removing c, killing what is in it, for up to limit.
+// remove removes c, retrying (and killing what is in it) for up to limit.
 func (c *cgroup) remove(limit time.Duration) {
 	wait := time.Millisecond
 	for deadline := time.Now().Add(limit); ; {
-		time.Sleep(wait)
 		err := os.Remove(c.dir)
 		if err == nil || errors.Is(err, os.ErrNotExist) {
 			return
@@ -435,6 +449,7 @@ func (c *cgroup) remove(limit time.Duration) {
 			c.set.log("sandbox: a command's cgroup is still busy after its kill; left in place", "cgroup", c.dir, "waited", limit, "err", err)
 			return
 		}
+		time.Sleep(wait)
 		c.kill()
 		wait = min(2*wait, 100*time.Millisecond)
 	}
@@ -480,7 +495,7 @@ func (e *executor) setupProcessBound(cfg Config) (Rlimits, error) {
 	var why string
 	e.cgroups, why = newCgroups(maxProc, e.log.Warn)
 	if e.cgroups == nil {
-		e.log.Info("sandbox: no cgroup for commands; the kill walks /proc and the daemon adopts escaped processes as a subreaper", "why", why)
+		e.log.Info("sandbox: no cgroup for commands; the kill walks /proc and the daemon adopts escaped processes as a subreaper (bwrap mode needs neither)", "why", why)
 	} else {
 		e.log.Info("sandbox: every command runs in a cgroup of its own", "kind", e.cgroups.kind.String(), "cgroup", e.cgroups.dir)
 	}
@@ -510,7 +525,19 @@ func (e *executor) setupProcessBound(cfg Config) (Rlimits, error) {
 // its own, when the executor has cgroups.
 func (e *executor) startIn(c *child, start func() (*exec.Cmd, error)) (*exec.Cmd, error) {
 	if e.cgroups == nil {
-		return start()
+		if !e.reaper {
+			return start()
+		}
+		var cmd *exec.Cmd
+		err := startRegistered(func() (int, error) {
+			var err error
+			if cmd, err = start(); err != nil {
+				return 0, err
+			}
+			return cmd.Process.Pid, nil
+		})
+		c.registered = err == nil
+		return cmd, err
 	}
 	cg, err := e.cgroups.create()
 	if err != nil {
@@ -529,12 +556,4 @@ func (e *executor) startIn(c *child, start func() (*exec.Cmd, error)) (*exec.Cmd
 	}
 	c.cg = cg
 	return cmd, nil
-}
-
-// dropCgroup kills what is left in the command's cgroup and removes it;
-// called once the command's main process was waited for.
-func (c *child) dropCgroup() {
-	if c.cg != nil {
-		c.cg.drop()
-	}
 }

@@ -119,6 +119,7 @@ func TestHopperCannotOutliveItsCommand(t *testing.T) {
 		{"default", cgroupNone},
 		{"cgroup-v1-pids", cgroupV1Pids},
 		{"cgroup-v2", cgroupV2},
+		{"subreaper", cgroupOff},
 	}
 	for _, k := range kinds {
 		for _, mode := range []Mode{ModeSoftware, ModeNone} {
@@ -127,7 +128,11 @@ func TestHopperCannotOutliveItsCommand(t *testing.T) {
 					var e Executor
 					var ws string
 					withCgroupKind(k.kind, func() { e, ws = newExec(t, mode) })
-					if k.kind != cgroupNone {
+					if k.kind == cgroupOff {
+						if x := e.(*executor); x.cgroups != nil || !x.reaper {
+							t.Fatalf("cgroups %v, subreaper %v: the fallback is not in use", x.cgroups, x.reaper)
+						}
+					} else if k.kind != cgroupNone {
 						if got := e.(*executor).cgroups; got == nil || got.kind != k.kind {
 							t.Skipf("%s is not available here", k.kind)
 						}

@@ -154,6 +154,13 @@ func New(cfg Config) (Executor, error) {
 	if e.mode == ModeSoftware && e.policy != nil {
 		e.policy.escapes = true
 	}
+	if e.cgroups == nil && e.mode != ModeBwrap {
+		if err := useReaper(); err != nil {
+			e.log.Warn("sandbox: cannot become a child subreaper; a process that leaves its command's session and parent escapes the kill", "err", err)
+		} else {
+			e.reaper = true
+		}
+	}
 	ok = true
 	e.log.Info("sandbox ready", "mode", string(e.mode), "reason", e.reason,
 		"shell", e.shellPath, "policy", e.policy != nil, "run_as", cfg.RunAs)
@@ -195,6 +202,7 @@ type executor struct {
 	starts  sync.WaitGroup // Start calls between track and spawn
 	spawn   *spawner
 	cgroups *cgroups // nil: no cgroup per command (cgroup.go)
+	reaper  bool     // no cgroups, software or none mode: the subreaper fallback (subreaper.go)
 }
 
 func (e *executor) Mode() Mode     { return e.mode }
@@ -532,14 +540,15 @@ func (e *executor) startCmd(cmd *exec.Cmd, direct bool, script, dir, boundary st
 
 // child is one running process, tracked so Close can kill it.
 type child struct {
-	cmd      *exec.Cmd
-	bwrap    bool
-	session  bool // a pty: the child leads its own session
-	timedOut atomic.Bool
-	want     atomic.Bool  // a kill was asked for (maybe before the start)
-	pid      atomic.Int64 // set once started
-	killed   atomic.Bool  // the kill was carried out
-	cg       *cgroup      // the command's own cgroup, or nil; set before pid
+	cmd        *exec.Cmd
+	bwrap      bool
+	session    bool // a pty: the child leads its own session
+	timedOut   atomic.Bool
+	want       atomic.Bool  // a kill was asked for (maybe before the start)
+	pid        atomic.Int64 // set once started
+	killed     atomic.Bool  // the kill was carried out
+	cg         *cgroup      // the command's own cgroup, or nil; set before pid
+	registered bool         // without a cgroup: registered with the subreaper
 }
 
 // started records the pid, and carries out a kill asked for while the
@@ -622,6 +631,9 @@ func (e *executor) Close() error {
 	e.spawn.stop()
 	if e.cgroups != nil {
 		e.cgroups.close()
+	}
+	if e.reaper {
+		releaseReaper()
 	}
 	return nil
 }
@@ -787,7 +799,7 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	// cgroup, then give the pipes a moment to deliver what is buffered
 	// before cutting them.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	c.dropCgroup()
+	c.ended()
 	exited.Store(true)
 	deadline := time.Now().Add(ioGrace)
 	_ = outR.SetReadDeadline(deadline)

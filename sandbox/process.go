@@ -201,7 +201,7 @@ func (p *process) Wait() (ExitStatus, error) {
 		} else {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
-		p.c.dropCgroup()
+		p.c.ended()
 		p.exited.Store(true)
 		deadline := time.Now().Add(ioGrace)
 		for _, r := range p.readers {

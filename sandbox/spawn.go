@@ -14,11 +14,14 @@ import (
 type spawner struct {
 	reqs chan spawnReq
 	done chan struct{}
+	// cg, when set (by cgroup.start, which holds the cgroups' enterMu
+	// around every start while it is set), is a v1 cgroup the thread
+	// enters for each fork and leaves after it.
+	cg *cgroup
 }
 
 type spawnReq struct {
 	cmd *exec.Cmd
-	fn  func() // instead of cmd: a function to run on the thread
 	err chan error
 }
 
@@ -34,12 +37,11 @@ func (s *spawner) loop() {
 	runtime.LockOSThread()
 	defer close(s.done)
 	for r := range s.reqs {
-		if r.fn != nil {
-			r.fn()
-			r.err <- nil
+		if s.cg == nil {
+			r.err <- r.cmd.Start()
 			continue
 		}
-		r.err <- r.cmd.Start()
+		r.err <- s.cg.startOnThread(r.cmd)
 	}
 }
 
@@ -48,14 +50,6 @@ func (s *spawner) start(cmd *exec.Cmd) error {
 	r := spawnReq{cmd: cmd, err: make(chan error, 1)}
 	s.reqs <- r
 	return <-r.err
-}
-
-// run runs fn on the spawner's thread (cgroup.go moves that thread into a
-// command's v1 cgroup and back).
-func (s *spawner) run(fn func()) {
-	r := spawnReq{fn: fn, err: make(chan error, 1)}
-	s.reqs <- r
-	<-r.err
 }
 
 // stop ends the spawner once no start is in flight.
