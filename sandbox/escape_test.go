@@ -219,3 +219,34 @@ func TestMaxProcesses(t *testing.T) {
 		})
 	}
 }
+
+// TestCgroupReuse: commands run one after another in every kind of cgroup
+// (spare cgroups are reused where that is safe), also after a command
+// whose leftovers were killed, and each runs to its normal end.
+func TestCgroupReuse(t *testing.T) {
+	for _, k := range []struct {
+		name string
+		kind cgroupKind
+	}{{"cgroup-v1-pids", cgroupV1Pids}, {"cgroup-v2", cgroupV2}, {"subreaper", cgroupOff}} {
+		t.Run(k.name, func(t *testing.T) {
+			var e Executor
+			withCgroupKind(k.kind, func() { e, _ = newExec(t, ModeSoftware) })
+			if x := e.(*executor); k.kind != cgroupOff && (x.cgroups == nil || x.cgroups.kind != k.kind) {
+				t.Skipf("%s is not available here", k.kind)
+			}
+			for i := range 30 {
+				cmd := "echo ok"
+				if i%10 == 3 {
+					cmd = "sleep 30 & echo ok" // killed when the command ends
+				}
+				res := run(t, e, Request{Command: cmd})
+				if res.ExitCode != 0 || string(res.Stdout) != "ok\n" {
+					t.Fatalf("command %d (%s): exit %d signal %q stdout %q", i, cmd, res.ExitCode, res.Signal, res.Stdout)
+				}
+				if i%10 == 4 {
+					time.Sleep(50 * time.Millisecond) // let the previous cgroup be emptied and kept
+				}
+			}
+		})
+	}
+}
