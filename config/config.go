@@ -43,7 +43,8 @@ type Config struct {
 	AllowCommands   []string // regexps exempting a simple command from the blocked categories
 
 	// Resource limits of every command (0 = unchanged). ExecMaxProcesses
-	// bounds the processes of one command at once (0 = no bound).
+	// bounds the processes of one command at once (0 = the sandbox's
+	// default, applied where a pids cgroup is available).
 	ExecMaxProcesses int
 	ExecMaxFileSize  int64
 	ExecMaxCPU       time.Duration

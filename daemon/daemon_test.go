@@ -375,15 +375,3 @@ func TestExecLimitsAndAllowPatternsReachCommands(t *testing.T) {
 		t.Errorf("a command the pattern does not match was not blocked: %s", got)
 	}
 }
-
-// --exec-max-processes 0 means no bound; the sandbox's zero is its default.
-func TestMaxProcessesMapping(t *testing.T) {
-	for _, tc := range []struct {
-		flag int
-		want int64
-	}{{0, -1}, {1, 1}, {1024, 1024}} {
-		if got := maxProcesses(tc.flag); got != tc.want {
-			t.Errorf("--exec-max-processes %d: sandbox MaxProcesses %d, want %d", tc.flag, got, tc.want)
-		}
-	}
-}

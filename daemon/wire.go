@@ -58,7 +58,7 @@ func (p *protocols) build(cfg config.Config, opts Options) (err error) {
 			WorkspaceRoot: root.Root(),
 			NoNetwork:     !cfg.ExecNetwork,
 			Policy:        sandbox.PolicyConfig{Disabled: !cfg.BlockDangerous, Allow: cfg.AllowCommands},
-			MaxProcesses:  maxProcesses(cfg.ExecMaxProcesses),
+			MaxProcesses:  int64(cfg.ExecMaxProcesses),
 			Rlimits: sandbox.Rlimits{
 				FileSize:     cfg.ExecMaxFileSize,
 				CPUSeconds:   int64(cfg.ExecMaxCPU / time.Second),
@@ -177,13 +177,4 @@ func (p *protocols) close() error {
 		errs = append(errs, p.root.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// maxProcesses maps --exec-max-processes (0 = no bound) to
-// sandbox.Config.MaxProcesses (0 = the default, negative = no bound).
-func maxProcesses(n int) int64 {
-	if n == 0 {
-		return -1
-	}
-	return int64(n)
 }

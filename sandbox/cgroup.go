@@ -568,13 +568,15 @@ func (s *cgroups) close() {
 
 // setupProcessBound makes the executor's cgroups and decides what bounds
 // the processes of a command (Config.MaxProcesses): the pids cgroup where
-// there is one; else RLIMIT_NPROC through the shell's ulimit (per user, and
-// it turns the direct fast path off) for a command that does not run as
-// root, which the kernel exempts from it; else nothing, said in the log.
-// It returns the Rlimits the shell applies.
+// there is one. Without one, an explicit bound becomes RLIMIT_NPROC set by
+// the shell's ulimit (per user, and it turns the direct fast path off) for
+// a command that does not run as root, which the kernel exempts; the
+// default bound is then dropped, said in the log, so that the default never
+// costs the direct path. It returns the Rlimits the shell applies.
 func (e *executor) setupProcessBound(cfg Config) (Rlimits, error) {
 	rl := cfg.Rlimits
 	maxProc := cfg.MaxProcesses
+	explicit := maxProc > 0
 	switch {
 	case maxProc == 0:
 		maxProc = DefaultMaxProcesses
@@ -596,6 +598,9 @@ func (e *executor) setupProcessBound(cfg Config) (Rlimits, error) {
 		uid = e.cred.Uid
 	}
 	switch {
+	case !explicit:
+		e.log.Warn("sandbox: no pids cgroup, so the default bound on the processes of a command is not applied; set --exec-max-processes to apply it as RLIMIT_NPROC (per user, not for root) through the shell",
+			"default", maxProc, "why", why)
 	case uid == 0:
 		e.log.Warn("sandbox: nothing bounds the processes of a command: there is no pids cgroup and commands run as root, which RLIMIT_NPROC does not bind",
 			"exec_max_processes", maxProc, "why", why)

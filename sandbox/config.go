@@ -117,9 +117,10 @@ type Config struct {
 	// MaxProcesses bounds the processes (threads) one command may have at
 	// once: 0 means DefaultMaxProcesses, a negative value no bound. It is
 	// the pids.max of the command's own cgroup where the daemon can make
-	// one (cgroup.go); else RLIMIT_NPROC set by the shell for a command not
-	// running as root (which turns the direct fast path off); else nothing
-	// bounds it, which New logs.
+	// one (cgroup.go). Without one, a positive value is applied as
+	// RLIMIT_NPROC by the shell for a command not running as root (which
+	// turns the direct fast path off), and the default is not applied;
+	// New logs which.
 	MaxProcesses int64
 	// MaxConcurrent bounds the commands running at once; 0 means
 	// DefaultMaxConcurrent. A command over the bound is refused at once

@@ -250,3 +250,39 @@ func TestCgroupReuse(t *testing.T) {
 		})
 	}
 }
+
+// TestProcessBoundWithoutCgroup: without a pids cgroup, the default bound
+// is dropped (it must never cost the direct path), and an explicit one
+// becomes RLIMIT_NPROC through the shell for a non-root user only (root
+// is exempt from it, so the shell would only cost time).
+func TestProcessBoundWithoutCgroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run commands as another user (CI runs as root)")
+	}
+	other := throwawayUser(t, "agbp")
+	for _, tc := range []struct {
+		name   string
+		max    int64
+		runAs  string
+		ulimit string
+	}{
+		{"default", 0, other, ""},
+		{"explicit, non-root", 50, other, "ulimit -u 50"},
+		{"explicit, root", 50, "", ""},
+		{"no bound", -1, other, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e Executor
+			withCgroupKind(cgroupOff, func() {
+				e, _ = newExec(t, ModeSoftware, func(c *Config) { c.MaxProcesses, c.RunAs = tc.max, tc.runAs })
+			})
+			x := e.(*executor)
+			if x.cgroups != nil {
+				t.Fatal("cgroups in use although turned off")
+			}
+			if !strings.Contains(x.ulimit, tc.ulimit) || (tc.ulimit == "" && x.ulimit != "") {
+				t.Fatalf("shell prefix %q, want %q", x.ulimit, tc.ulimit)
+			}
+		})
+	}
+}
