@@ -303,10 +303,13 @@ func writeCgroupFile(path, v string) error {
 
 // cgroup is one command's cgroup.
 type cgroup struct {
-	set    *cgroups
-	dir    string
-	fd     int         // v2: the directory, open for CLONE_INTO_CGROUP until the start; else -1
-	zeroed atomic.Bool // v1: the kill set pids.max to 0
+	set *cgroups
+	dir string
+	fd  int // v2: the directory, open for CLONE_INTO_CGROUP until the start; else -1
+
+	mu      sync.Mutex
+	zeroed  bool // v1: the kill set pids.max to 0
+	retired bool // removed, or handed on as a spare: kill does nothing
 }
 
 // spareCgroups is how many emptied command cgroups an executor keeps for
@@ -393,9 +396,21 @@ func (c *cgroup) startOnThread(cmd *exec.Cmd) error {
 	return err
 }
 
-// kill kills every process in c, and keeps none from starting. It reports
-// whether it saw c empty at the end.
-func (c *cgroup) kill() bool {
+// kill kills every process in c, and keeps none from starting. A kill of a
+// cgroup that was retired (removed, or handed on as a spare under a new
+// cgroup value) does nothing: a command's late kill (its timeout firing as
+// it ends) must not reach the next command.
+func (c *cgroup) kill() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.retired {
+		c.killLocked()
+	}
+}
+
+// killLocked is kill with c.mu held; it reports whether it saw c empty at
+// the end.
+func (c *cgroup) killLocked() bool {
 	self := os.Getpid()
 	if c.set.kind != cgroupV1Pids {
 		if err := writeCgroupFile(filepath.Join(c.dir, "cgroup.kill"), "1"); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -424,7 +439,7 @@ func (c *cgroup) kill() bool {
 		}
 		if i == 0 {
 			_ = writeCgroupFile(filepath.Join(c.dir, "pids.max"), "0")
-			c.zeroed.Store(true)
+			c.zeroed = true
 		}
 		for _, p := range pids {
 			if p != self {
@@ -488,7 +503,7 @@ func (c *cgroup) drop() {
 	s.mu.Unlock()
 	go func() {
 		defer s.cleanup.Done()
-		if c.kill() && c.recycle() {
+		if c.recycle() {
 			return
 		}
 		c.remove(time.Minute)
@@ -500,17 +515,19 @@ func (c *cgroup) drop() {
 // cgroups are kept: a v2 cgroup that was killed through cgroup.kill kills
 // what is cloned into it later (seen on Linux 6.18).
 func (c *cgroup) recycle() bool {
-	if c.set.kind != cgroupV1Pids {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retired || !c.killLocked() || c.set.kind != cgroupV1Pids {
 		return false
 	}
-	if c.zeroed.Load() {
+	if c.zeroed {
 		if c.setMax() != nil {
 			return false
 		}
-		c.zeroed.Store(false)
 	}
 	select {
-	case c.set.spare <- c:
+	case c.set.spare <- &cgroup{set: c.set, dir: c.dir, fd: -1}:
+		c.retired = true
 		return true
 	default:
 		return false
@@ -521,10 +538,14 @@ func (c *cgroup) recycle() bool {
 func (c *cgroup) remove(limit time.Duration) {
 	wait := time.Millisecond
 	for deadline := time.Now().Add(limit); ; {
+		c.mu.Lock()
 		err := os.Remove(c.dir)
 		if err == nil || errors.Is(err, os.ErrNotExist) {
+			c.retired = true
+			c.mu.Unlock()
 			return
 		}
+		c.mu.Unlock()
 		if time.Now().After(deadline) {
 			c.set.log("sandbox: a command's cgroup is still busy after its kill; left in place", "cgroup", c.dir, "waited", limit, "err", err)
 			return

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -284,5 +285,50 @@ func TestProcessBoundWithoutCgroup(t *testing.T) {
 				t.Fatalf("shell prefix %q, want %q", x.ulimit, tc.ulimit)
 			}
 		})
+	}
+}
+
+// TestLateKillSparesNextCommand: a command's kill that comes late (its
+// timeout or cancel firing as it ends) must not reach the next command,
+// which may run in the same cgroup directory, reused.
+func TestLateKillSparesNextCommand(t *testing.T) {
+	var e Executor
+	withCgroupKind(cgroupV1Pids, func() { e, _ = newExec(t, ModeSoftware) })
+	x := e.(*executor)
+	if x.cgroups == nil || x.cgroups.kind != cgroupV1Pids {
+		t.Skip("no cgroup v1 pids hierarchy here")
+	}
+	// Empty the spares, then end one command's cgroup so it becomes the
+	// only spare.
+	for len(x.cgroups.spare) > 0 {
+		c := <-x.cgroups.spare
+		os.Remove(c.dir)
+	}
+	old, err := x.cgroups.create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.drop()
+	x.cgroups.cleanup.Wait()
+	if len(x.cgroups.spare) != 1 {
+		t.Fatalf("%d spares after one drop", len(x.cgroups.spare))
+	}
+	p, err := e.Start(context.Background(), Request{Command: "sleep 30"}, Stdio{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Wait()
+	defer p.Signal("KILL")
+	pc := p.(*process).c
+	if pc.cg.dir != old.dir {
+		t.Fatalf("the command runs in %s, not in the reused %s", pc.cg.dir, old.dir)
+	}
+	old.kill() // the late kill
+	time.Sleep(100 * time.Millisecond)
+	if pid := pc.cmd.Process.Pid; syscall.Kill(pid, 0) != nil || zombie(pid) {
+		t.Fatal("the next command was killed by the previous one's late kill")
+	}
+	if b, _ := os.ReadFile(filepath.Join(old.dir, "pids.max")); strings.TrimSpace(string(b)) != strconv.Itoa(DefaultMaxProcesses) {
+		t.Fatalf("pids.max of the reused cgroup is %q", b)
 	}
 }
