@@ -153,6 +153,7 @@ func makeCgroups(kind cgroupKind, mounts, own []byte, name string, maxProc int64
 	if err != nil {
 		return nil, err
 	}
+	removeStaleCgroups(home)
 	cg := &cgroups{kind: kind, dir: filepath.Join(home, name), home: home, spare: make(chan *cgroup, spareCgroups)}
 	if err := os.Mkdir(cg.dir, 0o755); err != nil {
 		return nil, err
@@ -193,6 +194,37 @@ func makeCgroups(kind cgroupKind, mounts, own []byte, name string, maxProc int64
 	cg.spare <- c
 	ok = true
 	return cg, nil
+}
+
+// removeStaleCgroups removes what a daemon that did not end cleanly (killed
+// with SIGKILL, crashed) left below home: agentbe-<pid>-<n> of a pid that
+// no longer exists, with its command cgroups. Only empty cgroups can be
+// removed; anything still running keeps its cgroup.
+func removeStaleCgroups(home string) {
+	ents, err := os.ReadDir(home)
+	if err != nil {
+		return
+	}
+	for _, d := range ents {
+		rest, ok := strings.CutPrefix(d.Name(), "agentbe-")
+		if !ok || !d.IsDir() {
+			continue
+		}
+		pidStr, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidStr)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		dir := filepath.Join(home, d.Name())
+		if kids, err := os.ReadDir(dir); err == nil {
+			for _, k := range kids {
+				if k.IsDir() {
+					_ = os.Remove(filepath.Join(dir, k.Name()))
+				}
+			}
+		}
+		_ = os.Remove(dir)
+	}
 }
 
 // cgroupMount finds the mount point of the cgroup2 file system (v2) or of

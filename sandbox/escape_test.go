@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -330,5 +331,38 @@ func TestLateKillSparesNextCommand(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(old.dir, "pids.max")); strings.TrimSpace(string(b)) != strconv.Itoa(DefaultMaxProcesses) {
 		t.Fatalf("pids.max of the reused cgroup is %q", b)
+	}
+}
+
+// TestStaleCgroupsRemoved: what a daemon killed with SIGKILL left (its
+// cgroup and the spare command cgroups in it) is removed by the next one.
+func TestStaleCgroupsRemoved(t *testing.T) {
+	var e Executor
+	withCgroupKind(cgroupV1Pids, func() { e, _ = newExec(t, ModeSoftware) })
+	x := e.(*executor)
+	if x.cgroups == nil {
+		t.Skip("no cgroup v1 pids hierarchy here")
+	}
+	// A pid that does not exist: a process that has been waited for.
+	gone := exec.Command("/bin/true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(x.cgroups.home, fmt.Sprintf("agentbe-%d-1", gone.Process.Pid))
+	live := filepath.Join(x.cgroups.home, fmt.Sprintf("agentbe-%d-99", os.Getpid()))
+	for _, d := range []string{stale, filepath.Join(stale, "c1"), live} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer os.Remove(live)
+	defer os.Remove(filepath.Join(stale, "c1"))
+	defer os.Remove(stale)
+	withCgroupKind(cgroupV1Pids, func() { newExec(t, ModeSoftware) })
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the dead daemon's cgroup is still there: %v", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("a live process's cgroup was removed: %v", err)
 	}
 }
