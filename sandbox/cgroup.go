@@ -126,9 +126,8 @@ func newCgroups(maxProc int64, log func(string, ...any)) (*cgroups, string) {
 		cg.log = log
 		return cg
 	}
-	// v1 before plain v2: entering a v1 cgroup by the spawner's thread
-	// costs about 0.04 ms per command, CLONE_INTO_CGROUP about 0.4 ms
-	// (measured on Linux 6.18, whose v2 mount lacks favordynmods).
+	// v1 pids before plain v2, also with no bound asked for: its cgroups
+	// are reused (spare), v2 ones cannot be.
 	if maxProc > 0 {
 		if cg := try(cgroupV2Pids); cg != nil {
 			return cg, ""
