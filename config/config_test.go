@@ -38,7 +38,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := Config{
 		Backend: "filesystem", Isolation: "auto", Shell: "auto", BlockDangerous: true, ExecNetwork: true,
-		ExecTimeout: 2 * time.Minute, ExecOutputLimit: 1 << 20, ExecMaxConcurrent: 64, MaxReadSize: 10 << 20,
+		ExecTimeout: 2 * time.Minute, ExecOutputLimit: 1 << 20, ExecMaxConcurrent: 256, MaxReadSize: 10 << 20,
 		Bind: "127.0.0.1", Port: 3001, MaxBodyBytes: 4 << 20, ShutdownTimeout: 10 * time.Second,
 		SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, SSHKeepalive: 30 * time.Second,
 		SSHEnvAllowlist: []string{"LANG", "LC_*", "TERM", "COLORTERM"},

@@ -158,7 +158,7 @@ var settings = []*setting{
 	{key: "exec-max-memory", env: env("exec-max-memory"), def: "0",
 		usage: "RLIMIT_AS for commands: virtual memory per process; 0 = unchanged",
 		field: func(c *Config) any { return &c.ExecMaxMemory }, check: notNegative},
-	{key: "exec-max-concurrent", env: env("exec-max-concurrent"), def: "64",
+	{key: "exec-max-concurrent", env: env("exec-max-concurrent"), def: "256",
 		usage: "commands that may run at once (MCP exec, SSH exec and shells); one more is refused at once",
 		field: func(c *Config) any { return &c.ExecMaxConcurrent }, check: positive},
 	{key: "max-read-size", env: env("max-read-size"), def: "10MiB",

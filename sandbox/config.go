@@ -20,9 +20,11 @@ const (
 
 	// DefaultMaxConcurrent bounds the commands running at once (Run calls
 	// and started processes until their Wait returns). Each command holds
-	// a process tree, pipes and goroutines; 64 is far above what one agent
-	// runs in parallel and far below what exhausts a small machine.
-	DefaultMaxConcurrent = 64
+	// a process tree, pipes and goroutines; 256 leaves room for bursts of
+	// SSH clients running a command each (the SSH face takes up to 1024
+	// connections; sshws tests 100 at once) and is far below what exhausts
+	// a small machine.
+	DefaultMaxConcurrent = 256
 )
 
 // Shell selects the interpreter that runs commands as `<shell> -c <command>`.
