@@ -176,6 +176,11 @@ func makeCgroups(kind cgroupKind, mounts, own []byte, name string, maxProc int64
 		if err := writeCgroupFile(filepath.Join(cg.dir, "cgroup.subtree_control"), "+pids"); err != nil {
 			return nil, err
 		}
+	case cgroupV1Pids:
+		// The spawner's thread must be able to return home after each fork.
+		if err := unix.Access(filepath.Join(home, "tasks"), unix.W_OK); err != nil {
+			return nil, fmt.Errorf("the daemon's own cgroup %s: tasks: %w", home, err)
+		}
 	case cgroupV2:
 		cg.maxProc = 0 // no pids controller
 	}
