@@ -42,11 +42,17 @@ type Config struct {
 	ExecOutputLimit int64    // bytes kept per stream (head + tail)
 	AllowCommands   []string // regexps exempting a simple command from the blocked categories
 
-	// Resource limits of every command (0 = unchanged).
+	// Resource limits of every command (0 = unchanged). ExecMaxProcesses
+	// bounds the processes of one command at once (0 = the sandbox's
+	// default, applied where a pids cgroup is available).
 	ExecMaxProcesses int
 	ExecMaxFileSize  int64
 	ExecMaxCPU       time.Duration
 	ExecMaxMemory    int64
+
+	// ExecMaxConcurrent bounds the commands running at once (MCP exec, SSH
+	// exec and shells); one over it is refused at once.
+	ExecMaxConcurrent int
 
 	// Files.
 	MaxReadSize int64 // largest whole-file read a tool may do

@@ -38,7 +38,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := Config{
 		Backend: "filesystem", Isolation: "auto", Shell: "auto", BlockDangerous: true, ExecNetwork: "auto",
-		ExecTimeout: 2 * time.Minute, ExecOutputLimit: 1 << 20, MaxReadSize: 10 << 20,
+		ExecTimeout: 2 * time.Minute, ExecOutputLimit: 1 << 20, ExecMaxConcurrent: 256, MaxReadSize: 10 << 20,
 		Bind: "127.0.0.1", Port: 3001, MaxBodyBytes: 4 << 20, ShutdownTimeout: 10 * time.Second,
 		MaxConns: 1024, MaxConnsPerIP: 128, MaxBatch: 64, MaxReplyBytes: 32 << 20, MaxInflightPerIP: 32,
 		SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, SSHKeepalive: 30 * time.Second,
@@ -408,12 +408,13 @@ func FuzzLoadFile(f *testing.F) {
 
 func TestExecLimitsAndAllowPatterns(t *testing.T) {
 	c, err := load(t, []string{"--allow-commands", `^ssh -V$,^gcloud rsync `, "--exec-max-file-size", "1MiB",
-		"--exec-max-cpu", "30s", "--exec-max-processes", "256", "--exec-max-memory", "2GiB"}, nil)
+		"--exec-max-cpu", "30s", "--exec-max-processes", "256", "--exec-max-memory", "2GiB", "--exec-max-concurrent", "8"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(c.AllowCommands) != 2 || c.AllowCommands[1] != "^gcloud rsync" || c.ExecMaxFileSize != 1<<20 ||
-		c.ExecMaxCPU != 30*time.Second || c.ExecMaxProcesses != 256 || c.ExecMaxMemory != 2<<30 {
+		c.ExecMaxCPU != 30*time.Second || c.ExecMaxProcesses != 256 || c.ExecMaxMemory != 2<<30 ||
+		c.ExecMaxConcurrent != 8 {
 		t.Errorf("got %+v", c)
 	}
 	for _, tt := range []struct {
@@ -423,6 +424,7 @@ func TestExecLimitsAndAllowPatterns(t *testing.T) {
 		{[]string{"--allow-commands", "^(unclosed"}, `invalid argument "^(unclosed" for "--allow-commands" flag: pattern "^(unclosed": error parsing regexp: missing closing ): ` + "`^(unclosed`"},
 		{[]string{"--exec-max-cpu", "1.5s"}, `invalid argument "1.5s" for "--exec-max-cpu" flag: must be 0 (unchanged) or a whole number of seconds, such as 30s or 5m`},
 		{[]string{"--exec-max-processes", "-1"}, `invalid argument "-1" for "--exec-max-processes" flag: must be 0 (unchanged) or more`},
+		{[]string{"--exec-max-concurrent", "0"}, `invalid argument "0" for "--exec-max-concurrent" flag: must be greater than zero`},
 	} {
 		if _, err := load(t, tt.args, nil); err == nil || err.Error() != tt.want {
 			t.Errorf("%v: error %v\nwant %s", tt.args, err, tt.want)

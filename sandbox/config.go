@@ -17,6 +17,14 @@ const (
 
 	// DefaultOutputLimit caps each of stdout and stderr of a Run.
 	DefaultOutputLimit int64 = 1 << 20
+
+	// DefaultMaxConcurrent bounds the commands running at once (Run calls
+	// and started processes until their Wait returns). Each command holds
+	// a process tree, pipes and goroutines; 256 leaves room for bursts of
+	// SSH clients running a command each (the SSH face takes up to 1024
+	// connections; sshws tests 100 at once) and is far below what exhausts
+	// a small machine.
+	DefaultMaxConcurrent = 256
 )
 
 // Shell selects the interpreter that runs commands as `<shell> -c <command>`.
@@ -108,6 +116,18 @@ type Config struct {
 	RunAs string
 	// Rlimits are optional per-command resource limits.
 	Rlimits Rlimits
+	// MaxProcesses bounds the processes (threads) one command may have at
+	// once: 0 means DefaultMaxProcesses, a negative value no bound. It is
+	// the pids.max of the command's own cgroup where the daemon can make
+	// one (cgroup.go). Without one, a positive value is applied as
+	// RLIMIT_NPROC by the shell for a command not running as root (which
+	// turns the direct fast path off), and the default is not applied;
+	// New logs which.
+	MaxProcesses int64
+	// MaxConcurrent bounds the commands running at once; 0 means
+	// DefaultMaxConcurrent. A command over the bound is refused at once
+	// (errcode.ExecError naming --exec-max-concurrent), never queued.
+	MaxConcurrent int
 	// Env is extra base environment given to every command, after the
 	// minimal base and before the request's Env. Dangerous names (LD_PRELOAD,
 	// BASH_ENV, ...) and values containing a secret are dropped.

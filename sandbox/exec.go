@@ -89,6 +89,13 @@ func New(cfg Config) (Executor, error) {
 	if cfg.OutputLimit < 0 || cfg.DefaultTimeout < 0 {
 		return nil, invalidConfig("output limit and default timeout must not be negative")
 	}
+	if cfg.MaxConcurrent < 0 {
+		return nil, invalidConfig(fmt.Sprintf("--exec-max-concurrent %d must not be negative", cfg.MaxConcurrent))
+	}
+	if cfg.MaxConcurrent == 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
+	e.slots = make(chan struct{}, cfg.MaxConcurrent)
 	e.timeout = cfg.DefaultTimeout
 	if e.timeout == 0 {
 		e.timeout = DefaultTimeout
@@ -106,10 +113,19 @@ func New(cfg Config) (Executor, error) {
 	if e.shellPath, e.shellArg0, e.shellKind, err = resolveShell(cfg.Shell); err != nil {
 		return nil, err
 	}
-	if e.ulimit, err = ulimitPrefix(cfg.Rlimits, e.shellKind); err != nil {
+	if err := e.resolveUser(cfg.RunAs); err != nil {
 		return nil, err
 	}
-	if err := e.resolveUser(cfg.RunAs); err != nil {
+	rlimits, err := e.setupProcessBound(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !ok && e.cgroups != nil {
+			e.cgroups.close()
+		}
+	}()
+	if e.ulimit, err = ulimitPrefix(rlimits, e.shellKind); err != nil {
 		return nil, err
 	}
 	if e.shellKind == "bash" && e.ulimit == "" && !probeDirect(e.shellPath, e.shellArg0) {
@@ -144,6 +160,13 @@ func New(cfg Config) (Executor, error) {
 	}
 	if e.mode == ModeSoftware && e.policy != nil {
 		e.policy.escapes = true
+	}
+	if e.cgroups == nil && e.mode != ModeBwrap {
+		if err := useReaper(); err != nil {
+			e.log.Warn("sandbox: cannot become a child subreaper; a process that leaves its command's session and parent escapes the kill", "err", err)
+		} else {
+			e.reaper = true
+		}
 	}
 	ok = true
 	e.log.Info("sandbox ready", "mode", string(e.mode), "reason", e.reason,
@@ -180,12 +203,15 @@ type executor struct {
 	noDirect                        bool     // tests: never take the direct fast path
 	bindFD                          bool     // bwrap has --bind-fd (bwrap.go)
 
+	slots   chan struct{} // one per running command (Config.MaxConcurrent)
 	mu      sync.Mutex
 	closed  bool
 	running map[*child]struct{}
 	runs    sync.WaitGroup // Run calls in flight, awaited by Close
 	starts  sync.WaitGroup // Start calls between track and spawn
 	spawn   *spawner
+	cgroups *cgroups // nil: no cgroup per command (cgroup.go)
+	reaper  bool     // no cgroups, software or none mode: the subreaper fallback (subreaper.go)
 }
 
 func (e *executor) Mode() Mode     { return e.mode }
@@ -503,8 +529,8 @@ func (e *executor) shellCommand(script string, wd *workdir, env []string, pty bo
 
 // wrap builds the exec.Cmd running path with argv in dir (wd.dir, or the
 // target of a `cd` the direct path took): under bwrap (argv follows `--`,
-// the boundary bound from its descriptor), in its own process group unless
-// on a pty, with Pdeathsig outside bwrap, with the run-as credential.
+// the boundary bound from its descriptor), in its own session (Start sets
+// up a pty's), with Pdeathsig outside bwrap, with the run-as credential.
 func (e *executor) wrap(path string, argv []string, dir string, wd *workdir, env []string, pty bool) *exec.Cmd {
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env,
 		SysProcAttr: &syscall.SysProcAttr{Credential: e.cred}}
@@ -529,7 +555,11 @@ func (e *executor) wrap(path string, argv []string, dir string, wd *workdir, env
 		cmd.ExtraFiles = []*os.File{wd.bfd} // fd 3: --bind-fd 3
 	}
 	if !pty {
-		cmd.SysProcAttr.Setpgid = true
+		// Its own session, not only its own process group: a command in
+		// the daemon's session could open the daemon's controlling terminal
+		// (/dev/tty) and push input into it with TIOCSTI. The session
+		// leader is also the group leader, so the group is still -pid.
+		cmd.SysProcAttr.Setsid = true
 	}
 	if e.mode != ModeBwrap {
 		// If the daemon dies, its commands die with it (bwrap does this
@@ -560,13 +590,15 @@ func (e *executor) startCmd(cmd *exec.Cmd, direct bool, script string, wd *workd
 
 // child is one running process, tracked so Close can kill it.
 type child struct {
-	cmd      *exec.Cmd
-	bwrap    bool
-	session  bool // a pty: the child leads its own session
-	timedOut atomic.Bool
-	want     atomic.Bool  // a kill was asked for (maybe before the start)
-	pid      atomic.Int64 // set once started
-	killed   atomic.Bool  // the kill was carried out
+	cmd        *exec.Cmd
+	bwrap      bool
+	session    bool // a pty: the child leads its own session
+	timedOut   atomic.Bool
+	want       atomic.Bool  // a kill was asked for (maybe before the start)
+	pid        atomic.Int64 // set once started
+	killed     atomic.Bool  // the kill was carried out
+	cg         *cgroup      // the command's own cgroup, or nil; set before pid
+	registered bool         // without a cgroup: registered with the subreaper
 }
 
 // started records the pid, and carries out a kill asked for while the
@@ -588,6 +620,10 @@ func (c *child) kill() {
 	if pid == 0 || !c.killed.CompareAndSwap(false, true) {
 		return
 	}
+	if c.cg != nil {
+		// Nothing of the command is outside its cgroup.
+		c.cg.kill()
+	}
 	if c.bwrap {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -595,6 +631,10 @@ func (c *child) kill() {
 	}
 	if c.session {
 		killSession(pid)
+		return
+	}
+	if c.cg != nil {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		return
 	}
 	killTree(pid)
@@ -640,6 +680,12 @@ func (e *executor) Close() error {
 	e.starts.Wait()
 	e.spawn.stop()
 	e.rootH.Close()
+	if e.cgroups != nil {
+		e.cgroups.close()
+	}
+	if e.reaper {
+		releaseReaper()
+	}
 	return nil
 }
 
@@ -734,6 +780,10 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, withCommand(err, req.Command)
 	}
+	if err := e.acquire(req.Command); err != nil {
+		return Result{}, err
+	}
+	defer e.release()
 	limit := req.OutputLimit
 	if limit <= 0 {
 		limit = e.limit
@@ -772,7 +822,9 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	defer e.untrack(c)
 
 	begin := time.Now()
-	cmd, err = e.startCmd(cmd, direct, req.Command, wd, env, false)
+	cmd, err = e.startIn(c, func() (*exec.Cmd, error) {
+		return e.startCmd(cmd, direct, req.Command, wd, env, false)
+	})
 	c.cmd = cmd
 	e.starts.Done()
 	wd.close()
@@ -796,9 +848,11 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	werr := cmd.Wait()
 	timer.Stop()
 	stopCtx()
-	// The shell is gone: end whatever it left in its group, then give the
-	// pipes a moment to deliver what is buffered before cutting them.
+	// The shell is gone: end whatever it left in its group and its
+	// cgroup, then give the pipes a moment to deliver what is buffered
+	// before cutting them.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	c.ended()
 	exited.Store(true)
 	deadline := time.Now().Add(ioGrace)
 	_ = outR.SetReadDeadline(deadline)

@@ -577,6 +577,7 @@ func TestConfigErrors(t *testing.T) {
 		{"symlinked root", Config{WorkspaceRoot: link}, "must be a real path"},
 		{"missing root", Config{WorkspaceRoot: ws + "/missing"}, "no such file or directory"},
 		{"negative", Config{WorkspaceRoot: ws, OutputLimit: -1}, "must not be negative"},
+		{"negative concurrency", Config{WorkspaceRoot: ws, MaxConcurrent: -1}, "--exec-max-concurrent -1 must not be negative"},
 		{"root is /", Config{WorkspaceRoot: "/"}, "workspace root must not be /"},
 		{"unknown run-as", Config{WorkspaceRoot: ws, RunAs: "no-such-user-agentbe"}, `run-as user "no-such-user-agentbe"`},
 	}

@@ -24,8 +24,9 @@
 //     Request's Boundary bound read-write at its own host path (from a
 //     descriptor, never by name: workdir.go), capabilities dropped, and the
 //     safety Policy.
-//   - software: a plain process group plus the Policy with its workspace
-//     escape checks (cd out, `..` past the root, ~ leading out).
+//   - software: a plain process in its own session and cgroup (cgroup.go)
+//     plus the Policy with its workspace escape checks (cd out, `..` past
+//     the root, ~ leading out).
 //   - none: no checks (trusted use).
 //
 // The Policy (policy.go) parses commands with mvdan.cc/sh and judges every
@@ -35,7 +36,9 @@
 // Limits: a timeout per Run (Config.DefaultTimeout when the Request has none)
 // kills the whole process tree and returns the partial output with TimedOut;
 // each output stream keeps its first and last halves up to the limit
-// (WithTruncationNotice shows where it was cut); optional Rlimits.
+// (WithTruncationNotice shows where it was cut); optional Rlimits; a bound
+// on the processes of one command (Config.MaxProcesses, by its cgroup) and
+// on the commands running at once (Config.MaxConcurrent).
 package sandbox
 
 import (
@@ -51,7 +54,7 @@ type Mode string
 const (
 	ModeAuto     Mode = "auto"     // probe bwrap at startup, fall back to software
 	ModeBwrap    Mode = "bwrap"    // bubblewrap namespaces + the safety policy
-	ModeSoftware Mode = "software" // plain process group + policy + escape checks
+	ModeSoftware Mode = "software" // own session and cgroup + policy + escape checks
 	ModeNone     Mode = "none"     // no checks: trusted use only
 )
 

@@ -11,7 +11,10 @@ import (
 )
 
 // procEntry is what /proc/<pid>/stat tells about a process.
-type procEntry struct{ pid, ppid, pgid, sid int }
+type procEntry struct {
+	pid, ppid, pgid, sid int
+	state                byte // R, S, D, Z, T, ...
+}
 
 // scanProc lists every process. It is only called when killing (timeout,
 // cancel, Close), never on the normal path.
@@ -45,7 +48,7 @@ func scanProc() []procEntry {
 		ppid, _ := strconv.Atoi(f[1])
 		pgid, _ := strconv.Atoi(f[2])
 		sid, _ := strconv.Atoi(f[3])
-		out = append(out, procEntry{pid: pid, ppid: ppid, pgid: pgid, sid: sid})
+		out = append(out, procEntry{pid: pid, ppid: ppid, pgid: pgid, sid: sid, state: f[0][0]})
 	}
 	return out
 }
@@ -75,25 +78,36 @@ func descendants(ps []procEntry, root int) []int {
 // scan cannot leave a child behind.
 func killTree(pid int) {
 	_ = syscall.Kill(-pid, syscall.SIGSTOP)
+	seen := stopTrees(func([]procEntry) []int { return []int{pid} })
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for d := range seen {
+		_ = syscall.Kill(d, syscall.SIGKILL)
+	}
+}
+
+// stopTrees stops (SIGSTOP) the roots that roots picks from the process
+// table and all their descendants, re-reading the table until no new
+// process appears, and returns what it stopped.
+func stopTrees(roots func([]procEntry) []int) map[int]bool {
 	seen := map[int]bool{}
-	for range 4 {
+	for range 8 {
 		grew := false
-		for _, d := range descendants(scanProc(), pid) {
-			if !seen[d] {
-				seen[d] = true
-				grew = true
-				_ = syscall.Kill(d, syscall.SIGSTOP)
+		ps := scanProc()
+		for _, r := range roots(ps) {
+			for _, d := range append(descendants(ps, r), r) {
+				if !seen[d] {
+					seen[d] = true
+					grew = true
+					_ = syscall.Kill(d, syscall.SIGSTOP)
+				}
 			}
 		}
 		if !grew {
 			break
 		}
 	}
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	for d := range seen {
-		_ = syscall.Kill(d, syscall.SIGKILL)
-	}
+	return seen
 }
 
 // killSession kills every process of the session led by sid (a pty

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -38,6 +39,15 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 	if err != nil {
 		return nil, withCommand(err, req.Command)
 	}
+	if err := e.acquire(req.Command); err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			e.release() // Wait releases it once the process started
+		}
+	}()
 	cmd, direct := e.command(req.Command, wd, env, req.Pty != nil)
 	p := &process{c: &child{cmd: cmd, bwrap: e.mode == ModeBwrap, session: req.Pty != nil}, e: e}
 	if stdio.Stdout == nil {
@@ -103,7 +113,9 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		closeAll(p.ptmx, p.stdin)
 		return nil, errClosed
 	}
-	cmd, err = e.startCmd(cmd, direct, req.Command, wd, env, req.Pty != nil)
+	cmd, err = e.startIn(p.c, func() (*exec.Cmd, error) {
+		return e.startCmd(cmd, direct, req.Command, wd, env, req.Pty != nil)
+	})
 	p.c.cmd = cmd
 	e.starts.Done()
 	if err != nil {
@@ -134,6 +146,7 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		p.timer = time.AfterFunc(req.Timeout, func() { p.c.timedOut.Store(true); p.c.kill() })
 	}
 	p.stopCtx = context.AfterFunc(ctx, p.c.kill)
+	started = true
 	return p, nil
 }
 
@@ -189,6 +202,7 @@ func (p *process) Wait() (ExitStatus, error) {
 		} else {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
+		p.c.ended()
 		p.exited.Store(true)
 		deadline := time.Now().Add(ioGrace)
 		for _, r := range p.readers {
@@ -206,6 +220,7 @@ func (p *process) Wait() (ExitStatus, error) {
 		}
 		p.inMu.Unlock()
 		p.e.untrack(p.c)
+		p.e.release()
 		p.status.Code, p.status.Signal = p.e.exitStatus(cmd.ProcessState)
 		p.status.TimedOut = p.c.timedOut.Load()
 		if werr != nil && cmd.ProcessState == nil {

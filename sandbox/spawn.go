@@ -14,6 +14,10 @@ import (
 type spawner struct {
 	reqs chan spawnReq
 	done chan struct{}
+	// cg, when set (by cgroup.start, which holds the cgroups' enterMu
+	// around every start while it is set), is a v1 cgroup the thread
+	// enters for each fork and leaves after it.
+	cg *cgroup
 }
 
 type spawnReq struct {
@@ -33,7 +37,11 @@ func (s *spawner) loop() {
 	runtime.LockOSThread()
 	defer close(s.done)
 	for r := range s.reqs {
-		r.err <- r.cmd.Start()
+		if s.cg == nil {
+			r.err <- r.cmd.Start()
+			continue
+		}
+		r.err <- s.cg.startOnThread(r.cmd)
 	}
 }
 

@@ -36,6 +36,12 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func main() {
+	// First, before anything opens a file: descriptors inherited from the
+	// launcher must not reach commands.
+	if err := daemon.MarkInheritedCloseOnExec(); err != nil {
+		fmt.Fprintln(os.Stderr, "agent-backend: marking inherited descriptors close-on-exec:", err)
+		os.Exit(1)
+	}
 	err := newRootCommand(os.Stdin, os.Stdout, os.Stderr).Execute()
 	var ee exitError
 	switch {

@@ -279,8 +279,16 @@ func TestPortInUse(t *testing.T) {
 // stdout must hold nothing but JSON-RPC messages (logs go to stderr).
 func mcpLines(t *testing.T, args []string, requests ...string) (lines []string, stderr string) {
 	t.Helper()
+	return mcpLinesExtra(t, nil, args, requests...)
+}
+
+// mcpLinesExtra is mcpLines with descriptors the daemon inherits from its
+// launcher (fd 3 on), not close-on-exec, as a careless launcher leaves them.
+func mcpLinesExtra(t *testing.T, extra []*os.File, args []string, requests ...string) (lines []string, stderr string) {
+	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	cmd.ExtraFiles = extra
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -487,6 +495,39 @@ func TestMaxProcs(t *testing.T) {
 			}
 			if log := p.stderr.String(); !strings.Contains(log, fmt.Sprintf("gomaxprocs=%d ", c.want)) || !strings.Contains(log, c.why) {
 				t.Errorf("start-up log does not say gomaxprocs=%d (%s):\n%s", c.want, c.why, log)
+			}
+		})
+	}
+}
+
+// TestInheritedDescriptorsDoNotReachCommands: a descriptor the daemon
+// inherits from its launcher without close-on-exec must not reach the
+// commands it runs, in software mode and under bwrap.
+func TestInheritedDescriptorsDoNotReachCommands(t *testing.T) {
+	for _, isolation := range []string{"software", "bwrap"} {
+		t.Run(isolation, func(t *testing.T) {
+			if isolation == "bwrap" {
+				if _, err := exec.LookPath("bwrap"); err != nil {
+					t.Skip("bwrap is not installed (CI installs bubblewrap)")
+				}
+			}
+			marker, err := os.Create(filepath.Join(t.TempDir(), "inherited-descriptor-marker"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer marker.Close()
+			call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"exec","arguments":{"command":"ls -l /proc/self/fd/"}}}`
+			lines, stderr := mcpLinesExtra(t, []*os.File{marker},
+				[]string{"daemon", "--rootDir", t.TempDir(), "--local-only", "--isolation", isolation},
+				initReq, initNote, call)
+			if len(lines) != 2 {
+				t.Fatalf("want 2 responses, got %d: %q\nstderr:\n%s", len(lines), lines, stderr)
+			}
+			if !strings.Contains(lines[1], `/proc/`) || strings.Contains(lines[1], `"isError":true`) {
+				t.Fatalf("exec did not list the descriptors: %s", lines[1])
+			}
+			if strings.Contains(lines[1], "inherited-descriptor-marker") || strings.Contains(lines[1], " 4 -\u003e") {
+				t.Errorf("the command inherited the daemon's launcher's descriptor: %s", lines[1])
 			}
 		})
 	}

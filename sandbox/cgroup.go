@@ -1,0 +1,710 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Each command runs in a cgroup of its own, created before it starts and
+// entered as it is created, so that no process of it, however it forks,
+// setsids and exits, is ever outside: the kill at its end takes everything
+// in the cgroup, and the cgroup's pids controller bounds how many processes
+// (threads) it has at once. One kind of cgroup is used per executor, the
+// first that works, tried at New:
+//
+//   - cgroupV2Pids: a cgroup v2 below the daemon's own, with the pids
+//     controller enabled for it. The child is cloned into it
+//     (CLONE_INTO_CGROUP, SysProcAttr.UseCgroupFD); the kill writes
+//     cgroup.kill, which the kernel carries out atomically, forks in flight
+//     included; pids.max bounds the processes.
+//   - cgroupV1Pids: a cgroup of the v1 pids hierarchy (hybrid systems,
+//     where the controllers are bound to v1 and the v2 tree has none). v1
+//     cannot clone into a cgroup, but in v1 a thread can be in a cgroup of
+//     its own: the spawner's thread moves into the command's cgroup, forks,
+//     and moves back, so the child is in it from its first instruction.
+//     pids.max bounds the processes; the kill sets pids.max to 0 (no process
+//     inside can fork any more) and then kills what cgroup.procs lists
+//     until it is empty.
+//   - cgroupV2: a cgroup v2 without a pids controller: the same clone and
+//     kill, no process bound from the cgroup.
+//
+// Without any (no cgroup file system writable by the daemon), the daemon
+// becomes a child subreaper (subreaper.go) and the kill walks /proc.
+type cgroupKind int
+
+const (
+	cgroupNone cgroupKind = iota
+	cgroupV2Pids
+	cgroupV1Pids
+	cgroupV2
+)
+
+func (k cgroupKind) String() string {
+	switch k {
+	case cgroupV2Pids:
+		return "cgroup v2 with pids"
+	case cgroupV1Pids:
+		return "cgroup v1 pids"
+	case cgroupV2:
+		return "cgroup v2 without pids"
+	}
+	return "none"
+}
+
+// DefaultMaxProcesses bounds the processes (threads, as the pids
+// controller counts) one command may have at once, where a pids cgroup is
+// available. Far more than a build or a test suite needs (`make -j` on a
+// large machine, a browser under test), far less than a fork bomb wants.
+const DefaultMaxProcesses = 1024
+
+// cgroups makes the per-command cgroups of one executor below dir, a
+// cgroup of its own made at New and removed at Close.
+type cgroups struct {
+	kind    cgroupKind
+	dir     string // <mount>/<the daemon's cgroup>/agentbe-<pid>-<n>
+	home    string // v1: the daemon's own cgroup, where the spawner's thread returns
+	maxProc int64  // pids.max of each command; 0: none set
+	seq     atomic.Uint64
+	enterMu sync.Mutex // v1: one command at a time enters via the spawner's thread
+	log     func(msg string, args ...any)
+
+	spare   chan *cgroup // emptied command cgroups, ready for the next
+	mu      sync.Mutex
+	closed  bool           // close was called: removals are done in place
+	cleanup sync.WaitGroup // removals in flight, awaited by close
+}
+
+// cgroupSeq numbers the executors of this process (tests make many).
+var cgroupSeq atomic.Uint64
+
+// cgroupForce, set by tests, makes New try only this kind of cgroup;
+// cgroupOff makes it use none.
+var cgroupForce cgroupKind
+
+const cgroupOff cgroupKind = -1
+
+// newCgroups finds the first kind of cgroup that works, as described on
+// cgroupKind, and makes the executor's own cgroup. maxProc is the pids.max
+// of each command (0: none). It returns nil when no kind works, with the
+// reasons.
+func newCgroups(maxProc int64, log func(string, ...any)) (*cgroups, string) {
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, "reading /proc/self/mountinfo: " + err.Error()
+	}
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, "reading /proc/self/cgroup: " + err.Error()
+	}
+	if cgroupForce == cgroupOff {
+		return nil, "turned off by a test"
+	}
+	name := fmt.Sprintf("agentbe-%d-%d", os.Getpid(), cgroupSeq.Add(1))
+	var why []string
+	try := func(kind cgroupKind) *cgroups {
+		if cgroupForce != cgroupNone && cgroupForce != kind {
+			return nil
+		}
+		cg, err := makeCgroups(kind, mounts, own, name, maxProc)
+		if err != nil {
+			why = append(why, kind.String()+": "+err.Error())
+			return nil
+		}
+		cg.log = log
+		return cg
+	}
+	// v1 pids before plain v2, also with no bound asked for: its cgroups
+	// are reused (spare), v2 ones cannot be.
+	if maxProc > 0 {
+		if cg := try(cgroupV2Pids); cg != nil {
+			return cg, ""
+		}
+	}
+	if cg := try(cgroupV1Pids); cg != nil {
+		return cg, ""
+	}
+	if cg := try(cgroupV2); cg != nil {
+		return cg, ""
+	}
+	return nil, strings.Join(why, "; ")
+}
+
+func makeCgroups(kind cgroupKind, mounts, own []byte, name string, maxProc int64) (*cgroups, error) {
+	v2 := kind != cgroupV1Pids
+	mnt, err := cgroupMount(mounts, v2)
+	if err != nil {
+		return nil, err
+	}
+	home, err := cgroupHome(own, mnt, v2)
+	if err != nil {
+		return nil, err
+	}
+	removeStaleCgroups(home)
+	cg := &cgroups{kind: kind, dir: filepath.Join(home, name), home: home, spare: make(chan *cgroup, spareCgroups)}
+	if err := os.Mkdir(cg.dir, 0o755); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			cg.close()
+		}
+	}()
+	cg.maxProc = maxProc
+	switch kind {
+	case cgroupV2Pids:
+		ctl, err := os.ReadFile(filepath.Join(cg.dir, "cgroup.controllers"))
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.Contains(append(append([]byte{' '}, bytes.TrimSpace(ctl)...), ' '), []byte(" pids ")) {
+			return nil, fmt.Errorf("the pids controller is not enabled for %s (controllers: %q)", home, strings.TrimSpace(string(ctl)))
+		}
+		if err := writeCgroupFile(filepath.Join(cg.dir, "cgroup.subtree_control"), "+pids"); err != nil {
+			return nil, err
+		}
+	case cgroupV1Pids:
+		// The spawner's thread must be able to return home after each fork.
+		if err := unix.Access(filepath.Join(home, "tasks"), unix.W_OK); err != nil {
+			return nil, fmt.Errorf("the daemon's own cgroup %s: tasks: %w", home, err)
+		}
+	case cgroupV2:
+		cg.maxProc = 0 // no pids controller
+	}
+	// Make the first command's cgroup now, so a hierarchy that lets us
+	// make the executor's directory but not use it is found here and not
+	// at the first command.
+	c, err := cg.create()
+	if err != nil {
+		return nil, err
+	}
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
+	}
+	cg.spare <- c
+	ok = true
+	return cg, nil
+}
+
+// removeStaleCgroups removes what a daemon that did not end cleanly (killed
+// with SIGKILL, crashed) left below home: agentbe-<pid>-<n> of a pid that
+// no longer exists, with its command cgroups. Only empty cgroups can be
+// removed; anything still running keeps its cgroup.
+func removeStaleCgroups(home string) {
+	ents, err := os.ReadDir(home)
+	if err != nil {
+		return
+	}
+	for _, d := range ents {
+		rest, ok := strings.CutPrefix(d.Name(), "agentbe-")
+		if !ok || !d.IsDir() {
+			continue
+		}
+		pidStr, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidStr)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		dir := filepath.Join(home, d.Name())
+		if kids, err := os.ReadDir(dir); err == nil {
+			for _, k := range kids {
+				if k.IsDir() {
+					_ = os.Remove(filepath.Join(dir, k.Name()))
+				}
+			}
+		}
+		_ = os.Remove(dir)
+	}
+}
+
+// cgroupMount finds the mount point of the cgroup2 file system (v2) or of
+// the v1 hierarchy with the pids controller, and the cgroup path at its
+// root (not "/" when a subtree is bind-mounted, as in some containers).
+func cgroupMount(mountinfo []byte, v2 bool) (mount [2]string, err error) {
+	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
+	for sc.Scan() {
+		// id parent maj:min root mountpoint options [optional...] - fstype source superoptions
+		f := strings.Fields(sc.Text())
+		sep := -1
+		for i, x := range f {
+			if x == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 5 || len(f) < sep+4 {
+			continue
+		}
+		fstype, super := f[sep+1], f[sep+3]
+		if v2 && fstype == "cgroup2" {
+			return [2]string{unescapeMount(f[4]), f[3]}, nil
+		}
+		if !v2 && fstype == "cgroup" && hasOption(super, "pids") {
+			return [2]string{unescapeMount(f[4]), f[3]}, nil
+		}
+	}
+	if v2 {
+		return mount, errors.New("no cgroup2 file system is mounted")
+	}
+	return mount, errors.New("no cgroup v1 pids hierarchy is mounted")
+}
+
+func hasOption(opts, want string) bool {
+	for o := range strings.SplitSeq(opts, ",") {
+		if o == want {
+			return true
+		}
+	}
+	return false
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// cgroupHome is the directory of the daemon's own cgroup in the hierarchy
+// mounted at mnt ([mount point, root]), from /proc/self/cgroup.
+func cgroupHome(own []byte, mnt [2]string, v2 bool) (string, error) {
+	for l := range strings.SplitSeq(string(own), "\n") {
+		// hierarchy-id:controllers:path
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if v2 && !(parts[0] == "0" && parts[1] == "") {
+			continue
+		}
+		if !v2 && !hasOption(parts[1], "pids") {
+			continue
+		}
+		p := parts[2]
+		if root := mnt[1]; root != "/" {
+			if p != root && !strings.HasPrefix(p, root+"/") {
+				return "", fmt.Errorf("the daemon's cgroup %s is not below the mounted %s", p, root)
+			}
+			p = strings.TrimPrefix(p, root)
+		}
+		if strings.Contains(p, "(deleted)") {
+			return "", fmt.Errorf("the daemon's cgroup %s was removed", p)
+		}
+		return filepath.Join(mnt[0], filepath.Clean("/"+p)), nil
+	}
+	return "", errors.New("/proc/self/cgroup does not name the daemon's cgroup in this hierarchy")
+}
+
+// writeCgroupFile writes v to a cgroup control file, with plain system
+// calls: os.File's poller registration and finalizer are measurable on a
+// path taken twice per command.
+func writeCgroupFile(path, v string) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	_, err = unix.Write(fd, []byte(v))
+	unix.Close(fd)
+	if err != nil {
+		return &os.PathError{Op: "write", Path: path, Err: err}
+	}
+	return nil
+}
+
+// cgroup is one command's cgroup.
+type cgroup struct {
+	set *cgroups
+	dir string
+	fd  int // v2: the directory, open for CLONE_INTO_CGROUP until the start; else -1
+
+	mu      sync.Mutex
+	zeroed  bool // v1: the kill set pids.max to 0
+	retired bool // removed, or handed on as a spare: kill does nothing
+}
+
+// spareCgroups is how many emptied command cgroups an executor keeps for
+// the next commands: making and removing one is off the exec's path then.
+const spareCgroups = 8
+
+// create makes a command's cgroup, with its process bound, or takes a
+// spare one.
+func (s *cgroups) create() (*cgroup, error) {
+	var c *cgroup
+	select {
+	case c = <-s.spare:
+	default:
+		c = &cgroup{set: s, dir: filepath.Join(s.dir, "c"+strconv.FormatUint(s.seq.Add(1), 10)), fd: -1}
+		if err := os.Mkdir(c.dir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := c.setMax(); err != nil {
+			_ = os.Remove(c.dir)
+			return nil, err
+		}
+	}
+	if s.kind != cgroupV1Pids {
+		fd, err := unix.Open(c.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			_ = os.Remove(c.dir)
+			return nil, err
+		}
+		c.fd = fd
+	}
+	return c, nil
+}
+
+// setMax writes the process bound of c (and after a v1 kill, which set it
+// to 0, writes it back).
+func (c *cgroup) setMax() error {
+	switch {
+	case c.set.maxProc > 0:
+		return writeCgroupFile(filepath.Join(c.dir, "pids.max"), strconv.FormatInt(c.set.maxProc, 10))
+	case c.set.kind == cgroupV1Pids:
+		return writeCgroupFile(filepath.Join(c.dir, "pids.max"), "max")
+	}
+	return nil
+}
+
+// prepare sets up cmd's attributes so that it starts inside c (v2).
+func (c *cgroup) prepare(attr *syscall.SysProcAttr) {
+	if c.fd >= 0 {
+		attr.UseCgroupFD = true
+		attr.CgroupFD = c.fd
+	}
+}
+
+// start runs start (which forks the command on the spawner's thread) so
+// that what it forks is inside c: under v1 the spawner's thread is moved
+// into c for the fork and back after it.
+func (c *cgroup) start(sp *spawner, start func() error) error {
+	if c.set.kind != cgroupV1Pids {
+		err := start()
+		unix.Close(c.fd)
+		c.fd = -1
+		return err
+	}
+	c.set.enterMu.Lock()
+	defer c.set.enterMu.Unlock()
+	sp.cg = c
+	defer func() { sp.cg = nil }()
+	return start()
+}
+
+// startOnThread starts cmd from the spawner's thread inside c (v1): the
+// thread enters c, forks, and returns to the daemon's cgroup.
+func (c *cgroup) startOnThread(cmd *exec.Cmd) error {
+	tid := strconv.Itoa(unix.Gettid())
+	if err := writeCgroupFile(filepath.Join(c.dir, "tasks"), tid); err != nil {
+		return fmt.Errorf("entering the command's cgroup %s: %w", c.dir, err)
+	}
+	err := cmd.Start()
+	if back := writeCgroupFile(filepath.Join(c.set.home, "tasks"), tid); back != nil {
+		// The thread stays in c: c's kill spares the daemon (kill skips
+		// its pid), and the next command's start moves the thread on.
+		c.set.log("sandbox: the spawner thread could not leave a command's cgroup", "cgroup", c.dir, "err", back)
+	}
+	return err
+}
+
+// kill kills every process in c, and keeps none from starting. A kill of a
+// cgroup that was retired (removed, or handed on as a spare under a new
+// cgroup value) does nothing: a command's late kill (its timeout firing as
+// it ends) must not reach the next command.
+func (c *cgroup) kill() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.retired {
+		c.killLocked()
+	}
+}
+
+// killLocked is kill with c.mu held; it reports whether it saw c empty at
+// the end.
+func (c *cgroup) killLocked() bool {
+	self := os.Getpid()
+	if c.set.kind != cgroupV1Pids {
+		if err := writeCgroupFile(filepath.Join(c.dir, "cgroup.kill"), "1"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			c.set.log("sandbox: cgroup.kill failed", "cgroup", c.dir, "err", err)
+		}
+		pids, err := c.procs()
+		return err == nil && len(pids) == 0
+	}
+	// An empty cgroup stays empty: only a process inside can fork into it.
+	// Otherwise no fork succeeds in c once pids.max is 0, so the set of
+	// processes can only shrink; a fork that was charged before that write
+	// may attach its child just after a listing, hence the loop.
+	for i := range 100 {
+		pids, err := c.procs()
+		if err != nil {
+			return false
+		}
+		killed := 0
+		for _, p := range pids {
+			if p != self { // the spawner's thread, if it could not leave
+				killed++
+			}
+		}
+		if killed == 0 {
+			return true
+		}
+		if i == 0 {
+			_ = writeCgroupFile(filepath.Join(c.dir, "pids.max"), "0")
+			c.zeroed = true
+		}
+		for _, p := range pids {
+			if p != self {
+				_ = syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
+}
+
+// procs lists the processes in c.
+func (c *cgroup) procs() ([]int, error) {
+	path := filepath.Join(c.dir, "cgroup.procs")
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var buf [512]byte
+	var b []byte
+	for {
+		n, err := unix.Read(fd, buf[:])
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			break
+		}
+		b = append(b, buf[:n]...)
+	}
+	var out []int
+	for f := range strings.FieldsSeq(string(b)) {
+		if p, err := strconv.Atoi(f); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// drop kills what is left in c and removes it, in the background: the
+// processes killed may take a moment to exit. A cgroup that is never
+// empty (a process stuck in the kernel) is left after a minute, logged.
+// After the executor's Close (a process waited for late) the removal is
+// done in place, and then the executor's own cgroup is removed too.
+func (c *cgroup) drop() {
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
+	}
+	s := c.set
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.kill()
+		c.remove(time.Second)
+		s.removedAfterClose()
+		return
+	}
+	s.cleanup.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.cleanup.Done()
+		if c.recycle() {
+			return
+		}
+		c.remove(time.Minute)
+	}()
+}
+
+// recycle keeps c, found empty after its kill, as a spare when there is
+// room: nothing can enter it but by a write to its cgroup.procs. Only v1
+// cgroups are kept: a v2 cgroup that was killed through cgroup.kill kills
+// what is cloned into it later (seen on Linux 6.18).
+func (c *cgroup) recycle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retired || !c.killLocked() || c.set.kind != cgroupV1Pids {
+		return false
+	}
+	if c.zeroed {
+		if c.setMax() != nil {
+			return false
+		}
+	}
+	select {
+	case c.set.spare <- &cgroup{set: c.set, dir: c.dir, fd: -1}:
+		c.retired = true
+		return true
+	default:
+		return false
+	}
+}
+
+// remove removes c, retrying (and killing what is in it) for up to limit.
+func (c *cgroup) remove(limit time.Duration) {
+	wait := time.Millisecond
+	for deadline := time.Now().Add(limit); ; {
+		c.mu.Lock()
+		err := os.Remove(c.dir)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			c.retired = true
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		if time.Now().After(deadline) {
+			c.set.log("sandbox: a command's cgroup is still busy after its kill; left in place", "cgroup", c.dir, "waited", limit, "err", err)
+			return
+		}
+		time.Sleep(wait)
+		c.kill()
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// removedAfterClose removes the executor's cgroup once the last command's
+// is gone, when that happens after close.
+func (s *cgroups) removedAfterClose() {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		_ = os.Remove(s.dir) // fails while other commands' cgroups remain
+	}
+}
+
+// close waits for the removals in flight and removes the executor's
+// cgroup; if a command started with Start is not waited for yet, its
+// cgroup stays, and the executor's goes when that command's does.
+func (s *cgroups) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cleanup.Wait()
+	for {
+		select {
+		case c := <-s.spare:
+			_ = os.Remove(c.dir)
+			continue
+		default:
+		}
+		break
+	}
+	_ = os.Remove(s.dir)
+}
+
+// setupProcessBound makes the executor's cgroups and decides what bounds
+// the processes of a command (Config.MaxProcesses): the pids cgroup where
+// there is one. Without one, an explicit bound becomes RLIMIT_NPROC set by
+// the shell's ulimit (per user, and it turns the direct fast path off) for
+// a command that does not run as root, which the kernel exempts; the
+// default bound is then dropped, said in the log, so that the default never
+// costs the direct path. It returns the Rlimits the shell applies.
+func (e *executor) setupProcessBound(cfg Config) (Rlimits, error) {
+	rl := cfg.Rlimits
+	maxProc := cfg.MaxProcesses
+	explicit := maxProc > 0
+	switch {
+	case maxProc == 0:
+		maxProc = DefaultMaxProcesses
+	case maxProc < 0:
+		maxProc = 0
+	}
+	var why string
+	e.cgroups, why = newCgroups(maxProc, e.log.Warn)
+	if e.cgroups == nil {
+		e.log.Info("sandbox: no cgroup for commands; the kill walks /proc and the daemon adopts escaped processes as a subreaper (bwrap mode needs neither)", "why", why)
+	} else {
+		e.log.Info("sandbox: every command runs in a cgroup of its own", "kind", e.cgroups.kind.String(), "cgroup", e.cgroups.dir)
+	}
+	if maxProc == 0 || (e.cgroups != nil && e.cgroups.maxProc > 0) {
+		return rl, nil
+	}
+	uid := uint32(os.Geteuid())
+	if e.cred != nil {
+		uid = e.cred.Uid
+	}
+	switch {
+	case !explicit:
+		e.log.Warn("sandbox: no pids cgroup, so the default bound on the processes of a command is not applied; set --exec-max-processes to apply it as RLIMIT_NPROC (per user, not for root) through the shell",
+			"default", maxProc, "why", why)
+	case uid == 0:
+		e.log.Warn("sandbox: nothing bounds the processes of a command: there is no pids cgroup and commands run as root, which RLIMIT_NPROC does not bind",
+			"exec_max_processes", maxProc, "why", why)
+	case rl.Processes == 0 && (e.shellKind == "bash" || e.shellKind == "dash"):
+		rl.Processes = maxProc
+		e.log.Info("sandbox: no pids cgroup; --exec-max-processes is applied as RLIMIT_NPROC (per user) by the shell, so every command runs through the shell",
+			"exec_max_processes", maxProc)
+	case rl.Processes == 0:
+		e.log.Warn("sandbox: nothing bounds the processes of a command: there is no pids cgroup and this shell cannot set RLIMIT_NPROC; use bash or dash",
+			"exec_max_processes", maxProc)
+	}
+	return rl, nil
+}
+
+// startIn starts c's command with start (startCmd) inside a new cgroup of
+// its own, when the executor has cgroups.
+func (e *executor) startIn(c *child, start func() (*exec.Cmd, error)) (*exec.Cmd, error) {
+	if e.cgroups == nil {
+		if !e.reaper {
+			return start()
+		}
+		var cmd *exec.Cmd
+		err := startRegistered(func() (int, error) {
+			var err error
+			if cmd, err = start(); err != nil {
+				return 0, err
+			}
+			return cmd.Process.Pid, nil
+		})
+		c.registered = err == nil
+		return cmd, err
+	}
+	cg, err := e.cgroups.create()
+	if err != nil {
+		return c.cmd, fmt.Errorf("creating the command's cgroup below %s: %w", e.cgroups.dir, err)
+	}
+	cg.prepare(c.cmd.SysProcAttr)
+	var cmd *exec.Cmd
+	err = cg.start(e.spawn, func() error {
+		var err error
+		cmd, err = start()
+		return err
+	})
+	if err != nil {
+		cg.drop()
+		return cmd, err
+	}
+	c.cg = cg
+	return cmd, nil
+}
