@@ -6,14 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/swaptest"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -65,26 +62,9 @@ func TestScopeSwapRace(t *testing.T) {
 			e := newEnvWith(t, ws, ex)
 			cs := e.connect(t, http.Header{"X-Scope-Path": {"s"}})
 
-			// The swapper: s and l trade places atomically, so s is by turns
-			// the scope directory and a symlink to the host directory.
-			var stop atomic.Bool
-			var swaps atomic.Int64
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for !stop.Load() {
-					if err := unix.Renameat2(unix.AT_FDCWD, scope, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE); err != nil {
-						t.Errorf("swap: %v", err)
-						return
-					}
-					swaps.Add(1)
-				}
-			}()
-			defer func() {
-				stop.Store(true)
-				wg.Wait()
-			}()
+			// s and l trade places atomically, so s is by turns the scope
+			// directory and a symlink to the host directory.
+			sw := swaptest.Start(t, scope, link, 0)
 
 			const calls = 150
 			ran := 0
@@ -98,17 +78,16 @@ func TestScopeSwapRace(t *testing.T) {
 					ran++
 				}
 			}
-			stop.Store(true)
-			wg.Wait()
+			swaps := sw.Stop()
 			if _, err := os.Stat(filepath.Join(host, "planted")); err == nil {
 				t.Fatal("a command in the scope wrote into the host directory")
 			}
 			// The race must really have been run: commands ran in the scope
 			// while the swapper was flipping it.
-			if ran < 10 || swaps.Load() < 1000 {
-				t.Fatalf("too little racing to prove anything: %d execs ran in the scope, %d swaps", ran, swaps.Load())
+			if ran < 10 || swaps < 1000 {
+				t.Fatalf("too little racing to prove anything: %d execs ran in the scope, %d swaps", ran, swaps)
 			}
-			t.Logf("%d of %d execs ran in the scope during %d swaps; none reached the host directory", ran, calls, swaps.Load())
+			t.Logf("%d of %d execs ran in the scope during %d swaps; none reached the host directory", ran, calls, swaps)
 		})
 	}
 }

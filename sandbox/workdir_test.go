@@ -1,14 +1,11 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +13,8 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/swaptest"
+	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 )
 
 // TestWorkdirSwap races a swapper that keeps trading the scope directory
@@ -56,27 +55,14 @@ func TestWorkdirSwap(t *testing.T) {
 					t.Fatal(err)
 				}
 
-				var stop atomic.Bool
-				var swaps atomic.Int64
-				var wg sync.WaitGroup
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for !stop.Load() {
-						if err := unix.Renameat2(unix.AT_FDCWD, scope, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE); err != nil {
-							t.Errorf("swap: %v", err)
-							return
-						}
-						swaps.Add(1)
-						if how == "boundary" {
-							// A bare name is opened by one walk that a
-							// tight swapper nearly always catches as the
-							// link (a refusal); pause so some opens land.
-							time.Sleep(50 * time.Microsecond)
-						}
-					}
-				}()
-				defer func() { stop.Store(true); wg.Wait() }()
+				// A bare name is opened by one walk that a tight swapper
+				// nearly always catches as the link (a refusal): pause so
+				// that some opens land.
+				pause := time.Duration(0)
+				if how == "boundary" {
+					pause = 50 * time.Microsecond
+				}
+				sw := swaptest.Start(t, scope, link, pause)
 
 				// Until n commands ran in the scope (a bare name is refused,
 				// at once, whenever it is the link as it is opened).
@@ -109,13 +95,12 @@ func TestWorkdirSwap(t *testing.T) {
 						ran++
 					}
 				}
-				stop.Store(true)
-				wg.Wait()
+				swaps := sw.Stop()
 				if _, err := os.Stat(filepath.Join(host, "planted")); err == nil {
 					t.Fatal("a command wrote into the host directory")
 				}
-				if ran < n || swaps.Load() < n {
-					t.Fatalf("too little racing to prove anything: %d commands ran in the scope in 30s, %d swaps", ran, swaps.Load())
+				if ran < n || swaps < n {
+					t.Fatalf("too little racing to prove anything: %d commands ran in the scope in 30s, %d swaps", ran, swaps)
 				}
 			})
 		}
@@ -123,7 +108,7 @@ func TestWorkdirSwap(t *testing.T) {
 }
 
 func startAndWait(e Executor, req Request) (string, error) {
-	var out syncBuffer
+	var out syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	p, err := e.Start(ctx, req, Stdio{Stdout: &out, Stderr: &out})
@@ -132,23 +117,6 @@ func startAndWait(e Executor, req Request) (string, error) {
 	}
 	_, err = p.Wait()
 	return out.String(), err
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func errorsAsCode(err error, ce **errcode.Error) bool {
@@ -183,7 +151,7 @@ func TestWorkdirDescriptorNotLeaked(t *testing.T) {
 					if mode == ModeSoftware {
 						continue // software mode refuses interactive shells
 					}
-					var buf syncBuffer
+					var buf syncbuf.Buffer
 					p, err := e.Start(context.Background(), req, Stdio{Stdin: req.Stdin, Stdout: &buf})
 					if err != nil {
 						t.Fatal(err)
@@ -308,18 +276,9 @@ func TestDirectProgramSwappedForFIFO(t *testing.T) {
 			if err := unix.Mkfifo(fifo, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			var stop atomic.Bool
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for !stop.Load() {
-					_ = unix.Renameat2(unix.AT_FDCWD, tool, unix.AT_FDCWD, fifo, unix.RENAME_EXCHANGE)
-				}
-			}()
+			sw := swaptest.Start(t, tool, fifo, 0)
 			defer func() {
-				stop.Store(true)
-				wg.Wait()
+				sw.Stop()
 				// Release an open(2) the old code would still be blocked in.
 				for _, p := range []string{tool, fifo} {
 					if f, err := os.OpenFile(p, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
@@ -378,16 +337,7 @@ func TestRelativeProgramSwap(t *testing.T) {
 	if _, err := sc.Stat("."); err != nil {
 		t.Fatal(err)
 	}
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !stop.Load() {
-			_ = unix.Renameat2(unix.AT_FDCWD, scope, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE)
-		}
-	}()
-	defer func() { stop.Store(true); wg.Wait() }()
+	swaptest.Start(t, scope, link, 0)
 	for i := 0; i < 200; i++ {
 		res, err := e.Run(context.Background(), Request{Command: "./tool", Workspace: sc})
 		if err != nil {
