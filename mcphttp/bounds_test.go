@@ -256,3 +256,36 @@ func TestJSONStringLen(t *testing.T) {
 		}
 	}
 }
+
+// batchLen counts a batch's messages as encoding/json sees them: for any
+// well-formed JSON array it gives the number of elements (or limit+1 once
+// it is over limit), and it never claims a count for malformed input that
+// the decoder would take as an array of a different length.
+func FuzzBatchLen(f *testing.F) {
+	for _, s := range []string{`[]`, `[1]`, `[{"a":"]"},{"b":"\",["}]`, `[[1,2],[3]]`, ` [ {} , {} ] `, `[`, `[1,`, `["\\"]`, `{}`} {
+		f.Add([]byte(s), uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, body []byte, lim uint8) {
+		limit := int(lim%8) + 1
+		n, ok := batchLen(body, limit)
+		var elems []json.RawMessage
+		if err := json.Unmarshal(body, &elems); err != nil || !ok {
+			return
+		}
+		if want := min(len(elems), limit+1); n != want && !(n > limit && len(elems) > limit) {
+			t.Fatalf("batchLen(%q, %d) = %d; the decoder sees %d elements", body, limit, n, len(elems))
+		}
+	})
+}
+
+// jsonStringLen is the length appendJSONString produces.
+func FuzzJSONStringLen(f *testing.F) {
+	for _, s := range []string{"", "a", "\"\\\n\t<>&", "é€😀", "\xff\xfe", "\u2028\u2029", "\x00\x1f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := jsonStringLen(s), len(appendJSONString(nil, s)); got != want {
+			t.Fatalf("jsonStringLen(%q) = %d; appendJSONString makes %d bytes", s, got, want)
+		}
+	})
+}
