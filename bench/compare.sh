@@ -109,6 +109,12 @@ ours=("$work/agent-backend" daemon --root '{root}' --bind 127.0.0.1 --port '{por
 	--ssh-host-key "$work/keys/ours_ed25519" --log-level warn)
 reference=(node --require "$here/ref-loopback.cjs" "$ref_bin" daemon --rootDir '{root}' --port '{port}'
 	--isolation software --ssh-host-key "$work/keys/reference_key")
+# The idle-connection figure holds 200 WS+SSH connections from 127.0.0.1,
+# over the default --max-connections-per-ip (128), which the reference does
+# not have: raise it where the daemon has the flag (an older --rev has not).
+if "$work/agent-backend" daemon --help 2>&1 | grep -q -- '--max-connections-per-ip'; then
+	ours+=(--max-connections-per-ip 1024)
+fi
 
 # loadgen makes each round's workspaces (and the floors') in $TMPDIR.
 lg() { TMPDIR="$workspaces" "$work/loadgen" "$@" & wait $!; }
