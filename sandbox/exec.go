@@ -429,8 +429,7 @@ func (e *executor) prepare(req *Request, allowEmpty bool) (*workdir, error) {
 	closed := e.closed
 	e.mu.Unlock()
 	if closed {
-		ce := *errClosed // a copy: withCommand fills in the command
-		return nil, &ce
+		return nil, errClosed()
 	}
 	if strings.TrimSpace(req.Command) == "" && !allowEmpty {
 		return nil, &errcode.Error{Code: errcode.EmptyCommand, Op: "exec", Msg: "empty command"}
@@ -657,7 +656,11 @@ func (e *executor) untrack(c *child) {
 	e.mu.Unlock()
 }
 
-var errClosed = &errcode.Error{Code: errcode.ExecError, Op: "exec", Msg: "executor is closed"}
+// errClosed is a new error each time: callers fill in the command
+// (withCommand), so a shared value would be written concurrently.
+func errClosed() error {
+	return &errcode.Error{Code: errcode.ExecError, Op: "exec", Msg: "executor is closed"}
+}
 
 // Close kills every running command, refuses new ones and waits for the Run
 // calls in flight to return. It is idempotent.
@@ -817,7 +820,7 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 		outW.Close()
 		errR.Close()
 		errW.Close()
-		return Result{}, errClosed
+		return Result{}, errClosed()
 	}
 	defer e.untrack(c)
 

@@ -111,7 +111,7 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		closeAll(childEnds...)
 		closeAll(p.readers...)
 		closeAll(p.ptmx, p.stdin)
-		return nil, errClosed
+		return nil, errClosed()
 	}
 	cmd, err = e.startIn(p.c, func() (*exec.Cmd, error) {
 		return e.startCmd(cmd, direct, req.Command, wd, env, req.Pty != nil)

@@ -84,8 +84,7 @@ func (e *executor) openWorkdir(req *Request, dir, boundary string) (*workdir, er
 		wd.bfd, err = e.rootH.OpenFile(relTo(e.root, boundary), os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	}
 	if errors.Is(err, fs.ErrClosed) {
-		ce := *errClosed // Close ran: the root handle is gone
-		return nil, &ce
+		return nil, errClosed() // Close ran: the root handle is gone
 	}
 	if err != nil {
 		return nil, dirError(boundary, err)
