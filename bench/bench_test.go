@@ -198,25 +198,43 @@ func BenchmarkExecutorRun(b *testing.B) {
 func BenchmarkForkExec(b *testing.B) {
 	root := workspace(b)
 	sh := floor.Shell()
+	plain := func(argv ...string) func() (*exec.Cmd, error) {
+		return func() (*exec.Cmd, error) { return exec.Command(argv[0], argv[1:]...), nil }
+	}
+	bwrap := func(argv ...string) func() (*exec.Cmd, error) {
+		var bw *floor.BwrapCmd
+		return func() (*exec.Cmd, error) {
+			if bw == nil {
+				var err error
+				if bw, err = floor.Bwrap(root, argv...); err != nil {
+					return nil, err
+				}
+				b.Cleanup(func() { bw.Close() })
+			}
+			return bw.Cmd(), nil
+		}
+	}
 	for _, c := range []struct {
 		name string
-		argv []string
+		cmd  func() (*exec.Cmd, error)
 	}{
-		{"true", []string{"/bin/true"}},
-		{"shell-c-true", []string{sh, "-c", "true"}},
-		{"bwrap-true", append(floor.Bwrap(root), "/bin/true")},
-		{"bwrap-shell-c-true", append(floor.Bwrap(root), sh, "-c", "true")},
+		{"true", plain("/bin/true")},
+		{"shell-c-true", plain(sh, "-c", "true")},
+		{"bwrap-true", bwrap("/bin/true")},
+		{"bwrap-shell-c-true", bwrap(sh, "-c", "true")},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			if _, err := exec.LookPath(c.argv[0]); err != nil {
+			cmd, err := c.cmd()
+			if err != nil {
 				b.Skip(err)
 			}
-			if err := exec.Command(c.argv[0], c.argv[1:]...).Run(); err != nil {
-				b.Skipf("%s: %v", c.argv[0], err)
+			if err := cmd.Run(); err != nil {
+				b.Skipf("%s: %v", cmd.Path, err)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := exec.Command(c.argv[0], c.argv[1:]...).Run(); err != nil {
+				cmd, _ := c.cmd()
+				if err := cmd.Run(); err != nil {
 					b.Fatal(err)
 				}
 			}

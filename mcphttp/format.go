@@ -1,7 +1,6 @@
 package mcphttp
 
 import (
-	"io/fs"
 	"math"
 	"path"
 	"strconv"
@@ -118,38 +117,6 @@ func padEnd(s string, width int) string {
 		return s + strings.Repeat(" ", width-n)
 	}
 	return s
-}
-
-// unixMode is the st_mode number Node reports: file type bits plus
-// permission and setuid/setgid/sticky bits.
-func unixMode(m fs.FileMode) uint32 {
-	mode := uint32(m.Perm())
-	switch {
-	case m&fs.ModeDir != 0:
-		mode |= 0o040000
-	case m&fs.ModeSymlink != 0:
-		mode |= 0o120000
-	case m&fs.ModeNamedPipe != 0:
-		mode |= 0o010000
-	case m&fs.ModeSocket != 0:
-		mode |= 0o140000
-	case m&fs.ModeCharDevice != 0:
-		mode |= 0o020000
-	case m&fs.ModeDevice != 0:
-		mode |= 0o060000
-	default:
-		mode |= 0o100000
-	}
-	if m&fs.ModeSetuid != 0 {
-		mode |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		mode |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		mode |= 0o1000
-	}
-	return mode
 }
 
 // mimeTypes is the reference's extension table for read_media_file.

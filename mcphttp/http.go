@@ -3,8 +3,6 @@ package mcphttp
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,8 +33,6 @@ func writeJSONError(w http.ResponseWriter, status int, title, msg string) {
 	_ = json.NewEncoder(w).Encode(httpError{Error: title, Message: msg})
 }
 
-func hashToken(s string) [32]byte { return sha256.Sum256([]byte(s)) }
-
 // serveHTTP applies the checks of PROTOCOL.md in their order, then hands the
 // request to the SDK's stateless streamable handler. The order matters to
 // clients: an unauthenticated request learns nothing about the root or the
@@ -61,14 +57,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, ref.Status, ref.Title, ref.Message)
 		return
 	}
-	// 1. Bearer token, compared in constant time on fixed-length digests so
-	// neither content nor length leaks.
-	if s.opts.AuthToken != "" {
-		got := hashToken(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got[:], s.tokenSum[:]) != 1 {
-			writeJSONError(w, http.StatusUnauthorized, "Unauthorized", "Invalid or missing authentication token")
-			return
-		}
+	// 1. Bearer token: the rule /ssh applies too, in internal/httpguard
+	// (header only: ?token= is for browsers' WebSockets).
+	if !s.token.AllowsHeader(r) {
+		writeJSONError(w, http.StatusUnauthorized, "Unauthorized", "Invalid or missing authentication token")
+		return
 	}
 	// 2. X-Root-Dir must name our root exactly. Old clients send the string
 	// "undefined" when they have no root configured; the reference ignores it.

@@ -117,7 +117,7 @@ type Server struct {
 	sseH     http.Handler // streamable HTTP, replies as text/event-stream
 	handler  http.Handler
 	maxBody  int64
-	tokenSum [32]byte // sha256 of "Bearer <token>", for constant-time checks
+	token    httpguard.Token
 	guard    *httpguard.Guard
 	maxBatch int
 	maxReply int64
@@ -167,9 +167,7 @@ func New(opts Options) (*Server, error) {
 	if s.guard == nil {
 		s.guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: log})
 	}
-	if opts.AuthToken != "" {
-		s.tokenSum = hashToken("Bearer " + opts.AuthToken)
-	}
+	s.token = httpguard.NewToken(opts.AuthToken)
 
 	// The SDK logs every session's connect and disconnect at Info: in
 	// stateless HTTP that is two lines per request. Only its warnings and

@@ -691,7 +691,7 @@ func getFileInfo(_ context.Context, ws fsops.Workspace, a pathArgs) *mcp.CallToo
 		`  "created": "` + isoTime(created) + `",` + "\n" +
 		`  "modified": "` + isoTime(st.ModTime) + `",` + "\n" +
 		`  "accessed": "` + isoTime(st.AccessTime) + `",` + "\n" +
-		`  "mode": "` + strconv.FormatUint(uint64(unixMode(st.Mode)), 8) + `"` + "\n}"
+		`  "mode": "` + strconv.FormatUint(uint64(fsops.POSIXMode(st.Mode)), 8) + `"` + "\n}"
 	return textResult(text)
 }
 

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -183,4 +185,56 @@ func (e *executor) bwrapArgs(boundary, dir string, env []string, pty bool, argv 
 	}
 	args = append(args, "--")
 	return append(args, argv...)
+}
+
+// BwrapArgv returns what bwrap mode runs for argv with dir as both the
+// boundary and the working directory: bwrap's path and its whole argv (the
+// namespaces, mounts and environment of a command an Executor built from
+// cfg starts), without the policy, the direct path, the cgroup or the output
+// handling. It is the exec floor the benchmarks measure (bench/floor), so
+// the floor runs the sandbox the daemon runs.
+//
+// The child must get dir, opened as a directory, as its fd 3
+// (exec.Cmd.ExtraFiles[0]), and an empty environment: bwrap binds the
+// workspace from that descriptor with --bind-fd 3, or by name where this
+// bwrap lacks --bind-fd (the executor then also checks the mount in the
+// command's shell script, which is the command's part, not the sandbox's).
+// cfg's Mode, WorkspaceRoot and limits are not used; dir must be absolute.
+func BwrapArgv(cfg Config, dir string, argv ...string) (path string, args []string, err error) {
+	if !filepath.IsAbs(dir) {
+		return "", nil, invalidConfig(fmt.Sprintf("BwrapArgv: directory %q must be an absolute path", dir))
+	}
+	if len(argv) == 0 {
+		return "", nil, invalidConfig("BwrapArgv: no command")
+	}
+	if path, err = exec.LookPath("bwrap"); err != nil {
+		return "", nil, errors.New("bwrap is not installed (not found in PATH)")
+	}
+	e := &executor{cfg: cfg, log: cfg.Logger, mode: ModeBwrap, bwrapPath: path}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	for _, s := range cfg.Secrets {
+		if s != "" {
+			e.secrets = append(e.secrets, s)
+		}
+	}
+	if cfg.Shell == "" {
+		cfg.Shell = ShellAuto
+	}
+	if e.shellPath, e.shellArg0, e.shellKind, err = resolveShell(cfg.Shell); err != nil {
+		return "", nil, err
+	}
+	if err := e.resolveUser(cfg.RunAs); err != nil {
+		return "", nil, err
+	}
+	e.buildBaseEnv()
+	e.bwrapBase = e.buildBwrapBase()
+	e.bindFD = bwrapHasBindFD(path)
+	dir = filepath.Clean(dir)
+	env, err := e.env(dir, nil, "")
+	if err != nil {
+		return "", nil, err
+	}
+	return path, e.bwrapArgs(dir, dir, env, false, argv), nil
 }

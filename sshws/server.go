@@ -2,8 +2,6 @@ package sshws
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -70,7 +68,7 @@ type Options struct {
 type Server struct {
 	ws        fsops.Workspace
 	exec      sandbox.Executor
-	token     string
+	token     httpguard.Token
 	maxConns  int
 	keepalive time.Duration
 	envAllow  map[string]bool // exact names
@@ -115,7 +113,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		ws:        opts.Workspace,
 		exec:      opts.Executor,
-		token:     opts.AuthToken,
+		token:     httpguard.NewToken(opts.AuthToken),
 		maxConns:  opts.MaxConns,
 		keepalive: opts.KeepaliveInterval,
 		envAllow:  make(map[string]bool, len(opts.EnvAllowlist)),
@@ -317,28 +315,11 @@ const readBufferSize = 512
 // within one round trip of the handshake).
 const loginTimeout = 30 * time.Second
 
-// authorized checks the token from "Authorization: Bearer" (0.13 clients,
-// Python) or "?token=" (0.11 and older), in constant time.
+// authorized applies the daemon's token rule (internal/httpguard, the one
+// /mcp applies) with "?token=" allowed besides "Authorization: Bearer": the
+// 0.11 clients and browsers' WebSocket API cannot set headers.
 func (s *Server) authorized(r *http.Request) bool {
-	if s.token == "" {
-		return true
-	}
-	// Compare digests, not the raw strings: ConstantTimeCompare returns at
-	// once on a length mismatch, which would tell a prober the token length.
-	want := sha256.Sum256([]byte(s.token))
-	matches := func(got string) bool {
-		sum := sha256.Sum256([]byte(got))
-		return subtle.ConstantTimeCompare(sum[:], want[:]) == 1
-	}
-	if h := r.Header.Get("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		if matches(strings.TrimSpace(h[7:])) {
-			return true
-		}
-	}
-	if q := r.URL.Query().Get("token"); q != "" && matches(q) {
-		return true
-	}
-	return false
+	return s.token.AllowsHeaderOrQuery(r)
 }
 
 // envAllowed reports whether an SSH env request may set name.

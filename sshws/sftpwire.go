@@ -3,7 +3,6 @@ package sshws
 import (
 	"encoding/binary"
 	"fmt"
-	"io/fs"
 	"strconv"
 	"time"
 
@@ -232,12 +231,13 @@ func (e *sftpEncoder) attrs(i fsops.Info) {
 	e.u64(uint64(i.Size))
 	e.u32(i.UID)
 	e.u32(i.GID)
-	e.u32(sftpMode(i.Mode))
+	e.u32(fsops.POSIXMode(i.Mode))
 	e.u32(mtime)
 	e.u32(mtime)
 }
 
-// POSIX file type and mode bits, as SFTP v3 carries them.
+// POSIX file type and mode bits, as SFTP v3 carries them (fsops.POSIXMode
+// makes them; longname reads them).
 const (
 	sIFIFO  = 0o010000
 	sIFCHR  = 0o020000
@@ -252,44 +252,12 @@ const (
 	sISVTX  = 0o1000
 )
 
-// sftpMode converts a Go file mode to the POSIX bits. A type Go has no
-// POSIX name for (irregular files) gets no type bits.
-func sftpMode(m fs.FileMode) uint32 {
-	v := uint32(m & fs.ModePerm)
-	switch m & fs.ModeType {
-	case 0:
-		v |= sIFREG
-	case fs.ModeDir:
-		v |= sIFDIR
-	case fs.ModeSymlink:
-		v |= sIFLNK
-	case fs.ModeNamedPipe:
-		v |= sIFIFO
-	case fs.ModeSocket:
-		v |= sIFSOCK
-	case fs.ModeDevice:
-		v |= sIFBLK
-	case fs.ModeDevice | fs.ModeCharDevice:
-		v |= sIFCHR
-	}
-	if m&fs.ModeSetuid != 0 {
-		v |= sISUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		v |= sISGID
-	}
-	if m&fs.ModeSticky != 0 {
-		v |= sISVTX
-	}
-	return v
-}
-
 // longname is a READDIR entry's `ls -l` line, which OpenSSH's sftp prints
 // for `ls -l`. It is what pkg/sftp produced for our entries: one link,
 // numeric owner and group, the date with the time of day for the last six
 // months and the year before that.
 func longname(i fsops.Info, now time.Time) string {
-	mode := sftpMode(i.Mode)
+	mode := fsops.POSIXMode(i.Mode)
 	var perm [10]byte
 	switch mode & sIFMT {
 	case sIFREG:

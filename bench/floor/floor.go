@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"syscall"
+
+	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
 // EchoHandler is the floor of an MCP tools/call over HTTP: it decodes the
@@ -41,38 +44,44 @@ func EchoHandler(path string) http.Handler {
 	})
 }
 
-// Bwrap is a bare bubblewrap command line with the mounts and namespaces
-// the sandbox executor uses (sandbox/bwrap.go: all namespaces unshared but
-// the network, capabilities dropped, the system directories and the usual
-// /etc files read-only, /proc, /dev, a tmpfs /tmp, a new session, dir bound
-// read-write at its own path), ready for the command to append. It is the
-// floor of exec under bwrap: bubblewrap itself, with nothing of the daemon.
-func Bwrap(dir string) []string {
-	args := []string{"bwrap", "--unshare-all", "--share-net", "--die-with-parent", "--cap-drop", "ALL"}
-	for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
-		fi, err := os.Lstat(d)
-		switch {
-		case err != nil:
-		case fi.Mode()&os.ModeSymlink != 0:
-			if t, err := os.Readlink(d); err == nil {
-				args = append(args, "--symlink", t, d)
-			}
-		case fi.IsDir():
-			args = append(args, "--ro-bind", d, d)
-		}
-	}
-	for _, f := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/passwd",
-		"/etc/group", "/etc/host.conf", "/etc/gai.conf", "/etc/services", "/etc/protocols", "/etc/ssl",
-		"/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/pki", "/etc/ld.so.cache",
-		"/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime", "/etc/timezone",
-		"/etc/mime.types"} {
-		if _, err := os.Stat(f); err == nil {
-			args = append(args, "--ro-bind", f, f)
-		}
-	}
-	return append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-		"--new-session", "--bind", dir, dir, "--chdir", dir, "--clearenv", "--")
+// BwrapCmd is a command of the exec floor under bwrap: bubblewrap itself,
+// with nothing of the daemon. Its argv is the sandbox package's
+// (sandbox.BwrapArgv): the namespaces, mounts and environment of a command
+// the executor starts in bwrap mode, the workspace bound from a descriptor
+// passed as fd 3, as the executor does.
+type BwrapCmd struct {
+	path string
+	args []string
+	dir  *os.File // the workspace directory, the child's fd 3
 }
+
+// Bwrap is the floor command for argv in dir under the default sandbox
+// configuration; Close it when done. It fails if bwrap is not installed.
+func Bwrap(dir string, argv ...string) (*BwrapCmd, error) {
+	path, args, err := sandbox.BwrapArgv(sandbox.Config{}, dir, argv...)
+	if err != nil {
+		return nil, err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &BwrapCmd{path: path, args: args, dir: d}, nil
+}
+
+// Cmd returns a new exec.Cmd running the command, set up as the executor
+// sets up bwrap: the directory as fd 3, an empty environment (bwrap sets
+// the command's), its own session.
+func (b *BwrapCmd) Cmd() *exec.Cmd {
+	return &exec.Cmd{Path: b.path, Args: b.args, Env: []string{}, ExtraFiles: []*os.File{b.dir},
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
+}
+
+// Args is the command's argv (argv[0] is "bwrap").
+func (b *BwrapCmd) Args() []string { return b.args }
+
+// Close releases the directory descriptor.
+func (b *BwrapCmd) Close() error { return b.dir.Close() }
 
 // Shell is the shell the executor runs commands with by default: bash when
 // installed, else /bin/sh.

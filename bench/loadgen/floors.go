@@ -23,7 +23,9 @@ import (
 //	                     the daemons (in this process, over loopback)
 //	fork_true_p50_ms     os/exec of /bin/true
 //	fork_shell_p50_ms    os/exec of `bash -c true` (every exec runs a shell)
-//	bwrap_true_p50_ms    bwrap with the executor's namespaces, then true
+//	bwrap_true_p50_ms    bwrap with the executor's argv (sandbox.BwrapArgv:
+//	                     namespaces, mounts, environment, the workspace
+//	                     bound from fd 3), then true
 //	bwrap_shell_p50_ms   the same, then `bash -c true`
 //	executor_<mode>_p50_ms   sandbox.Executor.Run("true") in that mode
 //	fs_create4k_p50_ms   os.OpenFile(O_CREATE|O_TRUNC) + 4 KiB WriteAt + Close
@@ -117,20 +119,28 @@ func runFloors(sz sizes) (map[string]float64, []string, error) {
 	}
 	m["fork_shell_p50_ms"] = l.pct(50)
 
-	bw := floor.Bwrap(root)
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		notes = append(notes, "bwrap not installed: no bwrap floors")
-	} else if err := exec.Command(bw[0], append(bw[1:], "/bin/true")...).Run(); err != nil {
-		notes = append(notes, fmt.Sprintf("bwrap does not work here (%v): no bwrap floors", err))
+	bwTrue, err := floor.Bwrap(root, "/bin/true")
+	if err != nil {
+		notes = append(notes, fmt.Sprintf("%v: no bwrap floors", err))
 	} else {
-		if l, err = timeN(5, n, run(append(bw, "/bin/true")...)); err != nil {
-			return nil, nil, err
+		defer bwTrue.Close()
+		if err := bwTrue.Cmd().Run(); err != nil {
+			notes = append(notes, fmt.Sprintf("bwrap does not work here (%v): no bwrap floors", err))
+		} else {
+			if l, err = timeN(5, n, func() error { return bwTrue.Cmd().Run() }); err != nil {
+				return nil, nil, err
+			}
+			m["bwrap_true_p50_ms"] = l.pct(50)
+			bwShell, err := floor.Bwrap(root, shell, "-c", "true")
+			if err != nil {
+				return nil, nil, err
+			}
+			defer bwShell.Close()
+			if l, err = timeN(5, n, func() error { return bwShell.Cmd().Run() }); err != nil {
+				return nil, nil, err
+			}
+			m["bwrap_shell_p50_ms"] = l.pct(50)
 		}
-		m["bwrap_true_p50_ms"] = l.pct(50)
-		if l, err = timeN(5, n, run(append(bw, shell, "-c", "true")...)); err != nil {
-			return nil, nil, err
-		}
-		m["bwrap_shell_p50_ms"] = l.pct(50)
 	}
 
 	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeBwrap, sandbox.ModeNone} {

@@ -1,8 +1,10 @@
 // Package httpguard holds the HTTP checks that every endpoint doing work on
 // the workspace applies before anything else: the browser Origin rule and the
-// DNS-rebinding Host rule. There is one implementation, used by the daemon's
-// mux (every work route is wrapped with Guard.Wrap) and by the mcphttp and
-// sshws handlers themselves, so a handler mounted on its own is guarded too.
+// DNS-rebinding Host rule (Guard), and the bearer-token rule of /mcp and
+// /ssh (Token). There is one implementation of each. Guard is used by the
+// daemon's mux (every work route is wrapped with Guard.Wrap) and by the
+// mcphttp and sshws handlers themselves, so a handler mounted on its own is
+// guarded too; Token is applied by those two handlers, after Guard.
 //
 // The rules:
 //
@@ -16,6 +18,9 @@
 //     "Host: evil.example". With a token the rule is off: a rebinding page
 //     cannot know the token, and a reverse proxy on the same machine
 //     (nginx → 127.0.0.1 with Host: api.example.com) must keep working.
+//   - Token: "Authorization: Bearer <token>", the scheme in any case and
+//     separated by spaces or tabs, or, on /ssh only, "?token=<token>";
+//     compared in constant time (see Token).
 package httpguard
 
 import (

@@ -1,0 +1,58 @@
+package fsops
+
+import "io/fs"
+
+// POSIX file type and mode bits (st_mode), as SFTP v3 attributes and Node's
+// fs.Stats.mode carry them; the same numbers on every Unix.
+const (
+	posixIFIFO  = 0o010000
+	posixIFCHR  = 0o020000
+	posixIFDIR  = 0o040000
+	posixIFBLK  = 0o060000
+	posixIFREG  = 0o100000
+	posixIFLNK  = 0o120000
+	posixIFSOCK = 0o140000
+	posixISUID  = 0o4000
+	posixISGID  = 0o2000
+	posixISVTX  = 0o1000
+)
+
+// POSIXMode is the st_mode number of a file mode: the file type bits, the
+// permission bits and setuid, setgid and sticky. It is the one conversion
+// every protocol uses (SFTP attributes, get_file_info's "mode").
+//
+// Each of the seven POSIX types maps to its S_IF* bits. A type with no POSIX
+// name gets no type bits (S_IFMT 0, "unknown", which ls shows as '?'):
+// fs.ModeIrregular (what ReadDirTypes reports for FIFOs, sockets and
+// devices, whose exact type it does not read) and any other combination of
+// type bits. Such a file is never reported as regular: a client would try
+// to read it.
+func POSIXMode(m fs.FileMode) uint32 {
+	v := uint32(m & fs.ModePerm)
+	switch m & fs.ModeType {
+	case 0:
+		v |= posixIFREG
+	case fs.ModeDir:
+		v |= posixIFDIR
+	case fs.ModeSymlink:
+		v |= posixIFLNK
+	case fs.ModeNamedPipe:
+		v |= posixIFIFO
+	case fs.ModeSocket:
+		v |= posixIFSOCK
+	case fs.ModeDevice:
+		v |= posixIFBLK
+	case fs.ModeDevice | fs.ModeCharDevice:
+		v |= posixIFCHR
+	}
+	if m&fs.ModeSetuid != 0 {
+		v |= posixISUID
+	}
+	if m&fs.ModeSetgid != 0 {
+		v |= posixISGID
+	}
+	if m&fs.ModeSticky != 0 {
+		v |= posixISVTX
+	}
+	return v
+}

@@ -1,0 +1,87 @@
+package httpguard
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+)
+
+// Token is the daemon's bearer-token rule, the one check /mcp and /ssh make
+// before any work. A request carries the token when either
+//
+//   - its Authorization header is the scheme "Bearer" in any case (auth
+//     schemes are case-insensitive, RFC 7235 §2.1), one or more spaces or
+//     tabs, and the token byte for byte (spaces and tabs around the whole
+//     value are not part of it: net/http strips them, and so does Token);
+//   - or, where the endpoint allows it (/ssh: a browser's WebSocket API
+//     cannot set headers), its query has token=<token>, URL-decoded.
+//
+// Anything else is refused: another scheme, the bare token, the token with
+// more or less around it, an empty value. The candidate and the token are
+// compared as SHA-256 digests with crypto/subtle, so neither the token's
+// content nor its length shows in the time a refusal takes.
+//
+// The zero Token requires nothing. A Token is safe for concurrent use.
+type Token struct {
+	sum [32]byte // sha256 of the token
+	set bool
+}
+
+// NewToken returns the rule for token; "" requires nothing.
+func NewToken(token string) Token {
+	if token == "" {
+		return Token{}
+	}
+	return Token{sum: sha256.Sum256([]byte(token)), set: true}
+}
+
+// Required reports whether requests must carry a token.
+func (t Token) Required() bool { return t.set }
+
+// AllowsHeader reports whether r may proceed on its Authorization header
+// (the only place /mcp reads).
+func (t Token) AllowsHeader(r *http.Request) bool {
+	if !t.set {
+		return true
+	}
+	got, ok := bearerCredentials(r.Header.Get("Authorization"))
+	return ok && t.matches(got)
+}
+
+// AllowsHeaderOrQuery reports whether r may proceed on its Authorization
+// header or, failing that, its "token" query parameter (/ssh).
+func (t Token) AllowsHeaderOrQuery(r *http.Request) bool {
+	if !t.set {
+		return true
+	}
+	if t.AllowsHeader(r) {
+		return true
+	}
+	q := r.URL.Query().Get("token")
+	return q != "" && t.matches(q)
+}
+
+// matches compares got with the token in constant time: on fixed-length
+// digests, since subtle.ConstantTimeCompare returns at once on a length
+// mismatch.
+func (t Token) matches(got string) bool {
+	sum := sha256.Sum256([]byte(got))
+	return subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1
+}
+
+// bearerCredentials returns the credentials of an Authorization header value
+// using the Bearer scheme (any case), and false for any other value.
+func bearerCredentials(h string) (string, bool) {
+	h = strings.Trim(h, " \t")
+	const scheme = "Bearer"
+	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return "", false
+	}
+	rest := h[len(scheme):]
+	cred := strings.TrimLeft(rest, " \t")
+	if len(cred) == len(rest) || cred == "" {
+		return "", false // "BearerX…" is another scheme; "Bearer" alone has nothing
+	}
+	return cred, true
+}
