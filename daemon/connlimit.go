@@ -26,10 +26,17 @@ const (
 	// answer. A probe therefore still gets its answer when the caps are
 	// full, even from the address that fills them.
 	reserveConns = 8
-	// reserveRequestTimeout is how long a reserve connection may take to
-	// send its request before it is closed, so that silent connections
-	// cannot hold the reserve for the whole ReadHeaderTimeout.
-	reserveRequestTimeout = 2 * time.Second
+	// reserveLifetime is how long a reserve connection lives in all, from
+	// accept to close, whatever it sends or does not send: long enough for
+	// a probe's request and answer, and short enough that connections that
+	// send a header and then nothing cannot hold the reserve.
+	reserveLifetime = 5 * time.Second
+	// bodyTimeout bounds the reading of a request's body (the header has
+	// ReadHeaderTimeout): a client that declares a body and never sends it
+	// must not hold its connection, and the slot that counts it, for ever.
+	// WebSocket upgrades are not bound by it (their connection is handed
+	// over to /ssh, which has its own keepalive).
+	defaultBodyTimeout = 30 * time.Second
 	// shedPercent is how full the cap must be before idle connections are
 	// closed to make room.
 	shedPercent = 80
@@ -88,8 +95,8 @@ type limitedConn struct {
 	ip      netip.Addr
 	reserve bool
 	closed  atomic.Bool
-	// expire closes a reserve connection that has not sent its request
-	// within reserveRequestTimeout; stopped when the request arrives.
+	// expire closes a reserve connection when its reserveLifetime is over,
+	// whatever it is doing.
 	expire *time.Timer
 }
 
@@ -148,7 +155,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			l.reserved++
 			l.mu.Unlock()
 			lc := &limitedConn{Conn: c, l: l, ip: ip, reserve: true}
-			lc.expire = time.AfterFunc(reserveRequestTimeout, func() { _ = lc.close() })
+			lc.expire = time.AfterFunc(reserveLifetime, func() { _ = lc.close() })
 			return lc, nil
 		}
 		reason := "max-connections-per-ip"
@@ -256,8 +263,7 @@ func (l *connLimiter) ConnState(c net.Conn, st http.ConnState) {
 		l.mu.Unlock()
 	case http.StateActive:
 		if lc := asLimited(c); lc != nil && lc.reserve {
-			lc.expire.Stop()
-			return
+			return // its lifetime runs on (reserveLifetime)
 		}
 		fallthrough
 	default: // active, hijacked, closed
@@ -299,16 +305,31 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
+// bodyTimeout is defaultBodyTimeout; tests shorten it.
+var bodyTimeout = defaultBodyTimeout
+
 // reserveGate lets a request on a reserve connection reach only /health and
-// /metrics, and closes the connection after the answer either way.
+// /metrics, without a body, and closes the connection after the answer
+// either way. Every other request's body must arrive within bodyTimeout.
 func reserveGate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isUpgrade(r) {
+			// net/http resets the deadline for the next request.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+		}
 		if r.Context().Value(reserveKey{}) == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
 		w.Header().Set("Connection", "close")
 		if r.URL.Path == routeHealth || r.URL.Path == routeMetrics {
+			if r.ContentLength != 0 {
+				// A probe sends no body; one that declares a body could
+				// hold the slot while net/http waits for it.
+				writeJSONError(w, http.StatusBadRequest, "Request body not allowed",
+					"a connection over the caps may only ask /health or /metrics, without a body")
+				return
+			}
 			next.ServeHTTP(w, r)
 			return
 		}

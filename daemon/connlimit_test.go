@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -126,12 +127,12 @@ func TestConnectionCapKeepsReserveForHealth(t *testing.T) {
 	if extra := dialRaw(t, r.url, "127.0.0.1"); !closedAtOnce(extra, 5*time.Second) {
 		t.Errorf("a connection beyond the cap and the reserve was kept open")
 	}
-	// A reserve connection that sends no request is closed after
-	// reserveRequestTimeout, not after the 10 s header timeout.
+	// A reserve connection that sends no request is closed at the end of
+	// its reserveLifetime, not after the 10 s header timeout.
 	start := time.Now()
-	if !closedAtOnce(held[0], 5*time.Second) {
-		t.Errorf("a silent reserve connection was kept open for 5 s")
-	} else if waited := time.Since(start); waited > reserveRequestTimeout+time.Second {
+	if !closedAtOnce(held[0], reserveLifetime+2*time.Second) {
+		t.Errorf("a silent reserve connection was kept open for %v", reserveLifetime+2*time.Second)
+	} else if waited := time.Since(start); waited > reserveLifetime+time.Second {
 		t.Errorf("a silent reserve connection was closed after %v", waited)
 	}
 	for _, h := range held {
@@ -364,4 +365,61 @@ func TestIdleTLSConnectionsAreShed(t *testing.T) {
 	}
 	defer ws.Close()
 	waitFor(t, "one idle TLS connection closed for the WebSocket", func() bool { n, i := state(); return n == 4 && i == 3 })
+}
+
+// TestSilentBodiesDoNotPinSlots: connections that send a header declaring a
+// body and then nothing are neither counted as idle nor sheddable; they
+// must still end (the body deadline, the reserve's lifetime), so that they
+// cannot hold every slot and the reserve and silence /health.
+func TestSilentBodiesDoNotPinSlots(t *testing.T) {
+	defer func(d time.Duration) { bodyTimeout = d }(bodyTimeout)
+	bodyTimeout = time.Second
+	c := testConfig(t)
+	c.MaxConns, c.MaxConnsPerIP = 4, 4
+	r := start(t, c, nil)
+	var held []net.Conn
+	for i := 0; i < 4+reserveConns; i++ {
+		cn := dialRaw(t, r.url, "127.0.0.1")
+		if _, err := cn.Write([]byte("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, cn)
+	}
+	defer func() {
+		for _, h := range held {
+			h.Close()
+		}
+	}()
+	// Past the body deadline and the reserve's lifetime, all of them are
+	// gone and /health answers from any address.
+	deadline := time.Now().Add(reserveLifetime + 10*time.Second)
+	for {
+		total, reserved := r.d.conns.Load().counts()
+		if total == 0 && reserved == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("silent bodies still hold %d connections and %d reserve slots", total, reserved)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	probe := clientFrom("127.0.0.2", false)
+	if resp, body := do(t, probe, http.MethodGet, r.url+"/health", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("/health after silent bodies: %d %.200q", resp.StatusCode, body)
+	}
+}
+
+// A request on a reserve connection that declares a body is refused without
+// waiting for the body.
+func TestReserveRefusesBodies(t *testing.T) {
+	h := reserveGate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the request reached the handler")
+	}))
+	req := httptest.NewRequest(http.MethodGet, "/health", strings.NewReader("0123456789"))
+	req = req.WithContext(context.WithValue(req.Context(), reserveKey{}, true))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusBadRequest || rec.Header().Get("Connection") != "close" {
+		t.Fatalf("got %d, Connection %q; want 400 and close", rec.Code, rec.Header().Get("Connection"))
+	}
 }
