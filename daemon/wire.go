@@ -80,16 +80,23 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 			// some kernels and runtimes (gVisor, user.max_net_namespaces=0)
 			// cannot give it a private network namespace. A sandbox that
 			// shares the network still beats none at all.
+			// The first executor is closed before the second is built: one
+			// in software mode may have made the daemon a subreaper, which
+			// must not reap the second one's probes.
+			if p.exec != nil {
+				_ = p.exec.Close()
+				p.exec = nil
+			}
 			withNet := execCfg
 			withNet.NoNetwork = false
 			if ex, err2 := sandbox.New(withNet); err2 == nil && ex.Mode() == sandbox.ModeBwrap {
-				if p.exec != nil {
-					_ = p.exec.Close()
-				}
 				p.exec, err, netOn = ex, nil, true
 				netWhy = "bwrap cannot create a private network namespace here (it works only with the host's); commands can reach this daemon's port, which has no token: set one (--auth-token-file)"
-			} else if err2 == nil {
-				_ = ex.Close()
+			} else {
+				if err2 == nil {
+					_ = ex.Close()
+				}
+				p.exec, err = sandbox.New(execCfg) // as it was: software mode, or the error
 			}
 		}
 		if err != nil {
