@@ -3,7 +3,7 @@
 // outside this package opens, stats or lists a path itself.
 //
 // A Workspace is rooted at one absolute directory. Client paths are resolved by
-// ResolvePath (the rules of shared/PROTOCOL.md: relative, absolute-inside-root,
+// ResolvePath (the rules of docs/protocol.md: relative, absolute-inside-root,
 // other-absolute-made-relative, ".." while inside) and then confined: the
 // directory implementation opens everything through one os.Root per workspace,
 // so the kernel walks each path component relative to an open directory and a
@@ -290,7 +290,7 @@ type SearchOptions struct {
 	SortBy  string
 }
 
-// GrepOptions are the arguments of the grep tool (PROTOCOL.md).
+// GrepOptions are the arguments of the grep tool (docs/mcp.md).
 type GrepOptions struct {
 	Pattern         string
 	Path            string // client path; "" = workspace root

@@ -37,7 +37,7 @@ func writeJSONError(w http.ResponseWriter, status int, title, msg string) {
 
 func hashToken(s string) [32]byte { return sha256.Sum256([]byte(s)) }
 
-// serveHTTP applies the checks of PROTOCOL.md in their order, then hands the
+// serveHTTP applies the checks of docs/protocol.md in their order, then hands the
 // request to the SDK's stateless streamable handler. The order matters to
 // clients: an unauthenticated request learns nothing about the root or the
 // scopes, and a wrong root is reported before any scope problem.

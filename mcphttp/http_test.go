@@ -54,7 +54,7 @@ func rawPost(t *testing.T, url, method, body string, hdr map[string]string) (*ht
 	return resp, string(b)
 }
 
-// TestHTTPStatuses covers every status of PROTOCOL.md's HTTP section and
+// TestHTTPStatuses covers every status of docs/protocol.md's /mcp table and
 // the checks around it, in the order they are applied.
 func TestHTTPStatuses(t *testing.T) {
 	authed := newEnv(t, func(o *Options) { o.AuthToken = "s3cret" })
