@@ -83,8 +83,8 @@ func BenchmarkReadTextFile(b *testing.B) {
 		benchPost(b, url, "text/event-stream")
 	})
 	// sdk-path is the same server with the fast path off: every request
-	// through the SDK's stateless handler (one shared mcp.Server). This was
-	// the first implementation, before fastpath.go.
+	// through the SDK's stateless handler (one shared mcp.Server), which is
+	// what every request would take without fastpath.go.
 	b.Run("sdk-path", func(b *testing.B) {
 		e, url := benchEnv(b)
 		e.srv.noFastPath = true

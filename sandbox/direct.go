@@ -16,17 +16,17 @@ import (
 )
 
 // The direct fast path. Most of an exec's latency is bash's own start-up
-// (`bash -c true` costs about twice `/bin/true`), and most commands agents
-// send are one program with literal arguments, often behind the `cd "<dir>"
-// &&` prefix the TypeScript client puts on every SSH exec. When a script is
-// provably equivalent to executing one program, the executor execs that
-// program itself: same Dir, environment, credentials, process group,
+// (figures: docs/performance.md, "exec — the shell was the cost"), and most
+// commands agents send are one program with literal arguments, often behind
+// the `cd "<dir>" &&` prefix the TypeScript client puts on every SSH exec.
+// When a script is provably equivalent to executing one program, the
+// executor execs that program itself: same Dir, environment, credentials, process group,
 // Pdeathsig, pty, output capture, timeout and kill semantics. bash would
 // exec it in place anyway (it execs the last simple command of a `-c`
 // script, also after `cd X &&`), so the process tree is the same.
 //
 // The fast path is only an optimisation: whenever anything below is not
-// clearly the case, the shell runs the script as before.
+// clearly the case, the shell runs the script.
 //
 // The script (bash dialect, parsed by mvdan.cc/sh like the policy):
 //   - is valid UTF-8 without control characters other than tab and newline;
