@@ -185,7 +185,7 @@ func benchCall(b *testing.B, url, body string, parallel int) {
 	})
 }
 
-// BenchmarkTools: the other hot calls of the benchmarks issue, and
+// BenchmarkTools: the other hot calls of docs/performance.md's comparison, and
 // read_text_file from 8 concurrent clients per CPU.
 func BenchmarkTools(b *testing.B) {
 	root := b.TempDir()
