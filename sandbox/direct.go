@@ -81,7 +81,8 @@ import (
 //
 // In software and none modes a direct start that fails (execve refused:
 // ENOEXEC, EACCES from an ACL, a missing #! interpreter) is retried through
-// the shell, which then reports it exactly as before; nothing ran.
+// the shell, which then reports it exactly as it would without the direct
+// path; nothing ran.
 
 // bashBuiltins are bash 5.2's builtins (`bash -c 'enable -a'`) and
 // reserved words (`bash -c 'compgen -k'`) on Debian 12. A command with one
