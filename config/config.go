@@ -221,9 +221,9 @@ func (c *Config) EnsureRoot() (created bool, err error) {
 // cgroup limits included) and whether the GOMAXPROCS environment variable
 // is set. "auto" is half of them, at least 1: the daemon's work is request
 // and response, where handing a goroutine to another core costs more than
-// the core brings (a futex wake per hand-off; on 2 cores shared with the
-// client, 1 proc made every latency in bench/compare.sh 15-40% lower and
-// throughput no worse), and the machine's other cores are for the commands
+// the core brings (a futex wake per hand-off; the measurements are in
+// docs/performance.md, "CPUs for the daemon's own work"), and the machine's
+// other cores are for the commands
 // it runs, which are not limited by this. An explicit GOMAXPROCS in the
 // environment wins over "auto"; a number here wins over both. Setting it
 // stops Go from following later changes of the CPU limit (it re-reads the

@@ -7,7 +7,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/errcode"
 )
 
-// ResolvePath applies the path rules of shared/PROTOCOL.md to the client path p
+// ResolvePath applies the path rules of docs/protocol.md to the client path p
 // for a workspace rooted at root (an absolute, clean, slash-separated path) and
 // returns the absolute path p names. It is purely lexical: it never touches the
 // file system, so it is cheap and deterministic; the directory workspace adds

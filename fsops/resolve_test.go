@@ -7,7 +7,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/errcode"
 )
 
-// pathTable is the path table of shared/PROTOCOL.md, root /var/workspace. want
+// pathTable is the path table of docs/protocol.md, root /var/workspace. want
 // "" means PATH_ESCAPE_ATTEMPT.
 var pathTable = []struct{ in, want string }{
 	{"file.txt", "/var/workspace/file.txt"},

@@ -1,9 +1,12 @@
-// Package fsops is the one door to files. Every file operation any protocol
-// offers (MCP tools, SFTP, later capabilities) is a method of Workspace; nothing
-// outside this package opens, stats or lists a path itself.
+// Package fsops is the one door to files. Every file operation a protocol
+// offers (MCP tools, SFTP) is a method of Workspace; no protocol package
+// opens, stats or lists a workspace path itself. Outside fsops, only the
+// startup (config checks and creates the root) and the sandbox (which opens
+// a command's working directory once, beneath a confined handle, and then
+// uses the descriptor) touch the workspace by name.
 //
 // A Workspace is rooted at one absolute directory. Client paths are resolved by
-// ResolvePath (the rules of shared/PROTOCOL.md: relative, absolute-inside-root,
+// ResolvePath (the rules of docs/protocol.md: relative, absolute-inside-root,
 // other-absolute-made-relative, ".." while inside) and then confined: the
 // directory implementation opens everything through one os.Root per workspace,
 // so the kernel walks each path component relative to an open directory and a
@@ -290,7 +293,7 @@ type SearchOptions struct {
 	SortBy  string
 }
 
-// GrepOptions are the arguments of the grep tool (PROTOCOL.md).
+// GrepOptions are the arguments of the grep tool (docs/mcp.md).
 type GrepOptions struct {
 	Pattern         string
 	Path            string // client path; "" = workspace root

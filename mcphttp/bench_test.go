@@ -83,8 +83,8 @@ func BenchmarkReadTextFile(b *testing.B) {
 		benchPost(b, url, "text/event-stream")
 	})
 	// sdk-path is the same server with the fast path off: every request
-	// through the SDK's stateless handler (one shared mcp.Server). This was
-	// the first implementation, before fastpath.go.
+	// through the SDK's stateless handler (one shared mcp.Server), which is
+	// what every request would take without fastpath.go.
 	b.Run("sdk-path", func(b *testing.B) {
 		e, url := benchEnv(b)
 		e.srv.noFastPath = true
@@ -185,7 +185,7 @@ func benchCall(b *testing.B, url, body string, parallel int) {
 	})
 }
 
-// BenchmarkTools: the other hot calls of the benchmarks issue, and
+// BenchmarkTools: the other hot calls of docs/performance.md's comparison, and
 // read_text_file from 8 concurrent clients per CPU.
 func BenchmarkTools(b *testing.B) {
 	root := b.TempDir()

@@ -64,8 +64,8 @@ type rpcReply struct {
 const listMsg = `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`
 
 // TestBatchLimit: a batch of more than MaxBatch messages is refused whole
-// with a small reply. The 3.4 MB batch of tools/list is the one from the
-// issue: its reply was 683 MB.
+// with a small reply. A 3.4 MB batch of tools/list is what, without the
+// limit, would get a 683 MB reply.
 func TestBatchLimit(t *testing.T) {
 	e := newEnv(t)
 	big := batchOf(3_400_000/len(fmt.Sprintf(listMsg, 100000)), listMsg)

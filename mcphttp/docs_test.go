@@ -8,13 +8,19 @@ import (
 	"testing"
 )
 
-// TestDocsListEveryTool keeps docs/mcp.md in step with the code: every tool a
+// TestDocsListEveryTool keeps the docs in step with the code: every tool a
 // Server registers (over a directory workspace with an executor, the fullest
-// tool set) must be named in the docs as `name`.
+// tool set) must be named as `name` in docs/mcp.md (the tool reference) and
+// in docs/protocol.md (the wire contract).
 func TestDocsListEveryTool(t *testing.T) {
-	doc, err := os.ReadFile("../docs/mcp.md")
-	if err != nil {
-		t.Fatalf("reading the MCP docs: %v", err)
+	docs := []string{"../docs/mcp.md", "../docs/protocol.md"}
+	texts := make([]string, len(docs))
+	for i, path := range docs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("reading %s: %v", path, err)
+		}
+		texts[i] = string(b)
 	}
 	e := newEnvAt(t, t.TempDir())
 
@@ -42,9 +48,11 @@ func TestDocsListEveryTool(t *testing.T) {
 		}
 	}
 
-	for _, name := range names {
-		if !strings.Contains(string(doc), "`"+name+"`") {
-			t.Errorf("docs/mcp.md does not mention the tool `%s`; document it", name)
+	for i, path := range docs {
+		for _, name := range names {
+			if !strings.Contains(texts[i], "`"+name+"`") {
+				t.Errorf("%s does not mention the tool `%s`; document it", strings.TrimPrefix(path, "../"), name)
+			}
 		}
 	}
 }

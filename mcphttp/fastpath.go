@@ -13,8 +13,10 @@ import (
 // event for clients that accept only SSE), without the SDK's per-request
 // session. It exists for cost, not features:
 // in stateless mode the SDK (v1.8) builds a session per request and decodes
-// the message about ten times with a decoder that allocates a 32 KiB buffer
-// per decode, about 0.4 MB per call (see BenchmarkReadTextFile). Here it is
+// the message several times with a decoder that allocates a 32 KiB buffer
+// per decode, so a small call allocates many times what this path does
+// (BenchmarkReadTextFile, sdk-path against json; figures in
+// docs/performance.md, "Figures behind comments in the code"). Here it is
 // one decode of the envelope, one of the arguments, and one encode.
 //
 // It also answers tools/list (the SDK's own result, captured once) and the

@@ -33,7 +33,7 @@ func writeJSONError(w http.ResponseWriter, status int, title, msg string) {
 	_ = json.NewEncoder(w).Encode(httpError{Error: title, Message: msg})
 }
 
-// serveHTTP applies the checks of PROTOCOL.md in their order, then hands the
+// serveHTTP applies the checks of docs/protocol.md in their order, then hands the
 // request to the SDK's stateless streamable handler. The order matters to
 // clients: an unauthenticated request learns nothing about the root or the
 // scopes, and a wrong root is reported before any scope problem.
@@ -95,7 +95,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.inflight != nil {
 		key, ok := s.inflight.acquire(r.Context(), r.RemoteAddr)
 		if !ok {
-			s.warns.warn(s.log, "inflight", "mcp: too many requests in flight; answered 429", "remote", r.RemoteAddr, "limit", s.inflight.limit)
+			s.warns.warn(s.log, "inflight", "too many requests in flight; answered 429", "remote", r.RemoteAddr, "limit", s.inflight.limit)
 			s.inflight.refuseBusy(w)
 			return
 		}
@@ -125,7 +125,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// Batches: refused whole beyond MaxBatch, before any message runs.
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
 		if n, ok := batchLen(t, s.maxBatch); ok && n > s.maxBatch {
-			s.warns.warn(s.log, "batch", "mcp: batch too large; answered 400", "remote", r.RemoteAddr, "limit", s.maxBatch)
+			s.warns.warn(s.log, "batch", "batch too large; answered 400", "remote", r.RemoteAddr, "limit", s.maxBatch)
 			writeRPCError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest,
 				fmt.Sprintf("the batch has more than %d messages, the daemon's limit (--max-batch); send at most %d per request", s.maxBatch, s.maxBatch))
 			return

@@ -54,8 +54,10 @@ func rawPost(t *testing.T, url, method, body string, hdr map[string]string) (*ht
 	return resp, string(b)
 }
 
-// TestHTTPStatuses covers every status of PROTOCOL.md's HTTP section and
-// the checks around it, in the order they are applied.
+// TestHTTPStatuses covers the statuses of docs/protocol.md's /mcp table and
+// the checks around it, in the order they are applied; 503 is
+// TestClosedServer's, 429 TestInflightPerAddress's and the batch limit
+// TestBatchLimit's (bounds_test.go).
 func TestHTTPStatuses(t *testing.T) {
 	authed := newEnv(t, func(o *Options) { o.AuthToken = "s3cret" })
 	static := newEnv(t, func(o *Options) { o.StaticScope = "users/u1" })

@@ -1,7 +1,7 @@
 // Package mcphttp serves a workspace's tools over the Model Context Protocol,
 // as a drop-in replacement for the daemon of the npm package agent-backend.
 //
-// One Server exposes the tools of shared/PROTOCOL.md (read_text_file,
+// One Server exposes the tools of docs/protocol.md (read_text_file,
 // write_file, edit_file, list_directory, ..., exec, grep) with the names,
 // arguments and result texts of agent-backend 0.13.2, so that the published
 // clients (RemoteFilesystemBackend, LocalFilesystemBackend.getMCPClient(),
@@ -10,7 +10,7 @@
 //
 //   - Handler: MCP streamable HTTP, stateless, mounted by the daemon at /mcp.
 //     Before the MCP SDK sees a request, the handler applies the checks of
-//     PROTOCOL.md in order (method, Origin and Host, bearer token,
+//     docs/protocol.md in order (method, Origin and Host, bearer token,
 //     X-Root-Dir, scope headers, body size), then the bounds of bounds.go
 //     (requests in flight per client address, messages per batch); see
 //     serveHTTP. Every reply is bounded too (Options.MaxReplyBytes). A single
@@ -64,7 +64,7 @@ type Options struct {
 	// as the reference registers it exactly for backends that can execute.
 	Executor sandbox.Executor
 	// RootDir is the daemon's root exactly as configured. A request's
-	// X-Root-Dir header must equal it (PROTOCOL.md, check 2).
+	// X-Root-Dir header must equal it (docs/protocol.md, the /mcp checks).
 	RootDir string
 	// StaticScope is --scopePath ("" if none). A request that also sends
 	// X-Scope-Path is refused with 400 "Scope conflict".

@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 import (
@@ -427,7 +429,7 @@ func (c *cgroup) startOnThread(cmd *exec.Cmd) error {
 	if back := writeCgroupFile(filepath.Join(c.set.home, "tasks"), tid); back != nil {
 		// The thread stays in c: c's kill spares the daemon (kill skips
 		// its pid), and the next command's start moves the thread on.
-		c.set.log("sandbox: the spawner thread could not leave a command's cgroup", "cgroup", c.dir, "err", back)
+		c.set.log("the spawner thread could not leave a command's cgroup", "cgroup", c.dir, "err", back)
 	}
 	return err
 }
@@ -450,7 +452,7 @@ func (c *cgroup) killLocked() bool {
 	self := os.Getpid()
 	if c.set.kind != cgroupV1Pids {
 		if err := writeCgroupFile(filepath.Join(c.dir, "cgroup.kill"), "1"); err != nil && !errors.Is(err, os.ErrNotExist) {
-			c.set.log("sandbox: cgroup.kill failed", "cgroup", c.dir, "err", err)
+			c.set.log("cgroup.kill failed", "cgroup", c.dir, "err", err)
 		}
 		pids, err := c.procs()
 		return err == nil && len(pids) == 0
@@ -583,7 +585,7 @@ func (c *cgroup) remove(limit time.Duration) {
 		}
 		c.mu.Unlock()
 		if time.Now().After(deadline) {
-			c.set.log("sandbox: a command's cgroup is still busy after its kill; left in place", "cgroup", c.dir, "waited", limit, "err", err)
+			c.set.log("a command's cgroup is still busy after its kill; left in place", "cgroup", c.dir, "waited", limit, "err", err)
 			return
 		}
 		time.Sleep(wait)
@@ -643,9 +645,9 @@ func (e *executor) setupProcessBound(cfg Config) (Rlimits, error) {
 	var why string
 	e.cgroups, why = newCgroups(maxProc, e.log.Warn)
 	if e.cgroups == nil {
-		e.log.Info("sandbox: no cgroup for commands; the kill walks /proc and the daemon adopts escaped processes as a subreaper (bwrap mode needs neither)", "why", why)
+		e.log.Info("no cgroup for commands; the kill walks /proc and the daemon adopts escaped processes as a subreaper (bwrap mode needs neither)", "why", why)
 	} else {
-		e.log.Info("sandbox: every command runs in a cgroup of its own", "kind", e.cgroups.kind.String(), "cgroup", e.cgroups.dir)
+		e.log.Info("every command runs in a cgroup of its own", "kind", e.cgroups.kind.String(), "cgroup", e.cgroups.dir)
 	}
 	if maxProc == 0 || (e.cgroups != nil && e.cgroups.maxProc > 0) {
 		return rl, nil
@@ -656,17 +658,17 @@ func (e *executor) setupProcessBound(cfg Config) (Rlimits, error) {
 	}
 	switch {
 	case !explicit:
-		e.log.Warn("sandbox: no pids cgroup, so the default bound on the processes of a command is not applied; set --exec-max-processes to apply it as RLIMIT_NPROC (per user, not for root) through the shell",
+		e.log.Warn("no pids cgroup, so the default bound on the processes of a command is not applied; set --exec-max-processes to apply it as RLIMIT_NPROC (per user, not for root) through the shell",
 			"default", maxProc, "why", why)
 	case uid == 0:
-		e.log.Warn("sandbox: nothing bounds the processes of a command: there is no pids cgroup and commands run as root, which RLIMIT_NPROC does not bind",
+		e.log.Warn("nothing bounds the processes of a command: there is no pids cgroup and commands run as root, which RLIMIT_NPROC does not bind",
 			"exec_max_processes", maxProc, "why", why)
 	case rl.Processes == 0 && (e.shellKind == "bash" || e.shellKind == "dash"):
 		rl.Processes = maxProc
-		e.log.Info("sandbox: no pids cgroup; --exec-max-processes is applied as RLIMIT_NPROC (per user) by the shell, so every command runs through the shell",
+		e.log.Info("no pids cgroup; --exec-max-processes is applied as RLIMIT_NPROC (per user) by the shell, so every command runs through the shell",
 			"exec_max_processes", maxProc)
 	case rl.Processes == 0:
-		e.log.Warn("sandbox: nothing bounds the processes of a command: there is no pids cgroup and this shell cannot set RLIMIT_NPROC; use bash or dash",
+		e.log.Warn("nothing bounds the processes of a command: there is no pids cgroup and this shell cannot set RLIMIT_NPROC; use bash or dash",
 			"exec_max_processes", maxProc)
 	}
 	return rl, nil

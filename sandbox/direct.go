@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 import (
@@ -16,17 +18,17 @@ import (
 )
 
 // The direct fast path. Most of an exec's latency is bash's own start-up
-// (`bash -c true` costs about twice `/bin/true`), and most commands agents
-// send are one program with literal arguments, often behind the `cd "<dir>"
-// &&` prefix the TypeScript client puts on every SSH exec. When a script is
-// provably equivalent to executing one program, the executor execs that
-// program itself: same Dir, environment, credentials, process group,
+// (figures: docs/performance.md, "exec — the shell was the cost"), and most
+// commands agents send are one program with literal arguments, often behind
+// the `cd "<dir>" &&` prefix the TypeScript client puts on every SSH exec.
+// When a script is provably equivalent to executing one program, the
+// executor execs that program itself: same Dir, environment, credentials, process group,
 // Pdeathsig, pty, output capture, timeout and kill semantics. bash would
 // exec it in place anyway (it execs the last simple command of a `-c`
 // script, also after `cd X &&`), so the process tree is the same.
 //
 // The fast path is only an optimisation: whenever anything below is not
-// clearly the case, the shell runs the script as before.
+// clearly the case, the shell runs the script.
 //
 // The script (bash dialect, parsed by mvdan.cc/sh like the policy):
 //   - is valid UTF-8 without control characters other than tab and newline;
@@ -79,7 +81,8 @@ import (
 //
 // In software and none modes a direct start that fails (execve refused:
 // ENOEXEC, EACCES from an ACL, a missing #! interpreter) is retried through
-// the shell, which then reports it exactly as before; nothing ran.
+// the shell, which then reports it exactly as it would without the direct
+// path; nothing ran.
 
 // bashBuiltins are bash 5.2's builtins (`bash -c 'enable -a'`) and
 // reserved words (`bash -c 'compgen -k'`) on Debian 12. A command with one

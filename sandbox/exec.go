@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 import (
@@ -130,7 +132,7 @@ func New(cfg Config) (Executor, error) {
 	}
 	if e.shellKind == "bash" && e.ulimit == "" && !probeDirect(e.shellPath, e.shellArg0) {
 		e.noDirect = true
-		e.log.Info("sandbox: this bash does not exec in place after cd; every command runs through the shell")
+		e.log.Info("this bash does not exec in place after cd; every command runs through the shell")
 	}
 	e.buildBaseEnv()
 
@@ -163,7 +165,7 @@ func New(cfg Config) (Executor, error) {
 	}
 	if e.cgroups == nil && e.mode != ModeBwrap {
 		if err := useReaper(); err != nil {
-			e.log.Warn("sandbox: cannot become a child subreaper; a process that leaves its command's session and parent escapes the kill", "err", err)
+			e.log.Warn("cannot become a child subreaper; a process that leaves its command's session and parent escapes the kill", "err", err)
 		} else {
 			e.reaper = true
 		}
@@ -362,12 +364,12 @@ func (e *executor) envOK(k, v string) (bool, error) {
 			Msg: fmt.Sprintf("invalid environment variable name %q (want letters, digits and _, not starting with a digit)", k)}
 	}
 	if deniedEnv(k) {
-		e.log.Debug("sandbox: dropped environment variable", "name", k, "why", "denied name")
+		e.log.Debug("dropped environment variable", "name", k, "why", "denied name")
 		return false, nil
 	}
 	for _, s := range e.secrets {
 		if strings.Contains(v, s) {
-			e.log.Warn("sandbox: dropped environment variable carrying a secret", "name", k)
+			e.log.Warn("dropped environment variable carrying a secret", "name", k)
 			return false, nil
 		}
 	}
@@ -385,7 +387,7 @@ func (e *executor) buildBaseEnv() {
 	}
 	for k, v := range e.cfg.Env {
 		if ok, err := e.envOK(k, v); err != nil {
-			e.log.Warn("sandbox: ignored configured environment variable", "name", k, "err", err)
+			e.log.Warn("ignored configured environment variable", "name", k, "err", err)
 		} else if ok {
 			e.baseEnv = append(e.baseEnv, k+"="+v)
 		}
@@ -579,7 +581,7 @@ func (e *executor) startCmd(cmd *exec.Cmd, direct bool, script string, wd *workd
 	if err == nil || !direct {
 		return cmd, err
 	}
-	e.log.Debug("sandbox: direct start failed; running through the shell", "err", err)
+	e.log.Debug("direct start failed; running through the shell", "err", err)
 	sh := e.shellCommand(script, wd, env, pty)
 	attr := *cmd.SysProcAttr
 	sh.SysProcAttr = &attr

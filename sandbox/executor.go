@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package sandbox is the one door to processes. Every command any protocol runs
 // (MCP exec, SSH exec and shells) goes through an Executor, which applies the
 // isolation mode (bwrap, software, none), the command safety policy, the

@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 import (
@@ -144,7 +146,7 @@ func (p *Policy) check(command string, env map[string]string, dir, boundary stri
 	}
 	err := c.envGroup(mapGroup(env), true)
 	if err == nil {
-		err = c.script(command, 0, ctx{})
+		err = c.script(command, 0, surroundings{})
 	}
 	if err == errBudget {
 		return c.unsafe(RuleUnjudgeable, "the command is too complex to judge")
@@ -196,8 +198,10 @@ func (s state) equal(o state) bool {
 	return true
 }
 
-// ctx is what a statement's surroundings tell about it.
-type ctx struct {
+// surroundings is what a statement's surroundings tell about it: where its
+// stdin comes from, whether it runs in the background, in a function, in a
+// loop. The checker hands it down (as x) to what it judges next.
+type surroundings struct {
 	pipedIn      bool             // stdin is a pipe
 	pipeDownload bool             // what feeds that pipe downloads something
 	stdinFile    bool             // stdin is a file or descriptor redirected by an enclosing command
@@ -210,24 +214,24 @@ type ctx struct {
 	infLoop      bool             // inside a loop without an exit condition
 }
 
-// stdinCtx is the stdin that code run by a command (bash -c, env -S, a
+// inheritedStdin is the stdin that code run by a command (bash -c, env -S, a
 // command substitution) inherits: the command's own redirection if it has
 // one, else what the command itself inherited.
-func stdinCtx(x ctx, sio *stmtIO) ctx {
-	in := ctx{pipedIn: x.pipedIn, pipeDownload: x.pipeDownload, stdinFile: x.stdinFile, stdinHdoc: x.stdinHdoc}
+func inheritedStdin(x surroundings, sio *stmtIO) surroundings {
+	in := surroundings{pipedIn: x.pipedIn, pipeDownload: x.pipeDownload, stdinFile: x.stdinFile, stdinHdoc: x.stdinHdoc}
 	if sio != nil && sio.hdoc != nil {
-		return ctx{stdinHdoc: sio.hdoc}
+		return surroundings{stdinHdoc: sio.hdoc}
 	}
 	if sio != nil && sio.stdinFile {
-		return ctx{stdinFile: true}
+		return surroundings{stdinFile: true}
 	}
 	return in
 }
 
-// unknownStdin is the context of code run by another program with input
+// unknownStdin is the surroundings of code run by another program with input
 // the policy does not see (a pager, an editor, a function or alias body that
 // may be called from a pipeline): stdin counts as a pipe of data.
-var unknownStdin = ctx{pipedIn: true}
+var unknownStdin = surroundings{pipedIn: true}
 
 // io is what a simple command's redirections tell about it.
 type stmtIO struct {
@@ -295,7 +299,7 @@ func (c *checker) unsafe(rule, format string, args ...any) error {
 }
 
 // script parses and judges a (possibly nested) script.
-func (c *checker) script(src string, depth int, in ctx) error {
+func (c *checker) script(src string, depth int, in surroundings) error {
 	if depth > MaxNesting {
 		return c.unsafe(RuleUnjudgeable, "shell code nested more than %d levels deep", MaxNesting)
 	}
@@ -315,7 +319,7 @@ func (c *checker) script(src string, depth int, in ctx) error {
 	return c.stmts(f.Stmts, in)
 }
 
-func (c *checker) stmts(list []*syntax.Stmt, x ctx) error {
+func (c *checker) stmts(list []*syntax.Stmt, x surroundings) error {
 	for _, s := range list {
 		if err := c.stmt(s, x); err != nil {
 			return err
@@ -324,7 +328,7 @@ func (c *checker) stmts(list []*syntax.Stmt, x ctx) error {
 	return nil
 }
 
-func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
+func (c *checker) stmt(s *syntax.Stmt, x surroundings) error {
 	if c.visits++; c.visits > maxVisits {
 		return errBudget
 	}
@@ -368,7 +372,7 @@ func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
 		return c.ifClause(cmd, x)
 	case *syntax.WhileClause:
 		inf := isTrueCond(cmd.Cond, cmd.Until)
-		return c.loop(x, inf, func(x ctx) error {
+		return c.loop(x, inf, func(x surroundings) error {
 			if err := c.stmts(cmd.Cond, x); err != nil {
 				return err
 			}
@@ -403,7 +407,7 @@ func (c *checker) stmt(s *syntax.Stmt, x ctx) error {
 				}
 			}
 		}
-		return c.loop(x, inf, func(x ctx) error { return c.stmts(cmd.Do, x) })
+		return c.loop(x, inf, func(x surroundings) error { return c.stmts(cmd.Do, x) })
 	case *syntax.CaseClause:
 		if err := c.embedded(cmd.Word, x); err != nil {
 			return err
@@ -513,7 +517,7 @@ func isTrueCond(cond []*syntax.Stmt, until bool) bool {
 
 // loop judges a loop body, re-running it until the followed directories
 // settle (a `cd ..` in a loop may climb any number of levels).
-func (c *checker) loop(x ctx, infinite bool, body func(ctx) error) error {
+func (c *checker) loop(x surroundings, infinite bool, body func(surroundings) error) error {
 	if infinite {
 		x.infLoop = true
 	}
@@ -538,7 +542,7 @@ func (c *checker) loop(x ctx, infinite bool, body func(ctx) error) error {
 	return nil
 }
 
-func (c *checker) ifClause(ic *syntax.IfClause, x ctx) error {
+func (c *checker) ifClause(ic *syntax.IfClause, x surroundings) error {
 	if err := c.stmts(ic.Cond, x); err != nil {
 		return err
 	}
@@ -562,7 +566,7 @@ func (c *checker) ifClause(ic *syntax.IfClause, x ctx) error {
 	return nil
 }
 
-func (c *checker) binary(b *syntax.BinaryCmd, x ctx) error {
+func (c *checker) binary(b *syntax.BinaryCmd, x surroundings) error {
 	switch b.Op {
 	case syntax.Pipe, syntax.PipeAll:
 		// Each side of a pipe runs in a subshell: directory changes do not
@@ -595,7 +599,7 @@ func (c *checker) binary(b *syntax.BinaryCmd, x ctx) error {
 	}
 }
 
-func (c *checker) decl(d *syntax.DeclClause, x ctx) error {
+func (c *checker) decl(d *syntax.DeclClause, x surroundings) error {
 	assoc, integer := false, false
 	for _, a := range d.Args {
 		if !a.Naked || a.Name != nil || a.Value == nil {
@@ -638,7 +642,7 @@ func (c *checker) decl(d *syntax.DeclClause, x ctx) error {
 }
 
 // assign judges an assignment's value and follows HOME and CDPATH.
-func (c *checker) assign(a *syntax.Assign, x ctx, persistent bool) error {
+func (c *checker) assign(a *syntax.Assign, x surroundings, persistent bool) error {
 	if a.Value != nil {
 		if err := c.embedded(a.Value, x); err != nil {
 			return err
@@ -706,7 +710,7 @@ func (c *checker) assign(a *syntax.Assign, x ctx, persistent bool) error {
 }
 
 // redirect judges one redirection: its words, its target and what it feeds.
-func (c *checker) redirect(r *syntax.Redirect, sio *stmtIO, x ctx) error {
+func (c *checker) redirect(r *syntax.Redirect, sio *stmtIO, x surroundings) error {
 	if r.Word != nil {
 		if err := c.embedded(r.Word, x); err != nil {
 			return err
@@ -780,7 +784,7 @@ func isNetDev(p string) bool {
 // embedded judges the commands hidden in a word, assignment, arithmetic or
 // test expression: command and process substitutions, at any depth. They
 // run in subshells, so directory changes inside do not leak out.
-func (c *checker) embedded(n syntax.Node, x ctx) error {
+func (c *checker) embedded(n syntax.Node, x surroundings) error {
 	var err error
 	syntax.Walk(n, func(n syntax.Node) bool {
 		if err != nil {
@@ -803,14 +807,14 @@ func (c *checker) embedded(n syntax.Node, x ctx) error {
 		var list []*syntax.Stmt
 		// A substitution reads the stdin of the command around it; >(...)
 		// reads what that command writes.
-		in := stdinCtx(x, nil)
+		in := inheritedStdin(x, nil)
 		switch s := n.(type) {
 		case *syntax.CmdSubst:
 			list = s.Stmts
 		case *syntax.ProcSubst:
 			list = s.Stmts
 			if s.Op == syntax.CmdOut {
-				in = ctx{pipedIn: true, pipeDownload: x.pipeDownload || x.self != nil && containsDownloader(x.self)}
+				in = surroundings{pipedIn: true, pipeDownload: x.pipeDownload || x.self != nil && containsDownloader(x.self)}
 			}
 		default:
 			return true
@@ -825,7 +829,7 @@ func (c *checker) embedded(n syntax.Node, x ctx) error {
 }
 
 // call judges a simple command: its assignments and words, then the program.
-func (c *checker) call(ce *syntax.CallExpr, x ctx, sio *stmtIO) error {
+func (c *checker) call(ce *syntax.CallExpr, x surroundings, sio *stmtIO) error {
 	persistent := len(ce.Args) == 0
 	savedHome := c.st.home
 	for _, a := range ce.Assigns {

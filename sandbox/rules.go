@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 import (
@@ -172,7 +174,7 @@ func (a args) hasShort(letter byte) bool {
 
 // simple judges one simple command given as words (after wrappers are
 // peeled off, the inner command comes back here).
-func (c *checker) simple(words []*syntax.Word, x ctx, sio *stmtIO) error {
+func (c *checker) simple(words []*syntax.Word, x surroundings, sio *stmtIO) error {
 	if len(words) == 0 {
 		return nil
 	}
@@ -433,7 +435,7 @@ func (c *checker) execPath(name string) error {
 // file runs like any program; reading commands from stdin is judged only
 // for a static heredoc or here-string, and refused when fed by a pipe or a
 // file.
-func (c *checker) shell(a args, x ctx, sio *stmtIO) error {
+func (c *checker) shell(a args, x surroundings, sio *stmtIO) error {
 	cmode, stdin := false, false
 	i := 1
 	for ; i < len(a.words); i++ {
@@ -482,7 +484,7 @@ func (c *checker) shell(a args, x ctx, sio *stmtIO) error {
 			}
 			return c.unsafe(RuleUnjudgeable, "%s -c runs code computed at run time (%s)", a.vals[0], wordSource(a.words[i]))
 		}
-		return c.nestedIn(code, stdinCtx(x, sio))
+		return c.nestedIn(code, inheritedStdin(x, sio))
 	}
 	if !stdin && i < len(a.words) {
 		if !a.ok[i] {
@@ -506,7 +508,7 @@ func (c *checker) shell(a args, x ctx, sio *stmtIO) error {
 }
 
 // stdinCode judges a shell that reads its commands from stdin.
-func (c *checker) stdinCode(prog string, x ctx, sio *stmtIO) error {
+func (c *checker) stdinCode(prog string, x surroundings, sio *stmtIO) error {
 	return c.stdinProgram(prog, x, sio, true)
 }
 
@@ -518,8 +520,8 @@ func (c *checker) stdinCode(prog string, x ctx, sio *stmtIO) error {
 // in software mode (escape checks on), where nothing else confines it, no
 // program may read its code from a pipe, a file redirection or the
 // command's own stdin (an SSH client's input).
-func (c *checker) stdinProgram(prog string, x ctx, sio *stmtIO, shell bool) error {
-	in := stdinCtx(x, sio)
+func (c *checker) stdinProgram(prog string, x surroundings, sio *stmtIO, shell bool) error {
+	in := inheritedStdin(x, sio)
 	if c.execStdin && !in.pipedIn && !in.stdinFile && in.stdinHdoc == nil {
 		in.stdinFile = true // `exec < file` earlier replaced the script's stdin
 	}
@@ -543,7 +545,7 @@ func (c *checker) stdinProgram(prog string, x ctx, sio *stmtIO, shell bool) erro
 			c.hdocs = map[*syntax.Word]bool{}
 		}
 		c.hdocs[in.stdinHdoc] = true
-		return c.nestedIn(body, ctx{stdinHdoc: in.stdinHdoc})
+		return c.nestedIn(body, surroundings{stdinHdoc: in.stdinHdoc})
 	case in.pipedIn && in.pipeDownload:
 		return c.danger(RulePipeToShell, "downloaded content is piped into %s; download to a file, inspect it, then run it", prog)
 	case in.pipedIn && shell:
@@ -604,7 +606,7 @@ func hasProcSubst(w *syntax.Word) bool {
 func (c *checker) nested(code string) error { return c.nestedIn(code, unknownStdin) }
 
 // nestedIn judges code run as a shell script whose stdin is in's.
-func (c *checker) nestedIn(code string, in ctx) error {
+func (c *checker) nestedIn(code string, in surroundings) error {
 	saved := c.st.clone()
 	err := c.script(code, c.depth+1, in)
 	c.st = saved
@@ -651,7 +653,7 @@ var interpSpecs = map[string]interpSpec{
 // and is not judged, but feeding them downloaded code is
 // download-and-execute, and reading the program from stdin is judged by
 // stdinProgram.
-func (c *checker) interpreter(a args, x ctx, sio *stmtIO, base string) error {
+func (c *checker) interpreter(a args, x surroundings, sio *stmtIO, base string) error {
 	if anyDownloadSubst(a.words[1:]) {
 		return c.danger(RuleDownloadExec, "%s runs downloaded code", base)
 	}
@@ -735,7 +737,7 @@ func (c *checker) interpreter(a args, x ctx, sio *stmtIO, base string) error {
 
 // stdinPathWord judges a script operand computed at run time: it runs like
 // a script on disk unless it names stdin or a descriptor in some way.
-func (c *checker) stdinPathWord(prog string, w *syntax.Word, x ctx, sio *stmtIO) error {
+func (c *checker) stdinPathWord(prog string, w *syntax.Word, x surroundings, sio *stmtIO) error {
 	if hasProcSubst(w) {
 		return c.unsafe(RuleUnjudgeable, "%s reads its program from a process substitution", prog)
 	}
@@ -747,7 +749,7 @@ func (c *checker) stdinPathWord(prog string, w *syntax.Word, x ctx, sio *stmtIO)
 }
 
 // source judges `source file` / `. file`.
-func (c *checker) source(a args, x ctx, sio *stmtIO) error {
+func (c *checker) source(a args, x surroundings, sio *stmtIO) error {
 	if len(a.words) < 2 {
 		return nil
 	}
@@ -806,7 +808,7 @@ func (c *checker) alias(a args) error {
 
 // wrapper peels a command-running wrapper (env, nice, timeout, xargs, ...)
 // off and judges the command it runs.
-func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
+func (c *checker) wrapper(a args, x surroundings, sio *stmtIO, base string) error {
 	i := 1
 	skipOpts := func(valued map[string]bool) {
 		for i < len(a.words) && a.ok[i] {
@@ -903,7 +905,7 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 				if !a.ok[i+1] {
 					return c.unsafe(RuleUnjudgeable, "flock -c with computed code")
 				}
-				return c.nestedIn(a.vals[i+1], stdinCtx(x, sio))
+				return c.nestedIn(a.vals[i+1], inheritedStdin(x, sio))
 			}
 			if len(v) < 2 || v[0] != '-' {
 				break
@@ -919,7 +921,7 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 				if !a.ok[j+1] {
 					return c.unsafe(RuleUnjudgeable, "flock -c with computed code")
 				}
-				return c.nestedIn(a.vals[j+1], stdinCtx(x, sio))
+				return c.nestedIn(a.vals[j+1], inheritedStdin(x, sio))
 			}
 		}
 	case "watch":
@@ -942,7 +944,7 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 				}
 				parts = append(parts, a.vals[j])
 			}
-			return c.nestedIn(strings.Join(parts, " "), stdinCtx(x, sio))
+			return c.nestedIn(strings.Join(parts, " "), inheritedStdin(x, sio))
 		}
 	case "script":
 		for j := 1; j < len(a.words); j++ {
@@ -950,7 +952,7 @@ func (c *checker) wrapper(a args, x ctx, sio *stmtIO, base string) error {
 				if !a.ok[j+1] {
 					return c.unsafe(RuleUnjudgeable, "script -c with computed code")
 				}
-				return c.nestedIn(a.vals[j+1], stdinCtx(x, sio))
+				return c.nestedIn(a.vals[j+1], inheritedStdin(x, sio))
 			}
 		}
 		// Without -c, script runs an interactive shell on its stdin.
@@ -1052,7 +1054,7 @@ func (c *checker) replCheck(inner []*syntax.Word, repl, tool string) error {
 
 // find judges the commands of -exec/-execdir/-ok/-okdir, and -delete from
 // the root or a system directory.
-func (c *checker) find(a args, x ctx) error {
+func (c *checker) find(a args, x surroundings) error {
 	del := a.has("-delete")
 	for i := 1; i < len(a.words); i++ {
 		v := a.vals[i]
@@ -1086,7 +1088,7 @@ func (c *checker) find(a args, x ctx) error {
 				}
 				words = substituteBraces(inner, sp)
 			}
-			if err := c.simple(words, ctx{inFunc: x.inFunc, external: true}, nil); err != nil {
+			if err := c.simple(words, surroundings{inFunc: x.inFunc, external: true}, nil); err != nil {
 				return err
 			}
 		}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 import (
@@ -370,7 +372,7 @@ func (c *checker) git(a args) error {
 		return nil
 	case "bisect":
 		if i+1 < len(a.vals) && a.ok[i+1] && a.vals[i+1] == "run" {
-			return c.simple(a.words[i+2:], ctx{external: true}, nil)
+			return c.simple(a.words[i+2:], surroundings{external: true}, nil)
 		}
 		return nil
 	}
@@ -459,7 +461,7 @@ func (c *checker) gitConfigCmd(a args, i int) error {
 // variables as a group and an -S string (split like a command line, with
 // the words after it appended) as a script. It returns the index of the
 // program env runs, or -1 when there is nothing more to judge.
-func (c *checker) envWrapper(a args, x ctx, sio *stmtIO) (int, error) {
+func (c *checker) envWrapper(a args, x surroundings, sio *stmtIO) (int, error) {
 	group := map[string]envVal{}
 	split, hasSplit := "", false
 	optsDone := false
@@ -551,7 +553,7 @@ loop:
 		}
 		code += " " + shellQuoteWord(a.vals[i])
 	}
-	return -1, c.nestedIn(code, stdinCtx(x, sio))
+	return -1, c.nestedIn(code, inheritedStdin(x, sio))
 }
 
 // shellQuoteWord quotes s as one shell word.
@@ -559,7 +561,7 @@ func shellQuoteWord(s string) string { return "'" + strings.ReplaceAll(s, "'", `
 
 // make judges make's ways of taking code that is not a Makefile on disk:
 // --eval, a Makefile read from stdin or a descriptor, and SHELL overrides.
-func (c *checker) make(a args, x ctx, sio *stmtIO) error {
+func (c *checker) make(a args, x surroundings, sio *stmtIO) error {
 	for i := 1; i < len(a.words); i++ {
 		if !a.ok[i] {
 			if hasProcSubst(a.words[i]) {
@@ -599,7 +601,7 @@ func (c *checker) make(a args, x ctx, sio *stmtIO) error {
 			continue
 		}
 		if fd, isFd := fdPath(file); isFd {
-			if fd != "0" || stdinCtx(x, sio).stdinHdoc != nil {
+			if fd != "0" || inheritedStdin(x, sio).stdinHdoc != nil {
 				return c.unsafe(RuleUnjudgeable, "make reads its Makefile from a descriptor or heredoc, which cannot be judged; write it to a file")
 			}
 			if err := c.stdinCode("make", x, sio); err != nil {
@@ -819,7 +821,7 @@ func (c *checker) sedScript(s string) error {
 
 // editor judges ed/ex and vi/vim: commands they read from stdin (ed, ex,
 // vim -e/-es) or take with -c/+cmd/--cmd, where `!cmd` runs a shell.
-func (c *checker) editor(a args, x ctx, sio *stmtIO, base string) error {
+func (c *checker) editor(a args, x surroundings, sio *stmtIO, base string) error {
 	if base == "red" {
 		return nil // restricted ed: no shell commands
 	}
@@ -851,7 +853,7 @@ func (c *checker) editor(a args, x ctx, sio *stmtIO, base string) error {
 	if !exMode {
 		return nil
 	}
-	in := stdinCtx(x, sio)
+	in := inheritedStdin(x, sio)
 	if in.stdinHdoc != nil {
 		body, ok := hdocText(in.stdinHdoc)
 		if !ok {

@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 import (
@@ -279,7 +281,8 @@ func TestDirectProgramSwappedForFIFO(t *testing.T) {
 			sw := swaptest.Start(t, tool, fifo, 0)
 			defer func() {
 				sw.Stop()
-				// Release an open(2) the old code would still be blocked in.
+				// Release an open(2) that code opening the FIFO by name
+				// would still be blocked in.
 				for _, p := range []string{tool, fifo} {
 					if f, err := os.OpenFile(p, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
 						f.Close()

@@ -23,7 +23,7 @@
 //     the sftp subsystem is our own SFTP v3 server (sftpserver.go, codec
 //     in sftpwire.go) over fsops.Workspace, which answers each request
 //     inline on the channel's goroutine, byte-for-byte as pkg/sftp's
-//     request server (which we used before) did.
+//     request server does.
 //
 // This package never opens a workspace file or starts a process itself;
 // fsops and sandbox do, and they confine both. The one file it touches is the

@@ -217,13 +217,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// the clients map 4001 to AUTH_FAILED and stop, while an HTTP 401 on the
 	// upgrade looks like a network error to them and they retry forever.
 	if !ok {
-		s.log.Info("ssh-ws: unauthorized", "remote", remote)
+		s.log.Info("unauthorized", "remote", remote)
 		c.closeWith(CloseUnauthorized, "Unauthorized")
 		return
 	}
 
 	if err := s.track(c); err != nil {
-		s.log.Warn("ssh-ws: connection refused", "remote", remote, "reason", err)
+		s.log.Warn("connection refused", "remote", remote, "reason", err)
 		code := CloseTryAgain
 		if errors.Is(err, errShuttingDown) {
 			code = CloseGoingAway
@@ -239,7 +239,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// forever, holding a slot under the cap. NewServerConn returns once the
 	// client has authenticated, so the timer only has to outlive it.
 	login := time.AfterFunc(s.loginTimeout, func() {
-		s.log.Info("ssh-ws: no SSH login in time, dropping connection", "remote", remote)
+		s.log.Info("no SSH login in time, dropping connection", "remote", remote)
 		c.closeWith(ClosePolicy, "SSH login timeout")
 	})
 	sc, chans, reqs, err := gossh.NewServerConn(c, s.sshConf)
@@ -251,7 +251,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.untrack(c)
 		return
 	}
-	s.log.Debug("ssh-ws: connected", "remote", remote)
+	s.log.Debug("connected", "remote", remote)
 	go s.serveConn(c, sc, chans, reqs, stopKeepalive, remote)
 }
 
@@ -280,7 +280,7 @@ func (s *Server) serveConn(c *wsConn, sc *gossh.ServerConn, chans <-chan gossh.N
 				continue
 			}
 			if open.Load() >= int32(s.maxChannels) {
-				s.log.Info("ssh-ws: channel refused", "remote", remote, "reason", "channel limit", "limit", s.maxChannels)
+				s.log.Info("channel refused", "remote", remote, "reason", "channel limit", "limit", s.maxChannels)
 				_ = nc.Reject(gossh.ResourceShortage, fmt.Sprintf(
 					"too many channels on this connection (limit %d); close some first", s.maxChannels))
 				continue
@@ -304,7 +304,7 @@ func (s *Server) serveConn(c *wsConn, sc *gossh.ServerConn, chans <-chan gossh.N
 	stopKeepalive()
 	_ = sc.Close()
 	c.Close()
-	s.log.Debug("ssh-ws: disconnected", "remote", remote)
+	s.log.Debug("disconnected", "remote", remote)
 }
 
 // readBufferSize is the WebSocket read buffer of a server connection.
@@ -394,7 +394,7 @@ func (s *Server) startKeepalive(c *wsConn, remote string) (stop func()) {
 	)
 	tick := func() {
 		if c.idleFor(time.Now()) >= keepaliveMisses*s.keepalive {
-			s.log.Info("ssh-ws: peer silent, dropping connection", "remote", remote,
+			s.log.Info("peer silent, dropping connection", "remote", remote,
 				"after", keepaliveMisses*s.keepalive)
 			c.closeWith(CloseInternal, "keepalive timeout")
 			return

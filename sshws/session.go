@@ -79,7 +79,7 @@ func (ss *session) serve(reqs <-chan *gossh.Request) {
 		// it: the session is over without it, so that neither this
 		// connection's end nor the server's shutdown waits on it. Its
 		// goroutine closes the session's handles when the kernel returns.
-		ss.srv.log.Debug("ssh-ws: sftp channel closed during a request; not waiting for it", "remote", ss.remote)
+		ss.srv.log.Debug("sftp channel closed during a request; not waiting for it", "remote", ss.remote)
 		return
 	}
 	<-ss.done
@@ -335,10 +335,10 @@ func (ss *session) serveSFTP() {
 	case errors.Is(err, errSFTPShortPacket) || errors.Is(err, errSFTPLongPacket):
 		// A client bug (or not an SFTP client): its session ends, and
 		// whoever looks into "my upload stopped" needs to see why.
-		ss.srv.log.Warn("ssh-ws: sftp session ended: the client sent a malformed packet",
+		ss.srv.log.Warn("sftp session ended: the client sent a malformed packet",
 			"remote", ss.remote, "err", err)
 	default:
-		ss.srv.log.Debug("ssh-ws: sftp session ended", "remote", ss.remote, "err", err)
+		ss.srv.log.Debug("sftp session ended", "remote", ss.remote, "err", err)
 	}
 	ss.exit(sandbox.ExitStatus{})
 }

@@ -22,7 +22,7 @@ import (
 // workspace, exactly like OpenSSH's ChrootDirectory: "/" is the workspace
 // root and ".." cannot climb above it ("../../etc/passwd" is
 // "<root>/etc/passwd"). The cleaned path then goes to the Workspace as a
-// client path, under the rules of PROTOCOL.md: the absolute host paths the
+// client path, under the rules of docs/protocol.md: the absolute host paths the
 // agent-backend clients send ("<root>/a/b") name what they say, other
 // absolute paths are taken relative to the root. Symlinks are the
 // Workspace's business: one whose target leaves the workspace is refused

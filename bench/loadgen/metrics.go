@@ -13,7 +13,7 @@ type metric struct {
 	Unit   string  // ms, ops/s, MiB/s, MiB, KiB, s
 	Lower  bool    // lower is better (latency, memory, time)
 	Target float64 // required ratio (>1 = we are better); 0 = none
-	RefVM  string  // the reference's figure on a 2-core VM, from the issue
+	RefVM  string  // the reference's figure on a 2-core VM, the baseline its target was set against
 }
 
 // metrics is the table, in the order it is printed.

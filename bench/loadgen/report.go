@@ -11,7 +11,7 @@ import (
 
 // report reads round results and prints the comparison table: the median
 // over rounds of each metric for a and b, ratio (>1 = a is better), and the
-// issue's target. judge=false (smoke runs) prints no pass/fail.
+// metric's target (metrics.go). judge=false (smoke runs) prints no pass/fail.
 func report(w io.Writer, files []string, a, b string, judge bool) error {
 	runs := map[string][]map[string]float64{}
 	var notes []string

@@ -425,7 +425,8 @@ func idlePhase(base string, pid, n int, m map[string]float64) error {
 // settleDisk writes back every dirty page before a phase that creates small
 // files. The rounds before it uploaded 3 × 64 MiB per daemon; while the
 // kernel is still writing that back, creating a 4 KiB file on ext4 waits on
-// the journal and costs 5-10× its idle time (0.25-0.75 ms instead of
-// 0.03-0.08 ms here), a cost of the previous phase and the same for both
-// daemons that would otherwise swamp what the daemons themselves add.
+// the journal and costs several times its idle time (figures in
+// docs/performance.md, "Figures behind comments in the code"), a cost of the
+// previous phase and the same for both daemons that would otherwise swamp
+// what the daemons themselves add.
 func settleDisk() { syscall.Sync() }

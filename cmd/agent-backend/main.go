@@ -2,8 +2,15 @@
 // agents over MCP (HTTP or stdio) and SSH over WebSocket. It is a drop-in
 // replacement for the reference daemon of the npm package agent-backend.
 //
-// This file only parses the command line and hands a config.Config to the
-// daemon package; there is no logic here.
+// The serving itself is the daemon package's. This command parses the
+// command line into a config.Config (flags, AGENTBE_* variables, config
+// file), validates it (--check-config prints it), and runs the process's
+// lifecycle around daemon.Daemon: inherited descriptors marked close-on-exec
+// before anything else, GOMAXPROCS (--max-procs), the workspace root created
+// if missing, a warning when serving without a token on a non-loopback
+// address, SIGINT/SIGTERM for a graceful shutdown (a second one exits at
+// once) and SIGHUP for a TLS reload. It also has the version, health and
+// proxy subcommands (health.go, proxy.go).
 package main
 
 import (

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package swaptest plays the process in the workspace that races the daemon:
 // it keeps exchanging two names (a directory and a symlink to a host
 // directory, a program and a FIFO) so that a name the daemon checked names
