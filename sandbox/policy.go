@@ -142,10 +142,21 @@ func (p *Policy) CheckEnv(command string, env map[string]string, dir, boundary s
 }
 
 func (p *Policy) check(command string, env map[string]string, dir, boundary string) error {
+	_, err := p.judge(command, env, dir, boundary, maxJudgeTime)
+	return err
+}
+
+// judge is check with the time limit given; it also returns the checker,
+// whose counters tell the work done.
+func (p *Policy) judge(command string, env map[string]string, dir, boundary string, limit time.Duration) (*checker, error) {
 	c := &checker{p: p, src: command, boundary: filepath.Clean(boundary),
 		funcs: map[string]bool{}, downloads: map[string]bool{}}
 	c.st = state{cwds: []string{filepath.Clean(dir)}, home: filepath.Clean(dir)}
-	c.deadline = time.Now().Add(maxJudgeTime)
+	c.deadline = time.Now().Add(limit)
+	return c, c.run(command, env)
+}
+
+func (c *checker) run(command string, env map[string]string) error {
 	if len(command) > MaxCommandBytes {
 		return c.unsafe(RuleTooLarge, "the command is %d bytes; the policy judges at most %d", len(command), MaxCommandBytes)
 	}
@@ -266,6 +277,7 @@ type checker struct {
 	nextClock int                  // visits at which to look at the clock again
 	dl        map[syntax.Node]bool // containsDownloader's answers, so each node is walked once
 	fs        map[string]fsEntry   // Lstat/Readlink answers for this judgement
+	fsCalls   int                  // Lstat, Readlink and Stat calls made
 }
 
 type budgetError struct{}
@@ -290,7 +302,7 @@ func (c *checker) spend(n int) error {
 	}
 	if c.visits >= c.nextClock {
 		c.nextClock = c.visits + clockEvery
-		if !c.deadline.IsZero() && time.Now().After(c.deadline) {
+		if time.Now().After(c.deadline) {
 			return errSlow
 		}
 	}

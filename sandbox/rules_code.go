@@ -982,6 +982,7 @@ func (c *checker) recordLinks(a args) {
 		isDir := len(ops) > 2 || strings.HasSuffix(dest, "/")
 		if !isDir && !noDir {
 			c.visits++ // counted; the next statement looks at the budget
+			c.fsCalls++
 			if fi, err := os.Stat(c.abs(dest, dir)); err == nil && fi.IsDir() {
 				isDir = true
 			}
@@ -1084,12 +1085,14 @@ func (c *checker) lstat(p string) (fsEntry, error) {
 		return fsEntry{}, err
 	}
 	var e fsEntry
+	c.fsCalls++
 	if fi, err := os.Lstat(p); err == nil {
 		e.exists = true
 		if fi.Mode()&os.ModeSymlink != 0 {
 			if err := c.spend(1); err != nil {
 				return fsEntry{}, err
 			}
+			c.fsCalls++
 			if t, err := os.Readlink(p); err == nil {
 				e.link, e.target = true, t
 			} else {
