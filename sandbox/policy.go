@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"mvdan.cc/sh/v3/syntax"
 
@@ -31,6 +32,11 @@ const (
 	// parseBytesPerVisit is how many bytes of parsed code count as one
 	// visit.
 	parseBytesPerVisit = 64
+	// maxJudgeTime bounds the wall-clock time of one judgement, a backstop
+	// for work the visit count misses.
+	maxJudgeTime = time.Second
+	// clockEvery is how many visits pass between looks at the clock.
+	clockEvery = 256
 	// maxCwds bounds the working directories followed at once (branches
 	// that cd to different places).
 	maxCwds = 16
@@ -138,9 +144,21 @@ func (p *Policy) CheckEnv(command string, env map[string]string, dir, boundary s
 }
 
 func (p *Policy) check(command string, env map[string]string, dir, boundary string) error {
+	_, err := p.judge(command, env, dir, boundary, maxJudgeTime)
+	return err
+}
+
+// judge is check with the time limit given; it also returns the checker,
+// whose counters tell the work done.
+func (p *Policy) judge(command string, env map[string]string, dir, boundary string, limit time.Duration) (*checker, error) {
 	c := &checker{p: p, src: command, boundary: filepath.Clean(boundary),
 		funcs: map[string]bool{}, downloads: map[string]bool{}}
 	c.st = state{cwds: []string{filepath.Clean(dir)}, home: filepath.Clean(dir)}
+	c.deadline = time.Now().Add(limit)
+	return c, c.run(command, env)
+}
+
+func (c *checker) run(command string, env map[string]string) error {
 	if len(command) > MaxCommandBytes {
 		return c.unsafe(RuleTooLarge, "the command is %d bytes; the policy judges at most %d", len(command), MaxCommandBytes)
 	}
@@ -148,8 +166,11 @@ func (p *Policy) check(command string, env map[string]string, dir, boundary stri
 	if err == nil {
 		err = c.script(command, 0, surroundings{})
 	}
-	if err == errBudget {
+	switch err {
+	case errBudget:
 		return c.unsafe(RuleUnjudgeable, "the command is too complex to judge")
+	case errSlow:
+		return c.unsafe(RuleUnjudgeable, "the command took too long to judge")
 	}
 	return err
 }
@@ -256,6 +277,11 @@ type checker struct {
 	hdocs     map[*syntax.Word]bool // heredocs already judged as scripts
 	execStdin bool                  // `exec <file` (or <&N, <<EOF) replaced stdin for the rest of the script
 	st        state
+	deadline  time.Time            // when the judgement gives up (errSlow)
+	nextClock int                  // visits at which to look at the clock again
+	dl        map[syntax.Node]bool // containsDownloader's answers, so each node is walked once
+	fs        map[string]fsEntry   // Lstat/Readlink answers for this judgement
+	fsCalls   int                  // Lstat, Readlink and Stat calls made
 }
 
 type budgetError struct{}
@@ -263,6 +289,29 @@ type budgetError struct{}
 func (budgetError) Error() string { return "budget" }
 
 var errBudget error = budgetError{}
+
+type slowError struct{}
+
+func (slowError) Error() string { return "slow" }
+
+var errSlow error = slowError{}
+
+// spend counts n visits of work (statements, word parts, nodes walked,
+// file system calls) against maxVisits, and now and then looks whether the
+// judgement is past its deadline.
+func (c *checker) spend(n int) error {
+	c.visits += n
+	if c.visits > maxVisits {
+		return errBudget
+	}
+	if c.visits >= c.nextClock {
+		c.nextClock = c.visits + clockEvery
+		if time.Now().After(c.deadline) {
+			return errSlow
+		}
+	}
+	return nil
+}
 
 // RefusalPrefix starts every refusal text a client sees, on MCP and SSH
 // alike; RefusalText adds the code in parentheses.
@@ -306,8 +355,8 @@ func (c *checker) script(src string, depth int, in surroundings) error {
 	// Parsing counts against the budget too: code judged again and again
 	// (a heredoc read by several shells, find -exec per start point) must
 	// not cost more than the budget allows.
-	if c.visits += len(src)/parseBytesPerVisit + 1; c.visits > maxVisits {
-		return errBudget
+	if err := c.spend(len(src)/parseBytesPerVisit + 1); err != nil {
+		return err
 	}
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
 	if err != nil {
@@ -329,8 +378,8 @@ func (c *checker) stmts(list []*syntax.Stmt, x surroundings) error {
 }
 
 func (c *checker) stmt(s *syntax.Stmt, x surroundings) error {
-	if c.visits++; c.visits > maxVisits {
-		return errBudget
+	if err := c.spend(1); err != nil {
+		return err
 	}
 	if s.Background || s.Coprocess {
 		if x.infLoop {
@@ -581,7 +630,9 @@ func (c *checker) binary(b *syntax.BinaryCmd, x surroundings) error {
 		rx := x
 		rx.bg = true
 		rx.pipedIn = true
-		rx.pipeDownload = x.pipeDownload || containsDownloader(b.X)
+		// containsDownloader remembers its answer for b.X, so a long
+		// pipeline's left side is walked once, not once per |.
+		rx.pipeDownload = x.pipeDownload || c.containsDownloader(b.X)
 		rx.stdinFile, rx.stdinHdoc = false, nil
 		err := c.stmt(b.Y, rx)
 		c.st = saved
@@ -790,8 +841,7 @@ func (c *checker) embedded(n syntax.Node, x surroundings) error {
 		if err != nil {
 			return false
 		}
-		if c.visits++; c.visits > maxVisits {
-			err = errBudget
+		if err = c.spend(1); err != nil {
 			return false
 		}
 		switch s := n.(type) {
@@ -814,7 +864,7 @@ func (c *checker) embedded(n syntax.Node, x surroundings) error {
 		case *syntax.ProcSubst:
 			list = s.Stmts
 			if s.Op == syntax.CmdOut {
-				in = surroundings{pipedIn: true, pipeDownload: x.pipeDownload || x.self != nil && containsDownloader(x.self)}
+				in = surroundings{pipedIn: true, pipeDownload: x.pipeDownload || x.self != nil && c.containsDownloader(x.self)}
 			}
 		default:
 			return true
@@ -856,14 +906,27 @@ func (c *checker) call(ce *syntax.CallExpr, x surroundings, sio *stmtIO) error {
 }
 
 // containsDownloader reports whether n runs a program that fetches from the
-// network (curl, wget, ...).
-func containsDownloader(n syntax.Node) bool {
+// network (curl, wget, ...). Each node walked counts as a visit (the budget
+// is looked at by the caller's next statement or word part), and the answer
+// is remembered per node: a pipeline asks about its growing left side at
+// every |, and the walk stops at a statement already answered.
+func (c *checker) containsDownloader(n syntax.Node) bool {
+	if v, ok := c.dl[n]; ok {
+		return v
+	}
 	found := false
-	syntax.Walk(n, func(n syntax.Node) bool {
-		if found {
+	syntax.Walk(n, func(m syntax.Node) bool {
+		if found || m == nil {
 			return false
 		}
-		if ce, ok := n.(*syntax.CallExpr); ok {
+		c.visits++
+		if m != n {
+			if v, ok := c.dl[m]; ok {
+				found = v
+				return false
+			}
+		}
+		if ce, ok := m.(*syntax.CallExpr); ok {
 			for _, w := range ce.Args {
 				if v, ok := litWord(w); ok && downloaders[path.Base(v)] {
 					found = true
@@ -873,22 +936,29 @@ func containsDownloader(n syntax.Node) bool {
 		}
 		return true
 	})
+	if c.dl == nil {
+		c.dl = map[syntax.Node]bool{}
+	}
+	c.dl[n] = found
 	return found
 }
 
 // wordHasDownloadSubst reports a word whose value comes from $(curl ...)
 // or <(curl ...).
-func wordHasDownloadSubst(w *syntax.Word) bool {
+func (c *checker) wordHasDownloadSubst(w *syntax.Word) bool {
 	found := false
 	syntax.Walk(w, func(n syntax.Node) bool {
+		if n != nil {
+			c.visits++
+		}
 		switch s := n.(type) {
 		case *syntax.CmdSubst:
-			if containsDownloader(s) {
+			if c.containsDownloader(s) {
 				found = true
 			}
 			return false
 		case *syntax.ProcSubst:
-			if containsDownloader(s) {
+			if c.containsDownloader(s) {
 				found = true
 			}
 			return false

@@ -132,12 +132,18 @@ func TestHeadTail(t *testing.T) {
 
 // FuzzPolicy: whatever the input, Check returns nil or a refusal with a
 // known code and rule, and never panics. The time bound is the policy's
-// own (MaxCommandBytes, MaxNesting, maxVisits); no timing is asserted.
+// own (MaxCommandBytes, MaxNesting, maxVisits, maxJudgeTime); no timing is
+// asserted. The seeds include the commands whose judgement once took
+// seconds to minutes (costCases).
 func FuzzPolicy(f *testing.F) {
 	for _, name := range []string{"blocked.txt", "allowed.txt"} {
 		for _, c := range readCorpus(f, name) {
 			f.Add(c.command, c.escapeOnly)
 		}
+	}
+	for _, c := range costCases {
+		f.Add(c.cmd, true)
+		f.Add(c.cmd, false)
 	}
 	software, bwrap := mustPolicy(f, true), mustPolicy(f, false)
 	f.Fuzz(func(t *testing.T, cmd string, escapes bool) {

@@ -225,7 +225,7 @@ func (c *checker) simple(words []*syntax.Word, x surroundings, sio *stmtIO) erro
 	}
 	switch base {
 	case "eval":
-		if len(a.words) > 1 && anyDownloadSubst(a.words[1:]) {
+		if len(a.words) > 1 && c.anyDownloadSubst(a.words[1:]) {
 			return c.danger(RuleDownloadExec, "eval of downloaded code")
 		}
 		return c.unsafe(RuleUnjudgeable, "eval runs code built at run time")
@@ -389,9 +389,9 @@ func remoteSpec(v string) bool {
 	return true
 }
 
-func anyDownloadSubst(ws []*syntax.Word) bool {
+func (c *checker) anyDownloadSubst(ws []*syntax.Word) bool {
 	for _, w := range ws {
-		if wordHasDownloadSubst(w) {
+		if c.wordHasDownloadSubst(w) {
 			return true
 		}
 	}
@@ -440,7 +440,7 @@ func (c *checker) shell(a args, x surroundings, sio *stmtIO) error {
 	i := 1
 	for ; i < len(a.words); i++ {
 		if !a.ok[i] {
-			if a.words[i] != nil && wordHasDownloadSubst(a.words[i]) {
+			if a.words[i] != nil && c.wordHasDownloadSubst(a.words[i]) {
 				return c.danger(RuleDownloadExec, "a shell runs downloaded code")
 			}
 			break
@@ -479,7 +479,7 @@ func (c *checker) shell(a args, x surroundings, sio *stmtIO) error {
 		}
 		code, ok := litWord(a.words[i])
 		if !ok {
-			if wordHasDownloadSubst(a.words[i]) {
+			if c.wordHasDownloadSubst(a.words[i]) {
 				return c.danger(RuleDownloadExec, "a shell runs downloaded code")
 			}
 			return c.unsafe(RuleUnjudgeable, "%s -c runs code computed at run time (%s)", a.vals[0], wordSource(a.words[i]))
@@ -488,7 +488,7 @@ func (c *checker) shell(a args, x surroundings, sio *stmtIO) error {
 	}
 	if !stdin && i < len(a.words) {
 		if !a.ok[i] {
-			if wordHasDownloadSubst(a.words[i]) {
+			if c.wordHasDownloadSubst(a.words[i]) {
 				return c.danger(RuleDownloadExec, "a shell runs downloaded code")
 			}
 			if hasProcSubst(a.words[i]) {
@@ -654,7 +654,7 @@ var interpSpecs = map[string]interpSpec{
 // download-and-execute, and reading the program from stdin is judged by
 // stdinProgram.
 func (c *checker) interpreter(a args, x surroundings, sio *stmtIO, base string) error {
-	if anyDownloadSubst(a.words[1:]) {
+	if c.anyDownloadSubst(a.words[1:]) {
 		return c.danger(RuleDownloadExec, "%s runs downloaded code", base)
 	}
 	key := unversioned(base)
@@ -754,7 +754,7 @@ func (c *checker) source(a args, x surroundings, sio *stmtIO) error {
 		return nil
 	}
 	w := a.words[1]
-	if wordHasDownloadSubst(w) {
+	if c.wordHasDownloadSubst(w) {
 		return c.danger(RuleDownloadExec, "sourcing downloaded code")
 	}
 	if hasProcSubst(w) {
@@ -1189,6 +1189,9 @@ func (c *checker) cd(a args) error {
 	next := make([]string, 0, len(c.st.cwds))
 	for _, d := range c.st.cwds {
 		p := c.abs(target, d)
+		if err := c.checkPathSize(p); err != nil {
+			return err
+		}
 		if p == "" {
 			if c.p.escapes {
 				return c.unsafe(RuleUnjudgeable, "cd from an unknown directory")
@@ -1197,7 +1200,11 @@ func (c *checker) cd(a args) error {
 			if !c.inside(p) {
 				return c.danger(RuleEscape, "cd %s leaves the workspace %s", target, c.boundary)
 			}
-			if real, ok := c.followLinks(p, true); !ok || !c.inside(real) {
+			real, ok, err := c.followLinks(p, true)
+			if err != nil {
+				return err
+			}
+			if !ok || !c.inside(real) {
 				return c.danger(RuleEscape, "cd %s follows a symlink out of the workspace", target)
 			}
 		}
@@ -1604,7 +1611,10 @@ func (c *checker) writePath(p, what string) error {
 		if abs == "" {
 			continue
 		}
-		real, ok := c.followLinks(abs, true)
+		real, ok, err := c.followLinks(abs, true)
+		if err != nil {
+			return err
+		}
 		if !ok {
 			return c.unsafe(RuleUnjudgeable, "%s writes to %s through a symlink whose target is computed at run time", what, p)
 		}

@@ -983,6 +983,8 @@ func (c *checker) recordLinks(a args) {
 		dest := a.vals[last]
 		isDir := len(ops) > 2 || strings.HasSuffix(dest, "/")
 		if !isDir && !noDir {
+			c.visits++ // counted; the next statement looks at the budget
+			c.fsCalls++
 			if fi, err := os.Stat(c.abs(dest, dir)); err == nil && fi.IsDir() {
 				isDir = true
 			}
@@ -997,18 +999,51 @@ func (c *checker) recordLinks(a args) {
 	}
 }
 
+// Paths the policy resolves on disk are bounded like the kernel bounds
+// them (PATH_MAX, and ELOOP long before this depth): a longer or deeper
+// path is refused as unjudgeable rather than walked.
+const (
+	maxPathBytes = 4096
+	maxPathDepth = 256
+)
+
+// checkPathSize refuses a path too long or too deep to judge.
+func (c *checker) checkPathSize(p string) error {
+	if len(p) > maxPathBytes || strings.Count(p, "/") > maxPathDepth {
+		return c.unsafe(RuleUnjudgeable, "the path %s is longer than %d bytes or deeper than %d components",
+			shorten(p), maxPathBytes, maxPathDepth)
+	}
+	return nil
+}
+
+// shorten cuts a long path for a message.
+func shorten(p string) string {
+	if len(p) <= 80 {
+		return p
+	}
+	return p[:60] + "..." + p[len(p)-17:]
+}
+
 // followLinks resolves absolute p through the links this command creates
 // and the symlinks on disk, every component but the last (and the last
 // too when last is set). ok is false when a link's target is computed at
 // run time. A path that stays inside the boundary is returned unchanged.
-func (c *checker) followLinks(p string, last bool) (string, bool) {
+// err is a refusal or errBudget/errSlow: each component looked at counts
+// against the budget.
+func (c *checker) followLinks(p string, last bool) (real string, ok bool, err error) {
+	if err := c.checkPathSize(p); err != nil {
+		return "", false, err
+	}
 	orig := p
 	for hop := 0; hop < maxLinkHops && len(c.links) > 0; hop++ {
 		changed := false
 		for q := p; ; q = filepath.Dir(q) {
+			if err := c.spend(1); err != nil {
+				return "", false, err
+			}
 			if t, isLink := c.links[q]; isLink && (q != p || last) {
 				if t == "" {
-					return "", false
+					return "", false, nil
 				}
 				rest, _ := filepath.Rel(q, p)
 				p, changed = filepath.Join(t, rest), true
@@ -1021,33 +1056,112 @@ func (c *checker) followLinks(p string, last bool) (string, bool) {
 		if !changed {
 			break
 		}
+		if err := c.checkPathSize(p); err != nil {
+			return "", false, err
+		}
 	}
-	p = diskPath(p, last)
+	p, err = c.diskPath(p, last)
+	if err != nil {
+		return "", false, err
+	}
 	if p != orig && c.inside(orig) && c.inside(p) {
-		return orig, true
+		return orig, true, nil
 	}
-	return p, true
+	return p, true, nil
+}
+
+// fsEntry is what Lstat (and Readlink) told about one path.
+type fsEntry struct {
+	exists bool
+	link   bool
+	target string
+}
+
+// lstat is os.Lstat and, for a symlink, os.Readlink, remembered for the
+// rest of the judgement; each system call counts as a visit.
+func (c *checker) lstat(p string) (fsEntry, error) {
+	if e, ok := c.fs[p]; ok {
+		return e, nil
+	}
+	if err := c.spend(1); err != nil {
+		return fsEntry{}, err
+	}
+	var e fsEntry
+	c.fsCalls++
+	if fi, err := os.Lstat(p); err == nil {
+		e.exists = true
+		if fi.Mode()&os.ModeSymlink != 0 {
+			if err := c.spend(1); err != nil {
+				return fsEntry{}, err
+			}
+			c.fsCalls++
+			if t, err := os.Readlink(p); err == nil {
+				e.link, e.target = true, t
+			} else {
+				e.exists = false
+			}
+		}
+	}
+	if c.fs == nil {
+		c.fs = map[string]fsEntry{}
+	}
+	c.fs[p] = e
+	return e, nil
 }
 
 // diskPath resolves the symlinks on disk in absolute p (the longest prefix
-// that exists), leaving the last component alone unless last is set.
-func diskPath(p string, last bool) string {
-	if !last {
-		if p == "/" {
-			return p
-		}
-		return filepath.Join(diskPath(filepath.Dir(p), true), filepath.Base(p))
+// that exists), leaving the last component alone unless last is set. It
+// walks p once, component by component, like the kernel: a symlink's
+// target replaces it and is resolved in turn, and what follows the first
+// missing component is kept as written. Lookups are cached per judgement
+// and counted against the budget; more than maxLinkHops symlinks (ELOOP)
+// or a path grown past maxPathBytes is refused as unjudgeable.
+func (c *checker) diskPath(p string, last bool) (string, error) {
+	if err := c.checkPathSize(p); err != nil {
+		return "", err
 	}
-	rest := ""
-	for q := p; ; q = filepath.Dir(q) {
-		if r, err := filepath.EvalSymlinks(q); err == nil {
-			return filepath.Join(r, rest)
+	comps := strings.Split(p, "/")
+	cur, hops := "/", 0
+	for i := 0; i < len(comps); i++ {
+		name := comps[i]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
 		}
-		if q == "/" {
-			return p
+		next := filepath.Join(cur, name)
+		if len(next) > maxPathBytes {
+			return "", c.checkPathSize(next)
 		}
-		rest = filepath.Join(filepath.Base(q), rest)
+		if i == len(comps)-1 && !last {
+			return next, nil
+		}
+		if err := c.spend(1); err != nil {
+			return "", err
+		}
+		e, err := c.lstat(next)
+		if err != nil {
+			return "", err
+		}
+		if !e.exists {
+			return filepath.Join(append([]string{next}, comps[i+1:]...)...), nil
+		}
+		if !e.link {
+			cur = next
+			continue
+		}
+		if hops++; hops > maxLinkHops {
+			return "", c.unsafe(RuleUnjudgeable, "the path %s goes through more than %d symlinks", shorten(p), maxLinkHops)
+		}
+		if strings.HasPrefix(e.target, "/") {
+			cur = "/"
+		}
+		comps = append(strings.Split(e.target, "/"), comps[i+1:]...)
+		i = -1
 	}
+	return cur, nil
 }
 
 // rmLinked judges rm -r of p (absolute abs) where it lands: through the
@@ -1055,7 +1169,10 @@ func diskPath(p string, last bool) string {
 // /. or a glob (rm follows a symlink only then).
 func (c *checker) rmLinked(p, abs string, glob bool) error {
 	last := strings.HasSuffix(p, "/") || strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/\"")
-	real, ok := c.followLinks(abs, last && !glob)
+	real, ok, err := c.followLinks(abs, last && !glob)
+	if err != nil {
+		return err
+	}
 	if !ok {
 		return c.unsafe(RuleUnjudgeable, "rm -r %s goes through a symlink whose target is computed at run time", p)
 	}
