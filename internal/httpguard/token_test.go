@@ -2,14 +2,13 @@ package httpguard
 
 import (
 	"go/ast"
-	"go/parser"
 	gotoken "go/token"
-	"io/fs"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentbe/agentbe-daemon/internal/srcscan"
 )
 
 func TestBearerCredentials(t *testing.T) {
@@ -84,32 +83,7 @@ func TestToken(t *testing.T) {
 // file of the module reads the Authorization header or a "token" parameter
 // (a Get or Values call with that literal), or imports crypto/subtle.
 func TestTokenRuleHasOneHome(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	here, _ := filepath.Abs(".")
-	files := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || filepath.Dir(path) == here {
-			return nil
-		}
-		files++
-		fset := gotoken.NewFileSet()
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
+	srcscan.OtherFiles(t, "../..", func(rel string, fset *gotoken.FileSet, f *ast.File) {
 		for _, imp := range f.Imports {
 			if p, _ := strconv.Unquote(imp.Path.Value); p == "crypto/subtle" {
 				t.Errorf("%s imports crypto/subtle: compare the token with internal/httpguard.Token", rel)
@@ -131,12 +105,5 @@ func TestTokenRuleHasOneHome(t *testing.T) {
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if files < 20 {
-		t.Fatalf("walked %d Go files under %s; the check looked at too little", files, root)
-	}
 }
