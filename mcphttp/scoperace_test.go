@@ -33,21 +33,8 @@ func TestScopeSwapRace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			host := t.TempDir() // stands for the host key's or the token's directory
-			if err := os.WriteFile(filepath.Join(host, "host-secret"), []byte("x"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			scope := filepath.Join(root, "s")
-			if err := os.Mkdir(scope, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(scope, "scope-file"), []byte("x"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			link := filepath.Join(root, "l")
-			if err := os.Symlink(host, link); err != nil {
-				t.Fatal(err)
-			}
+			fx := swaptest.NewFixture(t, root)
+			scope, link, host := fx.Scope, fx.Link, fx.Host
 
 			ws, err := fsops.NewDir(root, fsops.Options{})
 			if err != nil {

@@ -30,32 +30,9 @@ func TestWorkdirSwap(t *testing.T) {
 		for _, how := range []string{"workspace", "workspace-pty", "boundary"} {
 			t.Run(string(mode)+"/"+how, func(t *testing.T) {
 				e, root := newWorkdirExec(t, mode)
-				host := t.TempDir()
-				if err := os.WriteFile(filepath.Join(host, "host-secret"), nil, 0o600); err != nil {
-					t.Fatal(err)
-				}
-				scope, link := filepath.Join(root, "s"), filepath.Join(root, "l")
-				if err := os.Mkdir(scope, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(scope, "scope-file"), nil, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.Symlink(host, link); err != nil {
-					t.Fatal(err)
-				}
-				ws, err := fsops.NewDir(root, fsops.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer ws.Close()
-				sc, err := ws.Scope("s")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := sc.Stat("."); err != nil { // opens the scope's handle now, before the race
-					t.Fatal(err)
-				}
+				fx := swaptest.NewFixture(t, root)
+				scope, link, host := fx.Scope, fx.Link, fx.Host
+				sc := heldScope(t, root)
 
 				// A bare name is opened by one walk that a tight swapper
 				// nearly always catches as the link (a refusal): pause so
@@ -315,32 +292,14 @@ func TestDirectProgramSwappedForFIFO(t *testing.T) {
 // found relative to the working directory the child entered by descriptor.
 func TestRelativeProgramSwap(t *testing.T) {
 	e, root := newExec(t, ModeSoftware)
-	host := t.TempDir()
-	scope, link := filepath.Join(root, "s"), filepath.Join(root, "l")
-	if err := os.Mkdir(scope, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for dir, word := range map[string]string{scope: "SCOPE", host: "HOST"} {
+	fx := swaptest.NewFixture(t, root)
+	for dir, word := range map[string]string{fx.Scope: "SCOPE", fx.Host: "HOST"} {
 		if err := os.WriteFile(filepath.Join(dir, "tool"), []byte("#!/bin/sh\necho "+word+"\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Symlink(host, link); err != nil {
-		t.Fatal(err)
-	}
-	ws, err := fsops.NewDir(root, fsops.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close()
-	sc, err := ws.Scope("s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sc.Stat("."); err != nil {
-		t.Fatal(err)
-	}
-	swaptest.Start(t, scope, link, 0)
+	sc := heldScope(t, root)
+	swaptest.Start(t, fx.Scope, fx.Link, 0)
 	for i := 0; i < 200; i++ {
 		res, err := e.Run(context.Background(), Request{Command: "./tool", Workspace: sc})
 		if err != nil {
@@ -350,4 +309,23 @@ func TestRelativeProgramSwap(t *testing.T) {
 			t.Fatalf("run %d: ./tool printed %q (stderr %q); want the scope's tool", i, out, res.Stderr)
 		}
 	}
+}
+
+// heldScope is the scope "s" of a workspace at root with its handle opened
+// now, as a connection (SSH, --scope-path) holds it: before any race.
+func heldScope(t *testing.T, root string) fsops.Workspace {
+	t.Helper()
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	sc, err := ws.Scope("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.Stat("."); err != nil {
+		t.Fatal(err)
+	}
+	return sc
 }

@@ -8,6 +8,8 @@
 package swaptest
 
 import (
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,4 +54,32 @@ func (s *Swapper) Stop() int64 {
 	s.stop.Store(true)
 	s.wg.Wait()
 	return s.swaps.Load()
+}
+
+// Fixture is what the race is about: a scope directory "s" of a workspace,
+// a host directory outside it, and "l" in the workspace, a symlink to the
+// host directory. A Swapper exchanges Scope and Link, so that "s" is by
+// turns the scope and a way out.
+type Fixture struct {
+	Scope, Link, Host string
+}
+
+// NewFixture makes it below root: the scope holds a file "scope-file", the
+// host directory (standing for the host key's or the token's) a file
+// "host-secret", so a listing shows which one a command ran in.
+func NewFixture(t testing.TB, root string) Fixture {
+	t.Helper()
+	f := Fixture{Scope: filepath.Join(root, "s"), Link: filepath.Join(root, "l"), Host: t.TempDir()}
+	if err := os.Mkdir(f.Scope, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(f.Scope, "scope-file"), filepath.Join(f.Host, "host-secret")} {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(f.Host, f.Link); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
