@@ -28,7 +28,9 @@ import (
 // Server's, or a scope below it) and never returns a Go error: a failure is
 // an isError result whose text names the path or limit (errors.go). A tool
 // that needs more than the workspace gets it when it is built (execTool), so
-// no tool needs a *Server.
+// no tool needs a *Server. The values and their schemas are shared by every
+// Server and only read once built: def copies the annotations before it sets
+// their title.
 type tool[In any] struct {
 	Name        string
 	Title       string
