@@ -80,10 +80,10 @@ func (t tool[In]) def() *toolDef {
 	}
 }
 
-// toolList returns the tools offered over ws, in registration order: the
-// file tools always; grep and, given an executor (env.executor), exec only
-// when ws can execute (a directory, not the memory workspace), as the
-// reference offers them.
+// toolList returns the tools offered over ws, in registration order, as
+// the reference offers them: the file tools for every workspace; for one
+// that can execute (a directory, not the memory workspace) also grep, and
+// exec when env has an executor.
 func toolList(ws fsops.Workspace, env execEnv) []toolEntry {
 	list := []toolEntry{
 		readTextFileTool,
