@@ -21,6 +21,13 @@
 //     --local-only`, which is how LocalFilesystemBackend.getMCPClient()
 //     spawns the daemon.
 //
+// Each tool is one value (tool[Args] in tools.go: name, title, description,
+// input schema, annotations and handler), declared with its arguments type
+// in tools_read.go, tools_write.go, tools_dirs.go or tools_exec.go; toolList
+// says which tools a configuration offers, and New registers that list. A
+// tool needs no *Server: its handler gets the call's workspace, and exec
+// gets its executor and timeout when it is built (execTool).
+//
 // The package never touches the file system or starts a process itself: files
 // go through fsops.Workspace and commands through sandbox.Executor. Every
 // failure of a tool is a tool result with isError set and a message that

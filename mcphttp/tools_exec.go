@@ -1,0 +1,207 @@
+package mcphttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// The tools of a workspace that can execute (toolList): exec, which runs a
+// command through a sandbox.Executor, and grep, which runs in Go through
+// Workspace.Grep but is offered exactly where the reference offers it.
+
+type execArgs struct {
+	Command string            `json:"command"`
+	Env     map[string]string `json:"env"`
+}
+
+// execEnv is what exec needs besides the call's workspace, passed in rather
+// than read from a Server: the executor, the time limit of one command (0:
+// the executor's default), and the workspace the tools were built for
+// (base), so that exec in a scope below it creates the scope's directory.
+type execEnv struct {
+	executor sandbox.Executor
+	timeout  time.Duration
+	base     fsops.Workspace
+}
+
+// execTool is the exec tool running commands in env.
+func execTool(env execEnv) tool[execArgs] {
+	return tool[execArgs]{
+		Name:        "exec",
+		Title:       "Execute command",
+		Description: "Execute a shell command in the workspace directory. Not available for memory backends. On success returns stdout; on a non-zero exit, an error with the exit code and stderr (or stdout). Long output keeps its head and tail; a command that runs too long is killed and what it printed is returned.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)},
+		Schema: obj(schema{
+			"command": str("Shell command to execute"),
+			"env":     strMap("Optional environment variables to set for this command"),
+		}, required("command")),
+		Handler: env.exec,
+	}
+}
+
+func (env execEnv) exec(ctx context.Context, ws fsops.Workspace, a execArgs) *mcp.CallToolResult {
+	if jsTrim(a.Command) == "" {
+		return toolError("Command cannot be empty")
+	}
+	// A scope's directory is created on first use; exec may be the first.
+	if ws != env.base {
+		if err := ws.Mkdir(".", true); err != nil {
+			return toolError(errorText(failMkdir, ".", err))
+		}
+	}
+	res, err := env.executor.Run(ctx, sandbox.Request{
+		Command:   a.Command,
+		Workspace: ws,
+		Env:       a.Env,
+		Timeout:   env.timeout,
+	})
+	if err != nil {
+		return toolError(execErrorText(err))
+	}
+	stdout := jsTrim(string(sandbox.WithTruncationNotice(res.Stdout, res.StdoutSize)))
+	stderr := jsTrim(string(sandbox.WithTruncationNotice(res.Stderr, res.StderrSize)))
+	if res.TimedOut {
+		// We do better than the reference (which waits forever): say that
+		// it was killed, after how long, and give what it printed.
+		var b strings.Builder
+		fmt.Fprintf(&b, "Command timed out after %s and was killed.", roundDuration(env.timeout, res.Duration))
+		if stdout == "" && stderr == "" {
+			b.WriteString(" It printed nothing before the timeout.")
+		}
+		if stdout != "" {
+			b.WriteString("\n[stdout before the timeout]\n" + stdout)
+		}
+		if stderr != "" {
+			b.WriteString("\n[stderr before the timeout]\n" + stderr)
+		}
+		return toolError(b.String())
+	}
+	if res.ExitCode != 0 {
+		msg := stderr
+		if msg == "" {
+			msg = stdout
+		}
+		code := strconv.Itoa(res.ExitCode)
+		if res.Signal != "" {
+			code += " (killed by signal " + res.Signal + ")"
+		}
+		return toolError("Command execution failed with exit code " + code + ": " + msg)
+	}
+	return textResult(stdout)
+}
+
+func roundDuration(configured, took time.Duration) time.Duration {
+	if configured > 0 {
+		return configured
+	}
+	return took.Round(time.Second)
+}
+
+func execErrorText(err error) string {
+	if text, ok := sandbox.RefusalText(err); ok {
+		return text
+	}
+	var e *errcode.Error
+	if !errors.As(err, &e) {
+		return "Failed to execute command: " + err.Error()
+	}
+	switch e.Code {
+	case errcode.EmptyCommand:
+		return "Command cannot be empty"
+	case errcode.PathEscapeAttempt:
+		if e.Msg != "" {
+			return e.Msg
+		}
+		return "Command failed safety check"
+	case errcode.Timeout:
+		return "Command timed out: " + reason(e)
+	}
+	return "Failed to execute command: " + reason(e)
+}
+
+type grepArgs struct {
+	Pattern         string `json:"pattern"`
+	Path            string `json:"path"`
+	Glob            string `json:"glob"`
+	Type            string `json:"type"`
+	OutputMode      string `json:"outputMode"`
+	CaseInsensitive bool   `json:"caseInsensitive"`
+	Multiline       bool   `json:"multiline"`
+	ContextBefore   *int   `json:"contextBefore"`
+	ContextAfter    *int   `json:"contextAfter"`
+	ContextAround   *int   `json:"contextAround"`
+	LineNumbers     bool   `json:"lineNumbers"`
+	HeadLimit       int    `json:"headLimit"`
+}
+
+var grepTool = tool[grepArgs]{
+	Name:        "grep",
+	Title:       "Search file contents",
+	Description: "Search file contents with a regular expression (ripgrep semantics and output; ripgrep need not be installed). Returns matching file paths, per-file match counts, or match content. Respects .gitignore by default. Parameter shape mirrors Claude Code's Grep tool.",
+	Annotations: readOnly,
+	Schema: obj(schema{
+		"pattern":         str("Regex pattern to search for"),
+		"path":            str("File or directory to search in. Defaults to the workspace root."),
+		"glob":            str(`Glob to filter which files are searched (e.g. "*.ts", "src/**/*.py")`),
+		"type":            str(`Ripgrep file-type name (e.g. "js", "py", "rust"). See ` + "`rg --type-list`."),
+		"outputMode":      enum(`"files_with_matches" (default) returns matching paths; "count" returns per-file match counts; "content" returns matching lines.`, "content", "files_with_matches", "count"),
+		"caseInsensitive": boolean("Case-insensitive matching (rg -i)."),
+		"multiline":       boolean("Allow patterns to match across newlines (rg -U --multiline-dotall)."),
+		"contextBefore":   nonNegInt("Lines of context before each match (rg -B). Use 0 for none. Ignored outside content mode."),
+		"contextAfter":    nonNegInt("Lines of context after each match (rg -A). Use 0 for none. Ignored outside content mode."),
+		"contextAround":   nonNegInt("Lines of context on both sides of each match (rg -C). Use 0 for none. Ignored outside content mode. An explicit contextBefore/contextAfter overrides this for that side, exactly as rg does."),
+		"lineNumbers":     boolean("Prefix content-mode output with line numbers (rg -n). Ignored for other output modes."),
+		"headLimit":       posInt("Cap result to the first N output lines (applied after search)."),
+	}, required("pattern")),
+	Handler: grep,
+}
+
+func grep(ctx context.Context, ws fsops.Workspace, a grepArgs) *mcp.CallToolResult {
+	mode := a.OutputMode
+	if mode == "" {
+		mode = "files_with_matches"
+	}
+	// Models fill optional fields with neutral values, so context is
+	// resolved the way rg resolves -B/-A/-C (explicit side wins) and only
+	// used in content mode.
+	var before, after int
+	if mode == "content" {
+		if a.ContextAround != nil {
+			before, after = *a.ContextAround, *a.ContextAround
+		}
+		if a.ContextBefore != nil {
+			before = *a.ContextBefore
+		}
+		if a.ContextAfter != nil {
+			after = *a.ContextAfter
+		}
+	}
+	res, err := ws.Grep(ctx, fsops.GrepOptions{
+		Pattern: a.Pattern, Path: a.Path, Glob: a.Glob, Type: a.Type, OutputMode: mode,
+		CaseInsensitive: a.CaseInsensitive, Multiline: a.Multiline,
+		Before: before, After: after,
+		LineNumbers: a.LineNumbers && mode == "content",
+		HeadLimit:   a.HeadLimit,
+	})
+	if err != nil {
+		p := a.Path
+		if p == "" {
+			p = "."
+		}
+		return toolError(errorText(failGrep, p, err))
+	}
+	if res.Output == "" {
+		return textResult("No matches found")
+	}
+	return textResult(res.Output)
+}
