@@ -17,41 +17,88 @@ import (
 func TestMapErr(t *testing.T) {
 	cases := []struct {
 		err  error
-		op   string
+		op   op
 		code errcode.Code
 	}{
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENOENT}, "read", errcode.NotFound},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EEXIST}, "write", errcode.AlreadyExists},
-		{&fs.PathError{Op: "rmdir", Path: "x", Err: syscall.ENOTEMPTY}, "rm", errcode.AlreadyExists},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENOTDIR}, "read", errcode.NotADirectory},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EISDIR}, "write", errcode.IsADirectory},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EACCES}, "read", errcode.PermissionDenied},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EPERM}, "write", errcode.PermissionDenied},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EROFS}, "write", errcode.PermissionDenied},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ELOOP}, "read", errcode.InvalidArgument},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENAMETOOLONG}, "read", errcode.InvalidArgument},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EINVAL}, "readlink", errcode.InvalidArgument},
-		{&fs.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}, "write", errcode.WriteFailed},
-		{&fs.PathError{Op: "read", Path: "x", Err: syscall.EIO}, "read", errcode.ReadFailed},
-		{&fs.PathError{Op: "write", Path: "x", Err: syscall.EIO}, "write", errcode.WriteFailed},
-		{&fs.PathError{Op: "open", Path: "x", Err: errRootEscapeOr()}, "read", errcode.PathEscapeAttempt},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENOENT}, opRead, errcode.NotFound},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EEXIST}, opWrite, errcode.AlreadyExists},
+		{&fs.PathError{Op: "rmdir", Path: "x", Err: syscall.ENOTEMPTY}, opRm, errcode.AlreadyExists},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENOTDIR}, opRead, errcode.NotADirectory},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EISDIR}, opWrite, errcode.IsADirectory},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EACCES}, opRead, errcode.PermissionDenied},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EPERM}, opWrite, errcode.PermissionDenied},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EROFS}, opWrite, errcode.PermissionDenied},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ELOOP}, opRead, errcode.InvalidArgument},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENAMETOOLONG}, opRead, errcode.InvalidArgument},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EINVAL}, opReadlink, errcode.InvalidArgument},
+		{&fs.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}, opWrite, errcode.WriteFailed},
+		{&fs.PathError{Op: "read", Path: "x", Err: syscall.EIO}, opRead, errcode.ReadFailed},
+		{&fs.PathError{Op: "write", Path: "x", Err: syscall.EIO}, opWrite, errcode.WriteFailed},
+		{&fs.PathError{Op: "open", Path: "x", Err: errRootEscapeOr()}, opRead, errcode.PathEscapeAttempt},
 	}
 	for _, tc := range cases {
 		err := mapErr(tc.op, "given/path", tc.err)
 		e := wantCode(t, err, tc.code)
-		if e.Path != "given/path" || e.Op != tc.op || !errors.Is(err, tc.err.(*fs.PathError).Err) {
+		if e.Path != "given/path" || e.Op != tc.op.name || !errors.Is(err, tc.err.(*fs.PathError).Err) {
 			t.Errorf("%v → %#v: want op, caller's path and the cause", tc.err, e)
 		}
 		if e.Msg == "" || strings.Contains(e.Error(), "%!") {
 			t.Errorf("%v → message %q", tc.err, e.Error())
 		}
 	}
-	if mapErr("read", "p", nil) != nil {
+	if mapErr(opRead, "p", nil) != nil {
 		t.Error("mapErr(nil) != nil")
 	}
 	orig := errcode.New(errcode.TooLarge, "read", "p", "x")
-	if mapErr("edit", "q", orig) != error(orig) {
+	if mapErr(opEdit, "q", orig) != error(orig) {
 		t.Error("an *errcode.Error must pass through")
+	}
+}
+
+// An errno that says nothing more specific (EIO) gets the code of the
+// operation that hit it: a failed read-only operation is READ_FAILED, never
+// WRITE_FAILED, whatever its name.
+func TestMapErrUnexpectedErrnoByOp(t *testing.T) {
+	cases := []struct {
+		op   op
+		code errcode.Code
+	}{
+		{opOpen, errcode.ReadFailed},
+		{opRead, errcode.ReadFailed},
+		{opReadLines, errcode.ReadFailed},
+		{opReadDir, errcode.ReadFailed},
+		{opStat, errcode.ReadFailed},
+		{opLstat, errcode.ReadFailed},
+		{opReadlink, errcode.ReadFailed},
+		{opResolve, errcode.ReadFailed},
+		{opStatFS, errcode.ReadFailed},
+		{opTree, errcode.ReadFailed},
+		{opSearch, errcode.ReadFailed},
+		{opGrep, errcode.ReadFailed},
+		{opOpenWrite, errcode.WriteFailed},
+		{opWrite, errcode.WriteFailed},
+		{opEdit, errcode.WriteFailed},
+		{opMkdir, errcode.WriteFailed},
+		{opRm, errcode.WriteFailed},
+		{opMove, errcode.WriteFailed},
+		{opRename, errcode.WriteFailed},
+		{opTouch, errcode.WriteFailed},
+		{opChmod, errcode.WriteFailed},
+		{opChtimes, errcode.WriteFailed},
+		{opTruncate, errcode.WriteFailed},
+		{opSymlink, errcode.WriteFailed},
+		{opClose, errcode.WriteFailed},
+		{opSync, errcode.WriteFailed},
+	}
+	for _, tc := range cases {
+		cause := &fs.PathError{Op: "syscall", Path: "x", Err: syscall.EIO}
+		e := wantCode(t, mapErr(tc.op, "given/path", cause), tc.code)
+		if e.Op != tc.op.name || !errors.Is(e, syscall.EIO) {
+			t.Errorf("%s: %#v", tc.op.name, e)
+		}
+		if want := tc.op.name + ` "given/path": ` + tc.op.name + " failed: syscall x: input/output error"; e.Error() != want {
+			t.Errorf("%s: Error() = %q, want %q", tc.op.name, e.Error(), want)
+		}
 	}
 }
 

@@ -131,6 +131,7 @@ func escapeError(op, p string) *errcode.Error {
 		Code: errcode.PathEscapeAttempt,
 		Op:   op,
 		Path: p,
-		Msg:  "path escapes the workspace: " + p + " (paths, and symlinks on the way, must stay inside the workspace root)",
+		Msg:  "path escapes the workspace",
+		Hint: "paths, and symlinks on the way, must stay inside the workspace root",
 	}
 }

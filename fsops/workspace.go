@@ -46,7 +46,23 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
 )
+
+// CanExec reports whether commands can run in ws: whether it has a
+// directory to hand to a command (OpenDir), which a memory workspace has not
+// (errcode.NotImplemented). A scope whose directory is not created yet can
+// run commands. It opens and closes that directory once: ask it when wiring
+// a server, not per request.
+func CanExec(ws Workspace) bool {
+	f, err := ws.OpenDir()
+	if err != nil {
+		return !errcode.Is(err, errcode.NotImplemented)
+	}
+	f.Close()
+	return true
+}
 
 // Workspace is a confined file tree. All path arguments are client paths, as
 // they arrive on the wire; all errors are *errcode.Error.
@@ -68,8 +84,6 @@ type Workspace interface {
 	// The directory is not created until the first write through the scope.
 	Scope(p string) (Workspace, error)
 
-	// CanExec reports whether commands can run here (false for memory).
-	CanExec() bool
 	// OpenDir returns a new descriptor of the workspace's own directory, the
 	// very one its confined handle holds, for handing to another program
 	// (bwrap binds it, a command starts in it). The name Root() may since

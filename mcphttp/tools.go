@@ -313,7 +313,7 @@ func (s *Server) registerTools() {
 			return textResult("Allowed directories:\n- " + ws.Root())
 		})
 
-	if !s.opts.Workspace.CanExec() {
+	if !fsops.CanExec(s.opts.Workspace) {
 		return // memory workspace: file tools only
 	}
 	if s.opts.Executor != nil {

@@ -296,7 +296,7 @@ func sftpErr(err error) error {
 			status = stPermissionDenied
 		}
 	}
-	return statusError{status, err.Error()}
+	return statusError{status, errcode.Sentence(err)}
 }
 
 func quote(p string) string { return `"` + p + `"` }
