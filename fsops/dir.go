@@ -241,6 +241,7 @@ func (w *dirWS) mkdirAll(r *os.Root, rel string) error {
 	})
 	return err
 }
+
 // infoFrom converts an fs.FileInfo (from os.Root) into an Info.
 func infoFrom(rel string, fi fs.FileInfo) Info {
 	info := Info{Name: fi.Name(), Path: rel, Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime()}

@@ -191,4 +191,3 @@ func errRootEscapeOr() error {
 	}
 	return errors.New(rootEscapeText)
 }
-

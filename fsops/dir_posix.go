@@ -343,4 +343,3 @@ func (d *dirFile) Stat() (Info, error) {
 
 func (d *dirFile) Truncate(size int64) error { return mapErr(opTruncate, d.p, d.f.Truncate(size)) }
 func (d *dirFile) Sync() error               { return mapErr(opSync, d.p, d.f.Sync()) }
-

@@ -428,4 +428,3 @@ func (d *rootDir) read(name string, buf []byte, max int64) ([]byte, error) {
 	}
 	return data, nil
 }
-

@@ -256,4 +256,3 @@ func (w *dirWS) Touch(p string) error {
 		return f.Close()
 	})
 }
-

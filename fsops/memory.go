@@ -49,8 +49,8 @@ func NewMemory(root string, opts Options) Workspace {
 	return &memWS{s: &memStore{files: map[string]*memEntry{}, created: time.Now()}, root: root, opts: opts}
 }
 
-func (m *memWS) Root() string  { return m.root }
-func (m *memWS) Close() error  { return nil }
+func (m *memWS) Root() string { return m.root }
+func (m *memWS) Close() error { return nil }
 
 func (m *memWS) rel(p string) (string, error) { return resolveRel(m.root, p) }
 
