@@ -190,3 +190,73 @@ func TestDirErrorsAndLinks(t *testing.T) {
 	_, err = ws.Scope("y")
 	wantCode(t, err, errcode.ConnectionClosed)
 }
+
+// withOp builds a new error wrapping the one it is given, which stays as it
+// was: an error returned to one caller is never changed under another.
+func TestWithOpWrapsWithoutMutating(t *testing.T) {
+	orig := mapErr(opRead, "a.txt", &fs.PathError{Op: "open", Path: "a.txt", Err: syscall.ENOENT}).(*errcode.Error)
+	before := *orig
+	got := withOp(orig, opEdit)
+	if *orig != before {
+		t.Errorf("withOp changed its argument: %#v, was %#v", *orig, before)
+	}
+	e := wantCode(t, got, errcode.NotFound)
+	if e == orig || e.Op != "edit" || e.Path != "a.txt" || e.Msg != orig.Msg || !errors.Is(got, orig) || !errors.Is(got, fs.ErrNotExist) {
+		t.Errorf("withOp = %#v: want a new error with op edit wrapping %#v", e, orig)
+	}
+	if want := `edit "a.txt": no such file or directory`; got.Error() != want {
+		t.Errorf("Error() = %q, want %q", got.Error(), want)
+	}
+}
+
+// Every failing call returns an error of its own: no shared *errcode.Error
+// that one caller could relabel while another reads it. Run with -race: the
+// goroutines read and wrap their errors concurrently.
+func TestErrorsAreFreshPerCall(t *testing.T) {
+	for _, im := range impls() {
+		t.Run(im.name, func(t *testing.T) {
+			ws := im.new(t)
+			must(t, ws.WriteFile("f.txt", []byte("x")))
+			calls := []func() error{
+				func() error { _, err := ws.ReadFile("missing"); return err },
+				func() error { _, err := ws.Stat("missing"); return err },
+				func() error { return ws.Move("missing", "dst") },
+				func() error { return ws.Move("f.txt", "f.txt") },
+				func() error { _, err := ws.Edit("missing", nil, false); return err },
+				func() error { _, err := ws.Tree(t.Context(), "missing", TreeOptions{}); return err },
+				func() error { _, err := ws.ReadFile("../escape"); return err },
+				func() error { return ws.Remove("missing", RemoveOptions{}) },
+			}
+			const workers = 8
+			seen := make([][]*errcode.Error, workers)
+			done := make(chan int)
+			for g := 0; g < workers; g++ {
+				go func() {
+					defer func() { done <- g }()
+					for _, call := range calls {
+						err := call()
+						var e *errcode.Error
+						if !errors.As(err, &e) {
+							t.Errorf("%v is not an *errcode.Error", err)
+							return
+						}
+						_ = withOp(err, opGrep).Error() + e.Error()
+						seen[g] = append(seen[g], e)
+					}
+				}()
+			}
+			for range workers {
+				<-done
+			}
+			ptrs := map[*errcode.Error]bool{}
+			for _, es := range seen {
+				for _, e := range es {
+					if ptrs[e] {
+						t.Fatalf("the same *errcode.Error (%v) was returned twice", e)
+					}
+					ptrs[e] = true
+				}
+			}
+		})
+	}
+}
