@@ -233,18 +233,11 @@ func (w *dirWS) ReadDir(p string) ([]Info, error) {
 
 func (w *dirWS) ReadDirTypes(p string) ([]Info, error) {
 	return do(w, opReadDir, p, false, true, func(r *os.Root, rel string) ([]Info, error) {
-		f, err := openDir(r, rel)
+		f, err := openListDir(r, rel)
 		if err != nil {
 			return nil, err
 		}
 		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return nil, err
-		}
-		if !fi.IsDir() {
-			return nil, &fs.PathError{Op: "readdir", Path: rel, Err: syscall.ENOTDIR}
-		}
 		// Listed through the open directory's fd, typed from d_type: the
 		// same confined listing grep walks with.
 		ents, err := direntTypes(int(f.Fd()))
@@ -260,21 +253,32 @@ func (w *dirWS) ReadDirTypes(p string) ([]Info, error) {
 	})
 }
 
-// readDirAt lists rel, stat-ing each entry relative to the open directory
-// (fstatat) so no entry is looked up by a path outside the root's handle.
-func readDirAt(r *os.Root, rel string) ([]Info, error) {
+// openListDir opens the directory rel for listing (openDir), and checks
+// that what it opened is one.
+func openListDir(r *os.Root, rel string) (*os.File, error) {
 	f, err := openDir(r, rel)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	fi, err := f.Stat()
+	if err == nil && !fi.IsDir() {
+		err = &fs.PathError{Op: "readdir", Path: rel, Err: syscall.ENOTDIR}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// readDirAt lists rel, stat-ing each entry relative to the open directory
+// (fstatat) so no entry is looked up by a path outside the root's handle.
+func readDirAt(r *os.Root, rel string) ([]Info, error) {
+	f, err := openListDir(r, rel)
 	if err != nil {
 		return nil, err
 	}
-	if !fi.IsDir() {
-		return nil, &fs.PathError{Op: "readdir", Path: rel, Err: syscall.ENOTDIR}
-	}
+	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
 		return nil, err
