@@ -83,3 +83,35 @@ func TestAbsoluteLinkFallbackEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// CanExec asks the workspace for its directory: a directory workspace, a
+// scope not created yet and a wrapper that embeds one can run commands; a
+// memory workspace and its scopes cannot.
+func TestCanExec(t *testing.T) {
+	dir := newDirWS(t, t.TempDir())
+	scope, err := dir.Scope("not/yet")
+	must(t, err)
+	mem := NewMemory("/mem", Options{})
+	memScope, err := mem.Scope("s")
+	must(t, err)
+	type wrapped struct{ Workspace }
+	for _, tc := range []struct {
+		name string
+		ws   Workspace
+		want bool
+	}{
+		{"dir", dir, true},
+		{"scope not created yet", scope, true},
+		{"wrapper", wrapped{dir}, true},
+		{"memory", mem, false},
+		{"memory scope", memScope, false},
+		{"memory wrapper", wrapped{mem}, false},
+	} {
+		if got := CanExec(tc.ws); got != tc.want {
+			t.Errorf("CanExec(%s) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir.Root(), "not")); !os.IsNotExist(err) {
+		t.Errorf("CanExec created the scope's directory: %v", err)
+	}
+}
