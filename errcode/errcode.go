@@ -48,16 +48,24 @@ const (
 )
 
 // Error is a failure with a code, the operation that failed and the subject it
-// failed on (a path as the caller gave it, or a command).
+// failed on (a path as the caller gave it, or a command). Like os.PathError,
+// the fields hold facts and Error() puts them together: Msg and Hint never
+// repeat Path or Command, which Error() names once.
+//
+// An *Error is not changed after it is returned: code that adds to one (a
+// different Op for an operation built on another, see WithOp) builds a new
+// one that wraps it.
 type Error struct {
 	Code    Code
 	Op      string // "read", "write", "exec", ...
 	Path    string // the path as the caller gave it, when there is one
 	Command string // the command, for exec failures and blocked commands
-	Msg     string // human-readable detail; what to do about it when we know
+	Msg     string // what went wrong ("no such file or directory"), without the path
+	Hint    string // what to do about it, or what else is known, when there is something
 	Err     error  // underlying cause, if any
 }
 
+// Error renders `op "path": msg (hint)`.
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.Op != "" {
@@ -77,7 +85,57 @@ func (e *Error) Error() string {
 	} else {
 		b.WriteString(string(e.Code))
 	}
+	if e.Hint != "" {
+		b.WriteString(" (")
+		b.WriteString(e.Hint)
+		b.WriteString(")")
+	}
 	return strings.TrimSpace(b.String())
+}
+
+// Sentence is Msg with the subject (Path, or else Command) after it and the
+// Hint in parentheses: "not a regular file or directory: /fifo (FIFOs,
+// sockets and devices cannot be opened)". It is for a wire text whose
+// request already names the operation, such as an SFTP status message.
+func (e *Error) Sentence() string {
+	msg := e.Msg
+	if msg == "" {
+		if e.Err != nil {
+			msg = e.Err.Error()
+		} else {
+			msg = string(e.Code)
+		}
+	}
+	switch {
+	case e.Path != "":
+		msg += ": " + e.Path
+	case e.Command != "":
+		msg += ": " + e.Command
+	}
+	if e.Hint != "" {
+		msg += " (" + e.Hint + ")"
+	}
+	return msg
+}
+
+// Sentence is err's Sentence when err is an *Error, and err.Error() for any
+// other error.
+func Sentence(err error) string {
+	if e, ok := err.(*Error); ok {
+		return e.Sentence()
+	}
+	return err.Error()
+}
+
+// WithOp returns a new *Error that reports the failure of e as one of op (an
+// operation built on the one that failed: "edit" on a read, "move" on a
+// stat). It has e's code, subject and texts and wraps e, which is unchanged.
+func (e *Error) WithOp(op string) *Error {
+	msg := e.Msg
+	if msg == "" && e.Err != nil {
+		msg = e.Err.Error()
+	}
+	return &Error{Code: e.Code, Op: op, Path: e.Path, Command: e.Command, Msg: msg, Hint: e.Hint, Err: e}
 }
 
 func (e *Error) Unwrap() error { return e.Err }

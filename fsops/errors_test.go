@@ -17,41 +17,88 @@ import (
 func TestMapErr(t *testing.T) {
 	cases := []struct {
 		err  error
-		op   string
+		op   op
 		code errcode.Code
 	}{
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENOENT}, "read", errcode.NotFound},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EEXIST}, "write", errcode.AlreadyExists},
-		{&fs.PathError{Op: "rmdir", Path: "x", Err: syscall.ENOTEMPTY}, "rm", errcode.AlreadyExists},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENOTDIR}, "read", errcode.NotADirectory},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EISDIR}, "write", errcode.IsADirectory},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EACCES}, "read", errcode.PermissionDenied},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EPERM}, "write", errcode.PermissionDenied},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EROFS}, "write", errcode.PermissionDenied},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ELOOP}, "read", errcode.InvalidArgument},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENAMETOOLONG}, "read", errcode.InvalidArgument},
-		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EINVAL}, "readlink", errcode.InvalidArgument},
-		{&fs.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}, "write", errcode.WriteFailed},
-		{&fs.PathError{Op: "read", Path: "x", Err: syscall.EIO}, "read", errcode.ReadFailed},
-		{&fs.PathError{Op: "write", Path: "x", Err: syscall.EIO}, "write", errcode.WriteFailed},
-		{&fs.PathError{Op: "open", Path: "x", Err: errRootEscapeOr()}, "read", errcode.PathEscapeAttempt},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENOENT}, opRead, errcode.NotFound},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EEXIST}, opWrite, errcode.AlreadyExists},
+		{&fs.PathError{Op: "rmdir", Path: "x", Err: syscall.ENOTEMPTY}, opRm, errcode.AlreadyExists},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENOTDIR}, opRead, errcode.NotADirectory},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EISDIR}, opWrite, errcode.IsADirectory},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EACCES}, opRead, errcode.PermissionDenied},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EPERM}, opWrite, errcode.PermissionDenied},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EROFS}, opWrite, errcode.PermissionDenied},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ELOOP}, opRead, errcode.InvalidArgument},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENAMETOOLONG}, opRead, errcode.InvalidArgument},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EINVAL}, opReadlink, errcode.InvalidArgument},
+		{&fs.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}, opWrite, errcode.WriteFailed},
+		{&fs.PathError{Op: "read", Path: "x", Err: syscall.EIO}, opRead, errcode.ReadFailed},
+		{&fs.PathError{Op: "write", Path: "x", Err: syscall.EIO}, opWrite, errcode.WriteFailed},
+		{&fs.PathError{Op: "open", Path: "x", Err: errRootEscapeOr()}, opRead, errcode.PathEscapeAttempt},
 	}
 	for _, tc := range cases {
 		err := mapErr(tc.op, "given/path", tc.err)
 		e := wantCode(t, err, tc.code)
-		if e.Path != "given/path" || e.Op != tc.op || !errors.Is(err, tc.err.(*fs.PathError).Err) {
+		if e.Path != "given/path" || e.Op != tc.op.name || !errors.Is(err, tc.err.(*fs.PathError).Err) {
 			t.Errorf("%v → %#v: want op, caller's path and the cause", tc.err, e)
 		}
 		if e.Msg == "" || strings.Contains(e.Error(), "%!") {
 			t.Errorf("%v → message %q", tc.err, e.Error())
 		}
 	}
-	if mapErr("read", "p", nil) != nil {
+	if mapErr(opRead, "p", nil) != nil {
 		t.Error("mapErr(nil) != nil")
 	}
 	orig := errcode.New(errcode.TooLarge, "read", "p", "x")
-	if mapErr("edit", "q", orig) != error(orig) {
+	if mapErr(opEdit, "q", orig) != error(orig) {
 		t.Error("an *errcode.Error must pass through")
+	}
+}
+
+// An errno that says nothing more specific (EIO) gets the code of the
+// operation that hit it: a failed read-only operation is READ_FAILED, never
+// WRITE_FAILED, whatever its name.
+func TestMapErrUnexpectedErrnoByOp(t *testing.T) {
+	cases := []struct {
+		op   op
+		code errcode.Code
+	}{
+		{opOpen, errcode.ReadFailed},
+		{opRead, errcode.ReadFailed},
+		{opReadLines, errcode.ReadFailed},
+		{opReadDir, errcode.ReadFailed},
+		{opStat, errcode.ReadFailed},
+		{opLstat, errcode.ReadFailed},
+		{opReadlink, errcode.ReadFailed},
+		{opResolve, errcode.ReadFailed},
+		{opStatFS, errcode.ReadFailed},
+		{opTree, errcode.ReadFailed},
+		{opSearch, errcode.ReadFailed},
+		{opGrep, errcode.ReadFailed},
+		{opOpenWrite, errcode.WriteFailed},
+		{opWrite, errcode.WriteFailed},
+		{opEdit, errcode.WriteFailed},
+		{opMkdir, errcode.WriteFailed},
+		{opRm, errcode.WriteFailed},
+		{opMove, errcode.WriteFailed},
+		{opRename, errcode.WriteFailed},
+		{opTouch, errcode.WriteFailed},
+		{opChmod, errcode.WriteFailed},
+		{opChtimes, errcode.WriteFailed},
+		{opTruncate, errcode.WriteFailed},
+		{opSymlink, errcode.WriteFailed},
+		{opClose, errcode.WriteFailed},
+		{opSync, errcode.WriteFailed},
+	}
+	for _, tc := range cases {
+		cause := &fs.PathError{Op: "syscall", Path: "x", Err: syscall.EIO}
+		e := wantCode(t, mapErr(tc.op, "given/path", cause), tc.code)
+		if e.Op != tc.op.name || !errors.Is(e, syscall.EIO) {
+			t.Errorf("%s: %#v", tc.op.name, e)
+		}
+		if want := tc.op.name + ` "given/path": ` + tc.op.name + " failed: syscall x: input/output error"; e.Error() != want {
+			t.Errorf("%s: Error() = %q, want %q", tc.op.name, e.Error(), want)
+		}
 	}
 }
 
@@ -142,4 +189,74 @@ func TestDirErrorsAndLinks(t *testing.T) {
 	}
 	_, err = ws.Scope("y")
 	wantCode(t, err, errcode.ConnectionClosed)
+}
+
+// withOp builds a new error wrapping the one it is given, which stays as it
+// was: an error returned to one caller is never changed under another.
+func TestWithOpWrapsWithoutMutating(t *testing.T) {
+	orig := mapErr(opRead, "a.txt", &fs.PathError{Op: "open", Path: "a.txt", Err: syscall.ENOENT}).(*errcode.Error)
+	before := *orig
+	got := withOp(orig, opEdit)
+	if *orig != before {
+		t.Errorf("withOp changed its argument: %#v, was %#v", *orig, before)
+	}
+	e := wantCode(t, got, errcode.NotFound)
+	if e == orig || e.Op != "edit" || e.Path != "a.txt" || e.Msg != orig.Msg || !errors.Is(got, orig) || !errors.Is(got, fs.ErrNotExist) {
+		t.Errorf("withOp = %#v: want a new error with op edit wrapping %#v", e, orig)
+	}
+	if want := `edit "a.txt": no such file or directory`; got.Error() != want {
+		t.Errorf("Error() = %q, want %q", got.Error(), want)
+	}
+}
+
+// Every failing call returns an error of its own: no shared *errcode.Error
+// that one caller could relabel while another reads it. Run with -race: the
+// goroutines read and wrap their errors concurrently.
+func TestErrorsAreFreshPerCall(t *testing.T) {
+	for _, im := range impls() {
+		t.Run(im.name, func(t *testing.T) {
+			ws := im.new(t)
+			must(t, ws.WriteFile("f.txt", []byte("x")))
+			calls := []func() error{
+				func() error { _, err := ws.ReadFile("missing"); return err },
+				func() error { _, err := ws.Stat("missing"); return err },
+				func() error { return ws.Move("missing", "dst") },
+				func() error { return ws.Move("f.txt", "f.txt") },
+				func() error { _, err := ws.Edit("missing", nil, false); return err },
+				func() error { _, err := ws.Tree(t.Context(), "missing", TreeOptions{}); return err },
+				func() error { _, err := ws.ReadFile("../escape"); return err },
+				func() error { return ws.Remove("missing", RemoveOptions{}) },
+			}
+			const workers = 8
+			seen := make([][]*errcode.Error, workers)
+			done := make(chan int)
+			for g := 0; g < workers; g++ {
+				go func() {
+					defer func() { done <- g }()
+					for _, call := range calls {
+						err := call()
+						var e *errcode.Error
+						if !errors.As(err, &e) {
+							t.Errorf("%v is not an *errcode.Error", err)
+							return
+						}
+						_ = withOp(err, opGrep).Error() + e.Error()
+						seen[g] = append(seen[g], e)
+					}
+				}()
+			}
+			for range workers {
+				<-done
+			}
+			ptrs := map[*errcode.Error]bool{}
+			for _, es := range seen {
+				for _, e := range es {
+					if ptrs[e] {
+						t.Fatalf("the same *errcode.Error (%v) was returned twice", e)
+					}
+					ptrs[e] = true
+				}
+			}
+		})
+	}
 }

@@ -88,26 +88,14 @@ func (w *dirWS) readFast(rel string, max int64) (data []byte, size int64, ok boo
 	if st.Size > max {
 		return nil, st.Size, true
 	}
-	buf := make([]byte, 0, st.Size+1)
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, 0, false
-		}
-		buf = buf[:len(buf)+n]
-		if n == 0 || (st.Size > 0 && int64(len(buf)) >= st.Size) {
-			return buf, int64(len(buf)), true
-		}
-		if int64(len(buf)) > max {
-			return nil, int64(len(buf)), true
-		}
+	data, err := readWhole(fdReader(fd), st.Size, max, nil)
+	switch {
+	case err == errGrew:
+		return nil, int64(len(data)), true
+	case err != nil:
+		return nil, 0, false
 	}
+	return data, int64(len(data)), true
 }
 
 // linksInsideFast reports true when one openat2 (O_PATH, beneath) shows

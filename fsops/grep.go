@@ -62,7 +62,7 @@ func grep(ctx context.Context, w walker, opts GrepOptions) (GrepResult, error) {
 	p := opts.Path
 	rel, err := w.wRel(p)
 	if err != nil {
-		return GrepResult{}, relabel(err, "grep")
+		return GrepResult{}, withOp(err, opGrep)
 	}
 	// How rg would print paths: relative to the root when no path is given,
 	// else joined to the path as given (absolute paths outside the root were
@@ -73,7 +73,7 @@ func grep(ctx context.Context, w walker, opts GrepOptions) (GrepResult, error) {
 	}
 	info, err := w.wStat(rel)
 	if err != nil {
-		return GrepResult{}, mapErr("grep", p, err)
+		return GrepResult{}, mapErr(opGrep, p, err)
 	}
 	if info.IsDir() {
 		g.printed = false
@@ -81,7 +81,7 @@ func grep(ctx context.Context, w walker, opts GrepOptions) (GrepResult, error) {
 			return GrepResult{}, err
 		}
 		if err := g.walkDir(rel, display); err != nil {
-			return GrepResult{}, mapErr("grep", p, err)
+			return GrepResult{}, mapErr(opGrep, p, err)
 		}
 	} else {
 		name := display

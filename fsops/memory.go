@@ -49,9 +49,8 @@ func NewMemory(root string, opts Options) Workspace {
 	return &memWS{s: &memStore{files: map[string]*memEntry{}, created: time.Now()}, root: root, opts: opts}
 }
 
-func (m *memWS) Root() string  { return m.root }
-func (m *memWS) CanExec() bool { return false }
-func (m *memWS) Close() error  { return nil }
+func (m *memWS) Root() string { return m.root }
+func (m *memWS) Close() error { return nil }
 
 func (m *memWS) rel(p string) (string, error) { return resolveRel(m.root, p) }
 
@@ -126,7 +125,7 @@ func (m *memWS) statRel(op, p, rel string) (Info, error) {
 	m.s.mu.RLock()
 	defer m.s.mu.RUnlock()
 	if a, ok := m.s.fileAncestor(m.key(rel)); ok && a != "" {
-		return Info{}, errcode.New(errcode.NotADirectory, op, p, "not a directory: a component of %s is a file", p)
+		return Info{}, hinted(errcode.NotADirectory, op, p, "not a directory", HintComponentIsFile)
 	}
 	info, ok := m.info(rel, m.key(rel))
 	if !ok {
@@ -163,7 +162,7 @@ func (m *memWS) readRel(op, p, rel string) ([]byte, error) {
 	e, ok := m.s.files[key]
 	if !ok {
 		if m.s.isDirKey(key) {
-			return nil, errcode.New(errcode.IsADirectory, op, p, "is a directory: %s (use a directory listing instead)", p)
+			return nil, hinted(errcode.IsADirectory, op, p, "is a directory", "use a directory listing instead")
 		}
 		return nil, notFound(op, p)
 	}
@@ -206,10 +205,10 @@ func (m *memWS) ReadLines(_ context.Context, p string, lr LineRange) (Lines, err
 // the tree: no file may sit where a directory is needed and vice versa.
 func (m *memWS) writeKey(op, p, key string, data []byte) error {
 	if key == "" || key == m.prefix {
-		return errcode.New(errcode.IsADirectory, op, p, "is a directory: %s", p)
+		return errcode.New(errcode.IsADirectory, op, p, "is a directory")
 	}
 	if _, ok := m.s.fileAncestor(key); ok {
-		return errcode.New(errcode.NotADirectory, op, p, "not a directory: a component of %s is a file", p)
+		return hinted(errcode.NotADirectory, op, p, "not a directory", HintComponentIsFile)
 	}
 	now := time.Now()
 	if e, ok := m.s.files[key]; ok {
@@ -217,7 +216,7 @@ func (m *memWS) writeKey(op, p, key string, data []byte) error {
 		return nil
 	}
 	if m.s.isDirKey(key) {
-		return errcode.New(errcode.IsADirectory, op, p, "is a directory: %s", p)
+		return errcode.New(errcode.IsADirectory, op, p, "is a directory")
 	}
 	m.s.files[key] = &memEntry{data: data, mode: 0o644, mtime: now, atime: now, ctime: now}
 	return nil
@@ -249,10 +248,10 @@ func (m *memWS) Mkdir(p string, parents bool) error {
 	defer m.s.mu.RUnlock()
 	key := m.key(rel)
 	if _, ok := m.s.files[key]; ok {
-		return errcode.New(errcode.AlreadyExists, "mkdir", p, "already exists as a file: %s", p)
+		return errcode.New(errcode.AlreadyExists, "mkdir", p, "already exists as a file")
 	}
 	if _, ok := m.s.fileAncestor(key); ok {
-		return errcode.New(errcode.NotADirectory, "mkdir", p, "not a directory: a component of %s is a file", p)
+		return hinted(errcode.NotADirectory, "mkdir", p, "not a directory", HintComponentIsFile)
 	}
 	return nil
 }
@@ -263,7 +262,7 @@ func (m *memWS) ReadDir(p string) ([]Info, error) {
 		return nil, err
 	}
 	out, err := m.list(rel)
-	return out, mapErr("readdir", p, err)
+	return out, mapErr(opReadDir, p, err)
 }
 
 // ReadDirTypes is ReadDir with only names and types: the memory tree has no
@@ -359,14 +358,14 @@ func (m *memWS) wRead(rel string, max int64) ([]byte, error) {
 
 func (m *memWS) Move(src, dst string) error {
 	if ok, err := m.Exists(src); err != nil {
-		return relabel(err, "move")
+		return withOp(err, opMove)
 	} else if !ok {
-		return &errcode.Error{Code: errcode.NotFound, Op: "move", Path: src, Msg: "source does not exist: " + src, Err: fs.ErrNotExist}
+		return &errcode.Error{Code: errcode.NotFound, Op: "move", Path: src, Msg: "source does not exist", Err: fs.ErrNotExist}
 	}
 	if ok, err := m.Exists(dst); err != nil {
-		return relabel(err, "move")
+		return withOp(err, opMove)
 	} else if ok {
-		return errcode.New(errcode.AlreadyExists, "move", dst, "destination already exists: %s (remove it first or choose another name)", dst)
+		return hinted(errcode.AlreadyExists, "move", dst, "destination already exists", "remove it first or choose another name")
 	}
 	return m.rename("move", src, dst)
 }
@@ -395,11 +394,11 @@ func (m *memWS) rename(op, src, dst string) error {
 		return errcode.New(errcode.InvalidArgument, op, dst, "cannot move %s into itself", src)
 	}
 	if _, ok := m.s.fileAncestor(dk); ok {
-		return errcode.New(errcode.NotADirectory, op, dst, "not a directory: a component of %s is a file", dst)
+		return hinted(errcode.NotADirectory, op, dst, "not a directory", HintComponentIsFile)
 	}
 	if e, ok := m.s.files[sk]; ok {
 		if m.s.isDirKey(dk) {
-			return errcode.New(errcode.IsADirectory, op, dst, "is a directory: %s", dst)
+			return errcode.New(errcode.IsADirectory, op, dst, "is a directory")
 		}
 		delete(m.s.files, sk)
 		m.s.files[dk] = e
@@ -409,10 +408,10 @@ func (m *memWS) rename(op, src, dst string) error {
 		return notFound(op, src)
 	}
 	if _, ok := m.s.files[dk]; ok {
-		return errcode.New(errcode.NotADirectory, op, dst, "not a directory: %s is a file", dst)
+		return hinted(errcode.NotADirectory, op, dst, "not a directory", HintPathIsFile)
 	}
 	if m.s.isDirKey(dk) {
-		return errcode.New(errcode.AlreadyExists, op, dst, "directory not empty: %s", dst)
+		return errcode.New(errcode.AlreadyExists, op, dst, "directory not empty")
 	}
 	pre := sk + "/"
 	moved := map[string]*memEntry{}
@@ -445,7 +444,7 @@ func (m *memWS) Remove(p string, opts RemoveOptions) error {
 		n++
 	} else if m.s.isDirKey(key) {
 		if !opts.Recursive {
-			return errcode.New(errcode.AlreadyExists, "rm", p, "directory not empty: %s (remove it recursively)", p)
+			return hinted(errcode.AlreadyExists, "rm", p, "directory not empty", "remove it recursively")
 		}
 		pre := key + "/"
 		for k := range m.s.files {
@@ -486,12 +485,12 @@ func (m *memWS) OpenFile(p string, flag int, perm fs.FileMode) (File, error) {
 	e, ok := m.s.files[key]
 	switch {
 	case ok && flag&os.O_CREATE != 0 && flag&os.O_EXCL != 0:
-		return nil, errcode.New(errcode.AlreadyExists, "open", p, "already exists: %s", p)
+		return nil, errcode.New(errcode.AlreadyExists, "open", p, "already exists")
 	case !ok && m.s.isDirKey(key):
 		if flag&(os.O_WRONLY|os.O_RDWR) != 0 {
-			return nil, errcode.New(errcode.IsADirectory, "open", p, "is a directory: %s", p)
+			return nil, errcode.New(errcode.IsADirectory, "open", p, "is a directory")
 		}
-		return nil, errcode.New(errcode.IsADirectory, "open", p, "is a directory: %s (directories cannot be opened in a memory workspace; list them)", p)
+		return nil, hinted(errcode.IsADirectory, "open", p, "is a directory", "directories cannot be opened in a memory workspace; list them")
 	case !ok && flag&os.O_CREATE == 0:
 		return nil, notFound("open", p)
 	case !ok:

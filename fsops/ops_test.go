@@ -495,8 +495,8 @@ func TestOpenFileChmodTruncate(t *testing.T) {
 
 func TestMemoryOnly(t *testing.T) {
 	ws := NewMemory("mem", Options{})
-	if ws.Root() != "/mem" || ws.CanExec() {
-		t.Errorf("Root=%q CanExec=%v", ws.Root(), ws.CanExec())
+	if ws.Root() != "/mem" || CanExec(ws) {
+		t.Errorf("Root=%q CanExec=%v", ws.Root(), CanExec(ws))
 	}
 	wantCode(t, ws.Symlink("a", "b"), errcode.NotImplemented)
 	_, err := ws.Readlink("b")
@@ -544,7 +544,7 @@ func TestDirOnly(t *testing.T) {
 	if _, err := os.Stat(real + "/x.txt"); err != nil {
 		t.Errorf("absolute path via the root's link: %v", err)
 	}
-	if !ws.CanExec() {
+	if !CanExec(ws) {
 		t.Error("dir workspace must exec")
 	}
 	st, err := ws.StatFS()

@@ -118,7 +118,9 @@ func resolveRel(root, p string) (string, error) {
 	abs, err := ResolvePath(root, p)
 	if err != nil {
 		if e, ok := err.(*errcode.Error); ok {
-			e.Path = p
+			// The same failure, naming the caller's path: a new error
+			// wrapping the one ResolvePath returned, which is not changed.
+			return "", &errcode.Error{Code: e.Code, Op: e.Op, Path: p, Msg: e.Msg, Hint: e.Hint, Err: e}
 		}
 		return "", err
 	}
@@ -131,6 +133,7 @@ func escapeError(op, p string) *errcode.Error {
 		Code: errcode.PathEscapeAttempt,
 		Op:   op,
 		Path: p,
-		Msg:  "path escapes the workspace: " + p + " (paths, and symlinks on the way, must stay inside the workspace root)",
+		Msg:  "path escapes the workspace",
+		Hint: "paths, and symlinks on the way, must stay inside the workspace root",
 	}
 }

@@ -61,14 +61,14 @@ type dirID struct{ dev, ino uint64 }
 func buildTree(ctx context.Context, w walker, p string, opts TreeOptions) ([]TreeNode, error) {
 	rel, err := w.wRel(p)
 	if err != nil {
-		return nil, relabel(err, "tree")
+		return nil, withOp(err, opTree)
 	}
 	info, err := w.wStat(rel)
 	if err != nil {
-		return nil, mapErr("tree", p, err)
+		return nil, mapErr(opTree, p, err)
 	}
 	if !info.IsDir() {
-		return nil, errcode.New(errcode.NotADirectory, "tree", p, "not a directory: %s", p)
+		return nil, errcode.New(errcode.NotADirectory, "tree", p, "not a directory")
 	}
 	var excl []string
 	if opts.DefaultExcludes {
@@ -124,7 +124,7 @@ func buildTree(ctx context.Context, w walker, p string, opts TreeOptions) ([]Tre
 	}
 	nodes, err := rec(rel, "", dirID{info.dev, info.ino})
 	if err != nil {
-		return nil, mapErr("tree", p, err)
+		return nil, mapErr(opTree, p, err)
 	}
 	return nodes, nil
 }
@@ -228,14 +228,14 @@ func search(ctx context.Context, w walker, p, pattern string, opts SearchOptions
 	}
 	rel, err := w.wRel(p)
 	if err != nil {
-		return nil, relabel(err, "search")
+		return nil, withOp(err, opSearch)
 	}
 	info, err := w.wStat(rel)
 	if err != nil {
-		return nil, mapErr("search", p, err)
+		return nil, mapErr(opSearch, p, err)
 	}
 	if !info.IsDir() {
-		return nil, errcode.New(errcode.NotADirectory, "search", p, "not a directory: %s", p)
+		return nil, errcode.New(errcode.NotADirectory, "search", p, "not a directory")
 	}
 	var hits []searchHit
 	seen := map[dirID]bool{}
@@ -285,7 +285,7 @@ func search(ctx context.Context, w walker, p, pattern string, opts SearchOptions
 		return nil
 	}
 	if err := rec(rel, "", dirID{info.dev, info.ino}); err != nil {
-		return nil, mapErr("search", p, err)
+		return nil, mapErr(opSearch, p, err)
 	}
 	if opts.SortBy == "mtime" {
 		sort.SliceStable(hits, func(i, j int) bool { return hits[i].mtime > hits[j].mtime })

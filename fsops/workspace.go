@@ -16,7 +16,9 @@
 // the caller gave. os.Root refuses every absolute symlink, even one pointing
 // inside; for those (and only after os.Root has refused) the link chain is
 // rewritten by hand into the equivalent relative path, which is then opened
-// through os.Root again, so confinement never rests on the rewrite. On Linux
+// through os.Root again, so confinement never rests on the rewrite; that
+// retry is written once, as inRoot (dir_links.go), and every operation of
+// the directory workspace goes through it. On Linux
 // the hot paths (whole-file reads, Stat, Resolve) first try one openat2 call with
 // RESOLVE_BENEATH, the same confinement done by the kernel in one step, and
 // take the os.Root path for anything it refuses or cannot do.
@@ -36,7 +38,19 @@
 // rg command line (implemented in Go; no process is run). The tests check
 // each against the real thing when it is installed (node, rg).
 //
-// Every error is an *errcode.Error; NotFound wraps fs.ErrNotExist.
+// Every error is an *errcode.Error; NotFound wraps fs.ErrNotExist. Its Msg
+// states the fact and Hint what to do, without the path, which Error()
+// names once. Each operation is an op value (errors.go) that says which
+// code an unexpected errno gets (READ_FAILED or WRITE_FAILED). An error is
+// never changed once returned: an operation built on another wraps it
+// (withOp).
+//
+// The directory workspace is split by concern: dir.go (lifecycle, scopes),
+// dir_links.go (the absolute-link fallback, inRoot, do and run), dir_read.go
+// (reads, listings, the walker of tree/search/grep), dir_write.go (writes,
+// edits, moves, removal), dir_posix.go (the primitives of the SFTP server:
+// open files, attributes, links, statfs). A new operation is a method in the
+// file of its concern built on do or run with an op from errors.go.
 package fsops
 
 import (
@@ -46,7 +60,23 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
 )
+
+// CanExec reports whether commands can run in ws: whether it has a
+// directory to hand to a command (OpenDir), which a memory workspace has not
+// (errcode.NotImplemented). A scope whose directory is not created yet can
+// run commands. It opens and closes that directory once: ask it when wiring
+// a server, not per request.
+func CanExec(ws Workspace) bool {
+	f, err := ws.OpenDir()
+	if err != nil {
+		return !errcode.Is(err, errcode.NotImplemented)
+	}
+	f.Close()
+	return true
+}
 
 // Workspace is a confined file tree. All path arguments are client paths, as
 // they arrive on the wire; all errors are *errcode.Error.
@@ -68,8 +98,6 @@ type Workspace interface {
 	// The directory is not created until the first write through the scope.
 	Scope(p string) (Workspace, error)
 
-	// CanExec reports whether commands can run here (false for memory).
-	CanExec() bool
 	// OpenDir returns a new descriptor of the workspace's own directory, the
 	// very one its confined handle holds, for handing to another program
 	// (bwrap binds it, a command starts in it). The name Root() may since

@@ -7,6 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
 )
 
 // This file maps workspace errors to the texts of isError tool results, once
@@ -46,8 +47,11 @@ func errorText(prefix, p string, err error) string {
 	return prefix + ": " + p + " - " + reason(e)
 }
 
-// reason is the human part of e without a trailing repetition of its path
-// (fsops messages end in ": <path>", which our prefix already names).
+// reason is the human part of e, worded as the reference words it. e.Msg
+// is the fact without the path (which our prefix names); where the
+// reference names the path inside its reason, it is put back there: before
+// a hint ("is a directory: a.txt (use ...)"), and in the sentences of
+// fsops's ENOTDIR, ENOSPC and EINVAL texts.
 func reason(e *errcode.Error) string {
 	msg := e.Msg
 	if msg == "" {
@@ -57,8 +61,21 @@ func reason(e *errcode.Error) string {
 			msg = strings.ToLower(strings.ReplaceAll(string(e.Code), "_", " "))
 		}
 	}
-	if e.Path != "" {
-		msg = strings.TrimSuffix(msg, ": "+e.Path)
+	switch {
+	case e.Path == "":
+		if e.Hint != "" {
+			msg += " (" + e.Hint + ")"
+		}
+	case e.Hint == fsops.HintComponentIsFile:
+		msg += ": a component of " + e.Path + " is a file"
+	case e.Hint == fsops.HintPathIsFile:
+		msg += ": " + e.Path + " is a file"
+	case e.Msg == fsops.MsgInvalidArgument && e.Code == errcode.InvalidArgument:
+		msg += ": " + e.Path + ": " + e.Hint
+	case e.Msg == fsops.MsgNoSpace && e.Code == errcode.WriteFailed:
+		msg += " writing " + e.Path
+	case e.Hint != "":
+		msg = e.Sentence()
 	}
 	switch e.Code {
 	case errcode.IsADirectory:

@@ -67,7 +67,7 @@ type Options struct {
 	Workspace fsops.Workspace
 	// Executor runs exec. Nil (the memory workspace) leaves exec out of the
 	// tool list. grep needs no executor (it runs in Go through
-	// Workspace.Grep) and is registered whenever Workspace.CanExec() is true,
+	// Workspace.Grep) and is registered whenever fsops.CanExec(Workspace) is true,
 	// as the reference registers it exactly for backends that can execute.
 	Executor sandbox.Executor
 	// RootDir is the daemon's root exactly as configured. A request's
@@ -182,7 +182,7 @@ func New(opts Options) (*Server, error) {
 	sdkLog := slog.New(minLevel{h: log.Handler(), min: slog.LevelWarn})
 
 	name := "local-filesystem"
-	if !opts.Workspace.CanExec() {
+	if !fsops.CanExec(opts.Workspace) {
 		name = "memory"
 	}
 	version := opts.Version

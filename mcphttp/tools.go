@@ -100,7 +100,7 @@ func toolList(ws fsops.Workspace, env execEnv) []toolEntry {
 		getFileInfoTool,
 		listAllowedDirectoriesTool,
 	}
-	if !ws.CanExec() {
+	if !fsops.CanExec(ws) {
 		return list // memory workspace: file tools only
 	}
 	if env.executor != nil {

@@ -146,7 +146,7 @@ func New(opts Options) (*Server, error) {
 			s.envAllow[name] = true
 		}
 	}
-	if s.exec != nil && !s.ws.CanExec() {
+	if s.exec != nil && !fsops.CanExec(s.ws) {
 		s.exec = nil // a memory workspace has nowhere to run commands
 	}
 

@@ -271,7 +271,7 @@ func (e statusError) Error() string { return e.msg }
 // sftpErr maps a workspace error to its SFTP status, once, for every
 // handler: missing → NO_SUCH_FILE; escape or permission → PERMISSION_DENIED;
 // unsupported → OP_UNSUPPORTED; everything else FAILURE. The message is the
-// workspace's, which names the operation and the path the client gave.
+// workspace error's Sentence: the fact, the path the client gave, the hint.
 func sftpErr(err error) error {
 	if err == nil {
 		return nil
@@ -296,7 +296,7 @@ func sftpErr(err error) error {
 			status = stPermissionDenied
 		}
 	}
-	return statusError{status, err.Error()}
+	return statusError{status, errcode.Sentence(err)}
 }
 
 func quote(p string) string { return `"` + p + `"` }
