@@ -9,7 +9,7 @@
 //     ("Authorization: Bearer" or "?token="; a bad one completes the upgrade
 //     and closes with 4001 "Unauthorized"), enforces the connection cap, and
 //     wraps the socket in a net.Conn whose byte stream is the concatenation
-//     of the messages (wsConn). The server pings idle peers and drops one
+//     of the messages (internal/wsnet). The server pings idle peers and drops one
 //     that stays silent for three keepalive intervals.
 //   - SSH (x/crypto/ssh): each WebSocket gets its own SSH server connection,
 //     with the host key and configuration made once per Server. Any SSH

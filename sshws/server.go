@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/internal/wsnet"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -91,7 +92,7 @@ type Server struct {
 	guard    *httpguard.Guard
 
 	mu      sync.Mutex
-	conns   map[*wsConn]struct{}
+	conns   map[*wsnet.Conn]struct{}
 	closing bool
 	// wg counts connection handlers and sessions. Add is only called under
 	// mu while !closing, so Shutdown's Wait never races an Add from zero.
@@ -118,7 +119,7 @@ func New(opts Options) (*Server, error) {
 		keepalive: opts.KeepaliveInterval,
 		envAllow:  make(map[string]bool, len(opts.EnvAllowlist)),
 		log:       opts.Logger,
-		conns:     make(map[*wsConn]struct{}),
+		conns:     make(map[*wsnet.Conn]struct{}),
 
 		loginTimeout: loginTimeout,
 		maxChannels:  maxChannelsPerConn,
@@ -210,7 +211,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the upgrader has answered with an HTTP error
 	}
-	c := newWSConn(ws)
+	c := wsnet.New(ws)
 	remote := ws.RemoteAddr().String()
 
 	// A bad token still gets a completed upgrade and then close code 4001:
@@ -218,7 +219,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// upgrade looks like a network error to them and they retry forever.
 	if !ok {
 		s.log.Info("unauthorized", "remote", remote)
-		c.closeWith(CloseUnauthorized, "Unauthorized")
+		c.CloseWith(CloseUnauthorized, "Unauthorized")
 		return
 	}
 
@@ -228,7 +229,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, errShuttingDown) {
 			code = CloseGoingAway
 		}
-		c.closeWith(code, err.Error())
+		c.CloseWith(code, err.Error())
 		return
 	}
 	// From here on the connection is tracked: Shutdown closes it and waits
@@ -240,7 +241,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// client has authenticated, so the timer only has to outlive it.
 	login := time.AfterFunc(s.loginTimeout, func() {
 		s.log.Info("no SSH login in time, dropping connection", "remote", remote)
-		c.closeWith(ClosePolicy, "SSH login timeout")
+		c.CloseWith(ClosePolicy, "SSH login timeout")
 	})
 	sc, chans, reqs, err := gossh.NewServerConn(c, s.sshConf)
 	login.Stop()
@@ -259,7 +260,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // goroutine for both the channel opens and the global requests (x/crypto
 // runs three more of its own: the transport's read and key-exchange loops
 // and the multiplexer).
-func (s *Server) serveConn(c *wsConn, sc *gossh.ServerConn, chans <-chan gossh.NewChannel,
+func (s *Server) serveConn(c *wsnet.Conn, sc *gossh.ServerConn, chans <-chan gossh.NewChannel,
 	reqs <-chan *gossh.Request, stopKeepalive func(), remote string) {
 	defer s.untrack(c)
 	// ctx ends when the connection does: every command it started is
@@ -310,6 +311,18 @@ func (s *Server) serveConn(c *wsConn, sc *gossh.ServerConn, chans <-chan gossh.N
 // readBufferSize is the WebSocket read buffer of a server connection.
 const readBufferSize = 512
 
+// WebSocket close codes the server sends. 4001 is the application code the
+// agent-backend clients map to AUTH_FAILED (and then stop reconnecting); the
+// others are RFC 6455's.
+const (
+	CloseNormal       = wsnet.CloseNormal       // 1000: the SSH connection ended
+	CloseGoingAway    = wsnet.CloseGoingAway    // 1001: "Server shutting down"
+	CloseInternal     = wsnet.CloseInternal     // 1011: keepalive timeout, SSH setup failure
+	CloseTryAgain     = wsnet.CloseTryAgain     // 1013: connection cap reached
+	ClosePolicy       = wsnet.ClosePolicy       // 1008: no SSH login in time
+	CloseUnauthorized = wsnet.CloseUnauthorized // 4001: bad or missing token
+)
+
 // loginTimeout bounds the SSH handshake and authentication after the
 // WebSocket is up (OpenSSH's LoginGraceTime is 120 s; our clients log in
 // within one round trip of the handshake).
@@ -342,7 +355,7 @@ var errShuttingDown = errors.New("Server shutting down")
 
 // track registers a live connection, refusing it over the cap or while
 // shutting down.
-func (s *Server) track(c *wsConn) error {
+func (s *Server) track(c *wsnet.Conn) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -356,7 +369,7 @@ func (s *Server) track(c *wsConn) error {
 	return nil
 }
 
-func (s *Server) untrack(c *wsConn) {
+func (s *Server) untrack(c *wsnet.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
@@ -386,20 +399,20 @@ func (s *Server) goTracked(f func()) bool {
 // (ws for Node, websockets for Python, gorilla in `agent-backend proxy`),
 // whatever its SSH layer does, and they cost no SSH round trip. A timer, not
 // a goroutine, so an idle connection costs no stack for it.
-func (s *Server) startKeepalive(c *wsConn, remote string) (stop func()) {
+func (s *Server) startKeepalive(c *wsnet.Conn, remote string) (stop func()) {
 	var (
 		mu      sync.Mutex
 		stopped bool
 		t       *time.Timer
 	)
 	tick := func() {
-		if c.idleFor(time.Now()) >= keepaliveMisses*s.keepalive {
+		if c.IdleFor(time.Now()) >= keepaliveMisses*s.keepalive {
 			s.log.Info("peer silent, dropping connection", "remote", remote,
 				"after", keepaliveMisses*s.keepalive)
-			c.closeWith(CloseInternal, "keepalive timeout")
+			c.CloseWith(CloseInternal, "keepalive timeout")
 			return
 		}
-		if err := c.ping(); err != nil {
+		if err := c.Ping(); err != nil {
 			c.Close()
 			return
 		}
@@ -426,7 +439,7 @@ func (s *Server) startKeepalive(c *wsConn, remote string) (stop func()) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
-	conns := make([]*wsConn, 0, len(s.conns))
+	conns := make([]*wsnet.Conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
@@ -437,7 +450,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		closers.Add(1)
 		go func() {
 			defer closers.Done()
-			c.closeWith(CloseGoingAway, errShuttingDown.Error())
+			c.CloseWith(CloseGoingAway, errShuttingDown.Error())
 		}()
 	}
 	done := make(chan struct{})
