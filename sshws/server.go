@@ -18,6 +18,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/internal/wsnet"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sftpd"
 )
 
 // Defaults for the zero values of Options.
@@ -82,10 +83,10 @@ type Server struct {
 	// refusal), before the loop reads the next request.
 	afterStart func(*session)
 	// The limits of limits.go; fields so tests can lower them.
-	maxChannels int           // session channels per connection
-	maxHandles  int           // SFTP handles per connection
-	connOps     int           // SFTP requests in the file system per connection
-	fileOps     chan struct{} // the server's slots for SFTP requests in the file system
+	maxChannels int         // session channels per connection
+	maxHandles  int         // SFTP handles per connection
+	connOps     int         // SFTP requests in the file system per connection
+	fileOps     sftpd.Slots // the server's slots for SFTP requests in the file system
 
 	sshConf  *gossh.ServerConfig
 	upgrader websocket.Upgrader
@@ -125,7 +126,7 @@ func New(opts Options) (*Server, error) {
 		maxChannels:  maxChannelsPerConn,
 		maxHandles:   maxHandlesPerConn,
 		connOps:      maxFileOpsPerConn,
-		fileOps:      make(chan struct{}, maxFileOps),
+		fileOps:      sftpd.NewSlots(maxFileOps),
 	}
 	if s.maxConns <= 0 {
 		s.maxConns = DefaultMaxConns
@@ -266,7 +267,7 @@ func (s *Server) serveConn(c *wsnet.Conn, sc *gossh.ServerConn, chans <-chan gos
 	// ctx ends when the connection does: every command it started is
 	// killed (see session.start).
 	ctx, cancel := context.WithCancel(context.Background())
-	lim := newConnLimits(s.maxHandles, s.connOps, s.fileOps)
+	lim := sftpd.NewConnLimits(s.maxHandles, s.connOps, s.fileOps)
 	var open atomic.Int32 // session channels open on this connection
 	for chans != nil || reqs != nil {
 		select {

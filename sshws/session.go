@@ -11,6 +11,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sftpd"
 )
 
 // exitCannotExecute is the exit status of a command that never ran (blocked
@@ -28,9 +29,9 @@ type session struct {
 	ch     gossh.Channel
 	env    map[string]string
 	pty    *sandbox.Pty
-	busy   bool        // an exec, shell or subsystem has been accepted
-	lim    *connLimits // the connection's limits
-	sftp   *sftpServer // the SFTP server, once the subsystem started
+	busy   bool              // an exec, shell or subsystem has been accepted
+	lim    *sftpd.ConnLimits // the connection's limits
+	sftp   *sftpd.Server     // the SFTP server, once the subsystem started
 
 	mu     sync.Mutex
 	proc   sandbox.Process    // nil until started, for signals and resizes
@@ -42,7 +43,7 @@ type session struct {
 // goroutine of its own; commands and SFTP run on further goroutines so that
 // signal and window-change requests are served while they run. closed is
 // called when the session is over (or was refused).
-func (s *Server) openSession(ctx context.Context, nc gossh.NewChannel, remote string, lim *connLimits, closed func()) {
+func (s *Server) openSession(ctx context.Context, nc gossh.NewChannel, remote string, lim *sftpd.ConnLimits, closed func()) {
 	ss := &session{srv: s, ctx: ctx, remote: remote, lim: lim, done: make(chan struct{})}
 	if !s.goTracked(func() {
 		defer closed()
@@ -73,7 +74,7 @@ func (ss *session) serve(reqs <-chan *gossh.Request) {
 	if !ss.busy {
 		return
 	}
-	if ss.sftp != nil && ss.sftp.abandon() {
+	if ss.sftp != nil && ss.sftp.Abandon() {
 		// The SFTP server is in the middle of a request, which may be stuck
 		// in the kernel (a hung file system) where nothing can interrupt
 		// it: the session is over without it, so that neither this
@@ -167,7 +168,7 @@ func (ss *session) handle(req *gossh.Request) bool {
 			return false
 		}
 		ss.busy = true
-		ss.sftp = newConnSFTPServer(ss.ctx, ss.srv.ws, ss.ch, ss.lim)
+		ss.sftp = sftpd.NewServer(ss.ctx, ss.srv.ws, ss.ch, ss.lim)
 		accept(req)
 		go ss.serveSFTP()
 		return true
@@ -321,18 +322,18 @@ func (ss *session) exit(st sandbox.ExitStatus) {
 }
 
 // serveSFTP runs the SFTP subsystem on the channel until the client closes
-// it: our own server (sftpserver.go), which answers each request inline on
+// it: our own server (package sftpd), which answers each request inline on
 // this goroutine.
 func (ss *session) serveSFTP() {
 	defer close(ss.done)
 	// The server's reads end when the channel closes; make sure they do
 	// when the connection dies too.
 	stop := context.AfterFunc(ss.ctx, func() { _ = ss.ch.Close() })
-	err := ss.sftp.serve()
+	err := ss.sftp.Serve()
 	stop()
 	switch {
-	case err == nil || errors.Is(err, io.EOF) || errors.Is(err, errSFTPAbandoned) || errors.Is(err, context.Canceled):
-	case errors.Is(err, errSFTPShortPacket) || errors.Is(err, errSFTPLongPacket):
+	case err == nil || errors.Is(err, io.EOF) || errors.Is(err, sftpd.ErrAbandoned) || errors.Is(err, context.Canceled):
+	case errors.Is(err, sftpd.ErrMalformed) || errors.Is(err, sftpd.ErrPacketTooLong):
 		// A client bug (or not an SFTP client): its session ends, and
 		// whoever looks into "my upload stopped" needs to see why.
 		ss.srv.log.Warn("sftp session ended: the client sent a malformed packet",
