@@ -16,6 +16,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sshd"
 	"github.com/agentbe/agentbe-daemon/wsclient"
 )
 
@@ -47,6 +48,11 @@ func withMode(m sandbox.Mode) envOpt {
 	return func(_ *Options, c *sandbox.Config) { c.Mode = m }
 }
 func withOpts(f func(*Options)) envOpt { return func(o *Options, _ *sandbox.Config) { f(o) } }
+
+// withTune adjusts the SSH core's options (lower limits, shorter timeouts).
+func withTune(f func(*sshd.Options)) envOpt {
+	return func(o *Options, _ *sandbox.Config) { o.tune = f }
+}
 
 // newEnv starts a server over a fresh directory workspace; software
 // isolation unless told otherwise (it needs nothing installed).

@@ -24,6 +24,7 @@ import (
 	"github.com/gorilla/websocket"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/agentbe/agentbe-daemon/sshd"
 	"github.com/agentbe/agentbe-daemon/wsclient"
 )
 
@@ -98,8 +99,7 @@ func TestVanishingClientIsDropped(t *testing.T) {
 }
 
 func TestLoginTimeout(t *testing.T) {
-	e := newEnv(t)
-	e.srv.loginTimeout = 50 * time.Millisecond
+	e := newEnv(t, withTune(func(o *sshd.Options) { o.LoginTimeout = 50 * time.Millisecond }))
 	// A peer that upgrades and answers pings but never speaks SSH (it reads
 	// and ignores the server's banner).
 	ws, _, err := websocket.DefaultDialer.Dial(e.url, nil)
@@ -124,7 +124,7 @@ func TestLoginTimeout(t *testing.T) {
 	// A client that logs in is not affected once its timer has passed. The
 	// timeout is longer here so that the handshake itself (post-quantum key
 	// exchange on a loaded CI machine) never races the 50ms one above.
-	e.srv.loginTimeout = time.Second
+	e = newEnv(t, withTune(func(o *sshd.Options) { o.LoginTimeout = time.Second }))
 	c := e.dial(t, "")
 	time.Sleep(1500 * time.Millisecond)
 	if out, _, code, _ := run(t, c, "echo in", ""); out != "in\n" || code != 0 {
