@@ -219,7 +219,7 @@ type Conn struct {
 	stop   func() bool // stops the context.AfterFunc watching the caller's ctx
 
 	vmu  sync.Mutex
-	vals map[any]any // per-connection state of subsystem handlers
+	vals []connValue // per-connection state of subsystem handlers (a slice: one or two entries)
 }
 
 // Handshake registers c, runs the SSH handshake and authentication on it
@@ -420,16 +420,17 @@ func (conn *Conn) startKeepalive() (stop func()) {
 func (conn *Conn) Value(key any, mk func() any) any {
 	conn.vmu.Lock()
 	defer conn.vmu.Unlock()
-	if v, ok := conn.vals[key]; ok {
-		return v
-	}
-	if conn.vals == nil {
-		conn.vals = make(map[any]any, 1)
+	for _, kv := range conn.vals {
+		if kv.key == key {
+			return kv.val
+		}
 	}
 	v := mk()
-	conn.vals[key] = v
+	conn.vals = append(conn.vals, connValue{key, v})
 	return v
 }
+
+type connValue struct{ key, val any }
 
 // RemoteAddr is the client's address.
 func (conn *Conn) RemoteAddr() net.Addr { return conn.c.RemoteAddr() }

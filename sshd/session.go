@@ -336,9 +336,17 @@ func (ss *session) serveSubsystem() {
 	err := ss.sub.Serve()
 	stop()
 	if err != nil {
-		ss.srv.log.Debug("subsystem ended", "remote", ss.remote, "err", err)
+		subsystemEnded(ss, err)
 	}
 	ss.exit(sandbox.ExitStatus{})
+}
+
+// subsystemEnded logs a subsystem's error; out of line, so that
+// serveSubsystem's frame, under every request's stack, stays small.
+//
+//go:noinline
+func subsystemEnded(ss *session, err error) {
+	ss.srv.log.Debug("subsystem ended", "remote", ss.remote, "err", err)
 }
 
 func clamp16(v uint32) uint16 {

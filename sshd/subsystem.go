@@ -77,7 +77,7 @@ func (h sftpHandler) Start(ctx context.Context, conn *Conn, ch io.ReadWriter) Su
 	lim := conn.Value(sftpLimitsKey{}, func() any {
 		return sftpd.NewConnLimits(h.MaxHandles, h.ConnOps, h.ServerOps)
 	}).(*sftpd.ConnLimits)
-	return sftpSubsystem{sftpd.NewServer(ctx, conn.Workspace(), ch, lim), conn}
+	return &sftpSubsystem{sftpd.NewServer(ctx, conn.Workspace(), ch, lim), conn}
 }
 
 // sftpSubsystem is one SFTP session: our own server (package sftpd), which
@@ -87,18 +87,27 @@ type sftpSubsystem struct {
 	conn *Conn
 }
 
-func (s sftpSubsystem) Serve() error {
-	err := s.Server.Serve()
+// Serve serves the session and logs how it ended. Its frame stays small
+// (the logging is in sftpEnded): it sits under every request's stack.
+func (s *sftpSubsystem) Serve() error {
+	if err := s.Server.Serve(); err != nil {
+		sftpEnded(s.conn, err)
+	}
+	return nil
+}
+
+// sftpEnded logs the end of an SFTP session, unless it was a normal one.
+//
+//go:noinline
+func sftpEnded(conn *Conn, err error) {
 	switch {
-	case err == nil || errors.Is(err, io.EOF) || errors.Is(err, sftpd.ErrAbandoned) || errors.Is(err, context.Canceled):
-		return nil
+	case errors.Is(err, io.EOF) || errors.Is(err, sftpd.ErrAbandoned) || errors.Is(err, context.Canceled):
 	case errors.Is(err, sftpd.ErrMalformed) || errors.Is(err, sftpd.ErrPacketTooLong):
 		// A client bug (or not an SFTP client): its session ends, and
 		// whoever looks into "my upload stopped" needs to see why.
-		s.conn.Logger().Warn("sftp session ended: the client sent a malformed packet",
-			"remote", s.conn.remote, "err", err)
-		return nil
+		conn.Logger().Warn("sftp session ended: the client sent a malformed packet",
+			"remote", conn.remote, "err", err)
+	default:
+		conn.Logger().Debug("sftp session ended", "remote", conn.remote, "err", err)
 	}
-	s.conn.Logger().Debug("sftp session ended", "remote", s.conn.remote, "err", err)
-	return nil
 }

@@ -146,7 +146,7 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 	})
 }
 
-// TestProxy drives sshws.Proxy in-process with x/crypto/ssh on the other
+// TestProxy drives wsclient.Proxy in-process with x/crypto/ssh on the other
 // side of a pipe, covering what the CLI does without OpenSSH.
 func TestProxy(t *testing.T) {
 	e := newEnv(t, withToken("tok"))
