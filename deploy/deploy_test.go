@@ -18,8 +18,6 @@
 package deploy
 
 import (
-	"github.com/agentbe/agentbe-daemon/internal/testbin"
-
 	"bytes"
 	"context"
 	"fmt"
@@ -56,7 +54,7 @@ const (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	testbin.Cleanup()
+	cleanupDaemonBin()
 	os.Exit(code)
 }
 
@@ -298,7 +296,7 @@ func TestDockerfileBuildCommand(t *testing.T) {
 // valid configuration; without one it is refused, so the image cannot be
 // started open to the network by accident.
 func TestImageDefaults(t *testing.T) {
-	bin := testbin.Path(t)
+	bin := daemonBin(t)
 	final := parseDockerfile(t)
 	stage := final[len(final)-1]
 	tmp := t.TempDir()
@@ -837,7 +835,7 @@ func sidecarCommand(t *testing.T, pod *corev1.PodSpec, d *corev1.Container) (arg
 // TestSidecarCheckConfig: the sidecar's args and env, in base and every
 // overlay, are a configuration the binary accepts.
 func TestSidecarCheckConfig(t *testing.T) {
-	bin := testbin.Path(t)
+	bin := daemonBin(t)
 	for _, dir := range []string{"kubernetes/base", "kubernetes/overlays/pvc", "kubernetes/overlays/bwrap"} {
 		t.Run(dir, func(t *testing.T) {
 			dep, _ := build(t, dir)
@@ -879,7 +877,7 @@ func freePort(t *testing.T) int {
 // command against it: the probes' flags are ones `agent-backend health`
 // accepts, and they pass against a running daemon and fail against none.
 func TestSidecarProbesAgainstDaemon(t *testing.T) {
-	bin := testbin.Path(t)
+	bin := daemonBin(t)
 	dep, _ := build(t, "kubernetes/base")
 	pod := &dep.Spec.Template.Spec
 	d := sidecar(t, pod)

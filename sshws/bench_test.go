@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/wsclient"
 )
 
 // Benchmarks of the hot paths, over real loopback WebSockets:
@@ -226,7 +227,7 @@ func idleConnRSS(b *testing.B, conns int, withSFTP bool) float64 {
 	url := strings.TrimSpace(line)
 	var clients []*gossh.Client
 	open := func() {
-		conn, err := Dial(context.Background(), url, "")
+		conn, err := wsclient.Dial(context.Background(), url, "")
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -16,6 +16,8 @@ import (
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sshd"
+	"github.com/agentbe/agentbe-daemon/wsclient"
 )
 
 func TestMain(m *testing.M) {
@@ -46,6 +48,11 @@ func withMode(m sandbox.Mode) envOpt {
 	return func(_ *Options, c *sandbox.Config) { c.Mode = m }
 }
 func withOpts(f func(*Options)) envOpt { return func(o *Options, _ *sandbox.Config) { f(o) } }
+
+// withTune adjusts the SSH core's options (lower limits, shorter timeouts).
+func withTune(f func(*sshd.Options)) envOpt {
+	return func(o *Options, _ *sandbox.Config) { o.tune = f }
+}
 
 // newEnv starts a server over a fresh directory workspace; software
 // isolation unless told otherwise (it needs nothing installed).
@@ -119,9 +126,9 @@ func (e *env) dial(t testing.TB, token string) *gossh.Client {
 
 // dialConn dials url (no token) and returns the WebSocket connection too,
 // for tests that close it under the SSH client or read its close code.
-func dialConn(t testing.TB, url string) (*Conn, *gossh.Client) {
+func dialConn(t testing.TB, url string) (*wsclient.Conn, *gossh.Client) {
 	t.Helper()
-	conn, err := Dial(context.Background(), url, "")
+	conn, err := wsclient.Dial(context.Background(), url, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,14 +141,14 @@ func dialConn(t testing.TB, url string) (*Conn, *gossh.Client) {
 }
 
 func (e *env) tryDial(token string) (*gossh.Client, error) {
-	conn, err := Dial(context.Background(), e.url, token)
+	conn, err := wsclient.Dial(context.Background(), e.url, token)
 	if err != nil {
 		return nil, err
 	}
 	return sshClient(conn)
 }
 
-func sshClient(conn *Conn) (*gossh.Client, error) {
+func sshClient(conn *wsclient.Conn) (*gossh.Client, error) {
 	cc, chans, reqs, err := gossh.NewClientConn(conn, "ws", &gossh.ClientConfig{
 		User:            "agent",
 		Auth:            []gossh.AuthMethod{gossh.Password("agent")},

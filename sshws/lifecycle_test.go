@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,6 +23,9 @@ import (
 
 	"github.com/gorilla/websocket"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/sshd"
+	"github.com/agentbe/agentbe-daemon/wsclient"
 )
 
 // startSleeper starts `sleep` on a new session and returns its pid (in
@@ -71,7 +72,7 @@ func TestVanishingClientIsDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := &Conn{wsConn: newWSConn(ws)}
+	conn := wsclient.NewConn(ws)
 	var silent atomic.Bool
 	ws.SetPingHandler(func(data string) error {
 		if silent.Load() {
@@ -98,8 +99,7 @@ func TestVanishingClientIsDropped(t *testing.T) {
 }
 
 func TestLoginTimeout(t *testing.T) {
-	e := newEnv(t)
-	e.srv.loginTimeout = 50 * time.Millisecond
+	e := newEnv(t, withTune(func(o *sshd.Options) { o.LoginTimeout = 50 * time.Millisecond }))
 	// A peer that upgrades and answers pings but never speaks SSH (it reads
 	// and ignores the server's banner).
 	ws, _, err := websocket.DefaultDialer.Dial(e.url, nil)
@@ -124,7 +124,7 @@ func TestLoginTimeout(t *testing.T) {
 	// A client that logs in is not affected once its timer has passed. The
 	// timeout is longer here so that the handshake itself (post-quantum key
 	// exchange on a loaded CI machine) never races the 50ms one above.
-	e.srv.loginTimeout = time.Second
+	e = newEnv(t, withTune(func(o *sshd.Options) { o.LoginTimeout = time.Second }))
 	c := e.dial(t, "")
 	time.Sleep(1500 * time.Millisecond)
 	if out, _, code, _ := run(t, c, "echo in", ""); out != "in\n" || code != 0 {
@@ -228,7 +228,7 @@ func TestHostKey(t *testing.T) {
 	ws, _ := newMemEnvWithKey(t, path)
 	for range 2 {
 		var seen gossh.PublicKey
-		conn, err := Dial(context.Background(), ws.url, "")
+		conn, err := wsclient.Dial(context.Background(), ws.url, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,215 +300,6 @@ func newMemEnvWithKey(t *testing.T, keyPath string) (*env, error) {
 	hts := httptest.NewServer(mux)
 	t.Cleanup(func() { srv.Close(); hts.Close() })
 	return &env{ws: e.ws, srv: srv, hts: hts, url: "ws" + strings.TrimPrefix(hts.URL, "http") + "/ssh"}, nil
-}
-
-// wsPair serves handler over a real WebSocket and returns a client for it
-// (one connection per pair).
-func wsPair(t *testing.T, handler func(c *wsConn), dialer *websocket.Dialer) *websocket.Conn {
-	t.Helper()
-	done := make(chan struct{})
-	hts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer close(done)
-		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		c := newWSConn(ws)
-		defer c.Close()
-		handler(c)
-	}))
-	if dialer == nil {
-		dialer = websocket.DefaultDialer
-	}
-	ws, _, err := dialer.Dial("ws"+strings.TrimPrefix(hts.URL, "http"), nil)
-	if err != nil {
-		hts.Close()
-		t.Fatal(err)
-	}
-	// hts.Close does not wait for hijacked connections; done does.
-	t.Cleanup(func() { ws.Close(); hts.Close(); <-done })
-	return ws
-}
-
-func TestWSConnStream(t *testing.T) {
-	// The server echoes the stream back, one message per Read.
-	echo := func(c *wsConn) { io.Copy(c, c) }
-
-	t.Run("binary, text, empty and fragmented messages are one stream", func(t *testing.T) {
-		// A tiny client write buffer makes gorilla fragment the message.
-		ws := wsPair(t, echo, &websocket.Dialer{WriteBufferSize: 16})
-		ws.WriteMessage(websocket.BinaryMessage, []byte("bin|"))
-		ws.WriteMessage(websocket.TextMessage, []byte("text|"))
-		ws.WriteMessage(websocket.BinaryMessage, nil)
-		big := bytes.Repeat([]byte("0123456789"), 1000)
-		w, _ := ws.NextWriter(websocket.BinaryMessage)
-		w.Write(big[:5000])
-		w.Write(big[5000:])
-		w.Close()
-		want := "bin|text|" + string(big)
-		var got []byte
-		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-		for len(got) < len(want) {
-			typ, p, err := ws.ReadMessage()
-			if err != nil {
-				t.Fatalf("after %d bytes: %v", len(got), err)
-			}
-			if typ != websocket.BinaryMessage {
-				t.Fatalf("server sent message type %d, want binary", typ)
-			}
-			got = append(got, p...)
-		}
-		if string(got) != want {
-			t.Fatal("stream mangled")
-		}
-	})
-
-	t.Run("a message over the read limit closes with 1009", func(t *testing.T) {
-		ws := wsPair(t, echo, nil)
-		ws.WriteMessage(websocket.BinaryMessage, make([]byte, maxMessageSize+1))
-		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-		for {
-			_, _, err := ws.ReadMessage()
-			var ce *websocket.CloseError
-			if errors.As(err, &ce) {
-				if ce.Code != websocket.CloseMessageTooBig {
-					t.Fatalf("close code %d", ce.Code)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("read: %v", err)
-			}
-		}
-	})
-
-	t.Run("concurrent writers never interleave a write", func(t *testing.T) {
-		const writers, msgs, size = 8, 200, 300
-		ws := wsPair(t, func(c *wsConn) {
-			var wg sync.WaitGroup
-			for i := range writers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					p := bytes.Repeat([]byte{byte('a' + i)}, size)
-					for range msgs {
-						if _, err := c.Write(p); err != nil {
-							t.Error(err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-		}, nil)
-		// Writes may be coalesced into fewer messages, but the stream is
-		// whole writes one after another.
-		var stream []byte
-		ws.SetReadDeadline(time.Now().Add(20 * time.Second))
-		for len(stream) < writers*msgs*size {
-			typ, p, err := ws.ReadMessage()
-			if err != nil {
-				t.Fatalf("after %d bytes: %v", len(stream), err)
-			}
-			if typ != websocket.BinaryMessage {
-				t.Fatalf("message type %d", typ)
-			}
-			stream = append(stream, p...)
-		}
-		counts := map[byte]int{}
-		for off := 0; off < len(stream); off += size {
-			w := stream[off : off+size]
-			if bytes.Count(w, w[:1]) != size {
-				t.Fatalf("write at %d interleaved: %q", off, w)
-			}
-			counts[w[0]]++
-		}
-		for i := range writers {
-			if counts[byte('a'+i)] != msgs {
-				t.Fatalf("writer %d: %d writes", i, counts[byte('a'+i)])
-			}
-		}
-	})
-
-	t.Run("queued data is sent before the close frame", func(t *testing.T) {
-		ws := wsPair(t, func(c *wsConn) {
-			for range 100 {
-				c.Write(bytes.Repeat([]byte("q"), 10000))
-			}
-			c.closeWith(CloseNormal, "done")
-		}, nil)
-		n := 0
-		ws.SetReadDeadline(time.Now().Add(20 * time.Second))
-		for {
-			_, p, err := ws.ReadMessage()
-			if err != nil {
-				if !websocket.IsCloseError(err, CloseNormal) || n != 1000000 {
-					t.Fatalf("got %d bytes then %v", n, err)
-				}
-				break
-			}
-			n += len(p)
-		}
-	})
-
-	t.Run("Close unblocks a writer stuck on a peer that stopped reading", func(t *testing.T) {
-		closed := make(chan struct{})
-		ws := wsPair(t, func(c *wsConn) {
-			werr := make(chan error, 1)
-			go func() {
-				chunk := make([]byte, 64<<10)
-				for { // far more than the socket buffers hold: blocks
-					if _, err := c.Write(chunk); err != nil {
-						werr <- err
-						return
-					}
-				}
-			}()
-			time.Sleep(100 * time.Millisecond)
-			c.Close()
-			if err := <-werr; err == nil {
-				t.Error("blocked Write returned no error")
-			}
-			close(closed)
-		}, nil)
-		<-closed // the client never reads
-		_ = ws
-	})
-
-	t.Run("close is idempotent and reads EOF after", func(t *testing.T) {
-		done := make(chan struct{})
-		ws := wsPair(t, func(c *wsConn) {
-			if err := c.closeWith(CloseNormal, "bye"); err != nil {
-				t.Error(err)
-			}
-			c.Close()
-			if _, err := c.Read(make([]byte, 1)); err == nil {
-				t.Error("read after close succeeded")
-			}
-			if _, err := c.Write([]byte("x")); err == nil {
-				t.Error("write after close succeeded")
-			}
-			close(done)
-		}, nil)
-		_, _, err := ws.ReadMessage()
-		if !websocket.IsCloseError(err, CloseNormal) {
-			t.Fatalf("client saw %v", err)
-		}
-		<-done
-	})
-
-	t.Run("deadlines", func(t *testing.T) {
-		ws := wsPair(t, func(c *wsConn) {
-			c.SetDeadline(time.Now().Add(20 * time.Millisecond))
-			_, err := c.Read(make([]byte, 1))
-			var ne interface{ Timeout() bool }
-			if !errors.As(err, &ne) || !ne.Timeout() {
-				t.Errorf("read past the deadline: %v", err)
-			}
-		}, nil)
-		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-		ws.ReadMessage() // until the server closes
-	})
 }
 
 // TestServeHTTPReturnsAfterLogin: the HTTP handler returns once the SSH

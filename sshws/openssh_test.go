@@ -17,6 +17,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
+	"github.com/agentbe/agentbe-daemon/wsclient"
 )
 
 // The tests in this file drive OpenSSH's own ssh and sftp binaries through
@@ -145,14 +146,14 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 	})
 }
 
-// TestProxy drives sshws.Proxy in-process with x/crypto/ssh on the other
+// TestProxy drives wsclient.Proxy in-process with x/crypto/ssh on the other
 // side of a pipe, covering what the CLI does without OpenSSH.
 func TestProxy(t *testing.T) {
 	e := newEnv(t, withToken("tok"))
 	t.Run("bridges a session", func(t *testing.T) {
 		a, b := net.Pipe()
 		errc := make(chan error, 1)
-		go func() { errc <- Proxy(context.Background(), e.url, "tok", a, a) }()
+		go func() { errc <- wsclient.Proxy(context.Background(), e.url, "tok", a, a) }()
 		cc, chans, reqs, err := gossh.NewClientConn(b, "proxy", &gossh.ClientConfig{
 			User: "agent", HostKeyCallback: gossh.InsecureIgnoreHostKey(),
 		})
@@ -170,16 +171,16 @@ func TestProxy(t *testing.T) {
 		}
 		a.Close()
 	})
-	t.Run("wrong token is ErrUnauthorized", func(t *testing.T) {
+	t.Run("wrong token is wsclient.ErrUnauthorized", func(t *testing.T) {
 		r, w := io.Pipe()
 		defer w.Close()
-		err := Proxy(context.Background(), e.url, "nope", r, io.Discard)
-		if !errors.Is(err, ErrUnauthorized) {
+		err := wsclient.Proxy(context.Background(), e.url, "nope", r, io.Discard)
+		if !errors.Is(err, wsclient.ErrUnauthorized) {
 			t.Fatalf("Proxy = %v", err)
 		}
 	})
 	t.Run("bad URL", func(t *testing.T) {
-		if err := Proxy(context.Background(), "gopher://x", "", strings.NewReader(""), io.Discard); err == nil {
+		if err := wsclient.Proxy(context.Background(), "gopher://x", "", strings.NewReader(""), io.Discard); err == nil {
 			t.Fatal("no error")
 		}
 	})
@@ -188,7 +189,7 @@ func TestProxy(t *testing.T) {
 		r, w := io.Pipe()
 		defer w.Close()
 		errc := make(chan error, 1)
-		go func() { errc <- Proxy(ctx, e.url, "tok", r, io.Discard) }()
+		go func() { errc <- wsclient.Proxy(ctx, e.url, "tok", r, io.Discard) }()
 		cancel()
 		<-errc
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/sshd"
 )
 
 // within runs f and fails the test if it has not returned after 10 s;
@@ -253,11 +254,15 @@ func (h *hangWS) mostAtOnce() int {
 
 func (h *hangWS) unblock() { h.once.Do(func() { close(h.release) }) }
 
-func newHangEnv(t *testing.T) (*env, *hangWS) {
+func newHangEnv(t *testing.T, sftpLimits ...sshd.SFTPLimits) (*env, *hangWS) {
 	t.Helper()
 	base := newEnv(t)
 	h := newHangWS(base.ws)
-	e := startEnv(t, base.root, h, Options{Workspace: h, HostKeyPath: filepath.Join(t.TempDir(), "host_key")})
+	o := Options{Workspace: h, HostKeyPath: filepath.Join(t.TempDir(), "host_key")}
+	if len(sftpLimits) > 0 {
+		o.tune = func(co *sshd.Options) { co.SubsystemHandlers["sftp"] = sshd.SFTP(sftpLimits[0]) }
+	}
+	e := startEnv(t, base.root, h, o)
 	// Registered after startEnv's cleanup, so it runs first: whatever is
 	// still stuck is released, and its goroutine ends before goleak looks.
 	t.Cleanup(func() { h.unblock(); h.calls.Wait() })
@@ -277,9 +282,7 @@ func TestSFTPFileOpsBounded(t *testing.T) {
 		{"per server", 3, 3, 3, 5, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, h := newHangEnv(t)
-			e.srv.connOps = tc.connOps
-			e.srv.fileOps = make(chan struct{}, tc.serverOps)
+			e, h := newHangEnv(t, sshd.SFTPLimits{ConnOps: tc.connOps, ServerOps: make(chan struct{}, tc.serverOps)})
 			var clients []*sftp.Client
 			for i := 0; i < tc.conns; i++ {
 				conn := e.dial(t, "")
@@ -322,8 +325,7 @@ func TestSFTPFileOpsBounded(t *testing.T) {
 // connection or the server's Close waiting; a request waiting for a slot
 // gives up when its connection goes.
 func TestSFTPStuckRequestDoesNotBlockShutdown(t *testing.T) {
-	e, h := newHangEnv(t)
-	e.srv.connOps = 1
+	e, h := newHangEnv(t, sshd.SFTPLimits{ConnOps: 1})
 	conn := e.dial(t, "")
 	stuck, err := sftp.NewClient(conn)
 	if err != nil {

@@ -3,12 +3,9 @@ package sshws
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -16,7 +13,10 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/internal/wsnet"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sftpd"
+	"github.com/agentbe/agentbe-daemon/sshd"
 )
 
 // Defaults for the zero values of Options.
@@ -61,43 +61,22 @@ type Options struct {
 	EnvAllowlist []string
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
+
+	// tune, set only by tests, adjusts the SSH core's options (lower
+	// limits, a shorter login timeout) before it is built.
+	tune func(*sshd.Options)
 }
 
 // Server is the /ssh endpoint: it upgrades to a WebSocket, checks the token,
-// and runs an SSH server connection over it. It is safe for concurrent use.
+// and hands the connection to the SSH core (package sshd). It is safe for
+// concurrent use.
 type Server struct {
-	ws        fsops.Workspace
-	exec      sandbox.Executor
+	core      *sshd.Server
 	token     httpguard.Token
-	maxConns  int
 	keepalive time.Duration
-	envAllow  map[string]bool // exact names
-	envPrefix []string        // from entries ending in "*"
-	// loginTimeout is loginTimeout; a field so tests can shorten it.
-	loginTimeout time.Duration
-	log          *slog.Logger
-	// afterStart, set only by tests, runs on a session's request loop right
-	// after an exec or shell request has started its command (or its
-	// refusal), before the loop reads the next request.
-	afterStart func(*session)
-	// The limits of limits.go; fields so tests can lower them.
-	maxChannels int           // session channels per connection
-	maxHandles  int           // SFTP handles per connection
-	connOps     int           // SFTP requests in the file system per connection
-	fileOps     chan struct{} // the server's slots for SFTP requests in the file system
-
-	sshConf  *gossh.ServerConfig
-	upgrader websocket.Upgrader
-	guard    *httpguard.Guard
-
-	mu      sync.Mutex
-	conns   map[*wsConn]struct{}
-	closing bool
-	// wg counts connection handlers and sessions. Add is only called under
-	// mu while !closing, so Shutdown's Wait never races an Add from zero.
-	wg        sync.WaitGroup
-	closeOnce sync.Once
-	closeErr  error
+	log       *slog.Logger
+	upgrader  websocket.Upgrader
+	guard     *httpguard.Guard
 }
 
 // New validates opts and loads (or creates) the host key. The Server is ready
@@ -111,23 +90,9 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		ws:        opts.Workspace,
-		exec:      opts.Executor,
 		token:     httpguard.NewToken(opts.AuthToken),
-		maxConns:  opts.MaxConns,
 		keepalive: opts.KeepaliveInterval,
-		envAllow:  make(map[string]bool, len(opts.EnvAllowlist)),
 		log:       opts.Logger,
-		conns:     make(map[*wsConn]struct{}),
-
-		loginTimeout: loginTimeout,
-		maxChannels:  maxChannelsPerConn,
-		maxHandles:   maxHandlesPerConn,
-		connOps:      maxFileOpsPerConn,
-		fileOps:      make(chan struct{}, maxFileOps),
-	}
-	if s.maxConns <= 0 {
-		s.maxConns = DefaultMaxConns
 	}
 	if s.keepalive <= 0 {
 		s.keepalive = DefaultKeepaliveInterval
@@ -139,15 +104,46 @@ func New(opts Options) (*Server, error) {
 	if s.guard == nil {
 		s.guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: s.log})
 	}
-	for _, name := range opts.EnvAllowlist {
-		if p, ok := strings.CutSuffix(name, "*"); ok {
-			s.envPrefix = append(s.envPrefix, p)
-		} else {
-			s.envAllow[name] = true
-		}
+	maxConns := opts.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
 	}
-	if s.exec != nil && !fsops.CanExec(s.ws) {
-		s.exec = nil // a memory workspace has nowhere to run commands
+	co := sshd.Options{
+		Workspace: opts.Workspace,
+		Executor:  opts.Executor,
+		HostKey:   signer,
+		// The WebSocket token is the gate (checked before any SSH byte),
+		// so SSH authentication accepts everything: method "none" (what
+		// the TypeScript client and OpenSSH try first), any password (the
+		// Python client sends the token as one) and any public key
+		// (OpenSSH offers the user's keys).
+		NoClientAuth: true,
+		PasswordCallback: func(gossh.ConnMetadata, []byte) (*gossh.Permissions, error) {
+			return nil, nil
+		},
+		PublicKeyCallback: func(gossh.ConnMetadata, gossh.PublicKey) (*gossh.Permissions, error) {
+			return nil, nil
+		},
+		// Keepalive is the WebSocket's pings (startKeepalive), not SSH's.
+		KeepaliveInterval: 0,
+		MaxConns:          maxConns,
+		LoginTimeout:      loginTimeout,
+		MaxChannels:       maxChannelsPerConn,
+		EnvAllowlist:      opts.EnvAllowlist,
+		SubsystemHandlers: map[string]sshd.SubsystemHandler{
+			"sftp": sshd.SFTP(sshd.SFTPLimits{
+				MaxHandles: maxHandlesPerConn,
+				ConnOps:    maxFileOpsPerConn,
+				ServerOps:  sftpd.NewSlots(maxFileOps),
+			}),
+		},
+		Logger: s.log,
+	}
+	if opts.tune != nil {
+		opts.tune(&co)
+	}
+	if s.core, err = sshd.New(co); err != nil {
+		return nil, err
 	}
 
 	s.upgrader = websocket.Upgrader{
@@ -173,25 +169,37 @@ func New(opts Options) (*Server, error) {
 			http.Error(w, "agentbe /ssh: "+reason.Error(), status)
 		},
 	}
-
-	// One SSH configuration for every connection (x/crypto copies it per
-	// connection). The WebSocket token is the gate (checked before any SSH
-	// byte), so SSH authentication accepts everything: method "none" (what
-	// the TypeScript client and OpenSSH try first), any password (the Python
-	// client sends the token as one) and any public key (OpenSSH offers the
-	// user's keys).
-	s.sshConf = &gossh.ServerConfig{
-		NoClientAuth: true,
-		PasswordCallback: func(gossh.ConnMetadata, []byte) (*gossh.Permissions, error) {
-			return nil, nil
-		},
-		PublicKeyCallback: func(gossh.ConnMetadata, gossh.PublicKey) (*gossh.Permissions, error) {
-			return nil, nil
-		},
-		ServerVersion: "SSH-2.0-agentbe",
-	}
-	s.sshConf.AddHostKey(signer)
 	return s, nil
+}
+
+// wsConn is a WebSocket connection as the SSH core sees it: closing it
+// stops its keepalive, and the core's reasons for closing it become close
+// codes (CloseCause).
+type wsConn struct {
+	*wsnet.Conn
+	stopKeepalive func()
+}
+
+// Close ends the keepalive and closes the WebSocket (1000, or the code set
+// before).
+func (c *wsConn) Close() error {
+	c.stopKeepalive()
+	return c.Conn.Close()
+}
+
+// CloseCause closes with the close code of the core's reason.
+func (c *wsConn) CloseCause(cause error) error {
+	code := CloseInternal
+	switch {
+	case errors.Is(cause, sshd.ErrShuttingDown):
+		code = CloseGoingAway
+	case errors.Is(cause, sshd.ErrTooManyConns):
+		code = CloseTryAgain
+	case errors.Is(cause, sshd.ErrLoginTimeout):
+		code = ClosePolicy
+	}
+	c.Conn.SetCloseCode(code, cause.Error())
+	return c.Close()
 }
 
 // ServeHTTP upgrades the request to a WebSocket and runs the SSH handshake
@@ -210,7 +218,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the upgrader has answered with an HTTP error
 	}
-	c := newWSConn(ws)
+	wc := wsnet.New(ws)
 	remote := ws.RemoteAddr().String()
 
 	// A bad token still gets a completed upgrade and then close code 4001:
@@ -218,97 +226,41 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// upgrade looks like a network error to them and they retry forever.
 	if !ok {
 		s.log.Info("unauthorized", "remote", remote)
-		c.closeWith(CloseUnauthorized, "Unauthorized")
+		wc.CloseWith(CloseUnauthorized, "Unauthorized")
 		return
 	}
 
-	if err := s.track(c); err != nil {
-		s.log.Warn("connection refused", "remote", remote, "reason", err)
-		code := CloseTryAgain
-		if errors.Is(err, errShuttingDown) {
-			code = CloseGoingAway
-		}
-		c.closeWith(code, err.Error())
-		return
-	}
-	// From here on the connection is tracked: Shutdown closes it and waits
-	// for untrack.
-
-	stopKeepalive := s.startKeepalive(c, remote)
-	// Keepalive alone would keep a peer that answers pings but never logs in
-	// forever, holding a slot under the cap. NewServerConn returns once the
-	// client has authenticated, so the timer only has to outlive it.
-	login := time.AfterFunc(s.loginTimeout, func() {
-		s.log.Info("no SSH login in time, dropping connection", "remote", remote)
-		c.closeWith(ClosePolicy, "SSH login timeout")
-	})
-	sc, chans, reqs, err := gossh.NewServerConn(c, s.sshConf)
-	login.Stop()
+	c := &wsConn{Conn: wc}
+	c.stopKeepalive = s.startKeepalive(wc, remote)
+	// The core refuses over the cap and while shutting down (without
+	// closing), bounds the login, and closes the connection itself on any
+	// other failure. From a successful Handshake on, the connection is the
+	// core's: Shutdown closes it (CloseCause) and waits for it.
+	conn, err := s.core.Handshake(context.Background(), c)
 	if err != nil {
-		s.log.Debug("ssh handshake failed", "remote", remote, "err", err)
-		stopKeepalive()
-		c.Close()
-		s.untrack(c)
+		if errors.Is(err, sshd.ErrTooManyConns) || errors.Is(err, sshd.ErrShuttingDown) {
+			s.log.Warn("connection refused", "remote", remote, "reason", err)
+			c.CloseCause(err)
+		}
 		return
 	}
-	s.log.Debug("connected", "remote", remote)
-	go s.serveConn(c, sc, chans, reqs, stopKeepalive, remote)
-}
-
-// serveConn serves one logged-in SSH connection until it ends: one
-// goroutine for both the channel opens and the global requests (x/crypto
-// runs three more of its own: the transport's read and key-exchange loops
-// and the multiplexer).
-func (s *Server) serveConn(c *wsConn, sc *gossh.ServerConn, chans <-chan gossh.NewChannel,
-	reqs <-chan *gossh.Request, stopKeepalive func(), remote string) {
-	defer s.untrack(c)
-	// ctx ends when the connection does: every command it started is
-	// killed (see session.start).
-	ctx, cancel := context.WithCancel(context.Background())
-	lim := newConnLimits(s.maxHandles, s.connOps, s.fileOps)
-	var open atomic.Int32 // session channels open on this connection
-	for chans != nil || reqs != nil {
-		select {
-		case nc, ok := <-chans:
-			if !ok {
-				chans = nil
-				continue
-			}
-			if nc.ChannelType() != "session" {
-				// direct-tcpip and the rest: no port forwarding.
-				_ = nc.Reject(gossh.UnknownChannelType, "unsupported channel type")
-				continue
-			}
-			if open.Load() >= int32(s.maxChannels) {
-				s.log.Info("channel refused", "remote", remote, "reason", "channel limit", "limit", s.maxChannels)
-				_ = nc.Reject(gossh.ResourceShortage, fmt.Sprintf(
-					"too many channels on this connection (limit %d); close some first", s.maxChannels))
-				continue
-			}
-			open.Add(1)
-			s.openSession(ctx, nc, remote, lim, func() { open.Add(-1) })
-		case req, ok := <-reqs:
-			if !ok {
-				reqs = nil
-				continue
-			}
-			// The clients send keepalive@openssh.com every 30 s with
-			// want-reply and count a missing answer as a miss; anything
-			// else (tcpip-forward, no-more-sessions@openssh.com, ...) is
-			// refused: port forwarding would expose networks that are not
-			// the workspace's.
-			_ = req.Reply(req.Type == "keepalive@openssh.com", nil)
-		}
-	}
-	cancel()
-	stopKeepalive()
-	_ = sc.Close()
-	c.Close()
-	s.log.Debug("disconnected", "remote", remote)
+	go conn.Serve()
 }
 
 // readBufferSize is the WebSocket read buffer of a server connection.
 const readBufferSize = 512
+
+// WebSocket close codes the server sends. 4001 is the application code the
+// agent-backend clients map to AUTH_FAILED (and then stop reconnecting); the
+// others are RFC 6455's.
+const (
+	CloseNormal       = wsnet.CloseNormal       // 1000: the SSH connection ended
+	CloseGoingAway    = wsnet.CloseGoingAway    // 1001: "Server shutting down"
+	CloseInternal     = wsnet.CloseInternal     // 1011: keepalive timeout, SSH setup failure
+	CloseTryAgain     = wsnet.CloseTryAgain     // 1013: connection cap reached
+	ClosePolicy       = wsnet.ClosePolicy       // 1008: no SSH login in time
+	CloseUnauthorized = wsnet.CloseUnauthorized // 4001: bad or missing token
+)
 
 // loginTimeout bounds the SSH handshake and authentication after the
 // WebSocket is up (OpenSSH's LoginGraceTime is 120 s; our clients log in
@@ -322,84 +274,26 @@ func (s *Server) authorized(r *http.Request) bool {
 	return s.token.AllowsHeaderOrQuery(r)
 }
 
-// envAllowed reports whether an SSH env request may set name.
-func (s *Server) envAllowed(name string) bool {
-	if name == "" {
-		return false
-	}
-	if s.envAllow[name] {
-		return true
-	}
-	for _, p := range s.envPrefix {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
-}
-
-var errShuttingDown = errors.New("Server shutting down")
-
-// track registers a live connection, refusing it over the cap or while
-// shutting down.
-func (s *Server) track(c *wsConn) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing {
-		return errShuttingDown
-	}
-	if len(s.conns) >= s.maxConns {
-		return fmt.Errorf("too many connections (limit %d); try again later", s.maxConns)
-	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	return nil
-}
-
-func (s *Server) untrack(c *wsConn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	s.wg.Done()
-}
-
-// goTracked runs f as part of the server's work (Shutdown waits for it),
-// unless the server is shutting down.
-func (s *Server) goTracked(f func()) bool {
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		return false
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		f()
-	}()
-	return true
-}
-
 // startKeepalive pings the peer every interval and drops it after
 // keepaliveMisses intervals of silence. WebSocket pings are used rather than
 // SSH keepalives because every client answers them in its WebSocket library
 // (ws for Node, websockets for Python, gorilla in `agent-backend proxy`),
 // whatever its SSH layer does, and they cost no SSH round trip. A timer, not
 // a goroutine, so an idle connection costs no stack for it.
-func (s *Server) startKeepalive(c *wsConn, remote string) (stop func()) {
+func (s *Server) startKeepalive(c *wsnet.Conn, remote string) (stop func()) {
 	var (
 		mu      sync.Mutex
 		stopped bool
 		t       *time.Timer
 	)
 	tick := func() {
-		if c.idleFor(time.Now()) >= keepaliveMisses*s.keepalive {
+		if c.IdleFor(time.Now()) >= keepaliveMisses*s.keepalive {
 			s.log.Info("peer silent, dropping connection", "remote", remote,
 				"after", keepaliveMisses*s.keepalive)
-			c.closeWith(CloseInternal, "keepalive timeout")
+			c.CloseWith(CloseInternal, "keepalive timeout")
 			return
 		}
-		if err := c.ping(); err != nil {
+		if err := c.Ping(); err != nil {
 			c.Close()
 			return
 		}
@@ -423,42 +317,8 @@ func (s *Server) startKeepalive(c *wsConn, remote string) (stop func()) {
 // Shutdown closes every WebSocket with 1001 "Server shutting down", which
 // ends their SSH connections and kills their processes, refuses new ones,
 // and waits until all of it is done or ctx ends.
-func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.closing = true
-	conns := make([]*wsConn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-
-	var closers sync.WaitGroup
-	for _, c := range conns {
-		closers.Add(1)
-		go func() {
-			defer closers.Done()
-			c.closeWith(CloseGoingAway, errShuttingDown.Error())
-		}()
-	}
-	done := make(chan struct{})
-	go func() {
-		closers.Wait()
-		s.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (s *Server) Shutdown(ctx context.Context) error { return s.core.Shutdown(ctx) }
 
 // Close shuts down as Shutdown does, waiting as long as it takes (bounded by
 // the WebSocket close grace and process kill). It is idempotent.
-func (s *Server) Close() error {
-	s.closeOnce.Do(func() {
-		s.closeErr = s.Shutdown(context.Background())
-	})
-	return s.closeErr
-}
+func (s *Server) Close() error { return s.core.Close() }

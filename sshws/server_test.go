@@ -19,6 +19,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/wsclient"
 )
 
 // closeCode dials with the given header/query and reports the close code the
@@ -85,7 +86,7 @@ func TestAuth(t *testing.T) {
 		}
 	})
 	t.Run("Dial reports 4001 through CloseReason", func(t *testing.T) {
-		conn, err := Dial(context.Background(), e.url, "wrong")
+		conn, err := wsclient.Dial(context.Background(), e.url, "wrong")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,13 +123,13 @@ func TestNotAWebSocket(t *testing.T) {
 func TestDialBadInput(t *testing.T) {
 	e := newEnv(t)
 	for _, u := range []string{"ftp://x/ssh", "://", e.hts.URL + "/nope"} {
-		if c, err := Dial(context.Background(), u, ""); err == nil {
+		if c, err := wsclient.Dial(context.Background(), u, ""); err == nil {
 			c.Close()
 			t.Errorf("Dial(%q) succeeded", u)
 		}
 	}
 	// http:// is taken as ws://, and an empty path as /ssh.
-	c, err := Dial(context.Background(), e.hts.URL, "")
+	c, err := wsclient.Dial(context.Background(), e.hts.URL, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestSSHAuthMethods(t *testing.T) {
 	}
 	for name, auth := range methods {
 		t.Run(name, func(t *testing.T) {
-			conn, err := Dial(context.Background(), e.url, "")
+			conn, err := wsclient.Dial(context.Background(), e.url, "")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -680,5 +682,51 @@ func TestSFTPSymlinkThroughLinkedParent(t *testing.T) {
 	}
 	if got := readHost(t, e.root, "l3"); got != "inside" {
 		t.Errorf("l3 reads %q", got)
+	}
+}
+
+// Over a real connection, a malformed SFTP packet ends that session (the
+// channel closes; the connection stays usable) and the daemon's log says
+// why and who: the operator looking into "my upload stopped" sees it.
+func TestSFTPMalformedIsLogged(t *testing.T) {
+	for _, tc := range []struct {
+		name, packet, inLog string
+	}{
+		{"zero length", "\x00\x00\x00\x00", "malformed packet: length 0"},
+		{"over the limit", "\x00\x10\x00\x00", "packet too long: 1048576 bytes, over the 262144-byte limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs syncbuf.Buffer
+			e := newEnv(t, withOpts(func(o *Options) {
+				o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			}))
+			c := e.dial(t, "")
+			s, err := c.NewSession()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			stdin, _ := s.StdinPipe()
+			stdout, _ := s.StdoutPipe()
+			if err := s.RequestSubsystem("sftp"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.WriteString(stdin, tc.packet); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := io.ReadAll(stdout); err != nil || len(b) != 0 {
+				t.Fatalf("answer %q, %v; want the session to end without one", b, err)
+			}
+			s.Wait()
+			for _, want := range []string{"level=WARN", "sftp session ended: the client sent a malformed packet", tc.inLog, "remote=127.0.0.1:"} {
+				if !strings.Contains(logs.String(), want) {
+					t.Errorf("log lacks %q:\n%s", want, logs.String())
+				}
+			}
+			// The connection carries on.
+			if out, _, code, _ := run(t, c, "echo still here", ""); out != "still here\n" || code != 0 {
+				t.Errorf("after the bad session: %q %d", out, code)
+			}
+		})
 	}
 }

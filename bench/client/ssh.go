@@ -9,7 +9,7 @@ import (
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/agentbe/agentbe-daemon/sshws"
+	"github.com/agentbe/agentbe-daemon/wsclient"
 )
 
 // PublishedClientKex is the key exchange the published Node client
@@ -41,7 +41,7 @@ func DialSSH(ctx context.Context, base string) (*gossh.Client, error) {
 
 // DialSSHConfig is DialSSH with another client configuration.
 func DialSSHConfig(ctx context.Context, base string, cfg *gossh.ClientConfig) (*gossh.Client, error) {
-	ws, err := sshws.Dial(ctx, base+"/ssh", "")
+	ws, err := wsclient.Dial(ctx, base+"/ssh", "")
 	if err != nil {
 		return nil, err
 	}

@@ -10,12 +10,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentbe/agentbe-daemon/sshws"
+	"github.com/agentbe/agentbe-daemon/wsclient"
 )
 
 // newProxyCommand is `agent-backend proxy URL`: stdin/stdout ⇄ a daemon's
 // /ssh WebSocket, so any OpenSSH client can reach a workspace through
-// ProxyCommand. The logic is sshws.Proxy; this only reads flags.
+// ProxyCommand. The logic is wsclient.Proxy; this only reads flags.
 func newProxyCommand() *cobra.Command {
 	var token, tokenFile string
 	cmd := &cobra.Command{
@@ -42,7 +42,7 @@ keeps it out of ps.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return sshws.Proxy(ctx, args[0], tok, os.Stdin, os.Stdout)
+			return wsclient.Proxy(ctx, args[0], tok, os.Stdin, os.Stdout)
 		},
 	}
 	cmd.Flags().StringVar(&token, "token", "", "auth token (visible in ps; prefer --token-file)")

@@ -1,10 +1,8 @@
-package sshws
+package sshd
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 
@@ -13,10 +11,12 @@ import (
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
-// exitCannotExecute is the exit status of a command that never ran (blocked
+// ExitCannotExecute is the exit status of a command that never ran (blocked
 // by the safety policy, empty, or no executor): 126, a shell's "cannot
 // execute". "Not found" (127) comes from the shell itself.
-const exitCannotExecute = 126
+const ExitCannotExecute = 126
+
+const exitCannotExecute = ExitCannotExecute
 
 // session is one "session" channel: at most one exec, shell or subsystem,
 // preceded by any number of env and pty-req requests, followed by signal and
@@ -28,9 +28,9 @@ type session struct {
 	ch     gossh.Channel
 	env    map[string]string
 	pty    *sandbox.Pty
-	busy   bool        // an exec, shell or subsystem has been accepted
-	lim    *connLimits // the connection's limits
-	sftp   *sftpServer // the SFTP server, once the subsystem started
+	busy   bool      // an exec, shell or subsystem has been accepted
+	conn   *Conn     // the connection
+	sub    Subsystem // the subsystem, once one started
 
 	mu     sync.Mutex
 	proc   sandbox.Process    // nil until started, for signals and resizes
@@ -42,8 +42,8 @@ type session struct {
 // goroutine of its own; commands and SFTP run on further goroutines so that
 // signal and window-change requests are served while they run. closed is
 // called when the session is over (or was refused).
-func (s *Server) openSession(ctx context.Context, nc gossh.NewChannel, remote string, lim *connLimits, closed func()) {
-	ss := &session{srv: s, ctx: ctx, remote: remote, lim: lim, done: make(chan struct{})}
+func (s *Server) openSession(ctx context.Context, conn *Conn, nc gossh.NewChannel, closed func()) {
+	ss := &session{srv: s, ctx: ctx, remote: conn.remote, conn: conn, done: make(chan struct{})}
 	if !s.goTracked(func() {
 		defer closed()
 		ch, reqs, err := nc.Accept()
@@ -54,7 +54,7 @@ func (s *Server) openSession(ctx context.Context, nc gossh.NewChannel, remote st
 		ss.serve(reqs)
 	}) {
 		closed()
-		_ = nc.Reject(gossh.ResourceShortage, errShuttingDown.Error())
+		_ = nc.Reject(gossh.ResourceShortage, ErrShuttingDown.Error())
 	}
 }
 
@@ -73,13 +73,14 @@ func (ss *session) serve(reqs <-chan *gossh.Request) {
 	if !ss.busy {
 		return
 	}
-	if ss.sftp != nil && ss.sftp.abandon() {
-		// The SFTP server is in the middle of a request, which may be stuck
-		// in the kernel (a hung file system) where nothing can interrupt
-		// it: the session is over without it, so that neither this
-		// connection's end nor the server's shutdown waits on it. Its
-		// goroutine closes the session's handles when the kernel returns.
-		ss.srv.log.Debug("sftp channel closed during a request; not waiting for it", "remote", ss.remote)
+	if ss.sub != nil && ss.sub.Abandon() {
+		// The subsystem (SFTP) is in the middle of a request, which may be
+		// stuck in the kernel (a hung file system) where nothing can
+		// interrupt it: the session is over without it, so that neither
+		// this connection's end nor the server's shutdown waits on it. Its
+		// goroutine cleans up (SFTP closes the session's handles) when the
+		// kernel returns.
+		ss.srv.log.Debug("subsystem channel closed during a request; not waiting for it", "remote", ss.remote)
 		return
 	}
 	<-ss.done
@@ -163,13 +164,17 @@ func (ss *session) handle(req *gossh.Request) bool {
 
 	case "subsystem":
 		var sub struct{ Name string }
-		if gossh.Unmarshal(req.Payload, &sub) != nil || ss.busy || sub.Name != "sftp" {
+		if gossh.Unmarshal(req.Payload, &sub) != nil || ss.busy {
+			return false
+		}
+		h := ss.srv.subsystems[sub.Name]
+		if h == nil {
 			return false
 		}
 		ss.busy = true
-		ss.sftp = newConnSFTPServer(ss.ctx, ss.srv.ws, ss.ch, ss.lim)
+		ss.sub = h.Start(ss.ctx, ss.conn, ss.ch)
 		accept(req)
-		go ss.serveSFTP()
+		go ss.serveSubsystem()
 		return true
 
 	default:
@@ -320,27 +325,28 @@ func (ss *session) exit(st sandbox.ExitStatus) {
 	_ = ss.ch.Close()
 }
 
-// serveSFTP runs the SFTP subsystem on the channel until the client closes
-// it: our own server (sftpserver.go), which answers each request inline on
-// this goroutine.
-func (ss *session) serveSFTP() {
+// serveSubsystem runs the subsystem on the channel until it ends (the
+// client closed the channel, or the connection died), then reports exit
+// status 0 and closes the channel.
+func (ss *session) serveSubsystem() {
 	defer close(ss.done)
-	// The server's reads end when the channel closes; make sure they do
+	// The subsystem's reads end when the channel closes; make sure they do
 	// when the connection dies too.
 	stop := context.AfterFunc(ss.ctx, func() { _ = ss.ch.Close() })
-	err := ss.sftp.serve()
+	err := ss.sub.Serve()
 	stop()
-	switch {
-	case err == nil || errors.Is(err, io.EOF) || errors.Is(err, errSFTPAbandoned) || errors.Is(err, context.Canceled):
-	case errors.Is(err, errSFTPShortPacket) || errors.Is(err, errSFTPLongPacket):
-		// A client bug (or not an SFTP client): its session ends, and
-		// whoever looks into "my upload stopped" needs to see why.
-		ss.srv.log.Warn("sftp session ended: the client sent a malformed packet",
-			"remote", ss.remote, "err", err)
-	default:
-		ss.srv.log.Debug("sftp session ended", "remote", ss.remote, "err", err)
+	if err != nil {
+		subsystemEnded(ss, err)
 	}
 	ss.exit(sandbox.ExitStatus{})
+}
+
+// subsystemEnded logs a subsystem's error; out of line, so that
+// serveSubsystem's frame, under every request's stack, stays small.
+//
+//go:noinline
+func subsystemEnded(ss *session, err error) {
+	ss.srv.log.Debug("subsystem ended", "remote", ss.remote, "err", err)
 }
 
 func clamp16(v uint32) uint16 {

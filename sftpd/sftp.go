@@ -1,4 +1,4 @@
-package sshws
+package sftpd
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 )
 
 // sftpHandlers are the SFTP operations on a Workspace, one method per
-// decision, called by the SFTP server (sftpserver.go) with paths already
+// decision, called by the SFTP server (server.go) with paths already
 // cleaned: every file operation goes through fsops, which resolves and
 // confines the path.
 //

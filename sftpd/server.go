@@ -1,4 +1,4 @@
-package sshws
+package sftpd
 
 import (
 	"bufio"
@@ -15,8 +15,8 @@ import (
 	"github.com/agentbe/agentbe-daemon/fsops"
 )
 
-// sftpServer serves one SFTP session (one "sftp" subsystem channel) on the
-// goroutine that calls serve: it reads a request, handles it and writes the
+// Server serves one SFTP session (one "sftp" subsystem channel) on the
+// goroutine that calls Serve: it reads a request, handles it and writes the
 // answer before reading the next, so answers go out in request order and a
 // request costs no goroutine hand-off. pkg/sftp's RequestServer, which we
 // used before, moved every request from its reader to a dispatcher, a
@@ -40,20 +40,21 @@ import (
 //     data, or wrote zeros);
 //   - SETSTAT attributes that do not fit in the packet end the session like
 //     any malformed packet (pkg/sftp dereferenced nil and crashed);
-//   - more than maxHandlesPerConn open handles on the connection are
+//   - more than the connection's handle limit (DefaultMaxHandles) open
+//     handles are
 //     refused (FAILURE).
 //
 // A malformed packet (a field longer than what is left, a length of 0 or
 // over sftpMaxPacket) ends the session, as with pkg/sftp and OpenSSH.
 //
 // Every request holds a file-operation slot of its connection and of the
-// server while it is served (connLimits.enter), so the requests in the file
+// server while it is served (ConnLimits.enter), so the requests in the file
 // system at once, and the OS threads they can pin there, are bounded. A
 // request that never comes back from the kernel (a hung network or FUSE
 // file system) cannot be interrupted; when its channel closes, abandon lets
 // the session end without it, and this goroutine closes the session's
 // handles whenever the kernel lets it go.
-type sftpServer struct {
+type Server struct {
 	h   *sftpHandlers
 	rw  io.ReadWriter
 	r   *bufio.Reader
@@ -63,7 +64,7 @@ type sftpServer struct {
 	handles map[string]*sftpHandle
 	next    uint64 // OPEN and OPENDIR requests so far: the last handle's number
 
-	lim    *connLimits
+	lim    *ConnLimits
 	ctx    context.Context // ends when the session is abandoned or the connection ends
 	cancel context.CancelFunc
 
@@ -81,17 +82,31 @@ type sftpHandle struct {
 	ents []fsops.Info // a directory's entries not yet sent
 }
 
-// newSFTPServer serves ws on rw as a connection of its own (its own handle
-// limit, no server-wide slots).
-func newSFTPServer(ws fsops.Workspace, rw io.ReadWriter) *sftpServer {
-	return newConnSFTPServer(context.Background(), ws, rw, newConnLimits(maxHandlesPerConn, 1, nil))
+// Serve serves SFTP on rw (one side of an "sftp" subsystem channel, or any
+// byte stream) over ws until the client ends it, as a connection of its own:
+// the default handle limit, one request at a time, no server-wide slots. It
+// returns nil or io.EOF when the client closed the stream.
+func Serve(ws fsops.Workspace, rw io.ReadWriter) error { return newSFTPServer(ws, rw).Serve() }
+
+// ServeContext is Serve for one SFTP session of an SSH connection: within
+// the connection's limits (shared by its sessions) and until ctx (the
+// connection's) ends. To abandon a session whose request is stuck in the
+// kernel, use NewServer and Server.Abandon.
+func ServeContext(ctx context.Context, ws fsops.Workspace, rw io.ReadWriter, lim *ConnLimits) error {
+	return NewServer(ctx, ws, rw, lim).Serve()
 }
 
-// newConnSFTPServer serves ws on rw as one session of a connection, within
-// its limits, until ctx (the connection's) ends.
-func newConnSFTPServer(ctx context.Context, ws fsops.Workspace, rw io.ReadWriter, lim *connLimits) *sftpServer {
+// newSFTPServer serves ws on rw as a connection of its own (its own handle
+// limit, no server-wide slots).
+func newSFTPServer(ws fsops.Workspace, rw io.ReadWriter) *Server {
+	return NewServer(context.Background(), ws, rw, NewConnLimits(DefaultMaxHandles, 1, nil))
+}
+
+// NewServer makes the server of one SFTP session on rw, within the
+// connection's limits lim, until ctx (the connection's) ends; Serve runs it.
+func NewServer(ctx context.Context, ws fsops.Workspace, rw io.ReadWriter, lim *ConnLimits) *Server {
 	ctx, cancel := context.WithCancel(ctx)
-	return &sftpServer{
+	return &Server{
 		h:       newSFTPHandlers(ws),
 		rw:      rw,
 		r:       bufio.NewReaderSize(rw, 16<<10),
@@ -102,14 +117,14 @@ func newConnSFTPServer(ctx context.Context, ws fsops.Workspace, rw io.ReadWriter
 	}
 }
 
-var errSFTPAbandoned = errors.New("sftp: session abandoned")
+var ErrAbandoned = errors.New("sftp: session abandoned")
 
-// abandon tells the server its channel is gone and nobody waits for it: a
+// Abandon tells the server its channel is gone and nobody waits for it: a
 // request waiting for a slot gives up, and the server stops after the one
 // it is serving. It reports whether a request (or the final closing of the
 // handles) may still be in the file system, in which case the caller should
 // not wait for the server to return.
-func (s *sftpServer) abandon() (inFS bool) {
+func (s *Server) Abandon() (inFS bool) {
 	s.mu.Lock()
 	s.abandoned = true
 	inFS = s.inFS
@@ -119,11 +134,11 @@ func (s *sftpServer) abandon() (inFS bool) {
 }
 
 // begin marks a request in progress and takes its slots.
-func (s *sftpServer) begin() error {
+func (s *Server) begin() error {
 	s.mu.Lock()
 	if s.abandoned {
 		s.mu.Unlock()
-		return errSFTPAbandoned
+		return ErrAbandoned
 	}
 	s.inFS = true
 	s.mu.Unlock()
@@ -131,26 +146,26 @@ func (s *sftpServer) begin() error {
 }
 
 // end gives the slots back; after abandon the session stops.
-func (s *sftpServer) end() error {
+func (s *Server) end() error {
 	s.lim.leave()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inFS = false
 	if s.abandoned {
-		return errSFTPAbandoned
+		return ErrAbandoned
 	}
 	return nil
 }
 
 var (
-	errSFTPShortPacket = errors.New("sftp: malformed packet")
-	errSFTPLongPacket  = errors.New("sftp: packet too long")
+	ErrMalformed     = errors.New("sftp: malformed packet")
+	ErrPacketTooLong = errors.New("sftp: packet too long")
 )
 
-// serve runs until the client closes the channel (io.EOF), a packet is
+// Serve runs until the client closes the channel (io.EOF), a packet is
 // malformed, or an answer cannot be written. Every handle still open is
 // closed on the way out.
-func (s *sftpServer) serve() error {
+func (s *Server) Serve() error {
 	defer s.closeAll()
 	var hdr [4]byte
 	for {
@@ -159,10 +174,10 @@ func (s *sftpServer) serve() error {
 		}
 		n := binary.BigEndian.Uint32(hdr[:])
 		if n == 0 {
-			return fmt.Errorf("%w: length 0", errSFTPShortPacket)
+			return fmt.Errorf("%w: length 0", ErrMalformed)
 		}
 		if n > sftpMaxPacket {
-			return fmt.Errorf("%w: %d bytes, over the %d-byte limit", errSFTPLongPacket, n, sftpMaxPacket)
+			return fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrPacketTooLong, n, sftpMaxPacket)
 		}
 		if uint32(cap(s.in)) < n {
 			s.in = make([]byte, n)
@@ -198,7 +213,7 @@ func (s *sftpServer) serve() error {
 
 // closeAll closes every handle still open. A close can wait on the file
 // system too (a network file system flushes), so it counts as in it.
-func (s *sftpServer) closeAll() {
+func (s *Server) closeAll() {
 	s.mu.Lock()
 	s.inFS = len(s.handles) > 0
 	s.mu.Unlock()
@@ -224,7 +239,7 @@ func cleanPath(p string) string {
 }
 
 // status encodes err as a STATUS answer (OK when nil).
-func (s *sftpServer) status(id uint32, err error) []byte {
+func (s *Server) status(id uint32, err error) []byte {
 	if err == nil {
 		s.out.status(id, stOK, "")
 		return s.out.finish()
@@ -247,7 +262,7 @@ var (
 
 // handle serves one request and returns its answer, or an error that ends
 // the session (a malformed packet).
-func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
+func (s *Server) handle(typ byte, body []byte) ([]byte, error) {
 	d := sftpDecoder{b: body}
 	if typ == fxpInit {
 		d.u32() // the client's version: we speak 3 whatever it says
@@ -256,7 +271,7 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 			d.bytes()
 		}
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		s.out.start(fxpVersion, 3)
 		for _, e := range sftpExtensions {
@@ -267,20 +282,20 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 	}
 	id := d.u32()
 	if d.bad {
-		return nil, errSFTPShortPacket
+		return nil, ErrMalformed
 	}
 	switch typ {
 	case fxpRead:
 		hd, off, n := s.handleOf(&d), d.u64(), d.u32()
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		return s.read(id, hd, off, n), nil
 
 	case fxpWrite:
 		hd, off, data := s.handleOf(&d), d.u64(), d.bytes()
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		switch {
 		case hd == nil:
@@ -295,7 +310,7 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 		p, pflags := d.str(), d.u32()
 		d.u32() // attribute flags; the attributes themselves are ignored
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		s.next++ // as pkg/sftp, a number is used up even if OPEN fails
 		if !s.lim.takeHandle() {
@@ -311,7 +326,7 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 	case fxpClose:
 		hd, key := s.handleKey(&d)
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		if hd == nil {
 			return s.status(id, errBadHandle), nil
@@ -327,7 +342,7 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 	case fxpOpendir:
 		p := cleanPath(d.str())
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		s.next++
 		if !s.lim.takeHandle() {
@@ -343,7 +358,7 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 	case fxpReaddir:
 		hd := s.handleOf(&d)
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		switch {
 		case hd == nil:
@@ -371,7 +386,7 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 	case fxpStat, fxpLstat:
 		p := cleanPath(d.str())
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		stat := s.h.stat
 		if typ == fxpLstat {
@@ -383,7 +398,7 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 	case fxpFstat:
 		hd := s.handleOf(&d)
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		if hd == nil {
 			return s.status(id, errBadHandle), nil
@@ -395,7 +410,7 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 		p := cleanPath(d.str())
 		a := d.attrs(d.u32())
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		return s.status(id, s.h.setstat(p, a)), nil
 
@@ -403,7 +418,7 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 		hd := s.handleOf(&d)
 		a := d.attrs(d.u32())
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		if hd == nil {
 			return s.status(id, errBadHandle), nil
@@ -416,7 +431,7 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 			d.u32() // attribute flags; MKDIR's attributes are ignored
 		}
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		var err error
 		switch typ {
@@ -432,7 +447,7 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 	case fxpRealpath:
 		p := d.str() // raw: realPath does its own canonicalization
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		rp, err := s.h.realPath(p)
 		if err != nil {
@@ -443,7 +458,7 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 	case fxpReadlink:
 		p := cleanPath(d.str())
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		target, err := s.h.readlink(p)
 		if err != nil {
@@ -454,7 +469,7 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 	case fxpRename:
 		src, dst := d.str(), d.str()
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		return s.status(id, s.h.rename(cleanPath(src), cleanPath(dst))), nil
 
@@ -465,7 +480,7 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 		// cleaned.
 		target, link := d.str(), d.str()
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		return s.status(id, s.h.symlink(target, cleanPath(link))), nil
 
@@ -477,16 +492,16 @@ func (s *sftpServer) handle(typ byte, body []byte) ([]byte, error) {
 
 // extended serves the EXTENDED requests we know; the others are
 // OP_UNSUPPORTED.
-func (s *sftpServer) extended(id uint32, d *sftpDecoder) ([]byte, error) {
+func (s *Server) extended(id uint32, d *sftpDecoder) ([]byte, error) {
 	name := d.bytes()
 	if d.bad {
-		return nil, errSFTPShortPacket
+		return nil, ErrMalformed
 	}
 	switch string(name) {
 	case "posix-rename@openssh.com", "hardlink@openssh.com":
 		src, dst := d.str(), d.str()
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		if string(name) == "hardlink@openssh.com" {
 			return s.status(id, s.h.link()), nil
@@ -495,7 +510,7 @@ func (s *sftpServer) extended(id uint32, d *sftpDecoder) ([]byte, error) {
 	case "statvfs@openssh.com":
 		p := cleanPath(d.str())
 		if d.bad {
-			return nil, errSFTPShortPacket
+			return nil, ErrMalformed
 		}
 		st, err := s.h.statVFS(p)
 		if err != nil {
@@ -514,7 +529,7 @@ func (s *sftpServer) extended(id uint32, d *sftpDecoder) ([]byte, error) {
 // read serves READ: at most sftpMaxRead bytes, read straight into the
 // answer. A short read at the end of the file answers what was read; a
 // read at or past the end answers EOF.
-func (s *sftpServer) read(id uint32, hd *sftpHandle, off uint64, n uint32) []byte {
+func (s *Server) read(id uint32, hd *sftpHandle, off uint64, n uint32) []byte {
 	switch {
 	case hd == nil:
 		return s.status(id, errBadHandle)
@@ -543,12 +558,12 @@ func (s *sftpServer) read(id uint32, hd *sftpHandle, off uint64, n uint32) []byt
 }
 
 // handleOf decodes a handle field and returns its handle, nil if unknown.
-func (s *sftpServer) handleOf(d *sftpDecoder) *sftpHandle {
+func (s *Server) handleOf(d *sftpDecoder) *sftpHandle {
 	hd, _ := s.handleKey(d)
 	return hd
 }
 
-func (s *sftpServer) handleKey(d *sftpDecoder) (*sftpHandle, string) {
+func (s *Server) handleKey(d *sftpDecoder) (*sftpHandle, string) {
 	b := d.bytes()
 	if d.bad {
 		return nil, ""
@@ -563,7 +578,7 @@ func (s *sftpServer) handleKey(d *sftpDecoder) (*sftpHandle, string) {
 // newHandle registers hd and answers HANDLE. Handles are decimal numbers,
 // counting OPEN and OPENDIR requests from 1 in the session, as pkg/sftp's
 // were.
-func (s *sftpServer) newHandle(id uint32, hd *sftpHandle) []byte {
+func (s *Server) newHandle(id uint32, hd *sftpHandle) []byte {
 	key := strconv.FormatUint(s.next, 10)
 	hd.key = key
 	s.handles[key] = hd
@@ -573,7 +588,7 @@ func (s *sftpServer) newHandle(id uint32, hd *sftpHandle) []byte {
 }
 
 // attrsAnswer answers ATTRS, or the error's STATUS.
-func (s *sftpServer) attrsAnswer(id uint32, info fsops.Info, err error) []byte {
+func (s *Server) attrsAnswer(id uint32, info fsops.Info, err error) []byte {
 	if err != nil {
 		return s.status(id, err)
 	}
@@ -584,7 +599,7 @@ func (s *sftpServer) attrsAnswer(id uint32, info fsops.Info, err error) []byte {
 
 // nameAnswer answers NAME with one entry whose long name is the name and
 // whose attributes are empty (REALPATH, READLINK).
-func (s *sftpServer) nameAnswer(id uint32, name string) []byte {
+func (s *Server) nameAnswer(id uint32, name string) []byte {
 	s.out.start(fxpName, id)
 	s.out.u32(1)
 	s.out.str(name)

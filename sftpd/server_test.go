@@ -1,4 +1,4 @@
-package sshws
+package sftpd
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,7 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
-	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 )
 
 // Tests of our SFTP server at the packet level: against pkg/sftp's
@@ -279,7 +277,7 @@ func pipeServer(t testing.TB, serve func(net.Conn) error) net.Conn {
 }
 
 func ourSFTP(ws fsops.Workspace) func(net.Conn) error {
-	return func(c net.Conn) error { return newSFTPServer(ws, c).serve() }
+	return func(c net.Conn) error { return newSFTPServer(ws, c).Serve() }
 }
 
 func pkgSFTPServer(ws fsops.Workspace) func(net.Conn) error {
@@ -550,7 +548,7 @@ func TestSFTPUnknownRequests(t *testing.T) {
 func TestSFTPHandleCap(t *testing.T) {
 	s := newSFTPSession(t, sftpTestWorkspace(t))
 	var last string
-	for i := 0; i < maxHandlesPerConn; i++ {
+	for i := 0; i < DefaultMaxHandles; i++ {
 		a := s.do(sftpPacket(fxpOpen, i, "/a.txt", fxfRead, 0))
 		if a[4] != fxpHandle {
 			t.Fatalf("OPEN %d: %q", i, a)
@@ -641,7 +639,7 @@ func FuzzSFTPPacket(f *testing.F) {
 	ws := sftpTestWorkspace(f)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		ch := &fakeChannel{r: bytes.NewReader(in)}
-		_ = newSFTPServer(ws, ch).serve()
+		_ = newSFTPServer(ws, ch).Serve()
 
 		// The requests the input frames, in order, up to the first that is
 		// cut short.
@@ -721,52 +719,6 @@ func BenchmarkSFTPServerPipe(b *testing.B) {
 					b.Fatalf("READ: %q", a[:13])
 				}
 				do(sftpPacket(fxpClose, 3, h))
-			}
-		})
-	}
-}
-
-// Over a real connection, a malformed SFTP packet ends that session (the
-// channel closes; the connection stays usable) and the daemon's log says
-// why and who: the operator looking into "my upload stopped" sees it.
-func TestSFTPMalformedIsLogged(t *testing.T) {
-	for _, tc := range []struct {
-		name, packet, inLog string
-	}{
-		{"zero length", "\x00\x00\x00\x00", "malformed packet: length 0"},
-		{"over the limit", "\x00\x10\x00\x00", "packet too long: 1048576 bytes, over the 262144-byte limit"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var logs syncbuf.Buffer
-			e := newEnv(t, withOpts(func(o *Options) {
-				o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			}))
-			c := e.dial(t, "")
-			s, err := c.NewSession()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			stdin, _ := s.StdinPipe()
-			stdout, _ := s.StdoutPipe()
-			if err := s.RequestSubsystem("sftp"); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := io.WriteString(stdin, tc.packet); err != nil {
-				t.Fatal(err)
-			}
-			if b, err := io.ReadAll(stdout); err != nil || len(b) != 0 {
-				t.Fatalf("answer %q, %v; want the session to end without one", b, err)
-			}
-			s.Wait()
-			for _, want := range []string{"level=WARN", "sftp session ended: the client sent a malformed packet", tc.inLog, "remote=127.0.0.1:"} {
-				if !strings.Contains(logs.String(), want) {
-					t.Errorf("log lacks %q:\n%s", want, logs.String())
-				}
-			}
-			// The connection carries on.
-			if out, _, code, _ := run(t, c, "echo still here", ""); out != "still here\n" || code != 0 {
-				t.Errorf("after the bad session: %q %d", out, code)
 			}
 		})
 	}

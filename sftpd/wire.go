@@ -1,4 +1,4 @@
-package sshws
+package sftpd
 
 import (
 	"encoding/binary"
@@ -18,7 +18,7 @@ import (
 //	...    fields: uint32, uint64, string (uint32 length + bytes), attrs
 //
 // Answers are encoded to be byte-for-byte what pkg/sftp's RequestServer sent
-// before we served SFTP ourselves (see sftpserver.go for what differs, only
+// before we served SFTP ourselves (see server.go for what differs, only
 // in requests no client sends).
 
 // Packet types.

@@ -1,4 +1,4 @@
-package sshws
+package sshd
 
 import (
 	"context"

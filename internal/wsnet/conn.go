@@ -1,4 +1,4 @@
-package sshws
+package wsnet
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// WebSocket close codes this package sends. 4001 is the application code the
+// WebSocket close codes the daemon sends. 4001 is the application code the
 // agent-backend clients map to AUTH_FAILED (and then stop reconnecting); the
 // others are RFC 6455's.
 const (
@@ -34,7 +34,7 @@ const maxMessageSize = 4 << 20
 // frame we wait this long for the peer's reply before dropping TCP.
 const closeGrace = 2 * time.Second
 
-// wsConn adapts a WebSocket to the byte stream net.Conn that SSH expects.
+// Conn adapts a WebSocket to the byte stream net.Conn that SSH expects.
 //
 // Every WebSocket message, binary or text, and however fragmented, is a chunk
 // of the stream: gorilla reassembles fragments behind NextReader, and we read
@@ -50,7 +50,7 @@ const closeGrace = 2 * time.Second
 // banner the moment the socket opens) turn into a TCP reset, and a reset can
 // destroy the close frame before the client reads it: the client would then
 // see 1006 instead of 4001 and retry forever instead of reporting AUTH_FAILED.
-type wsConn struct {
+type Conn struct {
 	ws *websocket.Conn
 
 	rmu sync.Mutex // one reader at a time; Close takes it to drain
@@ -82,8 +82,11 @@ type wsConn struct {
 	reason    atomic.Pointer[string]
 }
 
-func newWSConn(ws *websocket.Conn) *wsConn {
-	c := &wsConn{ws: ws}
+// New wraps ws, an upgraded (server) or dialed (client) WebSocket. The
+// buffers of the WebSocket itself (read buffer size, write buffer pool) are
+// the Upgrader's or Dialer's choice, made by the caller for its side.
+func New(ws *websocket.Conn) *Conn {
+	c := &Conn{ws: ws}
 	c.wcond.L = &c.wmu
 	c.lastRead.Store(time.Now().UnixNano())
 	ws.SetReadLimit(maxMessageSize)
@@ -99,7 +102,7 @@ func newWSConn(ws *websocket.Conn) *wsConn {
 // Read reads the stream: it continues the current message or waits for the
 // next one. A close frame or a dropped connection reads as io.EOF, which is
 // what SSH expects when the transport ends.
-func (c *wsConn) Read(p []byte) (int, error) {
+func (c *Conn) Read(p []byte) (int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	for {
@@ -134,7 +137,7 @@ func (c *wsConn) Read(p []byte) (int, error) {
 
 // readErr maps the end of the WebSocket to io.EOF and keeps real errors
 // (timeouts, protocol errors) for the logs.
-func (c *wsConn) readErr(err error) error {
+func (c *Conn) readErr(err error) error {
 	var ce *websocket.CloseError
 	if errors.As(err, &ce) {
 		c.peerClose.CompareAndSwap(nil, ce)
@@ -156,7 +159,7 @@ const maxPending = 256 << 10
 // Write queues p for sending and returns; it blocks only while maxPending
 // bytes are already queued. An error sending earlier data is returned by
 // the next Write, as with a kernel socket buffer.
-func (c *wsConn) Write(p []byte) (int, error) {
+func (c *Conn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	for len(c.pending) >= maxPending && c.werr == nil && !c.wclosed {
@@ -183,7 +186,7 @@ func (c *wsConn) Write(p []byte) (int, error) {
 // connection has no flusher goroutine and holds no buffer: the two buffers
 // it alternates between (one being sent, one filling) go back to msgBufs,
 // shared by all connections.
-func (c *wsConn) flush() {
+func (c *Conn) flush() {
 	c.wmu.Lock()
 	for len(c.pending) > 0 && c.werr == nil {
 		msg := c.pending
@@ -239,7 +242,7 @@ func putBuf(b []byte) {
 
 // drain stops accepting writes and waits until queued data is sent (or its
 // sending failed), giving up on a peer that does not read after closeGrace.
-func (c *wsConn) drain() {
+func (c *Conn) drain() {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.wclosed = true
@@ -257,22 +260,22 @@ func (c *wsConn) drain() {
 	}
 }
 
-// setCloseCode chooses the code and reason the next Close sends.
-func (c *wsConn) setCloseCode(code int, reason string) {
+// SetCloseCode chooses the code and reason the next Close sends.
+func (c *Conn) SetCloseCode(code int, reason string) {
 	c.code.Store(int32(code))
 	c.reason.Store(&reason)
 }
 
-// closeWith sets the close code and closes.
-func (c *wsConn) closeWith(code int, reason string) error {
-	c.setCloseCode(code, reason)
+// CloseWith sets the close code and closes.
+func (c *Conn) CloseWith(code int, reason string) error {
+	c.SetCloseCode(code, reason)
 	return c.Close()
 }
 
 // Close sends a close frame (unless the peer closed first), waits up to
 // closeGrace for the peer's close frame, then closes the TCP connection.
 // It is safe to call from any goroutine and more than once.
-func (c *wsConn) Close() error {
+func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		// Queued data goes out before the close frame: the last SSH
 		// packets (exit-status, channel close, disconnect) matter.
@@ -311,14 +314,14 @@ func (c *wsConn) Close() error {
 	return c.closeErr
 }
 
-// LocalAddr is the server side of the WebSocket's TCP connection.
-func (c *wsConn) LocalAddr() net.Addr { return c.ws.LocalAddr() }
+// LocalAddr is this side of the WebSocket's TCP connection.
+func (c *Conn) LocalAddr() net.Addr { return c.ws.LocalAddr() }
 
-// RemoteAddr is the client side of the WebSocket's TCP connection.
-func (c *wsConn) RemoteAddr() net.Addr { return c.ws.RemoteAddr() }
+// RemoteAddr is the peer's side of the WebSocket's TCP connection.
+func (c *Conn) RemoteAddr() net.Addr { return c.ws.RemoteAddr() }
 
 // SetDeadline sets both deadlines.
-func (c *wsConn) SetDeadline(t time.Time) error {
+func (c *Conn) SetDeadline(t time.Time) error {
 	if err := c.SetReadDeadline(t); err != nil {
 		return err
 	}
@@ -327,31 +330,31 @@ func (c *wsConn) SetDeadline(t time.Time) error {
 
 // SetReadDeadline sets the read deadline. As with gorilla itself, a read that
 // times out leaves the WebSocket unusable; SSH treats it as the end.
-func (c *wsConn) SetReadDeadline(t time.Time) error { return c.ws.SetReadDeadline(t) }
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.ws.SetReadDeadline(t) }
 
 // SetWriteDeadline sets the deadline for sending queued data; a message
 // not sent by then fails the connection's later writes.
-func (c *wsConn) SetWriteDeadline(t time.Time) error {
+func (c *Conn) SetWriteDeadline(t time.Time) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.wdeadline = t
 	return nil
 }
 
-// peerCode returns the code and text of the peer's close frame, if one came.
-func (c *wsConn) peerCode() (int, string) {
+// CloseReason returns the code and text of the peer's close frame, if one came.
+func (c *Conn) CloseReason() (int, string) {
 	if ce := c.peerClose.Load(); ce != nil {
 		return ce.Code, ce.Text
 	}
 	return 0, ""
 }
 
-// idleFor reports how long ago the peer last sent anything.
-func (c *wsConn) idleFor(now time.Time) time.Duration {
+// IdleFor reports how long ago the peer last sent anything.
+func (c *Conn) IdleFor(now time.Time) time.Duration {
 	return now.Sub(time.Unix(0, c.lastRead.Load()))
 }
 
-// ping sends a WebSocket ping; the peer's pong refreshes lastRead.
-func (c *wsConn) ping() error {
+// Ping sends a WebSocket ping; the peer's pong refreshes lastRead.
+func (c *Conn) Ping() error {
 	return c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(closeGrace))
 }

@@ -1,0 +1,224 @@
+package wsnet
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// wsPair serves handler over a real WebSocket and returns a client for it
+// (one connection per pair).
+func wsPair(t *testing.T, handler func(c *Conn), dialer *websocket.Dialer) *websocket.Conn {
+	t.Helper()
+	done := make(chan struct{})
+	hts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(done)
+		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		c := New(ws)
+		defer c.Close()
+		handler(c)
+	}))
+	if dialer == nil {
+		dialer = websocket.DefaultDialer
+	}
+	ws, _, err := dialer.Dial("ws"+strings.TrimPrefix(hts.URL, "http"), nil)
+	if err != nil {
+		hts.Close()
+		t.Fatal(err)
+	}
+	// hts.Close does not wait for hijacked connections; done does.
+	t.Cleanup(func() { ws.Close(); hts.Close(); <-done })
+	return ws
+}
+
+func TestWSConnStream(t *testing.T) {
+	// The server echoes the stream back, one message per Read.
+	echo := func(c *Conn) { io.Copy(c, c) }
+
+	t.Run("binary, text, empty and fragmented messages are one stream", func(t *testing.T) {
+		// A tiny client write buffer makes gorilla fragment the message.
+		ws := wsPair(t, echo, &websocket.Dialer{WriteBufferSize: 16})
+		ws.WriteMessage(websocket.BinaryMessage, []byte("bin|"))
+		ws.WriteMessage(websocket.TextMessage, []byte("text|"))
+		ws.WriteMessage(websocket.BinaryMessage, nil)
+		big := bytes.Repeat([]byte("0123456789"), 1000)
+		w, _ := ws.NextWriter(websocket.BinaryMessage)
+		w.Write(big[:5000])
+		w.Write(big[5000:])
+		w.Close()
+		want := "bin|text|" + string(big)
+		var got []byte
+		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for len(got) < len(want) {
+			typ, p, err := ws.ReadMessage()
+			if err != nil {
+				t.Fatalf("after %d bytes: %v", len(got), err)
+			}
+			if typ != websocket.BinaryMessage {
+				t.Fatalf("server sent message type %d, want binary", typ)
+			}
+			got = append(got, p...)
+		}
+		if string(got) != want {
+			t.Fatal("stream mangled")
+		}
+	})
+
+	t.Run("a message over the read limit closes with 1009", func(t *testing.T) {
+		ws := wsPair(t, echo, nil)
+		ws.WriteMessage(websocket.BinaryMessage, make([]byte, maxMessageSize+1))
+		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for {
+			_, _, err := ws.ReadMessage()
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				if ce.Code != websocket.CloseMessageTooBig {
+					t.Fatalf("close code %d", ce.Code)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+		}
+	})
+
+	t.Run("concurrent writers never interleave a write", func(t *testing.T) {
+		const writers, msgs, size = 8, 200, 300
+		ws := wsPair(t, func(c *Conn) {
+			var wg sync.WaitGroup
+			for i := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					p := bytes.Repeat([]byte{byte('a' + i)}, size)
+					for range msgs {
+						if _, err := c.Write(p); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		}, nil)
+		// Writes may be coalesced into fewer messages, but the stream is
+		// whole writes one after another.
+		var stream []byte
+		ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+		for len(stream) < writers*msgs*size {
+			typ, p, err := ws.ReadMessage()
+			if err != nil {
+				t.Fatalf("after %d bytes: %v", len(stream), err)
+			}
+			if typ != websocket.BinaryMessage {
+				t.Fatalf("message type %d", typ)
+			}
+			stream = append(stream, p...)
+		}
+		counts := map[byte]int{}
+		for off := 0; off < len(stream); off += size {
+			w := stream[off : off+size]
+			if bytes.Count(w, w[:1]) != size {
+				t.Fatalf("write at %d interleaved: %q", off, w)
+			}
+			counts[w[0]]++
+		}
+		for i := range writers {
+			if counts[byte('a'+i)] != msgs {
+				t.Fatalf("writer %d: %d writes", i, counts[byte('a'+i)])
+			}
+		}
+	})
+
+	t.Run("queued data is sent before the close frame", func(t *testing.T) {
+		ws := wsPair(t, func(c *Conn) {
+			for range 100 {
+				c.Write(bytes.Repeat([]byte("q"), 10000))
+			}
+			c.CloseWith(CloseNormal, "done")
+		}, nil)
+		n := 0
+		ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+		for {
+			_, p, err := ws.ReadMessage()
+			if err != nil {
+				if !websocket.IsCloseError(err, CloseNormal) || n != 1000000 {
+					t.Fatalf("got %d bytes then %v", n, err)
+				}
+				break
+			}
+			n += len(p)
+		}
+	})
+
+	t.Run("Close unblocks a writer stuck on a peer that stopped reading", func(t *testing.T) {
+		closed := make(chan struct{})
+		ws := wsPair(t, func(c *Conn) {
+			werr := make(chan error, 1)
+			go func() {
+				chunk := make([]byte, 64<<10)
+				for { // far more than the socket buffers hold: blocks
+					if _, err := c.Write(chunk); err != nil {
+						werr <- err
+						return
+					}
+				}
+			}()
+			time.Sleep(100 * time.Millisecond)
+			c.Close()
+			if err := <-werr; err == nil {
+				t.Error("blocked Write returned no error")
+			}
+			close(closed)
+		}, nil)
+		<-closed // the client never reads
+		_ = ws
+	})
+
+	t.Run("close is idempotent and reads EOF after", func(t *testing.T) {
+		done := make(chan struct{})
+		ws := wsPair(t, func(c *Conn) {
+			if err := c.CloseWith(CloseNormal, "bye"); err != nil {
+				t.Error(err)
+			}
+			c.Close()
+			if _, err := c.Read(make([]byte, 1)); err == nil {
+				t.Error("read after close succeeded")
+			}
+			if _, err := c.Write([]byte("x")); err == nil {
+				t.Error("write after close succeeded")
+			}
+			close(done)
+		}, nil)
+		_, _, err := ws.ReadMessage()
+		if !websocket.IsCloseError(err, CloseNormal) {
+			t.Fatalf("client saw %v", err)
+		}
+		<-done
+	})
+
+	t.Run("deadlines", func(t *testing.T) {
+		ws := wsPair(t, func(c *Conn) {
+			c.SetDeadline(time.Now().Add(20 * time.Millisecond))
+			_, err := c.Read(make([]byte, 1))
+			var ne interface{ Timeout() bool }
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				t.Errorf("read past the deadline: %v", err)
+			}
+		}, nil)
+		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		ws.ReadMessage() // until the server closes
+	})
+}

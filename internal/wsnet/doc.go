@@ -1,0 +1,18 @@
+// Package wsnet adapts a WebSocket (gorilla/websocket) to the byte-stream
+// net.Conn that SSH runs over: the daemon's /ssh endpoint (sshws) uses it on
+// the server side, and the client package (wsclient, which `agent-backend
+// proxy` and the benchmarks' client use) on the client side.
+//
+// Every message, binary or text and however fragmented, is a chunk of the
+// stream; writes are coalesced into binary messages by one flusher
+// goroutine that runs only while there is something to send; Close performs
+// the WebSocket closing handshake with the close code chosen by SetCloseCode
+// or CloseWith, and CloseReason reports the peer's.
+//
+// The WebSocket's own buffers (the read buffer's size, the write buffer
+// pool) are chosen by whoever upgrades or dials it, for its side: the
+// server keeps a small read buffer per idle connection, the client a larger
+// one. What this package fixes is the same on both sides: the read limit
+// per message (4 MiB), the write queue (256 KiB before Write blocks) and the
+// pool of coalescing buffers, shared by every connection of the process.
+package wsnet

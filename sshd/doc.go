@@ -1,0 +1,39 @@
+// Package sshd is the daemon's SSH server core, on any net.Conn: the
+// WebSocket endpoint (sshws) hands it each upgraded WebSocket, and anything
+// else (a TCP listener, a test's loopback connection) uses it directly.
+//
+// Entry points:
+//
+//   - Serve(net.Listener) accepts and serves each connection on a
+//     goroutine of its own.
+//   - HandleConn(ctx, net.Conn) serves one connection on the calling
+//     goroutine until it ends.
+//   - Handshake(ctx, net.Conn) registers the connection (the cap), runs the
+//     handshake and authentication (the login timeout) and returns a Conn
+//     whose Serve the caller runs, usually on a new goroutine, so that the
+//     caller's own (an HTTP handler's, with its stack and buffers) is free
+//     once the client has logged in. A served connection runs on one
+//     goroutine of ours (channel opens and global requests) plus x/crypto's
+//     three.
+//
+// Options decide authentication (NoClientAuth, password and public-key
+// callbacks: with none set, every login is refused), SSH keepalives
+// (keepalive@openssh.com every KeepaliveInterval, off when 0), the caps
+// (connections, session channels per connection), the login timeout, the
+// env allowlist, the executor and workspace, and SubsystemHandlers: the
+// "subsystem" requests served, by name (SFTP gives the "sftp" one, package
+// sftpd within its limits). Refusals are typed errors (ErrTooManyConns,
+// ErrShuttingDown, ErrLoginTimeout); a net.Conn that implements CloseCauser
+// is told which when the server closes it, which is how sshws sends its
+// WebSocket close codes.
+//
+// Sessions (session.go): exec and shell (with or without a pty), env,
+// signal and window-change, through sandbox.Executor, the same door,
+// isolation and safety policy as MCP exec. Only "session" channels are
+// accepted (no port forwarding); global requests other than
+// keepalive@openssh.com are refused.
+//
+// When a connection ends, for whatever reason, every process it started is
+// killed with its whole tree. Shutdown closes the listeners and every
+// connection (cause ErrShuttingDown) and waits for their sessions.
+package sshd

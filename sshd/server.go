@@ -1,0 +1,538 @@
+package sshd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultMaxConns = 1024
+	// DefaultLoginTimeout bounds the SSH handshake and authentication
+	// (OpenSSH's LoginGraceTime is 120 s; our clients log in within one
+	// round trip of the handshake).
+	DefaultLoginTimeout = 30 * time.Second
+	// DefaultMaxChannels bounds the open session channels of one SSH
+	// connection (each holds a goroutine, channel buffers and maybe a
+	// command or an SFTP server). One more is rejected with
+	// ResourceShortage. OpenSSH's sshd has MaxSessions 10; the clients open
+	// one or two, and `ssh -O` multiplexing a few more.
+	DefaultMaxChannels = 64
+	// keepaliveMisses is how many keepalive intervals without an answer
+	// make a peer dead: the clients' own default (ServerAliveCountMax 3).
+	keepaliveMisses = 3
+)
+
+// Options configure a Server. The zero value of every field is safe: in
+// particular, with no authentication field set every login is refused.
+type Options struct {
+	// Workspace is where commands run and what subsystems serve. Required.
+	Workspace fsops.Workspace
+	// Executor runs exec and shell requests. Nil (or a workspace that
+	// cannot run commands) refuses them with a message on stderr and exit
+	// status 126.
+	Executor sandbox.Executor
+	// HostKey is the server's host key. Required.
+	HostKey gossh.Signer
+
+	// Authentication, as in x/crypto/ssh's ServerConfig: NoClientAuth
+	// accepts method "none"; the callbacks decide passwords and public
+	// keys (nil refuses the method). None set refuses every login.
+	NoClientAuth      bool
+	PasswordCallback  func(gossh.ConnMetadata, []byte) (*gossh.Permissions, error)
+	PublicKeyCallback func(gossh.ConnMetadata, gossh.PublicKey) (*gossh.Permissions, error)
+
+	// KeepaliveInterval is how often the server sends keepalive@openssh.com
+	// to a logged-in client; after 3 intervals without an answer the
+	// connection is dropped. 0 sends none (the WebSocket adapter pings at
+	// its own layer instead).
+	KeepaliveInterval time.Duration
+	// MaxConns caps concurrent connections; 0 means DefaultMaxConns. One
+	// over it is refused with an error matching ErrTooManyConns.
+	MaxConns int
+	// LoginTimeout bounds the handshake and authentication; 0 means
+	// DefaultLoginTimeout. A connection that has not logged in by then is
+	// closed with ErrLoginTimeout as its cause.
+	LoginTimeout time.Duration
+	// MaxChannels caps the open session channels of one connection; 0
+	// means DefaultMaxChannels.
+	MaxChannels int
+	// EnvAllowlist names the variables "env" requests may set (OpenSSH's
+	// SendEnv/SetEnv). A name ending in "*" admits every name with that
+	// prefix ("LC_*"), as in sshd's AcceptEnv. Others are refused.
+	EnvAllowlist []string
+	// SubsystemHandlers serve "subsystem" requests by name; SFTP returns
+	// the "sftp" one. A name not in the map is refused.
+	SubsystemHandlers map[string]SubsystemHandler
+	// Logger receives connection-level events; nil discards them.
+	Logger *slog.Logger
+}
+
+// Why the server refuses or closes a connection. A net.Conn that
+// implements CloseCauser is told which; the WebSocket adapter turns them
+// into close codes.
+var (
+	// ErrTooManyConns: MaxConns connections are open. The error Handshake
+	// returns names the limit and matches this with errors.Is.
+	ErrTooManyConns = errors.New("too many connections")
+	// ErrShuttingDown: Shutdown or Close was called.
+	ErrShuttingDown = errors.New("Server shutting down")
+	// ErrLoginTimeout: the client did not log in within LoginTimeout.
+	ErrLoginTimeout = errors.New("SSH login timeout")
+)
+
+// connLimitError is ErrTooManyConns with the limit in its text.
+type connLimitError struct{ limit int }
+
+func (e connLimitError) Error() string {
+	return fmt.Sprintf("too many connections (limit %d); try again later", e.limit)
+}
+
+func (e connLimitError) Is(target error) bool { return target == ErrTooManyConns }
+
+// A CloseCauser is a net.Conn that wants to know why the server closes it:
+// CloseCause is called instead of Close with ErrShuttingDown or
+// ErrLoginTimeout. Close is still called when the connection simply ends.
+type CloseCauser interface {
+	CloseCause(cause error) error
+}
+
+func closeFor(c net.Conn, cause error) {
+	if cc, ok := c.(CloseCauser); ok {
+		_ = cc.CloseCause(cause)
+		return
+	}
+	_ = c.Close()
+}
+
+// Server serves SSH connections: sessions (exec, shell, pty, env, signals,
+// window changes) through the executor, subsystems through their handlers.
+// It is safe for concurrent use.
+type Server struct {
+	ws           fsops.Workspace
+	exec         sandbox.Executor
+	maxConns     int
+	keepalive    time.Duration
+	loginTimeout time.Duration
+	maxChannels  int
+	envAllow     map[string]bool // exact names
+	envPrefix    []string        // from entries ending in "*"
+	subsystems   map[string]SubsystemHandler
+	log          *slog.Logger
+	// afterStart, set only by tests, runs on a session's request loop right
+	// after an exec or shell request has started its command (or its
+	// refusal), before the loop reads the next request.
+	afterStart func(*session)
+
+	sshConf *gossh.ServerConfig
+
+	mu        sync.Mutex
+	conns     map[net.Conn]struct{}
+	listeners map[net.Listener]struct{}
+	closing   bool
+	// wg counts connections and sessions. Add is only called under mu
+	// while !closing, so Shutdown's Wait never races an Add from zero.
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New validates opts and returns a Server.
+func New(opts Options) (*Server, error) {
+	if opts.Workspace == nil {
+		return nil, errors.New("sshd: Options.Workspace is required")
+	}
+	if opts.HostKey == nil {
+		return nil, errors.New("sshd: Options.HostKey is required")
+	}
+	s := &Server{
+		ws:           opts.Workspace,
+		exec:         opts.Executor,
+		maxConns:     opts.MaxConns,
+		keepalive:    opts.KeepaliveInterval,
+		loginTimeout: opts.LoginTimeout,
+		maxChannels:  opts.MaxChannels,
+		envAllow:     make(map[string]bool, len(opts.EnvAllowlist)),
+		subsystems:   opts.SubsystemHandlers,
+		log:          opts.Logger,
+		conns:        make(map[net.Conn]struct{}),
+	}
+	if s.maxConns <= 0 {
+		s.maxConns = DefaultMaxConns
+	}
+	if s.loginTimeout <= 0 {
+		s.loginTimeout = DefaultLoginTimeout
+	}
+	if s.maxChannels <= 0 {
+		s.maxChannels = DefaultMaxChannels
+	}
+	if s.keepalive < 0 {
+		s.keepalive = 0
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	for _, name := range opts.EnvAllowlist {
+		if p, ok := strings.CutSuffix(name, "*"); ok {
+			s.envPrefix = append(s.envPrefix, p)
+		} else {
+			s.envAllow[name] = true
+		}
+	}
+	if s.exec != nil && !fsops.CanExec(s.ws) {
+		s.exec = nil // a memory workspace has nowhere to run commands
+	}
+	// One SSH configuration for every connection (x/crypto copies it per
+	// connection).
+	s.sshConf = &gossh.ServerConfig{
+		NoClientAuth:      opts.NoClientAuth,
+		PasswordCallback:  opts.PasswordCallback,
+		PublicKeyCallback: opts.PublicKeyCallback,
+		ServerVersion:     "SSH-2.0-agentbe",
+	}
+	s.sshConf.AddHostKey(opts.HostKey)
+	return s, nil
+}
+
+// Conn is a logged-in SSH connection, returned by Handshake; Serve serves
+// it.
+type Conn struct {
+	srv    *Server
+	c      net.Conn
+	sc     *gossh.ServerConn
+	chans  <-chan gossh.NewChannel
+	reqs   <-chan *gossh.Request
+	remote string
+	ctx    context.Context
+	stop   func() bool // stops the context.AfterFunc watching the caller's ctx
+
+	vmu  sync.Mutex
+	vals []connValue // per-connection state of subsystem handlers (a slice: one or two entries)
+}
+
+// Handshake registers c, runs the SSH handshake and authentication on it
+// (bounded by LoginTimeout) and returns the logged-in connection, to be
+// served by Conn.Serve, typically on a goroutine of its own: the caller's
+// goroutine (with its stack, grown by the handshake) is free again, and a
+// connection then runs on one goroutine of ours plus x/crypto's three. If
+// ctx ends, the connection is closed.
+//
+// It refuses c with an error matching ErrTooManyConns or ErrShuttingDown
+// without closing it (the caller closes it, and may say why first); on any
+// other error c has been closed.
+func (s *Server) Handshake(ctx context.Context, c net.Conn) (*Conn, error) {
+	if err := s.track(c); err != nil {
+		return nil, err
+	}
+	remote := c.RemoteAddr().String()
+	// A peer that opens a connection but never logs in would otherwise hold
+	// a slot under the cap forever. NewServerConn returns once the client
+	// has authenticated, so the timer only has to outlive it.
+	login := time.AfterFunc(s.loginTimeout, func() {
+		s.log.Info("no SSH login in time, dropping connection", "remote", remote)
+		closeFor(c, ErrLoginTimeout)
+	})
+	sc, chans, reqs, err := gossh.NewServerConn(c, s.sshConf)
+	login.Stop()
+	if err != nil {
+		s.log.Debug("ssh handshake failed", "remote", remote, "err", err)
+		_ = c.Close()
+		s.untrack(c)
+		return nil, err
+	}
+	s.log.Debug("connected", "remote", remote)
+	conn := &Conn{srv: s, c: c, sc: sc, chans: chans, reqs: reqs, remote: remote}
+	// ctx ends when the connection does: every command it started is
+	// killed (see session.start).
+	conn.ctx = ctx
+	if ctx.Done() != nil {
+		conn.stop = context.AfterFunc(ctx, func() { _ = c.Close() })
+	}
+	return conn, nil
+}
+
+// HandleConn serves c until it ends: Handshake, then Serve on the calling
+// goroutine. It returns nil when a logged-in connection ended, and
+// Handshake's error otherwise (c is closed in every case).
+func (s *Server) HandleConn(ctx context.Context, c net.Conn) error {
+	conn, err := s.Handshake(ctx, c)
+	if err != nil {
+		if errors.Is(err, ErrTooManyConns) || errors.Is(err, ErrShuttingDown) {
+			s.log.Warn("connection refused", "remote", c.RemoteAddr().String(), "reason", err)
+			closeFor(c, err)
+		}
+		return err
+	}
+	conn.Serve()
+	return nil
+}
+
+// Serve accepts connections on l and serves each on a goroutine of its own
+// until Shutdown or Close, which close l; it then returns ErrShuttingDown.
+// Any other Accept error is returned as is.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return ErrShuttingDown
+	}
+	if s.listeners == nil {
+		s.listeners = make(map[net.Listener]struct{})
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return ErrShuttingDown
+			}
+			return err
+		}
+		go func() { _ = s.HandleConn(context.Background(), c) }()
+	}
+}
+
+// Serve serves the logged-in connection until it ends: one goroutine for
+// both the channel opens and the global requests (x/crypto runs three more
+// of its own: the transport's read and key-exchange loops and the
+// multiplexer). When it returns the connection is closed and every process
+// it started has been killed.
+func (conn *Conn) Serve() {
+	s, remote := conn.srv, conn.remote
+	defer s.untrack(conn.c)
+	ctx, cancel := context.WithCancel(conn.ctx)
+	stopKeepalive := conn.startKeepalive()
+	var open atomic.Int32 // session channels open on this connection
+	chans, reqs := conn.chans, conn.reqs
+	for chans != nil || reqs != nil {
+		select {
+		case nc, ok := <-chans:
+			if !ok {
+				chans = nil
+				continue
+			}
+			if nc.ChannelType() != "session" {
+				// direct-tcpip and the rest: no port forwarding.
+				_ = nc.Reject(gossh.UnknownChannelType, "unsupported channel type")
+				continue
+			}
+			if open.Load() >= int32(s.maxChannels) {
+				s.log.Info("channel refused", "remote", remote, "reason", "channel limit", "limit", s.maxChannels)
+				_ = nc.Reject(gossh.ResourceShortage, fmt.Sprintf(
+					"too many channels on this connection (limit %d); close some first", s.maxChannels))
+				continue
+			}
+			open.Add(1)
+			s.openSession(ctx, conn, nc, func() { open.Add(-1) })
+		case req, ok := <-reqs:
+			if !ok {
+				reqs = nil
+				continue
+			}
+			// The clients send keepalive@openssh.com every 30 s with
+			// want-reply and count a missing answer as a miss; anything
+			// else (tcpip-forward, no-more-sessions@openssh.com, ...) is
+			// refused: port forwarding would expose networks that are not
+			// the workspace's.
+			_ = req.Reply(req.Type == "keepalive@openssh.com", nil)
+		}
+	}
+	cancel()
+	stopKeepalive()
+	if conn.stop != nil {
+		conn.stop()
+	}
+	_ = conn.sc.Close()
+	_ = conn.c.Close()
+	s.log.Debug("disconnected", "remote", remote)
+}
+
+// startKeepalive sends keepalive@openssh.com every KeepaliveInterval and
+// drops a client that leaves keepaliveMisses of them unanswered. A timer,
+// not a goroutine, so an idle connection costs no stack for it; each
+// request waits for its answer on a goroutine that lives one round trip.
+func (conn *Conn) startKeepalive() (stop func()) {
+	s := conn.srv
+	if s.keepalive <= 0 {
+		return func() {}
+	}
+	var (
+		mu       sync.Mutex
+		stopped  bool
+		t        *time.Timer
+		answered atomic.Int64 // unix nanos of the last answer (or the start)
+	)
+	answered.Store(time.Now().UnixNano())
+	tick := func() {
+		if time.Since(time.Unix(0, answered.Load())) >= keepaliveMisses*s.keepalive {
+			s.log.Info("client silent, dropping connection", "remote", conn.remote,
+				"after", keepaliveMisses*s.keepalive)
+			_ = conn.c.Close()
+			return
+		}
+		go func() {
+			// Any answer, success or failure, proves the client alive.
+			if _, _, err := conn.sc.SendRequest("keepalive@openssh.com", true, nil); err == nil {
+				answered.Store(time.Now().UnixNano())
+			}
+		}()
+		mu.Lock()
+		if !stopped {
+			t.Reset(s.keepalive)
+		}
+		mu.Unlock()
+	}
+	mu.Lock()
+	t = time.AfterFunc(s.keepalive, tick)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+	}
+}
+
+// Value returns the connection's value for key, made by mk on first use:
+// per-connection state a subsystem handler shares between the sessions of
+// one connection (SFTP's handle count and file-operation slots).
+func (conn *Conn) Value(key any, mk func() any) any {
+	conn.vmu.Lock()
+	defer conn.vmu.Unlock()
+	for _, kv := range conn.vals {
+		if kv.key == key {
+			return kv.val
+		}
+	}
+	v := mk()
+	conn.vals = append(conn.vals, connValue{key, v})
+	return v
+}
+
+type connValue struct{ key, val any }
+
+// RemoteAddr is the client's address.
+func (conn *Conn) RemoteAddr() net.Addr { return conn.c.RemoteAddr() }
+
+// envAllowed reports whether an SSH env request may set name.
+func (s *Server) envAllowed(name string) bool {
+	if name == "" {
+		return false
+	}
+	if s.envAllow[name] {
+		return true
+	}
+	for _, p := range s.envPrefix {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// track registers a live connection, refusing it over the cap or while
+// shutting down.
+func (s *Server) track(c net.Conn) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return ErrShuttingDown
+	}
+	if len(s.conns) >= s.maxConns {
+		return connLimitError{s.maxConns}
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return nil
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// goTracked runs f as part of the server's work (Shutdown waits for it),
+// unless the server is shutting down.
+func (s *Server) goTracked(f func()) bool {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return false
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// Shutdown closes every listener and connection (with ErrShuttingDown as
+// the cause), which kills their processes, refuses new ones, and waits
+// until all of it is done or ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	conns := make([]net.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	for l := range s.listeners {
+		_ = l.Close()
+	}
+	s.mu.Unlock()
+
+	var closers sync.WaitGroup
+	for _, c := range conns {
+		closers.Add(1)
+		go func() {
+			defer closers.Done()
+			closeFor(c, ErrShuttingDown)
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		closers.Wait()
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close shuts down as Shutdown does, waiting as long as it takes. It is
+// idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeErr = s.Shutdown(context.Background())
+	})
+	return s.closeErr
+}
