@@ -62,10 +62,11 @@ func New(cfg Config) (Executor, error) {
 	if cfg.Mode == "" {
 		cfg.Mode = ModeAuto
 	}
-	if _, err := ParseMode(string(cfg.Mode)); err != nil {
+	mode, err := ParseMode(string(cfg.Mode))
+	if err != nil {
 		return nil, invalidConfig(err.Error())
 	}
-	entry, _ := modeEntry(cfg.Mode)
+	entry, _ := modeEntry(mode)
 	if cfg.Shell == "" {
 		cfg.Shell = ShellAuto
 	}

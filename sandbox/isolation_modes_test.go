@@ -124,6 +124,10 @@ func TestEveryModeResolves(t *testing.T) {
 			if x.iso != before || e.Mode() != want[m] {
 				t.Fatalf("the strategy changed after a command: %T -> %T", before, x.iso)
 			}
+			// New takes the mode as ParseMode does (case and spaces).
+			if up, _ := newExec(t, Mode(" "+strings.ToUpper(string(m)))); up.Mode() != want[m] {
+				t.Fatalf("New(%q) resolved to %v; want %s", strings.ToUpper(string(m)), up.Mode(), want[m])
+			}
 		})
 	}
 	for _, bad := range []string{"docker", "landlock", "bwrap2"} {
