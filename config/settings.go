@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
 // setting is one configurable value. key is both the config-file key and the
@@ -37,6 +39,15 @@ func oneOf(allowed ...string) func(any) error {
 		}
 		return nil
 	}
+}
+
+// isolationModes are the --isolation values: sandbox's one list of modes.
+func isolationModes() []string {
+	var names []string
+	for _, m := range sandbox.Modes() {
+		names = append(names, string(m))
+	}
+	return names
 }
 
 func between(lo, hi int) func(any) error {
@@ -134,7 +145,7 @@ var settings = []*setting{
 		field: func(c *Config) any { return &c.Backend }, check: oneOf("filesystem", "memory")},
 	{key: "isolation", env: env("isolation"), def: "auto",
 		usage: "command isolation: auto (bwrap if it works, else software), bwrap, software, none",
-		field: func(c *Config) any { return &c.Isolation }, check: oneOf("auto", "bwrap", "software", "none")},
+		field: func(c *Config) any { return &c.Isolation }, check: oneOf(isolationModes()...)},
 	{key: "shell", env: env("shell"), def: "auto",
 		usage: "shell commands run in: auto (bash if present, else sh), bash, sh",
 		field: func(c *Config) any { return &c.Shell }, check: oneOf("auto", "bash", "sh")},

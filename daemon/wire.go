@@ -74,8 +74,8 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 			Logger:         log.With("component", "sandbox"),
 		}
 		p.exec, err = sandbox.New(execCfg)
-		if !netOn && cfg.ExecNetwork == "auto" && (mode == sandbox.ModeAuto || mode == sandbox.ModeBwrap) &&
-			(err != nil || p.exec.Mode() != sandbox.ModeBwrap) {
+		if !netOn && cfg.ExecNetwork == "auto" && mode.TriesBwrap() &&
+			(err != nil || !p.exec.Mode().Namespaced()) {
 			// The network was ours to take, and bwrap failed without it:
 			// some kernels and runtimes (gVisor, user.max_net_namespaces=0)
 			// cannot give it a private network namespace. A sandbox that
@@ -89,7 +89,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 			}
 			withNet := execCfg
 			withNet.NoNetwork = false
-			if ex, err2 := sandbox.New(withNet); err2 == nil && ex.Mode() == sandbox.ModeBwrap {
+			if ex, err2 := sandbox.New(withNet); err2 == nil && ex.Mode().Namespaced() {
 				p.exec, err, netOn = ex, nil, true
 				netWhy = "bwrap cannot create a private network namespace here (it works only with the host's); commands can reach this daemon's port, which has no token: set one (--auth-token-file)"
 			} else {
@@ -105,9 +105,9 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		log.Info("command isolation", "mode", p.exec.Mode(), "reason", p.exec.Reason())
 		exposed := cfg.AuthToken == "" && !cfg.LocalOnly // commands with network could call our port
 		switch {
-		case p.exec.Mode() != sandbox.ModeBwrap && exposed:
+		case !p.exec.Mode().Namespaced() && exposed:
 			log.Warn("commands are host processes and can call this daemon's port, which has no token; scopes do not hold against them: set a token (--auth-token-file)", "isolation", p.exec.Mode())
-		case p.exec.Mode() != sandbox.ModeBwrap:
+		case !p.exec.Mode().Namespaced():
 			// Only bwrap can take the network away.
 		case !netOn:
 			log.Info("commands have no network (loopback only)", "why", netWhy)

@@ -4,7 +4,6 @@ package sandbox
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
 // etcFiles are the parts of /etc that ordinary programs need: name service
@@ -33,67 +31,6 @@ var etcFiles = []string{
 // /lib, ... are symlinks into /usr; those are recreated as the same
 // symlinks rather than bound, which would fail or duplicate /usr.
 var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
-
-// setupBwrap finds bwrap, builds the fixed part of its argv and runs the
-// probe: bwrap with the real arguments running `<shell> -c true` in the
-// workspace. Looking bwrap up is not enough: in containers and on hardened
-// kernels it is installed but cannot create namespaces.
-func (e *executor) setupBwrap() (err error) {
-	path, lerr := exec.LookPath("bwrap")
-	if lerr != nil {
-		return errors.New("bwrap is not installed (not found in PATH)")
-	}
-	e.bwrapPath = path
-	e.bwrapBase = e.buildBwrapBase()
-	e.bindFD = bwrapHasBindFD(path)
-	e.mode = ModeBwrap // command() wraps in bwrap only in this mode
-	defer func() {
-		if err != nil {
-			e.mode = ""
-		}
-	}()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	env, _ := e.env(e.root, nil, "")
-	wd, err := e.openWorkdir(&Request{}, e.root, e.root)
-	if err != nil {
-		return fmt.Errorf("cannot open the workspace root: %v", err)
-	}
-	defer wd.close()
-	cmd := e.shellCommand("true", wd, env, false)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := e.spawn.start(cmd); err != nil {
-		return fmt.Errorf("cannot start bwrap: %v", err)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
-	err = cmd.Wait()
-	stop()
-	if err == nil {
-		return nil
-	}
-	msg := strings.TrimSpace(stderr.String())
-	if ctx.Err() != nil {
-		return errors.New("the bwrap probe did not finish within 10s")
-	}
-	low := strings.ToLower(msg)
-	if strings.Contains(low, "namespace") || strings.Contains(low, "uid map") ||
-		strings.Contains(low, "operation not permitted") || strings.Contains(low, "permission denied") {
-		hint := ""
-		if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
-			hint = "; user.max_user_namespaces is 0"
-		}
-		if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
-			hint += "; kernel.unprivileged_userns_clone is 0"
-		}
-		return fmt.Errorf("user namespaces are unavailable%s: bwrap said %q", hint, msg)
-	}
-	if msg == "" {
-		msg = err.Error()
-	}
-	return fmt.Errorf("the bwrap probe failed: %s", msg)
-}
 
 func (e *executor) buildBwrapBase() []string {
 	args := []string{"--unshare-all"}
@@ -212,7 +149,7 @@ func BwrapArgv(cfg Config, dir string, argv ...string) (path string, args []stri
 	if path, err = exec.LookPath("bwrap"); err != nil {
 		return "", nil, errors.New("bwrap is not installed (not found in PATH)")
 	}
-	e := &executor{cfg: cfg, log: cfg.Logger, mode: ModeBwrap, bwrapPath: path}
+	e := &executor{cfg: cfg, log: cfg.Logger, bwrapPath: path}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}

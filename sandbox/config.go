@@ -38,19 +38,6 @@ const (
 	ShellSh   Shell = "sh"
 )
 
-// ParseMode parses an isolation mode name as given on the command line or in
-// the config file ("" means auto). The error names the bad value and the
-// accepted ones, so the config package can show it as is.
-func ParseMode(s string) (Mode, error) {
-	switch m := Mode(strings.ToLower(strings.TrimSpace(s))); m {
-	case "":
-		return ModeAuto, nil
-	case ModeAuto, ModeBwrap, ModeSoftware, ModeNone:
-		return m, nil
-	}
-	return "", fmt.Errorf("invalid isolation mode %q: want auto, bwrap, software or none", s)
-}
-
 // ParseShell parses a shell name ("" means auto); the error names the bad
 // value and the accepted ones.
 func ParseShell(s string) (Shell, error) {

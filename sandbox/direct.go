@@ -3,7 +3,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"io"
 	"os"
 	"os/exec"
@@ -303,15 +302,13 @@ type directCmd struct {
 	argv []string // argv[0] is the name as typed
 	dir  string   // the cwd (the cd target, or the request's dir)
 	env  []string // the request's env plus what bash adds
-	// bwrapArgv is what follows `--` under bwrap.
-	bwrapArgv []string
 }
 
 // direct decides whether script takes the fast path from dir and returns
 // the command to exec, or false for the shell.
 func (e *executor) direct(script, dir, boundary string, env []string) (*directCmd, bool) {
 	if e.noDirect || e.shellKind != "bash" || e.ulimit != "" || strings.TrimSpace(script) == "" ||
-		e.mode == ModeBwrap && !e.bindFD { // the shell must check the mount first (bwrap.go)
+		!e.iso.directOK() {
 		return nil, false
 	}
 	plan, ok := parseDirect(script)
@@ -359,7 +356,7 @@ func (e *executor) direct(script, dir, boundary string, env []string) (*directCm
 		if err != nil || !fi.IsDir() || !e.mayAccess(fi, 1) {
 			return nil, false
 		}
-		if e.mode == ModeBwrap && !e.visible(t, boundary) {
+		if !e.iso.visible(t, boundary, false) {
 			return nil, false
 		}
 		d.dir = t
@@ -388,7 +385,7 @@ func (e *executor) direct(script, dir, boundary string, env []string) (*directCm
 			}
 			// The entry itself must be bound, not only on the way to a
 			// bound directory (bwrap creates those with less in them).
-			if e.mode == ModeBwrap && !e.visibleBound(p, boundary) {
+			if !e.iso.visible(p, boundary, true) {
 				return nil, false
 			}
 			cand := p + "/" + name
@@ -427,9 +424,6 @@ func (e *executor) direct(script, dir, boundary string, env []string) (*directCm
 		d.env = append(d.env, "PWD="+d.dir, "OLDPWD="+dir)
 	}
 	d.env = append(d.env, "SHLVL=0", "_="+found)
-	// bwrap's execvp searches the same PATH (checked visible above) for a
-	// bare name, and takes a name with / as is from --chdir.
-	d.bwrapArgv = plan.argv
 	return d, true
 }
 
@@ -440,7 +434,7 @@ func (e *executor) direct(script, dir, boundary string, env []string) (*directCm
 // moment: it is opened once with O_PATH (which neither blocks nor runs a
 // device's open) and only a regular file is read, through that descriptor.
 func (e *executor) runnable(p, boundary string) bool {
-	if e.mode == ModeBwrap && !e.visible(p, boundary) {
+	if !e.iso.visible(p, boundary, false) {
 		return false
 	}
 	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
@@ -460,11 +454,7 @@ func (e *executor) runnable(p, boundary string) bool {
 	var hdr [20]byte
 	n, _ := io.ReadFull(rf, hdr[:])
 	rf.Close()
-	elf := n >= 4 && bytes.Equal(hdr[:4], []byte("\x7fELF"))
-	if e.mode == ModeBwrap {
-		return elf && n == len(hdr) && elfMachineOK(hdr[:])
-	}
-	return elf || (n >= 2 && hdr[0] == '#' && hdr[1] == '!')
+	return e.iso.runs(hdr[:n])
 }
 
 // elfMachineOK reports an ELF header for this machine (64-bit, little
@@ -515,112 +505,4 @@ func (e *executor) mayAccess(fi os.FileInfo, bit uint32) bool {
 		return perm&(bit<<3) != 0
 	}
 	return perm&bit != 0
-}
-
-// visible reports that p (absolute) resolves inside the bwrap sandbox to
-// the same file as on the host: every component, symlinks followed one by
-// one, lies in a directory bound at its own path (the system directories,
-// the bound parts of /etc, the boundary), is a system-dir symlink bwrap
-// recreates, or is a real directory on the way to a bound one. The private
-// /tmp, /proc and /dev are not the host's.
-func (e *executor) visible(p, boundary string) bool {
-	_, ok := e.resolveVisible(p, boundary)
-	return ok
-}
-
-// visibleBound is visible for a directory that also resolves into a bound
-// one (not only to a directory on the way to one).
-func (e *executor) visibleBound(p, boundary string) bool {
-	real, ok := e.resolveVisible(p, boundary)
-	if !ok {
-		return false
-	}
-	for _, r := range e.bwrapRoots(boundary) {
-		if within(r, real) {
-			return true
-		}
-	}
-	return false
-}
-
-// resolveVisible is the walk behind visible; it returns where p resolves.
-func (e *executor) resolveVisible(p, boundary string) (string, bool) {
-	roots := e.bwrapRoots(boundary)
-	bound := func(q string) bool {
-		for _, r := range roots {
-			if within(r, q) {
-				return true
-			}
-		}
-		return false
-	}
-	ancestor := func(q string) bool {
-		for _, r := range roots {
-			if within(q, r) {
-				return true
-			}
-		}
-		return false
-	}
-	rest := strings.Split(p, "/")
-	cur := "/"
-	for links := 0; len(rest) > 0; {
-		comp := rest[0]
-		rest = rest[1:]
-		switch comp {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, comp)
-		fi, err := os.Lstat(next)
-		if os.IsNotExist(err) && bound(cur) {
-			// Missing in a bound directory: missing inside too.
-			return filepath.Join(append([]string{next}, rest...)...), true
-		}
-		if err != nil {
-			return "", false
-		}
-		if fi.Mode()&os.ModeSymlink != 0 {
-			if !bound(next) && !e.bwrapLink(next) {
-				return "", false
-			}
-			if links++; links > 40 {
-				return "", false
-			}
-			t, err := os.Readlink(next)
-			if err != nil {
-				return "", false
-			}
-			if filepath.IsAbs(t) {
-				cur = "/"
-			}
-			rest = append(strings.Split(t, "/"), rest...)
-			continue
-		}
-		if !bound(next) && !(fi.IsDir() && ancestor(next)) {
-			return "", false
-		}
-		cur = next
-	}
-	return cur, true
-}
-
-// bwrapRoots are the host paths bound at their own path under bwrap: the
-// boundary and the directories and files buildBwrapBase binds.
-func (e *executor) bwrapRoots(boundary string) []string {
-	return append([]string{boundary}, e.bwrapBound...)
-}
-
-// bwrapLink reports a system directory that bwrap recreates as the same
-// symlink (/bin -> usr/bin on merged-/usr systems).
-func (e *executor) bwrapLink(p string) bool {
-	for _, d := range e.bwrapLinks {
-		if d == p {
-			return true
-		}
-	}
-	return false
 }

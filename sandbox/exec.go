@@ -62,9 +62,11 @@ func New(cfg Config) (Executor, error) {
 	if cfg.Mode == "" {
 		cfg.Mode = ModeAuto
 	}
-	if _, err := ParseMode(string(cfg.Mode)); err != nil {
+	mode, err := ParseMode(string(cfg.Mode))
+	if err != nil {
 		return nil, invalidConfig(err.Error())
 	}
+	entry, _ := modeEntry(mode)
 	if cfg.Shell == "" {
 		cfg.Shell = ShellAuto
 	}
@@ -136,34 +138,21 @@ func New(cfg Config) (Executor, error) {
 	}
 	e.buildBaseEnv()
 
-	if cfg.Mode != ModeNone && !cfg.Policy.Disabled {
+	if modeTable[entry].policy && !cfg.Policy.Disabled {
 		if e.policy, err = NewPolicy(cfg.Policy.Allow...); err != nil {
 			return nil, invalidConfig(err.Error())
 		}
 	}
 
-	switch cfg.Mode {
-	case ModeNone:
-		e.mode, e.reason = ModeNone, "isolation disabled by configuration (mode none: no policy, no sandbox)"
-	case ModeSoftware:
-		e.mode, e.reason = ModeSoftware, "software mode chosen by configuration"
-	case ModeBwrap:
-		if err := e.setupBwrap(); err != nil {
-			return nil, &errcode.Error{Code: errcode.InvalidConfiguration, Op: "sandbox",
-				Msg: "isolation mode bwrap cannot work: " + err.Error(), Err: err}
-		}
-		e.mode, e.reason = ModeBwrap, "bwrap mode chosen by configuration; probe succeeded"
-	case ModeAuto:
-		if err := e.setupBwrap(); err != nil {
-			e.mode, e.reason = ModeSoftware, "auto: bwrap unusable ("+err.Error()+"); using software mode"
-		} else {
-			e.mode, e.reason = ModeBwrap, "auto: bwrap probe succeeded"
-		}
+	// The strategy is chosen here, once (isolation.go); auto has resolved
+	// to a concrete one and nothing changes it afterwards.
+	if e.iso, e.reason, err = modeTable[entry].pick(e); err != nil {
+		return nil, err
 	}
-	if e.mode == ModeSoftware && e.policy != nil {
+	if e.iso.escapeChecks() && e.policy != nil {
 		e.policy.escapes = true
 	}
-	if e.cgroups == nil && e.mode != ModeBwrap {
+	if e.cgroups == nil && !e.iso.ownsTree() {
 		if err := useReaper(); err != nil {
 			e.log.Warn("cannot become a child subreaper; a process that leaves its command's session and parent escapes the kill", "err", err)
 		} else {
@@ -171,7 +160,7 @@ func New(cfg Config) (Executor, error) {
 		}
 	}
 	ok = true
-	e.log.Info("sandbox ready", "mode", string(e.mode), "reason", e.reason,
+	e.log.Info("sandbox ready", "mode", string(e.iso.mode()), "reason", e.reason,
 		"shell", e.shellPath, "policy", e.policy != nil, "run_as", cfg.RunAs)
 	return e, nil
 }
@@ -180,12 +169,12 @@ func invalidConfig(msg string) error {
 	return &errcode.Error{Code: errcode.InvalidConfiguration, Op: "sandbox", Msg: msg}
 }
 
-// executor is the one Executor implementation; the mode only changes how the
-// argv is built and how a process tree is killed.
+// executor is the one Executor implementation; its isolation strategy
+// (isolation.go) is all that differs between modes.
 type executor struct {
 	cfg     Config
 	log     *slog.Logger
-	mode    Mode
+	iso     isolation // chosen once by New
 	reason  string
 	root    string
 	timeout time.Duration
@@ -213,10 +202,10 @@ type executor struct {
 	starts  sync.WaitGroup // Start calls between track and spawn
 	spawn   *spawner
 	cgroups *cgroups // nil: no cgroup per command (cgroup.go)
-	reaper  bool     // no cgroups, software or none mode: the subreaper fallback (subreaper.go)
+	reaper  bool     // no cgroups and a strategy that does not own the tree: the subreaper fallback (subreaper.go)
 }
 
-func (e *executor) Mode() Mode     { return e.mode }
+func (e *executor) Mode() Mode     { return e.iso.mode() }
 func (e *executor) Reason() string { return e.reason }
 
 // resolveShell finds the shell once. argv[0] is the real program's name for
@@ -469,7 +458,7 @@ func (e *executor) prepare(req *Request, allowEmpty bool) (*workdir, error) {
 	}
 	if e.policy != nil {
 		if strings.TrimSpace(req.Command) == "" {
-			if e.mode == ModeSoftware {
+			if e.iso.escapeChecks() {
 				return nil, &errcode.Error{Code: errcode.UnsafeCommand, Op: "exec",
 					Msg: "an interactive shell cannot be judged by the safety policy in software mode; use bwrap isolation"}
 			}
@@ -482,37 +471,39 @@ func (e *executor) prepare(req *Request, allowEmpty bool) (*workdir, error) {
 
 // command builds the exec.Cmd for a script (or an interactive shell when
 // script is empty): the program itself when the script takes the direct
-// fast path (direct.go), else the shell. direct says which, so that a
-// direct start the kernel refuses can be retried through the shell.
+// fast path (direct.go), else the shell, confined by the strategy. direct
+// says which, so that a direct start the kernel refuses can be retried
+// through the shell.
 func (e *executor) command(script string, wd *workdir, env []string, pty bool) (cmd *exec.Cmd, direct bool) {
 	if d, ok := e.direct(script, wd.dir, wd.boundary, env); ok {
-		argv := d.argv
-		if e.mode == ModeBwrap {
-			argv = d.bwrapArgv
-		}
 		path := d.path
-		if d.rel != "" && e.mode != ModeBwrap {
+		if d.rel != "" {
 			// As bash does: relative to the cwd the child enters by
-			// descriptor (wrap), not by the directory's name.
+			// descriptor (hostCommand), not by the directory's name.
 			path = d.rel
 		}
-		return e.wrap(path, argv, d.dir, wd, d.env, pty), true
+		return e.iso.command(program{path: path, argv: d.argv, dir: d.dir, env: d.env}, wd, pty), true
 	}
 	return e.shellCommand(script, wd, env, pty), false
 }
 
 // shellCommand builds the exec.Cmd that runs script with the shell.
 func (e *executor) shellCommand(script string, wd *workdir, env []string, pty bool) *exec.Cmd {
+	return e.shellCommandIn(e.iso, script, wd, env, pty)
+}
+
+// shellCommandIn is shellCommand confined by iso (New's bwrap probe runs
+// it with the strategy it is trying).
+func (e *executor) shellCommandIn(iso isolation, script string, wd *workdir, env []string, pty bool) *exec.Cmd {
 	var argv []string
-	switch {
-	case e.mode == ModeBwrap && !e.bindFD:
-		// Check the mount against fd 3, then close it (bwrap.go).
+	switch pre := iso.scriptPrefix(wd.boundary); {
+	case pre != "":
 		if script == "" && pty {
 			script = "exec " + e.shellPath + " -i"
 		} else if script == "" {
 			script = "exec " + e.shellPath + " -s"
 		}
-		argv = []string{e.shellArg0, "-c", checkBoundary(wd.boundary) + e.ulimit + script}
+		argv = []string{e.shellArg0, "-c", pre + e.ulimit + script}
 	case script != "":
 		argv = []string{e.shellArg0, "-c", e.ulimit + script}
 	case e.ulimit != "":
@@ -522,53 +513,7 @@ func (e *executor) shellCommand(script string, wd *workdir, env []string, pty bo
 	default:
 		argv = []string{e.shellArg0, "-s"}
 	}
-	if e.mode == ModeBwrap {
-		argv[0] = e.shellPath
-	}
-	return e.wrap(e.shellPath, argv, wd.dir, wd, env, pty)
-}
-
-// wrap builds the exec.Cmd running path with argv in dir (wd.dir, or the
-// target of a `cd` the direct path took): under bwrap (argv follows `--`,
-// the boundary bound from its descriptor), in its own session (Start sets
-// up a pty's), with Pdeathsig outside bwrap, with the run-as credential.
-func (e *executor) wrap(path string, argv []string, dir string, wd *workdir, env []string, pty bool) *exec.Cmd {
-	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env,
-		SysProcAttr: &syscall.SysProcAttr{Credential: e.cred}}
-	// The child enters a directory we opened, not a name: its chdir runs
-	// before exec, while it still has our descriptors. A `cd` target the
-	// direct path took is opened beneath the boundary's descriptor; if that
-	// fails the kernel's chdir by name reports it, as bash's cd would.
-	switch {
-	case e.mode == ModeBwrap: // bwrap's --chdir, inside its own mounts
-	case dir == wd.dir:
-		cmd.Dir = procPath(wd.dfd)
-	default:
-		if f := wd.openBeneath(dir); f != nil {
-			cmd.Dir = procPath(f)
-		}
-	}
-	if e.mode == ModeBwrap {
-		cmd.Path = e.bwrapPath
-		cmd.Args = e.bwrapArgs(wd.boundary, dir, env, pty, argv)
-		cmd.Env = []string{} // bwrap itself needs nothing; --clearenv/--setenv set the child's
-		cmd.Dir = ""
-		cmd.ExtraFiles = []*os.File{wd.bfd} // fd 3: --bind-fd 3
-	}
-	if !pty {
-		// Its own session, not only its own process group: a command in
-		// the daemon's session could open the daemon's controlling terminal
-		// (/dev/tty) and push input into it with TIOCSTI. The session
-		// leader is also the group leader, so the group is still -pid.
-		cmd.SysProcAttr.Setsid = true
-	}
-	if e.mode != ModeBwrap {
-		// If the daemon dies, its commands die with it (bwrap does this
-		// itself with --die-with-parent). Safe because the spawner's
-		// thread lives as long as the executor.
-		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	}
-	return cmd
+	return iso.command(program{path: e.shellPath, argv: argv, shell: true, dir: wd.dir, env: env}, wd, pty)
 }
 
 // startCmd starts cmd on the spawner's thread. When a direct start fails
@@ -592,7 +537,7 @@ func (e *executor) startCmd(cmd *exec.Cmd, direct bool, script string, wd *workd
 // child is one running process, tracked so Close can kill it.
 type child struct {
 	cmd        *exec.Cmd
-	bwrap      bool
+	ownsTree   bool // the strategy's ownsTree: killing the top process ends the tree
 	session    bool // a pty: the child leads its own session
 	timedOut   atomic.Bool
 	want       atomic.Bool  // a kill was asked for (maybe before the start)
@@ -625,7 +570,7 @@ func (c *child) kill() {
 		// Nothing of the command is outside its cgroup.
 		c.cg.kill()
 	}
-	if c.bwrap {
+	if c.ownsTree {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		return
@@ -767,10 +712,13 @@ func drainBuffered(w io.Writer, r *os.File, buf []byte) {
 // maxDrain bounds drainBuffered.
 const maxDrain = 2 << 20
 
-// Run runs req to completion. The process tree is killed when the timeout
-// expires (Result.TimedOut, with the output so far), when ctx is done (the
-// Result is returned with ctx's error), or when Close is called; and in any
-// case once the shell has exited, so a background job cannot outlive its
+// Run runs req to completion, as os/exec's Run is Start and Wait: the same
+// launch and finish steps as Start and process.Wait (run.go), with the
+// output collected (head and tail up to the limit) and the executor's
+// default timeout. The process tree is killed when the timeout expires
+// (Result.TimedOut, with the output so far), when ctx is done (the Result
+// is returned with ctx's error), or when Close is called; and in any case
+// once the shell has exited, so a background job cannot outlive its
 // command (as under bwrap, where the pid namespace ends with the shell).
 func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	wd, err := e.prepare(&req, false)
@@ -814,66 +762,27 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 		cmd.Stdin = req.Stdin
 		cmd.WaitDelay = ioGrace
 	}
-	c := &child{cmd: cmd, bwrap: e.mode == ModeBwrap}
+	r := &launched{c: &child{cmd: cmd, ownsTree: e.iso.ownsTree()}, readers: []*os.File{outR, errR}}
 	e.runs.Add(1)
 	defer e.runs.Done()
-	if !e.track(c) {
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
-		return Result{}, errClosed()
-	}
-	defer e.untrack(c)
-
-	begin := time.Now()
-	cmd, err = e.startIn(c, func() (*exec.Cmd, error) {
-		return e.startCmd(cmd, direct, req.Command, wd, env, false)
-	})
-	c.cmd = cmd
-	e.starts.Done()
-	wd.close()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		return Result{}, execError(req.Command, err)
-	}
-	c.started()
 	stdout, stderr := newHeadTail(limit), newHeadTail(limit)
-	var readers sync.WaitGroup
-	var exited atomic.Bool
-	readers.Add(2)
-	go pump(stdout, outR, &exited, &readers)
-	go pump(stderr, errR, &exited, &readers)
+	begin := time.Now()
+	if err := e.launch(ctx, r, launchSpec{direct: direct, script: req.Command, wd: wd, env: env,
+		childEnds: []*os.File{outW, errW}, outs: []io.Writer{stdout, stderr}, timeout: timeout}); err != nil {
+		return Result{}, err
+	}
+	werr := r.finish()
+	e.untrack(r.c)
 
-	timer := time.AfterFunc(timeout, func() { c.timedOut.Store(true); c.kill() })
-	stopCtx := context.AfterFunc(ctx, c.kill)
-	werr := cmd.Wait()
-	timer.Stop()
-	stopCtx()
-	// The shell is gone: end whatever it left in its group and its
-	// cgroup, then give the pipes a moment to deliver what is buffered
-	// before cutting them.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	c.ended()
-	exited.Store(true)
-	deadline := time.Now().Add(ioGrace)
-	_ = outR.SetReadDeadline(deadline)
-	_ = errR.SetReadDeadline(deadline)
-	readers.Wait()
-	outR.Close()
-	errR.Close()
-
-	res := Result{Duration: time.Since(begin), TimedOut: c.timedOut.Load()}
+	cmd = r.c.cmd
+	res := Result{Duration: time.Since(begin), TimedOut: r.c.timedOut.Load()}
 	res.Stdout, res.StdoutSize = stdout.bytes()
 	res.Stderr, res.StderrSize = stderr.bytes()
 	res.ExitCode, res.Signal = e.exitStatus(cmd.ProcessState)
 	if werr != nil && cmd.ProcessState == nil {
 		return res, execError(req.Command, werr)
 	}
-	if ctx.Err() != nil && !res.TimedOut && c.killed.Load() {
+	if ctx.Err() != nil && !res.TimedOut && r.c.killed.Load() {
 		return res, &errcode.Error{Code: errcode.ExecError, Op: "exec", Command: req.Command, Msg: "canceled", Err: ctx.Err()}
 	}
 	return res, nil

@@ -31,6 +31,12 @@
 //     the root, ~ leading out).
 //   - none: no checks (trusted use).
 //
+// The modes are one list (Modes, modeTable in isolation.go); each effective
+// mode is a strategy (isolation_bwrap.go, isolation_software.go,
+// isolation_none.go) that New picks once and that owns all that differs
+// between modes. Run is Start and Wait in one call: both use the launch and
+// finish steps of run.go.
+//
 // The Policy (policy.go) parses commands with mvdan.cc/sh and judges every
 // command that would run; its refusals are *errcode.Error with Code
 // DangerousOperation or UnsafeCommand and a Msg that starts with the rule.

@@ -7,11 +7,8 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"sync"
-	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -51,7 +48,7 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		}
 	}()
 	cmd, direct := e.command(req.Command, wd, env, req.Pty != nil)
-	p := &process{c: &child{cmd: cmd, bwrap: e.mode == ModeBwrap, session: req.Pty != nil}, e: e}
+	p := &process{launched: launched{c: &child{cmd: cmd, ownsTree: e.iso.ownsTree(), session: req.Pty != nil}}, e: e}
 	if stdio.Stdout == nil {
 		stdio.Stdout = io.Discard
 	}
@@ -109,45 +106,19 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		}
 	}
 
-	if !e.track(p.c) {
-		closeAll(childEnds...)
-		closeAll(p.readers...)
-		closeAll(p.ptmx, p.stdin)
-		return nil, errClosed()
-	}
-	cmd, err = e.startIn(p.c, func() (*exec.Cmd, error) {
-		return e.startCmd(cmd, direct, req.Command, wd, env, req.Pty != nil)
-	})
-	p.c.cmd = cmd
-	e.starts.Done()
-	if err != nil {
-		e.untrack(p.c)
-		closeAll(childEnds...)
-		closeAll(p.readers...)
+	outs := []io.Writer{stdio.Stdout, stdio.Stderr}
+	if err := e.launch(ctx, &p.launched, launchSpec{direct: direct, script: req.Command, wd: wd, env: env, pty: req.Pty != nil,
+		childEnds: childEnds, outs: outs, timeout: req.Timeout}); err != nil {
 		closeAll(p.stdin)
-		return nil, execError(req.Command, err)
+		return nil, err
 	}
-	closeAll(childEnds...)
-	p.c.started()
-
 	if req.Pty != nil {
-		p.copies.Add(1)
-		go pump(stdio.Stdout, p.ptmx, &p.exited, &p.copies)
 		if stdio.Stdin != nil {
 			go copyIn(p.ptmx, stdio.Stdin, nil)
 		}
-	} else {
-		p.copies.Add(2)
-		go pump(stdio.Stdout, p.readers[0], &p.exited, &p.copies)
-		go pump(stdio.Stderr, p.readers[1], &p.exited, &p.copies)
-		if p.stdin != nil {
-			go copyIn(p.stdin, stdio.Stdin, p)
-		}
+	} else if p.stdin != nil {
+		go copyIn(p.stdin, stdio.Stdin, p)
 	}
-	if req.Timeout > 0 {
-		p.timer = time.AfterFunc(req.Timeout, func() { p.c.timedOut.Store(true); p.c.kill() })
-	}
-	p.stopCtx = context.AfterFunc(ctx, p.c.kill)
 	started = true
 	return p, nil
 }
@@ -161,14 +132,9 @@ func withCommand(err error, command string) error {
 
 // process is a started command.
 type process struct {
-	e       *executor
-	c       *child
-	ptmx    *os.File   // the pty master, nil for pipes
-	readers []*os.File // our ends of stdout/stderr (or the pty master)
-	copies  sync.WaitGroup
-	exited  atomic.Bool // the shell exited: output reads may now time out
-	timer   *time.Timer
-	stopCtx func() bool
+	launched
+	e    *executor
+	ptmx *os.File // the pty master, nil for pipes (also launched's one reader)
 
 	inMu   sync.Mutex
 	stdin  *os.File // write end of the stdin pipe; nil once closed
@@ -193,27 +159,8 @@ func copyIn(w io.Writer, r io.Reader, p *process) {
 // group (or session, for a pty), and waits for the output to be copied out.
 func (p *process) Wait() (ExitStatus, error) {
 	p.once.Do(func() {
+		werr := p.finish()
 		cmd := p.c.cmd
-		werr := cmd.Wait()
-		if p.timer != nil {
-			p.timer.Stop()
-		}
-		p.stopCtx()
-		if p.c.session && !p.c.bwrap {
-			killSession(cmd.Process.Pid)
-		} else {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-		p.c.ended()
-		p.exited.Store(true)
-		deadline := time.Now().Add(ioGrace)
-		for _, r := range p.readers {
-			_ = r.SetReadDeadline(deadline)
-		}
-		p.copies.Wait()
-		for _, r := range p.readers {
-			r.Close()
-		}
 		p.inMu.Lock()
 		p.eofIn = true
 		if p.stdin != nil {
@@ -251,7 +198,7 @@ func (p *process) Signal(name string) error {
 			return syscall.Kill(-pgrp, sig)
 		}
 	}
-	if p.c.bwrap {
+	if p.c.ownsTree {
 		var last error
 		for _, d := range descendants(scanProc(), pid) {
 			if err := syscall.Kill(d, sig); err != nil {

@@ -1,0 +1,196 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+)
+
+// modeTable is the one list of isolation modes: ParseMode, Modes, the
+// config package's validation (through Modes) and New's choice of a
+// strategy all read it, and nothing else compares modes.
+var modeTable = []struct {
+	mode Mode
+	// policy: the safety policy applies (unless PolicyConfig.Disabled).
+	policy bool
+	// tries: New probes bubblewrap for this mode.
+	tries bool
+	// namespaced: as an effective mode, commands run in namespaces of
+	// their own.
+	namespaced bool
+	// pick chooses the strategy once, in New; an error means the mode
+	// cannot work here. reason is what Executor.Reason reports.
+	pick func(e *executor) (iso isolation, reason string, err error)
+}{
+	{ModeAuto, true, true, false, func(e *executor) (isolation, string, error) {
+		b, err := newBwrapIsolation(e)
+		if err != nil {
+			return softwareIsolation{e}, "auto: bwrap unusable (" + err.Error() + "); using software mode", nil
+		}
+		return b, "auto: bwrap probe succeeded", nil
+	}},
+	{ModeBwrap, true, true, true, func(e *executor) (isolation, string, error) {
+		b, err := newBwrapIsolation(e)
+		if err != nil {
+			return nil, "", &errcode.Error{Code: errcode.InvalidConfiguration, Op: "sandbox",
+				Msg: "isolation mode bwrap cannot work: " + err.Error(), Err: err}
+		}
+		return b, "bwrap mode chosen by configuration; probe succeeded", nil
+	}},
+	{ModeSoftware, true, false, false, func(e *executor) (isolation, string, error) {
+		return softwareIsolation{e}, "software mode chosen by configuration", nil
+	}},
+	{ModeNone, false, false, false, func(e *executor) (isolation, string, error) {
+		return noIsolation{e}, "isolation disabled by configuration (mode none: no policy, no sandbox)", nil
+	}},
+}
+
+// Modes lists every isolation mode a Config, the --isolation flag and the
+// config file accept, in the order the documentation lists them.
+func Modes() []Mode {
+	ms := make([]Mode, len(modeTable))
+	for i, m := range modeTable {
+		ms[i] = m.mode
+	}
+	return ms
+}
+
+// ParseMode parses an isolation mode name as given on the command line or in
+// the config file ("" means auto). The error names the bad value and the
+// accepted ones, so the config package can show it as is.
+func ParseMode(s string) (Mode, error) {
+	m := Mode(strings.ToLower(strings.TrimSpace(s)))
+	if m == "" {
+		return ModeAuto, nil
+	}
+	if _, ok := modeEntry(m); ok {
+		return m, nil
+	}
+	names := make([]string, len(modeTable))
+	for i, e := range modeTable {
+		names[i] = string(e.mode)
+	}
+	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return "", fmt.Errorf("invalid isolation mode %q: want %s", s, want)
+}
+
+func modeEntry(m Mode) (int, bool) {
+	for i, e := range modeTable {
+		if e.mode == m {
+			return i, true
+		}
+	}
+	return -1, false
+}
+
+// TriesBwrap reports a configured mode for which New probes bubblewrap
+// (auto and bwrap): whether the daemon's retry with the network shared
+// (daemon/wire.go) can help.
+func (m Mode) TriesBwrap() bool {
+	i, ok := modeEntry(m)
+	return ok && modeTable[i].tries
+}
+
+// Namespaced reports an effective mode (Executor.Mode) whose commands run
+// in namespaces of their own: only such a mode can take the network away
+// (Config.NoNetwork), and in any other the commands are host processes of
+// the daemon's user.
+func (m Mode) Namespaced() bool {
+	i, ok := modeEntry(m)
+	return ok && modeTable[i].namespaced
+}
+
+// isolation is how commands are confined: one strategy per effective mode
+// (isolation_bwrap.go, isolation_software.go, isolation_none.go), chosen
+// once in New from modeTable and never changed afterwards. Everything that
+// differs between modes is a method here; the executor's launch, wait and
+// kill steps, the policy and the direct fast path (direct.go) ask it
+// rather than compare modes.
+//
+// A strategy that needs the file system to look different to the command
+// (bwrap's mounts) says so through visible and runs; one that confines the
+// command in place (software, none, or a trampoline applying Landlock)
+// sees the host as it is.
+//
+// # The re-exec trampoline (planned, not built)
+//
+// Where bwrap cannot create namespaces, a fourth strategy confines a
+// command with Landlock and seccomp applied between fork and exec by the
+// daemon's own binary: `agent-backend sandbox-exec`. It plugs in as a
+// modeTable entry (mode "landlock", policy on, tries false; auto would try
+// it after bwrap fails, pick probing it like newBwrapIsolation does) and
+// one file, isolation_landlock.go, implementing this interface:
+//   - command builds the exec.Cmd: Path the daemon's executable (opened
+//     once in New, /proc/self/exe), Args `sandbox-exec --boundary-fd 3
+//     --cwd-fd 4 [--exe-fd 5] -- argv...`, ExtraFiles the descriptors
+//     the workdir already holds (wd.bfd, the boundary; wd.dfd, the cwd)
+//     and, for the direct path, the program opened with O_PATH, so the
+//     trampoline receives descriptors, never names to resolve again: it
+//     adds Landlock path-beneath rules from the boundary descriptor
+//     (landlock_add_rule takes a parent fd) and the read-only system
+//     directories, fchdirs to the cwd descriptor, installs its seccomp
+//     filter, closes the extra descriptors and execs (execveat on the
+//     program's descriptor, or the shell). Failures before exec go back
+//     on an inherited pipe as exit status 126 with a message, as
+//     checkBoundary's are.
+//   - ownsTree is false (no pid namespace), so the kill, Wait and Signal
+//     steps treat it like software mode, and New keeps the cgroup or the
+//     subreaper fallback.
+//   - escapeChecks is false once Landlock holds the boundary; visible is
+//     true and runs accepts what software mode does (the host view is
+//     the command's view); directOK is true.
+//
+// None of these needs a new parameter: command gets the program, the
+// workdir (with its descriptors), the environment and pty, which is all
+// the trampoline's argv and ExtraFiles are built from.
+type isolation interface {
+	// mode is the effective mode Executor.Mode reports (never ModeAuto).
+	mode() Mode
+
+	// escapeChecks reports that nothing but the policy keeps a command
+	// inside its boundary (the command sees the host's file system with
+	// the daemon's permissions): the policy then checks workspace escapes
+	// (cd out, `..` past the root, ~ leading out), and an interactive
+	// shell, whose input the policy cannot judge, is refused.
+	escapeChecks() bool
+
+	// ownsTree reports that the command's top process takes the whole
+	// tree with it when killed (bwrap: its pid namespace ends), so the
+	// kill is a plain SIGKILL of it and its group, a pty's session is not
+	// walked, a signal goes to every process inside, and no subreaper is
+	// needed.
+	ownsTree() bool
+
+	// directOK reports that the direct fast path (direct.go) may be
+	// taken at all.
+	directOK() bool
+	// visible reports that p (absolute) is the same file inside the
+	// sandbox as on the host; with bound, that it also resolves into a
+	// directory bound as a whole (a PATH entry).
+	visible(p, boundary string, bound bool) bool
+	// runs reports that the kernel execs, inside the sandbox, a file that
+	// starts with hdr (its first 20 bytes, or all of a shorter file).
+	runs(hdr []byte) bool
+
+	// scriptPrefix is what a shell script must run first (bwrap without
+	// --bind-fd: the mount check); "" for none.
+	scriptPrefix(boundary string) string
+	// command builds the exec.Cmd that runs p confined, in its own
+	// session unless pty, with the run-as credential.
+	command(p program, wd *workdir, pty bool) *exec.Cmd
+}
+
+// program is a command before the strategy confines it.
+type program struct {
+	path string   // the host file to exec: absolute, or relative to dir when typed so (./tool)
+	argv []string // argv[0] as the program sees it
+	// shell: the program is the executor's shell, whose argv[0] is its
+	// link name (shellArg0), not a name to look up.
+	shell bool
+	dir   string   // the working directory: wd.dir, or a cd target beneath the boundary
+	env   []string // the complete environment
+}

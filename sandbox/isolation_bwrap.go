@@ -1,0 +1,234 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// bwrapIsolation runs every command in a bubblewrap sandbox of its own
+// (bwrap.go builds the argv): all namespaces unshared, the boundary bound
+// from its descriptor, system directories read-only. The pid namespace
+// ends with bwrap, so killing bwrap ends the command's tree. The direct
+// fast path may only exec what is the same file inside as outside.
+type bwrapIsolation struct{ e *executor }
+
+func (bwrapIsolation) mode() Mode         { return ModeBwrap }
+func (bwrapIsolation) escapeChecks() bool { return false }
+func (bwrapIsolation) ownsTree() bool     { return true }
+
+// directOK: without --bind-fd the shell must check the mount first (bwrap.go).
+func (b bwrapIsolation) directOK() bool { return b.e.bindFD }
+
+// runs: only an ELF file for this machine; bwrap's execvp cannot fall back
+// to the shell as the host modes' retry does.
+func (bwrapIsolation) runs(hdr []byte) bool {
+	return len(hdr) >= 20 && isELF(hdr) && elfMachineOK(hdr)
+}
+
+func (b bwrapIsolation) scriptPrefix(boundary string) string {
+	if b.e.bindFD {
+		return ""
+	}
+	return checkBoundary(boundary)
+}
+
+// command: bwrap with p after `--`, the boundary bound from its descriptor
+// (fd 3), the cwd by bwrap's --chdir inside its own mounts, a cleared
+// environment set by --setenv. bwrap cannot set argv[0], so the shell runs
+// by its path; a direct command keeps the typed name, which bwrap's execvp
+// searches along the same PATH (direct.go checked it is visible).
+func (b bwrapIsolation) command(p program, wd *workdir, pty bool) *exec.Cmd {
+	e := b.e
+	argv := p.argv
+	if p.shell {
+		argv = append([]string{e.shellPath}, p.argv[1:]...)
+	}
+	cmd := &exec.Cmd{Path: e.bwrapPath, Args: e.bwrapArgs(wd.boundary, p.dir, p.env, pty, argv),
+		Env:         []string{},         // bwrap itself needs nothing; --clearenv/--setenv set the child's
+		ExtraFiles:  []*os.File{wd.bfd}, // fd 3: --bind-fd 3
+		SysProcAttr: &syscall.SysProcAttr{Credential: e.cred}}
+	if !pty {
+		// A session of its own: see hostCommand.
+		cmd.SysProcAttr.Setsid = true
+	}
+	return cmd
+}
+
+// newBwrapIsolation finds bwrap, builds the fixed part of its argv and
+// runs the probe: bwrap with the real arguments running `<shell> -c true` in the
+// workspace. Looking bwrap up is not enough: in containers and on hardened
+// kernels it is installed but cannot create namespaces.
+// The probe builds its command with the candidate strategy itself: the
+// executor's strategy is only set once New has chosen one.
+func newBwrapIsolation(e *executor) (isolation, error) {
+	path, lerr := exec.LookPath("bwrap")
+	if lerr != nil {
+		return nil, errors.New("bwrap is not installed (not found in PATH)")
+	}
+	e.bwrapPath = path
+	e.bwrapBase = e.buildBwrapBase()
+	e.bindFD = bwrapHasBindFD(path)
+	b := bwrapIsolation{e}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	env, _ := e.env(e.root, nil, "")
+	wd, err := e.openWorkdir(&Request{}, e.root, e.root)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the workspace root: %v", err)
+	}
+	defer wd.close()
+	cmd := e.shellCommandIn(b, "true", wd, env, false)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := e.spawn.start(cmd); err != nil {
+		return nil, fmt.Errorf("cannot start bwrap: %v", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+	err = cmd.Wait()
+	stop()
+	if err == nil {
+		return b, nil
+	}
+	msg := strings.TrimSpace(stderr.String())
+	if ctx.Err() != nil {
+		return nil, errors.New("the bwrap probe did not finish within 10s")
+	}
+	low := strings.ToLower(msg)
+	if strings.Contains(low, "namespace") || strings.Contains(low, "uid map") ||
+		strings.Contains(low, "operation not permitted") || strings.Contains(low, "permission denied") {
+		hint := ""
+		if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
+			hint = "; user.max_user_namespaces is 0"
+		}
+		if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
+			hint += "; kernel.unprivileged_userns_clone is 0"
+		}
+		return nil, fmt.Errorf("user namespaces are unavailable%s: bwrap said %q", hint, msg)
+	}
+	if msg == "" {
+		msg = err.Error()
+	}
+	return nil, fmt.Errorf("the bwrap probe failed: %s", msg)
+}
+
+// visible reports that p (absolute) resolves inside the bwrap sandbox to
+// the same file as on the host: every component, symlinks followed one by
+// one, lies in a directory bound at its own path (the system directories,
+// the bound parts of /etc, the boundary), is a system-dir symlink bwrap
+// recreates, or is a real directory on the way to a bound one. The private
+// /tmp, /proc and /dev are not the host's.
+func (b bwrapIsolation) visible(p, boundary string, bound bool) bool {
+	if bound {
+		return b.visibleBound(p, boundary)
+	}
+	_, ok := b.resolveVisible(p, boundary)
+	return ok
+}
+
+// visibleBound is visible for a directory that also resolves into a bound
+// one (not only to a directory on the way to one).
+func (b bwrapIsolation) visibleBound(p, boundary string) bool {
+	real, ok := b.resolveVisible(p, boundary)
+	if !ok {
+		return false
+	}
+	for _, r := range b.bwrapRoots(boundary) {
+		if within(r, real) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveVisible is the walk behind visible; it returns where p resolves.
+func (b bwrapIsolation) resolveVisible(p, boundary string) (string, bool) {
+	roots := b.bwrapRoots(boundary)
+	bound := func(q string) bool {
+		for _, r := range roots {
+			if within(r, q) {
+				return true
+			}
+		}
+		return false
+	}
+	ancestor := func(q string) bool {
+		for _, r := range roots {
+			if within(q, r) {
+				return true
+			}
+		}
+		return false
+	}
+	rest := strings.Split(p, "/")
+	cur := "/"
+	for links := 0; len(rest) > 0; {
+		comp := rest[0]
+		rest = rest[1:]
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, comp)
+		fi, err := os.Lstat(next)
+		if os.IsNotExist(err) && bound(cur) {
+			// Missing in a bound directory: missing inside too.
+			return filepath.Join(append([]string{next}, rest...)...), true
+		}
+		if err != nil {
+			return "", false
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			if !bound(next) && !b.bwrapLink(next) {
+				return "", false
+			}
+			if links++; links > 40 {
+				return "", false
+			}
+			t, err := os.Readlink(next)
+			if err != nil {
+				return "", false
+			}
+			if filepath.IsAbs(t) {
+				cur = "/"
+			}
+			rest = append(strings.Split(t, "/"), rest...)
+			continue
+		}
+		if !bound(next) && !(fi.IsDir() && ancestor(next)) {
+			return "", false
+		}
+		cur = next
+	}
+	return cur, true
+}
+
+// bwrapRoots are the host paths bound at their own path under bwrap: the
+// boundary and the directories and files buildBwrapBase binds.
+func (b bwrapIsolation) bwrapRoots(boundary string) []string {
+	return append([]string{boundary}, b.e.bwrapBound...)
+}
+
+// bwrapLink reports a system directory that bwrap recreates as the same
+// symlink (/bin -> usr/bin on merged-/usr systems).
+func (b bwrapIsolation) bwrapLink(p string) bool {
+	for _, d := range b.e.bwrapLinks {
+		if d == p {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,110 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// launched is a started command: the launch and finish steps Run and Start (with
+// process.Wait) share, so that a fix to the lifecycle lands once.
+type launched struct {
+	c       *child
+	readers []*os.File // our ends of stdout/stderr (or the pty master)
+	copies  sync.WaitGroup
+	exited  atomic.Bool // the shell exited: output reads may now time out
+	timer   *time.Timer
+	stopCtx func() bool
+}
+
+// launchSpec is what launch needs besides the command in r.c.cmd.
+type launchSpec struct {
+	direct    bool   // the command takes the direct path (startCmd's retry)
+	script    string // req.Command
+	wd        *workdir
+	env       []string
+	pty       bool
+	childEnds []*os.File    // handed to the child; closed here once it started (or failed to)
+	outs      []io.Writer   // where readers[i] is copied
+	timeout   time.Duration // 0: none
+}
+
+// launch tracks the command (Close kills it), starts it in its cgroup
+// (falling back to the shell when a direct start fails), closes the
+// workdir and the child's ends, copies its output out, and arms the
+// timeout and ctx's cancellation. On error nothing runs, the readers and
+// child's ends are closed and the command is untracked; the error is the
+// one Run and Start return.
+func (e *executor) launch(ctx context.Context, r *launched, s launchSpec) error {
+	closeAll := func(fs []*os.File) {
+		for _, f := range fs {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
+	if !e.track(r.c) {
+		closeAll(s.childEnds)
+		closeAll(r.readers)
+		return errClosed()
+	}
+	cmd, err := e.startIn(r.c, func() (*exec.Cmd, error) {
+		return e.startCmd(r.c.cmd, s.direct, s.script, s.wd, s.env, s.pty)
+	})
+	r.c.cmd = cmd
+	e.starts.Done()
+	s.wd.close()
+	closeAll(s.childEnds)
+	if err != nil {
+		e.untrack(r.c)
+		closeAll(r.readers)
+		return execError(s.script, err)
+	}
+	r.c.started()
+	r.copies.Add(len(r.readers))
+	for i, rd := range r.readers {
+		go pump(s.outs[i], rd, &r.exited, &r.copies)
+	}
+	if s.timeout > 0 {
+		r.timer = time.AfterFunc(s.timeout, func() { r.c.timedOut.Store(true); r.c.kill() })
+	}
+	r.stopCtx = context.AfterFunc(ctx, r.c.kill)
+	return nil
+}
+
+// finish waits for the shell to exit, ends what it left behind in its
+// process group (or session, for a pty outside a sandbox that owns its
+// tree) and its cgroup, then gives the pipes a moment to deliver what is
+// buffered before cutting them. It returns cmd.Wait's error. The caller
+// untracks the command.
+func (r *launched) finish() error {
+	cmd := r.c.cmd
+	werr := cmd.Wait()
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	r.stopCtx()
+	if r.c.session && !r.c.ownsTree {
+		killSession(cmd.Process.Pid)
+	} else {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	r.c.ended()
+	r.exited.Store(true)
+	deadline := time.Now().Add(ioGrace)
+	for _, rd := range r.readers {
+		_ = rd.SetReadDeadline(deadline)
+	}
+	r.copies.Wait()
+	for _, rd := range r.readers {
+		rd.Close()
+	}
+	return werr
+}
