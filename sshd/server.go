@@ -14,6 +14,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/tick"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -377,19 +378,14 @@ func (conn *Conn) startKeepalive() (stop func()) {
 	if s.keepalive <= 0 {
 		return func() {}
 	}
-	var (
-		mu       sync.Mutex
-		stopped  bool
-		t        *time.Timer
-		answered atomic.Int64 // unix nanos of the last answer (or the start)
-	)
+	var answered atomic.Int64 // unix nanos of the last answer (or the start)
 	answered.Store(time.Now().UnixNano())
-	tick := func() {
+	return tick.Every(s.keepalive, func() bool {
 		if time.Since(time.Unix(0, answered.Load())) >= keepaliveMisses*s.keepalive {
 			s.log.Info("client silent, dropping connection", "remote", conn.remote,
 				"after", keepaliveMisses*s.keepalive)
 			_ = conn.c.Close()
-			return
+			return false
 		}
 		go func() {
 			// Any answer, success or failure, proves the client alive.
@@ -397,21 +393,8 @@ func (conn *Conn) startKeepalive() (stop func()) {
 				answered.Store(time.Now().UnixNano())
 			}
 		}()
-		mu.Lock()
-		if !stopped {
-			t.Reset(s.keepalive)
-		}
-		mu.Unlock()
-	}
-	mu.Lock()
-	t = time.AfterFunc(s.keepalive, tick)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		stopped = true
-		t.Stop()
-		mu.Unlock()
-	}
+		return true
+	})
 }
 
 // Value returns the connection's value for key, made by mk on first use:

@@ -92,7 +92,7 @@ func TestVanishingClientIsDropped(t *testing.T) {
 	if err := s.Wait(); err == nil {
 		t.Fatal("session ended cleanly; want the connection dropped")
 	}
-	if code, reason := conn.CloseReason(); code != CloseInternal || reason != "keepalive timeout" {
+	if code, reason := conn.CloseReason(); code != wsclient.CloseInternal || reason != "keepalive timeout" {
 		t.Errorf("close %d %q, want 1011 keepalive timeout", code, reason)
 	}
 	waitGone(t, pid)
@@ -112,7 +112,7 @@ func TestLoginTimeout(t *testing.T) {
 		_, _, err := ws.ReadMessage()
 		var ce *websocket.CloseError
 		if errors.As(err, &ce) {
-			if ce.Code != ClosePolicy || ce.Text != "SSH login timeout" {
+			if ce.Code != wsclient.ClosePolicy || ce.Text != "SSH login timeout" {
 				t.Fatalf("close %d %q, want 1008 SSH login timeout", ce.Code, ce.Text)
 			}
 			break
@@ -184,10 +184,10 @@ func TestShutdown(t *testing.T) {
 		t.Fatalf("process %d survived shutdown: %s", pid, b)
 	}
 	s.Wait()
-	if code, reason := conn.CloseReason(); code != CloseGoingAway || reason != "Server shutting down" {
+	if code, reason := conn.CloseReason(); code != wsclient.CloseGoingAway || reason != "Server shutting down" {
 		t.Fatalf("close %d %q, want 1001 Server shutting down", code, reason)
 	}
-	if code, reason := closeCode(t, e.url, nil); code != CloseGoingAway {
+	if code, reason := closeCode(t, e.url, nil); code != wsclient.CloseGoingAway {
 		t.Fatalf("connection after shutdown: %d %q", code, reason)
 	}
 	// Close after Shutdown is fine, and idempotent.
@@ -335,7 +335,7 @@ func TestServeHTTPReturnsAfterLogin(t *testing.T) {
 	case <-time.After(10 * time.Second): // a hang guard, not a speed check
 		t.Fatal("SSH connection still up 10s after Shutdown")
 	}
-	if code, _ := conn.CloseReason(); code != CloseGoingAway {
+	if code, _ := conn.CloseReason(); code != wsclient.CloseGoingAway {
 		t.Fatalf("close code %d after Shutdown, want 1001", code)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/internal/tick"
 	"github.com/agentbe/agentbe-daemon/internal/wsnet"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/sftpd"
@@ -189,14 +190,14 @@ func (c *wsConn) Close() error {
 
 // CloseCause closes with the close code of the core's reason.
 func (c *wsConn) CloseCause(cause error) error {
-	code := CloseInternal
+	code := wsnet.CloseInternal
 	switch {
 	case errors.Is(cause, sshd.ErrShuttingDown):
-		code = CloseGoingAway
+		code = wsnet.CloseGoingAway
 	case errors.Is(cause, sshd.ErrTooManyConns):
-		code = CloseTryAgain
+		code = wsnet.CloseTryAgain
 	case errors.Is(cause, sshd.ErrLoginTimeout):
-		code = ClosePolicy
+		code = wsnet.ClosePolicy
 	}
 	c.Conn.SetCloseCode(code, cause.Error())
 	return c.Close()
@@ -226,7 +227,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// upgrade looks like a network error to them and they retry forever.
 	if !ok {
 		s.log.Info("unauthorized", "remote", remote)
-		wc.CloseWith(CloseUnauthorized, "Unauthorized")
+		wc.CloseWith(wsnet.CloseUnauthorized, "Unauthorized")
 		return
 	}
 
@@ -250,18 +251,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // readBufferSize is the WebSocket read buffer of a server connection.
 const readBufferSize = 512
 
-// WebSocket close codes the server sends. 4001 is the application code the
-// agent-backend clients map to AUTH_FAILED (and then stop reconnecting); the
-// others are RFC 6455's.
-const (
-	CloseNormal       = wsnet.CloseNormal       // 1000: the SSH connection ended
-	CloseGoingAway    = wsnet.CloseGoingAway    // 1001: "Server shutting down"
-	CloseInternal     = wsnet.CloseInternal     // 1011: keepalive timeout, SSH setup failure
-	CloseTryAgain     = wsnet.CloseTryAgain     // 1013: connection cap reached
-	ClosePolicy       = wsnet.ClosePolicy       // 1008: no SSH login in time
-	CloseUnauthorized = wsnet.CloseUnauthorized // 4001: bad or missing token
-)
-
 // loginTimeout bounds the SSH handshake and authentication after the
 // WebSocket is up (OpenSSH's LoginGraceTime is 120 s; our clients log in
 // within one round trip of the handshake).
@@ -281,37 +270,19 @@ func (s *Server) authorized(r *http.Request) bool {
 // whatever its SSH layer does, and they cost no SSH round trip. A timer, not
 // a goroutine, so an idle connection costs no stack for it.
 func (s *Server) startKeepalive(c *wsnet.Conn, remote string) (stop func()) {
-	var (
-		mu      sync.Mutex
-		stopped bool
-		t       *time.Timer
-	)
-	tick := func() {
+	return tick.Every(s.keepalive, func() bool {
 		if c.IdleFor(time.Now()) >= keepaliveMisses*s.keepalive {
 			s.log.Info("peer silent, dropping connection", "remote", remote,
 				"after", keepaliveMisses*s.keepalive)
-			c.CloseWith(CloseInternal, "keepalive timeout")
-			return
+			c.CloseWith(wsnet.CloseInternal, "keepalive timeout")
+			return false
 		}
 		if err := c.Ping(); err != nil {
 			c.Close()
-			return
+			return false
 		}
-		mu.Lock()
-		if !stopped {
-			t.Reset(s.keepalive)
-		}
-		mu.Unlock()
-	}
-	mu.Lock()
-	t = time.AfterFunc(s.keepalive, tick)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		stopped = true
-		t.Stop()
-		mu.Unlock()
-	}
+		return true
+	})
 }
 
 // Shutdown closes every WebSocket with 1001 "Server shutting down", which

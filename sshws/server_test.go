@@ -58,14 +58,14 @@ func TestAuth(t *testing.T) {
 		{"bearer lower case scheme", "", bearer("bearer s3cret"), 0},
 		{"query token (0.11 clients)", "?token=s3cret", nil, 0},
 		{"query token url-encoded", "?token=" + url.QueryEscape("s3cret"), nil, 0},
-		{"missing token", "", nil, CloseUnauthorized},
-		{"wrong bearer", "", bearer("Bearer nope"), CloseUnauthorized},
-		{"wrong query", "?token=nope", nil, CloseUnauthorized},
-		{"empty query", "?token=", nil, CloseUnauthorized},
-		{"prefix of the token", "?token=s3cre", nil, CloseUnauthorized},
-		{"token with suffix", "", bearer("Bearer s3cretX"), CloseUnauthorized},
-		{"basic scheme", "", bearer("Basic s3cret"), CloseUnauthorized},
-		{"bare token header", "", bearer("s3cret"), CloseUnauthorized},
+		{"missing token", "", nil, wsclient.CloseUnauthorized},
+		{"wrong bearer", "", bearer("Bearer nope"), wsclient.CloseUnauthorized},
+		{"wrong query", "?token=nope", nil, wsclient.CloseUnauthorized},
+		{"empty query", "?token=", nil, wsclient.CloseUnauthorized},
+		{"prefix of the token", "?token=s3cre", nil, wsclient.CloseUnauthorized},
+		{"token with suffix", "", bearer("Bearer s3cretX"), wsclient.CloseUnauthorized},
+		{"basic scheme", "", bearer("Basic s3cret"), wsclient.CloseUnauthorized},
+		{"bare token header", "", bearer("s3cret"), wsclient.CloseUnauthorized},
 		{"wrong header, right query", "?token=s3cret", bearer("Bearer nope"), 0},
 	}
 	for _, tt := range tests {
@@ -74,7 +74,7 @@ func TestAuth(t *testing.T) {
 			if code != tt.want {
 				t.Fatalf("close code = %d %q, want %d", code, text, tt.want)
 			}
-			if tt.want == CloseUnauthorized && text != "Unauthorized" {
+			if tt.want == wsclient.CloseUnauthorized && text != "Unauthorized" {
 				t.Errorf("close reason = %q, want Unauthorized", text)
 			}
 		})
@@ -94,7 +94,7 @@ func TestAuth(t *testing.T) {
 		if _, err := io.ReadAll(conn); err != nil {
 			t.Fatal(err)
 		}
-		if code, _ := conn.CloseReason(); code != CloseUnauthorized {
+		if code, _ := conn.CloseReason(); code != wsclient.CloseUnauthorized {
 			t.Fatalf("CloseReason = %d", code)
 		}
 	})
@@ -145,7 +145,7 @@ func TestMaxConns(t *testing.T) {
 	c1 := e.dial(t, "")
 	c2 := e.dial(t, "")
 	code, text := closeCode(t, e.url, nil)
-	if code != CloseTryAgain || !strings.Contains(text, "too many connections") {
+	if code != wsclient.CloseTryAgain || !strings.Contains(text, "too many connections") {
 		t.Fatalf("third connection: %d %q, want 1013 too many connections", code, text)
 	}
 	c1.Close()
