@@ -1,0 +1,480 @@
+// Package registry holds every tool the daemon serves, whoever provides it,
+// and is the one place a tool call passes through on its way from a face
+// (MCP over HTTP or stdio, the REST face, the /gateway face) to the
+// provider that runs it.
+//
+// A provider (the workspace tools, and later tool sites, Starlark
+// extensions, upstream MCP servers, the gateway tools) owns a set of tools
+// and replaces it whenever it likes (Set): a reload, an upstream that
+// restarted. The registry validates each name, refuses a name another
+// provider already serves with an error naming both, and tells its
+// subscribers when the set changed (MCP's notifications/tools/list_changed).
+//
+// Call applies the limits every face shares: at most MaxConcurrent calls run
+// at once, a call waits at most QueueWait for a slot and is then refused
+// with ErrBusy (never left hanging), and every call has a deadline (the
+// tool's own Timeout, else DefaultTimeout, lowered by the caller's context).
+// A call that outlives its deadline is answered at the deadline with an
+// error result; its handler is cancelled through its context and keeps its
+// slot until it returns, so a stuck handler still counts against the cap.
+// A handler that panics is answered with an error result and logged.
+//
+// A face never knows which provider a tool came from; a provider never
+// knows which face called it.
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
+)
+
+// Tool is one tool: what a client is told about it and the handler that
+// runs it.
+type Tool struct {
+	// Name is what clients call it by: letters, digits, '_', '-' and '.',
+	// at most MaxNameLen characters. A provider serving another system's
+	// tools prefixes them (server__tool for upstream MCP servers).
+	Name        string
+	Title       string
+	Description string
+	// InputSchema is the JSON Schema (type object) of the arguments, as
+	// mcp.Tool.InputSchema takes it: a map or a json.RawMessage.
+	InputSchema any
+	Annotations *mcp.ToolAnnotations
+	// Timeout bounds one call (0: the registry's DefaultTimeout). A tool
+	// with a deadline of its own (exec kills its command at --exec-timeout
+	// and says so) sets a little more than that, so its own answer wins.
+	Timeout time.Duration
+	// Handler runs one call. It reports failure as an error result, never
+	// as a panic; it must return soon after ctx is done.
+	Handler Handler
+}
+
+// Handler runs a call of a tool and returns its result.
+type Handler func(ctx context.Context, call Call) *mcp.CallToolResult
+
+// Call is one invocation of a tool, as a face hands it over.
+type Call struct {
+	// Args is the arguments object as the client sent it (nil or "null"
+	// for none); the handler validates it against its schema.
+	Args json.RawMessage
+	// Workspace is the workspace the call works in: the daemon's, or the
+	// scope the request named (X-Scope-Path), already validated.
+	Workspace fsops.Workspace
+	// Face ("mcp-http", "mcp-stdio", "rest", "gateway"), Remote (the
+	// client's address, "" for stdio) and Scope (the scope path, "" for
+	// the root) say who called, for the audit log and the metrics.
+	Face, Remote, Scope string
+}
+
+// MaxNameLen is the longest tool name the registry accepts.
+const MaxNameLen = 64
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// ValidName reports whether name may name a tool, and if not, why.
+func ValidName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("tool name is empty")
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("tool name %q is %d characters long; the limit is %d", name, len(name), MaxNameLen)
+	case !validName.MatchString(name):
+		return fmt.Errorf("tool name %q may contain only letters, digits, '_', '-' and '.'", name)
+	}
+	return nil
+}
+
+// Defaults for the zero values of Options.
+const (
+	DefaultMaxConcurrent = 10
+	DefaultQueueWait     = 2 * time.Second
+	DefaultTimeout       = 30 * time.Second
+)
+
+// Options configures a Registry. Zero values take the defaults above.
+type Options struct {
+	// MaxConcurrent is how many calls run at once
+	// (--max-concurrent-executions).
+	MaxConcurrent int
+	// QueueWait is how long a call waits for a slot before ErrBusy.
+	QueueWait time.Duration
+	// DefaultTimeout bounds a call of a tool without a Timeout of its own.
+	DefaultTimeout time.Duration
+	// Observe, when set, is told about every finished call (the audit log
+	// and the metrics). It runs on the caller's goroutine: keep it short.
+	Observe func(Record)
+	// Logger receives panics in handlers; nil discards.
+	Logger *slog.Logger
+}
+
+// Record is what Observe is told about one call.
+type Record struct {
+	Start    time.Time
+	Duration time.Duration
+	Tool     string
+	Provider string
+	Face     string
+	Remote   string
+	Scope    string
+	Args     json.RawMessage
+	// Outcome is "ok", "error" (an error result), "timeout", "busy",
+	// "unknown" (no such tool) or "panic".
+	Outcome  string
+	BytesIn  int // len(Args)
+	BytesOut int // bytes of text and data in the result's content
+}
+
+// ErrBusy is returned by Call when every slot stayed taken for QueueWait.
+var ErrBusy = errors.New("too many tool calls in progress; retry shortly")
+
+// UnknownToolError is returned by Call for a name no provider serves.
+type UnknownToolError struct{ Name string }
+
+func (e *UnknownToolError) Error() string { return fmt.Sprintf("unknown tool %q", e.Name) }
+
+// CollisionError is returned by Set when a tool's name is already served
+// by another provider.
+type CollisionError struct {
+	Tool          string
+	Provider      string // the provider that asked
+	OtherProvider string // the provider that serves the name
+}
+
+func (e *CollisionError) Error() string {
+	return fmt.Sprintf("tool %q of provider %q collides with the tool of the same name of provider %q",
+		e.Tool, e.Provider, e.OtherProvider)
+}
+
+// entry is a registered tool and the provider it belongs to.
+type entry struct {
+	tool     Tool
+	provider string
+}
+
+// ProviderInfo is what /health says about a provider.
+type ProviderInfo struct {
+	Name  string `json:"name"`
+	State string `json:"state"`
+	Tools int    `json:"tools"`
+	// Detail says why a provider is not ready ("" when it is).
+	Detail string `json:"detail,omitempty"`
+}
+
+// Registry is the set of tools. It is safe for concurrent use.
+type Registry struct {
+	opts  Options
+	slots chan struct{}
+	log   *slog.Logger
+
+	mu        sync.RWMutex
+	tools     map[string]entry
+	sorted    []Tool // every tool, by name; replaced, never mutated
+	providers map[string]*ProviderInfo
+	order     []string // providers in the order they first appeared
+	subs      map[int]func()
+	nextSub   int
+}
+
+// New returns an empty registry.
+func New(opts Options) *Registry {
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if opts.QueueWait <= 0 {
+		opts.QueueWait = DefaultQueueWait
+	}
+	if opts.DefaultTimeout <= 0 {
+		opts.DefaultTimeout = DefaultTimeout
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Registry{
+		opts:      opts,
+		slots:     make(chan struct{}, opts.MaxConcurrent),
+		log:       log,
+		tools:     map[string]entry{},
+		providers: map[string]*ProviderInfo{},
+		subs:      map[int]func(){},
+	}
+}
+
+// Set replaces every tool of provider with tools (none removes them all),
+// at once: a client sees the old set or the new one, never a mix. Nothing
+// changes if any tool is invalid or collides with another provider's.
+func (r *Registry) Set(provider string, tools []Tool) error {
+	if provider == "" {
+		return errors.New("registry: provider name is empty")
+	}
+	seen := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		if err := ValidName(t.Name); err != nil {
+			return fmt.Errorf("provider %q: %w", provider, err)
+		}
+		if seen[t.Name] {
+			return fmt.Errorf("provider %q: tool %q is listed twice", provider, t.Name)
+		}
+		seen[t.Name] = true
+		if t.Handler == nil {
+			return fmt.Errorf("provider %q: tool %q has no handler", provider, t.Name)
+		}
+	}
+	r.mu.Lock()
+	for _, t := range tools {
+		if e, ok := r.tools[t.Name]; ok && e.provider != provider {
+			r.mu.Unlock()
+			return &CollisionError{Tool: t.Name, Provider: provider, OtherProvider: e.provider}
+		}
+	}
+	changed := false
+	for name, e := range r.tools {
+		if e.provider == provider {
+			delete(r.tools, name)
+			changed = true
+		}
+	}
+	for _, t := range tools {
+		r.tools[t.Name] = entry{tool: t, provider: provider}
+		changed = true
+	}
+	p := r.providers[provider]
+	if p == nil {
+		p = &ProviderInfo{Name: provider, State: "ready"}
+		r.providers[provider] = p
+		r.order = append(r.order, provider)
+	}
+	p.Tools = len(tools)
+	if changed {
+		r.resort()
+	}
+	subs := r.subscribers()
+	r.mu.Unlock()
+	if changed {
+		for _, f := range subs {
+			f()
+		}
+	}
+	return nil
+}
+
+// SetState records a provider's state for /health ("ready", "starting",
+// "failed", ...) and why ("" when ready).
+func (r *Registry) SetState(provider, state, detail string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.providers[provider]
+	if p == nil {
+		p = &ProviderInfo{Name: provider}
+		r.providers[provider] = p
+		r.order = append(r.order, provider)
+	}
+	p.State, p.Detail = state, detail
+}
+
+// resort rebuilds the sorted list; r.mu is held.
+func (r *Registry) resort() {
+	all := make([]Tool, 0, len(r.tools))
+	for _, e := range r.tools {
+		all = append(all, e.tool)
+	}
+	slices.SortFunc(all, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
+	r.sorted = all
+}
+
+// subscribers copies the subscriber functions; r.mu is held.
+func (r *Registry) subscribers() []func() {
+	fs := make([]func(), 0, len(r.subs))
+	for _, f := range r.subs {
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+// List returns every tool, sorted by name. The slice is shared: do not
+// modify it.
+func (r *Registry) List() []Tool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.sorted
+}
+
+// Lookup returns the tool called name.
+func (r *Registry) Lookup(name string) (Tool, bool) {
+	r.mu.RLock()
+	e, ok := r.tools[name]
+	r.mu.RUnlock()
+	return e.tool, ok
+}
+
+// Providers reports every provider, in the order they first appeared.
+func (r *Registry) Providers() []ProviderInfo {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]ProviderInfo, 0, len(r.order))
+	for _, name := range r.order {
+		out = append(out, *r.providers[name])
+	}
+	return out
+}
+
+// Subscribe calls f after every change of the set of tools, on the
+// goroutine that changed it, until cancel is called.
+func (r *Registry) Subscribe(f func()) (cancel func()) {
+	r.mu.Lock()
+	id := r.nextSub
+	r.nextSub++
+	r.subs[id] = f
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		delete(r.subs, id)
+		r.mu.Unlock()
+	}
+}
+
+// Call runs the tool called name under the registry's limits. The error is
+// *UnknownToolError or ErrBusy (each face words them its own way); every
+// other failure, a timeout included, is an error result.
+func (r *Registry) Call(ctx context.Context, name string, call Call) (*mcp.CallToolResult, error) {
+	start := time.Now()
+	rec := Record{Start: start, Tool: name, Face: call.Face, Remote: call.Remote, Scope: call.Scope,
+		Args: call.Args, BytesIn: len(call.Args)}
+	r.mu.RLock()
+	e, ok := r.tools[name]
+	r.mu.RUnlock()
+	if !ok {
+		err := &UnknownToolError{Name: name}
+		r.observe(&rec, "unknown", nil)
+		return nil, err
+	}
+	rec.Provider = e.provider
+
+	if err := r.acquire(ctx); err != nil {
+		r.observe(&rec, "busy", nil)
+		return nil, err
+	}
+	timeout := e.tool.Timeout
+	if timeout <= 0 {
+		timeout = r.opts.DefaultTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		defer func() { <-r.slots }()
+		defer cancel()
+		done <- r.run(cctx, e, call)
+	}()
+	var res *mcp.CallToolResult
+	outcome := "ok"
+	select {
+	case res = <-done:
+		if res.IsError {
+			outcome = "error"
+		}
+	case <-cctx.Done():
+		// The handler may have finished at the same moment.
+		select {
+		case res = <-done:
+			if res.IsError {
+				outcome = "error"
+			}
+		default:
+			outcome = "timeout"
+			res = errorResult(timeoutText(name, ctx, timeout))
+		}
+	}
+	r.observe(&rec, outcome, res)
+	return res, nil
+}
+
+// acquire takes a slot, waiting at most QueueWait.
+func (r *Registry) acquire(ctx context.Context) error {
+	select {
+	case r.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	t := time.NewTimer(r.opts.QueueWait)
+	defer t.Stop()
+	select {
+	case r.slots <- struct{}{}:
+		return nil
+	case <-t.C:
+		return ErrBusy
+	case <-ctx.Done():
+		return ErrBusy
+	}
+}
+
+// run calls the handler, turning a panic into an error result.
+func (r *Registry) run(ctx context.Context, e entry, call Call) (res *mcp.CallToolResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("tool handler panicked", "tool", e.tool.Name, "provider", e.provider,
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			res = errorResult(fmt.Sprintf("Tool %s failed with an internal error; the daemon's log has the details", e.tool.Name))
+		}
+	}()
+	res = e.tool.Handler(ctx, call)
+	if res == nil {
+		res = errorResult(fmt.Sprintf("Tool %s returned no result", e.tool.Name))
+	}
+	return res
+}
+
+// timeoutText says which deadline ended the call: the tool's, or the
+// caller's own (a face's per-call timeout, a client that went away).
+func timeoutText(name string, parent context.Context, timeout time.Duration) string {
+	if parent.Err() != nil {
+		return fmt.Sprintf("Tool %s was cancelled: %v", name, context.Cause(parent))
+	}
+	return fmt.Sprintf("Tool %s timed out after %s and was cancelled", name, timeout)
+}
+
+func (r *Registry) observe(rec *Record, outcome string, res *mcp.CallToolResult) {
+	if r.opts.Observe == nil {
+		return
+	}
+	rec.Outcome = outcome
+	rec.Duration = time.Since(rec.Start)
+	if res != nil {
+		rec.BytesOut = ContentBytes(res)
+	}
+	r.opts.Observe(*rec)
+}
+
+// ContentBytes is the size of a result's text and binary content.
+func ContentBytes(res *mcp.CallToolResult) int {
+	n := 0
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			n += len(c.Text)
+		case *mcp.ImageContent:
+			n += len(c.Data)
+		case *mcp.AudioContent:
+			n += len(c.Data)
+		}
+	}
+	return n
+}
+
+func errorResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}

@@ -1,0 +1,340 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+func echo(name string) Tool {
+	return Tool{Name: name, Description: "echoes", InputSchema: map[string]any{"type": "object"},
+		Handler: func(_ context.Context, c Call) *mcp.CallToolResult { return text(name + ":" + string(c.Args)) }}
+}
+
+func resultText(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	if res == nil || len(res.Content) != 1 {
+		t.Fatalf("result %+v: want one content block", res)
+	}
+	return res.Content[0].(*mcp.TextContent).Text
+}
+
+func TestNames(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		want string // "" = valid, else part of the error
+	}{
+		{"read_text_file", ""},
+		{"server__tool", ""},
+		{"a.b-c_D9", ""},
+		{strings.Repeat("x", 64), ""},
+		{"", "empty"},
+		{strings.Repeat("x", 65), "65 characters long; the limit is 64"},
+		{"has space", "only letters, digits"},
+		{"slash/name", "only letters, digits"},
+		{"émoji", "only letters, digits"},
+		{"new\nline", "only letters, digits"},
+	} {
+		err := ValidName(tt.name)
+		if tt.want == "" && err != nil {
+			t.Errorf("ValidName(%q) = %v, want nil", tt.name, err)
+		}
+		if tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("ValidName(%q) = %v, want an error containing %q", tt.name, err, tt.want)
+		}
+		r := New(Options{})
+		if err := r.Set("p", []Tool{echo(tt.name)}); (err == nil) != (tt.want == "") {
+			t.Errorf("Set with tool %q: %v", tt.name, err)
+		}
+	}
+}
+
+func TestSetValidates(t *testing.T) {
+	r := New(Options{})
+	noHandler := echo("b")
+	noHandler.Handler = nil
+	for _, tt := range []struct {
+		provider string
+		tools    []Tool
+		want     string
+	}{
+		{"", []Tool{echo("a")}, "provider name is empty"},
+		{"p", []Tool{echo("a"), echo("a")}, `tool "a" is listed twice`},
+		{"p", []Tool{echo("a"), noHandler}, `tool "b" has no handler`},
+	} {
+		if err := r.Set(tt.provider, tt.tools); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Set(%q): %v, want %q", tt.provider, err, tt.want)
+		}
+	}
+	if n := len(r.List()); n != 0 {
+		t.Fatalf("a refused Set left %d tools", n)
+	}
+}
+
+func TestCollisionNamesBothProviders(t *testing.T) {
+	r := New(Options{})
+	if err := r.Set("workspace", []Tool{echo("read_text_file"), echo("exec")}); err != nil {
+		t.Fatal(err)
+	}
+	err := r.Set("upstream", []Tool{echo("other"), echo("exec")})
+	var ce *CollisionError
+	if !errors.As(err, &ce) || ce.Tool != "exec" || ce.Provider != "upstream" || ce.OtherProvider != "workspace" {
+		t.Fatalf("Set = %v, want a collision on exec naming upstream and workspace", err)
+	}
+	if !strings.Contains(err.Error(), `"upstream"`) || !strings.Contains(err.Error(), `"workspace"`) {
+		t.Fatalf("error %q does not name both providers", err)
+	}
+	// Nothing of the refused set got in.
+	if _, ok := r.Lookup("other"); ok {
+		t.Fatal("a refused Set added a tool")
+	}
+	// A provider may re-set its own names.
+	if err := r.Set("workspace", []Tool{echo("exec")}); err != nil {
+		t.Fatalf("re-setting a provider's own tool: %v", err)
+	}
+	if _, ok := r.Lookup("read_text_file"); ok {
+		t.Fatal("Set did not replace the provider's whole set")
+	}
+}
+
+func TestListSortedAndSubscribers(t *testing.T) {
+	r := New(Options{})
+	var changes atomic.Int32
+	cancel := r.Subscribe(func() { changes.Add(1) })
+	if err := r.Set("b", []Tool{echo("zeta"), echo("alpha")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Set("a", []Tool{echo("mid")}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range r.List() {
+		names = append(names, tl.Name)
+	}
+	if strings.Join(names, ",") != "alpha,mid,zeta" {
+		t.Fatalf("List = %v, want sorted by name", names)
+	}
+	if err := r.Set("b", nil); err != nil { // the provider goes away
+		t.Fatal(err)
+	}
+	if got := changes.Load(); got != 3 {
+		t.Fatalf("%d change notifications, want 3", got)
+	}
+	if err := r.Set("b", nil); err != nil { // nothing changes: no notification
+		t.Fatal(err)
+	}
+	cancel()
+	if err := r.Set("a", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := changes.Load(); got != 3 {
+		t.Fatalf("%d notifications after a no-op and a cancelled subscription, want 3", got)
+	}
+	ps := r.Providers()
+	if len(ps) != 2 || ps[0].Name != "b" || ps[0].Tools != 0 || ps[1].Name != "a" || ps[0].State != "ready" {
+		t.Fatalf("Providers = %+v", ps)
+	}
+	r.SetState("a", "failed", "exited with status 1")
+	if p := r.Providers()[1]; p.State != "failed" || p.Detail != "exited with status 1" {
+		t.Fatalf("after SetState: %+v", p)
+	}
+}
+
+func TestCall(t *testing.T) {
+	var recs []Record
+	var mu sync.Mutex
+	r := New(Options{Observe: func(rec Record) { mu.Lock(); recs = append(recs, rec); mu.Unlock() }})
+	if err := r.Set("p", []Tool{echo("e")}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Call(context.Background(), "e", Call{Args: json.RawMessage(`{"x":1}`), Face: "rest", Remote: "127.0.0.1:1"})
+	if err != nil || resultText(t, res) != `e:{"x":1}` {
+		t.Fatalf("Call = %v, %v", res, err)
+	}
+	_, err = r.Call(context.Background(), "nope", Call{Face: "rest"})
+	var ue *UnknownToolError
+	if !errors.As(err, &ue) || ue.Name != "nope" {
+		t.Fatalf("unknown tool: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(recs) != 2 || recs[0].Outcome != "ok" || recs[0].Provider != "p" || recs[0].BytesIn != 7 || recs[0].BytesOut != 9 ||
+		recs[0].Face != "rest" || recs[1].Outcome != "unknown" {
+		t.Fatalf("records %+v", recs)
+	}
+}
+
+func TestTimeoutAnswersAtTheDeadlineAndKeepsTheSlot(t *testing.T) {
+	release := make(chan struct{})
+	r := New(Options{MaxConcurrent: 1, QueueWait: 50 * time.Millisecond})
+	stuck := Tool{Name: "stuck", Timeout: 50 * time.Millisecond, Handler: func(ctx context.Context, _ Call) *mcp.CallToolResult {
+		<-ctx.Done()
+		<-release // a handler that is slow to notice
+		return text("late")
+	}}
+	if err := r.Set("p", []Tool{stuck, echo("e")}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Call(context.Background(), "stuck", Call{})
+	if err != nil || !res.IsError || !strings.Contains(resultText(t, res), "timed out after 50ms") {
+		t.Fatalf("Call = %+v, %v; want a timeout error result", res, err)
+	}
+	// The stuck handler still holds the only slot.
+	if _, err := r.Call(context.Background(), "e", Call{}); !errors.Is(err, ErrBusy) {
+		t.Fatalf("second call while the slot is held: %v, want ErrBusy", err)
+	}
+	close(release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := r.Call(context.Background(), "e", Call{})
+		if err == nil {
+			if resultText(t, res) != "e:" {
+				t.Fatalf("after release: %+v", res)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slot never came back: %v", err)
+		}
+	}
+}
+
+func TestCallerDeadlineLowersTheTimeout(t *testing.T) {
+	r := New(Options{DefaultTimeout: time.Hour})
+	if err := r.Set("p", []Tool{{Name: "wait", Handler: func(ctx context.Context, _ Call) *mcp.CallToolResult {
+		<-ctx.Done()
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "stopped: " + ctx.Err().Error()}}}
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	res, err := r.Call(ctx, "wait", Call{})
+	if err != nil || !res.IsError {
+		t.Fatalf("Call = %+v, %v", res, err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("the caller's deadline did not bound the call (took %s)", d)
+	}
+}
+
+func TestSaturationRefusesWithoutHanging(t *testing.T) {
+	const slots = 3
+	r := New(Options{MaxConcurrent: slots, QueueWait: 20 * time.Millisecond})
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(slots)
+	if err := r.Set("p", []Tool{{Name: "hold", Handler: func(context.Context, Call) *mcp.CallToolResult {
+		started.Done()
+		<-release
+		return text("done")
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range slots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := r.Call(context.Background(), "hold", Call{}); err != nil {
+				t.Errorf("a call within the cap: %v", err)
+			}
+		}()
+	}
+	started.Wait()
+	for range 5 {
+		if _, err := r.Call(context.Background(), "hold", Call{}); !errors.Is(err, ErrBusy) {
+			t.Fatalf("a call past the cap: %v, want ErrBusy", err)
+		}
+	}
+	close(release)
+	wg.Wait()
+}
+
+func TestPanicIsAnErrorResult(t *testing.T) {
+	r := New(Options{})
+	if err := r.Set("p", []Tool{
+		{Name: "boom", Handler: func(context.Context, Call) *mcp.CallToolResult { panic("kaboom") }},
+		{Name: "nil", Handler: func(context.Context, Call) *mcp.CallToolResult { return nil }},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"boom", "nil"} {
+		res, err := r.Call(context.Background(), name, Call{})
+		if err != nil || !res.IsError || !strings.Contains(resultText(t, res), "Tool "+name) {
+			t.Fatalf("%s: %+v, %v", name, res, err)
+		}
+	}
+	// The slot of the panicking call came back.
+	for range DefaultMaxConcurrent + 1 {
+		if _, err := r.Call(context.Background(), "boom", Call{}); err != nil {
+			t.Fatalf("after panics: %v", err)
+		}
+	}
+}
+
+func TestConcurrentSetAndCall(t *testing.T) {
+	r := New(Options{MaxConcurrent: 64})
+	if err := r.Set("p", []Tool{echo("a")}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tools := []Tool{echo("a")}
+			if i%2 == 0 {
+				tools = append(tools, echo("b"))
+			}
+			if err := r.Set("p", tools); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for range 2000 {
+		// Every set has "a", and Set swaps sets whole: "a" never goes missing.
+		if _, err := r.Call(context.Background(), "a", Call{}); err != nil {
+			t.Fatalf("Call: %v", err)
+		}
+		_ = r.List()
+	}
+	close(stop)
+	wg.Wait()
+}
+
+func BenchmarkCall(b *testing.B) {
+	r := New(Options{})
+	if err := r.Set("p", []Tool{echo("e")}); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Call(ctx, "e", Call{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
