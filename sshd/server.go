@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
@@ -299,6 +300,7 @@ func (s *Server) Serve(l net.Listener) error {
 		delete(s.listeners, l)
 		s.mu.Unlock()
 	}()
+	var backoff time.Duration
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -308,10 +310,32 @@ func (s *Server) Serve(l net.Listener) error {
 			if closing {
 				return ErrShuttingDown
 			}
+			// Out of descriptors (EMFILE, ENFILE) or a connection reset
+			// before it was accepted: wait and accept again, as net/http
+			// does, rather than stop serving the port.
+			if acceptRetryable(err) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
 			return err
 		}
+		backoff = 0
 		go func() { _ = s.HandleConn(context.Background(), c) }()
 	}
+}
+
+// acceptRetryable reports an Accept error that passes: the process or the
+// system out of descriptors or buffers, or a connection aborted before it
+// was accepted.
+func acceptRetryable(err error) bool {
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
 }
 
 // Serve serves the logged-in connection until it ends: one goroutine for

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -287,5 +288,66 @@ func TestKeepalive(t *testing.T) {
 			}
 			go gossh.DiscardRequests(reqs)
 		})
+	}
+}
+
+// flakyListener fails its first Accepts with errs, then accepts for real.
+type flakyListener struct {
+	net.Listener
+	mu   sync.Mutex
+	errs []error
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	if len(l.errs) > 0 {
+		err := l.errs[0]
+		l.errs = l.errs[1:]
+		l.mu.Unlock()
+		return nil, err
+	}
+	l.mu.Unlock()
+	return l.Listener.Accept()
+}
+
+// TestServeOutlivesTransientAcceptErrors: running out of descriptors for a
+// moment (EMFILE) or a connection aborted before Accept must not stop the
+// port; any other Accept error ends Serve with that error.
+func TestServeOutlivesTransientAcceptErrors(t *testing.T) {
+	e := newEnv(t)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	emfile := &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	aborted := &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.ECONNABORTED)}
+	l := &flakyListener{Listener: inner, errs: []error{emfile, aborted, emfile}}
+	served := make(chan error, 1)
+	go func() { served <- e.srv.Serve(l) }()
+	c, err := gossh.Dial("tcp", inner.Addr().String(), clientConfig())
+	if err != nil {
+		t.Fatalf("dial after transient Accept errors: %v", err)
+	}
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sess.Output("echo alive"); err != nil || string(out) != "alive\n" {
+		t.Fatalf("exec = %q, %v", out, err)
+	}
+	c.Close()
+	if err := e.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; !errors.Is(err, ErrShuttingDown) {
+		t.Fatalf("Serve = %v, want ErrShuttingDown after Close", err)
+	}
+
+	// A permanent error ends Serve with it.
+	e2 := newEnv(t)
+	bad := errors.New("listener broken")
+	l2 := &flakyListener{Listener: inner, errs: []error{bad}}
+	if err := e2.srv.Serve(l2); !errors.Is(err, bad) {
+		t.Fatalf("Serve = %v, want the listener's error", err)
 	}
 }
