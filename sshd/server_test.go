@@ -324,10 +324,18 @@ func TestServeOutlivesTransientAcceptErrors(t *testing.T) {
 	l := &flakyListener{Listener: inner, errs: []error{emfile, aborted, emfile}}
 	served := make(chan error, 1)
 	go func() { served <- e.srv.Serve(l) }()
-	c, err := gossh.Dial("tcp", inner.Addr().String(), clientConfig())
+	nc, err := net.Dial("tcp", inner.Addr().String())
 	if err != nil {
-		t.Fatalf("dial after transient Accept errors: %v", err)
+		t.Fatal(err)
 	}
+	// If Serve gave up, nobody answers the handshake: fail, don't hang.
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	cc, chans, reqs, err := gossh.NewClientConn(nc, "tcp", clientConfig())
+	if err != nil {
+		t.Fatalf("SSH handshake after transient Accept errors: %v", err)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	c := gossh.NewClient(cc, chans, reqs)
 	sess, err := c.NewSession()
 	if err != nil {
 		t.Fatal(err)
