@@ -1,0 +1,69 @@
+package srcscan
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestDocsNameRealTests: every test the docs cite as evidence (`TestX` in
+// README.md and docs/*.md) exists, so a renamed or deleted test cannot leave
+// a claim in docs/security.md with nothing behind it.
+func TestDocsNameRealTests(t *testing.T) {
+	const root = "../.."
+	defined := map[string]bool{}
+	funcTest := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Za-z0-9_]+)\(`)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range funcTest.FindAllSubmatch(b, -1) {
+			defined[string(m[1])] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(defined) < 200 {
+		t.Fatalf("found only %d test functions under %s; the scan looked at too little", len(defined), root)
+	}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, filepath.Join(root, "README.md"))
+	cited := regexp.MustCompile("`((?:Test|Fuzz|Benchmark)[A-Z][A-Za-z0-9_]*)")
+	n := 0
+	for _, doc := range docs {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range cited.FindAllSubmatch(b, -1) {
+			n++
+			if name := string(m[1]); !defined[name] {
+				t.Errorf("%s cites %s, which no test file defines", filepath.Base(doc), name)
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("the docs cite only %d tests; the pattern no longer matches how they cite them", n)
+	}
+}
