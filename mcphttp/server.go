@@ -46,6 +46,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -58,6 +59,12 @@ import (
 // Options.MaxBodyBytes is 0. A write_file of a few MiB still fits; a larger
 // body is answered 413 before it is read.
 const DefaultMaxBodyBytes = 4 << 20
+
+// Defaults of the opt-in sessions (Options.Sessions).
+const (
+	DefaultSessionIdleTimeout = 30 * time.Minute
+	DefaultMaxSessions        = 100
+)
 
 // Options configure a Server. Workspace is required; everything else has a
 // working zero value.
@@ -104,6 +111,18 @@ type Options struct {
 	// flight; 0 means DefaultMaxInflightPerIP, negative means no cap. One
 	// more waits up to 2 s for a slot, then gets 429 with Retry-After.
 	MaxInflightPerIP int
+	// Sessions turns on stateful streamable HTTP: initialize opens a session
+	// (Mcp-Session-Id), GET opens its server-to-client SSE stream (where
+	// notifications/tools/list_changed arrive), DELETE ends it, and an
+	// unknown session id gets 404. Off, the endpoint is stateless. With
+	// sessions every request goes through the SDK (no fast path).
+	Sessions bool
+	// SessionIdleTimeout ends a session idle that long; 0 means
+	// DefaultSessionIdleTimeout.
+	SessionIdleTimeout time.Duration
+	// MaxSessions caps open sessions; 0 means DefaultMaxSessions. An
+	// initialize past it gets 503 naming the limit.
+	MaxSessions int
 	// Version is reported as the MCP server version.
 	Version string
 	// Logger receives request failures at Warn and tool failures at Debug;
@@ -120,6 +139,8 @@ type Server struct {
 	mcp      *mcp.Server
 	jsonH    http.Handler // streamable HTTP, replies as application/json
 	sseH     http.Handler // streamable HTTP, replies as text/event-stream
+	sessH    http.Handler // stateful streamable HTTP (Options.Sessions), else nil
+	maxSess  int
 	handler  http.Handler
 	maxBody  int64
 	token    httpguard.Token
@@ -221,6 +242,14 @@ func New(opts Options) (*Server, error) {
 		Stateless: true, Logger: sdkLog, MaxRequestBodyBytes: sdkMax,
 		DisableLocalhostProtection: opts.AuthToken != "",
 	})
+	if opts.Sessions {
+		s.maxSess = cmp.Or(opts.MaxSessions, DefaultMaxSessions)
+		s.sessH = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+			SessionTimeout: cmp.Or(opts.SessionIdleTimeout, DefaultSessionIdleTimeout),
+			Logger:         sdkLog, MaxRequestBodyBytes: sdkMax,
+			DisableLocalhostProtection: opts.AuthToken != "",
+		})
+	}
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	return s, nil
 }
