@@ -142,19 +142,22 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		return err
 	}
 	p.mcp, err = mcphttp.New(mcphttp.Options{
-		Workspace:        p.ws,
-		Registry:         reg,
-		RootDir:          cfg.Root,
-		StaticScope:      cfg.ScopePath,
-		AuthToken:        cfg.AuthToken,
-		AllowedOrigins:   cfg.AllowedOrigins,
-		Guard:            guard,
-		MaxBodyBytes:     cfg.MaxBodyBytes,
-		MaxBatch:         cfg.MaxBatch,
-		MaxReplyBytes:    cfg.MaxReplyBytes,
-		MaxInflightPerIP: cfg.MaxInflightPerIP,
-		Version:          opts.Version,
-		Logger:           log.With("component", "mcp"),
+		Workspace:          p.ws,
+		Registry:           reg,
+		RootDir:            cfg.Root,
+		StaticScope:        cfg.ScopePath,
+		AuthToken:          cfg.AuthToken,
+		AllowedOrigins:     cfg.AllowedOrigins,
+		Guard:              guard,
+		MaxBodyBytes:       cfg.MaxBodyBytes,
+		MaxBatch:           cfg.MaxBatch,
+		MaxReplyBytes:      cfg.MaxReplyBytes,
+		MaxInflightPerIP:   cfg.MaxInflightPerIP,
+		Sessions:           cfg.MCPSessions,
+		SessionIdleTimeout: cfg.MCPSessionIdle,
+		MaxSessions:        cfg.MCPMaxSessions,
+		Version:            opts.Version,
+		Logger:             log.With("component", "mcp"),
 	})
 	if err != nil {
 		return err
