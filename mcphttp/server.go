@@ -17,6 +17,9 @@
 //     tools/call or tools/list (and notifications/initialized) is answered
 //     on a fast path that skips the SDK's per-request session, byte for
 //     byte as the SDK would (fastpath.go); everything else is the SDK's.
+//     With Options.Sessions the handler is the SDK's stateful one instead
+//     (Mcp-Session-Id, GET stream, DELETE; idle expiry and a session cap),
+//     with the same checks and no fast path.
 //   - ServeStdio: MCP over stdin/stdout, for `agent-backend daemon
 //     --local-only`, which is how LocalFilesystemBackend.getMCPClient()
 //     spawns the daemon.
