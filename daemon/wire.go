@@ -12,8 +12,10 @@ import (
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/mcphttp"
+	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/sshws"
+	"github.com/agentbe/agentbe-daemon/wstools"
 )
 
 // protocols holds what the config asks for: the workspace (scoped when
@@ -24,6 +26,7 @@ type protocols struct {
 	ws   fsops.Workspace // root, or the --scopePath scope of it
 	exec sandbox.Executor
 	mcp  *mcphttp.Server
+	reg  *registry.Registry // the tools every face serves
 	ssh  *sshws.Server
 }
 
@@ -132,21 +135,29 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		}
 	}
 
+	// The tool registry: the workspace tools are its first provider.
+	p.reg = registry.New(registry.Options{Logger: log.With("component", "registry")})
+	reg := p.reg
+	if err := reg.Set("workspace", wstools.Tools(p.ws, wstools.ExecEnv{Executor: p.exec, Timeout: cfg.ExecTimeout})); err != nil {
+		return err
+	}
 	p.mcp, err = mcphttp.New(mcphttp.Options{
-		Workspace:        p.ws,
-		Executor:         p.exec,
-		RootDir:          cfg.Root,
-		StaticScope:      cfg.ScopePath,
-		AuthToken:        cfg.AuthToken,
-		AllowedOrigins:   cfg.AllowedOrigins,
-		Guard:            guard,
-		MaxBodyBytes:     cfg.MaxBodyBytes,
-		MaxBatch:         cfg.MaxBatch,
-		MaxReplyBytes:    cfg.MaxReplyBytes,
-		MaxInflightPerIP: cfg.MaxInflightPerIP,
-		ExecTimeout:      cfg.ExecTimeout,
-		Version:          opts.Version,
-		Logger:           log.With("component", "mcp"),
+		Workspace:          p.ws,
+		Registry:           reg,
+		RootDir:            cfg.Root,
+		StaticScope:        cfg.ScopePath,
+		AuthToken:          cfg.AuthToken,
+		AllowedOrigins:     cfg.AllowedOrigins,
+		Guard:              guard,
+		MaxBodyBytes:       cfg.MaxBodyBytes,
+		MaxBatch:           cfg.MaxBatch,
+		MaxReplyBytes:      cfg.MaxReplyBytes,
+		MaxInflightPerIP:   cfg.MaxInflightPerIP,
+		Sessions:           cfg.MCPSessions,
+		SessionIdleTimeout: cfg.MCPSessionIdle,
+		MaxSessions:        cfg.MCPMaxSessions,
+		Version:            opts.Version,
+		Logger:             log.With("component", "mcp"),
 	})
 	if err != nil {
 		return err

@@ -34,7 +34,8 @@ func TestDocsListEveryTool(t *testing.T) {
 		names = append(names, tool.Name)
 	}
 	var registered []string
-	for name := range e.srv.tools {
+	for _, tl := range e.srv.reg.List() {
+		name := tl.Name
 		registered = append(registered, name)
 	}
 	sort.Strings(names)
@@ -43,7 +44,7 @@ func TestDocsListEveryTool(t *testing.T) {
 		t.Fatalf("tools/list %v differs from the registered tools %v", names, registered)
 	}
 	for _, want := range []string{"exec", "grep", "read_text_file"} {
-		if _, ok := e.srv.tools[want]; !ok {
+		if _, ok := e.srv.reg.Lookup(want); !ok {
 			t.Fatalf("tool %q is not registered; the test needs the full tool set", want)
 		}
 	}

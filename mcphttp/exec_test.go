@@ -23,7 +23,7 @@ func TestExecLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ex.Close()
-	srv, err := New(Options{Workspace: ws, Executor: ex, RootDir: root, ExecTimeout: time.Second})
+	srv, err := New(Options{Workspace: ws, Registry: wsRegistry(ws, ex, time.Second), RootDir: root})
 	if err != nil {
 		t.Fatal(err)
 	}

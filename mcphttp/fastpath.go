@@ -26,7 +26,7 @@ import (
 // Everything else goes to the SDK: initialize, other notifications, paged
 // tools/list, batches, unknown tools (the SDK words that error), and
 // protocol versions after 2025-11-25, whose semantics the SDK implements.
-// Both paths call the same toolDef through callTool, and
+// Both paths call the registry through callTool, and
 // TestFastPathMatchesSDK checks that they answer byte for byte the same.
 
 // fastProtocols are the versions whose tools/call the fast path answers;
@@ -103,12 +103,11 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, body []byte, 
 	if req.Method != "tools/call" {
 		return false
 	}
-	def, ok := s.tools[req.Params.Name]
-	if !ok {
+	if _, ok := s.reg.Lookup(req.Params.Name); !ok {
 		return false
 	}
 	s.fastCalls.Add(1)
-	res := s.callTool(r.Context(), def, req.Params.Arguments, r.Header)
+	res := s.callTool(r.Context(), req.Params.Name, req.Params.Arguments, r.Header, r.RemoteAddr)
 	s.writeFast(w, sse, req.ID, func(buf []byte) ([]byte, error) { return appendResponse(buf, req.ID, res) })
 	return true
 }
@@ -152,27 +151,38 @@ func (s *Server) writeFast(w http.ResponseWriter, sse bool, id json.RawMessage, 
 	}
 }
 
-// toolsListResult is the SDK's own tools/list result, captured once by
-// sending it a tools/list (so the fast path's answer cannot drift from the
-// SDK's), or nil if that failed.
+// toolsListResult is the SDK's own tools/list result, captured by sending it
+// a tools/list (so the fast path's answer cannot drift from the SDK's) and
+// kept until the registry's tools change (syncTools), or nil if that failed.
 func (s *Server) toolsListResult() json.RawMessage {
-	s.listOnce.Do(func() {
-		req, err := http.NewRequest(http.MethodPost, "/mcp", bytes.NewReader([]byte(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`)))
-		if err != nil {
-			return
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		rec := &recorder{header: http.Header{}}
-		s.jsonH.ServeHTTP(rec, req)
-		var env struct {
-			Result json.RawMessage `json:"result"`
-		}
-		if rec.status == http.StatusOK && json.Unmarshal(rec.body.Bytes(), &env) == nil && len(env.Result) > 0 {
-			s.listResult = env.Result
-		}
-	})
-	return s.listResult
+	s.listMu.Lock()
+	if s.listResult != nil {
+		defer s.listMu.Unlock()
+		return s.listResult
+	}
+	gen := s.listGen
+	s.listMu.Unlock()
+
+	req, err := http.NewRequest(http.MethodPost, "/mcp", bytes.NewReader([]byte(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`)))
+	if err != nil {
+		return nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	rec := &recorder{header: http.Header{}}
+	s.jsonH.ServeHTTP(rec, req)
+	var env struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if rec.status != http.StatusOK || json.Unmarshal(rec.body.Bytes(), &env) != nil || len(env.Result) == 0 {
+		return nil
+	}
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
+	if s.listGen == gen { // a change since would make this list stale
+		s.listResult = env.Result
+	}
+	return env.Result
 }
 
 // recorder is a minimal http.ResponseWriter that keeps what is written.

@@ -18,7 +18,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/wstools"
 )
 
 func TestMain(m *testing.M) {
@@ -122,7 +124,7 @@ func newEnvAt(t testing.TB, root string, opts ...envOpt) *env {
 // newEnvWith serves ws with ex; the cleanup closes both.
 func newEnvWith(t testing.TB, ws fsops.Workspace, ex sandbox.Executor, opts ...envOpt) *env {
 	t.Helper()
-	o := Options{Workspace: ws, Executor: ex, RootDir: ws.Root(), Version: "test", ExecTimeout: 20 * time.Second}
+	o := Options{Workspace: ws, RootDir: ws.Root(), Version: "test"}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -132,6 +134,9 @@ func newEnvWith(t testing.TB, ws fsops.Workspace, ex sandbox.Executor, opts ...e
 			t.Fatal(err)
 		}
 		o.Workspace = sc
+	}
+	if o.Registry == nil {
+		o.Registry = wsRegistry(o.Workspace, ex, 20*time.Second)
 	}
 	srv, err := New(o)
 	if err != nil {
@@ -216,4 +221,14 @@ func render(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// wsRegistry is a registry serving the workspace tools of ws (package
+// wstools), as the daemon wires it.
+func wsRegistry(ws fsops.Workspace, ex sandbox.Executor, execTimeout time.Duration) *registry.Registry {
+	r := registry.New(registry.Options{})
+	if err := r.Set("workspace", wstools.Tools(ws, wstools.ExecEnv{Executor: ex, Timeout: execTimeout})); err != nil {
+		panic(err)
+	}
+	return r
 }

@@ -45,7 +45,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// Stateless: no SSE stream to GET and no session to DELETE. 405 (not the
 	// reference's 404) is what the SDK clients read as "no standalone SSE
 	// stream" without logging an error.
-	if r.Method != http.MethodPost {
+	stream := s.sessH != nil && (r.Method == http.MethodGet || r.Method == http.MethodDelete)
+	if r.Method != http.MethodPost && !stream {
 		w.Header().Set("Allow", "POST")
 		writeJSONError(w, http.StatusMethodNotAllowed, "Method not allowed",
 			"this MCP endpoint is stateless: send JSON-RPC messages with POST")
@@ -91,6 +92,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if stream {
+		// A session's SSE stream (GET) or its end (DELETE): the SDK's.
+		s.sessH.ServeHTTP(w, r)
+		return
+	}
 	// In-flight requests per client address.
 	if s.inflight != nil {
 		key, ok := s.inflight.acquire(r.Context(), r.RemoteAddr)
@@ -132,6 +138,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	if s.sessH != nil {
+		if r.Header.Get("Mcp-Session-Id") == "" && s.sessionCount() >= s.maxSess {
+			s.warns.warn(s.log, "sessions", "too many MCP sessions; answered 503", "remote", r.RemoteAddr, "limit", s.maxSess)
+			writeJSONError(w, http.StatusServiceUnavailable, "Too many sessions",
+				fmt.Sprintf("the daemon has %d open MCP sessions, its limit (--mcp-max-sessions); end one (DELETE /mcp) or retry after idle sessions expire", s.maxSess))
+			return
+		}
+		s.serveSDK(s.sessH, w, r)
+		return
+	}
 	// Reply format. The SDK insists that Accept lists both JSON and SSE; we
 	// are more lenient (curl, simple clients) and pick the format from what
 	// the client accepts, preferring JSON: one write, no SSE framing.
@@ -151,6 +167,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotAcceptable, "Not acceptable",
 			"Accept must include application/json or text/event-stream")
 	}
+}
+
+// sessionCount is the number of open sessions of the SDK's server (HTTP
+// sessions, and stdio ones, which a daemon with sessions does not have).
+func (s *Server) sessionCount() int {
+	n := 0
+	for range s.mcp.Sessions() {
+		n++
+	}
+	return n
 }
 
 // serveSDK hands r to one of the SDK's handlers, with a reply budget in its

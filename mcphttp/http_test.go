@@ -227,7 +227,7 @@ func TestToolList(t *testing.T) {
 func TestMemoryWorkspace(t *testing.T) {
 	ws := fsops.NewMemory("/mem", fsops.Options{})
 	defer ws.Close()
-	srv, err := New(Options{Workspace: ws, RootDir: "/mem"})
+	srv, err := New(Options{Workspace: ws, Registry: wsRegistry(ws, nil, 0), RootDir: "/mem"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,20 +17,24 @@
 //     tools/call or tools/list (and notifications/initialized) is answered
 //     on a fast path that skips the SDK's per-request session, byte for
 //     byte as the SDK would (fastpath.go); everything else is the SDK's.
+//     With Options.Sessions the handler is the SDK's stateful one instead
+//     (Mcp-Session-Id, GET stream, DELETE; idle expiry and a session cap),
+//     with the same checks and no fast path.
 //   - ServeStdio: MCP over stdin/stdout, for `agent-backend daemon
 //     --local-only`, which is how LocalFilesystemBackend.getMCPClient()
 //     spawns the daemon.
 //
-// Each tool is one value (tool[Args] in tools.go: name, title, description,
-// input schema, annotations and handler), declared with its arguments type
-// in tools_read.go, tools_write.go, tools_dirs.go or tools_exec.go; toolList
-// says which tools a configuration offers, and New registers that list. A
-// tool needs no *Server: its handler gets the call's workspace, and exec
-// gets its executor and timeout when it is built (execTool).
+// The tools are those of a registry.Registry (Options.Registry): tools/list
+// is its list, tools/call goes through registry.Call (its concurrency cap
+// and deadlines), and when a provider changes its tools the SDK's tool set
+// follows and connected sessions get notifications/tools/list_changed
+// (tools.go). The package does not know which provider a tool comes from;
+// the daemon sets the workspace tools (package wstools) as one.
 //
-// The package never touches the file system or starts a process itself: files
-// go through fsops.Workspace and commands through sandbox.Executor. Every
-// failure of a tool is a tool result with isError set and a message that
+// The package never touches the file system or starts a process itself: the
+// tools do, through fsops.Workspace and sandbox.Executor; this package only
+// resolves the workspace a call works in (the root or the request's scope).
+// Every failure of a tool is a tool result with isError set and a message that
 // names the path or limit involved (see errors.go), never a JSON-RPC error,
 // because that is what the reference does and what LLM clients can act on.
 package mcphttp
@@ -51,7 +55,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
-	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/registry"
 )
 
 // DefaultMaxBodyBytes is the request body limit of the HTTP handler when
@@ -59,17 +63,23 @@ import (
 // body is answered 413 before it is read.
 const DefaultMaxBodyBytes = 4 << 20
 
+// Defaults of the opt-in sessions (Options.Sessions).
+const (
+	DefaultSessionIdleTimeout = 30 * time.Minute
+	DefaultMaxSessions        = 100
+)
+
 // Options configure a Server. Workspace is required; everything else has a
 // working zero value.
 type Options struct {
 	// Workspace is the tree the tools work on: the daemon's root, or the
 	// static --scopePath scope already applied to it.
 	Workspace fsops.Workspace
-	// Executor runs exec. Nil (the memory workspace) leaves exec out of the
-	// tool list. grep needs no executor (it runs in Go through
-	// Workspace.Grep) and is registered whenever fsops.CanExec(Workspace) is true,
-	// as the reference registers it exactly for backends that can execute.
-	Executor sandbox.Executor
+	// Registry holds the tools served (required). tools/list is its list and
+	// tools/call goes through registry.Call; when its tools change, the
+	// SDK's tool set follows and the SDK tells connected sessions
+	// (notifications/tools/list_changed).
+	Registry *registry.Registry
 	// RootDir is the daemon's root exactly as configured. A request's
 	// X-Root-Dir header must equal it (docs/protocol.md, the /mcp checks).
 	RootDir string
@@ -104,8 +114,18 @@ type Options struct {
 	// flight; 0 means DefaultMaxInflightPerIP, negative means no cap. One
 	// more waits up to 2 s for a slot, then gets 429 with Retry-After.
 	MaxInflightPerIP int
-	// ExecTimeout bounds one exec call; 0 leaves it to the executor's default.
-	ExecTimeout time.Duration
+	// Sessions turns on stateful streamable HTTP: initialize opens a session
+	// (Mcp-Session-Id), GET opens its server-to-client SSE stream (where
+	// notifications/tools/list_changed arrive), DELETE ends it, and an
+	// unknown session id gets 404. Off, the endpoint is stateless. With
+	// sessions every request goes through the SDK (no fast path).
+	Sessions bool
+	// SessionIdleTimeout ends a session idle that long; 0 means
+	// DefaultSessionIdleTimeout.
+	SessionIdleTimeout time.Duration
+	// MaxSessions caps open sessions; 0 means DefaultMaxSessions. An
+	// initialize past it gets 503 naming the limit.
+	MaxSessions int
 	// Version is reported as the MCP server version.
 	Version string
 	// Logger receives request failures at Warn and tool failures at Debug;
@@ -122,6 +142,8 @@ type Server struct {
 	mcp      *mcp.Server
 	jsonH    http.Handler // streamable HTTP, replies as application/json
 	sseH     http.Handler // streamable HTTP, replies as text/event-stream
+	sessH    http.Handler // stateful streamable HTTP (Options.Sessions), else nil
+	maxSess  int
 	handler  http.Handler
 	maxBody  int64
 	token    httpguard.Token
@@ -136,9 +158,12 @@ type Server struct {
 	stdio  map[*mcp.ServerSession]struct{}
 	done   chan struct{}
 
-	tools map[string]*toolDef // written only by New
-
-	listOnce   sync.Once
+	reg        *registry.Registry
+	unsub      func()
+	syncMu     sync.Mutex      // serializes syncTools
+	served     map[string]bool // tools registered with the SDK; under syncMu
+	listMu     sync.Mutex
+	listGen    uint64          // bumped by syncTools; under listMu
 	listResult json.RawMessage // the SDK's tools/list result (fastpath.go)
 
 	noFastPath bool         // tests: send every request through the SDK
@@ -150,16 +175,20 @@ func New(opts Options) (*Server, error) {
 	if opts.Workspace == nil {
 		return nil, errors.New("mcphttp: Options.Workspace is required")
 	}
+	if opts.Registry == nil {
+		return nil, errors.New("mcphttp: Options.Registry is required")
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		opts:  opts,
-		log:   log,
-		stdio: map[*mcp.ServerSession]struct{}{},
-		done:  make(chan struct{}),
-		tools: map[string]*toolDef{},
+		opts:   opts,
+		log:    log,
+		stdio:  map[*mcp.ServerSession]struct{}{},
+		done:   make(chan struct{}),
+		reg:    opts.Registry,
+		served: map[string]bool{},
 	}
 	s.maxBody = opts.MaxBodyBytes
 	if s.maxBody == 0 {
@@ -199,7 +228,8 @@ func New(opts Options) (*Server, error) {
 			"(absolute paths are taken as relative to it); nothing outside it is reachable.",
 	})
 	s.mcp.AddReceivingMiddleware(limitReplies)
-	s.registerTools()
+	s.unsub = s.reg.Subscribe(s.syncTools)
+	s.syncTools()
 
 	// Two stateless handlers over the same mcp.Server: the SDK fixes the
 	// reply format per handler, and we pick per request from Accept. The
@@ -215,6 +245,14 @@ func New(opts Options) (*Server, error) {
 		Stateless: true, Logger: sdkLog, MaxRequestBodyBytes: sdkMax,
 		DisableLocalhostProtection: opts.AuthToken != "",
 	})
+	if opts.Sessions {
+		s.maxSess = cmp.Or(opts.MaxSessions, DefaultMaxSessions)
+		s.sessH = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+			SessionTimeout: cmp.Or(opts.SessionIdleTimeout, DefaultSessionIdleTimeout),
+			Logger:         sdkLog, MaxRequestBodyBytes: sdkMax,
+			DisableLocalhostProtection: opts.AuthToken != "",
+		})
+	}
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	return s, nil
 }
@@ -288,6 +326,7 @@ func (s *Server) Close() error {
 	s.closed = true
 	close(s.done)
 	s.mu.Unlock()
+	s.unsub()
 	return nil
 }
 

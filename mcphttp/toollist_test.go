@@ -3,6 +3,7 @@ package mcphttp
 import (
 	"context"
 	"encoding/json"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,7 +13,9 @@ import (
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/wstools"
 )
 
 // toolSetConfigs are the configurations that decide the tool set: a
@@ -59,7 +62,7 @@ func TestToolsListGolden(t *testing.T) {
 			ws, ex := c.open(t)
 			file := filepath.Join("testdata", "golden", "tools_list_"+c.name+".json")
 			for _, fast := range []bool{false, true} {
-				srv, err := New(Options{Workspace: ws, Executor: ex, RootDir: ws.Root(), Version: "test"})
+				srv, err := New(Options{Workspace: ws, Registry: wsRegistry(ws, ex, 0), RootDir: ws.Root(), Version: "test"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -103,14 +106,12 @@ func TestToolValues(t *testing.T) {
 	for _, c := range toolSetConfigs {
 		t.Run(c.name, func(t *testing.T) {
 			ws, ex := c.open(t)
-			list := toolList(ws, execEnv{executor: ex, base: ws})
+			list := wstools.Tools(ws, wstools.ExecEnv{Executor: ex})
 			if len(list) == 0 {
 				t.Fatal("no tools")
 			}
 			seen := map[string]bool{}
-			for _, entry := range list {
-				def := entry.def()
-				tl := def.tool
+			for _, tl := range list {
 				if !toolNameRE.MatchString(tl.Name) {
 					t.Errorf("tool name %q: want 1-64 of letters, digits, _ - .", tl.Name)
 				}
@@ -124,11 +125,11 @@ func TestToolValues(t *testing.T) {
 				if tl.Annotations == nil || tl.Annotations.Title != tl.Title {
 					t.Errorf("%s: annotations %+v, want set, with the title %q", tl.Name, tl.Annotations, tl.Title)
 				}
-				in, _ := tl.InputSchema.(schema)
+				in, _ := tl.InputSchema.(map[string]any)
 				if in["type"] != "object" {
 					t.Errorf("%s: input schema type %v, want object", tl.Name, in["type"])
 				}
-				props, ok := in["properties"].(schema)
+				props, ok := in["properties"].(map[string]any)
 				if !ok {
 					t.Errorf("%s: input schema has no properties map", tl.Name)
 				}
@@ -139,26 +140,26 @@ func TestToolValues(t *testing.T) {
 					}
 				}
 				for name, p := range props {
-					ps, _ := p.(schema)
+					ps, _ := p.(map[string]any)
 					if ps["type"] == nil || ps["description"] == nil {
 						t.Errorf("%s: property %q needs a type and a description: %v", tl.Name, name, ps)
 					}
 				}
-				if _, err := json.Marshal(tl); err != nil {
+				if _, err := json.Marshal(&mcp.Tool{Name: tl.Name, Title: tl.Title, Description: tl.Description, Annotations: tl.Annotations, InputSchema: tl.InputSchema}); err != nil {
 					t.Errorf("%s: %v", tl.Name, err)
 				}
 			}
 
-			srv, err := New(Options{Workspace: ws, Executor: ex})
+			srv, err := New(Options{Workspace: ws, Registry: wsRegistry(ws, ex, 0)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer srv.Close()
-			if len(srv.tools) != len(seen) {
-				t.Errorf("the Server registered %d tools, toolList has %d", len(srv.tools), len(seen))
+			if len(srv.served) != len(seen) {
+				t.Errorf("the Server registered %d tools, wstools.Tools has %d", len(srv.served), len(seen))
 			}
 			for name := range seen {
-				if srv.tools[name] == nil {
+				if !srv.served[name] {
 					t.Errorf("the Server did not register %s", name)
 				}
 			}
@@ -179,9 +180,9 @@ func TestToolValuesWithoutServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.Close()
-	tools := map[string]toolEntry{}
-	for _, entry := range toolList(ws, execEnv{executor: e.ex, timeout: 20 * time.Second, base: ws}) {
-		tools[entry.def().tool.Name] = entry
+	tools := map[string]registry.Tool{}
+	for _, tl := range wstools.Tools(ws, wstools.ExecEnv{Executor: e.ex, Timeout: 20 * time.Second}) {
+		tools[tl.Name] = tl
 	}
 	for _, c := range []toolCase{
 		{"read_text_file", map[string]any{"path": "a.txt", "limit": 2}},
@@ -193,11 +194,11 @@ func TestToolValuesWithoutServer(t *testing.T) {
 		{"grep", map[string]any{"pattern": "line", "outputMode": "count"}},
 	} {
 		args, _ := json.Marshal(c.args)
-		entry := tools[c.tool]
-		if entry == nil {
+		tl, ok := tools[c.tool]
+		if !ok {
 			t.Fatalf("%s is not in the tool list", c.tool)
 		}
-		got := render(entry.def().call(context.Background(), ws, args))
+		got := render(tl.Handler(context.Background(), registry.Call{Args: args, Workspace: ws}))
 		if want := call(t, cs, c.tool, c.args); got != want {
 			t.Errorf("%s %s:\ndirect: %q\nserver: %q", c.tool, args, got, want)
 		}

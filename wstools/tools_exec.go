@@ -1,6 +1,7 @@
-package mcphttp
+package wstools
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,9 +46,15 @@ func execTool(env execEnv) tool[execArgs] {
 			"command": str("Shell command to execute"),
 			"env":     strMap("Optional environment variables to set for this command"),
 		}, required("command")),
+		Timeout: cmp.Or(env.timeout, sandbox.DefaultTimeout) + execGrace,
 		Handler: env.exec,
 	}
 }
+
+// execGrace is how much longer than the command's own time limit the
+// registry waits for exec, so that exec's kill-and-report (the output
+// printed before the timeout) answers, not the registry's deadline.
+const execGrace = 5 * time.Second
 
 func (env execEnv) exec(ctx context.Context, ws fsops.Workspace, a execArgs) *mcp.CallToolResult {
 	if jsTrim(a.Command) == "" {
