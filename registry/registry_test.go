@@ -178,38 +178,65 @@ func TestCall(t *testing.T) {
 	}
 }
 
-func TestTimeoutAnswersAtTheDeadlineAndKeepsTheSlot(t *testing.T) {
+func TestTimeoutIsOneResultAndKeepsTheSlot(t *testing.T) {
 	release := make(chan struct{})
-	r := New(Options{MaxConcurrent: 1, QueueWait: 50 * time.Millisecond})
-	stuck := Tool{Name: "stuck", Timeout: 50 * time.Millisecond, Handler: func(ctx context.Context, _ Call) *mcp.CallToolResult {
+	var recs []Record
+	var mu sync.Mutex
+	r := New(Options{MaxConcurrent: 1, QueueWait: 50 * time.Millisecond,
+		Observe: func(rec Record) { mu.Lock(); recs = append(recs, rec); mu.Unlock() }})
+	slow := Tool{Name: "slow", Timeout: 50 * time.Millisecond, Handler: func(ctx context.Context, _ Call) *mcp.CallToolResult {
 		<-ctx.Done()
 		<-release // a handler that is slow to notice
-		return text("late")
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "handler's own words: " + ctx.Err().Error()}}}
 	}}
-	if err := r.Set("p", []Tool{stuck, echo("e")}); err != nil {
+	if err := r.Set("p", []Tool{slow, echo("e")}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := r.Call(context.Background(), "stuck", Call{})
-	if err != nil || !res.IsError || !strings.Contains(resultText(t, res), "timed out after 50ms") {
-		t.Fatalf("Call = %+v, %v; want a timeout error result", res, err)
-	}
-	// The stuck handler still holds the only slot.
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := r.Call(context.Background(), "slow", Call{})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	// Until the slow handler returns, it holds the only slot.
+	time.Sleep(100 * time.Millisecond)
 	if _, err := r.Call(context.Background(), "e", Call{}); !errors.Is(err, ErrBusy) {
-		t.Fatalf("second call while the slot is held: %v, want ErrBusy", err)
+		t.Fatalf("a call while the slot is held: %v, want ErrBusy", err)
 	}
 	close(release)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		res, err := r.Call(context.Background(), "e", Call{})
-		if err == nil {
-			if resultText(t, res) != "e:" {
-				t.Fatalf("after release: %+v", res)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the slot never came back: %v", err)
-		}
+	res := <-done
+	if !res.IsError || resultText(t, res) != "Tool slow timed out after 50ms and was cancelled" {
+		t.Fatalf("timed-out call = %+v; want the registry's timeout result", res)
+	}
+	if res, err := r.Call(context.Background(), "e", Call{}); err != nil || resultText(t, res) != "e:" {
+		t.Fatalf("after the slow call: %+v, %v", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	outcomes := []string{}
+	for _, rec := range recs {
+		outcomes = append(outcomes, rec.Tool+":"+rec.Outcome)
+	}
+	if got := strings.Join(outcomes, ","); got != "e:busy,slow:timeout,e:ok" {
+		t.Fatalf("outcomes %s", got)
+	}
+}
+
+// TestResultAtTheDeadlineStands: a handler that succeeds although its
+// deadline passed keeps its result.
+func TestResultAtTheDeadlineStands(t *testing.T) {
+	r := New(Options{})
+	if err := r.Set("p", []Tool{{Name: "late", Timeout: time.Millisecond, Handler: func(ctx context.Context, _ Call) *mcp.CallToolResult {
+		<-ctx.Done()
+		return text("finished anyway")
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Call(context.Background(), "late", Call{})
+	if err != nil || res.IsError || resultText(t, res) != "finished anyway" {
+		t.Fatalf("Call = %+v, %v", res, err)
 	}
 }
 
