@@ -169,12 +169,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// sessionCount is the number of open sessions of the SDK's server (HTTP
-// sessions, and stdio ones, which a daemon with sessions does not have).
+// sessionCount is the number of initialized sessions of the SDK's server.
+// Sessions that never saw an initialize are left out: the SDK also opens
+// one for the length of a request that carries no session id (the go-sdk
+// client's listen stream is one), which the in-flight cap bounds, and
+// counting those refused a client below the cap now and then.
 func (s *Server) sessionCount() int {
 	n := 0
-	for range s.mcp.Sessions() {
-		n++
+	for ss := range s.mcp.Sessions() {
+		if ss.InitializeParams() != nil {
+			n++
+		}
 	}
 	return n
 }
