@@ -78,6 +78,14 @@ type Config struct {
 	MaxReplyBytes    int64 // largest /mcp reply
 	MaxInflightPerIP int   // concurrent /mcp requests per client address
 
+	// Tool calls (the registry every face serves).
+	MaxConcurrentCalls int           // tool calls running at once (--max-concurrent-executions)
+	ToolQueueWait      time.Duration // how long a call waits for a slot before "busy"
+	ToolTimeout        time.Duration // per-call deadline of a tool without its own
+
+	// AuditLog is the audit log's file, "-" for stderr, "" for none.
+	AuditLog string
+
 	// SSH over WebSocket.
 	SSHHostKey      string
 	MaxSSHConns     int
