@@ -12,6 +12,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/mcphttp"
+	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/sshws"
 )
@@ -25,6 +26,7 @@ type protocols struct {
 	exec sandbox.Executor
 	mcp  *mcphttp.Server
 	ssh  *sshws.Server
+	reg  *registry.Registry // registry: built in New (tools.go) before build
 }
 
 func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guard) (err error) {
