@@ -165,6 +165,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 			MaxConns:          cfg.MaxSSHConns,
 			KeepaliveInterval: cfg.SSHKeepalive,
 			EnvAllowlist:      cfg.SSHEnvAllowlist,
+			SessionEnded:      opts.sessionEnded,
 			Logger:            log.With("component", "ssh"),
 		})
 		if err != nil {
