@@ -31,6 +31,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/registry"
+	"github.com/agentbe/agentbe-daemon/sshd"
 )
 
 // Options are the daemon's injected dependencies.
@@ -42,6 +43,9 @@ type Options struct {
 	// and STOPPING=1 when a graceful shutdown begins; nil = not under
 	// systemd.
 	Notifier *Notifier
+
+	// sessionEnded is the audit log's SSH session hook, set by New.
+	sessionEnded func(sshd.SessionRecord)
 }
 
 // Daemon is one running workspace server. Create it with New, run it with
@@ -119,6 +123,9 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.proto.reg = newToolRegistry(cfg, d)
+	if d.audit != nil {
+		opts.sessionEnded = d.auditSession
+	}
 	d.guard = httpguard.New(httpguard.Options{AuthToken: cfg.AuthToken, AllowedOrigins: cfg.AllowedOrigins, Logger: d.log})
 	if err := d.proto.build(cfg, opts, d.guard); err != nil {
 		_ = d.closeAudit()

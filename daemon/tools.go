@@ -8,6 +8,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/audit"
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/registry"
+	"github.com/agentbe/agentbe-daemon/sshd"
 )
 
 // unknownTool is the tool label of calls of a name no provider serves: a
@@ -96,6 +97,15 @@ func newToolRegistry(cfg config.Config, d *Daemon) *registry.Registry {
 		},
 	})
 	return reg
+}
+
+// auditSession logs an SSH exec, shell or SFTP session.
+func (d *Daemon) auditSession(r sshd.SessionRecord) {
+	d.audit.Write(audit.Entry{
+		Time: r.Start, Face: "ssh", Remote: r.Remote, Scope: d.cfg.ScopePath,
+		Tool: "ssh." + r.Kind, Command: r.Command, Outcome: r.Outcome,
+		DurationMS: float64(r.Duration.Microseconds()) / 1000, BytesIn: r.BytesIn, BytesOut: r.BytesOut,
+	})
 }
 
 // ReopenAuditLog opens --audit-log again by name (on SIGHUP, after

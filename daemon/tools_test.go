@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/registry"
+	"github.com/agentbe/agentbe-daemon/wsclient"
 )
 
 func okTool(name string) registry.Tool {
@@ -150,5 +152,52 @@ func TestAuditLogOffByDefault(t *testing.T) {
 	}
 	if err := r.d.ReopenAuditLog(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAuditLogsSSHSessions runs an SSH exec over the daemon's /ssh
+// WebSocket and finds its line, command included and token scrubbed, in
+// the audit log.
+func TestAuditLogsSSHSessions(t *testing.T) {
+	c := testConfig(t)
+	c.AuthToken = "ssh-token-0b7d21"
+	c.AuditLog = filepath.Join(t.TempDir(), "audit.log")
+	r := start(t, c, nil)
+	conn, err := wsclient.Dial(context.Background(), "ws"+strings.TrimPrefix(r.url, "http")+"/ssh", c.AuthToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, chans, reqs, err := gossh.NewClientConn(conn, "ws", &gossh.ClientConfig{
+		User: "agent", Auth: []gossh.AuthMethod{gossh.Password(c.AuthToken)}, HostKeyCallback: gossh.InsecureIgnoreHostKey(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := gossh.NewClient(cc, chans, reqs)
+	s, err := client.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Output("echo hi # " + c.AuthToken)
+	if err != nil || string(out) != "hi\n" {
+		t.Fatalf("exec: %q %v", out, err)
+	}
+	client.Close()
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(c.AuditLog)
+	var e struct {
+		Face, Tool, Command, Outcome, Remote string
+		BytesOut                             int64 `json:"bytes_out"`
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("audit log %q: %v", b, err)
+	}
+	if e.Face != "ssh" || e.Tool != "ssh.exec" || e.Command != "echo hi # [redacted]" || e.Outcome != "ok" || e.Remote == "" || e.BytesOut != 3 {
+		t.Errorf("audit line: %s", b)
+	}
+	if strings.Contains(string(b), c.AuthToken) {
+		t.Errorf("audit log holds the token: %s", b)
 	}
 }
