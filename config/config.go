@@ -81,6 +81,14 @@ type Config struct {
 	MCPSessionIdle   time.Duration // an MCP session idle this long ends
 	MCPMaxSessions   int           // open MCP sessions at most
 
+	// Tool calls (the registry every face serves).
+	MaxConcurrentCalls int           // tool calls running at once (--max-concurrent-executions)
+	ToolQueueWait      time.Duration // how long a call waits for a slot before "busy"
+	ToolTimeout        time.Duration // per-call deadline of a tool without its own
+
+	// AuditLog is the audit log's file, "-" for stderr, "" for none.
+	AuditLog string
+
 	// SSH over WebSocket.
 	SSHHostKey      string
 	MaxSSHConns     int

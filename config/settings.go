@@ -89,6 +89,16 @@ func positive(v any) error {
 	return nil
 }
 
+// durationBetween checks a duration against bounds.
+func durationBetween(lo, hi time.Duration) func(any) error {
+	return func(v any) error {
+		if d := v.(time.Duration); d < lo || d > hi {
+			return fmt.Errorf("must be from %s to %s", lo, hi)
+		}
+		return nil
+	}
+}
+
 // atLeast checks a byte size against a floor.
 func atLeast(min int64) func(any) error {
 	return func(v any) error {
@@ -242,6 +252,18 @@ var settings = []*setting{
 	{key: "mcp-max-sessions", env: env("mcp-max-sessions"), def: "100",
 		usage: "with --mcp-sessions, open MCP sessions at most; an initialize past it gets 503",
 		field: func(c *Config) any { return &c.MCPMaxSessions }, check: between(1, 1<<20)},
+	{key: "max-concurrent-executions", env: env("max-concurrent-executions"), def: "10",
+		usage: "tool calls running at once across every face; more wait up to --tool-queue-wait, then get a busy error",
+		field: func(c *Config) any { return &c.MaxConcurrentCalls }, check: between(1, 10000)},
+	{key: "tool-queue-wait", env: env("tool-queue-wait"), def: "2s",
+		usage: "how long a tool call waits for a free slot (--max-concurrent-executions) before a busy error",
+		field: func(c *Config) any { return &c.ToolQueueWait }, check: durationBetween(time.Millisecond, time.Hour)},
+	{key: "tool-timeout", env: env("tool-timeout"), def: "30s",
+		usage: "deadline of one tool call (tools with their own deadline, such as exec's --exec-timeout, keep it)",
+		field: func(c *Config) any { return &c.ToolTimeout }, check: durationBetween(time.Second, 24*time.Hour)},
+	{key: "audit-log", env: env("audit-log"),
+		usage: "append one JSON line per tool call and SSH session to this file (created 0600, reopened on SIGHUP), or - for stderr; off when empty",
+		field: func(c *Config) any { return &c.AuditLog }},
 	{key: "shutdown-timeout", env: env("shutdown-timeout"), def: "10s",
 		usage: "on SIGTERM/SIGINT, how long in-flight requests may finish before they are cut",
 		field: func(c *Config) any { return &c.ShutdownTimeout }, check: positive},

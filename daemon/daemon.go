@@ -27,8 +27,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agentbe/agentbe-daemon/audit"
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/registry"
+	"github.com/agentbe/agentbe-daemon/sshd"
 )
 
 // Options are the daemon's injected dependencies.
@@ -40,6 +43,9 @@ type Options struct {
 	// and STOPPING=1 when a graceful shutdown begins; nil = not under
 	// systemd.
 	Notifier *Notifier
+
+	// sessionEnded is the audit log's SSH session hook, set by New.
+	sessionEnded func(sshd.SessionRecord)
 }
 
 // Daemon is one running workspace server. Create it with New, run it with
@@ -50,8 +56,12 @@ type Daemon struct {
 	log     *slog.Logger
 	started time.Time
 	metrics *httpMetrics
-	handler http.Handler
-	mux     *http.ServeMux
+	// toolMetrics and audit observe every tool call (tools.go); audit is
+	// nil without --audit-log.
+	toolMetrics *toolMetrics
+	audit       *audit.Log
+	handler     http.Handler
+	mux         *http.ServeMux
 	// guard is the Origin and Host rule of every endpoint that does work
 	// (internal/httpguard); handleWork wraps each such route with it.
 	guard *httpguard.Guard
@@ -105,8 +115,20 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 			return nil, err
 		}
 	}
+	if d.audit, err = openAudit(cfg); err != nil {
+		return nil, err
+	}
+	if d.toolMetrics, err = newToolMetrics(opts.Registry, d.audit); err != nil {
+		_ = d.closeAudit()
+		return nil, err
+	}
+	d.proto.reg = newToolRegistry(cfg, d)
+	if d.audit != nil {
+		opts.sessionEnded = d.auditSession
+	}
 	d.guard = httpguard.New(httpguard.Options{AuthToken: cfg.AuthToken, AllowedOrigins: cfg.AllowedOrigins, Logger: d.log})
 	if err := d.proto.build(cfg, opts, d.guard); err != nil {
+		_ = d.closeAudit()
 		return nil, err
 	}
 
@@ -155,6 +177,10 @@ type healthBody struct {
 	Isolation       string          `json:"isolation"`
 	IsolationReason string          `json:"isolationReason,omitempty"`
 	UptimeSeconds   float64         `json:"uptimeSeconds"`
+	// Tools is how many tools the registry serves; Providers says, per
+	// provider, its state and how many of them it serves.
+	Tools     int                     `json:"tools"`
+	Providers []registry.ProviderInfo `json:"providers"`
 }
 
 func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
@@ -172,6 +198,11 @@ func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
 		Isolation:       mode,
 		IsolationReason: reason,
 		UptimeSeconds:   time.Since(d.started).Seconds(),
+		Tools:           len(d.proto.reg.List()),
+		Providers:       d.proto.reg.Providers(),
+	}
+	if body.Providers == nil {
+		body.Providers = []registry.ProviderInfo{}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -277,6 +308,14 @@ func (d *Daemon) ReloadTLS() error {
 	return d.certs.Reload()
 }
 
+// closeAudit flushes and closes the audit log, if any.
+func (d *Daemon) closeAudit() error {
+	if d.audit == nil {
+		return nil
+	}
+	return d.audit.Close()
+}
+
 // ListenAndServe listens on the configured address and calls Serve.
 func (d *Daemon) ListenAndServe(ctx context.Context) error {
 	ln, err := net.Listen("tcp", d.cfg.Addr())
@@ -296,6 +335,6 @@ func (d *Daemon) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 // Close releases the executor (killing its processes) and the protocol
 // servers. It is idempotent.
 func (d *Daemon) Close() error {
-	d.closeOnce.Do(func() { d.closeErr = d.proto.close() })
+	d.closeOnce.Do(func() { d.closeErr = errors.Join(d.proto.close(), d.closeAudit()) })
 	return d.closeErr
 }

@@ -26,8 +26,8 @@ type protocols struct {
 	ws   fsops.Workspace // root, or the --scopePath scope of it
 	exec sandbox.Executor
 	mcp  *mcphttp.Server
-	reg  *registry.Registry // the tools every face serves
 	ssh  *sshws.Server
+	reg  *registry.Registry // the tools every face serves: built in New (tools.go) before build
 }
 
 func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guard) (err error) {
@@ -136,7 +136,6 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 	}
 
 	// The tool registry: the workspace tools are its first provider.
-	p.reg = registry.New(registry.Options{Logger: log.With("component", "registry")})
 	reg := p.reg
 	if err := reg.Set("workspace", wstools.Tools(p.ws, wstools.ExecEnv{Executor: p.exec, Timeout: cfg.ExecTimeout})); err != nil {
 		return err
@@ -174,6 +173,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 			MaxConns:          cfg.MaxSSHConns,
 			KeepaliveInterval: cfg.SSHKeepalive,
 			EnvAllowlist:      cfg.SSHEnvAllowlist,
+			SessionEnded:      opts.sessionEnded,
 			Logger:            log.With("component", "ssh"),
 		})
 		if err != nil {

@@ -80,6 +80,26 @@ type Options struct {
 	SubsystemHandlers map[string]SubsystemHandler
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
+	// SessionEnded, when set, is told about every exec, shell and
+	// subsystem session when it ends (the daemon's audit log). It runs on
+	// the session's goroutine: keep it short. Nil counts no bytes.
+	SessionEnded func(SessionRecord)
+}
+
+// SessionRecord is what Options.SessionEnded is told about one session.
+type SessionRecord struct {
+	Kind     string // "exec", "shell", or the subsystem's name ("sftp")
+	Command  string // the exec request's command ("" otherwise)
+	Remote   string // the client's address
+	Start    time.Time
+	Duration time.Duration
+	// Outcome is "ok" (exit status 0), "error" (another status or a
+	// signal), "timeout" (killed at the executor's deadline) or "refused"
+	// (the command did not start).
+	Outcome  string
+	ExitCode int
+	BytesIn  int64 // bytes the client sent on the channel (stdin, SFTP requests)
+	BytesOut int64 // bytes sent to the client (stdout and stderr, SFTP replies)
 }
 
 // Why the server refuses or closes a connection. A net.Conn that
@@ -137,6 +157,8 @@ type Server struct {
 	// after an exec or shell request has started its command (or its
 	// refusal), before the loop reads the next request.
 	afterStart func(*session)
+	// sessionEnded is Options.SessionEnded.
+	sessionEnded func(SessionRecord)
 
 	sshConf *gossh.ServerConfig
 
@@ -168,6 +190,7 @@ func New(opts Options) (*Server, error) {
 		maxChannels:  opts.MaxChannels,
 		envAllow:     make(map[string]bool, len(opts.EnvAllowlist)),
 		subsystems:   opts.SubsystemHandlers,
+		sessionEnded: opts.SessionEnded,
 		log:          opts.Logger,
 		conns:        make(map[net.Conn]struct{}),
 	}

@@ -3,8 +3,11 @@ package sshd
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
@@ -31,6 +34,14 @@ type session struct {
 	busy   bool      // an exec, shell or subsystem has been accepted
 	conn   *Conn     // the connection
 	sub    Subsystem // the subsystem, once one started
+
+	// For Options.SessionEnded: what ran, since when, and the bytes
+	// counted by the counting wrappers (set only when the hook is).
+	kind, command string
+	started       time.Time
+	refused       bool
+	bytesIn       atomic.Int64
+	bytesOut      atomic.Int64
 
 	mu     sync.Mutex
 	proc   sandbox.Process    // nil until started, for signals and resizes
@@ -156,6 +167,7 @@ func (ss *session) handle(req *gossh.Request) bool {
 		// must not overtake it (a client seeing the close first reports
 		// the request itself as failed).
 		accept(req)
+		ss.kind, ss.command, ss.started = req.Type, cmd.Command, time.Now()
 		ss.start(req.Type, cmd.Command)
 		if f := ss.srv.afterStart; f != nil {
 			f(ss)
@@ -172,7 +184,12 @@ func (ss *session) handle(req *gossh.Request) bool {
 			return false
 		}
 		ss.busy = true
-		ss.sub = h.Start(ss.ctx, ss.conn, ss.ch)
+		ss.kind, ss.started = sub.Name, time.Now()
+		var rw io.ReadWriter = ss.ch
+		if ss.srv.sessionEnded != nil {
+			rw = countingRW{ss.ch, &ss.bytesIn, &ss.bytesOut}
+		}
+		ss.sub = h.Start(ss.ctx, ss.conn, rw)
 		accept(req)
 		go ss.serveSubsystem()
 		return true
@@ -250,6 +267,13 @@ func (ss *session) start(kind, command string) {
 		Pty:       pty,
 	}
 	stdio := sandbox.Stdio{Stdin: ss.ch, Stdout: ss.ch, Stderr: ss.ch.Stderr()}
+	if srv.sessionEnded != nil {
+		stdio = sandbox.Stdio{
+			Stdin:  countingRW{ss.ch, &ss.bytesIn, &ss.bytesOut},
+			Stdout: countingRW{ss.ch, &ss.bytesIn, &ss.bytesOut},
+			Stderr: countingRW{ss.ch.Stderr(), &ss.bytesIn, &ss.bytesOut},
+		}
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	proc, err := srv.exec.Start(ctx, req, stdio)
@@ -293,6 +317,7 @@ func refusal(err error) string {
 // refuse ends a session whose command did not run.
 func (ss *session) refuse(msg string) {
 	defer close(ss.done)
+	ss.refused = true
 	fmt.Fprintln(ss.ch.Stderr(), msg)
 	ss.exit(sandbox.ExitStatus{Code: exitCannotExecute})
 }
@@ -307,6 +332,7 @@ func (ss *session) refuse(msg string) {
 // only looks at exit-status (so `ssh host 'kill -9 $$'` exits 137, as a shell
 // would), while x/crypto/ssh and Python clients read both.
 func (ss *session) exit(st sandbox.ExitStatus) {
+	ss.report(st)
 	_ = ss.ch.CloseWrite()
 	code := st.Code
 	_, _ = ss.ch.SendRequest("exit-status", false, gossh.Marshal(struct{ Status uint32 }{uint32(code)}))
@@ -323,6 +349,46 @@ func (ss *session) exit(st sandbox.ExitStatus) {
 		}{st.Signal, false, msg, ""}))
 	}
 	_ = ss.ch.Close()
+}
+
+// report tells Options.SessionEnded how the session ended.
+func (ss *session) report(st sandbox.ExitStatus) {
+	f := ss.srv.sessionEnded
+	if f == nil {
+		return
+	}
+	outcome := "ok"
+	switch {
+	case ss.refused:
+		outcome = "refused"
+	case st.TimedOut:
+		outcome = "timeout"
+	case st.Code != 0 || st.Signal != "":
+		outcome = "error"
+	}
+	f(SessionRecord{
+		Kind: ss.kind, Command: ss.command, Remote: ss.remote, Start: ss.started,
+		Duration: time.Since(ss.started), Outcome: outcome, ExitCode: st.Code,
+		BytesIn: ss.bytesIn.Load(), BytesOut: ss.bytesOut.Load(),
+	})
+}
+
+// countingRW counts the bytes read from and written to a channel.
+type countingRW struct {
+	rw      io.ReadWriter
+	in, out *atomic.Int64
+}
+
+func (c countingRW) Read(p []byte) (int, error) {
+	n, err := c.rw.Read(p)
+	c.in.Add(int64(n))
+	return n, err
+}
+
+func (c countingRW) Write(p []byte) (int, error) {
+	n, err := c.rw.Write(p)
+	c.out.Add(int64(n))
+	return n, err
 }
 
 // serveSubsystem runs the subsystem on the channel until it ends (the

@@ -60,6 +60,9 @@ type Options struct {
 	// SendEnv/SetEnv). A name ending in "*" admits every name with that
 	// prefix ("LC_*"), as in sshd's AcceptEnv. Others are refused.
 	EnvAllowlist []string
+	// SessionEnded is sshd.Options.SessionEnded: told about every exec,
+	// shell and SFTP session when it ends (the audit log). Nil = none.
+	SessionEnded func(sshd.SessionRecord)
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
 
@@ -131,6 +134,7 @@ func New(opts Options) (*Server, error) {
 		LoginTimeout:      loginTimeout,
 		MaxChannels:       maxChannelsPerConn,
 		EnvAllowlist:      opts.EnvAllowlist,
+		SessionEnded:      opts.SessionEnded,
 		SubsystemHandlers: map[string]sshd.SubsystemHandler{
 			"sftp": sshd.SFTP(sshd.SFTPLimits{
 				MaxHandles: maxHandlesPerConn,

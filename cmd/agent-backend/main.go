@@ -9,7 +9,7 @@
 // before anything else, GOMAXPROCS (--max-procs), the workspace root created
 // if missing, a warning when serving without a token on a non-loopback
 // address, SIGINT/SIGTERM for a graceful shutdown (a second one exits at
-// once) and SIGHUP for a TLS reload. It also has the version, health and
+// once) and SIGHUP for a TLS reload and an audit log reopen. It also has the version, health and
 // proxy subcommands (health.go, proxy.go).
 package main
 
@@ -198,6 +198,9 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 				log.Error("SIGHUP: TLS reload failed; still serving the previous certificate", "err", err)
 			} else if cfg.TLSCert != "" {
 				log.Info("SIGHUP: TLS certificate reloaded", "cert", cfg.TLSCert)
+			}
+			if err := d.ReopenAuditLog(); err != nil {
+				log.Error("SIGHUP: reopening the audit log failed; still writing the previous file", "err", err)
 			}
 		}
 	}()

@@ -1,0 +1,19 @@
+// Package audit writes the audit log: one JSON line per tool call (from the
+// registry's Observe hook) and per SSH exec, shell or SFTP session (from
+// sshd's session hook), to a file opened 0600 for appending (reopened by
+// Reopen, on SIGHUP, for logrotate) or to stderr.
+//
+// Lines are queued to one writer goroutine through a bounded queue, so a
+// slow disk never holds a tool call up: when the queue is full the line is
+// dropped, counted (Dropped, exported as a metric by the daemon), and the
+// next line written is preceded by one "audit.dropped" line saying how many
+// were lost.
+//
+// What is logged of a call's arguments is bounded and has its secrets
+// removed (see Redact): values of "env" become "[redacted]" (keys kept),
+// keys that name a secret are redacted, "content" is logged as its length,
+// other strings longer than MaxString bytes are cut, and arguments whose
+// redacted form is still over MaxArgs bytes are logged as their size only.
+// Every secret handed to Options.Secrets (the auth token) is replaced
+// wherever it appears in a line, arguments and SSH commands included.
+package audit

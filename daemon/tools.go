@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentbe/agentbe-daemon/audit"
+	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/registry"
+	"github.com/agentbe/agentbe-daemon/sshd"
+)
+
+// unknownTool is the tool label of calls of a name no provider serves: a
+// client's tool name never becomes a label value.
+const unknownTool = "_unknown"
+
+// toolMetrics are the per-tool call counters and latency histogram. The
+// tool label is always a name the registry serves (or unknownTool), and
+// outcome is one of registry.Record's few outcomes, so the series stay
+// bounded whatever clients send.
+type toolMetrics struct {
+	calls    *prometheus.CounterVec
+	errors   *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newToolMetrics(reg prometheus.Registerer, auditLog *audit.Log) (*toolMetrics, error) {
+	m := &toolMetrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentbe_tool_calls_total",
+			Help: "Tool calls finished, on every face, by tool and outcome (ok, error, timeout, busy, unknown, panic).",
+		}, []string{"tool", "outcome"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentbe_tool_errors_total",
+			Help: "Tool calls that did not end ok, by tool.",
+		}, []string{"tool"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "agentbe_tool_call_duration_seconds",
+			Help:    "Tool call latency, queue wait included, by tool.",
+			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300},
+		}, []string{"tool"}),
+	}
+	cs := []prometheus.Collector{m.calls, m.errors, m.duration}
+	if auditLog != nil {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "agentbe_audit_dropped_total",
+			Help: "Audit log lines dropped because the writer's queue was full.",
+		}, func() float64 { return float64(auditLog.Dropped()) }))
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register tool metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *toolMetrics) observe(reg *registry.Registry, rec registry.Record) {
+	tool := rec.Tool
+	if _, ok := reg.Lookup(tool); !ok || rec.Outcome == "unknown" {
+		tool = unknownTool
+	}
+	m.calls.WithLabelValues(tool, rec.Outcome).Inc()
+	if rec.Outcome != "ok" {
+		m.errors.WithLabelValues(tool).Inc()
+	}
+	m.duration.WithLabelValues(tool).Observe(rec.Duration.Seconds())
+}
+
+// openAudit opens --audit-log (nil when it is off).
+func openAudit(cfg config.Config) (*audit.Log, error) {
+	if cfg.AuditLog == "" {
+		return nil, nil
+	}
+	l, err := audit.Open(audit.Options{Path: cfg.AuditLog, Secrets: []string{cfg.AuthToken}})
+	if err != nil {
+		return nil, fmt.Errorf("--audit-log %q: %w", cfg.AuditLog, err)
+	}
+	return l, nil
+}
+
+// newToolRegistry builds the registry every face serves, with the limits
+// of the config and the audit log and metrics as its observers.
+func newToolRegistry(cfg config.Config, d *Daemon) *registry.Registry {
+	var reg *registry.Registry
+	reg = registry.New(registry.Options{
+		MaxConcurrent:  cfg.MaxConcurrentCalls,
+		QueueWait:      cfg.ToolQueueWait,
+		DefaultTimeout: cfg.ToolTimeout,
+		Logger:         d.log.With("component", "registry"),
+		Observe: func(rec registry.Record) {
+			d.toolMetrics.observe(reg, rec)
+			if d.audit != nil {
+				d.audit.Tool(rec)
+			}
+		},
+	})
+	return reg
+}
+
+// auditSession logs an SSH exec, shell or SFTP session.
+func (d *Daemon) auditSession(r sshd.SessionRecord) {
+	d.audit.Write(audit.Entry{
+		Time: r.Start, Face: "ssh", Remote: r.Remote, Scope: d.cfg.ScopePath,
+		Tool: "ssh." + r.Kind, Command: r.Command, Outcome: r.Outcome,
+		DurationMS: float64(r.Duration.Microseconds()) / 1000, BytesIn: r.BytesIn, BytesOut: r.BytesOut,
+	})
+}
+
+// ReopenAuditLog opens --audit-log again by name (on SIGHUP, after
+// logrotate moved it). Without --audit-log it does nothing.
+func (d *Daemon) ReopenAuditLog() error {
+	if d.audit == nil {
+		return nil
+	}
+	return d.audit.Reopen()
+}
+
+// Tools is the registry every face serves.
+func (d *Daemon) Tools() *registry.Registry { return d.proto.reg }

@@ -1,0 +1,219 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/registry"
+	"github.com/agentbe/agentbe-daemon/wsclient"
+)
+
+func okTool(name string) registry.Tool {
+	return registry.Tool{Name: name, InputSchema: map[string]any{"type": "object"},
+		Handler: func(context.Context, registry.Call) *mcp.CallToolResult {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}
+		}}
+}
+
+// TestToolsInHealthMetricsAndAudit serves two providers' tools from the
+// daemon's registry, calls them (and a name nobody serves), and reads
+// /health, /metrics and the audit log over a real loopback server.
+func TestToolsInHealthMetricsAndAudit(t *testing.T) {
+	c := testConfig(t)
+	c.AuthToken = "daemon-token-5a1c9e"
+	c.AuditLog = filepath.Join(t.TempDir(), "audit.log")
+	r := start(t, c, nil)
+	reg := r.d.Tools()
+	if err := reg.Set("files", []registry.Tool{okTool("test_read"), okTool("test_write")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Set("gateway", []registry.Tool{okTool("up__echo")}); err != nil {
+		t.Fatal(err)
+	}
+	reg.SetState("gateway", "degraded", "upstream down")
+	ctx := context.Background()
+	for _, name := range []string{"test_read", "test_write", "client_chosen_label_x"} {
+		_, err := reg.Call(ctx, name, registry.Call{Face: "mcp-http", Remote: "127.0.0.1:1",
+			Args: json.RawMessage(`{"path":"a","content":"` + c.AuthToken + `","env":{"K":"env-secret-77"}}`)})
+		if err != nil && name != "client_chosen_label_x" {
+			t.Fatal(err)
+		}
+	}
+
+	authGet := func(path string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, r.url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+c.AuthToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, _ = io.Copy(&b, resp.Body)
+		return resp.StatusCode, b.String()
+	}
+
+	code, body := get(t, r.url+"/health")
+	if code != http.StatusOK {
+		t.Fatalf("/health: %d %s", code, body)
+	}
+	var h struct {
+		Status    string                  `json:"status"`
+		Tools     int                     `json:"tools"`
+		Providers []registry.ProviderInfo `json:"providers"`
+	}
+	if err := json.Unmarshal(body, &h); err != nil {
+		t.Fatal(err)
+	}
+	// The daemon's own provider (the workspace tools) comes first.
+	ws := len(wstoolsNames(reg))
+	if h.Status != "ok" || ws == 0 || h.Tools != ws+3 || len(h.Providers) != 3 ||
+		h.Providers[0] != (registry.ProviderInfo{Name: "workspace", State: "ready", Tools: ws}) ||
+		h.Providers[1] != (registry.ProviderInfo{Name: "files", State: "ready", Tools: 2}) ||
+		h.Providers[2].Name != "gateway" || h.Providers[2].State != "degraded" || h.Providers[2].Tools != 1 {
+		t.Errorf("/health = %s", body)
+	}
+
+	code, metrics := authGet("/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	for _, want := range []string{
+		`agentbe_tool_calls_total{outcome="ok",tool="test_read"} 1`,
+		`agentbe_tool_calls_total{outcome="ok",tool="test_write"} 1`,
+		`agentbe_tool_calls_total{outcome="unknown",tool="_unknown"} 1`,
+		`agentbe_tool_errors_total{tool="_unknown"} 1`,
+		`agentbe_tool_call_duration_seconds_count{tool="test_read"} 1`,
+		`agentbe_audit_dropped_total 0`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(metrics, "client_chosen_label_x") {
+		t.Errorf("a client's tool name became a label value")
+	}
+
+	// logrotate: rename, SIGHUP (ReopenAuditLog), the next line goes to the new file.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(c.AuditLog)
+		if strings.Count(string(b), "\n") == 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := os.Rename(c.AuditLog, c.AuditLog+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.d.ReopenAuditLog(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Call(ctx, "up__echo", registry.Call{Face: "rest"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := os.ReadFile(c.AuditLog + ".1")
+	cur, _ := os.ReadFile(c.AuditLog)
+	if n := strings.Count(string(old), "\n"); n != 3 {
+		t.Errorf("rotated file has %d lines, want 3:\n%s", n, old)
+	}
+	if !strings.Contains(string(cur), `"tool":"up__echo"`) || strings.Count(string(cur), "\n") != 1 {
+		t.Errorf("reopened file: %s", cur)
+	}
+	all := string(old) + string(cur)
+	for _, secret := range []string{c.AuthToken, "env-secret-77"} {
+		if strings.Contains(all, secret) {
+			t.Errorf("audit log holds %q:\n%s", secret, all)
+		}
+	}
+	for _, ln := range strings.Split(strings.TrimSpace(all), "\n") {
+		if !json.Valid([]byte(ln)) {
+			t.Errorf("not JSON: %s", ln)
+		}
+	}
+}
+
+// TestAuditLogOffByDefault: without --audit-log nothing is opened and no
+// dropped-lines metric is exported.
+func TestAuditLogOffByDefault(t *testing.T) {
+	r := start(t, testConfig(t), nil)
+	if r.d.audit != nil {
+		t.Fatal("audit log opened without --audit-log")
+	}
+	if err := r.d.ReopenAuditLog(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAuditLogsSSHSessions runs an SSH exec over the daemon's /ssh
+// WebSocket and finds its line, command included and token scrubbed, in
+// the audit log.
+func TestAuditLogsSSHSessions(t *testing.T) {
+	c := testConfig(t)
+	c.AuthToken = "ssh-token-0b7d21"
+	c.AuditLog = filepath.Join(t.TempDir(), "audit.log")
+	r := start(t, c, nil)
+	conn, err := wsclient.Dial(context.Background(), "ws"+strings.TrimPrefix(r.url, "http")+"/ssh", c.AuthToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, chans, reqs, err := gossh.NewClientConn(conn, "ws", &gossh.ClientConfig{
+		User: "agent", Auth: []gossh.AuthMethod{gossh.Password(c.AuthToken)}, HostKeyCallback: gossh.InsecureIgnoreHostKey(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := gossh.NewClient(cc, chans, reqs)
+	s, err := client.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Output("echo hi # " + c.AuthToken)
+	if err != nil || string(out) != "hi\n" {
+		t.Fatalf("exec: %q %v", out, err)
+	}
+	client.Close()
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(c.AuditLog)
+	var e struct {
+		Face, Tool, Command, Outcome, Remote string
+		BytesOut                             int64 `json:"bytes_out"`
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("audit log %q: %v", b, err)
+	}
+	if e.Face != "ssh" || e.Tool != "ssh.exec" || e.Command != "echo hi # [redacted]" || e.Outcome != "ok" || e.Remote == "" || e.BytesOut != 3 {
+		t.Errorf("audit line: %s", b)
+	}
+	if strings.Contains(string(b), c.AuthToken) {
+		t.Errorf("audit log holds the token: %s", b)
+	}
+}
+
+// wstoolsNames lists the registry's tools that are not the test's.
+func wstoolsNames(reg *registry.Registry) []string {
+	var names []string
+	for _, t := range reg.List() {
+		switch t.Name {
+		case "test_read", "test_write", "up__echo":
+		default:
+			names = append(names, t.Name)
+		}
+	}
+	return names
+}
