@@ -62,7 +62,11 @@ func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage,
 		return toolError(errorText("Invalid scope", hdr.Get(headerScopePath), err))
 	}
 	defer release()
-	res, err := s.reg.Call(ctx, name, registry.Call{Args: raw, Workspace: ws, Face: "mcp", Remote: remote, Scope: scope})
+	face := "mcp-http"
+	if hdr == nil {
+		face = "mcp-stdio" // stdio calls carry no HTTP header
+	}
+	res, err := s.reg.Call(ctx, name, registry.Call{Args: raw, Workspace: ws, Face: face, Remote: remote, Scope: scope})
 	switch {
 	case errors.Is(err, registry.ErrBusy):
 		res = toolError("Server busy, retry: " + err.Error() + " (the daemon's cap on concurrent tool calls)")
