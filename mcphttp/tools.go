@@ -8,8 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 )
 
 // The tools. Names, argument names, descriptions and result texts are those
@@ -144,18 +144,7 @@ func (s *Server) callTool(ctx context.Context, def *toolDef, raw json.RawMessage
 // request with X-Scope-Path (already validated by serveHTTP) the scope below
 // it, which is released after the call. Stdio calls have no header.
 func (s *Server) workspaceFor(hdr http.Header) (fsops.Workspace, func(), error) {
-	sp, ok := normalizeScope(hdr.Get(headerScopePath))
-	if !ok {
-		return nil, nil, errcode.New(errcode.PathEscapeAttempt, "scope", sp, "scope path must not contain ..")
-	}
-	if sp == "" {
-		return s.opts.Workspace, func() {}, nil
-	}
-	ws, err := s.opts.Workspace.Scope(sp)
-	if err != nil {
-		return nil, nil, err
-	}
-	return ws, func() { _ = ws.Close() }, nil
+	return admit.Workspace(s.opts.Workspace, hdr.Get(headerScopePath))
 }
 
 // Arguments shared by several tools. Optional numbers in an arguments type
