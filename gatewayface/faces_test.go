@@ -303,3 +303,142 @@ func TestBadToken(t *testing.T) {
 		t.Errorf("tools.list with ?token=: %s %+v", r.Result, r.Error)
 	}
 }
+
+// TestGatewayProtocol: the JSON-RPC answers of /gateway over a real
+// connection.
+func TestGatewayProtocol(t *testing.T) {
+	f := newFaces(t, registry.Options{})
+	gw := dialGateway(t, f.srv.URL, authHdr())
+	for _, tc := range []struct {
+		name, msg string
+		code      int // 0: a result
+	}{
+		{"parse error", `{"jsonrpc"`, -32700},
+		{"invalid request", `{"jsonrpc":"1.0","id":1,"method":"tools.list"}`, -32600},
+		{"method not found", `{"jsonrpc":"2.0","id":1,"method":"tools.nope"}`, -32601},
+		{"invalid params", `{"jsonrpc":"2.0","id":1,"method":"tools.invoke","params":{"toolId":3}}`, -32602},
+		{"no toolId", `{"jsonrpc":"2.0","id":1,"method":"tools.invoke","params":{"sessionId":"s"}}`, -32602},
+		{"approve unknown", `{"jsonrpc":"2.0","id":1,"method":"tools.approve","params":{"requestId":"r1","approved":true}}`, gatewayface.CodeNoSuchRequest},
+		{"approve bad params", `{"jsonrpc":"2.0","id":1,"method":"tools.approve","params":{"requestId":"r1"}}`, -32602},
+		{"list", `{"jsonrpc":"2.0","id":1,"method":"tools.list","params":{"sessionId":"s"}}`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rpc(t, gw, tc.msg)
+			switch {
+			case tc.code == 0 && r.Error != nil:
+				t.Fatalf("error %+v, want a result", r.Error)
+			case tc.code != 0 && (r.Error == nil || r.Error.Code != tc.code):
+				t.Fatalf("got %s %+v, want code %d", r.Result, r.Error, tc.code)
+			}
+		})
+	}
+	// A batch: answers in order, the notification unanswered.
+	if err := gw.WriteMessage(websocket.TextMessage, []byte(`[{"jsonrpc":"2.0","id":"a","method":"tools.invoke","params":{"toolId":"read","args":{"path":"a.txt"}}},{"jsonrpc":"2.0","method":"tools.list"},{"jsonrpc":"2.0","id":"b","method":"x"}]`)); err != nil {
+		t.Fatal(err)
+	}
+	_, b, err := gw.ReadMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []rpcResp
+	if err := json.Unmarshal(b, &batch); err != nil || len(batch) != 2 || string(batch[0].ID) != `"a"` || batch[0].Error != nil ||
+		!strings.Contains(string(batch[0].Result), "hello") || batch[1].Error == nil || batch[1].Error.Code != -32601 {
+		t.Fatalf("batch answer %s (%v)", b, err)
+	}
+	// An oversized message closes with 1009.
+	big := dialGateway(t, f.srv.URL, authHdr())
+	_ = big.WriteMessage(websocket.TextMessage, bytes.Repeat([]byte(" "), gatewayface.DefaultMaxMessage+1))
+	if _, _, err := big.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseMessageTooBig) {
+		t.Errorf("oversized message: %v, want close 1009", err)
+	}
+}
+
+// TestGatewayRateLimit: past the bucket, a JSON-RPC error and the
+// connection stays up.
+func TestGatewayRateLimit(t *testing.T) {
+	f := newFaces(t, registry.Options{})
+	gw := dialGateway(t, f.srv.URL, authHdr())
+	limited := 0
+	for i := range gatewayface.DefaultBurst + 20 {
+		r := rpc(t, gw, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools.list"}`, i))
+		if r.Error != nil {
+			if r.Error.Code != gatewayface.CodeRateLimited {
+				t.Fatalf("error %+v", r.Error)
+			}
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Fatal("no request was rate limited")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if r := rpc(t, gw, `{"jsonrpc":"2.0","id":1,"method":"tools.list"}`); r.Error != nil {
+		t.Fatalf("after a pause: %+v", r.Error)
+	}
+}
+
+// TestGatewayInFlight: past MaxInFlight messages of one connection, busy.
+func TestGatewayInFlight(t *testing.T) {
+	f := newFaces(t, registry.Options{})
+	gw := dialGateway(t, f.srv.URL, authHdr())
+	for i := range 3 {
+		msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools.invoke","params":{"toolId":"slow","args":{}}}`, i)
+		if err := gw.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = gw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, b, err := gw.ReadMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r rpcResp
+	_ = json.Unmarshal(b, &r)
+	if string(r.ID) != "2" || r.Error == nil || r.Error.Code != gatewayface.CodeBusy {
+		t.Fatalf("first answer %s, want the third call refused busy", b)
+	}
+	for range 2 {
+		if _, _, err := gw.ReadMessage(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRESTRequests: /tools, the timeout field, and malformed bodies.
+func TestRESTRequests(t *testing.T) {
+	f := newFaces(t, registry.Options{})
+	do := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var buf bytes.Buffer
+		_, _ = buf.ReadFrom(resp.Body)
+		return resp.StatusCode, buf.String()
+	}
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		want                     string
+	}{
+		{"tools", "GET", "/tools", "", 200, `{"tools":[{"name":"read","description":"read a file","input_schema":{`},
+		{"tools by POST", "POST", "/tools", "", 405, "use GET"},
+		{"execute by GET", "GET", "/execute", "", 405, "use POST"},
+		{"not json", "POST", "/execute", "{", 400, "tool_name"},
+		{"no tool", "POST", "/execute", `{"arguments":{}}`, 400, "tool_name is missing"},
+		{"bad timeout", "POST", "/execute", `{"tool_name":"read","timeout":-1}`, 400, "timeout must be"},
+		{"timeout lowers", "POST", "/execute", `{"tool_name":"slow","arguments":{},"timeout":0.05}`, 200, "timeout of 0.05s passed"},
+		{"timeout never raises", "POST", "/execute", `{"tool_name":"slow","arguments":{},"timeout":60}`, 200, "timed out after 200ms"},
+		{"too large", "POST", "/execute", `{"tool_name":"read","arguments":{"path":"` + strings.Repeat("x", 1<<20) + `"}}`, 413, "Request too large"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, body := do(tc.method, tc.path, tc.body)
+			if st != tc.status || !strings.Contains(body, tc.want) {
+				t.Fatalf("%d %.300s; want %d containing %q", st, body, tc.status, tc.want)
+			}
+		})
+	}
+}
