@@ -44,9 +44,15 @@ func New(opts Options) *Handler { return &Handler{opts: opts} }
 
 // Register mounts GET /tools and POST /execute on mux.
 func (h *Handler) Register(mux *http.ServeMux) {
-	mux.HandleFunc("/tools", h.ServeTools)
-	mux.HandleFunc("/execute", h.ServeExecute)
+	mux.Handle("/tools", h.ToolsHandler())
+	mux.Handle("/execute", h.ExecuteHandler())
 }
+
+// ToolsHandler serves GET /tools.
+func (h *Handler) ToolsHandler() http.Handler { return http.HandlerFunc(h.ServeTools) }
+
+// ExecuteHandler serves POST /execute.
+func (h *Handler) ExecuteHandler() http.Handler { return http.HandlerFunc(h.ServeExecute) }
 
 // ToolInfo is one entry of GET /tools.
 type ToolInfo struct {
