@@ -70,7 +70,7 @@ type faces struct {
 	reg *registry.Registry
 }
 
-func newFaces(t testing.TB, ropts registry.Options) *faces {
+func newFaces(t testing.TB, ropts registry.Options, gwOpts ...func(*gatewayface.Options)) *faces {
 	root := t.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("hello\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -89,7 +89,11 @@ func newFaces(t testing.TB, ropts registry.Options) *faces {
 	rules := admit.Rules{Guard: httpguard.New(httpguard.Options{AuthToken: token}), Token: httpguard.NewToken(token), RootDir: root, MaxBody: 1 << 20}
 	mux := http.NewServeMux()
 	restface.New(restface.Options{Registry: reg, Workspace: ws, Admit: rules}).Register(mux)
-	mux.Handle("/gateway", gatewayface.New(gatewayface.Options{Registry: reg, Workspace: ws, Admit: rules, MaxInFlight: 2}))
+	gwo := gatewayface.Options{Registry: reg, Workspace: ws, Admit: rules, MaxInFlight: 2}
+	for _, o := range gwOpts {
+		o(&gwo)
+	}
+	mux.Handle("/gateway", gatewayface.New(gwo))
 	// /mcp: a go-sdk server over the same registry, standing in for
 	// mcphttp until mcphttp serves the registry.
 	ms := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
