@@ -138,6 +138,3 @@ func accepts(values []string) (jsonOK, sseOK, anyOK bool) {
 	}
 	return
 }
-
-// normalizeScope is the X-Scope-Path rule of internal/admit.
-func normalizeScope(sp string) (string, bool) { return admit.NormalizeScope(sp) }
