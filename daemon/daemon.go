@@ -145,9 +145,14 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	if h := d.proto.sshHandler(); h != nil {
 		d.handleWork(routeSSH, h)
 	}
+	if d.proto.rest != nil {
+		d.handleWork(routeTools, d.proto.rest.ToolsHandler())
+		d.handleWork(routeExecute, d.proto.rest.ExecuteHandler())
+		d.handleWork(routeGateway, d.proto.gateway)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if isUpgrade(r) {
-			writeJSONError(w, http.StatusBadRequest, "Bad Request", "WebSocket upgrades are served only at /ssh")
+			writeJSONError(w, http.StatusBadRequest, "Bad Request", "WebSocket upgrades are served only at /ssh and /gateway")
 			return
 		}
 		writeJSONError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no endpoint at %s; see /health, /mcp, /ssh, /metrics", r.URL.Path))

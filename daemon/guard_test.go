@@ -23,6 +23,10 @@ var guardEndpoints = []struct {
 	{"/ssh", http.MethodGet, "",
 		map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}, http.StatusSwitchingProtocols},
 	{"/metrics", http.MethodGet, "", nil, http.StatusOK},
+	{"/tools", http.MethodGet, "", nil, http.StatusOK},
+	{"/execute", http.MethodPost, `{"tool_name":"none"}`, nil, http.StatusNotFound},
+	{"/gateway", http.MethodGet, "",
+		map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}, http.StatusSwitchingProtocols},
 	{"/test-work", http.MethodGet, "", nil, http.StatusTeapot},
 }
 

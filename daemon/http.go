@@ -23,12 +23,15 @@ const (
 	routeMetrics = "/metrics"
 	routeMCP     = "/mcp"
 	routeSSH     = "/ssh"
+	routeTools   = "/tools"
+	routeExecute = "/execute"
+	routeGateway = "/gateway"
 	routeOther   = "other"
 )
 
 func routeOf(path string) string {
 	switch path {
-	case routeHealth, routeMetrics, routeMCP, routeSSH:
+	case routeHealth, routeMetrics, routeMCP, routeSSH, routeTools, routeExecute, routeGateway:
 		return path
 	}
 	return routeOther

@@ -71,6 +71,17 @@ func TestTokenOnBothFaces(t *testing.T) {
 			if got := sshAdmits(t, r.url, tc.auth, tc.query); got != tc.ssh {
 				t.Errorf("/ssh admitted = %v, want %v", got, tc.ssh)
 			}
+			// The REST face takes the token as /mcp does, /gateway as /ssh.
+			u = r.url + "/tools"
+			if tc.query != "" {
+				u += "?" + tc.query
+			}
+			if code, body := guardRequest(t, u, "", http.MethodGet, "", header, "", ""); code != want {
+				t.Errorf("/tools: %d %.200q, want %d", code, body, want)
+			}
+			if got := gatewayAdmits(t, r.url, tc.auth, tc.query); got != tc.ssh {
+				t.Errorf("/gateway admitted = %v, want %v", got, tc.ssh)
+			}
 		})
 	}
 }
@@ -104,6 +115,39 @@ func sshAdmits(t *testing.T, base, auth, query string) bool {
 		return false
 	default:
 		t.Fatalf("/ssh: neither SSH nor 4001 Unauthorized: %q %v", msg, err)
+		return false
+	}
+}
+
+// gatewayAdmits opens /gateway as sshAdmits opens /ssh and reports whether
+// a tools.list is answered (true) or the connection closed with 4001.
+func gatewayAdmits(t *testing.T, base, auth, query string) bool {
+	t.Helper()
+	u := "ws" + strings.TrimPrefix(base, "http") + "/gateway"
+	if query != "" {
+		u += "?" + query
+	}
+	h := http.Header{}
+	if auth != "" {
+		h.Set("Authorization", auth)
+	}
+	conn, resp, err := websocket.DefaultDialer.Dial(u, h)
+	if err != nil {
+		t.Fatalf("/gateway upgrade: %v", err)
+	}
+	resp.Body.Close()
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = conn.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools.list"}`))
+	_, msg, err := conn.ReadMessage()
+	var ce *websocket.CloseError
+	switch {
+	case err == nil && bytes.Contains(msg, []byte(`"result":{"tools":`)):
+		return true
+	case errors.As(err, &ce) && ce.Code == 4001 && ce.Text == "Unauthorized":
+		return false
+	default:
+		t.Fatalf("/gateway: neither a tools.list answer nor 4001 Unauthorized: %q %v", msg, err)
 		return false
 	}
 }

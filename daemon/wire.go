@@ -10,9 +10,12 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/gatewayface"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/mcphttp"
 	"github.com/agentbe/agentbe-daemon/registry"
+	"github.com/agentbe/agentbe-daemon/restface"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/sshws"
 	"github.com/agentbe/agentbe-daemon/wstools"
@@ -27,7 +30,11 @@ type protocols struct {
 	exec sandbox.Executor
 	mcp  *mcphttp.Server
 	ssh  *sshws.Server
-	reg  *registry.Registry // the tools every face serves: built in New (tools.go) before build
+	// reg holds the tools every face serves (/mcp, stdio, /tools and
+	// /execute, /gateway): built in New (tools.go) before build.
+	reg     *registry.Registry
+	rest    *restface.Handler
+	gateway *gatewayface.Server
 }
 
 func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guard) (err error) {
@@ -161,6 +168,14 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 	if err != nil {
 		return err
 	}
+
+	maxBody := cfg.MaxBodyBytes
+	if maxBody == 0 {
+		maxBody = mcphttp.DefaultMaxBodyBytes
+	}
+	rules := admit.Rules{Guard: guard, Token: httpguard.NewToken(cfg.AuthToken), RootDir: cfg.Root, StaticScope: cfg.ScopePath, MaxBody: maxBody}
+	p.rest = restface.New(restface.Options{Registry: p.reg, Workspace: p.ws, Admit: rules})
+	p.gateway = gatewayface.New(gatewayface.Options{Registry: p.reg, Workspace: p.ws, Admit: rules, Logger: log.With("component", "gateway")})
 
 	if !cfg.DisableSSHWS && !cfg.LocalOnly {
 		p.ssh, err = sshws.New(sshws.Options{

@@ -3,7 +3,6 @@ package mcphttp
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,26 +10,18 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 )
 
 // Header names of the agent-backend clients.
 const (
-	headerRootDir   = "X-Root-Dir"
-	headerScopePath = "X-Scope-Path"
+	headerRootDir   = admit.HeaderRootDir
+	headerScopePath = admit.HeaderScopePath
 )
 
-// httpError is the JSON body of every refusal: the reference's shape
-// ({"error": short title, "message": what to do}), which clients log verbatim.
-type httpError struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-}
-
 func writeJSONError(w http.ResponseWriter, status int, title, msg string) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(httpError{Error: title, Message: msg})
+	admit.WriteJSONError(w, status, title, msg)
 }
 
 // serveHTTP applies the checks of docs/protocol.md in their order, then hands the
@@ -52,43 +43,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			"this MCP endpoint is stateless: send JSON-RPC messages with POST")
 		return
 	}
-	// DNS rebinding (Origin and Host): the rules every work endpoint
-	// applies, in internal/httpguard.
-	if ref := s.guard.Check(r); ref != nil {
-		writeJSONError(w, ref.Status, ref.Title, ref.Message)
-		return
-	}
-	// 1. Bearer token: the rule /ssh applies too, in internal/httpguard
-	// (header only: ?token= is for browsers' WebSockets).
-	if !s.token.AllowsHeader(r) {
-		writeJSONError(w, http.StatusUnauthorized, "Unauthorized", "Invalid or missing authentication token")
-		return
-	}
-	// 2. X-Root-Dir must name our root exactly. Old clients send the string
-	// "undefined" when they have no root configured; the reference ignores it.
-	if rd := r.Header.Get(headerRootDir); rd != "" && rd != "undefined" && rd != s.opts.RootDir {
-		writeJSONError(w, http.StatusForbidden, "Root directory mismatch",
-			fmt.Sprintf("Server is configured for %s, not %s", s.opts.RootDir, rd))
-		return
-	}
-	// 3. and 4. Scope headers.
-	if sp := r.Header.Get(headerScopePath); sp != "" {
-		if s.opts.StaticScope != "" {
-			writeJSONError(w, http.StatusBadRequest, "Scope conflict",
-				fmt.Sprintf("Server was started with static scope '%s', but request also specified scope '%s'. Use one or the other, not both.", s.opts.StaticScope, sp))
-			return
-		}
-		if _, ok := normalizeScope(sp); !ok {
-			writeJSONError(w, http.StatusBadRequest, "Invalid scope path",
-				"Scope path must not contain path traversal sequences")
-			return
-		}
-	}
-	// Body size: refuse a declared oversize body before reading a byte; the
-	// SDK enforces the same limit while reading chunked bodies.
-	if s.maxBody > 0 && r.ContentLength > s.maxBody {
-		writeJSONError(w, http.StatusRequestEntityTooLarge, "Request too large",
-			fmt.Sprintf("request body is %d bytes; the limit is %d bytes (write large files in parts, or raise the daemon's body limit)", r.ContentLength, s.maxBody))
+	// Origin and Host, bearer token, X-Root-Dir, X-Scope-Path, declared
+	// body size: the steps every HTTP tool face applies, in internal/admit.
+	if ref := s.admit.Check(r); ref != nil {
+		ref.Write(w)
 		return
 	}
 
@@ -210,14 +168,4 @@ func accepts(values []string) (jsonOK, sseOK, anyOK bool) {
 		}
 	}
 	return
-}
-
-// normalizeScope applies the reference's rule to X-Scope-Path: leading
-// slashes are stripped, and any ".." is refused outright (not resolved), so
-// "a/../b" is as invalid as "../b". "" means no scope.
-func normalizeScope(sp string) (string, bool) {
-	if strings.Contains(sp, "..") {
-		return "", false
-	}
-	return strings.TrimLeft(sp, "/"), true
 }

@@ -54,6 +54,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/registry"
 )
@@ -148,6 +149,7 @@ type Server struct {
 	maxBody  int64
 	token    httpguard.Token
 	guard    *httpguard.Guard
+	admit    admit.Rules
 	maxBatch int
 	maxReply int64
 	inflight *inflight // nil: no cap
@@ -204,6 +206,7 @@ func New(opts Options) (*Server, error) {
 		s.guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: log})
 	}
 	s.token = httpguard.NewToken(opts.AuthToken)
+	s.admit = admit.Rules{Guard: s.guard, Token: s.token, RootDir: opts.RootDir, StaticScope: opts.StaticScope, MaxBody: s.maxBody}
 
 	// The SDK logs every session's connect and disconnect at Info: in
 	// stateless HTTP that is two lines per request. Only its warnings and

@@ -9,8 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/registry"
 )
 
@@ -83,16 +83,11 @@ func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage,
 // request with X-Scope-Path (already validated by serveHTTP) the scope below
 // it, which is released after the call. Stdio calls have no header.
 func (s *Server) workspaceFor(hdr http.Header) (fsops.Workspace, string, func(), error) {
-	sp, ok := normalizeScope(hdr.Get(headerScopePath))
-	if !ok {
-		return nil, "", nil, errcode.New(errcode.PathEscapeAttempt, "scope", sp, "scope path must not contain ..")
-	}
-	if sp == "" {
-		return s.opts.Workspace, "", func() {}, nil
-	}
-	ws, err := s.opts.Workspace.Scope(sp)
+	sp := hdr.Get(headerScopePath)
+	ws, release, err := admit.Workspace(s.opts.Workspace, sp)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	return ws, sp, func() { _ = ws.Close() }, nil
+	scope, _ := admit.NormalizeScope(sp)
+	return ws, scope, release, nil
 }

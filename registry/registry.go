@@ -376,9 +376,9 @@ func (r *Registry) Call(ctx context.Context, name string, call Call) (*mcp.CallT
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 
 	// The handler runs on the caller's goroutine: handing it to another
-	// one and waiting costs 10-30 µs per call on the MCP read path
-	// (docs/tools.md), more than the rest of the registry. The deadline
-	// reaches the handler through its context.
+	// one and waiting costs more than the rest of the registry on the MCP
+	// read path (docs/tools.md, "Limits"). The deadline reaches the
+	// handler through its context.
 	res := r.run(cctx, e, call)
 	timedOut := cctx.Err() != nil
 	cancel()

@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -362,6 +364,22 @@ func BenchmarkCall(b *testing.B) {
 	for b.Loop() {
 		if _, err := r.Call(ctx, "e", Call{}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestResultCode(t *testing.T) {
+	for _, tc := range []struct {
+		res  *mcp.CallToolResult
+		want errcode.Code
+	}{
+		{nil, ""},
+		{errorResult("x"), ""},
+		{WithCode(errorResult("x"), errcode.PathEscapeAttempt), errcode.PathEscapeAttempt},
+		{WithCode(&mcp.CallToolResult{Meta: mcp.Meta{"other": 1}}, errcode.InvalidArgument), errcode.InvalidArgument},
+	} {
+		if got := Code(tc.res); got != tc.want {
+			t.Errorf("Code(%+v) = %q, want %q", tc.res, got, tc.want)
 		}
 	}
 }

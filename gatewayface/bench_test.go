@@ -1,0 +1,94 @@
+package gatewayface_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/gatewayface"
+	"github.com/agentbe/agentbe-daemon/mcphttp"
+	"github.com/agentbe/agentbe-daemon/registry"
+)
+
+// BenchmarkRead4K reads a 4 KiB file over loopback through each face:
+// /mcp (mcphttp's fast path, read_text_file), POST /execute and /gateway
+// (the test provider's read, through the registry). Run:
+//
+//	go test -run '^$' -bench Read4K -benchmem ./gatewayface/
+func BenchmarkRead4K(b *testing.B) {
+	f := newFaces(b, registry.Options{MaxConcurrent: 64}, func(o *gatewayface.Options) { o.Rate = 1e9 })
+	root := b.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "4k.txt"), bytes.Repeat([]byte("x"), 4096), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ms, err := mcphttp.New(mcphttp.Options{Workspace: ws, RootDir: root})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ms.Close()
+	msrv := httptest.NewServer(ms.Handler())
+	defer msrv.Close()
+
+	post := func(b *testing.B, url, body string, hdr map[string]string) {
+		tr := &http.Transport{MaxIdleConnsPerHost: 4}
+		defer tr.CloseIdleConnections()
+		client := &http.Client{Transport: tr}
+		do := func() []byte {
+			req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+			for k, v := range hdr {
+				req.Header.Set(k, v)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return out
+		}
+		if out := do(); !bytes.Contains(out, []byte("xxxxxxxx")) {
+			b.Fatalf("%.300s", out)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			do()
+		}
+	}
+	b.Run("mcp-fastpath", func(b *testing.B) {
+		post(b, msrv.URL+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"4k.txt"}}}`,
+			map[string]string{"Content-Type": "application/json", "Accept": "application/json"})
+	})
+	b.Run("rest", func(b *testing.B) {
+		post(b, f.srv.URL+"/execute", `{"tool_name":"read","arguments":{"path":"4k.txt"}}`,
+			map[string]string{"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+	})
+	b.Run("gateway", func(b *testing.B) {
+		c, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(f.srv.URL, "http")+"/gateway", authHdr())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		msg := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools.invoke","params":{"toolId":"read","sessionId":"s","args":{"path":"4k.txt"}}}`)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := c.WriteMessage(websocket.TextMessage, msg); err != nil {
+				b.Fatal(err)
+			}
+			if _, out, err := c.ReadMessage(); err != nil || !bytes.Contains(out, []byte("xxxxxxxx")) {
+				b.Fatalf("%.200s %v", out, err)
+			}
+		}
+	})
+}

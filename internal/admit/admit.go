@@ -1,0 +1,124 @@
+// Package admit holds the steps every HTTP tool face (/mcp, /execute,
+// /tools) applies to a request before it reaches a tool, in the order
+// docs/protocol.md gives them: Origin and Host (internal/httpguard), the
+// bearer token, X-Root-Dir, X-Scope-Path, and a declared body size. It also
+// turns an admitted scope into the workspace a call works in, so the faces
+// cannot drift apart on either rule.
+//
+// A newcomer adding an HTTP face builds one Rules value from the daemon's
+// options and calls Check first thing in its handler, then Workspace for the
+// call's workspace; a refusal is written with Refusal.Write.
+package admit
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+)
+
+// Header names of the agent-backend clients.
+const (
+	HeaderRootDir   = "X-Root-Dir"
+	HeaderScopePath = "X-Scope-Path"
+)
+
+// Rules are the admission rules of one daemon.
+type Rules struct {
+	Guard       *httpguard.Guard // Origin and Host; nil skips
+	Token       httpguard.Token  // bearer token (header only)
+	RootDir     string           // the daemon's root exactly as configured
+	StaticScope string           // --scopePath, "" if none
+	MaxBody     int64            // declared body limit; 0 none
+}
+
+// Refusal is why a request was not admitted: an HTTP status and the
+// reference's {"error","message"} body.
+type Refusal struct {
+	Status  int
+	Title   string
+	Message string
+}
+
+// Write sends the refusal as JSON.
+func (ref *Refusal) Write(w http.ResponseWriter) {
+	WriteJSONError(w, ref.Status, ref.Title, ref.Message)
+}
+
+// WriteJSONError writes the reference's error body ({"error": short title,
+// "message": what to do}), which clients log verbatim.
+func WriteJSONError(w http.ResponseWriter, status int, title, msg string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}{title, msg})
+}
+
+// Check applies the rules in order. The order matters to clients: an
+// unauthenticated request learns nothing about the root or the scopes, and
+// a wrong root is reported before any scope problem.
+func (ru *Rules) Check(r *http.Request) *Refusal {
+	if ru.Guard != nil {
+		if ref := ru.Guard.Check(r); ref != nil {
+			return &Refusal{ref.Status, ref.Title, ref.Message}
+		}
+	}
+	if !ru.Token.AllowsHeader(r) {
+		return &Refusal{http.StatusUnauthorized, "Unauthorized", "Invalid or missing authentication token"}
+	}
+	// Old clients send the string "undefined" when they have no root
+	// configured; the reference ignores it.
+	if rd := r.Header.Get(HeaderRootDir); rd != "" && rd != "undefined" && rd != ru.RootDir {
+		return &Refusal{http.StatusForbidden, "Root directory mismatch",
+			fmt.Sprintf("Server is configured for %s, not %s", ru.RootDir, rd)}
+	}
+	if sp := r.Header.Get(HeaderScopePath); sp != "" {
+		if ru.StaticScope != "" {
+			return &Refusal{http.StatusBadRequest, "Scope conflict",
+				fmt.Sprintf("Server was started with static scope '%s', but request also specified scope '%s'. Use one or the other, not both.", ru.StaticScope, sp)}
+		}
+		if _, ok := NormalizeScope(sp); !ok {
+			return &Refusal{http.StatusBadRequest, "Invalid scope path",
+				"Scope path must not contain path traversal sequences"}
+		}
+	}
+	if ru.MaxBody > 0 && r.ContentLength > ru.MaxBody {
+		return &Refusal{http.StatusRequestEntityTooLarge, "Request too large",
+			fmt.Sprintf("request body is %d bytes; the limit is %d bytes (write large files in parts, or raise the daemon's body limit)", r.ContentLength, ru.MaxBody)}
+	}
+	return nil
+}
+
+// NormalizeScope applies the reference's rule to X-Scope-Path: leading
+// slashes are stripped, and any ".." is refused outright (not resolved), so
+// "a/../b" is as invalid as "../b". "" means no scope.
+func NormalizeScope(sp string) (string, bool) {
+	if strings.Contains(sp, "..") {
+		return "", false
+	}
+	return strings.TrimLeft(sp, "/"), true
+}
+
+// Workspace returns the workspace a call with scope sp (as the client sent
+// it) works in: root itself, or the scope below it, which release closes.
+func Workspace(root fsops.Workspace, sp string) (ws fsops.Workspace, release func(), err error) {
+	n, ok := NormalizeScope(sp)
+	if !ok {
+		return nil, nil, errcode.New(errcode.PathEscapeAttempt, "scope", n, "scope path must not contain ..")
+	}
+	if n == "" {
+		return root, func() {}, nil
+	}
+	ws, err = root.Scope(n)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ws, func() { _ = ws.Close() }, nil
+}
