@@ -217,3 +217,66 @@ func wstoolsNames(reg *registry.Registry) []string {
 	}
 	return names
 }
+
+// TestWorkspaceToolsOnRESTAndMCP: the daemon's own tools, called over
+// POST /execute and /mcp. REST answers an escape and bad arguments with 400
+// (the tool marks its result with the errcode) and a missing file with 200
+// and status "error"; MCP gives the same text with no trace of the mark.
+func TestWorkspaceToolsOnRESTAndMCP(t *testing.T) {
+	c := testConfig(t)
+	if err := os.WriteFile(filepath.Join(c.Root, "a.txt"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, c, nil)
+	post := func(path, body string, hdr map[string]string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, r.url+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, tt := range []struct {
+		name     string
+		args     string
+		status   int
+		outcome  string
+		wantText string
+	}{
+		{"read", `{"path":"a.txt"}`, 200, "success", "hello\n"},
+		{"escape", `{"path":"../etc/passwd"}`, 400, "error", "Path escapes scope boundary: ../etc/passwd"},
+		{"bad arguments", `{"pathx":1}`, 400, "error", `Input validation error: Invalid arguments for tool read_text_file: missing required argument "path"`},
+		{"missing file", `{"path":"missing.txt"}`, 200, "error", "Failed to read file: missing.txt - no such file or directory"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := post("/execute", `{"tool_name":"read_text_file","arguments":`+tt.args+`}`, nil)
+			var rest struct {
+				Status, Output string
+			}
+			if err := json.Unmarshal([]byte(body), &rest); err != nil || code != tt.status || rest.Status != tt.outcome || rest.Output != tt.wantText {
+				t.Errorf("/execute: %d %s; want %d %s %q", code, body, tt.status, tt.outcome, tt.wantText)
+			}
+			code, body = post("/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file","arguments":`+tt.args+`}}`,
+				map[string]string{"Accept": "application/json"})
+			var rpc struct {
+				Result struct {
+					Content []struct{ Text string }
+					IsError bool
+				}
+			}
+			if err := json.Unmarshal([]byte(body), &rpc); err != nil || code != 200 || len(rpc.Result.Content) != 1 ||
+				rpc.Result.Content[0].Text != tt.wantText || rpc.Result.IsError != (tt.outcome == "error") {
+				t.Errorf("/mcp: %d %s; want the text %q", code, body, tt.wantText)
+			}
+			if strings.Contains(body, "_meta") || strings.Contains(body, "agentbe/errcode") {
+				t.Errorf("/mcp result carries the REST mark: %s", body)
+			}
+		})
+	}
+}

@@ -67,6 +67,7 @@ func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage,
 		face = "mcp-stdio" // stdio calls carry no HTTP header
 	}
 	res, err := s.reg.Call(ctx, name, registry.Call{Args: raw, Workspace: ws, Face: face, Remote: remote, Scope: scope})
+	res = registry.WithoutCode(res)
 	switch {
 	case errors.Is(err, registry.ErrBusy):
 		res = toolError("Server busy, retry: " + err.Error() + " (the daemon's cap on concurrent tool calls)")

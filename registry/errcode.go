@@ -29,3 +29,26 @@ func Code(res *mcp.CallToolResult) errcode.Code {
 	s, _ := res.Meta[MetaErrCode].(string)
 	return errcode.Code(s)
 }
+
+// WithoutCode is res without the mark of WithCode: res itself when it has
+// none, else a copy (res may be shared). The MCP face sends results this
+// way, so its clients get exactly what the tool would say without it.
+func WithoutCode(res *mcp.CallToolResult) *mcp.CallToolResult {
+	if res == nil || res.Meta == nil {
+		return res
+	}
+	if _, ok := res.Meta[MetaErrCode]; !ok {
+		return res
+	}
+	c := *res
+	c.Meta = nil
+	for k, v := range res.Meta {
+		if k != MetaErrCode {
+			if c.Meta == nil {
+				c.Meta = mcp.Meta{}
+			}
+			c.Meta[k] = v
+		}
+	}
+	return &c
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/registry"
 )
 
 // This file maps workspace errors to the texts of isError tool results, once
@@ -89,6 +90,19 @@ func reason(e *errcode.Error) string {
 // toolError is an isError result with one text block.
 func toolError(text string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// failure is the error result of an operation on p that failed with err,
+// worded by errorText and marked with err's code (registry.WithCode), so a
+// face that answers with a status (REST: 400 for an escape) need not parse
+// the text. The MCP face removes the mark: MCP clients get the reference's
+// result, byte for byte.
+func failure(prefix, p string, err error) *mcp.CallToolResult {
+	res := toolError(errorText(prefix, p, err))
+	if code := errcode.Of(err); code != "" {
+		registry.WithCode(res, code)
+	}
+	return res
 }
 
 // textResult is a successful result with one text block.

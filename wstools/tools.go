@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sandbox"
@@ -63,12 +64,12 @@ func (t tool[In]) def() registry.Tool {
 		Handler: func(ctx context.Context, call registry.Call) *mcp.CallToolResult {
 			raw := call.Args
 			if msg := validateArgs(raw, in); msg != "" {
-				return toolError("Input validation error: Invalid arguments for tool " + name + ": " + msg)
+				return registry.WithCode(toolError("Input validation error: Invalid arguments for tool "+name+": "+msg), errcode.InvalidArgument)
 			}
 			var args In
 			if len(raw) > 0 && string(raw) != "null" {
 				if err := json.Unmarshal(raw, &args); err != nil {
-					return toolError("Input validation error: Invalid arguments for tool " + name + ": " + err.Error())
+					return registry.WithCode(toolError("Input validation error: Invalid arguments for tool "+name+": "+err.Error()), errcode.InvalidArgument)
 				}
 			}
 			return h(ctx, call.Workspace, args)

@@ -29,7 +29,7 @@ var createDirectoryTool = tool[pathArgs]{
 
 func createDirectory(_ context.Context, ws fsops.Workspace, a pathArgs) *mcp.CallToolResult {
 	if err := ws.Mkdir(a.Path, true); err != nil {
-		return toolError(errorText(failMkdir, a.Path, err))
+		return failure(failMkdir, a.Path, err)
 	}
 	return textResult("Created directory: " + a.Path)
 }
@@ -82,7 +82,7 @@ var listDirectoryTool = tool[pathArgs]{
 func listDirectory(_ context.Context, ws fsops.Workspace, a pathArgs) *mcp.CallToolResult {
 	entries, err := listEntries(ws, a.Path, false)
 	if err != nil {
-		return toolError(errorText(failReadDir, a.Path, err))
+		return failure(failReadDir, a.Path, err)
 	}
 	var b strings.Builder
 	for i, e := range entries {
@@ -122,7 +122,7 @@ var listDirectoryWithSizesTool = tool[sizesArgs]{
 func listDirectoryWithSizes(_ context.Context, ws fsops.Workspace, a sizesArgs) *mcp.CallToolResult {
 	entries, err := listEntries(ws, a.Path, true)
 	if err != nil {
-		return toolError(errorText(failReadDir, a.Path, err))
+		return failure(failReadDir, a.Path, err)
 	}
 	// The reference counts an entry it cannot stat as a file of size 0.
 	for i := range entries {
@@ -177,7 +177,7 @@ func directoryTree(ctx context.Context, ws fsops.Workspace, a treeArgs) *mcp.Cal
 	opts := fsops.TreeOptions{Exclude: a.ExcludePatterns, DefaultExcludes: a.IncludeDefaultExcludes == nil || *a.IncludeDefaultExcludes}
 	nodes, err := ws.Tree(ctx, a.Path, opts)
 	if err != nil {
-		return toolError(errorText(failReadDir, a.Path, err))
+		return failure(failReadDir, a.Path, err)
 	}
 	return textResult(fsops.TreeJSON(nodes))
 }
@@ -210,7 +210,7 @@ func searchFiles(ctx context.Context, ws fsops.Workspace, a searchArgs) *mcp.Cal
 		if errcode.Is(err, errcode.InvalidArgument) {
 			prefix = failSearch
 		}
-		return toolError(errorText(prefix, a.Path, err))
+		return failure(prefix, a.Path, err)
 	}
 	if len(hits) == 0 {
 		return textResult("No matches found")

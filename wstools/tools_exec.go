@@ -63,7 +63,7 @@ func (env execEnv) exec(ctx context.Context, ws fsops.Workspace, a execArgs) *mc
 	// A scope's directory is created on first use; exec may be the first.
 	if ws != env.base {
 		if err := ws.Mkdir(".", true); err != nil {
-			return toolError(errorText(failMkdir, ".", err))
+			return failure(failMkdir, ".", err)
 		}
 	}
 	res, err := env.executor.Run(ctx, sandbox.Request{
@@ -205,7 +205,7 @@ func grep(ctx context.Context, ws fsops.Workspace, a grepArgs) *mcp.CallToolResu
 		if p == "" {
 			p = "."
 		}
-		return toolError(errorText(failGrep, p, err))
+		return failure(failGrep, p, err)
 	}
 	if res.Output == "" {
 		return textResult("No matches found")

@@ -57,7 +57,7 @@ func readTextFile(ctx context.Context, ws fsops.Workspace, a readTextArgs) *mcp.
 		}
 		lines, err := ws.ReadLines(ctx, a.Path, lr)
 		if err != nil {
-			return toolError(errorText(failRead, a.Path, err))
+			return failure(failRead, a.Path, err)
 		}
 		return textResult(lines.Text())
 	}
@@ -71,7 +71,7 @@ func readTextFile(ctx context.Context, ws fsops.Workspace, a readTextArgs) *mcp.
 	}
 	lines, err := ws.ReadLines(ctx, a.Path, lr)
 	if err != nil {
-		return toolError(errorText(failRead, a.Path, err))
+		return failure(failRead, a.Path, err)
 	}
 	body := lines.Text()
 
@@ -127,7 +127,7 @@ func readMediaFile(_ context.Context, ws fsops.Workspace, a readMediaArgs) *mcp.
 	if !isImage && !isAudio && !a.Force {
 		st, err := ws.Stat(a.Path)
 		if err != nil {
-			return toolError(errorText(failStat, a.Path, err))
+			return failure(failStat, a.Path, err)
 		}
 		ext := extname(a.Path)
 		if ext == "" {
@@ -140,7 +140,7 @@ func readMediaFile(_ context.Context, ws fsops.Workspace, a readMediaArgs) *mcp.
 	}
 	data, err := ws.ReadFile(a.Path)
 	if err != nil {
-		return toolError(errorText(failRead, a.Path, err))
+		return failure(failRead, a.Path, err)
 	}
 	var c mcp.Content
 	switch {
@@ -204,7 +204,7 @@ var getFileInfoTool = tool[pathArgs]{
 func getFileInfo(_ context.Context, ws fsops.Workspace, a pathArgs) *mcp.CallToolResult {
 	st, err := ws.Stat(a.Path)
 	if err != nil {
-		return toolError(errorText(failStat, a.Path, err))
+		return failure(failStat, a.Path, err)
 	}
 	typ := "other"
 	switch {

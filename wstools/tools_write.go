@@ -31,7 +31,7 @@ var writeFileTool = tool[writeArgs]{
 
 func writeFile(_ context.Context, ws fsops.Workspace, a writeArgs) *mcp.CallToolResult {
 	if err := ws.WriteFile(a.Path, []byte(a.Content)); err != nil {
-		return toolError(errorText(failWrite, a.Path, err))
+		return failure(failWrite, a.Path, err)
 	}
 	return textResult("Successfully wrote to " + a.Path)
 }
@@ -74,7 +74,7 @@ func editFile(_ context.Context, ws fsops.Workspace, a editArgs) *mcp.CallToolRe
 		if errcode.Is(err, errcode.NotFound) || errcode.Is(err, errcode.IsADirectory) || errcode.Is(err, errcode.ReadFailed) || errcode.Is(err, errcode.TooLarge) {
 			prefix = failRead
 		}
-		return toolError(errorText(prefix, a.Path, err))
+		return failure(prefix, a.Path, err)
 	}
 	if a.DryRun {
 		return textResult("[DRY RUN]\n" + res.Diff)
@@ -104,21 +104,21 @@ func moveFile(_ context.Context, ws fsops.Workspace, a moveArgs) *mcp.CallToolRe
 	// the checks also keep a failed move from creating the parent below.
 	ok, err := ws.Exists(a.Source)
 	if err != nil {
-		return toolError(errorText(failMove, a.Source, err))
+		return failure(failMove, a.Source, err)
 	}
 	if !ok {
 		return toolError("Source does not exist: " + a.Source)
 	}
 	ok, err = ws.Exists(a.Destination)
 	if err != nil {
-		return toolError(errorText(failMove, a.Destination, err))
+		return failure(failMove, a.Destination, err)
 	}
 	if ok {
 		return toolError("Destination already exists: " + a.Destination)
 	}
 	if dir := path.Dir(a.Destination); dir != "." && dir != "/" {
 		if err := ws.Mkdir(dir, true); err != nil {
-			return toolError(errorText(failMkdir, dir, err))
+			return failure(failMkdir, dir, err)
 		}
 	}
 	if err := ws.Move(a.Source, a.Destination); err != nil {
@@ -128,7 +128,7 @@ func moveFile(_ context.Context, ws fsops.Workspace, a moveArgs) *mcp.CallToolRe
 		case errcode.NotFound:
 			return toolError("Source does not exist: " + a.Source)
 		}
-		return toolError(errorText(failMove, a.Source+" to "+a.Destination, err))
+		return failure(failMove, a.Source+" to "+a.Destination, err)
 	}
 	return textResult("Moved " + a.Source + " to " + a.Destination)
 }
