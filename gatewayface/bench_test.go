@@ -16,6 +16,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/gatewayface"
 	"github.com/agentbe/agentbe-daemon/mcphttp"
 	"github.com/agentbe/agentbe-daemon/registry"
+	"github.com/agentbe/agentbe-daemon/wstools"
 )
 
 // BenchmarkRead4K reads a 4 KiB file over loopback through each face:
@@ -33,7 +34,11 @@ func BenchmarkRead4K(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ms, err := mcphttp.New(mcphttp.Options{Workspace: ws, RootDir: root})
+	reg := registry.New(registry.Options{MaxConcurrent: 64})
+	if err := reg.Set("workspace", wstools.Tools(ws, wstools.ExecEnv{})); err != nil {
+		b.Fatal(err)
+	}
+	ms, err := mcphttp.New(mcphttp.Options{Workspace: ws, Registry: reg, RootDir: root})
 	if err != nil {
 		b.Fatal(err)
 	}
