@@ -89,7 +89,7 @@ var (
 )
 
 // Facts of errors whose MCP tool text names the path inside the sentence
-// rather than before the hint; mcphttp/errors.go words them.
+// rather than before the hint; internal/tooltext words them.
 const (
 	// HintComponentIsFile: ENOTDIR on the way to a path.
 	HintComponentIsFile = "a component of the path is a file"

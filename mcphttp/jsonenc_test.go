@@ -44,7 +44,7 @@ func FuzzAppendJSONString(f *testing.F) {
 // text results, error results, and results it leaves to encoding/json.
 func TestAppendResponse(t *testing.T) {
 	results := []*mcp.CallToolResult{
-		textResult("hello <world>\n"),
+		&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello <world>\n"}}},
 		toolError("Path escapes scope boundary: ../x"),
 		{Content: []mcp.Content{&mcp.TextContent{Text: "a"}, &mcp.TextContent{Text: "b"}}},
 		{Content: []mcp.Content{&mcp.ImageContent{Data: []byte{1, 2}, MIMEType: "image/png"}}},

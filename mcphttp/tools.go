@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
+	"github.com/agentbe/agentbe-daemon/internal/tooltext"
 	"github.com/agentbe/agentbe-daemon/registry"
 )
 
@@ -59,7 +60,7 @@ func (s *Server) syncTools() {
 func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage, hdr http.Header, remote string) *mcp.CallToolResult {
 	ws, scope, release, err := s.workspaceFor(hdr)
 	if err != nil {
-		return toolError(errorText("Invalid scope", hdr.Get(headerScopePath), err))
+		return toolError(tooltext.ErrorText("Invalid scope", hdr.Get(headerScopePath), err))
 	}
 	defer release()
 	face := "mcp-http"
@@ -91,4 +92,9 @@ func (s *Server) workspaceFor(hdr http.Header) (fsops.Workspace, string, func(),
 	}
 	scope, _ := admit.NormalizeScope(sp)
 	return ws, scope, release, nil
+}
+
+// toolError is an isError result with one text block.
+func toolError(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }

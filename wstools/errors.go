@@ -1,13 +1,10 @@
 package wstools
 
 import (
-	"errors"
-	"strings"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
-	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/tooltext"
 	"github.com/agentbe/agentbe-daemon/registry"
 )
 
@@ -31,61 +28,9 @@ const (
 	failGrep    = "Failed to grep"
 )
 
-// errorText renders err from an operation on p (the argument as the caller
-// gave it) as the reference would, with the reason appended.
-func errorText(prefix, p string, err error) string {
-	var e *errcode.Error
-	if !errors.As(err, &e) {
-		return prefix + ": " + p + " - " + err.Error()
-	}
-	switch e.Code {
-	case errcode.PathEscapeAttempt:
-		return "Path escapes scope boundary: " + p
-	case errcode.EditFailed:
-		// "edit N: ..." already says which edit and what to do.
-		return e.Msg
-	}
-	return prefix + ": " + p + " - " + reason(e)
-}
-
-// reason is the human part of e, worded as the reference words it. e.Msg
-// is the fact without the path (which our prefix names); where the
-// reference names the path inside its reason, it is put back there: before
-// a hint ("is a directory: a.txt (use ...)"), and in the sentences of
-// fsops's ENOTDIR, ENOSPC and EINVAL texts.
-func reason(e *errcode.Error) string {
-	msg := e.Msg
-	if msg == "" {
-		if e.Err != nil {
-			msg = e.Err.Error()
-		} else {
-			msg = strings.ToLower(strings.ReplaceAll(string(e.Code), "_", " "))
-		}
-	}
-	switch {
-	case e.Path == "":
-		if e.Hint != "" {
-			msg += " (" + e.Hint + ")"
-		}
-	case e.Hint == fsops.HintComponentIsFile:
-		msg += ": a component of " + e.Path + " is a file"
-	case e.Hint == fsops.HintPathIsFile:
-		msg += ": " + e.Path + " is a file"
-	case e.Msg == fsops.MsgInvalidArgument && e.Code == errcode.InvalidArgument:
-		msg += ": " + e.Path + ": " + e.Hint
-	case e.Msg == fsops.MsgNoSpace && e.Code == errcode.WriteFailed:
-		msg += " writing " + e.Path
-	case e.Hint != "":
-		msg = e.Sentence()
-	}
-	switch e.Code {
-	case errcode.IsADirectory:
-		if msg == "is a directory" {
-			msg += " (use list_directory or directory_tree to see what is in it)"
-		}
-	}
-	return msg
-}
+// errorText renders err from an operation on p as the reference words it
+// (internal/tooltext).
+func errorText(prefix, p string, err error) string { return tooltext.ErrorText(prefix, p, err) }
 
 // toolError is an isError result with one text block.
 func toolError(text string) *mcp.CallToolResult {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/tooltext"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -131,9 +132,9 @@ func execErrorText(err error) string {
 		}
 		return "Command failed safety check"
 	case errcode.Timeout:
-		return "Command timed out: " + reason(e)
+		return "Command timed out: " + tooltext.Reason(e)
 	}
-	return "Failed to execute command: " + reason(e)
+	return "Failed to execute command: " + tooltext.Reason(e)
 }
 
 type grepArgs struct {
