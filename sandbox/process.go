@@ -199,9 +199,11 @@ func (p *process) Signal(name string) error {
 		}
 	}
 	if p.c.ownsTree {
+		// Killing one may end others first (the sandbox's pid 1 takes its
+		// namespace with it): a process already gone is not a failure.
 		var last error
 		for _, d := range descendants(scanProc(), pid) {
-			if err := syscall.Kill(d, sig); err != nil {
+			if err := syscall.Kill(d, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 				last = err
 			}
 		}
