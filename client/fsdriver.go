@@ -1,0 +1,165 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// fsDriver is the driver of the in-process kinds: the operations are the
+// daemon's own doors, an fsops.Workspace (a directory for Local, the
+// in-memory tree for Memory) and, for Local, a sandbox.Executor. Path rules,
+// confinement, scope creation on first write and isolation are theirs; this
+// file only adapts shapes.
+type fsDriver struct {
+	kindName string
+	ws       fsops.Workspace
+	exe      sandbox.Executor // nil: exec is NOT_IMPLEMENTED
+	// owner releases what the root driver owns (the root workspace, the
+	// executor); nil on a scope's driver, whose workspace handle is closed
+	// with the root's (fsops closes a workspace's scopes with it).
+	owner func() error
+	mcp   func(ctx context.Context, d *fsDriver, opts MCPOptions) (mcp.Transport, error)
+}
+
+func (d *fsDriver) kind() string { return d.kindName }
+func (d *fsDriver) root() string { return d.ws.Root() }
+
+func (d *fsDriver) read(_ context.Context, p string) ([]byte, error) {
+	return d.ws.ReadFile(p)
+}
+
+func (d *fsDriver) write(_ context.Context, p string, data []byte) error {
+	return d.ws.WriteFile(p, data)
+}
+
+func (d *fsDriver) readdir(_ context.Context, p string) ([]string, error) {
+	infos, err := d.ws.ReadDirTypes(p)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(infos))
+	for i, fi := range infos {
+		names[i] = fi.Name
+	}
+	return names, nil
+}
+
+func (d *fsDriver) mkdir(_ context.Context, p string, opts MkdirOptions) error {
+	return d.ws.Mkdir(p, opts.Recursive)
+}
+
+func (d *fsDriver) exists(_ context.Context, p string) (bool, error) {
+	return d.ws.Exists(p)
+}
+
+func (d *fsDriver) stat(_ context.Context, p string) (FileInfo, error) {
+	fi, err := d.ws.Stat(p)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	return FileInfo{Name: fi.Name, Size: fi.Size, Mode: fi.Mode, ModTime: fi.ModTime}, nil
+}
+
+func (d *fsDriver) rm(_ context.Context, p string, opts RmOptions) error {
+	return d.ws.Remove(p, fsops.RemoveOptions{Recursive: opts.Recursive, Force: opts.Force})
+}
+
+func (d *fsDriver) rename(_ context.Context, from, to string) error {
+	return d.ws.Rename(from, to)
+}
+
+func (d *fsDriver) touch(_ context.Context, p string) error {
+	return d.ws.Touch(p)
+}
+
+// exec runs the command through the sandbox in the driver's workspace (the
+// root or a scope), in opts.Dir when given (resolved by the workspace, so it
+// cannot leave it).
+func (d *fsDriver) exec(ctx context.Context, command string, opts ExecOptions) ([]byte, error) {
+	if d.exe == nil {
+		return nil, notImplemented("exec", d.kindName)
+	}
+	if strings.TrimSpace(command) == "" {
+		return nil, &errcode.Error{Code: errcode.EmptyCommand, Op: "exec", Msg: "empty command"}
+	}
+	dir := ""
+	if opts.Dir != "" {
+		abs, err := d.ws.Resolve(opts.Dir)
+		if err != nil {
+			return nil, err
+		}
+		dir = abs
+	}
+	res, err := d.exe.Run(ctx, sandbox.Request{
+		Command:   command,
+		Workspace: d.ws,
+		Dir:       dir,
+		Env:       opts.Env,
+		Stdin:     opts.Stdin,
+	})
+	if err != nil {
+		return nil, err
+	}
+	stdout := sandbox.WithTruncationNotice(res.Stdout, res.StdoutSize)
+	stderr := sandbox.WithTruncationNotice(res.Stderr, res.StderrSize)
+	if res.TimedOut || ctx.Err() != nil {
+		cause := ctx.Err()
+		if cause == nil {
+			cause = context.DeadlineExceeded
+		}
+		return stdout, &errcode.Error{Code: errcode.Timeout, Op: "exec", Command: command, Msg: "command killed: " + cause.Error(),
+			Err: errors.Join(cause, &ExitError{ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr})}
+	}
+	if res.ExitCode != 0 {
+		return stdout, execFailed(command, &ExitError{ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr})
+	}
+	return stdout, nil
+}
+
+// execFailed is the EXEC_FAILED error of every kind: stderr, else stdout, as
+// the message ("Command Execution": the error should include them).
+func execFailed(command string, xe *ExitError) error {
+	msg := strings.TrimSpace(string(xe.Stderr))
+	if msg == "" {
+		msg = strings.TrimSpace(string(xe.Stdout))
+	}
+	if msg == "" {
+		msg = xe.Error()
+	} else {
+		msg = xe.Error() + ": " + msg
+	}
+	return &errcode.Error{Code: errcode.ExecFailed, Op: "exec", Command: command, Msg: msg, Err: xe}
+}
+
+func (d *fsDriver) scope(rel string) (driver, error) {
+	ws, err := d.ws.Scope(rel)
+	if err != nil {
+		return nil, err
+	}
+	return &fsDriver{kindName: d.kindName, ws: ws, exe: d.exe, mcp: d.mcp}, nil
+}
+
+func (d *fsDriver) mcpTransport(ctx context.Context, opts MCPOptions) (mcp.Transport, error) {
+	if d.mcp == nil {
+		return nil, notImplemented("mcp", d.kindName)
+	}
+	return d.mcp(ctx, d, opts)
+}
+
+func (d *fsDriver) close() error {
+	if d.owner == nil {
+		return nil
+	}
+	return d.owner()
+}
+
+// isNotExist reports whether err is a missing path (for Exists-like callers).
+func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
