@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -51,7 +52,15 @@ type Options struct {
 	Secrets []string
 	// Stderr is where "-" writes (nil = os.Stderr); for tests.
 	Stderr io.Writer
+	// Logger hears of failed writes (a full disk, a revoked file): the first
+	// of a run at once, then at most one summary per WriteErrorEvery; nil
+	// discards. The failures are counted either way (WriteErrors).
+	Logger *slog.Logger
 }
+
+// WriteErrorEvery is how often failed writes are reported to Options.Logger
+// while they go on.
+const WriteErrorEvery = 10 * time.Second
 
 // Log is an open audit log. It is safe for concurrent use.
 type Log struct {
@@ -64,6 +73,11 @@ type Log struct {
 	closed  atomic.Bool
 	once    sync.Once
 	dropped atomic.Uint64
+	failed  atomic.Uint64 // lines whose write failed
+
+	// under mu: the write-failure report's rate limit
+	failedReported uint64
+	lastReport     time.Time
 
 	mu sync.Mutex // guards w and f
 	w  io.Writer
@@ -121,6 +135,9 @@ func (l *Log) Reopen() error {
 
 // Dropped is how many lines were lost to a full queue.
 func (l *Log) Dropped() uint64 { return l.dropped.Load() }
+
+// WriteErrors is how many lines were lost because writing them failed.
+func (l *Log) WriteErrors() uint64 { return l.failed.Load() }
 
 // Close writes the lines still queued and closes the file.
 func (l *Log) Close() error {
@@ -208,11 +225,24 @@ func (l *Log) writer() {
 	}
 }
 
+// put writes one line. A failure is counted and reported to the logger, the
+// first of a run at once and then at most once per WriteErrorEvery, so a full
+// disk shows in the daemon's log and in /metrics without flooding either.
+// The writer keeps going: the next line may succeed (space freed, a SIGHUP
+// reopened the file).
 func (l *Log) put(line []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.w != nil {
-		l.w.Write(line) //nolint:errcheck // nowhere better to report it
+	if l.w == nil {
+		return
+	}
+	if _, err := l.w.Write(line); err != nil {
+		n := l.failed.Add(1)
+		if l.opts.Logger != nil && (l.failedReported == 0 || time.Since(l.lastReport) >= WriteErrorEvery) {
+			l.opts.Logger.Error("audit log: write failed; the line is lost (counted in agentbe_audit_write_errors_total)",
+				"path", l.opts.Path, "err", err, "lost_since_last_report", n-l.failedReported, "lost_total", n)
+			l.failedReported, l.lastReport = n, time.Now()
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
+	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 	"github.com/agentbe/agentbe-daemon/registry"
 )
 
@@ -207,5 +209,38 @@ func TestFullQueueDropsAndSaysSo(t *testing.T) {
 	l.Close()
 	if n := strings.Count(w.buf.String(), `"event":"audit.dropped"`); n < 1 {
 		t.Errorf("no audit.dropped line:\n%s", w.buf.String())
+	}
+}
+
+// TestWriteErrorsCountedAndReported: a log whose writes fail (/dev/full
+// answers every write with ENOSPC, as a full disk does) counts each lost line
+// and tells the daemon's log once for the run, with the path and the errno,
+// instead of failing silently.
+func TestWriteErrorsCountedAndReported(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Fatalf("this test needs /dev/full (Linux): %v", err)
+	}
+	var logged syncbuf.Buffer
+	l, err := Open(Options{Path: "/dev/full", Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		l.Write(Entry{Tool: fmt.Sprintf("t%d", i), Outcome: "ok"})
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.WriteErrors(); n != 3 {
+		t.Errorf("WriteErrors = %d, want 3", n)
+	}
+	out := logged.String()
+	if strings.Count(out, "audit log: write failed") != 1 {
+		t.Errorf("want one report for the run (rate-limited), got:\n%s", out)
+	}
+	for _, want := range []string{"path=/dev/full", "no space left on device", "lost_total=1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -115,7 +115,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	if d.audit, err = openAudit(cfg); err != nil {
+	if d.audit, err = openAudit(cfg, d.log); err != nil {
 		return nil, err
 	}
 	if d.toolMetrics, err = newToolMetrics(opts.Registry, d.audit); err != nil {

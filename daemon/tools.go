@@ -1,7 +1,12 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -46,7 +51,10 @@ func newToolMetrics(reg prometheus.Registerer, auditLog *audit.Log) (*toolMetric
 		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "agentbe_audit_dropped_total",
 			Help: "Audit log lines dropped because the writer's queue was full.",
-		}, func() float64 { return float64(auditLog.Dropped()) }))
+		}, func() float64 { return float64(auditLog.Dropped()) }), prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "agentbe_audit_write_errors_total",
+			Help: "Audit log lines lost because writing them failed (a full disk, a revoked file); the daemon's log says why.",
+		}, func() float64 { return float64(auditLog.WriteErrors()) }))
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
@@ -68,16 +76,71 @@ func (m *toolMetrics) observe(reg *registry.Registry, rec registry.Record) {
 	m.duration.WithLabelValues(tool).Observe(rec.Duration.Seconds())
 }
 
-// openAudit opens --audit-log (nil when it is off).
-func openAudit(cfg config.Config) (*audit.Log, error) {
+// openAudit opens --audit-log (nil when it is off). A log inside the
+// workspace is refused: the agent could read it, rewrite it, or replace it
+// with a symlink the daemon would then append to.
+func openAudit(cfg config.Config, log *slog.Logger) (*audit.Log, error) {
 	if cfg.AuditLog == "" {
 		return nil, nil
 	}
-	l, err := audit.Open(audit.Options{Path: cfg.AuditLog, Secrets: []string{cfg.AuthToken}})
+	if cfg.AuditLog != "-" && cfg.Backend == "filesystem" {
+		if inside, err := within(cfg.Root, cfg.AuditLog); err != nil {
+			return nil, fmt.Errorf("--audit-log %q: %w", cfg.AuditLog, err)
+		} else if inside {
+			return nil, fmt.Errorf("--audit-log %q is inside the workspace (--root %q), where the agent could read or rewrite it; put it outside, e.g. /var/log/agent-backend/audit.log", cfg.AuditLog, cfg.Root)
+		}
+	}
+	l, err := audit.Open(audit.Options{Path: cfg.AuditLog, Secrets: []string{cfg.AuthToken}, Logger: log.With("component", "audit")})
 	if err != nil {
 		return nil, fmt.Errorf("--audit-log %q: %w", cfg.AuditLog, err)
 	}
 	return l, nil
+}
+
+// within reports whether the file p is, or would be once created, inside the
+// directory dir, following the symlinks of both as they are now (so a link
+// from outside into the workspace counts as inside). Either may not exist
+// yet: each is resolved up to its deepest existing ancestor.
+func within(dir, p string) (bool, error) {
+	d, err := resolveExisting(dir)
+	if err != nil {
+		return false, err
+	}
+	f, err := resolveExisting(p)
+	if err != nil {
+		return false, err
+	}
+	rel, err := filepath.Rel(d, f)
+	if err != nil {
+		return false, nil
+	}
+	inside := rel == "." || (rel != ".." && !strings.HasPrefix(rel, "../"))
+	return inside, nil
+}
+
+// resolveExisting is filepath.EvalSymlinks of the deepest existing ancestor
+// of p (made absolute), with the rest of p joined back on.
+func resolveExisting(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	rest := ""
+	for cur := abs; ; {
+		real, err := filepath.EvalSymlinks(cur)
+		if err == nil {
+			return filepath.Join(real, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return abs, nil
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
 }
 
 // newToolRegistry builds the registry every face serves, with the limits

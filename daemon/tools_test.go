@@ -280,3 +280,79 @@ func TestWorkspaceToolsOnRESTAndMCP(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditLogInsideWorkspaceRefused: the daemon refuses to start with an
+// audit log the agent could reach, however the path is spelled (directly, in
+// a directory that does not exist yet, through a symlink from outside, or
+// with the root itself behind a symlink), and accepts one outside.
+func TestAuditLogInsideWorkspaceRefused(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "ws")
+	outside := filepath.Join(base, "logs")
+	for _, d := range []string{root, outside, filepath.Join(base, "ws2")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(root, filepath.Join(base, "link-to-ws")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, root, log string
+		refused         bool
+	}{
+		{"in the root", root, filepath.Join(root, "audit.log"), true},
+		{"in a directory not made yet", root, filepath.Join(root, "a", "b", "audit.log"), true},
+		{"through a symlink from outside", root, filepath.Join(base, "link-to-ws", "audit.log"), true},
+		{"root behind a symlink", filepath.Join(base, "link-to-ws"), filepath.Join(root, "audit.log"), true},
+		{"dot-dot back in", root, filepath.Join(outside, "..", "ws", "audit.log"), true},
+		{"outside", root, filepath.Join(outside, "audit.log"), false},
+		{"sibling with the root's name as prefix", root, filepath.Join(base, "ws2", "audit.log"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testConfig(t)
+			c.Root = tc.root
+			c.AuditLog = tc.log
+			d, err := New(c, Options{})
+			if err == nil {
+				defer d.Close()
+			}
+			if tc.refused {
+				if err == nil || !strings.Contains(err.Error(), "--audit-log") || !strings.Contains(err.Error(), "inside the workspace") {
+					t.Fatalf("New: %v; want a refusal naming --audit-log", err)
+				}
+				if _, serr := os.Stat(tc.log); serr == nil {
+					t.Errorf("the refused log %s was created", tc.log)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+		})
+	}
+}
+
+// TestAuditWriteErrorsMetric: lines the audit log could not write are in
+// /metrics (here /dev/full fails every write, as a full disk does).
+func TestAuditWriteErrorsMetric(t *testing.T) {
+	c := testConfig(t)
+	c.AuditLog = "/dev/full"
+	r := start(t, c, nil)
+	resp, err := http.Post(r.url+"/execute", "application/json", strings.NewReader(`{"tool_name":"read_text_file","arguments":{"path":"nope"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, m := get(t, r.url+"/metrics")
+		if strings.Contains(string(m), "agentbe_audit_write_errors_total 1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks agentbe_audit_write_errors_total 1:\n%s", m)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

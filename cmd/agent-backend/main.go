@@ -201,6 +201,8 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 			}
 			if err := d.ReopenAuditLog(); err != nil {
 				log.Error("SIGHUP: reopening the audit log failed; still writing the previous file", "err", err)
+			} else if cfg.AuditLog != "" && cfg.AuditLog != "-" {
+				log.Info("SIGHUP: audit log reopened", "path", cfg.AuditLog)
 			}
 		}
 	}()

@@ -532,3 +532,43 @@ func TestInheritedDescriptorsDoNotReachCommands(t *testing.T) {
 		})
 	}
 }
+
+// TestSIGHUPReopensAuditLog is logrotate's sequence against the real binary:
+// rename the log, send SIGHUP, and the next call's line lands in a new file
+// at the configured path while the renamed one keeps the earlier lines.
+func TestSIGHUPReopensAuditLog(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "audit.log")
+	p := startDaemon(t, "--rootDir", t.TempDir(), "--audit-log", logPath)
+	call := func(file string) {
+		t.Helper()
+		resp, err := http.Post(p.url+"/execute", "application/json",
+			strings.NewReader(fmt.Sprintf(`{"tool_name":"read_text_file","arguments":{"path":%q}}`, file)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	lines := func(path string) string { b, _ := os.ReadFile(path); return string(b) }
+
+	call("before-rotation.txt")
+	waitFor(t, func() bool { return strings.Contains(lines(logPath), "before-rotation.txt") })
+	if err := os.Rename(logPath, logPath+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return strings.Contains(p.stderr.String(), "SIGHUP: audit log reopened") })
+	call("after-rotation.txt")
+	waitFor(t, func() bool { return strings.Contains(lines(logPath), "after-rotation.txt") })
+
+	if old := lines(logPath + ".1"); !strings.Contains(old, "before-rotation.txt") || strings.Contains(old, "after-rotation.txt") {
+		t.Errorf("rotated file:\n%s", old)
+	}
+	if cur := lines(logPath); strings.Contains(cur, "before-rotation.txt") {
+		t.Errorf("new file holds a line from before the rotation:\n%s", cur)
+	}
+	if p.cmd.ProcessState != nil {
+		t.Fatalf("daemon exited on SIGHUP: %s", p.stderr)
+	}
+}
