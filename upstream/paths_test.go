@@ -1,0 +1,159 @@
+package upstream
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
+)
+
+// A schema like server-filesystem's and server-everything's, with the shapes
+// the execution service's key list misses: arrays of paths, paths inside
+// array items, a path known only by its format.
+var testSchema = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"path":    map[string]any{"type": "string"},
+		"paths":   map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+		"edits":   map[string]any{"type": "array", "items": map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}, "text": map[string]any{"type": "string"}}}},
+		"out":     map[string]any{"type": "string", "format": "file-path"},
+		"options": map[string]any{"type": "object", "properties": map[string]any{"baseDir": map[string]any{"type": "string"}}},
+		"query":   map[string]any{"type": "string"},
+	},
+}
+
+func newChecker(t *testing.T, cwd string) (*PathChecker, string) {
+	t.Helper()
+	base := t.TempDir()
+	root := filepath.Join(base, "ws")
+	for _, d := range []string{root, filepath.Join(root, "sub"), filepath.Join(base, "ws2"), filepath.Join(base, "secret")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(base, "secret"), filepath.Join(root, "out-link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("sub", filepath.Join(root, "in-link")); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return NewPathChecker(ws, cwd, testSchema), ws.Root()
+}
+
+func TestPathCheckerRefusesEscapes(t *testing.T) {
+	c, root := newChecker(t, "")
+	ws2 := filepath.Join(filepath.Dir(root), "ws2")
+	for _, tc := range []struct {
+		name, args string
+		where      string // "" = allowed
+	}{
+		{"relative inside", `{"path":"a/b.txt"}`, ""},
+		{"dot-dot inside", `{"path":"sub/../a.txt"}`, ""},
+		{"absolute inside", `{"path":"` + root + `/a.txt"}`, ""},
+		{"root itself", `{"path":"` + root + `"}`, ""},
+		{"link inside", `{"path":"in-link/x"}`, ""},
+		{"empty", `{"path":""}`, ""},
+		{"not a path key", `{"query":"../../etc/passwd"}`, ""},
+		{"tilde", `{"path":"~/notes.md"}`, ""},
+		{"dot-dot out", `{"path":"../secret/x"}`, "arguments.path"},
+		{"absolute outside", `{"path":"/etc/passwd"}`, "arguments.path"},
+		{"sibling with the root as prefix", `{"path":"` + ws2 + `/x"}`, "arguments.path"},
+		{"symlink out", `{"path":"out-link/key"}`, "arguments.path"},
+		{"NUL", `{"path":"a\u0000b"}`, "arguments.path"},
+		{"array of paths", `{"paths":["ok.txt","/etc/shadow"]}`, "arguments.paths[1]"},
+		{"path in array items", `{"edits":[{"path":"ok","text":"/etc/x"},{"path":"../../x"}]}`, "arguments.edits[1].path"},
+		{"format says path", `{"out":"/tmp/x"}`, "arguments.out"},
+		{"name suffix, nested", `{"options":{"baseDir":"/"}}`, "arguments.options.baseDir"},
+		{"key not in schema", `{"destination":"../x"}`, "arguments.destination"},
+		{"snake case key", `{"file_path":"/etc/x"}`, "arguments.file_path"},
+		{"file URI anywhere", `{"query":"file:///etc/passwd"}`, "arguments.query"},
+		{"file URI inside", `{"path":"file://` + root + `/a"}`, ""},
+		{"remote file URI", `{"path":"file://host/etc"}`, "arguments.path"},
+		{"other user's home", `{"path":"~root/.ssh"}`, "arguments.path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.Check(json.RawMessage(tc.args))
+			if tc.where == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var e *errcode.Error
+			if !errors.As(err, &e) || e.Code != errcode.PathEscapeAttempt || e.Hint != "in "+tc.where {
+				t.Fatalf("got %v (%#v); want PATH_ESCAPE_ATTEMPT in %s", err, e, tc.where)
+			}
+		})
+	}
+}
+
+// TestPathCheckerCwd: relative paths are taken from the upstream's working
+// directory, as the upstream itself will take them.
+func TestPathCheckerCwd(t *testing.T) {
+	c, _ := newChecker(t, "sub")
+	if err := c.Check(json.RawMessage(`{"path":"../a.txt"}`)); err != nil {
+		t.Errorf("../ from sub is the root: %v", err)
+	}
+	if err := c.Check(json.RawMessage(`{"path":"../../a.txt"}`)); !errcode.Is(err, errcode.PathEscapeAttempt) {
+		t.Errorf("../../ from sub leaves: %v", err)
+	}
+}
+
+func TestPathCheckerBadJSON(t *testing.T) {
+	c, _ := newChecker(t, "")
+	if err := c.Check(json.RawMessage(`{"path":`)); !errcode.Is(err, errcode.InvalidArgument) {
+		t.Errorf("bad JSON: %v", err)
+	}
+	if err := c.Check(nil); err != nil {
+		t.Errorf("no arguments: %v", err)
+	}
+}
+
+// FuzzPathChecker: whatever the arguments, an accepted path-keyed string
+// resolves inside the workspace.
+func FuzzPathChecker(f *testing.F) {
+	for _, s := range []string{"a", "../x", "/etc", "sub/../../x", "~/x", "file:///x", "in-link/../..", "out-link"} {
+		f.Add(s)
+	}
+	base := f.TempDir()
+	root := filepath.Join(base, "ws")
+	if err := os.MkdirAll(filepath.Join(root, "sub"), 0o755); err != nil {
+		f.Fatal(err)
+	}
+	if err := os.Symlink(base, filepath.Join(root, "out-link")); err != nil {
+		f.Fatal(err)
+	}
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer ws.Close()
+	c := NewPathChecker(ws, "", testSchema)
+	f.Fuzz(func(t *testing.T, p string) {
+		args, _ := json.Marshal(map[string]any{"path": p})
+		if c.Check(args) != nil || strings.HasPrefix(p, "file://") || strings.HasPrefix(p, "~") || p == "" {
+			return
+		}
+		abs := p
+		if !filepath.IsAbs(abs) {
+			abs = filepath.Join(ws.Root(), p)
+		}
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return // does not exist: nothing to follow
+		}
+		if real != ws.Root() && !strings.HasPrefix(real, ws.Root()+"/") {
+			t.Fatalf("accepted %q, which is %s", p, real)
+		}
+	})
+}
