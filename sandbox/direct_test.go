@@ -675,3 +675,26 @@ func TestDirectRunAs(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandLineRunsArgvExactly: CommandLine's string runs the argv as
+// given, whatever the words hold (quotes, spaces, $, globs, newlines).
+func TestCommandLineRunsArgvExactly(t *testing.T) {
+	root := t.TempDir()
+	e, err := New(Config{Mode: ModeNone, WorkspaceRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	words := []string{"it's", "a b", "$HOME", "*", "line\nbreak", `back\slash`, ""}
+	res, err := e.Run(context.Background(), Request{Command: CommandLine(append([]string{"printf", "[%s]"}, words...)...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ""
+	for _, w := range words {
+		want += "[" + w + "]"
+	}
+	if string(res.Stdout) != want {
+		t.Errorf("got %q, want %q", res.Stdout, want)
+	}
+}

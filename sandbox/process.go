@@ -215,6 +215,11 @@ func (p *process) Signal(name string) error {
 	return syscall.Kill(-pid, sig)
 }
 
+// Pid is the started process's id on the host (under bwrap, bwrap's), for
+// reports such as /health; signal it only through Signal, which knows the
+// tree.
+func (p *process) Pid() int { return p.c.cmd.Process.Pid }
+
 // Resize sets the pty window size; without a pty it does nothing.
 func (p *process) Resize(cols, rows uint16) error {
 	if p.ptmx == nil {

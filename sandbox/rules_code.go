@@ -559,6 +559,19 @@ loop:
 // shellQuoteWord quotes s as one shell word.
 func shellQuoteWord(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
+// CommandLine quotes argv into the one command string a Request takes, each
+// word single-quoted so the shell sees exactly argv; being one program with
+// literal arguments, it is exec'ed directly where the direct path applies
+// (direct.go). For callers that hold an argv (a configured server's command
+// and arguments) rather than a line a client typed.
+func CommandLine(argv ...string) string {
+	q := make([]string, len(argv))
+	for i, w := range argv {
+		q[i] = shellQuoteWord(w)
+	}
+	return strings.Join(q, " ")
+}
+
 // make judges make's ways of taking code that is not a Makefile on disk:
 // --eval, a Makefile read from stdin or a descriptor, and SHELL overrides.
 func (c *checker) make(a args, x surroundings, sio *stmtIO) error {
