@@ -16,6 +16,8 @@ import (
 
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
 )
 
 // directScripts are scripts and whether parseDirect accepts them, with the
@@ -696,5 +698,37 @@ func TestCommandLineRunsArgvExactly(t *testing.T) {
 	}
 	if string(res.Stdout) != want {
 		t.Errorf("got %q, want %q", res.Stdout, want)
+	}
+}
+
+func TestLookPath(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tool"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "noexec"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string // "" = not found
+	}{
+		{"sh", nil, "/usr/bin/sh"},
+		{"tool", nil, ""},
+		{"tool", map[string]string{"PATH": "rel:" + dir}, filepath.Join(dir, "tool")},
+		{"noexec", map[string]string{"PATH": dir}, ""},
+		{"./x/y", nil, "./x/y"},
+	} {
+		got, err := LookPath(tc.name, tc.env)
+		if tc.want == "" {
+			if err == nil || errcode.Of(err) != errcode.MissingUtilities {
+				t.Errorf("LookPath(%q, %v) = %q, %v; want MISSING_UTILITIES", tc.name, tc.env, got, err)
+			}
+			continue
+		}
+		if got != tc.want && !(tc.name == "sh" && got == "/bin/sh") {
+			t.Errorf("LookPath(%q, %v) = %q, %v; want %q", tc.name, tc.env, got, err, tc.want)
+		}
 	}
 }

@@ -208,6 +208,31 @@ type executor struct {
 func (e *executor) Mode() Mode     { return e.iso.mode() }
 func (e *executor) Reason() string { return e.reason }
 
+// LookPath finds a program the way a command's shell will: name itself when
+// it holds a slash, else the first executable regular file of that name on
+// the PATH a command gets (env's PATH when it sets one, else the base PATH;
+// never the daemon's own). For callers that must know what a command will
+// run before it runs (what to make visible under bwrap).
+func LookPath(name string, env map[string]string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	p := basePath
+	if v, ok := env["PATH"]; ok {
+		p = v
+	}
+	for _, dir := range filepath.SplitList(p) {
+		if !filepath.IsAbs(dir) {
+			continue // a relative PATH entry depends on the cwd; not followed
+		}
+		c := filepath.Join(dir, name)
+		if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return c, nil
+		}
+	}
+	return "", &errcode.Error{Code: errcode.MissingUtilities, Op: "lookpath", Command: name, Msg: "not found on the PATH commands get (" + p + ")"}
+}
+
 // resolveShell finds the shell once. argv[0] is the real program's name for
 // bash and dash (so bash invoked through an `sh` link does not switch to
 // POSIX mode behind our back, which would change ulimit units), and the
