@@ -62,14 +62,15 @@ func (e *executor) buildBwrapBase() []string {
 			}
 		}
 	}
+	// /tmp is a fresh tmpfs. It must come before the workspace bind and the
+	// read-only paths: either may itself live under /tmp, and a tmpfs
+	// mounted after a bind would hide it (the reference daemon's order,
+	// which breaks every command in that case).
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
 	for _, p := range e.cfg.ReadOnlyPaths {
 		args = append(args, "--ro-bind-try", p, p)
 	}
-	// /tmp is a fresh tmpfs. It must come before the workspace bind: the
-	// workspace may itself live under /tmp, and a tmpfs mounted after the
-	// bind would hide it (the reference daemon's order, which breaks every
-	// command in that case).
-	return append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+	return args
 }
 
 // bwrapHasBindFD reports whether this bwrap has --bind-fd (upstream 0.10,

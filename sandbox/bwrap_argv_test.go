@@ -96,3 +96,26 @@ func TestBwrapArgvRuns(t *testing.T) {
 		t.Errorf("no command: err = %v", err)
 	}
 }
+
+// TestReadOnlyPathUnderTmp: a configured read-only path that lives under
+// /tmp (a test binary, a user's cache) is visible inside bwrap, read-only;
+// the sandbox's private /tmp must not hide it.
+func TestReadOnlyPathUnderTmp(t *testing.T) {
+	needBwrap(t)
+	ro := t.TempDir()
+	if !strings.HasPrefix(ro, "/tmp/") {
+		t.Fatalf("t.TempDir() = %s is not under /tmp; set TMPDIR=/tmp for this test", ro)
+	}
+	if err := os.WriteFile(filepath.Join(ro, "tool.txt"), []byte("visible"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ex, _ := newExec(t, ModeBwrap, func(c *Config) { c.ReadOnlyPaths = []string{ro} })
+	q := "'" + ro + "'"
+	res, err := ex.Run(t.Context(), Request{Command: "cat " + q + "/tool.txt && ! touch " + q + "/new 2>/dev/null && echo ' read-only'"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Stdout) != "visible read-only\n" {
+		t.Fatalf("inside bwrap: stdout %q stderr %q exit %d", res.Stdout, res.Stderr, res.ExitCode)
+	}
+}
