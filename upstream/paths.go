@@ -27,15 +27,14 @@ import (
 // says it is a path (a format naming a path, file or directory); and any
 // file:// URI anywhere. A NUL byte in a path is refused.
 type PathChecker struct {
-	ws     fsops.Workspace
-	cwd    string // the upstream's working directory, relative to the root ("." for the root)
+	dir    string // the upstream's working directory (absolute, clean)
 	schema map[string]any
 }
 
-// NewPathChecker returns the checker for one tool: ws is the workspace (or
-// the caller's scope), cwd the upstream's working directory relative to its
-// root, and schema the tool's input schema as the upstream listed it.
-func NewPathChecker(ws fsops.Workspace, cwd string, schema any) *PathChecker {
+// NewPathChecker returns the checker for one tool: dir is the upstream's
+// working directory (an absolute host path, where its relative paths
+// start), and schema the tool's input schema as the upstream listed it.
+func NewPathChecker(dir string, schema any) *PathChecker {
 	m, _ := schema.(map[string]any)
 	if m == nil {
 		// A schema that is not a map (a typed struct from the SDK) is seen
@@ -44,17 +43,15 @@ func NewPathChecker(ws fsops.Workspace, cwd string, schema any) *PathChecker {
 			_ = json.Unmarshal(b, &m)
 		}
 	}
-	if cwd == "" {
-		cwd = "."
-	}
-	return &PathChecker{ws: ws, cwd: path.Clean(cwd), schema: m}
+	return &PathChecker{dir: path.Clean(dir), schema: m}
 }
 
-// Check walks the call's arguments and returns the first refusal: an
+// Check walks the call's arguments and returns the first refusal of a path
+// outside ws (the workspace, or the caller's scope of it): an
 // *errcode.Error with Code PathEscapeAttempt naming the path as given and,
 // in Hint, the argument it was in. Arguments that are not a JSON object are
 // left to the upstream (there is no path to find in them).
-func (c *PathChecker) Check(args json.RawMessage) error {
+func (c *PathChecker) Check(ws fsops.Workspace, args json.RawMessage) error {
 	if len(args) == 0 {
 		return nil
 	}
@@ -62,25 +59,25 @@ func (c *PathChecker) Check(args json.RawMessage) error {
 	if err := json.Unmarshal(args, &v); err != nil {
 		return &errcode.Error{Code: errcode.InvalidArgument, Op: "call", Msg: "arguments are not valid JSON: " + err.Error()}
 	}
-	return c.walk(v, c.schema, "arguments", false)
+	return c.walk(ws, v, c.schema, "arguments", false)
 }
 
 // walk visits v; schema is v's schema node (nil when unknown) and isPath
 // says whether a string here is a path (from its key or its schema).
-func (c *PathChecker) walk(v any, schema map[string]any, where string, isPath bool) error {
+func (c *PathChecker) walk(ws fsops.Workspace, v any, schema map[string]any, where string, isPath bool) error {
 	isPath = isPath || schemaSaysPath(schema)
 	switch x := v.(type) {
 	case string:
 		if isPath {
-			return c.checkPath(x, where)
+			return c.checkPath(ws, x, where)
 		}
 		if strings.HasPrefix(x, "file://") {
-			return c.checkPath(x, where)
+			return c.checkPath(ws, x, where)
 		}
 	case []any:
 		items, _ := schema["items"].(map[string]any)
 		for i, e := range x {
-			if err := c.walk(e, items, where+"["+strconv.Itoa(i)+"]", isPath); err != nil {
+			if err := c.walk(ws, e, items, where+"["+strconv.Itoa(i)+"]", isPath); err != nil {
 				return err
 			}
 		}
@@ -92,7 +89,7 @@ func (c *PathChecker) walk(v any, schema map[string]any, where string, isPath bo
 			if sub == nil {
 				sub = extra
 			}
-			if err := c.walk(e, sub, where+"."+k, pathName(k)); err != nil {
+			if err := c.walk(ws, e, sub, where+"."+k, pathName(k)); err != nil {
 				return err
 			}
 		}
@@ -125,7 +122,7 @@ func schemaSaysPath(schema map[string]any) bool {
 }
 
 // checkPath judges one path as the upstream will take it.
-func (c *PathChecker) checkPath(p, where string) error {
+func (c *PathChecker) checkPath(ws fsops.Workspace, p, where string) error {
 	given := p
 	refuse := func(msg string) error {
 		return &errcode.Error{Code: errcode.PathEscapeAttempt, Op: "call", Path: given, Msg: msg, Hint: "in " + where}
@@ -152,29 +149,27 @@ func (c *PathChecker) checkPath(p, where string) error {
 	// "~" is the upstream's HOME, which the sandbox sets to its working
 	// directory; "~user" is another user's home.
 	if p == "~" || strings.HasPrefix(p, "~/") {
-		p = path.Join(c.cwd, strings.TrimPrefix(p[1:], "/"))
+		p = path.Join(c.dir, p[1:])
 	} else if strings.HasPrefix(p, "~") {
 		return refuse("another user's home directory is outside the workspace")
 	}
-	var rel string
-	if path.IsAbs(p) {
-		root := c.ws.Root()
-		cp := path.Clean(p)
-		switch {
-		case cp == root:
-			rel = "."
-		case strings.HasPrefix(cp, root+"/"):
-			rel = cp[len(root)+1:]
-		default:
-			return refuse(fmt.Sprintf("absolute path outside the workspace (%s)", root))
-		}
-	} else {
-		rel = path.Join(c.cwd, p)
-		if rel == ".." || strings.HasPrefix(rel, "../") {
-			return refuse("path escapes the workspace")
-		}
+	abs := path.Clean(p)
+	if !path.IsAbs(p) {
+		abs = path.Join(c.dir, p)
 	}
-	if _, err := c.ws.Resolve(rel); err != nil {
+	root := ws.Root()
+	var rel string
+	switch {
+	case abs == root:
+		rel = "."
+	case strings.HasPrefix(abs, root+"/"):
+		rel = abs[len(root)+1:]
+	case path.IsAbs(p):
+		return refuse(fmt.Sprintf("absolute path outside the workspace (%s)", root))
+	default:
+		return refuse("path escapes the workspace")
+	}
+	if _, err := ws.Resolve(rel); err != nil {
 		if errcode.Is(err, errcode.PathEscapeAttempt) {
 			return refuse("a symlink on the way leads outside the workspace")
 		}

@@ -27,7 +27,7 @@ var testSchema = map[string]any{
 	},
 }
 
-func newChecker(t *testing.T, cwd string) (*PathChecker, string) {
+func newChecker(t *testing.T, cwd string) (*PathChecker, fsops.Workspace) {
 	t.Helper()
 	base := t.TempDir()
 	root := filepath.Join(base, "ws")
@@ -47,11 +47,12 @@ func newChecker(t *testing.T, cwd string) (*PathChecker, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ws.Close() })
-	return NewPathChecker(ws, cwd, testSchema), ws.Root()
+	return NewPathChecker(filepath.Join(ws.Root(), cwd), testSchema), ws
 }
 
 func TestPathCheckerRefusesEscapes(t *testing.T) {
-	c, root := newChecker(t, "")
+	c, ws := newChecker(t, "")
+	root := ws.Root()
 	ws2 := filepath.Join(filepath.Dir(root), "ws2")
 	for _, tc := range []struct {
 		name, args string
@@ -82,7 +83,7 @@ func TestPathCheckerRefusesEscapes(t *testing.T) {
 		{"other user's home", `{"path":"~root/.ssh"}`, "arguments.path"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := c.Check(json.RawMessage(tc.args))
+			err := c.Check(ws, json.RawMessage(tc.args))
 			if tc.where == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -100,21 +101,21 @@ func TestPathCheckerRefusesEscapes(t *testing.T) {
 // TestPathCheckerCwd: relative paths are taken from the upstream's working
 // directory, as the upstream itself will take them.
 func TestPathCheckerCwd(t *testing.T) {
-	c, _ := newChecker(t, "sub")
-	if err := c.Check(json.RawMessage(`{"path":"../a.txt"}`)); err != nil {
+	c, ws := newChecker(t, "sub")
+	if err := c.Check(ws, json.RawMessage(`{"path":"../a.txt"}`)); err != nil {
 		t.Errorf("../ from sub is the root: %v", err)
 	}
-	if err := c.Check(json.RawMessage(`{"path":"../../a.txt"}`)); !errcode.Is(err, errcode.PathEscapeAttempt) {
+	if err := c.Check(ws, json.RawMessage(`{"path":"../../a.txt"}`)); !errcode.Is(err, errcode.PathEscapeAttempt) {
 		t.Errorf("../../ from sub leaves: %v", err)
 	}
 }
 
 func TestPathCheckerBadJSON(t *testing.T) {
-	c, _ := newChecker(t, "")
-	if err := c.Check(json.RawMessage(`{"path":`)); !errcode.Is(err, errcode.InvalidArgument) {
+	c, ws := newChecker(t, "")
+	if err := c.Check(ws, json.RawMessage(`{"path":`)); !errcode.Is(err, errcode.InvalidArgument) {
 		t.Errorf("bad JSON: %v", err)
 	}
-	if err := c.Check(nil); err != nil {
+	if err := c.Check(ws, nil); err != nil {
 		t.Errorf("no arguments: %v", err)
 	}
 }
@@ -138,10 +139,10 @@ func FuzzPathChecker(f *testing.F) {
 		f.Fatal(err)
 	}
 	defer ws.Close()
-	c := NewPathChecker(ws, "", testSchema)
+	c := NewPathChecker(ws.Root(), testSchema)
 	f.Fuzz(func(t *testing.T, p string) {
 		args, _ := json.Marshal(map[string]any{"path": p})
-		if c.Check(args) != nil || strings.HasPrefix(p, "file://") || strings.HasPrefix(p, "~") || p == "" {
+		if c.Check(ws, args) != nil || strings.HasPrefix(p, "file://") || strings.HasPrefix(p, "~") || p == "" {
 			return
 		}
 		abs := p

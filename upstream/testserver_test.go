@@ -1,0 +1,125 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+)
+
+// The test binary is also the fault-injection upstream: run with
+// AGENTBE_TEST_UPSTREAM set (through the server's env in its config, since
+// the sandbox gives it nothing of ours) it serves MCP on stdio instead of
+// running tests. It records what reaches it in .upstream-record in its
+// working directory, so tests can check what it saw (or that it saw
+// nothing).
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("AGENTBE_TEST_UPSTREAM"); mode != "" {
+		os.Exit(serveTestUpstream(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func record(format string, args ...any) {
+	f, err := os.OpenFile(".upstream-record", os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(f, format+"\n", args...)
+	f.Close()
+}
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+func serveTestUpstream(mode string) int {
+	switch mode {
+	case "crash-at-start":
+		fmt.Fprintln(os.Stderr, "fatal: cannot start (test upstream told to fail)")
+		return 1
+	}
+	record("started pid=%d", os.Getpid())
+	srv := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "1"}, nil)
+	type pathArgs struct {
+		Path string `json:"path"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "read", Description: "reads a path"}, func(_ context.Context, _ *mcp.CallToolRequest, a pathArgs) (*mcp.CallToolResult, any, error) {
+		record("read %s", a.Path)
+		b, err := os.ReadFile(a.Path)
+		if err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil, nil
+		}
+		return text(string(b)), nil, nil
+	})
+	type echoArgs struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "echoes", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(_ context.Context, _ *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+		return text(a.Text), nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "secret_tool", Description: "filtered out by tests"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return text("secret"), nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "crash", Description: "exits"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		fmt.Fprintln(os.Stderr, "panic: test upstream crashing on request")
+		os.Exit(3)
+		return nil, nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "wedge", Description: "stops the process (SIGSTOP)"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		record("wedged")
+		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		return text("resumed"), nil, nil
+	})
+	type sleepArgs struct {
+		MS int `json:"ms"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "sleep", Description: "sleeps, noticing cancellation"}, func(ctx context.Context, _ *mcp.CallToolRequest, a sleepArgs) (*mcp.CallToolResult, any, error) {
+		select {
+		case <-time.After(time.Duration(a.MS) * time.Millisecond):
+			return text("slept"), nil, nil
+		case <-ctx.Done():
+			record("cancelled sleep")
+			return nil, nil, ctx.Err()
+		}
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "quit", Description: "exits 0 soon after answering"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		go func() { time.Sleep(50 * time.Millisecond); os.Exit(0) }()
+		return text("bye"), nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "add_tool", Description: "adds a tool (list_changed)"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		mcp.AddTool(srv, &mcp.Tool{Name: "added", Description: "added at run time"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return text("added works"), nil, nil
+		})
+		return text("added"), nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "whoami", Description: "reports cwd, HOME and the env the server got"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		wd, _ := os.Getwd()
+		return text(fmt.Sprintf("cwd=%s home=%s passed=%s secret=%s", wd, os.Getenv("HOME"), os.Getenv("PASSED"), os.Getenv("NOT_PASSED"))), nil, nil
+	})
+	if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, "test upstream:", err)
+		return 2
+	}
+	return 0
+}
+
+// testBinary is this test binary, which the upstream configs run.
+func testBinary(t *testing.T) string {
+	t.Helper()
+	p, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err = filepath.EvalSymlinks(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
