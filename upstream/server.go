@@ -262,6 +262,9 @@ func (s *server) runOnce() error {
 			}
 		},
 	})
+	// The workspace is the upstream's MCP root: servers on protocol versions
+	// before 2026-07-28 (server-filesystem, most published ones) ask for it.
+	//lint:ignore SA1019 roots are deprecated in 2026-07-28 but are how today's servers learn their directory
 	client.AddRoots(&mcp.Root{URI: (&url.URL{Scheme: "file", Path: s.p.ws.Root()}).String(), Name: "workspace"})
 	ctx, cancel := context.WithTimeout(context.Background(), s.p.timing.startTimeout)
 	go func() {
