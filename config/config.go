@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentbe/agentbe-daemon/upstream"
 )
 
 // Config is the daemon's whole configuration. The zero value is not useful;
@@ -88,6 +90,9 @@ type Config struct {
 
 	// AuditLog is the audit log's file, "-" for stderr, "" for none.
 	AuditLog string
+
+	// Upstreams is the MCP servers file (docs/upstreams.md), "" for none.
+	Upstreams string
 
 	// SSH over WebSocket.
 	SSHHostKey      string
@@ -202,6 +207,14 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxReplyBytes < c.MaxReadSize {
 		return fmt.Errorf("--max-reply-bytes %d is smaller than --max-read-size %d: a whole-file read could not be answered; raise --max-reply-bytes or lower --max-read-size", c.MaxReplyBytes, c.MaxReadSize)
+	}
+	if c.Upstreams != "" {
+		if c.Backend != "filesystem" {
+			return fmt.Errorf("--upstreams needs --backend filesystem: upstream servers are programs that work on a directory")
+		}
+		if _, err := upstream.LoadConfig(c.Upstreams, os.LookupEnv); err != nil {
+			return fmt.Errorf("--upstreams: %w", err)
+		}
 	}
 	if c.LocalOnly {
 		return nil

@@ -32,6 +32,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sshd"
+	"github.com/agentbe/agentbe-daemon/upstream"
 )
 
 // Options are the daemon's injected dependencies.
@@ -138,6 +139,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	// name it is reached by (a probe may use any). Everything else that is
 	// served goes through handleWork and so through the guard.
 	mux.Handle(routeHealth, onlyGET(http.HandlerFunc(d.serveHealth)))
+	mux.Handle(routeHealthServers, onlyGET(http.HandlerFunc(d.serveHealthServers)))
 	d.handleWork(routeMetrics, onlyGET(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})))
 	if h := d.proto.mcpHandler(); h != nil {
 		d.handleWork(routeMCP, h)
@@ -186,6 +188,23 @@ type healthBody struct {
 	// provider, its state and how many of them it serves.
 	Tools     int                     `json:"tools"`
 	Providers []registry.ProviderInfo `json:"providers"`
+	// Upstreams is each --upstreams server's state (absent without the flag).
+	Upstreams []upstream.Health `json:"upstreams,omitempty"`
+}
+
+// serveHealthServers is the execution service's health view,
+// {"servers":{"name":"running"|...}}: each --upstreams server by its state
+// (running, starting, restarting, stopped, failed); empty without the flag.
+func (d *Daemon) serveHealthServers(w http.ResponseWriter, _ *http.Request) {
+	servers := map[string]string{}
+	if d.proto.upstreams != nil {
+		for _, h := range d.proto.upstreams.Health() {
+			servers[h.Name] = h.State
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(map[string]any{"servers": servers})
 }
 
 func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
@@ -208,6 +227,9 @@ func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	}
 	if body.Providers == nil {
 		body.Providers = []registry.ProviderInfo{}
+	}
+	if d.proto.upstreams != nil {
+		body.Upstreams = d.proto.upstreams.Health()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

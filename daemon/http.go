@@ -19,19 +19,21 @@ import (
 // Routes the daemon serves; anything else is labelled "other" in metrics so a
 // scanner cannot blow up label cardinality.
 const (
-	routeHealth  = "/health"
-	routeMetrics = "/metrics"
-	routeMCP     = "/mcp"
-	routeSSH     = "/ssh"
-	routeTools   = "/tools"
-	routeExecute = "/execute"
-	routeGateway = "/gateway"
-	routeOther   = "other"
+	routeHealth = "/health"
+	// routeHealthServers is the execution service's per-server view.
+	routeHealthServers = "/health/servers"
+	routeMetrics       = "/metrics"
+	routeMCP           = "/mcp"
+	routeSSH           = "/ssh"
+	routeTools         = "/tools"
+	routeExecute       = "/execute"
+	routeGateway       = "/gateway"
+	routeOther         = "other"
 )
 
 func routeOf(path string) string {
 	switch path {
-	case routeHealth, routeMetrics, routeMCP, routeSSH, routeTools, routeExecute, routeGateway:
+	case routeHealth, routeHealthServers, routeMetrics, routeMCP, routeSSH, routeTools, routeExecute, routeGateway:
 		return path
 	}
 	return routeOther

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/config"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/restface"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/sshws"
+	"github.com/agentbe/agentbe-daemon/upstream"
 	"github.com/agentbe/agentbe-daemon/wstools"
 )
 
@@ -35,6 +37,10 @@ type protocols struct {
 	reg     *registry.Registry
 	rest    *restface.Handler
 	gateway *gatewayface.Server
+	// upstreams runs the --upstreams servers (nil without the flag).
+	upstreams *upstream.Provider
+	// execCfg is the executor's configuration, the base of each upstream's.
+	execCfg sandbox.Config
 }
 
 func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guard) (err error) {
@@ -84,6 +90,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 			Logger:         log.With("component", "sandbox"),
 		}
 		p.exec, err = sandbox.New(execCfg)
+		p.execCfg = execCfg
 		if !netOn && cfg.ExecNetwork == "auto" && mode.TriesBwrap() &&
 			(err != nil || !p.exec.Mode().Namespaced()) {
 			// The network was ours to take, and bwrap failed without it:
@@ -146,6 +153,11 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 	reg := p.reg
 	if err := reg.Set("workspace", wstools.Tools(p.ws, wstools.ExecEnv{Executor: p.exec, Timeout: cfg.ExecTimeout})); err != nil {
 		return err
+	}
+	if cfg.Upstreams != "" {
+		if err := p.startUpstreams(cfg, opts); err != nil {
+			return err
+		}
 	}
 	p.mcp, err = mcphttp.New(mcphttp.Options{
 		Workspace:          p.ws,
@@ -233,8 +245,32 @@ func (p *protocols) shutdown(ctx context.Context) error {
 	return p.ssh.Shutdown(ctx)
 }
 
+// startUpstreams starts the --upstreams servers as a provider of the
+// registry. Each gets an executor built like the daemon's (same isolation
+// mode, already probed; same policy, user and secrets), with its own network
+// setting, read-only paths and environment, and without the per-command
+// resource limits, which would end a long-lived server.
+func (p *protocols) startUpstreams(cfg config.Config, opts Options) error {
+	ucfg, err := upstream.LoadConfig(cfg.Upstreams, os.LookupEnv)
+	if err != nil {
+		return fmt.Errorf("--upstreams: %w", err)
+	}
+	base := p.execCfg
+	base.Mode = p.exec.Mode()
+	base.Rlimits = sandbox.Rlimits{}
+	p.upstreams, err = upstream.Start(upstream.Options{Config: ucfg, Workspace: p.ws, Registry: p.reg, Sandbox: base,
+		Version: opts.Version, Logger: opts.Logger.With("component", "upstream")})
+	if err != nil {
+		return fmt.Errorf("--upstreams %s: %w", cfg.Upstreams, err)
+	}
+	return nil
+}
+
 func (p *protocols) close() error {
 	var errs []error
+	if p.upstreams != nil {
+		errs = append(errs, p.upstreams.Close())
+	}
 	if p.mcp != nil {
 		errs = append(errs, p.mcp.Close())
 	}

@@ -104,7 +104,7 @@ func (p *Provider) newServer(sc Server, base sandbox.Config) (*server, error) {
 	log.Info("upstream configured", "isolation", exe.Mode(), "network", !cfg.NoNetwork, "read_only", cfg.ReadOnlyPaths)
 	return &server{
 		cfg: sc, p: p, exe: exe, dir: dir, log: log, stderr: newStderrSink(log),
-		sem: make(chan struct{}, sc.MaxConcurrent), stop: make(chan struct{}), done: make(chan struct{}),
+		sem: make(chan struct{}, sc.MaxConcurrent), cache: newResultCache(sc.Cache), stop: make(chan struct{}), done: make(chan struct{}),
 		relist: make(chan struct{}, 1), state: StateStarting,
 	}, nil
 }

@@ -156,8 +156,8 @@ func TestDiscoveryAndRouting(t *testing.T) {
 		t.Run(string(iso), func(t *testing.T) {
 			f := start(t, "serve", iso, nil, fastTiming)
 			h := f.running(t)
-			if h.PID == 0 || h.Tools != 8 {
-				t.Errorf("health %+v; want a pid and 8 tools (of 9: secret_tool filtered out)", h)
+			if h.PID == 0 || h.Tools != 10 {
+				t.Errorf("health %+v; want a pid and 10 tools (of 11: secret_tool filtered out)", h)
 			}
 			tl, ok := f.reg.Lookup("t__echo")
 			if !ok || tl.Description != "echoes" || tl.Annotations == nil || !tl.Annotations.ReadOnlyHint {
@@ -182,7 +182,7 @@ func TestDiscoveryAndRouting(t *testing.T) {
 			if txt != want {
 				t.Errorf("whoami:\n got %s\nwant %s", txt, want)
 			}
-			if prov := f.reg.Providers(); len(prov) != 1 || prov[0].Name != "upstream:t" || prov[0].State != "ready" || prov[0].Tools != 8 {
+			if prov := f.reg.Providers(); len(prov) != 1 || prov[0].Name != "upstream:t" || prov[0].State != "ready" || prov[0].Tools != 10 {
 				t.Errorf("providers: %+v", prov)
 			}
 		})
@@ -359,5 +359,32 @@ func TestCloseLeavesNoProcess(t *testing.T) {
 	}
 	if h := f.health(t); h.State != StateStopped {
 		t.Errorf("health after Close: %+v", h)
+	}
+}
+
+// TestResultCache: with cache.ttl, results of read-only idempotent tools
+// are served from the cache (same arguments in any key order), others never;
+// entries expire; a restart empties it.
+func TestResultCache(t *testing.T) {
+	f := start(t, "serve", sandbox.ModeSoftware, func(s *Server) { s.Cache = Cache{TTL: Duration(400 * time.Millisecond), MaxEntries: 2} }, fastTiming)
+	f.running(t)
+	call := func(tool, args string) string { txt, _, _ := f.call(t, nil, tool, args); return txt }
+	first := call("t__count", `{"key":"a"}`)
+	if again := call("t__count", ` { "key" : "a" } `); again != first {
+		t.Errorf("cacheable tool called again: %q then %q", first, again)
+	}
+	if live1, live2 := call("t__count_live", `{"key":"a"}`), call("t__count_live", `{"key":"a"}`); live1 == live2 {
+		t.Errorf("a tool not annotated idempotent was cached: %q", live1)
+	}
+	// Capacity 2: b and c push a out.
+	call("t__count", `{"key":"b"}`)
+	call("t__count", `{"key":"c"}`)
+	if again := call("t__count", `{"key":"a"}`); again == first {
+		t.Errorf("the oldest entry outlived the cap: %q", again)
+	}
+	cached := call("t__count", `{"key":"a"}`)
+	time.Sleep(500 * time.Millisecond) // past the TTL
+	if again := call("t__count", `{"key":"a"}`); again == cached {
+		t.Errorf("an expired entry was served: %q", again)
 	}
 }

@@ -68,6 +68,7 @@ type server struct {
 	log    *slog.Logger
 	stderr *stderrSink
 	sem    chan struct{}
+	cache  *resultCache // nil: off
 	stop   chan struct{}
 	done   chan struct{}
 	relist chan struct{} // list_changed from the upstream
@@ -298,6 +299,9 @@ func (s *server) runOnce() error {
 		s.recordErr(err.Error())
 		return fmt.Errorf("handshake: %w", err)
 	}
+	if s.cache != nil {
+		s.cache.clear() // a new process may answer differently
+	}
 	s.mu.Lock()
 	s.session = cs
 	s.mu.Unlock()
@@ -427,6 +431,10 @@ func (s *server) tool(t *mcp.Tool) registry.Tool {
 		ann = &a
 	}
 	timeout := time.Duration(s.cfg.Timeout)
+	cache := s.cache
+	if !cacheable(t) {
+		cache = nil
+	}
 	return registry.Tool{
 		Name:        s.cfg.Name + Separator + name,
 		Title:       t.Title,
@@ -437,7 +445,7 @@ func (s *server) tool(t *mcp.Tool) registry.Tool {
 		// the server and the limit) wins over the registry's.
 		Timeout: timeout + time.Second,
 		Handler: func(ctx context.Context, call registry.Call) *mcp.CallToolResult {
-			return s.call(ctx, call, name, checker, timeout)
+			return s.call(ctx, call, name, checker, timeout, cache)
 		},
 	}
 }
@@ -446,13 +454,24 @@ func (s *server) tool(t *mcp.Tool) registry.Tool {
 // timeout, then tools/call on the current session. Cancellation (timeout,
 // a caller gone) reaches the upstream as notifications/cancelled (the SDK
 // sends it when ctx ends).
-func (s *server) call(ctx context.Context, call registry.Call, tool string, checker *PathChecker, timeout time.Duration) *mcp.CallToolResult {
+func (s *server) call(ctx context.Context, call registry.Call, tool string, checker *PathChecker, timeout time.Duration, cache *resultCache) *mcp.CallToolResult {
 	ws := call.Workspace
 	if ws == nil {
 		ws = s.p.ws
 	}
 	if err := checker.Check(ws, call.Args); err != nil {
 		return errorResult(errcode.Of(err), errcode.Sentence(err))
+	}
+	var key string
+	if cache != nil {
+		var ok bool
+		if key, ok = cacheKey(tool, ws.Root(), call.Args); ok {
+			if res, hit := cache.get(key); hit {
+				return res
+			}
+		} else {
+			cache = nil
+		}
 	}
 	s.mu.Lock()
 	cs, state, attempt := s.session, s.state, s.attempt
@@ -475,6 +494,9 @@ func (s *server) call(ctx context.Context, call registry.Call, tool string, chec
 	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	switch {
 	case err == nil:
+		if cache != nil {
+			cache.put(key, res)
+		}
 		return res
 	case ctx.Err() != nil:
 		return errorResult(errcode.Timeout, ctx.Err().Error()) // the registry words its own deadline

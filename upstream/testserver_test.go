@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -89,6 +90,17 @@ func serveTestUpstream(mode string) int {
 			return nil, nil, ctx.Err()
 		}
 	})
+	var calls atomic.Int64
+	type keyArgs struct {
+		Key string `json:"key"`
+	}
+	count := func(_ context.Context, _ *mcp.CallToolRequest, a keyArgs) (*mcp.CallToolResult, any, error) {
+		return text(fmt.Sprintf("%s:%d", a.Key, calls.Add(1))), nil, nil
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "count", Description: "counts calls (read-only, idempotent: cacheable)",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}}, count)
+	mcp.AddTool(srv, &mcp.Tool{Name: "count_live", Description: "counts calls (not idempotent)",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, count)
 	mcp.AddTool(srv, &mcp.Tool{Name: "quit", Description: "exits 0 soon after answering"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		go func() { time.Sleep(50 * time.Millisecond); os.Exit(0) }()
 		return text("bye"), nil, nil

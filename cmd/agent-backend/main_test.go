@@ -572,3 +572,36 @@ func TestSIGHUPReopensAuditLog(t *testing.T) {
 		t.Fatalf("daemon exited on SIGHUP: %s", p.stderr)
 	}
 }
+
+// TestCheckConfigUpstreams: --check-config reads the --upstreams file and
+// names the file, the server and the key of a mistake; a good one passes
+// and is echoed.
+func TestCheckConfigUpstreams(t *testing.T) {
+	root, dir := t.TempDir(), t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.json", `{"servers":[{"name":"fs","command":"node","args":["${AGENTBE_TEST_ARG}"]}]}`)
+	out, errOut, code := run(t, []string{"AGENTBE_TEST_ARG=x"}, "daemon", "--root", root, "--upstreams", good, "--check-config")
+	if code != 0 || !strings.Contains(out, `upstreams: "`+good+`"`) {
+		t.Errorf("good file: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{`{"servers":[{"name":"fs","comand":"node"}]}`, `servers[0] ("fs"): "comand": unknown key; did you mean "command"?`},
+		{`{"servers":[{"name":"fs","command":"node","args":["${NOT_SET_ANYWHERE}"]}]}`, `servers[0] ("fs"): "args[0]": ${NOT_SET_ANYWHERE} is not set in the daemon's environment`},
+	} {
+		bad := write("bad.json", tc.body)
+		_, errOut, code := run(t, nil, "daemon", "--root", root, "--upstreams", bad, "--check-config")
+		if code != 1 || !strings.Contains(errOut, "agent-backend: invalid configuration: --upstreams: "+bad+": "+tc.want) {
+			t.Errorf("exit %d, stderr %q; want it to contain %q", code, errOut, tc.want)
+		}
+	}
+	_, errOut, code = run(t, nil, "daemon", "--root", root, "--upstreams", filepath.Join(dir, "missing.json"), "--check-config")
+	if code != 1 || !strings.Contains(errOut, "missing.json: open") {
+		t.Errorf("missing file: exit %d, stderr %q", code, errOut)
+	}
+}
