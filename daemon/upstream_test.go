@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // npmServer is the entry point of a published MCP server installed by the
@@ -91,6 +93,19 @@ func TestPublishedUpstreams(t *testing.T) {
 			code, body := mcpCall(t, r.url, "everything__echo", `{"message":"hi there"}`)
 			if code != 200 || !strings.Contains(body, "hi there") {
 				t.Errorf("MCP echo: %d %s", code, body)
+			}
+			// And over /gateway.
+			ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(r.url, "http")+"/gateway", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.Close()
+			if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","id":7,"method":"tools.invoke","params":{"toolId":"everything__echo","sessionId":"s","args":{"message":"over the gateway"}}}`)); err != nil {
+				t.Fatal(err)
+			}
+			_, msg, err := ws.ReadMessage()
+			if err != nil || !strings.Contains(string(msg), "over the gateway") || strings.Contains(string(msg), `"error"`) {
+				t.Errorf("gateway echo: %s %v", msg, err)
 			}
 		})
 	}

@@ -244,6 +244,9 @@ func TestCrashRestartsAndToolsComeBack(t *testing.T) {
 	tm.backoffMax = 700 * time.Millisecond
 	f := start(t, "serve", sandbox.ModeSoftware, nil, tm)
 	first := f.running(t)
+	var changes atomic.Int32
+	unsub := f.reg.Subscribe(func() { changes.Add(1) })
+	defer unsub()
 	if _, isErr, _ := f.call(t, nil, "t__crash", `{}`); !isErr {
 		t.Error("crash: no error")
 	}
@@ -258,6 +261,11 @@ func TestCrashRestartsAndToolsComeBack(t *testing.T) {
 	}
 	if txt, isErr, _ := f.call(t, nil, "t__echo", `{"text":"back"}`); isErr || txt != "back" {
 		t.Errorf("after the restart: %q %v", txt, isErr)
+	}
+	// The restarted server's tools were set again: the faces tell their
+	// clients (notifications/tools/list_changed) to list them anew.
+	if changes.Load() == 0 {
+		t.Error("no registry change after the restart")
 	}
 }
 
