@@ -25,7 +25,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func testConfig(t *testing.T) config.Config {
+func testConfig(t testing.TB) config.Config {
 	t.Helper()
 	c := config.Default()
 	c.Root = t.TempDir()
@@ -46,7 +46,7 @@ type running struct {
 	stop func() error
 }
 
-func start(t *testing.T, c config.Config, tweak func(*Daemon)) *running {
+func start(t testing.TB, c config.Config, tweak func(*Daemon)) *running {
 	t.Helper()
 	return startTweaked(t, c, Options{}, tweak)
 }
@@ -56,7 +56,7 @@ func startWith(t *testing.T, c config.Config, opts Options) *running {
 	return startTweaked(t, c, opts, nil)
 }
 
-func startTweaked(t *testing.T, c config.Config, opts Options, tweak func(*Daemon)) *running {
+func startTweaked(t testing.TB, c config.Config, opts Options, tweak func(*Daemon)) *running {
 	t.Helper()
 	logs := &syncbuf.Buffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -91,7 +91,7 @@ func startTweaked(t *testing.T, c config.Config, opts Options, tweak func(*Daemo
 	return &running{d: d, url: "http://" + ln.Addr().String(), logs: logs, stop: stop}
 }
 
-func get(t *testing.T, url string) (int, []byte) {
+func get(t testing.TB, url string) (int, []byte) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {

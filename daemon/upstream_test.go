@@ -16,7 +16,7 @@ import (
 
 // npmServer is the entry point of a published MCP server installed by the
 // interop suite's lockfile (`cd interop && npm ci`, which .ci/run does).
-func npmServer(t *testing.T, pkg string) string {
+func npmServer(t testing.TB, pkg string) string {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join("..", "interop", "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js"))
 	if err != nil {
@@ -127,7 +127,7 @@ func mcpCall(t *testing.T, url, tool, args string) (int, string) {
 }
 
 // waitUpstreams waits until /health/servers says each server is running.
-func waitUpstreams(t *testing.T, url string, names ...string) {
+func waitUpstreams(t testing.TB, url string, names ...string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second) // node start-up on a loaded machine; a hang guard
 	for {
