@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,9 +22,12 @@ import (
 )
 
 // BenchmarkUpstreamEcho measures a tools/call of server-everything's echo
-// made directly over stdio by a Go client (the floor) and routed through the
-// daemon (--upstreams, software isolation) over /mcp and /execute, one call
-// at a time and with 8 callers. p50-ns is the median latency. Run:
+// made directly over stdio by a Go client (the floor), routed through the
+// daemon (--upstreams, software isolation) over /mcp and /execute, and
+// routed through mcp-hub (an npm aggregator with the same server__tool
+// naming, over its SSE endpoint), one call at a time and with 8 callers.
+// The MCP calls all use the go-sdk client. p50-ns is the median latency.
+// Run:
 //
 //	go test -run '^$' -bench UpstreamEcho -benchtime 2000x ./daemon/
 func BenchmarkUpstreamEcho(b *testing.B) {
@@ -75,13 +82,25 @@ func BenchmarkUpstreamEcho(b *testing.B) {
 			return nil
 		}
 	}
+	ours, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.url + "/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ours.Close()
+	routedSDK := sdkCall(ctx, ours, "everything__echo")
+	hubURL, hub := startHub(b, everything)
+	defer hub.Close()
+	hubCall := sdkCall(ctx, hub, "everything__echo")
+	hubRaw := newRawSSE(b, hubURL)
+	hubRawCall := func() error { return hubRaw.call(`"name":"everything__echo","arguments":{"message":"hello"}`) }
 	routedMCP := post("/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"everything__echo","arguments":{"message":"hello"}}}`)
 	routedREST := post("/execute", `{"tool_name":"everything__echo","arguments":{"message":"hello"}}`)
 
 	for _, bc := range []struct {
 		name string
 		call func() error
-	}{{"direct-stdio", direct}, {"routed-mcp", routedMCP}, {"routed-rest", routedREST}} {
+	}{{"direct-stdio", direct}, {"routed-mcp", routedMCP}, {"routed-mcp-sdk", routedSDK}, {"routed-rest", routedREST}, {"mcp-hub-sdk", hubCall}, {"mcp-hub-raw", hubRawCall}} {
 		b.Run(bc.name+"/sequential", func(b *testing.B) { measure(b, 1, bc.call) })
 		b.Run(bc.name+"/8-callers", func(b *testing.B) { measure(b, 8, bc.call) })
 	}
@@ -127,3 +146,170 @@ func measure(b *testing.B, n int, call func() error) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 }
+
+func sdkCall(ctx context.Context, cs *mcp.ClientSession, tool string) func() error {
+	return func() error {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"message": "hello"}})
+		if err == nil && res.IsError {
+			err = fmt.Errorf("%s failed", tool)
+		}
+		return err
+	}
+}
+
+// startHub runs mcp-hub (pinned in interop/package.json) with the same
+// server and connects a go-sdk client to its SSE endpoint.
+func startHub(b *testing.B, everything string) (string, *mcp.ClientSession) {
+	b.Helper()
+	cli, err := filepath.Abs(filepath.Join("..", "interop", "node_modules", "mcp-hub", "dist", "cli.js"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := os.Stat(cli); err != nil {
+		b.Fatalf("mcp-hub is not installed (cd interop && npm ci): %v", err)
+	}
+	dir := b.TempDir()
+	cfg := filepath.Join(dir, "hub.json")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, `{"mcpServers":{"everything":{"command":"node","args":[%q,"stdio"]}}}`, everything), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	port := freePortB(b)
+	cmd := exec.Command("node", cli, "--port", fmt.Sprint(port), "--config", cfg)
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_STATE_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	hubTransport := &http.Transport{}
+	b.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+		hubTransport.CloseIdleConnections()
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		url := fmt.Sprintf("http://127.0.0.1:%d", port)
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
+			Connect(context.Background(), &mcp.SSEClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: hubTransport}}, nil)
+		if err == nil {
+			if _, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "everything__echo", Arguments: map[string]any{"message": "x"}}); err == nil {
+				return url, cs
+			}
+			cs.Close()
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("mcp-hub not serving: %v\n%s", err, logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func freePortB(b *testing.B) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// rawSSE is the cheapest client of an MCP SSE endpoint (the 2024-11-05
+// transport mcp-hub serves): one GET stream carrying every reply, and a
+// POST per request, replies matched by id. The daemon's side of the
+// comparison is a raw HTTP POST too (routed-mcp).
+type rawSSE struct {
+	post    string
+	hc      *http.Client
+	mu      sync.Mutex
+	nextID  int
+	waiting map[int]chan string
+	body    io.Closer
+}
+
+func newRawSSE(b *testing.B, base string) *rawSSE {
+	b.Helper()
+	tr := &http.Transport{MaxIdleConnsPerHost: 16}
+	c := &rawSSE{hc: &http.Client{Transport: tr}, waiting: map[int]chan string{}}
+	resp, err := c.hc.Get(base + "/mcp")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.body = resp.Body
+	stream := resp.Body
+	b.Cleanup(func() { stream.Close(); tr.CloseIdleConnections() })
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	endpoint := make(chan string, 1)
+	go func() {
+		event := ""
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: ") && event == "endpoint":
+				endpoint <- strings.TrimPrefix(line, "data: ")
+			case strings.HasPrefix(line, "data: "):
+				data := strings.TrimPrefix(line, "data: ")
+				var m struct{ ID int }
+				if json.Unmarshal([]byte(data), &m) == nil {
+					c.mu.Lock()
+					ch := c.waiting[m.ID]
+					delete(c.waiting, m.ID)
+					c.mu.Unlock()
+					if ch != nil {
+						ch <- data
+					}
+				}
+			}
+		}
+	}()
+	select {
+	case ep := <-endpoint:
+		c.post = base + ep
+	case <-time.After(30 * time.Second):
+		b.Fatal("mcp-hub sent no endpoint event")
+	}
+	if err := c.request(`"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}`); err != nil {
+		b.Fatal(err)
+	}
+	resp, err = c.hc.Post(c.post, "application/json", strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return c
+}
+
+func (c *rawSSE) call(params string) error {
+	return c.request(`"method":"tools/call","params":{` + params + `}`)
+}
+
+func (c *rawSSE) request(rest string) error {
+	c.mu.Lock()
+	c.nextID++
+	id := c.nextID
+	ch := make(chan string, 1)
+	c.waiting[id] = ch
+	c.mu.Unlock()
+	resp, err := c.hc.Post(c.post, "application/json", strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,%s}`, id, rest)))
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	select {
+	case data := <-ch:
+		if strings.Contains(data, `"error"`) || strings.Contains(data, `"isError":true`) {
+			return fmt.Errorf("mcp-hub: %s", data)
+		}
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("mcp-hub: no reply to request %d", id)
+	}
+}
+
+func (c *rawSSE) Close() error { return c.body.Close() }
