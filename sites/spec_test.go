@@ -1,0 +1,145 @@
+package sites
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func mustSpecs(t *testing.T, page string) []Spec {
+	t.Helper()
+	specs, _, err := ParseFrontmatter([]byte(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return specs
+}
+
+// TestSpecMatching mirrors the reference's spec tests.
+func TestSpecMatching(t *testing.T) {
+	page := `---
+tools:
+  - [ls]
+  - [cat, {}, ";"]
+  - [grep, {regex: ".*\\.md$"}]
+  - [head, {regex: ".*\\.md$"}, ";"]
+  - [psql, -c, {regex: "^SELECT"}, ";"]
+  - [wc, {}]
+---
+# body
+`
+	specs := mustSpecs(t, page)
+	for _, tc := range []struct {
+		argv []string
+		ok   bool
+	}{
+		{[]string{"ls"}, true},
+		{[]string{"ls", "-la", "--color"}, true}, // extra arguments without ";"
+		{[]string{"cat", "a.txt"}, true},
+		{[]string{"cat", "a.txt", "-n"}, false}, // ";" forbids extras
+		{[]string{"cat"}, false},                // a placeholder is required
+		{[]string{"wc"}, false},
+		{[]string{"wc", "dir", "-l"}, true},
+		{[]string{"grep", "README.md"}, true},
+		{[]string{"grep", "README.txt"}, false},
+		{[]string{"head", "README.md"}, true},
+		{[]string{"head", "README.md", "-n"}, false},
+		{[]string{"psql", "-c", "SELECT 1"}, true},
+		{[]string{"psql", "-c", "INSERT 1"}, false},
+		{[]string{"psql", "-c", "SELECT 1", "--extra"}, false},
+		{[]string{"rm", "-rf", "x"}, false},
+		{nil, false},
+	} {
+		if _, ok := FirstMatch(specs, tc.argv); ok != tc.ok {
+			t.Errorf("%q: allowed=%v, want %v", tc.argv, ok, tc.ok)
+		}
+	}
+}
+
+func TestFirstMatchWins(t *testing.T) {
+	specs := mustSpecs(t, "---\ntools:\n  - [echo, \"$A\"]\n  - [echo, {}]\n---\n")
+	s, ok := FirstMatch(specs, []string{"echo", "$A"})
+	if !ok || s.Line != 3 {
+		t.Errorf("first match: %+v %v", s, ok)
+	}
+}
+
+func TestFrontmatterYAMLAndTOML(t *testing.T) {
+	yaml := mustSpecs(t, "\n\n---\ntools:\n  - [ls]\n  - [cat, {}, \";\"]\n  - [psql, -c, {regex: \"^SELECT\"}]\n---\nbody")
+	toml := mustSpecs(t, "+++\ntools = [\n  [\"ls\"],\n  [\"cat\", {}, \";\"],\n  [\"psql\", \"-c\", {regex = \"^SELECT\"}],\n]\n+++\nbody")
+	for _, specs := range [][]Spec{yaml, toml} {
+		if len(specs) != 3 || specs[0].String() != `["ls"]` || specs[1].String() != `["cat", {}, ";"]` || specs[2].String() != `["psql", "-c", {regex: "^SELECT"}]` {
+			t.Errorf("specs: %v", specs)
+		}
+	}
+	if yaml[0].Line != 5 {
+		t.Errorf("YAML line of [ls] = %d, want 5 (after two blank lines and the fence)", yaml[0].Line)
+	}
+	_, body, _ := ParseFrontmatter([]byte("---\ntools: []\n---\n# Title\n"))
+	if string(body) != "# Title\n" {
+		t.Errorf("body %q", body)
+	}
+}
+
+func TestFrontmatterErrors(t *testing.T) {
+	for _, tc := range []struct{ name, page, want string }{
+		{"none", "# just markdown\n", "no frontmatter"},
+		{"unclosed", "---\ntools: [[ls]]\n", "frontmatter line 1: the --- fence is not closed"},
+		{"bad yaml", "---\ntools: [[ls]\n---\n", "frontmatter line"},
+		{"unknown key", "---\ntools:\n  - [cat, {path: x}]\n---\n", `frontmatter line 3: unknown key "path" in a placeholder`},
+		{"bad regex", "---\ntools:\n  - [ls]\n  - [cat, {regex: \"(\"}]\n---\n", `frontmatter line 4: invalid regex "("`},
+		{"not a list", "---\ntools: ls\n---\n", "frontmatter line 2: `tools` must be a list"},
+		{"empty tool", "---\ntools:\n  - []\n---\n", "frontmatter line 3: a tool must be a non-empty list"},
+		{"null element", "---\ntools:\n  - [cat, ~]\n---\n", "frontmatter line 3: an empty element"},
+		{"nested list", "---\ntools:\n  - [cat, [a]]\n---\n", "frontmatter line 3: an element must be"},
+		{"toml unknown key", "+++\ntools = [[\"cat\", {glob = \"x\"}]]\n+++\n", `unknown key "glob"`},
+		{"toml bad", "+++\ntools = [[\"cat\"\n+++\n", "invalid TOML"},
+		{"toml number", "+++\ntools = [[\"cat\", 1]]\n+++\n", "an element must be"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := ParseFrontmatter([]byte(tc.page))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v; want it to contain %q", err, tc.want)
+			}
+			if tc.name == "none" && !errors.Is(err, ErrNoFrontmatter) {
+				t.Errorf("not ErrNoFrontmatter: %v", err)
+			}
+		})
+	}
+}
+
+// FuzzParseFrontmatter: no page panics the parser, and every spec it
+// accepts has between 1 and MaxSpecParts parts.
+func FuzzParseFrontmatter(f *testing.F) {
+	f.Add([]byte("---\ntools:\n  - [ls]\n  - [cat, {}, \";\"]\n  - [x, {regex: \"^a\"}]\n---\n"))
+	f.Add([]byte("+++\ntools = [[\"ls\"], [\"cat\", {}, \";\"]]\n+++\n"))
+	f.Add([]byte("---\n---\n"))
+	f.Fuzz(func(t *testing.T, page []byte) {
+		specs, _, err := ParseFrontmatter(page)
+		if err != nil {
+			return
+		}
+		for _, s := range specs {
+			if len(s.Parts) == 0 || len(s.Parts) > MaxSpecParts {
+				t.Fatalf("accepted spec %v", s)
+			}
+		}
+	})
+}
+
+// FuzzSpecMatch: matching never panics, and a spec always matches the argv
+// built from its own literals and placeholder values that satisfy it.
+func FuzzSpecMatch(f *testing.F) {
+	f.Add("cat", "a.txt", "-n", true)
+	f.Add("ls", "", "", false)
+	f.Fuzz(func(t *testing.T, cmd, arg, extra string, noExtra bool) {
+		s := Spec{Parts: []Part{{Literal: cmd}, {Any: true}}, NoExtra: noExtra}
+		if !s.Match([]string{cmd, arg}) {
+			t.Fatalf("%v does not match its own shape", s)
+		}
+		if got := s.Match([]string{cmd, arg, extra}); got == noExtra {
+			t.Fatalf("%v with an extra element: %v", s, got)
+		}
+		s.Match([]string{extra})
+	})
+}
