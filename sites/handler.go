@@ -1,0 +1,95 @@
+package sites
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+)
+
+// Handler serves the site: GET /{path} reads a page (or any file), POST
+// /{path} runs a command the page allows. Mount it at the site's root, or
+// under a prefix with http.StripPrefix.
+func (s *Site) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			s.serveGet(w, r)
+		case http.MethodPost:
+			s.servePost(w, r)
+		default:
+			w.Header().Set("Allow", "GET, HEAD, POST")
+			writeAction(w, http.StatusMethodNotAllowed, ActionResponse{Stderr: "use GET to read a page and POST to run one of its tools", Returncode: 1})
+		}
+	})
+}
+
+func (s *Site) serveGet(w http.ResponseWriter, r *http.Request) {
+	page, data, err := s.Read(r.URL.Path)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			http.Error(w, e.Msg, e.Status)
+			return
+		}
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	ct := "text/markdown; charset=utf-8"
+	if ext := path.Ext(page); ext != ".md" {
+		if ct = mime.TypeByExtension(ext); ct == "" {
+			ct = http.DetectContentType(data)
+		}
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	if r.Method == http.MethodHead {
+		return
+	}
+	w.Write(data)
+}
+
+func (s *Site) servePost(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	if err != nil {
+		writeAction(w, http.StatusBadRequest, ActionResponse{Stderr: "reading the request: " + err.Error(), Returncode: 1})
+		return
+	}
+	if len(body) > MaxRequestBytes {
+		writeAction(w, http.StatusRequestEntityTooLarge, ActionResponse{Stderr: "the request body is over 64 KiB", Returncode: 1})
+		return
+	}
+	var req ActionRequest
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeAction(w, http.StatusBadRequest, ActionResponse{Stderr: `the body must be {"command": [...], "args"?: {...}, "env"?: {...}}: ` + err.Error(), Returncode: 1})
+		return
+	}
+	res, err := s.Run(r.Context(), r.URL.Path, req)
+	var te *TimeoutError
+	var e *Error
+	switch {
+	case err == nil:
+		writeAction(w, http.StatusOK, res)
+	case errors.As(err, &te):
+		res := te.Response
+		res.Stderr += te.Error() + "\n"
+		writeAction(w, http.StatusRequestTimeout, res)
+	case errors.As(err, &e):
+		writeAction(w, e.Status, ActionResponse{Stderr: e.Msg, Returncode: 1})
+	default:
+		writeAction(w, http.StatusInternalServerError, ActionResponse{Stderr: "internal error", Returncode: 1})
+	}
+}
+
+func writeAction(w http.ResponseWriter, status int, res ActionResponse) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(marshal(res))
+}

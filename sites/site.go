@@ -1,0 +1,475 @@
+package sites
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// Defaults of Options.
+const (
+	DefaultTimeout      = 30 * time.Second
+	DefaultMaxOutput    = 1 << 20
+	DefaultMaxListItems = 1000
+	// MaxRequestBytes bounds a POST body (413 past it).
+	MaxRequestBytes = 64 << 10
+)
+
+// Bounds of a request's env, as the reference's TypeScript port has them.
+const (
+	maxEnvVars     = 64
+	maxEnvKey      = 64
+	maxEnvValue    = 4 << 10
+	maxEnvTotal    = 16 << 10
+	maxCommandArgs = 256
+)
+
+// Options configure a Site.
+type Options struct {
+	// Workspace is the site's directory (it must hold README.md). Pages are
+	// read and commands run inside it only.
+	Workspace fsops.Workspace
+	// Executor runs the commands (no shell: each argv is handed over as is).
+	Executor sandbox.Executor
+	// Timeout bounds one command (DefaultTimeout when 0); the whole process
+	// tree is killed when it passes.
+	Timeout time.Duration
+	// MaxOutput caps each of stdout and stderr while they stream
+	// (DefaultMaxOutput when 0): the head and tail are kept, with a notice.
+	MaxOutput int64
+	// MaxListItems caps glob's results (DefaultMaxListItems when 0).
+	MaxListItems int
+	// Env is the operator's trusted environment (--site-env-file): the only
+	// source of $VAR in spec literals. Never sent to the agent.
+	Env map[string]string
+	// Logger receives failures; nil discards.
+	Logger *slog.Logger
+}
+
+// Site serves one tool site: pages by GET, the commands their frontmatter
+// allows by POST (Handler), and the same as Read and Run for other faces.
+type Site struct {
+	ws   fsops.Workspace
+	exe  sandbox.Executor
+	opts Options
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	pages map[string]cachedPage // parsed frontmatter, by page path
+}
+
+type cachedPage struct {
+	mod   time.Time
+	size  int64
+	specs []Spec
+	err   error
+}
+
+// Error is a request the site refuses or cannot serve, with the HTTP status
+// of the reference's table.
+type Error struct {
+	Status int
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func fail(status int, format string, args ...any) *Error {
+	return &Error{Status: status, Msg: fmt.Sprintf(format, args...)}
+}
+
+// New checks the site's directory and returns the Site.
+func New(opts Options) (*Site, error) {
+	if opts.Workspace == nil || opts.Executor == nil {
+		return nil, errors.New("sites: Options.Workspace and Executor are required")
+	}
+	if fi, err := opts.Workspace.Stat("README.md"); err != nil || fi.IsDir() {
+		return nil, fmt.Errorf("%s has no README.md: a tool site is a directory of Markdown pages whose front page is README.md", opts.Workspace.Root())
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.MaxOutput <= 0 {
+		opts.MaxOutput = DefaultMaxOutput
+	}
+	if opts.MaxListItems <= 0 {
+		opts.MaxListItems = DefaultMaxListItems
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Site{ws: opts.Workspace, exe: opts.Executor, opts: opts, log: log, pages: map[string]cachedPage{}}, nil
+}
+
+// Resolve maps a request path to the page it names, in the reference's
+// order: the file itself, {path}/README.md for a directory, {path}.md;
+// else 404. An absolute path or a ".." component is 403; fsops keeps
+// symlinks inside the site.
+func (s *Site) Resolve(p string) (string, error) {
+	p = strings.TrimPrefix(p, "/")
+	if strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
+		return "", fail(http.StatusForbidden, "path traversal: %q", p)
+	}
+	for _, c := range strings.Split(p, "/") {
+		if c == ".." {
+			return "", fail(http.StatusForbidden, "path traversal: %q (\"..\")", p)
+		}
+	}
+	p = path.Clean("/" + p)[1:]
+	if p == "" {
+		p = "README.md"
+	}
+	candidates := []string{p, path.Join(p, "README.md"), p + ".md"}
+	for i, c := range candidates {
+		fi, err := s.ws.Stat(c)
+		switch {
+		case err == nil && !fi.IsDir():
+			return c, nil
+		case err == nil && i == 0:
+			continue // a directory: its README.md
+		case errcode.Is(err, errcode.PathEscapeAttempt):
+			return "", fail(http.StatusForbidden, "path traversal: %q leads outside the site", p)
+		}
+	}
+	return "", fail(http.StatusNotFound, "no page at /%s (tried %s, %s/README.md and %s.md)", p, p, p, p)
+}
+
+// Read returns a page's bytes.
+func (s *Site) Read(p string) (page string, data []byte, err error) {
+	page, err = s.Resolve(p)
+	if err != nil {
+		return "", nil, err
+	}
+	data, err = s.ws.ReadFile(page)
+	if err != nil {
+		return "", nil, s.fsError(page, err)
+	}
+	return page, data, nil
+}
+
+func (s *Site) fsError(page string, err error) error {
+	switch errcode.Of(err) {
+	case errcode.NotFound:
+		return fail(http.StatusNotFound, "no page at /%s", page)
+	case errcode.PathEscapeAttempt:
+		return fail(http.StatusForbidden, "path traversal: %q leads outside the site", page)
+	case errcode.TooLarge:
+		return fail(http.StatusRequestEntityTooLarge, "/%s: %s", page, errcode.Sentence(err))
+	}
+	s.log.Warn("site: reading a page failed", "page", page, "err", err)
+	return fail(http.StatusInternalServerError, "reading /%s failed", page)
+}
+
+// specs returns the page's tool specs, parsed once per version of the file
+// (a page edited on disk is parsed again on its next use: watch mode).
+func (s *Site) specs(page string) ([]Spec, error) {
+	fi, err := s.ws.Stat(page)
+	if err != nil {
+		return nil, s.fsError(page, err)
+	}
+	s.mu.Lock()
+	c, ok := s.pages[page]
+	s.mu.Unlock()
+	if ok && c.mod.Equal(fi.ModTime) && c.size == fi.Size {
+		return c.specs, c.err
+	}
+	data, err := s.ws.ReadFile(page)
+	if err != nil {
+		return nil, s.fsError(page, err)
+	}
+	specs, _, perr := ParseFrontmatter(data)
+	switch {
+	case errors.Is(perr, ErrNoFrontmatter):
+		perr = fail(http.StatusBadRequest, "/%s declares no tools (it has no frontmatter)", page)
+	case perr != nil:
+		perr = fail(http.StatusBadRequest, "/%s: %v", page, perr)
+	}
+	s.mu.Lock()
+	s.pages[page] = cachedPage{mod: fi.ModTime, size: fi.Size, specs: specs, err: perr}
+	s.mu.Unlock()
+	return specs, perr
+}
+
+// ActionRequest is a POST body.
+type ActionRequest struct {
+	Command []string          `json:"command"`
+	Args    map[string]string `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+// ActionResponse is a command's outcome: its output and its real exit code.
+type ActionResponse struct {
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	Returncode int    `json:"returncode"`
+}
+
+var placeholderRe = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// Run runs a command the page at p allows. The order matters for safety:
+// resolve the page, fill {key} placeholders from req.Args, match the specs,
+// check the arguments, and only then expand $VAR — inside the elements that
+// matched a spec literal containing "$", from the operator's environment,
+// never the request's — and check the request's env.
+func (s *Site) Run(ctx context.Context, p string, req ActionRequest) (ActionResponse, error) {
+	page, err := s.Resolve(p)
+	if err != nil {
+		return ActionResponse{}, err
+	}
+	specs, err := s.specs(page)
+	if err != nil {
+		return ActionResponse{}, err
+	}
+	if len(req.Command) == 0 || req.Command[0] == "" {
+		return ActionResponse{}, fail(http.StatusBadRequest, "empty command")
+	}
+	if len(req.Command) > maxCommandArgs {
+		return ActionResponse{}, fail(http.StatusBadRequest, "more than %d command elements", maxCommandArgs)
+	}
+	argv := make([]string, len(req.Command))
+	for i, a := range req.Command {
+		if strings.ContainsRune(a, 0) {
+			return ActionResponse{}, fail(http.StatusBadRequest, "command element %d contains a NUL byte", i)
+		}
+		argv[i] = placeholderRe.ReplaceAllStringFunc(a, func(m string) string {
+			if v, ok := req.Args[m[1:len(m)-1]]; ok {
+				return v
+			}
+			return m
+		})
+	}
+	spec, ok := FirstMatch(specs, argv)
+	if !ok {
+		return ActionResponse{}, fail(http.StatusBadRequest, "command not allowed by /%s: %q matches none of its tools %s", page, argv, specList(specs))
+	}
+	if n := argv[0]; strings.ContainsAny(n, `/\`) || strings.Contains(n, "..") {
+		return ActionResponse{}, fail(http.StatusForbidden, "security: the command name %q must be a plain name looked up on PATH", n)
+	}
+	for i, a := range argv[1:] {
+		if strings.HasPrefix(a, "/") || strings.Contains(a, "..") {
+			return ActionResponse{}, fail(http.StatusForbidden, "security: argument %d (%q) is an absolute path or contains \"..\"", i+1, a)
+		}
+	}
+	for i, part := range spec.Parts {
+		if part.Any || part.Regex != nil || !strings.Contains(part.Literal, "$") {
+			continue
+		}
+		var missing string
+		argv[i] = expandVars(part.Literal, func(k string) string {
+			v, ok := s.opts.Env[k]
+			if !ok && missing == "" {
+				missing = k
+			}
+			return v
+		})
+		if missing != "" {
+			return ActionResponse{}, fail(http.StatusInternalServerError, "the site's environment does not define $%s, which /%s uses; the operator sets it with --site-env-file", missing, page)
+		}
+	}
+	env, err := checkEnv(req.Env)
+	if err != nil {
+		return ActionResponse{}, err
+	}
+	dir := path.Dir(page)
+	switch argv[0] {
+	case "glob":
+		return s.glob(ctx, dir, argv)
+	case "curl":
+		return s.curl(ctx, argv)
+	}
+	return s.exec(ctx, dir, argv, env)
+}
+
+func specList(specs []Spec) string {
+	out := make([]string, len(specs))
+	for i, s := range specs {
+		out[i] = s.String()
+	}
+	return "[" + strings.Join(out, ", ") + "]"
+}
+
+// expandVars replaces $NAME and ${NAME}; anything else stays.
+func expandVars(s string, get func(string) string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		j := i + 1
+		brace := s[j] == '{'
+		if brace {
+			j++
+		}
+		k := j
+		for k < len(s) && (s[k] == '_' || s[k] >= 'A' && s[k] <= 'Z' || s[k] >= 'a' && s[k] <= 'z' || k > j && s[k] >= '0' && s[k] <= '9') {
+			k++
+		}
+		if k == j || (brace && (k == len(s) || s[k] != '}')) {
+			b.WriteByte(s[i])
+			continue
+		}
+		b.WriteString(get(s[j:k]))
+		if brace {
+			k++
+		}
+		i = k - 1
+	}
+	return b.String()
+}
+
+var envKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkEnv bounds the request's env and refuses the names that would change
+// how a program is found or loaded.
+func checkEnv(env map[string]string) (map[string]string, error) {
+	if len(env) > maxEnvVars {
+		return nil, fail(http.StatusBadRequest, "env: %d variables; at most %d", len(env), maxEnvVars)
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	total := 0
+	for _, k := range keys {
+		v := env[k]
+		switch {
+		case len(k) > maxEnvKey || !envKeyRe.MatchString(k):
+			return nil, fail(http.StatusBadRequest, "env: %q is not a variable name (letters, digits, _; at most %d bytes)", k, maxEnvKey)
+		case reservedEnv(k):
+			return nil, fail(http.StatusBadRequest, "env: %s is reserved and cannot be set by a request", k)
+		case len(v) > maxEnvValue:
+			return nil, fail(http.StatusBadRequest, "env: the value of %s is %d bytes; at most %d", k, len(v), maxEnvValue)
+		case strings.IndexFunc(v, unicode.IsControl) >= 0:
+			return nil, fail(http.StatusBadRequest, "env: the value of %s contains a control character", k)
+		}
+		total += len(k) + len(v)
+	}
+	if total > maxEnvTotal {
+		return nil, fail(http.StatusBadRequest, "env: %d bytes in all; at most %d", total, maxEnvTotal)
+	}
+	return env, nil
+}
+
+func reservedEnv(k string) bool {
+	u := strings.ToUpper(k)
+	switch u {
+	case "PATH", "HOME", "LANG", "SHELL", "USER", "LOGNAME", "PWD", "IFS", "ENV", "BASH_ENV", "TMPDIR":
+		return true
+	}
+	for _, p := range []string{"LC_", "LD_", "DYLD_", "BASH_FUNC_", "STATESPACE_", "AGENTBE_"} {
+		if strings.HasPrefix(u, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// exec hands argv to the sandbox, in the page's directory.
+func (s *Site) exec(ctx context.Context, dir string, argv []string, env map[string]string) (ActionResponse, error) {
+	wd, err := s.ws.Resolve(dir)
+	if err != nil {
+		return ActionResponse{}, s.fsError(dir, err)
+	}
+	res, err := s.exe.Run(ctx, sandbox.Request{
+		Command:     sandbox.CommandLine(argv...),
+		Workspace:   s.ws,
+		Dir:         wd,
+		Env:         env,
+		Timeout:     s.opts.Timeout,
+		OutputLimit: s.opts.MaxOutput,
+	})
+	if err != nil {
+		switch errcode.Of(err) {
+		case errcode.DangerousOperation, errcode.UnsafeCommand:
+			return ActionResponse{}, fail(http.StatusForbidden, "security: %s", errcode.Sentence(err))
+		}
+		s.log.Warn("site: command failed to start", "argv", argv, "err", err)
+		return ActionResponse{}, fail(http.StatusInternalServerError, "the command could not be run: %s", errcode.Sentence(err))
+	}
+	out := ActionResponse{
+		Stdout:     string(sandbox.WithTruncationNotice(res.Stdout, res.StdoutSize)),
+		Stderr:     string(sandbox.WithTruncationNotice(res.Stderr, res.StderrSize)),
+		Returncode: res.ExitCode,
+	}
+	if res.TimedOut {
+		return out, &TimeoutError{Response: out, After: s.opts.Timeout}
+	}
+	return out, nil
+}
+
+// TimeoutError is a command killed at the timeout; Response holds what it
+// wrote until then (HTTP 408).
+type TimeoutError struct {
+	Response ActionResponse
+	After    time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("the command timed out after %s and was killed (with every process it started)", e.After)
+}
+
+// glob lists the paths under the page's directory that match the pattern
+// (fsops' globs: **, {a,b}, dot files), relative to that directory.
+func (s *Site) glob(ctx context.Context, dir string, argv []string) (ActionResponse, error) {
+	if len(argv) != 2 {
+		return ActionResponse{}, fail(http.StatusBadRequest, "glob takes one pattern: [glob, PATTERN]")
+	}
+	pattern := strings.TrimLeft(argv[1], "/")
+	if strings.Contains(pattern, "..") {
+		return ActionResponse{}, fail(http.StatusForbidden, "security: the glob pattern may not contain \"..\"")
+	}
+	found, err := s.ws.Search(ctx, dir, pattern, fsops.SearchOptions{})
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return ActionResponse{Returncode: 0}, nil
+		}
+		return ActionResponse{}, s.fsError(dir, err)
+	}
+	var b strings.Builder
+	n := len(found)
+	for i, f := range found {
+		if i == s.opts.MaxListItems {
+			break
+		}
+		rel := strings.TrimPrefix(f, dir+"/")
+		if dir == "." {
+			rel = strings.TrimPrefix(f, "./")
+		}
+		b.WriteString(rel)
+		b.WriteByte('\n')
+	}
+	out := ActionResponse{Stdout: b.String()}
+	if n > s.opts.MaxListItems {
+		out.Stderr = fmt.Sprintf("glob: %d matches; the first %d are listed\n", n, s.opts.MaxListItems)
+	}
+	return out, nil
+}
+
+// curl is the in-process HTTP client builtin; it needs the network door.
+func (s *Site) curl(context.Context, []string) (ActionResponse, error) {
+	return ActionResponse{}, fail(http.StatusForbidden, "curl is not available on this site: the daemon's guarded HTTP client (the network door) is not built in yet")
+}
+
+// marshal is the JSON of a response.
+func marshal(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

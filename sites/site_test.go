@@ -1,0 +1,266 @@
+package sites
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// exampleSite copies examples/site into a temporary directory (the tests
+// edit pages) and serves it.
+func exampleSite(t *testing.T, mod func(*Options)) (*Site, string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../examples/site")); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := fsops.NewDir(dir, fsops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	exe, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeSoftware, WorkspaceRoot: ws.Root()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exe.Close() })
+	opts := Options{Workspace: ws, Executor: exe, Env: map[string]string{"SITE_GREETING": "hello from the operator"}}
+	if mod != nil {
+		mod(&opts)
+	}
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, ws.Root()
+}
+
+type reply struct {
+	status int
+	ctype  string
+	body   string
+	action ActionResponse
+}
+
+func do(t *testing.T, h http.Handler, method, target, body string) reply {
+	t.Helper()
+	req := httptest.NewRequest(method, "http://site"+target, strings.NewReader(body))
+	if strings.Contains(target, "..") {
+		req.URL.Path = target // as a raw client can send it
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	r := reply{status: rec.Code, ctype: rec.Header().Get("Content-Type"), body: rec.Body.String()}
+	if method == http.MethodPost {
+		if err := json.Unmarshal(rec.Body.Bytes(), &r.action); err != nil {
+			t.Fatalf("POST %s: not JSON: %s", target, rec.Body)
+		}
+	}
+	return r
+}
+
+func post(t *testing.T, h http.Handler, target string, req ActionRequest) reply {
+	t.Helper()
+	b, _ := json.Marshal(req)
+	return do(t, h, http.MethodPost, target, string(b))
+}
+
+// TestHTTPStatuses walks the reference's status table end to end.
+func TestHTTPStatuses(t *testing.T) {
+	s, root := exampleSite(t, func(o *Options) { o.Timeout = 500 * time.Millisecond })
+	h := s.Handler()
+	if err := os.WriteFile(filepath.Join(root, "plain.md"), []byte("# no tools here\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "broken.md"), []byte("---\ntools:\n  - [cat, {path: x}]\n---\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, method, target, body string
+		status                     int
+		want                       string // in the body (GET) or stdout+stderr (POST)
+	}{
+		{"GET the front page", "GET", "/", "", 200, "# Example tool site"},
+		{"GET a directory's README", "GET", "/data", "", 200, "# Data"},
+		{"GET a page without .md", "GET", "/guide", "", 200, "# Using this site"},
+		{"GET any file", "GET", "/data/cities.csv", "", 200, "Tokyo,JP"},
+		{"GET missing", "GET", "/nope", "", 404, "no page at /nope"},
+		{"GET traversal", "GET", "/../../etc/passwd", "", 403, "path traversal"},
+		{"POST allowed", "POST", "/", `{"command":["ls"]}`, 200, "guide.md"},
+		{"POST with placeholder args", "POST", "/", `{"command":["cat","{file}"],"args":{"file":"guide.md"}}`, 200, "Using this site"},
+		{"POST nested page", "POST", "/data", `{"command":["grep","-c","JP","cities.csv"]}`, 200, "1\n"},
+		{"POST not allowed", "POST", "/", `{"command":["rm","-rf","data"]}`, 400, "command not allowed by /README.md"},
+		{"POST extra argument after ;", "POST", "/", `{"command":["cat","guide.md","-n"]}`, 400, "not allowed"},
+		{"POST empty command", "POST", "/", `{"command":[]}`, 400, "empty command"},
+		{"POST bad body", "POST", "/", `{"cmd":["ls"]}`, 400, `the body must be {"command"`},
+		{"POST no frontmatter", "POST", "/plain", `{"command":["ls"]}`, 400, "declares no tools"},
+		{"POST broken frontmatter", "POST", "/broken", `{"command":["ls"]}`, 400, `frontmatter line 3: unknown key "path"`},
+		{"POST traversal in an argument", "POST", "/", `{"command":["wc","-l","../README.md"]}`, 403, "contains \"..\""},
+		{"POST absolute argument", "POST", "/", `{"command":["wc","-l","/etc/passwd"]}`, 403, "absolute path"},
+		{"POST missing page", "POST", "/nope", `{"command":["ls"]}`, 404, "no page"},
+		{"POST body too large", "POST", "/", `{"command":["echo","` + strings.Repeat("x", MaxRequestBytes) + `"]}`, 413, "over 64 KiB"},
+		{"POST reserved env", "POST", "/", `{"command":["ls"],"env":{"LD_PRELOAD":"x.so"}}`, 400, "LD_PRELOAD is reserved"},
+		{"POST PATH env", "POST", "/", `{"command":["ls"],"env":{"PATH":"/tmp"}}`, 400, "PATH is reserved"},
+		{"POST control character", "POST", "/", `{"command":["ls"],"env":{"X":"a\nb"}}`, 400, "control character"},
+		{"PUT", "PUT", "/", ``, 405, "use GET"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := do(t, h, tc.method, tc.target, tc.body)
+			got := r.body
+			if tc.method == "POST" {
+				got = r.action.Stdout + r.action.Stderr
+			}
+			if r.status != tc.status || !strings.Contains(got, tc.want) {
+				t.Fatalf("%d %q; want %d containing %q", r.status, got, tc.status, tc.want)
+			}
+		})
+	}
+	if r := do(t, h, "GET", "/", ""); r.ctype != "text/markdown; charset=utf-8" {
+		t.Errorf("page content type %q", r.ctype)
+	}
+}
+
+// TestRealExitCodeAndStreams: the response keeps the real exit status and
+// stdout and stderr apart.
+func TestRealExitCodeAndStreams(t *testing.T) {
+	s, root := exampleSite(t, nil)
+	writePage(t, root, "x.md", "---\ntools:\n  - [ls, {}]\n---\n")
+	r := post(t, s.Handler(), "/x", ActionRequest{Command: []string{"ls", "no-such-file"}})
+	if r.status != 200 || r.action.Returncode != 2 || r.action.Stdout != "" || !strings.Contains(r.action.Stderr, "No such file") {
+		t.Errorf("%d %+v", r.status, r.action)
+	}
+}
+
+func writePage(t *testing.T, root, name, body string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestVarsOnlyFromTheOperator: $VAR in a spec literal is expanded from the
+// operator's environment after validation; a $VAR the agent sends (through
+// a placeholder, or with the request's env) is never expanded.
+func TestVarsOnlyFromTheOperator(t *testing.T) {
+	s, _ := exampleSite(t, nil)
+	h := s.Handler()
+	r := post(t, h, "/", ActionRequest{Command: []string{"echo", "greeting: $SITE_GREETING"}})
+	if r.status != 200 || r.action.Stdout != "greeting: hello from the operator\n" {
+		t.Errorf("operator var: %d %+v", r.status, r.action)
+	}
+	r = post(t, h, "/", ActionRequest{Command: []string{"echo", "$SITE_GREETING"}, Env: map[string]string{"SITE_GREETING": "from the agent"}})
+	if r.status != 200 || r.action.Stdout != "$SITE_GREETING\n" {
+		t.Errorf("a placeholder's $VAR was expanded: %d %+v", r.status, r.action)
+	}
+	r = post(t, h, "/", ActionRequest{Command: []string{"echo", "{x}"}, Args: map[string]string{"x": "$SITE_GREETING"}})
+	if r.status != 200 || r.action.Stdout != "$SITE_GREETING\n" {
+		t.Errorf("an args value's $VAR was expanded: %d %+v", r.status, r.action)
+	}
+	// A spec literal using a variable the operator did not set.
+	s2, root := exampleSite(t, func(o *Options) { o.Env = nil })
+	_ = root
+	r = post(t, s2.Handler(), "/", ActionRequest{Command: []string{"echo", "greeting: $SITE_GREETING"}})
+	if r.status != 500 || !strings.Contains(r.action.Stderr, "does not define $SITE_GREETING") {
+		t.Errorf("missing operator var: %d %+v", r.status, r.action)
+	}
+}
+
+// TestTimeoutKillsTheTree: a command past the timeout gets 408 and leaves
+// no process behind.
+func TestTimeoutKillsTheTree(t *testing.T) {
+	s, root := exampleSite(t, func(o *Options) { o.Timeout = 300 * time.Millisecond })
+	writePage(t, root, "slow.md", "---\ntools:\n  - [sleep, {}, \";\"]\n---\n")
+	mark := strconv.FormatInt(time.Now().UnixNano()%1e6, 10) + ".25"
+	r := post(t, s.Handler(), "/slow", ActionRequest{Command: []string{"sleep", mark}})
+	if r.status != http.StatusRequestTimeout || !strings.Contains(r.action.Stderr, "timed out after 300ms") {
+		t.Fatalf("%d %+v", r.status, r.action)
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.Contains(string(cmd), mark) {
+			t.Errorf("process %s (%q) still running after the timeout", e.Name(), cmd)
+		}
+	}
+}
+
+// TestOutputCappedWhileStreaming: `yes` writes until the timeout; what is
+// kept is bounded by MaxOutput (head and tail, with the notice).
+func TestOutputCappedWhileStreaming(t *testing.T) {
+	s, root := exampleSite(t, func(o *Options) { o.Timeout = 500 * time.Millisecond; o.MaxOutput = 4096 })
+	writePage(t, root, "yes.md", "---\ntools:\n  - [yes, \";\"]\n---\n")
+	r := post(t, s.Handler(), "/yes", ActionRequest{Command: []string{"yes"}})
+	if r.status != http.StatusRequestTimeout || len(r.action.Stdout) > 8192 || !strings.Contains(r.action.Stdout, "truncated") {
+		t.Errorf("%d, stdout of %d bytes: %.200q", r.status, len(r.action.Stdout), r.action.Stdout)
+	}
+}
+
+// TestGlob: paths relative to the page, no way out, capped with a note.
+func TestGlob(t *testing.T) {
+	s, root := exampleSite(t, func(o *Options) { o.MaxListItems = 2 })
+	h := s.Handler()
+	r := post(t, h, "/", ActionRequest{Command: []string{"glob", "*.md"}})
+	if r.status != 200 || r.action.Stdout != "guide.md\nREADME.md\n" || r.action.Stderr != "" {
+		t.Errorf("glob: %d %+v", r.status, r.action)
+	}
+	for i := range 3 {
+		writePage(t, root, fmt.Sprintf("p%d.md", i), "x")
+	}
+	r = post(t, h, "/", ActionRequest{Command: []string{"glob", "*.md"}})
+	if strings.Count(r.action.Stdout, "\n") != 2 || !strings.Contains(r.action.Stderr, "5 matches; the first 2 are listed") {
+		t.Errorf("capped glob: %+v", r.action)
+	}
+	if r := post(t, h, "/", ActionRequest{Command: []string{"glob", "../*"}}); r.status != 403 {
+		t.Errorf("glob out: %d %+v", r.status, r.action)
+	}
+	writePage(t, root, "data/g.md", "---\ntools:\n  - [glob, {}]\n---\n")
+	if r := post(t, h, "/data/g", ActionRequest{Command: []string{"glob", "*.csv"}}); r.action.Stdout != "cities.csv\n" {
+		t.Errorf("glob from a nested page: %+v", r.action)
+	}
+}
+
+// TestWatchMode: an edited page's tools apply on the next request.
+func TestWatchMode(t *testing.T) {
+	s, root := exampleSite(t, nil)
+	writePage(t, root, "w.md", "---\ntools:\n  - [echo, one]\n---\n")
+	h := s.Handler()
+	if r := post(t, h, "/w", ActionRequest{Command: []string{"echo", "one"}}); r.status != 200 {
+		t.Fatalf("%d %+v", r.status, r.action)
+	}
+	writePage(t, root, "w.md", "---\ntools:\n  - [echo, two, \";\"]\n---\n")
+	future := time.Now().Add(2 * time.Second) // a new mtime even on coarse clocks
+	os.Chtimes(filepath.Join(root, "w.md"), future, future)
+	if r := post(t, h, "/w", ActionRequest{Command: []string{"echo", "one"}}); r.status != 400 {
+		t.Errorf("the old tool still runs: %d", r.status)
+	}
+	if r := post(t, h, "/w", ActionRequest{Command: []string{"echo", "two"}}); r.status != 200 || r.action.Stdout != "two\n" {
+		t.Errorf("the new tool: %d %+v", r.status, r.action)
+	}
+}
+
+func TestNewNeedsREADME(t *testing.T) {
+	dir := t.TempDir()
+	ws, _ := fsops.NewDir(dir, fsops.Options{})
+	defer ws.Close()
+	exe, _ := sandbox.New(sandbox.Config{Mode: sandbox.ModeNone, WorkspaceRoot: ws.Root()})
+	defer exe.Close()
+	if _, err := New(Options{Workspace: ws, Executor: exe}); err == nil || !strings.Contains(err.Error(), "has no README.md") {
+		t.Errorf("New without README.md: %v", err)
+	}
+}
