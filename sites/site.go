@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -57,6 +58,9 @@ type Options struct {
 	// Env is the operator's trusted environment (--site-env-file): the only
 	// source of $VAR in spec literals. Never sent to the agent.
 	Env map[string]string
+	// Net is the guarded client the curl builtin uses (a strict
+	// netguard.New(netguard.Options{}) when nil).
+	Net *netguard.Client
 	// Logger receives failures; nil discards.
 	Logger *slog.Logger
 }
@@ -110,11 +114,20 @@ func New(opts Options) (*Site, error) {
 	if opts.MaxListItems <= 0 {
 		opts.MaxListItems = DefaultMaxListItems
 	}
+	if opts.Net == nil {
+		opts.Net = netguard.New(netguard.Options{MaxBodyBytes: opts.MaxOutput, Timeout: opts.Timeout})
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Site{ws: opts.Workspace, exe: opts.Executor, opts: opts, log: log, pages: map[string]cachedPage{}}, nil
+}
+
+// Close releases the idle connections of the curl builtin's client.
+func (s *Site) Close() error {
+	s.opts.Net.CloseIdleConnections()
+	return nil
 }
 
 // Resolve maps a request path to the page it names, in the reference's
@@ -463,9 +476,77 @@ func (s *Site) glob(ctx context.Context, dir string, argv []string) (ActionRespo
 	return out, nil
 }
 
-// curl is the in-process HTTP client builtin; it needs the network door.
-func (s *Site) curl(context.Context, []string) (ActionResponse, error) {
-	return ActionResponse{}, fail(http.StatusForbidden, "curl is not available on this site: the daemon's guarded HTTP client (the network door) is not built in yet")
+// curl is the in-process HTTP client builtin, through the network door:
+// [curl, (-X|--request) METHOD, (-H|--header) "K: V"..., (-d|--data) BODY, URL].
+// Any other flag is a 400. The body goes to stdout; a refused address is
+// 403, a network failure 502.
+func (s *Site) curl(ctx context.Context, argv []string) (ActionResponse, error) {
+	method, body, target := "", "", ""
+	hdr := http.Header{}
+	for i := 1; i < len(argv); i++ {
+		a := argv[i]
+		next := func() (string, error) {
+			if i+1 >= len(argv) {
+				return "", fail(http.StatusBadRequest, "curl: %s needs a value", a)
+			}
+			i++
+			return argv[i], nil
+		}
+		var err error
+		switch a {
+		case "-X", "--request":
+			method, err = next()
+		case "-H", "--header":
+			var h string
+			if h, err = next(); err == nil {
+				k, v, ok := strings.Cut(h, ":")
+				if !ok || strings.TrimSpace(k) == "" {
+					return ActionResponse{}, fail(http.StatusBadRequest, "curl: header %q is not \"Name: value\"", h)
+				}
+				hdr.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+			}
+		case "-d", "--data":
+			body, err = next()
+			if method == "" {
+				method = http.MethodPost
+			}
+		default:
+			if strings.HasPrefix(a, "-") {
+				return ActionResponse{}, fail(http.StatusBadRequest, "curl: %s is not supported (only -X, -H, -d and a URL)", a)
+			}
+			if target != "" {
+				return ActionResponse{}, fail(http.StatusBadRequest, "curl: one URL only")
+			}
+			target = a
+		}
+		if err != nil {
+			return ActionResponse{}, err
+		}
+	}
+	if target == "" {
+		return ActionResponse{}, fail(http.StatusBadRequest, "curl: no URL")
+	}
+	if method == "" {
+		method = http.MethodGet
+	}
+	req, err := http.NewRequestWithContext(ctx, strings.ToUpper(method), target, strings.NewReader(body))
+	if err != nil {
+		return ActionResponse{}, fail(http.StatusBadRequest, "curl: %v", err)
+	}
+	req.Header = hdr
+	res, err := s.opts.Net.Fetch(ctx, req)
+	var be *netguard.BlockedError
+	switch {
+	case errors.As(err, &be):
+		return ActionResponse{}, fail(http.StatusForbidden, "security: %v", be)
+	case err != nil:
+		return ActionResponse{}, fail(http.StatusBadGateway, "curl: %v", err)
+	}
+	out := ActionResponse{Stdout: string(res.Body)}
+	if res.Truncated {
+		out.Stderr = fmt.Sprintf("curl: the response was cut at %d bytes\n", len(res.Body))
+	}
+	return out, nil
 }
 
 // marshal is the JSON of a response.

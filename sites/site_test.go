@@ -3,8 +3,11 @@ package sites
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -262,5 +266,56 @@ func TestNewNeedsREADME(t *testing.T) {
 	defer exe.Close()
 	if _, err := New(Options{Workspace: ws, Executor: exe}); err == nil || !strings.Contains(err.Error(), "has no README.md") {
 		t.Errorf("New without README.md: %v", err)
+	}
+}
+
+// TestCurl: the builtin goes through the network door: a refused address
+// is 403 (the server never sees the request), an allowed one answers, a
+// dead one is 502, and only -X, -H and -d are taken.
+func TestCurl(t *testing.T) {
+	hits := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		hits <- r.Method + " " + r.Header.Get("X-Test") + " " + string(b)
+		w.Write([]byte("from the server"))
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+	allowed := netguard.New(netguard.Options{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, AllowPorts: []uint16{uint16(port)}})
+	defer allowed.CloseIdleConnections()
+	for _, tc := range []struct {
+		name   string
+		net    *netguard.Client
+		argv   []string
+		status int
+		want   string
+	}{
+		{"refused loopback", nil, []string{"curl", srv.URL}, 403, "security: refused"},
+		{"refused metadata", nil, []string{"curl", "http://169.254.169.254/latest/meta-data/"}, 403, "prohibited IP"},
+		{"allowed", allowed, []string{"curl", "-X", "PUT", "-H", "X-Test: yes", "-d", "payload", srv.URL}, 200, "from the server"},
+		{"unsupported flag", allowed, []string{"curl", "-o", "out", srv.URL}, 400, "-o is not supported"},
+		{"no URL", allowed, []string{"curl", "-X", "GET"}, 400, "no URL"},
+		{"network error", netguard.New(netguard.Options{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, AllowPorts: []uint16{1}}), []string{"curl", "http://127.0.0.1:1/"}, 502, "curl:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, root := exampleSite(t, func(o *Options) { o.Net = tc.net })
+			writePage(t, root, "net.md", "---\ntools:\n  - [curl]\n---\n")
+			r := post(t, s.Handler(), "/net", ActionRequest{Command: tc.argv})
+			if r.status != tc.status || !strings.Contains(r.action.Stdout+r.action.Stderr, tc.want) {
+				t.Fatalf("%d %+v; want %d containing %q", r.status, r.action, tc.status, tc.want)
+			}
+		})
+	}
+	select {
+	case h := <-hits:
+		if h != "PUT yes payload" {
+			t.Errorf("the allowed request arrived as %q", h)
+		}
+	default:
+		t.Error("the allowed request never arrived")
+	}
+	if len(hits) != 0 {
+		t.Errorf("a refused request reached the server: %q", <-hits)
 	}
 }

@@ -1,0 +1,30 @@
+// Package netguard is the daemon's one door to the network: every part of
+// the daemon that reaches out on a client's behalf (a tool site's curl, and
+// the network tools that build on it) uses its Client, the way every file
+// goes through fsops and every process through sandbox.
+//
+// A request is checked twice. Before anything is resolved, the URL: only
+// http and https, an allowed port (80 and 443 by default), no host named
+// localhost, *.localhost, *.local or *.internal (metadata.google.internal
+// among them), and no IPv4 literal in a non-canonical form (decimal
+// 2130706433, octal 0177.0.0.1, hex 0x7f.1, short 127.1), which resolvers
+// read as addresses a plain check would not recognise. Then the addresses:
+// the Client resolves the name itself, checks every address against the
+// special-purpose registries of IANA (loopback, private, link-local with
+// the cloud metadata address, CGNAT, multicast, unspecified, documentation,
+// IPv4-mapped and NAT64 IPv6; code.dny.dev/ssrf keeps the tables), and dials
+// the address it checked, so a second DNS answer (rebinding) is never used.
+// The dialer's Control hook checks the connected address once more.
+//
+// Redirects are followed by hand (3 at most by default), each hop checked
+// like the first, with Authorization, Cookie and credentials in the URL
+// dropped when the origin changes; a loop is an error. No proxy is taken
+// from the environment. Response bodies are cut at a cap (10 MB by default)
+// and the Result says so; every request has a timeout (30 s by default).
+//
+// The operator (never a client) may loosen it: AllowHosts exempts named
+// hosts from the host and address rules (an internal API), AllowPrivate
+// lets private and loopback addresses through (metadata and link-local
+// addresses stay refused), AllowPorts replaces the ports, AllowPrefixes
+// admits exact prefixes (tests allow their loopback server this way).
+package netguard

@@ -1,0 +1,418 @@
+package netguard
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"code.dny.dev/ssrf"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxRedirects = 3
+	DefaultMaxBodyBytes = 10 << 20
+	DefaultTimeout      = 30 * time.Second
+)
+
+// Options configure a Client. The zero value is the strict default.
+type Options struct {
+	// AllowHosts are host names (exact, or "*.example.com" for its
+	// subdomains) exempt from the host and address rules.
+	AllowHosts []string
+	// AllowPrivate lets loopback, private (RFC 1918, ULA) and CGNAT
+	// addresses through; link-local addresses (cloud metadata) stay
+	// refused.
+	AllowPrivate bool
+	// AllowPorts replaces the allowed ports (80 and 443).
+	AllowPorts []uint16
+	// AllowPrefixes admits addresses in these prefixes whatever the rules
+	// (tests admit their own loopback server).
+	AllowPrefixes []netip.Prefix
+	// MaxRedirects is how many redirects are followed (DefaultMaxRedirects
+	// when 0; negative: none).
+	MaxRedirects int
+	// MaxBodyBytes caps a response body (DefaultMaxBodyBytes when 0).
+	MaxBodyBytes int64
+	// Timeout bounds a request, redirects and body included
+	// (DefaultTimeout when 0).
+	Timeout time.Duration
+	// Proxy, when set, is the only proxy used (none from the environment).
+	Proxy *url.URL
+	// UserAgent is sent when a request sets none.
+	UserAgent string
+	// Resolve looks names up (net.DefaultResolver when nil); tests stub it.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+}
+
+// BlockedError is a request the rules refuse (a 403 for a caller; not a
+// network failure).
+type BlockedError struct {
+	URL    string
+	Reason string
+}
+
+func (e *BlockedError) Error() string { return fmt.Sprintf("refused %s: %s", e.URL, e.Reason) }
+
+// Result is a response read whole, up to the cap.
+type Result struct {
+	Status    int
+	Header    http.Header
+	Body      []byte
+	Truncated bool   // the body was longer than the cap
+	URL       string // the final URL, after redirects
+}
+
+// Client makes guarded requests. It is safe for concurrent use.
+type Client struct {
+	opts    Options
+	guard   *ssrf.Guardian
+	private *ssrf.Guardian // with AllowPrivate
+	ports   []uint16
+	http    *http.Client
+	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	dialer  *net.Dialer
+}
+
+// privateRanges are what AllowPrivate admits.
+var privateRanges = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("100.64.0.0/10"),
+}
+var privateRanges6 = []netip.Prefix{netip.MustParsePrefix("fc00::/7"), netip.MustParsePrefix("::1/128")}
+
+// New returns a Client.
+func New(opts Options) *Client {
+	if opts.MaxRedirects == 0 {
+		opts.MaxRedirects = DefaultMaxRedirects
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	ports := opts.AllowPorts
+	if len(ports) == 0 {
+		ports = []uint16{80, 443}
+	}
+	var v4, v6 []netip.Prefix
+	for _, p := range opts.AllowPrefixes {
+		if p.Addr().Is4() {
+			v4 = append(v4, p)
+		} else {
+			v6 = append(v6, p)
+		}
+	}
+	base := []ssrf.Option{ssrf.WithPorts(ports...), ssrf.WithAllowedV4Prefixes(v4...), ssrf.WithAllowedV6Prefixes(v6...)}
+	c := &Client{opts: opts, ports: ports, resolve: opts.Resolve}
+	c.guard = ssrf.New(base...)
+	c.private = ssrf.New(append(base, ssrf.WithAllowedV4Prefixes(append(v4, privateRanges...)...), ssrf.WithAllowedV6Prefixes(append(v6, privateRanges6...)...))...)
+	if c.resolve == nil {
+		c.resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	c.dialer = &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           c.dial,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          64,
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: opts.Timeout,
+	}
+	if opts.Proxy != nil {
+		tr.Proxy = http.ProxyURL(opts.Proxy)
+	}
+	c.http = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return c
+}
+
+// CloseIdleConnections releases pooled connections.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
+// guardFor is the address rule set for host.
+func (c *Client) guardFor(host string) *ssrf.Guardian {
+	if c.opts.AllowPrivate {
+		return c.private
+	}
+	return c.guard
+}
+
+func (c *Client) hostAllowed(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, a := range c.opts.AllowHosts {
+		a = strings.ToLower(a)
+		if suffix, ok := strings.CutPrefix(a, "*."); ok {
+			if strings.HasSuffix(h, "."+suffix) {
+				return true
+			}
+		} else if h == a {
+			return true
+		}
+	}
+	return false
+}
+
+// dial resolves the host itself, checks every address, and connects to a
+// checked one: no second resolution can hand it another address.
+func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if c.opts.Proxy != nil {
+		return c.dialer.DialContext(ctx, network, addr) // the operator's proxy
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	exempt := c.hostAllowed(host)
+	var addrs []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{ip}
+	} else if addrs, err = c.resolve(ctx, host); err != nil {
+		return nil, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, err
+	}
+	g := c.guardFor(host)
+	var checked []netip.Addr
+	var refusal error
+	for _, a := range addrs {
+		a = a.Unmap()
+		if !exempt {
+			if err := g.SafeAddrPort(netip.AddrPortFrom(a, uint16(p))); err != nil {
+				refusal = &BlockedError{URL: addr, Reason: fmt.Sprintf("%s resolves to %s: %v", host, a, err)}
+				continue
+			}
+			if c.opts.AllowPrivate && a.IsLinkLocalUnicast() {
+				refusal = &BlockedError{URL: addr, Reason: fmt.Sprintf("%s resolves to %s, a link-local address (cloud metadata)", host, a)}
+				continue
+			}
+		}
+		checked = append(checked, a)
+	}
+	if len(checked) == 0 {
+		if refusal == nil {
+			refusal = fmt.Errorf("%s: no address", host)
+		}
+		return nil, refusal
+	}
+	d := *c.dialer
+	if !exempt {
+		d.Control = func(network, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return err
+			}
+			if !slices.Contains(checked, ap.Addr().Unmap()) {
+				return &BlockedError{URL: addr, Reason: "connected to an address that was not checked: " + address}
+			}
+			return nil
+		}
+	}
+	var last error
+	for _, a := range checked {
+		conn, err := d.DialContext(ctx, network, netip.AddrPortFrom(a, uint16(p)).String())
+		if err == nil {
+			return conn, nil
+		}
+		last = err
+	}
+	return nil, last
+}
+
+// CheckURL applies the rules that need no resolution.
+func (c *Client) CheckURL(u *url.URL) error {
+	refuse := func(format string, args ...any) error {
+		return &BlockedError{URL: redact(u), Reason: fmt.Sprintf(format, args...)}
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return refuse("only http and https URLs are allowed, not %q", u.Scheme)
+	}
+	host := u.Hostname()
+	if host == "" {
+		return refuse("no host")
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	pn, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || !slices.Contains(c.ports, uint16(pn)) {
+		return refuse("port %s is not allowed (allowed: %v)", port, c.ports)
+	}
+	if c.hostAllowed(host) {
+		return nil
+	}
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	switch {
+	case h == "localhost" || strings.HasSuffix(h, ".localhost"):
+		return refuse("%s is this machine", host)
+	case strings.HasSuffix(h, ".local") || strings.HasSuffix(h, ".internal") || h == "metadata":
+		return refuse("%s is a local or internal name", host)
+	}
+	if _, err := netip.ParseAddr(h); err != nil && looksNumeric(h) {
+		return refuse("%s is an IPv4 address in a non-canonical form; write it as a.b.c.d", host)
+	}
+	return nil
+}
+
+// looksNumeric reports whether every label of h is a number in decimal,
+// octal (0...) or hex (0x...), which inet_aton reads as an IPv4 address.
+func looksNumeric(h string) bool {
+	labels := strings.Split(h, ".")
+	if len(labels) > 4 {
+		return false
+	}
+	for _, l := range labels {
+		if l == "" {
+			return false
+		}
+		digits := l
+		base := 10
+		if x, ok := strings.CutPrefix(strings.ToLower(l), "0x"); ok {
+			digits, base = x, 16
+		}
+		if digits == "" {
+			continue // "0x" alone is 0 to inet_aton
+		}
+		if _, err := strconv.ParseUint(digits, base, 64); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// redact drops the credentials of a URL for messages.
+func redact(u *url.URL) string {
+	if u.User == nil {
+		return u.String()
+	}
+	v := *u
+	v.User = nil
+	return v.String()
+}
+
+// Fetch makes the request, following redirects by hand, and reads the body
+// up to the cap. req.GetBody must be set for a body that a 307/308 redirect
+// would send again (http.NewRequest sets it for the usual readers).
+func (c *Client) Fetch(ctx context.Context, req *http.Request) (*Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	if req.Header.Get("User-Agent") == "" && c.opts.UserAgent != "" {
+		req.Header.Set("User-Agent", c.opts.UserAgent)
+	}
+	seen := map[string]bool{}
+	cur := req.WithContext(ctx)
+	for hop := 0; ; hop++ {
+		if err := c.CheckURL(cur.URL); err != nil {
+			return nil, err
+		}
+		seen[cur.URL.String()] = true
+		resp, err := c.http.Do(cur)
+		if err != nil {
+			var be *BlockedError
+			if errors.As(err, &be) {
+				return nil, be
+			}
+			return nil, err
+		}
+		loc := resp.Header.Get("Location")
+		if !isRedirect(resp.StatusCode) || loc == "" {
+			return c.read(resp)
+		}
+		resp.Body.Close()
+		if c.opts.MaxRedirects < 0 || hop >= c.opts.MaxRedirects {
+			return nil, fmt.Errorf("too many redirects (more than %d)", max(c.opts.MaxRedirects, 0))
+		}
+		next, err := cur.URL.Parse(loc)
+		if err != nil {
+			return nil, fmt.Errorf("bad redirect location %q: %w", loc, err)
+		}
+		if seen[next.String()] {
+			return nil, fmt.Errorf("redirect loop at %s", redact(next))
+		}
+		nreq, err := redirected(ctx, cur, next, resp.StatusCode)
+		if err != nil {
+			return nil, err
+		}
+		cur = nreq
+	}
+}
+
+func isRedirect(code int) bool {
+	switch code {
+	case 301, 302, 303, 307, 308:
+		return true
+	}
+	return false
+}
+
+// redirected is the next hop's request: the method and body per the status,
+// and no credentials when the origin changes.
+func redirected(ctx context.Context, prev *http.Request, next *url.URL, code int) (*http.Request, error) {
+	method, keepBody := prev.Method, code == 307 || code == 308
+	if code == 303 || ((code == 301 || code == 302) && prev.Method == http.MethodPost) {
+		method = http.MethodGet
+	}
+	var body io.Reader
+	if keepBody && prev.GetBody != nil {
+		rc, err := prev.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		body = rc
+	} else if keepBody && prev.Body != nil && prev.Body != http.NoBody {
+		return nil, errors.New("a redirect asks to send the body again, and it cannot be replayed")
+	}
+	req, err := http.NewRequestWithContext(ctx, method, next.String(), body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header = prev.Header.Clone()
+	if !keepBody {
+		req.Header.Del("Content-Type")
+		req.Header.Del("Content-Length")
+	}
+	if origin(prev.URL) != origin(next) {
+		for _, h := range []string{"Authorization", "Cookie", "Proxy-Authorization"} {
+			req.Header.Del(h)
+		}
+		req.URL.User = nil
+	}
+	return req, nil
+}
+
+func origin(u *url.URL) string {
+	return u.Scheme + "://" + strings.ToLower(u.Host)
+}
+
+func (c *Client) read(resp *http.Response) (*Result, error) {
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(resp.Body, c.opts.MaxBodyBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Status: resp.StatusCode, Header: resp.Header, URL: resp.Request.URL.String()}
+	res.Body = buf.Bytes()
+	if n > c.opts.MaxBodyBytes {
+		res.Body, res.Truncated = res.Body[:c.opts.MaxBodyBytes], true
+	}
+	return res, nil
+}
