@@ -143,3 +143,15 @@ func FuzzSpecMatch(f *testing.F) {
 		s.Match([]string{extra})
 	})
 }
+
+func TestParseEnvFile(t *testing.T) {
+	env, err := ParseEnvFile("site.env", []byte("# secrets\n\nAPI_KEY=abc=def\nexport TOKEN=\"quoted value\"\nSINGLE='x y'\n"))
+	if err != nil || env["API_KEY"] != "abc=def" || env["TOKEN"] != "quoted value" || env["SINGLE"] != "x y" || len(env) != 3 {
+		t.Errorf("%v %v", env, err)
+	}
+	for _, bad := range []string{"NOEQUALS\n", "1KEY=x\n", "A B=c\n"} {
+		if _, err := ParseEnvFile("site.env", []byte("OK=1\n"+bad)); err == nil || !strings.HasPrefix(err.Error(), "site.env:2: ") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

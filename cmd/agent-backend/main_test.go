@@ -605,3 +605,50 @@ func TestCheckConfigUpstreams(t *testing.T) {
 		t.Errorf("missing file: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestSiteServe runs `site serve` on the example site the way a user does:
+// a page by GET, a tool by POST, a clear error without README.md, exit 0 on
+// SIGTERM.
+func TestSiteServe(t *testing.T) {
+	if _, errOut, code := run(t, nil, "site", "serve", t.TempDir()); code != 1 || !strings.Contains(errOut, "has no README.md") {
+		t.Errorf("a directory without README.md: exit %d, %q", code, errOut)
+	}
+	port := freePort(t)
+	cmd := exec.Command(binary, "site", "serve", "../../examples/site", "--port", fmt.Sprint(port), "--isolation", "software", "--timeout", "5")
+	var logs syncbuf.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitFor(t, func() bool {
+		resp, err := http.Get(url + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	resp, err := http.Get(url + "/guide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "# Using this site") {
+		t.Errorf("GET /guide: %d %s", resp.StatusCode, body)
+	}
+	resp, err = http.Post(url+"/data", "application/json", strings.NewReader(`{"command":["grep","-c","IN","cities.csv"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != `{"stdout":"1\n","stderr":"","returncode":0}` {
+		t.Errorf("POST /data: %d %s", resp.StatusCode, body)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("exit after SIGTERM: %v\n%s", err, logs.String())
+	}
+}
