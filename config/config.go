@@ -94,6 +94,11 @@ type Config struct {
 	// Upstreams is the MCP servers file (docs/upstreams.md), "" for none.
 	Upstreams string
 
+	// Site is a tool site's directory served under /site/ and as MCP tools
+	// (docs/sites.md), "" for none; SiteEnvFile fills its $VARs.
+	Site        string
+	SiteEnvFile string
+
 	// SSH over WebSocket.
 	SSHHostKey      string
 	MaxSSHConns     int
@@ -215,6 +220,19 @@ func (c *Config) Validate() error {
 		if _, err := upstream.LoadConfig(c.Upstreams, os.LookupEnv); err != nil {
 			return fmt.Errorf("--upstreams: %w", err)
 		}
+	}
+	if c.Site != "" {
+		abs, err := filepath.Abs(c.Site)
+		if err != nil {
+			return fmt.Errorf("--site %q: %v", c.Site, err)
+		}
+		c.Site = abs
+		if fi, err := os.Stat(filepath.Join(abs, "README.md")); err != nil || fi.IsDir() {
+			return fmt.Errorf("--site %q has no README.md: a tool site is a directory of Markdown pages whose front page is README.md", c.Site)
+		}
+	}
+	if c.SiteEnvFile != "" && c.Site == "" {
+		return errors.New("--site-env-file is set without --site")
 	}
 	if c.LocalOnly {
 		return nil

@@ -152,6 +152,9 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		d.handleWork(routeExecute, d.proto.rest.ExecuteHandler())
 		d.handleWork(routeGateway, d.proto.gateway)
 	}
+	if d.proto.siteHTTP != nil {
+		d.handleWork(routeSite, d.proto.siteHTTP)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if isUpgrade(r) {
 			writeJSONError(w, http.StatusBadRequest, "Bad Request", "WebSocket upgrades are served only at /ssh and /gateway")

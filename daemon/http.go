@@ -28,10 +28,15 @@ const (
 	routeTools         = "/tools"
 	routeExecute       = "/execute"
 	routeGateway       = "/gateway"
-	routeOther         = "other"
+	// routeSite is the --site tool site's prefix.
+	routeSite  = "/site/"
+	routeOther = "other"
 )
 
 func routeOf(path string) string {
+	if strings.HasPrefix(path, routeSite) {
+		return routeSite
+	}
 	switch path {
 	case routeHealth, routeHealthServers, routeMetrics, routeMCP, routeSSH, routeTools, routeExecute, routeGateway:
 		return path

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/config"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/restface"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sites"
 	"github.com/agentbe/agentbe-daemon/sshws"
 	"github.com/agentbe/agentbe-daemon/upstream"
 	"github.com/agentbe/agentbe-daemon/wstools"
@@ -39,6 +41,12 @@ type protocols struct {
 	gateway *gatewayface.Server
 	// upstreams runs the --upstreams servers (nil without the flag).
 	upstreams *upstream.Provider
+	// site is the --site tool site (nil without the flag), with the
+	// workspace and executor of its own directory.
+	site     *sites.Site
+	siteWS   fsops.Workspace
+	siteExec sandbox.Executor
+	siteHTTP http.Handler
 	// execCfg is the executor's configuration, the base of each upstream's.
 	execCfg sandbox.Config
 }
@@ -159,6 +167,13 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 			return err
 		}
 	}
+	instructions := ""
+	if cfg.Site != "" {
+		if err := p.startSite(cfg, opts); err != nil {
+			return err
+		}
+		instructions = sites.Instructions
+	}
 	p.mcp, err = mcphttp.New(mcphttp.Options{
 		Workspace:          p.ws,
 		Registry:           reg,
@@ -175,6 +190,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		SessionIdleTimeout: cfg.MCPSessionIdle,
 		MaxSessions:        cfg.MCPMaxSessions,
 		Version:            opts.Version,
+		Instructions:       instructions,
 		Logger:             log.With("component", "mcp"),
 	})
 	if err != nil {
@@ -188,6 +204,18 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 	rules := admit.Rules{Guard: guard, Token: httpguard.NewToken(cfg.AuthToken), RootDir: cfg.Root, StaticScope: cfg.ScopePath, MaxBody: maxBody}
 	p.rest = restface.New(restface.Options{Registry: p.reg, Workspace: p.ws, Admit: rules})
 	p.gateway = gatewayface.New(gatewayface.Options{Registry: p.reg, Workspace: p.ws, Admit: rules, Logger: log.With("component", "gateway")})
+	if p.site != nil {
+		// The site's pages and commands behind the same admission as the
+		// tool faces (guard, token, body size).
+		site := http.StripPrefix(strings.TrimSuffix(routeSite, "/"), p.site.Handler())
+		p.siteHTTP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if ref := rules.Check(r); ref != nil {
+				ref.Write(w)
+				return
+			}
+			site.ServeHTTP(w, r)
+		})
+	}
 
 	if !cfg.DisableSSHWS && !cfg.LocalOnly {
 		p.ssh, err = sshws.New(sshws.Options{
@@ -266,10 +294,54 @@ func (p *protocols) startUpstreams(cfg config.Config, opts Options) error {
 	return nil
 }
 
+// startSite serves the --site directory: its own confined workspace and an
+// executor built like the daemon's (same mode, policy, user and limits) but
+// rooted there, and the read_page and run_command tools.
+func (p *protocols) startSite(cfg config.Config, opts Options) (err error) {
+	var env map[string]string
+	if cfg.SiteEnvFile != "" {
+		if env, err = sites.LoadEnvFile(cfg.SiteEnvFile); err != nil {
+			return fmt.Errorf("--site-env-file: %w", err)
+		}
+	}
+	if p.siteWS, err = fsops.NewDir(cfg.Site, fsops.Options{MaxReadSize: cfg.MaxReadSize}); err != nil {
+		return fmt.Errorf("--site %q: %w", cfg.Site, err)
+	}
+	ecfg := p.execCfg
+	ecfg.Mode = sandbox.ModeSoftware
+	if p.exec != nil {
+		ecfg.Mode = p.exec.Mode()
+	}
+	ecfg.WorkspaceRoot = p.siteWS.Root()
+	ecfg.Logger = opts.Logger.With("component", "site-sandbox")
+	if p.siteExec, err = sandbox.New(ecfg); err != nil {
+		return fmt.Errorf("--site: %w", err)
+	}
+	p.site, err = sites.New(sites.Options{Workspace: p.siteWS, Executor: p.siteExec, Timeout: cfg.ToolTimeout, Env: env,
+		Logger: opts.Logger.With("component", "site")})
+	if err != nil {
+		return fmt.Errorf("--site: %w", err)
+	}
+	if err := p.reg.Set("site", p.site.Tools()); err != nil {
+		return fmt.Errorf("--site: %w", err)
+	}
+	opts.Logger.Info("serving the tool site", "dir", p.siteWS.Root(), "at", routeSite, "isolation", p.siteExec.Mode())
+	return nil
+}
+
 func (p *protocols) close() error {
 	var errs []error
 	if p.upstreams != nil {
 		errs = append(errs, p.upstreams.Close())
+	}
+	if p.site != nil {
+		errs = append(errs, p.site.Close())
+	}
+	if p.siteExec != nil {
+		errs = append(errs, p.siteExec.Close())
+	}
+	if p.siteWS != nil {
+		errs = append(errs, p.siteWS.Close())
 	}
 	if p.mcp != nil {
 		errs = append(errs, p.mcp.Close())

@@ -129,9 +129,23 @@ type Options struct {
 	MaxSessions int
 	// Version is reported as the MCP server version.
 	Version string
+	// Instructions are added, after a blank line, to what the initialize
+	// result tells clients (another provider's rules, such as a tool site's).
+	Instructions string
 	// Logger receives request failures at Warn and tool failures at Debug;
 	// nil discards.
 	Logger *slog.Logger
+}
+
+// instructions is what every client is told in the initialize result.
+const instructions = "Tools over one workspace directory. Paths are relative to the workspace root " +
+	"(absolute paths are taken as relative to it); nothing outside it is reachable."
+
+func extraInstructions(more string) string {
+	if more == "" {
+		return ""
+	}
+	return "\n\n" + more
 }
 
 // Server is an MCP server over one workspace. It is safe for concurrent use:
@@ -226,9 +240,8 @@ func New(opts Options) (*Server, error) {
 		Title:   "agentbe-daemon",
 		Version: version,
 	}, &mcp.ServerOptions{
-		Logger: sdkLog,
-		Instructions: "Tools over one workspace directory. Paths are relative to the workspace root " +
-			"(absolute paths are taken as relative to it); nothing outside it is reachable.",
+		Logger:       sdkLog,
+		Instructions: instructions + extraInstructions(opts.Instructions),
 	})
 	s.mcp.AddReceivingMiddleware(limitReplies)
 	s.unsub = s.reg.Subscribe(s.syncTools)
