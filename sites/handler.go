@@ -28,7 +28,11 @@ func (s *Site) Handler() http.Handler {
 }
 
 func (s *Site) serveGet(w http.ResponseWriter, r *http.Request) {
-	page, data, err := s.Read(r.URL.Path)
+	if r.URL.Path == "/" && wantsHTML(r) {
+		s.serveOverview(w, r)
+		return
+	}
+	page, data, err := s.ReadPage(r.Context(), r.URL.Path)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {

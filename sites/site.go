@@ -55,6 +55,9 @@ type Options struct {
 	MaxOutput int64
 	// MaxListItems caps glob's results (DefaultMaxListItems when 0).
 	MaxListItems int
+	// ComponentTimeout bounds each component block of a page
+	// (DefaultComponentTimeout when 0).
+	ComponentTimeout time.Duration
 	// Env is the operator's trusted environment (--site-env-file): the only
 	// source of $VAR in spec literals. Never sent to the agent.
 	Env map[string]string
@@ -114,6 +117,12 @@ func New(opts Options) (*Site, error) {
 	if opts.MaxListItems <= 0 {
 		opts.MaxListItems = DefaultMaxListItems
 	}
+	if opts.ComponentTimeout <= 0 {
+		opts.ComponentTimeout = DefaultComponentTimeout
+	}
+	if err := writeAgentFiles(opts.Workspace); err != nil {
+		return nil, fmt.Errorf("%s: %w", opts.Workspace.Root(), err)
+	}
 	if opts.Net == nil {
 		opts.Net = netguard.New(netguard.Options{MaxBodyBytes: opts.MaxOutput, Timeout: opts.Timeout})
 	}
@@ -163,7 +172,17 @@ func (s *Site) Resolve(p string) (string, error) {
 	return "", fail(http.StatusNotFound, "no page at /%s (tried %s, %s/README.md and %s.md)", p, p, p, p)
 }
 
-// Read returns a page's bytes.
+// ReadPage returns a page as an agent reads it: the file's bytes, with the
+// component blocks of a Markdown page replaced by their output.
+func (s *Site) ReadPage(ctx context.Context, p string) (page string, data []byte, err error) {
+	page, data, err = s.Read(p)
+	if err != nil || path.Ext(page) != ".md" {
+		return page, data, err
+	}
+	return page, s.renderComponents(ctx, page, data), nil
+}
+
+// Read returns a page's bytes as stored.
 func (s *Site) Read(p string) (page string, data []byte, err error) {
 	page, err = s.Resolve(p)
 	if err != nil {

@@ -219,7 +219,7 @@ func TestOutputCappedWhileStreaming(t *testing.T) {
 func TestGlob(t *testing.T) {
 	s, root := exampleSite(t, func(o *Options) { o.MaxListItems = 2 })
 	h := s.Handler()
-	r := post(t, h, "/", ActionRequest{Command: []string{"glob", "*.md"}})
+	r := post(t, h, "/", ActionRequest{Command: []string{"glob", "[gR]*.md"}})
 	if r.status != 200 || r.action.Stdout != "guide.md\nREADME.md\n" || r.action.Stderr != "" {
 		t.Errorf("glob: %d %+v", r.status, r.action)
 	}
@@ -227,7 +227,7 @@ func TestGlob(t *testing.T) {
 		writePage(t, root, fmt.Sprintf("p%d.md", i), "x")
 	}
 	r = post(t, h, "/", ActionRequest{Command: []string{"glob", "*.md"}})
-	if strings.Count(r.action.Stdout, "\n") != 2 || !strings.Contains(r.action.Stderr, "5 matches; the first 2 are listed") {
+	if strings.Count(r.action.Stdout, "\n") != 2 || !strings.Contains(r.action.Stderr, "6 matches; the first 2 are listed") {
 		t.Errorf("capped glob: %+v", r.action)
 	}
 	if r := post(t, h, "/", ActionRequest{Command: []string{"glob", "../*"}}); r.status != 403 {
@@ -317,5 +317,100 @@ func TestCurl(t *testing.T) {
 	}
 	if len(hits) != 0 {
 		t.Errorf("a refused request reached the server: %q", <-hits)
+	}
+}
+
+// TestComponents: ```component blocks run (validated like a POST) when the
+// page is read and are replaced by their output or an [eval error: ...];
+// other fences stay as written.
+func TestComponents(t *testing.T) {
+	s, root := exampleSite(t, func(o *Options) { o.ComponentTimeout = 300 * time.Millisecond })
+	page := "---\ntools:\n  - [echo, {}]\n  - [ls, {}]\n  - [sleep, {}]\n---\n# Report\n\n" +
+		"```component\necho counted 42\n```\n\n" +
+		"```sh\necho not a component\n```\n\n" +
+		"```component\nls no-such-file\n```\n\n" +
+		"```component\nrm -rf data\n```\n\n" +
+		"```component\necho a | wc\n```\n\n" +
+		"```component\nsleep 5\n```\nend\n"
+	writePage(t, root, "report.md", page)
+	r := do(t, s.Handler(), "GET", "/report", "")
+	for _, want := range []string{
+		"# Report\n\ncounted 42\n\n",
+		"```sh\necho not a component\n```",
+		"[eval error: exit 2 — ls: cannot access 'no-such-file': No such file or directory]",
+		"[eval error: command not allowed by /report.md",
+		"[eval error: '|': component commands run without a shell",
+		"[eval error: timed out after 300ms]\nend\n",
+	} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("page lacks %q:\n%s", want, r.body)
+		}
+	}
+	if strings.Contains(r.body, "```component") {
+		t.Errorf("a component block was left in:\n%s", r.body)
+	}
+	var many strings.Builder
+	many.WriteString("---\ntools:\n  - [echo, {}]\n---\n")
+	for i := range MaxComponents + 2 {
+		fmt.Fprintf(&many, "```component\necho block%d\n```\n", i)
+	}
+	writePage(t, root, "many.md", many.String())
+	r = do(t, s.Handler(), "GET", "/many", "")
+	if !strings.Contains(r.body, fmt.Sprintf("block%d\n", MaxComponents-1)) || strings.Contains(r.body, fmt.Sprintf("block%d\n", MaxComponents)) ||
+		strings.Count(r.body, "more than 20 component blocks") != 2 {
+		t.Errorf("more than %d blocks:\n%s", MaxComponents, r.body)
+	}
+}
+
+// TestAgentFilesAndOverview: AGENTS.md and index.html are written when
+// missing and never overwritten; a browser's GET / shows the README
+// rendered (escaped, no script links) and every page with its tools.
+func TestAgentFilesAndOverview(t *testing.T) {
+	s, root := exampleSite(t, nil)
+	for _, f := range []string{"AGENTS.md", "index.html"} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil || !strings.Contains(string(b), "Using this tool site") {
+			t.Errorf("%s: %v %.80q", f, err, b)
+		}
+	}
+	writePage(t, root, "AGENTS.md", "custom rules")
+	ws, _ := fsops.NewDir(root, fsops.Options{})
+	defer ws.Close()
+	exe, _ := sandbox.New(sandbox.Config{Mode: sandbox.ModeNone, WorkspaceRoot: ws.Root()})
+	defer exe.Close()
+	if _, err := New(Options{Workspace: ws, Executor: exe}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "AGENTS.md")); string(b) != "custom rules" {
+		t.Errorf("AGENTS.md overwritten: %q", b)
+	}
+	writePage(t, root, "README.md", "---\ntools:\n  - [ls]\n---\n# Title <script>\n\n[evil](javascript:alert(1)) [ok](guide.md)\n")
+	req := httptest.NewRequest("GET", "http://site/", nil)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml")
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, req)
+	body := rec.Body.String()
+	for _, want := range []string{"<h1>Title &lt;script&gt;</h1>", `<a href="guide.md">ok</a>`, `<a href="/data/README.md">data/README.md</a>`,
+		"<code>[&#34;head&#34;, &#34;-n&#34;", "text/html"} {
+		if !strings.Contains(body+rec.Header().Get("Content-Type"), want) {
+			t.Errorf("overview lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "javascript:") || strings.Contains(body, "<script>") {
+		t.Errorf("overview carries script:\n%s", body)
+	}
+	if r := do(t, s.Handler(), "GET", "/", ""); !strings.HasPrefix(r.ctype, "text/markdown") {
+		t.Errorf("an agent's GET / (no text/html in Accept): %s", r.ctype)
+	}
+}
+
+// TestExampleAgentFiles: the example site carries the AGENTS.md and
+// index.html a first serve writes, so serving it leaves a checkout clean.
+func TestExampleAgentFiles(t *testing.T) {
+	for name, want := range map[string]string{"AGENTS.md": AgentsMD, "index.html": indexHTML(AgentsMD)} {
+		got, err := os.ReadFile(filepath.Join("../examples/site", name))
+		if err != nil || string(got) != want {
+			t.Errorf("examples/site/%s differs from what New writes (delete it and run `agent-backend site serve examples/site` once): %v", name, err)
+		}
 	}
 }

@@ -50,7 +50,7 @@ func (s *Site) Tools() []registry.Tool {
 				if err := decode(call.Args, &a); err != nil {
 					return siteError(err)
 				}
-				_, data, err := s.Read(a.Path)
+				_, data, err := s.ReadPage(ctx, a.Path)
 				if err != nil {
 					return siteError(err)
 				}

@@ -614,7 +614,11 @@ func TestSiteServe(t *testing.T) {
 		t.Errorf("a directory without README.md: exit %d, %q", code, errOut)
 	}
 	port := freePort(t)
-	cmd := exec.Command(binary, "site", "serve", "../../examples/site", "--port", fmt.Sprint(port), "--isolation", "software", "--timeout", "5")
+	siteDir := t.TempDir()
+	if err := os.CopyFS(siteDir, os.DirFS("../../examples/site")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "site", "serve", siteDir, "--port", fmt.Sprint(port), "--isolation", "software", "--timeout", "5")
 	var logs syncbuf.Buffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {

@@ -1,0 +1,197 @@
+package sites
+
+import (
+	"context"
+	"fmt"
+	"html"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
+)
+
+// AgentsMD is written to a site's AGENTS.md when it has none: the rules an
+// agent needs, for agents that read a site over plain HTTP.
+const AgentsMD = `# Using this tool site
+
+This site is a set of Markdown pages. Some pages list, in their frontmatter, commands you may run.
+
+- Read a page: ` + "`GET /{path}`" + ` (the file; {path}/README.md for a directory; {path}.md). Start at ` + "`/`" + `.
+- Run a command a page allows: ` + "`POST /{path}`" + ` with ` + "`{\"command\": [\"wc\", \"-l\", \"data.csv\"]}`" + `.
+  The answer is ` + "`{\"stdout\", \"stderr\", \"returncode\"}`" + `.
+- A page's ` + "`tools`" + ` list holds argv patterns: a string must match exactly; ` + "`{}`" + ` is one argument of any
+  value; ` + "`{regex: \"...\"}`" + ` one argument matching the regex; a final ` + "`\";\"`" + ` forbids more arguments.
+- Commands run in the page's directory, without a shell: no pipes, redirections, globs or variables of yours.
+  Arguments may not be absolute paths or contain ` + "`..`" + `.
+- Where a pattern has ` + "`$NAME`" + `, send it literally: the server fills it in from its own configuration.
+- ` + "`{key}`" + ` in a command is replaced by ` + "`args.key`" + ` from the request body.
+- Errors: 400 the command is not allowed or the request is malformed, 403 a forbidden argument or address,
+  404 no such page, 408 the command timed out (and was killed), 413 the request is too large,
+  502 the network request of ` + "`curl`" + ` failed.
+`
+
+// indexHTML is written to a site's index.html when it has none; it embeds
+// AGENTS.md so that an agent fetching it learns the rules at once.
+func indexHTML(agents string) string {
+	return "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Tool site</title></head>\n<body>\n" +
+		"<p>This is a tool site: <a href=\"/README.md\">start at README.md</a>.</p>\n<pre id=\"agents\">" + html.EscapeString(agents) + "</pre>\n</body></html>\n"
+}
+
+// writeAgentFiles creates AGENTS.md and index.html when they are missing;
+// an existing file is never touched.
+func writeAgentFiles(ws fsops.Workspace) error {
+	for name, body := range map[string]string{"AGENTS.md": AgentsMD, "index.html": indexHTML(AgentsMD)} {
+		ok, err := ws.Exists(name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if ok {
+			continue
+		}
+		if err := ws.WriteFile(name, []byte(body)); err != nil {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// wantsHTML reports whether a GET of / comes from a browser.
+func wantsHTML(r *http.Request) bool {
+	accept := r.Header.Get("Accept")
+	return strings.Contains(accept, "text/html")
+}
+
+// serveOverview is the browser's view of /: the README rendered, then every
+// page with the tools it lists.
+func (s *Site) serveOverview(w http.ResponseWriter, r *http.Request) {
+	_, readme, err := s.ReadPage(r.Context(), "README.md")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	_, body, _ := ParseFrontmatter(readme)
+	if body == nil {
+		body = readme
+	}
+	var b strings.Builder
+	b.WriteString("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Tool site</title>\n" +
+		"<style>body{font:16px/1.5 system-ui,sans-serif;max-width:50em;margin:2em auto;padding:0 1em}pre,code{background:#f4f4f4}pre{padding:.5em;overflow:auto}</style>\n" +
+		"</head><body>\n")
+	b.WriteString(renderMarkdown(string(body)))
+	b.WriteString("<h2>Pages and their tools</h2>\n<ul>\n")
+	for _, p := range s.pageList(r.Context()) {
+		fmt.Fprintf(&b, "<li><a href=\"/%s\">%s</a>", html.EscapeString(p), html.EscapeString(p))
+		specs, err := s.specs(p)
+		switch {
+		case err != nil && !strings.Contains(err.Error(), "declares no tools"):
+			fmt.Fprintf(&b, " — <em>%s</em>", html.EscapeString(err.Error()))
+		case len(specs) > 0:
+			b.WriteString("<ul>")
+			for _, sp := range specs {
+				fmt.Fprintf(&b, "<li><code>%s</code></li>", html.EscapeString(sp.String()))
+			}
+			b.WriteString("</ul>")
+		}
+		b.WriteString("</li>\n")
+	}
+	b.WriteString("</ul>\n</body></html>\n")
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write([]byte(b.String()))
+}
+
+// pageList is every Markdown page of the site (at most 1000).
+func (s *Site) pageList(ctx context.Context) []string {
+	found, err := s.ws.Search(ctx, ".", "**/*.md", fsops.SearchOptions{})
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(found))
+	for _, f := range found {
+		out = append(out, strings.TrimPrefix(f, "./"))
+		if len(out) == s.opts.MaxListItems {
+			break
+		}
+	}
+	return out
+}
+
+var (
+	mdLink   = regexp.MustCompile(`\[([^\]]+)\]\(([^)\s]+)\)`)
+	mdCode   = regexp.MustCompile("`([^`]+)`")
+	mdStrong = regexp.MustCompile(`\*\*([^*]+)\*\*`)
+)
+
+// renderMarkdown is a small Markdown renderer for the overview: headings,
+// paragraphs, lists, fenced code, inline code, bold and links (http, https
+// and relative only). Everything is escaped first.
+func renderMarkdown(md string) string {
+	var b strings.Builder
+	inline := func(s string) string {
+		s = html.EscapeString(s)
+		s = mdCode.ReplaceAllString(s, "<code>$1</code>")
+		s = mdStrong.ReplaceAllString(s, "<strong>$1</strong>")
+		return mdLink.ReplaceAllStringFunc(s, func(m string) string {
+			p := mdLink.FindStringSubmatch(m)
+			href := p[2]
+			if strings.Contains(href, ":") && !strings.HasPrefix(href, "http://") && !strings.HasPrefix(href, "https://") {
+				return p[1] // javascript:, data: and the like are not links
+			}
+			return `<a href="` + href + `">` + p[1] + `</a>`
+		})
+	}
+	lines := strings.Split(md, "\n")
+	inList, inCode := false, false
+	var para []string
+	flush := func() {
+		if len(para) > 0 {
+			b.WriteString("<p>" + inline(strings.Join(para, " ")) + "</p>\n")
+			para = nil
+		}
+		if inList {
+			b.WriteString("</ul>\n")
+			inList = false
+		}
+	}
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(t, "```"):
+			if inCode {
+				b.WriteString("</pre>\n")
+			} else {
+				flush()
+				b.WriteString("<pre>")
+			}
+			inCode = !inCode
+		case inCode:
+			b.WriteString(html.EscapeString(l) + "\n")
+		case t == "":
+			flush()
+		case strings.HasPrefix(t, "#"):
+			flush()
+			n := len(t) - len(strings.TrimLeft(t, "#"))
+			n = min(n, 6)
+			fmt.Fprintf(&b, "<h%d>%s</h%d>\n", n, inline(strings.TrimSpace(t[n:])), n)
+		case strings.HasPrefix(t, "- ") || strings.HasPrefix(t, "* "):
+			if len(para) > 0 {
+				b.WriteString("<p>" + inline(strings.Join(para, " ")) + "</p>\n")
+				para = nil
+			}
+			if !inList {
+				b.WriteString("<ul>\n")
+				inList = true
+			}
+			b.WriteString("<li>" + inline(t[2:]) + "</li>\n")
+		default:
+			para = append(para, t)
+		}
+	}
+	if inCode {
+		b.WriteString("</pre>\n")
+	}
+	flush()
+	return b.String()
+}
