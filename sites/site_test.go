@@ -28,6 +28,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // edit pages) and serves it.
 func exampleSite(t *testing.T, mod func(*Options)) (*Site, string) {
 	t.Helper()
+	return exampleSiteTB(t, mod)
+}
+
+func exampleSiteB(b *testing.B) (*Site, string) { return exampleSiteTB(b, nil) }
+
+func exampleSiteTB(t testing.TB, mod func(*Options)) (*Site, string) {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.CopyFS(dir, os.DirFS("../examples/site")); err != nil {
 		t.Fatal(err)
@@ -149,7 +156,9 @@ func TestRealExitCodeAndStreams(t *testing.T) {
 	}
 }
 
-func writePage(t *testing.T, root, name, body string) {
+func writePage(t *testing.T, root, name, body string) { writePageB(t, root, name, body) }
+
+func writePageB(t testing.TB, root, name, body string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
 		t.Fatal(err)
