@@ -1,0 +1,195 @@
+package extensions
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"sort"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+)
+
+// maxDepth bounds the nesting converted either way.
+const maxDepth = 100
+
+// FromJSON converts a JSON document into Starlark values: objects become
+// dicts (keys in document order), arrays lists, numbers ints when they are
+// integers (of any size: big ones stay exact) and floats otherwise, null
+// None.
+func FromJSON(data []byte) (starlark.Value, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	v, err := fromJSON(dec, 0)
+	if err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("json: unexpected data after the value")
+	}
+	return v, nil
+}
+
+func fromJSON(dec *json.Decoder, depth int) (starlark.Value, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("json: nested deeper than %d", maxDepth)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case nil:
+		return starlark.None, nil
+	case bool:
+		return starlark.Bool(t), nil
+	case string:
+		return starlark.String(t), nil
+	case json.Number:
+		return number(string(t))
+	case json.Delim:
+		switch t {
+		case '{':
+			d := starlark.NewDict(0)
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				v, err := fromJSON(dec, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				if err := d.SetKey(starlark.String(kt.(string)), v); err != nil {
+					return nil, err
+				}
+			}
+			_, err := dec.Token()
+			return d, err
+		case '[':
+			var elems []starlark.Value
+			for dec.More() {
+				v, err := fromJSON(dec, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				elems = append(elems, v)
+			}
+			_, err := dec.Token()
+			return starlark.NewList(elems), err
+		}
+	}
+	return nil, fmt.Errorf("json: unexpected %v", tok)
+}
+
+func number(s string) (starlark.Value, error) {
+	if i, ok := new(big.Int).SetString(s, 10); ok {
+		return starlark.MakeBigInt(i), nil
+	}
+	var f float64
+	if err := json.Unmarshal([]byte(s), &f); err != nil {
+		return nil, fmt.Errorf("json: number %s: %v", s, err)
+	}
+	return starlark.Float(f), nil
+}
+
+// ToJSON converts a Starlark value into JSON: None null, bools, ints of any
+// size (exact), finite floats, strings, lists and tuples arrays, dicts with
+// string keys and structs objects (keys sorted). Anything else — a
+// function, a set, a non-string key, NaN — is an error naming what.
+func ToJSON(v starlark.Value) ([]byte, error) {
+	var b bytes.Buffer
+	if err := toJSON(&b, v, 0); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func toJSON(b *bytes.Buffer, v starlark.Value, depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("nested deeper than %d", maxDepth)
+	}
+	switch x := v.(type) {
+	case starlark.NoneType:
+		b.WriteString("null")
+	case starlark.Bool:
+		if x {
+			b.WriteString("true")
+		} else {
+			b.WriteString("false")
+		}
+	case starlark.Int:
+		b.WriteString(x.String())
+	case starlark.Float:
+		f := float64(x)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("%v has no JSON form", x)
+		}
+		out, _ := json.Marshal(f)
+		b.Write(out)
+	case starlark.String:
+		out, _ := json.Marshal(string(x))
+		b.Write(out)
+	case starlark.Bytes:
+		out, _ := json.Marshal(string(x))
+		b.Write(out)
+	case *starlark.List:
+		return writeArray(b, x.Len(), x.Index, depth)
+	case starlark.Tuple:
+		return writeArray(b, x.Len(), x.Index, depth)
+	case *starlark.Dict:
+		type kv struct {
+			k string
+			v starlark.Value
+		}
+		var items []kv
+		for _, it := range x.Items() {
+			k, ok := it[0].(starlark.String)
+			if !ok {
+				return fmt.Errorf("a dict key %s is not a string", it[0].Type())
+			}
+			items = append(items, kv{string(k), it[1]})
+		}
+		sort.Slice(items, func(i, j int) bool { return items[i].k < items[j].k })
+		b.WriteByte('{')
+		for i, it := range items {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			k, _ := json.Marshal(it.k)
+			b.Write(k)
+			b.WriteByte(':')
+			if err := toJSON(b, it.v, depth+1); err != nil {
+				return err
+			}
+		}
+		b.WriteByte('}')
+	case *starlarkstruct.Struct:
+		d := starlark.StringDict{}
+		x.ToStringDict(d)
+		dict := starlark.NewDict(len(d))
+		for k, v := range d {
+			dict.SetKey(starlark.String(k), v)
+		}
+		return toJSON(b, dict, depth)
+	default:
+		return fmt.Errorf("a %s has no JSON form", v.Type())
+	}
+	return nil
+}
+
+func writeArray(b *bytes.Buffer, n int, at func(int) starlark.Value, depth int) error {
+	b.WriteByte('[')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if err := toJSON(b, at(i), depth+1); err != nil {
+			return err
+		}
+	}
+	b.WriteByte(']')
+	return nil
+}

@@ -1,0 +1,80 @@
+package extensions
+
+import (
+	"encoding/json"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"go.starlark.net/starlark"
+)
+
+func TestJSONRoundTrip(t *testing.T) {
+	for _, tc := range []struct{ in, out string }{
+		{`null`, `null`},
+		{`true`, `true`},
+		{`9007199254740993`, `9007199254740993`}, // beyond 2^53, exact
+		{`-123456789012345678901234567890`, `-123456789012345678901234567890`},
+		{`1.5`, `1.5`},
+		{`1e3`, `1000`},
+		{`"h\u00e9\n"`, `"hé\n"`},
+		{`[1,[2,{"a":null}]]`, `[1,[2,{"a":null}]]`},
+		{`{"b":1,"a":{"c":[true,false]}}`, `{"a":{"c":[true,false]},"b":1}`},
+		{`{}`, `{}`},
+		{`[]`, `[]`},
+	} {
+		v, err := FromJSON([]byte(tc.in))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		out, err := ToJSON(v)
+		if err != nil || string(out) != tc.out {
+			t.Errorf("%s → %s → %s (%v); want %s", tc.in, v, out, err, tc.out)
+		}
+	}
+	for _, bad := range []string{`{"a":}`, `[1,2`, `1 2`, strings.Repeat("[", maxDepth+2) + strings.Repeat("]", maxDepth+2)} {
+		if _, err := FromJSON([]byte(bad)); err == nil {
+			t.Errorf("FromJSON(%.40q) accepted", bad)
+		}
+	}
+	for _, v := range []starlark.Value{starlark.Float(math.NaN()), starlark.Float(math.Inf(1)), starlark.NewSet(1), starlark.NewBuiltin("f", nil)} {
+		if _, err := ToJSON(v); err == nil {
+			t.Errorf("ToJSON(%s) accepted", v.Type())
+		}
+	}
+	d := starlark.NewDict(1)
+	d.SetKey(starlark.MakeInt(1), starlark.None)
+	if _, err := ToJSON(d); err == nil || !strings.Contains(err.Error(), "not a string") {
+		t.Errorf("an int key: %v", err)
+	}
+}
+
+// FuzzJSON: whatever valid JSON comes in, it converts to Starlark and back to
+// the same JSON value.
+func FuzzJSON(f *testing.F) {
+	for _, s := range []string{`{"a":[1,2.5,"x",null,true]}`, `12345678901234567890`, `-0`, `[[[]]]`, `"\ud83d\ude00"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want any
+		if json.Unmarshal(data, &want) != nil {
+			return
+		}
+		v, err := FromJSON(data)
+		if err != nil {
+			return // deeper than maxDepth, or a float out of range
+		}
+		out, err := ToJSON(v)
+		if err != nil {
+			t.Fatalf("%s converted but does not convert back: %v", data, err)
+		}
+		var got any
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("%s → invalid JSON %s", data, out)
+		}
+		if !reflect.DeepEqual(want, got) { // numerically: -0 and 0 are the same number
+			t.Fatalf("%s → %s", data, out)
+		}
+	})
+}

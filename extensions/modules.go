@@ -1,0 +1,291 @@
+package extensions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	sljson "go.starlark.net/lib/json"
+	"go.starlark.net/lib/math"
+	sltime "go.starlark.net/lib/time"
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// Thread locals of a call: Go state Starlark code cannot see.
+const (
+	localCtx = "agentbe.ctx"
+	localExt = "agentbe.ext"
+	localWS  = "agentbe.ws"
+)
+
+// callState is what a module needs from the call it runs in; outside a
+// call (while a file loads) the modules that act refuse.
+func callState(thread *starlark.Thread, fn string) (context.Context, *Extension, fsops.Workspace, error) {
+	ctx, _ := thread.Local(localCtx).(context.Context)
+	ext, _ := thread.Local(localExt).(*Extension)
+	ws, _ := thread.Local(localWS).(fsops.Workspace)
+	if ctx == nil || ext == nil {
+		return nil, nil, nil, fmt.Errorf("%s: only inside a tool handler (not while the file loads)", fn)
+	}
+	return ctx, ext, ws, nil
+}
+
+// predeclared is what every file sees: the constructors and the modules.
+func (p *Provider) predeclared() starlark.StringDict {
+	d := constructors()
+	d["time"] = sltime.Module
+	d["math"] = math.Module
+	d["json"] = sljson.Module
+	d["exec"] = p.execModule()
+	d["http"] = p.httpModule()
+	d["fs"] = p.fsModule()
+	d["env"] = p.envModule()
+	return d
+}
+
+func module(name string, fns map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error)) *starlarkstruct.Module {
+	m := &starlarkstruct.Module{Name: name, Members: starlark.StringDict{}}
+	for n, f := range fns {
+		m.Members[n] = starlark.NewBuiltin(name+"."+n, f)
+	}
+	return m
+}
+
+// execModule: exec.run(cmd, args=[]) runs a program the extension lists in
+// allowed_exec, as an argv without a shell, through the sandbox (its
+// policy, isolation and limits), in the call's workspace.
+func (p *Provider) execModule() *starlarkstruct.Module {
+	return module("exec", map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){
+		"run": func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			var cmd string
+			var argv *starlark.List
+			if err := starlark.UnpackArgs(b.Name(), args, kwargs, "cmd", &cmd, "args?", &argv); err != nil {
+				return nil, err
+			}
+			ctx, ext, ws, err := callState(thread, b.Name())
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(ext.AllowedExec, cmd) {
+				return nil, fmt.Errorf("exec.run: %q is not in the allowed_exec of extension %s (%v)", cmd, ext.Name, ext.AllowedExec)
+			}
+			words := []string{cmd}
+			if argv != nil {
+				for i := range argv.Len() {
+					s, ok := starlark.AsString(argv.Index(i))
+					if !ok {
+						return nil, fmt.Errorf("exec.run: args[%d] is a %s, not a string", i, argv.Index(i).Type())
+					}
+					words = append(words, s)
+				}
+			}
+			if p.opts.Executor == nil {
+				return nil, errors.New("exec.run: this daemon runs no commands (memory backend)")
+			}
+			res, err := p.opts.Executor.Run(ctx, sandbox.Request{Command: sandbox.CommandLine(words...), Workspace: ws})
+			if err != nil {
+				return nil, fmt.Errorf("exec.run: %s", errcode.Sentence(err))
+			}
+			return starlarkstruct.FromStringDict(starlark.String("result"), starlark.StringDict{
+				"stdout":    starlark.String(sandbox.WithTruncationNotice(res.Stdout, res.StdoutSize)),
+				"stderr":    starlark.String(sandbox.WithTruncationNotice(res.Stderr, res.StderrSize)),
+				"exit_code": starlark.MakeInt(res.ExitCode),
+				"success":   starlark.Bool(res.ExitCode == 0 && !res.TimedOut),
+			}), nil
+		},
+	})
+}
+
+// httpModule: http.get/post/put/patch/delete through the network door.
+func (p *Provider) httpModule() *starlarkstruct.Module {
+	fns := map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){}
+	for _, method := range []string{"get", "post", "put", "patch", "delete"} {
+		fns[method] = func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			var url string
+			var headers *starlark.Dict
+			var body starlark.Value = starlark.None
+			var jsonBody starlark.Value = starlark.None
+			if err := starlark.UnpackArgs(b.Name(), args, kwargs, "url", &url, "headers?", &headers, "body?", &body, "json_body?", &jsonBody); err != nil {
+				return nil, err
+			}
+			ctx, _, _, err := callState(thread, b.Name())
+			if err != nil {
+				return nil, err
+			}
+			var payload string
+			switch {
+			case jsonBody != starlark.None:
+				j, err := ToJSON(jsonBody)
+				if err != nil {
+					return nil, fmt.Errorf("%s: json_body: %v", b.Name(), err)
+				}
+				payload = string(j)
+			case body != starlark.None:
+				s, ok := starlark.AsString(body)
+				if !ok {
+					return nil, fmt.Errorf("%s: body must be a string", b.Name())
+				}
+				payload = s
+			}
+			req, err := http.NewRequestWithContext(ctx, strings.ToUpper(method), url, strings.NewReader(payload))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", b.Name(), err)
+			}
+			if jsonBody != starlark.None {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			if headers != nil {
+				for _, kv := range headers.Items() {
+					k, ok1 := starlark.AsString(kv[0])
+					v, ok2 := starlark.AsString(kv[1])
+					if !ok1 || !ok2 {
+						return nil, fmt.Errorf("%s: headers must map strings to strings", b.Name())
+					}
+					req.Header.Set(k, v)
+				}
+			}
+			res, err := p.opts.Net.Fetch(ctx, req)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", b.Name(), err)
+			}
+			hdr := starlark.NewDict(len(res.Header))
+			for k := range res.Header {
+				hdr.SetKey(starlark.String(strings.ToLower(k)), starlark.String(res.Header.Get(k)))
+			}
+			out := starlark.StringDict{
+				"status":      starlark.MakeInt(res.Status),
+				"status_code": starlark.MakeInt(res.Status),
+				"headers":     hdr,
+				"body":        starlark.String(res.Body),
+				"truncated":   starlark.Bool(res.Truncated),
+				"json":        starlark.None,
+			}
+			if json.Valid(res.Body) && !res.Truncated {
+				if v, err := FromJSON(res.Body); err == nil {
+					out["json"] = v
+				}
+			}
+			return starlarkstruct.FromStringDict(starlark.String("response"), out), nil
+		}
+	}
+	return module("http", fns)
+}
+
+// fsModule: fs.read/write/list/exists in the call's workspace, through fsops.
+func (p *Provider) fsModule() *starlarkstruct.Module {
+	ws := func(thread *starlark.Thread, name string) (fsops.Workspace, error) {
+		_, _, w, err := callState(thread, name)
+		if err == nil && w == nil {
+			err = fmt.Errorf("%s: this call has no workspace", name)
+		}
+		return w, err
+	}
+	wrap := func(name string, err error) error {
+		return fmt.Errorf("%s: %s", name, errcode.Sentence(err))
+	}
+	return module("fs", map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){
+		"read": func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			var path string
+			if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path); err != nil {
+				return nil, err
+			}
+			w, err := ws(thread, b.Name())
+			if err != nil {
+				return nil, err
+			}
+			data, err := w.ReadFile(path)
+			if err != nil {
+				return nil, wrap(b.Name(), err)
+			}
+			return starlark.String(data), nil
+		},
+		"write": func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			var path, content string
+			if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path, "content", &content); err != nil {
+				return nil, err
+			}
+			w, err := ws(thread, b.Name())
+			if err != nil {
+				return nil, err
+			}
+			if err := w.WriteFile(path, []byte(content)); err != nil {
+				return nil, wrap(b.Name(), err)
+			}
+			return starlark.None, nil
+		},
+		"list": func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			path := "."
+			if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path?", &path); err != nil {
+				return nil, err
+			}
+			w, err := ws(thread, b.Name())
+			if err != nil {
+				return nil, err
+			}
+			infos, err := w.ReadDirTypes(path)
+			if err != nil {
+				return nil, wrap(b.Name(), err)
+			}
+			names := make([]starlark.Value, len(infos))
+			for i, fi := range infos {
+				names[i] = starlark.String(fi.Name)
+			}
+			return starlark.NewList(names), nil
+		},
+		"exists": func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			var path string
+			if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path); err != nil {
+				return nil, err
+			}
+			w, err := ws(thread, b.Name())
+			if err != nil {
+				return nil, err
+			}
+			ok, err := w.Exists(path)
+			if err != nil {
+				return nil, wrap(b.Name(), err)
+			}
+			return starlark.Bool(ok), nil
+		},
+	})
+}
+
+// envModule: env.get(name, default="") reads only the variables the
+// extension declares in env=[...], and never a secret of the daemon's.
+func (p *Provider) envModule() *starlarkstruct.Module {
+	return module("env", map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){
+		"get": func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			var name string
+			var def starlark.Value = starlark.String("")
+			if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "default?", &def); err != nil {
+				return nil, err
+			}
+			_, ext, _, err := callState(thread, b.Name())
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(ext.Env, name) {
+				return def, nil
+			}
+			v, ok := p.opts.Getenv(name)
+			if !ok {
+				return def, nil
+			}
+			for _, s := range p.opts.Secrets {
+				if s != "" && strings.Contains(v, s) {
+					return def, nil
+				}
+			}
+			return starlark.String(v), nil
+		},
+	})
+}

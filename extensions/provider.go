@@ -1,0 +1,510 @@
+package extensions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.starlark.net/starlark"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/netguard"
+	"github.com/agentbe/agentbe-daemon/registry"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// Defaults and bounds.
+const (
+	DefaultMaxSteps      = 100_000_000 // about a second of pure Starlark on one core
+	DefaultMaxConcurrent = 4
+	DefaultDebounce      = 200 * time.Millisecond
+	MaxFileBytes         = 1 << 20
+	MaxOutputBytes       = 1 << 20 // a handler's result text
+	maxPrintBytes        = 64 << 10
+)
+
+// Options configure a Provider.
+type Options struct {
+	Dir       string // the extensions directory
+	Registry  *registry.Registry
+	Workspace fsops.Workspace // where fs and exec work (a call's scope narrows it)
+	Executor  sandbox.Executor
+	Net       *netguard.Client
+	// Getenv reads the daemon's environment for env.get (os.LookupEnv when
+	// nil); Secrets are values never returned (the auth token).
+	Getenv  func(string) (string, bool)
+	Secrets []string
+	// MaxSteps bounds the Starlark steps of one call (and of loading a file).
+	MaxSteps uint64
+	// MaxConcurrent bounds the calls of one extension running at once.
+	MaxConcurrent int
+	// Debounce waits for a burst of file changes to end before reloading.
+	Debounce time.Duration
+	Logger   *slog.Logger
+}
+
+// Health is /health's view of one extension file.
+type Health struct {
+	File      string `json:"file"`
+	Name      string `json:"name,omitempty"`
+	State     string `json:"state"` // ready, failed (and still serving its last good version, if any)
+	Tools     int    `json:"tools"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+type loaded struct {
+	ext     *Extension // the version serving, nil if none ever loaded
+	mod     time.Time
+	size    int64
+	lastErr string
+	sem     chan struct{}
+}
+
+// Provider serves a directory of extensions.
+type Provider struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	files map[string]*loaded
+
+	watcher *fsnotify.Watcher
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+}
+
+// Start loads every extension of the directory and watches it. A file that
+// fails to load is logged and reported in Health; it does not stop the
+// others. The directory itself must exist.
+func Start(opts Options) (*Provider, error) {
+	fi, err := os.Stat(opts.Dir)
+	if err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory of *.star extensions", opts.Dir)
+	}
+	p, err := newProvider(opts)
+	if err != nil {
+		return nil, err
+	}
+	p.reload()
+	if w, err := fsnotify.NewWatcher(); err == nil && w.Add(p.dir) == nil {
+		p.watcher = w
+	} else {
+		if w != nil {
+			w.Close()
+		}
+		p.log.Warn("extensions: cannot watch the directory; polling every second instead", "dir", p.dir, "err", err)
+	}
+	go p.watch()
+	return p, nil
+}
+
+func newProvider(opts Options) (*Provider, error) {
+	abs, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.MaxSteps == 0 {
+		opts.MaxSteps = DefaultMaxSteps
+	}
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = DefaultDebounce
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = os.LookupEnv
+	}
+	if opts.Net == nil {
+		opts.Net = netguard.New(netguard.Options{})
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{dir: abs, opts: opts, log: log, files: map[string]*loaded{}, stop: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+// Close stops watching and withdraws every tool.
+func (p *Provider) Close() error {
+	p.once.Do(func() {
+		close(p.stop)
+		<-p.done
+		if p.watcher != nil {
+			p.watcher.Close()
+		}
+		p.mu.Lock()
+		for f := range p.files {
+			_ = p.opts.Registry.Set(provider(f), nil)
+		}
+		p.mu.Unlock()
+		p.opts.Net.CloseIdleConnections()
+	})
+	return nil
+}
+
+func provider(file string) string { return "extension:" + file }
+
+// watch reloads after changes, debounced; without a watcher it polls.
+func (p *Provider) watch() {
+	defer close(p.done)
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	if p.watcher != nil {
+		events, errs = p.watcher.Events, p.watcher.Errors
+		poll.Stop()
+	}
+	var timer *time.Timer
+	var fire <-chan time.Time
+	for {
+		select {
+		case <-p.stop:
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if !strings.HasSuffix(ev.Name, ".star") {
+				continue
+			}
+			if timer == nil {
+				timer = time.NewTimer(p.opts.Debounce)
+			} else {
+				timer.Reset(p.opts.Debounce)
+			}
+			fire = timer.C
+		case err, ok := <-errs:
+			if ok {
+				p.log.Warn("extensions: watching the directory", "err", err)
+			} else {
+				errs = nil
+			}
+		case <-fire:
+			fire = nil
+			p.reload()
+		case <-poll.C:
+			p.reload()
+		}
+	}
+}
+
+// files lists the extension files (not *_test.star) of the directory.
+func (p *Provider) list() ([]string, error) {
+	entries, err := os.ReadDir(p.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		n := e.Name()
+		if e.Type().IsRegular() && strings.HasSuffix(n, ".star") && !strings.HasSuffix(n, "_test.star") {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// reload loads the files that changed, keeps the last good version of
+// those that fail, and withdraws the tools of files that are gone.
+func (p *Provider) reload() {
+	names, err := p.list()
+	if err != nil {
+		p.log.Error("extensions: listing the directory", "dir", p.dir, "err", err)
+		return
+	}
+	seen := map[string]bool{}
+	for _, f := range names {
+		seen[f] = true
+		fi, err := os.Stat(filepath.Join(p.dir, f))
+		if err != nil {
+			continue
+		}
+		p.mu.Lock()
+		cur := p.files[f]
+		p.mu.Unlock()
+		if cur != nil && cur.mod.Equal(fi.ModTime()) && cur.size == fi.Size() {
+			continue
+		}
+		if cur == nil {
+			cur = &loaded{sem: make(chan struct{}, p.opts.MaxConcurrent)}
+		}
+		next := *cur
+		next.mod, next.size = fi.ModTime(), fi.Size()
+		ext, err := p.loadFile(f)
+		if err == nil {
+			err = p.opts.Registry.Set(provider(f), p.tools(ext, next.sem))
+		}
+		if err != nil {
+			next.lastErr = err.Error()
+			state := "failed"
+			detail := err.Error()
+			if next.ext != nil {
+				detail += " (serving the last good version)"
+			}
+			p.opts.Registry.SetState(provider(f), state, detail)
+			p.log.Error("extension did not load", "file", f, "err", err, "serving_previous", next.ext != nil)
+		} else {
+			next.ext, next.lastErr = ext, ""
+			p.opts.Registry.SetState(provider(f), "ready", "")
+			p.log.Info("extension loaded", "file", f, "name", ext.Name, "tools", len(ext.Tools))
+		}
+		p.mu.Lock()
+		p.files[f] = &next
+		p.mu.Unlock()
+	}
+	p.mu.Lock()
+	for f := range p.files {
+		if !seen[f] {
+			delete(p.files, f)
+			_ = p.opts.Registry.Set(provider(f), nil)
+			p.opts.Registry.SetState(provider(f), "removed", "")
+			p.log.Info("extension removed", "file", f)
+		}
+	}
+	p.mu.Unlock()
+}
+
+// Health reports every extension file.
+func (p *Provider) Health() []Health {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Health, 0, len(p.files))
+	for f, l := range p.files {
+		h := Health{File: f, State: "ready", LastError: l.lastErr}
+		if l.ext != nil {
+			h.Name, h.Tools = l.ext.Name, len(l.ext.Tools)
+		}
+		if l.lastErr != "" {
+			h.State = "failed"
+		}
+		out = append(out, h)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
+	return out
+}
+
+// tools turns an extension into registry tools bound to this version: a
+// call that started keeps its version whatever a reload does meanwhile.
+func (p *Provider) tools(ext *Extension, sem chan struct{}) []registry.Tool {
+	out := make([]registry.Tool, 0, len(ext.Tools))
+	for _, t := range ext.Tools {
+		var ann *mcp.ToolAnnotations
+		if t.Annotations != nil {
+			ann = &mcp.ToolAnnotations{ReadOnlyHint: t.Annotations["readOnlyHint"], IdempotentHint: t.Annotations["idempotentHint"]}
+			if v, ok := t.Annotations["destructiveHint"]; ok {
+				ann.DestructiveHint = &v
+			}
+			if v, ok := t.Annotations["openWorldHint"]; ok {
+				ann.OpenWorldHint = &v
+			}
+		}
+		out = append(out, registry.Tool{
+			Name: ext.Name + "__" + t.Name, Title: t.Title, Description: t.Description,
+			InputSchema: t.schema(), Annotations: ann,
+			Handler: func(ctx context.Context, call registry.Call) *mcp.CallToolResult {
+				return p.call(ctx, ext, t, sem, call)
+			},
+		})
+	}
+	return out
+}
+
+// newThread is a thread for file rel: load() confined to the directory,
+// print() to the daemon's log, bounded.
+func (p *Provider) newThread(rel string, ext *Extension) *starlark.Thread {
+	printed := 0
+	t := &starlark.Thread{
+		Name: rel,
+		Print: func(_ *starlark.Thread, msg string) {
+			if printed += len(msg); printed <= maxPrintBytes {
+				p.log.Info("extension print", "file", rel, "msg", msg)
+			}
+		},
+	}
+	cache := map[string]starlark.StringDict{}
+	t.Load = func(th *starlark.Thread, module string) (starlark.StringDict, error) {
+		return p.load(th, rel, module, cache, 0)
+	}
+	return t
+}
+
+// load reads another file of the directory for load(); nothing outside it.
+func (p *Provider) load(th *starlark.Thread, from, module string, cache map[string]starlark.StringDict, depth int) (starlark.StringDict, error) {
+	if depth > 16 {
+		return nil, errors.New("load: nested more than 16 deep")
+	}
+	name := filepath.Clean(filepath.FromSlash(module))
+	if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, ".."+string(filepath.Separator)) || !strings.HasSuffix(name, ".star") {
+		return nil, fmt.Errorf("load(%q): only .star files inside the extensions directory", module)
+	}
+	if g, ok := cache[name]; ok {
+		if g == nil {
+			return nil, fmt.Errorf("load(%q): a cycle", module)
+		}
+		return g, nil
+	}
+	full := filepath.Join(p.dir, name)
+	if real, err := filepath.EvalSymlinks(full); err != nil || !strings.HasPrefix(real, p.dir+string(filepath.Separator)) {
+		return nil, fmt.Errorf("load(%q): not a file inside the extensions directory", module)
+	}
+	src, err := os.ReadFile(full)
+	if err != nil {
+		return nil, fmt.Errorf("load(%q): %v", module, err)
+	}
+	cache[name] = nil
+	sub := &starlark.Thread{Name: name, Print: th.Print, Load: func(t2 *starlark.Thread, m string) (starlark.StringDict, error) {
+		return p.load(t2, name, m, cache, depth+1)
+	}}
+	sub.SetMaxExecutionSteps(p.opts.MaxSteps)
+	g, err := starlark.ExecFileOptions(fileOptions, sub, full, src, p.predeclared())
+	if err != nil {
+		delete(cache, name)
+		return nil, err
+	}
+	cache[name] = g
+	return g, nil
+}
+
+// call runs one tool call: the per-extension cap, the arguments, the
+// handler under the step limit and the call's deadline, the result.
+func (p *Provider) call(ctx context.Context, ext *Extension, t Tool, sem chan struct{}, call registry.Call) *mcp.CallToolResult {
+	select {
+	case sem <- struct{}{}:
+		defer func() { <-sem }()
+	case <-ctx.Done():
+		return failure(errcode.Timeout, fmt.Sprintf("extension %s is running %d calls (its limit); this one's time ran out waiting", ext.Name, cap(sem)))
+	}
+	args, err := arguments(t, call.Args)
+	if err != nil {
+		return failure(errcode.InvalidArgument, err.Error())
+	}
+	ws := call.Workspace
+	if ws == nil {
+		ws = p.opts.Workspace
+	}
+	thread := p.newThread(ext.File, ext)
+	thread.SetLocal(localCtx, ctx)
+	thread.SetLocal(localExt, ext)
+	thread.SetLocal(localWS, ws)
+	thread.SetMaxExecutionSteps(p.opts.MaxSteps)
+	stop := context.AfterFunc(ctx, func() { thread.Cancel("the call's time ran out") })
+	defer stop()
+	v, err := starlark.Call(thread, t.Handler, starlark.Tuple{args}, nil)
+	if err != nil {
+		code := errcode.ExecFailed
+		if ctx.Err() != nil {
+			code = errcode.Timeout
+		}
+		return failure(code, fmt.Sprintf("%s__%s: %s", ext.Name, t.Name, evalMessage(err)))
+	}
+	res, err := result(v)
+	if err != nil {
+		return failure(errcode.ExecFailed, fmt.Sprintf("%s__%s returned %v", ext.Name, t.Name, err))
+	}
+	return res
+}
+
+// evalMessage is a Starlark error with where it happened.
+func evalMessage(err error) string {
+	var ee *starlark.EvalError
+	if errors.As(err, &ee) {
+		if len(ee.CallStack) > 0 {
+			pos := ee.CallStack[len(ee.CallStack)-1].Pos
+			return fmt.Sprintf("%s (%s:%d)", ee.Msg, filepath.Base(pos.Filename()), pos.Line)
+		}
+		return ee.Msg
+	}
+	return err.Error()
+}
+
+// arguments converts the call's JSON into the handler's dict, with the
+// declared defaults filled in and the required parameters checked.
+func arguments(t Tool, raw json.RawMessage) (*starlark.Dict, error) {
+	d := starlark.NewDict(len(t.Params))
+	if len(raw) > 0 && string(raw) != "null" {
+		v, err := FromJSON(raw)
+		if err != nil {
+			return nil, fmt.Errorf("arguments: %v", err)
+		}
+		var ok bool
+		if d, ok = v.(*starlark.Dict); !ok {
+			return nil, errors.New("arguments must be a JSON object")
+		}
+	}
+	for _, p := range t.Params {
+		if _, found, _ := d.Get(starlark.String(p.Name)); found {
+			continue
+		}
+		switch {
+		case p.Default != nil:
+			d.SetKey(starlark.String(p.Name), p.Default)
+		case p.Required:
+			return nil, fmt.Errorf("missing required parameter %q", p.Name)
+		}
+	}
+	return d, nil
+}
+
+// result turns a handler's return value into a tool result: a dict with
+// "content" is an MCP result; anything else is text (a string) or JSON.
+func result(v starlark.Value) (*mcp.CallToolResult, error) {
+	if d, ok := v.(*starlark.Dict); ok {
+		if _, has, _ := d.Get(starlark.String("content")); has {
+			b, err := ToJSON(d)
+			if err != nil {
+				return nil, err
+			}
+			if len(b) > MaxOutputBytes {
+				return nil, fmt.Errorf("a result of %d bytes; the limit is %d", len(b), MaxOutputBytes)
+			}
+			var res mcp.CallToolResult
+			if err := json.Unmarshal(b, &res); err != nil {
+				return nil, fmt.Errorf("a result dict that is not an MCP result: %v", err)
+			}
+			return &res, nil
+		}
+	}
+	var text string
+	if s, ok := starlark.AsString(v); ok {
+		text = s
+	} else if v == starlark.None {
+		text = ""
+	} else {
+		b, err := ToJSON(v)
+		if err != nil {
+			return nil, err
+		}
+		text = string(b)
+	}
+	if len(text) > MaxOutputBytes {
+		return nil, fmt.Errorf("a result of %d bytes; the limit is %d", len(text), MaxOutputBytes)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
+}
+
+func failure(code errcode.Code, text string) *mcp.CallToolResult {
+	return registry.WithCode(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}, code)
+}
+
+// jsonRaw keeps a JSON value as is inside a schema map.
+type jsonRaw = json.RawMessage
