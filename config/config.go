@@ -94,6 +94,10 @@ type Config struct {
 	// Upstreams is the MCP servers file (docs/upstreams.md), "" for none.
 	Upstreams string
 
+	// Extensions is the directory of Starlark extensions
+	// (docs/extensions.md), "" for none.
+	Extensions string
+
 	// Site is a tool site's directory served under /site/ and as MCP tools
 	// (docs/sites.md), "" for none; SiteEnvFile fills its $VARs.
 	Site        string
@@ -219,6 +223,11 @@ func (c *Config) Validate() error {
 		}
 		if _, err := upstream.LoadConfig(c.Upstreams, os.LookupEnv); err != nil {
 			return fmt.Errorf("--upstreams: %w", err)
+		}
+	}
+	if c.Extensions != "" {
+		if fi, err := os.Stat(c.Extensions); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--extensions %q is not a directory of *.star files", c.Extensions)
 		}
 	}
 	if c.Site != "" {

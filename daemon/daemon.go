@@ -29,6 +29,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/audit"
 	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/extensions"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sshd"
@@ -193,6 +194,8 @@ type healthBody struct {
 	Providers []registry.ProviderInfo `json:"providers"`
 	// Upstreams is each --upstreams server's state (absent without the flag).
 	Upstreams []upstream.Health `json:"upstreams,omitempty"`
+	// Extensions is each --extensions file's state (absent without the flag).
+	Extensions []extensions.Health `json:"extensions,omitempty"`
 }
 
 // serveHealthServers is the execution service's health view,
@@ -233,6 +236,9 @@ func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	}
 	if d.proto.upstreams != nil {
 		body.Upstreams = d.proto.upstreams.Health()
+	}
+	if d.proto.extensions != nil {
+		body.Extensions = d.proto.extensions.Health()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

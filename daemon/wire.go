@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/extensions"
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/gatewayface"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
@@ -39,6 +40,8 @@ type protocols struct {
 	reg     *registry.Registry
 	rest    *restface.Handler
 	gateway *gatewayface.Server
+	// extensions serves the --extensions directory (nil without the flag).
+	extensions *extensions.Provider
 	// upstreams runs the --upstreams servers (nil without the flag).
 	upstreams *upstream.Provider
 	// site is the --site tool site (nil without the flag), with the
@@ -165,6 +168,12 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 	if cfg.Upstreams != "" {
 		if err := p.startUpstreams(cfg, opts); err != nil {
 			return err
+		}
+	}
+	if cfg.Extensions != "" {
+		if p.extensions, err = extensions.Start(extensions.Options{Dir: cfg.Extensions, Registry: p.reg, Workspace: p.ws, Executor: p.exec,
+			Secrets: []string{cfg.AuthToken}, Logger: log.With("component", "extensions")}); err != nil {
+			return fmt.Errorf("--extensions: %w", err)
 		}
 	}
 	instructions := ""
@@ -331,6 +340,9 @@ func (p *protocols) startSite(cfg config.Config, opts Options) (err error) {
 
 func (p *protocols) close() error {
 	var errs []error
+	if p.extensions != nil {
+		errs = append(errs, p.extensions.Close())
+	}
 	if p.upstreams != nil {
 		errs = append(errs, p.upstreams.Close())
 	}

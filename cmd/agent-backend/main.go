@@ -100,7 +100,7 @@ backend of the npm client) serves an in-memory workspace over stdio.`,
 	})
 	root.Flags().BoolP("version", "v", false, "print the version and exit")
 
-	root.AddCommand(newDaemonCommand(stdin, stdout, stderr), newSiteCommand(stdout, stderr), newVersionCommand(), newHealthCommand(), newProxyCommand())
+	root.AddCommand(newDaemonCommand(stdin, stdout, stderr), newSiteCommand(stdout, stderr), newExtCommand(stdout, stderr), newVersionCommand(), newHealthCommand(), newProxyCommand())
 	return root
 }
 

@@ -656,3 +656,34 @@ func TestSiteServe(t *testing.T) {
 		t.Errorf("exit after SIGTERM: %v\n%s", err, logs.String())
 	}
 }
+
+// TestExtCommands: `ext test` passes on the examples and fails with the
+// failing assertion named on a broken test; `ext check` reports every
+// error with file:line.
+func TestExtCommands(t *testing.T) {
+	out, errOut, code := run(t, nil, "ext", "test", "../../examples/extensions")
+	if code != 0 || !strings.HasPrefix(out, "ok\t../../examples/extensions\t8 tests") {
+		t.Errorf("ext test on the examples: exit %d\n%s%s", code, out, errOut)
+	}
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../../examples/extensions")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "textstats_test.star"), []byte("load(\"textstats.star\", \"stats\")\n\ndef test_wrong():\n    testing.eq(stats({\"text\": \"a b\"})[\"words\"], 3)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = run(t, nil, "ext", "test", dir, "--run", "test_wrong")
+	if code != 1 || !strings.Contains(out, "--- FAIL: textstats_test.star:test_wrong") || !strings.Contains(out, "textstats_test.star:4: eq: 2 != 3") {
+		t.Errorf("a failing test: exit %d\n%s", code, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "broken.star"), []byte("def describe_extension():\n    return Extension(name = 'broken', tools = [Tool(name = 'x')])\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "syntax.star"), []byte("x = 1\ndef f(:\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = run(t, nil, "ext", "check", dir)
+	if code != 1 || !strings.Contains(errOut, `broken.star: describe_extension(): tool "x" has no handler`) || !strings.Contains(errOut, "syntax.star:2:") {
+		t.Errorf("ext check: exit %d\n%s", code, errOut)
+	}
+}
