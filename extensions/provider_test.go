@@ -99,6 +99,15 @@ func start(t *testing.T, files map[string]string, mod func(*Options)) *fixture {
 	for name, src := range files {
 		write(t, dir, name, src)
 	}
+	return startIn(t, dir, mod)
+}
+
+// startB serves dir for a benchmark (the default limits, a 1 ms debounce).
+func startB(b *testing.B, dir string) *fixture {
+	return startIn(b, dir, func(o *Options) { o.MaxSteps = DefaultMaxSteps; o.Debounce = time.Millisecond })
+}
+
+func startIn(t testing.TB, dir string, mod func(*Options)) *fixture {
 	root := t.TempDir()
 	ws, err := fsops.NewDir(root, fsops.Options{})
 	if err != nil {
@@ -139,7 +148,11 @@ func (f *fixture) call(t *testing.T, tool, args string) (string, bool, errcode.C
 	return f.callCtx(t, context.Background(), tool, args)
 }
 
-func (f *fixture) callCtx(t *testing.T, ctx context.Context, tool, args string) (string, bool, errcode.Code) {
+func (f *fixture) callB(b *testing.B, tool, args string) (string, bool, errcode.Code) {
+	return f.callCtx(b, context.Background(), tool, args)
+}
+
+func (f *fixture) callCtx(t testing.TB, ctx context.Context, tool, args string) (string, bool, errcode.Code) {
 	t.Helper()
 	res, err := f.reg.Call(ctx, tool, registry.Call{Args: json.RawMessage(args), Workspace: f.ws})
 	if err != nil {
