@@ -1,0 +1,330 @@
+package gwtools
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// Modes of system.run.
+const (
+	ModeDeny      = "deny"      // nothing runs
+	ModeAllowlist = "allowlist" // only allowlisted executables in allowed directories
+	ModeFull      = "full"      // anything the denylist and the sandbox allow
+)
+
+// Ask settings.
+const (
+	AskOff    = "off"     // a miss is refused
+	AskOnMiss = "on-miss" // a miss waits for the operator
+	AskAlways = "always"  // every call waits for the operator (unless an "always" approval covers it)
+)
+
+// DefaultApprovalTTL is how long a pending approval may wait.
+const DefaultApprovalTTL = 10 * time.Minute
+
+// Policy is the --exec-approvals file, in the gateway plan's shape.
+type Policy struct {
+	Allowlist struct {
+		// Commands are program names (looked up on the PATH commands get)
+		// or absolute paths; a call matches by the executable it resolves to.
+		Commands []string `json:"commands"`
+		// CwdPrefix are directories a call's cwd must be in; $workspaceRoot
+		// is the workspace. Empty: anywhere in the workspace.
+		CwdPrefix []string `json:"cwdPrefix"`
+	} `json:"allowlist"`
+	Denylist struct {
+		// Patterns are regular expressions matched against the argv joined
+		// by spaces; a match always refuses, in every mode.
+		Patterns []string `json:"patterns"`
+	} `json:"denylist"`
+}
+
+// RunRequest is what an approval binds to.
+type RunRequest struct {
+	Argv []string          `json:"argv"`
+	Cwd  string            `json:"cwd"` // absolute
+	Env  map[string]string `json:"env,omitempty"`
+	Exe  string            `json:"executable"` // the resolved executable
+}
+
+func (r RunRequest) equal(o RunRequest) bool {
+	return slices.Equal(r.Argv, o.Argv) && r.Cwd == o.Cwd && maps.Equal(r.Env, o.Env) && r.Exe == o.Exe
+}
+
+// Pending is a call waiting for the operator.
+type Pending struct {
+	ID      string     `json:"requestId"`
+	Request RunRequest `json:"request"`
+	Reason  string     `json:"reason"` // why it needs approval
+	Created time.Time  `json:"created"`
+	Expires time.Time  `json:"expires"`
+	// State is pending, approved, denied or expired; an approved request
+	// runs once, when the agent calls system.run with its requestId.
+	State string `json:"state"`
+}
+
+// Decision is Check's answer.
+type Decision struct {
+	Allow   bool
+	Pending *Pending // set when the call waits for the operator
+	Reason  string   // why it was refused or why it waits
+}
+
+// Approvals applies the policy to system.run calls and keeps the pending
+// approvals. It is safe for concurrent use.
+type Approvals struct {
+	path, mode, ask, root string
+	ttl                   time.Duration
+	now                   func() time.Time
+
+	mu      sync.Mutex
+	policy  Policy
+	deny    []*regexp.Regexp
+	pending map[string]*Pending
+}
+
+// LoadApprovals reads the policy file (path "" is an empty policy) and
+// checks mode and ask.
+func LoadApprovals(path, mode, ask, workspaceRoot string, ttl time.Duration) (*Approvals, error) {
+	switch mode {
+	case ModeDeny, ModeAllowlist, ModeFull:
+	default:
+		return nil, fmt.Errorf("mode %q: use %s, %s or %s", mode, ModeDeny, ModeAllowlist, ModeFull)
+	}
+	switch ask {
+	case AskOff, AskOnMiss, AskAlways:
+	default:
+		return nil, fmt.Errorf("ask %q: use %s, %s or %s", ask, AskOff, AskOnMiss, AskAlways)
+	}
+	if ttl <= 0 {
+		ttl = DefaultApprovalTTL
+	}
+	a := &Approvals{path: path, mode: mode, ask: ask, root: workspaceRoot, ttl: ttl, now: time.Now, pending: map[string]*Pending{}}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&a.policy); err != nil {
+			return nil, fmt.Errorf("%s: %v", path, err)
+		}
+	}
+	for i, p := range a.policy.Denylist.Patterns {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: denylist.patterns[%d] %q: %v", path, i, p, err)
+		}
+		a.deny = append(a.deny, re)
+	}
+	for i, c := range a.policy.Allowlist.Commands {
+		if c == "" || (strings.Contains(c, "/") && !filepath.IsAbs(c)) {
+			return nil, fmt.Errorf("%s: allowlist.commands[%d] %q: a program name or an absolute path", path, i, c)
+		}
+	}
+	return a, nil
+}
+
+// Check decides a call. A pending decision is stored and returned with its
+// requestId.
+func (a *Approvals) Check(req RunRequest) Decision {
+	line := strings.Join(req.Argv, " ")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, re := range a.deny {
+		if re.MatchString(line) {
+			return Decision{Reason: fmt.Sprintf("the denylist refuses it (pattern %q)", re.String())}
+		}
+	}
+	if a.mode == ModeDeny {
+		return Decision{Reason: "system.run is off (--exec-approval-mode deny)"}
+	}
+	listed, why := a.allowlisted(req)
+	if a.ask == AskAlways && !(listed && a.mode == ModeAllowlist && a.alwaysRule(req)) {
+		return Decision{Pending: a.newPending(req, "every call needs the operator's approval (ask always)"), Reason: "waiting for the operator"}
+	}
+	if a.mode == ModeFull || listed {
+		return Decision{Allow: true}
+	}
+	if a.ask == AskOnMiss {
+		return Decision{Pending: a.newPending(req, why), Reason: "waiting for the operator"}
+	}
+	return Decision{Reason: why}
+}
+
+// alwaysRule: the executable was approved "always" (it is in the file).
+func (a *Approvals) alwaysRule(req RunRequest) bool {
+	return slices.Contains(a.policy.Allowlist.Commands, req.Exe)
+}
+
+// allowlisted reports whether the executable and the cwd are allowed, and
+// if not, why.
+func (a *Approvals) allowlisted(req RunRequest) (bool, string) {
+	exeOK := false
+	for _, c := range a.policy.Allowlist.Commands {
+		resolved := c
+		if !filepath.IsAbs(c) {
+			p, err := sandbox.LookPath(c, nil)
+			if err != nil {
+				continue
+			}
+			resolved = p
+		}
+		if real, err := filepath.EvalSymlinks(resolved); err == nil {
+			resolved = real
+		}
+		if resolved == req.Exe {
+			exeOK = true
+			break
+		}
+	}
+	if !exeOK {
+		return false, fmt.Sprintf("%s (%s) is not in the allowlist", req.Argv[0], req.Exe)
+	}
+	prefixes := a.policy.Allowlist.CwdPrefix
+	if len(prefixes) == 0 {
+		return true, ""
+	}
+	for _, p := range prefixes {
+		p = strings.ReplaceAll(p, "$workspaceRoot", a.root)
+		if req.Cwd == p || strings.HasPrefix(req.Cwd, strings.TrimSuffix(p, "/")+"/") {
+			return true, ""
+		}
+	}
+	return false, fmt.Sprintf("the cwd %s is not under an allowed prefix", req.Cwd)
+}
+
+func (a *Approvals) newPending(req RunRequest, why string) *Pending {
+	a.expire()
+	var b [12]byte
+	rand.Read(b[:])
+	now := a.now()
+	p := &Pending{ID: hex.EncodeToString(b[:]), Request: req, Reason: why, Created: now, Expires: now.Add(a.ttl), State: "pending"}
+	a.pending[p.ID] = p
+	cp := *p
+	return &cp
+}
+
+// expire drops what waited too long (a.mu held).
+func (a *Approvals) expire() {
+	now := a.now()
+	for id, p := range a.pending {
+		if now.After(p.Expires) {
+			delete(a.pending, id)
+		}
+	}
+}
+
+// List is every request waiting for the operator.
+func (a *Approvals) List() []Pending {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.expire()
+	out := []Pending{}
+	for _, p := range a.pending {
+		if p.State == "pending" {
+			out = append(out, *p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out
+}
+
+// ErrNoRequest: no pending request has that id (or it expired).
+var ErrNoRequest = errors.New("no such request (it never existed, was decided, or expired)")
+
+// Decide records the operator's decision. With always, the executable is
+// added to the policy file's allowlist (written atomically) so later calls
+// need no approval.
+func (a *Approvals) Decide(id string, approved, always bool) (Pending, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.expire()
+	p, ok := a.pending[id]
+	if !ok || p.State != "pending" {
+		return Pending{}, ErrNoRequest
+	}
+	if !approved {
+		p.State = "denied"
+		delete(a.pending, id)
+		return *p, nil
+	}
+	p.State = "approved"
+	if always {
+		if err := a.persist(p.Request.Exe); err != nil {
+			p.State = "pending"
+			return Pending{}, err
+		}
+	}
+	return *p, nil
+}
+
+// Take returns the approved request for id, once: the stored request is what
+// runs, whatever the agent sends with the id.
+func (a *Approvals) Take(id string) (RunRequest, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.expire()
+	p, ok := a.pending[id]
+	if !ok {
+		return RunRequest{}, ErrNoRequest
+	}
+	if p.State != "approved" {
+		return RunRequest{}, fmt.Errorf("request %s is still waiting for the operator", id)
+	}
+	delete(a.pending, id)
+	return p.Request, nil
+}
+
+// persist adds exe to the file's allowlist.commands (a.mu held).
+func (a *Approvals) persist(exe string) error {
+	if a.path == "" {
+		return errors.New("no --exec-approvals file to remember an always approval in")
+	}
+	if slices.Contains(a.policy.Allowlist.Commands, exe) {
+		return nil
+	}
+	next := a.policy
+	next.Allowlist.Commands = append(slices.Clone(a.policy.Allowlist.Commands), exe)
+	data, err := json.MarshalIndent(next, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(a.path), ".exec-approvals-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %v", a.path, err)
+	}
+	if _, err := tmp.Write(append(data, '\n')); err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o600)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), a.path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("writing %s: %v", a.path, err)
+	}
+	a.policy = next
+	return nil
+}

@@ -1,0 +1,325 @@
+package gwtools
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/netguard"
+	"github.com/agentbe/agentbe-daemon/registry"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type fixture struct {
+	reg  *registry.Registry
+	ws   fsops.Workspace
+	root string
+	p    *Provider
+}
+
+func setup(t *testing.T, mod func(*Options)) *fixture {
+	t.Helper()
+	root := t.TempDir()
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	exe, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeSoftware, WorkspaceRoot: ws.Root()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exe.Close() })
+	opts := Options{Workspace: ws, Executor: exe}
+	if mod != nil {
+		mod(&opts)
+	}
+	p := New(opts)
+	t.Cleanup(func() { p.Close() })
+	reg := registry.New(registry.Options{})
+	if err := reg.Set("gateway", p.Tools()); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{reg: reg, ws: ws, root: ws.Root(), p: p}
+}
+
+func (f *fixture) call(t *testing.T, tool, args string) (string, bool, errcode.Code) {
+	t.Helper()
+	res, err := f.reg.Call(context.Background(), tool, registry.Call{Args: json.RawMessage(args), Workspace: f.ws})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	return res.Content[0].(*mcp.TextContent).Text, res.IsError, registry.Code(res)
+}
+
+func allowServer(t *testing.T, h http.Handler) (*httptest.Server, *netguard.Client) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+	c := netguard.New(netguard.Options{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, AllowPorts: []uint16{uint16(port)}, MaxBodyBytes: 1000})
+	t.Cleanup(c.CloseIdleConnections)
+	return srv, c
+}
+
+func TestHTTPRequest(t *testing.T) {
+	srv, net := allowServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/text":
+			w.Header().Set("X-Seen", r.URL.Query().Get("q")+"|"+r.Header.Get("X-Test"))
+			w.Write([]byte("hello"))
+		case "/binary":
+			w.Write([]byte{0xff, 0x00, 0xfe})
+		case "/big":
+			w.Write([]byte(strings.Repeat("x", 5000)))
+		case "/to-private":
+			http.Redirect(w, r, "http://10.1.2.3/", http.StatusFound)
+		}
+	}))
+	f := setup(t, func(o *Options) { o.Net = net })
+	var res requestResult
+	txt, isErr, _ := f.call(t, "http.request", `{"method":"GET","url":"`+srv.URL+`/text","query":{"q":"1"},"headers":{"X-Test":"yes"}}`)
+	if err := json.Unmarshal([]byte(txt), &res); err != nil || isErr || res.Status != 200 || res.Body != "hello" || res.Headers["x-seen"] != "1|yes" || res.BodyEncoding != "text" {
+		t.Errorf("text: %s", txt)
+	}
+	txt, _, _ = f.call(t, "http.request", `{"method":"GET","url":"`+srv.URL+`/binary"}`)
+	json.Unmarshal([]byte(txt), &res)
+	if b, _ := base64.StdEncoding.DecodeString(res.Body); res.BodyEncoding != "base64" || string(b) != "\xff\x00\xfe" {
+		t.Errorf("binary: %s", txt)
+	}
+	txt, _, _ = f.call(t, "http.request", `{"method":"GET","url":"`+srv.URL+`/big"}`)
+	json.Unmarshal([]byte(txt), &res)
+	if !res.Truncated || len(res.Body) != 1000 {
+		t.Errorf("big: truncated=%v %d bytes", res.Truncated, len(res.Body))
+	}
+	strict := setup(t, nil)
+	for _, u := range []string{"http://127.0.0.1/", "http://169.254.169.254/latest/meta-data/", "http://0x7f.1/", "file:///etc/passwd", "http://[::1]/", srv.URL + "/to-private"} {
+		txt, isErr, code := strict.call(t, "http.request", `{"method":"GET","url":"`+u+`"}`)
+		if !isErr || code != errcode.InvalidArgument || !strings.Contains(txt, "refused") {
+			t.Errorf("%s: %q %v %s", u, txt, isErr, code)
+		}
+	}
+	if txt, isErr, _ := f.call(t, "http.request", `{"method":"GET","url":"`+srv.URL+`/to-private"}`); !isErr || !strings.Contains(txt, "refused") {
+		t.Errorf("redirect to a private address: %q", txt)
+	}
+}
+
+// TestDownloadIsAtomic: a body cut short by the server, or over the cap,
+// leaves no file; a whole one is written.
+func TestDownloadIsAtomic(t *testing.T) {
+	srv, net := allowServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ok":
+			w.Write([]byte("payload"))
+		case "/cut":
+			w.Header().Set("Content-Length", "500")
+			w.Write([]byte("only part"))
+			if hj, ok := w.(http.Hijacker); ok {
+				c, _, _ := hj.Hijack()
+				c.(*net.TCPConn).SetLinger(0)
+				c.Close()
+			}
+		case "/big":
+			w.Write([]byte(strings.Repeat("x", 5000)))
+		}
+	}))
+	f := setup(t, func(o *Options) { o.Net = net })
+	if txt, isErr, _ := f.call(t, "http.download", `{"url":"`+srv.URL+`/ok","destPath":"dl/file.bin"}`); isErr || !strings.Contains(txt, `"bytes":7`) {
+		t.Errorf("ok: %s", txt)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.root, "dl/file.bin")); string(b) != "payload" {
+		t.Errorf("written: %q", b)
+	}
+	for _, path := range []string{"/cut", "/big"} {
+		txt, isErr, _ := f.call(t, "http.download", `{"url":"`+srv.URL+path+`","destPath":"dl/`+path[1:]+`.bin"}`)
+		if !isErr {
+			t.Errorf("%s: %s", path, txt)
+		}
+		if _, err := os.Stat(filepath.Join(f.root, "dl", path[1:]+".bin")); err == nil {
+			t.Errorf("%s left a file", path)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Join(f.root, "dl"))
+	if len(entries) != 1 {
+		t.Errorf("dl holds %d entries (a temp file left?)", len(entries))
+	}
+	if txt, isErr, code := f.call(t, "http.download", `{"url":"`+srv.URL+`/ok","destPath":"../out.bin"}`); !isErr || code != errcode.PathEscapeAttempt {
+		t.Errorf("escape: %s %s", txt, code)
+	}
+}
+
+func TestFSTools(t *testing.T) {
+	f := setup(t, func(o *Options) { o.MaxFileBytes = 100 })
+	for _, tc := range []struct {
+		tool, args, want string
+		isErr            bool
+	}{
+		{"fs.write", `{"path":"a/b.txt","content":"hi"}`, `{"bytes":2,"path":"a/b.txt","success":true}`, false},
+		{"fs.read", `{"path":"a/b.txt"}`, `{"content":"hi","encoding":"utf8","size":2}`, false},
+		{"fs.write", `{"path":"bin","content":"/wA=","encoding":"base64"}`, `"bytes":2`, false},
+		{"fs.read", `{"path":"bin"}`, `{"content":"/wA=","encoding":"base64","size":2}`, false},
+		{"fs.list", `{}`, `{"entries":[{"path":"a","type":"dir","size":`, false},
+		{"fs.list", `{"recursive":true}`, `{"path":"a/b.txt","type":"file","size":2}`, false},
+		{"fs.glob", `{"pattern":"**/*.txt"}`, `{"paths":["a/b.txt"],"truncated":false}`, false},
+		{"fs.write", `{"path":"big","content":"` + strings.Repeat("x", 101) + `"}`, "the limit is 100", true},
+		{"fs.write", `{"path":"x","content":"y","atomic":false}`, "always atomic", true},
+		{"fs.read", `{"path":"../../etc/passwd"}`, "escapes", true},
+		{"fs.read", `{"path":"a"}`, "is a directory", true},
+		{"fs.read", `{"path":"a/b.txt","extra":1}`, "unknown field", true},
+		{"fs.delete", `{"path":"a/b.txt"}`, "--fs-delete", true},
+	} {
+		txt, isErr, _ := f.call(t, tc.tool, tc.args)
+		if isErr != tc.isErr || !strings.Contains(txt, tc.want) {
+			t.Errorf("%s %s: %q isError=%v; want %q", tc.tool, tc.args, txt, isErr, tc.want)
+		}
+	}
+	g := setup(t, func(o *Options) { o.AllowDelete = true })
+	g.call(t, "fs.write", `{"path":"gone.txt","content":"x"}`)
+	if txt, isErr, _ := g.call(t, "fs.delete", `{"path":"gone.txt"}`); isErr {
+		t.Errorf("delete: %s", txt)
+	}
+	if _, err := os.Stat(filepath.Join(g.root, "gone.txt")); err == nil {
+		t.Error("not deleted")
+	}
+}
+
+func policyFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "exec-approvals.json")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSystemRunApprovals walks the approval rules end to end.
+func TestSystemRunApprovals(t *testing.T) {
+	policy := policyFile(t, `{"allowlist":{"commands":["echo"],"cwdPrefix":["$workspaceRoot"]},"denylist":{"patterns":["rm\\s+-rf","sudo"]}}`)
+	var ap *Approvals
+	f := setup(t, func(o *Options) {
+		var err error
+		ap, err = LoadApprovals(policy, ModeAllowlist, AskOnMiss, o.Workspace.Root(), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Approvals = ap
+	})
+	// Allowed: on the allowlist, in the workspace.
+	if txt, isErr, _ := f.call(t, "system.run", `{"argv":["echo","hi"]}`); isErr || !strings.Contains(txt, `"stdout":"hi\n"`) || !strings.Contains(txt, `"exitCode":0`) {
+		t.Errorf("allowed: %s", txt)
+	}
+	// Denied by pattern, in every mode.
+	if txt, isErr, code := f.call(t, "system.run", `{"argv":["echo","rm","-rf","/"]}`); !isErr || code != errcode.DangerousOperation || !strings.Contains(txt, "denylist") {
+		t.Errorf("denylist: %s", txt)
+	}
+	// A miss waits for the operator.
+	txt, isErr, _ := f.call(t, "system.run", `{"argv":["printf","%s","approved run"]}`)
+	var pend struct{ Status, RequestID string }
+	json.Unmarshal([]byte(strings.SplitN(txt, "\n", 2)[0]), &pend)
+	if isErr || pend.Status != "approval-pending" || pend.RequestID == "" {
+		t.Fatalf("miss: %s", txt)
+	}
+	if l := ap.List(); len(l) != 1 || l[0].Request.Argv[0] != "printf" {
+		t.Errorf("pending: %+v", l)
+	}
+	// Not yet approved: the id does not run.
+	if txt, isErr, _ := f.call(t, "system.run", `{"requestId":"`+pend.RequestID+`"}`); !isErr || !strings.Contains(txt, "still waiting") {
+		t.Errorf("before approval: %s", txt)
+	}
+	if _, err := ap.Decide(pend.RequestID, true, false); err != nil {
+		t.Fatal(err)
+	}
+	// Replay with other arguments is refused (and uses the approval up).
+	if txt, isErr, _ := f.call(t, "system.run", `{"requestId":"`+pend.RequestID+`","argv":["printf","%s","something else"]}`); !isErr || !strings.Contains(txt, "runs only as approved") {
+		t.Errorf("changed replay: %s", txt)
+	}
+	// Approve again and run the stored request once.
+	txt, _, _ = f.call(t, "system.run", `{"argv":["printf","%s","approved run"]}`)
+	json.Unmarshal([]byte(strings.SplitN(txt, "\n", 2)[0]), &pend)
+	ap.Decide(pend.RequestID, true, false)
+	if txt, isErr, _ := f.call(t, "system.run", `{"requestId":"`+pend.RequestID+`"}`); isErr || !strings.Contains(txt, `"stdout":"approved run"`) {
+		t.Errorf("approved: %s", txt)
+	}
+	if txt, isErr, _ := f.call(t, "system.run", `{"requestId":"`+pend.RequestID+`"}`); !isErr || !strings.Contains(txt, "no such request") {
+		t.Errorf("second use: %s", txt)
+	}
+	// Denied by the operator.
+	txt, _, _ = f.call(t, "system.run", `{"argv":["true"]}`)
+	json.Unmarshal([]byte(strings.SplitN(txt, "\n", 2)[0]), &pend)
+	ap.Decide(pend.RequestID, false, false)
+	if txt, isErr, _ := f.call(t, "system.run", `{"requestId":"`+pend.RequestID+`"}`); !isErr || !strings.Contains(txt, "no such request") {
+		t.Errorf("denied: %s", txt)
+	}
+	// Expired.
+	txt, _, _ = f.call(t, "system.run", `{"argv":["true"]}`)
+	json.Unmarshal([]byte(strings.SplitN(txt, "\n", 2)[0]), &pend)
+	ap.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
+	if _, err := ap.Decide(pend.RequestID, true, false); err != ErrNoRequest {
+		t.Errorf("expired: %v", err)
+	}
+	ap.now = time.Now
+	// Always: persisted, and the next call runs without asking.
+	txt, _, _ = f.call(t, "system.run", `{"argv":["true"]}`)
+	json.Unmarshal([]byte(strings.SplitN(txt, "\n", 2)[0]), &pend)
+	if _, err := ap.Decide(pend.RequestID, true, true); err != nil {
+		t.Fatal(err)
+	}
+	saved, _ := os.ReadFile(policy)
+	trueExe, _ := sandbox.LookPath("true", nil)
+	trueExe, _ = filepath.EvalSymlinks(trueExe)
+	if !strings.Contains(string(saved), trueExe) {
+		t.Errorf("the always rule is not in the file:\n%s", saved)
+	}
+	if txt, isErr, _ := f.call(t, "system.run", `{"argv":["true"]}`); isErr || !strings.Contains(txt, `"exitCode":0`) {
+		t.Errorf("after always: %s", txt)
+	}
+	// Outside the workspace.
+	if txt, isErr, _ := f.call(t, "system.run", `{"argv":["echo"],"cwd":"../.."}`); !isErr || !strings.Contains(txt, "escapes") {
+		t.Errorf("cwd outside: %s", txt)
+	}
+}
+
+// TestSystemRunModes: deny refuses everything; full lets the sandbox's
+// policy judge (sudo refused there); no policy at all refuses.
+func TestSystemRunModes(t *testing.T) {
+	deny := setup(t, func(o *Options) { o.Approvals, _ = LoadApprovals("", ModeDeny, AskOff, o.Workspace.Root(), 0) })
+	if txt, isErr, _ := deny.call(t, "system.run", `{"argv":["echo"]}`); !isErr || !strings.Contains(txt, "off") {
+		t.Errorf("deny: %s", txt)
+	}
+	full := setup(t, func(o *Options) { o.Approvals, _ = LoadApprovals("", ModeFull, AskOff, o.Workspace.Root(), 0) })
+	if txt, isErr, _ := full.call(t, "system.run", `{"argv":["ls"]}`); isErr {
+		t.Errorf("full: %s", txt)
+	}
+	if txt, isErr, code := full.call(t, "system.run", `{"argv":["su","root"]}`); !isErr || code != errcode.DangerousOperation {
+		t.Errorf("full, su: %s %s", txt, code)
+	}
+	none := setup(t, nil)
+	if txt, isErr, _ := none.call(t, "system.run", `{"argv":["echo"]}`); !isErr || !strings.Contains(txt, "no approval policy") {
+		t.Errorf("no policy: %s", txt)
+	}
+	if _, err := LoadApprovals("", "maybe", AskOff, "/", 0); err == nil {
+		t.Error("a bad mode was accepted")
+	}
+	if _, err := LoadApprovals(policyFile(t, `{"denylist":{"patterns":["("]}}`), ModeFull, AskOff, "/", 0); err == nil || !strings.Contains(err.Error(), "denylist.patterns[0]") {
+		t.Errorf("a bad pattern: %v", err)
+	}
+}
