@@ -309,7 +309,8 @@ func (a *Approvals) persist(exe string) error {
 	if err != nil {
 		return fmt.Errorf("writing %s: %v", a.path, err)
 	}
-	if _, err := tmp.Write(append(data, '\n')); err == nil {
+	_, err = tmp.Write(append(data, '\n'))
+	if err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
