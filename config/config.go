@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/gwtools"
 	"github.com/agentbe/agentbe-daemon/upstream"
 )
 
@@ -93,6 +94,22 @@ type Config struct {
 
 	// Upstreams is the MCP servers file (docs/upstreams.md), "" for none.
 	Upstreams string
+
+	// GatewayTools serves http.*, fs.* and system.run (docs/gateway-tools.md).
+	GatewayTools bool
+	// ExecApprovals is system.run's policy file; ExecApprovalMode and
+	// ExecAsk its mode and ask setting; ExecApprovalTTL how long a pending
+	// approval waits.
+	ExecApprovals    string
+	ExecApprovalMode string
+	ExecAsk          string
+	ExecApprovalTTL  time.Duration
+	// OperatorToken approves system.run requests, read from
+	// OperatorTokenFile (--operator-token-file).
+	OperatorToken     string
+	OperatorTokenFile string
+	// FSDelete serves fs.delete.
+	FSDelete bool
 
 	// Extensions is the directory of Starlark extensions
 	// (docs/extensions.md), "" for none.
@@ -224,6 +241,24 @@ func (c *Config) Validate() error {
 		if _, err := upstream.LoadConfig(c.Upstreams, os.LookupEnv); err != nil {
 			return fmt.Errorf("--upstreams: %w", err)
 		}
+	}
+	switch c.ExecApprovalMode {
+	case "deny", "allowlist", "full":
+	default:
+		return fmt.Errorf("--exec-approval-mode %q: use deny, allowlist or full", c.ExecApprovalMode)
+	}
+	switch c.ExecAsk {
+	case "off", "on-miss", "always":
+	default:
+		return fmt.Errorf("--exec-ask %q: use off, on-miss or always", c.ExecAsk)
+	}
+	if c.ExecApprovals != "" {
+		if _, err := gwtools.LoadApprovals(c.ExecApprovals, c.ExecApprovalMode, c.ExecAsk, c.Root, c.ExecApprovalTTL); err != nil {
+			return fmt.Errorf("--exec-approvals: %w", err)
+		}
+	}
+	if c.OperatorToken != "" && c.OperatorToken == c.AuthToken {
+		return errors.New("--operator-token-file holds the agent's token (--auth-token-file): the operator's token must differ, or the agent could approve its own commands")
 	}
 	if c.Extensions != "" {
 		if fi, err := os.Stat(c.Extensions); err != nil || !fi.IsDir() {

@@ -43,6 +43,7 @@ func TestDefaults(t *testing.T) {
 		MaxConns: 1024, MaxConnsPerIP: 128, MaxBatch: 64, MaxReplyBytes: 32 << 20, MaxInflightPerIP: 32,
 		MCPSessionIdle: 30 * time.Minute, MCPMaxSessions: 100,
 		MaxConcurrentCalls: 10, ToolQueueWait: 2 * time.Second, ToolTimeout: 30 * time.Second,
+		ExecApprovalMode: "allowlist", ExecAsk: "on-miss", ExecApprovalTTL: 10 * time.Minute,
 		SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, SSHKeepalive: 30 * time.Second,
 		SSHEnvAllowlist: []string{"LANG", "LC_*", "TERM", "COLORTERM"},
 		MaxProcs:        "auto",

@@ -120,6 +120,15 @@ func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, err
 			return c, fmt.Errorf("--auth-token-file %q is empty", c.AuthTokenFile)
 		}
 	}
+	if c.OperatorTokenFile != "" {
+		b, err := os.ReadFile(c.OperatorTokenFile)
+		if err != nil {
+			return c, fmt.Errorf("--operator-token-file %q: cannot read: %v", c.OperatorTokenFile, unwrapPathError(err))
+		}
+		if c.OperatorToken = strings.TrimSpace(string(b)); c.OperatorToken == "" {
+			return c, fmt.Errorf("--operator-token-file %q is empty", c.OperatorTokenFile)
+		}
+	}
 	return c, nil
 }
 

@@ -156,6 +156,11 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	if d.proto.siteHTTP != nil {
 		d.handleWork(routeSite, d.proto.siteHTTP)
 	}
+	if d.proto.approvals != nil {
+		h := d.proto.approvals.ApprovalsHandler(cfg.OperatorToken, d.auditApproval)
+		d.handleWork(routeApprovals, h)
+		d.handleWork(routeApprovals+"/", h)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if isUpgrade(r) {
 			writeJSONError(w, http.StatusBadRequest, "Bad Request", "WebSocket upgrades are served only at /ssh and /gateway")

@@ -28,6 +28,8 @@ const (
 	routeTools         = "/tools"
 	routeExecute       = "/execute"
 	routeGateway       = "/gateway"
+	// routeApprovals is the operator's view of system.run approvals.
+	routeApprovals = "/approvals"
 	// routeSite is the --site tool site's prefix.
 	routeSite  = "/site/"
 	routeOther = "other"
@@ -36,6 +38,9 @@ const (
 func routeOf(path string) string {
 	if strings.HasPrefix(path, routeSite) {
 		return routeSite
+	}
+	if strings.HasPrefix(path, routeApprovals) {
+		return routeApprovals
 	}
 	switch path {
 	case routeHealth, routeHealthServers, routeMetrics, routeMCP, routeSSH, routeTools, routeExecute, routeGateway:

@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbe/agentbe-daemon/audit"
 	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/gwtools"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sshd"
 )
@@ -90,7 +92,7 @@ func openAudit(cfg config.Config, log *slog.Logger) (*audit.Log, error) {
 			return nil, fmt.Errorf("--audit-log %q is inside the workspace (--root %q), where the agent could read or rewrite it; put it outside, e.g. /var/log/agent-backend/audit.log", cfg.AuditLog, cfg.Root)
 		}
 	}
-	l, err := audit.Open(audit.Options{Path: cfg.AuditLog, Secrets: []string{cfg.AuthToken}, Logger: log.With("component", "audit")})
+	l, err := audit.Open(audit.Options{Path: cfg.AuditLog, Secrets: []string{cfg.AuthToken, cfg.OperatorToken}, Logger: log.With("component", "audit")})
 	if err != nil {
 		return nil, fmt.Errorf("--audit-log %q: %w", cfg.AuditLog, err)
 	}
@@ -169,6 +171,21 @@ func (d *Daemon) auditSession(r sshd.SessionRecord) {
 		Tool: "ssh." + r.Kind, Command: r.Command, Outcome: r.Outcome,
 		DurationMS: float64(r.Duration.Microseconds()) / 1000, BytesIn: r.BytesIn, BytesOut: r.BytesOut,
 	})
+}
+
+// auditApproval logs an operator's decision on a system.run request.
+func (d *Daemon) auditApproval(p gwtools.Pending, approved, always bool, remote string) {
+	if d.audit == nil {
+		return
+	}
+	outcome := "denied"
+	if approved {
+		outcome = "approved"
+		if always {
+			outcome = "approved-always"
+		}
+	}
+	d.audit.Write(audit.Entry{Time: time.Now(), Face: "rest", Remote: remote, Tool: "approval", Command: strings.Join(p.Request.Argv, " "), Outcome: outcome})
 }
 
 // ReopenAuditLog opens --audit-log again by name (on SIGHUP, after

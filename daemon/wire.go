@@ -14,6 +14,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/extensions"
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/gatewayface"
+	"github.com/agentbe/agentbe-daemon/gwtools"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/mcphttp"
@@ -40,6 +41,10 @@ type protocols struct {
 	reg     *registry.Registry
 	rest    *restface.Handler
 	gateway *gatewayface.Server
+	// gwtools serves --gateway-tools (nil without the flag), approvals its
+	// system.run policy.
+	gwtools   *gwtools.Provider
+	approvals *gwtools.Approvals
 	// extensions serves the --extensions directory (nil without the flag).
 	extensions *extensions.Provider
 	// upstreams runs the --upstreams servers (nil without the flag).
@@ -167,6 +172,11 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 	}
 	if cfg.Upstreams != "" {
 		if err := p.startUpstreams(cfg, opts); err != nil {
+			return err
+		}
+	}
+	if cfg.GatewayTools {
+		if err := p.startGatewayTools(cfg, opts); err != nil {
 			return err
 		}
 	}
@@ -303,6 +313,20 @@ func (p *protocols) startUpstreams(cfg config.Config, opts Options) error {
 	return nil
 }
 
+// startGatewayTools serves http.*, fs.* and system.run, the last behind the
+// approval policy.
+func (p *protocols) startGatewayTools(cfg config.Config, opts Options) (err error) {
+	if p.approvals, err = gwtools.LoadApprovals(cfg.ExecApprovals, cfg.ExecApprovalMode, cfg.ExecAsk, p.ws.Root(), cfg.ExecApprovalTTL); err != nil {
+		return fmt.Errorf("--exec-approvals: %w", err)
+	}
+	p.gwtools = gwtools.New(gwtools.Options{Workspace: p.ws, Executor: p.exec, AllowDelete: cfg.FSDelete, Approvals: p.approvals,
+		Logger: opts.Logger.With("component", "gateway-tools")})
+	if err := p.reg.Set("gateway-tools", p.gwtools.Tools()); err != nil {
+		return fmt.Errorf("--gateway-tools: %w", err)
+	}
+	return nil
+}
+
 // startSite serves the --site directory: its own confined workspace and an
 // executor built like the daemon's (same mode, policy, user and limits) but
 // rooted there, and the read_page and run_command tools.
@@ -340,6 +364,9 @@ func (p *protocols) startSite(cfg config.Config, opts Options) (err error) {
 
 func (p *protocols) close() error {
 	var errs []error
+	if p.gwtools != nil {
+		errs = append(errs, p.gwtools.Close())
+	}
 	if p.extensions != nil {
 		errs = append(errs, p.extensions.Close())
 	}

@@ -1,0 +1,97 @@
+package daemon
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestApprovalFlow: system.run of a command off the allowlist waits; the
+// agent's token cannot see or decide approvals; the operator approves over
+// REST; the agent runs the approved request by its id; the decision is in
+// the audit log.
+func TestApprovalFlow(t *testing.T) {
+	c := testConfig(t)
+	dir := t.TempDir()
+	c.GatewayTools = true
+	c.AuthToken = "agent-token-1"
+	c.OperatorToken = "operator-token-2"
+	c.ExecApprovals = filepath.Join(dir, "approvals.json")
+	c.AuditLog = filepath.Join(dir, "audit.log")
+	if err := os.WriteFile(c.ExecApprovals, []byte(`{"allowlist":{"commands":["echo"]},"denylist":{"patterns":["sudo"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, c, nil)
+	do := func(method, path, body, token string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, r.url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	exec := func(args string) map[string]any {
+		t.Helper()
+		_, body := do("POST", "/execute", `{"tool_name":"system.run","arguments":`+args+`}`, c.AuthToken)
+		var out map[string]any
+		json.Unmarshal([]byte(body), &out)
+		return out
+	}
+	if out := exec(`{"argv":["echo","direct"]}`); out["status"] != "success" || !strings.Contains(out["output"].(string), `"stdout":"direct\n"`) {
+		t.Errorf("allowlisted: %v", out)
+	}
+	out := exec(`{"argv":["printf","%s","needs approval"]}`)
+	first := strings.SplitN(out["output"].(string), "\n", 2)[0]
+	var pend struct{ Status, RequestID string }
+	if err := json.Unmarshal([]byte(first), &pend); err != nil || pend.Status != "approval-pending" {
+		t.Fatalf("pending: %v", out)
+	}
+	for _, tc := range []struct{ method, path, token string }{
+		{"GET", "/approvals", c.AuthToken},
+		{"POST", "/approvals/" + pend.RequestID, c.AuthToken},
+		{"GET", "/approvals", ""},
+	} {
+		if code, body := do(tc.method, tc.path, `{"approved":true}`, tc.token); code != 401 {
+			t.Errorf("%s %s with token %q: %d %s", tc.method, tc.path, tc.token, code, body)
+		}
+	}
+	if code, body := do("GET", "/approvals", "", c.OperatorToken); code != 200 || !strings.Contains(body, pend.RequestID) || !strings.Contains(body, "needs approval") {
+		t.Errorf("list: %d %s", code, body)
+	}
+	if code, body := do("POST", "/approvals/"+pend.RequestID, `{"approved":true}`, c.OperatorToken); code != 200 || !strings.Contains(body, `"state":"approved"`) {
+		t.Errorf("approve: %d %s", code, body)
+	}
+	if code, _ := do("POST", "/approvals/nope", `{"approved":true}`, c.OperatorToken); code != 404 {
+		t.Errorf("unknown id: %d", code)
+	}
+	if out := exec(`{"requestId":"` + pend.RequestID + `"}`); out["status"] != "success" || !strings.Contains(out["output"].(string), `"stdout":"needs approval"`) {
+		t.Errorf("approved run: %v", out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(c.AuditLog)
+		if strings.Contains(string(b), `"tool":"approval","command":"printf %s needs approval","outcome":"approved"`) {
+			if strings.Contains(string(b), c.OperatorToken) || strings.Contains(string(b), c.AuthToken) {
+				t.Errorf("a token in the audit log:\n%s", b)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no approval line in the audit log:\n%s", b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
