@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -160,6 +159,3 @@ func (d *fsDriver) close() error {
 	}
 	return d.owner()
 }
-
-// isNotExist reports whether err is a missing path (for Exists-like callers).
-func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
