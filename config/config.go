@@ -95,6 +95,18 @@ type Config struct {
 	// Upstreams is the MCP servers file (docs/upstreams.md), "" for none.
 	Upstreams string
 
+	// SSHListen is the address of the SSH port (docs/ssh.md), "" for none;
+	// SSHAuthorizedKeys and SSHPasswordHashFile are its authentication
+	// (at least one is required); SSHMaxAuthTries cuts a connection after
+	// that many failed attempts. ConventionalSSH and SSHPort are the
+	// reference daemon's flags, mapped onto SSHListen.
+	SSHListen           string
+	SSHAuthorizedKeys   string
+	SSHPasswordHashFile string
+	SSHMaxAuthTries     int
+	ConventionalSSH     bool
+	SSHPort             int
+
 	// GatewayTools serves http.*, fs.* and system.run (docs/gateway-tools.md).
 	GatewayTools bool
 	// ExecApprovals is system.run's policy file; ExecApprovalMode and
@@ -240,6 +252,28 @@ func (c *Config) Validate() error {
 		}
 		if _, err := upstream.LoadConfig(c.Upstreams, os.LookupEnv); err != nil {
 			return fmt.Errorf("--upstreams: %w", err)
+		}
+	}
+	if c.ConventionalSSH && c.SSHListen == "" {
+		// The reference's sshd listened on every interface.
+		c.SSHListen = net.JoinHostPort("0.0.0.0", strconv.Itoa(c.SSHPort))
+	}
+	if c.SSHListen != "" {
+		host, port, err := net.SplitHostPort(c.SSHListen)
+		if err != nil {
+			return fmt.Errorf("--ssh-listen %q: want ADDR:PORT (127.0.0.1:2222, or :2222 for every address): %v", c.SSHListen, err)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("--ssh-listen %q: the port must be 1-65535", c.SSHListen)
+		}
+		if host != "" && net.ParseIP(host) == nil && host != "localhost" {
+			return fmt.Errorf("--ssh-listen %q: the address must be an IP address", c.SSHListen)
+		}
+		if c.SSHAuthorizedKeys == "" && c.SSHPasswordHashFile == "" {
+			return fmt.Errorf("--ssh-listen %s needs authentication: set --ssh-authorized-keys (an OpenSSH authorized_keys file) and/or --ssh-password-hash-file; the SSH port has no unauthenticated mode", c.SSHListen)
+		}
+		if c.LocalOnly {
+			return errors.New("--ssh-listen cannot be used with --local-only")
 		}
 	}
 	switch c.ExecApprovalMode {

@@ -44,6 +44,7 @@ func TestDefaults(t *testing.T) {
 		MCPSessionIdle: 30 * time.Minute, MCPMaxSessions: 100,
 		MaxConcurrentCalls: 10, ToolQueueWait: 2 * time.Second, ToolTimeout: 30 * time.Second,
 		ExecApprovalMode: "allowlist", ExecAsk: "on-miss", ExecApprovalTTL: 10 * time.Minute,
+		SSHMaxAuthTries: 6, SSHPort: 22,
 		SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, SSHKeepalive: 30 * time.Second,
 		SSHEnvAllowlist: []string{"LANG", "LC_*", "TERM", "COLORTERM"},
 		MaxProcs:        "auto",
@@ -462,6 +463,32 @@ func TestProcs(t *testing.T) {
 		n, why := cfg.Procs(c.goDefault, c.envSet)
 		if n != c.want || why != c.why {
 			t.Errorf("Procs(%q, go default %d, env %v) = %d, %q; want %d, %q", c.setting, c.goDefault, c.envSet, n, why, c.want, c.why)
+		}
+	}
+}
+
+// TestSSHListenNeedsAuth: the SSH port has no unauthenticated mode, on a
+// public address or on loopback; --conventional-ssh maps onto it.
+func TestSSHListenNeedsAuth(t *testing.T) {
+	for _, tc := range []struct {
+		listen, keys string
+		conventional bool
+		want         string
+	}{
+		{"0.0.0.0:2222", "", false, "--ssh-listen 0.0.0.0:2222 needs authentication"},
+		{"127.0.0.1:2222", "", false, "needs authentication"},
+		{"", "", true, "--ssh-listen 0.0.0.0:22 needs authentication"},
+		{"localhost", "k", false, "want ADDR:PORT"},
+		{"127.0.0.1:0", "k", false, "the port must be 1-65535"},
+		{"example.com:22", "k", false, "must be an IP address"},
+		{":2222", "k", false, ""},
+	} {
+		c := Default()
+		c.Root = t.TempDir()
+		c.SSHListen, c.SSHAuthorizedKeys, c.ConventionalSSH = tc.listen, tc.keys, tc.conventional
+		err := c.Validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: %v; want %q", tc, err, tc.want)
 		}
 	}
 }

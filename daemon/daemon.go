@@ -48,6 +48,8 @@ type Options struct {
 
 	// sessionEnded is the audit log's SSH session hook, set by New.
 	sessionEnded func(sshd.SessionRecord)
+	// sshAuthAttempt counts the SSH port's login attempts, set by New.
+	sshAuthAttempt func(method, outcome string)
 }
 
 // Daemon is one running workspace server. Create it with New, run it with
@@ -73,6 +75,8 @@ type Daemon struct {
 
 	// conns is the connection limiter of the running Serve (nil before).
 	conns atomic.Pointer[connLimiter]
+	// sshAddr is the SSH port's address once Serve listens on it.
+	sshAddr atomic.Value
 
 	closeOnce sync.Once
 	closeErr  error
@@ -127,6 +131,17 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	d.proto.reg = newToolRegistry(cfg, d)
 	if d.audit != nil {
 		opts.sessionEnded = d.auditSession
+	}
+	if cfg.SSHListen != "" {
+		attempts := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentbe_ssh_auth_attempts_total",
+			Help: "Login attempts on the SSH port (--ssh-listen), by method (publickey, password) and outcome (accepted, refused).",
+		}, []string{"method", "outcome"})
+		if err := opts.Registry.Register(attempts); err != nil {
+			_ = d.closeAudit()
+			return nil, fmt.Errorf("register ssh metrics: %w", err)
+		}
+		opts.sshAuthAttempt = func(method, outcome string) { attempts.WithLabelValues(method, outcome).Inc() }
 	}
 	d.guard = httpguard.New(httpguard.Options{AuthToken: cfg.AuthToken, AllowedOrigins: cfg.AllowedOrigins, Logger: d.log})
 	if err := d.proto.build(cfg, opts, d.guard); err != nil {
@@ -293,7 +308,23 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 		ln = tls.NewListener(ln, d.certs.tlsConfig())
 		scheme = "https"
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
+	if d.proto.sshPort != nil {
+		sshLn, err := net.Listen("tcp", d.cfg.SSHListen)
+		if err != nil {
+			return fmt.Errorf("--ssh-listen %s: %w", d.cfg.SSHListen, err)
+		}
+		go func() {
+			if err := d.proto.sshPort.Serve(sshLn); err != nil && !errors.Is(err, sshd.ErrShuttingDown) && !errors.Is(err, net.ErrClosed) {
+				errc <- fmt.Errorf("ssh port: %w", err)
+			}
+		}()
+		d.sshAddr.Store(sshLn.Addr().String())
+		d.log.Info("SSH port listening", "addr", sshLn.Addr().String(), "auth", d.proto.sshPortAuth.Describe())
+		if d.cfg.ConventionalSSH {
+			d.log.Warn("--conventional-ssh and --ssh-port are deprecated: the daemon serves SSH itself; use --ssh-listen ADDR:PORT", "ssh_listen", d.cfg.SSHListen)
+		}
+	}
 	go func() { errc <- srv.Serve(ln) }()
 	d.log.Info("listening", "addr", ln.Addr().String(), "root", d.cfg.Root,
 		"mcp", scheme+"://"+ln.Addr().String()+routeMCP, "ssh_ws", d.proto.sshHandler() != nil,
@@ -371,6 +402,22 @@ func (d *Daemon) ListenAndServe(ctx context.Context) error {
 func (d *Daemon) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	d.log.Info("serving MCP over stdio", "root", d.cfg.Root, "backend", d.cfg.Backend)
 	return d.proto.serveStdio(ctx, in, out)
+}
+
+// SSHAddr is the address the SSH port listens on ("" before Serve, or
+// without --ssh-listen).
+func (d *Daemon) SSHAddr() string {
+	a, _ := d.sshAddr.Load().(string)
+	return a
+}
+
+// ReloadSSHKeys reads the SSH port's authorized_keys and password hash
+// again (on SIGHUP). Without --ssh-listen it does nothing.
+func (d *Daemon) ReloadSSHKeys() error {
+	if d.proto.sshPortAuth == nil {
+		return nil
+	}
+	return d.proto.sshPortAuth.Reload()
 }
 
 // Close releases the executor (killing its processes) and the protocol

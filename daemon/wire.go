@@ -22,6 +22,8 @@ import (
 	"github.com/agentbe/agentbe-daemon/restface"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/sites"
+	"github.com/agentbe/agentbe-daemon/sshauth"
+	"github.com/agentbe/agentbe-daemon/sshd"
 	"github.com/agentbe/agentbe-daemon/sshws"
 	"github.com/agentbe/agentbe-daemon/upstream"
 	"github.com/agentbe/agentbe-daemon/wstools"
@@ -41,6 +43,10 @@ type protocols struct {
 	reg     *registry.Registry
 	rest    *restface.Handler
 	gateway *gatewayface.Server
+	// sshPort serves --ssh-listen (nil without it): the SSH core with the
+	// port's authentication, the same sessions as /ssh.
+	sshPort     *sshd.Server
+	sshPortAuth *sshauth.Auth
 	// gwtools serves --gateway-tools (nil without the flag), approvals its
 	// system.run policy.
 	gwtools   *gwtools.Provider
@@ -236,6 +242,11 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		})
 	}
 
+	if cfg.SSHListen != "" {
+		if err := p.startSSHPort(cfg, opts); err != nil {
+			return err
+		}
+	}
 	if !cfg.DisableSSHWS && !cfg.LocalOnly {
 		p.ssh, err = sshws.New(sshws.Options{
 			Workspace:         p.ws,
@@ -286,10 +297,47 @@ func (p *protocols) serveStdio(ctx context.Context, in io.Reader, out io.Writer)
 // shutdown closes WebSockets with 1001 and kills their processes; the HTTP
 // server does not track hijacked connections, so this is done here.
 func (p *protocols) shutdown(ctx context.Context) error {
-	if p.ssh == nil {
-		return nil
+	var errs []error
+	if p.sshPort != nil {
+		errs = append(errs, p.sshPort.Shutdown(ctx))
 	}
-	return p.ssh.Shutdown(ctx)
+	if p.ssh != nil {
+		errs = append(errs, p.ssh.Shutdown(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// startSSHPort builds the SSH port's server: the SSH core with the port's
+// authentication (keys, password), the /ssh host key, keepalive, caps and
+// the same sessions (exec, shell, pty, SFTP) over the same workspace and
+// executor. Listening is Serve's.
+func (p *protocols) startSSHPort(cfg config.Config, opts Options) (err error) {
+	p.sshPortAuth, err = sshauth.New(sshauth.Options{AuthorizedKeys: cfg.SSHAuthorizedKeys, PasswordHashFile: cfg.SSHPasswordHashFile,
+		Logger: opts.Logger.With("component", "ssh-port"), Attempt: opts.sshAuthAttempt})
+	if err != nil {
+		return err
+	}
+	signer, err := sshws.LoadOrCreateHostKey(cfg.SSHHostKey)
+	if err != nil {
+		return fmt.Errorf("--ssh-host-key %q: %w", cfg.SSHHostKey, err)
+	}
+	so := sshd.Options{
+		Workspace: p.ws, Executor: p.exec, HostKey: signer,
+		MaxAuthTries: cfg.SSHMaxAuthTries, KeepaliveInterval: cfg.SSHKeepalive, MaxConns: cfg.MaxSSHConns,
+		EnvAllowlist: cfg.SSHEnvAllowlist, SessionEnded: opts.sessionEnded,
+		SubsystemHandlers: map[string]sshd.SubsystemHandler{"sftp": sshd.SFTP(sshd.SFTPLimits{})},
+		Logger:            opts.Logger.With("component", "ssh-port"),
+	}
+	if cfg.SSHAuthorizedKeys != "" {
+		so.PublicKeyCallback = p.sshPortAuth.PublicKey
+	}
+	if cfg.SSHPasswordHashFile != "" {
+		so.PasswordCallback = p.sshPortAuth.Password
+	}
+	if p.sshPort, err = sshd.New(so); err != nil {
+		return fmt.Errorf("--ssh-listen: %w", err)
+	}
+	return nil
 }
 
 // startUpstreams starts the --upstreams servers as a provider of the
@@ -364,6 +412,9 @@ func (p *protocols) startSite(cfg config.Config, opts Options) (err error) {
 
 func (p *protocols) close() error {
 	var errs []error
+	if p.sshPort != nil {
+		errs = append(errs, p.sshPort.Close())
+	}
 	if p.gwtools != nil {
 		errs = append(errs, p.gwtools.Close())
 	}

@@ -56,6 +56,10 @@ type Options struct {
 	PasswordCallback  func(gossh.ConnMetadata, []byte) (*gossh.Permissions, error)
 	PublicKeyCallback func(gossh.ConnMetadata, gossh.PublicKey) (*gossh.Permissions, error)
 
+	// MaxAuthTries cuts a connection after that many failed authentication
+	// attempts (OpenSSH's MaxAuthTries); 0 is x/crypto's default (6).
+	MaxAuthTries int
+
 	// KeepaliveInterval is how often the server sends keepalive@openssh.com
 	// to a logged-in client; after 3 intervals without an answer the
 	// connection is dropped. 0 sends none (the WebSocket adapter pings at
@@ -225,11 +229,20 @@ func New(opts Options) (*Server, error) {
 		NoClientAuth:      opts.NoClientAuth,
 		PasswordCallback:  opts.PasswordCallback,
 		PublicKeyCallback: opts.PublicKeyCallback,
+		MaxAuthTries:      opts.MaxAuthTries,
 		ServerVersion:     "SSH-2.0-agentbe",
 	}
 	s.sshConf.AddHostKey(opts.HostKey)
 	return s, nil
 }
+
+// Permission extensions an authentication callback may grant a connection
+// (in ssh.Permissions.Extensions), which its sessions honour: the options
+// of an authorized_keys line.
+const (
+	// PermNoPty refuses pty-req (authorized_keys' no-pty and restrict).
+	PermNoPty = "no-pty"
+)
 
 // Conn is a logged-in SSH connection, returned by Handshake; Serve serves
 // it.
@@ -245,6 +258,15 @@ type Conn struct {
 
 	vmu  sync.Mutex
 	vals []connValue // per-connection state of subsystem handlers (a slice: one or two entries)
+}
+
+// denied reports whether the connection's authentication withheld perm.
+func (c *Conn) denied(perm string) bool {
+	if c == nil || c.sc == nil || c.sc.Permissions == nil {
+		return false
+	}
+	_, set := c.sc.Permissions.Extensions[perm]
+	return set
 }
 
 // Handshake registers c, runs the SSH handshake and authentication on it

@@ -124,7 +124,7 @@ func (ss *session) handle(req *gossh.Request) bool {
 			Cols, Rows, PxW, PxH uint32
 			Modes                string
 		}
-		if gossh.Unmarshal(req.Payload, &p) != nil || ss.busy || ss.pty != nil {
+		if gossh.Unmarshal(req.Payload, &p) != nil || ss.busy || ss.pty != nil || ss.conn.denied(PermNoPty) {
 			return false
 		}
 		ss.pty = &sandbox.Pty{Term: p.Term, Cols: clamp16(p.Cols), Rows: clamp16(p.Rows)}

@@ -199,6 +199,9 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 			} else if cfg.TLSCert != "" {
 				log.Info("SIGHUP: TLS certificate reloaded", "cert", cfg.TLSCert)
 			}
+			if err := d.ReloadSSHKeys(); err != nil {
+				log.Error("SIGHUP: reloading the SSH port's keys failed; the previous ones stay in force", "err", err)
+			}
 			if err := d.ReopenAuditLog(); err != nil {
 				log.Error("SIGHUP: reopening the audit log failed; still writing the previous file", "err", err)
 			} else if cfg.AuditLog != "" && cfg.AuditLog != "-" {

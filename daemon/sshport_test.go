@@ -1,0 +1,146 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+)
+
+// clientKey makes an ed25519 key pair: the private key file for OpenSSH and
+// the authorized_keys line.
+func clientKey(t *testing.T, dir, name string) (keyFile, authLine string, signer gossh.Signer) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := gossh.MarshalPrivateKey(priv, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile = filepath.Join(dir, name)
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, err = gossh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keyFile, strings.TrimSpace(string(gossh.MarshalAuthorizedKey(signer.PublicKey()))) + " " + name, signer
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// sshCmd runs OpenSSH's ssh against the port.
+func sshCmd(t *testing.T, addr, key string, args ...string) (string, error) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	base := []string{"-F", "/dev/null", "-i", key, "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-p", port}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ssh", append(append(base, "agent@"+host), args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestSSHPortWithOpenSSH: OpenSSH's ssh and sftp against --ssh-listen with
+// key authentication: exec, the sandbox policy, SFTP, a wrong key, from=,
+// no-pty, and a key revoked by editing authorized_keys.
+func TestSSHPortWithOpenSSH(t *testing.T) {
+	for _, tool := range []string{"ssh", "sftp"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s (openssh-client) is needed: %v", tool, err)
+		}
+	}
+	dir := t.TempDir()
+	key, line, _ := clientKey(t, dir, "good")
+	otherKey, _, _ := clientKey(t, dir, "other")
+	farKey, farLine, _ := clientKey(t, dir, "far")
+	ptyKey, ptyLine, _ := clientKey(t, dir, "nopty")
+	authz := filepath.Join(dir, "authorized_keys")
+	write := func(content string) {
+		if err := os.WriteFile(authz, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(line + "\n" + `from="10.0.0.0/8" ` + farLine + "\n" + "restrict " + ptyLine + "\n")
+	c := testConfig(t)
+	c.SSHListen = freeAddr(t)
+	c.SSHAuthorizedKeys = authz
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, c, nil)
+	waitFor(t, "the SSH port", func() bool { return r.d.SSHAddr() != "" })
+	addr := r.d.SSHAddr()
+
+	if out, err := sshCmd(t, addr, key, "echo hello; pwd"); err != nil || out != "hello\n"+c.Root+"\n" {
+		t.Errorf("exec: %q %v", out, err)
+	}
+	if out, err := sshCmd(t, addr, key, "sudo id"); err == nil || !strings.Contains(out, "privilege-escalation") {
+		t.Errorf("the policy over the SSH port: %q %v", out, err)
+	}
+	if out, err := sshCmd(t, addr, key, "cat ../../etc/hostname"); err == nil {
+		t.Errorf("an escape over the SSH port ran: %q", out)
+	}
+	if out, err := sshCmd(t, addr, otherKey, "true"); err == nil || !strings.Contains(out, "Permission denied") {
+		t.Errorf("an unknown key: %q %v", out, err)
+	}
+	if out, err := sshCmd(t, addr, farKey, "true"); err == nil {
+		t.Errorf("a key limited by from= logged in from 127.0.0.1: %q", out)
+	}
+	if out, err := sshCmd(t, addr, ptyKey, "-tt", "tty"); !strings.Contains(out, "not a tty") && !strings.Contains(out, "PTY allocation request failed") {
+		t.Errorf("restrict (no-pty): %q %v", out, err)
+	}
+	// SFTP: put then get.
+	if err := os.WriteFile(filepath.Join(dir, "up.txt"), []byte("uploaded"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	batch := fmt.Sprintf("put %s/up.txt remote.txt\nget remote.txt %s/down.txt\n", dir, dir)
+	cmd := exec.Command("sftp", "-F", "/dev/null", "-i", key, "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "BatchMode=yes", "-P", port, "-b", "-", "agent@"+host)
+	cmd.Stdin = strings.NewReader(batch)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sftp: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(c.Root, "remote.txt")); string(b) != "uploaded" {
+		t.Errorf("sftp put: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "down.txt")); string(b) != "uploaded" {
+		t.Errorf("sftp get: %q", b)
+	}
+	// Revoke the key by editing the file: the next login is refused.
+	write(ptyLine + "\n")
+	future := time.Now().Add(2 * time.Second)
+	os.Chtimes(authz, future, future)
+	if out, err := sshCmd(t, addr, key, "true"); err == nil {
+		t.Errorf("a revoked key logged in: %q", out)
+	}
+	_, m := get(t, r.url+"/metrics")
+	if !bytes.Contains(m, []byte(`agentbe_ssh_auth_attempts_total{method="publickey",outcome="accepted"}`)) ||
+		!bytes.Contains(m, []byte(`agentbe_ssh_auth_attempts_total{method="publickey",outcome="refused"}`)) {
+		t.Errorf("/metrics lacks the SSH auth counters")
+	}
+}
