@@ -27,7 +27,9 @@ func newKey(t *testing.T) gossh.PublicKey {
 	return pk
 }
 
-func line(pk gossh.PublicKey) string { return strings.TrimSpace(string(gossh.MarshalAuthorizedKey(pk))) }
+func line(pk gossh.PublicKey) string {
+	return strings.TrimSpace(string(gossh.MarshalAuthorizedKey(pk)))
+}
 
 type meta struct {
 	user string
@@ -41,7 +43,9 @@ func (m meta) ServerVersion() []byte { return nil }
 func (m meta) RemoteAddr() net.Addr  { return m.addr }
 func (m meta) LocalAddr() net.Addr   { return m.addr }
 
-func from(ip string) meta { return meta{user: "agent", addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: 5000}} }
+func from(ip string) meta {
+	return meta{user: "agent", addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: 5000}}
+}
 
 func TestParseAuthorizedKeys(t *testing.T) {
 	k := newKey(t)
