@@ -131,6 +131,14 @@ func TestSSHPortWithOpenSSH(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "down.txt")); string(b) != "uploaded" {
 		t.Errorf("sftp get: %q", b)
 	}
+	// scp in its default (SFTP) mode.
+	scp := exec.Command("scp", "-F", "/dev/null", "-i", key, "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "BatchMode=yes", "-P", port, filepath.Join(dir, "up.txt"), "agent@"+host+":scp.txt")
+	if out, err := scp.CombinedOutput(); err != nil {
+		t.Errorf("scp: %v\n%s", err, out)
+	} else if b, _ := os.ReadFile(filepath.Join(c.Root, "scp.txt")); string(b) != "uploaded" {
+		t.Errorf("scp: %q", b)
+	}
 	// Revoke the key by editing the file: the next login is refused.
 	write(ptyLine + "\n")
 	future := time.Now().Add(2 * time.Second)
