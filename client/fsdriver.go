@@ -89,18 +89,20 @@ func (d *fsDriver) exec(ctx context.Context, command string, opts ExecOptions) (
 	if strings.TrimSpace(command) == "" {
 		return nil, &errcode.Error{Code: errcode.EmptyCommand, Op: "exec", Msg: "empty command"}
 	}
-	dir := ""
+	// A Dir runs the command in that directory, bound to it (a scope of the
+	// workspace, which the sandbox opens once and binds by descriptor).
+	ws := d.ws
 	if opts.Dir != "" {
-		abs, err := d.ws.Resolve(opts.Dir)
+		scope, err := d.ws.Scope(opts.Dir)
 		if err != nil {
 			return nil, err
 		}
-		dir = abs
+		defer scope.Close()
+		ws = scope
 	}
 	res, err := d.exe.Run(ctx, sandbox.Request{
 		Command:   command,
-		Workspace: d.ws,
-		Dir:       dir,
+		Workspace: ws,
 		Env:       opts.Env,
 		Stdin:     opts.Stdin,
 	})

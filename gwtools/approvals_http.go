@@ -1,12 +1,13 @@
 package gwtools
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 )
 
 // ApprovalsHandler serves the operator's side of approvals on the REST
@@ -16,6 +17,7 @@ import (
 // agent cannot approve its own commands. decided is told of every decision
 // (the audit log).
 func (a *Approvals) ApprovalsHandler(operatorToken string, decided func(p Pending, approved, always bool, remote string)) http.Handler {
+	tok := httpguard.NewToken(operatorToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON := func(status int, v any) {
 			w.Header().Set("Content-Type", "application/json")
@@ -23,8 +25,7 @@ func (a *Approvals) ApprovalsHandler(operatorToken string, decided func(p Pendin
 			w.WriteHeader(status)
 			json.NewEncoder(w).Encode(v)
 		}
-		got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if operatorToken == "" || subtle.ConstantTimeCompare([]byte(got), []byte(operatorToken)) != 1 {
+		if operatorToken == "" || !tok.AllowsHeader(r) {
 			writeJSON(http.StatusUnauthorized, map[string]string{"error": "Unauthorized", "message": "approvals need the operator's token (--operator-token-file), not the agent's"})
 			return
 		}

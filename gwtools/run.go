@@ -88,7 +88,17 @@ func (p *Provider) run(ctx context.Context, call registry.Call) *mcp.CallToolRes
 	if a.TimeoutMs > 0 && time.Duration(a.TimeoutMs)*time.Millisecond < timeout {
 		timeout = time.Duration(a.TimeoutMs) * time.Millisecond
 	}
-	res, err := p.opts.Executor.Run(ctx, sandbox.Request{Command: sandbox.CommandLine(req.Argv...), Workspace: ws, Dir: req.Cwd, Env: req.Env, Timeout: timeout})
+	// The command runs in, and is bound to, its cwd: a scope of the
+	// workspace the sandbox opens once and binds by descriptor.
+	if rel := strings.TrimPrefix(strings.TrimPrefix(req.Cwd, ws.Root()), "/"); rel != "" {
+		scope, err := ws.Scope(rel)
+		if err != nil {
+			return fail(err)
+		}
+		defer scope.Close()
+		ws = scope
+	}
+	res, err := p.opts.Executor.Run(ctx, sandbox.Request{Command: sandbox.CommandLine(req.Argv...), Workspace: ws, Env: req.Env, Timeout: timeout})
 	if err != nil {
 		return fail(err)
 	}

@@ -414,16 +414,23 @@ func reservedEnv(k string) bool {
 	return false
 }
 
-// exec hands argv to the sandbox, in the page's directory.
+// exec hands argv to the sandbox, in (and confined to) the page's
+// directory.
 func (s *Site) exec(ctx context.Context, dir string, argv []string, env map[string]string) (ActionResponse, error) {
-	wd, err := s.ws.Resolve(dir)
-	if err != nil {
-		return ActionResponse{}, s.fsError(dir, err)
+	// The command is bound to the page's directory (a scope of the site),
+	// which the sandbox opens once and binds by descriptor.
+	ws := s.ws
+	if dir != "." {
+		scope, err := s.ws.Scope(dir)
+		if err != nil {
+			return ActionResponse{}, s.fsError(dir, err)
+		}
+		defer scope.Close()
+		ws = scope
 	}
 	res, err := s.exe.Run(ctx, sandbox.Request{
 		Command:     sandbox.CommandLine(argv...),
-		Workspace:   s.ws,
-		Dir:         wd,
+		Workspace:   ws,
 		Env:         env,
 		Timeout:     s.opts.Timeout,
 		OutputLimit: s.opts.MaxOutput,

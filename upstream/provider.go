@@ -85,10 +85,16 @@ func Start(opts Options) (*Provider, error) {
 func (p *Provider) newServer(sc Server, base sandbox.Config) (*server, error) {
 	log := p.log.With("server", sc.Name)
 	dir := workDir(p.ws, sc.Cwd)
+	bound := p.ws
 	if sc.Cwd != "" {
 		if err := p.ws.Mkdir(sc.Cwd, true); err != nil {
 			return nil, fmt.Errorf("upstream %s: cwd %q: %w", sc.Name, sc.Cwd, err)
 		}
+		scope, err := p.ws.Scope(sc.Cwd)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: cwd %q: %w", sc.Name, sc.Cwd, err)
+		}
+		bound = scope
 	}
 	cfg := base
 	cfg.NoNetwork = base.NoNetwork || !sc.Network
@@ -103,7 +109,7 @@ func (p *Provider) newServer(sc Server, base sandbox.Config) (*server, error) {
 	}
 	log.Info("upstream configured", "isolation", exe.Mode(), "network", !cfg.NoNetwork, "read_only", cfg.ReadOnlyPaths)
 	return &server{
-		cfg: sc, p: p, exe: exe, dir: dir, log: log, stderr: newStderrSink(log),
+		cfg: sc, p: p, exe: exe, dir: dir, ws: bound, log: log, stderr: newStderrSink(log),
 		sem: make(chan struct{}, sc.MaxConcurrent), cache: newResultCache(sc.Cache), stop: make(chan struct{}), done: make(chan struct{}),
 		relist: make(chan struct{}, 1), state: StateStarting,
 	}, nil

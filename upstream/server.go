@@ -64,7 +64,8 @@ type server struct {
 	cfg    Server
 	p      *Provider
 	exe    sandbox.Executor
-	dir    string // the server's working directory (absolute)
+	dir    string          // the server's working directory (absolute)
+	ws     fsops.Workspace // what the server is bound to: the workspace, or its cwd scope
 	log    *slog.Logger
 	stderr *stderrSink
 	sem    chan struct{}
@@ -210,8 +211,7 @@ func (s *server) runOnce() error {
 	stdoutR, stdoutW := io.Pipe()
 	proc, err := s.exe.Start(context.Background(), sandbox.Request{
 		Command:   sandbox.CommandLine(append([]string{s.cfg.Command}, s.cfg.Args...)...),
-		Workspace: s.p.ws,
-		Dir:       s.dir,
+		Workspace: s.ws,
 		Env:       s.env(),
 	}, sandbox.Stdio{Stdin: stdinR, Stdout: stdoutW, Stderr: s.stderr})
 	if err != nil {
