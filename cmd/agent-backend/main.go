@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -32,10 +33,48 @@ import (
 )
 
 // version is stamped at build time with -ldflags "-X main.version=X.Y.Z"; a
-// leading "v" (as in a git tag) is accepted and not doubled.
-var version = "0.1.0-dev"
+// leading "v" (as in a git tag) is accepted and not doubled. Unstamped, the
+// module version of the build info is used, so `go install ...@vX` reports
+// vX.
+var version = devVersion
 
-func init() { version = strings.TrimPrefix(version, "v") }
+const devVersion = "0.1.0-dev"
+
+func init() {
+	if bi, ok := debug.ReadBuildInfo(); ok && version == devVersion {
+		if v := bi.Main.Version; strings.HasPrefix(v, "v") && v != "(devel)" {
+			version = v
+		}
+	}
+	version = strings.TrimPrefix(version, "v")
+}
+
+// buildDetails is the commit, its time and whether the tree was modified,
+// and the Go version, from the build info (empty when unknown).
+func buildDetails() (commit, when, goVersion string) {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "", "", ""
+	}
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			commit = s.Value
+		case "vcs.time":
+			when = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if len(commit) > 12 {
+		commit = commit[:12]
+	}
+	if commit != "" && modified {
+		commit += " (modified)"
+	}
+	return commit, when, bi.GoVersion
+}
 
 // exitError carries an exit code through cobra without printing twice.
 type exitError struct{ code int }
@@ -101,6 +140,7 @@ backend of the npm client) serves an in-memory workspace over stdio.`,
 	root.Flags().BoolP("version", "v", false, "print the version and exit")
 
 	root.AddCommand(newDaemonCommand(stdin, stdout, stderr), newSiteCommand(stdout, stderr), newExtCommand(stdout, stderr), newVersionCommand(), newHealthCommand(), newProxyCommand())
+	root.AddCommand(newDockerCommands()...)
 	return root
 }
 
@@ -112,10 +152,21 @@ func flagError(cmd *cobra.Command, err error) error {
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
+		Short: "Print the version, and the commit, build time and Go version it was built from",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "agent-backend v%s\n", version)
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "agent-backend v%s\n", version)
+			commit, when, gover := buildDetails()
+			if commit != "" {
+				fmt.Fprintf(out, "commit: %s\n", commit)
+			}
+			if when != "" {
+				fmt.Fprintf(out, "built: %s\n", when)
+			}
+			if gover != "" {
+				fmt.Fprintf(out, "go: %s\n", gover)
+			}
 		},
 	}
 }
@@ -142,10 +193,14 @@ flag names as keys), then the defaults shown. Listening on a non-loopback
 	cmd.SetFlagErrorFunc(flagError)
 	config.RegisterFlags(cmd.Flags())
 	cmd.Flags().Bool("check-config", false, "validate the configuration, print it (token redacted) and exit 0, or exit 1 with the error")
+	addUnsupportedFlags(cmd)
 	return cmd
 }
 
 func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) error {
+	if err := checkUnsupportedFlags(cmd); err != nil {
+		return err
+	}
 	cfg, err := config.Load(cmd.Flags(), os.LookupEnv)
 	if err == nil {
 		err = cfg.Validate()

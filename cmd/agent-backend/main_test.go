@@ -53,12 +53,15 @@ func run(t *testing.T, env []string, args ...string) (stdout, stderr string, cod
 }
 
 func TestVersion(t *testing.T) {
-	want := regexp.MustCompile(`^agent-backend v\d+\.\d+\.\d+\S*\n$`)
-	for _, args := range [][]string{{"version"}, {"--version"}} {
-		out, _, code := run(t, nil, args...)
-		if code != 0 || !want.MatchString(out) {
-			t.Errorf("%v: exit %d, output %q", args, code, out)
-		}
+	// The test binary is stamped 0.0.0-test (internal/testbin), as a
+	// release is with its tag.
+	if out, _, code := run(t, nil, "--version"); code != 0 || out != "agent-backend v0.0.0-test\n" {
+		t.Errorf("--version: exit %d, output %q", code, out)
+	}
+	out, _, code := run(t, nil, "version")
+	want := regexp.MustCompile(`^agent-backend v0\.0\.0-test\n(commit: [0-9a-f]{12}( \(modified\))?\nbuilt: \S+\n)?go: go1\.\d+`)
+	if code != 0 || !want.MatchString(out) {
+		t.Errorf("version: exit %d, output %q", code, out)
 	}
 }
 
@@ -685,5 +688,24 @@ func TestExtCommands(t *testing.T) {
 	_, errOut, code = run(t, nil, "ext", "check", dir)
 	if code != 1 || !strings.Contains(errOut, `broken.star: describe_extension(): tool "x" has no handler`) || !strings.Contains(errOut, "syntax.star:2:") {
 		t.Errorf("ext check: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestReferenceFlagsExplained: the npm daemon's flags and commands this one
+// does not take fail with what to use instead, never "unknown flag".
+func TestReferenceFlagsExplained(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"daemon", "--rootDir", t.TempDir(), "--ssh-users", "alice,bob"}, "--ssh-users is a flag of the npm daemon that this one does not take: this daemon creates no system users"},
+		{[]string{"daemon", "--rootDir", t.TempDir(), "--ssh-public-key", "ssh-ed25519 AAAA"}, "--ssh-public-key is a flag of the npm daemon"},
+		{[]string{"start-docker", "--build"}, "start-docker is a command of the npm daemon that this one does not provide"},
+		{[]string{"stop-docker"}, "stop-docker is a command of the npm daemon"},
+	} {
+		_, errOut, code := run(t, nil, tc.args...)
+		if code == 0 || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, "unknown") {
+			t.Errorf("%v: exit %d, %q", tc.args, code, errOut)
+		}
 	}
 }

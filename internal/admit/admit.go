@@ -44,8 +44,13 @@ type Refusal struct {
 	Message string
 }
 
-// Write sends the refusal as JSON.
+// Write sends the refusal as JSON. A 401 says which scheme to use
+// (WWW-Authenticate: Bearer, RFC 6750): the daemon's auth is one static
+// bearer token, which clients pass as "Authorization: Bearer <token>".
 func (ref *Refusal) Write(w http.ResponseWriter) {
+	if ref.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="agent-backend"`)
+	}
 	WriteJSONError(w, ref.Status, ref.Title, ref.Message)
 }
 
