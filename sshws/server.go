@@ -98,6 +98,11 @@ func New(opts Options) (*Server, error) {
 		keepalive: opts.KeepaliveInterval,
 		log:       opts.Logger,
 	}
+	if s.log != nil {
+		// What a user compares with the fingerprint OpenSSH shows on first
+		// connection.
+		s.log.Info("SSH host key", "path", opts.HostKeyPath, "fingerprint", gossh.FingerprintSHA256(signer.PublicKey()))
+	}
 	if s.keepalive <= 0 {
 		s.keepalive = DefaultKeepaliveInterval
 	}

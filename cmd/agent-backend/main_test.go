@@ -248,7 +248,7 @@ func TestDaemonServesHealthAndExitsZeroOnSIGTERM(t *testing.T) {
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("exit code %d after SIGTERM; want 0\n%s", code, p.stderr)
 	}
-	for _, want := range []string{"created the workspace root", "signal received", "stopped"} {
+	for _, want := range []string{"created the workspace root", "SSH host key", "fingerprint=SHA256:", "signal received", "stopped"} {
 		if !strings.Contains(p.stderr.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, p.stderr)
 		}
