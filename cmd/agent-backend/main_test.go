@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/pem"
 	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
+	"net/http/httptest"
 
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
 
@@ -706,6 +708,42 @@ func TestReferenceFlagsExplained(t *testing.T) {
 		_, errOut, code := run(t, nil, tc.args...)
 		if code == 0 || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, "unknown") {
 			t.Errorf("%v: exit %d, %q", tc.args, code, errOut)
+		}
+	}
+}
+
+// TestHealthFlags: --port builds the loopback URL; --insecure and --ca take
+// an https daemon with a certificate of its own; bad values are named.
+func TestHealthFlags(t *testing.T) {
+	p := startDaemon(t, "--rootDir", t.TempDir())
+	port := p.url[strings.LastIndex(p.url, ":")+1:]
+	if out, errOut, code := run(t, nil, "health", "--port", port); code != 0 || !strings.Contains(out, `"status":"ok"`) {
+		t.Errorf("--port: exit %d %q %q", code, out, errOut)
+	}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"status":"ok"}`)) }))
+	defer srv.Close()
+	if _, errOut, code := run(t, nil, "health", "--url", srv.URL+"/health"); code != 1 || !strings.Contains(errOut, "certificate") {
+		t.Errorf("a self-signed daemon without --ca: exit %d %q", code, errOut)
+	}
+	if out, errOut, code := run(t, nil, "health", "--url", srv.URL+"/health", "--insecure"); code != 0 || !strings.Contains(out, "ok") {
+		t.Errorf("--insecure: exit %d %q %q", code, out, errOut)
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644)
+	if out, errOut, code := run(t, nil, "health", "--url", srv.URL+"/health", "--ca", caFile); code != 0 || !strings.Contains(out, "ok") {
+		t.Errorf("--ca: exit %d %q %q", code, out, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--port", "70000"}, "--port 70000: want 1-65535"},
+		{[]string{"--port", "1", "--url", "http://x/health"}, "--port and --url go separately"},
+		{[]string{"--url", srv.URL, "--ca", filepath.Join(t.TempDir(), "none.pem")}, "--ca: "},
+		{[]string{"--url", srv.URL, "--ca", filepath.Join("main_test.go")}, "no PEM certificate"},
+	} {
+		if _, errOut, code := run(t, nil, append([]string{"health"}, tc.args...)...); code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d %q", tc.args, code, errOut)
 		}
 	}
 }
