@@ -95,6 +95,14 @@ type Config struct {
 	// Upstreams is the MCP servers file (docs/upstreams.md), "" for none.
 	Upstreams string
 
+	// The /gateway face's limits per connection: message size, batch size,
+	// messages in flight, and the request rate (per second) with its burst.
+	GatewayMaxMessage  int64
+	GatewayMaxBatch    int
+	GatewayMaxInFlight int
+	GatewayRate        int
+	GatewayBurst       int
+
 	// SSHListen is the address of the SSH port (docs/ssh.md), "" for none;
 	// SSHAuthorizedKeys and SSHPasswordHashFile are its authentication
 	// (at least one is required); SSHMaxAuthTries cuts a connection after

@@ -30,6 +30,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/audit"
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/extensions"
+	"github.com/agentbe/agentbe-daemon/gwtools"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sshd"
@@ -50,6 +51,8 @@ type Options struct {
 	sessionEnded func(sshd.SessionRecord)
 	// sshAuthAttempt counts the SSH port's login attempts, set by New.
 	sshAuthAttempt func(method, outcome string)
+	// approvalDecided logs an operator's decision, set by New.
+	approvalDecided func(p gwtools.Pending, approved, always bool, remote string)
 }
 
 // Daemon is one running workspace server. Create it with New, run it with
@@ -132,6 +135,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	if d.audit != nil {
 		opts.sessionEnded = d.auditSession
 	}
+	opts.approvalDecided = d.auditApproval
 	if cfg.SSHListen != "" {
 		attempts := prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentbe_ssh_auth_attempts_total",

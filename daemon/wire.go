@@ -228,7 +228,20 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 	}
 	rules := admit.Rules{Guard: guard, Token: httpguard.NewToken(cfg.AuthToken), RootDir: cfg.Root, StaticScope: cfg.ScopePath, MaxBody: maxBody}
 	p.rest = restface.New(restface.Options{Registry: p.reg, Workspace: p.ws, Admit: rules})
-	p.gateway = gatewayface.New(gatewayface.Options{Registry: p.reg, Workspace: p.ws, Admit: rules, Logger: log.With("component", "gateway")})
+	gw := gatewayface.Options{Registry: p.reg, Workspace: p.ws, Admit: rules,
+		MaxMessage: cfg.GatewayMaxMessage, MaxBatch: cfg.GatewayMaxBatch, MaxInFlight: cfg.GatewayMaxInFlight,
+		Rate: float64(cfg.GatewayRate), Burst: cfg.GatewayBurst, Logger: log.With("component", "gateway")}
+	if p.approvals != nil {
+		gw.Operator = httpguard.NewToken(cfg.OperatorToken)
+		gw.Approve = func(id string, approved, always bool) (any, error) {
+			d, err := p.approvals.Decide(id, approved, always)
+			if err == nil && opts.approvalDecided != nil {
+				opts.approvalDecided(d, approved, always, "gateway")
+			}
+			return d, err
+		}
+	}
+	p.gateway = gatewayface.New(gw)
 	if p.site != nil {
 		// The site's pages and commands behind the same admission as the
 		// tool faces (guard, token, body size).
@@ -298,6 +311,9 @@ func (p *protocols) serveStdio(ctx context.Context, in io.Reader, out io.Writer)
 // server does not track hijacked connections, so this is done here.
 func (p *protocols) shutdown(ctx context.Context) error {
 	var errs []error
+	if p.gateway != nil {
+		errs = append(errs, p.gateway.Shutdown(ctx))
+	}
 	if p.sshPort != nil {
 		errs = append(errs, p.sshPort.Shutdown(ctx))
 	}

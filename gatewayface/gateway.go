@@ -58,7 +58,14 @@ type Options struct {
 	MaxInFlight int
 	Rate        float64 // requests per second per connection
 	Burst       int
-	Logger      *slog.Logger
+	// Operator is the operator's token (--operator-token-file): a
+	// connection upgraded with it (instead of the agent's) may answer
+	// tools.approve; the agent's connections never can.
+	Operator httpguard.Token
+	// Approve decides a request waiting for approval (system.run's); nil
+	// answers every tools.approve with "no such request".
+	Approve func(requestID string, approved, always bool) (any, error)
+	Logger  *slog.Logger
 }
 
 // Server is the /gateway handler.
@@ -66,6 +73,11 @@ type Server struct {
 	opts     Options
 	upgrader websocket.Upgrader
 	log      *slog.Logger
+
+	mu      sync.Mutex
+	closing bool
+	conns   map[*conn]context.CancelFunc
+	wg      sync.WaitGroup // ServeHTTP calls under way
 }
 
 // New returns the handler.
@@ -90,8 +102,9 @@ func New(opts Options) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Server{
-		opts: opts,
-		log:  log,
+		opts:  opts,
+		log:   log,
+		conns: map[*conn]context.CancelFunc{},
 		// The guard has checked Origin before the upgrade.
 		upgrader: websocket.Upgrader{HandshakeTimeout: 10 * time.Second, CheckOrigin: func(*http.Request) bool { return true }},
 	}
@@ -105,7 +118,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ok := s.opts.Admit.Token.AllowsHeaderOrQuery(r)
+	operator := s.opts.Operator.Required() && s.opts.Operator.AllowsHeaderOrQuery(r)
+	ok := operator || s.opts.Admit.Token.AllowsHeaderOrQuery(r)
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		http.Error(w, "the daemon is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return
@@ -129,13 +152,47 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	c := &conn{s: s, ws: ws, wsp: wsp, scope: scope, remote: r.RemoteAddr,
+	c := &conn{s: s, ws: ws, wsp: wsp, scope: scope, remote: r.RemoteAddr, operator: operator,
 		slots:  make(chan struct{}, s.opts.MaxInFlight),
 		tokens: float64(s.opts.Burst), last: time.Now()}
 	ctx, cancel := context.WithCancel(context.Background())
+	s.mu.Lock()
+	s.conns[c] = cancel
+	s.mu.Unlock()
 	c.serve(ctx)
 	cancel()
 	c.wg.Wait()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// Shutdown ends every connection: its calls under way are cancelled and it
+// gets the close frame 1001 ("the daemon is shutting down"); new upgrades
+// are refused. It returns once every connection is done, or when ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	conns := make(map[*conn]context.CancelFunc, len(s.conns))
+	for c, cancel := range s.conns {
+		conns[c] = cancel
+	}
+	s.mu.Unlock()
+	for c, cancel := range conns {
+		cancel()
+		c.wmu.Lock()
+		closeWith(c.ws, wsnet.CloseGoingAway, "the daemon is shutting down")
+		c.wmu.Unlock()
+		_ = c.ws.SetReadDeadline(time.Now()) // ends the read loop now
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func closeWith(ws *websocket.Conn, code int, reason string) {
@@ -146,14 +203,15 @@ func closeWith(ws *websocket.Conn, code int, reason string) {
 }
 
 type conn struct {
-	s      *Server
-	ws     *websocket.Conn
-	wsp    fsops.Workspace
-	scope  string
-	remote string
-	slots  chan struct{}
-	wg     sync.WaitGroup
-	wmu    sync.Mutex
+	s        *Server
+	ws       *websocket.Conn
+	wsp      fsops.Workspace
+	scope    string
+	remote   string
+	operator bool // upgraded with the operator's token
+	slots    chan struct{}
+	wg       sync.WaitGroup
+	wmu      sync.Mutex
 
 	// token bucket; touched only by the reading goroutine
 	tokens float64
@@ -273,6 +331,7 @@ type invokeParams struct {
 type approveParams struct {
 	RequestID string `json:"requestId"`
 	Approved  *bool  `json:"approved"`
+	Always    bool   `json:"always,omitempty"`
 }
 
 func decodeParams(raw json.RawMessage, v any) error {
@@ -322,7 +381,17 @@ func (c *conn) call(ctx context.Context, req *request) *response {
 		if err := decodeParams(req.Params, &p); err != nil || p.RequestID == "" || p.Approved == nil {
 			return errResponse(req.ID, CodeInvalidParams, "invalid params of tools.approve: requestId (string) and approved (bool) are required")
 		}
-		return errResponse(req.ID, CodeNoSuchRequest, "no such request %q: no call is waiting for approval", p.RequestID)
+		if c.s.opts.Approve == nil {
+			return errResponse(req.ID, CodeNoSuchRequest, "no such request %q: no call is waiting for approval", p.RequestID)
+		}
+		if !c.operator {
+			return errResponse(req.ID, CodeNotOperator, "tools.approve needs a connection opened with the operator's token (--operator-token-file), not the agent's")
+		}
+		decided, err := c.s.opts.Approve(p.RequestID, *p.Approved, p.Always)
+		if err != nil {
+			return errResponse(req.ID, CodeNoSuchRequest, "request %q: %v", p.RequestID, err)
+		}
+		return ok(decided)
 	}
 	return errResponse(req.ID, CodeMethodNotFound, "method not found: %q (tools.list, tools.invoke, tools.approve)", req.Method)
 }

@@ -18,6 +18,7 @@ const (
 	CodeUnknownTool   = -32001 // no tool of that name
 	CodeRateLimited   = -32002 // this connection's rate limit
 	CodeNoSuchRequest = -32003 // tools.approve of a request that is not waiting
+	CodeNotOperator   = -32004 // tools.approve on a connection without the operator's token
 )
 
 // request is one JSON-RPC request or notification (no id).
