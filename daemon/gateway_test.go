@@ -18,6 +18,11 @@ func dialGW(t *testing.T, url, token string) *websocket.Conn {
 	if token != "" {
 		hdr.Set("Authorization", "Bearer "+token)
 	}
+	return dialGWHeader(t, url, hdr)
+}
+
+func dialGWHeader(t *testing.T, url string, hdr http.Header) *websocket.Conn {
+	t.Helper()
 	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(url, "http")+"/gateway", hdr)
 	if err != nil {
 		t.Fatal(err)
