@@ -74,6 +74,11 @@ export async function startDaemon(opts = {}) {
   if (opts.scopePath) args.push('--scopePath', opts.scopePath)
   if (opts.tls) args.push('--tls-cert', opts.tls.cert, '--tls-key', opts.tls.key)
   if (opts.extraArgs) args.push(...opts.extraArgs)
+  // The suite runs a second time with MCP sessions on (.ci/run): the
+  // published clients must work unchanged in both modes.
+  if (process.env.AGENTBE_INTEROP_MCP_SESSIONS === '1' && !args.includes('--mcp-sessions') && !args.includes('--local-only')) {
+    args.push('--mcp-sessions')
+  }
   const child = spawn(agentBackendBinary(), args, {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, ...(opts.env ?? {}) },
