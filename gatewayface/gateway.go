@@ -301,7 +301,13 @@ func (c *conn) reply(batch bool, out []*response) {
 }
 
 func (c *conn) send(v any) {
-	b, err := json.Marshal(v)
+	var b []byte
+	var err error
+	if r, ok := v.(*response); ok {
+		b, err = r.appendJSON(nil)
+	} else {
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
 		b, _ = json.Marshal(errResponse(nil, CodeInternal, "internal error: %v", err))
 	}

@@ -1,9 +1,13 @@
 package gatewayface
 
 import (
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/agentbe/agentbe-daemon/internal/mcpjson"
 )
 
 // JSON-RPC 2.0 error codes. The server errors (-32000..-32099) are ours.
@@ -45,6 +49,29 @@ type response struct {
 }
 
 var nullID = json.RawMessage("null")
+
+// appendJSON writes the response. A tool result is written by
+// internal/mcpjson, byte for byte what /mcp sends for it, without
+// encoding/json's copies of the file text; anything else is marshalled.
+func (r *response) appendJSON(buf []byte) ([]byte, error) {
+	res, ok := r.Result.(*mcp.CallToolResult)
+	if !ok || r.Error != nil {
+		b, err := json.Marshal(r)
+		return append(buf, b...), err
+	}
+	id := r.ID
+	if len(id) == 0 {
+		id = nullID
+	}
+	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+	buf = append(buf, id...)
+	buf = append(buf, `,"result":`...)
+	buf, err := mcpjson.AppendResult(buf, res)
+	if err != nil {
+		return nil, err
+	}
+	return append(buf, '}'), nil
+}
 
 func errResponse(id json.RawMessage, code int, format string, args ...any) *response {
 	if len(id) == 0 {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestParseMessage(t *testing.T) {
@@ -80,4 +82,27 @@ func FuzzParseMessage(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestResponseBytes: a tool result's response is written byte for byte as
+// encoding/json writes it (what /mcp's fast path sends), for plain text,
+// errors and results that are not plain text.
+func TestResponseBytes(t *testing.T) {
+	f := false
+	for _, res := range []*mcp.CallToolResult{
+		{Content: []mcp.Content{&mcp.TextContent{Text: "a <b> & \"c\"\n\u2028\xff"}}},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "x"}, &mcp.TextContent{Text: "y"}}, IsError: true},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "x", Annotations: &mcp.Annotations{Priority: 1}}}, StructuredContent: map[string]any{"k": f}},
+		{Content: []mcp.Content{&mcp.ImageContent{Data: []byte{1, 2}, MIMEType: "image/png"}}},
+	} {
+		r := &response{JSONRPC: "2.0", ID: json.RawMessage(`7`), Result: res}
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.appendJSON(nil)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("appendJSON:\n got %s\nwant %s", got, want)
+		}
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentbe/agentbe-daemon/internal/mcpjson"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -165,7 +167,7 @@ func limitReplies(next mcp.MethodHandler) mcp.MethodHandler {
 // for a tool result of plain text blocks (the common case, and the large
 // one), else by encoding it.
 func resultSize(res mcp.Result) int64 {
-	if tr, ok := res.(*mcp.CallToolResult); ok && plainText(tr) {
+	if tr, ok := res.(*mcp.CallToolResult); ok && mcpjson.PlainText(tr) {
 		n := len(`{"content":[]}`) + len(`,"isError":true`)
 		for _, c := range tr.Content {
 			n += len(`{"type":"text","text":},`) + jsonStringLen(c.(*mcp.TextContent).Text)
@@ -179,7 +181,7 @@ func resultSize(res mcp.Result) int64 {
 	return int64(len(data))
 }
 
-// jsonStringLen is len(appendJSONString(nil, s)), without building it.
+// jsonStringLen is len(mcpjson.AppendString(nil, s)), without building it.
 func jsonStringLen(s string) int {
 	n := 2
 	for i := 0; i < len(s); {

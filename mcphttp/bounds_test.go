@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/internal/mcpjson"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -237,7 +239,7 @@ func TestInflightPerAddress(t *testing.T) {
 
 func TestJSONStringLen(t *testing.T) {
 	for _, s := range []string{"", "plain", "a\"b\\c", "\b\f\n\r\t\x00\x1f", "<>&", "\u2028\u2029", "héllo ✓ 😀", "bad \xff\xfe utf8 \xe2\x82", strings.Repeat("x\n", 1000)} {
-		if got, want := jsonStringLen(s), len(appendJSONString(nil, s)); got != want {
+		if got, want := jsonStringLen(s), len(mcpjson.AppendString(nil, s)); got != want {
 			t.Errorf("jsonStringLen(%q) = %d, want %d", s, got, want)
 		}
 	}
@@ -284,7 +286,7 @@ func FuzzJSONStringLen(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := jsonStringLen(s), len(appendJSONString(nil, s)); got != want {
+		if got, want := jsonStringLen(s), len(mcpjson.AppendString(nil, s)); got != want {
 			t.Fatalf("jsonStringLen(%q) = %d; appendJSONString makes %d bytes", s, got, want)
 		}
 	})

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+
+	"github.com/agentbe/agentbe-daemon/internal/mcpjson"
 )
 
 // The fast path answers a single tools/call directly (as JSON, or as one SSE
@@ -132,7 +134,7 @@ func (s *Server) writeFast(w http.ResponseWriter, sse bool, id json.RawMessage, 
 		out = append(out[:start], `{"jsonrpc":"2.0","id":`...)
 		out = append(out, id...)
 		out = append(out, `,"error":{"code":`+strconv.Itoa(codeReplyTooLarge)+`,"message":`...)
-		out = appendJSONString(out, b.tooLarge(n))
+		out = mcpjson.AppendString(out, b.tooLarge(n))
 		out = append(out, "}}"...)
 	}
 	w.Header().Set("Cache-Control", "no-cache, no-transform")

@@ -2,113 +2,22 @@ package mcphttp
 
 import (
 	"encoding/json"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbe/agentbe-daemon/internal/mcpjson"
 )
 
 // appendResponse appends the JSON-RPC response carrying res, byte for byte
 // what the SDK sends ({"jsonrpc":"2.0","id":…,"result":{"content":[…]}} with
-// encoding/json's escaping). A result of plain text blocks — every file tool
-// — is written straight into buf: encoding/json would build each nested
-// Marshaler's output and copy it again per level, several copies of a file's
-// text per call. Anything else is marshalled the ordinary way.
+// encoding/json's escaping); the result is internal/mcpjson's.
 func appendResponse(buf []byte, id json.RawMessage, res *mcp.CallToolResult) ([]byte, error) {
 	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
 	buf = append(buf, id...)
 	buf = append(buf, `,"result":`...)
-	if !plainText(res) {
-		b, err := json.Marshal(res)
-		if err != nil {
-			return nil, err
-		}
-		buf = append(buf, b...)
-		return append(buf, '}'), nil
+	buf, err := mcpjson.AppendResult(buf, res)
+	if err != nil {
+		return nil, err
 	}
-	buf = append(buf, `{"content":[`...)
-	for i, c := range res.Content {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, `{"type":"text","text":`...)
-		buf = appendJSONString(buf, c.(*mcp.TextContent).Text)
-		buf = append(buf, '}')
-	}
-	buf = append(buf, ']')
-	if res.IsError {
-		buf = append(buf, `,"isError":true`...)
-	}
-	return append(buf, "}}"...), nil
-}
-
-// plainText reports whether res is text blocks only, with nothing else set.
-func plainText(res *mcp.CallToolResult) bool {
-	if res.Meta != nil || res.StructuredContent != nil || res.InputRequests != nil || res.Content == nil {
-		return false
-	}
-	for _, c := range res.Content {
-		t, ok := c.(*mcp.TextContent)
-		if !ok || t.Meta != nil || t.Annotations != nil {
-			return false
-		}
-	}
-	return true
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as encoding/json.Marshal writes a string:
-// quotes, backslash escapes for " \ \b \f \n \r \t, \u00XX for other control
-// characters, HTML-safe \u003c \u003e \u0026, \u2028 and \u2029, and
-// \ufffd for each byte of invalid UTF-8. TestAppendJSONString holds it to
-// encoding/json on random input.
-func appendJSONString(buf []byte, s string) []byte {
-	buf = append(buf, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			buf = append(buf, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				buf = append(buf, '\\', b)
-			case '\b':
-				buf = append(buf, '\\', 'b')
-			case '\f':
-				buf = append(buf, '\\', 'f')
-			case '\n':
-				buf = append(buf, '\\', 'n')
-			case '\r':
-				buf = append(buf, '\\', 'r')
-			case '\t':
-				buf = append(buf, '\\', 't')
-			default:
-				buf = append(buf, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			buf = append(buf, s[start:i]...)
-			buf = append(buf, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			buf = append(buf, s[start:i]...)
-			buf = append(buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	buf = append(buf, s[start:]...)
-	return append(buf, '"')
+	return append(buf, '}'), nil
 }

@@ -1,0 +1,39 @@
+package mcpjson
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestAppendString holds AppendString to encoding/json on edge cases
+// and on random strings (bytes from every class: ASCII, controls, HTML
+// characters, multi-byte runes, U+2028, invalid UTF-8).
+func TestAppendString(t *testing.T) {
+	cases := []string{"", "plain", `q"b\`, "\b\f\n\r\t\x00\x1f\x7f", "<a href='x'>&</a>", "é✓😀", "\u2028\u2029", "\xff\xfe", "a\xc3", "\xed\xa0\x80"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", " ", "\"", "\\", "\n", "\x01", "<", "&", "é", "😀", "\u2028", "\xff", "\xe2\x80", "~", "\x7f"}
+	for range 5000 {
+		var s string
+		for range rng.IntN(20) {
+			s += alphabet[rng.IntN(len(alphabet))]
+		}
+		cases = append(cases, s)
+	}
+	for _, s := range cases {
+		want, _ := json.Marshal(s)
+		if got := AppendString(nil, s); string(got) != string(want) {
+			t.Fatalf("%q: got %s want %s", s, got, want)
+		}
+	}
+}
+
+func FuzzAppendString(f *testing.F) {
+	f.Add("a<b>\u2028\xff")
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := AppendString(nil, s); string(got) != string(want) {
+			t.Fatalf("%q: got %s want %s", s, got, want)
+		}
+	})
+}
