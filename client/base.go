@@ -60,17 +60,27 @@ func (b *base) alive(op, path string) error {
 	return nil
 }
 
-// logged runs one operation and hands its entry to the logger.
+// logged runs one operation and hands its entry to the logger. An error is
+// reported as a failure of this operation ("read", not the "resolve" the
+// file door failed in), naming the path or command as given.
 func (b *base) logged(e Entry, run func(*Entry) error) error {
 	if err := b.alive(e.Op, e.Path+e.Command); err != nil {
 		return err
 	}
+	do := func(e *Entry) error {
+		err := run(e)
+		var ce *errcode.Error
+		if errors.As(err, &ce) && ce.Op != e.Op {
+			return ce.WithOp(e.Op)
+		}
+		return err
+	}
 	if b.log.Log == nil || (b.log.Mode == LogStandard && !modifying(e.Op)) {
-		return run(&e)
+		return do(&e)
 	}
 	e.Time = time.Now()
 	e.Workspace = b.drv.root()
-	err := run(&e)
+	err := do(&e)
 	e.Duration = time.Since(e.Time)
 	e.Success = err == nil
 	e.Err = err
