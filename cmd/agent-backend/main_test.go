@@ -747,3 +747,42 @@ func TestHealthFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigPreflight: --check-config also checks that the bind
+// address resolves, that the port can be bound, and that the host key can
+// be created; each failure names the flag.
+func TestCheckConfigPreflight(t *testing.T) {
+	root := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	busy := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	// A file where a directory should be: nothing can be created below it,
+	// even by root.
+	unwritable := filepath.Join(t.TempDir(), "a-file")
+	os.WriteFile(unwritable, nil, 0o600)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--port", busy}, "--bind 127.0.0.1 --port " + busy + " cannot be bound now"},
+		{[]string{"--bind", "no-such-host.invalid", "--insecure-no-auth"}, "--bind no-such-host.invalid does not resolve"},
+		{[]string{"--ssh-host-key", filepath.Join(unwritable, "sub", "key")}, "--ssh-host-key " + filepath.Join(unwritable, "sub", "key") + " does not exist and cannot be created in " + unwritable + ":"},
+	} {
+		_, errOut, code := run(t, nil, append([]string{"daemon", "--root", root, "--check-config"}, tc.args...)...)
+		if code != 1 || !strings.Contains(errOut, "agent-backend: invalid configuration: "+tc.want) {
+			t.Errorf("%v: exit %d, %q", tc.args, code, errOut)
+		}
+	}
+	if os.Geteuid() != 0 {
+		_, errOut, code := run(t, nil, "daemon", "--root", root, "--check-config", "--port", "80")
+		if code != 1 || !strings.Contains(errOut, "--port 80: this user may not bind it") {
+			t.Errorf("a privileged port: exit %d, %q", code, errOut)
+		}
+	}
+	if out, errOut, code := run(t, nil, "daemon", "--root", root, "--check-config", "--port", strconv.Itoa(freePort(t)), "--ssh-host-key", filepath.Join(t.TempDir(), "k")); code != 0 {
+		t.Errorf("a good configuration: exit %d %q %q", code, out, errOut)
+	}
+}

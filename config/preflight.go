@@ -1,0 +1,68 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// Preflight checks what --check-config can check without starting: that
+// the bind address resolves, that this user can bind the port (and that
+// nothing else holds it), and that the SSH host key can be read, or created
+// in its directory. Each problem is one error naming the flag.
+func (c Config) Preflight() []error {
+	var errs []error
+	if !c.LocalOnly {
+		if net.ParseIP(c.Bind) == nil {
+			if _, err := net.LookupHost(c.Bind); err != nil {
+				errs = append(errs, fmt.Errorf("--bind %s does not resolve: %v", c.Bind, err))
+			}
+		}
+		if len(errs) == 0 {
+			addr := net.JoinHostPort(c.Bind, strconv.Itoa(c.Port))
+			ln, err := net.Listen("tcp", addr)
+			switch {
+			case err == nil:
+				ln.Close()
+			case errors.Is(err, os.ErrPermission):
+				errs = append(errs, fmt.Errorf("--port %d: this user may not bind it (ports below 1024 need root or CAP_NET_BIND_SERVICE): %v", c.Port, err))
+			default:
+				errs = append(errs, fmt.Errorf("--bind %s --port %d cannot be bound now: %v", c.Bind, c.Port, err))
+			}
+		}
+	}
+	if !c.LocalOnly && (!c.DisableSSHWS || c.SSHListen != "") && c.SSHHostKey != "" {
+		_, statErr := os.Stat(c.SSHHostKey)
+		if err := statErr; err == nil {
+			if f, err := os.Open(c.SSHHostKey); err != nil {
+				errs = append(errs, fmt.Errorf("--ssh-host-key %s cannot be read: %v", c.SSHHostKey, err))
+			} else {
+				f.Close()
+			}
+		} else if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			// The daemon creates the missing directories (0700) and the
+			// key: the deepest existing one must be writable.
+			dir := filepath.Dir(c.SSHHostKey)
+			for {
+				if _, err := os.Stat(dir); err == nil || filepath.Dir(dir) == dir {
+					break
+				}
+				dir = filepath.Dir(dir)
+			}
+			probe, err := os.CreateTemp(dir, ".agentbe-check-*")
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--ssh-host-key %s does not exist and cannot be created in %s: %v", c.SSHHostKey, dir, err))
+			} else {
+				probe.Close()
+				os.Remove(probe.Name())
+			}
+		} else {
+			errs = append(errs, fmt.Errorf("--ssh-host-key %s: %v", c.SSHHostKey, statErr))
+		}
+	}
+	return errs
+}
