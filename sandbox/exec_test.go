@@ -668,3 +668,23 @@ func TestParentThreadExit(t *testing.T) {
 		})
 	}
 }
+
+// TestInteractiveShellLeavesNoHistory: an interactive shell on a pty (HOME
+// is the workspace) does not write .bash_history into the workspace.
+func TestInteractiveShellLeavesNoHistory(t *testing.T) {
+	e, root := newExec(t, ModeBwrap)
+	var out syncbuf.Buffer
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	p, err := e.Start(context.Background(), Request{Pty: &Pty{Cols: 80, Rows: 24}}, Stdio{Stdin: inR, Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(inW, "echo typed-$((6*7))\nexit 3\n")
+	if st, err := p.Wait(); err != nil || st.Code != 3 || !strings.Contains(out.String(), "typed-42") {
+		t.Fatalf("status %+v err %v out %q", st, err, out.String())
+	}
+	if _, err := os.Stat(filepath.Join(root, ".bash_history")); err == nil {
+		t.Fatal("the interactive shell left .bash_history in the workspace")
+	}
+}

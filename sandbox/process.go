@@ -38,6 +38,12 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 	if err != nil {
 		return nil, withCommand(err, req.Command)
 	}
+	if _, set := req.Env["HISTFILE"]; req.Command == "" && !set {
+		// HOME is the workspace: an interactive bash would save its
+		// history there, as .bash_history, at exit. An empty HISTFILE
+		// keeps it in memory.
+		env = append(env, "HISTFILE=")
+	}
 	if err := e.acquire(req.Command); err != nil {
 		return nil, err
 	}
