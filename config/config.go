@@ -106,12 +106,14 @@ type Config struct {
 	// SSHListen is the address of the SSH port (docs/ssh.md), "" for none;
 	// SSHAuthorizedKeys and SSHPasswordHashFile are its authentication
 	// (at least one is required); SSHMaxAuthTries cuts a connection after
-	// that many failed attempts. ConventionalSSH and SSHPort are the
+	// that many failed attempts, SSHLoginGraceTime one that has not logged
+	// in by then. ConventionalSSH and SSHPort are the
 	// reference daemon's flags, mapped onto SSHListen.
 	SSHListen           string
 	SSHAuthorizedKeys   string
 	SSHPasswordHashFile string
 	SSHMaxAuthTries     int
+	SSHLoginGraceTime   time.Duration
 	ConventionalSSH     bool
 	SSHPort             int
 

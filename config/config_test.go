@@ -44,7 +44,7 @@ func TestDefaults(t *testing.T) {
 		MCPSessionIdle: 30 * time.Minute, MCPMaxSessions: 100,
 		MaxConcurrentCalls: 10, ToolQueueWait: 2 * time.Second, ToolTimeout: 30 * time.Second,
 		ExecApprovalMode: "allowlist", ExecAsk: "on-miss", ExecApprovalTTL: 10 * time.Minute,
-		SSHMaxAuthTries: 6, SSHPort: 22,
+		SSHMaxAuthTries: 6, SSHLoginGraceTime: 30 * time.Second, SSHPort: 22,
 		GatewayMaxMessage: 1 << 20, GatewayMaxBatch: 20, GatewayMaxInFlight: 8, GatewayRate: 50, GatewayBurst: 100,
 		SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, SSHKeepalive: 30 * time.Second,
 		SSHEnvAllowlist: []string{"LANG", "LC_*", "TERM", "COLORTERM"},

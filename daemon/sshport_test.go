@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -15,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/internal/scptest"
 )
 
 // clientKey makes an ed25519 key pair: the private key file for OpenSSH and
@@ -139,6 +143,11 @@ func TestSSHPortWithOpenSSH(t *testing.T) {
 	} else if b, _ := os.ReadFile(filepath.Join(c.Root, "scp.txt")); string(b) != "uploaded" {
 		t.Errorf("scp: %q", b)
 	}
+	// scp's legacy protocol (-O), served by package scpd.
+	t.Run("scp -O", func(t *testing.T) {
+		scptest.Legacy(t, "scp", []string{"-F", "/dev/null", "-i", key, "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no",
+			"-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-P", port}, "agent@"+host, c.Root)
+	})
 	// Revoke the key by editing the file: the next login is refused.
 	write(ptyLine + "\n")
 	future := time.Now().Add(2 * time.Second)
@@ -151,4 +160,78 @@ func TestSSHPortWithOpenSSH(t *testing.T) {
 		!bytes.Contains(m, []byte(`agentbe_ssh_auth_attempts_total{method="publickey",outcome="refused"}`)) {
 		t.Errorf("/metrics lacks the SSH auth counters")
 	}
+}
+
+// TestSSHPortAttemptsAndGrace: wrong passwords are refused, each failure
+// makes the next attempt from the address wait longer, --ssh-max-auth-tries
+// cuts the connection, and --ssh-login-grace-time cuts one that never logs
+// in.
+func TestSSHPortAttemptsAndGrace(t *testing.T) {
+	dir := t.TempDir()
+	hash, err := bcrypt.GenerateFromPassword([]byte("right"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hf := filepath.Join(dir, "hash")
+	os.WriteFile(hf, hash, 0o600)
+	c := testConfig(t)
+	c.SSHListen = freeAddr(t)
+	c.SSHPasswordHashFile = hf
+	c.SSHMaxAuthTries = 2
+	c.SSHLoginGraceTime = 3 * time.Second // above the 1 s delay checked below
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, c, nil)
+	waitFor(t, "the SSH port", func() bool { return r.d.SSHAddr() != "" })
+	addr := r.d.SSHAddr()
+	dial := func(pw string, tries int) (time.Duration, error) {
+		begin := time.Now()
+		conn, err := gossh.Dial("tcp", addr, &gossh.ClientConfig{
+			User:            "agent",
+			Auth:            []gossh.AuthMethod{gossh.RetryableAuthMethod(gossh.Password(pw), tries)},
+			HostKeyCallback: gossh.InsecureIgnoreHostKey(),
+			Timeout:         30 * time.Second,
+		})
+		if err == nil {
+			conn.Close()
+		}
+		return time.Since(begin), err
+	}
+	if _, err := dial("right", 1); err != nil {
+		t.Fatalf("the right password: %v", err)
+	}
+	// Three wrong passwords on one connection: cut after the second.
+	if _, err := dial("wrong", 3); err == nil {
+		t.Fatalf("wrong passwords: %v", err)
+	}
+	_, m := get(t, r.url+"/metrics")
+	if !bytes.Contains(m, []byte(`agentbe_ssh_auth_attempts_total{method="password",outcome="refused"} 2`)) {
+		t.Fatalf("refused password attempts, want 2 (the cap):\n%s", grepLines(m, "agentbe_ssh_auth_attempts_total"))
+	}
+	// The next failure from this address waits for the third delay
+	// (250 ms doubled twice); a deliberate floor, not a speed measurement.
+	if took, err := dial("wrong", 1); err == nil || took < time.Second {
+		t.Fatalf("the third failure took %v (%v), want at least 1s", took, err)
+	}
+	// A connection that sends nothing after the banner is cut at the grace time.
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.Copy(io.Discard, raw); err != nil {
+		t.Fatalf("an idle unauthenticated connection was not closed: %v", err)
+	}
+}
+
+func grepLines(b []byte, sub string) string {
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

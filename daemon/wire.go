@@ -339,8 +339,9 @@ func (p *protocols) startSSHPort(cfg config.Config, opts Options) (err error) {
 	}
 	so := sshd.Options{
 		Workspace: p.ws, Executor: p.exec, HostKey: signer,
-		MaxAuthTries: cfg.SSHMaxAuthTries, KeepaliveInterval: cfg.SSHKeepalive, MaxConns: cfg.MaxSSHConns,
+		MaxAuthTries: cfg.SSHMaxAuthTries, LoginTimeout: cfg.SSHLoginGraceTime, KeepaliveInterval: cfg.SSHKeepalive, MaxConns: cfg.MaxSSHConns,
 		EnvAllowlist: cfg.SSHEnvAllowlist, SessionEnded: opts.sessionEnded,
+		CommandHandlers:   []sshd.CommandHandler{sshd.SCP()},
 		SubsystemHandlers: map[string]sshd.SubsystemHandler{"sftp": sshd.SFTP(sshd.SFTPLimits{})},
 		Logger:            opts.Logger.With("component", "ssh-port"),
 	}

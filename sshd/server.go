@@ -82,6 +82,10 @@ type Options struct {
 	// SubsystemHandlers serve "subsystem" requests by name; SFTP returns
 	// the "sftp" one. A name not in the map is refused.
 	SubsystemHandlers map[string]SubsystemHandler
+	// CommandHandlers serve, in place of the executor, the "exec" requests
+	// whose command one of them recognises (SCP: `scp -t` and `scp -f`).
+	// The first that takes a command serves it.
+	CommandHandlers []CommandHandler
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
 	// SessionEnded, when set, is told about every exec, shell and
@@ -92,7 +96,7 @@ type Options struct {
 
 // SessionRecord is what Options.SessionEnded is told about one session.
 type SessionRecord struct {
-	Kind     string // "exec", "shell", or the subsystem's name ("sftp")
+	Kind     string // "exec", "shell", "scp", or the subsystem's name ("sftp")
 	Command  string // the exec request's command ("" otherwise)
 	Remote   string // the client's address
 	Start    time.Time
@@ -156,6 +160,7 @@ type Server struct {
 	envAllow     map[string]bool // exact names
 	envPrefix    []string        // from entries ending in "*"
 	subsystems   map[string]SubsystemHandler
+	commands     []CommandHandler
 	log          *slog.Logger
 	// afterStart, set only by tests, runs on a session's request loop right
 	// after an exec or shell request has started its command (or its
@@ -194,6 +199,7 @@ func New(opts Options) (*Server, error) {
 		maxChannels:  opts.MaxChannels,
 		envAllow:     make(map[string]bool, len(opts.EnvAllowlist)),
 		subsystems:   opts.SubsystemHandlers,
+		commands:     opts.CommandHandlers,
 		sessionEnded: opts.SessionEnded,
 		log:          opts.Logger,
 		conns:        make(map[net.Conn]struct{}),

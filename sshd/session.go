@@ -160,6 +160,15 @@ func (ss *session) handle(req *gossh.Request) bool {
 			return false
 		}
 		ss.busy = true
+		if req.Type == "exec" {
+			if sub := ss.commandHandler(cmd.Command); sub != nil {
+				ss.kind, ss.command, ss.started = "scp", cmd.Command, time.Now()
+				ss.sub = sub
+				accept(req)
+				go ss.serveSubsystem()
+				return true
+			}
+		}
 		// Accepted even if the command is then refused: like sshd, the
 		// reason goes to stderr with an exit status, which every client
 		// shows, where a failed request would only say "exec failed".
@@ -185,11 +194,7 @@ func (ss *session) handle(req *gossh.Request) bool {
 		}
 		ss.busy = true
 		ss.kind, ss.started = sub.Name, time.Now()
-		var rw io.ReadWriter = ss.ch
-		if ss.srv.sessionEnded != nil {
-			rw = countingRW{ss.ch, &ss.bytesIn, &ss.bytesOut}
-		}
-		ss.sub = h.Start(ss.ctx, ss.conn, rw)
+		ss.sub = h.Start(ss.ctx, ss.conn, ss.channelRW())
 		accept(req)
 		go ss.serveSubsystem()
 		return true
@@ -198,6 +203,26 @@ func (ss *session) handle(req *gossh.Request) bool {
 		// x11-req, auth-agent-req@openssh.com, break, ...: not offered.
 		return false
 	}
+}
+
+// channelRW is the channel as a subsystem's stdin and stdout, counted for
+// Options.SessionEnded when it is set.
+func (ss *session) channelRW() io.ReadWriter {
+	if ss.srv.sessionEnded != nil {
+		return countingRW{ss.ch, &ss.bytesIn, &ss.bytesOut}
+	}
+	return ss.ch
+}
+
+// commandHandler returns the Subsystem of the first CommandHandler that
+// serves command itself, or nil when the executor is to run it.
+func (ss *session) commandHandler(command string) Subsystem {
+	for _, h := range ss.srv.commands {
+		if sub := h.StartCommand(ss.ctx, ss.conn, command, ss.channelRW(), ss.ch.Stderr()); sub != nil {
+			return sub
+		}
+	}
+	return nil
 }
 
 // accept replies success to req now, and marks it answered for serve.
@@ -392,8 +417,8 @@ func (c countingRW) Write(p []byte) (int, error) {
 }
 
 // serveSubsystem runs the subsystem on the channel until it ends (the
-// client closed the channel, or the connection died), then reports exit
-// status 0 and closes the channel.
+// client closed the channel, or the connection died), then reports its exit
+// status (0 unless it is an ExitCoder) and closes the channel.
 func (ss *session) serveSubsystem() {
 	defer close(ss.done)
 	// The subsystem's reads end when the channel closes; make sure they do
@@ -404,7 +429,11 @@ func (ss *session) serveSubsystem() {
 	if err != nil {
 		subsystemEnded(ss, err)
 	}
-	ss.exit(sandbox.ExitStatus{})
+	var st sandbox.ExitStatus
+	if ec, ok := ss.sub.(ExitCoder); ok {
+		st.Code = ec.ExitCode()
+	}
+	ss.exit(st)
 }
 
 // subsystemEnded logs a subsystem's error; out of line, so that

@@ -16,6 +16,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/agentbe/agentbe-daemon/internal/scptest"
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
 	"github.com/agentbe/agentbe-daemon/wsclient"
 )
@@ -134,6 +135,10 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 		if got, _ := os.ReadFile(filepath.Join(local, "b.txt")); string(got) != "scp me" {
 			t.Fatalf("local has %q", got)
 		}
+	})
+
+	t.Run("scp -O speaks the legacy protocol", func(t *testing.T) {
+		scptest.Legacy(t, requireTool(t, "scp"), args, "agent@workspace", e.root)
 	})
 
 	t.Run("wrong token fails with a clear message", func(t *testing.T) {

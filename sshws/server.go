@@ -140,6 +140,7 @@ func New(opts Options) (*Server, error) {
 		MaxChannels:       maxChannelsPerConn,
 		EnvAllowlist:      opts.EnvAllowlist,
 		SessionEnded:      opts.SessionEnded,
+		CommandHandlers:   []sshd.CommandHandler{sshd.SCP()},
 		SubsystemHandlers: map[string]sshd.SubsystemHandler{
 			"sftp": sshd.SFTP(sshd.SFTPLimits{
 				MaxHandles: maxHandlesPerConn,
