@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -451,6 +452,35 @@ func TestExecLinesAcceptedByCheckConfig(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("with the SSH port's example enabled", func(t *testing.T) {
+		// The environment file's commented SSH port lines, with a loopback
+		// address and a scratch authorized_keys in place of /etc's.
+		keys := filepath.Join(tmp, "authorized_keys")
+		line := "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGgsVnv2VQ1yjzNyn8UUvakqHJRu6VzdtcCSuFyZ2P2F test\n"
+		if err := os.WriteFile(keys, []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		saved := env
+		defer func() { env = saved }()
+		env = append(slices.Clone(saved), "AGENTBE_SSH_LISTEN="+addr, "AGENTBE_SSH_AUTHORIZED_KEYS="+keys,
+			"AGENTBE_SSH_MAX_AUTH_TRIES=6", "AGENTBE_SSH_LOGIN_GRACE_TIME=30s")
+		stdout, stderr, err := run(substitute(pre[1:]))
+		if err != nil {
+			t.Fatalf("--check-config with the SSH port: %v\nstderr: %s", err, stderr)
+		}
+		for _, want := range []string{fmt.Sprintf("ssh-listen: %q", addr), fmt.Sprintf("ssh-authorized-keys: %q", keys), `ssh-login-grace-time: "30s"`} {
+			if !strings.Contains(stdout, want+"\n") {
+				t.Errorf("effective config lacks %s:\n%s", want, stdout)
+			}
+		}
+	})
 
 	t.Run("fails without the credential", func(t *testing.T) {
 		// The control: with the environment file's non-loopback bind, a
