@@ -104,18 +104,20 @@ type Config struct {
 	GatewayBurst       int
 
 	// SSHListen is the address of the SSH port (docs/ssh.md), "" for none;
-	// SSHAuthorizedKeys and SSHPasswordHashFile are its authentication
+	// SSHAuthorizedKeys, SSHTrustedUserCAKeys and SSHPasswordHashFile are
+	// its authentication
 	// (at least one is required); SSHMaxAuthTries cuts a connection after
 	// that many failed attempts, SSHLoginGraceTime one that has not logged
 	// in by then. ConventionalSSH and SSHPort are the
 	// reference daemon's flags, mapped onto SSHListen.
-	SSHListen           string
-	SSHAuthorizedKeys   string
-	SSHPasswordHashFile string
-	SSHMaxAuthTries     int
-	SSHLoginGraceTime   time.Duration
-	ConventionalSSH     bool
-	SSHPort             int
+	SSHListen            string
+	SSHAuthorizedKeys    string
+	SSHPasswordHashFile  string
+	SSHTrustedUserCAKeys string
+	SSHMaxAuthTries      int
+	SSHLoginGraceTime    time.Duration
+	ConventionalSSH      bool
+	SSHPort              int
 
 	// GatewayTools serves http.*, fs.* and system.run (docs/gateway-tools.md).
 	GatewayTools bool
@@ -279,8 +281,8 @@ func (c *Config) Validate() error {
 		if host != "" && net.ParseIP(host) == nil && host != "localhost" {
 			return fmt.Errorf("--ssh-listen %q: the address must be an IP address", c.SSHListen)
 		}
-		if c.SSHAuthorizedKeys == "" && c.SSHPasswordHashFile == "" {
-			return fmt.Errorf("--ssh-listen %s needs authentication: set --ssh-authorized-keys (an OpenSSH authorized_keys file) and/or --ssh-password-hash-file; the SSH port has no unauthenticated mode", c.SSHListen)
+		if c.SSHAuthorizedKeys == "" && c.SSHPasswordHashFile == "" && c.SSHTrustedUserCAKeys == "" {
+			return fmt.Errorf("--ssh-listen %s needs authentication: set --ssh-authorized-keys (an OpenSSH authorized_keys file), --ssh-trusted-user-ca-keys and/or --ssh-password-hash-file; the SSH port has no unauthenticated mode", c.SSHListen)
 		}
 		if c.LocalOnly {
 			return errors.New("--ssh-listen cannot be used with --local-only")

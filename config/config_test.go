@@ -483,10 +483,15 @@ func TestSSHListenNeedsAuth(t *testing.T) {
 		{"127.0.0.1:0", "k", false, "the port must be 1-65535"},
 		{"example.com:22", "k", false, "must be an IP address"},
 		{":2222", "k", false, ""},
+		{"127.0.0.1:2222", "", false, ""}, // with a CA file only, below
+
 	} {
 		c := Default()
 		c.Root = t.TempDir()
 		c.SSHListen, c.SSHAuthorizedKeys, c.ConventionalSSH = tc.listen, tc.keys, tc.conventional
+		if tc.want == "" && tc.keys == "" {
+			c.SSHTrustedUserCAKeys = "ca.pub"
+		}
 		err := c.Validate()
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%+v: %v; want %q", tc, err, tc.want)

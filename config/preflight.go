@@ -8,12 +8,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/agentbe/agentbe-daemon/sshauth"
 )
 
 // Preflight checks what --check-config can check without starting: that
 // the bind address resolves, that this user can bind the port (and that
-// nothing else holds it), and that the SSH host key can be read, or created
-// in its directory. Each problem is one error naming the flag.
+// nothing else holds it), the same for the SSH port, that the SSH port's
+// authentication files load, and that the SSH host key can be read, or
+// created in its directory. Each problem is one error naming the flag.
 func (c Config) Preflight() []error {
 	var errs []error
 	if !c.LocalOnly {
@@ -33,6 +36,23 @@ func (c Config) Preflight() []error {
 			default:
 				errs = append(errs, fmt.Errorf("--bind %s --port %d cannot be bound now: %v", c.Bind, c.Port, err))
 			}
+		}
+	}
+	if c.SSHListen != "" {
+		ln, err := net.Listen("tcp", c.SSHListen)
+		switch {
+		case err == nil:
+			ln.Close()
+		case errors.Is(err, os.ErrPermission):
+			errs = append(errs, fmt.Errorf("--ssh-listen %s: this user may not bind it (ports below 1024 need root or CAP_NET_BIND_SERVICE): %v", c.SSHListen, err))
+		default:
+			errs = append(errs, fmt.Errorf("--ssh-listen %s cannot be bound now: %v", c.SSHListen, err))
+		}
+		// The files the daemon will load: a line that does not parse
+		// fails the check as it would fail the start.
+		if _, err := sshauth.New(sshauth.Options{AuthorizedKeys: c.SSHAuthorizedKeys, PasswordHashFile: c.SSHPasswordHashFile,
+			TrustedUserCAKeys: c.SSHTrustedUserCAKeys}); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if !c.LocalOnly && (!c.DisableSSHWS || c.SSHListen != "") && c.SSHHostKey != "" {

@@ -235,3 +235,53 @@ func grepLines(b []byte, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestSSHPortWithCertificate: OpenSSH's ssh logs in with a user certificate
+// signed by a CA of --ssh-trusted-user-ca-keys, as a principal it names; a
+// user it does not name is refused, and without permit-pty there is no pty.
+func TestSSHPortWithCertificate(t *testing.T) {
+	dir := t.TempDir()
+	_, caPriv, _ := ed25519.GenerateKey(rand.Reader)
+	ca, _ := gossh.NewSignerFromKey(caPriv)
+	caFile := filepath.Join(dir, "ca.pub")
+	os.WriteFile(caFile, gossh.MarshalAuthorizedKey(ca.PublicKey()), 0o644)
+	certFor := func(name string, ext map[string]string) string {
+		key, _, signer := clientKey(t, dir, name)
+		cert := &gossh.Certificate{Key: signer.PublicKey(), Serial: 1, CertType: gossh.UserCert, KeyId: name,
+			ValidPrincipals: []string{"agent"}, ValidAfter: uint64(time.Now().Add(-time.Hour).Unix()),
+			ValidBefore: uint64(time.Now().Add(time.Hour).Unix()), Permissions: gossh.Permissions{Extensions: ext}}
+		if err := cert.SignCert(rand.Reader, ca); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(key+"-cert.pub", gossh.MarshalAuthorizedKey(cert), 0o644)
+		return key
+	}
+	withPty := certFor("withpty", map[string]string{"permit-pty": ""})
+	noPty := certFor("nopty", nil)
+	c := testConfig(t)
+	c.SSHListen = freeAddr(t)
+	c.SSHTrustedUserCAKeys = caFile
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, c, nil)
+	waitFor(t, "the SSH port", func() bool { return r.d.SSHAddr() != "" })
+	addr := r.d.SSHAddr()
+	certArgs := func(key string) []string { return []string{"-o", "CertificateFile=" + key + "-cert.pub"} }
+
+	if out, err := sshCmd(t, addr, withPty, append(certArgs(withPty), "echo cert-ok")...); err != nil || out != "cert-ok\n" {
+		t.Fatalf("a certificate login: %q %v", out, err)
+	}
+	if out, err := sshCmd(t, addr, withPty, append(certArgs(withPty), "-tt", "tty")...); err != nil || !strings.Contains(out, "/dev/pts/") {
+		t.Errorf("permit-pty: %q %v", out, err)
+	}
+	if out, err := sshCmd(t, addr, noPty, append(certArgs(noPty), "-tt", "tty")...); !strings.Contains(out, "not a tty") && !strings.Contains(out, "PTY allocation request failed") {
+		t.Errorf("a certificate without permit-pty got a pty: %q %v", out, err)
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command("ssh", append([]string{"-F", "/dev/null", "-i", withPty, "-o", "CertificateFile=" + withPty + "-cert.pub", "-o", "IdentitiesOnly=yes",
+		"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-p", port}, "root@"+host, "true")...)
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "Permission denied") {
+		t.Errorf("a user the certificate does not name: %q %v", out, err)
+	}
+}

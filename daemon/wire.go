@@ -324,12 +324,13 @@ func (p *protocols) shutdown(ctx context.Context) error {
 }
 
 // startSSHPort builds the SSH port's server: the SSH core with the port's
-// authentication (keys, password), the /ssh host key, keepalive, caps and
-// the same sessions (exec, shell, pty, SFTP) over the same workspace and
-// executor. Listening is Serve's.
+// authentication (keys, CA-signed certificates, password), the /ssh host
+// key, keepalive, caps and the same sessions (exec, shell, pty, SFTP,
+// legacy scp) over the same workspace and executor. Listening is Serve's.
 func (p *protocols) startSSHPort(cfg config.Config, opts Options) (err error) {
 	p.sshPortAuth, err = sshauth.New(sshauth.Options{AuthorizedKeys: cfg.SSHAuthorizedKeys, PasswordHashFile: cfg.SSHPasswordHashFile,
-		Logger: opts.Logger.With("component", "ssh-port"), Attempt: opts.sshAuthAttempt})
+		TrustedUserCAKeys: cfg.SSHTrustedUserCAKeys,
+		Logger:            opts.Logger.With("component", "ssh-port"), Attempt: opts.sshAuthAttempt})
 	if err != nil {
 		return err
 	}
@@ -345,7 +346,7 @@ func (p *protocols) startSSHPort(cfg config.Config, opts Options) (err error) {
 		SubsystemHandlers: map[string]sshd.SubsystemHandler{"sftp": sshd.SFTP(sshd.SFTPLimits{})},
 		Logger:            opts.Logger.With("component", "ssh-port"),
 	}
-	if cfg.SSHAuthorizedKeys != "" {
+	if cfg.SSHAuthorizedKeys != "" || cfg.SSHTrustedUserCAKeys != "" {
 		so.PublicKeyCallback = p.sshPortAuth.PublicKey
 	}
 	if cfg.SSHPasswordHashFile != "" {

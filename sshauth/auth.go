@@ -37,7 +37,11 @@ type Options struct {
 	// PasswordHashFile holds one bcrypt hash ("$2a$..."); "" accepts no
 	// password.
 	PasswordHashFile string
-	Logger           *slog.Logger
+	// TrustedUserCAKeys is OpenSSH's TrustedUserCAKeys file: user
+	// certificates signed by one of its keys are accepted (checkCert);
+	// "" accepts no certificate.
+	TrustedUserCAKeys string
+	Logger            *slog.Logger
 	// Attempt, when set, is told of every attempt (metrics).
 	Attempt func(method, outcome string)
 	// sleep is time.Sleep (tests replace it).
@@ -53,6 +57,9 @@ type Auth struct {
 	keys    []Key
 	keysMod time.Time
 	keysLen int64
+	cas     []gossh.PublicKey
+	casMod  time.Time
+	casLen  int64
 	hash    []byte
 
 	fmu      sync.Mutex
@@ -67,8 +74,8 @@ type failure struct {
 // New loads the files. Without either, every login is refused, and New says
 // so: the SSH port has no unauthenticated mode.
 func New(opts Options) (*Auth, error) {
-	if opts.AuthorizedKeys == "" && opts.PasswordHashFile == "" {
-		return nil, errors.New("no authentication configured: set --ssh-authorized-keys (and/or --ssh-password-hash-file); the SSH port has no unauthenticated mode")
+	if opts.AuthorizedKeys == "" && opts.PasswordHashFile == "" && opts.TrustedUserCAKeys == "" {
+		return nil, errors.New("no authentication configured: set --ssh-authorized-keys (and/or --ssh-trusted-user-ca-keys, --ssh-password-hash-file); the SSH port has no unauthenticated mode")
 	}
 	if opts.sleep == nil {
 		opts.sleep = time.Sleep
@@ -99,6 +106,19 @@ func (a *Auth) Reload() error {
 		}
 		mod, size = fi.ModTime(), fi.Size()
 	}
+	var cas []gossh.PublicKey
+	var casMod time.Time
+	var casSize int64
+	if a.opts.TrustedUserCAKeys != "" {
+		fi, err := os.Stat(a.opts.TrustedUserCAKeys)
+		if err != nil {
+			return fmt.Errorf("--ssh-trusted-user-ca-keys: %w", err)
+		}
+		if cas, err = readCAs(a.opts.TrustedUserCAKeys); err != nil {
+			return fmt.Errorf("--ssh-trusted-user-ca-keys: %w", err)
+		}
+		casMod, casSize = fi.ModTime(), fi.Size()
+	}
 	var hash []byte
 	if a.opts.PasswordHashFile != "" {
 		b, err := os.ReadFile(a.opts.PasswordHashFile)
@@ -112,30 +132,32 @@ func (a *Auth) Reload() error {
 	}
 	a.mu.Lock()
 	a.keys, a.keysMod, a.keysLen, a.hash = keys, mod, size, hash
+	a.cas, a.casMod, a.casLen = cas, casMod, casSize
 	a.mu.Unlock()
 	return nil
 }
 
-// refresh reloads authorized_keys when the file changed, so a key added or
-// revoked applies to the next login without a restart.
+// refresh reloads authorized_keys and the CA keys when either file
+// changed, so a key added or revoked applies to the next login without a
+// restart.
 func (a *Auth) refresh() {
-	if a.opts.AuthorizedKeys == "" {
-		return
-	}
-	fi, err := os.Stat(a.opts.AuthorizedKeys)
-	if err != nil {
-		return
+	changed := func(name string, mod time.Time, size int64) bool {
+		if name == "" {
+			return false
+		}
+		fi, err := os.Stat(name)
+		return err == nil && !(fi.ModTime().Equal(mod) && fi.Size() == size)
 	}
 	a.mu.Lock()
-	same := fi.ModTime().Equal(a.keysMod) && fi.Size() == a.keysLen
+	stale := changed(a.opts.AuthorizedKeys, a.keysMod, a.keysLen) || changed(a.opts.TrustedUserCAKeys, a.casMod, a.casLen)
 	a.mu.Unlock()
-	if same {
+	if !stale {
 		return
 	}
 	if err := a.Reload(); err != nil {
 		a.log.Error("ssh: reloading the authorized keys failed; the previous keys stay in force", "err", err)
 	} else {
-		a.log.Info("ssh: authorized keys reloaded", "file", a.opts.AuthorizedKeys)
+		a.log.Info("ssh: authorized keys reloaded", "file", a.opts.AuthorizedKeys, "ca_file", a.opts.TrustedUserCAKeys)
 	}
 }
 
@@ -154,8 +176,18 @@ func (a *Auth) PublicKey(conn gossh.ConnMetadata, key gossh.PublicKey) (*gossh.P
 	addr := addrOf(conn)
 	fp := gossh.FingerprintSHA256(key)
 	a.mu.Lock()
-	keys := a.keys
+	keys, cas := a.keys, a.cas
 	a.mu.Unlock()
+	if cert, ok := key.(*gossh.Certificate); ok {
+		fp = gossh.FingerprintSHA256(cert.Key) + " cert " + fmt.Sprintf("%q serial %d", cert.KeyId, cert.Serial)
+		perms, err := checkCert(conn, cert, cas)
+		if err != nil {
+			a.failed(conn, "publickey", fp, err.Error())
+			return nil, err
+		}
+		a.succeeded(conn, "publickey", fp)
+		return perms, nil
+	}
 	for i := range keys {
 		k := &keys[i]
 		if !bytes.Equal(k.Key.Marshal(), key.Marshal()) {
@@ -240,6 +272,9 @@ func (a *Auth) Describe() string {
 	var parts []string
 	if a.opts.AuthorizedKeys != "" {
 		parts = append(parts, fmt.Sprintf("%d authorized keys", len(a.keys)))
+	}
+	if a.opts.TrustedUserCAKeys != "" {
+		parts = append(parts, fmt.Sprintf("certificates of %d CA keys", len(a.cas)))
 	}
 	if a.hash != nil {
 		parts = append(parts, "a password")

@@ -763,6 +763,12 @@ func TestCheckConfigPreflight(t *testing.T) {
 	// even by root.
 	unwritable := filepath.Join(t.TempDir(), "a-file")
 	os.WriteFile(unwritable, nil, 0o600)
+	badKeys := filepath.Join(t.TempDir(), "authorized_keys")
+	os.WriteFile(badKeys, []byte("# keys\nssh-ed25519 not-base64\n"), 0o600)
+	badCA := filepath.Join(t.TempDir(), "ca.pub")
+	os.WriteFile(badCA, []byte(`cert-authority ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGgsVnv2VQ1yjzNyn8UUvakqHJRu6VzdtcCSuFyZ2P2F ca`+"\n"), 0o600)
+	free := strconv.Itoa(freePort(t))
+	sshFree := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -770,6 +776,10 @@ func TestCheckConfigPreflight(t *testing.T) {
 		{[]string{"--port", busy}, "--bind 127.0.0.1 --port " + busy + " cannot be bound now"},
 		{[]string{"--bind", "no-such-host.invalid", "--insecure-no-auth"}, "--bind no-such-host.invalid does not resolve"},
 		{[]string{"--ssh-host-key", filepath.Join(unwritable, "sub", "key")}, "--ssh-host-key " + filepath.Join(unwritable, "sub", "key") + " does not exist and cannot be created in " + unwritable + ":"},
+		{[]string{"--port", free, "--ssh-listen", "127.0.0.1:" + busy, "--ssh-password-hash-file", unwritable}, "--ssh-listen 127.0.0.1:" + busy + " cannot be bound now"},
+		{[]string{"--port", free, "--ssh-listen", sshFree, "--ssh-authorized-keys", badKeys}, "--ssh-authorized-keys: " + badKeys + ":2: "},
+		{[]string{"--port", free, "--ssh-listen", sshFree, "--ssh-trusted-user-ca-keys", badCA}, "--ssh-trusted-user-ca-keys: " + badCA + ":1: options (cert-authority) are not allowed on a CA key"},
+		{[]string{"--port", free, "--ssh-listen", sshFree, "--ssh-password-hash-file", unwritable}, "--ssh-password-hash-file " + unwritable + ": not a bcrypt hash"},
 	} {
 		_, errOut, code := run(t, nil, append([]string{"daemon", "--root", root, "--check-config"}, tc.args...)...)
 		if code != 1 || !strings.Contains(errOut, "agent-backend: invalid configuration: "+tc.want) {
