@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pkg/sftp"
 	"golang.org/x/crypto/bcrypt"
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/internal/scptest"
+	"github.com/agentbe/agentbe-daemon/internal/sshtest"
 )
 
 // clientKey makes an ed25519 key pair: the private key file for OpenSSH and
@@ -78,7 +80,7 @@ func TestSSHPortWithOpenSSH(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	key, line, _ := clientKey(t, dir, "good")
+	key, line, signer := clientKey(t, dir, "good")
 	otherKey, _, _ := clientKey(t, dir, "other")
 	farKey, farLine, _ := clientKey(t, dir, "far")
 	ptyKey, ptyLine, _ := clientKey(t, dir, "nopty")
@@ -143,6 +145,23 @@ func TestSSHPortWithOpenSSH(t *testing.T) {
 	} else if b, _ := os.ReadFile(filepath.Join(c.Root, "scp.txt")); string(b) != "uploaded" {
 		t.Errorf("scp: %q", b)
 	}
+	// The command and SFTP escape tables every transport of the SSH core
+	// is held to, through a Go client on the port.
+	t.Run("the /ssh tables", func(t *testing.T) {
+		client, err := gossh.Dial("tcp", addr, &gossh.ClientConfig{User: "agent", Auth: []gossh.AuthMethod{gossh.PublicKeys(signer)},
+			HostKeyCallback: gossh.InsecureIgnoreHostKey(), Timeout: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		sshtest.Exec(t, client, c.Root, false)
+		sc, err := sftp.NewClient(client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.Close()
+		sshtest.SFTPEscapes(t, sc, c.Root)
+	})
 	// scp's legacy protocol (-O), served by package scpd.
 	t.Run("scp -O", func(t *testing.T) {
 		scptest.Legacy(t, "scp", []string{"-F", "/dev/null", "-i", key, "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no",

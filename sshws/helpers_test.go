@@ -14,6 +14,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/sshtest"
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/sshd"
@@ -171,38 +172,7 @@ func (e *env) sftp(t testing.TB) *sftp.Client {
 	return c
 }
 
-// run runs a command on a fresh session and returns stdout, stderr and the
-// exit status (-1 with err set when the session failed otherwise).
-func run(t testing.TB, c *gossh.Client, cmd, stdin string) (stdout, stderr string, code int, sig string) {
-	t.Helper()
-	s, err := c.NewSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var o, e strings.Builder
-	s.Stdout, s.Stderr = &o, &e
-	if stdin != "" {
-		s.Stdin = strings.NewReader(stdin)
-	}
-	err = s.Run(cmd)
-	var ee *gossh.ExitError
-	switch {
-	case err == nil:
-	case asExit(err, &ee):
-		code, sig = ee.ExitStatus(), ee.Signal()
-	default:
-		t.Fatalf("run %q: %v", cmd, err)
-	}
-	return o.String(), e.String(), code, sig
-}
-
-func asExit(err error, ee **gossh.ExitError) bool {
-	e, ok := err.(*gossh.ExitError)
-	if ok {
-		*ee = e
-	}
-	return ok
-}
+// run runs a command on a fresh session (sshtest.Run).
+var run = sshtest.Run
 
 func newSFTP(c *gossh.Client) (*sftp.Client, error) { return sftp.NewClient(c) }

@@ -18,6 +18,7 @@ import (
 	"github.com/gorilla/websocket"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/agentbe/agentbe-daemon/internal/sshtest"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/wsclient"
 )
@@ -247,65 +248,7 @@ func TestExec(t *testing.T) {
 func testExec(t *testing.T, mode sandbox.Mode) {
 	e := newEnv(t, withMode(mode), withOpts(func(o *Options) { o.EnvAllowlist = []string{"FOO", "LANG", "LC_*"} }))
 	c := e.dial(t, "")
-	tests := []struct {
-		name, cmd, stdin string
-		wantOut, wantErr string
-		wantCode         int
-		wantSig          string
-		errContains      string
-	}{
-		{name: "stdout", cmd: "echo hello", wantOut: "hello\n"},
-		{name: "stderr", cmd: "echo oops >&2", wantErr: "oops\n"},
-		{name: "exit code", cmd: "echo partial; exit 3", wantOut: "partial\n", wantCode: 3},
-		{name: "stdin until EOF", cmd: "cat; echo done", stdin: "line1\nline2\n", wantOut: "line1\nline2\ndone\n"},
-		{name: "cwd is the workspace", cmd: "pwd", wantOut: e.root + "\n"},
-		{name: "HOME is the workspace", cmd: `echo "$HOME"`, wantOut: e.root + "\n"},
-		// The TypeScript client's prefix: its assignments apply to `cd` only
-		// (a regular builtin), so they are not visible to the command.
-		{name: "TypeScript client form", cmd: fmt.Sprintf(`HOME='%s' K='v w' cd "%s" && pwd`, e.root, e.root), wantOut: e.root + "\n"},
-		{name: "Python client form", cmd: fmt.Sprintf(`cd %s && HOME=%s K=v sh -c 'echo $K'`, e.root, e.root), wantOut: "v\n"},
-		{name: "killed by signal", cmd: "kill -KILL $$", wantCode: 137, wantSig: sigName(mode, "KILL")},
-		{name: "blocked by the safety policy", cmd: "sudo id", wantCode: 126, errContains: "Dangerous operation blocked (DANGEROUS_OPERATION): privilege-escalation: "},
-		{name: "unjudgeable for the safety policy", cmd: "eval ls", wantCode: 126, errContains: "Dangerous operation blocked (UNSAFE_COMMAND): unjudgeable: "},
-		{name: "empty command", cmd: "", wantCode: 126, errContains: "agentbe: empty command"},
-		{name: "blank command", cmd: "  ", wantCode: 126, errContains: "agentbe: empty command"},
-	}
-	// A shell reading its program from the client's stdin: software mode
-	// cannot judge it and says bwrap allows it; bwrap runs it.
-	if mode == sandbox.ModeSoftware {
-		tests = append(tests, struct {
-			name, cmd, stdin string
-			wantOut, wantErr string
-			wantCode         int
-			wantSig          string
-			errContains      string
-		}{name: "program on stdin", cmd: "exec bash", stdin: "echo ran\n", wantCode: 126,
-			errContains: "Dangerous operation blocked (UNSAFE_COMMAND): unjudgeable: bash reads the program it runs from stdin, which cannot be judged in software mode; pass the program as a file or with -c (bwrap isolation allows it)"})
-	} else {
-		tests = append(tests, struct {
-			name, cmd, stdin string
-			wantOut, wantErr string
-			wantCode         int
-			wantSig          string
-			errContains      string
-		}{name: "program on stdin", cmd: "exec bash", stdin: "echo ran\n", wantOut: "ran\n"})
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			out, errOut, code, sig := run(t, c, tt.cmd, tt.stdin)
-			if out != tt.wantOut || code != tt.wantCode || sig != tt.wantSig {
-				t.Fatalf("got out=%q code=%d sig=%q (stderr %q); want out=%q code=%d sig=%q",
-					out, code, sig, errOut, tt.wantOut, tt.wantCode, tt.wantSig)
-			}
-			if tt.errContains != "" {
-				if !strings.Contains(errOut, tt.errContains) {
-					t.Fatalf("stderr %q does not contain %q", errOut, tt.errContains)
-				}
-			} else if errOut != tt.wantErr {
-				t.Fatalf("stderr = %q, want %q", errOut, tt.wantErr)
-			}
-		})
-	}
+	sshtest.Exec(t, c, e.root, mode == sandbox.ModeBwrap)
 
 	t.Run("env allowlist", func(t *testing.T) {
 		s, err := c.NewSession()

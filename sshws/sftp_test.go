@@ -3,7 +3,6 @@ package sshws
 import (
 	"bytes"
 	"crypto/rand"
-	"errors"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -14,57 +13,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pkg/sftp"
-
+	"github.com/agentbe/agentbe-daemon/internal/sshtest"
 	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
-// fxCode returns the SFTP status of err: pkg/sftp's client turns
-// NO_SUCH_FILE into fs.ErrNotExist and PERMISSION_DENIED into
-// fs.ErrPermission, and leaves the others as *sftp.StatusError.
-func fxCode(err error) uint32 {
-	var se *sftp.StatusError
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, fs.ErrNotExist):
-		return 2
-	case errors.Is(err, fs.ErrPermission):
-		return 3
-	case errors.As(err, &se):
-		return uint32(se.FxCode())
-	}
-	return 999
-}
-
-const (
-	fxOK          = 0
-	fxNoSuchFile  = 2
-	fxPermission  = 3
-	fxFailure     = 4
-	fxUnsupported = 8
+// The SFTP status helpers and host file helpers are the shared ones.
+var (
+	fxCode    = sshtest.FxCode
+	writeHost = sshtest.WriteHost
+	readHost  = sshtest.ReadHost
 )
 
-func writeHost(t *testing.T, root, rel, content string) {
-	t.Helper()
-	p := filepath.Join(root, rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func readHost(t *testing.T, root, rel string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, rel))
-	if err != nil {
-		t.Fatalf("host read %s: %v", rel, err)
-	}
-	return string(b)
-}
+const (
+	fxOK          = sshtest.FxOK
+	fxNoSuchFile  = sshtest.FxNoSuchFile
+	fxPermission  = sshtest.FxPermission
+	fxFailure     = sshtest.FxFailure
+	fxUnsupported = sshtest.FxUnsupported
+)
 
 func TestSFTPOperations(t *testing.T) {
 	e := newEnv(t)
@@ -439,125 +406,7 @@ func TestSFTPOperations(t *testing.T) {
 
 func TestSFTPEscapes(t *testing.T) {
 	e := newEnv(t)
-	c := e.sftp(t)
-	outside := filepath.Dir(e.root) // the parent of the workspace
-	writeHost(t, outside, "secret.txt", "top secret")
-	writeHost(t, e.root, "inside.txt", "in")
-	if err := os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(e.root, "abs-out")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("../secret.txt", filepath.Join(e.root, "rel-out")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, filepath.Join(e.root, "dir-out")); err != nil {
-		t.Fatal(err)
-	}
-
-	// Paths that would leave the workspace lexically stay in it (the SFTP
-	// view is chrooted at the root): they name files inside, which here do
-	// not exist, never the file outside.
-	for _, p := range []string{"../secret.txt", "/../secret.txt", "a/../../secret.txt", e.root + "/../secret.txt", outside + "/secret.txt"} {
-		t.Run("lexical "+p, func(t *testing.T) {
-			f, err := c.Open(p)
-			if err == nil {
-				b, _ := io.ReadAll(f)
-				f.Close()
-				t.Fatalf("opened %q: %q", p, b)
-			}
-			if fxCode(err) != fxNoSuchFile {
-				t.Fatalf("open %q: %v, want NO_SUCH_FILE", p, err)
-			}
-		})
-	}
-
-	// Writes that try to climb land inside the workspace.
-	f, err := c.Create("../../climbed.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Write([]byte("x"))
-	f.Close()
-	if readHost(t, e.root, "climbed.txt") != "x" {
-		t.Fatal("write did not land in the root")
-	}
-	if _, err := os.Stat(filepath.Join(outside, "climbed.txt")); err == nil {
-		t.Fatal("write escaped the workspace")
-	}
-
-	// Symlinks leading out are refused with PERMISSION_DENIED, whatever the
-	// operation.
-	ops := map[string]func(p string) error{
-		"open": func(p string) error {
-			f, err := c.Open(p)
-			if err == nil {
-				f.Close()
-			}
-			return err
-		},
-		"create through": func(p string) error {
-			f, err := c.OpenFile(p, os.O_WRONLY|os.O_TRUNC)
-			if err == nil {
-				f.Close()
-			}
-			return err
-		},
-		"stat":    func(p string) error { _, err := c.Stat(p); return err },
-		"readdir": func(p string) error { _, err := c.ReadDir(p); return err },
-		"chmod":   func(p string) error { return c.Chmod(p, 0o777) },
-	}
-	for _, link := range []string{"abs-out", "rel-out"} {
-		for name, op := range ops {
-			if name == "readdir" {
-				continue
-			}
-			t.Run(name+" "+link, func(t *testing.T) {
-				if err := op(link); fxCode(err) != fxPermission {
-					t.Fatalf("%s %s: %v, want PERMISSION_DENIED", name, link, err)
-				}
-			})
-		}
-	}
-	for name, op := range map[string]func(string) error{"readdir": ops["readdir"], "open below": func(p string) error { return ops["open"](p + "/secret.txt") }, "create below": func(p string) error {
-		f, err := c.Create(p + "/new.txt")
-		if err == nil {
-			f.Close()
-		}
-		return err
-	}} {
-		t.Run(name+" dir-out", func(t *testing.T) {
-			if err := op("dir-out"); fxCode(err) != fxPermission {
-				t.Fatalf("%v, want PERMISSION_DENIED", err)
-			}
-		})
-	}
-	if _, err := os.Stat(filepath.Join(outside, "new.txt")); err == nil {
-		t.Fatal("create through a symlinked directory escaped")
-	}
-	if got := readHost(t, outside, "secret.txt"); got != "top secret" {
-		t.Fatalf("secret changed: %q", got)
-	}
-	if fi, _ := os.Stat(filepath.Join(outside, "secret.txt")); fi.Mode().Perm() != 0o644 {
-		t.Fatalf("secret's mode changed: %v", fi.Mode())
-	}
-
-	t.Run("symlink creation pointing out is refused", func(t *testing.T) {
-		if err := c.Symlink("../../secret.txt", "mine"); fxCode(err) != fxPermission {
-			t.Fatalf("symlink ../../secret.txt: %v", err)
-		}
-	})
-	t.Run("rename out of or into an outside link", func(t *testing.T) {
-		if err := c.Rename("inside.txt", "dir-out/stolen.txt"); fxCode(err) != fxPermission {
-			t.Fatalf("rename into dir-out: %v", err)
-		}
-		if err := c.Rename("dir-out/secret.txt", "got.txt"); fxCode(err) != fxPermission {
-			t.Fatalf("rename from dir-out: %v", err)
-		}
-	})
-	t.Run("lstat of the link itself works", func(t *testing.T) {
-		if fi, err := c.Lstat("abs-out"); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			t.Fatalf("lstat: %v %v", fi, err)
-		}
-	})
+	sshtest.SFTPEscapes(t, e.sftp(t), e.root)
 }
 
 // TestSFTPLargeFile moves 32 MiB each way and checks it byte for byte.
