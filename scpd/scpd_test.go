@@ -557,3 +557,30 @@ func FuzzSink(f *testing.F) {
 		}
 	})
 }
+
+// TestMemoryWorkspace: the protocol works on the memory backend too (no
+// directory, no exec), both ways.
+func TestMemoryWorkspace(t *testing.T) {
+	ws := fsops.NewMemory("/mem", fsops.Options{})
+	defer ws.Close()
+	p := serve(t, ws, "scp -r -p -t .")
+	p.ok()
+	p.send("D0755 0 d\n")
+	p.ok()
+	p.send("C0644 5 f.txt\n")
+	p.ok()
+	p.send("hello\x00")
+	p.ok()
+	p.send("E\n")
+	p.ok()
+	if err, code := p.end(); err != nil || code != 0 {
+		t.Fatalf("upload: %v, exit %d", err, code)
+	}
+	if b, err := ws.ReadFile("d/f.txt"); err != nil || string(b) != "hello" {
+		t.Fatalf("memory workspace holds %q, %v", b, err)
+	}
+	recs, warns, code := download(t, ws, "scp -r -f d")
+	if want := []string{"D0755 0 d", "C0644 5 f.txt", "hello", "E"}; !reflect.DeepEqual(recs, want) || len(warns) != 0 || code != 0 {
+		t.Fatalf("download: %q %q %d", recs, warns, code)
+	}
+}
