@@ -92,8 +92,10 @@ type Config struct {
 	// AuditLog is the audit log's file, "-" for stderr, "" for none.
 	AuditLog string
 
-	// Upstreams is the MCP servers file (docs/upstreams.md), "" for none.
-	Upstreams string
+	// Upstreams is the MCP servers file (docs/upstreams.md), "" for none;
+	// UpstreamCacheDir holds their package caches.
+	Upstreams        string
+	UpstreamCacheDir string
 
 	// The /gateway face's limits per connection: message size, batch size,
 	// messages in flight, and the request rate (per second) with its burst.

@@ -56,6 +56,7 @@ func BenchmarkUpstreamEcho(b *testing.B) {
 		b.Fatal(err)
 	}
 	c.Upstreams = cfgFile
+	c.UpstreamCacheDir = b.TempDir()
 	c.MaxConcurrentCalls = 64
 	if err := c.Validate(); err != nil {
 		b.Fatal(err)

@@ -54,6 +54,7 @@ func TestPublishedUpstreams(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.Upstreams = cfgFile
+			c.UpstreamCacheDir = t.TempDir()
 			if err := c.Validate(); err != nil {
 				t.Fatal(err)
 			}

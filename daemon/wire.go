@@ -371,7 +371,7 @@ func (p *protocols) startUpstreams(cfg config.Config, opts Options) error {
 	base := p.execCfg
 	base.Mode = p.exec.Mode()
 	base.Rlimits = sandbox.Rlimits{}
-	p.upstreams, err = upstream.Start(upstream.Options{Config: ucfg, Workspace: p.ws, Registry: p.reg, Sandbox: base,
+	p.upstreams, err = upstream.Start(upstream.Options{Config: ucfg, Workspace: p.ws, Registry: p.reg, Sandbox: base, CacheDir: cfg.UpstreamCacheDir,
 		Version: opts.Version, Logger: opts.Logger.With("component", "upstream")})
 	if err != nil {
 		return fmt.Errorf("--upstreams %s: %w", cfg.Upstreams, err)

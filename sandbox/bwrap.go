@@ -70,6 +70,9 @@ func (e *executor) buildBwrapBase() []string {
 	for _, p := range e.cfg.ReadOnlyPaths {
 		args = append(args, "--ro-bind-try", p, p)
 	}
+	for _, p := range e.cfg.WritablePaths {
+		args = append(args, "--bind-try", p, p)
+	}
 	return args
 }
 

@@ -22,8 +22,9 @@ func TestBwrapArgvMatchesExecutor(t *testing.T) {
 	}{
 		{"default", func(*Config) {}},
 		{"no network", func(c *Config) { c.NoNetwork = true }},
-		{"read-only paths and env", func(c *Config) {
+		{"read-only and writable paths and env", func(c *Config) {
 			c.ReadOnlyPaths = []string{ro}
+			c.WritablePaths = []string{filepath.Join(ro, "rw")}
 			c.Env = map[string]string{"FOO": "bar"}
 		}},
 		{"sh", func(c *Config) { c.Shell = "sh" }},
@@ -117,5 +118,31 @@ func TestReadOnlyPathUnderTmp(t *testing.T) {
 	}
 	if string(res.Stdout) != "visible read-only\n" {
 		t.Fatalf("inside bwrap: stdout %q stderr %q exit %d", res.Stdout, res.Stderr, res.ExitCode)
+	}
+}
+
+// TestWritablePathUnderTmp: a configured writable path (an MCP server's
+// package cache) is visible inside bwrap read-write, even under /tmp and
+// inside a read-only path; the rest of that read-only path stays read-only.
+func TestWritablePathUnderTmp(t *testing.T) {
+	needBwrap(t)
+	ro := t.TempDir()
+	rw := filepath.Join(ro, "cache")
+	if err := os.Mkdir(rw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ex, _ := newExec(t, ModeBwrap, func(c *Config) {
+		c.ReadOnlyPaths = []string{ro}
+		c.WritablePaths = []string{rw}
+	})
+	res, err := ex.Run(t.Context(), Request{Command: "echo kept > '" + rw + "/f' && ! touch '" + ro + "/g' 2>/dev/null && echo ok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Stdout) != "ok\n" {
+		t.Fatalf("inside bwrap: stdout %q stderr %q exit %d", res.Stdout, res.Stderr, res.ExitCode)
+	}
+	if b, _ := os.ReadFile(filepath.Join(rw, "f")); string(b) != "kept\n" {
+		t.Fatalf("the write through the writable path did not reach the host: %q", b)
 	}
 }

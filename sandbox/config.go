@@ -124,6 +124,11 @@ type Config struct {
 	// ReadOnlyPaths are extra host directories bound read-only at the same
 	// path inside bwrap (e.g. /opt/toolchain); missing ones are ignored.
 	ReadOnlyPaths []string
+	// WritablePaths are extra host directories bound read-write at the same
+	// path inside bwrap, after ReadOnlyPaths (a long-lived MCP server's
+	// package cache, outside the workspace); missing ones are ignored.
+	// Other modes see the host's file system anyway.
+	WritablePaths []string
 	// Secrets are values (the daemon's auth token, ...) that must never reach
 	// a child: an environment variable whose value contains one is dropped.
 	Secrets []string

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -24,9 +25,12 @@ type Options struct {
 	Sandbox sandbox.Config
 	// Getenv reads the daemon's environment for passEnv (os.LookupEnv when
 	// nil).
-	Getenv  func(string) (string, bool)
-	Version string
-	Logger  *slog.Logger
+	Getenv func(string) (string, bool)
+	// CacheDir holds each server's package cache (packages.go), outside
+	// the workspace; "" is the user's cache directory's agentbe/upstreams.
+	CacheDir string
+	Version  string
+	Logger   *slog.Logger
 
 	timing *timing // tests
 }
@@ -40,6 +44,7 @@ type Provider struct {
 	log     *slog.Logger
 	timing  timing
 
+	cacheRoot string // the servers' package caches
 	servers   []*server
 	closeOnce sync.Once
 }
@@ -61,6 +66,10 @@ func Start(opts Options) (*Provider, error) {
 	}
 	if opts.timing != nil {
 		p.timing = *opts.timing
+	}
+	var err error
+	if p.cacheRoot, err = packageCacheRoot(opts.CacheDir, opts.Workspace.Root()); err != nil {
+		return nil, err
 	}
 	for _, sc := range opts.Config.Servers {
 		if sc.Disabled {
@@ -100,14 +109,20 @@ func (p *Provider) newServer(sc Server, base sandbox.Config) (*server, error) {
 	cfg.NoNetwork = base.NoNetwork || !sc.Network
 	lookPath := func(name string) (string, error) { return sandbox.LookPath(name, sc.Env) }
 	cfg.ReadOnlyPaths = append(slices.Clone(base.ReadOnlyPaths), readOnlyPaths(&sc, p.ws.Root(), lookPath)...)
-	cfg.Env = sc.Env
+	cacheDir, err := serverCacheDir(p.cacheRoot, sc.Name)
+	if err != nil {
+		return nil, err
+	}
+	cfg.WritablePaths = append(slices.Clone(base.WritablePaths), cacheDir)
+	cfg.Env = cacheEnv(cacheDir)
+	maps.Copy(cfg.Env, sc.Env)
 	cfg.MaxConcurrent = 1 // the one long-lived process
 	cfg.Logger = log
 	exe, err := sandbox.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", sc.Name, err)
 	}
-	log.Info("upstream configured", "isolation", exe.Mode(), "network", !cfg.NoNetwork, "read_only", cfg.ReadOnlyPaths)
+	log.Info("upstream configured", "isolation", exe.Mode(), "network", !cfg.NoNetwork, "read_only", cfg.ReadOnlyPaths, "cache", cacheDir)
 	return &server{
 		cfg: sc, p: p, exe: exe, dir: dir, ws: bound, log: log, stderr: newStderrSink(log),
 		sem: make(chan struct{}, sc.MaxConcurrent), cache: newResultCache(sc.Cache), stop: make(chan struct{}), done: make(chan struct{}),

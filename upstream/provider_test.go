@@ -61,7 +61,7 @@ func start(t *testing.T, mode string, iso sandbox.Mode, mod func(*Server), tm ti
 		t.Fatal(err)
 	}
 	reg := registry.New(registry.Options{})
-	p, err := Start(Options{Config: cfg, Workspace: ws, Registry: reg, timing: &tm,
+	p, err := Start(Options{Config: cfg, Workspace: ws, Registry: reg, timing: &tm, CacheDir: t.TempDir(),
 		Sandbox: sandbox.Config{Mode: iso, WorkspaceRoot: ws.Root()},
 		Getenv: func(k string) (string, bool) {
 			if k == "PASSED" {
