@@ -25,7 +25,8 @@ import (
 // dir, directory or filename, in any case, with '_' or '-'), at any depth,
 // in arrays too (paths: [...], edits: [{path}]); any string whose schema
 // says it is a path (a format naming a path, file or directory); and any
-// file:// URI anywhere. A NUL byte in a path is refused.
+// file: URI anywhere (any case, one slash or three). A NUL byte in a path
+// is refused.
 type PathChecker struct {
 	dir    string // the upstream's working directory (absolute, clean)
 	schema map[string]any
@@ -71,7 +72,7 @@ func (c *PathChecker) walk(ws fsops.Workspace, v any, schema map[string]any, whe
 		if isPath {
 			return c.checkPath(ws, x, where)
 		}
-		if strings.HasPrefix(x, "file://") {
+		if isFileURI(x) {
 			return c.checkPath(ws, x, where)
 		}
 	case []any:
@@ -130,15 +131,19 @@ func (c *PathChecker) checkPath(ws fsops.Workspace, p, where string) error {
 	if strings.IndexByte(p, 0) >= 0 {
 		return refuse("path contains a NUL byte")
 	}
-	if rest, ok := strings.CutPrefix(p, "file://"); ok {
+	if isFileURI(p) {
+		// Any spelling a URL parser takes as a file URI (file:/x,
+		// file:///x, FILE://localhost/x, percent-encoded), judged by the
+		// path it decodes to; a form with no absolute path is refused
+		// rather than guessed at.
 		u, err := url.Parse(p)
 		if err != nil || (u.Host != "" && u.Host != "localhost") {
 			return refuse("not a local file URI")
 		}
-		p = u.Path
-		if p == "" {
-			p = rest
+		if u.Opaque != "" || !path.IsAbs(u.Path) {
+			return refuse("not an absolute file URI")
 		}
+		p = u.Path
 		if strings.IndexByte(p, 0) >= 0 {
 			return refuse("path contains a NUL byte")
 		}
@@ -176,4 +181,9 @@ func (c *PathChecker) checkPath(ws fsops.Workspace, p, where string) error {
 		return &errcode.Error{Code: errcode.Of(err), Op: "call", Path: given, Msg: errcode.Sentence(err), Hint: "in " + where, Err: err}
 	}
 	return nil
+}
+
+// isFileURI reports whether s starts with the file: scheme, in any case.
+func isFileURI(s string) bool {
+	return len(s) >= 5 && strings.EqualFold(s[:5], "file:")
 }

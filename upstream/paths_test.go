@@ -81,6 +81,14 @@ func TestPathCheckerRefusesEscapes(t *testing.T) {
 		{"file URI inside", `{"path":"file://` + root + `/a"}`, ""},
 		{"remote file URI", `{"path":"file://host/etc"}`, "arguments.path"},
 		{"other user's home", `{"path":"~root/.ssh"}`, "arguments.path"},
+		// Every spelling of a file URI that Node's fileURLToPath and
+		// Python's urllib take as one.
+		{"file URI with one slash", `{"query":"file:/etc/passwd"}`, "arguments.query"},
+		{"file URI under a path key", `{"path":"file:/etc/passwd"}`, "arguments.path"},
+		{"upper-case scheme", `{"query":"FILE:///etc/passwd"}`, "arguments.query"},
+		{"mixed-case scheme", `{"uri":"File:///etc/passwd"}`, "arguments.uri"},
+		{"percent-encoded climb", `{"path":"file://` + root + `/%2e%2e/secret"}`, "arguments.path"},
+		{"one-slash URI inside", `{"path":"file:` + root + `/a"}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := c.Check(ws, json.RawMessage(tc.args))
@@ -142,7 +150,7 @@ func FuzzPathChecker(f *testing.F) {
 	c := NewPathChecker(ws.Root(), testSchema)
 	f.Fuzz(func(t *testing.T, p string) {
 		args, _ := json.Marshal(map[string]any{"path": p})
-		if c.Check(ws, args) != nil || strings.HasPrefix(p, "file://") || strings.HasPrefix(p, "~") || p == "" {
+		if c.Check(ws, args) != nil || isFileURI(p) || strings.HasPrefix(p, "~") || p == "" {
 			return
 		}
 		abs := p
