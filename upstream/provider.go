@@ -32,7 +32,8 @@ type Options struct {
 	Version  string
 	Logger   *slog.Logger
 
-	timing *timing // tests
+	timing     *timing // tests
+	maxMessage int64   // tests; DefaultMaxMessage when 0
 }
 
 // Provider runs the configured servers and serves their tools.
@@ -44,9 +45,10 @@ type Provider struct {
 	log     *slog.Logger
 	timing  timing
 
-	cacheRoot string // the servers' package caches
-	servers   []*server
-	closeOnce sync.Once
+	cacheRoot  string // the servers' package caches
+	maxMessage int64  // DefaultMaxMessage, or the test's
+	servers    []*server
+	closeOnce  sync.Once
 }
 
 // Start builds each enabled server's executor and starts its supervisor; it
@@ -66,6 +68,10 @@ func Start(opts Options) (*Provider, error) {
 	}
 	if opts.timing != nil {
 		p.timing = *opts.timing
+	}
+	p.maxMessage = DefaultMaxMessage
+	if opts.maxMessage > 0 {
+		p.maxMessage = opts.maxMessage
 	}
 	var err error
 	if p.cacheRoot, err = packageCacheRoot(opts.CacheDir, opts.Workspace.Root()); err != nil {

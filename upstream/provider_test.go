@@ -3,13 +3,16 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,6 +32,9 @@ var fastTiming = timing{
 	pingTimeout:  2 * time.Second,
 	stopGrace:    2 * time.Second,
 }
+
+// testMaxMessage, when set, is the started provider's message limit.
+var testMaxMessage int64
 
 type fixture struct {
 	p    *Provider
@@ -61,7 +67,7 @@ func start(t *testing.T, mode string, iso sandbox.Mode, mod func(*Server), tm ti
 		t.Fatal(err)
 	}
 	reg := registry.New(registry.Options{})
-	p, err := Start(Options{Config: cfg, Workspace: ws, Registry: reg, timing: &tm, CacheDir: t.TempDir(),
+	p, err := Start(Options{Config: cfg, Workspace: ws, Registry: reg, timing: &tm, CacheDir: t.TempDir(), maxMessage: testMaxMessage,
 		Sandbox: sandbox.Config{Mode: iso, WorkspaceRoot: ws.Root()},
 		Getenv: func(k string) (string, bool) {
 			if k == "PASSED" {
@@ -156,8 +162,8 @@ func TestDiscoveryAndRouting(t *testing.T) {
 		t.Run(string(iso), func(t *testing.T) {
 			f := start(t, "serve", iso, nil, fastTiming)
 			h := f.running(t)
-			if h.PID == 0 || h.Tools != 10 {
-				t.Errorf("health %+v; want a pid and 10 tools (of 11: secret_tool filtered out)", h)
+			if h.PID == 0 || h.Tools != 11 {
+				t.Errorf("health %+v; want a pid and 11 tools (of 12: secret_tool filtered out)", h)
 			}
 			tl, ok := f.reg.Lookup("t__echo")
 			if !ok || tl.Description != "echoes" || tl.Annotations == nil || !tl.Annotations.ReadOnlyHint {
@@ -182,7 +188,7 @@ func TestDiscoveryAndRouting(t *testing.T) {
 			if txt != want {
 				t.Errorf("whoami:\n got %s\nwant %s", txt, want)
 			}
-			if prov := f.reg.Providers(); len(prov) != 1 || prov[0].Name != "upstream:t" || prov[0].State != "ready" || prov[0].Tools != 10 {
+			if prov := f.reg.Providers(); len(prov) != 1 || prov[0].Name != "upstream:t" || prov[0].State != "ready" || prov[0].Tools != 11 {
 				t.Errorf("providers: %+v", prov)
 			}
 		})
@@ -394,5 +400,48 @@ func TestResultCache(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // past the TTL
 	if again := call("t__count", `{"key":"a"}`); again == cached {
 		t.Errorf("an expired entry was served: %q", again)
+	}
+}
+
+// TestOversizedMessageKillsTheServer: a server whose answer is larger than
+// the message limit is killed and restarted, the caller gets an error, and
+// the reason is in last_error; answers under the limit go through.
+func TestOversizedMessageKillsTheServer(t *testing.T) {
+	testMaxMessage = 64 << 10
+	defer func() { testMaxMessage = 0 }()
+	f := start(t, "serve", sandbox.ModeSoftware, nil, fastTiming)
+	first := f.running(t)
+	if txt, isErr, _ := f.call(t, nil, "t__big", `{"n":1000}`); isErr || len(txt) != 1000 {
+		t.Fatalf("a small answer: %d bytes, %v", len(txt), isErr)
+	}
+	if txt, isErr, _ := f.call(t, nil, "t__big", `{"n":1000000}`); !isErr {
+		t.Fatalf("an answer over the limit came through: %d bytes", len(txt))
+	}
+	h := f.waitFor(t, "the restart", func(h Health) bool { return h.State == StateRunning && h.PID != 0 && h.PID != first.PID })
+	if !strings.Contains(h.LastError, "sent a message over 65536 bytes") || h.Restarts != 1 {
+		t.Fatalf("health after the oversized answer: %+v", h)
+	}
+}
+
+func TestMessageLimitReader(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		max  int64
+		fail bool
+	}{
+		{"abc\ndef\n", 3, false},
+		{"abcd\n", 3, true},
+		{"ab\ncd\nefgh", 3, true},
+		{strings.Repeat("x\n", 1000), 1, false},
+	} {
+		m := &messageLimit{r: io.NopCloser(iotest.OneByteReader(strings.NewReader(tc.in))), max: tc.max, over: make(chan struct{})}
+		_, err := io.ReadAll(m)
+		if (err != nil) != tc.fail || (tc.fail && !errors.Is(err, errMessageTooLarge)) {
+			t.Errorf("%q max %d: %v", tc.in, tc.max, err)
+		}
+		m = &messageLimit{r: io.NopCloser(strings.NewReader(tc.in)), max: tc.max, over: make(chan struct{})}
+		if _, err := io.ReadAll(m); (err != nil) != tc.fail {
+			t.Errorf("%q max %d in one read: %v", tc.in, tc.max, err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -277,7 +278,8 @@ func (s *server) runOnce() error {
 		case <-ctx.Done():
 		}
 	}()
-	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: stdoutR, Writer: stdinW}, nil)
+	limited := &messageLimit{r: stdoutR, max: s.p.maxMessage, over: make(chan struct{})}
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: limited, Writer: stdinW}, nil)
 	if err == nil {
 		err = s.publish(ctx, cs)
 		if err != nil {
@@ -324,6 +326,14 @@ func (s *server) runOnce() error {
 			s.detach(cs)
 			s.stopProcess(proc, exited, cs)
 			return errStopping
+		case <-limited.over:
+			s.detach(cs)
+			msg := fmt.Sprintf("sent a message over %d bytes (a server must not make the daemon buffer without bound); killed", s.p.maxMessage)
+			s.log.Warn("upstream sent an oversized message; killing it", "limit", s.p.maxMessage)
+			kill()
+			cs.Close()
+			s.recordErr(msg)
+			return errors.New(msg)
 		case <-s.relist:
 			lctx, lcancel := context.WithTimeout(context.Background(), s.p.timing.pingTimeout)
 			if err := s.publish(lctx, cs); err != nil {
@@ -537,4 +547,48 @@ func workDir(ws fsops.Workspace, cwd string) string {
 		return ws.Root()
 	}
 	return path.Join(ws.Root(), cwd)
+}
+
+// DefaultMaxMessage bounds one message from an upstream (one line of its
+// stdout): the daemon's own largest reply (--max-reply-bytes' default).
+const DefaultMaxMessage = 32 << 20
+
+// messageLimit is an upstream's stdout as the MCP client reads it: once a
+// line (a JSON-RPC message) grows past max bytes, reads fail and over is
+// closed, so the supervisor kills the server at once.
+type messageLimit struct {
+	r    io.ReadCloser
+	max  int64
+	cur  int64 // bytes of the current line so far
+	over chan struct{}
+}
+
+var errMessageTooLarge = errors.New("upstream message too large")
+
+func (m *messageLimit) Close() error { return m.r.Close() }
+
+func (m *messageLimit) Read(p []byte) (int, error) {
+	if m.cur > m.max {
+		return 0, errMessageTooLarge
+	}
+	n, err := m.r.Read(p)
+	b := p[:n]
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			m.cur += int64(len(b))
+			break
+		}
+		if m.cur+int64(i) > m.max {
+			m.cur += int64(i)
+			break
+		}
+		m.cur = 0
+		b = b[i+1:]
+	}
+	if m.cur > m.max {
+		close(m.over)
+		return 0, errMessageTooLarge
+	}
+	return n, err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -101,6 +102,12 @@ func serveTestUpstream(mode string) int {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}}, count)
 	mcp.AddTool(srv, &mcp.Tool{Name: "count_live", Description: "counts calls (not idempotent)",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, count)
+	type bigArgs struct {
+		N int `json:"n"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "big", Description: "answers n bytes of text"}, func(_ context.Context, _ *mcp.CallToolRequest, a bigArgs) (*mcp.CallToolResult, any, error) {
+		return text(strings.Repeat("x", a.N)), nil, nil
+	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "quit", Description: "exits 0 soon after answering"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		go func() { time.Sleep(50 * time.Millisecond); os.Exit(0) }()
 		return text("bye"), nil, nil
