@@ -294,8 +294,8 @@ func (s *Site) Run(ctx context.Context, p string, req ActionRequest) (ActionResp
 		return ActionResponse{}, fail(http.StatusForbidden, "security: the command name %q must be a plain name looked up on PATH", n)
 	}
 	for i, a := range argv[1:] {
-		if strings.HasPrefix(a, "/") || strings.Contains(a, "..") {
-			return ActionResponse{}, fail(http.StatusForbidden, "security: argument %d (%q) is an absolute path or contains \"..\"", i+1, a)
+		if absoluteOrClimbing(a) {
+			return ActionResponse{}, fail(http.StatusForbidden, "security: argument %d (%q) is an absolute path or contains \"..\" (as itself or as an option's value)", i+1, a)
 		}
 	}
 	for i, part := range spec.Parts {
@@ -368,8 +368,28 @@ func expandVars(s string, get func(string) string) string {
 
 var envKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// shortOptionPath matches a short option with a path attached (-o/x,
+// -rko/x).
+var shortOptionPath = regexp.MustCompile(`^-[A-Za-z0-9]*/`)
+
+// absoluteOrClimbing reports whether an argument names a path outside the
+// page's directory: an absolute path or one with "..", bare or as an
+// option's value (--output=/x, -o/x).
+func absoluteOrClimbing(a string) bool {
+	if strings.HasPrefix(a, "/") || strings.Contains(a, "..") || shortOptionPath.MatchString(a) {
+		return true
+	}
+	if strings.HasPrefix(a, "-") {
+		if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(v, "/") {
+			return true
+		}
+	}
+	return false
+}
+
 // checkEnv bounds the request's env and refuses the names that would change
-// how a program is found or loaded.
+// how a program is found or loaded, or make it run other code: with those,
+// a page that allows only `git status` would allow anything.
 func checkEnv(env map[string]string) (map[string]string, error) {
 	if len(env) > maxEnvVars {
 		return nil, fail(http.StatusBadRequest, "env: %d variables; at most %d", len(env), maxEnvVars)
@@ -387,6 +407,8 @@ func checkEnv(env map[string]string) (map[string]string, error) {
 			return nil, fail(http.StatusBadRequest, "env: %q is not a variable name (letters, digits, _; at most %d bytes)", k, maxEnvKey)
 		case reservedEnv(k):
 			return nil, fail(http.StatusBadRequest, "env: %s is reserved and cannot be set by a request", k)
+		case runsCode(k) != "":
+			return nil, fail(http.StatusBadRequest, "env: %s can make the command run other code (%s); a request may not set it", k, runsCode(k))
 		case len(v) > maxEnvValue:
 			return nil, fail(http.StatusBadRequest, "env: the value of %s is %d bytes; at most %d", k, len(v), maxEnvValue)
 		case strings.IndexFunc(v, unicode.IsControl) >= 0:
@@ -398,6 +420,13 @@ func checkEnv(env map[string]string) (map[string]string, error) {
 		return nil, fail(http.StatusBadRequest, "env: %d bytes in all; at most %d", total, maxEnvTotal)
 	}
 	return env, nil
+}
+
+func runsCode(k string) string {
+	if ok, why := sandbox.EnvRunsCode(k); ok {
+		return why
+	}
+	return ""
 }
 
 func reservedEnv(k string) bool {

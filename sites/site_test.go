@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -421,5 +422,59 @@ func TestExampleAgentFiles(t *testing.T) {
 		if err != nil || string(got) != want {
 			t.Errorf("examples/site/%s differs from what New writes (delete it and run `agent-backend site serve examples/site` once): %v", name, err)
 		}
+	}
+}
+
+// TestEnvCannotWidenTheAllowedCommands: a page that allows only
+// `git status` must not run anything else, whatever env the request sets.
+// GIT_CONFIG_* makes git run core.fsmonitor as a command; that and every
+// other variable that makes programs run code (sandbox.EnvRunsCode) is
+// refused before anything runs.
+func TestEnvCannotWidenTheAllowedCommands(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("git is needed: %v", err)
+	}
+	s, root := exampleSite(t, nil)
+	os.Mkdir(filepath.Join(root, "repo"), 0o755)
+	writePage(t, root, "repo/README.md", "---\ntools:\n  - [git, status]\n---\n# repo\n")
+	if out, err := exec.Command("git", "init", "-q", filepath.Join(root, "repo")).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	h := s.Handler()
+	for _, env := range []map[string]string{
+		{"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "touch pwned; false"},
+		{"git_config_count": "1"},
+		{"XDG_CONFIG_HOME": "."},
+		{"PAGER": "touch pwned"},
+		{"NODE_OPTIONS": "--require ./x.js"},
+	} {
+		r := post(t, h, "/repo/README.md", ActionRequest{Command: []string{"git", "status"}, Env: env})
+		if r.status != http.StatusBadRequest || !strings.Contains(r.body, "can make the command run other code") {
+			t.Errorf("env %v: %d %s", env, r.status, r.body)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "repo", "pwned")); err == nil {
+		t.Fatal("the request's env ran a command the page does not allow")
+	}
+	if r := post(t, h, "/repo/README.md", ActionRequest{Command: []string{"git", "status"}, Env: map[string]string{"TZ": "UTC"}}); r.status != http.StatusOK {
+		t.Fatalf("an ordinary variable: %d %s", r.status, r.body)
+	}
+}
+
+// TestOptionValuePaths: an argument whose option value is an absolute path
+// or climbs (--output=/x, -o/x, --dir=../x) is refused like a bare one.
+func TestOptionValuePaths(t *testing.T) {
+	s, root := exampleSite(t, nil)
+	os.Mkdir(filepath.Join(root, "opts"), 0o755)
+	writePage(t, root, "opts/README.md", "---\ntools:\n  - [sort, {}]\n  - [sort, {}, {}]\n---\n# opts\n")
+	h := s.Handler()
+	for _, arg := range []string{"--output=/tmp/x", "-o/tmp/x", "--dir=../x", "/etc/passwd", "a/../../b", "--include-dir=/usr", "-rkn/x"} {
+		r := post(t, h, "/opts/README.md", ActionRequest{Command: []string{"sort", arg, "README.md"}})
+		if r.status != http.StatusForbidden {
+			t.Errorf("%q: %d %s", arg, r.status, r.body)
+		}
+	}
+	if r := post(t, h, "/opts/README.md", ActionRequest{Command: []string{"sort", "-r", "README.md"}}); r.status != http.StatusOK {
+		t.Errorf("an ordinary option: %d %s", r.status, r.body)
 	}
 }
