@@ -155,6 +155,12 @@ func (a *Approvals) Check(req RunRequest) Decision {
 		return Decision{Reason: "system.run is off (--exec-approval-mode deny)"}
 	}
 	listed, why := a.allowlisted(req)
+	if name, reason := codeEnv(req.Env); listed && name != "" {
+		// The allowlist names programs; with this variable the program
+		// runs other code (git's GIT_CONFIG_*: core.fsmonitor), so the
+		// program's name says nothing of what runs.
+		listed, why = false, fmt.Sprintf("env sets %s, which can make the command run other code (%s)", name, reason)
+	}
 	if a.ask == AskAlways && !(listed && a.mode == ModeAllowlist && a.alwaysRule(req)) {
 		return Decision{Pending: a.newPending(req, "every call needs the operator's approval (ask always)"), Reason: "waiting for the operator"}
 	}
@@ -165,6 +171,17 @@ func (a *Approvals) Check(req RunRequest) Decision {
 		return Decision{Pending: a.newPending(req, why), Reason: "waiting for the operator"}
 	}
 	return Decision{Reason: why}
+}
+
+// codeEnv returns the first variable of env (in name order) that can make
+// a program run other code (sandbox.EnvRunsCode), and why.
+func codeEnv(env map[string]string) (string, string) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if ok, why := sandbox.EnvRunsCode(k); ok {
+			return k, why
+		}
+	}
+	return "", ""
 }
 
 // alwaysRule: the executable was approved "always" (it is in the file).

@@ -323,3 +323,36 @@ func TestSystemRunModes(t *testing.T) {
 		t.Errorf("a bad pattern: %v", err)
 	}
 }
+
+// TestSystemRunEnvNeedsApproval: an allowlisted program with a variable
+// that can make it run other code (git with GIT_CONFIG_*: core.fsmonitor
+// runs any command) is not allowed by the allowlist alone: it waits for the
+// operator (ask on-miss) or is refused (ask off); without such a variable
+// it runs as before.
+func TestSystemRunEnvNeedsApproval(t *testing.T) {
+	policy := policyFile(t, `{"allowlist":{"commands":["git","echo"],"cwdPrefix":["$workspaceRoot"]}}`)
+	for _, ask := range []string{AskOnMiss, AskOff} {
+		t.Run(ask, func(t *testing.T) {
+			f := setup(t, func(o *Options) {
+				var err error
+				if o.Approvals, err = LoadApprovals(policy, ModeAllowlist, ask, o.Workspace.Root(), time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			})
+			txt, isErr, _ := f.call(t, "system.run", `{"argv":["git","status"],"env":{"GIT_CONFIG_COUNT":"1","GIT_CONFIG_KEY_0":"core.fsmonitor","GIT_CONFIG_VALUE_0":"touch pwned"}}`)
+			switch ask {
+			case AskOnMiss:
+				if isErr || !strings.Contains(txt, "approval-pending") || !strings.Contains(txt, "can make the command run other code") {
+					t.Errorf("on-miss: %s", txt)
+				}
+			case AskOff:
+				if !isErr || !strings.Contains(txt, "can make the command run other code") {
+					t.Errorf("off: %s", txt)
+				}
+			}
+			if txt, isErr, _ := f.call(t, "system.run", `{"argv":["echo","plain"],"env":{"TZ":"UTC"}}`); isErr || !strings.Contains(txt, `"stdout":"plain\n"`) {
+				t.Errorf("an ordinary variable: %s", txt)
+			}
+		})
+	}
+}
