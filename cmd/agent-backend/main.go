@@ -27,6 +27,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/daemon"
@@ -121,6 +122,12 @@ backend of the npm client) serves an in-memory workspace over stdio.`,
 			}
 			// The memory backend's spawn: stdio unless asked otherwise.
 			if !cmd.Flags().Changed("local-only") {
+				if isTerminal(stdin) {
+					// A person typed this, not a client spawning it:
+					// MCP on their terminal would look like a hang.
+					fmt.Fprintln(stderr, missingSubcommandHint)
+					return exitError{code: 2}
+				}
 				_ = cmd.Flags().Set("local-only", "true")
 			}
 			return runDaemon(cmd, stdin, stdout, stderr)
@@ -142,6 +149,23 @@ backend of the npm client) serves an in-memory workspace over stdio.`,
 	root.AddCommand(newDaemonCommand(stdin, stdout, stderr), newSiteCommand(stdout, stderr), newExtCommand(stdout, stderr), newVersionCommand(), newHealthCommand(), newProxyCommand())
 	root.AddCommand(newDockerCommands()...)
 	return root
+}
+
+// missingSubcommandHint is printed when the no-subcommand form (the npm
+// client's spawn, MCP over stdio) is run with a terminal on stdin.
+const missingSubcommandHint = `agent-backend: no command given. Without one, this serves MCP over stdin/stdout for a client that spawns it (as the npm client does), and stdin is a terminal.
+  to serve a workspace over HTTP:  agent-backend daemon --root DIR
+  to speak MCP on this terminal:   add --local-only
+  see:                             agent-backend --help`
+
+// isTerminal reports whether r is a terminal (stdin typed at, not a pipe).
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // flagError adds the command's usage hint to a flag parsing error.

@@ -1,18 +1,14 @@
 package main
 
 import (
-	"encoding/pem"
-	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
-	"net/http/httptest"
-
-	"github.com/agentbe/agentbe-daemon/internal/testbin"
-
 	"bufio"
 	"bytes"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +18,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
+	"github.com/agentbe/agentbe-daemon/internal/testbin"
 )
 
 // binary is the agent-backend built once for the tests that run it as a
@@ -794,5 +795,46 @@ func TestCheckConfigPreflight(t *testing.T) {
 	}
 	if out, errOut, code := run(t, nil, "daemon", "--root", root, "--check-config", "--port", strconv.Itoa(freePort(t)), "--ssh-host-key", filepath.Join(t.TempDir(), "k")); code != 0 {
 		t.Errorf("a good configuration: exit %d %q %q", code, out, errOut)
+	}
+}
+
+// TestMissingSubcommandHint: the no-subcommand form typed at a terminal
+// prints what to run and exits 2 instead of waiting for MCP on the
+// terminal; spawned with a pipe on stdin (the npm client), it serves MCP
+// as before.
+func TestMissingSubcommandHint(t *testing.T) {
+	root := t.TempDir()
+	cmd := exec.Command(binary, "--root", root)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	tty, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var out bytes.Buffer
+	go io.Copy(&out, tty)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second): // a hang guard: without the hint it waits forever
+		cmd.Process.Kill()
+		t.Fatal("agent-backend --root DIR on a terminal is still waiting")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 2 {
+		t.Errorf("exit %d, want 2", code)
+	}
+	time.Sleep(100 * time.Millisecond) // the copy drains the pty
+	if !strings.Contains(out.String(), "no command given") || !strings.Contains(out.String(), "agent-backend daemon --root DIR") {
+		t.Errorf("output %q lacks the hint", out.String())
+	}
+
+	// The npm client's spawn: a pipe on stdin, MCP answers.
+	spawn := exec.Command(binary, "--root", root)
+	spawn.Env = cmd.Env
+	spawn.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n")
+	got, err := spawn.Output()
+	if err != nil || !strings.Contains(string(got), `"serverInfo"`) {
+		t.Errorf("the spawned form: %v %q", err, got)
 	}
 }
