@@ -19,6 +19,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -333,6 +335,9 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	d.log.Info("listening", "addr", ln.Addr().String(), "root", d.cfg.Root,
 		"mcp", scheme+"://"+ln.Addr().String()+routeMCP, "ssh_ws", d.proto.sshHandler() != nil,
 		"auth", d.cfg.AuthToken != "", "tls", d.certs != nil)
+	if urls := pasteableURLs(scheme, ln.Addr(), routeMCP, net.InterfaceAddrs); urls != nil {
+		d.log.Info("listening on every address; the MCP endpoint is reachable at", "urls", strings.Join(urls, " "))
+	}
 	notifyErr := func(err error) { d.log.Warn("systemd notification failed", "err", err) }
 	if err := d.opts.Notifier.Notify("READY=1\nSTATUS=serving " + scheme + "://" + ln.Addr().String()); err != nil {
 		notifyErr(err)
@@ -429,4 +434,42 @@ func (d *Daemon) ReloadSSHKeys() error {
 func (d *Daemon) Close() error {
 	d.closeOnce.Do(func() { d.closeErr = errors.Join(d.proto.close(), d.closeAudit()) })
 	return d.closeErr
+}
+
+// maxListedURLs bounds the URLs logged for a wildcard bind (a host with
+// many interfaces or addresses).
+const maxListedURLs = 8
+
+// pasteableURLs returns, for a listener on every address (0.0.0.0 or ::),
+// URLs of route a user can paste: loopback first, then the machine's
+// other interface addresses (IPv4 before IPv6, link-local left out). For
+// a listener on one address it returns nil: that address is in the log
+// already.
+func pasteableURLs(scheme string, addr net.Addr, route string, interfaceAddrs func() ([]net.Addr, error)) []string {
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok || !ta.IP.IsUnspecified() {
+		return nil
+	}
+	port := strconv.Itoa(ta.Port)
+	urls := []string{scheme + "://" + net.JoinHostPort("127.0.0.1", port) + route}
+	addrs, _ := interfaceAddrs()
+	var v4, v6 []string
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.IsLoopback() || ipn.IP.IsLinkLocalUnicast() || ipn.IP.IsUnspecified() {
+			continue
+		}
+		u := scheme + "://" + net.JoinHostPort(ipn.IP.String(), port) + route
+		if ipn.IP.To4() != nil {
+			v4 = append(v4, u)
+		} else {
+			v6 = append(v6, u)
+		}
+	}
+	urls = append(urls, v4...)
+	urls = append(urls, v6...)
+	if len(urls) > maxListedURLs {
+		urls = urls[:maxListedURLs]
+	}
+	return urls
 }
