@@ -374,6 +374,24 @@ func TestImageDefaults(t *testing.T) {
 // type, refusing unknown and duplicate fields.
 func decodeStrict(t *testing.T, name string, data []byte) any {
 	t.Helper()
+	if trimmed := bytes.TrimSpace(stripComments(data)); bytes.HasPrefix(trimmed, []byte("- ")) {
+		// A JSON patch (RFC 6902) for a kustomize patches: entry; what it
+		// adds is checked in the built output, decoded strictly below.
+		var ops []struct {
+			Op    string `json:"op"`
+			Path  string `json:"path"`
+			Value any    `json:"value"`
+		}
+		if err := yaml.UnmarshalStrict(data, &ops); err != nil {
+			t.Fatalf("%s: strict decode as a JSON patch: %v", name, err)
+		}
+		for i, op := range ops {
+			if !slices.Contains([]string{"add", "remove", "replace"}, op.Op) || !strings.HasPrefix(op.Path, "/") {
+				t.Fatalf("%s: operation %d: %q %q", name, i, op.Op, op.Path)
+			}
+		}
+		return ops
+	}
 	var meta struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
@@ -389,6 +407,8 @@ func decodeStrict(t *testing.T, name string, data []byte) any {
 		obj = &corev1.PersistentVolumeClaim{}
 	case "v1/Secret":
 		obj = &corev1.Secret{}
+	case "v1/Service":
+		obj = &corev1.Service{}
 	case "kustomize.config.k8s.io/v1beta1/Kustomization":
 		obj = &types.Kustomization{}
 	default:
@@ -398,6 +418,17 @@ func decodeStrict(t *testing.T, name string, data []byte) any {
 		t.Fatalf("%s: strict decode as %s: %v", name, meta.Kind, err)
 	}
 	return obj
+}
+
+// stripComments drops whole-line YAML comments.
+func stripComments(data []byte) []byte {
+	var out [][]byte
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		if !bytes.HasPrefix(bytes.TrimSpace(l), []byte("#")) {
+			out = append(out, l)
+		}
+	}
+	return bytes.Join(out, []byte("\n"))
 }
 
 // TestManifestSourcesStrict decodes every YAML file under kubernetes/,
@@ -679,11 +710,20 @@ func checkBase(t *testing.T, dep *appsv1.Deployment) {
 	if !shared {
 		t.Errorf("no agent container mounts the workspace volume %q", wm.Name)
 	}
-	// The host key on a writable volume (the root file system is read-only).
-	km := mountFor(t, d, argValue(t, d.Args, "--ssh-host-key"))
-	if km.ReadOnly || volume(t, pod, km.Name).EmptyDir == nil {
-		t.Errorf("--ssh-host-key is not on a writable emptyDir (mount %s)", km.MountPath)
+	// The host key from a Secret: one identity across pods.
+	keyPath := argValue(t, d.Args, "--ssh-host-key")
+	km := mountFor(t, d, keyPath)
+	kv := volume(t, pod, km.Name)
+	if !km.ReadOnly || kv.Secret == nil {
+		t.Fatalf("--ssh-host-key %s is not on a read-only Secret volume (mount %s)", keyPath, km.MountPath)
 	}
+	if rel := strings.TrimPrefix(strings.TrimPrefix(keyPath, km.MountPath), "/"); !slices.ContainsFunc(kv.Secret.Items, func(k corev1.KeyToPath) bool { return k.Path == rel }) {
+		t.Errorf("secret volume %q has no item at %q: items %+v", km.Name, rel, kv.Secret.Items)
+	}
+	if kv.Secret.DefaultMode == nil || *kv.Secret.DefaultMode&0o007 != 0 {
+		t.Errorf("the host key's secret volume %q is readable by others: defaultMode %v", km.Name, kv.Secret.DefaultMode)
+	}
+	checkStorage(t, pod)
 
 	// The agent finds the daemon on loopback.
 	agentURL := ""
@@ -694,6 +734,46 @@ func checkBase(t *testing.T, dep *appsv1.Deployment) {
 	}
 	if agentURL != fmt.Sprintf("http://127.0.0.1:%d", daemonPort) {
 		t.Errorf("the agent's AGENTBE_URL is %q", agentURL)
+	}
+}
+
+// storageHeadroom is what the containers' ephemeral-storage limits must
+// leave beyond the emptyDirs' size limits (their own writes, logs).
+var storageHeadroom = resource.MustParse("512Mi")
+
+// checkStorage: every disk-backed emptyDir is bounded, and the containers'
+// ephemeral-storage limits (whose sum is the pod's, against which emptyDir
+// usage counts) cover those bounds, so a workspace filled to its sizeLimit
+// does not get the pod evicted; every container has a limit, without which
+// the pod has none.
+func checkStorage(t *testing.T, pod *corev1.PodSpec) {
+	t.Helper()
+	need := storageHeadroom.DeepCopy()
+	for _, v := range pod.Volumes {
+		if v.EmptyDir == nil || v.EmptyDir.Medium == corev1.StorageMediumMemory {
+			continue
+		}
+		if v.EmptyDir.SizeLimit == nil {
+			t.Errorf("emptyDir %q has no sizeLimit", v.Name)
+			continue
+		}
+		need.Add(*v.EmptyDir.SizeLimit)
+	}
+	var have resource.Quantity
+	for _, c := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
+		lim, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]
+		if !ok {
+			t.Errorf("container %s has no ephemeral-storage limit (then the pod has none)", c.Name)
+			continue
+		}
+		if req, ok := c.Resources.Requests[corev1.ResourceEphemeralStorage]; ok && req.Cmp(lim) > 0 {
+			t.Errorf("container %s requests more ephemeral-storage (%s) than its limit (%s)", c.Name, req.String(), lim.String())
+		}
+		have.Add(lim)
+	}
+	if have.Cmp(need) < 0 {
+		t.Errorf("the containers' ephemeral-storage limits add up to %s, under the emptyDirs' size limits plus %s (%s): the pod would be evicted before the workspace is full",
+			have.String(), storageHeadroom.String(), need.String())
 	}
 }
 
@@ -723,6 +803,64 @@ func TestKustomizeBase(t *testing.T) {
 	}
 	if d.SecurityContext.SeccompProfile == nil || d.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Error("the base sidecar's seccomp profile is not RuntimeDefault")
+	}
+}
+
+// TestKustomizeImageOverride: the base names the image in one place, its
+// images: entry, and an overlay's images: entry replaces it.
+func TestKustomizeImageOverride(t *testing.T) {
+	dep, _ := build(t, "kubernetes/base")
+	if img := sidecar(t, &dep.Spec.Template.Spec).Image; img != "agentbe-daemon:latest" {
+		t.Errorf("the base's image is %q", img)
+	}
+	base, err := filepath.Abs("kubernetes/base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, base) // kustomize takes no absolute resource roots
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := "resources:\n  - " + rel + "\nimages:\n  - name: agentbe-daemon\n    newName: registry.example.com/team/agentbe-daemon\n    newTag: v1.2.3\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dep, _ = build(t, dir)
+	if img := sidecar(t, &dep.Spec.Template.Spec).Image; img != "registry.example.com/team/agentbe-daemon:v1.2.3" {
+		t.Errorf("an overlay's images: entry gave %q", img)
+	}
+}
+
+// TestKustomizeSSHPortOverlay: the SSH port listens on the pod's address
+// for a Service, with authorized_keys from a read-only Secret; HTTP stays
+// on loopback.
+func TestKustomizeSSHPortOverlay(t *testing.T) {
+	dep, all := build(t, "kubernetes/overlays/ssh-port")
+	checkBase(t, dep)
+	pod := &dep.Spec.Template.Spec
+	d := sidecar(t, pod)
+	if got := argValue(t, d.Args, "--ssh-listen"); got != "0.0.0.0:2222" {
+		t.Errorf("--ssh-listen %s", got)
+	}
+	keys := argValue(t, d.Args, "--ssh-authorized-keys")
+	m := mountFor(t, d, keys)
+	v := volume(t, pod, m.Name)
+	if !m.ReadOnly || v.Secret == nil || v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o007 != 0 {
+		t.Errorf("--ssh-authorized-keys %s is not on a read-only, non-world-readable Secret volume", keys)
+	}
+	if !slices.ContainsFunc(d.Ports, func(p corev1.ContainerPort) bool { return p.Name == "ssh" && p.ContainerPort == 2222 }) {
+		t.Errorf("no container port ssh/2222: %+v", d.Ports)
+	}
+	var svc *corev1.Service
+	for _, o := range all {
+		if s, ok := o.(*corev1.Service); ok {
+			svc = s
+		}
+	}
+	if svc == nil || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 2222 || svc.Spec.Ports[0].TargetPort.String() != "ssh" ||
+		svc.Spec.Selector["app.kubernetes.io/name"] != dep.Spec.Template.Labels["app.kubernetes.io/name"] {
+		t.Errorf("the SSH Service: %+v", svc)
 	}
 }
 
@@ -800,7 +938,7 @@ func sidecarCommand(t *testing.T, pod *corev1.PodSpec, d *corev1.Container) (arg
 		if v := volume(t, pod, m.Name); v.Secret != nil {
 			for _, it := range v.Secret.Items {
 				p := filepath.Join(dir, it.Path)
-				if err := os.WriteFile(p, []byte("0123456789abcdef0123456789abcdef\n"), 0o400); err != nil {
+				if err := os.WriteFile(p, secretContent(t, it.Key), 0o400); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -832,16 +970,43 @@ func sidecarCommand(t *testing.T, pod *corev1.PodSpec, d *corev1.Container) (arg
 	return args, env
 }
 
+// secretContent is what a Secret item holds, by its key: an SSH host key
+// or an authorized_keys line (made by OpenSSH's ssh-keygen), or a token.
+func secretContent(t *testing.T, key string) []byte {
+	t.Helper()
+	switch key {
+	case "ssh_host_ed25519_key", "authorized_keys":
+		p := filepath.Join(t.TempDir(), "key")
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", p).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen (openssh-client): %v %s", err, out)
+		}
+		if key == "authorized_keys" {
+			p += ".pub"
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	return []byte("0123456789abcdef0123456789abcdef\n")
+}
+
 // TestSidecarCheckConfig: the sidecar's args and env, in base and every
 // overlay, are a configuration the binary accepts.
 func TestSidecarCheckConfig(t *testing.T) {
 	bin := daemonBin(t)
-	for _, dir := range []string{"kubernetes/base", "kubernetes/overlays/pvc", "kubernetes/overlays/bwrap"} {
+	for _, dir := range []string{"kubernetes/base", "kubernetes/overlays/pvc", "kubernetes/overlays/bwrap", "kubernetes/overlays/ssh-port"} {
 		t.Run(dir, func(t *testing.T) {
 			dep, _ := build(t, dir)
 			pod := &dep.Spec.Template.Spec
 			d := sidecar(t, pod)
 			args, env := sidecarCommand(t, pod, d)
+			if i := slices.Index(args, "--ssh-listen"); i >= 0 {
+				// --check-config binds it to see that it is free: on
+				// loopback here, not every address.
+				args[i+1] = "127.0.0.1:" + strconv.Itoa(freePort(t))
+			}
 			cmd := exec.Command(bin, append(args, "--check-config")...)
 			cmd.Env = env
 			var stdout, stderr bytes.Buffer
