@@ -39,6 +39,11 @@ import (
 // vX.
 var version = devVersion
 
+// stampedCommit and stampedDate are set by release builds with -X
+// main.stampedCommit=... -X main.stampedDate=... (.goreleaser.yaml); other
+// builds take both from Go's build info.
+var stampedCommit, stampedDate string
+
 const devVersion = "0.1.0-dev"
 
 func init() {
@@ -53,6 +58,14 @@ func init() {
 // buildDetails is the commit, its time and whether the tree was modified,
 // and the Go version, from the build info (empty when unknown).
 func buildDetails() (commit, when, goVersion string) {
+	if stampedCommit != "" {
+		// A release build (.goreleaser.yaml) says so itself.
+		c := stampedCommit
+		if len(c) > 12 {
+			c = c[:12]
+		}
+		return c, stampedDate, runtime.Version()
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "", "", ""

@@ -838,3 +838,14 @@ func TestMissingSubcommandHint(t *testing.T) {
 		t.Errorf("the spawned form: %v %q", err, got)
 	}
 }
+
+// TestStampedBuildDetails: a release build's stamped commit and date are
+// what `version` reports (.goreleaser.yaml sets them).
+func TestStampedBuildDetails(t *testing.T) {
+	defer func(c, d string) { stampedCommit, stampedDate = c, d }(stampedCommit, stampedDate)
+	stampedCommit, stampedDate = "0123456789abcdef0123456789abcdef01234567", "2026-11-24T02:51:02Z"
+	commit, when, gover := buildDetails()
+	if commit != "0123456789ab" || when != "2026-11-24T02:51:02Z" || !strings.HasPrefix(gover, "go1.") {
+		t.Errorf("buildDetails() = %q %q %q", commit, when, gover)
+	}
+}
