@@ -125,11 +125,13 @@ type Config struct {
 	GatewayTools bool
 	// ExecApprovals is system.run's policy file; ExecApprovalMode and
 	// ExecAsk its mode and ask setting; ExecApprovalTTL how long a pending
-	// approval waits.
+	// approval waits; ExecAskClient asks the MCP client's user (elicitation)
+	// when the client supports it.
 	ExecApprovals    string
 	ExecApprovalMode string
 	ExecAsk          string
 	ExecApprovalTTL  time.Duration
+	ExecAskClient    bool
 	// OperatorToken approves system.run requests, read from
 	// OperatorTokenFile (--operator-token-file).
 	OperatorToken     string

@@ -386,6 +386,7 @@ func (p *protocols) startGatewayTools(cfg config.Config, opts Options) (err erro
 		return fmt.Errorf("--exec-approvals: %w", err)
 	}
 	p.gwtools = gwtools.New(gwtools.Options{Workspace: p.ws, Executor: p.exec, AllowDelete: cfg.FSDelete, Approvals: p.approvals,
+		AskClient: cfg.ExecAskClient, Decided: opts.approvalDecided,
 		Logger: opts.Logger.With("component", "gateway-tools")})
 	if err := p.reg.Set("gateway-tools", p.gwtools.Tools()); err != nil {
 		return fmt.Errorf("--gateway-tools: %w", err)

@@ -73,7 +73,20 @@ func (p *Provider) run(ctx context.Context, call registry.Call) *mcp.CallToolRes
 			return fail(err)
 		}
 		d := p.opts.Approvals.Check(req)
+		if d.Pending != nil && p.opts.AskClient && call.Ask != nil {
+			approved, res := p.askClient(ctx, call, d.Pending)
+			if res != nil {
+				return res
+			}
+			if approved {
+				if req, err = p.opts.Approvals.Take(d.Pending.ID); err != nil {
+					return failf(errcode.PermissionDenied, "system.run", "%v", err)
+				}
+				d = Decision{Allow: true}
+			}
+		}
 		switch {
+		case d.Allow:
 		case d.Pending != nil:
 			p.log.Info("system.run waits for the operator", "request_id", d.Pending.ID, "argv", req.Argv, "why", d.Pending.Reason)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
@@ -109,6 +122,47 @@ func (p *Provider) run(ctx context.Context, call registry.Call) *mcp.CallToolRes
 		"timedOut": res.TimedOut,
 	}
 	return ok(out)
+}
+
+// askSchema is what the client's user is asked for a pending system.run.
+var askSchema = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"approve": map[string]any{"type": "boolean", "title": "Run it", "description": "Run this command once"},
+		"always":  map[string]any{"type": "boolean", "title": "Always allow this program", "description": "Add the program to the allowlist file", "default": false},
+	},
+	"required": []string{"approve"},
+}
+
+// askClient asks the person behind the MCP client about a pending request
+// and records their decision as the operator's would be. approved says the
+// request may now be taken; a non-nil result ends the call (declined). When
+// the client cannot be asked (an error), the request stays pending and the
+// call answers as if nobody had been asked.
+func (p *Provider) askClient(ctx context.Context, call registry.Call, pend *Pending) (approved bool, res *mcp.CallToolResult) {
+	msg := fmt.Sprintf("The agent asks to run %q in %s (%s). Approve?", pend.Request.Argv, pend.Request.Cwd, pend.Reason)
+	if len(pend.Request.Env) > 0 {
+		msg += fmt.Sprintf(" Environment: %v.", pend.Request.Env)
+	}
+	action, content, err := call.Ask(ctx, msg, askSchema)
+	if err != nil {
+		p.log.Info("system.run: asking the client failed; the request waits for the operator", "request_id", pend.ID, "err", err)
+		return false, nil
+	}
+	yes, _ := content["approve"].(bool)
+	always, _ := content["always"].(bool)
+	yes = yes && action == "accept"
+	decided, err := p.opts.Approvals.Decide(pend.ID, yes, yes && always)
+	if err != nil {
+		return false, failf(errcode.PermissionDenied, "system.run", "%v", err)
+	}
+	if p.opts.Decided != nil {
+		p.opts.Decided(decided, yes, yes && always, "mcp-client:"+call.Remote)
+	}
+	if !yes {
+		return false, failf(errcode.PermissionDenied, "system.run", "refused: the client's user did not approve %q (%s)", pend.Request.Argv, action)
+	}
+	return true, nil
 }
 
 // request builds the request an approval binds to: the argv, the cwd

@@ -33,7 +33,14 @@ type Options struct {
 	AllowDelete bool
 	// Approvals decides system.run; nil refuses every call.
 	Approvals *Approvals
-	Logger    *slog.Logger
+	// AskClient makes a system.run that waits for approval ask the person
+	// behind the MCP client through elicitation, when the client supports
+	// it (--exec-ask-client): that person is trusted as the operator.
+	AskClient bool
+	// Decided, when set, is told of every decision made through the client
+	// (the audit log), as the operator's endpoints tell theirs.
+	Decided func(p Pending, approved, always bool, remote string)
+	Logger  *slog.Logger
 }
 
 // Provider holds the tools' shared state.

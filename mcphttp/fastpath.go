@@ -109,7 +109,7 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, body []byte, 
 		return false
 	}
 	s.fastCalls.Add(1)
-	res := s.callTool(r.Context(), req.Params.Name, req.Params.Arguments, r.Header, r.RemoteAddr)
+	res := s.callTool(r.Context(), req.Params.Name, req.Params.Arguments, r.Header, r.RemoteAddr, nil)
 	s.writeFast(w, sse, req.ID, func(buf []byte) ([]byte, error) { return appendResponse(buf, req.ID, res) })
 	return true
 }

@@ -35,7 +35,7 @@ func (s *Server) syncTools() {
 				if req.Extra != nil {
 					hdr = req.Extra.Header
 				}
-				return s.callTool(ctx, name, req.Params.Arguments, hdr, ""), nil
+				return s.callTool(ctx, name, req.Params.Arguments, hdr, "", askerFor(req.Session)), nil
 			})
 	}
 	var gone []string
@@ -57,7 +57,8 @@ func (s *Server) syncTools() {
 // callTool runs the registry's tool name in the workspace the request is
 // scoped to. Both the SDK and the fast path call tools through it, so they
 // answer byte for byte the same.
-func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage, hdr http.Header, remote string) *mcp.CallToolResult {
+func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage, hdr http.Header, remote string,
+	ask func(context.Context, string, map[string]any) (string, map[string]any, error)) *mcp.CallToolResult {
 	ws, scope, release, err := s.workspaceFor(hdr)
 	if err != nil {
 		return toolError(tooltext.ErrorText("Invalid scope", hdr.Get(headerScopePath), err))
@@ -67,7 +68,7 @@ func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage,
 	if hdr == nil {
 		face = "mcp-stdio" // stdio calls carry no HTTP header
 	}
-	res, err := s.reg.Call(ctx, name, registry.Call{Args: raw, Workspace: ws, Face: face, Remote: remote, Scope: scope})
+	res, err := s.reg.Call(ctx, name, registry.Call{Args: raw, Workspace: ws, Face: face, Remote: remote, Scope: scope, Ask: ask})
 	res = registry.WithoutCode(res)
 	switch {
 	case errors.Is(err, registry.ErrBusy):
@@ -97,4 +98,23 @@ func (s *Server) workspaceFor(hdr http.Header) (fsops.Workspace, string, func(),
 // toolError is an isError result with one text block.
 func toolError(text string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// askerFor is registry.Call's Ask for a session whose client declared the
+// elicitation capability (stdio, or HTTP with --mcp-sessions; a stateless
+// request has no way back to its client), nil otherwise.
+func askerFor(ss *mcp.ServerSession) func(context.Context, string, map[string]any) (string, map[string]any, error) {
+	if ss == nil {
+		return nil
+	}
+	if ip := ss.InitializeParams(); ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
+		return nil
+	}
+	return func(ctx context.Context, message string, schema map[string]any) (string, map[string]any, error) {
+		res, err := ss.Elicit(ctx, &mcp.ElicitParams{Message: message, RequestedSchema: schema})
+		if err != nil {
+			return "", nil, err
+		}
+		return res.Action, res.Content, nil
+	}
 }

@@ -79,6 +79,12 @@ type Call struct {
 	// client's address, "" for stdio) and Scope (the scope path, "" for
 	// the root) say who called, for the audit log and the metrics.
 	Face, Remote, Scope string
+	// Ask, when set, puts a question to the person behind the client
+	// (MCP elicitation: message and a flat object schema) and returns
+	// their action ("accept", "decline", "cancel") and answers. Nil when
+	// the client cannot be asked (it did not declare elicitation, or the
+	// face has no way back to it).
+	Ask func(ctx context.Context, message string, schema map[string]any) (action string, content map[string]any, err error)
 }
 
 // MaxNameLen is the longest tool name the registry accepts.
