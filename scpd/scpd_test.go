@@ -148,15 +148,15 @@ func (p *peer) ok() {
 }
 
 // end closes the client side and returns Serve's error and the exit code.
-func (p *peer) end() (error, int) {
+func (p *peer) end() (int, error) {
 	p.t.Helper()
 	p.conn.Close()
 	select {
 	case err := <-p.done:
-		return err, p.sess.ExitCode()
+		return p.sess.ExitCode(), err
 	case <-time.After(10 * time.Second):
 		p.t.Fatal("the session did not end")
-		return nil, 0
+		return 0, nil
 	}
 }
 
@@ -200,7 +200,7 @@ func TestSinkWritesFilesAndTrees(t *testing.T) {
 	p.ok()
 	p.send("E\n")
 	p.ok()
-	if err, code := p.end(); err != nil || code != 0 {
+	if code, err := p.end(); err != nil || code != 0 {
 		t.Fatalf("Serve: %v, exit %d", err, code)
 	}
 	if readFile(t, filepath.Join(root, "a.txt")) != "hello" || readFile(t, filepath.Join(root, "dir", "b.txt")) != "bye" {
@@ -248,7 +248,7 @@ func TestSinkRefusesBadNames(t *testing.T) {
 			if s := p.status(); !strings.Contains(s, "unexpected filename") {
 				t.Fatalf("status %q", s)
 			}
-			if err, code := p.end(); !errors.Is(err, errFatal) || code != 1 {
+			if code, err := p.end(); !errors.Is(err, errFatal) || code != 1 {
 				t.Fatalf("Serve: %v, exit %d", err, code)
 			}
 			noStrays(t, root)
@@ -291,7 +291,7 @@ func TestSinkProtocolErrors(t *testing.T) {
 			if !strings.Contains(s, c.want) {
 				t.Fatalf("status %q, want %q", s, c.want)
 			}
-			if _, code := p.end(); code != 1 {
+			if code, _ := p.end(); code != 1 {
 				t.Fatalf("exit %d", code)
 			}
 			noStrays(t, root, "f")
@@ -313,7 +313,7 @@ func TestSinkKeepsOldFileOnFailure(t *testing.T) {
 		if s := p.status(); !strings.Contains(s, "not written") {
 			t.Fatalf("status %q", s)
 		}
-		if err, code := p.end(); err != nil || code != 1 {
+		if code, err := p.end(); err != nil || code != 1 {
 			t.Fatalf("Serve: %v, exit %d", err, code)
 		}
 		if readFile(t, filepath.Join(root, "a")) != "old" {
@@ -329,7 +329,7 @@ func TestSinkKeepsOldFileOnFailure(t *testing.T) {
 		p.send("C0644 1000000 a\n")
 		p.ok()
 		p.send(strings.Repeat("x", 100000))
-		if err, _ := p.end(); !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.ErrClosedPipe) {
+		if _, err := p.end(); !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.ErrClosedPipe) {
 			t.Fatalf("Serve: %v", err)
 		}
 		if readFile(t, filepath.Join(root, "a")) != "old" {
@@ -352,7 +352,7 @@ func TestSinkKeepsOldFileOnFailure(t *testing.T) {
 		p.ok()
 		p.send("y\x00")
 		p.ok()
-		if _, code := p.end(); code != 1 {
+		if code, _ := p.end(); code != 1 {
 			t.Fatalf("exit %d, want 1 (one file failed)", code)
 		}
 		if readFile(t, filepath.Join(root, "d", "y")) != "y" {
@@ -433,7 +433,7 @@ func download(t *testing.T, ws fsops.Workspace, cmd string) (records, warnings [
 		}
 		p.send("\x00")
 	}
-	_, code = p.end()
+	code, _ = p.end()
 	return records, warnings, code
 }
 
@@ -507,7 +507,7 @@ func TestSourceWaitsForTheClient(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "a"), []byte("A"), 0o644)
 	p := serve(t, ws, "scp -f a")
 	p.send("\x02scp: I give up\n")
-	if err, code := p.end(); !errors.Is(err, errFatal) || code != 1 {
+	if code, err := p.end(); !errors.Is(err, errFatal) || code != 1 {
 		t.Fatalf("Serve: %v, exit %d", err, code)
 	}
 }
@@ -573,7 +573,7 @@ func TestMemoryWorkspace(t *testing.T) {
 	p.ok()
 	p.send("E\n")
 	p.ok()
-	if err, code := p.end(); err != nil || code != 0 {
+	if code, err := p.end(); err != nil || code != 0 {
 		t.Fatalf("upload: %v, exit %d", err, code)
 	}
 	if b, err := ws.ReadFile("d/f.txt"); err != nil || string(b) != "hello" {

@@ -304,7 +304,7 @@ func parseTimes(rec string) (times, error) {
 		v[i] = n
 	}
 	if v[1] >= 1e6 || v[3] >= 1e6 || v[0] > 1<<40 || v[2] > 1<<40 {
-		return times{}, errors.New("T record out of range")
+		return times{}, errors.New("the T record is out of range")
 	}
 	return times{mtime: time.Unix(v[0], v[1]*1000), atime: time.Unix(v[2], v[3]*1000)}, nil
 }

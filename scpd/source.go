@@ -58,22 +58,24 @@ func (s *Session) sendPath(p string, depth int) error {
 	case !info.Mode.IsRegular():
 		return s.fail("%s: not a regular file", p)
 	}
-	return s.sendFile(p, info)
+	return s.sendFile(p)
 }
 
 // sendFile sends one regular file.
-func (s *Session) sendFile(p string, info fsops.Info) error {
+func (s *Session) sendFile(p string) error {
 	f, err := s.ws.OpenFile(p, os.O_RDONLY, 0)
 	if err != nil {
 		return s.fail("%s: %s", p, reason(err))
 	}
 	defer f.Close()
 	// The size announced is the size of what was opened, not of the name
-	// stat-ed above (it may have been replaced since).
-	if st, err := f.Stat(); err == nil {
-		info = st
-	} else {
+	// stat-ed before (it may have been replaced since).
+	info, err := f.Stat()
+	if err != nil {
 		return s.fail("%s: %s", p, reason(err))
+	}
+	if !info.Mode.IsRegular() {
+		return s.fail("%s: not a regular file", p)
 	}
 	if err := s.sendTimes(info); err != nil {
 		return ignoreWarned(err)
