@@ -347,6 +347,13 @@ func (s *server) runOnce() error {
 			if err != nil {
 				s.detach(cs)
 				msg := fmt.Sprintf("no answer to ping within %s (%v); killed", s.p.timing.pingTimeout, err)
+				select {
+				case <-limited.over:
+					// The ping failed because the reader gave up on an
+					// oversized message: say that.
+					msg = fmt.Sprintf("sent a message over %d bytes (a server must not make the daemon buffer without bound); killed", s.p.maxMessage)
+				default:
+				}
 				s.log.Warn("upstream wedged; killing it", "err", err)
 				kill()
 				cs.Close()

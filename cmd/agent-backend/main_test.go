@@ -813,8 +813,9 @@ func TestMissingSubcommandHint(t *testing.T) {
 	defer tty.Close()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	var out bytes.Buffer
-	go io.Copy(&out, tty)
+	var out syncbuf.Buffer
+	copied := make(chan struct{})
+	go func() { io.Copy(&out, tty); close(copied) }()
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second): // a hang guard: without the hint it waits forever
@@ -824,7 +825,12 @@ func TestMissingSubcommandHint(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 2 {
 		t.Errorf("exit %d, want 2", code)
 	}
-	time.Sleep(100 * time.Millisecond) // the copy drains the pty
+	select { // the pty reads EIO once the process and its terminal are gone
+	case <-copied:
+	case <-time.After(10 * time.Second):
+		tty.Close()
+		<-copied
+	}
 	if !strings.Contains(out.String(), "no command given") || !strings.Contains(out.String(), "agent-backend daemon --root DIR") {
 		t.Errorf("output %q lacks the hint", out.String())
 	}
