@@ -21,6 +21,12 @@ import (
 // fresh backend from mk. canExec says whether the kind runs commands (a
 // memory backend answers NOT_IMPLEMENTED, which is checked instead).
 func runContract(t *testing.T, mk func(t *testing.T) Backend, canExec bool) {
+	runContractMCP(t, mk, canExec, MCPOptions{InProcess: true})
+}
+
+// runContractMCP is runContract with the MCP options the lifecycle part
+// connects with (a remote backend's MCP is the daemon's /mcp).
+func runContractMCP(t *testing.T, mk func(t *testing.T) Backend, canExec bool, mcpOpts MCPOptions) {
 	ctx := context.Background()
 	fresh := func(t *testing.T) Backend {
 		t.Helper()
@@ -260,7 +266,7 @@ func runContract(t *testing.T, mk func(t *testing.T) Backend, canExec bool) {
 		var closed []string
 		b.Track(closerFunc(func() error { closed = append(closed, "first"); return nil }))
 		b.Track(closerFunc(func() error { closed = append(closed, "second"); return nil }))
-		cs, err := b.MCPClient(ctx, MCPOptions{InProcess: true})
+		cs, err := b.MCPClient(ctx, mcpOpts)
 		if err != nil {
 			t.Fatal(err)
 		}

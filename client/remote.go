@@ -1,0 +1,721 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/pkg/sftp"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/wsclient"
+)
+
+// RemoteOptions configure a Remote backend ("Filesystem Backend (Remote)"):
+// a workspace served by an agentbe daemon (this one, or the npm package's),
+// reached over SSH-over-WebSocket (/ssh) for files and commands and over
+// HTTP (/mcp) for MCP.
+type RemoteOptions struct {
+	// Host and Port are the daemon's (Port 0 means 3001). TLS uses wss://
+	// and https://.
+	Host string
+	Port int
+	TLS  bool
+	// Root is the daemon's workspace, its --root (required, absolute):
+	// paths are resolved against it here, and the daemon checks it.
+	Root string
+	// Token is the daemon's bearer token ("" when it has none).
+	Token string
+	// Env applies to every command (per-scope and per-call Env merge over it).
+	Env map[string]string
+	// Log is the operations log.
+	Log LogOptions
+	// DialTimeout bounds one connection attempt (the WebSocket and the SSH
+	// handshake); 0 means 10 s.
+	DialTimeout time.Duration
+	// KeepaliveInterval is how often an idle connection is checked (an SSH
+	// keepalive request); a check that gets no answer within the interval
+	// drops the connection, which then reconnects. 0 means 15 s; negative
+	// turns keepalives off.
+	KeepaliveInterval time.Duration
+	// Reconnect says what happens when the connection drops.
+	Reconnect ReconnectOptions
+	// MaxOutput caps what Exec collects of each of stdout and stderr; 0
+	// means 10 MiB. More fails the command with TOO_LARGE.
+	MaxOutput int64
+	// AllowDangerous turns the client's own command safety check off
+	// ("Safety Validation": on by default, whatever the daemon checks; the
+	// npm daemon checks nothing over SSH).
+	AllowDangerous bool
+}
+
+// ReconnectOptions: after a drop the backend is "reconnecting" and tries
+// again after InitialDelay, doubling to MaxDelay (with jitter), at most
+// MaxAttempts times; then it is "disconnected" for good. Operations during
+// reconnection fail at once with CONNECTION_CLOSED; they are never queued.
+type ReconnectOptions struct {
+	Disabled     bool
+	MaxAttempts  int           // 0 means 5
+	InitialDelay time.Duration // 0 means 500 ms
+	MaxDelay     time.Duration // 0 means 15 s
+}
+
+// Remote is a backend on a daemon reached over the network.
+type Remote struct {
+	*base
+	drv *remoteDriver
+}
+
+// NewRemote connects (status connecting, then connected) and returns the
+// backend, or the reason it could not connect: INVALID_CONFIGURATION for bad
+// options, CONNECTION_CLOSED (wrapping the cause) for a daemon that cannot be
+// reached or refuses the token.
+func NewRemote(ctx context.Context, opts RemoteOptions) (*Remote, error) {
+	if opts.Host == "" {
+		return nil, &errcode.Error{Code: errcode.InvalidConfiguration, Op: "new remote backend", Msg: "RemoteOptions.Host is required"}
+	}
+	if opts.Root == "" || !path.IsAbs(opts.Root) {
+		return nil, &errcode.Error{Code: errcode.InvalidConfiguration, Op: "new remote backend", Path: opts.Root,
+			Msg: "RemoteOptions.Root must be the daemon's workspace, an absolute path"}
+	}
+	if opts.Port == 0 {
+		opts.Port = 3001
+	}
+	if opts.Port < 0 || opts.Port > 65535 {
+		return nil, &errcode.Error{Code: errcode.InvalidConfiguration, Op: "new remote backend", Msg: "RemoteOptions.Port " + strconv.Itoa(opts.Port) + " is not a port"}
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 10 * time.Second
+	}
+	if opts.KeepaliveInterval == 0 {
+		opts.KeepaliveInterval = 15 * time.Second
+	}
+	if opts.MaxOutput <= 0 {
+		opts.MaxOutput = 10 << 20
+	}
+	if opts.Reconnect.MaxAttempts <= 0 {
+		opts.Reconnect.MaxAttempts = 5
+	}
+	if opts.Reconnect.InitialDelay <= 0 {
+		opts.Reconnect.InitialDelay = 500 * time.Millisecond
+	}
+	if opts.Reconnect.MaxDelay <= 0 {
+		opts.Reconnect.MaxDelay = 15 * time.Second
+	}
+	conn := &remoteConn{opts: opts, stop: make(chan struct{})}
+	if !opts.AllowDangerous {
+		conn.policy, _ = sandbox.NewPolicy()
+	}
+	d := &remoteDriver{conn: conn, dir: path.Clean(opts.Root)}
+	rb := &Remote{base: newBase(d, StatusConnecting, opts.Env, opts.Log), drv: d}
+	conn.life = rb.life
+	if err := conn.connect(ctx); err != nil {
+		rb.life.set(StatusDisconnected, err)
+		return nil, err
+	}
+	rb.life.set(StatusConnected, nil)
+	go conn.supervise()
+	return rb, nil
+}
+
+// remoteConn is the connection a Remote and its scopes share: one SSH
+// client over one WebSocket, its SFTP session, and the supervisor that
+// notices a drop and reconnects.
+type remoteConn struct {
+	opts   RemoteOptions
+	life   *lifecycle
+	policy *sandbox.Policy // nil with AllowDangerous
+
+	mu    sync.Mutex
+	ssh   *gossh.Client
+	sftp  *sftp.Client
+	state string // "" while connected; why not, otherwise
+
+	stop     chan struct{} // closed by close
+	stopOnce sync.Once
+}
+
+func (c *remoteConn) baseURL(scheme string) string {
+	if c.opts.TLS {
+		scheme += "s"
+	}
+	return scheme + "://" + net.JoinHostPort(c.opts.Host, strconv.Itoa(c.opts.Port))
+}
+
+// connect dials /ssh with the token, runs the SSH handshake (the daemon's
+// /ssh accepts any SSH credentials once the WebSocket's token passed) and
+// opens SFTP.
+func (c *remoteConn) connect(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
+	defer cancel()
+	fail := func(msg string, err error) error {
+		return &errcode.Error{Code: errcode.ConnectionClosed, Op: "connect", Path: c.baseURL("ws") + "/ssh", Msg: msg, Err: errors.Join(ErrConnectionClosed, err)}
+	}
+	ws, err := wsclient.Dial(ctx, c.baseURL("ws")+"/ssh", c.opts.Token)
+	if err != nil {
+		return fail("cannot reach the daemon's /ssh", err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		ws.SetDeadline(dl)
+	}
+	sc, chans, reqs, err := gossh.NewClientConn(ws, "workspace", &gossh.ClientConfig{
+		User: "agent",
+		Auth: []gossh.AuthMethod{gossh.Password(c.opts.Token)},
+		// The WebSocket's token authenticated the daemon's side; its SSH
+		// host key is per daemon and not pinned by the client libraries.
+		HostKeyCallback: gossh.InsecureIgnoreHostKey(), //nolint:gosec
+	})
+	if err != nil {
+		ws.Close()
+		if code, reason := ws.CloseReason(); code == 4001 {
+			return fail("the daemon refused the token ("+reason+")", err)
+		}
+		return fail("SSH handshake with the daemon failed", err)
+	}
+	ws.SetDeadline(time.Time{})
+	client := gossh.NewClient(sc, chans, reqs)
+	sf, err := sftp.NewClient(client, sftp.UseConcurrentWrites(true))
+	if err != nil {
+		client.Close()
+		return fail("the daemon's SFTP subsystem did not start", err)
+	}
+	c.mu.Lock()
+	c.ssh, c.sftp, c.state = client, sf, ""
+	c.mu.Unlock()
+	return nil
+}
+
+// current returns the live clients, or CONNECTION_CLOSED naming op.
+func (c *remoteConn) current(op, p string) (*gossh.Client, *sftp.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ssh == nil {
+		why := c.state
+		if why == "" {
+			why = "not connected"
+		}
+		return nil, nil, &errcode.Error{Code: errcode.ConnectionClosed, Op: op, Path: p, Msg: why, Err: ErrConnectionClosed}
+	}
+	return c.ssh, c.sftp, nil
+}
+
+// supervise watches the connection: keepalives while it is up, and on a
+// drop the reconnection policy. It ends with close.
+func (c *remoteConn) supervise() {
+	for {
+		c.mu.Lock()
+		client := c.ssh
+		c.mu.Unlock()
+		dropped := make(chan error, 1)
+		go func() { dropped <- client.Wait() }()
+		if !c.watch(client, dropped) {
+			return
+		}
+		c.mu.Lock()
+		c.ssh, c.sftp, c.state = nil, nil, "the connection to the daemon dropped"
+		c.mu.Unlock()
+		cause := &errcode.Error{Code: errcode.ConnectionClosed, Op: "connection", Msg: "the connection to the daemon dropped", Err: ErrConnectionClosed}
+		if c.opts.Reconnect.Disabled {
+			c.life.set(StatusDisconnected, cause)
+			return
+		}
+		if !c.redial(cause) {
+			return
+		}
+	}
+}
+
+// watch sends keepalives on client until it drops (true) or the backend is
+// destroyed (false).
+func (c *remoteConn) watch(client *gossh.Client, dropped <-chan error) bool {
+	var tick <-chan time.Time
+	if c.opts.KeepaliveInterval > 0 {
+		t := time.NewTicker(c.opts.KeepaliveInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-c.stop:
+			return false
+		case <-dropped:
+			return true
+		case <-tick:
+			answered := make(chan error, 1)
+			go func() { _, _, err := client.SendRequest("keepalive@openssh.com", true, nil); answered <- err }()
+			select {
+			case err := <-answered:
+				if err != nil {
+					client.Close()
+				}
+			case <-time.After(c.opts.KeepaliveInterval):
+				client.Close() // no answer: the connection is gone
+			case <-c.stop:
+				return false
+			}
+		}
+	}
+}
+
+// redial runs the reconnection policy; it reports whether the connection
+// is back.
+func (c *remoteConn) redial(cause error) bool {
+	ro := c.opts.Reconnect
+	c.life.set(StatusReconnecting, cause)
+	delay := ro.InitialDelay
+	var last error = cause
+	for attempt := 1; attempt <= ro.MaxAttempts; attempt++ {
+		c.mu.Lock()
+		c.state = fmt.Sprintf("reconnecting to the daemon (attempt %d of %d)", attempt, ro.MaxAttempts)
+		c.mu.Unlock()
+		jitter := time.Duration(rand.Int64N(int64(delay)/5 + 1))
+		select {
+		case <-c.stop:
+			return false
+		case <-time.After(delay + jitter):
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-c.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		err := c.connect(ctx)
+		cancel()
+		if err == nil {
+			select {
+			case <-c.stop:
+				c.closeClients()
+				return false
+			default:
+			}
+			c.life.set(StatusConnected, nil)
+			return true
+		}
+		last = err
+		delay = min(delay*2, ro.MaxDelay)
+	}
+	c.mu.Lock()
+	c.state = fmt.Sprintf("disconnected from the daemon after %d reconnection attempts", ro.MaxAttempts)
+	c.mu.Unlock()
+	c.life.set(StatusDisconnected, last)
+	return false
+}
+
+func (c *remoteConn) closeClients() {
+	c.mu.Lock()
+	s, f := c.ssh, c.sftp
+	c.ssh, c.sftp, c.state = nil, nil, "destroyed"
+	c.mu.Unlock()
+	// The SSH connection first: closing it ends every channel, so the SFTP
+	// client's Close cannot wait on a server that never closes its side.
+	if s != nil {
+		s.Close()
+	}
+	if f != nil {
+		f.Close()
+	}
+}
+
+// close stops the supervisor (and a pending reconnection) and closes the
+// connection.
+func (c *remoteConn) close() error {
+	c.stopOnce.Do(func() { close(c.stop) })
+	c.closeClients()
+	return nil
+}
+
+// remoteDriver is the driver of a Remote (dir = the daemon's root) and of
+// its scopes (dir below it), over one shared connection. Paths are resolved
+// here with fsops.ResolvePath, the daemon's own rules, to the absolute path
+// sent over SFTP; the daemon confines them again.
+type remoteDriver struct {
+	conn *remoteConn
+	dir  string
+}
+
+func (d *remoteDriver) kind() string { return "remote" }
+func (d *remoteDriver) root() string { return d.dir }
+
+func (d *remoteDriver) resolve(op, p string) (string, error) {
+	abs, err := fsops.ResolvePath(d.dir, p)
+	if err != nil {
+		var e *errcode.Error
+		if errors.As(err, &e) {
+			return "", e.WithOp(op)
+		}
+		return "", err
+	}
+	return abs, nil
+}
+
+// files resolves p and returns the SFTP client to use on it.
+func (d *remoteDriver) files(op, p string) (string, *sftp.Client, error) {
+	abs, err := d.resolve(op, p)
+	if err != nil {
+		return "", nil, err
+	}
+	_, sf, err := d.conn.current(op, p)
+	return abs, sf, err
+}
+
+// sftpError turns an SFTP failure into the error of op on p, keeping the
+// fs.ErrNotExist / fs.ErrPermission identity for errors.Is.
+func sftpError(op, p string, err error) error {
+	if err == nil {
+		return nil
+	}
+	e := &errcode.Error{Op: op, Path: p, Err: err}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		e.Code, e.Msg = errcode.NotFound, "no such file or directory"
+	case errors.Is(err, fs.ErrPermission):
+		e.Code, e.Msg = errcode.PermissionDenied, "permission denied (the daemon refused it: outside the workspace, or not allowed)"
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, sftp.ErrSSHFxConnectionLost):
+		e.Code, e.Msg = errcode.ConnectionClosed, "the connection to the daemon dropped"
+		e.Err = errors.Join(ErrConnectionClosed, err)
+	default:
+		e.Code = errcode.Of(err)
+		if e.Code == "" {
+			e.Code = errcode.WriteFailed
+			if op == "read" || op == "readdir" || op == "stat" || op == "exists" {
+				e.Code = errcode.ReadFailed
+			}
+		}
+		e.Msg = err.Error()
+	}
+	return e
+}
+
+func (d *remoteDriver) read(_ context.Context, p string) ([]byte, error) {
+	abs, sf, err := d.files("read", p)
+	if err != nil {
+		return nil, err
+	}
+	f, err := sf.Open(abs)
+	if err != nil {
+		return nil, sftpError("read", p, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	return b, sftpError("read", p, err)
+}
+
+func (d *remoteDriver) write(_ context.Context, p string, data []byte) error {
+	abs, sf, err := d.files("write", p)
+	if err != nil {
+		return err
+	}
+	if dir := path.Dir(abs); dir != d.dir && dir != "/" {
+		if err := sf.MkdirAll(dir); err != nil {
+			return sftpError("write", p, err)
+		}
+	}
+	f, err := sf.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return sftpError("write", p, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return sftpError("write", p, err)
+	}
+	return sftpError("write", p, f.Close())
+}
+
+func (d *remoteDriver) readdir(_ context.Context, p string) ([]string, error) {
+	abs, sf, err := d.files("readdir", p)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := sf.ReadDir(abs)
+	if err != nil {
+		return nil, sftpError("readdir", p, err)
+	}
+	names := make([]string, len(infos))
+	for i, fi := range infos {
+		names[i] = fi.Name()
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func (d *remoteDriver) mkdir(_ context.Context, p string, opts MkdirOptions) error {
+	abs, sf, err := d.files("mkdir", p)
+	if err != nil {
+		return err
+	}
+	if opts.Recursive {
+		return sftpError("mkdir", p, sf.MkdirAll(abs))
+	}
+	return sftpError("mkdir", p, sf.Mkdir(abs))
+}
+
+func (d *remoteDriver) exists(ctx context.Context, p string) (bool, error) {
+	_, err := d.stat(ctx, p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (d *remoteDriver) stat(_ context.Context, p string) (FileInfo, error) {
+	abs, sf, err := d.files("stat", p)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	fi, err := sf.Stat(abs)
+	if err != nil {
+		return FileInfo{}, sftpError("stat", p, err)
+	}
+	return FileInfo{Name: fi.Name(), Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime()}, nil
+}
+
+func (d *remoteDriver) rm(_ context.Context, p string, opts RmOptions) error {
+	abs, sf, err := d.files("rm", p)
+	if err != nil {
+		return err
+	}
+	if abs == d.conn.opts.Root {
+		return &errcode.Error{Code: errcode.InvalidArgument, Op: "rm", Path: p, Msg: "refusing to remove the workspace root"}
+	}
+	fi, err := sf.Lstat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && opts.Force:
+		return nil
+	case err != nil:
+		return sftpError("rm", p, err)
+	case fi.IsDir() && opts.Recursive:
+		return sftpError("rm", p, sf.RemoveAll(abs))
+	case fi.IsDir():
+		return sftpError("rm", p, sf.RemoveDirectory(abs))
+	}
+	return sftpError("rm", p, sf.Remove(abs))
+}
+
+func (d *remoteDriver) rename(_ context.Context, from, to string) error {
+	a, sf, err := d.files("rename", from)
+	if err != nil {
+		return err
+	}
+	b, err := d.resolve("rename", to)
+	if err != nil {
+		return err
+	}
+	if dir := path.Dir(b); dir != d.dir {
+		if err := sf.MkdirAll(dir); err != nil {
+			return sftpError("rename", to, err)
+		}
+	}
+	err = sf.PosixRename(a, b)
+	var se *sftp.StatusError
+	if errors.As(err, &se) && se.FxCode() == sftp.ErrSSHFxOpUnsupported {
+		// A server without posix-rename@openssh.com (the npm daemon's):
+		// plain RENAME, which refuses an existing destination, so a file
+		// there is removed first (not atomic, as on that server anyway).
+		if fi, serr := sf.Lstat(b); serr == nil && !fi.IsDir() {
+			if rerr := sf.Remove(b); rerr != nil {
+				return sftpError("rename", to, rerr)
+			}
+		}
+		err = sf.Rename(a, b)
+	}
+	return sftpError("rename", from, err)
+}
+
+func (d *remoteDriver) touch(_ context.Context, p string) error {
+	abs, sf, err := d.files("touch", p)
+	if err != nil {
+		return err
+	}
+	if dir := path.Dir(abs); dir != d.dir && dir != "/" {
+		if err := sf.MkdirAll(dir); err != nil {
+			return sftpError("touch", p, err)
+		}
+	}
+	f, err := sf.OpenFile(abs, os.O_WRONLY|os.O_CREATE)
+	if err != nil {
+		return sftpError("touch", p, err)
+	}
+	return sftpError("touch", p, f.Close())
+}
+
+// exec runs the command over an SSH session: in dir (or opts.Dir in it),
+// with HOME there and the env as assignments, through `sh -c`, which is
+// how the client libraries send a command and what the daemon's policy
+// judges. A blocked command comes back as exit status 126 with the
+// daemon's reason; it is DANGEROUS_OPERATION here too.
+func (d *remoteDriver) exec(ctx context.Context, command string, opts ExecOptions) ([]byte, error) {
+	if strings.TrimSpace(command) == "" {
+		return nil, &errcode.Error{Code: errcode.EmptyCommand, Op: "exec", Msg: "empty command"}
+	}
+	dir := d.dir
+	if opts.Dir != "" {
+		var err error
+		if dir, err = d.resolve("exec", opts.Dir); err != nil {
+			return nil, err
+		}
+	}
+	if pol := d.conn.policy; pol != nil {
+		// The same parsed policy as the daemon's, before anything is sent.
+		if err := pol.CheckEnv(command, opts.Env, dir, d.conn.opts.Root); err != nil {
+			return nil, err
+		}
+	}
+	client, _, err := d.conn.current("exec", command)
+	if err != nil {
+		return nil, err
+	}
+	s, err := client.NewSession()
+	if err != nil {
+		return nil, sftpError("exec", command, err)
+	}
+	defer s.Close()
+	var line strings.Builder
+	line.WriteString("cd " + shellQuote(dir) + " && HOME=" + shellQuote(dir))
+	for _, k := range slices.Sorted(maps.Keys(opts.Env)) {
+		if !validEnvName(k) {
+			return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Command: command, Msg: fmt.Sprintf("environment variable name %q is not valid", k)}
+		}
+		line.WriteString(" " + k + "=" + shellQuote(opts.Env[k]))
+	}
+	line.WriteString(" sh -c " + shellQuote(command))
+	stdout := &cappedBuffer{max: d.conn.opts.MaxOutput}
+	stderr := &cappedBuffer{max: d.conn.opts.MaxOutput}
+	s.Stdout, s.Stderr = stdout, stderr
+	if opts.Stdin != nil {
+		s.Stdin = opts.Stdin
+	}
+	done := make(chan error, 1)
+	if err := s.Start(line.String()); err != nil {
+		return nil, sftpError("exec", command, err)
+	}
+	go func() { done <- s.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// The daemon kills the command's whole tree when its session ends.
+		_ = s.Signal(gossh.SIGKILL)
+		s.Close()
+		<-done
+		return stdout.Bytes(), &errcode.Error{Code: errcode.Timeout, Op: "exec", Command: command, Msg: "command killed: " + ctx.Err().Error(), Err: ctx.Err()}
+	}
+	if stdout.over || stderr.over {
+		return nil, &errcode.Error{Code: errcode.TooLarge, Op: "exec", Command: command, Msg: fmt.Sprintf("output over %d bytes (RemoteOptions.MaxOutput)", d.conn.opts.MaxOutput)}
+	}
+	var xe *gossh.ExitError
+	switch {
+	case err == nil:
+		return stdout.Bytes(), nil
+	case errors.As(err, &xe):
+		if xe.ExitStatus() == 126 && strings.Contains(stderr.String(), "Dangerous operation blocked") {
+			return nil, &errcode.Error{Code: errcode.DangerousOperation, Op: "exec", Command: command, Msg: strings.TrimSpace(stderr.String())}
+		}
+		code := xe.ExitStatus()
+		if xe.Signal() != "" {
+			code = -1
+		}
+		return stdout.Bytes(), execFailed(command, &ExitError{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()})
+	default:
+		return nil, &errcode.Error{Code: errcode.ConnectionClosed, Op: "exec", Command: command, Msg: "the connection to the daemon dropped", Err: errors.Join(ErrConnectionClosed, err)}
+	}
+}
+
+// scope is a driver on the same connection, rooted at rel.
+func (d *remoteDriver) scope(rel string) (driver, error) {
+	abs, err := d.resolve("scope", rel)
+	if err != nil {
+		return nil, err
+	}
+	return &remoteDriver{conn: d.conn, dir: abs}, nil
+}
+
+// mcpTransport is the daemon's /mcp over streamable HTTP, with the token,
+// X-Root-Dir (the daemon checks it is its root) and X-Scope-Path for a
+// scope.
+func (d *remoteDriver) mcpTransport(_ context.Context, opts MCPOptions) (mcp.Transport, error) {
+	dir := d.dir
+	if opts.ScopePath != "" {
+		var err error
+		if dir, err = d.resolve("mcp", opts.ScopePath); err != nil {
+			return nil, err
+		}
+	}
+	hdr := http.Header{"X-Root-Dir": {d.conn.opts.Root}}
+	if d.conn.opts.Token != "" {
+		hdr.Set("Authorization", "Bearer "+d.conn.opts.Token)
+	}
+	if rel := strings.TrimPrefix(strings.TrimPrefix(dir, d.conn.opts.Root), "/"); rel != "" {
+		hdr.Set("X-Scope-Path", rel)
+	}
+	return &mcp.StreamableClientTransport{Endpoint: d.conn.baseURL("http") + "/mcp",
+		HTTPClient: &http.Client{Transport: headerTransport{hdr: hdr}}, DisableStandaloneSSE: true}, nil
+}
+
+func (d *remoteDriver) close() error { return d.conn.close() }
+
+// headerTransport adds fixed headers to every request.
+type headerTransport struct{ hdr http.Header }
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.hdr {
+		r.Header[k] = v
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// cappedBuffer collects output up to max bytes and notes more.
+type cappedBuffer struct {
+	buf  []byte
+	max  int64
+	over bool
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if room := c.max - int64(len(c.buf)); int64(len(p)) > room {
+		c.over = true
+		c.buf = append(c.buf, p[:max(room, 0)]...)
+		return len(p), nil
+	}
+	c.buf = append(c.buf, p...)
+	return len(p), nil
+}
+
+func (c *cappedBuffer) Bytes() []byte  { return c.buf }
+func (c *cappedBuffer) String() string { return string(c.buf) }
+
+// shellQuote single-quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func validEnvName(k string) bool {
+	if k == "" || k[0] >= '0' && k[0] <= '9' {
+		return false
+	}
+	for _, c := range k {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
