@@ -74,7 +74,7 @@ func NewLocal(opts LocalOptions) (*Local, error) {
 		ws.Close()
 		return nil, err
 	}
-	drv := &fsDriver{kindName: "local", ws: ws, exe: exe, mcp: localMCP}
+	drv := &fsDriver{kindName: "local", ws: ws, exe: exe, mcp: localMCP(opts.DaemonBinary, string(exe.Mode()), opts.Shell, opts.AllowDangerous)}
 	drv.owner = func() error { return errors.Join(exe.Close(), ws.Close()) }
 	l := &Local{opts: opts}
 	l.base = newBase(drv, StatusConnected, opts.Env, opts.Log)

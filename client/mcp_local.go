@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os/exec"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -15,23 +16,49 @@ import (
 	"github.com/agentbe/agentbe-daemon/wstools"
 )
 
-// localMCP returns the transport to an MCP server for a Local backend's
-// workspace: the agent-backend binary spawned over stdio
-// (`daemon --local-only --root ...`), or with opts.InProcess the daemon's own
-// MCP server in this process.
-func localMCP(ctx context.Context, d *fsDriver, opts MCPOptions) (mcp.Transport, error) {
-	if opts.InProcess {
-		return inProcessMCP(d, opts)
+// localMCP returns the MCP transport maker of a Local backend: the
+// agent-backend binary (bin, or "agent-backend" on PATH) spawned over stdio
+// as `daemon --local-only --root DIR` with the backend's isolation, shell and
+// policy, or with MCPOptions.InProcess the daemon's own MCP server in this
+// process.
+func localMCP(bin, isolation, shell string, allowDangerous bool) func(context.Context, *fsDriver, MCPOptions) (mcp.Transport, error) {
+	return func(_ context.Context, d *fsDriver, opts MCPOptions) (mcp.Transport, error) {
+		if opts.InProcess {
+			return inProcessMCP(d, opts)
+		}
+		if bin == "" {
+			bin = "agent-backend"
+		}
+		path, err := exec.LookPath(bin)
+		if err != nil {
+			return nil, &errcode.Error{Code: errcode.MissingUtilities, Op: "mcp", Path: bin,
+				Msg: "the agent-backend binary is not on PATH (set LocalOptions.DaemonBinary, or use MCPOptions{InProcess: true})", Err: err}
+		}
+		args := []string{"daemon", "--local-only", "--root", d.ws.Root(), "--isolation", isolation}
+		if opts.ScopePath != "" {
+			if _, err := d.ws.Resolve(opts.ScopePath); err != nil {
+				return nil, err
+			}
+			args = append(args, "--scope-path", opts.ScopePath)
+		}
+		if shell != "" && shell != "auto" {
+			args = append(args, "--shell", shell)
+		}
+		if allowDangerous {
+			args = append(args, "--block-dangerous=false")
+		}
+		return &mcp.CommandTransport{Command: exec.Command(path, args...)}, nil
 	}
-	return nil, notImplemented("mcp", d.kindName) // TODO(issue 15): spawn the binary
 }
 
-// memoryMCP is localMCP for a Memory backend (`--backend memory`).
-func memoryMCP(ctx context.Context, d *fsDriver, opts MCPOptions) (mcp.Transport, error) {
+// memoryMCP is the MCP transport of a Memory backend: in process only, since
+// its tree lives in this process and a spawned daemon would have its own.
+func memoryMCP(_ context.Context, d *fsDriver, opts MCPOptions) (mcp.Transport, error) {
 	if opts.InProcess {
 		return inProcessMCP(d, opts)
 	}
-	return nil, notImplemented("mcp", d.kindName) // TODO(issue 15): spawn the binary
+	return nil, &errcode.Error{Code: errcode.NotImplemented, Op: "mcp",
+		Msg: "a memory backend's tree lives in this process: use MCPOptions{InProcess: true}"}
 }
 
 // inProcessMCP serves the driver's workspace (narrowed to opts.ScopePath)
