@@ -60,10 +60,32 @@ type RemoteOptions struct {
 	// MaxOutput caps what Exec collects of each of stdout and stderr; 0
 	// means 10 MiB. More fails the command with TOO_LARGE.
 	MaxOutput int64
+	// Transport is "websocket" (the default: SSH over the daemon's /ssh,
+	// authenticated by Token) or "ssh" (the conventional transport: SSH on
+	// the daemon's SSH port, --ssh-listen, authenticated by SSH).
+	Transport string
+	// SSH is the conventional transport's settings.
+	SSH SSHOptions
 	// AllowDangerous turns the client's own command safety check off
 	// ("Safety Validation": on by default, whatever the daemon checks; the
 	// npm daemon checks nothing over SSH).
 	AllowDangerous bool
+}
+
+// SSHOptions configure the conventional SSH transport.
+type SSHOptions struct {
+	// Port is the daemon's SSH port (0 means 22).
+	Port int
+	// User is the login name (the daemon takes any; "" means "agent").
+	User string
+	// Signers are the keys to offer (from ssh.ParsePrivateKey and the
+	// like); Password is tried after them when set.
+	Signers  []gossh.Signer
+	Password string
+	// HostKeyCallback checks the daemon's host key (knownhosts.New, or
+	// ssh.FixedHostKey of the key the daemon logs at start). Required: an
+	// unchecked host key lets anyone on the path read the session.
+	HostKeyCallback gossh.HostKeyCallback
 }
 
 // ReconnectOptions: after a drop the backend is "reconnecting" and tries
@@ -100,6 +122,28 @@ func NewRemote(ctx context.Context, opts RemoteOptions) (*Remote, error) {
 	}
 	if opts.Port < 0 || opts.Port > 65535 {
 		return nil, &errcode.Error{Code: errcode.InvalidConfiguration, Op: "new remote backend", Msg: "RemoteOptions.Port " + strconv.Itoa(opts.Port) + " is not a port"}
+	}
+	switch opts.Transport {
+	case "", "websocket":
+		opts.Transport = "websocket"
+	case "ssh":
+		if opts.SSH.Port == 0 {
+			opts.SSH.Port = 22
+		}
+		if opts.SSH.User == "" {
+			opts.SSH.User = "agent"
+		}
+		if opts.SSH.HostKeyCallback == nil {
+			return nil, &errcode.Error{Code: errcode.InvalidConfiguration, Op: "new remote backend",
+				Msg: "RemoteOptions.SSH.HostKeyCallback is required with the ssh transport (knownhosts.New, or ssh.FixedHostKey of the daemon's key)"}
+		}
+		if len(opts.SSH.Signers) == 0 && opts.SSH.Password == "" {
+			return nil, &errcode.Error{Code: errcode.InvalidConfiguration, Op: "new remote backend",
+				Msg: "RemoteOptions.SSH needs Signers or a Password with the ssh transport"}
+		}
+	default:
+		return nil, &errcode.Error{Code: errcode.InvalidConfiguration, Op: "new remote backend",
+			Msg: fmt.Sprintf("RemoteOptions.Transport %q: use \"websocket\" or \"ssh\"", opts.Transport)}
 	}
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 10 * time.Second
@@ -159,12 +203,54 @@ func (c *remoteConn) baseURL(scheme string) string {
 	return scheme + "://" + net.JoinHostPort(c.opts.Host, strconv.Itoa(c.opts.Port))
 }
 
-// connect dials /ssh with the token, runs the SSH handshake (the daemon's
-// /ssh accepts any SSH credentials once the WebSocket's token passed) and
-// opens SFTP.
+// connect opens the SSH connection on the configured transport and SFTP
+// over it.
 func (c *remoteConn) connect(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
 	defer cancel()
+	if c.opts.Transport == "ssh" {
+		return c.connectSSH(ctx)
+	}
+	return c.connectWebSocket(ctx)
+}
+
+// connectSSH dials the daemon's SSH port and authenticates with the keys
+// and password of SSHOptions, checking the host key.
+func (c *remoteConn) connectSSH(ctx context.Context) error {
+	addr := net.JoinHostPort(c.opts.Host, strconv.Itoa(c.opts.SSH.Port))
+	fail := func(msg string, err error) error {
+		return &errcode.Error{Code: errcode.ConnectionClosed, Op: "connect", Path: "ssh://" + addr, Msg: msg, Err: errors.Join(ErrConnectionClosed, err)}
+	}
+	var dialer net.Dialer
+	conn, err := dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fail("cannot reach the daemon's SSH port", err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	var auth []gossh.AuthMethod
+	if len(c.opts.SSH.Signers) > 0 {
+		auth = append(auth, gossh.PublicKeys(c.opts.SSH.Signers...))
+	}
+	if c.opts.SSH.Password != "" {
+		auth = append(auth, gossh.Password(c.opts.SSH.Password))
+	}
+	sc, chans, reqs, err := gossh.NewClientConn(conn, addr, &gossh.ClientConfig{
+		User: c.opts.SSH.User, Auth: auth, HostKeyCallback: c.opts.SSH.HostKeyCallback,
+	})
+	if err != nil {
+		conn.Close()
+		return fail("SSH login to the daemon failed", err)
+	}
+	conn.SetDeadline(time.Time{})
+	return c.attach(gossh.NewClient(sc, chans, reqs), fail)
+}
+
+// connectWebSocket dials /ssh with the token, runs the SSH handshake (the
+// daemon's /ssh accepts any SSH credentials once the WebSocket's token
+// passed) and opens SFTP.
+func (c *remoteConn) connectWebSocket(ctx context.Context) error {
 	fail := func(msg string, err error) error {
 		return &errcode.Error{Code: errcode.ConnectionClosed, Op: "connect", Path: c.baseURL("ws") + "/ssh", Msg: msg, Err: errors.Join(ErrConnectionClosed, err)}
 	}
@@ -190,7 +276,11 @@ func (c *remoteConn) connect(ctx context.Context) error {
 		return fail("SSH handshake with the daemon failed", err)
 	}
 	ws.SetDeadline(time.Time{})
-	client := gossh.NewClient(sc, chans, reqs)
+	return c.attach(gossh.NewClient(sc, chans, reqs), fail)
+}
+
+// attach opens SFTP on a logged-in client and makes both current.
+func (c *remoteConn) attach(client *gossh.Client, fail func(string, error) error) error {
 	sf, err := sftp.NewClient(client, sftp.UseConcurrentWrites(true))
 	if err != nil {
 		client.Close()

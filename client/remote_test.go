@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"net"
 	"net/http"
@@ -14,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	gossh "golang.org/x/crypto/ssh"
+
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/daemon"
 	"github.com/agentbe/agentbe-daemon/errcode"
@@ -25,9 +29,20 @@ type testDaemon struct {
 	root, token string
 	port        int
 	stop        func()
+	hostKey     string
 }
 
 func startDaemon(t *testing.T, addr string) *testDaemon {
+	t.Helper()
+	return startDaemonAddr(t, addr, nil)
+}
+
+func startDaemonWith(t *testing.T, tweak func(*config.Config)) *testDaemon {
+	t.Helper()
+	return startDaemonAddr(t, "127.0.0.1:0", tweak)
+}
+
+func startDaemonAddr(t *testing.T, addr string, tweak func(*config.Config)) *testDaemon {
 	t.Helper()
 	c := config.Default()
 	c.Root = t.TempDir()
@@ -35,6 +50,9 @@ func startDaemon(t *testing.T, addr string) *testDaemon {
 	c.SSHHostKey = filepath.Join(t.TempDir(), "host_key")
 	c.AuthToken = "remote-test-token-0123456789abcdef"
 	c.ShutdownTimeout = 2 * time.Second
+	if tweak != nil {
+		tweak(&c)
+	}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +76,16 @@ func startDaemon(t *testing.T, addr string) *testDaemon {
 		})
 	}
 	t.Cleanup(stop)
-	return &testDaemon{root: c.Root, token: c.AuthToken, port: ln.Addr().(*net.TCPAddr).Port, stop: stop}
+	if c.SSHListen != "" {
+		deadline := time.Now().Add(30 * time.Second) // a hang guard
+		for d.SSHAddr() == "" {
+			if time.Now().After(deadline) {
+				t.Fatal("the SSH port did not come up")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return &testDaemon{root: c.Root, token: c.AuthToken, port: ln.Addr().(*net.TCPAddr).Port, stop: stop, hostKey: c.SSHHostKey}
 }
 
 func (d *testDaemon) options() RemoteOptions {
@@ -272,4 +299,60 @@ func TestRemoteAgainstReference(t *testing.T) {
 		}
 		return r
 	}, true, MCPOptions{})
+}
+
+// TestRemoteConventionalSSH: the remote backend over the daemon's SSH port
+// (--ssh-listen) with key authentication and a pinned host key passes the
+// contract; a wrong host key and a missing host-key check are refused.
+func TestRemoteConventionalSSH(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := gossh.NewSignerFromKey(priv)
+	start := func(t *testing.T) (RemoteOptions, gossh.PublicKey) {
+		keys := filepath.Join(t.TempDir(), "authorized_keys")
+		os.WriteFile(keys, gossh.MarshalAuthorizedKey(signer.PublicKey()), 0o600)
+		sshPort := freeTCPPort(t)
+		d := startDaemonWith(t, func(c *config.Config) {
+			c.SSHListen = "127.0.0.1:" + strconv.Itoa(sshPort)
+			c.SSHAuthorizedKeys = keys
+		})
+		pem, err := os.ReadFile(d.hostKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hk, err := gossh.ParsePrivateKey(pem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := d.options()
+		o.Transport = "ssh"
+		o.SSH = SSHOptions{Port: sshPort, Signers: []gossh.Signer{signer}, HostKeyCallback: gossh.FixedHostKey(hk.PublicKey())}
+		return o, hk.PublicKey()
+	}
+	runContractMCP(t, func(t *testing.T) Backend {
+		o, _ := start(t)
+		r, err := NewRemote(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}, true, MCPOptions{})
+
+	o, _ := start(t)
+	_, other, _ := ed25519.GenerateKey(rand.Reader)
+	otherSigner, _ := gossh.NewSignerFromKey(other)
+	wrong := o
+	wrong.SSH.HostKeyCallback = gossh.FixedHostKey(otherSigner.PublicKey())
+	if _, err := NewRemote(context.Background(), wrong); !errcode.Is(err, errcode.ConnectionClosed) || !strings.Contains(err.Error(), "SSH login to the daemon failed") {
+		t.Errorf("a wrong host key: %v", err)
+	}
+	unchecked := o
+	unchecked.SSH.HostKeyCallback = nil
+	if _, err := NewRemote(context.Background(), unchecked); !errcode.Is(err, errcode.InvalidConfiguration) {
+		t.Errorf("no host-key check: %v", err)
+	}
+	badKey := o
+	badKey.SSH.Signers = []gossh.Signer{otherSigner}
+	if _, err := NewRemote(context.Background(), badKey); !errcode.Is(err, errcode.ConnectionClosed) {
+		t.Errorf("a key the daemon does not know: %v", err)
+	}
 }
