@@ -2,12 +2,14 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"maps"
-	"math/rand/v2"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -38,6 +40,9 @@ type RemoteOptions struct {
 	Host string
 	Port int
 	TLS  bool
+	// RootCAs verifies the daemon's certificate with TLS (nil: the system
+	// roots).
+	RootCAs *x509.CertPool
 	// Root is the daemon's workspace, its --root (required, absolute):
 	// paths are resolved against it here, and the daemon checks it.
 	Root string
@@ -50,11 +55,12 @@ type RemoteOptions struct {
 	// DialTimeout bounds one connection attempt (the WebSocket and the SSH
 	// handshake); 0 means 10 s.
 	DialTimeout time.Duration
-	// KeepaliveInterval is how often an idle connection is checked (an SSH
-	// keepalive request); a check that gets no answer within the interval
-	// drops the connection, which then reconnects. 0 means 15 s; negative
-	// turns keepalives off.
+	// KeepaliveInterval is how often the connection is probed (an SSH
+	// keepalive request); after KeepaliveCountMax probes in a row without an
+	// answer within the interval, the connection is dead and closed. 0 means
+	// 30 s and 3; a negative interval turns keepalives off.
 	KeepaliveInterval time.Duration
+	KeepaliveCountMax int
 	// Reconnect says what happens when the connection drops.
 	Reconnect ReconnectOptions
 	// MaxOutput caps what Exec collects of each of stdout and stderr; 0
@@ -88,15 +94,19 @@ type SSHOptions struct {
 	HostKeyCallback gossh.HostKeyCallback
 }
 
-// ReconnectOptions: after a drop the backend is "reconnecting" and tries
-// again after InitialDelay, doubling to MaxDelay (with jitter), at most
-// MaxAttempts times; then it is "disconnected" for good. Operations during
-// reconnection fail at once with CONNECTION_CLOSED; they are never queued.
+// ReconnectOptions ("Reconnection Behavior"): after a drop the backend is
+// "disconnected", then "reconnecting" while it retries; attempt n (from 0)
+// waits min(InitialDelay × Multiplier^n, MaxDelay) first. On success it is
+// "connected" and the count starts over; after MaxAttempts failures, or
+// when the daemon refuses the credentials (AUTH_FAILED, never retried), it
+// stays "disconnected". Operations meanwhile fail at once with
+// CONNECTION_CLOSED; they are never queued.
 type ReconnectOptions struct {
 	Disabled     bool
-	MaxAttempts  int           // 0 means 5
-	InitialDelay time.Duration // 0 means 500 ms
-	MaxDelay     time.Duration // 0 means 15 s
+	MaxAttempts  int           // 0 means 5; negative means unlimited
+	InitialDelay time.Duration // 0 means 1 s
+	MaxDelay     time.Duration // 0 means 30 s
+	Multiplier   float64       // 0 means 2
 }
 
 // Remote is a backend on a daemon reached over the network.
@@ -149,27 +159,36 @@ func NewRemote(ctx context.Context, opts RemoteOptions) (*Remote, error) {
 		opts.DialTimeout = 10 * time.Second
 	}
 	if opts.KeepaliveInterval == 0 {
-		opts.KeepaliveInterval = 15 * time.Second
+		opts.KeepaliveInterval = 30 * time.Second
+	}
+	if opts.KeepaliveCountMax <= 0 {
+		opts.KeepaliveCountMax = 3
 	}
 	if opts.MaxOutput <= 0 {
 		opts.MaxOutput = 10 << 20
 	}
-	if opts.Reconnect.MaxAttempts <= 0 {
+	if opts.Reconnect.MaxAttempts == 0 {
 		opts.Reconnect.MaxAttempts = 5
 	}
 	if opts.Reconnect.InitialDelay <= 0 {
-		opts.Reconnect.InitialDelay = 500 * time.Millisecond
+		opts.Reconnect.InitialDelay = time.Second
 	}
 	if opts.Reconnect.MaxDelay <= 0 {
-		opts.Reconnect.MaxDelay = 15 * time.Second
+		opts.Reconnect.MaxDelay = 30 * time.Second
+	}
+	if opts.Reconnect.Multiplier <= 0 {
+		opts.Reconnect.Multiplier = 2
 	}
 	conn := &remoteConn{opts: opts, stop: make(chan struct{})}
 	if !opts.AllowDangerous {
 		conn.policy, _ = sandbox.NewPolicy()
 	}
 	d := &remoteDriver{conn: conn, dir: path.Clean(opts.Root)}
-	rb := &Remote{base: newBase(d, StatusConnecting, opts.Env, opts.Log), drv: d}
+	rb := &Remote{base: newBase(d, StatusDisconnected, opts.Env, opts.Log), drv: d}
 	conn.life = rb.life
+	// NewRemote is the explicit connect: disconnected → connecting →
+	// connected, or back to disconnected with the reason.
+	rb.life.set(StatusConnecting, nil)
 	if err := conn.connect(ctx); err != nil {
 		rb.life.set(StatusDisconnected, err)
 		return nil, err
@@ -241,6 +260,9 @@ func (c *remoteConn) connectSSH(ctx context.Context) error {
 	})
 	if err != nil {
 		conn.Close()
+		if strings.Contains(err.Error(), "unable to authenticate") {
+			return &errcode.Error{Code: errcode.AuthFailed, Op: "connect", Path: "ssh://" + addr, Msg: "the daemon refused the SSH credentials", Err: err}
+		}
 		return fail("SSH login to the daemon failed", err)
 	}
 	conn.SetDeadline(time.Time{})
@@ -254,7 +276,12 @@ func (c *remoteConn) connectWebSocket(ctx context.Context) error {
 	fail := func(msg string, err error) error {
 		return &errcode.Error{Code: errcode.ConnectionClosed, Op: "connect", Path: c.baseURL("ws") + "/ssh", Msg: msg, Err: errors.Join(ErrConnectionClosed, err)}
 	}
-	ws, err := wsclient.Dial(ctx, c.baseURL("ws")+"/ssh", c.opts.Token)
+	var tlsConf *tls.Config
+	if c.opts.RootCAs != nil {
+		tlsConf = &tls.Config{RootCAs: c.opts.RootCAs, MinVersion: tls.VersionTLS12}
+	}
+	dialer := wsclient.Dialer{TLSClientConfig: tlsConf}
+	ws, err := dialer.Dial(ctx, c.baseURL("ws")+"/ssh", c.opts.Token)
 	if err != nil {
 		return fail("cannot reach the daemon's /ssh", err)
 	}
@@ -271,7 +298,7 @@ func (c *remoteConn) connectWebSocket(ctx context.Context) error {
 	if err != nil {
 		ws.Close()
 		if code, reason := ws.CloseReason(); code == 4001 {
-			return fail("the daemon refused the token ("+reason+")", err)
+			return &errcode.Error{Code: errcode.AuthFailed, Op: "connect", Path: c.baseURL("ws") + "/ssh", Msg: "the daemon refused the token (" + reason + ")", Err: err}
 		}
 		return fail("SSH handshake with the daemon failed", err)
 	}
@@ -319,11 +346,15 @@ func (c *remoteConn) supervise() {
 			return
 		}
 		c.mu.Lock()
+		dead := c.sftp
 		c.ssh, c.sftp, c.state = nil, nil, "the connection to the daemon dropped"
 		c.mu.Unlock()
+		if dead != nil {
+			dead.Close() // the cached SFTP session goes with the connection
+		}
 		cause := &errcode.Error{Code: errcode.ConnectionClosed, Op: "connection", Msg: "the connection to the daemon dropped", Err: ErrConnectionClosed}
+		c.life.set(StatusDisconnected, cause)
 		if c.opts.Reconnect.Disabled {
-			c.life.set(StatusDisconnected, cause)
 			return
 		}
 		if !c.redial(cause) {
@@ -332,8 +363,8 @@ func (c *remoteConn) supervise() {
 	}
 }
 
-// watch sends keepalives on client until it drops (true) or the backend is
-// destroyed (false).
+// watch probes client until it drops (true) or the backend is destroyed
+// (false); KeepaliveCountMax unanswered probes in a row close it.
 func (c *remoteConn) watch(client *gossh.Client, dropped <-chan error) bool {
 	var tick <-chan time.Time
 	if c.opts.KeepaliveInterval > 0 {
@@ -341,6 +372,7 @@ func (c *remoteConn) watch(client *gossh.Client, dropped <-chan error) bool {
 		defer t.Stop()
 		tick = t.C
 	}
+	missed := 0
 	for {
 		select {
 		case <-c.stop:
@@ -353,12 +385,17 @@ func (c *remoteConn) watch(client *gossh.Client, dropped <-chan error) bool {
 			select {
 			case err := <-answered:
 				if err != nil {
-					client.Close()
+					client.Close() // the connection is closed already
 				}
+				missed = 0
 			case <-time.After(c.opts.KeepaliveInterval):
-				client.Close() // no answer: the connection is gone
+				if missed++; missed >= c.opts.KeepaliveCountMax {
+					client.Close() // dead: no answer to the last probes
+				}
 			case <-c.stop:
 				return false
+			case <-dropped:
+				return true
 			}
 		}
 	}
@@ -369,17 +406,19 @@ func (c *remoteConn) watch(client *gossh.Client, dropped <-chan error) bool {
 func (c *remoteConn) redial(cause error) bool {
 	ro := c.opts.Reconnect
 	c.life.set(StatusReconnecting, cause)
-	delay := ro.InitialDelay
-	var last error = cause
-	for attempt := 1; attempt <= ro.MaxAttempts; attempt++ {
+	last := cause
+	for attempt := 0; ro.MaxAttempts < 0 || attempt < ro.MaxAttempts; attempt++ {
 		c.mu.Lock()
-		c.state = fmt.Sprintf("reconnecting to the daemon (attempt %d of %d)", attempt, ro.MaxAttempts)
+		if ro.MaxAttempts < 0 {
+			c.state = fmt.Sprintf("reconnecting to the daemon (attempt %d)", attempt+1)
+		} else {
+			c.state = fmt.Sprintf("reconnecting to the daemon (attempt %d of %d)", attempt+1, ro.MaxAttempts)
+		}
 		c.mu.Unlock()
-		jitter := time.Duration(rand.Int64N(int64(delay)/5 + 1))
 		select {
 		case <-c.stop:
 			return false
-		case <-time.After(delay + jitter):
+		case <-time.After(backoff(ro, attempt)):
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
@@ -402,13 +441,29 @@ func (c *remoteConn) redial(cause error) bool {
 			return true
 		}
 		last = err
-		delay = min(delay*2, ro.MaxDelay)
+		if errcode.Is(err, errcode.AuthFailed) {
+			break // the credentials will not get better by retrying
+		}
 	}
 	c.mu.Lock()
-	c.state = fmt.Sprintf("disconnected from the daemon after %d reconnection attempts", ro.MaxAttempts)
+	if errcode.Is(last, errcode.AuthFailed) {
+		c.state = "disconnected: " + last.Error()
+	} else {
+		c.state = fmt.Sprintf("disconnected from the daemon after %d reconnection attempts", ro.MaxAttempts)
+	}
 	c.mu.Unlock()
 	c.life.set(StatusDisconnected, last)
 	return false
+}
+
+// backoff is the delay before reconnection attempt n (from 0):
+// min(InitialDelay × Multiplier^n, MaxDelay).
+func backoff(ro ReconnectOptions, n int) time.Duration {
+	d := float64(ro.InitialDelay) * math.Pow(ro.Multiplier, float64(n))
+	if d > float64(ro.MaxDelay) || math.IsInf(d, 0) || math.IsNaN(d) {
+		return ro.MaxDelay
+	}
+	return time.Duration(d)
 }
 
 func (c *remoteConn) closeClients() {

@@ -111,7 +111,7 @@ func TestRemoteRefusals(t *testing.T) {
 	ctx := context.Background()
 	bad := d.options()
 	bad.Token = "wrong"
-	if _, err := NewRemote(ctx, bad); !errcode.Is(err, errcode.ConnectionClosed) || !strings.Contains(err.Error(), "refused the token") {
+	if _, err := NewRemote(ctx, bad); !errcode.Is(err, errcode.AuthFailed) || !strings.Contains(err.Error(), "refused the token") {
 		t.Errorf("a wrong token: %v", err)
 	}
 	for _, o := range []RemoteOptions{{Root: "/x"}, {Host: "h"}, {Host: "h", Root: "rel"}, {Host: "h", Root: "/x", Port: 70000}} {
@@ -352,7 +352,188 @@ func TestRemoteConventionalSSH(t *testing.T) {
 	}
 	badKey := o
 	badKey.SSH.Signers = []gossh.Signer{otherSigner}
-	if _, err := NewRemote(context.Background(), badKey); !errcode.Is(err, errcode.ConnectionClosed) {
+	if _, err := NewRemote(context.Background(), badKey); !errcode.Is(err, errcode.AuthFailed) {
 		t.Errorf("a key the daemon does not know: %v", err)
+	}
+}
+
+// tcpProxy forwards loopback connections to target; it can cut every
+// connection, blackhole them (stop forwarding, keep them open), and refuse
+// new ones, and it records when each connection was accepted.
+type tcpProxy struct {
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	conns   []net.Conn
+	refuse  bool
+	holes   bool
+	accepts []time.Time
+}
+
+func newTCPProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln, target: target}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			p.accepts = append(p.accepts, time.Now())
+			refuse := p.refuse
+			p.mu.Unlock()
+			if refuse {
+				c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			pipe := func(dst, src net.Conn) {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					p.mu.Lock()
+					hole := p.holes
+					p.mu.Unlock()
+					if n > 0 && !hole {
+						if _, werr := dst.Write(buf[:n]); werr != nil {
+							break
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
+				dst.Close()
+			}
+			go pipe(up, c)
+			go pipe(c, up)
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	return p
+}
+
+func (p *tcpProxy) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
+
+// cut closes every forwarded connection.
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *tcpProxy) set(refuse, holes bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refuse, p.holes = refuse, holes
+}
+
+func (p *tcpProxy) acceptTimes() []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Time(nil), p.accepts...)
+}
+
+// TestRemoteThroughProxy: a blackholed connection is found dead by the
+// keepalive (3 probes unanswered) and a command pending on it is rejected
+// with CONNECTION_CLOSED; reconnection attempts follow the backoff formula
+// (checked as lower bounds: a loaded machine is only ever late); when the
+// daemon is reachable again the backend is connected; Destroy during a
+// pending retry cancels it.
+func TestRemoteThroughProxy(t *testing.T) {
+	ctx := context.Background()
+	d := startDaemon(t, "127.0.0.1:0")
+	proxy := newTCPProxy(t, "127.0.0.1:"+strconv.Itoa(d.port))
+	opts := d.options()
+	opts.Port = proxy.port()
+	opts.KeepaliveInterval = 100 * time.Millisecond
+	opts.Reconnect = ReconnectOptions{MaxAttempts: 4, InitialDelay: 100 * time.Millisecond, MaxDelay: 400 * time.Millisecond, Multiplier: 2}
+	r, err := NewRemote(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Destroy()
+	changes := make(chan StatusChange, 32)
+	r.OnStatusChange(func(c StatusChange) { changes <- c })
+
+	pending := make(chan error, 1)
+	go func() { _, err := r.Exec(ctx, "sleep 30", ExecOptions{}); pending <- err }()
+	time.Sleep(100 * time.Millisecond)
+	proxy.set(true, true) // blackhole what is open, refuse what is new
+	waitStatus(t, changes, StatusDisconnected)
+	select {
+	case err := <-pending:
+		if !errcode.Is(err, errcode.ConnectionClosed) || !errors.Is(err, ErrConnectionClosed) {
+			t.Errorf("the pending command: %v; want CONNECTION_CLOSED", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pending command was not rejected")
+	}
+	waitStatus(t, changes, StatusReconnecting)
+	if _, err := r.Read(ctx, "x"); !errors.Is(err, ErrConnectionClosed) {
+		t.Errorf("a read while reconnecting: %v", err)
+	}
+	// Let two refused attempts go by, then open the way again.
+	for len(proxy.acceptTimes()) < 3 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	proxy.cut()
+	proxy.set(false, false)
+	waitStatus(t, changes, StatusConnected)
+	if err := r.Write(ctx, "back.txt", []byte("ok")); err != nil {
+		t.Errorf("after reconnecting: %v", err)
+	}
+	acc := proxy.acceptTimes()
+	// acc[0] is the first connection; acc[1], acc[2] the refused attempts
+	// 0 and 1, after delays of at least 100 ms and 200 ms.
+	if len(acc) >= 3 {
+		if gap := acc[2].Sub(acc[1]); gap < 180*time.Millisecond {
+			t.Errorf("attempt 1 came %v after attempt 0; the backoff says 200ms", gap)
+		}
+	}
+
+	// Destroy while a retry is scheduled: the retry is cancelled.
+	d2 := startDaemon(t, "127.0.0.1:0")
+	o := d2.options()
+	o.KeepaliveInterval = 100 * time.Millisecond
+	o.Reconnect = ReconnectOptions{InitialDelay: time.Hour}
+	r2, err := NewRemote(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch2 := make(chan StatusChange, 16)
+	r2.OnStatusChange(func(c StatusChange) { ch2 <- c })
+	d2.stop()
+	waitStatus(t, ch2, StatusReconnecting)
+	r2.Destroy()
+	waitStatus(t, ch2, StatusDestroyed)
+	// goleak (TestMain) fails the package if the retry's goroutine lived on.
+}
+
+func TestBackoffFormula(t *testing.T) {
+	ro := ReconnectOptions{InitialDelay: time.Second, MaxDelay: 30 * time.Second, Multiplier: 2}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
+	for n, w := range want {
+		if got := backoff(ro, n); got != w {
+			t.Errorf("attempt %d: %v, want %v", n, got, w)
+		}
+	}
+	if got := backoff(ro, 10000); got != 30*time.Second {
+		t.Errorf("a huge attempt number: %v", got)
 	}
 }

@@ -35,6 +35,7 @@ const (
 	ConnectionClosed     Code = "CONNECTION_CLOSED"
 	KeyNotFound          Code = "KEY_NOT_FOUND"
 	NotImplemented       Code = "NOT_IMPLEMENTED"
+	AuthFailed           Code = "AUTH_FAILED" // the daemon refused the credentials (a remote backend never retries it)
 
 	NotFound         Code = "NOT_FOUND"
 	AlreadyExists    Code = "ALREADY_EXISTS"

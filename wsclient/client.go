@@ -2,6 +2,7 @@ package wsclient
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,8 @@ type Dialer struct {
 	// HandshakeTimeout bounds the HTTP upgrade; 0 means
 	// DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// TLSClientConfig is used for wss:// (nil: the system roots).
+	TLSClientConfig *tls.Config
 }
 
 // writeBuffers is the write buffer pool of every Dialer with the same
@@ -119,6 +122,7 @@ func (d *Dialer) Dial(ctx context.Context, rawURL, token string) (*Conn, error) 
 		ReadBufferSize:   rbuf,
 		WriteBufferSize:  wbuf,
 		WriteBufferPool:  writePool(wbuf),
+		TLSClientConfig:  d.TLSClientConfig,
 	}
 	ws, resp, err := wd.DialContext(ctx, u.String(), h)
 	if err != nil {
