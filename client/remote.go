@@ -704,8 +704,8 @@ func (d *remoteDriver) touch(_ context.Context, p string) error {
 }
 
 // exec runs the command over an SSH session: in dir (or opts.Dir in it),
-// with HOME there and the env as assignments, through `sh -c`, which is
-// how the client libraries send a command and what the daemon's policy
+// with HOME there and the env exported first, in the daemon's shell, which
+// is how the client libraries send a command and what the daemon's policy
 // judges. A blocked command comes back as exit status 126 with the
 // daemon's reason; it is DANGEROUS_OPERATION here too.
 func (d *remoteDriver) exec(ctx context.Context, command string, opts ExecOptions) ([]byte, error) {
@@ -734,15 +734,19 @@ func (d *remoteDriver) exec(ctx context.Context, command string, opts ExecOption
 		return nil, sftpError("exec", command, err)
 	}
 	defer s.Close()
+	// One shell on the daemon's side runs it all (no second shell for the
+	// command): cd, export, then the command as written, grouped.
 	var line strings.Builder
-	line.WriteString("cd " + shellQuote(dir) + " && HOME=" + shellQuote(dir))
+	line.WriteString("cd " + shellQuote(dir) + " && export HOME=" + shellQuote(dir))
 	for _, k := range slices.Sorted(maps.Keys(opts.Env)) {
 		if !validEnvName(k) {
 			return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Command: command, Msg: fmt.Sprintf("environment variable name %q is not valid", k)}
 		}
 		line.WriteString(" " + k + "=" + shellQuote(opts.Env[k]))
 	}
-	line.WriteString(" sh -c " + shellQuote(command))
+	// Braces keep the command one unit (`a; b` runs only once cd worked);
+	// the newline ends a trailing comment or `&` before the brace.
+	line.WriteString(" && {\n" + command + "\n}")
 	stdout := &cappedBuffer{max: d.conn.opts.MaxOutput}
 	stderr := &cappedBuffer{max: d.conn.opts.MaxOutput}
 	s.Stdout, s.Stderr = stdout, stderr

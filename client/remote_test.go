@@ -42,7 +42,7 @@ func startDaemonWith(t *testing.T, tweak func(*config.Config)) *testDaemon {
 	return startDaemonAddr(t, "127.0.0.1:0", tweak)
 }
 
-func startDaemonAddr(t *testing.T, addr string, tweak func(*config.Config)) *testDaemon {
+func startDaemonAddr(t testing.TB, addr string, tweak func(*config.Config)) *testDaemon {
 	t.Helper()
 	c := config.Default()
 	c.Root = t.TempDir()
