@@ -83,3 +83,50 @@ func BenchmarkRemoteClients(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLocal: the local backend's read of 4 KiB and exec of true beside
+// their floors, os.ReadFile and a fork/exec of true. Run:
+//
+//	go test -run '^$' -bench 'Local$' -benchtime 2000x ./client/
+func BenchmarkLocal(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	l, err := NewLocal(LocalOptions{Root: dir, Isolation: "software"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Destroy()
+	l.Write(ctx, "4k.txt", []byte(strings.Repeat("x", 4096)))
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("read4k/backend", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := l.Read(ctx, "4k.txt"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("read4k/os.ReadFile", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := os.ReadFile(filepath.Join(dir, "4k.txt")); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("exec-true/backend", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := l.Exec(ctx, "true", ExecOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("exec-true/fork-exec", func(b *testing.B) {
+		for b.Loop() {
+			if err := exec.Command(truePath).Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
