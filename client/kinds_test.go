@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"path"
-	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -38,8 +37,8 @@ func TestMemoryContract(t *testing.T) {
 
 // TestLocalSpawnedMCP: without InProcess, a local backend's MCP client is
 // the agent-backend binary spawned over stdio on the backend's root (or
-// a scope of it), with the backend's isolation; a memory backend says to
-// use InProcess.
+// a scope of it), with the backend's isolation; a memory backend spawns
+// `--backend memory`, a tree of its own.
 func TestLocalSpawnedMCP(t *testing.T) {
 	ctx := context.Background()
 	l, err := NewLocal(LocalOptions{Root: t.TempDir(), Isolation: "software", DaemonBinary: testbin.Path(t)})
@@ -72,9 +71,22 @@ func TestLocalSpawnedMCP(t *testing.T) {
 	if _, err := missing.MCPClient(ctx, MCPOptions{}); !errcode.Is(err, errcode.MissingUtilities) {
 		t.Errorf("a missing binary: %v", err)
 	}
-	m, _ := NewMemory(MemoryOptions{RootPrefix: "/mem"})
+	// A memory backend spawns `--backend memory`, whose tree is its own.
+	m, _ := NewMemory(MemoryOptions{RootPrefix: "/mem", DaemonBinary: testbin.Path(t), Data: map[string][]byte{"mine.txt": []byte("x")}})
 	defer m.Destroy()
-	if _, err := m.MCPClient(ctx, MCPOptions{}); !errcode.Is(err, errcode.NotImplemented) || !strings.Contains(err.Error(), "InProcess") {
-		t.Errorf("memory without InProcess: %v", err)
+	cs, err := m.MCPClient(ctx, MCPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": "theirs.txt", "content": "y"}})
+	if err != nil || res.IsError {
+		t.Fatalf("write over the spawned memory daemon: %v %+v", err, res)
+	}
+	res, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_text_file", Arguments: map[string]any{"path": "theirs.txt"}})
+	if res == nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "y" {
+		t.Errorf("read over the spawned memory daemon: %+v", res)
+	}
+	if ok, _ := m.Exists(ctx, "theirs.txt"); ok {
+		t.Error("the spawned memory daemon's tree is this backend's")
 	}
 }

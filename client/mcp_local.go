@@ -26,13 +26,9 @@ func localMCP(bin, isolation, shell string, allowDangerous bool) func(context.Co
 		if opts.InProcess {
 			return inProcessMCP(d, opts)
 		}
-		if bin == "" {
-			bin = "agent-backend"
-		}
-		path, err := exec.LookPath(bin)
+		path, err := lookDaemon(bin)
 		if err != nil {
-			return nil, &errcode.Error{Code: errcode.MissingUtilities, Op: "mcp", Path: bin,
-				Msg: "the agent-backend binary is not on PATH (set LocalOptions.DaemonBinary, or use MCPOptions{InProcess: true})", Err: err}
+			return nil, err
 		}
 		args := []string{"daemon", "--local-only", "--root", d.ws.Root(), "--isolation", isolation}
 		if opts.ScopePath != "" {
@@ -51,14 +47,43 @@ func localMCP(bin, isolation, shell string, allowDangerous bool) func(context.Co
 	}
 }
 
-// memoryMCP is the MCP transport of a Memory backend: in process only, since
-// its tree lives in this process and a spawned daemon would have its own.
-func memoryMCP(_ context.Context, d *fsDriver, opts MCPOptions) (mcp.Transport, error) {
-	if opts.InProcess {
-		return inProcessMCP(d, opts)
+// memoryMCP is the MCP transport maker of a Memory backend: with InProcess
+// the daemon's MCP server over this backend's own tree; otherwise the
+// agent-backend binary spawned as `--backend memory --rootDir PREFIX`, as
+// the npm client does, which serves an in-memory tree of its own (what
+// this backend holds is not in it).
+func memoryMCP(bin string) func(context.Context, *fsDriver, MCPOptions) (mcp.Transport, error) {
+	return func(_ context.Context, d *fsDriver, opts MCPOptions) (mcp.Transport, error) {
+		if opts.InProcess {
+			return inProcessMCP(d, opts)
+		}
+		path, err := lookDaemon(bin)
+		if err != nil {
+			return nil, err
+		}
+		args := []string{"--backend", "memory", "--rootDir", d.ws.Root()}
+		if opts.ScopePath != "" {
+			if _, err := d.ws.Resolve(opts.ScopePath); err != nil {
+				return nil, err
+			}
+			args = append(args, "--scope-path", opts.ScopePath)
+		}
+		return &mcp.CommandTransport{Command: exec.Command(path, args...)}, nil
 	}
-	return nil, &errcode.Error{Code: errcode.NotImplemented, Op: "mcp",
-		Msg: "a memory backend's tree lives in this process: use MCPOptions{InProcess: true}"}
+}
+
+// lookDaemon finds the agent-backend binary: bin, or "agent-backend" on
+// PATH.
+func lookDaemon(bin string) (string, error) {
+	if bin == "" {
+		bin = "agent-backend"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return "", &errcode.Error{Code: errcode.MissingUtilities, Op: "mcp", Path: bin,
+			Msg: "the agent-backend binary is not on PATH (set the options' DaemonBinary, or use MCPOptions{InProcess: true})", Err: err}
+	}
+	return path, nil
 }
 
 // inProcessMCP serves the driver's workspace (narrowed to opts.ScopePath)

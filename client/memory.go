@@ -49,7 +49,7 @@ func NewMemory(opts MemoryOptions) (*Memory, error) {
 			return nil, err
 		}
 	}
-	drv := &fsDriver{kindName: "memory", ws: ws, mcp: memoryMCP}
+	drv := &fsDriver{kindName: "memory", ws: ws, mcp: memoryMCP(opts.DaemonBinary)}
 	drv.owner = ws.Close
 	m := &Memory{opts: opts}
 	m.base = newBase(drv, StatusConnected, nil, opts.Log)
