@@ -729,13 +729,15 @@ func (d *remoteDriver) exec(ctx context.Context, command string, opts ExecOption
 	if err != nil {
 		return nil, err
 	}
-	s, err := client.NewSession()
-	if err != nil {
-		return nil, sftpError("exec", command, err)
+	// At the root without env: the TypeScript client's shape, which the
+	// daemon's exec fast path runs without a shell when the command is one
+	// simple command (the session starts in the root, HOME set to it, so
+	// `a; b` after a cd that cannot fail is the same either way).
+	if len(opts.Env) == 0 && dir == d.conn.opts.Root {
+		return d.run(ctx, client, command, "HOME="+shellQuote(dir)+" cd "+shellQuote(dir)+" && "+command, opts.Stdin)
 	}
-	defer s.Close()
-	// One shell on the daemon's side runs it all (no second shell for the
-	// command): cd, export, then the command as written, grouped.
+	// Otherwise one shell on the daemon's side runs it all (no second shell
+	// for the command): cd, export, then the command as written, grouped.
 	var line strings.Builder
 	line.WriteString("cd " + shellQuote(dir) + " && export HOME=" + shellQuote(dir))
 	for _, k := range slices.Sorted(maps.Keys(opts.Env)) {
@@ -747,14 +749,25 @@ func (d *remoteDriver) exec(ctx context.Context, command string, opts ExecOption
 	// Braces keep the command one unit (`a; b` runs only once cd worked);
 	// the newline ends a trailing comment or `&` before the brace.
 	line.WriteString(" && {\n" + command + "\n}")
+	return d.run(ctx, client, command, line.String(), opts.Stdin)
+}
+
+// run runs line in a new session and reads the outcome of command (the
+// caller's, for messages) from it.
+func (d *remoteDriver) run(ctx context.Context, client *gossh.Client, command, line string, stdin io.Reader) ([]byte, error) {
+	s, err := client.NewSession()
+	if err != nil {
+		return nil, sftpError("exec", command, err)
+	}
+	defer s.Close()
 	stdout := &cappedBuffer{max: d.conn.opts.MaxOutput}
 	stderr := &cappedBuffer{max: d.conn.opts.MaxOutput}
 	s.Stdout, s.Stderr = stdout, stderr
-	if opts.Stdin != nil {
-		s.Stdin = opts.Stdin
+	if stdin != nil {
+		s.Stdin = stdin
 	}
 	done := make(chan error, 1)
-	if err := s.Start(line.String()); err != nil {
+	if err := s.Start(line); err != nil {
 		return nil, sftpError("exec", command, err)
 	}
 	go func() { done <- s.Wait() }()
