@@ -75,6 +75,10 @@ type connLimiter struct {
 
 	lastLog  time.Time
 	sinceLog int // refusals since the last warning
+
+	// opened and closed, when set, are told of each admitted connection
+	// (not reserve ones) and of its end (memoryReturner).
+	opened, closed func()
 }
 
 type idleConn struct {
@@ -150,6 +154,9 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			l.total++
 			l.byIP[ip]++
 			l.mu.Unlock()
+			if l.opened != nil {
+				l.opened()
+			}
 			return &limitedConn{Conn: c, l: l, ip: ip}, nil
 		case l.reserved < reserveConns:
 			l.reserved++
@@ -237,9 +244,9 @@ func (l *connLimiter) noteRefusal(reason string, ip netip.Addr) {
 
 func (l *connLimiter) release(c *limitedConn) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if c.reserve {
 		l.reserved--
+		l.mu.Unlock()
 		return
 	}
 	l.total--
@@ -247,6 +254,10 @@ func (l *connLimiter) release(c *limitedConn) {
 		l.byIP[c.ip] = n
 	} else {
 		delete(l.byIP, c.ip)
+	}
+	l.mu.Unlock()
+	if l.closed != nil {
+		l.closed()
 	}
 }
 

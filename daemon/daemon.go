@@ -296,6 +296,10 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	lim := newConnLimiter(ln, maxConns, perIP, d.log, func(limit string) {
 		d.metrics.connRefused.WithLabelValues(limit).Inc()
 	})
+	mem := newMemoryReturner(d.log)
+	lim.opened, lim.closed = mem.opened, mem.closed
+	mem.run(time.Second)
+	defer mem.close()
 	d.conns.Store(lim)
 	ln = lim
 	srv := &http.Server{

@@ -265,6 +265,9 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 	procs, why := cfg.Procs(runtime.GOMAXPROCS(0), envProcs)
 	runtime.GOMAXPROCS(procs)
 	log.Info("CPUs for the daemon's own work", "gomaxprocs", procs, "why", why)
+	if soft := daemon.ApplyMemoryLimit(); soft > 0 {
+		log.Info("memory: soft limit for the Go runtime at 90% of the cgroup's (set GOMEMLIMIT to choose another)", "bytes", soft)
+	}
 	if created, err := cfg.EnsureRoot(); err != nil {
 		return err
 	} else if created {

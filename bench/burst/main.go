@@ -1,0 +1,117 @@
+// Command burst measures whether the daemon gives memory back after a burst
+// of connections: it starts the binary on a scratch workspace, opens N
+// WS+SSH connections (each with an SFTP session and a command run, so the
+// buffers of both are touched), closes them all, and prints VmRSS before,
+// at the peak, and 5, 30 and 60 s after.
+//
+//	go build -o /tmp/agent-backend ./cmd/agent-backend
+//	go run ./bench/burst -bin /tmp/agent-backend -n 1000
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pkg/sftp"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/bench/client"
+)
+
+func main() {
+	bin := flag.String("bin", "agent-backend", "the agent-backend binary")
+	n := flag.Int("n", 1000, "connections in the burst")
+	flag.Parse()
+	if err := run(*bin, *n); err != nil {
+		fmt.Fprintln(os.Stderr, "burst:", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin string, n int) error {
+	dir, err := os.MkdirTemp("", "burst")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(bin, "daemon", "--root", filepath.Join(dir, "ws"), "--port", strconv.Itoa(port),
+		"--ssh-host-key", filepath.Join(dir, "key"), "--isolation", "software", "--max-connections", strconv.Itoa(n+100),
+		"--max-connections-per-ip", strconv.Itoa(n+100), "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	for i := 0; ; i++ {
+		if resp, err := http.Get(base + "/health"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if i > 500 {
+			return fmt.Errorf("the daemon did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	rss := func() int { return vmRSS(cmd.Process.Pid) }
+	time.Sleep(time.Second)
+	fmt.Printf("baseline      %6d KiB\n", rss())
+	conns := make([]*gossh.Client, 0, n)
+	for range n {
+		c, err := client.DialSSH(context.Background(), base)
+		if err != nil {
+			return fmt.Errorf("after %d connections: %w", len(conns), err)
+		}
+		if sc, err := sftp.NewClient(c); err == nil {
+			sc.ReadDir(".")
+			sc.Close()
+		}
+		if s, err := c.NewSession(); err == nil {
+			s.Run("true")
+			s.Close()
+		}
+		conns = append(conns, c)
+	}
+	fmt.Printf("%d open     %6d KiB\n", n, rss())
+	for _, c := range conns {
+		c.Close()
+	}
+	start := time.Now()
+	for _, at := range []time.Duration{5 * time.Second, 30 * time.Second, 60 * time.Second} {
+		time.Sleep(time.Until(start.Add(at)))
+		fmt.Printf("closed +%-4s  %6d KiB\n", at, rss())
+	}
+	return nil
+}
+
+func vmRSS(pid int) int {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return kb
+		}
+	}
+	return -1
+}
