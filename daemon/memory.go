@@ -3,6 +3,7 @@ package daemon
 import (
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -43,7 +44,15 @@ type memoryReturner struct {
 }
 
 func newMemoryReturner(log *slog.Logger) *memoryReturner {
-	return &memoryReturner{free: debug.FreeOSMemory, now: time.Now, log: log}
+	return &memoryReturner{free: freeAll, now: time.Now, log: log}
+}
+
+// freeAll collects twice before returning memory: sync.Pool keeps what it
+// held through one collection (its victim cache), and the connections'
+// buffers are pooled.
+func freeAll() {
+	runtime.GC()
+	debug.FreeOSMemory()
 }
 
 func (m *memoryReturner) opened() {

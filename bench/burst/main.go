@@ -1,8 +1,10 @@
 // Command burst measures whether the daemon gives memory back after a burst
 // of connections: it starts the binary on a scratch workspace, opens N
 // WS+SSH connections (each with an SFTP session and a command run, so the
-// buffers of both are touched), closes them all, and prints VmRSS before,
-// at the peak, and 5, 30 and 60 s after.
+// buffers of both are touched), closes them all, and prints the resident
+// memory before, at the peak, and 5, 30 and 60 s after: VmRSS, and its
+// anonymous part (RssAnon: the heap and stacks; the rest is the binary's
+// own pages, which the code paths of the burst paged in).
 //
 //	go build -o /tmp/agent-backend ./cmd/agent-backend
 //	go run ./bench/burst -bin /tmp/agent-backend -n 1000
@@ -69,9 +71,11 @@ func run(bin string, n int) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	rss := func() int { return vmRSS(cmd.Process.Pid) }
+	rss := func() string {
+		return fmt.Sprintf("VmRSS %6d KiB  RssAnon %6d KiB  %s", status(cmd.Process.Pid, "VmRSS:"), status(cmd.Process.Pid, "RssAnon:"), runtimeStats(base))
+	}
 	time.Sleep(time.Second)
-	fmt.Printf("baseline      %6d KiB\n", rss())
+	fmt.Printf("baseline      %s\n", rss())
 	conns := make([]*gossh.Client, 0, n)
 	for range n {
 		c, err := client.DialSSH(context.Background(), base)
@@ -88,19 +92,20 @@ func run(bin string, n int) error {
 		}
 		conns = append(conns, c)
 	}
-	fmt.Printf("%d open     %6d KiB\n", n, rss())
+	fmt.Printf("%d open     %s\n", n, rss())
 	for _, c := range conns {
 		c.Close()
 	}
 	start := time.Now()
 	for _, at := range []time.Duration{5 * time.Second, 30 * time.Second, 60 * time.Second} {
 		time.Sleep(time.Until(start.Add(at)))
-		fmt.Printf("closed +%-4s  %6d KiB\n", at, rss())
+		fmt.Printf("closed +%-4s  %s\n", at, rss())
 	}
 	return nil
 }
 
-func vmRSS(pid int) int {
+// status reads one "Key: N kB" line of /proc/PID/status.
+func status(pid int, key string) int {
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return -1
@@ -108,10 +113,32 @@ func vmRSS(pid int) int {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), key); ok {
 			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
 			return kb
 		}
 	}
 	return -1
+}
+
+// runtimeStats is the daemon's goroutines and heap in use, from /metrics.
+func runtimeStats(base string) string {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var g, h string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+			g = v
+		}
+		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				h = strconv.Itoa(int(f / 1024))
+			}
+		}
+	}
+	return fmt.Sprintf("goroutines %s  heap in use %s KiB", g, h)
 }
