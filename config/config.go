@@ -123,6 +123,8 @@ type Config struct {
 
 	// GatewayTools serves http.*, fs.* and system.run (docs/gateway-tools.md).
 	GatewayTools bool
+	// ProcessTools serves the background process tools (docs/processes.md).
+	ProcessTools bool
 	// ExecApprovals is system.run's policy file; ExecApprovalMode and
 	// ExecAsk its mode and ask setting; ExecApprovalTTL how long a pending
 	// approval waits; ExecAskClient asks the MCP client's user (elicitation)

@@ -18,6 +18,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/mcphttp"
+	"github.com/agentbe/agentbe-daemon/procs"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/restface"
 	"github.com/agentbe/agentbe-daemon/sandbox"
@@ -50,6 +51,7 @@ type protocols struct {
 	// gwtools serves --gateway-tools (nil without the flag), approvals its
 	// system.run policy.
 	gwtools   *gwtools.Provider
+	procs     *procs.Manager // --process-tools
 	approvals *gwtools.Approvals
 	// extensions serves the --extensions directory (nil without the flag).
 	extensions *extensions.Provider
@@ -184,6 +186,15 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 	if cfg.GatewayTools {
 		if err := p.startGatewayTools(cfg, opts); err != nil {
 			return err
+		}
+	}
+	if cfg.ProcessTools {
+		if p.exec == nil {
+			return errors.New("--process-tools: this workspace cannot run commands (the memory backend)")
+		}
+		p.procs = procs.New(procs.Options{Executor: p.exec, Logger: log.With("component", "processes")})
+		if err := p.reg.Set("processes", p.procs.Tools()); err != nil {
+			return fmt.Errorf("--process-tools: %w", err)
 		}
 	}
 	if cfg.Extensions != "" {
@@ -436,6 +447,9 @@ func (p *protocols) close() error {
 	}
 	if p.gwtools != nil {
 		errs = append(errs, p.gwtools.Close())
+	}
+	if p.procs != nil {
+		errs = append(errs, p.procs.Close())
 	}
 	if p.extensions != nil {
 		errs = append(errs, p.extensions.Close())

@@ -1,7 +1,6 @@
 package gwtools
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -18,8 +17,6 @@ import (
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/registry"
 )
-
-func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 type requestArgs struct {
 	Method    string            `json:"method"`

@@ -1,15 +1,11 @@
 package gwtools
 
 import (
-	"encoding/json"
-	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/toolkit"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sandbox"
@@ -87,45 +83,11 @@ func (p *Provider) workspace(call registry.Call) fsops.Workspace {
 	return p.opts.Workspace
 }
 
-// decode reads a call's arguments strictly into v.
-func decode(raw json.RawMessage, v any) error {
-	if len(raw) == 0 || string(raw) == "null" {
-		raw = []byte("{}")
-	}
-	dec := json.NewDecoder(bytesReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return &errcode.Error{Code: errcode.InvalidArgument, Op: "arguments", Msg: err.Error()}
-	}
-	return nil
-}
-
-// ok is a result carrying v as JSON text and structured content.
-func ok(v any) *mcp.CallToolResult {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fail(err)
-	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}
-}
-
-// fail is an error result with the error's code.
-func fail(err error) *mcp.CallToolResult {
-	code := errcode.Of(err)
-	if code == "" {
-		code = errcode.ExecError
-	}
-	return registry.WithCode(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: errcode.Sentence(err)}}}, code)
-}
-
-func failf(code errcode.Code, op, format string, args ...any) *mcp.CallToolResult {
-	return fail(&errcode.Error{Code: code, Op: op, Msg: fmt.Sprintf(format, args...)})
-}
-
-func schema(props map[string]any, required ...string) map[string]any {
-	s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
-	if len(required) > 0 {
-		s["required"] = required
-	}
-	return s
-}
+// The helpers every provider shares (internal/toolkit).
+var (
+	decode = toolkit.Decode
+	ok     = toolkit.OK
+	fail   = toolkit.Fail
+	failf  = toolkit.Failf
+	schema = toolkit.Schema
+)

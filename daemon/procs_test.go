@@ -1,0 +1,83 @@
+package daemon
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestProcessToolsOnDaemon: with --process-tools the process tools are
+// listed and work through /execute; without it they are not served;
+// stopping the daemon kills a process that still runs.
+func TestProcessToolsOnDaemon(t *testing.T) {
+	c := testConfig(t)
+	c.ProcessTools = true
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, c, nil)
+	execute := func(tool, args string) map[string]any {
+		t.Helper()
+		resp, err := http.Post(r.url+"/execute", "application/json", strings.NewReader(`{"tool_name":"`+tool+`","arguments":`+args+`}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var out map[string]any
+		json.Unmarshal(b, &out)
+		if out["status"] != "success" {
+			t.Fatalf("%s: %s", tool, b)
+		}
+		var res map[string]any
+		json.Unmarshal([]byte(out["output"].(string)), &res)
+		return res
+	}
+	mark := "daemon-procs-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	started := execute("process_start", `{"command":"echo ready; sleep 30","name":"srv","env":{"PROCS_MARK":"`+mark+`"}}`)
+	id, _ := started["id"].(string)
+	if id == "" {
+		t.Fatalf("start: %v", started)
+	}
+	deadline := time.Now().Add(20 * time.Second) // a hang guard
+	for {
+		out := execute("process_output", `{"id":"`+id+`"}`)
+		if out["stdout"] == "ready\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("output: %v", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, tools := get(t, r.url+"/tools")
+	for _, name := range []string{"process_start", "process_list", "process_output", "process_wait", "process_signal", "process_kill"} {
+		if !strings.Contains(string(tools), `"`+name+`"`) {
+			t.Errorf("/tools lacks %s", name)
+		}
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ")); err == nil && strings.Contains(string(env), "PROCS_MARK="+mark) {
+			t.Errorf("process %s outlived the daemon", e.Name())
+		}
+	}
+
+	// Off by default.
+	plain := start(t, testConfig(t), nil)
+	if _, tools := get(t, plain.url+"/tools"); strings.Contains(string(tools), "process_start") {
+		t.Error("the process tools are served without --process-tools")
+	}
+}
