@@ -36,7 +36,7 @@ type Config struct {
 	Backend   string // "filesystem" or "memory"
 
 	// Command execution.
-	Isolation       string // auto, bwrap, software, none
+	Isolation       string // auto, bwrap, landlock, software, none
 	Shell           string // auto, bash, sh
 	RunAs           string // user commands run as when the daemon is root ("" = the daemon's user)
 	BlockDangerous  bool   // the command safety policy

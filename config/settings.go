@@ -154,7 +154,7 @@ var settings = []*setting{
 		usage: "workspace backend: filesystem, or memory (an in-memory tree, file tools only)",
 		field: func(c *Config) any { return &c.Backend }, check: oneOf("filesystem", "memory")},
 	{key: "isolation", env: env("isolation"), def: "auto",
-		usage: "command isolation: auto (bwrap if it works, else software), bwrap, software, none",
+		usage: "command isolation: auto (bwrap if it works, else landlock if the kernel has it, else software), bwrap, landlock, software, none",
 		field: func(c *Config) any { return &c.Isolation }, check: oneOf(isolationModes()...)},
 	{key: "shell", env: env("shell"), def: "auto",
 		usage: "shell commands run in: auto (bash if present, else sh), bash, sh",

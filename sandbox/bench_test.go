@@ -131,7 +131,7 @@ func mustReal(b testing.TB, p string) string {
 // TypeScript client's shape) with the direct fast path on and off
 // (direct.go), in software and bwrap modes.
 func BenchmarkRunDirect(b *testing.B) {
-	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap, ModeLandlock} {
 		for _, shape := range []string{"true", "cd"} {
 			for _, fast := range []bool{true, false} {
 				name := string(mode) + "/" + shape + "/direct"

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -194,7 +195,7 @@ func directFixture(t *testing.T, root string) {
 // executor's state: what the script shape allows and what the program,
 // the cd target and the environment then say.
 func TestDirectDecision(t *testing.T) {
-	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap, ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			e, root := newExec(t, mode)
 			x := e.(*executor)
@@ -330,6 +331,8 @@ func mergeEnv(env []string, extra map[string]string) []string {
 
 // sortedLines sorts the lines of an `env` output, so the shell's and the
 // direct path's environments compare as sets.
+var tmpdirLine = regexp.MustCompile(`(?m)^TMPDIR=/tmp/agentbe-landlock-[^/]+/[0-9a-f]+$`)
+
 func sortedLines(b []byte) string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	slices.Sort(lines)
@@ -355,7 +358,7 @@ func bothWays(t *testing.T, mode Mode) (fast, slow *executor, root string) {
 // stdout, stderr, exit code, signal and the environment (as a set) must be
 // the same, and the fast path must have been taken where expected.
 func TestDirectDifferential(t *testing.T) {
-	for _, mode := range []Mode{ModeSoftware, ModeNone, ModeBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeNone, ModeBwrap, ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			fast, slow, root := bothWays(t, mode)
 			directFixture(t, root)
@@ -428,6 +431,9 @@ func TestDirectDifferential(t *testing.T) {
 					if c.sorted {
 						r.Stdout = []byte(sortedLines(r.Stdout))
 					}
+					// Each landlock executor has its own private
+					// temporary directories.
+					r.Stdout = tmpdirLine.ReplaceAll(r.Stdout, []byte("TMPDIR=<private>"))
 					res[i] = r
 				}
 				f, s := res[0], res[1]
@@ -447,7 +453,7 @@ func TestDirectDifferential(t *testing.T) {
 // TestDirectSignalsAndTimeouts: a program killed by a signal, and one
 // killed by the timeout, report the same both ways.
 func TestDirectSignalsAndTimeouts(t *testing.T) {
-	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap, ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			fast, slow, root := bothWays(t, mode)
 			env, _ := fast.env(root, nil, "")

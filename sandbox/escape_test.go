@@ -126,7 +126,7 @@ func TestHopperCannotOutliveItsCommand(t *testing.T) {
 		{"subreaper", cgroupOff},
 	}
 	for _, k := range kinds {
-		for _, mode := range []Mode{ModeSoftware, ModeNone} {
+		for _, mode := range []Mode{ModeSoftware, ModeLandlock, ModeNone} {
 			for _, ending := range []string{"exits", "timeout"} {
 				t.Run(k.name+"/"+string(mode)+"/"+ending, func(t *testing.T) {
 					var e Executor
@@ -193,7 +193,7 @@ func TestHopperCannotOutliveItsCommand(t *testing.T) {
 // MaxProcesses, also as root (which RLIMIT_NPROC does not bind), and the
 // bound keeps the direct fast path.
 func TestMaxProcesses(t *testing.T) {
-	for _, mode := range []Mode{ModeSoftware, ModeNone, ModeBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeNone, ModeBwrap, ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			e, ws := newExec(t, mode, func(c *Config) { c.MaxProcesses = 20 })
 			x := e.(*executor)

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 )
 
 // ioGrace is how long output is still read after a command's shell has
@@ -151,6 +152,16 @@ func New(cfg Config) (Executor, error) {
 	}
 	if e.iso.escapeChecks() && e.policy != nil {
 		e.policy.escapes = true
+	}
+	if e.iso.filtersSpawner() {
+		// The deny list on the thread every command is forked from: the
+		// commands inherit it.
+		if err := e.spawn.onThread(sandboxexec.InstallSeccomp); err != nil {
+			e.log.Warn("software mode without the seccomp filter", "err", err)
+			e.reason += "; seccomp filter unavailable (" + err.Error() + ")"
+		} else {
+			e.reason += "; seccomp filter on"
+		}
 	}
 	if e.cgroups == nil && !e.iso.ownsTree() {
 		if err := useReaper(); err != nil {
@@ -654,6 +665,9 @@ func (e *executor) Close() error {
 	e.runs.Wait()
 	e.starts.Wait()
 	e.spawn.stop()
+	if c, ok := e.iso.(interface{ close() }); ok {
+		c.close() // the landlock strategy's descriptors and directories
+	}
 	e.rootH.Close()
 	if e.cgroups != nil {
 		e.cgroups.close()

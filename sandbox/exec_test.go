@@ -68,7 +68,7 @@ func run(t *testing.T, e Executor, req Request) Result {
 	return res
 }
 
-var allModes = []Mode{ModeSoftware, ModeBwrap, ModeNone}
+var allModes = []Mode{ModeSoftware, ModeBwrap, ModeLandlock, ModeNone}
 
 func TestRunBasics(t *testing.T) {
 	for _, mode := range allModes {
@@ -139,9 +139,25 @@ func TestBwrapProbeFailure(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	e, _ := newExec(t, ModeAuto)
-	if e.Mode() != ModeSoftware || !strings.Contains(e.Reason(), "user namespaces are unavailable") {
+	if e.Mode() != ModeLandlock || !strings.Contains(e.Reason(), "user namespaces are unavailable") ||
+		!strings.Contains(e.Reason(), "landlock ABI") {
 		t.Fatalf("auto chose %s (%s)", e.Mode(), e.Reason())
 	}
+	// Without Landlock too, auto ends in software mode and says why.
+	withoutLandlock(t)
+	e, _ = newExec(t, ModeAuto)
+	if e.Mode() != ModeSoftware || !strings.Contains(e.Reason(), "user namespaces are unavailable") ||
+		!strings.Contains(e.Reason(), "landlock unusable (the kernel has no Landlock") || !strings.Contains(e.Reason(), "seccomp filter on") {
+		t.Fatalf("auto chose %s (%s)", e.Mode(), e.Reason())
+	}
+}
+
+// withoutLandlock makes New see a kernel without Landlock for the rest of
+// the test.
+func withoutLandlock(t *testing.T) {
+	saved := landlockABI
+	landlockABI = func() int { return 0 }
+	t.Cleanup(func() { landlockABI = saved })
 }
 
 func TestRunSignalName(t *testing.T) {
@@ -285,7 +301,7 @@ func waitGone(t *testing.T, marker string) {
 }
 
 func TestRunTimeoutKillsTree(t *testing.T) {
-	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap, ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			e, _ := newExec(t, mode)
 			marker := fmt.Sprintf("10%d%d", os.Getpid(), len(mode))
@@ -303,7 +319,7 @@ func TestRunTimeoutKillsTree(t *testing.T) {
 }
 
 func TestRunBackgroundJobEndsWithShell(t *testing.T) {
-	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap, ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			e, _ := newExec(t, mode)
 			marker := fmt.Sprintf("20%d%d", os.Getpid(), len(mode))
@@ -356,7 +372,7 @@ func TestRunOutputTruncation(t *testing.T) {
 }
 
 func TestStartPipes(t *testing.T) {
-	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap, ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			e, _ := newExec(t, mode)
 			inR, inW := io.Pipe()
@@ -395,7 +411,7 @@ func (w *slowWriter) Write(p []byte) (int, error) {
 }
 
 func TestStartSlowReaderGetsAllOutput(t *testing.T) {
-	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap, ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			e, _ := newExec(t, mode)
 			w := &slowWriter{}
@@ -431,7 +447,7 @@ func TestStartCloseStdin(t *testing.T) {
 }
 
 func TestStartSignal(t *testing.T) {
-	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap, ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			e, _ := newExec(t, mode)
 			var out syncbuf.Buffer
@@ -455,7 +471,7 @@ func TestStartSignal(t *testing.T) {
 }
 
 func TestStartPty(t *testing.T) {
-	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap, ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			e, _ := newExec(t, mode)
 			var out syncbuf.Buffer
@@ -572,7 +588,7 @@ func TestConfigErrors(t *testing.T) {
 		cfg  Config
 		msg  string
 	}{
-		{"bad mode", Config{Mode: "jail", WorkspaceRoot: ws}, `invalid isolation mode "jail": want auto, bwrap, software or none`},
+		{"bad mode", Config{Mode: "jail", WorkspaceRoot: ws}, `invalid isolation mode "jail": want auto, bwrap, landlock, software or none`},
 		{"bad shell", Config{Shell: "fish", WorkspaceRoot: ws}, `invalid shell "fish": want auto, bash or sh`},
 		{"no root", Config{}, `workspace root "" must be an absolute path`},
 		{"relative root", Config{WorkspaceRoot: "ws"}, `workspace root "ws" must be an absolute path`},
@@ -594,12 +610,12 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestParseModeShell(t *testing.T) {
-	for in, want := range map[string]Mode{"": ModeAuto, "auto": ModeAuto, "BWRAP": ModeBwrap, " software ": ModeSoftware, "none": ModeNone} {
+	for in, want := range map[string]Mode{"": ModeAuto, "auto": ModeAuto, "BWRAP": ModeBwrap, "Landlock": ModeLandlock, " software ": ModeSoftware, "none": ModeNone} {
 		if got, err := ParseMode(in); err != nil || got != want {
 			t.Errorf("ParseMode(%q) = %v, %v", in, got, err)
 		}
 	}
-	if _, err := ParseMode("docker"); err == nil || err.Error() != `invalid isolation mode "docker": want auto, bwrap, software or none` {
+	if _, err := ParseMode("docker"); err == nil || err.Error() != `invalid isolation mode "docker": want auto, bwrap, landlock, software or none` {
 		t.Errorf("ParseMode(docker): %v", err)
 	}
 	for in, want := range map[string]Shell{"": ShellAuto, "auto": ShellAuto, "bash": ShellBash, "sh": ShellSh} {
@@ -624,8 +640,17 @@ func TestAutoAndMissingBwrap(t *testing.T) {
 		t.Fatalf("explicit bwrap without bwrap: %v", err)
 	}
 	e2, _ := newExec(t, ModeAuto)
-	if e2.Mode() != ModeSoftware || !strings.Contains(e2.Reason(), "bwrap is not installed") {
+	if e2.Mode() != ModeLandlock || !strings.Contains(e2.Reason(), "bwrap is not installed") {
 		t.Fatalf("auto without bwrap chose %s (%s)", e2.Mode(), e2.Reason())
+	}
+	withoutLandlock(t)
+	if _, err := New(Config{Mode: ModeLandlock, WorkspaceRoot: workspace(t)}); !errcode.Is(err, errcode.InvalidConfiguration) ||
+		!strings.Contains(err.Error(), "isolation mode landlock cannot work: the kernel has no Landlock") {
+		t.Fatalf("explicit landlock without Landlock: %v", err)
+	}
+	e3, _ := newExec(t, ModeAuto)
+	if e3.Mode() != ModeSoftware || !strings.Contains(e3.Reason(), "bwrap is not installed") {
+		t.Fatalf("auto without bwrap or Landlock chose %s (%s)", e3.Mode(), e3.Reason())
 	}
 }
 
@@ -644,7 +669,7 @@ func waitFor(t *testing.T, b *syncbuf.Buffer, want string) {
 // a command (a goroutine that exits while locked to its thread) must not
 // take the command with it, although parent-death signals are per thread.
 func TestParentThreadExit(t *testing.T) {
-	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap, ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			e, _ := newExec(t, mode)
 			var out syncbuf.Buffer

@@ -60,9 +60,10 @@ import (
 type Mode string
 
 const (
-	ModeAuto     Mode = "auto"     // probe bwrap at startup, fall back to software
+	ModeAuto     Mode = "auto"     // probe bwrap, then Landlock, at startup; fall back to software
 	ModeBwrap    Mode = "bwrap"    // bubblewrap namespaces + the safety policy
-	ModeSoftware Mode = "software" // own session and cgroup + policy + escape checks
+	ModeLandlock Mode = "landlock" // Landlock domain + seccomp via the trampoline + the safety policy
+	ModeSoftware Mode = "software" // own session and cgroup + seccomp + policy + escape checks
 	ModeNone     Mode = "none"     // no checks: trusted use only
 )
 

@@ -28,10 +28,15 @@ var modeTable = []struct {
 }{
 	{ModeAuto, true, true, false, func(e *executor) (isolation, string, error) {
 		b, err := newBwrapIsolation(e)
-		if err != nil {
-			return softwareIsolation{e}, "auto: bwrap unusable (" + err.Error() + "); using software mode", nil
+		if err == nil {
+			return b, "auto: bwrap probe succeeded", nil
 		}
-		return b, "auto: bwrap probe succeeded", nil
+		why := "auto: bwrap unusable (" + err.Error() + ")"
+		l, lerr := newLandlockIsolation(e)
+		if lerr == nil {
+			return l, fmt.Sprintf("%s; landlock ABI %d probe succeeded", why, l.abi), nil
+		}
+		return softwareIsolation{e}, why + "; landlock unusable (" + lerr.Error() + "); using software mode", nil
 	}},
 	{ModeBwrap, true, true, true, func(e *executor) (isolation, string, error) {
 		b, err := newBwrapIsolation(e)
@@ -40,6 +45,14 @@ var modeTable = []struct {
 				Msg: "isolation mode bwrap cannot work: " + err.Error(), Err: err}
 		}
 		return b, "bwrap mode chosen by configuration; probe succeeded", nil
+	}},
+	{ModeLandlock, true, false, false, func(e *executor) (isolation, string, error) {
+		l, err := newLandlockIsolation(e)
+		if err != nil {
+			return nil, "", &errcode.Error{Code: errcode.InvalidConfiguration, Op: "sandbox",
+				Msg: "isolation mode landlock cannot work: " + err.Error(), Err: err}
+		}
+		return l, fmt.Sprintf("landlock mode chosen by configuration; ABI %d probe succeeded", l.abi), nil
 	}},
 	{ModeSoftware, true, false, false, func(e *executor) (isolation, string, error) {
 		return softwareIsolation{e}, "software mode chosen by configuration", nil
@@ -116,37 +129,10 @@ func (m Mode) Namespaced() bool {
 // command in place (software, none, or a trampoline applying Landlock)
 // sees the host as it is.
 //
-// # The re-exec trampoline (planned, not built)
-//
-// Where bwrap cannot create namespaces, a fourth strategy confines a
-// command with Landlock and seccomp applied between fork and exec by the
-// daemon's own binary: `agent-backend sandbox-exec`. It plugs in as a
-// modeTable entry (mode "landlock", policy on, tries false; auto would try
-// it after bwrap fails, pick probing it like newBwrapIsolation does) and
-// one file, isolation_landlock.go, implementing this interface:
-//   - command builds the exec.Cmd: Path the daemon's executable (opened
-//     once in New, /proc/self/exe), Args `sandbox-exec --boundary-fd 3
-//     --cwd-fd 4 [--exe-fd 5] -- argv...`, ExtraFiles the descriptors
-//     the workdir already holds (wd.bfd, the boundary; wd.dfd, the cwd)
-//     and, for the direct path, the program opened with O_PATH, so the
-//     trampoline receives descriptors, never names to resolve again: it
-//     adds Landlock path-beneath rules from the boundary descriptor
-//     (landlock_add_rule takes a parent fd) and the read-only system
-//     directories, fchdirs to the cwd descriptor, installs its seccomp
-//     filter, closes the extra descriptors and execs (execveat on the
-//     program's descriptor, or the shell). Failures before exec go back
-//     on an inherited pipe as exit status 126 with a message, as
-//     checkBoundary's are.
-//   - ownsTree is false (no pid namespace), so the kill, Wait and Signal
-//     steps treat it like software mode, and New keeps the cgroup or the
-//     subreaper fallback.
-//   - escapeChecks is false once Landlock holds the boundary; visible is
-//     true and runs accepts what software mode does (the host view is
-//     the command's view); directOK is true.
-//
-// None of these needs a new parameter: command gets the program, the
-// workdir (with its descriptors), the environment and pty, which is all
-// the trampoline's argv and ExtraFiles are built from.
+// The landlock strategy (isolation_landlock.go) confines in place too:
+// its command is this binary re-executed as the trampoline
+// (sandboxexec), which enters a Landlock domain and a seccomp filter and
+// then execs the command.
 type isolation interface {
 	// mode is the effective mode Executor.Mode reports (never ModeAuto).
 	mode() Mode
@@ -175,6 +161,13 @@ type isolation interface {
 	// runs reports that the kernel execs, inside the sandbox, a file that
 	// starts with hdr (its first 20 bytes, or all of a shorter file).
 	runs(hdr []byte) bool
+
+	// filtersSpawner reports that New installs the seccomp deny list
+	// (sandboxexec.InstallSeccomp) on the thread commands are forked
+	// from, so every command inherits it: software mode. The landlock
+	// trampoline installs its own; bwrap needs the namespaces it refuses;
+	// none is trusted use.
+	filtersSpawner() bool
 
 	// scriptPrefix is what a shell script must run first (bwrap without
 	// --bind-fd: the mount check); "" for none.

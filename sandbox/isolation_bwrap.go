@@ -232,3 +232,5 @@ func (b bwrapIsolation) bwrapLink(p string) bool {
 	}
 	return false
 }
+
+func (bwrapIsolation) filtersSpawner() bool { return false }

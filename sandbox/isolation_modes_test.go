@@ -28,7 +28,7 @@ func TestModeRuleHasOneHome(t *testing.T) {
 	for _, m := range Modes() {
 		consts["Mode"+strings.ToUpper(string(m[:1]))+string(m[1:])] = true
 	}
-	if len(consts) != 4 || !consts["ModeBwrap"] {
+	if len(consts) != 5 || !consts["ModeBwrap"] {
 		t.Fatalf("mode constants %v: the test's mapping from Modes() is stale", consts)
 	}
 	isMode := func(x ast.Expr) bool {
@@ -99,7 +99,7 @@ func TestModeRuleHasOneHome(t *testing.T) {
 // An unknown mode is refused by name with the accepted ones.
 func TestEveryModeResolves(t *testing.T) {
 	needBwrap(t)
-	want := map[Mode]Mode{ModeAuto: ModeBwrap, ModeBwrap: ModeBwrap, ModeSoftware: ModeSoftware, ModeNone: ModeNone}
+	want := map[Mode]Mode{ModeAuto: ModeBwrap, ModeBwrap: ModeBwrap, ModeLandlock: ModeLandlock, ModeSoftware: ModeSoftware, ModeNone: ModeNone}
 	if got := Modes(); len(got) != len(want) {
 		t.Fatalf("Modes() = %v; the test knows %d modes", got, len(want))
 	}
@@ -130,9 +130,9 @@ func TestEveryModeResolves(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"docker", "landlock", "bwrap2"} {
+	for _, bad := range []string{"docker", "seccomp", "bwrap2"} {
 		_, err := ParseMode(bad)
-		if wantMsg := `invalid isolation mode "` + bad + `": want auto, bwrap, software or none`; err == nil || err.Error() != wantMsg {
+		if wantMsg := `invalid isolation mode "` + bad + `": want auto, bwrap, landlock, software or none`; err == nil || err.Error() != wantMsg {
 			t.Errorf("ParseMode(%q) = %v; want %q", bad, err, wantMsg)
 		}
 		if _, err := New(Config{Mode: Mode(bad), WorkspaceRoot: workspace(t)}); err == nil || !strings.Contains(err.Error(), `invalid isolation mode "`+bad+`"`) {
@@ -146,7 +146,7 @@ func TestEveryModeResolves(t *testing.T) {
 // timeout, in every mode, on the direct path and through the shell.
 func TestRunMatchesStart(t *testing.T) {
 	needBwrap(t)
-	for _, m := range []Mode{ModeBwrap, ModeSoftware, ModeNone} {
+	for _, m := range []Mode{ModeBwrap, ModeLandlock, ModeSoftware, ModeNone} {
 		t.Run(string(m), func(t *testing.T) {
 			e, root := newExec(t, m)
 			if err := os.WriteFile(filepath.Join(root, "f"), []byte("data\n"), 0o644); err != nil {

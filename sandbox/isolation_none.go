@@ -19,3 +19,5 @@ func (noIsolation) scriptPrefix(string) string        { return "" }
 func (n noIsolation) command(p program, wd *workdir, pty bool) *exec.Cmd {
 	return hostCommand(n.e, p, wd, pty)
 }
+
+func (noIsolation) filtersSpawner() bool { return false }

@@ -9,8 +9,9 @@ import (
 )
 
 // softwareIsolation runs a command as a plain host process in its own
-// session and cgroup (cgroup.go), with the policy's workspace escape checks:
-// nothing else keeps it inside its boundary.
+// session and cgroup (cgroup.go), under the seccomp deny list its spawning
+// thread holds (New: sandboxexec.InstallSeccomp), with the policy's
+// workspace escape checks: nothing else keeps it inside its boundary.
 type softwareIsolation struct{ e *executor }
 
 func (softwareIsolation) mode() Mode                        { return ModeSoftware }
@@ -60,3 +61,5 @@ func hostCommand(e *executor, p program, wd *workdir, pty bool) *exec.Cmd {
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	return cmd
 }
+
+func (softwareIsolation) filtersSpawner() bool { return true }

@@ -15,7 +15,7 @@ import (
 // Run in flight) the next command is refused at once, naming the flag; a
 // slot comes back when its command ends, whichever way it was started.
 func TestMaxConcurrent(t *testing.T) {
-	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap, ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			e, _ := newExec(t, mode, func(c *Config) { c.MaxConcurrent = 2 })
 			refused := func(what string) {

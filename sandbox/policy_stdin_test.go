@@ -147,7 +147,7 @@ func TestPolicyStdinPrograms(t *testing.T) {
 // bwrap mode runs them.
 func TestRunStdinProgram(t *testing.T) {
 	for _, cmd := range []string{"bash", "exec sh -s", "source /dev/stdin"} {
-		for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+		for _, mode := range []Mode{ModeSoftware, ModeBwrap, ModeLandlock} {
 			e, ws := newExec(t, mode)
 			res, err := e.Run(context.Background(), Request{Command: cmd, Stdin: strings.NewReader("echo ran > marker; echo ran\n")})
 			_, statErr := os.Stat(filepath.Join(ws, "marker"))

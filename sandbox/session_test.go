@@ -74,7 +74,7 @@ func TestCommandCannotReachDaemonTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []Mode{ModeSoftware, ModeNone, ModeBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeNone, ModeBwrap, ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			if mode == ModeBwrap {
 				needBwrap(t)

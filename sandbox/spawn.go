@@ -24,6 +24,7 @@ type spawner struct {
 
 type spawnReq struct {
 	cmd *exec.Cmd
+	fn  func() error // instead of cmd: runs on the thread (onThread)
 	err chan error
 }
 
@@ -39,6 +40,10 @@ func (s *spawner) loop() {
 	runtime.LockOSThread()
 	defer close(s.done)
 	for r := range s.reqs {
+		if r.fn != nil {
+			r.err <- r.fn()
+			continue
+		}
 		if s.cg == nil {
 			r.err <- r.cmd.Start()
 			continue
@@ -50,6 +55,14 @@ func (s *spawner) loop() {
 // start runs cmd.Start on the spawner's thread.
 func (s *spawner) start(cmd *exec.Cmd) error {
 	r := spawnReq{cmd: cmd, err: make(chan error, 1)}
+	s.reqs <- r
+	return <-r.err
+}
+
+// onThread runs fn on the spawner's thread: what it sets there (the
+// seccomp filter of software mode) every later command inherits.
+func (s *spawner) onThread(fn func() error) error {
+	r := spawnReq{fn: fn, err: make(chan error, 1)}
 	s.reqs <- r
 	return <-r.err
 }

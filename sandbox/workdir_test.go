@@ -26,7 +26,7 @@ import (
 // with Start on a pty, and a bare Boundary name (opened beneath the
 // executor's root). No command may ever run in the host directory.
 func TestWorkdirSwap(t *testing.T) {
-	for _, mode := range []Mode{ModeSoftware, ModeBwrap, modeOldBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap, modeOldBwrap, ModeLandlock} {
 		for _, how := range []string{"workspace", "workspace-pty", "boundary"} {
 			t.Run(string(mode)+"/"+how, func(t *testing.T) {
 				e, root := newWorkdirExec(t, mode)
@@ -108,7 +108,7 @@ func errorsAsCode(err error, ce **errcode.Error) bool {
 // daemon's, not the command's. A directory descriptor from outside bwrap's
 // mount namespace would let the command walk `..` out of the sandbox.
 func TestWorkdirDescriptorNotLeaked(t *testing.T) {
-	for _, mode := range []Mode{ModeSoftware, ModeBwrap, modeOldBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap, modeOldBwrap, ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			e, root := newWorkdirExec(t, mode, func(c *Config) { c.Policy.Disabled = true })
 			ws, err := fsops.NewDir(root, fsops.Options{})
@@ -241,7 +241,7 @@ func TestWorkdirErrors(t *testing.T) {
 // ever, outside any command's timeout; the program is opened with O_PATH
 // and read only when it is a regular file.
 func TestDirectProgramSwappedForFIFO(t *testing.T) {
-	for _, mode := range []Mode{ModeSoftware, ModeBwrap} {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap, ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			e, root := newExec(t, mode, func(c *Config) { c.Policy.Disabled = true })
 			tool, fifo := filepath.Join(root, "tool"), filepath.Join(root, "fifo")

@@ -95,7 +95,7 @@ func TestBadInputExitsNonZeroWithOneLine(t *testing.T) {
 		{[]string{"daemon"}, nil, "agent-backend: missing workspace root: set --root (alias --rootDir), AGENTBE_ROOT, or root in the config file"},
 		{[]string{"daemon", "--root", file}, nil, `agent-backend: --root "` + file + `" is a file, not a directory`},
 		{[]string{"daemon", "--root", root, "--port", "65536"}, nil, `agent-backend: invalid argument "65536" for "--port" flag: must be from 1 to 65535`},
-		{[]string{"daemon", "--root", root, "--isolation", "vm"}, nil, `agent-backend: invalid argument "vm" for "--isolation" flag: must be one of auto, bwrap, software, none`},
+		{[]string{"daemon", "--root", root, "--isolation", "vm"}, nil, `agent-backend: invalid argument "vm" for "--isolation" flag: must be one of auto, bwrap, landlock, software, none`},
 		{[]string{"daemon", "--root", root, "--shell", "fish"}, nil, `agent-backend: invalid argument "fish" for "--shell" flag: must be one of auto, bash, sh`},
 		{[]string{"daemon", "--root", root, "--auth-token-file", "/nonexistent"}, nil, `agent-backend: --auth-token-file "/nonexistent": cannot read: no such file or directory`},
 		{[]string{"daemon", "--root", root, "--bind", "0.0.0.0"}, nil, "agent-backend: --bind 0.0.0.0 is not a loopback address and no auth token is set"},

@@ -100,7 +100,7 @@ only. The same site can be served by the daemon: agent-backend daemon --site DIR
 	serve.Flags().StringVar(&timeout, "timeout", "30s", "a command's time limit (a duration, or seconds); the whole process tree is killed when it passes")
 	serve.Flags().StringVar(&envFile, "env-file", "", "KEY=VALUE file whose variables fill $VAR in the pages' tool literals (never the agent's requests)")
 	serve.Flags().StringVarP(&configFile, "config", "c", "", "TOML file with host, port, timeout, max_output_bytes, max_list_items, env_file, isolation; flags win")
-	serve.Flags().StringVar(&isolation, "isolation", "auto", "how commands run: auto (bwrap if it works, else software), bwrap, software, none")
+	serve.Flags().StringVar(&isolation, "isolation", "auto", "how commands run: auto (bwrap if it works, else landlock if the kernel has it, else software), bwrap, landlock, software, none")
 	site.AddCommand(serve)
 	return site
 }

@@ -1,0 +1,384 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
+)
+
+// landlockIsolation runs every command through the trampoline
+// (sandboxexec: this binary, re-executed as `agent-backend sandbox-exec`),
+// which enters a Landlock domain built here for the command and installs
+// the seccomp deny list before it execs the command. The domain allows:
+//
+//   - everything beneath the boundary (the workspace or the scope),
+//     granted through the descriptor the executor opened, never a name;
+//   - everything in a private temporary directory per boundary (TMPDIR);
+//   - reading and executing the system directories bwrap binds (bwrap.go:
+//     systemDirs), reading the parts of /etc it binds (etcFiles), and the
+//     configured ReadOnlyPaths; everything in the WritablePaths;
+//   - reading /proc (Landlock itself keeps the command away from processes
+//     outside its domain: no ptrace, no /proc/<pid>/mem of the daemon),
+//     and reading, writing and terminal ioctls on the usual /dev nodes;
+//
+// and nothing else: not the host's /tmp, not /etc beyond those files, not
+// another scope, not the daemon's key or token files (unless they were put
+// in a system directory). Where the kernel's ABI has them, signals and
+// abstract unix sockets are scoped to the domain (ABI 6), so a command
+// cannot signal the daemon, and with Config.NoNetwork TCP bind and connect
+// are refused (ABI 4). The command is a host process otherwise (no
+// namespaces): it is killed, waited for and bounded as in software mode,
+// and the policy runs, without the escape checks Landlock makes moot.
+type landlockIsolation struct {
+	e   *executor
+	abi int
+	// handled are the access rights the ruleset restricts (all this ABI
+	// has); the grants below are masked with it.
+	handledFS, handledNet, scoped uint64
+	// rules are the fixed grants, opened once (O_PATH) in New.
+	rules []landlockRule
+	// tmp holds a private temporary directory per boundary.
+	tmp     string
+	tmpMu   sync.Mutex
+	tmpDirs map[string]*os.File
+	// roots are the resolved host directories a program may be exec'd
+	// from besides the boundary (visible).
+	roots []string
+}
+
+type landlockRule struct {
+	f      *os.File
+	access uint64
+}
+
+const (
+	llRead = unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR
+	llExec = unix.LANDLOCK_ACCESS_FS_EXECUTE
+	// llFileRW is what a device node gets: read, write, truncate (a
+	// shell's `> /dev/null` opens with O_TRUNC) and terminal ioctls.
+	llFileRW = unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE |
+		unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+	// llFileOnly are the rights that apply to a non-directory.
+	llFileOnly = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE |
+		unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+	llAll = ^uint64(0)
+)
+
+// landlockHandledFS are the file system rights of each ABI (index: the
+// ABI version; later ones have the last).
+var landlockHandledFS = []uint64{0, 1<<13 - 1, 1<<14 - 1, 1<<15 - 1, 1<<15 - 1, 1<<16 - 1, 1<<16 - 1, 1<<16 - 1, 1<<16 - 1, 1<<17 - 1}
+
+// devNodes may be opened read-write by every command; /dev/pts for the
+// terminals of pty sessions.
+var devNodes = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"}
+
+// landlockABI is LandlockABI; tests replace it to see auto's fallback.
+var landlockABI = LandlockABI
+
+// LandlockABI is the Landlock ABI version the kernel offers; 0 when it
+// has none (not built in, or not among the enabled LSMs).
+func LandlockABI() int {
+	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	if errno != 0 {
+		return 0
+	}
+	return int(v)
+}
+
+func (*landlockIsolation) mode() Mode                 { return ModeLandlock }
+func (*landlockIsolation) escapeChecks() bool         { return false }
+func (*landlockIsolation) ownsTree() bool             { return false }
+func (*landlockIsolation) directOK() bool             { return true }
+func (*landlockIsolation) runs(hdr []byte) bool       { return hostRuns(hdr) }
+func (*landlockIsolation) filtersSpawner() bool       { return false }
+func (*landlockIsolation) scriptPrefix(string) string { return "" }
+func (l *landlockIsolation) String() string           { return fmt.Sprintf("landlock ABI %d", l.abi) }
+func (l *landlockIsolation) visible(p, boundary string, bound bool) bool {
+	// The command sees the host as it is: a PATH entry (bound) is the
+	// same directory inside. The direct path execs a program only from
+	// where the domain lets it; anything else goes through the shell,
+	// which reports the refusal the way a shell does.
+	if bound {
+		return true
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return false
+	}
+	if within(boundary, real) {
+		return true
+	}
+	for _, r := range l.roots {
+		if within(r, real) {
+			return true
+		}
+	}
+	return false
+}
+
+// command: the trampoline, started where the command starts (hostCommand
+// enters the working directory by descriptor, the session and the
+// credential are the same), with an empty environment of its own, the
+// ruleset on fd 3, and the program, its environment and argv in its argv.
+func (l *landlockIsolation) command(p program, wd *workdir, pty bool) *exec.Cmd {
+	cmd := hostCommand(l.e, p, wd, pty)
+	rs, tmp, err := l.ruleset(wd)
+	if err != nil {
+		// The trampoline reports it: a command that cannot be confined
+		// does not run. (command cannot fail; Start then succeeds and the
+		// trampoline exits 126 with this message.)
+		l.e.log.Error("landlock: cannot build the command's ruleset; the command is refused", "err", err)
+		cmd.Path = "/proc/self/exe"
+		cmd.Args = sandboxexec.RefuseArgv("agent-backend", "cannot build the Landlock ruleset: "+err.Error())
+		cmd.Env = []string{}
+		return cmd
+	}
+	wd.extra = append(wd.extra, rs)
+	env := withEnv(p.env, "TMPDIR", tmp)
+	path := p.path
+	cmd.Path = "/proc/self/exe"
+	cmd.Args = sandboxexec.Argv("agent-backend", path, env, p.argv)
+	cmd.Env = []string{}
+	cmd.ExtraFiles = []*os.File{rs} // fd 3: sandboxexec.RulesetFD
+	return cmd
+}
+
+// withEnv sets k=v in env and leaves one entry per name, the last, in
+// the order of the last ones: what os/exec does to an exec.Cmd's Env,
+// which the trampoline's own exec does not.
+func withEnv(env []string, k, v string) []string {
+	all := append(env[:len(env):len(env)], k+"="+v)
+	out := make([]string, 0, len(all))
+	saw := make(map[string]bool, len(all))
+	for i := len(all) - 1; i >= 0; i-- {
+		name, _, _ := strings.Cut(all[i], "=")
+		if saw[name] {
+			continue
+		}
+		saw[name] = true
+		out = append(out, all[i])
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// ruleset builds the domain of one command: the fixed grants, the
+// boundary's descriptor, its private temporary directory. It returns the
+// ruleset descriptor (close-on-exec: ExtraFiles dups it to fd 3) and the
+// temporary directory's name.
+func (l *landlockIsolation) ruleset(wd *workdir) (*os.File, string, error) {
+	tmpName, tmpDir, err := l.tmpFor(wd.boundary)
+	if err != nil {
+		return nil, "", err
+	}
+	attr := unix.LandlockRulesetAttr{Handled_access_fs: l.handledFS, Handled_access_net: l.handledNet, Scoped: l.scoped}
+	// The whole struct, whatever the ABI: the kernel accepts a larger one
+	// when the fields it does not know are zero, and they are.
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+	if errno != 0 {
+		return nil, "", fmt.Errorf("landlock_create_ruleset: %w", errno)
+	}
+	rs := os.NewFile(fd, "landlock-ruleset")
+	add := func(f *os.File, access uint64) error {
+		pb := unix.LandlockPathBeneathAttr{Allowed_access: access & l.handledFS, Parent_fd: int32(f.Fd())}
+		if pb.Allowed_access == 0 {
+			return nil
+		}
+		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(int(rs.Fd())), unix.LANDLOCK_RULE_PATH_BENEATH,
+			uintptr(unsafe.Pointer(&pb)), 0, 0, 0)
+		if errno != 0 {
+			return fmt.Errorf("landlock_add_rule %s: %w", f.Name(), errno)
+		}
+		return nil
+	}
+	for _, r := range l.rules {
+		if err := add(r.f, r.access); err != nil {
+			rs.Close()
+			return nil, "", err
+		}
+	}
+	if err := add(wd.bfd, llAll); err != nil {
+		rs.Close()
+		return nil, "", err
+	}
+	if err := add(tmpDir, llAll); err != nil {
+		rs.Close()
+		return nil, "", err
+	}
+	return rs, tmpName, nil
+}
+
+// tmpFor returns the private temporary directory of a boundary, made on
+// first use (0700, owned by the run-as user) under the executor's own.
+// Two scopes never share one.
+func (l *landlockIsolation) tmpFor(boundary string) (string, *os.File, error) {
+	l.tmpMu.Lock()
+	defer l.tmpMu.Unlock()
+	sum := sha256.Sum256([]byte(boundary))
+	name := filepath.Join(l.tmp, hex.EncodeToString(sum[:12]))
+	if f := l.tmpDirs[name]; f != nil {
+		return name, f, nil
+	}
+	if len(l.tmpDirs) >= maxLandlockTmpDirs {
+		return "", nil, fmt.Errorf("more than %d scopes have run commands; restart the daemon to clear their temporary directories", maxLandlockTmpDirs)
+	}
+	if err := os.Mkdir(name, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", nil, err
+	}
+	if c := l.e.cred; c != nil {
+		if err := os.Lchown(name, int(c.Uid), int(c.Gid)); err != nil {
+			return "", nil, err
+		}
+	}
+	f, err := os.OpenFile(name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	l.tmpDirs[name] = f
+	return name, f, nil
+}
+
+// maxLandlockTmpDirs bounds the descriptors the temporary directories hold.
+const maxLandlockTmpDirs = 4096
+
+func (l *landlockIsolation) close() {
+	l.tmpMu.Lock()
+	defer l.tmpMu.Unlock()
+	for _, f := range l.tmpDirs {
+		f.Close()
+	}
+	l.tmpDirs = nil
+	for _, r := range l.rules {
+		r.f.Close()
+	}
+	l.rules = nil
+	if l.tmp != "" {
+		os.RemoveAll(l.tmp)
+	}
+}
+
+// newLandlockIsolation checks the kernel's Landlock ABI, opens the fixed
+// grants and the executor's temporary directory, and runs the probe: the
+// trampoline running `<shell> -c true` in the workspace under a real
+// ruleset, which catches a kernel that has the syscalls but refuses them
+// (Landlock not among the enabled LSMs, a seccomp profile refusing them).
+func newLandlockIsolation(e *executor) (*landlockIsolation, error) {
+	abi := landlockABI()
+	if abi < 1 {
+		return nil, errors.New("the kernel has no Landlock (not built in, or not in the lsm= list)")
+	}
+	if !sandboxexec.SeccompSupported() {
+		return nil, errors.New("the kernel has no seccomp filters")
+	}
+	l := &landlockIsolation{e: e, abi: abi, tmpDirs: map[string]*os.File{}}
+	l.handledFS = landlockHandledFS[min(abi, len(landlockHandledFS)-1)]
+	if abi >= 6 {
+		l.scoped = unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL
+	}
+	if e.cfg.NoNetwork {
+		if abi < 4 {
+			return nil, fmt.Errorf("the network cannot be taken away: Landlock ABI %d has no network rules (4 does)", abi)
+		}
+		l.handledNet = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			l.close()
+		}
+	}()
+	grant := func(p string, access uint64, exec bool) {
+		f, err := os.OpenFile(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return // missing: nothing to grant
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return
+		}
+		if !fi.IsDir() {
+			access &= llFileOnly
+		}
+		l.rules = append(l.rules, landlockRule{f: f, access: access})
+		if exec {
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				l.roots = append(l.roots, real)
+			}
+		}
+	}
+	for _, d := range systemDirs {
+		grant(d, llRead|llExec, true)
+	}
+	for _, f := range etcFiles {
+		grant(f, llRead, false)
+	}
+	grant("/proc", llRead, false)
+	for _, d := range devNodes {
+		grant(d, llFileRW|unix.LANDLOCK_ACCESS_FS_READ_DIR, false)
+	}
+	for _, p := range e.cfg.ReadOnlyPaths {
+		grant(p, llRead|llExec, true)
+	}
+	for _, p := range e.cfg.WritablePaths {
+		grant(p, llAll, true)
+	}
+	tmp, err := os.MkdirTemp("", "agentbe-landlock-")
+	if err != nil {
+		return nil, fmt.Errorf("private temporary directories: %v", err)
+	}
+	l.tmp = tmp
+	if c := e.cred; c != nil {
+		// The run-as user must reach its directories (0700 each) beneath.
+		if err := os.Chmod(tmp, 0o711); err != nil {
+			return nil, err
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	env, _ := e.env(e.root, nil, "")
+	wd, err := e.openWorkdir(&Request{}, e.root, e.root)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the workspace root: %v", err)
+	}
+	defer wd.close()
+	cmd := e.shellCommandIn(l, "true", wd, env, false)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := e.spawn.start(cmd); err != nil {
+		return nil, fmt.Errorf("cannot start the trampoline: %v", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+	err = cmd.Wait()
+	stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, errors.New("the landlock probe did not finish within 10s")
+		}
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, fmt.Errorf("the landlock probe failed: %s", msg)
+	}
+	ok = true
+	return l, nil
+}

@@ -1,0 +1,143 @@
+//go:build linux
+
+// Package sandboxexec is the re-exec trampoline of the landlock isolation
+// mode: `agent-backend sandbox-exec`. The daemon starts every command of
+// that mode as its own executable with the Argv below; the trampoline, now
+// a separate process, puts itself in the Landlock domain the daemon built
+// for the command (a ruleset descriptor it inherits), closes that
+// descriptor and execs the command. Whatever the command runs after that
+// stays in the domain: Landlock domains are inherited and never left.
+//
+// The trampoline runs from this package's init, which the sandbox package
+// imports: every binary that can start commands in landlock mode (the
+// daemon, and the test binaries of the packages that import sandbox) is
+// also the trampoline, and init runs before the init of any package that
+// imports sandbox, so the trampoline pays only for the runtime and the
+// few packages below this one. It reads nothing from its environment (the
+// daemon starts it with an empty one; the command's environment travels in
+// Argv), so a hostile LD_PRELOAD or GODEBUG in a request cannot reach it.
+//
+// Why a separate process and not the daemon's spawning thread: a Landlock
+// domain applied to a daemon thread would put that thread in the same
+// domain as the commands, and Landlock lets a process ptrace or signal
+// anything in its own domain. In the trampoline only the command's own
+// process tree is in the domain; the daemon is outside it, which Landlock
+// enforces for ptrace, /proc/<pid>/mem and (ABI 6) signals.
+//
+// After the Landlock domain the trampoline installs the seccomp deny list
+// (seccomp.go), the variant that also refuses clone3, and then execs. The
+// software mode has no trampoline: its executor installs the same deny
+// list, without the clone3 rule, on the one thread it forks commands from
+// (InstallSeccomp), and every command inherits it.
+package sandboxexec
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Arg is the subcommand name that makes a binary the trampoline.
+const Arg = "sandbox-exec"
+
+// RulesetFD is the descriptor the trampoline finds its Landlock ruleset
+// on: the first of exec.Cmd.ExtraFiles.
+const RulesetFD = 3
+
+// Argv is the trampoline's argv for one command: path is the file to
+// exec (absolute, or relative to the working directory the trampoline
+// starts in), env its complete environment, argv its argv.
+//
+//	agent-backend sandbox-exec <path> <len(env)> <env...> <argv...>
+func Argv(self, path string, env, argv []string) []string {
+	out := make([]string, 0, 4+len(env)+len(argv))
+	out = append(out, self, Arg, path, strconv.Itoa(len(env)))
+	out = append(out, env...)
+	return append(out, argv...)
+}
+
+// RefuseArgv is the trampoline's argv for a command the daemon could not
+// confine: it prints msg and exits 126 without running anything.
+func RefuseArgv(self, msg string) []string { return []string{self, Arg, refuse, msg} }
+
+const refuse = "--refuse"
+
+// parse is Argv's inverse on the trampoline's os.Args[2:].
+func parse(args []string) (path string, env, argv []string, err error) {
+	if len(args) < 3 {
+		return "", nil, nil, fmt.Errorf("want <path> <n> <env...> <argv...>, got %d arguments", len(args))
+	}
+	n, err := strconv.Atoi(args[1])
+	if err != nil || n < 0 || n > len(args)-3 {
+		return "", nil, nil, fmt.Errorf("bad environment count %q", args[1])
+	}
+	return args[0], args[2 : 2+n], args[2+n:], nil
+}
+
+func init() {
+	if len(os.Args) < 2 || os.Args[1] != Arg {
+		return
+	}
+	if len(os.Args) == 3 && (os.Args[2] == "--help" || os.Args[2] == "-h") {
+		fmt.Println("agent-backend sandbox-exec: the daemon's trampoline for --isolation landlock.\n" +
+			"It enters the Landlock ruleset on descriptor 3 and execs the command; it is not meant to be run by hand.\n" +
+			"See docs/security.md.")
+		os.Exit(0)
+	}
+	if len(os.Args) == 4 && os.Args[2] == refuse {
+		os.Exit(fail(126, errors.New(os.Args[3])))
+	}
+	os.Exit(run(os.Args[2:]))
+}
+
+// run never returns on success: the command replaces the trampoline.
+// Failures exit 126 (could not confine) or 127 (no such program), as a
+// shell would, with a line on stderr.
+func run(args []string) int {
+	// Landlock and seccomp bind the calling thread; exec must come from
+	// the same one. (Init runs on the main thread, locked; this says so.)
+	runtime.LockOSThread()
+	path, env, argv, err := parse(args)
+	if err != nil {
+		return fail(126, err)
+	}
+	if err := Enter(RulesetFD); err != nil {
+		return fail(126, err)
+	}
+	if err := install(trampolineFilter); err != nil {
+		return fail(126, err)
+	}
+	err = syscall.Exec(path, argv, env)
+	code := 126
+	if err == syscall.ENOENT {
+		code = 127
+	}
+	return fail(code, fmt.Errorf("%s: %w", path, err))
+}
+
+// Enter puts the calling thread in the ruleset's domain and closes the
+// descriptor. no_new_privs is required by the kernel for an unprivileged
+// caller; it is normally set already (the spawning thread's), setting it
+// again is harmless. The ruleset descriptor must not survive into the
+// command.
+func Enter(fd int) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	_, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0)
+	unix.Close(fd)
+	if errno != 0 {
+		return fmt.Errorf("landlock_restrict_self: %w", errno)
+	}
+	return nil
+}
+
+func fail(code int, err error) int {
+	fmt.Fprintf(os.Stderr, "agentbe: sandbox-exec: %v\n", err)
+	return code
+}
