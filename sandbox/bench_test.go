@@ -81,6 +81,7 @@ func benchMode(b *testing.B, mode Mode, shell ...Shell) {
 func BenchmarkRunNone(b *testing.B)     { benchMode(b, ModeNone) }
 func BenchmarkRunSoftware(b *testing.B) { benchMode(b, ModeSoftware) }
 func BenchmarkRunBwrap(b *testing.B)    { benchMode(b, ModeBwrap) }
+func BenchmarkRunLandlock(b *testing.B) { benchMode(b, ModeLandlock) }
 
 // BenchmarkRunSoftwareSh uses --shell sh (dash on Debian), whose start-up
 // is close to /bin/true's: the gap to BenchmarkFloorTrue is then the

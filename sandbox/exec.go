@@ -23,7 +23,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
-	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 )
 
 // ioGrace is how long output is still read after a command's shell has
@@ -156,7 +155,7 @@ func New(cfg Config) (Executor, error) {
 	if e.iso.filtersSpawner() {
 		// The deny list on the thread every command is forked from: the
 		// commands inherit it.
-		if err := e.spawn.onThread(sandboxexec.InstallSeccomp); err != nil {
+		if err := e.spawn.onThread(installSpawnerFilter); err != nil {
 			e.log.Warn("software mode without the seccomp filter", "err", err)
 			e.reason += "; seccomp filter unavailable (" + err.Error() + ")"
 		} else {

@@ -118,7 +118,8 @@ func (m Mode) Namespaced() bool {
 }
 
 // isolation is how commands are confined: one strategy per effective mode
-// (isolation_bwrap.go, isolation_software.go, isolation_none.go), chosen
+// (isolation_bwrap.go, isolation_landlock.go, isolation_software.go,
+// isolation_none.go), chosen
 // once in New from modeTable and never changed afterwards. Everything that
 // differs between modes is a method here; the executor's launch, wait and
 // kill steps, the policy and the direct fast path (direct.go) ask it
@@ -163,7 +164,7 @@ type isolation interface {
 	runs(hdr []byte) bool
 
 	// filtersSpawner reports that New installs the seccomp deny list
-	// (sandboxexec.InstallSeccomp) on the thread commands are forked
+	// (installSpawnerFilter) on the thread commands are forked
 	// from, so every command inherits it: software mode. The landlock
 	// trampoline installs its own; bwrap needs the namespaces it refuses;
 	// none is trusted use.

@@ -58,6 +58,8 @@ type landlockIsolation struct {
 	tmp     string
 	tmpMu   sync.Mutex
 	tmpDirs map[string]*os.File
+	// filter is the seccomp filter's sealed memfd (filterMemfd).
+	filter *os.File
 	// roots are the resolved host directories a program may be exec'd
 	// from besides the boundary (visible).
 	roots []string
@@ -156,7 +158,7 @@ func (l *landlockIsolation) command(p program, wd *workdir, pty bool) *exec.Cmd 
 	cmd.Path = "/proc/self/exe"
 	cmd.Args = sandboxexec.Argv("agent-backend", path, env, p.argv)
 	cmd.Env = []string{}
-	cmd.ExtraFiles = []*os.File{rs} // fd 3: sandboxexec.RulesetFD
+	cmd.ExtraFiles = []*os.File{rs, l.filter} // fds 3 and 4: sandboxexec.RulesetFD, FilterFD
 	return cmd
 }
 
@@ -287,7 +289,11 @@ func newLandlockIsolation(e *executor) (*landlockIsolation, error) {
 	if !sandboxexec.SeccompSupported() {
 		return nil, errors.New("the kernel has no seccomp filters")
 	}
-	l := &landlockIsolation{e: e, abi: abi, tmpDirs: map[string]*os.File{}}
+	filter, err := filterMemfd()
+	if err != nil {
+		return nil, fmt.Errorf("the seccomp filter: %v", err)
+	}
+	l := &landlockIsolation{e: e, abi: abi, filter: filter, tmpDirs: map[string]*os.File{}}
 	l.handledFS = landlockHandledFS[min(abi, len(landlockHandledFS)-1)]
 	if abi >= 6 {
 		l.scoped = unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL

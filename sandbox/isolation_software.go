@@ -10,7 +10,7 @@ import (
 
 // softwareIsolation runs a command as a plain host process in its own
 // session and cgroup (cgroup.go), under the seccomp deny list its spawning
-// thread holds (New: sandboxexec.InstallSeccomp), with the policy's
+// thread holds (New: installSpawnerFilter), with the policy's
 // workspace escape checks: nothing else keeps it inside its boundary.
 type softwareIsolation struct{ e *executor }
 

@@ -13,7 +13,10 @@
 // daemon, and the test binaries of the packages that import sandbox) is
 // also the trampoline, and init runs before the init of any package that
 // imports sandbox, so the trampoline pays only for the runtime and the
-// few packages below this one. It reads nothing from its environment (the
+// few packages below this one (the standard library's syscall and os; not
+// even golang.org/x/sys, since Go initializes packages in import-path
+// order, and one that sorts after a pending dependency lets everything
+// between run first). It reads nothing from its environment (the
 // daemon starts it with an empty one; the command's environment travels in
 // Argv), so a hostile LD_PRELOAD or GODEBUG in a request cannot reach it.
 //
@@ -25,10 +28,13 @@
 // enforces for ptrace, /proc/<pid>/mem and (ABI 6) signals.
 //
 // After the Landlock domain the trampoline installs the seccomp deny list
-// (seccomp.go), the variant that also refuses clone3, and then execs. The
-// software mode has no trampoline: its executor installs the same deny
-// list, without the clone3 rule, on the one thread it forks commands from
-// (InstallSeccomp), and every command inherits it.
+// the daemon assembled (sandbox/seccomp.go, the variant that also refuses
+// clone3) and passed on FilterFD, and then execs. The software mode has no
+// trampoline: its executor installs the same deny list, without the
+// clone3 rule, on the one thread it forks commands from (InstallSeccomp),
+// and every command inherits it. The filter is assembled in the daemon so
+// that the trampoline does not load the seccomp library, whose tables of
+// every architecture's system calls take milliseconds to build.
 package sandboxexec
 
 import (
@@ -38,16 +44,18 @@ import (
 	"runtime"
 	"strconv"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // Arg is the subcommand name that makes a binary the trampoline.
 const Arg = "sandbox-exec"
 
 // RulesetFD is the descriptor the trampoline finds its Landlock ruleset
-// on: the first of exec.Cmd.ExtraFiles.
-const RulesetFD = 3
+// on (the first of exec.Cmd.ExtraFiles), FilterFD the one its seccomp
+// filter is read from (the second). Both are closed before the exec.
+const (
+	RulesetFD = 3
+	FilterFD  = 4
+)
 
 // Argv is the trampoline's argv for one command: path is the file to
 // exec (absolute, or relative to the working directory the trampoline
@@ -106,10 +114,14 @@ func run(args []string) int {
 	if err != nil {
 		return fail(126, err)
 	}
+	prog, err := readFilter(FilterFD)
+	if err != nil {
+		return fail(126, err)
+	}
 	if err := Enter(RulesetFD); err != nil {
 		return fail(126, err)
 	}
-	if err := install(trampolineFilter); err != nil {
+	if err := InstallSeccomp(prog); err != nil {
 		return fail(126, err)
 	}
 	err = syscall.Exec(path, argv, env)
@@ -126,11 +138,11 @@ func run(args []string) int {
 // again is harmless. The ruleset descriptor must not survive into the
 // command.
 func Enter(fd int) error {
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
+	if err := setNoNewPrivs(); err != nil {
+		return err
 	}
-	_, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0)
-	unix.Close(fd)
+	_, _, errno := syscall.Syscall(sysLandlockRestrictSelf, uintptr(fd), 0, 0)
+	syscall.Close(fd)
 	if errno != 0 {
 		return fmt.Errorf("landlock_restrict_self: %w", errno)
 	}

@@ -6,138 +6,48 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
+	"syscall"
 	"unsafe"
-
-	seccomp "github.com/elastic/go-seccomp-bpf"
-	"github.com/elastic/go-seccomp-bpf/arch"
-	"golang.org/x/net/bpf"
-	"golang.org/x/sys/unix"
 )
 
-// deniedSyscalls fail with EPERM for every command of the software and
-// landlock modes: the container runtimes' usual deny list (Docker's default
-// profile refuses these to an unprivileged container), minus what ordinary
-// build and test tools use. A name the running architecture does not have
-// is skipped (see filterFor).
-var deniedSyscalls = []string{
-	// Reaching into other processes: the daemon's memory and descriptors.
-	"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp", "process_madvise",
-	// Namespaces and mounts (unshare, setns, the new mount API).
-	"unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "mount_setattr",
-	"fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree",
-	// The kernel's keyring, BPF, perf, modules, kexec, reboot, swap, accounting.
-	"keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
-	"init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
-	"reboot", "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "syslog",
-	// The clock, raw I/O ports, file handles (which bypass path checks).
-	"settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "iopl", "ioperm",
-	"open_by_handle_at", "name_to_handle_at", "lookup_dcookie", "uselib", "fanotify_init",
-	"nfsservctl", "vm86", "vm86old",
+// Filter is one classic BPF instruction (struct sock_filter).
+type Filter struct {
+	Code   uint16
+	Jt, Jf uint8
+	K      uint32
 }
 
-// Namespace flags a clone(2) may not carry: clone is how fork works, so
-// only these bits are judged.
-const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWUSER |
-	unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
+type sockFprog struct {
+	len    uint16
+	filter *Filter
+}
 
-// Terminal ioctls that push input into, or take over, a terminal the
-// command shares: the TIOCSTI injection, and TIOCLINUX's console selection.
+// The package uses the syscall package alone (see the package doc: what
+// it imports is initialized before the trampoline runs).
 const (
-	ioctlTIOCSTI   = 0x5412
-	ioctlTIOCLINUX = 0x541C
+	prSetNoNewPrivs   = 38 // PR_SET_NO_NEW_PRIVS
+	prGetSeccomp      = 21 // PR_GET_SECCOMP
+	prSetSeccomp      = 22 // PR_SET_SECCOMP
+	seccompModeFilter = 2  // SECCOMP_MODE_FILTER
+	// The Landlock system calls have one number on every architecture.
+	sysLandlockRestrictSelf = 446
 )
 
-// policy is the deny list as the seccomp library's policy. blockClone3
-// also makes clone3 fail with ENOSYS, as container runtimes do: its flags
-// are in memory a filter cannot read, and libc falls back to clone, whose
-// flags it can. The executor's spawning thread itself needs clone3 (Go
-// places a child in its cgroup with CLONE_INTO_CGROUP), so a filter
-// installed there leaves it out; the trampoline's own filter has it.
-func policy(names []string, blockClone3 bool) seccomp.Policy {
-	eperm := seccomp.ActionErrno | seccomp.Action(unix.EPERM)
-	groups := []seccomp.SyscallGroup{
-		{Names: names, Action: eperm},
-		{NamesWithCondtions: []seccomp.NameWithConditions{
-			{Name: "clone", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.BitsSet, Value: namespaceFlags}}},
-			// The kernel reads an ioctl's request as 32 bits: a value
-			// with any of the upper 32 set is the same request to it, so
-			// it is refused outright (no real request has them).
-			{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.GreaterThan, Value: 0xFFFFFFFF}}},
-			{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: ioctlTIOCSTI}}},
-			{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: ioctlTIOCLINUX}}},
-		}, Action: eperm},
-	}
-	if blockClone3 {
-		groups = append(groups, seccomp.SyscallGroup{Names: []string{"clone3"}, Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)})
-	}
-	return seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: groups}
-}
-
-// filterFor assembles the filter for this machine's architecture. The
-// library jumps to the default action (allow) for a foreign architecture,
-// which on x86-64 would let a command make the same calls through the
-// 32-bit ABI (int 0x80); so the filter starts with its own check that
-// kills a process calling through any other.
-func filterFor(blockClone3 bool) ([]unix.SockFilter, error) {
-	info, err := arch.GetInfo("")
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(deniedSyscalls))
-	for _, n := range deniedSyscalls {
-		if _, ok := info.SyscallNames[n]; ok {
-			names = append(names, n)
-		}
-	}
-	p := policy(names, blockClone3)
-	body, err := p.Assemble()
-	if err != nil {
-		return nil, err
-	}
-	const archOffset = 4 // seccomp_data.arch
-	prog := append([]bpf.Instruction{
-		bpf.LoadAbsolute{Off: archOffset, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
-		bpf.RetConstant{Val: uint32(seccomp.ActionKillProcess)},
-	}, body...)
-	raw, err := bpf.Assemble(prog)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]unix.SockFilter, len(raw))
-	for i, r := range raw {
-		out[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
-	}
-	return out, nil
-}
-
-var (
-	spawnerFilter    = sync.OnceValues(func() ([]unix.SockFilter, error) { return filterFor(false) })
-	trampolineFilter = sync.OnceValues(func() ([]unix.SockFilter, error) { return filterFor(true) })
-)
-
-// InstallSeccomp sets no_new_privs and installs the deny-list filter on
-// the calling OS thread only, which must be locked to its goroutine for
-// good (the executor's spawning thread): every process it forks inherits
-// both. The daemon's other threads stay unfiltered. Filters stack and are
-// never removed.
-func InstallSeccomp() error { return install(spawnerFilter) }
-
-func install(f func() ([]unix.SockFilter, error)) error {
-	prog, err := f()
-	if err != nil {
-		return fmt.Errorf("seccomp filter: %w", err)
-	}
+// InstallSeccomp sets no_new_privs and installs prog, a seccomp filter
+// (sandbox/seccomp.go assembles it), on the calling OS thread only: when
+// that is the executor's spawning thread (locked to its goroutine for
+// good), every process it forks inherits both, and the daemon's other
+// threads stay unfiltered. Filters stack and are never removed.
+func InstallSeccomp(prog []Filter) error {
 	if len(prog) == 0 {
 		return errors.New("seccomp filter: empty program")
 	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
+	if err := setNoNewPrivs(); err != nil {
+		return err
 	}
-	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	// No SECCOMP_FILTER_FLAG_TSYNC: this thread only.
-	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
+	fprog := sockFprog{len: uint16(len(prog)), filter: &prog[0]}
+	// prctl, not seccomp(2) with SECCOMP_FILTER_FLAG_TSYNC: this thread only.
+	_, _, errno := syscall.Syscall(syscall.SYS_PRCTL, prSetSeccomp, seccompModeFilter, uintptr(unsafe.Pointer(&fprog)))
 	runtime.KeepAlive(prog)
 	if errno != 0 {
 		return fmt.Errorf("seccomp: %w", errno)
@@ -149,6 +59,47 @@ func install(f func() ([]unix.SockFilter, error)) error {
 // (the usual reason it would not: a kernel built without them).
 func SeccompSupported() bool {
 	// PR_GET_SECCOMP fails with EINVAL when seccomp is not built in.
-	_, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0)
-	return err == nil
+	_, _, errno := syscall.Syscall(syscall.SYS_PRCTL, prGetSeccomp, 0, 0)
+	return errno == 0
+}
+
+// maxFilterLen is the kernel's BPF_MAXINSNS.
+const maxFilterLen = 4096
+
+// EncodeFilter is prog as the bytes the trampoline reads from FilterFD.
+func EncodeFilter(prog []Filter) []byte {
+	out := make([]byte, 0, 8*len(prog))
+	for _, f := range prog {
+		out = append(out, byte(f.Code), byte(f.Code>>8), f.Jt, f.Jf,
+			byte(f.K), byte(f.K>>8), byte(f.K>>16), byte(f.K>>24))
+	}
+	return out
+}
+
+// readFilter reads the filter the daemon passed on fd (a sealed memfd,
+// read from offset 0 whatever its shared file offset is) and closes fd.
+func readFilter(fd int) ([]Filter, error) {
+	defer syscall.Close(fd)
+	buf := make([]byte, 8*maxFilterLen+1)
+	n, err := syscall.Pread(fd, buf, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reading the seccomp filter: %w", err)
+	}
+	if n == 0 || n%8 != 0 || n > 8*maxFilterLen {
+		return nil, fmt.Errorf("the seccomp filter on fd %d is %d bytes", fd, n)
+	}
+	prog := make([]Filter, n/8)
+	for i := range prog {
+		b := buf[8*i:]
+		prog[i] = Filter{Code: uint16(b[0]) | uint16(b[1])<<8, Jt: b[2], Jf: b[3],
+			K: uint32(b[4]) | uint32(b[5])<<8 | uint32(b[6])<<16 | uint32(b[7])<<24}
+	}
+	return prog, nil
+}
+
+func setNoNewPrivs() error {
+	if _, _, errno := syscall.Syscall6(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("no_new_privs: %w", errno)
+	}
+	return nil
 }

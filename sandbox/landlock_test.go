@@ -1,0 +1,328 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func init() { testRoles["prober"] = proberRole }
+
+// proberRole tries each operation of $PROBE_OPS (space-separated
+// op:arg) and prints op:arg=ok or op:arg=<errno name>, one a line: what
+// the sandbox let a command do, from inside it.
+func proberRole() int {
+	for _, op := range strings.Fields(os.Getenv("PROBE_OPS")) {
+		name, arg, _ := strings.Cut(op, ":")
+		fmt.Printf("%s=%s\n", op, result(probe(name, arg)))
+	}
+	return 0
+}
+
+func result(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return unix.ErrnoName(errno)
+	}
+	return "error:" + err.Error()
+}
+
+func probe(name, arg string) error {
+	pid, _ := strconv.Atoi(arg)
+	switch name {
+	case "read":
+		_, err := os.ReadFile(arg)
+		return err
+	case "write":
+		return os.WriteFile(arg, []byte("x"), 0o600)
+	case "ptrace":
+		if err := unix.PtraceAttach(pid); err != nil {
+			return err
+		}
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, unix.WALL, nil)
+		return unix.PtraceDetach(pid)
+	case "mem":
+		f, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+		if err == nil {
+			f.Close()
+		}
+		return err
+	case "signal":
+		return unix.Kill(pid, 0)
+	case "unshare":
+		return unix.Unshare(unix.CLONE_NEWUSER)
+	case "clone3":
+		// clone3 asking for a new user namespace; a child that is
+		// created exits at once.
+		args := struct{ flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls uint64 }{
+			flags: unix.CLONE_NEWUSER, exitSignal: uint64(unix.SIGCHLD)}
+		r, _, errno := unix.RawSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args), 0)
+		if errno != 0 {
+			return errno
+		}
+		if r == 0 {
+			unix.RawSyscall(unix.SYS_EXIT, 0, 0, 0)
+		}
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(int(r), &ws, 0, nil)
+		return nil
+	case "tiocsti", "tiocsti-high":
+		// A pseudo-terminal of its own: the injection is tried on its
+		// replica end.
+		ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+		if err != nil {
+			return fmt.Errorf("ptmx: %w", err)
+		}
+		defer ptm.Close()
+		if err := unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+			return fmt.Errorf("unlockpt: %w", err)
+		}
+		n, err := unix.IoctlGetInt(int(ptm.Fd()), unix.TIOCGPTN)
+		if err != nil {
+			return fmt.Errorf("ptsname: %w", err)
+		}
+		pts, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+		if err != nil {
+			return fmt.Errorf("pts: %w", err)
+		}
+		defer pts.Close()
+		req := uint64(unix.TIOCSTI)
+		if name == "tiocsti-high" {
+			req |= 0xFFFFFFFF << 32 // the kernel reads 32 bits: the same request
+		}
+		c := byte('x')
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, pts.Fd(), uintptr(req), uintptr(unsafe.Pointer(&c)))
+		if errno != 0 {
+			return errno
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown probe %q", name)
+}
+
+// runProbes runs the prober (a copy of the test binary inside the
+// boundary, where every mode may run it) with ops and returns op → result.
+func runProbes(t *testing.T, e Executor, boundary string, ops []string) map[string]string {
+	t.Helper()
+	bin := copySelf(t, boundary, "prober")
+	res, err := e.Run(context.Background(), Request{Command: "./prober", Boundary: boundary,
+		Env: map[string]string{testRoleEnv: "prober", "PROBE_OPS": strings.Join(ops, " ")}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("prober: %v exit %d stdout %q stderr %q", err, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	os.Remove(bin)
+	got := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(string(res.Stdout)))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			got[k] = v
+		}
+	}
+	for _, op := range ops {
+		if _, ok := got[op]; !ok {
+			t.Fatalf("prober printed no result for %s: %q %q", op, res.Stdout, res.Stderr)
+		}
+	}
+	return got
+}
+
+// TestLandlockConfines is the landlock mode's attack test: a command in a
+// scope writes its scope and its private TMPDIR and reads the system, but
+// cannot write the host's /tmp or /etc, read another scope or a token
+// file outside the workspace, ptrace the daemon or open its memory,
+// signal it, make a user namespace (unshare or clone3) or push input into
+// a terminal (TIOCSTI, also with the request's upper bits set). Mode none
+// runs the same probes as the control: each refusal is the sandbox's,
+// not this machine's.
+func TestLandlockConfines(t *testing.T) {
+	if LandlockABI() < 6 {
+		t.Skipf("this kernel's Landlock ABI is %d; the test needs 6 (scoped signals)", LandlockABI())
+	}
+	e, ws := newExec(t, ModeLandlock)
+	none, _ := newExec(t, ModeNone, func(c *Config) { c.WorkspaceRoot = ws })
+	scopeA, scopeB := filepath.Join(ws, "a"), filepath.Join(ws, "b")
+	for _, d := range []string{scopeA, scopeB} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := filepath.Join(scopeB, "secret")
+	token := filepath.Join(t.TempDir(), "token")
+	for _, f := range []string{secret, token} {
+		if err := os.WriteFile(f, []byte("s3cret"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hostTmp := t.TempDir()
+	etcFile := "/etc/agentbe-landlock-test-" + strconv.Itoa(os.Getpid())
+	t.Cleanup(func() { os.Remove(etcFile) })
+	daemon := strconv.Itoa(os.Getpid())
+
+	ops := func(target string) []string {
+		return []string{
+			"write:" + filepath.Join(scopeA, "mine"), "read:/etc/passwd", "read:/usr/bin/env",
+			"write:" + filepath.Join(hostTmp, "x"), "write:" + etcFile,
+			"read:" + secret, "read:" + token,
+			"ptrace:" + target, "mem:" + target, "signal:" + target,
+			"unshare:", "clone3:", "tiocsti:", "tiocsti-high:",
+		}
+	}
+	// The control: mode none may do all of it (to a stand-in for the
+	// daemon, which a successful ptrace would stop).
+	standIn := startSleeper(t)
+	ctl := runProbes(t, none, scopeA, ops(standIn))
+	for op, r := range ctl {
+		// A multithreaded process (the prober) gets EINVAL from
+		// unshare(CLONE_NEWUSER): the kernel's own answer, after the
+		// filter's EPERM would have come.
+		if r != "ok" && (op != "unshare:" || r != "EINVAL") {
+			t.Fatalf("control (mode none): %s = %s; the probe cannot tell the sandbox's refusals apart", op, r)
+		}
+	}
+	os.Remove(etcFile)
+
+	got := runProbes(t, e, scopeA, ops(daemon))
+	want := map[string]string{
+		"write:" + filepath.Join(scopeA, "mine"): "ok", "read:/etc/passwd": "ok", "read:/usr/bin/env": "ok",
+		"write:" + filepath.Join(hostTmp, "x"): "EACCES", "write:" + etcFile: "EACCES",
+		"read:" + secret: "EACCES", "read:" + token: "EACCES",
+		"ptrace:" + daemon: "EPERM", "mem:" + daemon: "EACCES", "signal:" + daemon: "EPERM",
+		"unshare:": "EPERM", "clone3:": "ENOSYS", "tiocsti:": "EPERM", "tiocsti-high:": "EPERM",
+	}
+	for op, w := range want {
+		if got[op] != w {
+			t.Errorf("landlock: %s = %s, want %s", op, got[op], w)
+		}
+	}
+	if _, err := os.Stat(etcFile); err == nil {
+		t.Errorf("a landlock command wrote %s", etcFile)
+	}
+
+	// Its TMPDIR is its own: written there, and another scope's is
+	// another directory.
+	tmpOf := func(boundary string) string {
+		res, err := e.Run(context.Background(), Request{Command: `echo x > "$TMPDIR/f" && printf %s "$TMPDIR"`, Boundary: boundary})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("TMPDIR in %s: %v %d %q", boundary, err, res.ExitCode, res.Stderr)
+		}
+		return string(res.Stdout)
+	}
+	if a, b := tmpOf(scopeA), tmpOf(scopeB); a == b || a == "" || strings.HasPrefix(a, ws) {
+		t.Errorf("TMPDIR of scope a %q, of scope b %q: want two private directories outside the workspace", a, b)
+	}
+}
+
+// TestSoftwareModeSeccomp: software mode's commands inherit the deny list
+// from the thread they are forked from.
+func TestSoftwareModeSeccomp(t *testing.T) {
+	e, ws := newExec(t, ModeSoftware)
+	if !strings.Contains(e.Reason(), "seccomp filter on") {
+		t.Fatalf("software mode reason %q does not say the filter is on", e.Reason())
+	}
+	standIn := startSleeper(t)
+	got := runProbes(t, e, ws, []string{"ptrace:" + standIn, "unshare:", "tiocsti:", "tiocsti-high:", "read:/etc/passwd"})
+	want := map[string]string{"ptrace:" + standIn: "EPERM", "unshare:": "EPERM", "tiocsti:": "EPERM", "tiocsti-high:": "EPERM", "read:/etc/passwd": "ok"}
+	for op, w := range want {
+		if got[op] != w {
+			t.Errorf("software: %s = %s, want %s", op, got[op], w)
+		}
+	}
+	// The daemon's own threads are not filtered: this test process can
+	// still make a user namespace.
+	if err := probe("unshare", ""); err != nil && !errors.Is(err, unix.EINVAL) {
+		t.Errorf("the filter leaked to the daemon's other threads: unshare in the test process: %v", err)
+	}
+}
+
+// startSleeper starts a process the test owns, a target for probes that
+// would disturb the test process itself.
+func startSleeper(t *testing.T) string {
+	t.Helper()
+	p, err := os.StartProcess("/bin/sleep", []string{"sleep", "60"}, &os.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Kill(); _, _ = p.Wait() })
+	return strconv.Itoa(p.Pid)
+}
+
+func init() { testRoles["autopick"] = autopickRole }
+
+// autopickRole builds an executor in auto mode on $WS and prints its mode,
+// then the exit code of a command that writes the workspace and of one
+// that writes $HOSTTMP.
+func autopickRole() int {
+	e, err := New(Config{Mode: ModeAuto, WorkspaceRoot: os.Getenv("WS")})
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	defer e.Close()
+	fmt.Printf("mode=%s\nreason=%s\n", e.Mode(), e.Reason())
+	for i, cmd := range []string{"echo ok > inside", `echo x > "$HOSTTMP/outside"`} {
+		res, err := e.Run(context.Background(), Request{Command: cmd, Env: map[string]string{"HOSTTMP": os.Getenv("HOSTTMP")}})
+		if err != nil {
+			fmt.Println("error:", err)
+			return 1
+		}
+		fmt.Printf("exit%d=%d\n", i, res.ExitCode)
+	}
+	return 0
+}
+
+// TestAutoPicksLandlockWithoutUserNamespaces runs New(auto) where user
+// namespaces are blocked (inside a bwrap started with --disable-userns, as
+// in a container under a seccomp profile that refuses them): bwrap cannot
+// work there, auto says why and chooses landlock, and a command writes the
+// workspace but not the host's /tmp.
+func TestAutoPicksLandlockWithoutUserNamespaces(t *testing.T) {
+	needBwrap(t)
+	if LandlockABI() < 1 {
+		t.Skip("this kernel has no Landlock")
+	}
+	bwrap, _ := exec.LookPath("bwrap")
+	if out, _ := exec.Command(bwrap, "--help").CombinedOutput(); !strings.Contains(string(out), "--disable-userns") {
+		t.Skip("this bwrap has no --disable-userns")
+	}
+	ws, hostTmp := workspace(t), t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bwrap, "--unshare-user", "--disable-userns", "--assert-userns-disabled", "--dev-bind", "/", "/", "--", self)
+	cmd.Env = append(os.Environ(), testRoleEnv+"=autopick", "WS="+ws, "HOSTTMP="+hostTmp)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("autopick under bwrap --disable-userns: %v\n%s", err, out)
+	}
+	s := string(out)
+	t.Logf("inside bwrap --disable-userns:\n%s", s)
+	if !strings.Contains(s, "mode=landlock\n") || !strings.Contains(s, "bwrap unusable") || !strings.Contains(s, "landlock ABI") {
+		t.Fatalf("auto without user namespaces:\n%s", s)
+	}
+	if !strings.Contains(s, "exit0=0\n") || strings.Contains(s, "exit1=0\n") {
+		t.Fatalf("want the workspace written and the host's /tmp refused:\n%s", s)
+	}
+	if _, err := os.Stat(filepath.Join(hostTmp, "outside")); err == nil {
+		t.Fatal("the command wrote the host's /tmp")
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "inside")); err != nil || string(b) != "ok\n" {
+		t.Fatalf("the command did not write its workspace: %q %v", b, err)
+	}
+}
