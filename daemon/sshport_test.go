@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/internal/scptest"
 	"github.com/agentbe/agentbe-daemon/internal/sshtest"
+	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
 // clientKey makes an ed25519 key pair: the private key file for OpenSSH and
@@ -154,7 +155,7 @@ func TestSSHPortWithOpenSSH(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer client.Close()
-		sshtest.Exec(t, client, c.Root, false)
+		sshtest.Exec(t, client, c.Root, sandbox.ModeSoftware) // testConfig's isolation
 		sc, err := sftp.NewClient(client)
 		if err != nil {
 			t.Fatal(err)

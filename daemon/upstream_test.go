@@ -38,7 +38,7 @@ func npmServer(t testing.TB, pkg string) string {
 // the workspace, and never sees a path that leaves it.
 func TestPublishedUpstreams(t *testing.T) {
 	fsServer, everything := npmServer(t, "server-filesystem"), npmServer(t, "server-everything")
-	for _, iso := range []string{"bwrap", "software"} {
+	for _, iso := range []string{"bwrap", "landlock", "software"} {
 		t.Run(iso, func(t *testing.T) {
 			c := testConfig(t)
 			c.Isolation = iso

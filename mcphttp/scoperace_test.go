@@ -22,7 +22,7 @@ import (
 // list the host's file and could write there. Every exec must run in the
 // real scope directory or fail.
 func TestScopeSwapRace(t *testing.T) {
-	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeBwrap} {
+	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeBwrap, sandbox.ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			if mode == sandbox.ModeBwrap {
 				if _, err := exec.LookPath("bwrap"); err != nil {

@@ -22,11 +22,15 @@ var modeTable = []struct {
 	// namespaced: as an effective mode, commands run in namespaces of
 	// their own.
 	namespaced bool
+	// kernelBoundary: as an effective mode, the kernel keeps commands
+	// inside their boundary (bwrap's mounts, Landlock), so the policy
+	// needs no escape checks and lets a program read from stdin run.
+	kernelBoundary bool
 	// pick chooses the strategy once, in New; an error means the mode
 	// cannot work here. reason is what Executor.Reason reports.
 	pick func(e *executor) (iso isolation, reason string, err error)
 }{
-	{ModeAuto, true, true, false, func(e *executor) (isolation, string, error) {
+	{ModeAuto, true, true, false, false, func(e *executor) (isolation, string, error) {
 		b, err := newBwrapIsolation(e)
 		if err == nil {
 			return b, "auto: bwrap probe succeeded", nil
@@ -38,7 +42,7 @@ var modeTable = []struct {
 		}
 		return softwareIsolation{e}, why + "; landlock unusable (" + lerr.Error() + "); using software mode", nil
 	}},
-	{ModeBwrap, true, true, true, func(e *executor) (isolation, string, error) {
+	{ModeBwrap, true, true, true, true, func(e *executor) (isolation, string, error) {
 		b, err := newBwrapIsolation(e)
 		if err != nil {
 			return nil, "", &errcode.Error{Code: errcode.InvalidConfiguration, Op: "sandbox",
@@ -46,7 +50,7 @@ var modeTable = []struct {
 		}
 		return b, "bwrap mode chosen by configuration; probe succeeded", nil
 	}},
-	{ModeLandlock, true, false, false, func(e *executor) (isolation, string, error) {
+	{ModeLandlock, true, false, false, true, func(e *executor) (isolation, string, error) {
 		l, err := newLandlockIsolation(e)
 		if err != nil {
 			return nil, "", &errcode.Error{Code: errcode.InvalidConfiguration, Op: "sandbox",
@@ -54,10 +58,10 @@ var modeTable = []struct {
 		}
 		return l, fmt.Sprintf("landlock mode chosen by configuration; ABI %d probe succeeded", l.abi), nil
 	}},
-	{ModeSoftware, true, false, false, func(e *executor) (isolation, string, error) {
+	{ModeSoftware, true, false, false, false, func(e *executor) (isolation, string, error) {
 		return softwareIsolation{e}, "software mode chosen by configuration", nil
 	}},
-	{ModeNone, false, false, false, func(e *executor) (isolation, string, error) {
+	{ModeNone, false, false, false, false, func(e *executor) (isolation, string, error) {
 		return noIsolation{e}, "isolation disabled by configuration (mode none: no policy, no sandbox)", nil
 	}},
 }
@@ -115,6 +119,14 @@ func (m Mode) TriesBwrap() bool {
 func (m Mode) Namespaced() bool {
 	i, ok := modeEntry(m)
 	return ok && modeTable[i].namespaced
+}
+
+// KernelBoundary reports an effective mode in which the kernel keeps a
+// command inside its boundary (bwrap, landlock): the policy then runs no
+// workspace-escape checks and lets a program read from stdin run.
+func (m Mode) KernelBoundary() bool {
+	i, ok := modeEntry(m)
+	return ok && modeTable[i].kernelBoundary
 }
 
 // isolation is how commands are confined: one strategy per effective mode

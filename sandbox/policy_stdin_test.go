@@ -135,7 +135,7 @@ func TestPolicyStdinPrograms(t *testing.T) {
 		}
 		if tc.bwrap && !tc.software {
 			err := software.Check(tc.cmd, ws)
-			if err == nil || !strings.Contains(err.Error(), "bwrap isolation allows it") {
+			if err == nil || !strings.Contains(err.Error(), "bwrap and landlock isolation allow it") {
 				t.Errorf("software: Check(%q) = %v, want the message to say bwrap allows it", tc.cmd, err)
 			}
 		}

@@ -532,7 +532,7 @@ func (c *checker) stdinProgram(prog string, x surroundings, sio *stmtIO, shell b
 				return nil // a literal program, like -c
 			}
 			return c.unsafe(RuleUnjudgeable, "%s reads a program built at run time from a heredoc, which cannot be judged in software mode; "+
-				"pass the program as a file or with -c (bwrap isolation allows it)", prog)
+				"pass the program as a file or with -c (bwrap and landlock isolation allow it)", prog)
 		}
 		if c.hdocs[in.stdinHdoc] {
 			return nil // the rest of a heredoc already judged as a script
@@ -561,7 +561,7 @@ func (c *checker) stdinProgram(prog string, x surroundings, sio *stmtIO, shell b
 			from = "a redirected file"
 		}
 		return c.unsafe(RuleUnjudgeable, "%s reads the program it runs from %s, which cannot be judged in software mode; "+
-			"pass the program as a file or with -c (bwrap isolation allows it)", prog, from)
+			"pass the program as a file or with -c (bwrap and landlock isolation allow it)", prog, from)
 	}
 	return nil
 }

@@ -235,7 +235,7 @@ func requireBwrap(t *testing.T) {
 }
 
 func TestExec(t *testing.T) {
-	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeBwrap} {
+	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeBwrap, sandbox.ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			if mode == sandbox.ModeBwrap {
 				requireBwrap(t)
@@ -248,7 +248,7 @@ func TestExec(t *testing.T) {
 func testExec(t *testing.T, mode sandbox.Mode) {
 	e := newEnv(t, withMode(mode), withOpts(func(o *Options) { o.EnvAllowlist = []string{"FOO", "LANG", "LC_*"} }))
 	c := e.dial(t, "")
-	sshtest.Exec(t, c, e.root, mode == sandbox.ModeBwrap)
+	sshtest.Exec(t, c, e.root, mode)
 
 	t.Run("env allowlist", func(t *testing.T) {
 		s, err := c.NewSession()

@@ -117,7 +117,7 @@ func TestNpxLaunch(t *testing.T) {
 	if _, err := exec.LookPath("npx"); err != nil {
 		t.Fatalf("npx (Node's npm) is needed: %v", err)
 	}
-	for _, iso := range []sandbox.Mode{sandbox.ModeBwrap, sandbox.ModeSoftware} {
+	for _, iso := range []sandbox.Mode{sandbox.ModeBwrap, sandbox.ModeLandlock, sandbox.ModeSoftware} {
 		t.Run(string(iso), func(t *testing.T) {
 			const pkg = "agentbe-npx-echo"
 			url, requests, stopRegistry := npmRegistry(t, pkg)

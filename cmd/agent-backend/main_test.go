@@ -510,7 +510,7 @@ func TestMaxProcs(t *testing.T) {
 // inherits from its launcher without close-on-exec must not reach the
 // commands it runs, in software mode and under bwrap.
 func TestInheritedDescriptorsDoNotReachCommands(t *testing.T) {
-	for _, isolation := range []string{"software", "bwrap"} {
+	for _, isolation := range []string{"software", "bwrap", "landlock"} {
 		t.Run(isolation, func(t *testing.T) {
 			if isolation == "bwrap" {
 				if _, err := exec.LookPath("bwrap"); err != nil {

@@ -16,18 +16,21 @@ import (
 	"testing"
 
 	"github.com/pkg/sftp"
+
+	"github.com/agentbe/agentbe-daemon/sandbox"
 	gossh "golang.org/x/crypto/ssh"
 )
 
 // Exec runs the command table through c against a workspace at root:
 // output, exit codes, the working directory and HOME, the client libraries'
 // command forms, a signal, the safety policy's refusals and empty commands.
-// bwrap says whether commands run under bubblewrap (which reports a death
-// by signal as an exit status only, and can run a program read from stdin).
-func Exec(t *testing.T, c *gossh.Client, root string, bwrap bool) {
+// mode is the daemon's effective isolation mode: bubblewrap reports a death
+// by signal as an exit status only (Namespaced), and where the kernel holds
+// the boundary a program read from stdin runs (KernelBoundary).
+func Exec(t *testing.T, c *gossh.Client, root string, mode sandbox.Mode) {
 	t.Helper()
 	killSig := "KILL"
-	if bwrap {
+	if mode.Namespaced() {
 		killSig = ""
 	}
 	tests := []struct {
@@ -54,8 +57,8 @@ func Exec(t *testing.T, c *gossh.Client, root string, bwrap bool) {
 		{name: "blank command", cmd: "  ", wantCode: 126, errContains: "agentbe: empty command"},
 	}
 	// A shell reading its program from the client's stdin: software mode
-	// cannot judge it and says bwrap allows it; bwrap runs it.
-	if !bwrap {
+	// cannot judge it and says bwrap and landlock allow it; they run it.
+	if !mode.KernelBoundary() {
 		tests = append(tests, struct {
 			name, cmd, stdin string
 			wantOut, wantErr string
@@ -63,7 +66,7 @@ func Exec(t *testing.T, c *gossh.Client, root string, bwrap bool) {
 			wantSig          string
 			errContains      string
 		}{name: "program on stdin", cmd: "exec bash", stdin: "echo ran\n", wantCode: 126,
-			errContains: "Dangerous operation blocked (UNSAFE_COMMAND): unjudgeable: bash reads the program it runs from stdin, which cannot be judged in software mode; pass the program as a file or with -c (bwrap isolation allows it)"})
+			errContains: "Dangerous operation blocked (UNSAFE_COMMAND): unjudgeable: bash reads the program it runs from stdin, which cannot be judged in software mode; pass the program as a file or with -c (bwrap and landlock isolation allow it)"})
 	} else {
 		tests = append(tests, struct {
 			name, cmd, stdin string
