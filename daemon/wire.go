@@ -146,12 +146,12 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		log.Info("command isolation", "mode", p.exec.Mode(), "reason", p.exec.Reason())
 		exposed := cfg.AuthToken == "" && !cfg.LocalOnly // commands with network could call our port
 		switch {
-		case !p.exec.Mode().Namespaced() && exposed:
+		case !p.exec.Mode().CutsNetwork() && exposed:
 			log.Warn("commands are host processes and can call this daemon's port, which has no token; scopes do not hold against them: set a token (--auth-token-file)", "isolation", p.exec.Mode())
-		case !p.exec.Mode().Namespaced():
-			// Only bwrap can take the network away.
+		case !p.exec.Mode().CutsNetwork():
+			// Only bwrap and landlock can take the network away.
 		case !netOn:
-			log.Info("commands have no network (loopback only)", "why", netWhy)
+			log.Info("commands have no network (bwrap: loopback only; landlock: no TCP)", "why", netWhy)
 		case exposed:
 			log.Warn("commands share the host's network", "why", netWhy)
 		}

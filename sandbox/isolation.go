@@ -22,6 +22,10 @@ var modeTable = []struct {
 	// namespaced: as an effective mode, commands run in namespaces of
 	// their own.
 	namespaced bool
+	// cutsNetwork: as an effective mode, Config.NoNetwork holds (bwrap's
+	// network namespace; Landlock's TCP rules, without which New refuses
+	// the mode when NoNetwork is set).
+	cutsNetwork bool
 	// kernelBoundary: as an effective mode, the kernel keeps commands
 	// inside their boundary (bwrap's mounts, Landlock), so the policy
 	// needs no escape checks and lets a program read from stdin run.
@@ -30,7 +34,7 @@ var modeTable = []struct {
 	// cannot work here. reason is what Executor.Reason reports.
 	pick func(e *executor) (iso isolation, reason string, err error)
 }{
-	{ModeAuto, true, true, false, false, func(e *executor) (isolation, string, error) {
+	{ModeAuto, true, true, false, false, false, func(e *executor) (isolation, string, error) {
 		b, err := newBwrapIsolation(e)
 		if err == nil {
 			return b, "auto: bwrap probe succeeded", nil
@@ -42,7 +46,7 @@ var modeTable = []struct {
 		}
 		return softwareIsolation{e}, why + "; landlock unusable (" + lerr.Error() + "); using software mode", nil
 	}},
-	{ModeBwrap, true, true, true, true, func(e *executor) (isolation, string, error) {
+	{ModeBwrap, true, true, true, true, true, func(e *executor) (isolation, string, error) {
 		b, err := newBwrapIsolation(e)
 		if err != nil {
 			return nil, "", &errcode.Error{Code: errcode.InvalidConfiguration, Op: "sandbox",
@@ -50,7 +54,7 @@ var modeTable = []struct {
 		}
 		return b, "bwrap mode chosen by configuration; probe succeeded", nil
 	}},
-	{ModeLandlock, true, false, false, true, func(e *executor) (isolation, string, error) {
+	{ModeLandlock, true, false, false, true, true, func(e *executor) (isolation, string, error) {
 		l, err := newLandlockIsolation(e)
 		if err != nil {
 			return nil, "", &errcode.Error{Code: errcode.InvalidConfiguration, Op: "sandbox",
@@ -58,10 +62,10 @@ var modeTable = []struct {
 		}
 		return l, fmt.Sprintf("landlock mode chosen by configuration; ABI %d probe succeeded", l.abi), nil
 	}},
-	{ModeSoftware, true, false, false, false, func(e *executor) (isolation, string, error) {
+	{ModeSoftware, true, false, false, false, false, func(e *executor) (isolation, string, error) {
 		return softwareIsolation{e}, "software mode chosen by configuration", nil
 	}},
-	{ModeNone, false, false, false, false, func(e *executor) (isolation, string, error) {
+	{ModeNone, false, false, false, false, false, func(e *executor) (isolation, string, error) {
 		return noIsolation{e}, "isolation disabled by configuration (mode none: no policy, no sandbox)", nil
 	}},
 }
@@ -119,6 +123,14 @@ func (m Mode) TriesBwrap() bool {
 func (m Mode) Namespaced() bool {
 	i, ok := modeEntry(m)
 	return ok && modeTable[i].namespaced
+}
+
+// CutsNetwork reports an effective mode that takes the network away from
+// commands when Config.NoNetwork asks it to (bwrap, landlock); in any
+// other, commands reach whatever the daemon's host can.
+func (m Mode) CutsNetwork() bool {
+	i, ok := modeEntry(m)
+	return ok && modeTable[i].cutsNetwork
 }
 
 // KernelBoundary reports an effective mode in which the kernel keeps a
