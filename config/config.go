@@ -59,6 +59,7 @@ type Config struct {
 
 	// Files.
 	MaxReadSize int64 // largest whole-file read a tool may do
+	Fsync       bool  // durable writes (fsops.Options.Fsync)
 
 	// Listening.
 	Bind            string
@@ -248,6 +249,9 @@ func (c *Config) Validate() error {
 		case !fi.IsDir():
 			return fmt.Errorf("--root %q is a file, not a directory", c.Root)
 		}
+	}
+	if c.Fsync && c.Backend != "filesystem" {
+		return fmt.Errorf("--fsync makes writes to disk durable; --backend %s keeps the workspace in memory: drop one", c.Backend)
 	}
 	c.ScopePath = strings.Trim(c.ScopePath, "/")
 	for _, part := range strings.Split(c.ScopePath, "/") {

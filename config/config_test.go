@@ -216,6 +216,7 @@ func TestValidate(t *testing.T) {
 		{"root is a file", func(c *Config) { c.Root = file }, `--root "` + file + `" is a file, not a directory`},
 		{"root missing is fine", func(c *Config) { c.Root = filepath.Join(dir, "new") }, ""},
 		{"memory root need not exist", func(c *Config) { c.Backend = "memory"; c.Root = "/virtual" }, ""},
+		{"fsync with the memory backend", func(c *Config) { c.Backend, c.Fsync = "memory", true }, "--fsync makes writes to disk durable; --backend memory keeps the workspace in memory: drop one"},
 		{"scope escapes", func(c *Config) { c.ScopePath = "a/../../b" }, `--scopePath "a/../../b": must stay inside the root (no "..")`},
 		{"public bind without token", func(c *Config) { c.Bind = "0.0.0.0" }, "--bind 0.0.0.0 is not a loopback address and no auth token is set: set --auth-token-file (or --auth-token, AGENTBE_AUTH_TOKEN), or pass --insecure-no-auth to serve without authentication"},
 		{"public bind ipv6 without token", func(c *Config) { c.Bind = "::" }, "--bind :: is not a loopback address"},

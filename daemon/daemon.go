@@ -213,7 +213,9 @@ type healthBody struct {
 	Backend         string          `json:"backend"`
 	Isolation       string          `json:"isolation"`
 	IsolationReason string          `json:"isolationReason,omitempty"`
-	UptimeSeconds   float64         `json:"uptimeSeconds"`
+	// Fsync says writes are durable before they are acknowledged (--fsync).
+	Fsync         bool    `json:"fsync"`
+	UptimeSeconds float64 `json:"uptimeSeconds"`
 	// Tools is how many tools the registry serves; Providers says, per
 	// provider, its state and how many of them it serves.
 	Tools     int                     `json:"tools"`
@@ -253,6 +255,7 @@ func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
 		Backend:         d.cfg.Backend,
 		Isolation:       mode,
 		IsolationReason: reason,
+		Fsync:           d.cfg.Fsync,
 		UptimeSeconds:   time.Since(d.started).Seconds(),
 		Tools:           len(d.proto.reg.List()),
 		Providers:       d.proto.reg.Providers(),

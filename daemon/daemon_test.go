@@ -466,3 +466,27 @@ func TestExecNetworkAutoKeepsBwrap(t *testing.T) {
 		t.Fatalf("software mode without a token gave no warning:\n%s", r.logs.String())
 	}
 }
+
+// TestFsyncFlag: --fsync reaches the workspace: /health says so, and a
+// write over MCP lands (fsops's TestFsyncSyncsEveryChange counts the
+// syncs a durable workspace makes; this checks the daemon builds one).
+func TestFsyncFlag(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		c := testConfig(t)
+		c.Fsync = on
+		r := start(t, c, nil)
+		_, body := get(t, r.url+"/health")
+		var h struct {
+			Fsync *bool `json:"fsync"`
+		}
+		if err := json.Unmarshal(body, &h); err != nil || h.Fsync == nil || *h.Fsync != on {
+			t.Fatalf("--fsync=%v: health %s", on, body)
+		}
+		if code, out := mcpCall(t, r.url, "write_file", `{"path":"d/f.txt","content":"durable"}`); code != http.StatusOK || strings.Contains(out, `"isError":true`) {
+			t.Fatalf("--fsync=%v: write_file: %d %s", on, code, out)
+		}
+		if b, err := os.ReadFile(filepath.Join(c.Root, "d/f.txt")); err != nil || string(b) != "durable" {
+			t.Fatalf("--fsync=%v: file %q, %v", on, b, err)
+		}
+	}
+}

@@ -80,7 +80,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		root = fsops.NewMemory(cfg.Root, fsops.Options{MaxReadSize: cfg.MaxReadSize})
 		p.root = root
 	default:
-		root, err = fsops.NewDir(cfg.Root, fsops.Options{MaxReadSize: cfg.MaxReadSize})
+		root, err = fsops.NewDir(cfg.Root, fsops.Options{MaxReadSize: cfg.MaxReadSize, Fsync: cfg.Fsync})
 		if err != nil {
 			return fmt.Errorf("--root %q: %w", cfg.Root, err)
 		}

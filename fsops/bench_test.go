@@ -1,6 +1,7 @@
 package fsops
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -202,4 +203,28 @@ func BenchmarkGrepLiteral10k(b *testing.B) {
 		}
 		b.ReportMetric(float64(o)/float64(t), "x-rg")
 	})
+}
+
+// BenchmarkWrite4K writes a 4 KiB file over and over, atomically (temp
+// file and rename), with and without Options.Fsync, in one run: the cost
+// of durable writes (--fsync). Run:
+//
+//	go test -run '^$' -bench Write4K -count 5 ./fsops/
+func BenchmarkWrite4K(b *testing.B) {
+	data := bytes.Repeat([]byte("x"), 4096)
+	for _, fsync := range []bool{false, true} {
+		b.Run(fmt.Sprintf("fsync=%v", fsync), func(b *testing.B) {
+			ws, err := NewDir(b.TempDir(), Options{Fsync: fsync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ws.Close()
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if err := ws.WriteFile("d/f.txt", data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -28,6 +28,10 @@ type Options struct {
 	// with errcode.TooLarge and must be paged with ReadLines. 0 means
 	// DefaultMaxReadSize; a negative value means no limit.
 	MaxReadSize int64
+	// Fsync makes writes durable before they return (durable.go): file
+	// data and the directory entries a write changed are fsynced. Scopes
+	// inherit it.
+	Fsync bool
 }
 
 func (o Options) maxRead() int64 {

@@ -51,7 +51,24 @@ func (w *dirWS) OpenFile(p string, flag int, perm fs.FileMode) (File, error) {
 		return nil, mapErr(o, p, err)
 	}
 	rel, _ := w.rel(p)
-	return &dirFile{f: f, p: p, rel: rel}, nil
+	df := &dirFile{f: f, p: p, rel: rel}
+	if write && w.opts.Fsync {
+		// Durable on close (SFTP's CLOSE is the client's acknowledgement):
+		// the data, then the entry, and for a create the directories the
+		// open may have made.
+		created := flag&os.O_CREATE != 0
+		df.durable = func() error {
+			if err := w.syncFile(f); err != nil {
+				return err
+			}
+			r, err := w.handle(false)
+			if err != nil {
+				return err
+			}
+			return w.syncDirs(r, parentDirs(rel, created)...)
+		}
+	}
+	return df, nil
 }
 
 // openNoWait is added to the flags of every open of a file a client named
@@ -297,6 +314,9 @@ type dirFile struct {
 	f   *os.File
 	p   string
 	rel string
+	// durable, with Options.Fsync on a file opened for writing, syncs it
+	// and its directory entry; Close runs it first.
+	durable func() error
 }
 
 func (d *dirFile) ReadAt(b []byte, off int64) (int, error) {
@@ -326,9 +346,16 @@ func (d *dirFile) Write(b []byte) (int, error) {
 }
 
 func (d *dirFile) Close() error {
+	var serr error
+	if d.durable != nil {
+		serr, d.durable = d.durable(), nil
+	}
 	err := d.f.Close()
 	if errors.Is(err, fs.ErrClosed) {
 		return nil // idempotent
+	}
+	if err == nil {
+		err = serr
 	}
 	return mapErr(opClose, d.p, err)
 }

@@ -27,8 +27,10 @@ func (w *dirWS) WriteFile(p string, data []byte) error {
 
 // atomicWrite writes data to a temp file next to rel and renames it over rel,
 // so readers see the old or the new content, never a mix, and a failure leaves
-// the old file. The content is not fsynced: atomic against concurrent readers
-// and our own failures, like the reference's writeFile, but not crash-durable.
+// the old file. With Options.Fsync the temp file's data is synced before the
+// rename and the directory after it (durable.go), so after a power cut the
+// file is the old content or the whole new one; without it the write is
+// atomic against readers and our own failures only.
 func (w *dirWS) atomicWrite(r *os.Root, rel string, data []byte) error {
 	if rel == "." {
 		return &fs.PathError{Op: "write", Path: rel, Err: syscall.EISDIR}
@@ -62,7 +64,11 @@ func (w *dirWS) atomicWrite(r *os.Root, rel string, data []byte) error {
 		perm = fi.Mode().Perm()
 	}
 	dir, base := path.Split(rel)
+	created := false
 	if dir != "" {
+		if _, err := r.Lstat(strings.TrimSuffix(dir, "/")); err != nil {
+			created = true
+		}
 		if err := r.MkdirAll(strings.TrimSuffix(dir, "/"), 0o755); err != nil {
 			return err
 		}
@@ -85,6 +91,9 @@ func (w *dirWS) atomicWrite(r *os.Root, rel string, data []byte) error {
 	} else {
 		_, err = f.Write(data)
 	}
+	if err == nil {
+		err = w.syncFile(f)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -93,8 +102,9 @@ func (w *dirWS) atomicWrite(r *os.Root, rel string, data []byte) error {
 	}
 	if err != nil {
 		r.Remove(tmp)
+		return err
 	}
-	return err
+	return w.syncDirs(r, parentDirs(rel, created)...)
 }
 
 func (w *dirWS) Edit(p string, edits []Edit, dryRun bool) (EditResult, error) {
@@ -127,9 +137,15 @@ func (w *dirWS) Mkdir(p string, parents bool) error {
 			if rel == "." {
 				return nil
 			}
-			return r.MkdirAll(rel, 0o755)
+			if err := r.MkdirAll(rel, 0o755); err != nil {
+				return err
+			}
+			return w.syncDirs(r, append([]string{rel}, parentDirs(rel, true)...)...)
 		}
-		return r.Mkdir(rel, 0o755)
+		if err := r.Mkdir(rel, 0o755); err != nil {
+			return err
+		}
+		return w.syncDirs(r, path.Dir(rel))
 	})
 }
 
@@ -194,6 +210,12 @@ func (w *dirWS) rename(o op, src, dst string) error {
 		}
 	}
 	err = r.Rename(srel, drel)
+	if err == nil {
+		if err := w.syncDirs(r, append([]string{path.Dir(srel)}, parentDirs(drel, true)...)...); err != nil {
+			return mapErr(o, dst, err)
+		}
+		return nil
+	}
 	if err != nil {
 		var le *os.LinkError
 		if errors.As(err, &le) && isNotExist(err) {
@@ -225,10 +247,16 @@ func (w *dirWS) Remove(p string, opts RemoveOptions) error {
 			}
 			return err
 		}
+		var err error
 		if opts.Recursive {
-			return r.RemoveAll(rel)
+			err = r.RemoveAll(rel)
+		} else {
+			err = r.Remove(rel)
 		}
-		return r.Remove(rel)
+		if err != nil {
+			return err
+		}
+		return w.syncDirs(r, path.Dir(rel))
 	})
 }
 
@@ -253,6 +281,9 @@ func (w *dirWS) Touch(p string) error {
 			}
 			return err
 		}
-		return f.Close()
+		if err := f.Close(); err != nil {
+			return err
+		}
+		return w.syncDirs(r, parentDirs(rel, true)...)
 	})
 }

@@ -14,6 +14,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(killedWriterEnv) != "" {
+		os.Exit(killedWriter())
+	}
 	code := m.Run()
 	if grepTreeDir != "" {
 		os.RemoveAll(grepTreeDir) // the benchmarks' shared 10,000-file tree
