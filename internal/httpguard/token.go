@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"strings"
+	"sync/atomic"
 )
 
 // Token is the daemon's bearer-token rule, the one check /mcp and /ssh make
@@ -26,6 +27,9 @@ import (
 type Token struct {
 	sum [32]byte // sha256 of the token
 	set bool
+	// tokens is the token file's set (tokens.go), shared with the daemon,
+	// which swaps it on reload; nil without --tokens.
+	tokens *atomic.Pointer[TokenSet]
 }
 
 // NewToken returns the rule for token; "" requires nothing.
@@ -36,30 +40,22 @@ func NewToken(token string) Token {
 	return Token{sum: sha256.Sum256([]byte(token)), set: true}
 }
 
-// Required reports whether requests must carry a token.
-func (t Token) Required() bool { return t.set }
+// Required reports whether requests must carry a token: the daemon's, or
+// (with a token file) one of the file's.
+func (t Token) Required() bool { return t.set || t.tokens != nil }
 
 // AllowsHeader reports whether r may proceed on its Authorization header
 // (the only place /mcp reads).
 func (t Token) AllowsHeader(r *http.Request) bool {
-	if !t.set {
-		return true
-	}
-	got, ok := bearerCredentials(r.Header.Get("Authorization"))
-	return ok && t.matches(got)
+	_, ok := t.Identify(r.Header, nil)
+	return ok
 }
 
 // AllowsHeaderOrQuery reports whether r may proceed on its Authorization
 // header or, failing that, its "token" query parameter (/ssh).
 func (t Token) AllowsHeaderOrQuery(r *http.Request) bool {
-	if !t.set {
-		return true
-	}
-	if t.AllowsHeader(r) {
-		return true
-	}
-	q := r.URL.Query().Get("token")
-	return q != "" && t.matches(q)
+	_, ok := t.Identify(r.Header, r.URL.Query())
+	return ok
 }
 
 // matches compares got with the token in constant time: on fixed-length

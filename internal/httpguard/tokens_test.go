@@ -1,0 +1,156 @@
+package httpguard
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func digest(tok string) string {
+	s := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(s[:])
+}
+
+func TestParseTokens(t *testing.T) {
+	good := `{"tokens":[
+		{"name":"alice","sha256":"` + digest("a-token") + `","scope":"/users/alice/"},
+		{"name":"ci.ro","sha256":"` + digest("ci-token") + `","readOnly":true},
+		{"name":"noexec","sha256":"` + digest("n-token") + `","scope":"x","exec":false}]}`
+	set, err := ParseTokens("t.json", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := NewTokens("", ptr(set))
+	for cred, want := range map[string]Identity{
+		"a-token":  {Name: "alice", Scope: "users/alice", Exec: true},
+		"ci-token": {Name: "ci.ro", ReadOnly: true},
+		"n-token":  {Name: "noexec", Scope: "x"},
+	} {
+		h := http.Header{"Authorization": {"Bearer " + cred}}
+		if id, ok := tok.Identify(h, nil); !ok || id != want {
+			t.Errorf("Identify(%s) = %+v, %v; want %+v", cred, id, ok, want)
+		}
+	}
+	bad := map[string]string{
+		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","read_only":true}]}`:                            `unknown field "read_only"`,
+		`{"tokens":[{"name":"","sha256":"` + digest("x") + `"}]}`:                                              `tokens[0]: name "" must be`,
+		`{"tokens":[{"name":"a b","sha256":"` + digest("x") + `"}]}`:                                           `name "a b" must be`,
+		`{"tokens":[{"name":"a","sha256":"abc"}]}`:                                                             `tokens[0] ("a"): sha256 must be the 64 hex digits`,
+		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","scope":"../etc"}]}`:                            `scope "../etc": must stay below the root`,
+		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","scope":"a/./b"}]}`:                             `scope "a/./b": must be a clean path`,
+		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","readOnly":true,"exec":true}]}`:                 `exec true with readOnly true`,
+		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `"},{"name":"a","sha256":"` + digest("y") + `"}]}`: `tokens[1] ("a"): name "a" is used twice`,
+		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `"},{"name":"b","sha256":"` + digest("x") + `"}]}`: `tokens[1] ("b"): sha256 is the same as an earlier entry's`,
+		`{"tokens":[]} {}`: `more than one JSON value`,
+		`[1]`:              `--tokens t.json: json: cannot unmarshal`,
+	}
+	for in, want := range bad {
+		if _, err := ParseTokens("t.json", []byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseTokens(%s) = %v; want an error containing %q", in, err, want)
+		}
+	}
+}
+
+func ptr(s *TokenSet) *atomic.Pointer[TokenSet] {
+	var p atomic.Pointer[TokenSet]
+	p.Store(s)
+	return &p
+}
+
+// TestIdentify: the daemon's token is Full; a file's token is its entry;
+// the query parameter counts only where asked; a wrong or missing
+// credential is refused once any token is required; the set can be
+// swapped (reload) under a Token already handed out.
+func TestIdentify(t *testing.T) {
+	set, err := ParseTokens("t", []byte(`{"tokens":[{"name":"bob","sha256":"`+digest("b-tok")+`","scope":"b"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ptr(set)
+	tok := NewTokens("master", p)
+	hdr := func(v string) http.Header { return http.Header{"Authorization": {v}} }
+	if id, ok := tok.Identify(hdr("Bearer master"), nil); !ok || id != Full {
+		t.Errorf("master: %+v %v", id, ok)
+	}
+	if id, ok := tok.Identify(hdr("bearer  b-tok"), nil); !ok || id.Name != "bob" {
+		t.Errorf("bob: %+v %v", id, ok)
+	}
+	if _, ok := tok.Identify(http.Header{}, url.Values{"token": {"b-tok"}}); !ok {
+		t.Error("bob by query refused where the query is allowed")
+	}
+	if _, ok := tok.Identify(http.Header{}, nil); ok {
+		t.Error("no credential accepted")
+	}
+	for _, h := range []string{"Bearer wrong", "Basic b-tok", "b-tok", "Bearer b-tok2"} {
+		if _, ok := tok.Identify(hdr(h), nil); ok {
+			t.Errorf("%q accepted", h)
+		}
+	}
+	r, _ := http.NewRequest("GET", "/ssh?token=b-tok", nil)
+	if tok.AllowsHeader(r) || !tok.AllowsHeaderOrQuery(r) {
+		t.Error("AllowsHeader/AllowsHeaderOrQuery disagree with Identify on the query")
+	}
+	// Reload: bob is gone, the Token already handed out sees it.
+	empty, _ := ParseTokens("t", []byte(`{"tokens":[]}`))
+	p.Store(empty)
+	if _, ok := tok.Identify(hdr("Bearer b-tok"), nil); ok {
+		t.Error("a token removed by a reload is still accepted")
+	}
+	// A token file with no daemon token still requires one of its tokens.
+	only := NewTokens("", p)
+	if !only.Required() {
+		t.Error("a token file alone does not require a token")
+	}
+	if (Token{}).Required() {
+		t.Error("the zero Token requires one")
+	}
+}
+
+func TestJoinScope(t *testing.T) {
+	for _, c := range []struct{ scope, req, want string }{
+		{"", "", ""}, {"", "x/y", "x/y"}, {"a", "", "a"}, {"a", "/b/", "a/b"}, {"a/b", "c", "a/b/c"},
+	} {
+		if got := JoinScope(Identity{Scope: c.scope}, c.req); got != c.want {
+			t.Errorf("JoinScope(%q, %q) = %q; want %q", c.scope, c.req, got, c.want)
+		}
+	}
+}
+
+func TestLoadTokens(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tokens.json")
+	if _, err := LoadTokens(p); err == nil || !strings.Contains(err.Error(), "--tokens "+p) {
+		t.Errorf("missing file: %v", err)
+	}
+	os.WriteFile(p, []byte(strings.Repeat(" ", maxTokenFile+1)), 0o600)
+	if _, err := LoadTokens(p); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("huge file: %v", err)
+	}
+}
+
+func FuzzParseTokens(f *testing.F) {
+	f.Add([]byte(`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","scope":"s"}]}`))
+	f.Add([]byte(`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","scope":"../x","readOnly":true}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		set, err := ParseTokens("f", b)
+		if err != nil {
+			return
+		}
+		for _, id := range set.bySum {
+			if strings.Contains(id.Scope, "..") && strings.Contains("/"+id.Scope+"/", "/../") {
+				t.Fatalf("scope %q leaves the root", id.Scope)
+			}
+			if id.ReadOnly && id.Exec {
+				t.Fatalf("read-only token %q may exec", id.Name)
+			}
+			if strings.HasPrefix(id.Scope, "/") {
+				t.Fatalf("scope %q is absolute", id.Scope)
+			}
+		}
+	})
+}
