@@ -32,7 +32,8 @@ type Entry struct {
 	Face       string          `json:"face"` // mcp-http, mcp-stdio, rest, gateway, ssh
 	Remote     string          `json:"remote,omitempty"`
 	Scope      string          `json:"scope,omitempty"`
-	Tool       string          `json:"tool"` // a tool's name, or ssh.exec, ssh.shell, ssh.sftp
+	Caller     string          `json:"caller,omitempty"` // the token file entry, when one was used
+	Tool       string          `json:"tool"`             // a tool's name, or ssh.exec, ssh.shell, ssh.sftp
 	Command    string          `json:"command,omitempty"`
 	Outcome    string          `json:"outcome"`
 	DurationMS float64         `json:"duration_ms"`
@@ -159,7 +160,7 @@ func (l *Log) Close() error {
 // Tool logs a finished tool call.
 func (l *Log) Tool(r registry.Record) {
 	l.Write(Entry{
-		Time: r.Start, Face: r.Face, Remote: r.Remote, Scope: r.Scope, Tool: r.Tool,
+		Time: r.Start, Face: r.Face, Remote: r.Remote, Scope: r.Scope, Caller: r.Caller, Tool: r.Tool,
 		Outcome: r.Outcome, DurationMS: ms(r.Duration), BytesIn: int64(r.BytesIn), BytesOut: int64(r.BytesOut),
 		Args: Redact(r.Args),
 	})

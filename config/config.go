@@ -15,6 +15,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"net"
 	"net/netip"
 	"os"
@@ -92,6 +93,8 @@ type Config struct {
 
 	// AuditLog is the audit log's file, "-" for stderr, "" for none.
 	AuditLog string
+	// TokensFile is --tokens: scoped tokens (httpguard.LoadTokens).
+	TokensFile string
 
 	// Upstreams is the MCP servers file (docs/upstreams.md), "" for none;
 	// UpstreamCacheDir holds their package caches.
@@ -190,6 +193,10 @@ func (c Config) Redacted() Config {
 	return c
 }
 
+// HasAuth reports whether requests must authenticate: an auth token, or a
+// token file, is set.
+func (c Config) HasAuth() bool { return c.AuthToken != "" || c.TokensFile != "" }
+
 // IsLoopback reports whether Bind only accepts connections from this machine.
 func (c Config) IsLoopback() bool { return isLoopbackHost(c.Bind) }
 
@@ -201,7 +208,7 @@ func (c Config) IsLoopback() bool { return isLoopbackHost(c.Bind) }
 // for the startup log.
 func (c Config) ExecNetworkOn() (on bool, why string) {
 	servesPort := !c.LocalOnly
-	noToken := c.AuthToken == ""
+	noToken := !c.HasAuth()
 	switch c.ExecNetwork {
 	case "false":
 		return false, "--exec-network=false"
@@ -248,6 +255,14 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--root %q: %v", c.Root, err)
 		case !fi.IsDir():
 			return fmt.Errorf("--root %q is a file, not a directory", c.Root)
+		}
+	}
+	if c.TokensFile != "" {
+		if c.ScopePath != "" {
+			return fmt.Errorf("--tokens and --scope-path cannot be combined: give each token its scope in %s", c.TokensFile)
+		}
+		if _, err := httpguard.LoadTokens(c.TokensFile); err != nil {
+			return err
 		}
 	}
 	if c.Fsync && c.Backend != "filesystem" {
@@ -337,7 +352,7 @@ func (c *Config) Validate() error {
 	if c.LocalOnly {
 		return nil
 	}
-	if !c.IsLoopback() && c.AuthToken == "" && !c.InsecureNoAuth {
+	if !c.IsLoopback() && !c.HasAuth() && !c.InsecureNoAuth {
 		return fmt.Errorf("--bind %s is not a loopback address and no auth token is set: set --auth-token-file (or --auth-token, AGENTBE_AUTH_TOKEN), or pass --insecure-no-auth to serve without authentication", c.Bind)
 	}
 	return nil

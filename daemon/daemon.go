@@ -341,7 +341,7 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { errc <- srv.Serve(ln) }()
 	d.log.Info("listening", "addr", ln.Addr().String(), "root", d.cfg.Root,
 		"mcp", scheme+"://"+ln.Addr().String()+routeMCP, "ssh_ws", d.proto.sshHandler() != nil,
-		"auth", d.cfg.AuthToken != "", "tls", d.certs != nil)
+		"auth", d.cfg.HasAuth(), "tls", d.certs != nil)
 	if urls := pasteableURLs(scheme, ln.Addr(), routeMCP, net.InterfaceAddrs); urls != nil {
 		d.log.Info("listening on every address; the MCP endpoint is reachable at", "urls", strings.Join(urls, " "))
 	}

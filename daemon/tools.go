@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/audit"
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/gwtools"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sshd"
 )
@@ -167,7 +169,7 @@ func newToolRegistry(cfg config.Config, d *Daemon) *registry.Registry {
 // auditSession logs an SSH exec, shell or SFTP session.
 func (d *Daemon) auditSession(r sshd.SessionRecord) {
 	d.audit.Write(audit.Entry{
-		Time: r.Start, Face: "ssh", Remote: r.Remote, Scope: d.cfg.ScopePath,
+		Time: r.Start, Face: "ssh", Remote: r.Remote, Scope: cmp.Or(r.Scope, d.cfg.ScopePath), Caller: r.Caller,
 		Tool: "ssh." + r.Kind, Command: r.Command, Outcome: r.Outcome,
 		DurationMS: float64(r.Duration.Microseconds()) / 1000, BytesIn: r.BytesIn, BytesOut: r.BytesOut,
 	})
@@ -186,6 +188,23 @@ func (d *Daemon) auditApproval(p gwtools.Pending, approved, always bool, remote 
 		}
 	}
 	d.audit.Write(audit.Entry{Time: time.Now(), Face: "rest", Remote: remote, Tool: "approval", Command: strings.Join(p.Request.Argv, " "), Outcome: outcome})
+}
+
+// ReloadTokens reads the --tokens file again (on SIGHUP) and puts its set
+// in force for new requests and connections; a file that does not parse
+// changes nothing and is reported. Without --tokens it does nothing.
+// Connections already open (/ssh, /gateway) keep the identity they were
+// admitted with.
+func (d *Daemon) ReloadTokens() (int, error) {
+	if d.proto.tokens == nil {
+		return 0, nil
+	}
+	set, err := httpguard.LoadTokens(d.cfg.TokensFile)
+	if err != nil {
+		return 0, err
+	}
+	d.proto.tokens.Store(set)
+	return set.Len(), nil
 }
 
 // ReopenAuditLog opens --audit-log again by name (on SIGHUP, after

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/config"
@@ -65,6 +66,10 @@ type protocols struct {
 	siteHTTP http.Handler
 	// execCfg is the executor's configuration, the base of each upstream's.
 	execCfg sandbox.Config
+	// tokens is the --tokens file's set (nil pointer value without the
+	// flag); every face's token rule shares this pointer, and SIGHUP swaps
+	// the set (ReloadTokens).
+	tokens *atomic.Pointer[httpguard.TokenSet]
 }
 
 func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guard) (err error) {
@@ -74,6 +79,15 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		}
 	}()
 	log := opts.Logger
+	if cfg.TokensFile != "" {
+		set, err := httpguard.LoadTokens(cfg.TokensFile)
+		if err != nil {
+			return err
+		}
+		p.tokens = new(atomic.Pointer[httpguard.TokenSet])
+		p.tokens.Store(set)
+		log.Info("scoped tokens loaded", "file", cfg.TokensFile, "tokens", set.Len())
+	}
 	var root fsops.Workspace
 	switch cfg.Backend {
 	case "memory":
@@ -144,7 +158,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 			return fmt.Errorf("--isolation %s: %w", cfg.Isolation, err)
 		}
 		log.Info("command isolation", "mode", p.exec.Mode(), "reason", p.exec.Reason())
-		exposed := cfg.AuthToken == "" && !cfg.LocalOnly // commands with network could call our port
+		exposed := !cfg.HasAuth() && !cfg.LocalOnly // commands with network could call our port
 		switch {
 		case !p.exec.Mode().CutsNetwork() && exposed:
 			log.Warn("commands are host processes and can call this daemon's port, which has no token; scopes do not hold against them: set a token (--auth-token-file)", "isolation", p.exec.Mode())
@@ -211,6 +225,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		instructions = sites.Instructions
 	}
 	p.mcp, err = mcphttp.New(mcphttp.Options{
+		Tokens:             p.tokens,
 		Workspace:          p.ws,
 		Registry:           reg,
 		RootDir:            cfg.Root,
@@ -237,7 +252,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 	if maxBody == 0 {
 		maxBody = mcphttp.DefaultMaxBodyBytes
 	}
-	rules := admit.Rules{Guard: guard, Token: httpguard.NewToken(cfg.AuthToken), RootDir: cfg.Root, StaticScope: cfg.ScopePath, MaxBody: maxBody}
+	rules := admit.Rules{Guard: guard, Token: httpguard.NewTokens(cfg.AuthToken, p.tokens), RootDir: cfg.Root, StaticScope: cfg.ScopePath, MaxBody: maxBody}
 	p.rest = restface.New(restface.Options{Registry: p.reg, Workspace: p.ws, Admit: rules})
 	gw := gatewayface.Options{Registry: p.reg, Workspace: p.ws, Admit: rules,
 		MaxMessage: cfg.GatewayMaxMessage, MaxBatch: cfg.GatewayMaxBatch, MaxInFlight: cfg.GatewayMaxInFlight,
@@ -273,6 +288,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 	}
 	if !cfg.DisableSSHWS && !cfg.LocalOnly {
 		p.ssh, err = sshws.New(sshws.Options{
+			Tokens:            p.tokens,
 			Workspace:         p.ws,
 			Executor:          p.exec,
 			AuthToken:         cfg.AuthToken,

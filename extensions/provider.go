@@ -321,6 +321,9 @@ func (p *Provider) tools(ext *Extension, sem chan struct{}) []registry.Tool {
 		out = append(out, registry.Tool{
 			Name: ext.Name + "__" + t.Name, Title: t.Title, Description: t.Description,
 			InputSchema: t.schema(), Annotations: ann,
+			// A script may run commands (the exec module) wherever the
+			// daemon can.
+			RunsCommands: p.opts.Executor != nil,
 			Handler: func(ctx context.Context, call registry.Call) *mcp.CallToolResult {
 				return p.call(ctx, ext, t, sem, call)
 			},

@@ -145,14 +145,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		closeWith(ws, wsnet.ClosePolicy, ref.Title+": "+ref.Message)
 		return
 	}
-	scope := r.Header.Get(admit.HeaderScopePath)
+	// Who the connection is, from the credential it was admitted with,
+	// for its whole life (a reload that removes its token does not end
+	// it); the operator is everything.
+	id, scope := httpguard.Full, ""
+	if operator {
+		scope, _ = admit.NormalizeScope(r.Header.Get(admit.HeaderScopePath))
+	} else if id, scope, err = s.opts.Admit.Caller(r.Header, r.URL.Query()); err != nil {
+		closeWith(ws, wsnet.ClosePolicy, "Invalid scope: "+err.Error())
+		return
+	}
 	wsp, release, err := admit.Workspace(s.opts.Workspace, scope)
 	if err != nil {
 		closeWith(ws, wsnet.ClosePolicy, "Invalid scope: "+err.Error())
 		return
 	}
 	defer release()
-	c := &conn{s: s, ws: ws, wsp: wsp, scope: scope, remote: r.RemoteAddr, operator: operator,
+	c := &conn{s: s, ws: ws, wsp: wsp, scope: scope, id: id, remote: r.RemoteAddr, operator: operator,
 		slots:  make(chan struct{}, s.opts.MaxInFlight),
 		tokens: float64(s.opts.Burst), last: time.Now()}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -207,6 +216,7 @@ type conn struct {
 	ws       *websocket.Conn
 	wsp      fsops.Workspace
 	scope    string
+	id       httpguard.Identity
 	remote   string
 	operator bool // upgraded with the operator's token
 	slots    chan struct{}
@@ -371,6 +381,7 @@ func (c *conn) call(ctx context.Context, req *request) *response {
 		}
 		res, err := c.s.opts.Registry.Call(ctx, p.ToolID, registry.Call{
 			Args: p.Args, Workspace: c.wsp, Face: "gateway", Remote: c.remote, Scope: c.scope,
+			Caller: c.id.Name, ReadOnly: c.id.ReadOnly, NoExec: !c.id.Exec,
 		})
 		var unknown *registry.UnknownToolError
 		switch {

@@ -25,7 +25,8 @@ type runArgs struct {
 func (p *Provider) runTool() registry.Tool {
 	destructive := true
 	return registry.Tool{
-		Name: "system.run",
+		Name:         "system.run",
+		RunsCommands: true,
 		Description: "Run a program (argv, no shell) in the workspace, after the operator's approval policy. " +
 			"Returns {exitCode, stdout, stderr}, or {status: \"approval-pending\", requestId} when the operator must approve: " +
 			"call system.run again with just that requestId once approved (the approved request is what runs).",

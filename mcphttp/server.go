@@ -90,6 +90,11 @@ type Options struct {
 	// AuthToken is the bearer token every HTTP request must carry; "" turns
 	// authentication off.
 	AuthToken string
+	// Tokens is the token file's set (--tokens), shared with the daemon,
+	// which swaps it on reload; nil without one. A request may carry the
+	// AuthToken or one of these; a file's token binds the request to its
+	// scope and may make it read-only or without exec (callTool).
+	Tokens *atomic.Pointer[httpguard.TokenSet]
 	// AllowedOrigins are the browser origins (scheme://host[:port]) allowed
 	// to call the HTTP endpoint, "*" for any. Requests without an Origin
 	// header (every non-browser client) and loopback origins are always
@@ -219,7 +224,7 @@ func New(opts Options) (*Server, error) {
 	if s.guard == nil {
 		s.guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: log})
 	}
-	s.token = httpguard.NewToken(opts.AuthToken)
+	s.token = httpguard.NewTokens(opts.AuthToken, opts.Tokens)
 	s.admit = admit.Rules{Guard: s.guard, Token: s.token, RootDir: opts.RootDir, StaticScope: opts.StaticScope, MaxBody: s.maxBody}
 
 	// The SDK logs every session's connect and disconnect at Info: in
@@ -255,18 +260,18 @@ func New(opts Options) (*Server, error) {
 	getServer := func(*http.Request) *mcp.Server { return s.mcp }
 	s.jsonH = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, Logger: sdkLog, MaxRequestBodyBytes: sdkMax,
-		DisableLocalhostProtection: opts.AuthToken != "",
+		DisableLocalhostProtection: s.token.Required(),
 	})
 	s.sseH = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless: true, Logger: sdkLog, MaxRequestBodyBytes: sdkMax,
-		DisableLocalhostProtection: opts.AuthToken != "",
+		DisableLocalhostProtection: s.token.Required(),
 	})
 	if opts.Sessions {
 		s.maxSess = cmp.Or(opts.MaxSessions, DefaultMaxSessions)
 		s.sessH = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 			SessionTimeout: cmp.Or(opts.SessionIdleTimeout, DefaultSessionIdleTimeout),
 			Logger:         sdkLog, MaxRequestBodyBytes: sdkMax,
-			DisableLocalhostProtection: opts.AuthToken != "",
+			DisableLocalhostProtection: s.token.Required(),
 		})
 	}
 	s.handler = http.HandlerFunc(s.serveHTTP)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/internal/tooltext"
 	"github.com/agentbe/agentbe-daemon/registry"
 )
@@ -59,7 +59,16 @@ func (s *Server) syncTools() {
 // answer byte for byte the same.
 func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage, hdr http.Header, remote string,
 	ask func(context.Context, string, map[string]any) (string, map[string]any, error)) *mcp.CallToolResult {
-	ws, scope, release, err := s.workspaceFor(hdr)
+	// Who calls: from the request's own credential, which admission has
+	// already accepted (stdio has none: the local user, everything).
+	id, scope := httpguard.Full, ""
+	if hdr != nil {
+		var err error
+		if id, scope, err = s.admit.Caller(hdr, nil); err != nil {
+			return toolError(tooltext.ErrorText("Invalid scope", hdr.Get(headerScopePath), err))
+		}
+	}
+	ws, release, err := admit.Workspace(s.opts.Workspace, scope)
 	if err != nil {
 		return toolError(tooltext.ErrorText("Invalid scope", hdr.Get(headerScopePath), err))
 	}
@@ -68,7 +77,8 @@ func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage,
 	if hdr == nil {
 		face = "mcp-stdio" // stdio calls carry no HTTP header
 	}
-	res, err := s.reg.Call(ctx, name, registry.Call{Args: raw, Workspace: ws, Face: face, Remote: remote, Scope: scope, Ask: ask})
+	res, err := s.reg.Call(ctx, name, registry.Call{Args: raw, Workspace: ws, Face: face, Remote: remote, Scope: scope, Ask: ask,
+		Caller: id.Name, ReadOnly: id.ReadOnly, NoExec: !id.Exec})
 	res = registry.WithoutCode(res)
 	switch {
 	case errors.Is(err, registry.ErrBusy):
@@ -80,19 +90,6 @@ func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage,
 		s.log.Debug("mcp tool failed", "tool", name, "error", res.Content[0].(*mcp.TextContent).Text)
 	}
 	return res
-}
-
-// workspaceFor returns the workspace a call works in: ours, or for an HTTP
-// request with X-Scope-Path (already validated by serveHTTP) the scope below
-// it, which is released after the call. Stdio calls have no header.
-func (s *Server) workspaceFor(hdr http.Header) (fsops.Workspace, string, func(), error) {
-	sp := hdr.Get(headerScopePath)
-	ws, release, err := admit.Workspace(s.opts.Workspace, sp)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	scope, _ := admit.NormalizeScope(sp)
-	return ws, scope, release, nil
 }
 
 // toolError is an isError result with one text block.

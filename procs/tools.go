@@ -18,7 +18,7 @@ func (m *Manager) Tools() []registry.Tool {
 	id := map[string]any{"type": "string", "description": "the id process_start returned"}
 	return []registry.Tool{
 		{
-			Name: "process_start",
+			Name: "process_start", RunsCommands: true,
 			Description: "Start a command in the background (a dev server, a long build) and return its id at once. " +
 				"Same policy and isolation as exec. Follow it with process_output, end it with process_kill.",
 			InputSchema: toolkit.Schema(map[string]any{
@@ -59,13 +59,13 @@ func (m *Manager) Tools() []registry.Tool {
 			Handler:     m.wait,
 		},
 		{
-			Name:        "process_signal",
+			Name: "process_signal", RunsCommands: true,
 			Description: "Send a signal (TERM, INT, HUP, KILL, QUIT, USR1, USR2) to a background process.",
 			InputSchema: toolkit.Schema(map[string]any{"id": id, "signal": map[string]any{"type": "string"}}, "id", "signal"),
 			Handler:     m.signal,
 		},
 		{
-			Name:        "process_kill",
+			Name: "process_kill", RunsCommands: true,
 			Description: "Kill a background process and everything it started.",
 			InputSchema: toolkit.Schema(map[string]any{"id": id}, "id"),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)},

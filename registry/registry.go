@@ -59,6 +59,11 @@ type Tool struct {
 	// with a deadline of its own (exec kills its command at --exec-timeout
 	// and says so) sets a little more than that, so its own answer wins.
 	Timeout time.Duration
+	// RunsCommands marks a tool that runs a command the caller chooses
+	// (exec, process tools, system.run, a site's commands, an upstream
+	// server's tools): a caller without exec (a token file entry with
+	// "exec": false) cannot call it.
+	RunsCommands bool
 	// Handler runs one call. It reports failure as an error result, never
 	// as a panic; it must return soon after ctx is done.
 	Handler Handler
@@ -79,6 +84,13 @@ type Call struct {
 	// client's address, "" for stdio) and Scope (the scope path, "" for
 	// the root) say who called, for the audit log and the metrics.
 	Face, Remote, Scope string
+	// Caller is the token file entry the request authenticated with (""
+	// for the daemon's own token, no token, or stdio), for the audit log.
+	// ReadOnly callers may call only tools annotated readOnlyHint;
+	// NoExec callers no tool that RunsCommands. The faces set them from
+	// the request's credential (httpguard.Token.Identify).
+	Caller           string
+	ReadOnly, NoExec bool
 	// Ask, when set, puts a question to the person behind the client
 	// (MCP elicitation: message and a flat object schema) and returns
 	// their action ("accept", "decline", "cancel") and answers. Nil when
@@ -137,9 +149,11 @@ type Record struct {
 	Face     string
 	Remote   string
 	Scope    string
+	Caller   string
 	Args     json.RawMessage
 	// Outcome is "ok", "error" (an error result), "timeout", "busy",
-	// "unknown" (no such tool) or "panic".
+	// "unknown" (no such tool), "denied" (the caller may not call it) or
+	// "panic".
 	Outcome  string
 	BytesIn  int // len(Args)
 	BytesOut int // bytes of text and data in the result's content
@@ -360,7 +374,7 @@ func (r *Registry) Subscribe(f func()) (cancel func()) {
 func (r *Registry) Call(ctx context.Context, name string, call Call) (*mcp.CallToolResult, error) {
 	start := time.Now()
 	rec := Record{Start: start, Tool: name, Face: call.Face, Remote: call.Remote, Scope: call.Scope,
-		Args: call.Args, BytesIn: len(call.Args)}
+		Caller: call.Caller, Args: call.Args, BytesIn: len(call.Args)}
 	r.mu.RLock()
 	e, ok := r.tools[name]
 	r.mu.RUnlock()
@@ -370,6 +384,11 @@ func (r *Registry) Call(ctx context.Context, name string, call Call) (*mcp.CallT
 		return nil, err
 	}
 	rec.Provider = e.provider
+	if why := denied(e.tool, call); why != "" {
+		res := errorResult(why)
+		r.observe(&rec, "denied", res)
+		return res, nil
+	}
 
 	if err := r.acquire(ctx); err != nil {
 		r.observe(&rec, "busy", nil)
@@ -473,6 +492,22 @@ func ContentBytes(res *mcp.CallToolResult) int {
 		}
 	}
 	return n
+}
+
+// denied says why call may not run t ("" when it may): the one place a
+// token's read-only and exec restrictions meet the tools.
+func denied(t Tool, call Call) string {
+	who := "this token"
+	if call.Caller != "" {
+		who = fmt.Sprintf("token %q", call.Caller)
+	}
+	if call.ReadOnly && (t.Annotations == nil || !t.Annotations.ReadOnlyHint) {
+		return fmt.Sprintf("Permission denied: %s is read-only, and %s may change the workspace (only tools marked read-only may be called)", who, t.Name)
+	}
+	if (call.NoExec || call.ReadOnly) && t.RunsCommands {
+		return fmt.Sprintf("Permission denied: %s may not run commands, and %s runs one", who, t.Name)
+	}
+	return ""
 }
 
 func errorResult(text string) *mcp.CallToolResult {

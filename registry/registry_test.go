@@ -383,3 +383,54 @@ func TestResultCode(t *testing.T) {
 		}
 	}
 }
+
+// TestCallerRestrictions: a read-only caller reaches only tools annotated
+// readOnlyHint, a caller without exec no tool that RunsCommands (nor does a
+// read-only one), the refusal names the token and the tool, and the record
+// says "denied" and who called.
+func TestCallerRestrictions(t *testing.T) {
+	var recs []Record
+	r := New(Options{Observe: func(rec Record) { recs = append(recs, rec) }})
+	ran := map[string]int{}
+	mk := func(name string, ro, cmds bool) Tool {
+		return Tool{Name: name, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: ro}, RunsCommands: cmds,
+			Handler: func(ctx context.Context, call Call) *mcp.CallToolResult {
+				ran[name]++
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}
+			}}
+	}
+	if err := r.Set("p", []Tool{mk("read", true, false), mk("write", false, false), mk("run", false, true)}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		call    Call
+		allowed map[string]bool
+	}{
+		{Call{}, map[string]bool{"read": true, "write": true, "run": true}},
+		{Call{Caller: "ro", ReadOnly: true}, map[string]bool{"read": true}},
+		{Call{Caller: "noexec", NoExec: true}, map[string]bool{"read": true, "write": true}},
+	}
+	for _, c := range cases {
+		for _, name := range []string{"read", "write", "run"} {
+			before := ran[name]
+			recs = recs[:0]
+			res, err := r.Call(context.Background(), name, c.call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := res.Content[0].(*mcp.TextContent).Text
+			if c.allowed[name] {
+				if res.IsError || ran[name] != before+1 {
+					t.Errorf("%+v calling %s: refused: %s", c.call, name, text)
+				}
+				continue
+			}
+			if !res.IsError || ran[name] != before || !strings.HasPrefix(text, "Permission denied: token \""+c.call.Caller+"\"") || !strings.Contains(text, name) {
+				t.Errorf("%+v calling %s: ran %d, result %q", c.call, name, ran[name]-before, text)
+			}
+			if len(recs) != 1 || recs[0].Outcome != "denied" || recs[0].Caller != c.call.Caller {
+				t.Errorf("%+v calling %s: records %+v", c.call, name, recs)
+			}
+		}
+	}
+}

@@ -145,7 +145,12 @@ func (h *Handler) ServeExecute(w http.ResponseWriter, r *http.Request) {
 			fmt.Errorf("the request's timeout of %gs passed", *req.Timeout))
 		defer cancel()
 	}
-	ws, release, err := admit.Workspace(h.opts.Workspace, r.Header.Get(admit.HeaderScopePath))
+	id, scope, err := h.opts.Admit.Caller(r.Header, nil)
+	if err != nil {
+		admit.WriteJSONError(w, http.StatusBadRequest, "Invalid scope", err.Error())
+		return
+	}
+	ws, release, err := admit.Workspace(h.opts.Workspace, scope)
 	if err != nil {
 		admit.WriteJSONError(w, http.StatusBadRequest, "Invalid scope", err.Error())
 		return
@@ -154,7 +159,7 @@ func (h *Handler) ServeExecute(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	res, err := h.opts.Registry.Call(ctx, req.ToolName, registry.Call{
 		Args: req.Arguments, Workspace: ws, Face: "rest", Remote: r.RemoteAddr,
-		Scope: r.Header.Get(admit.HeaderScopePath),
+		Scope: scope, Caller: id.Name, ReadOnly: id.ReadOnly, NoExec: !id.Exec,
 	})
 	ms := float64(time.Since(start).Microseconds()) / 1000
 	var unknown *registry.UnknownToolError

@@ -58,9 +58,10 @@ func (s *Site) Tools() []registry.Tool {
 			},
 		},
 		{
-			Name:        "run_command",
-			Title:       "Run a tool site command",
-			Description: "Run a command that a page of the tool site allows in its frontmatter, in that page's directory, without a shell. Returns {stdout, stderr, returncode}.",
+			Name:         "run_command",
+			RunsCommands: true,
+			Title:        "Run a tool site command",
+			Description:  "Run a command that a page of the tool site allows in its frontmatter, in that page's directory, without a shell. Returns {stdout, stderr, returncode}.",
 			InputSchema: map[string]any{"type": "object", "properties": map[string]any{
 				"path":    map[string]any{"type": "string", "description": "the page whose frontmatter lists the command"},
 				"command": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1, "description": "argv, e.g. [\"wc\", \"-l\", \"cities.csv\"]"},

@@ -99,6 +99,8 @@ type SessionRecord struct {
 	Kind     string // "exec", "shell", "scp", or the subsystem's name ("sftp")
 	Command  string // the exec request's command ("" otherwise)
 	Remote   string // the client's address
+	Scope    string // the scope the connection was confined to (Confine), "" otherwise
+	Caller   string // the token file entry the connection came with, "" otherwise
 	Start    time.Time
 	Duration time.Duration
 	// Outcome is "ok" (exit status 0), "error" (another status or a
@@ -264,6 +266,21 @@ type Conn struct {
 
 	vmu  sync.Mutex
 	vals []connValue // per-connection state of subsystem handlers (a slice: one or two entries)
+
+	// Set by Confine before Serve: the workspace this connection works in
+	// (nil: the server's) and whether it may run commands.
+	ws            fsops.Workspace
+	noExec        bool
+	scope, caller string
+}
+
+// Confine narrows what the connection may do, for the credential it came
+// with (the /ssh token's scope and rights): ws replaces the server's
+// workspace for its SFTP, SCP and commands, and noExec refuses exec and
+// shell requests. Call it after Handshake and before Serve.
+// scope and caller are what its sessions' records say.
+func (c *Conn) Confine(ws fsops.Workspace, noExec bool, scope, caller string) {
+	c.ws, c.noExec, c.scope, c.caller = ws, noExec, scope, caller
 }
 
 // denied reports whether the connection's authentication withheld perm.

@@ -260,6 +260,10 @@ func (ss *session) start(kind, command string) {
 			"serves files only); use SFTP or the MCP file tools")
 		return
 	}
+	if ss.conn.noExec {
+		go ss.refuse("agentbe: this connection's token may not run commands; use SFTP, or a token with exec")
+		return
+	}
 	if kind == "exec" && strings.TrimSpace(command) == "" {
 		// The executor would take "" for an interactive shell; an exec
 		// request means a command, and an empty one is a client mistake.
@@ -287,7 +291,7 @@ func (ss *session) start(kind, command string) {
 	}
 	req := sandbox.Request{
 		Command:   command,
-		Workspace: srv.ws,
+		Workspace: ss.conn.Workspace(),
 		Env:       env,
 		Pty:       pty,
 	}
@@ -392,7 +396,7 @@ func (ss *session) report(st sandbox.ExitStatus) {
 		outcome = "error"
 	}
 	f(SessionRecord{
-		Kind: ss.kind, Command: ss.command, Remote: ss.remote, Start: ss.started,
+		Kind: ss.kind, Command: ss.command, Remote: ss.remote, Scope: ss.conn.scope, Caller: ss.conn.caller, Start: ss.started,
 		Duration: time.Since(ss.started), Outcome: outcome, ExitCode: st.Code,
 		BytesIn: ss.bytesIn.Load(), BytesOut: ss.bytesOut.Load(),
 	})

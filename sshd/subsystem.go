@@ -34,7 +34,12 @@ type Subsystem interface {
 }
 
 // Workspace is the workspace the server serves, for subsystem handlers.
-func (conn *Conn) Workspace() fsops.Workspace { return conn.srv.ws }
+func (conn *Conn) Workspace() fsops.Workspace {
+	if conn.ws != nil {
+		return conn.ws
+	}
+	return conn.srv.ws
+}
 
 // Logger is the server's logger, for subsystem handlers.
 func (conn *Conn) Logger() *slog.Logger { return conn.srv.log }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -39,6 +40,10 @@ type Options struct {
 	Executor sandbox.Executor
 	// AuthToken gates the WebSocket; "" means no auth.
 	AuthToken string
+	// Tokens is the token file's set (--tokens), shared with the daemon;
+	// nil without one. A connection with one of its tokens works in the
+	// token's scope, read-only or without commands as the entry says.
+	Tokens *atomic.Pointer[httpguard.TokenSet]
 	// AllowedOrigins are the browser origins allowed besides loopback ones
 	// ("*" for any); see Guard.
 	AllowedOrigins []string
@@ -81,6 +86,7 @@ type Server struct {
 	log       *slog.Logger
 	upgrader  websocket.Upgrader
 	guard     *httpguard.Guard
+	root      fsops.Workspace // Options.Workspace
 }
 
 // New validates opts and loads (or creates) the host key. The Server is ready
@@ -94,7 +100,8 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		token:     httpguard.NewToken(opts.AuthToken),
+		token:     httpguard.NewTokens(opts.AuthToken, opts.Tokens),
+		root:      opts.Workspace,
 		keepalive: opts.KeepaliveInterval,
 		log:       opts.Logger,
 	}
@@ -240,6 +247,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		wc.CloseWith(wsnet.CloseUnauthorized, "Unauthorized")
 		return
 	}
+	cf, release, err := s.workspaceFor(r)
+	if err != nil {
+		s.log.Info("refused: the token's scope", "remote", remote, "err", err)
+		wc.CloseWith(wsnet.ClosePolicy, "Invalid scope: "+err.Error())
+		return
+	}
 
 	c := &wsConn{Conn: wc}
 	c.stopKeepalive = s.startKeepalive(wc, remote)
@@ -249,13 +262,52 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// core's: Shutdown closes it (CloseCause) and waits for it.
 	conn, err := s.core.Handshake(context.Background(), c)
 	if err != nil {
+		release()
 		if errors.Is(err, sshd.ErrTooManyConns) || errors.Is(err, sshd.ErrShuttingDown) {
 			s.log.Warn("connection refused", "remote", remote, "reason", err)
 			c.CloseCause(err)
 		}
 		return
 	}
-	go conn.Serve()
+	if cf.confined {
+		conn.Confine(cf.ws, cf.noExec, cf.scope, cf.caller)
+	}
+	go func() {
+		conn.Serve()
+		release()
+	}()
+}
+
+// confinement is what a connection's token allows.
+type confinement struct {
+	confined      bool
+	ws            fsops.Workspace
+	noExec        bool
+	scope, caller string
+}
+
+// workspaceFor is where a connection admitted with r's credential works:
+// for a token of the token file, the token's scope of the server's
+// workspace (read-only when the entry says so) and whether it may run
+// commands; for the daemon's own token, the server's workspace as is.
+func (s *Server) workspaceFor(r *http.Request) (confinement, func(), error) {
+	id, ok := s.token.Identify(r.Header, r.URL.Query())
+	if !ok || id.Name == "" {
+		return confinement{}, func() {}, nil
+	}
+	c := confinement{confined: true, ws: s.root, noExec: !id.Exec, scope: id.Scope, caller: id.Name}
+	release := func() {}
+	if id.Scope != "" {
+		sc, err := s.root.Scope(id.Scope)
+		if err != nil {
+			return confinement{}, nil, err
+		}
+		c.ws, release = sc, func() { _ = sc.Close() }
+	}
+	if id.ReadOnly {
+		c.ws = fsops.ReadOnly(c.ws)
+	}
+	return c, release, nil
 }
 
 // readBufferSize is the WebSocket read buffer of a server connection.

@@ -458,6 +458,9 @@ func (s *server) tool(t *mcp.Tool) registry.Tool {
 		Description: t.Description,
 		InputSchema: t.InputSchema,
 		Annotations: ann,
+		// What a server's tool does is the server's; only one that says
+		// it reads is callable without exec.
+		RunsCommands: ann == nil || !ann.ReadOnlyHint,
 		// A little over the server's own timeout, so its answer (naming
 		// the server and the limit) wins over the registry's.
 		Timeout: timeout + time.Second,

@@ -43,7 +43,9 @@ type tool[In any] struct {
 	Schema schema
 	// Timeout is the registry's deadline for one call; 0 is its default.
 	Timeout time.Duration
-	Handler func(ctx context.Context, ws fsops.Workspace, args In) *mcp.CallToolResult
+	// RunsCommands: registry.Tool.RunsCommands (exec).
+	RunsCommands bool
+	Handler      func(ctx context.Context, ws fsops.Workspace, args In) *mcp.CallToolResult
 }
 
 // toolEntry is a tool of any argument type, as Tools lists them.
@@ -60,7 +62,7 @@ func (t tool[In]) def() registry.Tool {
 	name, in, h := t.Name, t.Schema, t.Handler
 	return registry.Tool{
 		Name: name, Title: t.Title, Description: t.Description, Annotations: &ann, InputSchema: in,
-		Timeout: t.Timeout,
+		Timeout: t.Timeout, RunsCommands: t.RunsCommands,
 		Handler: func(ctx context.Context, call registry.Call) *mcp.CallToolResult {
 			raw := call.Args
 			if msg := validateArgs(raw, in); msg != "" {

@@ -47,8 +47,9 @@ func execTool(env execEnv) tool[execArgs] {
 			"command": str("Shell command to execute"),
 			"env":     strMap("Optional environment variables to set for this command"),
 		}, required("command")),
-		Timeout: cmp.Or(env.timeout, sandbox.DefaultTimeout) + execGrace,
-		Handler: env.exec,
+		Timeout:      cmp.Or(env.timeout, sandbox.DefaultTimeout) + execGrace,
+		RunsCommands: true,
+		Handler:      env.exec,
 	}
 }
 

@@ -273,7 +273,7 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 	} else if created {
 		log.Info("created the workspace root, which did not exist", "root", cfg.Root)
 	}
-	if cfg.InsecureNoAuth && cfg.AuthToken == "" && !cfg.IsLoopback() && !cfg.LocalOnly {
+	if cfg.InsecureNoAuth && !cfg.HasAuth() && !cfg.IsLoopback() && !cfg.LocalOnly {
 		log.Warn("SERVING WITHOUT AUTHENTICATION on a non-loopback address: anyone who can reach this port can read, write and run commands in the workspace",
 			"bind", cfg.Bind, "port", cfg.Port)
 	}
@@ -302,6 +302,11 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 			}
 			if err := d.ReloadSSHKeys(); err != nil {
 				log.Error("SIGHUP: reloading the SSH port's keys failed; the previous ones stay in force", "err", err)
+			}
+			if n, err := d.ReloadTokens(); err != nil {
+				log.Error("SIGHUP: reloading the token file failed; the previous tokens stay in force", "err", err)
+			} else if cfg.TokensFile != "" {
+				log.Info("SIGHUP: token file reloaded", "file", cfg.TokensFile, "tokens", n)
 			}
 			if err := d.ReopenAuditLog(); err != nil {
 				log.Error("SIGHUP: reopening the audit log failed; still writing the previous file", "err", err)

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
@@ -99,6 +100,23 @@ func (ru *Rules) Check(r *http.Request) *Refusal {
 			fmt.Sprintf("request body is %d bytes; the limit is %d bytes (write large files in parts, or raise the daemon's body limit)", r.ContentLength, ru.MaxBody)}
 	}
 	return nil
+}
+
+// Caller is who a request that Check admitted is, from its own
+// credential (the Authorization header, and the "token" query parameter
+// when q is given), and the scope it works in: its token's, narrowed by
+// X-Scope-Path. Every face asks it, so a token bound to a scope cannot
+// reach outside it through any of them.
+func (ru *Rules) Caller(h http.Header, q url.Values) (httpguard.Identity, string, error) {
+	id, ok := ru.Token.Identify(h, q)
+	if !ok {
+		return httpguard.Identity{}, "", errcode.New(errcode.PermissionDenied, "auth", "", "invalid or missing authentication token")
+	}
+	sp, ok := NormalizeScope(h.Get(HeaderScopePath))
+	if !ok {
+		return httpguard.Identity{}, "", errcode.New(errcode.PathEscapeAttempt, "scope", sp, "scope path must not contain ..")
+	}
+	return id, httpguard.JoinScope(id, sp), nil
 }
 
 // NormalizeScope applies the reference's rule to X-Scope-Path: leading

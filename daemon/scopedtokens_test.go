@@ -1,0 +1,251 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pkg/sftp"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/wsclient"
+)
+
+func tokenLine(name, tok, rest string) string {
+	s := sha256.Sum256([]byte(tok))
+	return `{"name":"` + name + `","sha256":"` + hex.EncodeToString(s[:]) + `"` + rest + `}`
+}
+
+// callAs posts an MCP tools/call with a bearer token and an optional
+// X-Scope-Path, and returns the HTTP status and the body.
+func callAs(t *testing.T, url, token, scope, tool, args string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+tool+`","arguments":`+args+`}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if scope != "" {
+		req.Header.Set("X-Scope-Path", scope)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func sshAs(t *testing.T, url, token string) *gossh.Client {
+	t.Helper()
+	conn, err := wsclient.Dial(context.Background(), "ws"+strings.TrimPrefix(url, "http")+"/ssh", token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, chans, reqs, err := gossh.NewClientConn(conn, "ws", &gossh.ClientConfig{
+		User: "agent", Auth: []gossh.AuthMethod{gossh.Password(token)}, HostKeyCallback: gossh.InsecureIgnoreHostKey(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := gossh.NewClient(cc, chans, reqs)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestScopedTokens is the token file end to end: each token works only in
+// its scope (narrowed, never widened, by X-Scope-Path) over MCP, REST and
+// /ssh (SFTP and exec); a read-only token reads but cannot write or run
+// commands; a token without exec writes but runs nothing; the daemon's
+// own token still opens everything; an unknown token is refused; the
+// audit log names the token; and SIGHUP's reload takes a removed token
+// away from new requests.
+func TestScopedTokens(t *testing.T) {
+	c := testConfig(t)
+	c.AuthToken = "master-token"
+	c.AuditLog = filepath.Join(t.TempDir(), "audit.log")
+	for _, d := range []string{"a", "b"} {
+		must(t, os.MkdirAll(filepath.Join(c.Root, d), 0o755))
+	}
+	must(t, os.WriteFile(filepath.Join(c.Root, "top.txt"), []byte("top"), 0o644))
+	must(t, os.WriteFile(filepath.Join(c.Root, "b/secret.txt"), []byte("bob's"), 0o644))
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	writeTokens := func(lines ...string) {
+		must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+strings.Join(lines, ",")+`]}`), 0o600))
+	}
+	alice := tokenLine("alice", "alice-token", `,"scope":"a"`)
+	bob := tokenLine("bob", "bob-token", `,"scope":"b","readOnly":true`)
+	carol := tokenLine("carol", "carol-token", `,"scope":"a","exec":false`)
+	writeTokens(alice, bob, carol)
+	c.TokensFile = tokens
+	must(t, c.Validate())
+	r := start(t, c, nil)
+
+	ok := func(code int, body string) bool { return code == http.StatusOK && !strings.Contains(body, `"isError":true`) }
+	// alice: her scope is her root.
+	if code, body := callAs(t, r.url, "alice-token", "", "write_file", `{"path":"note.txt","content":"hi"}`); !ok(code, body) {
+		t.Fatalf("alice write: %d %s", code, body)
+	}
+	if b, err := os.ReadFile(filepath.Join(c.Root, "a/note.txt")); err != nil || string(b) != "hi" {
+		t.Fatalf("alice's write did not land in a/: %q %v", b, err)
+	}
+	if code, body := callAs(t, r.url, "alice-token", "", "list_directory", `{"path":"."}`); !ok(code, body) || strings.Contains(body, "top.txt") || !strings.Contains(body, "note.txt") {
+		t.Fatalf("alice lists her scope: %d %s", code, body)
+	}
+	for _, p := range []string{"../b/secret.txt", "/b/secret.txt", filepath.Join(c.Root, "b/secret.txt")} {
+		if code, body := callAs(t, r.url, "alice-token", "", "read_text_file", `{"path":"`+p+`"}`); ok(code, body) || strings.Contains(body, "bob's") {
+			t.Errorf("alice read %s: %d %s", p, code, body)
+		}
+	}
+	// X-Scope-Path narrows her scope, and cannot leave it.
+	if code, body := callAs(t, r.url, "alice-token", "sub", "write_file", `{"path":"n.txt","content":"x"}`); !ok(code, body) {
+		t.Fatalf("alice in a/sub: %d %s", code, body)
+	}
+	if _, err := os.Stat(filepath.Join(c.Root, "a/sub/n.txt")); err != nil {
+		t.Fatalf("X-Scope-Path did not narrow alice's scope: %v", err)
+	}
+	if code, _ := callAs(t, r.url, "alice-token", "../b", "list_directory", `{"path":"."}`); code != http.StatusBadRequest {
+		t.Errorf("alice with X-Scope-Path ../b: %d, want 400", code)
+	}
+	if code, body := callAs(t, r.url, "alice-token", "", "exec", `{"command":"pwd"}`); !ok(code, body) || !strings.Contains(body, filepath.Join(c.Root, "a")) {
+		t.Errorf("alice exec pwd: %d %s", code, body)
+	}
+	// bob: read-only in b.
+	if code, body := callAs(t, r.url, "bob-token", "", "read_text_file", `{"path":"secret.txt"}`); !ok(code, body) || !strings.Contains(body, "bob's") {
+		t.Errorf("bob reads his scope: %d %s", code, body)
+	}
+	for tool, args := range map[string]string{"write_file": `{"path":"x","content":"x"}`, "exec": `{"command":"touch y"}`, "create_directory": `{"path":"d"}`} {
+		if code, body := callAs(t, r.url, "bob-token", "", tool, args); code != http.StatusOK || !strings.Contains(body, `Permission denied: token \"bob\"`) {
+			t.Errorf("bob %s: %d %s", tool, code, body)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(c.Root, "b")); len(ents) != 1 {
+		t.Errorf("bob changed b/: %v", ents)
+	}
+	// carol: writes, runs nothing.
+	if code, body := callAs(t, r.url, "carol-token", "", "exec", `{"command":"true"}`); !strings.Contains(body, `Permission denied: token \"carol\" may not run commands`) {
+		t.Errorf("carol exec: %d %s", code, body)
+	}
+	if code, body := callAs(t, r.url, "carol-token", "", "write_file", `{"path":"c.txt","content":"c"}`); !ok(code, body) {
+		t.Errorf("carol write: %d %s", code, body)
+	}
+	// The daemon's token: everything, the root.
+	if code, body := callAs(t, r.url, "master-token", "", "read_text_file", `{"path":"b/secret.txt"}`); !ok(code, body) {
+		t.Errorf("master reads b/: %d %s", code, body)
+	}
+	if code, _ := callAs(t, r.url, "nobody-token", "", "list_directory", `{"path":"."}`); code != http.StatusUnauthorized {
+		t.Errorf("unknown token: %d, want 401", code)
+	}
+
+	// REST: the same rules.
+	rest := func(token, body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, r.url+"/execute", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := rest("alice-token", `{"tool_name":"list_directory","arguments":{"path":"."}}`); code != http.StatusOK || strings.Contains(body, "top.txt") || !strings.Contains(body, "note.txt") {
+		t.Errorf("REST alice: %d %s", code, body)
+	}
+	if _, body := rest("bob-token", `{"tool_name":"write_file","arguments":{"path":"x","content":"x"}}`); !strings.Contains(body, "Permission denied") {
+		t.Errorf("REST bob write: %s", body)
+	}
+
+	// /gateway: the connection's token decides, for all its calls.
+	gwA := dialGW(t, r.url, "alice-token")
+	if got := rpcGW(t, gwA, `{"jsonrpc":"2.0","id":1,"method":"tools.invoke","params":{"sessionId":"s","toolId":"list_directory","args":{"path":"."}}}`); !strings.Contains(got, "note.txt") || strings.Contains(got, "top.txt") {
+		t.Errorf("gateway alice: %.300s", got)
+	}
+	gwB := dialGW(t, r.url, "bob-token")
+	if got := rpcGW(t, gwB, `{"jsonrpc":"2.0","id":1,"method":"tools.invoke","params":{"sessionId":"s","toolId":"write_file","args":{"path":"x","content":"x"}}}`); !strings.Contains(got, "Permission denied") {
+		t.Errorf("gateway bob write: %.300s", got)
+	}
+
+	// /ssh: alice's SFTP and commands are in a/; bob's SFTP is read-only
+	// and he runs nothing.
+	ac := sshAs(t, r.url, "alice-token")
+	as, err := sftp.NewClient(ac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := as.Stat("/note.txt"); err != nil {
+		t.Errorf("alice's SFTP root is not a/: %v", err)
+	}
+	if _, err := as.Stat("/../b/secret.txt"); err == nil {
+		t.Error("alice's SFTP reached b/")
+	}
+	sess, err := ac.NewSession()
+	must(t, err)
+	if out, err := sess.Output("pwd"); err != nil || strings.TrimSpace(string(out)) != filepath.Join(c.Root, "a") {
+		t.Errorf("alice's ssh exec pwd: %q %v", out, err)
+	}
+	bc := sshAs(t, r.url, "bob-token")
+	bs, err := sftp.NewClient(bc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := bs.Open("/secret.txt"); err != nil {
+		t.Errorf("bob's SFTP read: %v", err)
+	} else {
+		f.Close()
+	}
+	if f, err := bs.Create("/new.txt"); err == nil {
+		f.Close()
+		t.Error("bob's SFTP created a file")
+	}
+	if err := bs.Remove("/secret.txt"); err == nil {
+		t.Error("bob's SFTP removed a file")
+	}
+	sess, err = bc.NewSession()
+	must(t, err)
+	if out, err := sess.CombinedOutput("touch /tmp/x"); err == nil || !strings.Contains(string(out), "may not run commands") {
+		t.Errorf("bob's ssh exec: %q %v", out, err)
+	}
+
+	// Reload: bob is gone for new requests.
+	writeTokens(alice, carol)
+	if n, err := r.d.ReloadTokens(); err != nil || n != 2 {
+		t.Fatalf("ReloadTokens = %d, %v", n, err)
+	}
+	if code, _ := callAs(t, r.url, "bob-token", "", "read_text_file", `{"path":"secret.txt"}`); code != http.StatusUnauthorized {
+		t.Errorf("bob after the reload: %d, want 401", code)
+	}
+	// A broken file changes nothing.
+	must(t, os.WriteFile(tokens, []byte(`{"tokens":[{"name":"x"}]}`), 0o600))
+	if _, err := r.d.ReloadTokens(); err == nil || !strings.Contains(err.Error(), tokens) {
+		t.Errorf("reloading a broken file: %v", err)
+	}
+	if code, body := callAs(t, r.url, "alice-token", "", "read_text_file", `{"path":"note.txt"}`); !ok(code, body) {
+		t.Errorf("alice after a failed reload: %d %s", code, body)
+	}
+
+	as.Close()
+	bs.Close()
+	must(t, r.stop())
+	b, _ := os.ReadFile(c.AuditLog)
+	for _, want := range []string{`"caller":"alice"`, `"caller":"bob"`, `"outcome":"denied"`, `"caller":"carol"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the audit log has no %s", want)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
