@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -18,6 +19,10 @@ func TestSiteOnDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.AuthToken = "site-token-42"
+	c.TokensFile = filepath.Join(t.TempDir(), "tokens.json")
+	if err := os.WriteFile(c.TokensFile, []byte(`{"tokens":[`+tokenLine("reader", "reader-token", `,"readOnly":true`)+`]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +51,17 @@ func TestSiteOnDaemon(t *testing.T) {
 	}
 	if code, body := req("POST", "/site/data", `{"command":["head","-n","1","cities.csv"]}`, c.AuthToken); code != 200 || body != `{"stdout":"name,country,population\n","stderr":"","returncode":0}` {
 		t.Errorf("POST /site/data: %d %s", code, body)
+	}
+	// A read-only token reads the site's pages and runs none of its
+	// commands, over HTTP and MCP.
+	if code, _ := req("GET", "/site/", "", "reader-token"); code != 200 {
+		t.Errorf("GET /site/ with a read-only token: %d", code)
+	}
+	if code, body := req("POST", "/site/data", `{"command":["head","-n","1","cities.csv"]}`, "reader-token"); code != http.StatusForbidden || !strings.Contains(body, `token \"reader\" may not run commands`) {
+		t.Errorf("POST /site/data with a read-only token: %d %s", code, body)
+	}
+	if code, body := req("POST", "/mcp", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_command","arguments":{"path":"data","command":["true"]}}}`, "reader-token"); code != 200 || !strings.Contains(body, "Permission denied") {
+		t.Errorf("run_command over MCP with a read-only token: %d %s", code, body)
 	}
 	code, body := req("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, c.AuthToken)
 	if code != 200 || !strings.Contains(body, "This server also serves a tool site") {

@@ -277,6 +277,16 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 				ref.Write(w)
 				return
 			}
+			// A POST runs one of the site's commands: a token without
+			// exec (read-only ones included) may read its pages only, as
+			// its run_command tool is refused over MCP.
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				if id, _, err := rules.Caller(r.Header, nil); err != nil || !id.Exec {
+					admit.WriteJSONError(w, http.StatusForbidden, "Forbidden",
+						fmt.Sprintf("token %q may not run commands; the site's pages can be read with GET", id.Name))
+					return
+				}
+			}
 			site.ServeHTTP(w, r)
 		})
 	}
