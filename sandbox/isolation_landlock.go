@@ -87,9 +87,13 @@ const (
 // ABI version; later ones have the last).
 var landlockHandledFS = []uint64{0, 1<<13 - 1, 1<<14 - 1, 1<<15 - 1, 1<<15 - 1, 1<<16 - 1, 1<<16 - 1, 1<<16 - 1, 1<<16 - 1, 1<<17 - 1}
 
-// devNodes may be opened read-write by every command; /dev/pts for the
-// terminals of pty sessions.
-var devNodes = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"}
+// devNodes may be opened read-write by every command. Not /dev/pts or
+// /dev/ptmx: the host has one devpts, where the terminals of the other
+// sessions (other scopes') are, and a command that could open one could
+// read what is typed into it. A command on a pty has it open already (its
+// stdio, and /dev/tty); what needs a new pseudo-terminal (tmux, script)
+// does not work in this mode.
+var devNodes = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}
 
 // landlockABI is LandlockABI; tests replace it to see auto's fallback.
 var landlockABI = LandlockABI
@@ -138,7 +142,8 @@ func (l *landlockIsolation) visible(p, boundary string, bound bool) bool {
 // command: the trampoline, started where the command starts (hostCommand
 // enters the working directory by descriptor, the session and the
 // credential are the same), with an empty environment of its own, the
-// ruleset on fd 3, and the program, its environment and argv in its argv.
+// ruleset on fd 3, the seccomp filter on fd 4, the command's environment
+// on fd 5 and the program and its argv in its argv.
 func (l *landlockIsolation) command(p program, wd *workdir, pty bool) *exec.Cmd {
 	cmd := hostCommand(l.e, p, wd, pty)
 	rs, tmp, err := l.ruleset(wd)
@@ -153,13 +158,42 @@ func (l *landlockIsolation) command(p program, wd *workdir, pty bool) *exec.Cmd 
 		return cmd
 	}
 	wd.extra = append(wd.extra, rs)
-	env := withEnv(p.env, "TMPDIR", tmp)
-	path := p.path
+	envf, err := envFile(withEnv(p.env, "TMPDIR", tmp))
+	if err != nil {
+		l.e.log.Error("landlock: cannot pass the command's environment; the command is refused", "err", err)
+		cmd.Path = "/proc/self/exe"
+		cmd.Args = sandboxexec.RefuseArgv("agent-backend", "cannot pass the environment: "+err.Error())
+		cmd.Env = []string{}
+		return cmd
+	}
+	wd.extra = append(wd.extra, envf)
 	cmd.Path = "/proc/self/exe"
-	cmd.Args = sandboxexec.Argv("agent-backend", path, env, p.argv)
+	cmd.Args = sandboxexec.Argv("agent-backend", p.path, p.argv)
 	cmd.Env = []string{}
-	cmd.ExtraFiles = []*os.File{rs, l.filter} // fds 3 and 4: sandboxexec.RulesetFD, FilterFD
+	// fds 3, 4, 5: sandboxexec.RulesetFD, FilterFD, EnvFD.
+	cmd.ExtraFiles = []*os.File{rs, l.filter, envf}
 	return cmd
+}
+
+// envFile is env in a memfd for the trampoline (sandboxexec.EnvFD).
+// An entry with a NUL is refused, as os/exec refuses one: in the file it
+// would become two entries, the second one of the caller's choosing.
+func envFile(env []string) (*os.File, error) {
+	for _, kv := range env {
+		if strings.IndexByte(kv, 0) >= 0 {
+			return nil, errors.New("an environment variable contains a NUL byte")
+		}
+	}
+	fd, err := unix.MemfdCreate("agentbe-env", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "agentbe-env")
+	if _, err := f.Write(sandboxexec.EncodeEnv(env)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // withEnv sets k=v in env and leaves one entry per name, the last, in

@@ -82,6 +82,15 @@ func probe(name, arg string) error {
 		var ws unix.WaitStatus
 		_, _ = unix.Wait4(int(r), &ws, 0, nil)
 		return nil
+	case "tiocsti-stdin":
+		// On the command's own stdin (a pipe here): the kernel would say
+		// ENOTTY; the filter says EPERM before it looks.
+		c := byte('x')
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, 0, uintptr(unix.TIOCSTI), uintptr(unsafe.Pointer(&c)))
+		if errno != 0 {
+			return errno
+		}
+		return nil
 	case "tiocsti", "tiocsti-high":
 		// A pseudo-terminal of its own: the injection is tried on its
 		// replica end.
@@ -180,7 +189,7 @@ func TestLandlockConfines(t *testing.T) {
 			"write:" + filepath.Join(hostTmp, "x"), "write:" + etcFile,
 			"read:" + secret, "read:" + token,
 			"ptrace:" + target, "mem:" + target, "signal:" + target,
-			"unshare:", "clone3:", "tiocsti:", "tiocsti-high:",
+			"unshare:", "clone3:", "tiocsti:", "tiocsti-high:", "tiocsti-stdin:",
 		}
 	}
 	// The control: mode none may do all of it (to a stand-in for the
@@ -191,7 +200,7 @@ func TestLandlockConfines(t *testing.T) {
 		// A multithreaded process (the prober) gets EINVAL from
 		// unshare(CLONE_NEWUSER): the kernel's own answer, after the
 		// filter's EPERM would have come.
-		if r != "ok" && (op != "unshare:" || r != "EINVAL") {
+		if r != "ok" && (op != "unshare:" || r != "EINVAL") && (op != "tiocsti-stdin:" || r != "ENOTTY") {
 			t.Fatalf("control (mode none): %s = %s; the probe cannot tell the sandbox's refusals apart", op, r)
 		}
 	}
@@ -203,7 +212,9 @@ func TestLandlockConfines(t *testing.T) {
 		"write:" + filepath.Join(hostTmp, "x"): "EACCES", "write:" + etcFile: "EACCES",
 		"read:" + secret: "EACCES", "read:" + token: "EACCES",
 		"ptrace:" + daemon: "EPERM", "mem:" + daemon: "EACCES", "signal:" + daemon: "EPERM",
-		"unshare:": "EPERM", "clone3:": "ENOSYS", "tiocsti:": "EPERM", "tiocsti-high:": "EPERM",
+		// No pseudo-terminal can be opened (the host's devpts holds the
+		// other sessions'), and TIOCSTI is refused on what the command has.
+		"unshare:": "EPERM", "clone3:": "ENOSYS", "tiocsti:": "EACCES", "tiocsti-high:": "EACCES", "tiocsti-stdin:": "EPERM",
 	}
 	for op, w := range want {
 		if got[op] != w {
@@ -212,6 +223,14 @@ func TestLandlockConfines(t *testing.T) {
 	}
 	if _, err := os.Stat(etcFile); err == nil {
 		t.Errorf("a landlock command wrote %s", etcFile)
+	}
+
+	// An environment value with a NUL cannot smuggle a second variable
+	// (LD_PRELOAD) past the trampoline: nothing runs.
+	res, err := e.Run(context.Background(), Request{Command: "echo ran", Boundary: scopeA,
+		Env: map[string]string{"A": "x\x00LD_PRELOAD=/nonexistent.so"}})
+	if err == nil && (res.ExitCode == 0 || strings.Contains(string(res.Stdout), "ran")) {
+		t.Errorf("a NUL in an environment value: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
 
 	// Its TMPDIR is its own: written there, and another scope's is
@@ -236,8 +255,8 @@ func TestSoftwareModeSeccomp(t *testing.T) {
 		t.Fatalf("software mode reason %q does not say the filter is on", e.Reason())
 	}
 	standIn := startSleeper(t)
-	got := runProbes(t, e, ws, []string{"ptrace:" + standIn, "unshare:", "tiocsti:", "tiocsti-high:", "read:/etc/passwd"})
-	want := map[string]string{"ptrace:" + standIn: "EPERM", "unshare:": "EPERM", "tiocsti:": "EPERM", "tiocsti-high:": "EPERM", "read:/etc/passwd": "ok"}
+	got := runProbes(t, e, ws, []string{"ptrace:" + standIn, "unshare:", "tiocsti:", "tiocsti-high:", "tiocsti-stdin:", "read:/etc/passwd"})
+	want := map[string]string{"ptrace:" + standIn: "EPERM", "unshare:": "EPERM", "tiocsti:": "EPERM", "tiocsti-high:": "EPERM", "tiocsti-stdin:": "EPERM", "read:/etc/passwd": "ok"}
 	for op, w := range want {
 		if got[op] != w {
 			t.Errorf("software: %s = %s, want %s", op, got[op], w)

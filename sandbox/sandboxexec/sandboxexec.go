@@ -18,7 +18,7 @@
 // order, and one that sorts after a pending dependency lets everything
 // between run first). It reads nothing from its environment (the
 // daemon starts it with an empty one; the command's environment travels in
-// Argv), so a hostile LD_PRELOAD or GODEBUG in a request cannot reach it.
+// EnvFD), so a hostile LD_PRELOAD or GODEBUG in a request cannot reach it.
 //
 // Why a separate process and not the daemon's spawning thread: a Landlock
 // domain applied to a daemon thread would put that thread in the same
@@ -42,7 +42,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"syscall"
 )
 
@@ -52,21 +51,87 @@ const Arg = "sandbox-exec"
 // RulesetFD is the descriptor the trampoline finds its Landlock ruleset
 // on (the first of exec.Cmd.ExtraFiles), FilterFD the one its seccomp
 // filter is read from (the second). Both are closed before the exec.
+//
+// EnvFD holds the command's environment (EncodeEnv): not in the argv,
+// which every user of the machine can read in /proc/<pid>/cmdline, where
+// a process's environment is readable by its own user only.
 const (
 	RulesetFD = 3
 	FilterFD  = 4
+	EnvFD     = 5
 )
 
 // Argv is the trampoline's argv for one command: path is the file to
 // exec (absolute, or relative to the working directory the trampoline
-// starts in), env its complete environment, argv its argv.
+// starts in), argv the command's argv.
 //
-//	agent-backend sandbox-exec <path> <len(env)> <env...> <argv...>
-func Argv(self, path string, env, argv []string) []string {
-	out := make([]string, 0, 4+len(env)+len(argv))
-	out = append(out, self, Arg, path, strconv.Itoa(len(env)))
-	out = append(out, env...)
+//	agent-backend sandbox-exec <path> <argv...>
+func Argv(self, path string, argv []string) []string {
+	out := make([]string, 0, 3+len(argv))
+	out = append(out, self, Arg, path)
 	return append(out, argv...)
+}
+
+// EncodeEnv is env as the trampoline reads it from EnvFD: each entry
+// followed by a NUL.
+func EncodeEnv(env []string) []byte {
+	n := 0
+	for _, kv := range env {
+		n += len(kv) + 1
+	}
+	b := make([]byte, 0, n)
+	for _, kv := range env {
+		b = append(append(b, kv...), 0)
+	}
+	return b
+}
+
+// maxEnv bounds what the trampoline reads from EnvFD (the kernel refuses
+// an environment of more than a quarter of the stack limit anyway).
+const maxEnv = 8 << 20
+
+// readEnv reads the environment from fd, from offset 0, and closes fd.
+func readEnv(fd int) ([]string, error) {
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("the environment on fd %d: %w", fd, err)
+	}
+	if st.Size < 0 || st.Size > maxEnv {
+		return nil, fmt.Errorf("the environment on fd %d is %d bytes", fd, st.Size)
+	}
+	buf := make([]byte, st.Size)
+	for off := 0; off < len(buf); {
+		n, err := syscall.Pread(fd, buf[off:], int64(off))
+		if err != nil {
+			return nil, fmt.Errorf("reading the environment: %w", err)
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("the environment on fd %d ended early", fd)
+		}
+		off += n
+	}
+	return decodeEnv(buf)
+}
+
+// decodeEnv is EncodeEnv's inverse.
+func decodeEnv(b []byte) ([]string, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if b[len(b)-1] != 0 {
+		return nil, errors.New("the environment does not end with a NUL")
+	}
+	var env []string
+	for len(b) > 0 {
+		i := 0
+		for b[i] != 0 {
+			i++
+		}
+		env = append(env, string(b[:i]))
+		b = b[i+1:]
+	}
+	return env, nil
 }
 
 // RefuseArgv is the trampoline's argv for a command the daemon could not
@@ -76,15 +141,11 @@ func RefuseArgv(self, msg string) []string { return []string{self, Arg, refuse, 
 const refuse = "--refuse"
 
 // parse is Argv's inverse on the trampoline's os.Args[2:].
-func parse(args []string) (path string, env, argv []string, err error) {
-	if len(args) < 3 {
-		return "", nil, nil, fmt.Errorf("want <path> <n> <env...> <argv...>, got %d arguments", len(args))
+func parse(args []string) (path string, argv []string, err error) {
+	if len(args) < 2 {
+		return "", nil, fmt.Errorf("want <path> <argv...>, got %d arguments", len(args))
 	}
-	n, err := strconv.Atoi(args[1])
-	if err != nil || n < 0 || n > len(args)-3 {
-		return "", nil, nil, fmt.Errorf("bad environment count %q", args[1])
-	}
-	return args[0], args[2 : 2+n], args[2+n:], nil
+	return args[0], args[1:], nil
 }
 
 func init() {
@@ -110,7 +171,11 @@ func run(args []string) int {
 	// Landlock and seccomp bind the calling thread; exec must come from
 	// the same one. (Init runs on the main thread, locked; this says so.)
 	runtime.LockOSThread()
-	path, env, argv, err := parse(args)
+	path, argv, err := parse(args)
+	if err != nil {
+		return fail(126, err)
+	}
+	env, err := readEnv(EnvFD)
 	if err != nil {
 		return fail(126, err)
 	}
