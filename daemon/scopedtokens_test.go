@@ -88,7 +88,9 @@ func TestScopedTokens(t *testing.T) {
 	must(t, c.Validate())
 	r := start(t, c, nil)
 
-	ok := func(code int, body string) bool { return code == http.StatusOK && !strings.Contains(body, `"isError":true`) }
+	ok := func(code int, body string) bool {
+		return code == http.StatusOK && !strings.Contains(body, `"isError":true`)
+	}
 	// alice: her scope is her root.
 	if code, body := callAs(t, r.url, "alice-token", "", "write_file", `{"path":"note.txt","content":"hi"}`); !ok(code, body) {
 		t.Fatalf("alice write: %d %s", code, body)
