@@ -129,6 +129,8 @@ type Config struct {
 	GatewayTools bool
 	// ProcessTools serves the background process tools (docs/processes.md).
 	ProcessTools bool
+	// WatchTools serves watch_changes (fswatch, docs/processes.md).
+	WatchTools bool
 	// ExecApprovals is system.run's policy file; ExecApprovalMode and
 	// ExecAsk its mode and ask setting; ExecApprovalTTL how long a pending
 	// approval waits; ExecAskClient asks the MCP client's user (elicitation)

@@ -81,3 +81,57 @@ func TestProcessToolsOnDaemon(t *testing.T) {
 		t.Error("the process tools are served without --process-tools")
 	}
 }
+
+// TestWatchToolOnDaemon: with --watch-tools, watch_changes over REST
+// starts at a cursor and then reports a file written over MCP.
+func TestWatchToolOnDaemon(t *testing.T) {
+	c := testConfig(t)
+	c.WatchTools = true
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, c, nil)
+	execute := func(args string) map[string]any {
+		t.Helper()
+		resp, err := http.Post(r.url+"/execute", "application/json", strings.NewReader(`{"tool_name":"watch_changes","arguments":`+args+`}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var out map[string]any
+		json.Unmarshal(b, &out)
+		if out["status"] != "success" {
+			t.Fatalf("watch_changes %s: %s", args, b)
+		}
+		var res map[string]any
+		json.Unmarshal([]byte(out["output"].(string)), &res)
+		return res
+	}
+	startAt := execute(`{}`)
+	cur, ok := startAt["cursor"].(float64)
+	if !ok {
+		t.Fatalf("start: %v", startAt)
+	}
+	if code, body := mcpCall(t, r.url, "write_file", `{"path":"build/out.txt","content":"done"}`); code != http.StatusOK || strings.Contains(body, `"isError":true`) {
+		t.Fatalf("write_file: %d %s", code, body)
+	}
+	got := execute(`{"cursor":` + strconv.Itoa(int(cur)) + `,"timeoutMs":10000}`)
+	events, _ := got["events"].([]any)
+	found := false
+	for _, e := range events {
+		if m, _ := e.(map[string]any); m["path"] == "build" || m["path"] == "build/out.txt" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the write was not reported: %v", got)
+	}
+	c2 := testConfig(t)
+	c2.WatchTools, c2.Backend = true, "memory"
+	if err := c2.Validate(); err == nil {
+		if _, err := New(c2, Options{}); err == nil || !strings.Contains(err.Error(), "--watch-tools") {
+			t.Errorf("--watch-tools with the memory backend: %v", err)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/extensions"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/fswatch"
 	"github.com/agentbe/agentbe-daemon/gatewayface"
 	"github.com/agentbe/agentbe-daemon/gwtools"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
@@ -52,7 +53,8 @@ type protocols struct {
 	// gwtools serves --gateway-tools (nil without the flag), approvals its
 	// system.run policy.
 	gwtools   *gwtools.Provider
-	procs     *procs.Manager // --process-tools
+	procs     *procs.Manager   // --process-tools
+	watch     *fswatch.Manager // --watch-tools
 	approvals *gwtools.Approvals
 	// extensions serves the --extensions directory (nil without the flag).
 	extensions *extensions.Provider
@@ -209,6 +211,15 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		p.procs = procs.New(procs.Options{Executor: p.exec, Logger: log.With("component", "processes")})
 		if err := p.reg.Set("processes", p.procs.Tools()); err != nil {
 			return fmt.Errorf("--process-tools: %w", err)
+		}
+	}
+	if cfg.WatchTools {
+		if cfg.Backend != "filesystem" {
+			return errors.New("--watch-tools: the memory backend has no files to watch")
+		}
+		p.watch = fswatch.New(fswatch.Options{})
+		if err := p.reg.Set("watch", p.watch.Tools()); err != nil {
+			return fmt.Errorf("--watch-tools: %w", err)
 		}
 	}
 	if cfg.Extensions != "" {
@@ -476,6 +487,9 @@ func (p *protocols) close() error {
 	}
 	if p.procs != nil {
 		errs = append(errs, p.procs.Close())
+	}
+	if p.watch != nil {
+		errs = append(errs, p.watch.Close())
 	}
 	if p.extensions != nil {
 		errs = append(errs, p.extensions.Close())

@@ -1,0 +1,198 @@
+package fswatch
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func setup(t *testing.T, opts Options) (*Manager, fsops.Workspace, string) {
+	t.Helper()
+	root := t.TempDir()
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(opts)
+	t.Cleanup(func() { m.Close(); ws.Close() })
+	return m, ws, root
+}
+
+func poll(t *testing.T, m *Manager, ws fsops.Workspace, dir string, cursor int64, wait time.Duration) Changes {
+	t.Helper()
+	ch, err := m.Poll(context.Background(), ws, dir, cursor, wait)
+	if err != nil {
+		t.Fatalf("Poll(%s, %d): %v", dir, cursor, err)
+	}
+	return ch
+}
+
+// pollUntil polls until the changes seen include every path of want.
+func pollUntil(t *testing.T, m *Manager, ws fsops.Workspace, dir string, cursor int64, want ...string) (map[string]string, int64) {
+	t.Helper()
+	seen := map[string]string{}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		ch := poll(t, m, ws, dir, cursor, 2*time.Second)
+		for _, e := range ch.Events {
+			seen[e.Path] += "|" + e.Op
+		}
+		cursor = ch.Cursor
+		all := true
+		for _, p := range want {
+			if _, ok := seen[p]; !ok {
+				all = false
+			}
+		}
+		if all {
+			return seen, cursor
+		}
+	}
+	t.Fatalf("changes seen %v; want %v", seen, want)
+	return nil, 0
+}
+
+// TestWatchFollowsTheTree: creates, writes and removals anywhere below the
+// directory arrive, in new directories too, with paths relative to the
+// caller's workspace; a poll with nothing new times out with the same
+// cursor.
+func TestWatchFollowsTheTree(t *testing.T) {
+	m, ws, root := setup(t, Options{})
+	start := poll(t, m, ws, ".", -1, 0)
+	if start.Cursor != 0 || len(start.Events) != 0 {
+		t.Fatalf("start: %+v", start)
+	}
+	os.WriteFile(filepath.Join(root, "a.txt"), []byte("1"), 0o644)
+	os.MkdirAll(filepath.Join(root, "out/deep"), 0o755)
+	seen, cur := pollUntil(t, m, ws, ".", start.Cursor, "a.txt", "out")
+	// The new directories are followed.
+	os.WriteFile(filepath.Join(root, "out/deep/b.bin"), []byte("2"), 0o644)
+	os.Remove(filepath.Join(root, "a.txt"))
+	seen, cur = pollUntil(t, m, ws, ".", cur, "out/deep/b.bin", "a.txt")
+	if !strings.Contains(seen["a.txt"], "remove") || !strings.Contains(seen["out/deep/b.bin"], "create") {
+		t.Errorf("ops: %v", seen)
+	}
+	quiet := poll(t, m, ws, ".", cur, 150*time.Millisecond)
+	if len(quiet.Events) != 0 || quiet.Cursor != cur {
+		t.Errorf("a quiet poll: %+v (cursor was %d)", quiet, cur)
+	}
+	// A scope sees paths relative to itself, and cannot leave.
+	sc, err := ws.Scope("out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	c0 := poll(t, m, sc, "deep", -1, 0).Cursor
+	os.WriteFile(filepath.Join(root, "out/deep/c"), []byte("3"), 0o644)
+	pollUntil(t, m, sc, "deep", c0, "deep/c")
+	for _, bad := range []string{"..", "../a.txt", "/etc"} {
+		if _, err := m.Poll(context.Background(), sc, bad, -1, 0); err == nil {
+			t.Errorf("a scope watched %q", bad)
+		}
+	}
+	if _, err := m.Poll(context.Background(), ws, "out/deep/b.bin", -1, 0); !errcode.Is(err, errcode.InvalidArgument) {
+		t.Errorf("watching a file: %v", err)
+	}
+}
+
+// TestWatchDoesNotFollowLinks: a link to a directory outside the
+// workspace, there from the start or made later, is not watched.
+func TestWatchDoesNotFollowLinks(t *testing.T) {
+	m, ws, root := setup(t, Options{})
+	outside := t.TempDir()
+	os.Symlink(outside, filepath.Join(root, "early"))
+	cur := poll(t, m, ws, ".", -1, 0).Cursor
+	os.Symlink(outside, filepath.Join(root, "late"))
+	_, cur = pollUntil(t, m, ws, ".", cur, "late")
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("x"), 0o644)
+	ch := poll(t, m, ws, ".", cur, 300*time.Millisecond)
+	for _, e := range ch.Events {
+		if strings.Contains(e.Path, "secret") {
+			t.Fatalf("a change outside the workspace was reported: %+v", e)
+		}
+	}
+}
+
+// TestWatchBounds: MaxEvents drops the oldest and says so, a burst of
+// changes to one file is one event, MaxWatchers refuses one more, a
+// stale cursor says truncated, and Close ends the pollers.
+func TestWatchBounds(t *testing.T) {
+	m, ws, root := setup(t, Options{MaxEvents: 4, MaxWatchers: 1})
+	cur := poll(t, m, ws, ".", -1, 0).Cursor
+	for i := range 10 {
+		os.WriteFile(filepath.Join(root, "f"+string(rune('0'+i))), []byte("x"), 0o644)
+		time.Sleep(2 * DefaultDebounce) // separate events
+	}
+	ch := poll(t, m, ws, ".", cur, time.Second)
+	if !ch.Truncated || len(ch.Events) != 4 || ch.Events[3].Path != "f9" {
+		t.Errorf("after 10 files with MaxEvents 4: %+v", ch)
+	}
+	// One file written many times within the debounce window: one event.
+	cur = ch.Cursor
+	f, _ := os.Create(filepath.Join(root, "burst"))
+	for range 50 {
+		f.Write([]byte("x"))
+	}
+	f.Close()
+	ch = poll(t, m, ws, ".", cur, 2*time.Second)
+	n := 0
+	for _, e := range ch.Events {
+		if e.Path == "burst" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("a burst of writes to one file: %d events (%+v)", n, ch.Events)
+	}
+	os.Mkdir(filepath.Join(root, "other"), 0o755)
+	if _, err := m.Poll(context.Background(), ws, "other", -1, 0); !errcode.Is(err, errcode.TooLarge) {
+		t.Errorf("a second watcher with MaxWatchers 1: %v", err)
+	}
+	if ch := poll(t, m, ws, ".", 1<<40, 0); !ch.Truncated {
+		t.Errorf("a cursor from the future: %+v", ch)
+	}
+	time.Sleep(3 * DefaultDebounce) // "other" has arrived
+	now := poll(t, m, ws, ".", -1, 0).Cursor
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Poll(context.Background(), ws, ".", now, 30*time.Second)
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	m.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a poll survived Close")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end a waiting poll")
+	}
+}
+
+// TestWatchIdleEnds: a watch nobody polls ends, and the next poll starts
+// a new one.
+func TestWatchIdleEnds(t *testing.T) {
+	m, ws, _ := setup(t, Options{IdleTimeout: 100 * time.Millisecond})
+	poll(t, m, ws, ".", -1, 0)
+	time.Sleep(400 * time.Millisecond)
+	m.mu.Lock()
+	w := m.watchers[ws.Root()]
+	m.mu.Unlock()
+	if w == nil || !w.ended() {
+		t.Fatal("the idle watch did not end")
+	}
+	if ch := poll(t, m, ws, ".", -1, 0); ch.Cursor != 0 {
+		t.Errorf("a new watch: %+v", ch)
+	}
+}
