@@ -45,6 +45,9 @@ type rpcRequest struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 		Cursor    *string         `json:"cursor"`
+		// Meta is the request's _meta: a progress token there asks for
+		// notifications, which only the SDK's path sends.
+		Meta json.RawMessage `json:"_meta"`
 	} `json:"params"`
 }
 
@@ -102,14 +105,14 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, body []byte, 
 		})
 		return true
 	}
-	if req.Method != "tools/call" {
+	if req.Method != "tools/call" || len(req.Params.Meta) > 0 {
 		return false
 	}
 	if _, ok := s.reg.Lookup(req.Params.Name); !ok {
 		return false
 	}
 	s.fastCalls.Add(1)
-	res := s.callTool(r.Context(), req.Params.Name, req.Params.Arguments, r.Header, r.RemoteAddr, nil)
+	res := s.callTool(r.Context(), req.Params.Name, req.Params.Arguments, r.Header, r.RemoteAddr, nil, nil)
 	s.writeFast(w, sse, req.ID, func(buf []byte) ([]byte, error) { return appendResponse(buf, req.ID, res) })
 	return true
 }

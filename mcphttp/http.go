@@ -108,9 +108,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Reply format. The SDK insists that Accept lists both JSON and SSE; we
 	// are more lenient (curl, simple clients) and pick the format from what
-	// the client accepts, preferring JSON: one write, no SSE framing.
+	// the client accepts, preferring JSON: one write, no SSE framing. A
+	// request asking for progress notifications gets SSE when the client
+	// takes it: only a stream can carry them before the result.
 	jsonOK, sseOK, anyOK := accepts(r.Header.Values("Accept"))
 	switch {
+	case sseOK && bytes.Contains(body, []byte(`"progressToken"`)) && bytes.Contains(body, []byte(`"tools/call"`)):
+		s.serveSDK(s.sseH, w, r)
 	case jsonOK || anyOK:
 		if s.serveFast(w, r, body, false) {
 			return

@@ -35,7 +35,7 @@ func (s *Server) syncTools() {
 				if req.Extra != nil {
 					hdr = req.Extra.Header
 				}
-				return s.callTool(ctx, name, req.Params.Arguments, hdr, "", askerFor(req.Session)), nil
+				return s.callTool(ctx, name, req.Params.Arguments, hdr, "", askerFor(req.Session), progressFor(req)), nil
 			})
 	}
 	var gone []string
@@ -58,7 +58,8 @@ func (s *Server) syncTools() {
 // scoped to. Both the SDK and the fast path call tools through it, so they
 // answer byte for byte the same.
 func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage, hdr http.Header, remote string,
-	ask func(context.Context, string, map[string]any) (string, map[string]any, error)) *mcp.CallToolResult {
+	ask func(context.Context, string, map[string]any) (string, map[string]any, error),
+	progress func(context.Context, float64, string)) *mcp.CallToolResult {
 	// Who calls: from the request's own credential, which admission has
 	// already accepted (stdio has none: the local user, everything).
 	id, scope := httpguard.Full, ""
@@ -77,7 +78,7 @@ func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage,
 	if hdr == nil {
 		face = "mcp-stdio" // stdio calls carry no HTTP header
 	}
-	res, err := s.reg.Call(ctx, name, registry.Call{Args: raw, Workspace: ws, Face: face, Remote: remote, Scope: scope, Ask: ask,
+	res, err := s.reg.Call(ctx, name, registry.Call{Args: raw, Workspace: ws, Face: face, Remote: remote, Scope: scope, Ask: ask, Progress: progress,
 		Caller: id.Name, ReadOnly: id.ReadOnly, NoExec: !id.Exec})
 	res = registry.WithoutCode(res)
 	switch {
@@ -95,6 +96,24 @@ func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage,
 // toolError is an isError result with one text block.
 func toolError(text string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// progressFor is registry.Call's Progress for a request that carries a
+// progress token, nil otherwise. The notifications go where the SDK sends
+// what belongs to the request: over stdio, and over HTTP into the
+// request's own SSE response (a client that accepts only JSON gets none).
+func progressFor(req *mcp.CallToolRequest) func(context.Context, float64, string) {
+	if req == nil || req.Params == nil || req.Session == nil {
+		return nil
+	}
+	tok := req.Params.GetProgressToken()
+	if tok == nil {
+		return nil
+	}
+	ss := req.Session
+	return func(ctx context.Context, progress float64, message string) {
+		_ = ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: progress, Message: message})
+	}
 }
 
 // askerFor is registry.Call's Ask for a session whose client declared the

@@ -97,6 +97,11 @@ type Call struct {
 	// the client cannot be asked (it did not declare elicitation, or the
 	// face has no way back to it).
 	Ask func(ctx context.Context, message string, schema map[string]any) (action string, content map[string]any, err error)
+	// Progress, when set (the MCP request carried a progress token), sends
+	// the client a progress notification: progress must grow from one to
+	// the next; message is what happened (exec: the output so far). Nil
+	// when the client asked for none.
+	Progress func(ctx context.Context, progress float64, message string)
 }
 
 // MaxNameLen is the longest tool name the registry accepts.

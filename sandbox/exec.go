@@ -789,24 +789,36 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, execError(req.Command, err)
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return Result{}, execError(req.Command, err)
+	readers, childEnds := []*os.File{outR}, []*os.File{outW}
+	cmd.Stdout, cmd.Stderr = outW, outW
+	if !req.MergeStderr {
+		errR, errW, err := os.Pipe()
+		if err != nil {
+			outR.Close()
+			outW.Close()
+			return Result{}, execError(req.Command, err)
+		}
+		cmd.Stderr = errW
+		readers, childEnds = append(readers, errR), append(childEnds, errW)
 	}
-	cmd.Stdout, cmd.Stderr = outW, errW
 	if req.Stdin != nil {
 		cmd.Stdin = req.Stdin
 		cmd.WaitDelay = ioGrace
 	}
-	r := &launched{c: &child{cmd: cmd, ownsTree: e.iso.ownsTree()}, readers: []*os.File{outR, errR}}
+	r := &launched{c: &child{cmd: cmd, ownsTree: e.iso.ownsTree()}, readers: readers}
 	e.runs.Add(1)
 	defer e.runs.Done()
 	stdout, stderr := newHeadTail(limit), newHeadTail(limit)
+	outs := []io.Writer{stdout, stderr}[:len(readers)]
+	if req.OnOutput != nil {
+		outs[0] = teeOutput{stdout, "stdout", req.OnOutput}
+		if len(outs) > 1 {
+			outs[1] = teeOutput{stderr, "stderr", req.OnOutput}
+		}
+	}
 	begin := time.Now()
 	if err := e.launch(ctx, r, launchSpec{direct: direct, script: req.Command, wd: wd, env: env,
-		childEnds: []*os.File{outW, errW}, outs: []io.Writer{stdout, stderr}, timeout: timeout}); err != nil {
+		childEnds: childEnds, outs: outs, timeout: timeout}); err != nil {
 		return Result{}, err
 	}
 	werr := r.finish()
@@ -824,6 +836,18 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 		return res, &errcode.Error{Code: errcode.ExecError, Op: "exec", Command: req.Command, Msg: "canceled", Err: ctx.Err()}
 	}
 	return res, nil
+}
+
+// teeOutput collects into w and tells on each chunk.
+type teeOutput struct {
+	w      io.Writer
+	stream string
+	on     func(string, []byte)
+}
+
+func (t teeOutput) Write(p []byte) (int, error) {
+	t.on(t.stream, p)
+	return t.w.Write(p)
 }
 
 func execError(command string, err error) error {

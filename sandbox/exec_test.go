@@ -713,3 +713,34 @@ func TestInteractiveShellLeavesNoHistory(t *testing.T) {
 		t.Fatal("the interactive shell left .bash_history in the workspace")
 	}
 }
+
+// TestRunMergeAndOnOutput: MergeStderr interleaves the two streams in
+// stdout as they were written, and OnOutput sees every chunk, in order per
+// stream, before Run returns, in every mode.
+func TestRunMergeAndOnOutput(t *testing.T) {
+	for _, mode := range allModes {
+		t.Run(string(mode), func(t *testing.T) {
+			e, _ := newExec(t, mode)
+			res, err := e.Run(context.Background(), Request{Command: "echo a; echo b >&2; echo c", MergeStderr: true})
+			if err != nil || string(res.Stdout) != "a\nb\nc\n" || len(res.Stderr) != 0 {
+				t.Fatalf("merged: %q %q %v", res.Stdout, res.Stderr, err)
+			}
+			var mu sync.Mutex
+			seen := map[string]string{}
+			res, err = e.Run(context.Background(), Request{Command: "echo one; echo two >&2; echo three",
+				OnOutput: func(stream string, p []byte) {
+					mu.Lock()
+					seen[stream] += string(p)
+					mu.Unlock()
+				}})
+			if err != nil || string(res.Stdout) != "one\nthree\n" || string(res.Stderr) != "two\n" {
+				t.Fatalf("separate: %q %q %v", res.Stdout, res.Stderr, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if seen["stdout"] != "one\nthree\n" || seen["stderr"] != "two\n" {
+				t.Fatalf("OnOutput saw %q", seen)
+			}
+		})
+	}
+}

@@ -108,8 +108,16 @@ type Request struct {
 	Timeout   time.Duration     // 0 = the executor's default
 	// OutputLimit caps each of stdout and stderr (head + tail kept); 0 = default.
 	OutputLimit int64
-	Stdin       io.Reader // Run only; nil = empty stdin
-	Pty         *Pty      // Start only; nil = pipes
+	// MergeStderr (Run only) sends stderr into stdout's pipe, so the two
+	// interleave as a terminal shows them; Result.Stderr is then empty.
+	MergeStderr bool
+	// OnOutput (Run only), when set, is told each chunk of output as it is
+	// read ("stdout" or "stderr"), besides its being collected. It runs on
+	// the reading goroutine: it must return quickly (a slow one holds the
+	// command's pipe, not the daemon).
+	OnOutput func(stream string, p []byte)
+	Stdin    io.Reader // Run only; nil = empty stdin
+	Pty      *Pty      // Start only; nil = pipes
 }
 
 // Workdir is a directory the file door has validated: Root names it (the

@@ -26,6 +26,7 @@ const (
 	failMove    = "Failed to move file"
 	failSearch  = "Failed to search files"
 	failGrep    = "Failed to grep"
+	failCwd     = "Invalid cwd"
 )
 
 // errorText renders err from an operation on p as the reference words it

@@ -74,6 +74,9 @@ func (t tool[In]) def() registry.Tool {
 					return registry.WithCode(toolError("Input validation error: Invalid arguments for tool "+name+": "+err.Error()), errcode.InvalidArgument)
 				}
 			}
+			if call.Progress != nil {
+				ctx = context.WithValue(ctx, progressKey{}, call.Progress)
+			}
 			return h(ctx, call.Workspace, args)
 		},
 	}
@@ -195,6 +198,14 @@ func enum(desc string, values ...string) schema {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// progressKey carries registry.Call.Progress to a tool's handler.
+type progressKey struct{}
+
+func progressFrom(ctx context.Context) func(context.Context, float64, string) {
+	p, _ := ctx.Value(progressKey{}).(func(context.Context, float64, string))
+	return p
+}
 
 // Annotations. Every file tool is closed-world (only the workspace); def
 // sets the title.

@@ -3,6 +3,7 @@ package wstools
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -24,6 +25,10 @@ import (
 type execArgs struct {
 	Command string            `json:"command"`
 	Env     map[string]string `json:"env"`
+	// The options; without them exec answers as the reference's does.
+	Timeout *int    `json:"timeout"` // seconds, at most the daemon's limit
+	Cwd     *string `json:"cwd"`     // a directory of the workspace
+	Stderr  *string `json:"stderr"`  // "separate" or "merged": both streams in a structured result
 }
 
 // execEnv is what exec needs besides the call's workspace, passed in rather
@@ -46,6 +51,10 @@ func execTool(env execEnv) tool[execArgs] {
 		Schema: obj(schema{
 			"command": str("Shell command to execute"),
 			"env":     strMap("Optional environment variables to set for this command"),
+			"timeout": posInt("Optional: seconds after which the command is killed (at most the daemon's own limit, which applies without it)"),
+			"cwd":     str("Optional: the directory of the workspace to run in (default: its root)"),
+			"stderr": enum("Optional: answer with a JSON object holding the exit code and both streams, "+
+				"\"separate\" ({exitCode, stdout, stderr}) or \"merged\" ({exitCode, output}: stderr interleaved with stdout as written)", "separate", "merged"),
 		}, required("command")),
 		Timeout:      cmp.Or(env.timeout, sandbox.DefaultTimeout) + execGrace,
 		RunsCommands: true,
@@ -68,22 +77,38 @@ func (env execEnv) exec(ctx context.Context, ws fsops.Workspace, a execArgs) *mc
 			return failure(failMkdir, ".", err)
 		}
 	}
-	res, err := env.executor.Run(ctx, sandbox.Request{
+	req := sandbox.Request{
 		Command:   a.Command,
 		Workspace: ws,
 		Env:       a.Env,
 		Timeout:   env.timeout,
-	})
+	}
+	if fail := env.options(ws, a, &req); fail != nil {
+		return fail
+	}
+	var pp *progressPump
+	if p := progressFrom(ctx); p != nil {
+		pp = newProgressPump(ctx, p)
+		req.OnOutput = pp.add
+	}
+	res, err := env.executor.Run(ctx, req)
+	if pp != nil {
+		pp.stop() // every notification before the result
+	}
 	if err != nil {
 		return toolError(execErrorText(err))
 	}
+	if a.Stderr != nil {
+		return structuredResult(res, *a.Stderr == "merged")
+	}
 	stdout := jsTrim(string(sandbox.WithTruncationNotice(res.Stdout, res.StdoutSize)))
 	stderr := jsTrim(string(sandbox.WithTruncationNotice(res.Stderr, res.StderrSize)))
+	timeout := req.Timeout
 	if res.TimedOut {
 		// We do better than the reference (which waits forever): say that
 		// it was killed, after how long, and give what it printed.
 		var b strings.Builder
-		fmt.Fprintf(&b, "Command timed out after %s and was killed.", roundDuration(env.timeout, res.Duration))
+		fmt.Fprintf(&b, "Command timed out after %s and was killed.", roundDuration(timeout, res.Duration))
 		if stdout == "" && stderr == "" {
 			b.WriteString(" It printed nothing before the timeout.")
 		}
@@ -107,6 +132,69 @@ func (env execEnv) exec(ctx context.Context, ws fsops.Workspace, a execArgs) *mc
 		return toolError("Command execution failed with exit code " + code + ": " + msg)
 	}
 	return textResult(stdout)
+}
+
+// options applies exec's optional arguments to req: a timeout no longer
+// than the daemon's, a working directory the workspace resolves (an
+// escape is refused as any path is), merged streams. A non-nil result is
+// the refusal.
+func (env execEnv) options(ws fsops.Workspace, a execArgs, req *sandbox.Request) *mcp.CallToolResult {
+	if a.Timeout != nil {
+		max := cmp.Or(env.timeout, sandbox.DefaultTimeout)
+		t := time.Duration(*a.Timeout) * time.Second
+		if *a.Timeout <= 0 || t > max {
+			return toolError(fmt.Sprintf("Invalid timeout %d: from 1 to %d seconds (the daemon's --exec-timeout)", *a.Timeout, int(max/time.Second)))
+		}
+		req.Timeout = t
+	}
+	if a.Cwd != nil && *a.Cwd != "" && *a.Cwd != "." {
+		dir, err := ws.Resolve(*a.Cwd)
+		if err != nil {
+			return failure(failCwd, *a.Cwd, err)
+		}
+		fi, err := ws.Stat(*a.Cwd)
+		if err != nil {
+			return failure(failCwd, *a.Cwd, err)
+		}
+		if !fi.IsDir() {
+			return toolError("Invalid cwd " + *a.Cwd + ": not a directory")
+		}
+		req.Dir = dir
+	}
+	if a.Stderr != nil {
+		switch *a.Stderr {
+		case "separate":
+		case "merged":
+			req.MergeStderr = true
+		default:
+			return toolError(`Invalid stderr "` + *a.Stderr + `": "separate" or "merged"`)
+		}
+	}
+	return nil
+}
+
+// structuredResult is exec's answer when the caller asked for both
+// streams: {exitCode, stdout, stderr} or {exitCode, output}, plus signal
+// and timedOut when they apply; an error result unless the exit code is 0.
+func structuredResult(res sandbox.Result, merged bool) *mcp.CallToolResult {
+	out := map[string]any{"exitCode": res.ExitCode}
+	stdout := string(sandbox.WithTruncationNotice(res.Stdout, res.StdoutSize))
+	if merged {
+		out["output"] = stdout
+	} else {
+		out["stdout"] = stdout
+		out["stderr"] = string(sandbox.WithTruncationNotice(res.Stderr, res.StderrSize))
+	}
+	if res.Signal != "" {
+		out["signal"] = res.Signal
+	}
+	if res.TimedOut {
+		out["timedOut"] = true
+	}
+	b, _ := json.Marshal(out)
+	r := textResult(string(b))
+	r.IsError = res.ExitCode != 0 || res.TimedOut
+	return r
 }
 
 func roundDuration(configured, took time.Duration) time.Duration {

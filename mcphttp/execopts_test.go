@@ -1,0 +1,151 @@
+package mcphttp
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestExecOptions: exec's optional timeout, cwd and stderr; without them
+// exec answers as always (the differential interop suite pins that).
+func TestExecOptions(t *testing.T) {
+	e := newEnv(t)
+	cs := e.connect(t, nil)
+	if err := os.MkdirAll(filepath.Join(e.root, "sub/dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	callRes := func(args map[string]any) *mcp.CallToolResult {
+		t.Helper()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "exec", Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	text := func(r *mcp.CallToolResult) string { return r.Content[0].(*mcp.TextContent).Text }
+
+	if r := callRes(map[string]any{"command": "pwd", "cwd": "sub/dir"}); r.IsError || strings.TrimSpace(text(r)) != filepath.Join(e.root, "sub/dir") {
+		t.Errorf("cwd: %v %q", r.IsError, text(r))
+	}
+	for _, bad := range []string{"..", "../..", "/etc", "sub/missing", "hello.txt"} {
+		if r := callRes(map[string]any{"command": "pwd", "cwd": bad}); !r.IsError || (!strings.HasPrefix(text(r), "Invalid cwd") && !strings.HasPrefix(text(r), "Path escapes")) {
+			t.Errorf("cwd %q: %v %q", bad, r.IsError, text(r))
+		}
+	}
+	if r := callRes(map[string]any{"command": "sleep 5", "timeout": 1}); !r.IsError || !strings.Contains(text(r), "timed out after 1s") {
+		t.Errorf("timeout: %v %q", r.IsError, text(r))
+	}
+	if r := callRes(map[string]any{"command": "true", "timeout": 100000}); !r.IsError || !strings.Contains(text(r), "Invalid timeout 100000") {
+		t.Errorf("a timeout over the daemon's: %v %q", r.IsError, text(r))
+	}
+	var sep struct {
+		ExitCode       int `json:"exitCode"`
+		Stdout, Stderr string
+	}
+	r := callRes(map[string]any{"command": "echo out; echo err >&2; exit 3", "stderr": "separate"})
+	if err := json.Unmarshal([]byte(text(r)), &sep); err != nil || !r.IsError || sep.ExitCode != 3 || sep.Stdout != "out\n" || sep.Stderr != "err\n" {
+		t.Errorf("stderr separate: %v %q", r.IsError, text(r))
+	}
+	var mer struct {
+		ExitCode int `json:"exitCode"`
+		Output   string
+	}
+	r = callRes(map[string]any{"command": "echo a; echo b >&2; echo c", "stderr": "merged"})
+	if err := json.Unmarshal([]byte(text(r)), &mer); err != nil || r.IsError || mer.Output != "a\nb\nc\n" {
+		t.Errorf("stderr merged: %v %q", r.IsError, text(r))
+	}
+	if r := callRes(map[string]any{"command": "true", "stderr": "both"}); !r.IsError {
+		t.Errorf("stderr both: %q", text(r))
+	}
+}
+
+// TestExecProgress: with a progress token, exec's output arrives as
+// progress notifications while the command runs, in order, each with more
+// progress than the last, all before the result: over streamable HTTP
+// (within the request's SSE response) and over stdio.
+func TestExecProgress(t *testing.T) {
+	const script = `for i in 1 2 3 4 5; do echo line$i; sleep 0.15; done; echo done >&2`
+	check := func(t *testing.T, connect func(opts *mcp.ClientOptions) *mcp.ClientSession) {
+		var mu sync.Mutex
+		var msgs []string
+		var last float64
+		var ordered = true
+		resultSeen := false
+		var afterResult bool
+		cs := connect(&mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			if req.Params.Progress <= last {
+				ordered = false
+			}
+			last = req.Params.Progress
+			msgs = append(msgs, req.Params.Message)
+			if resultSeen {
+				afterResult = true
+			}
+		}})
+		params := &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": script}}
+		params.SetProgressToken("tok-1")
+		res, err := cs.CallTool(context.Background(), params)
+		mu.Lock()
+		resultSeen = true
+		got := strings.Join(msgs, "")
+		n := len(msgs)
+		mu.Unlock()
+		if err != nil || res.IsError {
+			t.Fatalf("exec: %v %+v", err, res)
+		}
+		if !ordered || n < 2 {
+			t.Errorf("%d notifications, increasing %v: %q", n, ordered, msgs)
+		}
+		want := "line1\nline2\nline3\nline4\nline5\n"
+		if !strings.HasPrefix(got, want) || !strings.Contains(got, "done") {
+			t.Errorf("the notifications carried %q", got)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if afterResult {
+			t.Error("a notification came after the result")
+		}
+	}
+	t.Run("http", func(t *testing.T) {
+		e := newEnv(t)
+		check(t, func(opts *mcp.ClientOptions) *mcp.ClientSession {
+			c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts)
+			cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.url()}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cs.Close() })
+			return cs
+		})
+	})
+	t.Run("stdio", func(t *testing.T) {
+		e := newEnv(t)
+		p := newStdioPipes()
+		done := make(chan error, 1)
+		go func() {
+			done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
+			p.serverOut.Close()
+		}()
+		check(t, func(opts *mcp.ClientOptions) *mcp.ClientSession {
+			c := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, opts)
+			cs, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: p.clientIn, Writer: p.clientOut}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				cs.Close()
+				p.clientOut.Close()
+				<-done
+			})
+			return cs
+		})
+	})
+}
