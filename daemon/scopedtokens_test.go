@@ -116,6 +116,32 @@ func TestScopedTokens(t *testing.T) {
 	if code, _ := callAs(t, r.url, "alice-token", "../b", "list_directory", `{"path":"."}`); code != http.StatusBadRequest {
 		t.Errorf("alice with X-Scope-Path ../b: %d, want 400", code)
 	}
+	// A link planted in her scope that leads to another (as she could make
+	// one over SFTP and move it) is an escape when named as her scope.
+	must(t, os.Symlink("../b", filepath.Join(c.Root, "a/l")))
+	for _, face := range []string{"mcp", "rest"} {
+		var code int
+		var body string
+		if face == "mcp" {
+			code, body = callAs(t, r.url, "alice-token", "l", "read_text_file", `{"path":"secret.txt"}`)
+		} else {
+			req, _ := http.NewRequest(http.MethodPost, r.url+"/execute", strings.NewReader(`{"tool_name":"read_text_file","arguments":{"path":"secret.txt"}}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer alice-token")
+			req.Header.Set("X-Scope-Path", "l")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			code, body = resp.StatusCode, string(b)
+		}
+		t.Logf("%s through a planted link: %d %.200s", face, code, body)
+		if strings.Contains(body, "bob's") || (code == http.StatusOK && !strings.Contains(body, "isError") && !strings.Contains(body, "error")) {
+			t.Errorf("%s: alice through a planted link: %d %s", face, code, body)
+		}
+	}
 	if code, body := callAs(t, r.url, "alice-token", "", "exec", `{"command":"pwd"}`); !ok(code, body) || !strings.Contains(body, filepath.Join(c.Root, "a")) {
 		t.Errorf("alice exec pwd: %d %s", code, body)
 	}

@@ -292,9 +292,9 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 			// exec (read-only ones included) may read its pages only, as
 			// its run_command tool is refused over MCP.
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				if id, _, err := rules.Caller(r.Header, nil); err != nil || !id.Exec {
+				if c, err := rules.Caller(r.Header, nil); err != nil || !c.Exec {
 					admit.WriteJSONError(w, http.StatusForbidden, "Forbidden",
-						fmt.Sprintf("token %q may not run commands; the site's pages can be read with GET", id.Name))
+						fmt.Sprintf("token %q may not run commands; the site's pages can be read with GET", c.Name))
 					return
 				}
 			}

@@ -148,14 +148,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Who the connection is, from the credential it was admitted with,
 	// for its whole life (a reload that removes its token does not end
 	// it); the operator is everything.
-	id, scope := httpguard.Full, ""
+	caller := admit.Full
 	if operator {
-		scope, _ = admit.NormalizeScope(r.Header.Get(admit.HeaderScopePath))
-	} else if id, scope, err = s.opts.Admit.Caller(r.Header, r.URL.Query()); err != nil {
+		caller.Requested, _ = admit.NormalizeScope(r.Header.Get(admit.HeaderScopePath))
+		caller.Scope = caller.Requested
+	} else if caller, err = s.opts.Admit.Caller(r.Header, r.URL.Query()); err != nil {
 		closeWith(ws, wsnet.ClosePolicy, "Invalid scope: "+err.Error())
 		return
 	}
-	wsp, release, err := admit.Workspace(s.opts.Workspace, scope)
+	id, scope := caller.Identity, caller.Scope
+	wsp, release, err := caller.Workspace(s.opts.Workspace)
 	if err != nil {
 		closeWith(ws, wsnet.ClosePolicy, "Invalid scope: "+err.Error())
 		return
@@ -381,7 +383,7 @@ func (c *conn) call(ctx context.Context, req *request) *response {
 		}
 		res, err := c.s.opts.Registry.Call(ctx, p.ToolID, registry.Call{
 			Args: p.Args, Workspace: c.wsp, Face: "gateway", Remote: c.remote, Scope: c.scope,
-			Caller: c.id.Name, ReadOnly: c.id.ReadOnly, NoExec: !c.id.Exec,
+			Caller: c.id.Name, ReadOnly: c.id.ReadOnly, NoExec: !c.id.Exec, Bound: c.id.Scope != "",
 		})
 		var unknown *registry.UnknownToolError
 		switch {

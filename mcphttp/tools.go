@@ -10,7 +10,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/internal/admit"
-	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/internal/tooltext"
 	"github.com/agentbe/agentbe-daemon/registry"
 )
@@ -62,14 +61,15 @@ func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage,
 	progress func(context.Context, float64, string)) *mcp.CallToolResult {
 	// Who calls: from the request's own credential, which admission has
 	// already accepted (stdio has none: the local user, everything).
-	id, scope := httpguard.Full, ""
+	caller := admit.Full
 	if hdr != nil {
 		var err error
-		if id, scope, err = s.admit.Caller(hdr, nil); err != nil {
+		if caller, err = s.admit.Caller(hdr, nil); err != nil {
 			return toolError(tooltext.ErrorText("Invalid scope", hdr.Get(headerScopePath), err))
 		}
 	}
-	ws, release, err := admit.Workspace(s.opts.Workspace, scope)
+	id, scope := caller.Identity, caller.Scope
+	ws, release, err := caller.Workspace(s.opts.Workspace)
 	if err != nil {
 		return toolError(tooltext.ErrorText("Invalid scope", hdr.Get(headerScopePath), err))
 	}
@@ -79,7 +79,7 @@ func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage,
 		face = "mcp-stdio" // stdio calls carry no HTTP header
 	}
 	res, err := s.reg.Call(ctx, name, registry.Call{Args: raw, Workspace: ws, Face: face, Remote: remote, Scope: scope, Ask: ask, Progress: progress,
-		Caller: id.Name, ReadOnly: id.ReadOnly, NoExec: !id.Exec})
+		Caller: id.Name, ReadOnly: id.ReadOnly, NoExec: !id.Exec, Bound: id.Scope != ""})
 	res = registry.WithoutCode(res)
 	switch {
 	case errors.Is(err, registry.ErrBusy):

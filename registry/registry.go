@@ -64,6 +64,11 @@ type Tool struct {
 	// server's tools): a caller without exec (a token file entry with
 	// "exec": false) cannot call it.
 	RunsCommands bool
+	// WholeRoot marks a tool whose work is not confined to the call's
+	// workspace (an upstream server runs over the daemon's whole root and
+	// its path arguments are checked by heuristics): a caller bound to a
+	// scope cannot call it.
+	WholeRoot bool
 	// Handler runs one call. It reports failure as an error result, never
 	// as a panic; it must return soon after ctx is done.
 	Handler Handler
@@ -91,6 +96,9 @@ type Call struct {
 	// the request's credential (httpguard.Token.Identify).
 	Caller           string
 	ReadOnly, NoExec bool
+	// Bound says the caller's token is bound to a scope (WholeRoot tools
+	// are refused to it).
+	Bound bool
 	// Ask, when set, puts a question to the person behind the client
 	// (MCP elicitation: message and a flat object schema) and returns
 	// their action ("accept", "decline", "cancel") and answers. Nil when
@@ -394,6 +402,11 @@ func (r *Registry) Call(ctx context.Context, name string, call Call) (*mcp.CallT
 		r.observe(&rec, "denied", res)
 		return res, nil
 	}
+	if call.ReadOnly && call.Workspace != nil {
+		// Whatever a read-only tool's hint says, its workspace refuses
+		// every change.
+		call.Workspace = fsops.ReadOnly(call.Workspace)
+	}
 
 	if err := r.acquire(ctx); err != nil {
 		r.observe(&rec, "busy", nil)
@@ -511,6 +524,9 @@ func denied(t Tool, call Call) string {
 	}
 	if (call.NoExec || call.ReadOnly) && t.RunsCommands {
 		return fmt.Sprintf("Permission denied: %s may not run commands, and %s runs one", who, t.Name)
+	}
+	if call.Bound && t.WholeRoot {
+		return fmt.Sprintf("Permission denied: %s is bound to a scope, and %s works over the whole root", who, t.Name)
 	}
 	return ""
 }

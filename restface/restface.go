@@ -145,12 +145,13 @@ func (h *Handler) ServeExecute(w http.ResponseWriter, r *http.Request) {
 			fmt.Errorf("the request's timeout of %gs passed", *req.Timeout))
 		defer cancel()
 	}
-	id, scope, err := h.opts.Admit.Caller(r.Header, nil)
+	caller, err := h.opts.Admit.Caller(r.Header, nil)
 	if err != nil {
 		admit.WriteJSONError(w, http.StatusBadRequest, "Invalid scope", err.Error())
 		return
 	}
-	ws, release, err := admit.Workspace(h.opts.Workspace, scope)
+	id, scope := caller.Identity, caller.Scope
+	ws, release, err := caller.Workspace(h.opts.Workspace)
 	if err != nil {
 		admit.WriteJSONError(w, http.StatusBadRequest, "Invalid scope", err.Error())
 		return
@@ -159,7 +160,7 @@ func (h *Handler) ServeExecute(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	res, err := h.opts.Registry.Call(ctx, req.ToolName, registry.Call{
 		Args: req.Arguments, Workspace: ws, Face: "rest", Remote: r.RemoteAddr,
-		Scope: scope, Caller: id.Name, ReadOnly: id.ReadOnly, NoExec: !id.Exec,
+		Scope: scope, Caller: id.Name, ReadOnly: id.ReadOnly, NoExec: !id.Exec, Bound: id.Scope != "",
 	})
 	ms := float64(time.Since(start).Microseconds()) / 1000
 	var unknown *registry.UnknownToolError

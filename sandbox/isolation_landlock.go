@@ -80,7 +80,11 @@ const (
 	// llFileOnly are the rights that apply to a non-directory.
 	llFileOnly = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE |
 		unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
-	llAll = ^uint64(0)
+	// llAll is every right, but making device nodes: a command that could
+	// mknod a block device in its workspace would read the disk beneath
+	// every path rule (the trampoline also drops CAP_MKNOD, and the
+	// seccomp filter refuses it).
+	llAll = ^uint64(0) &^ (unix.LANDLOCK_ACCESS_FS_MAKE_CHAR | unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK)
 )
 
 // landlockHandledFS are the file system rights of each ABI (index: the

@@ -82,6 +82,27 @@ func probe(name, arg string) error {
 		var ws unix.WaitStatus
 		_, _ = unix.Wait4(int(r), &ws, 0, nil)
 		return nil
+	case "mknod":
+		// A character device (/dev/null's numbers) in the boundary.
+		return unix.Mknod(arg, unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3)))
+	case "chown":
+		return os.Chown(arg, 12345, 12345)
+	case "environ":
+		_, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		return err
+	case "caps":
+		b, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			return err
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "CapEff:") || strings.HasPrefix(l, "CapBnd:") {
+				if strings.Trim(strings.TrimSpace(l[7:]), "0") != "" {
+					return fmt.Errorf("%s", l)
+				}
+			}
+		}
+		return nil
 	case "tiocsti-stdin":
 		// On the command's own stdin (a pipe here): the kernel would say
 		// ENOTTY; the filter says EPERM before it looks.
@@ -183,19 +204,29 @@ func TestLandlockConfines(t *testing.T) {
 	t.Cleanup(func() { os.Remove(etcFile) })
 	daemon := strconv.Itoa(os.Getpid())
 
+	root := os.Geteuid() == 0
 	ops := func(target string) []string {
-		return []string{
+		o := []string{
 			"write:" + filepath.Join(scopeA, "mine"), "read:/etc/passwd", "read:/usr/bin/env",
 			"write:" + filepath.Join(hostTmp, "x"), "write:" + etcFile,
 			"read:" + secret, "read:" + token,
 			"ptrace:" + target, "mem:" + target, "signal:" + target,
 			"unshare:", "clone3:", "tiocsti:", "tiocsti-high:", "tiocsti-stdin:",
 		}
+		if root {
+			// What only root could do without dropping its capabilities:
+			// make a device node, give a file away, read another
+			// process's environment (CAP_SYS_PTRACE).
+			o = append(o, "mknod:"+filepath.Join(scopeA, "dev"), "chown:"+filepath.Join(scopeA, "mine"), "environ:"+target)
+		}
+		return o
 	}
 	// The control: mode none may do all of it (to a stand-in for the
 	// daemon, which a successful ptrace would stop).
 	standIn := startSleeper(t)
 	ctl := runProbes(t, none, scopeA, ops(standIn))
+	os.Remove(filepath.Join(scopeA, "dev"))
+	os.Remove(filepath.Join(scopeA, "mine"))
 	for op, r := range ctl {
 		// A multithreaded process (the prober) gets EINVAL from
 		// unshare(CLONE_NEWUSER): the kernel's own answer, after the
@@ -215,6 +246,14 @@ func TestLandlockConfines(t *testing.T) {
 		// No pseudo-terminal can be opened (the host's devpts holds the
 		// other sessions'), and TIOCSTI is refused on what the command has.
 		"unshare:": "EPERM", "clone3:": "ENOSYS", "tiocsti:": "EACCES", "tiocsti-high:": "EACCES", "tiocsti-stdin:": "EPERM",
+	}
+	if caps := runProbes(t, e, scopeA, []string{"caps:"}); caps["caps:"] != "ok" {
+		t.Errorf("a landlock command has capabilities: %s", caps["caps:"])
+	}
+	if root {
+		want["mknod:"+filepath.Join(scopeA, "dev")] = "EPERM"
+		want["chown:"+filepath.Join(scopeA, "mine")] = "EPERM"
+		want["environ:"+daemon] = "EACCES"
 	}
 	for op, w := range want {
 		if got[op] != w {
@@ -343,5 +382,19 @@ func TestAutoPicksLandlockWithoutUserNamespaces(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "inside")); err != nil || string(b) != "ok\n" {
 		t.Fatalf("the command did not write its workspace: %q %v", b, err)
+	}
+}
+
+// TestSeccompFilterAssembles: the deny list assembles for the
+// architectures the releases are built for, system calls one of them lacks
+// (mknod on arm64) skipped rather than failing.
+func TestSeccompFilterAssembles(t *testing.T) {
+	for _, a := range []string{"amd64", "arm64"} {
+		for _, clone3 := range []bool{false, true} {
+			prog, err := filterForArch(a, clone3)
+			if err != nil || len(prog) < 20 {
+				t.Errorf("%s (clone3 %v): %d instructions, %v", a, clone3, len(prog), err)
+			}
+		}
 	}
 }

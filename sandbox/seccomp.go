@@ -54,20 +54,27 @@ const (
 // flags it can. The executor's spawning thread itself needs clone3 (Go
 // places a child in its cgroup with CLONE_INTO_CGROUP), so a filter
 // installed there leaves it out; the trampoline's own filter has it.
-func policy(names []string, blockClone3 bool) seccomp.Policy {
+func policy(names []string, has func(string) bool, blockClone3 bool) seccomp.Policy {
 	eperm := seccomp.ActionErrno | seccomp.Action(unix.EPERM)
-	groups := []seccomp.SyscallGroup{
-		{Names: names, Action: eperm},
-		{NamesWithCondtions: []seccomp.NameWithConditions{
-			{Name: "clone", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.BitsSet, Value: namespaceFlags}}},
-			// The kernel reads an ioctl's request as 32 bits: a value
-			// with any of the upper 32 set is the same request to it, so
-			// it is refused outright (no real request has them).
-			{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.GreaterThan, Value: 0xFFFFFFFF}}},
-			{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: ioctlTIOCSTI}}},
-			{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: ioctlTIOCLINUX}}},
-		}, Action: eperm},
+	var conds []seccomp.NameWithConditions
+	for _, c := range []seccomp.NameWithConditions{
+		{Name: "clone", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.BitsSet, Value: namespaceFlags}}},
+		// Device nodes (S_IFCHR, and S_IFBLK which contains its bit);
+		// FIFOs, sockets and regular files stay allowed.
+		{Name: "mknod", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_IFCHR}}},
+		{Name: "mknodat", Conditions: []seccomp.Condition{{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_IFCHR}}},
+		// The kernel reads an ioctl's request as 32 bits: a value
+		// with any of the upper 32 set is the same request to it, so
+		// it is refused outright (no real request has them).
+		{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.GreaterThan, Value: 0xFFFFFFFF}}},
+		{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: ioctlTIOCSTI}}},
+		{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: ioctlTIOCLINUX}}},
+	} {
+		if has(c.Name) { // mknod is only mknodat on arm64
+			conds = append(conds, c)
+		}
 	}
+	groups := []seccomp.SyscallGroup{{Names: names, Action: eperm}, {NamesWithCondtions: conds, Action: eperm}}
 	if blockClone3 {
 		groups = append(groups, seccomp.SyscallGroup{Names: []string{"clone3"}, Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)})
 	}
@@ -80,7 +87,13 @@ func policy(names []string, blockClone3 bool) seccomp.Policy {
 // 32-bit ABI (int 0x80); so the filter starts with its own check that
 // kills a process calling through any other.
 func filterFor(blockClone3 bool) ([]sandboxexec.Filter, error) {
-	info, err := arch.GetInfo("")
+	return filterForArch("", blockClone3)
+}
+
+// filterForArch is filterFor for the named architecture ("" for this
+// machine's; the tests assemble the others').
+func filterForArch(name string, blockClone3 bool) ([]sandboxexec.Filter, error) {
+	info, err := arch.GetInfo(name)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +103,7 @@ func filterFor(blockClone3 bool) ([]sandboxexec.Filter, error) {
 			names = append(names, n)
 		}
 	}
-	p := policy(names, blockClone3)
+	p := policy(names, func(n string) bool { _, ok := info.SyscallNames[n]; return ok }, blockClone3)
 	body, err := p.Assemble()
 	if err != nil {
 		return nil, err

@@ -231,7 +231,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ref.Write(w)
 		return
 	}
-	ok := s.authorized(r)
+	// One lookup decides both admission and confinement: a reload between
+	// two lookups must not leave a connection admitted but unconfined.
+	id, ok := s.identify(r)
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader has answered with an HTTP error
@@ -247,7 +249,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		wc.CloseWith(wsnet.CloseUnauthorized, "Unauthorized")
 		return
 	}
-	cf, release, err := s.workspaceFor(r)
+	cf, release, err := s.workspaceFor(id)
 	if err != nil {
 		s.log.Info("refused: the token's scope", "remote", remote, "err", err)
 		wc.CloseWith(wsnet.ClosePolicy, "Invalid scope: "+err.Error())
@@ -286,13 +288,12 @@ type confinement struct {
 	scope, caller string
 }
 
-// workspaceFor is where a connection admitted with r's credential works:
-// for a token of the token file, the token's scope of the server's
-// workspace (read-only when the entry says so) and whether it may run
-// commands; for the daemon's own token, the server's workspace as is.
-func (s *Server) workspaceFor(r *http.Request) (confinement, func(), error) {
-	id, ok := s.token.Identify(r.Header, r.URL.Query())
-	if !ok || id.Name == "" {
+// workspaceFor is where a connection admitted as id works: for a token of
+// the token file, the token's scope of the server's workspace (read-only
+// when the entry says so) and whether it may run commands; for the
+// daemon's own token (Name ""), the server's workspace as is.
+func (s *Server) workspaceFor(id httpguard.Identity) (confinement, func(), error) {
+	if id.Name == "" {
 		return confinement{}, func() {}, nil
 	}
 	c := confinement{confined: true, ws: s.root, noExec: !id.Exec, scope: id.Scope, caller: id.Name}
@@ -318,11 +319,11 @@ const readBufferSize = 512
 // within one round trip of the handshake).
 const loginTimeout = 30 * time.Second
 
-// authorized applies the daemon's token rule (internal/httpguard, the one
+// identify applies the daemon's token rule (internal/httpguard, the one
 // /mcp applies) with "?token=" allowed besides "Authorization: Bearer": the
 // 0.11 clients and browsers' WebSocket API cannot set headers.
-func (s *Server) authorized(r *http.Request) bool {
-	return s.token.AllowsHeaderOrQuery(r)
+func (s *Server) identify(r *http.Request) (httpguard.Identity, bool) {
+	return s.token.Identify(r.Header, r.URL.Query())
 }
 
 // startKeepalive pings the peer every interval and drops it after

@@ -461,6 +461,7 @@ func (s *server) tool(t *mcp.Tool) registry.Tool {
 		// What a server's tool does is the server's; only one that says
 		// it reads is callable without exec.
 		RunsCommands: ann == nil || !ann.ReadOnlyHint,
+		WholeRoot:    true,
 		// A little over the server's own timeout, so its answer (naming
 		// the server and the limit) wins over the registry's.
 		Timeout: timeout + time.Second,

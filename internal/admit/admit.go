@@ -102,21 +102,58 @@ func (ru *Rules) Check(r *http.Request) *Refusal {
 	return nil
 }
 
-// Caller is who a request that Check admitted is, from its own
-// credential (the Authorization header, and the "token" query parameter
-// when q is given), and the scope it works in: its token's, narrowed by
+// Caller is who made a request and where it works: the identity of its
+// credential, the scope its X-Scope-Path asked for, and the two joined
+// (what logs and the audit log call its scope).
+type Caller struct {
+	httpguard.Identity
+	Requested string // X-Scope-Path, normalized
+	Scope     string // JoinScope(Identity, Requested)
+}
+
+// Full is the caller of a request that carries no HTTP credential
+// (stdio): everything, at the root.
+var Full = Caller{Identity: httpguard.Full}
+
+// Caller is who a request that Check admitted is, from its own credential
+// (the Authorization header, and the "token" query parameter when q is
+// given), and the scope it works in: its token's, narrowed by
 // X-Scope-Path. Every face asks it, so a token bound to a scope cannot
 // reach outside it through any of them.
-func (ru *Rules) Caller(h http.Header, q url.Values) (httpguard.Identity, string, error) {
+func (ru *Rules) Caller(h http.Header, q url.Values) (Caller, error) {
 	id, ok := ru.Token.Identify(h, q)
 	if !ok {
-		return httpguard.Identity{}, "", errcode.New(errcode.PermissionDenied, "auth", "", "invalid or missing authentication token")
+		return Caller{}, errcode.New(errcode.PermissionDenied, "auth", "", "invalid or missing authentication token")
 	}
 	sp, ok := NormalizeScope(h.Get(HeaderScopePath))
 	if !ok {
-		return httpguard.Identity{}, "", errcode.New(errcode.PathEscapeAttempt, "scope", sp, "scope path must not contain ..")
+		return Caller{}, errcode.New(errcode.PathEscapeAttempt, "scope", sp, "scope path must not contain ..")
 	}
-	return id, httpguard.JoinScope(id, sp), nil
+	return Caller{Identity: id, Requested: sp, Scope: httpguard.JoinScope(id, sp)}, nil
+}
+
+// Workspace opens the caller's workspace below root: its token's scope,
+// then the requested scope beneath that one's own handle, so a link in
+// the requested path is followed only while it stays inside the token's
+// scope (a link that leads elsewhere in the root is an escape). release
+// closes what was opened.
+func (c Caller) Workspace(root fsops.Workspace) (fsops.Workspace, func(), error) {
+	if c.Identity.Scope == "" {
+		return Workspace(root, c.Requested)
+	}
+	base, err := root.Scope(c.Identity.Scope)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.Requested == "" {
+		return base, func() { _ = base.Close() }, nil
+	}
+	ws, err := base.Scope(c.Requested)
+	if err != nil {
+		base.Close()
+		return nil, nil, err
+	}
+	return ws, func() { _ = ws.Close(); _ = base.Close() }, nil
 }
 
 // NormalizeScope applies the reference's rule to X-Scope-Path: leading

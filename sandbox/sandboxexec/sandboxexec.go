@@ -43,6 +43,7 @@ import (
 	"os"
 	"runtime"
 	"syscall"
+	"unsafe"
 )
 
 // Arg is the subcommand name that makes a binary the trampoline.
@@ -183,6 +184,9 @@ func run(args []string) int {
 	if err != nil {
 		return fail(126, err)
 	}
+	if err := dropCapabilities(); err != nil {
+		return fail(126, err)
+	}
 	if err := Enter(RulesetFD); err != nil {
 		return fail(126, err)
 	}
@@ -195,6 +199,50 @@ func run(args []string) int {
 		code = 127
 	}
 	return fail(code, fmt.Errorf("%s: %w", path, err))
+}
+
+// Capabilities, from linux/capability.h and linux/prctl.h.
+const (
+	prCapbsetDrop        = 24
+	prCapAmbient         = 47
+	prCapAmbientClearAll = 4
+	capabilityVersion3   = 0x20080522
+)
+
+// dropCapabilities leaves the command none: the bounding set emptied (so
+// a command running as root gets none back when it execs), the ambient
+// set cleared, and the effective, permitted and inheritable sets zeroed.
+// A root daemon's commands are then root without privilege, as bwrap's
+// --cap-drop ALL makes them: no CAP_SYS_PTRACE to read other processes'
+// /proc files, no CAP_MKNOD, no CAP_CHOWN, no CAP_DAC_OVERRIDE. A daemon
+// that has no capabilities (not root) cannot shrink its bounding set
+// (EPERM), and has nothing to lose there.
+func dropCapabilities() error {
+	for c := uintptr(0); c < 64; c++ {
+		_, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, prCapbsetDrop, c, 0, 0, 0, 0)
+		if errno == syscall.EINVAL {
+			break // past the kernel's last capability
+		}
+		if errno == syscall.EPERM {
+			break // no CAP_SETPCAP: no capabilities to drop from it
+		}
+		if errno != 0 {
+			return fmt.Errorf("dropping capability %d from the bounding set: %w", c, errno)
+		}
+	}
+	// EINVAL: a kernel without ambient capabilities (before 4.3).
+	if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, prCapAmbient, prCapAmbientClearAll, 0, 0, 0, 0); errno != 0 && errno != syscall.EINVAL {
+		return fmt.Errorf("clearing the ambient capabilities: %w", errno)
+	}
+	hdr := struct {
+		version uint32
+		pid     int32
+	}{version: capabilityVersion3}
+	var data [2]struct{ effective, permitted, inheritable uint32 }
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
+		return fmt.Errorf("capset: %w", errno)
+	}
+	return nil
 }
 
 // Enter puts the calling thread in the ruleset's domain and closes the
