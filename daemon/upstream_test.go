@@ -74,9 +74,18 @@ func TestPublishedUpstreams(t *testing.T) {
 				}
 				return resp.StatusCode, out
 			}
-			// The root the filesystem server took from MCP roots.
-			if code, out := post(`{"tool_name":"fs__list_allowed_directories","arguments":{}}`); code != 200 || !strings.Contains(fmt.Sprint(out["output"]), c.Root) {
-				t.Errorf("allowed directories: %d %v; want the workspace %s", code, out, c.Root)
+			// The root the filesystem server took from MCP roots. It asks
+			// for them after the handshake, so the first calls may come
+			// before it has them: poll a little.
+			for deadline := time.Now().Add(15 * time.Second); ; {
+				code, out := post(`{"tool_name":"fs__list_allowed_directories","arguments":{}}`)
+				if code == 200 && strings.Contains(fmt.Sprint(out["output"]), c.Root) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("allowed directories: %d %v; want the workspace %s", code, out, c.Root)
+				}
+				time.Sleep(50 * time.Millisecond)
 			}
 			if code, out := post(`{"tool_name":"fs__read_text_file","arguments":{"path":"` + c.Root + `/a.txt"}}`); code != 200 || out["status"] != "success" || out["output"] != "from the workspace\n" {
 				t.Errorf("read: %d %v", code, out)
