@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 )
@@ -205,3 +207,48 @@ func BenchmarkTools(b *testing.B) {
 }
 
 const benchCall4K = benchCallRead
+
+// BenchmarkExecFirstProgress measures, over streamable HTTP with a go-sdk
+// client, how long after an exec call starts its first progress
+// notification arrives (first-progress-ms) for a command that prints at
+// once and then runs 50 ms more, against the whole call (ns/op). Run:
+//
+//	go test -run '^$' -bench ExecFirstProgress -benchtime 50x ./mcphttp/
+func BenchmarkExecFirstProgress(b *testing.B) {
+	e := newEnv(b)
+	first := make(chan time.Time, 64)
+	c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+			select {
+			case first <- time.Now():
+			default:
+			}
+		}})
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.url()}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	var total time.Duration
+	n := 0
+	for b.Loop() {
+		for len(first) > 0 {
+			<-first
+		}
+		params := &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "echo ready; sleep 0.05"}}
+		params.SetProgressToken(n)
+		start := time.Now()
+		res, err := cs.CallTool(context.Background(), params)
+		if err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
+		select {
+		case t := <-first:
+			total += t.Sub(start)
+			n++
+		default:
+			b.Fatal("no progress notification before the result")
+		}
+	}
+	b.ReportMetric(float64(total.Microseconds())/float64(n)/1000, "first-progress-ms")
+}

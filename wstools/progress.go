@@ -22,6 +22,7 @@ type progressPump struct {
 	buf    []byte
 	sent   int64 // bytes put in messages so far
 	more   chan struct{}
+	stopc  chan struct{} // closed by stop: flush now, then end
 	done   chan struct{}
 	closed bool
 }
@@ -33,7 +34,7 @@ const (
 )
 
 func newProgressPump(ctx context.Context, send func(context.Context, float64, string)) *progressPump {
-	p := &progressPump{ctx: ctx, send: send, more: make(chan struct{}, 1), done: make(chan struct{})}
+	p := &progressPump{ctx: ctx, send: send, more: make(chan struct{}, 1), stopc: make(chan struct{}), done: make(chan struct{})}
 	go p.loop()
 	return p
 }
@@ -66,6 +67,7 @@ func (p *progressPump) loop() {
 	for {
 		select {
 		case <-p.more:
+		case <-p.stopc:
 		case <-p.ctx.Done():
 			return
 		}
@@ -76,8 +78,9 @@ func (p *progressPump) loop() {
 		if closed {
 			return
 		}
-		select { // at most one message per interval
+		select { // at most one message per interval, but none held back at the end
 		case <-tick.C:
+		case <-p.stopc:
 		case <-p.ctx.Done():
 			return
 		}
@@ -114,9 +117,6 @@ func (p *progressPump) stop() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
-	select {
-	case p.more <- struct{}{}:
-	default:
-	}
+	close(p.stopc)
 	<-p.done
 }
