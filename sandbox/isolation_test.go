@@ -118,7 +118,7 @@ func TestRunAs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	modes := []Mode{ModeSoftware}
+	modes := []Mode{ModeSoftware, ModeLandlock}
 	if _, err := exec.LookPath("bwrap"); err == nil {
 		modes = append(modes, ModeBwrap)
 	}
