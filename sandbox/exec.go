@@ -169,6 +169,10 @@ func New(cfg Config) (Executor, error) {
 			e.reaper = true
 		}
 	}
+	if w := e.iso.rootWarning(e); w != "" {
+		e.log.Warn(w)
+		e.reason += "; " + w
+	}
 	ok = true
 	e.log.Info("sandbox ready", "mode", string(e.iso.mode()), "reason", e.reason,
 		"shell", e.shellPath, "policy", e.policy != nil, "run_as", cfg.RunAs)

@@ -194,6 +194,10 @@ type isolation interface {
 	// none is trusted use.
 	filtersSpawner() bool
 
+	// rootWarning is what to tell the operator about running this
+	// strategy's commands as root ("" for nothing).
+	rootWarning(e *executor) string
+
 	// scriptPrefix is what a shell script must run first (bwrap without
 	// --bind-fd: the mount check); "" for none.
 	scriptPrefix(boundary string) string

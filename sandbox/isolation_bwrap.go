@@ -234,3 +234,5 @@ func (b bwrapIsolation) bwrapLink(p string) bool {
 }
 
 func (bwrapIsolation) filtersSpawner() bool { return false }
+
+func (bwrapIsolation) rootWarning(*executor) string { return "" }

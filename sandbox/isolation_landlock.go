@@ -112,11 +112,22 @@ func LandlockABI() int {
 	return int(v)
 }
 
-func (*landlockIsolation) mode() Mode                 { return ModeLandlock }
-func (*landlockIsolation) escapeChecks() bool         { return false }
-func (*landlockIsolation) ownsTree() bool             { return false }
-func (*landlockIsolation) directOK() bool             { return true }
-func (*landlockIsolation) runs(hdr []byte) bool       { return hostRuns(hdr) }
+func (*landlockIsolation) mode() Mode           { return ModeLandlock }
+func (*landlockIsolation) escapeChecks() bool   { return false }
+func (*landlockIsolation) ownsTree() bool       { return false }
+func (*landlockIsolation) directOK() bool       { return true }
+func (*landlockIsolation) runs(hdr []byte) bool { return hostRuns(hdr) }
+
+// rootWarning: commands of a root daemon without --run-as are root without
+// capabilities, and Landlock does not govern chmod: they could change the
+// mode of any root-owned file of the host (a setuid bit included).
+func (*landlockIsolation) rootWarning(e *executor) string {
+	if e.cred != nil || os.Geteuid() != 0 {
+		return ""
+	}
+	return "commands run as root (without capabilities): Landlock does not govern chmod, so they can change the permissions of root-owned files outside the workspace; set --run-as to a user that owns only the workspace"
+}
+
 func (*landlockIsolation) filtersSpawner() bool       { return false }
 func (*landlockIsolation) scriptPrefix(string) string { return "" }
 func (l *landlockIsolation) String() string           { return fmt.Sprintf("landlock ABI %d", l.abi) }

@@ -21,3 +21,5 @@ func (n noIsolation) command(p program, wd *workdir, pty bool) *exec.Cmd {
 }
 
 func (noIsolation) filtersSpawner() bool { return false }
+
+func (noIsolation) rootWarning(*executor) string { return "" }

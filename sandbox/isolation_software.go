@@ -63,3 +63,5 @@ func hostCommand(e *executor, p program, wd *workdir, pty bool) *exec.Cmd {
 }
 
 func (softwareIsolation) filtersSpawner() bool { return true }
+
+func (softwareIsolation) rootWarning(*executor) string { return "" }

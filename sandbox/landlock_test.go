@@ -247,6 +247,9 @@ func TestLandlockConfines(t *testing.T) {
 		// other sessions'), and TIOCSTI is refused on what the command has.
 		"unshare:": "EPERM", "clone3:": "ENOSYS", "tiocsti:": "EACCES", "tiocsti-high:": "EACCES", "tiocsti-stdin:": "EPERM",
 	}
+	if root && !strings.Contains(e.Reason(), "set --run-as") {
+		t.Errorf("a root daemon's landlock mode without --run-as does not warn: %s", e.Reason())
+	}
 	if caps := runProbes(t, e, scopeA, []string{"caps:"}); caps["caps:"] != "ok" {
 		t.Errorf("a landlock command has capabilities: %s", caps["caps:"])
 	}
