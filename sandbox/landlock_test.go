@@ -85,6 +85,8 @@ func probe(name, arg string) error {
 	case "mknod":
 		// A character device (/dev/null's numbers) in the boundary.
 		return unix.Mknod(arg, unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3)))
+	case "setuid":
+		return unix.Chmod(arg, 0o4755) // os.Chmod would drop the bit (os.ModeSetuid is its own)
 	case "chown":
 		return os.Chown(arg, 12345, 12345)
 	case "environ":
@@ -217,7 +219,7 @@ func TestLandlockConfines(t *testing.T) {
 			// What only root could do without dropping its capabilities:
 			// make a device node, give a file away, read another
 			// process's environment (CAP_SYS_PTRACE).
-			o = append(o, "mknod:"+filepath.Join(scopeA, "dev"), "chown:"+filepath.Join(scopeA, "mine"), "environ:"+target)
+			o = append(o, "mknod:"+filepath.Join(scopeA, "dev"), "setuid:"+filepath.Join(scopeA, "mine"), "chown:"+filepath.Join(scopeA, "mine"), "environ:"+target)
 		}
 		return o
 	}
@@ -256,6 +258,7 @@ func TestLandlockConfines(t *testing.T) {
 	if root {
 		want["mknod:"+filepath.Join(scopeA, "dev")] = "EPERM"
 		want["chown:"+filepath.Join(scopeA, "mine")] = "EPERM"
+		want["setuid:"+filepath.Join(scopeA, "mine")] = "EPERM"
 		want["environ:"+daemon] = "EACCES"
 	}
 	for op, w := range want {

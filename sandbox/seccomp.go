@@ -63,6 +63,13 @@ func policy(names []string, has func(string) bool, blockClone3 bool) seccomp.Pol
 		// FIFOs, sockets and regular files stay allowed.
 		{Name: "mknod", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_IFCHR}}},
 		{Name: "mknodat", Conditions: []seccomp.Condition{{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_IFCHR}}},
+		// Setuid and setgid bits: a command (root without capabilities
+		// under landlock, when the daemon is root without --run-as) must
+		// not make a root-owned program setuid for the host's users.
+		{Name: "chmod", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+		{Name: "fchmod", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+		{Name: "fchmodat", Conditions: []seccomp.Condition{{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+		{Name: "fchmodat2", Conditions: []seccomp.Condition{{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
 		// The kernel reads an ioctl's request as 32 bits: a value
 		// with any of the upper 32 set is the same request to it, so
 		// it is refused outright (no real request has them).
