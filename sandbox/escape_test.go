@@ -161,20 +161,22 @@ func TestHopperCannotOutliveItsCommand(t *testing.T) {
 					})
 					req := Request{Command: hopper, Env: map[string]string{testRoleEnv: "hopper",
 						"HOPPER_FILE": hb, "HOPPER_DEADLINE": strconv.FormatInt(time.Now().Add(30*time.Second).Unix(), 10)}}
+					// Let it hop for a while before the command ends: long
+					// enough for a few generations of a -race test binary on
+					// a loaded machine (landlock adds the trampoline's start).
 					if ending == "timeout" {
 						req.Command = hopper + "; sleep 60"
-						req.Timeout = time.Second
+						req.Timeout = 2500 * time.Millisecond
 					}
-					// Let it hop for a while before the command ends.
 					if ending == "exits" {
-						req.Command = hopper + "; sleep 1"
+						req.Command = hopper + "; sleep 2.5"
 					}
 					res := run(t, e, req)
 					if ending == "timeout" && !res.TimedOut {
 						t.Fatalf("the command did not time out: %+v", res)
 					}
 					if n := len(heartbeats(hb)); n < 3 {
-						t.Fatalf("the hopper hopped only %d times in a second; the test proves nothing", n)
+						t.Fatalf("the hopper hopped only %d times before its command ended; the test proves nothing", n)
 					}
 					time.Sleep(200 * time.Millisecond) // a generation being exec'ed may still write once
 					before := heartbeats(hb)
