@@ -3,8 +3,8 @@
 // with a cursor, so an agent or a UI can follow a build's output directory
 // over stateless HTTP as well as over a session.
 //
-// The first call for a directory starts a watcher (inotify through
-// fsnotify, on the directory and every directory below it) and returns
+// The first call for a directory starts a watcher (inotify, on the
+// directory and every directory below it) and returns
 // the cursor of "now"; each later call with that cursor returns the
 // changes after it, waiting up to its timeout for the first one. Changes
 // to one path within the debounce window are one event. Everything is
@@ -12,26 +12,31 @@
 // poll), directories per watcher (MaxDirs), events kept per watcher
 // (MaxEvents: an older cursor gets "truncated").
 //
-// Confinement: the directory is resolved by the workspace (fsops) and
-// must be a directory, not a link; directories found below it are
-// watched only if they are real directories, checked again (device and
-// inode) after the watch is added, so a directory swapped for a link to
-// somewhere else is not followed; event paths are reported relative to
-// the call's workspace, and only for directories the watcher added.
+// Confinement: the watched directory is opened by the workspace (fsops:
+// the caller's scope, no link out), and the watcher keeps that directory
+// as an os.Root; every directory below it is opened through that root
+// (which refuses a way out) and watched by its descriptor
+// (inotify_add_watch on /proc/self/fd/N), never by a name resolved
+// again. A directory swapped for a link between the listing and the open
+// is refused by the root, or watched where the root says it is. Event
+// paths are relative to the call's workspace.
 package fswatch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
-	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
@@ -104,18 +109,35 @@ func (m *Manager) Poll(ctx context.Context, ws fsops.Workspace, dir string, curs
 	if err != nil {
 		return Changes{}, err
 	}
-	fi, err := os.Lstat(abs)
-	if err != nil || !fi.IsDir() {
-		return Changes{}, &errcode.Error{Code: errcode.InvalidArgument, Op: "watch_changes", Path: dir, Msg: "not a directory of the workspace"}
-	}
-	w, err := m.watcher(abs)
+	w, err := m.watcher(abs, func() (*os.Root, error) { return openTop(ws, dir) })
 	if err != nil {
 		return Changes{}, err
 	}
 	return w.poll(ctx, ws.Root(), cursor, min(wait, DefaultMaxWait))
 }
 
-func (m *Manager) watcher(abs string) (*watcher, error) {
+// openTop opens dir of ws as a root the watcher keeps: through the
+// workspace (its confinement), then by descriptor.
+func openTop(ws fsops.Workspace, dir string) (*os.Root, error) {
+	sc, err := ws.Scope(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Close()
+	f, err := sc.OpenDir()
+	if err != nil {
+		return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "watch_changes", Path: dir, Msg: "not a directory of the workspace", Err: err}
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.IsDir() {
+		return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "watch_changes", Path: dir, Msg: "not a directory of the workspace"}
+	}
+	return os.OpenRoot(fdPath(f))
+}
+
+func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
+
+func (m *Manager) watcher(abs string, open func() (*os.Root, error)) (*watcher, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -136,8 +158,13 @@ func (m *Manager) watcher(abs string) (*watcher, error) {
 				Msg: fmt.Sprintf("%d directories are watched already (the limit); one ends %s after its last poll", m.opts.MaxWatchers, m.opts.IdleTimeout)}
 		}
 	}
-	w, err := newWatcher(abs, m.opts)
+	top, err := open()
 	if err != nil {
+		return nil, err
+	}
+	w, err := newWatcher(abs, top, m.opts)
+	if err != nil {
+		top.Close()
 		return nil, err
 	}
 	m.watchers[abs] = w
@@ -159,31 +186,36 @@ func (m *Manager) Close() error {
 
 // watcher is one watched directory tree.
 type watcher struct {
-	root string
+	root string   // the watched directory's absolute name, for paths relative to a caller
+	top  *os.Root // the watched directory, opened through the workspace
 	opts Options
-	fw   *fsnotify.Watcher
+	ifd  *os.File // the inotify instance
 	done chan struct{}
 
 	mu       sync.Mutex
-	dirs     map[string]bool // absolute directories being watched
-	events   []Event         // the last MaxEvents, oldest first
-	seq      int64           // the last event's
-	dropped  int64           // the seq of the newest event dropped (0: none)
-	changed  chan struct{}   // closed and replaced at each new event
+	dirs     map[int32]string // watch descriptor → directory relative to top ("." for top)
+	events   []Event          // the last MaxEvents, oldest first
+	seq      int64            // the last event's
+	dropped  int64            // the seq of the newest event dropped (0: none)
+	changed  chan struct{}    // closed and replaced at each new event
 	lastPoll time.Time
 	idle     *time.Timer
 	end      error // why it ended, once it has
 }
 
-func newWatcher(root string, opts Options) (*watcher, error) {
-	fw, err := fsnotify.NewWatcher()
+// watchMask is what each directory is watched for.
+const watchMask = unix.IN_CREATE | unix.IN_MODIFY | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
+	unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK
+
+func newWatcher(abs string, top *os.Root, opts Options) (*watcher, error) {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
-		return nil, &errcode.Error{Code: errcode.TooLarge, Op: "watch_changes", Msg: "cannot create an inotify instance", Err: err}
+		return nil, &errcode.Error{Code: errcode.TooLarge, Op: "watch_changes", Msg: "cannot create an inotify instance (fs.inotify.max_user_instances?)", Err: err}
 	}
-	w := &watcher{root: root, opts: opts, fw: fw, done: make(chan struct{}), dirs: map[string]bool{},
-		changed: make(chan struct{}), lastPoll: time.Now()}
-	if err := w.addTree(root); err != nil {
-		fw.Close()
+	w := &watcher{root: abs, top: top, opts: opts, ifd: os.NewFile(uintptr(fd), "inotify"), done: make(chan struct{}),
+		dirs: map[int32]string{}, changed: make(chan struct{}), lastPoll: time.Now()}
+	if err := w.addTree("."); err != nil {
+		w.ifd.Close()
 		return nil, err
 	}
 	w.idle = time.AfterFunc(opts.IdleTimeout, w.checkIdle)
@@ -191,102 +223,123 @@ func newWatcher(root string, opts Options) (*watcher, error) {
 	return w, nil
 }
 
-// addTree watches dir and the real directories below it.
-func (w *watcher) addTree(dir string) error {
-	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			if p == dir {
-				return err
+// addTree watches rel (relative to top) and the directories below it,
+// each opened through top and watched by its descriptor.
+func (w *watcher) addTree(rel string) error {
+	d, err := w.top.OpenFile(rel, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		if rel == "." {
+			return err
+		}
+		return nil // gone meanwhile, a link, or not a directory: not watched
+	}
+	err = w.addDir(d, rel)
+	if err == nil {
+		var ents []os.DirEntry
+		ents, _ = d.ReadDir(-1)
+		d.Close()
+		for _, e := range ents {
+			if e.IsDir() { // from the listing: a link is not a directory here
+				if err := w.addTree(filepath.Join(rel, e.Name())); err != nil {
+					return err
+				}
 			}
-			return nil // gone meanwhile, or unreadable: not watched
 		}
-		if !d.IsDir() { // a link to a directory is not a directory here
-			return nil
-		}
-		return w.addDir(p)
-	})
+		return nil
+	}
+	d.Close()
+	return err
 }
 
-// addDir watches one directory if it is (still) a real one, and checks
-// after adding that the name still holds that directory.
-func (w *watcher) addDir(p string) error {
+// addDir watches the open directory d, known as rel.
+func (w *watcher) addDir(d *os.File, rel string) error {
 	w.mu.Lock()
 	n := len(w.dirs)
-	known := w.dirs[p]
 	w.mu.Unlock()
-	if known {
-		return nil
-	}
 	if n >= w.opts.MaxDirs {
-		return &errcode.Error{Code: errcode.TooLarge, Op: "watch_changes", Path: p,
+		return &errcode.Error{Code: errcode.TooLarge, Op: "watch_changes", Path: rel,
 			Msg: fmt.Sprintf("more than %d directories below the watched one; watch a smaller part", w.opts.MaxDirs)}
 	}
-	before, err := os.Lstat(p)
-	if err != nil || !before.IsDir() {
-		return nil
-	}
-	if err := w.fw.Add(p); err != nil {
+	wd, err := unix.InotifyAddWatch(int(w.ifd.Fd()), fdPath(d), watchMask)
+	if err != nil {
 		if errors.Is(err, syscall.ENOSPC) {
-			return &errcode.Error{Code: errcode.TooLarge, Op: "watch_changes", Path: p, Msg: "the system's inotify watch limit is reached (fs.inotify.max_user_watches)"}
+			return &errcode.Error{Code: errcode.TooLarge, Op: "watch_changes", Path: rel, Msg: "the system's inotify watch limit is reached (fs.inotify.max_user_watches)"}
 		}
 		return nil
 	}
-	after, err := os.Lstat(p)
-	if err != nil || !after.IsDir() || !os.SameFile(before, after) {
-		_ = w.fw.Remove(p) // swapped while being added: not followed
-		return nil
-	}
 	w.mu.Lock()
-	w.dirs[p] = true
+	w.dirs[int32(wd)] = rel
 	w.mu.Unlock()
 	return nil
 }
 
 func (w *watcher) loop() {
+	buf := make([]byte, 64<<10)
 	for {
-		select {
-		case ev, ok := <-w.fw.Events:
-			if !ok {
-				return
+		n, err := w.ifd.Read(buf)
+		if err != nil {
+			return // closed (stop), or the instance failed
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			nameLen := int(ev.Len)
+			name := ""
+			if nameLen > 0 && off+unix.SizeofInotifyEvent+nameLen <= n {
+				raw := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+nameLen]
+				if i := bytes.IndexByte(raw, 0); i >= 0 {
+					raw = raw[:i]
+				}
+				name = string(raw)
 			}
-			w.handle(ev)
-		case err, ok := <-w.fw.Errors:
-			if !ok {
-				return
-			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				w.mu.Lock()
-				w.dropped = w.seq + 1 // everything up to the next event may be missing
-				w.mu.Unlock()
-			}
-		case <-w.done:
-			return
+			off += unix.SizeofInotifyEvent + nameLen
+			w.handle(ev.Wd, ev.Mask, name)
 		}
 	}
 }
 
-func (w *watcher) handle(ev fsnotify.Event) {
-	dir := filepath.Dir(ev.Name)
+func (w *watcher) handle(wd int32, mask uint32, name string) {
+	if mask&unix.IN_Q_OVERFLOW != 0 {
+		w.mu.Lock()
+		w.dropped = w.seq + 1 // everything up to the next event may be missing
+		w.mu.Unlock()
+		return
+	}
 	w.mu.Lock()
-	watched := w.dirs[dir]
-	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-		delete(w.dirs, ev.Name)
+	dir, watched := w.dirs[wd]
+	if mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF) != 0 {
+		delete(w.dirs, wd)
 	}
 	w.mu.Unlock()
-	if !watched {
+	if !watched || name == "" {
 		return
 	}
-	if ev.Has(fsnotify.Create) {
-		if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
-			_ = w.addTree(ev.Name) // a new directory: follow it too (errors: its limit)
-		}
+	rel := filepath.Join(dir, name)
+	if mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && mask&unix.IN_ISDIR != 0 {
+		_ = w.addTree(rel) // a new directory: follow it too (an error is its limit)
 	}
-	rel, err := filepath.Rel(w.root, ev.Name)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return
+	w.record(rel, opOf(mask))
+}
+
+// opOf names an inotify event's change.
+func opOf(mask uint32) string {
+	switch {
+	case mask&unix.IN_CREATE != 0:
+		return "create"
+	case mask&unix.IN_MODIFY != 0:
+		return "write"
+	case mask&unix.IN_DELETE != 0:
+		return "remove"
+	case mask&(unix.IN_MOVED_FROM|unix.IN_MOVED_TO) != 0:
+		return "rename"
 	}
-	op := opName(ev.Op)
+	return "chmod"
+}
+
+// record adds one change, merged into the last event when it is the same
+// path within the debounce window.
+func (w *watcher) record(rel, op string) {
 	now := time.Now()
+	rel = filepath.ToSlash(rel)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if n := len(w.events); n > 0 {
@@ -300,26 +353,13 @@ func (w *watcher) handle(ev fsnotify.Event) {
 		}
 	}
 	w.seq++
-	w.events = append(w.events, Event{Seq: w.seq, Path: filepath.ToSlash(rel), Op: op, Time: now})
+	w.events = append(w.events, Event{Seq: w.seq, Path: rel, Op: op, Time: now})
 	if len(w.events) > w.opts.MaxEvents {
 		w.dropped = w.events[0].Seq
 		w.events = append(w.events[:0], w.events[1:]...)
 	}
 	close(w.changed)
 	w.changed = make(chan struct{})
-}
-
-func opName(op fsnotify.Op) string {
-	var names []string
-	for _, o := range []struct {
-		op   fsnotify.Op
-		name string
-	}{{fsnotify.Create, "create"}, {fsnotify.Write, "write"}, {fsnotify.Remove, "remove"}, {fsnotify.Rename, "rename"}, {fsnotify.Chmod, "chmod"}} {
-		if op.Has(o.op) {
-			names = append(names, o.name)
-		}
-	}
-	return strings.Join(names, "|")
 }
 
 // poll returns the events after cursor, rooted at wsRoot (the call's
@@ -425,5 +465,6 @@ func (w *watcher) stop() {
 		w.idle.Stop()
 	}
 	close(w.done)
-	w.fw.Close()
+	w.ifd.Close() // ends loop's Read
+	w.top.Close()
 }
