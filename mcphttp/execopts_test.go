@@ -3,11 +3,13 @@ package mcphttp
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -66,18 +68,18 @@ func TestExecOptions(t *testing.T) {
 }
 
 // TestExecProgress: with a progress token, exec's output arrives as
-// progress notifications while the command runs, in order, each with more
-// progress than the last, all before the result: over streamable HTTP
-// (within the request's SSE response) and over stdio.
+// progress notifications while the command runs, each with more progress
+// than the last, carrying the whole output, over streamable HTTP and over
+// stdio with the go-sdk client. (The client runs notification handlers on
+// goroutines of their own, so when they run says nothing about the wire's
+// order; TestExecProgressWireOrder checks that.)
 func TestExecProgress(t *testing.T) {
 	const script = `for i in 1 2 3 4 5; do echo line$i; sleep 0.15; done; echo done >&2`
 	check := func(t *testing.T, connect func(opts *mcp.ClientOptions) *mcp.ClientSession) {
 		var mu sync.Mutex
 		var msgs []string
 		var last float64
-		var ordered = true
-		resultSeen := false
-		var afterResult bool
+		ordered := true
 		cs := connect(&mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -86,32 +88,31 @@ func TestExecProgress(t *testing.T) {
 			}
 			last = req.Params.Progress
 			msgs = append(msgs, req.Params.Message)
-			if resultSeen {
-				afterResult = true
-			}
 		}})
 		params := &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": script}}
 		params.SetProgressToken("tok-1")
 		res, err := cs.CallTool(context.Background(), params)
-		mu.Lock()
-		resultSeen = true
-		got := strings.Join(msgs, "")
-		n := len(msgs)
-		mu.Unlock()
 		if err != nil || res.IsError {
 			t.Fatalf("exec: %v %+v", err, res)
 		}
-		if !ordered || n < 2 {
-			t.Errorf("%d notifications, increasing %v: %q", n, ordered, msgs)
-		}
 		want := "line1\nline2\nline3\nline4\nline5\n"
-		if !strings.HasPrefix(got, want) || !strings.Contains(got, "done") {
-			t.Errorf("the notifications carried %q", got)
+		var got string
+		var n int
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			mu.Lock()
+			got, n = strings.Join(msgs, ""), len(msgs)
+			mu.Unlock()
+			if strings.Contains(got, "done") {
+				break
+			}
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if afterResult {
-			t.Error("a notification came after the result")
+		if !ordered || n < 2 {
+			t.Errorf("%d notifications, increasing %v: %q", n, ordered, msgs)
+		}
+		if !strings.HasPrefix(got, want) || !strings.Contains(got, "done") {
+			t.Errorf("the notifications carried %q", got)
 		}
 	}
 	t.Run("http", func(t *testing.T) {
@@ -148,4 +149,25 @@ func TestExecProgress(t *testing.T) {
 			return cs
 		})
 	})
+}
+
+// TestExecProgressWireOrder reads a progress-token call's SSE response as
+// the bytes arrive: every notification comes before the result.
+func TestExecProgressWireOrder(t *testing.T) {
+	e := newEnv(t)
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"exec","arguments":{"command":"echo a; sleep 0.2; echo b; sleep 0.2; echo c >&2"},"_meta":{"progressToken":"w"}}}`
+	resp, got := rawPost(t, e.url(), "POST", body, map[string]string{"Accept": "application/json, text/event-stream"})
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("status %d, %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), got)
+	}
+	result := strings.Index(got, `"id":7`)
+	lastNote := strings.LastIndex(got, `"notifications/progress"`)
+	if result < 0 || lastNote < 0 || lastNote > result || strings.Count(got, `"notifications/progress"`) < 2 {
+		t.Fatalf("notifications and the result out of order:\n%s", got)
+	}
+	for _, want := range []string{`"message":"a\n"`, `"message":"b\n"`, `c\n`} {
+		if !strings.Contains(got[:result], want) {
+			t.Errorf("no notification with %s before the result:\n%s", want, got)
+		}
+	}
 }
