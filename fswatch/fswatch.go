@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,7 +78,7 @@ type Changes struct {
 type Manager struct {
 	opts     Options
 	mu       sync.Mutex
-	watchers map[string]*watcher // by absolute directory
+	watchers map[dirID]*watcher // by the watched directory's identity
 	closed   bool
 }
 
@@ -98,52 +99,73 @@ func New(opts Options) *Manager {
 	if opts.Debounce <= 0 {
 		opts.Debounce = DefaultDebounce
 	}
-	return &Manager{opts: opts, watchers: map[string]*watcher{}}
+	return &Manager{opts: opts, watchers: map[dirID]*watcher{}}
 }
 
 // Poll returns the changes under dir (a path of ws) after cursor, waiting
 // up to wait for one. cursor < 0 starts following: it returns the current
 // cursor and no events at once.
 func (m *Manager) Poll(ctx context.Context, ws fsops.Workspace, dir string, cursor int64, wait time.Duration) (Changes, error) {
-	abs, err := ws.Resolve(dir)
+	rel, err := ws.Rel(dir)
 	if err != nil {
 		return Changes{}, err
 	}
-	w, err := m.watcher(abs, func() (*os.Root, error) { return openTop(ws, dir) })
+	// The directory this caller's name leads to now, opened through its
+	// workspace: a watcher is shared only by callers whose names lead to
+	// the same directory (device and inode), whatever the names.
+	top, id, err := openTop(ws, dir)
 	if err != nil {
 		return Changes{}, err
 	}
-	return w.poll(ctx, ws.Root(), cursor, min(wait, DefaultMaxWait))
+	w, err := m.watcher(id, top)
+	if err != nil {
+		return Changes{}, err
+	}
+	return w.poll(ctx, rel, cursor, min(wait, DefaultMaxWait))
 }
 
-// openTop opens dir of ws as a root the watcher keeps: through the
-// workspace (its confinement), then by descriptor.
-func openTop(ws fsops.Workspace, dir string) (*os.Root, error) {
+// dirID is a directory's identity.
+type dirID struct{ dev, ino uint64 }
+
+// openTop opens dir of ws as a root a watcher can keep: through the
+// workspace (its confinement), then by descriptor; and says which
+// directory it is.
+func openTop(ws fsops.Workspace, dir string) (*os.Root, dirID, error) {
+	notDir := &errcode.Error{Code: errcode.InvalidArgument, Op: "watch_changes", Path: dir, Msg: "not a directory of the workspace"}
 	sc, err := ws.Scope(dir)
 	if err != nil {
-		return nil, err
+		return nil, dirID{}, err
 	}
 	defer sc.Close()
 	f, err := sc.OpenDir()
 	if err != nil {
-		return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "watch_changes", Path: dir, Msg: "not a directory of the workspace", Err: err}
+		return nil, dirID{}, notDir
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.IsDir() {
-		return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "watch_changes", Path: dir, Msg: "not a directory of the workspace"}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil, dirID{}, notDir
 	}
-	return os.OpenRoot(fdPath(f))
+	r, err := os.OpenRoot(fdPath(f))
+	if err != nil {
+		return nil, dirID{}, notDir
+	}
+	return r, dirID{uint64(st.Dev), st.Ino}, nil
 }
 
 func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
 
-func (m *Manager) watcher(abs string, open func() (*os.Root, error)) (*watcher, error) {
+// watcher returns the live watcher of directory id, or makes one on top
+// (which it then owns; otherwise top is closed).
+func (m *Manager) watcher(id dirID, top *os.Root) (*watcher, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
+		top.Close()
 		return nil, errors.New("fswatch: closed")
 	}
-	if w := m.watchers[abs]; w != nil && !w.ended() {
+	if w := m.watchers[id]; w != nil && !w.ended() {
+		top.Close()
 		w.touch()
 		return w, nil
 	}
@@ -154,20 +176,17 @@ func (m *Manager) watcher(abs string, open func() (*os.Root, error)) (*watcher, 
 			}
 		}
 		if len(m.watchers) >= m.opts.MaxWatchers {
-			return nil, &errcode.Error{Code: errcode.TooLarge, Op: "watch_changes", Path: abs,
+			top.Close()
+			return nil, &errcode.Error{Code: errcode.TooLarge, Op: "watch_changes",
 				Msg: fmt.Sprintf("%d directories are watched already (the limit); one ends %s after its last poll", m.opts.MaxWatchers, m.opts.IdleTimeout)}
 		}
 	}
-	top, err := open()
-	if err != nil {
-		return nil, err
-	}
-	w, err := newWatcher(abs, top, m.opts)
+	w, err := newWatcher(top, m.opts)
 	if err != nil {
 		top.Close()
 		return nil, err
 	}
-	m.watchers[abs] = w
+	m.watchers[id] = w
 	return w, nil
 }
 
@@ -186,35 +205,46 @@ func (m *Manager) Close() error {
 
 // watcher is one watched directory tree.
 type watcher struct {
-	root string   // the watched directory's absolute name, for paths relative to a caller
 	top  *os.Root // the watched directory, opened through the workspace
 	opts Options
 	ifd  *os.File // the inotify instance
 	done chan struct{}
 
 	mu       sync.Mutex
-	dirs     map[int32]string // watch descriptor → directory relative to top ("." for top)
-	events   []Event          // the last MaxEvents, oldest first
-	seq      int64            // the last event's
-	dropped  int64            // the seq of the newest event dropped (0: none)
-	changed  chan struct{}    // closed and replaced at each new event
+	dirs     map[int32]dirEntry // watch descriptor → where the directory is in the tree
+	events   []Event            // the last MaxEvents, oldest first
+	seq      int64              // the last event's
+	dropped  int64              // the seq of the newest event dropped (0: none)
+	changed  chan struct{}      // closed and replaced at each new event
 	lastPoll time.Time
 	idle     *time.Timer
 	end      error // why it ended, once it has
 }
 
+// dirEntry is a watched directory: its parent's watch descriptor (-1 for
+// the top) and its name there. Paths are built from the chain when an
+// event needs one, so a deep tree costs a name per directory, not a path.
+type dirEntry struct {
+	parent int32
+	name   string
+}
+
+// maxPath bounds the paths the watcher builds and reports: deeper
+// directories are not watched.
+const maxPath = 4096
+
 // watchMask is what each directory is watched for.
 const watchMask = unix.IN_CREATE | unix.IN_MODIFY | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
-	unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK
+	unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK
 
-func newWatcher(abs string, top *os.Root, opts Options) (*watcher, error) {
+func newWatcher(top *os.Root, opts Options) (*watcher, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, &errcode.Error{Code: errcode.TooLarge, Op: "watch_changes", Msg: "cannot create an inotify instance (fs.inotify.max_user_instances?)", Err: err}
 	}
-	w := &watcher{root: abs, top: top, opts: opts, ifd: os.NewFile(uintptr(fd), "inotify"), done: make(chan struct{}),
-		dirs: map[int32]string{}, changed: make(chan struct{}), lastPoll: time.Now()}
-	if err := w.addTree("."); err != nil {
+	w := &watcher{top: top, opts: opts, ifd: os.NewFile(uintptr(fd), "inotify"), done: make(chan struct{}),
+		dirs: map[int32]dirEntry{}, changed: make(chan struct{}), lastPoll: time.Now()}
+	if err := w.addTree(-1, "", "."); err != nil {
 		w.ifd.Close()
 		return nil, err
 	}
@@ -223,9 +253,35 @@ func newWatcher(abs string, top *os.Root, opts Options) (*watcher, error) {
 	return w, nil
 }
 
-// addTree watches rel (relative to top) and the directories below it,
-// each opened through top and watched by its descriptor.
-func (w *watcher) addTree(rel string) error {
+// pathOf is the path of watch wd's directory relative to the top ("."
+// for the top); false once the chain is broken (a directory removed).
+// Held: w.mu.
+func (w *watcher) pathOf(wd int32) (string, bool) {
+	var parts []string
+	for n := 0; wd != -1; n++ {
+		e, ok := w.dirs[wd]
+		if !ok || n > len(w.dirs) {
+			return "", false
+		}
+		if e.parent != -1 {
+			parts = append(parts, e.name)
+		}
+		wd = e.parent
+	}
+	if len(parts) == 0 {
+		return ".", true
+	}
+	slices.Reverse(parts)
+	return filepath.Join(parts...), true
+}
+
+// addTree watches rel (relative to top; name in parent) and the
+// directories below it, each opened through top and watched by its
+// descriptor.
+func (w *watcher) addTree(parent int32, name, rel string) error {
+	if len(rel) > maxPath {
+		return nil // too deep to name: not watched
+	}
 	d, err := w.top.OpenFile(rel, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		if rel == "." {
@@ -233,44 +289,43 @@ func (w *watcher) addTree(rel string) error {
 		}
 		return nil // gone meanwhile, a link, or not a directory: not watched
 	}
-	err = w.addDir(d, rel)
-	if err == nil {
-		var ents []os.DirEntry
-		ents, _ = d.ReadDir(-1)
+	wd, err := w.addDir(d, parent, name, rel)
+	if err != nil || wd < 0 {
 		d.Close()
-		for _, e := range ents {
-			if e.IsDir() { // from the listing: a link is not a directory here
-				if err := w.addTree(filepath.Join(rel, e.Name())); err != nil {
-					return err
-				}
+		return err
+	}
+	ents, _ := d.ReadDir(-1)
+	d.Close()
+	for _, e := range ents {
+		if e.IsDir() { // from the listing: a link is not a directory here
+			if err := w.addTree(wd, e.Name(), filepath.Join(rel, e.Name())); err != nil {
+				return err
 			}
 		}
-		return nil
 	}
-	d.Close()
-	return err
+	return nil
 }
 
-// addDir watches the open directory d, known as rel.
-func (w *watcher) addDir(d *os.File, rel string) error {
+// addDir watches the open directory d; wd -1 when it could not be.
+func (w *watcher) addDir(d *os.File, parent int32, name, rel string) (int32, error) {
 	w.mu.Lock()
 	n := len(w.dirs)
 	w.mu.Unlock()
 	if n >= w.opts.MaxDirs {
-		return &errcode.Error{Code: errcode.TooLarge, Op: "watch_changes", Path: rel,
+		return -1, &errcode.Error{Code: errcode.TooLarge, Op: "watch_changes", Path: rel,
 			Msg: fmt.Sprintf("more than %d directories below the watched one; watch a smaller part", w.opts.MaxDirs)}
 	}
 	wd, err := unix.InotifyAddWatch(int(w.ifd.Fd()), fdPath(d), watchMask)
 	if err != nil {
 		if errors.Is(err, syscall.ENOSPC) {
-			return &errcode.Error{Code: errcode.TooLarge, Op: "watch_changes", Path: rel, Msg: "the system's inotify watch limit is reached (fs.inotify.max_user_watches)"}
+			return -1, &errcode.Error{Code: errcode.TooLarge, Op: "watch_changes", Path: rel, Msg: "the system's inotify watch limit is reached (fs.inotify.max_user_watches)"}
 		}
-		return nil
+		return -1, nil
 	}
 	w.mu.Lock()
-	w.dirs[int32(wd)] = rel
+	w.dirs[int32(wd)] = dirEntry{parent: parent, name: name}
 	w.mu.Unlock()
-	return nil
+	return int32(wd), nil
 }
 
 func (w *watcher) loop() {
@@ -305,19 +360,59 @@ func (w *watcher) handle(wd int32, mask uint32, name string) {
 		return
 	}
 	w.mu.Lock()
-	dir, watched := w.dirs[wd]
+	e, watched := w.dirs[wd]
+	if watched && e.parent == -1 && mask&(unix.IN_MOVE_SELF|unix.IN_DELETE_SELF) != 0 {
+		// The watched directory itself left: what happens to it now is
+		// not under the name it was watched by.
+		w.mu.Unlock()
+		w.stop()
+		return
+	}
 	if mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF) != 0 {
 		delete(w.dirs, wd)
 	}
+	dir, ok := w.pathOf(wd)
 	w.mu.Unlock()
-	if !watched || name == "" {
+	if !watched || !ok || name == "" {
 		return
 	}
 	rel := filepath.Join(dir, name)
-	if mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && mask&unix.IN_ISDIR != 0 {
-		_ = w.addTree(rel) // a new directory: follow it too (an error is its limit)
+	if len(rel) > maxPath {
+		return
+	}
+	if mask&unix.IN_ISDIR != 0 {
+		switch {
+		case mask&unix.IN_MOVED_FROM != 0:
+			w.unwatch(wd, name) // moved out of the tree, or about to reappear under MOVED_TO
+		case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
+			_ = w.addTree(wd, name, rel) // a new directory: follow it too (an error is its limit)
+		}
 	}
 	w.record(rel, opOf(mask))
+}
+
+// unwatch stops watching the directory name of parent and everything
+// below it: a directory moved elsewhere is not followed there.
+func (w *watcher) unwatch(parent int32, name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var gone []int32
+	for wd, e := range w.dirs {
+		if e.parent == parent && e.name == name {
+			gone = append(gone, wd)
+		}
+	}
+	for i := 0; i < len(gone); i++ { // and their descendants
+		for wd, e := range w.dirs {
+			if e.parent == gone[i] {
+				gone = append(gone, wd)
+			}
+		}
+	}
+	for _, wd := range gone {
+		delete(w.dirs, wd)
+		_, _ = unix.InotifyRmWatch(int(w.ifd.Fd()), uint32(wd))
+	}
 }
 
 // opOf names an inotify event's change.
@@ -364,7 +459,7 @@ func (w *watcher) record(rel, op string) {
 
 // poll returns the events after cursor, rooted at wsRoot (the call's
 // workspace, which may be above the watched directory).
-func (w *watcher) poll(ctx context.Context, wsRoot string, cursor int64, wait time.Duration) (Changes, error) {
+func (w *watcher) poll(ctx context.Context, prefix string, cursor int64, wait time.Duration) (Changes, error) {
 	w.touch()
 	w.mu.Lock()
 	if cursor < 0 || cursor > w.seq {
@@ -377,6 +472,7 @@ func (w *watcher) poll(ctx context.Context, wsRoot string, cursor int64, wait ti
 	w.mu.Unlock()
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
+	settled := false // one debounce wait per poll: writes that never pause cannot hold it
 	for {
 		w.mu.Lock()
 		if w.end != nil {
@@ -387,13 +483,21 @@ func (w *watcher) poll(ctx context.Context, wsRoot string, cursor int64, wait ti
 		if w.seq > cursor {
 			// Let the debounce window close on the newest change, so a
 			// burst arrives as one answer.
-			wait := w.opts.Debounce - time.Since(w.events[len(w.events)-1].Time)
-			if wait > 0 {
+			if d := w.opts.Debounce - time.Since(w.events[len(w.events)-1].Time); d > 0 && !settled {
 				w.mu.Unlock()
-				time.Sleep(wait)
+				settled = true
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-deadline.C:
+				case <-ctx.Done():
+					t.Stop()
+					return Changes{}, ctx.Err()
+				}
+				t.Stop()
 				continue
 			}
-			ch := w.collect(wsRoot, cursor)
+			ch := w.collect(prefix, cursor)
 			w.mu.Unlock()
 			return ch, nil
 		}
@@ -411,10 +515,9 @@ func (w *watcher) poll(ctx context.Context, wsRoot string, cursor int64, wait ti
 	}
 }
 
-// collect is the events after cursor, with their paths relative to
-// wsRoot. Held: w.mu.
-func (w *watcher) collect(wsRoot string, cursor int64) Changes {
-	prefix, _ := filepath.Rel(wsRoot, w.root)
+// collect is the events after cursor, their paths under prefix (the
+// watched directory as the caller named it). Held: w.mu.
+func (w *watcher) collect(prefix string, cursor int64) Changes {
 	out := Changes{Cursor: w.seq, Events: []Event{}, Truncated: w.dropped > cursor}
 	for _, e := range w.events {
 		if e.Seq > cursor {

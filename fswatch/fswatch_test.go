@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
@@ -187,7 +188,10 @@ func TestWatchIdleEnds(t *testing.T) {
 	poll(t, m, ws, ".", -1, 0)
 	time.Sleep(400 * time.Millisecond)
 	m.mu.Lock()
-	w := m.watchers[ws.Root()]
+	var w *watcher
+	for _, x := range m.watchers {
+		w = x
+	}
 	m.mu.Unlock()
 	if w == nil || !w.ended() {
 		t.Fatal("the idle watch did not end")
@@ -195,4 +199,111 @@ func TestWatchIdleEnds(t *testing.T) {
 	if ch := poll(t, m, ws, ".", -1, 0); ch.Cursor != 0 {
 		t.Errorf("a new watch: %+v", ch)
 	}
+}
+
+// TestWatchAttacks: what a hostile workspace can do to a watch.
+func TestWatchAttacks(t *testing.T) {
+	t.Run("writes that never pause do not hold a poll", func(t *testing.T) {
+		m, ws, root := setup(t, Options{})
+		cur := poll(t, m, ws, ".", -1, 0).Cursor
+		stop := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(30 * time.Millisecond):
+					os.WriteFile(filepath.Join(root, "busy"), []byte("x"), 0o644)
+				}
+			}
+		}()
+		defer close(stop)
+		done := make(chan Changes, 1)
+		go func() { done <- poll(t, m, ws, ".", cur, 500*time.Millisecond) }()
+		select {
+		case ch := <-done:
+			if len(ch.Events) == 0 {
+				t.Errorf("no events from a busy file: %+v", ch)
+			}
+		case <-time.After(10 * time.Second): // a hang guard, not a speed target
+			t.Fatal("a poll under never-pausing writes did not return")
+		}
+	})
+	t.Run("a deep tree is watched only as deep as a path can be named", func(t *testing.T) {
+		m, ws, root := setup(t, Options{})
+		long := strings.Repeat("d", 250)
+		// 40 × 251 bytes: far past PATH_MAX, so made one level at a time
+		// beneath the last one's descriptor, as a command in it could.
+		fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 40 {
+			if err := unix.Mkdirat(fd, long, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			next, err := unix.Openat(fd, long, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+			unix.Close(fd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fd = next
+		}
+		unix.Close(fd)
+		t.Cleanup(func() { os.RemoveAll(filepath.Join(root, long)) })
+		poll(t, m, ws, ".", -1, 0)
+		m.mu.Lock()
+		var n int
+		for _, w := range m.watchers {
+			w.mu.Lock()
+			n = len(w.dirs)
+			w.mu.Unlock()
+		}
+		m.mu.Unlock()
+		if n > maxPath/251+2 {
+			t.Errorf("%d directories watched in a chain whose paths pass %d bytes after %d", n, maxPath, maxPath/251)
+		}
+	})
+	t.Run("a watcher is shared only for the same directory", func(t *testing.T) {
+		m, ws, root := setup(t, Options{})
+		for _, d := range []string{"b", "secret"} {
+			os.Mkdir(filepath.Join(root, d), 0o755)
+		}
+		os.Symlink("../secret", filepath.Join(root, "b/l"))
+		wide := poll(t, m, ws, "b/l", -1, 0).Cursor // the wide caller: b/l is secret/
+		_ = wide
+		os.Remove(filepath.Join(root, "b/l"))
+		os.Mkdir(filepath.Join(root, "b/l"), 0o755)
+		scoped, err := ws.Scope("b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer scoped.Close()
+		cur := poll(t, m, scoped, "l", -1, 0).Cursor
+		os.WriteFile(filepath.Join(root, "secret/private.key"), []byte("k"), 0o600)
+		os.WriteFile(filepath.Join(root, "b/l/mine"), []byte("m"), 0o600)
+		seen, _ := pollUntil(t, m, scoped, "l", cur, "l/mine")
+		for p := range seen {
+			if strings.Contains(p, "private") {
+				t.Fatalf("the scoped caller saw %s of the other directory", p)
+			}
+		}
+	})
+	t.Run("a directory moved out of the tree is not followed", func(t *testing.T) {
+		m, ws, root := setup(t, Options{})
+		outside := t.TempDir()
+		os.Mkdir(filepath.Join(root, "sub"), 0o755)
+		cur := poll(t, m, ws, ".", -1, 0).Cursor
+		if err := os.Rename(filepath.Join(root, "sub"), filepath.Join(outside, "sub")); err != nil {
+			t.Skipf("cannot move across these directories: %v", err)
+		}
+		_, cur = pollUntil(t, m, ws, ".", cur, "sub")
+		os.WriteFile(filepath.Join(outside, "sub", "payroll.xlsx"), []byte("x"), 0o600)
+		ch := poll(t, m, ws, ".", cur, 300*time.Millisecond)
+		for _, e := range ch.Events {
+			if strings.Contains(e.Path, "payroll") {
+				t.Fatalf("a change in the moved-out directory was reported: %+v", e)
+			}
+		}
+	})
 }
