@@ -224,6 +224,13 @@ type Info struct {
 	dev, ino uint64 // identity, for loop detection while walking
 }
 
+// FileID is a file's identity: its device and inode.
+type FileID struct{ Dev, Ino uint64 }
+
+// ID is the identity of the file i describes (zero for the memory
+// workspace, which has none).
+func (i Info) ID() FileID { return FileID{i.dev, i.ino} }
+
 // IsDir reports whether the entry is a directory.
 func (i Info) IsDir() bool { return i.Mode.IsDir() }
 

@@ -255,9 +255,7 @@ func TestWatchAttacks(t *testing.T) {
 		m.mu.Lock()
 		var n int
 		for _, w := range m.watchers {
-			w.mu.Lock()
-			n = len(w.dirs)
-			w.mu.Unlock()
+			n = w.tree.Dirs()
 		}
 		m.mu.Unlock()
 		if n > maxPath/251+2 {
