@@ -3,9 +3,12 @@
 package sandbox
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 )
@@ -215,4 +218,42 @@ type program struct {
 	shell bool
 	dir   string   // the working directory: wd.dir, or a cd target beneath the boundary
 	env   []string // the complete environment
+}
+
+// probe runs `<shell> -c true` in the workspace with the real arguments of
+// iso, a candidate strategy (New's choice is not made yet), as New does for
+// the modes that must be seen to work here (looking a program up is not
+// enough: in containers bwrap is installed but cannot create namespaces,
+// and a kernel may have Landlock's calls but refuse them). failed is what
+// the command printed on stderr (or its exit status) when it ran and
+// failed, "" when it succeeded; err says it could not start (starter names
+// what) or did not finish within 10 s.
+func (e *executor) probe(iso isolation, mode, starter string) (failed string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	env, _ := e.env(e.root, nil, "")
+	wd, err := e.openWorkdir(&Request{}, e.root, e.root)
+	if err != nil {
+		return "", fmt.Errorf("cannot open the workspace root: %v", err)
+	}
+	defer wd.close()
+	cmd := e.shellCommandIn(iso, "true", wd, env, false)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := e.spawn.start(cmd); err != nil {
+		return "", fmt.Errorf("cannot start %s: %v", starter, err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+	werr := cmd.Wait()
+	stop()
+	if werr == nil {
+		return "", nil
+	}
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("the %s probe did not finish within 10s", mode)
+	}
+	if msg := strings.TrimSpace(stderr.String()); msg != "" {
+		return msg, nil
+	}
+	return werr.Error(), nil
 }

@@ -3,8 +3,6 @@
 package sandbox
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 )
 
 // bwrapIsolation runs every command in a bubblewrap sandbox of its own
@@ -80,29 +77,12 @@ func newBwrapIsolation(e *executor) (isolation, error) {
 	e.bindFD = bwrapHasBindFD(path)
 	b := bwrapIsolation{e}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	env, _ := e.env(e.root, nil, "")
-	wd, err := e.openWorkdir(&Request{}, e.root, e.root)
+	msg, err := e.probe(b, "bwrap", "bwrap")
 	if err != nil {
-		return nil, fmt.Errorf("cannot open the workspace root: %v", err)
+		return nil, err
 	}
-	defer wd.close()
-	cmd := e.shellCommandIn(b, "true", wd, env, false)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := e.spawn.start(cmd); err != nil {
-		return nil, fmt.Errorf("cannot start bwrap: %v", err)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
-	err = cmd.Wait()
-	stop()
-	if err == nil {
+	if msg == "" {
 		return b, nil
-	}
-	msg := strings.TrimSpace(stderr.String())
-	if ctx.Err() != nil {
-		return nil, errors.New("the bwrap probe did not finish within 10s")
 	}
 	low := strings.ToLower(msg)
 	if strings.Contains(low, "namespace") || strings.Contains(low, "uid map") ||
@@ -115,9 +95,6 @@ func newBwrapIsolation(e *executor) (isolation, error) {
 			hint += "; kernel.unprivileged_userns_clone is 0"
 		}
 		return nil, fmt.Errorf("user namespaces are unavailable%s: bwrap said %q", hint, msg)
-	}
-	if msg == "" {
-		msg = err.Error()
 	}
 	return nil, fmt.Errorf("the bwrap probe failed: %s", msg)
 }

@@ -3,8 +3,6 @@
 package sandbox
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -15,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -161,30 +158,25 @@ func (l *landlockIsolation) visible(p, boundary string, bound bool) bool {
 // on fd 5 and the program and its argv in its argv.
 func (l *landlockIsolation) command(p program, wd *workdir, pty bool) *exec.Cmd {
 	cmd := hostCommand(l.e, p, wd, pty)
+	cmd.Path, cmd.Env = "/proc/self/exe", []string{}
+	// What cannot be confined does not run: command cannot fail, so the
+	// trampoline is started to refuse it (exit 126 with the reason).
+	refuse := func(what string, err error) *exec.Cmd {
+		l.e.log.Error("landlock: cannot "+what+"; the command is refused", "err", err)
+		cmd.Args = sandboxexec.RefuseArgv("agent-backend", "cannot "+what+": "+err.Error())
+		return cmd
+	}
 	rs, tmp, err := l.ruleset(wd)
 	if err != nil {
-		// The trampoline reports it: a command that cannot be confined
-		// does not run. (command cannot fail; Start then succeeds and the
-		// trampoline exits 126 with this message.)
-		l.e.log.Error("landlock: cannot build the command's ruleset; the command is refused", "err", err)
-		cmd.Path = "/proc/self/exe"
-		cmd.Args = sandboxexec.RefuseArgv("agent-backend", "cannot build the Landlock ruleset: "+err.Error())
-		cmd.Env = []string{}
-		return cmd
+		return refuse("build the Landlock ruleset", err)
 	}
 	wd.extra = append(wd.extra, rs)
 	envf, err := envFile(withEnv(p.env, "TMPDIR", tmp))
 	if err != nil {
-		l.e.log.Error("landlock: cannot pass the command's environment; the command is refused", "err", err)
-		cmd.Path = "/proc/self/exe"
-		cmd.Args = sandboxexec.RefuseArgv("agent-backend", "cannot pass the environment: "+err.Error())
-		cmd.Env = []string{}
-		return cmd
+		return refuse("pass the environment", err)
 	}
 	wd.extra = append(wd.extra, envf)
-	cmd.Path = "/proc/self/exe"
 	cmd.Args = sandboxexec.Argv("agent-backend", p.path, p.argv)
-	cmd.Env = []string{}
 	// fds 3, 4, 5: sandboxexec.RulesetFD, FilterFD, EnvFD.
 	cmd.ExtraFiles = []*os.File{rs, l.filter, envf}
 	return cmd
@@ -407,32 +399,10 @@ func newLandlockIsolation(e *executor) (*landlockIsolation, error) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	env, _ := e.env(e.root, nil, "")
-	wd, err := e.openWorkdir(&Request{}, e.root, e.root)
-	if err != nil {
-		return nil, fmt.Errorf("cannot open the workspace root: %v", err)
-	}
-	defer wd.close()
-	cmd := e.shellCommandIn(l, "true", wd, env, false)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := e.spawn.start(cmd); err != nil {
-		return nil, fmt.Errorf("cannot start the trampoline: %v", err)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
-	err = cmd.Wait()
-	stop()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, errors.New("the landlock probe did not finish within 10s")
-		}
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		return nil, fmt.Errorf("the landlock probe failed: %s", msg)
+	if failed, err := e.probe(l, "landlock", "the trampoline"); err != nil {
+		return nil, err
+	} else if failed != "" {
+		return nil, fmt.Errorf("the landlock probe failed: %s", failed)
 	}
 	ok = true
 	return l, nil

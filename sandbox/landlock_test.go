@@ -16,6 +16,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
 )
 
 func init() { testRoles["prober"] = proberRole }
@@ -402,5 +404,26 @@ func TestSeccompFilterAssembles(t *testing.T) {
 				t.Errorf("%s (clone3 %v): %d instructions, %v", a, clone3, len(prog), err)
 			}
 		}
+	}
+}
+
+// TestLandlockRefusals: what landlock mode cannot do is refused with why,
+// and nothing runs: no network rules on a kernel older than ABI 4 when the
+// network is to be taken away; an environment value with a NUL.
+func TestLandlockRefusals(t *testing.T) {
+	saved := landlockABI
+	landlockABI = func() int { return 3 }
+	_, err := New(Config{Mode: ModeLandlock, WorkspaceRoot: workspace(t), NoNetwork: true})
+	landlockABI = saved
+	if !errcode.Is(err, errcode.InvalidConfiguration) || !strings.Contains(err.Error(), "Landlock ABI 3 has no network rules (4 does)") {
+		t.Errorf("landlock without network rules and no network: %v", err)
+	}
+	e, ws := newExec(t, ModeLandlock)
+	res, err := e.Run(context.Background(), Request{Command: "touch ran", Env: map[string]string{"A": "x\x00B=y"}})
+	if _, serr := os.Stat(filepath.Join(ws, "ran")); serr == nil || (err == nil && res.ExitCode == 0) {
+		t.Errorf("a NUL in an environment value: %+v %v; the command ran", res, err)
+	}
+	if err == nil && !strings.Contains(string(res.Stderr), "NUL") {
+		t.Errorf("the refusal does not say why: %q", res.Stderr)
 	}
 }
