@@ -105,6 +105,53 @@ func get(t testing.TB, url string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
+// send makes one request with a JSON body and the headers of hdr, and
+// returns the status and the body.
+func send(t testing.TB, method, url, body string, hdr map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// bearer is the Authorization header of token ("" for none).
+func bearer(token string) map[string]string {
+	if token == "" {
+		return map[string]string{}
+	}
+	return map[string]string{"Authorization": "Bearer " + token}
+}
+
+// executeTool calls tool over POST /execute without a token and returns
+// its output decoded as JSON, failing the test unless it succeeded.
+func executeTool(t *testing.T, url, tool, args string) map[string]any {
+	t.Helper()
+	_, b := send(t, http.MethodPost, url+"/execute", `{"tool_name":"`+tool+`","arguments":`+args+`}`, nil)
+	var out map[string]any
+	json.Unmarshal([]byte(b), &out)
+	if out["status"] != "success" {
+		t.Fatalf("%s %s: %s", tool, args, b)
+	}
+	var res map[string]any
+	json.Unmarshal([]byte(out["output"].(string)), &res)
+	return res
+}
+
 func TestHealth(t *testing.T) {
 	c := testConfig(t)
 	r := start(t, c, nil)

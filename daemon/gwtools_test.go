@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,16 +30,7 @@ func TestApprovalFlow(t *testing.T) {
 	r := start(t, c, nil)
 	do := func(method, path, body, token string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, r.url+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return send(t, method, r.url+path, body, map[string]string{"Authorization": "Bearer " + token})
 	}
 	exec := func(args string) map[string]any {
 		t.Helper()

@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,20 +22,7 @@ func TestProcessToolsOnDaemon(t *testing.T) {
 	r := start(t, c, nil)
 	execute := func(tool, args string) map[string]any {
 		t.Helper()
-		resp, err := http.Post(r.url+"/execute", "application/json", strings.NewReader(`{"tool_name":"`+tool+`","arguments":`+args+`}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var out map[string]any
-		json.Unmarshal(b, &out)
-		if out["status"] != "success" {
-			t.Fatalf("%s: %s", tool, b)
-		}
-		var res map[string]any
-		json.Unmarshal([]byte(out["output"].(string)), &res)
-		return res
+		return executeTool(t, r.url, tool, args)
 	}
 	mark := "daemon-procs-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	started := execute("process_start", `{"command":"echo ready; sleep 30","name":"srv","env":{"PROCS_MARK":"`+mark+`"}}`)
@@ -93,20 +78,7 @@ func TestWatchToolOnDaemon(t *testing.T) {
 	r := start(t, c, nil)
 	execute := func(args string) map[string]any {
 		t.Helper()
-		resp, err := http.Post(r.url+"/execute", "application/json", strings.NewReader(`{"tool_name":"watch_changes","arguments":`+args+`}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var out map[string]any
-		json.Unmarshal(b, &out)
-		if out["status"] != "success" {
-			t.Fatalf("watch_changes %s: %s", args, b)
-		}
-		var res map[string]any
-		json.Unmarshal([]byte(out["output"].(string)), &res)
-		return res
+		return executeTool(t, r.url, "watch_changes", args)
 	}
 	startAt := execute(`{}`)
 	cur, ok := startAt["cursor"].(float64)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,21 +25,12 @@ func tokenLine(name, tok, rest string) string {
 // X-Scope-Path, and returns the HTTP status and the body.
 func callAs(t *testing.T, url, token, scope, tool, args string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+tool+`","arguments":`+args+`}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
+	hdr := bearer(token)
+	hdr["Accept"] = "application/json, text/event-stream"
 	if scope != "" {
-		req.Header.Set("X-Scope-Path", scope)
+		hdr["X-Scope-Path"] = scope
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return send(t, http.MethodPost, url+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+tool+`","arguments":`+args+`}}`, hdr)
 }
 
 func sshAs(t *testing.T, url, token string) *gossh.Client {
@@ -125,17 +115,9 @@ func TestScopedTokens(t *testing.T) {
 		if face == "mcp" {
 			code, body = callAs(t, r.url, "alice-token", "l", "read_text_file", `{"path":"secret.txt"}`)
 		} else {
-			req, _ := http.NewRequest(http.MethodPost, r.url+"/execute", strings.NewReader(`{"tool_name":"read_text_file","arguments":{"path":"secret.txt"}}`))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Authorization", "Bearer alice-token")
-			req.Header.Set("X-Scope-Path", "l")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			code, body = resp.StatusCode, string(b)
+			hdr := bearer("alice-token")
+			hdr["X-Scope-Path"] = "l"
+			code, body = send(t, http.MethodPost, r.url+"/execute", `{"tool_name":"read_text_file","arguments":{"path":"secret.txt"}}`, hdr)
 		}
 		t.Logf("%s through a planted link: %d %.200s", face, code, body)
 		if strings.Contains(body, "bob's") || (code == http.StatusOK && !strings.Contains(body, "isError") && !strings.Contains(body, "error")) {
@@ -174,16 +156,7 @@ func TestScopedTokens(t *testing.T) {
 
 	// REST: the same rules.
 	rest := func(token, body string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, r.url+"/execute", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return send(t, http.MethodPost, r.url+"/execute", body, bearer(token))
 	}
 	if code, body := rest("alice-token", `{"tool_name":"list_directory","arguments":{"path":"."}}`); code != http.StatusOK || strings.Contains(body, "top.txt") || !strings.Contains(body, "note.txt") {
 		t.Errorf("REST alice: %d %s", code, body)

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,19 +28,9 @@ func TestSiteOnDaemon(t *testing.T) {
 	r := start(t, c, nil)
 	req := func(method, path, body, token string) (int, string) {
 		t.Helper()
-		rq, _ := http.NewRequest(method, r.url+path, strings.NewReader(body))
-		if token != "" {
-			rq.Header.Set("Authorization", "Bearer "+token)
-		}
-		rq.Header.Set("Content-Type", "application/json")
-		rq.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(rq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		hdr := bearer(token)
+		hdr["Accept"] = "application/json, text/event-stream"
+		return send(t, method, r.url+path, body, hdr)
 	}
 	if code, _ := req("GET", "/site/", "", ""); code != 401 {
 		t.Errorf("without the token: %d", code)

@@ -229,18 +229,7 @@ func TestWorkspaceToolsOnRESTAndMCP(t *testing.T) {
 	}
 	r := start(t, c, nil)
 	post := func(path, body string, hdr map[string]string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, r.url+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		for k, v := range hdr {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return send(t, http.MethodPost, r.url+path, body, hdr)
 	}
 	for _, tt := range []struct {
 		name     string

@@ -123,17 +123,8 @@ func TestPublishedUpstreams(t *testing.T) {
 
 func mcpCall(t *testing.T, url, tool, args string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+tool+`","arguments":`+args+`}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return send(t, http.MethodPost, url+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+tool+`","arguments":`+args+`}}`,
+		map[string]string{"Accept": "application/json, text/event-stream"})
 }
 
 // waitUpstreams waits until /health/servers says each server is running.
