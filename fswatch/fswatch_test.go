@@ -2,17 +2,20 @@ package fswatch
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/registry"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -304,4 +307,38 @@ func TestWatchAttacks(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestWatchToolRefusals: bad arguments to watch_changes are refused with
+// what is wrong, and start no watch.
+func TestWatchToolRefusals(t *testing.T) {
+	m, ws, root := setup(t, Options{})
+	os.WriteFile(filepath.Join(root, "f"), nil, 0o644)
+	reg := registry.New(registry.Options{})
+	if err := reg.Set("watch", m.Tools()); err != nil {
+		t.Fatal(err)
+	}
+	for args, want := range map[string]string{
+		`{"cursor":-1}`:       "cursor -1: use the one the last call returned",
+		`{"timeoutMs":60001}`: "timeoutMs 60001: from 0 to 60000",
+		`{"timeoutMs":-5}`:    "timeoutMs -5: from 0 to 60000",
+		`{"path":"f"}`:        "not a directory of the workspace",
+		`{"path":"../.."}`:    "escapes",
+		`{"recursive":true}`:  "recursive",
+		`{"cursor":"x"}`:      "cursor",
+	} {
+		res, err := reg.Call(context.Background(), "watch_changes", registry.Call{Args: json.RawMessage(args), Workspace: ws})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text := res.Content[0].(*mcp.TextContent).Text; !res.IsError || !strings.Contains(text, want) {
+			t.Errorf("watch_changes %s: %v %q, want an error naming %q", args, res.IsError, text, want)
+		}
+	}
+	m.mu.Lock()
+	n := len(m.watchers)
+	m.mu.Unlock()
+	if n != 0 {
+		t.Errorf("refused calls started %d watches", n)
+	}
 }

@@ -129,25 +129,7 @@ func TestExecProgress(t *testing.T) {
 	})
 	t.Run("stdio", func(t *testing.T) {
 		e := newEnv(t)
-		p := newStdioPipes()
-		done := make(chan error, 1)
-		go func() {
-			done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
-			p.serverOut.Close()
-		}()
-		check(t, func(opts *mcp.ClientOptions) *mcp.ClientSession {
-			c := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, opts)
-			cs, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: p.clientIn, Writer: p.clientOut}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				cs.Close()
-				p.clientOut.Close()
-				<-done
-			})
-			return cs
-		})
+		check(t, func(opts *mcp.ClientOptions) *mcp.ClientSession { return connectStdioWith(t, e.srv, opts) })
 	})
 }
 

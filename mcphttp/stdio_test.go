@@ -29,13 +29,19 @@ func newStdioPipes() *stdioPipes {
 // `agent-backend daemon --local-only`.
 func connectStdio(t *testing.T, srv *Server) *mcp.ClientSession {
 	t.Helper()
+	return connectStdioWith(t, srv, nil)
+}
+
+// connectStdioWith is connectStdio with the client's options.
+func connectStdioWith(t *testing.T, srv *Server, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	p := newStdioPipes()
 	done := make(chan error, 1)
 	go func() {
 		done <- srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
 		p.serverOut.Close()
 	}()
-	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil)
+	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, opts)
 	cs, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: p.clientIn, Writer: p.clientOut}, nil)
 	if err != nil {
 		t.Fatal(err)
