@@ -515,20 +515,22 @@ func ContentBytes(res *mcp.CallToolResult) int {
 // denied says why call may not run t ("" when it may): the one place a
 // token's read-only and exec restrictions meet the tools.
 func denied(t Tool, call Call) string {
+	var why string
+	switch {
+	case call.ReadOnly && (t.Annotations == nil || !t.Annotations.ReadOnlyHint):
+		why = "is read-only, and %s may change the workspace (only tools marked read-only may be called)"
+	case (call.NoExec || call.ReadOnly) && t.RunsCommands:
+		why = "may not run commands, and %s runs one"
+	case call.Bound && t.WholeRoot:
+		why = "is bound to a scope, and %s works over the whole root"
+	default:
+		return "" // the common case: nothing formatted
+	}
 	who := "this token"
 	if call.Caller != "" {
 		who = fmt.Sprintf("token %q", call.Caller)
 	}
-	if call.ReadOnly && (t.Annotations == nil || !t.Annotations.ReadOnlyHint) {
-		return fmt.Sprintf("Permission denied: %s is read-only, and %s may change the workspace (only tools marked read-only may be called)", who, t.Name)
-	}
-	if (call.NoExec || call.ReadOnly) && t.RunsCommands {
-		return fmt.Sprintf("Permission denied: %s may not run commands, and %s runs one", who, t.Name)
-	}
-	if call.Bound && t.WholeRoot {
-		return fmt.Sprintf("Permission denied: %s is bound to a scope, and %s works over the whole root", who, t.Name)
-	}
-	return ""
+	return "Permission denied: " + who + " " + fmt.Sprintf(why, t.Name)
 }
 
 func errorResult(text string) *mcp.CallToolResult {

@@ -228,7 +228,7 @@ type program struct {
 // the command printed on stderr (or its exit status) when it ran and
 // failed, "" when it succeeded; err says it could not start (starter names
 // what) or did not finish within 10 s.
-func (e *executor) probe(iso isolation, mode, starter string) (failed string, err error) {
+func (e *executor) probe(iso isolation, starter string) (failed string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	env, _ := e.env(e.root, nil, "")
@@ -250,7 +250,7 @@ func (e *executor) probe(iso isolation, mode, starter string) (failed string, er
 		return "", nil
 	}
 	if ctx.Err() != nil {
-		return "", fmt.Errorf("the %s probe did not finish within 10s", mode)
+		return "", fmt.Errorf("the %s probe did not finish within 10s", iso.mode())
 	}
 	if msg := strings.TrimSpace(stderr.String()); msg != "" {
 		return msg, nil

@@ -77,7 +77,7 @@ func newBwrapIsolation(e *executor) (isolation, error) {
 	e.bindFD = bwrapHasBindFD(path)
 	b := bwrapIsolation{e}
 
-	msg, err := e.probe(b, "bwrap", "bwrap")
+	msg, err := e.probe(b, "bwrap")
 	if err != nil {
 		return nil, err
 	}

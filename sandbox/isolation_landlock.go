@@ -399,7 +399,7 @@ func newLandlockIsolation(e *executor) (*landlockIsolation, error) {
 		}
 	}
 
-	if failed, err := e.probe(l, "landlock", "the trampoline"); err != nil {
+	if failed, err := e.probe(l, "the trampoline"); err != nil {
 		return nil, err
 	} else if failed != "" {
 		return nil, fmt.Errorf("the landlock probe failed: %s", failed)
