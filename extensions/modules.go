@@ -49,6 +49,7 @@ func (p *Provider) predeclared() starlark.StringDict {
 	d["http"] = p.httpModule()
 	d["fs"] = p.fsModule()
 	d["env"] = p.envModule()
+	d["sqlite"] = p.sqliteModule()
 	return d
 }
 
