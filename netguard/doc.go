@@ -22,6 +22,10 @@
 // from the environment. Response bodies are cut at a cap (10 MB by default)
 // and the Result says so; every request has a timeout (30 s by default).
 //
+// DialTCP gives a protocol other than HTTP (the extensions' postgres module)
+// a raw TCP connection under the same port, name and address rules; it is
+// refused when the operator routes the network through a proxy.
+//
 // The operator (never a client) may loosen it: AllowHosts exempts named
 // hosts from the host and address rules (an internal API), AllowPrivate
 // lets private and loopback addresses through (metadata and link-local

@@ -244,32 +244,57 @@ func (c *Client) CheckURL(u *url.URL) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return refuse("only http and https URLs are allowed, not %q", u.Scheme)
 	}
-	host := u.Hostname()
-	if host == "" {
-		return refuse("no host")
-	}
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
+	if reason := c.checkHostPort(u.Hostname(), port); reason != "" {
+		return refuse("%s", reason)
+	}
+	return nil
+}
+
+// checkHostPort is the rule on a host name and port that needs no
+// resolution, shared by CheckURL and DialTCP: why they are refused, or "".
+func (c *Client) checkHostPort(host, port string) string {
+	if host == "" {
+		return "no host"
+	}
 	pn, err := strconv.ParseUint(port, 10, 16)
 	if err != nil || !slices.Contains(c.ports, uint16(pn)) {
-		return refuse("port %s is not allowed (allowed: %v)", port, c.ports)
+		return fmt.Sprintf("port %s is not allowed (allowed: %v)", port, c.ports)
 	}
 	if c.hostAllowed(host) {
-		return nil
+		return ""
 	}
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
 	switch {
 	case h == "localhost" || strings.HasSuffix(h, ".localhost"):
-		return refuse("%s is this machine", host)
+		return host + " is this machine"
 	case strings.HasSuffix(h, ".local") || strings.HasSuffix(h, ".internal") || h == "metadata":
-		return refuse("%s is a local or internal name", host)
+		return host + " is a local or internal name"
 	}
 	if _, err := netip.ParseAddr(h); err != nil && looksNumeric(h) {
-		return refuse("%s is an IPv4 address in a non-canonical form; write it as a.b.c.d", host)
+		return host + " is an IPv4 address in a non-canonical form; write it as a.b.c.d"
 	}
-	return nil
+	return ""
+}
+
+// DialTCP opens a TCP connection to host:port for a protocol that is not
+// HTTP (a database client), under the rules of a request: the port must be
+// allowed, the name passes CheckURL's rules, and the connection goes to an
+// address checked after the Client resolved the name itself (dial). With
+// an operator's Proxy it is refused: an HTTP proxy carries no raw TCP, and
+// going around it would leave the route the operator chose.
+func (c *Client) DialTCP(ctx context.Context, host, port string) (net.Conn, error) {
+	addr := net.JoinHostPort(host, port)
+	if c.opts.Proxy != nil {
+		return nil, &BlockedError{URL: addr, Reason: "the network is reached through the operator's proxy, which carries no raw TCP connection"}
+	}
+	if reason := c.checkHostPort(host, port); reason != "" {
+		return nil, &BlockedError{URL: addr, Reason: reason}
+	}
+	return c.dial(ctx, "tcp", addr)
 }
 
 // looksNumeric reports whether every label of h is a number in decimal,

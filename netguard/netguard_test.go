@@ -234,3 +234,63 @@ func FuzzCheckURL(f *testing.F) {
 		}
 	})
 }
+
+// TestDialTCP: a raw TCP connection is held to the rules of a request (the
+// port, the names, every resolved address) and reaches a loopback listener
+// only when the options admit it; through a proxy none is made.
+func TestDialTCP(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hi"))
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	pn, _ := strconv.Atoi(port)
+	ctx := context.Background()
+	strict := New(Options{AllowPorts: []uint16{uint16(pn), 5432}, Resolve: stub(map[string]string{"rebind.example": "127.0.0.1", "db.example": "10.0.0.5"})})
+	for _, tc := range []struct{ host, port, want string }{
+		{"127.0.0.1", port, "127.0.0.1"},
+		{"localhost", port, "is this machine"},
+		{"rebind.example", port, "resolves to 127.0.0.1"},
+		{"169.254.169.254", "5432", "169.254.169.254"},
+		{"db.example", "5432", "resolves to 10.0.0.5"},
+		{"2130706433", "5432", "non-canonical"},
+		{"127.0.0.1", "22", "port 22 is not allowed"},
+	} {
+		c, err := strict.DialTCP(ctx, tc.host, tc.port)
+		var be *BlockedError
+		if err == nil || !errors.As(err, &be) || !strings.Contains(err.Error(), tc.want) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("DialTCP(%s, %s): %v; want a refusal with %q", tc.host, tc.port, err, tc.want)
+		}
+	}
+	open := New(Options{AllowPorts: []uint16{uint16(pn)}, AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	c, err := open.DialTCP(ctx, "127.0.0.1", port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2)
+	if _, err := c.Read(buf); err != nil || string(buf) != "hi" {
+		t.Errorf("read %q %v", buf, err)
+	}
+	c.Close()
+	proxied := New(Options{AllowPorts: []uint16{uint16(pn)}, AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Proxy: &url.URL{Scheme: "http", Host: "proxy.example:3128"}})
+	if c, err := proxied.DialTCP(ctx, "127.0.0.1", port); err == nil || !strings.Contains(err.Error(), "proxy") {
+		if c != nil {
+			c.Close()
+		}
+		t.Errorf("through a proxy: %v", err)
+	}
+}
