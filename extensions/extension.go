@@ -26,7 +26,10 @@ type Extension struct {
 	Description string
 	AllowedExec []string // program names exec.run may run
 	Env         []string // variables env.get may read
-	Tools       []Tool
+	// AllowedDBHosts are the hosts the postgres module may connect to
+	// (through the network door, whose rules still apply).
+	AllowedDBHosts []string
+	Tools          []Tool
 }
 
 // Tool is one tool an extension declares.
@@ -149,6 +152,14 @@ func readExtension(rel string, v starlark.Value) (*Extension, error) {
 	}
 	if ext.Env, err = strList(s, "env"); err != nil {
 		return nil, bad("%v", err)
+	}
+	if ext.AllowedDBHosts, err = strList(s, "allowed_db_hosts"); err != nil {
+		return nil, bad("%v", err)
+	}
+	for _, h := range ext.AllowedDBHosts {
+		if h == "" || strings.ContainsAny(h, "/\\ :@,") {
+			return nil, bad("allowed_db_hosts: %q must be a host name or address, without a port", h)
+		}
 	}
 	tools, err := s.Attr("tools")
 	if err != nil || tools == nil {

@@ -25,6 +25,9 @@ const (
 	localCtx = "agentbe.ctx"
 	localExt = "agentbe.ext"
 	localWS  = "agentbe.ws"
+	// localReadOnly is set for a read-only token's call: its workspace
+	// refuses changes (fsops.ReadOnly), and postgres.execute refuses too.
+	localReadOnly = "agentbe.readonly"
 )
 
 // callState is what a module needs from the call it runs in; outside a
@@ -50,6 +53,7 @@ func (p *Provider) predeclared() starlark.StringDict {
 	d["fs"] = p.fsModule()
 	d["env"] = p.envModule()
 	d["sqlite"] = p.sqliteModule()
+	d["postgres"] = p.postgresModule()
 	return d
 }
 

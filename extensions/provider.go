@@ -41,6 +41,10 @@ type Options struct {
 	Workspace fsops.Workspace // where fs and exec work (a call's scope narrows it)
 	Executor  sandbox.Executor
 	Net       *netguard.Client
+	// PostgresNet is the door of the postgres module's connections: the
+	// rules of Net (no loopback, private, link-local or metadata address)
+	// with the PostgreSQL port, DefaultPostgresPort, when nil.
+	PostgresNet *netguard.Client
 	// Getenv reads the daemon's environment for env.get (os.LookupEnv when
 	// nil); Secrets are values never returned (the auth token).
 	Getenv  func(string) (string, bool)
@@ -130,6 +134,9 @@ func newProvider(opts Options) (*Provider, error) {
 	}
 	if opts.Net == nil {
 		opts.Net = netguard.New(netguard.Options{})
+	}
+	if opts.PostgresNet == nil {
+		opts.PostgresNet = netguard.New(netguard.Options{AllowPorts: []uint16{DefaultPostgresPort}})
 	}
 	log := opts.Logger
 	if log == nil {
@@ -409,6 +416,7 @@ func (p *Provider) call(ctx context.Context, ext *Extension, t Tool, sem chan st
 	thread.SetLocal(localCtx, ctx)
 	thread.SetLocal(localExt, ext)
 	thread.SetLocal(localWS, ws)
+	thread.SetLocal(localReadOnly, call.ReadOnly)
 	thread.SetMaxExecutionSteps(p.opts.MaxSteps)
 	stop := context.AfterFunc(ctx, func() { thread.Cancel("the call's time ran out") })
 	defer stop()

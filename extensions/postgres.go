@@ -1,0 +1,156 @@
+package extensions
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+
+	"github.com/agentbe/agentbe-daemon/netguard"
+)
+
+// DefaultPostgresPort is the port the postgres module's door admits when
+// the daemon gives it none of its own (Options.PostgresNet).
+const DefaultPostgresPort = 5432
+
+// postgresKeys are the keys a connection URL may carry. The others of
+// libpq make pgx read files of the daemon's (passfile, servicefile,
+// sslkey, sslcert, sslrootcert) or change where it connects (service,
+// target_session_attrs): refused before anything is read or dialled.
+var postgresKeys = []string{"host", "port", "user", "password", "dbname", "sslmode", "connect_timeout", "application_name"}
+
+// postgresConfig parses conn, a postgres:// URL, into a pgx configuration
+// whose every connection goes through door. Nothing of the daemon's own is
+// sent: pgx fills what the URL leaves out from the daemon's environment
+// (PGPASSWORD), its ~/.pgpass and ~/.postgresql; the password is always
+// the URL's (or none) and no client certificate is presented. A host that
+// is a Unix socket is refused; a host the extension does not list in
+// allowed_db_hosts too.
+func postgresConfig(fn, conn string, ext *Extension, door *netguard.Client) (*pgx.ConnConfig, error) {
+	if !strings.HasPrefix(conn, "postgres://") && !strings.HasPrefix(conn, "postgresql://") {
+		return nil, fmt.Errorf("%s: conn must be a postgres:// URL (postgres://user:password@host:port/dbname?sslmode=...)", fn)
+	}
+	u, err := url.Parse(conn)
+	if err != nil {
+		return nil, fmt.Errorf("%s: conn is not a URL: %v", fn, redactURLError(err))
+	}
+	password, _ := u.User.Password()
+	if p := u.Query().Get("password"); p != "" {
+		password = p
+	}
+	cfg, err := pgx.ParseConfigWithOptions(conn, pgx.ParseConfigOptions{ParseConfigOptions: pgconn.ParseConfigOptions{ConnStringAllowedKeys: postgresKeys}})
+	if err != nil {
+		return nil, fmt.Errorf("%s: conn: %v (the keys it may hold: %s)", fn, err, strings.Join(postgresKeys, ", "))
+	}
+	cfg.Password = password
+	hosts := []string{cfg.Host}
+	for _, fb := range cfg.Fallbacks {
+		hosts = append(hosts, fb.Host)
+	}
+	if cfg.TLSConfig != nil {
+		cfg.TLSConfig.Certificates = nil
+	}
+	for _, fb := range cfg.Fallbacks {
+		if fb.TLSConfig != nil {
+			fb.TLSConfig.Certificates = nil
+		}
+	}
+	for _, h := range hosts {
+		if h == "" || strings.HasPrefix(h, "/") || strings.HasPrefix(h, "@") {
+			return nil, fmt.Errorf("%s: conn names no host, or a Unix socket (%q); only TCP connections to a host in allowed_db_hosts are made", fn, h)
+		}
+		if !slices.ContainsFunc(ext.AllowedDBHosts, func(a string) bool { return strings.EqualFold(a, h) }) {
+			return nil, fmt.Errorf("%s: host %q is not in the allowed_db_hosts of extension %s (%v)", fn, h, ext.Name, ext.AllowedDBHosts)
+		}
+	}
+	// The name goes to the door as it is: netguard resolves it itself and
+	// dials only an address it checked.
+	cfg.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if network != "tcp" {
+			return nil, fmt.Errorf("%s: only TCP connections are made, not %s", fn, network)
+		}
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		return door.DialTCP(ctx, host, port)
+	}
+	return cfg, nil
+}
+
+// redactURLError drops the URL (which may hold a password) from a
+// url.Parse error.
+func redactURLError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}
+
+// postgresModule: postgres.query and postgres.execute, one connection per
+// call, dialled through the network door.
+func (p *Provider) postgresModule() *starlarkstruct.Module {
+	run := func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple,
+		write bool, body func(ctx context.Context, c *sql.Conn, query string, params []any) (starlark.Value, error)) (starlark.Value, error) {
+		var conn, query string
+		var params starlark.Value
+		if err := starlark.UnpackArgs(b.Name(), a, kw, "conn", &conn, "sql", &query, "params?", &params); err != nil {
+			return nil, err
+		}
+		ctx, ext, _, err := callState(thread, b.Name())
+		if err != nil {
+			return nil, err
+		}
+		if ro, _ := thread.Local(localReadOnly).(bool); ro && write {
+			return nil, fmt.Errorf("%s: this token is read-only; it may not change a database", b.Name())
+		}
+		args, err := sqlParams(b.Name(), params)
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := postgresConfig(b.Name(), conn, ext, p.opts.PostgresNet)
+		if err != nil {
+			return nil, err
+		}
+		db := stdlib.OpenDB(*cfg)
+		defer db.Close()
+		db.SetMaxOpenConns(1)
+		c, err := db.Conn(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: connecting: %v", b.Name(), err)
+		}
+		defer c.Close()
+		return body(ctx, c, query, args)
+	}
+	return module("postgres", map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){
+		"query": func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			return run(thread, b, a, kw, false, func(ctx context.Context, c *sql.Conn, query string, params []any) (starlark.Value, error) {
+				rows, err := c.QueryContext(ctx, query, params...)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %v", b.Name(), err)
+				}
+				defer rows.Close()
+				return sqlRows(b.Name(), rows)
+			})
+		},
+		"execute": func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			return run(thread, b, a, kw, true, func(ctx context.Context, c *sql.Conn, query string, params []any) (starlark.Value, error) {
+				res, err := c.ExecContext(ctx, query, params...)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %v", b.Name(), err)
+				}
+				return sqlExecResult(res), nil
+			})
+		},
+	})
+}
