@@ -60,3 +60,53 @@ func TestMCPListChanged(t *testing.T) {
 		t.Errorf("after list_changed: %q", got)
 	}
 }
+
+// TestSQLiteOverMCP: the sqlite module end to end, over the daemon's MCP
+// server (stdio) with the go-sdk client: a table made and filled by one
+// tool, read back by another, and a refused path is an error result.
+func TestSQLiteOverMCP(t *testing.T) {
+	f := start(t, map[string]string{"db.star": sqliteExt}, nil)
+	srv, err := mcphttp.New(mcphttp.Options{Workspace: f.ws, Registry: f.reg, RootDir: f.ws.Root()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	toSrvR, toSrvW := io.Pipe()
+	fromSrvR, fromSrvW := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.ServeStdio(context.Background(), toSrvR, fromSrvW)
+		fromSrvW.Close()
+	}()
+	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.IOTransport{Reader: fromSrvR, Writer: toSrvW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cs.Close(); toSrvW.Close(); <-done }()
+	call := func(tool string, args map[string]any) (string, bool) {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Content[0].(*mcp.TextContent).Text, res.IsError
+	}
+	for _, step := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"db__execute", map[string]any{"path": "m.db", "sql": "CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)"}, `{"last_insert_id":0,"rows_affected":0}`},
+		{"db__execute", map[string]any{"path": "m.db", "sql": "INSERT INTO kv VALUES (?, ?), (?, ?)", "params": []any{"a", "1", "b", nil}}, `{"last_insert_id":2,"rows_affected":2}`},
+		{"db__query", map[string]any{"path": "m.db", "sql": "SELECT k, v FROM kv ORDER BY k"}, `[{"k":"a","v":"1"},{"k":"b","v":null}]`},
+		{"db__tables", map[string]any{"path": "m.db"}, `["kv"]`},
+	} {
+		if txt, isErr := call(step.tool, step.args); isErr || txt != step.want {
+			t.Errorf("%s %v: %q isError=%v; want %q", step.tool, step.args, txt, isErr, step.want)
+		}
+	}
+	if txt, isErr := call("db__query", map[string]any{"path": "../m.db", "sql": "SELECT 1"}); !isErr || !strings.Contains(txt, "sqlite.query: ") {
+		t.Errorf("../m.db over MCP: %q isError=%v", txt, isErr)
+	}
+}

@@ -233,3 +233,48 @@ func TestPostgres(t *testing.T) {
 		t.Errorf("PGPASSWORD of the daemon was used: %q %v", txt, isErr)
 	}
 }
+
+// FuzzPostgresConfig: whatever conn string an extension passes, a
+// configuration comes back only if every host it would connect to is one
+// the extension lists, none is a Unix socket, every dial goes through the
+// door, and no key that reads a file of the daemon's survived.
+func FuzzPostgresConfig(f *testing.F) {
+	for _, s := range []string{
+		"postgres://u:p@127.0.0.1:5432/db?sslmode=disable",
+		"postgresql://u@db.example,127.0.0.1:5433/db",
+		"postgres://u@/db?host=/var/run/postgresql",
+		"postgres://u@127.0.0.1/db?passfile=/etc/shadow",
+		"postgres://u@127.0.0.1/db?service=x&servicefile=/tmp/s",
+		"postgres://[::1]:5432/db",
+		"host=127.0.0.1 user=u",
+	} {
+		f.Add(s)
+	}
+	ext := &Extension{Name: "fz", AllowedDBHosts: []string{"127.0.0.1", "db.example"}}
+	door := netguard.New(netguard.Options{})
+	f.Fuzz(func(t *testing.T, conn string) {
+		cfg, err := postgresConfig("postgres.query", conn, ext, door)
+		if err != nil {
+			return
+		}
+		hosts := []string{cfg.Host}
+		for _, fb := range cfg.Fallbacks {
+			hosts = append(hosts, fb.Host)
+		}
+		for _, h := range hosts {
+			if h != "127.0.0.1" && !strings.EqualFold(h, "db.example") {
+				t.Fatalf("%q: host %q is not one the extension lists", conn, h)
+			}
+		}
+		if cfg.DialFunc == nil || cfg.LookupFunc == nil {
+			t.Fatalf("%q: the dial does not go through the door", conn)
+		}
+		if c, err := cfg.DialFunc(context.Background(), "unix", "/tmp/.s.PGSQL.5432"); err == nil {
+			c.Close()
+			t.Fatalf("%q: a Unix socket was dialled", conn)
+		}
+		if cfg.TLSConfig != nil && len(cfg.TLSConfig.Certificates) > 0 {
+			t.Fatalf("%q: a client certificate would be presented", conn)
+		}
+	})
+}
