@@ -47,7 +47,7 @@ func TestExtensionsOnDaemon(t *testing.T) {
 	for _, e := range h.Extensions {
 		states[e.File] = e.State
 	}
-	if states["notes.star"] != "ready" || states["broken.star"] != "failed" || len(h.Extensions) != 5 || !strings.Contains(string(hb), `"last_error":"broken.star:1: `) {
+	if states["notes.star"] != "ready" || states["sqlite_explorer.star"] != "ready" || states["broken.star"] != "failed" || len(h.Extensions) != 6 || !strings.Contains(string(hb), `"last_error":"broken.star:1: `) {
 		t.Errorf("/health extensions: %s", hb)
 	}
 }

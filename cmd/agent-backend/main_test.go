@@ -668,7 +668,7 @@ func TestSiteServe(t *testing.T) {
 // error with file:line.
 func TestExtCommands(t *testing.T) {
 	out, errOut, code := run(t, nil, "ext", "test", "../../examples/extensions")
-	if code != 0 || !strings.HasPrefix(out, "ok\t../../examples/extensions\t8 tests") {
+	if code != 0 || !strings.HasPrefix(out, "ok\t../../examples/extensions\t11 tests") {
 		t.Errorf("ext test on the examples: exit %d\n%s%s", code, out, errOut)
 	}
 	dir := t.TempDir()
