@@ -9,7 +9,8 @@ import (
 )
 
 // TestDocsNameEveryModuleFunction: docs/extensions.md names each function of
-// the modules the daemon gives (exec, http, fs, env) and of testing, and
+// the modules the daemon gives (exec, http, fs, env, sqlite, postgres) and
+// of testing, and
 // names none that does not exist.
 func TestDocsNameEveryModuleFunction(t *testing.T) {
 	doc, err := os.ReadFile("../docs/extensions.md")
@@ -23,7 +24,7 @@ func TestDocsNameEveryModuleFunction(t *testing.T) {
 	mods := p.predeclared()
 	mods["testing"] = testingModule()
 	var runtime []string
-	for _, name := range []string{"exec", "http", "fs", "env", "testing"} {
+	for _, name := range []string{"exec", "http", "fs", "env", "sqlite", "postgres", "testing"} {
 		for _, fn := range mods[name].(interface{ AttrNames() []string }).AttrNames() {
 			runtime = append(runtime, name+"."+fn)
 		}
@@ -34,7 +35,7 @@ func TestDocsNameEveryModuleFunction(t *testing.T) {
 			t.Errorf("docs/extensions.md does not document %s", f)
 		}
 	}
-	documented := regexp.MustCompile("`((?:exec|http|fs|env|testing)\\.[a-z_]+)\\(").FindAllStringSubmatch(string(doc), -1)
+	documented := regexp.MustCompile("`((?:exec|http|fs|env|sqlite|postgres|testing)\\.[a-z_]+)\\(").FindAllStringSubmatch(string(doc), -1)
 	for _, m := range documented {
 		found := false
 		for _, f := range runtime {
