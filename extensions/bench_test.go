@@ -110,3 +110,29 @@ func BenchmarkExtension(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkSQLiteQuery: a tool whose handler runs one small query (10 rows
+// of a 1,000-row table, by a bound parameter) through the
+// sqlite module, called through the registry: the file read through its
+// descriptor, loaded into memory, queried and converted. Run:
+//
+//	go test -run '^$' -bench SQLiteQuery ./extensions/
+func BenchmarkSQLiteQuery(b *testing.B) {
+	dir := b.TempDir()
+	src := "def q(p):\n    return sqlite.query('b.db', 'SELECT id, name FROM t WHERE id > ? ORDER BY id LIMIT 10', [p['from']])\n" +
+		"def fill(p):\n    return sqlite.execute('b.db', \"CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT); " +
+		"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT 1000) INSERT INTO t SELECT x, 'name ' || x FROM c\")\n" +
+		"def describe_extension():\n    return Extension(name = 'sq', tools = [Tool(name = 'q', handler = q), Tool(name = 'fill', handler = fill)])\n"
+	if err := os.WriteFile(filepath.Join(dir, "sq.star"), []byte(src), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	f := startB(b, dir)
+	if txt, isErr, _ := f.callB(b, "sq__fill", `{}`); isErr {
+		b.Fatal(txt)
+	}
+	for b.Loop() {
+		if txt, isErr, _ := f.callB(b, "sq__q", `{"from":500}`); isErr || !strings.HasPrefix(txt, `[{"id":501,"name":"name 501"}`) {
+			b.Fatal(txt)
+		}
+	}
+}

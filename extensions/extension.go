@@ -2,6 +2,7 @@ package extensions
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -157,8 +158,8 @@ func readExtension(rel string, v starlark.Value) (*Extension, error) {
 		return nil, bad("%v", err)
 	}
 	for _, h := range ext.AllowedDBHosts {
-		if h == "" || strings.ContainsAny(h, "/\\ :@,") {
-			return nil, bad("allowed_db_hosts: %q must be a host name or address, without a port", h)
+		if _, err := netip.ParseAddr(h); err != nil && (h == "" || strings.ContainsAny(h, "/\\ :@,[]")) {
+			return nil, bad("allowed_db_hosts: %q must be a host name or an address, without a port", h)
 		}
 	}
 	tools, err := s.Attr("tools")

@@ -22,7 +22,7 @@ import (
 )
 
 // postgresBin finds a PostgreSQL server program: on PATH, else in the
-// Debian layout /usr/lib/postgresql/VERSION/bin (the newest).
+// Debian layout /usr/lib/postgresql/VERSION/bin (the last in name order).
 func postgresBin(name string) string {
 	if p, err := exec.LookPath(name); err == nil {
 		return p

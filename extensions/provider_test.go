@@ -279,6 +279,7 @@ func TestLoadErrors(t *testing.T) {
 		"helper.star":     "load('lib.star', 'greet')\ndef h(p):\n    return greet(p.get('n', 'you'))\ndef describe_extension():\n    return Extension(name='helper', tools=[Tool(name='hi', handler=h)])\n",
 		"lib.star":        "def greet(n):\n    return 'hello ' + n\ndef describe_extension():\n    return Extension(name='lib', tools=[])\n",
 		"bad_tool.star":   "def describe_extension():\n    return Extension(name='bt', tools=[Tool(name='x')])\n",
+		"bad_hosts.star":  "def describe_extension():\n    return Extension(name='bh', allowed_db_hosts=['::1', 'db.example:5432'], tools=[])\n",
 	}, nil)
 	errs := map[string]string{}
 	for _, h := range f.p.Health() {
@@ -290,6 +291,7 @@ func TestLoadErrors(t *testing.T) {
 		"badname.star":    `name "a__b"`,
 		"escape.star":     "only .star files inside the extensions directory",
 		"bad_tool.star":   `tool "x" has no handler`,
+		"bad_hosts.star":  `allowed_db_hosts: "db.example:5432" must be a host name or an address, without a port`,
 		"helper.star":     "",
 	} {
 		if !strings.Contains(errs[file], want) || (want == "" && errs[file] != "") {
