@@ -293,3 +293,79 @@ func textOf(res *mcp.CallToolResult) string {
 	}
 	return b.String()
 }
+
+// FuzzSQLiteImage: whatever bytes a database file of the workspace holds,
+// the sqlite module reads and changes it with an error or a result, never
+// a crash, and what execute writes back is within the size bound. SQLite's
+// coverage makes nearly every input new, and minimising each would take
+// the fuzzing time; run it as
+//
+//	go test -run '^$' -fuzz FuzzSQLiteImage -fuzzminimizetime 1x ./extensions/
+func FuzzSQLiteImage(f *testing.F) {
+	dir := f.TempDir()
+	seed := filepath.Join(dir, "seed.db")
+	db, err := sql.Open("sqlite", seed)
+	if err != nil {
+		f.Fatal(err)
+	}
+	_, err = db.Exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT); CREATE INDEX tv ON t (v); INSERT INTO t (v) VALUES ('a'), ('b'), (NULL)")
+	db.Close()
+	if err != nil {
+		f.Fatal(err)
+	}
+	img, err := os.ReadFile(seed)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(img)
+	f.Add(img[:100])
+	f.Add([]byte(sqliteHeader))
+	wal := append([]byte(nil), img...)
+	wal[18], wal[19] = 2, 2
+	f.Add(wal)
+	root := filepath.Join(dir, "ws")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		f.Fatal(err)
+	}
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer ws.Close()
+	f.Fuzz(func(t *testing.T, data []byte) { sqliteImageCase(t, ws, root, data) })
+}
+
+// sqliteImageCase is one input of FuzzSQLiteImage.
+func sqliteImageCase(t *testing.T, ws fsops.Workspace, root string, data []byte) {
+	ctx := context.Background()
+	{
+		if err := os.WriteFile(filepath.Join(root, "x.db"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if s, err := openSQLite(ctx, ws, "sqlite.query", "x.db", false); err == nil {
+			if rows, err := s.conn.QueryContext(ctx, "SELECT * FROM sqlite_schema"); err == nil {
+				sqlRows("sqlite.query", rows)
+				rows.Close()
+			}
+			if rows, err := s.conn.QueryContext(ctx, "SELECT * FROM t"); err == nil {
+				sqlRows("sqlite.query", rows)
+				rows.Close()
+			}
+			s.close()
+		}
+		s, err := openSQLite(ctx, ws, "sqlite.execute", "x.db", true)
+		if err != nil {
+			return
+		}
+		defer s.close()
+		if _, err := s.conn.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS z (x); INSERT INTO z VALUES (randomblob(100))"); err != nil {
+			return
+		}
+		if err := s.writeBack("sqlite.execute", "x.db"); err != nil {
+			return
+		}
+		if fi, err := os.Stat(filepath.Join(root, "x.db")); err != nil || fi.Size() > MaxSQLiteBytes {
+			t.Fatalf("written back: %v %v", fi, err)
+		}
+	}
+}
