@@ -338,34 +338,42 @@ func FuzzSQLiteImage(f *testing.F) {
 // sqliteImageCase is one input of FuzzSQLiteImage.
 func sqliteImageCase(t *testing.T, ws fsops.Workspace, root string, data []byte) {
 	ctx := context.Background()
-	{
-		if err := os.WriteFile(filepath.Join(root, "x.db"), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if s, err := openSQLite(ctx, ws, "sqlite.query", "x.db", false); err == nil {
-			if rows, err := s.conn.QueryContext(ctx, "SELECT * FROM sqlite_schema"); err == nil {
+	if err := os.WriteFile(filepath.Join(root, "x.db"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := openSQLite(ctx, ws, "sqlite.query", "x.db", false); err == nil {
+		for _, q := range []string{"SELECT * FROM sqlite_schema", "SELECT * FROM t"} {
+			if rows, err := s.conn.QueryContext(ctx, q); err == nil {
 				sqlRows("sqlite.query", rows)
 				rows.Close()
 			}
-			if rows, err := s.conn.QueryContext(ctx, "SELECT * FROM t"); err == nil {
-				sqlRows("sqlite.query", rows)
-				rows.Close()
-			}
-			s.close()
 		}
-		s, err := openSQLite(ctx, ws, "sqlite.execute", "x.db", true)
-		if err != nil {
-			return
-		}
-		defer s.close()
-		if _, err := s.conn.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS z (x); INSERT INTO z VALUES (randomblob(100))"); err != nil {
-			return
-		}
-		if err := s.writeBack("sqlite.execute", "x.db"); err != nil {
-			return
-		}
-		if fi, err := os.Stat(filepath.Join(root, "x.db")); err != nil || fi.Size() > MaxSQLiteBytes {
-			t.Fatalf("written back: %v %v", fi, err)
-		}
+		s.close()
+	}
+	s, err := openSQLite(ctx, ws, "sqlite.execute", "x.db", true)
+	if err != nil {
+		return
+	}
+	_, err = s.conn.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS z (x); INSERT INTO z VALUES (randomblob(100))")
+	if err == nil {
+		err = s.writeBack("sqlite.execute", "x.db")
+	}
+	s.close()
+	if err != nil {
+		return
+	}
+	// What execute wrote back is a database holding its change.
+	fi, err := os.Stat(filepath.Join(root, "x.db"))
+	if err != nil || fi.Size() > MaxSQLiteBytes {
+		t.Fatalf("written back: %v %v", fi, err)
+	}
+	r, err := openSQLite(ctx, ws, "sqlite.query", "x.db", false)
+	if err != nil {
+		t.Fatalf("what execute wrote back does not open: %v", err)
+	}
+	defer r.close()
+	var n int
+	if err := r.conn.QueryRowContext(ctx, "SELECT count(*) FROM z").Scan(&n); err != nil || n < 1 {
+		t.Fatalf("what execute wrote back lacks its row: %d %v", n, err)
 	}
 }
