@@ -178,6 +178,14 @@ func TestPostgres(t *testing.T) {
 	mustCall("pg__query", pgArgs(t, conn, "SELECT id, name, score, big, ok FROM people WHERE id >= $1 ORDER BY id", 1),
 		`[{"big":9007199254740993,"id":1,"name":"ada","ok":true,"score":1.5},{"big":null,"id":2,"name":"x'); DROP TABLE people; --","ok":false,"score":null}]`)
 	mustCall("pg__query", pgArgs(t, conn, "SELECT count(*) AS n FROM people WHERE name = $1", evil), `[{"n":1}]`)
+	// Other types: numeric and arrays as their text, JSON as its text, a
+	// timestamp as RFC 3339, bytea as bytes (the tool's JSON shows them as
+	// a string), a uuid as its text.
+	txt, isErr, _ := f.call(t, "pg__query", pgArgs(t, conn, `SELECT 1.25::numeric AS n, '{"a": [1]}'::jsonb AS j, '2024-01-02 03:04:05.5+00'::timestamptz AS ts, `+
+		`ARRAY['a','b'] AS arr, '\x4142'::bytea AS b, 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid AS u, $1::int AS i`, 7))
+	if want := `[{"arr":"{a,b}","b":"AB","i":7,"j":"{\"a\": [1]}","n":"1.25","ts":"2024-01-02T03:04:05.5Z","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"}]`; isErr || txt != want {
+		t.Errorf("types: %q %v; want %q", txt, isErr, want)
+	}
 
 	// A read-only token reads, and may not execute even through a tool
 	// that claims to be read-only.
@@ -195,7 +203,7 @@ func TestPostgres(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	began := time.Now()
-	txt, isErr, _ := f.callCtx(t, ctx, "pg__query", pgArgs(t, conn, "SELECT pg_sleep(10)"))
+	txt, isErr, _ = f.callCtx(t, ctx, "pg__query", pgArgs(t, conn, "SELECT pg_sleep(10)"))
 	if !isErr || time.Since(began) > 5*time.Second {
 		t.Errorf("pg_sleep(10) with a 500 ms deadline: %q %v after %v", txt, isErr, time.Since(began))
 	}
