@@ -85,6 +85,11 @@ func TestSQLiteRoundTrip(t *testing.T) {
 			`{"default":null,"name":"score","notnull":false,"pk":0,"type":"REAL"},{"default":null,"name":"n","notnull":false,"pk":0,"type":"INTEGER"},`+
 			`{"default":null,"name":"b","notnull":false,"pk":0,"type":"BLOB"}]`)
 
+	// SQLite made no file beside it (no -journal, -wal or -shm): it never
+	// opened one by name.
+	if entries, err := os.ReadDir(filepath.Join(f.ws.Root(), "data")); err != nil || len(entries) != 1 || entries[0].Name() != "app.db" {
+		t.Errorf("data/ holds %v (%v); want app.db alone", entries, err)
+	}
 	// The file on disk is a database of its own: the driver opens it by
 	// name here (the test, not the module) and sees the rows.
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(f.ws.Root(), "data/app.db")+"?mode=ro")
