@@ -178,39 +178,13 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 	if err != nil {
 		return nil, err
 	}
-	exempt := c.hostAllowed(host)
-	var addrs []netip.Addr
-	if ip, err := netip.ParseAddr(host); err == nil {
-		addrs = []netip.Addr{ip}
-	} else if addrs, err = c.resolve(ctx, host); err != nil {
-		return nil, err
-	}
 	p, err := strconv.ParseUint(port, 10, 16)
 	if err != nil {
 		return nil, err
 	}
-	g := c.guardFor(host)
-	var checked []netip.Addr
-	var refusal error
-	for _, a := range addrs {
-		a = a.Unmap()
-		if !exempt {
-			if err := g.SafeAddrPort(netip.AddrPortFrom(a, uint16(p))); err != nil {
-				refusal = &BlockedError{URL: addr, Reason: fmt.Sprintf("%s resolves to %s: %v", host, a, err)}
-				continue
-			}
-			if c.opts.AllowPrivate && a.IsLinkLocalUnicast() {
-				refusal = &BlockedError{URL: addr, Reason: fmt.Sprintf("%s resolves to %s, a link-local address (cloud metadata)", host, a)}
-				continue
-			}
-		}
-		checked = append(checked, a)
-	}
-	if len(checked) == 0 {
-		if refusal == nil {
-			refusal = fmt.Errorf("%s: no address", host)
-		}
-		return nil, refusal
+	checked, exempt, err := c.addrs(ctx, host, uint16(p))
+	if err != nil {
+		return nil, err
 	}
 	d := *c.dialer
 	if !exempt {
@@ -234,6 +208,72 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 		last = err
 	}
 	return nil, last
+}
+
+// addrs resolves host (an address stands for itself) and returns the
+// addresses the rules admit for port, and whether the host is exempt
+// (AllowHosts). No admitted address is a *BlockedError naming the last
+// refused one.
+func (c *Client) addrs(ctx context.Context, host string, port uint16) (checked []netip.Addr, exempt bool, err error) {
+	exempt = c.hostAllowed(host)
+	var addrs []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{ip}
+	} else if addrs, err = c.resolve(ctx, host); err != nil {
+		return nil, exempt, err
+	}
+	g := c.guardFor(host)
+	var refusal error
+	for _, a := range addrs {
+		a = a.Unmap()
+		if !exempt {
+			if err := g.SafeAddrPort(netip.AddrPortFrom(a, port)); err != nil {
+				refusal = &BlockedError{URL: net.JoinHostPort(host, strconv.Itoa(int(port))), Reason: fmt.Sprintf("%s resolves to %s: %v", host, a, err)}
+				continue
+			}
+			if c.opts.AllowPrivate && a.IsLinkLocalUnicast() {
+				refusal = &BlockedError{URL: net.JoinHostPort(host, strconv.Itoa(int(port))), Reason: fmt.Sprintf("%s resolves to %s, a link-local address (cloud metadata)", host, a)}
+				continue
+			}
+		}
+		checked = append(checked, a)
+	}
+	if len(checked) == 0 {
+		if refusal == nil {
+			refusal = fmt.Errorf("%s: no address", host)
+		}
+		return nil, exempt, refusal
+	}
+	return checked, exempt, nil
+}
+
+// Vet applies every rule to a URL that something other than this Client
+// will fetch (the browser provider's Chromium): the URL rules of CheckURL,
+// then the address rules on the host's addresses, resolved now. It returns
+// the addresses that passed. The caller's fetcher resolves the name again,
+// so a DNS answer that changes in between (rebinding) is not covered the
+// way Fetch covers it; callers say so in their documentation.
+func (c *Client) Vet(ctx context.Context, u *url.URL) ([]netip.Addr, error) {
+	if err := c.CheckURL(u); err != nil {
+		return nil, err
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, &BlockedError{URL: redact(u), Reason: "bad port " + port}
+	}
+	addrs, _, err := c.addrs(ctx, u.Hostname(), uint16(p))
+	if err != nil {
+		var be *BlockedError
+		if errors.As(err, &be) {
+			be.URL = redact(u)
+		}
+		return nil, err
+	}
+	return addrs, nil
 }
 
 // CheckURL applies the rules that need no resolution.

@@ -234,3 +234,34 @@ func FuzzCheckURL(f *testing.F) {
 		}
 	})
 }
+
+// TestVet: the rules for a URL another fetcher will load: the URL rules,
+// then every resolved address; what passes is returned.
+func TestVet(t *testing.T) {
+	c := New(Options{Resolve: stub(map[string]string{
+		"public.example": "93.184.216.34", "meta.example": "169.254.169.254", "mixed.example": "10.0.0.1,93.184.216.35",
+	})})
+	for _, tc := range []struct {
+		url, want string
+	}{
+		{"https://public.example/x", "93.184.216.34"},
+		{"https://mixed.example/", "93.184.216.35"},
+		{"https://meta.example/", "refused https://meta.example/: meta.example resolves to 169.254.169.254"},
+		{"http://169.254.169.254/latest/", "refused"},
+		{"https://127.0.0.1/", "refused"},
+		{"file:///etc/passwd", "only http and https"},
+		{"https://public.example:8443/", "port 8443 is not allowed"},
+		{"https://user:secret@meta.example/", "refused https://meta.example/"},
+		{"https://nowhere.example/", "no such host"},
+	} {
+		u, _ := url.Parse(tc.url)
+		addrs, err := c.Vet(context.Background(), u)
+		got := fmt.Sprint(addrs)
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.Contains(got, tc.want) || strings.Contains(got, "secret") {
+			t.Errorf("%s: %s; want %q", tc.url, got, tc.want)
+		}
+	}
+}
