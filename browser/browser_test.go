@@ -1,0 +1,346 @@
+package browser
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/netguard"
+	"github.com/agentbe/agentbe-daemon/registry"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// needBrowser skips a test when no Chromium is installed (CI installs it).
+func needBrowser(t testing.TB) {
+	t.Helper()
+	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if _, err := exec.LookPath(n); err == nil {
+			return
+		}
+	}
+	t.Skip("no chromium on PATH (apt-get install chromium)")
+}
+
+// site is the test's web site: a home page with a button, an input, a
+// form and links; a search result page; a tall page; cookie pages.
+func site() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, `<!doctype html><html><head><title>Home</title></head><body>
+<h1>Welcome</h1>
+<p id="out">not clicked</p>
+<button id="b" onclick="document.getElementById('out').textContent='clicked'">Press me</button>
+<label>Name <input id="name" type="text"></label>
+<form action="/search" method="get"><input id="q" name="q" type="search" aria-label="Query"></form>
+<select id="color"><option value="r">Red</option><option value="g">Green</option></select>
+<a href="/other">Other page</a> <a href="https://example.com/x">Example</a>
+</body></html>`)
+	})
+	mux.HandleFunc("/search", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>Results</title><p id="res">You searched: %s</p>`, html(r.URL.Query().Get("q")))
+	})
+	mux.HandleFunc("/other", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>Other</title><p>Other page</p><a href="/">Home</a>`)
+	})
+	mux.HandleFunc("/tall", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>Tall</title><style>body{margin:0}</style><div style="height:3000px;background:#eee">tall</div>`)
+	})
+	mux.HandleFunc("/cookie-set", func(w http.ResponseWriter, r *http.Request) {
+		http.SetCookie(w, &http.Cookie{Name: "who", Value: "first", Path: "/"})
+		fmt.Fprint(w, `<!doctype html><title>Set</title><p>set</p>`)
+	})
+	mux.HandleFunc("/cookie-show", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>Show</title><p id="c">cookie=[%s]</p>`, html(r.Header.Get("Cookie")))
+	})
+	return mux
+}
+
+func html(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
+}
+
+type fixture struct {
+	p   *Provider
+	reg *registry.Registry
+	srv *httptest.Server
+}
+
+// setup starts the site on 127.0.0.1 and a provider whose network rules
+// admit exactly that address and port (and http), as gwtools' tests do.
+func setup(t *testing.T, mod func(*Options)) *fixture {
+	t.Helper()
+	needBrowser(t)
+	srv := httptest.NewServer(site())
+	t.Cleanup(srv.Close)
+	opts := Options{Net: allowing(t, srv.URL), AllowHTTP: true, ViewportWidth: 800, ViewportHeight: 600}
+	if mod != nil {
+		mod(&opts)
+	}
+	p, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	reg := registry.New(registry.Options{MaxConcurrent: 20})
+	if err := reg.Set("browser", p.Tools()); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{p: p, reg: reg, srv: srv}
+}
+
+// allowing is a netguard client admitting the loopback address and port of
+// these servers' URLs.
+func allowing(t *testing.T, urls ...string) *netguard.Client {
+	var prefixes []netip.Prefix
+	var ports []uint16
+	for _, s := range urls {
+		u, _ := url.Parse(s)
+		port, _ := strconv.Atoi(u.Port())
+		ports = append(ports, uint16(port))
+		prefixes = append(prefixes, netip.PrefixFrom(netip.MustParseAddr(u.Hostname()), 32))
+	}
+	c := netguard.New(netguard.Options{AllowPrefixes: prefixes, AllowPorts: ports})
+	t.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+// call calls a tool; it returns the result's JSON text (the last text
+// content), whether it is an error, and its code.
+func (f *fixture) call(t testing.TB, tool, args string) (string, bool, errcode.Code) {
+	t.Helper()
+	res, err := f.reg.Call(context.Background(), tool, registry.Call{Args: json.RawMessage(args)})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	text := ""
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text = tc.Text
+		}
+	}
+	return text, res.IsError, registry.Code(res)
+}
+
+// must calls a tool that must succeed and decodes its result.
+func (f *fixture) must(t testing.TB, tool, args string) map[string]any {
+	t.Helper()
+	text, isErr, code := f.call(t, tool, args)
+	if isErr {
+		t.Fatalf("%s %s: %s (%s)", tool, args, text, code)
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(text), &out); err != nil {
+		t.Fatalf("%s: %v: %s", tool, err, text)
+	}
+	return out
+}
+
+func (f *fixture) start(t testing.TB) string {
+	t.Helper()
+	id, _ := f.must(t, "browser.start", `{}`)["sessionId"].(string)
+	if len(id) != 32 {
+		t.Fatalf("sessionId %q", id)
+	}
+	return id
+}
+
+func (f *fixture) gotoPage(t testing.TB, id, path string) map[string]any {
+	t.Helper()
+	return f.must(t, "browser.goto", fmt.Sprintf(`{"sessionId":%q,"url":%q}`, id, f.srv.URL+path))
+}
+
+// refOf finds the ref of the first snapshot line holding all of want.
+func refOf(t testing.TB, tree string, want ...string) string {
+	t.Helper()
+lines:
+	for _, line := range strings.Split(tree, "\n") {
+		for _, w := range want {
+			if !strings.Contains(line, w) {
+				continue lines
+			}
+		}
+		i := strings.Index(line, "[ref=")
+		if i < 0 {
+			continue
+		}
+		return line[i+5 : i+strings.Index(line[i:], "]")]
+	}
+	t.Fatalf("no line with %q and a ref in:\n%s", want, tree)
+	return ""
+}
+
+func TestStartGotoSnapshot(t *testing.T) {
+	f := setup(t, nil)
+	id := f.start(t)
+	out := f.gotoPage(t, id, "/")
+	if out["success"] != true || out["title"] != "Home" || out["url"] != f.srv.URL+"/" || out["untrusted"] != untrustedNote {
+		t.Fatalf("goto: %v", out)
+	}
+	if snap, _ := out["snapshot"].(string); !strings.Contains(snap, `- heading "Welcome"`) {
+		t.Errorf("goto's snapshot has no heading:\n%s", snap)
+	}
+	tree := f.must(t, "browser.snapshot", `{"sessionId":"`+id+`","mode":"aria"}`)["tree"].(string)
+	for _, want := range []string{`- heading "Welcome"`, `- button "Press me" [ref=e`, `- textbox "Name" [ref=e`, `- searchbox "Query" [ref=e`,
+		`- link "Other page" [ref=e`, `- combobox`, `- text "not clicked"`} {
+		if !strings.Contains(tree, want) {
+			t.Errorf("aria snapshot lacks %q:\n%s", want, tree)
+		}
+	}
+	// The same node keeps its ref across snapshots of one page.
+	again := f.must(t, "browser.snapshot", `{"sessionId":"`+id+`","interactiveOnly":true}`)["tree"].(string)
+	if refOf(t, tree, "Press me") != refOf(t, again, "Press me") {
+		t.Errorf("the button's ref changed:\n%s\n%s", tree, again)
+	}
+	if strings.Contains(again, "heading") || strings.Contains(again, "  -") {
+		t.Errorf("interactiveOnly shows other nodes or indents:\n%s", again)
+	}
+	dom := f.must(t, "browser.snapshot", `{"sessionId":"`+id+`","mode":"dom"}`)["tree"].(string)
+	for _, want := range []string{`button id="b" [ref=e`, `input id="name" type="text" [ref=e`, `a href="/other" [ref=e`, `"Welcome"`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("dom snapshot lacks %q:\n%s", want, dom)
+		}
+	}
+}
+
+func TestActClickTypePressSelect(t *testing.T) {
+	f := setup(t, nil)
+	id := f.start(t)
+	tree := f.gotoPage(t, id, "/")["snapshot"].(string)
+	f.must(t, "browser.act", `{"sessionId":"`+id+`","type":"click","ref":"`+refOf(t, tree, "button", "Press me")+`"}`)
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"#out","kind":"text"}`)["content"]; fmt.Sprint(got) != "[clicked]" {
+		t.Errorf("after the click: %v", got)
+	}
+	f.must(t, "browser.act", `{"sessionId":"`+id+`","type":"type","ref":"`+refOf(t, tree, "textbox", "Name")+`","text":"Ada \"<x>\""}`)
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"#name","kind":"attribute","attribute":"id"}`)["content"]; fmt.Sprint(got) != "[name]" {
+		t.Errorf("attribute: %v", got)
+	}
+	tree = f.must(t, "browser.snapshot", `{"sessionId":"`+id+`"}`)["tree"].(string)
+	if !strings.Contains(tree, `value="Ada \"<x>\""`) {
+		t.Errorf("typed text not in the snapshot:\n%s", tree)
+	}
+	f.must(t, "browser.act", `{"sessionId":"`+id+`","type":"select","selector":"#color","text":"Green"}`)
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"#color","kind":"html"}`)["content"]; !strings.Contains(fmt.Sprint(got), "select") {
+		t.Errorf("html: %v", got)
+	}
+	f.must(t, "browser.act", `{"sessionId":"`+id+`","type":"type","selector":"#q","text":"cats & dogs"}`)
+	f.must(t, "browser.act", `{"sessionId":"`+id+`","type":"press","selector":"#q","key":"Enter"}`)
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"#res","kind":"text"}`)["content"]; fmt.Sprint(got) != "[You searched: cats & dogs]" {
+		t.Errorf("after Enter: %v", got)
+	}
+}
+
+// TestNavigationRefused: goto refuses what the rules refuse, before the
+// browser is asked: other schemes, private and metadata addresses, http
+// without the operator's flag.
+func TestNavigationRefused(t *testing.T) {
+	f := setup(t, nil)
+	id := f.start(t)
+	for _, tc := range []struct{ url, want string }{
+		{"file:///etc/passwd", `scheme "file" is not allowed`},
+		{"data:text/html,<p>x</p>", `scheme "data" is not allowed`},
+		{"chrome://settings", `scheme "chrome" is not allowed`},
+		{"view-source:https://example.com/", `scheme "view-source" is not allowed`},
+		{"about:config", `scheme "about" is not allowed`},
+		{"javascript:alert(1)", `scheme "javascript" is not allowed`},
+		{"http://10.0.0.1/", "refused"},
+		{"http://192.168.1.1/", "refused"},
+		{"http://169.254.169.254/latest/meta-data/", "refused"},
+		{"http://localhost/", "refused"},
+		{"http://[::1]/", "refused"},
+		{"http://0x7f.1/", "refused"},
+		{strings.Replace(f.srv.URL, "127.0.0.1", "127.0.0.2", 1) + "/", "refused"},
+	} {
+		text, isErr, code := f.call(t, "browser.goto", fmt.Sprintf(`{"sessionId":%q,"url":%q}`, id, tc.url))
+		if !isErr || code != errcode.InvalidArgument || !strings.Contains(text, tc.want) {
+			t.Errorf("%s: %s (%s); want %q", tc.url, text, code, tc.want)
+		}
+	}
+	if out := f.must(t, "browser.goto", `{"sessionId":"`+id+`","url":"about:blank"}`); out["url"] != "about:blank" {
+		t.Errorf("about:blank: %v", out)
+	}
+	strict := setup(t, func(o *Options) { o.AllowHTTP = false })
+	sid := strict.start(t)
+	if text, isErr, _ := strict.call(t, "browser.goto", `{"sessionId":"`+sid+`","url":"`+strict.srv.URL+`/"}`); !isErr || !strings.Contains(text, "only https") {
+		t.Errorf("http without AllowHTTP: %s", text)
+	}
+}
+
+// listenOn serves h on addr (another loopback address than the allowed
+// one) and counts the requests it gets.
+func listenOn(t *testing.T, addr string) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "image/gif")
+		w.Write([]byte("GIF89a"))
+	}))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+// TestSubresourcesChecked: a page whose images point at the metadata
+// address and at a loopback server the rules do not admit loads, and the
+// second server never gets a request: interception failed both. A
+// redirect of the page to it is refused too.
+func TestSubresourcesChecked(t *testing.T) {
+	needBrowser(t)
+	other, hits := listenOn(t, "127.0.0.2:0")
+	mux := http.NewServeMux()
+	mux.HandleFunc("/leak", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>Leak</title>
+<img src="http://169.254.169.254/latest/meta-data/iam">
+<img src="%s/pixel.gif">
+<script>fetch(%q).catch(() => {}); new Image().src = %q;</script>`, other.URL, other.URL+"/fetched", other.URL+"/img2")
+	})
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/redirected", http.StatusFound)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	// The rules admit the page's server and other's port, not its address.
+	f := setup(t, func(o *Options) { o.Net = allowing(t, srv.URL, strings.Replace(other.URL, "127.0.0.2", "127.0.0.1", 1)) })
+	f.srv = srv
+	id := f.start(t)
+	if out := f.gotoPage(t, id, "/leak"); out["title"] != "Leak" {
+		t.Fatalf("leak page: %v", out)
+	}
+	time.Sleep(500 * time.Millisecond) // the page's script runs after load
+	text, isErr, _ := f.call(t, "browser.goto", `{"sessionId":"`+id+`","url":"`+srv.URL+`/redirect"}`)
+	if !isErr || !strings.Contains(text, "refused") {
+		t.Errorf("redirect to a refused address: %s", text)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the refused server got %d requests", n)
+	}
+	if h := f.p.Health(); len(h.Sessions) != 1 || h.Sessions[0].Blocked < 4 {
+		t.Errorf("health: %+v", h)
+	}
+}
