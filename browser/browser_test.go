@@ -326,7 +326,9 @@ func TestSubresourcesChecked(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	// The rules admit the page's server and other's port, not its address.
-	f := setup(t, func(o *Options) { o.Net = allowing(t, srv.URL, strings.Replace(other.URL, "127.0.0.2", "127.0.0.1", 1)) })
+	f := setup(t, func(o *Options) {
+		o.Net = allowing(t, srv.URL, strings.Replace(other.URL, "127.0.0.2", "127.0.0.1", 1))
+	})
 	f.srv = srv
 	id := f.start(t)
 	if out := f.gotoPage(t, id, "/leak"); out["title"] != "Leak" {
