@@ -455,11 +455,14 @@ func (p *Provider) extract(ctx context.Context, a extractArgs) (any, bool, error
 					return nil, err
 				}
 				for _, l := range ls {
-					if budget <= 0 || len(links) >= maxExtractNodes {
+					// A link is given whole or not at all: a cut href
+					// would be another address.
+					if len(l.Text)+len(l.Href) > budget || len(links) >= maxExtractNodes {
 						truncated = true
 						return links, nil
 					}
-					links = append(links, link{Text: take(l.Text), Href: take(l.Href)})
+					budget -= len(l.Text) + len(l.Href)
+					links = append(links, l)
 				}
 			}
 			if links == nil {

@@ -1,14 +1,17 @@
 package browser
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"image/png"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -343,6 +346,259 @@ func TestSubresourcesChecked(t *testing.T) {
 		t.Errorf("the refused server got %d requests", n)
 	}
 	if h := f.p.Health(); len(h.Sessions) != 1 || h.Sessions[0].Blocked < 4 {
+		t.Errorf("health: %+v", h)
+	}
+}
+
+// TestStaleRef: a ref of a page the tab has navigated away from is refused
+// as stale; a ref never given, or not a ref, is refused as such.
+func TestStaleRef(t *testing.T) {
+	f := setup(t, nil)
+	id := f.start(t)
+	tree := f.gotoPage(t, id, "/")["snapshot"].(string)
+	ref := refOf(t, tree, "link", "Other page")
+	f.must(t, "browser.act", `{"sessionId":"`+id+`","type":"click","ref":"`+ref+`"}`)
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"p","kind":"text"}`)["content"]; fmt.Sprint(got) != "[Other page]" {
+		t.Fatalf("the link's click did not navigate: %v", got)
+	}
+	for _, tc := range []struct{ ref, want string }{
+		{ref, "is stale"},
+		{"e99999", "was not given by any snapshot"},
+		{`e1"]); alert(1); //`, "is not a ref"},
+		{"x", "is not a ref"},
+	} {
+		text, isErr, code := f.call(t, "browser.act", fmt.Sprintf(`{"sessionId":%q,"type":"click","ref":%q}`, id, tc.ref))
+		if !isErr || code != errcode.InvalidArgument || !strings.Contains(text, tc.want) {
+			t.Errorf("ref %q: %s (%s); want %q", tc.ref, text, code, tc.want)
+		}
+	}
+}
+
+// TestHostileArguments: every argument a client controls is checked, and a
+// selector is data: quotes and script in it select nothing and run nothing.
+func TestHostileArguments(t *testing.T) {
+	f := setup(t, nil)
+	id := f.start(t)
+	f.gotoPage(t, id, "/")
+	for _, tc := range []struct{ tool, args, want string }{
+		{"browser.act", `{"sessionId":"` + id + `","type":"click","selector":"#b'); document.title='pwned'; ('"}`, "selector"},
+		{"browser.act", `{"sessionId":"` + id + `","type":"click","selector":"#nothing-here"}`, "matched no element"},
+		{"browser.act", `{"sessionId":"` + id + `","type":"click","selector":"` + strings.Repeat("a", MaxSelectorLen+1) + `"}`, "the limit is 1000"},
+		{"browser.act", `{"sessionId":"` + id + `","type":"press","key":"NotAKey"}`, `key "NotAKey" is not a key name`},
+		{"browser.act", `{"sessionId":"` + id + `","type":"drag","selector":"#b"}`, `type "drag" is not one of`},
+		{"browser.act", `{"sessionId":"` + id + `","type":"click"}`, "give ref"},
+		{"browser.act", `{"sessionId":"` + id + `","type":"click","ref":"e1","selector":"#b"}`, "not both"},
+		{"browser.act", `{"sessionId":"` + id + `","type":"select","selector":"#b","text":"x"}`, "not a <select>"},
+		{"browser.act", `{"sessionId":"` + id + `","type":"type","selector":"#name","text":"` + strings.Repeat("x", MaxTypeChars+1) + `"}`, "the limit is 10000"},
+		{"browser.extract", `{"sessionId":"` + id + `","selector":"p","kind":"secrets"}`, `kind "secrets" is not one of`},
+		{"browser.extract", `{"sessionId":"` + id + `","selector":"p","kind":"attribute"}`, "needs attribute"},
+		{"browser.snapshot", `{"sessionId":"` + id + `","mode":"xml"}`, `mode "xml"`},
+		{"browser.snapshot", `{"sessionId":"nope"}`, "no such browser session"},
+		{"browser.snapshot", `{"sessionId":""}`, "sessionId is empty"},
+		{"browser.goto", `{"sessionId":"` + id + `","url":"https://` + strings.Repeat("a", MaxURLLen) + `"}`, "the limit is 8192"},
+		{"browser.start", `{"sessionKey":"` + strings.Repeat("k", 129) + `"}`, "the limit is 128"},
+		{"browser.start", `{"profile":"/etc"}`, "unknown field"},
+	} {
+		text, isErr, _ := f.call(t, tc.tool, tc.args)
+		if !isErr || !strings.Contains(text, tc.want) {
+			t.Errorf("%s %.120s: %s; want %q", tc.tool, tc.args, text, tc.want)
+		}
+	}
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"title","kind":"text"}`)["content"]; fmt.Sprint(got) != "[Home]" {
+		t.Errorf("a selector ran as script: the title is %v", got)
+	}
+}
+
+func TestExtractAndScreenshot(t *testing.T) {
+	f := setup(t, func(o *Options) { o.MaxExtractBytes = 40 })
+	id := f.start(t)
+	f.gotoPage(t, id, "/")
+	out := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"body","kind":"links"}`)
+	links, _ := json.Marshal(out["content"])
+	if want := `[{"href":"` + f.srv.URL + `/other","text":"Other page"}]`; string(links) != want || out["untrusted"] != untrustedNote {
+		t.Errorf("links: %s; want %s (the second link does not fit whole)", links, want)
+	}
+	if out["truncated"] != true {
+		t.Errorf("links past the 40-byte cap are not marked truncated: %v", out)
+	}
+	if out := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"body","kind":"text"}`); out["truncated"] != true || len(fmt.Sprint(out["content"])) > 50 {
+		t.Errorf("text over the cap: %v", out)
+	}
+
+	f.gotoPage(t, id, "/tall")
+	for _, tc := range []struct {
+		full bool
+		w, h int
+	}{{true, 800, 3000}, {false, 800, 600}} {
+		res, err := f.reg.Call(context.Background(), "browser.screenshot", registry.Call{Args: json.RawMessage(fmt.Sprintf(`{"sessionId":%q,"fullPage":%v}`, id, tc.full))})
+		if err != nil || res.IsError {
+			t.Fatalf("screenshot: %v %v", err, res.Content)
+		}
+		img, ok := res.Content[0].(*mcp.ImageContent)
+		if !ok || img.MIMEType != "image/png" {
+			t.Fatalf("screenshot content: %#v", res.Content[0])
+		}
+		cfg, err := png.DecodeConfig(bytes.NewReader(img.Data))
+		if err != nil || cfg.Width != tc.w || cfg.Height != tc.h {
+			t.Errorf("fullPage=%v: %dx%d, %v; want %dx%d", tc.full, cfg.Width, cfg.Height, err, tc.w, tc.h)
+		}
+	}
+}
+
+// TestSessions: sessions are isolated (a cookie of one is not sent by
+// another), a sessionKey finds its live session again, the cap holds,
+// close removes the profile directory, and an idle session is closed.
+func TestSessions(t *testing.T) {
+	f := setup(t, func(o *Options) { o.MaxSessions = 2 })
+	a := f.must(t, "browser.start", `{"sessionKey":"agent-a"}`)["sessionId"].(string)
+	if again := f.must(t, "browser.start", `{"sessionKey":"agent-a"}`); again["sessionId"] != a || again["reused"] != true {
+		t.Errorf("the same key: %v", again)
+	}
+	b := f.start(t)
+	if text, isErr, _ := f.call(t, "browser.start", `{}`); !isErr || !strings.Contains(text, "the limit (--browser-max-sessions)") {
+		t.Errorf("over the cap: %s", text)
+	}
+	f.gotoPage(t, a, "/cookie-set")
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+a+`","selector":"#c","kind":"text"}`); fmt.Sprint(got["content"]) != "[]" {
+		t.Errorf("no #c yet: %v", got)
+	}
+	f.gotoPage(t, a, "/cookie-show")
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+a+`","selector":"#c","kind":"text"}`)["content"]; fmt.Sprint(got) != "[cookie=[who=first]]" {
+		t.Errorf("session a's cookie: %v", got)
+	}
+	f.gotoPage(t, b, "/cookie-show")
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+b+`","selector":"#c","kind":"text"}`)["content"]; fmt.Sprint(got) != "[cookie=[]]" {
+		t.Errorf("session b sees a cookie: %v", got)
+	}
+
+	f.p.mu.Lock()
+	dir, profile := f.p.sessions[a].dir, f.p.sessions[a].profile
+	if pids := processesUsing(dir, false); len(pids) < 2 {
+		t.Fatalf("session a has %d processes", len(pids))
+	}
+	f.p.mu.Unlock()
+	if _, err := os.Stat(profile); err != nil {
+		t.Fatalf("the profile directory: %v", err)
+	}
+	f.must(t, "browser.close", `{"sessionId":"`+a+`"}`)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the session's directory is still there after close: %v", err)
+	}
+	if pids := processesUsing(dir, false); len(pids) != 0 {
+		t.Errorf("processes of the closed session: %v", pids)
+	}
+	if text, isErr, code := f.call(t, "browser.snapshot", `{"sessionId":"`+a+`"}`); !isErr || code != errcode.NotFound {
+		t.Errorf("a closed session: %s", text)
+	}
+
+	idle := setup(t, func(o *Options) { o.IdleTimeout = 300 * time.Millisecond })
+	id := idle.start(t)
+	idle.p.mu.Lock()
+	idleDir := idle.p.sessions[id].dir
+	idle.p.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(idleDir); os.IsNotExist(err) && len(idle.p.Health().Sessions) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if text, isErr, code := idle.call(t, "browser.snapshot", `{"sessionId":"`+id+`"}`); !isErr || code != errcode.NotFound || !strings.Contains(text, "idle") {
+		t.Errorf("after the idle timeout: %s (%s)", text, code)
+	}
+	if _, err := os.Stat(idleDir); !os.IsNotExist(err) {
+		t.Errorf("the idle session's directory is still there: %v", err)
+	}
+}
+
+// TestOneActionAtATime: calls on one session queue behind its lock, and one
+// that waits longer than LockWait is refused as busy.
+func TestOneActionAtATime(t *testing.T) {
+	f := setup(t, func(o *Options) { o.LockWait = 200 * time.Millisecond })
+	id := f.start(t)
+	f.p.mu.Lock()
+	s := f.p.sessions[id]
+	f.p.mu.Unlock()
+	if err := s.acquire(context.Background(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	text, isErr, code := f.call(t, "browser.snapshot", `{"sessionId":"`+id+`"}`)
+	if !isErr || code != errcode.Timeout || !strings.Contains(text, "busy") {
+		t.Errorf("while another action runs: %s (%s)", text, code)
+	}
+	if h := f.p.Health(); len(h.Sessions) != 1 || !h.Sessions[0].Busy {
+		t.Errorf("health while busy: %+v", h)
+	}
+	s.release()
+	f.must(t, "browser.snapshot", `{"sessionId":"`+id+`"}`)
+}
+
+// TestCloseKillsEverything: Close kills every browser of every session and
+// removes their directories; no process with a session's profile remains.
+// When the daemon is root, Chromium ran as the unprivileged user.
+func TestCloseKillsEverything(t *testing.T) {
+	f := setup(t, nil)
+	var dirs []string
+	for range 2 {
+		id := f.start(t)
+		f.gotoPage(t, id, "/")
+		f.p.mu.Lock()
+		dirs = append(dirs, f.p.sessions[id].dir)
+		f.p.mu.Unlock()
+	}
+	for _, dir := range dirs {
+		pids := processesUsing(dir, false)
+		if len(pids) < 2 {
+			t.Fatalf("%s: %d processes; a browser has several", dir, len(pids))
+		}
+		if os.Geteuid() == 0 {
+			for _, pid := range pids {
+				status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+				for _, line := range strings.Split(string(status), "\n") {
+					if strings.HasPrefix(line, "Uid:") && strings.Fields(line)[1] == "0" {
+						t.Errorf("pid %d of the browser runs as root", pid)
+					}
+				}
+			}
+		}
+		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pids[0])); bytes.Contains(cmd, []byte("--no-sandbox")) {
+			t.Errorf("the browser runs without its sandbox: %q", cmd)
+		}
+	}
+	if err := f.p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		if pids := processesUsing(dir, false); len(pids) != 0 {
+			t.Errorf("processes left after Close: %v", pids)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s left after Close: %v", dir, err)
+		}
+	}
+	if text, isErr, _ := f.call(t, "browser.start", `{}`); !isErr || !strings.Contains(text, "closing") {
+		t.Errorf("start after Close: %s", text)
+	}
+}
+
+// TestNoBrowser: without a browser the provider starts, and the tools say
+// what is missing.
+func TestNoBrowser(t *testing.T) {
+	p, err := New(Options{BrowserPath: "/nonexistent/chromium"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	reg := registry.New(registry.Options{})
+	if err := reg.Set("browser", p.Tools()); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{p: p, reg: reg}
+	text, isErr, code := f.call(t, "browser.start", `{}`)
+	if !isErr || code != errcode.InvalidConfiguration || !strings.Contains(text, `--browser-path "/nonexistent/chromium"`) {
+		t.Errorf("start without a browser: %s (%s)", text, code)
+	}
+	if h := p.Health(); h.Available || h.Detail == "" {
 		t.Errorf("health: %+v", h)
 	}
 }

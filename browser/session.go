@@ -343,8 +343,8 @@ func (s *session) shutdown() {
 		if s.allocCancel != nil {
 			s.allocCancel()
 		}
-		if s.profile != "" {
-			killUsing(s.profile)
+		if s.dir != "" {
+			killUsing(s.dir)
 		}
 		if s.dir != "" {
 			removeAll(s.dir)
@@ -352,15 +352,17 @@ func (s *session) shutdown() {
 	})
 }
 
-// killUsing kills every process whose command line names profile as its
-// user data directory, until none has been seen for a few passes: a child
-// can fork as its parent dies, and one in a sandbox's namespace may have
-// left the process group. It reads /proc.
-func killUsing(profile string) {
-	want := []byte("--user-data-dir=" + profile)
+// killUsing kills every process whose command line names a path in dir
+// (the profile as --user-data-dir, the crash handler's database), until
+// none has been seen for a few passes: a child can fork as its parent dies,
+// and some leave the process group (Chromium's crash handler starts its own
+// session). Chromium rewrites its helpers' command lines with spaces for
+// separators, so the path is looked for as a substring; the directory's
+// name is random, so no other process names it.
+func killUsing(dir string) {
 	deadline := time.Now().Add(3 * time.Second)
 	for quiet := 0; quiet < 3 && time.Now().Before(deadline); {
-		if n := len(processesWith(want, true)); n == 0 {
+		if n := len(processesUsing(dir, true)); n == 0 {
 			quiet++
 		} else {
 			quiet = 0
@@ -369,13 +371,14 @@ func killUsing(profile string) {
 	}
 }
 
-// processesWith returns the pids whose command line holds arg as one
-// argument, and kills them when kill is set.
-func processesWith(arg []byte, kill bool) []int {
+// processesUsing returns the pids whose command line holds a path in dir,
+// and kills them when kill is set. It reads /proc.
+func processesUsing(dir string, kill bool) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
+	want := []byte(dir + "/")
 	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -383,17 +386,12 @@ func processesWith(arg []byte, kill bool) []int {
 			continue
 		}
 		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
+		if err != nil || !bytes.Contains(cmdline, want) {
 			continue
 		}
-		for a := range bytes.SplitSeq(cmdline, []byte{0}) {
-			if bytes.Equal(a, arg) {
-				pids = append(pids, pid)
-				if kill {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-				break
-			}
+		pids = append(pids, pid)
+		if kill {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 	return pids
