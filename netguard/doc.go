@@ -22,6 +22,12 @@
 // from the environment. Response bodies are cut at a cap (10 MB by default)
 // and the Result says so; every request has a timeout (30 s by default).
 //
+// Two entry points serve a fetcher other than the Client (the browser
+// provider's Chromium): Vet applies the URL and address rules to a URL and
+// returns the addresses that passed, without fetching; Dial connects to a
+// host:port under the port, name and address rules, to an address it
+// checked (a proxy's CONNECT tunnel).
+//
 // The operator (never a client) may loosen it: AllowHosts exempts named
 // hosts from the host and address rules (an internal API), AllowPrivate
 // lets private and loopback addresses through (metadata and link-local

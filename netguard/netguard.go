@@ -174,6 +174,12 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 	if c.opts.Proxy != nil {
 		return c.dialer.DialContext(ctx, network, addr) // the operator's proxy
 	}
+	return c.dialChecked(ctx, network, addr)
+}
+
+// dialChecked resolves and checks addr's host and connects to a checked
+// address.
+func (c *Client) dialChecked(ctx context.Context, network, addr string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -296,20 +302,51 @@ func (c *Client) CheckURL(u *url.URL) error {
 	if err != nil || !slices.Contains(c.ports, uint16(pn)) {
 		return refuse("port %s is not allowed (allowed: %v)", port, c.ports)
 	}
+	if reason := c.hostRule(host); reason != "" {
+		return refuse("%s", reason)
+	}
+	return nil
+}
+
+// hostRule is the rule on a host name that needs no resolution: why it is
+// refused, or "" when it is not.
+func (c *Client) hostRule(host string) string {
 	if c.hostAllowed(host) {
-		return nil
+		return ""
 	}
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
 	switch {
 	case h == "localhost" || strings.HasSuffix(h, ".localhost"):
-		return refuse("%s is this machine", host)
+		return host + " is this machine"
 	case strings.HasSuffix(h, ".local") || strings.HasSuffix(h, ".internal") || h == "metadata":
-		return refuse("%s is a local or internal name", host)
+		return host + " is a local or internal name"
 	}
 	if _, err := netip.ParseAddr(h); err != nil && looksNumeric(h) {
-		return refuse("%s is an IPv4 address in a non-canonical form; write it as a.b.c.d", host)
+		return host + " is an IPv4 address in a non-canonical form; write it as a.b.c.d"
 	}
-	return nil
+	return ""
+}
+
+// Dial connects to addr (host:port) under the rules a URL's host and port
+// get: the port, the host name, then every resolved address; it connects
+// to an address it checked, so a second DNS answer is never used. It is
+// for a connection whose scheme the caller cannot see (a proxy's CONNECT
+// tunnel); a refusal is a *BlockedError.
+func (c *Client) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, &BlockedError{URL: addr, Reason: err.Error()}
+	}
+	pn, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || !slices.Contains(c.ports, uint16(pn)) {
+		return nil, &BlockedError{URL: addr, Reason: fmt.Sprintf("port %s is not allowed (allowed: %v)", port, c.ports)}
+	}
+	if reason := c.hostRule(host); reason != "" {
+		return nil, &BlockedError{URL: addr, Reason: reason}
+	}
+	// Never through the operator's Proxy: the caller asked for this
+	// address, checked here.
+	return c.dialChecked(ctx, network, addr)
 }
 
 // looksNumeric reports whether every label of h is a number in decimal,

@@ -265,3 +265,26 @@ func TestVet(t *testing.T) {
 		}
 	}
 }
+
+// TestDial: a connection by address (a proxy's tunnel) gets the port, name
+// and address rules, and reaches an admitted server.
+func TestDial(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+	c := New(Options{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, AllowPorts: []uint16{uint16(port), 443},
+		Resolve: stub(map[string]string{"meta.example": "169.254.169.254"})})
+	conn, err := c.Dial(context.Background(), "tcp", u.Host)
+	if err != nil {
+		t.Fatalf("admitted server: %v", err)
+	}
+	conn.Close()
+	for _, addr := range []string{"127.0.0.2:" + u.Port(), "127.0.0.1:1", "localhost:" + u.Port(), "0x7f.1:443", "meta.example:443", "[::1]:443", "nonsense"} {
+		_, err := c.Dial(context.Background(), "tcp", addr)
+		var be *BlockedError
+		if !errors.As(err, &be) {
+			t.Errorf("%s: %v; want a refusal", addr, err)
+		}
+	}
+}
