@@ -309,9 +309,10 @@ func listenOn(t *testing.T, addr string) (*httptest.Server, *atomic.Int64) {
 	return srv, &hits
 }
 
-// TestSubresourcesChecked: a page whose images point at the metadata
-// address and at a loopback server the rules do not admit loads, and the
-// second server never gets a request: interception failed both. A
+// TestSubresourcesChecked: a page whose images, fetch and WebSocket point
+// at the metadata address and at a loopback server the rules do not admit
+// loads, and that server never gets a request: interception failed the
+// requests, the proxy the WebSocket (which interception does not see). A
 // redirect of the page to it is refused too.
 func TestSubresourcesChecked(t *testing.T) {
 	needBrowser(t)
@@ -321,7 +322,8 @@ func TestSubresourcesChecked(t *testing.T) {
 		fmt.Fprintf(w, `<!doctype html><title>Leak</title>
 <img src="http://169.254.169.254/latest/meta-data/iam">
 <img src="%s/pixel.gif">
-<script>fetch(%q).catch(() => {}); new Image().src = %q;</script>`, other.URL, other.URL+"/fetched", other.URL+"/img2")
+<script>fetch(%q).catch(() => {}); new Image().src = %q; try { new WebSocket(%q); } catch (e) {}</script>`,
+			other.URL, other.URL+"/fetched", other.URL+"/img2", strings.Replace(other.URL, "http:", "ws:", 1)+"/socket")
 	})
 	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, other.URL+"/redirected", http.StatusFound)
@@ -600,5 +602,50 @@ func TestNoBrowser(t *testing.T) {
 	}
 	if h := p.Health(); h.Available || h.Detail == "" {
 		t.Errorf("health: %+v", h)
+	}
+}
+
+// TestRebindingHeldAtProxy: a name that resolves to an admitted address
+// when interception checks it and to a refused one afterwards (DNS
+// rebinding) never reaches the refused address: Chromium does not resolve
+// proxied names, and the proxy connects only to the address it checked.
+func TestRebindingHeldAtProxy(t *testing.T) {
+	needBrowser(t)
+	other, hits := listenOn(t, "127.0.0.2:0")
+	_, port, _ := net.SplitHostPort(other.Listener.Addr().String())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>Rebind</title><img src="http://rebind.test:%s/pixel.gif">`, port)
+	}))
+	t.Cleanup(srv.Close)
+	var lookups atomic.Int64
+	u, _ := url.Parse(srv.URL)
+	pageport, _ := strconv.Atoi(u.Port())
+	otherport, _ := strconv.Atoi(port)
+	n := netguard.New(netguard.Options{
+		AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, AllowPorts: []uint16{uint16(pageport), uint16(otherport)},
+		Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
+			if host != "rebind.test" {
+				return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+			}
+			if lookups.Add(1) == 1 {
+				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+			}
+			return []netip.Addr{netip.MustParseAddr("127.0.0.2")}, nil
+		},
+	})
+	t.Cleanup(n.CloseIdleConnections)
+	f := setup(t, func(o *Options) { o.Net = n })
+	f.srv = srv
+	id := f.start(t)
+	f.gotoPage(t, id, "/")
+	deadline := time.Now().Add(5 * time.Second)
+	for lookups.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if lookups.Load() < 2 {
+		t.Fatalf("rebind.test was looked up %d times; the proxy never dialled it", lookups.Load())
+	}
+	if h := hits.Load(); h != 0 {
+		t.Errorf("the refused address got %d requests", h)
 	}
 }

@@ -14,7 +14,7 @@
 //
 // Start here: provider.go (options, the sessions, the cap and the idle
 // reaper, Health, Close), then session.go (how Chromium is started and how
-// its requests are checked), tools.go (the tools and their arguments),
+// its requests are checked), proxy.go (its only way out), tools.go (the tools and their arguments),
 // snapshot.go and refs.go (the text views and their refs), act.go (the
 // actions, screenshots and extraction).
 //
@@ -27,16 +27,18 @@
 // the browser is a process the daemon starts: it is started here, through
 // chromedp's exec allocator, because chromedp must own its pipes.
 //
-// The network rules are netguard's, the daemon's door to the network: every
-// request of every tab and worker is paused by the DevTools Fetch domain,
-// checked (https only unless http is allowed; then netguard.Vet, which
-// resolves the host and refuses loopback, private, link-local and metadata
-// addresses unless the operator allowed them), and failed as blocked or let
-// go on. browser.goto checks its URL the same way before it starts, and
-// refuses file:, data:, chrome:, view-source: and about: URLs other than
-// about:blank. What interception does not see is in docs/browser.md
-// (WebSockets, and a DNS answer that changes between the check and
-// Chromium's own lookup).
+// The network rules are netguard's, the daemon's door to the network, and
+// are held twice. Every request of every tab and worker is paused by the
+// DevTools Fetch domain, checked (https only unless http is allowed; then
+// netguard.Vet, which resolves the host and refuses loopback, private,
+// link-local and metadata addresses unless the operator allowed them), and
+// failed as blocked or let go on; a refused page is a clear error of
+// browser.goto. Then every connection Chromium makes goes through the
+// session's proxy (proxy.go), which dials with netguard.Dial to an address
+// it checked: it holds WebSockets, which interception does not see, and a
+// DNS answer that changes after interception's check. browser.goto checks
+// its URL before it starts, and refuses file:, data:, chrome:,
+// view-source: and about: URLs other than about:blank.
 //
 // Page content in results is marked untrusted: it is data from the web,
 // which may be written to mislead the agent.

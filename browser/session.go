@@ -35,6 +35,7 @@ type session struct {
 
 	lock chan struct{} // a mutex with a timeout: one action at a time
 
+	proxy       *guardProxy // Chromium's only way out
 	allocCancel context.CancelFunc
 	ctxCancel   context.CancelFunc
 	ctx         context.Context // the chromedp context of the tab
@@ -117,6 +118,14 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 		}
 	}
 
+	s.proxy, err = startProxy(p.net, func(target string, err error) {
+		s.blocked.Add(1)
+		p.log.Info("browser connection refused", "session", s.id, "target", truncate(target, 200), "reason", err)
+	})
+	if err != nil {
+		return s, fmt.Errorf("starting the session's proxy: %w", err)
+	}
+
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(p.execPath),
 		chromedp.NoFirstRun,
@@ -126,6 +135,10 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 		// chromedp adds --no-sandbox when the daemon is root unless the flag
 		// is set false: Chromium keeps its sandbox (it runs as runAs then).
 		chromedp.Flag("no-sandbox", false),
+		// Every connection goes through the session's proxy, loopback
+		// included (Chromium bypasses a proxy for loopback unless told).
+		chromedp.ProxyServer("http://" + s.proxy.addr()),
+		chromedp.Flag("proxy-bypass-list", "<-loopback>"),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-breakpad", true),
@@ -142,7 +155,7 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 		chromedp.Flag("mute-audio", true),
 		chromedp.Flag("hide-scrollbars", true),
 		// WebRTC is not seen by request interception: no UDP that does not
-		// go through a proxy (there is none), so no peer connections out.
+		// go through the proxy (which carries none).
 		chromedp.Flag("force-webrtc-ip-handling-policy", "disable_non_proxied_udp"),
 		chromedp.NoInheritEnv,
 		chromedp.Env("HOME="+s.dir, "XDG_CONFIG_HOME="+filepath.Join(s.dir, ".config"),
@@ -345,6 +358,9 @@ func (s *session) shutdown() {
 		}
 		if s.dir != "" {
 			killUsing(s.dir)
+		}
+		if s.proxy != nil {
+			s.proxy.close()
 		}
 		if s.dir != "" {
 			removeAll(s.dir)

@@ -1,0 +1,187 @@
+package browser
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"sync"
+	"time"
+
+	"github.com/agentbe/agentbe-daemon/netguard"
+)
+
+// guardProxy is the session's HTTP proxy on loopback, and Chromium's only
+// way out: --proxy-server points at it and --proxy-bypass-list=<-loopback>
+// sends even loopback addresses through it. It dials with netguard.Dial,
+// which resolves the host itself, checks every address and connects to the
+// one it checked. So it holds what request interception cannot: WebSockets
+// (which the DevTools Fetch domain does not pause) and a DNS answer that
+// changes between interception's check and the connection (Chromium does
+// not resolve proxied hosts itself).
+//
+// It listens on 127.0.0.1, where any local process could use it too; it
+// admits nothing the rules do not, so it gives such a process no address
+// it could not reach itself, unless the operator admitted private ones.
+type guardProxy struct {
+	ln      net.Listener
+	srv     *http.Server
+	tr      *http.Transport
+	net     *netguard.Client
+	refused func(target string, err error)
+
+	mu      sync.Mutex
+	tunnels map[net.Conn]struct{} // hijacked connections, closed at close
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// startProxy listens on a loopback port and serves until close.
+func startProxy(n *netguard.Client, refused func(string, error)) (*guardProxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	g := &guardProxy{ln: ln, net: n, refused: refused, tunnels: map[net.Conn]struct{}{}}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           n.Dial,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       30 * time.Second,
+		ResponseHeaderTimeout: time.Minute,
+	}
+	g.tr = tr
+	rp := &httputil.ReverseProxy{
+		// The request already names its absolute URL (a proxy request);
+		// nothing is rewritten and no X-Forwarded-For is added.
+		Rewrite:   func(*httputil.ProxyRequest) {},
+		Transport: tr,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			var be *netguard.BlockedError
+			if errors.As(err, &be) {
+				g.refused(r.URL.Host, err)
+				http.Error(w, "refused by the daemon's network rules", http.StatusForbidden)
+				return
+			}
+			http.Error(w, "proxy: "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	g.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodConnect {
+				g.tunnel(w, r)
+				return
+			}
+			if !r.URL.IsAbs() || (r.URL.Scheme != "http" && r.URL.Scheme != "ws") {
+				http.Error(w, "not a proxy request", http.StatusBadRequest)
+				return
+			}
+			if r.URL.Scheme == "ws" {
+				r.URL.Scheme = "http"
+			}
+			rp.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	g.wg.Go(func() { _ = g.srv.Serve(ln) })
+	return g, nil
+}
+
+// addr is the proxy's host:port.
+func (g *guardProxy) addr() string { return g.ln.Addr().String() }
+
+// tunnel serves CONNECT (https, wss): it dials the target under the rules
+// and copies bytes both ways until either side closes.
+func (g *guardProxy) tunnel(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+	up, err := g.net.Dial(ctx, "tcp", r.Host)
+	cancel()
+	if err != nil {
+		var be *netguard.BlockedError
+		if errors.As(err, &be) {
+			g.refused(r.Host, err)
+			http.Error(w, "refused by the daemon's network rules", http.StatusForbidden)
+			return
+		}
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		up.Close()
+		http.Error(w, "cannot tunnel", http.StatusInternalServerError)
+		return
+	}
+	down, buf, err := hj.Hijack()
+	if err != nil {
+		up.Close()
+		return
+	}
+	if !g.track(down, up) {
+		return
+	}
+	_, _ = down.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n"))
+	g.wg.Go(func() {
+		defer g.untrack(down, up)
+		done := make(chan struct{}, 2)
+		go func() {
+			// Bytes the client sent after its CONNECT are in buf.
+			_, _ = io.Copy(up, buf)
+			closeWrite(up)
+			done <- struct{}{}
+		}()
+		_, _ = io.Copy(down, up)
+		closeWrite(down)
+		<-done
+	})
+}
+
+func closeWrite(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+		return
+	}
+	_ = c.Close()
+}
+
+// track records a tunnel's two connections; false (and both closed) once
+// the proxy is closing.
+func (g *guardProxy) track(conns ...net.Conn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		for _, c := range conns {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range conns {
+		g.tunnels[c] = struct{}{}
+	}
+	return true
+}
+
+func (g *guardProxy) untrack(conns ...net.Conn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+		delete(g.tunnels, c)
+	}
+}
+
+// close stops the proxy and cuts every connection, tunnels included, and
+// waits for its goroutines.
+func (g *guardProxy) close() {
+	g.mu.Lock()
+	g.closed = true
+	for c := range g.tunnels {
+		c.Close()
+	}
+	g.mu.Unlock()
+	_ = g.srv.Close()
+	g.wg.Wait()
+	g.tr.CloseIdleConnections()
+}
