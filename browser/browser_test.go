@@ -90,7 +90,7 @@ type fixture struct {
 
 // setup starts the site on 127.0.0.1 and a provider whose network rules
 // admit exactly that address and port (and http), as gwtools' tests do.
-func setup(t *testing.T, mod func(*Options)) *fixture {
+func setup(t testing.TB, mod func(*Options)) *fixture {
 	t.Helper()
 	needBrowser(t)
 	srv := httptest.NewServer(site())
@@ -113,7 +113,7 @@ func setup(t *testing.T, mod func(*Options)) *fixture {
 
 // allowing is a netguard client admitting the loopback address and port of
 // these servers' URLs.
-func allowing(t *testing.T, urls ...string) *netguard.Client {
+func allowing(t testing.TB, urls ...string) *netguard.Client {
 	var prefixes []netip.Prefix
 	var ports []uint16
 	for _, s := range urls {
