@@ -649,3 +649,32 @@ func TestRebindingHeldAtProxy(t *testing.T) {
 		t.Errorf("the refused address got %d requests", h)
 	}
 }
+
+// TestAriaSnapshotShape: the aria snapshot of the home page, line for
+// line: indentation by depth, text shown once, refs on interactive nodes
+// in document order, states in brackets.
+func TestAriaSnapshotShape(t *testing.T) {
+	f := setup(t, nil)
+	id := f.start(t)
+	tree := f.gotoPage(t, id, "/")["snapshot"].(string)
+	want := `- RootWebArea "Home"
+  - heading "Welcome" [level=1]
+  - paragraph
+    - text "not clicked"
+  - button "Press me" [ref=e1]
+  - LabelText
+    - text "Name"
+    - textbox "Name" [ref=e2]
+  - form
+    - searchbox "Query" [ref=e3]
+  - combobox [ref=e4] value="Red"
+    - MenuListPopup
+      - option "Red" [ref=e5] [selected=true]
+      - option "Green" [ref=e6]
+  - link "Other page" [ref=e7]
+  - link "Example" [ref=e8]
+`
+	if tree != want {
+		t.Errorf("snapshot:\n%s\nwant:\n%s", tree, want)
+	}
+}

@@ -24,7 +24,7 @@ var interactiveRoles = map[string]bool{
 
 // skippedRoles carry no meaning of their own; their children are shown in
 // their place.
-var skippedRoles = map[string]bool{"none": true, "generic": true, "InlineTextBox": true, "LineBreak": true, "presentation": true}
+var skippedRoles = map[string]bool{"none": true, "generic": true, "LineBreak": true, "presentation": true}
 
 // shownProperties are the states a line shows after the name.
 var shownProperties = map[accessibility.PropertyName]bool{
@@ -106,9 +106,12 @@ func (p *Provider) ariaSnapshot(ctx context.Context, s *session, interactiveOnly
 			return
 		}
 		role := axString(n.Role)
+		if role == "InlineTextBox" {
+			return // a line box of its StaticText parent, which shows the text
+		}
 		name := axString(n.Name)
 		shown := !n.Ignored && !(skippedRoles[role] && name == "")
-		if role == "StaticText" && (name == "" || name == parentName) {
+		if role == "StaticText" && (strings.TrimSpace(name) == "" || name == parentName) {
 			shown = false // the text is the parent's name already
 		}
 		childDepth, childParent := depth, parentName
