@@ -678,3 +678,35 @@ func TestAriaSnapshotShape(t *testing.T) {
 		t.Errorf("snapshot:\n%s\nwant:\n%s", tree, want)
 	}
 }
+
+// TestBrowserThatFails: a browser that exits at once is a clear error that
+// carries what it printed, and leaves no directory behind.
+func TestBrowserThatFails(t *testing.T) {
+	dir, err := os.MkdirTemp("", "agentbe-browser-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	fake := dir + "/chromium"
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'No usable sandbox! (a stub)' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sessions, err := os.MkdirTemp("", "agentbe-browser-sessions-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(sessions)
+	os.Chmod(sessions, 0o711)
+	f := setup(t, func(o *Options) { o.BrowserPath = fake; o.TempDir = sessions })
+	text, isErr, _ := f.call(t, "browser.start", `{}`)
+	if !isErr || !strings.Contains(text, "starting "+fake) || !strings.Contains(text, "No usable sandbox! (a stub)") {
+		t.Errorf("start: %s", text)
+	}
+	if entries, _ := os.ReadDir(sessions); len(entries) != 0 {
+		t.Errorf("left behind: %v", entries)
+	}
+	if h := f.p.Health(); len(h.Sessions) != 0 {
+		t.Errorf("health: %+v", h)
+	}
+}

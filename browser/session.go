@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -51,6 +52,13 @@ type session struct {
 
 	blocked atomic.Int64 // requests the network rules refused
 
+	// vetting bounds the checks of paused requests: at most cap(vetting)
+	// resolve at once, and past maxPendingChecks waiting a request is
+	// failed at once (a page that fires requests by the thousand gets
+	// errors, not a daemon full of goroutines).
+	vetting chan struct{}
+	pending atomic.Int64
+
 	// navStarted and navLoaded count the main frame's loads begun and
 	// finished (act waits for one it started); mainFrame is its id.
 	navStarted, navLoaded atomic.Int64
@@ -90,7 +98,7 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 	if err != nil {
 		return nil, err
 	}
-	s = &session{id: id, key: sessionKey, owner: owner, lock: make(chan struct{}, 1), started: time.Now()}
+	s = &session{id: id, key: sessionKey, owner: owner, lock: make(chan struct{}, 1), started: time.Now(), vetting: make(chan struct{}, 16)}
 	s.lastUsed.Store(time.Now().UnixNano())
 	s.refs.reset()
 	if s.dir, err = os.MkdirTemp(p.opts.TempDir, "agentbe-browser-"); err != nil {
@@ -172,6 +180,10 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 			cmd.Dir = s.dir
 		}),
 	}
+	// What Chromium prints is kept (its last 4 KiB) for the error of a start
+	// that fails: "No usable sandbox!" and the like say what to fix.
+	out := &tailBuffer{max: 4096}
+	opts = append(opts, chromedp.CombinedOutput(out))
 	if headless {
 		opts = append(opts, chromedp.Headless)
 	} else if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
@@ -196,6 +208,9 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 		err = fmt.Errorf("the browser did not start within %s", p.opts.StartTimeout)
 	}
 	if err != nil {
+		if tail := strings.TrimSpace(out.String()); tail != "" {
+			err = fmt.Errorf("%w; it printed: %s", err, tail)
+		}
 		return s, fmt.Errorf("starting %s: %w", p.execPath, err)
 	}
 	c := chromedp.FromContext(s.ctx)
@@ -280,7 +295,20 @@ func (p *Provider) intercept(s *session, e *fetch.EventRequestPaused) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	if err := p.vetRequest(ctx, e.Request.URL); err != nil {
+	defer s.pending.Add(-1)
+	var err error
+	if s.pending.Add(1) > maxPendingChecks {
+		err = fmt.Errorf("more than %d requests of the page wait for their check", maxPendingChecks)
+	} else {
+		select {
+		case s.vetting <- struct{}{}:
+			err = p.vetRequest(ctx, e.Request.URL)
+			<-s.vetting
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
 		s.blocked.Add(1)
 		p.log.Info("browser request refused", "session", s.id, "url", truncate(e.Request.URL, 200), "type", e.ResourceType, "reason", err)
 		_, _ = cdp.Call(ctx, c.Browser, fetch.FailRequest, fetch.FailRequestParams{RequestID: e.RequestID, ErrorReason: network.ErrorReasonBlockedByClient})
@@ -288,6 +316,10 @@ func (p *Provider) intercept(s *session, e *fetch.EventRequestPaused) {
 	}
 	_, _ = cdp.Call(ctx, c.Browser, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID})
 }
+
+// maxPendingChecks bounds the paused requests of a session waiting for
+// their check.
+const maxPendingChecks = 1000
 
 // vetRequest is the rule for a request the page makes (a subresource, a
 // redirect, a form post): only the allowed schemes, then netguard's.
@@ -411,6 +443,29 @@ func processesUsing(dir string, kill bool) []int {
 		}
 	}
 	return pids
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
 }
 
 // removeAll removes dir, trying again for a while: a dying Chromium helper
