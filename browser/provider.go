@@ -75,8 +75,10 @@ type Options struct {
 	// MaxSnapshotBytes and MaxExtractBytes cap the text of browser.snapshot
 	// and browser.extract (the defaults when 0).
 	MaxSnapshotBytes, MaxExtractBytes int
-	// RunAs is the user Chromium runs as when the daemon is root ("" :
-	// nobody). Chromium's own sandbox needs a user that is not root.
+	// RunAs is the user Chromium runs as when the daemon is root (""
+	// means nobody; --browser-run-as). Chromium's own sandbox needs a user
+	// that is not root; a user of its own keeps it apart from other
+	// services that run as nobody.
 	RunAs string
 	// TempDir holds the sessions' directories (os.TempDir() when "").
 	TempDir string

@@ -188,6 +188,14 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 		opts = append(opts, chromedp.Headless)
 	} else if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
 		return s, errors.New("headless: false needs a display (DISPLAY or WAYLAND_DISPLAY), and the daemon has none")
+	} else {
+		// The display is the one thing of the daemon's environment a
+		// headed browser needs.
+		for _, k := range []string{"DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR"} {
+			if v, ok := os.LookupEnv(k); ok {
+				opts = append(opts, chromedp.Env(k+"="+v))
+			}
+		}
 	}
 	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	s.allocCancel = allocCancel

@@ -134,8 +134,10 @@ type Config struct {
 	// BrowserTools serves the browser.* tools (docs/browser.md): Chromium
 	// at BrowserPath (found on PATH when ""), http:// pages only with
 	// BrowserAllowHTTP, at most BrowserMaxSessions sessions, each closed
-	// after BrowserIdleTimeout without an action.
+	// after BrowserIdleTimeout without an action; run as BrowserRunAs when
+	// the daemon is root.
 	BrowserTools       bool
+	BrowserRunAs       string
 	BrowserPath        string
 	BrowserAllowHTTP   bool
 	BrowserMaxSessions int
