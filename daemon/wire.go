@@ -54,8 +54,8 @@ type protocols struct {
 	// gwtools serves --gateway-tools (nil without the flag), approvals its
 	// system.run policy.
 	gwtools   *gwtools.Provider
-	procs     *procs.Manager   // --process-tools
-	watch     *fswatch.Manager // --watch-tools
+	procs     *procs.Manager    // --process-tools
+	watch     *fswatch.Manager  // --watch-tools
 	browser   *browser.Provider // --browser-tools
 	approvals *gwtools.Approvals
 	// extensions serves the --extensions directory (nil without the flag).
