@@ -291,10 +291,11 @@ func (p *Provider) closeSession(id, owner string) error {
 	return nil
 }
 
-// SessionInfo is what Health says about one session.
+// SessionInfo is what Health says about one session. /health answers
+// without a token, so it names a session by the first 8 characters of its
+// id only, and leaves out the client's sessionKey.
 type SessionInfo struct {
-	ID          string    `json:"id"`
-	Key         string    `json:"key,omitempty"`
+	IDPrefix    string    `json:"idPrefix"`
 	Started     time.Time `json:"started"`
 	IdleSeconds float64   `json:"idleSeconds"`
 	Busy        bool      `json:"busy"`
@@ -320,7 +321,7 @@ func (p *Provider) Health() Health {
 	}
 	p.mu.Lock()
 	for _, s := range p.sessions {
-		h.Sessions = append(h.Sessions, SessionInfo{ID: s.id, Key: s.key, Started: s.started,
+		h.Sessions = append(h.Sessions, SessionInfo{IDPrefix: s.id[:8], Started: s.started,
 			IdleSeconds: time.Since(time.Unix(0, s.lastUsed.Load())).Seconds(), Busy: len(s.lock) > 0, Blocked: s.blocked.Load()})
 	}
 	p.mu.Unlock()

@@ -125,7 +125,7 @@ func TestBrowserToolsOverMCP(t *testing.T) {
 	_, body := get(t, r.url+"/health")
 	var health struct{ Browser *browser.Health }
 	if err := json.Unmarshal(body, &health); err != nil || health.Browser == nil || !health.Browser.Available ||
-		len(health.Browser.Sessions) != 1 || health.Browser.Sessions[0].ID != id {
+		len(health.Browser.Sessions) != 1 || health.Browser.Sessions[0].IDPrefix != id[:8] || strings.Contains(string(body), id) {
 		t.Errorf("/health: %s", body)
 	}
 	if n := len(processesUnder(tmp)); n < 2 {
