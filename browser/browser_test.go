@@ -29,13 +29,17 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// needBrowser skips a test when no Chromium is installed (CI installs it).
+// needBrowser skips a test when no Chromium is installed; in CI, which
+// installs it (.ci/run), it fails instead.
 func needBrowser(t testing.TB) {
 	t.Helper()
 	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if _, err := exec.LookPath(n); err == nil {
 			return
 		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no chromium on PATH (.ci/run installs it)")
 	}
 	t.Skip("no chromium on PATH (apt-get install chromium)")
 }

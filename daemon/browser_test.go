@@ -29,6 +29,9 @@ import (
 // process behind.
 func TestBrowserToolsOverMCP(t *testing.T) {
 	if _, err := exec.LookPath("chromium"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no chromium on PATH (.ci/run installs it)")
+		}
 		t.Skip("no chromium on PATH (apt-get install chromium)")
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
