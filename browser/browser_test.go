@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -712,5 +713,76 @@ func TestBrowserThatFails(t *testing.T) {
 	}
 	if h := f.p.Health(); len(h.Sessions) != 0 {
 		t.Errorf("health: %+v", h)
+	}
+}
+
+// TestQueueAndOwner: two calls on one session at once both run, one after
+// the other; another caller (another token entry) does not see the
+// session.
+func TestQueueAndOwner(t *testing.T) {
+	f := setup(t, nil)
+	id := f.start(t)
+	errs := make(chan string, 2)
+	for _, path := range []string{"/other", "/tall"} {
+		go func() {
+			text, isErr, _ := f.call(t, "browser.goto", fmt.Sprintf(`{"sessionId":%q,"url":%q}`, id, f.srv.URL+path))
+			if isErr {
+				errs <- path + ": " + text
+				return
+			}
+			errs <- ""
+		}()
+	}
+	for range 2 {
+		if e := <-errs; e != "" {
+			t.Errorf("concurrent goto %s", e)
+		}
+	}
+	res, err := f.reg.Call(context.Background(), "browser.snapshot", registry.Call{Args: json.RawMessage(`{"sessionId":"` + id + `"}`), Caller: "someone-else"})
+	if err != nil || !res.IsError || registry.Code(res) != errcode.NotFound {
+		t.Errorf("another caller's call: %v %+v", err, res)
+	}
+}
+
+// TestDownloadsDenied: a link to an attachment, and goto of it, save
+// nothing: no file of its name is under the session's directory (the
+// browser's HOME) or the daemon's Downloads.
+func TestDownloadsDenied(t *testing.T) {
+	needBrowser(t)
+	const marker = "agentbe-download-marker-7f3a"
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>DL</title><a id="dl" href="/file.bin" download>get</a>`)
+	})
+	mux.HandleFunc("/file.bin", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", `attachment; filename="file.bin"`)
+		fmt.Fprint(w, marker)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	f := setup(t, func(o *Options) { o.Net = allowing(t, srv.URL) })
+	f.srv = srv
+	id := f.start(t)
+	f.gotoPage(t, id, "/")
+	f.must(t, "browser.act", `{"sessionId":"`+id+`","type":"click","selector":"#dl"}`)
+	f.call(t, "browser.goto", `{"sessionId":"`+id+`","url":"`+srv.URL+`/file.bin"}`)
+	time.Sleep(500 * time.Millisecond)
+	f.p.mu.Lock()
+	dir := f.p.sessions[id].dir
+	f.p.mu.Unlock()
+	home, _ := os.UserHomeDir()
+	for _, root := range []string{dir, home + "/Downloads"} {
+		filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return nil
+			}
+			// The HTTP cache may hold the response; a download is a file
+			// of its name, or Chromium's partial one.
+			if name := d.Name(); strings.Contains(name, "file.bin") || strings.HasSuffix(name, ".crdownload") {
+				t.Errorf("the download was saved: %s", path)
+			}
+			return nil
+		})
 	}
 }
