@@ -38,8 +38,10 @@ type guardProxy struct {
 	wg      sync.WaitGroup
 }
 
-// startProxy listens on a loopback port and serves until close.
-func startProxy(n *netguard.Client, refused func(string, error)) (*guardProxy, error) {
+// startProxy listens on a loopback port and serves until close. Without
+// allowHTTP it carries no plain http: no proxied http:// request, and no
+// tunnel to port 80 (where a ws:// WebSocket would go).
+func startProxy(n *netguard.Client, allowHTTP bool, refused func(string, error)) (*guardProxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -71,7 +73,17 @@ func startProxy(n *netguard.Client, refused func(string, error)) (*guardProxy, e
 	g.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodConnect {
+				if _, port, _ := net.SplitHostPort(r.Host); port == "80" && !allowHTTP {
+					g.refused(r.Host, errors.New("plain http (port 80) is not allowed"))
+					http.Error(w, "refused by the daemon's network rules", http.StatusForbidden)
+					return
+				}
 				g.tunnel(w, r)
+				return
+			}
+			if !allowHTTP {
+				g.refused(r.Host, errors.New("plain http is not allowed"))
+				http.Error(w, "refused by the daemon's network rules", http.StatusForbidden)
 				return
 			}
 			if !r.URL.IsAbs() || (r.URL.Scheme != "http" && r.URL.Scheme != "ws") {

@@ -126,7 +126,7 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 		}
 	}
 
-	s.proxy, err = startProxy(p.net, func(target string, err error) {
+	s.proxy, err = startProxy(p.net, p.opts.AllowHTTP, func(target string, err error) {
 		s.blocked.Add(1)
 		p.log.Info("browser connection refused", "session", s.id, "target", truncate(target, 200), "reason", err)
 	})
