@@ -331,21 +331,26 @@ func (p *Provider) settle(ctx context.Context, s *session, navBefore int64) {
 	}
 }
 
-// navigate loads url in the tab and waits for its load event.
-func (p *Provider) navigate(ctx context.Context, s *session, url string) (string, string, error) {
-	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+// navigate loads url in the tab, waits for its load event, and returns
+// where it ended (after redirects), its title and the HTTP status of the
+// document (0 for about:blank).
+func (p *Provider) navigate(ctx context.Context, url string) (loc, title string, status int64, err error) {
+	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(url))
+	if err != nil {
 		var le *chromedp.LoadError
 		if errors.As(err, &le) && strings.Contains(le.ErrorText, "BLOCKED_BY_CLIENT") {
-			return "", "", invalid("browser.goto", "refused %s: the network rules refused the page or a redirect of it", truncate(url, 200))
+			return "", "", 0, invalid("browser.goto", "refused %s: the network rules refused the page or a redirect of it", truncate(url, 200))
 		}
-		return "", "", err
+		return "", "", 0, err
 	}
-	loc, err := chromedp.Run(ctx, chromedp.Location())
-	if err != nil {
-		return "", "", err
+	if resp != nil {
+		status = resp.Status
 	}
-	title, err := chromedp.Run(ctx, chromedp.Title())
-	return loc, title, err
+	if loc, err = chromedp.Run(ctx, chromedp.Location()); err != nil {
+		return "", "", 0, err
+	}
+	title, err = chromedp.Run(ctx, chromedp.Title())
+	return loc, title, status, err
 }
 
 // screenshot captures the viewport, or the whole page up to

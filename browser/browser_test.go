@@ -201,7 +201,7 @@ func TestStartGotoSnapshot(t *testing.T) {
 	f := setup(t, nil)
 	id := f.start(t)
 	out := f.gotoPage(t, id, "/")
-	if out["success"] != true || out["title"] != "Home" || out["url"] != f.srv.URL+"/" || out["untrusted"] != untrustedNote {
+	if out["success"] != true || out["title"] != "Home" || out["url"] != f.srv.URL+"/" || out["status"] != 200.0 || out["untrusted"] != untrustedNote {
 		t.Fatalf("goto: %v", out)
 	}
 	if snap, _ := out["snapshot"].(string); !strings.Contains(snap, `- heading "Welcome"`) {
@@ -227,6 +227,9 @@ func TestStartGotoSnapshot(t *testing.T) {
 		if !strings.Contains(dom, want) {
 			t.Errorf("dom snapshot lacks %q:\n%s", want, dom)
 		}
+	}
+	if out := f.gotoPage(t, id, "/missing"); out["status"] != 404.0 {
+		t.Errorf("goto of a missing page: %v", out)
 	}
 }
 
