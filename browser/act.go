@@ -373,10 +373,12 @@ func (p *Provider) screenshot(ctx context.Context, fullPage bool) ([]byte, int, 
 			if m.CSSContentSize != nil {
 				w, h = max(w, int(m.CSSContentSize.Width)), max(h, int(m.CSSContentSize.Height))
 			}
-			if h > MaxScreenshotHeight {
-				h, out.truncated = MaxScreenshotHeight, true
+			if w > MaxScreenshotWidth {
+				w, out.truncated = MaxScreenshotWidth, true
 			}
-			w = min(w, MaxScreenshotHeight)
+			if limit := min(MaxScreenshotHeight, MaxScreenshotPixels/w); h > limit {
+				h, out.truncated = limit, true
+			}
 			out.w, out.h = w, h
 			params.CaptureBeyondViewport = ptr(true)
 			params.Clip = &page.Viewport{X: 0, Y: 0, Width: float64(w), Height: float64(h), Scale: 1}

@@ -789,3 +789,29 @@ func TestDownloadsDenied(t *testing.T) {
 		})
 	}
 }
+
+// TestScreenshotBounds: a page larger than the screenshot's bounds is cut
+// to them, and the result says so.
+func TestScreenshotBounds(t *testing.T) {
+	needBrowser(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>Huge</title><style>body{margin:0}</style><div style="width:9000px;height:30000px"></div>`)
+	}))
+	t.Cleanup(srv.Close)
+	f := setup(t, func(o *Options) { o.Net = allowing(t, srv.URL) })
+	f.srv = srv
+	id := f.start(t)
+	f.gotoPage(t, id, "/")
+	res, err := f.reg.Call(context.Background(), "browser.screenshot", registry.Call{Args: json.RawMessage(`{"sessionId":"` + id + `","fullPage":true}`)})
+	if err != nil || res.IsError {
+		t.Fatalf("screenshot: %v %v", err, res.Content)
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(res.Content[0].(*mcp.ImageContent).Data))
+	wantH := MaxScreenshotPixels / MaxScreenshotWidth
+	if err != nil || cfg.Width != MaxScreenshotWidth || cfg.Height != wantH {
+		t.Errorf("%dx%d, %v; want %dx%d", cfg.Width, cfg.Height, err, MaxScreenshotWidth, wantH)
+	}
+	if meta := res.Content[1].(*mcp.TextContent).Text; !strings.Contains(meta, `"truncated":true`) {
+		t.Errorf("not marked truncated: %s", meta)
+	}
+}

@@ -31,9 +31,13 @@ const (
 	DefaultNavigateTimeout  = 30 * time.Second
 	DefaultMaxSnapshotBytes = 100_000
 	DefaultMaxExtractBytes  = 200_000
-	// MaxScreenshotHeight bounds a full-page screenshot (CSS pixels); a
-	// taller page is cut there and the result says so.
+	// MaxScreenshotHeight and MaxScreenshotWidth bound a full-page
+	// screenshot (CSS pixels), and MaxScreenshotPixels its area (Chromium
+	// holds the whole bitmap: 4 bytes a pixel); a larger page is cut and
+	// the result says so.
 	MaxScreenshotHeight = 16384
+	MaxScreenshotWidth  = 4096
+	MaxScreenshotPixels = 24 << 20
 	// MaxScreenshotBytes bounds a screenshot's PNG.
 	MaxScreenshotBytes = 10 << 20
 	// MaxTextPerNode cuts the text of one snapshot line.

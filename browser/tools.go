@@ -86,7 +86,8 @@ func (p *Provider) Tools() []registry.Tool {
 		},
 		{
 			Name:        "browser.screenshot",
-			Description: fmt.Sprintf("A PNG of the viewport (%dx%d), or of the whole page with fullPage (at most %d pixels tall; a taller page is cut and the result says so).", p.opts.ViewportWidth, p.opts.ViewportHeight, MaxScreenshotHeight),
+			Description: fmt.Sprintf("A PNG of the viewport (%dx%d), or of the whole page with fullPage (at most %d pixels wide, %d tall and %d pixels in all; a larger page is cut and the result says so).",
+				p.opts.ViewportWidth, p.opts.ViewportHeight, MaxScreenshotWidth, MaxScreenshotHeight, MaxScreenshotPixels),
 			InputSchema: toolkit.Schema(map[string]any{"sessionId": sid, "fullPage": map[string]any{"type": "boolean"}}, "sessionId"),
 			Annotations: readOnly,
 			Timeout:     actionTimeout,
