@@ -85,7 +85,7 @@ func (p *Provider) Tools() []registry.Tool {
 			Handler:     p.handleAct,
 		},
 		{
-			Name:        "browser.screenshot",
+			Name: "browser.screenshot",
 			Description: fmt.Sprintf("A PNG of the viewport (%dx%d), or of the whole page with fullPage (at most %d pixels wide, %d tall and %d pixels in all; a larger page is cut and the result says so).",
 				p.opts.ViewportWidth, p.opts.ViewportHeight, MaxScreenshotWidth, MaxScreenshotHeight, MaxScreenshotPixels),
 			InputSchema: toolkit.Schema(map[string]any{"sessionId": sid, "fullPage": map[string]any{"type": "boolean"}}, "sessionId"),
