@@ -9,7 +9,9 @@
 // directory named by PW_MCP_DIR (npm install @playwright/mcp@0.0.83
 // @modelcontextprotocol/sdk), and Chromium at CHROMIUM (/usr/bin/chromium).
 // Run: PW_MCP_DIR=/tmp/pwmcp node bench/browser/playwright-mcp.mjs
+import fs from 'node:fs'
 import http from 'node:http'
+import os from 'node:os'
 import path from 'node:path'
 import { createRequire } from 'node:module'
 
@@ -40,8 +42,10 @@ const base = `http://127.0.0.1:${server.address().port}`
 
 // As root, Chromium needs --no-sandbox under Playwright (it does not drop
 // privileges); Playwright MCP's default is no sandbox anyway.
+// Its snapshot files go to a temporary directory, not the working one.
+const outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'playwright-mcp-'))
 const args = [path.join(dir, 'node_modules/@playwright/mcp/cli.js'), '--headless', '--isolated', '--executable-path', chromium,
-  '--viewport-size', '800x600', '--no-sandbox']
+  '--viewport-size', '800x600', '--no-sandbox', '--output-dir', outDir]
 const transport = new StdioClientTransport({ command: process.execPath, args, stderr: 'ignore' })
 const client = new Client({ name: 'bench', version: '1' })
 await client.connect(transport)
@@ -68,3 +72,4 @@ console.log(`playwright-mcp start (first navigate, browser launch included): ${s
 console.log(`playwright-mcp goto+snapshot over ${runs} runs: p50 ${samples[Math.floor(samples.length / 2)].toFixed(1)} ms, min ${samples[0].toFixed(1)} ms, max ${samples[samples.length - 1].toFixed(1)} ms`)
 await client.close()
 server.close()
+fs.rmSync(outDir, { recursive: true, force: true })
