@@ -2,11 +2,16 @@ package browser
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,9 +27,11 @@ import (
 // changes between interception's check and the connection (Chromium does
 // not resolve proxied hosts itself).
 //
-// It listens on 127.0.0.1, where any local process could use it too; it
-// admits nothing the rules do not, so it gives such a process no address
-// it could not reach itself, unless the operator admitted private ones.
+// It listens on 127.0.0.1 and serves only connections whose socket belongs
+// to Chromium's user (read from /proc/net/tcp): another user's process
+// cannot borrow it. A process of that same user could; it admits nothing
+// the rules do not, so it gives such a process no address it could not
+// reach itself, unless the operator admitted private ones.
 type guardProxy struct {
 	ln      net.Listener
 	srv     *http.Server
@@ -38,13 +45,18 @@ type guardProxy struct {
 	wg      sync.WaitGroup
 }
 
-// startProxy listens on a loopback port and serves until close. Without
-// allowHTTP it carries no plain http: no proxied http:// request, and no
-// tunnel to port 80 (where a ws:// WebSocket would go).
-func startProxy(n *netguard.Client, allowHTTP bool, refused func(string, error)) (*guardProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// startProxy listens on a loopback port and serves until close, to
+// connections of uid only (any when uid < 0). Without allowHTTP it carries
+// no plain http: no proxied http:// request, and no tunnel to port 80
+// (where a ws:// WebSocket would go).
+func startProxy(n *netguard.Client, allowHTTP bool, uid int, refused func(string, error)) (*guardProxy, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
+	}
+	var ln net.Listener = l
+	if uid >= 0 {
+		ln = &uidListener{Listener: l, uid: uid, refused: refused}
 	}
 	g := &guardProxy{ln: ln, net: n, refused: refused, tunnels: map[net.Conn]struct{}{}}
 	tr := &http.Transport{
@@ -196,4 +208,52 @@ func (g *guardProxy) close() {
 	_ = g.srv.Close()
 	g.wg.Wait()
 	g.tr.CloseIdleConnections()
+}
+
+// uidListener accepts only connections from sockets of one user.
+type uidListener struct {
+	net.Listener
+	uid     int
+	refused func(string, error)
+}
+
+func (l *uidListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		peer, _ := c.RemoteAddr().(*net.TCPAddr)
+		local, _ := c.LocalAddr().(*net.TCPAddr)
+		if uid, ok := socketUID(peer, local); ok && uid == l.uid {
+			return c, nil
+		}
+		l.refused(c.RemoteAddr().String(), fmt.Errorf("a connection to the proxy from a process that is not the browser's (uid %d)", l.uid))
+		c.Close()
+	}
+}
+
+// socketUID is the owner of the IPv4 TCP socket from peer to local, read
+// from /proc/net/tcp (the kernel's own table: local address, remote
+// address, ..., uid; addresses in hex, the IPv4 address little-endian).
+func socketUID(peer, local *net.TCPAddr) (int, bool) {
+	if peer == nil || local == nil || peer.IP.To4() == nil || local.IP.To4() == nil {
+		return 0, false
+	}
+	hex := func(a *net.TCPAddr) string {
+		return fmt.Sprintf("%08X:%04X", binary.LittleEndian.Uint32(a.IP.To4()), a.Port)
+	}
+	want, wantRemote := hex(peer), hex(local)
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 7 && f[1] == want && f[2] == wantRemote {
+			uid, err := strconv.Atoi(f[7])
+			return uid, err == nil
+		}
+	}
+	return 0, false
 }

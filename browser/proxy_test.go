@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +25,7 @@ func TestProxyRules(t *testing.T) {
 		var refusals []string
 		// Port 80 of loopback is admitted by the rules (nothing listens
 		// there): only the proxy's own rule refuses a tunnel to it.
-		g, err := startProxy(allowing(t, srv.URL, "http://127.0.0.1:80"), allowHTTP, func(target string, err error) {
+		g, err := startProxy(allowing(t, srv.URL, "http://127.0.0.1:80"), allowHTTP, os.Getuid(), func(target string, err error) {
 			mu.Lock()
 			refusals = append(refusals, target)
 			mu.Unlock()
@@ -78,5 +79,28 @@ func TestProxyRules(t *testing.T) {
 			t.Errorf("allowHTTP=%v: refusals reported: %v; want %d", allowHTTP, refusals, want)
 		}
 		mu.Unlock()
+	}
+}
+
+// TestProxyServesOnlyTheBrowsersUser: a connection from a process of
+// another user than the browser's is closed unanswered, and reported.
+func TestProxyServesOnlyTheBrowsersUser(t *testing.T) {
+	refused := make(chan string, 1)
+	g, err := startProxy(allowing(t, "http://127.0.0.1:443"), true, os.Getuid()+1, func(target string, err error) { refused <- err.Error() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	c, err := net.Dial("tcp", g.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n")
+	if line, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+		t.Errorf("another user's connection was answered: %q", line)
+	}
+	if why := <-refused; !strings.Contains(why, "not the browser's") {
+		t.Errorf("refusal: %s", why)
 	}
 }

@@ -126,7 +126,11 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 		}
 	}
 
-	s.proxy, err = startProxy(p.net, p.opts.AllowHTTP, func(target string, err error) {
+	uid := os.Getuid()
+	if cred != nil {
+		uid = int(cred.Uid)
+	}
+	s.proxy, err = startProxy(p.net, p.opts.AllowHTTP, uid, func(target string, err error) {
 		s.blocked.Add(1)
 		p.log.Info("browser connection refused", "session", s.id, "target", truncate(target, 200), "reason", err)
 	})
