@@ -131,6 +131,17 @@ type Config struct {
 	ProcessTools bool
 	// WatchTools serves watch_changes (fswatch, docs/processes.md).
 	WatchTools bool
+	// BrowserTools serves the browser.* tools (docs/browser.md): Chromium
+	// at BrowserPath (found on PATH when ""), http:// pages only with
+	// BrowserAllowHTTP, at most BrowserMaxSessions sessions, each closed
+	// after BrowserIdleTimeout without an action; run as BrowserRunAs when
+	// the daemon is root.
+	BrowserTools       bool
+	BrowserRunAs       string
+	BrowserPath        string
+	BrowserAllowHTTP   bool
+	BrowserMaxSessions int
+	BrowserIdleTimeout time.Duration
 	// ExecApprovals is system.run's policy file; ExecApprovalMode and
 	// ExecAsk its mode and ask setting; ExecApprovalTTL how long a pending
 	// approval waits; ExecAskClient asks the MCP client's user (elicitation)

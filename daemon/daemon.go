@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentbe/agentbe-daemon/audit"
+	"github.com/agentbe/agentbe-daemon/browser"
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/extensions"
 	"github.com/agentbe/agentbe-daemon/gwtools"
@@ -55,6 +56,9 @@ type Options struct {
 	sshAuthAttempt func(method, outcome string)
 	// approvalDecided logs an operator's decision, set by New.
 	approvalDecided func(p gwtools.Pending, approved, always bool, remote string)
+	// browserTweak, when set, changes the browser provider's options (tests
+	// admit their loopback server and choose where its sessions live).
+	browserTweak func(*browser.Options)
 }
 
 // Daemon is one running workspace server. Create it with New, run it with
@@ -224,6 +228,9 @@ type healthBody struct {
 	Upstreams []upstream.Health `json:"upstreams,omitempty"`
 	// Extensions is each --extensions file's state (absent without the flag).
 	Extensions []extensions.Health `json:"extensions,omitempty"`
+	// Browser is the browser provider's state and its sessions (absent
+	// without --browser-tools).
+	Browser *browser.Health `json:"browser,omitempty"`
 }
 
 // serveHealthServers is the execution service's health view,
@@ -268,6 +275,10 @@ func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	}
 	if d.proto.extensions != nil {
 		body.Extensions = d.proto.extensions.Health()
+	}
+	if d.proto.browser != nil {
+		h := d.proto.browser.Health()
+		body.Browser = &h
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

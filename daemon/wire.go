@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/browser"
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/extensions"
 	"github.com/agentbe/agentbe-daemon/fsops"
@@ -53,8 +54,9 @@ type protocols struct {
 	// gwtools serves --gateway-tools (nil without the flag), approvals its
 	// system.run policy.
 	gwtools   *gwtools.Provider
-	procs     *procs.Manager   // --process-tools
-	watch     *fswatch.Manager // --watch-tools
+	procs     *procs.Manager    // --process-tools
+	watch     *fswatch.Manager  // --watch-tools
+	browser   *browser.Provider // --browser-tools
 	approvals *gwtools.Approvals
 	// extensions serves the --extensions directory (nil without the flag).
 	extensions *extensions.Provider
@@ -220,6 +222,24 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		p.watch = fswatch.New(fswatch.Options{})
 		if err := p.reg.Set("watch", p.watch.Tools()); err != nil {
 			return fmt.Errorf("--watch-tools: %w", err)
+		}
+	}
+	if cfg.BrowserTools {
+		bo := browser.Options{BrowserPath: cfg.BrowserPath, AllowHTTP: cfg.BrowserAllowHTTP,
+			MaxSessions: cfg.BrowserMaxSessions, IdleTimeout: cfg.BrowserIdleTimeout, RunAs: cfg.BrowserRunAs,
+			Logger: log.With("component", "browser")}
+		if opts.browserTweak != nil {
+			opts.browserTweak(&bo)
+		}
+		if p.browser, err = browser.New(bo); err != nil {
+			return fmt.Errorf("--browser-tools: %w", err)
+		}
+		if ok, why := p.browser.Available(); !ok {
+			// The daemon serves without it; the tools say the same.
+			log.Warn("--browser-tools: the browser tools are served but cannot start a browser", "why", why)
+		}
+		if err := p.reg.Set("browser", p.browser.Tools()); err != nil {
+			return fmt.Errorf("--browser-tools: %w", err)
 		}
 	}
 	if cfg.Extensions != "" {
@@ -490,6 +510,9 @@ func (p *protocols) close() error {
 	}
 	if p.watch != nil {
 		errs = append(errs, p.watch.Close())
+	}
+	if p.browser != nil {
+		errs = append(errs, p.browser.Close()) // kills every browser
 	}
 	if p.extensions != nil {
 		errs = append(errs, p.extensions.Close())

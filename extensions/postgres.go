@@ -83,7 +83,7 @@ func postgresConfig(fn, conn string, ext *Extension, door *netguard.Client) (*pg
 		if err != nil {
 			return nil, err
 		}
-		return door.DialTCP(ctx, host, port)
+		return door.Dial(ctx, "tcp", net.JoinHostPort(host, port))
 	}
 	return cfg, nil
 }

@@ -22,9 +22,13 @@
 // from the environment. Response bodies are cut at a cap (10 MB by default)
 // and the Result says so; every request has a timeout (30 s by default).
 //
-// DialTCP gives a protocol other than HTTP (the extensions' postgres module)
-// a raw TCP connection under the same port, name and address rules; it is
-// refused when the operator routes the network through a proxy.
+// Two entry points serve a caller other than the Client: Vet applies the
+// URL and address rules to a URL and returns the addresses that passed,
+// without fetching (the browser provider's request interception); Dial
+// connects to a host:port under the port, name and address rules, to an
+// address it checked (the browser's CONNECT tunnels, the extensions'
+// postgres module). Dial is refused when the operator routes the network
+// through a proxy.
 //
 // The operator (never a client) may loosen it: AllowHosts exempts named
 // hosts from the host and address rules (an internal API), AllowPrivate

@@ -174,43 +174,23 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 	if c.opts.Proxy != nil {
 		return c.dialer.DialContext(ctx, network, addr) // the operator's proxy
 	}
+	return c.dialChecked(ctx, network, addr)
+}
+
+// dialChecked resolves and checks addr's host and connects to a checked
+// address.
+func (c *Client) dialChecked(ctx context.Context, network, addr string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, err
-	}
-	exempt := c.hostAllowed(host)
-	var addrs []netip.Addr
-	if ip, err := netip.ParseAddr(host); err == nil {
-		addrs = []netip.Addr{ip}
-	} else if addrs, err = c.resolve(ctx, host); err != nil {
 		return nil, err
 	}
 	p, err := strconv.ParseUint(port, 10, 16)
 	if err != nil {
 		return nil, err
 	}
-	g := c.guardFor(host)
-	var checked []netip.Addr
-	var refusal error
-	for _, a := range addrs {
-		a = a.Unmap()
-		if !exempt {
-			if err := g.SafeAddrPort(netip.AddrPortFrom(a, uint16(p))); err != nil {
-				refusal = &BlockedError{URL: addr, Reason: fmt.Sprintf("%s resolves to %s: %v", host, a, err)}
-				continue
-			}
-			if c.opts.AllowPrivate && a.IsLinkLocalUnicast() {
-				refusal = &BlockedError{URL: addr, Reason: fmt.Sprintf("%s resolves to %s, a link-local address (cloud metadata)", host, a)}
-				continue
-			}
-		}
-		checked = append(checked, a)
-	}
-	if len(checked) == 0 {
-		if refusal == nil {
-			refusal = fmt.Errorf("%s: no address", host)
-		}
-		return nil, refusal
+	checked, exempt, err := c.addrs(ctx, host, uint16(p))
+	if err != nil {
+		return nil, err
 	}
 	d := *c.dialer
 	if !exempt {
@@ -236,6 +216,72 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 	return nil, last
 }
 
+// addrs resolves host (an address stands for itself) and returns the
+// addresses the rules admit for port, and whether the host is exempt
+// (AllowHosts). No admitted address is a *BlockedError naming the last
+// refused one.
+func (c *Client) addrs(ctx context.Context, host string, port uint16) (checked []netip.Addr, exempt bool, err error) {
+	exempt = c.hostAllowed(host)
+	var addrs []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{ip}
+	} else if addrs, err = c.resolve(ctx, host); err != nil {
+		return nil, exempt, err
+	}
+	g := c.guardFor(host)
+	var refusal error
+	for _, a := range addrs {
+		a = a.Unmap()
+		if !exempt {
+			if err := g.SafeAddrPort(netip.AddrPortFrom(a, port)); err != nil {
+				refusal = &BlockedError{URL: net.JoinHostPort(host, strconv.Itoa(int(port))), Reason: fmt.Sprintf("%s resolves to %s: %v", host, a, err)}
+				continue
+			}
+			if c.opts.AllowPrivate && a.IsLinkLocalUnicast() {
+				refusal = &BlockedError{URL: net.JoinHostPort(host, strconv.Itoa(int(port))), Reason: fmt.Sprintf("%s resolves to %s, a link-local address (cloud metadata)", host, a)}
+				continue
+			}
+		}
+		checked = append(checked, a)
+	}
+	if len(checked) == 0 {
+		if refusal == nil {
+			refusal = fmt.Errorf("%s: no address", host)
+		}
+		return nil, exempt, refusal
+	}
+	return checked, exempt, nil
+}
+
+// Vet applies every rule to a URL that something other than this Client
+// will fetch (the browser provider's Chromium): the URL rules of CheckURL,
+// then the address rules on the host's addresses, resolved now. It returns
+// the addresses that passed. The caller's fetcher resolves the name again,
+// so a DNS answer that changes in between (rebinding) is not covered the
+// way Fetch covers it; callers say so in their documentation.
+func (c *Client) Vet(ctx context.Context, u *url.URL) ([]netip.Addr, error) {
+	if err := c.CheckURL(u); err != nil {
+		return nil, err
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, &BlockedError{URL: redact(u), Reason: "bad port " + port}
+	}
+	addrs, _, err := c.addrs(ctx, u.Hostname(), uint16(p))
+	if err != nil {
+		var be *BlockedError
+		if errors.As(err, &be) {
+			be.URL = redact(u)
+		}
+		return nil, err
+	}
+	return addrs, nil
+}
+
 // CheckURL applies the rules that need no resolution.
 func (c *Client) CheckURL(u *url.URL) error {
 	refuse := func(format string, args ...any) error {
@@ -255,7 +301,7 @@ func (c *Client) CheckURL(u *url.URL) error {
 }
 
 // checkHostPort is the rule on a host name and port that needs no
-// resolution, shared by CheckURL and DialTCP: why they are refused, or "".
+// resolution, shared by CheckURL and Dial: why they are refused, or "".
 func (c *Client) checkHostPort(host, port string) string {
 	if host == "" {
 		return "no host"
@@ -264,6 +310,12 @@ func (c *Client) checkHostPort(host, port string) string {
 	if err != nil || !slices.Contains(c.ports, uint16(pn)) {
 		return fmt.Sprintf("port %s is not allowed (allowed: %v)", port, c.ports)
 	}
+	return c.hostRule(host)
+}
+
+// hostRule is the rule on a host name that needs no resolution: why it is
+// refused, or "" when it is not.
+func (c *Client) hostRule(host string) string {
 	if c.hostAllowed(host) {
 		return ""
 	}
@@ -280,21 +332,25 @@ func (c *Client) checkHostPort(host, port string) string {
 	return ""
 }
 
-// DialTCP opens a TCP connection to host:port for a protocol that is not
-// HTTP (a database client), under the rules of a request: the port must be
-// allowed, the name passes CheckURL's rules, and the connection goes to an
-// address checked after the Client resolved the name itself (dial). With
-// an operator's Proxy it is refused: an HTTP proxy carries no raw TCP, and
-// going around it would leave the route the operator chose.
-func (c *Client) DialTCP(ctx context.Context, host, port string) (net.Conn, error) {
-	addr := net.JoinHostPort(host, port)
+// Dial connects to addr (host:port) for a connection that is not an HTTP
+// request of the Client's (a database client, a proxy's CONNECT tunnel),
+// under the rules a URL's host and port get: the port, the host name, then
+// every resolved address; it connects to an address it checked, so a
+// second DNS answer is never used. With an operator's Proxy it is refused:
+// an HTTP proxy carries no raw TCP, and going around it would leave the
+// route the operator chose. A refusal is a *BlockedError.
+func (c *Client) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, &BlockedError{URL: addr, Reason: err.Error()}
+	}
 	if c.opts.Proxy != nil {
 		return nil, &BlockedError{URL: addr, Reason: "the network is reached through the operator's proxy, which carries no raw TCP connection"}
 	}
 	if reason := c.checkHostPort(host, port); reason != "" {
 		return nil, &BlockedError{URL: addr, Reason: reason}
 	}
-	return c.dial(ctx, "tcp", addr)
+	return c.dialChecked(ctx, network, addr)
 }
 
 // looksNumeric reports whether every label of h is a number in decimal,

@@ -235,10 +235,10 @@ func FuzzCheckURL(f *testing.F) {
 	})
 }
 
-// TestDialTCP: a raw TCP connection is held to the rules of a request (the
+// TestDialRules: a raw TCP connection (a database client's) is held to the rules of a request (the
 // port, the names, every resolved address) and reaches a loopback listener
 // only when the options admit it; through a proxy none is made.
-func TestDialTCP(t *testing.T) {
+func TestDialRules(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -267,17 +267,17 @@ func TestDialTCP(t *testing.T) {
 		{"2130706433", "5432", "non-canonical"},
 		{"127.0.0.1", "22", "port 22 is not allowed"},
 	} {
-		c, err := strict.DialTCP(ctx, tc.host, tc.port)
+		c, err := strict.Dial(ctx, "tcp", net.JoinHostPort(tc.host, tc.port))
 		var be *BlockedError
 		if err == nil || !errors.As(err, &be) || !strings.Contains(err.Error(), tc.want) {
 			if c != nil {
 				c.Close()
 			}
-			t.Errorf("DialTCP(%s, %s): %v; want a refusal with %q", tc.host, tc.port, err, tc.want)
+			t.Errorf("Dial(%s, %s): %v; want a refusal with %q", tc.host, tc.port, err, tc.want)
 		}
 	}
 	open := New(Options{AllowPorts: []uint16{uint16(pn)}, AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
-	c, err := open.DialTCP(ctx, "127.0.0.1", port)
+	c, err := open.Dial(ctx, "tcp", net.JoinHostPort("127.0.0.1", port))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,10 +287,64 @@ func TestDialTCP(t *testing.T) {
 	}
 	c.Close()
 	proxied := New(Options{AllowPorts: []uint16{uint16(pn)}, AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Proxy: &url.URL{Scheme: "http", Host: "proxy.example:3128"}})
-	if c, err := proxied.DialTCP(ctx, "127.0.0.1", port); err == nil || !strings.Contains(err.Error(), "proxy") {
+	if c, err := proxied.Dial(ctx, "tcp", net.JoinHostPort("127.0.0.1", port)); err == nil || !strings.Contains(err.Error(), "proxy") {
 		if c != nil {
 			c.Close()
 		}
 		t.Errorf("through a proxy: %v", err)
+	}
+}
+
+// TestVet: the rules for a URL another fetcher will load: the URL rules,
+// then every resolved address; what passes is returned.
+func TestVet(t *testing.T) {
+	c := New(Options{Resolve: stub(map[string]string{
+		"public.example": "93.184.216.34", "meta.example": "169.254.169.254", "mixed.example": "10.0.0.1,93.184.216.35",
+	})})
+	for _, tc := range []struct {
+		url, want string
+	}{
+		{"https://public.example/x", "93.184.216.34"},
+		{"https://mixed.example/", "93.184.216.35"},
+		{"https://meta.example/", "refused https://meta.example/: meta.example resolves to 169.254.169.254"},
+		{"http://169.254.169.254/latest/", "refused"},
+		{"https://127.0.0.1/", "refused"},
+		{"file:///etc/passwd", "only http and https"},
+		{"https://public.example:8443/", "port 8443 is not allowed"},
+		{"https://user:secret@meta.example/", "refused https://meta.example/"},
+		{"https://nowhere.example/", "no such host"},
+	} {
+		u, _ := url.Parse(tc.url)
+		addrs, err := c.Vet(context.Background(), u)
+		got := fmt.Sprint(addrs)
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.Contains(got, tc.want) || strings.Contains(got, "secret") {
+			t.Errorf("%s: %s; want %q", tc.url, got, tc.want)
+		}
+	}
+}
+
+// TestDial: a connection by address (a proxy's tunnel) gets the port, name
+// and address rules, and reaches an admitted server.
+func TestDial(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+	c := New(Options{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, AllowPorts: []uint16{uint16(port), 443},
+		Resolve: stub(map[string]string{"meta.example": "169.254.169.254"})})
+	conn, err := c.Dial(context.Background(), "tcp", u.Host)
+	if err != nil {
+		t.Fatalf("admitted server: %v", err)
+	}
+	conn.Close()
+	for _, addr := range []string{"127.0.0.2:" + u.Port(), "127.0.0.1:1", "localhost:" + u.Port(), "0x7f.1:443", "meta.example:443", "[::1]:443", "nonsense"} {
+		_, err := c.Dial(context.Background(), "tcp", addr)
+		var be *BlockedError
+		if !errors.As(err, &be) {
+			t.Errorf("%s: %v; want a refusal", addr, err)
+		}
 	}
 }

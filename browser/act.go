@@ -1,0 +1,507 @@
+package browser
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/dom"
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+)
+
+// invalid is an INVALID_ARGUMENT error of op.
+func invalid(op, format string, args ...any) error {
+	return &errcode.Error{Code: errcode.InvalidArgument, Op: op, Msg: fmt.Sprintf(format, args...)}
+}
+
+// target resolves what an act or extract names, a ref or a CSS selector, to
+// a JavaScript object id. The selector reaches the page as an argument of a
+// constant function, never as source text.
+func (p *Provider) target(ctx context.Context, s *session, t *chromedp.Target, op, ref, selector string) (runtime.RemoteObjectID, error) {
+	switch {
+	case ref != "" && selector != "":
+		return "", invalid(op, "give ref or selector, not both")
+	case ref != "":
+		s.refMu.Lock()
+		id, err := s.refs.lookup(ref)
+		s.refMu.Unlock()
+		if err != nil {
+			return "", invalid(op, "%v", err)
+		}
+		res, err := cdp.Call(ctx, t, dom.ResolveNode, dom.ResolveNodeParams{BackendNodeID: id})
+		if err != nil {
+			return "", invalid(op, "ref %q: the node is gone from the page (%v); take a new browser.snapshot", ref, err)
+		}
+		return res.Object.ObjectID, nil
+	case selector != "":
+		objs, err := querySelector(ctx, t, selector, 1)
+		if err != nil {
+			return "", invalid(op, "selector %q: %v", truncate(selector, 100), err)
+		}
+		if len(objs) == 0 {
+			return "", invalid(op, "selector %q matched no element", truncate(selector, 100))
+		}
+		return objs[0], nil
+	}
+	return "", invalid(op, "give ref (from a snapshot) or selector (CSS)")
+}
+
+// querySelector returns up to limit elements matching selector, in
+// document order.
+func querySelector(ctx context.Context, t *chromedp.Target, selector string, limit int) ([]runtime.RemoteObjectID, error) {
+	if len(selector) > MaxSelectorLen {
+		return nil, fmt.Errorf("is %d bytes long; the limit is %d", len(selector), MaxSelectorLen)
+	}
+	doc, err := evaluateObject(ctx, t, "document")
+	if err != nil {
+		return nil, err
+	}
+	arr, err := callOn[runtime.RemoteObjectID](ctx, t, doc, false,
+		`function(sel, limit) { return Array.from(this.querySelectorAll(sel)).slice(0, limit); }`, selector, limit)
+	if err != nil {
+		return nil, err
+	}
+	props, err := cdp.Call(ctx, t, runtime.GetProperties, runtime.GetPropertiesParams{ObjectID: arr, OwnProperties: ptr(true)})
+	if err != nil {
+		return nil, err
+	}
+	var out []runtime.RemoteObjectID
+	for _, pr := range props.Result {
+		if pr.Enumerable && pr.Value != nil && pr.Value.ObjectID != "" {
+			out = append(out, pr.Value.ObjectID)
+		}
+	}
+	return out, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// callOn calls a constant function on obj with args passed as JSON values
+// (data, not code). With byValue the result is decoded into T; otherwise T
+// must be runtime.RemoteObjectID and is the result's object id.
+func callOn[T any](ctx context.Context, t *chromedp.Target, obj runtime.RemoteObjectID, byValue bool, fn string, args ...any) (T, error) {
+	var zero T
+	params := runtime.CallFunctionOnParams{FunctionDeclaration: fn, ObjectID: obj, ReturnByValue: &byValue, Silent: ptr(true)}
+	for _, a := range args {
+		b, err := json.Marshal(a)
+		if err != nil {
+			return zero, err
+		}
+		params.Arguments = append(params.Arguments, &runtime.CallArgument{Value: b})
+	}
+	res, err := cdp.Call(ctx, t, runtime.CallFunctionOn, params)
+	if err != nil {
+		return zero, err
+	}
+	if res.ExceptionDetails != nil {
+		msg := res.ExceptionDetails.Text
+		if ex := res.ExceptionDetails.Exception; ex != nil && ex.Description != "" {
+			msg = strings.SplitN(ex.Description, "\n", 2)[0]
+		}
+		return zero, errors.New(msg)
+	}
+	if res.Result == nil {
+		return zero, errors.New("no result")
+	}
+	if !byValue {
+		if id, ok := any(res.Result.ObjectID).(T); ok {
+			return id, nil
+		}
+		return zero, errors.New("no object")
+	}
+	var v T
+	if len(res.Result.Value) == 0 {
+		return zero, nil
+	}
+	if err := json.Unmarshal(res.Result.Value, &v); err != nil {
+		return zero, err
+	}
+	return v, nil
+}
+
+// center scrolls obj into view and returns the middle of its box.
+func center(ctx context.Context, t *chromedp.Target, obj runtime.RemoteObjectID) (float64, float64, error) {
+	_, _ = cdp.Call(ctx, t, dom.ScrollIntoViewIfNeeded, dom.ScrollIntoViewIfNeededParams{ObjectID: obj})
+	box, err := cdp.Call(ctx, t, dom.GetBoxModel, dom.GetBoxModelParams{ObjectID: obj})
+	if err != nil {
+		return 0, 0, fmt.Errorf("the element has no box (hidden or detached): %w", err)
+	}
+	q := box.Model.Content
+	if len(q) < 8 {
+		return 0, 0, errors.New("the element has no box")
+	}
+	return (q[0] + q[2] + q[4] + q[6]) / 4, (q[1] + q[3] + q[5] + q[7]) / 4, nil
+}
+
+// namedKeys are the key names press accepts besides single characters.
+var namedKeys = func() map[string]*kb.Key {
+	m := map[string]*kb.Key{}
+	for _, k := range kb.Keys {
+		if len(k.Key) > 1 {
+			m[k.Key] = k
+		}
+	}
+	return m
+}()
+
+// keyEvents are the events of pressing key: a name like Enter, Tab,
+// ArrowDown, Escape, or one character.
+func keyEvents(key string) ([]*input.DispatchKeyEventParams, error) {
+	if key == "Space" {
+		key = " "
+	}
+	if k, ok := namedKeys[key]; ok {
+		down := input.DispatchKeyEventParams{Type: input.DispatchKeyEventTypeKeyDown, Key: k.Key, Code: k.Code, WindowsVirtualKeyCode: k.Windows, NativeVirtualKeyCode: k.Native, Text: k.Text, UnmodifiedText: k.Unmodified}
+		if !k.Print {
+			down.Type = input.DispatchKeyEventTypeRawKeyDown
+			down.Text, down.UnmodifiedText = "", ""
+		}
+		up := input.DispatchKeyEventParams{Type: input.DispatchKeyEventTypeKeyUp, Key: k.Key, Code: k.Code, WindowsVirtualKeyCode: k.Windows, NativeVirtualKeyCode: k.Native}
+		return []*input.DispatchKeyEventParams{&down, &up}, nil
+	}
+	if r := []rune(key); len(r) == 1 {
+		return kb.Encode(r[0]), nil
+	}
+	return nil, fmt.Errorf("key %q is not a key name (Enter, Tab, Escape, Backspace, Delete, ArrowUp, ArrowDown, ArrowLeft, ArrowRight, Home, End, PageUp, PageDown, Space) or one character", truncate(key, 40))
+}
+
+type actArgs struct {
+	SessionID string   `json:"sessionId"`
+	Type      string   `json:"type"`
+	Ref       string   `json:"ref,omitempty"`
+	Selector  string   `json:"selector,omitempty"`
+	Text      *string  `json:"text,omitempty"`
+	Key       string   `json:"key,omitempty"`
+	DeltaY    *float64 `json:"deltaY,omitempty"`
+}
+
+// act does one interaction and waits for a navigation it started.
+func (p *Provider) act(ctx context.Context, s *session, a actArgs) error {
+	const op = "browser.act"
+	switch a.Type {
+	case "click", "hover", "select", "type", "press", "scroll":
+	default:
+		return invalid(op, "type %q is not one of click, type, press, select, hover, scroll", truncate(a.Type, 20))
+	}
+	if a.Text != nil && len(*a.Text) > MaxTypeChars {
+		return invalid(op, "text is %d bytes long; the limit is %d", len(*a.Text), MaxTypeChars)
+	}
+	navBefore := s.navStarted.Load()
+	_, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		var none chromedp.Void
+		switch a.Type {
+		case "click", "hover":
+			obj, err := p.target(ctx, s, t, op, a.Ref, a.Selector)
+			if err != nil {
+				return none, err
+			}
+			x, y, err := center(ctx, t, obj)
+			if err != nil {
+				return none, invalid(op, "%v", err)
+			}
+			if _, err := cdp.Call(ctx, t, input.DispatchMouseEvent, input.DispatchMouseEventParams{Type: input.DispatchMouseEventTypeMouseMoved, X: x, Y: y}); err != nil {
+				return none, err
+			}
+			if a.Type == "hover" {
+				return none, nil
+			}
+			for _, typ := range []input.DispatchMouseEventType{input.DispatchMouseEventTypeMousePressed, input.DispatchMouseEventTypeMouseReleased} {
+				if _, err := cdp.Call(ctx, t, input.DispatchMouseEvent, input.DispatchMouseEventParams{Type: typ, X: x, Y: y, Button: input.MouseButtonLeft, Buttons: 1, ClickCount: 1}); err != nil {
+					return none, err
+				}
+			}
+		case "type":
+			if a.Text == nil {
+				return none, invalid(op, "type needs text")
+			}
+			obj, err := p.target(ctx, s, t, op, a.Ref, a.Selector)
+			if err != nil {
+				return none, err
+			}
+			if _, err := cdp.Call(ctx, t, dom.Focus, dom.FocusParams{ObjectID: obj}); err != nil {
+				return none, invalid(op, "the element cannot take the focus: %v", err)
+			}
+			if _, err := cdp.Call(ctx, t, input.InsertText, input.InsertTextParams{Text: *a.Text}); err != nil {
+				return none, err
+			}
+		case "press":
+			if a.Key == "" {
+				return none, invalid(op, "press needs key (Enter, Tab, ArrowDown, ... or one character)")
+			}
+			evs, err := keyEvents(a.Key)
+			if err != nil {
+				return none, invalid(op, "%v", err)
+			}
+			if a.Ref != "" || a.Selector != "" {
+				obj, err := p.target(ctx, s, t, op, a.Ref, a.Selector)
+				if err != nil {
+					return none, err
+				}
+				if _, err := cdp.Call(ctx, t, dom.Focus, dom.FocusParams{ObjectID: obj}); err != nil {
+					return none, invalid(op, "the element cannot take the focus: %v", err)
+				}
+			}
+			for _, ev := range evs {
+				if _, err := cdp.Call(ctx, t, input.DispatchKeyEvent, *ev); err != nil {
+					return none, err
+				}
+			}
+		case "select":
+			if a.Text == nil {
+				return none, invalid(op, "select needs text: the value or the label of the option")
+			}
+			obj, err := p.target(ctx, s, t, op, a.Ref, a.Selector)
+			if err != nil {
+				return none, err
+			}
+			found, err := callOn[bool](ctx, t, obj, true, `function(want) {
+				if (!(this instanceof HTMLSelectElement)) throw new Error("the element is not a <select>");
+				for (const o of this.options) {
+					if (o.value === want || o.label === want || o.text === want) {
+						this.value = o.value;
+						this.dispatchEvent(new Event("input", {bubbles: true}));
+						this.dispatchEvent(new Event("change", {bubbles: true}));
+						return true;
+					}
+				}
+				return false;
+			}`, *a.Text)
+			if err != nil {
+				return none, invalid(op, "%v", err)
+			}
+			if !found {
+				return none, invalid(op, "the <select> has no option with value or label %q", truncate(*a.Text, 100))
+			}
+		case "scroll":
+			if a.Ref != "" || a.Selector != "" {
+				obj, err := p.target(ctx, s, t, op, a.Ref, a.Selector)
+				if err != nil {
+					return none, err
+				}
+				_, err = cdp.Call(ctx, t, dom.ScrollIntoViewIfNeeded, dom.ScrollIntoViewIfNeededParams{ObjectID: obj})
+				return none, err
+			}
+			dy := float64(p.opts.ViewportHeight) * 0.8
+			if a.DeltaY != nil {
+				dy = *a.DeltaY
+			}
+			w, h := float64(p.opts.ViewportWidth)/2, float64(p.opts.ViewportHeight)/2
+			_, err := cdp.Call(ctx, t, input.DispatchMouseEvent, input.DispatchMouseEventParams{Type: input.DispatchMouseEventTypeMouseWheel, X: w, Y: h, DeltaY: dy})
+			return none, err
+		}
+		return none, nil
+	})
+	if err != nil {
+		return err
+	}
+	p.settle(ctx, s, navBefore)
+	return nil
+}
+
+// settle waits for a navigation the action started (a link, a form's
+// submit) to load, so the next call sees the new page: a short grace for it
+// to begin, then up to NavigateTimeout for its load.
+func (p *Provider) settle(ctx context.Context, s *session, navBefore int64) {
+	grace := time.NewTimer(150 * time.Millisecond)
+	defer grace.Stop()
+	select {
+	case <-grace.C:
+	case <-ctx.Done():
+		return
+	}
+	if s.navStarted.Load() == navBefore {
+		return
+	}
+	deadline := time.Now().Add(p.opts.NavigateTimeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if s.navLoaded.Load() >= s.navStarted.Load() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// navigate loads url in the tab, waits for its load event, and returns
+// where it ended (after redirects), its title and the HTTP status of the
+// document (0 for about:blank).
+func (p *Provider) navigate(ctx context.Context, url string) (loc, title string, status int64, err error) {
+	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(url))
+	if err != nil {
+		var le *chromedp.LoadError
+		if errors.As(err, &le) && strings.Contains(le.ErrorText, "BLOCKED_BY_CLIENT") {
+			return "", "", 0, invalid("browser.goto", "refused %s: the network rules refused the page or a redirect of it", truncate(url, 200))
+		}
+		return "", "", 0, err
+	}
+	if resp != nil {
+		status = resp.Status
+	}
+	if loc, err = chromedp.Run(ctx, chromedp.Location()); err != nil {
+		return "", "", 0, err
+	}
+	title, err = chromedp.Run(ctx, chromedp.Title())
+	return loc, title, status, err
+}
+
+// screenshot captures the viewport, or the whole page up to
+// MaxScreenshotHeight, as PNG.
+func (p *Provider) screenshot(ctx context.Context, fullPage bool) ([]byte, int, int, bool, error) {
+	type shot struct {
+		png       []byte
+		w, h      int
+		truncated bool
+	}
+	r, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (shot, error) {
+		params := page.CaptureScreenshotParams{Format: page.CaptureScreenshotFormatPng}
+		out := shot{w: p.opts.ViewportWidth, h: p.opts.ViewportHeight}
+		if fullPage {
+			m, err := cdp.Call(ctx, t, page.GetLayoutMetrics, cdp.Empty{})
+			if err != nil {
+				return out, err
+			}
+			w, h := p.opts.ViewportWidth, p.opts.ViewportHeight
+			if m.CSSContentSize != nil {
+				w, h = max(w, int(m.CSSContentSize.Width)), max(h, int(m.CSSContentSize.Height))
+			}
+			if w > MaxScreenshotWidth {
+				w, out.truncated = MaxScreenshotWidth, true
+			}
+			if limit := min(MaxScreenshotHeight, MaxScreenshotPixels/w); h > limit {
+				h, out.truncated = limit, true
+			}
+			out.w, out.h = w, h
+			params.CaptureBeyondViewport = ptr(true)
+			params.Clip = &page.Viewport{X: 0, Y: 0, Width: float64(w), Height: float64(h), Scale: 1}
+		}
+		res, err := cdp.Call(ctx, t, page.CaptureScreenshot, params)
+		if err != nil {
+			return out, err
+		}
+		out.png = res.Data
+		return out, nil
+	})
+	if err != nil {
+		return nil, 0, 0, false, err
+	}
+	if len(r.png) > MaxScreenshotBytes {
+		return nil, 0, 0, false, &errcode.Error{Code: errcode.TooLarge, Op: "browser.screenshot",
+			Msg: fmt.Sprintf("the PNG is %d bytes; the limit is %d: take the viewport (fullPage false) instead", len(r.png), MaxScreenshotBytes)}
+	}
+	return r.png, r.w, r.h, r.truncated, nil
+}
+
+type extractArgs struct {
+	SessionID string `json:"sessionId"`
+	Selector  string `json:"selector"`
+	Kind      string `json:"kind"`
+	Attribute string `json:"attribute,omitempty"`
+}
+
+// maxExtractNodes bounds how many elements one extract reads.
+const maxExtractNodes = 1000
+
+// link is one <a href> of an extract of kind links.
+type link struct {
+	Text string `json:"text"`
+	Href string `json:"href"`
+}
+
+// extract reads from the elements matching a selector: their text, outer
+// HTML, an attribute, or the links in them. The result is cut at
+// MaxExtractBytes and says so.
+func (p *Provider) extract(ctx context.Context, a extractArgs) (any, bool, error) {
+	const op = "browser.extract"
+	switch a.Kind {
+	case "text", "html", "links":
+	case "attribute":
+		if a.Attribute == "" {
+			return nil, false, invalid(op, "kind attribute needs attribute (its name)")
+		}
+	default:
+		return nil, false, invalid(op, "kind %q is not one of text, html, attribute, links", truncate(a.Kind, 20))
+	}
+	if a.Selector == "" {
+		return nil, false, invalid(op, "selector is empty (use \"body\" for the whole page)")
+	}
+	budget := p.opts.MaxExtractBytes
+	truncated := false
+	take := func(s string) string {
+		if len(s) > budget {
+			truncated = true
+			s = truncate(s, max(budget, 0))
+		}
+		budget -= len(s)
+		return s
+	}
+	out, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (any, error) {
+		objs, err := querySelector(ctx, t, a.Selector, maxExtractNodes+1)
+		if err != nil {
+			return nil, invalid(op, "selector %q: %v", truncate(a.Selector, 100), err)
+		}
+		if len(objs) > maxExtractNodes {
+			objs, truncated = objs[:maxExtractNodes], true
+		}
+		if a.Kind == "links" {
+			var links []link
+			for _, o := range objs {
+				ls, err := callOn[[]link](ctx, t, o, true, `function(limit) {
+					const as = this.matches("a[href]") ? [this] : Array.from(this.querySelectorAll("a[href]"));
+					return as.slice(0, limit).map(a => ({text: (a.innerText || a.textContent || "").trim().slice(0, 500), href: String(a.href)}));
+				}`, maxExtractNodes)
+				if err != nil {
+					return nil, err
+				}
+				for _, l := range ls {
+					// A link is given whole or not at all: a cut href
+					// would be another address.
+					if len(l.Text)+len(l.Href) > budget || len(links) >= maxExtractNodes {
+						truncated = true
+						return links, nil
+					}
+					budget -= len(l.Text) + len(l.Href)
+					links = append(links, l)
+				}
+			}
+			if links == nil {
+				links = []link{}
+			}
+			return links, nil
+		}
+		var parts []string
+		for _, o := range objs {
+			if budget <= 0 {
+				truncated = true
+				break
+			}
+			var v string
+			var err error
+			switch a.Kind {
+			case "text":
+				v, err = callOn[string](ctx, t, o, true, `function() { return this.innerText ?? this.textContent ?? ""; }`)
+			case "html":
+				v, err = callOn[string](ctx, t, o, true, `function() { return this.outerHTML ?? ""; }`)
+			case "attribute":
+				v, err = callOn[string](ctx, t, o, true, `function(name) { return this.getAttribute(name) ?? ""; }`, a.Attribute)
+			}
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, take(v))
+		}
+		if parts == nil {
+			parts = []string{}
+		}
+		return parts, nil
+	})
+	return out, truncated, err
+}

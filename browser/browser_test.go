@@ -1,0 +1,817 @@
+package browser
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image/png"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/netguard"
+	"github.com/agentbe/agentbe-daemon/registry"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// needBrowser skips a test when no Chromium is installed; in CI, which
+// installs it (.ci/run), it fails instead.
+func needBrowser(t testing.TB) {
+	t.Helper()
+	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if _, err := exec.LookPath(n); err == nil {
+			return
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no chromium on PATH (.ci/run installs it)")
+	}
+	t.Skip("no chromium on PATH (apt-get install chromium)")
+}
+
+// site is the test's web site: a home page with a button, an input, a
+// form and links; a search result page; a tall page; cookie pages.
+func site() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, `<!doctype html><html><head><title>Home</title></head><body>
+<h1>Welcome</h1>
+<p id="out">not clicked</p>
+<button id="b" onclick="document.getElementById('out').textContent='clicked'">Press me</button>
+<label>Name <input id="name" type="text"></label>
+<form action="/search" method="get"><input id="q" name="q" type="search" aria-label="Query"></form>
+<select id="color"><option value="r">Red</option><option value="g">Green</option></select>
+<a href="/other">Other page</a> <a href="https://example.com/x">Example</a>
+</body></html>`)
+	})
+	mux.HandleFunc("/search", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>Results</title><p id="res">You searched: %s</p>`, html(r.URL.Query().Get("q")))
+	})
+	mux.HandleFunc("/other", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>Other</title><p>Other page</p><a href="/">Home</a>`)
+	})
+	mux.HandleFunc("/tall", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>Tall</title><style>body{margin:0}</style><div style="height:3000px;background:#eee">tall</div>`)
+	})
+	mux.HandleFunc("/cookie-set", func(w http.ResponseWriter, r *http.Request) {
+		http.SetCookie(w, &http.Cookie{Name: "who", Value: "first", Path: "/"})
+		fmt.Fprint(w, `<!doctype html><title>Set</title><p>set</p>`)
+	})
+	mux.HandleFunc("/cookie-show", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>Show</title><p id="c">cookie=[%s]</p>`, html(r.Header.Get("Cookie")))
+	})
+	return mux
+}
+
+func html(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
+}
+
+type fixture struct {
+	p   *Provider
+	reg *registry.Registry
+	srv *httptest.Server
+}
+
+// setup starts the site on 127.0.0.1 and a provider whose network rules
+// admit exactly that address and port (and http), as gwtools' tests do.
+func setup(t testing.TB, mod func(*Options)) *fixture {
+	t.Helper()
+	needBrowser(t)
+	srv := httptest.NewServer(site())
+	t.Cleanup(srv.Close)
+	opts := Options{Net: allowing(t, srv.URL), AllowHTTP: true, ViewportWidth: 800, ViewportHeight: 600}
+	if mod != nil {
+		mod(&opts)
+	}
+	p, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	reg := registry.New(registry.Options{MaxConcurrent: 20})
+	if err := reg.Set("browser", p.Tools()); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{p: p, reg: reg, srv: srv}
+}
+
+// allowing is a netguard client admitting the loopback address and port of
+// these servers' URLs.
+func allowing(t testing.TB, urls ...string) *netguard.Client {
+	var prefixes []netip.Prefix
+	var ports []uint16
+	for _, s := range urls {
+		u, _ := url.Parse(s)
+		port, _ := strconv.Atoi(u.Port())
+		ports = append(ports, uint16(port))
+		prefixes = append(prefixes, netip.PrefixFrom(netip.MustParseAddr(u.Hostname()), 32))
+	}
+	c := netguard.New(netguard.Options{AllowPrefixes: prefixes, AllowPorts: ports})
+	t.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+// call calls a tool; it returns the result's JSON text (the last text
+// content), whether it is an error, and its code.
+func (f *fixture) call(t testing.TB, tool, args string) (string, bool, errcode.Code) {
+	t.Helper()
+	res, err := f.reg.Call(context.Background(), tool, registry.Call{Args: json.RawMessage(args)})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	text := ""
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text = tc.Text
+		}
+	}
+	return text, res.IsError, registry.Code(res)
+}
+
+// must calls a tool that must succeed and decodes its result.
+func (f *fixture) must(t testing.TB, tool, args string) map[string]any {
+	t.Helper()
+	text, isErr, code := f.call(t, tool, args)
+	if isErr {
+		t.Fatalf("%s %s: %s (%s)", tool, args, text, code)
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(text), &out); err != nil {
+		t.Fatalf("%s: %v: %s", tool, err, text)
+	}
+	return out
+}
+
+func (f *fixture) start(t testing.TB) string {
+	t.Helper()
+	id, _ := f.must(t, "browser.start", `{}`)["sessionId"].(string)
+	if len(id) != 32 {
+		t.Fatalf("sessionId %q", id)
+	}
+	return id
+}
+
+func (f *fixture) gotoPage(t testing.TB, id, path string) map[string]any {
+	t.Helper()
+	return f.must(t, "browser.goto", fmt.Sprintf(`{"sessionId":%q,"url":%q}`, id, f.srv.URL+path))
+}
+
+// refOf finds the ref of the first snapshot line holding all of want.
+func refOf(t testing.TB, tree string, want ...string) string {
+	t.Helper()
+lines:
+	for _, line := range strings.Split(tree, "\n") {
+		for _, w := range want {
+			if !strings.Contains(line, w) {
+				continue lines
+			}
+		}
+		i := strings.Index(line, "[ref=")
+		if i < 0 {
+			continue
+		}
+		return line[i+5 : i+strings.Index(line[i:], "]")]
+	}
+	t.Fatalf("no line with %q and a ref in:\n%s", want, tree)
+	return ""
+}
+
+func TestStartGotoSnapshot(t *testing.T) {
+	f := setup(t, nil)
+	id := f.start(t)
+	out := f.gotoPage(t, id, "/")
+	if out["success"] != true || out["title"] != "Home" || out["url"] != f.srv.URL+"/" || out["status"] != 200.0 || out["untrusted"] != untrustedNote {
+		t.Fatalf("goto: %v", out)
+	}
+	if snap, _ := out["snapshot"].(string); !strings.Contains(snap, `- heading "Welcome"`) {
+		t.Errorf("goto's snapshot has no heading:\n%s", snap)
+	}
+	tree := f.must(t, "browser.snapshot", `{"sessionId":"`+id+`","mode":"aria"}`)["tree"].(string)
+	for _, want := range []string{`- heading "Welcome"`, `- button "Press me" [ref=e`, `- textbox "Name" [ref=e`, `- searchbox "Query" [ref=e`,
+		`- link "Other page" [ref=e`, `- combobox`, `- text "not clicked"`} {
+		if !strings.Contains(tree, want) {
+			t.Errorf("aria snapshot lacks %q:\n%s", want, tree)
+		}
+	}
+	// The same node keeps its ref across snapshots of one page.
+	again := f.must(t, "browser.snapshot", `{"sessionId":"`+id+`","interactiveOnly":true}`)["tree"].(string)
+	if refOf(t, tree, "Press me") != refOf(t, again, "Press me") {
+		t.Errorf("the button's ref changed:\n%s\n%s", tree, again)
+	}
+	if strings.Contains(again, "heading") || strings.Contains(again, "  -") {
+		t.Errorf("interactiveOnly shows other nodes or indents:\n%s", again)
+	}
+	dom := f.must(t, "browser.snapshot", `{"sessionId":"`+id+`","mode":"dom"}`)["tree"].(string)
+	for _, want := range []string{`button id="b" [ref=e`, `input id="name" type="text" [ref=e`, `a href="/other" [ref=e`, `"Welcome"`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("dom snapshot lacks %q:\n%s", want, dom)
+		}
+	}
+	if out := f.gotoPage(t, id, "/missing"); out["status"] != 404.0 {
+		t.Errorf("goto of a missing page: %v", out)
+	}
+}
+
+func TestActClickTypePressSelect(t *testing.T) {
+	f := setup(t, nil)
+	id := f.start(t)
+	tree := f.gotoPage(t, id, "/")["snapshot"].(string)
+	f.must(t, "browser.act", `{"sessionId":"`+id+`","type":"click","ref":"`+refOf(t, tree, "button", "Press me")+`"}`)
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"#out","kind":"text"}`)["content"]; fmt.Sprint(got) != "[clicked]" {
+		t.Errorf("after the click: %v", got)
+	}
+	f.must(t, "browser.act", `{"sessionId":"`+id+`","type":"type","ref":"`+refOf(t, tree, "textbox", "Name")+`","text":"Ada \"<x>\""}`)
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"#name","kind":"attribute","attribute":"id"}`)["content"]; fmt.Sprint(got) != "[name]" {
+		t.Errorf("attribute: %v", got)
+	}
+	tree = f.must(t, "browser.snapshot", `{"sessionId":"`+id+`"}`)["tree"].(string)
+	if !strings.Contains(tree, `value="Ada \"<x>\""`) {
+		t.Errorf("typed text not in the snapshot:\n%s", tree)
+	}
+	f.must(t, "browser.act", `{"sessionId":"`+id+`","type":"select","selector":"#color","text":"Green"}`)
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"#color","kind":"html"}`)["content"]; !strings.Contains(fmt.Sprint(got), "select") {
+		t.Errorf("html: %v", got)
+	}
+	f.must(t, "browser.act", `{"sessionId":"`+id+`","type":"type","selector":"#q","text":"cats & dogs"}`)
+	f.must(t, "browser.act", `{"sessionId":"`+id+`","type":"press","selector":"#q","key":"Enter"}`)
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"#res","kind":"text"}`)["content"]; fmt.Sprint(got) != "[You searched: cats & dogs]" {
+		t.Errorf("after Enter: %v", got)
+	}
+}
+
+// TestNavigationRefused: goto refuses what the rules refuse, before the
+// browser is asked: other schemes, private and metadata addresses, http
+// without the operator's flag.
+func TestNavigationRefused(t *testing.T) {
+	f := setup(t, nil)
+	id := f.start(t)
+	for _, tc := range []struct{ url, want string }{
+		{"file:///etc/passwd", `scheme "file" is not allowed`},
+		{"data:text/html,<p>x</p>", `scheme "data" is not allowed`},
+		{"chrome://settings", `scheme "chrome" is not allowed`},
+		{"view-source:https://example.com/", `scheme "view-source" is not allowed`},
+		{"about:config", `scheme "about" is not allowed`},
+		{"javascript:alert(1)", `scheme "javascript" is not allowed`},
+		{"http://10.0.0.1/", "refused"},
+		{"http://192.168.1.1/", "refused"},
+		{"http://169.254.169.254/latest/meta-data/", "refused"},
+		{"http://localhost/", "refused"},
+		{"http://[::1]/", "refused"},
+		{"http://0x7f.1/", "refused"},
+		{strings.Replace(f.srv.URL, "127.0.0.1", "127.0.0.2", 1) + "/", "refused"},
+	} {
+		text, isErr, code := f.call(t, "browser.goto", fmt.Sprintf(`{"sessionId":%q,"url":%q}`, id, tc.url))
+		if !isErr || code != errcode.InvalidArgument || !strings.Contains(text, tc.want) {
+			t.Errorf("%s: %s (%s); want %q", tc.url, text, code, tc.want)
+		}
+	}
+	if out := f.must(t, "browser.goto", `{"sessionId":"`+id+`","url":"about:blank"}`); out["url"] != "about:blank" {
+		t.Errorf("about:blank: %v", out)
+	}
+	strict := setup(t, func(o *Options) { o.AllowHTTP = false })
+	sid := strict.start(t)
+	if text, isErr, _ := strict.call(t, "browser.goto", `{"sessionId":"`+sid+`","url":"`+strict.srv.URL+`/"}`); !isErr || !strings.Contains(text, "only https") {
+		t.Errorf("http without AllowHTTP: %s", text)
+	}
+}
+
+// listenOn serves h on addr (another loopback address than the allowed
+// one) and counts the requests it gets.
+func listenOn(t *testing.T, addr string) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "image/gif")
+		w.Write([]byte("GIF89a"))
+	}))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+// TestSubresourcesChecked: a page whose images, fetch and WebSocket point
+// at the metadata address and at a loopback server the rules do not admit
+// loads, and that server never gets a request: interception failed the
+// requests, the proxy the WebSocket (which interception does not see). A
+// redirect of the page to it is refused too.
+func TestSubresourcesChecked(t *testing.T) {
+	needBrowser(t)
+	other, hits := listenOn(t, "127.0.0.2:0")
+	mux := http.NewServeMux()
+	mux.HandleFunc("/leak", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>Leak</title>
+<img src="http://169.254.169.254/latest/meta-data/iam">
+<img src="%s/pixel.gif">
+<script>fetch(%q).catch(() => {}); new Image().src = %q; try { new WebSocket(%q); } catch (e) {}</script>`,
+			other.URL, other.URL+"/fetched", other.URL+"/img2", strings.Replace(other.URL, "http:", "ws:", 1)+"/socket")
+	})
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/redirected", http.StatusFound)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	// The rules admit the page's server and other's port, not its address.
+	f := setup(t, func(o *Options) {
+		o.Net = allowing(t, srv.URL, strings.Replace(other.URL, "127.0.0.2", "127.0.0.1", 1))
+	})
+	f.srv = srv
+	id := f.start(t)
+	if out := f.gotoPage(t, id, "/leak"); out["title"] != "Leak" {
+		t.Fatalf("leak page: %v", out)
+	}
+	time.Sleep(500 * time.Millisecond) // the page's script runs after load
+	text, isErr, _ := f.call(t, "browser.goto", `{"sessionId":"`+id+`","url":"`+srv.URL+`/redirect"}`)
+	if !isErr || !strings.Contains(text, "refused") {
+		t.Errorf("redirect to a refused address: %s", text)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the refused server got %d requests", n)
+	}
+	if h := f.p.Health(); len(h.Sessions) != 1 || h.Sessions[0].Blocked < 4 {
+		t.Errorf("health: %+v", h)
+	}
+}
+
+// TestStaleRef: a ref of a page the tab has navigated away from is refused
+// as stale; a ref never given, or not a ref, is refused as such.
+func TestStaleRef(t *testing.T) {
+	f := setup(t, nil)
+	id := f.start(t)
+	tree := f.gotoPage(t, id, "/")["snapshot"].(string)
+	ref := refOf(t, tree, "link", "Other page")
+	f.must(t, "browser.act", `{"sessionId":"`+id+`","type":"click","ref":"`+ref+`"}`)
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"p","kind":"text"}`)["content"]; fmt.Sprint(got) != "[Other page]" {
+		t.Fatalf("the link's click did not navigate: %v", got)
+	}
+	for _, tc := range []struct{ ref, want string }{
+		{ref, "is stale"},
+		{"e99999", "was not given by any snapshot"},
+		{`e1"]); alert(1); //`, "is not a ref"},
+		{"x", "is not a ref"},
+	} {
+		text, isErr, code := f.call(t, "browser.act", fmt.Sprintf(`{"sessionId":%q,"type":"click","ref":%q}`, id, tc.ref))
+		if !isErr || code != errcode.InvalidArgument || !strings.Contains(text, tc.want) {
+			t.Errorf("ref %q: %s (%s); want %q", tc.ref, text, code, tc.want)
+		}
+	}
+}
+
+// TestHostileArguments: every argument a client controls is checked, and a
+// selector is data: quotes and script in it select nothing and run nothing.
+func TestHostileArguments(t *testing.T) {
+	f := setup(t, nil)
+	id := f.start(t)
+	f.gotoPage(t, id, "/")
+	for _, tc := range []struct{ tool, args, want string }{
+		{"browser.act", `{"sessionId":"` + id + `","type":"click","selector":"#b'); document.title='pwned'; ('"}`, "selector"},
+		{"browser.act", `{"sessionId":"` + id + `","type":"click","selector":"#nothing-here"}`, "matched no element"},
+		{"browser.act", `{"sessionId":"` + id + `","type":"click","selector":"` + strings.Repeat("a", MaxSelectorLen+1) + `"}`, "the limit is 1000"},
+		{"browser.act", `{"sessionId":"` + id + `","type":"press","key":"NotAKey"}`, `key "NotAKey" is not a key name`},
+		{"browser.act", `{"sessionId":"` + id + `","type":"drag","selector":"#b"}`, `type "drag" is not one of`},
+		{"browser.act", `{"sessionId":"` + id + `","type":"click"}`, "give ref"},
+		{"browser.act", `{"sessionId":"` + id + `","type":"click","ref":"e1","selector":"#b"}`, "not both"},
+		{"browser.act", `{"sessionId":"` + id + `","type":"select","selector":"#b","text":"x"}`, "not a <select>"},
+		{"browser.act", `{"sessionId":"` + id + `","type":"type","selector":"#name","text":"` + strings.Repeat("x", MaxTypeChars+1) + `"}`, "the limit is 10000"},
+		{"browser.extract", `{"sessionId":"` + id + `","selector":"p","kind":"secrets"}`, `kind "secrets" is not one of`},
+		{"browser.extract", `{"sessionId":"` + id + `","selector":"p","kind":"attribute"}`, "needs attribute"},
+		{"browser.snapshot", `{"sessionId":"` + id + `","mode":"xml"}`, `mode "xml"`},
+		{"browser.snapshot", `{"sessionId":"nope"}`, "no such browser session"},
+		{"browser.snapshot", `{"sessionId":""}`, "sessionId is empty"},
+		{"browser.goto", `{"sessionId":"` + id + `","url":"https://` + strings.Repeat("a", MaxURLLen) + `"}`, "the limit is 8192"},
+		{"browser.start", `{"sessionKey":"` + strings.Repeat("k", 129) + `"}`, "the limit is 128"},
+		{"browser.start", `{"profile":"/etc"}`, "unknown field"},
+	} {
+		text, isErr, _ := f.call(t, tc.tool, tc.args)
+		if !isErr || !strings.Contains(text, tc.want) {
+			t.Errorf("%s %.120s: %s; want %q", tc.tool, tc.args, text, tc.want)
+		}
+	}
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"title","kind":"text"}`)["content"]; fmt.Sprint(got) != "[Home]" {
+		t.Errorf("a selector ran as script: the title is %v", got)
+	}
+}
+
+func TestExtractAndScreenshot(t *testing.T) {
+	f := setup(t, func(o *Options) { o.MaxExtractBytes = 40 })
+	id := f.start(t)
+	f.gotoPage(t, id, "/")
+	out := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"body","kind":"links"}`)
+	links, _ := json.Marshal(out["content"])
+	if want := `[{"href":"` + f.srv.URL + `/other","text":"Other page"}]`; string(links) != want || out["untrusted"] != untrustedNote {
+		t.Errorf("links: %s; want %s (the second link does not fit whole)", links, want)
+	}
+	if out["truncated"] != true {
+		t.Errorf("links past the 40-byte cap are not marked truncated: %v", out)
+	}
+	if out := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"body","kind":"text"}`); out["truncated"] != true || len(fmt.Sprint(out["content"])) > 50 {
+		t.Errorf("text over the cap: %v", out)
+	}
+
+	f.gotoPage(t, id, "/tall")
+	for _, tc := range []struct {
+		full bool
+		w, h int
+	}{{true, 800, 3000}, {false, 800, 600}} {
+		res, err := f.reg.Call(context.Background(), "browser.screenshot", registry.Call{Args: json.RawMessage(fmt.Sprintf(`{"sessionId":%q,"fullPage":%v}`, id, tc.full))})
+		if err != nil || res.IsError {
+			t.Fatalf("screenshot: %v %v", err, res.Content)
+		}
+		img, ok := res.Content[0].(*mcp.ImageContent)
+		if !ok || img.MIMEType != "image/png" {
+			t.Fatalf("screenshot content: %#v", res.Content[0])
+		}
+		cfg, err := png.DecodeConfig(bytes.NewReader(img.Data))
+		if err != nil || cfg.Width != tc.w || cfg.Height != tc.h {
+			t.Errorf("fullPage=%v: %dx%d, %v; want %dx%d", tc.full, cfg.Width, cfg.Height, err, tc.w, tc.h)
+		}
+	}
+}
+
+// TestSessions: sessions are isolated (a cookie of one is not sent by
+// another), a sessionKey finds its live session again, the cap holds,
+// close removes the profile directory, and an idle session is closed.
+func TestSessions(t *testing.T) {
+	f := setup(t, func(o *Options) { o.MaxSessions = 2 })
+	a := f.must(t, "browser.start", `{"sessionKey":"agent-a"}`)["sessionId"].(string)
+	if again := f.must(t, "browser.start", `{"sessionKey":"agent-a"}`); again["sessionId"] != a || again["reused"] != true {
+		t.Errorf("the same key: %v", again)
+	}
+	b := f.start(t)
+	if text, isErr, _ := f.call(t, "browser.start", `{}`); !isErr || !strings.Contains(text, "the limit (--browser-max-sessions)") {
+		t.Errorf("over the cap: %s", text)
+	}
+	f.gotoPage(t, a, "/cookie-set")
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+a+`","selector":"#c","kind":"text"}`); fmt.Sprint(got["content"]) != "[]" {
+		t.Errorf("no #c yet: %v", got)
+	}
+	f.gotoPage(t, a, "/cookie-show")
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+a+`","selector":"#c","kind":"text"}`)["content"]; fmt.Sprint(got) != "[cookie=[who=first]]" {
+		t.Errorf("session a's cookie: %v", got)
+	}
+	f.gotoPage(t, b, "/cookie-show")
+	if got := f.must(t, "browser.extract", `{"sessionId":"`+b+`","selector":"#c","kind":"text"}`)["content"]; fmt.Sprint(got) != "[cookie=[]]" {
+		t.Errorf("session b sees a cookie: %v", got)
+	}
+
+	f.p.mu.Lock()
+	dir, profile := f.p.sessions[a].dir, f.p.sessions[a].profile
+	if pids := processesUsing(dir, false); len(pids) < 2 {
+		t.Fatalf("session a has %d processes", len(pids))
+	}
+	f.p.mu.Unlock()
+	if _, err := os.Stat(profile); err != nil {
+		t.Fatalf("the profile directory: %v", err)
+	}
+	f.must(t, "browser.close", `{"sessionId":"`+a+`"}`)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the session's directory is still there after close: %v", err)
+	}
+	if pids := processesUsing(dir, false); len(pids) != 0 {
+		t.Errorf("processes of the closed session: %v", pids)
+	}
+	if text, isErr, code := f.call(t, "browser.snapshot", `{"sessionId":"`+a+`"}`); !isErr || code != errcode.NotFound {
+		t.Errorf("a closed session: %s", text)
+	}
+
+	idle := setup(t, func(o *Options) { o.IdleTimeout = 300 * time.Millisecond })
+	id := idle.start(t)
+	idle.p.mu.Lock()
+	idleDir := idle.p.sessions[id].dir
+	idle.p.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(idleDir); os.IsNotExist(err) && len(idle.p.Health().Sessions) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if text, isErr, code := idle.call(t, "browser.snapshot", `{"sessionId":"`+id+`"}`); !isErr || code != errcode.NotFound || !strings.Contains(text, "idle") {
+		t.Errorf("after the idle timeout: %s (%s)", text, code)
+	}
+	if _, err := os.Stat(idleDir); !os.IsNotExist(err) {
+		t.Errorf("the idle session's directory is still there: %v", err)
+	}
+}
+
+// TestOneActionAtATime: calls on one session queue behind its lock, and one
+// that waits longer than LockWait is refused as busy.
+func TestOneActionAtATime(t *testing.T) {
+	f := setup(t, func(o *Options) { o.LockWait = 200 * time.Millisecond })
+	id := f.start(t)
+	f.p.mu.Lock()
+	s := f.p.sessions[id]
+	f.p.mu.Unlock()
+	if err := s.acquire(context.Background(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	text, isErr, code := f.call(t, "browser.snapshot", `{"sessionId":"`+id+`"}`)
+	if !isErr || code != errcode.Timeout || !strings.Contains(text, "busy") {
+		t.Errorf("while another action runs: %s (%s)", text, code)
+	}
+	if h := f.p.Health(); len(h.Sessions) != 1 || !h.Sessions[0].Busy {
+		t.Errorf("health while busy: %+v", h)
+	}
+	s.release()
+	f.must(t, "browser.snapshot", `{"sessionId":"`+id+`"}`)
+}
+
+// TestCloseKillsEverything: Close kills every browser of every session and
+// removes their directories; no process with a session's profile remains.
+// When the daemon is root, Chromium ran as the unprivileged user.
+func TestCloseKillsEverything(t *testing.T) {
+	f := setup(t, nil)
+	var dirs []string
+	for range 2 {
+		id := f.start(t)
+		f.gotoPage(t, id, "/")
+		f.p.mu.Lock()
+		dirs = append(dirs, f.p.sessions[id].dir)
+		f.p.mu.Unlock()
+	}
+	for _, dir := range dirs {
+		pids := processesUsing(dir, false)
+		if len(pids) < 2 {
+			t.Fatalf("%s: %d processes; a browser has several", dir, len(pids))
+		}
+		if os.Geteuid() == 0 {
+			for _, pid := range pids {
+				status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+				for _, line := range strings.Split(string(status), "\n") {
+					if strings.HasPrefix(line, "Uid:") && strings.Fields(line)[1] == "0" {
+						t.Errorf("pid %d of the browser runs as root", pid)
+					}
+				}
+			}
+		}
+		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pids[0])); bytes.Contains(cmd, []byte("--no-sandbox")) {
+			t.Errorf("the browser runs without its sandbox: %q", cmd)
+		}
+	}
+	if err := f.p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		if pids := processesUsing(dir, false); len(pids) != 0 {
+			t.Errorf("processes left after Close: %v", pids)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s left after Close: %v", dir, err)
+		}
+	}
+	if text, isErr, _ := f.call(t, "browser.start", `{}`); !isErr || !strings.Contains(text, "closing") {
+		t.Errorf("start after Close: %s", text)
+	}
+}
+
+// TestNoBrowser: without a browser the provider starts, and the tools say
+// what is missing.
+func TestNoBrowser(t *testing.T) {
+	p, err := New(Options{BrowserPath: "/nonexistent/chromium"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	reg := registry.New(registry.Options{})
+	if err := reg.Set("browser", p.Tools()); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{p: p, reg: reg}
+	text, isErr, code := f.call(t, "browser.start", `{}`)
+	if !isErr || code != errcode.InvalidConfiguration || !strings.Contains(text, `--browser-path "/nonexistent/chromium"`) {
+		t.Errorf("start without a browser: %s (%s)", text, code)
+	}
+	if h := p.Health(); h.Available || h.Detail == "" {
+		t.Errorf("health: %+v", h)
+	}
+}
+
+// TestRebindingHeldAtProxy: a name that resolves to an admitted address
+// when interception checks it and to a refused one afterwards (DNS
+// rebinding) never reaches the refused address: Chromium does not resolve
+// proxied names, and the proxy connects only to the address it checked.
+func TestRebindingHeldAtProxy(t *testing.T) {
+	needBrowser(t)
+	other, hits := listenOn(t, "127.0.0.2:0")
+	_, port, _ := net.SplitHostPort(other.Listener.Addr().String())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>Rebind</title><img src="http://rebind.test:%s/pixel.gif">`, port)
+	}))
+	t.Cleanup(srv.Close)
+	var lookups atomic.Int64
+	u, _ := url.Parse(srv.URL)
+	pageport, _ := strconv.Atoi(u.Port())
+	otherport, _ := strconv.Atoi(port)
+	n := netguard.New(netguard.Options{
+		AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, AllowPorts: []uint16{uint16(pageport), uint16(otherport)},
+		Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
+			if host != "rebind.test" {
+				return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+			}
+			if lookups.Add(1) == 1 {
+				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+			}
+			return []netip.Addr{netip.MustParseAddr("127.0.0.2")}, nil
+		},
+	})
+	t.Cleanup(n.CloseIdleConnections)
+	f := setup(t, func(o *Options) { o.Net = n })
+	f.srv = srv
+	id := f.start(t)
+	f.gotoPage(t, id, "/")
+	deadline := time.Now().Add(5 * time.Second)
+	for lookups.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if lookups.Load() < 2 {
+		t.Fatalf("rebind.test was looked up %d times; the proxy never dialled it", lookups.Load())
+	}
+	if h := hits.Load(); h != 0 {
+		t.Errorf("the refused address got %d requests", h)
+	}
+}
+
+// TestAriaSnapshotShape: the aria snapshot of the home page, line for
+// line: indentation by depth, text shown once, refs on interactive nodes
+// in document order, states in brackets.
+func TestAriaSnapshotShape(t *testing.T) {
+	f := setup(t, nil)
+	id := f.start(t)
+	tree := f.gotoPage(t, id, "/")["snapshot"].(string)
+	want := `- RootWebArea "Home"
+  - heading "Welcome" [level=1]
+  - paragraph
+    - text "not clicked"
+  - button "Press me" [ref=e1]
+  - LabelText
+    - text "Name"
+    - textbox "Name" [ref=e2]
+  - form
+    - searchbox "Query" [ref=e3]
+  - combobox [ref=e4] value="Red"
+    - MenuListPopup
+      - option "Red" [ref=e5] [selected=true]
+      - option "Green" [ref=e6]
+  - link "Other page" [ref=e7]
+  - link "Example" [ref=e8]
+`
+	if tree != want {
+		t.Errorf("snapshot:\n%s\nwant:\n%s", tree, want)
+	}
+}
+
+// TestBrowserThatFails: a browser that exits at once is a clear error that
+// carries what it printed, and leaves no directory behind.
+func TestBrowserThatFails(t *testing.T) {
+	dir, err := os.MkdirTemp("", "agentbe-browser-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	fake := dir + "/chromium"
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'No usable sandbox! (a stub)' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sessions, err := os.MkdirTemp("", "agentbe-browser-sessions-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(sessions)
+	os.Chmod(sessions, 0o711)
+	f := setup(t, func(o *Options) { o.BrowserPath = fake; o.TempDir = sessions })
+	text, isErr, _ := f.call(t, "browser.start", `{}`)
+	if !isErr || !strings.Contains(text, "starting "+fake) || !strings.Contains(text, "No usable sandbox! (a stub)") {
+		t.Errorf("start: %s", text)
+	}
+	if entries, _ := os.ReadDir(sessions); len(entries) != 0 {
+		t.Errorf("left behind: %v", entries)
+	}
+	if h := f.p.Health(); len(h.Sessions) != 0 {
+		t.Errorf("health: %+v", h)
+	}
+}
+
+// TestQueueAndOwner: two calls on one session at once both run, one after
+// the other; another caller (another token entry) does not see the
+// session.
+func TestQueueAndOwner(t *testing.T) {
+	f := setup(t, nil)
+	id := f.start(t)
+	errs := make(chan string, 2)
+	for _, path := range []string{"/other", "/tall"} {
+		go func() {
+			text, isErr, _ := f.call(t, "browser.goto", fmt.Sprintf(`{"sessionId":%q,"url":%q}`, id, f.srv.URL+path))
+			if isErr {
+				errs <- path + ": " + text
+				return
+			}
+			errs <- ""
+		}()
+	}
+	for range 2 {
+		if e := <-errs; e != "" {
+			t.Errorf("concurrent goto %s", e)
+		}
+	}
+	res, err := f.reg.Call(context.Background(), "browser.snapshot", registry.Call{Args: json.RawMessage(`{"sessionId":"` + id + `"}`), Caller: "someone-else"})
+	if err != nil || !res.IsError || registry.Code(res) != errcode.NotFound {
+		t.Errorf("another caller's call: %v %+v", err, res)
+	}
+}
+
+// TestDownloadsDenied: a link to an attachment, and goto of it, save
+// nothing: no file of its name is under the session's directory (the
+// browser's HOME) or the daemon's Downloads.
+func TestDownloadsDenied(t *testing.T) {
+	needBrowser(t)
+	const marker = "agentbe-download-marker-7f3a"
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>DL</title><a id="dl" href="/file.bin" download>get</a>`)
+	})
+	mux.HandleFunc("/file.bin", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", `attachment; filename="file.bin"`)
+		fmt.Fprint(w, marker)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	f := setup(t, func(o *Options) { o.Net = allowing(t, srv.URL) })
+	f.srv = srv
+	id := f.start(t)
+	f.gotoPage(t, id, "/")
+	f.must(t, "browser.act", `{"sessionId":"`+id+`","type":"click","selector":"#dl"}`)
+	f.call(t, "browser.goto", `{"sessionId":"`+id+`","url":"`+srv.URL+`/file.bin"}`)
+	time.Sleep(500 * time.Millisecond)
+	f.p.mu.Lock()
+	dir := f.p.sessions[id].dir
+	f.p.mu.Unlock()
+	home, _ := os.UserHomeDir()
+	for _, root := range []string{dir, home + "/Downloads"} {
+		filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return nil
+			}
+			// The HTTP cache may hold the response; a download is a file
+			// of its name, or Chromium's partial one.
+			if name := d.Name(); strings.Contains(name, "file.bin") || strings.HasSuffix(name, ".crdownload") {
+				t.Errorf("the download was saved: %s", path)
+			}
+			return nil
+		})
+	}
+}
+
+// TestScreenshotBounds: a page larger than the screenshot's bounds is cut
+// to them, and the result says so.
+func TestScreenshotBounds(t *testing.T) {
+	needBrowser(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>Huge</title><style>body{margin:0}</style><div style="width:9000px;height:30000px"></div>`)
+	}))
+	t.Cleanup(srv.Close)
+	f := setup(t, func(o *Options) { o.Net = allowing(t, srv.URL) })
+	f.srv = srv
+	id := f.start(t)
+	f.gotoPage(t, id, "/")
+	res, err := f.reg.Call(context.Background(), "browser.screenshot", registry.Call{Args: json.RawMessage(`{"sessionId":"` + id + `","fullPage":true}`)})
+	if err != nil || res.IsError {
+		t.Fatalf("screenshot: %v %v", err, res.Content)
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(res.Content[0].(*mcp.ImageContent).Data))
+	wantH := MaxScreenshotPixels / MaxScreenshotWidth
+	if err != nil || cfg.Width != MaxScreenshotWidth || cfg.Height != wantH {
+		t.Errorf("%dx%d, %v; want %dx%d", cfg.Width, cfg.Height, err, MaxScreenshotWidth, wantH)
+	}
+	if meta := res.Content[1].(*mcp.TextContent).Text; !strings.Contains(meta, `"truncated":true`) {
+		t.Errorf("not marked truncated: %s", meta)
+	}
+}

@@ -1,0 +1,259 @@
+package browser
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbe/agentbe-daemon/netguard"
+)
+
+// guardProxy is the session's HTTP proxy on loopback, and Chromium's only
+// way out: --proxy-server points at it and --proxy-bypass-list=<-loopback>
+// sends even loopback addresses through it. It dials with netguard.Dial,
+// which resolves the host itself, checks every address and connects to the
+// one it checked. So it holds what request interception cannot: WebSockets
+// (which the DevTools Fetch domain does not pause) and a DNS answer that
+// changes between interception's check and the connection (Chromium does
+// not resolve proxied hosts itself).
+//
+// It listens on 127.0.0.1 and serves only connections whose socket belongs
+// to Chromium's user (read from /proc/net/tcp): another user's process
+// cannot borrow it. A process of that same user could; it admits nothing
+// the rules do not, so it gives such a process no address it could not
+// reach itself, unless the operator admitted private ones.
+type guardProxy struct {
+	ln      net.Listener
+	srv     *http.Server
+	tr      *http.Transport
+	net     *netguard.Client
+	refused func(target string, err error)
+
+	mu      sync.Mutex
+	tunnels map[net.Conn]struct{} // hijacked connections, closed at close
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// startProxy listens on a loopback port and serves until close, to
+// connections of uid only (any when uid < 0). Without allowHTTP it carries
+// no plain http: no proxied http:// request, and no tunnel to port 80
+// (where a ws:// WebSocket would go).
+func startProxy(n *netguard.Client, allowHTTP bool, uid int, refused func(string, error)) (*guardProxy, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	var ln net.Listener = l
+	if uid >= 0 {
+		ln = &uidListener{Listener: l, uid: uid, refused: refused}
+	}
+	g := &guardProxy{ln: ln, net: n, refused: refused, tunnels: map[net.Conn]struct{}{}}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           n.Dial,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       30 * time.Second,
+		ResponseHeaderTimeout: time.Minute,
+	}
+	g.tr = tr
+	rp := &httputil.ReverseProxy{
+		// The request already names its absolute URL (a proxy request);
+		// nothing is rewritten and no X-Forwarded-For is added.
+		Rewrite:   func(*httputil.ProxyRequest) {},
+		Transport: tr,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			var be *netguard.BlockedError
+			if errors.As(err, &be) {
+				g.refused(r.URL.Host, err)
+				http.Error(w, "refused by the daemon's network rules", http.StatusForbidden)
+				return
+			}
+			http.Error(w, "proxy: "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	g.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodConnect {
+				if _, port, _ := net.SplitHostPort(r.Host); port == "80" && !allowHTTP {
+					g.refused(r.Host, errors.New("plain http (port 80) is not allowed"))
+					http.Error(w, "refused by the daemon's network rules", http.StatusForbidden)
+					return
+				}
+				g.tunnel(w, r)
+				return
+			}
+			if !allowHTTP {
+				g.refused(r.Host, errors.New("plain http is not allowed"))
+				http.Error(w, "refused by the daemon's network rules", http.StatusForbidden)
+				return
+			}
+			if !r.URL.IsAbs() || (r.URL.Scheme != "http" && r.URL.Scheme != "ws") {
+				http.Error(w, "not a proxy request", http.StatusBadRequest)
+				return
+			}
+			if r.URL.Scheme == "ws" {
+				r.URL.Scheme = "http"
+			}
+			rp.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	g.wg.Go(func() { _ = g.srv.Serve(ln) })
+	return g, nil
+}
+
+// addr is the proxy's host:port.
+func (g *guardProxy) addr() string { return g.ln.Addr().String() }
+
+// tunnel serves CONNECT (https, wss): it dials the target under the rules
+// and copies bytes both ways until either side closes.
+func (g *guardProxy) tunnel(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+	up, err := g.net.Dial(ctx, "tcp", r.Host)
+	cancel()
+	if err != nil {
+		var be *netguard.BlockedError
+		if errors.As(err, &be) {
+			g.refused(r.Host, err)
+			http.Error(w, "refused by the daemon's network rules", http.StatusForbidden)
+			return
+		}
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		up.Close()
+		http.Error(w, "cannot tunnel", http.StatusInternalServerError)
+		return
+	}
+	down, buf, err := hj.Hijack()
+	if err != nil {
+		up.Close()
+		return
+	}
+	if !g.track(down, up) {
+		return
+	}
+	_, _ = down.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n"))
+	g.wg.Go(func() {
+		defer g.untrack(down, up)
+		done := make(chan struct{}, 2)
+		go func() {
+			// Bytes the client sent after its CONNECT are in buf.
+			_, _ = io.Copy(up, buf)
+			closeWrite(up)
+			done <- struct{}{}
+		}()
+		_, _ = io.Copy(down, up)
+		closeWrite(down)
+		<-done
+	})
+}
+
+func closeWrite(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+		return
+	}
+	_ = c.Close()
+}
+
+// track records a tunnel's two connections; false (and both closed) once
+// the proxy is closing.
+func (g *guardProxy) track(conns ...net.Conn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		for _, c := range conns {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range conns {
+		g.tunnels[c] = struct{}{}
+	}
+	return true
+}
+
+func (g *guardProxy) untrack(conns ...net.Conn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+		delete(g.tunnels, c)
+	}
+}
+
+// close stops the proxy and cuts every connection, tunnels included, and
+// waits for its goroutines.
+func (g *guardProxy) close() {
+	g.mu.Lock()
+	g.closed = true
+	for c := range g.tunnels {
+		c.Close()
+	}
+	g.mu.Unlock()
+	_ = g.srv.Close()
+	g.wg.Wait()
+	g.tr.CloseIdleConnections()
+}
+
+// uidListener accepts only connections from sockets of one user.
+type uidListener struct {
+	net.Listener
+	uid     int
+	refused func(string, error)
+}
+
+func (l *uidListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		peer, _ := c.RemoteAddr().(*net.TCPAddr)
+		local, _ := c.LocalAddr().(*net.TCPAddr)
+		if uid, ok := socketUID(peer, local); ok && uid == l.uid {
+			return c, nil
+		}
+		l.refused(c.RemoteAddr().String(), fmt.Errorf("a connection to the proxy from a process that is not the browser's (uid %d)", l.uid))
+		c.Close()
+	}
+}
+
+// socketUID is the owner of the IPv4 TCP socket from peer to local, read
+// from /proc/net/tcp (the kernel's own table: local address, remote
+// address, ..., uid; addresses in hex, the IPv4 address little-endian).
+func socketUID(peer, local *net.TCPAddr) (int, bool) {
+	if peer == nil || local == nil || peer.IP.To4() == nil || local.IP.To4() == nil {
+		return 0, false
+	}
+	hex := func(a *net.TCPAddr) string {
+		return fmt.Sprintf("%08X:%04X", binary.LittleEndian.Uint32(a.IP.To4()), a.Port)
+	}
+	want, wantRemote := hex(peer), hex(local)
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 7 && f[1] == want && f[2] == wantRemote {
+			uid, err := strconv.Atoi(f[7])
+			return uid, err == nil
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,106 @@
+package browser
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestProxyRules: the session's proxy carries plain http only when allowed,
+// never tunnels to port 80 without it, and refuses what netguard refuses;
+// it forwards what the rules admit.
+func TestProxyRules(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello") }))
+	defer srv.Close()
+	for _, allowHTTP := range []bool{false, true} {
+		var mu sync.Mutex
+		var refusals []string
+		// Port 80 of loopback is admitted by the rules (nothing listens
+		// there): only the proxy's own rule refuses a tunnel to it.
+		g, err := startProxy(allowing(t, srv.URL, "http://127.0.0.1:80"), allowHTTP, os.Getuid(), func(target string, err error) {
+			mu.Lock()
+			refusals = append(refusals, target)
+			mu.Unlock()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pu, _ := url.Parse("http://" + g.addr())
+		tr := &http.Transport{Proxy: http.ProxyURL(pu)}
+		client := &http.Client{Transport: tr}
+		resp, err := client.Get(srv.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if allowHTTP && (resp.StatusCode != 200 || string(body) != "hello") {
+			t.Errorf("allowed http: %d %s", resp.StatusCode, body)
+		}
+		if !allowHTTP && resp.StatusCode != http.StatusForbidden {
+			t.Errorf("http without allowHTTP: %d %s", resp.StatusCode, body)
+		}
+		tunnel := func(target string) string {
+			c, err := net.Dial("tcp", g.addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			return strings.TrimSpace(line)
+		}
+		host := strings.TrimPrefix(srv.URL, "http://")
+		for target, want := range map[string]string{
+			host: "200",
+			strings.Replace(host, "127.0.0.1", "127.0.0.2", 1): "403",
+			"169.254.169.254:443":                              "403",
+			"localhost:443":                                    "403",
+			"127.0.0.1:80":                                     map[bool]string{true: "502", false: "403"}[allowHTTP],
+		} {
+			if got := tunnel(target); !strings.Contains(got, " "+want+" ") {
+				t.Errorf("allowHTTP=%v CONNECT %s: %q; want %s", allowHTTP, target, got, want)
+			}
+		}
+		tr.CloseIdleConnections()
+		g.close()
+		// The refused address, the metadata address, localhost; without
+		// allowHTTP also the http request and the tunnel to port 80.
+		mu.Lock()
+		if want := map[bool]int{true: 3, false: 5}[allowHTTP]; len(refusals) != want {
+			t.Errorf("allowHTTP=%v: refusals reported: %v; want %d", allowHTTP, refusals, want)
+		}
+		mu.Unlock()
+	}
+}
+
+// TestProxyServesOnlyTheBrowsersUser: a connection from a process of
+// another user than the browser's is closed unanswered, and reported.
+func TestProxyServesOnlyTheBrowsersUser(t *testing.T) {
+	refused := make(chan string, 1)
+	g, err := startProxy(allowing(t, "http://127.0.0.1:443"), true, os.Getuid()+1, func(target string, err error) { refused <- err.Error() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	c, err := net.Dial("tcp", g.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n")
+	if line, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+		t.Errorf("another user's connection was answered: %q", line)
+	}
+	if why := <-refused; !strings.Contains(why, "not the browser's") {
+		t.Errorf("refusal: %s", why)
+	}
+}

@@ -1,0 +1,494 @@
+package browser
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/agentbe/agentbe-daemon/netguard"
+)
+
+// session is one browser: its own Chromium process (group), profile
+// directory and tab. Every action on it holds its lock (one at a time).
+type session struct {
+	id, key, owner string
+	dir            string // the session's directory: HOME and, in it, the profile
+	profile        string
+
+	lock chan struct{} // a mutex with a timeout: one action at a time
+
+	proxy       *guardProxy // Chromium's only way out
+	allocCancel context.CancelFunc
+	ctxCancel   context.CancelFunc
+	ctx         context.Context // the chromedp context of the tab
+	pgid        atomic.Int64    // Chromium's process group
+
+	lastUsed atomic.Int64 // unix nanoseconds of the last action's end
+	started  time.Time
+
+	// refs maps the refs of snapshots to DOM nodes for the page now shown;
+	// a navigation of the main frame moves them to stale (see refs.go).
+	refMu sync.Mutex
+	refs  refTable
+
+	blocked atomic.Int64 // requests the network rules refused
+
+	// vetting bounds the checks of paused requests: at most cap(vetting)
+	// resolve at once, and past maxPendingChecks waiting a request is
+	// failed at once (a page that fires requests by the thousand gets
+	// errors, not a daemon full of goroutines).
+	vetting chan struct{}
+	pending atomic.Int64
+
+	// navStarted and navLoaded count the main frame's loads begun and
+	// finished (act waits for one it started); mainFrame is its id.
+	navStarted, navLoaded atomic.Int64
+	mainFrame             atomic.Value // cdp.FrameID
+
+	closeOnce sync.Once
+	closed    atomic.Bool // set before the browser is ended
+}
+
+// errLocked says the session stayed busy for the whole wait.
+var errLocked = errors.New("busy")
+
+// acquire takes the session's lock, waiting at most wait (and no longer
+// than ctx allows).
+func (s *session) acquire(ctx context.Context, wait time.Duration) error {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case s.lock <- struct{}{}:
+		return nil
+	case <-t.C:
+		return errLocked
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *session) release() {
+	s.lastUsed.Store(time.Now().UnixNano())
+	<-s.lock
+}
+
+// launch starts Chromium for a new session and sets the tab up: requests
+// intercepted and checked, downloads denied, the viewport fixed.
+func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, err error) {
+	id, err := randomID()
+	if err != nil {
+		return nil, err
+	}
+	s = &session{id: id, key: sessionKey, owner: owner, lock: make(chan struct{}, 1), started: time.Now(), vetting: make(chan struct{}, 16)}
+	s.lastUsed.Store(time.Now().UnixNano())
+	s.refs.reset()
+	if s.dir, err = os.MkdirTemp(p.opts.TempDir, "agentbe-browser-"); err != nil {
+		return nil, fmt.Errorf("making the session's directory: %w", err)
+	}
+	s.profile = filepath.Join(s.dir, "profile")
+	defer func() {
+		if err != nil {
+			s.shutdown()
+		}
+	}()
+	for _, d := range []string{s.profile, filepath.Join(s.dir, ".config"), filepath.Join(s.dir, ".cache")} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return s, err
+		}
+	}
+	cred := p.runAs
+	if cred != nil {
+		// Chromium runs as the unprivileged user and must own its home and
+		// profile; nothing else is in them.
+		for _, d := range []string{s.dir, s.profile, filepath.Join(s.dir, ".config"), filepath.Join(s.dir, ".cache")} {
+			if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
+				return s, fmt.Errorf("handing the session's directory to uid %d: %w", cred.Uid, err)
+			}
+		}
+	}
+
+	uid := os.Getuid()
+	if cred != nil {
+		uid = int(cred.Uid)
+	}
+	s.proxy, err = startProxy(p.net, p.opts.AllowHTTP, uid, func(target string, err error) {
+		s.blocked.Add(1)
+		p.log.Info("browser connection refused", "session", s.id, "target", truncate(target, 200), "reason", err)
+	})
+	if err != nil {
+		return s, fmt.Errorf("starting the session's proxy: %w", err)
+	}
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(p.execPath),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(s.profile),
+		chromedp.WindowSize(p.opts.ViewportWidth, p.opts.ViewportHeight),
+		// chromedp adds --no-sandbox when the daemon is root unless the flag
+		// is set false: Chromium keeps its sandbox (it runs as runAs then).
+		chromedp.Flag("no-sandbox", false),
+		// Every connection goes through the session's proxy, loopback
+		// included (Chromium bypasses a proxy for loopback unless told).
+		chromedp.ProxyServer("http://" + s.proxy.addr()),
+		chromedp.Flag("proxy-bypass-list", "<-loopback>"),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-breakpad", true),
+		chromedp.Flag("disable-client-side-phishing-detection", true),
+		chromedp.Flag("disable-default-apps", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-features", "Translate,MediaRouter,OptimizationHints"),
+		chromedp.Flag("metrics-recording-only", true),
+		chromedp.Flag("safebrowsing-disable-auto-update", true),
+		chromedp.Flag("password-store", "basic"),
+		chromedp.Flag("use-mock-keychain", true),
+		chromedp.Flag("mute-audio", true),
+		chromedp.Flag("hide-scrollbars", true),
+		// WebRTC is not seen by request interception: no UDP that does not
+		// go through the proxy (which carries none).
+		chromedp.Flag("force-webrtc-ip-handling-policy", "disable_non_proxied_udp"),
+		chromedp.NoInheritEnv,
+		chromedp.Env("HOME="+s.dir, "XDG_CONFIG_HOME="+filepath.Join(s.dir, ".config"),
+			"XDG_CACHE_HOME="+filepath.Join(s.dir, ".cache"), "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"),
+		chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
+			cmd.SysProcAttr = &syscall.SysProcAttr{
+				// Its own process group, killed whole at close.
+				Setpgid: true,
+				// Killed with the daemon (chromedp starts it from a locked
+				// thread, so the thread lives as long as the browser).
+				Pdeathsig:  syscall.SIGKILL,
+				Credential: cred,
+			}
+			cmd.Dir = s.dir
+		}),
+	}
+	// What Chromium prints is kept (its last 4 KiB) for the error of a start
+	// that fails: "No usable sandbox!" and the like say what to fix.
+	out := &tailBuffer{max: 4096}
+	opts = append(opts, chromedp.CombinedOutput(out))
+	if headless {
+		opts = append(opts, chromedp.Headless)
+	} else if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
+		return s, errors.New("headless: false needs a display (DISPLAY or WAYLAND_DISPLAY), and the daemon has none")
+	} else {
+		// The display is the one thing of the daemon's environment a
+		// headed browser needs.
+		for _, k := range []string{"DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR"} {
+			if v, ok := os.LookupEnv(k); ok {
+				opts = append(opts, chromedp.Env(k+"="+v))
+			}
+		}
+	}
+	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	s.allocCancel = allocCancel
+	s.ctx, s.ctxCancel = chromedp.NewContext(allocCtx)
+
+	startCtx, cancel := context.WithTimeout(s.ctx, p.opts.StartTimeout)
+	defer cancel()
+	// The first Run starts the browser and lives as long as s.ctx; the
+	// timeout is applied by a watcher, not through the Run's context (which
+	// would end the browser with it).
+	done := make(chan error, 1)
+	go func() {
+		done <- chromedp.ListenBrowser(s.ctx, func(ev any) { p.onBrowserEvent(s, ev) })
+	}()
+	select {
+	case err = <-done:
+	case <-startCtx.Done():
+		err = fmt.Errorf("the browser did not start within %s", p.opts.StartTimeout)
+	}
+	if err != nil {
+		if tail := strings.TrimSpace(out.String()); tail != "" {
+			err = fmt.Errorf("%w; it printed: %s", err, tail)
+		}
+		return s, fmt.Errorf("starting %s: %w", p.execPath, err)
+	}
+	c := chromedp.FromContext(s.ctx)
+	if proc := c.Browser.Process(); proc != nil {
+		s.pgid.Store(int64(proc.Pid)) // Setpgid: the group is the leader's pid
+	}
+	// Every request of every target of this browser pauses at the request
+	// stage until intercept lets it go on or fails it.
+	if _, err := cdp.Call(startCtx, c.Browser, fetch.Enable, fetch.EnableParams{
+		Patterns: []*fetch.RequestPattern{{URLPattern: "*", RequestStage: fetch.RequestStageRequest}},
+	}); err != nil {
+		return s, fmt.Errorf("enabling request interception: %w", err)
+	}
+	if _, err := cdp.Call(startCtx, c.Browser, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{Behavior: browser.SetDownloadBehaviorBehaviorDeny}); err != nil {
+		return s, fmt.Errorf("denying downloads: %w", err)
+	}
+	// The tab: a fixed viewport (screenshots have a known size) and
+	// navigation events, which invalidate refs.
+	if err := chromedp.Listen(s.ctx, func(ev any) { p.onTabEvent(s, ev) }); err != nil {
+		return s, err
+	}
+	if err := chromedp.Do(startCtx, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+			Width: int64(p.opts.ViewportWidth), Height: int64(p.opts.ViewportHeight), DeviceScaleFactor: 1,
+		})
+		if err != nil {
+			return err
+		}
+		if _, err = cdp.Call(ctx, t, page.Enable, page.EnableParams{}); err != nil {
+			return err
+		}
+		tree, err := cdp.Call(ctx, t, page.GetFrameTree, cdp.Empty{})
+		if err != nil {
+			return err
+		}
+		s.mainFrame.Store(tree.FrameTree.Frame.ID)
+		return nil
+	})); err != nil {
+		return s, fmt.Errorf("setting the tab up: %w", err)
+	}
+	return s, nil
+}
+
+// onBrowserEvent runs on the browser's reader goroutine: it must not block
+// and must not call into the browser itself (chromedp.Listen's rules).
+func (p *Provider) onBrowserEvent(s *session, ev any) {
+	if e, ok := ev.(*fetch.EventRequestPaused); ok {
+		go p.intercept(s, e)
+	}
+}
+
+// onTabEvent: a navigation of the main frame makes every ref stale; its
+// loads are counted for act's wait.
+func (p *Provider) onTabEvent(s *session, ev any) {
+	switch e := ev.(type) {
+	case *page.EventFrameNavigated:
+		if e.Frame != nil && e.Frame.ParentID == "" {
+			s.mainFrame.Store(e.Frame.ID)
+			s.refMu.Lock()
+			s.refs.invalidate()
+			s.refMu.Unlock()
+		}
+	case *page.EventFrameStartedLoading:
+		if id, _ := s.mainFrame.Load().(cdp.FrameID); id == e.FrameID {
+			s.navStarted.Add(1)
+		}
+	case *page.EventFrameStoppedLoading:
+		if id, _ := s.mainFrame.Load().(cdp.FrameID); id == e.FrameID {
+			s.navLoaded.Store(s.navStarted.Load())
+		}
+	}
+}
+
+// intercept decides one paused request: the scheme rule, then netguard's
+// rules on the URL and the addresses its host resolves to now. A refusal
+// fails the request as blocked by the client; the page sees a network
+// error.
+func (p *Provider) intercept(s *session, e *fetch.EventRequestPaused) {
+	c := chromedp.FromContext(s.ctx)
+	if c == nil || c.Browser == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	defer s.pending.Add(-1)
+	var err error
+	if s.pending.Add(1) > maxPendingChecks {
+		err = fmt.Errorf("more than %d requests of the page wait for their check", maxPendingChecks)
+	} else {
+		select {
+		case s.vetting <- struct{}{}:
+			err = p.vetRequest(ctx, e.Request.URL)
+			<-s.vetting
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
+		s.blocked.Add(1)
+		p.log.Info("browser request refused", "session", s.id, "url", truncate(e.Request.URL, 200), "type", e.ResourceType, "reason", err)
+		_, _ = cdp.Call(ctx, c.Browser, fetch.FailRequest, fetch.FailRequestParams{RequestID: e.RequestID, ErrorReason: network.ErrorReasonBlockedByClient})
+		return
+	}
+	_, _ = cdp.Call(ctx, c.Browser, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID})
+}
+
+// maxPendingChecks bounds the paused requests of a session waiting for
+// their check.
+const maxPendingChecks = 1000
+
+// vetRequest is the rule for a request the page makes (a subresource, a
+// redirect, a form post): only the allowed schemes, then netguard's.
+func (p *Provider) vetRequest(ctx context.Context, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("unparsable URL: %w", err)
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !p.opts.AllowHTTP {
+			return errors.New("http is not allowed (https only; the operator may allow http with --browser-allow-http)")
+		}
+	default:
+		return fmt.Errorf("scheme %q is not allowed", u.Scheme)
+	}
+	_, err = p.net.Vet(ctx, u)
+	return err
+}
+
+// vetNavigation is the rule for a URL a client asks browser.goto for: the
+// request rule, and about:blank.
+func (p *Provider) vetNavigation(ctx context.Context, raw string) error {
+	if raw == "about:blank" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("url %q: %v", truncate(raw, 200), err)
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !p.opts.AllowHTTP {
+			return fmt.Errorf("url %s: only https URLs are allowed (the operator may allow http with --browser-allow-http)", truncate(raw, 200))
+		}
+	default:
+		return fmt.Errorf("url %s: scheme %q is not allowed (https%s, or about:blank)", truncate(raw, 200), u.Scheme, map[bool]string{true: " or http", false: ""}[p.opts.AllowHTTP])
+	}
+	if _, err := p.net.Vet(ctx, u); err != nil {
+		var be *netguard.BlockedError
+		if errors.As(err, &be) {
+			return be
+		}
+		return fmt.Errorf("url %s: %w", truncate(raw, 200), err)
+	}
+	return nil
+}
+
+// shutdown ends the browser: a graceful close first (it flushes nothing we
+// keep, so briefly), then the process group and anything else still using
+// the profile is killed, and the session's directory removed. Idempotent.
+func (s *session) shutdown() {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		if s.ctx != nil {
+			ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
+			_ = chromedp.Cancel(ctx)
+			cancel()
+			s.ctxCancel()
+		}
+		if pg := s.pgid.Load(); pg > 0 {
+			_ = syscall.Kill(-int(pg), syscall.SIGKILL)
+		}
+		if s.allocCancel != nil {
+			s.allocCancel()
+		}
+		if s.dir != "" {
+			killUsing(s.dir)
+		}
+		if s.proxy != nil {
+			s.proxy.close()
+		}
+		if s.dir != "" {
+			removeAll(s.dir)
+		}
+	})
+}
+
+// killUsing kills every process whose command line names a path in dir
+// (the profile as --user-data-dir, the crash handler's database), until
+// none has been seen for a few passes: a child can fork as its parent dies,
+// and some leave the process group (Chromium's crash handler starts its own
+// session). Chromium rewrites its helpers' command lines with spaces for
+// separators, so the path is looked for as a substring; the directory's
+// name is random, so no other process names it.
+func killUsing(dir string) {
+	deadline := time.Now().Add(3 * time.Second)
+	for quiet := 0; quiet < 3 && time.Now().Before(deadline); {
+		if n := len(processesUsing(dir, true)); n == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// processesUsing returns the pids whose command line holds a path in dir,
+// and kills them when kill is set. It reads /proc.
+func processesUsing(dir string, kill bool) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := []byte(dir + "/")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(cmdline, want) {
+			continue
+		}
+		pids = append(pids, pid)
+		if kill {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	return pids
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+// removeAll removes dir, trying again for a while: a dying Chromium helper
+// can still write into it.
+func removeAll(dir string) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := os.RemoveAll(dir)
+		if err == nil || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

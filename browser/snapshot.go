@@ -1,0 +1,259 @@
+package browser
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/chromedp/cdproto/accessibility"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/dom"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// interactiveRoles are the ARIA roles a snapshot gives a ref: what act can
+// click, type into, select or press on.
+var interactiveRoles = map[string]bool{
+	"button": true, "link": true, "textbox": true, "searchbox": true, "checkbox": true, "radio": true,
+	"combobox": true, "listbox": true, "option": true, "menuitem": true, "menuitemcheckbox": true,
+	"menuitemradio": true, "tab": true, "switch": true, "slider": true, "spinbutton": true, "treeitem": true,
+}
+
+// skippedRoles carry no meaning of their own; their children are shown in
+// their place.
+var skippedRoles = map[string]bool{"none": true, "generic": true, "LineBreak": true, "presentation": true}
+
+// shownProperties are the states a line shows after the name.
+var shownProperties = map[accessibility.PropertyName]bool{
+	"checked": true, "disabled": true, "expanded": true, "selected": true, "level": true, "required": true, "pressed": true,
+}
+
+// snapshotText is a snapshot being written, up to a byte cap.
+type snapshotText struct {
+	b         strings.Builder
+	max       int
+	truncated bool
+}
+
+func (w *snapshotText) line(depth int, s string) bool {
+	if w.truncated {
+		return false
+	}
+	if w.b.Len()+2*depth+len(s)+1 > w.max {
+		w.truncated = true
+		return false
+	}
+	w.b.WriteString(strings.Repeat("  ", depth))
+	w.b.WriteString(s)
+	w.b.WriteByte('\n')
+	return true
+}
+
+// axString is an AX value as text ("" for none).
+func axString(v *accessibility.Value) string {
+	if v == nil || len(v.Value) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(v.Value, &s) == nil {
+		return s
+	}
+	return string(v.Value)
+}
+
+// quote is s on one line, cut to MaxTextPerNode, in double quotes.
+func quote(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	return strconv.Quote(truncate(s, MaxTextPerNode))
+}
+
+// ariaSnapshot writes the accessibility tree of the page, one line per
+// node: "- role "name" [ref=e3] [checked=true]". Interactive nodes get refs.
+func (p *Provider) ariaSnapshot(ctx context.Context, s *session, interactiveOnly bool, max int) (string, bool, error) {
+	nodes, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) ([]*accessibility.Node, error) {
+		res, err := cdp.Call(ctx, t, accessibility.GetFullAXTree, accessibility.GetFullAXTreeParams{})
+		if err != nil {
+			return nil, err
+		}
+		return res.Nodes, nil
+	})
+	if err != nil {
+		return "", false, err
+	}
+	byID := make(map[accessibility.NodeID]*accessibility.Node, len(nodes))
+	for _, n := range nodes {
+		byID[n.NodeID] = n
+	}
+	var root *accessibility.Node
+	for _, n := range nodes {
+		if n.ParentID == "" {
+			root = n
+			break
+		}
+	}
+	w := &snapshotText{max: max}
+	if root == nil {
+		return "", false, nil
+	}
+	s.refMu.Lock()
+	defer s.refMu.Unlock()
+	var walk func(n *accessibility.Node, depth int, parentName string, seen int)
+	walk = func(n *accessibility.Node, depth int, parentName string, seen int) {
+		if w.truncated || seen > 1000 { // seen bounds the depth of a hostile tree
+			return
+		}
+		role := axString(n.Role)
+		if role == "InlineTextBox" {
+			return // a line box of its StaticText parent, which shows the text
+		}
+		name := axString(n.Name)
+		shown := !n.Ignored && !(skippedRoles[role] && name == "")
+		if role == "StaticText" && (strings.TrimSpace(name) == "" || name == parentName) {
+			shown = false // the text is the parent's name already
+		}
+		childDepth, childParent := depth, parentName
+		if shown {
+			interactive := interactiveRoles[role]
+			if !interactiveOnly || interactive {
+				var line strings.Builder
+				line.WriteString("- ")
+				if role == "StaticText" {
+					line.WriteString("text")
+				} else {
+					line.WriteString(role)
+				}
+				if name != "" {
+					line.WriteString(" " + quote(name))
+				}
+				if interactive {
+					if r := s.refs.ref(n.BackendDOMNodeID); r != "" {
+						line.WriteString(" [ref=" + r + "]")
+					}
+					if v := axString(n.Value); v != "" {
+						line.WriteString(" value=" + quote(v))
+					}
+				}
+				for _, prop := range n.Properties {
+					if shownProperties[prop.Name] {
+						if v := axString(prop.Value); v != "" && v != "false" {
+							line.WriteString(" [" + string(prop.Name) + "=" + v + "]")
+						}
+					}
+				}
+				d := depth
+				if interactiveOnly {
+					d = 0
+				}
+				w.line(d, line.String())
+			}
+			childDepth, childParent = depth+1, name
+		}
+		for _, id := range n.ChildIDs {
+			if c := byID[id]; c != nil {
+				walk(c, childDepth, childParent, seen+1)
+			}
+		}
+	}
+	walk(root, 0, "", 0)
+	return w.b.String(), w.truncated, nil
+}
+
+// skippedTags are not shown by the DOM snapshot (nor their subtrees).
+var skippedTags = map[string]bool{"script": true, "style": true, "noscript": true, "template": true, "head": true, "svg": true, "meta": true, "link": true}
+
+// interactiveTags get a ref in the DOM snapshot.
+var interactiveTags = map[string]bool{"a": true, "button": true, "input": true, "select": true, "textarea": true, "option": true, "summary": true}
+
+// shownAttributes are the attributes the DOM snapshot shows.
+var shownAttributes = []string{"id", "name", "type", "href", "value", "placeholder", "role", "aria-label", "title", "alt"}
+
+// domSnapshot writes the DOM of the page as an indented outline: tags with
+// their telling attributes, text, and refs for interactive elements.
+func (p *Provider) domSnapshot(ctx context.Context, s *session, interactiveOnly bool, max int) (string, bool, error) {
+	root, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (*cdp.Node, error) {
+		doc, err := evaluateObject(ctx, t, "document")
+		if err != nil {
+			return nil, err
+		}
+		depth := int64(-1)
+		res, err := cdp.Call(ctx, t, dom.DescribeNode, dom.DescribeNodeParams{ObjectID: doc, Depth: &depth})
+		if err != nil {
+			return nil, err
+		}
+		return res.Node, nil
+	})
+	if err != nil {
+		return "", false, err
+	}
+	w := &snapshotText{max: max}
+	s.refMu.Lock()
+	defer s.refMu.Unlock()
+	var walk func(n *cdp.Node, depth int)
+	walk = func(n *cdp.Node, depth int) {
+		if w.truncated || depth > 1000 {
+			return
+		}
+		switch n.NodeType {
+		case 3: // Node.TEXT_NODE
+			if t := strings.TrimSpace(n.NodeValue); t != "" && !interactiveOnly {
+				w.line(depth, quote(t))
+			}
+			return
+		case 1: // Node.ELEMENT_NODE
+			tag := strings.ToLower(n.LocalName)
+			if skippedTags[tag] {
+				return
+			}
+			attrs := map[string]string{}
+			for i := 0; i+1 < len(n.Attributes); i += 2 {
+				attrs[n.Attributes[i]] = n.Attributes[i+1]
+			}
+			interactive := interactiveTags[tag] || attrs["onclick"] != "" || attrs["contenteditable"] == "true" ||
+				attrs["tabindex"] != "" && attrs["tabindex"] != "-1"
+			if !interactiveOnly || interactive {
+				var line strings.Builder
+				line.WriteString(tag)
+				for _, a := range shownAttributes {
+					if v, ok := attrs[a]; ok {
+						line.WriteString(" " + a + "=" + quote(v))
+					}
+				}
+				if interactive {
+					if r := s.refs.ref(n.BackendNodeID); r != "" {
+						line.WriteString(" [ref=" + r + "]")
+					}
+				}
+				d := depth
+				if interactiveOnly {
+					d = 0
+				}
+				w.line(d, line.String())
+			}
+			depth++
+		}
+		for _, c := range n.Children {
+			walk(c, depth)
+		}
+	}
+	walk(root, 0)
+	return w.b.String(), w.truncated, nil
+}
+
+// evaluateObject evaluates a constant expression (never one built from
+// client input) and returns its object's id.
+func evaluateObject(ctx context.Context, t *chromedp.Target, expr string) (runtime.RemoteObjectID, error) {
+	res, err := cdp.Call(ctx, t, runtime.Evaluate, runtime.EvaluateParams{Expression: expr})
+	if err != nil {
+		return "", err
+	}
+	if res.ExceptionDetails != nil {
+		return "", fmt.Errorf("%s: %s", expr, res.ExceptionDetails.Text)
+	}
+	if res.Result == nil || res.Result.ObjectID == "" {
+		return "", fmt.Errorf("%s is not an object", expr)
+	}
+	return res.Result.ObjectID, nil
+}
