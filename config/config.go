@@ -20,11 +20,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/gwtools"
+	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/upstream"
 )
 
@@ -142,6 +144,12 @@ type Config struct {
 	BrowserAllowHTTP   bool
 	BrowserMaxSessions int
 	BrowserIdleTimeout time.Duration
+	// NetAllowHosts, NetAllowPrivate, NetAllowCIDRs and NetAllowPorts
+	// loosen the network door for every tool that goes out (NetGuard).
+	NetAllowHosts   []string
+	NetAllowPrivate bool
+	NetAllowCIDRs   []string
+	NetAllowPorts   []string
 	// ExecApprovals is system.run's policy file; ExecApprovalMode and
 	// ExecAsk its mode and ask setting; ExecApprovalTTL how long a pending
 	// approval waits; ExecAskClient asks the MCP client's user (elicitation)
@@ -407,4 +415,21 @@ func (c *Config) Procs(goDefault int, envSet bool) (n int, why string) {
 		return goDefault, "GOMAXPROCS in the environment"
 	}
 	return max(1, goDefault/2), "auto: half of the " + strconv.Itoa(goDefault) + " CPUs this process may use"
+}
+
+// NetGuard is the operator's loosening of the network door (--net-allow-*)
+// as netguard options, with the ports added to defaultPorts (the door's
+// defaults for the caller: 80 and 443 for HTTP, 5432 for postgres). The
+// values were checked when the configuration was loaded.
+func (c Config) NetGuard(defaultPorts ...uint16) netguard.Options {
+	prefixes, _ := parsePrefixes(c.NetAllowCIDRs)
+	extra, _ := parsePorts(c.NetAllowPorts)
+	allowed := slices.Clone(defaultPorts)
+	for _, p := range extra {
+		if !slices.Contains(allowed, p) {
+			allowed = append(allowed, p)
+		}
+	}
+	return netguard.Options{AllowHosts: slices.Clone(c.NetAllowHosts), AllowPrivate: c.NetAllowPrivate,
+		AllowPrefixes: prefixes, AllowPorts: allowed}
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -499,6 +500,43 @@ func TestSSHListenNeedsAuth(t *testing.T) {
 		err := c.Validate()
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%+v: %v; want %q", tc, err, tc.want)
+		}
+	}
+}
+
+// TestNetAllow: the --net-allow-* flags loosen the network door for every
+// tool that goes out, and a value that could never match is refused with
+// the flag that carried it.
+func TestNetAllow(t *testing.T) {
+	c, err := load(t, []string{"--net-allow-hosts", "api.internal,*.corp.example", "--net-allow-private",
+		"--net-allow-cidrs", "10.1.2.7/24,fd00::/64", "--net-allow-ports", "8443,443"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.NetGuard(80, 443)
+	if fmt.Sprint(o.AllowHosts) != "[api.internal *.corp.example]" || !o.AllowPrivate ||
+		fmt.Sprint(o.AllowPrefixes) != "[10.1.2.0/24 fd00::/64]" || fmt.Sprint(o.AllowPorts) != "[80 443 8443]" {
+		t.Errorf("NetGuard(80, 443) = %+v", o)
+	}
+	if pg := c.NetGuard(5432); fmt.Sprint(pg.AllowPorts) != "[5432 8443 443]" {
+		t.Errorf("NetGuard(5432) ports %v", pg.AllowPorts)
+	}
+	if d, _ := load(t, nil, nil); d.NetAllowPrivate || len(d.NetGuard(80, 443).AllowPrefixes) != 0 || fmt.Sprint(d.NetGuard(80, 443).AllowPorts) != "[80 443]" {
+		t.Errorf("defaults loosen the door: %+v", d.NetGuard(80, 443))
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--net-allow-hosts", "https://api.example"}, `invalid argument "https://api.example" for "--net-allow-hosts" flag: "https://api.example" is not a host name or *.domain pattern`},
+		{[]string{"--net-allow-hosts", "api.example:8080"}, `"api.example:8080" is not a host name or *.domain pattern`},
+		{[]string{"--net-allow-hosts", "*"}, `"*" is not a host name or *.domain pattern`},
+		{[]string{"--net-allow-cidrs", "10.0.0.1"}, `invalid argument "10.0.0.1" for "--net-allow-cidrs" flag: "10.0.0.1" is not an address prefix such as 10.1.2.0/24`},
+		{[]string{"--net-allow-ports", "0"}, `invalid argument "0" for "--net-allow-ports" flag: "0" is not a port from 1 to 65535`},
+		{[]string{"--net-allow-ports", "70000"}, `"70000" is not a port from 1 to 65535`},
+	} {
+		if _, err := load(t, tt.args, nil); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: error %v\nwant %s", tt.args, err, tt.want)
 		}
 	}
 }

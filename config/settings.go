@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -139,6 +140,54 @@ func compiles(v any) error {
 		}
 	}
 	return nil
+}
+
+// hostPatterns checks --net-allow-hosts: bare host names or *.suffix
+// patterns, no scheme, port or path (those would never match a host).
+func hostPatterns(v any) error {
+	for _, h := range v.([]string) {
+		name := strings.TrimPrefix(h, "*.")
+		if name == "" || strings.ContainsAny(name, "/:*@ ") || strings.HasPrefix(name, ".") {
+			return fmt.Errorf("%q is not a host name or *.domain pattern", h)
+		}
+	}
+	return nil
+}
+
+// prefixes checks --net-allow-cidrs.
+func prefixes(v any) error {
+	_, err := parsePrefixes(v.([]string))
+	return err
+}
+
+func parsePrefixes(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an address prefix such as 10.1.2.0/24", s)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// ports checks --net-allow-ports.
+func ports(v any) error {
+	_, err := parsePorts(v.([]string))
+	return err
+}
+
+func parsePorts(list []string) ([]uint16, error) {
+	var out []uint16
+	for _, s := range list {
+		n, err := strconv.ParseUint(s, 10, 16)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("%q is not a port from 1 to 65535", s)
+		}
+		out = append(out, uint16(n))
+	}
+	return out, nil
 }
 
 // settings is the single declaration of every setting. Order is the order of
@@ -363,6 +412,18 @@ var settings = []*setting{
 	{key: "fs-delete", env: env("fs-delete"), def: "false",
 		usage: "serve fs.delete among the gateway tools",
 		field: func(c *Config) any { return &c.FSDelete }},
+	{key: "net-allow-hosts", env: env("net-allow-hosts"),
+		usage: "host names the network door lets through whatever their addresses resolve to (comma-separated; exact, or *.example.com for its subdomains): http.request, the browser, extensions' http and postgres, a site's curl",
+		field: func(c *Config) any { return &c.NetAllowHosts }, check: hostPatterns},
+	{key: "net-allow-private", env: env("net-allow-private"), def: "false",
+		usage: "let the network door reach loopback, private (RFC 1918, ULA) and CGNAT addresses; link-local and cloud metadata addresses stay refused",
+		field: func(c *Config) any { return &c.NetAllowPrivate }},
+	{key: "net-allow-cidrs", env: env("net-allow-cidrs"),
+		usage: "address prefixes the network door lets through whatever the rules (comma-separated, e.g. 10.1.2.0/24,fd00::/64): narrower than --net-allow-private",
+		field: func(c *Config) any { return &c.NetAllowCIDRs }, check: prefixes},
+	{key: "net-allow-ports", env: env("net-allow-ports"),
+		usage: "ports the network door allows besides its defaults (80 and 443 for HTTP and the browser, 5432 for postgres), comma-separated",
+		field: func(c *Config) any { return &c.NetAllowPorts }, check: ports},
 	{key: "extensions", env: env("extensions"),
 		usage: "a directory of Starlark extensions (*.star) whose tools are served as extension__tool and reloaded when the files change (docs/extensions.md); off when empty",
 		field: func(c *Config) any { return &c.Extensions }},

@@ -2,11 +2,17 @@ package daemon
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbe/agentbe-daemon/config"
 )
 
 // TestApprovalFlow: system.run of a command off the allowlist waits; the
@@ -82,5 +88,41 @@ func TestApprovalFlow(t *testing.T) {
 			t.Fatalf("no approval line in the audit log:\n%s", b)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestNetAllowFlags: the operator's --net-allow-* flags reach the network
+// door of the tools that go out. http.request at a loopback server is
+// refused by default (loopback and a port other than 80/443), and answered
+// once the operator admits the address and the port.
+func TestNetAllowFlags(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "internal answer")
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	call := func(c config.Config) string {
+		t.Helper()
+		c.GatewayTools = true
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		r := start(t, c, nil)
+		_, body := send(t, "POST", r.url+"/execute", `{"tool_name":"http.request","arguments":{"url":"`+srv.URL+`/x"}}`, nil)
+		return body
+	}
+	if body := call(testConfig(t)); !strings.Contains(body, "refused") || strings.Contains(body, "internal answer") {
+		t.Errorf("by default: %s", body)
+	}
+	onlyAddr := testConfig(t)
+	onlyAddr.NetAllowCIDRs = []string{"127.0.0.1/32"}
+	if body := call(onlyAddr); !strings.Contains(body, "port "+u.Port()+" is not allowed") {
+		t.Errorf("address admitted, port not: %s", body)
+	}
+	both := testConfig(t)
+	both.NetAllowCIDRs = []string{"127.0.0.1/32"}
+	both.NetAllowPorts = []string{u.Port()}
+	if body := call(both); !strings.Contains(body, "internal answer") {
+		t.Errorf("admitted: %s", body)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/mcphttp"
+	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/procs"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/restface"
@@ -225,7 +226,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		}
 	}
 	if cfg.BrowserTools {
-		bo := browser.Options{BrowserPath: cfg.BrowserPath, AllowHTTP: cfg.BrowserAllowHTTP,
+		bo := browser.Options{BrowserPath: cfg.BrowserPath, AllowHTTP: cfg.BrowserAllowHTTP, Net: netguard.New(cfg.NetGuard(80, 443)),
 			MaxSessions: cfg.BrowserMaxSessions, IdleTimeout: cfg.BrowserIdleTimeout, RunAs: cfg.BrowserRunAs,
 			Logger: log.With("component", "browser")}
 		if opts.browserTweak != nil {
@@ -244,6 +245,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 	}
 	if cfg.Extensions != "" {
 		if p.extensions, err = extensions.Start(extensions.Options{Dir: cfg.Extensions, Registry: p.reg, Workspace: p.ws, Executor: p.exec,
+			Net: netguard.New(cfg.NetGuard(80, 443)), PostgresNet: netguard.New(cfg.NetGuard(extensions.DefaultPostgresPort)),
 			Secrets: []string{cfg.AuthToken}, Logger: log.With("component", "extensions")}); err != nil {
 			return fmt.Errorf("--extensions: %w", err)
 		}
@@ -454,6 +456,7 @@ func (p *protocols) startGatewayTools(cfg config.Config, opts Options) (err erro
 		return fmt.Errorf("--exec-approvals: %w", err)
 	}
 	p.gwtools = gwtools.New(gwtools.Options{Workspace: p.ws, Executor: p.exec, AllowDelete: cfg.FSDelete, Approvals: p.approvals,
+		Net:       netguard.New(cfg.NetGuard(80, 443)),
 		AskClient: cfg.ExecAskClient, Decided: opts.approvalDecided,
 		Logger: opts.Logger.With("component", "gateway-tools")})
 	if err := p.reg.Set("gateway-tools", p.gwtools.Tools()); err != nil {
@@ -485,7 +488,9 @@ func (p *protocols) startSite(cfg config.Config, opts Options) (err error) {
 	if p.siteExec, err = sandbox.New(ecfg); err != nil {
 		return fmt.Errorf("--site: %w", err)
 	}
-	p.site, err = sites.New(sites.Options{Workspace: p.siteWS, Executor: p.siteExec, Timeout: cfg.ToolTimeout, Env: env,
+	siteNet := cfg.NetGuard(80, 443)
+	siteNet.Timeout, siteNet.MaxBodyBytes = cfg.ToolTimeout, sites.DefaultMaxOutput // as sites.New's own door
+	p.site, err = sites.New(sites.Options{Workspace: p.siteWS, Executor: p.siteExec, Timeout: cfg.ToolTimeout, Env: env, Net: netguard.New(siteNet),
 		Logger: opts.Logger.With("component", "site")})
 	if err != nil {
 		return fmt.Errorf("--site: %w", err)
