@@ -3,7 +3,10 @@
 //   - start: from the first tools/call until browser_navigate to about:blank
 //     returns (Playwright MCP starts its browser on first use);
 //   - goto+snapshot: browser_navigate of the local page, then
-//     browser_snapshot, 50 times; the median is printed.
+//     browser_snapshot, 50 times; the median is printed;
+//   - memory: after the page is loaded and a snapshot taken, the PSS of the
+//     Playwright MCP process and every process below it (its Chromium),
+//     summed, as BenchmarkSessionMemory sums a session's processes.
 //
 // It needs @playwright/mcp and @modelcontextprotocol/sdk installed in the
 // directory named by PW_MCP_DIR (npm install @playwright/mcp@0.0.83
@@ -60,6 +63,8 @@ await call('browser_navigate', { url: 'about:blank' })
 const start = performance.now() - t0
 
 await call('browser_navigate', { url: base + '/' })
+await call('browser_snapshot', {})
+const pssMiB = treePssKiB(transport.pid) / 1024
 const samples = []
 for (let i = 0; i < runs; i++) {
   t0 = performance.now()
@@ -70,6 +75,30 @@ for (let i = 0; i < runs; i++) {
 samples.sort((a, b) => a - b)
 console.log(`playwright-mcp start (first navigate, browser launch included): ${start.toFixed(0)} ms`)
 console.log(`playwright-mcp goto+snapshot over ${runs} runs: p50 ${samples[Math.floor(samples.length / 2)].toFixed(1)} ms, min ${samples[0].toFixed(1)} ms, max ${samples[samples.length - 1].toFixed(1)} ms`)
+console.log(`playwright-mcp memory (PSS of its process tree after a page and a snapshot): ${pssMiB.toFixed(1)} MiB`)
 await client.close()
 server.close()
 fs.rmSync(outDir, { recursive: true, force: true })
+
+// treePssKiB sums the Pss of pid and its descendants (/proc/*/stat's ppid).
+function treePssKiB (root) {
+  const parent = new Map()
+  for (const e of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue
+    try {
+      const stat = fs.readFileSync(`/proc/${e}/stat`, 'utf8')
+      parent.set(Number(e), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]))
+    } catch {}
+  }
+  let kib = 0
+  for (const pid of parent.keys()) {
+    let p = pid
+    while (p > 1 && p !== root) p = parent.get(p) ?? 0
+    if (p !== root) continue
+    try {
+      const m = /^Pss:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))
+      if (m) kib += Number(m[1])
+    } catch {}
+  }
+  return kib
+}
