@@ -345,3 +345,39 @@ func TestAuditWriteErrorsMetric(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestAuditRemoteOnTheSDKPath: a tools/call the MCP SDK answers (here one
+// asking for progress, which the fast path leaves to it) is audited with the
+// caller's real address, and a client cannot put another address there by
+// sending the header that carries it inside the daemon.
+func TestAuditRemoteOnTheSDKPath(t *testing.T) {
+	c := testConfig(t)
+	c.AuditLog = filepath.Join(t.TempDir(), "audit.log")
+	r := start(t, c, nil)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_directory","arguments":{"path":"."},"_meta":{"progressToken":"p1"}}}`
+	for _, hdr := range []map[string]string{
+		{"Accept": "text/event-stream"},
+		{"Accept": "text/event-stream", "X-Agentbe-Remote-Addr": "203.0.113.9:4444"},
+	} {
+		if code, out := send(t, "POST", r.url+"/mcp", body, hdr); code != 200 || !strings.Contains(out, `"result"`) {
+			t.Fatalf("tools/call %v: %d %s", hdr, code, out)
+		}
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(c.AuditLog)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("audit log: %q", b)
+	}
+	for _, ln := range lines {
+		var e struct{ Face, Tool, Remote string }
+		if err := json.Unmarshal([]byte(ln), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Face != "mcp-http" || e.Tool != "list_directory" || !strings.HasPrefix(e.Remote, "127.0.0.1:") {
+			t.Errorf("audit line %s: want face mcp-http, tool list_directory and the peer's 127.0.0.1 address", ln)
+		}
+	}
+}

@@ -18,6 +18,9 @@ import (
 const (
 	headerRootDir   = admit.HeaderRootDir
 	headerScopePath = admit.HeaderScopePath
+	// headerRemoteAddr carries the peer's address from serveSDK to the
+	// SDK's tool handlers; never a client's value (serveSDK replaces it).
+	headerRemoteAddr = "X-Agentbe-Remote-Addr"
 )
 
 func writeJSONError(w http.ResponseWriter, status int, title, msg string) {
@@ -150,6 +153,10 @@ func (s *Server) sessionCount() int {
 // context for limitReplies.
 func (s *Server) serveSDK(h http.Handler, w http.ResponseWriter, r *http.Request) {
 	r.Header.Set("Accept", "application/json, text/event-stream")
+	// The SDK hands a tool handler the request's headers but not its
+	// address: the address travels as a header set here, replacing any
+	// value the client sent, so the audit log names the real peer.
+	r.Header.Set(headerRemoteAddr, r.RemoteAddr)
 	h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, newReplyBudget(s.maxReply))))
 }
 

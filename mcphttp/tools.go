@@ -34,7 +34,7 @@ func (s *Server) syncTools() {
 				if req.Extra != nil {
 					hdr = req.Extra.Header
 				}
-				return s.callTool(ctx, name, req.Params.Arguments, hdr, "", askerFor(req.Session), progressFor(req)), nil
+				return s.callTool(ctx, name, req.Params.Arguments, hdr, hdr.Get(headerRemoteAddr), askerFor(req.Session), progressFor(req)), nil
 			})
 	}
 	var gone []string
