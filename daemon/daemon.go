@@ -34,6 +34,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/extensions"
 	"github.com/agentbe/agentbe-daemon/gwtools"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/previews"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sshd"
 	"github.com/agentbe/agentbe-daemon/upstream"
@@ -53,6 +54,9 @@ type Options struct {
 	sessionEnded func(sshd.SessionRecord)
 	// sshAuthAttempt counts the SSH port's login attempts, set by New.
 	sshAuthAttempt func(method, outcome string)
+	// previewOpened logs a connection --previews opened or refused, set
+	// by New.
+	previewOpened func(previews.Record)
 	// approvalDecided logs an operator's decision, set by New.
 	approvalDecided func(p gwtools.Pending, approved, always bool, remote string)
 }
@@ -136,6 +140,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	d.proto.reg = newToolRegistry(cfg, d)
 	if d.audit != nil {
 		opts.sessionEnded = d.auditSession
+		opts.previewOpened = d.auditPreview
 	}
 	opts.approvalDecided = d.auditApproval
 	if cfg.SSHListen != "" {
@@ -176,6 +181,9 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	}
 	if d.proto.siteHTTP != nil {
 		d.handleWork(routeSite, d.proto.siteHTTP)
+	}
+	if d.proto.previewHTTP != nil {
+		d.handleWork(routePreview, d.proto.previewHTTP)
 	}
 	if d.proto.approvals != nil {
 		h := d.proto.approvals.ApprovalsHandler(cfg.OperatorToken, d.auditApproval)
