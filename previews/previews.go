@@ -421,29 +421,46 @@ func dialInNamespace(ctx context.Context, pid int, ns uint64, addr string) (net.
 	if err := unix.Fstat(fd, &st); err != nil || st.Ino != ns {
 		return nil, fmt.Errorf("%w: the process holding the port ended", ErrNamespace)
 	}
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		// No UnlockOSThread: see above.
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			if errors.Is(err, syscall.EPERM) {
-				err = fmt.Errorf("%w: entering it needs CAP_SYS_ADMIN (run the daemon as root, or with that capability): %v", ErrNamespace, err)
-			} else {
-				err = fmt.Errorf("%w: %v", ErrNamespace, err)
-			}
-			done <- result{nil, err}
-			return
-		}
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
-		done <- result{c, err}
-	}()
+	done := make(chan dialResult, 1)
+	go enterAndDial(ctx, fd, addr, done)
 	r := <-done
 	return r.c, r.err
+}
+
+type dialResult struct {
+	c   net.Conn
+	err error
+}
+
+// enterAndDial is dialInNamespace's goroutine: it locks its thread, enters
+// the namespace fd and connects, and never unlocks the thread.
+func enterAndDial(ctx context.Context, fd int, addr string, done chan<- dialResult) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		// The main thread: Go never ends it, so it would stay in the
+		// sandbox's namespace, and /proc/self (the daemon's view of its
+		// own namespace) follows it. Hold it while another goroutine,
+		// which cannot be given this thread, does the work.
+		inner := make(chan dialResult, 1)
+		go enterAndDial(ctx, fd, addr, inner)
+		r := <-inner
+		runtime.UnlockOSThread() // unchanged: it never entered
+		done <- r
+		return
+	}
+	// No UnlockOSThread from here on: see dialInNamespace.
+	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			err = fmt.Errorf("%w: entering it needs CAP_SYS_ADMIN (run the daemon as root, or with that capability): %v", ErrNamespace, err)
+		} else {
+			err = fmt.Errorf("%w: %v", ErrNamespace, err)
+		}
+		done <- dialResult{nil, err}
+		return
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	done <- dialResult{c, err}
 }
 
 // slot is one of the MaxConns places, held from Dial until the connection
