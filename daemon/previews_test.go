@@ -1,0 +1,290 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/internal/previewtest"
+	"github.com/agentbe/agentbe-daemon/internal/testbin"
+)
+
+const previewToken = "preview-token"
+
+// previewConfig is a daemon with a token, the process tools and, when on,
+// --previews, in isolation mode iso; under bwrap its commands have their
+// own network namespace (--exec-network=false).
+func previewConfig(t *testing.T, iso string, on bool) config.Config {
+	t.Helper()
+	if iso == "bwrap" {
+		if _, err := exec.LookPath("bwrap"); err != nil {
+			t.Skip("bwrap not installed (apt-get install -y bubblewrap); CI installs it")
+		}
+	}
+	c := testConfig(t)
+	c.Isolation = iso
+	c.ExecNetwork = "false"
+	c.AuthToken = previewToken
+	c.ProcessTools = true
+	c.Previews = on
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+var previewAuth = map[string]string{"Authorization": "Bearer " + previewToken}
+
+// startPreviewServer starts previewsrv with process_start and returns the
+// port it listens on.
+func startPreviewServer(t *testing.T, r *running, root string) int {
+	t.Helper()
+	cmd := previewtest.Install(t, root)
+	call := func(tool, args string) map[string]any {
+		t.Helper()
+		_, b := send(t, http.MethodPost, r.url+"/execute", `{"tool_name":"`+tool+`","arguments":`+args+`}`, previewAuth)
+		var out map[string]any
+		json.Unmarshal([]byte(b), &out)
+		if out["status"] != "success" {
+			t.Fatalf("%s %s: %s", tool, args, b)
+		}
+		var res map[string]any
+		json.Unmarshal([]byte(out["output"].(string)), &res)
+		return res
+	}
+	started := call("process_start", `{"command":"`+cmd+` -tag workspace","name":"web"}`)
+	id, _ := started["id"].(string)
+	if id == "" {
+		t.Fatalf("process_start: %v", started)
+	}
+	deadline := time.Now().Add(time.Minute) // a hang guard
+	for {
+		out := call("process_output", `{"id":"`+id+`"}`)
+		if s, _ := out["stdout"].(string); strings.HasPrefix(s, "listening on ") {
+			port, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(s, "listening on ")))
+			if err != nil {
+				t.Fatalf("previewsrv said %q", s)
+			}
+			return port
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("previewsrv never said where it listens: %v", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// hostLoopbackServer is a server the test runs on the host's loopback: not
+// a workspace process's.
+func hostLoopbackServer(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "the host's secret") })}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func portOf(t *testing.T, url string) int {
+	t.Helper()
+	p, err := strconv.Atoi(url[strings.LastIndex(url, ":")+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// freePort is a loopback port nobody listens on now, for ssh -L.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// opensshArgs are ssh's options to reach the daemon at url through the
+// real `agent-backend proxy` with the test's token.
+func opensshArgs(t *testing.T, url, logLevel string) []string {
+	t.Helper()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(previewToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := "ws" + strings.TrimPrefix(url, "http") + "/ssh"
+	return []string{"-F", "/dev/null",
+		"-o", "ProxyCommand=" + testbin.Path(t) + " proxy " + ws + " --token-file " + tokenFile,
+		"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=" + logLevel}
+}
+
+func requireSSH(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("ssh")
+	if err != nil {
+		t.Skip("ssh not installed (apt-get install -y openssh-client); CI installs it")
+	}
+	return p
+}
+
+// sshStdioForward runs `ssh -W localhost:port` (a direct-tcpip channel on
+// ssh's stdin and stdout), sends an HTTP GET through it and returns what
+// came back, or ssh's error output when the channel was refused (at
+// LogLevel INFO, ssh prints the server's reason: "channel 0: open failed:
+// ...").
+func sshStdioForward(t *testing.T, url string, port int) (string, error) {
+	t.Helper()
+	cmd := exec.Command(requireSSH(t), append(opensshArgs(t, url, "INFO"), "-W", "localhost:"+strconv.Itoa(port), "agent@workspace")...)
+	cmd.Stdin = strings.NewReader("GET /via-ssh HTTP/1.0\r\nHost: localhost\r\n\r\n")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return "", fmt.Errorf("%v: %s", err, errb.String())
+		}
+		return out.String(), nil
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("ssh -W hung")
+	}
+	return "", nil
+}
+
+// TestPreviewsOnDaemon, under software and bwrap isolation: a server
+// started with process_start is reached through /preview/{port}/ (HTTP and
+// a WebSocket) and through real OpenSSH (`ssh -L` and `ssh -W` over
+// `agent-backend proxy`); a loopback server of the host's and the daemon's
+// own port are refused on both faces; without the token /preview/ answers
+// 401.
+func TestPreviewsOnDaemon(t *testing.T) {
+	for _, iso := range []string{"software", "bwrap"} {
+		t.Run(iso, func(t *testing.T) {
+			c := previewConfig(t, iso, true)
+			r := start(t, c, nil)
+			port := startPreviewServer(t, r, c.Root)
+			base := fmt.Sprintf("%s/preview/%d", r.url, port)
+
+			code, body := send(t, http.MethodGet, base+"/some/page?q=1", "", previewAuth)
+			if code != http.StatusOK || body != "hello from workspace at /some/page?q=1" {
+				t.Fatalf("GET through /preview/: %d %q", code, body)
+			}
+			if code, body := send(t, http.MethodGet, base+"/headers", "", previewAuth); code != http.StatusOK || body != fmt.Sprintf(`host=localhost:%d authorization=""`, port) {
+				t.Fatalf("the server saw %d %q: the token must not reach it", code, body)
+			}
+			if code, _ := send(t, http.MethodGet, base+"/", "", nil); code != http.StatusUnauthorized {
+				t.Fatalf("without the token: %d", code)
+			}
+			req, _ := http.NewRequest(http.MethodGet, base, nil)
+			req.Header.Set("Authorization", "Bearer "+previewToken)
+			resp, err := http.DefaultTransport.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusMovedPermanently || loc != fmt.Sprintf("/preview/%d/", port) {
+				t.Fatalf("/preview/%d without its slash: %d %q", port, resp.StatusCode, loc)
+			}
+			for _, bad := range []string{"/preview/0/", "/preview/65536/", "/preview/080/", "/preview/x/", "/preview//"} {
+				if code, body := send(t, http.MethodGet, r.url+bad, "", previewAuth); code != http.StatusBadRequest || !strings.Contains(body, "not a port number") {
+					t.Errorf("%s: %d %s", bad, code, body)
+				}
+			}
+
+			// A WebSocket through the proxy.
+			ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/echo", http.Header{"Authorization": {"Bearer " + previewToken}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range []string{"one", strings.Repeat("x", 100000)} {
+				if err := ws.WriteMessage(websocket.TextMessage, []byte(m)); err != nil {
+					t.Fatal(err)
+				}
+				if _, got, err := ws.ReadMessage(); err != nil || string(got) != m {
+					t.Fatalf("echo of %d bytes: %d bytes, %v", len(m), len(got), err)
+				}
+			}
+			ws.Close()
+
+			// Refused: the host's loopback server, the daemon's own port.
+			host := hostLoopbackServer(t)
+			for name, p := range map[string]int{"a loopback server of the host's": host, "the daemon's own port": portOf(t, r.url)} {
+				code, body := send(t, http.MethodGet, fmt.Sprintf("%s/preview/%d/", r.url, p), "", previewAuth)
+				if code != http.StatusNotFound || !strings.Contains(body, "no workspace process listens on this port") || strings.Contains(body, "secret") {
+					t.Errorf("/preview/ to %s: %d %s", name, code, body)
+				}
+				if out, err := sshStdioForward(t, r.url, p); err == nil || !strings.Contains(err.Error(), "no workspace process listens on this port") {
+					t.Errorf("ssh -W to %s: %q %v", name, out, err)
+				}
+			}
+
+			// OpenSSH: -W, then -L as IDE remote extensions use it.
+			out, err := sshStdioForward(t, r.url, port)
+			if err != nil || !strings.HasSuffix(out, "hello from workspace at /via-ssh") {
+				t.Fatalf("ssh -W: %q %v", out, err)
+			}
+			local := freePort(t)
+			tunnel := exec.Command(requireSSH(t), append(opensshArgs(t, r.url, "ERROR"), "-N", "-o", "ExitOnForwardFailure=yes",
+				"-L", fmt.Sprintf("127.0.0.1:%d:localhost:%d", local, port), "agent@workspace")...)
+			var tunnelErr bytes.Buffer
+			tunnel.Stderr = &tunnelErr
+			if err := tunnel.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { tunnel.Process.Kill(); tunnel.Wait() }()
+			deadline := time.Now().Add(time.Minute)
+			for {
+				resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/via-tunnel", local))
+				if err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if string(b) != "hello from workspace at /via-tunnel" {
+						t.Fatalf("ssh -L: %d %q", resp.StatusCode, b)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("ssh -L never forwarded: %v; ssh said %s", err, tunnelErr.String())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestPreviewsOffByDefault: without --previews, /preview/ is no endpoint
+// and ssh forwarding is refused, even to a workspace server.
+func TestPreviewsOffByDefault(t *testing.T) {
+	c := previewConfig(t, "software", false)
+	r := start(t, c, nil)
+	port := startPreviewServer(t, r, c.Root)
+	if code, body := send(t, http.MethodGet, fmt.Sprintf("%s/preview/%d/", r.url, port), "", previewAuth); code != http.StatusNotFound || !strings.Contains(body, "no endpoint") {
+		t.Fatalf("/preview/ without --previews: %d %s", code, body)
+	}
+	if out, err := sshStdioForward(t, r.url, port); err == nil || !strings.Contains(err.Error(), "port forwarding is off") {
+		t.Fatalf("ssh -W without --previews: %q %v", out, err)
+	}
+}
