@@ -52,10 +52,17 @@ var previewAuth = map[string]string{"Authorization": "Bearer " + previewToken}
 // port it listens on.
 func startPreviewServer(t *testing.T, r *running, root string) int {
 	t.Helper()
-	cmd := previewtest.Install(t, root)
+	return startPreviewServerAs(t, r, root, previewAuth)
+}
+
+// startPreviewServerAs is startPreviewServer with the header hdr (a
+// token), installing previewsrv in dir, where that token's commands run.
+func startPreviewServerAs(t *testing.T, r *running, dir string, hdr map[string]string) int {
+	t.Helper()
+	cmd := previewtest.Install(t, dir)
 	call := func(tool, args string) map[string]any {
 		t.Helper()
-		_, b := send(t, http.MethodPost, r.url+"/execute", `{"tool_name":"`+tool+`","arguments":`+args+`}`, previewAuth)
+		_, b := send(t, http.MethodPost, r.url+"/execute", `{"tool_name":"`+tool+`","arguments":`+args+`}`, hdr)
 		var out map[string]any
 		json.Unmarshal([]byte(b), &out)
 		if out["status"] != "success" {
@@ -286,5 +293,86 @@ func TestPreviewsOffByDefault(t *testing.T) {
 	}
 	if out, err := sshStdioForward(t, r.url, port); err == nil || !strings.Contains(err.Error(), "port forwarding is off") {
 		t.Fatalf("ssh -W without --previews: %q %v", out, err)
+	}
+}
+
+// TestPreviewsScopedTokens: a token of the token file reaches only the
+// servers its scope's commands started, on both faces; a token that may
+// not run commands reaches none; the audit log records each connection.
+func TestPreviewsScopedTokens(t *testing.T) {
+	c := previewConfig(t, "software", true)
+	c.AuditLog = filepath.Join(t.TempDir(), "audit.log")
+	must(t, os.MkdirAll(filepath.Join(c.Root, "a"), 0o755))
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+strings.Join([]string{
+		tokenLine("alice", "alice-token", `,"scope":"a"`),
+		tokenLine("bob", "bob-token", `,"scope":"a","readOnly":true`),
+		tokenLine("carol", "carol-token", `,"scope":"a","exec":false`),
+	}, ",")+`]}`), 0o600))
+	c.TokensFile = tokens
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	rootPort := startPreviewServer(t, r, c.Root)
+	alicePort := startPreviewServerAs(t, r, filepath.Join(c.Root, "a"), bearer("alice-token"))
+
+	get := func(token string, port int) (int, string) {
+		return send(t, http.MethodGet, fmt.Sprintf("%s/preview/%d/", r.url, port), "", bearer(token))
+	}
+	for _, tc := range []struct {
+		token string
+		port  int
+		code  int
+		says  string
+	}{
+		{"alice-token", alicePort, http.StatusOK, "hello from workspace"},
+		{previewToken, alicePort, http.StatusOK, "hello from workspace"},
+		{previewToken, rootPort, http.StatusOK, "hello from workspace"},
+		{"alice-token", rootPort, http.StatusNotFound, "no workspace process listens on this port"},
+		{"bob-token", alicePort, http.StatusForbidden, "may not run commands"},
+		{"carol-token", alicePort, http.StatusForbidden, "may not run commands"},
+	} {
+		if code, body := get(tc.token, tc.port); code != tc.code || !strings.Contains(body, tc.says) {
+			t.Errorf("%s to port %d: %d %s", tc.token, tc.port, code, body)
+		}
+	}
+
+	alice := sshAs(t, r.url, "alice-token")
+	fc, err := alice.Dial("tcp", fmt.Sprintf("localhost:%d", alicePort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(fc, "GET /ssh HTTP/1.0\r\n\r\n")
+	b, _ := io.ReadAll(fc)
+	fc.Close()
+	if !strings.HasSuffix(string(b), "hello from workspace at /ssh") {
+		t.Fatalf("alice over ssh: %q", b)
+	}
+	if _, err := alice.Dial("tcp", fmt.Sprintf("localhost:%d", rootPort)); err == nil || !strings.Contains(err.Error(), "no workspace process listens") {
+		t.Fatalf("alice over ssh to the root's server: %v", err)
+	}
+	for _, host := range []string{"10.0.0.1", "example.com", "127.0.0.2"} {
+		if _, err := alice.Dial("tcp", fmt.Sprintf("%s:%d", host, alicePort)); err == nil || !strings.Contains(err.Error(), "is not localhost, 127.0.0.1 or ::1") {
+			t.Errorf("alice over ssh to %s: %v", host, err)
+		}
+	}
+	carol := sshAs(t, r.url, "carol-token")
+	if _, err := carol.Dial("tcp", fmt.Sprintf("localhost:%d", alicePort)); err == nil || !strings.Contains(err.Error(), "needs a token that may run commands") {
+		t.Fatalf("carol over ssh: %v", err)
+	}
+
+	// The audit log: a line per connection, opened or refused.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		log, _ := os.ReadFile(c.AuditLog)
+		s := string(log)
+		if strings.Contains(s, `"tool":"preview"`) && strings.Contains(s, `"tool":"ssh.forward"`) &&
+			strings.Contains(s, `"caller":"alice"`) && strings.Contains(s, fmt.Sprintf(`"command":"localhost:%d"`, alicePort)) &&
+			strings.Contains(s, `"outcome":"refused: port`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the audit log lacks the previews' lines:\n%s", s)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
