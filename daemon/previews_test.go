@@ -27,7 +27,7 @@ const previewToken = "preview-token"
 // previewConfig is a daemon with a token, the process tools and, when on,
 // --previews, in isolation mode iso; under bwrap its commands have their
 // own network namespace (--exec-network=false).
-func previewConfig(t *testing.T, iso string, on bool) config.Config {
+func previewConfig(t testing.TB, iso string, on bool) config.Config {
 	t.Helper()
 	if iso == "bwrap" {
 		if _, err := exec.LookPath("bwrap"); err != nil {
@@ -50,14 +50,14 @@ var previewAuth = map[string]string{"Authorization": "Bearer " + previewToken}
 
 // startPreviewServer starts previewsrv with process_start and returns the
 // port it listens on.
-func startPreviewServer(t *testing.T, r *running, root string) int {
+func startPreviewServer(t testing.TB, r *running, root string) int {
 	t.Helper()
 	return startPreviewServerAs(t, r, root, previewAuth)
 }
 
 // startPreviewServerAs is startPreviewServer with the header hdr (a
 // token), installing previewsrv in dir, where that token's commands run.
-func startPreviewServerAs(t *testing.T, r *running, dir string, hdr map[string]string) int {
+func startPreviewServerAs(t testing.TB, r *running, dir string, hdr map[string]string) int {
 	t.Helper()
 	cmd := previewtest.Install(t, dir)
 	call := func(tool, args string) map[string]any {
