@@ -384,7 +384,7 @@ func (p *protocols) shutdown(ctx context.Context) error {
 	var errs []error
 	if p.previews != nil {
 		// Proxied WebSockets are hijacked connections too; closing their
-		// workspace ends end them.
+		// connections to the workspace ends them.
 		errs = append(errs, p.previews.Close())
 	}
 	if p.gateway != nil {
