@@ -578,7 +578,7 @@ type child struct {
 	cmd        *exec.Cmd
 	boundary   string // the directory the command may not leave (Request.Boundary, validated)
 	ownsTree   bool   // the strategy's ownsTree: killing the top process ends the tree
-	session    bool // a pty: the child leads its own session
+	session    bool   // a pty: the child leads its own session
 	timedOut   atomic.Bool
 	want       atomic.Bool  // a kill was asked for (maybe before the start)
 	pid        atomic.Int64 // set once started
