@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/previewtest"
@@ -374,5 +375,51 @@ func TestPreviewsScopedTokens(t *testing.T) {
 			t.Fatalf("the audit log lacks the previews' lines:\n%s", s)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPreviewsOnSSHPort: the SSH port (--ssh-listen) forwards to a
+// workspace server for a key of authorized_keys, not for one marked
+// restrict, and never to the daemon's own HTTP port.
+func TestPreviewsOnSSHPort(t *testing.T) {
+	c := previewConfig(t, "software", true)
+	dir := t.TempDir()
+	_, line, signer := clientKey(t, dir, "good")
+	_, restrictedLine, restricted := clientKey(t, dir, "restricted")
+	authz := filepath.Join(dir, "authorized_keys")
+	must(t, os.WriteFile(authz, []byte(line+"\nrestrict "+restrictedLine+"\n"), 0o600))
+	c.SSHListen = freeAddr(t)
+	c.SSHAuthorizedKeys = authz
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	waitFor(t, "the SSH port", func() bool { return r.d.SSHAddr() != "" })
+	port := startPreviewServer(t, r, c.Root)
+
+	login := func(s gossh.Signer) *gossh.Client {
+		t.Helper()
+		cl, err := gossh.Dial("tcp", r.d.SSHAddr(), &gossh.ClientConfig{User: "agent", Auth: []gossh.AuthMethod{gossh.PublicKeys(s)},
+			HostKeyCallback: gossh.InsecureIgnoreHostKey()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Close() })
+		return cl
+	}
+	good := login(signer)
+	fc, err := good.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(fc, "GET /port HTTP/1.0\r\n\r\n")
+	b, _ := io.ReadAll(fc)
+	fc.Close()
+	if !strings.HasSuffix(string(b), "hello from workspace at /port") {
+		t.Fatalf("through the SSH port: %q", b)
+	}
+	if _, err := good.Dial("tcp", fmt.Sprintf("localhost:%d", portOf(t, r.url))); err == nil || !strings.Contains(err.Error(), "no workspace process listens") {
+		t.Fatalf("the daemon's own port through the SSH port: %v", err)
+	}
+	if _, err := login(restricted).Dial("tcp", fmt.Sprintf("localhost:%d", port)); err == nil || !strings.Contains(err.Error(), "not permitted for this key") {
+		t.Fatalf("a restrict key: %v", err)
 	}
 }
