@@ -203,8 +203,10 @@ func TestPreviewsOnDaemon(t *testing.T) {
 			if code, body := send(t, http.MethodGet, base+"/headers", "", previewAuth); code != http.StatusOK || body != fmt.Sprintf(`host=localhost:%d authorization=""`, port) {
 				t.Fatalf("the server saw %d %q: the token must not reach it", code, body)
 			}
-			if code, _ := send(t, http.MethodGet, base+"/", "", nil); code != http.StatusUnauthorized {
-				t.Fatalf("without the token: %d", code)
+			for _, path := range []string{base + "/", r.url + "/preview/x/"} {
+				if code, body := send(t, http.MethodGet, path, "", nil); code != http.StatusUnauthorized || strings.Contains(body, "port") {
+					t.Fatalf("%s without the token: %d %s", path, code, body)
+				}
 			}
 			req, _ := http.NewRequest(http.MethodGet, base, nil)
 			req.Header.Set("Authorization", "Bearer "+previewToken)

@@ -31,7 +31,9 @@
 // would get that process's connection; a pid that ends and is reused in the
 // microseconds between listing the workspace's processes and reading its
 // descriptors is judged as the new process. A namespace is only entered
-// after checking its identity (the inode of the opened descriptor).
+// after checking its identity (the inode of the opened descriptor). When
+// commands in different namespaces (two bwrap commands) listen on the same
+// port, one of them is reached.
 //
 // Every connection counts against Options.MaxConns until it is closed (an
 // idle pooled connection of the HTTP proxy included: it is dropped to make

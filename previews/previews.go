@@ -228,8 +228,8 @@ func (p *Previews) find(within string, port int) []Port {
 	var out []Port
 	for _, ns := range order {
 		group := byNS[ns]
-		listeners, v4 := p.listeners(group[0], port)
-		if len(listeners) == 0 {
+		listeners, v4, read := p.listeners(group, port)
+		if !read || len(listeners) == 0 {
 			continue
 		}
 		wanted := make(map[uint64]Listener, len(listeners))
@@ -266,15 +266,31 @@ func sortPorts(ps []Port) {
 	}
 }
 
-// listeners reads the listening sockets of pid's namespace (port only,
-// unless 0) and which ports have an IPv4 listener there.
-func (p *Previews) listeners(pid, port int) ([]Listener, map[uint16]bool) {
-	var out []Listener
-	v4 := map[uint16]bool{}
+// listeners reads the listening sockets of the namespace the processes
+// pids share (port only, unless 0), through the first of them still there,
+// and which ports have an IPv4 listener there. read is false when none of
+// them could be read.
+func (p *Previews) listeners(pids []int, port int) (out []Listener, v4 map[uint16]bool, read bool) {
+	v4 = map[uint16]bool{}
+	var tcp4 []byte
+	pid := 0
+	for _, c := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(c) + "/net/tcp")
+		if err == nil {
+			tcp4, pid = b, c
+			break
+		}
+	}
+	if pid == 0 {
+		return nil, nil, false // they all ended meanwhile
+	}
 	for _, table := range []string{"tcp", "tcp6"} {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/" + table)
-		if err != nil {
-			continue // no IPv6 in this kernel, or the process ended
+		b := tcp4
+		if table == "tcp6" {
+			var err error
+			if b, err = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/tcp6"); err != nil {
+				continue // no IPv6 in this kernel, or the process ended
+			}
 		}
 		ls, err := ParseNetTCP(b)
 		if err != nil {
@@ -290,7 +306,7 @@ func (p *Previews) listeners(pid, port int) ([]Listener, map[uint16]bool) {
 			}
 		}
 	}
-	return out, v4
+	return out, v4, true
 }
 
 // socketsOf returns the inodes among wanted that pid holds a descriptor of.

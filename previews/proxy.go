@@ -64,14 +64,16 @@ func (p *Previews) Proxy(prefix string, admit func(http.ResponseWriter, *http.Re
 			writeError(w, ErrBadTarget)
 			return
 		}
+		// Admission first: a request without the token learns nothing,
+		// not even whether its port was well formed.
+		caller, ok := admit(w, r)
+		if !ok {
+			return
+		}
 		seg, tail, slash := strings.Cut(rest, "/")
 		port, err := ParsePort(seg)
 		if err != nil {
 			writeError(w, err)
-			return
-		}
-		caller, ok := admit(w, r)
-		if !ok {
 			return
 		}
 		if !slash {
