@@ -218,7 +218,7 @@ func TestPreviewsOnDaemon(t *testing.T) {
 			if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusMovedPermanently || loc != fmt.Sprintf("/preview/%d/", port) {
 				t.Fatalf("/preview/%d without its slash: %d %q", port, resp.StatusCode, loc)
 			}
-			for _, bad := range []string{"/preview/0/", "/preview/65536/", "/preview/080/", "/preview/x/", "/preview//"} {
+			for _, bad := range []string{"/preview/0/", "/preview/65536/", "/preview/080/", "/preview/x/", "/preview/8080x/", "/preview/-1/"} {
 				if code, body := send(t, http.MethodGet, r.url+bad, "", previewAuth); code != http.StatusBadRequest || !strings.Contains(body, "not a port number") {
 					t.Errorf("%s: %d %s", bad, code, body)
 				}
@@ -318,6 +318,20 @@ func TestPreviewsScopedTokens(t *testing.T) {
 	rootPort := startPreviewServer(t, r, c.Root)
 	alicePort := startPreviewServerAs(t, r, filepath.Join(c.Root, "a"), bearer("alice-token"))
 
+	list := func(token string) string {
+		t.Helper()
+		code, body := send(t, http.MethodGet, r.url+"/preview/", "", bearer(token))
+		if code != http.StatusOK {
+			t.Fatalf("GET /preview/ as %s: %d %s", token, code, body)
+		}
+		return strings.TrimSpace(body)
+	}
+	if got, want := list("alice-token"), fmt.Sprintf(`{"ports":[{"port":%d,"address":"127.0.0.1"}]}`, alicePort); got != want {
+		t.Errorf("alice's list: %s, want %s", got, want)
+	}
+	if got := list(previewToken); !strings.Contains(got, fmt.Sprintf(`"port":%d`, alicePort)) || !strings.Contains(got, fmt.Sprintf(`"port":%d`, rootPort)) {
+		t.Errorf("the daemon token's list: %s", got)
+	}
 	get := func(token string, port int) (int, string) {
 		return send(t, http.MethodGet, fmt.Sprintf("%s/preview/%d/", r.url, port), "", bearer(token))
 	}

@@ -23,7 +23,12 @@ import (
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		previewtest.Cleanup()
+		os.Exit(code)
+	}))
+}
 
 // newExecutor is a real executor in mode over a fresh workspace; under
 // bwrap its commands get their own network namespace (NoNetwork).

@@ -25,6 +25,9 @@ import (
 // ports it reaches). The Authorization header, which carries the daemon's
 // token, is not forwarded; the server sees Host "localhost:{port}".
 //
+// The prefix itself (GET /preview/) lists the ports the caller reaches:
+// {"ports":[{"port":8000,"address":"127.0.0.1"}]}, lowest first.
+//
 // Answers of its own, as {"error","message"} JSON: 400 for a path that
 // names no port, 404 for a port no workspace process listens on, 503 over
 // the connection cap, 502 when the server cannot be reached.
@@ -68,6 +71,10 @@ func (p *Previews) Proxy(prefix string, admit func(http.ResponseWriter, *http.Re
 		// not even whether its port was well formed.
 		caller, ok := admit(w, r)
 		if !ok {
+			return
+		}
+		if rest == "" {
+			p.serveList(w, r, caller)
 			return
 		}
 		seg, tail, slash := strings.Cut(rest, "/")
@@ -139,11 +146,37 @@ func writeError(w http.ResponseWriter, err error) {
 	case errors.Is(err, context.Canceled):
 		return // the client went away; nobody reads an answer
 	}
+	writeStatus(w, status, title, "preview: "+err.Error())
+}
+
+func writeStatus(w http.ResponseWriter, status int, title, msg string) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(struct {
 		Error   string `json:"error"`
 		Message string `json:"message"`
-	}{title, "preview: " + err.Error()})
+	}{title, msg})
+}
+
+// serveList answers GET prefix with the ports c reaches.
+func (p *Previews) serveList(w http.ResponseWriter, r *http.Request, c Caller) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeStatus(w, http.StatusMethodNotAllowed, "Method Not Allowed", "the list of ports is read with GET")
+		return
+	}
+	type port struct {
+		Port    int    `json:"port"`
+		Address string `json:"address"`
+	}
+	list := struct {
+		Ports []port `json:"ports"`
+	}{Ports: []port{}}
+	for _, pt := range p.Ports(c.Within) {
+		list.Ports = append(list.Ports, port{pt.Port, pt.Addr.String()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(list)
 }

@@ -44,12 +44,22 @@ func Install(tb testing.TB, dir string) string {
 	return "./" + Name
 }
 
+// Cleanup removes what Install built; call it from TestMain after m.Run.
+func Cleanup() {
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+}
+
+var dir string
+
 func build() {
-	dir, e := os.MkdirTemp("", "agentbe-previewsrv-")
+	d, e := os.MkdirTemp("", "agentbe-previewsrv-")
 	if e != nil {
 		err = e
 		return
 	}
+	dir = d
 	built = filepath.Join(dir, Name)
 	cmd := exec.Command("go", "build", "-trimpath", "-o", built, "github.com/agentbe/agentbe-daemon/internal/previewtest/previewsrv")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
