@@ -10,7 +10,7 @@ import (
 // BenchmarkPreviewProxy measures /preview/{port}/ beside the same
 // workspace server reached directly on its loopback port, in one run: a
 // small GET (the page's text) and a 1 MiB body, each on a keep-alive
-// client. Under bwrap the direct figure is not reachable from the host (the
+// client; and, as the floor of any hop through the daemon, GET /health. Under bwrap the direct figure is not reachable from the host (the
 // server is in its own network namespace), so only software isolation is
 // compared. Run:
 //
@@ -52,8 +52,17 @@ func BenchmarkPreviewProxy(b *testing.B) {
 			name string
 			base string
 			auth bool
-		}{{"direct", direct, false}, {"preview", proxied, true}} {
+		}{{"direct", direct, false}, {"preview", proxied, true}, {"daemon-health", r.url, true}} {
+			if via.name == "daemon-health" {
+				if tc.size > 0 {
+					continue
+				}
+				// The floor of one hop through the daemon: its cheapest
+				// endpoint, on the same kind of connection.
+				tc.path = "/health"
+			}
 			b.Run(tc.name+"/"+via.name, func(b *testing.B) {
+
 				if tc.size > 0 {
 					b.SetBytes(int64(tc.size))
 				}
