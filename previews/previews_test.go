@@ -285,3 +285,35 @@ func TestPreviewClose(t *testing.T) {
 }
 
 func mkdir(d string) error { return os.MkdirAll(d, 0o755) }
+
+// TestPreviewDialAddresses: a server bound to a wildcard or to IPv6
+// loopback is reached where it listens, in both namespaces.
+func TestPreviewDialAddresses(t *testing.T) {
+	addrs := []string{"0.0.0.0:0"}
+	if l, err := net.Listen("tcp6", "[::1]:0"); err != nil {
+		t.Logf("no IPv6 loopback on this machine (%v): IPv4 only", err)
+	} else {
+		l.Close()
+		addrs = append(addrs, "[::1]:0", "[::]:0")
+	}
+	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeBwrap} {
+		for _, addr := range addrs {
+			t.Run(string(mode)+"/"+addr, func(t *testing.T) {
+				ex, root := newExecutor(t, mode)
+				p, err := New(Options{Executor: ex})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Close()
+				port := startServer(t, ex, root, root, "-addr "+addr)
+				c, err := p.Dial(context.Background(), Caller{}, port)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if body := get(t, c, "/"); body != "hello from the workspace at /" {
+					t.Fatalf("got %q", body)
+				}
+			})
+		}
+	}
+}
