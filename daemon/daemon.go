@@ -222,7 +222,10 @@ type healthBody struct {
 	Isolation       string          `json:"isolation"`
 	IsolationReason string          `json:"isolationReason,omitempty"`
 	// Fsync says writes are durable before they are acknowledged (--fsync).
-	Fsync         bool    `json:"fsync"`
+	Fsync bool `json:"fsync"`
+	// Previews says /preview/ and SSH forwarding serve the workspace's
+	// ports (--previews).
+	Previews      bool    `json:"previews"`
 	UptimeSeconds float64 `json:"uptimeSeconds"`
 	// Tools is how many tools the registry serves; Providers says, per
 	// provider, its state and how many of them it serves.
@@ -264,6 +267,7 @@ func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
 		Isolation:       mode,
 		IsolationReason: reason,
 		Fsync:           d.cfg.Fsync,
+		Previews:        d.proto.previews != nil,
 		UptimeSeconds:   time.Since(d.started).Seconds(),
 		Tools:           len(d.proto.reg.List()),
 		Providers:       d.proto.reg.Providers(),

@@ -195,6 +195,9 @@ func TestPreviewsOnDaemon(t *testing.T) {
 			r := start(t, c, nil)
 			port := startPreviewServer(t, r, c.Root)
 			base := fmt.Sprintf("%s/preview/%d", r.url, port)
+			if _, health := get(t, r.url+"/health"); !strings.Contains(string(health), `"previews":true`) {
+				t.Errorf("/health: %s", health)
+			}
 
 			code, body := send(t, http.MethodGet, base+"/some/page?q=1", "", previewAuth)
 			if code != http.StatusOK || body != "hello from workspace at /some/page?q=1" {
@@ -291,6 +294,9 @@ func TestPreviewsOffByDefault(t *testing.T) {
 	c := previewConfig(t, "software", false)
 	r := start(t, c, nil)
 	port := startPreviewServer(t, r, c.Root)
+	if _, health := get(t, r.url+"/health"); !strings.Contains(string(health), `"previews":false`) {
+		t.Errorf("/health: %s", health)
+	}
 	if code, body := send(t, http.MethodGet, fmt.Sprintf("%s/preview/%d/", r.url, port), "", previewAuth); code != http.StatusNotFound || !strings.Contains(body, "no endpoint") {
 		t.Fatalf("/preview/ without --previews: %d %s", code, body)
 	}
