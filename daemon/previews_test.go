@@ -203,7 +203,7 @@ func TestPreviewsOnDaemon(t *testing.T) {
 			if code != http.StatusOK || body != "hello from workspace at /some/page?q=1" {
 				t.Fatalf("GET through /preview/: %d %q", code, body)
 			}
-			if code, body := send(t, http.MethodGet, base+"/headers", "", previewAuth); code != http.StatusOK || body != fmt.Sprintf(`host=localhost:%d authorization=""`, port) {
+			if code, body := send(t, http.MethodGet, base+"/headers", "", previewAuth); code != http.StatusOK || body != fmt.Sprintf(`host=localhost:%d authorization="" prefix=/preview/%d forwarded-host=%s`, port, port, strings.TrimPrefix(r.url, "http://")) {
 				t.Fatalf("the server saw %d %q: the token must not reach it", code, body)
 			}
 			for _, path := range []string{base + "/", r.url + "/preview/x/"} {

@@ -23,7 +23,9 @@ import (
 // admit runs first and either refuses the request (it wrote the answer,
 // ok false) or says who the caller is (its Caller.Within decides which
 // ports it reaches). The Authorization header, which carries the daemon's
-// token, is not forwarded; the server sees Host "localhost:{port}".
+// token, is not forwarded; the server sees Host "localhost:{port}", and
+// X-Forwarded-Host, -Proto, -For and -Prefix ("/preview/{port}") say how
+// the client reached it.
 //
 // The prefix itself (GET /preview/) lists the ports the caller reaches:
 // {"ports":[{"port":8000,"address":"127.0.0.1"}]}, lowest first.
@@ -55,6 +57,10 @@ func (p *Previews) Proxy(prefix string, admit func(http.ResponseWriter, *http.Re
 			pr.Out.URL.Path, pr.Out.URL.RawPath = t.path, t.rawPath
 			pr.Out.Host = "localhost:" + strconv.Itoa(t.port)
 			pr.Out.Header.Del("Authorization")
+			// Where the client reached it, for links an app builds: the
+			// daemon's host and scheme, and the path prefix it strips.
+			pr.SetXForwarded()
+			pr.Out.Header.Set("X-Forwarded-Prefix", t.prefix)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			writeError(w, err)
@@ -91,7 +97,7 @@ func (p *Previews) Proxy(prefix string, admit func(http.ResponseWriter, *http.Re
 			http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
 			return
 		}
-		t := target{port: port, within: caller.Within, caller: caller, key: poolKey(caller.Within), rawPath: "/" + tail}
+		t := target{port: port, within: caller.Within, caller: caller, key: poolKey(caller.Within), rawPath: "/" + tail, prefix: prefix + seg}
 		if t.path, err = url.PathUnescape(t.rawPath); err != nil {
 			writeError(w, ErrBadTarget)
 			return
@@ -112,6 +118,7 @@ type target struct {
 	within, key   string
 	caller        Caller
 	path, rawPath string
+	prefix        string // "/preview/{port}"
 }
 
 // poolKey names a scope in the transport's pool, so that a connection

@@ -40,7 +40,8 @@ func main() {
 		_, _ = w.Write([]byte(strings.Repeat("x", n)))
 	})
 	mux.HandleFunc("/headers", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "host=%s authorization=%q", r.Host, r.Header.Get("Authorization"))
+		fmt.Fprintf(w, "host=%s authorization=%q prefix=%s forwarded-host=%s", r.Host, r.Header.Get("Authorization"),
+			r.Header.Get("X-Forwarded-Prefix"), r.Header.Get("X-Forwarded-Host"))
 	})
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
 		c, err := up.Upgrade(w, r, nil)
