@@ -5,23 +5,30 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // BenchmarkPreviewProxy measures /preview/{port}/ beside the same
-// workspace server reached directly on its loopback port, in one run: a
-// small GET (the page's text) and a 1 MiB body, each on a keep-alive
-// client; and, as the floor of any hop through the daemon, GET /health. Under bwrap the direct figure is not reachable from the host (the
-// server is in its own network namespace), so only software isolation is
-// compared. Run:
+// workspace server reached directly on its loopback port, in one run and
+// interleaved (each iteration asks both, so a shared machine's drift falls
+// on both alike): a small GET (the page's text) and a 1 MiB body, each on
+// a keep-alive client. It reports each path's time per request
+// (direct-ns/req, preview-ns/req), their ratio (preview/direct), and for
+// the 1 MiB body each path's throughput (direct-MB/s, preview-MB/s).
+// "daemon-health" is the floor of any hop through the daemon: GET /health
+// on the same kind of connection. Under bwrap the direct path is not
+// reachable from the host (the server is in its own network namespace), so
+// the comparison runs in software isolation. Run:
 //
-//	go test -run '^$' -bench PreviewProxy -benchtime 2000x ./daemon/
+//	go test -run '^$' -bench PreviewProxy -benchtime 2000x -count 5 ./daemon/
 func BenchmarkPreviewProxy(b *testing.B) {
 	c := previewConfig(b, "software", true)
 	r := start(b, c, nil)
 	port := startPreviewServer(b, r, c.Root)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
 	defer client.CloseIdleConnections()
-	fetch := func(b *testing.B, url string, auth bool, want int) {
+	fetch := func(b *testing.B, url string, auth bool, want int) time.Duration {
+		start := time.Now()
 		req, err := http.NewRequest(http.MethodGet, url, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -38,6 +45,7 @@ func BenchmarkPreviewProxy(b *testing.B) {
 		if err != nil || resp.StatusCode != http.StatusOK || (want > 0 && n != int64(want)) {
 			b.Fatalf("%s: %d, %d bytes, %v", url, resp.StatusCode, n, err)
 		}
+		return time.Since(start)
 	}
 	direct := fmt.Sprintf("http://127.0.0.1:%d", port)
 	proxied := fmt.Sprintf("%s/preview/%d", r.url, port)
@@ -48,30 +56,28 @@ func BenchmarkPreviewProxy(b *testing.B) {
 		{"small", "/", 0},
 		{"1MiB", fmt.Sprintf("/bytes?n=%d", 1<<20), 1 << 20},
 	} {
-		for _, via := range []struct {
-			name string
-			base string
-			auth bool
-		}{{"direct", direct, false}, {"preview", proxied, true}, {"daemon-health", r.url, true}} {
-			if via.name == "daemon-health" {
-				if tc.size > 0 {
-					continue
-				}
-				// The floor of one hop through the daemon: its cheapest
-				// endpoint, on the same kind of connection.
-				tc.path = "/health"
+		b.Run(tc.name, func(b *testing.B) {
+			// Warm both pools: every measured request reuses a connection.
+			fetch(b, direct+tc.path, false, tc.size)
+			fetch(b, proxied+tc.path, true, tc.size)
+			var d, p time.Duration
+			for b.Loop() {
+				d += fetch(b, direct+tc.path, false, tc.size)
+				p += fetch(b, proxied+tc.path, true, tc.size)
 			}
-			b.Run(tc.name+"/"+via.name, func(b *testing.B) {
-
-				if tc.size > 0 {
-					b.SetBytes(int64(tc.size))
-				}
-				fetch(b, via.base+tc.path, via.auth, tc.size) // warm the pool
-				b.ResetTimer()
-				for b.Loop() {
-					fetch(b, via.base+tc.path, via.auth, tc.size)
-				}
-			})
-		}
+			n := float64(b.N)
+			b.ReportMetric(float64(d.Nanoseconds())/n, "direct-ns/req")
+			b.ReportMetric(float64(p.Nanoseconds())/n, "preview-ns/req")
+			b.ReportMetric(float64(p)/float64(d), "preview/direct")
+			if tc.size > 0 {
+				b.ReportMetric(float64(tc.size)*n/d.Seconds()/1e6, "direct-MB/s")
+				b.ReportMetric(float64(tc.size)*n/p.Seconds()/1e6, "preview-MB/s")
+			}
+		})
 	}
+	b.Run("daemon-health", func(b *testing.B) {
+		for b.Loop() {
+			fetch(b, r.url+"/health", true, 0)
+		}
+	})
 }
