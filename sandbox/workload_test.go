@@ -27,30 +27,27 @@ func TestWorkspaceProcesses(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			// The command says in a file when its child runs; the child is
-			// then found by name among the host pids (under bwrap, $! would
-			// be a pid of the sandbox's own namespace).
-			p, err := ex.Start(context.Background(), Request{Command: "sleep 60 & echo started > ready; wait", Boundary: scope}, Stdio{})
+			p, err := ex.Start(context.Background(), Request{Command: "sleep 60 & wait", Boundary: scope}, Stdio{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer func() { _ = p.Signal("KILL"); _, _ = p.Wait() }()
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				if b, _ := os.ReadFile(filepath.Join(scope, "ready")); strings.TrimSpace(string(b)) == "started" {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the command never started its child")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			// The child is found by name among the host pids (under bwrap,
+			// $! would be a pid of the sandbox's own namespace), once it has
+			// exec'd sleep.
 			top := p.(*process).Pid()
 			var sleeps []int
-			for _, pid := range WorkspaceProcesses(ex, "") {
-				if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
-					sleeps = append(sleeps, pid)
+			deadline := time.Now().Add(30 * time.Second)
+			for len(sleeps) == 0 {
+				for _, pid := range WorkspaceProcesses(ex, "") {
+					if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
+						sleeps = append(sleeps, pid)
+					}
 				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no sleep among the workspace's processes %v", WorkspaceProcesses(ex, ""))
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
 			all := WorkspaceProcesses(ex, "")
 			if !slices.Contains(all, top) || len(sleeps) != 1 {
