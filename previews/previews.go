@@ -3,6 +3,7 @@
 package previews
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -251,19 +253,21 @@ func (p *Previews) find(within string, port int) []Port {
 	return out
 }
 
+// sortPorts orders by port, IPv4 before IPv6 for the same port (the
+// plainer path to dial).
 func sortPorts(ps []Port) {
-	// IPv4 before IPv6 for the same port: the plainer path to dial.
-	less := func(a, b Port) bool {
-		if a.Port != b.Port {
-			return a.Port < b.Port
+	slices.SortStableFunc(ps, func(a, b Port) int {
+		if c := cmp.Compare(a.Port, b.Port); c != 0 {
+			return c
 		}
-		return a.Addr.Is4() && !b.Addr.Is4()
-	}
-	for i := 1; i < len(ps); i++ {
-		for j := i; j > 0 && less(ps[j], ps[j-1]); j-- {
-			ps[j], ps[j-1] = ps[j-1], ps[j]
+		switch {
+		case a.Addr.Is4() && !b.Addr.Is4():
+			return -1
+		case !a.Addr.Is4() && b.Addr.Is4():
+			return 1
 		}
-	}
+		return 0
+	})
 }
 
 // listeners reads the listening sockets of the namespace the processes
