@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 
 // newExecutor is a real executor in mode over a fresh workspace; under
 // bwrap its commands get their own network namespace (NoNetwork).
-func newExecutor(t *testing.T, mode sandbox.Mode) (sandbox.Executor, string) {
+func newExecutor(t testing.TB, mode sandbox.Mode) (sandbox.Executor, string) {
 	t.Helper()
 	if mode == sandbox.ModeBwrap {
 		if _, err := exec.LookPath("bwrap"); err != nil {
@@ -54,7 +54,7 @@ func newExecutor(t *testing.T, mode sandbox.Mode) (sandbox.Executor, string) {
 // startServer starts previewsrv as a workspace command (in dir below the
 // workspace root, with args) and returns the port it listens on. The test's
 // end kills it.
-func startServer(t *testing.T, ex sandbox.Executor, root, dir, args string) int {
+func startServer(t testing.TB, ex sandbox.Executor, root, dir, args string) int {
 	t.Helper()
 	bin := previewtest.Install(t, root)
 	req := sandbox.Request{Command: bin + " " + args}
