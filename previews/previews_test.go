@@ -31,7 +31,8 @@ func TestMain(m *testing.M) {
 }
 
 // newExecutor is a real executor in mode over a fresh workspace; under
-// bwrap its commands get their own network namespace (NoNetwork).
+// bwrap its commands get their own network namespace (NoNetwork), under
+// landlock they keep TCP (NoNetwork would refuse their bind).
 func newExecutor(t testing.TB, mode sandbox.Mode) (sandbox.Executor, string) {
 	t.Helper()
 	if mode == sandbox.ModeBwrap {
@@ -111,12 +112,13 @@ func get(t *testing.T, c net.Conn, path string) string {
 	return body
 }
 
-// TestPreviewDial, in both namespaces: a workspace server is reached; a
+// TestPreviewDial, in both namespaces (software and landlock share the
+// daemon's, bwrap has its own): a workspace server is reached; a
 // loopback server of the host's, a scope that did not start the server, a
 // closed port and one over the cap are refused, each with its error; every
 // connection is recorded.
 func TestPreviewDial(t *testing.T) {
-	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeBwrap} {
+	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeLandlock, sandbox.ModeBwrap} {
 		t.Run(string(mode), func(t *testing.T) {
 			ex, root := newExecutor(t, mode)
 			var mu sync.Mutex
@@ -296,7 +298,7 @@ func TestPreviewDialAddresses(t *testing.T) {
 		l.Close()
 		addrs = append(addrs, "[::1]:0", "[::]:0")
 	}
-	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeBwrap} {
+	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeLandlock, sandbox.ModeBwrap} {
 		for _, addr := range addrs {
 			t.Run(string(mode)+"/"+addr, func(t *testing.T) {
 				ex, root := newExecutor(t, mode)
