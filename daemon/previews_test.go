@@ -445,3 +445,38 @@ func TestPreviewsOnSSHPort(t *testing.T) {
 		t.Fatalf("a restrict key: %v", err)
 	}
 }
+
+// TestPreviewsShutdownEndsProxiedWebSockets: a WebSocket proxied to a
+// workspace server (a hijacked connection the HTTP server does not track)
+// ends when the daemon stops, and the stop does not wait on it.
+func TestPreviewsShutdownEndsProxiedWebSockets(t *testing.T) {
+	c := previewConfig(t, "software", true)
+	r := start(t, c, nil)
+	port := startPreviewServer(t, r, c.Root)
+	ws, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("ws%s/preview/%d/echo", strings.TrimPrefix(r.url, "http"), port),
+		http.Header{"Authorization": {"Bearer " + previewToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	if err := ws.WriteMessage(websocket.TextMessage, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if _, m, err := ws.ReadMessage(); err != nil || string(m) != "hi" {
+		t.Fatalf("echo: %q %v", m, err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.stop() }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+	case <-time.After(c.ShutdownTimeout + 10*time.Second):
+		t.Fatal("the daemon's stop waited on a proxied WebSocket")
+	}
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, _, err := ws.ReadMessage(); err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("the proxied WebSocket outlived the daemon: %v", err)
+	}
+}
