@@ -469,18 +469,23 @@ func enterAndDial(ctx context.Context, fd int, addr string, done chan<- dialResu
 		return
 	}
 	// No UnlockOSThread from here on: see dialInNamespace.
+	done <- setnsAndDial(ctx, fd, addr)
+}
+
+// setnsAndDial enters the namespace fd on the calling thread, which must be
+// locked and never unlocked afterwards, and connects to addr.
+func setnsAndDial(ctx context.Context, fd int, addr string) dialResult {
 	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
 		if errors.Is(err, syscall.EPERM) {
 			err = fmt.Errorf("%w: entering it needs CAP_SYS_ADMIN (run the daemon as root, or with that capability): %v", ErrNamespace, err)
 		} else {
 			err = fmt.Errorf("%w: %v", ErrNamespace, err)
 		}
-		done <- dialResult{nil, err}
-		return
+		return dialResult{nil, err}
 	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
-	done <- dialResult{c, err}
+	return dialResult{c, err}
 }
 
 // slot is one of the MaxConns places, held from Dial until the connection

@@ -12,12 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/internal/previewtest"
 	"github.com/agentbe/agentbe-daemon/sandbox"
@@ -317,5 +319,61 @@ func TestPreviewDialAddresses(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestPreviewDialNeedsCapSysAdmin: on a thread without CAP_SYS_ADMIN
+// (capabilities are per thread: the test drops it from one it then lets
+// Go end), entering a sandbox's namespace fails saying what is missing.
+func TestPreviewDialNeedsCapSysAdmin(t *testing.T) {
+	ex, root := newExecutor(t, sandbox.ModeBwrap)
+	p, err := New(Options{Executor: ex})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	port := startServer(t, ex, root, root, "")
+	ports := p.Ports("")
+	if len(ports) != 1 || ports[0].ns == p.selfNS {
+		t.Fatalf("want one port in a namespace of its own: %+v", ports)
+	}
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", ports[0].Pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	done := make(chan dialResult, 1)
+	var drop func()
+	drop = func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if unix.Gettid() == unix.Getpid() {
+			// Not the main thread, which Go never ends: hold it while
+			// another goroutine does the work (as enterAndDial does).
+			held := make(chan struct{})
+			go func() { drop(); close(held) }()
+			<-held
+			runtime.UnlockOSThread() // unchanged: its capabilities were not touched
+			return
+		}
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			done <- dialResult{nil, err}
+			return
+		}
+		data[0].Effective &^= 1 << unix.CAP_SYS_ADMIN
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			done <- dialResult{nil, err}
+			return
+		}
+		done <- setnsAndDial(context.Background(), fd, fmt.Sprintf("127.0.0.1:%d", port))
+	}
+	go drop()
+	r := <-done
+	if r.c != nil {
+		r.c.Close()
+	}
+	if !errors.Is(r.err, ErrNamespace) || !strings.Contains(r.err.Error(), "needs CAP_SYS_ADMIN") {
+		t.Fatalf("without CAP_SYS_ADMIN: %v", r.err)
 	}
 }
