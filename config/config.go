@@ -150,6 +150,10 @@ type Config struct {
 	NetAllowPrivate bool
 	NetAllowCIDRs   []string
 	NetAllowPorts   []string
+	// Previews lets authorized clients reach the ports the workspace's
+	// processes listen on: SSH direct-tcpip (`ssh -L`) and /preview/{port}/
+	// (package previews, docs/processes.md).
+	Previews bool
 	// ExecApprovals is system.run's policy file; ExecApprovalMode and
 	// ExecAsk its mode and ask setting; ExecApprovalTTL how long a pending
 	// approval waits; ExecAskClient asks the MCP client's user (elicitation)

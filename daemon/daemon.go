@@ -35,6 +35,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/extensions"
 	"github.com/agentbe/agentbe-daemon/gwtools"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/previews"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sshd"
 	"github.com/agentbe/agentbe-daemon/upstream"
@@ -54,6 +55,9 @@ type Options struct {
 	sessionEnded func(sshd.SessionRecord)
 	// sshAuthAttempt counts the SSH port's login attempts, set by New.
 	sshAuthAttempt func(method, outcome string)
+	// previewOpened logs a connection --previews opened or refused, set
+	// by New.
+	previewOpened func(previews.Record)
 	// approvalDecided logs an operator's decision, set by New.
 	approvalDecided func(p gwtools.Pending, approved, always bool, remote string)
 	// browserTweak, when set, changes the browser provider's options (tests
@@ -140,6 +144,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	d.proto.reg = newToolRegistry(cfg, d)
 	if d.audit != nil {
 		opts.sessionEnded = d.auditSession
+		opts.previewOpened = d.auditPreview
 	}
 	opts.approvalDecided = d.auditApproval
 	if cfg.SSHListen != "" {
@@ -181,6 +186,9 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	if d.proto.siteHTTP != nil {
 		d.handleWork(routeSite, d.proto.siteHTTP)
 	}
+	if d.proto.previewHTTP != nil {
+		d.handleWork(routePreview, d.proto.previewHTTP)
+	}
 	if d.proto.approvals != nil {
 		h := d.proto.approvals.ApprovalsHandler(cfg.OperatorToken, d.auditApproval)
 		d.handleWork(routeApprovals, h)
@@ -218,7 +226,10 @@ type healthBody struct {
 	Isolation       string          `json:"isolation"`
 	IsolationReason string          `json:"isolationReason,omitempty"`
 	// Fsync says writes are durable before they are acknowledged (--fsync).
-	Fsync         bool    `json:"fsync"`
+	Fsync bool `json:"fsync"`
+	// Previews says /preview/ and SSH forwarding serve the workspace's
+	// ports (--previews).
+	Previews      bool    `json:"previews"`
 	UptimeSeconds float64 `json:"uptimeSeconds"`
 	// Tools is how many tools the registry serves; Providers says, per
 	// provider, its state and how many of them it serves.
@@ -263,6 +274,7 @@ func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
 		Isolation:       mode,
 		IsolationReason: reason,
 		Fsync:           d.cfg.Fsync,
+		Previews:        d.proto.previews != nil,
 		UptimeSeconds:   time.Since(d.started).Seconds(),
 		Tools:           len(d.proto.reg.List()),
 		Providers:       d.proto.reg.Providers(),

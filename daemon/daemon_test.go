@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,9 +19,18 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/internal/previewtest"
+	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
+	"github.com/agentbe/agentbe-daemon/internal/testbin"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		testbin.Cleanup()
+		previewtest.Cleanup()
+		os.Exit(code)
+	}))
+}
 
 func testConfig(t testing.TB) config.Config {
 	t.Helper()

@@ -31,11 +31,16 @@ const (
 	// routeApprovals is the operator's view of system.run approvals.
 	routeApprovals = "/approvals"
 	// routeSite is the --site tool site's prefix.
-	routeSite  = "/site/"
-	routeOther = "other"
+	routeSite = "/site/"
+	// routePreview is --previews' HTTP proxy: /preview/{port}/...
+	routePreview = "/preview/"
+	routeOther   = "other"
 )
 
 func routeOf(path string) string {
+	if strings.HasPrefix(path, routePreview) {
+		return routePreview
+	}
 	if strings.HasPrefix(path, routeSite) {
 		return routeSite
 	}

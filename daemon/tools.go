@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/gwtools"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/previews"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sshd"
 )
@@ -171,6 +173,25 @@ func (d *Daemon) auditSession(r sshd.SessionRecord) {
 	d.audit.Write(audit.Entry{
 		Time: r.Start, Face: "ssh", Remote: r.Remote, Scope: cmp.Or(r.Scope, d.cfg.ScopePath), Caller: r.Caller,
 		Tool: "ssh." + r.Kind, Command: r.Command, Outcome: r.Outcome,
+		DurationMS: float64(r.Duration.Microseconds()) / 1000, BytesIn: r.BytesIn, BytesOut: r.BytesOut,
+	})
+}
+
+// auditPreview logs a connection --previews opened (when it closed) or
+// refused: tool "ssh.forward" for `ssh -L`, "preview" for /preview/, the
+// port as its command.
+func (d *Daemon) auditPreview(r previews.Record) {
+	face, tool := "ssh", "ssh.forward"
+	if r.Face == "http" {
+		face, tool = "preview", "preview"
+	}
+	outcome := r.Outcome
+	if r.Err != nil {
+		outcome = "refused: " + r.Err.Error()
+	}
+	d.audit.Write(audit.Entry{
+		Time: r.Start, Face: face, Remote: r.Remote, Scope: cmp.Or(r.Scope, d.cfg.ScopePath), Caller: r.Name,
+		Tool: tool, Command: "localhost:" + strconv.Itoa(r.Port), Outcome: outcome,
 		DurationMS: float64(r.Duration.Microseconds()) / 1000, BytesIn: r.BytesIn, BytesOut: r.BytesOut,
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/mcphttp"
 	"github.com/agentbe/agentbe-daemon/netguard"
+	"github.com/agentbe/agentbe-daemon/previews"
 	"github.com/agentbe/agentbe-daemon/procs"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/restface"
@@ -54,11 +56,14 @@ type protocols struct {
 	sshPortAuth *sshauth.Auth
 	// gwtools serves --gateway-tools (nil without the flag), approvals its
 	// system.run policy.
-	gwtools   *gwtools.Provider
-	procs     *procs.Manager    // --process-tools
-	watch     *fswatch.Manager  // --watch-tools
-	browser   *browser.Provider // --browser-tools
-	approvals *gwtools.Approvals
+	gwtools  *gwtools.Provider
+	procs    *procs.Manager     // --process-tools
+	previews *previews.Previews // --previews
+	// previewHTTP serves /preview/{port}/ (nil without --previews).
+	previewHTTP http.Handler
+	watch       *fswatch.Manager  // --watch-tools
+	browser     *browser.Provider // --browser-tools
+	approvals   *gwtools.Approvals
 	// extensions serves the --extensions directory (nil without the flag).
 	extensions *extensions.Provider
 	// upstreams runs the --upstreams servers (nil without the flag).
@@ -243,6 +248,15 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 			return fmt.Errorf("--browser-tools: %w", err)
 		}
 	}
+	if cfg.Previews {
+		if p.exec == nil {
+			return errors.New("--previews: this workspace cannot run commands (the memory backend), so no process of it listens on a port")
+		}
+		if p.previews, err = previews.New(previews.Options{Executor: p.exec, Opened: opts.previewOpened,
+			Logger: log.With("component", "previews")}); err != nil {
+			return fmt.Errorf("--previews: %w", err)
+		}
+	}
 	if cfg.Extensions != "" {
 		if p.extensions, err = extensions.Start(extensions.Options{Dir: cfg.Extensions, Registry: p.reg, Workspace: p.ws, Executor: p.exec,
 			Net: netguard.New(cfg.NetGuard(80, 443)), PostgresNet: netguard.New(cfg.NetGuard(extensions.DefaultPostgresPort)),
@@ -301,6 +315,14 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		}
 	}
 	p.gateway = gatewayface.New(gw)
+	if p.previews != nil {
+		// Bodies are streamed to the workspace's server, not held: the
+		// tool faces' body limit does not apply (the 30 s read bound of
+		// reserveGate does).
+		pr := rules
+		pr.MaxBody = 0
+		p.previewHTTP = p.previews.Proxy(routePreview, p.previewAdmit(pr))
+	}
 	if p.site != nil {
 		// The site's pages and commands behind the same admission as the
 		// tool faces (guard, token, body size).
@@ -342,6 +364,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 			KeepaliveInterval: cfg.SSHKeepalive,
 			EnvAllowlist:      cfg.SSHEnvAllowlist,
 			SessionEnded:      opts.sessionEnded,
+			Forward:           p.forward(),
 			Logger:            log.With("component", "ssh"),
 		})
 		if err != nil {
@@ -381,6 +404,11 @@ func (p *protocols) serveStdio(ctx context.Context, in io.Reader, out io.Writer)
 // server does not track hijacked connections, so this is done here.
 func (p *protocols) shutdown(ctx context.Context) error {
 	var errs []error
+	if p.previews != nil {
+		// Proxied WebSockets are hijacked connections too; closing their
+		// connections to the workspace ends them.
+		errs = append(errs, p.previews.Close())
+	}
 	if p.gateway != nil {
 		errs = append(errs, p.gateway.Shutdown(ctx))
 	}
@@ -411,7 +439,7 @@ func (p *protocols) startSSHPort(cfg config.Config, opts Options) (err error) {
 	so := sshd.Options{
 		Workspace: p.ws, Executor: p.exec, HostKey: signer,
 		MaxAuthTries: cfg.SSHMaxAuthTries, LoginTimeout: cfg.SSHLoginGraceTime, KeepaliveInterval: cfg.SSHKeepalive, MaxConns: cfg.MaxSSHConns,
-		EnvAllowlist: cfg.SSHEnvAllowlist, SessionEnded: opts.sessionEnded,
+		EnvAllowlist: cfg.SSHEnvAllowlist, SessionEnded: opts.sessionEnded, Forward: p.forward(),
 		CommandHandlers:   []sshd.CommandHandler{sshd.SCP()},
 		SubsystemHandlers: map[string]sshd.SubsystemHandler{"sftp": sshd.SFTP(sshd.SFTPLimits{})},
 		Logger:            opts.Logger.With("component", "ssh-port"),
@@ -502,8 +530,57 @@ func (p *protocols) startSite(cfg config.Config, opts Options) (err error) {
 	return nil
 }
 
+// forward serves the SSH core's direct-tcpip channels through previews
+// (nil without --previews: the core refuses them).
+func (p *protocols) forward() sshd.ForwardFunc {
+	if p.previews == nil {
+		return nil
+	}
+	return func(ctx context.Context, r sshd.ForwardRequest) (net.Conn, error) {
+		port, err := previews.Target(r.Host, r.Port)
+		if err != nil {
+			return nil, err
+		}
+		return p.previews.Dial(ctx, previews.Caller{Face: "ssh", Within: r.Within, Remote: r.Remote, Scope: r.Scope, Name: r.Caller}, port)
+	}
+}
+
+// previewAdmit is /preview/'s admission: the tool faces' rules (Origin and
+// Host, token, root and scope headers), then a token that may run commands
+// (a server in the workspace acts as its commands do), then the caller's
+// workspace, whose commands' ports it reaches.
+func (p *protocols) previewAdmit(rules admit.Rules) func(http.ResponseWriter, *http.Request) (previews.Caller, bool) {
+	return func(w http.ResponseWriter, r *http.Request) (previews.Caller, bool) {
+		if ref := rules.Check(r); ref != nil {
+			ref.Write(w)
+			return previews.Caller{}, false
+		}
+		c, err := rules.Caller(r.Header, nil)
+		if err != nil {
+			admit.WriteJSONError(w, http.StatusUnauthorized, "Unauthorized", err.Error())
+			return previews.Caller{}, false
+		}
+		if !c.Exec {
+			admit.WriteJSONError(w, http.StatusForbidden, "Forbidden",
+				fmt.Sprintf("token %q may not run commands, so it may not reach the workspace's servers either", c.Name))
+			return previews.Caller{}, false
+		}
+		ws, release, err := c.Workspace(p.ws)
+		if err != nil {
+			admit.WriteJSONError(w, http.StatusBadRequest, "Invalid scope", err.Error())
+			return previews.Caller{}, false
+		}
+		within := ws.Root()
+		release()
+		return previews.Caller{Face: "http", Within: within, Remote: r.RemoteAddr, Scope: c.Scope, Name: c.Name}, true
+	}
+}
+
 func (p *protocols) close() error {
 	var errs []error
+	if p.previews != nil {
+		errs = append(errs, p.previews.Close())
+	}
 	if p.sshPort != nil {
 		errs = append(errs, p.sshPort.Close())
 	}

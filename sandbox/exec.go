@@ -576,8 +576,9 @@ func (e *executor) startCmd(cmd *exec.Cmd, direct bool, script string, wd *workd
 // child is one running process, tracked so Close can kill it.
 type child struct {
 	cmd        *exec.Cmd
-	ownsTree   bool // the strategy's ownsTree: killing the top process ends the tree
-	session    bool // a pty: the child leads its own session
+	boundary   string // the directory the command may not leave (Request.Boundary, validated)
+	ownsTree   bool   // the strategy's ownsTree: killing the top process ends the tree
+	session    bool   // a pty: the child leads its own session
 	timedOut   atomic.Bool
 	want       atomic.Bool  // a kill was asked for (maybe before the start)
 	pid        atomic.Int64 // set once started

@@ -50,6 +50,7 @@ func (e *executor) launch(ctx context.Context, r *launched, s launchSpec) error 
 			}
 		}
 	}
+	r.c.boundary = s.wd.boundary
 	if !e.track(r.c) {
 		closeAll(s.childEnds)
 		closeAll(r.readers)

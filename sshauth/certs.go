@@ -62,8 +62,9 @@ func readCAs(name string) ([]gossh.PublicKey, error) {
 // checkCert admits a user certificate signed by one of cas, valid now,
 // naming the login user among its principals, from an address its
 // source-address option admits, with no other critical option. A
-// certificate without the permit-pty extension gets no pty, and port
-// forwarding is never granted (nor offered).
+// certificate without the permit-pty extension gets no pty, and one
+// without permit-port-forwarding no direct-tcpip channels (OpenSSH's
+// rules).
 func checkCert(conn gossh.ConnMetadata, cert *gossh.Certificate, cas []gossh.PublicKey) (*gossh.Permissions, error) {
 	if len(cas) == 0 {
 		return nil, errors.New("certificates are not accepted (no --ssh-trusted-user-ca-keys)")
@@ -88,12 +89,14 @@ func checkCert(conn gossh.ConnMetadata, cert *gossh.Certificate, cas []gossh.Pub
 		return nil, fmt.Errorf("the certificate's source-address %q does not admit %s", v, conn.RemoteAddr())
 	}
 	ext := map[string]string{
-		"pubkey-fp":         gossh.FingerprintSHA256(cert.Key),
-		"cert-id":           cert.KeyId,
-		ExtNoPortForwarding: "1",
+		"pubkey-fp": gossh.FingerprintSHA256(cert.Key),
+		"cert-id":   cert.KeyId,
 	}
 	if _, ok := cert.Extensions["permit-pty"]; !ok {
 		ext[ExtNoPty] = "1"
+	}
+	if _, ok := cert.Extensions["permit-port-forwarding"]; !ok {
+		ext[ExtNoPortForwarding] = "1"
 	}
 	return &gossh.Permissions{Extensions: ext}, nil
 }

@@ -57,11 +57,15 @@ func TestTrustedUserCAKeys(t *testing.T) {
 	key := newKey(t)
 
 	p, err := a.PublicKey(from("127.0.0.1"), userCert(t, ca, key, nil))
-	if err != nil || p.Extensions[ExtNoPty] != "" || p.Extensions["cert-id"] != "alice@laptop" {
-		t.Fatalf("a valid certificate: %+v, %v", p, err)
+	if _, noFwd := p.Extensions[ExtNoPortForwarding]; err != nil || p.Extensions[ExtNoPty] != "" || p.Extensions["cert-id"] != "alice@laptop" || !noFwd {
+		t.Fatalf("a valid certificate (permit-pty only): %+v, %v", p, err)
 	}
 	if p, err := a.PublicKey(from("127.0.0.1"), userCert(t, ca, key, func(c *gossh.Certificate) { c.Extensions = nil })); err != nil || p.Extensions[ExtNoPty] == "" {
 		t.Fatalf("a certificate without permit-pty must get no pty: %+v, %v", p, err)
+	}
+	withFwd := userCert(t, ca, key, func(c *gossh.Certificate) { c.Extensions["permit-port-forwarding"] = "" })
+	if p, err := a.PublicKey(from("127.0.0.1"), withFwd); err != nil || p.Extensions[ExtNoPortForwarding] != "" {
+		t.Fatalf("a certificate with permit-port-forwarding may forward: %+v, %v", p, err)
 	}
 	refused := map[string]*gossh.Certificate{
 		"signed by another CA":  userCert(t, other, key, nil),

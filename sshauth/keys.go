@@ -18,7 +18,7 @@ import (
 // SSH core honours them.
 const (
 	ExtNoPty            = sshd.PermNoPty
-	ExtNoPortForwarding = "no-port-forwarding"
+	ExtNoPortForwarding = sshd.PermNoPortForwarding
 )
 
 // Key is one line of authorized_keys.

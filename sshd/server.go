@@ -26,9 +26,9 @@ const (
 	// (OpenSSH's LoginGraceTime is 120 s; our clients log in within one
 	// round trip of the handshake).
 	DefaultLoginTimeout = 30 * time.Second
-	// DefaultMaxChannels bounds the open session channels of one SSH
-	// connection (each holds a goroutine, channel buffers and maybe a
-	// command or an SFTP server). One more is rejected with
+	// DefaultMaxChannels bounds the open session and direct-tcpip channels
+	// of one SSH connection (each holds a goroutine, channel buffers and
+	// maybe a command, an SFTP server or a forwarded connection). One more is rejected with
 	// ResourceShortage. OpenSSH's sshd has MaxSessions 10; the clients open
 	// one or two, and `ssh -O` multiplexing a few more.
 	DefaultMaxChannels = 64
@@ -72,8 +72,8 @@ type Options struct {
 	// DefaultLoginTimeout. A connection that has not logged in by then is
 	// closed with ErrLoginTimeout as its cause.
 	LoginTimeout time.Duration
-	// MaxChannels caps the open session channels of one connection; 0
-	// means DefaultMaxChannels.
+	// MaxChannels caps the open session and direct-tcpip channels of one
+	// connection; 0 means DefaultMaxChannels.
 	MaxChannels int
 	// EnvAllowlist names the variables "env" requests may set (OpenSSH's
 	// SendEnv/SetEnv). A name ending in "*" admits every name with that
@@ -88,6 +88,11 @@ type Options struct {
 	CommandHandlers []CommandHandler
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
+	// Forward, when set, serves direct-tcpip channels (`ssh -L`): it opens
+	// the connection the channel carries, or refuses it. Nil refuses every
+	// one. A connection that may not run commands (Confine's noExec), or
+	// whose key says no-port-forwarding, is refused before it is called.
+	Forward ForwardFunc
 	// SessionEnded, when set, is told about every exec, shell and
 	// subsystem session when it ends (the daemon's audit log). It runs on
 	// the session's goroutine: keep it short. Nil counts no bytes.
@@ -170,6 +175,7 @@ type Server struct {
 	afterStart func(*session)
 	// sessionEnded is Options.SessionEnded.
 	sessionEnded func(SessionRecord)
+	forward      ForwardFunc
 
 	sshConf *gossh.ServerConfig
 
@@ -203,6 +209,7 @@ func New(opts Options) (*Server, error) {
 		subsystems:   opts.SubsystemHandlers,
 		commands:     opts.CommandHandlers,
 		sessionEnded: opts.SessionEnded,
+		forward:      opts.Forward,
 		log:          opts.Logger,
 		conns:        make(map[net.Conn]struct{}),
 	}
@@ -425,11 +432,16 @@ func (conn *Conn) Serve() {
 				chans = nil
 				continue
 			}
-			if nc.ChannelType() != "session" {
-				// direct-tcpip and the rest: no port forwarding.
+			kind := nc.ChannelType()
+			if kind != "session" && kind != "direct-tcpip" {
+				// x11, auth-agent@openssh.com, forwarded-tcpip (which
+				// only a server opens), direct-streamlocal (a Unix
+				// socket of the host): not offered.
 				_ = nc.Reject(gossh.UnknownChannelType, "unsupported channel type")
 				continue
 			}
+			// Forwards count against the same cap as sessions: each holds
+			// a goroutine pair and a connection to the workspace.
 			if open.Load() >= int32(s.maxChannels) {
 				s.log.Info("channel refused", "remote", remote, "reason", "channel limit", "limit", s.maxChannels)
 				_ = nc.Reject(gossh.ResourceShortage, fmt.Sprintf(
@@ -437,6 +449,10 @@ func (conn *Conn) Serve() {
 				continue
 			}
 			open.Add(1)
+			if kind == "direct-tcpip" {
+				s.openForward(ctx, conn, nc, func() { open.Add(-1) })
+				continue
+			}
 			s.openSession(ctx, conn, nc, func() { open.Add(-1) })
 		case req, ok := <-reqs:
 			if !ok {
@@ -446,8 +462,9 @@ func (conn *Conn) Serve() {
 			// The clients send keepalive@openssh.com every 30 s with
 			// want-reply and count a missing answer as a miss; anything
 			// else (tcpip-forward, no-more-sessions@openssh.com, ...) is
-			// refused: port forwarding would expose networks that are not
-			// the workspace's.
+			// refused: remote forwarding would open a listening port, and
+			// local forwarding is a channel type (direct-tcpip), not a
+			// global request.
 			_ = req.Reply(req.Type == "keepalive@openssh.com", nil)
 		}
 	}

@@ -68,6 +68,9 @@ type Options struct {
 	// SessionEnded is sshd.Options.SessionEnded: told about every exec,
 	// shell and SFTP session when it ends (the audit log). Nil = none.
 	SessionEnded func(sshd.SessionRecord)
+	// Forward is sshd.Options.Forward: it serves direct-tcpip channels
+	// (`ssh -L`); nil refuses them.
+	Forward sshd.ForwardFunc
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
 
@@ -147,6 +150,7 @@ func New(opts Options) (*Server, error) {
 		MaxChannels:       maxChannelsPerConn,
 		EnvAllowlist:      opts.EnvAllowlist,
 		SessionEnded:      opts.SessionEnded,
+		Forward:           opts.Forward,
 		CommandHandlers:   []sshd.CommandHandler{sshd.SCP()},
 		SubsystemHandlers: map[string]sshd.SubsystemHandler{
 			"sftp": sshd.SFTP(sshd.SFTPLimits{

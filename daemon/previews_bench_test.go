@@ -1,0 +1,83 @@
+package daemon
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// BenchmarkPreviewProxy measures /preview/{port}/ beside the same
+// workspace server reached directly on its loopback port, in one run and
+// interleaved (each iteration asks both, so a shared machine's drift falls
+// on both alike): a small GET (the page's text) and a 1 MiB body, each on
+// a keep-alive client. It reports each path's time per request
+// (direct-ns/req, preview-ns/req), their ratio (preview/direct), and for
+// the 1 MiB body each path's throughput (direct-MB/s, preview-MB/s).
+// "daemon-health" is the floor of any hop through the daemon: GET /health
+// on the same kind of connection. Under bwrap the direct path is not
+// reachable from the host (the server is in its own network namespace), so
+// the comparison runs in software isolation. Run:
+//
+//	go test -run '^$' -bench PreviewProxy -benchtime 2000x -count 5 ./daemon/
+func BenchmarkPreviewProxy(b *testing.B) {
+	c := previewConfig(b, "software", true)
+	r := start(b, c, nil)
+	port := startPreviewServer(b, r, c.Root)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
+	defer client.CloseIdleConnections()
+	fetch := func(b *testing.B, url string, auth bool, want int) time.Duration {
+		start := time.Now()
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if auth {
+			req.Header.Set("Authorization", "Bearer "+previewToken)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || (want > 0 && n != int64(want)) {
+			b.Fatalf("%s: %d, %d bytes, %v", url, resp.StatusCode, n, err)
+		}
+		return time.Since(start)
+	}
+	direct := fmt.Sprintf("http://127.0.0.1:%d", port)
+	proxied := fmt.Sprintf("%s/preview/%d", r.url, port)
+	for _, tc := range []struct {
+		name, path string
+		size       int
+	}{
+		{"small", "/", 0},
+		{"1MiB", fmt.Sprintf("/bytes?n=%d", 1<<20), 1 << 20},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			// Warm both pools: every measured request reuses a connection.
+			fetch(b, direct+tc.path, false, tc.size)
+			fetch(b, proxied+tc.path, true, tc.size)
+			var d, p time.Duration
+			for b.Loop() {
+				d += fetch(b, direct+tc.path, false, tc.size)
+				p += fetch(b, proxied+tc.path, true, tc.size)
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(d.Nanoseconds())/n, "direct-ns/req")
+			b.ReportMetric(float64(p.Nanoseconds())/n, "preview-ns/req")
+			b.ReportMetric(float64(p)/float64(d), "preview/direct")
+			if tc.size > 0 {
+				b.ReportMetric(float64(tc.size)*n/d.Seconds()/1e6, "direct-MB/s")
+				b.ReportMetric(float64(tc.size)*n/p.Seconds()/1e6, "preview-MB/s")
+			}
+		})
+	}
+	b.Run("daemon-health", func(b *testing.B) {
+		for b.Loop() {
+			fetch(b, r.url+"/health", true, 0)
+		}
+	})
+}

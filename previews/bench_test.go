@@ -1,0 +1,82 @@
+//go:build linux
+
+package previews
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// BenchmarkProxyFloor places the preview proxy (Proxy on a loopback
+// server, admitting every request, no daemon around it) beside its floor,
+// a bare httputil.ReverseProxy to the same workspace server, and the
+// server reached directly, interleaved in one loop: each reports its time
+// per small GET and its ratio to direct. What Proxy adds to the library's
+// own hop is its admission callback, the port's parsing and the pool key.
+// Run:
+//
+//	go test -run '^$' -bench ProxyFloor -benchtime 2000x -count 5 ./previews/
+func BenchmarkProxyFloor(b *testing.B) {
+	ex, root := newExecutor(b, sandbox.ModeSoftware)
+	p, err := New(Options{Executor: ex})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	port := startServer(b, ex, root, root, "")
+	direct := fmt.Sprintf("http://127.0.0.1:%d", port)
+
+	serve := func(h http.Handler) string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := &http.Server{Handler: h}
+		go srv.Serve(l)
+		b.Cleanup(func() { srv.Close() })
+		return "http://" + l.Addr().String()
+	}
+	target, _ := url.Parse(direct)
+	bare := serve(httputil.NewSingleHostReverseProxy(target))
+	ours := serve(p.Proxy("/preview/", func(http.ResponseWriter, *http.Request) (Caller, bool) { return Caller{Face: "http"}, true }))
+	ours += fmt.Sprintf("/preview/%d", port)
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	defer client.CloseIdleConnections()
+	fetch := func(u string) time.Duration {
+		start := time.Now()
+		resp, err := client.Get(u + "/")
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("%s: %d %v", u, resp.StatusCode, err)
+		}
+		return time.Since(start)
+	}
+	for _, u := range []string{direct, bare, ours} {
+		fetch(u)
+	}
+	var d, br, o time.Duration
+	for b.Loop() {
+		d += fetch(direct)
+		br += fetch(bare)
+		o += fetch(ours)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(d.Nanoseconds())/n, "direct-ns/req")
+	b.ReportMetric(float64(br.Nanoseconds())/n, "reverseproxy-ns/req")
+	b.ReportMetric(float64(o.Nanoseconds())/n, "preview-ns/req")
+	b.ReportMetric(float64(br)/float64(d), "reverseproxy/direct")
+	b.ReportMetric(float64(o)/float64(d), "preview/direct")
+}

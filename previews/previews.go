@@ -1,0 +1,583 @@
+//go:build linux
+
+package previews
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// DefaultMaxConns bounds the connections open through previews at once
+// (SSH forwards and the HTTP proxy's connections together) when
+// Options.MaxConns is 0: each holds two descriptors and a goroutine or two.
+const DefaultMaxConns = 256
+
+// dialTimeout bounds one connect: a listening socket on loopback answers
+// at once, or its backlog is full.
+const dialTimeout = 10 * time.Second
+
+// Why a connection was refused. Dial's errors match one of these with
+// errors.Is, and their text says which port and what to do.
+var (
+	// ErrNotWorkspacePort: no process of the workspace (of the caller's
+	// scope) listens on that port.
+	ErrNotWorkspacePort = errors.New("no workspace process listens on this port")
+	// ErrBadTarget: the host or port asked for is not a loopback address
+	// and a port number.
+	ErrBadTarget = errors.New("previews reach only the workspace's loopback")
+	// ErrBusy: Options.MaxConns connections are open.
+	ErrBusy = errors.New("too many preview connections")
+	// ErrNamespace: the sandbox's network namespace could not be entered
+	// (the daemon lacks CAP_SYS_ADMIN, or the process has just ended).
+	ErrNamespace = errors.New("cannot enter the sandbox's network namespace")
+	// ErrClosed: Close was called.
+	ErrClosed = errors.New("previews are shut down")
+)
+
+// Options configure Previews.
+type Options struct {
+	// Executor runs the workspace's commands; only ports its processes
+	// listen on are reachable. Required.
+	Executor sandbox.Executor
+	// MaxConns caps the connections open at once; 0 means DefaultMaxConns.
+	MaxConns int
+	// Opened, when set, is told about every connection: once when it was
+	// refused, or once it has closed (with its bytes and duration). It runs
+	// on the connection's goroutine: keep it short.
+	Opened func(Record)
+	// Logger receives refusals at debug level; nil discards.
+	Logger *slog.Logger
+}
+
+// Caller is who asks for a connection, and where: Within is the host path
+// of the workspace (or scope) the caller works in, whose commands' ports it
+// may reach ("" reaches every command's). The other fields are for the
+// record.
+type Caller struct {
+	Face   string // "ssh" or "http"
+	Within string
+	Remote string
+	Scope  string // the caller's scope as the audit log names it
+	Name   string // the token file entry, "" for the daemon's token
+}
+
+// Record is what Options.Opened is told about one connection.
+type Record struct {
+	Caller
+	Port     int
+	Start    time.Time
+	Duration time.Duration
+	Outcome  string // "ok", or "refused" with Err set
+	Err      error
+	BytesIn  int64 // bytes sent to the workspace's server
+	BytesOut int64 // bytes it sent back
+}
+
+// Previews opens connections to the workspace's listening ports. It is
+// safe for concurrent use.
+type Previews struct {
+	ex     sandbox.Executor
+	max    int
+	opened func(Record)
+	log    *slog.Logger
+	selfNS uint64 // the daemon's network namespace
+
+	mu     sync.Mutex
+	held   int // slots taken: connections open and dials in flight
+	open   map[*conn]struct{}
+	closed bool
+	// dropIdle, set by the HTTP proxy, closes its idle pooled connections
+	// to make room when the cap is reached.
+	dropIdle func()
+}
+
+// New checks opts and returns Previews.
+func New(opts Options) (*Previews, error) {
+	if opts.Executor == nil {
+		return nil, errors.New("previews: a workspace that runs commands is required (not the memory backend)")
+	}
+	ns, err := netnsOf("self")
+	if err != nil {
+		return nil, fmt.Errorf("previews: the daemon's network namespace: %w", err)
+	}
+	p := &Previews{ex: opts.Executor, max: opts.MaxConns, opened: opts.Opened, log: opts.Logger, selfNS: ns,
+		open: make(map[*conn]struct{})}
+	if p.max <= 0 {
+		p.max = DefaultMaxConns
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	return p, nil
+}
+
+// Close closes every connection still open and refuses new ones. It is
+// idempotent.
+func (p *Previews) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	open := make([]*conn, 0, len(p.open))
+	for c := range p.open {
+		open = append(open, c)
+	}
+	p.mu.Unlock()
+	for _, c := range open {
+		_ = c.Close()
+	}
+	return nil
+}
+
+// Target checks a host and port a client named (an SSH direct-tcpip
+// request's): the host must name loopback (localhost, 127.0.0.1, ::1, also
+// in brackets) and the port lie in 1..65535. Which of the workspace's
+// sockets is reached does not depend on the host: Dial connects where the
+// workspace's process listens.
+func Target(host string, port uint32) (int, error) {
+	if port == 0 || port > 65535 {
+		return 0, fmt.Errorf("%w: port %d is not in 1..65535", ErrBadTarget, port)
+	}
+	h := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(h, "localhost") {
+		return int(port), nil
+	}
+	if a, err := netip.ParseAddr(h); err == nil && a.Zone() == "" && (a == netip.AddrFrom4([4]byte{127, 0, 0, 1}) || a == netip.IPv6Loopback()) {
+		return int(port), nil
+	}
+	return 0, fmt.Errorf("%w: %q is not localhost, 127.0.0.1 or ::1", ErrBadTarget, cut(host, 64))
+}
+
+// ParsePort reads a port as a URL path segment carries it: 1 to 5 ASCII
+// digits without a leading zero, 1..65535.
+func ParsePort(s string) (int, error) {
+	if s == "" || len(s) > 5 || s[0] == '0' {
+		return 0, fmt.Errorf("%w: %q is not a port number (1..65535)", ErrBadTarget, cut(s, 16))
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("%w: %q is not a port number (1..65535)", ErrBadTarget, cut(s, 16))
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	if n > 65535 {
+		return 0, fmt.Errorf("%w: %d is not a port number (1..65535)", ErrBadTarget, n)
+	}
+	return n, nil
+}
+
+func cut(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// Port is a port a workspace process listens on.
+type Port struct {
+	Port int
+	Addr netip.Addr // the address it is bound to (maybe unspecified)
+	Pid  int        // a workspace process holding the socket
+	ns   uint64     // that process's network namespace
+	// v4Free: no IPv4 socket listens on the port in that namespace, so a
+	// dual-stack "::" listener may also be reached at 127.0.0.1.
+	v4Free bool
+}
+
+// Ports lists the ports the workspace's processes within within (see
+// Caller.Within) listen on, lowest first.
+func (p *Previews) Ports(within string) []Port {
+	return p.find(within, 0)
+}
+
+// find returns the listening ports of the workspace's processes (within
+// within), only port when it is not 0.
+func (p *Previews) find(within string, port int) []Port {
+	pids := sandbox.WorkspaceProcesses(p.ex, within)
+	if len(pids) == 0 {
+		return nil
+	}
+	// The processes by network namespace: one table read per namespace.
+	byNS := map[uint64][]int{}
+	var order []uint64
+	for _, pid := range pids {
+		ns, err := netnsOf(strconv.Itoa(pid))
+		if err != nil {
+			continue // ended meanwhile
+		}
+		if _, ok := byNS[ns]; !ok {
+			order = append(order, ns)
+		}
+		byNS[ns] = append(byNS[ns], pid)
+	}
+	var out []Port
+	for _, ns := range order {
+		group := byNS[ns]
+		listeners, v4, read := p.listeners(group, port)
+		if !read || len(listeners) == 0 {
+			continue
+		}
+		wanted := make(map[uint64]Listener, len(listeners))
+		for _, l := range listeners {
+			wanted[l.Inode] = l
+		}
+		for _, pid := range group {
+			for _, inode := range socketsOf(pid, wanted) {
+				l := wanted[inode]
+				delete(wanted, inode)
+				out = append(out, Port{Port: int(l.Addr.Port()), Addr: l.Addr.Addr(), Pid: pid, ns: ns, v4Free: !v4[l.Addr.Port()]})
+			}
+			if len(wanted) == 0 {
+				break
+			}
+		}
+	}
+	sortPorts(out)
+	return out
+}
+
+// sortPorts orders by port, IPv4 before IPv6 for the same port (the
+// plainer path to dial).
+func sortPorts(ps []Port) {
+	slices.SortStableFunc(ps, func(a, b Port) int {
+		if c := cmp.Compare(a.Port, b.Port); c != 0 {
+			return c
+		}
+		switch {
+		case a.Addr.Is4() && !b.Addr.Is4():
+			return -1
+		case !a.Addr.Is4() && b.Addr.Is4():
+			return 1
+		}
+		return 0
+	})
+}
+
+// listeners reads the listening sockets of the namespace the processes
+// pids share (port only, unless 0), through the first of them still there,
+// and which ports have an IPv4 listener there. read is false when none of
+// them could be read.
+func (p *Previews) listeners(pids []int, port int) (out []Listener, v4 map[uint16]bool, read bool) {
+	v4 = map[uint16]bool{}
+	var tcp4 []byte
+	pid := 0
+	for _, c := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(c) + "/net/tcp")
+		if err == nil {
+			tcp4, pid = b, c
+			break
+		}
+	}
+	if pid == 0 {
+		return nil, nil, false // they all ended meanwhile
+	}
+	for _, table := range []string{"tcp", "tcp6"} {
+		b := tcp4
+		if table == "tcp6" {
+			var err error
+			if b, err = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/tcp6"); err != nil {
+				continue // no IPv6 in this kernel, or the process ended
+			}
+		}
+		ls, err := ParseNetTCP(b)
+		if err != nil {
+			p.log.Warn("unreadable socket table", "pid", pid, "table", table, "err", err)
+			continue
+		}
+		for _, l := range ls {
+			if table == "tcp" {
+				v4[l.Addr.Port()] = true
+			}
+			if port == 0 || int(l.Addr.Port()) == port {
+				out = append(out, l)
+			}
+		}
+	}
+	return out, v4, true
+}
+
+// socketsOf returns the inodes among wanted that pid holds a descriptor of.
+func socketsOf(pid int, wanted map[uint64]Listener) []uint64 {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	var out []uint64
+	for _, n := range names {
+		target, err := os.Readlink(dir + n)
+		if err != nil {
+			continue
+		}
+		s, ok := strings.CutPrefix(target, "socket:[")
+		if !ok {
+			continue
+		}
+		inode, err := strconv.ParseUint(strings.TrimSuffix(s, "]"), 10, 64)
+		if err != nil {
+			continue
+		}
+		if _, ok := wanted[inode]; ok {
+			out = append(out, inode)
+		}
+	}
+	return out
+}
+
+// netnsOf is the inode of /proc/<pid>/ns/net ("self" for the daemon).
+func netnsOf(pid string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+pid+"/ns/net", &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
+}
+
+// Dial opens a connection to port as the workspace's process listening on
+// it sees it, for c. It refuses a port no workspace process of c's scope
+// listens on (ErrNotWorkspacePort), and over the cap (ErrBusy).
+func (p *Previews) Dial(ctx context.Context, c Caller, port int) (net.Conn, error) {
+	start := time.Now()
+	nc, err := p.dial(ctx, c, port)
+	if err != nil {
+		p.log.Debug("preview refused", "face", c.Face, "remote", c.Remote, "port", port, "err", err)
+		if p.opened != nil {
+			p.opened(Record{Caller: c, Port: port, Start: start, Outcome: "refused", Err: err})
+		}
+		return nil, err
+	}
+	return nc, nil
+}
+
+func (p *Previews) dial(ctx context.Context, c Caller, port int) (net.Conn, error) {
+	if port < 1 || port > 65535 {
+		return nil, fmt.Errorf("%w: port %d is not in 1..65535", ErrBadTarget, port)
+	}
+	slot, err := p.acquire()
+	if err != nil {
+		return nil, err
+	}
+	ports := p.find(c.Within, port)
+	if len(ports) == 0 {
+		slot.release()
+		return nil, fmt.Errorf("port %d: %w (start the server as a workspace command: exec, process_start or an SSH session)", port, ErrNotWorkspacePort)
+	}
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	var nc net.Conn
+	target := ports[0]
+	for _, addr := range dialAddrs(target) {
+		if target.ns == p.selfNS {
+			var d net.Dialer
+			nc, err = d.DialContext(ctx, "tcp", addr)
+		} else {
+			nc, err = dialInNamespace(ctx, target.Pid, target.ns, addr)
+		}
+		if err == nil || errors.Is(err, ErrNamespace) {
+			break
+		}
+	}
+	if err != nil {
+		slot.release()
+		return nil, fmt.Errorf("port %d: %w", port, err)
+	}
+	return slot.wrap(nc, c, port), nil
+}
+
+// dialAddrs are the addresses that reach a listener: its own, or loopback
+// for a wildcard one; a dual-stack "::" listener also at 127.0.0.1 when no
+// IPv4 socket could take that instead.
+func dialAddrs(pt Port) []string {
+	port := strconv.Itoa(pt.Port)
+	a := pt.Addr
+	switch {
+	case a.Is4() && a.IsUnspecified():
+		return []string{net.JoinHostPort("127.0.0.1", port)}
+	case a.IsUnspecified():
+		if pt.v4Free {
+			return []string{net.JoinHostPort("::1", port), net.JoinHostPort("127.0.0.1", port)}
+		}
+		return []string{net.JoinHostPort("::1", port)}
+	case a.Is4In6():
+		return []string{net.JoinHostPort(a.Unmap().String(), port)}
+	}
+	return []string{net.JoinHostPort(a.String(), port)}
+}
+
+// dialInNamespace connects to addr from inside the network namespace ns of
+// pid. The namespace is opened by descriptor and checked to be ns before it
+// is entered, so a pid reused meanwhile cannot lead elsewhere. The connect
+// runs on a goroutine locked to its own OS thread, which enters the
+// namespace and is never unlocked: when the goroutine returns, Go ends the
+// thread rather than let other goroutines run in the sandbox's namespace.
+// A socket keeps the namespace it was created in, so the connection works
+// from any goroutine afterwards.
+func dialInNamespace(ctx context.Context, pid int, ns uint64, addr string) (net.Conn, error) {
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the process holding the port ended: %v", ErrNamespace, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Ino != ns {
+		return nil, fmt.Errorf("%w: the process holding the port ended", ErrNamespace)
+	}
+	done := make(chan dialResult, 1)
+	go enterAndDial(ctx, fd, addr, done)
+	r := <-done
+	return r.c, r.err
+}
+
+type dialResult struct {
+	c   net.Conn
+	err error
+}
+
+// enterAndDial is dialInNamespace's goroutine: it locks its thread, enters
+// the namespace fd and connects, and never unlocks the thread.
+func enterAndDial(ctx context.Context, fd int, addr string, done chan<- dialResult) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		// The main thread: Go never ends it, so it would stay in the
+		// sandbox's namespace, and /proc/self (the daemon's view of its
+		// own namespace) follows it. Hold it while another goroutine,
+		// which cannot be given this thread, does the work.
+		inner := make(chan dialResult, 1)
+		go enterAndDial(ctx, fd, addr, inner)
+		r := <-inner
+		runtime.UnlockOSThread() // unchanged: it never entered
+		done <- r
+		return
+	}
+	// No UnlockOSThread from here on: see dialInNamespace.
+	done <- setnsAndDial(ctx, fd, addr)
+}
+
+// setnsAndDial enters the namespace fd on the calling thread, which must be
+// locked and never unlocked afterwards, and connects to addr.
+func setnsAndDial(ctx context.Context, fd int, addr string) dialResult {
+	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			err = fmt.Errorf("%w: entering it needs CAP_SYS_ADMIN (run the daemon as root, or with that capability): %v", ErrNamespace, err)
+		} else {
+			err = fmt.Errorf("%w: %v", ErrNamespace, err)
+		}
+		return dialResult{nil, err}
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	return dialResult{c, err}
+}
+
+// slot is one of the MaxConns places, held from Dial until the connection
+// closes.
+type slot struct{ p *Previews }
+
+func (p *Previews) acquire() (slot, error) {
+	for try := 0; ; try++ {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return slot{}, ErrClosed
+		}
+		if p.held < p.max {
+			p.held++
+			p.mu.Unlock()
+			return slot{p}, nil
+		}
+		drop := p.dropIdle
+		p.mu.Unlock()
+		if try > 0 || drop == nil {
+			return slot{}, fmt.Errorf("%w (limit %d); close some and try again", ErrBusy, p.max)
+		}
+		drop() // idle pooled HTTP connections give their places up
+	}
+}
+
+func (s slot) release() {
+	s.p.mu.Lock()
+	s.p.held--
+	s.p.mu.Unlock()
+}
+
+// wrap makes nc the slot's connection: counted until it is closed, closed
+// by Close, and recorded when it ends.
+func (s slot) wrap(nc net.Conn, c Caller, port int) net.Conn {
+	w := &conn{Conn: nc, p: s.p, rec: Record{Caller: c, Port: port, Start: time.Now(), Outcome: "ok"}}
+	s.p.mu.Lock()
+	closed := s.p.closed
+	if !closed {
+		s.p.open[w] = struct{}{}
+	}
+	s.p.mu.Unlock()
+	if closed {
+		_ = w.Close()
+	}
+	return w
+}
+
+// conn is a connection opened by Dial.
+type conn struct {
+	net.Conn
+	p       *Previews
+	rec     Record
+	in, out atomic.Int64
+	once    sync.Once
+}
+
+func (c *conn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.out.Add(int64(n))
+	return n, err
+}
+
+func (c *conn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.in.Add(int64(n))
+	return n, err
+}
+
+// CloseWrite half-closes the connection (an SSH client's EOF).
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+func (c *conn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		p := c.p
+		p.mu.Lock()
+		delete(p.open, c)
+		p.held--
+		p.mu.Unlock()
+		if p.opened != nil {
+			r := c.rec
+			r.Duration = time.Since(r.Start)
+			r.BytesIn, r.BytesOut = c.in.Load(), c.out.Load()
+			p.opened(r)
+		}
+	})
+	return err
+}

@@ -1,0 +1,160 @@
+package previews
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"os"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+const header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+
+// On a little-endian machine (the kernel prints each address word in its
+// own byte order); the big-endian forms are covered by the round trip.
+func TestParseNetTCP(t *testing.T) {
+	if !littleEndian() {
+		t.Skip("the literal tables below are a little-endian kernel's; FuzzParseNetTCP's round trip covers this machine")
+	}
+	tcp := header +
+		"   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0\n" +
+		"   1: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 17 1 0000000000000000 100 0 0 10 0\n" +
+		"   2: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000        0 999 1 0000000000000000 20 4 30 10 -1\n"
+	got, err := ParseNetTCP([]byte(tcp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Listener{
+		{netip.MustParseAddrPort("127.0.0.1:8080"), 4242},
+		{netip.MustParseAddrPort("0.0.0.0:22"), 17},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("tcp: got %v, want %v", got, want)
+	}
+	tcp6 := header +
+		"   0: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 77 1 0000000000000000 100 0 0 10 0\n" +
+		"   1: 00000000000000000000000000000000:0050 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 78 1 0000000000000000 100 0 0 10 0\n" +
+		"   2: 0000000000000000FFFF00000100007F:0050 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 79 1 0000000000000000 100 0 0 10 0\n"
+	got, err = ParseNetTCP([]byte(tcp6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []Listener{
+		{netip.MustParseAddrPort("[::1]:8080"), 77},
+		{netip.MustParseAddrPort("[::]:80"), 78},
+		{netip.MustParseAddrPort("[::ffff:127.0.0.1]:80"), 79},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("tcp6: got %v, want %v", got, want)
+	}
+}
+
+func TestParseNetTCPRefusesBrokenListeners(t *testing.T) {
+	for name, line := range map[string]string{
+		"short":        "   0: 0100007F:1F90 00000000:0000 0A\n",
+		"odd address":  "   0: 0100007:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1 1\n",
+		"no colon":     "   0: 0100007F1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1 1\n",
+		"hex in port":  "   0: 0100007F:1FZ0 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1 1\n",
+		"inode":        "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 -1 1\n",
+		"long port":    "   0: 0100007F:01F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1 1\n",
+		"port too big": "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 99999999999999999999999 1\n",
+	} {
+		if got, err := ParseNetTCP([]byte(header + line)); err == nil || !strings.Contains(err.Error(), "line 2") {
+			t.Errorf("%s: got %v, %v; want an error naming line 2", name, got, err)
+		}
+	}
+}
+
+// The parser reads this kernel's own table: a socket the test listens on
+// is found with the inode its descriptor names.
+func TestParseNetTCPReadsTheKernelsTable(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	f, err := l.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/self/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := ParseNetTCP(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Listener{netip.MustParseAddrPort(l.Addr().String()), st.Ino}
+	for _, got := range ls {
+		if got == want {
+			return
+		}
+	}
+	t.Fatalf("%v not among %v", want, ls)
+}
+
+// FuzzParseNetTCP: any input is refused or read without a panic, and what
+// is read, written back as the kernel writes it, reads the same.
+func FuzzParseNetTCP(f *testing.F) {
+	f.Add([]byte(header + "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0\n"))
+	f.Add([]byte(header + "   0: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 77 1 0000000000000000 100 0 0 10 0"))
+	f.Add([]byte(header + "   0: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000        0 999 1\n\n"))
+	f.Add([]byte("garbage"))
+	f.Add([]byte(header + "0: :: 0A 1 2 3 4 5 6 7\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ls, err := ParseNetTCP(data)
+		if err != nil {
+			return
+		}
+		var b strings.Builder
+		b.WriteString(header)
+		for i, l := range ls {
+			if !l.Addr.IsValid() {
+				t.Fatalf("invalid address read: %v", l)
+			}
+			b.WriteString(formatNetTCPLine(i, l) + "\n")
+		}
+		again, err := ParseNetTCP([]byte(b.String()))
+		if err != nil {
+			t.Fatalf("%v does not read back: %v\n%s", ls, err, b.String())
+		}
+		if len(again) != len(ls) || (len(ls) > 0 && !reflect.DeepEqual(again, ls)) {
+			t.Fatalf("read %v, read back %v", ls, again)
+		}
+	})
+}
+
+func littleEndian() bool { return binary.NativeEndian.Uint16([]byte{1, 0}) == 1 }
+
+func TestTargetAndParsePort(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		port uint32
+		ok   bool
+	}{
+		{"localhost", 8080, true}, {"LOCALHOST", 1, true}, {"127.0.0.1", 65535, true}, {"::1", 80, true}, {"[::1]", 80, true},
+		{"127.0.0.2", 80, false}, {"0.0.0.0", 80, false}, {"10.0.0.1", 80, false}, {"example.com", 80, false},
+		{"localhost.", 80, false}, {"", 80, false}, {"::1%lo", 80, false}, {"::ffff:127.0.0.1", 80, false},
+		{"localhost", 0, false}, {"localhost", 65536, false}, {"localhost", 1 << 31, false},
+	} {
+		n, err := Target(tc.host, tc.port)
+		if (err == nil) != tc.ok || (tc.ok && n != int(tc.port)) {
+			t.Errorf("Target(%q, %d) = %d, %v; ok want %v", tc.host, tc.port, n, err, tc.ok)
+		}
+	}
+	for in, want := range map[string]int{"1": 1, "80": 80, "65535": 65535, "0": 0, "65536": 0, "080": 0, "+80": 0, "8o": 0, "": 0, "123456": 0, "-1": 0} {
+		n, err := ParsePort(in)
+		if n != want || (want == 0) != (err != nil) {
+			t.Errorf("ParsePort(%q) = %d, %v; want %d", in, n, err, want)
+		}
+	}
+}

@@ -1,0 +1,189 @@
+//go:build linux
+
+package previews
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Proxy is the HTTP face: it serves prefix + "{port}/rest" (prefix ends in
+// "/", e.g. "/preview/") by forwarding the request, as "/rest" with its
+// query, to the workspace's server on port, WebSocket upgrades included.
+// admit runs first and either refuses the request (it wrote the answer,
+// ok false) or says who the caller is (its Caller.Within decides which
+// ports it reaches). The Authorization header, which carries the daemon's
+// token, is not forwarded; the server sees Host "localhost:{port}", and
+// X-Forwarded-Host, -Proto, -For and -Prefix ("/preview/{port}") say how
+// the client reached it.
+//
+// The prefix itself (GET /preview/) lists the ports the caller reaches:
+// {"ports":[{"port":8000,"address":"127.0.0.1"}]}, lowest first.
+//
+// Answers of its own, as {"error","message"} JSON: 400 for a path that
+// names no port, 404 for a port no workspace process listens on, 503 over
+// the connection cap, 502 when the server cannot be reached.
+func (p *Previews) Proxy(prefix string, admit func(http.ResponseWriter, *http.Request) (Caller, bool)) http.Handler {
+	tr := &http.Transport{
+		DialContext: p.proxyDial,
+		// A workspace's server is on loopback: a few idle connections per
+		// (scope, port) keep small requests at one hop, and go soon.
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true, // pass bodies through as the server sent them
+		ForceAttemptHTTP2:   false,
+	}
+	p.mu.Lock()
+	p.dropIdle = tr.CloseIdleConnections
+	p.mu.Unlock()
+	rp := &httputil.ReverseProxy{
+		Transport: tr,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			t := pr.In.Context().Value(targetKey{}).(target)
+			pr.Out.URL.Scheme = "http"
+			// The pool's key: a pooled connection is reused only for the
+			// same scope and port (proxyDial checks the pair).
+			pr.Out.URL.Host = t.key + ":" + strconv.Itoa(t.port)
+			pr.Out.URL.Path, pr.Out.URL.RawPath = t.path, t.rawPath
+			pr.Out.Host = "localhost:" + strconv.Itoa(t.port)
+			pr.Out.Header.Del("Authorization")
+			// Where the client reached it, for links an app builds: the
+			// daemon's host and scheme, and the path prefix it strips.
+			pr.SetXForwarded()
+			pr.Out.Header.Set("X-Forwarded-Prefix", t.prefix)
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, err)
+		},
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		esc := r.URL.EscapedPath()
+		rest, ok := strings.CutPrefix(esc, prefix)
+		if !ok {
+			writeError(w, ErrBadTarget)
+			return
+		}
+		// Admission first: a request without the token learns nothing,
+		// not even whether its port was well formed.
+		caller, ok := admit(w, r)
+		if !ok {
+			return
+		}
+		if rest == "" {
+			p.serveList(w, r, caller)
+			return
+		}
+		seg, tail, slash := strings.Cut(rest, "/")
+		port, err := ParsePort(seg)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if !slash {
+			// A page's relative links resolve against its directory: send
+			// the browser to /preview/{port}/ first, as a file server does.
+			u := *r.URL
+			u.Path, u.RawPath = prefix+seg+"/", ""
+			http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
+			return
+		}
+		t := target{port: port, within: caller.Within, caller: caller, key: poolKey(caller.Within), rawPath: "/" + tail, prefix: prefix + seg}
+		if t.path, err = url.PathUnescape(t.rawPath); err != nil {
+			writeError(w, ErrBadTarget)
+			return
+		}
+		if t.path == t.rawPath {
+			t.rawPath = ""
+		}
+		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+	})
+}
+
+type targetKey struct{}
+
+// target is what one proxied request reaches, carried to proxyDial in the
+// request's context.
+type target struct {
+	port          int
+	within, key   string
+	caller        Caller
+	path, rawPath string
+	prefix        string // "/preview/{port}"
+}
+
+// poolKey names a scope in the transport's pool, so that a connection
+// opened for one scope is never reused for another. A hash, because a
+// scope is a path; SHA-256, because a caller picks its narrower scope.
+func poolKey(within string) string {
+	h := sha256.Sum256([]byte(within))
+	return "w" + hex.EncodeToString(h[:16])
+}
+
+// proxyDial is the transport's dialer: the context is the request's.
+func (p *Previews) proxyDial(ctx context.Context, _, addr string) (net.Conn, error) {
+	t, ok := ctx.Value(targetKey{}).(target)
+	host, port, err := net.SplitHostPort(addr)
+	if !ok || err != nil || host != t.key || port != strconv.Itoa(t.port) {
+		return nil, errors.New("previews: a dial without its request")
+	}
+	return p.Dial(ctx, t.caller, t.port)
+}
+
+// writeError answers a refusal or a failure with the daemon's JSON error
+// shape.
+func writeError(w http.ResponseWriter, err error) {
+	status, title := http.StatusBadGateway, "Bad Gateway"
+	switch {
+	case errors.Is(err, ErrBadTarget):
+		status, title = http.StatusBadRequest, "Bad Request"
+	case errors.Is(err, ErrNotWorkspacePort):
+		status, title = http.StatusNotFound, "Not Found"
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrClosed):
+		status, title = http.StatusServiceUnavailable, "Service Unavailable"
+	case errors.Is(err, context.Canceled):
+		return // the client went away; nobody reads an answer
+	}
+	writeStatus(w, status, title, "preview: "+err.Error())
+}
+
+func writeStatus(w http.ResponseWriter, status int, title, msg string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}{title, msg})
+}
+
+// serveList answers GET prefix with the ports c reaches.
+func (p *Previews) serveList(w http.ResponseWriter, r *http.Request, c Caller) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeStatus(w, http.StatusMethodNotAllowed, "Method Not Allowed", "the list of ports is read with GET")
+		return
+	}
+	type port struct {
+		Port    int    `json:"port"`
+		Address string `json:"address"`
+	}
+	list := struct {
+		Ports []port `json:"ports"`
+	}{Ports: []port{}}
+	for _, pt := range p.Ports(c.Within) {
+		list.Ports = append(list.Ports, port{pt.Port, pt.Addr.String()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(list)
+}
