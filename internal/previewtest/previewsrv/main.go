@@ -40,7 +40,10 @@ func main() {
 		_, _ = w.Write([]byte(strings.Repeat("x", n)))
 	})
 	mux.HandleFunc("/headers", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "host=%s authorization=%q prefix=%s forwarded-host=%s", r.Host, r.Header.Get("Authorization"),
+		// What arrived of an Authorization header, by its canonical key:
+		// the tests check the daemon's token never reaches the workspace's
+		// server. (This server checks no token; that is internal/httpguard's.)
+		fmt.Fprintf(w, "host=%s authorization=%q prefix=%s forwarded-host=%s", r.Host, strings.Join(r.Header[http.CanonicalHeaderKey("authorization")], ","),
 			r.Header.Get("X-Forwarded-Prefix"), r.Header.Get("X-Forwarded-Host"))
 	})
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
