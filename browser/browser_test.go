@@ -360,6 +360,49 @@ func TestSubresourcesChecked(t *testing.T) {
 	}
 }
 
+// TestWebRTCSendsNoUDP: a page's RTCPeerConnection with STUN and TURN
+// servers on loopback sends them nothing. WebRTC's UDP is not a request of
+// the network stack: neither interception nor the proxy sees it, so only
+// Chromium's IP handling policy (disable_non_proxied_udp) holds it.
+func TestWebRTCSendsNoUDP(t *testing.T) {
+	needBrowser(t)
+	uc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { uc.Close() })
+	var packets atomic.Int64
+	go func() {
+		b := make([]byte, 2048)
+		for {
+			if _, _, err := uc.ReadFrom(b); err != nil {
+				return
+			}
+			packets.Add(1)
+		}
+	}()
+	port := uc.LocalAddr().(*net.UDPAddr).Port
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>RTC</title><script>
+const pc = new RTCPeerConnection({iceServers: [{urls: "stun:127.0.0.1:%[1]d"},
+	{urls: "turn:127.0.0.1:%[1]d?transport=udp", username: "u", credential: "p"}]});
+pc.createDataChannel("x");
+pc.createOffer().then(o => pc.setLocalDescription(o));
+</script>`, port)
+	}))
+	t.Cleanup(srv.Close)
+	f := setup(t, func(o *Options) { o.Net = allowing(t, srv.URL) })
+	f.srv = srv
+	id := f.start(t)
+	if out := f.gotoPage(t, id, "/rtc"); out["title"] != "RTC" {
+		t.Fatalf("rtc page: %v", out)
+	}
+	time.Sleep(2 * time.Second) // ICE gathering sends its binding requests at once
+	if n := packets.Load(); n != 0 {
+		t.Errorf("the page's WebRTC sent %d UDP packets to a loopback port", n)
+	}
+}
+
 // TestStaleRef: a ref of a page the tab has navigated away from is refused
 // as stale; a ref never given, or not a ref, is refused as such.
 func TestStaleRef(t *testing.T) {
