@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
@@ -459,6 +460,51 @@ func TestHostileArguments(t *testing.T) {
 	}
 	if got := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"title","kind":"text"}`)["content"]; fmt.Sprint(got) != "[Home]" {
 		t.Errorf("a selector ran as script: the title is %v", got)
+	}
+}
+
+// TestExtractCutInThePage: the page decides how long an element's text,
+// HTML, attributes and links are; what crosses the DevTools pipe to the
+// daemon is cut in the page to the budget, not after the daemon has
+// decoded the whole value.
+func TestExtractCutInThePage(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>Big</title><div id=big></div><script>
+const big = "x".repeat(4 << 20), d = document.getElementById("big");
+d.textContent = big;
+d.setAttribute("data-big", big);
+const a = document.createElement("a"); a.href = "/" + big; a.textContent = "long"; d.after(a);
+const b = document.createElement("a"); b.href = "/short"; b.textContent = "short"; a.after(b);
+</script>`)
+	}))
+	t.Cleanup(srv.Close)
+	f := setup(t, func(o *Options) { o.MaxExtractBytes, o.Net = 1000, allowing(t, srv.URL) })
+	f.srv = srv
+	id := f.start(t)
+	f.gotoPage(t, id, "/")
+	f.p.mu.Lock()
+	s := f.p.sessions[id]
+	f.p.mu.Unlock()
+	ctx, cancel := callCtx(s, context.Background(), 30*time.Second)
+	defer cancel()
+	for _, kind := range []string{"text", "html", "attribute"} {
+		v, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (string, error) {
+			objs, err := querySelector(ctx, t, "#big", 1)
+			if err != nil || len(objs) != 1 {
+				return "", fmt.Errorf("#big: %v %v", objs, err)
+			}
+			return readElement(ctx, t, objs[0], kind, "data-big", 1000)
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		if len(v) > 3*1001 {
+			t.Errorf("%s: %d bytes crossed from the page for a budget of 1000", kind, len(v))
+		}
+	}
+	out := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"body","kind":"links"}`)
+	if links, _ := json.Marshal(out["content"]); !strings.Contains(string(links), "/short") || len(links) > 1000 || out["truncated"] != true {
+		t.Errorf("links: %.300s truncated=%v", links, out["truncated"])
 	}
 }
 
