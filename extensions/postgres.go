@@ -3,7 +3,9 @@ package extensions
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"slices"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/stdlib"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -21,6 +24,10 @@ import (
 // DefaultPostgresPort is the port the postgres module's door admits when
 // the daemon gives it none of its own (Options.PostgresNet).
 const DefaultPostgresPort = 5432
+
+// maxPostgresMessage bounds a message from the server: a result's values
+// (MaxSQLResultBytes) and a row's framing.
+const maxPostgresMessage = MaxSQLResultBytes + 64<<10
 
 // postgresKeys are the keys a connection URL may carry. The others of
 // libpq make pgx read files of the daemon's (passfile, servicefile,
@@ -72,6 +79,15 @@ func postgresConfig(fn, conn string, ext *Extension, door *netguard.Client) (*pg
 			return nil, fmt.Errorf("%s: host %q is not in the allowed_db_hosts of extension %s (%v)", fn, h, ext.Name, ext.AllowedDBHosts)
 		}
 	}
+	// A message of the server's is read whole before sqlRows counts a
+	// row's values: one row of SELECT repeat('x', 1e9) would be a gigabyte
+	// in the daemon (and more as Starlark values) before the 4 MiB bound
+	// refused it. No message may be longer than a result may hold.
+	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+		f := pgproto3.NewFrontend(r, w)
+		f.SetMaxBodyLen(maxPostgresMessage)
+		return f
+	}
 	// The name goes to the door as it is: netguard resolves it itself and
 	// dials only an address it checked.
 	cfg.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
@@ -86,6 +102,19 @@ func postgresConfig(fn, conn string, ext *Extension, door *netguard.Client) (*pg
 		return door.Dial(ctx, "tcp", net.JoinHostPort(host, port))
 	}
 	return cfg, nil
+}
+
+// postgresError says what a message longer than maxPostgresMessage was;
+// other errors are given as they are (prefixed with fn once).
+func postgresError(fn string, err error) error {
+	var long *pgproto3.ExceededMaxBodyLenErr
+	if errors.As(err, &long) {
+		return fmt.Errorf("%s: the server sent a message of %d bytes (a row of the result); the limit is %d: select fewer or shorter columns", fn, long.ActualBodyLen, long.MaxExpectedBodyLen)
+	}
+	if strings.HasPrefix(err.Error(), fn+": ") {
+		return err
+	}
+	return fmt.Errorf("%s: %v", fn, err)
 }
 
 // redactURLError drops the URL (which may hold a password) from a
@@ -137,17 +166,21 @@ func (p *Provider) postgresModule() *starlarkstruct.Module {
 			return run(thread, b, a, kw, false, func(ctx context.Context, c *sql.Conn, query string, params []any) (starlark.Value, error) {
 				rows, err := c.QueryContext(ctx, query, params...)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %v", b.Name(), err)
+					return nil, postgresError(b.Name(), err)
 				}
 				defer rows.Close()
-				return sqlRows(b.Name(), rows)
+				out, err := sqlRows(b.Name(), rows)
+				if err != nil {
+					return nil, postgresError(b.Name(), err)
+				}
+				return out, nil
 			})
 		},
 		"execute": func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 			return run(thread, b, a, kw, true, func(ctx context.Context, c *sql.Conn, query string, params []any) (starlark.Value, error) {
 				res, err := c.ExecContext(ctx, query, params...)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %v", b.Name(), err)
+					return nil, postgresError(b.Name(), err)
 				}
 				return sqlExecResult(res), nil
 			})

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -212,6 +213,20 @@ func TestPostgres(t *testing.T) {
 		txt, _, _ := f.call(t, "pg__query", pgArgs(t, conn, "SELECT count(*) AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(10)'"))
 		return txt == `[{"n":0}]`
 	})
+
+	// One row larger than a result may be: refused as the server's message
+	// arrives, not read whole first (a gigabyte row would be a gigabyte in
+	// the daemon).
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	txt, isErr, _ = f.call(t, "pg__query", pgArgs(t, conn, "SELECT repeat('x', 64 << 20) AS s"))
+	runtime.ReadMemStats(&after)
+	if !isErr || !strings.Contains(txt, "postgres.query: the server sent a message of 67108870 bytes (a row of the result); the limit is") {
+		t.Errorf("a 64 MiB row: %.200q %v", txt, isErr)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
+		t.Errorf("a 64 MiB row made the daemon allocate %d bytes", grew)
+	}
 
 	other := port + 1
 	if other > 65535 {
