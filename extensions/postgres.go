@@ -104,6 +104,12 @@ func postgresConfig(fn, conn string, ext *Extension, door *netguard.Client) (*pg
 	return cfg, nil
 }
 
+// sqlRunner is a connection or a transaction.
+type sqlRunner interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
 // postgresError says what a message longer than maxPostgresMessage was;
 // other errors are given as they are (prefixed with fn once).
 func postgresError(fn string, err error) error {
@@ -130,7 +136,7 @@ func redactURLError(err error) error {
 // call, dialled through the network door.
 func (p *Provider) postgresModule() *starlarkstruct.Module {
 	run := func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple,
-		write bool, body func(ctx context.Context, c *sql.Conn, query string, params []any) (starlark.Value, error)) (starlark.Value, error) {
+		write bool, body func(ctx context.Context, c sqlRunner, query string, params []any) (starlark.Value, error)) (starlark.Value, error) {
 		var conn, query string
 		var params starlark.Value
 		if err := starlark.UnpackArgs(b.Name(), a, kw, "conn", &conn, "sql", &query, "params?", &params); err != nil {
@@ -140,7 +146,8 @@ func (p *Provider) postgresModule() *starlarkstruct.Module {
 		if err != nil {
 			return nil, err
 		}
-		if ro, _ := thread.Local(localReadOnly).(bool); ro && write {
+		ro, _ := thread.Local(localReadOnly).(bool)
+		if ro && write {
 			return nil, fmt.Errorf("%s: this token is read-only; it may not change a database", b.Name())
 		}
 		args, err := sqlParams(b.Name(), params)
@@ -159,11 +166,25 @@ func (p *Provider) postgresModule() *starlarkstruct.Module {
 			return nil, fmt.Errorf("%s: connecting: %v", b.Name(), err)
 		}
 		defer c.Close()
-		return body(ctx, c, query, args)
+		if !ro {
+			return body(ctx, c, query, args)
+		}
+		// A read-only token's query runs in a READ ONLY transaction that
+		// is rolled back: query takes any statement (DELETE ... RETURNING
+		// too), and the token may not change a database. The URL cannot
+		// choose the simple protocol (default_query_exec_mode is not among
+		// its keys), so the statement is one statement: it cannot end the
+		// transaction and go on.
+		tx, err := c.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return nil, postgresError(b.Name(), err)
+		}
+		defer tx.Rollback()
+		return body(ctx, tx, query, args)
 	}
 	return module("postgres", map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){
 		"query": func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			return run(thread, b, a, kw, false, func(ctx context.Context, c *sql.Conn, query string, params []any) (starlark.Value, error) {
+			return run(thread, b, a, kw, false, func(ctx context.Context, c sqlRunner, query string, params []any) (starlark.Value, error) {
 				rows, err := c.QueryContext(ctx, query, params...)
 				if err != nil {
 					return nil, postgresError(b.Name(), err)
@@ -177,7 +198,7 @@ func (p *Provider) postgresModule() *starlarkstruct.Module {
 			})
 		},
 		"execute": func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			return run(thread, b, a, kw, true, func(ctx context.Context, c *sql.Conn, query string, params []any) (starlark.Value, error) {
+			return run(thread, b, a, kw, true, func(ctx context.Context, c sqlRunner, query string, params []any) (starlark.Value, error) {
 				res, err := c.ExecContext(ctx, query, params...)
 				if err != nil {
 					return nil, postgresError(b.Name(), err)

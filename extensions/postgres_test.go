@@ -198,6 +198,17 @@ func TestPostgres(t *testing.T) {
 	if err != nil || res.IsError || textOf(res) != `[{"n":2}]` {
 		t.Errorf("a read-only query: %v %s", err, textOf(res))
 	}
+	// Nor through query, which takes any statement; a statement that tries
+	// to leave the read-only transaction is one statement, and changes
+	// nothing.
+	for _, q := range []string{"DELETE FROM people RETURNING id", "INSERT INTO people (name) VALUES ('eve') RETURNING id",
+		"COMMIT; DELETE FROM people RETURNING id", "SELECT nextval('people_id_seq') AS n"} {
+		res, err = f.reg.Call(context.Background(), "pg__query", registry.Call{Args: json.RawMessage(pgArgs(t, conn, q)), Workspace: f.ws, ReadOnly: true})
+		if err != nil || !res.IsError {
+			t.Errorf("a read-only query %q: %v %s", q, err, textOf(res))
+		}
+	}
+	mustCall("pg__query", pgArgs(t, conn, "SELECT count(*) AS n, max(id) AS m FROM people"), `[{"m":2,"n":2}]`)
 
 	// pg_sleep(10) past a 500 ms deadline: the statement is cancelled and
 	// the call returns (the registry runs the handler on this goroutine).
