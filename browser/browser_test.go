@@ -702,6 +702,25 @@ func TestNoBrowser(t *testing.T) {
 	}
 }
 
+// TestBrowserUserIsNotTheCommandsUser: a root daemon refuses to run
+// Chromium as the user the agent's commands run as (one of its processes
+// could drive the browser through its singleton socket and read every
+// session's profile); another user is accepted.
+func TestBrowserUserIsNotTheCommandsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("Chromium runs as another user only when the daemon is root")
+	}
+	if _, err := New(Options{BrowserPath: "/nonexistent/chromium", RunAs: "nobody", CommandsRunAs: "nobody"}); err == nil ||
+		!strings.Contains(err.Error(), "the user the agent's commands run as") {
+		t.Errorf("the commands' user for Chromium: %v", err)
+	}
+	p, err := New(Options{BrowserPath: "/nonexistent/chromium", RunAs: "nobody", CommandsRunAs: "root"})
+	if err != nil {
+		t.Fatalf("another user for the commands: %v", err)
+	}
+	p.Close()
+}
+
 // TestRebindingHeldAtProxy: a name that resolves to an admitted address
 // when interception checks it and to a refused one afterwards (DNS
 // rebinding) never reaches the refused address: Chromium does not resolve

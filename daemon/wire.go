@@ -226,7 +226,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 	}
 	if cfg.BrowserTools {
 		bo := browser.Options{BrowserPath: cfg.BrowserPath, AllowHTTP: cfg.BrowserAllowHTTP,
-			MaxSessions: cfg.BrowserMaxSessions, IdleTimeout: cfg.BrowserIdleTimeout, RunAs: cfg.BrowserRunAs,
+			MaxSessions: cfg.BrowserMaxSessions, IdleTimeout: cfg.BrowserIdleTimeout, RunAs: cfg.BrowserRunAs, CommandsRunAs: cfg.RunAs,
 			Logger: log.With("component", "browser")}
 		if opts.browserTweak != nil {
 			opts.browserTweak(&bo)
