@@ -704,8 +704,8 @@ func TestNoBrowser(t *testing.T) {
 
 // TestBrowserUserIsNotTheCommandsUser: a root daemon refuses to run
 // Chromium as the user the agent's commands run as (one of its processes
-// could drive the browser through its singleton socket and read every
-// session's profile); another user is accepted.
+// could open /proc/<pid>/mem of Chromium's and read every session's
+// profile); another user is accepted.
 func TestBrowserUserIsNotTheCommandsUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("Chromium runs as another user only when the daemon is root")

@@ -86,10 +86,10 @@ type Options struct {
 	RunAs string
 	// CommandsRunAs is the user the agent's commands run as (--run-as; ""
 	// when they run as the daemon's user). Chromium's user must be another:
-	// a process of Chromium's user can drive it through its singleton
-	// socket (opening file: URLs in a new tab, past every check), read every
-	// session's profile, and use the sessions' proxies. New refuses the
-	// same user for both.
+	// a process of Chromium's user can open /proc/<pid>/mem of Chromium's
+	// processes (drive the browser past every check), read every session's
+	// profile, and use the sessions' proxies. New refuses the same user for
+	// both.
 	CommandsRunAs string
 	// TempDir holds the sessions' directories (os.TempDir() when "").
 	TempDir string
@@ -170,7 +170,7 @@ func New(opts Options) (*Provider, error) {
 			// An unknown user is the sandbox's to refuse.
 			if cu, err := user.Lookup(opts.CommandsRunAs); err == nil && cu.Uid == u.Uid {
 				return nil, fmt.Errorf("the browser's user %q (--browser-run-as) is uid %s, the user the agent's commands run as (--run-as %q): "+
-					"a command could drive the browser through its singleton socket, read every session's profile and use the sessions' proxies; "+
+					"a command could write the browser's memory (/proc/<pid>/mem), read every session's profile and use the sessions' proxies; "+
 					"give Chromium a user of its own", name, u.Uid, opts.CommandsRunAs)
 			}
 		}
