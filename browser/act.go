@@ -400,6 +400,25 @@ func (p *Provider) screenshot(ctx context.Context, fullPage bool) ([]byte, int, 
 	return r.png, r.w, r.h, r.truncated, nil
 }
 
+// readElement reads one element's text, outer HTML or attribute, cut in
+// the page to limit UTF-16 units (at most 3 bytes of UTF-8 each, cut again
+// to the byte budget by the caller; one more unit says it was longer). The
+// page decides how long these are (a text of hundreds of megabytes is
+// easily made), and the value crosses the DevTools pipe and is decoded in
+// the daemon whole: cut after, it would cost the daemon that much memory.
+func readElement(ctx context.Context, t *chromedp.Target, o runtime.RemoteObjectID, kind, attribute string, limit int) (string, error) {
+	limit = max(limit, 0) + 1
+	switch kind {
+	case "text":
+		return callOn[string](ctx, t, o, true, `function(limit) { return String(this.innerText ?? this.textContent ?? "").slice(0, limit); }`, limit)
+	case "html":
+		return callOn[string](ctx, t, o, true, `function(limit) { return String(this.outerHTML ?? "").slice(0, limit); }`, limit)
+	case "attribute":
+		return callOn[string](ctx, t, o, true, `function(limit, name) { return String(this.getAttribute(name) ?? "").slice(0, limit); }`, limit, attribute)
+	}
+	return "", fmt.Errorf("kind %q", kind)
+}
+
 type extractArgs struct {
 	SessionID string `json:"sessionId"`
 	Selector  string `json:"selector"`
@@ -454,14 +473,27 @@ func (p *Provider) extract(ctx context.Context, a extractArgs) (any, bool, error
 		if a.Kind == "links" {
 			var links []link
 			for _, o := range objs {
-				ls, err := callOn[[]link](ctx, t, o, true, `function(limit) {
+				// An href longer than the whole budget is left in the page
+				// (href null): it could never be given, and it is the
+				// page's to make as long as it likes.
+				ls, err := callOn[[]struct {
+					link
+					Long bool `json:"long"`
+				}](ctx, t, o, true, `function(limit, budget) {
 					const as = this.matches("a[href]") ? [this] : Array.from(this.querySelectorAll("a[href]"));
-					return as.slice(0, limit).map(a => ({text: (a.innerText || a.textContent || "").trim().slice(0, 500), href: String(a.href)}));
-				}`, maxExtractNodes)
+					return as.slice(0, limit).map(a => {
+						const text = String(a.innerText || a.textContent || "").trim().slice(0, 500), href = String(a.href);
+						return href.length > budget ? {text: "", href: "", long: true} : {text, href};
+					});
+				}`, maxExtractNodes, max(budget, 0))
 				if err != nil {
 					return nil, err
 				}
 				for _, l := range ls {
+					if l.Long {
+						truncated = true
+						continue
+					}
 					// A link is given whole or not at all: a cut href
 					// would be another address.
 					if len(l.Text)+len(l.Href) > budget || len(links) >= maxExtractNodes {
@@ -469,7 +501,7 @@ func (p *Provider) extract(ctx context.Context, a extractArgs) (any, bool, error
 						return links, nil
 					}
 					budget -= len(l.Text) + len(l.Href)
-					links = append(links, l)
+					links = append(links, l.link)
 				}
 			}
 			if links == nil {
@@ -483,16 +515,7 @@ func (p *Provider) extract(ctx context.Context, a extractArgs) (any, bool, error
 				truncated = true
 				break
 			}
-			var v string
-			var err error
-			switch a.Kind {
-			case "text":
-				v, err = callOn[string](ctx, t, o, true, `function() { return this.innerText ?? this.textContent ?? ""; }`)
-			case "html":
-				v, err = callOn[string](ctx, t, o, true, `function() { return this.outerHTML ?? ""; }`)
-			case "attribute":
-				v, err = callOn[string](ctx, t, o, true, `function(name) { return this.getAttribute(name) ?? ""; }`, a.Attribute)
-			}
+			v, err := readElement(ctx, t, o, a.Kind, a.Attribute, budget)
 			if err != nil {
 				return nil, err
 			}

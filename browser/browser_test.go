@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
@@ -360,6 +361,49 @@ func TestSubresourcesChecked(t *testing.T) {
 	}
 }
 
+// TestWebRTCSendsNoUDP: a page's RTCPeerConnection with STUN and TURN
+// servers on loopback sends them nothing. WebRTC's UDP is not a request of
+// the network stack: neither interception nor the proxy sees it, so only
+// Chromium's IP handling policy (disable_non_proxied_udp) holds it.
+func TestWebRTCSendsNoUDP(t *testing.T) {
+	needBrowser(t)
+	uc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { uc.Close() })
+	var packets atomic.Int64
+	go func() {
+		b := make([]byte, 2048)
+		for {
+			if _, _, err := uc.ReadFrom(b); err != nil {
+				return
+			}
+			packets.Add(1)
+		}
+	}()
+	port := uc.LocalAddr().(*net.UDPAddr).Port
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>RTC</title><script>
+const pc = new RTCPeerConnection({iceServers: [{urls: "stun:127.0.0.1:%[1]d"},
+	{urls: "turn:127.0.0.1:%[1]d?transport=udp", username: "u", credential: "p"}]});
+pc.createDataChannel("x");
+pc.createOffer().then(o => pc.setLocalDescription(o));
+</script>`, port)
+	}))
+	t.Cleanup(srv.Close)
+	f := setup(t, func(o *Options) { o.Net = allowing(t, srv.URL) })
+	f.srv = srv
+	id := f.start(t)
+	if out := f.gotoPage(t, id, "/rtc"); out["title"] != "RTC" {
+		t.Fatalf("rtc page: %v", out)
+	}
+	time.Sleep(2 * time.Second) // ICE gathering sends its binding requests at once
+	if n := packets.Load(); n != 0 {
+		t.Errorf("the page's WebRTC sent %d UDP packets to a loopback port", n)
+	}
+}
+
 // TestStaleRef: a ref of a page the tab has navigated away from is refused
 // as stale; a ref never given, or not a ref, is refused as such.
 func TestStaleRef(t *testing.T) {
@@ -416,6 +460,51 @@ func TestHostileArguments(t *testing.T) {
 	}
 	if got := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"title","kind":"text"}`)["content"]; fmt.Sprint(got) != "[Home]" {
 		t.Errorf("a selector ran as script: the title is %v", got)
+	}
+}
+
+// TestExtractCutInThePage: the page decides how long an element's text,
+// HTML, attributes and links are; what crosses the DevTools pipe to the
+// daemon is cut in the page to the budget, not after the daemon has
+// decoded the whole value.
+func TestExtractCutInThePage(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>Big</title><div id=big></div><script>
+const big = "x".repeat(4 << 20), d = document.getElementById("big");
+d.textContent = big;
+d.setAttribute("data-big", big);
+const a = document.createElement("a"); a.href = "/" + big; a.textContent = "long"; d.after(a);
+const b = document.createElement("a"); b.href = "/short"; b.textContent = "short"; a.after(b);
+</script>`)
+	}))
+	t.Cleanup(srv.Close)
+	f := setup(t, func(o *Options) { o.MaxExtractBytes, o.Net = 1000, allowing(t, srv.URL) })
+	f.srv = srv
+	id := f.start(t)
+	f.gotoPage(t, id, "/")
+	f.p.mu.Lock()
+	s := f.p.sessions[id]
+	f.p.mu.Unlock()
+	ctx, cancel := callCtx(s, context.Background(), 30*time.Second)
+	defer cancel()
+	for _, kind := range []string{"text", "html", "attribute"} {
+		v, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (string, error) {
+			objs, err := querySelector(ctx, t, "#big", 1)
+			if err != nil || len(objs) != 1 {
+				return "", fmt.Errorf("#big: %v %v", objs, err)
+			}
+			return readElement(ctx, t, objs[0], kind, "data-big", 1000)
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		if len(v) > 3*1001 {
+			t.Errorf("%s: %d bytes crossed from the page for a budget of 1000", kind, len(v))
+		}
+	}
+	out := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"body","kind":"links"}`)
+	if links, _ := json.Marshal(out["content"]); !strings.Contains(string(links), "/short") || len(links) > 1000 || out["truncated"] != true {
+		t.Errorf("links: %.300s truncated=%v", links, out["truncated"])
 	}
 }
 
@@ -611,6 +700,25 @@ func TestNoBrowser(t *testing.T) {
 	if h := p.Health(); h.Available || h.Detail == "" {
 		t.Errorf("health: %+v", h)
 	}
+}
+
+// TestBrowserUserIsNotTheCommandsUser: a root daemon refuses to run
+// Chromium as the user the agent's commands run as (one of its processes
+// could open /proc/<pid>/mem of Chromium's and read every session's
+// profile); another user is accepted.
+func TestBrowserUserIsNotTheCommandsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("Chromium runs as another user only when the daemon is root")
+	}
+	if _, err := New(Options{BrowserPath: "/nonexistent/chromium", RunAs: "nobody", CommandsRunAs: "nobody"}); err == nil ||
+		!strings.Contains(err.Error(), "the user the agent's commands run as") {
+		t.Errorf("the commands' user for Chromium: %v", err)
+	}
+	p, err := New(Options{BrowserPath: "/nonexistent/chromium", RunAs: "nobody", CommandsRunAs: "root"})
+	if err != nil {
+		t.Fatalf("another user for the commands: %v", err)
+	}
+	p.Close()
 }
 
 // TestRebindingHeldAtProxy: a name that resolves to an admitted address

@@ -84,6 +84,13 @@ type Options struct {
 	// that is not root; a user of its own keeps it apart from other
 	// services that run as nobody.
 	RunAs string
+	// CommandsRunAs is the user the agent's commands run as (--run-as; ""
+	// when they run as the daemon's user). Chromium's user must be another:
+	// a process of Chromium's user can open /proc/<pid>/mem of Chromium's
+	// processes (drive the browser past every check), read every session's
+	// profile, and use the sessions' proxies. New refuses the same user for
+	// both.
+	CommandsRunAs string
 	// TempDir holds the sessions' directories (os.TempDir() when "").
 	TempDir string
 	Logger  *slog.Logger
@@ -158,6 +165,14 @@ func New(opts Options) (*Provider, error) {
 		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
 		if uid == 0 {
 			return nil, fmt.Errorf("user %q is root; Chromium's sandbox needs an unprivileged user", name)
+		}
+		if opts.CommandsRunAs != "" {
+			// An unknown user is the sandbox's to refuse.
+			if cu, err := user.Lookup(opts.CommandsRunAs); err == nil && cu.Uid == u.Uid {
+				return nil, fmt.Errorf("the browser's user %q (--browser-run-as) is uid %s, the user the agent's commands run as (--run-as %q): "+
+					"a command could write the browser's memory (/proc/<pid>/mem), read every session's profile and use the sessions' proxies; "+
+					"give Chromium a user of its own", name, u.Uid, opts.CommandsRunAs)
+			}
 		}
 		p.runAs = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
 	}

@@ -85,7 +85,8 @@ func startProxy(n *netguard.Client, allowHTTP bool, uid int, refused func(string
 	g.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodConnect {
-				if _, port, _ := net.SplitHostPort(r.Host); port == "80" && !allowHTTP {
+				// The port as a number: the dialler reads "0080" as 80.
+				if _, port, _ := net.SplitHostPort(r.Host); !allowHTTP && portNumber(port) == 80 {
 					g.refused(r.Host, errors.New("plain http (port 80) is not allowed"))
 					http.Error(w, "refused by the daemon's network rules", http.StatusForbidden)
 					return
@@ -111,6 +112,16 @@ func startProxy(n *netguard.Client, allowHTTP bool, uid int, refused func(string
 	}
 	g.wg.Go(func() { _ = g.srv.Serve(ln) })
 	return g, nil
+}
+
+// portNumber is port's number as netguard.Dial reads it (base 10, leading
+// zeros allowed), or -1.
+func portNumber(port string) int {
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return -1
+	}
+	return int(n)
 }
 
 // addr is the proxy's host:port.

@@ -65,6 +65,8 @@ func TestProxyRules(t *testing.T) {
 			"169.254.169.254:443":                              "403",
 			"localhost:443":                                    "403",
 			"127.0.0.1:80":                                     map[bool]string{true: "502", false: "403"}[allowHTTP],
+			// Port 80 written with a leading zero is port 80 to the dialler.
+			"127.0.0.1:0080": map[bool]string{true: "502", false: "403"}[allowHTTP],
 		} {
 			if got := tunnel(target); !strings.Contains(got, " "+want+" ") {
 				t.Errorf("allowHTTP=%v CONNECT %s: %q; want %s", allowHTTP, target, got, want)
@@ -73,9 +75,9 @@ func TestProxyRules(t *testing.T) {
 		tr.CloseIdleConnections()
 		g.close()
 		// The refused address, the metadata address, localhost; without
-		// allowHTTP also the http request and the tunnel to port 80.
+		// allowHTTP also the http request and the two tunnels to port 80.
 		mu.Lock()
-		if want := map[bool]int{true: 3, false: 5}[allowHTTP]; len(refusals) != want {
+		if want := map[bool]int{true: 3, false: 6}[allowHTTP]; len(refusals) != want {
 			t.Errorf("allowHTTP=%v: refusals reported: %v; want %d", allowHTTP, refusals, want)
 		}
 		mu.Unlock()

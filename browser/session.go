@@ -166,9 +166,12 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 		chromedp.Flag("use-mock-keychain", true),
 		chromedp.Flag("mute-audio", true),
 		chromedp.Flag("hide-scrollbars", true),
-		// WebRTC is not seen by request interception: no UDP that does not
-		// go through the proxy (which carries none).
-		chromedp.Flag("force-webrtc-ip-handling-policy", "disable_non_proxied_udp"),
+		// WebRTC is not seen by request interception nor by the proxy: no
+		// UDP that does not go through the proxy (which carries none). The
+		// switch is webrtc-ip-handling-policy; Chromium ignores an unknown
+		// one (force-webrtc-..., which let STUN and TURN packets reach any
+		// address) without a word (TestWebRTCSendsNoUDP).
+		chromedp.Flag("webrtc-ip-handling-policy", "disable_non_proxied_udp"),
 		chromedp.NoInheritEnv,
 		chromedp.Env("HOME="+s.dir, "XDG_CONFIG_HOME="+filepath.Join(s.dir, ".config"),
 			"XDG_CACHE_HOME="+filepath.Join(s.dir, ".cache"), "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"),

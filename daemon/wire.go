@@ -232,7 +232,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 	}
 	if cfg.BrowserTools {
 		bo := browser.Options{BrowserPath: cfg.BrowserPath, AllowHTTP: cfg.BrowserAllowHTTP, Net: netguard.New(cfg.NetGuard(80, 443)),
-			MaxSessions: cfg.BrowserMaxSessions, IdleTimeout: cfg.BrowserIdleTimeout, RunAs: cfg.BrowserRunAs,
+			MaxSessions: cfg.BrowserMaxSessions, IdleTimeout: cfg.BrowserIdleTimeout, RunAs: cfg.BrowserRunAs, CommandsRunAs: cfg.RunAs,
 			Logger: log.With("component", "browser")}
 		if opts.browserTweak != nil {
 			opts.browserTweak(&bo)

@@ -26,7 +26,8 @@ const (
 	localExt = "agentbe.ext"
 	localWS  = "agentbe.ws"
 	// localReadOnly is set for a read-only token's call: its workspace
-	// refuses changes (fsops.ReadOnly), and postgres.execute refuses too.
+	// refuses changes (fsops.ReadOnly), postgres.execute refuses too, and
+	// postgres.query runs in a READ ONLY transaction.
 	localReadOnly = "agentbe.readonly"
 )
 

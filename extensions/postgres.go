@@ -3,7 +3,9 @@ package extensions
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"slices"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/stdlib"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -21,6 +24,10 @@ import (
 // DefaultPostgresPort is the port the postgres module's door admits when
 // the daemon gives it none of its own (Options.PostgresNet).
 const DefaultPostgresPort = 5432
+
+// maxPostgresMessage bounds a message from the server: a result's values
+// (MaxSQLResultBytes) and a row's framing.
+const maxPostgresMessage = MaxSQLResultBytes + 64<<10
 
 // postgresKeys are the keys a connection URL may carry. The others of
 // libpq make pgx read files of the daemon's (passfile, servicefile,
@@ -72,6 +79,15 @@ func postgresConfig(fn, conn string, ext *Extension, door *netguard.Client) (*pg
 			return nil, fmt.Errorf("%s: host %q is not in the allowed_db_hosts of extension %s (%v)", fn, h, ext.Name, ext.AllowedDBHosts)
 		}
 	}
+	// A message of the server's is read whole before sqlRows counts a
+	// row's values: one row of SELECT repeat('x', 1e9) would be a gigabyte
+	// in the daemon (and more as Starlark values) before the 4 MiB bound
+	// refused it. No message may be longer than a result may hold.
+	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+		f := pgproto3.NewFrontend(r, w)
+		f.SetMaxBodyLen(maxPostgresMessage)
+		return f
+	}
 	// The name goes to the door as it is: netguard resolves it itself and
 	// dials only an address it checked.
 	cfg.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
@@ -88,6 +104,25 @@ func postgresConfig(fn, conn string, ext *Extension, door *netguard.Client) (*pg
 	return cfg, nil
 }
 
+// sqlRunner is a connection or a transaction.
+type sqlRunner interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// postgresError says what a message longer than maxPostgresMessage was;
+// other errors are given as they are (prefixed with fn once).
+func postgresError(fn string, err error) error {
+	var long *pgproto3.ExceededMaxBodyLenErr
+	if errors.As(err, &long) {
+		return fmt.Errorf("%s: the server sent a message of %d bytes (a row of the result); the limit is %d: select fewer or shorter columns", fn, long.ActualBodyLen, long.MaxExpectedBodyLen)
+	}
+	if strings.HasPrefix(err.Error(), fn+": ") {
+		return err
+	}
+	return fmt.Errorf("%s: %v", fn, err)
+}
+
 // redactURLError drops the URL (which may hold a password) from a
 // url.Parse error.
 func redactURLError(err error) error {
@@ -101,7 +136,7 @@ func redactURLError(err error) error {
 // call, dialled through the network door.
 func (p *Provider) postgresModule() *starlarkstruct.Module {
 	run := func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple,
-		write bool, body func(ctx context.Context, c *sql.Conn, query string, params []any) (starlark.Value, error)) (starlark.Value, error) {
+		write bool, body func(ctx context.Context, c sqlRunner, query string, params []any) (starlark.Value, error)) (starlark.Value, error) {
 		var conn, query string
 		var params starlark.Value
 		if err := starlark.UnpackArgs(b.Name(), a, kw, "conn", &conn, "sql", &query, "params?", &params); err != nil {
@@ -111,7 +146,8 @@ func (p *Provider) postgresModule() *starlarkstruct.Module {
 		if err != nil {
 			return nil, err
 		}
-		if ro, _ := thread.Local(localReadOnly).(bool); ro && write {
+		ro, _ := thread.Local(localReadOnly).(bool)
+		if ro && write {
 			return nil, fmt.Errorf("%s: this token is read-only; it may not change a database", b.Name())
 		}
 		args, err := sqlParams(b.Name(), params)
@@ -130,24 +166,42 @@ func (p *Provider) postgresModule() *starlarkstruct.Module {
 			return nil, fmt.Errorf("%s: connecting: %v", b.Name(), err)
 		}
 		defer c.Close()
-		return body(ctx, c, query, args)
+		if !ro {
+			return body(ctx, c, query, args)
+		}
+		// A read-only token's query runs in a READ ONLY transaction that
+		// is rolled back: query takes any statement (DELETE ... RETURNING
+		// too), and the token may not change a database. The URL cannot
+		// choose the simple protocol (default_query_exec_mode is not among
+		// its keys), so the statement is one statement: it cannot end the
+		// transaction and go on.
+		tx, err := c.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return nil, postgresError(b.Name(), err)
+		}
+		defer tx.Rollback()
+		return body(ctx, tx, query, args)
 	}
 	return module("postgres", map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){
 		"query": func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			return run(thread, b, a, kw, false, func(ctx context.Context, c *sql.Conn, query string, params []any) (starlark.Value, error) {
+			return run(thread, b, a, kw, false, func(ctx context.Context, c sqlRunner, query string, params []any) (starlark.Value, error) {
 				rows, err := c.QueryContext(ctx, query, params...)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %v", b.Name(), err)
+					return nil, postgresError(b.Name(), err)
 				}
 				defer rows.Close()
-				return sqlRows(b.Name(), rows)
+				out, err := sqlRows(b.Name(), rows)
+				if err != nil {
+					return nil, postgresError(b.Name(), err)
+				}
+				return out, nil
 			})
 		},
 		"execute": func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			return run(thread, b, a, kw, true, func(ctx context.Context, c *sql.Conn, query string, params []any) (starlark.Value, error) {
+			return run(thread, b, a, kw, true, func(ctx context.Context, c sqlRunner, query string, params []any) (starlark.Value, error) {
 				res, err := c.ExecContext(ctx, query, params...)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %v", b.Name(), err)
+					return nil, postgresError(b.Name(), err)
 				}
 				return sqlExecResult(res), nil
 			})

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -197,6 +198,17 @@ func TestPostgres(t *testing.T) {
 	if err != nil || res.IsError || textOf(res) != `[{"n":2}]` {
 		t.Errorf("a read-only query: %v %s", err, textOf(res))
 	}
+	// Nor through query, which takes any statement; a statement that tries
+	// to leave the read-only transaction is one statement, and changes
+	// nothing.
+	for _, q := range []string{"DELETE FROM people RETURNING id", "INSERT INTO people (name) VALUES ('eve') RETURNING id",
+		"COMMIT; DELETE FROM people RETURNING id", "SELECT nextval('people_id_seq') AS n"} {
+		res, err = f.reg.Call(context.Background(), "pg__query", registry.Call{Args: json.RawMessage(pgArgs(t, conn, q)), Workspace: f.ws, ReadOnly: true})
+		if err != nil || !res.IsError {
+			t.Errorf("a read-only query %q: %v %s", q, err, textOf(res))
+		}
+	}
+	mustCall("pg__query", pgArgs(t, conn, "SELECT count(*) AS n, max(id) AS m FROM people"), `[{"m":2,"n":2}]`)
 
 	// pg_sleep(10) past a 500 ms deadline: the statement is cancelled and
 	// the call returns (the registry runs the handler on this goroutine).
@@ -212,6 +224,20 @@ func TestPostgres(t *testing.T) {
 		txt, _, _ := f.call(t, "pg__query", pgArgs(t, conn, "SELECT count(*) AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(10)'"))
 		return txt == `[{"n":0}]`
 	})
+
+	// One row larger than a result may be: refused as the server's message
+	// arrives, not read whole first (a gigabyte row would be a gigabyte in
+	// the daemon).
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	txt, isErr, _ = f.call(t, "pg__query", pgArgs(t, conn, "SELECT repeat('x', 64 << 20) AS s"))
+	runtime.ReadMemStats(&after)
+	if !isErr || !strings.Contains(txt, "postgres.query: the server sent a message of 67108870 bytes (a row of the result); the limit is") {
+		t.Errorf("a 64 MiB row: %.200q %v", txt, isErr)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
+		t.Errorf("a 64 MiB row made the daemon allocate %d bytes", grew)
+	}
 
 	other := port + 1
 	if other > 65535 {

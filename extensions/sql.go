@@ -94,7 +94,7 @@ func sqlRows(fn string, rows *sql.Rows) (*starlark.List, error) {
 		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %v", fn, err)
+		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
 	return starlark.NewList(out), nil
 }

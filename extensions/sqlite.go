@@ -153,11 +153,14 @@ func openSQLite(ctx context.Context, ws fsops.Workspace, fn, path string, write 
 		return nil, fmt.Errorf("%s: %s: %v", fn, path, err)
 	}
 	// The database may not grow past MaxSQLiteBytes ("database or disk is
-	// full"); a value may not be longer; no database may be attached; and
-	// temporary tables and sorts stay in memory, never in a file.
+	// full"), nor may its temporary tables (the temp schema is a database
+	// of its own, in the daemon's memory, with its own page count); a
+	// value may not be longer; no database may be attached; and temporary
+	// tables and sorts stay in memory, never in a file.
 	for _, q := range []string{
 		fmt.Sprintf("PRAGMA max_page_count = %d", MaxSQLiteBytes/pageSize),
 		"PRAGMA temp_store = MEMORY",
+		fmt.Sprintf("PRAGMA temp.max_page_count = %d", MaxSQLiteBytes/pageSize),
 	} {
 		if _, err := s.conn.ExecContext(ctx, q); err != nil {
 			return nil, fmt.Errorf("%s: %s: %v", fn, q, err)

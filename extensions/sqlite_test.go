@@ -262,6 +262,13 @@ func TestSQLiteBounds(t *testing.T) {
 	if !isErr || !strings.Contains(txt, "more than 4194304 bytes") {
 		t.Errorf("too many bytes: %.200q %v", txt, isErr)
 	}
+	// Temporary tables are bounded like the database: in the daemon's
+	// memory, 40 MiB of them would be past the 32 MiB the file may hold.
+	txt, isErr, _ = f.call(t, "db__query", sqlArgs(t, "b.db",
+		"CREATE TEMP TABLE big AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT 40) SELECT zeroblob(1 << 20) AS z FROM c"))
+	if !isErr || !strings.Contains(txt, "database or disk is full") {
+		t.Errorf("40 MiB of temporary table: %.200q %v", txt, isErr)
+	}
 	os.WriteFile(filepath.Join(f.ws.Root(), "text.db"), []byte(strings.Repeat("not a database ", 20)), 0o644)
 	if txt, isErr, _ := f.call(t, "db__query", sqlArgs(t, "text.db", "SELECT 1")); !isErr || !strings.Contains(txt, "text.db is not a SQLite database") {
 		t.Errorf("a text file: %q %v", txt, isErr)
