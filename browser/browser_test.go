@@ -14,8 +14,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -81,8 +83,26 @@ func site() http.Handler {
 	mux.HandleFunc("/cookie-show", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `<!doctype html><title>Show</title><p id="c">cookie=[%s]</p>`, html(r.Header.Get("Cookie")))
 	})
+	mux.HandleFunc("/labelled", func(w http.ResponseWriter, r *http.Request) {
+		w.Write(labelledPage())
+	})
 	return mux
 }
+
+// labelledPage is a hostile page: 1 MB of hidden text that 20 buttons
+// name as their label, so that each button's accessible name is all of it
+// and the accessibility tree of the page is 20 MB. It is made once, before
+// a test measures the daemon's allocations.
+var labelledPage = sync.OnceValue(func() []byte {
+	var b bytes.Buffer
+	b.WriteString(`<!doctype html><title>Labelled</title><div id="l" hidden>`)
+	b.WriteString(strings.Repeat("word ", 200_000))
+	b.WriteString(`</div>`)
+	for i := range 20 {
+		fmt.Fprintf(&b, `<button aria-labelledby="l">%d</button>`, i)
+	}
+	return b.Bytes()
+})
 
 func html(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
@@ -797,6 +817,55 @@ func TestAriaSnapshotShape(t *testing.T) {
 
 // TestBrowserThatFails: a browser that exits at once is a clear error that
 // carries what it printed, and leaves no directory behind.
+// TestHugeMessage: a page whose accessibility tree is 20 MB makes
+// browser.goto's snapshot fail with the limit's error, without the daemon
+// reading the message (it allocates about the limit, not the tree); the
+// session is closed, its processes and directory gone, and the provider
+// starts another.
+func TestHugeMessage(t *testing.T) {
+	f := setup(t, nil)
+	// A lower limit keeps the test quick; the page passes it more than twice.
+	const limit = 8 << 20
+	f.p.maxMessage = limit
+	id := f.start(t)
+	f.p.mu.Lock()
+	dir := f.p.sessions[id].dir
+	f.p.mu.Unlock()
+	labelledPage()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	text, isErr, code := f.call(t, "browser.goto", fmt.Sprintf(`{"sessionId":%q,"url":%q}`, id, f.srv.URL+"/labelled"))
+	runtime.ReadMemStats(&after)
+	if !isErr || code != errcode.TooLarge || !strings.Contains(text, "the page produced a DevTools message larger than 8 MiB; the session was closed") {
+		t.Errorf("goto: %.300s (%s)", text, code)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 2*limit {
+		t.Errorf("the call made the daemon allocate %d bytes; the limit is %d", grew, limit)
+	}
+	if text, isErr, code := f.call(t, "browser.snapshot", fmt.Sprintf(`{"sessionId":%q}`, id)); !isErr || code != errcode.NotFound {
+		t.Errorf("snapshot after: %.300s (%s)", text, code)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		pids := processesUsing(dir, false)
+		_, err := os.Stat(dir)
+		if len(pids) == 0 && os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the session's end: processes %v, directory %v", pids, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if h := f.p.Health(); len(h.Sessions) != 0 {
+		t.Errorf("health: %+v", h)
+	}
+	id = f.start(t)
+	if got := f.gotoPage(t, id, "/other"); got["title"] != "Other" {
+		t.Errorf("another session: %v", got)
+	}
+}
+
 func TestBrowserThatFails(t *testing.T) {
 	dir, err := os.MkdirTemp("", "agentbe-browser-test-")
 	if err != nil {

@@ -14,7 +14,7 @@
 //
 // Start here: provider.go (options, the sessions, the cap and the idle
 // reaper, Health, Close), then session.go (how Chromium is started and how
-// its requests are checked), proxy.go (its only way out), tools.go (the tools and their arguments),
+// its requests are checked), limit.go (the bound on its messages), proxy.go (its only way out), tools.go (the tools and their arguments),
 // snapshot.go and refs.go (the text views and their refs), act.go (the
 // actions, screenshots and extraction).
 //
@@ -25,7 +25,10 @@
 // unprivileged user (nobody by default) so that it keeps its own sandbox;
 // it is never started with --no-sandbox. Like the sandbox door's commands,
 // the browser is a process the daemon starts: it is started here, through
-// chromedp's exec allocator, because chromedp must own its pipes.
+// chromedp's exec allocator, because chromedp must own its pipes. Chromium's
+// messages reach chromedp through limit.go, which passes each on only when
+// it is whole and within MaxMessageBytes, and ends the session otherwise
+// (chromedp reads a message whole, without a limit).
 //
 // The network rules are netguard's, the daemon's door to the network, and
 // are held twice. Every request of every tab and worker is paused by the

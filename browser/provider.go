@@ -104,6 +104,9 @@ type Provider struct {
 	execPath string // "" when no browser was found
 	missing  string // why not
 	runAs    *syscall.Credential
+	// maxMessage bounds one DevTools message (MaxMessageBytes; a test
+	// lowers it).
+	maxMessage int
 
 	mu       sync.Mutex
 	sessions map[string]*session // by id
@@ -150,7 +153,7 @@ func New(opts Options) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Provider{opts: opts, log: log, net: opts.Net, sessions: map[string]*session{}, stop: make(chan struct{})}
+	p := &Provider{opts: opts, log: log, net: opts.Net, sessions: map[string]*session{}, stop: make(chan struct{}), maxMessage: MaxMessageBytes}
 	p.execPath, p.missing = findBrowser(opts.BrowserPath)
 	if os.Geteuid() == 0 {
 		name := opts.RunAs
@@ -271,6 +274,11 @@ func (p *Provider) startSession(key, owner string, headless bool) (*session, boo
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.starting--
+	if s != nil && s.tooLarge.Load() {
+		// Its shutdown has begun (messageTooLarge), and launch's too when
+		// it failed.
+		return nil, false, p.tooLargeError("browser.start")
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -281,6 +289,12 @@ func (p *Provider) startSession(key, owner string, headless bool) (*session, boo
 	p.sessions[s.id] = s
 	p.log.Info("browser session started", "session", s.id, "key", key, "profile", s.profile)
 	return s, false, nil
+}
+
+// tooLargeError is the error of a call whose session a DevTools message
+// past the limit ended.
+func (p *Provider) tooLargeError(op string) error {
+	return &errcode.Error{Code: errcode.TooLarge, Op: op, Msg: errTooLarge(p.maxMessage).Error()}
 }
 
 // session finds a session by id for owner.

@@ -64,6 +64,12 @@ type session struct {
 	navStarted, navLoaded atomic.Int64
 	mainFrame             atomic.Value // cdp.FrameID
 
+	// limit bounds each DevTools message from Chromium (limit.go); it is
+	// set by chromedp's ModifyCmdFunc, on the goroutine that starts the
+	// browser. tooLarge is set when a message passed it.
+	limit    atomic.Pointer[messageLimit]
+	tooLarge atomic.Bool
+
 	closeOnce sync.Once
 	closed    atomic.Bool // set before the browser is ended
 }
@@ -176,6 +182,13 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 		chromedp.Env("HOME="+s.dir, "XDG_CONFIG_HOME="+filepath.Join(s.dir, ".config"),
 			"XDG_CACHE_HOME="+filepath.Join(s.dir, ".cache"), "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"),
 		chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
+			m, err := limitMessages(cmd, p.maxMessage, func() { p.messageTooLarge(s) })
+			if err != nil {
+				// Start fails with it: no browser without the limit.
+				cmd.Err = err
+			} else {
+				s.limit.Store(m)
+			}
 			cmd.SysProcAttr = &syscall.SysProcAttr{
 				// Its own process group, killed whole at close.
 				Setpgid: true,
@@ -332,6 +345,22 @@ func (p *Provider) intercept(s *session, e *fetch.EventRequestPaused) {
 	_, _ = cdp.Call(ctx, c.Browser, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID})
 }
 
+// messageTooLarge ends a session whose Chromium sent a message past the
+// limit: it is forgotten at once (no new call finds it) and shut down; the
+// call that was waiting for the message gets errTooLarge (withSession).
+// It runs on the limit's goroutine, so the shutdown, which waits for that
+// goroutine, runs on its own.
+func (p *Provider) messageTooLarge(s *session) {
+	s.tooLarge.Store(true)
+	p.log.Warn("browser session closed: the page produced a DevTools message past the limit", "session", s.id, "limit", p.maxMessage)
+	p.mu.Lock()
+	if p.sessions[s.id] == s {
+		delete(p.sessions, s.id)
+	}
+	p.mu.Unlock()
+	go s.shutdown()
+}
+
 // maxPendingChecks bounds the paused requests of a session waiting for
 // their check.
 const maxPendingChecks = 1000
@@ -402,6 +431,9 @@ func (s *session) shutdown() {
 		}
 		if s.allocCancel != nil {
 			s.allocCancel()
+		}
+		if m := s.limit.Load(); m != nil {
+			m.close()
 		}
 		if s.dir != "" {
 			killUsing(s.dir)

@@ -139,12 +139,20 @@ func (p *Provider) withSession(ctx context.Context, call registry.Call, id, op s
 		return toolkit.Fail(err)
 	}
 	defer s.release()
+	if s.tooLarge.Load() {
+		return toolkit.Fail(p.tooLargeError(op))
+	}
 	if s.closed.Load() {
 		return toolkit.Fail(&errcode.Error{Code: errcode.NotFound, Op: op, Msg: fmt.Sprintf("sessionId %q: the session was closed while this call waited", id)})
 	}
 	actx, cancel := callCtx(s, ctx, d)
 	defer cancel()
-	return f(actx, s)
+	res := f(actx, s)
+	if s.tooLarge.Load() {
+		// The call failed because the browser is gone; say why.
+		return toolkit.Fail(p.tooLargeError(op))
+	}
+	return res
 }
 
 func (p *Provider) handleStart(_ context.Context, call registry.Call) *mcp.CallToolResult {
