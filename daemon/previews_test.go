@@ -95,20 +95,6 @@ func startPreviewServerAs(t testing.TB, r *running, dir string, hdr map[string]s
 	}
 }
 
-// hostLoopbackServer is a server the test runs on the host's loopback: not
-// a workspace process's.
-func hostLoopbackServer(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "the host's secret") })}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func portOf(t *testing.T, url string) int {
 	t.Helper()
 	p, err := strconv.Atoi(url[strings.LastIndex(url, ":")+1:])
@@ -243,7 +229,7 @@ func TestPreviewsOnDaemon(t *testing.T) {
 			ws.Close()
 
 			// Refused: the host's loopback server, the daemon's own port.
-			host := hostLoopbackServer(t)
+			host := previewtest.HostServer(t, "the host's secret")
 			for name, p := range map[string]int{"a loopback server of the host's": host, "the daemon's own port": portOf(t, r.url)} {
 				code, body := send(t, http.MethodGet, fmt.Sprintf("%s/preview/%d/", r.url, p), "", previewAuth)
 				if code != http.StatusNotFound || !strings.Contains(body, "no workspace process listens on this port") || strings.Contains(body, "secret") {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,20 +83,6 @@ func startServer(t testing.TB, ex sandbox.Executor, root, dir, args string) int 
 	return port
 }
 
-// hostServer is a loopback server the test itself runs: not the
-// workspace's.
-func hostServer(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello from the host") })}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // get sends GET path over c and returns the body.
 func get(t *testing.T, c net.Conn, path string) string {
 	t.Helper()
@@ -131,7 +116,7 @@ func TestPreviewDial(t *testing.T) {
 			}
 			defer p.Close()
 			ctx := context.Background()
-			host := hostServer(t)
+			host := previewtest.HostServer(t, "hello from the host")
 			if _, err := p.Dial(ctx, Caller{}, host); !errors.Is(err, ErrNotWorkspacePort) {
 				t.Fatalf("nothing runs yet: dial %d: %v", host, err)
 			}
@@ -206,7 +191,7 @@ func TestPreviewDialEntersTheSandboxNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	host := hostServer(t)
+	host := previewtest.HostServer(t, "hello from the host")
 	port := startServer(t, ex, root, root, fmt.Sprintf("-addr 127.0.0.1:%d -tag sandbox", host))
 	if port != host {
 		t.Fatalf("listening on %d, asked %d", port, host)

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -153,24 +154,14 @@ func writeError(w http.ResponseWriter, err error) {
 	case errors.Is(err, context.Canceled):
 		return // the client went away; nobody reads an answer
 	}
-	writeStatus(w, status, title, "preview: "+err.Error())
-}
-
-func writeStatus(w http.ResponseWriter, status int, title, msg string) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(struct {
-		Error   string `json:"error"`
-		Message string `json:"message"`
-	}{title, msg})
+	admit.WriteJSONError(w, status, title, "preview: "+err.Error())
 }
 
 // serveList answers GET prefix with the ports c reaches.
 func (p *Previews) serveList(w http.ResponseWriter, r *http.Request, c Caller) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeStatus(w, http.StatusMethodNotAllowed, "Method Not Allowed", "the list of ports is read with GET")
+		admit.WriteJSONError(w, http.StatusMethodNotAllowed, "Method Not Allowed", "the list of ports is read with GET")
 		return
 	}
 	type port struct {

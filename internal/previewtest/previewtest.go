@@ -7,6 +7,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,4 +95,20 @@ func ReadPort(tb testing.TB, r io.Reader) int {
 		tb.Fatal("previewsrv did not say where it listens within a minute")
 	}
 	return 0
+}
+
+// HostServer starts an HTTP server on the host's loopback that answers
+// every request with body, and stops it when the test ends: a server the
+// test runs itself, which no workspace process opened, so previews must
+// refuse it. It returns the port.
+func HostServer(tb testing.TB, body string) int {
+	tb.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, body) })}
+	go srv.Serve(l)
+	tb.Cleanup(func() { srv.Close() })
+	return l.Addr().(*net.TCPAddr).Port
 }
