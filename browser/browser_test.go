@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"image/png"
 	"net"
 	"net/http"
@@ -82,6 +83,11 @@ func site() http.Handler {
 	})
 	mux.HandleFunc("/cookie-show", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `<!doctype html><title>Show</title><p id="c">cookie=[%s]</p>`, html(r.Header.Get("Cookie")))
+	})
+	mux.HandleFunc("/hog", func(w http.ResponseWriter, r *http.Request) {
+		// A page that allocates without end once its button is pressed.
+		io.WriteString(w, `<!doctype html><title>Hog</title><button id="hog" onclick="
+			const keep = []; for (;;) keep.push(new Array(1 << 20).fill(Math.random()));">Allocate</button>`)
 	})
 	mux.HandleFunc("/labelled", func(w http.ResponseWriter, r *http.Request) {
 		w.Write(labelledPage())
@@ -990,5 +996,52 @@ func TestScreenshotBounds(t *testing.T) {
 	}
 	if meta := res.Content[1].(*mcp.TextContent).Text; !strings.Contains(meta, `"truncated":true`) {
 		t.Errorf("not marked truncated: %s", meta)
+	}
+}
+
+// TestJSHeapBound: a page that allocates without end is stopped at the
+// session's JavaScript heap bound (JSHeapMiB): its renderer dies there, the
+// session's memory stays near the bound, and the daemon answers on.
+func TestJSHeapBound(t *testing.T) {
+	const heapMiB = 128
+	f := setup(t, func(o *Options) { o.JSHeapMiB = heapMiB })
+	id := f.start(t)
+	f.p.mu.Lock()
+	dir := f.p.sessions[id].dir
+	f.p.mu.Unlock()
+	var flagged bool
+	for _, pid := range processesUsing(dir, false) {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		flagged = flagged || strings.Contains(string(cmdline), fmt.Sprintf("--max-old-space-size=%d", heapMiB))
+	}
+	if !flagged {
+		t.Fatal("no process of the session runs with the heap bound")
+	}
+	f.gotoPage(t, id, "/hog")
+	// The click's script never returns: the call ends with the renderer's
+	// death or its own timeout, either of which is fine here.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.call(t, "browser.act", fmt.Sprintf(`{"sessionId":%q,"type":"click","selector":"#hog"}`, id))
+	}()
+	// Without the bound, V8's own limit on this machine is gigabytes: the
+	// loop reaches past 1 GiB in a few seconds.
+	var peak int64
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		var kib int64
+		for _, pid := range processesUsing(dir, false) {
+			kib += pssKiB(pid)
+		}
+		peak = max(peak, kib)
+	}
+	if limit := int64(heapMiB+600) << 10; peak > limit {
+		t.Errorf("the session held %d MiB at its peak; with a %d MiB heap bound it should stay under %d MiB", peak>>10, heapMiB, limit>>10)
+	}
+	<-done
+	f.must(t, "browser.close", fmt.Sprintf(`{"sessionId":%q}`, id))
+	other := f.start(t)
+	if got := f.gotoPage(t, other, "/other"); got["title"] != "Other" {
+		t.Errorf("another session after the hog: %v", got)
 	}
 }

@@ -22,8 +22,13 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultIdleTimeout      = 30 * time.Minute
-	DefaultMaxSessions      = 4
+	DefaultIdleTimeout = 30 * time.Minute
+	DefaultMaxSessions = 4
+	// DefaultJSHeapMiB is the JavaScript heap a renderer may hold.
+	DefaultJSHeapMiB = 512
+	// RendererProcessLimit caps a session's renderer processes: tabs and
+	// frames beyond it share them (a page opening popups adds no process).
+	RendererProcessLimit    = 4
 	DefaultViewportWidth    = 1280
 	DefaultViewportHeight   = 800
 	DefaultStartTimeout     = 30 * time.Second
@@ -65,6 +70,11 @@ type Options struct {
 	IdleTimeout time.Duration
 	// MaxSessions caps the sessions open at once (DefaultMaxSessions when 0).
 	MaxSessions int
+	// JSHeapMiB bounds the JavaScript heap of each of the session's
+	// renderers (V8's --max-old-space-size; DefaultJSHeapMiB when 0): a
+	// page that allocates without end crashes its own tab at the bound
+	// instead of taking the host's memory.
+	JSHeapMiB int
 	// ViewportWidth and ViewportHeight are the tab's size in CSS pixels
 	// (DefaultViewportWidth, DefaultViewportHeight when 0).
 	ViewportWidth, ViewportHeight int
@@ -124,6 +134,9 @@ func New(opts Options) (*Provider, error) {
 	}
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
+	}
+	if opts.JSHeapMiB <= 0 {
+		opts.JSHeapMiB = DefaultJSHeapMiB
 	}
 	if opts.ViewportWidth <= 0 {
 		opts.ViewportWidth = DefaultViewportWidth

@@ -178,6 +178,10 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 		// one (force-webrtc-..., which let STUN and TURN packets reach any
 		// address) without a word (TestWebRTCSendsNoUDP).
 		chromedp.Flag("webrtc-ip-handling-policy", "disable_non_proxied_udp"),
+		// Memory a page can make a session hold: each renderer's JavaScript
+		// heap, and the number of renderers (TestJSHeapBound).
+		chromedp.Flag("js-flags", fmt.Sprintf("--max-old-space-size=%d", p.opts.JSHeapMiB)),
+		chromedp.Flag("renderer-process-limit", strconv.Itoa(RendererProcessLimit)),
 		chromedp.NoInheritEnv,
 		chromedp.Env("HOME="+s.dir, "XDG_CONFIG_HOME="+filepath.Join(s.dir, ".config"),
 			"XDG_CACHE_HOME="+filepath.Join(s.dir, ".cache"), "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"),
