@@ -2,16 +2,16 @@ package browser
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/agentbe/agentbe-daemon/internal/procnet"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -245,26 +245,20 @@ func (l *uidListener) Accept() (net.Conn, error) {
 }
 
 // socketUID is the owner of the IPv4 TCP socket from peer to local, read
-// from /proc/net/tcp (the kernel's own table: local address, remote
-// address, ..., uid; addresses in hex, the IPv4 address little-endian).
+// from the kernel's own table.
 func socketUID(peer, local *net.TCPAddr) (int, bool) {
 	if peer == nil || local == nil || peer.IP.To4() == nil || local.IP.To4() == nil {
 		return 0, false
 	}
-	hex := func(a *net.TCPAddr) string {
-		return fmt.Sprintf("%08X:%04X", binary.LittleEndian.Uint32(a.IP.To4()), a.Port)
-	}
-	want, wantRemote := hex(peer), hex(local)
 	b, err := os.ReadFile("/proc/net/tcp")
 	if err != nil {
 		return 0, false
 	}
-	for _, line := range strings.Split(string(b), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) > 7 && f[1] == want && f[2] == wantRemote {
-			uid, err := strconv.Atoi(f[7])
-			return uid, err == nil
-		}
+	// The table holds IPv4 addresses as such; a TCPAddr may hold one in
+	// its 16-byte form.
+	unmapped := func(a *net.TCPAddr) netip.AddrPort {
+		ap := a.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	}
-	return 0, false
+	return procnet.SocketUID(b, unmapped(peer), unmapped(local))
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentbe/agentbe-daemon/internal/procnet"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -234,7 +235,7 @@ func (p *Previews) find(within string, port int) []Port {
 		if !read || len(listeners) == 0 {
 			continue
 		}
-		wanted := make(map[uint64]Listener, len(listeners))
+		wanted := make(map[uint64]procnet.Listener, len(listeners))
 		for _, l := range listeners {
 			wanted[l.Inode] = l
 		}
@@ -274,7 +275,7 @@ func sortPorts(ps []Port) {
 // pids share (port only, unless 0), through the first of them still there,
 // and which ports have an IPv4 listener there. read is false when none of
 // them could be read.
-func (p *Previews) listeners(pids []int, port int) (out []Listener, v4 map[uint16]bool, read bool) {
+func (p *Previews) listeners(pids []int, port int) (out []procnet.Listener, v4 map[uint16]bool, read bool) {
 	v4 = map[uint16]bool{}
 	var tcp4 []byte
 	pid := 0
@@ -296,7 +297,7 @@ func (p *Previews) listeners(pids []int, port int) (out []Listener, v4 map[uint1
 				continue // no IPv6 in this kernel, or the process ended
 			}
 		}
-		ls, err := ParseNetTCP(b)
+		ls, err := procnet.Listeners(b)
 		if err != nil {
 			p.log.Warn("unreadable socket table", "pid", pid, "table", table, "err", err)
 			continue
@@ -314,7 +315,7 @@ func (p *Previews) listeners(pids []int, port int) (out []Listener, v4 map[uint1
 }
 
 // socketsOf returns the inodes among wanted that pid holds a descriptor of.
-func socketsOf(pid int, wanted map[uint64]Listener) []uint64 {
+func socketsOf(pid int, wanted map[uint64]procnet.Listener) []uint64 {
 	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
 	d, err := os.Open(dir)
 	if err != nil {

@@ -1,7 +1,8 @@
-package previews
+package procnet
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -15,15 +16,15 @@ const header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->wh
 
 // On a little-endian machine (the kernel prints each address word in its
 // own byte order); the big-endian forms are covered by the round trip.
-func TestParseNetTCP(t *testing.T) {
+func TestListeners(t *testing.T) {
 	if !littleEndian() {
-		t.Skip("the literal tables below are a little-endian kernel's; FuzzParseNetTCP's round trip covers this machine")
+		t.Skip("the literal tables below are a little-endian kernel's; FuzzListeners's round trip covers this machine")
 	}
 	tcp := header +
 		"   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0\n" +
 		"   1: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 17 1 0000000000000000 100 0 0 10 0\n" +
 		"   2: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000        0 999 1 0000000000000000 20 4 30 10 -1\n"
-	got, err := ParseNetTCP([]byte(tcp))
+	got, err := Listeners([]byte(tcp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func TestParseNetTCP(t *testing.T) {
 		"   0: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 77 1 0000000000000000 100 0 0 10 0\n" +
 		"   1: 00000000000000000000000000000000:0050 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 78 1 0000000000000000 100 0 0 10 0\n" +
 		"   2: 0000000000000000FFFF00000100007F:0050 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 79 1 0000000000000000 100 0 0 10 0\n"
-	got, err = ParseNetTCP([]byte(tcp6))
+	got, err = Listeners([]byte(tcp6))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestParseNetTCP(t *testing.T) {
 	}
 }
 
-func TestParseNetTCPRefusesBrokenListeners(t *testing.T) {
+func TestListenersRefusesBrokenLines(t *testing.T) {
 	for name, line := range map[string]string{
 		"short":        "   0: 0100007F:1F90 00000000:0000 0A\n",
 		"odd address":  "   0: 0100007:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1 1\n",
@@ -62,7 +63,7 @@ func TestParseNetTCPRefusesBrokenListeners(t *testing.T) {
 		"long port":    "   0: 0100007F:01F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1 1\n",
 		"port too big": "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 99999999999999999999999 1\n",
 	} {
-		if got, err := ParseNetTCP([]byte(header + line)); err == nil || !strings.Contains(err.Error(), "line 2") {
+		if got, err := Listeners([]byte(header + line)); err == nil || !strings.Contains(err.Error(), "line 2") {
 			t.Errorf("%s: got %v, %v; want an error naming line 2", name, got, err)
 		}
 	}
@@ -70,7 +71,7 @@ func TestParseNetTCPRefusesBrokenListeners(t *testing.T) {
 
 // The parser reads this kernel's own table: a socket the test listens on
 // is found with the inode its descriptor names.
-func TestParseNetTCPReadsTheKernelsTable(t *testing.T) {
+func TestListenersReadsTheKernelsTable(t *testing.T) {
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func TestParseNetTCPReadsTheKernelsTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls, err := ParseNetTCP(b)
+	ls, err := Listeners(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,16 +103,16 @@ func TestParseNetTCPReadsTheKernelsTable(t *testing.T) {
 	t.Fatalf("%v not among %v", want, ls)
 }
 
-// FuzzParseNetTCP: any input is refused or read without a panic, and what
+// FuzzListeners: any input is refused or read without a panic, and what
 // is read, written back as the kernel writes it, reads the same.
-func FuzzParseNetTCP(f *testing.F) {
+func FuzzListeners(f *testing.F) {
 	f.Add([]byte(header + "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0\n"))
 	f.Add([]byte(header + "   0: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 77 1 0000000000000000 100 0 0 10 0"))
 	f.Add([]byte(header + "   0: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000        0 999 1\n\n"))
 	f.Add([]byte("garbage"))
 	f.Add([]byte(header + "0: :: 0A 1 2 3 4 5 6 7\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ls, err := ParseNetTCP(data)
+		ls, err := Listeners(data)
 		if err != nil {
 			return
 		}
@@ -123,7 +124,7 @@ func FuzzParseNetTCP(f *testing.F) {
 			}
 			b.WriteString(formatNetTCPLine(i, l) + "\n")
 		}
-		again, err := ParseNetTCP([]byte(b.String()))
+		again, err := Listeners([]byte(b.String()))
 		if err != nil {
 			t.Fatalf("%v does not read back: %v\n%s", ls, err, b.String())
 		}
@@ -135,26 +136,47 @@ func FuzzParseNetTCP(f *testing.F) {
 
 func littleEndian() bool { return binary.NativeEndian.Uint16([]byte{1, 0}) == 1 }
 
-func TestTargetAndParsePort(t *testing.T) {
-	for _, tc := range []struct {
-		host string
-		port uint32
-		ok   bool
-	}{
-		{"localhost", 8080, true}, {"LOCALHOST", 1, true}, {"127.0.0.1", 65535, true}, {"::1", 80, true}, {"[::1]", 80, true},
-		{"127.0.0.2", 80, false}, {"0.0.0.0", 80, false}, {"10.0.0.1", 80, false}, {"example.com", 80, false},
-		{"localhost.", 80, false}, {"", 80, false}, {"::1%lo", 80, false}, {"::ffff:127.0.0.1", 80, false},
-		{"localhost", 0, false}, {"localhost", 65536, false}, {"localhost", 1 << 31, false},
-	} {
-		n, err := Target(tc.host, tc.port)
-		if (err == nil) != tc.ok || (tc.ok && n != int(tc.port)) {
-			t.Errorf("Target(%q, %d) = %d, %v; ok want %v", tc.host, tc.port, n, err, tc.ok)
-		}
+// formatNetTCPLine writes l as the kernel would in a table of its family
+// (the fuzz test's round trip).
+func formatNetTCPLine(sl int, l Listener) string {
+	raw := l.Addr.Addr().AsSlice()
+	var s []byte
+	for w := 0; w < len(raw); w += 4 {
+		s = fmt.Appendf(s, "%08X", binary.NativeEndian.Uint32(raw[w:w+4]))
 	}
-	for in, want := range map[string]int{"1": 1, "80": 80, "65535": 65535, "0": 0, "65536": 0, "080": 0, "+80": 0, "8o": 0, "": 0, "123456": 0, "-1": 0} {
-		n, err := ParsePort(in)
-		if n != want || (want == 0) != (err != nil) {
-			t.Errorf("ParsePort(%q) = %d, %v; want %d", in, n, err, want)
-		}
+	zero := "00000000:0000"
+	if len(raw) == 16 {
+		zero = "00000000000000000000000000000000:0000"
+	}
+	return fmt.Sprintf("%4d: %s:%04X %s 0A 00000000:00000000 00:00000000 00000000     0        0 %d 1 0000000000000000 100 0 0 10 0",
+		sl, s, l.Addr.Port(), zero, l.Inode)
+}
+
+// SocketUID finds this process's own connection in the kernel's table
+// with this process's uid, and no uid for a pair of addresses no socket has.
+func TestSocketUID(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("tcp4", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b, err := os.ReadFile("/proc/self/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, remote := netip.MustParseAddrPort(c.LocalAddr().String()), netip.MustParseAddrPort(c.RemoteAddr().String())
+	if uid, ok := SocketUID(b, local, remote); !ok || uid != os.Getuid() {
+		t.Errorf("SocketUID(%v, %v) = %d, %v; want %d", local, remote, uid, ok, os.Getuid())
+	}
+	if uid, ok := SocketUID(b, remote, netip.MustParseAddrPort("127.0.0.1:1")); ok {
+		t.Errorf("a pair no socket has: uid %d", uid)
+	}
+	if _, ok := SocketUID([]byte(header+"   0: 0100007F:1F90 garbage 01 0 0 0 0 0 0 0\n"), local, remote); ok {
+		t.Error("a line that does not parse matched")
 	}
 }

@@ -1,4 +1,8 @@
-package previews
+// Package procnet reads the kernel's TCP socket tables (/proc/net/tcp,
+// /proc/PID/net/tcp and tcp6): the listening sockets of a network
+// namespace (previews) and the owner of one connection (the browser's
+// proxy). One parser for both, fuzzed.
+package procnet
 
 import (
 	"bytes"
@@ -19,7 +23,7 @@ type Listener struct {
 // stateListen is TCP_LISTEN in the "st" column.
 const stateListen = "0A"
 
-// ParseNetTCP reads a /proc/PID/net/tcp or tcp6 table and returns its
+// Listeners reads a /proc/PID/net/tcp or tcp6 table and returns its
 // listening sockets. The first line is the header. Lines of other states
 // are skipped after their state is read; a listening line that does not
 // parse is an error naming the line, since a half-read table must not pass
@@ -27,7 +31,7 @@ const stateListen = "0A"
 //
 // Addresses are printed as 32-bit words in the kernel's byte order (each
 // word with %08X), the port as a 16-bit number in hex.
-func ParseNetTCP(data []byte) ([]Listener, error) {
+func Listeners(data []byte) ([]Listener, error) {
 	var out []Listener
 	for n := 0; len(data) > 0; n++ {
 		var line []byte
@@ -102,18 +106,24 @@ func parseHexAddrPort(b []byte) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(a, port), nil
 }
 
-// formatNetTCPLine writes l as the kernel would in a table of its family
-// (the fuzz test's round trip).
-func formatNetTCPLine(sl int, l Listener) string {
-	raw := l.Addr.Addr().AsSlice()
-	var s []byte
-	for w := 0; w < len(raw); w += 4 {
-		s = fmt.Appendf(s, "%08X", binary.NativeEndian.Uint32(raw[w:w+4]))
+// SocketUID is the owner of the TCP connection from local to remote in a
+// table read whole (the uid column): false when no line has both
+// addresses, or a matching line does not parse.
+func SocketUID(data []byte, local, remote netip.AddrPort) (int, bool) {
+	for n, line := range bytes.Split(data, []byte("\n")) {
+		f := bytes.Fields(line)
+		if n == 0 || len(f) < 10 {
+			continue
+		}
+		l, err := parseHexAddrPort(f[1])
+		if err != nil || l != local {
+			continue
+		}
+		if r, err := parseHexAddrPort(f[2]); err != nil || r != remote {
+			continue
+		}
+		uid, err := strconv.Atoi(string(f[7]))
+		return uid, err == nil
 	}
-	zero := "00000000:0000"
-	if len(raw) == 16 {
-		zero = "00000000000000000000000000000000:0000"
-	}
-	return fmt.Sprintf("%4d: %s:%04X %s 0A 00000000:00000000 00:00000000 00000000     0        0 %d 1 0000000000000000 100 0 0 10 0",
-		sl, s, l.Addr.Port(), zero, l.Inode)
+	return 0, false
 }
