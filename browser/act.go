@@ -19,41 +19,36 @@ import (
 	"github.com/agentbe/agentbe-daemon/errcode"
 )
 
-// invalid is an INVALID_ARGUMENT error of op.
-func invalid(op, format string, args ...any) error {
-	return &errcode.Error{Code: errcode.InvalidArgument, Op: op, Msg: fmt.Sprintf(format, args...)}
-}
-
 // target resolves what an act or extract names, a ref or a CSS selector, to
 // a JavaScript object id. The selector reaches the page as an argument of a
 // constant function, never as source text.
 func (p *Provider) target(ctx context.Context, s *session, t *chromedp.Target, op, ref, selector string) (runtime.RemoteObjectID, error) {
 	switch {
 	case ref != "" && selector != "":
-		return "", invalid(op, "give ref or selector, not both")
+		return "", errcode.New(errcode.InvalidArgument, op, "", "give ref or selector, not both")
 	case ref != "":
 		s.refMu.Lock()
 		id, err := s.refs.lookup(ref)
 		s.refMu.Unlock()
 		if err != nil {
-			return "", invalid(op, "%v", err)
+			return "", errcode.New(errcode.InvalidArgument, op, "", "%v", err)
 		}
 		res, err := cdp.Call(ctx, t, dom.ResolveNode, dom.ResolveNodeParams{BackendNodeID: id})
 		if err != nil {
-			return "", invalid(op, "ref %q: the node is gone from the page (%v); take a new browser.snapshot", ref, err)
+			return "", errcode.New(errcode.InvalidArgument, op, "", "ref %q: the node is gone from the page (%v); take a new browser.snapshot", ref, err)
 		}
 		return res.Object.ObjectID, nil
 	case selector != "":
 		objs, err := querySelector(ctx, t, selector, 1)
 		if err != nil {
-			return "", invalid(op, "selector %q: %v", truncate(selector, 100), err)
+			return "", errcode.New(errcode.InvalidArgument, op, "", "selector %q: %v", truncate(selector, 100), err)
 		}
 		if len(objs) == 0 {
-			return "", invalid(op, "selector %q matched no element", truncate(selector, 100))
+			return "", errcode.New(errcode.InvalidArgument, op, "", "selector %q matched no element", truncate(selector, 100))
 		}
 		return objs[0], nil
 	}
-	return "", invalid(op, "give ref (from a snapshot) or selector (CSS)")
+	return "", errcode.New(errcode.InvalidArgument, op, "", "give ref (from a snapshot) or selector (CSS)")
 }
 
 // querySelector returns up to limit elements matching selector, in
@@ -191,10 +186,10 @@ func (p *Provider) act(ctx context.Context, s *session, a actArgs) error {
 	switch a.Type {
 	case "click", "hover", "select", "type", "press", "scroll":
 	default:
-		return invalid(op, "type %q is not one of click, type, press, select, hover, scroll", truncate(a.Type, 20))
+		return errcode.New(errcode.InvalidArgument, op, "", "type %q is not one of click, type, press, select, hover, scroll", truncate(a.Type, 20))
 	}
 	if a.Text != nil && len(*a.Text) > MaxTypeChars {
-		return invalid(op, "text is %d bytes long; the limit is %d", len(*a.Text), MaxTypeChars)
+		return errcode.New(errcode.InvalidArgument, op, "", "text is %d bytes long; the limit is %d", len(*a.Text), MaxTypeChars)
 	}
 	navBefore := s.navStarted.Load()
 	_, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
@@ -207,7 +202,7 @@ func (p *Provider) act(ctx context.Context, s *session, a actArgs) error {
 			}
 			x, y, err := center(ctx, t, obj)
 			if err != nil {
-				return none, invalid(op, "%v", err)
+				return none, errcode.New(errcode.InvalidArgument, op, "", "%v", err)
 			}
 			if _, err := cdp.Call(ctx, t, input.DispatchMouseEvent, input.DispatchMouseEventParams{Type: input.DispatchMouseEventTypeMouseMoved, X: x, Y: y}); err != nil {
 				return none, err
@@ -222,25 +217,25 @@ func (p *Provider) act(ctx context.Context, s *session, a actArgs) error {
 			}
 		case "type":
 			if a.Text == nil {
-				return none, invalid(op, "type needs text")
+				return none, errcode.New(errcode.InvalidArgument, op, "", "type needs text")
 			}
 			obj, err := p.target(ctx, s, t, op, a.Ref, a.Selector)
 			if err != nil {
 				return none, err
 			}
 			if _, err := cdp.Call(ctx, t, dom.Focus, dom.FocusParams{ObjectID: obj}); err != nil {
-				return none, invalid(op, "the element cannot take the focus: %v", err)
+				return none, errcode.New(errcode.InvalidArgument, op, "", "the element cannot take the focus: %v", err)
 			}
 			if _, err := cdp.Call(ctx, t, input.InsertText, input.InsertTextParams{Text: *a.Text}); err != nil {
 				return none, err
 			}
 		case "press":
 			if a.Key == "" {
-				return none, invalid(op, "press needs key (Enter, Tab, ArrowDown, ... or one character)")
+				return none, errcode.New(errcode.InvalidArgument, op, "", "press needs key (Enter, Tab, ArrowDown, ... or one character)")
 			}
 			evs, err := keyEvents(a.Key)
 			if err != nil {
-				return none, invalid(op, "%v", err)
+				return none, errcode.New(errcode.InvalidArgument, op, "", "%v", err)
 			}
 			if a.Ref != "" || a.Selector != "" {
 				obj, err := p.target(ctx, s, t, op, a.Ref, a.Selector)
@@ -248,7 +243,7 @@ func (p *Provider) act(ctx context.Context, s *session, a actArgs) error {
 					return none, err
 				}
 				if _, err := cdp.Call(ctx, t, dom.Focus, dom.FocusParams{ObjectID: obj}); err != nil {
-					return none, invalid(op, "the element cannot take the focus: %v", err)
+					return none, errcode.New(errcode.InvalidArgument, op, "", "the element cannot take the focus: %v", err)
 				}
 			}
 			for _, ev := range evs {
@@ -258,7 +253,7 @@ func (p *Provider) act(ctx context.Context, s *session, a actArgs) error {
 			}
 		case "select":
 			if a.Text == nil {
-				return none, invalid(op, "select needs text: the value or the label of the option")
+				return none, errcode.New(errcode.InvalidArgument, op, "", "select needs text: the value or the label of the option")
 			}
 			obj, err := p.target(ctx, s, t, op, a.Ref, a.Selector)
 			if err != nil {
@@ -277,10 +272,10 @@ func (p *Provider) act(ctx context.Context, s *session, a actArgs) error {
 				return false;
 			}`, *a.Text)
 			if err != nil {
-				return none, invalid(op, "%v", err)
+				return none, errcode.New(errcode.InvalidArgument, op, "", "%v", err)
 			}
 			if !found {
-				return none, invalid(op, "the <select> has no option with value or label %q", truncate(*a.Text, 100))
+				return none, errcode.New(errcode.InvalidArgument, op, "", "the <select> has no option with value or label %q", truncate(*a.Text, 100))
 			}
 		case "scroll":
 			if a.Ref != "" || a.Selector != "" {
@@ -339,7 +334,7 @@ func (p *Provider) navigate(ctx context.Context, url string) (loc, title string,
 	if err != nil {
 		var le *chromedp.LoadError
 		if errors.As(err, &le) && strings.Contains(le.ErrorText, "BLOCKED_BY_CLIENT") {
-			return "", "", 0, invalid("browser.goto", "refused %s: the network rules refused the page or a redirect of it", truncate(url, 200))
+			return "", "", 0, errcode.New(errcode.InvalidArgument, "browser.goto", "", "refused %s: the network rules refused the page or a redirect of it", truncate(url, 200))
 		}
 		return "", "", 0, err
 	}
@@ -444,13 +439,13 @@ func (p *Provider) extract(ctx context.Context, a extractArgs) (any, bool, error
 	case "text", "html", "links":
 	case "attribute":
 		if a.Attribute == "" {
-			return nil, false, invalid(op, "kind attribute needs attribute (its name)")
+			return nil, false, errcode.New(errcode.InvalidArgument, op, "", "kind attribute needs attribute (its name)")
 		}
 	default:
-		return nil, false, invalid(op, "kind %q is not one of text, html, attribute, links", truncate(a.Kind, 20))
+		return nil, false, errcode.New(errcode.InvalidArgument, op, "", "kind %q is not one of text, html, attribute, links", truncate(a.Kind, 20))
 	}
 	if a.Selector == "" {
-		return nil, false, invalid(op, "selector is empty (use \"body\" for the whole page)")
+		return nil, false, errcode.New(errcode.InvalidArgument, op, "", "selector is empty (use \"body\" for the whole page)")
 	}
 	budget := p.opts.MaxExtractBytes
 	truncated := false
@@ -465,7 +460,7 @@ func (p *Provider) extract(ctx context.Context, a extractArgs) (any, bool, error
 	out, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (any, error) {
 		objs, err := querySelector(ctx, t, a.Selector, maxExtractNodes+1)
 		if err != nil {
-			return nil, invalid(op, "selector %q: %v", truncate(a.Selector, 100), err)
+			return nil, errcode.New(errcode.InvalidArgument, op, "", "selector %q: %v", truncate(a.Selector, 100), err)
 		}
 		if len(objs) > maxExtractNodes {
 			objs, truncated = objs[:maxExtractNodes], true

@@ -126,7 +126,7 @@ func owner(call registry.Call) string { return call.Caller + "\x00" + call.Scope
 // with the call or after d.
 func (p *Provider) withSession(ctx context.Context, call registry.Call, id, op string, d time.Duration, f func(ctx context.Context, s *session) *mcp.CallToolResult) *mcp.CallToolResult {
 	if id == "" {
-		return toolkit.Fail(invalid(op, "sessionId is empty; start a session with browser.start"))
+		return toolkit.Fail(errcode.New(errcode.InvalidArgument, op, "", "sessionId is empty; start a session with browser.start"))
 	}
 	s, err := p.session(id, owner(call), op)
 	if err != nil {
@@ -164,7 +164,7 @@ func (p *Provider) handleStart(_ context.Context, call registry.Call) *mcp.CallT
 		return toolkit.Fail(err)
 	}
 	if len(a.SessionKey) > 128 {
-		return toolkit.Fail(invalid("browser.start", "sessionKey is %d bytes long; the limit is 128", len(a.SessionKey)))
+		return toolkit.Fail(errcode.New(errcode.InvalidArgument, "browser.start", "", "sessionKey is %d bytes long; the limit is 128", len(a.SessionKey)))
 	}
 	headless := a.Headless == nil || *a.Headless
 	s, reused, err := p.startSession(a.SessionKey, owner(call), headless)
@@ -184,10 +184,10 @@ func (p *Provider) handleGoto(ctx context.Context, call registry.Call) *mcp.Call
 	}
 	const op = "browser.goto"
 	if len(a.URL) > MaxURLLen {
-		return toolkit.Fail(invalid(op, "url is %d bytes long; the limit is %d", len(a.URL), MaxURLLen))
+		return toolkit.Fail(errcode.New(errcode.InvalidArgument, op, "", "url is %d bytes long; the limit is %d", len(a.URL), MaxURLLen))
 	}
 	if err := p.vetNavigation(ctx, a.URL); err != nil {
-		return toolkit.Fail(invalid(op, "%v", err))
+		return toolkit.Fail(errcode.New(errcode.InvalidArgument, op, "", "%v", err))
 	}
 	return p.withSession(ctx, call, a.SessionID, op, p.opts.NavigateTimeout, func(ctx context.Context, s *session) *mcp.CallToolResult {
 		loc, title, status, err := p.navigate(ctx, a.URL)
@@ -213,7 +213,7 @@ func (p *Provider) handleSnapshot(ctx context.Context, call registry.Call) *mcp.
 	}
 	const op = "browser.snapshot"
 	if a.Mode != "" && a.Mode != "aria" && a.Mode != "dom" {
-		return toolkit.Fail(invalid(op, "mode %q is not aria or dom", truncate(a.Mode, 20)))
+		return toolkit.Fail(errcode.New(errcode.InvalidArgument, op, "", "mode %q is not aria or dom", truncate(a.Mode, 20)))
 	}
 	return p.withSession(ctx, call, a.SessionID, op, p.opts.NavigateTimeout, func(ctx context.Context, s *session) *mcp.CallToolResult {
 		snap := p.ariaSnapshot

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,8 +19,9 @@ type procEntry struct {
 	state                byte // R, S, D, Z, T, ...
 }
 
-// scanProc lists every process. It is only called when killing (timeout,
-// cancel, Close), never on the normal path.
+// scanProc lists every process. It is called when killing (timeout,
+// cancel, Close) and when previews judge a port (WorkspaceProcesses, once
+// per connection opened), never on a command's normal path.
 func scanProc() []procEntry {
 	d, err := os.Open("/proc")
 	if err != nil {
@@ -57,12 +59,18 @@ func scanProc() []procEntry {
 
 // descendants returns the pids below root, in the process table ps.
 func descendants(ps []procEntry, root int) []int {
+	return descendantsOf(ps, []int{root})
+}
+
+// descendantsOf returns the pids below any of roots, in the process table
+// ps, reading the table once whatever the number of roots.
+func descendantsOf(ps []procEntry, roots []int) []int {
 	kids := make(map[int][]int)
 	for _, p := range ps {
 		kids[p.ppid] = append(kids[p.ppid], p.pid)
 	}
 	var out []int
-	queue := []int{root}
+	queue := slices.Clone(roots)
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]

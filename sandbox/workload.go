@@ -36,11 +36,5 @@ func (e *executor) workspaceProcesses(scope string) []int {
 	if len(roots) == 0 {
 		return nil
 	}
-	ps := scanProc()
-	out := make([]int, 0, len(roots)*2)
-	for _, r := range roots {
-		out = append(out, r)
-		out = append(out, descendants(ps, r)...)
-	}
-	return out
+	return append(roots, descendantsOf(scanProc(), roots)...)
 }
