@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -91,16 +90,7 @@ func postgresConfig(fn, conn string, ext *Extension, door *netguard.Client) (*pg
 	// The name goes to the door as it is: netguard resolves it itself and
 	// dials only an address it checked.
 	cfg.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
-	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if network != "tcp" {
-			return nil, fmt.Errorf("%s: only TCP connections are made, not %s", fn, network)
-		}
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, err
-		}
-		return door.Dial(ctx, "tcp", net.JoinHostPort(host, port))
-	}
+	cfg.DialFunc = door.Dial
 	return cfg, nil
 }
 

@@ -210,18 +210,19 @@ func TestPostgres(t *testing.T) {
 	}
 	mustCall("pg__query", pgArgs(t, conn, "SELECT count(*) AS n, max(id) AS m FROM people"), `[{"m":2,"n":2}]`)
 
-	// pg_sleep(10) past a 500 ms deadline: the statement is cancelled and
+	// pg_sleep(60) past a 500 ms deadline: the statement is cancelled and
 	// the call returns (the registry runs the handler on this goroutine).
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	began := time.Now()
-	txt, isErr, _ = f.callCtx(t, ctx, "pg__query", pgArgs(t, conn, "SELECT pg_sleep(10)"))
+	txt, isErr, _ = f.callCtx(t, ctx, "pg__query", pgArgs(t, conn, "SELECT pg_sleep(60)"))
 	if !isErr || time.Since(began) > 5*time.Second {
-		t.Errorf("pg_sleep(10) with a 500 ms deadline: %q %v after %v", txt, isErr, time.Since(began))
+		t.Errorf("pg_sleep(60) with a 500 ms deadline: %q %v after %v", txt, isErr, time.Since(began))
 	}
-	// The server cancelled it too: no backend is still sleeping.
+	// The server cancelled it too: no backend is still sleeping, well
+	// before the sleep would have ended by itself (waitFor gives up at 20 s).
 	waitFor(t, "the sleeping backend to go", func() bool {
-		txt, _, _ := f.call(t, "pg__query", pgArgs(t, conn, "SELECT count(*) AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(10)'"))
+		txt, _, _ := f.call(t, "pg__query", pgArgs(t, conn, "SELECT count(*) AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)'"))
 		return txt == `[{"n":0}]`
 	})
 

@@ -9,10 +9,10 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
+	"golang.org/x/sync/semaphore"
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -41,13 +41,30 @@ const MaxSQLiteBytes = 32 << 20
 // a file by name.
 
 // sqliteLocks serialise the calls on one file (its device and inode)
-// inside the daemon: readers share, a writer's read-change-write-back is
-// alone. Striped, so that the table never grows.
-var sqliteLocks [64]sync.RWMutex
+// inside the daemon: readers share (each takes one unit), a writer's
+// read-change-write-back is alone (it takes them all). Striped, so that the
+// table never grows; semaphores, so that a call waiting for another gives
+// up at its own deadline.
+var sqliteLocks = func() (l [64]*semaphore.Weighted) {
+	for i := range l {
+		l[i] = semaphore.NewWeighted(sqliteWriter)
+	}
+	return l
+}()
 
-func sqliteLock(id fsops.FileID) *sync.RWMutex {
-	return &sqliteLocks[(id.Dev*31+id.Ino)%uint64(len(sqliteLocks))]
+// sqliteWriter is the weight of a writer: all of a stripe.
+const sqliteWriter = 1 << 20
+
+func sqliteLock(id fsops.FileID) *semaphore.Weighted {
+	return sqliteLocks[(id.Dev*31+id.Ino)%uint64(len(sqliteLocks))]
 }
+
+// MaxSQLiteOpen bounds the databases loaded at once across the daemon:
+// each holds its file's image and an in-memory copy (a few times
+// MaxSQLiteBytes at most), so together they hold a bounded amount.
+const MaxSQLiteOpen = 4
+
+var sqliteOpen = semaphore.NewWeighted(MaxSQLiteOpen)
 
 // sqliteHeader is the first 16 bytes of every SQLite database file.
 const sqliteHeader = "SQLite format 3\x00"
@@ -99,14 +116,18 @@ func openSQLite(ctx context.Context, ws fsops.Workspace, fn, path string, write 
 	if !info.Mode.IsRegular() {
 		return nil, fmt.Errorf("%s: %s is not a regular file", fn, path)
 	}
-	l := sqliteLock(info.ID())
+	l, weight := sqliteLock(info.ID()), int64(1)
 	if write {
-		l.Lock()
-		s.unlock = l.Unlock
-	} else {
-		l.RLock()
-		s.unlock = l.RUnlock
+		weight = sqliteWriter
 	}
+	if err := l.Acquire(ctx, weight); err != nil {
+		return nil, fmt.Errorf("%s: waiting for another call on %s: %v", fn, path, err)
+	}
+	if err := sqliteOpen.Acquire(ctx, 1); err != nil {
+		l.Release(weight)
+		return nil, fmt.Errorf("%s: waiting for one of the %d databases open at once to close: %v", fn, MaxSQLiteOpen, err)
+	}
+	s.unlock = func() { sqliteOpen.Release(1); l.Release(weight) }
 	// The size again under the lock: a writer may have changed it.
 	if info, err = f.Stat(); err != nil {
 		return nil, fmt.Errorf("%s: %s", fn, errcode.Sentence(err))

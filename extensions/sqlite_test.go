@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -387,5 +388,76 @@ func sqliteImageCase(t *testing.T, ws fsops.Workspace, root string, data []byte)
 	var n int
 	if err := r.conn.QueryRowContext(ctx, "SELECT count(*) FROM z").Scan(&n); err != nil || n < 1 {
 		t.Fatalf("what execute wrote back lacks its row: %d %v", n, err)
+	}
+}
+
+// TestSQLiteRefusesFiles: a file past MaxSQLiteBytes and a directory are
+// refused by name before anything is read, and the file is unchanged.
+func TestSQLiteRefusesFiles(t *testing.T) {
+	f := start(t, map[string]string{"db.star": sqliteExt}, nil)
+	big := filepath.Join(f.ws.Root(), "big.db")
+	if err := os.WriteFile(big, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, MaxSQLiteBytes+1); err != nil { // sparse
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("big.db holds %d bytes; the limit is %d", MaxSQLiteBytes+1, MaxSQLiteBytes)
+	for _, tool := range []string{"db__query", "db__execute"} {
+		if txt, isErr, _ := f.call(t, tool, sqlArgs(t, "big.db", "SELECT 1")); !isErr || !strings.Contains(txt, want) {
+			t.Errorf("%s of a file past the limit: %q %v", tool, txt, isErr)
+		}
+	}
+	if info, err := os.Stat(big); err != nil || info.Size() != MaxSQLiteBytes+1 {
+		t.Errorf("the file after the refusals: %v %v", info, err)
+	}
+	os.Mkdir(filepath.Join(f.ws.Root(), "dir.db"), 0o755)
+	if txt, isErr, _ := f.call(t, "db__query", sqlArgs(t, "dir.db", "SELECT 1")); !isErr || !strings.Contains(txt, "dir.db is not a regular file") {
+		t.Errorf("a directory: %q %v", txt, isErr)
+	}
+}
+
+// TestSQLiteWaitsEndAtTheDeadline: a call waiting for a writer of the same
+// file, or for one of the MaxSQLiteOpen databases the daemon holds at once,
+// gives up at its own deadline (the registry answers that the call was
+// cancelled); here the writer and the slots are held for ever, so a wait
+// that did not end with the deadline would hang the test.
+func TestSQLiteWaitsEndAtTheDeadline(t *testing.T) {
+	f := start(t, map[string]string{"db.star": sqliteExt}, nil)
+	if txt, isErr, _ := f.call(t, "db__execute", sqlArgs(t, "w.db", "CREATE TABLE t (x)")); isErr {
+		t.Fatal(txt)
+	}
+	file, err := f.ws.OpenFile("w.db", os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := file.Stat()
+	file.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := func(what string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		began := time.Now()
+		txt, isErr, _ := f.callCtx(t, ctx, "db__query", sqlArgs(t, "w.db", "SELECT 1"))
+		if !isErr || !strings.Contains(txt, "cancelled: context deadline exceeded") || time.Since(began) > 5*time.Second {
+			t.Errorf("waiting for %s: %q %v after %v", what, txt, isErr, time.Since(began))
+		}
+	}
+	l := sqliteLock(info.ID())
+	if err := l.Acquire(context.Background(), sqliteWriter); err != nil { // a writer of the file
+		t.Fatal(err)
+	}
+	wait("a writer of w.db")
+	l.Release(sqliteWriter)
+	if err := sqliteOpen.Acquire(context.Background(), MaxSQLiteOpen); err != nil { // every database slot
+		t.Fatal(err)
+	}
+	wait("a database slot")
+	sqliteOpen.Release(MaxSQLiteOpen)
+	if txt, isErr, _ := f.call(t, "db__query", sqlArgs(t, "w.db", "SELECT count(*) AS n FROM t")); isErr || txt != `[{"n":0}]` {
+		t.Errorf("after the waits: %q %v", txt, isErr)
 	}
 }

@@ -340,6 +340,9 @@ func (c *Client) hostRule(host string) string {
 // an HTTP proxy carries no raw TCP, and going around it would leave the
 // route the operator chose. A refusal is a *BlockedError.
 func (c *Client) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if network != "tcp" && network != "tcp4" && network != "tcp6" {
+		return nil, &BlockedError{URL: addr, Reason: "only TCP connections are made, not " + network}
+	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, &BlockedError{URL: addr, Reason: err.Error()}

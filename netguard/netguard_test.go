@@ -347,4 +347,7 @@ func TestDial(t *testing.T) {
 			t.Errorf("%s: %v; want a refusal", addr, err)
 		}
 	}
+	if _, err := c.Dial(context.Background(), "udp", u.Host); err == nil || !strings.Contains(err.Error(), "only TCP connections are made, not udp") {
+		t.Errorf("udp to an admitted address: %v", err)
+	}
 }
