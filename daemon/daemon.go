@@ -196,7 +196,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if isUpgrade(r) {
-			writeJSONError(w, http.StatusBadRequest, "Bad Request", "WebSocket upgrades are served only at /ssh and /gateway")
+			writeJSONError(w, http.StatusBadRequest, "Bad Request", "WebSocket upgrades are served only at /ssh, /gateway and, with --previews, /preview/{port}/")
 			return
 		}
 		writeJSONError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no endpoint at %s; see /health, /mcp, /ssh, /metrics", r.URL.Path))

@@ -192,7 +192,10 @@ func TestPreviewsOnDaemon(t *testing.T) {
 			if code, body := send(t, http.MethodGet, base+"/headers", "", previewAuth); code != http.StatusOK || body != fmt.Sprintf(`host=localhost:%d authorization="" prefix=/preview/%d forwarded-host=%s`, port, port, strings.TrimPrefix(r.url, "http://")) {
 				t.Fatalf("the server saw %d %q: the token must not reach it", code, body)
 			}
-			for _, path := range []string{base + "/", r.url + "/preview/x/"} {
+			if code, body := send(t, http.MethodPost, r.url+"/preview/", "", previewAuth); code != http.StatusMethodNotAllowed || !strings.Contains(body, "the list of ports is read with GET") {
+				t.Fatalf("POST /preview/: %d %s", code, body)
+			}
+			for _, path := range []string{base + "/", r.url + "/preview/x/", r.url + "/preview/"} {
 				if code, body := send(t, http.MethodGet, path, "", nil); code != http.StatusUnauthorized || strings.Contains(body, "port") {
 					t.Fatalf("%s without the token: %d %s", path, code, body)
 				}

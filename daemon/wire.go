@@ -336,9 +336,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 			// exec (read-only ones included) may read its pages only, as
 			// its run_command tool is refused over MCP.
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				if c, err := rules.Caller(r.Header, nil); err != nil || !c.Exec {
-					admit.WriteJSONError(w, http.StatusForbidden, "Forbidden",
-						fmt.Sprintf("token %q may not run commands; the site's pages can be read with GET", c.Name))
+				if _, ok := rules.ExecCaller(w, r, "the site's pages can be read with GET"); !ok {
 					return
 				}
 			}
@@ -555,14 +553,8 @@ func (p *protocols) previewAdmit(rules admit.Rules) func(http.ResponseWriter, *h
 			ref.Write(w)
 			return previews.Caller{}, false
 		}
-		c, err := rules.Caller(r.Header, nil)
-		if err != nil {
-			admit.WriteJSONError(w, http.StatusUnauthorized, "Unauthorized", err.Error())
-			return previews.Caller{}, false
-		}
-		if !c.Exec {
-			admit.WriteJSONError(w, http.StatusForbidden, "Forbidden",
-				fmt.Sprintf("token %q may not run commands, so it may not reach the workspace's servers either", c.Name))
+		c, ok := rules.ExecCaller(w, r, "it may not reach the workspace's servers either")
+		if !ok {
 			return previews.Caller{}, false
 		}
 		ws, release, err := c.Workspace(p.ws)

@@ -132,6 +132,28 @@ func (ru *Rules) Caller(h http.Header, q url.Values) (Caller, error) {
 	return Caller{Identity: id, Requested: sp, Scope: httpguard.JoinScope(id, sp)}, nil
 }
 
+// ExecCaller is Caller for a request that acts as the workspace's commands
+// do (a site's command, a connection to a workspace process's server): a
+// token that may not run commands (read-only, "exec": false) is refused
+// with 403, naming the token and what it may do instead (instead). A
+// refusal is written to w, and ok is false.
+func (ru *Rules) ExecCaller(w http.ResponseWriter, r *http.Request, instead string) (c Caller, ok bool) {
+	c, err := ru.Caller(r.Header, nil)
+	if err != nil {
+		status, title := http.StatusUnauthorized, "Unauthorized"
+		if errcode.Of(err) == errcode.PathEscapeAttempt {
+			status, title = http.StatusBadRequest, "Invalid scope"
+		}
+		WriteJSONError(w, status, title, err.Error())
+		return Caller{}, false
+	}
+	if !c.Exec {
+		WriteJSONError(w, http.StatusForbidden, "Forbidden", fmt.Sprintf("token %q may not run commands; %s", c.Name, instead))
+		return Caller{}, false
+	}
+	return c, true
+}
+
 // Workspace opens the caller's workspace below root: its token's scope,
 // then the requested scope beneath that one's own handle, so a link in
 // the requested path is followed only while it stays inside the token's
