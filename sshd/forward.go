@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"sync"
 
 	gossh "golang.org/x/crypto/ssh"
 )
@@ -42,13 +41,14 @@ type directTCPIP struct {
 }
 
 // openForward serves a direct-tcpip channel: the client's end of `ssh -L`.
-// The channel counts against MaxChannels like a session (closed is called
-// when it ends). The connection is opened before the channel is accepted,
-// so a refusal reaches the client as a channel open failure with the
-// reason ("channel 2: open failed: connect failed: ..." in OpenSSH).
-func (s *Server) openForward(ctx context.Context, conn *Conn, nc gossh.NewChannel, closed func()) {
+// The channel counts against MaxChannels like a session (its slot is
+// released when it ends, and before a refusal is sent, so the client can
+// open another at once). The connection is opened before the channel is
+// accepted, so a refusal reaches the client as a channel open failure with
+// the reason ("channel 2: open failed: connect failed: ..." in OpenSSH).
+func (s *Server) openForward(ctx context.Context, conn *Conn, nc gossh.NewChannel, sl *slot) {
 	reject := func(reason gossh.RejectionReason, msg string) {
-		closed()
+		sl.release()
 		s.log.Info("port forward refused", "remote", conn.remote, "reason", msg)
 		_ = nc.Reject(reason, msg)
 	}
@@ -74,9 +74,10 @@ func (s *Server) openForward(ctx context.Context, conn *Conn, nc gossh.NewChanne
 	}
 	fr := ForwardRequest{Host: req.Host, Port: req.Port, Within: ws.Root(), Remote: conn.remote, Scope: conn.scope, Caller: conn.caller}
 	if !s.goTracked(func() {
-		defer closed()
+		defer sl.release()
 		backend, err := s.forward(ctx, fr)
 		if err != nil {
+			sl.release()
 			s.log.Info("port forward refused", "remote", conn.remote, "port", req.Port, "reason", err)
 			_ = nc.Reject(gossh.ConnectionFailed, err.Error())
 			return
@@ -87,7 +88,7 @@ func (s *Server) openForward(ctx context.Context, conn *Conn, nc gossh.NewChanne
 			return
 		}
 		go gossh.DiscardRequests(reqs)
-		splice(ctx, ch, backend)
+		splice(ctx, ch, backend, sl.end)
 	}) {
 		reject(gossh.ResourceShortage, ErrShuttingDown.Error())
 	}
@@ -95,15 +96,19 @@ func (s *Server) openForward(ctx context.Context, conn *Conn, nc gossh.NewChanne
 
 // splice copies both ways until both directions ended, passing each EOF on
 // as a half close, and closes both ends; the connection's end (ctx) closes
-// them at once.
-func splice(ctx context.Context, ch gossh.Channel, backend net.Conn) {
+// them at once. ended is called once both directions have ended, before
+// the client is told (the server's last EOF, or its close).
+func splice(ctx context.Context, ch gossh.Channel, backend net.Conn, ended func()) {
 	stop := context.AfterFunc(ctx, func() { _ = ch.Close(); _ = backend.Close() })
 	defer stop()
-	var wg sync.WaitGroup
-	wg.Add(1)
+	// clientEOF is closed when the client's data has ended, before the
+	// backend is told: a backend that closes in answer to its EOF is
+	// seen closing after it.
+	clientEOF, done := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(done)
 		_, _ = io.Copy(backend, ch)
+		close(clientEOF)
 		if cw, ok := backend.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
 		} else {
@@ -111,8 +116,16 @@ func splice(ctx context.Context, ch gossh.Channel, backend net.Conn) {
 		}
 	}()
 	_, _ = io.Copy(ch, backend)
+	select {
+	case <-clientEOF:
+		// The client half-closed first: the EOF sent now ends the channel
+		// for it.
+		ended()
+	default:
+	}
 	_ = ch.CloseWrite()
-	wg.Wait()
-	_ = ch.Close()
+	<-done
+	ended()
 	_ = backend.Close()
+	_ = ch.Close()
 }

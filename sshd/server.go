@@ -423,7 +423,7 @@ func (conn *Conn) Serve() {
 	defer s.untrack(conn.c)
 	ctx, cancel := context.WithCancel(conn.ctx)
 	stopKeepalive := conn.startKeepalive()
-	var open atomic.Int32 // session channels open on this connection
+	slots := newChanSlots(s.maxChannels) // session and direct-tcpip channels
 	chans, reqs := conn.chans, conn.reqs
 	for chans != nil || reqs != nil {
 		select {
@@ -442,18 +442,18 @@ func (conn *Conn) Serve() {
 			}
 			// Forwards count against the same cap as sessions: each holds
 			// a goroutine pair and a connection to the workspace.
-			if open.Load() >= int32(s.maxChannels) {
+			sl := slots.take(ctx)
+			if sl == nil {
 				s.log.Info("channel refused", "remote", remote, "reason", "channel limit", "limit", s.maxChannels)
 				_ = nc.Reject(gossh.ResourceShortage, fmt.Sprintf(
 					"too many channels on this connection (limit %d); close some first", s.maxChannels))
 				continue
 			}
-			open.Add(1)
 			if kind == "direct-tcpip" {
-				s.openForward(ctx, conn, nc, func() { open.Add(-1) })
+				s.openForward(ctx, conn, nc, sl)
 				continue
 			}
-			s.openSession(ctx, conn, nc, func() { open.Add(-1) })
+			s.openSession(ctx, conn, nc, sl)
 		case req, ok := <-reqs:
 			if !ok {
 				reqs = nil

@@ -33,6 +33,7 @@ type session struct {
 	pty    *sandbox.Pty
 	busy   bool      // an exec, shell or subsystem has been accepted
 	conn   *Conn     // the connection
+	slot   *slot     // its place in the connection's channel count
 	sub    Subsystem // the subsystem, once one started
 
 	// For Options.SessionEnded: what ran, since when, and the bytes
@@ -51,12 +52,12 @@ type session struct {
 
 // openSession accepts a "session" channel and runs its request loop on a
 // goroutine of its own; commands and SFTP run on further goroutines so that
-// signal and window-change requests are served while they run. closed is
-// called when the session is over (or was refused).
-func (s *Server) openSession(ctx context.Context, conn *Conn, nc gossh.NewChannel, closed func()) {
-	ss := &session{srv: s, ctx: ctx, remote: conn.remote, conn: conn, done: make(chan struct{})}
+// signal and window-change requests are served while they run. The slot
+// is released when the session is over (or was refused).
+func (s *Server) openSession(ctx context.Context, conn *Conn, nc gossh.NewChannel, sl *slot) {
+	ss := &session{srv: s, ctx: ctx, remote: conn.remote, conn: conn, slot: sl, done: make(chan struct{})}
 	if !s.goTracked(func() {
-		defer closed()
+		defer sl.release()
 		ch, reqs, err := nc.Accept()
 		if err != nil {
 			return
@@ -64,7 +65,7 @@ func (s *Server) openSession(ctx context.Context, conn *Conn, nc gossh.NewChanne
 		ss.ch = ch
 		ss.serve(reqs)
 	}) {
-		closed()
+		sl.release()
 		_ = nc.Reject(gossh.ResourceShortage, ErrShuttingDown.Error())
 	}
 }
@@ -361,6 +362,10 @@ func (ss *session) refuse(msg string) {
 // only looks at exit-status (so `ssh host 'kill -9 $$'` exits 137, as a shell
 // would), while x/crypto/ssh and Python clients read both.
 func (ss *session) exit(st sandbox.ExitStatus) {
+	// The session is over before the client hears so: once the client
+	// answers the close, the session's goroutine releases the slot, and a
+	// channel opened right after waits for that (chanSlots).
+	ss.slot.end()
 	ss.report(st)
 	_ = ss.ch.CloseWrite()
 	code := st.Code
