@@ -13,7 +13,6 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -28,25 +27,18 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/registry"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// needBrowser skips a test when no Chromium is installed; in CI, which
-// installs it (.ci/run), it fails instead.
+// needBrowser skips a test when no Chromium is installed (in CI, which
+// installs it, it fails instead: internal/testenv).
 func needBrowser(t testing.TB) {
 	t.Helper()
-	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if _, err := exec.LookPath(n); err == nil {
-			return
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("no chromium on PATH (.ci/run installs it)")
-	}
-	t.Skip("no chromium on PATH (apt-get install chromium)")
+	testenv.Command(t, "chromium", "chromium", "chromium-browser", "google-chrome")
 }
 
 // site is the test's web site: a home page with a button, an input, a

@@ -9,11 +9,15 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 func TestLocalContract(t *testing.T) {
 	for _, iso := range []string{"bwrap", "software", "none"} {
 		t.Run(iso, func(t *testing.T) {
+			if iso == "bwrap" {
+				testenv.Bwrap(t)
+			}
 			runContract(t, func(t *testing.T) Backend {
 				l, err := NewLocal(LocalOptions{Root: t.TempDir(), Isolation: iso})
 				if err != nil {

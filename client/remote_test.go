@@ -21,6 +21,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/daemon"
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // testDaemon serves a fresh workspace on a loopback port with a token, in
@@ -254,9 +255,8 @@ func startReference(t *testing.T) RemoteOptions {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(cli); err != nil {
-		t.Fatalf("the reference daemon is needed (cd interop && npm ci): %v", err)
-	}
+	testenv.File(t, cli, "cd interop && npm ci")
+	testenv.Command(t, "nodejs", "node")
 	root, port, token := t.TempDir(), freeTCPPort(t), "reference-token-0123456789"
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, "node", cli, "daemon", "--rootDir", root, "--port", strconv.Itoa(port), "--isolation", "software",

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/browser"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/netguard"
 )
 
@@ -28,12 +28,7 @@ import (
 // and sees the session in /health; stopping the daemon leaves no browser
 // process behind.
 func TestBrowserToolsOverMCP(t *testing.T) {
-	if _, err := exec.LookPath("chromium"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no chromium on PATH (.ci/run installs it)")
-		}
-		t.Skip("no chromium on PATH (apt-get install chromium)")
-	}
+	testenv.Command(t, "chromium", "chromium")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `<!doctype html><title>Daemon page</title><p id="out">before</p>
 <button onclick="document.getElementById('out').textContent='after'">Go</button>`)

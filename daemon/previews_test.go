@@ -21,6 +21,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/previewtest"
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 const previewToken = "preview-token"
@@ -31,9 +32,7 @@ const previewToken = "preview-token"
 func previewConfig(t testing.TB, iso string, on bool) config.Config {
 	t.Helper()
 	if iso == "bwrap" {
-		if _, err := exec.LookPath("bwrap"); err != nil {
-			t.Skip("bwrap not installed (apt-get install -y bubblewrap); CI installs it")
-		}
+		testenv.Bwrap(t)
 	}
 	c := testConfig(t)
 	c.Isolation = iso
@@ -131,10 +130,7 @@ func opensshArgs(t *testing.T, url, logLevel string) []string {
 
 func requireSSH(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("ssh")
-	if err != nil {
-		t.Skip("ssh not installed (apt-get install -y openssh-client); CI installs it")
-	}
+	p := testenv.Command(t, "openssh-client", "ssh")
 	return p
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // npmServer is the entry point of a published MCP server installed by the
@@ -22,13 +24,7 @@ func npmServer(t testing.TB, pkg string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not installed (.ci/run runs npm ci in interop first): %v", pkg, err)
-		}
-		t.Skipf("%s is not installed: run `cd interop && npm ci` (CI always does)", pkg)
-	}
-	return p
+	return testenv.File(t, p, "cd interop && npm ci")
 }
 
 // TestPublishedUpstreams runs the published filesystem and everything

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/registry"
 )
@@ -43,7 +44,7 @@ func startPostgres(t *testing.T) (port int, password string) {
 	t.Helper()
 	initdb, postgres := postgresBin("initdb"), postgresBin("postgres")
 	if initdb == "" || postgres == "" {
-		t.Skip("PostgreSQL's initdb and postgres are not installed (apt-get install postgresql); .ci/run installs them")
+		testenv.Missing(t, "PostgreSQL's initdb and postgres are not installed (apt-get install postgresql)")
 	}
 	dir := t.TempDir()
 	var cred *syscall.Credential

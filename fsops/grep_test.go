@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // grepTree is a workspace exercising ripgrep's defaults: a git repository
@@ -179,10 +180,7 @@ func TestGrepGolden(t *testing.T) {
 
 // The same cases against the installed rg, live (CI installs ripgrep).
 func TestGrepMatchesRipgrep(t *testing.T) {
-	rg, err := exec.LookPath("rg")
-	if err != nil {
-		t.Skip("ripgrep (rg) is not installed")
-	}
+	rg := testenv.Command(t, "ripgrep", "rg")
 	root, wss := newGrepWorkspaces(t)
 	for _, tc := range grepCases {
 		want := rgOutput(t, rg, root, tc.opts)
@@ -258,10 +256,7 @@ func TestGrepCancelled(t *testing.T) {
 // Binary files whose NUL falls around ripgrep's read-buffer boundaries: what
 // is searched before rg gives up must match rg exactly.
 func TestGrepBinaryBoundariesMatchRipgrep(t *testing.T) {
-	rg, err := exec.LookPath("rg")
-	if err != nil {
-		t.Skip("ripgrep (rg) is not installed")
-	}
+	rg := testenv.Command(t, "ripgrep", "rg")
 	root := t.TempDir()
 	files := map[string]string{}
 	line := "foo " + strings.Repeat("y", 95) + "\n" // 100 bytes

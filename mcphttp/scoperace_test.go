@@ -3,7 +3,6 @@ package mcphttp
 import (
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/swaptest"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -25,9 +25,7 @@ func TestScopeSwapRace(t *testing.T) {
 	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeBwrap, sandbox.ModeLandlock} {
 		t.Run(string(mode), func(t *testing.T) {
 			if mode == sandbox.ModeBwrap {
-				if _, err := exec.LookPath("bwrap"); err != nil {
-					t.Skip("bwrap is not installed (CI installs it)")
-				}
+				testenv.Bwrap(t)
 			}
 			root, err := filepath.EvalSymlinks(t.TempDir())
 			if err != nil {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/internal/previewtest"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -37,9 +37,7 @@ func TestMain(m *testing.M) {
 func newExecutor(t testing.TB, mode sandbox.Mode) (sandbox.Executor, string) {
 	t.Helper()
 	if mode == sandbox.ModeBwrap {
-		if _, err := exec.LookPath("bwrap"); err != nil {
-			t.Skip("bwrap not installed (apt-get install -y bubblewrap); CI installs it")
-		}
+		testenv.Bwrap(t)
 	}
 	root := t.TempDir()
 	ex, err := sandbox.New(sandbox.Config{Mode: mode, WorkspaceRoot: root, NoNetwork: mode == sandbox.ModeBwrap})

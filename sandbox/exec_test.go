@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 
 	"bytes"
 	"context"
@@ -11,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -35,9 +35,7 @@ func workspace(t *testing.T) string {
 
 func needBwrap(t testing.TB) {
 	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bwrap is not installed (CI installs bubblewrap)")
-	}
+	testenv.Bwrap(t)
 }
 
 // newExec builds an executor in mode over a fresh workspace; Close runs at

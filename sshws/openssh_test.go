@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/internal/scptest"
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/wsclient"
 )
 
@@ -27,10 +28,7 @@ import (
 
 func requireTool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Skipf("%s not installed (apt-get install -y openssh-client); CI installs it", name)
-	}
+	p := testenv.Command(t, "openssh-client", name)
 	return p
 }
 

@@ -7,6 +7,7 @@ package systemd
 
 import (
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 
 	"bufio"
 	"bytes"
@@ -111,10 +112,7 @@ func flagValue(t *testing.T, args []string, flag string) string {
 }
 
 func TestUnitVerifies(t *testing.T) {
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("systemd-analyze is not installed (Debian package: systemd); CI installs it")
-	}
+	analyze := testenv.Command(t, "systemd", "systemd-analyze")
 	bin := testbin.Path(t)
 	src, err := os.ReadFile(unitFile)
 	if err != nil {
@@ -165,10 +163,7 @@ func TestUnitVerifies(t *testing.T) {
 // systemd 252). What the score counts against the unit is what bwrap needs
 // (user and other namespaces, @mount, an unobstructed /proc) and the network.
 func TestUnitSecurityExposure(t *testing.T) {
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("systemd-analyze is not installed (Debian package: systemd); CI installs it")
-	}
+	analyze := testenv.Command(t, "systemd", "systemd-analyze")
 	bin := testbin.Path(t)
 	src, err := os.ReadFile(unitFile)
 	if err != nil {
@@ -520,10 +515,7 @@ func TestInstallScriptSyntax(t *testing.T) {
 }
 
 func TestInstallScriptShellcheck(t *testing.T) {
-	shellcheck, err := exec.LookPath("shellcheck")
-	if err != nil {
-		t.Skip("shellcheck is not installed (Debian package: shellcheck); CI installs it")
-	}
+	shellcheck := testenv.Command(t, "shellcheck", "shellcheck")
 	if out, err := exec.Command(shellcheck, "--shell=bash", "--severity=style", installFile).CombinedOutput(); err != nil {
 		t.Fatalf("shellcheck %s: %v\n%s", installFile, err, out)
 	}

@@ -12,13 +12,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -114,9 +114,7 @@ func npmRegistry(t *testing.T, name string) (url string, requests func() int, st
 // outside the workspace; killed after the registry is gone, it restarts
 // from that cache.
 func TestNpxLaunch(t *testing.T) {
-	if _, err := exec.LookPath("npx"); err != nil {
-		t.Fatalf("npx (Node's npm) is needed: %v", err)
-	}
+	testenv.Command(t, "npm", "npx")
 	for _, iso := range []sandbox.Mode{sandbox.ModeBwrap, sandbox.ModeLandlock, sandbox.ModeSoftware} {
 		t.Run(string(iso), func(t *testing.T) {
 			const pkg = "agentbe-npx-echo"

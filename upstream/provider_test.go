@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
@@ -47,6 +48,9 @@ type fixture struct {
 // start runs one test upstream "t" in mode, under isolation iso.
 func start(t *testing.T, mode string, iso sandbox.Mode, mod func(*Server), tm timing) *fixture {
 	t.Helper()
+	if iso == sandbox.ModeBwrap {
+		testenv.Bwrap(t)
+	}
 	root := t.TempDir()
 	ws, err := fsops.NewDir(root, fsops.Options{})
 	if err != nil {

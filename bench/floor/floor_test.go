@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // TestBwrapIsTheExecutorsSandbox checks that the exec floor runs bwrap as
@@ -15,9 +17,7 @@ import (
 // command's environment set inside, and that the command really runs in
 // the workspace.
 func TestBwrapIsTheExecutorsSandbox(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bwrap is not installed (CI installs bubblewrap)")
-	}
+	testenv.Bwrap(t)
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

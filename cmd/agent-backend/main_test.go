@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // binary is the agent-backend built once for the tests that run it as a
@@ -513,9 +514,7 @@ func TestInheritedDescriptorsDoNotReachCommands(t *testing.T) {
 	for _, isolation := range []string{"software", "bwrap", "landlock"} {
 		t.Run(isolation, func(t *testing.T) {
 			if isolation == "bwrap" {
-				if _, err := exec.LookPath("bwrap"); err != nil {
-					t.Skip("bwrap is not installed (CI installs bubblewrap)")
-				}
+				testenv.Bwrap(t)
 			}
 			marker, err := os.Create(filepath.Join(t.TempDir(), "inherited-descriptor-marker"))
 			if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // The shapes the clients read. Strict decoding (unknown fields refused)
@@ -242,9 +243,11 @@ func TestClaudeCode(t *testing.T) {
 
 	// The script: shellcheck-clean, and the claude command it runs (a
 	// stand-in on PATH records it) carries the URL and the header.
-	if out, err := exec.Command("shellcheck", "claude-code.sh").CombinedOutput(); err != nil {
-		t.Errorf("shellcheck claude-code.sh: %v\n%s", err, out)
-	}
+	t.Run("shellcheck", func(t *testing.T) {
+		if out, err := exec.Command(testenv.Command(t, "shellcheck", "shellcheck"), "claude-code.sh").CombinedOutput(); err != nil {
+			t.Errorf("shellcheck claude-code.sh: %v\n%s", err, out)
+		}
+	})
 	bin := t.TempDir()
 	record := filepath.Join(bin, "argv")
 	os.WriteFile(filepath.Join(bin, "claude"), []byte("#!/bin/sh\nprintf '%s\\n' \"$@\" > "+record+"\n"), 0o755)
@@ -312,9 +315,7 @@ func TestNpmClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(modules); err != nil {
-		t.Fatalf("the published npm client is needed (cd interop && npm ci): %v", err)
-	}
+	testenv.File(t, modules, "cd interop && npm ci")
 	d := startDaemon(t)
 	// Run from a directory inside interop/, so that `import 'agent-backend'`
 	// resolves to the interop suite's node_modules.
