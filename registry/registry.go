@@ -17,7 +17,10 @@
 // which reaches the handler through its context. The handler runs on the
 // caller's goroutine, so it must return soon after its context is done; a
 // handler that fails because the deadline passed is answered with the same
-// timeout result on every face. Until it returns, a call holds its slot.
+// timeout result on every face. Until it returns, a call holds its slot;
+// a handler whose work can outlive its answer (a Starlark step that does not
+// look at cancellation) keeps the slot past that with Call.Detach, and its
+// provider shows as degraded meanwhile.
 // A handler that panics is answered with an error result and logged.
 //
 // A face never knows which provider a tool came from; a provider never
@@ -110,6 +113,75 @@ type Call struct {
 	// the next; message is what happened (exec: the output so far). Nil
 	// when the client asked for none.
 	Progress func(ctx context.Context, progress float64, message string)
+
+	hold *hold // the call's slot (set by Registry.Call)
+}
+
+// Detach is for a handler whose work may go on after it answers (it
+// answered at its deadline while a step it cannot interrupt still runs):
+// the call's slot stays taken after the handler returns, until release is
+// called (once the work really ended; later calls do nothing). While a
+// handler has returned and a release is still due, the call counts as
+// runaway: its provider shows as degraded in Providers. Outside
+// Registry.Call, or once the handler returned, release does nothing.
+func (c Call) Detach() (release func()) {
+	if c.hold == nil {
+		return func() {}
+	}
+	return c.hold.detach()
+}
+
+// hold is a call's slot: taken by the handler until it returns and by
+// each Detach until its release; the last of them gives it back.
+type hold struct {
+	r        *Registry
+	provider string
+
+	mu       sync.Mutex
+	n        int  // the handler (until it returns) and each unreleased Detach
+	returned bool // the handler returned
+	runaway  bool // it returned before a release: counted in Runaway
+}
+
+func (h *hold) detach() func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.returned {
+		return func() {}
+	}
+	h.n++
+	var once sync.Once
+	return func() { once.Do(h.release) }
+}
+
+func (h *hold) release() {
+	h.mu.Lock()
+	h.n--
+	last, runaway := h.n == 0, h.runaway
+	h.mu.Unlock()
+	if last {
+		if runaway {
+			h.r.addRunaway(h.provider, -1)
+		}
+		<-h.r.slots
+	}
+}
+
+// handlerReturned gives the slot back unless a Detach still holds it, and
+// reports whether one does.
+func (h *hold) handlerReturned() (detached bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.returned = true
+	h.n--
+	if h.n == 0 {
+		<-h.r.slots
+		return false
+	}
+	// Counted under h.mu, so that the release that comes later uncounts it.
+	h.runaway = true
+	h.r.addRunaway(h.provider, +1)
+	return true
 }
 
 // MaxNameLen is the longest tool name the registry accepts.
@@ -206,6 +278,10 @@ type ProviderInfo struct {
 	Tools int    `json:"tools"`
 	// Detail says why a provider is not ready ("" when it is).
 	Detail string `json:"detail,omitempty"`
+	// Runaway counts its calls that were answered (at their deadline)
+	// while their work still runs and holds their slots (Call.Detach);
+	// while there are any, a ready provider's State is "degraded".
+	Runaway int `json:"runaway,omitempty"`
 }
 
 // Registry is the set of tools. It is safe for concurrent use.
@@ -361,9 +437,23 @@ func (r *Registry) Providers() []ProviderInfo {
 	defer r.mu.RUnlock()
 	out := make([]ProviderInfo, 0, len(r.order))
 	for _, name := range r.order {
-		out = append(out, *r.providers[name])
+		p := *r.providers[name]
+		if p.Runaway > 0 && p.State == "ready" {
+			p.State = "degraded"
+			p.Detail = fmt.Sprintf("%d calls answered at their deadline are still running and hold their slots", p.Runaway)
+		}
+		out = append(out, p)
 	}
 	return out
+}
+
+// addRunaway counts a provider's runaway calls.
+func (r *Registry) addRunaway(provider string, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.providers[provider]; p != nil {
+		p.Runaway += n
+	}
 }
 
 // Subscribe calls f after every change of the set of tools, on the
@@ -417,6 +507,7 @@ func (r *Registry) Call(ctx context.Context, name string, call Call) (*mcp.CallT
 		timeout = r.opts.DefaultTimeout
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
+	call.hold = &hold{r: r, provider: e.provider, n: 1}
 
 	// The handler runs on the caller's goroutine: handing it to another
 	// one and waiting costs more than the rest of the registry on the MCP
@@ -425,14 +516,18 @@ func (r *Registry) Call(ctx context.Context, name string, call Call) (*mcp.CallT
 	res := r.run(cctx, e, call)
 	timedOut := cctx.Err() != nil
 	cancel()
-	<-r.slots
+	detached := call.hold.handlerReturned()
 	outcome := "ok"
 	switch {
 	case res.IsError && timedOut:
 		// The handler stopped because the deadline passed: say so the
 		// same way for every tool and face.
 		outcome = "timeout"
-		res = errorResult(timeoutText(name, ctx, timeout))
+		text := timeoutText(name, ctx, timeout)
+		if detached {
+			text += "; a step it cannot interrupt is still running, and keeps the call's slot until it ends"
+		}
+		res = errorResult(text)
 	case res.IsError:
 		outcome = "error"
 	}

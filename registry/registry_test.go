@@ -227,6 +227,58 @@ func TestTimeoutIsOneResultAndKeepsTheSlot(t *testing.T) {
 	}
 }
 
+// TestDetachedCallKeepsItsSlot: a handler that answers at its deadline
+// while its work goes on (Call.Detach) keeps the call's slot until the work
+// releases it: a call meanwhile is refused busy, the provider shows as
+// degraded with one runaway call, and the answer says the work still runs;
+// the release frees the slot and the provider is ready again. A release is
+// idempotent; a Detach after the handler returned holds nothing.
+func TestDetachedCallKeepsItsSlot(t *testing.T) {
+	r := New(Options{MaxConcurrent: 1, QueueWait: 20 * time.Millisecond})
+	var release func()
+	var late func() (release func())
+	workEnds := make(chan struct{})
+	workDone := make(chan struct{})
+	stuck := Tool{Name: "stuck", Timeout: 30 * time.Millisecond, Handler: func(ctx context.Context, c Call) *mcp.CallToolResult {
+		release = c.Detach()
+		go func() { // the work that outlives the answer
+			defer close(workDone)
+			<-workEnds
+			release()
+			release()
+		}()
+		<-ctx.Done()
+		late = c.Detach // called after the handler returned
+		return errorResult("stopped waiting")
+	}}
+	if err := r.Set("p", []Tool{stuck, echo("e")}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Call(context.Background(), "stuck", Call{})
+	if err != nil || !res.IsError || !strings.Contains(resultText(t, res), "timed out after 30ms and was cancelled; a step it cannot interrupt is still running") {
+		t.Fatalf("the detached call's answer: %+v, %v", res, err)
+	}
+	if _, err := r.Call(context.Background(), "e", Call{}); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a call while the detached work holds the only slot: %v, want ErrBusy", err)
+	}
+	if ps := r.Providers(); len(ps) != 1 || ps[0].State != "degraded" || ps[0].Runaway != 1 || !strings.Contains(ps[0].Detail, "1 calls answered at their deadline") {
+		t.Fatalf("providers while the work runs: %+v", ps)
+	}
+	close(workEnds)
+	<-workDone
+	if ps := r.Providers(); ps[0].State != "ready" || ps[0].Runaway != 0 || ps[0].Detail != "" {
+		t.Fatalf("providers after the work ended: %+v", ps)
+	}
+	late()()
+	for range 2 { // the slot is free, and stays so
+		if res, err := r.Call(context.Background(), "e", Call{}); err != nil || resultText(t, res) != "e:" {
+			t.Fatalf("after the release: %+v, %v", res, err)
+		}
+	}
+	// Outside a registry call, Detach holds nothing.
+	Call{}.Detach()()
+}
+
 // TestResultAtTheDeadlineStands: a handler that succeeds although its
 // deadline passed keeps its result.
 func TestResultAtTheDeadlineStands(t *testing.T) {
