@@ -75,6 +75,12 @@ type Log struct {
 	once    sync.Once
 	dropped atomic.Uint64
 	failed  atomic.Uint64 // lines whose write failed
+	// dropReport is when drops were last reported to Options.Logger (Unix
+	// nanoseconds, 0 before the first), and dropReported how many had
+	// been dropped by then: Write reports the first drop of a run at once
+	// and then at most once per WriteErrorEvery.
+	dropReport   atomic.Int64
+	dropReported atomic.Uint64
 
 	// under mu: the write-failure report's rate limit
 	failedReported uint64
@@ -168,13 +174,28 @@ func (l *Log) Tool(r registry.Record) {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// Write queues one entry; it never blocks.
+// MaxLine bounds one line of the log (before secrets are replaced): each
+// of the 7 string fields is cut at MaxString bytes plus the note of its
+// length, each byte at most 6 once JSON-escaped, and the arguments at
+// MaxArgs. So the queue holds at most Options.Queue × MaxLine bytes (about
+// 69 MiB at DefaultQueue), however long the names a client sends: a tool
+// nobody serves is logged by the name it was called with, a scope by the
+// X-Scope-Path that asked for it.
+const MaxLine = 7*6*(MaxString+32) + MaxArgs + 1024
+
+// Write queues one entry; it never blocks. A full queue drops the line,
+// counts it (Dropped) and reports it to Options.Logger, rate-limited.
 func (l *Log) Write(e Entry) {
 	if l.closed.Load() {
 		return
 	}
-	if len(e.Command) > MaxString {
-		e.Command = cut(e.Command)
+	for _, f := range []*string{&e.Face, &e.Remote, &e.Scope, &e.Caller, &e.Tool, &e.Command, &e.Outcome} {
+		if len(*f) > MaxString {
+			*f = cut(*f)
+		}
+	}
+	if len(e.Args) > MaxArgs {
+		e.Args = json.RawMessage(fmt.Sprintf(`{"bytes":%d,"truncated":true}`, len(e.Args)))
 	}
 	line, err := json.Marshal(e)
 	if err != nil {
@@ -185,8 +206,28 @@ func (l *Log) Write(e Entry) {
 	select {
 	case l.q <- line:
 	default:
-		l.dropped.Add(1)
+		l.drop()
 	}
+}
+
+// drop counts a line lost to a full queue and tells the daemon's log: the
+// first drop of a run at once, then at most one summary per
+// WriteErrorEvery while drops go on.
+func (l *Log) drop() {
+	n := l.dropped.Add(1)
+	if l.opts.Logger == nil {
+		return
+	}
+	last, now := l.dropReport.Load(), time.Now().UnixNano()
+	if last != 0 && now-last < int64(WriteErrorEvery) {
+		return
+	}
+	if !l.dropReport.CompareAndSwap(last, now) {
+		return // another goroutine reports this one
+	}
+	since := n - l.dropReported.Swap(n)
+	l.opts.Logger.Warn("audit log: the queue is full (the writer is behind); lines are dropped (counted in agentbe_audit_dropped_total)",
+		"path", l.opts.Path, "queue", cap(l.q), "dropped_since_last_report", since, "dropped_total", n)
 }
 
 func (l *Log) scrub(line []byte) []byte {
