@@ -34,8 +34,9 @@ const (
 	// bodyTimeout bounds the reading of a request's body (the header has
 	// ReadHeaderTimeout): a client that declares a body and never sends it
 	// must not hold its connection, and the slot that counts it, for ever.
-	// WebSocket upgrades are not bound by it (their connection is handed
-	// over to /ssh, which has its own keepalive).
+	// WebSocket handshakes (a GET without a body, bodilessUpgrade) are not
+	// bound by it: their connection is handed over to /ssh, /gateway or a
+	// preview, which have their own keepalives or none.
 	defaultBodyTimeout = 30 * time.Second
 	// shedPercent is how full the cap must be before idle connections are
 	// closed to make room.
@@ -324,7 +325,7 @@ var bodyTimeout = defaultBodyTimeout
 // either way. Every other request's body must arrive within bodyTimeout.
 func reserveGate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !isUpgrade(r) {
+		if !bodilessUpgrade(r) {
 			// net/http resets the deadline for the next request.
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
 		}
@@ -348,6 +349,18 @@ func reserveGate(next http.Handler) http.Handler {
 		writeJSONError(w, http.StatusServiceUnavailable, "Too many connections",
 			"the daemon holds --max-connections connections, or --max-connections-per-ip from this address; only /health and /metrics answer until some close")
 	})
+}
+
+// bodilessUpgrade reports whether r is a WebSocket handshake as RFC 6455
+// has it, a GET without a body asking to switch protocols: the one request
+// the body deadline spares, since it would stay on the connection once it
+// is handed over (httputil.ReverseProxy, which /preview/ upgrades with,
+// does not clear it). Whatever else says "Connection: Upgrade" is held to
+// the deadline: the header is the client's say-so, and a route that never
+// upgrades (/mcp), or a workspace server that answers without switching,
+// would otherwise wait for a declared body without end.
+func bodilessUpgrade(r *http.Request) bool {
+	return r.Method == http.MethodGet && r.ContentLength == 0 && isUpgrade(r)
 }
 
 // raiseNoFile raises the soft RLIMIT_NOFILE to the hard limit (Go's runtime
