@@ -114,7 +114,8 @@ type Config struct {
 	// SSHListen is the address of the SSH port (docs/ssh.md), "" for none;
 	// SSHAuthorizedKeys, SSHTrustedUserCAKeys and SSHPasswordHashFile are
 	// its authentication
-	// (at least one is required); SSHMaxAuthTries cuts a connection after
+	// (at least one is required); SSHCertPrincipals are the login names a
+	// certificate may log in as; SSHMaxAuthTries cuts a connection after
 	// that many failed attempts, SSHLoginGraceTime one that has not logged
 	// in by then. ConventionalSSH and SSHPort are the
 	// reference daemon's flags, mapped onto SSHListen.
@@ -122,6 +123,7 @@ type Config struct {
 	SSHAuthorizedKeys    string
 	SSHPasswordHashFile  string
 	SSHTrustedUserCAKeys string
+	SSHCertPrincipals    []string
 	SSHMaxAuthTries      int
 	SSHLoginGraceTime    time.Duration
 	ConventionalSSH      bool

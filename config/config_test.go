@@ -45,7 +45,7 @@ func TestDefaults(t *testing.T) {
 		MCPSessionIdle: 30 * time.Minute, MCPMaxSessions: 100,
 		MaxConcurrentCalls: 10, ToolQueueWait: 2 * time.Second, ToolTimeout: 30 * time.Second,
 		ExecApprovalMode: "allowlist", ExecAsk: "on-miss", ExecApprovalTTL: 10 * time.Minute,
-		SSHMaxAuthTries: 6, SSHLoginGraceTime: 30 * time.Second, SSHPort: 22,
+		SSHMaxAuthTries: 6, SSHLoginGraceTime: 30 * time.Second, SSHPort: 22, SSHCertPrincipals: []string{"agent"},
 		GatewayMaxMessage: 1 << 20, GatewayMaxBatch: 20, GatewayMaxInFlight: 8, GatewayRate: 50, GatewayBurst: 100,
 		BrowserMaxSessions: 4, BrowserIdleTimeout: 30 * time.Minute, BrowserRunAs: "nobody",
 		SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, SSHKeepalive: 30 * time.Second,

@@ -51,7 +51,7 @@ func (c Config) Preflight() []error {
 		// The files the daemon will load: a line that does not parse
 		// fails the check as it would fail the start.
 		if _, err := sshauth.New(sshauth.Options{AuthorizedKeys: c.SSHAuthorizedKeys, PasswordHashFile: c.SSHPasswordHashFile,
-			TrustedUserCAKeys: c.SSHTrustedUserCAKeys}); err != nil {
+			TrustedUserCAKeys: c.SSHTrustedUserCAKeys, CertPrincipals: c.SSHCertPrincipals}); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -37,6 +37,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/previews"
 	"github.com/agentbe/agentbe-daemon/registry"
+	"github.com/agentbe/agentbe-daemon/sshauth"
 	"github.com/agentbe/agentbe-daemon/sshd"
 	"github.com/agentbe/agentbe-daemon/upstream"
 )
@@ -242,6 +243,10 @@ type healthBody struct {
 	// Browser is the browser provider's state and its sessions (absent
 	// without --browser-tools).
 	Browser *browser.Health `json:"browser,omitempty"`
+	// SSHAuth is the state of the SSH port's key, CA and password files
+	// (absent without --ssh-listen); its error names each file that admits
+	// nothing because it does not load.
+	SSHAuth *sshauth.Health `json:"sshAuth,omitempty"`
 }
 
 // serveHealthServers is the execution service's health view,
@@ -291,6 +296,10 @@ func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	if d.proto.browser != nil {
 		h := d.proto.browser.Health()
 		body.Browser = &h
+	}
+	if d.proto.sshPortAuth != nil {
+		h := d.proto.sshPortAuth.Health()
+		body.SSHAuth = &h
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -450,8 +459,9 @@ func (d *Daemon) SSHAddr() string {
 	return a
 }
 
-// ReloadSSHKeys reads the SSH port's authorized_keys and password hash
-// again (on SIGHUP). Without --ssh-listen it does nothing.
+// ReloadSSHKeys reads the SSH port's authorized_keys, CA and password hash
+// files again (on SIGHUP). A file that does not load admits nothing until
+// it does (sshauth.Auth.Reload). Without --ssh-listen it does nothing.
 func (d *Daemon) ReloadSSHKeys() error {
 	if d.proto.sshPortAuth == nil {
 		return nil

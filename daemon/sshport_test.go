@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -303,5 +304,134 @@ func TestSSHPortWithCertificate(t *testing.T) {
 		"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-p", port}, "root@"+host, "true")...)
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "Permission denied") {
 		t.Errorf("a user the certificate does not name: %q %v", out, err)
+	}
+}
+
+// TestSSHPortAuthFailsClosed: on the SSH port, with real x/crypto clients,
+// a certificate logs in only under a login name it names and
+// --ssh-cert-principals lists (one with no principals never), and a key or
+// CA file that stops loading (deleted, emptied, an unsupported option)
+// admits nothing from then on, says why in /health's sshAuth, and admits
+// again once repaired.
+func TestSSHPortAuthFailsClosed(t *testing.T) {
+	dir := t.TempDir()
+	_, line, keySigner := clientKey(t, dir, "key")
+	_, _, certSigner := clientKey(t, dir, "certkey")
+	_, caPriv, _ := ed25519.GenerateKey(rand.Reader)
+	ca, _ := gossh.NewSignerFromKey(caPriv)
+	authz, caFile := filepath.Join(dir, "authorized_keys"), filepath.Join(dir, "ca.pub")
+	caLine := gossh.MarshalAuthorizedKey(ca.PublicKey())
+	os.WriteFile(authz, []byte(line+"\n"), 0o600)
+	os.WriteFile(caFile, caLine, 0o644)
+	cert := func(principals ...string) gossh.Signer {
+		c := &gossh.Certificate{Key: certSigner.PublicKey(), Serial: 1, CertType: gossh.UserCert, KeyId: "t",
+			ValidPrincipals: principals, ValidAfter: uint64(time.Now().Add(-time.Hour).Unix()),
+			ValidBefore: uint64(time.Now().Add(time.Hour).Unix())}
+		if err := c.SignCert(rand.Reader, ca); err != nil {
+			t.Fatal(err)
+		}
+		s, err := gossh.NewCertSigner(c, certSigner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	c := testConfig(t)
+	c.SSHListen = freeAddr(t)
+	c.SSHAuthorizedKeys = authz
+	c.SSHTrustedUserCAKeys = caFile
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, c, nil)
+	waitFor(t, "the SSH port", func() bool { return r.d.SSHAddr() != "" })
+	login := func(user string, s gossh.Signer) error {
+		conn, err := gossh.Dial("tcp", r.d.SSHAddr(), &gossh.ClientConfig{User: user, Auth: []gossh.AuthMethod{gossh.PublicKeys(s)},
+			HostKeyCallback: gossh.InsecureIgnoreHostKey(), Timeout: 30 * time.Second})
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}
+	sshAuthError := func() string {
+		_, body := get(t, r.url+"/health")
+		var h struct {
+			SSHAuth *struct {
+				Error string
+				Files []struct{ Flag, File, Error string }
+			} `json:"sshAuth"`
+		}
+		if err := json.Unmarshal(body, &h); err != nil || h.SSHAuth == nil || len(h.SSHAuth.Files) != 2 {
+			t.Fatalf("/health has no sshAuth with the two files: %s (%v)", body, err)
+		}
+		return h.SSHAuth.Error
+	}
+
+	if err := login("agent", keySigner); err != nil {
+		t.Fatalf("the key: %v", err)
+	}
+	if err := login("agent", cert("agent")); err != nil {
+		t.Fatalf("a certificate for agent: %v", err)
+	}
+	if e := sshAuthError(); e != "" {
+		t.Fatalf("sshAuth error with good files: %q", e)
+	}
+	for name, tc := range map[string]struct {
+		user string
+		s    gossh.Signer
+	}{
+		"no principals":               {"agent", cert()},
+		"no principals, another name": {"anyone", cert()},
+		"a principal, not the login":  {"agent", cert("alice")},
+		"a name not listed":           {"alice", cert("alice")},
+		"the CA's own key":            {"agent", ca},
+	} {
+		if err := login(tc.user, tc.s); err == nil {
+			t.Errorf("%s: logged in as %q", name, tc.user)
+		}
+		login("agent", keySigner) // a success resets the address's failure delay
+	}
+
+	// authorized_keys deleted: the key is refused at its next login.
+	os.Remove(authz)
+	if err := login("agent", keySigner); err == nil {
+		t.Error("the key of a deleted authorized_keys logged in")
+	}
+	if e := sshAuthError(); !strings.Contains(e, "--ssh-authorized-keys") || !strings.Contains(e, "no such file") {
+		t.Errorf("sshAuth error after deleting authorized_keys: %q", e)
+	}
+	if err := login("agent", cert("agent")); err != nil {
+		t.Errorf("the CA file did not change, yet: %v", err)
+	}
+	// An unsupported option on one line fails the whole file, by name.
+	os.WriteFile(authz, []byte(line+"\ncommand=\"true\" "+line+"\n"), 0o600)
+	if err := login("agent", keySigner); err == nil {
+		t.Error("a key of an authorized_keys with command= logged in")
+	}
+	if e := sshAuthError(); !strings.Contains(e, authz+`:2: option "command=\"true\"" is not supported here`) {
+		t.Errorf("sshAuth error for command=: %q", e)
+	}
+	// The CA file emptied, then on SIGHUP (Reload).
+	os.WriteFile(caFile, nil, 0o644)
+	if err := r.d.ReloadSSHKeys(); err == nil || !strings.Contains(err.Error(), "no CA key in the file") {
+		t.Errorf("SIGHUP with an empty CA file: %v", err)
+	}
+	if err := login("agent", cert("agent")); err == nil {
+		t.Error("a certificate of an emptied CA file logged in")
+	}
+	if e := sshAuthError(); !strings.Contains(e, "--ssh-trusted-user-ca-keys") || !strings.Contains(e, "no CA key in the file") {
+		t.Errorf("sshAuth error after emptying the CA file: %q", e)
+	}
+	// Repaired: both admit again and /health is clear.
+	os.WriteFile(authz, []byte(line+"\n"), 0o600)
+	os.WriteFile(caFile, caLine, 0o644)
+	if err := login("agent", keySigner); err != nil {
+		t.Errorf("the key after the repair: %v", err)
+	}
+	if err := login("agent", cert("agent")); err != nil {
+		t.Errorf("a certificate after the repair: %v", err)
+	}
+	if e := sshAuthError(); e != "" {
+		t.Errorf("sshAuth error after the repair: %q", e)
 	}
 }

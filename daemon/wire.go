@@ -425,8 +425,8 @@ func (p *protocols) shutdown(ctx context.Context) error {
 // legacy scp) over the same workspace and executor. Listening is Serve's.
 func (p *protocols) startSSHPort(cfg config.Config, opts Options) (err error) {
 	p.sshPortAuth, err = sshauth.New(sshauth.Options{AuthorizedKeys: cfg.SSHAuthorizedKeys, PasswordHashFile: cfg.SSHPasswordHashFile,
-		TrustedUserCAKeys: cfg.SSHTrustedUserCAKeys,
-		Logger:            opts.Logger.With("component", "ssh-port"), Attempt: opts.sshAuthAttempt})
+		TrustedUserCAKeys: cfg.SSHTrustedUserCAKeys, CertPrincipals: cfg.SSHCertPrincipals,
+		Logger: opts.Logger.With("component", "ssh-port"), Attempt: opts.sshAuthAttempt})
 	if err != nil {
 		return err
 	}

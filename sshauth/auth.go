@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +29,10 @@ const (
 	maxTrackedAddrs = 10000
 )
 
+// DefaultCertPrincipals are the login names a certificate may log in as
+// when Options.CertPrincipals is empty: the clients' and the docs' user.
+var DefaultCertPrincipals = []string{"agent"}
+
 // Options configure an Auth.
 type Options struct {
 	// AuthorizedKeys is an OpenSSH authorized_keys file; "" accepts no key.
@@ -41,7 +44,11 @@ type Options struct {
 	// certificates signed by one of its keys are accepted (checkCert);
 	// "" accepts no certificate.
 	TrustedUserCAKeys string
-	Logger            *slog.Logger
+	// CertPrincipals are the login names a certificate may log in as
+	// (--ssh-cert-principals); the certificate must name the login name
+	// among its principals too. Empty: DefaultCertPrincipals.
+	CertPrincipals []string
+	Logger         *slog.Logger
 	// Attempt, when set, is told of every attempt (metrics).
 	Attempt func(method, outcome string)
 	// sleep is time.Sleep (tests replace it).
@@ -50,17 +57,18 @@ type Options struct {
 
 // Auth is the SSH port's authentication. It is safe for concurrent use.
 type Auth struct {
-	opts Options
-	log  *slog.Logger
+	opts       Options
+	log        *slog.Logger
+	principals map[string]bool // Options.CertPrincipals
 
-	mu      sync.Mutex
-	keys    []Key
-	keysMod time.Time
-	keysLen int64
-	cas     []gossh.PublicKey
-	casMod  time.Time
-	casLen  int64
-	hash    []byte
+	// reloadMu makes reloads one at a time; mu guards what they set.
+	reloadMu sync.Mutex
+	mu       sync.Mutex
+	keys     []Key
+	cas      []gossh.PublicKey
+	hash     []byte
+	// The configured files, in the order keys, CAs, password.
+	sources []*source
 
 	fmu      sync.Mutex
 	failures map[netip.Addr]*failure
@@ -72,7 +80,8 @@ type failure struct {
 }
 
 // New loads the files. Without either, every login is refused, and New says
-// so: the SSH port has no unauthenticated mode.
+// so: the SSH port has no unauthenticated mode. A file that does not load
+// fails New (the daemon does not start).
 func New(opts Options) (*Auth, error) {
 	if opts.AuthorizedKeys == "" && opts.PasswordHashFile == "" && opts.TrustedUserCAKeys == "" {
 		return nil, errors.New("no authentication configured: set --ssh-authorized-keys (and/or --ssh-trusted-user-ca-keys, --ssh-password-hash-file); the SSH port has no unauthenticated mode")
@@ -80,9 +89,28 @@ func New(opts Options) (*Auth, error) {
 	if opts.sleep == nil {
 		opts.sleep = time.Sleep
 	}
-	a := &Auth{opts: opts, log: opts.Logger, failures: map[netip.Addr]*failure{}}
+	a := &Auth{opts: opts, log: opts.Logger, failures: map[netip.Addr]*failure{}, principals: map[string]bool{}}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
+	}
+	names := opts.CertPrincipals
+	if len(names) == 0 {
+		names = DefaultCertPrincipals
+	}
+	for _, p := range names {
+		if p == "" || strings.ContainsAny(p, ", \t\r\n") {
+			return nil, fmt.Errorf("--ssh-cert-principals: %q is not a login name (no empty names, commas or spaces)", p)
+		}
+		a.principals[p] = true
+	}
+	for _, f := range []struct{ flag, name string }{
+		{"--ssh-authorized-keys", opts.AuthorizedKeys},
+		{"--ssh-trusted-user-ca-keys", opts.TrustedUserCAKeys},
+		{"--ssh-password-hash-file", opts.PasswordHashFile},
+	} {
+		if f.name != "" {
+			a.sources = append(a.sources, &source{flag: f.flag, name: f.name})
+		}
 	}
 	if err := a.Reload(); err != nil {
 		return nil, err
@@ -90,75 +118,122 @@ func New(opts Options) (*Auth, error) {
 	return a, nil
 }
 
-// Reload reads the files again (SIGHUP). On an error the previous keys and
-// hash stay in force.
+// Reload reads every file again (SIGHUP). It fails closed, file by file: a
+// file that cannot be read or parsed (missing, not a regular file, a line
+// that does not parse or an option that is not supported, a CA file with
+// no key, a hash that is not bcrypt) admits nothing until a version that
+// loads replaces it; the other files are unaffected. Each such file is
+// logged at error level and reported by Health; the error returned joins
+// them.
 func (a *Auth) Reload() error {
-	var keys []Key
-	var mod time.Time
-	var size int64
-	if a.opts.AuthorizedKeys != "" {
-		fi, err := os.Stat(a.opts.AuthorizedKeys)
-		if err != nil {
-			return fmt.Errorf("--ssh-authorized-keys: %w", err)
-		}
-		if keys, err = readKeys(a.opts.AuthorizedKeys); err != nil {
-			return fmt.Errorf("--ssh-authorized-keys: %w", err)
-		}
-		mod, size = fi.ModTime(), fi.Size()
-	}
-	var cas []gossh.PublicKey
-	var casMod time.Time
-	var casSize int64
-	if a.opts.TrustedUserCAKeys != "" {
-		fi, err := os.Stat(a.opts.TrustedUserCAKeys)
-		if err != nil {
-			return fmt.Errorf("--ssh-trusted-user-ca-keys: %w", err)
-		}
-		if cas, err = readCAs(a.opts.TrustedUserCAKeys); err != nil {
-			return fmt.Errorf("--ssh-trusted-user-ca-keys: %w", err)
-		}
-		casMod, casSize = fi.ModTime(), fi.Size()
-	}
-	var hash []byte
-	if a.opts.PasswordHashFile != "" {
-		b, err := os.ReadFile(a.opts.PasswordHashFile)
-		if err != nil {
-			return fmt.Errorf("--ssh-password-hash-file: %w", err)
-		}
-		hash = bytes.TrimSpace(b)
-		if _, err := bcrypt.Cost(hash); err != nil {
-			return fmt.Errorf("--ssh-password-hash-file %s: not a bcrypt hash (make one with: htpasswd -nbBC 12 '' 'PASSWORD' | cut -d: -f2): %v", a.opts.PasswordHashFile, err)
-		}
-	}
-	a.mu.Lock()
-	a.keys, a.keysMod, a.keysLen, a.hash = keys, mod, size, hash
-	a.cas, a.casMod, a.casLen = cas, casMod, casSize
-	a.mu.Unlock()
-	return nil
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	return a.load(true)
 }
 
-// refresh reloads authorized_keys and the CA keys when either file
-// changed, so a key added or revoked applies to the next login without a
-// restart.
+// refresh reloads the files that changed since they were last read (or
+// stopped or started failing to open), so a key added or revoked applies
+// to the next login without a restart.
 func (a *Auth) refresh() {
-	changed := func(name string, mod time.Time, size int64) bool {
-		if name == "" {
-			return false
-		}
-		fi, err := os.Stat(name)
-		return err == nil && !(fi.ModTime().Equal(mod) && fi.Size() == size)
-	}
 	a.mu.Lock()
-	stale := changed(a.opts.AuthorizedKeys, a.keysMod, a.keysLen) || changed(a.opts.TrustedUserCAKeys, a.casMod, a.casLen)
+	sigs := make([]fileSig, len(a.sources))
+	for i, src := range a.sources {
+		sigs[i] = src.sig
+	}
 	a.mu.Unlock()
+	stale := false
+	for i, src := range a.sources {
+		stale = stale || statSig(src.name) != sigs[i]
+	}
 	if !stale {
 		return
 	}
-	if err := a.Reload(); err != nil {
-		a.log.Error("ssh: reloading the authorized keys failed; the previous keys stay in force", "err", err)
-	} else {
-		a.log.Info("ssh: authorized keys reloaded", "file", a.opts.AuthorizedKeys, "ca_file", a.opts.TrustedUserCAKeys)
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	_ = a.load(false)
+}
+
+// load reads the files (all of them, or those whose signature changed) and
+// puts what they give in force. Called with reloadMu held.
+func (a *Auth) load(all bool) error {
+	var errs []error
+	for _, src := range a.sources {
+		// Only load writes src (with reloadMu held): reading it needs no mu.
+		if !all && statSig(src.name) == src.sig {
+			continue
+		}
+		first := src.read.IsZero()
+		data, sig, err := readFile(src.name)
+		var keys []Key
+		var cas []gossh.PublicKey
+		var hash []byte
+		n := 0
+		if err == nil {
+			switch src.flag {
+			case "--ssh-authorized-keys":
+				keys, err = ParseAuthorizedKeys(src.name, data)
+				n = len(keys)
+			case "--ssh-trusted-user-ca-keys":
+				cas, err = ParseTrustedUserCAKeys(src.name, data)
+				n = len(cas)
+			default:
+				hash = bytes.TrimSpace(data)
+				if _, herr := bcrypt.Cost(hash); herr != nil {
+					err = fmt.Errorf("%s %s: not a bcrypt hash (make one with: htpasswd -nbBC 12 '' 'PASSWORD' | cut -d: -f2): %v", src.flag, src.name, herr)
+				}
+				n = 1
+			}
+		}
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), src.flag) {
+				err = fmt.Errorf("%s: %w", src.flag, err)
+			}
+			keys, cas, hash, n = nil, nil, nil, 0
+			errs = append(errs, err)
+		}
+		a.mu.Lock()
+		wasErr := src.err != nil
+		src.sig, src.n, src.err, src.read = sig, n, err, time.Now()
+		switch src.flag {
+		case "--ssh-authorized-keys":
+			a.keys = keys
+		case "--ssh-trusted-user-ca-keys":
+			a.cas = cas
+		default:
+			a.hash = hash
+		}
+		a.mu.Unlock()
+		switch {
+		case first:
+			// New's caller reports the start.
+		case err != nil:
+			a.log.Error("ssh: a file of the SSH port's authentication cannot be loaded; nothing it vouched for is admitted until it loads again", "flag", src.flag, "file", src.name, "err", err)
+		case wasErr:
+			a.log.Info("ssh: the file loads again", "flag", src.flag, "file", src.name, "entries", n)
+		default:
+			a.log.Info("ssh: file reloaded", "flag", src.flag, "file", src.name, "entries", n)
+		}
 	}
+	return errors.Join(errs...)
+}
+
+// Health reports the files' state, after reloading those that changed.
+func (a *Auth) Health() Health {
+	a.refresh()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var h Health
+	var errs []string
+	for _, src := range a.sources {
+		fh := FileHealth{Flag: src.flag, File: src.name, Loaded: src.n, ReadAt: src.read}
+		if src.err != nil {
+			fh.Error = src.err.Error()
+			errs = append(errs, fh.Error)
+		}
+		h.Files = append(h.Files, fh)
+	}
+	h.Error = strings.Join(errs, "; ")
+	return h
 }
 
 func addrOf(conn gossh.ConnMetadata) netip.Addr {
@@ -180,7 +255,7 @@ func (a *Auth) PublicKey(conn gossh.ConnMetadata, key gossh.PublicKey) (*gossh.P
 	a.mu.Unlock()
 	if cert, ok := key.(*gossh.Certificate); ok {
 		fp = gossh.FingerprintSHA256(cert.Key) + " cert " + fmt.Sprintf("%q serial %d", cert.KeyId, cert.Serial)
-		perms, err := checkCert(conn, cert, cas)
+		perms, err := checkCert(conn, cert, cas, a.principals)
 		if err != nil {
 			a.failed(conn, "publickey", fp, err.Error())
 			return nil, err
@@ -207,6 +282,7 @@ func (a *Auth) PublicKey(conn gossh.ConnMetadata, key gossh.PublicKey) (*gossh.P
 // Password is the sshd PasswordCallback: bcrypt's comparison, which takes
 // the same time whatever the password.
 func (a *Auth) Password(conn gossh.ConnMetadata, password []byte) (*gossh.Permissions, error) {
+	a.refresh()
 	a.mu.Lock()
 	hash := a.hash
 	a.mu.Unlock()
@@ -278,6 +354,11 @@ func (a *Auth) Describe() string {
 	}
 	if a.hash != nil {
 		parts = append(parts, "a password")
+	}
+	for _, src := range a.sources {
+		if src.err != nil {
+			parts = append(parts, "nothing from "+src.flag+" (it does not load)")
+		}
 	}
 	return strings.Join(parts, " and ")
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 
 	gossh "golang.org/x/crypto/ssh"
@@ -51,23 +50,23 @@ func ParseTrustedUserCAKeys(name string, data []byte) ([]gossh.PublicKey, error)
 	return cas, nil
 }
 
-func readCAs(name string) ([]gossh.PublicKey, error) {
-	data, err := os.ReadFile(name)
-	if err != nil {
-		return nil, err
-	}
-	return ParseTrustedUserCAKeys(name, data)
-}
-
 // checkCert admits a user certificate signed by one of cas, valid now,
-// naming the login user among its principals, from an address its
+// that names the login user among its principals, where the login user is
+// one of accepted (--ssh-cert-principals), from an address its
 // source-address option admits, with no other critical option. A
-// certificate without the permit-pty extension gets no pty, and one
-// without permit-port-forwarding no direct-tcpip channels (OpenSSH's
-// rules).
-func checkCert(conn gossh.ConnMetadata, cert *gossh.Certificate, cas []gossh.PublicKey) (*gossh.Permissions, error) {
+// certificate without principals is refused, as OpenSSH refuses it (x/crypto
+// would take it as valid for every user). A certificate without the
+// permit-pty extension gets no pty, and one without permit-port-forwarding
+// no direct-tcpip channels (OpenSSH's rules).
+func checkCert(conn gossh.ConnMetadata, cert *gossh.Certificate, cas []gossh.PublicKey, accepted map[string]bool) (*gossh.Permissions, error) {
 	if len(cas) == 0 {
-		return nil, errors.New("certificates are not accepted (no --ssh-trusted-user-ca-keys)")
+		return nil, errors.New("certificates are not accepted (no --ssh-trusted-user-ca-keys, or it does not load)")
+	}
+	if len(cert.ValidPrincipals) == 0 {
+		return nil, errors.New("the certificate names no principals (OpenSSH refuses such user certificates too)")
+	}
+	if !accepted[conn.User()] {
+		return nil, fmt.Errorf("login name %q is not one of --ssh-cert-principals", conn.User())
 	}
 	checker := gossh.CertChecker{
 		IsUserAuthority: func(auth gossh.PublicKey) bool {
@@ -80,6 +79,9 @@ func checkCert(conn gossh.ConnMetadata, cert *gossh.Certificate, cas []gossh.Pub
 		},
 		SupportedCriticalOptions: []string{certSourceAddress},
 	}
+	// Authenticate checks the type (a user certificate), the CA, the
+	// signature, the validity window, the critical options and that the
+	// login name is among the principals.
 	if _, err := checker.Authenticate(conn, cert); err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
-	"os"
 	"path"
 	"strings"
 
@@ -156,13 +155,4 @@ func (k *Key) permissions() *gossh.Permissions {
 		ext[ExtNoPortForwarding] = "1"
 	}
 	return &gossh.Permissions{Extensions: ext}
-}
-
-// readKeys loads the file.
-func readKeys(name string) ([]Key, error) {
-	data, err := os.ReadFile(name)
-	if err != nil {
-		return nil, err
-	}
-	return ParseAuthorizedKeys(name, data)
 }

@@ -301,7 +301,7 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 				log.Info("SIGHUP: TLS certificate reloaded", "cert", cfg.TLSCert)
 			}
 			if err := d.ReloadSSHKeys(); err != nil {
-				log.Error("SIGHUP: reloading the SSH port's keys failed; the previous ones stay in force", "err", err)
+				log.Error("SIGHUP: an SSH port file does not load; nothing it vouched for is admitted until it does", "err", err)
 			}
 			if n, err := d.ReloadTokens(); err != nil {
 				log.Error("SIGHUP: reloading the token file failed; the previous tokens stay in force", "err", err)
