@@ -61,6 +61,8 @@ type Options struct {
 	previewOpened func(previews.Record)
 	// approvalDecided logs an operator's decision, set by New.
 	approvalDecided func(p gwtools.Pending, approved, always bool, remote string)
+	// systemRan logs a program system.run started, set by New.
+	systemRan func(call registry.Call, r gwtools.Ran)
 	// browserTweak, when set, changes the browser provider's options (tests
 	// admit their loopback server and choose where its sessions live).
 	browserTweak func(*browser.Options)
@@ -148,6 +150,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		opts.previewOpened = d.auditPreview
 	}
 	opts.approvalDecided = d.auditApproval
+	opts.systemRan = d.auditRun
 	if cfg.SSHListen != "" {
 		attempts := prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentbe_ssh_auth_attempts_total",

@@ -126,3 +126,97 @@ func TestNetAllowFlags(t *testing.T) {
 		t.Errorf("admitted: %s", body)
 	}
 }
+
+// TestSystemRunJudgedFileOverREST: an allowlisted git with env PATH into
+// the workspace, where a bin/git was planted, waits for the operator;
+// GET /approvals shows the file it resolved to and its content's digest;
+// "always" on it is taken as once (the answer says why, the policy file
+// is unchanged, the audit line says "approved"); and every run's audit line
+// (system.run.exec) and the daemon log name the absolute file that ran.
+func TestSystemRunJudgedFileOverREST(t *testing.T) {
+	c := testConfig(t)
+	dir := t.TempDir()
+	c.GatewayTools = true
+	c.AuthToken = "agent-token-1"
+	c.OperatorToken = "operator-token-2"
+	c.ExecApprovals = filepath.Join(dir, "approvals.json")
+	c.AuditLog = filepath.Join(dir, "audit.log")
+	policy := `{"allowlist":{"commands":["git","echo"]}}`
+	if err := os.WriteFile(c.ExecApprovals, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.EvalSymlinks(c.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(root, "bin", "git")
+	os.MkdirAll(filepath.Dir(planted), 0o755)
+	if err := os.WriteFile(planted, []byte("#!/bin/sh\necho planted\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, c, nil)
+	do := func(method, path, body, token string) (int, string) {
+		t.Helper()
+		return send(t, method, r.url+path, body, map[string]string{"Authorization": "Bearer " + token})
+	}
+	exec := func(args string) string {
+		t.Helper()
+		_, body := do("POST", "/execute", `{"tool_name":"system.run","arguments":`+args+`}`, c.AuthToken)
+		var out struct{ Output string }
+		json.Unmarshal([]byte(body), &out)
+		return out.Output
+	}
+	echo := ""
+	for _, d := range []string{"/usr/local/bin", "/usr/bin", "/bin"} {
+		if p, err := filepath.EvalSymlinks(filepath.Join(d, "echo")); err == nil {
+			echo = p
+			break
+		}
+	}
+	if out := exec(`{"argv":["echo","direct"]}`); !strings.Contains(out, `"stdout":"direct\n"`) {
+		t.Fatalf("allowlisted: %s", out)
+	}
+	out := exec(`{"argv":["git","--version"],"env":{"PATH":"` + root + `/bin:/usr/bin:/bin"}}`)
+	if strings.Contains(out, "planted") {
+		t.Fatalf("the planted git ran without approval: %s", out)
+	}
+	var pend struct{ Status, RequestID string }
+	if err := json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &pend); err != nil || pend.Status != "approval-pending" {
+		t.Fatalf("pending: %s", out)
+	}
+	if code, body := do("GET", "/approvals", "", c.OperatorToken); code != 200 || !strings.Contains(body, `"executable":"`+planted+`"`) || !strings.Contains(body, `"digest":"sha256:`) {
+		t.Errorf("the operator is not shown the planted file and its digest: %d %s", code, body)
+	}
+	if code, body := do("POST", "/approvals/"+pend.RequestID, `{"approved":true,"always":true}`, c.OperatorToken); code != 200 || !strings.Contains(body, "approved once") {
+		t.Errorf("always on a workspace program: %d %s", code, body)
+	}
+	if saved, _ := os.ReadFile(c.ExecApprovals); string(saved) != policy {
+		t.Errorf("the policy file changed:\n%s", saved)
+	}
+	if out := exec(`{"requestId":"` + pend.RequestID + `"}`); !strings.Contains(out, `"stdout":"planted\n"`) {
+		t.Errorf("approved run: %s", out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(c.AuditLog)
+		s := string(b)
+		if strings.Contains(s, `"tool":"system.run.exec","command":"`+echo+` direct","outcome":"exit 0"`) &&
+			strings.Contains(s, `"tool":"system.run.exec","command":"`+planted+` --version # sha256:`) &&
+			strings.Contains(s, `"tool":"approval","command":"git --version","outcome":"approved"`) {
+			if strings.Contains(s, "approved-always") {
+				t.Errorf("the audit log says approved-always:\n%s", s)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the audit log does not name the files that ran:\n%s", b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if logs := r.logs.String(); !strings.Contains(logs, "executable="+planted) || !strings.Contains(logs, "executable="+echo) {
+		t.Errorf("the daemon log does not name the files that ran:\n%s", logs)
+	}
+}

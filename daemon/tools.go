@@ -211,6 +211,19 @@ func (d *Daemon) auditApproval(p gwtools.Pending, approved, always bool, remote 
 	d.audit.Write(audit.Entry{Time: time.Now(), Face: "rest", Remote: remote, Tool: "approval", Command: strings.Join(p.Request.Argv, " "), Outcome: outcome})
 }
 
+// auditRun logs a program system.run started: the file that ran, by its
+// absolute path (and a workspace program's digest), besides the call's own
+// line, whose arguments name only what was asked.
+func (d *Daemon) auditRun(call registry.Call, r gwtools.Ran) {
+	if d.audit == nil {
+		return
+	}
+	d.audit.Write(audit.Entry{
+		Time: r.Start, Face: call.Face, Remote: call.Remote, Scope: cmp.Or(call.Scope, d.cfg.ScopePath), Caller: call.Caller,
+		Tool: "system.run.exec", Command: r.Command(), Outcome: r.Outcome, DurationMS: float64(r.Duration.Microseconds()) / 1000,
+	})
+}
+
 // ReloadTokens reads the --tokens file again (on SIGHUP) and puts its set
 // in force for new requests and connections; a file that does not parse
 // changes nothing and is reported. Without --tokens it does nothing.

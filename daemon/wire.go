@@ -309,7 +309,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		gw.Approve = func(id string, approved, always bool) (any, error) {
 			d, err := p.approvals.Decide(id, approved, always)
 			if err == nil && opts.approvalDecided != nil {
-				opts.approvalDecided(d, approved, always, "gateway")
+				opts.approvalDecided(d, approved, d.Always, "gateway")
 			}
 			return d, err
 		}
@@ -483,7 +483,7 @@ func (p *protocols) startGatewayTools(cfg config.Config, opts Options) (err erro
 	}
 	p.gwtools = gwtools.New(gwtools.Options{Workspace: p.ws, Executor: p.exec, AllowDelete: cfg.FSDelete, Approvals: p.approvals,
 		Net:       netguard.New(cfg.NetGuard(80, 443)),
-		AskClient: cfg.ExecAskClient, Decided: opts.approvalDecided,
+		AskClient: cfg.ExecAskClient, Decided: opts.approvalDecided, Ran: opts.systemRan,
 		Logger: opts.Logger.With("component", "gateway-tools")})
 	if err := p.reg.Set("gateway-tools", p.gwtools.Tools()); err != nil {
 		return fmt.Errorf("--gateway-tools: %w", err)

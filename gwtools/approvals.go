@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/sandbox"
@@ -58,11 +59,17 @@ type RunRequest struct {
 	Argv []string          `json:"argv"`
 	Cwd  string            `json:"cwd"` // absolute
 	Env  map[string]string `json:"env,omitempty"`
-	Exe  string            `json:"executable"` // the resolved executable
+	// Exe is the file that runs: argv[0] resolved with the PATH the
+	// command gets, symlinks followed (absolute).
+	Exe string `json:"executable"`
+	// Digest ("sha256:<hex>") is the content of a program in the
+	// workspace, which the agent can rewrite: the approval binds it, and a
+	// sealed copy of exactly that content is what runs.
+	Digest string `json:"digest,omitempty"`
 }
 
 func (r RunRequest) equal(o RunRequest) bool {
-	return slices.Equal(r.Argv, o.Argv) && r.Cwd == o.Cwd && maps.Equal(r.Env, o.Env) && r.Exe == o.Exe
+	return slices.Equal(r.Argv, o.Argv) && r.Cwd == o.Cwd && maps.Equal(r.Env, o.Env) && r.Exe == o.Exe && r.Digest == o.Digest
 }
 
 // Pending is a call waiting for the operator.
@@ -75,6 +82,11 @@ type Pending struct {
 	// State is pending, approved, denied or expired; an approved request
 	// runs once, when the agent calls system.run with its requestId.
 	State string `json:"state"`
+	// Always says an "always" approval put the executable in the policy
+	// file; Note says why an "always" was taken as once only (a program
+	// the agent can change).
+	Always bool   `json:"always,omitempty"`
+	Note   string `json:"note,omitempty"`
 }
 
 // Decision is Check's answer.
@@ -144,10 +156,13 @@ func LoadApprovals(path, mode, ask, workspaceRoot string, ttl time.Duration) (*A
 // requestId.
 func (a *Approvals) Check(req RunRequest) Decision {
 	line := strings.Join(req.Argv, " ")
+	// The argv as it runs, argv[0] the file it resolved to: a pattern
+	// naming a program matches it under any name or link.
+	resolved := strings.Join(append([]string{req.Exe}, req.Argv[1:]...), " ")
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, re := range a.deny {
-		if re.MatchString(line) {
+		if re.MatchString(line) || (req.Exe != "" && re.MatchString(resolved)) {
 			return Decision{Reason: fmt.Sprintf("the denylist refuses it (pattern %q)", re.String())}
 		}
 	}
@@ -157,8 +172,9 @@ func (a *Approvals) Check(req RunRequest) Decision {
 	listed, why := a.allowlisted(req)
 	if name, reason := codeEnv(req.Env); listed && name != "" {
 		// The allowlist names programs; with this variable the program
-		// runs other code (git's GIT_CONFIG_*: core.fsmonitor), so the
-		// program's name says nothing of what runs.
+		// runs other code (git's GIT_CONFIG_*: core.fsmonitor; PATH: the
+		// programs it starts), so the program's name says nothing of
+		// what runs.
 		listed, why = false, fmt.Sprintf("env sets %s, which can make the command run other code (%s)", name, reason)
 	}
 	if a.ask == AskAlways && !(listed && a.mode == ModeAllowlist && a.alwaysRule(req)) {
@@ -173,9 +189,15 @@ func (a *Approvals) Check(req RunRequest) Decision {
 	return Decision{Reason: why}
 }
 
-// codeEnv returns the first variable of env (in name order) that can make
-// a program run other code (sandbox.EnvRunsCode), and why.
+// codeEnv returns the first variable of env (PATH, then in name order) that
+// can make a program run other code (sandbox.EnvRunsCode), and why. PATH
+// is one: it chose the program (the request's executable shows which), and
+// it chooses every program that program starts by name (make's cc, git's
+// ssh and hooks).
 func codeEnv(env map[string]string) (string, string) {
+	if _, ok := env["PATH"]; ok {
+		return "PATH", "it chooses the programs the command and what it starts run"
+	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		if ok, why := sandbox.EnvRunsCode(k); ok {
 			return k, why
@@ -186,12 +208,42 @@ func codeEnv(env map[string]string) (string, string) {
 
 // alwaysRule: the executable was approved "always" (it is in the file).
 func (a *Approvals) alwaysRule(req RunRequest) bool {
-	return slices.Contains(a.policy.Allowlist.Commands, req.Exe)
+	return !a.inWorkspace(req) && slices.Contains(a.policy.Allowlist.Commands, req.Exe)
+}
+
+// inWorkspace: the program is in the workspace (the agent can rewrite it).
+func (a *Approvals) inWorkspace(req RunRequest) bool {
+	return req.Digest != "" || (a.root != "" && inside(a.root, req.Exe))
+}
+
+// bindsContent: req's program is in the workspace and a call of it may
+// wait for the operator (allowlist mode, which never covers it, unless ask
+// is off; full mode with ask always), whose approval must then bind its
+// content.
+func (a *Approvals) bindsContent(req RunRequest) bool {
+	if !a.inWorkspace(req) {
+		return false
+	}
+	switch a.mode {
+	case ModeAllowlist:
+		return a.ask != AskOff
+	case ModeFull:
+		return a.ask == AskAlways
+	}
+	return false
 }
 
 // allowlisted reports whether the executable and the cwd are allowed, and
-// if not, why.
+// if not, why. A program in the workspace never is: the allowlist names
+// programs, and the agent can put anything under a name there.
 func (a *Approvals) allowlisted(req RunRequest) (bool, string) {
+	if a.inWorkspace(req) {
+		why := fmt.Sprintf("%s (%s) is in the workspace, which the agent can change: the allowlist does not cover it", req.Argv[0], req.Exe)
+		if req.Digest != "" {
+			why += ", and an approval binds its content (" + req.Digest + ")"
+		}
+		return false, why
+	}
 	exeOK := false
 	for _, c := range a.policy.Allowlist.Commands {
 		resolved := c
@@ -267,7 +319,9 @@ var ErrNoRequest = errors.New("no such request (it never existed, was decided, o
 
 // Decide records the operator's decision. With always, the executable is
 // added to the policy file's allowlist (written atomically) so later calls
-// need no approval.
+// need no approval, unless the agent could change the program (one in the
+// workspace, or one a user other than root may write): then it is approved
+// once, and Note says why.
 func (a *Approvals) Decide(id string, approved, always bool) (Pending, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -283,12 +337,46 @@ func (a *Approvals) Decide(id string, approved, always bool) (Pending, error) {
 	}
 	p.State = "approved"
 	if always {
-		if err := a.persist(p.Request.Exe); err != nil {
+		if why := a.changeable(p.Request); why != "" {
+			p.Note = "approved once, not always: " + why
+		} else if err := a.persist(p.Request.Exe); err != nil {
 			p.State = "pending"
 			return Pending{}, err
+		} else {
+			p.Always = true
 		}
 	}
 	return *p, nil
+}
+
+// changeable says why the agent could change what runs as req's program,
+// which an "always" approval must then not cover ("" when it cannot): a
+// program in the workspace, or one that a user other than root may
+// write, or whose directory (or one above it) such a user may change —
+// an owner other than root (who may chmod it), or group or other write
+// permission.
+func (a *Approvals) changeable(req RunRequest) string {
+	if a.inWorkspace(req) {
+		return fmt.Sprintf("%s is in the workspace, which the agent can change; an always rule would allow whatever it holds later", req.Exe)
+	}
+	for p := req.Exe; ; p = filepath.Dir(p) {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return fmt.Sprintf("%s: %v", p, err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case !ok:
+			return fmt.Sprintf("%s: no owner known", p)
+		case st.Uid != 0:
+			return fmt.Sprintf("%s is owned by uid %d, not root: a command running as that user could change it", p, st.Uid)
+		case fi.Mode().Perm()&0o022 != 0:
+			return fmt.Sprintf("%s may be written by users other than root (mode %v)", p, fi.Mode().Perm())
+		}
+		if p == "/" || p == "." {
+			return ""
+		}
+	}
 }
 
 // Take returns the approved request for id, once: the stored request is what

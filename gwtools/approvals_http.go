@@ -52,7 +52,9 @@ func (a *Approvals) ApprovalsHandler(operatorToken string, decided func(p Pendin
 				writeJSON(http.StatusInternalServerError, map[string]string{"error": "Internal Server Error", "message": err.Error()})
 			default:
 				if decided != nil {
-					decided(p, *body.Approved, body.Always, r.RemoteAddr)
+					// p.Always: an "always" for a program the agent
+					// can change was taken as once (p.Note says why).
+					decided(p, *body.Approved, p.Always, r.RemoteAddr)
 				}
 				writeJSON(http.StatusOK, p)
 			}

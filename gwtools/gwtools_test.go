@@ -2,8 +2,11 @@ package gwtools
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -355,4 +359,297 @@ func TestSystemRunEnvNeedsApproval(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pendingID is the requestId of an approval-pending answer ("" when the
+// answer is something else).
+func pendingID(txt string) string {
+	var pend struct{ Status, RequestID string }
+	json.Unmarshal([]byte(strings.SplitN(txt, "\n", 2)[0]), &pend)
+	if pend.Status != "approval-pending" {
+		return ""
+	}
+	return pend.RequestID
+}
+
+// plant writes an executable script into the workspace that leaves a mark
+// when it runs.
+func plant(t *testing.T, root, rel, body string) string {
+	t.Helper()
+	p := filepath.Join(root, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSystemRunPathIntoWorkspace: an allowlisted git with env PATH leading
+// into the workspace, where a bin/git was planted, does not run the planted
+// one without approval: the program is resolved with the PATH the command
+// gets (absolute, relative and empty entries alike), and a request that
+// sets PATH misses the allowlist; the approval shows the file it resolved
+// to, and what runs once approved is that file.
+func TestSystemRunPathIntoWorkspace(t *testing.T) {
+	policy := policyFile(t, `{"allowlist":{"commands":["git"],"cwdPrefix":["$workspaceRoot"]}}`)
+	var ap *Approvals
+	f := setup(t, func(o *Options) {
+		var err error
+		if ap, err = LoadApprovals(policy, ModeAllowlist, AskOnMiss, o.Workspace.Root(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		o.Approvals = ap
+	})
+	planted := plant(t, f.root, "bin/git", "echo planted; touch pwned")
+	for _, tc := range []struct{ name, path, cwd string }{
+		{"absolute", f.root + "/bin:/usr/bin:/bin", ""},
+		{"relative", "bin:/usr/bin:/bin", ""},
+		{"empty entry", ":/usr/bin:/bin", "bin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args, _ := json.Marshal(map[string]any{"argv": []string{"git", "--version"}, "cwd": tc.cwd, "env": map[string]string{"PATH": tc.path}})
+			txt, isErr, _ := f.call(t, "system.run", string(args))
+			if _, err := os.Stat(filepath.Join(f.root, tc.cwd, "pwned")); err == nil || strings.Contains(txt, "planted") {
+				t.Fatalf("the planted git ran without approval: %s", txt)
+			}
+			id := pendingID(txt)
+			if isErr || id == "" || !strings.Contains(txt, "is in the workspace") {
+				t.Fatalf("not a pending approval of a workspace program: %s", txt)
+			}
+			var shown RunRequest
+			for _, p := range ap.List() {
+				if p.ID == id {
+					shown = p.Request
+				}
+			}
+			if shown.Exe != planted {
+				t.Errorf("the approval shows %q, want the file that would run, %s", shown.Exe, planted)
+			}
+			ap.Decide(id, false, false)
+		})
+	}
+	// A PATH of system directories only still misses the allowlist: it
+	// also chooses what git starts by name.
+	txt, _, _ := f.call(t, "system.run", `{"argv":["git","--version"],"env":{"PATH":"/usr/bin:/bin"}}`)
+	if pendingID(txt) == "" || !strings.Contains(txt, "env sets PATH") {
+		t.Errorf("PATH set: %s", txt)
+	}
+	// Approved with the planted file shown: that file is what runs.
+	txt, _, _ = f.call(t, "system.run", `{"argv":["git","--version"],"env":{"PATH":"bin:/usr/bin"}}`)
+	id := pendingID(txt)
+	if _, err := ap.Decide(id, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if txt, isErr, _ := f.call(t, "system.run", `{"requestId":"`+id+`"}`); isErr || !strings.Contains(txt, `"stdout":"planted\n"`) {
+		t.Errorf("approved: %s", txt)
+	}
+	// Without PATH the allowlisted git runs, by its absolute path.
+	if txt, isErr, _ := f.call(t, "system.run", `{"argv":["git","--version"]}`); isErr || !strings.Contains(txt, "git version") {
+		t.Errorf("allowlisted: %s", txt)
+	}
+}
+
+// TestSystemRunRunsTheJudgedFile: a program is judged as the file its
+// links lead to and run by that file's absolute path, so retargeting a
+// workspace link named git after the approval changes nothing; variables
+// that take over the dynamic linker never reach the program.
+func TestSystemRunRunsTheJudgedFile(t *testing.T) {
+	var ap *Approvals
+	f := setup(t, func(o *Options) {
+		var err error
+		if ap, err = LoadApprovals("", ModeFull, AskAlways, o.Workspace.Root(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		o.Approvals = ap
+	})
+	git, err := sandbox.LookPath("git", nil)
+	if err != nil {
+		t.Skip("no git")
+	}
+	git, _ = filepath.EvalSymlinks(git)
+	link := filepath.Join(f.root, "git")
+	if err := os.Symlink(git, link); err != nil {
+		t.Fatal(err)
+	}
+	txt, _, _ := f.call(t, "system.run", `{"argv":["./git","--version"]}`)
+	id := pendingID(txt)
+	if l := ap.List(); len(l) != 1 || l[0].Request.Exe != git {
+		t.Fatalf("pending: %+v (%s)", l, txt)
+	}
+	if _, err := ap.Decide(id, true, false); err != nil {
+		t.Fatal(err)
+	}
+	planted := plant(t, f.root, "planted.sh", "echo planted; touch pwned")
+	os.Remove(link)
+	if err := os.Symlink(planted, link); err != nil {
+		t.Fatal(err)
+	}
+	txt, isErr, _ := f.call(t, "system.run", `{"requestId":"`+id+`"}`)
+	if _, err := os.Stat(filepath.Join(f.root, "pwned")); err == nil || isErr || !strings.Contains(txt, "git version") {
+		t.Errorf("after the link was retargeted: %s", txt)
+	}
+	// LD_PRELOAD and BASH_ENV are dropped by the sandbox's env rules.
+	txt, _, _ = f.call(t, "system.run", `{"argv":["env"],"env":{"LD_PRELOAD":"/nonexistent.so","BASH_ENV":"/x","TZ":"UTC"}}`)
+	ap.Decide(pendingID(txt), true, false)
+	if txt, isErr, _ := f.call(t, "system.run", `{"requestId":"`+pendingID(txt)+`"}`); isErr || strings.Contains(txt, "LD_PRELOAD") || strings.Contains(txt, "BASH_ENV") || !strings.Contains(txt, "TZ=UTC") {
+		t.Errorf("env: %s", txt)
+	}
+}
+
+// TestSystemRunApprovalBindsContent: an approval of a program in the
+// workspace binds its content: the pending request shows its sha256, and a
+// build.sh rewritten between the approval and the run does not run (the
+// run is refused naming both digests); unchanged, the approved content
+// runs.
+func TestSystemRunApprovalBindsContent(t *testing.T) {
+	var ap *Approvals
+	f := setup(t, func(o *Options) {
+		var err error
+		if ap, err = LoadApprovals(policyFile(t, `{"allowlist":{"commands":["echo"]}}`), ModeAllowlist, AskOnMiss, o.Workspace.Root(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		o.Approvals = ap
+	})
+	approved := "#!/bin/sh\necho approved \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(f.root, "build.sh"), []byte(approved), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(approved))
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	ask := func() string {
+		t.Helper()
+		txt, _, _ := f.call(t, "system.run", `{"argv":["./build.sh","x"]}`)
+		id := pendingID(txt)
+		if id == "" {
+			t.Fatalf("not pending: %s", txt)
+		}
+		return id
+	}
+	id := ask()
+	listed, _ := json.Marshal(ap.List())
+	if !strings.Contains(string(listed), digest) {
+		t.Errorf("the pending request does not show the content's digest %s: %s", digest, listed)
+	}
+	if _, err := ap.Decide(id, true, false); err != nil {
+		t.Fatal(err)
+	}
+	plant(t, f.root, "build.sh", "echo evil; touch pwned")
+	txt, isErr, _ := f.call(t, "system.run", `{"requestId":"`+id+`"}`)
+	if _, err := os.Stat(filepath.Join(f.root, "pwned")); err == nil || strings.Contains(txt, "evil") {
+		t.Fatalf("the rewritten build.sh ran: %s", txt)
+	}
+	if !isErr || !strings.Contains(txt, "changed since it was approved") || !strings.Contains(txt, digest) {
+		t.Errorf("refusal: %s", txt)
+	}
+	// Unchanged between approval and run: the approved content runs.
+	if err := os.WriteFile(filepath.Join(f.root, "build.sh"), []byte(approved), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id = ask()
+	ap.Decide(id, true, false)
+	if txt, isErr, _ := f.call(t, "system.run", `{"requestId":"`+id+`"}`); isErr || !strings.Contains(txt, `"stdout":"approved x\n"`) {
+		t.Errorf("approved run: %s", txt)
+	}
+	// A script whose interpreter is in the workspace is refused: the
+	// kernel would start that file by its name.
+	plant(t, f.root, "interp", "exec /bin/sh \"$@\"")
+	if err := os.WriteFile(filepath.Join(f.root, "indirect.sh"), []byte("#!"+f.root+"/interp\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if txt, isErr, _ := f.call(t, "system.run", `{"argv":["./indirect.sh"]}`); !isErr || !strings.Contains(txt, "interpreter") {
+		t.Errorf("an interpreter in the workspace: %s", txt)
+	}
+}
+
+// TestSystemRunAlwaysNotForWorkspace: "always" on a program in the
+// workspace is taken as once: the policy file is not changed, the decision
+// says why, and the next call waits again.
+func TestSystemRunAlwaysNotForWorkspace(t *testing.T) {
+	policy := policyFile(t, `{"allowlist":{"commands":["echo"]}}`)
+	var ap *Approvals
+	f := setup(t, func(o *Options) {
+		var err error
+		if ap, err = LoadApprovals(policy, ModeAllowlist, AskOnMiss, o.Workspace.Root(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		o.Approvals = ap
+	})
+	plant(t, f.root, "build.sh", "echo built")
+	txt, _, _ := f.call(t, "system.run", `{"argv":["./build.sh"]}`)
+	decided, err := ap.Decide(pendingID(txt), true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := json.Marshal(decided); !strings.Contains(string(out), "approved once") {
+		t.Errorf("the decision does not say it was taken as once: %s", out)
+	}
+	if saved, _ := os.ReadFile(policy); strings.Contains(string(saved), f.root) {
+		t.Errorf("a workspace program was persisted:\n%s", saved)
+	}
+	if txt, isErr, _ := f.call(t, "system.run", `{"requestId":"`+pendingID(txt)+`"}`); isErr || !strings.Contains(txt, `"stdout":"built\n"`) {
+		t.Errorf("the once approval: %s", txt)
+	}
+	if txt, _, _ := f.call(t, "system.run", `{"argv":["./build.sh"]}`); pendingID(txt) == "" {
+		t.Errorf("the next call did not wait: %s", txt)
+	}
+	// A program outside the workspace that a user other than root may
+	// change is not persisted either.
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	outside := plant(t, dir, "tool", "echo outside")
+	txt, _, _ = f.call(t, "system.run", `{"argv":["`+outside+`"]}`)
+	if decided, err = ap.Decide(pendingID(txt), true, true); err != nil || decided.Always {
+		t.Errorf("a program in a world-writable directory: %+v %v", decided, err)
+	}
+	if saved, _ := os.ReadFile(policy); strings.Contains(string(saved), outside) {
+		t.Errorf("a program others can write was persisted:\n%s", saved)
+	}
+}
+
+// TestSystemRunLogsExecutable: the daemon log and the Ran hook (the audit
+// log's system.run.exec line) name the absolute file that ran (in mode
+// full, a workspace program needs no approval and runs by its path).
+func TestSystemRunLogsExecutable(t *testing.T) {
+	var logs syncBuf
+	var ran []Ran
+	f := setup(t, func(o *Options) {
+		o.Approvals, _ = LoadApprovals("", ModeFull, AskOff, o.Workspace.Root(), 0)
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		o.Ran = func(_ registry.Call, r Ran) { ran = append(ran, r) }
+	})
+	echo, _ := sandbox.LookPath("echo", nil)
+	echo, _ = filepath.EvalSymlinks(echo)
+	if txt, isErr, _ := f.call(t, "system.run", `{"argv":["echo","a b"]}`); isErr {
+		t.Fatal(txt)
+	}
+	if !strings.Contains(logs.String(), "executable="+echo) {
+		t.Errorf("the log does not name %s:\n%s", echo, logs.String())
+	}
+	plant(t, f.root, "build.sh", "echo built")
+	if txt, isErr, _ := f.call(t, "system.run", `{"argv":["./build.sh"]}`); isErr || !strings.Contains(txt, "built") {
+		t.Fatal(txt)
+	}
+	if len(ran) != 2 || ran[0].Command() != echo+" 'a b'" || ran[0].Outcome != "exit 0" || ran[1].Command() != f.root+"/build.sh" {
+		t.Errorf("ran: %+v", ran)
+	}
+}
+
+// syncBuf is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

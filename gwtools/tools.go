@@ -2,6 +2,8 @@ package gwtools
 
 import (
 	"log/slog"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
@@ -36,8 +38,45 @@ type Options struct {
 	// Decided, when set, is told of every decision made through the client
 	// (the audit log), as the operator's endpoints tell theirs.
 	Decided func(p Pending, approved, always bool, remote string)
-	Logger  *slog.Logger
+	// Ran, when set, is told of every program system.run started, once it
+	// ended (the audit log): the file that ran, by its absolute path.
+	Ran    func(call registry.Call, r Ran)
+	Logger *slog.Logger
 }
+
+// Ran is one program system.run started.
+type Ran struct {
+	// Executable is the absolute path of the file that ran (argv[0]
+	// resolved, symlinks followed); for a program in the workspace, Digest
+	// is its content's, and what ran was a sealed copy of that content.
+	Executable string
+	Digest     string
+	Argv       []string // as asked: Argv[0] may be a name, Executable is what it was
+	Cwd        string
+	RequestID  string // the approval it ran under; "" when none was needed
+	Start      time.Time
+	Duration   time.Duration
+	Outcome    string // "exit N", "timeout", or "error: ..." when it did not start
+}
+
+// Command is the line the audit log shows: the executable and the
+// arguments, each quoted when a shell would need it, and the digest of a
+// workspace program's content.
+func (r Ran) Command() string {
+	words := append([]string{r.Executable}, r.Argv[1:]...)
+	for i, w := range words {
+		if !plainWord.MatchString(w) {
+			words[i] = sandbox.CommandLine(w)
+		}
+	}
+	line := strings.Join(words, " ")
+	if r.Digest != "" {
+		line += " # " + r.Digest
+	}
+	return line
+}
+
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
 
 // Provider holds the tools' shared state.
 type Provider struct {
