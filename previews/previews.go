@@ -130,6 +130,14 @@ func New(opts Options) (*Previews, error) {
 	return p, nil
 }
 
+// Held is how many of the MaxConns places are taken now: connections open
+// (an idle pooled one of the HTTP proxy included) and dials in flight.
+func (p *Previews) Held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
+}
+
 // Close closes every connection still open and refuses new ones. It is
 // idempotent.
 func (p *Previews) Close() error {
