@@ -3,6 +3,7 @@ package procs
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,4 +73,24 @@ func BenchmarkProcessOutput(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkRingWrite is a process's output arriving in the pump's chunks
+// (512 bytes and 32 KiB) into a full 1 MiB ring, the steady state of a
+// chatty process. Run:
+//
+//	go test -run '^$' -bench RingWrite -benchmem ./procs/
+func BenchmarkRingWrite(b *testing.B) {
+	for _, n := range []int{512, 32 << 10} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			r := newRing(DefaultBufferBytes)
+			r.Write(make([]byte, DefaultBufferBytes))
+			p := make([]byte, n)
+			b.SetBytes(int64(n))
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Write(p)
+			}
+		})
+	}
 }

@@ -29,8 +29,17 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxProcs     = 16
-	DefaultBufferBytes  = 1 << 20 // per stream
+	DefaultMaxProcs    = 16
+	DefaultBufferBytes = 1 << 20 // per stream
+	// DefaultScopeOutputBytes bounds the output memory of one caller (a
+	// scope): its running and remembered processes' buffers together. It
+	// is what 16 running processes hold at most (16 × 2 streams × 1 MiB),
+	// so a caller's running processes are never cut short by it; its
+	// exited processes' output makes room, oldest first.
+	DefaultScopeOutputBytes = 32 << 20
+	// DefaultOutputBytes bounds the output memory of all callers together
+	// (a token may name many scopes).
+	DefaultOutputBytes  = 64 << 20
 	DefaultMaxWait      = 60 * time.Second
 	maxExitedRemembered = 64 // exited processes kept for process_output/list
 )
@@ -42,7 +51,15 @@ type Options struct {
 	MaxProcs int
 	// BufferBytes is how much of each stream is kept (the tail).
 	BufferBytes int
-	Logger      *slog.Logger
+	// ScopeOutputBytes and OutputBytes bound the memory that output
+	// buffers hold, per scope and in all (see DefaultScopeOutputBytes).
+	// A buffer that would grow past either first takes the room of exited
+	// processes' output (oldest exit first; their reads say truncated);
+	// when there is none left to take, it stops growing and keeps a
+	// shorter tail.
+	ScopeOutputBytes int64
+	OutputBytes      int64
+	Logger           *slog.Logger
 }
 
 // Manager owns the background processes.
@@ -53,6 +70,8 @@ type Manager struct {
 	mu     sync.Mutex
 	procs  map[string]*proc
 	closed bool
+	held   map[string]int64 // output buffer bytes per scope
+	total  int64            // output buffer bytes in all
 }
 
 type proc struct {
@@ -65,6 +84,7 @@ type proc struct {
 	done                     chan struct{} // closed at exit
 	status                   sandbox.ExitStatus
 	ended                    time.Time
+	held                     int64 // bytes its two rings hold (under Manager.mu)
 }
 
 // New makes a Manager; a nil Executor refuses every start.
@@ -75,10 +95,16 @@ func New(opts Options) *Manager {
 	if opts.BufferBytes <= 0 {
 		opts.BufferBytes = DefaultBufferBytes
 	}
+	if opts.ScopeOutputBytes <= 0 {
+		opts.ScopeOutputBytes = DefaultScopeOutputBytes
+	}
+	if opts.OutputBytes <= 0 {
+		opts.OutputBytes = DefaultOutputBytes
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{opts: opts, log: opts.Logger, procs: map[string]*proc{}}
+	return &Manager{opts: opts, log: opts.Logger, procs: map[string]*proc{}, held: map[string]int64{}}
 }
 
 // StartRequest is what process_start takes.
@@ -138,6 +164,8 @@ func (m *Manager) Start(req StartRequest) (Info, error) {
 	_, _ = rand.Read(b[:])
 	p := &proc{id: hex.EncodeToString(b[:]), name: req.Name, command: req.Command, scope: req.Scope, started: time.Now(),
 		stdout: newRing(m.opts.BufferBytes), stderr: newRing(m.opts.BufferBytes), done: make(chan struct{})}
+	p.stdout.reserve = func(n int) bool { return m.reserve(p, n) }
+	p.stderr.reserve = p.stdout.reserve
 	ctx, cancel := context.WithCancel(context.Background())
 	sp, err := m.opts.Executor.Start(ctx, sandbox.Request{Command: req.Command, Workspace: req.Workspace, Env: req.Env},
 		sandbox.Stdio{Stdout: p.stdout, Stderr: p.stderr})
@@ -156,8 +184,10 @@ func (m *Manager) Start(req StartRequest) (Info, error) {
 	go func() {
 		st, err := sp.Wait()
 		cancel()
+		freed := p.stdout.fit() + p.stderr.fit() // nothing writes to them any more
 		m.mu.Lock()
 		p.status, p.ended = st, time.Now()
+		m.release(p, freed)
 		m.mu.Unlock()
 		close(p.done)
 		m.log.Info("background process exited", "id", p.id, "code", st.Code, "signal", st.Signal, "err", err)
@@ -183,8 +213,80 @@ func (m *Manager) forgetOld() {
 	}
 	sort.Slice(exited, func(i, j int) bool { return exited[i].ended.Before(exited[j].ended) })
 	for _, p := range exited[:len(exited)-maxExitedRemembered] {
+		m.release(p, p.stdout.drop()+p.stderr.drop())
 		delete(m.procs, p.id)
 	}
+}
+
+// reserve grants p's ring n more bytes of buffer if p's scope and the
+// manager stay within their bounds, first dropping exited processes'
+// output (oldest exit first) to make room. It runs with the growing ring's
+// lock held; the rings it drops are of exited processes, which no longer
+// write (so never the growing one, and no lock order is reversed).
+func (m *Manager) reserve(p *proc, n int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fits := func() (scopeOver, totalOver bool) {
+		return m.held[p.scope]+int64(n) > m.opts.ScopeOutputBytes, m.total+int64(n) > m.opts.OutputBytes
+	}
+	scopeOver, totalOver := fits()
+	if scopeOver || totalOver {
+		var exited []*proc
+		for _, q := range m.procs {
+			select {
+			case <-q.done:
+				if q.held > 0 {
+					exited = append(exited, q)
+				}
+			default:
+			}
+		}
+		sort.Slice(exited, func(i, j int) bool { return exited[i].ended.Before(exited[j].ended) })
+		for _, q := range exited {
+			if !totalOver && q.scope != p.scope {
+				continue // only the scope's own bound is passed: take its own
+			}
+			m.release(q, q.stdout.drop()+q.stderr.drop())
+			if scopeOver, totalOver = fits(); !scopeOver && !totalOver {
+				break
+			}
+		}
+		if scopeOver || totalOver {
+			return false
+		}
+	}
+	p.held += int64(n)
+	m.held[p.scope] += int64(n)
+	m.total += int64(n)
+	return true
+}
+
+// release gives back freed bytes of p's rings; m.mu is held.
+func (m *Manager) release(p *proc, freed int) {
+	if freed == 0 {
+		return
+	}
+	p.held -= int64(freed)
+	m.total -= int64(freed)
+	if m.held[p.scope] -= int64(freed); m.held[p.scope] <= 0 {
+		delete(m.held, p.scope)
+	}
+}
+
+// OutputBytes is the memory scope's processes' output buffers hold now,
+// running and exited together (at most Options.ScopeOutputBytes).
+func (m *Manager) OutputBytes(scope string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.held[scope]
+}
+
+// TotalOutputBytes is the memory all output buffers hold now (at most
+// Options.OutputBytes).
+func (m *Manager) TotalOutputBytes() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.total
 }
 
 // get finds id among scope's processes; another scope's is "not found", as
@@ -366,12 +468,23 @@ func usage(pid int) (cpu float64, rss int64) {
 }
 
 // ring keeps the last size bytes written and how many were written in all.
+// Its buffer is allocated as output arrives, in steps (doubling from
+// ringChunk) up to exactly size bytes and never past it; once full it
+// wraps in place (head is the oldest byte), so a write copies only what it
+// brings. Each step asks reserve for the bytes first (the manager's budget);
+// refused, the ring keeps the capacity it has and wraps there.
 type ring struct {
-	mu    sync.Mutex
-	buf   []byte
-	size  int
-	total int64
+	mu      sync.Mutex
+	buf     []byte // len(buf) == cap(buf): the capacity the ring holds
+	n       int    // bytes kept, at most len(buf)
+	head    int    // index in buf of the oldest kept byte
+	size    int    // the most the ring may hold
+	total   int64
+	reserve func(n int) bool // nil: always granted
 }
+
+// ringChunk is a ring's first allocation (or its size, if smaller).
+const ringChunk = 4 << 10
 
 func newRing(size int) *ring { return &ring{size: size} }
 
@@ -379,15 +492,82 @@ func (r *ring) Write(p []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.total += int64(len(p))
-	if len(p) >= r.size {
-		r.buf = append(r.buf[:0], p[len(p)-r.size:]...)
-		return len(p), nil
+	q := p
+	if len(q) > r.size {
+		q = q[len(q)-r.size:]
 	}
-	if over := len(r.buf) + len(p) - r.size; over > 0 {
-		r.buf = append(r.buf[:0], r.buf[over:]...)
+	if need := r.n + len(q); need > len(r.buf) && len(r.buf) < r.size {
+		r.grow(min(r.size, max(need, 2*len(r.buf), ringChunk)))
 	}
-	r.buf = append(r.buf, p...)
+	c := len(r.buf)
+	if c == 0 {
+		return len(p), nil // no memory granted: only the count moves
+	}
+	if len(q) > c {
+		q = q[len(q)-c:]
+	}
+	if over := r.n + len(q) - c; over > 0 {
+		r.head = (r.head + over) % c
+		r.n -= over
+	}
+	w := (r.head + r.n) % c
+	k := copy(r.buf[w:], q)
+	copy(r.buf, q[k:])
+	r.n += len(q)
 	return len(p), nil
+}
+
+// grow moves the kept bytes to a buffer of newCap bytes, oldest first, if
+// reserve grants the difference.
+func (r *ring) grow(newCap int) {
+	if r.reserve != nil && !r.reserve(newCap-len(r.buf)) {
+		return
+	}
+	nb := make([]byte, newCap)
+	r.copyOut(nb)
+	r.buf, r.head = nb, 0
+}
+
+// copyOut copies the kept bytes, oldest first, into dst (len(dst) >= r.n).
+func (r *ring) copyOut(dst []byte) {
+	if r.n == 0 {
+		return
+	}
+	end := r.head + r.n
+	if end <= len(r.buf) {
+		copy(dst, r.buf[r.head:end])
+		return
+	}
+	k := copy(dst, r.buf[r.head:])
+	copy(dst[k:], r.buf[:end-len(r.buf)])
+}
+
+// fit shrinks the buffer to the bytes kept (a process that exited writes
+// no more) and returns the bytes freed.
+func (r *ring) fit() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	freed := len(r.buf) - r.n
+	if freed == 0 {
+		return 0
+	}
+	var nb []byte
+	if r.n > 0 {
+		nb = make([]byte, r.n)
+		r.copyOut(nb)
+	}
+	r.buf, r.head = nb, 0
+	return freed
+}
+
+// drop lets go of the kept bytes (what was written still counts in total:
+// a read says truncated) and returns the bytes freed.
+func (r *ring) drop() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	freed := len(r.buf)
+	r.buf, r.n, r.head = nil, 0, 0
+	return freed
 }
 
 // read returns the bytes written from the cursor since on (or, with tail >
@@ -396,7 +576,7 @@ func (r *ring) Write(p []byte) (int, error) {
 func (r *ring) read(since int64, tail int) (string, int64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	start := r.total - int64(len(r.buf)) // the cursor of buf[0]
+	start := r.total - int64(r.n) // the cursor of the oldest kept byte
 	from := since
 	if tail > 0 && since == 0 {
 		from = max(r.total-int64(tail), 0)
@@ -408,5 +588,17 @@ func (r *ring) read(since int64, tail int) (string, int64, bool) {
 	if from > r.total {
 		from = r.total
 	}
-	return string(r.buf[from-start:]), r.total, truncated
+	n := r.n - int(from-start)
+	if n == 0 {
+		return "", r.total, truncated
+	}
+	i := (r.head + r.n - n) % len(r.buf)
+	if i+n <= len(r.buf) {
+		return string(r.buf[i : i+n]), r.total, truncated
+	}
+	var b strings.Builder // the kept bytes wrap: one copy of both pieces
+	b.Grow(n)
+	b.Write(r.buf[i:])
+	b.Write(r.buf[:n-(len(r.buf)-i)])
+	return b.String(), r.total, truncated
 }

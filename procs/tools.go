@@ -41,7 +41,8 @@ func (m *Manager) Tools() []registry.Tool {
 		{
 			Name: "process_output",
 			Description: "Read a background process's stdout and stderr from a cursor (the one the last call returned; none for the start), " +
-				"or its last `tail` bytes. The last 1 MiB of each stream is kept; truncated says bytes were dropped.",
+				"or its last `tail` bytes. The last 1 MiB of each stream is kept (an exited process's may be dropped to bound memory); " +
+				"truncated says bytes were dropped.",
 			InputSchema: toolkit.Schema(map[string]any{
 				"id":    id,
 				"since": map[string]any{"type": "object", "properties": map[string]any{"stdout": map[string]any{"type": "integer"}, "stderr": map[string]any{"type": "integer"}}},
