@@ -33,7 +33,7 @@ type Options struct {
 	Logger   *slog.Logger
 
 	timing     *timing // tests
-	maxMessage int64   // tests; DefaultMaxMessage when 0
+	maxMessage int     // tests; DefaultMaxMessage when 0
 }
 
 // Provider runs the configured servers and serves their tools.
@@ -46,7 +46,7 @@ type Provider struct {
 	timing  timing
 
 	cacheRoot  string // the servers' package caches
-	maxMessage int64  // DefaultMaxMessage, or the test's
+	maxMessage int    // DefaultMaxMessage, or the test's
 	servers    []*server
 	closeOnce  sync.Once
 }

@@ -1,13 +1,14 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -35,7 +36,7 @@ var fastTiming = timing{
 }
 
 // testMaxMessage, when set, is the started provider's message limit.
-var testMaxMessage int64
+var testMaxMessage int
 
 type fixture struct {
 	p    *Provider
@@ -166,8 +167,8 @@ func TestDiscoveryAndRouting(t *testing.T) {
 		t.Run(string(iso), func(t *testing.T) {
 			f := start(t, "serve", iso, nil, fastTiming)
 			h := f.running(t)
-			if h.PID == 0 || h.Tools != 11 {
-				t.Errorf("health %+v; want a pid and 11 tools (of 12: secret_tool filtered out)", h)
+			if h.PID == 0 || h.Tools != 12 {
+				t.Errorf("health %+v; want a pid and 12 tools (of 13: secret_tool filtered out)", h)
 			}
 			tl, ok := f.reg.Lookup("t__echo")
 			if !ok || tl.Description != "echoes" || tl.Annotations == nil || !tl.Annotations.ReadOnlyHint {
@@ -192,7 +193,7 @@ func TestDiscoveryAndRouting(t *testing.T) {
 			if txt != want {
 				t.Errorf("whoami:\n got %s\nwant %s", txt, want)
 			}
-			if prov := f.reg.Providers(); len(prov) != 1 || prov[0].Name != "upstream:t" || prov[0].State != "ready" || prov[0].Tools != 11 {
+			if prov := f.reg.Providers(); len(prov) != 1 || prov[0].Name != "upstream:t" || prov[0].State != "ready" || prov[0].Tools != 12 {
 				t.Errorf("providers: %+v", prov)
 			}
 		})
@@ -407,45 +408,197 @@ func TestResultCache(t *testing.T) {
 	}
 }
 
-// TestOversizedMessageKillsTheServer: a server whose answer is larger than
-// the message limit is killed and restarted, the caller gets an error, and
-// the reason is in last_error; answers under the limit go through.
-func TestOversizedMessageKillsTheServer(t *testing.T) {
-	testMaxMessage = 64 << 10
-	defer func() { testMaxMessage = 0 }()
-	f := start(t, "serve", sandbox.ModeSoftware, nil, fastTiming)
+// TestAnswersUpToTheLimitGoThrough: with the daemon's own limit (32 MiB), a
+// 20 MiB answer (over the go-sdk transport's 16 MiB line cap) comes back
+// whole, the session goes on, and the server was neither killed nor
+// restarted.
+func TestAnswersUpToTheLimitGoThrough(t *testing.T) {
+	tm := fastTiming
+	tm.pingInterval = time.Hour // a ping waits behind the large answer: only the transport decides here
+	f := start(t, "serve", sandbox.ModeSoftware, nil, tm)
 	first := f.running(t)
-	if txt, isErr, _ := f.call(t, nil, "t__big", `{"n":1000}`); isErr || len(txt) != 1000 {
-		t.Fatalf("a small answer: %d bytes, %v", len(txt), isErr)
+	if txt, isErr, code := f.call(t, nil, "t__big", `{"n":20971520}`); isErr || len(txt) != 20<<20 {
+		t.Fatalf("a 20 MiB answer: %d bytes, isError %v, %s %.200s", len(txt), isErr, code, txt)
 	}
-	if txt, isErr, _ := f.call(t, nil, "t__big", `{"n":1000000}`); !isErr {
-		t.Fatalf("an answer over the limit came through: %d bytes", len(txt))
+	if txt, isErr, _ := f.call(t, nil, "t__echo", `{"text":"after"}`); isErr || txt != "after" {
+		t.Fatalf("the call after it: %q %v", txt, isErr)
 	}
-	h := f.waitFor(t, "the restart", func(h Health) bool { return h.State == StateRunning && h.PID != 0 && h.PID != first.PID })
-	if !strings.Contains(h.LastError, "sent a message over 65536 bytes") || h.Restarts != 1 {
-		t.Fatalf("health after the oversized answer: %+v", h)
+	if h := f.health(t); h.State != StateRunning || h.PID != first.PID || h.Restarts != 0 {
+		t.Errorf("health after a 20 MiB answer: %+v; want the same server running", h)
 	}
 }
 
-func TestMessageLimitReader(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		max  int64
-		fail bool
-	}{
-		{"abc\ndef\n", 3, false},
-		{"abcd\n", 3, true},
-		{"ab\ncd\nefgh", 3, true},
-		{strings.Repeat("x\n", 1000), 1, false},
-	} {
-		m := &messageLimit{r: io.NopCloser(iotest.OneByteReader(strings.NewReader(tc.in))), max: tc.max, over: make(chan struct{})}
-		_, err := io.ReadAll(m)
-		if (err != nil) != tc.fail || (tc.fail && !errors.Is(err, errMessageTooLarge)) {
-			t.Errorf("%q max %d: %v", tc.in, tc.max, err)
-		}
-		m = &messageLimit{r: io.NopCloser(strings.NewReader(tc.in)), max: tc.max, over: make(chan struct{})}
-		if _, err := io.ReadAll(m); (err != nil) != tc.fail {
-			t.Errorf("%q max %d in one read: %v", tc.in, tc.max, err)
+// TestAnswerOverTheLimitFailsOnlyThatCall: a 40 MiB answer (over 32 MiB)
+// fails that call with TOO_LARGE naming the limit; the session goes on (the
+// same process, no restart, the next call answered), and health says so at
+// once.
+func TestAnswerOverTheLimitFailsOnlyThatCall(t *testing.T) {
+	tm := fastTiming
+	tm.pingInterval = time.Hour // a ping waits behind the large answer: only the transport decides here
+	f := start(t, "serve", sandbox.ModeSoftware, nil, tm)
+	first := f.running(t)
+	txt, isErr, code := f.call(t, nil, "t__big", `{"n":41943040}`)
+	if !isErr || code != errcode.TooLarge || !strings.Contains(txt, "server t: tool big: answer over the 32 MiB limit on one upstream message") {
+		t.Fatalf("a 40 MiB answer: isError %v, code %s, %.300s", isErr, code, txt)
+	}
+	if h := f.health(t); h.State != StateRunning || h.PID != first.PID || h.Restarts != 0 {
+		t.Errorf("health right after: %+v; want the same server running", h)
+	}
+	if txt, isErr, _ := f.call(t, nil, "t__echo", `{"text":"after"}`); isErr || txt != "after" {
+		t.Fatalf("the call after it: %q %v", txt, isErr)
+	}
+}
+
+// TestOversizedMessagesCostOnlyThemselves, with a 64 KiB limit and no pings
+// (so nothing but the transport can see a problem): an answer under it
+// passes; one over it fails its call (TOO_LARGE); an oversized notification
+// is dropped and an oversized request from the server answered with an
+// error, the session going on; an oversized line that names no call ends
+// the connection, and the server is seen down and restarted at once.
+func TestOversizedMessagesCostOnlyThemselves(t *testing.T) {
+	testMaxMessage = 64 << 10
+	defer func() { testMaxMessage = 0 }()
+	tm := fastTiming
+	tm.pingInterval = time.Hour
+	f := start(t, "serve", sandbox.ModeSoftware, nil, tm)
+	first := f.running(t)
+	if txt, isErr, _ := f.call(t, nil, "t__big", `{"n":60000}`); isErr || len(txt) != 60000 {
+		t.Fatalf("an answer under the limit: %d bytes, %v", len(txt), isErr)
+	}
+	if txt, isErr, code := f.call(t, nil, "t__big", `{"n":1000000}`); !isErr || code != errcode.TooLarge || !strings.Contains(txt, "over the 64 KiB limit") {
+		t.Fatalf("an answer over the limit: %v %s %.200s", isErr, code, txt)
+	}
+	for _, kind := range []string{"notification", "request"} {
+		if txt, isErr, _ := f.call(t, nil, "t__flood", `{"kind":"`+kind+`","n":200000}`); isErr || txt != "flooded" {
+			t.Fatalf("an oversized %s: %q %v", kind, txt, isErr)
 		}
 	}
+	if h := f.health(t); h.State != StateRunning || h.PID != first.PID || h.Restarts != 0 {
+		t.Fatalf("health after messages over the limit: %+v; want the same server running", h)
+	}
+	f.call(t, nil, "t__flood", `{"kind":"nameless","n":200000}`)
+	h := f.waitFor(t, "the restart", func(h Health) bool { return h.Restarts == 1 && h.State == StateRunning && h.PID != first.PID })
+	if !strings.Contains(h.LastError, "its connection ended: sent a message over the 64 KiB limit (200037 bytes) that names no call") {
+		t.Errorf("last_error: %q", h.LastError)
+	}
+}
+
+// TestDeadConnectionSeenAtOnce: a server that breaks its stream (a line that
+// is not JSON-RPC) while its process runs on is seen down, killed and
+// restarted at once, with pings an hour apart (the bound below is a hang
+// guard, far under that).
+func TestDeadConnectionSeenAtOnce(t *testing.T) {
+	tm := fastTiming
+	tm.pingInterval = time.Hour
+	f := start(t, "serve", sandbox.ModeSoftware, nil, tm)
+	first := f.running(t)
+	f.call(t, nil, "t__flood", `{"kind":"garbage"}`)
+	h := f.waitFor(t, "the restart", func(h Health) bool { return h.Restarts == 1 && h.State == StateRunning && h.PID != first.PID })
+	if !strings.Contains(h.LastError, "its connection ended: sent a line that is not a JSON-RPC message") {
+		t.Errorf("last_error: %q", h.LastError)
+	}
+	if txt, isErr, _ := f.call(t, nil, "t__echo", `{"text":"back"}`); isErr || txt != "back" {
+		t.Errorf("after the restart: %q %v", txt, isErr)
+	}
+}
+
+// TestFrameReader: lines up to the limit come whole (with any read sizes);
+// a longer one is read to its end without being kept, and its top-level id
+// and method are found wherever they are; the buffer never grows past the
+// limit.
+func TestFrameReader(t *testing.T) {
+	long := strings.Repeat("x", 100)
+	for _, tc := range []struct {
+		name string
+		in   string
+		max  int
+		want []string // lines, or "BIG id method" for an oversize
+	}{
+		{"short lines", "abc\ndef\n\n", 3, []string{"abc", "def", ""}},
+		{"last line without a newline", "ab\ncd", 3, []string{"ab", "cd"}},
+		{"at and over the limit", "abc\nabcd\nab\n", 3, []string{"abc", "BIG <nil> false", "ab"}},
+		{"id first (go-sdk)", `{"jsonrpc":"2.0","id":7,"result":{"t":"` + long + `"}}` + "\n{}\n", 64, []string{"BIG 7 false", "{}"}},
+		{"id last (TypeScript SDK)", `{"result":{"t":"` + long + `","id":99},"jsonrpc":"2.0","id":"a\"}b"}` + "\n", 64, []string{`BIG "a\"}b" false`}},
+		{"a request", `{"method":"x","params":{"id":1,"p":"` + long + `"},"id":  -3 }`, 64, []string{"BIG -3 true"}},
+		{"a notification", `{"method":"x","params":{"p":"` + long + `"}}`, 64, []string{"BIG <nil> true"}},
+		{"an object id is none", `{"id":{"a":1},"result":"` + long + `"}`, 64, []string{"BIG <nil> false"}},
+		{"a batch names no call", `[{"id":1,"result":"` + long + `"}]`, 64, []string{"BIG <nil> false"}},
+		{"many short lines", strings.Repeat("x\n", 1000), 1, slices.Repeat([]string{"x"}, 1000)},
+	} {
+		for _, oneByte := range []bool{false, true} {
+			var r io.Reader = strings.NewReader(tc.in)
+			if oneByte {
+				r = iotest.OneByteReader(r)
+			}
+			fr := newFrameReader(r, tc.max)
+			var got []string
+			for {
+				line, big, err := fr.next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", tc.name, err)
+				}
+				if cap(fr.buf) > tc.max {
+					t.Fatalf("%s: buffer of %d bytes, over the %d limit", tc.name, cap(fr.buf), tc.max)
+				}
+				if big != nil {
+					id := "<nil>"
+					if big.id != nil {
+						id = string(big.id)
+					}
+					got = append(got, fmt.Sprintf("BIG %s %v", id, big.method))
+					continue
+				}
+				got = append(got, string(line))
+				fr.trim()
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("%s (one byte at a time: %v):\n got %q\nwant %q", tc.name, oneByte, got, tc.want)
+			}
+		}
+	}
+}
+
+// FuzzIDScanner: on any JSON object, the scanner finds the id that
+// encoding/json decodes when it is a string, a number or null (nothing for
+// any other, or one over 256 bytes), and whether it has a method.
+func FuzzIDScanner(f *testing.F) {
+	for _, s := range []string{`{"id":1}`, `{"result":{"id":2},"id":"x\"y"}`, `{"method":"m","id":null}`, `{"a":[{"id":3}],"id" : 4 }`, `{"id":{"x":1}}`, `{"id":[1],"x":"]"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal([]byte(in), &obj) != nil || strings.Contains(in, `\`) {
+			return // not an object; or keys may be spelled with escapes, which the scanner compares raw
+		}
+		var sc idScanner
+		sc.feed([]byte(in))
+		want, hasID := obj["id"]
+		if hasID {
+			var v any
+			json.Unmarshal(want, &v)
+			switch v.(type) {
+			case string, float64, nil:
+				hasID = len(want) <= 256
+			default:
+				hasID = false
+			}
+		}
+		if got := sc.id(); hasID != (got != nil) || (hasID && !bytes.Equal(compact(got), compact(want))) {
+			t.Errorf("%s: scanner id %q, want %q (%v)", in, got, want, hasID)
+		}
+		if _, m := obj["method"]; m != sc.method {
+			t.Errorf("%s: method %v, want %v", in, sc.method, m)
+		}
+	})
+}
+
+func compact(b []byte) []byte {
+	var out bytes.Buffer
+	if json.Compact(&out, b) != nil {
+		return b
+	}
+	return out.Bytes()
 }

@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
@@ -278,8 +278,8 @@ func (s *server) runOnce() error {
 		case <-ctx.Done():
 		}
 	}()
-	limited := &messageLimit{r: stdoutR, max: s.p.maxMessage, over: make(chan struct{})}
-	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: limited, Writer: stdinW}, nil)
+	tr := newTransport(stdoutR, stdinW, s.p.maxMessage, s.log)
+	cs, err := client.Connect(ctx, tr, nil)
 	if err == nil {
 		err = s.publish(ctx, cs)
 		if err != nil {
@@ -310,30 +310,53 @@ func (s *server) runOnce() error {
 	s.setState(StateRunning, "")
 	s.log.Info("upstream running", "pid", pid, "tools", s.toolCount())
 
+	exitedNow := func() error {
+		s.detach(cs)
+		cs.Close()
+		err := exitErr()
+		if err != nil {
+			s.recordErr(err.Error())
+		}
+		return err
+	}
+	// connectionEnded: the stream to the upstream can carry no more (see
+	// transport); the server is killed and restarted at once, without
+	// waiting for a ping to fail.
+	connectionEnded := func() error {
+		s.detach(cs)
+		err := tr.err()
+		if pipesClosed(err) {
+			<-exited // imminent: the exit says why
+			return exitedNow()
+		}
+		msg := fmt.Sprintf("its connection ended: %v; killed", err)
+		s.log.Warn("upstream connection ended; killing it", "err", err)
+		kill()
+		cs.Close()
+		s.recordErr(msg)
+		return errors.New(msg)
+	}
 	ping := time.NewTicker(s.p.timing.pingInterval)
 	defer ping.Stop()
 	for {
 		select {
 		case <-exited:
-			s.detach(cs)
-			cs.Close()
-			err := exitErr()
-			if err != nil {
-				s.recordErr(err.Error())
+			select {
+			case <-tr.dead:
+				if !pipesClosed(tr.err()) {
+					// The stream broke first (the process may have
+					// exited because the session then closed its stdin).
+					return connectionEnded()
+				}
+			default:
 			}
-			return err
+			return exitedNow()
 		case <-s.stop:
 			s.detach(cs)
 			s.stopProcess(proc, exited, cs)
 			return errStopping
-		case <-limited.over:
-			s.detach(cs)
-			msg := fmt.Sprintf("sent a message over %d bytes (a server must not make the daemon buffer without bound); killed", s.p.maxMessage)
-			s.log.Warn("upstream sent an oversized message; killing it", "limit", s.p.maxMessage)
-			kill()
-			cs.Close()
-			s.recordErr(msg)
-			return errors.New(msg)
+		case <-tr.dead:
+			return connectionEnded()
 		case <-s.relist:
 			lctx, lcancel := context.WithTimeout(context.Background(), s.p.timing.pingTimeout)
 			if err := s.publish(lctx, cs); err != nil {
@@ -345,15 +368,15 @@ func (s *server) runOnce() error {
 			err := cs.Ping(pctx, nil)
 			pcancel()
 			if err != nil {
-				s.detach(cs)
-				msg := fmt.Sprintf("no answer to ping within %s (%v); killed", s.p.timing.pingTimeout, err)
 				select {
-				case <-limited.over:
-					// The ping failed because the reader gave up on an
-					// oversized message: say that.
-					msg = fmt.Sprintf("sent a message over %d bytes (a server must not make the daemon buffer without bound); killed", s.p.maxMessage)
+				case <-tr.dead:
+					return connectionEnded() // the ping failed because the stream had ended
+				case <-exited:
+					return exitedNow()
 				default:
 				}
+				s.detach(cs)
+				msg := fmt.Sprintf("no answer to ping within %s (%v); killed", s.p.timing.pingTimeout, err)
 				s.log.Warn("upstream wedged; killing it", "err", err)
 				kill()
 				cs.Close()
@@ -362,6 +385,13 @@ func (s *server) runOnce() error {
 			}
 		}
 	}
+}
+
+// pipesClosed says the stream ended because the process's pipes were
+// closed, which happens only once it has exited (after Wait): its stdout
+// at its end (io.EOF), its stdin under a write (io.ErrClosedPipe).
+func pipesClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe)
 }
 
 // detach stops new calls from using cs (they get "unavailable") while the
@@ -524,6 +554,11 @@ func (s *server) call(ctx context.Context, call registry.Call, tool string, chec
 	case cctx.Err() != nil:
 		return errorResult(errcode.Timeout, fmt.Sprintf("server %s: tool %s timed out after %s (the server's timeout)", s.cfg.Name, tool, timeout))
 	default:
+		var werr *jsonrpc.Error
+		if errors.As(err, &werr) && werr.Code == codeMessageTooLarge {
+			// The transport dropped the answer; the session goes on.
+			return errorResult(errcode.TooLarge, fmt.Sprintf("server %s: tool %s: %s", s.cfg.Name, tool, werr.Message))
+		}
 		s.mu.Lock()
 		state, attempt = s.state, s.attempt
 		gone := s.session != cs
@@ -558,48 +593,4 @@ func workDir(ws fsops.Workspace, cwd string) string {
 		return ws.Root()
 	}
 	return path.Join(ws.Root(), cwd)
-}
-
-// DefaultMaxMessage bounds one message from an upstream (one line of its
-// stdout): the daemon's own largest reply (--max-reply-bytes' default).
-const DefaultMaxMessage = 32 << 20
-
-// messageLimit is an upstream's stdout as the MCP client reads it: once a
-// line (a JSON-RPC message) grows past max bytes, reads fail and over is
-// closed, so the supervisor kills the server at once.
-type messageLimit struct {
-	r    io.ReadCloser
-	max  int64
-	cur  int64 // bytes of the current line so far
-	over chan struct{}
-}
-
-var errMessageTooLarge = errors.New("upstream message too large")
-
-func (m *messageLimit) Close() error { return m.r.Close() }
-
-func (m *messageLimit) Read(p []byte) (int, error) {
-	if m.cur > m.max {
-		return 0, errMessageTooLarge
-	}
-	n, err := m.r.Read(p)
-	b := p[:n]
-	for {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			m.cur += int64(len(b))
-			break
-		}
-		if m.cur+int64(i) > m.max {
-			m.cur += int64(i)
-			break
-		}
-		m.cur = 0
-		b = b[i+1:]
-	}
-	if m.cur > m.max {
-		close(m.over)
-		return 0, errMessageTooLarge
-	}
-	return n, err
 }

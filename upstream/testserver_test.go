@@ -108,6 +108,27 @@ func serveTestUpstream(mode string) int {
 	mcp.AddTool(srv, &mcp.Tool{Name: "big", Description: "answers n bytes of text"}, func(_ context.Context, _ *mcp.CallToolRequest, a bigArgs) (*mcp.CallToolResult, any, error) {
 		return text(strings.Repeat("x", a.N)), nil, nil
 	})
+	type floodArgs struct {
+		Kind string `json:"kind"`
+		N    int    `json:"n,omitempty"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "flood", Description: "writes a raw line to stdout before answering"}, func(_ context.Context, _ *mcp.CallToolRequest, a floodArgs) (*mcp.CallToolResult, any, error) {
+		pad := strings.Repeat("p", a.N)
+		var line string
+		switch a.Kind {
+		case "notification":
+			line = `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"` + pad + `"}}`
+		case "request":
+			line = `{"jsonrpc":"2.0","method":"roots/list","params":{"pad":"` + pad + `"},"id":"from-server"}`
+		case "nameless":
+			line = `{"jsonrpc":"2.0","result":{"pad":"` + pad + `"}}`
+		default: // "garbage"
+			line = "this is not JSON-RPC"
+		}
+		os.Stdout.WriteString(line + "\n")
+		record("flooded %s", a.Kind)
+		return text("flooded"), nil, nil
+	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "quit", Description: "exits 0 soon after answering"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		go func() { time.Sleep(50 * time.Millisecond); os.Exit(0) }()
 		return text("bye"), nil, nil

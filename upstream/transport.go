@@ -1,0 +1,425 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// DefaultMaxMessage bounds one message from an upstream (one line of its
+// stdout): the daemon's own largest reply (--max-reply-bytes' default).
+const DefaultMaxMessage = 32 << 20
+
+// codeMessageTooLarge is the JSON-RPC error code of the answer the
+// connection makes up for a call whose real answer was over the limit (in
+// the range JSON-RPC leaves to implementations).
+const codeMessageTooLarge = -32090
+
+// transport is the MCP client's connection to one upstream: newline-
+// delimited JSON-RPC over its stdin and stdout, as the go-sdk's IOTransport
+// speaks it, but framed here so that the daemon's limit is the only one (the
+// SDK's line cap, 16 MiB, would end the session below it) and a message over
+// it costs only itself:
+//
+//   - a line over max bytes is read to its end without being kept; an
+//     answer (it has an id and no method) becomes an error answer to that
+//     call, naming the limit; a request from the server is answered with
+//     that error; a notification is dropped; the session goes on.
+//   - the stream ending for any reason (the process's stdout closed, a line
+//     that is not JSON-RPC, an oversized line that is not a message with an
+//     id, a write that cannot complete) closes dead at once, so the
+//     supervisor sees it without waiting for a ping.
+type transport struct {
+	r   io.ReadCloser  // the upstream's stdout
+	w   io.WriteCloser // its stdin
+	max int
+	log *slog.Logger
+
+	// dead is closed, and err set, when the stream can carry no more.
+	dead    chan struct{}
+	deadErr error
+	die     sync.Once
+}
+
+func newTransport(r io.ReadCloser, w io.WriteCloser, max int, log *slog.Logger) *transport {
+	return &transport{r: r, w: w, max: max, log: log, dead: make(chan struct{})}
+}
+
+func (t *transport) kill(err error) {
+	t.die.Do(func() {
+		t.deadErr = err
+		close(t.dead)
+	})
+}
+
+// err is why the stream ended (after dead is closed).
+func (t *transport) err() error {
+	<-t.dead
+	return t.deadErr
+}
+
+// Connect implements mcp.Transport; it is called once.
+func (t *transport) Connect(context.Context) (mcp.Connection, error) {
+	c := &conn{t: t, incoming: make(chan jsonrpc.Message), closed: make(chan struct{})}
+	go c.readLoop()
+	return c, nil
+}
+
+type conn struct {
+	t        *transport
+	incoming chan jsonrpc.Message
+
+	writeMu   sync.Mutex
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+func (c *conn) SessionID() string { return "" }
+
+// readLoop reads one message at a time and hands it to Read; it ends when
+// the stream does (closing dead) or the connection is closed.
+func (c *conn) readLoop() {
+	fr := newFrameReader(c.t.r, c.t.max)
+	for {
+		line, big, err := fr.next()
+		if err != nil {
+			c.t.kill(err) // io.EOF: the process's stdout closed
+			return
+		}
+		var msgs []jsonrpc.Message
+		if big != nil {
+			msgs, err = c.oversized(big)
+		} else {
+			msgs, err = decodeLine(line)
+		}
+		fr.trim()
+		if err != nil {
+			c.t.kill(err)
+			return
+		}
+		for _, m := range msgs {
+			select {
+			case c.incoming <- m:
+			case <-c.closed:
+				return
+			}
+		}
+	}
+}
+
+// oversized decides what a line over the limit becomes (see transport).
+func (c *conn) oversized(big *oversize) ([]jsonrpc.Message, error) {
+	limit := fmt.Sprintf("over the %s limit on one upstream message (it was %d bytes); the message was dropped", byteSize(c.t.max), big.size)
+	var id jsonrpc.ID
+	if big.id != nil {
+		var raw any
+		if err := json.Unmarshal(big.id, &raw); err == nil {
+			id, _ = jsonrpc.MakeID(raw)
+		}
+	}
+	switch {
+	case big.method && id.IsValid():
+		c.t.log.Warn("upstream sent a request over the message limit; answering it with an error", "limit", c.t.max, "bytes", big.size)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Write(ctx, &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeMessageTooLarge, Message: "request " + limit}}); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	case big.method:
+		c.t.log.Warn("upstream sent a notification over the message limit; dropped it", "limit", c.t.max, "bytes", big.size)
+		return nil, nil
+	case id.IsValid():
+		c.t.log.Warn("upstream answered a call with a message over the limit; the call fails", "limit", c.t.max, "bytes", big.size)
+		return []jsonrpc.Message{&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeMessageTooLarge, Message: "answer " + limit}}}, nil
+	}
+	return nil, fmt.Errorf("sent a message over the %s limit (%d bytes) that names no call", byteSize(c.t.max), big.size)
+}
+
+// decodeLine is one line's messages: one, or a batch (a JSON array).
+func decodeLine(line []byte) ([]jsonrpc.Message, error) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return nil, nil
+	}
+	if line[0] != '[' {
+		m, err := jsonrpc.DecodeMessage(line)
+		if err != nil {
+			return nil, fmt.Errorf("sent a line that is not a JSON-RPC message: %w", err)
+		}
+		return []jsonrpc.Message{m}, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(line, &raws); err != nil || len(raws) == 0 {
+		return nil, fmt.Errorf("sent a line that is not a JSON-RPC batch: %v", err)
+	}
+	msgs := make([]jsonrpc.Message, 0, len(raws))
+	for _, raw := range raws {
+		m, err := jsonrpc.DecodeMessage(raw)
+		if err != nil {
+			return nil, fmt.Errorf("sent a batch with a message that is not JSON-RPC: %w", err)
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}
+
+func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case m := <-c.incoming:
+		return m, nil
+	case <-c.t.dead:
+		return nil, c.t.deadErr
+	case <-c.closed:
+		return nil, io.EOF
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Write sends one message as a line. A write still blocked when ctx ends
+// (the upstream stopped reading its stdin) breaks the stream: part of the
+// line may be sent, so nothing after it could be framed.
+func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return fmt.Errorf("marshaling message: %w", err)
+	}
+	data = append(data, '\n')
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	select {
+	case <-c.t.dead:
+		return c.t.deadErr
+	default:
+	}
+	stop := context.AfterFunc(ctx, func() {
+		c.t.kill(fmt.Errorf("stopped reading its stdin (a write was still blocked when its call ended: %v)", context.Cause(ctx)))
+		c.t.w.Close()
+	})
+	_, err = c.t.w.Write(data)
+	if !stop() {
+		return c.t.err()
+	}
+	if err != nil {
+		err = fmt.Errorf("writing to its stdin: %w", err)
+		c.t.kill(err)
+	}
+	return err
+}
+
+// Close ends the connection (both pipes); the stream is dead from then on.
+func (c *conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.t.kill(mcp.ErrConnectionClosed)
+		close(c.closed)
+		c.t.r.Close()
+		c.t.w.Close()
+	})
+	return nil
+}
+
+// byteSize writes n as "32 MiB", "64 KiB" or "1000 bytes".
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// frameReader cuts a stream into lines of at most max bytes (the newline
+// not counted) and holds at most one line: its buffer grows with the
+// line, doubling, to max bytes and never past it. A
+// longer line is read to its end without being kept (only its top-level
+// "id" and whether it has a "method" are noted) and returned as an
+// oversize.
+type frameReader struct {
+	br  *bufio.Reader
+	max int
+	buf []byte
+}
+
+// oversize is what is known of a line over the limit.
+type oversize struct {
+	size   int
+	id     json.RawMessage // the top-level "id" value, nil if none was found
+	method bool            // a top-level "method" key: a request or notification
+}
+
+// frameKeep is the buffer a frameReader keeps between lines; a larger one
+// (grown for a large message) is let go once that message is decoded.
+const frameKeep = 64 << 10
+
+func newFrameReader(r io.Reader, max int) *frameReader {
+	return &frameReader{br: bufio.NewReaderSize(r, 32<<10), max: max}
+}
+
+// next returns the next line (valid until the next call of next or trim),
+// or an oversize; a last line without a newline counts; err is io.EOF at
+// the end.
+func (f *frameReader) next() (line []byte, big *oversize, err error) {
+	f.buf = f.buf[:0]
+	var scan *idScanner
+	size := 0
+	for {
+		chunk, err := f.br.ReadSlice('\n')
+		end := err == nil
+		if end {
+			chunk = chunk[:len(chunk)-1]
+		}
+		size += len(chunk)
+		switch {
+		case scan != nil:
+			scan.feed(chunk)
+		case size > f.max:
+			// From here the line is only scanned, not kept.
+			scan = &idScanner{}
+			scan.feed(f.buf)
+			scan.feed(chunk)
+			f.buf = nil
+		default:
+			f.append(chunk)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		switch {
+		case scan != nil:
+			return nil, &oversize{size: size, id: scan.id(), method: scan.method}, nil
+		case !end && (len(f.buf) == 0 || err != io.EOF):
+			return nil, nil, err
+		}
+		return f.buf, nil, nil // (a last line without a newline: the next call returns io.EOF)
+	}
+}
+
+// append adds p to the line, growing its buffer by doubling up to max
+// bytes and never past it.
+func (f *frameReader) append(p []byte) {
+	if need := len(f.buf) + len(p); need > cap(f.buf) {
+		nb := make([]byte, len(f.buf), min(max(need, 2*cap(f.buf), 4<<10), f.max))
+		copy(nb, f.buf)
+		f.buf = nb
+	}
+	f.buf = append(f.buf, p...)
+}
+
+// trim lets go of a buffer grown past frameKeep for a large message.
+func (f *frameReader) trim() {
+	if cap(f.buf) > frameKeep {
+		f.buf = nil
+	}
+}
+
+// idScanner follows the structure of a JSON object fed to it in pieces,
+// without keeping it, and notes its top-level "id" value (up to 256 bytes)
+// and whether it has a top-level "method".
+type idScanner struct {
+	depth    int
+	inString bool
+	escape   bool
+	wantKey  bool // at depth 1, after '{' or ','
+	inKey    bool
+	key      []byte // the current top-level key (up to 16 bytes)
+	afterKey bool   // a top-level key was read; ':' comes next
+	inID     bool   // inside the top-level "id" value
+	idBuf    []byte
+	idBad    bool
+	method   bool
+}
+
+func (s *idScanner) id() json.RawMessage {
+	if s.idBad || len(s.idBuf) == 0 {
+		return nil
+	}
+	return s.idBuf
+}
+
+func (s *idScanner) feed(p []byte) {
+	for i := 0; i < len(p); i++ {
+		if s.inString && !s.escape && !s.inID && !s.inKey {
+			// Inside a string that is neither the id nor a key (a large
+			// result is mostly one): skip to its next quote or backslash.
+			j := bytes.IndexAny(p[i:], `"\`)
+			if j < 0 {
+				return
+			}
+			i += j
+		}
+		b := p[i]
+		if s.inID {
+			if len(s.idBuf) >= 256 {
+				s.idBad = true
+			} else if s.inString || (b != ' ' && b != '\t' && b != '\r' && b != '\n' && b != ',' && b != '}') {
+				s.idBuf = append(s.idBuf, b)
+			}
+		}
+		if s.inString {
+			switch {
+			case s.escape:
+				s.escape = false
+			case b == '\\':
+				s.escape = true
+			case b == '"':
+				s.inString = false
+				if s.inKey {
+					s.inKey, s.afterKey = false, true
+				}
+			default:
+				if s.inKey && len(s.key) < 16 {
+					s.key = append(s.key, b)
+				}
+			}
+			continue
+		}
+		switch b {
+		case '"':
+			s.inString = true
+			if s.depth == 1 && s.wantKey {
+				s.wantKey, s.inKey, s.key = false, true, s.key[:0]
+			}
+		case '{', '[':
+			if s.inID {
+				s.idBad = true // an id is a string, a number or null
+			}
+			s.depth++
+			if s.depth == 1 {
+				s.wantKey = b == '{'
+			}
+		case '}', ']':
+			s.depth--
+			if s.depth <= 1 {
+				s.inID = false
+			}
+		case ':':
+			if s.depth == 1 && s.afterKey {
+				s.afterKey = false
+				switch string(s.key) {
+				case "id":
+					s.inID, s.idBuf, s.idBad = true, s.idBuf[:0], false
+				case "method":
+					s.method = true
+				}
+			}
+		case ',':
+			if s.depth == 1 {
+				s.inID, s.wantKey = false, true
+			}
+		}
+	}
+}
