@@ -1,18 +1,26 @@
 package daemon
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/internal/previewtest"
 )
 
 // TestAttackUpgradeHeaderKeepsBodyDeadline: a request that says
@@ -262,4 +270,269 @@ func TestAttackPreviewFlood(t *testing.T) {
 	waitFor(t, "the preview slots to be given back", func() bool { return pv.Held() == 0 })
 	end := settles(t, "after the flood", base, 8)
 	t.Logf("after the flood: %s", end)
+}
+
+// certSigner is a key with a user certificate of ca carrying ext
+// (extensions) and crit (critical options), valid for principals now.
+func certSigner(t *testing.T, ca gossh.Signer, name string, principals []string, ext, crit map[string]string) gossh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := gossh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := &gossh.Certificate{Key: key.PublicKey(), Serial: 1, CertType: gossh.UserCert, KeyId: name,
+		ValidPrincipals: principals, ValidAfter: uint64(time.Now().Add(-time.Hour).Unix()),
+		ValidBefore: uint64(time.Now().Add(time.Hour).Unix()),
+		Permissions: gossh.Permissions{Extensions: ext, CriticalOptions: crit}}
+	if err := cert.SignCert(rand.Reader, ca); err != nil {
+		t.Fatal(err)
+	}
+	s, err := gossh.NewCertSigner(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// fetch sends GET path over a forwarded connection and returns the body.
+func fetch(t *testing.T, c net.Conn, path string) string {
+	t.Helper()
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path)
+	b, _ := io.ReadAll(c)
+	_, body, _ := strings.Cut(string(b), "\r\n\r\n")
+	return body
+}
+
+// directTCPIP opens a direct-tcpip channel to host:port as the client
+// sends it, unchecked (x/crypto's Dial parses the port first).
+func directTCPIP(c *gossh.Client, host string, port uint32) error {
+	ch, reqs, err := c.OpenChannel("direct-tcpip", gossh.Marshal(struct {
+		Host       string
+		Port       uint32
+		OriginHost string
+		OriginPort uint32
+	}{host, port, "127.0.0.1", 40000}))
+	if err == nil {
+		go gossh.DiscardRequests(reqs)
+		ch.Close()
+	}
+	return err
+}
+
+// TestAttackSSHForwardWithCertificates attacks `ssh -L` on the SSH port
+// with user certificates (docs/ssh.md): a certificate with
+// permit-port-forwarding reaches the workspace's server and nothing else
+// (not the daemon's HTTP or SSH port, not a host service, not a
+// non-loopback host, not a malformed port); one without the extension is
+// refused as OpenSSH refuses it; a force-command or unmet source-address
+// certificate does not log in; remote forwarding, Unix-socket forwarding
+// and every other channel type are refused; and one connection holds at
+// most 64 forwards (the 65th is refused, the previews' slots are given
+// back when they close).
+func TestAttackSSHForwardWithCertificates(t *testing.T) {
+	c := previewConfig(t, "software", true)
+	dir := t.TempDir()
+	_, caPriv, _ := ed25519.GenerateKey(rand.Reader)
+	ca, _ := gossh.NewSignerFromKey(caPriv)
+	caFile := filepath.Join(dir, "ca.pub")
+	must(t, os.WriteFile(caFile, gossh.MarshalAuthorizedKey(ca.PublicKey()), 0o644))
+	c.SSHListen = freeAddr(t)
+	c.SSHTrustedUserCAKeys = caFile
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	waitFor(t, "the SSH port", func() bool { return r.d.SSHAddr() != "" })
+	port := startPreviewServer(t, r, c.Root)
+	pv := r.d.proto.previews
+	login := func(s gossh.Signer) (*gossh.Client, error) {
+		cl, err := gossh.Dial("tcp", r.d.SSHAddr(), &gossh.ClientConfig{User: "agent", Auth: []gossh.AuthMethod{gossh.PublicKeys(s)},
+			HostKeyCallback: gossh.InsecureIgnoreHostKey(), Timeout: 20 * time.Second})
+		if err == nil {
+			t.Cleanup(func() { cl.Close() })
+		}
+		return cl, err
+	}
+	permit := map[string]string{"permit-port-forwarding": ""}
+	fwd, err := login(certSigner(t, ca, "fwd", []string{"agent"}, permit, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"127.0.0.1", "localhost", "::1"} {
+		fc, err := fwd.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			t.Fatalf("a forward to %s:%d: %v", host, port, err)
+		}
+		if got := fetch(t, fc, "/cert"); got != "hello from workspace at /cert" {
+			t.Fatalf("through %s: %q", host, got)
+		}
+	}
+	// Not the workspace's: refused whatever the host says.
+	sshPort, _ := strconv.Atoi(r.d.SSHAddr()[strings.LastIndex(r.d.SSHAddr(), ":")+1:])
+	for what, p := range map[string]int{"the daemon's HTTP port": portOf(t, r.url), "the SSH port itself": sshPort,
+		"a loopback server of the host's": previewtest.HostServer(t, "host secret")} {
+		if _, err := fwd.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil || !strings.Contains(err.Error(), "no workspace process listens") {
+			t.Errorf("a forward to %s: %v", what, err)
+		}
+	}
+	refusedHosts := []string{"10.0.0.1", "example.com", "127.0.0.2", "0.0.0.0", "::ffff:127.0.0.1", "localhost.", "127.1", "0x7f000001", "", "[::1]x"}
+	for _, host := range refusedHosts {
+		if err := directTCPIP(fwd, host, uint32(port)); err == nil || !strings.Contains(err.Error(), "is not localhost, 127.0.0.1 or ::1") {
+			t.Errorf("a forward to %q: %v", host, err)
+		}
+	}
+	for _, p := range []uint32{0, 65536, 1 << 31} {
+		if err := directTCPIP(fwd, "127.0.0.1", p); err == nil || !strings.Contains(err.Error(), "is not in 1..65535") {
+			t.Errorf("a forward to port %d: %v", p, err)
+		}
+	}
+	// Remote and Unix-socket forwarding: no listening socket, no socket path.
+	for _, req := range []string{"tcpip-forward", "cancel-tcpip-forward", "streamlocal-forward@openssh.com", "cancel-streamlocal-forward@openssh.com"} {
+		if ok, _, err := fwd.SendRequest(req, true, gossh.Marshal(struct {
+			Addr string
+			Port uint32
+		}{"127.0.0.1", 0})); ok || err != nil {
+			t.Errorf("global request %s: granted %v, %v", req, ok, err)
+		}
+	}
+	if l, err := fwd.Listen("tcp", "127.0.0.1:0"); err == nil {
+		l.Close()
+		t.Error("ssh -R opened a listening port")
+	}
+	for _, kind := range []string{"direct-streamlocal@openssh.com", "forwarded-tcpip", "forwarded-streamlocal@openssh.com", "x11", "auth-agent@openssh.com", "tun@openssh.com"} {
+		if _, _, err := fwd.OpenChannel(kind, gossh.Marshal(struct{ Path, R string }{"/run/docker.sock", ""})); err == nil {
+			t.Errorf("channel %s was opened", kind)
+		} else if oe := (*gossh.OpenChannelError)(nil); !errors.As(err, &oe) || oe.Reason != gossh.UnknownChannelType {
+			t.Errorf("channel %s: %v", kind, err)
+		}
+	}
+
+	// The count: 64 forwards held open on one connection, the 65th refused.
+	base := measureUsage(t)
+	held := make([]net.Conn, 0, 64)
+	defer func() {
+		for _, h := range held {
+			h.Close()
+		}
+	}()
+	for i := range 64 {
+		fc, err := fwd.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			t.Fatalf("forward %d of 64: %v", i+1, err)
+		}
+		held = append(held, fc)
+	}
+	if _, err := fwd.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil || !strings.Contains(err.Error(), "too many channels on this connection (limit 64)") {
+		t.Errorf("the 65th forward: %v", err)
+	}
+	at := measureUsage(t)
+	if n := pv.Held(); n != 64 {
+		t.Errorf("previews hold %d places; want the 64 forwards", n)
+	}
+	t.Logf("64 forwards held on one certificate connection: %s, from %s (per forward %.1f goroutines, %.1f descriptors, %.0f KiB heap, the test's client end included)",
+		at, base, float64(at.goroutines-base.goroutines)/64, float64(at.fds-base.fds)/64, float64(int64(at.heap)-int64(base.heap))/64/1024)
+	for _, h := range held {
+		h.Close()
+	}
+	held = held[:0]
+	waitFor(t, "the forwards' preview places to be given back", func() bool { return pv.Held() == 0 })
+	settles(t, "after the forwards closed", base, 8)
+
+	// A certificate without permit-port-forwarding: refused, as OpenSSH
+	// refuses it; it still runs commands.
+	noFwd, err := login(certSigner(t, ca, "nofwd", []string{"agent"}, map[string]string{"permit-pty": ""}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := noFwd.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil || !strings.Contains(err.Error(), "not permitted for this key") {
+		t.Errorf("a certificate without permit-port-forwarding: %v", err)
+	}
+	if s, err := noFwd.NewSession(); err != nil {
+		t.Errorf("a certificate without permit-port-forwarding cannot run commands either: %v", err)
+	} else {
+		if out, err := s.Output("echo still-runs"); err != nil || string(out) != "still-runs\n" {
+			t.Errorf("exec with the certificate: %q %v", out, err)
+		}
+		s.Close()
+	}
+	// Critical options this server cannot honour, a source address that
+	// does not match, a principal it does not name: no login at all.
+	for name, s := range map[string]gossh.Signer{
+		"force-command":                certSigner(t, ca, "forced", []string{"agent"}, permit, map[string]string{"force-command": "true"}),
+		"verify-required":              certSigner(t, ca, "verify", []string{"agent"}, permit, map[string]string{"verify-required": ""}),
+		"source-address 10.0.0.0/8":    certSigner(t, ca, "elsewhere", []string{"agent"}, permit, map[string]string{"source-address": "10.0.0.0/8"}),
+		"a principal other than agent": certSigner(t, ca, "other", []string{"root"}, permit, nil),
+		"no principals":                certSigner(t, ca, "none", nil, permit, nil),
+	} {
+		if _, err := login(s); err == nil {
+			t.Errorf("a certificate with %s logged in", name)
+		}
+	}
+	if ok, err := login(certSigner(t, ca, "here", []string{"agent"}, permit, map[string]string{"source-address": "127.0.0.1/32"})); err != nil {
+		t.Errorf("a certificate whose source-address admits 127.0.0.1: %v", err)
+	} else if fc, err := ok.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
+		t.Errorf("a forward with source-address 127.0.0.1/32: %v", err)
+	} else if got := fetch(t, fc, "/src"); got != "hello from workspace at /src" {
+		t.Errorf("through the source-address certificate: %q", got)
+	}
+}
+
+// TestAttackSSHUnreadChannelData: what one SSH connection makes the daemon
+// hold with data it sends on channels nobody reads (session channels that
+// never ask for a command; a command that never reads its stdin, or a
+// workspace server that never reads a forward, is the same). x/crypto/ssh
+// grants each channel a fixed 2 MiB window and keeps what arrives until it
+// is read, so each such channel holds about 2 MiB of the daemon's memory
+// until it closes, and no more: a client cannot push past the window. The
+// connection's end gives it all back.
+func TestAttackSSHUnreadChannelData(t *testing.T) {
+	c := testConfig(t)
+	c.AuthToken = previewToken
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	cl := sshAs(t, r.url, previewToken)
+	base := measureUsage(t)
+	const n, window = 16, 2 << 20
+	var sent atomic.Int64
+	chunk := make([]byte, 32<<10)
+	for i := range n {
+		ch, reqs, err := cl.OpenChannel("session", nil)
+		if err != nil {
+			t.Fatal(i, err)
+		}
+		go gossh.DiscardRequests(reqs)
+		go func() {
+			for range 2 * window / len(chunk) { // twice the window: the writes past it block
+				if _, err := ch.Write(chunk); err != nil {
+					return
+				}
+				sent.Add(int64(len(chunk)))
+			}
+		}()
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for sent.Load() < n*window && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	at := measureUsage(t)
+	got := sent.Load()
+	grew := int64(at.heap) - int64(base.heap)
+	if got > n*window {
+		t.Errorf("the client pushed %d bytes on %d channels nobody reads; the windows allow %d", got, n, n*window)
+	}
+	if grew > n*window*3/2+(8<<20) {
+		t.Errorf("%d channels of unread data hold %.1f MiB of heap; want about %d × 2 MiB", n, float64(grew)/(1<<20), n)
+	}
+	t.Logf("%d channels, %.1f MiB sent that nobody reads: heap +%.1f MiB (%.2f MiB per channel); %s",
+		n, float64(got)/(1<<20), float64(grew)/(1<<20), float64(grew)/n/(1<<20), at)
+	cl.Close()
+	waitFor(t, "the connection's end", func() bool {
+		u := measureUsage(t)
+		return int64(u.heap)-int64(base.heap) < 8<<20
+	})
 }
