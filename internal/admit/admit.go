@@ -1,9 +1,11 @@
-// Package admit holds the steps every HTTP tool face (/mcp, /execute,
-// /tools) applies to a request before it reaches a tool, in the order
+// Package admit holds the steps every HTTP face and server (/mcp, /execute,
+// /tools, /gateway, /preview/, a tool site on the daemon's /site/ and under
+// `site serve`) applies to a request before it does any work, in the order
 // docs/protocol.md gives them: Origin and Host (internal/httpguard), the
-// bearer token, X-Root-Dir, X-Scope-Path, and a declared body size. It also
-// turns an admitted scope into the workspace a call works in, so the faces
-// cannot drift apart on either rule.
+// bearer token, X-Root-Dir, X-Scope-Path, a declared body size and, where
+// a POST runs something, a JSON body (JSONOnly). It also turns an admitted
+// scope into the workspace a call works in, so the faces cannot drift apart
+// on either rule.
 //
 // A newcomer adding an HTTP face builds one Rules value from the daemon's
 // options and calls Check first thing in its handler, then Workspace for the
@@ -13,6 +15,7 @@ package admit
 import (
 	"encoding/json"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -35,6 +38,10 @@ type Rules struct {
 	RootDir     string           // the daemon's root exactly as configured
 	StaticScope string           // --scopePath, "" if none
 	MaxBody     int64            // declared body limit; 0 none
+	// JSONOnly refuses a POST whose body is not declared JSON (JSONBody):
+	// on an endpoint that runs something on a POST, so that a page in a
+	// browser cannot call it with a cross-site "simple request".
+	JSONOnly bool
 }
 
 // Refusal is why a request was not admitted: an HTTP status and the
@@ -99,7 +106,29 @@ func (ru *Rules) Check(r *http.Request) *Refusal {
 		return &Refusal{http.StatusRequestEntityTooLarge, "Request too large",
 			fmt.Sprintf("request body is %d bytes; the limit is %d bytes (write large files in parts, or raise the daemon's body limit)", r.ContentLength, ru.MaxBody)}
 	}
+	if ru.JSONOnly {
+		return JSONBody(r)
+	}
 	return nil
+}
+
+// JSONBody is the JSON-only body rule: a POST must declare its body
+// "Content-Type: application/json" (parameters such as charset allowed),
+// else 415. A browser page may send a cross-site POST without a CORS
+// preflight only as a "simple request", whose body is text/plain,
+// application/x-www-form-urlencoded or multipart/form-data; a JSON body
+// needs the preflight, which no endpoint here answers. (GET and HEAD
+// carry no body, and PUT, PATCH and DELETE are always preflighted.)
+func JSONBody(r *http.Request) *Refusal {
+	if r.Method != http.MethodPost {
+		return nil
+	}
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
+		return nil
+	}
+	return &Refusal{http.StatusUnsupportedMediaType, "Unsupported Media Type",
+		fmt.Sprintf("a POST body must be JSON, sent with Content-Type: application/json (this one declares %q)", ct)}
 }
 
 // Caller is who made a request and where it works: the identity of its

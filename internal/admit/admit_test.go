@@ -86,3 +86,52 @@ func TestExecCaller(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONOnly: with JSONOnly a POST must declare a JSON body (a charset
+// or other parameter allowed), after the token: the types of a browser's
+// cross-site "simple request" (text/plain, a form, multipart), a missing
+// Content-Type, a malformed one and a look-alike are 415. GET and other
+// methods are not judged; without JSONOnly nothing is.
+func TestJSONOnly(t *testing.T) {
+	ru := Rules{Token: httpguard.NewToken("s3cret"), JSONOnly: true}
+	for _, tc := range []struct {
+		method, ctype, token string
+		status               int
+	}{
+		{"POST", "application/json", "s3cret", 0},
+		{"POST", "application/json; charset=utf-8", "s3cret", 0},
+		{"POST", "Application/JSON", "s3cret", 0},
+		{"POST", "text/plain", "", http.StatusUnauthorized}, // the token first
+		{"POST", "text/plain", "s3cret", http.StatusUnsupportedMediaType},
+		{"POST", "text/plain;charset=UTF-8", "s3cret", http.StatusUnsupportedMediaType},
+		{"POST", "application/x-www-form-urlencoded", "s3cret", http.StatusUnsupportedMediaType},
+		{"POST", "multipart/form-data; boundary=x", "s3cret", http.StatusUnsupportedMediaType},
+		{"POST", "", "s3cret", http.StatusUnsupportedMediaType},
+		{"POST", "application/json-seq", "s3cret", http.StatusUnsupportedMediaType},
+		{"POST", "application/json; charset", "s3cret", http.StatusUnsupportedMediaType},
+		{"GET", "text/plain", "s3cret", 0},
+		{"PUT", "text/plain", "s3cret", 0},
+	} {
+		r := httptest.NewRequest(tc.method, "/site/", strings.NewReader(`{"command":["ls"]}`))
+		if tc.ctype != "" {
+			r.Header.Set("Content-Type", tc.ctype)
+		}
+		if tc.token != "" {
+			r.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		got := 0
+		if ref := ru.Check(r); ref != nil {
+			got = ref.Status
+		}
+		if got != tc.status {
+			t.Errorf("%s %q: %d; want %d", tc.method, tc.ctype, got, tc.status)
+		}
+		off := ru
+		off.JSONOnly = false
+		if tc.token != "" {
+			if ref := off.Check(r); ref != nil {
+				t.Errorf("without JSONOnly, %s %q: %+v", tc.method, tc.ctype, ref)
+			}
+		}
+	}
+}

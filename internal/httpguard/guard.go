@@ -84,7 +84,7 @@ func (g *Guard) Check(r *http.Request) *Refusal {
 	if origin := r.Header.Get("Origin"); origin != "" && !g.OriginAllowed(origin) {
 		g.log.Warn("http: refused a browser origin", "path", r.URL.Path, "origin", origin, "remote", r.RemoteAddr)
 		return &Refusal{Status: http.StatusForbidden, Title: "Forbidden origin",
-			Message: fmt.Sprintf("Origin %s is not allowed to use %s; add it to the daemon's --allowed-origins", origin, r.URL.Path)}
+			Message: fmt.Sprintf("Origin %s is not allowed to use %s; add it to the server's --allowed-origins", origin, r.URL.Path)}
 	}
 	if g.hostRule {
 		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil &&
