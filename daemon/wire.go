@@ -324,24 +324,12 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		p.previewHTTP = p.previews.Proxy(routePreview, p.previewAdmit(pr))
 	}
 	if p.site != nil {
-		// The site's pages and commands behind the same admission as the
-		// tool faces (guard, token, body size).
-		site := http.StripPrefix(strings.TrimSuffix(routeSite, "/"), p.site.Handler())
-		p.siteHTTP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if ref := rules.Check(r); ref != nil {
-				ref.Write(w)
-				return
-			}
-			// A POST runs one of the site's commands: a token without
-			// exec (read-only ones included) may read its pages only, as
-			// its run_command tool is refused over MCP.
-			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				if _, ok := rules.ExecCaller(w, r, "the site's pages can be read with GET"); !ok {
-					return
-				}
-			}
-			site.ServeHTTP(w, r)
-		})
+		// The site's pages and commands behind the tool faces' admission
+		// (guard, token, root and scope headers), which the site's
+		// handler applies itself with its own rules for a POST (a JSON
+		// body, a token that may run commands): `site serve` builds the
+		// same handler.
+		p.siteHTTP = http.StripPrefix(strings.TrimSuffix(routeSite, "/"), p.site.Handler(rules))
 	}
 
 	if cfg.SSHListen != "" {

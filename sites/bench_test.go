@@ -20,7 +20,7 @@ import (
 func BenchmarkSite(b *testing.B) {
 	s, root := exampleSiteB(b)
 	writePageB(b, root, "echo.md", "---\ntools:\n  - [echo, hi, \";\"]\n---\n")
-	site := httptest.NewServer(s.Handler())
+	site := httptest.NewServer(serve(s))
 	defer site.Close()
 	files := httptest.NewServer(http.FileServer(http.Dir(root)))
 	defer files.Close()

@@ -8,13 +8,41 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 )
 
 // Handler serves the site: GET /{path} reads a page (or any file), POST
 // /{path} runs a command the page allows. Mount it at the site's root, or
 // under a prefix with http.StripPrefix.
-func (s *Site) Handler() http.Handler {
+//
+// rules is the server's admission (internal/admit), the one every server
+// of a site passes, the daemon's /site/ and `site serve` alike: each
+// request first passes rules.Check (the Origin and Host rules, the token,
+// X-Root-Dir, X-Scope-Path) with JSONOnly set, so a POST's body must be
+// declared JSON (415); then any method but GET and HEAD needs a token that
+// may run commands (admit.ExecCaller: 403 for a read-only one). The site
+// bounds a body itself (64 KiB, 413), so rules.MaxBody is not applied.
+// rules.Guard is required: Handler panics without it, so no server can
+// serve a site without the Origin and Host rules.
+func (s *Site) Handler(rules admit.Rules) http.Handler {
+	if rules.Guard == nil {
+		panic("sites: Handler needs the Origin and Host rules (admit.Rules.Guard)")
+	}
+	rules.JSONOnly, rules.MaxBody = true, 0
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ref := rules.Check(r); ref != nil {
+			ref.Write(w)
+			return
+		}
+		// A POST runs one of the site's commands: a token without exec
+		// (read-only ones included) may read its pages only, as its
+		// run_command tool is refused over MCP.
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if _, ok := rules.ExecCaller(w, r, "the site's pages can be read with GET"); !ok {
+				return
+			}
+		}
 		switch r.Method {
 		case http.MethodGet, http.MethodHead:
 			s.serveGet(w, r)

@@ -19,6 +19,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
@@ -61,6 +63,12 @@ func exampleSiteTB(t testing.TB, mod func(*Options)) (*Site, string) {
 	return s, ws.Root()
 }
 
+// serve is the site's handler behind the default admission: loopback
+// origins, no token.
+func serve(s *Site) http.Handler {
+	return s.Handler(admit.Rules{Guard: httpguard.New(httpguard.Options{})})
+}
+
 type reply struct {
 	status int
 	ctype  string
@@ -71,6 +79,9 @@ type reply struct {
 func do(t *testing.T, h http.Handler, method, target, body string) reply {
 	t.Helper()
 	req := httptest.NewRequest(method, "http://site"+target, strings.NewReader(body))
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if strings.Contains(target, "..") {
 		req.URL.Path = target // as a raw client can send it
 	}
@@ -94,7 +105,7 @@ func post(t *testing.T, h http.Handler, target string, req ActionRequest) reply 
 // TestHTTPStatuses walks the reference's status table end to end.
 func TestHTTPStatuses(t *testing.T) {
 	s, root := exampleSite(t, func(o *Options) { o.Timeout = 500 * time.Millisecond })
-	h := s.Handler()
+	h := serve(s)
 	if err := os.WriteFile(filepath.Join(root, "plain.md"), []byte("# no tools here\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +162,7 @@ func TestHTTPStatuses(t *testing.T) {
 func TestRealExitCodeAndStreams(t *testing.T) {
 	s, root := exampleSite(t, nil)
 	writePage(t, root, "x.md", "---\ntools:\n  - [ls, {}]\n---\n")
-	r := post(t, s.Handler(), "/x", ActionRequest{Command: []string{"ls", "no-such-file"}})
+	r := post(t, serve(s), "/x", ActionRequest{Command: []string{"ls", "no-such-file"}})
 	if r.status != 200 || r.action.Returncode != 2 || r.action.Stdout != "" || !strings.Contains(r.action.Stderr, "No such file") {
 		t.Errorf("%d %+v", r.status, r.action)
 	}
@@ -171,7 +182,7 @@ func writePageB(t testing.TB, root, name, body string) {
 // a placeholder, or with the request's env) is never expanded.
 func TestVarsOnlyFromTheOperator(t *testing.T) {
 	s, _ := exampleSite(t, nil)
-	h := s.Handler()
+	h := serve(s)
 	r := post(t, h, "/", ActionRequest{Command: []string{"echo", "greeting: $SITE_GREETING"}})
 	if r.status != 200 || r.action.Stdout != "greeting: hello from the operator\n" {
 		t.Errorf("operator var: %d %+v", r.status, r.action)
@@ -187,7 +198,7 @@ func TestVarsOnlyFromTheOperator(t *testing.T) {
 	// A spec literal using a variable the operator did not set.
 	s2, root := exampleSite(t, func(o *Options) { o.Env = nil })
 	_ = root
-	r = post(t, s2.Handler(), "/", ActionRequest{Command: []string{"echo", "greeting: $SITE_GREETING"}})
+	r = post(t, serve(s2), "/", ActionRequest{Command: []string{"echo", "greeting: $SITE_GREETING"}})
 	if r.status != 500 || !strings.Contains(r.action.Stderr, "does not define $SITE_GREETING") {
 		t.Errorf("missing operator var: %d %+v", r.status, r.action)
 	}
@@ -199,7 +210,7 @@ func TestTimeoutKillsTheTree(t *testing.T) {
 	s, root := exampleSite(t, func(o *Options) { o.Timeout = 300 * time.Millisecond })
 	writePage(t, root, "slow.md", "---\ntools:\n  - [sleep, {}, \";\"]\n---\n")
 	mark := strconv.FormatInt(time.Now().UnixNano()%1e6, 10) + ".25"
-	r := post(t, s.Handler(), "/slow", ActionRequest{Command: []string{"sleep", mark}})
+	r := post(t, serve(s), "/slow", ActionRequest{Command: []string{"sleep", mark}})
 	if r.status != http.StatusRequestTimeout || !strings.Contains(r.action.Stderr, "timed out after 300ms") {
 		t.Fatalf("%d %+v", r.status, r.action)
 	}
@@ -219,7 +230,7 @@ func TestTimeoutKillsTheTree(t *testing.T) {
 func TestOutputCappedWhileStreaming(t *testing.T) {
 	s, root := exampleSite(t, func(o *Options) { o.Timeout = 500 * time.Millisecond; o.MaxOutput = 4096 })
 	writePage(t, root, "yes.md", "---\ntools:\n  - [yes, \";\"]\n---\n")
-	r := post(t, s.Handler(), "/yes", ActionRequest{Command: []string{"yes"}})
+	r := post(t, serve(s), "/yes", ActionRequest{Command: []string{"yes"}})
 	if r.status != http.StatusRequestTimeout || len(r.action.Stdout) > 8192 || !strings.Contains(r.action.Stdout, "truncated") {
 		t.Errorf("%d, stdout of %d bytes: %.200q", r.status, len(r.action.Stdout), r.action.Stdout)
 	}
@@ -228,7 +239,7 @@ func TestOutputCappedWhileStreaming(t *testing.T) {
 // TestGlob: paths relative to the page, no way out, capped with a note.
 func TestGlob(t *testing.T) {
 	s, root := exampleSite(t, func(o *Options) { o.MaxListItems = 2 })
-	h := s.Handler()
+	h := serve(s)
 	r := post(t, h, "/", ActionRequest{Command: []string{"glob", "[gR]*.md"}})
 	if r.status != 200 || r.action.Stdout != "guide.md\nREADME.md\n" || r.action.Stderr != "" {
 		t.Errorf("glob: %d %+v", r.status, r.action)
@@ -253,7 +264,7 @@ func TestGlob(t *testing.T) {
 func TestWatchMode(t *testing.T) {
 	s, root := exampleSite(t, nil)
 	writePage(t, root, "w.md", "---\ntools:\n  - [echo, one]\n---\n")
-	h := s.Handler()
+	h := serve(s)
 	if r := post(t, h, "/w", ActionRequest{Command: []string{"echo", "one"}}); r.status != 200 {
 		t.Fatalf("%d %+v", r.status, r.action)
 	}
@@ -311,7 +322,7 @@ func TestCurl(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, root := exampleSite(t, func(o *Options) { o.Net = tc.net })
 			writePage(t, root, "net.md", "---\ntools:\n  - [curl]\n---\n")
-			r := post(t, s.Handler(), "/net", ActionRequest{Command: tc.argv})
+			r := post(t, serve(s), "/net", ActionRequest{Command: tc.argv})
 			if r.status != tc.status || !strings.Contains(r.action.Stdout+r.action.Stderr, tc.want) {
 				t.Fatalf("%d %+v; want %d containing %q", r.status, r.action, tc.status, tc.want)
 			}
@@ -343,7 +354,7 @@ func TestComponents(t *testing.T) {
 		"```component\necho a | wc\n```\n\n" +
 		"```component\nsleep 5\n```\nend\n"
 	writePage(t, root, "report.md", page)
-	r := do(t, s.Handler(), "GET", "/report", "")
+	r := do(t, serve(s), "GET", "/report", "")
 	for _, want := range []string{
 		"# Report\n\ncounted 42\n\n",
 		"```sh\necho not a component\n```",
@@ -365,7 +376,7 @@ func TestComponents(t *testing.T) {
 		fmt.Fprintf(&many, "```component\necho block%d\n```\n", i)
 	}
 	writePage(t, root, "many.md", many.String())
-	r = do(t, s.Handler(), "GET", "/many", "")
+	r = do(t, serve(s), "GET", "/many", "")
 	if !strings.Contains(r.body, fmt.Sprintf("block%d\n", MaxComponents-1)) || strings.Contains(r.body, fmt.Sprintf("block%d\n", MaxComponents)) ||
 		strings.Count(r.body, "more than 20 component blocks") != 2 {
 		t.Errorf("more than %d blocks:\n%s", MaxComponents, r.body)
@@ -398,7 +409,7 @@ func TestAgentFilesAndOverview(t *testing.T) {
 	req := httptest.NewRequest("GET", "http://site/", nil)
 	req.Header.Set("Accept", "text/html,application/xhtml+xml")
 	rec := httptest.NewRecorder()
-	s.Handler().ServeHTTP(rec, req)
+	serve(s).ServeHTTP(rec, req)
 	body := rec.Body.String()
 	for _, want := range []string{"<h1>Title &lt;script&gt;</h1>", `<a href="guide.md">ok</a>`, `<a href="/data/README.md">data/README.md</a>`,
 		"<code>[&#34;head&#34;, &#34;-n&#34;", "text/html"} {
@@ -409,7 +420,7 @@ func TestAgentFilesAndOverview(t *testing.T) {
 	if strings.Contains(body, "javascript:") || strings.Contains(body, "<script>") {
 		t.Errorf("overview carries script:\n%s", body)
 	}
-	if r := do(t, s.Handler(), "GET", "/", ""); !strings.HasPrefix(r.ctype, "text/markdown") {
+	if r := do(t, serve(s), "GET", "/", ""); !strings.HasPrefix(r.ctype, "text/markdown") {
 		t.Errorf("an agent's GET / (no text/html in Accept): %s", r.ctype)
 	}
 }
@@ -440,7 +451,7 @@ func TestEnvCannotWidenTheAllowedCommands(t *testing.T) {
 	if out, err := exec.Command("git", "init", "-q", filepath.Join(root, "repo")).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
-	h := s.Handler()
+	h := serve(s)
 	for _, env := range []map[string]string{
 		{"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "touch pwned; false"},
 		{"git_config_count": "1"},
@@ -467,7 +478,7 @@ func TestOptionValuePaths(t *testing.T) {
 	s, root := exampleSite(t, nil)
 	os.Mkdir(filepath.Join(root, "opts"), 0o755)
 	writePage(t, root, "opts/README.md", "---\ntools:\n  - [sort, {}]\n  - [sort, {}, {}]\n---\n# opts\n")
-	h := s.Handler()
+	h := serve(s)
 	for _, arg := range []string{"--output=/tmp/x", "-o/tmp/x", "--dir=../x", "/etc/passwd", "a/../../b", "--include-dir=/usr", "-rkn/x"} {
 		r := post(t, h, "/opts/README.md", ActionRequest{Command: []string{"sort", arg, "README.md"}})
 		if r.status != http.StatusForbidden {

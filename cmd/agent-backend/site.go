@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +21,8 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/daemon"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/sites"
 )
@@ -33,6 +36,9 @@ type siteFile struct {
 	MaxListItems int    `toml:"max_list_items"`
 	EnvFile      string `toml:"env_file"`
 	Isolation    string `toml:"isolation"`
+	TokenFile    string `toml:"token_file"`
+	// AllowedOrigins are browser origins allowed besides loopback ones.
+	AllowedOrigins []string `toml:"allowed_origins"`
 }
 
 func newSiteCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -42,7 +48,8 @@ func newSiteCommand(stdout, stderr io.Writer) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	var host, timeout, envFile, configFile, isolation string
+	var host, timeout, envFile, configFile, isolation, tokenFile string
+	var origins []string
 	var port int
 	serve := &cobra.Command{
 		Use:   "serve DIR",
@@ -52,10 +59,15 @@ func newSiteCommand(stdout, stderr io.Writer) *cobra.Command {
 {path}.md), POST /{path} with {"command": [...]} runs a command the page's
 frontmatter allows, without a shell, in the page's directory, through the
 sandbox (--isolation). $VAR in a page's tool literals comes from --env-file
-only. The same site can be served by the daemon: agent-backend daemon --site DIR.`,
+only. Requests are admitted as the daemon admits them: a browser Origin that
+is neither loopback nor in --allowed-origins is refused (403), and so, without
+a token, is a request on a loopback address naming another Host (DNS
+rebinding); a POST body must be Content-Type: application/json (415); with
+--token-file every request needs "Authorization: Bearer <token>" (401). The
+same site can be served by the daemon: agent-backend daemon --site DIR.`,
 		Example: `  agent-backend site serve ./examples/site
   curl localhost:8000/
-  curl -X POST localhost:8000/ -d '{"command":["ls"]}'`,
+  curl localhost:8000/ -H 'Content-Type: application/json' -d '{"command":["ls"]}'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var file siteFile
@@ -76,6 +88,10 @@ only. The same site can be served by the daemon: agent-backend daemon --site DIR
 				return fromFile
 			}
 			host, timeout, envFile, isolation = pick("host", host, file.Host), pick("timeout", timeout, file.Timeout), pick("env-file", envFile, file.EnvFile), pick("isolation", isolation, file.Isolation)
+			tokenFile = pick("token-file", tokenFile, file.TokenFile)
+			if !cmd.Flags().Changed("allowed-origins") && len(file.AllowedOrigins) > 0 {
+				origins = file.AllowedOrigins
+			}
 			if !cmd.Flags().Changed("port") && file.Port != 0 {
 				port = file.Port
 			}
@@ -90,16 +106,28 @@ only. The same site can be served by the daemon: agent-backend daemon --site DIR
 			if port < 1 || port > 65535 {
 				return fmt.Errorf("--port %d: want 1-65535", port)
 			}
+			var token string
+			if tokenFile != "" {
+				b, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return fmt.Errorf("--token-file %q: cannot read: %v", tokenFile, err)
+				}
+				if token = strings.TrimSpace(string(b)); token == "" {
+					return fmt.Errorf("--token-file %q is empty", tokenFile)
+				}
+			}
 			return serveSite(cmd.Context(), args[0], siteServeOptions{host: host, port: port, timeout: d, envFile: envFile, isolation: isolation,
-				maxOutput: file.MaxOutput, maxList: file.MaxListItems}, stdout, stderr)
+				maxOutput: file.MaxOutput, maxList: file.MaxListItems, token: token, origins: origins}, stdout, stderr)
 		},
 	}
-	serve.Flags().StringVar(&host, "host", "127.0.0.1", "address to bind (statespace's --host); the site has no authentication, so keep it on loopback or behind a proxy that has")
+	serve.Flags().StringVar(&host, "host", "127.0.0.1", "address to bind (statespace's --host); without --token-file keep it on loopback or behind a proxy that authenticates")
 	serve.Flags().StringVar(&host, "bind", "127.0.0.1", "alias of --host")
 	serve.Flags().IntVarP(&port, "port", "p", 8000, "port")
 	serve.Flags().StringVar(&timeout, "timeout", "30s", "a command's time limit (a duration, or seconds); the whole process tree is killed when it passes")
 	serve.Flags().StringVar(&envFile, "env-file", "", "KEY=VALUE file whose variables fill $VAR in the pages' tool literals (never the agent's requests)")
-	serve.Flags().StringVarP(&configFile, "config", "c", "", "TOML file with host, port, timeout, max_output_bytes, max_list_items, env_file, isolation; flags win")
+	serve.Flags().StringVar(&tokenFile, "token-file", "", "read a bearer token from this file (surrounding whitespace trimmed); every request must then send \"Authorization: Bearer <token>\"")
+	serve.Flags().StringSliceVar(&origins, "allowed-origins", nil, "browser Origins allowed besides loopback ones (comma-separated; \"*\" allows any), as the daemon's --allowed-origins")
+	serve.Flags().StringVarP(&configFile, "config", "c", "", "TOML file with host, port, timeout, max_output_bytes, max_list_items, env_file, isolation, token_file, allowed_origins; flags win")
 	serve.Flags().StringVar(&isolation, "isolation", "auto", "how commands run: auto (bwrap if it works, else landlock if the kernel has it, else software), bwrap, landlock, software, none")
 	site.AddCommand(serve)
 	return site
@@ -107,6 +135,8 @@ only. The same site can be served by the daemon: agent-backend daemon --site DIR
 
 type siteServeOptions struct {
 	host, envFile, isolation string
+	token                    string   // "" = none
+	origins                  []string // --allowed-origins
 	port                     int
 	timeout                  time.Duration
 	maxOutput                int64
@@ -152,8 +182,18 @@ func serveSite(ctx context.Context, dir string, o siteServeOptions, stdout, stde
 	if err != nil {
 		return fmt.Errorf("--host %s --port %d: %w", o.host, o.port, err)
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
-	log.Info("serving the tool site", "dir", ws.Root(), "addr", "http://"+ln.Addr().String()+"/", "isolation", exe.Mode(), "timeout", o.timeout)
+	// The daemon's admission: its Origin and Host rules, its token rule
+	// (compared in constant time), and the site's own rules for a POST.
+	rules := admit.Rules{
+		Guard:   httpguard.New(httpguard.Options{AuthToken: o.token, AllowedOrigins: o.origins, Logger: log.With("component", "http")}),
+		Token:   httpguard.NewToken(o.token),
+		RootDir: ws.Root(),
+	}
+	srv := &http.Server{Handler: s.Handler(rules), ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	log.Info("serving the tool site", "dir", ws.Root(), "addr", "http://"+ln.Addr().String()+"/", "isolation", exe.Mode(), "timeout", o.timeout, "token", o.token != "")
+	if o.token == "" && !httpguard.IsLoopbackAddr(ln.Addr().String()) {
+		log.Warn("serving the site on a non-loopback address without a token: anyone who reaches it runs the site's commands; set --token-file", "addr", ln.Addr().String())
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	done := make(chan error, 1)
