@@ -18,17 +18,17 @@ const AgentsMD = `# Using this tool site
 This site is a set of Markdown pages. Some pages list, in their frontmatter, commands you may run.
 
 - Read a page: ` + "`GET /{path}`" + ` (the file; {path}/README.md for a directory; {path}.md). Start at ` + "`/`" + `.
-- Run a command a page allows: ` + "`POST /{path}`" + ` with ` + "`{\"command\": [\"wc\", \"-l\", \"data.csv\"]}`" + `.
-  The answer is ` + "`{\"stdout\", \"stderr\", \"returncode\"}`" + `.
+- Run a command a page allows: ` + "`POST /{path}`" + ` with ` + "`{\"command\": [\"wc\", \"-l\", \"data.csv\"]}`" + `,
+  sent as ` + "`Content-Type: application/json`" + `. The answer is ` + "`{\"stdout\", \"stderr\", \"returncode\"}`" + `.
 - A page's ` + "`tools`" + ` list holds argv patterns: a string must match exactly; ` + "`{}`" + ` is one argument of any
   value; ` + "`{regex: \"...\"}`" + ` one argument matching the regex; a final ` + "`\";\"`" + ` forbids more arguments.
 - Commands run in the page's directory, without a shell: no pipes, redirections, globs or variables of yours.
   Arguments may not be absolute paths or contain ` + "`..`" + `.
 - Where a pattern has ` + "`$NAME`" + `, send it literally: the server fills it in from its own configuration.
 - ` + "`{key}`" + ` in a command is replaced by ` + "`args.key`" + ` from the request body.
-- Errors: 400 the command is not allowed or the request is malformed, 403 a forbidden argument or address,
-  404 no such page, 408 the command timed out (and was killed), 413 the request is too large,
-  502 the network request of ` + "`curl`" + ` failed.
+- Errors: 400 the command is not allowed or the request is malformed, 401 the server wants a bearer token,
+  403 a forbidden argument or address, 404 no such page, 408 the command timed out (and was killed),
+  413 the request is too large, 415 the body was not sent as JSON, 502 the network request of ` + "`curl`" + ` failed.
 `
 
 // indexHTML is written to a site's index.html when it has none; it embeds
