@@ -80,6 +80,11 @@ type PolicyConfig struct {
 type Config struct {
 	// Mode is the isolation mode; "" means ModeAuto.
 	Mode Mode
+	// MinMode is the weakest effective mode the operator accepts
+	// (--isolation-min; FloorModes, "" = ModeNone): New refuses a Mode
+	// below it at once, and an auto that resolves below it with why the
+	// stronger modes failed.
+	MinMode Mode
 	// Shell is the command interpreter; "" means ShellAuto.
 	Shell Shell
 	// WorkspaceRoot is the absolute, symlink-free path of the workspace.

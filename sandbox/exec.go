@@ -13,6 +13,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,6 +68,15 @@ func New(cfg Config) (Executor, error) {
 		return nil, invalidConfig(err.Error())
 	}
 	entry, _ := modeEntry(mode)
+	floor := ModeNone
+	if cfg.MinMode != "" {
+		if floor, err = ParseMode(string(cfg.MinMode)); err != nil || strength(floor) == 0 {
+			return nil, invalidConfig(fmt.Sprintf("invalid --isolation-min %q: want one of %v", cfg.MinMode, FloorModes()))
+		}
+	}
+	if mode.Below(floor) {
+		return nil, invalidConfig(fmt.Sprintf("--isolation %s is below --isolation-min %s: raise --isolation (or use auto), or lower --isolation-min", mode, floor))
+	}
 	if cfg.Shell == "" {
 		cfg.Shell = ShellAuto
 	}
@@ -149,6 +159,20 @@ func New(cfg Config) (Executor, error) {
 	if e.iso, e.reason, err = modeTable[entry].pick(e); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if c, isCloser := e.iso.(interface{ close() }); isCloser && !ok {
+			c.close()
+		}
+	}()
+	if got := e.iso.mode(); got.Below(floor) {
+		return nil, &errcode.Error{Code: errcode.InvalidConfiguration, Op: "sandbox",
+			Msg: fmt.Sprintf("commands would run in %s mode, below --isolation-min %s (%s): make %s work here, or lower --isolation-min", got, floor, e.reason, floor)}
+	}
+	if got := e.iso.mode(); fellBack(mode, got) {
+		// Auto fell back: the operator asked for the strongest mode
+		// that works, and this machine gave a weaker one.
+		e.log.Warn("command isolation fell back to a weaker mode", "mode", string(got), "reason", e.reason)
+	}
 	if e.iso.escapeChecks() && e.policy != nil {
 		e.policy.escapes = true
 	}
@@ -173,8 +197,9 @@ func New(cfg Config) (Executor, error) {
 		e.log.Warn(w)
 		e.reason += "; " + w
 	}
+	e.gaps = e.iso.gaps(e)
 	ok = true
-	e.log.Info("sandbox ready", "mode", string(e.iso.mode()), "reason", e.reason,
+	e.log.Info("sandbox ready", "mode", string(e.iso.mode()), "reason", e.reason, "gaps", strings.Join(e.gaps, "; "),
 		"shell", e.shellPath, "policy", e.policy != nil, "run_as", cfg.RunAs)
 	return e, nil
 }
@@ -190,6 +215,7 @@ type executor struct {
 	log     *slog.Logger
 	iso     isolation // chosen once by New
 	reason  string
+	gaps    []string // iso.gaps, once
 	root    string
 	timeout time.Duration
 	limit   int64
@@ -221,6 +247,7 @@ type executor struct {
 
 func (e *executor) Mode() Mode     { return e.iso.mode() }
 func (e *executor) Reason() string { return e.reason }
+func (e *executor) Gaps() []string { return slices.Clone(e.gaps) }
 
 // LookPath finds a program the way a command's shell will: name itself when
 // it holds a slash, else the first executable regular file of that name on

@@ -74,6 +74,10 @@ type Executor interface {
 	// chosen (for logs and /health).
 	Mode() Mode
 	Reason() string
+	// Gaps are what the effective mode does not confine, each a short
+	// phrase (for the start-up log and /health); none for bwrap run with
+	// --run-as. docs/security.md lists the same per mode.
+	Gaps() []string
 
 	// Run runs a command to completion and collects its output.
 	Run(ctx context.Context, req Request) (Result, error)

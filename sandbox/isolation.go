@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,11 +34,15 @@ var modeTable = []struct {
 	// inside their boundary (bwrap's mounts, Landlock), so the policy
 	// needs no escape checks and lets a program read from stdin run.
 	kernelBoundary bool
+	// strength orders the effective modes for Config.MinMode (the
+	// --isolation-min floor): bwrap > landlock > software > none; 0 for
+	// auto, which is not one.
+	strength int
 	// pick chooses the strategy once, in New; an error means the mode
 	// cannot work here. reason is what Executor.Reason reports.
 	pick func(e *executor) (iso isolation, reason string, err error)
 }{
-	{ModeAuto, true, true, false, false, false, func(e *executor) (isolation, string, error) {
+	{ModeAuto, true, true, false, false, false, 0, func(e *executor) (isolation, string, error) {
 		b, err := newBwrapIsolation(e)
 		if err == nil {
 			return b, "auto: bwrap probe succeeded", nil
@@ -45,11 +50,11 @@ var modeTable = []struct {
 		why := "auto: bwrap unusable (" + err.Error() + ")"
 		l, lerr := newLandlockIsolation(e)
 		if lerr == nil {
-			return l, fmt.Sprintf("%s; landlock ABI %d probe succeeded", why, l.abi), nil
+			return l, fmt.Sprintf("%s; landlock ABI %d probe succeeded; %s", why, l.abi, l.unixSockets()), nil
 		}
 		return softwareIsolation{e}, why + "; landlock unusable (" + lerr.Error() + "); using software mode", nil
 	}},
-	{ModeBwrap, true, true, true, true, true, func(e *executor) (isolation, string, error) {
+	{ModeBwrap, true, true, true, true, true, 4, func(e *executor) (isolation, string, error) {
 		b, err := newBwrapIsolation(e)
 		if err != nil {
 			return nil, "", &errcode.Error{Code: errcode.InvalidConfiguration, Op: "sandbox",
@@ -57,18 +62,18 @@ var modeTable = []struct {
 		}
 		return b, "bwrap mode chosen by configuration; probe succeeded", nil
 	}},
-	{ModeLandlock, true, false, false, true, true, func(e *executor) (isolation, string, error) {
+	{ModeLandlock, true, false, false, true, true, 3, func(e *executor) (isolation, string, error) {
 		l, err := newLandlockIsolation(e)
 		if err != nil {
 			return nil, "", &errcode.Error{Code: errcode.InvalidConfiguration, Op: "sandbox",
 				Msg: "isolation mode landlock cannot work: " + err.Error(), Err: err}
 		}
-		return l, fmt.Sprintf("landlock mode chosen by configuration; ABI %d probe succeeded", l.abi), nil
+		return l, fmt.Sprintf("landlock mode chosen by configuration; ABI %d probe succeeded; %s", l.abi, l.unixSockets()), nil
 	}},
-	{ModeSoftware, true, false, false, false, false, func(e *executor) (isolation, string, error) {
+	{ModeSoftware, true, false, false, false, false, 2, func(e *executor) (isolation, string, error) {
 		return softwareIsolation{e}, "software mode chosen by configuration", nil
 	}},
-	{ModeNone, false, false, false, false, false, func(e *executor) (isolation, string, error) {
+	{ModeNone, false, false, false, false, false, 1, func(e *executor) (isolation, string, error) {
 		return noIsolation{e}, "isolation disabled by configuration (mode none: no policy, no sandbox)", nil
 	}},
 }
@@ -109,6 +114,43 @@ func modeEntry(m Mode) (int, bool) {
 		}
 	}
 	return -1, false
+}
+
+// FloorModes lists the values of Config.MinMode (--isolation-min), the
+// effective modes from the strongest to the weakest: bwrap, landlock,
+// software, none.
+func FloorModes() []Mode {
+	var ms []Mode
+	for _, m := range modeTable {
+		if m.strength > 0 {
+			ms = append(ms, m.mode)
+		}
+	}
+	slices.SortStableFunc(ms, func(a, b Mode) int { return strength(b) - strength(a) })
+	return ms
+}
+
+// strength is a mode's place in the floor's order; 0 for auto and for a
+// name that is no mode.
+func strength(m Mode) int {
+	i, ok := modeEntry(m)
+	if !ok {
+		return 0
+	}
+	return modeTable[i].strength
+}
+
+// Below reports that m, an effective mode or a configured one other than
+// auto, is weaker than floor (a FloorModes value; "" is none, no floor).
+// Auto is below no floor: what it gives is known only once New probed.
+func (m Mode) Below(floor Mode) bool {
+	return strength(m) > 0 && strength(m) < strength(floor)
+}
+
+// fellBack reports that configured (auto) resolved to a weaker mode than
+// the strongest one it tries.
+func fellBack(configured, got Mode) bool {
+	return configured.TriesBwrap() && strength(got) < strength(ModeBwrap)
 }
 
 // TriesBwrap reports a configured mode for which New probes bubblewrap
@@ -200,6 +242,11 @@ type isolation interface {
 	// rootWarning is what to tell the operator about running this
 	// strategy's commands as root ("" for nothing).
 	rootWarning(e *executor) string
+
+	// gaps are what this strategy does not confine, each a short phrase
+	// for Executor.Gaps (the start-up log and /health's isolationGaps);
+	// docs/security.md lists the same per mode.
+	gaps(e *executor) []string
 
 	// scriptPrefix is what a shell script must run first (bwrap without
 	// --bind-fd: the mount check); "" for none.

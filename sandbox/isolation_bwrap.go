@@ -213,3 +213,10 @@ func (b bwrapIsolation) bwrapLink(p string) bool {
 func (bwrapIsolation) filtersSpawner() bool { return false }
 
 func (bwrapIsolation) rootWarning(*executor) string { return "" }
+
+func (bwrapIsolation) gaps(e *executor) []string {
+	if rootCommands(e) {
+		return []string{"files: commands are root on the workspace's files (root daemon without --run-as)"}
+	}
+	return nil
+}

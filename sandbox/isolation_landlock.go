@@ -40,7 +40,11 @@ import (
 // in a system directory). Where the kernel's ABI has them, signals and
 // abstract unix sockets are scoped to the domain (ABI 6), so a command
 // cannot signal the daemon, and with Config.NoNetwork TCP bind and connect
-// are refused (ABI 4). The command is a host process otherwise (no
+// are refused (ABI 4). Connecting to a unix socket by path is allowed only
+// beneath the grants of everything (ABI 9); below ABI 9 the seccomp filter
+// refuses unix sockets instead (landlockResolveUnixABI). The private
+// temporary directories live outside the workspace (landlockTmp). The
+// command is a host process otherwise (no
 // namespaces): it is killed, waited for and bounded as in software mode,
 // and the policy runs, without the escape checks Landlock makes moot.
 type landlockIsolation struct {
@@ -55,8 +59,13 @@ type landlockIsolation struct {
 	tmp     string
 	tmpMu   sync.Mutex
 	tmpDirs map[string]*os.File
-	// filter is the seccomp filter's sealed memfd (filterMemfd).
+	// filter is the seccomp filter's sealed memfd (filterMemfd), the
+	// variant that refuses unix sockets when unixBySeccomp.
 	filter *os.File
+	// unixBySeccomp: this ABI has no Landlock rule for connecting to a
+	// unix socket by path (LANDLOCK_ACCESS_FS_RESOLVE_UNIX, ABI 9), so the
+	// filter refuses unix sockets instead (filterOpts.noUnixSockets).
+	unixBySeccomp bool
 	// roots are the resolved host directories a program may be exec'd
 	// from besides the boundary (visible).
 	roots []string
@@ -96,6 +105,14 @@ var landlockHandledFS = []uint64{0, 1<<13 - 1, 1<<14 - 1, 1<<15 - 1, 1<<15 - 1, 
 // does not work in this mode.
 var devNodes = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}
 
+// landlockResolveUnixABI is the first Landlock ABI with a rule for
+// connecting to a unix socket by path (LANDLOCK_ACCESS_FS_RESOLVE_UNIX):
+// from it, connect(2) and sendto(2) reach a named socket only beneath a
+// grant that has the right (llAll: the boundary, its TMPDIR and the
+// WritablePaths; not the system directories). Below it nothing governs
+// them, and the trampoline's seccomp filter refuses unix sockets instead.
+const landlockResolveUnixABI = 9
+
 // landlockABI is LandlockABI; tests replace it to see auto's fallback.
 var landlockABI = LandlockABI
 
@@ -119,10 +136,41 @@ func (*landlockIsolation) runs(hdr []byte) bool { return hostRuns(hdr) }
 // capabilities, and Landlock does not govern chmod: they could change the
 // mode of any root-owned file of the host (a setuid bit included).
 func (*landlockIsolation) rootWarning(e *executor) string {
-	if e.cred != nil || os.Geteuid() != 0 {
+	if !rootCommands(e) {
 		return ""
 	}
 	return "commands run as root (without capabilities): Landlock does not govern chmod, so they can change the permissions of root-owned files outside the workspace; set --run-as to a user that owns only the workspace"
+}
+
+// rootCommands reports that commands run as root: a root daemon without
+// --run-as.
+func rootCommands(e *executor) bool { return e.cred == nil && os.Geteuid() == 0 }
+
+// unixSockets says how this domain treats unix sockets, for Reason.
+func (l *landlockIsolation) unixSockets() string {
+	if l.unixBySeccomp {
+		return fmt.Sprintf("unix sockets refused by seccomp (Landlock ABI %d cannot confine connect by path; %d can)", l.abi, landlockResolveUnixABI)
+	}
+	return fmt.Sprintf("unix sockets confined by Landlock (ABI %d: connect only beneath the directories commands may write)", l.abi)
+}
+
+func (l *landlockIsolation) gaps(e *executor) []string {
+	var g []string
+	if l.unixBySeccomp {
+		g = append(g, fmt.Sprintf("unix sockets: refused, the workspace's too (Landlock ABI %d cannot confine connect by path); socketpair works", l.abi))
+	}
+	if l.scoped&unix.LANDLOCK_SCOPE_SIGNAL == 0 {
+		g = append(g, fmt.Sprintf("signals: commands can signal the processes of their user, the daemon's included (Landlock ABI %d; 6 scopes them)", l.abi))
+	}
+	if l.handledNet != 0 {
+		g = append(g, "network: UDP (the Landlock rules cover TCP only)")
+	}
+	if rootCommands(e) {
+		g = append(g, "chmod, utime and extended attributes of every root-owned file of the host (root daemon without --run-as; setuid bits are refused)")
+	} else {
+		g = append(g, "chmod, utime and extended attributes of the files the commands' user owns outside the workspace")
+	}
+	return g
 }
 
 func (*landlockIsolation) filtersSpawner() bool       { return false }
@@ -330,11 +378,12 @@ func newLandlockIsolation(e *executor) (*landlockIsolation, error) {
 	if !sandboxexec.SeccompSupported() {
 		return nil, errors.New("the kernel has no seccomp filters")
 	}
-	filter, err := filterMemfd()
+	unixBySeccomp := abi < landlockResolveUnixABI
+	filter, err := filterMemfd(unixBySeccomp)
 	if err != nil {
 		return nil, fmt.Errorf("the seccomp filter: %v", err)
 	}
-	l := &landlockIsolation{e: e, abi: abi, filter: filter, tmpDirs: map[string]*os.File{}}
+	l := &landlockIsolation{e: e, abi: abi, filter: filter, unixBySeccomp: unixBySeccomp, tmpDirs: map[string]*os.File{}}
 	l.handledFS = landlockHandledFS[min(abi, len(landlockHandledFS)-1)]
 	if abi >= 6 {
 		l.scoped = unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL
@@ -387,9 +436,9 @@ func newLandlockIsolation(e *executor) (*landlockIsolation, error) {
 	for _, p := range e.cfg.WritablePaths {
 		grant(p, llAll, true)
 	}
-	tmp, err := os.MkdirTemp("", "agentbe-landlock-")
+	tmp, err := landlockTmp(e)
 	if err != nil {
-		return nil, fmt.Errorf("private temporary directories: %v", err)
+		return nil, err
 	}
 	l.tmp = tmp
 	if c := e.cred; c != nil {
@@ -406,4 +455,47 @@ func newLandlockIsolation(e *executor) (*landlockIsolation, error) {
 	}
 	ok = true
 	return l, nil
+}
+
+// landlockTmpParents are the directories the executor's temporary
+// directory may be made in, in order: the daemon's TMPDIR (os.TempDir),
+// /tmp, /var/tmp, and /dev/shm, the tmpfs that container runtimes mount
+// writable even on a read-only root file system (a pod's
+// readOnlyRootFilesystem without a /tmp volume).
+func landlockTmpParents() []string {
+	var out []string
+	for _, d := range []string{os.TempDir(), "/tmp", "/var/tmp", "/dev/shm"} {
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// landlockTmp makes the executor's temporary directory (0700, root of the
+// commands' private ones) in the first of landlockTmpParents that takes
+// it and is not inside the workspace, where the agent could read and
+// change the other scopes' temporary files. A move past the daemon's
+// TMPDIR is logged at warn; none at all is an error naming each try.
+func landlockTmp(e *executor) (string, error) {
+	var tries []string
+	for _, parent := range landlockTmpParents() {
+		real, err := filepath.EvalSymlinks(parent)
+		if err == nil && within(e.root, real) {
+			err = errors.New("it is inside the workspace")
+		}
+		var tmp string
+		if err == nil {
+			tmp, err = os.MkdirTemp(real, "agentbe-landlock-")
+		}
+		if err != nil {
+			tries = append(tries, parent+": "+err.Error())
+			continue
+		}
+		if len(tries) > 0 {
+			e.log.Warn("landlock: the commands' private temporary directories are not where TMPDIR says", "dir", tmp, "tried", strings.Join(tries, "; "))
+		}
+		return tmp, nil
+	}
+	return "", fmt.Errorf("no directory for the commands' private temporary directories (set the daemon's TMPDIR to a writable directory outside the workspace): %s", strings.Join(tries, "; "))
 }

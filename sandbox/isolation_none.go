@@ -23,3 +23,7 @@ func (n noIsolation) command(p program, wd *workdir, pty bool) *exec.Cmd {
 func (noIsolation) filtersSpawner() bool { return false }
 
 func (noIsolation) rootWarning(*executor) string { return "" }
+
+func (noIsolation) gaps(*executor) []string {
+	return []string{"everything: no policy and no sandbox (trusted use only)"}
+}

@@ -65,3 +65,7 @@ func hostCommand(e *executor, p program, wd *workdir, pty bool) *exec.Cmd {
 func (softwareIsolation) filtersSpawner() bool { return true }
 
 func (softwareIsolation) rootWarning(*executor) string { return "" }
+
+func (softwareIsolation) gaps(*executor) []string {
+	return []string{"no boundary: commands reach whatever the daemon's user can (files, unix sockets, the network), and code the policy does not judge runs unchecked"}
+}

@@ -146,6 +146,65 @@ func probe(name, arg string) error {
 			return errno
 		}
 		return nil
+	case "connect-unix":
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Connect(fd, &unix.SockaddrUnix{Name: arg})
+	case "socket-inet":
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return err
+	case "socket-unix-high":
+		// AF_UNIX with the upper 32 bits of the argument set: the kernel
+		// reads an int, so it is the same family to it.
+		fd, _, errno := unix.RawSyscall(unix.SYS_SOCKET, uintptr(unix.AF_UNIX|1<<32), unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if errno != 0 {
+			return errno
+		}
+		unix.Close(int(fd))
+		return nil
+	case "socketpair":
+		// A pair of connected sockets of type arg; a byte crosses it.
+		typ := map[string]int{"stream": unix.SOCK_STREAM, "seqpacket": unix.SOCK_SEQPACKET, "dgram": unix.SOCK_DGRAM}[arg]
+		fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fds[0])
+		defer unix.Close(fds[1])
+		if _, err := unix.Write(fds[0], []byte("x")); err != nil {
+			return err
+		}
+		b := make([]byte, 1)
+		if n, err := unix.Read(fds[1], b); err != nil || n != 1 || b[0] != 'x' {
+			return fmt.Errorf("read %d %q: %v", n, b, err)
+		}
+		return nil
+	case "sendto-unix":
+		// A datagram to a named socket from one end of a socketpair, the
+		// one unix socket a command can make without socket(2).
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fds[0])
+		defer unix.Close(fds[1])
+		return unix.Sendto(fds[0], []byte("x"), 0, &unix.SockaddrUnix{Name: arg})
+	case "io_uring":
+		// io_uring makes and connects sockets (IORING_OP_SOCKET,
+		// IORING_OP_CONNECT) without the system calls a filter sees.
+		var params [120]byte // struct io_uring_params
+		fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, 1, uintptr(unsafe.Pointer(&params[0])), 0)
+		if errno != 0 {
+			return errno
+		}
+		unix.Close(int(fd))
+		return nil
 	}
 	return fmt.Errorf("unknown probe %q", name)
 }
@@ -393,15 +452,17 @@ func TestAutoPicksLandlockWithoutUserNamespaces(t *testing.T) {
 	}
 }
 
-// TestSeccompFilterAssembles: the deny list assembles for the
-// architectures the releases are built for, system calls one of them lacks
-// (mknod on arm64) skipped rather than failing.
+// TestSeccompFilterAssembles: the deny list assembles, in every variant,
+// for the architectures the releases are built for, system calls one of
+// them lacks (mknod on arm64) skipped rather than failing.
 func TestSeccompFilterAssembles(t *testing.T) {
 	for _, a := range []string{"amd64", "arm64"} {
 		for _, clone3 := range []bool{false, true} {
-			prog, err := filterForArch(a, clone3)
-			if err != nil || len(prog) < 20 {
-				t.Errorf("%s (clone3 %v): %d instructions, %v", a, clone3, len(prog), err)
+			for _, noUnix := range []bool{false, true} {
+				prog, err := filterForArch(a, filterOpts{blockClone3: clone3, noUnixSockets: noUnix})
+				if err != nil || len(prog) < 20 {
+					t.Errorf("%s (clone3 %v, no unix sockets %v): %d instructions, %v", a, clone3, noUnix, len(prog), err)
+				}
 			}
 		}
 	}

@@ -34,6 +34,10 @@ var deniedSyscalls = []string{
 	"settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "iopl", "ioperm",
 	"open_by_handle_at", "name_to_handle_at", "lookup_dcookie", "uselib", "fanotify_init",
 	"nfsservctl", "vm86", "vm86old",
+	// io_uring: its operations (IORING_OP_SOCKET, IORING_OP_CONNECT,
+	// IORING_OP_OPENAT, ...) are not system calls, so no rule of this
+	// filter would see them; Docker's default profile refuses it too.
+	"io_uring_setup", "io_uring_enter", "io_uring_register",
 }
 
 // Namespace flags a clone(2) may not carry: clone is how fork works, so
@@ -48,16 +52,30 @@ const (
 	ioctlTIOCLINUX = 0x541C
 )
 
-// policy is the deny list as the seccomp library's policy. blockClone3
-// also makes clone3 fail with ENOSYS, as container runtimes do: its flags
-// are in memory a filter cannot read, and libc falls back to clone, whose
-// flags it can. The executor's spawning thread itself needs clone3 (Go
-// places a child in its cgroup with CLONE_INTO_CGROUP), so a filter
-// installed there leaves it out; the trampoline's own filter has it.
-func policy(names []string, has func(string) bool, blockClone3 bool) seccomp.Policy {
+// filterOpts are what the variants of the filter differ in.
+type filterOpts struct {
+	// blockClone3 makes clone3 fail with ENOSYS, as container runtimes
+	// do: its flags are in memory a filter cannot read, and libc falls
+	// back to clone, whose flags it can. The executor's spawning thread
+	// itself needs clone3 (Go places a child in its cgroup with
+	// CLONE_INTO_CGROUP), so a filter installed there leaves it out; the
+	// trampoline's own filter has it.
+	blockClone3 bool
+	// noUnixSockets refuses the unix sockets a command could reach
+	// another process by path with (the trampoline's, below Landlock ABI
+	// 9, which has no rule for connect(2) on them: see unixBySeccomp):
+	// socket(AF_UNIX, …), also spelled with the argument's upper 32 bits
+	// set (the kernel reads an int), and a socketpair of datagram
+	// sockets, whose end can sendto(2) any named socket. Stream and
+	// seqpacket socketpairs stay: they reach only each other.
+	noUnixSockets bool
+}
+
+// policy is the deny list, with the variant's rules, as the seccomp
+// library's policy.
+func policy(names []string, has func(string) bool, o filterOpts) seccomp.Policy {
 	eperm := seccomp.ActionErrno | seccomp.Action(unix.EPERM)
-	var conds []seccomp.NameWithConditions
-	for _, c := range []seccomp.NameWithConditions{
+	rules := []seccomp.NameWithConditions{
 		{Name: "clone", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.BitsSet, Value: namespaceFlags}}},
 		// Device nodes (S_IFCHR, and S_IFBLK which contains its bit);
 		// FIFOs, sockets and regular files stay allowed.
@@ -76,13 +94,24 @@ func policy(names []string, has func(string) bool, blockClone3 bool) seccomp.Pol
 		{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.GreaterThan, Value: 0xFFFFFFFF}}},
 		{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: ioctlTIOCSTI}}},
 		{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: ioctlTIOCLINUX}}},
-	} {
+	}
+	if o.noUnixSockets {
+		rules = append(rules,
+			seccomp.NameWithConditions{Name: "socket", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_UNIX}}},
+			seccomp.NameWithConditions{Name: "socket", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.GreaterThan, Value: 0xFFFFFFFF}}},
+			// SOCK_DGRAM's bit: SOCK_STREAM (1) and SOCK_SEQPACKET (5)
+			// lack it; the flags (SOCK_CLOEXEC, SOCK_NONBLOCK) are higher.
+			seccomp.NameWithConditions{Name: "socketpair", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.SOCK_DGRAM}}},
+		)
+	}
+	var conds []seccomp.NameWithConditions
+	for _, c := range rules {
 		if has(c.Name) { // mknod is only mknodat on arm64
 			conds = append(conds, c)
 		}
 	}
 	groups := []seccomp.SyscallGroup{{Names: names, Action: eperm}, {NamesWithCondtions: conds, Action: eperm}}
-	if blockClone3 {
+	if o.blockClone3 {
 		groups = append(groups, seccomp.SyscallGroup{Names: []string{"clone3"}, Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)})
 	}
 	return seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: groups}
@@ -92,14 +121,20 @@ func policy(names []string, has func(string) bool, blockClone3 bool) seccomp.Pol
 // library jumps to the default action (allow) for a foreign architecture,
 // which on x86-64 would let a command make the same calls through the
 // 32-bit ABI (int 0x80); so the filter starts with its own check that
-// kills a process calling through any other.
-func filterFor(blockClone3 bool) ([]sandboxexec.Filter, error) {
-	return filterForArch("", blockClone3)
+// kills a process calling through any other: on x86-64, the i386 ABI,
+// whose socketcall(2) would reach socket(2) behind a multiplexer no rule
+// here reads. (The library itself refuses the x32 ABI's calls, which share
+// x86-64's architecture value, with ENOSYS; x86-64 and arm64 have no
+// socketcall of their own.)
+func filterFor(o filterOpts) ([]sandboxexec.Filter, error) {
+	return filterForArch("", o)
 }
 
 // filterForArch is filterFor for the named architecture ("" for this
-// machine's; the tests assemble the others').
-func filterForArch(name string, blockClone3 bool) ([]sandboxexec.Filter, error) {
+// machine's). The tests name the others' to see that the lists resolve
+// against their system calls; the library assembles the numbers of the
+// architecture it runs on, so only this machine's filter is a real one.
+func filterForArch(name string, o filterOpts) ([]sandboxexec.Filter, error) {
 	info, err := arch.GetInfo(name)
 	if err != nil {
 		return nil, err
@@ -110,7 +145,7 @@ func filterForArch(name string, blockClone3 bool) ([]sandboxexec.Filter, error) 
 			names = append(names, n)
 		}
 	}
-	p := policy(names, func(n string) bool { _, ok := info.SyscallNames[n]; return ok }, blockClone3)
+	p := policy(names, func(n string) bool { _, ok := info.SyscallNames[n]; return ok }, o)
 	body, err := p.Assemble()
 	if err != nil {
 		return nil, err
@@ -132,9 +167,17 @@ func filterForArch(name string, blockClone3 bool) ([]sandboxexec.Filter, error) 
 	return out, nil
 }
 
+// The filters are assembled once each: the spawner's, and the
+// trampoline's two variants, with and without the unix socket rules
+// (filterMemfd's argument, from the Landlock ABI of the executor asking).
 var (
-	spawnerFilter    = sync.OnceValues(func() ([]sandboxexec.Filter, error) { return filterFor(false) })
-	trampolineFilter = sync.OnceValues(func() ([]sandboxexec.Filter, error) { return filterFor(true) })
+	spawnerFilter     = sync.OnceValues(func() ([]sandboxexec.Filter, error) { return filterFor(filterOpts{}) })
+	trampolineFilters = map[bool]func() ([]sandboxexec.Filter, error){
+		false: sync.OnceValues(func() ([]sandboxexec.Filter, error) { return filterFor(filterOpts{blockClone3: true}) }),
+		true: sync.OnceValues(func() ([]sandboxexec.Filter, error) {
+			return filterFor(filterOpts{blockClone3: true, noUnixSockets: true})
+		}),
+	}
 )
 
 // installSpawnerFilter installs the software mode's filter on the calling
@@ -147,10 +190,18 @@ func installSpawnerFilter() error {
 	return sandboxexec.InstallSeccomp(prog)
 }
 
-// filterMemfd is the trampoline's filter in a sealed memfd, made once:
-// every landlock command gets it as sandboxexec.FilterFD.
-var filterMemfd = sync.OnceValues(func() (*os.File, error) {
-	prog, err := trampolineFilter()
+// filterMemfd is the trampoline's filter in a sealed memfd, the variant
+// without unix sockets when noUnixSockets, each made once: every landlock
+// command gets one as sandboxexec.FilterFD.
+func filterMemfd(noUnixSockets bool) (*os.File, error) { return filterMemfds[noUnixSockets]() }
+
+var filterMemfds = map[bool]func() (*os.File, error){
+	false: sync.OnceValues(func() (*os.File, error) { return sealedFilter(false) }),
+	true:  sync.OnceValues(func() (*os.File, error) { return sealedFilter(true) }),
+}
+
+func sealedFilter(noUnixSockets bool) (*os.File, error) {
+	prog, err := trampolineFilters[noUnixSockets]()
 	if err != nil {
 		return nil, err
 	}
@@ -168,4 +219,4 @@ var filterMemfd = sync.OnceValues(func() (*os.File, error) {
 		return nil, fmt.Errorf("sealing the memfd: %w", err)
 	}
 	return f, nil
-})
+}

@@ -29,7 +29,8 @@
 //
 // After the Landlock domain the trampoline installs the seccomp deny list
 // the daemon assembled (sandbox/seccomp.go, the variant that also refuses
-// clone3) and passed on FilterFD, and then execs. The software mode has no
+// clone3 and, below Landlock ABI 9, unix sockets) and passed on FilterFD,
+// and then execs. The software mode has no
 // trampoline: its executor installs the same deny list, without the
 // clone3 rule, on the one thread it forks commands from (InstallSeccomp),
 // and every command inherits it. The filter is assembled in the daemon so
