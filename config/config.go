@@ -27,6 +27,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/gwtools"
 	"github.com/agentbe/agentbe-daemon/netguard"
+	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/upstream"
 )
 
@@ -40,6 +41,7 @@ type Config struct {
 
 	// Command execution.
 	Isolation       string // auto, bwrap, landlock, software, none
+	IsolationMin    string // the weakest effective mode accepted: bwrap, landlock, software, none
 	Shell           string // auto, bash, sh
 	RunAs           string // user commands run as when the daemon is root ("" = the daemon's user)
 	BlockDangerous  bool   // the command safety policy
@@ -300,6 +302,9 @@ func (c *Config) Validate() error {
 		if part == ".." {
 			return fmt.Errorf("--scopePath %q: must stay inside the root (no \"..\")", c.ScopePath)
 		}
+	}
+	if sandbox.Mode(c.Isolation).Below(sandbox.Mode(c.IsolationMin)) {
+		return fmt.Errorf("--isolation %s is below --isolation-min %s: the daemon would refuse to start; raise --isolation (or use auto), or lower --isolation-min", c.Isolation, c.IsolationMin)
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key go together: set both, or neither")

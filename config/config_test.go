@@ -38,7 +38,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		Backend: "filesystem", Isolation: "auto", Shell: "auto", BlockDangerous: true, ExecNetwork: "auto",
+		Backend: "filesystem", Isolation: "auto", IsolationMin: "none", Shell: "auto", BlockDangerous: true, ExecNetwork: "auto",
 		ExecTimeout: 2 * time.Minute, ExecOutputLimit: 1 << 20, ExecMaxConcurrent: 256, MaxReadSize: 10 << 20,
 		Bind: "127.0.0.1", Port: 3001, MaxBodyBytes: 4 << 20, ShutdownTimeout: 10 * time.Second,
 		MaxConns: 1024, MaxConnsPerIP: 128, MaxBatch: 64, MaxReplyBytes: 32 << 20, MaxInflightPerIP: 32,

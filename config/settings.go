@@ -51,6 +51,16 @@ func isolationModes() []string {
 	return names
 }
 
+// floorModes are the --isolation-min values: sandbox's effective modes,
+// strongest first.
+func floorModes() []string {
+	var names []string
+	for _, m := range sandbox.FloorModes() {
+		names = append(names, string(m))
+	}
+	return names
+}
+
 func between(lo, hi int) func(any) error {
 	return func(v any) error {
 		if n := v.(int); n < lo || n > hi {
@@ -205,6 +215,9 @@ var settings = []*setting{
 	{key: "isolation", env: env("isolation"), def: "auto",
 		usage: "command isolation: auto (bwrap if it works, else landlock if the kernel has it, else software), bwrap, landlock, software, none",
 		field: func(c *Config) any { return &c.Isolation }, check: oneOf(isolationModes()...)},
+	{key: "isolation-min", env: env("isolation-min"), def: "none",
+		usage: "the weakest command isolation the daemon accepts (strongest first: bwrap, landlock, software, none); a start that would give commands a weaker one (auto falling back) is refused, saying why the stronger modes failed",
+		field: func(c *Config) any { return &c.IsolationMin }, check: oneOf(floorModes()...)},
 	{key: "shell", env: env("shell"), def: "auto",
 		usage: "shell commands run in: auto (bash if present, else sh), bash, sh",
 		field: func(c *Config) any { return &c.Shell }, check: oneOf("auto", "bash", "sh")},
