@@ -98,18 +98,33 @@ func number(s string) (starlark.Value, error) {
 // ToJSON converts a Starlark value into JSON: None null, bools, ints of any
 // size (exact), finite floats, strings, lists and tuples arrays, dicts with
 // string keys and structs objects (keys sorted). Anything else — a
-// function, a set, a non-string key, NaN — is an error naming what.
+// function, a set, a non-string key, NaN — is an error naming what, and so
+// is a value nested deeper than maxDepth or whose JSON is longer than
+// MaxTextBytes (a *TextLimitError), found before more is written.
 func ToJSON(v starlark.Value) ([]byte, error) {
-	var b bytes.Buffer
-	if err := toJSON(&b, v, 0); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return toJSONLimit(v, MaxTextBytes)
 }
 
-func toJSON(b *bytes.Buffer, v starlark.Value, depth int) error {
+func toJSONLimit(v starlark.Value, limit int) ([]byte, error) {
+	j := jsonWriter{limit: limit}
+	if err := j.value(v, 0); err != nil {
+		return nil, err
+	}
+	return j.b.Bytes(), nil
+}
+
+type jsonWriter struct {
+	b     bytes.Buffer
+	limit int
+}
+
+func (j *jsonWriter) value(v starlark.Value, depth int) error {
+	b := &j.b
 	if depth > maxDepth {
 		return fmt.Errorf("nested deeper than %d", maxDepth)
+	}
+	if b.Len() > j.limit {
+		return j.tooLong()
 	}
 	switch x := v.(type) {
 	case starlark.NoneType:
@@ -121,6 +136,9 @@ func toJSON(b *bytes.Buffer, v starlark.Value, depth int) error {
 			b.WriteString("false")
 		}
 	case starlark.Int:
+		if intTooLong(x, j.limit-b.Len()) {
+			return j.tooLong()
+		}
 		b.WriteString(x.String())
 	case starlark.Float:
 		f := float64(x)
@@ -130,15 +148,13 @@ func toJSON(b *bytes.Buffer, v starlark.Value, depth int) error {
 		out, _ := json.Marshal(f)
 		b.Write(out)
 	case starlark.String:
-		out, _ := json.Marshal(string(x))
-		b.Write(out)
+		return j.str(string(x))
 	case starlark.Bytes:
-		out, _ := json.Marshal(string(x))
-		b.Write(out)
+		return j.str(string(x))
 	case *starlark.List:
-		return writeArray(b, x.Len(), x.Index, depth)
+		return j.array(x.Len(), x.Index, depth)
 	case starlark.Tuple:
-		return writeArray(b, x.Len(), x.Index, depth)
+		return j.array(x.Len(), x.Index, depth)
 	case *starlark.Dict:
 		type kv struct {
 			k string
@@ -161,7 +177,7 @@ func toJSON(b *bytes.Buffer, v starlark.Value, depth int) error {
 			k, _ := json.Marshal(it.k)
 			b.Write(k)
 			b.WriteByte(':')
-			if err := toJSON(b, it.v, depth+1); err != nil {
+			if err := j.value(it.v, depth+1); err != nil {
 				return err
 			}
 		}
@@ -173,23 +189,41 @@ func toJSON(b *bytes.Buffer, v starlark.Value, depth int) error {
 		for k, v := range d {
 			dict.SetKey(starlark.String(k), v)
 		}
-		return toJSON(b, dict, depth)
+		return j.value(dict, depth)
 	default:
 		return fmt.Errorf("a %s has no JSON form", v.Type())
+	}
+	if b.Len() > j.limit {
+		return j.tooLong()
 	}
 	return nil
 }
 
-func writeArray(b *bytes.Buffer, n int, at func(int) starlark.Value, depth int) error {
-	b.WriteByte('[')
+func (j *jsonWriter) tooLong() error {
+	return &TextLimitError{What: "a value whose JSON", Limit: j.limit}
+}
+
+// str writes s as a JSON string, checking its size first (quoted, it is
+// never shorter).
+func (j *jsonWriter) str(s string) error {
+	if j.b.Len()+len(s)+2 > j.limit {
+		return j.tooLong()
+	}
+	out, _ := json.Marshal(s)
+	j.b.Write(out)
+	return nil
+}
+
+func (j *jsonWriter) array(n int, at func(int) starlark.Value, depth int) error {
+	j.b.WriteByte('[')
 	for i := range n {
 		if i > 0 {
-			b.WriteByte(',')
+			j.b.WriteByte(',')
 		}
-		if err := toJSON(b, at(i), depth+1); err != nil {
+		if err := j.value(at(i), depth+1); err != nil {
 			return err
 		}
 	}
-	b.WriteByte(']')
+	j.b.WriteByte(']')
 	return nil
 }

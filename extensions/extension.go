@@ -55,17 +55,32 @@ type Param struct {
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
 
 // constructors are the predeclared Extension, Tool and ToolParameter: they
-// return structs, checked when describe_extension's result is read.
+// return structs, checked when describe_extension's result is read, and
+// frozen, as every struct extension code gets.
 func constructors() starlark.StringDict {
 	mk := func(name string) *starlark.Builtin {
 		return starlark.NewBuiltin(name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 			if len(args) > 0 {
 				return nil, fmt.Errorf("%s: use keyword arguments (%s(name=..., ...))", name, name)
 			}
-			return starlarkstruct.FromKeywords(starlark.String(name), kwargs), nil
+			s := starlarkstruct.FromKeywords(starlark.String(name), kwargs)
+			s.Freeze()
+			return s, nil
 		})
 	}
 	return starlark.StringDict{"Extension": mk("Extension"), "Tool": mk("Tool"), "ToolParameter": mk("ToolParameter")}
+}
+
+// frozenStruct is a struct whose fields, and what they hold, cannot change.
+// A struct's text (Starlark's own, which "%" and error messages use) is
+// its fields' texts made afresh, without the check for a value that holds
+// itself: a list of a struct that holds the list would recurse until the
+// goroutine's stack overflows and the process ends. Frozen, no list or
+// dict can come to hold the struct that holds it.
+func frozenStruct(constructor string, fields starlark.StringDict) *starlarkstruct.Struct {
+	s := starlarkstruct.FromStringDict(starlark.String(constructor), fields)
+	s.Freeze()
+	return s
 }
 
 // LoadError is a file that did not load: where, and why.

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	sljson "go.starlark.net/lib/json"
 	"go.starlark.net/lib/math"
 	sltime "go.starlark.net/lib/time"
 	"go.starlark.net/starlark"
@@ -43,12 +42,16 @@ func callState(thread *starlark.Thread, fn string) (context.Context, *Extension,
 	return ctx, ext, ws, nil
 }
 
-// predeclared is what every file sees: the constructors and the modules.
+// predeclared is what every file sees: the constructors, the modules, and
+// str, repr, print and fail in place of Starlark's own (bounded: text.go).
 func (p *Provider) predeclared() starlark.StringDict {
 	d := constructors()
+	for name, fn := range boundedBuiltins() {
+		d[name] = fn
+	}
 	d["time"] = sltime.Module
 	d["math"] = math.Module
-	d["json"] = sljson.Module
+	d["json"] = jsonModule()
 	d["exec"] = p.execModule()
 	d["http"] = p.httpModule()
 	d["fs"] = p.fsModule()
@@ -101,7 +104,7 @@ func (p *Provider) execModule() *starlarkstruct.Module {
 			if err != nil {
 				return nil, fmt.Errorf("exec.run: %s", errcode.Sentence(err))
 			}
-			return starlarkstruct.FromStringDict(starlark.String("result"), starlark.StringDict{
+			return frozenStruct("result", starlark.StringDict{
 				"stdout":    starlark.String(sandbox.WithTruncationNotice(res.Stdout, res.StdoutSize)),
 				"stderr":    starlark.String(sandbox.WithTruncationNotice(res.Stderr, res.StderrSize)),
 				"exit_code": starlark.MakeInt(res.ExitCode),
@@ -180,7 +183,7 @@ func (p *Provider) httpModule() *starlarkstruct.Module {
 					out["json"] = v
 				}
 			}
-			return starlarkstruct.FromStringDict(starlark.String("response"), out), nil
+			return frozenStruct("response", out), nil
 		}
 	}
 	return module("http", fns)

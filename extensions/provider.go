@@ -8,10 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -32,6 +35,13 @@ const (
 	MaxFileBytes         = 1 << 20
 	MaxOutputBytes       = 1 << 20 // a handler's result text
 	maxPrintBytes        = 64 << 10
+	// stepGrace is how long a call whose deadline passed waits for its
+	// thread to stop: a cancelled thread stops at its next step, and the
+	// modules' calls (exec, http, sqlite, postgres) end with the call's
+	// context. A built-in still running after that (one step of seconds:
+	// the "%" of a value nested 10^5 deep) is abandoned: the call is
+	// answered, and the step keeps the call's slots until it ends.
+	stepGrace = 100 * time.Millisecond
 )
 
 // Options configure a Provider.
@@ -60,11 +70,18 @@ type Options struct {
 
 // Health is /health's view of one extension file.
 type Health struct {
-	File      string `json:"file"`
-	Name      string `json:"name,omitempty"`
-	State     string `json:"state"` // ready, failed (and still serving its last good version, if any)
+	File string `json:"file"`
+	Name string `json:"name,omitempty"`
+	// State is ready; failed (and still serving its last good version, if
+	// any); or degraded: ready, with Runaway calls.
+	State     string `json:"state"`
 	Tools     int    `json:"tools"`
 	LastError string `json:"last_error,omitempty"`
+	// Runaway counts the calls answered at their deadline whose Starlark
+	// step (a built-in that does not look at cancellation) still runs:
+	// each keeps its slot of the extension's MaxConcurrent, and of the
+	// registry's, until it ends.
+	Runaway int `json:"runaway,omitempty"`
 }
 
 type loaded struct {
@@ -72,7 +89,13 @@ type loaded struct {
 	mod     time.Time
 	size    int64
 	lastErr string
-	sem     chan struct{}
+	calls   *calls
+}
+
+// calls are an extension file's calls, whichever version they run.
+type calls struct {
+	sem     chan struct{} // a slot per call running, MaxConcurrent
+	runaway atomic.Int64  // calls answered whose step still runs
 }
 
 // Provider serves a directory of extensions.
@@ -145,7 +168,9 @@ func newProvider(opts Options) (*Provider, error) {
 	return &Provider{dir: abs, opts: opts, log: log, files: map[string]*loaded{}, stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
-// Close stops watching and withdraws every tool.
+// Close stops watching and withdraws every tool. A Starlark step still
+// running after its call was answered (Health's Runaway) cannot be stopped;
+// Close does not wait for it.
 func (p *Provider) Close() error {
 	p.once.Do(func() {
 		close(p.stop)
@@ -253,13 +278,13 @@ func (p *Provider) reload() {
 			continue
 		}
 		if cur == nil {
-			cur = &loaded{sem: make(chan struct{}, p.opts.MaxConcurrent)}
+			cur = &loaded{calls: &calls{sem: make(chan struct{}, p.opts.MaxConcurrent)}}
 		}
 		next := *cur
 		next.mod, next.size = fi.ModTime(), fi.Size()
 		ext, err := p.loadFile(f)
 		if err == nil {
-			err = p.opts.Registry.Set(provider(f), p.tools(ext, next.sem))
+			err = p.opts.Registry.Set(provider(f), p.tools(ext, next.calls))
 		}
 		if err != nil {
 			next.lastErr = err.Error()
@@ -297,12 +322,15 @@ func (p *Provider) Health() []Health {
 	defer p.mu.Unlock()
 	out := make([]Health, 0, len(p.files))
 	for f, l := range p.files {
-		h := Health{File: f, State: "ready", LastError: l.lastErr}
+		h := Health{File: f, State: "ready", LastError: l.lastErr, Runaway: int(l.calls.runaway.Load())}
 		if l.ext != nil {
 			h.Name, h.Tools = l.ext.Name, len(l.ext.Tools)
 		}
-		if l.lastErr != "" {
+		switch {
+		case l.lastErr != "":
 			h.State = "failed"
+		case h.Runaway > 0:
+			h.State = "degraded"
 		}
 		out = append(out, h)
 	}
@@ -312,7 +340,7 @@ func (p *Provider) Health() []Health {
 
 // tools turns an extension into registry tools bound to this version: a
 // call that started keeps its version whatever a reload does meanwhile.
-func (p *Provider) tools(ext *Extension, sem chan struct{}) []registry.Tool {
+func (p *Provider) tools(ext *Extension, c *calls) []registry.Tool {
 	out := make([]registry.Tool, 0, len(ext.Tools))
 	for _, t := range ext.Tools {
 		var ann *mcp.ToolAnnotations
@@ -332,7 +360,7 @@ func (p *Provider) tools(ext *Extension, sem chan struct{}) []registry.Tool {
 			// daemon can.
 			RunsCommands: p.opts.Executor != nil,
 			Handler: func(ctx context.Context, call registry.Call) *mcp.CallToolResult {
-				return p.call(ctx, ext, t, sem, call)
+				return p.call(ctx, ext, t, c, call)
 			},
 		})
 	}
@@ -340,15 +368,19 @@ func (p *Provider) tools(ext *Extension, sem chan struct{}) []registry.Tool {
 }
 
 // newThread is a thread for file rel: load() confined to the directory,
-// print() to the daemon's log, bounded.
+// print() to the daemon's log, at most maxPrintBytes of it (the last
+// message that fits cut).
 func (p *Provider) newThread(rel string, ext *Extension) *starlark.Thread {
 	printed := 0
 	t := &starlark.Thread{
 		Name: rel,
 		Print: func(_ *starlark.Thread, msg string) {
-			if printed += len(msg); printed <= maxPrintBytes {
-				p.log.Info("extension print", "file", rel, "msg", msg)
+			if printed >= maxPrintBytes {
+				return
 			}
+			msg = cutText(msg, maxPrintBytes-printed)
+			printed += len(msg)
+			p.log.Info("extension print", "file", rel, "msg", msg)
 		},
 	}
 	cache := map[string]starlark.StringDict{}
@@ -397,15 +429,22 @@ func (p *Provider) load(th *starlark.Thread, from, module string, cache map[stri
 
 // call runs one tool call: the per-extension cap, the arguments, the
 // handler under the step limit and the call's deadline, the result.
-func (p *Provider) call(ctx context.Context, ext *Extension, t Tool, sem chan struct{}, call registry.Call) *mcp.CallToolResult {
+//
+// The thread runs on a goroutine of its own, so that the call is answered
+// at its deadline whatever the thread is doing: cancelling a thread stops
+// it at its next step, and one step, a built-in that does not look at
+// cancellation, can take far longer. Such a step cannot be stopped, so it
+// keeps its slots (the extension's, and the registry's through
+// Call.Detach) until it ends, and counts as runaway in Health meanwhile.
+func (p *Provider) call(ctx context.Context, ext *Extension, t Tool, c *calls, call registry.Call) *mcp.CallToolResult {
 	select {
-	case sem <- struct{}{}:
-		defer func() { <-sem }()
+	case c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return failure(errcode.Timeout, fmt.Sprintf("extension %s is running %d calls (its limit); this one's time ran out waiting", ext.Name, cap(sem)))
+		return failure(errcode.Timeout, fmt.Sprintf("extension %s is running %d calls (its limit); this one's time ran out waiting", ext.Name, cap(c.sem)))
 	}
 	args, err := arguments(t, call.Args)
 	if err != nil {
+		<-c.sem
 		return failure(errcode.InvalidArgument, err.Error())
 	}
 	ws := call.Workspace
@@ -419,29 +458,95 @@ func (p *Provider) call(ctx context.Context, ext *Extension, t Tool, sem chan st
 	thread.SetLocal(localReadOnly, call.ReadOnly)
 	thread.SetMaxExecutionSteps(p.opts.MaxSteps)
 	stop := context.AfterFunc(ctx, func() { thread.Cancel("the call's time ran out") })
-	defer stop()
+	release := call.Detach()
+	const running, finished, abandoned = 0, 1, 2
+	var state atomic.Int32
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res := p.run(ctx, thread, ext, t, args)
+		stop()
+		<-c.sem
+		release()
+		if !state.CompareAndSwap(running, finished) {
+			c.runaway.Add(-1)
+			p.log.Info("extension: the step of a call answered at its deadline ended", "file", ext.File, "tool", t.Name)
+		}
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		return res
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(stepGrace)
+	defer grace.Stop()
+	select {
+	case res := <-done:
+		return res
+	case <-grace.C:
+	}
+	c.runaway.Add(1) // before the goroutine can see it abandoned and uncount it
+	if !state.CompareAndSwap(running, abandoned) {
+		c.runaway.Add(-1)
+		return <-done
+	}
+	p.log.Warn("extension: a call's deadline passed inside one Starlark step; answered, the step keeps running and holds its slot", "file", ext.File, "tool", t.Name)
+	return failure(errcode.Timeout, fmt.Sprintf("%s__%s: the call's time ran out inside one step (a built-in), which is still running", ext.Name, t.Name))
+}
+
+// run calls the handler and converts its result; a panic (in a built-in)
+// is an error result and logged, as the registry does on its goroutine.
+func (p *Provider) run(ctx context.Context, thread *starlark.Thread, ext *Extension, t Tool, args *starlark.Dict) (res *mcp.CallToolResult) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("extension call panicked", "file", ext.File, "tool", t.Name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			res = failure(errcode.ExecFailed, fmt.Sprintf("%s__%s failed with an internal error; the daemon's log has the details", ext.Name, t.Name))
+		}
+	}()
 	v, err := starlark.Call(thread, t.Handler, starlark.Tuple{args}, nil)
 	if err != nil {
 		code := errcode.ExecFailed
 		if ctx.Err() != nil {
 			code = errcode.Timeout
 		}
-		return failure(code, fmt.Sprintf("%s__%s: %s", ext.Name, t.Name, evalMessage(err)))
+		return failure(code, cutText(fmt.Sprintf("%s__%s: %s", ext.Name, t.Name, evalMessage(err)), MaxOutputBytes))
 	}
-	res, err := result(v)
+	res, err = result(v)
 	if err != nil {
 		return failure(errcode.ExecFailed, fmt.Sprintf("%s__%s returned %v", ext.Name, t.Name, err))
 	}
 	return res
 }
 
-// evalMessage is a Starlark error with where it happened.
+// cutText is s, or when it is longer than n bytes, s cut (on a rune
+// boundary) to n bytes with the note that says so.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return withCutNote(s, n)
+}
+
+const cutNote = " … (cut)"
+
+// withCutNote is s cut to fit n bytes with cutNote after it.
+func withCutNote(s string, n int) string {
+	i := min(max(n-len(cutNote), 0), len(s))
+	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + cutNote
+}
+
+// evalMessage is a Starlark error with where it happened: the innermost
+// frame of the extension's code (a built-in's frame has no place).
 func evalMessage(err error) string {
 	var ee *starlark.EvalError
 	if errors.As(err, &ee) {
-		if len(ee.CallStack) > 0 {
-			pos := ee.CallStack[len(ee.CallStack)-1].Pos
-			return fmt.Sprintf("%s (%s:%d)", ee.Msg, filepath.Base(pos.Filename()), pos.Line)
+		for i := len(ee.CallStack) - 1; i >= 0; i-- {
+			if pos := ee.CallStack[i].Pos; pos.Line > 0 {
+				return fmt.Sprintf("%s (%s:%d)", ee.Msg, filepath.Base(pos.Filename()), pos.Line)
+			}
 		}
 		return ee.Msg
 	}
@@ -481,12 +586,9 @@ func arguments(t Tool, raw json.RawMessage) (*starlark.Dict, error) {
 func result(v starlark.Value) (*mcp.CallToolResult, error) {
 	if d, ok := v.(*starlark.Dict); ok {
 		if _, has, _ := d.Get(starlark.String("content")); has {
-			b, err := ToJSON(d)
+			b, err := toJSONLimit(d, MaxOutputBytes)
 			if err != nil {
 				return nil, err
-			}
-			if len(b) > MaxOutputBytes {
-				return nil, fmt.Errorf("a result of %d bytes; the limit is %d", len(b), MaxOutputBytes)
 			}
 			var res mcp.CallToolResult
 			if err := json.Unmarshal(b, &res); err != nil {
@@ -501,7 +603,7 @@ func result(v starlark.Value) (*mcp.CallToolResult, error) {
 	} else if v == starlark.None {
 		text = ""
 	} else {
-		b, err := ToJSON(v)
+		b, err := toJSONLimit(v, MaxOutputBytes)
 		if err != nil {
 			return nil, err
 		}

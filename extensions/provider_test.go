@@ -133,7 +133,7 @@ func startIn(t testing.TB, dir string, mod func(*Options)) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	return &fixture{p: p, reg: reg, dir: dir, ws: ws}
+	return &fixture{p: p, reg: opts.Registry, dir: dir, ws: ws}
 }
 
 func write(t *testing.T, dir, name, src string) {
