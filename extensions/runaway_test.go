@@ -3,6 +3,7 @@ package extensions
 import (
 	"context"
 	"encoding/json"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.starlark.net/starlark"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/netguard"
@@ -239,7 +242,8 @@ def describe_extension`, 1)
 	}
 }
 
-// TestToJSONBounds: ToJSON refuses past its depth and size, naming them.
+// TestToJSONBounds: ToJSON refuses past its size, naming it, and so does
+// the text of a big int.
 func TestToJSONBounds(t *testing.T) {
 	v, err := FromJSON(json.RawMessage(`[` + strings.Repeat(`"`+strings.Repeat("x", 1<<20)+`",`, 9) + `1]`))
 	if err != nil {
@@ -247,6 +251,15 @@ func TestToJSONBounds(t *testing.T) {
 	}
 	if _, err := ToJSON(v); err == nil || !strings.Contains(err.Error(), "longer than 8388608 bytes") {
 		t.Errorf("ToJSON of 9 MiB: %v", err)
+	}
+	// An int of 9 million digits is refused before its text is made (that
+	// takes seconds).
+	huge := starlark.MakeBigInt(new(big.Int).Lsh(big.NewInt(1), 30_000_000))
+	if _, err := ToJSON(huge); err == nil || !strings.Contains(err.Error(), "a value whose JSON is longer than 8388608 bytes") {
+		t.Errorf("ToJSON of a 30-million-bit int: %v", err)
+	}
+	if _, err := valueText(huge, false, false, MaxTextBytes); err == nil || !strings.Contains(err.Error(), "a value whose text is longer than 8388608 bytes") {
+		t.Errorf("the text of a 30-million-bit int: %v", err)
 	}
 }
 

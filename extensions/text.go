@@ -206,11 +206,12 @@ func (w *textWriter) elems(seq func(func(starlark.Value) bool), depth int) error
 	return err
 }
 
-// intTooLong says whether x has more than left decimal digits, without
-// converting it (a big int's text takes long to make).
+// intTooLong says whether big int x surely has more than left decimal
+// digits, without converting it (a big int's text takes long to make); a
+// small one is checked once written.
 func intTooLong(x starlark.Int, left int) bool {
 	if _, ok := x.Int64(); ok {
-		return left < 20
+		return false
 	}
 	return x.BigInt().BitLen()*3/10 > left // log10(2) > 0.3
 }
