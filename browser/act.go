@@ -35,13 +35,13 @@ func (p *Provider) target(ctx context.Context, s *session, t *chromedp.Target, o
 		}
 		res, err := cdp.Call(ctx, t, dom.ResolveNode, dom.ResolveNodeParams{BackendNodeID: id})
 		if err != nil {
-			return "", errcode.New(errcode.InvalidArgument, op, "", "ref %q: the node is gone from the page (%v); take a new browser.snapshot", ref, err)
+			return "", argError(ctx, op, "ref %q: the node is gone from the page (%v); take a new browser.snapshot", ref, err)
 		}
 		return res.Object.ObjectID, nil
 	case selector != "":
 		objs, err := querySelector(ctx, t, selector, 1)
 		if err != nil {
-			return "", errcode.New(errcode.InvalidArgument, op, "", "selector %q: %v", truncate(selector, 100), err)
+			return "", argError(ctx, op, "selector %q: %v", truncate(selector, 100), err)
 		}
 		if len(objs) == 0 {
 			return "", errcode.New(errcode.InvalidArgument, op, "", "selector %q matched no element", truncate(selector, 100))
@@ -49,6 +49,16 @@ func (p *Provider) target(ctx context.Context, s *session, t *chromedp.Target, o
 		return objs[0], nil
 	}
 	return "", errcode.New(errcode.InvalidArgument, op, "", "give ref (from a snapshot) or selector (CSS)")
+}
+
+// argError is the client's error about the page (a ref, a selector, an
+// element), unless the call's context ended meanwhile: a page that did not
+// answer in time is a timeout, not a bad argument.
+func argError(ctx context.Context, op, format string, args ...any) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errcode.New(errcode.InvalidArgument, op, "", format, args...)
 }
 
 // querySelector returns up to limit elements matching selector, in
@@ -202,7 +212,7 @@ func (p *Provider) act(ctx context.Context, s *session, a actArgs) error {
 			}
 			x, y, err := center(ctx, t, obj)
 			if err != nil {
-				return none, errcode.New(errcode.InvalidArgument, op, "", "%v", err)
+				return none, argError(ctx, op, "%v", err)
 			}
 			if _, err := cdp.Call(ctx, t, input.DispatchMouseEvent, input.DispatchMouseEventParams{Type: input.DispatchMouseEventTypeMouseMoved, X: x, Y: y}); err != nil {
 				return none, err
@@ -224,7 +234,7 @@ func (p *Provider) act(ctx context.Context, s *session, a actArgs) error {
 				return none, err
 			}
 			if _, err := cdp.Call(ctx, t, dom.Focus, dom.FocusParams{ObjectID: obj}); err != nil {
-				return none, errcode.New(errcode.InvalidArgument, op, "", "the element cannot take the focus: %v", err)
+				return none, argError(ctx, op, "the element cannot take the focus: %v", err)
 			}
 			if _, err := cdp.Call(ctx, t, input.InsertText, input.InsertTextParams{Text: *a.Text}); err != nil {
 				return none, err
@@ -243,7 +253,7 @@ func (p *Provider) act(ctx context.Context, s *session, a actArgs) error {
 					return none, err
 				}
 				if _, err := cdp.Call(ctx, t, dom.Focus, dom.FocusParams{ObjectID: obj}); err != nil {
-					return none, errcode.New(errcode.InvalidArgument, op, "", "the element cannot take the focus: %v", err)
+					return none, argError(ctx, op, "the element cannot take the focus: %v", err)
 				}
 			}
 			for _, ev := range evs {
@@ -272,7 +282,7 @@ func (p *Provider) act(ctx context.Context, s *session, a actArgs) error {
 				return false;
 			}`, *a.Text)
 			if err != nil {
-				return none, errcode.New(errcode.InvalidArgument, op, "", "%v", err)
+				return none, argError(ctx, op, "%v", err)
 			}
 			if !found {
 				return none, errcode.New(errcode.InvalidArgument, op, "", "the <select> has no option with value or label %q", truncate(*a.Text, 100))
@@ -460,7 +470,7 @@ func (p *Provider) extract(ctx context.Context, a extractArgs) (any, bool, error
 	out, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (any, error) {
 		objs, err := querySelector(ctx, t, a.Selector, maxExtractNodes+1)
 		if err != nil {
-			return nil, errcode.New(errcode.InvalidArgument, op, "", "selector %q: %v", truncate(a.Selector, 100), err)
+			return nil, argError(ctx, op, "selector %q: %v", truncate(a.Selector, 100), err)
 		}
 		if len(objs) > maxExtractNodes {
 			objs, truncated = objs[:maxExtractNodes], true
