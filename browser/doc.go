@@ -16,7 +16,8 @@
 // reaper, Health, Close), then session.go (how Chromium is started and how
 // its requests are checked), limit.go (the bound on its messages), proxy.go (its only way out), tools.go (the tools and their arguments),
 // snapshot.go and refs.go (the text views and their refs), act.go (the
-// actions, screenshots and extraction).
+// actions, screenshots and extraction), dialog.go (JavaScript dialogs and
+// pages a script holds).
 //
 // Each session is its own Chromium process, driven over the DevTools
 // protocol by chromedp, with a fresh profile directory (deleted at close)
@@ -42,6 +43,12 @@
 // DNS answer that changes after interception's check. browser.goto checks
 // its URL before it starts, and refuses file:, data:, chrome:,
 // view-source: and about: URLs other than about:blank.
+//
+// A page cannot hold its session: its JavaScript dialogs are answered as
+// they open and reported in the call's result, a script that holds the page
+// past a call's limit is stopped (or the tab sent to about:blank), and
+// browser.close ends a session without waiting for the call running on it
+// (dialog.go).
 //
 // Page content in results is marked untrusted: it is data from the web,
 // which may be written to mislead the agent.

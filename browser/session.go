@@ -28,7 +28,9 @@ import (
 )
 
 // session is one browser: its own Chromium process (group), profile
-// directory and tab. Every action on it holds its lock (one at a time).
+// directory and tab. Every action on it holds its lock (one at a time);
+// its end (shutdown) does not wait for the lock, and the action running
+// then fails.
 type session struct {
 	id, key, owner string
 	dir            string // the session's directory: HOME and, in it, the profile
@@ -69,6 +71,11 @@ type session struct {
 	// browser. tooLarge is set when a message passed it.
 	limit    atomic.Pointer[messageLimit]
 	tooLarge atomic.Bool
+
+	// dialogs are the JavaScript dialogs the page opened (and that were
+	// answered) since a result last reported them (dialog.go).
+	dialogMu sync.Mutex
+	dialogs  dialogLog
 
 	closeOnce sync.Once
 	closed    atomic.Bool // set before the browser is ended
@@ -295,9 +302,14 @@ func (p *Provider) onBrowserEvent(s *session, ev any) {
 }
 
 // onTabEvent: a navigation of the main frame makes every ref stale; its
-// loads are counted for act's wait.
+// loads are counted for act's wait; a JavaScript dialog is recorded and
+// answered (dialog.go), on a goroutine of its own (this one must not call
+// into the browser).
 func (p *Provider) onTabEvent(s *session, ev any) {
 	switch e := ev.(type) {
+	case *page.EventJavascriptDialogOpening:
+		leave := s.noteDialog(e)
+		go p.answerDialog(s, e.Type, leave)
 	case *page.EventFrameNavigated:
 		if e.Frame != nil && e.Frame.ParentID == "" {
 			s.mainFrame.Store(e.Frame.ID)
