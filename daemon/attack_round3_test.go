@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
@@ -13,13 +14,16 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/agentbe/agentbe-daemon/audit"
 	"github.com/agentbe/agentbe-daemon/internal/previewtest"
 )
 
@@ -535,4 +539,114 @@ func TestAttackSSHUnreadChannelData(t *testing.T) {
 		u := measureUsage(t)
 		return int64(u.heap)-int64(base.heap) < 8<<20
 	})
+}
+
+// TestAttackAuditFloodThroughDaemon drives the audit log's queue to its
+// drop point through /mcp: the log is a FIFO nobody reads (a writer that
+// fell behind for good), and batches of 64 list_directory calls arrive
+// from 4 clients. What holds: no call waits on the
+// log, the drops are counted on /metrics and told in the daemon's log,
+// the queue's memory stays bounded (each line is cut), and once the log is
+// read again it says how many lines were lost.
+func TestAttackAuditFloodThroughDaemon(t *testing.T) {
+	c := testConfig(t)
+	fifo := filepath.Join(t.TempDir(), "audit.fifo")
+	must(t, syscall.Mkfifo(fifo, 0o600))
+	reader, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	must(t, err)
+	defer reader.Close()
+	c.AuditLog = fifo
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	base := measureUsage(t)
+
+	var batch strings.Builder
+	batch.WriteString("[")
+	for i := range 64 {
+		if i > 0 {
+			batch.WriteString(",")
+		}
+		fmt.Fprintf(&batch, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"list_directory","arguments":{"path":"."}}}`, i)
+	}
+	batch.WriteString("]")
+	body := batch.String()
+	const clients, each = 4, 24 // 4 × 24 × 64 = 6144 calls, 1.5 times the queue
+	var slowest atomic.Int64
+	began := time.Now()
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := clientFrom(fmt.Sprintf("127.0.0.%d", 20+i), true)
+			for range each {
+				req, _ := http.NewRequest(http.MethodPost, r.url+"/mcp", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				t0 := time.Now()
+				resp, err := cl.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if d := time.Since(t0); d > time.Duration(slowest.Load()) {
+					slowest.Store(int64(d))
+				}
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("a batch: %d", resp.StatusCode)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(began)
+	at := measureUsage(t)
+	dropped := r.d.audit.Dropped()
+	// The FIFO takes 64 KiB of lines (about 250 of these) before the
+	// writer blocks; the queue the next DefaultQueue.
+	if dropped < clients*each*64-audit.DefaultQueue-1000 {
+		t.Errorf("%d of %d lines dropped; the queue holds %d and the FIFO 64 KiB", dropped, clients*each*64, audit.DefaultQueue)
+	}
+	if grew := int64(at.heap) - int64(base.heap); grew > 64<<20 {
+		t.Errorf("with the audit queue full the heap grew by %d MiB; want under 64", grew>>20)
+	}
+	_, metrics := get(t, r.url+"/metrics")
+	if !strings.Contains(string(metrics), fmt.Sprintf("agentbe_audit_dropped_total %d", dropped)) {
+		t.Errorf("/metrics does not show %d dropped lines", dropped)
+	}
+	if !strings.Contains(r.logs.String(), "lines are dropped") {
+		t.Errorf("the daemon's log does not tell of the drops")
+	}
+	t.Logf("%d calls from %d clients in %v (slowest batch of 64: %v) with the audit log stuck: %d lines dropped; %s, from %s",
+		clients*each*64, clients, took.Round(time.Millisecond), time.Duration(slowest.Load()).Round(time.Millisecond), dropped, at, base)
+
+	// Read the log again: the queue drains and a note says what was lost.
+	// (reader was opened non-blocking, so Go's poller waits for it and
+	// Close ends a read in progress.)
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(reader)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), `"event":"audit.dropped"`) {
+				lines <- sc.Text()
+				io.Copy(io.Discard, reader)
+				return
+			}
+		}
+		lines <- ""
+	}()
+	mcpListFrom(t, "127.0.0.1", r.url, "")
+	executeTool(t, r.url, "list_directory", `{"path":"."}`)
+	select {
+	case l := <-lines:
+		if !strings.Contains(l, `"dropped":`) {
+			t.Errorf("the drop note: %q", l)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no audit.dropped line once the log was read again")
+	}
 }
