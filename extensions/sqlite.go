@@ -95,6 +95,9 @@ type sqliteDB struct {
 // through the descriptor and loads it into an in-memory database with the
 // bounds and the authorizer in place.
 func openSQLite(ctx context.Context, ws fsops.Workspace, fn, path string, write bool) (_ *sqliteDB, err error) {
+	if sqliteHeapErr != nil {
+		return nil, fmt.Errorf("%s: %v", fn, sqliteHeapErr)
+	}
 	flag := os.O_RDONLY
 	if write {
 		flag = os.O_RDWR | os.O_CREATE
@@ -166,6 +169,9 @@ func openSQLite(ctx context.Context, ws fsops.Workspace, fn, path string, write 
 			return d.Deserialize(s.image)
 		})
 		if err != nil {
+			if oom := outOfMemory(fn, err); oom != nil {
+				return nil, oom
+			}
 			return nil, fmt.Errorf("%s: loading %s: %v", fn, path, err)
 		}
 	}
@@ -220,6 +226,9 @@ func (s *sqliteDB) authorize(action msqlite.AuthorizerActionCode, arg1, arg2, _,
 
 // fail is err with the authorizer's reason when it refused the statement.
 func (s *sqliteDB) fail(fn string, err error) error {
+	if oom := outOfMemory(fn, err); oom != nil {
+		return oom
+	}
 	if s.refused != "" {
 		return fmt.Errorf("%s: %s", fn, s.refused)
 	}
@@ -322,7 +331,11 @@ func (p *Provider) sqliteModule() *starlarkstruct.Module {
 					return nil, s.fail(b.Name(), err)
 				}
 				defer rows.Close()
-				return sqlRows(b.Name(), rows)
+				v, err := sqlRows(b.Name(), rows)
+				if oom := outOfMemory(b.Name(), err); oom != nil {
+					return nil, oom
+				}
+				return v, err
 			})
 		},
 		"execute": func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
