@@ -229,6 +229,9 @@ type healthBody struct {
 	Backend         string          `json:"backend"`
 	Isolation       string          `json:"isolation"`
 	IsolationReason string          `json:"isolationReason,omitempty"`
+	// IsolationGaps are what the effective mode does not confine
+	// (sandbox.Executor.Gaps; docs/security.md lists them per mode).
+	IsolationGaps []string `json:"isolationGaps,omitempty"`
 	// Fsync says writes are durable before they are acknowledged (--fsync).
 	Fsync bool `json:"fsync"`
 	// Previews says /preview/ and SSH forwarding serve the workspace's
@@ -268,7 +271,7 @@ func (d *Daemon) serveHealthServers(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
-	mode, reason := d.proto.isolation()
+	mode, reason, gaps := d.proto.isolation()
 	body := healthBody{
 		Status:  "ok",
 		Version: d.opts.Version,
@@ -281,6 +284,7 @@ func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
 		Backend:         d.cfg.Backend,
 		Isolation:       mode,
 		IsolationReason: reason,
+		IsolationGaps:   gaps,
 		Fsync:           d.cfg.Fsync,
 		Previews:        d.proto.previews != nil,
 		UptimeSeconds:   time.Since(d.started).Seconds(),

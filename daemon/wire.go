@@ -120,6 +120,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		netOn, netWhy := cfg.ExecNetworkOn()
 		execCfg := sandbox.Config{
 			Mode:          mode,
+			MinMode:       sandbox.Mode(cfg.IsolationMin),
 			Shell:         shell,
 			WorkspaceRoot: root.Root(),
 			NoNetwork:     !netOn,
@@ -167,7 +168,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		if err != nil {
 			return fmt.Errorf("--isolation %s: %w", cfg.Isolation, err)
 		}
-		log.Info("command isolation", "mode", p.exec.Mode(), "reason", p.exec.Reason())
+		log.Info("command isolation", "mode", p.exec.Mode(), "reason", p.exec.Reason(), "gaps", strings.Join(p.exec.Gaps(), "; "))
 		exposed := !cfg.HasAuth() && !cfg.LocalOnly // commands with network could call our port
 		switch {
 		case !p.exec.Mode().CutsNetwork() && exposed:
@@ -374,12 +375,13 @@ func (p *protocols) sshHandler() http.Handler {
 	return p.ssh
 }
 
-// isolation is the executor's mode and why it was chosen, for /health.
-func (p *protocols) isolation() (mode, reason string) {
+// isolation is the executor's mode, why it was chosen and what it does
+// not confine, for /health.
+func (p *protocols) isolation() (mode, reason string, gaps []string) {
 	if p.exec == nil {
-		return "unavailable", "the memory backend cannot run commands"
+		return "unavailable", "the memory backend cannot run commands", nil
 	}
-	return string(p.exec.Mode()), p.exec.Reason()
+	return string(p.exec.Mode()), p.exec.Reason(), p.exec.Gaps()
 }
 
 func (p *protocols) serveStdio(ctx context.Context, in io.Reader, out io.Writer) error {
