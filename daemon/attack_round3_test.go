@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bufio"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
@@ -9,7 +10,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -25,6 +28,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/audit"
 	"github.com/agentbe/agentbe-daemon/internal/previewtest"
+	"github.com/agentbe/agentbe-daemon/internal/wsnet"
 )
 
 // TestAttackUpgradeHeaderKeepsBodyDeadline: a request that says
@@ -649,4 +653,241 @@ func TestAttackAuditFloodThroughDaemon(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no audit.dropped line once the log was read again")
 	}
+}
+
+// sshFrom logs in over /ssh from the loopback address src with token.
+func sshFrom(t *testing.T, src, url, token string) *gossh.Client {
+	t.Helper()
+	ws, _, err := wsFrom(src, "ws"+strings.TrimPrefix(url, "http")+"/ssh", http.Header{"Authorization": {"Bearer " + token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, chans, reqs, err := gossh.NewClientConn(wsnet.New(ws), "ws", &gossh.ClientConfig{
+		User: "agent", Auth: []gossh.AuthMethod{gossh.Password(token)}, HostKeyCallback: gossh.InsecureIgnoreHostKey(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := gossh.NewClient(cc, chans, reqs)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestAttackEveryFaceAtOnce: one client address holds connections on every
+// face at once up to --max-connections-per-ip: logged-in /ssh connections
+// (each with a session and a forward), /gateway WebSockets, proxied
+// WebSockets at /preview/, tool calls in flight on /mcp and /execute, a
+// /site/ command in flight, and header slowloris for the rest. What holds:
+// the per-address cap counts them all together (one more on any face is
+// refused); another address is served; what the daemon holds at the cap
+// is measured per face (so the total one address can make it hold is the
+// cap times the dearest face); and all of it is given back.
+func TestAttackEveryFaceAtOnce(t *testing.T) {
+	c := previewConfig(t, "software", true)
+	c.Site = t.TempDir()
+	must(t, os.CopyFS(c.Site, os.DirFS("../examples/site")))
+	const perIP = 40
+	c.MaxConns, c.MaxConnsPerIP = 128, perIP
+	c.MaxConcurrentCalls = 32
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	port := startPreviewServer(t, r, c.Root)
+	const src = "127.0.0.30"
+	url, tok := r.url, previewToken
+	base := measureUsage(t)
+	type stage struct {
+		face string
+		n    int
+		at   usage
+	}
+	var stages []stage
+	prev := base
+	note := func(face string, n int) {
+		t.Helper()
+		at := measureUsage(t)
+		stages = append(stages, stage{face, n, at})
+		t.Logf("%-40s ×%2d: +%5.1f goroutines, +%4.1f descriptors, +%5.0f KiB heap each (test's client end included)", face, n,
+			float64(at.goroutines-prev.goroutines)/float64(n), float64(at.fds-prev.fds)/float64(n), float64(int64(at.heap)-int64(prev.heap))/float64(n)/1024)
+		prev = at
+	}
+	held := 0
+
+	// /ssh: logged in, each with an idle shell-less session and a forward.
+	var closers []io.Closer // everything the address holds, let go at the end
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}()
+	for range 6 {
+		cl := sshFrom(t, src, url, tok)
+		closers = append(closers, cl)
+		if _, err := cl.NewSession(); err != nil {
+			t.Fatal(err)
+		}
+		fc, err := cl.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closers = append(closers, fc)
+	}
+	held += 6
+	note("/ssh (a session and a forward each)", 6)
+
+	// /gateway, each having answered a tools.list.
+	gwURL := "ws" + strings.TrimPrefix(url, "http") + "/gateway"
+	for range 6 {
+		ws, _, err := wsFrom(src, gwURL, http.Header{"Authorization": {"Bearer " + tok}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		closers = append(closers, ws)
+		if got := rpcGW(t, ws, `{"jsonrpc":"2.0","id":1,"method":"tools.list","params":{"sessionId":"s"}}`); !strings.Contains(got, "read_text_file") {
+			t.Fatalf("tools.list: %.200s", got)
+		}
+	}
+	held += 6
+	note("/gateway", 6)
+
+	// /preview/ WebSockets.
+	pvURL := fmt.Sprintf("ws%s/preview/%d/echo", strings.TrimPrefix(url, "http"), port)
+	for range 6 {
+		ws, _, err := wsFrom(src, pvURL, http.Header{"Authorization": {"Bearer " + tok}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		closers = append(closers, ws)
+	}
+	held += 6
+	note("/preview/ WebSockets", 6)
+
+	// Calls in flight: exec sleep 20 to 25 on /mcp and /execute; the
+	// client's going away ends them (its request's context).
+	var cancels []context.CancelFunc
+	defer func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}()
+	inflight := func(method, path, body string) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels = append(cancels, cancel)
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, method, url+path, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Authorization", "Bearer "+tok)
+			if resp, err := clientFrom(src, false).Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	waitCalls := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			out, _ := exec.Command("pgrep", "-c", "-f", "sleep 2[0-9]").Output()
+			if got, _ := strconv.Atoi(strings.TrimSpace(string(out))); got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the calls in flight did not all start (want %d)", n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for i := range 6 {
+		inflight(http.MethodPost, "/mcp", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"exec","arguments":{"command":"sleep 2%d"}}}`, i, i))
+	}
+	waitCalls(6)
+	held += 6
+	note("/mcp calls in flight (exec sleep)", 6)
+	for i := range 6 {
+		inflight(http.MethodPost, "/execute", fmt.Sprintf(`{"tool_name":"exec","arguments":{"command":"sleep 2%d"}}`, i))
+	}
+	waitCalls(12)
+	held += 6
+	note("/execute calls in flight (exec sleep)", 6)
+
+	// The rest of the address's slots: header slowloris on /site/.
+	for i := 0; held < perIP; i++ {
+		cn := dialRaw(t, url, src)
+		fmt.Fprintf(cn, "GET /site/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow-%d: ", i)
+		closers = append(closers, cn)
+		held++
+	}
+	time.Sleep(100 * time.Millisecond)
+	note("/site/ header slowloris", perIP-30)
+	lim := r.d.conns.Load()
+	lim.mu.Lock()
+	n := lim.byIP[netip.MustParseAddr(src)]
+	lim.mu.Unlock()
+	if n != perIP {
+		t.Errorf("the daemon counts %d connections of the address; want %d", n, perIP)
+	}
+	at := measureUsage(t)
+
+	// One more on any face from the same address: refused (the reserve's
+	// 503, or closed), never served.
+	for _, path := range []string{"/mcp", "/execute", "/site/", fmt.Sprintf("/preview/%d/", port), "/tools"} {
+		req, _ := http.NewRequest(http.MethodGet, url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := clientFrom(src, false).Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				t.Errorf("%s past the address's cap: %d", path, resp.StatusCode)
+			}
+		}
+	}
+	for _, path := range []string{"/ssh", "/gateway"} {
+		if ws, resp, err := wsFrom(src, "ws"+strings.TrimPrefix(url, "http")+path, http.Header{"Authorization": {"Bearer " + tok}}); err == nil {
+			ws.Close()
+			t.Errorf("%s past the address's cap was upgraded", path)
+		} else if resp != nil && resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("%s past the address's cap: %d", path, resp.StatusCode)
+		}
+	}
+	// Another address is served on every face.
+	if code := mcpListFrom(t, "127.0.0.31", url, tok); code != http.StatusOK {
+		t.Errorf("/mcp from another address: %d", code)
+	}
+	if ws, _, err := wsFrom("127.0.0.31", pvURL, http.Header{"Authorization": {"Bearer " + tok}}); err != nil {
+		t.Errorf("/preview/ from another address: %v", err)
+	} else {
+		ws.Close()
+	}
+	sshFrom(t, "127.0.0.31", url, tok).Close()
+	if code, _ := send(t, http.MethodPost, url+"/site/data", `{"command":["head","-n","1","cities.csv"]}`, bearer(tok)); code != http.StatusOK {
+		t.Errorf("/site/ from another address: %d", code)
+	}
+	resp, err := clientFrom("127.0.0.31", false).Get(url + "/health")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("/health from another address: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	dearest := 0.0
+	for i, s := range stages {
+		p := base
+		if i > 0 {
+			p = stages[i-1].at
+		}
+		dearest = max(dearest, float64(s.at.goroutines-p.goroutines)/float64(s.n))
+	}
+	t.Logf("one address at its cap of %d connections on every face: %s, from %s (+%d goroutines, +%d descriptors, +%.1f MiB heap); at the default cap of 128 the dearest face would make it about %.0f goroutines",
+		perIP, at, base, at.goroutines-base.goroutines, at.fds-base.fds, float64(int64(at.heap)-int64(base.heap))/(1<<20), dearest*128)
+
+	// The address lets go of everything: the daemon is back where it was.
+	for _, cancel := range cancels {
+		cancel()
+	}
+	for _, c := range closers {
+		c.Close()
+	}
+	closers, cancels = nil, nil
+	end := settles(t, "after the address let go", base, 10)
+	t.Logf("after: %s", end)
 }
