@@ -29,6 +29,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/audit"
 	"github.com/agentbe/agentbe-daemon/internal/previewtest"
 	"github.com/agentbe/agentbe-daemon/internal/wsnet"
+	"github.com/agentbe/agentbe-daemon/previews"
 )
 
 // TestAttackUpgradeHeaderKeepsBodyDeadline: a request that says
@@ -890,4 +891,63 @@ func TestAttackEveryFaceAtOnce(t *testing.T) {
 	closers, cancels = nil, nil
 	end := settles(t, "after the address let go", base, 10)
 	t.Logf("after: %s", end)
+}
+
+// TestAttackPreviewCapSharedBySSH: the previews' cap (256 connections) is
+// the daemon's, not an address's or a token's: one client with 4 SSH
+// connections of 64 forwards each holds all of it. What holds is the bound
+// (the 257th forward is refused with the cap's error, the proxy answers
+// 503 to everyone meanwhile, nothing hangs) and the release (closing the
+// forwards gives every place back); what does not is fairness between
+// the holders of tokens that may run commands.
+func TestAttackPreviewCapSharedBySSH(t *testing.T) {
+	c := previewConfig(t, "software", true)
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	port := startPreviewServer(t, r, c.Root)
+	pv := r.d.proto.previews
+	base := measureUsage(t)
+	var held []net.Conn
+	defer func() {
+		for _, h := range held {
+			h.Close()
+		}
+	}()
+	var clients []*gossh.Client
+	for range previews.DefaultMaxConns / 64 {
+		cl := sshFrom(t, "127.0.0.40", r.url, previewToken)
+		clients = append(clients, cl)
+		for range 64 {
+			fc, err := cl.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+			if err != nil {
+				t.Fatalf("forward %d: %v", len(held)+1, err)
+			}
+			held = append(held, fc)
+		}
+	}
+	if n := pv.Held(); n != previews.DefaultMaxConns {
+		t.Fatalf("previews hold %d; want all %d", n, previews.DefaultMaxConns)
+	}
+	at := measureUsage(t)
+	extra := sshFrom(t, "127.0.0.41", r.url, previewToken)
+	if _, err := extra.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil || !strings.Contains(err.Error(), "too many preview connections (limit 256)") {
+		t.Errorf("a forward past the previews' cap: %v", err)
+	}
+	code, body := send(t, http.MethodGet, fmt.Sprintf("%s/preview/%d/", r.url, port), "", previewAuth)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "too many preview connections") {
+		t.Errorf("/preview/ from another client with the cap held: %d %s", code, body)
+	}
+	t.Logf("%d forwards from one address hold every preview place: %s, from %s", len(held), at, base)
+	for _, h := range held {
+		h.Close()
+	}
+	held = nil
+	waitFor(t, "the preview places to be given back", func() bool { return pv.Held() == 0 })
+	if code, _ := send(t, http.MethodGet, fmt.Sprintf("%s/preview/%d/", r.url, port), "", previewAuth); code != http.StatusOK {
+		t.Errorf("/preview/ once the forwards closed: %d", code)
+	}
+	for _, cl := range clients {
+		cl.Close()
+	}
+	extra.Close()
 }
