@@ -5,9 +5,11 @@
 //
 // Lines are queued to one writer goroutine through a bounded queue, so a
 // slow disk never holds a tool call up: when the queue is full the line is
-// dropped, counted (Dropped, exported as a metric by the daemon), and the
-// next line written is preceded by one "audit.dropped" line saying how many
-// were lost.
+// dropped, counted (Dropped, exported as a metric by the daemon), reported
+// to Options.Logger (rate-limited), and the next line written is preceded
+// by one "audit.dropped" line saying how many were lost. Every string of a
+// line is cut at MaxString bytes, so a line stays under MaxLine and the
+// queue under Options.Queue lines of it.
 //
 // What is logged of a call's arguments is bounded and has its secrets
 // removed (see Redact): values of "env" become "[redacted]" (keys kept),
