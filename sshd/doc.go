@@ -19,7 +19,9 @@
 // Options decide authentication (NoClientAuth, password and public-key
 // callbacks: with none set, every login is refused), SSH keepalives
 // (keepalive@openssh.com every KeepaliveInterval, off when 0), the caps
-// (connections, session channels per connection), the login timeout, the
+// (connections; channels per connection, and across every connection of
+// the Servers sharing one ChannelPool, with a per-address share of it),
+// the login timeout, the
 // env allowlist, the executor and workspace, and SubsystemHandlers: the
 // "subsystem" requests served, by name (SFTP gives the "sftp" one, package
 // sftpd within its limits). Refusals are typed errors (ErrTooManyConns,
@@ -29,7 +31,11 @@
 //
 // Sessions (session.go): exec and shell (with or without a pty), env,
 // signal and window-change, through sandbox.Executor, the same door,
-// isolation and safety policy as MCP exec. Only "session" channels are
+// isolation and safety policy as MCP exec. A session's data is read from
+// the moment the channel opens (preread.go): x/crypto keeps data nobody
+// reads, up to its fixed 2 MiB window, so a session that receives
+// MaxDataBeforeRequest bytes before its exec, shell or subsystem request
+// is closed with the reason on its stderr. Only "session" channels are
 // accepted (no port forwarding); global requests other than
 // keepalive@openssh.com are refused.
 //

@@ -75,6 +75,11 @@ type Options struct {
 	// MaxChannels caps the open session and direct-tcpip channels of one
 	// connection; 0 means DefaultMaxChannels.
 	MaxChannels int
+	// Channels counts the open channels of all connections against a
+	// daemon-wide limit and a per-address share of it; Servers given the
+	// same pool share it (the daemon's SSH port and /ssh). Nil makes a
+	// pool of DefaultMaxServerChannels for this Server alone.
+	Channels *ChannelPool
 	// EnvAllowlist names the variables "env" requests may set (OpenSSH's
 	// SendEnv/SetEnv). A name ending in "*" admits every name with that
 	// prefix ("LC_*"), as in sshd's AcceptEnv. Others are refused.
@@ -164,6 +169,7 @@ type Server struct {
 	keepalive    time.Duration
 	loginTimeout time.Duration
 	maxChannels  int
+	channels     *ChannelPool
 	envAllow     map[string]bool // exact names
 	envPrefix    []string        // from entries ending in "*"
 	subsystems   map[string]SubsystemHandler
@@ -173,6 +179,9 @@ type Server struct {
 	// after an exec or shell request has started its command (or its
 	// refusal), before the loop reads the next request.
 	afterStart func(*session)
+	// beforeRequest, set only by tests, runs on a session's request loop
+	// when a request has been received, before it is served.
+	beforeRequest func(*session, *gossh.Request)
 	// sessionEnded is Options.SessionEnded.
 	sessionEnded func(SessionRecord)
 	forward      ForwardFunc
@@ -205,6 +214,7 @@ func New(opts Options) (*Server, error) {
 		keepalive:    opts.KeepaliveInterval,
 		loginTimeout: opts.LoginTimeout,
 		maxChannels:  opts.MaxChannels,
+		channels:     opts.Channels,
 		envAllow:     make(map[string]bool, len(opts.EnvAllowlist)),
 		subsystems:   opts.SubsystemHandlers,
 		commands:     opts.CommandHandlers,
@@ -221,6 +231,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if s.maxChannels <= 0 {
 		s.maxChannels = DefaultMaxChannels
+	}
+	if s.channels == nil {
+		s.channels = NewChannelPool(DefaultMaxServerChannels, DefaultMaxServerChannelsPerAddr)
 	}
 	if s.keepalive < 0 {
 		s.keepalive = 0
@@ -423,7 +436,9 @@ func (conn *Conn) Serve() {
 	defer s.untrack(conn.c)
 	ctx, cancel := context.WithCancel(conn.ctx)
 	stopKeepalive := conn.startKeepalive()
-	slots := newChanSlots(s.maxChannels) // session and direct-tcpip channels
+	// Session and direct-tcpip channels, counted for the connection and
+	// for the daemon.
+	slots := newChanSlots(s.maxChannels, s.channels, addrOf(conn.c.RemoteAddr()))
 	chans, reqs := conn.chans, conn.reqs
 	for chans != nil || reqs != nil {
 		select {
@@ -440,13 +455,13 @@ func (conn *Conn) Serve() {
 				_ = nc.Reject(gossh.UnknownChannelType, "unsupported channel type")
 				continue
 			}
-			// Forwards count against the same cap as sessions: each holds
-			// a goroutine pair and a connection to the workspace.
-			sl := slots.take(ctx)
+			// Forwards count against the same caps as sessions: each holds
+			// a goroutine pair and a connection to the workspace, and
+			// either can hold a window of data nobody reads.
+			sl, why := slots.take(ctx)
 			if sl == nil {
-				s.log.Info("channel refused", "remote", remote, "reason", "channel limit", "limit", s.maxChannels)
-				_ = nc.Reject(gossh.ResourceShortage, fmt.Sprintf(
-					"too many channels on this connection (limit %d); close some first", s.maxChannels))
+				s.log.Info("channel refused", "remote", remote, "reason", why)
+				_ = nc.Reject(gossh.ResourceShortage, why)
 				continue
 			}
 			if kind == "direct-tcpip" {

@@ -29,6 +29,7 @@ type session struct {
 	ctx    context.Context // the connection's: ends when it does
 	remote string          // the client's address, for logs
 	ch     gossh.Channel
+	pre    *preread // reads the channel's data until a command or subsystem takes it
 	env    map[string]string
 	pty    *sandbox.Pty
 	busy   bool      // an exec, shell or subsystem has been accepted
@@ -62,7 +63,8 @@ func (s *Server) openSession(ctx context.Context, conn *Conn, nc gossh.NewChanne
 		if err != nil {
 			return
 		}
-		ss.ch = ch
+		ss.ch, ss.pre = ch, newPreread(ch)
+		go ss.pre.run()
 		ss.serve(reqs)
 	}) {
 		sl.release()
@@ -71,10 +73,33 @@ func (s *Server) openSession(ctx context.Context, conn *Conn, nc gossh.NewChanne
 }
 
 func (ss *session) serve(reqs <-chan *gossh.Request) {
-	for req := range reqs {
-		ok := ss.handle(req)
-		if req.WantReply {
-			req.Reply(ok, nil)
+	early := ss.pre.done // the pre-reader stopped: maybe data before any request
+loop:
+	for {
+		select {
+		case req, ok := <-reqs:
+			if !ok {
+				break loop
+			}
+			ss.reply(req)
+		case <-early:
+			early = nil
+			if ss.busy || !ss.pre.overflowed() {
+				continue
+			}
+			// x/crypto queues a channel's requests before it delivers the
+			// data that follows them, so the requests the client sent
+			// before this data are queued now: serve those first.
+			for n := len(reqs); n > 0 && !ss.busy; n-- {
+				req, ok := <-reqs
+				if !ok {
+					break
+				}
+				ss.reply(req)
+			}
+			if !ss.busy {
+				ss.refuseEarlyData()
+			}
 		}
 	}
 	// The client closed the channel (or the connection died). Anything still
@@ -82,6 +107,9 @@ func (ss *session) serve(reqs <-chan *gossh.Request) {
 	// kill it, as sshd does by closing its pipes, but without relying on the
 	// command noticing.
 	ss.kill()
+	// The channel is closed, so the pre-reader's Read has returned or is
+	// about to.
+	<-ss.pre.done
 	if !ss.busy {
 		return
 	}
@@ -96,6 +124,39 @@ func (ss *session) serve(reqs <-chan *gossh.Request) {
 		return
 	}
 	<-ss.done
+}
+
+// reply serves one request and answers it, if the client wants an answer
+// and handle has not answered it already.
+func (ss *session) reply(req *gossh.Request) {
+	if f := ss.srv.beforeRequest; f != nil {
+		f(ss, req)
+	}
+	ok := ss.handle(req)
+	if req.WantReply {
+		req.Reply(ok, nil)
+	}
+}
+
+// refuseEarlyData closes a session that received MaxDataBeforeRequest bytes
+// of data before any exec, shell or subsystem request, saying why on its
+// stderr. Later requests are refused; what the client still sends is read
+// and dropped until it closes its end (after the close x/crypto grants it
+// no more window), so the channel holds none of it meanwhile.
+func (ss *session) refuseEarlyData() {
+	ss.busy = true
+	ss.pre.discard()
+	ss.srv.log.Info("session channel closed: data before any request", "remote", ss.remote,
+		"limit", MaxDataBeforeRequest)
+	go func() {
+		defer close(ss.done)
+		ss.slot.end()
+		fmt.Fprintf(ss.ch.Stderr(), "agentbe: this session received %d bytes of data before an exec, shell or subsystem "+
+			"request, and nothing reads data sent before one; closing the channel\n", MaxDataBeforeRequest)
+		_ = ss.ch.CloseWrite()
+		_ = ss.ch.Close()
+		_, _ = io.Copy(io.Discard, ss.ch)
+	}()
 }
 
 // handle serves one channel request and says whether it succeeded.
@@ -161,6 +222,7 @@ func (ss *session) handle(req *gossh.Request) bool {
 			return false
 		}
 		ss.busy = true
+		ss.pre.take()
 		if req.Type == "exec" {
 			if sub := ss.commandHandler(cmd.Command); sub != nil {
 				ss.kind, ss.command, ss.started = "scp", cmd.Command, time.Now()
@@ -194,6 +256,7 @@ func (ss *session) handle(req *gossh.Request) bool {
 			return false
 		}
 		ss.busy = true
+		ss.pre.take()
 		ss.kind, ss.started = sub.Name, time.Now()
 		ss.sub = h.Start(ss.ctx, ss.conn, ss.channelRW())
 		accept(req)
@@ -206,13 +269,14 @@ func (ss *session) handle(req *gossh.Request) bool {
 	}
 }
 
-// channelRW is the channel as a subsystem's stdin and stdout, counted for
+// channelRW is the channel as a subsystem's stdin and stdout (its data
+// from the start, what the pre-reader read included), counted for
 // Options.SessionEnded when it is set.
 func (ss *session) channelRW() io.ReadWriter {
 	if ss.srv.sessionEnded != nil {
-		return countingRW{ss.ch, &ss.bytesIn, &ss.bytesOut}
+		return countingRW{ss.pre.in(), &ss.bytesIn, &ss.bytesOut}
 	}
-	return ss.ch
+	return ss.pre.in()
 }
 
 // commandHandler returns the Subsystem of the first CommandHandler that
@@ -296,10 +360,10 @@ func (ss *session) start(kind, command string) {
 		Env:       env,
 		Pty:       pty,
 	}
-	stdio := sandbox.Stdio{Stdin: ss.ch, Stdout: ss.ch, Stderr: ss.ch.Stderr()}
+	stdio := sandbox.Stdio{Stdin: ss.pre.in(), Stdout: ss.ch, Stderr: ss.ch.Stderr()}
 	if srv.sessionEnded != nil {
 		stdio = sandbox.Stdio{
-			Stdin:  countingRW{ss.ch, &ss.bytesIn, &ss.bytesOut},
+			Stdin:  countingRW{ss.pre.in(), &ss.bytesIn, &ss.bytesOut},
 			Stdout: countingRW{ss.ch, &ss.bytesIn, &ss.bytesOut},
 			Stderr: countingRW{ss.ch.Stderr(), &ss.bytesIn, &ss.bytesOut},
 		}

@@ -2,6 +2,7 @@ package sshd
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -40,23 +41,23 @@ func TestChannelSlotsAfterEnd(t *testing.T) {
 // grace, and refuses at once when none is ending.
 func TestChanSlots(t *testing.T) {
 	ctx := context.Background()
-	cs := newChanSlots(1)
-	a := cs.take(ctx)
+	cs := newChanSlots(1, NewChannelPool(0, 0), netip.Addr{})
+	a, _ := cs.take(ctx)
 	if a == nil {
 		t.Fatal("no first slot")
 	}
-	if cs.take(ctx) != nil {
+	if s, _ := cs.take(ctx); s != nil {
 		t.Fatal("a second slot at max 1")
 	}
 	a.end()
 	go func() { time.Sleep(20 * time.Millisecond); a.release() }()
-	b := cs.take(ctx)
+	b, _ := cs.take(ctx)
 	if b == nil {
 		t.Fatal("an ending slot's release was not waited for")
 	}
 	b.end() // never released: the grace runs out
 	start := time.Now()
-	if cs.take(ctx) != nil {
+	if s, _ := cs.take(ctx); s != nil {
 		t.Fatal("a slot beyond the cap")
 	}
 	if d := time.Since(start); d < endingGrace {
@@ -69,10 +70,10 @@ func TestChanSlots(t *testing.T) {
 		t.Errorf("open %d, ending %d after every release", cs.open.Load(), cs.ending.Load())
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	x := cs.take(ctx)
+	x, _ := cs.take(ctx)
 	x.end()
 	cancel()
-	if cs.take(cctx) != nil {
+	if s, _ := cs.take(cctx); s != nil {
 		t.Error("a take on an ended connection got a slot")
 	}
 }
