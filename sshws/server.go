@@ -71,6 +71,14 @@ type Options struct {
 	// Forward is sshd.Options.Forward: it serves direct-tcpip channels
 	// (`ssh -L`); nil refuses them.
 	Forward sshd.ForwardFunc
+	// Channels is sshd.Options.Channels: the daemon-wide count of open
+	// channels, shared with the daemon's other SSH listener. Nil makes one
+	// for this Server alone.
+	Channels *sshd.ChannelPool
+	// SFTPOps are SFTP's server-wide slots (sshd.SFTPLimits.ServerOps),
+	// shared with the daemon's other SSH listener; nil makes maxFileOps
+	// of them for this Server alone.
+	SFTPOps sftpd.Slots
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
 
@@ -127,6 +135,10 @@ func New(opts Options) (*Server, error) {
 	if maxConns <= 0 {
 		maxConns = DefaultMaxConns
 	}
+	sftpOps := opts.SFTPOps
+	if sftpOps == nil {
+		sftpOps = sftpd.NewSlots(maxFileOps)
+	}
 	co := sshd.Options{
 		Workspace: opts.Workspace,
 		Executor:  opts.Executor,
@@ -148,6 +160,7 @@ func New(opts Options) (*Server, error) {
 		MaxConns:          maxConns,
 		LoginTimeout:      loginTimeout,
 		MaxChannels:       maxChannelsPerConn,
+		Channels:          opts.Channels,
 		EnvAllowlist:      opts.EnvAllowlist,
 		SessionEnded:      opts.SessionEnded,
 		Forward:           opts.Forward,
@@ -156,7 +169,7 @@ func New(opts Options) (*Server, error) {
 			"sftp": sshd.SFTP(sshd.SFTPLimits{
 				MaxHandles: maxHandlesPerConn,
 				ConnOps:    maxFileOpsPerConn,
-				ServerOps:  sftpd.NewSlots(maxFileOps),
+				ServerOps:  sftpOps,
 			}),
 		},
 		Logger: s.log,
