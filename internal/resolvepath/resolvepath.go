@@ -1,0 +1,115 @@
+// Package resolvepath tells where a path leads once its symlinks are
+// followed, and whether that is inside a directory: the one implementation
+// of "this operator file lies outside the workspace" (config's rule for the
+// operator's path flags, the daemon's audit log, the client's daemon
+// binary).
+package resolvepath
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// maxLinks bounds the symlinks followed while resolving one path (Linux's
+// own limit is 40; a loop ends here with an error).
+const maxLinks = 255
+
+// Resolve returns the absolute path p leads to when it is opened, or
+// created, as it is now: every existing component is resolved, symlinks
+// followed one by one (a dangling link to where its target would be
+// created, as open with O_CREATE follows it), and the missing rest is
+// joined on lexically (what the daemon creates there is a directory or a
+// file, never a link).
+func Resolve(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	resolved := string(filepath.Separator)
+	rest := strings.Split(abs, string(filepath.Separator))
+	links := 0
+	for len(rest) > 0 {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			resolved = filepath.Dir(resolved)
+			continue
+		}
+		next := filepath.Join(resolved, c)
+		fi, err := os.Lstat(next)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			// Not there (or below a file): nothing further can be a
+			// link the kernel would follow.
+			return filepath.Join(append([]string{next}, rest...)...), nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			resolved = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", fmt.Errorf("%s: more than %d symlinks on the way", p, maxLinks)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			resolved = string(filepath.Separator)
+		}
+		rest = append(strings.Split(target, string(filepath.Separator)), rest...)
+	}
+	return resolved, nil
+}
+
+// Within reports whether p is dir or lies below it once both are resolved
+// (Resolve): a symlink from outside that leads in, or a ".." that climbs
+// back in, is inside. A directory mounted a second time elsewhere (a bind
+// mount) is the same directory: an existing ancestor of p that is dir's
+// very directory counts too.
+func Within(dir, p string) (bool, error) {
+	d, err := Resolve(dir)
+	if err != nil {
+		return false, err
+	}
+	f, err := Resolve(p)
+	if err != nil {
+		return false, err
+	}
+	if under(d, f) {
+		return true, nil
+	}
+	dfi, err := os.Stat(d)
+	if err != nil {
+		return false, nil // dir does not exist yet: nothing else is it
+	}
+	for cur := f; ; {
+		if fi, err := os.Stat(cur); err == nil && os.SameFile(fi, dfi) {
+			return true, nil
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return false, nil
+		}
+		cur = parent
+	}
+}
+
+// under reports whether the clean absolute path p is dir or below it.
+func under(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	if err != nil {
+		return false
+	}
+	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)))
+}
