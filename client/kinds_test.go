@@ -2,8 +2,12 @@ package client
 
 import (
 	"context"
+	"os"
 	"path"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -92,5 +96,43 @@ func TestLocalSpawnedMCP(t *testing.T) {
 	}
 	if ok, _ := m.Exists(ctx, "theirs.txt"); ok {
 		t.Error("the spawned memory daemon's tree is this backend's")
+	}
+}
+
+// TestLocalDaemonBinaryInsideRootRefused: the agent-backend binary a local
+// backend spawns for MCPClient runs outside the sandbox, so one inside the
+// workspace (named by DaemonBinary, or found on a PATH that leads there),
+// which the agent's commands can replace, is refused and never run.
+func TestLocalDaemonBinaryInsideRootRefused(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	marker := filepath.Join(t.TempDir(), "ran")
+	bin := filepath.Join(root, "bin", "agent-backend")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLocal(LocalOptions{Root: root, Isolation: "software", DaemonBinary: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Destroy()
+	if _, err := l.MCPClient(ctx, MCPOptions{}); !errcode.Is(err, errcode.InvalidConfiguration) || !strings.Contains(err.Error(), "inside the workspace") {
+		t.Errorf("DaemonBinary inside the root: %v; want INVALID_CONFIGURATION", err)
+	}
+	t.Setenv("PATH", filepath.Dir(bin))
+	l2, err := NewLocal(LocalOptions{Root: root, Isolation: "software"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Destroy()
+	if _, err := l2.MCPClient(ctx, MCPOptions{}); !errcode.Is(err, errcode.InvalidConfiguration) {
+		t.Errorf("agent-backend found on a PATH into the root: %v; want INVALID_CONFIGURATION", err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the binary inside the workspace ran")
 	}
 }

@@ -29,7 +29,8 @@ type LocalOptions struct {
 	// Log is the operations log.
 	Log LogOptions
 	// DaemonBinary is the agent-backend binary MCPTransport spawns; empty
-	// means "agent-backend" on PATH.
+	// means "agent-backend" on PATH. It runs outside the sandbox, so one
+	// inside Root (where the agent could replace it) is refused.
 	DaemonBinary string
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/resolvepath"
 	"github.com/agentbe/agentbe-daemon/mcphttp"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/wstools"
@@ -20,7 +21,7 @@ import (
 // agent-backend binary (bin, or "agent-backend" on PATH) spawned over stdio
 // as `daemon --local-only --root DIR` with the backend's isolation, shell and
 // policy, or with MCPOptions.InProcess the daemon's own MCP server in this
-// process.
+// process. A binary inside the workspace is refused (INVALID_CONFIGURATION).
 func localMCP(bin, isolation, shell string, allowDangerous bool) func(context.Context, *fsDriver, MCPOptions) (mcp.Transport, error) {
 	return func(_ context.Context, d *fsDriver, opts MCPOptions) (mcp.Transport, error) {
 		if opts.InProcess {
@@ -29,6 +30,12 @@ func localMCP(bin, isolation, shell string, allowDangerous bool) func(context.Co
 		path, err := lookDaemon(bin)
 		if err != nil {
 			return nil, err
+		}
+		// The binary runs outside the sandbox: one the agent's commands
+		// can replace would run their code with this process's rights.
+		if inside, err := resolvepath.Within(d.ws.Root(), path); err != nil || inside {
+			return nil, &errcode.Error{Code: errcode.InvalidConfiguration, Op: "mcp", Path: path,
+				Msg: "the agent-backend binary lies inside the workspace " + d.ws.Root() + ", where the agent can replace it; use one outside it (DaemonBinary, or PATH)", Err: err}
 		}
 		args := []string{"daemon", "--local-only", "--root", d.ws.Root(), "--isolation", isolation}
 		if opts.ScopePath != "" {
