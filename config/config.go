@@ -8,8 +8,10 @@
 //
 // Every setting is declared once, in the settings table (settings.go): its key
 // (the config-file key and the flag name), the reference CLI's camelCase
-// spelling, its environment variables, default and help text. Errors name where
-// the bad value came from: the flag, the variable, or the file and key.
+// spelling, its environment variables, default and help text, and whether it
+// names an operator's file or directory, which must lie outside the workspace
+// (operatorPath). Errors name where the bad value came from: the flag, the
+// variable, or the file and key.
 package config
 
 import (
@@ -262,8 +264,11 @@ func isLoopbackHost(h string) bool {
 }
 
 // Validate checks the settings that depend on each other or on the machine,
-// and makes Root absolute. It does no I/O beyond a stat of the root: a missing
-// root is fine here (EnsureRoot creates it), a root that is a file is not.
+// and makes Root absolute. A missing root is fine here (EnsureRoot creates
+// it), a root that is a file is not. Every operator path (a setting marked
+// operatorPath, and the config file) must lie outside the workspace, its
+// symlinks followed (checkOperatorPaths). Besides, it reads the files it
+// checks: --tokens, --upstreams, --exec-approvals, --site's README.md.
 func (c *Config) Validate() error {
 	if c.Root == "" {
 		return errors.New("missing workspace root: set --root (alias --rootDir), AGENTBE_ROOT, or root in the config file")
@@ -285,6 +290,9 @@ func (c *Config) Validate() error {
 		case !fi.IsDir():
 			return fmt.Errorf("--root %q is a file, not a directory", c.Root)
 		}
+	}
+	if err := c.checkOperatorPaths(); err != nil {
+		return err
 	}
 	if c.TokensFile != "" {
 		if c.ScopePath != "" {

@@ -55,7 +55,7 @@ func (c Config) Preflight() []error {
 			errs = append(errs, err)
 		}
 	}
-	if !c.LocalOnly && (!c.DisableSSHWS || c.SSHListen != "") && c.SSHHostKey != "" {
+	if c.servesSSH() && c.SSHHostKey != "" {
 		_, statErr := os.Stat(c.SSHHostKey)
 		if err := statErr; err == nil {
 			if f, err := os.Open(c.SSHHostKey); err != nil {

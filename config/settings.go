@@ -27,7 +27,29 @@ type setting struct {
 	field func(*Config) any
 	// check validates a parsed value; it returns the reason it is wrong.
 	check func(v any) error
+	// operatorPath marks a path of the operator's own (a key, a token,
+	// a policy, extensions, the audit log): Validate refuses one that
+	// lies inside the workspace, where the agent could read and change it
+	// (checkOperatorPaths).
+	operatorPath pathRole
+	// used reports whether the daemon uses the setting's path as it is
+	// configured (nil: whenever it is set); a path it does not use (the
+	// default host key of a daemon serving no SSH) is not checked.
+	used func(*Config) bool
 }
+
+// pathRole is what an operator path names.
+type pathRole int
+
+const (
+	notOperatorPath pathRole = iota
+	// operatorFile: a file the daemon reads, writes or runs. It must lie
+	// outside the workspace.
+	operatorFile
+	// operatorDir: a directory the daemon reads or writes below. It must
+	// lie outside the workspace, and the workspace may not lie in it.
+	operatorDir
+)
 
 func env(key string, extra ...string) []string {
 	return append([]string{"AGENTBE_" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))}, extra...)
@@ -268,10 +290,10 @@ var settings = []*setting{
 		field: func(c *Config) any { return &c.Port }, check: between(1, 65535)},
 	{key: "tls-cert", env: env("tls-cert"),
 		usage: "serve HTTPS/WSS with this PEM certificate (chain); needs --tls-key; reloaded on SIGHUP",
-		field: func(c *Config) any { return &c.TLSCert }},
+		field: func(c *Config) any { return &c.TLSCert }, operatorPath: operatorFile},
 	{key: "tls-key", env: env("tls-key"),
 		usage: "PEM private key for --tls-cert; reloaded on SIGHUP",
-		field: func(c *Config) any { return &c.TLSKey }},
+		field: func(c *Config) any { return &c.TLSKey }, operatorPath: operatorFile},
 	{key: "local-only", env: env("local-only"), def: "false",
 		usage: "serve MCP over stdin/stdout only: no listener, logs on stderr",
 		field: func(c *Config) any { return &c.LocalOnly }},
@@ -283,7 +305,7 @@ var settings = []*setting{
 		field: func(c *Config) any { return &c.AuthToken }},
 	{key: "auth-token-file", env: env("auth-token-file"),
 		usage: "read the bearer token from this file (surrounding whitespace trimmed)",
-		field: func(c *Config) any { return &c.AuthTokenFile }},
+		field: func(c *Config) any { return &c.AuthTokenFile }, operatorPath: operatorFile},
 	{key: "insecure-no-auth", env: env("insecure-no-auth"), def: "false",
 		usage: "allow a non-loopback --bind without a token (anyone who reaches the port controls the workspace)",
 		field: func(c *Config) any { return &c.InsecureNoAuth }},
@@ -328,16 +350,16 @@ var settings = []*setting{
 		field: func(c *Config) any { return &c.ToolTimeout }, check: durationBetween(time.Second, 24*time.Hour)},
 	{key: "tokens", env: env("tokens"),
 		usage: "a JSON file of further bearer tokens, each bound to a scope, read-only or not, with or without exec ({\"tokens\":[{\"name\",\"sha256\",\"scope\",\"readOnly\",\"exec\"}]}, docs/security.md); reloaded on SIGHUP; the auth token still opens everything",
-		field: func(c *Config) any { return &c.TokensFile }},
+		field: func(c *Config) any { return &c.TokensFile }, operatorPath: operatorFile},
 	{key: "audit-log", env: env("audit-log"),
 		usage: "append one JSON line per tool call and SSH session to this file (created 0600, reopened on SIGHUP), or - for stderr; off when empty",
-		field: func(c *Config) any { return &c.AuditLog }},
+		field: func(c *Config) any { return &c.AuditLog }, operatorPath: operatorFile, used: auditLogIsFile},
 	{key: "upstreams", env: env("upstreams"),
 		usage: "MCP servers to run in the sandbox and serve as server__tool, from this JSON file ({\"servers\":[...]}, docs/upstreams.md); off when empty",
-		field: func(c *Config) any { return &c.Upstreams }},
+		field: func(c *Config) any { return &c.Upstreams }, operatorPath: operatorFile},
 	{key: "upstream-cache-dir", env: env("upstream-cache-dir"),
 		usage: "where each --upstreams server gets a writable package cache of its own (npx, uvx), outside the workspace; default: the user's cache directory's agentbe/upstreams",
-		field: func(c *Config) any { return &c.UpstreamCacheDir }},
+		field: func(c *Config) any { return &c.UpstreamCacheDir }, operatorPath: operatorDir},
 	{key: "gateway-max-message-bytes", env: env("gateway-max-message-bytes"), def: "1MiB",
 		usage: "largest /gateway message; a larger one closes the connection (1009)",
 		field: func(c *Config) any { return &c.GatewayMaxMessage }, check: positive},
@@ -358,16 +380,16 @@ var settings = []*setting{
 		field: func(c *Config) any { return &c.SSHListen }},
 	{key: "ssh-authorized-keys", env: env("ssh-authorized-keys"),
 		usage: "OpenSSH authorized_keys file of the SSH port (from=, restrict, no-pty honoured; reloaded when it changes or on SIGHUP; a version that does not load admits no key)",
-		field: func(c *Config) any { return &c.SSHAuthorizedKeys }},
+		field: func(c *Config) any { return &c.SSHAuthorizedKeys }, operatorPath: operatorFile},
 	{key: "ssh-trusted-user-ca-keys", env: env("ssh-trusted-user-ca-keys"),
 		usage: "OpenSSH TrustedUserCAKeys file of the SSH port: user certificates signed by one of its keys log in as a principal they name that --ssh-cert-principals lists (source-address and permit-pty honoured; reloaded when it changes; a version that does not load admits no certificate)",
-		field: func(c *Config) any { return &c.SSHTrustedUserCAKeys }},
+		field: func(c *Config) any { return &c.SSHTrustedUserCAKeys }, operatorPath: operatorFile},
 	{key: "ssh-cert-principals", env: env("ssh-cert-principals"), def: "agent",
 		usage: "login names a user certificate of --ssh-trusted-user-ca-keys may log in as (comma-separated); the certificate must name the login name among its principals too",
 		field: func(c *Config) any { return &c.SSHCertPrincipals }},
 	{key: "ssh-password-hash-file", env: env("ssh-password-hash-file"),
 		usage: "file holding a bcrypt hash of the SSH port's password (htpasswd -nbBC 12 '' PASSWORD | cut -d: -f2); off when empty",
-		field: func(c *Config) any { return &c.SSHPasswordHashFile }},
+		field: func(c *Config) any { return &c.SSHPasswordHashFile }, operatorPath: operatorFile},
 	{key: "ssh-max-auth-tries", env: env("ssh-max-auth-tries"), def: "6",
 		usage: "failed authentication attempts before the SSH port cuts a connection",
 		field: func(c *Config) any { return &c.SSHMaxAuthTries }, check: between(1, 100)},
@@ -391,7 +413,7 @@ var settings = []*setting{
 		field: func(c *Config) any { return &c.BrowserTools }},
 	{key: "browser-path", env: env("browser-path"),
 		usage: "Chromium's executable for --browser-tools; empty looks for chromium, chromium-browser, google-chrome on PATH",
-		field: func(c *Config) any { return &c.BrowserPath }},
+		field: func(c *Config) any { return &c.BrowserPath }, operatorPath: operatorFile},
 	{key: "browser-run-as", env: env("browser-run-as"), def: "nobody",
 		usage: "the user Chromium runs as when the daemon is root (it keeps its own sandbox that way; never root)",
 		field: func(c *Config) any { return &c.BrowserRunAs }},
@@ -412,7 +434,7 @@ var settings = []*setting{
 		field: func(c *Config) any { return &c.GatewayTools }},
 	{key: "exec-approvals", env: env("exec-approvals"),
 		usage: "system.run's policy file: {\"allowlist\":{\"commands\":[...],\"cwdPrefix\":[\"$workspaceRoot\"]},\"denylist\":{\"patterns\":[...]}}; approvals given as \"always\" are added to it",
-		field: func(c *Config) any { return &c.ExecApprovals }},
+		field: func(c *Config) any { return &c.ExecApprovals }, operatorPath: operatorFile},
 	{key: "exec-approval-mode", env: env("exec-approval-mode"), def: "allowlist",
 		usage: "system.run: deny (nothing runs), allowlist (only the policy's commands, in its directories), full (anything the denylist and the sandbox allow)",
 		field: func(c *Config) any { return &c.ExecApprovalMode }},
@@ -427,7 +449,7 @@ var settings = []*setting{
 		field: func(c *Config) any { return &c.ExecApprovalTTL }, check: durationBetween(time.Second, 24*time.Hour)},
 	{key: "operator-token-file", env: env("operator-token-file"),
 		usage: "the operator's bearer token (not the agent's), which GET /approvals and POST /approvals/{id} require",
-		field: func(c *Config) any { return &c.OperatorTokenFile }},
+		field: func(c *Config) any { return &c.OperatorTokenFile }, operatorPath: operatorFile},
 	{key: "fs-delete", env: env("fs-delete"), def: "false",
 		usage: "serve fs.delete among the gateway tools",
 		field: func(c *Config) any { return &c.FSDelete }},
@@ -445,19 +467,19 @@ var settings = []*setting{
 		field: func(c *Config) any { return &c.NetAllowPorts }, check: ports},
 	{key: "extensions", env: env("extensions"),
 		usage: "a directory of Starlark extensions (*.star) whose tools are served as extension__tool and reloaded when the files change (docs/extensions.md); off when empty",
-		field: func(c *Config) any { return &c.Extensions }},
+		field: func(c *Config) any { return &c.Extensions }, operatorPath: operatorDir},
 	{key: "site", env: env("site"),
 		usage: "a tool site's directory (with README.md) to serve under /site/ and as the MCP tools read_page and run_command (docs/sites.md); off when empty",
-		field: func(c *Config) any { return &c.Site }},
+		field: func(c *Config) any { return &c.Site }, operatorPath: operatorDir},
 	{key: "site-env-file", env: env("site-env-file"),
 		usage: "KEY=VALUE file whose variables fill $VAR in the tool site's tool literals (never the agent's requests)",
-		field: func(c *Config) any { return &c.SiteEnvFile }},
+		field: func(c *Config) any { return &c.SiteEnvFile }, operatorPath: operatorFile},
 	{key: "shutdown-timeout", env: env("shutdown-timeout"), def: "10s",
 		usage: "on SIGTERM/SIGINT, how long in-flight requests may finish before they are cut",
 		field: func(c *Config) any { return &c.ShutdownTimeout }, check: positive},
 	{key: "ssh-host-key", env: env("ssh-host-key"), def: defaultHostKey(os.Geteuid(), os.Getenv),
 		usage: "SSH host key for /ssh; an ed25519 key is generated there (0600) if missing",
-		field: func(c *Config) any { return &c.SSHHostKey }},
+		field: func(c *Config) any { return &c.SSHHostKey }, operatorPath: operatorFile, used: (*Config).servesSSH},
 	{key: "max-ssh-connections", env: env("max-ssh-connections"), def: "1024",
 		usage: "concurrent /ssh connections; more are refused with a clear message",
 		field: func(c *Config) any { return &c.MaxSSHConns }, check: positive},

@@ -2,11 +2,8 @@ package daemon
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +14,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/gwtools"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/internal/resolvepath"
 	"github.com/agentbe/agentbe-daemon/previews"
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/sshd"
@@ -84,13 +82,15 @@ func (m *toolMetrics) observe(reg *registry.Registry, rec registry.Record) {
 
 // openAudit opens --audit-log (nil when it is off). A log inside the
 // workspace is refused: the agent could read it, rewrite it, or replace it
-// with a symlink the daemon would then append to.
+// with a symlink the daemon would then append to. config.Validate refuses
+// it first, with every other operator path; this holds for a Config that
+// was not validated too.
 func openAudit(cfg config.Config, log *slog.Logger) (*audit.Log, error) {
 	if cfg.AuditLog == "" {
 		return nil, nil
 	}
 	if cfg.AuditLog != "-" && cfg.Backend == "filesystem" {
-		if inside, err := within(cfg.Root, cfg.AuditLog); err != nil {
+		if inside, err := resolvepath.Within(cfg.Root, cfg.AuditLog); err != nil {
 			return nil, fmt.Errorf("--audit-log %q: %w", cfg.AuditLog, err)
 		} else if inside {
 			return nil, fmt.Errorf("--audit-log %q is inside the workspace (--root %q), where the agent could read or rewrite it; put it outside, e.g. /var/log/agent-backend/audit.log", cfg.AuditLog, cfg.Root)
@@ -101,52 +101,6 @@ func openAudit(cfg config.Config, log *slog.Logger) (*audit.Log, error) {
 		return nil, fmt.Errorf("--audit-log %q: %w", cfg.AuditLog, err)
 	}
 	return l, nil
-}
-
-// within reports whether the file p is, or would be once created, inside the
-// directory dir, following the symlinks of both as they are now (so a link
-// from outside into the workspace counts as inside). Either may not exist
-// yet: each is resolved up to its deepest existing ancestor.
-func within(dir, p string) (bool, error) {
-	d, err := resolveExisting(dir)
-	if err != nil {
-		return false, err
-	}
-	f, err := resolveExisting(p)
-	if err != nil {
-		return false, err
-	}
-	rel, err := filepath.Rel(d, f)
-	if err != nil {
-		return false, nil
-	}
-	inside := rel == "." || (rel != ".." && !strings.HasPrefix(rel, "../"))
-	return inside, nil
-}
-
-// resolveExisting is filepath.EvalSymlinks of the deepest existing ancestor
-// of p (made absolute), with the rest of p joined back on.
-func resolveExisting(p string) (string, error) {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", err
-	}
-	rest := ""
-	for cur := abs; ; {
-		real, err := filepath.EvalSymlinks(cur)
-		if err == nil {
-			return filepath.Join(real, rest), nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", err
-		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return abs, nil
-		}
-		rest = filepath.Join(filepath.Base(cur), rest)
-		cur = parent
-	}
 }
 
 // newToolRegistry builds the registry every face serves, with the limits

@@ -854,3 +854,57 @@ func TestStampedBuildDetails(t *testing.T) {
 		t.Errorf("buildDetails() = %q %q %q", commit, when, gover)
 	}
 }
+
+// TestOperatorFilesInsideWorkspaceRefused: an operator file inside the
+// workspace --root (here system.run's policy file, the Starlark extensions'
+// directory and the config file itself) fails --check-config and the start,
+// with one line naming the flag, the path and the root; the same files
+// outside the workspace pass.
+func TestOperatorFilesInsideWorkspaceRefused(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	write := func(p, body string) string {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	policyIn := write(filepath.Join(root, "policy.json"), `{}`)
+	policyOut := write(filepath.Join(outside, "policy.json"), `{}`)
+	extIn, extOut := filepath.Join(root, "ext"), filepath.Join(outside, "ext")
+	write(filepath.Join(extIn, "a.star"), "")
+	write(filepath.Join(extOut, "a.star"), "")
+	confIn := write(filepath.Join(root, "agentbe.yaml"), "root: "+root+"\n")
+	confOut := write(filepath.Join(outside, "agentbe.yaml"), "root: "+root+"\n")
+	why := "lies inside the workspace --root " + root + ", where the agent can read and change it; keep operator files outside the workspace"
+	for _, tc := range []struct {
+		args       []string
+		flag, path string
+	}{
+		{[]string{"--root", root, "--exec-approvals", policyIn}, "--exec-approvals", policyIn},
+		{[]string{"--root", root, "--extensions", extIn}, "--extensions", extIn},
+		{[]string{"--config", confIn}, "--config", confIn},
+	} {
+		_, errOut, code := run(t, nil, append([]string{"daemon", "--check-config"}, tc.args...)...)
+		if want := "agent-backend: invalid configuration: " + tc.flag + " " + tc.path; code != 1 || !strings.HasPrefix(errOut, want) || !strings.Contains(errOut, why) {
+			t.Errorf("--check-config %v: exit %d, %q; want exit 1 and %q ... %q", tc.args, code, errOut, want, why)
+		}
+		// The start is refused the same way (on stdio, so that a daemon
+		// that did start would end at once, its stdin being empty).
+		_, errOut, code = run(t, nil, append([]string{"daemon", "--local-only"}, tc.args...)...)
+		if code != 1 || !strings.Contains(errOut, tc.flag+" "+tc.path) || !strings.Contains(errOut, why) {
+			t.Errorf("start %v: exit %d, %q; want exit 1 and %q", tc.args, code, errOut, why)
+		}
+	}
+	for _, args := range [][]string{
+		{"--root", root, "--exec-approvals", policyOut},
+		{"--root", root, "--extensions", extOut},
+		{"--config", confOut},
+	} {
+		if out, errOut, code := run(t, nil, append([]string{"daemon", "--check-config", "--port", strconv.Itoa(freePort(t))}, args...)...); code != 0 {
+			t.Errorf("--check-config %v (outside the workspace): exit %d %q %q", args, code, out, errOut)
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/agentbe/agentbe-daemon/internal/resolvepath"
+)
+
+// checkOperatorPaths refuses an operator path (a setting marked
+// operatorPath, and the config file) that lies inside the workspace root
+// once symlinks are followed, ".." included: the agent, through its file
+// tools, SFTP or commands, could read it (a key, a token) or change it (a
+// policy, an extension, the audit trail, the SSH port's keys) and so take
+// the operator's privileges. A directory the daemon reads below (operatorDir)
+// may not hold the workspace either. A file still to be created (the audit
+// log, the host key) is judged by where it would be created. The memory
+// backend has no workspace on disk: nothing to check.
+func (c *Config) checkOperatorPaths() error {
+	if c.Backend != "filesystem" {
+		return nil
+	}
+	if err := c.checkOperatorPath("--config", c.ConfigFile, operatorFile); err != nil {
+		return err
+	}
+	for _, s := range settings {
+		if s.operatorPath == notOperatorPath {
+			continue
+		}
+		p, _ := s.field(c).(*string)
+		if *p == "" || (s.used != nil && !s.used(c)) {
+			continue
+		}
+		if err := c.checkOperatorPath("--"+s.key, *p, s.operatorPath); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Config) checkOperatorPath(flag, p string, role pathRole) error {
+	if p == "" {
+		return nil
+	}
+	inside, err := resolvepath.Within(c.Root, p)
+	if err != nil {
+		return fmt.Errorf("%s %s: cannot tell whether it lies outside the workspace --root %s: %v", flag, p, c.Root, err)
+	}
+	if inside {
+		return fmt.Errorf("%s %s%s lies inside the workspace --root %s, where the agent can read and change it; keep operator files outside the workspace",
+			flag, p, resolvedNote(p), c.Root)
+	}
+	if role == operatorDir {
+		holds, err := resolvepath.Within(p, c.Root)
+		if err != nil {
+			return fmt.Errorf("%s %s: cannot tell whether it holds the workspace --root %s: %v", flag, p, c.Root, err)
+		}
+		if holds {
+			return fmt.Errorf("%s %s%s holds the workspace --root %s, where the agent can add and change files the daemon would read there; keep operator directories apart from the workspace",
+				flag, p, resolvedNote(p), c.Root)
+		}
+	}
+	return nil
+}
+
+// resolvedNote says where p leads when symlinks or ".." make that another
+// place than it reads.
+func resolvedNote(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return ""
+	}
+	if r, err := resolvepath.Resolve(p); err == nil && r != abs {
+		return " (which leads to " + r + ")"
+	}
+	return ""
+}
+
+// servesSSH reports whether the daemon serves SSH, and so uses its host
+// key (--ssh-host-key): over WebSocket at /ssh, or on --ssh-listen.
+func (c *Config) servesSSH() bool {
+	return !c.LocalOnly && (!c.DisableSSHWS || c.SSHListen != "" || c.ConventionalSSH)
+}
+
+// auditLogIsFile reports whether --audit-log names a file ("-" is stderr).
+func auditLogIsFile(c *Config) bool { return c.AuditLog != "-" }
