@@ -190,6 +190,11 @@ type Config struct {
 	MaxSSHConns     int
 	SSHKeepalive    time.Duration
 	SSHEnvAllowlist []string
+	// SSHMaxChannels caps the open SSH channels of the whole daemon, /ssh
+	// and --ssh-listen together; SSHMaxChannelsPerIP is one client
+	// address's share of it.
+	SSHMaxChannels      int
+	SSHMaxChannelsPerIP int
 
 	// Runtime.
 	MaxProcs string // "auto" or a number of CPUs; see Procs
@@ -319,6 +324,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConnsPerIP > c.MaxConns {
 		return fmt.Errorf("--max-connections-per-ip %d is larger than --max-connections %d: lower it, or raise --max-connections", c.MaxConnsPerIP, c.MaxConns)
+	}
+	if c.SSHMaxChannelsPerIP > c.SSHMaxChannels {
+		return fmt.Errorf("--ssh-max-channels-per-ip %d is larger than --ssh-max-channels %d: lower it, or raise --ssh-max-channels", c.SSHMaxChannelsPerIP, c.SSHMaxChannels)
 	}
 	if c.MaxReplyBytes < c.MaxReadSize {
 		return fmt.Errorf("--max-reply-bytes %d is smaller than --max-read-size %d: a whole-file read could not be answered; raise --max-reply-bytes or lower --max-read-size", c.MaxReplyBytes, c.MaxReadSize)

@@ -49,6 +49,7 @@ func TestDefaults(t *testing.T) {
 		GatewayMaxMessage: 1 << 20, GatewayMaxBatch: 20, GatewayMaxInFlight: 8, GatewayRate: 50, GatewayBurst: 100,
 		BrowserMaxSessions: 4, BrowserIdleTimeout: 30 * time.Minute, BrowserRunAs: "nobody",
 		SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, SSHKeepalive: 30 * time.Second,
+		SSHMaxChannels: 512, SSHMaxChannelsPerIP: 256,
 		SSHEnvAllowlist: []string{"LANG", "LC_*", "TERM", "COLORTERM"},
 		MaxProcs:        "auto",
 		LogFormat:       "text", LogLevel: "info",
@@ -234,6 +235,7 @@ func TestValidate(t *testing.T) {
 		{"tls key without cert", func(c *Config) { c.TLSKey = "/k.pem" }, "--tls-cert and --tls-key go together: set both, or neither"},
 		{"tls pair", func(c *Config) { c.TLSCert, c.TLSKey = "/c.pem", "/k.pem" }, ""},
 		{"per-ip cap above the total", func(c *Config) { c.MaxConns, c.MaxConnsPerIP = 100, 101 }, "--max-connections-per-ip 101 is larger than --max-connections 100"},
+		{"per-ip SSH channel share above the total", func(c *Config) { c.SSHMaxChannels, c.SSHMaxChannelsPerIP = 64, 65 }, "--ssh-max-channels-per-ip 65 is larger than --ssh-max-channels 64"},
 		{"per-ip cap equal to the total", func(c *Config) { c.MaxConns, c.MaxConnsPerIP = 100, 100 }, ""},
 		{"reply limit below the read size", func(c *Config) { c.MaxReplyBytes, c.MaxReadSize = 1<<20, 2<<20 }, "--max-reply-bytes 1048576 is smaller than --max-read-size 2097152"},
 	}
