@@ -30,6 +30,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/previewtest"
 	"github.com/agentbe/agentbe-daemon/internal/wsnet"
 	"github.com/agentbe/agentbe-daemon/previews"
+	"github.com/agentbe/agentbe-daemon/sshd"
 )
 
 // TestAttackUpgradeHeaderKeepsBodyDeadline: a request that says
@@ -490,24 +491,49 @@ func TestAttackSSHForwardWithCertificates(t *testing.T) {
 	}
 }
 
-// TestAttackSSHUnreadChannelData: what one SSH connection makes the daemon
-// hold with data it sends on channels nobody reads (session channels that
-// never ask for a command; a command that never reads its stdin, or a
-// workspace server that never reads a forward, is the same). x/crypto/ssh
-// grants each channel a fixed 2 MiB window and keeps what arrives until it
-// is read, so each such channel holds about 2 MiB of the daemon's memory
-// until it closes, and no more: a client cannot push past the window. The
-// connection's end gives it all back.
+// TestAttackSSHUnreadChannelData: what an SSH client makes the daemon hold
+// with data it sends on channels nobody reads. x/crypto/ssh grants each
+// channel a fixed 2 MiB window and keeps what arrives until it is read.
+//
+// Sessions that never ask for a command are read from the moment they
+// open and closed, saying why, once 64 KiB arrived (sshd.MaxDataBeforeRequest):
+// 16 of them hold next to nothing once refused (each held its whole window
+// before). A channel whose reader is stalled (here a command that never
+// reads its stdin; SFTP whose client stops reading the answers, a forward
+// whose server does not read, are the same) still holds its window, about
+// 2.6 MiB with full packets, and cannot be pushed past it;
+// --ssh-max-channels bounds how many channels there are, /ssh and the SSH
+// port together, so the daemon holds at most that many windows: the 17th
+// channel at 16 is refused. The connection's end gives it all back.
 func TestAttackSSHUnreadChannelData(t *testing.T) {
 	c := testConfig(t)
 	c.AuthToken = previewToken
+	const n, window = 16, 2 << 20
+	c.SSHMaxChannels, c.SSHMaxChannelsPerIP = n, n
 	must(t, c.Validate())
 	r := start(t, c, nil)
 	cl := sshAs(t, r.url, previewToken)
 	base := measureUsage(t)
-	const n, window = 16, 2 << 20
-	var sent atomic.Int64
 	chunk := make([]byte, 32<<10)
+	// flood writes twice the window on ch (the writes past what the daemon
+	// lets in block), counting what went, and says how it ended.
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	flood := func(ch io.Writer, ended chan<- error) {
+		defer wg.Done()
+		for range 2 * window / len(chunk) {
+			if _, err := ch.Write(chunk); err != nil {
+				ended <- err
+				return
+			}
+			sent.Add(int64(len(chunk)))
+		}
+		ended <- nil
+	}
+
+	// Sessions with no request: refused once 64 KiB arrived.
+	ended := make(chan error, n)
+	stderrs := make(chan string, n)
 	for i := range n {
 		ch, reqs, err := cl.OpenChannel("session", nil)
 		if err != nil {
@@ -515,35 +541,85 @@ func TestAttackSSHUnreadChannelData(t *testing.T) {
 		}
 		go gossh.DiscardRequests(reqs)
 		go func() {
-			for range 2 * window / len(chunk) { // twice the window: the writes past it block
-				if _, err := ch.Write(chunk); err != nil {
-					return
-				}
-				sent.Add(int64(len(chunk)))
-			}
+			b, _ := io.ReadAll(ch.Stderr())
+			stderrs <- string(b)
 		}()
+		wg.Add(1)
+		go flood(ch, ended)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the sessions with no request were not closed: %d bytes sent", sent.Load())
+	}
+	time.Sleep(200 * time.Millisecond)
+	at := measureUsage(t)
+	got, grew := sent.Load(), int64(at.heap)-int64(base.heap)
+	for range n {
+		if err := <-ended; err == nil {
+			t.Errorf("a session with no request took twice the window")
+		}
+		if msg := <-stderrs; !strings.Contains(msg, "bytes of data before an exec, shell or subsystem request") {
+			t.Errorf("a session with no request closed with stderr %q", msg)
+		}
+	}
+	if limit := int64(n * (window + sshd.MaxDataBeforeRequest + 512)); got > limit {
+		t.Errorf("the client pushed %d bytes on %d sessions with no request; the windows and what the daemon read allow %d", got, n, limit)
+	}
+	if limit := int64(n*2*sshd.MaxDataBeforeRequest + (8 << 20)); grew > limit {
+		t.Errorf("%d refused sessions hold %.1f MiB of heap; want under %.1f", n, float64(grew)/(1<<20), float64(limit)/(1<<20))
+	}
+	t.Logf("%d sessions with no request, %.1f MiB sent before they were closed: heap +%.1f MiB; %s",
+		n, float64(got)/(1<<20), float64(grew)/(1<<20), at)
+	waitFor(t, "the refused sessions' places", func() bool { return r.d.proto.sshChannels.Open() == 0 })
+
+	// Commands that never read their stdin: each holds its window, and
+	// there are at most --ssh-max-channels of them.
+	sent.Store(0)
+	ended = make(chan error, n)
+	for i := range n {
+		s, err := cl.NewSession()
+		if err != nil {
+			t.Fatal(i, err)
+		}
+		in, err := s.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start("sleep 60"); err != nil {
+			t.Fatal(i, err)
+		}
+		wg.Add(1)
+		go flood(in, ended)
+	}
+	if _, _, err := cl.OpenChannel("session", nil); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("too many channels on this daemon (limit %d)", n)) {
+		t.Errorf("a channel past --ssh-max-channels %d: %v", n, err)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for sent.Load() < n*window && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond)
-	at := measureUsage(t)
-	got := sent.Load()
-	grew := int64(at.heap) - int64(base.heap)
-	if got > n*window {
-		t.Errorf("the client pushed %d bytes on %d channels nobody reads; the windows allow %d", got, n, n*window)
+	at = measureUsage(t)
+	got, grew = sent.Load(), int64(at.heap)-int64(base.heap)
+	// Besides the window, the command's pipe (64 KiB) and the copy into it
+	// (32 KiB) take some.
+	if limit := int64(n * (window + 128<<10)); got > limit {
+		t.Errorf("the client pushed %d bytes on %d commands that do not read; the windows and pipes allow %d", got, n, limit)
 	}
 	if grew > n*window*3/2+(8<<20) {
 		t.Errorf("%d channels of unread data hold %.1f MiB of heap; want about %d × 2 MiB", n, float64(grew)/(1<<20), n)
 	}
-	t.Logf("%d channels, %.1f MiB sent that nobody reads: heap +%.1f MiB (%.2f MiB per channel); %s",
+	t.Logf("%d commands that do not read, %.1f MiB sent: heap +%.1f MiB (%.2f MiB per channel); %s",
 		n, float64(got)/(1<<20), float64(grew)/(1<<20), float64(grew)/n/(1<<20), at)
 	cl.Close()
 	waitFor(t, "the connection's end", func() bool {
 		u := measureUsage(t)
 		return int64(u.heap)-int64(base.heap) < 8<<20
 	})
+	wg.Wait()
 }
 
 // TestAttackAuditFloodThroughDaemon drives the audit log's queue to its

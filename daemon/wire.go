@@ -28,6 +28,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/registry"
 	"github.com/agentbe/agentbe-daemon/restface"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sftpd"
 	"github.com/agentbe/agentbe-daemon/sites"
 	"github.com/agentbe/agentbe-daemon/sshauth"
 	"github.com/agentbe/agentbe-daemon/sshd"
@@ -54,6 +55,11 @@ type protocols struct {
 	// port's authentication, the same sessions as /ssh.
 	sshPort     *sshd.Server
 	sshPortAuth *sshauth.Auth
+	// sshChannels and sftpOps are what the SSH port and /ssh share: one
+	// count of open channels (--ssh-max-channels) and SFTP's server-wide
+	// slots, built once in build.
+	sshChannels *sshd.ChannelPool
+	sftpOps     sftpd.Slots
 	// gwtools serves --gateway-tools (nil without the flag), approvals its
 	// system.run policy.
 	gwtools  *gwtools.Provider
@@ -333,6 +339,11 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		p.siteHTTP = http.StripPrefix(strings.TrimSuffix(routeSite, "/"), p.site.Handler(rules))
 	}
 
+	// One SSH configuration for every listener: the daemon's channels and
+	// SFTP's file-system slots are counted once, whichever listener a
+	// connection came through.
+	p.sshChannels = sshd.NewChannelPool(cfg.SSHMaxChannels, cfg.SSHMaxChannelsPerIP)
+	p.sftpOps = sftpd.NewSlots(sftpd.DefaultServerOps)
 	if cfg.SSHListen != "" {
 		if err := p.startSSHPort(cfg, opts); err != nil {
 			return err
@@ -352,6 +363,8 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 			EnvAllowlist:      cfg.SSHEnvAllowlist,
 			SessionEnded:      opts.sessionEnded,
 			Forward:           p.forward(),
+			Channels:          p.sshChannels,
+			SFTPOps:           p.sftpOps,
 			Logger:            log.With("component", "ssh"),
 		})
 		if err != nil {
@@ -411,8 +424,9 @@ func (p *protocols) shutdown(ctx context.Context) error {
 
 // startSSHPort builds the SSH port's server: the SSH core with the port's
 // authentication (keys, CA-signed certificates, password), the /ssh host
-// key, keepalive, caps and the same sessions (exec, shell, pty, SFTP,
-// legacy scp) over the same workspace and executor. Listening is Serve's.
+// key, keepalive, caps (the channel pool and SFTP's slots are /ssh's own)
+// and the same sessions (exec, shell, pty, SFTP, legacy scp) over the same
+// workspace and executor. Listening is Serve's.
 func (p *protocols) startSSHPort(cfg config.Config, opts Options) (err error) {
 	p.sshPortAuth, err = sshauth.New(sshauth.Options{AuthorizedKeys: cfg.SSHAuthorizedKeys, PasswordHashFile: cfg.SSHPasswordHashFile,
 		TrustedUserCAKeys: cfg.SSHTrustedUserCAKeys, CertPrincipals: cfg.SSHCertPrincipals,
@@ -427,9 +441,9 @@ func (p *protocols) startSSHPort(cfg config.Config, opts Options) (err error) {
 	so := sshd.Options{
 		Workspace: p.ws, Executor: p.exec, HostKey: signer,
 		MaxAuthTries: cfg.SSHMaxAuthTries, LoginTimeout: cfg.SSHLoginGraceTime, KeepaliveInterval: cfg.SSHKeepalive, MaxConns: cfg.MaxSSHConns,
-		EnvAllowlist: cfg.SSHEnvAllowlist, SessionEnded: opts.sessionEnded, Forward: p.forward(),
+		EnvAllowlist: cfg.SSHEnvAllowlist, SessionEnded: opts.sessionEnded, Forward: p.forward(), Channels: p.sshChannels,
 		CommandHandlers:   []sshd.CommandHandler{sshd.SCP()},
-		SubsystemHandlers: map[string]sshd.SubsystemHandler{"sftp": sshd.SFTP(sshd.SFTPLimits{})},
+		SubsystemHandlers: map[string]sshd.SubsystemHandler{"sftp": sshd.SFTP(sshd.SFTPLimits{ServerOps: p.sftpOps})},
 		Logger:            opts.Logger.With("component", "ssh-port"),
 	}
 	if cfg.SSHAuthorizedKeys != "" || cfg.SSHTrustedUserCAKeys != "" {
