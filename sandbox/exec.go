@@ -711,13 +711,17 @@ func (e *executor) Close() error {
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// pump copies r into w until EOF, a write error, or a read deadline. Once
+// pump copies r into w until EOF, a write error, or a read deadline, and
+// then tells w (an OutputEnder) that the stream ended. Once
 // exited is set (the shell is gone and its group killed), every read must
 // come within ioGrace of the last write: the deadline moves with progress,
 // so a slow consumer (an SSH client not reading) still gets everything,
 // while a pipe held open by a process that escaped the group is cut.
 func pump(w io.Writer, r *os.File, exited *atomic.Bool, wg *sync.WaitGroup) {
 	defer wg.Done()
+	if e, ok := w.(OutputEnder); ok {
+		defer e.OutputEnded()
+	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp

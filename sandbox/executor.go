@@ -163,6 +163,16 @@ type Stdio struct {
 	Stdout, Stderr io.Writer
 }
 
+// An OutputEnder is a Stdio writer that wants to know when the command's
+// side of its stream has ended: the command (and every process that shared
+// the stream) closed it, or the copy stopped. OutputEnded is called once,
+// after the last write, possibly before Wait returns: a process may close
+// its stdout and run on, and a reader that treats the end of the stream as
+// the end of a conversation (an upstream MCP server's) learns it at once.
+type OutputEnder interface {
+	OutputEnded()
+}
+
 // Process is a started command.
 type Process interface {
 	// Wait waits for exit and for its output to be copied out.

@@ -502,6 +502,29 @@ func TestDeadConnectionSeenAtOnce(t *testing.T) {
 	}
 }
 
+// TestClosedStdoutSeenAtOnce: a server that closes its stdout and runs on
+// (its answer never comes) is seen down, killed and restarted at once, with
+// pings an hour apart: the sandbox says when the process's side of the
+// stream ended (sandbox.OutputEnder), and the transport reads its end. In
+// software mode: under bwrap, bwrap itself holds the stream until the
+// process exits, and the ping finds it.
+func TestClosedStdoutSeenAtOnce(t *testing.T) {
+	tm := fastTiming
+	tm.pingInterval = time.Hour
+	f := start(t, "serve", sandbox.ModeSoftware, nil, tm)
+	first := f.running(t)
+	if _, isErr, _ := f.call(t, nil, "t__flood", `{"kind":"close-stdout"}`); !isErr {
+		t.Error("a call whose answer never came did not fail")
+	}
+	h := f.waitFor(t, "the restart", func(h Health) bool { return h.Restarts == 1 && h.State == StateRunning && h.PID != first.PID })
+	if !strings.Contains(h.LastError, "its connection ended") {
+		t.Errorf("last_error: %q", h.LastError)
+	}
+	if txt, isErr, _ := f.call(t, nil, "t__echo", `{"text":"back"}`); isErr || txt != "back" {
+		t.Errorf("after the restart: %q %v", txt, isErr)
+	}
+}
+
 // TestFrameReader: lines up to the limit come whole (with any read sizes);
 // a longer one is read to its end without being kept, and its top-level id
 // and method are found wherever they are; the buffer never grows past the

@@ -203,6 +203,14 @@ func joinNonEmpty(a, b string) string {
 
 func (s *server) lastStderr() string { return s.stderr.last() }
 
+// endingPipe is the server's stdout as the sandbox writes it: when the
+// process's side of the stream ends (it closed its stdout, or exited), the
+// pipe closes, so the transport reads its end and the supervisor sees the
+// connection dead at once, not at the next ping (sandbox.OutputEnder).
+type endingPipe struct{ *io.PipeWriter }
+
+func (p endingPipe) OutputEnded() { p.Close() }
+
 // runOnce starts the process, connects, lists and publishes the tools, and
 // serves until the process exits (nil for status 0), stops answering pings,
 // or the provider stops (errStopping).
@@ -214,7 +222,7 @@ func (s *server) runOnce() error {
 		Command:   sandbox.CommandLine(append([]string{s.cfg.Command}, s.cfg.Args...)...),
 		Workspace: s.ws,
 		Env:       s.env(),
-	}, sandbox.Stdio{Stdin: stdinR, Stdout: stdoutW, Stderr: s.stderr})
+	}, sandbox.Stdio{Stdin: stdinR, Stdout: endingPipe{stdoutW}, Stderr: s.stderr})
 	if err != nil {
 		stdinR.Close()
 		stdoutW.Close()
@@ -326,8 +334,16 @@ func (s *server) runOnce() error {
 		s.detach(cs)
 		err := tr.err()
 		if pipesClosed(err) {
-			<-exited // imminent: the exit says why
-			return exitedNow()
+			// The process closed its stdout: usually it is exiting, and
+			// its exit says why; one that runs on is killed.
+			t := time.NewTimer(stdoutEndGrace)
+			defer t.Stop()
+			select {
+			case <-exited:
+				return exitedNow()
+			case <-t.C:
+				err = fmt.Errorf("it closed its stdout and ran on for %s", stdoutEndGrace)
+			}
 		}
 		msg := fmt.Sprintf("its connection ended: %v; killed", err)
 		s.log.Warn("upstream connection ended; killing it", "err", err)
@@ -387,9 +403,13 @@ func (s *server) runOnce() error {
 	}
 }
 
+// stdoutEndGrace is how long a server whose stdout ended may take to exit
+// before it is killed: an exiting process closes its stdout first.
+const stdoutEndGrace = time.Second
+
 // pipesClosed says the stream ended because the process's pipes were
-// closed, which happens only once it has exited (after Wait): its stdout
-// at its end (io.EOF), its stdin under a write (io.ErrClosedPipe).
+// closed: its stdout at its end (io.EOF: it closed it, or exited), its
+// stdin under a write (io.ErrClosedPipe: it exited).
 func pipesClosed(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe)
 }

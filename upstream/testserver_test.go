@@ -122,6 +122,12 @@ func serveTestUpstream(mode string) int {
 			line = `{"jsonrpc":"2.0","method":"roots/list","params":{"pad":"` + pad + `"},"id":"from-server"}`
 		case "nameless":
 			line = `{"jsonrpc":"2.0","result":{"pad":"` + pad + `"}}`
+		case "close-stdout":
+			// The answer never leaves: stdout closes and the process
+			// runs on (its stdin still open, nothing more to write).
+			record("flooded %s", a.Kind)
+			os.Stdout.Close()
+			select {}
 		default: // "garbage"
 			line = "this is not JSON-RPC"
 		}
