@@ -67,7 +67,7 @@ func TestAttackUpgradeHeaderKeepsBodyDeadline(t *testing.T) {
 	}()
 	deadline := time.Now().Add(reserveLifetime + 10*time.Second)
 	for {
-		total, reserved := r.d.conns.Load().counts()
+		total, reserved := r.limiter(t).counts()
 		if total == 0 && reserved == 0 {
 			break
 		}
@@ -896,7 +896,7 @@ func TestAttackEveryFaceAtOnce(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	note("/site/ header slowloris", perIP-30)
-	lim := r.d.conns.Load()
+	lim := r.limiter(t)
 	lim.mu.Lock()
 	n := lim.byIP[netip.MustParseAddr(src)]
 	lim.mu.Unlock()

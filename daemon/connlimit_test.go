@@ -114,7 +114,7 @@ func TestConnectionCapKeepsReserveForHealth(t *testing.T) {
 	// Hold every reserve slot with silent connections (once the daemon has
 	// closed the reserve connections above after their answers): the next
 	// one is closed before a byte is read.
-	waitFor(t, "the reserve to be free", func() bool { _, n := r.d.conns.Load().counts(); return n == 0 })
+	waitFor(t, "the reserve to be free", func() bool { _, n := r.limiter(t).counts(); return n == 0 })
 	held := make([]net.Conn, reserveConns)
 	for i := range held {
 		held[i] = dialRaw(t, r.url, "127.0.0.1")
@@ -183,7 +183,7 @@ func TestConnectionCapPerAddress(t *testing.T) {
 	if resp, body := do(t, one, http.MethodPost, r.url+"/mcp", mcpList); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("/mcp from the full address: %d %.200q, want 503", resp.StatusCode, body)
 	}
-	waitFor(t, "the reserve to be free", func() bool { _, n := r.d.conns.Load().counts(); return n == 0 })
+	waitFor(t, "the reserve to be free", func() bool { _, n := r.limiter(t).counts(); return n == 0 })
 	for range reserveConns {
 		dialRaw(t, r.url, "127.0.0.1")
 	}
@@ -216,7 +216,7 @@ func TestIdleConnectionsAreShed(t *testing.T) {
 		}
 		clients = append(clients, cl)
 	}
-	lim := r.d.conns.Load()
+	lim := r.limiter(t)
 	waitFor(t, "8 idle connections", func() bool {
 		lim.mu.Lock()
 		defer lim.mu.Unlock()
@@ -349,7 +349,7 @@ func TestIdleTLSConnectionsAreShed(t *testing.T) {
 			t.Fatalf("/health: %d", resp.StatusCode)
 		}
 	}
-	lim := r.d.conns.Load()
+	lim := r.limiter(t)
 	state := func() (total, idle int) {
 		lim.mu.Lock()
 		defer lim.mu.Unlock()
@@ -397,7 +397,7 @@ func TestSilentBodiesDoNotPinSlots(t *testing.T) {
 	// gone and /health answers from any address.
 	deadline := time.Now().Add(reserveLifetime + 10*time.Second)
 	for {
-		total, reserved := r.d.conns.Load().counts()
+		total, reserved := r.limiter(t).counts()
 		if total == 0 && reserved == 0 {
 			break
 		}

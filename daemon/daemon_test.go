@@ -53,6 +53,23 @@ type running struct {
 	stop func() error
 }
 
+// limiter is the daemon's connection limiter, once Serve has installed it:
+// a test can dial the listener before Serve runs (the kernel accepts into
+// the backlog), so it must not read the limiter before then.
+func (r *running) limiter(t testing.TB) *connLimiter {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if lim := r.d.conns.Load(); lim != nil {
+			return lim
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon did not start serving within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func start(t testing.TB, c config.Config, tweak func(*Daemon)) *running {
 	t.Helper()
 	return startTweaked(t, c, Options{}, tweak)
