@@ -310,7 +310,7 @@ var settings = []*setting{
 		usage: "allow a non-loopback --bind without a token (anyone who reaches the port controls the workspace)",
 		field: func(c *Config) any { return &c.InsecureNoAuth }},
 	{key: "allowed-origins", env: env("allowed-origins"),
-		usage: "browser Origins allowed on /mcp, /ssh and /metrics besides loopback ones (comma-separated)",
+		usage: "browser Origins allowed besides loopback ones, on every endpoint but /health (comma-separated)",
 		field: func(c *Config) any { return &c.AllowedOrigins }},
 	{key: "max-body-bytes", env: env("max-body-bytes"), def: "4MiB",
 		usage: "largest MCP request body; larger ones get 413",
