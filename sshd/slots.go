@@ -53,6 +53,10 @@ func newChanSlots(max int, pool *ChannelPool, addr netip.Addr) *chanSlots {
 func (cs *chanSlots) take(ctx context.Context) (*slot, string) {
 	var deadline <-chan time.Time
 	for {
+		// Read before the counts: a release gives its counts back before
+		// it clears its ending mark, so a slot seen ending here is either
+		// still counted below or already given back.
+		ending := cs.ending.Load()
 		why := ""
 		if cs.open.Load() >= cs.max {
 			why = fmt.Sprintf("too many channels on this connection (limit %d); close some first", cs.max)
@@ -60,7 +64,7 @@ func (cs *chanSlots) take(ctx context.Context) (*slot, string) {
 			cs.open.Add(1)
 			return &slot{cs: cs}, ""
 		}
-		if cs.ending.Load() == 0 {
+		if ending == 0 {
 			return nil, why
 		}
 		if deadline == nil {
@@ -101,14 +105,16 @@ func (s *slot) end() {
 
 // release gives the slot back; calls after the first do nothing.
 func (s *slot) release() {
-	switch s.state.Swap(slotReleased) {
-	case slotReleased:
+	was := s.state.Swap(slotReleased)
+	if was == slotReleased {
 		return
-	case slotEnding:
-		s.cs.ending.Add(-1)
 	}
+	// The counts first, the ending mark last (see take).
 	s.cs.pool.give(s.cs.addr)
 	s.cs.open.Add(-1)
+	if was == slotEnding {
+		s.cs.ending.Add(-1)
+	}
 	select {
 	case s.cs.freed <- struct{}{}:
 	default:
@@ -158,9 +164,6 @@ func (p *ChannelPool) Open() int {
 	defer p.mu.Unlock()
 	return p.open
 }
-
-// Max is the pool's limit.
-func (p *ChannelPool) Max() int { return p.max }
 
 // take counts one more channel from addr, or says why not.
 func (p *ChannelPool) take(addr netip.Addr) string {
