@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -379,5 +380,61 @@ func TestAuditRemoteOnTheSDKPath(t *testing.T) {
 		if e.Face != "mcp-http" || e.Tool != "list_directory" || !strings.HasPrefix(e.Remote, "127.0.0.1:") {
 			t.Errorf("audit line %s: want face mcp-http, tool list_directory and the peer's 127.0.0.1 address", ln)
 		}
+	}
+}
+
+// TestAuditUnknownToolOnEveryFace: a call of a tool nobody serves leaves
+// one audit line with outcome "unknown" on every face, the MCP ones
+// included, where the SDK answers it without a handler (the SSE path, a
+// batch).
+func TestAuditUnknownToolOnEveryFace(t *testing.T) {
+	c := testConfig(t)
+	c.AuditLog = filepath.Join(t.TempDir(), "audit.log")
+	r := start(t, c, nil)
+	call := func(id int, name string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{}}}`, id, name)
+	}
+	for _, tc := range []struct {
+		body string
+		hdr  map[string]string
+	}{
+		{call(1, "nosuch_json"), nil},
+		{call(2, "nosuch_sse"), map[string]string{"Accept": "text/event-stream"}},
+		{"[" + call(3, "nosuch_batch1") + "," + call(4, "nosuch_batch2") + "]", nil},
+	} {
+		code, out := send(t, "POST", r.url+"/mcp", tc.body, tc.hdr)
+		if code != 200 && code != 400 {
+			t.Fatalf("%s: %d %s", tc.body, code, out)
+		}
+		if !strings.Contains(out, "nosuch") {
+			t.Errorf("%s: the answer does not name the tool: %s", tc.body, out)
+		}
+	}
+	if code, out := send(t, "POST", r.url+"/execute", `{"tool_name":"nosuch_rest","arguments":{}}`, nil); code != 404 {
+		t.Fatalf("/execute of an unknown tool: %d %s", code, out)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(c.AuditLog)
+	got := map[string]string{}
+	for _, ln := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e struct{ Face, Tool, Outcome, Remote string }
+		if err := json.Unmarshal([]byte(ln), &e); err != nil {
+			t.Fatalf("%v: %s", err, ln)
+		}
+		if e.Outcome != "unknown" {
+			t.Errorf("audit line %s: want outcome unknown", ln)
+		}
+		got[e.Tool] = e.Face
+	}
+	for tool, face := range map[string]string{"nosuch_json": "mcp-http", "nosuch_sse": "mcp-http", "nosuch_batch1": "mcp-http",
+		"nosuch_batch2": "mcp-http", "nosuch_rest": "rest"} {
+		if got[tool] != face {
+			t.Errorf("audit of %s: face %q, want %q (all lines: %v)", tool, got[tool], face, got)
+		}
+	}
+	if len(got) != 5 {
+		t.Errorf("audit lines for %d tools, want 5: %v", len(got), got)
 	}
 }

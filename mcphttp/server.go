@@ -248,7 +248,7 @@ func New(opts Options) (*Server, error) {
 		Logger:       sdkLog,
 		Instructions: instructions + extraInstructions(opts.Instructions),
 	})
-	s.mcp.AddReceivingMiddleware(limitReplies)
+	s.mcp.AddReceivingMiddleware(limitReplies, s.auditUnknownTools)
 	s.unsub = s.reg.Subscribe(s.syncTools)
 	s.syncTools()
 

@@ -53,6 +53,37 @@ func (s *Server) syncTools() {
 	s.listMu.Unlock()
 }
 
+// auditUnknownTools is the SDK's receiving middleware that records a
+// tools/call of a name the registry does not serve: the SDK answers it
+// ("unknown tool") without calling a handler, so without this it would
+// leave no audit line or metric, where /execute and /gateway leave both.
+func (s *Server) auditUnknownTools(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ctr, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && ctr.Params != nil {
+			if _, known := s.reg.Lookup(ctr.Params.Name); !known {
+				var hdr http.Header
+				if ctr.Extra != nil {
+					hdr = ctr.Extra.Header
+				}
+				call := registry.Call{Face: "mcp-stdio", Args: ctr.Params.Arguments}
+				if hdr != nil {
+					call.Face, call.Remote = "mcp-http", hdr.Get(headerRemoteAddr)
+					// Admission accepted the request's credential; a
+					// scope it cannot give is the caller's own problem,
+					// recorded as asked.
+					if caller, err := s.admit.Caller(hdr, nil); err == nil {
+						call.Caller, call.Scope = caller.Identity.Name, caller.Scope
+					} else {
+						call.Scope = hdr.Get(headerScopePath)
+					}
+				}
+				s.reg.Unknown(ctr.Params.Name, call)
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
 // callTool runs the registry's tool name in the workspace the request is
 // scoped to. Both the SDK and the fast path call tools through it, so they
 // answer byte for byte the same.

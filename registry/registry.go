@@ -471,6 +471,16 @@ func (r *Registry) Subscribe(f func()) (cancel func()) {
 	}
 }
 
+// Unknown records a call of a tool no provider serves that a face
+// answered without Call (the MCP library words that error itself), so its
+// audit line and metric are those Call gives such a call on every other
+// face. It runs nothing, even if the name has just appeared.
+func (r *Registry) Unknown(name string, call Call) {
+	rec := Record{Start: time.Now(), Tool: name, Face: call.Face, Remote: call.Remote, Scope: call.Scope,
+		Caller: call.Caller, Args: call.Args, BytesIn: len(call.Args)}
+	r.observe(&rec, "unknown", nil)
+}
+
 // Call runs the tool called name under the registry's limits. The error is
 // *UnknownToolError or ErrBusy (each face words them its own way); every
 // other failure, a timeout included, is an error result.
@@ -482,9 +492,8 @@ func (r *Registry) Call(ctx context.Context, name string, call Call) (*mcp.CallT
 	e, ok := r.tools[name]
 	r.mu.RUnlock()
 	if !ok {
-		err := &UnknownToolError{Name: name}
 		r.observe(&rec, "unknown", nil)
-		return nil, err
+		return nil, &UnknownToolError{Name: name}
 	}
 	rec.Provider = e.provider
 	if why := denied(e.tool, call); why != "" {
