@@ -7,7 +7,7 @@ package bench_test
 //	go test -run '^$' -bench . -benchmem ./bench/
 //	go test -run '^$' -bench 'MCPRead4K$' -cpuprofile cpu.out -memprofile mem.out ./bench/
 //
-// The SSH benchmarks of the sshws package itself live in sshws/bench_test.go.
+// The SSH benchmarks of the sshws package itself live in ssh/sshws/bench_test.go.
 // These are measurements, not tests: nothing asserts a time.
 
 import (

@@ -10,11 +10,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/face/mcphttp"
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/resolvepath"
-	"github.com/agentbe/agentbe-daemon/mcphttp"
-	"github.com/agentbe/agentbe-daemon/registry"
-	"github.com/agentbe/agentbe-daemon/wstools"
+	"github.com/agentbe/agentbe-daemon/tools/registry"
+	"github.com/agentbe/agentbe-daemon/tools/workspace"
 )
 
 // localMCP returns the MCP transport maker of a Local backend: the
@@ -109,7 +109,7 @@ func inProcessMCP(d *fsDriver, opts MCPOptions) (mcp.Transport, error) {
 		scope, ws = s, s
 	}
 	reg := registry.New(registry.Options{})
-	if err := reg.Set("workspace", wstools.Tools(ws, wstools.ExecEnv{Executor: d.exe})); err != nil {
+	if err := reg.Set("workspace", workspace.Tools(ws, workspace.ExecEnv{Executor: d.exe})); err != nil {
 		return nil, err
 	}
 	srv, err := mcphttp.New(mcphttp.Options{Workspace: ws, Registry: reg, RootDir: ws.Root()})

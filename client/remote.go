@@ -27,7 +27,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/sandbox"
-	"github.com/agentbe/agentbe-daemon/wsclient"
+	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
 )
 
 // RemoteOptions configure a Remote backend ("Filesystem Backend (Remote)"):

@@ -27,10 +27,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbe/agentbe-daemon/gwtools"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
-	"github.com/agentbe/agentbe-daemon/upstream"
+	"github.com/agentbe/agentbe-daemon/tools/gateway"
+	"github.com/agentbe/agentbe-daemon/tools/upstream"
 )
 
 // Config is the daemon's whole configuration. The zero value is not useful;
@@ -372,7 +372,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--exec-ask %q: use off, on-miss or always", c.ExecAsk)
 	}
 	if c.ExecApprovals != "" {
-		if _, err := gwtools.LoadApprovals(c.ExecApprovals, c.ExecApprovalMode, c.ExecAsk, c.Root, c.ExecApprovalTTL); err != nil {
+		if _, err := gateway.LoadApprovals(c.ExecApprovals, c.ExecApprovalMode, c.ExecAsk, c.Root, c.ExecApprovalTTL); err != nil {
 			return fmt.Errorf("--exec-approvals: %w", err)
 		}
 	}

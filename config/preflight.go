@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/agentbe/agentbe-daemon/sshauth"
+	"github.com/agentbe/agentbe-daemon/ssh/sshauth"
 )
 
 // Preflight checks what --check-config can check without starting: that

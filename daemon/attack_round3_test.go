@@ -26,11 +26,11 @@ import (
 	"github.com/gorilla/websocket"
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/agentbe/agentbe-daemon/audit"
+	"github.com/agentbe/agentbe-daemon/internal/audit"
 	"github.com/agentbe/agentbe-daemon/internal/previewtest"
 	"github.com/agentbe/agentbe-daemon/internal/wsnet"
-	"github.com/agentbe/agentbe-daemon/previews"
-	"github.com/agentbe/agentbe-daemon/sshd"
+	"github.com/agentbe/agentbe-daemon/ssh/sshd"
+	"github.com/agentbe/agentbe-daemon/tools/previews"
 )
 
 // TestAttackUpgradeHeaderKeepsBodyDeadline: a request that says

@@ -17,9 +17,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbe/agentbe-daemon/browser"
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/netguard"
+	"github.com/agentbe/agentbe-daemon/tools/browser"
 )
 
 // TestBrowserToolsOverMCP: with --browser-tools a go-sdk MCP client starts

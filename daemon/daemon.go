@@ -29,17 +29,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/agentbe/agentbe-daemon/audit"
-	"github.com/agentbe/agentbe-daemon/browser"
 	"github.com/agentbe/agentbe-daemon/config"
-	"github.com/agentbe/agentbe-daemon/extensions"
-	"github.com/agentbe/agentbe-daemon/gwtools"
+	"github.com/agentbe/agentbe-daemon/internal/audit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
-	"github.com/agentbe/agentbe-daemon/previews"
-	"github.com/agentbe/agentbe-daemon/registry"
-	"github.com/agentbe/agentbe-daemon/sshauth"
-	"github.com/agentbe/agentbe-daemon/sshd"
-	"github.com/agentbe/agentbe-daemon/upstream"
+	"github.com/agentbe/agentbe-daemon/ssh/sshauth"
+	"github.com/agentbe/agentbe-daemon/ssh/sshd"
+	"github.com/agentbe/agentbe-daemon/tools/browser"
+	"github.com/agentbe/agentbe-daemon/tools/extensions"
+	"github.com/agentbe/agentbe-daemon/tools/gateway"
+	"github.com/agentbe/agentbe-daemon/tools/previews"
+	"github.com/agentbe/agentbe-daemon/tools/registry"
+	"github.com/agentbe/agentbe-daemon/tools/upstream"
 )
 
 // Options are the daemon's injected dependencies.
@@ -60,9 +60,9 @@ type Options struct {
 	// by New.
 	previewOpened func(previews.Record)
 	// approvalDecided logs an operator's decision, set by New.
-	approvalDecided func(p gwtools.Pending, approved, always bool, remote string)
+	approvalDecided func(p gateway.Pending, approved, always bool, remote string)
 	// systemRan logs a program system.run started, set by New.
-	systemRan func(call registry.Call, r gwtools.Ran)
+	systemRan func(call registry.Call, r gateway.Ran)
 	// browserTweak, when set, changes the browser provider's options (tests
 	// admit their loopback server and choose where its sessions live).
 	browserTweak func(*browser.Options)

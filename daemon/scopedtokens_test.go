@@ -13,7 +13,7 @@ import (
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/agentbe/agentbe-daemon/wsclient"
+	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
 )
 
 func tokenLine(name, tok, rest string) string {

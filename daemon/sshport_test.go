@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/internal/scptest"
 	"github.com/agentbe/agentbe-daemon/internal/sshtest"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -62,6 +63,7 @@ func freeAddr(t *testing.T) string {
 // sshCmd runs OpenSSH's ssh against the port.
 func sshCmd(t *testing.T, addr, key string, args ...string) (string, error) {
 	t.Helper()
+	testenv.Command(t, "openssh-client", "ssh")
 	host, port, _ := net.SplitHostPort(addr)
 	base := []string{"-F", "/dev/null", "-i", key, "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
 		"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-p", port}
@@ -76,10 +78,8 @@ func sshCmd(t *testing.T, addr, key string, args ...string) (string, error) {
 // key authentication: exec, the sandbox policy, SFTP, a wrong key, from=,
 // no-pty, and a key revoked by editing authorized_keys.
 func TestSSHPortWithOpenSSH(t *testing.T) {
-	for _, tool := range []string{"ssh", "sftp"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s (openssh-client) is needed: %v", tool, err)
-		}
+	for _, tool := range []string{"ssh", "sftp", "scp"} {
+		testenv.Command(t, "openssh-client", tool)
 	}
 	dir := t.TempDir()
 	key, line, signer := clientKey(t, dir, "good")

@@ -10,14 +10,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/agentbe/agentbe-daemon/audit"
 	"github.com/agentbe/agentbe-daemon/config"
-	"github.com/agentbe/agentbe-daemon/gwtools"
+	"github.com/agentbe/agentbe-daemon/internal/audit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/internal/resolvepath"
-	"github.com/agentbe/agentbe-daemon/previews"
-	"github.com/agentbe/agentbe-daemon/registry"
-	"github.com/agentbe/agentbe-daemon/sshd"
+	"github.com/agentbe/agentbe-daemon/ssh/sshd"
+	"github.com/agentbe/agentbe-daemon/tools/gateway"
+	"github.com/agentbe/agentbe-daemon/tools/previews"
+	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
 // unknownTool is the tool label of calls of a name no provider serves: a
@@ -151,7 +151,7 @@ func (d *Daemon) auditPreview(r previews.Record) {
 }
 
 // auditApproval logs an operator's decision on a system.run request.
-func (d *Daemon) auditApproval(p gwtools.Pending, approved, always bool, remote string) {
+func (d *Daemon) auditApproval(p gateway.Pending, approved, always bool, remote string) {
 	if d.audit == nil {
 		return
 	}
@@ -168,7 +168,7 @@ func (d *Daemon) auditApproval(p gwtools.Pending, approved, always bool, remote 
 // auditRun logs a program system.run started: the file that ran, by its
 // absolute path (and a workspace program's digest), besides the call's own
 // line, whose arguments name only what was asked.
-func (d *Daemon) auditRun(call registry.Call, r gwtools.Ran) {
+func (d *Daemon) auditRun(call registry.Call, r gateway.Ran) {
 	if d.audit == nil {
 		return
 	}

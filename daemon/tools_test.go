@@ -15,8 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/agentbe/agentbe-daemon/registry"
-	"github.com/agentbe/agentbe-daemon/wsclient"
+	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
+	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
 func okTool(name string) registry.Tool {

@@ -12,29 +12,29 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentbe/agentbe-daemon/browser"
 	"github.com/agentbe/agentbe-daemon/config"
-	"github.com/agentbe/agentbe-daemon/extensions"
+	"github.com/agentbe/agentbe-daemon/face/gatewayface"
+	"github.com/agentbe/agentbe-daemon/face/mcphttp"
+	"github.com/agentbe/agentbe-daemon/face/restface"
 	"github.com/agentbe/agentbe-daemon/fsops"
-	"github.com/agentbe/agentbe-daemon/fswatch"
-	"github.com/agentbe/agentbe-daemon/gatewayface"
-	"github.com/agentbe/agentbe-daemon/gwtools"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
-	"github.com/agentbe/agentbe-daemon/mcphttp"
 	"github.com/agentbe/agentbe-daemon/netguard"
-	"github.com/agentbe/agentbe-daemon/previews"
-	"github.com/agentbe/agentbe-daemon/procs"
-	"github.com/agentbe/agentbe-daemon/registry"
-	"github.com/agentbe/agentbe-daemon/restface"
 	"github.com/agentbe/agentbe-daemon/sandbox"
-	"github.com/agentbe/agentbe-daemon/sftpd"
-	"github.com/agentbe/agentbe-daemon/sites"
-	"github.com/agentbe/agentbe-daemon/sshauth"
-	"github.com/agentbe/agentbe-daemon/sshd"
-	"github.com/agentbe/agentbe-daemon/sshws"
-	"github.com/agentbe/agentbe-daemon/upstream"
-	"github.com/agentbe/agentbe-daemon/wstools"
+	"github.com/agentbe/agentbe-daemon/ssh/sftpd"
+	"github.com/agentbe/agentbe-daemon/ssh/sshauth"
+	"github.com/agentbe/agentbe-daemon/ssh/sshd"
+	"github.com/agentbe/agentbe-daemon/ssh/sshws"
+	"github.com/agentbe/agentbe-daemon/tools/browser"
+	"github.com/agentbe/agentbe-daemon/tools/extensions"
+	"github.com/agentbe/agentbe-daemon/tools/gateway"
+	"github.com/agentbe/agentbe-daemon/tools/previews"
+	"github.com/agentbe/agentbe-daemon/tools/procs"
+	"github.com/agentbe/agentbe-daemon/tools/registry"
+	"github.com/agentbe/agentbe-daemon/tools/sites"
+	"github.com/agentbe/agentbe-daemon/tools/upstream"
+	"github.com/agentbe/agentbe-daemon/tools/watch"
+	"github.com/agentbe/agentbe-daemon/tools/workspace"
 )
 
 // protocols holds what the config asks for: the workspace (scoped when
@@ -62,14 +62,14 @@ type protocols struct {
 	sftpOps     sftpd.Slots
 	// gwtools serves --gateway-tools (nil without the flag), approvals its
 	// system.run policy.
-	gwtools  *gwtools.Provider
+	gwtools  *gateway.Provider
 	procs    *procs.Manager     // --process-tools
 	previews *previews.Previews // --previews
 	// previewHTTP serves /preview/{port}/ (nil without --previews).
 	previewHTTP http.Handler
-	watch       *fswatch.Manager  // --watch-tools
+	watch       *watch.Manager    // --watch-tools
 	browser     *browser.Provider // --browser-tools
-	approvals   *gwtools.Approvals
+	approvals   *gateway.Approvals
 	// extensions serves the --extensions directory (nil without the flag).
 	extensions *extensions.Provider
 	// upstreams runs the --upstreams servers (nil without the flag).
@@ -206,7 +206,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 
 	// The tool registry: the workspace tools are its first provider.
 	reg := p.reg
-	if err := reg.Set("workspace", wstools.Tools(p.ws, wstools.ExecEnv{Executor: p.exec, Timeout: cfg.ExecTimeout})); err != nil {
+	if err := reg.Set("workspace", workspace.Tools(p.ws, workspace.ExecEnv{Executor: p.exec, Timeout: cfg.ExecTimeout})); err != nil {
 		return err
 	}
 	if cfg.Upstreams != "" {
@@ -232,7 +232,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		if cfg.Backend != "filesystem" {
 			return errors.New("--watch-tools: the memory backend has no files to watch")
 		}
-		p.watch = fswatch.New(fswatch.Options{})
+		p.watch = watch.New(watch.Options{})
 		if err := p.reg.Set("watch", p.watch.Tools()); err != nil {
 			return fmt.Errorf("--watch-tools: %w", err)
 		}
@@ -482,10 +482,10 @@ func (p *protocols) startUpstreams(cfg config.Config, opts Options) error {
 // startGatewayTools serves http.*, fs.* and system.run, the last behind the
 // approval policy.
 func (p *protocols) startGatewayTools(cfg config.Config, opts Options) (err error) {
-	if p.approvals, err = gwtools.LoadApprovals(cfg.ExecApprovals, cfg.ExecApprovalMode, cfg.ExecAsk, p.ws.Root(), cfg.ExecApprovalTTL); err != nil {
+	if p.approvals, err = gateway.LoadApprovals(cfg.ExecApprovals, cfg.ExecApprovalMode, cfg.ExecAsk, p.ws.Root(), cfg.ExecApprovalTTL); err != nil {
 		return fmt.Errorf("--exec-approvals: %w", err)
 	}
-	p.gwtools = gwtools.New(gwtools.Options{Workspace: p.ws, Executor: p.exec, AllowDelete: cfg.FSDelete, Approvals: p.approvals,
+	p.gwtools = gateway.New(gateway.Options{Workspace: p.ws, Executor: p.exec, AllowDelete: cfg.FSDelete, Approvals: p.approvals,
 		Net:       netguard.New(cfg.NetGuard(80, 443)),
 		AskClient: cfg.ExecAskClient, Decided: opts.approvalDecided, Ran: opts.systemRan,
 		Logger: opts.Logger.With("component", "gateway-tools")})

@@ -1,5 +1,5 @@
 // Measures @playwright/mcp on the page the browser provider's benchmarks
-// load (browser/bench_test.go), to put its figures beside ours:
+// load (tools/browser/bench_test.go), to put its figures beside ours:
 //   - start: from the first tools/call until browser_navigate to about:blank
 //     returns (Playwright MCP starts its browser on first use);
 //   - goto+snapshot: browser_navigate of the local page, then
@@ -29,7 +29,7 @@ const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio
 const chromium = process.env.CHROMIUM || '/usr/bin/chromium'
 const runs = Number(process.env.RUNS || 50)
 
-// The same home page as browser/browser_test.go's site().
+// The same home page as tools/browser/browser_test.go's site().
 const page = `<!doctype html><html><head><title>Home</title></head><body>
 <h1>Welcome</h1>
 <p id="out">not clicked</p>

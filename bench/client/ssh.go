@@ -9,7 +9,7 @@ import (
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/agentbe/agentbe-daemon/wsclient"
+	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
 )
 
 // PublishedClientKex is the key exchange the published Node client

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentbe/agentbe-daemon/extensions"
+	"github.com/agentbe/agentbe-daemon/tools/extensions"
 )
 
 func newExtCommand(stdout, stderr io.Writer) *cobra.Command {

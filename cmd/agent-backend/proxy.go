@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentbe/agentbe-daemon/wsclient"
+	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
 )
 
 // newProxyCommand is `agent-backend proxy URL`: stdin/stdout ⇄ a daemon's

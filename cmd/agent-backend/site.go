@@ -24,7 +24,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
-	"github.com/agentbe/agentbe-daemon/sites"
+	"github.com/agentbe/agentbe-daemon/tools/sites"
 )
 
 // siteFile is the --config file of `site serve` (TOML); flags win over it.

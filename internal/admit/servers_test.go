@@ -22,7 +22,7 @@ var servers = map[string]struct {
 	"daemon/daemon.go": {"d.handleWork(", "the daemon's port: every route that does work is mounted through handleWork (the Origin and Host rules), " +
 		"and each face, /site/ and /preview/ admit with the daemon's admit.Rules"},
 	"cmd/agent-backend/site.go": {"s.Handler(rules)", "`site serve`: the site's handler takes admit.Rules (sites.Site.Handler), as on the daemon's /site/"},
-	"browser/proxy.go": {"", "the browser's egress proxy: listens on loopback for Chromium's own uid only and does no work on the workspace; " +
+	"tools/browser/proxy.go": {"", "the browser's egress proxy: listens on loopback for Chromium's own uid only and does no work on the workspace; " +
 		"what it dials passes netguard"},
 	"internal/previewtest/previewtest.go":     {"", "a test helper: a server inside the workspace that previews proxy to"},
 	"internal/previewtest/previewsrv/main.go": {"", "a test helper: the same, as a program run through the sandbox"},

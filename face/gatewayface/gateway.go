@@ -1,0 +1,416 @@
+// Package gatewayface serves the registry's tools as JSON-RPC 2.0 over a
+// WebSocket at /gateway: tools.list {sessionId}, tools.invoke {toolId,
+// sessionId, args} and tools.approve {requestId, approved}.
+//
+// Admission: the Host and Origin rules of every work endpoint
+// (internal/httpguard), then the token as /ssh takes it (Authorization:
+// Bearer or ?token=); a bad token gets a completed upgrade and close code
+// 4001. X-Root-Dir and X-Scope-Path of the upgrade request follow /mcp's
+// rules (internal/admit); a refused one closes with 1008 and the reason.
+// The scope is the connection's: every call works in it.
+//
+// Limits per connection: a message is at most MaxMessage bytes (larger
+// closes the connection, 1009), a batch at most MaxBatch requests, at most
+// MaxInFlight messages run at once (past it: CodeBusy), and a token bucket
+// of Rate requests per second with Burst (past it: CodeRateLimited; the
+// connection stays up). The registry's own limits apply to every call.
+//
+// A result is the MCP CallToolResult (content blocks, isError), so a client
+// reads the same text as over /mcp.
+package gatewayface
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/internal/wsnet"
+	"github.com/agentbe/agentbe-daemon/tools/registry"
+)
+
+// Defaults of Options' zero values.
+const (
+	DefaultMaxMessage  = 1 << 20
+	DefaultMaxBatch    = 20
+	DefaultMaxInFlight = 8
+	DefaultRate        = 50
+	DefaultBurst       = 100
+)
+
+// Options configures a Server.
+type Options struct {
+	Registry  *registry.Registry
+	Workspace fsops.Workspace
+	// Admit holds the guard, token, root and static scope; its MaxBody is
+	// not used (MaxMessage bounds a message).
+	Admit       admit.Rules
+	MaxMessage  int64
+	MaxBatch    int
+	MaxInFlight int
+	Rate        float64 // requests per second per connection
+	Burst       int
+	// Operator is the operator's token (--operator-token-file): a
+	// connection upgraded with it (instead of the agent's) may answer
+	// tools.approve; the agent's connections never can.
+	Operator httpguard.Token
+	// Approve decides a request waiting for approval (system.run's); nil
+	// answers every tools.approve with "no such request".
+	Approve func(requestID string, approved, always bool) (any, error)
+	Logger  *slog.Logger
+}
+
+// Server is the /gateway handler.
+type Server struct {
+	opts     Options
+	upgrader websocket.Upgrader
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	closing bool
+	conns   map[*conn]context.CancelFunc
+	wg      sync.WaitGroup // ServeHTTP calls under way
+}
+
+// New returns the handler.
+func New(opts Options) *Server {
+	if opts.MaxMessage <= 0 {
+		opts.MaxMessage = DefaultMaxMessage
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.Rate <= 0 {
+		opts.Rate = DefaultRate
+	}
+	if opts.Burst <= 0 {
+		opts.Burst = DefaultBurst
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{
+		opts:  opts,
+		log:   log,
+		conns: map[*conn]context.CancelFunc{},
+		// The guard has checked Origin before the upgrade.
+		upgrader: websocket.Upgrader{HandshakeTimeout: 10 * time.Second, CheckOrigin: func(*http.Request) bool { return true }},
+	}
+}
+
+// ServeHTTP upgrades and serves one connection until it closes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g := s.opts.Admit.Guard; g != nil {
+		if ref := g.Check(r); ref != nil {
+			ref.Write(w)
+			return
+		}
+	}
+	operator := s.opts.Operator.Required() && s.opts.Operator.AllowsHeaderOrQuery(r)
+	ok := operator || s.opts.Admit.Token.AllowsHeaderOrQuery(r)
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		http.Error(w, "the daemon is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer ws.Close()
+	if !ok {
+		closeWith(ws, wsnet.CloseUnauthorized, "Unauthorized")
+		return
+	}
+	// The rest of /mcp's rules (the token passed already, by either form).
+	rules := s.opts.Admit
+	rules.Guard, rules.Token, rules.MaxBody = nil, httpguard.Token{}, 0
+	if ref := rules.Check(r); ref != nil {
+		closeWith(ws, wsnet.ClosePolicy, ref.Title+": "+ref.Message)
+		return
+	}
+	// Who the connection is, from the credential it was admitted with,
+	// for its whole life (a reload that removes its token does not end
+	// it); the operator is everything.
+	caller := admit.Full
+	if operator {
+		caller.Requested, _ = admit.NormalizeScope(r.Header.Get(admit.HeaderScopePath))
+		caller.Scope = caller.Requested
+	} else if caller, err = s.opts.Admit.Caller(r.Header, r.URL.Query()); err != nil {
+		closeWith(ws, wsnet.ClosePolicy, "Invalid scope: "+err.Error())
+		return
+	}
+	id, scope := caller.Identity, caller.Scope
+	wsp, release, err := caller.Workspace(s.opts.Workspace)
+	if err != nil {
+		closeWith(ws, wsnet.ClosePolicy, "Invalid scope: "+err.Error())
+		return
+	}
+	defer release()
+	c := &conn{s: s, ws: ws, wsp: wsp, scope: scope, id: id, remote: r.RemoteAddr, operator: operator,
+		slots:  make(chan struct{}, s.opts.MaxInFlight),
+		tokens: float64(s.opts.Burst), last: time.Now()}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.mu.Lock()
+	s.conns[c] = cancel
+	s.mu.Unlock()
+	c.serve(ctx)
+	cancel()
+	c.wg.Wait()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// Shutdown ends every connection: its calls under way are cancelled and it
+// gets the close frame 1001 ("the daemon is shutting down"); new upgrades
+// are refused. It returns once every connection is done, or when ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	conns := make(map[*conn]context.CancelFunc, len(s.conns))
+	for c, cancel := range s.conns {
+		conns[c] = cancel
+	}
+	s.mu.Unlock()
+	for c, cancel := range conns {
+		cancel()
+		c.wmu.Lock()
+		closeWith(c.ws, wsnet.CloseGoingAway, "the daemon is shutting down")
+		c.wmu.Unlock()
+		_ = c.ws.SetReadDeadline(time.Now()) // ends the read loop now
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func closeWith(ws *websocket.Conn, code int, reason string) {
+	if len(reason) > 120 {
+		reason = reason[:120]
+	}
+	_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+}
+
+type conn struct {
+	s        *Server
+	ws       *websocket.Conn
+	wsp      fsops.Workspace
+	scope    string
+	id       httpguard.Identity
+	remote   string
+	operator bool // upgraded with the operator's token
+	slots    chan struct{}
+	wg       sync.WaitGroup
+	wmu      sync.Mutex
+
+	// token bucket; touched only by the reading goroutine
+	tokens float64
+	last   time.Time
+}
+
+// allow takes n tokens from the bucket if it holds them.
+func (c *conn) allow(n int) bool {
+	now := time.Now()
+	c.tokens = min(float64(c.s.opts.Burst), c.tokens+now.Sub(c.last).Seconds()*c.s.opts.Rate)
+	c.last = now
+	if c.tokens < float64(n) {
+		return false
+	}
+	c.tokens -= float64(n)
+	return true
+}
+
+func (c *conn) serve(ctx context.Context) {
+	c.ws.SetReadLimit(c.s.opts.MaxMessage)
+	for {
+		_, data, err := c.ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		p, whole := parseMessage(data, c.s.opts.MaxBatch)
+		if whole != nil {
+			c.send(whole)
+			continue
+		}
+		if !c.allow(len(p.reqs)) {
+			c.refuseAll(p, CodeRateLimited, "rate limit: more than %g requests per second on this connection (burst %d); slow down", c.s.opts.Rate, c.s.opts.Burst)
+			continue
+		}
+		select {
+		case c.slots <- struct{}{}:
+		default:
+			c.refuseAll(p, CodeBusy, "busy: %d messages of this connection are in flight; wait for an answer", c.s.opts.MaxInFlight)
+			continue
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			defer func() { <-c.slots }()
+			c.run(ctx, p)
+		}()
+	}
+}
+
+// refuseAll answers every request of p with the same error.
+func (c *conn) refuseAll(p *parsed, code int, format string, args ...any) {
+	out := make([]*response, 0, len(p.reqs))
+	for i, req := range p.reqs {
+		switch {
+		case p.errs[i] != nil:
+			out = append(out, p.errs[i])
+		case !req.notification():
+			out = append(out, errResponse(req.ID, code, format, args...))
+		}
+	}
+	c.reply(p.batch, out)
+}
+
+func (c *conn) run(ctx context.Context, p *parsed) {
+	out := make([]*response, 0, len(p.reqs))
+	for i, req := range p.reqs {
+		if p.errs[i] != nil {
+			out = append(out, p.errs[i])
+			continue
+		}
+		resp := c.call(ctx, req)
+		if !req.notification() {
+			out = append(out, resp)
+		}
+	}
+	c.reply(p.batch, out)
+}
+
+func (c *conn) reply(batch bool, out []*response) {
+	switch {
+	case len(out) == 0:
+	case batch:
+		c.send(out)
+	default:
+		c.send(out[0])
+	}
+}
+
+func (c *conn) send(v any) {
+	var b []byte
+	var err error
+	if r, ok := v.(*response); ok {
+		b, err = r.appendJSON(nil)
+	} else {
+		b, err = json.Marshal(v)
+	}
+	if err != nil {
+		b, _ = json.Marshal(errResponse(nil, CodeInternal, "internal error: %v", err))
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.ws.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	_ = c.ws.WriteMessage(websocket.TextMessage, b)
+}
+
+// Tool is one entry of tools.list.
+type Tool struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	InputSchema any    `json:"inputSchema"`
+}
+
+type listParams struct {
+	SessionID string `json:"sessionId"`
+}
+
+type invokeParams struct {
+	ToolID    string          `json:"toolId"`
+	SessionID string          `json:"sessionId"`
+	Args      json.RawMessage `json:"args"`
+}
+
+type approveParams struct {
+	RequestID string `json:"requestId"`
+	Approved  *bool  `json:"approved"`
+	Always    bool   `json:"always,omitempty"`
+}
+
+func decodeParams(raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return json.Unmarshal(raw, v)
+}
+
+func (c *conn) call(ctx context.Context, req *request) *response {
+	ok := func(v any) *response { return &response{JSONRPC: "2.0", ID: req.ID, Result: v} }
+	switch req.Method {
+	case "tools.list":
+		var p listParams
+		if err := decodeParams(req.Params, &p); err != nil {
+			return errResponse(req.ID, CodeInvalidParams, "invalid params of tools.list: %v", err)
+		}
+		list := c.s.opts.Registry.List()
+		tools := make([]Tool, 0, len(list))
+		for _, t := range list {
+			tools = append(tools, Tool{t.Name, t.Description, t.InputSchema})
+		}
+		return ok(map[string]any{"tools": tools})
+	case "tools.invoke":
+		var p invokeParams
+		if err := decodeParams(req.Params, &p); err != nil {
+			return errResponse(req.ID, CodeInvalidParams, "invalid params of tools.invoke: %v", err)
+		}
+		if p.ToolID == "" {
+			return errResponse(req.ID, CodeInvalidParams, "invalid params of tools.invoke: toolId is missing")
+		}
+		res, err := c.s.opts.Registry.Call(ctx, p.ToolID, registry.Call{
+			Args: p.Args, Workspace: c.wsp, Face: "gateway", Remote: c.remote, Scope: c.scope,
+			Caller: c.id.Name, ReadOnly: c.id.ReadOnly, NoExec: !c.id.Exec, Bound: c.id.Scope != "",
+		})
+		var unknown *registry.UnknownToolError
+		switch {
+		case errors.As(err, &unknown):
+			return errResponse(req.ID, CodeUnknownTool, "%v; tools.list lists the tools", err)
+		case errors.Is(err, registry.ErrBusy):
+			return errResponse(req.ID, CodeBusy, "%v", err)
+		case err != nil:
+			return errResponse(req.ID, CodeInternal, "%v", err)
+		}
+		return ok(res)
+	case "tools.approve":
+		var p approveParams
+		if err := decodeParams(req.Params, &p); err != nil || p.RequestID == "" || p.Approved == nil {
+			return errResponse(req.ID, CodeInvalidParams, "invalid params of tools.approve: requestId (string) and approved (bool) are required")
+		}
+		if c.s.opts.Approve == nil {
+			return errResponse(req.ID, CodeNoSuchRequest, "no such request %q: no call is waiting for approval", p.RequestID)
+		}
+		if !c.operator {
+			return errResponse(req.ID, CodeNotOperator, "tools.approve needs a connection opened with the operator's token (--operator-token-file), not the agent's")
+		}
+		decided, err := c.s.opts.Approve(p.RequestID, *p.Approved, p.Always)
+		if err != nil {
+			return errResponse(req.ID, CodeNoSuchRequest, "request %q: %v", p.RequestID, err)
+		}
+		return ok(decided)
+	}
+	return errResponse(req.ID, CodeMethodNotFound, "method not found: %q (tools.list, tools.invoke, tools.approve)", req.Method)
+}

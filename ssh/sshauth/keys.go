@@ -1,0 +1,158 @@
+package sshauth
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net/netip"
+	"path"
+	"strings"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/ssh/sshd"
+)
+
+// Extension names put in ssh.Permissions for the sessions of a key; the
+// SSH core honours them.
+const (
+	ExtNoPty            = sshd.PermNoPty
+	ExtNoPortForwarding = sshd.PermNoPortForwarding
+)
+
+// Key is one line of authorized_keys.
+type Key struct {
+	Key     gossh.PublicKey
+	Comment string
+	Line    int
+	from    []fromPattern // empty: from anywhere
+	noPty   bool
+	noFwd   bool
+}
+
+type fromPattern struct {
+	negate bool
+	prefix netip.Prefix // when the pattern is a CIDR
+	glob   string       // otherwise, matched against the address
+}
+
+// ParseAuthorizedKeys reads an OpenSSH authorized_keys file. Options other
+// than from=, restrict, no-pty, pty, no-port-forwarding, no-agent-forwarding,
+// no-X11-forwarding and no-user-rc are refused with the line, so a key is
+// never admitted with a restriction we would silently ignore (command=,
+// permitopen=, ...).
+func ParseAuthorizedKeys(name string, data []byte) ([]Key, error) {
+	var keys []Key
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		pk, comment, options, _, err := gossh.ParseAuthorizedKey(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", name, n, err)
+		}
+		k := Key{Key: pk, Comment: comment, Line: n}
+		for _, o := range options {
+			opt, val, hasVal := strings.Cut(o, "=")
+			switch strings.ToLower(opt) {
+			case "restrict":
+				k.noPty, k.noFwd = true, true
+			case "no-pty":
+				k.noPty = true
+			case "pty":
+				k.noPty = false
+			case "no-port-forwarding":
+				k.noFwd = true
+			case "no-agent-forwarding", "no-x11-forwarding", "no-user-rc":
+				// Not offered by this server at all.
+			case "from":
+				if !hasVal {
+					return nil, fmt.Errorf("%s:%d: from= needs a pattern list", name, n)
+				}
+				pats, err := parseFrom(strings.Trim(val, `"`))
+				if err != nil {
+					return nil, fmt.Errorf("%s:%d: from=%s: %v", name, n, val, err)
+				}
+				k.from = pats
+			default:
+				return nil, fmt.Errorf("%s:%d: option %q is not supported here (from=, restrict, no-pty, pty, no-port-forwarding, no-agent-forwarding, no-X11-forwarding, no-user-rc)", name, n, o)
+			}
+		}
+		keys = append(keys, k)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	return keys, nil
+}
+
+// parseFrom reads an OpenSSH pattern list: addresses or CIDRs or globs on
+// addresses, comma-separated, "!" negating. Host names cannot match (the
+// server does no reverse lookup), so a pattern with letters is refused.
+func parseFrom(list string) ([]fromPattern, error) {
+	var out []fromPattern
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		fp := fromPattern{}
+		if strings.HasPrefix(p, "!") {
+			fp.negate, p = true, p[1:]
+		}
+		switch {
+		case p == "":
+			return nil, fmt.Errorf("an empty pattern")
+		case strings.Contains(p, "/"):
+			pre, err := netip.ParsePrefix(p)
+			if err != nil {
+				return nil, err
+			}
+			fp.prefix = pre.Masked()
+		default:
+			if strings.IndexFunc(p, func(r rune) bool { return r >= 'g' && r <= 'z' || r >= 'G' && r <= 'Z' }) >= 0 {
+				return nil, fmt.Errorf("%q: host names cannot be matched (no reverse lookups); use addresses or CIDRs", p)
+			}
+			if _, err := path.Match(p, ""); err != nil {
+				return nil, err
+			}
+			fp.glob = p
+		}
+		out = append(out, fp)
+	}
+	return out, nil
+}
+
+// allows reports whether the key may be used from addr: some positive
+// pattern matches and no negated one does (OpenSSH's rule).
+func (k *Key) allows(addr netip.Addr) bool {
+	if len(k.from) == 0 {
+		return true
+	}
+	matched := false
+	for _, p := range k.from {
+		var m bool
+		if p.prefix.IsValid() {
+			m = p.prefix.Contains(addr)
+		} else {
+			m, _ = path.Match(p.glob, addr.String())
+		}
+		if m && p.negate {
+			return false
+		}
+		matched = matched || (m && !p.negate)
+	}
+	return matched
+}
+
+// permissions are what the key's sessions may not do.
+func (k *Key) permissions() *gossh.Permissions {
+	ext := map[string]string{"pubkey-fp": gossh.FingerprintSHA256(k.Key)}
+	if k.noPty {
+		ext[ExtNoPty] = "1"
+	}
+	if k.noFwd {
+		ext[ExtNoPortForwarding] = "1"
+	}
+	return &gossh.Permissions{Extensions: ext}
+}

@@ -1,0 +1,375 @@
+package sshws
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/internal/tick"
+	"github.com/agentbe/agentbe-daemon/internal/wsnet"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/ssh/sftpd"
+	"github.com/agentbe/agentbe-daemon/ssh/sshd"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultMaxConns          = 1024
+	DefaultKeepaliveInterval = 30 * time.Second
+	// keepaliveMisses is how many keepalive intervals without a word from the
+	// peer make it dead: the clients' own default (keepaliveCountMax 3).
+	keepaliveMisses = 3
+)
+
+// Options configure a Server.
+type Options struct {
+	// Workspace is what SFTP serves and where commands run: the daemon's root,
+	// or the static --scopePath scope.
+	Workspace fsops.Workspace
+	// Executor runs exec and shell requests. Nil (a memory workspace) refuses
+	// them with a message on stderr and exit status 126.
+	Executor sandbox.Executor
+	// AuthToken gates the WebSocket; "" means no auth.
+	AuthToken string
+	// Tokens is the token file's set (--tokens), shared with the daemon;
+	// nil without one. A connection with one of its tokens works in the
+	// token's scope, read-only or without commands as the entry says.
+	Tokens *atomic.Pointer[httpguard.TokenSet]
+	// AllowedOrigins are the browser origins allowed besides loopback ones
+	// ("*" for any); see Guard.
+	AllowedOrigins []string
+	// Guard applies the Origin and Host rules of every work endpoint
+	// (internal/httpguard) before the upgrade; nil builds one from
+	// AuthToken and AllowedOrigins. The daemon passes the one its mux uses.
+	Guard *httpguard.Guard
+	// HostKeyPath is the SSH host key file (DefaultHostKeyPath if empty); an
+	// ed25519 key is generated there once if the file is missing.
+	HostKeyPath string
+	// MaxConns caps concurrent WebSockets; 0 means DefaultMaxConns. Beyond it
+	// the upgrade completes and closes with 1013 "Try Again Later".
+	MaxConns int
+	// KeepaliveInterval is how often the server pings an idle peer; 0 means
+	// DefaultKeepaliveInterval. After 3 intervals without anything from the
+	// peer the connection is dropped and its processes are killed.
+	KeepaliveInterval time.Duration
+	// EnvAllowlist names the variables SSH "env" requests may set (OpenSSH's
+	// SendEnv/SetEnv). A name ending in "*" admits every name with that
+	// prefix ("LC_*"), as in sshd's AcceptEnv. Others are refused.
+	EnvAllowlist []string
+	// SessionEnded is sshd.Options.SessionEnded: told about every exec,
+	// shell and SFTP session when it ends (the audit log). Nil = none.
+	SessionEnded func(sshd.SessionRecord)
+	// Forward is sshd.Options.Forward: it serves direct-tcpip channels
+	// (`ssh -L`); nil refuses them.
+	Forward sshd.ForwardFunc
+	// Channels is sshd.Options.Channels: the daemon-wide count of open
+	// channels, shared with the daemon's other SSH listener. Nil makes one
+	// for this Server alone.
+	Channels *sshd.ChannelPool
+	// SFTPOps are SFTP's server-wide slots (sshd.SFTPLimits.ServerOps),
+	// shared with the daemon's other SSH listener; nil makes maxFileOps
+	// of them for this Server alone.
+	SFTPOps sftpd.Slots
+	// Logger receives connection-level events; nil discards them.
+	Logger *slog.Logger
+
+	// tune, set only by tests, adjusts the SSH core's options (lower
+	// limits, a shorter login timeout) before it is built.
+	tune func(*sshd.Options)
+}
+
+// Server is the /ssh endpoint: it upgrades to a WebSocket, checks the token,
+// and hands the connection to the SSH core (package sshd). It is safe for
+// concurrent use.
+type Server struct {
+	core      *sshd.Server
+	token     httpguard.Token
+	keepalive time.Duration
+	log       *slog.Logger
+	upgrader  websocket.Upgrader
+	guard     *httpguard.Guard
+	root      fsops.Workspace // Options.Workspace
+}
+
+// New validates opts and loads (or creates) the host key. The Server is ready
+// to be mounted at /ssh.
+func New(opts Options) (*Server, error) {
+	if opts.Workspace == nil {
+		return nil, errors.New("sshws: Options.Workspace is required")
+	}
+	signer, err := LoadOrCreateHostKey(opts.HostKeyPath)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		token:     httpguard.NewTokens(opts.AuthToken, opts.Tokens),
+		root:      opts.Workspace,
+		keepalive: opts.KeepaliveInterval,
+		log:       opts.Logger,
+	}
+	if s.log != nil {
+		// What a user compares with the fingerprint OpenSSH shows on first
+		// connection.
+		s.log.Info("SSH host key", "path", opts.HostKeyPath, "fingerprint", gossh.FingerprintSHA256(signer.PublicKey()))
+	}
+	if s.keepalive <= 0 {
+		s.keepalive = DefaultKeepaliveInterval
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.guard = opts.Guard
+	if s.guard == nil {
+		s.guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: s.log})
+	}
+	maxConns := opts.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	sftpOps := opts.SFTPOps
+	if sftpOps == nil {
+		sftpOps = sftpd.NewSlots(maxFileOps)
+	}
+	co := sshd.Options{
+		Workspace: opts.Workspace,
+		Executor:  opts.Executor,
+		HostKey:   signer,
+		// The WebSocket token is the gate (checked before any SSH byte),
+		// so SSH authentication accepts everything: method "none" (what
+		// the TypeScript client and OpenSSH try first), any password (the
+		// Python client sends the token as one) and any public key
+		// (OpenSSH offers the user's keys).
+		NoClientAuth: true,
+		PasswordCallback: func(gossh.ConnMetadata, []byte) (*gossh.Permissions, error) {
+			return nil, nil
+		},
+		PublicKeyCallback: func(gossh.ConnMetadata, gossh.PublicKey) (*gossh.Permissions, error) {
+			return nil, nil
+		},
+		// Keepalive is the WebSocket's pings (startKeepalive), not SSH's.
+		KeepaliveInterval: 0,
+		MaxConns:          maxConns,
+		LoginTimeout:      loginTimeout,
+		MaxChannels:       maxChannelsPerConn,
+		Channels:          opts.Channels,
+		EnvAllowlist:      opts.EnvAllowlist,
+		SessionEnded:      opts.SessionEnded,
+		Forward:           opts.Forward,
+		CommandHandlers:   []sshd.CommandHandler{sshd.SCP()},
+		SubsystemHandlers: map[string]sshd.SubsystemHandler{
+			"sftp": sshd.SFTP(sshd.SFTPLimits{
+				MaxHandles: maxHandlesPerConn,
+				ConnOps:    maxFileOpsPerConn,
+				ServerOps:  sftpOps,
+			}),
+		},
+		Logger: s.log,
+	}
+	if opts.tune != nil {
+		opts.tune(&co)
+	}
+	if s.core, err = sshd.New(co); err != nil {
+		return nil, err
+	}
+
+	s.upgrader = websocket.Upgrader{
+		HandshakeTimeout: 10 * time.Second,
+		// A small read buffer: it only has to hold frame headers (and
+		// control frames, up to 125 bytes) plus a small message; larger
+		// payloads are read straight into x/crypto's own 4 KiB buffer or
+		// into the packet (bufio reads directly into a caller's buffer
+		// larger than its own). Reusing the HTTP server's 4 KiB reader
+		// (ReadBufferSize 0) would double-buffer every idle connection.
+		ReadBufferSize: readBufferSize,
+		// Writes borrow a buffer from the pool only while a message is
+		// being sent, so an idle connection holds no write buffer at all.
+		WriteBufferSize: 64 << 10,
+		WriteBufferPool: &sync.Pool{},
+		// The Origin (and Host) rules are checked by s.guard in ServeHTTP
+		// before the upgrade, the same rules as every work endpoint;
+		// gorilla's own check (Origin equal to Host) would both refuse
+		// allowed origins and admit a DNS-rebinding page, whose Origin
+		// and Host are both the attacker's name.
+		CheckOrigin: func(*http.Request) bool { return true },
+		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+			http.Error(w, "agentbe /ssh: "+reason.Error(), status)
+		},
+	}
+	return s, nil
+}
+
+// wsConn is a WebSocket connection as the SSH core sees it: closing it
+// stops its keepalive, and the core's reasons for closing it become close
+// codes (CloseCause).
+type wsConn struct {
+	*wsnet.Conn
+	stopKeepalive func()
+}
+
+// Close ends the keepalive and closes the WebSocket (1000, or the code set
+// before).
+func (c *wsConn) Close() error {
+	c.stopKeepalive()
+	return c.Conn.Close()
+}
+
+// CloseCause closes with the close code of the core's reason.
+func (c *wsConn) CloseCause(cause error) error {
+	code := wsnet.CloseInternal
+	switch {
+	case errors.Is(cause, sshd.ErrShuttingDown):
+		code = wsnet.CloseGoingAway
+	case errors.Is(cause, sshd.ErrTooManyConns):
+		code = wsnet.CloseTryAgain
+	case errors.Is(cause, sshd.ErrLoginTimeout):
+		code = wsnet.ClosePolicy
+	}
+	c.Conn.SetCloseCode(code, cause.Error())
+	return c.Close()
+}
+
+// ServeHTTP upgrades the request to a WebSocket and runs the SSH handshake
+// over it, then hands the connection to a goroutine of its own and returns.
+// Returning lets net/http drop its per-connection state (the response
+// writer's buffer, the request) and the deep handler stack, which an idle
+// connection would otherwise hold for its whole life; the handshake's stack
+// growth goes with it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if ref := s.guard.Check(r); ref != nil {
+		ref.Write(w)
+		return
+	}
+	// One lookup decides both admission and confinement: a reload between
+	// two lookups must not leave a connection admitted but unconfined.
+	id, ok := s.identify(r)
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered with an HTTP error
+	}
+	wc := wsnet.New(ws)
+	remote := ws.RemoteAddr().String()
+
+	// A bad token still gets a completed upgrade and then close code 4001:
+	// the clients map 4001 to AUTH_FAILED and stop, while an HTTP 401 on the
+	// upgrade looks like a network error to them and they retry forever.
+	if !ok {
+		s.log.Info("unauthorized", "remote", remote)
+		wc.CloseWith(wsnet.CloseUnauthorized, "Unauthorized")
+		return
+	}
+	cf, release, err := s.workspaceFor(id)
+	if err != nil {
+		s.log.Info("refused: the token's scope", "remote", remote, "err", err)
+		wc.CloseWith(wsnet.ClosePolicy, "Invalid scope: "+err.Error())
+		return
+	}
+
+	c := &wsConn{Conn: wc}
+	c.stopKeepalive = s.startKeepalive(wc, remote)
+	// The core refuses over the cap and while shutting down (without
+	// closing), bounds the login, and closes the connection itself on any
+	// other failure. From a successful Handshake on, the connection is the
+	// core's: Shutdown closes it (CloseCause) and waits for it.
+	conn, err := s.core.Handshake(context.Background(), c)
+	if err != nil {
+		release()
+		if errors.Is(err, sshd.ErrTooManyConns) || errors.Is(err, sshd.ErrShuttingDown) {
+			s.log.Warn("connection refused", "remote", remote, "reason", err)
+			c.CloseCause(err)
+		}
+		return
+	}
+	if cf.confined {
+		conn.Confine(cf.ws, cf.noExec, cf.scope, cf.caller)
+	}
+	go func() {
+		conn.Serve()
+		release()
+	}()
+}
+
+// confinement is what a connection's token allows.
+type confinement struct {
+	confined      bool
+	ws            fsops.Workspace
+	noExec        bool
+	scope, caller string
+}
+
+// workspaceFor is where a connection admitted as id works: for a token of
+// the token file, the token's scope of the server's workspace (read-only
+// when the entry says so) and whether it may run commands; for the
+// daemon's own token (Name ""), the server's workspace as is.
+func (s *Server) workspaceFor(id httpguard.Identity) (confinement, func(), error) {
+	if id.Name == "" {
+		return confinement{}, func() {}, nil
+	}
+	c := confinement{confined: true, ws: s.root, noExec: !id.Exec, scope: id.Scope, caller: id.Name}
+	release := func() {}
+	if id.Scope != "" {
+		sc, err := s.root.Scope(id.Scope)
+		if err != nil {
+			return confinement{}, nil, err
+		}
+		c.ws, release = sc, func() { _ = sc.Close() }
+	}
+	if id.ReadOnly {
+		c.ws = fsops.ReadOnly(c.ws)
+	}
+	return c, release, nil
+}
+
+// readBufferSize is the WebSocket read buffer of a server connection.
+const readBufferSize = 512
+
+// loginTimeout bounds the SSH handshake and authentication after the
+// WebSocket is up (OpenSSH's LoginGraceTime is 120 s; our clients log in
+// within one round trip of the handshake).
+const loginTimeout = 30 * time.Second
+
+// identify applies the daemon's token rule (internal/httpguard, the one
+// /mcp applies) with "?token=" allowed besides "Authorization: Bearer": the
+// 0.11 clients and browsers' WebSocket API cannot set headers.
+func (s *Server) identify(r *http.Request) (httpguard.Identity, bool) {
+	return s.token.Identify(r.Header, r.URL.Query())
+}
+
+// startKeepalive pings the peer every interval and drops it after
+// keepaliveMisses intervals of silence. WebSocket pings are used rather than
+// SSH keepalives because every client answers them in its WebSocket library
+// (ws for Node, websockets for Python, gorilla in `agent-backend proxy`),
+// whatever its SSH layer does, and they cost no SSH round trip. A timer, not
+// a goroutine, so an idle connection costs no stack for it.
+func (s *Server) startKeepalive(c *wsnet.Conn, remote string) (stop func()) {
+	return tick.Every(s.keepalive, func() bool {
+		if c.IdleFor(time.Now()) >= keepaliveMisses*s.keepalive {
+			s.log.Info("peer silent, dropping connection", "remote", remote,
+				"after", keepaliveMisses*s.keepalive)
+			c.CloseWith(wsnet.CloseInternal, "keepalive timeout")
+			return false
+		}
+		if err := c.Ping(); err != nil {
+			c.Close()
+			return false
+		}
+		return true
+	})
+}
+
+// Shutdown closes every WebSocket with 1001 "Server shutting down", which
+// ends their SSH connections and kills their processes, refuses new ones,
+// and waits until all of it is done or ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error { return s.core.Shutdown(ctx) }
+
+// Close shuts down as Shutdown does, waiting as long as it takes (bounded by
+// the WebSocket close grace and process kill). It is idempotent.
+func (s *Server) Close() error { return s.core.Close() }

@@ -1,0 +1,623 @@
+package extensions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.starlark.net/starlark"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/netguard"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/tools/registry"
+)
+
+// Defaults and bounds.
+const (
+	DefaultMaxSteps      = 100_000_000 // about a second of pure Starlark on one core
+	DefaultMaxConcurrent = 4
+	DefaultDebounce      = 200 * time.Millisecond
+	MaxFileBytes         = 1 << 20
+	MaxOutputBytes       = 1 << 20 // a handler's result text
+	maxPrintBytes        = 64 << 10
+	// stepGrace is how long a call whose deadline passed waits for its
+	// thread to stop: a cancelled thread stops at its next step, and the
+	// modules' calls (exec, http, sqlite, postgres) end with the call's
+	// context. A built-in still running after that (one step of seconds:
+	// the "%" of a value nested 10^5 deep) is abandoned: the call is
+	// answered, and the step keeps the call's slots until it ends.
+	stepGrace = 100 * time.Millisecond
+)
+
+// Options configure a Provider.
+type Options struct {
+	Dir       string // the extensions directory
+	Registry  *registry.Registry
+	Workspace fsops.Workspace // where fs and exec work (a call's scope narrows it)
+	Executor  sandbox.Executor
+	Net       *netguard.Client
+	// PostgresNet is the door of the postgres module's connections: the
+	// rules of Net (no loopback, private, link-local or metadata address)
+	// with the PostgreSQL port, DefaultPostgresPort, when nil.
+	PostgresNet *netguard.Client
+	// Getenv reads the daemon's environment for env.get (os.LookupEnv when
+	// nil); Secrets are values never returned (the auth token).
+	Getenv  func(string) (string, bool)
+	Secrets []string
+	// MaxSteps bounds the Starlark steps of one call (and of loading a file).
+	MaxSteps uint64
+	// MaxConcurrent bounds the calls of one extension running at once.
+	MaxConcurrent int
+	// Debounce waits for a burst of file changes to end before reloading.
+	Debounce time.Duration
+	Logger   *slog.Logger
+}
+
+// Health is /health's view of one extension file.
+type Health struct {
+	File string `json:"file"`
+	Name string `json:"name,omitempty"`
+	// State is ready; failed (and still serving its last good version, if
+	// any); or degraded: ready, with Runaway calls.
+	State     string `json:"state"`
+	Tools     int    `json:"tools"`
+	LastError string `json:"last_error,omitempty"`
+	// Runaway counts the calls answered at their deadline whose Starlark
+	// step (a built-in that does not look at cancellation) still runs:
+	// each keeps its slot of the extension's MaxConcurrent, and of the
+	// registry's, until it ends.
+	Runaway int `json:"runaway,omitempty"`
+}
+
+type loaded struct {
+	ext     *Extension // the version serving, nil if none ever loaded
+	mod     time.Time
+	size    int64
+	lastErr string
+	calls   *calls
+}
+
+// calls are an extension file's calls, whichever version they run.
+type calls struct {
+	sem     chan struct{} // a slot per call running, MaxConcurrent
+	runaway atomic.Int64  // calls answered whose step still runs
+}
+
+// Provider serves a directory of extensions.
+type Provider struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	files map[string]*loaded
+
+	watcher *fsnotify.Watcher
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+}
+
+// Start loads every extension of the directory and watches it. A file that
+// fails to load is logged and reported in Health; it does not stop the
+// others. The directory itself must exist.
+func Start(opts Options) (*Provider, error) {
+	fi, err := os.Stat(opts.Dir)
+	if err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory of *.star extensions", opts.Dir)
+	}
+	p, err := newProvider(opts)
+	if err != nil {
+		return nil, err
+	}
+	p.reload()
+	if w, err := fsnotify.NewWatcher(); err == nil && w.Add(p.dir) == nil {
+		p.watcher = w
+	} else {
+		if w != nil {
+			w.Close()
+		}
+		p.log.Warn("extensions: cannot watch the directory; polling every second instead", "dir", p.dir, "err", err)
+	}
+	go p.watch()
+	return p, nil
+}
+
+func newProvider(opts Options) (*Provider, error) {
+	abs, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.MaxSteps == 0 {
+		opts.MaxSteps = DefaultMaxSteps
+	}
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = DefaultDebounce
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = os.LookupEnv
+	}
+	if opts.Net == nil {
+		opts.Net = netguard.New(netguard.Options{})
+	}
+	if opts.PostgresNet == nil {
+		opts.PostgresNet = netguard.New(netguard.Options{AllowPorts: []uint16{DefaultPostgresPort}})
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{dir: abs, opts: opts, log: log, files: map[string]*loaded{}, stop: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+// Close stops watching and withdraws every tool. A Starlark step still
+// running after its call was answered (Health's Runaway) cannot be stopped;
+// Close does not wait for it.
+func (p *Provider) Close() error {
+	p.once.Do(func() {
+		close(p.stop)
+		<-p.done
+		if p.watcher != nil {
+			p.watcher.Close()
+		}
+		p.mu.Lock()
+		for f := range p.files {
+			_ = p.opts.Registry.Set(provider(f), nil)
+		}
+		p.mu.Unlock()
+		p.opts.Net.CloseIdleConnections()
+	})
+	return nil
+}
+
+func provider(file string) string { return "extension:" + file }
+
+// watch reloads after changes, debounced; without a watcher it polls.
+func (p *Provider) watch() {
+	defer close(p.done)
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	if p.watcher != nil {
+		events, errs = p.watcher.Events, p.watcher.Errors
+		poll.Stop()
+	}
+	var timer *time.Timer
+	var fire <-chan time.Time
+	for {
+		select {
+		case <-p.stop:
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if !strings.HasSuffix(ev.Name, ".star") {
+				continue
+			}
+			if timer == nil {
+				timer = time.NewTimer(p.opts.Debounce)
+			} else {
+				timer.Reset(p.opts.Debounce)
+			}
+			fire = timer.C
+		case err, ok := <-errs:
+			if ok {
+				p.log.Warn("extensions: watching the directory", "err", err)
+			} else {
+				errs = nil
+			}
+		case <-fire:
+			fire = nil
+			p.reload()
+		case <-poll.C:
+			p.reload()
+		}
+	}
+}
+
+// files lists the extension files (not *_test.star) of the directory.
+func (p *Provider) list() ([]string, error) {
+	entries, err := os.ReadDir(p.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		n := e.Name()
+		if e.Type().IsRegular() && strings.HasSuffix(n, ".star") && !strings.HasSuffix(n, "_test.star") {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// reload loads the files that changed, keeps the last good version of
+// those that fail, and withdraws the tools of files that are gone.
+func (p *Provider) reload() {
+	names, err := p.list()
+	if err != nil {
+		p.log.Error("extensions: listing the directory", "dir", p.dir, "err", err)
+		return
+	}
+	seen := map[string]bool{}
+	for _, f := range names {
+		seen[f] = true
+		fi, err := os.Stat(filepath.Join(p.dir, f))
+		if err != nil {
+			continue
+		}
+		p.mu.Lock()
+		cur := p.files[f]
+		p.mu.Unlock()
+		if cur != nil && cur.mod.Equal(fi.ModTime()) && cur.size == fi.Size() {
+			continue
+		}
+		if cur == nil {
+			cur = &loaded{calls: &calls{sem: make(chan struct{}, p.opts.MaxConcurrent)}}
+		}
+		next := *cur
+		next.mod, next.size = fi.ModTime(), fi.Size()
+		ext, err := p.loadFile(f)
+		if err == nil {
+			err = p.opts.Registry.Set(provider(f), p.tools(ext, next.calls))
+		}
+		if err != nil {
+			next.lastErr = err.Error()
+			state := "failed"
+			detail := err.Error()
+			if next.ext != nil {
+				detail += " (serving the last good version)"
+			}
+			p.opts.Registry.SetState(provider(f), state, detail)
+			p.log.Error("extension did not load", "file", f, "err", err, "serving_previous", next.ext != nil)
+		} else {
+			next.ext, next.lastErr = ext, ""
+			p.opts.Registry.SetState(provider(f), "ready", "")
+			p.log.Info("extension loaded", "file", f, "name", ext.Name, "tools", len(ext.Tools))
+		}
+		p.mu.Lock()
+		p.files[f] = &next
+		p.mu.Unlock()
+	}
+	p.mu.Lock()
+	for f := range p.files {
+		if !seen[f] {
+			delete(p.files, f)
+			_ = p.opts.Registry.Set(provider(f), nil)
+			p.opts.Registry.SetState(provider(f), "removed", "")
+			p.log.Info("extension removed", "file", f)
+		}
+	}
+	p.mu.Unlock()
+}
+
+// Health reports every extension file.
+func (p *Provider) Health() []Health {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Health, 0, len(p.files))
+	for f, l := range p.files {
+		h := Health{File: f, State: "ready", LastError: l.lastErr, Runaway: int(l.calls.runaway.Load())}
+		if l.ext != nil {
+			h.Name, h.Tools = l.ext.Name, len(l.ext.Tools)
+		}
+		switch {
+		case l.lastErr != "":
+			h.State = "failed"
+		case h.Runaway > 0:
+			h.State = "degraded"
+		}
+		out = append(out, h)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
+	return out
+}
+
+// tools turns an extension into registry tools bound to this version: a
+// call that started keeps its version whatever a reload does meanwhile.
+func (p *Provider) tools(ext *Extension, c *calls) []registry.Tool {
+	out := make([]registry.Tool, 0, len(ext.Tools))
+	for _, t := range ext.Tools {
+		var ann *mcp.ToolAnnotations
+		if t.Annotations != nil {
+			ann = &mcp.ToolAnnotations{ReadOnlyHint: t.Annotations["readOnlyHint"], IdempotentHint: t.Annotations["idempotentHint"]}
+			if v, ok := t.Annotations["destructiveHint"]; ok {
+				ann.DestructiveHint = &v
+			}
+			if v, ok := t.Annotations["openWorldHint"]; ok {
+				ann.OpenWorldHint = &v
+			}
+		}
+		out = append(out, registry.Tool{
+			Name: ext.Name + "__" + t.Name, Title: t.Title, Description: t.Description,
+			InputSchema: t.schema(), Annotations: ann,
+			// A script may run commands (the exec module) wherever the
+			// daemon can.
+			RunsCommands: p.opts.Executor != nil,
+			Handler: func(ctx context.Context, call registry.Call) *mcp.CallToolResult {
+				return p.call(ctx, ext, t, c, call)
+			},
+		})
+	}
+	return out
+}
+
+// newThread is a thread for file rel: load() confined to the directory,
+// print() to the daemon's log, at most maxPrintBytes of it (the last
+// message that fits cut).
+func (p *Provider) newThread(rel string, ext *Extension) *starlark.Thread {
+	printed := 0
+	t := &starlark.Thread{
+		Name: rel,
+		Print: func(_ *starlark.Thread, msg string) {
+			if printed >= maxPrintBytes {
+				return
+			}
+			msg = cutText(msg, maxPrintBytes-printed)
+			printed += len(msg)
+			p.log.Info("extension print", "file", rel, "msg", msg)
+		},
+	}
+	cache := map[string]starlark.StringDict{}
+	t.Load = func(th *starlark.Thread, module string) (starlark.StringDict, error) {
+		return p.load(th, rel, module, cache, 0)
+	}
+	return t
+}
+
+// load reads another file of the directory for load(); nothing outside it.
+func (p *Provider) load(th *starlark.Thread, from, module string, cache map[string]starlark.StringDict, depth int) (starlark.StringDict, error) {
+	if depth > 16 {
+		return nil, errors.New("load: nested more than 16 deep")
+	}
+	name := filepath.Clean(filepath.FromSlash(module))
+	if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, ".."+string(filepath.Separator)) || !strings.HasSuffix(name, ".star") {
+		return nil, fmt.Errorf("load(%q): only .star files inside the extensions directory", module)
+	}
+	if g, ok := cache[name]; ok {
+		if g == nil {
+			return nil, fmt.Errorf("load(%q): a cycle", module)
+		}
+		return g, nil
+	}
+	full := filepath.Join(p.dir, name)
+	if real, err := filepath.EvalSymlinks(full); err != nil || !strings.HasPrefix(real, p.dir+string(filepath.Separator)) {
+		return nil, fmt.Errorf("load(%q): not a file inside the extensions directory", module)
+	}
+	src, err := os.ReadFile(full)
+	if err != nil {
+		return nil, fmt.Errorf("load(%q): %v", module, err)
+	}
+	cache[name] = nil
+	sub := &starlark.Thread{Name: name, Print: th.Print, Load: func(t2 *starlark.Thread, m string) (starlark.StringDict, error) {
+		return p.load(t2, name, m, cache, depth+1)
+	}}
+	sub.SetMaxExecutionSteps(p.opts.MaxSteps)
+	g, err := starlark.ExecFileOptions(fileOptions, sub, full, src, p.predeclared())
+	if err != nil {
+		delete(cache, name)
+		return nil, err
+	}
+	cache[name] = g
+	return g, nil
+}
+
+// call runs one tool call: the per-extension cap, the arguments, the
+// handler under the step limit and the call's deadline, the result.
+//
+// The thread runs on a goroutine of its own, so that the call is answered
+// at its deadline whatever the thread is doing: cancelling a thread stops
+// it at its next step, and one step, a built-in that does not look at
+// cancellation, can take far longer. Such a step cannot be stopped, so it
+// keeps its slots (the extension's, and the registry's through
+// Call.Detach) until it ends, and counts as runaway in Health meanwhile.
+func (p *Provider) call(ctx context.Context, ext *Extension, t Tool, c *calls, call registry.Call) *mcp.CallToolResult {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return failure(errcode.Timeout, fmt.Sprintf("extension %s is running %d calls (its limit); this one's time ran out waiting", ext.Name, cap(c.sem)))
+	}
+	args, err := arguments(t, call.Args)
+	if err != nil {
+		<-c.sem
+		return failure(errcode.InvalidArgument, err.Error())
+	}
+	ws := call.Workspace
+	if ws == nil {
+		ws = p.opts.Workspace
+	}
+	thread := p.newThread(ext.File, ext)
+	thread.SetLocal(localCtx, ctx)
+	thread.SetLocal(localExt, ext)
+	thread.SetLocal(localWS, ws)
+	thread.SetLocal(localReadOnly, call.ReadOnly)
+	thread.SetMaxExecutionSteps(p.opts.MaxSteps)
+	stop := context.AfterFunc(ctx, func() { thread.Cancel("the call's time ran out") })
+	release := call.Detach()
+	const running, finished, abandoned = 0, 1, 2
+	var state atomic.Int32
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res := p.run(ctx, thread, ext, t, args)
+		stop()
+		<-c.sem
+		release()
+		if !state.CompareAndSwap(running, finished) {
+			c.runaway.Add(-1)
+			p.log.Info("extension: the step of a call answered at its deadline ended", "file", ext.File, "tool", t.Name)
+		}
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		return res
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(stepGrace)
+	defer grace.Stop()
+	select {
+	case res := <-done:
+		return res
+	case <-grace.C:
+	}
+	c.runaway.Add(1) // before the goroutine can see it abandoned and uncount it
+	if !state.CompareAndSwap(running, abandoned) {
+		c.runaway.Add(-1)
+		return <-done
+	}
+	p.log.Warn("extension: a call's deadline passed inside one Starlark step; answered, the step keeps running and holds its slot", "file", ext.File, "tool", t.Name)
+	return failure(errcode.Timeout, fmt.Sprintf("%s__%s: the call's time ran out inside one step (a built-in), which is still running", ext.Name, t.Name))
+}
+
+// run calls the handler and converts its result; a panic (in a built-in)
+// is an error result and logged, as the registry does on its goroutine.
+func (p *Provider) run(ctx context.Context, thread *starlark.Thread, ext *Extension, t Tool, args *starlark.Dict) (res *mcp.CallToolResult) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("extension call panicked", "file", ext.File, "tool", t.Name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			res = failure(errcode.ExecFailed, fmt.Sprintf("%s__%s failed with an internal error; the daemon's log has the details", ext.Name, t.Name))
+		}
+	}()
+	v, err := starlark.Call(thread, t.Handler, starlark.Tuple{args}, nil)
+	if err != nil {
+		code := errcode.ExecFailed
+		if ctx.Err() != nil {
+			code = errcode.Timeout
+		}
+		return failure(code, cutText(fmt.Sprintf("%s__%s: %s", ext.Name, t.Name, evalMessage(err)), MaxOutputBytes))
+	}
+	res, err = result(v)
+	if err != nil {
+		return failure(errcode.ExecFailed, fmt.Sprintf("%s__%s returned %v", ext.Name, t.Name, err))
+	}
+	return res
+}
+
+// cutText is s, or when it is longer than n bytes, s cut (on a rune
+// boundary) to n bytes with the note that says so.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return withCutNote(s, n)
+}
+
+const cutNote = " … (cut)"
+
+// withCutNote is s cut to fit n bytes with cutNote after it.
+func withCutNote(s string, n int) string {
+	i := min(max(n-len(cutNote), 0), len(s))
+	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + cutNote
+}
+
+// evalMessage is a Starlark error with where it happened: the innermost
+// frame of the extension's code (a built-in's frame has no place).
+func evalMessage(err error) string {
+	var ee *starlark.EvalError
+	if errors.As(err, &ee) {
+		for i := len(ee.CallStack) - 1; i >= 0; i-- {
+			if pos := ee.CallStack[i].Pos; pos.Line > 0 {
+				return fmt.Sprintf("%s (%s:%d)", ee.Msg, filepath.Base(pos.Filename()), pos.Line)
+			}
+		}
+		return ee.Msg
+	}
+	return err.Error()
+}
+
+// arguments converts the call's JSON into the handler's dict, with the
+// declared defaults filled in and the required parameters checked.
+func arguments(t Tool, raw json.RawMessage) (*starlark.Dict, error) {
+	d := starlark.NewDict(len(t.Params))
+	if len(raw) > 0 && string(raw) != "null" {
+		v, err := FromJSON(raw)
+		if err != nil {
+			return nil, fmt.Errorf("arguments: %v", err)
+		}
+		var ok bool
+		if d, ok = v.(*starlark.Dict); !ok {
+			return nil, errors.New("arguments must be a JSON object")
+		}
+	}
+	for _, p := range t.Params {
+		if _, found, _ := d.Get(starlark.String(p.Name)); found {
+			continue
+		}
+		switch {
+		case p.Default != nil:
+			d.SetKey(starlark.String(p.Name), p.Default)
+		case p.Required:
+			return nil, fmt.Errorf("missing required parameter %q", p.Name)
+		}
+	}
+	return d, nil
+}
+
+// result turns a handler's return value into a tool result: a dict with
+// "content" is an MCP result; anything else is text (a string) or JSON.
+func result(v starlark.Value) (*mcp.CallToolResult, error) {
+	if d, ok := v.(*starlark.Dict); ok {
+		if _, has, _ := d.Get(starlark.String("content")); has {
+			b, err := toJSONLimit(d, MaxOutputBytes)
+			if err != nil {
+				return nil, err
+			}
+			var res mcp.CallToolResult
+			if err := json.Unmarshal(b, &res); err != nil {
+				return nil, fmt.Errorf("a result dict that is not an MCP result: %v", err)
+			}
+			return &res, nil
+		}
+	}
+	var text string
+	if s, ok := starlark.AsString(v); ok {
+		text = s
+	} else if v == starlark.None {
+		text = ""
+	} else {
+		b, err := toJSONLimit(v, MaxOutputBytes)
+		if err != nil {
+			return nil, err
+		}
+		text = string(b)
+	}
+	if len(text) > MaxOutputBytes {
+		return nil, fmt.Errorf("a result of %d bytes; the limit is %d", len(text), MaxOutputBytes)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
+}
+
+func failure(code errcode.Code, text string) *mcp.CallToolResult {
+	return registry.WithCode(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}, code)
+}
+
+// jsonRaw keeps a JSON value as is inside a schema map.
+type jsonRaw = json.RawMessage
