@@ -20,6 +20,9 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/url"
@@ -37,6 +40,7 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 	"github.com/moby/buildkit/frontend/dockerfile/linter"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
+	"golang.org/x/crypto/ssh"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -971,23 +975,27 @@ func sidecarCommand(t *testing.T, pod *corev1.PodSpec, d *corev1.Container) (arg
 }
 
 // secretContent is what a Secret item holds, by its key: an SSH host key
-// or an authorized_keys line (made by OpenSSH's ssh-keygen), or a token.
+// (OpenSSH's private key format) or an authorized_keys line, or a token.
 func secretContent(t *testing.T, key string) []byte {
 	t.Helper()
 	switch key {
 	case "ssh_host_ed25519_key", "authorized_keys":
-		p := filepath.Join(t.TempDir(), "key")
-		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", p).CombinedOutput(); err != nil {
-			t.Fatalf("ssh-keygen (openssh-client): %v %s", err, out)
-		}
-		if key == "authorized_keys" {
-			p += ".pub"
-		}
-		b, err := os.ReadFile(p)
+		pub, priv, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return b
+		if key == "authorized_keys" {
+			sp, err := ssh.NewPublicKey(pub)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ssh.MarshalAuthorizedKey(sp)
+		}
+		block, err := ssh.MarshalPrivateKey(priv, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(block)
 	}
 	return []byte("0123456789abcdef0123456789abcdef\n")
 }
