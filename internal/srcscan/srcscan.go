@@ -1,6 +1,11 @@
 // Package srcscan lets a test keep a rule in one place: it parses every
 // non-test Go file of the module outside the package that owns the rule, so
 // the test can fail on any other file that implements the rule again.
+//
+// Its own tests hold docs/architecture.md to the code: the doors table
+// (which files may touch files, start processes, dial out or read /proc,
+// TestDoorsAllowlist) and the layering table (which package groups may
+// import which, TestLayering).
 package srcscan
 
 import (
@@ -9,6 +14,7 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -20,11 +26,44 @@ import (
 // than 20 files: a rule checked against too little proves nothing.
 func OtherFiles(t *testing.T, moduleRoot string, fn func(rel string, fset *token.FileSet, f *ast.File)) {
 	t.Helper()
-	root, err := filepath.Abs(moduleRoot)
+	here, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	here, err := filepath.Abs(".")
+	walk(t, moduleRoot, here, fn)
+}
+
+// Files is OtherFiles without the exception: it calls fn for every non-test
+// Go file below moduleRoot, the calling test's own package included.
+func Files(t *testing.T, moduleRoot string, fn func(rel string, fset *token.FileSet, f *ast.File)) {
+	t.Helper()
+	walk(t, moduleRoot, "", fn)
+}
+
+// ImportNames maps each name f refers to an imported package by (its
+// import's explicit name, else the last element of its path) to the
+// package's import path.
+func ImportNames(f *ast.File) map[string]string {
+	names := make(map[string]string, len(f.Imports))
+	for _, s := range f.Imports {
+		p, err := strconv.Unquote(s.Path.Value)
+		if err != nil {
+			continue
+		}
+		name := p[strings.LastIndexByte(p, '/')+1:]
+		if s.Name != nil {
+			name = s.Name.Name
+		}
+		names[name] = p
+	}
+	return names
+}
+
+// walk calls fn for each non-test Go file below moduleRoot, except those
+// directly in the directory skip (none when skip is "").
+func walk(t *testing.T, moduleRoot, skip string, fn func(rel string, fset *token.FileSet, f *ast.File)) {
+	t.Helper()
+	root, err := filepath.Abs(moduleRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +78,7 @@ func OtherFiles(t *testing.T, moduleRoot string, fn func(rel string, fset *token
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || filepath.Dir(path) == here {
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || filepath.Dir(path) == skip {
 			return nil
 		}
 		files++
