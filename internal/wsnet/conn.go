@@ -223,7 +223,7 @@ func (c *Conn) flush() {
 
 // msgBufs recycles message buffers between bursts and connections. During
 // a bulk transfer the queue refills to maxPending plus a packet every round;
-// growing a fresh buffer each time was a tenth of the CPU of a download.
+// growing a fresh buffer each time costs a tenth of the CPU of a download.
 var msgBufs sync.Pool // of *[]byte
 
 func getBuf() []byte {

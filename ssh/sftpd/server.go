@@ -18,31 +18,31 @@ import (
 // Server serves one SFTP session (one "sftp" subsystem channel) on the
 // goroutine that calls Serve: it reads a request, handles it and writes the
 // answer before reading the next, so answers go out in request order and a
-// request costs no goroutine hand-off. pkg/sftp's RequestServer, which we
-// used before, moved every request from its reader to a dispatcher, a
-// worker and an ordering controller before the answer was sent: four wake-ups
-// of other goroutines per round trip, which on a busy two-core machine were
-// most of a small operation's server time.
+// request costs no goroutine hand-off. pkg/sftp's RequestServer moves every
+// request from its reader to a dispatcher, a worker and an ordering
+// controller before the answer is sent: four wake-ups of other goroutines
+// per round trip, which on a busy two-core machine are most of a small
+// operation's server time (docs/architecture.md; TestSFTPMatchesPkgSFTP is
+// the differential test).
 //
-// Answers are byte-for-byte those pkg/sftp's RequestServer (v1.13) gave for
-// every request a client sends (VERSION's extensions, STATUS codes and
+// Answers are byte-for-byte those pkg/sftp's RequestServer (v1.13) gives
+// for every request a client sends (VERSION's extensions, STATUS codes and
 // messages, ATTRS, READDIR's longnames and batches of 100, READ capped at
-// 32 KiB). Where pkg/sftp answered a request no client sends oddly, we
+// 32 KiB). Where pkg/sftp answers a request no client sends oddly, we
 // answer plainly:
 //
 //   - a packet type we do not know is answered OP_UNSUPPORTED (pkg/sftp
-//     ended the session);
+//     ends the session);
 //   - READ, WRITE and READDIR on a handle of the wrong kind (a directory's,
-//     or READDIR on a file's) are FAILURE (pkg/sftp read into or wrote from
-//     the wrong buffer, or listed the directory);
+//     or READDIR on a file's) are FAILURE (pkg/sftp reads into or writes
+//     from the wrong buffer, or lists the directory);
 //   - WRITE on a handle opened read-only, or READ on one opened write-only,
-//     fail as the file does (EBADF, FAILURE; pkg/sftp read into the WRITE's
-//     data, or wrote zeros);
+//     fail as the file does (EBADF, FAILURE; pkg/sftp reads into the
+//     WRITE's data, or writes zeros);
 //   - SETSTAT attributes that do not fit in the packet end the session like
-//     any malformed packet (pkg/sftp dereferenced nil and crashed);
+//     any malformed packet (pkg/sftp dereferences nil and crashes);
 //   - more than the connection's handle limit (DefaultMaxHandles) open
-//     handles are
-//     refused (FAILURE).
+//     handles are refused (FAILURE).
 //
 // A malformed packet (a field longer than what is left, a length of 0 or
 // over sftpMaxPacket) ends the session, as with pkg/sftp and OpenSSH.
@@ -577,7 +577,7 @@ func (s *Server) handleKey(d *sftpDecoder) (*sftpHandle, string) {
 
 // newHandle registers hd and answers HANDLE. Handles are decimal numbers,
 // counting OPEN and OPENDIR requests from 1 in the session, as pkg/sftp's
-// were.
+// are.
 func (s *Server) newHandle(id uint32, hd *sftpHandle) []byte {
 	key := strconv.FormatUint(s.next, 10)
 	hd.key = key

@@ -72,8 +72,8 @@ func (h *sftpHandlers) open(p string, pflags uint32) (sftpFile, error) {
 		flag |= os.O_EXCL
 	}
 	// New files are 0644. The mode a client may send with OPEN is ignored,
-	// as it was under pkg/sftp (which could not decode it); OpenSSH's sftp
-	// sets the mode afterwards with SETSTAT when it matters.
+	// as pkg/sftp's request server ignores it (it cannot decode it);
+	// OpenSSH's sftp sets the mode afterwards with SETSTAT when it matters.
 	perm := fs.FileMode(0o644)
 	// APPEND is not passed down as O_APPEND: Go refuses WriteAt on an
 	// O_APPEND file, and SFTP writes at offsets. appendFile puts every

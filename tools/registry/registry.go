@@ -3,10 +3,10 @@
 // (MCP over HTTP or stdio, the REST face, the /gateway face) to the
 // provider that runs it.
 //
-// A provider (the workspace tools, and later tool sites, Starlark
-// extensions, upstream MCP servers, the gateway tools) owns a set of tools
-// and replaces it whenever it likes (Set): a reload, an upstream that
-// restarted. The registry validates each name, refuses a name another
+// A provider (the workspace tools, tool sites, Starlark extensions,
+// upstream MCP servers, the gateway tools, …: one folder each under tools/)
+// owns a set of tools and replaces it whenever it likes (Set): a reload, an
+// upstream that restarted. The registry validates each name, refuses a name another
 // provider already serves with an error naming both, and tells its
 // subscribers when the set changed (MCP's notifications/tools/list_changed).
 //
