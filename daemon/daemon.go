@@ -1,11 +1,15 @@
-// Package daemon wires the workspace, the executor and the protocol servers
-// into one process and runs it: an HTTP server on one port (/health, /metrics,
-// /mcp, /ssh) or MCP over stdio (--local-only), with logging, metrics and a
-// graceful shutdown. It implements no protocol itself: /mcp belongs to
-// mcphttp, /ssh to sshws, files to fsops and processes to sandbox. What it
-// does own is the HTTP perimeter: every endpoint but /health is mounted
-// through handleWork, behind internal/httpguard's Origin and Host rule, and
-// the listener caps connections in total and per client address
+// Package daemon is the composition root: it wires the workspace, the
+// executor, the tool registry, the providers the config enables, the faces
+// and the SSH listeners into one process (wire.go, tools.go) and runs it: an
+// HTTP server on one port (the routes of docs/architecture.md, which
+// TestRouteTable holds to this package's mux) and the SSH port
+// (--ssh-listen), or MCP over stdio (--local-only), with logging, metrics
+// and a graceful shutdown. It implements no protocol itself: each route
+// belongs to a face (face/), to ssh/sshws or to a provider's handler, files
+// to fsops and processes to sandbox. What it does own is the HTTP
+// perimeter: every endpoint but /health and /health/servers is mounted
+// through handleWork, behind internal/httpguard's Origin and Host rule,
+// and the listener caps connections in total and per client address
 // (connlimit.go).
 package daemon
 

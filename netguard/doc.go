@@ -1,7 +1,13 @@
-// Package netguard is the daemon's one door to the network: every part of
-// the daemon that reaches out on a client's behalf (a tool site's curl, and
-// the network tools that build on it) uses its Client, the way every file
-// goes through fsops and every process through sandbox.
+// Package netguard is the daemon's one door to the network, the way every
+// file goes through fsops and every process through sandbox: every part of
+// the daemon that reaches out on a client's behalf uses its Client (the
+// gateway's http.request and http.download, a tool site's curl, the
+// extensions' http module), Vet (a URL another fetcher loads: the
+// browser's) or Dial (a checked connection to a host and port: the
+// browser's proxy, the extensions' postgres module). The one other dialer,
+// previews, reaches only ports the workspace's own processes listen on;
+// docs/architecture.md lists every file that dials, and TestDoorsAllowlist
+// holds that list to the code.
 //
 // A request is checked twice. Before anything is resolved, the URL: only
 // http and https, an allowed port (80 and 443 by default), no host named

@@ -1,6 +1,8 @@
 // Command agent-backend is the agentbe daemon: it serves one workspace to AI
-// agents over MCP (HTTP or stdio) and SSH over WebSocket. It is a drop-in
-// replacement for the reference daemon of the npm package agent-backend.
+// agents over MCP (HTTP or stdio), the REST and /gateway tool faces, and SSH
+// (over WebSocket at /ssh and, with --ssh-listen, on a port of its own). It
+// is a drop-in replacement for the reference daemon of the npm package
+// agent-backend.
 //
 // The serving itself is the daemon package's. This command parses the
 // command line into a config.Config (flags, AGENTBE_* variables, config
@@ -9,8 +11,11 @@
 // before anything else, GOMAXPROCS (--max-procs), the workspace root created
 // if missing, a warning when serving without a token on a non-loopback
 // address, SIGINT/SIGTERM for a graceful shutdown (a second one exits at
-// once) and SIGHUP for a TLS reload and an audit log reopen. It also has the version, health and
-// proxy subcommands (health.go, proxy.go).
+// once) and SIGHUP, which reloads the TLS certificate, the SSH port's key
+// files and the --tokens file and reopens the audit log. It also has the
+// version, health, proxy, site serve and ext subcommands (health.go,
+// proxy.go, site.go, ext.go) and answers the reference's flags and commands
+// it does not take with what to use instead (compat.go).
 package main
 
 import (

@@ -1,7 +1,7 @@
-// Package procnet reads the kernel's TCP socket tables (/proc/net/tcp,
-// /proc/PID/net/tcp and tcp6): the listening sockets of a network
-// namespace (previews) and the owner of one connection (the browser's
-// proxy). One parser for both, fuzzed.
+// Package procnet parses the kernel's TCP socket tables (/proc/net/tcp,
+// /proc/PID/net/tcp and tcp6), which its callers read: the listening
+// sockets of a network namespace (previews) and the owner of one connection
+// (the browser's proxy). One parser for both, fuzzed.
 package procnet
 
 import (

@@ -37,7 +37,7 @@ const (
 // DefaultApprovalTTL is how long a pending approval may wait.
 const DefaultApprovalTTL = 10 * time.Minute
 
-// Policy is the --exec-approvals file, in the gateway plan's shape.
+// Policy is the --exec-approvals file, in the shape docs/gateway-tools.md gives.
 type Policy struct {
 	Allowlist struct {
 		// Commands are program names (looked up on the PATH commands get)

@@ -1,6 +1,6 @@
-// Package gateway is the gateway tools provider (docs/gateway-tools.md): the
-// tool families of the gateway plan, served by the registry on every face
-// (/mcp, /execute, /gateway) when the daemon runs with --gateway-tools:
+// Package gateway is the gateway tools provider: the tool families of
+// docs/gateway-tools.md, served by the registry on every face (/mcp,
+// /execute, /gateway) when the daemon runs with --gateway-tools:
 //
 //   - http.request and http.download, through the network door (netguard);
 //   - fs.read, fs.write, fs.list, fs.glob (and fs.delete, off unless
@@ -9,6 +9,6 @@
 //     approvals.go (the policy file, the mode, ask, and operator approvals).
 //
 // Start here: tools.go (the provider and the tool list), then the file of
-// each family. Results are JSON objects in the plan's shapes; failures are
-// isError results with an errcode.
+// each family. Results are JSON objects in that document's shapes;
+// failures are isError results with an errcode.
 package gateway

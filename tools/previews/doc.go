@@ -8,11 +8,12 @@
 // A port is the workspace's when a process that sandbox.WorkspaceProcesses
 // counts (a command the executor runs now, or a descendant of one) holds a
 // listening TCP socket on it: the sockets in state LISTEN of that process's
-// network namespace (/proc/PID/net/tcp and tcp6, read by internal/procnet) whose inode
-// appears among the process's descriptors (/proc/PID/fd, "socket:[inode]").
-// Nothing else is reachable: not the daemon's own port, not another host
-// service on loopback. A caller confined to a scope reaches only the ports
-// of commands started within that scope (their boundary lies in it).
+// network namespace (/proc/PID/net/tcp and tcp6, read here and parsed by
+// internal/procnet) whose inode appears among the process's descriptors
+// (/proc/PID/fd, "socket:[inode]"). Nothing else is reachable: not the
+// daemon's own port, not another host service on loopback. A caller
+// confined to a scope reaches only the ports of commands started within
+// that scope (their boundary lies in it).
 //
 // Under bwrap isolation a command has its own network namespace, so its
 // loopback is not the host's: Dial opens /proc/PID/ns/net of the process
