@@ -800,7 +800,7 @@ func TestCheckConfigPreflight(t *testing.T) {
 // TestMissingSubcommandHint: the no-subcommand form typed at a terminal
 // prints what to run and exits 2 instead of waiting for MCP on the
 // terminal; spawned with a pipe on stdin (the npm client), it serves MCP
-// as before.
+// on stdio.
 func TestMissingSubcommandHint(t *testing.T) {
 	root := t.TempDir()
 	cmd := exec.Command(binary, "--root", root)

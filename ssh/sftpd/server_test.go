@@ -65,7 +65,7 @@ func readSFTPPacket(r io.Reader) ([]byte, error) {
 	return b, err
 }
 
-// --- pkg/sftp's request server over sftpHandlers: the old serving path ---
+// --- pkg/sftp's request server over sftpHandlers: what the differential tests compare with ---
 
 type pkgSFTP struct{ h *sftpHandlers }
 

@@ -332,7 +332,7 @@ func TestSystemRunModes(t *testing.T) {
 // that can make it run other code (git with GIT_CONFIG_*: core.fsmonitor
 // runs any command) is not allowed by the allowlist alone: it waits for the
 // operator (ask on-miss) or is refused (ask off); without such a variable
-// it runs as before.
+// the allowlist alone lets it run.
 func TestSystemRunEnvNeedsApproval(t *testing.T) {
 	policy := policyFile(t, `{"allowlist":{"commands":["git","echo"],"cwdPrefix":["$workspaceRoot"]}}`)
 	for _, ask := range []string{AskOnMiss, AskOff} {
