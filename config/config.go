@@ -137,7 +137,7 @@ type Config struct {
 	GatewayTools bool
 	// ProcessTools serves the background process tools (docs/processes.md).
 	ProcessTools bool
-	// WatchTools serves watch_changes (fswatch, docs/processes.md).
+	// WatchTools serves watch_changes (tools/watch, docs/processes.md).
 	WatchTools bool
 	// BrowserTools serves the browser.* tools (docs/browser.md): Chromium
 	// at BrowserPath (found on PATH when ""), http:// pages only with

@@ -20,7 +20,7 @@ import (
 )
 
 // This file: watching a directory tree of a workspace for changes
-// (inotify), for the watch_changes tool (package fswatch), which keeps
+// (inotify), for the watch_changes tool (tools/watch), which keeps
 // the events, cursors and bounds of its callers.
 //
 // Confinement: the watched directory is opened by the workspace (the

@@ -224,7 +224,7 @@ func render(res *mcp.CallToolResult) string {
 }
 
 // wsRegistry is a registry serving the workspace tools of ws (package
-// wstools), as the daemon wires it.
+// workspace, tools/workspace), as the daemon wires it.
 func wsRegistry(ws fsops.Workspace, ex sandbox.Executor, execTimeout time.Duration) *registry.Registry {
 	r := registry.New(registry.Options{})
 	if err := r.Set("workspace", workspace.Tools(ws, workspace.ExecEnv{Executor: ex, Timeout: execTimeout})); err != nil {

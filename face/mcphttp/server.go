@@ -29,7 +29,7 @@
 // and deadlines), and when a provider changes its tools the SDK's tool set
 // follows and connected sessions get notifications/tools/list_changed
 // (tools.go). The package does not know which provider a tool comes from;
-// the daemon sets the workspace tools (package wstools) as one.
+// the daemon sets the workspace tools (tools/workspace) as one.
 //
 // The package never touches the file system or starts a process itself: the
 // tools do, through fsops.Workspace and sandbox.Executor; this package only

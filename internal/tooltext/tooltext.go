@@ -4,7 +4,8 @@
 // ("Failed to read file: <path>", "Path escapes scope boundary: <path>"),
 // and the reason follows " - " so an agent knows what to do next. Host paths
 // never appear: only the path the caller gave is named. The workspace tools
-// (wstools) word their failures with it, and the MCP face its scope errors.
+// (tools/workspace) word their failures with it, and the MCP face its
+// scope errors.
 package tooltext
 
 import (

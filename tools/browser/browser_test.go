@@ -114,7 +114,7 @@ type fixture struct {
 }
 
 // setup starts the site on 127.0.0.1 and a provider whose network rules
-// admit exactly that address and port (and http), as gwtools' tests do.
+// admit exactly that address and port (and http), as the gateway tools' tests do.
 func setup(t testing.TB, mod func(*Options)) *fixture {
 	t.Helper()
 	needBrowser(t)

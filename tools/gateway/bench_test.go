@@ -23,7 +23,7 @@ import (
 // system.run of true beside the workspace tools' exec of true, all called
 // through the registry in one run. Run:
 //
-//	go test -run '^$' -bench GatewayTools -benchtime 2000x ./gwtools/
+//	go test -run '^$' -bench GatewayTools -benchtime 2000x ./tools/gateway/
 func BenchmarkGatewayTools(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("hello")) }))
 	defer srv.Close()
