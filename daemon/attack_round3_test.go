@@ -573,7 +573,7 @@ func TestAttackSSHUnreadChannelData(t *testing.T) {
 	}
 	t.Logf("%d sessions with no request, %.1f MiB sent before they were closed: heap +%.1f MiB; %s",
 		n, float64(got)/(1<<20), float64(grew)/(1<<20), at)
-	waitFor(t, "the refused sessions' places", func() bool { return r.d.proto.sshChannels.Open() == 0 })
+	waitFor(t, "the refused sessions' places", func() bool { return r.d.proto.sshConf.Channels.Open() == 0 })
 
 	// Commands that never read their stdin: each holds its window, and
 	// there are at most --ssh-max-channels of them.

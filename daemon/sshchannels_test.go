@@ -16,8 +16,7 @@ import (
 // --ssh-max-channels-per-ip one address's share of them. Past either, a
 // channel is refused with RESOURCE_SHORTAGE naming the limit, on whichever
 // listener and connection it comes; a channel that closes gives its place
-// back. Each listener used to have its own 64 per connection and nothing
-// across them.
+// back.
 func TestAttackSSHChannelsAcrossListeners(t *testing.T) {
 	dir := t.TempDir()
 	_, line, signer := clientKey(t, dir, "key")
@@ -80,17 +79,17 @@ func TestAttackSSHChannelsAcrossListeners(t *testing.T) {
 	refused(other, "the SSH port from another address", full)
 	refused(ws, "/ssh", full)
 	refused(local, "the SSH port", full)
-	if n := r.d.proto.sshChannels.Open(); n != 8 {
+	if n := r.d.proto.sshConf.Channels.Open(); n != 8 {
 		t.Errorf("the daemon counts %d channels; want 8", n)
 	}
 	// A channel closed on /ssh is a place on the SSH port.
 	held[0].Close()
-	waitFor(t, "the closed channel's place", func() bool { return r.d.proto.sshChannels.Open() == 7 })
+	waitFor(t, "the closed channel's place", func() bool { return r.d.proto.sshConf.Channels.Open() == 7 })
 	held[0] = open(other)
 	for _, ch := range held {
 		ch.Close()
 	}
-	waitFor(t, "every channel's place", func() bool { return r.d.proto.sshChannels.Open() == 0 })
+	waitFor(t, "every channel's place", func() bool { return r.d.proto.sshConf.Channels.Open() == 0 })
 	// Both listeners serve again.
 	for name, cl := range map[string]*gossh.Client{"/ssh": ws, "the SSH port": local} {
 		s, err := cl.NewSession()

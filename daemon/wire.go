@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	gossh "golang.org/x/crypto/ssh"
+
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/face/gatewayface"
 	"github.com/agentbe/agentbe-daemon/face/mcphttp"
@@ -21,7 +23,6 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
-	"github.com/agentbe/agentbe-daemon/ssh/sftpd"
 	"github.com/agentbe/agentbe-daemon/ssh/sshauth"
 	"github.com/agentbe/agentbe-daemon/ssh/sshd"
 	"github.com/agentbe/agentbe-daemon/ssh/sshws"
@@ -51,15 +52,15 @@ type protocols struct {
 	reg     *registry.Registry
 	rest    *restface.Handler
 	gateway *gatewayface.Server
-	// sshPort serves --ssh-listen (nil without it): the SSH core with the
-	// port's authentication, the same sessions as /ssh.
+	// sshConf is the one SSH configuration (nil when no SSH is served):
+	// the sessions, limits, host key and hooks both listeners serve,
+	// the count of open channels (--ssh-max-channels) and SFTP's
+	// server-wide slots included. Built once in build.
+	sshConf *sshd.Config
+	// sshPort serves --ssh-listen (nil without it): sshConf with the
+	// port's authentication and SSH keepalive.
 	sshPort     *sshd.Server
 	sshPortAuth *sshauth.Auth
-	// sshChannels and sftpOps are what the SSH port and /ssh share: one
-	// count of open channels (--ssh-max-channels) and SFTP's server-wide
-	// slots, built once in build.
-	sshChannels *sshd.ChannelPool
-	sftpOps     sftpd.Slots
 	// gwtools serves --gateway-tools (nil without the flag), approvals its
 	// system.run policy.
 	gwtools  *gateway.Provider
@@ -339,39 +340,57 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		p.siteHTTP = http.StripPrefix(strings.TrimSuffix(routeSite, "/"), p.site.Handler(rules))
 	}
 
-	// One SSH configuration for every listener: the daemon's channels and
-	// SFTP's file-system slots are counted once, whichever listener a
-	// connection came through.
-	p.sshChannels = sshd.NewChannelPool(cfg.SSHMaxChannels, cfg.SSHMaxChannelsPerIP)
-	p.sftpOps = sftpd.NewSlots(sftpd.DefaultServerOps)
+	serveWS := !cfg.DisableSSHWS && !cfg.LocalOnly
+	if !serveWS && cfg.SSHListen == "" {
+		return nil
+	}
+	if err := p.buildSSH(cfg, opts); err != nil {
+		return err
+	}
 	if cfg.SSHListen != "" {
 		if err := p.startSSHPort(cfg, opts); err != nil {
 			return err
 		}
 	}
-	if !cfg.DisableSSHWS && !cfg.LocalOnly {
-		p.ssh, err = sshws.New(sshws.Options{
-			Tokens:            p.tokens,
-			Workspace:         p.ws,
-			Executor:          p.exec,
-			AuthToken:         cfg.AuthToken,
-			AllowedOrigins:    cfg.AllowedOrigins,
-			Guard:             guard,
-			HostKeyPath:       cfg.SSHHostKey,
-			MaxConns:          cfg.MaxSSHConns,
-			KeepaliveInterval: cfg.SSHKeepalive,
-			EnvAllowlist:      cfg.SSHEnvAllowlist,
-			SessionEnded:      opts.sessionEnded,
-			Forward:           p.forward(),
-			Channels:          p.sshChannels,
-			SFTPOps:           p.sftpOps,
-			Logger:            log.With("component", "ssh"),
-		})
-		if err != nil {
-			return fmt.Errorf("--ssh-host-key %q: %w", cfg.SSHHostKey, err)
+	if serveWS {
+		// /ssh: the same configuration; the WebSocket token admits, and
+		// WebSocket pings keep alive.
+		if p.ssh, err = sshws.New(sshws.Options{SSH: p.sshConf, Tokens: p.tokens, AuthToken: cfg.AuthToken,
+			AllowedOrigins: cfg.AllowedOrigins, Guard: guard, KeepaliveInterval: cfg.SSHKeepalive}); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// buildSSH builds the one SSH configuration both listeners serve (the SSH
+// port and /ssh, which differ only in authentication and keepalive): the
+// host key, loaded once; the sessions over the workspace and executor; the
+// limits of the flags, with one count of channels and one set of SFTP's
+// server-wide slots for the daemon; the hooks.
+func (p *protocols) buildSSH(cfg config.Config, opts Options) error {
+	log := opts.Logger.With("component", "ssh")
+	key, err := sshd.LoadOrCreateHostKey(cfg.SSHHostKey)
+	if err != nil {
+		return fmt.Errorf("--ssh-host-key %q: %w", cfg.SSHHostKey, err)
+	}
+	// What a user compares with the fingerprint OpenSSH shows on first
+	// connection.
+	log.Info("SSH host key", "path", cfg.SSHHostKey, "fingerprint", gossh.FingerprintSHA256(key.PublicKey()))
+	p.sshConf, err = sshd.NewConfig(sshd.Config{
+		Workspace:    p.ws,
+		Executor:     p.exec,
+		HostKey:      key,
+		MaxConns:     cfg.MaxSSHConns,
+		LoginTimeout: cfg.SSHLoginGraceTime,
+		MaxAuthTries: cfg.SSHMaxAuthTries,
+		Channels:     sshd.NewChannelPool(cfg.SSHMaxChannels, cfg.SSHMaxChannelsPerIP),
+		EnvAllowlist: cfg.SSHEnvAllowlist,
+		Forward:      p.forward(),
+		SessionEnded: opts.sessionEnded,
+		Logger:       log,
+	})
+	return err
 }
 
 func (p *protocols) mcpHandler() http.Handler {
@@ -422,11 +441,9 @@ func (p *protocols) shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// startSSHPort builds the SSH port's server: the SSH core with the port's
-// authentication (keys, CA-signed certificates, password), the /ssh host
-// key, keepalive, caps (the channel pool and SFTP's slots are /ssh's own)
-// and the same sessions (exec, shell, pty, SFTP, legacy scp) over the same
-// workspace and executor. Listening is Serve's.
+// startSSHPort builds the SSH port's server: the one SSH configuration
+// (buildSSH) with the port's authentication (keys, CA-signed certificates,
+// password) and SSH keepalive. Listening is Serve's.
 func (p *protocols) startSSHPort(cfg config.Config, opts Options) (err error) {
 	p.sshPortAuth, err = sshauth.New(sshauth.Options{AuthorizedKeys: cfg.SSHAuthorizedKeys, PasswordHashFile: cfg.SSHPasswordHashFile,
 		TrustedUserCAKeys: cfg.SSHTrustedUserCAKeys, CertPrincipals: cfg.SSHCertPrincipals,
@@ -434,25 +451,14 @@ func (p *protocols) startSSHPort(cfg config.Config, opts Options) (err error) {
 	if err != nil {
 		return err
 	}
-	signer, err := sshws.LoadOrCreateHostKey(cfg.SSHHostKey)
-	if err != nil {
-		return fmt.Errorf("--ssh-host-key %q: %w", cfg.SSHHostKey, err)
-	}
-	so := sshd.Options{
-		Workspace: p.ws, Executor: p.exec, HostKey: signer,
-		MaxAuthTries: cfg.SSHMaxAuthTries, LoginTimeout: cfg.SSHLoginGraceTime, KeepaliveInterval: cfg.SSHKeepalive, MaxConns: cfg.MaxSSHConns,
-		EnvAllowlist: cfg.SSHEnvAllowlist, SessionEnded: opts.sessionEnded, Forward: p.forward(), Channels: p.sshChannels,
-		CommandHandlers:   []sshd.CommandHandler{sshd.SCP()},
-		SubsystemHandlers: map[string]sshd.SubsystemHandler{"sftp": sshd.SFTP(sshd.SFTPLimits{ServerOps: p.sftpOps})},
-		Logger:            opts.Logger.With("component", "ssh-port"),
-	}
+	t := sshd.Transport{KeepaliveInterval: cfg.SSHKeepalive, Logger: opts.Logger.With("component", "ssh-port")}
 	if cfg.SSHAuthorizedKeys != "" || cfg.SSHTrustedUserCAKeys != "" {
-		so.PublicKeyCallback = p.sshPortAuth.PublicKey
+		t.PublicKeyCallback = p.sshPortAuth.PublicKey
 	}
 	if cfg.SSHPasswordHashFile != "" {
-		so.PasswordCallback = p.sshPortAuth.Password
+		t.PasswordCallback = p.sshPortAuth.Password
 	}
-	if p.sshPort, err = sshd.New(so); err != nil {
+	if p.sshPort, err = p.sshConf.Server(t); err != nil {
 		return fmt.Errorf("--ssh-listen: %w", err)
 	}
 	return nil

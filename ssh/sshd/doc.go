@@ -16,18 +16,23 @@
 //     goroutine of ours (channel opens and global requests) plus x/crypto's
 //     three.
 //
-// Options decide authentication (NoClientAuth, password and public-key
-// callbacks: with none set, every login is refused), SSH keepalives
-// (keepalive@openssh.com every KeepaliveInterval, off when 0), the caps
-// (connections; channels per connection, and across every connection of
-// the Servers sharing one ChannelPool, with a per-address share of it),
-// the login timeout, the
-// env allowlist, the executor and workspace, and SubsystemHandlers: the
-// "subsystem" requests served, by name (SFTP gives the "sftp" one, package
-// sftpd within its limits). Refusals are typed errors (ErrTooManyConns,
-// ErrShuttingDown, ErrLoginTimeout); a net.Conn that implements CloseCauser
-// is told which when the server closes it, which is how sshws sends its
-// WebSocket close codes.
+// One Config (config.go) holds what every listener of the daemon serves:
+// the workspace and executor, the host key (LoadOrCreateHostKey, the one
+// file this package reads), the caps (connections per listener; channels
+// per connection, and across every connection of every listener in one
+// ChannelPool, with a per-address share of it; SFTP's handles and
+// file-system slots, the server-wide ones shared), the login timeout, the
+// env allowlist, the subsystems by name ("sftp", package sftpd) and the
+// commands served in place of the executor (legacy scp, package scpd), and
+// the hooks (Forward, SessionEnded). NewConfig makes it ready once, and
+// Config.Server builds each listener's Server from it with a Transport:
+// authentication (NoClientAuth, password and public-key callbacks: with
+// none set, every login is refused) and SSH keepalives
+// (keepalive@openssh.com every KeepaliveInterval, off when 0), the only
+// things in which the SSH port and /ssh differ. Refusals are typed errors
+// (ErrTooManyConns, ErrShuttingDown, ErrLoginTimeout); a net.Conn that
+// implements CloseCauser is told which when the server closes it, which is
+// how sshws sends its WebSocket close codes.
 //
 // Sessions (session.go): exec and shell (with or without a pty), env,
 // signal and window-change, through sandbox.Executor, the same door,
@@ -35,9 +40,10 @@
 // the moment the channel opens (preread.go): x/crypto keeps data nobody
 // reads, up to its fixed 2 MiB window, so a session that receives
 // MaxDataBeforeRequest bytes before its exec, shell or subsystem request
-// is closed with the reason on its stderr. Only "session" channels are
-// accepted (no port forwarding); global requests other than
-// keepalive@openssh.com are refused.
+// is closed with the reason on its stderr. "session" channels are
+// accepted, and "direct-tcpip" ones (`ssh -L`, forward.go) when the Config
+// has a Forward function; no other channel type, and no global request
+// but keepalive@openssh.com (remote forwarding would open a port).
 //
 // When a connection ends, for whatever reason, every process it started is
 // killed with its whole tree. Shutdown closes the listeners and every

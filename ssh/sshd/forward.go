@@ -53,7 +53,7 @@ func (s *Server) openForward(ctx context.Context, conn *Conn, nc gossh.NewChanne
 		_ = nc.Reject(reason, msg)
 	}
 	switch {
-	case s.forward == nil:
+	case s.cfg.Forward == nil:
 		reject(gossh.Prohibited, "port forwarding is off on this server (the daemon's --previews flag)")
 		return
 	case conn.noExec:
@@ -70,12 +70,12 @@ func (s *Server) openForward(ctx context.Context, conn *Conn, nc gossh.NewChanne
 	}
 	ws := conn.ws
 	if ws == nil {
-		ws = s.ws
+		ws = s.cfg.Workspace
 	}
 	fr := ForwardRequest{Host: req.Host, Port: req.Port, Within: ws.Root(), Remote: conn.remote, Scope: conn.scope, Caller: conn.caller}
 	if !s.goTracked(func() {
 		defer sl.release()
-		backend, err := s.forward(ctx, fr)
+		backend, err := s.cfg.Forward(ctx, fr)
 		if err != nil {
 			sl.release()
 			s.log.Info("port forward refused", "remote", conn.remote, "port", req.Port, "reason", err)

@@ -60,7 +60,7 @@ func TestForward(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", echo)
 	}
-	e := newEnv(t, withOpts(func(o *Options) { o.Forward = forward; o.MaxChannels = 2 }))
+	e := newEnv(t, withOpts(func(o *testOptions) { o.Forward = forward; o.MaxChannels = 2 }))
 	c := e.dial(t, "")
 	defer c.Close()
 
@@ -122,7 +122,7 @@ func TestForwardRefused(t *testing.T) {
 		}
 	})
 	t.Run("no-port-forwarding", func(t *testing.T) {
-		e := newEnv(t, withOpts(func(o *Options) {
+		e := newEnv(t, withOpts(func(o *testOptions) {
 			o.Forward = forward
 			o.NoClientAuth = false
 			o.PasswordCallback = func(gossh.ConnMetadata, []byte) (*gossh.Permissions, error) {
@@ -136,7 +136,7 @@ func TestForwardRefused(t *testing.T) {
 		}
 	})
 	t.Run("malformed", func(t *testing.T) {
-		e := newEnv(t, withOpts(func(o *Options) { o.Forward = forward }))
+		e := newEnv(t, withOpts(func(o *testOptions) { o.Forward = forward }))
 		c := e.dial(t, "")
 		defer c.Close()
 		if _, _, err := c.OpenChannel("direct-tcpip", []byte{0, 0, 0, 9, 'x'}); err == nil || !strings.Contains(err.Error(), "malformed direct-tcpip") {

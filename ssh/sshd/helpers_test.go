@@ -28,12 +28,19 @@ type env struct {
 	addr string
 }
 
-type envOpt func(*Options, *sandbox.Config)
+// testOptions are what a test sets of the Config and of the listener's
+// Transport, in one value.
+type testOptions struct {
+	Config
+	Transport
+}
+
+type envOpt func(*testOptions, *sandbox.Config)
 
 func withMode(m sandbox.Mode) envOpt {
-	return func(_ *Options, c *sandbox.Config) { c.Mode = m }
+	return func(_ *testOptions, c *sandbox.Config) { c.Mode = m }
 }
-func withOpts(f func(*Options)) envOpt { return func(o *Options, _ *sandbox.Config) { f(o) } }
+func withOpts(f func(*testOptions)) envOpt { return func(o *testOptions, _ *sandbox.Config) { f(o) } }
 
 func hostKey(t testing.TB) gossh.Signer {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -63,8 +70,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Workspace: ws, HostKey: hostKey(t), NoClientAuth: true,
-		SubsystemHandlers: map[string]SubsystemHandler{"sftp": SFTP(SFTPLimits{})}}
+	o := testOptions{Config{Workspace: ws, HostKey: hostKey(t)}, Transport{NoClientAuth: true}}
 	sc := sandbox.Config{Mode: sandbox.ModeSoftware, WorkspaceRoot: root}
 	for _, f := range opts {
 		f(&o, &sc)
@@ -77,7 +83,11 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 		t.Cleanup(func() { ex.Close() })
 		o.Executor = ex
 	}
-	srv, err := New(o)
+	cfg, err := NewConfig(o.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := cfg.Server(o.Transport)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func TestDataBeforeRequestRefused(t *testing.T) {
 			t.Errorf("after %s: an exec after the refusal was accepted", before)
 		}
 		ch.Close()
-		waitUntil(t, "the refused channel's places to be given back", func() bool { return e.srv.channels.Open() == 0 })
+		waitUntil(t, "the refused channel's places to be given back", func() bool { return e.srv.cfg.Channels.Open() == 0 })
 	}
 	// The connection carries on.
 	if out, code := run(t, c, "echo still-here"); out != "still-here\n" || code != 0 {
@@ -140,7 +140,7 @@ func (*countingProcess) CloseStdin() error           { return nil }
 // before the request loop got to the request (the hook holds the loop on
 // the env request before it until the pre-reader stopped).
 func TestDataRightAfterRequest(t *testing.T) {
-	e := newEnv(t, withOpts(func(o *Options) { o.Executor = countingExecutor{} }), withMode(""))
+	e := newEnv(t, withOpts(func(o *testOptions) { o.Executor = countingExecutor{} }), withMode(""))
 	var held atomic.Int32
 	e.srv.beforeRequest = func(ss *session, req *gossh.Request) {
 		if req.Type != "env" {
@@ -185,7 +185,7 @@ func TestDataRightAfterRequest(t *testing.T) {
 	if held.Load() == 0 {
 		t.Error("the pre-reader never stopped at its limit before the request loop served the exec: the test tested nothing")
 	}
-	waitUntil(t, "every channel's place to be given back", func() bool { return e.srv.channels.Open() == 0 })
+	waitUntil(t, "every channel's place to be given back", func() bool { return e.srv.cfg.Channels.Open() == 0 })
 }
 
 // dialFrom logs in to addr from the local address from.
@@ -212,8 +212,8 @@ func dialFrom(t *testing.T, addr, from string) *gossh.Client {
 // channel gives its place back.
 func TestChannelPoolShared(t *testing.T) {
 	pool := NewChannelPool(4, 3)
-	a := newEnv(t, withOpts(func(o *Options) { o.Channels = pool }))
-	b := newEnv(t, withOpts(func(o *Options) { o.Channels = pool }))
+	a := newEnv(t, withOpts(func(o *testOptions) { o.Channels = pool }))
+	b := newEnv(t, withOpts(func(o *testOptions) { o.Channels = pool }))
 	refused := func(c *gossh.Client, want string) {
 		t.Helper()
 		_, _, err := c.OpenChannel("session", nil)

@@ -39,7 +39,7 @@ func (doneProcess) CloseStdin() error                 { return nil }
 // end has been sent, which makes the old order (reply after starting) fail
 // every time.
 func TestExecEndsBeforeReply(t *testing.T) {
-	e := newEnv(t, withOpts(func(o *Options) { o.Executor = doneExecutor{} }), withMode(""))
+	e := newEnv(t, withOpts(func(o *testOptions) { o.Executor = doneExecutor{} }), withMode(""))
 	e.srv.afterStart = func(ss *session) { <-ss.done }
 	c := e.dial(t, "")
 	for i := 0; i < 20; i++ {

@@ -9,7 +9,7 @@ import (
 )
 
 // A CommandHandler serves some "exec" requests itself, in place of the
-// executor, named by Options.CommandHandlers.
+// executor; NewConfig names the handlers every listener has (SCP).
 type CommandHandler interface {
 	// StartCommand is called on the session's request loop for every exec
 	// request. It returns nil for a command that is not its own, which

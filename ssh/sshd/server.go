@@ -16,10 +16,9 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/tick"
-	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
-// Defaults for the zero values of Options.
+// Defaults for the zero values of Config.
 const (
 	DefaultMaxConns = 1024
 	// DefaultLoginTimeout bounds the SSH handshake and authentication
@@ -37,74 +36,7 @@ const (
 	keepaliveMisses = 3
 )
 
-// Options configure a Server. The zero value of every field is safe: in
-// particular, with no authentication field set every login is refused.
-type Options struct {
-	// Workspace is where commands run and what subsystems serve. Required.
-	Workspace fsops.Workspace
-	// Executor runs exec and shell requests. Nil (or a workspace that
-	// cannot run commands) refuses them with a message on stderr and exit
-	// status 126.
-	Executor sandbox.Executor
-	// HostKey is the server's host key. Required.
-	HostKey gossh.Signer
-
-	// Authentication, as in x/crypto/ssh's ServerConfig: NoClientAuth
-	// accepts method "none"; the callbacks decide passwords and public
-	// keys (nil refuses the method). None set refuses every login.
-	NoClientAuth      bool
-	PasswordCallback  func(gossh.ConnMetadata, []byte) (*gossh.Permissions, error)
-	PublicKeyCallback func(gossh.ConnMetadata, gossh.PublicKey) (*gossh.Permissions, error)
-
-	// MaxAuthTries cuts a connection after that many failed authentication
-	// attempts (OpenSSH's MaxAuthTries); 0 is x/crypto's default (6).
-	MaxAuthTries int
-
-	// KeepaliveInterval is how often the server sends keepalive@openssh.com
-	// to a logged-in client; after 3 intervals without an answer the
-	// connection is dropped. 0 sends none (the WebSocket adapter pings at
-	// its own layer instead).
-	KeepaliveInterval time.Duration
-	// MaxConns caps concurrent connections; 0 means DefaultMaxConns. One
-	// over it is refused with an error matching ErrTooManyConns.
-	MaxConns int
-	// LoginTimeout bounds the handshake and authentication; 0 means
-	// DefaultLoginTimeout. A connection that has not logged in by then is
-	// closed with ErrLoginTimeout as its cause.
-	LoginTimeout time.Duration
-	// MaxChannels caps the open session and direct-tcpip channels of one
-	// connection; 0 means DefaultMaxChannels.
-	MaxChannels int
-	// Channels counts the open channels of all connections against a
-	// daemon-wide limit and a per-address share of it; Servers given the
-	// same pool share it (the daemon's SSH port and /ssh). Nil makes a
-	// pool of DefaultMaxServerChannels for this Server alone.
-	Channels *ChannelPool
-	// EnvAllowlist names the variables "env" requests may set (OpenSSH's
-	// SendEnv/SetEnv). A name ending in "*" admits every name with that
-	// prefix ("LC_*"), as in sshd's AcceptEnv. Others are refused.
-	EnvAllowlist []string
-	// SubsystemHandlers serve "subsystem" requests by name; SFTP returns
-	// the "sftp" one. A name not in the map is refused.
-	SubsystemHandlers map[string]SubsystemHandler
-	// CommandHandlers serve, in place of the executor, the "exec" requests
-	// whose command one of them recognises (SCP: `scp -t` and `scp -f`).
-	// The first that takes a command serves it.
-	CommandHandlers []CommandHandler
-	// Logger receives connection-level events; nil discards them.
-	Logger *slog.Logger
-	// Forward, when set, serves direct-tcpip channels (`ssh -L`): it opens
-	// the connection the channel carries, or refuses it. Nil refuses every
-	// one. A connection that may not run commands (Confine's noExec), or
-	// whose key says no-port-forwarding, is refused before it is called.
-	Forward ForwardFunc
-	// SessionEnded, when set, is told about every exec, shell and
-	// subsystem session when it ends (the daemon's audit log). It runs on
-	// the session's goroutine: keep it short. Nil counts no bytes.
-	SessionEnded func(SessionRecord)
-}
-
-// SessionRecord is what Options.SessionEnded is told about one session.
+// SessionRecord is what Config.SessionEnded is told about one session.
 type SessionRecord struct {
 	Kind     string // "exec", "shell", "scp", or the subsystem's name ("sftp")
 	Command  string // the exec request's command ("" otherwise)
@@ -126,12 +58,13 @@ type SessionRecord struct {
 // implements CloseCauser is told which; the WebSocket adapter turns them
 // into close codes.
 var (
-	// ErrTooManyConns: MaxConns connections are open. The error Handshake
-	// returns names the limit and matches this with errors.Is.
+	// ErrTooManyConns: Config.MaxConns connections of the listener are
+	// open. The error Handshake returns names the limit and matches this
+	// with errors.Is.
 	ErrTooManyConns = errors.New("too many connections")
 	// ErrShuttingDown: Shutdown or Close was called.
 	ErrShuttingDown = errors.New("Server shutting down")
-	// ErrLoginTimeout: the client did not log in within LoginTimeout.
+	// ErrLoginTimeout: the client did not log in within Config.LoginTimeout.
 	ErrLoginTimeout = errors.New("SSH login timeout")
 )
 
@@ -159,22 +92,16 @@ func closeFor(c net.Conn, cause error) {
 	_ = c.Close()
 }
 
-// Server serves SSH connections: sessions (exec, shell, pty, env, signals,
-// window changes) through the executor, subsystems through their handlers.
-// It is safe for concurrent use.
+// Server serves one listener's SSH connections (Config.Server):
+// sessions (exec, shell, pty, env, signals, window changes) through the
+// executor, subsystems through their handlers. It is safe for concurrent
+// use.
 type Server struct {
-	ws           fsops.Workspace
-	exec         sandbox.Executor
-	maxConns     int
-	keepalive    time.Duration
-	loginTimeout time.Duration
-	maxChannels  int
-	channels     *ChannelPool
-	envAllow     map[string]bool // exact names
-	envPrefix    []string        // from entries ending in "*"
-	subsystems   map[string]SubsystemHandler
-	commands     []CommandHandler
-	log          *slog.Logger
+	// cfg is the Config every listener of the daemon shares (NewConfig);
+	// keepalive and log are this listener's (Transport).
+	cfg       *Config
+	keepalive time.Duration
+	log       *slog.Logger
 	// afterStart, set only by tests, runs on a session's request loop right
 	// after an exec or shell request has started its command (or its
 	// refusal), before the loop reads the next request.
@@ -182,9 +109,6 @@ type Server struct {
 	// beforeRequest, set only by tests, runs on a session's request loop
 	// when a request has been received, before it is served.
 	beforeRequest func(*session, *gossh.Request)
-	// sessionEnded is Options.SessionEnded.
-	sessionEnded func(SessionRecord)
-	forward      ForwardFunc
 
 	sshConf *gossh.ServerConfig
 
@@ -197,71 +121,6 @@ type Server struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
-}
-
-// New validates opts and returns a Server.
-func New(opts Options) (*Server, error) {
-	if opts.Workspace == nil {
-		return nil, errors.New("sshd: Options.Workspace is required")
-	}
-	if opts.HostKey == nil {
-		return nil, errors.New("sshd: Options.HostKey is required")
-	}
-	s := &Server{
-		ws:           opts.Workspace,
-		exec:         opts.Executor,
-		maxConns:     opts.MaxConns,
-		keepalive:    opts.KeepaliveInterval,
-		loginTimeout: opts.LoginTimeout,
-		maxChannels:  opts.MaxChannels,
-		channels:     opts.Channels,
-		envAllow:     make(map[string]bool, len(opts.EnvAllowlist)),
-		subsystems:   opts.SubsystemHandlers,
-		commands:     opts.CommandHandlers,
-		sessionEnded: opts.SessionEnded,
-		forward:      opts.Forward,
-		log:          opts.Logger,
-		conns:        make(map[net.Conn]struct{}),
-	}
-	if s.maxConns <= 0 {
-		s.maxConns = DefaultMaxConns
-	}
-	if s.loginTimeout <= 0 {
-		s.loginTimeout = DefaultLoginTimeout
-	}
-	if s.maxChannels <= 0 {
-		s.maxChannels = DefaultMaxChannels
-	}
-	if s.channels == nil {
-		s.channels = NewChannelPool(DefaultMaxServerChannels, DefaultMaxServerChannelsPerAddr)
-	}
-	if s.keepalive < 0 {
-		s.keepalive = 0
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	for _, name := range opts.EnvAllowlist {
-		if p, ok := strings.CutSuffix(name, "*"); ok {
-			s.envPrefix = append(s.envPrefix, p)
-		} else {
-			s.envAllow[name] = true
-		}
-	}
-	if s.exec != nil && !fsops.CanExec(s.ws) {
-		s.exec = nil // a memory workspace has nowhere to run commands
-	}
-	// One SSH configuration for every connection (x/crypto copies it per
-	// connection).
-	s.sshConf = &gossh.ServerConfig{
-		NoClientAuth:      opts.NoClientAuth,
-		PasswordCallback:  opts.PasswordCallback,
-		PublicKeyCallback: opts.PublicKeyCallback,
-		MaxAuthTries:      opts.MaxAuthTries,
-		ServerVersion:     "SSH-2.0-agentbe",
-	}
-	s.sshConf.AddHostKey(opts.HostKey)
-	return s, nil
 }
 
 // Permission extensions an authentication callback may grant a connection
@@ -313,7 +172,7 @@ func (c *Conn) denied(perm string) bool {
 }
 
 // Handshake registers c, runs the SSH handshake and authentication on it
-// (bounded by LoginTimeout) and returns the logged-in connection, to be
+// (bounded by Config.LoginTimeout) and returns the logged-in connection, to be
 // served by Conn.Serve, typically on a goroutine of its own: the caller's
 // goroutine (with its stack, grown by the handshake) is free again, and a
 // connection then runs on one goroutine of ours plus x/crypto's three. If
@@ -330,7 +189,7 @@ func (s *Server) Handshake(ctx context.Context, c net.Conn) (*Conn, error) {
 	// A peer that opens a connection but never logs in would otherwise hold
 	// a slot under the cap forever. NewServerConn returns once the client
 	// has authenticated, so the timer only has to outlive it.
-	login := time.AfterFunc(s.loginTimeout, func() {
+	login := time.AfterFunc(s.cfg.LoginTimeout, func() {
 		s.log.Info("no SSH login in time, dropping connection", "remote", remote)
 		closeFor(c, ErrLoginTimeout)
 	})
@@ -438,7 +297,7 @@ func (conn *Conn) Serve() {
 	stopKeepalive := conn.startKeepalive()
 	// Session and direct-tcpip channels, counted for the connection and
 	// for the daemon.
-	slots := newChanSlots(s.maxChannels, s.channels, addrOf(conn.c.RemoteAddr()))
+	slots := newChanSlots(s.cfg.MaxChannels, s.cfg.Channels, addrOf(conn.c.RemoteAddr()))
 	chans, reqs := conn.chans, conn.reqs
 	for chans != nil || reqs != nil {
 		select {
@@ -547,10 +406,10 @@ func (s *Server) envAllowed(name string) bool {
 	if name == "" {
 		return false
 	}
-	if s.envAllow[name] {
+	if s.cfg.envAllow[name] {
 		return true
 	}
-	for _, p := range s.envPrefix {
+	for _, p := range s.cfg.envPrefix {
 		if strings.HasPrefix(name, p) {
 			return true
 		}
@@ -566,8 +425,8 @@ func (s *Server) track(c net.Conn) error {
 	if s.closing {
 		return ErrShuttingDown
 	}
-	if len(s.conns) >= s.maxConns {
-		return connLimitError{s.maxConns}
+	if len(s.conns) >= s.cfg.MaxConns {
+		return connLimitError{s.cfg.MaxConns}
 	}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)

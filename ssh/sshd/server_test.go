@@ -94,7 +94,7 @@ func TestEntryPoints(t *testing.T) {
 	})
 }
 
-// TestAuth: the core's authentication is what Options say, and its zero
+// TestAuth: the core's authentication is what the Transport says, and its zero
 // value lets nobody in.
 func TestAuth(t *testing.T) {
 	pw := func(_ gossh.ConnMetadata, p []byte) (*gossh.Permissions, error) {
@@ -105,21 +105,21 @@ func TestAuth(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		set  func(*Options)
+		set  func(*testOptions)
 		auth []gossh.AuthMethod
 		ok   bool
 	}{
-		{"zero value refuses none", func(o *Options) { o.NoClientAuth = false }, nil, false},
-		{"zero value refuses a password", func(o *Options) { o.NoClientAuth = false }, []gossh.AuthMethod{gossh.Password("x")}, false},
+		{"zero value refuses none", func(o *testOptions) { o.NoClientAuth = false }, nil, false},
+		{"zero value refuses a password", func(o *testOptions) { o.NoClientAuth = false }, []gossh.AuthMethod{gossh.Password("x")}, false},
 		{"NoClientAuth admits none", nil, nil, true},
-		{"callback refuses a bad password", func(o *Options) { o.NoClientAuth = false; o.PasswordCallback = pw },
+		{"callback refuses a bad password", func(o *testOptions) { o.NoClientAuth = false; o.PasswordCallback = pw },
 			[]gossh.AuthMethod{gossh.Password("wrong")}, false},
-		{"callback admits the right password", func(o *Options) { o.NoClientAuth = false; o.PasswordCallback = pw },
+		{"callback admits the right password", func(o *testOptions) { o.NoClientAuth = false; o.PasswordCallback = pw },
 			[]gossh.AuthMethod{gossh.Password("right")}, true},
-		{"password callback alone refuses none", func(o *Options) { o.NoClientAuth = false; o.PasswordCallback = pw }, nil, false},
+		{"password callback alone refuses none", func(o *testOptions) { o.NoClientAuth = false; o.PasswordCallback = pw }, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, withOpts(func(o *Options) {
+			e := newEnv(t, withOpts(func(o *testOptions) {
 				if tc.set != nil {
 					tc.set(o)
 				}
@@ -174,7 +174,7 @@ func (c *causeConn) Cause() error {
 // close code).
 func TestRefusals(t *testing.T) {
 	t.Run("connection cap", func(t *testing.T) {
-		e := newEnv(t, withOpts(func(o *Options) { o.MaxConns = 1 }))
+		e := newEnv(t, withOpts(func(o *testOptions) { o.MaxConns = 1 }))
 		first := e.dial(t, "")
 		a, _ := tcpConn(t)
 		cc := &causeConn{Conn: a}
@@ -207,7 +207,7 @@ func TestRefusals(t *testing.T) {
 		}
 	})
 	t.Run("login timeout", func(t *testing.T) {
-		e := newEnv(t, withOpts(func(o *Options) { o.LoginTimeout = 50 * time.Millisecond }))
+		e := newEnv(t, withOpts(func(o *testOptions) { o.LoginTimeout = 50 * time.Millisecond }))
 		a, b := tcpConn(t)
 		go io.Copy(io.Discard, b) // reads the banner, never answers
 		cc := &causeConn{Conn: a}
@@ -257,7 +257,7 @@ func TestKeepalive(t *testing.T) {
 		{"off", 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, withOpts(func(o *Options) { o.KeepaliveInterval = tc.interval }))
+			e := newEnv(t, withOpts(func(o *testOptions) { o.KeepaliveInterval = tc.interval }))
 			nc, err := net.Dial("tcp", e.addr)
 			if err != nil {
 				t.Fatal(err)

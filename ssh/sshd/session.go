@@ -37,7 +37,7 @@ type session struct {
 	slot   *slot     // its place in the connection's channel count
 	sub    Subsystem // the subsystem, once one started
 
-	// For Options.SessionEnded: what ran, since when, and the bytes
+	// For Config.SessionEnded: what ran, since when, and the bytes
 	// counted by the counting wrappers (set only when the hook is).
 	kind, command string
 	started       time.Time
@@ -251,7 +251,7 @@ func (ss *session) handle(req *gossh.Request) bool {
 		if gossh.Unmarshal(req.Payload, &sub) != nil || ss.busy {
 			return false
 		}
-		h := ss.srv.subsystems[sub.Name]
+		h := ss.srv.cfg.subsystems[sub.Name]
 		if h == nil {
 			return false
 		}
@@ -271,9 +271,9 @@ func (ss *session) handle(req *gossh.Request) bool {
 
 // channelRW is the channel as a subsystem's stdin and stdout (its data
 // from the start, what the pre-reader read included), counted for
-// Options.SessionEnded when it is set.
+// Config.SessionEnded when it is set.
 func (ss *session) channelRW() io.ReadWriter {
-	if ss.srv.sessionEnded != nil {
+	if ss.srv.cfg.SessionEnded != nil {
 		return countingRW{ss.pre.in(), &ss.bytesIn, &ss.bytesOut}
 	}
 	return ss.pre.in()
@@ -282,7 +282,7 @@ func (ss *session) channelRW() io.ReadWriter {
 // commandHandler returns the Subsystem of the first CommandHandler that
 // serves command itself, or nil when the executor is to run it.
 func (ss *session) commandHandler(command string) Subsystem {
-	for _, h := range ss.srv.commands {
+	for _, h := range ss.srv.cfg.commands {
 		if sub := h.StartCommand(ss.ctx, ss.conn, command, ss.channelRW(), ss.ch.Stderr()); sub != nil {
 			return sub
 		}
@@ -320,7 +320,7 @@ func (ss *session) kill() {
 // start runs the command and, on a goroutine, reports its end.
 func (ss *session) start(kind, command string) {
 	srv := ss.srv
-	if srv.exec == nil {
+	if srv.cfg.Executor == nil {
 		go ss.refuse("agentbe: this workspace has no command execution (an in-memory workspace " +
 			"serves files only); use SFTP or the MCP file tools")
 		return
@@ -361,7 +361,7 @@ func (ss *session) start(kind, command string) {
 		Pty:       pty,
 	}
 	stdio := sandbox.Stdio{Stdin: ss.pre.in(), Stdout: ss.ch, Stderr: ss.ch.Stderr()}
-	if srv.sessionEnded != nil {
+	if srv.cfg.SessionEnded != nil {
 		stdio = sandbox.Stdio{
 			Stdin:  countingRW{ss.pre.in(), &ss.bytesIn, &ss.bytesOut},
 			Stdout: countingRW{ss.ch, &ss.bytesIn, &ss.bytesOut},
@@ -370,7 +370,7 @@ func (ss *session) start(kind, command string) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	proc, err := srv.exec.Start(ctx, req, stdio)
+	proc, err := srv.cfg.Executor.Start(ctx, req, stdio)
 	if err != nil {
 		cancel()
 		go ss.refuse(refusal(err))
@@ -449,9 +449,9 @@ func (ss *session) exit(st sandbox.ExitStatus) {
 	_ = ss.ch.Close()
 }
 
-// report tells Options.SessionEnded how the session ended.
+// report tells Config.SessionEnded how the session ended.
 func (ss *session) report(st sandbox.ExitStatus) {
-	f := ss.srv.sessionEnded
+	f := ss.srv.cfg.SessionEnded
 	if f == nil {
 		return
 	}

@@ -13,7 +13,7 @@ import (
 func TestSessionEndedHook(t *testing.T) {
 	var mu sync.Mutex
 	got := map[string]SessionRecord{}
-	e := newEnv(t, withOpts(func(o *Options) {
+	e := newEnv(t, withOpts(func(o *testOptions) {
 		o.SessionEnded = func(r SessionRecord) {
 			mu.Lock()
 			defer mu.Unlock()

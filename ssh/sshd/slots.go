@@ -122,7 +122,7 @@ func (s *slot) release() {
 }
 
 // A ChannelPool counts the open session and direct-tcpip channels of every
-// connection of the Servers that share it (Options.Channels): one pool for
+// connection of the Servers that share it (Config.Channels): one pool for
 // the daemon, whichever listener a connection came through. A channel the
 // client sends data that nothing reads holds that data, up to x/crypto's
 // fixed 2 MiB window, until it closes; the pool is what bounds those
@@ -136,7 +136,7 @@ type ChannelPool struct {
 	byAddr map[netip.Addr]int
 }
 
-// Defaults of a ChannelPool built for a Server without Options.Channels.
+// Defaults of a ChannelPool built for a Config without Channels.
 const (
 	// DefaultMaxServerChannels caps the open channels of all connections
 	// together: 512 × x/crypto's 2 MiB window (about 2.6 MiB of heap each

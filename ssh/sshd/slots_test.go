@@ -12,7 +12,7 @@ import (
 // served, not refused for a slot its predecessor's goroutine had yet to
 // release; a held channel still counts.
 func TestChannelSlotsAfterEnd(t *testing.T) {
-	e := newEnv(t, withOpts(func(o *Options) { o.MaxChannels = 1 }))
+	e := newEnv(t, withOpts(func(o *testOptions) { o.MaxChannels = 1 }))
 	c := e.dial(t, "")
 	for i := range 50 {
 		s, err := c.NewSession()

@@ -11,7 +11,7 @@ import (
 )
 
 // A SubsystemHandler serves one kind of "subsystem" request ("sftp"), named
-// by its key in Options.SubsystemHandlers.
+// by its key in the table NewConfig makes for every listener.
 type SubsystemHandler interface {
 	// Start is called on the session's request loop, once the request is
 	// accepted; ch is the channel, the subsystem's stdin and stdout. ctx
@@ -38,7 +38,7 @@ func (conn *Conn) Workspace() fsops.Workspace {
 	if conn.ws != nil {
 		return conn.ws
 	}
-	return conn.srv.ws
+	return conn.srv.cfg.Workspace
 }
 
 // Logger is the server's logger, for subsystem handlers.

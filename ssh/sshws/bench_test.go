@@ -23,12 +23,13 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/ssh/sshd"
 	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
 )
 
 // Benchmarks of the hot paths, over real loopback WebSockets:
 //
-//	go test -run '^$' -bench . -benchtime 2s ./sshws/
+//	go test -run '^$' -bench . -benchtime 2s ./ssh/sshws/
 //
 // They are measurements, not tests: nothing asserts a time.
 
@@ -64,7 +65,7 @@ func BenchmarkExecTrue(b *testing.B) {
 // by the time it is started: what an exec costs on the wire and in this
 // package, without the child.
 func BenchmarkExecProtocol(b *testing.B) {
-	e := newEnv(b, withOpts(func(o *Options) { o.Executor = doneExecutor{} }), withMode(""))
+	e := newEnv(b, withConfig(func(c *sshd.Config) { c.Executor = doneExecutor{} }), withMode(""))
 	c := e.dial(b, "")
 	b.ResetTimer()
 	for b.Loop() {
@@ -298,7 +299,15 @@ func benchServe(root string) {
 	if err != nil {
 		panic(err)
 	}
-	srv, err := New(Options{Workspace: ws, Executor: ex, HostKeyPath: filepath.Join(root, ".host_key")})
+	key, err := sshd.LoadOrCreateHostKey(filepath.Join(root, ".host_key"))
+	if err != nil {
+		panic(err)
+	}
+	conf, err := sshd.NewConfig(sshd.Config{Workspace: ws, Executor: ex, HostKey: key})
+	if err != nil {
+		panic(err)
+	}
+	srv, err := New(Options{SSH: conf})
 	if err != nil {
 		panic(err)
 	}

@@ -13,18 +13,18 @@
 //     the concatenation of the messages (internal/wsnet). The server pings
 //     idle peers and drops one that stays silent for three keepalive
 //     intervals (1011).
-//   - The core does the rest (sshd.Server.Handshake): the connection cap,
-//     the login timeout, SSH itself, sessions through sandbox.Executor and
-//     the sftp subsystem (package sftpd). With the WebSocket, SSH
-//     authentication accepts everything: the token is the gate. The core's
-//     refusals are typed errors, which wsConn.CloseCause turns into close
-//     codes: 1013 over the cap, 1001 shutting down, 1008 login timeout.
+//   - The core does the rest (sshd.Server.Handshake), as the daemon's one
+//     SSH configuration (sshd.Config, shared with the SSH port) says: the
+//     connection cap, the login timeout, SSH itself, sessions through
+//     sandbox.Executor, the sftp subsystem (package sftpd) and legacy scp,
+//     the limits. What /ssh adds is its transport: SSH authentication
+//     accepts everything (the token is the gate), and keepalive is the
+//     WebSocket's pings. The core's refusals are typed errors, which
+//     wsConn.CloseCause turns into close codes: 1013 over the cap, 1001
+//     shutting down, 1008 login timeout.
 //   - ServeHTTP returns once the client has logged in; the connection then
 //     runs on one goroutine of ours (sshd.Conn.Serve) plus x/crypto's three
 //     (transport reads, key exchange, multiplexer).
-//
-// The one file this package touches is the daemon's own SSH host key
-// (hostkey.go).
 //
 // When a connection ends, for whatever reason (the client closed it, went
 // silent, or the server is shutting down), the processes it started are

@@ -2,6 +2,8 @@ package sshws
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -42,17 +44,36 @@ type env struct {
 	url  string // ws://127.0.0.1:P/ssh
 }
 
-type envOpt func(*Options, *sandbox.Config)
+type envOpt func(*Options, *sshd.Config, *sandbox.Config)
 
-func withToken(t string) envOpt { return func(o *Options, _ *sandbox.Config) { o.AuthToken = t } }
-func withMode(m sandbox.Mode) envOpt {
-	return func(_ *Options, c *sandbox.Config) { c.Mode = m }
+func withToken(t string) envOpt {
+	return func(o *Options, _ *sshd.Config, _ *sandbox.Config) { o.AuthToken = t }
 }
-func withOpts(f func(*Options)) envOpt { return func(o *Options, _ *sandbox.Config) { f(o) } }
+func withMode(m sandbox.Mode) envOpt {
+	return func(_ *Options, _ *sshd.Config, c *sandbox.Config) { c.Mode = m }
+}
+func withOpts(f func(*Options)) envOpt {
+	return func(o *Options, _ *sshd.Config, _ *sandbox.Config) { f(o) }
+}
 
-// withTune adjusts the SSH core's options (lower limits, shorter timeouts).
-func withTune(f func(*sshd.Options)) envOpt {
-	return func(o *Options, _ *sandbox.Config) { o.tune = f }
+// withConfig adjusts the SSH configuration (lower limits, shorter
+// timeouts, another executor).
+func withConfig(f func(*sshd.Config)) envOpt {
+	return func(_ *Options, c *sshd.Config, _ *sandbox.Config) { f(c) }
+}
+
+// testHostKey is a fresh ed25519 host key.
+func testHostKey(t testing.TB) gossh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := gossh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // newEnv starts a server over a fresh directory workspace; software
@@ -71,30 +92,37 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Workspace: ws, HostKeyPath: filepath.Join(t.TempDir(), "host_key")}
+	var o Options
+	c := sshd.Config{Workspace: ws, HostKey: testHostKey(t)}
 	sc := sandbox.Config{Mode: sandbox.ModeSoftware, WorkspaceRoot: root}
 	for _, f := range opts {
-		f(&o, &sc)
+		f(&o, &c, &sc)
 	}
-	if o.Executor == nil && sc.Mode != "" {
+	if c.Executor == nil && sc.Mode != "" {
 		ex, err := sandbox.New(sc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { ex.Close() })
-		o.Executor = ex
+		c.Executor = ex
 	}
-	return startEnv(t, root, ws, o)
+	return startEnv(t, root, ws, o, c)
 }
 
 // newMemEnv serves an in-memory workspace, without an executor.
 func newMemEnv(t testing.TB) *env {
 	ws := fsops.NewMemory("/mem", fsops.Options{})
-	return startEnv(t, "/mem", ws, Options{Workspace: ws, HostKeyPath: filepath.Join(t.TempDir(), "host_key")})
+	return startEnv(t, "/mem", ws, Options{}, sshd.Config{Workspace: ws, HostKey: testHostKey(t)})
 }
 
-func startEnv(t testing.TB, root string, ws fsops.Workspace, o Options) *env {
+// startEnv serves /ssh with o over the SSH configuration c (its Workspace
+// is ws, rooted at root), as the daemon mounts it.
+func startEnv(t testing.TB, root string, ws fsops.Workspace, o Options, c sshd.Config) *env {
 	t.Helper()
+	var err error
+	if o.SSH, err = sshd.NewConfig(c); err != nil {
+		t.Fatal(err)
+	}
 	srv, err := New(o)
 	if err != nil {
 		t.Fatal(err)

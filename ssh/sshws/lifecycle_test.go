@@ -4,10 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"net"
 	"net/http"
@@ -24,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/ssh/sshd"
 	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
 )
@@ -99,7 +96,7 @@ func TestVanishingClientIsDropped(t *testing.T) {
 }
 
 func TestLoginTimeout(t *testing.T) {
-	e := newEnv(t, withTune(func(o *sshd.Options) { o.LoginTimeout = 50 * time.Millisecond }))
+	e := newEnv(t, withConfig(func(c *sshd.Config) { c.LoginTimeout = 50 * time.Millisecond }))
 	// A peer that upgrades and answers pings but never speaks SSH (it reads
 	// and ignores the server's banner).
 	ws, _, err := websocket.DefaultDialer.Dial(e.url, nil)
@@ -124,7 +121,7 @@ func TestLoginTimeout(t *testing.T) {
 	// A client that logs in is not affected once its timer has passed. The
 	// timeout is longer here so that the handshake itself (post-quantum key
 	// exchange on a loaded CI machine) never races the 50ms one above.
-	e = newEnv(t, withTune(func(o *sshd.Options) { o.LoginTimeout = time.Second }))
+	e = newEnv(t, withConfig(func(c *sshd.Config) { c.LoginTimeout = time.Second }))
 	c := e.dial(t, "")
 	time.Sleep(1500 * time.Millisecond)
 	if out, _, code, _ := run(t, c, "echo in", ""); out != "in\n" || code != 0 {
@@ -199,36 +196,19 @@ func TestShutdown(t *testing.T) {
 	}
 }
 
+// TestHostKey: /ssh presents the Config's host key, the one the daemon
+// loaded from --ssh-host-key, the same on every connection (the loader's
+// own test is sshd's TestLoadOrCreateHostKey).
 func TestHostKey(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "sub", "dir", "key")
-	k1, err := LoadOrCreateHostKey(path)
+	key, err := sshd.LoadOrCreateHostKey(filepath.Join(t.TempDir(), "key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k1.PublicKey().Type() != gossh.KeyAlgoED25519 {
-		t.Fatalf("generated %s, want ed25519", k1.PublicKey().Type())
-	}
-	fi, err := os.Stat(path)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("key file mode %v %v", fi.Mode(), err)
-	}
-	if di, _ := os.Stat(filepath.Dir(path)); di.Mode().Perm() != 0o700 {
-		t.Fatalf("key dir mode %v", di.Mode())
-	}
-	k2, err := LoadOrCreateHostKey(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(k1.PublicKey().Marshal(), k2.PublicKey().Marshal()) {
-		t.Fatal("key regenerated on second load")
-	}
-
-	// The server presents that key, the same on every connection.
-	ws, _ := newMemEnvWithKey(t, path)
+	ws := fsops.NewMemory("/mem", fsops.Options{})
+	e := startEnv(t, "/mem", ws, Options{}, sshd.Config{Workspace: ws, HostKey: key})
 	for range 2 {
 		var seen gossh.PublicKey
-		conn, err := wsclient.Dial(context.Background(), ws.url, "")
+		conn, err := wsclient.Dial(context.Background(), e.url, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,63 +223,13 @@ func TestHostKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		gossh.NewClient(cc, chans, reqs).Close()
-		if !bytes.Equal(seen.Marshal(), k1.PublicKey().Marshal()) {
+		if !bytes.Equal(seen.Marshal(), key.PublicKey().Marshal()) {
 			t.Fatal("server presented another host key")
 		}
 	}
-
-	bad := []struct {
-		name  string
-		setup func(t *testing.T) string
-	}{
-		{"garbage key file", func(t *testing.T) string {
-			p := filepath.Join(t.TempDir(), "k")
-			os.WriteFile(p, []byte("not a key"), 0o600)
-			return p
-		}},
-		{"parent is a file", func(t *testing.T) string {
-			p := filepath.Join(t.TempDir(), "f")
-			os.WriteFile(p, nil, 0o600)
-			return filepath.Join(p, "key")
-		}},
-		{"key path is a directory", func(t *testing.T) string { return t.TempDir() }},
+	if _, err := New(Options{}); err == nil {
+		t.Fatal("New without an SSH configuration succeeded")
 	}
-	for _, b := range bad {
-		t.Run(b.name, func(t *testing.T) {
-			if _, err := LoadOrCreateHostKey(b.setup(t)); err == nil {
-				t.Fatal("no error")
-			}
-			if _, err := New(Options{Workspace: nil}); err == nil {
-				t.Fatal("New without a workspace succeeded")
-			}
-		})
-	}
-
-	// The reference daemon wrote an RSA key in PKCS#1 PEM at the same
-	// default path: a host migrating from it keeps its key.
-	rk, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "ref_key")
-	os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(rk)}), 0o600)
-	if k, err := LoadOrCreateHostKey(p); err != nil || k.PublicKey().Type() != gossh.KeyAlgoRSA {
-		t.Fatalf("reference RSA key: %v", err)
-	}
-}
-
-func newMemEnvWithKey(t *testing.T, keyPath string) (*env, error) {
-	e := newMemEnv(t)
-	e.srv.Close()
-	srv, err := New(Options{Workspace: e.ws, HostKeyPath: keyPath})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/ssh", srv)
-	hts := httptest.NewServer(mux)
-	t.Cleanup(func() { srv.Close(); hts.Close() })
-	return &env{ws: e.ws, srv: srv, hts: hts, url: "ws" + strings.TrimPrefix(hts.URL, "http") + "/ssh"}, nil
 }
 
 // TestServeHTTPReturnsAfterLogin: the HTTP handler returns once the SSH

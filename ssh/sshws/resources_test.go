@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/ssh/sftpd"
 	"github.com/agentbe/agentbe-daemon/ssh/sshd"
 )
 
@@ -104,14 +105,14 @@ func closeIf(f *sftp.File) {
 	}
 }
 
-// TestChannelCap: one connection opens at most maxChannelsPerConn session
+// TestChannelCap: one connection opens at most sshd.DefaultMaxChannels session
 // channels; the next is rejected with ResourceShortage naming the limit, and
 // a slot frees when a channel closes. Other connections are not affected.
 func TestChannelCap(t *testing.T) {
 	e := newEnv(t)
 	c := e.dial(t, "")
 	var sessions []*gossh.Session
-	for i := 0; i < maxChannelsPerConn; i++ {
+	for i := 0; i < sshd.DefaultMaxChannels; i++ {
 		s, err := c.NewSession()
 		if err != nil {
 			t.Fatalf("channel %d: %v", i+1, err)
@@ -121,8 +122,8 @@ func TestChannelCap(t *testing.T) {
 	_, err := c.NewSession()
 	var oce *gossh.OpenChannelError
 	if !errors.As(err, &oce) || oce.Reason != gossh.ResourceShortage ||
-		!strings.Contains(oce.Message, fmt.Sprintf("too many channels on this connection (limit %d)", maxChannelsPerConn)) {
-		t.Fatalf("channel %d: %v, want ResourceShortage naming the limit", maxChannelsPerConn+1, err)
+		!strings.Contains(oce.Message, fmt.Sprintf("too many channels on this connection (limit %d)", sshd.DefaultMaxChannels)) {
+		t.Fatalf("channel %d: %v, want ResourceShortage naming the limit", sshd.DefaultMaxChannels+1, err)
 	}
 	// Another connection has its own channels.
 	if s, err := e.dial(t, "").NewSession(); err != nil {
@@ -164,14 +165,14 @@ func TestSFTPHandleCapPerConnection(t *testing.T) {
 		clients[i] = c
 	}
 	var files []*sftp.File
-	for i := 0; i < maxHandlesPerConn; i++ {
+	for i := 0; i < sftpd.DefaultMaxHandles; i++ {
 		f, err := clients[i%2].Open("f.txt")
 		if err != nil {
 			t.Fatalf("OPEN %d: %v", i+1, err)
 		}
 		files = append(files, f)
 	}
-	want := fmt.Sprintf("too many open handles (limit %d per connection)", maxHandlesPerConn)
+	want := fmt.Sprintf("too many open handles (limit %d per connection)", sftpd.DefaultMaxHandles)
 	for i, c := range clients {
 		_, err := c.Open("f.txt")
 		if fxCode(err) != fxFailure || !strings.Contains(err.Error(), want) {
@@ -258,11 +259,11 @@ func newHangEnv(t *testing.T, sftpLimits ...sshd.SFTPLimits) (*env, *hangWS) {
 	t.Helper()
 	base := newEnv(t)
 	h := newHangWS(base.ws)
-	o := Options{Workspace: h, HostKeyPath: filepath.Join(t.TempDir(), "host_key")}
+	c := sshd.Config{Workspace: h, HostKey: testHostKey(t)}
 	if len(sftpLimits) > 0 {
-		o.tune = func(co *sshd.Options) { co.SubsystemHandlers["sftp"] = sshd.SFTP(sftpLimits[0]) }
+		c.SFTP = sftpLimits[0]
 	}
-	e := startEnv(t, base.root, h, o)
+	e := startEnv(t, base.root, h, Options{}, c)
 	// Registered after startEnv's cleanup, so it runs first: whatever is
 	// still stuck is released, and its goroutine ends before goleak looks.
 	t.Cleanup(func() { h.unblock(); h.calls.Wait() })
@@ -278,7 +279,7 @@ func TestSFTPFileOpsBounded(t *testing.T) {
 		conns, sessions            int // connections, SFTP sessions on each
 		connOps, serverOps, wantIn int
 	}{
-		{"per connection", 1, maxFileOpsPerConn + 4, maxFileOpsPerConn, maxFileOps, maxFileOpsPerConn},
+		{"per connection", 1, sftpd.DefaultConnOps + 4, sftpd.DefaultConnOps, sftpd.DefaultServerOps, sftpd.DefaultConnOps},
 		{"per server", 3, 3, 3, 5, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

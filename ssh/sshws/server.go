@@ -16,14 +16,11 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/internal/tick"
 	"github.com/agentbe/agentbe-daemon/internal/wsnet"
-	"github.com/agentbe/agentbe-daemon/sandbox"
-	"github.com/agentbe/agentbe-daemon/ssh/sftpd"
 	"github.com/agentbe/agentbe-daemon/ssh/sshd"
 )
 
 // Defaults for the zero values of Options.
 const (
-	DefaultMaxConns          = 1024
 	DefaultKeepaliveInterval = 30 * time.Second
 	// keepaliveMisses is how many keepalive intervals without a word from the
 	// peer make it dead: the clients' own default (keepaliveCountMax 3).
@@ -32,12 +29,13 @@ const (
 
 // Options configure a Server.
 type Options struct {
-	// Workspace is what SFTP serves and where commands run: the daemon's root,
-	// or the static --scopePath scope.
-	Workspace fsops.Workspace
-	// Executor runs exec and shell requests. Nil (a memory workspace) refuses
-	// them with a message on stderr and exit status 126.
-	Executor sandbox.Executor
+	// SSH is the daemon's one SSH configuration (sshd.NewConfig), which its
+	// SSH port serves too: the workspace (the daemon's root, or the static
+	// --scopePath scope), the executor, the host key, the limits, the
+	// sessions and subsystems, the hooks. Required. /ssh adds only its
+	// transport: every SSH login admitted (the WebSocket token is the
+	// gate) and WebSocket pings for keepalive.
+	SSH *sshd.Config
 	// AuthToken gates the WebSocket; "" means no auth.
 	AuthToken string
 	// Tokens is the token file's set (--tokens), shared with the daemon;
@@ -51,40 +49,12 @@ type Options struct {
 	// (internal/httpguard) before the upgrade; nil builds one from
 	// AuthToken and AllowedOrigins. The daemon passes the one its mux uses.
 	Guard *httpguard.Guard
-	// HostKeyPath is the SSH host key file (DefaultHostKeyPath if empty); an
-	// ed25519 key is generated there once if the file is missing.
-	HostKeyPath string
-	// MaxConns caps concurrent WebSockets; 0 means DefaultMaxConns. Beyond it
-	// the upgrade completes and closes with 1013 "Try Again Later".
-	MaxConns int
 	// KeepaliveInterval is how often the server pings an idle peer; 0 means
 	// DefaultKeepaliveInterval. After 3 intervals without anything from the
 	// peer the connection is dropped and its processes are killed.
 	KeepaliveInterval time.Duration
-	// EnvAllowlist names the variables SSH "env" requests may set (OpenSSH's
-	// SendEnv/SetEnv). A name ending in "*" admits every name with that
-	// prefix ("LC_*"), as in sshd's AcceptEnv. Others are refused.
-	EnvAllowlist []string
-	// SessionEnded is sshd.Options.SessionEnded: told about every exec,
-	// shell and SFTP session when it ends (the audit log). Nil = none.
-	SessionEnded func(sshd.SessionRecord)
-	// Forward is sshd.Options.Forward: it serves direct-tcpip channels
-	// (`ssh -L`); nil refuses them.
-	Forward sshd.ForwardFunc
-	// Channels is sshd.Options.Channels: the daemon-wide count of open
-	// channels, shared with the daemon's other SSH listener. Nil makes one
-	// for this Server alone.
-	Channels *sshd.ChannelPool
-	// SFTPOps are SFTP's server-wide slots (sshd.SFTPLimits.ServerOps),
-	// shared with the daemon's other SSH listener; nil makes maxFileOps
-	// of them for this Server alone.
-	SFTPOps sftpd.Slots
-	// Logger receives connection-level events; nil discards them.
+	// Logger receives connection-level events; nil means SSH.Logger.
 	Logger *slog.Logger
-
-	// tune, set only by tests, adjusts the SSH core's options (lower
-	// limits, a shorter login timeout) before it is built.
-	tune func(*sshd.Options)
 }
 
 // Server is the /ssh endpoint: it upgrades to a WebSocket, checks the token,
@@ -97,52 +67,33 @@ type Server struct {
 	log       *slog.Logger
 	upgrader  websocket.Upgrader
 	guard     *httpguard.Guard
-	root      fsops.Workspace // Options.Workspace
+	root      fsops.Workspace // Options.SSH.Workspace
 }
 
-// New validates opts and loads (or creates) the host key. The Server is ready
-// to be mounted at /ssh.
+// New returns the Server of opts.SSH for the WebSocket, ready to be mounted
+// at /ssh.
 func New(opts Options) (*Server, error) {
-	if opts.Workspace == nil {
-		return nil, errors.New("sshws: Options.Workspace is required")
-	}
-	signer, err := LoadOrCreateHostKey(opts.HostKeyPath)
-	if err != nil {
-		return nil, err
+	if opts.SSH == nil {
+		return nil, errors.New("sshws: Options.SSH is required")
 	}
 	s := &Server{
 		token:     httpguard.NewTokens(opts.AuthToken, opts.Tokens),
-		root:      opts.Workspace,
+		root:      opts.SSH.Workspace,
 		keepalive: opts.KeepaliveInterval,
 		log:       opts.Logger,
-	}
-	if s.log != nil {
-		// What a user compares with the fingerprint OpenSSH shows on first
-		// connection.
-		s.log.Info("SSH host key", "path", opts.HostKeyPath, "fingerprint", gossh.FingerprintSHA256(signer.PublicKey()))
 	}
 	if s.keepalive <= 0 {
 		s.keepalive = DefaultKeepaliveInterval
 	}
 	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
+		s.log = opts.SSH.Logger
 	}
 	s.guard = opts.Guard
 	if s.guard == nil {
 		s.guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: s.log})
 	}
-	maxConns := opts.MaxConns
-	if maxConns <= 0 {
-		maxConns = DefaultMaxConns
-	}
-	sftpOps := opts.SFTPOps
-	if sftpOps == nil {
-		sftpOps = sftpd.NewSlots(maxFileOps)
-	}
-	co := sshd.Options{
-		Workspace: opts.Workspace,
-		Executor:  opts.Executor,
-		HostKey:   signer,
+	var err error
+	s.core, err = opts.SSH.Server(sshd.Transport{
 		// The WebSocket token is the gate (checked before any SSH byte),
 		// so SSH authentication accepts everything: method "none" (what
 		// the TypeScript client and OpenSSH try first), any password (the
@@ -157,27 +108,9 @@ func New(opts Options) (*Server, error) {
 		},
 		// Keepalive is the WebSocket's pings (startKeepalive), not SSH's.
 		KeepaliveInterval: 0,
-		MaxConns:          maxConns,
-		LoginTimeout:      loginTimeout,
-		MaxChannels:       maxChannelsPerConn,
-		Channels:          opts.Channels,
-		EnvAllowlist:      opts.EnvAllowlist,
-		SessionEnded:      opts.SessionEnded,
-		Forward:           opts.Forward,
-		CommandHandlers:   []sshd.CommandHandler{sshd.SCP()},
-		SubsystemHandlers: map[string]sshd.SubsystemHandler{
-			"sftp": sshd.SFTP(sshd.SFTPLimits{
-				MaxHandles: maxHandlesPerConn,
-				ConnOps:    maxFileOpsPerConn,
-				ServerOps:  sftpOps,
-			}),
-		},
-		Logger: s.log,
-	}
-	if opts.tune != nil {
-		opts.tune(&co)
-	}
-	if s.core, err = sshd.New(co); err != nil {
+		Logger:            s.log,
+	})
+	if err != nil {
 		return nil, err
 	}
 
@@ -330,11 +263,6 @@ func (s *Server) workspaceFor(id httpguard.Identity) (confinement, func(), error
 
 // readBufferSize is the WebSocket read buffer of a server connection.
 const readBufferSize = 512
-
-// loginTimeout bounds the SSH handshake and authentication after the
-// WebSocket is up (OpenSSH's LoginGraceTime is 120 s; our clients log in
-// within one round trip of the handshake).
-const loginTimeout = 30 * time.Second
 
 // identify applies the daemon's token rule (internal/httpguard, the one
 // /mcp applies) with "?token=" allowed besides "Authorization: Bearer": the

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/internal/sshtest"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/ssh/sshd"
 	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
 )
 
@@ -142,7 +143,7 @@ func TestDialBadInput(t *testing.T) {
 }
 
 func TestMaxConns(t *testing.T) {
-	e := newEnv(t, withOpts(func(o *Options) { o.MaxConns = 2 }))
+	e := newEnv(t, withConfig(func(c *sshd.Config) { c.MaxConns = 2 }))
 	c1 := e.dial(t, "")
 	c2 := e.dial(t, "")
 	code, text := closeCode(t, e.url, nil)
@@ -167,7 +168,7 @@ func TestMaxConns(t *testing.T) {
 
 func TestSSHAuthMethods(t *testing.T) {
 	e := newEnv(t)
-	signer, err := LoadOrCreateHostKey(filepath.Join(t.TempDir(), "client_key"))
+	signer, err := sshd.LoadOrCreateHostKey(filepath.Join(t.TempDir(), "client_key"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestExec(t *testing.T) {
 }
 
 func testExec(t *testing.T, mode sandbox.Mode) {
-	e := newEnv(t, withMode(mode), withOpts(func(o *Options) { o.EnvAllowlist = []string{"FOO", "LANG", "LC_*"} }))
+	e := newEnv(t, withMode(mode), withConfig(func(c *sshd.Config) { c.EnvAllowlist = []string{"FOO", "LANG", "LC_*"} }))
 	c := e.dial(t, "")
 	sshtest.Exec(t, c, e.root, mode)
 

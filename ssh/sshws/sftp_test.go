@@ -16,6 +16,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/sshtest"
 	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/ssh/sshd"
 )
 
 // The SFTP status helpers and host file helpers are the shared ones.
@@ -462,7 +463,7 @@ func TestScopedWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ex.Close()
-	e := startEnv(t, scope.Root(), scope, Options{Workspace: scope, Executor: ex, HostKeyPath: filepath.Join(t.TempDir(), "k")})
+	e := startEnv(t, scope.Root(), scope, Options{}, sshd.Config{Workspace: scope, Executor: ex, HostKey: testHostKey(t)})
 	c := e.dial(t, "")
 	sc, err := newSFTP(c)
 	if err != nil {

@@ -1,4 +1,4 @@
-package sshws
+package sshd
 
 import (
 	"crypto/ed25519"
@@ -13,8 +13,8 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 )
 
-// DefaultHostKeyPath is where the host key lives unless Options.HostKeyPath
-// (the daemon's --ssh-host-key) says otherwise.
+// DefaultHostKeyPath is where LoadOrCreateHostKey looks when it is given no
+// path (the daemon always gives --ssh-host-key).
 const DefaultHostKeyPath = "/var/lib/agentbe/ssh_host_ed25519_key"
 
 // LoadOrCreateHostKey reads the SSH host key at path (any key type OpenSSH
@@ -22,10 +22,11 @@ const DefaultHostKeyPath = "/var/lib/agentbe/ssh_host_ed25519_key"
 // exist it generates an ed25519 key, saves it there in OpenSSH format with
 // mode 0600 (creating the parent directory 0700), and returns it.
 //
-// The key is loaded once per Server, never per connection: a stable host key
-// lets OpenSSH users pin it in known_hosts, and generating keys per connection
-// would cost every handshake. The file is created with O_EXCL, so two daemons
-// starting at once cannot both write it; the loser reads the winner's key.
+// The daemon loads its key once, into the Config every listener shares, never
+// per listener or per connection: a stable host key lets OpenSSH users pin it
+// in known_hosts, and generating keys per connection would cost every
+// handshake. The file is created with O_EXCL, so two daemons starting at once
+// cannot both write it; the loser reads the winner's key.
 func LoadOrCreateHostKey(path string) (gossh.Signer, error) {
 	if path == "" {
 		path = DefaultHostKeyPath
