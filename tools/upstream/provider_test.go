@@ -415,7 +415,7 @@ func TestResultCache(t *testing.T) {
 func TestAnswersUpToTheLimitGoThrough(t *testing.T) {
 	tm := fastTiming
 	tm.pingInterval = time.Hour // a ping waits behind the large answer: only the transport decides here
-	f := start(t, "serve", sandbox.ModeSoftware, nil, tm)
+	f := start(t, "serve", sandbox.ModeSoftware, slowBigAnswers, tm)
 	first := f.running(t)
 	if txt, isErr, code := f.call(t, nil, "t__big", `{"n":20971520}`); isErr || len(txt) != 20<<20 {
 		t.Fatalf("a 20 MiB answer: %d bytes, isError %v, %s %.200s", len(txt), isErr, code, txt)
@@ -428,6 +428,11 @@ func TestAnswersUpToTheLimitGoThrough(t *testing.T) {
 	}
 }
 
+// slowBigAnswers gives the tests of tens of MiB a server timeout far past
+// the 30 s default: they judge sizes, and the test server takes that long
+// to write such an answer on a loaded 2-core machine under -race.
+func slowBigAnswers(s *Server) { s.Timeout = Duration(5 * time.Minute) }
+
 // TestAnswerOverTheLimitFailsOnlyThatCall: a 40 MiB answer (over 32 MiB)
 // fails that call with TOO_LARGE naming the limit; the session goes on (the
 // same process, no restart, the next call answered), and health says so at
@@ -435,7 +440,7 @@ func TestAnswersUpToTheLimitGoThrough(t *testing.T) {
 func TestAnswerOverTheLimitFailsOnlyThatCall(t *testing.T) {
 	tm := fastTiming
 	tm.pingInterval = time.Hour // a ping waits behind the large answer: only the transport decides here
-	f := start(t, "serve", sandbox.ModeSoftware, nil, tm)
+	f := start(t, "serve", sandbox.ModeSoftware, slowBigAnswers, tm)
 	first := f.running(t)
 	txt, isErr, code := f.call(t, nil, "t__big", `{"n":41943040}`)
 	if !isErr || code != errcode.TooLarge || !strings.Contains(txt, "server t: tool big: answer over the 32 MiB limit on one upstream message") {
