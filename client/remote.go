@@ -26,7 +26,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
-	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
 )
 
@@ -181,7 +181,7 @@ func NewRemote(ctx context.Context, opts RemoteOptions) (*Remote, error) {
 	}
 	conn := &remoteConn{opts: opts, stop: make(chan struct{})}
 	if !opts.AllowDangerous {
-		conn.policy, _ = sandbox.NewPolicy()
+		conn.policy, _ = policy.New()
 	}
 	d := &remoteDriver{conn: conn, dir: path.Clean(opts.Root)}
 	rb := &Remote{base: newBase(d, StatusDisconnected, opts.Env, opts.Log), drv: d}
@@ -204,7 +204,7 @@ func NewRemote(ctx context.Context, opts RemoteOptions) (*Remote, error) {
 type remoteConn struct {
 	opts   RemoteOptions
 	life   *lifecycle
-	policy *sandbox.Policy // nil with AllowDangerous
+	policy *policy.Policy // nil with AllowDangerous
 
 	mu    sync.Mutex
 	ssh   *gossh.Client

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -29,7 +30,8 @@ import (
 // The fast path is only an optimisation: whenever anything below is not
 // clearly the case, the shell runs the script.
 //
-// The script (bash dialect, parsed by mvdan.cc/sh like the policy):
+// The script (bash dialect, parsed once by sandbox/policy: the parse the
+// policy judged):
 //   - is valid UTF-8 without control characters other than tab and newline;
 //   - is exactly one statement, not negated, backgrounded or a coprocess,
 //     without redirections and without comments;
@@ -142,8 +144,9 @@ type directPlan struct {
 
 // parseDirect decides from the script alone whether it can take the fast
 // path (see the comment at the top of this file).
-func parseDirect(script string) (directPlan, bool) {
+func parseDirect(parsed *policy.Script) (directPlan, bool) {
 	var plan directPlan
+	script := parsed.Source()
 	// Only tab and newline separate words in both bash and the parser;
 	// other control characters (form feed, CR, ...) and invalid UTF-8
 	// are where the two might disagree.
@@ -155,15 +158,15 @@ func parseDirect(script string) (directPlan, bool) {
 			return plan, false
 		}
 	}
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(true)).
-		Parse(strings.NewReader(script), "")
-	if err != nil || len(f.Stmts) != 1 || len(f.Last) != 0 {
+	f, err := parsed.Syntax()
+	if err != nil || len(f.Stmts) != 1 {
 		return plan, false
 	}
 	s := f.Stmts[0]
 	if !plainStmt(s) {
 		return plan, false
 	}
+	var words []syntax.Node // every word and assignment of the script
 	switch cmd := s.Cmd.(type) {
 	case *syntax.CallExpr:
 		if len(cmd.Assigns) != 0 {
@@ -174,6 +177,7 @@ func parseDirect(script string) (directPlan, bool) {
 			return plan, false
 		}
 		plan.argv = argv
+		words = wordNodes(nil, cmd)
 	case *syntax.BinaryCmd:
 		if cmd.Op != syntax.AndStmt || !plainStmt(cmd.X) || !plainStmt(cmd.Y) {
 			return plan, false
@@ -185,7 +189,7 @@ func parseDirect(script string) (directPlan, bool) {
 		}
 		for _, a := range cd.Assigns {
 			if a.Append || a.Naked || a.Index != nil || a.Array != nil || a.Name == nil ||
-				!envName.MatchString(a.Name.Value) || bashSpecialVars[a.Name.Value] ||
+				!policy.ValidEnvName(a.Name.Value) || bashSpecialVars[a.Name.Value] ||
 				strings.HasPrefix(a.Name.Value, "BASH") {
 				return plan, false
 			}
@@ -204,8 +208,12 @@ func parseDirect(script string) (directPlan, bool) {
 			return plan, false
 		}
 		plan.argv, plan.cd, plan.hasCd = argv, cdArgs[1], true
+		words = wordNodes(wordNodes(nil, cd), run)
 	default:
 		return plan, false
+	}
+	if hasComment(script, words) {
+		return directPlan{}, false
 	}
 	name := plan.argv[0]
 	// A name starting with % is a job spec (bash runs `fg %1`).
@@ -221,7 +229,43 @@ func parseDirect(script string) (directPlan, bool) {
 // plainStmt is a statement without anything around its command.
 func plainStmt(s *syntax.Stmt) bool {
 	return s != nil && s.Cmd != nil && !s.Negated && !s.Background && !s.Coprocess &&
-		len(s.Redirs) == 0 && len(s.Comments) == 0
+		len(s.Redirs) == 0
+}
+
+// wordNodes appends call's assignments and words to nodes.
+func wordNodes(nodes []syntax.Node, call *syntax.CallExpr) []syntax.Node {
+	for _, a := range call.Assigns {
+		nodes = append(nodes, a)
+	}
+	for _, w := range call.Args {
+		nodes = append(nodes, w)
+	}
+	return nodes
+}
+
+// hasComment reports a comment in src, a script whose words and
+// assignments are words: the parse does not keep comments, and in a
+// script of literal words and operators a # outside every word starts
+// one (inside a word, as in a#b or '#', it is text).
+func hasComment(src string, words []syntax.Node) bool {
+	for i := strings.IndexByte(src, '#'); i >= 0; {
+		inside := false
+		for _, w := range words {
+			if uint(i) >= w.Pos().Offset() && uint(i) < w.End().Offset() {
+				inside = true
+				break
+			}
+		}
+		if !inside {
+			return true
+		}
+		j := strings.IndexByte(src[i+1:], '#')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
 }
 
 func literalArgs(src string, words []*syntax.Word) ([]string, bool) {
@@ -304,14 +348,21 @@ type directCmd struct {
 	env  []string // the request's env plus what bash adds
 }
 
-// direct decides whether script takes the fast path from dir and returns
-// the command to exec, or false for the shell.
-func (e *executor) direct(script, dir, boundary string, env []string) (*directCmd, bool) {
-	if e.noDirect || e.shellKind != "bash" || e.ulimit != "" || strings.TrimSpace(script) == "" ||
-		!e.iso.directOK() {
+// directOn reports an executor whose commands may take the fast path: bash
+// that execs in place after cd (probeDirect), no ulimit prefix, and a
+// strategy that allows it.
+func (e *executor) directOn() bool {
+	return !e.noDirect && e.shellKind == "bash" && e.ulimit == "" && e.iso.directOK()
+}
+
+// direct decides whether the script parsed takes the fast path from dir
+// and returns the command to exec, or false for the shell. parsed is nil
+// for an empty script.
+func (e *executor) direct(parsed *policy.Script, dir, boundary string, env []string) (*directCmd, bool) {
+	if parsed == nil || !e.directOn() {
 		return nil, false
 	}
-	plan, ok := parseDirect(script)
+	plan, ok := parseDirect(parsed)
 	if !ok {
 		return nil, false
 	}
@@ -345,11 +396,11 @@ func (e *executor) direct(script, dir, boundary string, env []string) (*directCm
 			t = filepath.Join(dir, t)
 		}
 		t = filepath.Clean(t)
-		if !within(boundary, t) {
+		if !policy.Within(boundary, t) {
 			return nil, false
 		}
 		real, err := filepath.EvalSymlinks(t)
-		if err != nil || !within(boundary, real) {
+		if err != nil || !policy.Within(boundary, real) {
 			return nil, false
 		}
 		fi, err := os.Stat(t)

@@ -19,6 +19,7 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 )
 
 // directScripts are scripts and whether parseDirect accepts them, with the
@@ -156,7 +157,7 @@ var directScripts = []struct {
 
 func TestParseDirect(t *testing.T) {
 	for _, c := range directScripts {
-		plan, ok := parseDirect(c.script)
+		plan, ok := parseDirect(policy.Parse(c.script))
 		if ok != c.ok {
 			t.Errorf("parseDirect(%q) ok = %v, want %v", c.script, ok, c.ok)
 			continue
@@ -259,7 +260,7 @@ func TestDirectDecision(t *testing.T) {
 				{script: "true --help"},
 				{script: "ls *"},
 			} {
-				d, ok := x.direct(c.script, root, root, mergeEnv(env, c.env))
+				d, ok := x.direct(policy.Parse(c.script), root, root, mergeEnv(env, c.env))
 				want := c.ok
 				if bw {
 					want = c.bwr
@@ -288,7 +289,7 @@ func TestDirectDecision(t *testing.T) {
 				func(x *executor) func() { x.noDirect = true; return func() { x.noDirect = false } },
 			} {
 				undo := mod(x)
-				if _, ok := x.direct("true", root, root, env); ok {
+				if _, ok := x.direct(policy.Parse("true"), root, root, env); ok {
 					t.Errorf("direct path taken with ulimit %q shell %q noDirect %v", x.ulimit, x.shellKind, x.noDirect)
 				}
 				undo()
@@ -315,7 +316,7 @@ func TestProbeDirect(t *testing.T) {
 func TestDirectNotWithRlimits(t *testing.T) {
 	e, root := newExec(t, ModeSoftware, func(c *Config) { c.Rlimits.FileSize = 1 << 20 })
 	env, _ := e.(*executor).env(root, nil, "")
-	if _, ok := e.(*executor).direct("true", root, root, env); ok {
+	if _, ok := e.(*executor).direct(policy.Parse("true"), root, root, env); ok {
 		t.Fatal("direct path taken with rlimits configured")
 	}
 }
@@ -415,7 +416,7 @@ func TestDirectDifferential(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, took := fast.direct(c.script, root, root, fullEnv); mode != ModeBwrap && took != c.direct {
+				if _, took := fast.direct(policy.Parse(c.script), root, root, fullEnv); mode != ModeBwrap && took != c.direct {
 					t.Errorf("%q: direct = %v, want %v", c.script, took, c.direct)
 				}
 				var res [2]Result
@@ -466,7 +467,7 @@ func TestDirectSignalsAndTimeouts(t *testing.T) {
 				{script: "sleep 30", timeout: 200 * time.Millisecond},
 				{script: "cd . && sleep 30", timeout: 200 * time.Millisecond},
 			} {
-				if _, ok := fast.direct(c.script, root, root, env); !ok {
+				if _, ok := fast.direct(policy.Parse(c.script), root, root, env); !ok {
 					t.Fatalf("%q does not take the fast path", c.script)
 				}
 				var res [2]Result
@@ -515,7 +516,7 @@ func TestDirectStart(t *testing.T) {
 			term = "xterm"
 		}
 		env, _ := fast.env(fast.root, nil, term)
-		if _, ok := fast.direct(c.script, fast.root, fast.root, env); !ok {
+		if _, ok := fast.direct(policy.Parse(c.script), fast.root, fast.root, env); !ok {
 			t.Errorf("%q does not take the fast path", c.script)
 		}
 		var outs [2]string
@@ -547,7 +548,7 @@ func TestDirectStartFailureFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	env, _ := fast.env(root, nil, "")
-	if _, ok := fast.direct("./bad.sh", root, root, env); !ok {
+	if _, ok := fast.direct(policy.Parse("./bad.sh"), root, root, env); !ok {
 		t.Fatal("./bad.sh does not take the fast path")
 	}
 	f := run(t, fast, Request{Command: "./bad.sh"})
@@ -566,7 +567,7 @@ func FuzzDirect(f *testing.F) {
 		f.Add(c.script)
 	}
 	f.Fuzz(func(t *testing.T, script string) {
-		plan, ok := parseDirect(script)
+		plan, ok := parseDirect(policy.Parse(script))
 		if !ok {
 			return
 		}
@@ -607,7 +608,7 @@ func FuzzDirect(f *testing.F) {
 		if err := syntax.NewPrinter().Print(&buf, file); err != nil {
 			t.Fatal(err)
 		}
-		again, ok := parseDirect(buf.String())
+		again, ok := parseDirect(policy.Parse(buf.String()))
 		if !ok || !reflect.DeepEqual(again, plan) {
 			t.Fatalf("accepted %q as %+v, but its printed form %q gives %+v %v", script, plan, buf.String(), again, ok)
 		}
@@ -661,7 +662,7 @@ func TestDirectRunAs(t *testing.T) {
 				{"cd closed && true", false},
 				{"touch mine", true},
 			} {
-				if _, ok := ex[0].direct(c.script, ws, ws, env); ok != c.direct {
+				if _, ok := ex[0].direct(policy.Parse(c.script), ws, ws, env); ok != c.direct {
 					t.Errorf("%q: direct = %v, want %v", c.script, ok, c.direct)
 				}
 				var res [2]Result

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 )
 
 // ioGrace is how long output is still read after a command's shell has
@@ -149,7 +149,7 @@ func New(cfg Config) (Executor, error) {
 	e.buildBaseEnv()
 
 	if modeTable[entry].policy && !cfg.Policy.Disabled {
-		if e.policy, err = NewPolicy(cfg.Policy.Allow...); err != nil {
+		if e.policy, err = policy.New(cfg.Policy.Allow...); err != nil {
 			return nil, invalidConfig(err.Error())
 		}
 	}
@@ -174,7 +174,7 @@ func New(cfg Config) (Executor, error) {
 		e.log.Warn("command isolation fell back to a weaker mode", "mode", string(got), "reason", e.reason)
 	}
 	if e.iso.escapeChecks() && e.policy != nil {
-		e.policy.escapes = true
+		e.policy = e.policy.WithEscapeChecks(true)
 	}
 	if e.iso.filtersSpawner() {
 		// The deny list on the thread every command is forked from: the
@@ -220,8 +220,8 @@ type executor struct {
 	timeout time.Duration
 	limit   int64
 	secrets []string
-	policy  *Policy  // nil when the policy is off
-	rootH   *os.Root // the workspace root, for requests without a Workspace
+	policy  *policy.Policy // nil when the policy is off
+	rootH   *os.Root       // the workspace root, for requests without a Workspace
 
 	shellPath, shellArg0, shellKind string
 	ulimit                          string // "ulimit ... || exit 126; " or ""
@@ -397,28 +397,14 @@ func currentUserName() string {
 	return strconv.Itoa(os.Getuid())
 }
 
-// deniedEnv reports names that would let a variable take over the shell or
-// the dynamic linker (LD_PRELOAD, BASH_ENV, exported bash functions, ...).
-func deniedEnv(name string) bool {
-	switch name {
-	case "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND",
-		"CDPATH", "GLOBIGNORE", "BASH_XTRACEFD", "HOME", "PWD":
-		return true
-	}
-	return strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_") ||
-		strings.HasPrefix(name, "BASH_FUNC_")
-}
-
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // envOK filters one variable: an invalid name is an error (it could smuggle
 // a second assignment), a denied name or a secret value is dropped quietly.
 func (e *executor) envOK(k, v string) (bool, error) {
-	if !envName.MatchString(k) || strings.ContainsRune(v, 0) {
+	if !policy.ValidEnvName(k) || strings.ContainsRune(v, 0) {
 		return false, &errcode.Error{Code: errcode.InvalidArgument, Op: "exec",
 			Msg: fmt.Sprintf("invalid environment variable name %q (want letters, digits and _, not starting with a digit)", k)}
 	}
-	if deniedEnv(k) {
+	if policy.DeniedEnv(k) {
 		e.log.Debug("dropped environment variable", "name", k, "why", "denied name")
 		return false, nil
 	}
@@ -470,78 +456,77 @@ func (e *executor) env(dir string, req map[string]string, term string) ([]string
 	return env, nil
 }
 
-// within reports whether p is root or below it (both clean and absolute).
-func within(root, p string) bool {
-	if root == "/" {
-		return true
-	}
-	return p == root || (strings.HasPrefix(p, root) && p[len(root)] == '/')
-}
-
 // prepare validates a request, opens its working directory (workdir.go)
-// and judges its command. The caller closes the workdir once the command
-// has started.
-func (e *executor) prepare(req *Request, allowEmpty bool) (*workdir, error) {
+// and judges its command. It parses the command once, when the policy or
+// the direct path (direct.go) reads it, and returns that parse (nil when
+// neither does, or for an empty command). The caller closes the workdir
+// once the command has started.
+func (e *executor) prepare(req *Request, allowEmpty bool) (*workdir, *policy.Script, error) {
 	e.mu.Lock()
 	closed := e.closed
 	e.mu.Unlock()
 	if closed {
-		return nil, errClosed()
+		return nil, nil, errClosed()
 	}
 	if strings.TrimSpace(req.Command) == "" && !allowEmpty {
-		return nil, &errcode.Error{Code: errcode.EmptyCommand, Op: "exec", Msg: "empty command"}
+		return nil, nil, &errcode.Error{Code: errcode.EmptyCommand, Op: "exec", Msg: "empty command"}
 	}
 	if n := len(e.ulimit) + len(req.Command); n >= maxArgBytes {
-		return nil, &errcode.Error{Code: errcode.TooLarge, Op: "exec",
+		return nil, nil, &errcode.Error{Code: errcode.TooLarge, Op: "exec",
 			Msg: fmt.Sprintf("the command is %d bytes; the kernel passes at most %d in one argument", n, maxArgBytes-1)}
 	}
 	boundary := e.root
 	given := req.Boundary
 	if req.Workspace != nil {
 		if given != "" && filepath.Clean(given) != req.Workspace.Root() {
-			return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Path: given, Msg: "boundary differs from the workspace's root " + req.Workspace.Root()}
+			return nil, nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Path: given, Msg: "boundary differs from the workspace's root " + req.Workspace.Root()}
 		}
 		given = req.Workspace.Root()
 	}
 	if given != "" {
 		if !filepath.IsAbs(given) {
-			return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Path: given, Msg: "boundary must be an absolute path"}
+			return nil, nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Path: given, Msg: "boundary must be an absolute path"}
 		}
 		boundary = filepath.Clean(given)
-		if !within(e.root, boundary) {
-			return nil, &errcode.Error{Code: errcode.PathEscapeAttempt, Op: "exec", Path: given, Msg: "boundary is outside the workspace root " + e.root}
+		if !policy.Within(e.root, boundary) {
+			return nil, nil, &errcode.Error{Code: errcode.PathEscapeAttempt, Op: "exec", Path: given, Msg: "boundary is outside the workspace root " + e.root}
 		}
 	}
 	dir := boundary
 	if req.Dir != "" {
 		if !filepath.IsAbs(req.Dir) {
-			return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Path: req.Dir, Msg: "working directory must be an absolute path"}
+			return nil, nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Path: req.Dir, Msg: "working directory must be an absolute path"}
 		}
 		dir = filepath.Clean(req.Dir)
-		if !within(boundary, dir) {
-			return nil, &errcode.Error{Code: errcode.PathEscapeAttempt, Op: "exec", Path: req.Dir, Msg: "working directory is outside " + boundary}
+		if !policy.Within(boundary, dir) {
+			return nil, nil, &errcode.Error{Code: errcode.PathEscapeAttempt, Op: "exec", Path: req.Dir, Msg: "working directory is outside " + boundary}
 		}
+	}
+	var script *policy.Script
+	if strings.TrimSpace(req.Command) != "" && (e.policy != nil || e.directOn()) {
+		script = policy.Parse(req.Command)
 	}
 	if e.policy != nil {
-		if strings.TrimSpace(req.Command) == "" {
+		if script == nil {
 			if e.iso.escapeChecks() {
-				return nil, &errcode.Error{Code: errcode.UnsafeCommand, Op: "exec",
+				return nil, nil, &errcode.Error{Code: errcode.UnsafeCommand, Op: "exec",
 					Msg: "an interactive shell cannot be judged by the safety policy in software mode; use bwrap isolation"}
 			}
-		} else if err := e.policy.check(req.Command, req.Env, dir, boundary); err != nil {
-			return nil, err
+		} else if err := e.policy.CheckScript(script, req.Env, dir, boundary); err != nil {
+			return nil, nil, err
 		}
 	}
-	return e.openWorkdir(req, dir, boundary)
+	wd, err := e.openWorkdir(req, dir, boundary)
+	return wd, script, err
 }
 
 // command builds the exec.Cmd for a script (or an interactive shell when
 // script is empty): the program itself when the script takes the direct
-// fast path (direct.go), else the shell, confined by the strategy. direct
-// says which, so that a direct start the kernel refuses can be retried
-// through the shell.
-func (e *executor) command(script string, wd *workdir, env []string, pty bool) (cmd *exec.Cmd, direct bool) {
-	if d, ok := e.direct(script, wd.dir, wd.boundary, env); ok {
+// fast path (direct.go, reading parsed, prepare's parse of script), else
+// the shell, confined by the strategy. direct says which, so that a direct
+// start the kernel refuses can be retried through the shell.
+func (e *executor) command(script string, parsed *policy.Script, wd *workdir, env []string, pty bool) (cmd *exec.Cmd, direct bool) {
+	if d, ok := e.direct(parsed, wd.dir, wd.boundary, env); ok {
 		path := d.path
 		if d.rel != "" {
 			// As bash does: relative to the cwd the child enters by
@@ -795,7 +780,7 @@ const maxDrain = 2 << 20
 // once the shell has exited, so a background job cannot outlive its
 // command (as under bwrap, where the pid namespace ends with the shell).
 func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
-	wd, err := e.prepare(&req, false)
+	wd, parsed, err := e.prepare(&req, false)
 	if err != nil {
 		return Result{}, withCommand(err, req.Command)
 	}
@@ -820,7 +805,7 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 		timeout = e.timeout
 	}
 
-	cmd, direct := e.command(req.Command, wd, env, false)
+	cmd, direct := e.command(req.Command, parsed, wd, env, false)
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return Result{}, execError(req.Command, err)

@@ -2,7 +2,7 @@
 
 // Package sandbox is the one door to processes. Every command any protocol runs
 // (MCP exec, SSH exec and shells) goes through an Executor, which applies the
-// isolation mode (bwrap, software, none), the command safety policy, the
+// isolation mode (bwrap, landlock, software, none), the command safety policy, the
 // environment rules, timeouts and output limits. Nothing outside this package
 // starts a process.
 //
@@ -26,20 +26,28 @@
 //     Request's Boundary bound read-write at its own host path (from a
 //     descriptor, never by name: workdir.go), capabilities dropped, and the
 //     safety Policy.
+//   - landlock: a host process in its own session and cgroup, in a Landlock
+//     domain that lets it write only its boundary and a private temporary
+//     directory and read the system directories (isolation_landlock.go),
+//     under a seccomp filter, both entered by the trampoline: this program
+//     re-executed as `sandbox-exec` (sandbox/sandboxexec). The Policy
+//     applies, without the escape checks the domain makes moot.
 //   - software: a plain process in its own session and cgroup (cgroup.go)
 //     plus the Policy with its workspace escape checks (cd out, `..` past
 //     the root, ~ leading out).
 //   - none: no checks (trusted use).
 //
 // The modes are one list (Modes, modeTable in isolation.go); each effective
-// mode is a strategy (isolation_bwrap.go, isolation_software.go,
-// isolation_none.go) that New picks once and that owns all that differs
+// mode is a strategy (isolation_bwrap.go, isolation_landlock.go,
+// isolation_software.go, isolation_none.go) that New picks once and that owns all that differs
 // between modes. Run is Start and Wait in one call: both use the launch and
 // finish steps of run.go.
 //
-// The Policy (policy.go) parses commands with mvdan.cc/sh and judges every
-// command that would run; its refusals are *errcode.Error with Code
-// DangerousOperation or UnsafeCommand and a Msg that starts with the rule.
+// The Policy is sandbox/policy, portable Go apart from this executor: each
+// command is parsed once (policy.Parse, mvdan.cc/sh), judged, and the same
+// parse is what the direct path reads. Its refusals are *errcode.Error with
+// Code DangerousOperation or UnsafeCommand and a Msg that starts with the
+// rule (policy.RefusalText words them for clients).
 //
 // Limits: a timeout per Run (Config.DefaultTimeout when the Request has none)
 // kills the whole process tree and returns the partial output with TimedOut;
@@ -53,7 +61,10 @@ import (
 	"context"
 	"io"
 	"os"
+	"strings"
 	"time"
+
+	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 )
 
 // Mode is an isolation mode.
@@ -122,6 +133,19 @@ type Request struct {
 	OnOutput func(stream string, p []byte)
 	Stdin    io.Reader // Run only; nil = empty stdin
 	Pty      *Pty      // Start only; nil = pipes
+}
+
+// CommandLine quotes argv into the one command string a Request takes, each
+// word single-quoted so the shell sees exactly argv; being one program with
+// literal arguments, it is exec'ed directly where the direct path applies
+// (direct.go). For callers that hold an argv (a configured server's command
+// and arguments) rather than a line a client typed.
+func CommandLine(argv ...string) string {
+	q := make([]string, len(argv))
+	for i, w := range argv {
+		q[i] = policy.Quote(w)
+	}
+	return strings.Join(q, " ")
 }
 
 // Workdir is a directory the file door has validated: Root names it (the

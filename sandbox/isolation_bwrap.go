@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 )
 
 // bwrapIsolation runs every command in a bubblewrap sandbox of its own
@@ -121,7 +123,7 @@ func (b bwrapIsolation) visibleBound(p, boundary string) bool {
 		return false
 	}
 	for _, r := range b.bwrapRoots(boundary) {
-		if within(r, real) {
+		if policy.Within(r, real) {
 			return true
 		}
 	}
@@ -133,7 +135,7 @@ func (b bwrapIsolation) resolveVisible(p, boundary string) (string, bool) {
 	roots := b.bwrapRoots(boundary)
 	bound := func(q string) bool {
 		for _, r := range roots {
-			if within(r, q) {
+			if policy.Within(r, q) {
 				return true
 			}
 		}
@@ -141,7 +143,7 @@ func (b bwrapIsolation) resolveVisible(p, boundary string) (string, bool) {
 	}
 	ancestor := func(q string) bool {
 		for _, r := range roots {
-			if within(q, r) {
+			if policy.Within(q, r) {
 				return true
 			}
 		}

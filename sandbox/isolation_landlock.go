@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 )
 
@@ -188,11 +189,11 @@ func (l *landlockIsolation) visible(p, boundary string, bound bool) bool {
 	if err != nil {
 		return false
 	}
-	if within(boundary, real) {
+	if policy.Within(boundary, real) {
 		return true
 	}
 	for _, r := range l.roots {
-		if within(r, real) {
+		if policy.Within(r, real) {
 			return true
 		}
 	}
@@ -481,7 +482,7 @@ func landlockTmp(e *executor) (string, error) {
 	var tries []string
 	for _, parent := range landlockTmpParents() {
 		real, err := filepath.EvalSymlinks(parent)
-		if err == nil && within(e.root, real) {
+		if err == nil && policy.Within(e.root, real) {
 			err = errors.New("it is inside the workspace")
 		}
 		var tmp string

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
+	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 )
 
@@ -151,7 +152,7 @@ func TestLandlockWithoutWritableTMPDIR(t *testing.T) {
 				t.Fatalf("a command writing its TMPDIR: %v exit %d %q", err, res.ExitCode, res.Stderr)
 			}
 			tmp := strings.TrimPrefix(string(res.Stdout), "x\n")
-			if tmp == "" || within(ws, tmp) || within(tc.tmpdir, tmp) {
+			if tmp == "" || policy.Within(ws, tmp) || policy.Within(tc.tmpdir, tmp) {
 				t.Errorf("TMPDIR %q; want a private directory outside the workspace and outside %s", tmp, tc.tmpdir)
 			}
 			if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, tc.tmpdir) {

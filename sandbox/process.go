@@ -23,7 +23,7 @@ import (
 // Start applies req.Timeout only when set: shells have no default timeout.
 // The process is tracked until Wait returns; Close kills it.
 func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process, error) {
-	wd, err := e.prepare(&req, true)
+	wd, parsed, err := e.prepare(&req, true)
 	if err != nil {
 		return nil, withCommand(err, req.Command)
 	}
@@ -53,7 +53,7 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 			e.release() // Wait releases it once the process started
 		}
 	}()
-	cmd, direct := e.command(req.Command, wd, env, req.Pty != nil)
+	cmd, direct := e.command(req.Command, parsed, wd, env, req.Pty != nil)
 	p := &process{launched: launched{c: &child{cmd: cmd, ownsTree: e.iso.ownsTree(), session: req.Pty != nil}}, e: e}
 	if stdio.Stdout == nil {
 		stdio.Stdout = io.Discard

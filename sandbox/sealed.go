@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 )
 
 // SealedProgram is a program's content, read once into a sealed memfd: a
@@ -85,7 +86,7 @@ func (s *SealedProgram) Command(args ...string) string {
 	b.WriteString("exec /proc/self/fd/3")
 	for _, a := range args {
 		b.WriteByte(' ')
-		b.WriteString(shellQuoteWord(a))
+		b.WriteString(policy.Quote(a))
 	}
 	b.WriteString(" 3<&0 </dev/null")
 	return b.String()

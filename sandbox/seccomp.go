@@ -71,9 +71,9 @@ type filterOpts struct {
 	noUnixSockets bool
 }
 
-// policy is the deny list, with the variant's rules, as the seccomp
+// denyPolicy is the deny list, with the variant's rules, as the seccomp
 // library's policy.
-func policy(names []string, has func(string) bool, o filterOpts) seccomp.Policy {
+func denyPolicy(names []string, has func(string) bool, o filterOpts) seccomp.Policy {
 	eperm := seccomp.ActionErrno | seccomp.Action(unix.EPERM)
 	rules := []seccomp.NameWithConditions{
 		{Name: "clone", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.BitsSet, Value: namespaceFlags}}},
@@ -145,7 +145,7 @@ func filterForArch(name string, o filterOpts) ([]sandboxexec.Filter, error) {
 			names = append(names, n)
 		}
 	}
-	p := policy(names, func(n string) bool { _, ok := info.SyscallNames[n]; return ok }, o)
+	p := denyPolicy(names, func(n string) bool { _, ok := info.SyscallNames[n]; return ok }, o)
 	body, err := p.Assemble()
 	if err != nil {
 		return nil, err

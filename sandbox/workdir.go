@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 )
 
 // workdir is where one command runs, as names and as descriptors. The
@@ -35,7 +36,7 @@ type workdir struct {
 // openBeneath opens dir, a directory at or below the boundary, beneath the
 // boundary's descriptor; nil if it cannot. It is closed with w.
 func (w *workdir) openBeneath(dir string) *os.File {
-	if !within(w.boundary, dir) {
+	if !policy.Within(w.boundary, dir) {
 		return nil
 	}
 	r, err := os.OpenRoot(procPath(w.bfd))

@@ -2,6 +2,8 @@
 
 package sandbox
 
+import "github.com/agentbe/agentbe-daemon/sandbox/policy"
+
 // WorkspaceProcesses returns the host pids of the processes ex runs for the
 // workspace now: every command it started that has not ended (exec,
 // SSH sessions, background processes) and every descendant of one, as the
@@ -28,7 +30,7 @@ func (e *executor) workspaceProcesses(scope string) []int {
 	for c := range e.running {
 		// A command not yet started has no pid; one untracked only after
 		// Wait reaped it, so a tracked pid cannot have been reused.
-		if pid := int(c.pid.Load()); pid > 0 && (scope == "" || within(scope, c.boundary)) {
+		if pid := int(c.pid.Load()); pid > 0 && (scope == "" || policy.Within(scope, c.boundary)) {
 			roots = append(roots, pid)
 		}
 	}

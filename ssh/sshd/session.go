@@ -12,6 +12,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 )
 
 // ExitCannotExecute is the exit status of a command that never ran (blocked
@@ -400,9 +401,9 @@ func (ss *session) start(kind, command string) {
 }
 
 // refusal words the error of a command that could not start; a policy
-// refusal reads as on MCP (sandbox.RefusalText).
+// refusal reads as on MCP (policy.RefusalText).
 func refusal(err error) string {
-	if text, ok := sandbox.RefusalText(err); ok {
+	if text, ok := policy.RefusalText(err); ok {
 		return text
 	}
 	return "agentbe: " + err.Error()

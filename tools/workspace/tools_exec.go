@@ -16,6 +16,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/tooltext"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 )
 
 // The tools of a workspace that can execute (toolList): exec, which runs a
@@ -205,7 +206,7 @@ func roundDuration(configured, took time.Duration) time.Duration {
 }
 
 func execErrorText(err error) string {
-	if text, ok := sandbox.RefusalText(err); ok {
+	if text, ok := policy.RefusalText(err); ok {
 		return text
 	}
 	var e *errcode.Error

@@ -1,6 +1,4 @@
-//go:build linux
-
-package sandbox
+package policy
 
 import (
 	"path"

@@ -1,10 +1,8 @@
-//go:build linux
-
-package sandbox
+package policy
 
 import (
 	"os"
-	"path/filepath"
+	"path"
 	"regexp"
 	"sort"
 	"strings"
@@ -186,11 +184,11 @@ func assignGroup(as []*syntax.Assign) map[string]envVal {
 }
 
 // mapGroup is an exec request's environment as a group; names the executor
-// drops (deniedEnv) never reach the command and are not judged.
+// drops (DeniedEnv) never reach the command and are not judged.
 func mapGroup(env map[string]string) map[string]envVal {
 	g := make(map[string]envVal, len(env))
 	for k, v := range env {
-		if !deniedEnv(k) {
+		if !DeniedEnv(k) {
 			g[k] = envVal{val: v}
 		}
 	}
@@ -481,7 +479,7 @@ loop:
 		if !a.ok[i] {
 			// NAME=$value: a computed variable; anything else is the program.
 			if l, ok := a.words[i].Parts[0].(*syntax.Lit); ok {
-				if name, _, found := strings.Cut(l.Value, "="); found && envName.MatchString(name) {
+				if name, _, found := strings.Cut(l.Value, "="); found && ValidEnvName(name) {
 					group[name] = envVal{computed: true, word: a.words[i]}
 					continue
 				}
@@ -532,7 +530,7 @@ loop:
 		case v == "-":
 		default:
 			name, val, found := strings.Cut(v, "=")
-			if !found || !envName.MatchString(name) {
+			if !found || !ValidEnvName(name) {
 				break loop
 			}
 			group[name] = envVal{val: val}
@@ -551,26 +549,14 @@ loop:
 		if !a.ok[i] {
 			return -1, c.unsafe(RuleUnjudgeable, "env -S with computed arguments (%s)", wordSource(a.words[i]))
 		}
-		code += " " + shellQuoteWord(a.vals[i])
+		code += " " + Quote(a.vals[i])
 	}
 	return -1, c.nestedIn(code, inheritedStdin(x, sio))
 }
 
-// shellQuoteWord quotes s as one shell word.
-func shellQuoteWord(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// CommandLine quotes argv into the one command string a Request takes, each
-// word single-quoted so the shell sees exactly argv; being one program with
-// literal arguments, it is exec'ed directly where the direct path applies
-// (direct.go). For callers that hold an argv (a configured server's command
-// and arguments) rather than a line a client typed.
-func CommandLine(argv ...string) string {
-	q := make([]string, len(argv))
-	for i, w := range argv {
-		q[i] = shellQuoteWord(w)
-	}
-	return strings.Join(q, " ")
-}
+// Quote quotes s as one shell word: in single quotes, each single quote
+// of s closing the quotes, escaped and reopening them.
+func Quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // make judges make's ways of taking code that is not a Makefile on disk:
 // --eval, a Makefile read from stdin or a descriptor, and SHELL overrides.
@@ -924,7 +910,7 @@ func (c *checker) tclCode(code, prog string) error {
 			if strings.ContainsAny(w, "$[") {
 				return c.unsafe(RuleUnjudgeable, "%s starts a program computed at run time (%s)", prog, strings.Join(words, " "))
 			}
-			quoted[i] = shellQuoteWord(w)
+			quoted[i] = Quote(w)
 		}
 		if err := c.nested(strings.Join(quoted, " ")); err != nil {
 			return err
@@ -965,10 +951,10 @@ func (c *checker) recordLinks(a args) {
 		if a.ok[target] {
 			t = a.vals[target]
 			switch {
-			case filepath.IsAbs(t):
-				t = filepath.Clean(t)
+			case path.IsAbs(t):
+				t = path.Clean(t)
 			case symbolic && !relative:
-				t = filepath.Join(filepath.Dir(linkAbs), t) // relative to the link
+				t = path.Join(path.Dir(linkAbs), t) // relative to the link
 			default:
 				t = c.abs(t, dir)
 			}
@@ -979,12 +965,12 @@ func (c *checker) recordLinks(a args) {
 		if !a.ok[i] {
 			return ""
 		}
-		return filepath.Base(a.vals[i])
+		return path.Base(a.vals[i])
 	}
 	switch {
 	case tdir != "":
 		for _, i := range ops {
-			add(i, filepath.Join(tdir, base(i)))
+			add(i, path.Join(tdir, base(i)))
 		}
 	case len(ops) == 1:
 		add(ops[0], base(ops[0]))
@@ -1004,7 +990,7 @@ func (c *checker) recordLinks(a args) {
 		}
 		for _, i := range ops[:len(ops)-1] {
 			if isDir {
-				add(i, filepath.Join(dest, base(i)))
+				add(i, path.Join(dest, base(i)))
 			} else {
 				add(i, dest)
 			}
@@ -1050,7 +1036,7 @@ func (c *checker) followLinks(p string, last bool) (real string, ok bool, err er
 	orig := p
 	for hop := 0; hop < maxLinkHops && len(c.links) > 0; hop++ {
 		changed := false
-		for q := p; ; q = filepath.Dir(q) {
+		for q := p; ; q = path.Dir(q) {
 			if err := c.spend(1); err != nil {
 				return "", false, err
 			}
@@ -1058,8 +1044,8 @@ func (c *checker) followLinks(p string, last bool) (real string, ok bool, err er
 				if t == "" {
 					return "", false, nil
 				}
-				rest, _ := filepath.Rel(q, p)
-				p, changed = filepath.Join(t, rest), true
+				rest := below(q, p)
+				p, changed = path.Join(t, rest), true
 				break
 			}
 			if q == "/" || q == "." {
@@ -1081,6 +1067,18 @@ func (c *checker) followLinks(p string, last bool) (real string, ok bool, err er
 		return orig, true, nil
 	}
 	return p, true, nil
+}
+
+// below is p relative to q, an ancestor of p or p itself (both clean and
+// absolute): "." for p itself.
+func below(q, p string) string {
+	switch {
+	case q == p:
+		return "."
+	case q == "/":
+		return p[1:]
+	}
+	return p[len(q)+1:]
 }
 
 // fsEntry is what Lstat (and Readlink) told about one path.
@@ -1141,10 +1139,10 @@ func (c *checker) diskPath(p string, last bool) (string, error) {
 		case "", ".":
 			continue
 		case "..":
-			cur = filepath.Dir(cur)
+			cur = path.Dir(cur)
 			continue
 		}
-		next := filepath.Join(cur, name)
+		next := path.Join(cur, name)
 		if len(next) > maxPathBytes {
 			return "", c.checkPathSize(next)
 		}
@@ -1159,7 +1157,7 @@ func (c *checker) diskPath(p string, last bool) (string, error) {
 			return "", err
 		}
 		if !e.exists {
-			return filepath.Join(append([]string{next}, comps[i+1:]...)...), nil
+			return path.Join(append([]string{next}, comps[i+1:]...)...), nil
 		}
 		if !e.link {
 			cur = next

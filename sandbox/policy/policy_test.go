@@ -1,6 +1,4 @@
-//go:build linux
-
-package sandbox
+package policy
 
 import (
 	"bufio"
@@ -53,7 +51,7 @@ func readCorpus(t testing.TB, name string) []corpusLine {
 
 func mustPolicy(t testing.TB, escapes bool, allow ...string) *Policy {
 	t.Helper()
-	p, err := NewPolicy(allow...)
+	p, err := New(allow...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,26 @@
-//go:build linux
-
-package sandbox
+// Package policy is the command safety policy: it parses a shell command
+// once (Parse: bash's dialect, mvdan.cc/sh), judges every command in it
+// (Policy.CheckScript), and words a refusal for clients (RefusalText) with
+// its code, DANGEROUS_OPERATION or UNSAFE_COMMAND, and its rule.
+//
+// It is portable Go, apart from the executor that runs what it accepts: the
+// executor (sandbox) judges each command with it and reads the same parse
+// for its direct path, and the client library's remote backend judges a
+// command with it before sending it, on any system. Start here: Policy
+// (this file) says what is judged and how; simple (rules.go) judges one
+// simple command, and each program's rule is an entry in the table of
+// programs.go (wrappers such as env or xargs in rules.go's wrappers);
+// rules_code.go holds the rules of programs that run code they are given
+// (git settings, env -S, sed, editors, make), rules_data.go what runs as
+// arithmetic, words.go the static values of words. The corpora in
+// testdata (blocked.txt, allowed.txt) and the refusal texts they get
+// (refusals.golden) are the policy's reference.
+package policy
 
 import (
 	"errors"
 	"fmt"
 	"path"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -99,9 +113,11 @@ type Policy struct {
 	escapes bool
 }
 
-// NewPolicy compiles a policy with allow patterns (see PolicyConfig.Allow).
-// Escape checks are off; WithEscapeChecks turns them on.
-func NewPolicy(allow ...string) (*Policy, error) {
+// New compiles a policy with allow patterns (regular expressions; a
+// simple command whose words, joined by spaces, match one is not judged:
+// sandbox.PolicyConfig.Allow). Escape checks are off; WithEscapeChecks
+// turns them on.
+func New(allow ...string) (*Policy, error) {
 	p := &Policy{}
 	for _, a := range allow {
 		re, err := regexp.Compile(a)
@@ -126,45 +142,54 @@ func (p *Policy) WithEscapeChecks(on bool) *Policy {
 // returns nil or an *errcode.Error with Code DangerousOperation or
 // UnsafeCommand, Command set, and a Msg that starts with the rule name.
 func (p *Policy) Check(command, boundary string) error {
-	return p.check(command, nil, boundary, boundary)
+	return p.CheckScript(Parse(command), nil, boundary, boundary)
 }
 
 // CheckDir is Check for a command run from dir, a directory inside
 // boundary.
 func (p *Policy) CheckDir(command, dir, boundary string) error {
-	return p.check(command, nil, dir, boundary)
+	return p.CheckScript(Parse(command), nil, dir, boundary)
 }
 
 // CheckEnv is CheckDir for a command that also gets env (an exec request's
 // environment): values that programs run as code (PAGER, GIT_SSH_COMMAND,
 // GIT_CONFIG_KEY_n/VALUE_n, ...) are judged like the same assignments
-// written before the command. Names the executor drops are not judged.
+// written before the command. Names the executor drops (DeniedEnv) are
+// not judged.
 func (p *Policy) CheckEnv(command string, env map[string]string, dir, boundary string) error {
-	return p.check(command, env, dir, boundary)
+	return p.CheckScript(Parse(command), env, dir, boundary)
 }
 
-func (p *Policy) check(command string, env map[string]string, dir, boundary string) error {
-	_, err := p.judge(command, env, dir, boundary, maxJudgeTime)
+// CheckScript is CheckEnv for a command already parsed: the executor
+// parses each command once, judges it here and reads the same Script for
+// its direct path.
+func (p *Policy) CheckScript(s *Script, env map[string]string, dir, boundary string) error {
+	_, err := p.judge(s, env, dir, boundary, maxJudgeTime)
 	return err
 }
 
-// judge is check with the time limit given; it also returns the checker,
-// whose counters tell the work done.
-func (p *Policy) judge(command string, env map[string]string, dir, boundary string, limit time.Duration) (*checker, error) {
-	c := &checker{p: p, src: command, boundary: filepath.Clean(boundary),
+// judge is CheckScript with the time limit given; it also returns the
+// checker, whose counters tell the work done.
+func (p *Policy) judge(s *Script, env map[string]string, dir, boundary string, limit time.Duration) (*checker, error) {
+	c := &checker{p: p, src: s.src, boundary: path.Clean(boundary),
 		funcs: map[string]bool{}, downloads: map[string]bool{}}
-	c.st = state{cwds: []string{filepath.Clean(dir)}, home: filepath.Clean(dir)}
+	c.st = state{cwds: []string{path.Clean(dir)}, home: path.Clean(dir)}
 	c.deadline = time.Now().Add(limit)
-	return c, c.run(command, env)
+	return c, c.run(s, env)
 }
 
-func (c *checker) run(command string, env map[string]string) error {
-	if len(command) > MaxCommandBytes {
-		return c.unsafe(RuleTooLarge, "the command is %d bytes; the policy judges at most %d", len(command), MaxCommandBytes)
+func (c *checker) run(s *Script, env map[string]string) error {
+	if len(s.src) > MaxCommandBytes {
+		return c.unsafe(RuleTooLarge, "the command is %d bytes; the policy judges at most %d", len(s.src), MaxCommandBytes)
 	}
 	err := c.envGroup(mapGroup(env), true)
 	if err == nil {
-		err = c.script(command, 0, surroundings{})
+		// The command's own script, parsed by Parse, counts against the
+		// budget like a nested one (script).
+		err = c.spend(len(s.src)/parseBytesPerVisit + 1)
+	}
+	if err == nil {
+		err = c.judgeFile(s.file, s.err, 0, surroundings{})
 	}
 	switch err {
 	case errBudget:
@@ -347,18 +372,25 @@ func (c *checker) unsafe(rule, format string, args ...any) error {
 	return c.refuse(errcode.UnsafeCommand, rule, format, args...)
 }
 
-// script parses and judges a (possibly nested) script.
+// script parses and judges a nested script (bash -c, a heredoc fed to a
+// shell, a trap, an alias, ...).
 func (c *checker) script(src string, depth int, in surroundings) error {
 	if depth > MaxNesting {
 		return c.unsafe(RuleUnjudgeable, "shell code nested more than %d levels deep", MaxNesting)
 	}
 	// Parsing counts against the budget too: code judged again and again
 	// (a heredoc read by several shells, find -exec per start point) must
-	// not cost more than the budget allows.
+	// not cost more than the budget allows. It is counted before the parse,
+	// so that the budget stops a judgement before it parses too much.
 	if err := c.spend(len(src)/parseBytesPerVisit + 1); err != nil {
 		return err
 	}
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
+	f, err := parse(src)
+	return c.judgeFile(f, err, depth, in)
+}
+
+// judgeFile judges a script parsed into f (or err) at nesting depth depth.
+func (c *checker) judgeFile(f *syntax.File, err error, depth int, in surroundings) error {
 	if err != nil {
 		return c.unsafe(RuleUnjudgeable, "cannot parse the command: %v", err)
 	}
@@ -971,14 +1003,22 @@ func (c *checker) wordHasDownloadSubst(w *syntax.Word) bool {
 // abs makes p absolute against dir and cleans it. An unknown dir ("")
 // leaves a relative p unknown ("").
 func (c *checker) abs(p, dir string) string {
-	if filepath.IsAbs(p) {
-		return filepath.Clean(p)
+	if path.IsAbs(p) {
+		return path.Clean(p)
 	}
 	if dir == "" {
 		return ""
 	}
-	return filepath.Join(dir, p)
+	return path.Join(dir, p)
 }
 
 // inside reports whether absolute p lies in the boundary.
-func (c *checker) inside(p string) bool { return within(c.boundary, p) }
+func (c *checker) inside(p string) bool { return Within(c.boundary, p) }
+
+// Within reports whether p is root or below it (both clean and absolute).
+func Within(root, p string) bool {
+	if root == "/" {
+		return true
+	}
+	return p == root || (strings.HasPrefix(p, root) && p[len(root)] == '/')
+}

@@ -1,6 +1,4 @@
-//go:build linux
-
-package sandbox
+package policy
 
 import (
 	"errors"
@@ -63,7 +61,7 @@ func TestPolicyCostBounded(t *testing.T) {
 		for _, escapes := range []bool{true, false} {
 			p := mustPolicy(t, escapes)
 			t0 := time.Now()
-			c, err := p.judge(tc.cmd, nil, root, root, time.Minute)
+			c, err := p.judge(Parse(tc.cmd), nil, root, root, time.Minute)
 			took := time.Since(t0)
 			t.Logf("%s escapes=%v len=%d visits=%d fs=%d %v: %v", tc.name, escapes, len(tc.cmd), c.visits, c.fsCalls, took.Round(time.Millisecond), shorten(errString(err)))
 			if tc.name == "pipe-curl-sh" {
@@ -99,7 +97,7 @@ func TestPolicyCostBounded(t *testing.T) {
 func TestPolicyJudgeTimeLimit(t *testing.T) {
 	p := mustPolicy(t, true)
 	cmd := strings.Repeat("true | ", 4000) + "true"
-	_, err := p.judge(cmd, nil, corpusBoundary, corpusBoundary, time.Nanosecond)
+	_, err := p.judge(Parse(cmd), nil, corpusBoundary, corpusBoundary, time.Nanosecond)
 	var e *errcode.Error
 	if !errors.As(err, &e) || e.Code != errcode.UnsafeCommand || !strings.Contains(e.Msg, "took too long to judge") {
 		t.Fatalf("got %v, want UNSAFE_COMMAND took too long to judge", err)

@@ -1,10 +1,7 @@
-//go:build linux
-
-package sandbox
+package policy
 
 import (
 	"path"
-	"path/filepath"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -19,21 +16,6 @@ func set(names ...string) map[string]bool {
 }
 
 var (
-	privilegeTools = set("sudo", "su", "doas", "pkexec", "runuser", "setpriv", "capsh", "nsenter",
-		"chroot", "machinectl", "sg", "newgrp", "ksu", "run0", "calife", "runcon", "login")
-	diskTools = set("mkfs", "mke2fs", "mkswap", "fdisk", "sfdisk", "cfdisk", "parted", "gdisk",
-		"sgdisk", "wipefs", "mount", "umount", "losetup", "swapon", "swapoff", "fsck", "e2fsck",
-		"blkdiscard", "cryptsetup", "hdparm", "debugfs", "tune2fs", "resize2fs", "pvcreate",
-		"vgcreate", "lvcreate", "lvremove", "vgremove", "mdadm", "dmsetup", "zpool", "partprobe")
-	systemTools = set("shutdown", "reboot", "halt", "poweroff", "telinit", "killall", "killall5",
-		"pkill", "insmod", "rmmod", "modprobe", "kexec", "systemd-run", "useradd", "userdel",
-		"usermod", "groupadd", "groupdel", "groupmod", "passwd", "chpasswd", "visudo", "adduser",
-		"deluser", "vipw", "update-rc.d", "launchctl", "at", "batch")
-	remoteTools = set("nc", "ncat", "netcat", "socat", "telnet", "ftp", "sftp", "ssh", "scp",
-		"tftp", "rsh", "rlogin", "rcp")
-	firewallTools = set("iptables", "ip6tables", "iptables-restore", "ip6tables-restore",
-		"iptables-legacy", "iptables-nft", "nft", "ufw", "firewall-cmd", "ebtables", "arptables",
-		"ipset", "ifdown", "ifup", "iwconfig", "brctl", "pfctl")
 	downloaders = set("curl", "wget", "fetch", "aria2c", "http", "https", "xh", "lwp-download",
 		"lwp-request", "GET", "axel")
 	shells = set("sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "yash",
@@ -90,11 +72,11 @@ func systemPath(p string) bool {
 		strings.HasPrefix(p, "/dev/pts/") || strings.HasPrefix(p, "/proc/self/fd/") {
 		return false
 	}
-	if p == "/" || filepath.Dir(p) == "/" {
+	if p == "/" || path.Dir(p) == "/" {
 		return true
 	}
 	for _, s := range systemPrefixes {
-		if within(s, p) {
+		if Within(s, p) {
 			return true
 		}
 	}
@@ -173,7 +155,9 @@ func (a args) hasShort(letter byte) bool {
 }
 
 // simple judges one simple command given as words (after wrappers are
-// peeled off, the inner command comes back here).
+// peeled off, the inner command comes back here): the checks every
+// command gets, then its program's rule (programs.go) and the files it
+// writes.
 func (c *checker) simple(words []*syntax.Word, x surroundings, sio *stmtIO) error {
 	if len(words) == 0 {
 		return nil
@@ -205,179 +189,20 @@ func (c *checker) simple(words []*syntax.Word, x surroundings, sio *stmtIO) erro
 	if err := c.pathArgs(a); err != nil {
 		return err
 	}
-	switch {
-	case privilegeTools[base]:
-		return c.danger(RulePrivilege, "%s runs commands with other privileges", base)
-	case (base == "mount" || base == "findmnt") && len(a.operands(set("-t"))) == 0 && !a.has("-a", "--all", "-o", "--options", "--bind", "--move"):
-		// `mount` alone (or -l, -t TYPE) only lists mounts.
-	case diskTools[base] || strings.HasPrefix(base, "mkfs.") || strings.HasPrefix(base, "fsck."):
-		return c.danger(RuleDisk, "%s formats, mounts or rewrites disks", base)
-	case systemTools[base]:
-		return c.danger(RuleSystemControl, "%s controls the host system, its processes or accounts", base)
-	case remoteTools[base]:
-		return c.danger(RuleRemoteAccess, "%s opens remote shells or raw connections", base)
-	case firewallTools[base]:
-		return c.danger(RuleNetwork, "%s changes the firewall or network configuration", base)
-	case shells[base]:
-		return c.shell(a, x, sio)
-	case langInterpreters[unversioned(base)]:
-		return c.interpreter(a, x, sio, base)
-	}
-	switch base {
-	case "eval":
-		if len(a.words) > 1 && c.anyDownloadSubst(a.words[1:]) {
-			return c.danger(RuleDownloadExec, "eval of downloaded code")
-		}
-		return c.unsafe(RuleUnjudgeable, "eval runs code built at run time")
-	case "source", ".":
-		return c.source(a, x, sio)
-	case "exec", "command", "builtin", "nohup", "setsid", "unbuffer", "catchsegv", "dbus-run-session":
-		return c.wrapper(a, x, sio, base)
-	case "env", "nice", "timeout", "stdbuf", "ionice", "chrt", "taskset", "time", "xargs", "flock",
-		"strace", "ltrace", "fakeroot", "xvfb-run", "busybox", "unshare", "watch", "script", "sudoedit",
-		"toybox", "ssh-agent", "prlimit", "numactl", "valgrind", "coreutils", "dbus-launch", "firejail":
-		return c.wrapper(a, x, sio, base)
-	case "find":
-		if err := c.find(a, x); err != nil {
-			return err
-		}
-	case "awk", "gawk", "mawk", "nawk", "busybox-awk":
-		// awk -f - / -f /dev/stdin: the program comes from stdin.
-		for i := 1; i+1 < len(a.vals); i++ {
-			if a.ok[i] && (a.vals[i] == "-f" || a.vals[i] == "--file") && a.ok[i+1] {
-				if fd, isFd := fdPath(a.vals[i+1]); isFd {
-					if fd != "0" {
-						return c.unsafe(RuleUnjudgeable, "%s reads its program from file descriptor %s", base, fd)
-					}
-					if err := c.stdinProgram(base, x, sio, false); err != nil {
-						return err
-					}
-				}
-			}
-		}
-	case "make", "gmake", "bmake":
-		if err := c.make(a, x, sio); err != nil {
-			return err
-		}
-	case "sed", "gsed":
-		if err := c.sed(a); err != nil {
-			return err
-		}
-	case "ed", "red", "ex", "vi", "vim", "nvim", "view", "vimdiff":
-		if err := c.editor(a, x, sio, base); err != nil {
-			return err
-		}
-	case "tmux", "screen", "byobu", "dtach", "abduco":
-		return c.unsafe(RuleUnjudgeable, "%s runs shells whose input cannot be judged", base)
-	case "read", "mapfile", "readarray", "printf", "unset", "getopts":
-		if err := c.nameArgs(a, base); err != nil {
-			return err
-		}
-	case "hash":
-		if a.has("-p") || a.hasShort('p') {
-			return c.unsafe(RuleUnjudgeable, "hash -p rebinds a command name to another program")
-		}
-	case "enable":
-		if a.has("-f") || a.hasShort('f') {
-			return c.unsafe(RuleUnjudgeable, "enable -f loads builtins from a shared library")
-		}
-	case "parallel":
-		return c.parallel(a)
-	case "git":
-		if err := c.git(a); err != nil {
-			return err
-		}
-	case "tar", "zip":
-		if err := c.codeOptions(a, base); err != nil {
-			return err
-		}
-	case "trap":
-		return c.trap(a)
-	case "alias":
-		return c.alias(a)
-	case "cd", "pushd":
-		return c.cd(a)
-	case "rm":
-		return c.rm(a)
-	case "ln":
-		defer c.recordLinks(a) // after the link itself is judged as a write
-	case "dd":
-		for i := 1; i < len(a.vals); i++ {
-			if a.ok[i] && strings.HasPrefix(a.vals[i], "of=") {
-				if err := c.writePath(a.vals[i][3:], "dd output"); err != nil {
-					return err
-				}
-			}
-		}
+	r, ok := ruleFor(base)
+	if !ok {
 		return nil
-	case "kill":
-		return c.kill(a)
-	case "init":
-		if len(a.vals) > 1 {
-			return c.danger(RuleSystemControl, "init %s changes the runlevel", a.vals[1])
-		}
-	case "systemctl", "service":
-		for _, i := range a.operands(nil) {
-			if a.ok[i] && !readOnlyVerbs[a.vals[i]] && !strings.HasPrefix(a.vals[i], "list-") {
-				if base == "service" && i == 1 {
-					continue // the service name
-				}
-				return c.danger(RuleSystemControl, "%s %s changes system services", base, a.vals[i])
-			}
-			if base == "systemctl" {
-				break
-			}
-		}
-	case "sysctl":
-		for i := 1; i < len(a.vals); i++ {
-			if a.vals[i] == "-w" || a.vals[i] == "-p" || a.vals[i] == "--load" || a.vals[i] == "--system" || strings.Contains(a.vals[i], "=") {
-				return c.danger(RuleSystemControl, "sysctl changes kernel parameters")
-			}
-		}
-	case "crontab":
-		if !(len(a.vals) == 2 && a.vals[1] == "-l") {
-			return c.danger(RuleSystemControl, "crontab installs or removes scheduled jobs")
-		}
-	case "ifconfig":
-		if len(a.operands(nil)) >= 2 {
-			return c.danger(RuleNetwork, "ifconfig changes a network interface")
-		}
-	case "ip", "tc", "route", "nmcli":
-		return c.netVerb(a, base)
-	case "rsync":
-		if err := c.codeOptions(a, base); err != nil {
+	}
+	k := &call{args: a, x: x, sio: sio, base: base}
+	if r.judge != nil {
+		if err := r.judge(c, k); err != nil || r.final {
 			return err
 		}
-		for _, i := range a.operands(set("-e", "--rsh")) {
-			v := a.vals[i]
-			if strings.HasPrefix(v, "rsync://") || strings.Contains(v, "::") || remoteSpec(v) {
-				return c.danger(RuleRemoteAccess, "rsync to or from a remote host")
-			}
-		}
-	case "chmod":
-		// The first operand is the mode.
-		if ops := a.operands(nil); len(ops) > 0 {
-			mode := a.vals[ops[0]]
-			if strings.Contains(mode, "s") && strings.ContainsAny(mode, "+=") ||
-				len(mode) == 4 && strings.ContainsAny(mode[:1], "2467") && isDigits(mode) {
-				return c.danger(RulePrivilege, "chmod %s sets the setuid/setgid bit", mode)
-			}
-		}
-	case "chown", "chgrp":
-		// The first operand is the owner (chown) or group (chgrp).
-		if ops := a.operands(nil); len(ops) > 0 {
-			owner := a.vals[ops[0]]
-			for _, part := range strings.FieldsFunc(owner, func(r rune) bool { return r == ':' || r == '.' }) {
-				if part == "root" || part == "0" {
-					return c.danger(RulePrivilege, "%s gives files to root", base)
-				}
-			}
-		}
 	}
-	if downloaders[base] {
-		c.recordDownload(a, sio)
+	if r.writes == nil {
+		return nil
 	}
-	return c.writers(a, base)
+	return r.writes(c, k)
 }
 
 // remoteSpec reports an rsync/scp-style host:path operand.
@@ -806,210 +631,115 @@ func (c *checker) alias(a args) error {
 	return nil
 }
 
-// wrapper peels a command-running wrapper (env, nice, timeout, xargs, ...)
-// off and judges the command it runs.
-func (c *checker) wrapper(a args, x surroundings, sio *stmtIO, base string) error {
-	i := 1
-	skipOpts := func(valued map[string]bool) {
-		for i < len(a.words) && a.ok[i] {
-			v := a.vals[i]
-			if v == "--" {
-				i++
-				return
-			}
-			if len(v) < 2 || v[0] != '-' {
-				return
-			}
-			if valued[v] {
-				i++
-			}
+// wrapper is a program that runs a command given by its words (env, nice,
+// timeout, xargs, ...): its options, and how to find where that command
+// starts.
+type wrapper struct {
+	// valued are the options that take the next word as their value.
+	valued map[string]bool
+	// values is how many words follow the options before the command
+	// (timeout's duration, chrt's priority, taskset's mask).
+	values int
+	// noCommand are options with which the wrapper runs no command (a
+	// -p PID acting on a running process): nothing more to judge.
+	// noCommandLetters are short ones found in any -abc cluster.
+	noCommand        []string
+	noCommandLetters string
+	// unwrap, when set, replaces the above: it returns the index of the
+	// command's first word, and the string xargs replaces with its input
+	// ("" for none), or start -1 when nothing more is to be judged (err
+	// then says why, or is nil).
+	unwrap func(c *checker, k *call) (start int, repl string, err error)
+}
+
+// wrappers are the programs that run a command given by their words; each
+// one's entry in the program table (programs.go) judges that command
+// (checker.wrapper). The default is options without values.
+var wrappers = map[string]wrapper{
+	"command":  {noCommand: []string{"-v", "-V"}, noCommandLetters: "vV"},
+	"exec":     {valued: set("-a")},
+	"env":      {unwrap: unwrapEnv},
+	"nice":     {valued: set("-n", "--adjustment")},
+	"timeout":  {valued: set("-s", "--signal", "-k", "--kill-after"), values: 1},
+	"stdbuf":   {valued: set("-i", "-o", "-e")},
+	"ionice":   {noCommand: []string{"-p", "-P", "-u"}, valued: set("-c", "-n", "--class", "--classdata")},
+	"chrt":     {noCommand: []string{"-p", "--pid"}, valued: set("-T", "-P", "-D"), values: 1},
+	"taskset":  {noCommand: []string{"-p", "--pid"}, noCommandLetters: "p", values: 1},
+	"time":     {valued: set("-f", "-o", "--format", "--output")},
+	"xargs":    {unwrap: unwrapXargs},
+	"flock":    {unwrap: unwrapFlock},
+	"watch":    {unwrap: unwrapWatch},
+	"script":   {unwrap: unwrapScript},
+	"strace":   {noCommand: []string{"-p"}, valued: traceValued},
+	"ltrace":   {noCommand: []string{"-p"}, valued: traceValued},
+	"xvfb-run": {valued: set("-n", "-s", "-f", "-e", "-p", "--server-num", "--server-args", "--auth-file", "--error-file")},
+	"unshare":  {valued: set("--setuid", "--setgid", "-S", "-G", "--root", "-R", "--wd", "-w", "--propagation")},
+	// Multi-call binaries: the first word is the applet, judged as the
+	// program it is.
+	"busybox":   {unwrap: unwrapMultiCall},
+	"toybox":    {unwrap: unwrapMultiCall},
+	"coreutils": {unwrap: unwrapCoreutils},
+	"ssh-agent": {valued: set("-a", "-E", "-t", "-P", "-O")},
+	"prlimit":   {noCommand: []string{"-p", "--pid"}, valued: set("-p", "--pid", "-o", "--output")},
+	"numactl": {noCommand: []string{"-s", "--show", "-H", "--hardware"}, valued: set("-N", "-m", "-C", "-i", "-p", "-P", "-w",
+		"--cpunodebind", "--membind", "--physcpubind", "--interleave", "--preferred", "--preferred-many", "--weighted-interleave")},
+	"dbus-launch": {valued: set("--config-file", "--autolaunch")},
+	"sudoedit": {unwrap: func(c *checker, _ *call) (int, string, error) {
+		return -1, "", c.danger(RulePrivilege, "sudoedit edits files as another user")
+	}},
+	"builtin": {}, "nohup": {}, "setsid": {}, "unbuffer": {}, "catchsegv": {}, "dbus-run-session": {},
+	"fakeroot": {}, "valgrind": {}, "firejail": {},
+}
+
+var traceValued = set("-e", "-o", "-s", "-u", "-E", "-P", "-I", "-b", "-a", "-X", "-O", "-S", "-U", "-n")
+
+// skipOptions returns the index of the first word from i on that is not
+// an option of a wrapper (valued: the options that take a value): past a
+// "--", at a word that does not start with -, or at one computed at run
+// time.
+func skipOptions(a args, i int, valued map[string]bool) int {
+	for i < len(a.words) && a.ok[i] {
+		v := a.vals[i]
+		if v == "--" {
+			return i + 1
+		}
+		if len(v) < 2 || v[0] != '-' {
+			return i
+		}
+		if valued[v] {
 			i++
 		}
+		i++
 	}
-	repl := ""
-	switch base {
-	case "command":
-		if a.has("-v", "-V") || a.hasShort('v') || a.hasShort('V') {
-			return nil
-		}
-		skipOpts(nil)
-	case "exec":
-		skipOpts(set("-a"))
-	case "env":
+	return i
+}
+
+// wrapper judges the command the wrapper k runs (w says how to find it).
+func (c *checker) wrapper(k *call, w wrapper) error {
+	a, x := k.args, k.x
+	i, repl := 1, ""
+	if w.unwrap != nil {
 		var err error
-		if i, err = c.envWrapper(a, x, sio); err != nil || i < 0 {
+		if i, repl, err = w.unwrap(c, k); err != nil || i < 0 {
 			return err
 		}
-	case "nice":
-		skipOpts(set("-n", "--adjustment"))
-	case "timeout":
-		skipOpts(set("-s", "--signal", "-k", "--kill-after"))
-		i++ // the duration
-	case "stdbuf":
-		skipOpts(set("-i", "-o", "-e"))
-	case "ionice":
-		if a.has("-p", "-P", "-u") {
+	} else {
+		if len(w.noCommand) > 0 && a.has(w.noCommand...) {
 			return nil
 		}
-		skipOpts(set("-c", "-n", "--class", "--classdata"))
-	case "chrt":
-		if a.has("-p", "--pid") {
-			return nil
-		}
-		skipOpts(set("-T", "-P", "-D"))
-		i++ // priority
-	case "taskset":
-		if a.has("-p", "--pid") || a.hasShort('p') {
-			return nil
-		}
-		skipOpts(nil)
-		i++ // mask
-	case "time":
-		skipOpts(set("-f", "-o", "--format", "--output"))
-	case "xargs":
-		for i < len(a.words) && a.ok[i] {
-			v := a.vals[i]
-			if v == "--" {
-				i++
-				break
-			}
-			if len(v) < 2 || v[0] != '-' {
-				break
-			}
-			switch {
-			case v == "-I" || v == "--replace":
-				if i+1 < len(a.vals) {
-					repl = a.vals[i+1]
-				}
-				i++
-			case strings.HasPrefix(v, "-I"):
-				repl = v[2:]
-			case v == "-i" || v == "--replace=":
-				repl = "{}"
-			case strings.HasPrefix(v, "--replace="):
-				repl = strings.TrimPrefix(v, "--replace=")
-			case strings.HasPrefix(v, "-i"):
-				repl = v[2:]
-			case v == "-a" || v == "-d" || v == "-E" || v == "-L" || v == "-n" || v == "-P" || v == "-s":
-				i++
-			}
-			i++
-		}
-	case "flock":
-		for i < len(a.words) && a.ok[i] {
-			v := a.vals[i]
-			if v == "-c" || v == "--command" {
-				if i+1 >= len(a.words) {
-					return nil
-				}
-				if !a.ok[i+1] {
-					return c.unsafe(RuleUnjudgeable, "flock -c with computed code")
-				}
-				return c.nestedIn(a.vals[i+1], inheritedStdin(x, sio))
-			}
-			if len(v) < 2 || v[0] != '-' {
-				break
-			}
-			if v == "-w" || v == "--timeout" || v == "-E" || v == "--conflict-exit-code" {
-				i++
-			}
-			i++
-		}
-		i++ // the lock file
-		for j := i; j < len(a.words); j++ {
-			if a.ok[j] && (a.vals[j] == "-c" || a.vals[j] == "--command") && j+1 < len(a.words) {
-				if !a.ok[j+1] {
-					return c.unsafe(RuleUnjudgeable, "flock -c with computed code")
-				}
-				return c.nestedIn(a.vals[j+1], inheritedStdin(x, sio))
+		for _, l := range []byte(w.noCommandLetters) {
+			if a.hasShort(l) {
+				return nil
 			}
 		}
-	case "watch":
-		exe := false
-		for i < len(a.words) && a.ok[i] && strings.HasPrefix(a.vals[i], "-") {
-			v := a.vals[i]
-			if v == "-x" || v == "--exec" {
-				exe = true
-			}
-			if v == "-n" || v == "--interval" {
-				i++
-			}
-			i++
-		}
-		if !exe {
-			parts := make([]string, 0, len(a.words)-i)
-			for j := i; j < len(a.words); j++ {
-				if !a.ok[j] {
-					return c.unsafe(RuleUnjudgeable, "watch runs a command string computed at run time")
-				}
-				parts = append(parts, a.vals[j])
-			}
-			return c.nestedIn(strings.Join(parts, " "), inheritedStdin(x, sio))
-		}
-	case "script":
-		for j := 1; j < len(a.words); j++ {
-			if a.ok[j] && (a.vals[j] == "-c" || a.vals[j] == "--command") && j+1 < len(a.words) {
-				if !a.ok[j+1] {
-					return c.unsafe(RuleUnjudgeable, "script -c with computed code")
-				}
-				return c.nestedIn(a.vals[j+1], inheritedStdin(x, sio))
-			}
-		}
-		// Without -c, script runs an interactive shell on its stdin.
-		return c.stdinCode("script", x, sio)
-	case "strace", "ltrace":
-		if a.has("-p") {
-			return nil
-		}
-		skipOpts(set("-e", "-o", "-s", "-u", "-E", "-P", "-I", "-b", "-a", "-X", "-O", "-S", "-U", "-n"))
-	case "xvfb-run":
-		skipOpts(set("-n", "-s", "-f", "-e", "-p", "--server-num", "--server-args", "--auth-file", "--error-file"))
-	case "unshare":
-		skipOpts(set("--setuid", "--setgid", "-S", "-G", "--root", "-R", "--wd", "-w", "--propagation"))
-	case "busybox", "toybox":
-		// Multi-call binaries: the first word is the applet, judged as the
-		// program it is.
-		if i < len(a.words) && a.ok[i] && strings.HasPrefix(a.vals[i], "-") {
-			return nil // --list, --install, --help
-		}
-	case "coreutils":
-		// coreutils --coreutils-prog=rm -rf /: the program is the value.
-		if i < len(a.words) && a.ok[i] {
-			if prog, ok := strings.CutPrefix(a.vals[i], "--coreutils-prog="); ok {
-				words := append([]*syntax.Word{{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: prog}}}}, a.words[i+1:]...)
-				x.external = true
-				return c.simple(words, x, sio)
-			}
-		}
-		return nil
-	case "ssh-agent":
-		skipOpts(set("-a", "-E", "-t", "-P", "-O"))
-	case "prlimit":
-		if a.has("-p", "--pid") {
-			return nil
-		}
-		skipOpts(set("-p", "--pid", "-o", "--output"))
-	case "numactl":
-		if a.has("-s", "--show", "-H", "--hardware") {
-			return nil
-		}
-		skipOpts(set("-N", "-m", "-C", "-i", "-p", "-P", "-w", "--cpunodebind", "--membind", "--physcpubind",
-			"--interleave", "--preferred", "--preferred-many", "--weighted-interleave"))
-	case "dbus-launch":
-		skipOpts(set("--config-file", "--autolaunch"))
-	case "firejail":
-		skipOpts(nil)
-	case "sudoedit":
-		return c.danger(RulePrivilege, "sudoedit edits files as another user")
-	default: // nohup, setsid, builtin, unbuffer, ...
-		skipOpts(nil)
+		i = skipOptions(a, 1, w.valued) + w.values
 	}
 	if i >= len(a.words) {
 		return nil
 	}
 	inner := a.words[i:]
 	x.external = true // a program runs it: shell functions do not apply
-	if base == "xargs" {
+	if k.base == "xargs" {
 		x.moreArgs = true
 		// xargs appends its input: an option left without its value
 		// takes it from the input (xargs git -c, xargs env -S, xargs
@@ -1024,7 +754,151 @@ func (c *checker) wrapper(a args, x surroundings, sio *stmtIO, base string) erro
 			return err
 		}
 	}
-	return c.simple(inner, x, sio)
+	return c.simple(inner, x, k.sio)
+}
+
+func unwrapEnv(c *checker, k *call) (int, string, error) {
+	i, err := c.envWrapper(k.args, k.x, k.sio)
+	return i, "", err
+}
+
+// unwrapXargs skips xargs's options, noting the string -I (-i, --replace)
+// replaces with each input item.
+func unwrapXargs(_ *checker, k *call) (int, string, error) {
+	a := k.args
+	i, repl := 1, ""
+	for i < len(a.words) && a.ok[i] {
+		v := a.vals[i]
+		if v == "--" {
+			i++
+			break
+		}
+		if len(v) < 2 || v[0] != '-' {
+			break
+		}
+		switch {
+		case v == "-I" || v == "--replace":
+			if i+1 < len(a.vals) {
+				repl = a.vals[i+1]
+			}
+			i++
+		case strings.HasPrefix(v, "-I"):
+			repl = v[2:]
+		case v == "-i" || v == "--replace=":
+			repl = "{}"
+		case strings.HasPrefix(v, "--replace="):
+			repl = strings.TrimPrefix(v, "--replace=")
+		case strings.HasPrefix(v, "-i"):
+			repl = v[2:]
+		case v == "-a" || v == "-d" || v == "-E" || v == "-L" || v == "-n" || v == "-P" || v == "-s":
+			i++
+		}
+		i++
+	}
+	return i, repl, nil
+}
+
+// unwrapFlock finds flock's command: -c CODE (a script), or the words
+// after the lock file.
+func unwrapFlock(c *checker, k *call) (int, string, error) {
+	a, x, sio := k.args, k.x, k.sio
+	i := 1
+	for i < len(a.words) && a.ok[i] {
+		v := a.vals[i]
+		if v == "-c" || v == "--command" {
+			if i+1 >= len(a.words) {
+				return -1, "", nil
+			}
+			if !a.ok[i+1] {
+				return -1, "", c.unsafe(RuleUnjudgeable, "flock -c with computed code")
+			}
+			return -1, "", c.nestedIn(a.vals[i+1], inheritedStdin(x, sio))
+		}
+		if len(v) < 2 || v[0] != '-' {
+			break
+		}
+		if v == "-w" || v == "--timeout" || v == "-E" || v == "--conflict-exit-code" {
+			i++
+		}
+		i++
+	}
+	i++ // the lock file
+	for j := i; j < len(a.words); j++ {
+		if a.ok[j] && (a.vals[j] == "-c" || a.vals[j] == "--command") && j+1 < len(a.words) {
+			if !a.ok[j+1] {
+				return -1, "", c.unsafe(RuleUnjudgeable, "flock -c with computed code")
+			}
+			return -1, "", c.nestedIn(a.vals[j+1], inheritedStdin(x, sio))
+		}
+	}
+	return i, "", nil
+}
+
+// unwrapWatch finds watch's command: its words as argv with -x, else
+// joined into a script for sh -c.
+func unwrapWatch(c *checker, k *call) (int, string, error) {
+	a := k.args
+	i, exe := 1, false
+	for i < len(a.words) && a.ok[i] && strings.HasPrefix(a.vals[i], "-") {
+		v := a.vals[i]
+		if v == "-x" || v == "--exec" {
+			exe = true
+		}
+		if v == "-n" || v == "--interval" {
+			i++
+		}
+		i++
+	}
+	if exe {
+		return i, "", nil
+	}
+	parts := make([]string, 0, len(a.words)-i)
+	for j := i; j < len(a.words); j++ {
+		if !a.ok[j] {
+			return -1, "", c.unsafe(RuleUnjudgeable, "watch runs a command string computed at run time")
+		}
+		parts = append(parts, a.vals[j])
+	}
+	return -1, "", c.nestedIn(strings.Join(parts, " "), inheritedStdin(k.x, k.sio))
+}
+
+// unwrapScript judges script -c CODE; without -c, script runs an
+// interactive shell on its stdin.
+func unwrapScript(c *checker, k *call) (int, string, error) {
+	a := k.args
+	for j := 1; j < len(a.words); j++ {
+		if a.ok[j] && (a.vals[j] == "-c" || a.vals[j] == "--command") && j+1 < len(a.words) {
+			if !a.ok[j+1] {
+				return -1, "", c.unsafe(RuleUnjudgeable, "script -c with computed code")
+			}
+			return -1, "", c.nestedIn(a.vals[j+1], inheritedStdin(k.x, k.sio))
+		}
+	}
+	return -1, "", c.stdinCode("script", k.x, k.sio)
+}
+
+// unwrapMultiCall: busybox APPLET ARGS runs the applet; busybox --list,
+// --install, --help run nothing.
+func unwrapMultiCall(_ *checker, k *call) (int, string, error) {
+	if len(k.words) > 1 && k.ok[1] && strings.HasPrefix(k.vals[1], "-") {
+		return -1, "", nil
+	}
+	return 1, "", nil
+}
+
+// unwrapCoreutils: coreutils --coreutils-prog=rm -rf / runs the program
+// the option names; anything else runs nothing judged.
+func unwrapCoreutils(c *checker, k *call) (int, string, error) {
+	a := k.args
+	if len(a.words) > 1 && a.ok[1] {
+		if prog, ok := strings.CutPrefix(a.vals[1], "--coreutils-prog="); ok {
+			words := append([]*syntax.Word{{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: prog}}}}, a.words[2:]...)
+			x := k.x
+			x.external = true
+			return -1, "", c.simple(words, x, k.sio)
+		}
+	}
+	return -1, "", nil
 }
 
 // replCheck refuses xargs/find templates that paste input into code: in the
@@ -1061,7 +935,7 @@ func (c *checker) find(a args, x surroundings) error {
 		if !a.ok[i] {
 			continue
 		}
-		if del && (v == "/" || (strings.HasPrefix(v, "/") && !c.inside(filepath.Clean(v)) && systemPath(filepath.Clean(v)))) {
+		if del && (v == "/" || (strings.HasPrefix(v, "/") && !c.inside(path.Clean(v)) && systemPath(path.Clean(v)))) {
 			return c.danger(RuleDestructive, "find %s -delete removes system files", v)
 		}
 		if v != "-exec" && v != "-execdir" && v != "-ok" && v != "-okdir" {
@@ -1084,7 +958,7 @@ func (c *checker) find(a args, x surroundings) error {
 			words := inner
 			if sp != "" {
 				if filtered {
-					sp = filepath.Join(sp, "x")
+					sp = path.Join(sp, "x")
 				}
 				words = substituteBraces(inner, sp)
 			}
@@ -1262,7 +1136,7 @@ func (c *checker) pathArgs(a args) error {
 				}
 				return c.unsafe(RuleUnjudgeable, "%s uses HOME after it was changed", wordSource(a.words[i]))
 			}
-			if !c.inside(filepath.Clean(p)) {
+			if !c.inside(path.Clean(p)) {
 				return c.danger(RuleEscape, "%s leads out of the workspace", v)
 			}
 			continue
@@ -1385,14 +1259,14 @@ func (c *checker) rmTarget(p, abs string, glob bool) error {
 	dir := abs
 	if glob {
 		// `dir/*` empties dir: judge dir itself.
-		if b := filepath.Base(abs); strings.ContainsAny(b, "*?[") && strings.Trim(b, "*") == "" {
-			dir = filepath.Dir(abs)
+		if b := path.Base(abs); strings.ContainsAny(b, "*?[") && strings.Trim(b, "*") == "" {
+			dir = path.Dir(abs)
 		}
 	}
 	switch {
 	case dir == "/":
 		return c.danger(RuleDestructive, "rm -r %s deletes the whole filesystem", p)
-	case within(dir, c.boundary):
+	case Within(dir, c.boundary):
 		return c.danger(RuleDestructive, "rm -r %s deletes the whole workspace", p)
 	case !c.inside(abs) && systemPath(abs):
 		return c.danger(RuleDestructive, "rm -r %s deletes system files", p)
@@ -1515,69 +1389,6 @@ func (c *checker) recordDownload(a args, sio *stmtIO) {
 	if sio != nil && sio.stdoutFile != "" {
 		add(sio.stdoutFile)
 	}
-}
-
-// writers finds the files a command writes and judges each one.
-func (c *checker) writers(a args, base string) error {
-	var targets []int
-	ops := a.operands(nil)
-	switch base {
-	case "tee", "touch", "mkdir", "rmdir", "unlink", "shred", "mkfifo", "truncate":
-		targets = a.operands(set("-s", "--size", "-r", "--reference", "-m", "--mode", "-n", "--iterations"))
-	case "cp", "mv", "install", "ln":
-		vops := a.operands(set("-t", "--target-directory", "-S", "--suffix", "-m", "--mode", "-o", "-g", "--owner", "--group"))
-		for i := 1; i < len(a.vals); i++ {
-			if a.ok[i] && (a.vals[i] == "-t" || a.vals[i] == "--target-directory") && i+1 < len(a.vals) {
-				targets = append(targets, i+1)
-			} else if a.ok[i] && strings.HasPrefix(a.vals[i], "--target-directory=") {
-				if err := c.writePath(strings.TrimPrefix(a.vals[i], "--target-directory="), base); err != nil {
-					return err
-				}
-			}
-		}
-		if len(targets) == 0 && len(vops) >= 2 {
-			targets = vops[len(vops)-1:]
-		}
-		if base == "mv" && len(vops) >= 2 {
-			targets = append(targets, vops[:len(vops)-1]...) // moving away deletes the source
-		}
-	case "chmod", "chown", "chgrp", "chattr", "setfacl":
-		if len(ops) > 1 {
-			targets = ops[1:]
-		}
-	case "sed", "perl":
-		if a.has("-i", "--in-place") || a.hasShort('i') || hasPrefixArg(a, "-i") || hasPrefixArg(a, "--in-place=") {
-			sops := a.operands(set("-e", "-f", "--expression", "--file", "-l", "-E"))
-			if !a.has("-e", "-f", "--expression", "--file") && len(sops) > 0 {
-				sops = sops[1:]
-			}
-			targets = sops
-		}
-	case "find":
-		for i := 1; i < len(a.vals)-1; i++ {
-			if a.ok[i] && (a.vals[i] == "-fprint" || a.vals[i] == "-fprint0" || a.vals[i] == "-fls" || a.vals[i] == "-fprintf") {
-				targets = append(targets, i+1)
-			}
-		}
-	case "tar":
-		for i := 1; i < len(a.vals); i++ {
-			if a.ok[i] && (a.vals[i] == "-C" || a.vals[i] == "--directory") && i+1 < len(a.vals) {
-				targets = append(targets, i+1)
-			}
-		}
-	case "unzip":
-		for i := 1; i < len(a.vals); i++ {
-			if a.ok[i] && a.vals[i] == "-d" && i+1 < len(a.vals) {
-				targets = append(targets, i+1)
-			}
-		}
-	}
-	for _, i := range targets {
-		if err := c.writeTarget(a.words[i], base); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func hasPrefixArg(a args, p string) bool {

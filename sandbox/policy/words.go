@@ -1,11 +1,8 @@
-//go:build linux
-
-package sandbox
+package policy
 
 import (
 	"errors"
 	"path"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -340,10 +337,10 @@ func (c *checker) evalPart(part syntax.WordPart) (string, bool) {
 		case name == "pwd" && len(args) == 0:
 			return c.cwd()
 		case name == "dirname" && len(args) == 1:
-			return filepath.Dir(args[0]), true
+			return path.Dir(args[0]), true
 		case (name == "realpath" || name == "readlink") && len(args) == 1:
 			d, ok := c.cwd()
-			if !ok && !filepath.IsAbs(args[0]) {
+			if !ok && !path.IsAbs(args[0]) {
 				return "", false
 			}
 			return c.abs(args[0], d), true
