@@ -30,7 +30,8 @@
 //     domain that lets it write only its boundary and a private temporary
 //     directory and read the system directories (isolation_landlock.go),
 //     under a seccomp filter, both entered by the trampoline: this program
-//     re-executed as `sandbox-exec` (sandbox/sandboxexec). The Policy
+//     re-executed as `sandbox-exec` (sandbox/sandboxexec), so the mode works
+//     only in a program whose main calls sandboxexec.Main. The Policy
 //     applies, without the escape checks the domain makes moot.
 //   - software: a plain process in its own session and cgroup (cgroup.go)
 //     plus the Policy with its workspace escape checks (cd out, `..` past

@@ -366,12 +366,16 @@ func (l *landlockIsolation) close() {
 	}
 }
 
-// newLandlockIsolation checks the kernel's Landlock ABI, opens the fixed
+// newLandlockIsolation checks that this program is the trampoline
+// (sandboxexec.Ready) and the kernel's Landlock ABI, opens the fixed
 // grants and the executor's temporary directory, and runs the probe: the
 // trampoline running `<shell> -c true` in the workspace under a real
 // ruleset, which catches a kernel that has the syscalls but refuses them
 // (Landlock not among the enabled LSMs, a seccomp profile refusing them).
 func newLandlockIsolation(e *executor) (*landlockIsolation, error) {
+	if !sandboxexec.Ready() {
+		return nil, errors.New("this program is not the trampoline (its main does not call sandboxexec.Main)")
+	}
 	abi := landlockABI()
 	if abi < 1 {
 		return nil, errors.New("the kernel has no Landlock (not built in, or not in the lsm= list)")

@@ -452,6 +452,49 @@ func TestAutoPicksLandlockWithoutUserNamespaces(t *testing.T) {
 	}
 }
 
+// withoutTrampoline is the role of a program whose main does not call
+// sandboxexec.Main (TestMain skips it there).
+const withoutTrampoline = "without-trampoline"
+
+func init() {
+	testRoles[withoutTrampoline] = func() int {
+		_, err := New(Config{Mode: ModeLandlock, WorkspaceRoot: os.Getenv("WS")})
+		fmt.Printf("landlock=%v\n", err)
+		e, err := New(Config{Mode: ModeAuto, WorkspaceRoot: os.Getenv("WS")})
+		if err != nil {
+			fmt.Printf("auto=%v\n", err)
+			return 1
+		}
+		defer e.Close()
+		fmt.Printf("auto=%s %s\n", e.Mode(), e.Reason())
+		return 0
+	}
+}
+
+// TestLandlockNeedsTrampoline: in a program whose main does not call
+// sandboxexec.Main, /proc/self/exe is not the trampoline, so the landlock
+// mode is refused (auto passes it over) rather than start that program
+// with the trampoline's arguments.
+func TestLandlockNeedsTrampoline(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), testRoleEnv+"="+withoutTrampoline, "WS="+workspace(t))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	s := string(out)
+	if !strings.Contains(s, "isolation mode landlock cannot work: this program is not the trampoline") {
+		t.Errorf("landlock without the trampoline:\n%s", s)
+	}
+	if strings.Contains(s, "auto=landlock") {
+		t.Errorf("auto chose landlock without the trampoline:\n%s", s)
+	}
+}
+
 // TestSeccompFilterAssembles: the deny list assembles, in every variant,
 // for the architectures the releases are built for, system calls one of
 // them lacks (mknod on arm64) skipped rather than failing.

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 )
 
 // testRoleEnv makes the test binary play a helper process instead of
@@ -18,8 +20,14 @@ const testRoleEnv = "AGENTBE_SANDBOX_TEST_ROLE"
 // to reach it, a process that keeps escaping its parent.
 var testRoles = map[string]func() int{}
 
-// TestMain fails the package when a test leaves a goroutine behind.
+// TestMain makes the test binary the landlock mode's trampoline (its
+// commands run through /proc/self/exe), except in the role that plays a
+// program without it, and fails the package when a test leaves a goroutine
+// behind.
 func TestMain(m *testing.M) {
+	if os.Getenv(testRoleEnv) != withoutTrampoline {
+		sandboxexec.Main()
+	}
 	if role, ok := testRoles[os.Getenv(testRoleEnv)]; ok {
 		os.Exit(role())
 	}

@@ -7,7 +7,8 @@
 // The serving itself is the daemon package's. This command parses the
 // command line into a config.Config (flags, AGENTBE_* variables, config
 // file), validates it (--check-config prints it), and runs the process's
-// lifecycle around daemon.Daemon: inherited descriptors marked close-on-exec
+// lifecycle around daemon.Daemon: the landlock mode's trampoline first
+// (sandboxexec.Main), then inherited descriptors marked close-on-exec
 // before anything else, GOMAXPROCS (--max-procs), the workspace root created
 // if missing, a warning when serving without a token on a non-loopback
 // address, SIGINT/SIGTERM for a graceful shutdown (a second one exits at
@@ -36,6 +37,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/daemon"
+	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=X.Y.Z"; a
@@ -101,7 +103,11 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func main() {
-	// First, before anything opens a file: descriptors inherited from the
+	// The landlock mode's trampoline (`agent-backend sandbox-exec`, which
+	// the daemon starts for each of that mode's commands) before anything
+	// else: it runs and execs the command, or returns at once.
+	sandboxexec.Main()
+	// Then, before anything opens a file: descriptors inherited from the
 	// launcher must not reach commands.
 	if err := daemon.MarkInheritedCloseOnExec(); err != nil {
 		fmt.Fprintln(os.Stderr, "agent-backend: marking inherited descriptors close-on-exec:", err)

@@ -19,11 +19,13 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 	"github.com/agentbe/agentbe-daemon/tools/workspace"
 )
 
 func TestMain(m *testing.M) {
+	sandboxexec.Main() // the landlock mode's trampoline: its commands run through this binary
 	goleak.VerifyTestMain(m)
 }
 

@@ -8,17 +8,20 @@
 // descriptor and execs the command. Whatever the command runs after that
 // stays in the domain: Landlock domains are inherited and never left.
 //
-// The trampoline runs from this package's init, which the sandbox package
-// imports: every binary that can start commands in landlock mode (the
-// daemon, and the test binaries of the packages that import sandbox) is
-// also the trampoline, and init runs before the init of any package that
-// imports sandbox, so the trampoline pays only for the runtime and the
-// few packages below this one (the standard library's syscall and os; not
-// even golang.org/x/sys, since Go initializes packages in import-path
-// order, and one that sorts after a pending dependency lets everything
-// between run first). It reads nothing from its environment (the
-// daemon starts it with an empty one; the command's environment travels in
-// EnvFD), so a hostile LD_PRELOAD or GODEBUG in a request cannot reach it.
+// The trampoline is entered by an explicit call: Main, first thing in the
+// main function of every program whose executable serves as the
+// trampoline (cmd/agent-backend, and the TestMain of the test binaries
+// that start commands in landlock mode). Main records that it was called
+// (Ready), and the sandbox offers the landlock mode only then: an
+// executable that is not the trampoline is never started as one. No
+// package init takes over the argv, so a program that merely links the
+// sandbox (the client library) is not a trampoline by accident. Entered
+// from main, the trampoline runs after the whole program's package
+// initialization (agent-backend's is about 200 packages: some
+// milliseconds of CPU per command in this mode). It reads nothing from
+// its environment (the daemon starts it with an empty one; the command's
+// environment travels in EnvFD), so a hostile LD_PRELOAD or GODEBUG in a
+// request cannot reach it.
 //
 // Why a separate process and not the daemon's spawning thread: a Landlock
 // domain applied to a daemon thread would put that thread in the same
@@ -43,6 +46,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -150,8 +154,18 @@ func parse(args []string) (path string, argv []string, err error) {
 	return args[0], args[1:], nil
 }
 
-func init() {
+// ready is set by Main when the process is not the trampoline.
+var ready atomic.Bool
+
+// Main runs the trampoline when this process was started as one
+// (os.Args[1] is Arg), and then never returns: the command replaces the
+// process, or it exits 126 or 127 with the reason on stderr. Otherwise it
+// returns at once, and Ready reports from then on that this program's
+// executable can serve as the trampoline. A program calls it first thing
+// in main, before it does anything else.
+func Main() {
 	if len(os.Args) < 2 || os.Args[1] != Arg {
+		ready.Store(true)
 		return
 	}
 	if len(os.Args) == 3 && (os.Args[2] == "--help" || os.Args[2] == "-h") {
@@ -166,12 +180,16 @@ func init() {
 	os.Exit(run(os.Args[2:]))
 }
 
+// Ready reports whether this program's main called Main, so that its
+// executable (/proc/self/exe) runs as the trampoline when started as one.
+func Ready() bool { return ready.Load() }
+
 // run never returns on success: the command replaces the trampoline.
 // Failures exit 126 (could not confine) or 127 (no such program), as a
 // shell would, with a line on stderr.
 func run(args []string) int {
-	// Landlock and seccomp bind the calling thread; exec must come from
-	// the same one. (Init runs on the main thread, locked; this says so.)
+	// Landlock, seccomp, the capability sets and no_new_privs bind the
+	// calling thread; exec must come from the same one.
 	runtime.LockOSThread()
 	path, argv, err := parse(args)
 	if err != nil {

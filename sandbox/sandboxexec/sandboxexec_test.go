@@ -3,8 +3,12 @@
 package sandboxexec
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -98,4 +102,42 @@ func dup(t *testing.T, f *os.File) int {
 		t.Fatal(err)
 	}
 	return fd
+}
+
+// TestEnteredOnlyByMain: no init takes over a program's argv (a program
+// that links this package, the client library's, is not a trampoline by
+// accident), and Ready says whether main called Main: not in this test
+// binary until Main returns, which it does at once outside a trampoline.
+func TestEnteredOnlyByMain(t *testing.T) {
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files++
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && fn.Name.Name == "init" {
+				t.Errorf("%s: func init: the trampoline is entered by Main only", name)
+			}
+		}
+	}
+	if files == 0 {
+		t.Fatal("parsed no files")
+	}
+	if Ready() {
+		t.Fatal("Ready before Main was called")
+	}
+	Main()
+	if !Ready() {
+		t.Fatal("not Ready after Main returned")
+	}
 }

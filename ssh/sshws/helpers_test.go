@@ -19,11 +19,13 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/sshtest"
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 	"github.com/agentbe/agentbe-daemon/ssh/sshd"
 	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
 )
 
 func TestMain(m *testing.M) {
+	sandboxexec.Main() // the landlock mode's trampoline: its commands run through this binary
 	if root := os.Getenv("SSHWS_BENCH_SERVE"); root != "" {
 		benchServe(root) // the server process of BenchmarkIdleConnRSS
 		return

@@ -22,9 +22,11 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/previewtest"
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 )
 
 func TestMain(m *testing.M) {
+	sandboxexec.Main() // the landlock mode's trampoline: its commands run through this binary
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		previewtest.Cleanup()
 		os.Exit(code)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
+
+	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 )
 
 // The test binary is also the fault-injection upstream: run with
@@ -22,6 +24,7 @@ import (
 // working directory, so tests can check what it saw (or that it saw
 // nothing).
 func TestMain(m *testing.M) {
+	sandboxexec.Main() // the landlock mode's trampoline: its commands run through this binary
 	if mode := os.Getenv("AGENTBE_TEST_UPSTREAM"); mode != "" {
 		os.Exit(serveTestUpstream(mode))
 	}
