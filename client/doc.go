@@ -5,6 +5,12 @@
 // a pool and an operations log. It implements the "Client Libraries" half of
 // the Agent Backend specification; docs/client.md is the guide.
 //
+// It builds off Linux too: there Remote and Memory work and NewLocal is
+// NOT_IMPLEMENTED, since the sandbox is Linux only. What needs the sandbox
+// is in local_linux.go and mcp_local.go (the local executor, the spawned
+// and in-process MCP servers); the remote backend judges commands with the
+// portable policy (sandbox/policy).
+//
 // Start here: backend.go declares Backend and its option types. Every kind is a
 // driver (driver.go: the operations on one root directory) wrapped by base
 // (base.go), which owns everything the kinds share so that it is written once:

@@ -2,25 +2,23 @@ package client
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
-	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
 // fsDriver is the driver of the in-process kinds: the operations are the
 // daemon's own doors, an fsops.Workspace (a directory for Local, the
-// in-memory tree for Memory) and, for Local, a sandbox.Executor. Path rules,
-// confinement, scope creation on first write and isolation are theirs; this
-// file only adapts shapes.
+// in-memory tree for Memory) and, for Local, the sandbox's executor
+// (local_linux.go). Path rules, confinement, scope creation on first write
+// and isolation are theirs; this file only adapts shapes.
 type fsDriver struct {
 	kindName string
 	ws       fsops.Workspace
-	exe      sandbox.Executor // nil: exec is NOT_IMPLEMENTED
+	exe      *localExec // Local's executor; nil: exec is NOT_IMPLEMENTED
 	// owner releases what the root driver owns (the root workspace, the
 	// executor); nil on a scope's driver, whose workspace handle is closed
 	// with the root's (fsops closes a workspace's scopes with it).
@@ -100,29 +98,7 @@ func (d *fsDriver) exec(ctx context.Context, command string, opts ExecOptions) (
 		defer scope.Close()
 		ws = scope
 	}
-	res, err := d.exe.Run(ctx, sandbox.Request{
-		Command:   command,
-		Workspace: ws,
-		Env:       opts.Env,
-		Stdin:     opts.Stdin,
-	})
-	if err != nil {
-		return nil, err
-	}
-	stdout := sandbox.WithTruncationNotice(res.Stdout, res.StdoutSize)
-	stderr := sandbox.WithTruncationNotice(res.Stderr, res.StderrSize)
-	if res.TimedOut || ctx.Err() != nil {
-		cause := ctx.Err()
-		if cause == nil {
-			cause = context.DeadlineExceeded
-		}
-		return stdout, &errcode.Error{Code: errcode.Timeout, Op: "exec", Command: command, Msg: "command killed: " + cause.Error(),
-			Err: errors.Join(cause, &ExitError{ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr})}
-	}
-	if res.ExitCode != 0 {
-		return stdout, execFailed(command, &ExitError{ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr})
-	}
-	return stdout, nil
+	return d.exe.run(ctx, ws, command, opts)
 }
 
 // execFailed is the EXEC_FAILED error of every kind: stderr, else stdout, as

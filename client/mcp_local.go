@@ -1,3 +1,5 @@
+//go:build linux
+
 package client
 
 import (
@@ -13,6 +15,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/face/mcphttp"
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/resolvepath"
+	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 	"github.com/agentbe/agentbe-daemon/tools/workspace"
 )
@@ -109,7 +112,11 @@ func inProcessMCP(d *fsDriver, opts MCPOptions) (mcp.Transport, error) {
 		scope, ws = s, s
 	}
 	reg := registry.New(registry.Options{})
-	if err := reg.Set("workspace", workspace.Tools(ws, workspace.ExecEnv{Executor: d.exe})); err != nil {
+	var exe sandbox.Executor // nil for Memory: its tools have no exec
+	if d.exe != nil {
+		exe = d.exe.Executor
+	}
+	if err := reg.Set("workspace", workspace.Tools(ws, workspace.ExecEnv{Executor: exe})); err != nil {
 		return nil, err
 	}
 	srv, err := mcphttp.New(mcphttp.Options{Workspace: ws, Registry: reg, RootDir: ws.Root()})
