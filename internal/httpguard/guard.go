@@ -1,10 +1,9 @@
 // Package httpguard holds the HTTP checks that every endpoint doing work on
 // the workspace applies before anything else: the browser Origin rule and the
-// DNS-rebinding Host rule (Guard), and the bearer-token rule of /mcp and
-// /ssh (Token). There is one implementation of each. Guard is used by the
-// daemon's mux (every work route is wrapped with Guard.Wrap) and by the
-// mcphttp and sshws handlers themselves, so a handler mounted on its own is
-// guarded too; Token is applied by those two handlers, after Guard.
+// DNS-rebinding Host rule (Guard), and the bearer-token rule (Token, with the
+// token file of tokens.go). There is one implementation of each, and one
+// caller: internal/admit applies them, once per request, for every face and
+// server (TestAdmissionHasOneHome in internal/admit keeps it so).
 //
 // The rules:
 //
@@ -19,8 +18,8 @@
 //     cannot know the token, and a reverse proxy on the same machine
 //     (nginx → 127.0.0.1 with Host: api.example.com) must keep working.
 //   - Token: "Authorization: Bearer <token>", the scheme in any case and
-//     separated by spaces or tabs, or, on /ssh only, "?token=<token>";
-//     compared in constant time (see Token).
+//     separated by spaces or tabs, or, on the WebSocket endpoints (/ssh,
+//     /gateway), "?token=<token>"; compared in constant time (see Token).
 package httpguard
 
 import (
@@ -31,6 +30,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 )
 
 // Options configure a Guard.
@@ -52,6 +52,7 @@ type Guard struct {
 	anyOrig  bool
 	origins  []string // lower case, without a trailing "/"
 	log      *slog.Logger
+	checks   atomic.Uint64
 }
 
 // New builds a Guard from opts.
@@ -81,6 +82,7 @@ type Refusal struct {
 // Check applies the rules to r and returns nil if it may proceed. A refusal
 // is logged at Warn with the client's address.
 func (g *Guard) Check(r *http.Request) *Refusal {
+	g.checks.Add(1)
 	if origin := r.Header.Get("Origin"); origin != "" && !g.OriginAllowed(origin) {
 		g.log.Warn("http: refused a browser origin", "path", r.URL.Path, "origin", origin, "remote", r.RemoteAddr)
 		return &Refusal{Status: http.StatusForbidden, Title: "Forbidden origin",
@@ -96,6 +98,10 @@ func (g *Guard) Check(r *http.Request) *Refusal {
 	}
 	return nil
 }
+
+// Checks is how many requests Check has judged: what a test reads to see
+// that every request is judged once.
+func (g *Guard) Checks() uint64 { return g.checks.Load() }
 
 // Wrap returns h behind the rules: a refused request is answered with the
 // daemon's JSON error shape ({"error": title, "message": ...}) and never

@@ -8,15 +8,17 @@ import (
 	"sync/atomic"
 )
 
-// Token is the daemon's bearer-token rule, the one check /mcp and /ssh make
-// before any work. A request carries the token when either
+// Token is the daemon's bearer-token rule, the one check every endpoint
+// makes (through internal/admit) before any work. A request carries the
+// token when either
 //
 //   - its Authorization header is the scheme "Bearer" in any case (auth
 //     schemes are case-insensitive, RFC 7235 §2.1), one or more spaces or
 //     tabs, and the token byte for byte (spaces and tabs around the whole
 //     value are not part of it: net/http strips them, and so does Token);
-//   - or, where the endpoint allows it (/ssh: a browser's WebSocket API
-//     cannot set headers), its query has token=<token>, URL-decoded.
+//   - or, where the endpoint allows it (/ssh and /gateway: a browser's
+//     WebSocket API cannot set headers), its query has token=<token>,
+//     URL-decoded.
 //
 // Anything else is refused: another scheme, the bare token, the token with
 // more or less around it, an empty value. The candidate and the token are
@@ -44,17 +46,16 @@ func NewToken(token string) Token {
 // (with a token file) one of the file's.
 func (t Token) Required() bool { return t.set || t.tokens != nil }
 
-// AllowsHeader reports whether r may proceed on its Authorization header
-// (the only place /mcp reads).
+// AllowsHeader reports whether r may proceed on its Authorization header.
 func (t Token) AllowsHeader(r *http.Request) bool {
 	_, ok := t.Identify(r.Header, nil)
 	return ok
 }
 
 // AllowsHeaderOrQuery reports whether r may proceed on its Authorization
-// header or, failing that, its "token" query parameter (/ssh).
+// header or, failing that, its "token" query parameter.
 func (t Token) AllowsHeaderOrQuery(r *http.Request) bool {
-	_, ok := t.Identify(r.Header, r.URL.Query())
+	_, ok := t.IdentifyRequest(r, true)
 	return ok
 }
 

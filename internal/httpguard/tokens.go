@@ -19,8 +19,9 @@ import (
 
 // Identity is who a request authenticated as: the daemon's own token
 // (--auth-token: Name "", every scope, read-write, exec), or an entry of
-// the token file (--tokens). Every face derives it from the request's
-// credential with Token.Identify, so it cannot be claimed any other way.
+// the token file (--tokens). internal/admit derives it from the request's
+// credential, once per request (Token.IdentifyRequest), for every face, so
+// it cannot be claimed any other way.
 type Identity struct {
 	// Name is the token file entry's name ("" for the daemon's token or
 	// no token): what the audit log and the logs say.
@@ -191,18 +192,38 @@ func NewTokens(token string, set *atomic.Pointer[TokenSet]) Token {
 // when a token is required and none matches. Without any token required
 // it is Full.
 func (t Token) Identify(h http.Header, q url.Values) (Identity, bool) {
+	if id, ok := t.fromHeader(h); ok || q == nil {
+		return id, ok
+	}
+	return t.fromQuery(q)
+}
+
+// IdentifyRequest is Identify on r's header and, with query, on its
+// "token" parameter, which is parsed only when the header carries no
+// token that matches.
+func (t Token) IdentifyRequest(r *http.Request, query bool) (Identity, bool) {
+	if id, ok := t.fromHeader(r.Header); ok || !query {
+		return id, ok
+	}
+	return t.fromQuery(r.URL.Query())
+}
+
+// fromHeader is who h's Authorization header names; Full when no token
+// is required.
+func (t Token) fromHeader(h http.Header) (Identity, bool) {
 	if !t.Required() {
 		return Full, true
 	}
 	if got, ok := bearerCredentials(h.Get("Authorization")); ok {
-		if id, ok := t.identify(got); ok {
-			return id, true
-		}
+		return t.identify(got)
 	}
-	if q != nil {
-		if got := q.Get("token"); got != "" {
-			return t.identify(got)
-		}
+	return Identity{}, false
+}
+
+// fromQuery is who q's "token" parameter names.
+func (t Token) fromQuery(q url.Values) (Identity, bool) {
+	if got := q.Get("token"); got != "" {
+		return t.identify(got)
 	}
 	return Identity{}, false
 }
