@@ -7,10 +7,11 @@
 // and a graceful shutdown. It implements no protocol itself: each route
 // belongs to a face (face/), to ssh/sshws or to a provider's handler, files
 // to fsops and processes to sandbox. What it does own is the HTTP
-// perimeter: every endpoint but /health and /health/servers is mounted
-// through handleWork, behind internal/httpguard's Origin and Host rule,
-// and the listener caps connections in total and per client address
-// (connlimit.go).
+// perimeter: every endpoint but /health and /health/servers is admitted by
+// internal/admit, once per request (a face, /site/ and /preview/ with the
+// daemon's admit.Rules, any other endpoint through handleWork, which
+// applies the Origin and Host rules), and the listener caps connections in
+// total and per client address (connlimit.go).
 package daemon
 
 import (
@@ -34,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/audit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/ssh/sshauth"
@@ -87,8 +89,11 @@ type Daemon struct {
 	handler     http.Handler
 	mux         *http.ServeMux
 	// guard is the Origin and Host rule of every endpoint that does work
-	// (internal/httpguard); handleWork wraps each such route with it.
+	// (internal/httpguard), which every face's admit.Rules hold; admit
+	// holds it with the operator's token, for the endpoints that are no
+	// face (handleWork, /approvals).
 	guard *httpguard.Guard
+	admit admit.Rules
 
 	proto protocols     // filled by wire.go
 	certs *certReloader // nil unless --tls-cert is set
@@ -167,6 +172,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		opts.sshAuthAttempt = func(method, outcome string) { attempts.WithLabelValues(method, outcome).Inc() }
 	}
 	d.guard = httpguard.New(httpguard.Options{AuthToken: cfg.AuthToken, AllowedOrigins: cfg.AllowedOrigins, Logger: d.log})
+	d.admit = admit.Rules{Guard: d.guard, Operator: httpguard.NewToken(cfg.OperatorToken)}
 	if err := d.proto.build(cfg, opts, d.guard); err != nil {
 		_ = d.closeAudit()
 		return nil, err
@@ -175,30 +181,35 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	mux := http.NewServeMux()
 	d.mux = mux
 	// /health is the liveness probe and does no work: it answers whatever
-	// name it is reached by (a probe may use any). Everything else that is
-	// served goes through handleWork and so through the guard.
+	// name it is reached by (a probe may use any). Every other endpoint is
+	// admitted once per request by internal/admit: the faces, /site/ and
+	// /preview/ admit their own requests with the daemon's rules (Origin
+	// and Host first of all), so they are mounted as they are; anything
+	// else goes through handleWork, which applies the Origin and Host
+	// rules.
 	mux.Handle(routeHealth, onlyGET(http.HandlerFunc(d.serveHealth)))
 	mux.Handle(routeHealthServers, onlyGET(http.HandlerFunc(d.serveHealthServers)))
 	d.handleWork(routeMetrics, onlyGET(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})))
 	if h := d.proto.mcpHandler(); h != nil {
-		d.handleWork(routeMCP, h)
+		mux.Handle(routeMCP, h)
 	}
 	if h := d.proto.sshHandler(); h != nil {
-		d.handleWork(routeSSH, h)
+		mux.Handle(routeSSH, h)
 	}
 	if d.proto.rest != nil {
-		d.handleWork(routeTools, d.proto.rest.ToolsHandler())
-		d.handleWork(routeExecute, d.proto.rest.ExecuteHandler())
-		d.handleWork(routeGateway, d.proto.gateway)
+		mux.Handle(routeTools, d.proto.rest.ToolsHandler())
+		mux.Handle(routeExecute, d.proto.rest.ExecuteHandler())
+		mux.Handle(routeGateway, d.proto.gateway)
 	}
 	if d.proto.siteHTTP != nil {
-		d.handleWork(routeSite, d.proto.siteHTTP)
+		mux.Handle(routeSite, d.proto.siteHTTP)
 	}
 	if d.proto.previewHTTP != nil {
-		d.handleWork(routePreview, d.proto.previewHTTP)
+		mux.Handle(routePreview, d.proto.previewHTTP)
 	}
 	if d.proto.approvals != nil {
-		h := d.proto.approvals.ApprovalsHandler(cfg.OperatorToken, d.auditApproval)
+		// The operator's token, which only the operator's endpoints take.
+		h := d.proto.approvals.ApprovalsHandler(d.admit.IsOperator, d.auditApproval)
 		d.handleWork(routeApprovals, h)
 		d.handleWork(routeApprovals+"/", h)
 	}
@@ -214,11 +225,13 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 }
 
 // handleWork mounts an endpoint that does work (or reveals what the
-// workspace is doing) behind the guard's Origin and Host rules. Every such
-// route is registered here, so a new endpoint gets the rules by
-// construction.
+// workspace is doing) and is no face behind the Origin and Host rules
+// (admit.Rules.Guarded), so a new such endpoint gets them by construction.
+// A face admits its own requests instead (internal/admit) and is mounted
+// with mux.Handle: TestAdmissionAnswers and TestGuardOncePerRequest hold
+// each to the rules.
 func (d *Daemon) handleWork(pattern string, h http.Handler) {
-	d.mux.Handle(pattern, d.guard.Wrap(h))
+	d.mux.Handle(pattern, d.admit.Guarded(h))
 }
 
 // Handler is the daemon's whole HTTP surface, with logging and metrics.

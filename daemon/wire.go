@@ -337,7 +337,7 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		// handler applies itself with its own rules for a POST (a JSON
 		// body, a token that may run commands): `site serve` builds the
 		// same handler.
-		p.siteHTTP = http.StripPrefix(strings.TrimSuffix(routeSite, "/"), p.site.Handler(rules))
+		p.siteHTTP = p.site.HandlerAt(strings.TrimSuffix(routeSite, "/"), rules)
 	}
 
 	serveWS := !cfg.DisableSSHWS && !cfg.LocalOnly
@@ -559,12 +559,12 @@ func (p *protocols) forward() sshd.ForwardFunc {
 // workspace, whose commands' ports it reaches.
 func (p *protocols) previewAdmit(rules admit.Rules) func(http.ResponseWriter, *http.Request) (previews.Caller, bool) {
 	return func(w http.ResponseWriter, r *http.Request) (previews.Caller, bool) {
-		if ref := rules.Check(r); ref != nil {
-			ref.Write(w)
-			return previews.Caller{}, false
+		c, ref := rules.Admit(r)
+		if ref == nil {
+			ref = c.MayRun("it may not reach the workspace's servers either")
 		}
-		c, ok := rules.ExecCaller(w, r, "it may not reach the workspace's servers either")
-		if !ok {
+		if ref != nil {
+			ref.Write(w)
 			return previews.Caller{}, false
 		}
 		ws, release, err := c.Workspace(p.ws)
@@ -574,7 +574,7 @@ func (p *protocols) previewAdmit(rules admit.Rules) func(http.ResponseWriter, *h
 		}
 		within := ws.Root()
 		release()
-		return previews.Caller{Face: "http", Within: within, Remote: r.RemoteAddr, Scope: c.Scope, Name: c.Name}, true
+		return previews.Caller{Face: "http", Within: within, Remote: c.Remote, Scope: c.Scope, Name: c.Name}, true
 	}
 }
 

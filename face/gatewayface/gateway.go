@@ -2,12 +2,13 @@
 // WebSocket at /gateway: tools.list {sessionId}, tools.invoke {toolId,
 // sessionId, args} and tools.approve {requestId, approved}.
 //
-// Admission: the Host and Origin rules of every work endpoint
-// (internal/httpguard), then the token as /ssh takes it (Authorization:
-// Bearer or ?token=); a bad token gets a completed upgrade and close code
-// 4001. X-Root-Dir and X-Scope-Path of the upgrade request follow /mcp's
-// rules (internal/admit); a refused one closes with 1008 and the reason.
-// The scope is the connection's: every call works in it.
+// Admission (internal/admit, with Options.Admit): the Host and Origin
+// rules of every work endpoint, then the token as /ssh takes it
+// (Authorization: Bearer or ?token=), or the operator's; a bad token gets
+// a completed upgrade and close code 4001. X-Root-Dir and X-Scope-Path of
+// the upgrade request follow /mcp's rules; a refused one closes with 1008
+// and the reason. The caller, its scope and its workspace are the
+// connection's, from that one admission: every call works in them.
 //
 // Limits per connection: a message is at most MaxMessage bytes (larger
 // closes the connection, 1009), a batch at most MaxBatch requests, at most
@@ -50,8 +51,9 @@ const (
 type Options struct {
 	Registry  *registry.Registry
 	Workspace fsops.Workspace
-	// Admit holds the guard, token, root and static scope; its MaxBody is
-	// not used (MaxMessage bounds a message).
+	// Admit holds the guard, token, root and static scope; New takes the
+	// token from the query too and sets the operator's (Operator), and
+	// does not apply MaxBody (MaxMessage bounds a message).
 	Admit       admit.Rules
 	MaxMessage  int64
 	MaxBatch    int
@@ -101,25 +103,23 @@ func New(opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	opts.Admit.QueryToken, opts.Admit.Operator, opts.Admit.MaxBody = true, opts.Operator, 0
 	return &Server{
 		opts:  opts,
 		log:   log,
 		conns: map[*conn]context.CancelFunc{},
-		// The guard has checked Origin before the upgrade.
+		// Admission (Begin) has applied the Origin rule before the upgrade.
 		upgrader: websocket.Upgrader{HandshakeTimeout: 10 * time.Second, CheckOrigin: func(*http.Request) bool { return true }},
 	}
 }
 
 // ServeHTTP upgrades and serves one connection until it closes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if g := s.opts.Admit.Guard; g != nil {
-		if ref := g.Check(r); ref != nil {
-			ref.Write(w)
-			return
-		}
+	admission, ref := s.opts.Admit.Begin(r)
+	if ref != nil {
+		ref.Write(w)
+		return
 	}
-	operator := s.opts.Operator.Required() && s.opts.Operator.AllowsHeaderOrQuery(r)
-	ok := operator || s.opts.Admit.Token.AllowsHeaderOrQuery(r)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -134,36 +134,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer ws.Close()
-	if !ok {
-		closeWith(ws, wsnet.CloseUnauthorized, "Unauthorized")
-		return
-	}
-	// The rest of /mcp's rules (the token passed already, by either form).
-	rules := s.opts.Admit
-	rules.Guard, rules.Token, rules.MaxBody = nil, httpguard.Token{}, 0
-	if ref := rules.Check(r); ref != nil {
-		closeWith(ws, wsnet.ClosePolicy, ref.Title+": "+ref.Message)
-		return
-	}
 	// Who the connection is, from the credential it was admitted with,
 	// for its whole life (a reload that removes its token does not end
 	// it); the operator is everything.
-	caller := admit.Full
-	if operator {
-		caller.Requested, _ = admit.NormalizeScope(r.Header.Get(admit.HeaderScopePath))
-		caller.Scope = caller.Requested
-	} else if caller, err = s.opts.Admit.Caller(r.Header, r.URL.Query()); err != nil {
-		closeWith(ws, wsnet.ClosePolicy, "Invalid scope: "+err.Error())
+	caller, ref := admission.Admit()
+	switch {
+	case ref != nil && ref.Unauthorized():
+		closeWith(ws, wsnet.CloseUnauthorized, "Unauthorized")
+		return
+	case ref != nil:
+		closeWith(ws, wsnet.ClosePolicy, ref.Title+": "+ref.Message)
 		return
 	}
-	id, scope := caller.Identity, caller.Scope
 	wsp, release, err := caller.Workspace(s.opts.Workspace)
 	if err != nil {
 		closeWith(ws, wsnet.ClosePolicy, "Invalid scope: "+err.Error())
 		return
 	}
 	defer release()
-	c := &conn{s: s, ws: ws, wsp: wsp, scope: scope, id: id, remote: r.RemoteAddr, operator: operator,
+	c := &conn{s: s, ws: ws, wsp: wsp, caller: caller,
 		slots:  make(chan struct{}, s.opts.MaxInFlight),
 		tokens: float64(s.opts.Burst), last: time.Now()}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -214,16 +203,13 @@ func closeWith(ws *websocket.Conn, code int, reason string) {
 }
 
 type conn struct {
-	s        *Server
-	ws       *websocket.Conn
-	wsp      fsops.Workspace
-	scope    string
-	id       httpguard.Identity
-	remote   string
-	operator bool // upgraded with the operator's token
-	slots    chan struct{}
-	wg       sync.WaitGroup
-	wmu      sync.Mutex
+	s      *Server
+	ws     *websocket.Conn
+	wsp    fsops.Workspace // the caller's workspace
+	caller admit.Caller    // Operator: upgraded with the operator's token
+	slots  chan struct{}
+	wg     sync.WaitGroup
+	wmu    sync.Mutex
 
 	// token bucket; touched only by the reading goroutine
 	tokens float64
@@ -381,10 +367,7 @@ func (c *conn) call(ctx context.Context, req *request) *response {
 		if p.ToolID == "" {
 			return errResponse(req.ID, CodeInvalidParams, "invalid params of tools.invoke: toolId is missing")
 		}
-		res, err := c.s.opts.Registry.Call(ctx, p.ToolID, registry.Call{
-			Args: p.Args, Workspace: c.wsp, Face: "gateway", Remote: c.remote, Scope: c.scope,
-			Caller: c.id.Name, ReadOnly: c.id.ReadOnly, NoExec: !c.id.Exec, Bound: c.id.Scope != "",
-		})
+		res, err := c.s.opts.Registry.Call(ctx, p.ToolID, c.caller.Call("gateway", c.wsp, p.Args))
 		var unknown *registry.UnknownToolError
 		switch {
 		case errors.As(err, &unknown):
@@ -403,7 +386,7 @@ func (c *conn) call(ctx context.Context, req *request) *response {
 		if c.s.opts.Approve == nil {
 			return errResponse(req.ID, CodeNoSuchRequest, "no such request %q: no call is waiting for approval", p.RequestID)
 		}
-		if !c.operator {
+		if !c.caller.Operator {
 			return errResponse(req.ID, CodeNotOperator, "tools.approve needs a connection opened with the operator's token (--operator-token-file), not the agent's")
 		}
 		decided, err := c.s.opts.Approve(p.RequestID, *p.Approved, p.Always)

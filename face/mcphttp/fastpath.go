@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/mcpjson"
 )
 
@@ -55,10 +56,11 @@ type rpcRequest struct {
 // read) is dropped rather than kept alive.
 var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
-// serveFast answers r, whose body serveHTTP has read, if it is a fast-path
-// call and reports whether it did; sse frames the reply as one SSE event, as
-// the SDK does for clients that accept only text/event-stream.
-func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, body []byte, sse bool) bool {
+// serveFast answers r, whose body serveHTTP has read and whose caller
+// admission has named, if it is a fast-path call and reports whether it
+// did; sse frames the reply as one SSE event, as the SDK does for clients
+// that accept only text/event-stream.
+func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, body []byte, sse bool, caller admit.Caller) bool {
 	if s.noFastPath || !fastProtocols[r.Header.Get("MCP-Protocol-Version")] {
 		return false
 	}
@@ -112,7 +114,7 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, body []byte, 
 		return false
 	}
 	s.fastCalls.Add(1)
-	res := s.callTool(r.Context(), req.Params.Name, req.Params.Arguments, r.Header, r.RemoteAddr, nil, nil)
+	res := s.callTool(r.Context(), req.Params.Name, req.Params.Arguments, "mcp-http", caller, nil, nil)
 	s.writeFast(w, sse, req.ID, func(buf []byte) ([]byte, error) { return appendResponse(buf, req.ID, res) })
 	return true
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -18,9 +19,11 @@ import (
 const (
 	headerRootDir   = admit.HeaderRootDir
 	headerScopePath = admit.HeaderScopePath
-	// headerRemoteAddr carries the peer's address from serveSDK to the
-	// SDK's tool handlers; never a client's value (serveSDK replaces it).
-	headerRemoteAddr = "X-Agentbe-Remote-Addr"
+	// headerCaller carries, from serveSDK to the SDK's tool handlers, the
+	// key under which the request's admitted caller waits (Server.callers):
+	// the SDK hands a handler the request's headers only. Never a client's
+	// value: serveSDK replaces it, and the stream branch drops it.
+	headerCaller = "X-Agentbe-Caller"
 )
 
 func writeJSONError(w http.ResponseWriter, status int, title, msg string) {
@@ -32,6 +35,14 @@ func writeJSONError(w http.ResponseWriter, status int, title, msg string) {
 // clients: an unauthenticated request learns nothing about the root or the
 // scopes, and a wrong root is reported before any scope problem.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	// Origin and Host first, then this endpoint's own answers, then the
+	// token, X-Root-Dir, X-Scope-Path and the declared body size: the
+	// steps every HTTP face applies, each once, in internal/admit.
+	admission, ref := s.admit.Begin(r)
+	if ref != nil {
+		ref.Write(w)
+		return
+	}
 	if s.isClosed() {
 		writeJSONError(w, http.StatusServiceUnavailable, "Shutting down", "the daemon is shutting down; retry against the restarted daemon")
 		return
@@ -46,15 +57,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			"this MCP endpoint is stateless: send JSON-RPC messages with POST")
 		return
 	}
-	// Origin and Host, bearer token, X-Root-Dir, X-Scope-Path, declared
-	// body size: the steps every HTTP tool face applies, in internal/admit.
-	if ref := s.admit.Check(r); ref != nil {
+	caller, ref := admission.Admit()
+	if ref != nil {
 		ref.Write(w)
 		return
 	}
 
 	if stream {
-		// A session's SSE stream (GET) or its end (DELETE): the SDK's.
+		// A session's SSE stream (GET) or its end (DELETE): the SDK's. It
+		// carries no tool call, so no caller.
+		r.Header.Del(headerCaller)
 		s.sessH.ServeHTTP(w, r)
 		return
 	}
@@ -106,7 +118,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 				fmt.Sprintf("the daemon has %d open MCP sessions, its limit (--mcp-max-sessions); end one (DELETE /mcp) or retry after idle sessions expire", s.maxSess))
 			return
 		}
-		s.serveSDK(s.sessH, w, r)
+		s.serveSDK(s.sessH, w, r, caller)
 		return
 	}
 	// Reply format. The SDK insists that Accept lists both JSON and SSE; we
@@ -117,17 +129,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	jsonOK, sseOK, anyOK := accepts(r.Header.Values("Accept"))
 	switch {
 	case sseOK && bytes.Contains(body, []byte(`"progressToken"`)) && bytes.Contains(body, []byte(`"tools/call"`)):
-		s.serveSDK(s.sseH, w, r)
+		s.serveSDK(s.sseH, w, r, caller)
 	case jsonOK || anyOK:
-		if s.serveFast(w, r, body, false) {
+		if s.serveFast(w, r, body, false, caller) {
 			return
 		}
-		s.serveSDK(s.jsonH, w, r)
+		s.serveSDK(s.jsonH, w, r, caller)
 	case sseOK:
-		if s.serveFast(w, r, body, true) {
+		if s.serveFast(w, r, body, true, caller) {
 			return
 		}
-		s.serveSDK(s.sseH, w, r)
+		s.serveSDK(s.sseH, w, r, caller)
 	default:
 		writeJSONError(w, http.StatusNotAcceptable, "Not acceptable",
 			"Accept must include application/json or text/event-stream")
@@ -149,15 +161,43 @@ func (s *Server) sessionCount() int {
 	return n
 }
 
-// serveSDK hands r to one of the SDK's handlers, with a reply budget in its
-// context for limitReplies.
-func (s *Server) serveSDK(h http.Handler, w http.ResponseWriter, r *http.Request) {
+// serveSDK hands r, whose caller admission has named, to one of the SDK's
+// handlers, with a reply budget in its context for limitReplies.
+func (s *Server) serveSDK(h http.Handler, w http.ResponseWriter, r *http.Request, caller admit.Caller) {
 	r.Header.Set("Accept", "application/json, text/event-stream")
-	// The SDK hands a tool handler the request's headers but not its
-	// address: the address travels as a header set here, replacing any
-	// value the client sent, so the audit log names the real peer.
-	r.Header.Set(headerRemoteAddr, r.RemoteAddr)
+	// The SDK hands a tool handler the request's headers, not its
+	// context (a session's calls run in the context of the request that
+	// opened it): the caller waits under a key the request carries as a
+	// header set here, replacing any value the client sent, until the
+	// request is answered.
+	s.callersMu.Lock()
+	s.callerSeq++
+	key := s.callerSeq
+	s.callers[key] = caller
+	s.callersMu.Unlock()
+	defer func() {
+		s.callersMu.Lock()
+		delete(s.callers, key)
+		s.callersMu.Unlock()
+	}()
+	r.Header.Set(headerCaller, strconv.FormatUint(key, 36))
 	h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, newReplyBudget(s.maxReply))))
+}
+
+// callerOf is the caller of a request that serveSDK handed to the SDK,
+// from its headers; stdio's requests carry none and are Local's.
+func (s *Server) callerOf(hdr http.Header) (admit.Caller, bool) {
+	if hdr == nil {
+		return admit.Local, true
+	}
+	key, err := strconv.ParseUint(hdr.Get(headerCaller), 36, 64)
+	if err != nil {
+		return admit.Caller{}, false
+	}
+	s.callersMu.Lock()
+	defer s.callersMu.Unlock()
+	c, ok := s.callers[key]
+	return c, ok
 }
 
 // accepts reads Accept headers. A missing header accepts anything.

@@ -189,6 +189,12 @@ type Server struct {
 
 	noFastPath bool         // tests: send every request through the SDK
 	fastCalls  atomic.Int64 // tools/calls answered on the fast path
+
+	// callers holds the admitted caller of each request handed to the
+	// SDK, by the key its headerCaller header carries (serveSDK).
+	callersMu sync.Mutex
+	callers   map[uint64]admit.Caller
+	callerSeq uint64 // under callersMu
 }
 
 // New builds a Server. It fails only when Options are unusable.
@@ -204,12 +210,13 @@ func New(opts Options) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		opts:   opts,
-		log:    log,
-		stdio:  map[*mcp.ServerSession]struct{}{},
-		done:   make(chan struct{}),
-		reg:    opts.Registry,
-		served: map[string]bool{},
+		opts:    opts,
+		log:     log,
+		stdio:   map[*mcp.ServerSession]struct{}{},
+		done:    make(chan struct{}),
+		reg:     opts.Registry,
+		served:  map[string]bool{},
+		callers: map[uint64]admit.Caller{},
 	}
 	s.maxBody = opts.MaxBodyBytes
 	if s.maxBody == 0 {

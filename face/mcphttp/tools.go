@@ -30,11 +30,11 @@ func (s *Server) syncTools() {
 		s.mcp.AddTool(&mcp.Tool{Name: name, Title: t.Title, Description: t.Description,
 			Annotations: t.Annotations, InputSchema: t.InputSchema},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				var hdr http.Header
-				if req.Extra != nil {
-					hdr = req.Extra.Header
+				face, caller, ok := s.sdkCaller(req.Extra)
+				if !ok {
+					return toolError("Unauthorized: this call's request was not admitted"), nil
 				}
-				return s.callTool(ctx, name, req.Params.Arguments, hdr, hdr.Get(headerRemoteAddr), askerFor(req.Session), progressFor(req)), nil
+				return s.callTool(ctx, name, req.Params.Arguments, face, caller, askerFor(req.Session), progressFor(req)), nil
 			})
 	}
 	var gone []string
@@ -61,56 +61,43 @@ func (s *Server) auditUnknownTools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if ctr, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && ctr.Params != nil {
 			if _, known := s.reg.Lookup(ctr.Params.Name); !known {
-				var hdr http.Header
-				if ctr.Extra != nil {
-					hdr = ctr.Extra.Header
-				}
-				call := registry.Call{Face: "mcp-stdio", Args: ctr.Params.Arguments}
-				if hdr != nil {
-					call.Face, call.Remote = "mcp-http", hdr.Get(headerRemoteAddr)
-					// Admission accepted the request's credential; a
-					// scope it cannot give is the caller's own problem,
-					// recorded as asked.
-					if caller, err := s.admit.Caller(hdr, nil); err == nil {
-						call.Caller, call.Scope = caller.Identity.Name, caller.Scope
-					} else {
-						call.Scope = hdr.Get(headerScopePath)
-					}
-				}
-				s.reg.Unknown(ctr.Params.Name, call)
+				face, caller, _ := s.sdkCaller(ctr.Extra)
+				s.reg.Unknown(ctr.Params.Name, caller.Call(face, nil, ctr.Params.Arguments))
 			}
 		}
 		return next(ctx, method, req)
 	}
 }
 
-// callTool runs the registry's tool name in the workspace the request is
-// scoped to. Both the SDK and the fast path call tools through it, so they
-// answer byte for byte the same.
-func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage, hdr http.Header, remote string,
+// sdkCaller is the face and the caller of a request the SDK hands a
+// handler: over HTTP, the caller admission named for it (serveSDK);
+// over stdio, which carries no HTTP header, the local user.
+func (s *Server) sdkCaller(extra *mcp.RequestExtra) (face string, c admit.Caller, ok bool) {
+	var hdr http.Header
+	if extra != nil {
+		hdr = extra.Header
+	}
+	if hdr == nil {
+		return "mcp-stdio", admit.Local, true
+	}
+	c, ok = s.callerOf(hdr)
+	return "mcp-http", c, ok
+}
+
+// callTool runs the registry's tool name for caller, in the workspace
+// its credential and X-Scope-Path give. Both the SDK and the fast path
+// call tools through it, so they answer byte for byte the same.
+func (s *Server) callTool(ctx context.Context, name string, raw json.RawMessage, face string, caller admit.Caller,
 	ask func(context.Context, string, map[string]any) (string, map[string]any, error),
 	progress func(context.Context, float64, string)) *mcp.CallToolResult {
-	// Who calls: from the request's own credential, which admission has
-	// already accepted (stdio has none: the local user, everything).
-	caller := admit.Full
-	if hdr != nil {
-		var err error
-		if caller, err = s.admit.Caller(hdr, nil); err != nil {
-			return toolError(tooltext.ErrorText("Invalid scope", hdr.Get(headerScopePath), err))
-		}
-	}
-	id, scope := caller.Identity, caller.Scope
 	ws, release, err := caller.Workspace(s.opts.Workspace)
 	if err != nil {
-		return toolError(tooltext.ErrorText("Invalid scope", hdr.Get(headerScopePath), err))
+		return toolError(tooltext.ErrorText("Invalid scope", caller.Requested, err))
 	}
 	defer release()
-	face := "mcp-http"
-	if hdr == nil {
-		face = "mcp-stdio" // stdio calls carry no HTTP header
-	}
-	res, err := s.reg.Call(ctx, name, registry.Call{Args: raw, Workspace: ws, Face: face, Remote: remote, Scope: scope, Ask: ask, Progress: progress,
-		Caller: id.Name, ReadOnly: id.ReadOnly, NoExec: !id.Exec, Bound: id.Scope != ""})
+	call := caller.Call(face, ws, raw)
+	call.Ask, call.Progress = ask, progress
+	res, err := s.reg.Call(ctx, name, call)
 	res = registry.WithoutCode(res)
 	switch {
 	case errors.Is(err, registry.ErrBusy):

@@ -1,8 +1,9 @@
 // Package restface serves the registry's tools as plain REST: GET /tools
 // lists them and POST /execute runs one. A request is admitted by the rules
 // /mcp applies (internal/admit: Origin and Host, bearer token, X-Root-Dir,
-// X-Scope-Path, body limit), and a call goes through registry.Call, so the
-// limits and results are those of every face.
+// X-Scope-Path, body limit), and a call is the admitted caller's
+// (admit.Caller.Call) through registry.Call, so the limits and results are
+// those of every face.
 //
 // Status codes: an unknown tool is 404; a failed result whose errcode
 // (registry.Code) is INVALID_ARGUMENT or PATH_ESCAPE_ATTEMPT is 400; a busy
@@ -84,12 +85,17 @@ const RetryAfter = "1"
 
 // ServeTools answers GET /tools.
 func (h *Handler) ServeTools(w http.ResponseWriter, r *http.Request) {
+	admission, ref := h.opts.Admit.Begin(r)
+	if ref != nil {
+		ref.Write(w)
+		return
+	}
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
 		admit.WriteJSONError(w, http.StatusMethodNotAllowed, "Method not allowed", "use GET /tools")
 		return
 	}
-	if ref := h.opts.Admit.Check(r); ref != nil {
+	if _, ref := admission.Admit(); ref != nil {
 		ref.Write(w)
 		return
 	}
@@ -105,12 +111,18 @@ func (h *Handler) ServeTools(w http.ResponseWriter, r *http.Request) {
 
 // ServeExecute answers POST /execute.
 func (h *Handler) ServeExecute(w http.ResponseWriter, r *http.Request) {
+	admission, ref := h.opts.Admit.Begin(r)
+	if ref != nil {
+		ref.Write(w)
+		return
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		admit.WriteJSONError(w, http.StatusMethodNotAllowed, "Method not allowed", "use POST /execute")
 		return
 	}
-	if ref := h.opts.Admit.Check(r); ref != nil {
+	caller, ref := admission.Admit()
+	if ref != nil {
 		ref.Write(w)
 		return
 	}
@@ -145,12 +157,6 @@ func (h *Handler) ServeExecute(w http.ResponseWriter, r *http.Request) {
 			fmt.Errorf("the request's timeout of %gs passed", *req.Timeout))
 		defer cancel()
 	}
-	caller, err := h.opts.Admit.Caller(r.Header, nil)
-	if err != nil {
-		admit.WriteJSONError(w, http.StatusBadRequest, "Invalid scope", err.Error())
-		return
-	}
-	id, scope := caller.Identity, caller.Scope
 	ws, release, err := caller.Workspace(h.opts.Workspace)
 	if err != nil {
 		admit.WriteJSONError(w, http.StatusBadRequest, "Invalid scope", err.Error())
@@ -158,10 +164,7 @@ func (h *Handler) ServeExecute(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	start := time.Now()
-	res, err := h.opts.Registry.Call(ctx, req.ToolName, registry.Call{
-		Args: req.Arguments, Workspace: ws, Face: "rest", Remote: r.RemoteAddr,
-		Scope: scope, Caller: id.Name, ReadOnly: id.ReadOnly, NoExec: !id.Exec, Bound: id.Scope != "",
-	})
+	res, err := h.opts.Registry.Call(ctx, req.ToolName, caller.Call("rest", ws, req.Arguments))
 	ms := float64(time.Since(start).Microseconds()) / 1000
 	var unknown *registry.UnknownToolError
 	switch {

@@ -1,15 +1,22 @@
-// Package admit holds the steps every HTTP face and server (/mcp, /execute,
-// /tools, /gateway, /preview/, a tool site on the daemon's /site/ and under
-// `site serve`) applies to a request before it does any work, in the order
-// docs/protocol.md gives them: Origin and Host (internal/httpguard), the
-// bearer token, X-Root-Dir, X-Scope-Path, a declared body size and, where
-// a POST runs something, a JSON body (JSONOnly). It also turns an admitted
-// scope into the workspace a call works in, so the faces cannot drift apart
-// on either rule.
+// Package admit is the one admission of every HTTP face and server: /mcp,
+// /execute, /tools, /gateway, /ssh, /preview/, a tool site on the daemon's
+// /site/ and under `site serve`, and the Origin and Host rules of /metrics
+// and /approvals. It applies, once per request and in the order
+// docs/protocol.md gives, Origin and Host (internal/httpguard), the bearer
+// token, X-Root-Dir, X-Scope-Path, a declared body size and, where a POST
+// runs something, a JSON body (JSONOnly). The token is looked up once, and
+// that lookup says who calls: the Caller, which gives the workspace the
+// request works in (its scope, read-only for a read-only token) and builds
+// its registry call. So no face can drift from another on any of these,
+// and TestAdmissionHasOneHome fails on a file that does any of it again.
 //
 // A newcomer adding an HTTP face builds one Rules value from the daemon's
-// options and calls Check first thing in its handler, then Workspace for the
-// call's workspace; a refusal is written with Refusal.Write.
+// options and calls Rules.Admit first thing in its handler (or Rules.Begin
+// and then Admission.Admit, when the face answers something of its own
+// between the Origin and Host rules and the token: shutting down, a wrong
+// method, the WebSocket upgrade); a refusal is written with Refusal.Write.
+// The Caller then gives the workspace (Caller.Workspace) and the registry
+// call (Caller.Call).
 package admit
 
 import (
@@ -17,12 +24,11 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"net/url"
 	"strings"
 
-	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
 // Header names of the agent-backend clients.
@@ -31,13 +37,28 @@ const (
 	HeaderScopePath = "X-Scope-Path"
 )
 
-// Rules are the admission rules of one daemon.
+// Rules are the admission rules of one endpoint. The zero value admits
+// everything; each field adds its rule.
 type Rules struct {
-	Guard       *httpguard.Guard // Origin and Host; nil skips
-	Token       httpguard.Token  // bearer token (header only)
-	RootDir     string           // the daemon's root exactly as configured
-	StaticScope string           // --scopePath, "" if none
-	MaxBody     int64            // declared body limit; 0 none
+	Guard *httpguard.Guard // Origin and Host; nil skips
+	Token httpguard.Token  // bearer token
+	// Operator is the operator's token (--operator-token-file) on an
+	// endpoint where the operator may act (/gateway): a request carrying
+	// it is admitted as the operator (Caller.Operator: everything) before
+	// Token is looked at. The zero Token names no operator.
+	Operator httpguard.Token
+	// QueryToken takes the token from the "token" query parameter too,
+	// when the Authorization header carries none that matches: the
+	// WebSocket endpoints (/ssh, /gateway), which a browser's WebSocket
+	// API and the 0.11 clients open without headers.
+	QueryToken bool
+	// IgnoreRootAndScope leaves X-Root-Dir and X-Scope-Path unread: /ssh,
+	// whose clients name the directories they work in in their commands
+	// (docs/protocol.md lists no header rule for it).
+	IgnoreRootAndScope bool
+	RootDir            string // the daemon's root exactly as configured
+	StaticScope        string // --scopePath, "" if none
+	MaxBody            int64  // declared body limit; 0 none
 	// JSONOnly refuses a POST whose body is not declared JSON (JSONBody):
 	// on an endpoint that runs something on a POST, so that a page in a
 	// browser cannot call it with a cross-site "simple request".
@@ -51,6 +72,11 @@ type Refusal struct {
 	Title   string
 	Message string
 }
+
+// Unauthorized reports whether the token refused the request (401): a
+// WebSocket endpoint answers it with close code 4001, anything else of
+// Admission.Admit with 1008.
+func (ref *Refusal) Unauthorized() bool { return ref.Status == http.StatusUnauthorized }
 
 // Write sends the refusal as JSON. A 401 says which scheme to use
 // (WWW-Authenticate: Bearer, RFC 6750): the daemon's auth is one static
@@ -74,42 +100,110 @@ func WriteJSONError(w http.ResponseWriter, status int, title, msg string) {
 	}{title, msg})
 }
 
-// Check applies the rules in order. The order matters to clients: an
-// unauthenticated request learns nothing about the root or the scopes, and
-// a wrong root is reported before any scope problem.
-func (ru *Rules) Check(r *http.Request) *Refusal {
+// Admission is a request that has passed the Origin and Host rules
+// (Rules.Begin) on its way to the rest (Admission.Admit). Only Begin makes
+// one, so no face can reach the token without the Origin and Host rules.
+type Admission struct {
+	ru *Rules
+	r  *http.Request
+}
+
+// Begin applies the Origin and Host rules to r: the first step, which
+// every endpoint takes before it answers anything of its own.
+func (ru *Rules) Begin(r *http.Request) (Admission, *Refusal) {
 	if ru.Guard != nil {
 		if ref := ru.Guard.Check(r); ref != nil {
-			return &Refusal{ref.Status, ref.Title, ref.Message}
+			return Admission{}, &Refusal{ref.Status, ref.Title, ref.Message}
 		}
 	}
-	if !ru.Token.AllowsHeader(r) {
-		return &Refusal{http.StatusUnauthorized, "Unauthorized", "Invalid or missing authentication token"}
+	return Admission{ru: ru, r: r}, nil
+}
+
+// Admit is Begin and then Admission.Admit, for a face that answers
+// nothing of its own between the two.
+func (ru *Rules) Admit(r *http.Request) (Caller, *Refusal) {
+	a, ref := ru.Begin(r)
+	if ref != nil {
+		return Caller{}, ref
 	}
-	// Old clients send the string "undefined" when they have no root
-	// configured; the reference ignores it.
-	if rd := r.Header.Get(HeaderRootDir); rd != "" && rd != "undefined" && rd != ru.RootDir {
-		return &Refusal{http.StatusForbidden, "Root directory mismatch",
-			fmt.Sprintf("Server is configured for %s, not %s", ru.RootDir, rd)}
+	return a.Admit()
+}
+
+// Admit applies the rest of the rules in order and returns who calls. The
+// order matters to clients: an unauthenticated request learns nothing
+// about the root or the scopes, and a wrong root is reported before any
+// scope problem. The token is looked up once: the identity it names is
+// the Caller's, so a reload of the token file between admission and the
+// call cannot leave a request admitted as one token and run as another.
+func (a Admission) Admit() (Caller, *Refusal) {
+	ru, r := a.ru, a.r
+	if ru == nil {
+		panic("admit: Admission.Admit without Rules.Begin")
 	}
-	if sp := r.Header.Get(HeaderScopePath); sp != "" {
-		if ru.StaticScope != "" {
-			return &Refusal{http.StatusBadRequest, "Scope conflict",
-				fmt.Sprintf("Server was started with static scope '%s', but request also specified scope '%s'. Use one or the other, not both.", ru.StaticScope, sp)}
+	c := Caller{Remote: r.RemoteAddr}
+	if ru.Operator.Required() {
+		c.Identity, c.Operator = ru.Operator.IdentifyRequest(r, ru.QueryToken)
+	}
+	if !c.Operator {
+		var ok bool
+		if c.Identity, ok = ru.Token.IdentifyRequest(r, ru.QueryToken); !ok {
+			return Caller{}, &Refusal{http.StatusUnauthorized, "Unauthorized", "Invalid or missing authentication token"}
 		}
-		if _, ok := NormalizeScope(sp); !ok {
-			return &Refusal{http.StatusBadRequest, "Invalid scope path",
-				"Scope path must not contain path traversal sequences"}
+	}
+	if !ru.IgnoreRootAndScope {
+		// Old clients send the string "undefined" when they have no root
+		// configured; the reference ignores it.
+		if rd := r.Header.Get(HeaderRootDir); rd != "" && rd != "undefined" && rd != ru.RootDir {
+			return Caller{}, &Refusal{http.StatusForbidden, "Root directory mismatch",
+				fmt.Sprintf("Server is configured for %s, not %s", ru.RootDir, rd)}
+		}
+		if sp := r.Header.Get(HeaderScopePath); sp != "" {
+			if ru.StaticScope != "" {
+				return Caller{}, &Refusal{http.StatusBadRequest, "Scope conflict",
+					fmt.Sprintf("Server was started with static scope '%s', but request also specified scope '%s'. Use one or the other, not both.", ru.StaticScope, sp)}
+			}
+			n, ok := NormalizeScope(sp)
+			if !ok {
+				return Caller{}, &Refusal{http.StatusBadRequest, "Invalid scope path",
+					"Scope path must not contain path traversal sequences"}
+			}
+			c.Requested = n
 		}
 	}
+	c.Scope = httpguard.JoinScope(c.Identity, c.Requested)
 	if ru.MaxBody > 0 && r.ContentLength > ru.MaxBody {
-		return &Refusal{http.StatusRequestEntityTooLarge, "Request too large",
+		return Caller{}, &Refusal{http.StatusRequestEntityTooLarge, "Request too large",
 			fmt.Sprintf("request body is %d bytes; the limit is %d bytes (write large files in parts, or raise the daemon's body limit)", r.ContentLength, ru.MaxBody)}
 	}
 	if ru.JSONOnly {
-		return JSONBody(r)
+		if ref := JSONBody(r); ref != nil {
+			return Caller{}, ref
+		}
 	}
-	return nil
+	return c, nil
+}
+
+// Guarded returns h behind the Origin and Host rules alone, for a route
+// that takes no token (/metrics) or checks its own (/approvals: the
+// operator's, IsOperator). A refused request never reaches h.
+func (ru *Rules) Guarded(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ref := ru.Begin(r); ref != nil {
+			ref.Write(w)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// IsOperator reports whether r's Authorization header carries the
+// operator's token; false when there is none.
+func (ru *Rules) IsOperator(r *http.Request) bool {
+	if !ru.Operator.Required() {
+		return false
+	}
+	_, ok := ru.Operator.IdentifyRequest(r, false)
+	return ok
 }
 
 // JSONBody is the JSON-only body rule: a POST must declare its body
@@ -132,79 +226,82 @@ func JSONBody(r *http.Request) *Refusal {
 }
 
 // Caller is who made a request and where it works: the identity of its
-// credential, the scope its X-Scope-Path asked for, and the two joined
-// (what logs and the audit log call its scope).
+// credential, the scope its X-Scope-Path asked for, the two joined (what
+// logs and the audit log call its scope), and its address.
 type Caller struct {
 	httpguard.Identity
 	Requested string // X-Scope-Path, normalized
-	Scope     string // JoinScope(Identity, Requested)
+	Scope     string // httpguard.JoinScope(Identity, Requested)
+	Remote    string // the client's address; "" for stdio
+	// Operator says the request came with the operator's token
+	// (Rules.Operator): everything, and it may decide approvals.
+	Operator bool
 }
 
-// Full is the caller of a request that carries no HTTP credential
+// Local is the caller of a request that carries no HTTP credential
 // (stdio): everything, at the root.
-var Full = Caller{Identity: httpguard.Full}
+var Local = Caller{Identity: httpguard.Full}
 
-// Caller is who a request that Check admitted is, from its own credential
-// (the Authorization header, and the "token" query parameter when q is
-// given), and the scope it works in: its token's, narrowed by
-// X-Scope-Path. Every face asks it, so a token bound to a scope cannot
-// reach outside it through any of them.
-func (ru *Rules) Caller(h http.Header, q url.Values) (Caller, error) {
-	id, ok := ru.Token.Identify(h, q)
-	if !ok {
-		return Caller{}, errcode.New(errcode.PermissionDenied, "auth", "", "invalid or missing authentication token")
+// MayRun is nil when c may run commands, else the 403 that says so,
+// naming c's token and what it may do instead (instead): for a request
+// that acts as the workspace's commands do (a site's command, a
+// connection to a workspace process's server).
+func (c Caller) MayRun(instead string) *Refusal {
+	if c.Exec {
+		return nil
 	}
-	sp, ok := NormalizeScope(h.Get(HeaderScopePath))
-	if !ok {
-		return Caller{}, errcode.New(errcode.PathEscapeAttempt, "scope", sp, "scope path must not contain ..")
-	}
-	return Caller{Identity: id, Requested: sp, Scope: httpguard.JoinScope(id, sp)}, nil
+	return &Refusal{http.StatusForbidden, "Forbidden", fmt.Sprintf("token %q may not run commands; %s", c.Name, instead)}
 }
 
-// ExecCaller is Caller for a request that acts as the workspace's commands
-// do (a site's command, a connection to a workspace process's server): a
-// token that may not run commands (read-only, "exec": false) is refused
-// with 403, naming the token and what it may do instead (instead). A
-// refusal is written to w, and ok is false.
-func (ru *Rules) ExecCaller(w http.ResponseWriter, r *http.Request, instead string) (c Caller, ok bool) {
-	c, err := ru.Caller(r.Header, nil)
-	if err != nil {
-		status, title := http.StatusUnauthorized, "Unauthorized"
-		if errcode.Of(err) == errcode.PathEscapeAttempt {
-			status, title = http.StatusBadRequest, "Invalid scope"
-		}
-		WriteJSONError(w, status, title, err.Error())
-		return Caller{}, false
-	}
-	if !c.Exec {
-		WriteJSONError(w, http.StatusForbidden, "Forbidden", fmt.Sprintf("token %q may not run commands; %s", c.Name, instead))
-		return Caller{}, false
-	}
-	return c, true
-}
-
-// Workspace opens the caller's workspace below root: its token's scope,
+// Workspace opens the caller's workspace below root, the one place scope
+// and read-only are applied, for every face and /ssh: its token's scope,
 // then the requested scope beneath that one's own handle, so a link in
 // the requested path is followed only while it stays inside the token's
-// scope (a link that leads elsewhere in the root is an escape). release
-// closes what was opened.
-func (c Caller) Workspace(root fsops.Workspace) (fsops.Workspace, func(), error) {
-	if c.Identity.Scope == "" {
-		return Workspace(root, c.Requested)
+// scope (a link that leads elsewhere in the root is an escape); and, for
+// a read-only token, a workspace that refuses every change
+// (fsops.ReadOnly), whatever a tool or SSH request tries. release closes
+// what was opened.
+func (c Caller) Workspace(root fsops.Workspace) (ws fsops.Workspace, release func(), err error) {
+	if ws, release, err = scoped(root, c.Identity.Scope, c.Requested); err != nil {
+		return nil, nil, err
 	}
-	base, err := root.Scope(c.Identity.Scope)
+	if c.ReadOnly {
+		ws = fsops.ReadOnly(ws)
+	}
+	return ws, release, nil
+}
+
+// scoped is root's scope base, then requested beneath it.
+func scoped(root fsops.Workspace, base, requested string) (fsops.Workspace, func(), error) {
+	if base == "" && requested == "" {
+		return root, func() {}, nil
+	}
+	if base == "" || requested == "" {
+		ws, err := root.Scope(base + requested)
+		if err != nil {
+			return nil, nil, err
+		}
+		return ws, func() { _ = ws.Close() }, nil
+	}
+	b, err := root.Scope(base)
 	if err != nil {
 		return nil, nil, err
 	}
-	if c.Requested == "" {
-		return base, func() { _ = base.Close() }, nil
-	}
-	ws, err := base.Scope(c.Requested)
+	ws, err := b.Scope(requested)
 	if err != nil {
-		base.Close()
+		_ = b.Close()
 		return nil, nil, err
 	}
-	return ws, func() { _ = ws.Close(); _ = base.Close() }, nil
+	return ws, func() { _ = ws.Close(); _ = b.Close() }, nil
+}
+
+// Call is the registry call c makes on face (named for the audit log and
+// the metrics: "mcp-http", "mcp-stdio", "rest", "gateway") in ws with
+// args: who calls, and what its token may not do (ReadOnly, NoExec,
+// Bound), come from c alone.
+func (c Caller) Call(face string, ws fsops.Workspace, args json.RawMessage) registry.Call {
+	return registry.Call{Args: args, Workspace: ws, Face: face, Remote: c.Remote, Scope: c.Scope,
+		Caller: c.Name, ReadOnly: c.ReadOnly, NoExec: !c.Exec, Bound: c.Identity.Scope != ""}
 }
 
 // NormalizeScope applies the reference's rule to X-Scope-Path: leading
@@ -215,21 +312,4 @@ func NormalizeScope(sp string) (string, bool) {
 		return "", false
 	}
 	return strings.TrimLeft(sp, "/"), true
-}
-
-// Workspace returns the workspace a call with scope sp (as the client sent
-// it) works in: root itself, or the scope below it, which release closes.
-func Workspace(root fsops.Workspace, sp string) (ws fsops.Workspace, release func(), err error) {
-	n, ok := NormalizeScope(sp)
-	if !ok {
-		return nil, nil, errcode.New(errcode.PathEscapeAttempt, "scope", n, "scope path must not contain ..")
-	}
-	if n == "" {
-		return root, func() {}, nil
-	}
-	ws, err = root.Scope(n)
-	if err != nil {
-		return nil, nil, err
-	}
-	return ws, func() { _ = ws.Close() }, nil
 }

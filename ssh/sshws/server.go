@@ -13,6 +13,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/internal/tick"
 	"github.com/agentbe/agentbe-daemon/internal/wsnet"
@@ -62,11 +63,10 @@ type Options struct {
 // concurrent use.
 type Server struct {
 	core      *sshd.Server
-	token     httpguard.Token
+	admit     admit.Rules // the Origin and Host rules and the token, header or query
 	keepalive time.Duration
 	log       *slog.Logger
 	upgrader  websocket.Upgrader
-	guard     *httpguard.Guard
 	root      fsops.Workspace // Options.SSH.Workspace
 }
 
@@ -77,7 +77,6 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("sshws: Options.SSH is required")
 	}
 	s := &Server{
-		token:     httpguard.NewTokens(opts.AuthToken, opts.Tokens),
 		root:      opts.SSH.Workspace,
 		keepalive: opts.KeepaliveInterval,
 		log:       opts.Logger,
@@ -88,10 +87,15 @@ func New(opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = opts.SSH.Logger
 	}
-	s.guard = opts.Guard
-	if s.guard == nil {
-		s.guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: s.log})
+	guard := opts.Guard
+	if guard == nil {
+		guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: s.log})
 	}
+	// The 0.11 clients and a browser's WebSocket API cannot set headers:
+	// "?token=" counts besides "Authorization: Bearer". SSH clients name
+	// their directories in their commands, so X-Root-Dir and X-Scope-Path
+	// are not read.
+	s.admit = admit.Rules{Guard: guard, Token: httpguard.NewTokens(opts.AuthToken, opts.Tokens), QueryToken: true, IgnoreRootAndScope: true}
 	var err error
 	s.core, err = opts.SSH.Server(sshd.Transport{
 		// The WebSocket token is the gate (checked before any SSH byte),
@@ -127,7 +131,7 @@ func New(opts Options) (*Server, error) {
 		// being sent, so an idle connection holds no write buffer at all.
 		WriteBufferSize: 64 << 10,
 		WriteBufferPool: &sync.Pool{},
-		// The Origin (and Host) rules are checked by s.guard in ServeHTTP
+		// The Origin (and Host) rules are checked by s.admit in ServeHTTP
 		// before the upgrade, the same rules as every work endpoint;
 		// gorilla's own check (Origin equal to Host) would both refuse
 		// allowed origins and admit a DNS-rebinding page, whose Origin
@@ -177,13 +181,11 @@ func (c *wsConn) CloseCause(cause error) error {
 // connection would otherwise hold for its whole life; the handshake's stack
 // growth goes with it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if ref := s.guard.Check(r); ref != nil {
+	admission, ref := s.admit.Begin(r)
+	if ref != nil {
 		ref.Write(w)
 		return
 	}
-	// One lookup decides both admission and confinement: a reload between
-	// two lookups must not leave a connection admitted but unconfined.
-	id, ok := s.identify(r)
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader has answered with an HTTP error
@@ -194,12 +196,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A bad token still gets a completed upgrade and then close code 4001:
 	// the clients map 4001 to AUTH_FAILED and stop, while an HTTP 401 on the
 	// upgrade looks like a network error to them and they retry forever.
-	if !ok {
+	// One lookup decides both admission and confinement (the caller): a
+	// reload of the token file cannot leave a connection admitted but
+	// unconfined.
+	caller, ref := admission.Admit()
+	if ref != nil {
 		s.log.Info("unauthorized", "remote", remote)
 		wc.CloseWith(wsnet.CloseUnauthorized, "Unauthorized")
 		return
 	}
-	cf, release, err := s.workspaceFor(id)
+	// Where the connection works: the caller's workspace, its token's
+	// scope and read-only as on every face (admit.Caller.Workspace).
+	cws, release, err := caller.Workspace(s.root)
 	if err != nil {
 		s.log.Info("refused: the token's scope", "remote", remote, "err", err)
 		wc.CloseWith(wsnet.ClosePolicy, "Invalid scope: "+err.Error())
@@ -221,55 +229,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if cf.confined {
-		conn.Confine(cf.ws, cf.noExec, cf.scope, cf.caller)
-	}
+	conn.Confine(cws, !caller.Exec, caller.Scope, caller.Name)
 	go func() {
 		conn.Serve()
 		release()
 	}()
 }
 
-// confinement is what a connection's token allows.
-type confinement struct {
-	confined      bool
-	ws            fsops.Workspace
-	noExec        bool
-	scope, caller string
-}
-
-// workspaceFor is where a connection admitted as id works: for a token of
-// the token file, the token's scope of the server's workspace (read-only
-// when the entry says so) and whether it may run commands; for the
-// daemon's own token (Name ""), the server's workspace as is.
-func (s *Server) workspaceFor(id httpguard.Identity) (confinement, func(), error) {
-	if id.Name == "" {
-		return confinement{}, func() {}, nil
-	}
-	c := confinement{confined: true, ws: s.root, noExec: !id.Exec, scope: id.Scope, caller: id.Name}
-	release := func() {}
-	if id.Scope != "" {
-		sc, err := s.root.Scope(id.Scope)
-		if err != nil {
-			return confinement{}, nil, err
-		}
-		c.ws, release = sc, func() { _ = sc.Close() }
-	}
-	if id.ReadOnly {
-		c.ws = fsops.ReadOnly(c.ws)
-	}
-	return c, release, nil
-}
-
 // readBufferSize is the WebSocket read buffer of a server connection.
 const readBufferSize = 512
-
-// identify applies the daemon's token rule (internal/httpguard, the one
-// /mcp applies) with "?token=" allowed besides "Authorization: Bearer": the
-// 0.11 clients and browsers' WebSocket API cannot set headers.
-func (s *Server) identify(r *http.Request) (httpguard.Identity, bool) {
-	return s.token.Identify(r.Header, r.URL.Query())
-}
 
 // startKeepalive pings the peer every interval and drops it after
 // keepaliveMisses intervals of silence. WebSocket pings are used rather than

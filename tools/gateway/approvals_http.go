@@ -6,18 +6,17 @@ import (
 	"io"
 	"net/http"
 	"strings"
-
-	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 )
 
 // ApprovalsHandler serves the operator's side of approvals on the REST
 // face: GET /approvals lists the pending requests; POST /approvals/{id}
 // with {"approved": bool, "always"?: bool} decides one. Both need the
 // operator's token (Authorization: Bearer), which is not the agent's: an
-// agent cannot approve its own commands. decided is told of every decision
-// (the audit log).
-func (a *Approvals) ApprovalsHandler(operatorToken string, decided func(p Pending, approved, always bool, remote string)) http.Handler {
-	tok := httpguard.NewToken(operatorToken)
+// agent cannot approve its own commands. isOperator says whether a request
+// carries it (the daemon's admission, internal/admit Rules.IsOperator;
+// false when there is no operator's token). decided is told of every
+// decision (the audit log).
+func (a *Approvals) ApprovalsHandler(isOperator func(*http.Request) bool, decided func(p Pending, approved, always bool, remote string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON := func(status int, v any) {
 			w.Header().Set("Content-Type", "application/json")
@@ -25,7 +24,7 @@ func (a *Approvals) ApprovalsHandler(operatorToken string, decided func(p Pendin
 			w.WriteHeader(status)
 			json.NewEncoder(w).Encode(v)
 		}
-		if operatorToken == "" || !tok.AllowsHeader(r) {
+		if !isOperator(r) {
 			writeJSON(http.StatusUnauthorized, map[string]string{"error": "Unauthorized", "message": "approvals need the operator's token (--operator-token-file), not the agent's"})
 			return
 		}

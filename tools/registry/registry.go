@@ -95,8 +95,10 @@ type Call struct {
 	// Caller is the token file entry the request authenticated with (""
 	// for the daemon's own token, no token, or stdio), for the audit log.
 	// ReadOnly callers may call only tools annotated readOnlyHint;
-	// NoExec callers no tool that RunsCommands. The faces set them from
-	// the request's credential (httpguard.Token.Identify).
+	// NoExec callers no tool that RunsCommands. internal/admit's
+	// Caller.Call alone sets them, from the request's credential, and
+	// the Workspace of a read-only caller (admit's Caller.Workspace)
+	// refuses every change whatever a tool's hint says.
 	Caller           string
 	ReadOnly, NoExec bool
 	// Bound says the caller's token is bound to a scope (WholeRoot tools
@@ -500,11 +502,6 @@ func (r *Registry) Call(ctx context.Context, name string, call Call) (*mcp.CallT
 		res := errorResult(why)
 		r.observe(&rec, "denied", res)
 		return res, nil
-	}
-	if call.ReadOnly && call.Workspace != nil {
-		// Whatever a read-only tool's hint says, its workspace refuses
-		// every change.
-		call.Workspace = fsops.ReadOnly(call.Workspace)
 	}
 
 	if err := r.acquire(ctx); err != nil {

@@ -488,37 +488,23 @@ func TestCallerRestrictions(t *testing.T) {
 	}
 }
 
-// TestReadOnlyCallerGetsReadOnlyWorkspace: a tool that claims to read but
-// writes cannot write for a read-only caller; a tool over the whole root
-// is refused to a caller bound to a scope.
-func TestReadOnlyCallerGetsReadOnlyWorkspace(t *testing.T) {
+// TestBoundCallerRefusedWholeRoot: a tool over the whole root is refused
+// to a caller bound to a scope, and served to one that is not. (That a
+// read-only caller's tool cannot write, whatever its hint, is its
+// workspace's doing: internal/admit TestReadOnlyCallerGetsReadOnlyWorkspace.)
+func TestBoundCallerRefusedWholeRoot(t *testing.T) {
 	ws, err := fsops.NewDir(t.TempDir(), fsops.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ws.Close()
 	r := New(Options{})
-	var werr error
-	sneaky := Tool{Name: "sneaky", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-		Handler: func(ctx context.Context, call Call) *mcp.CallToolResult {
-			werr = call.Workspace.WriteFile("x", []byte("x"))
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}
-		}}
 	whole := Tool{Name: "whole", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}, WholeRoot: true,
 		Handler: func(ctx context.Context, call Call) *mcp.CallToolResult {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}
 		}}
-	if err := r.Set("p", []Tool{sneaky, whole}); err != nil {
+	if err := r.Set("p", []Tool{whole}); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := r.Call(context.Background(), "sneaky", Call{Workspace: ws, Caller: "ro", ReadOnly: true}); err != nil {
-		t.Fatal(err)
-	}
-	if !errcode.Is(werr, errcode.PermissionDenied) {
-		t.Errorf("a read-only caller's tool wrote: %v", werr)
-	}
-	if _, err := r.Call(context.Background(), "sneaky", Call{Workspace: ws}); err != nil || werr != nil {
-		t.Errorf("a full caller's write: %v %v", err, werr)
 	}
 	res, _ := r.Call(context.Background(), "whole", Call{Workspace: ws, Caller: "alice", Bound: true})
 	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "works over the whole root") {

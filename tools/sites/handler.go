@@ -14,45 +14,58 @@ import (
 
 // Handler serves the site: GET /{path} reads a page (or any file), POST
 // /{path} runs a command the page allows. Mount it at the site's root, or
-// under a prefix with http.StripPrefix.
+// under a prefix with HandlerAt.
 //
 // rules is the server's admission (internal/admit), the one every server
 // of a site passes, the daemon's /site/ and `site serve` alike: each
-// request first passes rules.Check (the Origin and Host rules, the token,
+// request is first admitted (the Origin and Host rules, the token,
 // X-Root-Dir, X-Scope-Path) with JSONOnly set, so a POST's body must be
 // declared JSON (415); then any method but GET and HEAD needs a token that
-// may run commands (admit.ExecCaller: 403 for a read-only one). The site
-// bounds a body itself (64 KiB, 413), so rules.MaxBody is not applied.
-// rules.Guard is required: Handler panics without it, so no server can
-// serve a site without the Origin and Host rules.
-func (s *Site) Handler(rules admit.Rules) http.Handler {
+// may run commands (admit.Caller.MayRun: 403 for a read-only one). The
+// site bounds a body itself (64 KiB, 413), so rules.MaxBody is not
+// applied. rules.Guard is required: Handler panics without it, so no
+// server can serve a site without the Origin and Host rules.
+func (s *Site) Handler(rules admit.Rules) http.Handler { return s.HandlerAt("", rules) }
+
+// HandlerAt is Handler mounted under prefix (the daemon's "/site"): a
+// request is admitted on the path it came with, so a refusal names that
+// path, and then served with prefix stripped (http.StripPrefix).
+func (s *Site) HandlerAt(prefix string, rules admit.Rules) http.Handler {
 	if rules.Guard == nil {
 		panic("sites: Handler needs the Origin and Host rules (admit.Rules.Guard)")
 	}
 	rules.JSONOnly, rules.MaxBody = true, 0
+	serve := http.Handler(http.HandlerFunc(s.serve))
+	if prefix != "" {
+		serve = http.StripPrefix(prefix, serve)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ref := rules.Check(r); ref != nil {
-			ref.Write(w)
-			return
-		}
+		caller, ref := rules.Admit(r)
 		// A POST runs one of the site's commands: a token without exec
 		// (read-only ones included) may read its pages only, as its
 		// run_command tool is refused over MCP.
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			if _, ok := rules.ExecCaller(w, r, "the site's pages can be read with GET"); !ok {
-				return
-			}
+		if ref == nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			ref = caller.MayRun("the site's pages can be read with GET")
 		}
-		switch r.Method {
-		case http.MethodGet, http.MethodHead:
-			s.serveGet(w, r)
-		case http.MethodPost:
-			s.servePost(w, r)
-		default:
-			w.Header().Set("Allow", "GET, HEAD, POST")
-			writeAction(w, http.StatusMethodNotAllowed, ActionResponse{Stderr: "use GET to read a page and POST to run one of its tools", Returncode: 1})
+		if ref != nil {
+			ref.Write(w)
+			return
 		}
+		serve.ServeHTTP(w, r)
 	})
+}
+
+// serve answers an admitted request.
+func (s *Site) serve(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		s.serveGet(w, r)
+	case http.MethodPost:
+		s.servePost(w, r)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		writeAction(w, http.StatusMethodNotAllowed, ActionResponse{Stderr: "use GET to read a page and POST to run one of its tools", Returncode: 1})
+	}
 }
 
 func (s *Site) serveGet(w http.ResponseWriter, r *http.Request) {

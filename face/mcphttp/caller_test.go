@@ -1,0 +1,84 @@
+package mcphttp
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+)
+
+// TestSDKPathCallsAsItsRequest: a tool call the SDK answers runs as the
+// caller its own request was admitted as, the one token lookup of
+// admission (serveSDK hands the caller over): in a stateless request, and
+// in a session opened with another token, where each POST brings its own
+// credential; a client's X-Agentbe-Caller header is never taken.
+func TestSDKPathCallsAsItsRequest(t *testing.T) {
+	sum := sha256.Sum256([]byte("u1-token"))
+	set, err := httpguard.ParseTokens("tokens.json", []byte(`{"tokens":[{"name":"u1","sha256":"`+hex.EncodeToString(sum[:])+`","scope":"users/u1"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := new(atomic.Pointer[httpguard.TokenSet])
+	tokens.Store(set)
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_allowed_directories","arguments":{}}}`
+	do := func(url, token, session, body string) (string, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set(headerCaller, "1") // a client's value: replaced
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		return string(b), resp.Header.Get("Mcp-Session-Id")
+	}
+	for _, sessions := range []bool{false, true} {
+		e := newEnv(t, func(o *Options) { o.AuthToken, o.Tokens, o.Sessions = "daemon-token", tokens, sessions })
+		e.srv.noFastPath = true
+		session := ""
+		if sessions {
+			if _, session = do(e.url(), "daemon-token", "", initBody); session == "" {
+				t.Fatal("no session")
+			}
+		}
+		if got, _ := do(e.url(), "u1-token", session, list); !strings.Contains(got, `- `+e.root+`/users/u1"`) {
+			t.Errorf("sessions %v, the bound token's call: %s", sessions, got)
+		}
+		if got, _ := do(e.url(), "daemon-token", session, list); !strings.Contains(got, `- `+e.root+`"`) {
+			t.Errorf("sessions %v, the daemon token's call: %s", sessions, got)
+		}
+		if session != "" {
+			req, _ := http.NewRequest("DELETE", e.url(), nil)
+			req.Header.Set("Authorization", "Bearer daemon-token")
+			req.Header.Set("Mcp-Session-Id", session)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		if n := e.srv.fastCalls.Load(); n != 0 {
+			t.Errorf("%d calls took the fast path", n)
+		}
+		e.srv.callersMu.Lock()
+		left := len(e.srv.callers)
+		e.srv.callersMu.Unlock()
+		if left != 0 {
+			t.Errorf("sessions %v: %d callers left after their requests", sessions, left)
+		}
+	}
+}
