@@ -122,14 +122,12 @@ func (p *Provider) run(ctx context.Context, call registry.Call) *mcp.CallToolRes
 	}
 	// The command runs in, and is bound to, its cwd: a scope of the
 	// workspace the sandbox opens once and binds by descriptor.
-	if rel := strings.TrimPrefix(strings.TrimPrefix(req.Cwd, ws.Root()), "/"); rel != "" {
-		scope, err := ws.Scope(rel)
-		if err != nil {
-			return fail(err)
-		}
-		defer scope.Close()
-		ws = scope
+	dir, release, err := fsops.WorkDir(ws, strings.TrimPrefix(strings.TrimPrefix(req.Cwd, ws.Root()), "/"))
+	if err != nil {
+		return fail(err)
 	}
+	defer release()
+	ws = dir
 	// What was judged is what runs: the resolved executable by its
 	// absolute path (no PATH search again, in the shell or the sandbox),
 	// or the sealed copy of an approved workspace program.
@@ -248,10 +246,12 @@ func (p *Provider) runRequest(ws fsops.Workspace, a runArgs) (RunRequest, error)
 	if strings.ContainsRune(strings.Join(a.Argv, ""), 0) {
 		return RunRequest{}, &errcode.Error{Code: errcode.InvalidArgument, Op: "system.run", Msg: "argv contains a NUL byte"}
 	}
-	cwd, err := ws.Resolve(a.Cwd)
+	dir, release, err := fsops.WorkDir(ws, a.Cwd)
 	if err != nil {
 		return RunRequest{}, err
 	}
+	cwd := dir.Root()
+	release()
 	exe, err := resolveProgram(a.Argv[0], a.Env, cwd)
 	if err != nil {
 		return RunRequest{}, err

@@ -7,6 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/toolkit"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
@@ -108,16 +109,14 @@ func (m *Manager) start(_ context.Context, call registry.Call) *mcp.CallToolResu
 	if err := ws.Mkdir(".", true); err != nil {
 		return toolkit.Fail(err)
 	}
-	if a.Cwd != "" {
-		scope, err := ws.Scope(a.Cwd)
-		if err != nil {
-			return toolkit.Fail(err)
-		}
-		// The process outlives the call; its directory handle is the
-		// sandbox's from here (bound by descriptor at start).
-		defer scope.Close()
-		ws = scope
+	// The process outlives the call; its directory handle is the
+	// sandbox's from here (bound by descriptor at start).
+	dir, release, err := fsops.WorkDir(ws, a.Cwd)
+	if err != nil {
+		return toolkit.Fail(err)
 	}
+	defer release()
+	ws = dir
 	in, err := m.Start(StartRequest{Command: a.Command, Name: a.Name, Env: a.Env, Workspace: ws, Scope: call.Scope})
 	if err != nil {
 		return toolkit.Fail(err)

@@ -448,15 +448,11 @@ func reservedEnv(k string) bool {
 func (s *Site) exec(ctx context.Context, dir string, argv []string, env map[string]string) (ActionResponse, error) {
 	// The command is bound to the page's directory (a scope of the site),
 	// which the sandbox opens once and binds by descriptor.
-	ws := s.ws
-	if dir != "." {
-		scope, err := s.ws.Scope(dir)
-		if err != nil {
-			return ActionResponse{}, s.fsError(dir, err)
-		}
-		defer scope.Close()
-		ws = scope
+	ws, release, err := fsops.WorkDir(s.ws, dir)
+	if err != nil {
+		return ActionResponse{}, s.fsError(dir, err)
 	}
+	defer release()
 	res, err := s.exe.Run(ctx, sandbox.Request{
 		Command:     sandbox.CommandLine(argv...),
 		Workspace:   ws,

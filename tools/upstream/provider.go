@@ -99,18 +99,18 @@ func Start(opts Options) (*Provider, error) {
 
 func (p *Provider) newServer(sc Server, base sandbox.Config) (*server, error) {
 	log := p.log.With("server", sc.Name)
-	dir := workDir(p.ws, sc.Cwd)
-	bound := p.ws
 	if sc.Cwd != "" {
 		if err := p.ws.Mkdir(sc.Cwd, true); err != nil {
 			return nil, fmt.Errorf("upstream %s: cwd %q: %w", sc.Name, sc.Cwd, err)
 		}
-		scope, err := p.ws.Scope(sc.Cwd)
-		if err != nil {
-			return nil, fmt.Errorf("upstream %s: cwd %q: %w", sc.Name, sc.Cwd, err)
-		}
-		bound = scope
 	}
+	// The server runs in, and is bound to, its cwd (the one cwd rule,
+	// fsops.WorkDir) for its whole life: its scope closes with p.ws.
+	bound, _, err := fsops.WorkDir(p.ws, sc.Cwd)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: cwd %q: %w", sc.Name, sc.Cwd, err)
+	}
+	dir := bound.Root()
 	cfg := base
 	cfg.NoNetwork = base.NoNetwork || !sc.Network
 	lookPath := func(name string) (string, error) { return sandbox.LookPath(name, sc.Env) }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
-	"path"
 	"sync"
 	"time"
 
@@ -605,12 +604,4 @@ func (s *server) unavailable(state string, attempt int) *mcp.CallToolResult {
 
 func errorResult(code errcode.Code, text string) *mcp.CallToolResult {
 	return registry.WithCode(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}, code)
-}
-
-// workDir is the server's working directory: the workspace root or its cwd.
-func workDir(ws fsops.Workspace, cwd string) string {
-	if cwd == "" || cwd == "." {
-		return ws.Root()
-	}
-	return path.Join(ws.Root(), cwd)
 }

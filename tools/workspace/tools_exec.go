@@ -148,19 +148,20 @@ func (env execEnv) options(ws fsops.Workspace, a execArgs, req *sandbox.Request)
 		}
 		req.Timeout = t
 	}
-	if a.Cwd != nil && *a.Cwd != "" && *a.Cwd != "." {
-		dir, err := ws.Resolve(*a.Cwd)
-		if err != nil {
-			return failure(failCwd, *a.Cwd, err)
-		}
-		fi, err := ws.Stat(*a.Cwd)
-		if err != nil {
-			return failure(failCwd, *a.Cwd, err)
-		}
-		if !fi.IsDir() {
+	if a.Cwd != nil {
+		// The one cwd rule (fsops.WorkDir); the command stays bounded by
+		// ws and starts in the directory.
+		dir, release, err := fsops.WorkDir(ws, *a.Cwd)
+		switch {
+		case fsops.IsCwdNotDir(err):
 			return toolError("Invalid cwd " + *a.Cwd + ": not a directory")
+		case err != nil:
+			return failure(failCwd, *a.Cwd, err)
 		}
-		req.Dir = dir
+		if dir != ws {
+			req.Dir = dir.Root()
+		}
+		release()
 	}
 	if a.Stderr != nil {
 		switch *a.Stderr {
