@@ -3,6 +3,8 @@ package mcphttp
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"io"
@@ -11,17 +13,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 )
 
 // Benchmarks of one tools/call read_text_file of a 4 KiB file over loopback
 // HTTP, with the plain net/http JSON-RPC handler that answers the same bytes
 // as the floor. Run:
 //
-//	go test -run '^$' -bench . -benchmem ./mcphttp/
+//	go test -run '^$' -bench . -benchmem ./face/mcphttp/
 //
 // The client side (net/http, one keep-alive connection) is the same in every
 // case, so differences are the server's.
@@ -30,7 +34,10 @@ var benchFile = strings.Repeat("0123456789abcdef0123456789abcdef0123456789abcdef
 
 const benchCallRead = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"bench.txt"}}}`
 
-func benchPost(b *testing.B, url, accept string) {
+func benchPost(b *testing.B, url, accept string) { benchPostAs(b, url, accept, "") }
+
+// benchPostAs is benchPost with "Authorization: Bearer token" ("" none).
+func benchPostAs(b *testing.B, url, accept, token string) {
 	tr := &http.Transport{MaxIdleConnsPerHost: 4}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
@@ -47,6 +54,9 @@ func benchPost(b *testing.B, url, accept string) {
 		req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", accept)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			b.Fatal(err)
@@ -63,12 +73,12 @@ func benchPost(b *testing.B, url, accept string) {
 	}
 }
 
-func benchEnv(b *testing.B) (*env, string) {
+func benchEnv(b *testing.B, opts ...envOpt) (*env, string) {
 	root := b.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "bench.txt"), []byte(benchFile), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	e := newEnvAt(b, root)
+	e := newEnvAt(b, root, opts...)
 	return e, e.url()
 }
 
@@ -83,6 +93,24 @@ func BenchmarkReadTextFile(b *testing.B) {
 	b.Run("sse", func(b *testing.B) {
 		_, url := benchEnv(b)
 		benchPost(b, url, "text/event-stream")
+	})
+	// json-token is json with the daemon's token, and json-tokenfile with
+	// a token of the token file (--tokens): admission looks it up, and
+	// the call is that caller's.
+	b.Run("json-token", func(b *testing.B) {
+		_, url := benchEnv(b, func(o *Options) { o.AuthToken = "bench-token" })
+		benchPostAs(b, url, "application/json, text/event-stream", "bench-token")
+	})
+	b.Run("json-tokenfile", func(b *testing.B) {
+		sum := sha256.Sum256([]byte("file-token"))
+		set, err := httpguard.ParseTokens("tokens.json", []byte(`{"tokens":[{"name":"bench","sha256":"`+hex.EncodeToString(sum[:])+`"}]}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		tokens := new(atomic.Pointer[httpguard.TokenSet])
+		tokens.Store(set)
+		_, url := benchEnv(b, func(o *Options) { o.AuthToken, o.Tokens = "bench-token", tokens })
+		benchPostAs(b, url, "application/json, text/event-stream", "file-token")
 	})
 	// sdk-path is the same server with the fast path off: every request
 	// through the SDK's stateless handler (one shared mcp.Server), which is
@@ -213,7 +241,7 @@ const benchCall4K = benchCallRead
 // notification arrives (first-progress-ms) for a command that prints at
 // once and then runs 50 ms more, against the whole call (ns/op). Run:
 //
-//	go test -run '^$' -bench ExecFirstProgress -benchtime 50x ./mcphttp/
+//	go test -run '^$' -bench ExecFirstProgress -benchtime 50x ./face/mcphttp/
 func BenchmarkExecFirstProgress(b *testing.B) {
 	e := newEnv(b)
 	first := make(chan time.Time, 64)
