@@ -36,8 +36,8 @@ func (doneProcess) CloseStdin() error                 { return nil }
 // request answered first; a client that sees the close before the reply
 // reports the request itself as failed (x/crypto's Run returns io.EOF, ssh2
 // "Unable to exec"). The hook holds the request loop until the command's
-// end has been sent, which makes the old order (reply after starting) fail
-// every time.
+// end has been sent, which makes the other order (the reply sent after
+// the command started) fail every time.
 func TestExecEndsBeforeReply(t *testing.T) {
 	e := newEnv(t, withOpts(func(o *testOptions) { o.Executor = doneExecutor{} }), withMode(""))
 	e.srv.afterStart = func(ss *session) { <-ss.done }
