@@ -107,3 +107,26 @@ func TestWatchToolOnDaemon(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchToolReadOnlyToken: watch_changes is read-only, so a read-only
+// token (--tokens) may use it in its scope, as docs/processes.md says; its
+// workspace refuses OpenDir (commands run in that descriptor), which the
+// watch does not need to write anything.
+func TestWatchToolReadOnlyToken(t *testing.T) {
+	c := testConfig(t)
+	c.AuthToken = "master-token"
+	c.WatchTools = true
+	must(t, os.MkdirAll(filepath.Join(c.Root, "b"), 0o755))
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+tokenLine("bob", "bob-token", `,"scope":"b","readOnly":true`)+`]}`), 0o600))
+	c.TokensFile = tokens
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	code, body := callAs(t, r.url, "bob-token", "", "watch_changes", `{}`)
+	if code != http.StatusOK || strings.Contains(body, `"isError":true`) || !strings.Contains(body, "cursor") {
+		t.Fatalf("a read-only token's watch_changes: %d %s", code, body)
+	}
+	if code, body := callAs(t, r.url, "bob-token", "", "write_file", `{"path":"x","content":"y"}`); code != http.StatusOK || !strings.Contains(body, `"isError":true`) {
+		t.Errorf("the read-only token wrote: %d %s", code, body)
+	}
+}

@@ -87,7 +87,15 @@ func WatchTree(ws Workspace, dir string, opts TreeWatchOptions, onChange func(Ch
 		return nil, err
 	}
 	defer sc.Close()
-	f, err := sc.OpenDir()
+	// Watching only reads: a read-only workspace, which refuses OpenDir
+	// because commands run in that descriptor, is watched through the
+	// workspace it wraps. The descriptor stays here, and the watch opens
+	// directories below it O_RDONLY only (addTree).
+	dirOf := sc
+	if ro, ok := sc.(readOnlyWS); ok {
+		dirOf = ro.Workspace
+	}
+	f, err := dirOf.OpenDir()
 	if err != nil {
 		if errcode.Is(err, errcode.NotImplemented) {
 			return nil, err

@@ -50,6 +50,19 @@ func TestWatchTree(t *testing.T) {
 			t.Errorf("WatchTree(%q) = %v, want %s", c.dir, err, c.code)
 		}
 	}
+	// A read-only workspace (a read-only token's) is watched as well.
+	ro, err := WatchTree(ReadOnly(ws), "top", TreeWatchOptions{}, func(c Change) { changes <- c }, func() {}, func() {})
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(root, "top/ro-sees"), nil, 0o644))
+	for seen := false; !seen; {
+		select {
+		case c := <-changes:
+			seen = c.Path == "ro-sees"
+		case <-time.After(10 * time.Second): // a hang guard
+			t.Fatal("the read-only workspace's watch reported no change")
+		}
+	}
+	ro.Close()
 	must(t, os.Rename(filepath.Join(root, "top"), filepath.Join(t.TempDir(), "away")))
 	select {
 	case <-gone:
