@@ -12,9 +12,10 @@ import (
 	"syscall"
 	"unicode/utf8"
 
-	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 )
 
 // The direct fast path. Most of an exec's latency is bash's own start-up

@@ -193,7 +193,7 @@ func (c *checker) simple(words []*syntax.Word, x surroundings, sio *stmtIO) erro
 	if !ok {
 		return nil
 	}
-	k := &call{args: a, x: x, sio: sio, base: base}
+	k := call{args: a, x: x, sio: sio, base: base}
 	if r.judge != nil {
 		if err := r.judge(c, k); err != nil || r.final {
 			return err
@@ -649,7 +649,7 @@ type wrapper struct {
 	// command's first word, and the string xargs replaces with its input
 	// ("" for none), or start -1 when nothing more is to be judged (err
 	// then says why, or is nil).
-	unwrap func(c *checker, k *call) (start int, repl string, err error)
+	unwrap func(c *checker, k call) (start int, repl string, err error)
 }
 
 // wrappers are the programs that run a command given by their words; each
@@ -684,7 +684,7 @@ var wrappers = map[string]wrapper{
 	"numactl": {noCommand: []string{"-s", "--show", "-H", "--hardware"}, valued: set("-N", "-m", "-C", "-i", "-p", "-P", "-w",
 		"--cpunodebind", "--membind", "--physcpubind", "--interleave", "--preferred", "--preferred-many", "--weighted-interleave")},
 	"dbus-launch": {valued: set("--config-file", "--autolaunch")},
-	"sudoedit": {unwrap: func(c *checker, _ *call) (int, string, error) {
+	"sudoedit": {unwrap: func(c *checker, _ call) (int, string, error) {
 		return -1, "", c.danger(RulePrivilege, "sudoedit edits files as another user")
 	}},
 	"builtin": {}, "nohup": {}, "setsid": {}, "unbuffer": {}, "catchsegv": {}, "dbus-run-session": {},
@@ -715,7 +715,7 @@ func skipOptions(a args, i int, valued map[string]bool) int {
 }
 
 // wrapper judges the command the wrapper k runs (w says how to find it).
-func (c *checker) wrapper(k *call, w wrapper) error {
+func (c *checker) wrapper(k call, w wrapper) error {
 	a, x := k.args, k.x
 	i, repl := 1, ""
 	if w.unwrap != nil {
@@ -757,14 +757,14 @@ func (c *checker) wrapper(k *call, w wrapper) error {
 	return c.simple(inner, x, k.sio)
 }
 
-func unwrapEnv(c *checker, k *call) (int, string, error) {
+func unwrapEnv(c *checker, k call) (int, string, error) {
 	i, err := c.envWrapper(k.args, k.x, k.sio)
 	return i, "", err
 }
 
 // unwrapXargs skips xargs's options, noting the string -I (-i, --replace)
 // replaces with each input item.
-func unwrapXargs(_ *checker, k *call) (int, string, error) {
+func unwrapXargs(_ *checker, k call) (int, string, error) {
 	a := k.args
 	i, repl := 1, ""
 	for i < len(a.words) && a.ok[i] {
@@ -800,7 +800,7 @@ func unwrapXargs(_ *checker, k *call) (int, string, error) {
 
 // unwrapFlock finds flock's command: -c CODE (a script), or the words
 // after the lock file.
-func unwrapFlock(c *checker, k *call) (int, string, error) {
+func unwrapFlock(c *checker, k call) (int, string, error) {
 	a, x, sio := k.args, k.x, k.sio
 	i := 1
 	for i < len(a.words) && a.ok[i] {
@@ -836,7 +836,7 @@ func unwrapFlock(c *checker, k *call) (int, string, error) {
 
 // unwrapWatch finds watch's command: its words as argv with -x, else
 // joined into a script for sh -c.
-func unwrapWatch(c *checker, k *call) (int, string, error) {
+func unwrapWatch(c *checker, k call) (int, string, error) {
 	a := k.args
 	i, exe := 1, false
 	for i < len(a.words) && a.ok[i] && strings.HasPrefix(a.vals[i], "-") {
@@ -864,7 +864,7 @@ func unwrapWatch(c *checker, k *call) (int, string, error) {
 
 // unwrapScript judges script -c CODE; without -c, script runs an
 // interactive shell on its stdin.
-func unwrapScript(c *checker, k *call) (int, string, error) {
+func unwrapScript(c *checker, k call) (int, string, error) {
 	a := k.args
 	for j := 1; j < len(a.words); j++ {
 		if a.ok[j] && (a.vals[j] == "-c" || a.vals[j] == "--command") && j+1 < len(a.words) {
@@ -879,7 +879,7 @@ func unwrapScript(c *checker, k *call) (int, string, error) {
 
 // unwrapMultiCall: busybox APPLET ARGS runs the applet; busybox --list,
 // --install, --help run nothing.
-func unwrapMultiCall(_ *checker, k *call) (int, string, error) {
+func unwrapMultiCall(_ *checker, k call) (int, string, error) {
 	if len(k.words) > 1 && k.ok[1] && strings.HasPrefix(k.vals[1], "-") {
 		return -1, "", nil
 	}
@@ -888,7 +888,7 @@ func unwrapMultiCall(_ *checker, k *call) (int, string, error) {
 
 // unwrapCoreutils: coreutils --coreutils-prog=rm -rf / runs the program
 // the option names; anything else runs nothing judged.
-func unwrapCoreutils(c *checker, k *call) (int, string, error) {
+func unwrapCoreutils(c *checker, k call) (int, string, error) {
 	a := k.args
 	if len(a.words) > 1 && a.ok[1] {
 		if prog, ok := strings.CutPrefix(a.vals[1], "--coreutils-prog="); ok {
