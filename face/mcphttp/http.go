@@ -15,10 +15,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 )
 
-// Header names of the agent-backend clients.
 const (
-	headerRootDir   = admit.HeaderRootDir
-	headerScopePath = admit.HeaderScopePath
 	// headerCaller carries, from serveSDK to the SDK's tool handlers, the
 	// key under which the request's admitted caller waits (Server.callers):
 	// the SDK hands a handler the request's headers only. Never a client's

@@ -22,7 +22,7 @@ func TestDocsGoTestCommandsRun(t *testing.T) {
 	docs = append(docs, filepath.Join(root, "README.md"), filepath.Join(root, "CONTRIBUTING.md"), filepath.Join(root, "SECURITY.md"))
 	// One command: what follows `go test` or `go vet` up to the end of its
 	// code (a span, or a line of a fenced block) or the next command.
-	command := regexp.MustCompile("(?:cd ([A-Za-z0-9_./-]+) && )?go (?:test|vet)\\b([^;&|)#]*)")
+	command := regexp.MustCompile(`(?:cd ([A-Za-z0-9_./-]+) && )?go (?:test|vet)\b([^;&|)#]*)`)
 	span := regexp.MustCompile("`([^`]+)`")
 	quotedArg := regexp.MustCompile(`'[^']*'`) // a -run or -bench pattern may hold | and )
 	n := 0
