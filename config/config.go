@@ -17,7 +17,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"net"
 	"net/netip"
 	"os"
@@ -29,8 +28,6 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
-	"github.com/agentbe/agentbe-daemon/tools/gateway"
-	"github.com/agentbe/agentbe-daemon/tools/upstream"
 )
 
 // Config is the daemon's whole configuration. The zero value is not useful;
@@ -272,8 +269,12 @@ func isLoopbackHost(h string) bool {
 // and makes Root absolute. A missing root is fine here (EnsureRoot creates
 // it), a root that is a file is not. Every operator path (a setting marked
 // operatorPath, and the config file) must lie outside the workspace, its
-// symlinks followed (checkOperatorPaths). Besides, it reads the files it
-// checks: --tokens, --upstreams, --exec-approvals, --site's README.md.
+// symlinks followed (checkOperatorPaths); --extensions must be a directory
+// and --site hold a README.md. The files a part of the daemon loads (the
+// --tokens file, the --upstreams file, the --exec-approvals file, the SSH
+// port's keys and password hash) are not read here: the part that loads
+// them validates them, once, when the daemon starts it, and daemon.Check
+// runs the same validation for --check-config.
 func (c *Config) Validate() error {
 	if c.Root == "" {
 		return errors.New("missing workspace root: set --root (alias --rootDir), AGENTBE_ROOT, or root in the config file")
@@ -299,13 +300,8 @@ func (c *Config) Validate() error {
 	if err := c.checkOperatorPaths(); err != nil {
 		return err
 	}
-	if c.TokensFile != "" {
-		if c.ScopePath != "" {
-			return fmt.Errorf("--tokens and --scope-path cannot be combined: give each token its scope in %s", c.TokensFile)
-		}
-		if _, err := httpguard.LoadTokens(c.TokensFile); err != nil {
-			return err
-		}
+	if c.TokensFile != "" && c.ScopePath != "" {
+		return fmt.Errorf("--tokens and --scope-path cannot be combined: give each token its scope in %s", c.TokensFile)
 	}
 	if c.Fsync && c.Backend != "filesystem" {
 		return fmt.Errorf("--fsync makes writes to disk durable; --backend %s keeps the workspace in memory: drop one", c.Backend)
@@ -331,13 +327,8 @@ func (c *Config) Validate() error {
 	if c.MaxReplyBytes < c.MaxReadSize {
 		return fmt.Errorf("--max-reply-bytes %d is smaller than --max-read-size %d: a whole-file read could not be answered; raise --max-reply-bytes or lower --max-read-size", c.MaxReplyBytes, c.MaxReadSize)
 	}
-	if c.Upstreams != "" {
-		if c.Backend != "filesystem" {
-			return fmt.Errorf("--upstreams needs --backend filesystem: upstream servers are programs that work on a directory")
-		}
-		if _, err := upstream.LoadConfig(c.Upstreams, os.LookupEnv); err != nil {
-			return fmt.Errorf("--upstreams: %w", err)
-		}
+	if c.Upstreams != "" && c.Backend != "filesystem" {
+		return fmt.Errorf("--upstreams needs --backend filesystem: upstream servers are programs that work on a directory")
 	}
 	if c.ConventionalSSH && c.SSHListen == "" {
 		// The reference's sshd listened on every interface.
@@ -370,11 +361,6 @@ func (c *Config) Validate() error {
 	case "off", "on-miss", "always":
 	default:
 		return fmt.Errorf("--exec-ask %q: use off, on-miss or always", c.ExecAsk)
-	}
-	if c.ExecApprovals != "" {
-		if _, err := gateway.LoadApprovals(c.ExecApprovals, c.ExecApprovalMode, c.ExecAsk, c.Root, c.ExecApprovalTTL); err != nil {
-			return fmt.Errorf("--exec-approvals: %w", err)
-		}
 	}
 	if c.OperatorToken != "" && c.OperatorToken == c.AuthToken {
 		return errors.New("--operator-token-file holds the agent's token (--auth-token-file): the operator's token must differ, or the agent could approve its own commands")

@@ -8,15 +8,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
-
-	"github.com/agentbe/agentbe-daemon/ssh/sshauth"
 )
 
-// Preflight checks what --check-config can check without starting: that
-// the bind address resolves, that this user can bind the port (and that
-// nothing else holds it), the same for the SSH port, that the SSH port's
-// authentication files load, and that the SSH host key can be read, or
-// created in its directory. Each problem is one error naming the flag.
+// Preflight checks what --check-config can check of the machine without
+// starting: that the bind address resolves, that this user can bind the
+// port (and that nothing else holds it), the same for the SSH port, and
+// that the SSH host key can be read, or created in its directory. Each
+// problem is one error naming the flag. (The files the daemon's parts
+// load, the SSH port's authentication files among them, are daemon.Check's.)
 func (c Config) Preflight() []error {
 	var errs []error
 	if !c.LocalOnly {
@@ -47,12 +46,6 @@ func (c Config) Preflight() []error {
 			errs = append(errs, fmt.Errorf("--ssh-listen %s: this user may not bind it (ports below 1024 need root or CAP_NET_BIND_SERVICE): %v", c.SSHListen, err))
 		default:
 			errs = append(errs, fmt.Errorf("--ssh-listen %s cannot be bound now: %v", c.SSHListen, err))
-		}
-		// The files the daemon will load: a line that does not parse
-		// fails the check as it would fail the start.
-		if _, err := sshauth.New(sshauth.Options{AuthorizedKeys: c.SSHAuthorizedKeys, PasswordHashFile: c.SSHPasswordHashFile,
-			TrustedUserCAKeys: c.SSHTrustedUserCAKeys, CertPrincipals: c.SSHCertPrincipals}); err != nil {
-			errs = append(errs, err)
 		}
 	}
 	if c.servesSSH() && c.SSHHostKey != "" {

@@ -175,7 +175,7 @@ func TestAttackPreviewFlood(t *testing.T) {
 	must(t, c.Validate())
 	r := start(t, c, nil)
 	port := startPreviewServer(t, r, c.Root)
-	pv := r.d.proto.previews
+	pv := r.d.w.previews
 	wsURL := fmt.Sprintf("ws%s/preview/%d/echo", strings.TrimPrefix(r.url, "http"), port)
 	auth := http.Header{"Authorization": {"Bearer " + previewToken}}
 	echo := func(ws *websocket.Conn, m string) error {
@@ -358,7 +358,7 @@ func TestAttackSSHForwardWithCertificates(t *testing.T) {
 	r := start(t, c, nil)
 	waitFor(t, "the SSH port", func() bool { return r.d.SSHAddr() != "" })
 	port := startPreviewServer(t, r, c.Root)
-	pv := r.d.proto.previews
+	pv := r.d.w.previews
 	login := func(s gossh.Signer) (*gossh.Client, error) {
 		cl, err := gossh.Dial("tcp", r.d.SSHAddr(), &gossh.ClientConfig{User: "agent", Auth: []gossh.AuthMethod{gossh.PublicKeys(s)},
 			HostKeyCallback: gossh.InsecureIgnoreHostKey(), Timeout: 20 * time.Second})
@@ -573,7 +573,7 @@ func TestAttackSSHUnreadChannelData(t *testing.T) {
 	}
 	t.Logf("%d sessions with no request, %.1f MiB sent before they were closed: heap +%.1f MiB; %s",
 		n, float64(got)/(1<<20), float64(grew)/(1<<20), at)
-	waitFor(t, "the refused sessions' places", func() bool { return r.d.proto.sshConf.Channels.Open() == 0 })
+	waitFor(t, "the refused sessions' places", func() bool { return r.d.w.sshConf.Channels.Open() == 0 })
 
 	// Commands that never read their stdin: each holds its window, and
 	// there are at most --ssh-max-channels of them.
@@ -981,7 +981,7 @@ func TestAttackPreviewCapSharedBySSH(t *testing.T) {
 	must(t, c.Validate())
 	r := start(t, c, nil)
 	port := startPreviewServer(t, r, c.Root)
-	pv := r.d.proto.previews
+	pv := r.d.w.previews
 	base := measureUsage(t)
 	var held []net.Conn
 	defer func() {

@@ -1,8 +1,10 @@
-// Package daemon is the composition root: it wires the workspace, the
-// executor, the tool registry, the providers the config enables, the faces
-// and the SSH listeners into one process (wire.go, tools.go) and runs it: an
-// HTTP server on one port (the routes of docs/architecture.md, which
-// TestRouteTable holds to this package's mux) and the SSH port
+// Package daemon is the composition root: it builds the tool registry
+// (tools.go) with its one audit sink (audit.go), then the rows of one table,
+// parts (parts.go: the admission rules, the workspace and executor, each
+// provider the config enables, the faces, the SSH listeners; their start
+// functions are in wire.go), started in order and closed in reverse, and
+// runs the process: an HTTP server on one port (the rows' routes, which
+// TestRouteTable holds to docs/architecture.md and to the mux) and the SSH port
 // (--ssh-listen), or MCP over stdio (--local-only), with logging, metrics
 // and a graceful shutdown. It implements no protocol itself: each route
 // belongs to a face (face/), to ssh/sshws or to a provider's handler, files
@@ -32,7 +34,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
@@ -42,8 +43,6 @@ import (
 	"github.com/agentbe/agentbe-daemon/ssh/sshd"
 	"github.com/agentbe/agentbe-daemon/tools/browser"
 	"github.com/agentbe/agentbe-daemon/tools/extensions"
-	"github.com/agentbe/agentbe-daemon/tools/gateway"
-	"github.com/agentbe/agentbe-daemon/tools/previews"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 	"github.com/agentbe/agentbe-daemon/tools/upstream"
 )
@@ -58,17 +57,6 @@ type Options struct {
 	// systemd.
 	Notifier *Notifier
 
-	// sessionEnded is the audit log's SSH session hook, set by New.
-	sessionEnded func(sshd.SessionRecord)
-	// sshAuthAttempt counts the SSH port's login attempts, set by New.
-	sshAuthAttempt func(method, outcome string)
-	// previewOpened logs a connection --previews opened or refused, set
-	// by New.
-	previewOpened func(previews.Record)
-	// approvalDecided logs an operator's decision, set by New.
-	approvalDecided func(p gateway.Pending, approved, always bool, remote string)
-	// systemRan logs a program system.run started, set by New.
-	systemRan func(call registry.Call, r gateway.Ran)
 	// browserTweak, when set, changes the browser provider's options (tests
 	// admit their loopback server and choose where its sessions live).
 	browserTweak func(*browser.Options)
@@ -82,10 +70,11 @@ type Daemon struct {
 	log     *slog.Logger
 	started time.Time
 	metrics *httpMetrics
-	// toolMetrics and audit observe every tool call (tools.go); audit is
-	// nil without --audit-log.
+	// toolMetrics and the audit sink observe every tool call (tools.go);
+	// audit is nil without --audit-log, and sink writes to it (audit.go).
 	toolMetrics *toolMetrics
 	audit       *audit.Log
+	sink        auditSink
 	handler     http.Handler
 	mux         *http.ServeMux
 	// guard is the Origin and Host rule of every endpoint that does work
@@ -95,7 +84,10 @@ type Daemon struct {
 	guard *httpguard.Guard
 	admit admit.Rules
 
-	proto protocols     // filled by wire.go
+	// w is what the parts built (parts.go), and parts those that run, in
+	// start order.
+	w     wiring
+	parts []started
 	certs *certReloader // nil unless --tls-cert is set
 
 	// conns is the connection limiter of the running Serve (nil before).
@@ -108,8 +100,12 @@ type Daemon struct {
 }
 
 // New builds the workspace, the executor and the protocol servers for cfg,
-// which must have been validated.
-func New(cfg config.Config, opts Options) (*Daemon, error) {
+// which must have been validated: every row of parts (parts.go) that cfg
+// asks for, in order.
+func New(cfg config.Config, opts Options) (*Daemon, error) { return newDaemon(cfg, opts, parts) }
+
+// newDaemon is New with the composition table given (a test adds a row).
+func newDaemon(cfg config.Config, opts Options, table []part) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -149,37 +145,18 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	if d.audit, err = openAudit(cfg, d.log); err != nil {
 		return nil, err
 	}
+	d.sink = auditSink{log: d.audit, scope: cfg.ScopePath}
 	if d.toolMetrics, err = newToolMetrics(opts.Registry, d.audit); err != nil {
 		_ = d.closeAudit()
 		return nil, err
 	}
-	d.proto.reg = newToolRegistry(cfg, d)
-	if d.audit != nil {
-		opts.sessionEnded = d.auditSession
-		opts.previewOpened = d.auditPreview
-	}
-	opts.approvalDecided = d.auditApproval
-	opts.systemRan = d.auditRun
-	if cfg.SSHListen != "" {
-		attempts := prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentbe_ssh_auth_attempts_total",
-			Help: "Login attempts on the SSH port (--ssh-listen), by method (publickey, password) and outcome (accepted, refused).",
-		}, []string{"method", "outcome"})
-		if err := opts.Registry.Register(attempts); err != nil {
-			_ = d.closeAudit()
-			return nil, fmt.Errorf("register ssh metrics: %w", err)
-		}
-		opts.sshAuthAttempt = func(method, outcome string) { attempts.WithLabelValues(method, outcome).Inc() }
-	}
 	d.guard = httpguard.New(httpguard.Options{AuthToken: cfg.AuthToken, AllowedOrigins: cfg.AllowedOrigins, Logger: d.log})
 	d.admit = admit.Rules{Guard: d.guard, Operator: httpguard.NewToken(cfg.OperatorToken)}
-	if err := d.proto.build(cfg, opts, d.guard); err != nil {
+	d.w = wiring{cfg: cfg, opts: opts, log: d.log, d: d, reg: newToolRegistry(cfg, d), guard: d.guard, operator: d.admit, audit: d.sink}
+	if d.parts, err = startParts(&d.w, table); err != nil {
 		_ = d.closeAudit()
 		return nil, err
 	}
-
-	mux := http.NewServeMux()
-	d.mux = mux
 	// /health is the liveness probe and does no work: it answers whatever
 	// name it is reached by (a probe may use any). Every other endpoint is
 	// admitted once per request by internal/admit: the faces, /site/ and
@@ -187,41 +164,39 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	// and Host first of all), so they are mounted as they are; anything
 	// else goes through handleWork, which applies the Origin and Host
 	// rules.
-	mux.Handle(routeHealth, onlyGET(http.HandlerFunc(d.serveHealth)))
-	mux.Handle(routeHealthServers, onlyGET(http.HandlerFunc(d.serveHealthServers)))
-	d.handleWork(routeMetrics, onlyGET(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})))
-	if h := d.proto.mcpHandler(); h != nil {
-		mux.Handle(routeMCP, h)
-	}
-	if h := d.proto.sshHandler(); h != nil {
-		mux.Handle(routeSSH, h)
-	}
-	if d.proto.rest != nil {
-		mux.Handle(routeTools, d.proto.rest.ToolsHandler())
-		mux.Handle(routeExecute, d.proto.rest.ExecuteHandler())
-		mux.Handle(routeGateway, d.proto.gateway)
-	}
-	if d.proto.siteHTTP != nil {
-		mux.Handle(routeSite, d.proto.siteHTTP)
-	}
-	if d.proto.previewHTTP != nil {
-		mux.Handle(routePreview, d.proto.previewHTTP)
-	}
-	if d.proto.approvals != nil {
-		// The operator's token, which only the operator's endpoints take.
-		h := d.proto.approvals.ApprovalsHandler(d.admit.IsOperator, d.auditApproval)
-		d.handleWork(routeApprovals, h)
-		d.handleWork(routeApprovals+"/", h)
-	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if isUpgrade(r) {
-			writeJSONError(w, http.StatusBadRequest, "Bad Request", "WebSocket upgrades are served only at /ssh, /gateway and, with --previews, /preview/{port}/")
-			return
-		}
-		writeJSONError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no endpoint at %s; see /health, /mcp, /ssh, /metrics", r.URL.Path))
-	})
-	d.handler = instrument(reserveGate(mux), d.log, m)
+	d.mux = http.NewServeMux()
+	d.mount(d.parts)
+	d.handler = instrument(reserveGate(d.mux), d.log, m)
 	return d, nil
+}
+
+// mount puts the routes of the parts that run on the mux, each behind the
+// methods and the admission its row names: a route admitted by the guard
+// (or the guard and the operator's token) through handleWork, the others
+// as their handler is.
+func (d *Daemon) mount(parts []started) {
+	for _, p := range parts {
+		for _, r := range p.routes {
+			h := p.handlers[r.pattern]
+			if r.get {
+				h = onlyGET(h)
+			}
+			if r.admit == admitGuard || r.admit == admitOperator {
+				d.handleWork(r.pattern, h)
+			} else {
+				d.mux.Handle(r.pattern, h)
+			}
+		}
+	}
+}
+
+// serveNotFound answers every path no route serves.
+func serveNotFound(w http.ResponseWriter, r *http.Request) {
+	if isUpgrade(r) {
+		writeJSONError(w, http.StatusBadRequest, "Bad Request", "WebSocket upgrades are served only at /ssh, /gateway and, with --previews, /preview/{port}/")
+		return
+	}
+	writeJSONError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no endpoint at %s; see /health, /mcp, /ssh, /metrics", r.URL.Path))
 }
 
 // handleWork mounts an endpoint that does work (or reveals what the
@@ -277,8 +252,8 @@ type healthBody struct {
 // (running, starting, restarting, stopped, failed); empty without the flag.
 func (d *Daemon) serveHealthServers(w http.ResponseWriter, _ *http.Request) {
 	servers := map[string]string{}
-	if d.proto.upstreams != nil {
-		for _, h := range d.proto.upstreams.Health() {
+	if d.w.upstreams != nil {
+		for _, h := range d.w.upstreams.Health() {
 			servers[h.Name] = h.State
 		}
 	}
@@ -288,14 +263,14 @@ func (d *Daemon) serveHealthServers(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
-	mode, reason, gaps := d.proto.isolation()
+	mode, reason, gaps := d.isolation()
 	body := healthBody{
 		Status:  "ok",
 		Version: d.opts.Version,
 		RootDir: d.cfg.Root,
 		Transports: map[string]bool{
 			"mcp":    true,
-			"ssh-ws": d.proto.sshHandler() != nil,
+			"ssh-ws": servesSSHWS(d.cfg),
 			"ssh":    false,
 		},
 		Backend:         d.cfg.Backend,
@@ -303,31 +278,31 @@ func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
 		IsolationReason: reason,
 		IsolationGaps:   gaps,
 		Fsync:           d.cfg.Fsync,
-		Previews:        d.proto.previews != nil,
+		Previews:        d.w.previews != nil,
 		UptimeSeconds:   time.Since(d.started).Seconds(),
-		Tools:           len(d.proto.reg.List()),
-		Providers:       d.proto.reg.Providers(),
+		Tools:           len(d.w.reg.List()),
+		Providers:       d.w.reg.Providers(),
 	}
 	if body.Providers == nil {
 		body.Providers = []registry.ProviderInfo{}
 	}
-	if d.proto.upstreams != nil {
-		body.Upstreams = d.proto.upstreams.Health()
-	}
-	if d.proto.extensions != nil {
-		body.Extensions = d.proto.extensions.Health()
-	}
-	if d.proto.browser != nil {
-		h := d.proto.browser.Health()
-		body.Browser = &h
-	}
-	if d.proto.sshPortAuth != nil {
-		h := d.proto.sshPortAuth.Health()
-		body.SSHAuth = &h
+	for _, p := range d.parts {
+		if p.health != nil {
+			p.health(&body)
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// isolation is the executor's mode, why it was chosen and what it does
+// not confine, for /health.
+func (d *Daemon) isolation() (mode, reason string, gaps []string) {
+	if d.w.exec == nil {
+		return "unavailable", "the memory backend cannot run commands", nil
+	}
+	return string(d.w.exec.Mode()), d.w.exec.Reason(), d.w.exec.Gaps()
 }
 
 // Serve answers HTTP on ln until ctx is cancelled, then shuts down gracefully:
@@ -378,25 +353,25 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 		scheme = "https"
 	}
 	errc := make(chan error, 2)
-	if d.proto.sshPort != nil {
+	if d.w.sshPort != nil {
 		sshLn, err := net.Listen("tcp", d.cfg.SSHListen)
 		if err != nil {
 			return fmt.Errorf("--ssh-listen %s: %w", d.cfg.SSHListen, err)
 		}
 		go func() {
-			if err := d.proto.sshPort.Serve(sshLn); err != nil && !errors.Is(err, sshd.ErrShuttingDown) && !errors.Is(err, net.ErrClosed) {
+			if err := d.w.sshPort.Serve(sshLn); err != nil && !errors.Is(err, sshd.ErrShuttingDown) && !errors.Is(err, net.ErrClosed) {
 				errc <- fmt.Errorf("ssh port: %w", err)
 			}
 		}()
 		d.sshAddr.Store(sshLn.Addr().String())
-		d.log.Info("SSH port listening", "addr", sshLn.Addr().String(), "auth", d.proto.sshPortAuth.Describe())
+		d.log.Info("SSH port listening", "addr", sshLn.Addr().String(), "auth", d.w.sshPortAuth.Describe())
 		if d.cfg.ConventionalSSH {
 			d.log.Warn("--conventional-ssh and --ssh-port are deprecated: the daemon serves SSH itself; use --ssh-listen ADDR:PORT", "ssh_listen", d.cfg.SSHListen)
 		}
 	}
 	go func() { errc <- srv.Serve(ln) }()
 	d.log.Info("listening", "addr", ln.Addr().String(), "root", d.cfg.Root,
-		"mcp", scheme+"://"+ln.Addr().String()+routeMCP, "ssh_ws", d.proto.sshHandler() != nil,
+		"mcp", scheme+"://"+ln.Addr().String()+routeMCP, "ssh_ws", servesSSHWS(d.cfg),
 		"auth", d.cfg.HasAuth(), "tls", d.certs != nil)
 	if urls := pasteableURLs(scheme, ln.Addr(), routeMCP, net.InterfaceAddrs); urls != nil {
 		d.log.Info("listening on every address; the MCP endpoint is reachable at", "urls", strings.Join(urls, " "))
@@ -426,7 +401,7 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := d.proto.shutdown(sctx); err != nil {
+		if err := shutdownParts(sctx, d.parts); err != nil {
 			d.log.Warn("closing protocol servers", "err", err)
 		}
 	}()
@@ -473,7 +448,7 @@ func (d *Daemon) ListenAndServe(ctx context.Context) error {
 // Nothing but MCP messages is ever written to out.
 func (d *Daemon) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	d.log.Info("serving MCP over stdio", "root", d.cfg.Root, "backend", d.cfg.Backend)
-	return d.proto.serveStdio(ctx, in, out)
+	return d.w.mcp.ServeStdio(ctx, in, out)
 }
 
 // SSHAddr is the address the SSH port listens on ("" before Serve, or
@@ -487,16 +462,17 @@ func (d *Daemon) SSHAddr() string {
 // files again (on SIGHUP). A file that does not load admits nothing until
 // it does (sshauth.Auth.Reload). Without --ssh-listen it does nothing.
 func (d *Daemon) ReloadSSHKeys() error {
-	if d.proto.sshPortAuth == nil {
+	if d.w.sshPortAuth == nil {
 		return nil
 	}
-	return d.proto.sshPortAuth.Reload()
+	return d.w.sshPortAuth.Reload()
 }
 
-// Close releases the executor (killing its processes) and the protocol
-// servers. It is idempotent.
+// Close ends the parts in the reverse of their start order (the executor,
+// killing its processes, among the last), then the audit log. It is
+// idempotent.
 func (d *Daemon) Close() error {
-	d.closeOnce.Do(func() { d.closeErr = errors.Join(d.proto.close(), d.closeAudit()) })
+	d.closeOnce.Do(func() { d.closeErr = errors.Join(closeParts(d.parts), d.closeAudit()) })
 	return d.closeErr
 }
 

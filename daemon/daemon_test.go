@@ -94,6 +94,14 @@ func startTweaked(t testing.TB, c config.Config, opts Options, tweak func(*Daemo
 	if tweak != nil {
 		tweak(d)
 	}
+	r := serve(t, d)
+	r.logs = logs
+	return r
+}
+
+// serve runs d on a loopback port until the test ends (or stop).
+func serve(t testing.TB, d *Daemon) *running {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +122,7 @@ func startTweaked(t testing.TB, c config.Config, opts Options, tweak func(*Daemo
 		return stopErr
 	}
 	t.Cleanup(func() { _ = stop() })
-	return &running{d: d, url: "http://" + ln.Addr().String(), logs: logs, stop: stop}
+	return &running{d: d, url: "http://" + ln.Addr().String(), stop: stop}
 }
 
 func get(t testing.TB, url string) (int, []byte) {
@@ -526,7 +534,7 @@ func TestExecNetworkAutoKeepsBwrap(t *testing.T) {
 	c := testConfig(t)
 	c.Isolation = "auto"
 	r := start(t, c, nil)
-	if got := r.d.proto.exec.Mode(); got != "bwrap" {
+	if got := r.d.w.exec.Mode(); got != "bwrap" {
 		t.Fatalf("isolation %s; want bwrap with the host's network\n%s", got, r.logs.String())
 	}
 	if !strings.Contains(r.logs.String(), "commands share the host's network") {

@@ -34,7 +34,9 @@ const (
 	routeSite = "/site/"
 	// routePreview is --previews' HTTP proxy: /preview/{port}/...
 	routePreview = "/preview/"
-	routeOther   = "other"
+	// routeOtherwise is every path no other route serves: a JSON 404.
+	routeOtherwise = "/"
+	routeOther     = "other"
 )
 
 func routeOf(path string) string {

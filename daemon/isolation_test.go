@@ -93,7 +93,7 @@ func TestIsolationFloorRefusesStart(t *testing.T) {
 	c = testConfig(t)
 	c.Isolation, c.IsolationMin = "auto", "landlock"
 	r := start(t, c, nil)
-	if got := r.d.proto.exec.Mode(); got != sandbox.ModeLandlock {
+	if got := r.d.w.exec.Mode(); got != sandbox.ModeLandlock {
 		t.Fatalf("auto without bwrap, floor landlock: %s", got)
 	}
 	if l := r.logs.String(); !strings.Contains(l, `level=WARN msg="command isolation fell back to a weaker mode" component=sandbox mode=landlock`) {

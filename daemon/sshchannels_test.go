@@ -79,17 +79,17 @@ func TestAttackSSHChannelsAcrossListeners(t *testing.T) {
 	refused(other, "the SSH port from another address", full)
 	refused(ws, "/ssh", full)
 	refused(local, "the SSH port", full)
-	if n := r.d.proto.sshConf.Channels.Open(); n != 8 {
+	if n := r.d.w.sshConf.Channels.Open(); n != 8 {
 		t.Errorf("the daemon counts %d channels; want 8", n)
 	}
 	// A channel closed on /ssh is a place on the SSH port.
 	held[0].Close()
-	waitFor(t, "the closed channel's place", func() bool { return r.d.proto.sshConf.Channels.Open() == 7 })
+	waitFor(t, "the closed channel's place", func() bool { return r.d.w.sshConf.Channels.Open() == 7 })
 	held[0] = open(other)
 	for _, ch := range held {
 		ch.Close()
 	}
-	waitFor(t, "every channel's place", func() bool { return r.d.proto.sshConf.Channels.Open() == 0 })
+	waitFor(t, "every channel's place", func() bool { return r.d.w.sshConf.Channels.Open() == 0 })
 	// Both listeners serve again.
 	for name, cl := range map[string]*gossh.Client{"/ssh": ws, "the SSH port": local} {
 		s, err := cl.NewSession()

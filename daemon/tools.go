@@ -1,22 +1,13 @@
 package daemon
 
 import (
-	"cmp"
 	"fmt"
-	"log/slog"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/audit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
-	"github.com/agentbe/agentbe-daemon/internal/resolvepath"
-	"github.com/agentbe/agentbe-daemon/ssh/sshd"
-	"github.com/agentbe/agentbe-daemon/tools/gateway"
-	"github.com/agentbe/agentbe-daemon/tools/previews"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
@@ -80,31 +71,8 @@ func (m *toolMetrics) observe(reg *registry.Registry, rec registry.Record) {
 	m.duration.WithLabelValues(tool).Observe(rec.Duration.Seconds())
 }
 
-// openAudit opens --audit-log (nil when it is off). A log inside the
-// workspace is refused: the agent could read it, rewrite it, or replace it
-// with a symlink the daemon would then append to. config.Validate refuses
-// it first, with every other operator path; this holds for a Config that
-// was not validated too.
-func openAudit(cfg config.Config, log *slog.Logger) (*audit.Log, error) {
-	if cfg.AuditLog == "" {
-		return nil, nil
-	}
-	if cfg.AuditLog != "-" && cfg.Backend == "filesystem" {
-		if inside, err := resolvepath.Within(cfg.Root, cfg.AuditLog); err != nil {
-			return nil, fmt.Errorf("--audit-log %q: %w", cfg.AuditLog, err)
-		} else if inside {
-			return nil, fmt.Errorf("--audit-log %q is inside the workspace (--root %q), where the agent could read or rewrite it; put it outside, e.g. /var/log/agent-backend/audit.log", cfg.AuditLog, cfg.Root)
-		}
-	}
-	l, err := audit.Open(audit.Options{Path: cfg.AuditLog, Secrets: []string{cfg.AuthToken, cfg.OperatorToken}, Logger: log.With("component", "audit")})
-	if err != nil {
-		return nil, fmt.Errorf("--audit-log %q: %w", cfg.AuditLog, err)
-	}
-	return l, nil
-}
-
 // newToolRegistry builds the registry every face serves, with the limits
-// of the config and the audit log and metrics as its observers.
+// of the config and the audit sink and metrics as its observers.
 func newToolRegistry(cfg config.Config, d *Daemon) *registry.Registry {
 	var reg *registry.Registry
 	reg = registry.New(registry.Options{
@@ -114,68 +82,10 @@ func newToolRegistry(cfg config.Config, d *Daemon) *registry.Registry {
 		Logger:         d.log.With("component", "registry"),
 		Observe: func(rec registry.Record) {
 			d.toolMetrics.observe(reg, rec)
-			if d.audit != nil {
-				d.audit.Tool(rec)
-			}
+			d.sink.toolCall(rec)
 		},
 	})
 	return reg
-}
-
-// auditSession logs an SSH exec, shell or SFTP session.
-func (d *Daemon) auditSession(r sshd.SessionRecord) {
-	d.audit.Write(audit.Entry{
-		Time: r.Start, Face: "ssh", Remote: r.Remote, Scope: cmp.Or(r.Scope, d.cfg.ScopePath), Caller: r.Caller,
-		Tool: "ssh." + r.Kind, Command: r.Command, Outcome: r.Outcome,
-		DurationMS: float64(r.Duration.Microseconds()) / 1000, BytesIn: r.BytesIn, BytesOut: r.BytesOut,
-	})
-}
-
-// auditPreview logs a connection --previews opened (when it closed) or
-// refused: tool "ssh.forward" for `ssh -L`, "preview" for /preview/, the
-// port as its command.
-func (d *Daemon) auditPreview(r previews.Record) {
-	face, tool := "ssh", "ssh.forward"
-	if r.Face == "http" {
-		face, tool = "preview", "preview"
-	}
-	outcome := r.Outcome
-	if r.Err != nil {
-		outcome = "refused: " + r.Err.Error()
-	}
-	d.audit.Write(audit.Entry{
-		Time: r.Start, Face: face, Remote: r.Remote, Scope: cmp.Or(r.Scope, d.cfg.ScopePath), Caller: r.Name,
-		Tool: tool, Command: "localhost:" + strconv.Itoa(r.Port), Outcome: outcome,
-		DurationMS: float64(r.Duration.Microseconds()) / 1000, BytesIn: r.BytesIn, BytesOut: r.BytesOut,
-	})
-}
-
-// auditApproval logs an operator's decision on a system.run request.
-func (d *Daemon) auditApproval(p gateway.Pending, approved, always bool, remote string) {
-	if d.audit == nil {
-		return
-	}
-	outcome := "denied"
-	if approved {
-		outcome = "approved"
-		if always {
-			outcome = "approved-always"
-		}
-	}
-	d.audit.Write(audit.Entry{Time: time.Now(), Face: "rest", Remote: remote, Tool: "approval", Command: strings.Join(p.Request.Argv, " "), Outcome: outcome})
-}
-
-// auditRun logs a program system.run started: the file that ran, by its
-// absolute path (and a workspace program's digest), besides the call's own
-// line, whose arguments name only what was asked.
-func (d *Daemon) auditRun(call registry.Call, r gateway.Ran) {
-	if d.audit == nil {
-		return
-	}
-	d.audit.Write(audit.Entry{
-		Time: r.Start, Face: call.Face, Remote: call.Remote, Scope: cmp.Or(call.Scope, d.cfg.ScopePath), Caller: call.Caller,
-		Tool: "system.run.exec", Command: r.Command(), Outcome: r.Outcome, DurationMS: float64(r.Duration.Microseconds()) / 1000,
-	})
 }
 
 // ReloadTokens reads the --tokens file again (on SIGHUP) and puts its set
@@ -184,14 +94,14 @@ func (d *Daemon) auditRun(call registry.Call, r gateway.Ran) {
 // Connections already open (/ssh, /gateway) keep the identity they were
 // admitted with.
 func (d *Daemon) ReloadTokens() (int, error) {
-	if d.proto.tokens == nil {
+	if d.w.tokens == nil {
 		return 0, nil
 	}
 	set, err := httpguard.LoadTokens(d.cfg.TokensFile)
 	if err != nil {
 		return 0, err
 	}
-	d.proto.tokens.Store(set)
+	d.w.tokens.Store(set)
 	return set.Len(), nil
 }
 
@@ -205,4 +115,4 @@ func (d *Daemon) ReopenAuditLog() error {
 }
 
 // Tools is the registry every face serves.
-func (d *Daemon) Tools() *registry.Registry { return d.proto.reg }
+func (d *Daemon) Tools() *registry.Registry { return d.w.reg }

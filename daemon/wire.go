@@ -1,10 +1,12 @@
 package daemon
 
+// The start and check functions of the rows of parts (parts.go), in the
+// table's order.
+
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/config"
@@ -31,98 +35,87 @@ import (
 	"github.com/agentbe/agentbe-daemon/tools/gateway"
 	"github.com/agentbe/agentbe-daemon/tools/previews"
 	"github.com/agentbe/agentbe-daemon/tools/procs"
-	"github.com/agentbe/agentbe-daemon/tools/registry"
 	"github.com/agentbe/agentbe-daemon/tools/sites"
 	"github.com/agentbe/agentbe-daemon/tools/upstream"
 	"github.com/agentbe/agentbe-daemon/tools/watch"
 	"github.com/agentbe/agentbe-daemon/tools/workspace"
 )
 
-// protocols holds what the config asks for: the workspace (scoped when
-// --scopePath is set), the executor (nil for a memory workspace) and the
-// protocol servers (ssh nil when disabled or in stdio mode).
-type protocols struct {
-	root fsops.Workspace // closing it closes its scopes too
-	ws   fsops.Workspace // root, or the --scopePath scope of it
-	exec sandbox.Executor
-	mcp  *mcphttp.Server
-	ssh  *sshws.Server
-	// reg holds the tools every face serves (/mcp, stdio, /tools and
-	// /execute, /gateway): built in New (tools.go) before build.
-	reg     *registry.Registry
-	rest    *restface.Handler
-	gateway *gatewayface.Server
-	// sshConf is the one SSH configuration (nil when no SSH is served):
-	// the sessions, limits, host key and hooks both listeners serve,
-	// the count of open channels (--ssh-max-channels) and SFTP's
-	// server-wide slots included. Built once in build.
-	sshConf *sshd.Config
-	// sshPort serves --ssh-listen (nil without it): sshConf with the
-	// port's authentication and SSH keepalive.
-	sshPort     *sshd.Server
-	sshPortAuth *sshauth.Auth
-	// gwtools serves --gateway-tools (nil without the flag), approvals its
-	// system.run policy.
-	gwtools  *gateway.Provider
-	procs    *procs.Manager     // --process-tools
-	previews *previews.Previews // --previews
-	// previewHTTP serves /preview/{port}/ (nil without --previews).
-	previewHTTP http.Handler
-	watch       *watch.Manager    // --watch-tools
-	browser     *browser.Provider // --browser-tools
-	approvals   *gateway.Approvals
-	// extensions serves the --extensions directory (nil without the flag).
-	extensions *extensions.Provider
-	// upstreams runs the --upstreams servers (nil without the flag).
-	upstreams *upstream.Provider
-	// site is the --site tool site (nil without the flag), with the
-	// workspace and executor of its own directory.
-	site     *sites.Site
-	siteWS   fsops.Workspace
-	siteExec sandbox.Executor
-	siteHTTP http.Handler
-	// execCfg is the executor's configuration, the base of each upstream's.
-	execCfg sandbox.Config
-	// tokens is the --tokens file's set (nil pointer value without the
-	// flag); every face's token rule shares this pointer, and SIGHUP swaps
-	// the set (ReloadTokens).
-	tokens *atomic.Pointer[httpguard.TokenSet]
+// startDaemonRoutes serves the daemon's own routes: liveness, the
+// upstream servers' states, metrics, and the JSON 404 of every other path.
+func startDaemonRoutes(w *wiring) (built, error) {
+	d := w.d
+	return built{handlers: map[string]http.Handler{
+		routeHealth:        http.HandlerFunc(d.serveHealth),
+		routeHealthServers: http.HandlerFunc(d.serveHealthServers),
+		routeMetrics:       promhttp.HandlerFor(w.opts.Registry, promhttp.HandlerOpts{Registry: w.opts.Registry}),
+		routeOtherwise:     http.HandlerFunc(serveNotFound),
+	}}, nil
 }
 
-func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guard) (err error) {
-	defer func() {
-		if err != nil {
-			_ = p.close()
-		}
-	}()
-	log := opts.Logger
+// checkTokens loads the --tokens file as startAdmission does.
+func checkTokens(cfg config.Config) error {
+	if cfg.TokensFile == "" {
+		return nil
+	}
+	_, err := httpguard.LoadTokens(cfg.TokensFile)
+	return err
+}
+
+// startAdmission loads the --tokens file (once; SIGHUP reloads it) and
+// builds the rules every face and HTTP server of the daemon admits with.
+func startAdmission(w *wiring) (built, error) {
+	cfg := w.cfg
 	if cfg.TokensFile != "" {
 		set, err := httpguard.LoadTokens(cfg.TokensFile)
 		if err != nil {
-			return err
+			return built{}, err
 		}
-		p.tokens = new(atomic.Pointer[httpguard.TokenSet])
-		p.tokens.Store(set)
-		log.Info("scoped tokens loaded", "file", cfg.TokensFile, "tokens", set.Len())
+		w.tokens = new(atomic.Pointer[httpguard.TokenSet])
+		w.tokens.Store(set)
+		w.log.Info("scoped tokens loaded", "file", cfg.TokensFile, "tokens", set.Len())
 	}
+	maxBody := cfg.MaxBodyBytes
+	if maxBody == 0 {
+		maxBody = mcphttp.DefaultMaxBodyBytes
+	}
+	w.rules = admit.Rules{Guard: w.guard, Token: httpguard.NewTokens(cfg.AuthToken, w.tokens), RootDir: cfg.Root, StaticScope: cfg.ScopePath, MaxBody: maxBody}
+	return built{}, nil
+}
+
+// startWorkspace builds the workspace (a directory, or memory), the
+// executor for a directory (probing the isolation mode once), and the
+// --scopePath scope the tools serve; the workspace tools are the
+// registry's first provider.
+func startWorkspace(w *wiring) (r built, err error) {
+	cfg, log := w.cfg, w.log
 	var root fsops.Workspace
+	var ex sandbox.Executor
+	defer func() {
+		if err != nil {
+			if ex != nil {
+				_ = ex.Close()
+			}
+			if root != nil {
+				_ = root.Close()
+			}
+		}
+	}()
 	switch cfg.Backend {
 	case "memory":
 		root = fsops.NewMemory(cfg.Root, fsops.Options{MaxReadSize: cfg.MaxReadSize})
-		p.root = root
 	default:
 		root, err = fsops.NewDir(cfg.Root, fsops.Options{MaxReadSize: cfg.MaxReadSize, Fsync: cfg.Fsync})
 		if err != nil {
-			return fmt.Errorf("--root %q: %w", cfg.Root, err)
+			return r, fmt.Errorf("--root %q: %w", cfg.Root, err)
 		}
-		p.root = root
 		mode, err := sandbox.ParseMode(cfg.Isolation)
 		if err != nil {
-			return err
+			return r, err
 		}
 		shell, err := sandbox.ParseShell(cfg.Shell)
 		if err != nil {
-			return err
+			return r, err
 		}
 		netOn, netWhy := cfg.ExecNetworkOn()
 		execCfg := sandbox.Config{
@@ -145,10 +138,10 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 			Secrets:        []string{cfg.AuthToken},
 			Logger:         log.With("component", "sandbox"),
 		}
-		p.exec, err = sandbox.New(execCfg)
-		p.execCfg = execCfg
+		ex, err = sandbox.New(execCfg)
+		w.execCfg = execCfg
 		if !netOn && cfg.ExecNetwork == "auto" && mode.TriesBwrap() &&
-			(err != nil || !p.exec.Mode().Namespaced()) {
+			(err != nil || !ex.Mode().Namespaced()) {
 			// The network was ours to take, and bwrap failed without it:
 			// some kernels and runtimes (gVisor, user.max_net_namespaces=0)
 			// cannot give it a private network namespace. A sandbox that
@@ -156,31 +149,31 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 			// The first executor is closed before the second is built: one
 			// in software mode may have made the daemon a subreaper, which
 			// must not reap the second one's probes.
-			if p.exec != nil {
-				_ = p.exec.Close()
-				p.exec = nil
+			if ex != nil {
+				_ = ex.Close()
+				ex = nil
 			}
 			withNet := execCfg
 			withNet.NoNetwork = false
-			if ex, err2 := sandbox.New(withNet); err2 == nil && ex.Mode().Namespaced() {
-				p.exec, err, netOn = ex, nil, true
+			if ex2, err2 := sandbox.New(withNet); err2 == nil && ex2.Mode().Namespaced() {
+				ex, err, netOn = ex2, nil, true
 				netWhy = "bwrap cannot create a private network namespace here (it works only with the host's); commands can reach this daemon's port, which has no token: set one (--auth-token-file)"
 			} else {
 				if err2 == nil {
-					_ = ex.Close()
+					_ = ex2.Close()
 				}
-				p.exec, err = sandbox.New(execCfg) // as it was: software mode, or the error
+				ex, err = sandbox.New(execCfg) // as it was: software mode, or the error
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("--isolation %s: %w", cfg.Isolation, err)
+			return r, fmt.Errorf("--isolation %s: %w", cfg.Isolation, err)
 		}
-		log.Info("command isolation", "mode", p.exec.Mode(), "reason", p.exec.Reason(), "gaps", strings.Join(p.exec.Gaps(), "; "))
+		log.Info("command isolation", "mode", ex.Mode(), "reason", ex.Reason(), "gaps", strings.Join(ex.Gaps(), "; "))
 		exposed := !cfg.HasAuth() && !cfg.LocalOnly // commands with network could call our port
 		switch {
-		case !p.exec.Mode().CutsNetwork() && exposed:
-			log.Warn("commands are host processes and can call this daemon's port, which has no token; scopes do not hold against them: set a token (--auth-token-file)", "isolation", p.exec.Mode())
-		case !p.exec.Mode().CutsNetwork():
+		case !ex.Mode().CutsNetwork() && exposed:
+			log.Warn("commands are host processes and can call this daemon's port, which has no token; scopes do not hold against them: set a token (--auth-token-file)", "isolation", ex.Mode())
+		case !ex.Mode().CutsNetwork():
 			// Only bwrap and landlock can take the network away.
 		case !netOn:
 			log.Info("commands have no network (bwrap: loopback only; landlock: no TCP)", "why", netWhy)
@@ -189,279 +182,50 @@ func (p *protocols) build(cfg config.Config, opts Options, guard *httpguard.Guar
 		}
 	}
 
-	p.root, p.ws = root, root
+	ws := root
 	if cfg.ScopePath != "" {
-		if p.ws, err = root.Scope(cfg.ScopePath); err != nil {
-			return fmt.Errorf("--scopePath %q: %w", cfg.ScopePath, err)
+		if ws, err = root.Scope(cfg.ScopePath); err != nil {
+			return r, fmt.Errorf("--scopePath %q: %w", cfg.ScopePath, err)
 		}
 		// Commands run with the scope as their working directory, and SSH
 		// clients send `cd "<scope>"` before anything else, so the static
 		// scope must exist before the first command, not just the first write.
-		if existed, _ := p.ws.Exists("."); !existed {
-			if err := p.ws.Mkdir(".", true); err != nil {
-				return fmt.Errorf("--scopePath %q: cannot create the scope directory: %w", cfg.ScopePath, err)
+		if existed, _ := ws.Exists("."); !existed {
+			if err := ws.Mkdir(".", true); err != nil {
+				return r, fmt.Errorf("--scopePath %q: cannot create the scope directory: %w", cfg.ScopePath, err)
 			}
-			log.Info("created the scope directory, which did not exist", "scope", cfg.ScopePath, "path", p.ws.Root())
+			log.Info("created the scope directory, which did not exist", "scope", cfg.ScopePath, "path", ws.Root())
 		}
 	}
-
-	// The tool registry: the workspace tools are its first provider.
-	reg := p.reg
-	if err := reg.Set("workspace", workspace.Tools(p.ws, workspace.ExecEnv{Executor: p.exec, Timeout: cfg.ExecTimeout})); err != nil {
-		return err
-	}
-	if cfg.Upstreams != "" {
-		if err := p.startUpstreams(cfg, opts); err != nil {
-			return err
-		}
-	}
-	if cfg.GatewayTools {
-		if err := p.startGatewayTools(cfg, opts); err != nil {
-			return err
-		}
-	}
-	if cfg.ProcessTools {
-		if p.exec == nil {
-			return errors.New("--process-tools: this workspace cannot run commands (the memory backend)")
-		}
-		p.procs = procs.New(procs.Options{Executor: p.exec, Logger: log.With("component", "processes")})
-		if err := p.reg.Set("processes", p.procs.Tools()); err != nil {
-			return fmt.Errorf("--process-tools: %w", err)
-		}
-	}
-	if cfg.WatchTools {
-		if cfg.Backend != "filesystem" {
-			return errors.New("--watch-tools: the memory backend has no files to watch")
-		}
-		p.watch = watch.New(watch.Options{})
-		if err := p.reg.Set("watch", p.watch.Tools()); err != nil {
-			return fmt.Errorf("--watch-tools: %w", err)
-		}
-	}
-	if cfg.BrowserTools {
-		bo := browser.Options{BrowserPath: cfg.BrowserPath, AllowHTTP: cfg.BrowserAllowHTTP, Net: netguard.New(cfg.NetGuard(80, 443)),
-			MaxSessions: cfg.BrowserMaxSessions, IdleTimeout: cfg.BrowserIdleTimeout, RunAs: cfg.BrowserRunAs, CommandsRunAs: cfg.RunAs,
-			Logger: log.With("component", "browser")}
-		if opts.browserTweak != nil {
-			opts.browserTweak(&bo)
-		}
-		if p.browser, err = browser.New(bo); err != nil {
-			return fmt.Errorf("--browser-tools: %w", err)
-		}
-		if ok, why := p.browser.Available(); !ok {
-			// The daemon serves without it; the tools say the same.
-			log.Warn("--browser-tools: the browser tools are served but cannot start a browser", "why", why)
-		}
-		if err := p.reg.Set("browser", p.browser.Tools()); err != nil {
-			return fmt.Errorf("--browser-tools: %w", err)
-		}
-	}
-	if cfg.Previews {
-		if p.exec == nil {
-			return errors.New("--previews: this workspace cannot run commands (the memory backend), so no process of it listens on a port")
-		}
-		if p.previews, err = previews.New(previews.Options{Executor: p.exec, Opened: opts.previewOpened,
-			Logger: log.With("component", "previews")}); err != nil {
-			return fmt.Errorf("--previews: %w", err)
-		}
-	}
-	if cfg.Extensions != "" {
-		if p.extensions, err = extensions.Start(extensions.Options{Dir: cfg.Extensions, Registry: p.reg, Workspace: p.ws, Executor: p.exec,
-			Net: netguard.New(cfg.NetGuard(80, 443)), PostgresNet: netguard.New(cfg.NetGuard(extensions.DefaultPostgresPort)),
-			Secrets: []string{cfg.AuthToken}, Logger: log.With("component", "extensions")}); err != nil {
-			return fmt.Errorf("--extensions: %w", err)
-		}
-	}
-	instructions := ""
-	if cfg.Site != "" {
-		if err := p.startSite(cfg, opts); err != nil {
-			return err
-		}
-		instructions = sites.Instructions
-	}
-	p.mcp, err = mcphttp.New(mcphttp.Options{
-		Tokens:             p.tokens,
-		Workspace:          p.ws,
-		Registry:           reg,
-		RootDir:            cfg.Root,
-		StaticScope:        cfg.ScopePath,
-		AuthToken:          cfg.AuthToken,
-		AllowedOrigins:     cfg.AllowedOrigins,
-		Guard:              guard,
-		MaxBodyBytes:       cfg.MaxBodyBytes,
-		MaxBatch:           cfg.MaxBatch,
-		MaxReplyBytes:      cfg.MaxReplyBytes,
-		MaxInflightPerIP:   cfg.MaxInflightPerIP,
-		Sessions:           cfg.MCPSessions,
-		SessionIdleTimeout: cfg.MCPSessionIdle,
-		MaxSessions:        cfg.MCPMaxSessions,
-		Version:            opts.Version,
-		Instructions:       instructions,
-		Logger:             log.With("component", "mcp"),
-	})
-	if err != nil {
-		return err
-	}
-
-	maxBody := cfg.MaxBodyBytes
-	if maxBody == 0 {
-		maxBody = mcphttp.DefaultMaxBodyBytes
-	}
-	rules := admit.Rules{Guard: guard, Token: httpguard.NewTokens(cfg.AuthToken, p.tokens), RootDir: cfg.Root, StaticScope: cfg.ScopePath, MaxBody: maxBody}
-	p.rest = restface.New(restface.Options{Registry: p.reg, Workspace: p.ws, Admit: rules})
-	gw := gatewayface.Options{Registry: p.reg, Workspace: p.ws, Admit: rules,
-		MaxMessage: cfg.GatewayMaxMessage, MaxBatch: cfg.GatewayMaxBatch, MaxInFlight: cfg.GatewayMaxInFlight,
-		Rate: float64(cfg.GatewayRate), Burst: cfg.GatewayBurst, Logger: log.With("component", "gateway")}
-	if p.approvals != nil {
-		gw.Operator = httpguard.NewToken(cfg.OperatorToken)
-		gw.Approve = func(id string, approved, always bool) (any, error) {
-			d, err := p.approvals.Decide(id, approved, always)
-			if err == nil && opts.approvalDecided != nil {
-				opts.approvalDecided(d, approved, d.Always, "gateway")
+	w.root, w.ws, w.exec = root, ws, ex
+	return built{
+		tools: workspace.Tools(ws, workspace.ExecEnv{Executor: ex, Timeout: cfg.ExecTimeout}),
+		close: func() error {
+			var errs []error
+			if ex != nil {
+				errs = append(errs, ex.Close()) // kills its processes
 			}
-			return d, err
-		}
-	}
-	p.gateway = gatewayface.New(gw)
-	if p.previews != nil {
-		// Bodies are streamed to the workspace's server, not held: the
-		// tool faces' body limit does not apply (the 30 s read bound of
-		// reserveGate does).
-		pr := rules
-		pr.MaxBody = 0
-		p.previewHTTP = p.previews.Proxy(routePreview, p.previewAdmit(pr))
-	}
-	if p.site != nil {
-		// The site's pages and commands behind the tool faces' admission
-		// (guard, token, root and scope headers), which the site's
-		// handler applies itself with its own rules for a POST (a JSON
-		// body, a token that may run commands): `site serve` builds the
-		// same handler.
-		p.siteHTTP = p.site.HandlerAt(strings.TrimSuffix(routeSite, "/"), rules)
-	}
-
-	serveWS := !cfg.DisableSSHWS && !cfg.LocalOnly
-	if !serveWS && cfg.SSHListen == "" {
-		return nil
-	}
-	if err := p.buildSSH(cfg, opts); err != nil {
-		return err
-	}
-	if cfg.SSHListen != "" {
-		if err := p.startSSHPort(cfg, opts); err != nil {
-			return err
-		}
-	}
-	if serveWS {
-		// /ssh: the same configuration; the WebSocket token admits, and
-		// WebSocket pings keep alive.
-		if p.ssh, err = sshws.New(sshws.Options{SSH: p.sshConf, Tokens: p.tokens, AuthToken: cfg.AuthToken,
-			AllowedOrigins: cfg.AllowedOrigins, Guard: guard, KeepaliveInterval: cfg.SSHKeepalive}); err != nil {
-			return err
-		}
-	}
-	return nil
+			return errors.Join(append(errs, root.Close())...)
+		},
+	}, nil
 }
 
-// buildSSH builds the one SSH configuration both listeners serve (the SSH
-// port and /ssh, which differ only in authentication and keepalive): the
-// host key, loaded once; the sessions over the workspace and executor; the
-// limits of the flags, with one count of channels and one set of SFTP's
-// server-wide slots for the daemon; the hooks.
-func (p *protocols) buildSSH(cfg config.Config, opts Options) error {
-	log := opts.Logger.With("component", "ssh")
-	key, err := sshd.LoadOrCreateHostKey(cfg.SSHHostKey)
+// loadUpstreams reads and checks the --upstreams file: the one code that
+// does, for Check and for the start.
+func loadUpstreams(cfg config.Config) (*upstream.Config, error) {
+	ucfg, err := upstream.LoadConfig(cfg.Upstreams, os.LookupEnv)
 	if err != nil {
-		return fmt.Errorf("--ssh-host-key %q: %w", cfg.SSHHostKey, err)
+		return nil, fmt.Errorf("--upstreams: %w", err)
 	}
-	// What a user compares with the fingerprint OpenSSH shows on first
-	// connection.
-	log.Info("SSH host key", "path", cfg.SSHHostKey, "fingerprint", gossh.FingerprintSHA256(key.PublicKey()))
-	p.sshConf, err = sshd.NewConfig(sshd.Config{
-		Workspace:    p.ws,
-		Executor:     p.exec,
-		HostKey:      key,
-		MaxConns:     cfg.MaxSSHConns,
-		LoginTimeout: cfg.SSHLoginGraceTime,
-		MaxAuthTries: cfg.SSHMaxAuthTries,
-		Channels:     sshd.NewChannelPool(cfg.SSHMaxChannels, cfg.SSHMaxChannelsPerIP),
-		EnvAllowlist: cfg.SSHEnvAllowlist,
-		Forward:      p.forward(),
-		SessionEnded: opts.sessionEnded,
-		Logger:       log,
-	})
+	return ucfg, nil
+}
+
+func checkUpstreams(cfg config.Config) error {
+	if cfg.Upstreams == "" {
+		return nil
+	}
+	_, err := loadUpstreams(cfg)
 	return err
-}
-
-func (p *protocols) mcpHandler() http.Handler {
-	if p.mcp == nil {
-		return nil
-	}
-	return p.mcp.Handler()
-}
-
-func (p *protocols) sshHandler() http.Handler {
-	if p.ssh == nil {
-		return nil
-	}
-	return p.ssh
-}
-
-// isolation is the executor's mode, why it was chosen and what it does
-// not confine, for /health.
-func (p *protocols) isolation() (mode, reason string, gaps []string) {
-	if p.exec == nil {
-		return "unavailable", "the memory backend cannot run commands", nil
-	}
-	return string(p.exec.Mode()), p.exec.Reason(), p.exec.Gaps()
-}
-
-func (p *protocols) serveStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	return p.mcp.ServeStdio(ctx, in, out)
-}
-
-// shutdown closes WebSockets with 1001 and kills their processes; the HTTP
-// server does not track hijacked connections, so this is done here.
-func (p *protocols) shutdown(ctx context.Context) error {
-	var errs []error
-	if p.previews != nil {
-		// Proxied WebSockets are hijacked connections too; closing their
-		// connections to the workspace ends them.
-		errs = append(errs, p.previews.Close())
-	}
-	if p.gateway != nil {
-		errs = append(errs, p.gateway.Shutdown(ctx))
-	}
-	if p.sshPort != nil {
-		errs = append(errs, p.sshPort.Shutdown(ctx))
-	}
-	if p.ssh != nil {
-		errs = append(errs, p.ssh.Shutdown(ctx))
-	}
-	return errors.Join(errs...)
-}
-
-// startSSHPort builds the SSH port's server: the one SSH configuration
-// (buildSSH) with the port's authentication (keys, CA-signed certificates,
-// password) and SSH keepalive. Listening is Serve's.
-func (p *protocols) startSSHPort(cfg config.Config, opts Options) (err error) {
-	p.sshPortAuth, err = sshauth.New(sshauth.Options{AuthorizedKeys: cfg.SSHAuthorizedKeys, PasswordHashFile: cfg.SSHPasswordHashFile,
-		TrustedUserCAKeys: cfg.SSHTrustedUserCAKeys, CertPrincipals: cfg.SSHCertPrincipals,
-		Logger: opts.Logger.With("component", "ssh-port"), Attempt: opts.sshAuthAttempt})
-	if err != nil {
-		return err
-	}
-	t := sshd.Transport{KeepaliveInterval: cfg.SSHKeepalive, Logger: opts.Logger.With("component", "ssh-port")}
-	if cfg.SSHAuthorizedKeys != "" || cfg.SSHTrustedUserCAKeys != "" {
-		t.PublicKeyCallback = p.sshPortAuth.PublicKey
-	}
-	if cfg.SSHPasswordHashFile != "" {
-		t.PasswordCallback = p.sshPortAuth.Password
-	}
-	if p.sshPort, err = p.sshConf.Server(t); err != nil {
-		return fmt.Errorf("--ssh-listen: %w", err)
-	}
-	return nil
 }
 
 // startUpstreams starts the --upstreams servers as a provider of the
@@ -469,95 +233,136 @@ func (p *protocols) startSSHPort(cfg config.Config, opts Options) (err error) {
 // mode, already probed; same policy, user and secrets), with its own network
 // setting, read-only paths and environment, and without the per-command
 // resource limits, which would end a long-lived server.
-func (p *protocols) startUpstreams(cfg config.Config, opts Options) error {
-	ucfg, err := upstream.LoadConfig(cfg.Upstreams, os.LookupEnv)
+func startUpstreams(w *wiring) (built, error) {
+	ucfg, err := loadUpstreams(w.cfg)
 	if err != nil {
-		return fmt.Errorf("--upstreams: %w", err)
+		return built{}, err
 	}
-	base := p.execCfg
-	base.Mode = p.exec.Mode()
+	base := w.execCfg
+	base.Mode = w.exec.Mode()
 	base.Rlimits = sandbox.Rlimits{}
-	p.upstreams, err = upstream.Start(upstream.Options{Config: ucfg, Workspace: p.ws, Registry: p.reg, Sandbox: base, CacheDir: cfg.UpstreamCacheDir,
-		Version: opts.Version, Logger: opts.Logger.With("component", "upstream")})
+	p, err := upstream.Start(upstream.Options{Config: ucfg, Workspace: w.ws, Registry: w.reg, Sandbox: base, CacheDir: w.cfg.UpstreamCacheDir,
+		Version: w.opts.Version, Logger: w.log.With("component", "upstream")})
 	if err != nil {
-		return fmt.Errorf("--upstreams %s: %w", cfg.Upstreams, err)
+		return built{}, fmt.Errorf("--upstreams %s: %w", w.cfg.Upstreams, err)
 	}
-	return nil
+	w.upstreams = p
+	return built{
+		health: func(b *healthBody) { b.Upstreams = p.Health() },
+		close:  p.Close,
+	}, nil
+}
+
+// loadApprovals reads and checks the --exec-approvals file (system.run's
+// policy) for the workspace at root: the one code that does, for Check and
+// for the start.
+func loadApprovals(cfg config.Config, root string) (*gateway.Approvals, error) {
+	a, err := gateway.LoadApprovals(cfg.ExecApprovals, cfg.ExecApprovalMode, cfg.ExecAsk, root, cfg.ExecApprovalTTL)
+	if err != nil {
+		return nil, fmt.Errorf("--exec-approvals: %w", err)
+	}
+	return a, nil
+}
+
+func checkApprovals(cfg config.Config) error {
+	if cfg.ExecApprovals == "" {
+		return nil
+	}
+	_, err := loadApprovals(cfg, cfg.Root)
+	return err
 }
 
 // startGatewayTools serves http.*, fs.* and system.run, the last behind the
-// approval policy.
-func (p *protocols) startGatewayTools(cfg config.Config, opts Options) (err error) {
-	if p.approvals, err = gateway.LoadApprovals(cfg.ExecApprovals, cfg.ExecApprovalMode, cfg.ExecAsk, p.ws.Root(), cfg.ExecApprovalTTL); err != nil {
-		return fmt.Errorf("--exec-approvals: %w", err)
-	}
-	p.gwtools = gateway.New(gateway.Options{Workspace: p.ws, Executor: p.exec, AllowDelete: cfg.FSDelete, Approvals: p.approvals,
-		Net:       netguard.New(cfg.NetGuard(80, 443)),
-		AskClient: cfg.ExecAskClient, Decided: opts.approvalDecided, Ran: opts.systemRan,
-		Logger: opts.Logger.With("component", "gateway-tools")})
-	if err := p.reg.Set("gateway-tools", p.gwtools.Tools()); err != nil {
-		return fmt.Errorf("--gateway-tools: %w", err)
-	}
-	return nil
-}
-
-// startSite serves the --site directory: its own confined workspace and an
-// executor built like the daemon's (same mode, policy, user and limits) but
-// rooted there, and the read_page and run_command tools.
-func (p *protocols) startSite(cfg config.Config, opts Options) (err error) {
-	var env map[string]string
-	if cfg.SiteEnvFile != "" {
-		if env, err = sites.LoadEnvFile(cfg.SiteEnvFile); err != nil {
-			return fmt.Errorf("--site-env-file: %w", err)
-		}
-	}
-	if p.siteWS, err = fsops.NewDir(cfg.Site, fsops.Options{MaxReadSize: cfg.MaxReadSize}); err != nil {
-		return fmt.Errorf("--site %q: %w", cfg.Site, err)
-	}
-	ecfg := p.execCfg
-	ecfg.Mode = sandbox.ModeSoftware
-	if p.exec != nil {
-		ecfg.Mode = p.exec.Mode()
-	}
-	ecfg.WorkspaceRoot = p.siteWS.Root()
-	ecfg.Logger = opts.Logger.With("component", "site-sandbox")
-	if p.siteExec, err = sandbox.New(ecfg); err != nil {
-		return fmt.Errorf("--site: %w", err)
-	}
-	siteNet := cfg.NetGuard(80, 443)
-	siteNet.Timeout, siteNet.MaxBodyBytes = cfg.ToolTimeout, sites.DefaultMaxOutput // as sites.New's own door
-	p.site, err = sites.New(sites.Options{Workspace: p.siteWS, Executor: p.siteExec, Timeout: cfg.ToolTimeout, Env: env, Net: netguard.New(siteNet),
-		Logger: opts.Logger.With("component", "site")})
+// approval policy, and the operator's /approvals.
+func startGatewayTools(w *wiring) (built, error) {
+	a, err := loadApprovals(w.cfg, w.ws.Root())
 	if err != nil {
-		return fmt.Errorf("--site: %w", err)
+		return built{}, err
 	}
-	if err := p.reg.Set("site", p.site.Tools()); err != nil {
-		return fmt.Errorf("--site: %w", err)
-	}
-	opts.Logger.Info("serving the tool site", "dir", p.siteWS.Root(), "at", routeSite, "isolation", p.siteExec.Mode())
-	return nil
+	w.approvals = a
+	cfg := w.cfg
+	p := gateway.New(gateway.Options{Workspace: w.ws, Executor: w.exec, AllowDelete: cfg.FSDelete, Approvals: a,
+		Net:       netguard.New(cfg.NetGuard(80, 443)),
+		AskClient: cfg.ExecAskClient, Decided: w.audit.approval(), Ran: w.audit.run(),
+		Logger: w.log.With("component", "gateway-tools")})
+	// The operator's token, which only the operator's endpoints take.
+	h := a.ApprovalsHandler(w.operator.IsOperator, w.audit.approval())
+	return built{
+		tools:    p.Tools(),
+		handlers: map[string]http.Handler{routeApprovals: h, routeApprovals + "/": h},
+		close:    p.Close,
+	}, nil
 }
 
-// forward serves the SSH core's direct-tcpip channels through previews
-// (nil without --previews: the core refuses them).
-func (p *protocols) forward() sshd.ForwardFunc {
-	if p.previews == nil {
-		return nil
+func startProcs(w *wiring) (built, error) {
+	if w.exec == nil {
+		return built{}, errors.New("--process-tools: this workspace cannot run commands (the memory backend)")
 	}
-	return func(ctx context.Context, r sshd.ForwardRequest) (net.Conn, error) {
-		port, err := previews.Target(r.Host, r.Port)
-		if err != nil {
-			return nil, err
-		}
-		return p.previews.Dial(ctx, previews.Caller{Face: "ssh", Within: r.Within, Remote: r.Remote, Scope: r.Scope, Name: r.Caller}, port)
+	m := procs.New(procs.Options{Executor: w.exec, Logger: w.log.With("component", "processes")})
+	return built{tools: m.Tools(), close: m.Close}, nil
+}
+
+func startWatch(w *wiring) (built, error) {
+	if w.cfg.Backend != "filesystem" {
+		return built{}, errors.New("--watch-tools: the memory backend has no files to watch")
 	}
+	m := watch.New(watch.Options{})
+	return built{tools: m.Tools(), close: m.Close}, nil
+}
+
+func startBrowser(w *wiring) (built, error) {
+	cfg := w.cfg
+	bo := browser.Options{BrowserPath: cfg.BrowserPath, AllowHTTP: cfg.BrowserAllowHTTP, Net: netguard.New(cfg.NetGuard(80, 443)),
+		MaxSessions: cfg.BrowserMaxSessions, IdleTimeout: cfg.BrowserIdleTimeout, RunAs: cfg.BrowserRunAs, CommandsRunAs: cfg.RunAs,
+		Logger: w.log.With("component", "browser")}
+	if w.opts.browserTweak != nil {
+		w.opts.browserTweak(&bo)
+	}
+	p, err := browser.New(bo)
+	if err != nil {
+		return built{}, fmt.Errorf("--browser-tools: %w", err)
+	}
+	if ok, why := p.Available(); !ok {
+		// The daemon serves without it; the tools say the same.
+		w.log.Warn("--browser-tools: the browser tools are served but cannot start a browser", "why", why)
+	}
+	return built{
+		tools:  p.Tools(),
+		health: func(b *healthBody) { h := p.Health(); b.Browser = &h },
+		close:  p.Close, // kills every browser
+	}, nil
+}
+
+// startPreviews serves the workspace's ports: /preview/{port}/, and SSH's
+// direct-tcpip channels (startSSH's Forward).
+func startPreviews(w *wiring) (built, error) {
+	if w.exec == nil {
+		return built{}, errors.New("--previews: this workspace cannot run commands (the memory backend), so no process of it listens on a port")
+	}
+	p, err := previews.New(previews.Options{Executor: w.exec, Opened: w.audit.preview(), Logger: w.log.With("component", "previews")})
+	if err != nil {
+		return built{}, fmt.Errorf("--previews: %w", err)
+	}
+	w.previews = p
+	// Bodies are streamed to the workspace's server, not held: the tool
+	// faces' body limit does not apply (the 30 s read bound of
+	// reserveGate does).
+	rules := w.rules
+	rules.MaxBody = 0
+	return built{
+		handlers: map[string]http.Handler{routePreview: p.Proxy(routePreview, previewAdmit(rules, w.ws))},
+		// Proxied WebSockets are hijacked connections too; closing their
+		// connections to the workspace ends them.
+		shutdown: func(context.Context) error { return p.Close() },
+		close:    p.Close,
+	}, nil
 }
 
 // previewAdmit is /preview/'s admission: the tool faces' rules (Origin and
 // Host, token, root and scope headers), then a token that may run commands
 // (a server in the workspace acts as its commands do), then the caller's
 // workspace, whose commands' ports it reaches.
-func (p *protocols) previewAdmit(rules admit.Rules) func(http.ResponseWriter, *http.Request) (previews.Caller, bool) {
+func previewAdmit(rules admit.Rules, root fsops.Workspace) func(http.ResponseWriter, *http.Request) (previews.Caller, bool) {
 	return func(w http.ResponseWriter, r *http.Request) (previews.Caller, bool) {
 		c, ref := rules.Admit(r)
 		if ref == nil {
@@ -567,7 +372,7 @@ func (p *protocols) previewAdmit(rules admit.Rules) func(http.ResponseWriter, *h
 			ref.Write(w)
 			return previews.Caller{}, false
 		}
-		ws, release, err := c.Workspace(p.ws)
+		ws, release, err := c.Workspace(root)
 		if err != nil {
 			admit.WriteJSONError(w, http.StatusBadRequest, "Invalid scope", err.Error())
 			return previews.Caller{}, false
@@ -578,52 +383,246 @@ func (p *protocols) previewAdmit(rules admit.Rules) func(http.ResponseWriter, *h
 	}
 }
 
-func (p *protocols) close() error {
-	var errs []error
-	if p.previews != nil {
-		errs = append(errs, p.previews.Close())
+func startExtensions(w *wiring) (built, error) {
+	cfg := w.cfg
+	p, err := extensions.Start(extensions.Options{Dir: cfg.Extensions, Registry: w.reg, Workspace: w.ws, Executor: w.exec,
+		Net: netguard.New(cfg.NetGuard(80, 443)), PostgresNet: netguard.New(cfg.NetGuard(extensions.DefaultPostgresPort)),
+		Secrets: []string{cfg.AuthToken}, Logger: w.log.With("component", "extensions")})
+	if err != nil {
+		return built{}, fmt.Errorf("--extensions: %w", err)
 	}
-	if p.sshPort != nil {
-		errs = append(errs, p.sshPort.Close())
+	return built{
+		health: func(b *healthBody) { b.Extensions = p.Health() },
+		close:  p.Close,
+	}, nil
+}
+
+// startSite serves the --site directory: its own confined workspace and an
+// executor built like the daemon's (same mode, policy, user and limits) but
+// rooted there, the read_page and run_command tools, and /site/.
+func startSite(w *wiring) (r built, err error) {
+	cfg, log := w.cfg, w.log
+	var env map[string]string
+	if cfg.SiteEnvFile != "" {
+		if env, err = sites.LoadEnvFile(cfg.SiteEnvFile); err != nil {
+			return r, fmt.Errorf("--site-env-file: %w", err)
+		}
 	}
-	if p.gwtools != nil {
-		errs = append(errs, p.gwtools.Close())
+	siteWS, err := fsops.NewDir(cfg.Site, fsops.Options{MaxReadSize: cfg.MaxReadSize})
+	if err != nil {
+		return r, fmt.Errorf("--site %q: %w", cfg.Site, err)
 	}
-	if p.procs != nil {
-		errs = append(errs, p.procs.Close())
+	ecfg := w.execCfg
+	ecfg.Mode = sandbox.ModeSoftware
+	if w.exec != nil {
+		ecfg.Mode = w.exec.Mode()
 	}
-	if p.watch != nil {
-		errs = append(errs, p.watch.Close())
+	ecfg.WorkspaceRoot = siteWS.Root()
+	ecfg.Logger = log.With("component", "site-sandbox")
+	siteExec, err := sandbox.New(ecfg)
+	if err != nil {
+		_ = siteWS.Close()
+		return r, fmt.Errorf("--site: %w", err)
 	}
-	if p.browser != nil {
-		errs = append(errs, p.browser.Close()) // kills every browser
+	siteNet := cfg.NetGuard(80, 443)
+	siteNet.Timeout, siteNet.MaxBodyBytes = cfg.ToolTimeout, sites.DefaultMaxOutput // as sites.New's own door
+	site, err := sites.New(sites.Options{Workspace: siteWS, Executor: siteExec, Timeout: cfg.ToolTimeout, Env: env, Net: netguard.New(siteNet),
+		Logger: log.With("component", "site")})
+	if err != nil {
+		_ = siteExec.Close()
+		_ = siteWS.Close()
+		return r, fmt.Errorf("--site: %w", err)
 	}
-	if p.extensions != nil {
-		errs = append(errs, p.extensions.Close())
+	w.instructions = sites.Instructions
+	log.Info("serving the tool site", "dir", siteWS.Root(), "at", routeSite, "isolation", siteExec.Mode())
+	return built{
+		tools: site.Tools(),
+		// The site's pages and commands behind the tool faces' admission
+		// (guard, token, root and scope headers), which the site's
+		// handler applies itself with its own rules for a POST (a JSON
+		// body, a token that may run commands): `site serve` builds the
+		// same handler.
+		handlers: map[string]http.Handler{routeSite: site.HandlerAt(strings.TrimSuffix(routeSite, "/"), w.rules)},
+		close:    func() error { return errors.Join(site.Close(), siteExec.Close(), siteWS.Close()) },
+	}, nil
+}
+
+// startMCP serves MCP over HTTP (/mcp) and, with --local-only, stdio.
+func startMCP(w *wiring) (built, error) {
+	cfg := w.cfg
+	s, err := mcphttp.New(mcphttp.Options{
+		Tokens:             w.tokens,
+		Workspace:          w.ws,
+		Registry:           w.reg,
+		RootDir:            cfg.Root,
+		StaticScope:        cfg.ScopePath,
+		AuthToken:          cfg.AuthToken,
+		AllowedOrigins:     cfg.AllowedOrigins,
+		Guard:              w.guard,
+		MaxBodyBytes:       cfg.MaxBodyBytes,
+		MaxBatch:           cfg.MaxBatch,
+		MaxReplyBytes:      cfg.MaxReplyBytes,
+		MaxInflightPerIP:   cfg.MaxInflightPerIP,
+		Sessions:           cfg.MCPSessions,
+		SessionIdleTimeout: cfg.MCPSessionIdle,
+		MaxSessions:        cfg.MCPMaxSessions,
+		Version:            w.opts.Version,
+		Instructions:       w.instructions,
+		Logger:             w.log.With("component", "mcp"),
+	})
+	if err != nil {
+		return built{}, err
 	}
-	if p.upstreams != nil {
-		errs = append(errs, p.upstreams.Close())
+	w.mcp = s
+	return built{handlers: map[string]http.Handler{routeMCP: s.Handler()}, close: s.Close}, nil
+}
+
+// startREST serves GET /tools and POST /execute.
+func startREST(w *wiring) (built, error) {
+	h := restface.New(restface.Options{Registry: w.reg, Workspace: w.ws, Admit: w.rules})
+	return built{handlers: map[string]http.Handler{routeTools: h.ToolsHandler(), routeExecute: h.ExecuteHandler()}}, nil
+}
+
+// startGatewayFace serves /gateway; with --gateway-tools, the operator's
+// token decides system.run's approvals there too.
+func startGatewayFace(w *wiring) (built, error) {
+	cfg := w.cfg
+	o := gatewayface.Options{Registry: w.reg, Workspace: w.ws, Admit: w.rules,
+		MaxMessage: cfg.GatewayMaxMessage, MaxBatch: cfg.GatewayMaxBatch, MaxInFlight: cfg.GatewayMaxInFlight,
+		Rate: float64(cfg.GatewayRate), Burst: cfg.GatewayBurst, Logger: w.log.With("component", "gateway")}
+	if a := w.approvals; a != nil {
+		decided := w.audit.approval()
+		o.Operator = httpguard.NewToken(cfg.OperatorToken)
+		o.Approve = func(id string, approved, always bool) (any, error) {
+			d, err := a.Decide(id, approved, always)
+			if err == nil && decided != nil {
+				decided(d, approved, d.Always, "gateway")
+			}
+			return d, err
+		}
 	}
-	if p.site != nil {
-		errs = append(errs, p.site.Close())
+	s := gatewayface.New(o)
+	return built{handlers: map[string]http.Handler{routeGateway: s}, shutdown: s.Shutdown}, nil
+}
+
+// servesSSHWS reports whether the daemon serves /ssh.
+func servesSSHWS(c config.Config) bool { return !c.DisableSSHWS && !c.LocalOnly }
+
+// servesSSH reports whether the daemon serves SSH at all (/ssh or the SSH
+// port), and so needs the SSH configuration.
+func servesSSH(c config.Config) bool { return servesSSHWS(c) || c.SSHListen != "" }
+
+// startSSH builds the one SSH configuration both listeners serve (the SSH
+// port and /ssh, which differ only in authentication and keepalive): the
+// host key, loaded once; the sessions over the workspace and executor; the
+// limits of the flags, with one count of channels and one set of SFTP's
+// server-wide slots for the daemon; the hooks.
+func startSSH(w *wiring) (built, error) {
+	cfg := w.cfg
+	log := w.log.With("component", "ssh")
+	key, err := sshd.LoadOrCreateHostKey(cfg.SSHHostKey)
+	if err != nil {
+		return built{}, fmt.Errorf("--ssh-host-key %q: %w", cfg.SSHHostKey, err)
 	}
-	if p.siteExec != nil {
-		errs = append(errs, p.siteExec.Close())
+	// What a user compares with the fingerprint OpenSSH shows on first
+	// connection.
+	log.Info("SSH host key", "path", cfg.SSHHostKey, "fingerprint", gossh.FingerprintSHA256(key.PublicKey()))
+	w.sshConf, err = sshd.NewConfig(sshd.Config{
+		Workspace:    w.ws,
+		Executor:     w.exec,
+		HostKey:      key,
+		MaxConns:     cfg.MaxSSHConns,
+		LoginTimeout: cfg.SSHLoginGraceTime,
+		MaxAuthTries: cfg.SSHMaxAuthTries,
+		Channels:     sshd.NewChannelPool(cfg.SSHMaxChannels, cfg.SSHMaxChannelsPerIP),
+		EnvAllowlist: cfg.SSHEnvAllowlist,
+		Forward:      forward(w.previews),
+		SessionEnded: w.audit.session(),
+		Logger:       log,
+	})
+	return built{}, err
+}
+
+// forward serves the SSH core's direct-tcpip channels through previews
+// (nil without --previews: the core refuses them).
+func forward(p *previews.Previews) sshd.ForwardFunc {
+	if p == nil {
+		return nil
 	}
-	if p.siteWS != nil {
-		errs = append(errs, p.siteWS.Close())
+	return func(ctx context.Context, r sshd.ForwardRequest) (net.Conn, error) {
+		port, err := previews.Target(r.Host, r.Port)
+		if err != nil {
+			return nil, err
+		}
+		return p.Dial(ctx, previews.Caller{Face: "ssh", Within: r.Within, Remote: r.Remote, Scope: r.Scope, Name: r.Caller}, port)
 	}
-	if p.mcp != nil {
-		errs = append(errs, p.mcp.Close())
+}
+
+// sshAuthOptions are the SSH port's login files and rules, as the
+// configuration gives them: the one place they are read from it, for
+// Check and for the start.
+func sshAuthOptions(cfg config.Config) sshauth.Options {
+	return sshauth.Options{AuthorizedKeys: cfg.SSHAuthorizedKeys, PasswordHashFile: cfg.SSHPasswordHashFile,
+		TrustedUserCAKeys: cfg.SSHTrustedUserCAKeys, CertPrincipals: cfg.SSHCertPrincipals}
+}
+
+// checkSSHPortAuth loads the SSH port's key, CA and password files: a line
+// that does not parse fails the check as it fails the start.
+func checkSSHPortAuth(cfg config.Config) error {
+	if cfg.SSHListen == "" {
+		return nil
 	}
-	if p.ssh != nil {
-		errs = append(errs, p.ssh.Close())
+	_, err := sshauth.New(sshAuthOptions(cfg))
+	return err
+}
+
+// startSSHPort builds the SSH port's server: the one SSH configuration
+// (startSSH) with the port's authentication (keys, CA-signed certificates,
+// password) and SSH keepalive, and counts its login attempts. Listening
+// is Serve's.
+func startSSHPort(w *wiring) (built, error) {
+	cfg := w.cfg
+	attempts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentbe_ssh_auth_attempts_total",
+		Help: "Login attempts on the SSH port (--ssh-listen), by method (publickey, password) and outcome (accepted, refused).",
+	}, []string{"method", "outcome"})
+	if err := w.opts.Registry.Register(attempts); err != nil {
+		return built{}, fmt.Errorf("register ssh metrics: %w", err)
 	}
-	if p.exec != nil {
-		errs = append(errs, p.exec.Close())
+	o := sshAuthOptions(cfg)
+	o.Logger = w.log.With("component", "ssh-port")
+	o.Attempt = func(method, outcome string) { attempts.WithLabelValues(method, outcome).Inc() }
+	auth, err := sshauth.New(o)
+	if err != nil {
+		return built{}, err
 	}
-	if p.root != nil {
-		errs = append(errs, p.root.Close())
+	t := sshd.Transport{KeepaliveInterval: cfg.SSHKeepalive, Logger: w.log.With("component", "ssh-port")}
+	if cfg.SSHAuthorizedKeys != "" || cfg.SSHTrustedUserCAKeys != "" {
+		t.PublicKeyCallback = auth.PublicKey
 	}
-	return errors.Join(errs...)
+	if cfg.SSHPasswordHashFile != "" {
+		t.PasswordCallback = auth.Password
+	}
+	srv, err := w.sshConf.Server(t)
+	if err != nil {
+		return built{}, fmt.Errorf("--ssh-listen: %w", err)
+	}
+	w.sshPort, w.sshPortAuth = srv, auth
+	return built{
+		health:   func(b *healthBody) { h := auth.Health(); b.SSHAuth = &h },
+		shutdown: srv.Shutdown,
+		close:    srv.Close,
+	}, nil
+}
+
+// startSSHWS serves /ssh: the same SSH configuration; the WebSocket token
+// admits, and WebSocket pings keep alive.
+func startSSHWS(w *wiring) (built, error) {
+	cfg := w.cfg
+	s, err := sshws.New(sshws.Options{SSH: w.sshConf, Tokens: w.tokens, AuthToken: cfg.AuthToken,
+		AllowedOrigins: cfg.AllowedOrigins, Guard: w.guard, KeepaliveInterval: cfg.SSHKeepalive})
+	if err != nil {
+		return built{}, err
+	}
+	return built{handlers: map[string]http.Handler{routeSSH: s}, shutdown: s.Shutdown, close: s.Close}, nil
 }

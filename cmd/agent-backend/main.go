@@ -258,7 +258,7 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 			fmt.Fprintln(stderr, "agent-backend: invalid configuration:", err)
 			return exitError{1}
 		}
-		if errs := cfg.Preflight(); len(errs) > 0 {
+		if errs := append(cfg.Preflight(), daemon.Check(cfg)...); len(errs) > 0 {
 			for _, e := range errs {
 				fmt.Fprintln(stderr, "agent-backend: invalid configuration:", e)
 			}

@@ -26,8 +26,14 @@ const (
 // ones are dropped.
 const DefaultQueue = 4096
 
-// Entry is one line of the audit log.
-type Entry struct {
+// Record is the one shape of everything the audit log records, one JSON
+// line each: a tool call (ToolCall), an SSH exec, shell, SFTP or scp
+// session, a connection --previews opened or refused, an operator's
+// decision on a system.run request, the program a system.run started. The
+// daemon's one audit sink turns each of its parts' events into a Record
+// and hands it to Log.Write; the field names are the file's format
+// (docs/tools.md, "Audit log").
+type Record struct {
 	Time       time.Time       `json:"time"`
 	Face       string          `json:"face"` // mcp-http, mcp-stdio, rest, gateway, ssh
 	Remote     string          `json:"remote,omitempty"`
@@ -163,16 +169,19 @@ func (l *Log) Close() error {
 	return nil
 }
 
-// Tool logs a finished tool call.
-func (l *Log) Tool(r registry.Record) {
-	l.Write(Entry{
+// ToolCall is the Record of a finished tool call, its arguments redacted
+// (Redact).
+func ToolCall(r registry.Record) Record {
+	return Record{
 		Time: r.Start, Face: r.Face, Remote: r.Remote, Scope: r.Scope, Caller: r.Caller, Tool: r.Tool,
-		Outcome: r.Outcome, DurationMS: ms(r.Duration), BytesIn: int64(r.BytesIn), BytesOut: int64(r.BytesOut),
+		Outcome: r.Outcome, DurationMS: Millis(r.Duration), BytesIn: int64(r.BytesIn), BytesOut: int64(r.BytesOut),
 		Args: Redact(r.Args),
-	})
+	}
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+// Millis is a duration as a Record's DurationMS: milliseconds, to the
+// microsecond.
+func Millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // MaxLine bounds one line of the log (before secrets are replaced): each
 // of the 7 string fields is cut at MaxString bytes plus the note of its
@@ -183,9 +192,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // X-Scope-Path that asked for it.
 const MaxLine = 7*6*(MaxString+32) + MaxArgs + 1024
 
-// Write queues one entry; it never blocks. A full queue drops the line,
+// Write queues one record, the log's one entry point; it never blocks. A full queue drops the line,
 // counts it (Dropped) and reports it to Options.Logger, rate-limited.
-func (l *Log) Write(e Entry) {
+func (l *Log) Write(e Record) {
 	if l.closed.Load() {
 		return
 	}

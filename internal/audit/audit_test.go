@@ -29,7 +29,7 @@ const (
 // callThrough runs calls through a real registry whose Observe is the log.
 func callThrough(t *testing.T, l *Log, calls ...string) {
 	t.Helper()
-	r := registry.New(registry.Options{Observe: l.Tool})
+	r := registry.New(registry.Options{Observe: func(rec registry.Record) { l.Write(ToolCall(rec)) }})
 	err := r.Set("p", []registry.Tool{
 		{Name: "exec", InputSchema: map[string]any{"type": "object"}, Handler: func(context.Context, registry.Call) *mcp.CallToolResult {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}
@@ -71,7 +71,7 @@ func TestFileHasNoSecretsAndParses(t *testing.T) {
 		`exec {"command":"echo hi","token":"`+envValue+`"}`,
 		`nosuchtool {"x":1}`,
 	)
-	l.Write(Entry{Time: time.Now(), Face: "ssh", Tool: "ssh.exec", Command: "TOKEN=" + token + " make", Outcome: "ok"})
+	l.Write(Record{Time: time.Now(), Face: "ssh", Tool: "ssh.exec", Command: "TOKEN=" + token + " make", Outcome: "ok"})
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,9 +95,9 @@ func TestFileHasNoSecretsAndParses(t *testing.T) {
 	if len(lines) != 5 {
 		t.Fatalf("%d lines, want 5:\n%s", len(lines), data)
 	}
-	var got []Entry
+	var got []Record
 	for _, ln := range lines {
-		var e Entry
+		var e Record
 		if err := json.Unmarshal([]byte(ln), &e); err != nil {
 			t.Fatalf("line is not JSON: %v\n%s", err, ln)
 		}
@@ -160,17 +160,17 @@ func TestReopenAfterRename(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	l.Write(Entry{Tool: "before", Outcome: "ok"})
+	l.Write(Record{Tool: "before", Outcome: "ok"})
 	waitFor(t, path, `"before"`)
 	if err := os.Rename(path, path+".1"); err != nil {
 		t.Fatal(err)
 	}
-	l.Write(Entry{Tool: "between", Outcome: "ok"})
+	l.Write(Record{Tool: "between", Outcome: "ok"})
 	waitFor(t, path+".1", `"between"`) // still the old file until Reopen
 	if err := l.Reopen(); err != nil {
 		t.Fatal(err)
 	}
-	l.Write(Entry{Tool: "after", Outcome: "ok"})
+	l.Write(Record{Tool: "after", Outcome: "ok"})
 	waitFor(t, path, `"after"`)
 	if b, _ := os.ReadFile(path); strings.Contains(string(b), "before") {
 		t.Errorf("new file has old lines: %s", b)
@@ -196,7 +196,7 @@ func TestFullQueueDropsAndSaysSo(t *testing.T) {
 	}
 	start := time.Now()
 	for range 100 {
-		l.Write(Entry{Tool: "t", Outcome: "ok"})
+		l.Write(Record{Tool: "t", Outcome: "ok"})
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("writes blocked for %v behind a stuck writer", d)
@@ -205,7 +205,7 @@ func TestFullQueueDropsAndSaysSo(t *testing.T) {
 		t.Errorf("Dropped = %d, want most of 100", l.Dropped())
 	}
 	close(w.release)
-	l.Write(Entry{Tool: "last", Outcome: "ok"}) // may be dropped too; the note comes before the next line written
+	l.Write(Record{Tool: "last", Outcome: "ok"}) // may be dropped too; the note comes before the next line written
 	l.Close()
 	if n := strings.Count(w.buf.String(), `"event":"audit.dropped"`); n < 1 {
 		t.Errorf("no audit.dropped line:\n%s", w.buf.String())
@@ -226,7 +226,7 @@ func TestWriteErrorsCountedAndReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		l.Write(Entry{Tool: fmt.Sprintf("t%d", i), Outcome: "ok"})
+		l.Write(Record{Tool: fmt.Sprintf("t%d", i), Outcome: "ok"})
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)

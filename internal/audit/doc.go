@@ -1,6 +1,8 @@
-// Package audit writes the audit log: one JSON line per tool call (from the
-// registry's Observe hook) and per SSH exec, shell or SFTP session (from
-// sshd's session hook), to a file opened 0600 for appending (reopened by
+// Package audit writes the audit log: one JSON line per Record, the one
+// shape of every event it records (a tool call, an SSH session, a
+// forwarded connection, an approval, a program system.run started), handed
+// to Log.Write, its one entry point, by the daemon's one audit sink
+// (daemon/audit.go); to a file opened 0600 for appending (reopened by
 // Reopen, on SIGHUP, for logrotate) or to stderr.
 //
 // Lines are queued to one writer goroutine through a bounded queue, so a

@@ -41,7 +41,7 @@ func TestAttackAuditDropPoint(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range each {
-				l.Write(Entry{Tool: "t", Outcome: "ok"})
+				l.Write(Record{Tool: "t", Outcome: "ok"})
 			}
 		}()
 	}
@@ -64,7 +64,7 @@ func TestAttackAuditDropPoint(t *testing.T) {
 		}
 	}
 	close(w.release)
-	l.Write(Entry{Tool: "after", Outcome: "ok"})
+	l.Write(Record{Tool: "after", Outcome: "ok"})
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +104,8 @@ func TestAttackAuditLinesBounded(t *testing.T) {
 	}
 	huge := strings.Repeat("\x01", 1<<20) // 6 MiB once escaped
 	args, _ := json.Marshal(map[string]string{"k": strings.Repeat("y", 1<<20)})
-	l.Write(Entry{Face: huge, Remote: huge, Scope: huge, Caller: huge, Tool: huge, Command: huge, Outcome: huge, Args: args})
-	l.Write(Entry{Tool: "plain", Scope: strings.Repeat("a/", 1<<19), Outcome: "unknown"})
+	l.Write(Record{Face: huge, Remote: huge, Scope: huge, Caller: huge, Tool: huge, Command: huge, Outcome: huge, Args: args})
+	l.Write(Record{Tool: "plain", Scope: strings.Repeat("a/", 1<<19), Outcome: "unknown"})
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestAttackAuditQueueMemoryBounded(t *testing.T) {
 	name := strings.Repeat("x", 64<<10)
 	before := heapInUse()
 	for range 2 * DefaultQueue {
-		l.Write(Entry{Tool: name, Scope: name, Outcome: "unknown"})
+		l.Write(Record{Tool: name, Scope: name, Outcome: "unknown"})
 	}
 	grew := int64(heapInUse()) - int64(before)
 	if grew > 64<<20 {
