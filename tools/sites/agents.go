@@ -26,9 +26,12 @@ This site is a set of Markdown pages. Some pages list, in their frontmatter, com
   Arguments may not be absolute paths or contain ` + "`..`" + `.
 - Where a pattern has ` + "`$NAME`" + `, send it literally: the server fills it in from its own configuration.
 - ` + "`{key}`" + ` in a command is replaced by ` + "`args.key`" + ` from the request body.
-- Errors: 400 the command is not allowed or the request is malformed, 401 the server wants a bearer token,
-  403 a forbidden argument or address, 404 no such page, 408 the command timed out (and was killed),
-  413 the request is too large, 415 the body was not sent as JSON, 502 the network request of ` + "`curl`" + ` failed.
+- Errors: 400 the request is malformed, 401 the server wants a bearer token, 403 the command is not allowed by
+  the page (a server may be set to answer 400) or has a forbidden argument or address, 404 no such page,
+  408 the command timed out (and was killed), 413 the request is too large, 415 the body was not sent as JSON,
+  502 the network request of ` + "`curl`" + ` failed.
+- Output over the server's cap comes back cut, head and tail kept with a notice. Send ` + "`Prefer: handling=strict`" + `
+  to get 413 instead, with none of the output.
 `
 
 // indexHTML is written to a site's index.html when it has none; it embeds

@@ -115,6 +115,13 @@ func (s *Site) servePost(w http.ResponseWriter, r *http.Request) {
 		writeAction(w, http.StatusBadRequest, ActionResponse{Stderr: `the body must be {"command": [...], "args"?: {...}, "env"?: {...}}: ` + err.Error(), Returncode: 1})
 		return
 	}
+	req.Output = outputMode(r.Header)
+	switch req.Output {
+	case OutputStrict:
+		w.Header().Set("Preference-Applied", "handling=strict")
+	case OutputCut:
+		w.Header().Set("Preference-Applied", "handling=lenient")
+	}
 	res, err := s.Run(r.Context(), r.URL.Path, req)
 	var te *TimeoutError
 	var e *Error
@@ -130,6 +137,31 @@ func (s *Site) servePost(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeAction(w, http.StatusInternalServerError, ActionResponse{Stderr: "internal error", Returncode: 1})
 	}
+}
+
+// outputMode reads the handling preference of RFC 7240 from the request's
+// Prefer headers: "handling=strict" asks for a 413 when the output is over
+// the cap (statespace's answer), "handling=lenient" for the cut output with
+// a notice; neither leaves it to the server (Options.StrictOutput). Other
+// preferences are ignored, as RFC 7240 asks; the last handling wins.
+func outputMode(h http.Header) OutputMode {
+	mode := OutputDefault
+	for _, line := range h.Values("Prefer") {
+		for pref := range strings.SplitSeq(line, ",") {
+			pref, _, _ = strings.Cut(pref, ";") // parameters of a preference
+			name, value, _ := strings.Cut(pref, "=")
+			if !strings.EqualFold(strings.TrimSpace(name), "handling") {
+				continue
+			}
+			switch strings.ToLower(strings.Trim(strings.TrimSpace(value), `"`)) {
+			case "strict":
+				mode = OutputStrict
+			case "lenient":
+				mode = OutputCut
+			}
+		}
+	}
+	return mode
 }
 
 func writeAction(w http.ResponseWriter, status int, res ActionResponse) {

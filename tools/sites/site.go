@@ -29,6 +29,10 @@ const (
 	DefaultMaxListItems = 1000
 	// MaxRequestBytes bounds a POST body (413 past it).
 	MaxRequestBytes = 64 << 10
+	// DefaultNotAllowedStatus is the status of a command no pattern of its
+	// page allows: 403, as the statespace RFD's table has it (statespace's
+	// Rust server answers 400; Options.NotAllowedStatus picks that).
+	DefaultNotAllowedStatus = http.StatusForbidden
 )
 
 // Bounds of a request's env, as the reference's TypeScript port has them.
@@ -55,6 +59,15 @@ type Options struct {
 	MaxOutput int64
 	// MaxListItems caps glob's results (DefaultMaxListItems when 0).
 	MaxListItems int
+	// StrictOutput makes output over MaxOutput an error (413, with none of
+	// the output) for every request that does not ask for the cut answer
+	// (ActionRequest.Output). By default the output is cut, head and tail
+	// kept with a notice, and a request asks for the 413.
+	StrictOutput bool
+	// NotAllowedStatus is the HTTP status of a command that no pattern of
+	// its page allows: 403 (DefaultNotAllowedStatus, when 0) or 400, the
+	// answer of statespace's Rust server, for clients that expect it.
+	NotAllowedStatus int
 	// ComponentTimeout bounds each component block of a page
 	// (DefaultComponentTimeout when 0).
 	ComponentTimeout time.Duration
@@ -92,6 +105,9 @@ type cachedPage struct {
 type Error struct {
 	Status int
 	Msg    string
+	// code is the errcode of the MCP tools' refusal when the status alone
+	// does not tell it ("" derives it from Status).
+	code errcode.Code
 }
 
 func (e *Error) Error() string { return e.Msg }
@@ -116,6 +132,13 @@ func New(opts Options) (*Site, error) {
 	}
 	if opts.MaxListItems <= 0 {
 		opts.MaxListItems = DefaultMaxListItems
+	}
+	switch opts.NotAllowedStatus {
+	case 0:
+		opts.NotAllowedStatus = DefaultNotAllowedStatus
+	case http.StatusBadRequest, http.StatusForbidden:
+	default:
+		return nil, fmt.Errorf("sites: NotAllowedStatus %d: want 403 or 400", opts.NotAllowedStatus)
 	}
 	if opts.ComponentTimeout <= 0 {
 		opts.ComponentTimeout = DefaultComponentTimeout
@@ -243,7 +266,26 @@ type ActionRequest struct {
 	Command []string          `json:"command"`
 	Args    map[string]string `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
+	// Output says what to do with output over the cap; it is not part of
+	// the body: the handler takes it from the request's Prefer header.
+	Output OutputMode `json:"-"`
 }
+
+// OutputMode is what a request wants when a command's output is over the
+// cap (Options.MaxOutput).
+type OutputMode int
+
+const (
+	// OutputDefault is the server's choice: OutputStrict with
+	// Options.StrictOutput, else OutputCut.
+	OutputDefault OutputMode = iota
+	// OutputCut keeps the head and tail of each stream with a notice of
+	// what was cut (the answer for agents).
+	OutputCut
+	// OutputStrict answers 413 with none of the output, as statespace's
+	// Rust server does (Prefer: handling=strict).
+	OutputStrict
+)
 
 // ActionResponse is a command's outcome: its output and its real exit code.
 type ActionResponse struct {
@@ -288,7 +330,9 @@ func (s *Site) Run(ctx context.Context, p string, req ActionRequest) (ActionResp
 	}
 	spec, ok := FirstMatch(specs, argv)
 	if !ok {
-		return ActionResponse{}, fail(http.StatusBadRequest, "command not allowed by /%s: %q matches none of its tools %s", page, argv, specList(specs))
+		e := fail(s.opts.NotAllowedStatus, "command not allowed by /%s: %q matches none of its tools %s", page, argv, specList(specs))
+		e.code = errcode.InvalidArgument
+		return ActionResponse{}, e
 	}
 	if n := argv[0]; strings.ContainsAny(n, `/\`) || strings.Contains(n, "..") {
 		return ActionResponse{}, fail(http.StatusForbidden, "security: the command name %q must be a plain name looked up on PATH", n)
@@ -323,9 +367,20 @@ func (s *Site) Run(ctx context.Context, p string, req ActionRequest) (ActionResp
 	case "glob":
 		return s.glob(ctx, dir, argv)
 	case "curl":
-		return s.curl(ctx, argv)
+		return s.curl(ctx, argv, s.strict(req.Output))
 	}
-	return s.exec(ctx, dir, argv, env)
+	return s.exec(ctx, dir, argv, env, s.strict(req.Output))
+}
+
+// strict reports whether output over the cap is a 413 for a request.
+func (s *Site) strict(m OutputMode) bool {
+	return m == OutputStrict || m == OutputDefault && s.opts.StrictOutput
+}
+
+// tooLarge is the 413 of strict output: the sizes, the limit and how to get
+// the cut output instead.
+func tooLarge(what string, size, limit int64) *Error {
+	return fail(http.StatusRequestEntityTooLarge, "output too large: %s is %d bytes, over the limit of %d bytes (strict output; without \"Prefer: handling=strict\" the head and tail are kept with a notice)", what, size, limit)
 }
 
 func specList(specs []Spec) string {
@@ -445,7 +500,7 @@ func reservedEnv(k string) bool {
 
 // exec hands argv to the sandbox, in (and confined to) the page's
 // directory.
-func (s *Site) exec(ctx context.Context, dir string, argv []string, env map[string]string) (ActionResponse, error) {
+func (s *Site) exec(ctx context.Context, dir string, argv []string, env map[string]string, strict bool) (ActionResponse, error) {
 	// The command is bound to the page's directory (a scope of the site),
 	// which the sandbox opens once and binds by descriptor.
 	ws, release, err := fsops.WorkDir(s.ws, dir)
@@ -475,6 +530,16 @@ func (s *Site) exec(ctx context.Context, dir string, argv []string, env map[stri
 	}
 	if res.TimedOut {
 		return out, &TimeoutError{Response: out, After: s.opts.Timeout}
+	}
+	if strict {
+		for _, st := range []struct {
+			name       string
+			kept, size int64
+		}{{"stdout", int64(len(res.Stdout)), res.StdoutSize}, {"stderr", int64(len(res.Stderr)), res.StderrSize}} {
+			if st.size > st.kept {
+				return ActionResponse{}, tooLarge(st.name, st.size, s.opts.MaxOutput)
+			}
+		}
 	}
 	return out, nil
 }
@@ -531,7 +596,7 @@ func (s *Site) glob(ctx context.Context, dir string, argv []string) (ActionRespo
 // [curl, (-X|--request) METHOD, (-H|--header) "K: V"..., (-d|--data) BODY, URL].
 // Any other flag is a 400. The body goes to stdout; a refused address is
 // 403, a network failure 502.
-func (s *Site) curl(ctx context.Context, argv []string) (ActionResponse, error) {
+func (s *Site) curl(ctx context.Context, argv []string, strict bool) (ActionResponse, error) {
 	method, body, target := "", "", ""
 	hdr := http.Header{}
 	for i := 1; i < len(argv); i++ {
@@ -592,6 +657,9 @@ func (s *Site) curl(ctx context.Context, argv []string) (ActionResponse, error) 
 		return ActionResponse{}, fail(http.StatusForbidden, "security: %v", be)
 	case err != nil:
 		return ActionResponse{}, fail(http.StatusBadGateway, "curl: %v", err)
+	}
+	if res.Truncated && strict {
+		return ActionResponse{}, fail(http.StatusRequestEntityTooLarge, "output too large: the response body is over the limit of %d bytes (strict output; without \"Prefer: handling=strict\" it is cut with a notice)", len(res.Body))
 	}
 	out := ActionResponse{Stdout: string(res.Body)}
 	if res.Truncated {

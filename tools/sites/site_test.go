@@ -126,8 +126,8 @@ func TestHTTPStatuses(t *testing.T) {
 		{"POST allowed", "POST", "/", `{"command":["ls"]}`, 200, "guide.md"},
 		{"POST with placeholder args", "POST", "/", `{"command":["cat","{file}"],"args":{"file":"guide.md"}}`, 200, "Using this site"},
 		{"POST nested page", "POST", "/data", `{"command":["grep","-c","JP","cities.csv"]}`, 200, "1\n"},
-		{"POST not allowed", "POST", "/", `{"command":["rm","-rf","data"]}`, 400, "command not allowed by /README.md"},
-		{"POST extra argument after ;", "POST", "/", `{"command":["cat","guide.md","-n"]}`, 400, "not allowed"},
+		{"POST not allowed", "POST", "/", `{"command":["rm","-rf","data"]}`, 403, "command not allowed by /README.md"},
+		{"POST extra argument after ;", "POST", "/", `{"command":["cat","guide.md","-n"]}`, 403, "not allowed"},
 		{"POST empty command", "POST", "/", `{"command":[]}`, 400, "empty command"},
 		{"POST bad body", "POST", "/", `{"cmd":["ls"]}`, 400, `the body must be {"command"`},
 		{"POST no frontmatter", "POST", "/plain", `{"command":["ls"]}`, 400, "declares no tools"},
@@ -271,7 +271,7 @@ func TestWatchMode(t *testing.T) {
 	writePage(t, root, "w.md", "---\ntools:\n  - [echo, two, \";\"]\n---\n")
 	future := time.Now().Add(2 * time.Second) // a new mtime even on coarse clocks
 	os.Chtimes(filepath.Join(root, "w.md"), future, future)
-	if r := post(t, h, "/w", ActionRequest{Command: []string{"echo", "one"}}); r.status != 400 {
+	if r := post(t, h, "/w", ActionRequest{Command: []string{"echo", "one"}}); r.status != 403 {
 		t.Errorf("the old tool still runs: %d", r.status)
 	}
 	if r := post(t, h, "/w", ActionRequest{Command: []string{"echo", "two"}}); r.status != 200 || r.action.Stdout != "two\n" {

@@ -101,19 +101,22 @@ func decode(raw json.RawMessage, v any) error {
 	return nil
 }
 
-// siteError is a refusal as a tool result, with the errcode of its status.
+// siteError is a refusal as a tool result, with its errcode: the one the
+// refusal names, else the one of its status.
 func siteError(err error) *mcp.CallToolResult {
 	code := errcode.InvalidArgument
 	var e *Error
 	if errors.As(err, &e) {
-		switch e.Status {
-		case 403:
+		switch {
+		case e.code != "":
+			code = e.code
+		case e.Status == 403:
 			code = errcode.PathEscapeAttempt
-		case 404:
+		case e.Status == 404:
 			code = errcode.NotFound
-		case 413:
+		case e.Status == 413:
 			code = errcode.TooLarge
-		case 500, 502:
+		case e.Status == 500, e.Status == 502:
 			code = errcode.ExecError
 		}
 	}
