@@ -236,6 +236,10 @@ type healthBody struct {
 	Providers []registry.ProviderInfo `json:"providers"`
 	// Upstreams is each --upstreams server's state (absent without the flag).
 	Upstreams []upstream.Health `json:"upstreams,omitempty"`
+	// Servers is the execution service's view of the same servers, name →
+	// state (running, starting, restarting, stopped, failed), as
+	// /health/servers answers it (absent without --upstreams).
+	Servers map[string]string `json:"servers,omitempty"`
 	// Extensions is each --extensions file's state (absent without the flag).
 	Extensions []extensions.Health `json:"extensions,omitempty"`
 	// Browser is the browser provider's state and its sessions (absent
@@ -253,13 +257,21 @@ type healthBody struct {
 func (d *Daemon) serveHealthServers(w http.ResponseWriter, _ *http.Request) {
 	servers := map[string]string{}
 	if d.w.upstreams != nil {
-		for _, h := range d.w.upstreams.Health() {
-			servers[h.Name] = h.State
-		}
+		servers = serverStates(d.w.upstreams.Health())
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(map[string]any{"servers": servers})
+}
+
+// serverStates is each upstream server's state by its name, the seed's
+// {"servers": {"fs": "running"}} of /health and /health/servers.
+func serverStates(hs []upstream.Health) map[string]string {
+	servers := make(map[string]string, len(hs))
+	for _, h := range hs {
+		servers[h.Name] = h.State
+	}
+	return servers
 }
 
 func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {

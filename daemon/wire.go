@@ -248,8 +248,11 @@ func startUpstreams(w *wiring) (built, error) {
 	}
 	w.upstreams = p
 	return built{
-		health: func(b *healthBody) { b.Upstreams = p.Health() },
-		close:  p.Close,
+		health: func(b *healthBody) {
+			b.Upstreams = p.Health()
+			b.Servers = serverStates(b.Upstreams)
+		},
+		close: p.Close,
 	}, nil
 }
 

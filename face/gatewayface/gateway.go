@@ -369,9 +369,14 @@ func (c *conn) call(ctx context.Context, req *request) *response {
 		}
 		res, err := c.s.opts.Registry.Call(ctx, p.ToolID, c.caller.Call("gateway", c.wsp, p.Args))
 		var unknown *registry.UnknownToolError
+		var ambiguous *registry.AmbiguousToolError
 		switch {
 		case errors.As(err, &unknown):
 			return errResponse(req.ID, CodeUnknownTool, "%v; tools.list lists the tools", err)
+		case errors.As(err, &ambiguous):
+			resp := errResponse(req.ID, CodeAmbiguousTool, "%v", err)
+			resp.Error.Data = map[string]any{"tools": ambiguous.Tools}
+			return resp
 		case errors.Is(err, registry.ErrBusy):
 			return errResponse(req.ID, CodeBusy, "%v", err)
 		case err != nil:

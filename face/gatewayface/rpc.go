@@ -23,6 +23,7 @@ const (
 	CodeRateLimited   = -32002 // this connection's rate limit
 	CodeNoSuchRequest = -32003 // tools.approve of a request that is not waiting
 	CodeNotOperator   = -32004 // tools.approve on a connection without the operator's token
+	CodeAmbiguousTool = -32005 // a bare name several tools claim; data.tools names them
 )
 
 // request is one JSON-RPC request or notification (no id).
@@ -39,6 +40,7 @@ func (r *request) notification() bool { return len(r.ID) == 0 }
 type rpcError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
 }
 
 type response struct {

@@ -110,8 +110,8 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, body []byte, 
 	if req.Method != "tools/call" || len(req.Params.Meta) > 0 {
 		return false
 	}
-	if _, ok := s.reg.Lookup(req.Params.Name); !ok {
-		return false
+	if _, err := s.reg.Resolve(req.Params.Name); err != nil {
+		return false // the SDK's to answer (auditUnknownTools)
 	}
 	s.fastCalls.Add(1)
 	res := s.callTool(r.Context(), req.Params.Name, req.Params.Arguments, "mcp-http", caller, nil, nil)

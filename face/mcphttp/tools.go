@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/internal/admit"
@@ -57,12 +58,28 @@ func (s *Server) syncTools() {
 // tools/call of a name the registry does not serve: the SDK answers it
 // ("unknown tool") without calling a handler, so without this it would
 // leave no audit line or metric, where /execute and /gateway leave both.
+// It also resolves a bare name (registry.Tool.Bare: read_file for
+// fs__read_file) to the tool the SDK serves, and answers one that several
+// tools claim as the SDK answers an unknown tool (invalid params, -32602),
+// naming them in the message and in data.tools.
 func (s *Server) auditUnknownTools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if ctr, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && ctr.Params != nil {
 			if _, known := s.reg.Lookup(ctr.Params.Name); !known {
-				face, caller, _ := s.sdkCaller(ctr.Extra)
-				s.reg.Unknown(ctr.Params.Name, caller.Call(face, nil, ctr.Params.Arguments))
+				t, err := s.reg.Resolve(ctr.Params.Name)
+				var ambiguous *registry.AmbiguousToolError
+				switch {
+				case err == nil:
+					ctr.Params.Name = t.Name
+				case errors.As(err, &ambiguous):
+					face, caller, _ := s.sdkCaller(ctr.Extra)
+					s.reg.Unknown(ctr.Params.Name, caller.Call(face, nil, ctr.Params.Arguments))
+					data, _ := json.Marshal(map[string]any{"tools": ambiguous.Tools})
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}
+				default:
+					face, caller, _ := s.sdkCaller(ctr.Extra)
+					s.reg.Unknown(ctr.Params.Name, caller.Call(face, nil, ctr.Params.Arguments))
+				}
 			}
 		}
 		return next(ctx, method, req)

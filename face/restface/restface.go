@@ -5,7 +5,9 @@
 // (admit.Caller.Call) through registry.Call, so the limits and results are
 // those of every face.
 //
-// Status codes: an unknown tool is 404; a failed result whose errcode
+// Status codes: an unknown tool is 404; a bare name (an upstream tool's
+// name on its server, registry.Tool.Bare) that several tools claim is 409
+// listing their names; a failed result whose errcode
 // (registry.Code) is INVALID_ARGUMENT or PATH_ESCAPE_ATTEMPT is 400; a busy
 // registry is 429 with Retry-After; every other result, a timeout
 // included, is 200 with status "success" or "error" and execution_time_ms.
@@ -77,6 +79,15 @@ type ExecuteResponse struct {
 	Output          string  `json:"output"`
 	Error           string  `json:"error,omitempty"`
 	ExecutionTimeMs float64 `json:"execution_time_ms"`
+}
+
+// AmbiguousResponse is the 409 of POST /execute for a bare tool name
+// (read_file) that several upstream servers serve: the admission errors'
+// {error, message}, and the qualified names that do (fs__read_file, …).
+type AmbiguousResponse struct {
+	Error   string   `json:"error"`
+	Message string   `json:"message"`
+	Tools   []string `json:"tools"`
 }
 
 // RetryAfter is the Retry-After of a 429: the registry refuses a call after
@@ -167,9 +178,13 @@ func (h *Handler) ServeExecute(w http.ResponseWriter, r *http.Request) {
 	res, err := h.opts.Registry.Call(ctx, req.ToolName, caller.Call("rest", ws, req.Arguments))
 	ms := float64(time.Since(start).Microseconds()) / 1000
 	var unknown *registry.UnknownToolError
+	var ambiguous *registry.AmbiguousToolError
 	switch {
 	case errors.As(err, &unknown):
 		admit.WriteJSONError(w, http.StatusNotFound, "Unknown tool", unknown.Error()+"; GET /tools lists the tools")
+		return
+	case errors.As(err, &ambiguous):
+		writeJSON(w, http.StatusConflict, AmbiguousResponse{Error: "Ambiguous tool", Message: ambiguous.Error(), Tools: ambiguous.Tools})
 		return
 	case errors.Is(err, registry.ErrBusy):
 		w.Header().Set("Retry-After", RetryAfter)

@@ -51,7 +51,13 @@ type Tool struct {
 	// Name is what clients call it by: letters, digits, '_', '-' and '.',
 	// at most MaxNameLen characters. A provider serving another system's
 	// tools prefixes them (server__tool for upstream MCP servers).
-	Name        string
+	Name string
+	// Bare, when set, is a shorter name a client may also call the tool
+	// by (an upstream tool's name on its server, read_file for
+	// fs__read_file) while no tool is called that and no other tool
+	// claims the same Bare; lists keep Name. A Bare that two tools claim
+	// calls neither: Call answers *AmbiguousToolError naming both.
+	Bare        string
 	Title       string
 	Description string
 	// InputSchema is the JSON Schema (type object) of the arguments, as
@@ -238,9 +244,11 @@ type Record struct {
 	Scope    string
 	Caller   string
 	Args     json.RawMessage
+	// Tool is the name of the tool that ran (a bare name resolved to
+	// the tool's Name), or the name called when none did.
 	// Outcome is "ok", "error" (an error result), "timeout", "busy",
-	// "unknown" (no such tool), "denied" (the caller may not call it) or
-	// "panic".
+	// "unknown" (no such tool), "ambiguous" (a bare name several tools
+	// claim), "denied" (the caller may not call it) or "panic".
 	Outcome  string
 	BytesIn  int // len(Args)
 	BytesOut int // bytes of text and data in the result's content
@@ -253,6 +261,18 @@ var ErrBusy = errors.New("too many tool calls in progress; retry shortly")
 type UnknownToolError struct{ Name string }
 
 func (e *UnknownToolError) Error() string { return fmt.Sprintf("unknown tool %q", e.Name) }
+
+// AmbiguousToolError is returned by Call and Resolve for a bare name
+// (Tool.Bare) that several tools claim and no tool is called by.
+type AmbiguousToolError struct {
+	Name  string
+	Tools []string // the Names of the tools that claim it, sorted
+}
+
+func (e *AmbiguousToolError) Error() string {
+	return fmt.Sprintf("tool name %q is ambiguous: %s serve it; call one of them by that name",
+		e.Name, strings.Join(e.Tools, ", "))
+}
 
 // CollisionError is returned by Set when a tool's name is already served
 // by another provider.
@@ -294,7 +314,8 @@ type Registry struct {
 
 	mu        sync.RWMutex
 	tools     map[string]entry
-	sorted    []Tool // every tool, by name; replaced, never mutated
+	sorted    []Tool              // every tool, by name; replaced, never mutated
+	bare      map[string][]string // Tool.Bare → the Names claiming it, sorted; replaced with sorted
 	providers map[string]*ProviderInfo
 	order     []string // providers in the order they first appeared
 	subs      map[int]func()
@@ -344,6 +365,11 @@ func (r *Registry) Set(provider string, tools []Tool) error {
 		seen[t.Name] = true
 		if t.Handler == nil {
 			return fmt.Errorf("provider %q: tool %q has no handler", provider, t.Name)
+		}
+		if t.Bare != "" {
+			if err := ValidName(t.Bare); err != nil {
+				return fmt.Errorf("provider %q: tool %q: bare name: %w", provider, t.Name, err)
+			}
 		}
 	}
 	r.mu.Lock()
@@ -406,6 +432,13 @@ func (r *Registry) resort() {
 	}
 	slices.SortFunc(all, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
 	r.sorted = all
+	bare := map[string][]string{}
+	for _, t := range all {
+		if t.Bare != "" {
+			bare[t.Bare] = append(bare[t.Bare], t.Name) // sorted, as all is
+		}
+	}
+	r.bare = bare
 }
 
 // subscribers copies the subscriber functions; r.mu is held.
@@ -431,6 +464,31 @@ func (r *Registry) Lookup(name string) (Tool, bool) {
 	e, ok := r.tools[name]
 	r.mu.RUnlock()
 	return e.tool, ok
+}
+
+// Resolve returns the tool a call of name runs: the tool called name,
+// else the one tool whose Bare is name. The error is *UnknownToolError
+// or *AmbiguousToolError.
+func (r *Registry) Resolve(name string) (Tool, error) {
+	r.mu.RLock()
+	e, err := r.resolve(name)
+	r.mu.RUnlock()
+	return e.tool, err
+}
+
+// resolve is Resolve's lookup; r.mu is held.
+func (r *Registry) resolve(name string) (entry, error) {
+	if e, ok := r.tools[name]; ok {
+		return e, nil
+	}
+	switch names := r.bare[name]; len(names) {
+	case 0:
+		return entry{}, &UnknownToolError{Name: name}
+	case 1:
+		return r.tools[names[0]], nil
+	default:
+		return entry{}, &AmbiguousToolError{Name: name, Tools: slices.Clone(names)}
+	}
 }
 
 // Providers reports every provider, in the order they first appeared.
@@ -473,31 +531,46 @@ func (r *Registry) Subscribe(f func()) (cancel func()) {
 	}
 }
 
-// Unknown records a call of a tool no provider serves that a face
-// answered without Call (the MCP library words that error itself), so its
-// audit line and metric are those Call gives such a call on every other
-// face. It runs nothing, even if the name has just appeared.
+// Unknown records a call of a tool no provider serves (or of a bare name
+// several claim: outcome "ambiguous") that a face answered without Call
+// (the MCP library words that error itself), so its audit line and metric
+// are those Call gives such a call on every other face. It runs nothing,
+// even if the name has just appeared.
 func (r *Registry) Unknown(name string, call Call) {
 	rec := Record{Start: time.Now(), Tool: name, Face: call.Face, Remote: call.Remote, Scope: call.Scope,
 		Caller: call.Caller, Args: call.Args, BytesIn: len(call.Args)}
-	r.observe(&rec, "unknown", nil)
+	outcome := "unknown"
+	r.mu.RLock()
+	if _, err := r.resolve(name); err != nil {
+		if _, amb := err.(*AmbiguousToolError); amb {
+			outcome = "ambiguous"
+		}
+	}
+	r.mu.RUnlock()
+	r.observe(&rec, outcome, nil)
 }
 
-// Call runs the tool called name under the registry's limits. The error is
-// *UnknownToolError or ErrBusy (each face words them its own way); every
-// other failure, a timeout included, is an error result.
+// Call runs the tool called name (or the one tool whose Bare is name:
+// Resolve) under the registry's limits. The error is *UnknownToolError,
+// *AmbiguousToolError or ErrBusy (each face words them its own way);
+// every other failure, a timeout included, is an error result.
 func (r *Registry) Call(ctx context.Context, name string, call Call) (*mcp.CallToolResult, error) {
 	start := time.Now()
 	rec := Record{Start: start, Tool: name, Face: call.Face, Remote: call.Remote, Scope: call.Scope,
 		Caller: call.Caller, Args: call.Args, BytesIn: len(call.Args)}
 	r.mu.RLock()
-	e, ok := r.tools[name]
+	e, err := r.resolve(name)
 	r.mu.RUnlock()
-	if !ok {
-		r.observe(&rec, "unknown", nil)
-		return nil, &UnknownToolError{Name: name}
+	if err != nil {
+		outcome := "unknown"
+		if _, amb := err.(*AmbiguousToolError); amb {
+			outcome = "ambiguous"
+		}
+		r.observe(&rec, outcome, nil)
+		return nil, err
 	}
-	rec.Provider = e.provider
+	name = e.tool.Name
+	rec.Tool, rec.Provider = name, e.provider
 	if why := denied(e.tool, call); why != "" {
 		res := errorResult(why)
 		r.observe(&rec, "denied", res)

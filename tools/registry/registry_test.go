@@ -514,3 +514,71 @@ func TestBoundCallerRefusedWholeRoot(t *testing.T) {
 		t.Errorf("an unbound token was refused a whole-root tool")
 	}
 }
+
+// TestBareNames: a tool is callable by its Bare while exactly one tool
+// claims it; a name a tool is called by wins over any Bare; a Bare two
+// tools claim calls neither and names both; lists keep the full names.
+func TestBareNames(t *testing.T) {
+	var recs []Record
+	r := New(Options{Observe: func(rec Record) { recs = append(recs, rec) }})
+	bare := func(name, b string) Tool { t := echo(name); t.Bare = b; return t }
+	if err := r.Set("a", []Tool{bare("a__read_file", "read_file"), bare("a__only_a", "only_a"), bare("a__exec", "exec")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Set("workspace", []Tool{echo("exec")}); err != nil {
+		t.Fatal(err)
+	}
+	call := func(name string) (string, error) {
+		res, err := r.Call(context.Background(), name, Call{Face: "rest", Args: json.RawMessage(`{"x":1}`)})
+		if err != nil {
+			return "", err
+		}
+		return resultText(t, res), nil
+	}
+	if got, err := call("read_file"); err != nil || got != `a__read_file:{"x":1}` {
+		t.Errorf("read_file with one server: %q %v", got, err)
+	}
+	if recs[len(recs)-1].Tool != "a__read_file" || recs[len(recs)-1].Provider != "a" || recs[len(recs)-1].Outcome != "ok" {
+		t.Errorf("record of a bare call: %+v; want the tool that ran", recs[len(recs)-1])
+	}
+	if got, err := call("exec"); err != nil || !strings.HasPrefix(got, "exec:") {
+		t.Errorf("exec, a name a tool is called by: %q %v; want the workspace's tool", got, err)
+	}
+	if err := r.Set("b", []Tool{bare("b__read_file", "read_file")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := call("read_file")
+	var amb *AmbiguousToolError
+	if !errors.As(err, &amb) || strings.Join(amb.Tools, ",") != "a__read_file,b__read_file" ||
+		!strings.Contains(err.Error(), `"read_file" is ambiguous: a__read_file, b__read_file`) {
+		t.Fatalf("read_file with two servers: %v; want AmbiguousToolError naming both", err)
+	}
+	if rec := recs[len(recs)-1]; rec.Outcome != "ambiguous" || rec.Tool != "read_file" {
+		t.Errorf("record of an ambiguous call: %+v", rec)
+	}
+	if _, err := r.Resolve("read_file"); !errors.As(err, &amb) {
+		t.Errorf("Resolve(read_file) = %v; want ambiguous", err)
+	}
+	if got, err := call("only_a"); err != nil || !strings.HasPrefix(got, "a__only_a:") {
+		t.Errorf("only_a: %q %v", got, err)
+	}
+	var unknown *UnknownToolError
+	if _, err := call("nothing"); !errors.As(err, &unknown) {
+		t.Errorf("nothing: %v; want UnknownToolError", err)
+	}
+	for _, tool := range r.List() {
+		if tool.Name == "read_file" || tool.Name == "only_a" {
+			t.Errorf("List names a bare name: %s", tool.Name)
+		}
+	}
+	// b goes: read_file is a's alone again.
+	if err := r.Set("b", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := call("read_file"); err != nil || !strings.HasPrefix(got, "a__read_file:") {
+		t.Errorf("read_file after b left: %q %v", got, err)
+	}
+	if err := r.Set("c", []Tool{bare("c__x", "bad name")}); err == nil || !strings.Contains(err.Error(), "bare name") {
+		t.Errorf("an invalid bare name: %v", err)
+	}
+}

@@ -502,7 +502,10 @@ func (s *server) tool(t *mcp.Tool) registry.Tool {
 		cache = nil
 	}
 	return registry.Tool{
-		Name:        s.cfg.Name + Separator + name,
+		Name: s.cfg.Name + Separator + name,
+		// Callable as the server names it too while no other tool is
+		// (docs/upstreams.md, "Bare names").
+		Bare:        name,
 		Title:       t.Title,
 		Description: t.Description,
 		InputSchema: t.InputSchema,
