@@ -182,6 +182,8 @@ func (j *jsonWriter) value(v starlark.Value, depth int) error {
 			}
 		}
 		b.WriteByte('}')
+	case *record:
+		return j.value(x.Dict, depth)
 	case *starlarkstruct.Struct:
 		d := starlark.StringDict{}
 		x.ToStringDict(d)

@@ -1,12 +1,15 @@
 package extensions
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.starlark.net/starlark"
@@ -191,7 +194,7 @@ func readExtension(rel string, v starlark.Value) (*Extension, error) {
 	for iter.Next(&tv) {
 		t, err := readTool(tv)
 		if err != nil {
-			return nil, bad("%v", err)
+			return nil, bad("extension %q: %v", ext.Name, err)
 		}
 		if slices.ContainsFunc(ext.Tools, func(o Tool) bool { return o.Name == t.Name }) {
 			return nil, bad("two tools are named %q", t.Name)
@@ -291,7 +294,9 @@ func readParam(v starlark.Value) (Param, error) {
 		p.Required = bool(r.Truth())
 	}
 	if d, err := s.Attr("default"); err == nil && d != nil && d != starlark.None {
-		p.Default = d
+		if p.Default, err = coerceDefault(p.Type, d); err != nil {
+			return Param{}, fmt.Errorf("parameter %q: default %s: %v", p.Name, d.String(), err)
+		}
 	}
 	p.Description, _ = strField(s, "description", false)
 	return p, nil
@@ -359,4 +364,88 @@ func (t Tool) schema() map[string]any {
 		s["required"] = required
 	}
 	return s
+}
+
+// coerceDefault turns a parameter's default into a value of its type, as
+// starlark-mcp's published extensions expect: default = "100" on an
+// integer parameter arrives as 100, "true" on a boolean as True, a JSON
+// text on an array or object as the list or dict it writes.
+func coerceDefault(typ string, d starlark.Value) (starlark.Value, error) {
+	str, isStr := d.(starlark.String)
+	text := strings.TrimSpace(string(str))
+	switch typ {
+	case "string":
+		switch x := d.(type) {
+		case starlark.String:
+			return x, nil
+		case starlark.Int, starlark.Float, starlark.Bool:
+			return starlark.String(x.String()), nil
+		}
+	case "integer":
+		switch x := d.(type) {
+		case starlark.Int:
+			return x, nil
+		case starlark.Float:
+			if f := float64(x); f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+				return starlark.MakeInt64(int64(f)), nil
+			}
+			return nil, errors.New("is not a whole number")
+		case starlark.String:
+			n, err := strconv.ParseInt(text, 10, 64)
+			if err != nil {
+				return nil, errors.New("is not an integer")
+			}
+			return starlark.MakeInt64(n), nil
+		}
+	case "number":
+		switch x := d.(type) {
+		case starlark.Int, starlark.Float:
+			return x, nil
+		case starlark.String:
+			f, err := strconv.ParseFloat(text, 64)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				return nil, errors.New("is not a number")
+			}
+			return starlark.Float(f), nil
+		}
+	case "boolean":
+		switch x := d.(type) {
+		case starlark.Bool:
+			return x, nil
+		case starlark.String:
+			switch strings.ToLower(text) {
+			case "true":
+				return starlark.True, nil
+			case "false":
+				return starlark.False, nil
+			}
+			return nil, errors.New("is not true or false")
+		}
+	case "array", "object":
+		v := d
+		if isStr {
+			var err error
+			if v, err = FromJSON([]byte(text)); err != nil {
+				return nil, fmt.Errorf("is not the JSON of an %s: %v", typ, err)
+			}
+		}
+		switch v.(type) {
+		case *starlark.List, starlark.Tuple:
+			if typ == "array" {
+				v.Freeze()
+				return v, nil
+			}
+		case *starlark.Dict:
+			if typ == "object" {
+				v.Freeze()
+				return v, nil
+			}
+		}
+		d = v
+	}
+	article := "a"
+	if strings.ContainsRune("aeiou", rune(typ[0])) {
+		article = "an"
+	}
+	return nil, fmt.Errorf("is a %s, not %s %s", d.Type(), article, typ)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	neturl "net/url"
 	"slices"
 	"strings"
 
@@ -49,7 +50,7 @@ func (p *Provider) predeclared() starlark.StringDict {
 	for name, fn := range boundedBuiltins() {
 		d[name] = fn
 	}
-	d["time"] = sltime.Module
+	d["time"] = timeModule()
 	d["math"] = math.Module
 	d["json"] = jsonModule()
 	d["exec"] = p.execModule()
@@ -59,6 +60,25 @@ func (p *Provider) predeclared() starlark.StringDict {
 	d["sqlite"] = p.sqliteModule()
 	d["postgres"] = p.postgresModule()
 	return d
+}
+
+// timeModule is go.starlark.net's time module with now() as starlark-mcp
+// has it: the Unix time in whole seconds, an int (time.now() % len(facts)).
+// now_time() is the module's own now(), a time value (time.now_time().year).
+func timeModule() *starlarkstruct.Module {
+	m := &starlarkstruct.Module{Name: "time", Members: starlark.StringDict{}}
+	for k, v := range sltime.Module.Members {
+		m.Members[k] = v
+	}
+	m.Members["now_time"] = sltime.Module.Members["now"]
+	m.Members["now"] = starlark.NewBuiltin("time.now", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 0); err != nil {
+			return nil, err
+		}
+		return starlark.MakeInt64(sltime.NowFunc().Unix()), nil
+	})
+	m.Freeze()
+	return m
 }
 
 func module(name string, fns map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error)) *starlarkstruct.Module {
@@ -104,7 +124,7 @@ func (p *Provider) execModule() *starlarkstruct.Module {
 			if err != nil {
 				return nil, fmt.Errorf("exec.run: %s", errcode.Sentence(err))
 			}
-			return frozenStruct("result", starlark.StringDict{
+			return newRecord("result", starlark.StringDict{
 				"stdout":    starlark.String(sandbox.WithTruncationNotice(res.Stdout, res.StdoutSize)),
 				"stderr":    starlark.String(sandbox.WithTruncationNotice(res.Stderr, res.StderrSize)),
 				"exit_code": starlark.MakeInt(res.ExitCode),
@@ -114,53 +134,36 @@ func (p *Provider) execModule() *starlarkstruct.Module {
 	})
 }
 
-// httpModule: http.get/post/put/patch/delete through the network door.
+// httpModule: http.get/post/put/patch/delete/options through the network
+// door, with starlark-mcp's signatures: get, delete and options take
+// (url, params, headers, auth), post, put and patch (url, params, headers,
+// body, json_body, form_body, auth); delete and options take body,
+// json_body and form_body after auth too. Each returns a response record.
 func (p *Provider) httpModule() *starlarkstruct.Module {
 	fns := map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){}
-	for _, method := range []string{"get", "post", "put", "patch", "delete"} {
+	for _, method := range []string{"get", "post", "put", "patch", "delete", "options"} {
+		withBody := method == "post" || method == "put" || method == "patch"
 		fns[method] = func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 			var url string
-			var headers *starlark.Dict
-			var body starlark.Value = starlark.None
-			var jsonBody starlark.Value = starlark.None
-			if err := starlark.UnpackArgs(b.Name(), args, kwargs, "url", &url, "headers?", &headers, "body?", &body, "json_body?", &jsonBody); err != nil {
+			var params, headers, auth, body, jsonBody, formBody starlark.Value = starlark.None, starlark.None, starlark.None, starlark.None, starlark.None, starlark.None
+			var err error
+			if withBody {
+				err = starlark.UnpackArgs(b.Name(), args, kwargs, "url", &url, "params?", &params, "headers?", &headers,
+					"body?", &body, "json_body?", &jsonBody, "form_body?", &formBody, "auth?", &auth)
+			} else {
+				err = starlark.UnpackArgs(b.Name(), args, kwargs, "url", &url, "params?", &params, "headers?", &headers,
+					"auth?", &auth, "body?", &body, "json_body?", &jsonBody, "form_body?", &formBody)
+			}
+			if err != nil {
 				return nil, err
 			}
 			ctx, _, _, err := callState(thread, b.Name())
 			if err != nil {
 				return nil, err
 			}
-			var payload string
-			switch {
-			case jsonBody != starlark.None:
-				j, err := ToJSON(jsonBody)
-				if err != nil {
-					return nil, fmt.Errorf("%s: json_body: %v", b.Name(), err)
-				}
-				payload = string(j)
-			case body != starlark.None:
-				s, ok := starlark.AsString(body)
-				if !ok {
-					return nil, fmt.Errorf("%s: body must be a string", b.Name())
-				}
-				payload = s
-			}
-			req, err := http.NewRequestWithContext(ctx, strings.ToUpper(method), url, strings.NewReader(payload))
+			req, err := buildRequest(ctx, b.Name(), strings.ToUpper(method), url, params, headers, auth, body, jsonBody, formBody)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %v", b.Name(), err)
-			}
-			if jsonBody != starlark.None {
-				req.Header.Set("Content-Type", "application/json")
-			}
-			if headers != nil {
-				for _, kv := range headers.Items() {
-					k, ok1 := starlark.AsString(kv[0])
-					v, ok2 := starlark.AsString(kv[1])
-					if !ok1 || !ok2 {
-						return nil, fmt.Errorf("%s: headers must map strings to strings", b.Name())
-					}
-					req.Header.Set(k, v)
-				}
+				return nil, err
 			}
 			res, err := p.opts.Net.Fetch(ctx, req)
 			if err != nil {
@@ -177,16 +180,144 @@ func (p *Provider) httpModule() *starlarkstruct.Module {
 				"body":        starlark.String(res.Body),
 				"truncated":   starlark.Bool(res.Truncated),
 				"json":        starlark.None,
+				"url":         starlark.String(res.URL),
 			}
 			if json.Valid(res.Body) && !res.Truncated {
 				if v, err := FromJSON(res.Body); err == nil {
 					out["json"] = v
 				}
 			}
-			return frozenStruct("response", out), nil
+			return newRecord("response", out), nil
 		}
 	}
 	return module("http", fns)
+}
+
+// maxHTTPPairs bounds the entries of params, headers and form_body.
+const maxHTTPPairs = 1000
+
+// stringPairs reads a dict of params, headers or form_body: None is none;
+// keys are strings, values strings or other scalars (their text, as
+// starlark-mcp sends them).
+func stringPairs(fn, what string, v starlark.Value) ([][2]string, error) {
+	if v == starlark.None {
+		return nil, nil
+	}
+	d, ok := v.(starlark.IterableMapping)
+	if !ok {
+		return nil, fmt.Errorf("%s: %s must be a dict, not a %s", fn, what, v.Type())
+	}
+	items := d.Items()
+	if len(items) > maxHTTPPairs {
+		return nil, fmt.Errorf("%s: %s has %d entries; the limit is %d", fn, what, len(items), maxHTTPPairs)
+	}
+	out := make([][2]string, 0, len(items))
+	for _, kv := range items {
+		k, ok := starlark.AsString(kv[0])
+		if !ok {
+			return nil, fmt.Errorf("%s: %s: a key is a %s, not a string", fn, what, kv[0].Type())
+		}
+		var val string
+		switch x := kv[1].(type) {
+		case starlark.String:
+			val = string(x)
+		case starlark.Int, starlark.Float, starlark.Bool:
+			val = x.String()
+		default:
+			return nil, fmt.Errorf("%s: %s[%q] is a %s, not a string or number", fn, what, k, kv[1].Type())
+		}
+		out = append(out, [2]string{k, val})
+	}
+	return out, nil
+}
+
+// buildRequest makes the request of an http call: params added to the
+// URL's query, headers set, auth a (user, password) pair sent as basic
+// authentication, and at most one of json_body (sent as JSON), form_body
+// (form-encoded) or body (a string, as it is).
+func buildRequest(ctx context.Context, fn, method, rawURL string, params, headers, auth, body, jsonBody, formBody starlark.Value) (*http.Request, error) {
+	u, err := neturl.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", fn, err)
+	}
+	query, err := stringPairs(fn, "params", params)
+	if err != nil {
+		return nil, err
+	}
+	if len(query) > 0 {
+		q := u.Query()
+		for _, kv := range query {
+			q.Add(kv[0], kv[1])
+		}
+		u.RawQuery = q.Encode()
+	}
+	hdrs, err := stringPairs(fn, "headers", headers)
+	if err != nil {
+		return nil, err
+	}
+	set := 0
+	for _, v := range []starlark.Value{body, jsonBody, formBody} {
+		if v != starlark.None {
+			set++
+		}
+	}
+	if set > 1 {
+		return nil, fmt.Errorf("%s: give one of body, json_body and form_body", fn)
+	}
+	var payload, contentType string
+	switch {
+	case jsonBody != starlark.None:
+		j, err := ToJSON(jsonBody)
+		if err != nil {
+			return nil, fmt.Errorf("%s: json_body: %v", fn, err)
+		}
+		payload, contentType = string(j), "application/json"
+	case formBody != starlark.None:
+		form, err := stringPairs(fn, "form_body", formBody)
+		if err != nil {
+			return nil, err
+		}
+		vals := neturl.Values{}
+		for _, kv := range form {
+			vals.Add(kv[0], kv[1])
+		}
+		payload, contentType = vals.Encode(), "application/x-www-form-urlencoded"
+	case body != starlark.None:
+		s, ok := starlark.AsString(body)
+		if !ok {
+			return nil, fmt.Errorf("%s: body must be a string, not a %s", fn, body.Type())
+		}
+		payload = s
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), strings.NewReader(payload))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", fn, err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for _, kv := range hdrs {
+		req.Header.Set(kv[0], kv[1])
+	}
+	if auth != starlark.None {
+		var pair starlark.Indexable
+		switch x := auth.(type) {
+		case starlark.Tuple:
+			pair = x
+		case *starlark.List:
+			pair = x
+		}
+		if pair == nil || pair.Len() != 2 {
+			return nil, fmt.Errorf("%s: auth must be a (username, password) pair", fn)
+		}
+		user, ok1 := starlark.AsString(pair.Index(0))
+		pass, ok2 := starlark.AsString(pair.Index(1))
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("%s: auth must be a (username, password) pair of strings", fn)
+		}
+		req.SetBasicAuth(user, pass)
+	}
+	return req, nil
 }
 
 // fsModule: fs.read/write/list/exists in the call's workspace, through fsops.

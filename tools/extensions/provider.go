@@ -65,7 +65,13 @@ type Options struct {
 	MaxConcurrent int
 	// Debounce waits for a burst of file changes to end before reloading.
 	Debounce time.Duration
-	Logger   *slog.Logger
+	// BareNames names each tool by its own name (get_cat_fact), as
+	// starlark-mcp does, instead of extension__tool: for a server that
+	// serves nothing but extensions (`agent-backend extensions serve`).
+	// Two extensions that declare the same tool name then collide, and the
+	// registry refuses the second file's tools, naming both.
+	BareNames bool
+	Logger    *slog.Logger
 }
 
 // Health is /health's view of one extension file.
@@ -353,8 +359,12 @@ func (p *Provider) tools(ext *Extension, c *calls) []registry.Tool {
 				ann.OpenWorldHint = &v
 			}
 		}
+		name := ext.Name + "__" + t.Name
+		if p.opts.BareNames {
+			name = t.Name
+		}
 		out = append(out, registry.Tool{
-			Name: ext.Name + "__" + t.Name, Title: t.Title, Description: t.Description,
+			Name: name, Title: t.Title, Description: t.Description,
 			InputSchema: t.schema(), Annotations: ann,
 			// A script may run commands (the exec module) wherever the
 			// daemon can.
@@ -396,7 +406,10 @@ func (p *Provider) load(th *starlark.Thread, from, module string, cache map[stri
 		return nil, errors.New("load: nested more than 16 deep")
 	}
 	name := filepath.Clean(filepath.FromSlash(module))
-	if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, ".."+string(filepath.Separator)) || !strings.HasSuffix(name, ".star") {
+	if !strings.HasSuffix(name, ".star") {
+		name += ".star" // load("cat_facts", ...), as starlark-mcp's test files write it
+	}
+	if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, ".."+string(filepath.Separator)) {
 		return nil, fmt.Errorf("load(%q): only .star files inside the extensions directory", module)
 	}
 	if g, ok := cache[name]; ok {

@@ -2,6 +2,7 @@ package extensions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -37,6 +38,10 @@ type testFailure struct {
 }
 
 const localFailures = "agentbe.test.failures"
+
+// errTestStopped ends a test at testing.fail, whose failure is recorded
+// already.
+var errTestStopped = errors.New("the test called testing.fail")
 
 // testingModule is the `testing` module of *_test.star files.
 func testingModule() *starlarkstruct.Module {
@@ -127,6 +132,14 @@ func testingModule() *starlarkstruct.Module {
 				fail(thread, "contains: %s not in %s%s", item.String(), container.String(), suffix(msg))
 			}
 			return starlark.None, nil
+		},
+		"fail": func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			msg := ""
+			if err := starlark.UnpackArgs(b.Name(), args, kwargs, "msg", &msg); err != nil {
+				return nil, err
+			}
+			fail(thread, "fail: %s", cutText(msg, MaxOutputBytes))
+			return nil, errTestStopped
 		},
 		"fails": func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 			if len(args) < 1 {
@@ -263,7 +276,7 @@ func runTest(ctx context.Context, p *Provider, o TestOptions, file string, ext *
 	stop := context.AfterFunc(ctx, func() { thread.Cancel("the test's time ran out") })
 	defer stop()
 	_, err = starlark.Call(thread, fn, nil, nil)
-	if err != nil {
+	if err != nil && !errors.Is(err, errTestStopped) {
 		failures = append(failures, testFailure{msg: evalMessage(err)})
 	}
 	elapsed := time.Since(began).Seconds()

@@ -137,6 +137,8 @@ func (w *textWriter) value(x starlark.Value, depth int) error {
 			}
 			return nil
 		})
+	case *record:
+		return w.value(x.Dict, depth)
 	case *starlarkstruct.Struct:
 		if c, ok := x.Constructor().(starlark.String); ok {
 			w.str(c.GoString())

@@ -1,0 +1,472 @@
+package extensions
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.starlark.net/starlark"
+
+	"github.com/agentbe/agentbe-daemon/netguard"
+)
+
+// The extensions of this file are written the way starlark-mcp's published
+// extensions are (docs/extensions.md, "Coming from starlark-mcp"): results
+// indexed as dicts, response.get("status_code", 0), positional
+// http.get(url, None, headers, None), time.now() % n, integer defaults
+// written as strings. They are this repository's own, in that style.
+
+// loopback lets the network door reach srv, and nothing else on loopback.
+func loopback(t *testing.T, srv *httptest.Server) func(*Options) {
+	u, _ := url.Parse(srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+	return func(o *Options) {
+		o.Net = netguard.New(netguard.Options{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, AllowPorts: []uint16{uint16(port)}})
+	}
+}
+
+// seen is one request the stand-in API got.
+type seen struct {
+	Method, Path, Query, Body, ContentType, Accept, Token, User, Pass string
+}
+
+// standIn answers every request with the JSON of what it got (and a
+// non-JSON body under /text), recording it.
+func standIn(t *testing.T) (*httptest.Server, chan seen) {
+	got := make(chan seen, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		user, pass, _ := r.BasicAuth()
+		s := seen{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: string(body), ContentType: r.Header.Get("Content-Type"),
+			Accept: r.Header.Get("Accept"), Token: r.Header.Get("X-Api-Key"), User: user, Pass: pass}
+		got <- s
+		w.Header().Set("X-Served-By", "stand-in")
+		if r.URL.Path == "/text" {
+			w.Write([]byte("plain words"))
+			return
+		}
+		if r.URL.Path == "/missing" {
+			w.WriteHeader(404)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(s)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, got
+}
+
+const apiClient = `
+HEADERS = {"Accept": "application/json", "X-Api-Key": "k-123"}
+
+def error_response(message):
+    return {"content": [{"type": "text", "text": "Error: " + message}], "isError": True}
+
+def call_api(params):
+    url = params["base"] + params.get("path", "/items")
+    method = params.get("method", "GET")
+    if method == "GET":
+        response = http.get(url, None, HEADERS, None)
+    elif method == "POST":
+        response = http.post(url, None, HEADERS, json.encode(params.get("body", {})), None, None, None)
+    elif method == "PUT":
+        response = http.put(url, None, HEADERS, json.encode(params.get("body", {})), None, None, None)
+    elif method == "DELETE":
+        response = http.delete(url, None, HEADERS, None)
+    else:
+        return error_response("Unsupported HTTP method: {}".format(method))
+    if response.get("status_code", 0) != 200:
+        return error_response("API answered {}: {}".format(response["status_code"], response.get("body", "")))
+    data = response.get("json", {})
+    return {
+        "content": [{"type": "text", "text": json.encode(data)}],
+        "structuredContent": {"method": data["Method"], "accept": data["Accept"], "token": data["Token"], "body": data["Body"]},
+    }
+
+def search(params):
+    response = http.get(
+        url = params["base"] + "/search",
+        params = {"q": params["q"], "limit": params["limit"]},
+        headers = {"Accept": "application/json"},
+        auth = ("ann", "s3cret"),
+    )
+    data = response["json"]
+    return {"query": data["Query"], "user": data["User"], "pass": data["Pass"], "url": response["url"]}
+
+def submit(params):
+    form = http.post(params["base"] + "/form", form_body = {"a": "1", "b": "x y"})
+    js = http.patch(url = params["base"] + "/js", json_body = {"n": [1, 2]})
+    opt = http.options(params["base"] + "/opt")
+    return {
+        "form": [form["json"]["Body"], form["json"]["ContentType"]],
+        "json": [js["json"]["Body"], js["json"]["ContentType"], js["json"]["Method"]],
+        "options": opt["json"]["Method"],
+    }
+
+def shapes(params):
+    r = http.get(params["base"] + "/text")
+    keys = sorted([k for k in r.keys()])
+    return {
+        "keys": keys,
+        "json_is_none": r["json"] == None and r.json == None,
+        "both": r["status"] == r.status_code and r.body == r["body"],
+        "header": r["headers"]["x-served-by"],
+        "in": "status_code" in r and "nope" not in r,
+        "type": type(r),
+        "len": len(r),
+        "dict": sorted(dict(r).keys()) == keys,
+    }
+
+def describe_extension():
+    return Extension(
+        name = "api_client",
+        version = "1.0.0",
+        description = "A client of a JSON API",
+        tools = [
+            Tool(name = "call_api", description = "Call the API", handler = call_api, parameters = [
+                ToolParameter(name = "base", param_type = "string", required = True),
+                ToolParameter(name = "path", param_type = "string"),
+                ToolParameter(name = "method", param_type = "string", default = "GET"),
+                ToolParameter(name = "body", param_type = "object"),
+            ]),
+            Tool(name = "search", description = "Search", handler = search, parameters = [
+                ToolParameter(name = "base", param_type = "string", required = True),
+                ToolParameter(name = "q", param_type = "string", required = True),
+                ToolParameter(name = "limit", param_type = "integer", default = "10"),
+            ]),
+            Tool(name = "submit", description = "Bodies", handler = submit, parameters = [
+                ToolParameter(name = "base", param_type = "string", required = True),
+            ]),
+            Tool(name = "shapes", description = "The response's shape", handler = shapes, parameters = [
+                ToolParameter(name = "base", param_type = "string", required = True),
+            ]),
+        ],
+    )
+`
+
+// TestHTTPAsPublished: the http module's signatures and response shape are
+// starlark-mcp's: positional (url, params, headers, auth) and (url, params,
+// headers, body, json_body, form_body, auth) put headers where they
+// belong, keywords work, params join the query, auth is basic
+// authentication, and a response answers r["json"], r.get("status_code")
+// and r.status alike.
+func TestHTTPAsPublished(t *testing.T) {
+	srv, got := standIn(t)
+	f := start(t, map[string]string{"api_client.star": apiClient}, loopback(t, srv))
+	base := `"base":"` + srv.URL + `"`
+
+	for _, method := range []string{"GET", "POST", "PUT", "DELETE"} {
+		txt, isErr, _ := f.call(t, "api_client__call_api", `{`+base+`,"method":"`+method+`","body":{"name":"x"}}`)
+		if isErr {
+			t.Fatalf("%s: %s", method, txt)
+		}
+		s := <-got
+		if s.Method != method || s.Accept != "application/json" || s.Token != "k-123" || s.Path != "/items" {
+			t.Errorf("%s: the server got %+v", method, s)
+		}
+		if wantBody := map[string]string{"POST": `{"name":"x"}`, "PUT": `{"name":"x"}`}[method]; s.Body != wantBody {
+			t.Errorf("%s: body %q, want %q", method, s.Body, wantBody)
+		}
+	}
+	if txt, isErr, _ := f.call(t, "api_client__call_api", `{`+base+`,"path":"/missing"}`); !isErr || !strings.Contains(txt, "API answered 404") {
+		t.Errorf("404: %q %v", txt, isErr)
+	}
+	<-got
+
+	txt, isErr, _ := f.call(t, "api_client__search", `{`+base+`,"q":"a&b"}`)
+	<-got
+	want := `{"pass":"s3cret","query":"limit=10\u0026q=a%26b","url":"` + srv.URL + `/search?limit=10\u0026q=a%26b","user":"ann"}`
+	if isErr || txt != want {
+		t.Errorf("search:\n got %s\nwant %s", txt, want)
+	}
+
+	txt, isErr, _ = f.call(t, "api_client__submit", `{`+base+`}`)
+	for range 3 {
+		<-got
+	}
+	want = `{"form":["a=1\u0026b=x+y","application/x-www-form-urlencoded"],"json":["{\"n\":[1,2]}","application/json","PATCH"],"options":"OPTIONS"}`
+	if isErr || txt != want {
+		t.Errorf("submit:\n got %s\nwant %s", txt, want)
+	}
+
+	txt, isErr, _ = f.call(t, "api_client__shapes", `{`+base+`}`)
+	<-got
+	want = `{"both":true,"dict":true,"header":"stand-in","in":true,"json_is_none":true,"keys":["body","headers","json","status","status_code","truncated","url"],"len":7,"type":"response"}`
+	if isErr || txt != want {
+		t.Errorf("shapes:\n got %s\nwant %s", txt, want)
+	}
+}
+
+// TestHTTPPublishedFormsKeepTheDoor: the published signatures reach only
+// what the network door lets through; a bad argument is an error naming it.
+func TestHTTPPublishedFormsKeepTheDoor(t *testing.T) {
+	src := `
+def h(params):
+    kind = params["kind"]
+    if kind == "meta":
+        return http.get("http://169.254.169.254/latest/meta-data/", None, {"Accept": "x"}, None)
+    if kind == "loop":
+        return http.post("http://127.0.0.1:9/", None, None, "x", None, None, None)
+    if kind == "params":
+        return http.get("http://example.com/", ["not", "a dict"])
+    if kind == "auth":
+        return http.get("http://example.com/", auth = "user:pass")
+    if kind == "two":
+        return http.post("http://example.com/", body = "a", json_body = {})
+    return http.get("http://example.com/", None, {"a": ["list"]})
+
+def describe_extension():
+    return Extension(name = "door", tools = [Tool(name = "h", handler = h)])
+`
+	f := start(t, map[string]string{"door.star": src}, nil)
+	for kind, want := range map[string]string{
+		"meta":   "refused",
+		"loop":   "http.post: ",
+		"params": "http.get: params must be a dict, not a list",
+		"auth":   "http.get: auth must be a (username, password) pair",
+		"two":    "http.post: give one of body, json_body and form_body",
+		"header": `http.get: headers["a"] is a list, not a string or number`,
+	} {
+		txt, isErr, _ := f.call(t, "door__h", `{"kind":"`+kind+`"}`)
+		if !isErr || !strings.Contains(txt, want) {
+			t.Errorf("%s: %q %v; want %q", kind, txt, isErr, want)
+		}
+	}
+}
+
+// TestExecResultAsPublished: exec.run's result is indexed as a dict
+// (result["success"], result["stdout"]) and read as attributes alike.
+func TestExecResultAsPublished(t *testing.T) {
+	src := `
+def run(params):
+    result = exec.run("sh", ["-c", params["script"]])
+    if not result["success"]:
+        return {"content": [{"type": "text", "text": "Failed: " + result["stderr"] + " exit " + str(result["exit_code"])}], "isError": True}
+    return {
+        "stdout": result["stdout"].strip(),
+        "same": result.stdout == result["stdout"] and result.success == result.get("success"),
+        "keys": sorted(result.keys()),
+        "encoded": json.decode(json.encode(result))["exit_code"],
+        "text": str(result).startswith("{"),
+    }
+
+def describe_extension():
+    return Extension(name = "runner", allowed_exec = ["sh"], tools = [
+        Tool(name = "run", handler = run, parameters = [ToolParameter(name = "script", param_type = "string", required = True)]),
+    ])
+`
+	f := start(t, map[string]string{"runner.star": src}, nil)
+	txt, isErr, _ := f.call(t, "runner__run", `{"script":"echo hello"}`)
+	if want := `{"encoded":0,"keys":["exit_code","stderr","stdout","success"],"same":true,"stdout":"hello","text":true}`; isErr || txt != want {
+		t.Errorf("got %s %v\nwant %s", txt, isErr, want)
+	}
+	txt, isErr, _ = f.call(t, "runner__run", `{"script":"echo oops >&2; exit 3"}`)
+	if !isErr || txt != "Failed: oops\n exit 3" {
+		t.Errorf("failure: %q %v", txt, isErr)
+	}
+}
+
+// TestTimeNowIsUnixSeconds: time.now() is an int, the Unix time;
+// time.now_time() is go.starlark.net's time value.
+func TestTimeNowIsUnixSeconds(t *testing.T) {
+	src := `
+FACTS = ["a", "b", "c"]
+
+def h(params):
+    return {"now": time.now(), "type": type(time.now()), "fact": FACTS[time.now() % len(FACTS)], "year": time.now_time().year}
+
+def describe_extension():
+    return Extension(name = "clock", tools = [Tool(name = "h", handler = h)])
+`
+	f := start(t, map[string]string{"clock.star": src}, nil)
+	before := time.Now().Unix()
+	txt, isErr, _ := f.call(t, "clock__h", `{}`)
+	after := time.Now().Unix()
+	var got struct {
+		Now  int64
+		Type string
+		Fact string
+		Year int
+	}
+	if err := json.Unmarshal([]byte(txt), &got); err != nil || isErr {
+		t.Fatalf("%q %v %v", txt, isErr, err)
+	}
+	if got.Now < before || got.Now > after || got.Type != "int" || got.Year != time.Now().Year() || !strings.Contains("abc", got.Fact) || got.Fact == "" {
+		t.Errorf("%+v (between %d and %d)", got, before, after)
+	}
+}
+
+// TestDefaultsCoerced: a default is coerced to its parameter's type when the
+// file loads (the schema shows the coerced value); one that cannot be is a
+// load error naming the extension, the tool and the parameter.
+func TestDefaultsCoerced(t *testing.T) {
+	src := `
+def h(params):
+    return {"limit": params["limit"] + 1, "ratio": params["ratio"] * 2, "on": params["on"] == True, "tags": params["tags"], "opts": params["opts"], "name": params["name"]}
+
+def describe_extension():
+    return Extension(name = "defaults", tools = [Tool(name = "h", handler = h, parameters = [
+        ToolParameter(name = "limit", param_type = "integer", default = "100"),
+        ToolParameter(name = "ratio", param_type = "number", default = " 0.25 "),
+        ToolParameter(name = "on", param_type = "boolean", default = "True"),
+        ToolParameter(name = "tags", param_type = "array", default = '["a", "b"]'),
+        ToolParameter(name = "opts", param_type = "object", default = '{"k": 1}'),
+        ToolParameter(name = "name", param_type = "string", default = 7),
+    ])])
+`
+	bad := "def h(p):\n    return ''\ndef describe_extension():\n    return Extension(name = 'bad_default', tools = [Tool(name = 'sample', handler = h, parameters = [\n" +
+		"        ToolParameter(name = 'count', param_type = 'integer', default = 'five')])])\n"
+	f := start(t, map[string]string{"defaults.star": src, "bad_default.star": bad}, nil)
+	if txt, isErr, _ := f.call(t, "defaults__h", `{}`); isErr || txt != `{"limit":101,"name":"7","on":true,"opts":{"k":1},"ratio":0.5,"tags":["a","b"]}` {
+		t.Errorf("defaults: %s %v", txt, isErr)
+	}
+	if txt, _, _ := f.call(t, "defaults__h", `{"limit":1}`); !strings.Contains(txt, `"limit":2`) {
+		t.Errorf("a given value: %s", txt)
+	}
+	tl, _ := f.reg.Lookup("defaults__h")
+	schema, _ := json.Marshal(tl.InputSchema)
+	if !bytes.Contains(schema, []byte(`"limit":{"default":100,"type":"integer"}`)) {
+		t.Errorf("schema %s", schema)
+	}
+	var lastErr string
+	for _, h := range f.p.Health() {
+		if h.File == "bad_default.star" {
+			lastErr = h.LastError
+		}
+	}
+	if want := `extension "bad_default": tool "sample": parameter "count": default "five": is not an integer`; !strings.Contains(lastErr, want) {
+		t.Errorf("bad default: %q; want %q", lastErr, want)
+	}
+}
+
+// TestCoerceDefault: each type's coercions, and what none of them makes.
+func TestCoerceDefault(t *testing.T) {
+	for _, tc := range []struct{ typ, src, want string }{
+		{"integer", `"100"`, "100"},
+		{"integer", `100`, "100"},
+		{"integer", `3.0`, "3"},
+		{"integer", `3.5`, "error: is not a whole number"},
+		{"integer", `"1e3"`, "error: is not an integer"},
+		{"integer", `True`, "error: is a bool, not an integer"},
+		{"number", `"2.5"`, "2.5"},
+		{"number", `"nan"`, "error: is not a number"},
+		{"number", `2`, "2"},
+		{"boolean", `"false"`, "False"},
+		{"boolean", `"yes"`, "error: is not true or false"},
+		{"string", `1.5`, `"1.5"`},
+		{"string", `[1]`, "error: is a list, not a string"},
+		{"array", `"[1, 2]"`, "[1, 2]"},
+		{"array", `"{}"`, "error: is a dict, not an array"},
+		{"object", `"[1"`, "error: is not the JSON of an object"},
+		{"object", `{"a": 1}`, `{"a": 1}`},
+	} {
+		v, err := evalExpr(tc.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := coerceDefault(tc.typ, v)
+		out := ""
+		if err != nil {
+			out = "error: " + err.Error()
+		} else {
+			out = got.String()
+		}
+		if !strings.HasPrefix(out, tc.want) {
+			t.Errorf("%s %s: %s; want %s", tc.typ, tc.src, out, tc.want)
+		}
+	}
+}
+
+// TestLoadWithoutSuffix: load("name", ...) loads name.star of the
+// directory, and nothing outside it.
+func TestLoadWithoutSuffix(t *testing.T) {
+	f := start(t, map[string]string{
+		"greeter.star": "load('lib', 'greet')\ndef h(p):\n    return greet('x')\ndef describe_extension():\n    return Extension(name='greeter', tools=[Tool(name='hi', handler=h)])\n",
+		"lib.star":     "def greet(n):\n    return 'hello ' + n\ndef describe_extension():\n    return Extension(name='lib', tools=[])\n",
+		"escape.star":  "load('../lib', 'greet')\ndef describe_extension():\n    return Extension(name='escape', tools=[])\n",
+	}, nil)
+	if txt, _, _ := f.call(t, "greeter__hi", `{}`); txt != "hello x" {
+		t.Errorf("load('lib'): %q", txt)
+	}
+	for _, h := range f.p.Health() {
+		if h.File == "escape.star" && !strings.Contains(h.LastError, "only .star files inside the extensions directory") {
+			t.Errorf("escape: %q", h.LastError)
+		}
+	}
+}
+
+// TestExtTestAsPublished: test files written as starlark-mcp's are (load
+// without .star, testing.eq/ne/is_true/is_false/contains/fail) pass, and
+// testing.fail fails a test at once with its message and line.
+func TestExtTestAsPublished(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "greeting.star", `
+def greet_handler(params):
+    name = params.get("name", "World")
+    count = params.get("count", 1)
+    return {
+        "content": [{"type": "text", "text": "Hello, " + name + "!"}],
+        "structuredContent": {"name": name, "items": ["item_" + str(i) for i in range(count)], "at": time.now()},
+    }
+
+def describe_extension():
+    return Extension(name = "greeting", tools = [Tool(name = "greet", handler = greet_handler, parameters = [
+        ToolParameter(name = "name", param_type = "string"),
+        ToolParameter(name = "count", param_type = "integer", default = "1"),
+    ])])
+`)
+	write(t, dir, "greeting_test.star", `
+load("greeting", "greet_handler")
+
+def test_greet_default():
+    """The default greeting."""
+    result = greet_handler({})
+    testing.is_true(type(result) == "dict", "Result should be a dict")
+    testing.contains(result, "content", "Result should have 'content' key")
+    testing.eq(result["content"][0]["text"], "Hello, World!")
+    testing.eq(type(result["structuredContent"]["at"]), "int", "time.now() is an int")
+
+def test_greet_items():
+    data = greet_handler({"name": "Ann", "count": 3})["structuredContent"]
+    testing.eq(len(data["items"]), 3, "Should have 3 items")
+    testing.ne(data["items"][0], data["items"][1])
+    testing.is_false(len(data["items"]) == 0)
+    if data["name"] != "Ann":
+        testing.fail("name should be Ann")
+
+def test_fail_stops():
+    testing.fail("stop here")
+    testing.eq(1, 2, "never reached")
+`)
+	var out strings.Builder
+	ok, err := RunTests(context.Background(), TestOptions{Dir: dir, Out: &out, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"--- PASS: greeting_test.star:test_greet_default",
+		"--- PASS: greeting_test.star:test_greet_items",
+		"--- FAIL: greeting_test.star:test_fail_stops",
+		"    greeting_test.star:21: fail: stop here\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+	if ok || strings.Contains(got, "never reached") || strings.Contains(got, "the test called testing.fail") {
+		t.Errorf("ok=%v\n%s", ok, got)
+	}
+}
+
+func evalExpr(src string) (starlark.Value, error) {
+	return starlark.EvalOptions(fileOptions, &starlark.Thread{}, "expr", src, nil)
+}
