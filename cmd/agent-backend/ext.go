@@ -11,10 +11,11 @@ import (
 
 func newExtCommand(stdout, stderr io.Writer) *cobra.Command {
 	ext := &cobra.Command{
-		Use:   "ext",
-		Short: "Check and test Starlark extensions (the --extensions directory)",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		Use:     "ext",
+		Aliases: []string{"extensions"},
+		Short:   "Check, test and serve Starlark extensions (the --extensions directory)",
+		Args:    cobra.NoArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	var run string
 	var verbose bool
@@ -61,6 +62,6 @@ Exit status 1 when a test fails.`,
 			return nil
 		},
 	}
-	ext.AddCommand(test, check)
+	ext.AddCommand(test, check, newExtServeCommand())
 	return ext
 }

@@ -134,6 +134,9 @@ type Options struct {
 	MaxSessions int
 	// Version is reported as the MCP server version.
 	Version string
+	// Name is reported as the MCP server name (serverInfo.name); "" means
+	// local-filesystem, or memory for an in-memory workspace.
+	Name string
 	// Instructions are added, after a blank line, to what the initialize
 	// result tells clients (another provider's rules, such as a tool site's).
 	Instructions string
@@ -239,9 +242,13 @@ func New(opts Options) (*Server, error) {
 	// errors reach the daemon's log.
 	sdkLog := slog.New(minLevel{h: log.Handler(), min: slog.LevelWarn})
 
-	name := "local-filesystem"
-	if !fsops.CanExec(opts.Workspace) {
+	name := opts.Name
+	switch {
+	case name != "":
+	case !fsops.CanExec(opts.Workspace):
 		name = "memory"
+	default:
+		name = "local-filesystem"
 	}
 	version := opts.Version
 	if version == "" {
