@@ -90,7 +90,11 @@ func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, err
 			if !ok || v == "" {
 				continue
 			}
-			if err := s.set(&c, v); err != nil {
+			value := v
+			if form := envForms[name]; form != nil {
+				value = form(v)
+			}
+			if err := s.set(&c, value); err != nil {
 				return c, fmt.Errorf("invalid value %q in %s: %v", redact(s, v), name, err)
 			}
 			break

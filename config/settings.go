@@ -51,8 +51,44 @@ const (
 	operatorDir
 )
 
+// env is a setting's environment variables: AGENTBE_<KEY>, then the
+// other projects' names it also answers to (the reference container's
+// WORKSPACE_ROOT, PORT and AUTH_TOKEN; the execution service's
+// SANDBOX_DIRECTORY, MCP_CONFIG_PATH, DEFAULT_TIMEOUT,
+// MAX_CONCURRENT_EXECUTIONS and LOG_LEVEL), in that order: the first one
+// set wins, and a flag wins over all of them.
 func env(key string, extra ...string) []string {
 	return append([]string{"AGENTBE_" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))}, extra...)
+}
+
+// envForms turn the value of another project's variable into the form of
+// the setting it sets: the execution service's DEFAULT_TIMEOUT is a number
+// of seconds (30, 2.5) and its LOG_LEVEL Python's name of a level (INFO,
+// WARNING, CRITICAL). A value already in our form passes unchanged.
+var envForms = map[string]func(string) string{
+	"DEFAULT_TIMEOUT": secondsForm,
+	"LOG_LEVEL":       logLevelForm,
+}
+
+// secondsForm reads a bare number as seconds ("30" is 30s).
+func secondsForm(v string) string {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || !(f >= 0 && f <= 1e9) {
+		return v // a duration ("30s"), or wrong: the setting's check words it
+	}
+	return time.Duration(f * float64(time.Second)).String()
+}
+
+// logLevelForm reads Python's level names, in any case.
+func logLevelForm(v string) string {
+	switch l := strings.ToLower(strings.TrimSpace(v)); l {
+	case "warning":
+		return "warn"
+	case "critical", "fatal":
+		return "error"
+	default:
+		return l
+	}
 }
 
 func oneOf(allowed ...string) func(any) error {
@@ -225,7 +261,7 @@ func parsePorts(list []string) ([]uint16, error) {
 // settings is the single declaration of every setting. Order is the order of
 // --help and --check-config output.
 var settings = []*setting{
-	{key: "root", alias: "rootDir", env: env("root", "WORKSPACE_ROOT"),
+	{key: "root", alias: "rootDir", env: env("root", "WORKSPACE_ROOT", "SANDBOX_DIRECTORY"),
 		usage: "workspace root directory; created (0755) if missing",
 		field: func(c *Config) any { return &c.Root }},
 	{key: "scope-path", alias: "scopePath", env: env("scope-path"),
@@ -339,13 +375,13 @@ var settings = []*setting{
 	{key: "mcp-max-sessions", env: env("mcp-max-sessions"), def: "100",
 		usage: "with --mcp-sessions, open MCP sessions at most; an initialize past it gets 503",
 		field: func(c *Config) any { return &c.MCPMaxSessions }, check: between(1, 1<<20)},
-	{key: "max-concurrent-executions", env: env("max-concurrent-executions"), def: "10",
+	{key: "max-concurrent-executions", env: env("max-concurrent-executions", "MAX_CONCURRENT_EXECUTIONS"), def: "10",
 		usage: "tool calls running at once across every face; more wait up to --tool-queue-wait, then get a busy error",
 		field: func(c *Config) any { return &c.MaxConcurrentCalls }, check: between(1, 10000)},
 	{key: "tool-queue-wait", env: env("tool-queue-wait"), def: "2s",
 		usage: "how long a tool call waits for a free slot (--max-concurrent-executions) before a busy error",
 		field: func(c *Config) any { return &c.ToolQueueWait }, check: durationBetween(time.Millisecond, time.Hour)},
-	{key: "tool-timeout", env: env("tool-timeout"), def: "30s",
+	{key: "tool-timeout", env: env("tool-timeout", "DEFAULT_TIMEOUT"), def: "30s",
 		usage: "deadline of one tool call (tools with their own deadline, such as exec's --exec-timeout, keep it)",
 		field: func(c *Config) any { return &c.ToolTimeout }, check: durationBetween(time.Second, 24*time.Hour)},
 	{key: "tokens", env: env("tokens"),
@@ -354,7 +390,7 @@ var settings = []*setting{
 	{key: "audit-log", env: env("audit-log"),
 		usage: "append one JSON line per tool call and SSH session to this file (created 0600, reopened on SIGHUP), or - for stderr; off when empty",
 		field: func(c *Config) any { return &c.AuditLog }, operatorPath: operatorFile, used: auditLogIsFile},
-	{key: "upstreams", env: env("upstreams"),
+	{key: "upstreams", env: env("upstreams", "MCP_CONFIG_PATH"),
 		usage: "MCP servers to run in the sandbox and serve as server__tool, from this JSON file ({\"servers\":[...]}, docs/upstreams.md); off when empty",
 		field: func(c *Config) any { return &c.Upstreams }, operatorPath: operatorFile},
 	{key: "upstream-cache-dir", env: env("upstream-cache-dir"),
@@ -501,7 +537,7 @@ var settings = []*setting{
 	{key: "max-procs", env: env("max-procs"), def: "auto",
 		usage: "CPUs the daemon's own work may use at once (GOMAXPROCS): auto (half of them, at least 1; GOMAXPROCS in the environment wins) or a number; commands it runs are not limited by this",
 		field: func(c *Config) any { return &c.MaxProcs }, check: procsValue},
-	{key: "log-level", env: env("log-level"), def: "info",
+	{key: "log-level", env: env("log-level", "LOG_LEVEL"), def: "info",
 		usage: "log level: debug, info, warn, error",
 		field: func(c *Config) any { return &c.LogLevel }, check: oneOf("debug", "info", "warn", "error")},
 }
