@@ -211,7 +211,7 @@ func newSiteCommand(stdout, stderr io.Writer) *cobra.Command {
 	var origins []string
 	var port, notAllowed int
 	var maxOutput int64
-	var strict, showVersion bool
+	var strict, showVersion, noInit bool
 	serve := &cobra.Command{
 		Use:   "serve [DIR]",
 		Short: "Serve the tool site in DIR (default .) at / (GET reads a page, POST runs one of its tools); see docs/sites.md",
@@ -346,7 +346,7 @@ not_allowed_status, strict_output; flags win over it.`,
 			}
 			return serveSite(cmd.Context(), dir, siteServeOptions{host: host, port: port, timeout: d, envFile: envFile, isolation: isolation,
 				maxOutput: maxOutput, maxList: file.MaxListItems, token: token, origins: origins, notAllowed: notAllowed, strict: strict,
-				envFileFrom: where("env-file", "env_file"), isolationFrom: where("isolation", "isolation")}, stdout, stderr)
+				envFileFrom: where("env-file", "env_file"), isolationFrom: where("isolation", "isolation"), noInit: noInit}, stdout, stderr)
 		},
 	}
 	serve.Flags().StringVarP(&host, "host", "H", "127.0.0.1", "address to bind (statespace's --host, -H); without --token-file keep it on loopback or behind a proxy that authenticates")
@@ -361,6 +361,7 @@ not_allowed_status, strict_output; flags win over it.`,
 	serve.Flags().StringSliceVar(&origins, "allowed-origins", nil, "browser Origins allowed besides loopback ones (comma-separated; \"*\" allows any), as the daemon's --allowed-origins")
 	serve.Flags().StringVarP(&configFile, "config", "c", "", "TOML file with "+strings.Join(siteFileKeys, ", ")+"; flags win (see above)")
 	serve.Flags().StringVar(&isolation, "isolation", "auto", "how commands run: auto (bwrap if it works, else landlock if the kernel has it, else software), bwrap, landlock, software, none")
+	serve.Flags().BoolVar(&noInit, "no-init", false, "write no AGENTS.md or index.html into DIR (statespace's --no-init); by default each is written when it is missing, and an existing one is never touched")
 	serve.Flags().BoolVarP(&showVersion, "version", "V", false, "print the version and exit (statespace's --version)")
 	site.AddCommand(serve)
 	return site
@@ -379,6 +380,7 @@ type siteServeOptions struct {
 	maxList                    int
 	notAllowed                 int  // the status of a command no pattern allows
 	strict                     bool // --strict-output
+	noInit                     bool // --no-init
 }
 
 func serveSite(ctx context.Context, dir string, o siteServeOptions, stdout, stderr io.Writer) error {
@@ -411,7 +413,7 @@ func serveSite(ctx context.Context, dir string, o siteServeOptions, stdout, stde
 		}
 	}
 	s, err := sites.New(sites.Options{Workspace: ws, Executor: exe, Timeout: o.timeout, MaxOutput: o.maxOutput, MaxListItems: o.maxList,
-		Env: env, NotAllowedStatus: o.notAllowed, StrictOutput: o.strict, Logger: log.With("component", "site")})
+		Env: env, NotAllowedStatus: o.notAllowed, StrictOutput: o.strict, NoAgentFiles: o.noInit, Logger: log.With("component", "site")})
 	if err != nil {
 		return err
 	}

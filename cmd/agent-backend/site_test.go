@@ -118,7 +118,7 @@ func TestSiteServeVersion(t *testing.T) {
 		}
 	}
 	out, _, code := run(t, nil, "site", "serve", "--help")
-	for _, want := range []string{"-H, --host", "-p, --port", "-c, --config", "-V, --version", "--max-output", "--strict-output", "--not-allowed-status", "timeout = 30", "Prefer: handling=strict"} {
+	for _, want := range []string{"-H, --host", "-p, --port", "-c, --config", "-V, --version", "--no-init", "--max-output", "--strict-output", "--not-allowed-status", "timeout = 30", "Prefer: handling=strict"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("site serve --help lacks %q (exit %d)", want, code)
 		}
@@ -220,6 +220,32 @@ func TestSiteServeConfigErrors(t *testing.T) {
 		out, errOut, code := run(t, nil, args...)
 		if code != 1 || out != "" || !strings.HasPrefix(errOut, "agent-backend: ") || !strings.Contains(errOut, tc.want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 			t.Errorf("%q %v: exit %d, stderr %q; want one line containing %q", tc.toml, tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// TestSiteServeNoInit: --no-init (statespace's flag) leaves DIR as it is;
+// without it the missing AGENTS.md and index.html are written.
+func TestSiteServeNoInit(t *testing.T) {
+	for _, noInit := range []bool{true, false} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("---\ntools:\n  - [ls]\n---\n# bare\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		port := freePort(t)
+		args := []string{"site", "serve", "-p", fmt.Sprint(port), "--isolation", "software"}
+		if noInit {
+			args = append(args, "--no-init")
+		}
+		url, _ := startSite(t, dir, port, args...)
+		if a := sitePost(t, url, "/", "", "ls"); a.status != http.StatusOK || !strings.Contains(a.res.Stdout, "README.md") {
+			t.Errorf("--no-init=%v: ls: %d %+v", noInit, a.status, a.res)
+		}
+		for _, name := range []string{"AGENTS.md", "index.html"} {
+			_, err := os.Stat(filepath.Join(dir, name))
+			if noInit != os.IsNotExist(err) {
+				t.Errorf("--no-init=%v: %s: %v", noInit, name, err)
+			}
 		}
 	}
 }

@@ -64,6 +64,9 @@ type Options struct {
 	// (ActionRequest.Output). By default the output is cut, head and tail
 	// kept with a notice, and a request asks for the 413.
 	StrictOutput bool
+	// NoAgentFiles leaves the site's directory as it is: New writes no
+	// AGENTS.md or index.html (statespace's --no-init).
+	NoAgentFiles bool
 	// NotAllowedStatus is the HTTP status of a command that no pattern of
 	// its page allows: 403 (DefaultNotAllowedStatus, when 0) or 400, the
 	// answer of statespace's Rust server, for clients that expect it.
@@ -143,8 +146,10 @@ func New(opts Options) (*Site, error) {
 	if opts.ComponentTimeout <= 0 {
 		opts.ComponentTimeout = DefaultComponentTimeout
 	}
-	if err := writeAgentFiles(opts.Workspace); err != nil {
-		return nil, fmt.Errorf("%s: %w", opts.Workspace.Root(), err)
+	if !opts.NoAgentFiles {
+		if err := writeAgentFiles(opts.Workspace); err != nil {
+			return nil, fmt.Errorf("%s: %w", opts.Workspace.Root(), err)
+		}
 	}
 	if opts.Net == nil {
 		opts.Net = netguard.New(netguard.Options{MaxBodyBytes: opts.MaxOutput, Timeout: opts.Timeout})
