@@ -385,7 +385,7 @@ func (s *Site) strict(m OutputMode) bool {
 // tooLarge is the 413 of strict output: the sizes, the limit and how to get
 // the cut output instead.
 func tooLarge(what string, size, limit int64) *Error {
-	return fail(http.StatusRequestEntityTooLarge, "output too large: %s is %d bytes, over the limit of %d bytes (strict output; without \"Prefer: handling=strict\" the head and tail are kept with a notice)", what, size, limit)
+	return fail(http.StatusRequestEntityTooLarge, "output too large: %s is %d bytes, over the limit of %d bytes (strict output; a request with \"Prefer: handling=lenient\" gets the head and tail with a notice)", what, size, limit)
 }
 
 func specList(specs []Spec) string {
@@ -664,7 +664,7 @@ func (s *Site) curl(ctx context.Context, argv []string, strict bool) (ActionResp
 		return ActionResponse{}, fail(http.StatusBadGateway, "curl: %v", err)
 	}
 	if res.Truncated && strict {
-		return ActionResponse{}, fail(http.StatusRequestEntityTooLarge, "output too large: the response body is over the limit of %d bytes (strict output; without \"Prefer: handling=strict\" it is cut with a notice)", len(res.Body))
+		return ActionResponse{}, fail(http.StatusRequestEntityTooLarge, "output too large: the response body is over the limit of %d bytes (strict output; a request with \"Prefer: handling=lenient\" gets it cut with a notice)", len(res.Body))
 	}
 	out := ActionResponse{Stdout: string(res.Body)}
 	if res.Truncated {
