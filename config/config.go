@@ -176,6 +176,11 @@ type Config struct {
 	// Extensions is the directory of Starlark extensions
 	// (docs/extensions.md), "" for none.
 	Extensions string
+	// ExtensionsEnv are the variables every extension may read with
+	// env.get (names, or PREFIX_*); ExtensionsDBHosts the hosts every
+	// extension's postgres calls may connect to.
+	ExtensionsEnv     []string
+	ExtensionsDBHosts []string
 
 	// Site is a tool site's directory served under /site/ and as MCP tools
 	// (docs/sites.md), "" for none; SiteEnvFile fills its $VARs.

@@ -225,6 +225,8 @@ var notOperatorPaths = map[string]string{
 	"net-allow-hosts":     "host names",
 	"net-allow-cidrs":     "address prefixes",
 	"net-allow-ports":     "port numbers",
+	"extensions-env":      "variable names",
+	"extensions-db-hosts": "host names",
 	"ssh-cert-principals": "login names",
 	"ssh-env-allowlist":   "environment variable names",
 }

@@ -222,6 +222,29 @@ func hostPatterns(v any) error {
 	return nil
 }
 
+// envNames checks --extensions-env: variable names, or PREFIX_* patterns.
+func envNames(v any) error {
+	for _, n := range v.([]string) {
+		name := strings.TrimSuffix(n, "*")
+		if n == "" || strings.ContainsAny(name, "=*") || strings.ContainsFunc(name, func(r rune) bool {
+			return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+		}) {
+			return fmt.Errorf("%q is not a variable name or PREFIX_* pattern (letters, digits, _)", n)
+		}
+	}
+	return nil
+}
+
+// dbHosts checks --extensions-db-hosts: host names or addresses, no port.
+func dbHosts(v any) error {
+	for _, h := range v.([]string) {
+		if _, err := netip.ParseAddr(h); err != nil && (h == "" || strings.ContainsAny(h, "/\\ :@,[]*")) {
+			return fmt.Errorf("%q is not a host name or an address (without a port)", h)
+		}
+	}
+	return nil
+}
+
 // prefixes checks --net-allow-cidrs.
 func prefixes(v any) error {
 	_, err := parsePrefixes(v.([]string))
@@ -504,6 +527,12 @@ var settings = []*setting{
 	{key: "extensions", env: env("extensions"),
 		usage: "a directory of Starlark extensions (*.star) whose tools are served as extension__tool and reloaded when the files change (docs/extensions.md); off when empty",
 		field: func(c *Config) any { return &c.Extensions }, operatorPath: operatorDir},
+	{key: "extensions-env", env: env("extensions-env"),
+		usage: "variables of the daemon's environment every extension may read with env.get, besides those it declares in env=[...] (comma-separated names, or PREFIX_* for every name with the prefix); a set variable neither lists is refused with an error (docs/extensions.md)",
+		field: func(c *Config) any { return &c.ExtensionsEnv }, check: envNames},
+	{key: "extensions-db-hosts", env: env("extensions-db-hosts"),
+		usage: "hosts every extension's postgres calls may connect to, besides its allowed_db_hosts (comma-separated host names or addresses, no port); the network door's rules still apply",
+		field: func(c *Config) any { return &c.ExtensionsDBHosts }, check: dbHosts},
 	{key: "site", env: env("site"),
 		usage: "a tool site's directory (with README.md) to serve under /site/ and as the MCP tools read_page and run_command (docs/sites.md); off when empty",
 		field: func(c *Config) any { return &c.Site }, operatorPath: operatorDir},

@@ -109,35 +109,12 @@ func startWorkspace(w *wiring) (r built, err error) {
 		if err != nil {
 			return r, fmt.Errorf("--root %q: %w", cfg.Root, err)
 		}
-		mode, err := sandbox.ParseMode(cfg.Isolation)
+		execCfg, err := SandboxConfig(cfg, root.Root(), log.With("component", "sandbox"))
 		if err != nil {
 			return r, err
 		}
-		shell, err := sandbox.ParseShell(cfg.Shell)
-		if err != nil {
-			return r, err
-		}
+		mode := execCfg.Mode
 		netOn, netWhy := cfg.ExecNetworkOn()
-		execCfg := sandbox.Config{
-			Mode:          mode,
-			MinMode:       sandbox.Mode(cfg.IsolationMin),
-			Shell:         shell,
-			WorkspaceRoot: root.Root(),
-			NoNetwork:     !netOn,
-			Policy:        sandbox.PolicyConfig{Disabled: !cfg.BlockDangerous, Allow: cfg.AllowCommands},
-			MaxProcesses:  int64(cfg.ExecMaxProcesses),
-			Rlimits: sandbox.Rlimits{
-				FileSize:     cfg.ExecMaxFileSize,
-				CPUSeconds:   int64(cfg.ExecMaxCPU / time.Second),
-				AddressSpace: cfg.ExecMaxMemory,
-			},
-			MaxConcurrent:  cfg.ExecMaxConcurrent,
-			DefaultTimeout: cfg.ExecTimeout,
-			OutputLimit:    cfg.ExecOutputLimit,
-			RunAs:          cfg.RunAs,
-			Secrets:        []string{cfg.AuthToken},
-			Logger:         log.With("component", "sandbox"),
-		}
 		ex, err = sandbox.New(execCfg)
 		w.execCfg = execCfg
 		if !netOn && cfg.ExecNetwork == "auto" && mode.TriesBwrap() &&
@@ -390,7 +367,7 @@ func startExtensions(w *wiring) (built, error) {
 	cfg := w.cfg
 	p, err := extensions.Start(extensions.Options{Dir: cfg.Extensions, Registry: w.reg, Workspace: w.ws, Executor: w.exec,
 		Net: netguard.New(cfg.NetGuard(80, 443)), PostgresNet: netguard.New(cfg.NetGuard(extensions.DefaultPostgresPort)),
-		Secrets: []string{cfg.AuthToken}, Logger: w.log.With("component", "extensions")})
+		Secrets: []string{cfg.AuthToken}, EnvAllow: cfg.ExtensionsEnv, DBHosts: cfg.ExtensionsDBHosts, Logger: w.log.With("component", "extensions")})
 	if err != nil {
 		return built{}, fmt.Errorf("--extensions: %w", err)
 	}

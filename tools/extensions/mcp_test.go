@@ -100,7 +100,7 @@ func TestSQLiteOverMCP(t *testing.T) {
 		{"db__execute", map[string]any{"path": "m.db", "sql": "CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)"}, `{"last_insert_id":0,"rows_affected":0}`},
 		{"db__execute", map[string]any{"path": "m.db", "sql": "INSERT INTO kv VALUES (?, ?), (?, ?)", "params": []any{"a", "1", "b", nil}}, `{"last_insert_id":2,"rows_affected":2}`},
 		{"db__query", map[string]any{"path": "m.db", "sql": "SELECT k, v FROM kv ORDER BY k"}, `[{"k":"a","v":"1"},{"k":"b","v":null}]`},
-		{"db__tables", map[string]any{"path": "m.db"}, `["kv"]`},
+		{"db__tables", map[string]any{"path": "m.db"}, `[{"name":"kv"}]`},
 	} {
 		if txt, isErr := call(step.tool, step.args); isErr || txt != step.want {
 			t.Errorf("%s %v: %q isError=%v; want %q", step.tool, step.args, txt, isErr, step.want)

@@ -399,8 +399,12 @@ func (p *Provider) fsModule() *starlarkstruct.Module {
 	})
 }
 
-// envModule: env.get(name, default="") reads only the variables the
-// extension declares in env=[...], and never a secret of the daemon's.
+// envModule: env.get(name, default="") reads a variable the extension
+// declares in env=[...] or the operator lists in EnvAllow, and never one
+// holding a secret of the daemon's. A variable that is not set gives
+// default; one that is set but may not be read, or holds a secret, is an
+// error that says so (never default in its place: the extension would go
+// on with a value it was not meant to have, silently).
 func (p *Provider) envModule() *starlarkstruct.Module {
 	return module("env", map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){
 		"get": func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -413,19 +417,29 @@ func (p *Provider) envModule() *starlarkstruct.Module {
 			if err != nil {
 				return nil, err
 			}
-			if !slices.Contains(ext.Env, name) {
+			v, set := p.opts.Getenv(name)
+			if !set {
 				return def, nil
 			}
-			v, ok := p.opts.Getenv(name)
-			if !ok {
-				return def, nil
+			if !slices.Contains(ext.Env, name) && !envAllowed(p.opts.EnvAllow, name) {
+				return nil, fmt.Errorf("env.get: %s is set, but extension %s may not read it: list it in the extension's env=[...] or the operator's --extensions-env", name, ext.Name)
 			}
 			for _, s := range p.opts.Secrets {
 				if s != "" && strings.Contains(v, s) {
-					return def, nil
+					return nil, fmt.Errorf("env.get: %s holds a secret of the daemon's (its auth token); it is never given to an extension", name)
 				}
 			}
 			return starlark.String(v), nil
 		},
 	})
+}
+
+// envAllowed: name is one of allow, or has the prefix of a PREFIX_* there.
+func envAllowed(allow []string, name string) bool {
+	for _, a := range allow {
+		if prefix, ok := strings.CutSuffix(a, "*"); ok && strings.HasPrefix(name, prefix) || a == name {
+			return true
+		}
+	}
+	return false
 }

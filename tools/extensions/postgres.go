@@ -41,7 +41,7 @@ var postgresKeys = []string{"host", "port", "user", "password", "dbname", "sslmo
 // the URL's (or none) and no client certificate is presented. A host that
 // is a Unix socket is refused; a host the extension does not list in
 // allowed_db_hosts too.
-func postgresConfig(fn, conn string, ext *Extension, door *netguard.Client) (*pgx.ConnConfig, error) {
+func postgresConfig(fn, conn string, ext *Extension, operatorHosts []string, door *netguard.Client) (*pgx.ConnConfig, error) {
 	if !strings.HasPrefix(conn, "postgres://") && !strings.HasPrefix(conn, "postgresql://") {
 		return nil, fmt.Errorf("%s: conn must be a postgres:// URL (postgres://user:password@host:port/dbname?sslmode=...)", fn)
 	}
@@ -74,8 +74,9 @@ func postgresConfig(fn, conn string, ext *Extension, door *netguard.Client) (*pg
 		if h == "" || strings.HasPrefix(h, "/") || strings.HasPrefix(h, "@") {
 			return nil, fmt.Errorf("%s: conn names no host, or a Unix socket (%q); only TCP connections to a host in allowed_db_hosts are made", fn, h)
 		}
-		if !slices.ContainsFunc(ext.AllowedDBHosts, func(a string) bool { return strings.EqualFold(a, h) }) {
-			return nil, fmt.Errorf("%s: host %q is not in the allowed_db_hosts of extension %s (%v)", fn, h, ext.Name, ext.AllowedDBHosts)
+		same := func(a string) bool { return strings.EqualFold(a, h) }
+		if !slices.ContainsFunc(ext.AllowedDBHosts, same) && !slices.ContainsFunc(operatorHosts, same) {
+			return nil, fmt.Errorf("%s: host %q is not in the allowed_db_hosts of extension %s (%v) nor the operator's --extensions-db-hosts (%v)", fn, h, ext.Name, ext.AllowedDBHosts, operatorHosts)
 		}
 	}
 	// A message of the server's is read whole before sqlRows counts a
@@ -122,79 +123,126 @@ func redactURLError(err error) error {
 	return err
 }
 
-// postgresModule: postgres.query and postgres.execute, one connection per
-// call, dialled through the network door.
+// postgresModule: postgres.query, execute, list_tables and describe_table,
+// one connection per call, dialled through the network door.
 func (p *Provider) postgresModule() *starlarkstruct.Module {
-	run := func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple,
-		write bool, body func(ctx context.Context, c sqlRunner, query string, params []any) (starlark.Value, error)) (starlark.Value, error) {
+	// rows runs query and gives its rows, as postgres.query does.
+	rows := func(fn string) func(ctx context.Context, c sqlRunner, query string, params []any) (starlark.Value, error) {
+		return func(ctx context.Context, c sqlRunner, query string, params []any) (starlark.Value, error) {
+			rows, err := c.QueryContext(ctx, query, params...)
+			if err != nil {
+				return nil, postgresError(fn, err)
+			}
+			defer rows.Close()
+			out, err := sqlRows(fn, rows)
+			if err != nil {
+				return nil, postgresError(fn, err)
+			}
+			return out, nil
+		}
+	}
+	// statement unpacks (conn, sql, params=[]) and runs body.
+	statement := func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple, write bool,
+		body func(ctx context.Context, c sqlRunner, query string, params []any) (starlark.Value, error)) (starlark.Value, error) {
 		var conn, query string
 		var params starlark.Value
 		if err := starlark.UnpackArgs(b.Name(), a, kw, "conn", &conn, "sql", &query, "params?", &params); err != nil {
 			return nil, err
 		}
-		ctx, ext, _, err := callState(thread, b.Name())
-		if err != nil {
+		return p.postgresCall(thread, b.Name(), conn, query, params, write, body)
+	}
+	// catalog runs one of starlark-mcp's catalog queries: (conn,
+	// schema="public") or (conn, table, schema="public"), bound as
+	// parameters, never written into the SQL.
+	catalog := func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple, withTable bool, query string) (starlark.Value, error) {
+		var conn, table string
+		schema := "public"
+		pairs := []any{"conn", &conn, "schema?", &schema}
+		params := starlark.Tuple{}
+		if withTable {
+			pairs = []any{"conn", &conn, "table", &table, "schema?", &schema}
+		}
+		if err := starlark.UnpackArgs(b.Name(), a, kw, pairs...); err != nil {
 			return nil, err
 		}
-		ro, _ := thread.Local(localReadOnly).(bool)
-		if ro && write {
-			return nil, fmt.Errorf("%s: this token is read-only; it may not change a database", b.Name())
+		params = append(params, starlark.String(schema))
+		if withTable {
+			params = append(params, starlark.String(table))
 		}
-		args, err := sqlParams(b.Name(), params)
-		if err != nil {
-			return nil, err
-		}
-		cfg, err := postgresConfig(b.Name(), conn, ext, p.opts.PostgresNet)
-		if err != nil {
-			return nil, err
-		}
-		db := stdlib.OpenDB(*cfg)
-		defer db.Close()
-		db.SetMaxOpenConns(1)
-		c, err := db.Conn(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("%s: connecting: %v", b.Name(), err)
-		}
-		defer c.Close()
-		if !ro {
-			return body(ctx, c, query, args)
-		}
-		// A read-only token's query runs in a READ ONLY transaction that
-		// is rolled back: query takes any statement (DELETE ... RETURNING
-		// too), and the token may not change a database. The URL cannot
-		// choose the simple protocol (default_query_exec_mode is not among
-		// its keys), so the statement is one statement: it cannot end the
-		// transaction and go on.
-		tx, err := c.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-		if err != nil {
-			return nil, postgresError(b.Name(), err)
-		}
-		defer tx.Rollback()
-		return body(ctx, tx, query, args)
+		return p.postgresCall(thread, b.Name(), conn, query, params, false, rows(b.Name()))
 	}
 	return module("postgres", map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){
 		"query": func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			return run(thread, b, a, kw, false, func(ctx context.Context, c sqlRunner, query string, params []any) (starlark.Value, error) {
-				rows, err := c.QueryContext(ctx, query, params...)
-				if err != nil {
-					return nil, postgresError(b.Name(), err)
-				}
-				defer rows.Close()
-				out, err := sqlRows(b.Name(), rows)
-				if err != nil {
-					return nil, postgresError(b.Name(), err)
-				}
-				return out, nil
-			})
+			return statement(thread, b, a, kw, false, rows(b.Name()))
 		},
+		// execute gives the count of rows the statement changed, an int,
+		// as starlark-mcp's does.
 		"execute": func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			return run(thread, b, a, kw, true, func(ctx context.Context, c sqlRunner, query string, params []any) (starlark.Value, error) {
+			return statement(thread, b, a, kw, true, func(ctx context.Context, c sqlRunner, query string, params []any) (starlark.Value, error) {
 				res, err := c.ExecContext(ctx, query, params...)
 				if err != nil {
 					return nil, postgresError(b.Name(), err)
 				}
-				return sqlExecResult(res), nil
+				n, err := res.RowsAffected()
+				if err != nil {
+					return nil, postgresError(b.Name(), err)
+				}
+				return starlark.MakeInt64(n), nil
 			})
 		},
+		"list_tables": func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			return catalog(thread, b, a, kw, false, "SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = $1 ORDER BY tablename")
+		},
+		"describe_table": func(thread *starlark.Thread, b *starlark.Builtin, a starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			return catalog(thread, b, a, kw, true, `SELECT column_name, data_type, is_nullable, column_default, character_maximum_length
+FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`)
+		},
 	})
+}
+
+// postgresCall connects for one call (through the door, to a host the
+// extension or the operator allows), and runs body: in a READ ONLY
+// transaction that is rolled back for a read-only token's call, which may
+// not write at all.
+func (p *Provider) postgresCall(thread *starlark.Thread, fn, conn, query string, params starlark.Value,
+	write bool, body func(ctx context.Context, c sqlRunner, query string, params []any) (starlark.Value, error)) (starlark.Value, error) {
+	ctx, ext, _, err := callState(thread, fn)
+	if err != nil {
+		return nil, err
+	}
+	ro, _ := thread.Local(localReadOnly).(bool)
+	if ro && write {
+		return nil, fmt.Errorf("%s: this token is read-only; it may not change a database", fn)
+	}
+	args, err := sqlParams(fn, params)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := postgresConfig(fn, conn, ext, p.opts.DBHosts, p.opts.PostgresNet)
+	if err != nil {
+		return nil, err
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: connecting: %v", fn, err)
+	}
+	defer c.Close()
+	if !ro {
+		return body(ctx, c, query, args)
+	}
+	// A read-only token's query runs in a READ ONLY transaction that
+	// is rolled back: query takes any statement (DELETE ... RETURNING
+	// too), and the token may not change a database. The URL cannot
+	// choose the simple protocol (default_query_exec_mode is not among
+	// its keys), so the statement is one statement: it cannot end the
+	// transaction and go on.
+	tx, err := c.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, postgresError(fn, err)
+	}
+	defer tx.Rollback()
+	return body(ctx, tx, query, args)
 }

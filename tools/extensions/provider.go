@@ -59,6 +59,14 @@ type Options struct {
 	// nil); Secrets are values never returned (the auth token).
 	Getenv  func(string) (string, bool)
 	Secrets []string
+	// EnvAllow are the variables every extension may read with env.get
+	// besides those it declares in env=[...] (the operator's
+	// --extensions-env): names, or PREFIX_* for every name with the prefix.
+	EnvAllow []string
+	// DBHosts are the hosts every extension's postgres calls may connect
+	// to besides its allowed_db_hosts (the operator's
+	// --extensions-db-hosts); the network door's rules still apply.
+	DBHosts []string
 	// MaxSteps bounds the Starlark steps of one call (and of loading a file).
 	MaxSteps uint64
 	// MaxConcurrent bounds the calls of one extension running at once.

@@ -358,13 +358,17 @@ func (p *Provider) sqliteModule() *starlarkstruct.Module {
 					return nil, s.fail(b.Name(), err)
 				}
 				defer rows.Close()
+				// Rows of {"name": ...}, as starlark-mcp's list_tables gives
+				// them (table["name"]).
 				var names []starlark.Value
 				for rows.Next() {
 					var n string
 					if err := rows.Scan(&n); err != nil {
 						return nil, s.fail(b.Name(), err)
 					}
-					names = append(names, starlark.String(n))
+					d := starlark.NewDict(1)
+					d.SetKey(starlark.String("name"), starlark.String(n))
+					names = append(names, d)
 				}
 				if err := rows.Err(); err != nil {
 					return nil, s.fail(b.Name(), err)
@@ -380,7 +384,7 @@ func (p *Provider) sqliteModule() *starlarkstruct.Module {
 				}
 				// The name is bound as a parameter of the table-valued
 				// pragma function, never written into the SQL.
-				rows, err := s.conn.QueryContext(ctx, `SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?) ORDER BY cid`, x.table)
+				rows, err := s.conn.QueryContext(ctx, `SELECT cid, name, type, "notnull", dflt_value, pk FROM pragma_table_info(?) ORDER BY cid`, x.table)
 				if err != nil {
 					return nil, s.fail(b.Name(), err)
 				}
@@ -388,12 +392,16 @@ func (p *Provider) sqliteModule() *starlarkstruct.Module {
 				var cols []starlark.Value
 				for rows.Next() {
 					var name, typ string
-					var notnull, pk int64
+					var cid, notnull, pk int64
 					var dflt sql.NullString
-					if err := rows.Scan(&name, &typ, &notnull, &dflt, &pk); err != nil {
+					if err := rows.Scan(&cid, &name, &typ, &notnull, &dflt, &pk); err != nil {
 						return nil, s.fail(b.Name(), err)
 					}
-					d := starlark.NewDict(5)
+					// PRAGMA table_info's columns (cid, name, type, notnull,
+					// dflt_value, pk), as starlark-mcp gives them, and
+					// "default" beside dflt_value.
+					d := starlark.NewDict(7)
+					d.SetKey(starlark.String("cid"), starlark.MakeInt64(cid))
 					d.SetKey(starlark.String("name"), starlark.String(name))
 					d.SetKey(starlark.String("type"), starlark.String(typ))
 					d.SetKey(starlark.String("notnull"), starlark.Bool(notnull != 0))
@@ -402,6 +410,7 @@ func (p *Provider) sqliteModule() *starlarkstruct.Module {
 						def = starlark.String(dflt.String)
 					}
 					d.SetKey(starlark.String("default"), def)
+					d.SetKey(starlark.String("dflt_value"), def)
 					d.SetKey(starlark.String("pk"), starlark.MakeInt64(pk))
 					cols = append(cols, d)
 				}

@@ -80,11 +80,11 @@ func TestSQLiteRoundTrip(t *testing.T) {
 		`[{"id":1,"n":9007199254740993,"name":"ada","score":1.5},{"id":2,"n":null,"name":"bob","score":-2},{"id":3,"n":1,"name":"cy","score":null}]`)
 	mustCall("db__execute", sqlArgs(t, "data/app.db", `UPDATE t SET b = randomblob(16) WHERE name = ?`, "cy"), `{"last_insert_id":0,"rows_affected":1}`)
 	mustCall("db__blob", `{"path":"data/app.db"}`, `["bytes",16]`)
-	mustCall("db__tables", `{"path":"data/app.db"}`, `["t"]`)
+	mustCall("db__tables", `{"path":"data/app.db"}`, `[{"name":"t"}]`)
 	mustCall("db__describe", `{"path":"data/app.db","table":"t"}`,
-		`[{"default":null,"name":"id","notnull":false,"pk":1,"type":"INTEGER"},{"default":"'anon'","name":"name","notnull":true,"pk":0,"type":"TEXT"},`+
-			`{"default":null,"name":"score","notnull":false,"pk":0,"type":"REAL"},{"default":null,"name":"n","notnull":false,"pk":0,"type":"INTEGER"},`+
-			`{"default":null,"name":"b","notnull":false,"pk":0,"type":"BLOB"}]`)
+		`[{"cid":0,"default":null,"dflt_value":null,"name":"id","notnull":false,"pk":1,"type":"INTEGER"},{"cid":1,"default":"'anon'","dflt_value":"'anon'","name":"name","notnull":true,"pk":0,"type":"TEXT"},`+
+			`{"cid":2,"default":null,"dflt_value":null,"name":"score","notnull":false,"pk":0,"type":"REAL"},{"cid":3,"default":null,"dflt_value":null,"name":"n","notnull":false,"pk":0,"type":"INTEGER"},`+
+			`{"cid":4,"default":null,"dflt_value":null,"name":"b","notnull":false,"pk":0,"type":"BLOB"}]`)
 
 	// SQLite made no file beside it (no -journal, -wal or -shm): it never
 	// opened one by name.
@@ -141,7 +141,7 @@ func TestSQLiteInjectionStaysData(t *testing.T) {
 	if isErr || txt != string(want) {
 		t.Errorf("the injection attempt: %q %v; want %s", txt, isErr, want)
 	}
-	if txt, _, _ := f.call(t, "db__tables", `{"path":"x.db"}`); txt != `["t"]` {
+	if txt, _, _ := f.call(t, "db__tables", `{"path":"x.db"}`); txt != `[{"name":"t"}]` {
 		t.Errorf("tables after the attempt: %s", txt)
 	}
 }

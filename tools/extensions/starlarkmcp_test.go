@@ -470,3 +470,153 @@ def test_fail_stops():
 func evalExpr(src string) (starlark.Value, error) {
 	return starlark.EvalOptions(fileOptions, &starlark.Thread{}, "expr", src, nil)
 }
+
+// TestEnvRule: env.get reads what the extension declares or the operator
+// lists (a name, or PREFIX_*); a variable that is not set gives the
+// default; one that is set but neither lists, or that holds the daemon's
+// secret, is an error saying so.
+func TestEnvRule(t *testing.T) {
+	src := `
+def h(params):
+    return env.get(params["name"], "fallback")
+
+def describe_extension():
+    return Extension(name = "envy", env = ["DECLARED", "HOLDER"], tools = [Tool(name = "h", handler = h)])
+`
+	vars := map[string]string{"DECLARED": "d", "OPS_A": "a", "EXACT": "e", "OPSX": "x", "OTHER": "o", "HOLDER": "x-daemon-token-y"}
+	f := start(t, map[string]string{"envy.star": src}, func(o *Options) {
+		o.EnvAllow = []string{"OPS_*", "EXACT"}
+		o.Getenv = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	})
+	for _, tc := range []struct {
+		name, want string
+		isErr      bool
+	}{
+		{"DECLARED", "d", false},
+		{"OPS_A", "a", false},
+		{"EXACT", "e", false},
+		{"UNSET", "fallback", false},
+		{"OPSX", "env.get: OPSX is set, but extension envy may not read it: list it in the extension's env=[...] or the operator's --extensions-env", true},
+		{"OTHER", "env.get: OTHER is set, but extension envy may not read it", true},
+		{"HOLDER", "env.get: HOLDER holds a secret of the daemon's", true},
+	} {
+		txt, isErr, _ := f.call(t, "envy__h", `{"name":"`+tc.name+`"}`)
+		if isErr != tc.isErr || !strings.Contains(txt, tc.want) || !tc.isErr && txt != tc.want {
+			t.Errorf("%s: %q %v; want %q %v", tc.name, txt, isErr, tc.want, tc.isErr)
+		}
+	}
+}
+
+// pgExplorer is written as starlark-mcp's PostgreSQL extension is: the
+// connection built from POSTGRES_* variables, no allowed_db_hosts (the
+// operator allows the host), list_tables rows with "tablename",
+// describe_table rows with column_name, data_type, is_nullable and
+// column_default, execute giving the count of rows changed.
+const pgExplorer = `
+def get_config():
+    conn_str = env.get("POSTGRES_CONNECTION_STRING", "")
+    if conn_str:
+        return conn_str
+    host = env.get("POSTGRES_HOST", "localhost")
+    port = env.get("POSTGRES_PORT", "5432")
+    user = env.get("POSTGRES_USER", "postgres")
+    password = env.get("POSTGRES_PASSWORD", "")
+    database = env.get("POSTGRES_DATABASE", "postgres")
+    return "postgresql://{}:{}@{}:{}/{}?sslmode=disable".format(user, password, host, port, database)
+
+def error_response(message):
+    return {"content": [{"type": "text", "text": "Error: " + message}], "isError": True}
+
+def list_tables(params):
+    tables = postgres.list_tables(get_config(), params.get("schema", "public"))
+    output = "Found {} table(s):\n".format(len(tables))
+    for table in tables:
+        output += "- {}\n".format(table["tablename"])
+    return {"content": [{"type": "text", "text": output}]}
+
+def describe_table(params):
+    columns = postgres.describe_table(get_config(), params["table_name"], params.get("schema", "public"))
+    if not columns:
+        return error_response("Table '{}' not found".format(params["table_name"]))
+    output = ""
+    for col in columns:
+        nullable = "NULL" if col["is_nullable"] == "YES" else "NOT NULL"
+        output += "{} {} {}".format(col["column_name"], col["data_type"], nullable)
+        if col.get("column_default"):
+            output += " DEFAULT {}".format(col["column_default"])
+        output += "\n"
+    return {"content": [{"type": "text", "text": output}]}
+
+def run_sql(params):
+    sql = params["sql"]
+    if sql.strip().upper().startswith("SELECT"):
+        rows = postgres.query(get_config(), sql, params.get("params", []))
+        return {"content": [{"type": "text", "text": json.encode(rows)}]}
+    affected_rows = postgres.execute(get_config(), sql, params.get("params", []))
+    return {"content": [{"type": "text", "text": "Affected rows: {}".format(affected_rows)}]}
+
+def describe_extension():
+    return Extension(
+        name = "postgres",
+        version = "1.0.0",
+        description = "PostgreSQL database integration",
+        tools = [
+            Tool(name = "postgres_list_tables", description = "List tables", handler = list_tables, parameters = [
+                ToolParameter(name = "schema", param_type = "string", required = False, default = "public"),
+            ]),
+            Tool(name = "postgres_describe_table", description = "Describe a table", handler = describe_table, parameters = [
+                ToolParameter(name = "table_name", param_type = "string", required = True),
+                ToolParameter(name = "schema", param_type = "string", required = False, default = "public"),
+            ]),
+            Tool(name = "postgres_sql", description = "Run SQL", handler = run_sql, parameters = [
+                ToolParameter(name = "sql", param_type = "string", required = True),
+            ]),
+        ],
+    )
+`
+
+// TestPostgresAsPublished: against a real PostgreSQL, an extension written
+// as starlark-mcp's is works when the operator lists its variables
+// (--extensions-env POSTGRES_*) and its host (--extensions-db-hosts); the
+// network door still admits only the server's loopback port.
+func TestPostgresAsPublished(t *testing.T) {
+	port, password := startPostgres(t)
+	vars := map[string]string{"POSTGRES_HOST": "127.0.0.1", "POSTGRES_PORT": strconv.Itoa(port), "POSTGRES_PASSWORD": password}
+	f := start(t, map[string]string{"postgres.star": pgExplorer}, func(o *Options) {
+		o.Getenv = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+		o.EnvAllow = []string{"POSTGRES_*"}
+		o.DBHosts = []string{"127.0.0.1"}
+		o.PostgresNet = netguard.New(netguard.Options{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, AllowPorts: []uint16{uint16(port)}})
+	})
+	mustCall := func(tool, args, want string) {
+		t.Helper()
+		txt, isErr, _ := f.call(t, tool, args)
+		if isErr || txt != want {
+			t.Errorf("%s %s:\n got %q isError=%v\nwant %q", tool, args, txt, isErr, want)
+		}
+	}
+	mustCall("postgres__postgres_sql", `{"sql":"CREATE TABLE pets (id serial PRIMARY KEY, name varchar(40) NOT NULL, kind text DEFAULT 'cat')"}`, "Affected rows: 0")
+	mustCall("postgres__postgres_sql", `{"sql":"CREATE TABLE owners (id int)"}`, "Affected rows: 0")
+	mustCall("postgres__postgres_sql", `{"sql":"INSERT INTO pets (name) VALUES ('tom'), ('felix')"}`, "Affected rows: 2")
+	mustCall("postgres__postgres_sql", `{"sql":"SELECT name, kind FROM pets ORDER BY id"}`, `[{"kind":"cat","name":"tom"},{"kind":"cat","name":"felix"}]`)
+	mustCall("postgres__postgres_list_tables", `{}`, "Found 2 table(s):\n- owners\n- pets\n")
+	mustCall("postgres__postgres_describe_table", `{"table_name":"pets"}`,
+		"id integer NOT NULL DEFAULT nextval('pets_id_seq'::regclass)\nname character varying NOT NULL\nkind text NULL DEFAULT 'cat'::text\n")
+	if txt, isErr, _ := f.call(t, "postgres__postgres_describe_table", `{"table_name":"pets'; DROP TABLE pets; --"}`); !isErr || !strings.Contains(txt, "Error: Table 'pets'; DROP TABLE pets; --' not found") {
+		t.Errorf("a table that is not there: %q %v", txt, isErr)
+	}
+	if txt, isErr, _ := f.call(t, "postgres__postgres_list_tables", `{"schema":"pg_catalog"}`); isErr || !strings.Contains(txt, "- pg_class\n") || strings.Contains(txt, "- pets\n") {
+		t.Errorf("schema pg_catalog: %q %v", txt, isErr)
+	}
+
+	// Without the operator's host, the extension's connection is refused,
+	// naming both places a host may be allowed.
+	g := start(t, map[string]string{"postgres.star": pgExplorer}, func(o *Options) {
+		o.Getenv = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+		o.EnvAllow = []string{"POSTGRES_*"}
+		o.PostgresNet = netguard.New(netguard.Options{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, AllowPorts: []uint16{uint16(port)}})
+	})
+	if txt, isErr, _ := g.call(t, "postgres__postgres_list_tables", `{}`); !isErr || !strings.Contains(txt, `postgres.list_tables: host "127.0.0.1" is not in the allowed_db_hosts of extension postgres ([]) nor the operator's --extensions-db-hosts ([])`) {
+		t.Errorf("no host allowed: %q %v", txt, isErr)
+	}
+}
