@@ -110,7 +110,7 @@ func (s auditSink) run() func(call registry.Call, r gateway.Ran) {
 	}
 	return func(call registry.Call, r gateway.Ran) {
 		s.write(audit.Record{
-			Time: r.Start, Face: call.Face, Remote: call.Remote, Scope: call.Scope, Caller: call.Caller,
+			Time: r.Start, Face: call.Face, Remote: call.Remote, Scope: call.Scope, Caller: call.Caller, Session: call.Session,
 			Tool: "system.run.exec", Command: r.Command(), Outcome: r.Outcome, DurationMS: audit.Millis(r.Duration),
 		})
 	}

@@ -17,7 +17,14 @@
 // connection stays up). The registry's own limits apply to every call.
 //
 // A result is the MCP CallToolResult (content blocks, isError), so a client
-// reads the same text as over /mcp.
+// reads the same text as over /mcp; or, when the call (params.resultFormat)
+// or the connection (?resultFormat= on the upgrade) asks for "toolResult",
+// the gateway tools plan's envelope {ok, data, error{code, message,
+// details}, meta{durationMs, truncated}} (envelope.go). The sessionId of
+// tools.invoke (at most MaxSessionID bytes) goes with the call
+// (registry.Call.Session): into the audit log, and it keys the caller's
+// browser sessions. A bare tool name several tools claim is
+// CodeAmbiguousTool, naming them in data.tools.
 package gatewayface
 
 import (
@@ -120,6 +127,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ref.Write(w)
 		return
 	}
+	format, err := parseFormat(r.URL.Query().Get("resultFormat"), FormatMCP)
+	if err != nil {
+		admit.WriteJSONError(w, http.StatusBadRequest, "Invalid request", err.Error())
+		return
+	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -152,7 +164,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	c := &conn{s: s, ws: ws, wsp: wsp, caller: caller,
+	c := &conn{s: s, ws: ws, wsp: wsp, caller: caller, format: format,
 		slots:  make(chan struct{}, s.opts.MaxInFlight),
 		tokens: float64(s.opts.Burst), last: time.Now()}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -207,6 +219,7 @@ type conn struct {
 	ws     *websocket.Conn
 	wsp    fsops.Workspace // the caller's workspace
 	caller admit.Caller    // Operator: upgraded with the operator's token
+	format string          // the connection's result format (?resultFormat=)
 	slots  chan struct{}
 	wg     sync.WaitGroup
 	wmu    sync.Mutex
@@ -330,6 +343,8 @@ type invokeParams struct {
 	ToolID    string          `json:"toolId"`
 	SessionID string          `json:"sessionId"`
 	Args      json.RawMessage `json:"args"`
+	// ResultFormat is FormatMCP or FormatToolResult ("": the connection's).
+	ResultFormat string `json:"resultFormat"`
 }
 
 type approveParams struct {
@@ -367,7 +382,18 @@ func (c *conn) call(ctx context.Context, req *request) *response {
 		if p.ToolID == "" {
 			return errResponse(req.ID, CodeInvalidParams, "invalid params of tools.invoke: toolId is missing")
 		}
-		res, err := c.s.opts.Registry.Call(ctx, p.ToolID, c.caller.Call("gateway", c.wsp, p.Args))
+		if len(p.SessionID) > MaxSessionID {
+			return errResponse(req.ID, CodeInvalidParams, "invalid params of tools.invoke: sessionId is %d bytes long; the limit is %d", len(p.SessionID), MaxSessionID)
+		}
+		format, err := parseFormat(p.ResultFormat, c.format)
+		if err != nil {
+			return errResponse(req.ID, CodeInvalidParams, "invalid params of tools.invoke: %v", err)
+		}
+		call := c.caller.Call("gateway", c.wsp, p.Args)
+		call.Session = p.SessionID
+		start := time.Now()
+		res, err := c.s.opts.Registry.Call(ctx, p.ToolID, call)
+		ms := float64(time.Since(start).Microseconds()) / 1000
 		var unknown *registry.UnknownToolError
 		var ambiguous *registry.AmbiguousToolError
 		switch {
@@ -381,6 +407,9 @@ func (c *conn) call(ctx context.Context, req *request) *response {
 			return errResponse(req.ID, CodeBusy, "%v", err)
 		case err != nil:
 			return errResponse(req.ID, CodeInternal, "%v", err)
+		}
+		if format == FormatToolResult {
+			return ok(envelope(res, ms))
 		}
 		return ok(res)
 	case "tools.approve":

@@ -38,8 +38,9 @@ type Record struct {
 	Face       string          `json:"face"` // mcp-http, mcp-stdio, rest, gateway, ssh
 	Remote     string          `json:"remote,omitempty"`
 	Scope      string          `json:"scope,omitempty"`
-	Caller     string          `json:"caller,omitempty"` // the token file entry, when one was used
-	Tool       string          `json:"tool"`             // a tool's name, or ssh.exec, ssh.shell, ssh.sftp
+	Caller     string          `json:"caller,omitempty"`  // the token file entry, when one was used
+	Session    string          `json:"session,omitempty"` // the client's session id (/gateway's sessionId), when it gave one
+	Tool       string          `json:"tool"`              // a tool's name, or ssh.exec, ssh.shell, ssh.sftp
 	Command    string          `json:"command,omitempty"`
 	Outcome    string          `json:"outcome"`
 	DurationMS float64         `json:"duration_ms"`
@@ -173,7 +174,7 @@ func (l *Log) Close() error {
 // (Redact).
 func ToolCall(r registry.Record) Record {
 	return Record{
-		Time: r.Start, Face: r.Face, Remote: r.Remote, Scope: r.Scope, Caller: r.Caller, Tool: r.Tool,
+		Time: r.Start, Face: r.Face, Remote: r.Remote, Scope: r.Scope, Caller: r.Caller, Session: r.Session, Tool: r.Tool,
 		Outcome: r.Outcome, DurationMS: Millis(r.Duration), BytesIn: int64(r.BytesIn), BytesOut: int64(r.BytesOut),
 		Args: Redact(r.Args),
 	}
@@ -184,13 +185,13 @@ func ToolCall(r registry.Record) Record {
 func Millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // MaxLine bounds one line of the log (before secrets are replaced): each
-// of the 7 string fields is cut at MaxString bytes plus the note of its
+// of the 8 string fields is cut at MaxString bytes plus the note of its
 // length, each byte at most 6 once JSON-escaped, and the arguments at
 // MaxArgs. So the queue holds at most Options.Queue × MaxLine bytes (about
 // 69 MiB at DefaultQueue), however long the names a client sends: a tool
 // nobody serves is logged by the name it was called with, a scope by the
 // X-Scope-Path that asked for it.
-const MaxLine = 7*6*(MaxString+32) + MaxArgs + 1024
+const MaxLine = 8*6*(MaxString+32) + MaxArgs + 1024
 
 // Write queues one record, the log's one entry point; it never blocks. A full queue drops the line,
 // counts it (Dropped) and reports it to Options.Logger, rate-limited.
@@ -198,7 +199,7 @@ func (l *Log) Write(e Record) {
 	if l.closed.Load() {
 		return
 	}
-	for _, f := range []*string{&e.Face, &e.Remote, &e.Scope, &e.Caller, &e.Tool, &e.Command, &e.Outcome} {
+	for _, f := range []*string{&e.Face, &e.Remote, &e.Scope, &e.Caller, &e.Session, &e.Tool, &e.Command, &e.Outcome} {
 		if len(*f) > MaxString {
 			*f = cut(*f)
 		}

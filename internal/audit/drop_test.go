@@ -104,7 +104,7 @@ func TestAttackAuditLinesBounded(t *testing.T) {
 	}
 	huge := strings.Repeat("\x01", 1<<20) // 6 MiB once escaped
 	args, _ := json.Marshal(map[string]string{"k": strings.Repeat("y", 1<<20)})
-	l.Write(Record{Face: huge, Remote: huge, Scope: huge, Caller: huge, Tool: huge, Command: huge, Outcome: huge, Args: args})
+	l.Write(Record{Face: huge, Remote: huge, Scope: huge, Caller: huge, Session: huge, Tool: huge, Command: huge, Outcome: huge, Args: args})
 	l.Write(Record{Tool: "plain", Scope: strings.Repeat("a/", 1<<19), Outcome: "unknown"})
 	if err := l.Close(); err != nil {
 		t.Fatal(err)

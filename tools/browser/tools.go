@@ -119,9 +119,12 @@ func (p *Provider) Tools() []registry.Tool {
 	}
 }
 
-// owner is who may use a session: the caller's token entry and scope. A
+// owner is who may use a session: the caller's token entry and scope, and
+// the client's own session (/gateway's sessionId) when it names one. A
 // session id is unguessable, and another caller's is refused all the same.
-func owner(call registry.Call) string { return call.Caller + "\x00" + call.Scope }
+func owner(call registry.Call) string {
+	return call.Caller + "\x00" + call.Scope + "\x00" + call.Session
+}
 
 // withSession runs f holding the session's lock, with a context that ends
 // with the call or after d.

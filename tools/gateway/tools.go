@@ -99,11 +99,15 @@ func New(opts Options) *Provider {
 	return &Provider{opts: opts, log: log}
 }
 
-// Tools is every tool the provider serves.
+// Tools is every tool the provider serves, each refusing a call that
+// lacks a field its schema requires (required.go).
 func (p *Provider) Tools() []registry.Tool {
 	tools := append(p.httpTools(), p.fsTools()...)
 	if p.opts.Executor != nil {
 		tools = append(tools, p.runTool())
+	}
+	for i := range tools {
+		tools[i] = requireFields(tools[i])
 	}
 	return tools
 }

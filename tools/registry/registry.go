@@ -107,6 +107,10 @@ type Call struct {
 	// refuses every change whatever a tool's hint says.
 	Caller           string
 	ReadOnly, NoExec bool
+	// Session is the client's own name for its session, where its face
+	// carries one (/gateway's sessionId), for the audit log and for
+	// per-session state (browser sessions); "" when none.
+	Session string
 	// Bound says the caller's token is bound to a scope (WholeRoot tools
 	// are refused to it).
 	Bound bool
@@ -243,6 +247,7 @@ type Record struct {
 	Remote   string
 	Scope    string
 	Caller   string
+	Session  string // Call.Session
 	Args     json.RawMessage
 	// Tool is the name of the tool that ran (a bare name resolved to
 	// the tool's Name), or the name called when none did.
@@ -557,7 +562,7 @@ func (r *Registry) Unknown(name string, call Call) {
 func (r *Registry) Call(ctx context.Context, name string, call Call) (*mcp.CallToolResult, error) {
 	start := time.Now()
 	rec := Record{Start: start, Tool: name, Face: call.Face, Remote: call.Remote, Scope: call.Scope,
-		Caller: call.Caller, Args: call.Args, BytesIn: len(call.Args)}
+		Caller: call.Caller, Session: call.Session, Args: call.Args, BytesIn: len(call.Args)}
 	r.mu.RLock()
 	e, err := r.resolve(name)
 	r.mu.RUnlock()
