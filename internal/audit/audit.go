@@ -188,7 +188,7 @@ func Millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // of the 8 string fields is cut at MaxString bytes plus the note of its
 // length, each byte at most 6 once JSON-escaped, and the arguments at
 // MaxArgs. So the queue holds at most Options.Queue × MaxLine bytes (about
-// 69 MiB at DefaultQueue), however long the names a client sends: a tool
+// 74 MiB at DefaultQueue), however long the names a client sends: a tool
 // nobody serves is logged by the name it was called with, a scope by the
 // X-Scope-Path that asked for it.
 const MaxLine = 8*6*(MaxString+32) + MaxArgs + 1024
