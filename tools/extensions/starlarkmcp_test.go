@@ -17,6 +17,7 @@ import (
 	"go.starlark.net/starlark"
 
 	"github.com/agentbe/agentbe-daemon/netguard"
+	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
 // The extensions of this file are written the way starlark-mcp's published
@@ -618,5 +619,202 @@ func TestPostgresAsPublished(t *testing.T) {
 	})
 	if txt, isErr, _ := g.call(t, "postgres__postgres_list_tables", `{}`); !isErr || !strings.Contains(txt, `postgres.list_tables: host "127.0.0.1" is not in the allowed_db_hosts of extension postgres ([]) nor the operator's --extensions-db-hosts ([])`) {
 		t.Errorf("no host allowed: %q %v", txt, isErr)
+	}
+}
+
+// cliTools are written as starlark-mcp's docker, github and kubectl
+// extensions are: exec.run of a program the extension allows, its result
+// indexed (result["success"], result["stderr"]), a failure returned as an
+// error result.
+const cliTools = `
+def error_response(message):
+    return {"content": [{"type": "text", "text": "Error: " + message}], "isError": True}
+
+def list_containers(params):
+    args = ["ps", "--format", "json"]
+    if params.get("all", True):
+        args.append("--all")
+    result = exec.run("docker", args)
+    if not result["success"]:
+        return error_response("Failed to list containers: " + result["stderr"])
+    return {"content": [{"type": "text", "text": result["stdout"]}]}
+
+def run_gh(args):
+    result = exec.run("gh", args)
+    if not result["success"]:
+        return {"error": result["stderr"], "success": False}
+    return {"output": result["stdout"], "success": True}
+
+def list_prs(params):
+    repo = params.get("repo", "") or env.get("GITHUB_DEFAULT_REPO", "")
+    result = run_gh(["pr", "list", "--repo", repo, "--json", "number,title"])
+    if not result["success"]:
+        return error_response("gh failed: " + result["error"])
+    return {"content": [{"type": "text", "text": result["output"]}]}
+
+def cluster_info(params):
+    args = []
+    kubeconfig = env.get("KUBECONFIG", "")
+    if kubeconfig:
+        args.append("--kubeconfig=" + kubeconfig)
+    result = exec.run("kubectl", args + ["cluster-info"])
+    if not result["success"]:
+        return error_response("Failed to get cluster info: " + result.get("stderr", ""))
+    return {"content": [{"type": "text", "text": result["stdout"]}]}
+
+def not_declared(params):
+    result = exec.run("helm", ["list"])
+    return {"content": [{"type": "text", "text": result["stdout"]}]}
+
+def describe_extension():
+    return Extension(
+        name = "cli",
+        allowed_exec = ["docker", "gh", "kubectl"],
+        tools = [
+            Tool(name = "docker_list_containers", handler = list_containers, parameters = [
+                ToolParameter(name = "all", param_type = "boolean", default = "true"),
+            ]),
+            Tool(name = "github_list_prs", handler = list_prs, parameters = [ToolParameter(name = "repo", param_type = "string")]),
+            Tool(name = "k8s_cluster_info", handler = cluster_info),
+            Tool(name = "helm_list", handler = not_declared),
+        ],
+    )
+`
+
+// TestCLIExtensionsAsPublished: where docker, gh and kubectl are not
+// installed (the test makes sure with an empty PATH), their tools answer
+// an error result in the extensions' own shape; a program the extension
+// does not allow is refused naming allowed_exec.
+func TestCLIExtensionsAsPublished(t *testing.T) {
+	emptyPath := t.TempDir()
+	f := start(t, map[string]string{"cli.star": cliTools}, func(o *Options) {
+		o.Getenv = func(string) (string, bool) { return "", false }
+		exe, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeSoftware, WorkspaceRoot: o.Workspace.Root(), Env: map[string]string{"PATH": emptyPath}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { exe.Close() })
+		o.Executor = exe
+	})
+	for tool, want := range map[string]string{
+		"cli__docker_list_containers": "Error: Failed to list containers: ",
+		"cli__github_list_prs":        "Error: gh failed: ",
+		"cli__k8s_cluster_info":       "Error: Failed to get cluster info: ",
+		"cli__helm_list":              `exec.run: "helm" is not in the allowed_exec of extension cli ([docker gh kubectl])`,
+	} {
+		txt, isErr, _ := f.call(t, tool, `{}`)
+		if !isErr || !strings.Contains(txt, want) || tool != "cli__helm_list" && !strings.Contains(txt, "not found") {
+			t.Errorf("%s: %q %v; want %q", tool, txt, isErr, want)
+		}
+	}
+}
+
+// sqliteExplorer is written as starlark-mcp's SQLite explorer is: rows of
+// list_tables read as table["name"], describe_table's col.get("dflt_value"),
+// an integer limit whose default is the string "100", exec.run("ls")
+// indexed for the file's size.
+const sqliteExplorer = `
+def error_response(message):
+    return {"content": [{"type": "text", "text": "Error: " + message}], "isError": True}
+
+def seed(params):
+    sqlite.execute(params["db_path"], "CREATE TABLE birds (id INTEGER PRIMARY KEY, name TEXT NOT NULL, wings INTEGER DEFAULT 2)")
+    sqlite.execute(params["db_path"], "CREATE TABLE nests (bird_id INTEGER)")
+    for name in ["robin", "wren", "kiwi"]:
+        sqlite.execute(params["db_path"], "INSERT INTO birds (name) VALUES (?)", [name])
+    return "seeded"
+
+def list_tables(params):
+    tables = sqlite.list_tables(params["db_path"])
+    if not tables:
+        return {"content": [{"type": "text", "text": "No tables found in database"}]}
+    table_list = "Found {} tables:\n".format(len(tables))
+    for table in tables:
+        table_list += "  - {}\n".format(table["name"])
+    return {"content": [{"type": "text", "text": table_list}]}
+
+def describe_table(params):
+    columns = sqlite.describe_table(params["db_path"], params["table"])
+    schema = "Table: {}\n".format(params["table"])
+    for col in columns:
+        schema += "  {} {} {}".format(col.get("name", ""), col.get("type", "TEXT"), "(PRIMARY KEY)" if col.get("pk", 0) > 0 else "")
+        if col.get("notnull", 0):
+            schema += " NOT NULL"
+        if col.get("dflt_value", None):
+            schema += " DEFAULT {}".format(col.get("dflt_value"))
+        schema += "\n"
+    count_result = sqlite.query(params["db_path"], "SELECT COUNT(*) as count FROM " + params["table"], [])
+    if count_result and len(count_result) > 0:
+        schema += "Row count: {}\n".format(count_result[0].get("count", 0))
+    return {"content": [{"type": "text", "text": schema}]}
+
+def query(params):
+    sql = params.get("query", "")
+    limit = params.get("limit", 100)
+    if limit > 0 and "LIMIT" not in sql.upper():
+        sql = sql + " LIMIT {}".format(limit)
+    rows = sqlite.query(params["db_path"], sql, [])
+    return {"content": [{"type": "text", "text": "Query returned {} row(s):\n\n".format(len(rows)) + json.encode(rows)}]}
+
+def analyze(params):
+    db_path = params["db_path"]
+    analysis = ""
+    size_result = exec.run("ls", ["-l", db_path])
+    if size_result["success"]:
+        parts = size_result["stdout"].strip().split()
+        if len(parts) >= 5:
+            analysis += "Database size: {}\n".format(parts[4])
+    tables = sqlite.list_tables(db_path)
+    analysis += "Number of tables: {}\n".format(len(tables))
+    integrity_result = sqlite.query(db_path, "PRAGMA integrity_check", [])
+    if integrity_result[0].get("integrity_check", "") == "ok":
+        analysis += "Database integrity: OK\n"
+    return {"content": [{"type": "text", "text": analysis}]}
+
+def describe_extension():
+    return Extension(
+        name = "sqlite_explorer",
+        version = "1.0.0",
+        allowed_exec = ["ls"],
+        tools = [
+            Tool(name = "seed", handler = seed, parameters = [ToolParameter(name = "db_path", param_type = "string", required = True)]),
+            Tool(name = "sqlite_list_tables", handler = list_tables, parameters = [ToolParameter(name = "db_path", param_type = "string", required = True)]),
+            Tool(name = "sqlite_describe_table", handler = describe_table, parameters = [
+                ToolParameter(name = "db_path", param_type = "string", required = True),
+                ToolParameter(name = "table", param_type = "string", required = True),
+            ]),
+            Tool(name = "sqlite_query", handler = query, parameters = [
+                ToolParameter(name = "db_path", param_type = "string", required = True),
+                ToolParameter(name = "query", param_type = "string", required = True),
+                ToolParameter(name = "limit", param_type = "integer", required = False, default = "100"),
+            ]),
+            Tool(name = "sqlite_analyze", handler = analyze, parameters = [ToolParameter(name = "db_path", param_type = "string", required = True)]),
+        ],
+    )
+`
+
+// TestSQLiteExplorerAsPublished: every tool of an explorer written as
+// starlark-mcp's is works.
+func TestSQLiteExplorerAsPublished(t *testing.T) {
+	f := start(t, map[string]string{"sqlite_explorer.star": sqliteExplorer}, nil)
+	mustCall := func(tool, args, want string) {
+		t.Helper()
+		txt, isErr, _ := f.call(t, tool, args)
+		if isErr || txt != want {
+			t.Errorf("%s %s:\n got %q isError=%v\nwant %q", tool, args, txt, isErr, want)
+		}
+	}
+	db := `"db_path":"zoo.db"`
+	mustCall("sqlite_explorer__seed", `{`+db+`}`, "seeded")
+	mustCall("sqlite_explorer__sqlite_list_tables", `{`+db+`}`, "Found 2 tables:\n  - birds\n  - nests\n")
+	mustCall("sqlite_explorer__sqlite_describe_table", `{`+db+`,"table":"birds"}`,
+		"Table: birds\n  id INTEGER (PRIMARY KEY)\n  name TEXT  NOT NULL\n  wings INTEGER  DEFAULT 2\nRow count: 3\n")
+	mustCall("sqlite_explorer__sqlite_query", `{`+db+`,"query":"SELECT name FROM birds ORDER BY id"}`,
+		"Query returned 3 row(s):\n\n"+`[{"name":"robin"},{"name":"wren"},{"name":"kiwi"}]`)
+	mustCall("sqlite_explorer__sqlite_query", `{`+db+`,"query":"SELECT name FROM birds ORDER BY id","limit":1}`,
+		"Query returned 1 row(s):\n\n"+`[{"name":"robin"}]`)
+	txt, isErr, _ := f.call(t, "sqlite_explorer__sqlite_analyze", `{`+db+`}`)
+	if isErr || !strings.HasPrefix(txt, "Database size: ") || !strings.HasSuffix(txt, "Number of tables: 2\nDatabase integrity: OK\n") {
+		t.Errorf("analyze: %q %v", txt, isErr)
 	}
 }
