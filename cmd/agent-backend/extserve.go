@@ -9,11 +9,13 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/daemon"
 	"github.com/agentbe/agentbe-daemon/face/mcphttp"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/tools/extensions"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
@@ -48,11 +50,17 @@ and runs through the sandbox with --root as its working directory. Without
 ends: give --root for the files they should see. The extensions directory
 must not lie inside --root (as for the daemon: a tool that writes there could
 add an extension that allows any program). Commands have the network (no
-port is served that they could misuse). --isolation picks the sandbox: auto
+port is served that they could misuse; --exec-network=false takes it away). --isolation picks the sandbox: auto
 (the default) takes bwrap if it works here, else landlock if the kernel has
 it, else software; the mode chosen, and what it does not cover, is logged on
 stderr. http and postgres reach the network through the daemon's network door,
-with its defaults (public addresses, ports 80 and 443; 5432 for postgres).
+with its defaults (public addresses, ports 80 and 443; 5432 for postgres)
+unless the --net-allow-* flags widen it; env.get reads what an extension
+declares and what --extensions-env allows.
+
+The flags below are the daemon's settings that apply here, with the same
+AGENTBE_* variables, --config file keys, defaults and checks ('agent-backend
+daemon --help'); the daemon's others (ports, tokens, other tools) do not apply.
 
 Logs go to stderr (MCP clients keep them: Claude Desktop in its mcp*.log
 files, Zed in its log). Standard input reaching its end, SIGINT or SIGTERM
@@ -85,15 +93,24 @@ Zed (settings.json):
 Use absolute paths: a client starts its servers in a directory of its own
 choosing. "ext" is the same command group: 'agent-backend ext serve' works too.`
 
-// extServeOptions are the flags of `extensions serve`.
-type extServeOptions struct {
-	dir, root, isolation, logLevel string
-	prefix, skipBroken             bool
-}
+// extServeSettings are the daemon's settings `extensions serve` takes, with
+// their flags, AGENTBE_* variables, config file keys, defaults and checks
+// (config): where and how the extensions' commands run, the network door's
+// rules, what the extensions may read, the call limits, and logging. The
+// daemon's other settings (ports, tokens, other providers) are not flags
+// here; the server has no port and no other provider.
+var extServeSettings = []string{"extensions", "root", "isolation", "isolation-min", "shell", "run-as", "block-dangerous",
+	"allow-commands", "exec-network", "exec-timeout", "exec-output-limit", "exec-max-processes", "exec-max-file-size",
+	"exec-max-cpu", "exec-max-memory", "exec-max-concurrent", "max-read-size", "max-concurrent-executions", "tool-queue-wait",
+	"tool-timeout", "net-allow-hosts", "net-allow-private", "net-allow-cidrs", "net-allow-ports", "extensions-env",
+	"extensions-db-hosts", "log-format", "log-level", config.ConfigFlag}
+
+// extServeDefaultDir is the extensions directory when none is given, as
+// starlark-mcp's.
+const extServeDefaultDir = "./extensions"
 
 func newExtServeCommand() *cobra.Command {
-	var o extServeOptions
-	var showVersion bool
+	var prefix, skipBroken, showVersion bool
 	cmd := &cobra.Command{
 		Use:   "serve [-e DIR] [--root DIR]",
 		Short: "Serve only the extensions' tools over MCP on stdio, as starlark-mcp does (for Claude Desktop, Zed)",
@@ -107,43 +124,59 @@ func newExtServeCommand() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s v%s\n", extServeName, version)
 				return nil
 			}
-			return serveExtensions(cmd, o)
+			return serveExtensions(cmd, prefix, skipBroken)
 		},
 	}
 	cmd.SetFlagErrorFunc(flagError)
 	f := cmd.Flags()
-	f.StringVarP(&o.dir, "extensions", "e", "./extensions", "the directory of *.star extensions (not *_test.star)")
-	f.StringVar(&o.dir, "extensions-dir", "./extensions", "alias of --extensions (starlark-mcp's name)")
-	f.StringVar(&o.root, "root", "", "the workspace the extensions' fs, sqlite and exec calls work in (default: a new empty temporary directory, removed at exit); must not hold the extensions directory")
-	f.StringVar(&o.isolation, "isolation", "auto", "how the exec module's commands run: auto (bwrap if it works, else landlock if the kernel has it, else software), bwrap, landlock, software, none")
-	f.BoolVar(&o.prefix, "prefix", false, "name tools extension__tool, as the daemon's --extensions does, instead of their own names")
-	f.BoolVar(&o.skipBroken, "skip-broken", false, "serve the extensions that load when some do not (each failure is logged), instead of refusing to start")
-	f.StringVar(&o.logLevel, "log-level", "info", "what reaches stderr: debug, info, warn, error")
+	daemonFlags := pflag.NewFlagSet("daemon", pflag.ContinueOnError)
+	config.RegisterFlags(daemonFlags)
+	normalize := daemonFlags.GetNormalizeFunc()
+	f.SetNormalizeFunc(func(fs *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "extensions-dir" { // starlark-mcp's name
+			name = "extensions"
+		}
+		return normalize(fs, name)
+	})
+	for _, name := range extServeSettings {
+		fl := daemonFlags.Lookup(name)
+		if fl == nil {
+			panic("extensions serve: no daemon setting " + name)
+		}
+		// What the flag means here, with the variables config reads for it.
+		env := fl.Usage[strings.LastIndex(fl.Usage, " [env "):]
+		switch name {
+		case "extensions":
+			fl.Shorthand, fl.DefValue = "e", extServeDefaultDir
+			fl.Usage = "the directory of *.star extensions (not *_test.star) (alias --extensions-dir, starlark-mcp's name)" + env
+		case "root":
+			fl.Usage = "the workspace the extensions' fs, sqlite and exec calls work in, created (0755) if missing; without it a new empty temporary directory, removed at exit (alias --rootDir)" + env
+		}
+		f.AddFlag(fl)
+	}
+	f.BoolVar(&prefix, "prefix", false, "name tools extension__tool, as the daemon's --extensions does, instead of their own names")
+	f.BoolVar(&skipBroken, "skip-broken", false, "serve the extensions that load when some do not (each failure is logged), instead of refusing to start")
 	f.BoolVarP(&showVersion, "version", "v", false, "print the server's name and version (its MCP serverInfo) and exit")
 	return cmd
 }
 
 // serveExtensions builds the extensions-only server: the workspace at
 // --root, the sandbox over it, one registry holding only the extensions
-// provider, and the MCP face's stdio server over that registry. Every value
-// not on the command line is the daemon's default (config.Default), so the
-// limits are the daemon's.
-func serveExtensions(cmd *cobra.Command, o extServeOptions) error {
-	switch o.logLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		return fmt.Errorf("--log-level %q: use debug, info, warn or error", o.logLevel)
-	}
-	mode, err := sandbox.ParseMode(o.isolation)
+// provider, and the MCP face's stdio server over that registry. The
+// settings come as the daemon's do (flags, AGENTBE_* variables, --config,
+// the defaults), and the server is the daemon's with --local-only: no port.
+func serveExtensions(cmd *cobra.Command, prefix, skipBroken bool) error {
+	cfg, err := config.Load(cmd.Flags(), os.LookupEnv)
 	if err != nil {
-		return fmt.Errorf("--isolation: %w", err)
+		return err
 	}
-	cfg := config.Default()
 	cfg.LocalOnly = true // stdio: no port, so no token is needed and commands may have the network
-	cfg.Isolation = o.isolation
-	cfg.Extensions = o.dir
-	cfg.Root = o.root
-	if cfg.Root == "" {
+	if cfg.Extensions == "" {
+		cfg.Extensions = extServeDefaultDir
+	}
+	dir := cfg.Extensions // as the user wrote it, for the errors
+	scratch := cfg.Root == ""
+	if scratch {
 		// A scratch workspace: the extensions' commands get a working
 		// directory, and nothing of the user's is in reach.
 		tmp, err := os.MkdirTemp("", "agentbe-extensions-")
@@ -156,39 +189,37 @@ func serveExtensions(cmd *cobra.Command, o extServeOptions) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if _, err := cfg.EnsureRoot(); err != nil {
+		return err
+	}
 	stderr := cmd.ErrOrStderr()
-	log := daemon.NewLogger(stderr, "text", o.logLevel)
+	log := daemon.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 
 	ws, err := fsops.NewDir(cfg.Root, fsops.Options{MaxReadSize: cfg.MaxReadSize})
 	if err != nil {
 		return fmt.Errorf("--root %q: %w", cfg.Root, err)
 	}
 	defer ws.Close()
-	shell, err := sandbox.ParseShell(cfg.Shell)
+	ecfg, err := daemon.SandboxConfig(cfg, ws.Root(), log.With("component", "sandbox"))
 	if err != nil {
 		return err
 	}
-	netOn, _ := cfg.ExecNetworkOn()
-	exe, err := sandbox.New(sandbox.Config{
-		Mode: mode, MinMode: sandbox.Mode(cfg.IsolationMin), Shell: shell, WorkspaceRoot: ws.Root(), NoNetwork: !netOn,
-		Policy:         sandbox.PolicyConfig{Disabled: !cfg.BlockDangerous, Allow: cfg.AllowCommands},
-		MaxConcurrent:  cfg.ExecMaxConcurrent,
-		DefaultTimeout: cfg.ExecTimeout,
-		OutputLimit:    cfg.ExecOutputLimit,
-		Logger:         log.With("component", "sandbox"),
-	})
+	exe, err := sandbox.New(ecfg)
 	if err != nil {
-		return fmt.Errorf("--isolation %s: %w", o.isolation, err)
+		return fmt.Errorf("--isolation %s: %w", cfg.Isolation, err)
 	}
 	defer exe.Close()
 	log.Info("command isolation", "mode", exe.Mode(), "reason", exe.Reason(), "gaps", strings.Join(exe.Gaps(), "; "))
 
 	reg := registry.New(registry.Options{MaxConcurrent: cfg.MaxConcurrentCalls, QueueWait: cfg.ToolQueueWait,
 		DefaultTimeout: cfg.ToolTimeout, Logger: log.With("component", "registry")})
+	// The provider as the daemon's startExtensions builds it (daemon/wire.go),
+	// on the daemon's default network rules.
 	p, err := extensions.Start(extensions.Options{Dir: cfg.Extensions, Registry: reg, Workspace: ws, Executor: exe,
-		BareNames: !o.prefix, Logger: log.With("component", "extensions")})
+		Net: netguard.New(cfg.NetGuard(80, 443)), PostgresNet: netguard.New(cfg.NetGuard(extensions.DefaultPostgresPort)),
+		BareNames: !prefix, Logger: log.With("component", "extensions")})
 	if err != nil {
-		return fmt.Errorf("--extensions %q: %w", o.dir, err)
+		return fmt.Errorf("--extensions %q: %w", dir, err)
 	}
 	defer p.Close()
 	var broken []string
@@ -200,9 +231,9 @@ func serveExtensions(cmd *cobra.Command, o extServeOptions) error {
 			loaded++
 		}
 	}
-	if len(broken) > 0 && !o.skipBroken {
+	if len(broken) > 0 && !skipBroken {
 		return fmt.Errorf("--extensions %q: %s (check them all with 'agent-backend ext check %s', or pass --skip-broken to serve the others)",
-			o.dir, strings.Join(broken, "; "), o.dir)
+			dir, strings.Join(broken, "; "), dir)
 	}
 	names := make([]string, 0)
 	for _, t := range reg.List() {

@@ -148,9 +148,10 @@ func callText(t *testing.T, s *mcp.ClientSession, name string, args map[string]a
 func TestExtensionsServe(t *testing.T) {
 	extDir, root := extDirs(t, map[string]string{"greet.star": greetStar, "files.star": filesStar,
 		"greet_test.star": "def test_nothing():\n    pass\n"})
-	for _, group := range []string{"extensions", "ext"} {
-		t.Run(group, func(t *testing.T) {
-			s, stderr, end := serveExt(t, group, "serve", "-e", extDir, "--root", root)
+	// Both names of the group, and both of the directory's flag.
+	for _, args := range [][]string{{"extensions", "serve", "-e", extDir}, {"ext", "serve", "--extensions-dir", extDir}} {
+		t.Run(args[0], func(t *testing.T) {
+			s, stderr, end := serveExt(t, append(args, "--root", root)...)
 			info := s.InitializeResult().ServerInfo
 			if info.Name != "agent-backend-extensions" || info.Version != "0.0.0-test" {
 				t.Errorf("serverInfo = %q %q, want agent-backend-extensions 0.0.0-test", info.Name, info.Version)
@@ -336,7 +337,9 @@ func TestExtensionsServeBadInput(t *testing.T) {
 		{"-e inside --root", []string{"-e", extDir, "--root", filepath.Dir(extDir)}, []string{"--extensions", extDir, "inside the workspace --root"}},
 		{"--root is a file", []string{"-e", extDir, "--root", file}, []string{`--root "` + file + `" is a file`}},
 		{"--isolation", []string{"-e", extDir, "--root", root, "--isolation", "vm"}, []string{"--isolation", "vm"}},
-		{"--log-level", []string{"-e", extDir, "--root", root, "--log-level", "loud"}, []string{`--log-level "loud"`}},
+		{"--log-level", []string{"-e", extDir, "--root", root, "--log-level", "loud"}, []string{`"loud"`, "--log-level"}},
+		{"a daemon flag", []string{"-e", extDir, "--root", root, "--port", "3001"}, []string{"unknown flag: --port"}},
+		{"a bad AGENTBE_ variable", []string{"-e", extDir, "--root", root}, []string{"AGENTBE_TOOL_TIMEOUT"}},
 		{"an argument", []string{extDir}, []string{"unknown command", extDir}},
 	}
 	for _, tt := range tests {
@@ -344,6 +347,9 @@ func TestExtensionsServeBadInput(t *testing.T) {
 			cmd := exec.Command(binary, append([]string{"extensions", "serve"}, tt.args...)...)
 			cmd.Dir = t.TempDir()
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+			if tt.name == "a bad AGENTBE_ variable" {
+				cmd.Env = append(cmd.Env, "AGENTBE_TOOL_TIMEOUT=soon")
+			}
 			cmd.Stdin = strings.NewReader("")
 			var out, errOut strings.Builder
 			cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -367,5 +373,43 @@ func TestExtensionsServeBadInput(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestExtensionsServeDaemonSettings: the settings it takes come as the
+// daemon's do: AGENTBE_* variables (here the directory and the workspace),
+// and the daemon's flags for them (here --tool-timeout, which bounds a call).
+func TestExtensionsServeDaemonSettings(t *testing.T) {
+	slow := `
+def spin(params):
+    n = 0
+    while True:
+        n += 1
+    return n
+
+def describe_extension():
+    return Extension(name = "slow", tools = [Tool(name = "spin", description = "Never ends", handler = spin)])
+`
+	extDir, root := extDirs(t, map[string]string{"greet.star": greetStar, "slow.star": slow})
+	cmd := exec.Command(binary, "extensions", "serve", "--tool-timeout", "1s")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "AGENTBE_EXTENSIONS=" + extDir, "AGENTBE_ROOT=" + root}
+	stderr := &syncbuf.Buffer{}
+	cmd.Stderr = stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil)
+	s, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	defer s.Close()
+	if got := toolNames(t, s); !slices.Equal(got, []string{"hello", "spin"}) {
+		t.Errorf("tools/list = %v, want [hello spin] from AGENTBE_EXTENSIONS", got)
+	}
+	if !strings.Contains(stderr.String(), "root="+root) {
+		t.Errorf("the workspace is not AGENTBE_ROOT's %s:\n%s", root, stderr.String())
+	}
+	start := time.Now()
+	text, isErr := callText(t, s, "spin", nil)
+	if !isErr || !strings.Contains(text, "timed out after 1s") || time.Since(start) > 20*time.Second {
+		t.Errorf("spin with --tool-timeout 1s: %q (isError %v) after %v", text, isErr, time.Since(start))
 	}
 }

@@ -1,0 +1,47 @@
+package daemon
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// SandboxConfig is the configuration cfg gives the executor of a workspace
+// at root (its absolute, symlink-free path): the isolation mode and its
+// floor, the shell, the command policy, the network (cfg.ExecNetworkOn), the
+// per-command limits, the user commands run as. The daemon's workspace
+// (startWorkspace) and `agent-backend extensions serve` build their
+// executors from it, so a setting means the same in both.
+func SandboxConfig(cfg config.Config, root string, log *slog.Logger) (sandbox.Config, error) {
+	mode, err := sandbox.ParseMode(cfg.Isolation)
+	if err != nil {
+		return sandbox.Config{}, err
+	}
+	shell, err := sandbox.ParseShell(cfg.Shell)
+	if err != nil {
+		return sandbox.Config{}, err
+	}
+	netOn, _ := cfg.ExecNetworkOn()
+	return sandbox.Config{
+		Mode:          mode,
+		MinMode:       sandbox.Mode(cfg.IsolationMin),
+		Shell:         shell,
+		WorkspaceRoot: root,
+		NoNetwork:     !netOn,
+		Policy:        sandbox.PolicyConfig{Disabled: !cfg.BlockDangerous, Allow: cfg.AllowCommands},
+		MaxProcesses:  int64(cfg.ExecMaxProcesses),
+		Rlimits: sandbox.Rlimits{
+			FileSize:     cfg.ExecMaxFileSize,
+			CPUSeconds:   int64(cfg.ExecMaxCPU / time.Second),
+			AddressSpace: cfg.ExecMaxMemory,
+		},
+		MaxConcurrent:  cfg.ExecMaxConcurrent,
+		DefaultTimeout: cfg.ExecTimeout,
+		OutputLimit:    cfg.ExecOutputLimit,
+		RunAs:          cfg.RunAs,
+		Secrets:        []string{cfg.AuthToken},
+		Logger:         log,
+	}, nil
+}
