@@ -14,6 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
@@ -214,8 +216,16 @@ func TestSQLiteReadOnly(t *testing.T) {
 		t.Fatal(txt)
 	}
 	before, _ := os.ReadFile(filepath.Join(f.ws.Root(), "r.db"))
+	// The call a read-only token's request gets: admission gives its
+	// workspace and builds its registry call.
+	caller := admit.Caller{Identity: httpguard.Identity{Name: "ro", ReadOnly: true}}
+	roWS, release, err := caller.Workspace(f.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
 	call := func(tool, args string) (string, bool) {
-		res, err := f.reg.Call(context.Background(), tool, registry.Call{Args: json.RawMessage(args), Workspace: f.ws, ReadOnly: true})
+		res, err := f.reg.Call(context.Background(), tool, caller.Call("rest", roWS, json.RawMessage(args)))
 		if err != nil {
 			t.Fatal(err)
 		}
