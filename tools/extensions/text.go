@@ -86,6 +86,9 @@ func (w *textWriter) value(x starlark.Value, depth int) error {
 	if depth > maxDepth {
 		return errNested
 	}
+	if r, ok := x.(*record); ok {
+		x = r.Dict // a record's text is its dict's
+	}
 	if w.line > 0 {
 		w.n += w.line + depth*w.indent
 	}
@@ -137,8 +140,6 @@ func (w *textWriter) value(x starlark.Value, depth int) error {
 			}
 			return nil
 		})
-	case *record:
-		return w.value(x.Dict, depth)
 	case *starlarkstruct.Struct:
 		if c, ok := x.Constructor().(starlark.String); ok {
 			w.str(c.GoString())
