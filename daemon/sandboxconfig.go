@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/tools/extensions"
 )
 
 // SandboxConfig is the configuration cfg gives the executor of a workspace
@@ -44,4 +46,16 @@ func SandboxConfig(cfg config.Config, root string, log *slog.Logger) (sandbox.Co
 		Secrets:        []string{cfg.AuthToken},
 		Logger:         log,
 	}, nil
+}
+
+// ExtensionsOptions are the extensions provider's options cfg gives: the
+// directory, the network door's rules for http and postgres, the variables
+// and database hosts the operator allows every extension, the secrets
+// env.get never returns. The caller adds the registry, workspace, executor
+// and logger. The daemon (startExtensions) and `agent-backend extensions
+// serve` start their providers from it.
+func ExtensionsOptions(cfg config.Config) extensions.Options {
+	return extensions.Options{Dir: cfg.Extensions,
+		Net: netguard.New(cfg.NetGuard(80, 443)), PostgresNet: netguard.New(cfg.NetGuard(extensions.DefaultPostgresPort)),
+		Secrets: []string{cfg.AuthToken}, EnvAllow: cfg.ExtensionsEnv, DBHosts: cfg.ExtensionsDBHosts}
 }

@@ -363,10 +363,9 @@ func previewAdmit(rules admit.Rules, root fsops.Workspace) func(http.ResponseWri
 }
 
 func startExtensions(w *wiring) (built, error) {
-	cfg := w.cfg
-	p, err := extensions.Start(extensions.Options{Dir: cfg.Extensions, Registry: w.reg, Workspace: w.ws, Executor: w.exec,
-		Net: netguard.New(cfg.NetGuard(80, 443)), PostgresNet: netguard.New(cfg.NetGuard(extensions.DefaultPostgresPort)),
-		Secrets: []string{cfg.AuthToken}, EnvAllow: cfg.ExtensionsEnv, DBHosts: cfg.ExtensionsDBHosts, Logger: w.log.With("component", "extensions")})
+	o := ExtensionsOptions(w.cfg)
+	o.Registry, o.Workspace, o.Executor, o.Logger = w.reg, w.ws, w.exec, w.log.With("component", "extensions")
+	p, err := extensions.Start(o)
 	if err != nil {
 		return built{}, fmt.Errorf("--extensions: %w", err)
 	}

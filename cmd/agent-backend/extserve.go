@@ -15,7 +15,6 @@ import (
 	"github.com/agentbe/agentbe-daemon/daemon"
 	"github.com/agentbe/agentbe-daemon/face/mcphttp"
 	"github.com/agentbe/agentbe-daemon/fsops"
-	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/tools/extensions"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
@@ -72,7 +71,8 @@ Claude Desktop (claude_desktop_config.json):
     "mcpServers": {
       "extensions": {
         "command": "/usr/local/bin/agent-backend",
-        "args": ["extensions", "serve", "-e", "/home/you/extensions", "--root", "/home/you/project"],
+        "args": ["extensions", "serve", "-e", "/home/you/extensions", "--root", "/home/you/project",
+                 "--extensions-env", "MY_API_KEY"],
         "env": {"MY_API_KEY": "your-api-key-here"}
       }
     }
@@ -84,7 +84,8 @@ Zed (settings.json):
     "context_servers": {
       "extensions": {
         "command": "/usr/local/bin/agent-backend",
-        "args": ["extensions", "serve", "-e", "/home/you/extensions", "--root", "/home/you/project"],
+        "args": ["extensions", "serve", "-e", "/home/you/extensions", "--root", "/home/you/project",
+                 "--extensions-env", "MY_API_KEY"],
         "env": {"MY_API_KEY": "your-api-key-here"}
       }
     }
@@ -213,11 +214,11 @@ func serveExtensions(cmd *cobra.Command, prefix, skipBroken bool) error {
 
 	reg := registry.New(registry.Options{MaxConcurrent: cfg.MaxConcurrentCalls, QueueWait: cfg.ToolQueueWait,
 		DefaultTimeout: cfg.ToolTimeout, Logger: log.With("component", "registry")})
-	// The provider as the daemon's startExtensions builds it (daemon/wire.go),
-	// on the daemon's default network rules.
-	p, err := extensions.Start(extensions.Options{Dir: cfg.Extensions, Registry: reg, Workspace: ws, Executor: exe,
-		Net: netguard.New(cfg.NetGuard(80, 443)), PostgresNet: netguard.New(cfg.NetGuard(extensions.DefaultPostgresPort)),
-		BareNames: !prefix, Logger: log.With("component", "extensions")})
+	// The provider as the daemon starts it, with the tools' own names.
+	eo := daemon.ExtensionsOptions(cfg)
+	eo.Registry, eo.Workspace, eo.Executor, eo.Logger = reg, ws, exe, log.With("component", "extensions")
+	eo.BareNames = !prefix
+	p, err := extensions.Start(eo)
 	if err != nil {
 		return fmt.Errorf("--extensions %q: %w", dir, err)
 	}

@@ -413,3 +413,38 @@ def describe_extension():
 		t.Errorf("spin with --tool-timeout 1s: %q (isError %v) after %v", text, isErr, time.Since(start))
 	}
 }
+
+// TestExtensionsServeEnv: a client's "env" block reaches the extensions
+// that --extensions-env allows (the daemon's rule for env.get), and a set
+// variable it does not allow is refused, saying how to allow it.
+func TestExtensionsServeEnv(t *testing.T) {
+	keyStar := `
+def key(params):
+    return env.get("MY_API_KEY", "unset")
+
+def describe_extension():
+    return Extension(name = "key", tools = [Tool(name = "key", description = "The API key", handler = key)])
+`
+	extDir, root := extDirs(t, map[string]string{"key.star": keyStar})
+	for _, tc := range []struct {
+		args   []string
+		want   string
+		refuse bool
+	}{
+		{[]string{"--extensions-env", "MY_API_KEY"}, "k-123", false},
+		{nil, "--extensions-env", true},
+	} {
+		cmd := exec.Command(binary, append([]string{"extensions", "serve", "-e", extDir, "--root", root}, tc.args...)...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "MY_API_KEY=k-123"}
+		client := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil)
+		s, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, isErr := callText(t, s, "key", nil)
+		if isErr != tc.refuse || !strings.Contains(text, tc.want) {
+			t.Errorf("%v: %q (isError %v), want %q (isError %v)", tc.args, text, isErr, tc.want, tc.refuse)
+		}
+		s.Close()
+	}
+}
