@@ -193,6 +193,7 @@ func loadUpstreams(cfg config.Config) (*upstream.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--upstreams: %w", err)
 	}
+	ucfg.DefaultTimeout(cfg.ToolTimeout) // a server without "timeout" takes --tool-timeout
 	return ucfg, nil
 }
 

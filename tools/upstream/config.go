@@ -60,9 +60,11 @@ type Server struct {
 	// (relative to its root); "" is the root.
 	Cwd string `json:"cwd,omitempty"`
 	// Timeout bounds each call (seconds as a number, as in mcp_servers.json,
-	// or a Go duration string such as "1m30s"); 0 means DefaultTimeout. The
-	// registry's per-call deadline applies too; the shorter wins.
+	// or a Go duration string such as "1m30s"); 0 means DefaultTimeout, or
+	// the daemon's --tool-timeout (Config.DefaultTimeout).
 	Timeout Duration `json:"timeout,omitempty"`
+	// timeoutUnset: the file gave no timeout, so Timeout is a default.
+	timeoutUnset bool
 	// Disabled servers are validated but not started.
 	Disabled bool `json:"disabled,omitempty"`
 	// Allow, when not empty, keeps only the tools matching one of its
@@ -155,6 +157,20 @@ func (e *ConfigError) Error() string {
 	b.WriteString(": ")
 	b.WriteString(e.Msg)
 	return b.String()
+}
+
+// DefaultTimeout gives d (the daemon's --tool-timeout, which the execution
+// service's DEFAULT_TIMEOUT sets) to each server whose file gives no
+// timeout of its own; d <= 0 changes nothing.
+func (c *Config) DefaultTimeout(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	for i := range c.Servers {
+		if c.Servers[i].timeoutUnset {
+			c.Servers[i].Timeout = Duration(d)
+		}
+	}
 }
 
 // LoadConfig reads, expands and validates the file at name; getenv supplies
@@ -509,7 +525,7 @@ func checkServer(s *Server, fail func(key, format string, args ...any) error) er
 		}
 	}
 	if s.Timeout == 0 {
-		s.Timeout = Duration(DefaultTimeout)
+		s.Timeout, s.timeoutUnset = Duration(DefaultTimeout), true
 	}
 	switch {
 	case s.MaxConcurrent < 0:
