@@ -192,9 +192,9 @@ func readExtension(rel string, v starlark.Value) (*Extension, error) {
 	defer iter.Done()
 	var tv starlark.Value
 	for iter.Next(&tv) {
-		t, err := readTool(tv)
+		t, err := readTool(ext.Name, tv)
 		if err != nil {
-			return nil, bad("extension %q: %v", ext.Name, err)
+			return nil, bad("%v", err)
 		}
 		if slices.ContainsFunc(ext.Tools, func(o Tool) bool { return o.Name == t.Name }) {
 			return nil, bad("two tools are named %q", t.Name)
@@ -204,7 +204,7 @@ func readExtension(rel string, v starlark.Value) (*Extension, error) {
 	return ext, nil
 }
 
-func readTool(v starlark.Value) (Tool, error) {
+func readTool(extName string, v starlark.Value) (Tool, error) {
 	s, ok := v.(*starlarkstruct.Struct)
 	if !ok || s.Constructor() != starlark.String("Tool") {
 		return Tool{}, fmt.Errorf("tools must hold Tool(...), not %s", v.Type())
@@ -255,7 +255,7 @@ func readTool(v starlark.Value) (Tool, error) {
 		for iter.Next(&pv) {
 			p, err := readParam(pv)
 			if err != nil {
-				return Tool{}, fmt.Errorf("tool %q: %v", t.Name, err)
+				return Tool{}, fmt.Errorf("tool %q of extension %q: %v", t.Name, extName, err)
 			}
 			t.Params = append(t.Params, p)
 		}

@@ -343,7 +343,7 @@ def describe_extension():
 			lastErr = h.LastError
 		}
 	}
-	if want := `extension "bad_default": tool "sample": parameter "count": default "five": is not an integer`; !strings.Contains(lastErr, want) {
+	if want := `describe_extension(): tool "sample" of extension "bad_default": parameter "count": default "five": is not an integer`; !strings.Contains(lastErr, want) {
 		t.Errorf("bad default: %q; want %q", lastErr, want)
 	}
 }
