@@ -33,6 +33,7 @@ func TestGatewaySeedCalls(t *testing.T) {
 		{"fs.write", `{"path":"x.txt"}`, "missing required argument content"},
 		{"fs.glob", `{}`, "missing required argument pattern"},
 		{"http.download", `{}`, "missing required arguments url, destPath"},
+		{"http.request", `{"method":"GET"}`, "missing required argument url (required: url)"},
 	} {
 		code, body := send(t, "POST", r.url+"/execute", `{"tool_name":"`+tc.tool+`","arguments":`+tc.args+`}`, nil)
 		if code != 400 || !strings.Contains(body, tc.want) {
@@ -140,11 +141,11 @@ func TestGatewaySeedCalls(t *testing.T) {
 				rest++
 			}
 		}
-		if sessA == 4 && sessB == 2 && rest == 7 {
+		if sessA == 4 && sessB == 2 && rest == 8 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("audit log: %d lines of sess-a (want 4), %d of sess-b (want 2), %d REST (want 7):\n%s", sessA, sessB, rest, b)
+			t.Fatalf("audit log: %d lines of sess-a (want 4), %d of sess-b (want 2), %d REST (want 8):\n%s", sessA, sessB, rest, b)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
