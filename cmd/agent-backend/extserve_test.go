@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -446,5 +447,43 @@ def describe_extension():
 			t.Errorf("%v: %q (isError %v), want %q (isError %v)", tc.args, text, isErr, tc.want, tc.refuse)
 		}
 		s.Close()
+	}
+}
+
+// TestExtensionsServeSIGTERM: a client that stops its server with SIGTERM
+// (stdin still open) sees it end with status 0 and remove its scratch
+// workspace.
+func TestExtensionsServeSIGTERM(t *testing.T) {
+	extDir, _ := extDirs(t, map[string]string{"greet.star": greetStar})
+	tmp := t.TempDir()
+	cmd := exec.Command(binary, "extensions", "serve", "-e", extDir)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TMPDIR=" + tmp}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stderr := &syncbuf.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return strings.Contains(stderr.String(), "serving the extensions") })
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("still running 30 s after SIGTERM\n%s", stderr.String())
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "agentbe-extensions-*")); len(left) != 0 {
+		t.Errorf("scratch workspace left behind: %v", left)
 	}
 }
