@@ -74,18 +74,6 @@ func constructors() starlark.StringDict {
 	return starlark.StringDict{"Extension": mk("Extension"), "Tool": mk("Tool"), "ToolParameter": mk("ToolParameter")}
 }
 
-// frozenStruct is a struct whose fields, and what they hold, cannot change.
-// A struct's text (Starlark's own, which "%" and error messages use) is
-// its fields' texts made afresh, without the check for a value that holds
-// itself: a list of a struct that holds the list would recurse until the
-// goroutine's stack overflows and the process ends. Frozen, no list or
-// dict can come to hold the struct that holds it.
-func frozenStruct(constructor string, fields starlark.StringDict) *starlarkstruct.Struct {
-	s := starlarkstruct.FromStringDict(starlark.String(constructor), fields)
-	s.Freeze()
-	return s
-}
-
 // LoadError is a file that did not load: where, and why.
 type LoadError struct {
 	File string

@@ -9,6 +9,7 @@ import (
 	neturl "net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"go.starlark.net/lib/math"
 	sltime "go.starlark.net/lib/time"
@@ -71,11 +72,19 @@ func timeModule() *starlarkstruct.Module {
 		m.Members[k] = v
 	}
 	m.Members["now_time"] = sltime.Module.Members["now"]
-	m.Members["now"] = starlark.NewBuiltin("time.now", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	m.Members["now"] = starlark.NewBuiltin("time.now", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 0); err != nil {
 			return nil, err
 		}
-		return starlark.MakeInt64(sltime.NowFunc().Unix()), nil
+		// The thread's clock when it has one, as the module's own now().
+		t := time.Now()
+		if clock := sltime.Now(thread); clock != nil {
+			var err error
+			if t, err = clock(); err != nil {
+				return nil, fmt.Errorf("time.now: %v", err)
+			}
+		}
+		return starlark.MakeInt64(t.Unix()), nil
 	})
 	m.Freeze()
 	return m
