@@ -360,6 +360,25 @@ func decodeParams(raw json.RawMessage, v any) error {
 	return json.Unmarshal(raw, v)
 }
 
+// callError answers a tools.invoke the registry did not run (a function of
+// its own, so that a call that ran allocates none of its targets).
+func callError(id json.RawMessage, err error) *response {
+	var unknown *registry.UnknownToolError
+	var ambiguous *registry.AmbiguousToolError
+	switch {
+	case errors.As(err, &unknown):
+		return errResponse(id, CodeUnknownTool, "%v; tools.list lists the tools", err)
+	case errors.As(err, &ambiguous):
+		resp := errResponse(id, CodeAmbiguousTool, "%v", err)
+		resp.Error.Data = map[string]any{"tools": ambiguous.Tools}
+		return resp
+	case errors.Is(err, registry.ErrBusy):
+		return errResponse(id, CodeBusy, "%v", err)
+	default:
+		return errResponse(id, CodeInternal, "%v", err)
+	}
+}
+
 func (c *conn) call(ctx context.Context, req *request) *response {
 	ok := func(v any) *response { return &response{JSONRPC: "2.0", ID: req.ID, Result: v} }
 	switch req.Method {
@@ -394,19 +413,8 @@ func (c *conn) call(ctx context.Context, req *request) *response {
 		start := time.Now()
 		res, err := c.s.opts.Registry.Call(ctx, p.ToolID, call)
 		ms := float64(time.Since(start).Microseconds()) / 1000
-		var unknown *registry.UnknownToolError
-		var ambiguous *registry.AmbiguousToolError
-		switch {
-		case errors.As(err, &unknown):
-			return errResponse(req.ID, CodeUnknownTool, "%v; tools.list lists the tools", err)
-		case errors.As(err, &ambiguous):
-			resp := errResponse(req.ID, CodeAmbiguousTool, "%v", err)
-			resp.Error.Data = map[string]any{"tools": ambiguous.Tools}
-			return resp
-		case errors.Is(err, registry.ErrBusy):
-			return errResponse(req.ID, CodeBusy, "%v", err)
-		case err != nil:
-			return errResponse(req.ID, CodeInternal, "%v", err)
+		if err != nil {
+			return callError(req.ID, err)
 		}
 		if format == FormatToolResult {
 			return ok(envelope(res, ms))

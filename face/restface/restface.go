@@ -177,25 +177,30 @@ func (h *Handler) ServeExecute(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	res, err := h.opts.Registry.Call(ctx, req.ToolName, caller.Call("rest", ws, req.Arguments))
 	ms := float64(time.Since(start).Microseconds()) / 1000
+	if err != nil {
+		writeCallError(w, err)
+		return
+	}
+	status, resp := Response(res, ms)
+	writeJSON(w, status, resp)
+}
+
+// writeCallError answers a call the registry did not run (a function of
+// its own, so that a call that ran allocates none of its targets).
+func writeCallError(w http.ResponseWriter, err error) {
 	var unknown *registry.UnknownToolError
 	var ambiguous *registry.AmbiguousToolError
 	switch {
 	case errors.As(err, &unknown):
 		admit.WriteJSONError(w, http.StatusNotFound, "Unknown tool", unknown.Error()+"; GET /tools lists the tools")
-		return
 	case errors.As(err, &ambiguous):
 		writeJSON(w, http.StatusConflict, AmbiguousResponse{Error: "Ambiguous tool", Message: ambiguous.Error(), Tools: ambiguous.Tools})
-		return
 	case errors.Is(err, registry.ErrBusy):
 		w.Header().Set("Retry-After", RetryAfter)
 		admit.WriteJSONError(w, http.StatusTooManyRequests, "Too many requests", err.Error())
-		return
-	case err != nil:
+	default:
 		admit.WriteJSONError(w, http.StatusInternalServerError, "Call failed", err.Error())
-		return
 	}
-	status, resp := Response(res, ms)
-	writeJSON(w, status, resp)
 }
 
 // Response turns a result into the REST answer and its status.
