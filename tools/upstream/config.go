@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/agentbe/agentbe-daemon/internal/suggest"
 )
 
 // Defaults of a server's configuration.
@@ -282,7 +284,7 @@ func jsonMsg(data []byte, err error) string {
 func fieldMsg(err error) (key, msg string) {
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		k := strings.Trim(f, `"`)
-		if s := suggest(k); s != "" {
+		if s := suggest.Closest(k, serverKeys()); s != "" {
 			return k, fmt.Sprintf("unknown key; did you mean %q?", s)
 		}
 		return k, "unknown key; the keys are " + strings.Join(serverKeys(), ", ")
@@ -349,38 +351,6 @@ func durationKey(r json.RawMessage) string {
 // serverKeys lists Server's JSON keys, for "unknown key" messages.
 func serverKeys() []string {
 	return []string{"name", "command", "args", "env", "passEnv", "cwd", "timeout", "disabled", "allow", "block", "network", "readOnly", "maxConcurrent", "restart", "cache"}
-}
-
-// suggest returns the key k was probably meant to be (same letters ignoring
-// case, '_' and '-', or one edit away), or "".
-func suggest(k string) string {
-	norm := func(s string) string { return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s)) }
-	for _, c := range serverKeys() {
-		if norm(c) == norm(k) || editDistance(norm(c), norm(k)) == 1 {
-			return c
-		}
-	}
-	return ""
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
