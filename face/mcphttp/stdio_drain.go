@@ -151,15 +151,23 @@ func (r *drainingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// countingWriter is stdout: it records the responses written.
+// countingWriter is stdout: it records the responses written, and gives the
+// SDK's refusal of a request before initialize a JSON-RPC code
+// (fixUninitialized).
 type countingWriter struct {
 	io.Writer
 	split lineSplitter
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
-	n, err := w.Writer.Write(p)
-	w.split.feed(p[:n])
+	out := fixUninitialized(p)
+	n, err := w.Writer.Write(out)
+	w.split.feed(out[:n])
+	if n == len(out) {
+		n = len(p)
+	} else if n >= len(p) { // a rewritten line cut short
+		n = len(p) - 1
+	}
 	return n, err
 }
 
