@@ -421,6 +421,34 @@ func (m *Manager) Signal(id, scope, name string) (Info, error) {
 	return m.info(p), nil
 }
 
+// KillWait is how long process_kill waits for the process it killed to be
+// reaped before it answers: SIGKILL ends a process at once unless it is
+// stuck in the kernel (a read of a dead network file system), and then the
+// answer says it is still running and process_wait follows it.
+const KillWait = 10 * time.Second
+
+// Kill kills id's process tree and waits (at most KillWait, or until ctx is
+// done) for it to exit, so that the answer is its final state: "exited",
+// with the exit code and the signal ("KILL" when this call killed it; the
+// process's own code and signal when it had already ended).
+func (m *Manager) Kill(ctx context.Context, id, scope string) (Info, error) {
+	p, err := m.get("process_kill", id, scope)
+	if err != nil {
+		return Info{}, err
+	}
+	// Cancelling the start context is what reaches the whole tree in every
+	// isolation mode (as the SSH sessions do); after the exit it is a no-op.
+	p.cancel()
+	t := time.NewTimer(KillWait)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return m.info(p), nil
+}
+
 // Close kills every process and waits for them.
 func (m *Manager) Close() error {
 	m.mu.Lock()

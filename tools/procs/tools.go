@@ -68,17 +68,19 @@ func (m *Manager) Tools() []registry.Tool {
 		},
 		{
 			Name: "process_kill", RunsCommands: true,
-			Description: "Kill a background process and everything it started.",
+			Description: "Kill a background process and everything it started, and describe it once it has exited " +
+				"(state, exit code, signal), as process_wait does.",
 			InputSchema: toolkit.Schema(map[string]any{"id": id}, "id"),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)},
-			Handler: func(_ context.Context, call registry.Call) *mcp.CallToolResult {
+			Timeout:     KillWait + 5*time.Second,
+			Handler: func(ctx context.Context, call registry.Call) *mcp.CallToolResult {
 				var a struct {
 					ID string `json:"id"`
 				}
 				if err := toolkit.Decode(call.Args, &a); err != nil {
 					return toolkit.Fail(err)
 				}
-				in, err := m.Signal(a.ID, call.Scope, "KILL")
+				in, err := m.Kill(ctx, a.ID, call.Scope)
 				if err != nil {
 					return toolkit.Fail(err)
 				}
