@@ -126,6 +126,8 @@ func TestConfigFileFormats(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	bad := writeFile(t, "bad.yaml", "port: abc\n")
 	unknown := writeFile(t, "unknown.yaml", "prot: 3001\n")
+	nearAlias := writeFile(t, "alias.toml", "rootDri = \"/srv\"\n")
+	farKey := writeFile(t, "far.json", `{"colour": "blue"}`)
 	table := writeFile(t, "table.yaml", "port:\n  a: 1\n")
 	list := writeFile(t, "list.yaml", "shell: [bash, sh]\n")
 	broken := writeFile(t, "broken.yaml", "port: [\n")
@@ -163,7 +165,9 @@ func TestBadInput(t *testing.T) {
 		{"env isolation", nil, map[string]string{"AGENTBE_ISOLATION": "jail"}, `invalid value "jail" in AGENTBE_ISOLATION: must be one of auto, bwrap, landlock, software, none`},
 		{"env bool", nil, map[string]string{"AGENTBE_LOCAL_ONLY": "maybe"}, `invalid value "maybe" in AGENTBE_LOCAL_ONLY: must be true or false`},
 		{"file type error", []string{"--config", bad}, nil, `config file ` + bad + `: key "port": invalid value "abc": must be a whole number`},
-		{"file unknown key", []string{"--config", unknown}, nil, `config file ` + unknown + `: unknown key "prot"`},
+		{"file unknown key", []string{"--config", unknown}, nil, `config file ` + unknown + `: unknown key "prot"; did you mean "port"? (keys are the flag names)`},
+		{"file unknown key near an alias", []string{"--config", nearAlias}, nil, `config file ` + nearAlias + `: unknown key "rootdri"; did you mean "root"?`},
+		{"file unknown key near nothing", []string{"--config", farKey}, nil, `config file ` + farKey + `: unknown key "colour" (keys are the flag names, e.g. root, port, auth-token-file)`},
 		{"file table value", []string{"--config", table}, nil, `config file ` + table + `: key "port" is a table; expected a single value`},
 		{"file list value", []string{"--config", list}, nil, `config file ` + list + `: key "shell" is a list; expected a single value`},
 		{"file missing", []string{"--config", "/nonexistent/c.yaml"}, nil, `--config "/nonexistent/c.yaml": file not found`},

@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/agentbe/agentbe-daemon/internal/suggest"
 )
 
 // ConfigFlag is the flag naming the config file.
@@ -179,6 +181,9 @@ func loadFile(c *Config, file string) error {
 	for _, k := range keys {
 		s := lookupSetting(k)
 		if s == nil {
+			if sug := suggestKey(k); sug != "" {
+				return fmt.Errorf("config file %s: unknown key %q; did you mean %q? (keys are the flag names)", file, k, sug)
+			}
 			return fmt.Errorf("config file %s: unknown key %q (keys are the flag names, e.g. root, port, auth-token-file)", file, k)
 		}
 		raw, err := scalarString(all[k], s.kind() == "list")
@@ -190,6 +195,23 @@ func loadFile(c *Config, file string) error {
 		}
 	}
 	return nil
+}
+
+// suggestKey is the setting a config file's unknown key k probably meant
+// (internal/suggest, as for flags), by its flag name, or "". An alias that
+// is nearest names its setting.
+func suggestKey(k string) string {
+	names := make([]string, 0, 2*len(settings))
+	key := map[string]string{}
+	for _, s := range settings {
+		names = append(names, s.key)
+		key[s.key] = s.key
+		if s.alias != "" {
+			names = append(names, s.alias)
+			key[s.alias] = s.key
+		}
+	}
+	return key[suggest.Closest(k, names)]
 }
 
 // scalarString turns a decoded YAML/TOML/JSON value into the text form set

@@ -37,6 +37,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/daemon"
+	"github.com/agentbe/agentbe-daemon/internal/suggest"
 	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 )
 
@@ -192,8 +193,22 @@ func isTerminal(r io.Reader) bool {
 	return err == nil
 }
 
-// flagError adds the command's usage hint to a flag parsing error.
+// flagError adds the command's usage hint to a flag parsing error and, for
+// an unknown --flag, the flag it probably meant (internal/suggest, as the
+// config file's keys and the upstreams file's keys get).
 func flagError(cmd *cobra.Command, err error) error {
+	var ne *pflag.NotExistError
+	if errors.As(err, &ne) && ne.GetSpecifiedName() != "" {
+		var names []string
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden && f.Deprecated == "" {
+				names = append(names, f.Name)
+			}
+		})
+		if s := suggest.Closest(ne.GetSpecifiedName(), names); s != "" {
+			return fmt.Errorf("%v; did you mean --%s? (see '%s --help')", err, s, cmd.CommandPath())
+		}
+	}
 	return fmt.Errorf("%v (see '%s --help')", err, cmd.CommandPath())
 }
 
