@@ -20,7 +20,7 @@ type writeArgs struct {
 var writeFileTool = tool[writeArgs]{
 	Name:        "write_file",
 	Title:       "Write file",
-	Description: "Create new file or completely overwrite existing file with new content. Parent directories are created automatically if they don't exist.",
+	Description: "Create new file or completely overwrite existing file with new content. Parent directories are created automatically if they don't exist. " + workspacePaths,
 	Annotations: writes(destructive, idempotent),
 	Schema: obj(schema{
 		"path":    str("Path to the file"),
@@ -28,6 +28,14 @@ var writeFileTool = tool[writeArgs]{
 	}, required("path", "content")),
 	Handler: writeFile,
 }
+
+// workspacePaths tells the agent where an absolute path lands. The answer
+// repeats the path as given ("Successfully wrote to /etc/passwd"), the
+// reference's text that clients compare exactly (docs/tools.md), so the
+// description is where an agent used to other servers learns that nothing
+// outside the workspace was written.
+const workspacePaths = "Every path is inside the workspace: an absolute path outside it is taken from the workspace root " +
+	"(/etc/passwd writes etc/passwd in the workspace), and the answer repeats the path as given."
 
 func writeFile(_ context.Context, ws fsops.Workspace, a writeArgs) *mcp.CallToolResult {
 	if err := ws.WriteFile(a.Path, []byte(a.Content)); err != nil {
