@@ -13,8 +13,11 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/agentbe/agentbe-daemon/internal/suggest"
 )
 
 // Identity is who a request authenticated as: the daemon's own token
@@ -56,10 +59,14 @@ func (s *TokenSet) Len() int {
 	return len(s.bySum)
 }
 
-// tokenFile is the file's JSON shape.
+// tokenFile is the file's JSON shape; each entry is decoded on its own, so
+// an error can name it.
 type tokenFile struct {
-	Tokens []tokenEntry `json:"tokens"`
+	Tokens []json.RawMessage `json:"tokens"`
 }
+
+// tokenKeys are an entry's keys, for "did you mean" and "the keys are".
+var tokenKeys = []string{"name", "sha256", "scope", "readOnly", "exec"}
 
 type tokenEntry struct {
 	Name     string `json:"name"`
@@ -106,23 +113,36 @@ func LoadTokens(p string) (*TokenSet, error) {
 // read-only one (a command can write). Unknown keys are refused, so a
 // misspelt "read_only" cannot leave a token read-write (names match
 // without regard to case, as encoding/json does). Every error names
-// the file, the entry and the key.
+// the file, the entry and the key, for example
+//
+//	--tokens /etc/agentbe/tokens.json: tokens[1] ("ci"): unknown key "scop"; did you mean "scope"?
 func ParseTokens(name string, data []byte) (*TokenSet, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var tf tokenFile
 	if err := dec.Decode(&tf); err != nil {
-		return nil, fmt.Errorf("--tokens %s: %v", name, err)
+		return nil, fmt.Errorf("--tokens %s: %s", name, fileMsg(data, err))
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("--tokens %s: more than one JSON value", name)
 	}
 	set := &TokenSet{bySum: make(map[[32]byte]Identity, len(tf.Tokens))}
 	seen := map[string]bool{}
-	for i, e := range tf.Tokens {
+	for i, raw := range tf.Tokens {
+		var e tokenEntry
+		ed := json.NewDecoder(bytes.NewReader(raw))
+		ed.DisallowUnknownFields()
+		err := ed.Decode(&e)
+		var probe struct {
+			Name any `json:"name"`
+		}
+		_ = json.Unmarshal(raw, &probe)
 		where := fmt.Sprintf("--tokens %s: tokens[%d]", name, i)
-		if e.Name != "" {
-			where += fmt.Sprintf(" (%q)", e.Name)
+		if n, ok := probe.Name.(string); ok && n != "" {
+			where += fmt.Sprintf(" (%q)", n)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s", where, entryMsg(err))
 		}
 		if !tokenName.MatchString(e.Name) {
 			return nil, fmt.Errorf("%s: name %q must be 1 to 64 letters, digits, '.', '_' or '-'", where, e.Name)
@@ -155,6 +175,79 @@ func ParseTokens(name string, data []byte) (*TokenSet, error) {
 		set.names = append(set.names, e.Name)
 	}
 	return set, nil
+}
+
+// fileMsg words an error decoding the file's top level: where the JSON
+// breaks, an unknown key (and the one meant), a value of the wrong type.
+func fileMsg(data []byte, err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		off := min(se.Offset, int64(len(data)))
+		if off > 0 {
+			off-- // the offset counts the bad byte
+		}
+		line := 1 + bytes.Count(data[:off], []byte("\n"))
+		col := int(off) - bytes.LastIndexByte(data[:off], '\n')
+		return fmt.Sprintf("invalid JSON at line %d, column %d: %v", line, col, se)
+	}
+	if errors.Is(err, io.EOF) {
+		return `the file is empty; it should be {"tokens":[{"name":...,"sha256":...}, ...]}`
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return "invalid JSON: the file ends in the middle of a value"
+	}
+	if k, ok := unknownField(err); ok {
+		msg := fmt.Sprintf("unknown key %q at the top level", k)
+		if s := suggest.Closest(k, []string{"tokens"}); s != "" {
+			return msg + fmt.Sprintf("; did you mean %q?", s)
+		}
+		return msg + `; the file is {"tokens":[...]}`
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return fmt.Sprintf(`the file is a JSON %s; it should be an object, {"tokens":[...]}`, te.Value)
+		}
+		return fmt.Sprintf(`%q must be an array of entries, not a JSON %s`, te.Field, te.Value)
+	}
+	return err.Error()
+}
+
+// entryMsg words an error decoding one entry, naming the key.
+func entryMsg(err error) string {
+	if k, ok := unknownField(err); ok {
+		if s := suggest.Closest(k, tokenKeys); s != "" {
+			return fmt.Sprintf("unknown key %q; did you mean %q?", k, s)
+		}
+		return fmt.Sprintf("unknown key %q; the keys are %s", k, strings.Join(tokenKeys, ", "))
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return fmt.Sprintf(`must be an object such as {"name":...,"sha256":...}, not a JSON %s`, te.Value)
+		}
+		want := "a string"
+		switch te.Field {
+		case "readOnly", "exec":
+			want = "true or false"
+		}
+		return fmt.Sprintf("%q must be %s, not a JSON %s", te.Field, want, te.Value)
+	}
+	return err.Error()
+}
+
+// unknownField is the key of encoding/json's "unknown field" error, which
+// has no type of its own.
+func unknownField(err error) (string, bool) {
+	f, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	if !ok {
+		return "", false
+	}
+	k, uerr := strconv.Unquote(f)
+	if uerr != nil {
+		k = strings.Trim(f, `"`)
+	}
+	return k, true
 }
 
 // cleanScope is a token's scope as a clean relative path: no "..", no

@@ -38,7 +38,18 @@ func TestParseTokens(t *testing.T) {
 		}
 	}
 	bad := map[string]string{
-		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","read_only":true}]}`:                            `unknown field "read_only"`,
+		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","read_only":true}]}`:                                        `--tokens t.json: tokens[0] ("a"): unknown key "read_only"; did you mean "readOnly"?`,
+		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `"},{"name":"ci","sha256":"` + digest("y") + `","scop":"x"}]}`: `--tokens t.json: tokens[1] ("ci"): unknown key "scop"; did you mean "scope"?`,
+		`{"tokens":[{"sha256":"` + digest("x") + `","colour":"x"}]}`:                                                       `--tokens t.json: tokens[0]: unknown key "colour"; the keys are name, sha256, scope, readOnly, exec`,
+		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","readOnly":"yes"}]}`:                                        `--tokens t.json: tokens[0] ("a"): "readOnly" must be true or false, not a JSON string`,
+		`{"tokens":[{"name":7,"sha256":"` + digest("x") + `"}]}`:                                                           `--tokens t.json: tokens[0]: "name" must be a string, not a JSON number`,
+		`{"tokens":["abc"]}`:                     `--tokens t.json: tokens[0]: must be an object such as {"name":...,"sha256":...}, not a JSON string`,
+		`{"tokens":{}}`:                          `--tokens t.json: "tokens" must be an array of entries, not a JSON object`,
+		`{"token":[]}`:                           `--tokens t.json: unknown key "token" at the top level; did you mean "tokens"?`,
+		`{"users":[]}`:                           `--tokens t.json: unknown key "users" at the top level; the file is {"tokens":[...]}`,
+		"{\"tokens\":[\n  {\"name\":\"a\",}\n]}": `--tokens t.json: invalid JSON at line 2, column 15: invalid character '}'`,
+		`{"tokens":[`:                            `--tokens t.json: invalid JSON: the file ends in the middle of a value`,
+		``:                                       `--tokens t.json: the file is empty`,
 		`{"tokens":[{"name":"","sha256":"` + digest("x") + `"}]}`:                                              `tokens[0]: name "" must be`,
 		`{"tokens":[{"name":"a b","sha256":"` + digest("x") + `"}]}`:                                           `name "a b" must be`,
 		`{"tokens":[{"name":"a","sha256":"abc"}]}`:                                                             `tokens[0] ("a"): sha256 must be the 64 hex digits`,
@@ -48,11 +59,14 @@ func TestParseTokens(t *testing.T) {
 		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `"},{"name":"a","sha256":"` + digest("y") + `"}]}`: `tokens[1] ("a"): name "a" is used twice`,
 		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `"},{"name":"b","sha256":"` + digest("x") + `"}]}`: `tokens[1] ("b"): sha256 is the same as an earlier entry's`,
 		`{"tokens":[]} {}`: `more than one JSON value`,
-		`[1]`:              `--tokens t.json: json: cannot unmarshal`,
+		`[1]`:              `--tokens t.json: the file is a JSON array; it should be an object, {"tokens":[...]}`,
 	}
 	for in, want := range bad {
-		if _, err := ParseTokens("t.json", []byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+		_, err := ParseTokens("t.json", []byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseTokens(%s) = %v; want an error containing %q", in, err, want)
+		} else if strings.Contains(err.Error(), "\n") {
+			t.Errorf("ParseTokens(%s): the error is not one line: %q", in, err)
 		}
 	}
 }
