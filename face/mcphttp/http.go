@@ -115,7 +115,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 				fmt.Sprintf("the daemon has %d open MCP sessions, its limit (--mcp-max-sessions); end one (DELETE /mcp) or retry after idle sessions expire", s.maxSess))
 			return
 		}
-		s.serveSDK(s.sessH, w, r, caller)
+		s.serveSDK(s.sessH, uninitResponseWriter{w}, r, caller)
 		return
 	}
 	// Reply format. The SDK insists that Accept lists both JSON and SSE; we

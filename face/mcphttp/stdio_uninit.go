@@ -3,20 +3,23 @@ package mcphttp
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"strings"
 )
 
-// The go-sdk refuses a request other than initialize and ping that arrives on
-// a stdio session before initialize, with a plain Go error, which its JSON-RPC
-// layer writes as error code 0 (no code of the JSON-RPC range). A client that
-// switches on the code (or a script that sends tools/list first, as it may
-// over HTTP, where /mcp is stateless and needs no initialize) is left with a
-// code that means nothing. The stdio writer gives that answer the code of an
-// invalid request, -32600, and says what to send first. (-32002 is not used:
-// MCP gives it to "resource not found".)
+// The go-sdk refuses a request other than initialize and ping that arrives
+// before initialize on a stdio session (or a stateful HTTP one,
+// Options.Sessions) with a plain Go error, which its JSON-RPC layer writes as
+// error code 0 (no code of the JSON-RPC range). A client that switches on the
+// code (or a script that sends tools/list first, as it may over stateless
+// HTTP, which needs no initialize) is left with a code that means nothing.
+// The stdio writer (countingWriter) and uninitResponseWriter give that answer
+// the code of an invalid request, -32600, and say what to send first. (-32002
+// is not used: MCP gives it to "resource not found".)
 //
-// The SDK's wording is matched here; TestStdioBeforeInitialize and
-// cmd/agent-backend's TestStdioRequestBeforeInitialize fail if it changes.
+// The SDK's wording is matched here; TestStdioBeforeInitialize,
+// TestSessionsBeforeInitialize and cmd/agent-backend's
+// TestStdioRequestBeforeInitialize fail if it changes.
 
 // uninitSuffix ends the go-sdk's message for a request before initialize.
 const uninitSuffix = " is invalid during session initialization"
@@ -108,4 +111,36 @@ func fixUninitializedOne(m json.RawMessage) (json.RawMessage, bool) {
 		return m, false
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), true
+}
+
+// uninitResponseWriter gives the same code to the go-sdk's refusal of a
+// request before initialize on stateful HTTP (Options.Sessions: a request
+// without Mcp-Session-Id that is not initialize), where the SDK writes each
+// SSE event, or a JSON reply, in one Write. A reply whose length is already
+// declared (Content-Length) passes unchanged.
+type uninitResponseWriter struct{ http.ResponseWriter }
+
+func (w uninitResponseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w uninitResponseWriter) Write(p []byte) (int, error) {
+	if !bytes.Contains(p, []byte(uninitSuffix)) || w.Header().Get("Content-Length") != "" {
+		return w.ResponseWriter.Write(p)
+	}
+	var out []byte
+	if t := bytes.TrimSpace(p); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		out = fixUninitialized(p)
+	} else { // SSE: event: message\ndata: {...}\n\n
+		lines := bytes.Split(p, []byte("\n"))
+		for i, l := range lines {
+			if data, ok := bytes.CutPrefix(l, []byte("data: ")); ok {
+				lines[i] = append([]byte("data: "), fixUninitialized(data)...)
+			}
+		}
+		out = bytes.Join(lines, []byte("\n"))
+	}
+	n, err := w.ResponseWriter.Write(out)
+	if n == len(out) {
+		return len(p), err
+	}
+	return min(n, len(p)-1), err
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -109,5 +110,42 @@ func TestFixUninitializedLeavesOtherLinesAlone(t *testing.T) {
 		if got := string(fixUninitialized([]byte(line))); got != line {
 			t.Errorf("changed:\n%s\ninto\n%s", line, got)
 		}
+	}
+}
+
+// TestSessionsBeforeInitialize: with sessions on, a POST of tools/list
+// without a session (no initialize) gets the same -32600 as stdio, over SSE
+// and as JSON; initialize still opens a session.
+func TestSessionsBeforeInitialize(t *testing.T) {
+	e := sessionsEnv(t, 0, 0)
+	for _, accept := range []string{"application/json, text/event-stream", "application/json"} {
+		req, _ := http.NewRequest("POST", e.url(), strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		data := string(body)
+		if i := strings.Index(data, "data: "); i >= 0 {
+			data = strings.TrimSpace(data[i+len("data: "):])
+		}
+		var a stdioAnswer
+		if err := json.Unmarshal([]byte(data), &a); err != nil || a.Error == nil {
+			t.Fatalf("Accept %s: %d %q (%v)", accept, resp.StatusCode, body, err)
+		}
+		if a.Error.Code != -32600 || !strings.Contains(a.Error.Message, `"tools/list" is invalid during session initialization: send "initialize" first`) {
+			t.Errorf("Accept %s: tools/list before initialize answered %s", accept, body)
+		}
+	}
+	cs, err := connectHTTP(t, e, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if len(toolNames(t, cs)) == 0 {
+		t.Error("no tools after initialize")
 	}
 }
