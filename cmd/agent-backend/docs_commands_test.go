@@ -13,8 +13,8 @@ import (
 
 // TestDocsCommandsUseRealFlags runs the cheap half of "run every command
 // block of the docs": every `agent-backend …` command in a fenced shell block
-// (```sh, ```bash, ```shell, ```console or unlabelled) of the module's
-// Markdown is parsed, its subcommand path followed (`daemon`, `site serve`,
+// (```sh, ```bash, ```shell, ```console or unlabelled) or inline code of the
+// module's Markdown is parsed, its subcommand path followed (`daemon`, `site serve`,
 // …, or none for the top-level stdio form), and each of its --flags must be
 // one that `agent-backend <path> --help` of the real binary lists. A stale
 // example (a flag renamed or removed, or daemon flags given to the top-level
@@ -149,8 +149,11 @@ type docCommand struct {
 	text  string
 }
 
-// shellCommands finds the agent-backend invocations of the shell blocks of a
-// Markdown text: continuation lines joined, comments dropped, each command
+// inlineCommand is inline code that starts with the program's name.
+var inlineCommand = regexp.MustCompile("`(agent-backend [^`]*)`")
+
+// shellCommands finds the agent-backend invocations of a Markdown text, in
+// inline code that starts with the program's name and in shell blocks: continuation lines joined, comments dropped, each command
 // of a pipeline or list on its own, the program in command position (after
 // environment assignments, sudo, env, exec, nohup or time), by any path.
 func shellCommands(md string) []docCommand {
@@ -168,7 +171,18 @@ func shellCommands(md string) []docCommand {
 			inBlock = !inBlock
 			continue
 		}
-		if !inBlock || !shell {
+		if !inBlock {
+			// Inline code naming a command (`agent-backend daemon --root DIR`).
+			for _, m := range inlineCommand.FindAllStringSubmatch(l, -1) {
+				for _, seg := range shellSegments(m[1]) {
+					if len(seg) > 0 && seg[0] == "agent-backend" {
+						out = append(out, docCommand{words: seg[1:], line: i + 1, text: m[1]})
+					}
+				}
+			}
+			continue
+		}
+		if !shell {
 			continue
 		}
 		start := i + 1
@@ -286,7 +300,7 @@ func shellSegments(s string) [][]string {
 
 // TestShellCommandsParser: the block scanner on the forms the docs use.
 func TestShellCommandsParser(t *testing.T) {
-	md := "text `agent-backend --nope` outside a block\n" +
+	md := "text `agent-backend daemon --inline X` and `go run ./cmd/agent-backend` outside a block\n" +
 		"```sh\n" +
 		"# agent-backend daemon --commented\n" +
 		"AGENTBE_PORT=1 sudo -E agent-backend daemon --root /srv/ws \\\n  --port 3001 --auth-token \"$(cat f | tr -d x)\" 2>/dev/null --bind=::1 | jq . # --not-a-flag\n" +
@@ -301,6 +315,7 @@ func TestShellCommandsParser(t *testing.T) {
 	}
 	sort.Strings(got)
 	want := []string{
+		"1:daemon --inline X",
 		"4:daemon --root /srv/ws --port 3001 --auth-token $(cat f | tr -d x) --bind=::1",
 		"6:--backend memory --rootDir X",
 		"13:site serve --dir d",
