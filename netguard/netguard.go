@@ -382,13 +382,18 @@ func looksNumeric(h string) bool {
 	return true
 }
 
-// redact drops the credentials of a URL for messages.
+// redact is a URL as messages show it: without its credentials, query and
+// fragment, which may hold secrets an operator's code put there (an API
+// key in a query parameter) and which a message hands to the agent. A
+// query left out shows as "?…".
 func redact(u *url.URL) string {
-	if u.User == nil {
-		return u.String()
-	}
 	v := *u
 	v.User = nil
+	q := v.RawQuery != "" || v.ForceQuery
+	v.RawQuery, v.ForceQuery, v.Fragment, v.RawFragment = "", false, "", ""
+	if q {
+		return v.String() + "?…"
+	}
 	return v.String()
 }
 
@@ -413,6 +418,11 @@ func (c *Client) Fetch(ctx context.Context, req *http.Request) (*Result, error) 
 			var be *BlockedError
 			if errors.As(err, &be) {
 				return nil, be
+			}
+			// net/http names the whole URL; the message shows it redacted.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				ue.URL = redact(cur.URL)
 			}
 			return nil, err
 		}
@@ -448,7 +458,8 @@ func isRedirect(code int) bool {
 }
 
 // redirected is the next hop's request: the method and body per the status,
-// and no credentials when the origin changes.
+// and, when the origin changes, no credentials and no header but
+// crossOriginHeaders.
 func redirected(ctx context.Context, prev *http.Request, next *url.URL, code int) (*http.Request, error) {
 	method, keepBody := prev.Method, code == 307 || code == 308
 	if code == 303 || ((code == 301 || code == 302) && prev.Method == http.MethodPost) {
@@ -474,13 +485,28 @@ func redirected(ctx context.Context, prev *http.Request, next *url.URL, code int
 		req.Header.Del("Content-Length")
 	}
 	if origin(prev.URL) != origin(next) {
-		for _, h := range []string{"Authorization", "Cookie", "Proxy-Authorization"} {
-			req.Header.Del(h)
+		// Another origin gets none of the request's headers but those
+		// that carry no credential: an API key travels in a header of any
+		// name (X-Api-Key), and the redirect's target may be the agent's.
+		kept := http.Header{}
+		for _, h := range crossOriginHeaders {
+			if v, ok := req.Header[h]; ok {
+				kept[h] = v
+			}
 		}
+		if !keepBody {
+			kept.Del("Content-Type")
+		}
+		req.Header = kept
 		req.URL.User = nil
 	}
 	return req, nil
 }
+
+// crossOriginHeaders are the headers a redirect to another origin keeps
+// (canonical names): those that describe what the client accepts and the
+// body it sends again.
+var crossOriginHeaders = []string{"Accept", "Accept-Language", "Accept-Encoding", "User-Agent", "Content-Type", "Content-Language"}
 
 func origin(u *url.URL) string {
 	return u.Scheme + "://" + strings.ToLower(u.Host)

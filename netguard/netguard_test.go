@@ -144,11 +144,11 @@ func TestRedirects(t *testing.T) {
 		case "/cross-origin":
 			http.Redirect(w, r, second.URL+"/echo-auth", http.StatusFound)
 		case "/echo-auth":
-			gotAuth <- "first:" + r.Header.Get("Authorization")
+			gotAuth <- "first:" + r.Header.Get("Authorization") + r.Header.Get("X-Api-Key")
 		}
 	}))
 	second = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gotAuth <- "second:" + r.Header.Get("Authorization") + r.Header.Get("Cookie")
+		gotAuth <- "second:" + r.Header.Get("Authorization") + r.Header.Get("Cookie") + r.Header.Get("X-Api-Key") + "|" + r.Header.Get("Accept")
 	}))
 	defer second.Close()
 	u2, _ := url.Parse(second.URL)
@@ -170,16 +170,18 @@ func TestRedirects(t *testing.T) {
 	if _, err := get(t, c, first.URL+"/chain?n=0"); err == nil || !strings.Contains(err.Error(), "too many redirects (more than 3)") {
 		t.Errorf("chain: %v", err)
 	}
-	if _, err := get(t, c, first.URL+"/same-origin", "Authorization", "Bearer s3cret"); err != nil {
+	if _, err := get(t, c, first.URL+"/same-origin", "Authorization", "Bearer s3cret", "X-Api-Key", "k1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-gotAuth; got != "first:Bearer s3cret" {
+	if got := <-gotAuth; got != "first:Bearer s3cretk1" {
 		t.Errorf("same-origin hop: %q", got)
 	}
-	if _, err := get(t, c, first.URL+"/cross-origin", "Authorization", "Bearer s3cret", "Cookie", "session=1"); err != nil {
+	// An API key travels in a header of any name: another origin (which
+	// may be the agent's) gets none but those that carry no credential.
+	if _, err := get(t, c, first.URL+"/cross-origin", "Authorization", "Bearer s3cret", "Cookie", "session=1", "X-Api-Key", "k1", "Accept", "application/json"); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-gotAuth; got != "second:" {
+	if got := <-gotAuth; got != "second:|application/json" {
 		t.Errorf("cross-origin hop kept credentials: %q", got)
 	}
 }
@@ -349,5 +351,33 @@ func TestDial(t *testing.T) {
 	}
 	if _, err := c.Dial(context.Background(), "udp", u.Host); err == nil || !strings.Contains(err.Error(), "only TCP connections are made, not udp") {
 		t.Errorf("udp to an admitted address: %v", err)
+	}
+}
+
+// TestErrorsRedactURLs: a refusal or a failed connection names the URL
+// without its credentials, query or fragment, which may hold a key an
+// operator's code put there; the message reaches the agent.
+func TestErrorsRedactURLs(t *testing.T) {
+	srv, opts := loopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	u, _ := url.Parse(srv.URL)
+	srv.Close() // a closed port: the connection is refused
+	c := New(opts)
+	defer c.CloseIdleConnections()
+	for _, raw := range []string{
+		"http://10.0.0.1/weather?appid=SECRET-1&q=x",       // refused by the door
+		"http://user:SECRET-2@10.0.0.1/x#SECRET-3",         // credentials and fragment
+		"http://" + u.Host + "/weather?appid=SECRET-4&q=x", // refused by the kernel
+	} {
+		_, err := get(t, c, raw)
+		if err == nil {
+			t.Fatalf("%s: no error", raw)
+		}
+		if strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("the error names a secret of %s: %v", raw, err)
+		}
+		t.Logf("%s: %v", raw, err)
+	}
+	if got := redact(&url.URL{Scheme: "https", Host: "api.test", Path: "/v1", RawQuery: "key=s"}); got != "https://api.test/v1?…" {
+		t.Errorf("redact: %q", got)
 	}
 }
