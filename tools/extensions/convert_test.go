@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"go.starlark.net/starlark"
 )
@@ -77,4 +78,31 @@ func FuzzJSON(f *testing.F) {
 			t.Fatalf("%s → %s", data, out)
 		}
 	})
+}
+
+// TestJSONIntDigitsBounded: an integer of more than MaxIntDigits digits is
+// refused before it is read (reading one costs time quadratic in its
+// length, outside the call's deadline), in a call's arguments too; one of
+// MaxIntDigits digits is exact.
+func TestJSONIntDigitsBounded(t *testing.T) {
+	at := "-" + strings.Repeat("9", MaxIntDigits)
+	v, err := FromJSON([]byte(at))
+	if err != nil {
+		t.Fatalf("%d digits: %v", MaxIntDigits, err)
+	}
+	if out, _ := ToJSON(v); string(out) != at {
+		t.Errorf("%d digits did not round-trip", MaxIntDigits)
+	}
+	for _, bad := range []string{strings.Repeat("9", MaxIntDigits+1), "[-" + strings.Repeat("1", 1_000_000) + "]"} {
+		if _, err := FromJSON([]byte(bad)); err == nil || !strings.Contains(err.Error(), "MaxIntDigits") {
+			t.Errorf("%d bytes of digits: %v", len(bad), err)
+		}
+	}
+	f := start(t, map[string]string{"bench.star": benchExt}, nil)
+	t0 := time.Now()
+	txt, isErr, _ := f.call(t, "bench__loop", `{"n": `+strings.Repeat("1", 1_000_000)+`}`)
+	if !isErr || !strings.Contains(txt, "MaxIntDigits") {
+		t.Errorf("a million-digit argument: %q %v", txt, isErr)
+	}
+	t.Logf("a million-digit argument answered in %v", time.Since(t0))
 }
