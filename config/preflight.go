@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 )
 
@@ -25,27 +24,20 @@ func (c Config) Preflight() []error {
 			}
 		}
 		if len(errs) == 0 {
-			addr := net.JoinHostPort(c.Bind, strconv.Itoa(c.Port))
-			ln, err := net.Listen("tcp", addr)
-			switch {
-			case err == nil:
+			ln, err := net.Listen("tcp", c.Addr())
+			if err == nil {
 				ln.Close()
-			case errors.Is(err, os.ErrPermission):
-				errs = append(errs, fmt.Errorf("--port %d: this user may not bind it (ports below 1024 need root or CAP_NET_BIND_SERVICE): %v", c.Port, err))
-			default:
-				errs = append(errs, fmt.Errorf("--bind %s --port %d cannot be bound now: %v", c.Bind, c.Port, err))
+			} else {
+				errs = append(errs, c.PortListenError(err))
 			}
 		}
 	}
 	if c.SSHListen != "" {
 		ln, err := net.Listen("tcp", c.SSHListen)
-		switch {
-		case err == nil:
+		if err == nil {
 			ln.Close()
-		case errors.Is(err, os.ErrPermission):
-			errs = append(errs, fmt.Errorf("--ssh-listen %s: this user may not bind it (ports below 1024 need root or CAP_NET_BIND_SERVICE): %v", c.SSHListen, err))
-		default:
-			errs = append(errs, fmt.Errorf("--ssh-listen %s cannot be bound now: %v", c.SSHListen, err))
+		} else {
+			errs = append(errs, ListenError("--ssh-listen", c.SSHListen, err))
 		}
 	}
 	if c.servesSSH() && c.SSHHostKey != "" {

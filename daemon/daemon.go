@@ -30,6 +30,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,6 +57,9 @@ type Options struct {
 	// and STOPPING=1 when a graceful shutdown begins; nil = not under
 	// systemd.
 	Notifier *Notifier
+	// SSHListener is the SSH port's socket, bound by Listen before New;
+	// nil: Serve binds --ssh-listen itself.
+	SSHListener net.Listener
 
 	// browserTweak, when set, changes the browser provider's options (tests
 	// admit their loopback server and choose where its sessions live).
@@ -365,10 +369,15 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 		scheme = "https"
 	}
 	errc := make(chan error, 2)
+	if d.w.sshPort == nil && d.opts.SSHListener != nil {
+		d.opts.SSHListener.Close()
+	}
 	if d.w.sshPort != nil {
-		sshLn, err := net.Listen("tcp", d.cfg.SSHListen)
-		if err != nil {
-			return fmt.Errorf("--ssh-listen %s: %w", d.cfg.SSHListen, err)
+		sshLn := d.opts.SSHListener
+		if sshLn == nil {
+			if sshLn, err = net.Listen("tcp", d.cfg.SSHListen); err != nil {
+				return config.ListenError("--ssh-listen", d.cfg.SSHListen, err)
+			}
 		}
 		go func() {
 			if err := d.w.sshPort.Serve(sshLn); err != nil && !errors.Is(err, sshd.ErrShuttingDown) && !errors.Is(err, net.ErrClosed) {
@@ -451,9 +460,58 @@ func (d *Daemon) closeAudit() error {
 func (d *Daemon) ListenAndServe(ctx context.Context) error {
 	ln, err := net.Listen("tcp", d.cfg.Addr())
 	if err != nil {
-		return fmt.Errorf("listen on --bind %s --port %d: %w", d.cfg.Bind, d.cfg.Port, err)
+		return d.cfg.PortListenError(err)
 	}
 	return d.Serve(ctx, ln)
+}
+
+// sameSocket reports whether addr (host:port) asks for the port bind:port
+// takes: the same port on the same host, or with either host unspecified.
+func sameSocket(addr, bind string, port int) bool {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil || p != strconv.Itoa(port) {
+		return false
+	}
+	unspecified := func(h string) bool { ip := net.ParseIP(h); return h == "" || ip != nil && ip.IsUnspecified() }
+	return host == bind || unspecified(host) || unspecified(bind)
+}
+
+// Listeners are the sockets a daemon serves: --bind:--port, and the SSH
+// port with --ssh-listen (else nil).
+type Listeners struct {
+	HTTP, SSH net.Listener
+}
+
+// Close closes both (for a start that fails after Listen).
+func (l Listeners) Close() {
+	for _, ln := range []net.Listener{l.HTTP, l.SSH} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// Listen binds cfg's listening addresses, first thing at start: a port
+// that is taken or needs privileges is then the first and only error line,
+// not one after the start-up log and the providers' start. Its error is
+// config.ListenError's one line. Serve the result with New (SSHListener:
+// SSH) and Serve (HTTP).
+func Listen(cfg config.Config) (Listeners, error) {
+	var l Listeners
+	var err error
+	if l.HTTP, err = net.Listen("tcp", cfg.Addr()); err != nil {
+		return Listeners{}, cfg.PortListenError(err)
+	}
+	if cfg.SSHListen != "" {
+		if l.SSH, err = net.Listen("tcp", cfg.SSHListen); err != nil {
+			l.Close()
+			if errors.Is(err, syscall.EADDRINUSE) && sameSocket(cfg.SSHListen, cfg.Bind, cfg.Port) {
+				return Listeners{}, fmt.Errorf("--ssh-listen: %s is in use by this daemon's own --port %d (HTTP); give the SSH port another", cfg.SSHListen, cfg.Port)
+			}
+			return Listeners{}, config.ListenError("--ssh-listen", cfg.SSHListen, err)
+		}
+	}
+	return l, nil
 }
 
 // ServeStdio serves MCP on in/out until in reaches EOF or ctx is cancelled.

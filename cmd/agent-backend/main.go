@@ -286,6 +286,17 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 		return err
 	}
 
+	// Bind first: a port that is taken or needs privileges is then the
+	// first and only line (config.ListenError's), not one after the
+	// start-up log and the providers' start.
+	var lns daemon.Listeners
+	if !cfg.LocalOnly {
+		if lns, err = daemon.Listen(cfg); err != nil {
+			return err
+		}
+		defer lns.Close()
+	}
+
 	log := daemon.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	_, envProcs := os.LookupEnv("GOMAXPROCS")
 	procs, why := cfg.Procs(runtime.GOMAXPROCS(0), envProcs)
@@ -305,7 +316,7 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 	}
 
 	d, err := daemon.New(cfg, daemon.Options{Logger: log, Version: version,
-		Notifier: daemon.NotifierFromEnv(os.Getenv, os.Getpid())})
+		Notifier: daemon.NotifierFromEnv(os.Getenv, os.Getpid()), SSHListener: lns.SSH})
 	if err != nil {
 		return err
 	}
@@ -357,5 +368,5 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 	if cfg.LocalOnly {
 		return d.ServeStdio(ctx, stdin, stdout)
 	}
-	return d.ListenAndServe(ctx)
+	return d.Serve(ctx, lns.HTTP)
 }
