@@ -27,6 +27,10 @@ func TestExtensionsAllowances(t *testing.T) {
 		{[]string{"--extensions-env", "A=B"}, `invalid argument "A=B" for "--extensions-env" flag: "A=B" is not a variable name or PREFIX_* pattern`},
 		{[]string{"--extensions-env", "*X"}, `"*X" is not a variable name or PREFIX_* pattern`},
 		{[]string{"--extensions-env", "A-B"}, `"A-B" is not a variable name`},
+		{[]string{"--extensions-env", "*"}, `"*": a pattern is a prefix ending in _ followed by *`},
+		{[]string{"--extensions-env", "A*"}, `"A*": a pattern is a prefix ending in _ followed by *`},
+		{[]string{"--extensions-env", "_*"}, `"_*": a pattern is a prefix ending in _ followed by *`},
+		{[]string{"--extensions-env", "OK,__*"}, `"__*": a pattern is a prefix ending in _ followed by *`},
 		{[]string{"--extensions-db-hosts", "db:5432"}, `invalid argument "db:5432" for "--extensions-db-hosts" flag: "db:5432" is not a host name or an address (without a port)`},
 		{[]string{"--extensions-db-hosts", "/var/run/postgresql"}, `is not a host name or an address`},
 	} {

@@ -231,6 +231,11 @@ func envNames(v any) error {
 		}) {
 			return fmt.Errorf("%q is not a variable name or PREFIX_* pattern (letters, digits, _)", n)
 		}
+		// A pattern names a family of variables, never every variable
+		// ("*") or a family by one letter ("A*": AWS_SECRET_ACCESS_KEY).
+		if name != n && (!strings.HasSuffix(name, "_") || strings.Trim(name, "_") == "") {
+			return fmt.Errorf("%q: a pattern is a prefix ending in _ followed by * (POSTGRES_*), never * alone or a prefix without _", n)
+		}
 	}
 	return nil
 }
@@ -528,7 +533,7 @@ var settings = []*setting{
 		usage: "a directory of Starlark extensions (*.star) whose tools are served as extension__tool and reloaded when the files change (docs/extensions.md); off when empty",
 		field: func(c *Config) any { return &c.Extensions }, operatorPath: operatorDir},
 	{key: "extensions-env", env: env("extensions-env"),
-		usage: "variables of the daemon's environment every extension may read with env.get, besides those it declares in env=[...] (comma-separated names, or PREFIX_* for every name with the prefix); a set variable neither lists is refused with an error (docs/extensions.md)",
+		usage: "variables of the daemon's environment every extension may read with env.get, besides those it declares in env=[...] (comma-separated names, or PREFIX_* for every name with a prefix ending in _; never * alone); a set variable neither lists is refused with an error (docs/extensions.md)",
 		field: func(c *Config) any { return &c.ExtensionsEnv }, check: envNames},
 	{key: "extensions-db-hosts", env: env("extensions-db-hosts"),
 		usage: "hosts every extension's postgres calls may connect to, besides its allowed_db_hosts (comma-separated host names or addresses, no port); the network door's rules still apply",

@@ -18,7 +18,7 @@ func TestSandboxConfig(t *testing.T) {
 	cfg.BlockDangerous, cfg.AllowCommands = false, []string{"^rsync "}
 	cfg.ExecMaxProcesses, cfg.ExecMaxFileSize, cfg.ExecMaxCPU, cfg.ExecMaxMemory = 7, 1<<20, 3*time.Second, 1<<30
 	cfg.ExecMaxConcurrent, cfg.ExecTimeout, cfg.ExecOutputLimit = 5, 9*time.Second, 4096
-	cfg.AuthToken, cfg.ExecNetwork, cfg.LocalOnly = "tok", "false", true
+	cfg.AuthToken, cfg.OperatorToken, cfg.ExecNetwork, cfg.LocalOnly = "tok", "op", "false", true
 	got, err := SandboxConfig(cfg, "/srv/ws", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +26,7 @@ func TestSandboxConfig(t *testing.T) {
 	want := sandbox.Config{Mode: sandbox.ModeSoftware, MinMode: sandbox.ModeSoftware, Shell: sandbox.Shell("sh"), WorkspaceRoot: "/srv/ws",
 		NoNetwork: true, Policy: sandbox.PolicyConfig{Disabled: true, Allow: []string{"^rsync "}}, MaxProcesses: 7,
 		Rlimits: sandbox.Rlimits{FileSize: 1 << 20, CPUSeconds: 3, AddressSpace: 1 << 30}, MaxConcurrent: 5,
-		DefaultTimeout: 9 * time.Second, OutputLimit: 4096, RunAs: "nobody", Secrets: []string{"tok"}}
+		DefaultTimeout: 9 * time.Second, OutputLimit: 4096, RunAs: "nobody", Secrets: []string{"tok", "op"}}
 	if got.Mode != want.Mode || got.MinMode != want.MinMode || got.Shell != want.Shell || got.WorkspaceRoot != want.WorkspaceRoot ||
 		got.NoNetwork != want.NoNetwork || got.Policy.Disabled != want.Policy.Disabled || !slices.Equal(got.Policy.Allow, want.Policy.Allow) ||
 		got.MaxProcesses != want.MaxProcesses || got.Rlimits != want.Rlimits || got.MaxConcurrent != want.MaxConcurrent ||
@@ -47,14 +47,15 @@ func TestSandboxConfig(t *testing.T) {
 }
 
 // TestExtensionsOptions: the operator's allowances for extensions reach
-// the provider's options.
+// the provider's options, and both tokens are secrets env.get never
+// returns.
 func TestExtensionsOptions(t *testing.T) {
 	cfg := config.Default()
-	cfg.Extensions, cfg.AuthToken = "/srv/ext", "tok"
+	cfg.Extensions, cfg.AuthToken, cfg.OperatorToken = "/srv/ext", "tok", "op"
 	cfg.ExtensionsEnv, cfg.ExtensionsDBHosts = []string{"MY_API_KEY", "GH_*"}, []string{"db.internal"}
 	o := ExtensionsOptions(cfg)
 	if o.Dir != "/srv/ext" || !slices.Equal(o.EnvAllow, cfg.ExtensionsEnv) || !slices.Equal(o.DBHosts, cfg.ExtensionsDBHosts) ||
-		!slices.Equal(o.Secrets, []string{"tok"}) || o.Net == nil || o.PostgresNet == nil {
+		!slices.Equal(o.Secrets, []string{"tok", "op"}) || o.Net == nil || o.PostgresNet == nil {
 		t.Errorf("ExtensionsOptions = %+v", o)
 	}
 }

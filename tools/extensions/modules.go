@@ -435,7 +435,7 @@ func (p *Provider) envModule() *starlarkstruct.Module {
 			}
 			for _, s := range p.opts.Secrets {
 				if s != "" && strings.Contains(v, s) {
-					return nil, fmt.Errorf("env.get: %s holds a secret of the daemon's (its auth token); it is never given to an extension", name)
+					return nil, fmt.Errorf("env.get: %s holds a secret of the daemon's (its auth or operator token); it is never given to an extension", name)
 				}
 			}
 			return starlark.String(v), nil

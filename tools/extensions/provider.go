@@ -56,7 +56,7 @@ type Options struct {
 	// with the PostgreSQL port, DefaultPostgresPort, when nil.
 	PostgresNet *netguard.Client
 	// Getenv reads the daemon's environment for env.get (os.LookupEnv when
-	// nil); Secrets are values never returned (the auth token).
+	// nil); Secrets are values never returned (the auth and operator tokens).
 	Getenv  func(string) (string, bool)
 	Secrets []string
 	// EnvAllow are the variables every extension may read with env.get

@@ -196,7 +196,7 @@ func TestToolsAndCalls(t *testing.T) {
 		{"demo__files", `{"path":"../../etc/passwd"}`, "fs.read: ", true},
 		{"demo__getenv", `{"name":"EXT_VISIBLE"}`, "seen", false},
 		{"demo__getenv", `{"name":"EXT_HIDDEN"}`, "env.get: EXT_HIDDEN is set, but extension demo may not read it: list it in the extension's env=[...] or the operator's --extensions-env", true},
-		{"demo__getenv", `{"name":"EXT_TOKEN_HOLDER"}`, "env.get: EXT_TOKEN_HOLDER holds a secret of the daemon's (its auth token); it is never given to an extension", true},
+		{"demo__getenv", `{"name":"EXT_TOKEN_HOLDER"}`, "env.get: EXT_TOKEN_HOLDER holds a secret of the daemon's (its auth or operator token); it is never given to an extension", true},
 	} {
 		txt, isErr, _ := f.call(t, tc.tool, tc.args)
 		if isErr != tc.isErr || !strings.Contains(txt, tc.want) {
