@@ -62,7 +62,7 @@ func (s *TokenSet) Len() int {
 // tokenFile is the file's JSON shape; each entry is decoded on its own, so
 // an error can name it.
 type tokenFile struct {
-	Tokens []json.RawMessage `json:"tokens"`
+	Tokens *[]json.RawMessage `json:"tokens"`
 }
 
 // tokenKeys are an entry's keys, for "did you mean" and "the keys are".
@@ -126,9 +126,14 @@ func ParseTokens(name string, data []byte) (*TokenSet, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("--tokens %s: more than one JSON value", name)
 	}
-	set := &TokenSet{bySum: make(map[[32]byte]Identity, len(tf.Tokens))}
+	if tf.Tokens == nil {
+		// {} or {"tokens": null}: most likely a file meant for something
+		// else, and a daemon that admits no token is no use.
+		return nil, fmt.Errorf(`--tokens %s: "tokens" is missing; the file is {"tokens":[{"name":...,"sha256":...}, ...]} (an empty array admits no token)`, name)
+	}
+	set := &TokenSet{bySum: make(map[[32]byte]Identity, len(*tf.Tokens))}
 	seen := map[string]bool{}
-	for i, raw := range tf.Tokens {
+	for i, raw := range *tf.Tokens {
 		var e tokenEntry
 		ed := json.NewDecoder(bytes.NewReader(raw))
 		ed.DisallowUnknownFields()

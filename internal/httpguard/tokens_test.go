@@ -50,6 +50,8 @@ func TestParseTokens(t *testing.T) {
 		"{\"tokens\":[\n  {\"name\":\"a\",}\n]}": `--tokens t.json: invalid JSON at line 2, column 15: invalid character '}'`,
 		`{"tokens":[`:                            `--tokens t.json: invalid JSON: the file ends in the middle of a value`,
 		``:                                       `--tokens t.json: the file is empty`,
+		`{}`:                                     `--tokens t.json: "tokens" is missing; the file is {"tokens":[`,
+		`{"tokens":null}`:                        `--tokens t.json: "tokens" is missing`,
 		`{"tokens":[{"name":"","sha256":"` + digest("x") + `"}]}`:                                              `tokens[0]: name "" must be`,
 		`{"tokens":[{"name":"a b","sha256":"` + digest("x") + `"}]}`:                                           `name "a b" must be`,
 		`{"tokens":[{"name":"a","sha256":"abc"}]}`:                                                             `tokens[0] ("a"): sha256 must be the 64 hex digits`,
