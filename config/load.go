@@ -48,6 +48,19 @@ func RegisterFlags(fs *pflag.FlagSet) {
 	fs.String(ConfigFlag, "", "read settings from this YAML, TOML or JSON file (keys as the flag names) [env AGENTBE_CONFIG]")
 }
 
+// FlagAliases maps each alias flag (the reference CLI's spelling, such as
+// rootDir) to the flag it stands for, for "did you mean" on a near miss
+// such as --root-dir.
+func FlagAliases() map[string]string {
+	m := map[string]string{}
+	for _, s := range settings {
+		if s.alias != "" {
+			m[s.alias] = s.key
+		}
+	}
+	return m
+}
+
 // flagValue validates a flag's value when it is parsed (so pflag's error names
 // the flag) and keeps the raw text; Load applies it after the lower layers.
 type flagValue struct {

@@ -24,10 +24,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -200,13 +202,22 @@ func flagError(cmd *cobra.Command, err error) error {
 	var ne *pflag.NotExistError
 	if errors.As(err, &ne) && ne.GetSpecifiedName() != "" {
 		var names []string
+		flag := map[string]string{} // a name or alias → the flag to name
 		cmd.Flags().VisitAll(func(f *pflag.Flag) {
 			if !f.Hidden && f.Deprecated == "" {
 				names = append(names, f.Name)
+				flag[f.Name] = f.Name
 			}
 		})
+		aliases := config.FlagAliases()
+		for _, alias := range slices.Sorted(maps.Keys(aliases)) {
+			if key := aliases[alias]; flag[key] != "" {
+				names = append(names, alias)
+				flag[alias] = key
+			}
+		}
 		if s := suggest.Closest(ne.GetSpecifiedName(), names); s != "" {
-			return fmt.Errorf("%v; did you mean --%s? (see '%s --help')", err, s, cmd.CommandPath())
+			return fmt.Errorf("%v; did you mean --%s? (see '%s --help')", err, flag[s], cmd.CommandPath())
 		}
 	}
 	return fmt.Errorf("%v (see '%s --help')", err, cmd.CommandPath())

@@ -94,6 +94,7 @@ func TestBadInputExitsNonZeroWithOneLine(t *testing.T) {
 	}{
 		{[]string{"daemon", "--bogus"}, nil, "agent-backend: unknown flag: --bogus (see 'agent-backend daemon --help')"},
 		{[]string{"daemon", "--prot", "3000"}, nil, "agent-backend: unknown flag: --prot; did you mean --port? (see 'agent-backend daemon --help')"},
+		{[]string{"daemon", "--root-dir", "/x"}, nil, "agent-backend: unknown flag: --root-dir; did you mean --root? (see 'agent-backend daemon --help')"},
 		{[]string{"daemon", "--auth-tokne-file=/x"}, nil, "agent-backend: unknown flag: --auth-tokne-file; did you mean --auth-token-file? (see 'agent-backend daemon --help')"},
 		{[]string{"site", "serve", "--env-fil", "x"}, nil, "agent-backend: unknown flag: --env-fil; did you mean --env-file? (see 'agent-backend site serve --help')"},
 		{[]string{"daemon"}, nil, "agent-backend: missing workspace root: set --root (alias --rootDir), AGENTBE_ROOT, or root in the config file"},
