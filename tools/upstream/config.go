@@ -267,8 +267,11 @@ func jsonMsg(data []byte, err error) string {
 		line, col := lineCol(data, se.Offset)
 		return fmt.Sprintf("invalid JSON at line %d, column %d: %s", line, col, se.Error())
 	}
-	if strings.HasPrefix(err.Error(), "json: unknown field ") {
-		return fmt.Sprintf("unknown key %s at the top level; the file is {\"servers\":[...]}", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if suggest.Closest(strings.Trim(f, `"`), []string{"servers"}) != "" {
+			return fmt.Sprintf("unknown key %s at the top level; did you mean \"servers\"?", f)
+		}
+		return fmt.Sprintf("unknown key %s at the top level; the file is {\"servers\":[...]}", f)
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {

@@ -55,7 +55,8 @@ func TestParseConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ name, file, want string }{
 		{"empty", ``, `mcp.json: the file is empty`},
 		{"syntax", "{\"servers\":[\n{\"name\":\"a\",}]}", `mcp.json: invalid JSON at line 2, column 13`},
-		{"top-level typo", `{"server":[]}`, `mcp.json: unknown key "server" at the top level`},
+		{"top-level typo", `{"server":[]}`, `mcp.json: unknown key "server" at the top level; did you mean "servers"?`},
+		{"top-level stranger", `{"mcpServers":{}}`, `mcp.json: unknown key "mcpServers" at the top level; the file is {"servers":[...]}`},
 		{"no servers", `{}`, `mcp.json: "servers": missing`},
 		{"trailing", `{"servers":[]} {}`, `mcp.json: unexpected data after the top-level object`},
 		{"servers not array", `{"servers":{}}`, `mcp.json: "servers" must be an array`},
