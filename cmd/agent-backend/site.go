@@ -413,7 +413,7 @@ func serveSite(ctx context.Context, dir string, o siteServeOptions, stdout, stde
 		}
 	}
 	s, err := sites.New(sites.Options{Workspace: ws, Executor: exe, Timeout: o.timeout, MaxOutput: o.maxOutput, MaxListItems: o.maxList,
-		Env: env, NotAllowedStatus: o.notAllowed, StrictOutput: o.strict, NoAgentFiles: o.noInit, Logger: log.With("component", "site")})
+		Env: env, EnvFlag: "--env-file", NotAllowedStatus: o.notAllowed, StrictOutput: o.strict, NoAgentFiles: o.noInit, Logger: log.With("component", "site")})
 	if err != nil {
 		return err
 	}

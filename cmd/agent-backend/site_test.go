@@ -143,6 +143,11 @@ func TestSiteServeStatespaceConfig(t *testing.T) {
 	if a := sitePost(t, url, "/", "", "rm", "-rf", "data"); a.status != http.StatusForbidden || !strings.Contains(a.res.Stderr, "command not allowed by /README.md") {
 		t.Errorf("a command no pattern allows: %d %+v", a.status, a.res)
 	}
+	// A variable the page uses and no --env-file sets: the error names
+	// site serve's flag, not the daemon's --site-env-file.
+	if a := sitePost(t, url, "/", "", "echo", "greeting: $SITE_GREETING"); a.status != http.StatusInternalServerError || !strings.HasSuffix(strings.TrimSpace(a.res.Stderr), "sets it with --env-file") {
+		t.Errorf("a variable no --env-file sets: %d %+v", a.status, a.res)
+	}
 	if a := sitePost(t, url, "/long", "", "seq", "1", "20000"); a.status != http.StatusOK || a.applied != "" || !strings.Contains(a.res.Stdout, "[... output truncated: ") || !strings.HasSuffix(a.res.Stdout, "20000\n") {
 		t.Errorf("output over the cap, default: %d %q %.200q", a.status, a.applied, a.res.Stdout)
 	}

@@ -1,6 +1,7 @@
 package sites
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,6 +78,10 @@ type Options struct {
 	// Env is the operator's trusted environment (--site-env-file): the only
 	// source of $VAR in spec literals. Never sent to the agent.
 	Env map[string]string
+	// EnvFlag is the flag that sets Env, named where a page uses a
+	// variable Env lacks ("--site-env-file" when empty; `site serve` has
+	// "--env-file").
+	EnvFlag string
 	// Net is the guarded client the curl builtin uses (a strict
 	// netguard.New(netguard.Options{}) when nil).
 	Net *netguard.Client
@@ -360,7 +365,7 @@ func (s *Site) Run(ctx context.Context, p string, req ActionRequest) (ActionResp
 			return v
 		})
 		if missing != "" {
-			return ActionResponse{}, fail(http.StatusInternalServerError, "the site's environment does not define $%s, which /%s uses; the operator sets it with --site-env-file", missing, page)
+			return ActionResponse{}, fail(http.StatusInternalServerError, "the site's environment does not define $%s, which /%s uses; the operator sets it with %s", missing, page, cmp.Or(s.opts.EnvFlag, "--site-env-file"))
 		}
 	}
 	env, err := checkEnv(req.Env)

@@ -199,8 +199,14 @@ func TestVarsOnlyFromTheOperator(t *testing.T) {
 	s2, root := exampleSite(t, func(o *Options) { o.Env = nil })
 	_ = root
 	r = post(t, serve(s2), "/", ActionRequest{Command: []string{"echo", "greeting: $SITE_GREETING"}})
-	if r.status != 500 || !strings.Contains(r.action.Stderr, "does not define $SITE_GREETING") {
+	if r.status != 500 || !strings.Contains(r.action.Stderr, "does not define $SITE_GREETING") || !strings.Contains(r.action.Stderr, "sets it with --site-env-file") {
 		t.Errorf("missing operator var: %d %+v", r.status, r.action)
+	}
+	// `site serve` names its own flag.
+	s3, _ := exampleSite(t, func(o *Options) { o.Env, o.EnvFlag = nil, "--env-file" })
+	r = post(t, serve(s3), "/", ActionRequest{Command: []string{"echo", "greeting: $SITE_GREETING"}})
+	if r.status != 500 || !strings.HasSuffix(strings.TrimSpace(r.action.Stderr), "the operator sets it with --env-file") {
+		t.Errorf("missing operator var under site serve: %d %+v", r.status, r.action)
 	}
 }
 
