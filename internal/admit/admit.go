@@ -71,6 +71,10 @@ type Refusal struct {
 	Status  int
 	Title   string
 	Message string
+	// Hint, when set, says what to change; the JSON body's message is
+	// Message, ": " and Hint. A WebSocket close reason (at most 123 bytes)
+	// carries Title and Message alone.
+	Hint string
 }
 
 // Unauthorized reports whether the token refused the request (401): a
@@ -85,7 +89,11 @@ func (ref *Refusal) Write(w http.ResponseWriter) {
 	if ref.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agent-backend"`)
 	}
-	WriteJSONError(w, ref.Status, ref.Title, ref.Message)
+	msg := ref.Message
+	if ref.Hint != "" {
+		msg += ": " + ref.Hint
+	}
+	WriteJSONError(w, ref.Status, ref.Title, msg)
 }
 
 // WriteJSONError writes the reference's error body ({"error": short title,
@@ -113,7 +121,7 @@ type Admission struct {
 func (ru *Rules) Begin(r *http.Request) (Admission, *Refusal) {
 	if ru.Guard != nil {
 		if ref := ru.Guard.Check(r); ref != nil {
-			return Admission{}, &Refusal{ref.Status, ref.Title, ref.Message}
+			return Admission{}, &Refusal{Status: ref.Status, Title: ref.Title, Message: ref.Message}
 		}
 	}
 	return Admission{ru: ru, r: r}, nil
@@ -147,33 +155,33 @@ func (a Admission) Admit() (Caller, *Refusal) {
 	if !c.Operator {
 		var ok bool
 		if c.Identity, ok = ru.Token.IdentifyRequest(r, ru.QueryToken); !ok {
-			return Caller{}, &Refusal{http.StatusUnauthorized, "Unauthorized", "Invalid or missing authentication token"}
+			return Caller{}, &Refusal{Status: http.StatusUnauthorized, Title: "Unauthorized", Message: "Invalid or missing authentication token"}
 		}
 	}
 	if !ru.IgnoreRootAndScope {
 		// Old clients send the string "undefined" when they have no root
 		// configured; the reference ignores it.
 		if rd := r.Header.Get(HeaderRootDir); rd != "" && rd != "undefined" && rd != ru.RootDir {
-			return Caller{}, &Refusal{http.StatusForbidden, "Root directory mismatch",
-				fmt.Sprintf("Server is configured for %s, not %s", ru.RootDir, rd)}
+			return Caller{}, &Refusal{Status: http.StatusForbidden, Title: "Root directory mismatch",
+				Message: rootFact(ru.RootDir, rd), Hint: rootHint(ru.RootDir, rd)}
 		}
 		if sp := r.Header.Get(HeaderScopePath); sp != "" {
 			if ru.StaticScope != "" {
-				return Caller{}, &Refusal{http.StatusBadRequest, "Scope conflict",
-					fmt.Sprintf("Server was started with static scope '%s', but request also specified scope '%s'. Use one or the other, not both.", ru.StaticScope, sp)}
+				return Caller{}, &Refusal{Status: http.StatusBadRequest, Title: "Scope conflict",
+					Message: fmt.Sprintf("Server was started with static scope '%s', but request also specified scope '%s'. Use one or the other, not both.", ru.StaticScope, sp)}
 			}
 			n, ok := NormalizeScope(sp)
 			if !ok {
-				return Caller{}, &Refusal{http.StatusBadRequest, "Invalid scope path",
-					"Scope path must not contain path traversal sequences"}
+				return Caller{}, &Refusal{Status: http.StatusBadRequest, Title: "Invalid scope path",
+					Message: "Scope path must not contain path traversal sequences"}
 			}
 			c.Requested = n
 		}
 	}
 	c.Scope = httpguard.JoinScope(c.Identity, c.Requested)
 	if ru.MaxBody > 0 && r.ContentLength > ru.MaxBody {
-		return Caller{}, &Refusal{http.StatusRequestEntityTooLarge, "Request too large",
-			fmt.Sprintf("request body is %d bytes; the limit is %d bytes (write large files in parts, or raise the daemon's body limit)", r.ContentLength, ru.MaxBody)}
+		return Caller{}, &Refusal{Status: http.StatusRequestEntityTooLarge, Title: "Request too large",
+			Message: fmt.Sprintf("request body is %d bytes; the limit is %d bytes (write large files in parts, or raise the daemon's body limit)", r.ContentLength, ru.MaxBody)}
 	}
 	if ru.JSONOnly {
 		if ref := JSONBody(r); ref != nil {
@@ -221,8 +229,8 @@ func JSONBody(r *http.Request) *Refusal {
 	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
 		return nil
 	}
-	return &Refusal{http.StatusUnsupportedMediaType, "Unsupported Media Type",
-		fmt.Sprintf("a POST body must be JSON, sent with Content-Type: application/json (this one declares %q)", ct)}
+	return &Refusal{Status: http.StatusUnsupportedMediaType, Title: "Unsupported Media Type",
+		Message: fmt.Sprintf("a POST body must be JSON, sent with Content-Type: application/json (this one declares %q)", ct)}
 }
 
 // Caller is who made a request and where it works: the identity of its
@@ -250,7 +258,7 @@ func (c Caller) MayRun(instead string) *Refusal {
 	if c.Exec {
 		return nil
 	}
-	return &Refusal{http.StatusForbidden, "Forbidden", fmt.Sprintf("token %q may not run commands; %s", c.Name, instead)}
+	return &Refusal{Status: http.StatusForbidden, Title: "Forbidden", Message: fmt.Sprintf("token %q may not run commands; %s", c.Name, instead)}
 }
 
 // Workspace opens the caller's workspace below root, the one place scope
