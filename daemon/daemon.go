@@ -60,6 +60,13 @@ type Options struct {
 	// SSHListener is the SSH port's socket, bound by Listen before New;
 	// nil: Serve binds --ssh-listen itself.
 	SSHListener net.Listener
+	// TokenRef is how a user's shell names the bearer token in use
+	// (config.Config.TokenRef: a file, an environment variable, never the
+	// value), for the start-up line telling how to connect (connect.go).
+	TokenRef string
+	// Terminal, when set, also gets that line as a plain block (stderr
+	// when it is a terminal); nil: the log line only.
+	Terminal io.Writer
 
 	// browserTweak, when set, changes the browser provider's options (tests
 	// admit their loopback server and choose where its sessions live).
@@ -397,6 +404,7 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	if urls := pasteableURLs(scheme, ln.Addr(), routeMCP, net.InterfaceAddrs); urls != nil {
 		d.log.Info("listening on every address; the MCP endpoint is reachable at", "urls", strings.Join(urls, " "))
 	}
+	d.logConnect(scheme, ln.Addr())
 	notifyErr := func(err error) { d.log.Warn("systemd notification failed", "err", err) }
 	if err := d.opts.Notifier.Notify("READY=1\nSTATUS=serving " + scheme + "://" + ln.Addr().String()); err != nil {
 		notifyErr(err)

@@ -326,8 +326,15 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 			"bind", cfg.Bind, "port", cfg.Port)
 	}
 
+	// The start-up line telling how to connect names the token's file or
+	// variable, never its value; on a terminal it is also a plain block.
+	var term io.Writer
+	if f, ok := stderr.(*os.File); ok && cfg.LogFormat != "json" && isTerminal(f) {
+		term = stderr
+	}
 	d, err := daemon.New(cfg, daemon.Options{Logger: log, Version: version,
-		Notifier: daemon.NotifierFromEnv(os.Getenv, os.Getpid()), SSHListener: lns.SSH})
+		Notifier: daemon.NotifierFromEnv(os.Getenv, os.Getpid()), SSHListener: lns.SSH,
+		TokenRef: cfg.TokenRef(os.LookupEnv), Terminal: term})
 	if err != nil {
 		return err
 	}
