@@ -265,6 +265,7 @@ flag names as keys), then the defaults shown. Listening on a non-loopback
 		},
 	}
 	cmd.SetFlagErrorFunc(flagError)
+	cmd.SetUsageFunc(sectionedUsage) // the flags in sections (help.go)
 	config.RegisterFlags(cmd.Flags())
 	cmd.Flags().Bool("check-config", false, "validate the configuration, print it (token redacted) and exit 0, or exit 1 with the error")
 	addUnsupportedFlags(cmd)
@@ -325,6 +326,8 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 		log.Warn("SERVING WITHOUT AUTHENTICATION on a non-loopback address: anyone who can reach this port can read, write and run commands in the workspace",
 			"bind", cfg.Bind, "port", cfg.Port)
 	}
+
+	warnRootCommands(log, cfg, os.Geteuid())
 
 	// The start-up line telling how to connect names the token's file or
 	// variable, never its value; on a terminal it is also a plain block.
