@@ -327,6 +327,8 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 			"bind", cfg.Bind, "port", cfg.Port)
 	}
 
+	warnRootCommands(log, cfg, os.Geteuid())
+
 	// The start-up line telling how to connect names the token's file or
 	// variable, never its value; on a terminal it is also a plain block.
 	var term io.Writer

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/agentbe/agentbe-daemon/config"
+)
+
+// rootCommandsHint is the start-up warning's hint when commands would run
+// as uid 0: the flag, and what it changes.
+const rootCommandsHint = "--run-as <user>: commands (exec, processes, upstream servers) run with that user's uid, gid and groups, " +
+	"so they reach only the files that user may; the daemon keeps root for its own files (host key, audit log)"
+
+// warnRootCommands logs one warning when the daemon is root (euid 0), serves
+// a workspace on disk (the memory backend runs no commands) and --run-as is
+// not set: every command the agent runs would be root, and isolation
+// confines what it sees, not who it is (docs/security.md).
+func warnRootCommands(log *slog.Logger, cfg config.Config, euid int) {
+	if euid != 0 || cfg.RunAs != "" || cfg.Backend != "filesystem" {
+		return
+	}
+	log.Warn("commands will run as root (uid 0): the daemon is root and --run-as is not set", "hint", rootCommandsHint)
+}
