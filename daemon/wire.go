@@ -508,6 +508,7 @@ func startSSH(w *wiring) (built, error) {
 	log.Info("SSH host key", "path", cfg.SSHHostKey, "fingerprint", gossh.FingerprintSHA256(key.PublicKey()))
 	w.sshConf, err = sshd.NewConfig(sshd.Config{
 		Workspace:    w.ws,
+		Root:         cfg.Root,
 		Executor:     w.exec,
 		HostKey:      key,
 		MaxConns:     cfg.MaxSSHConns,

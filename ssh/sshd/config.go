@@ -30,6 +30,12 @@ type Config struct {
 	// Workspace is where commands run and what SFTP and scp serve.
 	// Required.
 	Workspace fsops.Workspace
+	// Root is the daemon's root as the operator spelled it (--root); ""
+	// means Workspace.Root(). A client library's command whose working
+	// directory lies outside both (admit.CommandDir) is refused with one
+	// line naming both roots (admit.RootMismatch): the client's rootDir is
+	// not the daemon's root.
+	Root string
 	// Executor runs exec and shell requests. Nil (or a workspace that
 	// cannot run commands) refuses them with a message on stderr and exit
 	// status 126.

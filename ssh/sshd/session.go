@@ -1,6 +1,7 @@
 package sshd
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 )
@@ -334,6 +336,14 @@ func (ss *session) start(kind, command string) {
 		// The executor would take "" for an interactive shell; an exec
 		// request means a command, and an empty one is a client mistake.
 		go ss.refuse("agentbe: empty command")
+		return
+	}
+	if dir, ok := admit.CommandDir(command); ok && kind == "exec" && !admit.WithinRoot(dir, srv.cfg.Root, srv.cfg.Workspace.Root()) {
+		// A client library cds into its rootDir first: one outside the
+		// root is a client configured for another root, which would
+		// otherwise fail later and misleadingly (a system path refused, a
+		// missing directory).
+		go ss.refuse("agentbe: " + admit.RootMismatch(cmp.Or(srv.cfg.Root, srv.cfg.Workspace.Root()), dir))
 		return
 	}
 	if kind == "shell" {
