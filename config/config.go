@@ -187,6 +187,10 @@ type Config struct {
 	Site        string
 	SiteEnvFile string
 
+	// StateDir holds the daemon's own files whose flags are not given:
+	// the host key, the upstream caches (statedir.go).
+	StateDir string
+
 	// SSH over WebSocket.
 	SSHHostKey      string
 	MaxSSHConns     int
@@ -211,6 +215,14 @@ type Config struct {
 
 // Default returns the built-in defaults (Root unset).
 func Default() Config {
+	c := defaults()
+	c.fillStateDefaults()
+	return c
+}
+
+// defaults is every setting's default, before the files under --state-dir
+// are derived (Load derives them once every layer is applied).
+func defaults() Config {
 	var c Config
 	for _, s := range settings {
 		if err := s.set(&c, s.def); err != nil {

@@ -48,7 +48,7 @@ func TestDefaults(t *testing.T) {
 		SSHMaxAuthTries: 6, SSHLoginGraceTime: 30 * time.Second, SSHPort: 22, SSHCertPrincipals: []string{"agent"},
 		GatewayMaxMessage: 1 << 20, GatewayMaxBatch: 20, GatewayMaxInFlight: 8, GatewayRate: 50, GatewayBurst: 100,
 		BrowserMaxSessions: 4, BrowserIdleTimeout: 30 * time.Minute, BrowserRunAs: "nobody",
-		SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, SSHKeepalive: 30 * time.Second,
+		StateDir: defaultStateDir(os.Geteuid(), os.Getenv), SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, SSHKeepalive: 30 * time.Second,
 		SSHMaxChannels: 512, SSHMaxChannelsPerIP: 256,
 		SSHEnvAllowlist: []string{"LANG", "LC_*", "TERM", "COLORTERM"},
 		MaxProcs:        "auto",

@@ -84,7 +84,7 @@ func (f *flagValue) Set(v string) error {
 // must have been registered with RegisterFlags and parsed. It reads the token
 // file but does not validate cross-setting rules: call Validate for that.
 func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, error) {
-	c := Default()
+	c := defaults()
 
 	file := ""
 	if f := fs.Lookup(ConfigFlag); f != nil && f.Changed {
@@ -125,6 +125,8 @@ func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, err
 			return c, fmt.Errorf("invalid value %q for --%s: %v", redact(s, f.Value.String()), s.key, err)
 		}
 	}
+
+	c.fillStateDefaults()
 
 	if c.AuthTokenFile != "" {
 		if c.AuthToken != "" {

@@ -46,12 +46,13 @@ var operatorPathFixtures = map[string]func(t *testing.T, c *Config, p, dir strin
 		mkfile(t, filepath.Join(c.Site, "README.md"), "# site\n")
 	},
 	"ssh-host-key": func(*testing.T, *Config, string, string) {}, // created by the daemon
+	"state-dir":    func(*testing.T, *Config, string, string) {}, // created by the daemon
 }
 
 // operatorDirs are the operator path flags that name a directory the daemon
 // reads below (extensions, a site's pages, the upstreams' caches): one that
 // holds the workspace is refused too.
-var operatorDirs = map[string]bool{"extensions": true, "site": true, "upstream-cache-dir": true}
+var operatorDirs = map[string]bool{"extensions": true, "site": true, "upstream-cache-dir": true, "state-dir": true}
 
 func fileFixture(content string) func(t *testing.T, c *Config, p, dir string) {
 	return func(t *testing.T, _ *Config, p, _ string) { mkfile(t, p, content) }

@@ -294,6 +294,9 @@ var settings = []*setting{
 	{key: "root", group: GroupServing, alias: "rootDir", env: env("root", "WORKSPACE_ROOT", "SANDBOX_DIRECTORY"),
 		usage: "workspace root directory; created (0755) if missing",
 		field: func(c *Config) any { return &c.Root }},
+	{key: "state-dir", group: GroupServing, env: env("state-dir"), def: defaultStateDir(os.Geteuid(), os.Getenv),
+		usage: "the daemon's own files outside the workspace, where their flags are not given: the SSH host key, the upstream servers' package caches",
+		field: func(c *Config) any { return &c.StateDir }, operatorPath: operatorDir, used: usesStateDir},
 	{key: "scope-path", group: GroupServing, alias: "scopePath", env: env("scope-path"),
 		usage: "serve only this subdirectory of the root (clients then cannot send X-Scope-Path)",
 		field: func(c *Config) any { return &c.ScopePath }},
@@ -424,7 +427,7 @@ var settings = []*setting{
 		usage: "MCP servers to run in the sandbox and serve as server__tool, from this JSON file ({\"servers\":[...]}, docs/upstreams.md); off when empty",
 		field: func(c *Config) any { return &c.Upstreams }, operatorPath: operatorFile},
 	{key: "upstream-cache-dir", group: GroupTools, env: env("upstream-cache-dir"),
-		usage: "where each --upstreams server gets a writable package cache of its own (npx, uvx), outside the workspace; default: the user's cache directory's agentbe/upstreams",
+		usage: "where each --upstreams server gets a writable package cache of its own (npx, uvx), outside the workspace; default: --state-dir's upstreams",
 		field: func(c *Config) any { return &c.UpstreamCacheDir }, operatorPath: operatorDir},
 	{key: "gateway-max-message-bytes", group: GroupLimits, env: env("gateway-max-message-bytes"), def: "1MiB",
 		usage: "largest /gateway message; a larger one closes the connection (1009)",
@@ -549,8 +552,8 @@ var settings = []*setting{
 	{key: "shutdown-timeout", group: GroupServing, env: env("shutdown-timeout"), def: "10s",
 		usage: "on SIGTERM/SIGINT, how long in-flight requests may finish before they are cut",
 		field: func(c *Config) any { return &c.ShutdownTimeout }, check: positive},
-	{key: "ssh-host-key", group: GroupSSH, env: env("ssh-host-key"), def: defaultHostKey(os.Geteuid(), os.Getenv),
-		usage: "SSH host key of /ssh and the SSH port; an ed25519 key is generated there (0600) if missing",
+	{key: "ssh-host-key", group: GroupSSH, env: env("ssh-host-key"),
+		usage: "SSH host key of /ssh and the SSH port; an ed25519 key is generated there (0600) if missing; default: --state-dir's ssh_host_ed25519_key",
 		field: func(c *Config) any { return &c.SSHHostKey }, operatorPath: operatorFile, used: (*Config).servesSSH},
 	{key: "max-ssh-connections", group: GroupSSH, env: env("max-ssh-connections"), def: "1024",
 		usage: "concurrent SSH connections of each listener (/ssh, the SSH port); more are refused with a clear message",
@@ -718,16 +721,5 @@ func normalizeKey(k string) string {
 // systemd unit's StateDirectory), and the user's state directory otherwise, so
 // a first run as an ordinary user needs no write access to /var/lib.
 func defaultHostKey(euid int, getenv func(string) string) string {
-	if euid == 0 {
-		return "/var/lib/agentbe/ssh_host_ed25519_key"
-	}
-	state := getenv("XDG_STATE_HOME")
-	if state == "" {
-		home := getenv("HOME")
-		if home == "" {
-			home = os.TempDir()
-		}
-		state = filepath.Join(home, ".local", "state")
-	}
-	return filepath.Join(state, "agentbe", "ssh_host_ed25519_key")
+	return filepath.Join(defaultStateDir(euid, getenv), hostKeyName)
 }

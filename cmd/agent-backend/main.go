@@ -327,6 +327,7 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 			"bind", cfg.Bind, "port", cfg.Port)
 	}
 
+	logStateFiles(log, cfg)
 	warnRootCommands(log, cfg, os.Geteuid())
 
 	// The start-up line telling how to connect names the token's file or

@@ -21,3 +21,20 @@ func warnRootCommands(log *slog.Logger, cfg config.Config, euid int) {
 	}
 	log.Warn("commands will run as root (uid 0): the daemon is root and --run-as is not set", "hint", rootCommandsHint)
 }
+
+// logStateFiles logs one line listing what the daemon will write outside
+// the workspace and where (config.Config.StateFiles: the SSH host key, the
+// upstream caches, the audit log), with --state-dir, which holds those
+// whose own flags are not given.
+func logStateFiles(log *slog.Logger, cfg config.Config) {
+	files := cfg.StateFiles()
+	if len(files) == 0 {
+		log.Info("files the daemon writes outside the workspace: none", "state_dir", cfg.StateDir)
+		return
+	}
+	args := []any{"state_dir", cfg.StateDir}
+	for _, f := range files {
+		args = append(args, f.What, f.Path)
+	}
+	log.Info("files the daemon writes outside the workspace", args...)
+}

@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/user"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 )
 
 // TestWarnRootCommands: one warning with the --run-as hint exactly when
@@ -66,5 +71,44 @@ func TestRootCommandsWarningAtStart(t *testing.T) {
 	p = startDaemon(t, "--root", root, "--run-as", "nobody")
 	if strings.Contains(p.stderr.String(), "commands will run as root") {
 		t.Errorf("--run-as nobody, yet the warning:\n%s", p.stderr)
+	}
+}
+
+// TestStateFilesLine: the binary lists, in one start-up line, what it
+// will write where: the host key under --state-dir (created there), the
+// upstream caches with --upstreams, the audit log; an explicit
+// --ssh-host-key wins.
+func TestStateFilesLine(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	ups := filepath.Join(t.TempDir(), "ups.json")
+	if err := os.WriteFile(ups, []byte(`{"servers":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// startDaemon passes its own --ssh-host-key; run this one with none.
+	port := freePort(t)
+	cmd := exec.Command(binary, "daemon", "--root", t.TempDir(), "--port", strconv.Itoa(port), "--isolation", "software",
+		"--state-dir", state, "--audit-log", audit, "--upstreams", ups)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	var errOut syncbuf.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	want := fmt.Sprintf(`msg="files the daemon writes outside the workspace" state_dir=%s ssh_host_key=%s upstream_cache=%s audit_log=%s`,
+		state, filepath.Join(state, "ssh_host_ed25519_key"), filepath.Join(state, "upstreams"), audit)
+	waitFor(t, func() bool { return strings.Contains(errOut.String(), "msg=listening") })
+	if n := strings.Count(errOut.String(), "files the daemon writes outside the workspace"); n != 1 || !strings.Contains(errOut.String(), want) {
+		t.Errorf("%d lines; want one with\n%s\nin:\n%s", n, want, errOut.String())
+	}
+	if fi, err := os.Stat(filepath.Join(state, "ssh_host_ed25519_key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the host key is not in --state-dir: %v", err)
+	}
+
+	key := filepath.Join(t.TempDir(), "key")
+	p := startDaemon(t, "--root", t.TempDir(), "--state-dir", state, "--ssh-host-key", key)
+	if !strings.Contains(p.stderr.String(), "state_dir="+state+" ssh_host_key=") || strings.Contains(p.stderr.String(), "ssh_host_key="+filepath.Join(state, "ssh_host_ed25519_key")) {
+		t.Errorf("an explicit --ssh-host-key does not win:\n%s", p.stderr)
 	}
 }

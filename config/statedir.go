@@ -1,0 +1,79 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// The files the daemon keeps of its own under --state-dir, when their own
+// flags are not given.
+const (
+	hostKeyName      = "ssh_host_ed25519_key" // --ssh-host-key
+	upstreamCacheSub = "upstreams"            // --upstream-cache-dir
+)
+
+// defaultStateDir is --state-dir's default: /var/lib/agentbe for root (the
+// systemd unit's StateDirectory), else $XDG_STATE_HOME/agentbe or
+// ~/.local/state/agentbe, so a first run as an ordinary user needs no write
+// access to /var/lib.
+func defaultStateDir(euid int, getenv func(string) string) string {
+	if euid == 0 {
+		return "/var/lib/agentbe"
+	}
+	state := getenv("XDG_STATE_HOME")
+	if state == "" {
+		home := getenv("HOME")
+		if home == "" {
+			home = os.TempDir()
+		}
+		state = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(state, "agentbe")
+}
+
+// fillStateDefaults puts the files whose flags were not given under
+// StateDir: the SSH host key, and each upstream server's package cache
+// when --upstreams is set. An explicit flag (or variable, or config key)
+// wins.
+func (c *Config) fillStateDefaults() {
+	if c.StateDir == "" {
+		return
+	}
+	if c.SSHHostKey == "" {
+		c.SSHHostKey = filepath.Join(c.StateDir, hostKeyName)
+	}
+	if c.UpstreamCacheDir == "" && c.Upstreams != "" {
+		c.UpstreamCacheDir = filepath.Join(c.StateDir, upstreamCacheSub)
+	}
+}
+
+// usesStateDir reports whether the daemon may write below --state-dir: it
+// serves SSH (a host key) or runs --upstreams (their caches). The rule that
+// the state directory lies outside the workspace holds then, even where
+// --ssh-host-key and --upstream-cache-dir name other places: the
+// directory is the operator's either way.
+func usesStateDir(c *Config) bool {
+	return c.servesSSH() || c.Upstreams != ""
+}
+
+// A StateFile is one file or directory of the daemon's own that it will
+// write: what it is (a log key), and where.
+type StateFile struct{ What, Path string }
+
+// StateFiles lists what the daemon will write outside the workspace, for
+// the start-up line: the SSH host key (when SSH is served), the upstream
+// servers' package caches (with --upstreams) and the audit log (when it is
+// a file).
+func (c Config) StateFiles() []StateFile {
+	var fs []StateFile
+	if c.servesSSH() && c.SSHHostKey != "" {
+		fs = append(fs, StateFile{"ssh_host_key", c.SSHHostKey})
+	}
+	if c.Upstreams != "" && c.UpstreamCacheDir != "" {
+		fs = append(fs, StateFile{"upstream_cache", c.UpstreamCacheDir})
+	}
+	if c.AuditLog != "" && c.AuditLog != "-" {
+		fs = append(fs, StateFile{"audit_log", c.AuditLog})
+	}
+	return fs
+}

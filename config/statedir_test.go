@@ -1,0 +1,105 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestStateDirDefault: /var/lib/agentbe for root, else the user's state
+// directory; the host key's default lies in it.
+func TestStateDirDefault(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	for _, tt := range []struct {
+		euid int
+		env  map[string]string
+		want string
+	}{
+		{0, map[string]string{"HOME": "/root", "XDG_STATE_HOME": "/xdg"}, "/var/lib/agentbe"},
+		{1000, map[string]string{"HOME": "/home/u"}, "/home/u/.local/state/agentbe"},
+		{1000, map[string]string{"HOME": "/home/u", "XDG_STATE_HOME": "/xdg"}, "/xdg/agentbe"},
+	} {
+		if got := defaultStateDir(tt.euid, env(tt.env)); got != tt.want {
+			t.Errorf("defaultStateDir(%d, %v) = %q; want %q", tt.euid, tt.env, got, tt.want)
+		}
+		if got := defaultHostKey(tt.euid, env(tt.env)); got != filepath.Join(tt.want, "ssh_host_ed25519_key") {
+			t.Errorf("defaultHostKey(%d, %v) = %q; not in %s", tt.euid, tt.env, got, tt.want)
+		}
+	}
+}
+
+// TestStateDirMovesItsFiles: --state-dir (or AGENTBE_STATE_DIR, or the
+// config key) puts the host key and, with --upstreams, the upstream caches
+// under it; their own flags win.
+func TestStateDirMovesItsFiles(t *testing.T) {
+	state := t.TempDir()
+	ups := writeFile(t, "ups.json", `{"servers":[]}`)
+	cfgFile := writeFile(t, "c.yaml", "state-dir: "+state+"\n")
+	for _, tc := range []struct {
+		name         string
+		args         []string
+		env          map[string]string
+		key, cache   string
+		wantStateDir string
+	}{
+		{name: "flag", args: []string{"--state-dir", state}, key: filepath.Join(state, "ssh_host_ed25519_key"), wantStateDir: state},
+		{name: "variable", env: map[string]string{"AGENTBE_STATE_DIR": state}, key: filepath.Join(state, "ssh_host_ed25519_key"), wantStateDir: state},
+		{name: "config file", args: []string{"--config", cfgFile}, key: filepath.Join(state, "ssh_host_ed25519_key"), wantStateDir: state},
+		{name: "with --upstreams", args: []string{"--state-dir", state, "--upstreams", ups},
+			key: filepath.Join(state, "ssh_host_ed25519_key"), cache: filepath.Join(state, "upstreams"), wantStateDir: state},
+		{name: "--ssh-host-key wins", args: []string{"--state-dir", state, "--ssh-host-key", "/etc/agentbe/key"},
+			key: "/etc/agentbe/key", wantStateDir: state},
+		{name: "AGENTBE_SSH_HOST_KEY wins", args: []string{"--state-dir", state}, env: map[string]string{"AGENTBE_SSH_HOST_KEY": "/etc/agentbe/key"},
+			key: "/etc/agentbe/key", wantStateDir: state},
+		{name: "--upstream-cache-dir wins", args: []string{"--state-dir", state, "--upstreams", ups, "--upstream-cache-dir", "/var/cache/ups"},
+			key: filepath.Join(state, "ssh_host_ed25519_key"), cache: "/var/cache/ups", wantStateDir: state},
+	} {
+		c, err := load(t, tc.args, tc.env)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if c.StateDir != tc.wantStateDir || c.SSHHostKey != tc.key || c.UpstreamCacheDir != tc.cache {
+			t.Errorf("%s: state %q, host key %q, cache %q; want %q, %q, %q", tc.name, c.StateDir, c.SSHHostKey, c.UpstreamCacheDir, tc.wantStateDir, tc.key, tc.cache)
+		}
+		if !strings.Contains(c.Format(), fmt.Sprintf("state-dir: %q", state)) {
+			t.Errorf("%s: --check-config's output lacks the state dir:\n%s", tc.name, c.Format())
+		}
+	}
+	if c, err := load(t, nil, map[string]string{"HOME": "/home/u"}); err != nil || c.StateDir != defaultStateDir(os.Geteuid(), os.Getenv) {
+		t.Errorf("no flag: state dir %q (%v), want the default", c.StateDir, err)
+	}
+}
+
+// TestStateDirOutsideWorkspace: a state directory the daemon may write in
+// (SSH served) lies outside the workspace; with --local-only (no host key,
+// no upstreams) it is not checked, so --root $HOME works there.
+func TestStateDirOutsideWorkspace(t *testing.T) {
+	root := t.TempDir()
+	c := Default()
+	c.Root = root
+	c.StateDir = filepath.Join(root, ".local", "state", "agentbe")
+	c.SSHHostKey = filepath.Join(t.TempDir(), "key")
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--state-dir "+c.StateDir+" lies inside the workspace --root "+root) {
+		t.Errorf("state dir inside the workspace: %v", err)
+	}
+	c.LocalOnly = true
+	if err := c.Validate(); err != nil {
+		t.Errorf("--local-only, state dir unused: %v", err)
+	}
+}
+
+// TestStateFiles: what the start-up line lists, by what is configured.
+func TestStateFiles(t *testing.T) {
+	c := Default()
+	c.SSHHostKey, c.AuditLog = "/s/key", "/var/log/agentbe.jsonl"
+	c.Upstreams, c.UpstreamCacheDir = "/etc/ups.json", "/s/upstreams"
+	if got := fmt.Sprint(c.StateFiles()); got != "[{ssh_host_key /s/key} {upstream_cache /s/upstreams} {audit_log /var/log/agentbe.jsonl}]" {
+		t.Errorf("all: %s", got)
+	}
+	c.LocalOnly, c.Upstreams, c.AuditLog = true, "", "-"
+	if got := c.StateFiles(); len(got) != 0 {
+		t.Errorf("--local-only, no upstreams, audit to stderr: %v, want nothing", got)
+	}
+}
