@@ -211,7 +211,9 @@ func (b *base) MCPClient(ctx context.Context, opts MCPOptions) (*mcp.ClientSessi
 	}
 	cs, err := c.Connect(ctx, t, nil)
 	if err != nil {
-		return nil, &errcode.Error{Code: errcode.ConnectionClosed, Op: "mcp", Path: opts.ScopePath, Msg: "MCP connect failed", Err: err}
+		// The SDK's error carries the daemon's answer (a refused token, a
+		// root that is not the daemon's): say it, not only that it failed.
+		return nil, &errcode.Error{Code: errcode.ConnectionClosed, Op: "mcp", Path: opts.ScopePath, Msg: "MCP connect failed: " + err.Error(), Err: err}
 	}
 	b.Track(cs)
 	return cs, nil

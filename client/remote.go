@@ -1,9 +1,11 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -189,6 +191,14 @@ func NewRemote(ctx context.Context, opts RemoteOptions) (*Remote, error) {
 	// NewRemote is the explicit connect: disconnected → connecting →
 	// connected, or back to disconnected with the reason.
 	rb.life.set(StatusConnecting, nil)
+	if opts.Transport == "websocket" {
+		// /health is on /ssh's port; the conventional transport's daemon
+		// may serve no HTTP where the client can reach it.
+		if err := conn.checkRoot(ctx); err != nil {
+			rb.life.set(StatusDisconnected, err)
+			return nil, err
+		}
+	}
 	if err := conn.connect(ctx); err != nil {
 		rb.life.set(StatusDisconnected, err)
 		return nil, err
@@ -210,6 +220,10 @@ type remoteConn struct {
 	ssh   *gossh.Client
 	sftp  *sftp.Client
 	state string // "" while connected; why not, otherwise
+
+	// daemonRoot is the daemon's root as its /health names it, cleaned
+	// (checkRoot); "" when it could not be read.
+	daemonRoot string
 
 	stop     chan struct{} // closed by close
 	stopOnce sync.Once
@@ -340,6 +354,9 @@ func (c *remoteConn) supervise() {
 		c.mu.Lock()
 		client := c.ssh
 		c.mu.Unlock()
+		if client == nil {
+			return // destroyed before the supervisor first looked
+		}
 		dropped := make(chan error, 1)
 		go func() { dropped <- client.Wait() }()
 		if !c.watch(client, dropped) {
@@ -821,28 +838,51 @@ func (d *remoteDriver) mcpTransport(_ context.Context, opts MCPOptions) (mcp.Tra
 			return nil, err
 		}
 	}
-	hdr := http.Header{"X-Root-Dir": {d.conn.opts.Root}}
+	// X-Root-Dir is the daemon's root when /health named it, so a Root
+	// inside it (checkRoot admits one) reaches MCP as a scope of it.
+	root := d.conn.daemonRoot
+	if root == "" {
+		root = path.Clean(d.conn.opts.Root)
+	}
+	hdr := http.Header{"X-Root-Dir": {root}}
 	if d.conn.opts.Token != "" {
 		hdr.Set("Authorization", "Bearer "+d.conn.opts.Token)
 	}
-	if rel := strings.TrimPrefix(strings.TrimPrefix(dir, d.conn.opts.Root), "/"); rel != "" {
+	if rel := strings.TrimPrefix(strings.TrimPrefix(dir, root), "/"); rel != "" {
 		hdr.Set("X-Scope-Path", rel)
 	}
 	return &mcp.StreamableClientTransport{Endpoint: d.conn.baseURL("http") + "/mcp",
-		HTTPClient: &http.Client{Transport: headerTransport{hdr: hdr}}, DisableStandaloneSSE: true}, nil
+		HTTPClient: &http.Client{Transport: headerTransport{hdr: hdr, base: d.conn.httpClient().Transport}}, DisableStandaloneSSE: true}, nil
 }
 
 func (d *remoteDriver) close() error { return d.conn.close() }
 
-// headerTransport adds fixed headers to every request.
-type headerTransport struct{ hdr http.Header }
+// headerTransport adds fixed headers to every request it sends on base.
+type headerTransport struct {
+	hdr  http.Header
+	base http.RoundTripper
+}
 
 func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, v := range h.hdr {
 		r.Header[k] = v
 	}
-	return http.DefaultTransport.RoundTrip(r)
+	resp, err := h.base.RoundTrip(r)
+	if err != nil || resp.StatusCode < 400 {
+		return resp, err
+	}
+	// The MCP SDK reports a refusal by its status alone ("Forbidden");
+	// the daemon's {"error","message"} says why (a wrong token, a root
+	// that is not the daemon's), so that is the error.
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var refusal struct{ Error, Message string }
+	if json.Unmarshal(body, &refusal) != nil || refusal.Error == "" {
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		return resp, nil
+	}
+	resp.Body.Close()
+	return nil, fmt.Errorf("HTTP %d %s: %s", resp.StatusCode, refusal.Error, refusal.Message)
 }
 
 // cappedBuffer collects output up to max bytes and notes more.
