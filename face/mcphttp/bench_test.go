@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 )
 
@@ -122,6 +123,8 @@ func BenchmarkReadTextFile(b *testing.B) {
 	})
 	// naive is the reference daemon's design, for comparison: a new MCP
 	// server (tool table, schemas) built for every request, SSE replies.
+	// The request is handed to the SDK as the server's own SDK path hands
+	// it (serveSDK, with the caller admission named: here the loopback's).
 	b.Run("naive-server-per-request", func(b *testing.B) {
 		e, _ := benchEnv(b)
 		opts := e.srv.opts
@@ -130,7 +133,7 @@ func BenchmarkReadTextFile(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			s.sseH.ServeHTTP(w, r)
+			s.serveSDK(s.sseH, w, r, admit.Local)
 		})
 		hs := httptest.NewServer(h)
 		defer hs.Close()
