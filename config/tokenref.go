@@ -8,11 +8,12 @@ import (
 // TokenRef is how a user's shell names the bearer token in use without
 // writing its value: "$(cat FILE)" for --auth-token-file (FILE absolute),
 // "$NAME" for the environment variable it came from (AGENTBE_AUTH_TOKEN or
-// AUTH_TOKEN), a placeholder naming --auth-token or --tokens when the value
-// lives only in the command line, the config file or a digest file, and ""
-// without a token. lookupEnv is os.LookupEnv in production. The start-up
-// line that tells a user how to connect (daemon/connect.go) prints it, so
-// it never holds the token itself.
+// AUTH_TOKEN), a placeholder naming --auth-token (and the config file, when
+// one is read) or --tokens when the value lives only in the command line,
+// the config file or a digest file, and "" without a token. lookupEnv is
+// os.LookupEnv in production. The start-up line that tells a user how to
+// connect (daemon/connect.go) prints it, so it never holds the token
+// itself.
 func (c Config) TokenRef(lookupEnv func(string) (string, bool)) string {
 	switch {
 	case c.AuthTokenFile != "":
@@ -31,6 +32,9 @@ func (c Config) TokenRef(lookupEnv func(string) (string, bool)) string {
 					break // the first one set is the one Load read
 				}
 			}
+		}
+		if c.ConfigFile != "" {
+			return "<the auth token of --auth-token or --config " + c.ConfigFile + ">"
 		}
 		return "<the value of --auth-token>"
 	case c.TokensFile != "":

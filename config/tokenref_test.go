@@ -24,6 +24,7 @@ func TestTokenRef(t *testing.T) {
 		{"AUTH_TOKEN", Config{AuthToken: "v"}, map[string]string{"AUTH_TOKEN": "v"}, "$AUTH_TOKEN"},
 		{"flag over the variable", Config{AuthToken: "flag"}, map[string]string{"AGENTBE_AUTH_TOKEN": "env"}, "<the value of --auth-token>"},
 		{"flag", Config{AuthToken: "v"}, nil, "<the value of --auth-token>"},
+		{"flag or config file", Config{AuthToken: "v", ConfigFile: "/etc/agentbe/c.yaml"}, nil, "<the auth token of --auth-token or --config /etc/agentbe/c.yaml>"},
 		{"tokens file", Config{TokensFile: "/etc/agentbe/tokens.json"}, nil, "<a token whose digest is in --tokens /etc/agentbe/tokens.json>"},
 	} {
 		if got := tc.c.TokenRef(env(tc.env)); got != tc.want {
