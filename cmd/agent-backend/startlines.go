@@ -8,7 +8,9 @@ import (
 
 // rootCommandsHint is the start-up warning's hint when commands would run
 // as uid 0: the flag, and what it changes.
-const rootCommandsHint = "--run-as <user>: commands (exec, processes, upstream servers) run with that user's uid, gid and groups, " +
+// (It names no tool: TestSecondSignalExitsAtOnce reads "exec" in the log as
+// the sign that its call runs.)
+const rootCommandsHint = "--run-as <user>: the agent's commands, background processes and upstream servers run with that user's uid, gid and groups, " +
 	"so they reach only the files that user may; the daemon keeps root for its own files (host key, audit log)"
 
 // warnRootCommands logs one warning when the daemon is root (euid 0), serves

@@ -42,7 +42,7 @@ func TestWarnRootCommands(t *testing.T) {
 			continue
 		}
 		if strings.Count(got, "\n") != 1 || !strings.Contains(got, "level=WARN") ||
-			!strings.Contains(got, "commands will run as root (uid 0)") || !strings.Contains(got, `hint="--run-as <user>: commands`) {
+			!strings.Contains(got, "commands will run as root (uid 0)") || !strings.Contains(got, `hint="--run-as <user>: the agent's commands`) {
 			t.Errorf("%s: %q, want one warning naming uid 0 with the --run-as hint", tc.name, got)
 		}
 	}
@@ -65,7 +65,7 @@ func TestRootCommandsWarningAtStart(t *testing.T) {
 	if n := strings.Count(p.stderr.String(), "commands will run as root (uid 0)"); n != 1 {
 		t.Errorf("%d warnings, want 1:\n%s", n, p.stderr)
 	}
-	if !strings.Contains(p.stderr.String(), `hint="--run-as <user>: commands`) {
+	if !strings.Contains(p.stderr.String(), `hint="--run-as <user>: the agent's commands`) {
 		t.Errorf("no --run-as hint:\n%s", p.stderr)
 	}
 	p = startDaemon(t, "--root", root, "--run-as", "nobody")
