@@ -334,7 +334,8 @@ func TestEnvFileVariablesAreKnown(t *testing.T) {
 		t.Fatalf("daemon --help: %v\n%s", err, help)
 	}
 	known := map[string]bool{}
-	for _, m := range regexp.MustCompile(`\[env ([A-Z0-9_, ]+)\]`).FindAllStringSubmatch(string(help), -1) {
+	// A list of names may wrap across lines of the help's column.
+	for _, m := range regexp.MustCompile(`\[env\s+([A-Z0-9_,\s]+)\]`).FindAllStringSubmatch(string(help), -1) {
 		for _, name := range strings.Split(m[1], ",") {
 			known[strings.TrimSpace(name)] = true
 		}
