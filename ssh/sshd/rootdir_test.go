@@ -87,8 +87,7 @@ func TestClientRootOutsideRoot(t *testing.T) {
 // mismatch, and a refusal names the configured spelling.
 func TestClientRootAlias(t *testing.T) {
 	alias := filepath.Join(t.TempDir(), "link")
-	var e *env
-	e = newEnv(t, withOpts(func(o *testOptions) {
+	e := newEnv(t, withOpts(func(o *testOptions) {
 		if err := os.Symlink(o.Workspace.Root(), alias); err != nil {
 			t.Fatal(err)
 		}
