@@ -51,11 +51,11 @@ func Command(tb testing.TB, pkg string, names ...string) string {
 			return p
 		}
 	}
-	what := names[0]
+	what := names[0] + " is not installed"
 	if len(names) > 1 {
-		what = "none of " + joinNames(names)
+		what = "none of " + joinNames(names) + " is installed"
 	}
-	Missing(tb, what+" is not installed (apt-get install "+pkg+")")
+	Missing(tb, what+" (apt-get install "+pkg+")")
 	return ""
 }
 

@@ -60,7 +60,7 @@ func TestCommandAndFile(t *testing.T) {
 	}
 	r.reset()
 	Command(r, "frobnicator", "no-such-program-agentbe", "no-such-either-agentbe")
-	if !strings.Contains(r.skip, "none of no-such-program-agentbe or no-such-either-agentbe is not installed (apt-get install frobnicator)") {
+	if !strings.Contains(r.skip, "none of no-such-program-agentbe or no-such-either-agentbe is installed (apt-get install frobnicator)") {
 		t.Errorf("Command of missing programs: %s", r)
 	}
 	r.reset()
