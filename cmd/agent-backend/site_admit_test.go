@@ -6,14 +6,9 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
-
-	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 )
 
 // startSiteServe runs `site serve` on a copy of the example site with
@@ -25,39 +20,8 @@ func startSiteServe(t *testing.T, args ...string) string {
 		t.Fatal(err)
 	}
 	port := freePort(t)
-	cmd := exec.Command(binary, append([]string{"site", "serve", siteDir, "--port", fmt.Sprint(port), "--isolation", "software", "--timeout", "5"}, args...)...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	logs := &syncbuf.Buffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
-		select {
-		case <-exited:
-			t.Fatalf("site serve %s exited: %s", strings.Join(args, " "), logs)
-		default:
-		}
-		if resp, err := http.Get(url + "/"); err == nil {
-			resp.Body.Close()
-			return url
-		}
-		if time.Since(start) > 30*time.Second {
-			t.Fatalf("site serve not answering after 30s: %s", logs)
-		}
-	}
+	url, _ := startSite(t, siteDir, port, append([]string{"site", "serve", siteDir, "--port", fmt.Sprint(port), "--isolation", "software", "--timeout", "5"}, args...)...)
+	return url
 }
 
 // siteRequest is one request to a site, relative to where it is mounted.
