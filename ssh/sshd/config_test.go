@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/srcscan"
+	"github.com/agentbe/agentbe-daemon/internal/sshtest"
 	"github.com/agentbe/agentbe-daemon/ssh/sftpd"
 )
 
@@ -21,16 +22,16 @@ import (
 func TestConfigDefaults(t *testing.T) {
 	ws := fsops.NewMemory("/mem", fsops.Options{})
 	defer ws.Close()
-	if _, err := NewConfig(Config{HostKey: hostKey(t)}); err == nil {
+	if _, err := NewConfig(Config{HostKey: sshtest.HostKey(t)}); err == nil {
 		t.Error("NewConfig without a workspace succeeded")
 	}
 	if _, err := NewConfig(Config{Workspace: ws}); err == nil {
 		t.Error("NewConfig without a host key succeeded")
 	}
-	if _, err := (&Config{Workspace: ws, HostKey: hostKey(t)}).Server(Transport{}); err == nil {
+	if _, err := (&Config{Workspace: ws, HostKey: sshtest.HostKey(t)}).Server(Transport{}); err == nil {
 		t.Error("Server of a Config NewConfig did not make succeeded")
 	}
-	c, err := NewConfig(Config{Workspace: ws, HostKey: hostKey(t), EnvAllowlist: []string{"LANG", "LC_*"}})
+	c, err := NewConfig(Config{Workspace: ws, HostKey: sshtest.HostKey(t), EnvAllowlist: []string{"LANG", "LC_*"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package sshd
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"net"
 	"os"
@@ -14,6 +12,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/sshtest"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -42,18 +41,6 @@ func withMode(m sandbox.Mode) envOpt {
 }
 func withOpts(f func(*testOptions)) envOpt { return func(o *testOptions, _ *sandbox.Config) { f(o) } }
 
-func hostKey(t testing.TB) gossh.Signer {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := gossh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // newEnv starts a server accepting method "none" (unless opts set other
 // authentication) with software isolation unless told otherwise.
 func newEnv(t testing.TB, opts ...envOpt) *env {
@@ -70,7 +57,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := testOptions{Config{Workspace: ws, HostKey: hostKey(t)}, Transport{NoClientAuth: true}}
+	o := testOptions{Config{Workspace: ws, HostKey: sshtest.HostKey(t)}, Transport{NoClientAuth: true}}
 	sc := sandbox.Config{Mode: sandbox.ModeSoftware, WorkspaceRoot: root}
 	for _, f := range opts {
 		f(&o, &sc)

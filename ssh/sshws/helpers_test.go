@@ -2,8 +2,6 @@ package sshws
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -64,20 +62,6 @@ func withConfig(f func(*sshd.Config)) envOpt {
 	return func(_ *Options, c *sshd.Config, _ *sandbox.Config) { f(c) }
 }
 
-// testHostKey is a fresh ed25519 host key.
-func testHostKey(t testing.TB) gossh.Signer {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := gossh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // newEnv starts a server over a fresh directory workspace; software
 // isolation unless told otherwise (it needs nothing installed).
 func newEnv(t testing.TB, opts ...envOpt) *env {
@@ -95,7 +79,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 		t.Fatal(err)
 	}
 	var o Options
-	c := sshd.Config{Workspace: ws, HostKey: testHostKey(t)}
+	c := sshd.Config{Workspace: ws, HostKey: sshtest.HostKey(t)}
 	sc := sandbox.Config{Mode: sandbox.ModeSoftware, WorkspaceRoot: root}
 	for _, f := range opts {
 		f(&o, &c, &sc)
@@ -114,7 +98,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 // newMemEnv serves an in-memory workspace, without an executor.
 func newMemEnv(t testing.TB) *env {
 	ws := fsops.NewMemory("/mem", fsops.Options{})
-	return startEnv(t, "/mem", ws, Options{}, sshd.Config{Workspace: ws, HostKey: testHostKey(t)})
+	return startEnv(t, "/mem", ws, Options{}, sshd.Config{Workspace: ws, HostKey: sshtest.HostKey(t)})
 }
 
 // startEnv serves /ssh with o over the SSH configuration c (its Workspace

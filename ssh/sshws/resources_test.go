@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/sshtest"
 	"github.com/agentbe/agentbe-daemon/ssh/sftpd"
 	"github.com/agentbe/agentbe-daemon/ssh/sshd"
 )
@@ -259,7 +260,7 @@ func newHangEnv(t *testing.T, sftpLimits ...sshd.SFTPLimits) (*env, *hangWS) {
 	t.Helper()
 	base := newEnv(t)
 	h := newHangWS(base.ws)
-	c := sshd.Config{Workspace: h, HostKey: testHostKey(t)}
+	c := sshd.Config{Workspace: h, HostKey: sshtest.HostKey(t)}
 	if len(sftpLimits) > 0 {
 		c.SFTP = sftpLimits[0]
 	}

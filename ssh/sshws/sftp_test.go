@@ -463,7 +463,7 @@ func TestScopedWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ex.Close()
-	e := startEnv(t, scope.Root(), scope, Options{}, sshd.Config{Workspace: scope, Executor: ex, HostKey: testHostKey(t)})
+	e := startEnv(t, scope.Root(), scope, Options{}, sshd.Config{Workspace: scope, Executor: ex, HostKey: sshtest.HostKey(t)})
 	c := e.dial(t, "")
 	sc, err := newSFTP(c)
 	if err != nil {
