@@ -347,3 +347,12 @@ func formatCount(n int) string {
 	}
 	return s
 }
+
+// UnifiedDiff renders old → new as a unified diff with 3 lines of context and
+// file headers naming name, the same rendering the edit tool returns. ok is
+// false when the edit script is too long to render (beyond diffBudget line
+// edits), so callers can say the diff was left out rather than show a partial
+// one.
+func UnifiedDiff(name, oldS, newS string) (diff string, ok bool) {
+	return unifiedDiff(name, oldS, newS, 3)
+}

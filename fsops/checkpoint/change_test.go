@@ -1,0 +1,47 @@
+package checkpoint
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDescribeTextBinaryBudget(t *testing.T) {
+	budget := DefaultDiffBudget
+	c := Change{Path: "a.txt", Kind: KindModified, Type: TypeFile}
+	Describe(&c, []byte("one\ntwo\n"), []byte("one\nthree\n"), &budget)
+	if !strings.Contains(c.Diff, "-two\n+three\n") || c.OldSize != 8 || c.NewSize != 10 || c.Binary {
+		t.Fatalf("text change: %+v", c)
+	}
+	if budget != DefaultDiffBudget-len(c.Diff) {
+		t.Fatalf("budget %d after a %d-byte diff", budget, len(c.Diff))
+	}
+
+	b := Change{Path: "b.bin", Kind: KindAdded, Type: TypeFile}
+	Describe(&b, nil, []byte{0, 1, 2}, &budget)
+	if !b.Binary || b.Diff != "" || b.NewSize != 3 {
+		t.Fatalf("binary change: %+v", b)
+	}
+
+	big := make([]byte, MaxTextBytes+1)
+	for i := range big {
+		big[i] = 'x'
+	}
+	l := Change{Path: "big.txt", Kind: KindModified, Type: TypeFile}
+	Describe(&l, []byte("x"), big, &budget)
+	if !l.Binary || l.Diff != "" || !strings.Contains(l.Note, "bytes") {
+		t.Fatalf("large change: %+v", l)
+	}
+
+	small := 10
+	var s ChangeSet
+	d := Change{Path: "c.txt", Kind: KindModified, Type: TypeFile}
+	Describe(&d, []byte("a\n"), []byte("b\n"), &small)
+	s.Add(d)
+	if d.Diff != "" || !s.Truncated || !strings.Contains(s.Notice, "limit") || s.Modified != 1 {
+		t.Fatalf("over budget: %+v %+v", d, s)
+	}
+	txt := Text(s)
+	if !strings.Contains(txt, "M c.txt") || !strings.Contains(txt, s.Notice) {
+		t.Fatalf("text: %q", txt)
+	}
+}
