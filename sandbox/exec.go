@@ -780,6 +780,11 @@ const maxDrain = 2 << 20
 // once the shell has exited, so a background job cannot outlive its
 // command (as under bwrap, where the pid namespace ends with the shell).
 func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
+	if req.Overlay != nil {
+		if err := e.overlayOK(req.Overlay); err != nil {
+			return Result{}, withCommand(err, req.Command)
+		}
+	}
 	wd, parsed, err := e.prepare(&req, false)
 	if err != nil {
 		return Result{}, withCommand(err, req.Command)
@@ -806,17 +811,34 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	}
 
 	cmd, direct := e.command(req.Command, parsed, wd, env, false)
+	var ov *overlayRun
+	if req.Overlay != nil {
+		// Through the shell: a direct start's retry would build a bwrap
+		// command of its own, without the overlay.
+		cmd, direct = e.shellCommand(req.Command, wd, env, false), false
+		if ov, err = e.wrapOverlay(cmd, req.Overlay, wd.boundary); err != nil {
+			return Result{}, execError(req.Command, err)
+		}
+		defer ov.ours.Close()
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
+		if ov != nil {
+			ov.theirs.Close()
+		}
 		return Result{}, execError(req.Command, err)
 	}
 	readers, childEnds := []*os.File{outR}, []*os.File{outW}
+	if ov != nil {
+		childEnds = append(childEnds, ov.theirs)
+	}
 	cmd.Stdout, cmd.Stderr = outW, outW
 	if !req.MergeStderr {
 		errR, errW, err := os.Pipe()
 		if err != nil {
-			outR.Close()
-			outW.Close()
+			for _, f := range append(readers, childEnds...) {
+				f.Close()
+			}
 			return Result{}, execError(req.Command, err)
 		}
 		cmd.Stderr = errW
@@ -853,7 +875,16 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	if werr != nil && cmd.ProcessState == nil {
 		return res, execError(req.Command, werr)
 	}
+	if ov != nil {
+		if res.Upper, err = ov.receive(); err != nil {
+			return res, &errcode.Error{Code: errcode.NotImplemented, Op: "exec", Command: req.Command, Msg: err.Error()}
+		}
+	}
 	if ctx.Err() != nil && !res.TimedOut && r.c.killed.Load() {
+		if res.Upper != nil {
+			res.Upper.Close()
+			res.Upper = nil
+		}
 		return res, &errcode.Error{Code: errcode.ExecError, Op: "exec", Command: req.Command, Msg: "canceled", Err: ctx.Err()}
 	}
 	return res, nil

@@ -134,6 +134,10 @@ type Request struct {
 	OnOutput func(stream string, p []byte)
 	Stdin    io.Reader // Run only; nil = empty stdin
 	Pty      *Pty      // Start only; nil = pipes
+	// Overlay (Run only, bwrap mode only) runs the command on a
+	// copy-on-write view of Workspace (overlay.go); Result.Upper then
+	// holds what it changed.
+	Overlay *Overlay
 }
 
 // CommandLine quotes argv into the one command string a Request takes, each
@@ -179,6 +183,11 @@ type Result struct {
 	// truncated when its size exceeds len of the kept bytes.
 	StdoutSize, StderrSize int64
 	Duration               time.Duration
+	// Upper (a Request with an Overlay) is the directory of the
+	// transaction's tmpfs: its "upper" subdirectory is the overlay's upper
+	// layer (whiteouts for deletions, user.overlay.* attributes). The
+	// caller closes it; the tmpfs lives as long as a descriptor of it.
+	Upper *os.File
 }
 
 // Stdio are the streams of a started process. Stdin may be nil. With a Pty,

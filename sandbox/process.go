@@ -23,6 +23,9 @@ import (
 // Start applies req.Timeout only when set: shells have no default timeout.
 // The process is tracked until Wait returns; Close kills it.
 func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process, error) {
+	if req.Overlay != nil {
+		return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Command: req.Command, Msg: "an overlay (transaction) runs with Run only"}
+	}
 	wd, parsed, err := e.prepare(&req, true)
 	if err != nil {
 		return nil, withCommand(err, req.Command)

@@ -174,6 +174,9 @@ func Main() {
 			"See docs/security.md.")
 		os.Exit(0)
 	}
+	if len(os.Args) >= 3 && os.Args[2] == overlayFlag {
+		os.Exit(runOverlay(os.Args[3:]))
+	}
 	if len(os.Args) == 4 && os.Args[2] == refuse {
 		os.Exit(fail(126, errors.New(os.Args[3])))
 	}

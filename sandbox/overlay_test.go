@@ -1,0 +1,158 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+)
+
+// txDir is a transaction directory outside the workspace.
+func txDir(t *testing.T) string {
+	t.Helper()
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestOverlayLeavesWorkspace: a command run on an overlay writes, deletes
+// and edits; the workspace is untouched, and the upper layer the result
+// hands back holds exactly those changes (a whiteout for the deletion).
+func TestOverlayLeavesWorkspace(t *testing.T) {
+	e, ws := newExec(t, ModeBwrap)
+	if err := os.WriteFile(filepath.Join(ws, "a"), []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(ws, "src", "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ov := &Overlay{Dir: txDir(t), MaxBytes: 1 << 20, MaxFiles: 100}
+	res, err := e.Run(context.Background(), Request{Command: "echo new >> a && echo b > b && rm -rf src && pwd && cat a", Overlay: ov})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Upper.Close()
+	if res.ExitCode != 0 || string(res.Stdout) != ws+"\nold\nnew\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a")); string(b) != "old\n" {
+		t.Fatalf("workspace a = %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "b")); !os.IsNotExist(err) {
+		t.Fatalf("b written to the workspace: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "src", "x")); err != nil {
+		t.Fatalf("src removed from the workspace: %v", err)
+	}
+	up := "/proc/self/fd/" + strconv.Itoa(int(res.Upper.Fd())) + "/upper"
+	if b, err := os.ReadFile(up + "/a"); err != nil || string(b) != "old\nnew\n" {
+		t.Fatalf("upper a = %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(up + "/b"); err != nil || string(b) != "b\n" {
+		t.Fatalf("upper b = %q, %v", b, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(up+"/src", &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != 0 {
+		t.Fatalf("src is no whiteout: %+v %v", st, err)
+	}
+}
+
+// TestOverlayBounded: a command that writes more files than the
+// transaction's limit gets ENOSPC, and the workspace has none of them.
+func TestOverlayBounded(t *testing.T) {
+	e, ws := newExec(t, ModeBwrap)
+	ov := &Overlay{Dir: txDir(t), MaxBytes: 1 << 20, MaxFiles: 50}
+	res, err := e.Run(context.Background(), Request{Command: "for i in $(seq 1 200); do : > f$i || exit 7; done", Overlay: ov})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Upper.Close()
+	if res.ExitCode != 7 || !strings.Contains(string(res.Stderr), "No space left on device") {
+		t.Fatalf("exit %d stderr %q", res.ExitCode, res.Stderr)
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) != 0 {
+		t.Fatalf("workspace has %d entries", len(ents))
+	}
+	res, err = e.Run(context.Background(), Request{Command: "head -c 2000000 /dev/zero > big", Overlay: ov})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Upper.Close()
+	if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "No space left on device") {
+		t.Fatalf("2 MB into a 1 MB transaction: exit %d stderr %q", res.ExitCode, res.Stderr)
+	}
+}
+
+// TestOverlayRefusedOutsideBwrap: in the other modes a transaction is
+// refused naming bwrap, and nothing runs.
+func TestOverlayRefusedOutsideBwrap(t *testing.T) {
+	for _, mode := range []Mode{ModeSoftware, ModeLandlock, ModeNone} {
+		t.Run(string(mode), func(t *testing.T) {
+			e, ws := newExec(t, mode)
+			_, err := e.Run(context.Background(), Request{Command: "touch ran", Overlay: &Overlay{Dir: txDir(t), MaxBytes: 1 << 20, MaxFiles: 10}})
+			if !errcode.Is(err, errcode.NotImplemented) || !strings.Contains(err.Error(), "bwrap") {
+				t.Fatalf("err = %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(ws, "ran")); !os.IsNotExist(err) {
+				t.Fatal("the command ran")
+			}
+		})
+	}
+}
+
+// TestOverlayDirChecked: a transaction directory inside the workspace, or
+// one the overlay's options cannot name, is refused before anything runs.
+func TestOverlayDirChecked(t *testing.T) {
+	e, ws := newExec(t, ModeBwrap)
+	for _, dir := range []string{filepath.Join(ws, "tx"), "relative", txDir(t) + "/a,b"} {
+		_, err := e.Run(context.Background(), Request{Command: "true", Overlay: &Overlay{Dir: dir, MaxBytes: 1, MaxFiles: 1}})
+		if !errcode.Is(err, errcode.InvalidArgument) {
+			t.Fatalf("%s: err = %v", dir, err)
+		}
+	}
+}
+
+// TestOverlayRunAs: a root daemon's transaction with --run-as runs as that
+// user (the files it writes are the user's), on the overlay.
+func TestOverlayRunAs(t *testing.T) {
+	needBwrap(t)
+	name := throwawayUser(t, "agov")
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := workspace(t)
+	os.Chmod(filepath.Dir(ws), 0o755)
+	os.Chmod(ws, 0o777)
+	e, err := New(Config{Mode: ModeBwrap, WorkspaceRoot: ws, RunAs: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	res, err := e.Run(context.Background(), Request{Command: "id -u && echo x > f", Overlay: &Overlay{Dir: txDir(t), MaxBytes: 1 << 20, MaxFiles: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Upper.Close()
+	if res.ExitCode != 0 || strings.TrimSpace(string(res.Stdout)) != u.Uid {
+		t.Fatalf("exit %d stdout %q stderr %q; want uid %s", res.ExitCode, res.Stdout, res.Stderr, u.Uid)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat("/proc/self/fd/"+strconv.Itoa(int(res.Upper.Fd()))+"/upper/f", &st); err != nil || strconv.Itoa(int(st.Uid)) != u.Uid {
+		t.Fatalf("upper f owner %d (%v); want %s", st.Uid, err, u.Uid)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "f")); !os.IsNotExist(err) {
+		t.Fatal("f written to the workspace")
+	}
+}
