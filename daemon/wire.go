@@ -90,6 +90,7 @@ func startWorkspace(w *wiring) (r built, err error) {
 	cfg, log := w.cfg, w.log
 	var root fsops.Workspace
 	var ex sandbox.Executor
+	netOn := false // the executor's commands have the network (the memory backend has none to run)
 	defer func() {
 		if err != nil {
 			if ex != nil {
@@ -113,7 +114,8 @@ func startWorkspace(w *wiring) (r built, err error) {
 			return r, err
 		}
 		mode := execCfg.Mode
-		netOn, netWhy := cfg.ExecNetworkOn()
+		var netWhy string
+		netOn, netWhy = cfg.ExecNetworkOn()
 		ex, err = sandbox.New(execCfg)
 		w.execCfg = execCfg
 		if !netOn && cfg.ExecNetwork == "auto" && mode.TriesBwrap() &&
@@ -175,7 +177,7 @@ func startWorkspace(w *wiring) (r built, err error) {
 	}
 	w.root, w.ws, w.exec = root, ws, ex
 	return built{
-		tools: workspace.Tools(ws, workspace.ExecEnv{Executor: ex, Timeout: cfg.ExecTimeout}),
+		tools: workspace.Tools(ws, workspace.ExecEnv{Executor: ex, Timeout: cfg.ExecTimeout, NoNetwork: noNetworkNote(cfg, ex, netOn)}),
 		close: func() error {
 			var errs []error
 			if ex != nil {
@@ -184,6 +186,22 @@ func startWorkspace(w *wiring) (r built, err error) {
 			return errors.Join(append(errs, root.Close())...)
 		},
 	}, nil
+}
+
+// noNetworkNote is the line exec adds to a failed command whose output
+// shows a network failure, when commands run without network (netOn false
+// and a mode that cuts it): the start-up log says it to the operator, this
+// says it to the agent, naming the setting that gives commands the network.
+func noNetworkNote(cfg config.Config, ex sandbox.Executor, netOn bool) string {
+	if netOn || ex == nil || !ex.Mode().CutsNetwork() {
+		return ""
+	}
+	if cfg.ExecNetwork == "false" {
+		return "[agentbe] This command ran without network access: the daemon runs commands with --exec-network=false. " +
+			"The operator gives them network by restarting it with --exec-network=true."
+	}
+	return "[agentbe] This command ran without network access: the daemon serves its port without a token, and then gives commands no network (a command could call the daemon's port and leave its scope). " +
+		"The operator gives them network by restarting it with a token (--auth-token-file FILE) or with --exec-network=true."
 }
 
 // loadUpstreams reads and checks the --upstreams file: the one code that

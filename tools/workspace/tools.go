@@ -83,11 +83,15 @@ func (t tool[In]) def() registry.Tool {
 }
 
 // ExecEnv is what exec needs besides the call's workspace: the executor
-// (nil leaves exec out) and the time limit of one command (0: the
-// executor's default).
+// (nil leaves exec out), the time limit of one command (0: the executor's
+// default), and NoNetwork, set when the executor's commands run without
+// network: the line (why, and which setting gives them network) that a
+// failed command's result ends with when its output shows a network
+// failure, so the agent learns the cause rather than retrying.
 type ExecEnv struct {
-	Executor sandbox.Executor
-	Timeout  time.Duration
+	Executor  sandbox.Executor
+	Timeout   time.Duration
+	NoNetwork string
 }
 
 // Tools returns the tools offered over ws, in the order the reference
@@ -96,7 +100,7 @@ type ExecEnv struct {
 // env has an executor. The daemon sets them as the registry's "workspace"
 // provider.
 func Tools(ws fsops.Workspace, env ExecEnv) []registry.Tool {
-	list := toolList(ws, execEnv{executor: env.Executor, timeout: env.Timeout, base: ws})
+	list := toolList(ws, execEnv{executor: env.Executor, timeout: env.Timeout, base: ws, noNetwork: env.NoNetwork})
 	out := make([]registry.Tool, len(list))
 	for i, t := range list {
 		out[i] = t.def()

@@ -35,11 +35,13 @@ type execArgs struct {
 // execEnv is what exec needs besides the call's workspace, passed in rather
 // than read from a Server: the executor, the time limit of one command (0:
 // the executor's default), and the workspace the tools were built for
-// (base), so that exec in a scope below it creates the scope's directory.
+// (base), so that exec in a scope below it creates the scope's directory;
+// noNetwork is ExecEnv.NoNetwork.
 type execEnv struct {
-	executor sandbox.Executor
-	timeout  time.Duration
-	base     fsops.Workspace
+	executor  sandbox.Executor
+	timeout   time.Duration
+	base      fsops.Workspace
+	noNetwork string
 }
 
 // execTool is the exec tool running commands in env.
@@ -100,7 +102,7 @@ func (env execEnv) exec(ctx context.Context, ws fsops.Workspace, a execArgs) *mc
 		return toolError(execErrorText(err))
 	}
 	if a.Stderr != nil {
-		return structuredResult(res, *a.Stderr == "merged")
+		return structuredResult(res, *a.Stderr == "merged", env.note(res))
 	}
 	stdout := jsTrim(string(sandbox.WithTruncationNotice(res.Stdout, res.StdoutSize)))
 	stderr := jsTrim(string(sandbox.WithTruncationNotice(res.Stderr, res.StderrSize)))
@@ -130,9 +132,23 @@ func (env execEnv) exec(ctx context.Context, ws fsops.Workspace, a execArgs) *mc
 		if res.Signal != "" {
 			code += " (killed by signal " + res.Signal + ")"
 		}
-		return toolError("Command execution failed with exit code " + code + ": " + msg)
+		text := "Command execution failed with exit code " + code + ": " + msg
+		if note := env.note(res); note != "" {
+			text += "\n" + note
+		}
+		return toolError(text)
 	}
 	return textResult(stdout)
+}
+
+// note is the network line for a finished command: only a failed one
+// (exit code not 0, not a timeout) whose output shows a network failure,
+// and only when commands run without network.
+func (env execEnv) note(res sandbox.Result) string {
+	if res.ExitCode == 0 || res.TimedOut || env.noNetwork == "" {
+		return ""
+	}
+	return networkNote(env.noNetwork, string(res.Stderr)+"\n"+string(res.Stdout))
 }
 
 // options applies exec's optional arguments to req: a timeout no longer
@@ -177,8 +193,9 @@ func (env execEnv) options(ws fsops.Workspace, a execArgs, req *sandbox.Request)
 
 // structuredResult is exec's answer when the caller asked for both
 // streams: {exitCode, stdout, stderr} or {exitCode, output}, plus signal
-// and timedOut when they apply; an error result unless the exit code is 0.
-func structuredResult(res sandbox.Result, merged bool) *mcp.CallToolResult {
+// and timedOut when they apply, and note (networkNote) when it is not
+// empty; an error result unless the exit code is 0.
+func structuredResult(res sandbox.Result, merged bool, note string) *mcp.CallToolResult {
 	out := map[string]any{"exitCode": res.ExitCode}
 	stdout := string(sandbox.WithTruncationNotice(res.Stdout, res.StdoutSize))
 	if merged {
@@ -192,6 +209,9 @@ func structuredResult(res sandbox.Result, merged bool) *mcp.CallToolResult {
 	}
 	if res.TimedOut {
 		out["timedOut"] = true
+	}
+	if note != "" {
+		out["note"] = note
 	}
 	b, _ := json.Marshal(out)
 	r := textResult(string(b))
