@@ -1,0 +1,213 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
+)
+
+// layer is a hand-made overlay upper layer (the tmpfs's directory, with
+// upper/ in it), as the kernel leaves one: files, whiteouts (character
+// devices 0:0, which need CAP_MKNOD) and opaque directories.
+type layer struct {
+	t   *testing.T
+	dir string
+}
+
+func newLayer(t *testing.T) *layer {
+	t.Helper()
+	d := t.TempDir()
+	if err := os.Mkdir(filepath.Join(d, "upper"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &layer{t, d}
+}
+
+func (l *layer) file(p, content string) {
+	l.t.Helper()
+	full := filepath.Join(l.dir, "upper", p)
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		l.t.Fatal(err)
+	}
+	if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+func (l *layer) whiteout(p string) {
+	l.t.Helper()
+	if err := unix.Mknod(filepath.Join(l.dir, "upper", p), unix.S_IFCHR, 0); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			l.t.Skip("making a whiteout (mknod c 0 0) needs CAP_MKNOD: run the test as root")
+		}
+		l.t.Fatal(err)
+	}
+}
+
+func (l *layer) opaqueDir(p string) {
+	l.t.Helper()
+	full := filepath.Join(l.dir, "upper", p)
+	if err := os.MkdirAll(full, 0o755); err != nil {
+		l.t.Fatal(err)
+	}
+	if err := unix.Setxattr(full, "user.overlay.opaque", []byte("y"), 0); err != nil {
+		l.t.Skipf("user extended attributes on %s: %v", l.dir, err)
+	}
+}
+
+func (l *layer) read(ws fsops.Workspace, since time.Time) *Upper {
+	l.t.Helper()
+	f, err := os.Open(l.dir)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer f.Close()
+	u, err := ReadUpper(context.Background(), f, ws, since, UpperLimits{})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.t.Cleanup(func() { u.Close() })
+	return u
+}
+
+func wsWith(t *testing.T, files map[string]string) (fsops.Workspace, string) {
+	t.Helper()
+	root := t.TempDir()
+	for p, c := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws, root
+}
+
+func kinds(s ChangeSet) string {
+	var out []string
+	for _, c := range s.Changes {
+		out = append(out, c.Kind[:1]+" "+c.Path)
+	}
+	return strings.Join(out, ", ")
+}
+
+// TestReadUpperAndApply: a layer that edits, adds, deletes a directory,
+// hides one behind an opaque directory and copies a file up unchanged reads
+// as exactly those changes, with diffs, and Apply makes them.
+func TestReadUpperAndApply(t *testing.T) {
+	ws, root := wsWith(t, map[string]string{
+		"a": "old\n", "keep": "same\n", "src/x.go": "package x\n", "src/y.go": "package y\n", "d2/z": "z\n",
+	})
+	l := newLayer(t)
+	l.file("a", "new\n")
+	l.file("b", "added\n")
+	l.file("keep", "same\n")
+	l.whiteout("src")
+	l.opaqueDir("d2")
+	l.file("d2/w", "w\n")
+	u := l.read(ws, time.Now())
+	// d2/w is new in d2, which the layer made opaque: d2 stays, z goes.
+	want := "m a, a b, a d2/w, d d2/z, d src, d src/x.go, d src/y.go"
+	if got := kinds(u.Set); got != want || u.Set.Added != 2 || u.Set.Modified != 1 || u.Set.Deleted != 4 {
+		t.Fatalf("changes %q (%d/%d/%d); want %q", got, u.Set.Added, u.Set.Modified, u.Set.Deleted, want)
+	}
+	text := Text(u.Set)
+	for _, s := range []string{"-old\n+new", "+added", "-package x"} {
+		if !strings.Contains(text, s) {
+			t.Fatalf("text lacks %q:\n%s", s, text)
+		}
+	}
+	if _, err := u.Apply(context.Background(), ws); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{"a": "new\n", "b": "added\n", "keep": "same\n", "d2/w": "w\n"} {
+		if b, err := os.ReadFile(filepath.Join(root, p)); err != nil || string(b) != want {
+			t.Fatalf("%s = %q, %v; want %q", p, b, err, want)
+		}
+	}
+	for _, p := range []string{"src", "d2/z"} {
+		if _, err := os.Lstat(filepath.Join(root, p)); !os.IsNotExist(err) {
+			t.Fatalf("%s still there: %v", p, err)
+		}
+	}
+}
+
+// TestApplyRefusesConflicts: a path changed in the workspace since the
+// command, one changed while it ran, and a symlink planted since are each
+// a conflict; Apply lists them all and changes nothing.
+func TestApplyRefusesConflicts(t *testing.T) {
+	ws, root := wsWith(t, map[string]string{"a": "old\n", "c": "c\n"})
+	since := time.Now()
+	// The kernel stamps ctime from a clock that lags by up to a tick: "c"
+	// changes after the command's start by its clock too.
+	time.Sleep(50 * time.Millisecond)
+	if err := os.WriteFile(filepath.Join(root, "c"), []byte("during\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := newLayer(t)
+	l.file("a", "new\n")
+	l.file("b", "b\n")
+	l.file("c", "mine\n")
+	l.file("e", "e\n")
+	u := l.read(ws, since)
+	if err := os.WriteFile(filepath.Join(root, "a"), []byte("someone else\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(root, "b")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := u.Apply(context.Background(), ws)
+	var ce *ConflictError
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v", err)
+	}
+	got := map[string]string{}
+	for _, c := range ce.Conflicts {
+		got[c.Path] = c.Why
+	}
+	if len(got) != 3 || !strings.Contains(got["a"], "since the command") || !strings.Contains(got["b"], "symlink") ||
+		!strings.Contains(got["c"], "while the command ran") {
+		t.Fatalf("conflicts %v", got)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "e")); !os.IsNotExist(err) {
+		t.Fatal("e applied despite the conflicts")
+	}
+	if b, _ := os.ReadFile("/etc/passwd"); strings.Contains(string(b), "b\n") && len(b) == 2 {
+		t.Fatal("written through the planted link")
+	}
+}
+
+// TestApplyRefusesLinkOut: a symlink the command made that leads out of
+// the workspace is refused before anything is applied.
+func TestApplyRefusesLinkOut(t *testing.T) {
+	ws, root := wsWith(t, map[string]string{})
+	l := newLayer(t)
+	l.file("a", "a\n")
+	if err := os.Symlink("../../etc/shadow", filepath.Join(l.dir, "upper", "out")); err != nil {
+		t.Fatal(err)
+	}
+	u := l.read(ws, time.Now())
+	_, err := u.Apply(context.Background(), ws)
+	var ce *ConflictError
+	if !errors.As(err, &ce) || len(ce.Conflicts) != 1 || ce.Conflicts[0].Path != "out" {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "a")); !os.IsNotExist(err) {
+		t.Fatal("a applied despite the refusal")
+	}
+}
