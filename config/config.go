@@ -136,6 +136,15 @@ type Config struct {
 	ProcessTools bool
 	// WatchTools serves watch_changes (tools/watch, docs/processes.md).
 	WatchTools bool
+	// Checkpoints is off, manual (the checkpoint_* tools) or auto (also one
+	// before every call that can change the workspace): tools/checkpoints,
+	// docs/checkpoints.md. The store lies under StateDir/checkpoints, bounded
+	// by CheckpointMaxBytes and CheckpointMaxCount (oldest pruned first);
+	// CheckpointMaxFiles bounds the entries one checkpoint walks.
+	Checkpoints        string
+	CheckpointMaxBytes int64
+	CheckpointMaxCount int
+	CheckpointMaxFiles int
 	// BrowserTools serves the browser.* tools (docs/browser.md): Chromium
 	// at BrowserPath (found on PATH when ""), http:// pages only with
 	// BrowserAllowHTTP, at most BrowserMaxSessions sessions, each closed

@@ -212,6 +212,7 @@ var notOperatorPaths = map[string]string{
 	"exec-network":       "auto, true or false",
 	"exec-approval-mode": "deny, allowlist or full",
 	"exec-ask":           "off, on-miss or always",
+	"checkpoints":        "off, manual or auto (the store lies under --state-dir, which is checked)",
 	"log-format":         "text or json",
 	"log-level":          "a level name",
 	"max-procs":          "auto or a number",

@@ -10,6 +10,7 @@ import (
 const (
 	hostKeyName      = "ssh_host_ed25519_key" // --ssh-host-key
 	upstreamCacheSub = "upstreams"            // --upstream-cache-dir
+	checkpointSub    = "checkpoints"          // --checkpoints
 )
 
 // defaultStateDir is --state-dir's default: /var/lib/agentbe for root (the
@@ -48,12 +49,24 @@ func (c *Config) fillStateDefaults() {
 }
 
 // usesStateDir reports whether the daemon may write below --state-dir: it
-// serves SSH (a host key) or runs --upstreams (their caches). The rule that
+// serves SSH (a host key), runs --upstreams (their caches) or keeps
+// --checkpoints (their store). The rule that
 // the state directory lies outside the workspace holds then, even where
 // --ssh-host-key and --upstream-cache-dir name other places: the
 // directory is the operator's either way.
 func usesStateDir(c *Config) bool {
-	return c.servesSSH() || c.Upstreams != ""
+	return c.servesSSH() || c.Upstreams != "" || c.checkpointsOn()
+}
+
+// checkpointsOn reports whether the daemon keeps checkpoints, under
+// StateDir/checkpoints (CheckpointDir).
+func (c *Config) checkpointsOn() bool {
+	return c.Checkpoints != "" && c.Checkpoints != "off"
+}
+
+// CheckpointDir is the checkpoint store's directory: StateDir/checkpoints.
+func (c Config) CheckpointDir() string {
+	return filepath.Join(c.StateDir, checkpointSub)
 }
 
 // A StateFile is one file or directory of the daemon's own that it will
@@ -62,8 +75,8 @@ type StateFile struct{ What, Path string }
 
 // StateFiles lists what the daemon will write outside the workspace, for
 // the start-up line: the SSH host key (when SSH is served), the upstream
-// servers' package caches (with --upstreams) and the audit log (when it is
-// a file).
+// servers' package caches (with --upstreams), the checkpoint store (with
+// --checkpoints) and the audit log (when it is a file).
 func (c Config) StateFiles() []StateFile {
 	var fs []StateFile
 	if c.servesSSH() && c.SSHHostKey != "" {
@@ -71,6 +84,9 @@ func (c Config) StateFiles() []StateFile {
 	}
 	if c.Upstreams != "" && c.UpstreamCacheDir != "" {
 		fs = append(fs, StateFile{"upstream_cache", c.UpstreamCacheDir})
+	}
+	if c.checkpointsOn() && c.StateDir != "" {
+		fs = append(fs, StateFile{"checkpoints", c.CheckpointDir()})
 	}
 	if c.AuditLog != "" && c.AuditLog != "-" {
 		fs = append(fs, StateFile{"audit_log", c.AuditLog})

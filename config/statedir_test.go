@@ -88,6 +88,18 @@ func TestStateDirOutsideWorkspace(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("--local-only, state dir unused: %v", err)
 	}
+	// Checkpoints keep their store there: the rule holds again.
+	c.Checkpoints = "manual"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--state-dir "+c.StateDir+" lies inside the workspace") {
+		t.Errorf("--checkpoints manual, state dir inside the workspace: %v", err)
+	}
+	c.StateDir = t.TempDir()
+	if err := c.Validate(); err != nil {
+		t.Errorf("--checkpoints manual, state dir outside: %v", err)
+	}
+	if got := fmt.Sprint(c.StateFiles()); got != "[{checkpoints "+filepath.Join(c.StateDir, "checkpoints")+"}]" {
+		t.Errorf("state files with --checkpoints: %s", got)
+	}
 }
 
 // TestStateFiles: what the start-up line lists, by what is configured.
