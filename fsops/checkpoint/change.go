@@ -94,7 +94,7 @@ func (s *ChangeSet) Add(c Change) {
 
 // Sort orders the changes by path, so equal sets render equally.
 func (s *ChangeSet) Sort() {
-	sort.Slice(s.Changes, func(i, j int) bool { return s.Changes[i].Path < s.Changes[j].Path })
+	sort.SliceStable(s.Changes, func(i, j int) bool { return s.Changes[i].Path < s.Changes[j].Path })
 	sort.Strings(s.Skipped)
 }
 

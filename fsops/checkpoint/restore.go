@@ -1,0 +1,289 @@
+package checkpoint
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
+)
+
+// restoreTemp prefixes the temp names a restore writes beside a file
+// before renaming them over it.
+const restoreTemp = ".agentbe-restore-"
+
+// Restore brings ws (or the listed paths of it) back to checkpoint id of
+// its scope and returns what it changed, as seen from now: "added" paths
+// were recreated, "modified" rewritten, "deleted" removed (created since
+// the checkpoint). Each file is written to a temp file beside it and
+// renamed over it, so a reader sees the old file or the restored one; a
+// symlink is recreated as a link (fsops refuses one leading out), and a
+// directory on the way that was replaced by a link or a file since is
+// made a directory again, so nothing is written through a planted link.
+// Paths the checkpoint skipped (special files, links leading out) and
+// special files now present are left as they are. On an error, the
+// changes made before it are returned with it.
+func (s *Store) Restore(ctx context.Context, ws fsops.Workspace, id string, paths []string) (ChangeSet, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sel, err := selectPaths(ws, "checkpoint_restore", paths)
+	if err != nil {
+		return ChangeSet{}, err
+	}
+	m, err := s.manifest("checkpoint_restore", ws, id)
+	if err != nil {
+		return ChangeSet{}, err
+	}
+	want := sel.filter(m.Entries)
+	wantBy := make(map[string]*Entry, len(want))
+	for i := range want {
+		wantBy[want[i].Path] = &want[i]
+	}
+	r := restorer{s: s, ws: ws, ctx: ctx, m: m, dirs: map[string]bool{}}
+	var done ChangeSet
+	done.Changes = []Change{}
+	// A selected path below a link or a file planted since the checkpoint
+	// is restored below a real directory again; one the checkpoint does not
+	// hold is left alone there (its walk would follow the link).
+	var roots selection
+	for _, root := range sel {
+		if _, ok := wantBy[root]; ok {
+			extra, err := r.ensureParents(root)
+			for _, x := range extra {
+				done.Add(x)
+			}
+			if err != nil {
+				return done, err
+			}
+		} else if !r.realParents(root) {
+			continue
+		}
+		roots = append(roots, root)
+	}
+	if sel != nil && roots == nil {
+		roots = selection{}
+	}
+	now, err := s.current(ctx, ws, roots)
+	if err != nil {
+		return done, err
+	}
+	// What the checkpoint holds where a link leading out or a special file
+	// is now: removed, so the restored entry takes its place.
+	for p := range now.skipped {
+		if e := wantBy[p]; e != nil {
+			if err := ws.Remove(p, fsops.RemoveOptions{Force: true}); err != nil {
+				return done, err
+			}
+			done.Add(Change{Path: p, Kind: KindDeleted, Note: "was " + now.skipped[p]})
+			delete(now.skipped, p)
+		}
+	}
+	have := now.entries[:0]
+	for _, e := range now.entries {
+		if _, skipped := m.Skipped[e.Path]; !skipped && !strings.HasPrefix(path.Base(e.Path), restoreTemp) {
+			have = append(have, e)
+		}
+	}
+	plan, err := compare(ctx, side{s: s, ws: ws}, side{s: s}, have, want, false, len(have)+len(want)+1)
+	if err != nil {
+		return done, err
+	}
+	// Removals first (what was created since, and the old side of a type
+	// change), a directory with what it holds.
+	for _, c := range plan.Changes {
+		if c.Kind != KindDeleted {
+			continue
+		}
+		if err := ws.Remove(c.Path, fsops.RemoveOptions{Recursive: true, Force: true}); err != nil {
+			return done, err
+		}
+		done.Add(c)
+	}
+	// Then what the checkpoint holds, parents before children.
+	var dirModes []*Entry
+	for _, c := range plan.Changes {
+		if c.Kind == KindDeleted {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return done, ctxErr("checkpoint_restore", err)
+		}
+		e := wantBy[c.Path]
+		extra, err := r.ensureParents(e.Path)
+		if err != nil {
+			return done, err
+		}
+		for _, x := range extra {
+			done.Add(x)
+		}
+		switch e.Type {
+		case TypeDir:
+			if _, err := r.ensureDir(e.Path); err != nil {
+				return done, err
+			}
+			dirModes = append(dirModes, e)
+		case TypeFile:
+			if err := r.writeFile(e); err != nil {
+				return done, err
+			}
+		case TypeSymlink:
+			if err := r.writeLink(e); err != nil {
+				return done, err
+			}
+		}
+		done.Add(c)
+	}
+	// Directory modes last, deepest first, so a read-only directory is
+	// made so after what it holds was written.
+	sort.Slice(dirModes, func(i, j int) bool { return dirModes[i].Path > dirModes[j].Path })
+	for _, e := range dirModes {
+		if err := ws.Chmod(e.Path, fs.FileMode(e.Mode)); err != nil {
+			return done, err
+		}
+	}
+	for p, why := range now.skipped {
+		if _, inCheckpoint := wantBy[p]; !inCheckpoint {
+			done.Skipped = append(done.Skipped, p+" (left as is: "+why+")")
+		}
+	}
+	done.Sort()
+	return done, nil
+}
+
+type restorer struct {
+	s    *Store
+	ws   fsops.Workspace
+	ctx  context.Context
+	m    *Manifest
+	dirs map[string]bool // directories known to be real directories now
+}
+
+// ensureParents makes each directory above p a real directory: one that is
+// missing is created, and one replaced by a link or a file since the
+// checkpoint is removed and created again (returned as changes), so the
+// write below it cannot be led elsewhere by a planted link.
+func (r *restorer) ensureParents(p string) ([]Change, error) {
+	var out []Change
+	dir := path.Dir(p)
+	if dir == "." || r.dirs[dir] {
+		return nil, nil
+	}
+	var chain []string
+	for d := dir; d != "." && !r.dirs[d]; d = path.Dir(d) {
+		chain = append(chain, d)
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		c, err := r.ensureDir(chain[i])
+		if c != nil {
+			out = append(out, *c)
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// ensureDir makes d (whose parent is a real directory) a real directory:
+// created when missing, and when a link or a file took its place, that is
+// removed (never followed) first. The change is nil when d was one.
+func (r *restorer) ensureDir(d string) (*Change, error) {
+	if r.dirs[d] {
+		return nil, nil
+	}
+	var c *Change
+	fi, err := r.ws.Lstat(d)
+	switch {
+	case err == nil && fi.IsDir():
+	case err == nil:
+		if err := r.ws.Remove(d, fsops.RemoveOptions{Force: true}); err != nil {
+			return nil, err
+		}
+		if err := r.ws.Mkdir(d, false); err != nil {
+			return nil, err
+		}
+		c = &Change{Path: d, Kind: KindModified, Type: TypeDir, Note: "was a " + typeName(fi.Mode) + " since the checkpoint; made a directory again"}
+	case errcode.Is(err, errcode.NotFound):
+		if err := r.ws.Mkdir(d, false); err != nil {
+			return nil, err
+		}
+		c = &Change{Path: d, Kind: KindAdded, Type: TypeDir}
+	default:
+		return nil, err
+	}
+	r.dirs[d] = true
+	return c, nil
+}
+
+// realParents reports whether every directory above p is a real directory
+// (no link or file planted on the way).
+func (r *restorer) realParents(p string) bool {
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+		fi, err := r.ws.Lstat(d)
+		if err != nil || !fi.IsDir() {
+			return false
+		}
+	}
+	return true
+}
+
+func typeName(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	case m.IsRegular():
+		return "file"
+	}
+	return "special file"
+}
+
+// writeFile restores one file: its blob copied to a temp file beside it,
+// its mode set, then renamed over whatever is there.
+func (r *restorer) writeFile(e *Entry) error {
+	b, err := r.s.openBlob(e.Hash)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	tmp := path.Join(path.Dir(e.Path), restoreTemp+randHex())
+	f, err := r.ws.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, ctxReader{r.ctx, b})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = r.ws.Chmod(tmp, fs.FileMode(e.Mode))
+	}
+	if err == nil {
+		err = r.ws.Rename(tmp, e.Path)
+	}
+	if err != nil {
+		r.ws.Remove(tmp, fsops.RemoveOptions{Force: true})
+		if _, ok := err.(*errcode.Error); !ok {
+			err = &errcode.Error{Code: errcode.WriteFailed, Op: "checkpoint_restore", Path: e.Path, Msg: err.Error(), Err: err}
+		}
+		return err
+	}
+	return nil
+}
+
+// writeLink restores one symlink: made beside it, renamed over it.
+func (r *restorer) writeLink(e *Entry) error {
+	tmp := path.Join(path.Dir(e.Path), restoreTemp+randHex())
+	if err := r.ws.Symlink(e.Target, tmp); err != nil {
+		return err
+	}
+	if err := r.ws.Rename(tmp, e.Path); err != nil {
+		r.ws.Remove(tmp, fsops.RemoveOptions{Force: true})
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,756 @@
+package checkpoint
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/resolvepath"
+)
+
+// The store's layout under its directory. Blobs are named by the sha256 of
+// their content (deduplicated across checkpoints and scopes); a manifest
+// lists one checkpoint's entries. Both are written to tmp/ first, fsynced,
+// then renamed into place and their directory fsynced: a manifest is
+// renamed only after every blob it names is durable, so a kill at any
+// moment leaves each checkpoint whole (its manifest and blobs) or absent
+// (no manifest; its orphan blobs and temp files are removed by the next
+// Open).
+const (
+	blobsDir     = "blobs"
+	manifestsDir = "manifests"
+	tmpDir       = "tmp"
+	manifestExt  = ".json"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultMaxBytes = 1 << 30
+	DefaultMaxCount = 100
+	DefaultMaxFiles = 200000
+)
+
+// Options configures a Store.
+type Options struct {
+	// Dir is the store's directory (created 0700 if missing). It must not
+	// lie inside WorkspaceRoot, nor hold it.
+	Dir string
+	// WorkspaceRoot is the daemon's workspace root, to refuse a Dir the
+	// agent could reach ("" skips the check: a memory workspace).
+	WorkspaceRoot string
+	// MaxBytes bounds the store (blobs and manifests, --checkpoint-max-bytes).
+	MaxBytes int64
+	// MaxCount bounds the checkpoints kept (--checkpoint-max-count).
+	MaxCount int
+	// MaxFiles bounds the entries one walk of the workspace visits
+	// (--checkpoint-max-files).
+	MaxFiles int
+	Logger   *slog.Logger
+
+	// crash, when set (tests), is called between the steps of a create or
+	// a prune; an error stops the operation there, leaving what a kill at
+	// that moment would leave.
+	crash func(step string) error
+}
+
+// Entry is one path of a checkpoint.
+type Entry struct {
+	Path   string `json:"p"`
+	Type   string `json:"t"`
+	Mode   uint32 `json:"m"` // permission bits
+	Size   int64  `json:"s,omitempty"`
+	MTime  int64  `json:"mt,omitempty"` // unix nanoseconds; 0 = do not trust the identity
+	Dev    uint64 `json:"d,omitempty"`
+	Ino    uint64 `json:"i,omitempty"`
+	Hash   string `json:"h,omitempty"` // sha256 of a file's content
+	Target string `json:"l,omitempty"` // a symlink's target
+}
+
+// Manifest is one checkpoint as stored.
+type Manifest struct {
+	ID      string    `json:"id"`
+	Seq     int64     `json:"seq"`
+	Label   string    `json:"label,omitempty"`
+	Created time.Time `json:"created"`
+	// Scope is the absolute root of the workspace the checkpoint was taken
+	// of: only a call in the same workspace (the same scope) sees it.
+	Scope   string  `json:"scope"`
+	Auto    bool    `json:"auto,omitempty"`
+	Files   int     `json:"files"`
+	Bytes   int64   `json:"bytes"`
+	Entries []Entry `json:"entries"`
+	// Skipped are the paths not captured, with why (special files, links
+	// leading out of the workspace): restore leaves them alone.
+	Skipped map[string]string `json:"skipped,omitempty"`
+}
+
+// Info is what checkpoint_create and checkpoint_list say of a checkpoint.
+type Info struct {
+	ID      string    `json:"id"`
+	Label   string    `json:"label,omitempty"`
+	Created time.Time `json:"created"`
+	Auto    bool      `json:"auto,omitempty"`
+	Files   int       `json:"files"`
+	Bytes   int64     `json:"bytes"`
+	// Read is how many files this checkpoint read (the rest were unchanged
+	// since the scope's previous checkpoint), and Stored the bytes of new
+	// content it added to the store: set by Create only.
+	Read    int      `json:"read,omitempty"`
+	Stored  int64    `json:"stored,omitempty"`
+	TookMs  int64    `json:"took_ms"`
+	Skipped []string `json:"skipped,omitempty"`
+	// Pruned are the checkpoints Create removed to stay within the bounds.
+	Pruned []string `json:"pruned,omitempty"`
+	// Reused is set when an automatic checkpoint found nothing changed
+	// since the scope's newest one, and returned that one.
+	Reused bool `json:"reused,omitempty"`
+}
+
+type summary struct {
+	id, scope, label string
+	seq              int64
+	created          time.Time
+	auto             bool
+	files            int
+	bytes            int64
+	size             int64 // the manifest file's
+}
+
+// Store is a checkpoint store. It is safe for concurrent use; operations
+// run one at a time.
+type Store struct {
+	opts Options
+	root *os.Root
+
+	mu       sync.Mutex
+	closed   bool
+	seq      int64
+	list     []*summary       // oldest first
+	refs     map[string]int   // blob → how many manifests name it
+	blobSize map[string]int64 // blob → its size
+	bytes    int64            // blobs and manifests
+	newest   map[string]*Manifest
+}
+
+// Open opens (creating it 0700) the store at opts.Dir, removes what an
+// interrupted operation left (temp files, blobs no manifest names) and
+// loads the checkpoints' summaries.
+func Open(opts Options) (*Store, error) {
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	if opts.MaxCount <= 0 {
+		opts.MaxCount = DefaultMaxCount
+	}
+	if opts.MaxFiles <= 0 {
+		opts.MaxFiles = DefaultMaxFiles
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Dir == "" {
+		return nil, errors.New("checkpoint store: no directory")
+	}
+	if opts.WorkspaceRoot != "" {
+		for _, c := range [][2]string{{opts.WorkspaceRoot, opts.Dir}, {opts.Dir, opts.WorkspaceRoot}} {
+			in, err := resolvepath.Within(c[0], c[1])
+			if err != nil {
+				return nil, fmt.Errorf("checkpoint store %s: cannot tell whether it lies apart from the workspace %s: %v", opts.Dir, opts.WorkspaceRoot, err)
+			}
+			if in {
+				return nil, fmt.Errorf("checkpoint store %s and the workspace %s overlap: the agent could read and change the checkpoints; keep the store (--state-dir) outside the workspace", opts.Dir, opts.WorkspaceRoot)
+			}
+		}
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("checkpoint store: %w", err)
+	}
+	r, err := os.OpenRoot(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint store: %w", err)
+	}
+	s := &Store{opts: opts, root: r, refs: map[string]int{}, blobSize: map[string]int64{}, newest: map[string]*Manifest{}}
+	if err := s.load(); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("checkpoint store %s: %w", opts.Dir, err)
+	}
+	return s, nil
+}
+
+// load reads every manifest and the blobs, dropping leftovers.
+func (s *Store) load() error {
+	for _, d := range []string{blobsDir, manifestsDir, tmpDir} {
+		if err := s.root.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+	}
+	// Temp files are what a kill left mid-write: never part of a checkpoint.
+	tmps, err := s.readDirNames(tmpDir)
+	if err != nil {
+		return err
+	}
+	for _, n := range tmps {
+		s.root.Remove(path.Join(tmpDir, n))
+	}
+	names, err := s.readDirNames(manifestsDir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if !strings.HasSuffix(n, manifestExt) {
+			continue
+		}
+		m, size, err := s.readManifest(strings.TrimSuffix(n, manifestExt))
+		if err != nil {
+			// A manifest is renamed into place whole, so an unreadable one
+			// was damaged from outside: keep it out of the list, say so.
+			s.opts.Logger.Warn("checkpoint store: unreadable manifest left out", "file", n, "err", err)
+			continue
+		}
+		s.add(m, size)
+		if m.Seq > s.seq {
+			s.seq = m.Seq
+		}
+	}
+	sort.Slice(s.list, func(i, j int) bool { return s.list[i].seq < s.list[j].seq })
+	blobs, err := s.readDirNames(blobsDir)
+	if err != nil {
+		return err
+	}
+	for _, b := range blobs {
+		if s.refs[b] == 0 {
+			// Written by a create that did not reach its manifest, or left
+			// by a prune that stopped before its collection.
+			s.root.Remove(path.Join(blobsDir, b))
+			continue
+		}
+		fi, err := s.root.Lstat(path.Join(blobsDir, b))
+		if err != nil {
+			return err
+		}
+		s.blobSize[b] = fi.Size()
+		s.bytes += fi.Size()
+	}
+	for h := range s.refs {
+		if _, ok := s.blobSize[h]; !ok {
+			return fmt.Errorf("blob %s is missing, which a checkpoint names: the store was changed from outside", h)
+		}
+	}
+	return nil
+}
+
+func (s *Store) readDirNames(d string) ([]string, error) {
+	f, err := s.root.Open(d)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+func (s *Store) readManifest(id string) (*Manifest, int64, error) {
+	b, err := s.root.ReadFile(path.Join(manifestsDir, id+manifestExt))
+	if err != nil {
+		return nil, 0, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, 0, err
+	}
+	if m.ID != id {
+		return nil, 0, fmt.Errorf("manifest %s names itself %q", id, m.ID)
+	}
+	return &m, int64(len(b)), nil
+}
+
+// add counts a loaded or created manifest.
+func (s *Store) add(m *Manifest, size int64) {
+	s.list = append(s.list, &summary{id: m.ID, scope: m.Scope, label: m.Label, seq: m.Seq, created: m.Created,
+		auto: m.Auto, files: m.Files, bytes: m.Bytes, size: size})
+	for _, h := range m.hashes() {
+		s.refs[h]++
+	}
+	s.bytes += size
+}
+
+// hashes is each blob m names, once.
+func (m *Manifest) hashes() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range m.Entries {
+		if e.Hash != "" && !seen[e.Hash] {
+			seen[e.Hash] = true
+			out = append(out, e.Hash)
+		}
+	}
+	return out
+}
+
+// Close releases the store's directory. Idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.root.Close()
+}
+
+// Stats is the store's size for /health and the metrics.
+type Stats struct {
+	Count    int   `json:"count"`
+	Bytes    int64 `json:"bytes"`
+	MaxBytes int64 `json:"maxBytes"`
+	MaxCount int   `json:"maxCount"`
+}
+
+// Stats reports the store's size.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{Count: len(s.list), Bytes: s.bytes, MaxBytes: s.opts.MaxBytes, MaxCount: s.opts.MaxCount}
+}
+
+// List returns the checkpoints of ws's scope, oldest first.
+func (s *Store) List(ws fsops.Workspace) []Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Info
+	for _, c := range s.list {
+		if c.scope == ws.Root() {
+			out = append(out, Info{ID: c.id, Label: c.label, Created: c.created, Auto: c.auto, Files: c.files, Bytes: c.bytes})
+		}
+	}
+	return out
+}
+
+// errNotFound is the answer for an id this scope has no checkpoint of:
+// the same whether the id does not exist or is another scope's, so a
+// scope learns nothing of the others.
+func errNotFound(op, id string) error {
+	return &errcode.Error{Code: errcode.NotFound, Op: op, Path: id,
+		Msg: "no checkpoint of this workspace has this id", Hint: "checkpoint_list shows them"}
+}
+
+// manifest loads checkpoint id of ws's scope; s.mu is held.
+func (s *Store) manifest(op string, ws fsops.Workspace, id string) (*Manifest, error) {
+	for _, c := range s.list {
+		if c.id == id && c.scope == ws.Root() {
+			m, _, err := s.readManifest(id)
+			if err != nil {
+				return nil, &errcode.Error{Code: errcode.ReadFailed, Op: op, Path: id, Msg: "the checkpoint cannot be read: " + err.Error()}
+			}
+			return m, nil
+		}
+	}
+	return nil, errNotFound(op, id)
+}
+
+// CreateOptions are a Create's settings.
+type CreateOptions struct {
+	Label string
+	// Auto marks a checkpoint taken before a tool call (--checkpoints
+	// auto): when nothing changed since the scope's newest checkpoint,
+	// that one is returned instead of a copy (Info.Reused).
+	Auto bool
+}
+
+// Create takes a checkpoint of ws. Only files whose identity (device and
+// inode), size or modification time changed since the scope's newest
+// checkpoint are read; the rest reuse its blobs.
+func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions) (Info, error) {
+	start := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return Info{}, errors.New("checkpoint store is closed")
+	}
+	prev, err := s.newestOf(ws.Root())
+	if err != nil {
+		return Info{}, err
+	}
+	var prevBy map[string]*Entry
+	if prev != nil {
+		prevBy = make(map[string]*Entry, len(prev.Entries))
+		for i := range prev.Entries {
+			prevBy[prev.Entries[i].Path] = &prev.Entries[i]
+		}
+	}
+	w, err := s.walk(ctx, ws, ".")
+	if err != nil {
+		return Info{}, err
+	}
+	// Which files must be read, and refuse before reading any when they
+	// cannot fit (a 10 GB sparse file is refused by its size).
+	var toRead []int
+	var total, readBytes int64
+	for i := range w.entries {
+		e := &w.entries[i]
+		if e.Type != TypeFile {
+			continue
+		}
+		total += e.Size
+		if p := prevBy[e.Path]; p != nil && sameIdentity(p, e) && s.refs[p.Hash] > 0 {
+			e.Hash = p.Hash
+			continue
+		}
+		toRead = append(toRead, i)
+		readBytes += e.Size
+	}
+	if readBytes > s.opts.MaxBytes {
+		return Info{}, tooLarge(w.entries, toRead, readBytes, s.opts.MaxBytes)
+	}
+	m := &Manifest{Label: o.Label, Created: time.Now().UTC(), Scope: ws.Root(), Auto: o.Auto, Entries: w.entries, Skipped: w.skipped}
+	var stored int64
+	var fresh []string // blobs this create added
+	for _, i := range toRead {
+		if err := ctx.Err(); err != nil {
+			s.dropBlobs(fresh)
+			return Info{}, ctxErr("checkpoint_create", err)
+		}
+		e := &m.Entries[i]
+		n, isNew, err := s.storeFile(ws, e)
+		if err != nil {
+			s.dropBlobs(fresh)
+			return Info{}, err
+		}
+		if isNew {
+			fresh = append(fresh, e.Hash)
+			stored += n
+		}
+	}
+	for _, e := range m.Entries {
+		if e.Type == TypeFile {
+			m.Files++
+			m.Bytes += e.Size
+		}
+	}
+	if o.Auto && prev != nil && sameContent(prev, m) {
+		s.dropBlobs(fresh)
+		return Info{ID: prev.ID, Label: prev.Label, Created: prev.Created, Auto: prev.Auto, Files: prev.Files, Bytes: prev.Bytes,
+			Reused: true, TookMs: time.Since(start).Milliseconds()}, nil
+	}
+	if err := s.step("blobs"); err != nil {
+		return Info{}, err
+	}
+	if len(fresh) > 0 {
+		if err := s.syncDir(blobsDir); err != nil {
+			s.dropBlobs(fresh)
+			return Info{}, storeErr(err)
+		}
+	}
+	s.seq++
+	m.Seq = s.seq
+	m.ID = newID(m.Seq)
+	size, err := s.writeManifest(m)
+	if err != nil {
+		s.dropBlobs(fresh)
+		return Info{}, err
+	}
+	for _, h := range fresh {
+		s.refs[h]-- // add counts them again, with the manifest
+	}
+	s.add(m, size)
+	s.newest[m.Scope] = m
+	pruned := s.prune(m.ID)
+	skipped := make([]string, 0, len(m.Skipped))
+	for p, why := range m.Skipped {
+		skipped = append(skipped, p+" ("+why+")")
+	}
+	sort.Strings(skipped)
+	return Info{ID: m.ID, Label: m.Label, Created: m.Created, Auto: m.Auto, Files: m.Files, Bytes: m.Bytes, Read: len(toRead),
+		Stored: stored, Skipped: skipped, Pruned: pruned, TookMs: time.Since(start).Milliseconds()}, nil
+}
+
+func (s *Store) step(name string) error {
+	if s.opts.crash != nil {
+		return s.opts.crash(name)
+	}
+	return nil
+}
+
+func newID(seq int64) string {
+	var b [3]byte
+	rand.Read(b[:])
+	return "cp" + strconv.FormatInt(seq, 10) + "-" + hex.EncodeToString(b[:])
+}
+
+func ctxErr(op string, err error) error {
+	return &errcode.Error{Code: errcode.Timeout, Op: op, Msg: "stopped before the end: " + err.Error(), Err: err}
+}
+
+func storeErr(err error) error {
+	return &errcode.Error{Code: errcode.WriteFailed, Op: "checkpoint store", Msg: err.Error(), Err: err}
+}
+
+func tooLarge(es []Entry, idx []int, total, max int64) error {
+	sort.Slice(idx, func(a, b int) bool { return es[idx[a]].Size > es[idx[b]].Size })
+	var big []string
+	for _, i := range idx[:min(3, len(idx))] {
+		big = append(big, es[i].Path+" ("+strconv.FormatInt(es[i].Size, 10)+" bytes)")
+	}
+	return &errcode.Error{Code: errcode.TooLarge, Op: "checkpoint_create",
+		Msg:  fmt.Sprintf("the files to store hold %d bytes, more than --checkpoint-max-bytes (%d); the largest: %s", total, max, strings.Join(big, ", ")),
+		Hint: "remove or move the large files out of the workspace, or raise --checkpoint-max-bytes"}
+}
+
+// sameIdentity reports whether the file e describes is, by its identity,
+// size and time, the one p recorded: then its content is not read again.
+func sameIdentity(p, e *Entry) bool {
+	return p.Type == TypeFile && p.MTime != 0 && p.Dev == e.Dev && p.Ino == e.Ino && p.Size == e.Size && p.MTime == e.MTime && p.Hash != ""
+}
+
+// sameContent reports whether a and b capture the same tree.
+func sameContent(a, b *Manifest) bool {
+	if len(a.Entries) != len(b.Entries) || len(a.Skipped) != len(b.Skipped) {
+		return false
+	}
+	for i := range a.Entries {
+		x, y := a.Entries[i], b.Entries[i]
+		if x.Path != y.Path || x.Type != y.Type || x.Mode != y.Mode || x.Hash != y.Hash || x.Target != y.Target {
+			return false
+		}
+	}
+	return true
+}
+
+// newestOf is the newest manifest of a scope (nil: none); s.mu is held.
+func (s *Store) newestOf(scope string) (*Manifest, error) {
+	var last *summary
+	for _, c := range s.list {
+		if c.scope == scope {
+			last = c
+		}
+	}
+	if last == nil {
+		delete(s.newest, scope)
+		return nil, nil
+	}
+	if m := s.newest[scope]; m != nil && m.ID == last.id {
+		return m, nil
+	}
+	m, _, err := s.readManifest(last.id)
+	if err != nil {
+		return nil, &errcode.Error{Code: errcode.ReadFailed, Op: "checkpoint store", Path: last.id, Msg: err.Error()}
+	}
+	s.newest[scope] = m
+	return m, nil
+}
+
+// storeFile reads one workspace file into a blob: a temp file, hashed while
+// copied, fsynced, then renamed to its hash unless that blob exists. It
+// sets e's hash, and its identity from the opened file (a file that changed
+// while it was read is recorded as untrusted, so the next checkpoint reads
+// it again). isNew says a blob of n bytes was added.
+func (s *Store) storeFile(ws fsops.Workspace, e *Entry) (n int64, isNew bool, err error) {
+	f, err := ws.OpenFile(e.Path, os.O_RDONLY, 0)
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	before, err := f.Stat()
+	if err != nil {
+		return 0, false, err
+	}
+	tmpName := path.Join(tmpDir, "blob-"+randHex())
+	t, err := s.root.OpenFile(tmpName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return 0, false, storeErr(err)
+	}
+	h := sha256.New()
+	n, err = io.Copy(io.MultiWriter(t, h), io.NewSectionReader(f, 0, 1<<62))
+	if err == nil {
+		err = t.Sync()
+	}
+	if cerr := t.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		s.root.Remove(tmpName)
+		return 0, false, &errcode.Error{Code: errcode.ReadFailed, Op: "checkpoint_create", Path: e.Path, Msg: err.Error(), Err: err}
+	}
+	after, aerr := f.Stat()
+	id := before.ID()
+	e.Hash = hex.EncodeToString(h.Sum(nil))
+	e.Size = n
+	e.Dev, e.Ino = id.Dev, id.Ino
+	e.MTime = before.ModTime.UnixNano()
+	if aerr != nil || after.Size != n || !after.ModTime.Equal(before.ModTime) || before.Size != n {
+		e.MTime = 0
+	}
+	if _, ok := s.blobSize[e.Hash]; ok {
+		s.root.Remove(tmpName)
+		return n, false, nil
+	}
+	if err := s.root.Rename(tmpName, path.Join(blobsDir, e.Hash)); err != nil {
+		s.root.Remove(tmpName)
+		return 0, false, storeErr(err)
+	}
+	s.blobSize[e.Hash] = n
+	s.refs[e.Hash]++ // held by this create until its manifest counts it
+	s.bytes += n
+	return n, true, nil
+}
+
+// dropBlobs removes the blobs a failed create added.
+func (s *Store) dropBlobs(hs []string) {
+	for _, h := range hs {
+		s.refs[h]--
+		if s.refs[h] <= 0 {
+			delete(s.refs, h)
+			s.bytes -= s.blobSize[h]
+			delete(s.blobSize, h)
+			s.root.Remove(path.Join(blobsDir, h))
+		}
+	}
+}
+
+func randHex() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// writeManifest writes m durably: temp file, fsync, rename, fsync of the
+// directory.
+func (s *Store) writeManifest(m *Manifest) (int64, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return 0, storeErr(err)
+	}
+	tmpName := path.Join(tmpDir, "manifest-"+randHex())
+	t, err := s.root.OpenFile(tmpName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return 0, storeErr(err)
+	}
+	_, err = t.Write(b)
+	if err == nil {
+		err = t.Sync()
+	}
+	if cerr := t.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.step("manifest-temp")
+		if err != nil {
+			return 0, err // a kill here leaves the temp file
+		}
+	}
+	if err == nil {
+		err = s.root.Rename(tmpName, path.Join(manifestsDir, m.ID+manifestExt))
+	}
+	if err == nil {
+		err = s.syncDir(manifestsDir)
+	}
+	if err != nil {
+		s.root.Remove(tmpName)
+		s.root.Remove(path.Join(manifestsDir, m.ID+manifestExt))
+		return 0, storeErr(err)
+	}
+	return int64(len(b)), nil
+}
+
+func (s *Store) syncDir(d string) error {
+	f, err := s.root.Open(d)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// prune removes the oldest checkpoints (never keep) until the store is
+// within its count and bytes, and returns their ids; s.mu is held. The
+// manifest goes first (durably), then the blobs no manifest names: a kill
+// between leaves orphan blobs, which Open removes.
+func (s *Store) prune(keep string) []string {
+	var out []string
+	for len(s.list) > 1 && (len(s.list) > s.opts.MaxCount || s.bytes > s.opts.MaxBytes) {
+		victim := 0
+		if s.list[0].id == keep {
+			victim = 1
+		}
+		c := s.list[victim]
+		if err := s.remove(c); err != nil {
+			s.opts.Logger.Warn("checkpoint store: pruning failed", "id", c.id, "err", err)
+			break
+		}
+		out = append(out, c.id)
+	}
+	return out
+}
+
+// remove deletes one checkpoint and the blobs only it named; s.mu is held.
+func (s *Store) remove(c *summary) error {
+	m, _, err := s.readManifest(c.id)
+	if err != nil {
+		return err
+	}
+	if err := s.root.Remove(path.Join(manifestsDir, c.id+manifestExt)); err != nil {
+		return err
+	}
+	s.syncDir(manifestsDir)
+	for i, x := range s.list {
+		if x == c {
+			s.list = append(s.list[:i], s.list[i+1:]...)
+			break
+		}
+	}
+	s.bytes -= c.size
+	if s.newest[c.scope] != nil && s.newest[c.scope].ID == c.id {
+		delete(s.newest, c.scope)
+	}
+	if err := s.step("prune-manifest"); err != nil {
+		return err
+	}
+	for _, h := range m.hashes() {
+		s.refs[h]--
+		if s.refs[h] <= 0 {
+			delete(s.refs, h)
+			s.bytes -= s.blobSize[h]
+			delete(s.blobSize, h)
+			s.root.Remove(path.Join(blobsDir, h))
+		}
+	}
+	return nil
+}
+
+// openBlob opens a blob for reading.
+func (s *Store) openBlob(h string) (*os.File, error) {
+	f, err := s.root.Open(path.Join(blobsDir, h))
+	if err != nil {
+		return nil, &errcode.Error{Code: errcode.ReadFailed, Op: "checkpoint store", Path: h, Msg: "a blob of the checkpoint is missing: " + err.Error(), Err: err}
+	}
+	return f, nil
+}
+
+// readBlob reads a blob of at most MaxTextBytes (for diffs).
+func (s *Store) readBlob(h string) ([]byte, error) {
+	f, err := s.openBlob(h)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, MaxTextBytes+1))
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return filepath.Clean(s.opts.Dir) }
