@@ -38,6 +38,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -325,6 +326,25 @@ type Registry struct {
 	order     []string // providers in the order they first appeared
 	subs      map[int]func()
 	nextSub   int
+
+	beforeChange atomic.Pointer[BeforeChange]
+}
+
+// BeforeChange runs before the handler of every call of a tool that can
+// change the workspace (one not annotated readOnlyHint), after the call
+// was admitted and took its slot, with the call's context (its deadline).
+// An error stops the call: the handler does not run, and the error result
+// says why. --checkpoints auto takes a checkpoint here.
+type BeforeChange func(ctx context.Context, tool Tool, call Call) error
+
+// SetBeforeChange installs f (nil removes it); it replaces the one set
+// before.
+func (r *Registry) SetBeforeChange(f BeforeChange) {
+	if f == nil {
+		r.beforeChange.Store(nil)
+		return
+	}
+	r.beforeChange.Store(&f)
 }
 
 // New returns an empty registry.
@@ -638,7 +658,9 @@ func (r *Registry) acquire(ctx context.Context) error {
 	}
 }
 
-// run calls the handler, turning a panic into an error result.
+// run calls the BeforeChange hook (for a tool that can change the
+// workspace) and the handler, turning a panic of either into an error
+// result.
 func (r *Registry) run(ctx context.Context, e entry, call Call) (res *mcp.CallToolResult) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -647,6 +669,11 @@ func (r *Registry) run(ctx context.Context, e entry, call Call) (res *mcp.CallTo
 			res = errorResult(fmt.Sprintf("Tool %s failed with an internal error; the daemon's log has the details", e.tool.Name))
 		}
 	}()
+	if h := r.beforeChange.Load(); h != nil && (e.tool.Annotations == nil || !e.tool.Annotations.ReadOnlyHint) {
+		if err := (*h)(ctx, e.tool, call); err != nil {
+			return errorResult(fmt.Sprintf("Tool %s did not run: %v", e.tool.Name, err))
+		}
+	}
 	res = e.tool.Handler(ctx, call)
 	if res == nil {
 		res = errorResult(fmt.Sprintf("Tool %s returned no result", e.tool.Name))

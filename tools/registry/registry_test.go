@@ -582,3 +582,58 @@ func TestBareNames(t *testing.T) {
 		t.Errorf("an invalid bare name: %v", err)
 	}
 }
+
+// TestBeforeChange: the hook runs before each call of a tool that can
+// change the workspace, with the call, and not for a read-only tool; its
+// error stops the handler; a panic in it is an error result; nil removes it.
+func TestBeforeChange(t *testing.T) {
+	r := New(Options{})
+	var ran atomic.Int32
+	writer := echo("writer")
+	writer.Handler = func(_ context.Context, c Call) *mcp.CallToolResult { ran.Add(1); return text("wrote") }
+	reader := echo("reader")
+	reader.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: true}
+	if err := r.Set("p", []Tool{writer, reader}); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	var fail error
+	r.SetBeforeChange(func(ctx context.Context, tool Tool, call Call) error {
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("the hook's context has no deadline")
+		}
+		seen = append(seen, tool.Name+" "+call.Scope)
+		if fail != nil {
+			panic(fail)
+		}
+		return nil
+	})
+	ctx := context.Background()
+	if res, err := r.Call(ctx, "writer", Call{Scope: "s"}); err != nil || res.IsError {
+		t.Fatalf("writer: %v %+v", err, res)
+	}
+	if res, err := r.Call(ctx, "reader", Call{Scope: "s"}); err != nil || res.IsError {
+		t.Fatalf("reader: %v %+v", err, res)
+	}
+	if strings.Join(seen, ",") != "writer s" || ran.Load() != 1 {
+		t.Fatalf("hook saw %v, handler ran %d times", seen, ran.Load())
+	}
+
+	r.SetBeforeChange(func(context.Context, Tool, Call) error { return errors.New("the checkpoint store is full") })
+	res, _ := r.Call(ctx, "writer", Call{})
+	if !res.IsError || resultText(t, res) != "Tool writer did not run: the checkpoint store is full" || ran.Load() != 1 {
+		t.Fatalf("a failing hook: %+v, handler ran %d times", res, ran.Load())
+	}
+
+	fail = errors.New("boom")
+	r.SetBeforeChange(func(context.Context, Tool, Call) error { panic(fail) })
+	res, _ = r.Call(ctx, "writer", Call{})
+	if !res.IsError || ran.Load() != 1 {
+		t.Fatalf("a panicking hook: %+v", res)
+	}
+
+	r.SetBeforeChange(nil)
+	if res, _ := r.Call(ctx, "writer", Call{}); res.IsError || ran.Load() != 2 {
+		t.Fatalf("without a hook: %+v", res)
+	}
+}
