@@ -260,6 +260,13 @@ type healthBody struct {
 	// (absent without --ssh-listen); its error names each file that admits
 	// nothing because it does not load.
 	SSHAuth *sshauth.Health `json:"sshAuth,omitempty"`
+	// Transactions is how many transactions (exec with transaction: true)
+	// are pending (absent for a workspace that cannot run commands).
+	Transactions *transactionsHealth `json:"transactions,omitempty"`
+}
+
+type transactionsHealth struct {
+	Pending int `json:"pending"`
 }
 
 // serveHealthServers is the execution service's health view,

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/tools/gateway"
 	"github.com/agentbe/agentbe-daemon/tools/previews"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
+	"github.com/agentbe/agentbe-daemon/tools/transactions"
 	"github.com/agentbe/agentbe-daemon/tools/upstream"
 )
 
@@ -40,6 +41,7 @@ var parts = []part{
 	}},
 	{name: "admission", check: checkTokens, start: startAdmission},
 	{name: "workspace", start: startWorkspace},
+	{name: "transactions", start: startTransactions},
 	{name: "upstreams", flag: "--upstreams", on: func(c config.Config) bool { return c.Upstreams != "" },
 		check: checkUpstreams, start: startUpstreams},
 	{name: "gateway-tools", flag: "--gateway-tools", on: func(c config.Config) bool { return c.GatewayTools },
@@ -168,6 +170,8 @@ type wiring struct {
 	root, ws fsops.Workspace
 	exec     sandbox.Executor
 	execCfg  sandbox.Config
+	// transactions: exec's `transaction: true` (wiring.transact).
+	tx *transactions.Manager
 	// upstreams: for /health/servers.
 	upstreams *upstream.Provider
 	// gateway-tools: system.run's approvals, which /gateway decides too.

@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	gossh "golang.org/x/crypto/ssh"
@@ -35,6 +37,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/tools/previews"
 	"github.com/agentbe/agentbe-daemon/tools/procs"
 	"github.com/agentbe/agentbe-daemon/tools/sites"
+	"github.com/agentbe/agentbe-daemon/tools/transactions"
 	"github.com/agentbe/agentbe-daemon/tools/upstream"
 	"github.com/agentbe/agentbe-daemon/tools/watch"
 	"github.com/agentbe/agentbe-daemon/tools/workspace"
@@ -177,13 +180,53 @@ func startWorkspace(w *wiring) (r built, err error) {
 	}
 	w.root, w.ws, w.exec = root, ws, ex
 	return built{
-		tools: workspace.Tools(ws, workspace.ExecEnv{Executor: ex, Timeout: cfg.ExecTimeout, NoNetwork: noNetworkNote(cfg, ex, netOn)}),
+		tools: workspace.Tools(ws, workspace.ExecEnv{Executor: ex, Timeout: cfg.ExecTimeout, NoNetwork: noNetworkNote(cfg, ex, netOn), Transact: w.transact}),
 		close: func() error {
 			var errs []error
 			if ex != nil {
 				errs = append(errs, ex.Close()) // kills its processes
 			}
 			return errors.Join(append(errs, root.Close())...)
+		},
+	}, nil
+}
+
+// transact is exec's `transaction: true`, run by the transactions row's
+// manager (which starts after the workspace's row).
+func (w *wiring) transact(ctx context.Context, ws fsops.Workspace, req sandbox.Request) *mcp.CallToolResult {
+	if w.tx == nil {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Transactions are not available: this workspace cannot run commands"}}}
+	}
+	return w.tx.Exec(ctx, ws, req)
+}
+
+// startTransactions: exec's transactions (tools/transactions), their
+// directories under --state-dir. The manager runs in every mode; outside
+// bwrap the sandbox refuses each transaction, naming bwrap.
+func startTransactions(w *wiring) (built, error) {
+	if w.exec == nil {
+		return built{}, nil
+	}
+	m, err := transactions.New(transactions.Options{Executor: w.exec, Dir: filepath.Join(w.cfg.StateDir, "transactions"),
+		Logger: w.log.With("component", "transactions")})
+	if err != nil {
+		return built{}, err
+	}
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "agentbe_transactions_pending",
+		Help: "Transactions (exec with transaction: true) waiting to be applied or discarded.",
+	}, func() float64 { return float64(m.Pending()) })
+	if err := w.opts.Registry.Register(g); err != nil {
+		m.Close()
+		return built{}, fmt.Errorf("transactions: register metrics: %w", err)
+	}
+	w.tx = m
+	return built{
+		tools:  m.Tools(),
+		health: func(b *healthBody) { b.Transactions = &transactionsHealth{Pending: m.Pending()} },
+		close: func() error {
+			w.opts.Registry.Unregister(g)
+			return m.Close()
 		},
 	}, nil
 }

@@ -144,3 +144,56 @@ func (r *overlayRun) close() {
 	r.ours.Close()
 	r.theirs.Close()
 }
+
+// NewOverlayDir makes a fresh transaction directory (0700, a random name)
+// in parent, the daemon's transactions directory under its state
+// directory, which it makes first (0700) if missing; parent must lie
+// outside the workspace
+// (Run checks the directory again). The tmpfs is mounted on the directory
+// in the trampoline's namespace only, so on the host it stays empty;
+// RemoveOverlayDir removes it.
+func NewOverlayDir(parent, id string) (string, error) {
+	if !filepath.IsAbs(parent) || strings.ContainsAny(parent, ",:\\") {
+		return "", fmt.Errorf("the transactions directory %q must be an absolute path without ',', ':' or '\\'", parent)
+	}
+	if id == "" || strings.ContainsAny(id, "/,:\\") || id == "." || id == ".." {
+		return "", fmt.Errorf("bad transaction id %q", id)
+	}
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(parent, 0o700); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(parent, id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// RemoveOverlayDir removes a directory NewOverlayDir made.
+func RemoveOverlayDir(dir string) error {
+	if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
+		return os.RemoveAll(dir)
+	}
+	return nil
+}
+
+// ClearOverlayDirs removes what an earlier daemon left in parent (its
+// transactions died with it: their upper layers were in memory).
+func ClearOverlayDirs(parent string) error {
+	ents, err := os.ReadDir(parent)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(parent, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -92,6 +92,9 @@ type ExecEnv struct {
 	Executor  sandbox.Executor
 	Timeout   time.Duration
 	NoNetwork string
+	// Transact runs exec's `transaction: true` (tools/transactions'
+	// Manager.Exec, which the daemon wires in); nil refuses it.
+	Transact func(ctx context.Context, ws fsops.Workspace, req sandbox.Request) *mcp.CallToolResult
 }
 
 // Tools returns the tools offered over ws, in the order the reference
@@ -100,7 +103,7 @@ type ExecEnv struct {
 // env has an executor. The daemon sets them as the registry's "workspace"
 // provider.
 func Tools(ws fsops.Workspace, env ExecEnv) []registry.Tool {
-	list := toolList(ws, execEnv{executor: env.Executor, timeout: env.Timeout, base: ws, noNetwork: env.NoNetwork})
+	list := toolList(ws, execEnv{executor: env.Executor, timeout: env.Timeout, base: ws, noNetwork: env.NoNetwork, transact: env.Transact})
 	out := make([]registry.Tool, len(list))
 	for i, t := range list {
 		out[i] = t.def()

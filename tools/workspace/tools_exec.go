@@ -30,6 +30,9 @@ type execArgs struct {
 	Timeout *int    `json:"timeout"` // seconds, at most the daemon's limit
 	Cwd     *string `json:"cwd"`     // a directory of the workspace
 	Stderr  *string `json:"stderr"`  // "separate" or "merged": both streams in a structured result
+	// Transaction runs the command on a copy-on-write overlay of the
+	// workspace (ExecEnv.Transact).
+	Transaction bool `json:"transaction"`
 }
 
 // execEnv is what exec needs besides the call's workspace, passed in rather
@@ -42,6 +45,7 @@ type execEnv struct {
 	timeout   time.Duration
 	base      fsops.Workspace
 	noNetwork string
+	transact  func(ctx context.Context, ws fsops.Workspace, req sandbox.Request) *mcp.CallToolResult
 }
 
 // execTool is the exec tool running commands in env.
@@ -58,6 +62,8 @@ func execTool(env execEnv) tool[execArgs] {
 			"cwd":     str("Optional: the directory of the workspace to run in (default: its root)"),
 			"stderr": enum("Optional: answer with a JSON object holding the exit code and both streams, "+
 				"\"separate\" ({exitCode, stdout, stderr}) or \"merged\" ({exitCode, output}: stderr interleaved with stdout as written)", "separate", "merged"),
+			"transaction": boolean("Optional: run the command as a transaction, on a copy-on-write view of the workspace (bwrap isolation only): "+
+				"the workspace is left untouched and the answer lists the changes (with diffs) and a transaction id for transaction_apply or transaction_discard"),
 		}, required("command")),
 		Timeout:      cmp.Or(env.timeout, sandbox.DefaultTimeout) + execGrace,
 		RunsCommands: true,
@@ -88,6 +94,12 @@ func (env execEnv) exec(ctx context.Context, ws fsops.Workspace, a execArgs) *mc
 	}
 	if fail := env.options(ws, a, &req); fail != nil {
 		return fail
+	}
+	if a.Transaction {
+		if env.transact == nil {
+			return toolError("Transactions are not available here: they need the daemon's --isolation bwrap and its transactions part")
+		}
+		return env.transact(ctx, ws, req)
 	}
 	var pp *progressPump
 	if p := progressFrom(ctx); p != nil {

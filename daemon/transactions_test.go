@@ -1,0 +1,158 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
+)
+
+// mcpSession is a go-sdk MCP client on r's /mcp, closed at cleanup.
+func mcpSession(t *testing.T, r *running) *mcp.ClientSession {
+	t.Helper()
+	hc := &http.Client{}
+	t.Cleanup(hc.CloseIdleConnections)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tx", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: r.url + "/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// callTool calls name and returns its text, structured content and
+// whether it is an error result.
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (string, map[string]any, bool) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var sc map[string]any
+	if res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(b, &sc)
+	}
+	return res.Content[0].(*mcp.TextContent).Text, sc, res.IsError
+}
+
+// TestTransactionWholeStory is the transaction half of issue 36's story over
+// MCP (the go-sdk client): the damaging command run as a transaction leaves
+// the workspace untouched and returns the diff; transaction_apply then makes
+// exactly those changes; a conflicting apply is refused and changes
+// nothing; a discarded transaction is gone.
+func TestTransactionWholeStory(t *testing.T) {
+	testenv.Bwrap(t)
+	c := testConfig(t)
+	c.Isolation = "bwrap"
+	c.StateDir = t.TempDir()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, c, nil)
+	cs := mcpSession(t, r)
+	files := map[string]string{"src/a.go": "package a\n", "src/b.go": "package b\n", "main.go": "package main\n\nfunc main() {}\n"}
+	for p, content := range files {
+		if _, _, isErr := callTool(t, cs, "write_file", map[string]any{"path": p, "content": content}); isErr {
+			t.Fatalf("write_file %s failed", p)
+		}
+	}
+	text, sc, isErr := callTool(t, cs, "exec", map[string]any{"command": "rm -rf src && echo broken > main.go", "transaction": true})
+	if isErr {
+		t.Fatalf("exec as a transaction: %s", text)
+	}
+	id, _ := sc["transaction"].(string)
+	if id == "" || !strings.Contains(text, id) {
+		t.Fatalf("no transaction id:\n%s\n%v", text, sc)
+	}
+	for _, want := range []string{"D src/a.go", "D src/b.go", "M main.go", "+broken", "-package main", "-package a"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("the answer lacks %q:\n%s", want, text)
+		}
+	}
+	changes, _ := sc["changes"].(map[string]any)
+	if changes["deleted"] != float64(3) || changes["modified"] != float64(1) {
+		t.Fatalf("structured changes %v", changes)
+	}
+	for p, content := range files {
+		if b, err := os.ReadFile(filepath.Join(c.Root, p)); err != nil || string(b) != content {
+			t.Fatalf("the transaction touched the workspace: %s = %q, %v", p, b, err)
+		}
+	}
+	if text, _, isErr := callTool(t, cs, "transaction_apply", map[string]any{"id": id}); isErr {
+		t.Fatalf("transaction_apply: %s", text)
+	}
+	if b, _ := os.ReadFile(filepath.Join(c.Root, "main.go")); string(b) != "broken\n" {
+		t.Fatalf("main.go after apply = %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(c.Root, "src")); !os.IsNotExist(err) {
+		t.Fatalf("src after apply: %v", err)
+	}
+	if ents, _ := os.ReadDir(c.Root); len(ents) != 1 {
+		t.Fatalf("workspace after apply holds %d entries, want main.go only", len(ents))
+	}
+	if text, _, isErr := callTool(t, cs, "transaction_apply", map[string]any{"id": id}); !isErr || !strings.Contains(text, "no pending transaction") {
+		t.Fatalf("second apply: %v %s", isErr, text)
+	}
+
+	// A conflicting apply: main.go changes underneath after the command.
+	text, sc, isErr = callTool(t, cs, "exec", map[string]any{"command": "echo mine > main.go && echo new > new.txt", "transaction": true})
+	if isErr {
+		t.Fatalf("exec: %s", text)
+	}
+	id, _ = sc["transaction"].(string)
+	if _, _, isErr := callTool(t, cs, "write_file", map[string]any{"path": "main.go", "content": "someone else\n"}); isErr {
+		t.Fatal("write_file failed")
+	}
+	text, sc, isErr = callTool(t, cs, "transaction_apply", map[string]any{"id": id})
+	if !isErr || !strings.Contains(text, "main.go") || !strings.Contains(text, "conflict") {
+		t.Fatalf("conflicting apply: error %v:\n%s", isErr, text)
+	}
+	if cf, _ := sc["conflicts"].([]any); len(cf) != 1 {
+		t.Fatalf("structured conflicts %v", sc)
+	}
+	if b, _ := os.ReadFile(filepath.Join(c.Root, "main.go")); string(b) != "someone else\n" {
+		t.Fatalf("main.go after a refused apply = %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(c.Root, "new.txt")); !os.IsNotExist(err) {
+		t.Fatal("new.txt applied by a refused apply")
+	}
+	text, sc, _ = callTool(t, cs, "transaction_list", map[string]any{})
+	if list, _ := sc["transactions"].([]any); len(list) != 1 {
+		t.Fatalf("transaction_list: %s", text)
+	}
+	if text, _, isErr := callTool(t, cs, "transaction_discard", map[string]any{"id": id}); isErr {
+		t.Fatalf("discard: %s", text)
+	}
+	_, sc, _ = callTool(t, cs, "transaction_list", map[string]any{})
+	if list, _ := sc["transactions"].([]any); len(list) != 0 {
+		t.Fatalf("transaction_list after discard: %v", sc)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(c.StateDir, "transactions")); len(ents) != 0 {
+		t.Fatalf("transaction directories left: %v", ents)
+	}
+}
+
+// TestTransactionRefusedOutsideBwrap: in software mode a transaction is
+// refused naming bwrap, and the command does not run.
+func TestTransactionRefusedOutsideBwrap(t *testing.T) {
+	c := testConfig(t)
+	c.StateDir = t.TempDir()
+	r := start(t, c, nil)
+	cs := mcpSession(t, r)
+	text, _, isErr := callTool(t, cs, "exec", map[string]any{"command": "touch ran", "transaction": true})
+	if !isErr || !strings.Contains(text, "bwrap") {
+		t.Fatalf("error %v: %s", isErr, text)
+	}
+	if _, err := os.Lstat(filepath.Join(c.Root, "ran")); !os.IsNotExist(err) {
+		t.Fatal("the command ran on the workspace")
+	}
+}
