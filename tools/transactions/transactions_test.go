@@ -1,0 +1,193 @@
+package transactions
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
+	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
+)
+
+// TestMain makes the test binary the trampoline that mounts a
+// transaction's overlay (its commands run through /proc/self/exe).
+func TestMain(m *testing.M) {
+	sandboxexec.Main()
+	goleak.VerifyTestMain(m)
+}
+
+// clock is a settable time for expiry.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// setup is a bwrap executor over a fresh workspace and a Manager.
+func setup(t *testing.T, mod func(*Options)) (*Manager, fsops.Workspace, string) {
+	t.Helper()
+	testenv.Bwrap(t)
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	ex, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeBwrap, WorkspaceRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ex.Close() })
+	opts := Options{Executor: ex, Dir: filepath.Join(t.TempDir(), "transactions")}
+	if mod != nil {
+		mod(&opts)
+	}
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m, ws, root
+}
+
+func runTx(t *testing.T, m *Manager, ws fsops.Workspace, command string) Result {
+	t.Helper()
+	res, err := m.Run(context.Background(), sandbox.Request{Command: command, Workspace: ws})
+	if err != nil {
+		t.Fatalf("%s: %v", command, err)
+	}
+	return res
+}
+
+// TestScopeSeesOnlyItsOwn: a transaction made in one scope is not seen,
+// applied or discarded from another (nor from the root), and is from its
+// own.
+func TestScopeSeesOnlyItsOwn(t *testing.T) {
+	m, ws, root := setup(t, nil)
+	a, err := ws.Scope("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := ws.Scope("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, s := range []fsops.Workspace{a, b} {
+		if err := s.Mkdir(".", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := runTx(t, m, a, "echo x > f")
+	if res.ID == "" {
+		t.Fatal("no transaction")
+	}
+	for _, other := range []fsops.Workspace{b, ws} {
+		if len(m.List(other)) != 0 {
+			t.Fatal("another scope lists it")
+		}
+		if _, err := m.Apply(context.Background(), other, res.ID); !errcode.Is(err, errcode.NotFound) {
+			t.Fatalf("apply from another scope: %v", err)
+		}
+		if err := m.Discard(other, res.ID); !errcode.Is(err, errcode.NotFound) {
+			t.Fatalf("discard from another scope: %v", err)
+		}
+	}
+	if len(m.List(a)) != 1 {
+		t.Fatal("its own scope does not list it")
+	}
+	if _, err := m.Apply(context.Background(), a, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "a", "f")); string(got) != "x\n" {
+		t.Fatalf("a/f = %q", got)
+	}
+}
+
+// TestPendingBoundedAndExpiring: past MaxPending a transaction is refused
+// naming the limit; one past its TTL is discarded and its directory
+// removed; Close removes the rest.
+func TestPendingBoundedAndExpiring(t *testing.T) {
+	c := &clock{t: time.Now()}
+	var dir string
+	m, ws, _ := setup(t, func(o *Options) { o.MaxPending = 2; o.TTL = time.Hour; o.now = c.now; dir = o.Dir })
+	first := runTx(t, m, ws, "echo 1 > one")
+	runTx(t, m, ws, "echo 2 > two")
+	_, err := m.Run(context.Background(), sandbox.Request{Command: "echo 3 > three", Workspace: ws})
+	if !errcode.Is(err, errcode.TooLarge) || !strings.Contains(err.Error(), "max pending 2") {
+		t.Fatalf("third: %v", err)
+	}
+	c.add(2 * time.Hour)
+	m.expire()
+	if m.Pending() != 0 {
+		t.Fatalf("%d pending after the TTL", m.Pending())
+	}
+	if _, err := m.Apply(context.Background(), ws, first.ID); !errcode.Is(err, errcode.NotFound) || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("apply after expiry: %v", err)
+	}
+	runTx(t, m, ws, "echo 4 > four")
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("%d transaction directories, want 1", len(ents))
+	}
+	m.Close()
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("%d transaction directories after Close", len(ents))
+	}
+	if _, err := m.Run(context.Background(), sandbox.Request{Command: "true", Workspace: ws}); err == nil {
+		t.Fatal("Run after Close")
+	}
+}
+
+// TestMillionFilesRefused: a command that tries to write a million files
+// hits the transaction's file limit; the transaction is refused naming it,
+// nothing is pending and the workspace is untouched.
+func TestMillionFilesRefused(t *testing.T) {
+	m, ws, root := setup(t, func(o *Options) { o.MaxFiles = 1000 })
+	_, err := m.Run(context.Background(), sandbox.Request{Workspace: ws,
+		Command: "mkdir d && cd d && i=0; while [ $i -lt 1000000 ]; do : > f$i || exit 1; i=$((i+1)); done"})
+	if !errcode.Is(err, errcode.TooLarge) || !strings.Contains(err.Error(), "more files than a transaction holds (1000") {
+		t.Fatalf("err = %v", err)
+	}
+	if m.Pending() != 0 {
+		t.Fatal("a refused transaction is pending")
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+		t.Fatalf("workspace has %d entries", len(ents))
+	}
+	m2, ws2, _ := setup(t, func(o *Options) { o.MaxBytes = 1 << 20 })
+	_, err = m2.Run(context.Background(), sandbox.Request{Workspace: ws2, Command: "head -c 3000000 /dev/zero > big"})
+	var ce *errcode.Error
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "more bytes than a transaction holds") {
+		t.Fatalf("bytes: %v", err)
+	}
+}
+
+// TestNoChangeNoTransaction: a command that changes nothing leaves
+// nothing pending.
+func TestNoChangeNoTransaction(t *testing.T) {
+	m, ws, _ := setup(t, nil)
+	res := runTx(t, m, ws, "echo hi")
+	if res.ID != "" || m.Pending() != 0 || string(res.Run.Stdout) != "hi\n" {
+		t.Fatalf("%+v pending %d", res, m.Pending())
+	}
+}
