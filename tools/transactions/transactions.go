@@ -184,11 +184,11 @@ func (m *Manager) Pending() int {
 
 // Result is what a transaction's command gave.
 type Result struct {
-	ID       string              `json:"transaction,omitempty"`
-	Expires  time.Time           `json:"expires,omitzero"`
-	Run      sandbox.Result      `json:"-"`
+	ID       string               `json:"transaction,omitempty"`
+	Expires  time.Time            `json:"expires,omitzero"`
+	Run      sandbox.Result       `json:"-"`
 	Changes  checkpoint.ChangeSet `json:"changes"`
-	ExitCode int                 `json:"exitCode"`
+	ExitCode int                  `json:"exitCode"`
 }
 
 // Run runs req (its Workspace set: the caller's) as a transaction. A
