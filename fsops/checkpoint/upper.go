@@ -24,7 +24,9 @@ import (
 // Request.Overlay); its changes are the overlay's upper layer. ReadUpper
 // turns that layer into a change set, as checkpoint_diff shows one, and the
 // plan Apply carries out: a regular file, directory or symlink in the layer
-// is added (absent from the workspace) or modified; a whiteout (a character
+// is added (absent from the workspace) or modified (a type change is the
+// old entry deleted and the new one added, as checkpoint_diff shows it); a
+// whiteout (a character
 // device 0:0) deletes the workspace's entry of that name; an opaque
 // directory (the user.overlay.opaque attribute, the overlay's `userxattr`
 // mode) hides everything of the workspace's directory beneath it that the
@@ -271,7 +273,12 @@ func (r *upperReader) entry(p string, under bool) error {
 				return err
 			}
 		case !old.IsDir():
-			if err := r.replaced(p, old, m); err != nil {
+			// A type change: the old entry deleted, the directory added.
+			if err := r.deleted(p, old); err != nil {
+				return err
+			}
+			r.add(Change{Path: p, Kind: KindAdded, Type: TypeDir})
+			if err := r.plan(step{path: p, kind: KindModified, mode: m}); err != nil {
 				return err
 			}
 		default:
@@ -299,54 +306,47 @@ func (r *upperReader) entry(p string, under bool) error {
 			}
 		}
 		c := Change{Path: p, Kind: KindAdded, Type: TypeFile}
+		step := step{path: p, kind: KindAdded, mode: m}
 		if exists {
-			c.Kind = KindModified
+			c.Kind, step.kind = KindModified, KindModified
+			if !old.Mode.IsRegular() {
+				// A type change: the old entry deleted, the file added.
+				if err := r.deleted(p, old); err != nil {
+					return err
+				}
+				c.Kind = KindAdded
+			}
 		}
 		if err := r.describeFile(&c, p, fi, old, exists && old.Mode.IsRegular()); err != nil {
 			return err
 		}
-		if exists && !old.Mode.IsRegular() {
-			c.Note = joinNote(c.Note, "was a "+modeType(old.Mode))
-		}
 		r.add(c)
-		return r.plan(step{path: p, kind: c.Kind, mode: m})
+		return r.plan(step)
 	case m&fs.ModeSymlink != 0:
 		target, err := r.u.root.Readlink(p)
 		if err != nil {
 			return upperErr(p, err)
 		}
 		c := Change{Path: p, Kind: KindAdded, Type: TypeSymlink, NewTarget: target}
+		step := step{path: p, kind: KindAdded, mode: m, target: target}
 		if exists {
+			step.kind = KindModified
 			if old.Mode&fs.ModeSymlink != 0 {
 				ot, err := r.ws.Readlink(p)
 				if err == nil && ot == target {
 					return nil
 				}
-				c.OldTarget = ot
-			} else {
-				c.Note = "was a " + modeType(old.Mode)
+				c.OldTarget, c.Kind = ot, KindModified
+			} else if err := r.deleted(p, old); err != nil {
+				// A type change: the old entry deleted, the link added.
+				return err
 			}
-			c.Kind = KindModified
 		}
 		r.add(c)
-		return r.plan(step{path: p, kind: c.Kind, mode: m, target: target})
+		return r.plan(step)
 	}
 	r.u.Set.Skipped = append(r.u.Set.Skipped, p)
 	return nil
-}
-
-func joinNote(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "; " + b
-}
-
-// replaced: a directory of the layer where the workspace has a file or a
-// symlink.
-func (r *upperReader) replaced(p string, old fsops.Info, m fs.FileMode) error {
-	r.add(Change{Path: p, Kind: KindModified, Type: TypeDir, Note: "was a " + modeType(old.Mode)})
-	return r.plan(step{path: p, kind: KindModified, mode: m})
 }
 
 // deleted lists p, removed from the workspace, and all it held.

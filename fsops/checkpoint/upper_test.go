@@ -111,7 +111,7 @@ func kinds(s ChangeSet) string {
 // as exactly those changes, with diffs, and Apply makes them.
 func TestReadUpperAndApply(t *testing.T) {
 	ws, root := wsWith(t, map[string]string{
-		"a": "old\n", "keep": "same\n", "src/x.go": "package x\n", "src/y.go": "package y\n", "d2/z": "z\n",
+		"a": "old\n", "keep": "same\n", "src/x.go": "package x\n", "src/y.go": "package y\n", "d2/z": "z\n", "t/x": "x\n",
 	})
 	l := newLayer(t)
 	l.file("a", "new\n")
@@ -120,10 +120,11 @@ func TestReadUpperAndApply(t *testing.T) {
 	l.whiteout("src")
 	l.opaqueDir("d2")
 	l.file("d2/w", "w\n")
+	l.file("t", "now a file\n") // was a directory: deleted, then added
 	u := l.read(ws, time.Now())
 	// d2/w is new in d2, which the layer made opaque: d2 stays, z goes.
-	want := "m a, a b, a d2/w, d d2/z, d src, d src/x.go, d src/y.go"
-	if got := kinds(u.Set); got != want || u.Set.Added != 2 || u.Set.Modified != 1 || u.Set.Deleted != 4 {
+	want := "m a, a b, a d2/w, d d2/z, d src, d src/x.go, d src/y.go, d t, a t, d t/x"
+	if got := kinds(u.Set); got != want || u.Set.Added != 3 || u.Set.Modified != 1 || u.Set.Deleted != 6 {
 		t.Fatalf("changes %q (%d/%d/%d); want %q", got, u.Set.Added, u.Set.Modified, u.Set.Deleted, want)
 	}
 	text := Text(u.Set)
@@ -135,7 +136,7 @@ func TestReadUpperAndApply(t *testing.T) {
 	if _, err := u.Apply(context.Background(), ws); err != nil {
 		t.Fatal(err)
 	}
-	for p, want := range map[string]string{"a": "new\n", "b": "added\n", "keep": "same\n", "d2/w": "w\n"} {
+	for p, want := range map[string]string{"a": "new\n", "b": "added\n", "keep": "same\n", "d2/w": "w\n", "t": "now a file\n"} {
 		if b, err := os.ReadFile(filepath.Join(root, p)); err != nil || string(b) != want {
 			t.Fatalf("%s = %q, %v; want %q", p, b, err, want)
 		}
