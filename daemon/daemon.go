@@ -43,6 +43,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/ssh/sshauth"
 	"github.com/agentbe/agentbe-daemon/ssh/sshd"
 	"github.com/agentbe/agentbe-daemon/tools/browser"
+	"github.com/agentbe/agentbe-daemon/tools/checkpoints"
 	"github.com/agentbe/agentbe-daemon/tools/extensions"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 	"github.com/agentbe/agentbe-daemon/tools/upstream"
@@ -263,6 +264,9 @@ type healthBody struct {
 	// Transactions is how many transactions (exec with transaction: true)
 	// are pending (absent for a workspace that cannot run commands).
 	Transactions *transactionsHealth `json:"transactions,omitempty"`
+	// Checkpoints is the checkpoint store's mode, size and bounds (absent
+	// without --checkpoints).
+	Checkpoints *checkpoints.Health `json:"checkpoints,omitempty"`
 }
 
 type transactionsHealth struct {

@@ -41,6 +41,8 @@ var parts = []part{
 	}},
 	{name: "admission", check: checkTokens, start: startAdmission},
 	{name: "workspace", start: startWorkspace},
+	{name: "checkpoints", flag: "--checkpoints", on: func(c config.Config) bool { return c.Checkpoints == "manual" || c.Checkpoints == "auto" },
+		start: startCheckpoints},
 	{name: "transactions", start: startTransactions},
 	{name: "upstreams", flag: "--upstreams", on: func(c config.Config) bool { return c.Upstreams != "" },
 		check: checkUpstreams, start: startUpstreams},

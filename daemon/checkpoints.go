@@ -1,0 +1,69 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentbe/agentbe-daemon/fsops/checkpoint"
+	"github.com/agentbe/agentbe-daemon/tools/checkpoints"
+)
+
+// startCheckpoints opens the checkpoint store under --state-dir (outside
+// the workspace: config checks it, and the store again) and serves its
+// tools; with --checkpoints auto it installs the registry's hook that takes
+// a checkpoint before each call that can change the workspace.
+func startCheckpoints(w *wiring) (built, error) {
+	cfg := w.cfg
+	if cfg.Backend != "filesystem" {
+		return built{}, errors.New("--checkpoints: the memory backend keeps no files to checkpoint (and loses them at exit)")
+	}
+	if cfg.StateDir == "" {
+		return built{}, errors.New("--checkpoints: the store lies under --state-dir, which is empty")
+	}
+	st, err := checkpoint.Open(checkpoint.Options{Dir: cfg.CheckpointDir(), WorkspaceRoot: cfg.Root,
+		MaxBytes: cfg.CheckpointMaxBytes, MaxCount: cfg.CheckpointMaxCount, MaxFiles: cfg.CheckpointMaxFiles,
+		Logger: w.log.With("component", "checkpoints")})
+	if err != nil {
+		return built{}, fmt.Errorf("--checkpoints: %w", err)
+	}
+	p := checkpoints.New(checkpoints.Options{Store: st, Logger: w.log.With("component", "checkpoints")})
+	gauges := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "agentbe_checkpoint_store_bytes",
+			Help: "Bytes the checkpoint store holds (deduplicated content and manifests); the bound is --checkpoint-max-bytes.",
+		}, func() float64 { return float64(st.Stats().Bytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "agentbe_checkpoints",
+			Help: "Checkpoints kept (every scope's); the bound is --checkpoint-max-count.",
+		}, func() float64 { return float64(st.Stats().Count) }),
+	}
+	for i, g := range gauges {
+		if err := w.opts.Registry.Register(g); err != nil {
+			for _, done := range gauges[:i] {
+				w.opts.Registry.Unregister(done)
+			}
+			st.Close()
+			return built{}, fmt.Errorf("--checkpoints: register metrics: %w", err)
+		}
+	}
+	if cfg.Checkpoints == "auto" {
+		w.reg.SetBeforeChange(p.BeforeChange)
+	}
+	return built{
+		tools: p.Tools(),
+		health: func(b *healthBody) {
+			b.Checkpoints = &checkpoints.Health{Mode: cfg.Checkpoints, Stats: st.Stats()}
+		},
+		close: func() error {
+			if cfg.Checkpoints == "auto" {
+				w.reg.SetBeforeChange(nil)
+			}
+			for _, g := range gauges {
+				w.opts.Registry.Unregister(g)
+			}
+			return st.Close()
+		},
+	}, nil
+}
