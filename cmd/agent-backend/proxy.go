@@ -31,7 +31,8 @@ extensions can use a workspace:
 The user and host names are not used (any SSH authentication is accepted; the
 token is the gate). The token is read from --token-file, --token, or the
 AGENTBE_AUTH_TOKEN environment variable, in that order; prefer the file, which
-keeps it out of ps.`,
+keeps it out of ps. On macOS or Windows, where agent-backend does not build,
+agentbe-bridge ssh URL does the same (docs/remote-clients.md).`,
 		Args:          cobra.ExactArgs(1),
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -1,0 +1,395 @@
+// Package mcpbridge carries an MCP session between stdio and a daemon's
+// streamable HTTP endpoint (/mcp), for MCP clients that only spawn servers
+// over stdio (Claude Desktop's config file, some IDE extensions) on a
+// machine where the daemon cannot run (macOS, Windows): the daemon runs in
+// a Linux VM or container, and agentbe-bridge (cmd/agentbe-bridge) runs
+// beside the client.
+//
+// It is portable (no Linux imports) and knows nothing of MCP's methods:
+// each newline-delimited JSON-RPC message read from stdin is POSTed to the
+// endpoint with the bearer token, and each message of the answer (a JSON
+// body, or the events of a text/event-stream) is written to stdout as one
+// line. The session id (Mcp-Session-Id) and the protocol version the
+// server chose at initialize (MCP-Protocol-Version) are sent on every later
+// request, as the streamable HTTP transport asks. An HTTP failure answers
+// the request that met it with a JSON-RPC error naming the status and the
+// URL, so the client shows the cause (a wrong token says 401) rather than
+// waiting.
+package mcpbridge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxInFlight  = 16
+	DefaultMaxMessage   = 16 << 20
+	DefaultTimeout      = 10 * time.Minute
+	deleteSessionBudget = 5 * time.Second
+)
+
+// Options configure Run.
+type Options struct {
+	// URL is the daemon's MCP endpoint, http(s)://host:port/mcp.
+	URL string
+	// Token is sent as "Authorization: Bearer <Token>" when not empty.
+	Token string
+	// Client makes the requests (its Transport carries TLS settings, such
+	// as a CA for the daemon's certificate); http.DefaultClient when nil.
+	Client *http.Client
+	// MaxInFlight bounds the requests waiting for their answer; reading
+	// stdin pauses at the bound (DefaultMaxInFlight when 0).
+	MaxInFlight int
+	// MaxMessage bounds one message, read from stdin or from the daemon
+	// (DefaultMaxMessage when 0): a longer one is answered with an error.
+	MaxMessage int
+	// Timeout bounds one request, its answer included (DefaultTimeout when
+	// 0): a tool call may run long, a hung connection may not hold a slot
+	// for ever.
+	Timeout time.Duration
+	// Errors receives one line per failure the client is not told about
+	// (a notification that could not be delivered); nil discards them.
+	Errors io.Writer
+}
+
+// Bridge is one session between a stdio pair and an endpoint.
+type Bridge struct {
+	opts Options
+	out  io.Writer
+
+	outMu sync.Mutex // one message written at a time
+
+	mu        sync.Mutex
+	sessionID string
+	protocol  string
+}
+
+// Run carries messages from in to the endpoint and the answers to out
+// until in ends (every request sent by then is answered first) or ctx is
+// done. It returns nil at the end of in, else what stopped it.
+func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
+	if opts.URL == "" {
+		return errors.New("mcpbridge: no URL")
+	}
+	if opts.Client == nil {
+		opts.Client = http.DefaultClient
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.MaxMessage <= 0 {
+		opts.MaxMessage = DefaultMaxMessage
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	b := &Bridge{opts: opts, out: out}
+	defer b.endSession()
+
+	slots := make(chan struct{}, opts.MaxInFlight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	r := bufio.NewReaderSize(in, 64<<10)
+	for {
+		line, tooLong, err := readLine(r, opts.MaxMessage)
+		if len(line) > 0 || tooLong {
+			if tooLong {
+				b.reply(nil, fmt.Sprintf("message longer than %d bytes (the bridge's limit)", opts.MaxMessage), -32600)
+			} else if msg := bytes.TrimSpace(line); len(msg) > 0 {
+				select {
+				case slots <- struct{}{}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				wg.Go(func() {
+					defer func() { <-slots }()
+					b.forward(ctx, msg)
+				})
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// readLine reads one line of at most max bytes; a longer one is consumed
+// to its end and reported as tooLong.
+func readLine(r *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+	for {
+		frag, err := r.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(frag) > max+1 { // +1: the newline
+				tooLong, line = true, nil
+			} else {
+				line = append(line, frag...)
+			}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		return line, tooLong, err
+	}
+}
+
+// envelope is what the bridge reads of a message: whether it is a request
+// that expects an answer (an id and a method) and which method.
+type envelope struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+}
+
+// forward POSTs one message and writes what comes back.
+func (b *Bridge) forward(ctx context.Context, msg []byte) {
+	var env envelope
+	if msg[0] == '{' {
+		if err := json.Unmarshal(msg, &env); err != nil {
+			b.reply(nil, "not a JSON-RPC message: "+err.Error(), -32700)
+			return
+		}
+	} else if !json.Valid(msg) {
+		b.reply(nil, "not a JSON-RPC message", -32700)
+		return
+	}
+	id := env.ID
+	if env.Method == "" || len(id) == 0 || string(id) == "null" {
+		id = nil // a notification or a response: nothing to answer
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.opts.URL, bytes.NewReader(msg))
+	if err != nil {
+		b.fail(id, err.Error())
+		return
+	}
+	b.headers(req)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := b.opts.Client.Do(req)
+	if err != nil {
+		b.fail(id, fmt.Sprintf("POST %s: %v", b.opts.URL, err))
+		return
+	}
+	defer resp.Body.Close()
+	if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
+		b.mu.Lock()
+		b.sessionID = s
+		b.mu.Unlock()
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent:
+		return
+	case ct == "text/event-stream" && resp.StatusCode < 300:
+		b.events(resp.Body, id, env.Method)
+		return
+	}
+	body, tooLong := readBounded(resp.Body, b.opts.MaxMessage)
+	if tooLong {
+		b.fail(id, fmt.Sprintf("the answer of %s is longer than %d bytes (the bridge's limit)", b.opts.URL, b.opts.MaxMessage))
+		return
+	}
+	if ct == "application/json" && isJSONRPC(body) {
+		// A JSON-RPC answer, even with an error status (the server's
+		// own error, which says more than the status).
+		b.deliver(body, env.Method)
+		return
+	}
+	if resp.StatusCode >= 300 {
+		b.fail(id, httpError(b.opts.URL, resp.StatusCode, body))
+		return
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		b.fail(id, fmt.Sprintf("POST %s: an answer of type %q, not JSON-RPC", b.opts.URL, resp.Header.Get("Content-Type")))
+	}
+}
+
+// headers sets the token and the session's headers on req.
+func (b *Bridge) headers(req *http.Request) {
+	if b.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.opts.Token)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sessionID != "" {
+		req.Header.Set("Mcp-Session-Id", b.sessionID)
+	}
+	if b.protocol != "" {
+		req.Header.Set("MCP-Protocol-Version", b.protocol)
+	}
+}
+
+// events writes each data event of a text/event-stream as one message.
+func (b *Bridge) events(body io.Reader, id json.RawMessage, method string) {
+	r := bufio.NewReaderSize(body, 64<<10)
+	var data bytes.Buffer
+	answered := false
+	for {
+		line, tooLong, err := readLine(r, b.opts.MaxMessage)
+		if tooLong {
+			b.fail(id, fmt.Sprintf("an event from %s is longer than %d bytes (the bridge's limit)", b.opts.URL, b.opts.MaxMessage))
+			return
+		}
+		l := strings.TrimRight(string(line), "\r\n")
+		switch {
+		case l == "" && len(line) > 0: // the end of an event
+			if data.Len() > 0 {
+				b.deliver(data.Bytes(), method)
+				answered = true
+				data.Reset()
+			}
+		case strings.HasPrefix(l, "data:"):
+			if data.Len()+len(l) > b.opts.MaxMessage {
+				b.fail(id, fmt.Sprintf("an event from %s is longer than %d bytes (the bridge's limit)", b.opts.URL, b.opts.MaxMessage))
+				return
+			}
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(l, "data:"), " "))
+		}
+		if err != nil {
+			if data.Len() > 0 {
+				b.deliver(data.Bytes(), method)
+				answered = true
+			}
+			if !answered && err != io.EOF {
+				b.fail(id, fmt.Sprintf("reading the answer of %s: %v", b.opts.URL, err))
+			}
+			return
+		}
+	}
+}
+
+// deliver writes one message from the server as a line; the answer to
+// initialize also tells the bridge the protocol version to send.
+func (b *Bridge) deliver(msg []byte, method string) {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, msg); err != nil {
+		b.logf("dropped a message from %s that is not JSON: %v", b.opts.URL, err)
+		return
+	}
+	if method == "initialize" {
+		var res struct {
+			Result struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(compact.Bytes(), &res) == nil && res.Result.ProtocolVersion != "" {
+			b.mu.Lock()
+			b.protocol = res.Result.ProtocolVersion
+			b.mu.Unlock()
+		}
+	}
+	compact.WriteByte('\n')
+	b.outMu.Lock()
+	defer b.outMu.Unlock()
+	if _, err := b.out.Write(compact.Bytes()); err != nil {
+		b.logf("writing to stdout: %v", err)
+	}
+}
+
+// fail answers the request id with an error; a message without an id (a
+// notification, a response) has nobody to tell but the log.
+func (b *Bridge) fail(id json.RawMessage, text string) {
+	if id == nil {
+		b.logf("%s", text)
+		return
+	}
+	b.reply(id, text, -32603)
+}
+
+// reply writes a JSON-RPC error for id (null when nil).
+func (b *Bridge) reply(id json.RawMessage, text string, code int) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{"code": code, "message": "agentbe-bridge: " + text}})
+	b.deliver(msg, "")
+}
+
+func (b *Bridge) logf(format string, args ...any) {
+	if b.opts.Errors != nil {
+		fmt.Fprintf(b.opts.Errors, "agentbe-bridge: "+format+"\n", args...)
+	}
+}
+
+// endSession asks the server to end a session it gave an id, as the
+// transport asks a client that leaves; best effort, in a short time.
+func (b *Bridge) endSession() {
+	b.mu.Lock()
+	id := b.sessionID
+	b.mu.Unlock()
+	if id == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deleteSessionBudget)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, b.opts.URL, nil)
+	if err != nil {
+		return
+	}
+	b.headers(req)
+	if resp, err := b.opts.Client.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
+// readBounded reads r up to max bytes; tooLong when there was more.
+func readBounded(r io.Reader, max int) ([]byte, bool) {
+	b, _ := io.ReadAll(io.LimitReader(r, int64(max)+1))
+	if len(b) > max {
+		return nil, true
+	}
+	return b, false
+}
+
+// isJSONRPC reports whether body is a JSON-RPC message or a batch of them.
+func isJSONRPC(body []byte) bool {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || !json.Valid(body) {
+		return false
+	}
+	if body[0] == '[' {
+		return true
+	}
+	var m struct {
+		JSONRPC string `json:"jsonrpc"`
+	}
+	return json.Unmarshal(body, &m) == nil && m.JSONRPC == "2.0"
+}
+
+// httpError is the message for an HTTP status the daemon answered with,
+// with the hint that fixes the usual cause.
+func httpError(url string, status int, body []byte) string {
+	text := fmt.Sprintf("POST %s: %d %s", url, status, http.StatusText(status))
+	if s := strings.TrimSpace(string(body)); s != "" {
+		if len(s) > 300 {
+			s = s[:300] + "…"
+		}
+		text += ": " + s
+	}
+	switch status {
+	case http.StatusUnauthorized:
+		text += " (the daemon wants its token: --token-file FILE, or AGENTBE_AUTH_TOKEN)"
+	case http.StatusNotFound:
+		text += " (the URL should end in /mcp)"
+	}
+	return text
+}
