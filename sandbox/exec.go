@@ -810,9 +810,20 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 		timeout = e.timeout
 	}
 
+	var hov *hostOverlay
+	if req.Overlay != nil && os.Geteuid() == 0 && e.cred == nil && !overlayByTrampoline {
+		switch hov, err = mountOverlay(req.Overlay, wd); {
+		case errors.Is(err, errNoMountHere):
+			hov = nil // the trampoline makes a namespace where it may
+		case err != nil:
+			return Result{}, withCommand(err, req.Command)
+		default:
+			defer hov.unmount()
+		}
+	}
 	cmd, direct := e.command(req.Command, parsed, wd, env, false)
 	var ov *overlayRun
-	if req.Overlay != nil {
+	if req.Overlay != nil && hov == nil {
 		// Through the shell: a direct start's retry would build a bwrap
 		// command of its own, without the overlay.
 		cmd, direct = e.shellCommand(req.Command, wd, env, false), false
@@ -874,6 +885,9 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	res.ExitCode, res.Signal = e.exitStatus(cmd.ProcessState)
 	if werr != nil && cmd.ProcessState == nil {
 		return res, execError(req.Command, werr)
+	}
+	if hov != nil {
+		res.Upper = hov.take()
 	}
 	if ov != nil {
 		if res.Upper, err = ov.receive(); err != nil {

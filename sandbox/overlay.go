@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -174,6 +175,7 @@ func NewOverlayDir(parent, id string) (string, error) {
 
 // RemoveOverlayDir removes a directory NewOverlayDir made.
 func RemoveOverlayDir(dir string) error {
+	unmountLeft(dir)
 	if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
 		return os.RemoveAll(dir)
 	}
@@ -191,9 +193,132 @@ func ClearOverlayDirs(parent string) error {
 		return err
 	}
 	for _, e := range ents {
+		unmountLeft(filepath.Join(parent, e.Name()))
 		if err := os.RemoveAll(filepath.Join(parent, e.Name())); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// A root daemon mounts a transaction's tmpfs and overlay itself, in its own
+// mount namespace, and runs the plain bwrap command with the overlay's
+// directory in place of the workspace's descriptor: no trampoline, whose
+// start (this whole program's package initialization) would cost more than
+// the command. The mounts live on the transaction's directory (under the
+// daemon's state directory, 0700, outside every sandbox's binds) only
+// while the command runs: they are detached when it ends, and the upper
+// layer lives on through the descriptor Result.Upper holds. A daemon
+// without the right to mount (not root, or root without CAP_SYS_ADMIN)
+// takes the trampoline, which makes its own namespace for them. So does a
+// root daemon with --run-as: bwrap, started as that user, resolves the
+// overlay's directory by its name (from its descriptor), and the daemon's
+// state directory is not that user's to traverse.
+//
+// overlayByTrampoline makes a root daemon take the trampoline too (tests
+// and benchmarks compare the two).
+var overlayByTrampoline = false
+
+// hostOverlay is a transaction's mounts in the daemon's namespace.
+type hostOverlay struct {
+	dir     string
+	tmp     *os.File // the tmpfs's root, holding upper/
+	mounted bool     // the overlay is mounted on dir/merged
+}
+
+// errNoMountHere: this daemon may not mount (EPERM); the trampoline can.
+var errNoMountHere = errors.New("no right to mount here")
+
+// mountOverlay mounts ov's tmpfs and the overlay of wd's boundary (its
+// descriptor, never its name) and puts the overlay in wd's place, so that
+// every bwrap command built from wd (the direct path's retry included)
+// binds the overlay.
+func mountOverlay(ov *Overlay, wd *workdir) (*hostOverlay, error) {
+	refuse := func(what string, err error) error {
+		return &errcode.Error{Code: errcode.NotImplemented, Op: "exec",
+			Msg: fmt.Sprintf("transactions need overlay mounts under bwrap, and here %s (%v); nothing ran", what, err), Err: err}
+	}
+	var lower unix.Stat_t
+	if err := unix.Fstat(int(wd.bfd.Fd()), &lower); err != nil {
+		return nil, refuse("the workspace cannot be read", err)
+	}
+	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0700", ov.MaxBytes, ov.MaxFiles)
+	if err := unix.Mount("tmpfs", ov.Dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			return nil, errNoMountHere
+		}
+		return nil, refuse("the transaction's tmpfs cannot be mounted", err)
+	}
+	h := &hostOverlay{dir: ov.Dir}
+	ok := false
+	defer func() {
+		if !ok {
+			h.unmount()
+		}
+	}()
+	var err error
+	if h.tmp, err = os.OpenFile(ov.Dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0); err != nil {
+		return nil, refuse("the transaction's tmpfs cannot be opened", err)
+	}
+	tfd := int(h.tmp.Fd())
+	for _, d := range []string{"upper", "work", "merged"} {
+		if err := unix.Mkdirat(tfd, d, 0o700); err != nil {
+			return nil, refuse("mkdir "+d, err)
+		}
+	}
+	// The merged view's root is upper/: it gets the workspace's mode and
+	// owner, so the command sees its directory as it is.
+	if err := unix.Fchmodat(tfd, "upper", lower.Mode&0o7777, 0); err != nil {
+		return nil, refuse("chmod upper", err)
+	}
+	if err := unix.Fchownat(tfd, "upper", int(lower.Uid), int(lower.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, refuse("chown upper", err)
+	}
+	mopts := fmt.Sprintf("lowerdir=/proc/self/fd/%d,upperdir=%s/upper,workdir=%s/work,userxattr", wd.bfd.Fd(), ov.Dir, ov.Dir)
+	if err := unix.Mount("overlay", ov.Dir+"/merged", "overlay", 0, mopts); err != nil {
+		return nil, refuse("the kernel refused the overlay mount", err)
+	}
+	h.mounted = true
+	merged, err := os.OpenFile(ov.Dir+"/merged", os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, refuse("the overlay cannot be opened", err)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(merged.Fd()), &fs); err != nil || fs.Type != unix.OVERLAYFS_SUPER_MAGIC {
+		merged.Close()
+		return nil, refuse("what was opened is not the overlay", err)
+	}
+	old := wd.bfd
+	wd.bfd = merged
+	if wd.dfd != old {
+		wd.extra = append(wd.extra, old)
+	}
+	ok = true
+	return h, nil
+}
+
+// take hands the tmpfs's descriptor to the caller.
+func (h *hostOverlay) take() *os.File {
+	f := h.tmp
+	h.tmp = nil
+	return f
+}
+
+// unmount detaches the mounts (the tmpfs lives on while a descriptor of it
+// is open) and closes what is not taken.
+func (h *hostOverlay) unmount() {
+	if h.mounted {
+		_ = unix.Unmount(h.dir+"/merged", unix.MNT_DETACH)
+	}
+	_ = unix.Unmount(h.dir, unix.MNT_DETACH)
+	if h.tmp != nil {
+		h.tmp.Close()
+	}
+}
+
+// unmountLeft detaches what a killed daemon may have left mounted on a
+// transaction directory (a root daemon mounts there while a command runs).
+func unmountLeft(dir string) {
+	_ = unix.Unmount(dir+"/merged", unix.MNT_DETACH)
+	_ = unix.Unmount(dir, unix.MNT_DETACH)
 }

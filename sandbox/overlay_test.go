@@ -4,12 +4,14 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -155,4 +157,89 @@ func TestOverlayRunAs(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "f")); !os.IsNotExist(err) {
 		t.Fatal("f written to the workspace")
 	}
+}
+
+// TestOverlayBothWays: a root daemon's in-place mounts and the trampoline
+// give the same run: the workspace untouched, the change in the layer.
+func TestOverlayBothWays(t *testing.T) {
+	for _, tramp := range []bool{false, true} {
+		t.Run(fmt.Sprint("trampoline=", tramp), func(t *testing.T) {
+			defer func(v bool) { overlayByTrampoline = v }(overlayByTrampoline)
+			overlayByTrampoline = tramp
+			e, ws := newExec(t, ModeBwrap)
+			if err := os.WriteFile(filepath.Join(ws, "a"), []byte("old\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// `true`-like direct commands too: the direct path must bind the overlay.
+			res, err := e.Run(context.Background(), Request{Command: "sed -i s/old/new/ a", Overlay: &Overlay{Dir: txDir(t), MaxBytes: 1 << 20, MaxFiles: 10}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Upper.Close()
+			if res.ExitCode != 0 {
+				t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
+			}
+			if b, _ := os.ReadFile(filepath.Join(ws, "a")); string(b) != "old\n" {
+				t.Fatalf("workspace a = %q", b)
+			}
+			if b, err := os.ReadFile("/proc/self/fd/" + strconv.Itoa(int(res.Upper.Fd())) + "/upper/a"); err != nil || string(b) != "new\n" {
+				t.Fatalf("upper a = %q, %v", b, err)
+			}
+		})
+	}
+}
+
+// BenchmarkOverlayTrue: `true` plain and on an overlay, in place (a root
+// daemon) and through the trampoline, alternating in one loop.
+func BenchmarkOverlayTrue(b *testing.B) {
+	needBwrap(b)
+	ws, err := filepath.EvalSymlinks(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := New(Config{Mode: ModeBwrap, WorkspaceRoot: ws})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	dir := b.TempDir()
+	ctx := context.Background()
+	var plain, here, tramp time.Duration
+	n := 0
+	overlay := func(byTrampoline bool) time.Duration {
+		overlayByTrampoline = byTrampoline
+		defer func() { overlayByTrampoline = false }()
+		t0 := time.Now()
+		d, err := NewOverlayDir(dir, strconv.Itoa(n)+strconv.FormatBool(byTrampoline))
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := e.Run(ctx, Request{Command: "true", Overlay: &Overlay{Dir: d, MaxBytes: 1 << 20, MaxFiles: 100}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		res.Upper.Close()
+		RemoveOverlayDir(d)
+		return time.Since(t0)
+	}
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := e.Run(ctx, Request{Command: "true"}); err != nil {
+			b.Fatal(err)
+		}
+		plain += time.Since(t0)
+		if os.Geteuid() == 0 {
+			here += overlay(false)
+		}
+		tramp += overlay(true)
+		n++
+	}
+	msPer := func(d time.Duration) float64 { return float64(d) / float64(n) / 1e6 }
+	b.ReportMetric(msPer(plain), "plain-ms")
+	if os.Geteuid() == 0 {
+		b.ReportMetric(msPer(here), "inplace-ms")
+		b.ReportMetric(float64(here)/float64(plain), "inplace-ratio")
+	}
+	b.ReportMetric(msPer(tramp), "trampoline-ms")
+	b.ReportMetric(float64(tramp)/float64(plain), "trampoline-ratio")
 }
