@@ -156,3 +156,79 @@ func TestTransactionRefusedOutsideBwrap(t *testing.T) {
 		t.Fatal("the command ran on the workspace")
 	}
 }
+
+// TestTransactionTokens: a scope-bound token sees, applies and discards
+// only its scope's transactions (another's id is answered as an unknown
+// one); a read-only token lists them but makes, applies and discards none;
+// the audit log names who applied which transaction.
+func TestTransactionTokens(t *testing.T) {
+	testenv.Bwrap(t)
+	c := testConfig(t)
+	c.Isolation = "bwrap"
+	c.StateDir = t.TempDir()
+	c.AuthToken = "master-token"
+	c.AuditLog = filepath.Join(t.TempDir(), "audit.log")
+	must(t, os.MkdirAll(filepath.Join(c.Root, "a"), 0o755))
+	must(t, os.MkdirAll(filepath.Join(c.Root, "b"), 0o755))
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+strings.Join([]string{
+		tokenLine("alice", "alice-token", `,"scope":"a"`),
+		tokenLine("bob", "bob-token", `,"scope":"b"`),
+		tokenLine("reader", "reader-token", `,"scope":"a","readOnly":true`),
+	}, ",")+`]}`), 0o600))
+	c.TokensFile = tokens
+	must(t, c.Validate())
+	r := start(t, c, nil)
+
+	_, body := callAs(t, r.url, "alice-token", "", "exec", `{"command":"echo x > f","transaction":true}`)
+	var resp struct {
+		Result struct {
+			IsError           bool
+			StructuredContent struct{ Transaction string }
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &resp); err != nil || resp.Result.IsError || resp.Result.StructuredContent.Transaction == "" {
+		t.Fatalf("alice's transaction: %v %s", err, body)
+	}
+	id := resp.Result.StructuredContent.Transaction
+
+	_, body = callAs(t, r.url, "bob-token", "", "transaction_list", `{}`)
+	if strings.Contains(body, id) {
+		t.Fatalf("bob lists alice's transaction: %s", body)
+	}
+	for _, tool := range []string{"transaction_apply", "transaction_discard"} {
+		_, body = callAs(t, r.url, "bob-token", "", tool, `{"id":"`+id+`"}`)
+		if !strings.Contains(body, `"isError":true`) || !strings.Contains(body, "no pending transaction") {
+			t.Fatalf("bob's %s of alice's transaction: %s", tool, body)
+		}
+	}
+	_, body = callAs(t, r.url, "reader-token", "", "transaction_list", `{}`)
+	if !strings.Contains(body, id) {
+		t.Fatalf("the read-only token in alice's scope does not list her transaction: %s", body)
+	}
+	for _, call := range [][2]string{{"exec", `{"command":"echo y > g","transaction":true}`},
+		{"transaction_apply", `{"id":"` + id + `"}`}, {"transaction_discard", `{"id":"` + id + `"}`}} {
+		_, body = callAs(t, r.url, "reader-token", "", call[0], call[1])
+		if !strings.Contains(body, "Permission denied") {
+			t.Fatalf("read-only %s: %s", call[0], body)
+		}
+	}
+	_, body = callAs(t, r.url, "alice-token", "", "transaction_apply", `{"id":"`+id+`"}`)
+	if strings.Contains(body, `"isError":true`) {
+		t.Fatalf("alice's apply: %s", body)
+	}
+	if b, _ := os.ReadFile(filepath.Join(c.Root, "a/f")); string(b) != "x\n" {
+		t.Fatalf("a/f = %q", b)
+	}
+	must(t, r.stop())
+	audit, _ := os.ReadFile(c.AuditLog)
+	var found bool
+	for _, line := range strings.Split(string(audit), "\n") {
+		if strings.Contains(line, "transaction_apply") && strings.Contains(line, "alice") && strings.Contains(line, id) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the audit log does not name alice's apply of %s:\n%s", id, audit)
+	}
+}

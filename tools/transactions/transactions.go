@@ -326,8 +326,24 @@ func (m *Manager) Apply(ctx context.Context, ws fsops.Workspace, id string) (che
 		m.log.Info("transaction not applied", "id", id, "scope", t.scope, "err", err)
 		return done, err
 	}
-	m.log.Info("transaction applied", "id", id, "scope", t.scope, "changes", len(done.Changes))
+	m.log.Info("transaction applied", "id", id, "scope", t.scope, "changes", len(done.Changes), "paths", changedPaths(done, 50))
 	return done, nil
+}
+
+// changedPaths lists up to n paths of s for the log ("… and N more").
+func changedPaths(s checkpoint.ChangeSet, n int) string {
+	var b strings.Builder
+	for i, c := range s.Changes {
+		if i == n {
+			fmt.Fprintf(&b, " … and %d more", len(s.Changes)-n)
+			break
+		}
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString(c.Kind[:1] + ":" + c.Path)
+	}
+	return b.String()
 }
 
 // Discard drops transaction id of ws's scope.
