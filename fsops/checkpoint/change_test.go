@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -43,5 +44,30 @@ func TestDescribeTextBinaryBudget(t *testing.T) {
 	txt := Text(s)
 	if !strings.Contains(txt, "M c.txt") || !strings.Contains(txt, s.Notice) {
 		t.Fatalf("text: %q", txt)
+	}
+}
+
+// TestEncodeManifestIsJSON: the hand-written encoder writes what
+// json.Marshal writes, odd names included.
+func TestEncodeManifestIsJSON(t *testing.T) {
+	m := &Manifest{ID: "cp1-abc", Seq: 1, Label: "l", Scope: "/w", Files: 1, Bytes: 3,
+		Entries: []Entry{
+			{Path: "a.txt", Type: TypeFile, Mode: 0o644, Size: 3, MTime: 12345, Dev: 1, Ino: 2, Hash: "ff"},
+			{Path: "dir", Type: TypeDir, Mode: 0o755},
+			{Path: "dir/l\"q\\<&>\n\tü", Type: TypeSymlink, Target: "../a.txt"},
+		},
+		Skipped: map[string]string{"p": "a FIFO"}}
+	got, err := encodeManifest(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(m)
+	if string(got) != string(want) {
+		t.Fatalf("encoded:\n%s\nwant:\n%s", got, want)
+	}
+	m.Entries = nil
+	got, _ = encodeManifest(m)
+	if want, _ := json.Marshal(m); string(got) != strings.Replace(string(want), `"entries":null`, `"entries":[]`, 1) {
+		t.Fatalf("no entries: %s", got)
 	}
 }

@@ -419,23 +419,9 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 		return Info{}, tooLarge(w.entries, toRead, readBytes, s.opts.MaxBytes)
 	}
 	m := &Manifest{Label: o.Label, Created: time.Now().UTC(), Scope: ws.Root(), Auto: o.Auto, Entries: w.entries, Skipped: w.skipped}
-	var stored int64
-	var fresh []string // blobs this create added
-	for _, i := range toRead {
-		if err := ctx.Err(); err != nil {
-			s.dropBlobs(fresh)
-			return Info{}, ctxErr("checkpoint_create", err)
-		}
-		e := &m.Entries[i]
-		n, isNew, err := s.storeFile(ws, e)
-		if err != nil {
-			s.dropBlobs(fresh)
-			return Info{}, err
-		}
-		if isNew {
-			fresh = append(fresh, e.Hash)
-			stored += n
-		}
+	fresh, stored, err := s.storeFiles(ctx, ws, m.Entries, toRead)
+	if err != nil {
+		return Info{}, err
 	}
 	for _, e := range m.Entries {
 		if e.Type == TypeFile {
@@ -555,37 +541,125 @@ func (s *Store) newestOf(scope string) (*Manifest, error) {
 	return m, nil
 }
 
-// storeFile reads one workspace file into a blob: a temp file, hashed while
-// copied, fsynced, then renamed to its hash unless that blob exists. It
-// sets e's hash, and its identity from the opened file (a file that changed
-// while it was read is recorded as untrusted, so the next checkpoint reads
-// it again). isNew says a blob of n bytes was added.
-func (s *Store) storeFile(ws fsops.Workspace, e *Entry) (n int64, isNew bool, err error) {
+// syncWorkers is how many blob fsyncs run at once: a journalling file
+// system commits concurrent ones together, so a checkpoint of a few
+// changed files costs about one commit rather than one per file.
+const syncWorkers = 8
+
+// pending is a blob copied to its temp file, waiting to be renamed to its
+// hash once durable.
+type pending struct {
+	tmp, hash string
+	n         int64
+}
+
+// storeFiles reads the files es[idx] into blobs: each copied to a temp
+// file while hashed (its identity taken from the opened file), fsynced by
+// a pool of workers as the copying goes on, then, once all are durable,
+// renamed to its hash unless that blob exists. It returns the blobs it
+// added (each counted once in s.refs until the manifest counts them) and
+// their bytes; on an error it leaves nothing behind.
+func (s *Store) storeFiles(ctx context.Context, ws fsops.Workspace, es []Entry, idx []int) (fresh []string, stored int64, err error) {
+	work := make(chan *os.File, syncWorkers)
+	var wg sync.WaitGroup
+	var syncErr error
+	var errMu sync.Mutex
+	for range min(syncWorkers, len(idx)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range work {
+				err := f.Sync()
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					errMu.Lock()
+					if syncErr == nil {
+						syncErr = err
+					}
+					errMu.Unlock()
+				}
+			}
+		}()
+	}
+	var todo []pending
+	seen := map[string]bool{}
+	cleanup := func() {
+		for _, p := range todo {
+			s.root.Remove(p.tmp)
+		}
+	}
+	for _, i := range idx {
+		if err = ctx.Err(); err != nil {
+			err = ctxErr("checkpoint_create", err)
+			break
+		}
+		var p pending
+		var f *os.File
+		p, f, err = s.copyFile(ws, &es[i])
+		if err != nil {
+			break
+		}
+		if _, exists := s.blobSize[p.hash]; exists || seen[p.hash] {
+			f.Close()
+			s.root.Remove(p.tmp)
+			continue
+		}
+		seen[p.hash] = true
+		todo = append(todo, p)
+		work <- f
+	}
+	close(work)
+	wg.Wait()
+	if err == nil && syncErr != nil {
+		err = storeErr(syncErr)
+	}
+	if err != nil {
+		cleanup()
+		return nil, 0, err
+	}
+	for k, p := range todo {
+		if err := s.root.Rename(p.tmp, path.Join(blobsDir, p.hash)); err != nil {
+			todo = todo[k:]
+			cleanup()
+			s.dropBlobs(fresh)
+			return nil, 0, storeErr(err)
+		}
+		s.blobSize[p.hash] = p.n
+		s.refs[p.hash]++ // held by this create until its manifest counts it
+		s.bytes += p.n
+		fresh = append(fresh, p.hash)
+		stored += p.n
+	}
+	return fresh, stored, nil
+}
+
+// copyFile copies one workspace file to a temp file of the store, hashing
+// it, and sets e's hash, size and identity from the opened file (a file
+// that changed while it was read is recorded as untrusted, so the next
+// checkpoint reads it again). The temp file is returned open, unsynced.
+func (s *Store) copyFile(ws fsops.Workspace, e *Entry) (pending, *os.File, error) {
 	f, err := ws.OpenFile(e.Path, os.O_RDONLY, 0)
 	if err != nil {
-		return 0, false, err
+		return pending{}, nil, err
 	}
 	defer f.Close()
 	before, err := f.Stat()
 	if err != nil {
-		return 0, false, err
+		return pending{}, nil, err
 	}
 	tmpName := path.Join(tmpDir, "blob-"+randHex())
 	t, err := s.root.OpenFile(tmpName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return 0, false, storeErr(err)
+		return pending{}, nil, storeErr(err)
 	}
 	h := sha256.New()
-	n, err = io.Copy(io.MultiWriter(t, h), io.NewSectionReader(f, 0, 1<<62))
-	if err == nil {
-		err = t.Sync()
-	}
-	if cerr := t.Close(); err == nil {
-		err = cerr
-	}
+	n, err := io.Copy(io.MultiWriter(t, h), io.NewSectionReader(f, 0, 1<<62))
 	if err != nil {
+		t.Close()
 		s.root.Remove(tmpName)
-		return 0, false, &errcode.Error{Code: errcode.ReadFailed, Op: "checkpoint_create", Path: e.Path, Msg: err.Error(), Err: err}
+		return pending{}, nil, &errcode.Error{Code: errcode.ReadFailed, Op: "checkpoint_create", Path: e.Path, Msg: err.Error(), Err: err}
 	}
 	after, aerr := f.Stat()
 	id := before.ID()
@@ -596,18 +670,7 @@ func (s *Store) storeFile(ws fsops.Workspace, e *Entry) (n int64, isNew bool, er
 	if aerr != nil || after.Size != n || !after.ModTime.Equal(before.ModTime) || before.Size != n {
 		e.MTime = 0
 	}
-	if _, ok := s.blobSize[e.Hash]; ok {
-		s.root.Remove(tmpName)
-		return n, false, nil
-	}
-	if err := s.root.Rename(tmpName, path.Join(blobsDir, e.Hash)); err != nil {
-		s.root.Remove(tmpName)
-		return 0, false, storeErr(err)
-	}
-	s.blobSize[e.Hash] = n
-	s.refs[e.Hash]++ // held by this create until its manifest counts it
-	s.bytes += n
-	return n, true, nil
+	return pending{tmp: tmpName, hash: e.Hash, n: n}, t, nil
 }
 
 // dropBlobs removes the blobs a failed create added.
@@ -632,7 +695,7 @@ func randHex() string {
 // writeManifest writes m durably: temp file, fsync, rename, fsync of the
 // directory.
 func (s *Store) writeManifest(m *Manifest) (int64, error) {
-	b, err := json.Marshal(m)
+	b, err := encodeManifest(m)
 	if err != nil {
 		return 0, storeErr(err)
 	}

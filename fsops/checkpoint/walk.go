@@ -6,6 +6,8 @@ import (
 	"path"
 	"sort"
 	"strconv"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
@@ -18,48 +20,23 @@ type walked struct {
 	skipped map[string]string
 }
 
+// walkWorkers is how many directories a walk lists at once: the walk is
+// one fstatat per entry, and listing directories side by side overlaps
+// their system calls.
+const walkWorkers = 4
+
 // walk lists the tree below rel (rel itself included unless it is the
 // root) through ws, without following symlinks, reading no file. It stops
 // with ctx's error when ctx is done and refuses a tree of more than
-// MaxFiles entries naming --checkpoint-max-files.
+// MaxFiles entries naming --checkpoint-max-files. Directories are listed
+// by a few workers from one queue, so what the walk holds is bounded by
+// the tree's entries, not its depth.
 func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string) (walked, error) {
 	w := walked{skipped: map[string]string{}}
-	var visit func(dir string) error
-	add := func(fi fsops.Info) (descend bool, err error) {
-		if len(w.entries) >= s.opts.MaxFiles {
-			return false, &errcode.Error{Code: errcode.TooLarge, Op: "checkpoint", Path: ws.Root(),
-				Msg:  "the workspace holds more than --checkpoint-max-files (" + strconv.Itoa(s.opts.MaxFiles) + ") entries",
-				Hint: "raise --checkpoint-max-files, or keep large generated trees out of the workspace"}
-		}
-		e, why := entryOf(ws, fi)
-		if why != "" {
-			w.skipped[fi.Path] = why
-			return false, nil
-		}
-		w.entries = append(w.entries, e)
-		return e.Type == TypeDir, nil
-	}
-	visit = func(dir string) error {
-		if err := ctx.Err(); err != nil {
-			return ctxErr("checkpoint", err)
-		}
-		list, err := ws.ReadDir(dir)
-		if err != nil {
-			return err
-		}
-		for _, fi := range list {
-			fi.Path = path.Join(dir, fi.Name)
-			descend, err := add(fi)
-			if err != nil {
-				return err
-			}
-			if descend {
-				if err := visit(fi.Path); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+	tooMany := func() error {
+		return &errcode.Error{Code: errcode.TooLarge, Op: "checkpoint", Path: ws.Root(),
+			Msg:  "the workspace holds more than --checkpoint-max-files (" + strconv.Itoa(s.opts.MaxFiles) + ") entries",
+			Hint: "raise --checkpoint-max-files, or keep large generated trees out of the workspace"}
 	}
 	if rel != "." {
 		fi, err := ws.Lstat(rel)
@@ -72,13 +49,89 @@ func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string) (walke
 			return w, err
 		}
 		fi.Path = rel
-		descend, err := add(fi)
-		if err != nil || !descend {
-			return w, err
+		e, why := entryOf(ws, fi)
+		if why != "" {
+			w.skipped[rel] = why
+			return w, nil
+		}
+		w.entries = append(w.entries, e)
+		if e.Type != TypeDir {
+			return w, nil
 		}
 	}
-	if err := visit(rel); err != nil {
-		return w, err
+	var (
+		mu     sync.Mutex
+		cond   = sync.NewCond(&mu)
+		queue  = []string{rel}
+		active int
+		failed error
+	)
+	worker := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for {
+			for len(queue) == 0 && active > 0 && failed == nil {
+				cond.Wait()
+			}
+			if len(queue) == 0 || failed != nil {
+				cond.Broadcast()
+				return
+			}
+			dir := queue[len(queue)-1]
+			queue = queue[:len(queue)-1]
+			active++
+			mu.Unlock()
+			var list []fsops.Info
+			err := ctx.Err()
+			if err != nil {
+				err = ctxErr("checkpoint", err)
+			} else {
+				list, err = ws.ReadDir(dir)
+				if err != nil && dir != rel && errcode.Is(err, errcode.NotFound) {
+					err = nil // removed since its parent was listed
+				}
+			}
+			var es []Entry
+			var subdirs []string
+			skipped := map[string]string{}
+			for _, fi := range list {
+				fi.Path = path.Join(dir, fi.Name)
+				e, why := entryOf(ws, fi)
+				if why != "" {
+					skipped[fi.Path] = why
+					continue
+				}
+				es = append(es, e)
+				if e.Type == TypeDir {
+					subdirs = append(subdirs, e.Path)
+				}
+			}
+			mu.Lock()
+			active--
+			switch {
+			case failed != nil:
+			case err != nil:
+				failed = err
+			case len(w.entries)+len(es) > s.opts.MaxFiles:
+				failed = tooMany()
+			default:
+				w.entries = append(w.entries, es...)
+				for p, why := range skipped {
+					w.skipped[p] = why
+				}
+				queue = append(queue, subdirs...)
+			}
+			cond.Broadcast()
+		}
+	}
+	var wg sync.WaitGroup
+	for range walkWorkers {
+		wg.Add(1)
+		go func() { defer wg.Done(); worker() }()
+	}
+	wg.Wait()
+	if failed != nil {
+		return w, failed
 	}
 	sortEntries(w.entries)
 	return w, nil
@@ -86,6 +139,10 @@ func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string) (walke
 
 // entryOf describes one listed entry, or says why it is not captured.
 func entryOf(ws fsops.Workspace, fi fsops.Info) (Entry, string) {
+	if !utf8.ValidString(fi.Path) {
+		// The manifest is JSON, which would change the name.
+		return Entry{}, "a name that is not valid UTF-8"
+	}
 	e := Entry{Path: fi.Path, Mode: uint32(fi.Mode.Perm() | fi.Mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))}
 	switch {
 	case fi.Mode.IsRegular():

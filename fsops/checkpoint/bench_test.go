@@ -1,0 +1,167 @@
+package checkpoint
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
+)
+
+// The issue's workspace: 10,000 files, 200 MB (20 KB each) in 100
+// directories. Against git, in the same workspace on the same disk:
+//
+//	go test -run '^$' -bench CheckpointVsGit -benchtime 10x ./fsops/checkpoint/
+//
+// docs/performance.md has the figures.
+const (
+	benchFiles    = 10000
+	benchFileSize = 20 << 10
+	benchDirs     = 100
+	benchChanged  = 10
+)
+
+func benchWorkspace(b *testing.B) string {
+	b.Helper()
+	dir := filepath.Join(b.TempDir(), "ws")
+	buf := make([]byte, benchFileSize)
+	for i := range benchFiles {
+		for j := range buf {
+			buf[j] = byte('a' + (i+j)%26)
+		}
+		copy(buf, fmt.Sprintf("file %d\n", i))
+		p := filepath.Join(dir, fmt.Sprintf("d%03d", i%benchDirs), fmt.Sprintf("f%05d.txt", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, buf, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The setup's 200 MB on disk before anything is timed, so neither
+	// side pays for its writeback.
+	syscall.Sync()
+	return dir
+}
+
+// change rewrites the first benchChanged files for round n.
+func change(b *testing.B, dir string, n int) {
+	b.Helper()
+	for i := range benchChanged {
+		p := filepath.Join(dir, fmt.Sprintf("d%03d", i%benchDirs), fmt.Sprintf("f%05d.txt", i))
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte(fmt.Sprintf("round %08d\n", n)), 0); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+}
+
+func benchStore(b *testing.B, dir string) (*Store, fsops.Workspace) {
+	b.Helper()
+	ws, err := fsops.NewDir(dir, fsops.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ws.Close() })
+	st, err := Open(Options{Dir: filepath.Join(b.TempDir(), "store"), WorkspaceRoot: dir, MaxCount: 100000, MaxBytes: 1 << 40})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st, ws
+}
+
+// BenchmarkCheckpointVsGitIncremental times, in each round, a checkpoint
+// after 10 changed files and `git add -A && git commit` of the same change
+// in a copy of the workspace, one after the other, so both sides see the
+// same load; it reports each side's milliseconds and their ratio.
+func BenchmarkCheckpointVsGitIncremental(b *testing.B) {
+	testenv.Command(b, "git", "git")
+	dir := benchWorkspace(b)
+	gitDir := benchWorkspace(b)
+	st, ws := benchStore(b, dir)
+	if _, err := st.Create(context.Background(), ws, CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	git(b, gitDir, "git init -q && git add -A && git commit -q -m first")
+	syscall.Sync()
+	var ours, theirs time.Duration
+	b.ResetTimer()
+	for n := range b.N {
+		change(b, dir, n)
+		change(b, gitDir, n)
+		t0 := time.Now()
+		info, err := st.Create(context.Background(), ws, CreateOptions{})
+		t1 := time.Now()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if info.Read != benchChanged {
+			b.Fatalf("read %d files, want %d", info.Read, benchChanged)
+		}
+		git(b, gitDir, "git add -A && git commit -q -m next")
+		ours += t1.Sub(t0)
+		theirs += time.Since(t1)
+	}
+	report(b, ours, theirs)
+}
+
+// BenchmarkCheckpointVsGitFull times a first checkpoint (an empty store)
+// and `git add -A` into an empty index of the same workspace, one after
+// the other in each round.
+func BenchmarkCheckpointVsGitFull(b *testing.B) {
+	testenv.Command(b, "git", "git")
+	dir := benchWorkspace(b)
+	var ours, theirs time.Duration
+	b.ResetTimer()
+	for range b.N {
+		st, ws := benchStore(b, dir)
+		git(b, dir, "rm -rf .git && git init -q")
+		syscall.Sync()
+		t0 := time.Now()
+		info, err := st.Create(context.Background(), ws, CreateOptions{})
+		t1 := time.Now()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if info.Read != benchFiles {
+			b.Fatalf("read %d files", info.Read)
+		}
+		syscall.Sync()
+		t2 := time.Now()
+		git(b, dir, "git add -A")
+		ours += t1.Sub(t0)
+		theirs += time.Since(t2)
+		git(b, dir, "rm -rf .git")
+		st.Close()
+	}
+	report(b, ours, theirs)
+}
+
+func report(b *testing.B, ours, theirs time.Duration) {
+	b.ReportMetric(float64(ours.Microseconds())/1000/float64(b.N), "checkpoint-ms")
+	b.ReportMetric(float64(theirs.Microseconds())/1000/float64(b.N), "git-ms")
+	b.ReportMetric(float64(theirs)/float64(ours), "git/checkpoint")
+	b.ReportMetric(0, "ns/op")
+}
+
+func git(b *testing.B, dir, script string) {
+	b.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=b", "GIT_AUTHOR_EMAIL=b@example.com", "GIT_COMMITTER_NAME=b",
+		"GIT_COMMITTER_EMAIL=b@example.com", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("%s: %v\n%s", script, err, out)
+	}
+}
