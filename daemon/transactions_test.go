@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -136,7 +137,7 @@ func TestTransactionWholeStory(t *testing.T) {
 	if list, _ := sc["transactions"].([]any); len(list) != 0 {
 		t.Fatalf("transaction_list after discard: %v", sc)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(c.StateDir, "transactions")); len(ents) != 0 {
+	if ents, _ := os.ReadDir(filepath.Join(c.StateDir, "transactions", strconv.Itoa(os.Getpid()))); len(ents) != 0 {
 		t.Fatalf("transaction directories left: %v", ents)
 	}
 }

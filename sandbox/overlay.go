@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -182,8 +183,11 @@ func RemoveOverlayDir(dir string) error {
 	return nil
 }
 
-// ClearOverlayDirs removes what an earlier daemon left in parent (its
-// transactions died with it: their upper layers were in memory).
+// ClearOverlayDirs removes what earlier daemons left in parent: each
+// daemon keeps its transaction directories in a directory named by its
+// pid (NewOverlayDir's parent), and one whose process is gone is removed,
+// its mounts detached first. A live daemon's (another daemon sharing the
+// state directory) is left alone.
 func ClearOverlayDirs(parent string) error {
 	ents, err := os.ReadDir(parent)
 	if os.IsNotExist(err) {
@@ -193,12 +197,26 @@ func ClearOverlayDirs(parent string) error {
 		return err
 	}
 	for _, e := range ents {
-		unmountLeft(filepath.Join(parent, e.Name()))
-		if err := os.RemoveAll(filepath.Join(parent, e.Name())); err != nil {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != os.Getpid() && alive(pid) {
+			continue
+		}
+		d := filepath.Join(parent, e.Name())
+		if txs, err := os.ReadDir(d); err == nil {
+			for _, tx := range txs {
+				unmountLeft(filepath.Join(d, tx.Name()))
+			}
+		}
+		if err := os.RemoveAll(d); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// alive reports a process with that pid.
+func alive(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
 }
 
 // A root daemon mounts a transaction's tmpfs and overlay itself, in its own

@@ -20,7 +20,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -65,6 +67,10 @@ type Manager struct {
 	opts Options
 	log  *slog.Logger
 
+	// dir holds this daemon's transaction directories: Options.Dir/<pid>,
+	// so that daemons sharing a state directory keep out of each other's.
+	dir string
+
 	mu      sync.Mutex
 	pending map[string]*tx
 	closed  bool
@@ -82,7 +88,8 @@ type tx struct {
 	busy               bool // an apply is under way
 }
 
-// New builds a Manager and clears what an earlier daemon left in Dir.
+// New builds a Manager and clears what earlier daemons left in Dir (their
+// transactions died with them: the upper layers were in memory).
 func New(opts Options) (*Manager, error) {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
@@ -106,7 +113,8 @@ func New(opts Options) (*Manager, error) {
 	if err := sandbox.ClearOverlayDirs(opts.Dir); err != nil {
 		return nil, fmt.Errorf("transactions directory %s: %w", opts.Dir, err)
 	}
-	m := &Manager{opts: opts, log: log, pending: map[string]*tx{}, stop: make(chan struct{})}
+	m := &Manager{opts: opts, log: log, pending: map[string]*tx{}, stop: make(chan struct{}),
+		dir: filepath.Join(opts.Dir, strconv.Itoa(os.Getpid()))}
 	m.swept.Add(1)
 	go m.sweeper()
 	return m, nil
@@ -172,6 +180,9 @@ func (m *Manager) Close() error {
 	for _, t := range all {
 		m.drop(t)
 	}
+	if err := sandbox.RemoveOverlayDir(m.dir); err != nil {
+		m.log.Warn("transactions directory not removed", "dir", m.dir, "err", err)
+	}
 	return nil
 }
 
@@ -214,7 +225,7 @@ func (m *Manager) Run(ctx context.Context, req sandbox.Request) (Result, error) 
 	}
 	m.mu.Unlock()
 	id := newID()
-	dir, err := sandbox.NewOverlayDir(m.opts.Dir, id)
+	dir, err := sandbox.NewOverlayDir(m.dir, id)
 	if err != nil {
 		return Result{}, &errcode.Error{Code: errcode.WriteFailed, Op: "exec", Msg: "cannot make the transaction's directory: " + err.Error(), Err: err}
 	}

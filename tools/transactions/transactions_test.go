@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -131,6 +132,7 @@ func TestPendingBoundedAndExpiring(t *testing.T) {
 	c := &clock{t: time.Now()}
 	var dir string
 	m, ws, _ := setup(t, func(o *Options) { o.MaxPending = 2; o.TTL = time.Hour; o.now = c.now; dir = o.Dir })
+	mine := filepath.Join(dir, strconv.Itoa(os.Getpid()))
 	first := runTx(t, m, ws, "echo 1 > one")
 	runTx(t, m, ws, "echo 2 > two")
 	_, err := m.Run(context.Background(), sandbox.Request{Command: "echo 3 > three", Workspace: ws})
@@ -146,12 +148,12 @@ func TestPendingBoundedAndExpiring(t *testing.T) {
 		t.Fatalf("apply after expiry: %v", err)
 	}
 	runTx(t, m, ws, "echo 4 > four")
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+	if ents, _ := os.ReadDir(mine); len(ents) != 1 {
 		t.Fatalf("%d transaction directories, want 1", len(ents))
 	}
 	m.Close()
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-		t.Fatalf("%d transaction directories after Close", len(ents))
+		t.Fatalf("%d entries in the transactions directory after Close", len(ents))
 	}
 	if _, err := m.Run(context.Background(), sandbox.Request{Command: "true", Workspace: ws}); err == nil {
 		t.Fatal("Run after Close")
@@ -189,5 +191,29 @@ func TestNoChangeNoTransaction(t *testing.T) {
 	res := runTx(t, m, ws, "echo hi")
 	if res.ID != "" || m.Pending() != 0 || string(res.Run.Stdout) != "hi\n" {
 		t.Fatalf("%+v pending %d", res, m.Pending())
+	}
+}
+
+// TestLeftoversCleared: a new manager removes what a dead daemon left in
+// the transactions directory and leaves a live one's alone.
+func TestLeftoversCleared(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "transactions")
+	dead := filepath.Join(dir, "999999999", "abc")
+	live := filepath.Join(dir, "1", "def") // pid 1 is alive
+	for _, d := range []string{dead, live} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := New(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := os.Stat(filepath.Dir(dead)); !os.IsNotExist(err) {
+		t.Fatalf("a dead daemon's directory is left: %v", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Fatalf("a live daemon's directory is removed: %v", err)
 	}
 }
