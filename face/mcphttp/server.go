@@ -305,14 +305,17 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 		rc = io.NopCloser(r)
 	}
 	ledger := newStdioLedger()
-	in := &drainingReader{ReadCloser: rc, ledger: ledger, ctx: ctx, stop: s.done}
-	in.split.line = ledger.read
 	out := &countingWriter{Writer: w}
 	out.split.line = ledger.wrote
+	fast := newStdioFast(ctx, s, out)
+	defer fast.stop()
+	in := &drainingReader{ReadCloser: rc, ledger: ledger, ctx: ctx, stop: s.done, fast: fast.answer}
+	in.split.line = ledger.read
 	ss, err := s.mcp.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: out}, nil)
 	if err != nil {
 		return err
 	}
+	fast.ss.Store(ss)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // stdioLedger counts the requests a stdio client has sent and the responses
@@ -31,31 +33,202 @@ type message struct {
 	Method string          `json:"method"`
 }
 
-// classify calls f for each message in one line (a batch is several).
-func classify(line []byte, f func(message)) {
+// classify calls f for each message in one line (a batch is several). It
+// reads each message's "id" and "method" the way json.Unmarshal into a
+// message would (keys matched without case, the last of a repeated key
+// wins, a line that is not JSON or whose method is not a string is skipped
+// whole) but skips every other value by scanning for its end instead of
+// decoding it: a reply line holds the whole result (a 1 MiB file read is a
+// 1 MiB line), and decoding it cost about as much as the SDK's own encoding
+// of it. TestClassifyMatchesUnmarshal and FuzzClassify hold the equivalence.
+//
+// valid is whether the line is known to be JSON (the SDK's encoder wrote
+// it); a line read from the client is checked with json.Valid first.
+func classify(line []byte, valid bool, f func(message)) {
 	line = bytes.TrimSpace(line)
-	if len(line) == 0 {
+	if len(line) == 0 || !valid && !json.Valid(line) {
 		return
 	}
-	if line[0] == '[' {
+	switch line[0] {
+	case '[':
 		var batch []message
-		if json.Unmarshal(line, &batch) == nil {
-			for _, m := range batch {
-				f(m)
+		rest := skipSpace(line[1:])
+		if len(rest) > 0 && rest[0] == ']' {
+			return
+		}
+		for len(rest) > 0 {
+			m, r, ok := scanMessage(rest)
+			if !ok {
+				return
+			}
+			batch = append(batch, m)
+			if r = skipSpace(r); len(r) == 0 {
+				return
+			}
+			if r[0] == ']' {
+				break
+			}
+			if r[0] != ',' {
+				return
+			}
+			rest = skipSpace(r[1:])
+		}
+		for _, m := range batch {
+			f(m)
+		}
+	case '{':
+		if m, _, ok := scanMessage(line); ok {
+			f(m)
+		}
+	}
+}
+
+// scanMessage reads one message (an object, or null) at the start of b
+// and returns it with what follows it; ok is false where json.Unmarshal
+// into a message would fail.
+func scanMessage(b []byte) (m message, rest []byte, ok bool) {
+	if bytes.HasPrefix(b, []byte("null")) {
+		return m, b[4:], true
+	}
+	if len(b) == 0 || b[0] != '{' {
+		return m, nil, false
+	}
+	b = skipSpace(b[1:])
+	if len(b) > 0 && b[0] == '}' {
+		return m, b[1:], true
+	}
+	for {
+		if len(b) == 0 || b[0] != '"' {
+			return m, nil, false
+		}
+		key, r, ok := skipString(b)
+		if !ok {
+			return m, nil, false
+		}
+		r = skipSpace(r)
+		if len(r) == 0 || r[0] != ':' {
+			return m, nil, false
+		}
+		r = skipSpace(r[1:])
+		val, after, ok := skipValue(r)
+		if !ok {
+			return m, nil, false
+		}
+		switch name := unquote(key); {
+		case strings.EqualFold(name, "id"):
+			m.ID = json.RawMessage(val)
+		case strings.EqualFold(name, "method"):
+			switch {
+			case val[0] == '"':
+				m.Method = unquote(val)
+			case string(val) != "null": // null leaves the field as it was
+				return m, nil, false
 			}
 		}
-		return
+		b = skipSpace(after)
+		if len(b) == 0 {
+			return m, nil, false
+		}
+		if b[0] == '}' {
+			return m, b[1:], true
+		}
+		if b[0] != ',' {
+			return m, nil, false
+		}
+		b = skipSpace(b[1:])
 	}
-	var m message
-	if json.Unmarshal(line, &m) == nil {
-		f(m)
+}
+
+// unquote is the value of the JSON string s (quotes included), as
+// json.Unmarshal gives it (escapes decoded, invalid UTF-8 replaced).
+func unquote(s []byte) string {
+	if bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
+		return string(s[1 : len(s)-1])
+	}
+	var v string
+	json.Unmarshal(s, &v)
+	return v
+}
+
+func skipSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n') {
+		b = b[1:]
+	}
+	return b
+}
+
+// skipString returns the string at the start of b (quotes included) and
+// what follows it. The closing quote is found with bytes.IndexByte, so a
+// long string costs a memory scan, not a decode.
+func skipString(b []byte) (str, rest []byte, ok bool) {
+	i := 1
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return nil, nil, false
+		}
+		i += j
+		k := i - 1
+		for b[k] == '\\' {
+			k--
+		}
+		i++
+		if (i-2-k)%2 == 0 { // an even run of backslashes: the quote ends the string
+			return b[:i], b[i:], true
+		}
+	}
+}
+
+// skipValue returns the JSON value at the start of b and what follows it.
+func skipValue(b []byte) (val, rest []byte, ok bool) {
+	if len(b) == 0 {
+		return nil, nil, false
+	}
+	switch b[0] {
+	case '"':
+		return skipString(b)
+	case '{', '[':
+		depth := 0
+		for i := 0; i < len(b); {
+			switch b[i] {
+			case '"':
+				s, _, ok := skipString(b[i:])
+				if !ok {
+					return nil, nil, false
+				}
+				i += len(s)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return b[:i+1], b[i+1:], true
+				}
+			}
+			i++
+		}
+		return nil, nil, false
+	default: // a number, true, false or null
+		i := 0
+	scan:
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				break scan
+			}
+		}
+		if i == 0 {
+			return nil, nil, false
+		}
+		return b[:i], b[i:], true
 	}
 }
 
 func (m message) hasID() bool { return len(m.ID) > 0 && string(m.ID) != "null" }
 
 func (l *stdioLedger) read(line []byte) {
-	classify(line, func(m message) {
+	classify(line, false, func(m message) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		switch {
@@ -70,7 +243,7 @@ func (l *stdioLedger) read(line []byte) {
 }
 
 func (l *stdioLedger) wrote(line []byte) {
-	classify(line, func(m message) {
+	classify(line, true, func(m message) {
 		if m.hasID() && m.Method == "" {
 			l.mu.Lock()
 			l.responses++
@@ -128,38 +301,128 @@ func (s *lineSplitter) feed(p []byte) {
 	}
 }
 
-// drainingReader is stdin as the SDK sees it: it records requests and turns
-// EOF into "EOF once everything read has been answered".
+// drainingReader is stdin as the SDK sees it: it records requests, hands
+// each complete line to fast (the stdio fast path, stdio_fast.go), which
+// may answer it so that the SDK never sees it, and turns EOF into "EOF once
+// everything read has been answered".
 type drainingReader struct {
 	io.ReadCloser
 	ledger *stdioLedger
 	split  lineSplitter
 	ctx    context.Context
 	stop   <-chan struct{}
+	fast   func(line []byte) bool // nil: every line goes to the SDK
+
+	buf     []byte // what the last read of stdin got
+	out     []byte // bytes for the SDK, not yet read by it
+	hold    []byte // the start of a line not complete yet (≤ stdioFastMaxLine)
+	passing bool   // the current line was too long to hold: it goes through
+	err     error  // the end of stdin, returned once out is drained
+	waited  bool   // atEOF has run
 }
 
 func (r *drainingReader) Read(p []byte) (int, error) {
-	n, err := r.ReadCloser.Read(p)
-	r.split.feed(p[:n])
-	if err == io.EOF {
-		if len(r.split.partial) > 0 { // a last request without a newline
-			r.split.line(r.split.partial)
-			r.split.partial = nil
+	if r.fast == nil {
+		n, err := r.ReadCloser.Read(p)
+		r.split.feed(p[:n])
+		if err == io.EOF {
+			r.atEOF()
 		}
-		r.ledger.waitAnswered(r.ctx, r.stop)
+		return n, err
 	}
-	return n, err
+	for len(r.out) == 0 {
+		if r.err != nil {
+			// Only once the SDK has read everything before it: the wait
+			// is for the answers to what it read.
+			if r.err == io.EOF && !r.waited {
+				r.waited = true
+				r.atEOF()
+			}
+			return 0, r.err
+		}
+		if r.buf == nil {
+			r.buf = make([]byte, 32<<10)
+		}
+		n, err := r.ReadCloser.Read(r.buf)
+		r.split.feed(r.buf[:n])
+		r.take(r.buf[:n])
+		if err != nil {
+			if len(r.hold) > 0 { // a last line without a newline: the SDK's
+				r.out = append(r.out, r.hold...)
+				r.hold = r.hold[:0]
+			}
+			r.err = err
+		}
+	}
+	n := copy(p, r.out)
+	r.out = r.out[n:]
+	if len(r.out) == 0 {
+		r.out = r.out[:0:0] // let a large line's copy go
+	}
+	return n, nil
+}
+
+// take sorts what was read into lines the fast path answers and bytes for
+// the SDK.
+func (r *drainingReader) take(data []byte) {
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		seg := data
+		if i >= 0 {
+			seg = data[:i+1]
+		}
+		data = data[len(seg):]
+		if r.passing {
+			r.out = append(r.out, seg...)
+			r.passing = i < 0
+			continue
+		}
+		if i < 0 {
+			if len(r.hold)+len(seg) > stdioFastMaxLine {
+				r.out = append(append(r.out, r.hold...), seg...)
+				r.hold = r.hold[:0]
+				r.passing = true
+			} else {
+				r.hold = append(r.hold, seg...)
+			}
+			continue
+		}
+		line := seg
+		if len(r.hold) > 0 {
+			line = append(r.hold, seg...)
+		}
+		if !r.fast(line[:len(line)-1]) {
+			r.out = append(r.out, line...)
+		}
+		r.hold = r.hold[:0]
+	}
+}
+
+// atEOF records a last request without a newline and waits until every
+// request read has been answered.
+func (r *drainingReader) atEOF() {
+	if len(r.split.partial) > 0 {
+		r.split.line(r.split.partial)
+		r.split.partial = nil
+	}
+	r.ledger.waitAnswered(r.ctx, r.stop)
 }
 
 // countingWriter is stdout: it records the responses written, and gives the
 // SDK's refusal of a request before initialize a JSON-RPC code
 // (fixUninitialized).
+//
+// The SDK writes each message as one line in one Write; the fast path writes
+// its replies from other goroutines, so Write holds mu to keep lines whole.
 type countingWriter struct {
 	io.Writer
+	mu    sync.Mutex
 	split lineSplitter
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	out := fixUninitialized(p)
 	n, err := w.Writer.Write(out)
 	w.split.feed(out[:n])

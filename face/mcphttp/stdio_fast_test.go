@@ -1,0 +1,160 @@
+package mcphttp
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+)
+
+// rawStdio is a line-level client of one ServeStdio session.
+type rawStdio struct {
+	t    *testing.T
+	p    *stdioPipes
+	out  *bufio.Reader
+	done chan error
+}
+
+func startRawStdio(t *testing.T, srv *Server) *rawStdio {
+	t.Helper()
+	p := newStdioPipes()
+	c := &rawStdio{t: t, p: p, out: bufio.NewReader(p.clientIn), done: make(chan error, 1)}
+	go func() {
+		c.done <- srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
+		p.serverOut.Close()
+	}()
+	t.Cleanup(func() {
+		p.clientOut.Close()
+		io.Copy(io.Discard, p.clientIn)
+		if err := <-c.done; err != nil {
+			t.Errorf("ServeStdio: %v", err)
+		}
+	})
+	return c
+}
+
+func (c *rawStdio) send(line string) {
+	c.t.Helper()
+	if _, err := io.WriteString(c.p.clientOut, line+"\n"); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *rawStdio) recv() string {
+	c.t.Helper()
+	line, err := c.out.ReadString('\n')
+	if err != nil {
+		c.t.Fatalf("reading a reply: %v (read %q)", err, line)
+	}
+	return line
+}
+
+func (c *rawStdio) initialize() {
+	c.t.Helper()
+	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	c.recv()
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+}
+
+// TestStdioFastPathMatchesSDK sends every golden case, and the calls the
+// fast path leaves to the SDK, as raw lines to two stdio sessions over
+// identical workspaces, one with the fast path and one sending everything
+// through the SDK, and requires the same reply line for each.
+func TestStdioFastPathMatchesSDK(t *testing.T) {
+	fast, slow := newEnv(t), newEnv(t)
+	slow.srv.noFastPath = true
+	fc, sc := startRawStdio(t, fast.srv), startRawStdio(t, slow.srv)
+	// Before initialize the SDK refuses a call; the fast path must not answer it.
+	before := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"a.txt"}}}`
+	fc.send(before)
+	sc.send(before)
+	if f, s := fc.recv(), sc.recv(); f != s || !strings.Contains(f, "initialize") {
+		t.Errorf("a call before initialize:\nfast %s\nsdk  %s", f, s)
+	}
+	fc.initialize()
+	sc.initialize()
+	var lines []string
+	known := 0
+	for i, c := range goldenCases {
+		if c.tool != "nonexistent_tool" {
+			known++
+		}
+		args, _ := json.Marshal(c.args)
+		lines = append(lines, `{"jsonrpc":"2.0","id":`+itoa(i+1)+`,"method":"tools/call","params":{"name":"`+c.tool+`","arguments":`+string(args)+`}}`)
+	}
+	known += 3
+	lines = append(lines,
+		// ids the SDK writes back as given: a string that needs escapes, a negative number
+		`{"jsonrpc":"2.0","id":"a<b\"c\u00e9","method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"a.txt"}}}`,
+		`{"jsonrpc":"2.0","id":-7,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"b.txt"}}}`,
+		// a call that fails
+		`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"missing.txt"}}}`,
+		// left to the SDK: an id it rewrites, a progress token, a batch-free notification
+		`{"jsonrpc":"2.0","id":1.0,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"a.txt"}}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"a.txt"},"_meta":{"progressToken":1}}}`,
+	)
+	for _, l := range lines {
+		fc.send(l)
+		sc.send(l)
+		f, s := normalize(fc.recv(), fast.root), normalize(sc.recv(), slow.root)
+		f = escapedTimeRE.ReplaceAllString(f, "$$TIME")
+		s = escapedTimeRE.ReplaceAllString(s, "$$TIME")
+		if f != s {
+			t.Errorf("%s:\nfast %s\nsdk  %s", l, f, s)
+		}
+	}
+	if n := fast.srv.fastCalls.Load(); n != int64(known) {
+		t.Errorf("fast path answered %d calls, want %d", n, known)
+	}
+	if n := slow.srv.fastCalls.Load(); n != 0 {
+		t.Errorf("SDK-only server used the fast path %d times", n)
+	}
+}
+
+// TestStdioFastPathCancel: a notifications/cancelled ends a call running on
+// the fast path, which answers as the SDK answers a cancelled call.
+func TestStdioFastPathCancel(t *testing.T) {
+	fast, slow := newEnv(t), newEnv(t)
+	slow.srv.noFastPath = true
+	var replies []string
+	for _, e := range []*env{fast, slow} {
+		c := startRawStdio(t, e.srv)
+		c.initialize()
+		c.send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"exec","arguments":{"command":"echo started; sleep 600"}}}`)
+		// A second call on the same session is answered while the first runs.
+		c.send(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"a.txt"}}}`)
+		if r := c.recv(); !strings.Contains(r, `"id":6`) {
+			t.Fatalf("first reply %s, want the read's (id 6)", r)
+		}
+		c.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"test"}}`)
+		replies = append(replies, c.recv())
+	}
+	if replies[0] != replies[1] || !strings.Contains(replies[0], `"id":5`) {
+		t.Errorf("cancelled call:\nfast %s\nsdk  %s", replies[0], replies[1])
+	}
+	if fast.srv.fastCalls.Load() != 2 {
+		t.Errorf("fast path answered %d calls, want 2", fast.srv.fastCalls.Load())
+	}
+}
+
+// TestStdioFastPathLongLine: a request line longer than the fast path holds
+// (a large write) goes to the SDK whole, and the session goes on.
+func TestStdioFastPathLongLine(t *testing.T) {
+	e := newEnv(t)
+	c := startRawStdio(t, e.srv)
+	c.initialize()
+	content := strings.Repeat(strings.Repeat("y", 99)+`\n`, 3*stdioFastMaxLine/100) // lines of 100 bytes, JSON-escaped
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"long.out","content":"` + content + `"}}}`)
+	if r := c.recv(); !strings.Contains(r, `"id":1`) || strings.Contains(r, `"isError":true`) {
+		t.Fatalf("write reply: %.300s", r)
+	}
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"long.out","limit":5000}}}`)
+	if r := c.recv(); !strings.Contains(r, content) {
+		t.Fatalf("read reply: %.300s", r)
+	}
+	if n := e.srv.fastCalls.Load(); n != 1 {
+		t.Errorf("fast path answered %d calls, want 1 (the read; the long write went to the SDK)", n)
+	}
+}
