@@ -149,11 +149,15 @@ type Config struct {
 	// at BrowserPath (found on PATH when ""), http:// pages only with
 	// BrowserAllowHTTP, at most BrowserMaxSessions sessions, each closed
 	// after BrowserIdleTimeout without an action; run as BrowserRunAs when
-	// the daemon is root.
+	// the daemon is root. BrowserAllowLocal admits the pages this machine
+	// serves (localhost, 127.0.0.0/8, [::1], http or https, any port) and
+	// serves the tools by itself: the one flag a user needs to browse what
+	// they run locally.
 	BrowserTools       bool
 	BrowserRunAs       string
 	BrowserPath        string
 	BrowserAllowHTTP   bool
+	BrowserAllowLocal  bool
 	BrowserMaxSessions int
 	BrowserIdleTimeout time.Duration
 	// NetAllowHosts, NetAllowPrivate, NetAllowCIDRs and NetAllowPorts

@@ -53,7 +53,7 @@ var parts = []part{
 		}},
 	{name: "processes", flag: "--process-tools", on: func(c config.Config) bool { return c.ProcessTools }, start: startProcs},
 	{name: "watch", flag: "--watch-tools", on: func(c config.Config) bool { return c.WatchTools }, start: startWatch},
-	{name: "browser", flag: "--browser-tools", on: func(c config.Config) bool { return c.BrowserTools }, start: startBrowser},
+	{name: "browser", flag: "--browser-tools", on: func(c config.Config) bool { return c.BrowserTools || c.BrowserAllowLocal }, start: startBrowser},
 	{name: "previews", flag: "--previews", on: func(c config.Config) bool { return c.Previews }, start: startPreviews,
 		routes: []route{{pattern: routePreview, admit: admitCaller}}},
 	{name: "extensions", flag: "--extensions", on: func(c config.Config) bool { return c.Extensions != "" }, start: startExtensions},

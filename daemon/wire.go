@@ -353,7 +353,11 @@ func startWatch(w *wiring) (built, error) {
 
 func startBrowser(w *wiring) (built, error) {
 	cfg := w.cfg
-	bo := browser.Options{BrowserPath: cfg.BrowserPath, AllowHTTP: cfg.BrowserAllowHTTP, Net: netguard.New(cfg.NetGuard(80, 443)),
+	// --browser-allow-local: the door admits loopback hosts at any port,
+	// and the provider plain http to them.
+	ng := cfg.NetGuard(80, 443)
+	ng.AllowLoopback = cfg.BrowserAllowLocal
+	bo := browser.Options{BrowserPath: cfg.BrowserPath, AllowHTTP: cfg.BrowserAllowHTTP, AllowLocal: cfg.BrowserAllowLocal, Net: netguard.New(ng),
 		MaxSessions: cfg.BrowserMaxSessions, IdleTimeout: cfg.BrowserIdleTimeout, RunAs: cfg.BrowserRunAs, CommandsRunAs: cfg.RunAs,
 		Logger: w.log.With("component", "browser")}
 	if w.opts.browserTweak != nil {

@@ -40,6 +40,12 @@ type Options struct {
 	// AllowPrefixes admits addresses in these prefixes whatever the rules
 	// (tests admit their own loopback server).
 	AllowPrefixes []netip.Prefix
+	// AllowLoopback admits a host written as this machine, localhost
+	// (or a name under .localhost), an address of 127.0.0.0/8 or ::1, at
+	// any port: a page the user serves locally. Only loopback addresses
+	// are dialled for it; another name that resolves to loopback stays
+	// refused, so a DNS answer cannot turn a remote name into this machine.
+	AllowLoopback bool
 	// MaxRedirects is how many redirects are followed (DefaultMaxRedirects
 	// when 0; negative: none).
 	MaxRedirects int
@@ -222,6 +228,9 @@ func (c *Client) dialChecked(ctx context.Context, network, addr string) (net.Con
 // refused one.
 func (c *Client) addrs(ctx context.Context, host string, port uint16) (checked []netip.Addr, exempt bool, err error) {
 	exempt = c.hostAllowed(host)
+	if c.opts.AllowLoopback && LoopbackHost(host) {
+		return c.loopbackAddrs(ctx, host)
+	}
 	var addrs []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{ip}
@@ -251,6 +260,40 @@ func (c *Client) addrs(ctx context.Context, host string, port uint16) (checked [
 		return nil, exempt, refusal
 	}
 	return checked, exempt, nil
+}
+
+// LoopbackHost reports whether host is written as this machine:
+// localhost, a name under .localhost, or a loopback address (brackets
+// allowed). A name is judged as written, never by what it resolves to.
+func LoopbackHost(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// loopbackAddrs are the addresses of a loopback host (LoopbackHost) under
+// AllowLoopback: the address itself, or what the name resolves to, of
+// which only loopback addresses are kept.
+func (c *Client) loopbackAddrs(ctx context.Context, host string) ([]netip.Addr, bool, error) {
+	var addrs []netip.Addr
+	if ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")); err == nil {
+		addrs = []netip.Addr{ip}
+	} else if addrs, err = c.resolve(ctx, host); err != nil {
+		return nil, false, err
+	}
+	var checked []netip.Addr
+	for _, a := range addrs {
+		if a = a.Unmap(); a.IsLoopback() {
+			checked = append(checked, a)
+		}
+	}
+	if len(checked) == 0 {
+		return nil, false, &BlockedError{URL: host, Reason: host + " resolves to no loopback address"}
+	}
+	return checked, false, nil
 }
 
 // Vet applies every rule to a URL that something other than this Client
@@ -305,6 +348,12 @@ func (c *Client) CheckURL(u *url.URL) error {
 func (c *Client) checkHostPort(host, port string) string {
 	if host == "" {
 		return "no host"
+	}
+	if c.opts.AllowLoopback && LoopbackHost(host) {
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return "bad port " + port
+		}
+		return ""
 	}
 	pn, err := strconv.ParseUint(port, 10, 16)
 	if err != nil || !slices.Contains(c.ports, uint16(pn)) {

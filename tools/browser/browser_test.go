@@ -311,8 +311,14 @@ func TestNavigationRefused(t *testing.T) {
 	}
 	strict := setup(t, func(o *Options) { o.AllowHTTP = false })
 	sid := strict.start(t)
-	if text, isErr, _ := strict.call(t, "browser.goto", `{"sessionId":"`+sid+`","url":"`+strict.srv.URL+`/"}`); !isErr || !strings.Contains(text, "only https") {
+	if text, isErr, _ := strict.call(t, "browser.goto", `{"sessionId":"`+sid+`","url":"http://example.com/"}`); !isErr || !strings.Contains(text, "only https") {
 		t.Errorf("http without AllowHTTP: %s", text)
+	}
+	// A page of this machine (the test's own server, admitted by the
+	// door's prefix but not over http) is refused naming the one flag
+	// that admits it, not the first rule it breaks.
+	if text, isErr, _ := strict.call(t, "browser.goto", `{"sessionId":"`+sid+`","url":"`+strict.srv.URL+`/"}`); !isErr || !strings.Contains(text, LocalRefusal) {
+		t.Errorf("a loopback page over http without AllowHTTP or AllowLocal: %s", text)
 	}
 }
 

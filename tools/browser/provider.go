@@ -66,6 +66,12 @@ type Options struct {
 	Net *netguard.Client
 	// AllowHTTP admits http:// URLs besides https:// (--browser-allow-http).
 	AllowHTTP bool
+	// AllowLocal admits pages this machine serves (--browser-allow-local):
+	// http as well as https for a host written as this machine
+	// (netguard.LoopbackHost), whose addresses and ports Net must admit
+	// (netguard.Options.AllowLoopback). Without it browser.goto to such a
+	// host is refused with LocalRefusal.
+	AllowLocal bool
 	// IdleTimeout closes a session no action used for that long
 	// (DefaultIdleTimeout when 0).
 	IdleTimeout time.Duration
@@ -105,6 +111,20 @@ type Options struct {
 	// TempDir holds the sessions' directories (os.TempDir() when "").
 	TempDir string
 	Logger  *slog.Logger
+}
+
+// LocalRefusal is why browser.goto refuses a page this machine serves
+// (localhost, 127.0.0.0/8, [::1]) without AllowLocal: it names the one
+// setting that admits it and the command line that sets it.
+const LocalRefusal = "a page served on this machine (localhost, 127.0.0.0/8, [::1]) is refused by default; " +
+	"the operator admits such pages, over http or https and at any port, with one flag: " +
+	"agent-backend daemon --browser-tools --browser-allow-local (other flags as before). " +
+	"Names that only resolve to this machine stay refused."
+
+// httpOK reports whether plain http may reach host: with AllowHTTP, or
+// with AllowLocal for a host written as this machine.
+func (p *Provider) httpOK(host string) bool {
+	return p.opts.AllowHTTP || (p.opts.AllowLocal && netguard.LoopbackHost(host))
 }
 
 // Provider owns the browser sessions and serves the browser.* tools.

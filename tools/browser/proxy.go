@@ -48,8 +48,10 @@ type guardProxy struct {
 // startProxy listens on a loopback port and serves until close, to
 // connections of uid only (any when uid < 0). Without allowHTTP it carries
 // no plain http: no proxied http:// request, and no tunnel to port 80
-// (where a ws:// WebSocket would go).
-func startProxy(n *netguard.Client, allowHTTP bool, uid int, refused func(string, error)) (*guardProxy, error) {
+// (where a ws:// WebSocket would go); allowLocal carries plain http to a
+// host written as this machine (netguard.LoopbackHost) all the same.
+func startProxy(n *netguard.Client, allowHTTP, allowLocal bool, uid int, refused func(string, error)) (*guardProxy, error) {
+	httpOK := func(host string) bool { return allowHTTP || (allowLocal && netguard.LoopbackHost(host)) }
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -86,7 +88,7 @@ func startProxy(n *netguard.Client, allowHTTP bool, uid int, refused func(string
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodConnect {
 				// The port as a number: the dialler reads "0080" as 80.
-				if _, port, _ := net.SplitHostPort(r.Host); !allowHTTP && portNumber(port) == 80 {
+				if host, port, _ := net.SplitHostPort(r.Host); !httpOK(host) && portNumber(port) == 80 {
 					g.refused(r.Host, errors.New("plain http (port 80) is not allowed"))
 					http.Error(w, "refused by the daemon's network rules", http.StatusForbidden)
 					return
@@ -94,7 +96,7 @@ func startProxy(n *netguard.Client, allowHTTP bool, uid int, refused func(string
 				g.tunnel(w, r)
 				return
 			}
-			if !allowHTTP {
+			if !httpOK(r.URL.Hostname()) {
 				g.refused(r.Host, errors.New("plain http is not allowed"))
 				http.Error(w, "refused by the daemon's network rules", http.StatusForbidden)
 				return

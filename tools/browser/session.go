@@ -143,7 +143,7 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 	if cred != nil {
 		uid = int(cred.Uid)
 	}
-	s.proxy, err = startProxy(p.net, p.opts.AllowHTTP, uid, func(target string, err error) {
+	s.proxy, err = startProxy(p.net, p.opts.AllowHTTP, p.opts.AllowLocal, uid, func(target string, err error) {
 		s.blocked.Add(1)
 		p.log.Info("browser connection refused", "session", s.id, "target", truncate(target, 200), "reason", err)
 	})
@@ -391,7 +391,7 @@ func (p *Provider) vetRequest(ctx context.Context, raw string) error {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !p.opts.AllowHTTP {
+		if !p.httpOK(u.Hostname()) {
 			return errors.New("http is not allowed (https only; the operator may allow http with --browser-allow-http)")
 		}
 	default:
@@ -411,10 +411,23 @@ func (p *Provider) vetNavigation(ctx context.Context, raw string) error {
 	if err != nil {
 		return fmt.Errorf("url %q: %v", truncate(raw, 200), err)
 	}
+	err = p.vetNavigationURL(ctx, raw, u)
+	if err != nil && (u.Scheme == "http" || u.Scheme == "https") && !p.opts.AllowLocal && netguard.LoopbackHost(u.Hostname()) {
+		// A page the user serves on this machine breaks several rules
+		// (http, its port, loopback), each with a flag of its own: say
+		// the one setting that admits it, not the first rule's.
+		return fmt.Errorf("url %s: %s", truncate(raw, 200), LocalRefusal)
+	}
+	return err
+}
+
+// vetNavigationURL is vetNavigation's rule on a parsed URL: the scheme,
+// then the network door's.
+func (p *Provider) vetNavigationURL(ctx context.Context, raw string, u *url.URL) error {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !p.opts.AllowHTTP {
+		if !p.httpOK(u.Hostname()) {
 			return fmt.Errorf("url %s: only https URLs are allowed (the operator may allow http with --browser-allow-http)", truncate(raw, 200))
 		}
 	default:
