@@ -49,8 +49,11 @@ type Options struct {
 	// Client makes the requests (its Transport carries TLS settings, such
 	// as a CA for the daemon's certificate); http.DefaultClient when nil.
 	Client *http.Client
-	// MaxInFlight bounds the requests waiting for their answer; reading
-	// stdin pauses at the bound (DefaultMaxInFlight when 0).
+	// MaxInFlight bounds the requests waiting for their answer, and
+	// separately the notifications and responses being delivered (so that
+	// the client's answer to a server's request, such as an elicitation,
+	// never waits behind the requests that wait for it); reading stdin
+	// pauses at the bound (DefaultMaxInFlight when 0).
 	MaxInFlight int
 	// MaxMessage bounds one message, read from stdin or from the daemon
 	// (DefaultMaxMessage when 0): a longer one is answered with an error.
@@ -98,7 +101,8 @@ func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 	b := &Bridge{opts: opts, out: out}
 	defer b.endSession()
 
-	slots := make(chan struct{}, opts.MaxInFlight)
+	calls := make(chan struct{}, opts.MaxInFlight)
+	others := make(chan struct{}, opts.MaxInFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	r := bufio.NewReaderSize(in, 64<<10)
@@ -108,6 +112,10 @@ func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 			if tooLong {
 				b.reply(nil, fmt.Sprintf("message longer than %d bytes (the bridge's limit)", opts.MaxMessage), -32600)
 			} else if msg := bytes.TrimSpace(line); len(msg) > 0 {
+				slots := others
+				if isCall(msg) {
+					slots = calls
+				}
 				select {
 				case slots <- struct{}{}:
 				case <-ctx.Done():
@@ -145,6 +153,19 @@ func readLine(r *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
 		}
 		return line, tooLong, err
 	}
+}
+
+// isCall reports whether msg is a request that waits for an answer (a
+// method and an id), or a batch; anything else is delivered and done.
+func isCall(msg []byte) bool {
+	if msg[0] != '{' {
+		return true
+	}
+	var env envelope
+	if json.Unmarshal(msg, &env) != nil {
+		return false // answered at once with a parse error
+	}
+	return env.Method != "" && len(env.ID) > 0 && string(env.ID) != "null"
 }
 
 // envelope is what the bridge reads of a message: whether it is a request

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestBridgeAnswers: what a streamable HTTP server may answer, written
@@ -22,6 +23,7 @@ import (
 func TestBridgeAnswers(t *testing.T) {
 	var mu sync.Mutex
 	var seen []http.Header
+	byMethod := map[string]http.Header{}
 	deleted := ""
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodDelete {
@@ -39,6 +41,9 @@ func TestBridgeAnswers(t *testing.T) {
 			Method string          `json:"method"`
 		}
 		_ = json.Unmarshal(body, &m)
+		mu.Lock()
+		byMethod[m.Method] = r.Header.Clone()
+		mu.Unlock()
 		switch m.Method {
 		case "initialize":
 			w.Header().Set("Mcp-Session-Id", "s-1")
@@ -66,8 +71,10 @@ func TestBridgeAnswers(t *testing.T) {
 		"",
 	}, "\n")
 	var out bytes.Buffer
-	// One request at a time, so that initialize's answer is in before the
-	// next request reads the session's headers.
+	// One call at a time, so that initialize's answer is in before the
+	// next call reads the session's headers (a notification has a slot of
+	// its own and may go at the same time, as no client sends one before
+	// initialize's answer).
 	err := Run(context.Background(), Options{URL: srv.URL + "/mcp", Token: "tok", MaxInFlight: 1, MaxMessage: 200}, strings.NewReader(in), &out)
 	if err != nil {
 		t.Fatal(err)
@@ -107,8 +114,80 @@ func TestBridgeAnswers(t *testing.T) {
 		if h.Get("Authorization") != "Bearer tok" {
 			t.Errorf("request %d: Authorization %q", i+1, h.Get("Authorization"))
 		}
-		if i > 0 && (h.Get("Mcp-Session-Id") != "s-1" || h.Get("MCP-Protocol-Version") != "2025-06-18") {
-			t.Errorf("request %d: session %q, protocol %q; want s-1 and 2025-06-18", i+1, h.Get("Mcp-Session-Id"), h.Get("MCP-Protocol-Version"))
+	}
+	for _, method := range []string{"tools/call", "boom"} {
+		if h := byMethod[method]; h.Get("Mcp-Session-Id") != "s-1" || h.Get("MCP-Protocol-Version") != "2025-06-18" {
+			t.Errorf("%s: session %q, protocol %q; want s-1 and 2025-06-18", method, h.Get("Mcp-Session-Id"), h.Get("MCP-Protocol-Version"))
 		}
 	}
+}
+
+// TestBridgeServerRequestDuringCall: a server that asks the client
+// something (elicitation) in the middle of a call's event stream, and
+// finishes the call only once the answer came, gets that answer even when
+// every request slot is taken by calls waiting for it: responses have
+// slots of their own.
+func TestBridgeServerRequestDuringCall(t *testing.T) {
+	answered := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"id":"srv-1","result"`) {
+			close(answered)
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"id\":\"srv-1\",\"method\":\"elicitation/create\"}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-answered:
+			io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"after\":\"the answer\"}}\n\n")
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second): // the answer never came: end the call, and the test fails on its line
+			io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"after\":\"no answer\"}}\n\n")
+		}
+	}))
+	defer srv.Close()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Options{URL: srv.URL, MaxInFlight: 1}, inR, outW)
+		outW.Close()
+	}()
+	lines := bufioLines(outR)
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`+"\n")
+	if got := <-lines; !strings.Contains(got, `"method":"elicitation/create"`) {
+		t.Fatalf("first line %s; want the server's request", got)
+	}
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":"srv-1","result":{"action":"accept"}}`+"\n")
+	if got := <-lines; got != `{"jsonrpc":"2.0","id":1,"result":{"after":"the answer"}}` {
+		t.Fatalf("second line %s; want the call's result", got)
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bufioLines sends each line of r, then closes.
+func bufioLines(r io.Reader) <-chan string {
+	ch := make(chan string, 16)
+	go func() {
+		defer close(ch)
+		b := make([]byte, 0, 4096)
+		one := make([]byte, 1)
+		for {
+			if _, err := r.Read(one); err != nil {
+				return
+			}
+			if one[0] == '\n' {
+				ch <- string(b)
+				b = b[:0]
+				continue
+			}
+			b = append(b, one[0])
+		}
+	}()
+	return ch
 }

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -28,10 +29,12 @@ import (
 	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
 )
 
+// main leaves SIGINT and SIGTERM to their default (the process ends):
+// `mcp` is blocked reading stdin, which no context can interrupt, and a
+// client that stops a server it spawned closes its stdin or kills it.
+// `ssh` catches them to close the WebSocket cleanly (newSSH).
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // run is the command line: args without the program name. It returns the
@@ -119,7 +122,9 @@ the workspace from any OS:
 			if err != nil {
 				return err
 			}
-			return wsclient.Proxy(cmd.Context(), args[0], tok, stdin, stdout)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return wsclient.Proxy(ctx, args[0], tok, stdin, stdout)
 		},
 	}
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the daemon's token (else AGENTBE_AUTH_TOKEN)")
