@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
@@ -147,6 +148,16 @@ type Store struct {
 	blobSize map[string]int64 // blob → its size
 	bytes    int64            // blobs and manifests
 	newest   map[string]*Manifest
+
+	// What Stats reports, published after each change (publish), so
+	// /health and the metrics never wait behind a long checkpoint.
+	statCount, statBytes atomic.Int64
+}
+
+// publish copies the store's size for Stats; s.mu is held.
+func (s *Store) publish() {
+	s.statCount.Store(int64(len(s.list)))
+	s.statBytes.Store(s.bytes)
 }
 
 // Open opens (creating it 0700) the store at opts.Dir, removes what an
@@ -191,6 +202,7 @@ func Open(opts Options) (*Store, error) {
 		r.Close()
 		return nil, fmt.Errorf("checkpoint store %s: %w", opts.Dir, err)
 	}
+	s.publish()
 	return s, nil
 }
 
@@ -324,9 +336,7 @@ type Stats struct {
 
 // Stats reports the store's size.
 func (s *Store) Stats() Stats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return Stats{Count: len(s.list), Bytes: s.bytes, MaxBytes: s.opts.MaxBytes, MaxCount: s.opts.MaxCount}
+	return Stats{Count: int(s.statCount.Load()), Bytes: s.statBytes.Load(), MaxBytes: s.opts.MaxBytes, MaxCount: s.opts.MaxCount}
 }
 
 // List returns the checkpoints of ws's scope, oldest first.
@@ -380,6 +390,7 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	start := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.publish()
 	if s.closed {
 		return Info{}, errors.New("checkpoint store is closed")
 	}

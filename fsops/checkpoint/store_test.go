@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
@@ -623,4 +624,24 @@ func TestStoreInsideWorkspaceRefused(t *testing.T) {
 			t.Fatalf("store %s with workspace %s: %v", store, dir, err)
 		}
 	}
+}
+
+// TestStatsDoNotWait: /health and the metrics read the store's size while
+// a long checkpoint holds the store.
+func TestStatsDoNotWait(t *testing.T) {
+	f := newFixture(t, nil)
+	f.write(t, "a.txt", "a")
+	f.create(t, "")
+	f.st.mu.Lock()
+	done := make(chan Stats, 1)
+	go func() { done <- f.st.Stats() }()
+	select {
+	case st := <-done:
+		if st.Count != 1 || st.Bytes == 0 {
+			t.Errorf("stats %+v", st)
+		}
+	case <-time.After(10 * time.Second): // a hang guard
+		t.Error("Stats waited for the store's lock")
+	}
+	f.st.mu.Unlock()
 }
