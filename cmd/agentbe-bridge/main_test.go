@@ -23,6 +23,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/daemon"
@@ -350,4 +351,41 @@ func TestBridgeBuildsOffLinux(t *testing.T) {
 			t.Errorf("GOOS=%s GOARCH=%s go build ./cmd/agentbe-bridge: %v\n%s", goos, goarch, err, out)
 		}
 	}
+}
+
+// TestBridgeCarriesSSH: `agentbe-bridge ssh` is the ProxyCommand of an
+// OpenSSH client on any OS: an x/crypto/ssh client speaking over the
+// bridge's stdin/stdout reaches the daemon's /ssh with the token and runs a
+// command in the workspace.
+func TestBridgeCarriesSSH(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(testToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := startDaemon(t, "", "")
+	local, remote := net.Pipe()
+	code := make(chan int, 1)
+	go func() {
+		code <- run(context.Background(), []string{"ssh", "ws://" + addr + "/ssh", "--token-file", tokenFile}, remote, remote, io.Discard)
+		remote.Close()
+	}()
+	conn, chans, reqs, err := ssh.NewClientConn(local, "workspace", &ssh.ClientConfig{
+		User: "agent", Auth: []ssh.AuthMethod{ssh.Password("unused")}, HostKeyCallback: ssh.InsecureIgnoreHostKey(),
+	})
+	if err != nil {
+		local.Close()
+		t.Fatalf("SSH through agentbe-bridge ssh: %v (exit %d)", err, <-code)
+	}
+	client := ssh.NewClient(conn, chans, reqs)
+	sess, err := client.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sess.Output("echo through the bridge")
+	sess.Close()
+	client.Close()
+	if err != nil || strings.TrimSpace(string(out)) != "through the bridge" {
+		t.Errorf("exec over the bridge: %v, %q", err, out)
+	}
+	<-code
 }
