@@ -41,6 +41,8 @@ install:
 	@if command -v $(GO) >/dev/null 2>&1; then $(MAKE) --no-print-directory build; \
 	elif [ -x bin/agent-backend ]; then echo "make install: $(GO) is not on PATH (sudo?): installing bin/ as the last make built it"; \
 	else echo "make install: $(GO) is not on PATH and bin/ is empty: run make as yourself first, then sudo make install" >&2; exit 1; fi
+	@p="$(DESTDIR)$(BINDIR)"; while [ ! -e "$$p" ]; do p=$$(dirname "$$p"); done; \
+	[ -w "$$p" ] || { echo "make install: $$p is not writable: sudo make install, or make install PREFIX=\$$HOME/.local" >&2; exit 1; }
 	install -d "$(DESTDIR)$(BINDIR)"
 	for c in $(COMMANDS); do install -m 0755 "bin/$$c" "$(DESTDIR)$(BINDIR)/$$c" || exit 1; done
 	@echo "installed $(COMMANDS) in $(DESTDIR)$(BINDIR)"
