@@ -130,6 +130,12 @@ func TestTransactionWholeStory(t *testing.T) {
 	if list, _ := sc["transactions"].([]any); len(list) != 1 {
 		t.Fatalf("transaction_list: %s", text)
 	}
+	if _, body := send(t, http.MethodGet, r.url+"/health", "", nil); !strings.Contains(body, `"transactions":{"pending":1}`) {
+		t.Fatalf("/health: %s", body)
+	}
+	if _, body := send(t, http.MethodGet, r.url+"/metrics", "", nil); !strings.Contains(body, "agentbe_transactions_pending 1") {
+		t.Fatalf("/metrics lacks agentbe_transactions_pending 1")
+	}
 	if text, _, isErr := callTool(t, cs, "transaction_discard", map[string]any{"id": id}); isErr {
 		t.Fatalf("discard: %s", text)
 	}

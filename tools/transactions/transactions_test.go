@@ -217,3 +217,29 @@ func TestLeftoversCleared(t *testing.T) {
 		t.Fatalf("a live daemon's directory is removed: %v", err)
 	}
 }
+
+// TestTransactionInSubdirectory: a transaction run in a working directory
+// below the workspace's root sees the overlay there too, and its changes
+// are named from the root.
+func TestTransactionInSubdirectory(t *testing.T) {
+	m, ws, root := setup(t, nil)
+	if err := os.Mkdir(filepath.Join(root, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := runTxIn(t, m, ws, filepath.Join(root, "sub"), "pwd && echo x > f")
+	if string(res.Run.Stdout) != filepath.Join(root, "sub")+"\n" || len(res.Changes.Changes) != 1 || res.Changes.Changes[0].Path != "sub/f" {
+		t.Fatalf("stdout %q changes %+v", res.Run.Stdout, res.Changes.Changes)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "sub", "f")); !os.IsNotExist(err) {
+		t.Fatal("written to the workspace")
+	}
+}
+
+func runTxIn(t *testing.T, m *Manager, ws fsops.Workspace, dir, command string) Result {
+	t.Helper()
+	res, err := m.Run(context.Background(), sandbox.Request{Command: command, Workspace: ws, Dir: dir})
+	if err != nil {
+		t.Fatalf("%s: %v", command, err)
+	}
+	return res
+}
