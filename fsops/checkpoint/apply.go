@@ -53,7 +53,7 @@ func (u *Upper) Conflicts(ws fsops.Workspace) ([]Conflict, error) {
 			out = append(out, Conflict{Path: s.path, Why: why})
 			continue
 		}
-		if s.mode&fs.ModeSymlink != 0 && s.kind != KindDeleted && leadsOut(s.path, s.target, ws.Root()) {
+		if s.mode&fs.ModeSymlink != 0 && s.kind != KindDeleted && s.kind != kindCheck && leadsOut(s.path, s.target, ws.Root()) {
 			out = append(out, Conflict{Path: s.path, Why: "a symlink to " + s.target + ", which leads out of the workspace"})
 		}
 	}
@@ -90,6 +90,9 @@ func (u *Upper) Apply(ctx context.Context, ws fsops.Workspace) (ChangeSet, error
 	for _, s := range u.steps {
 		if err := ctx.Err(); err != nil {
 			return done, err
+		}
+		if s.kind == kindCheck {
+			continue
 		}
 		if err := u.apply(ws, s); err != nil {
 			return done, err

@@ -114,10 +114,14 @@ func modeType(m fs.FileMode) string {
 	return "special file"
 }
 
+// kindCheck is a step that changes nothing: an entry below a deleted
+// directory, whose state Apply checks before it deletes the directory.
+const kindCheck = "check"
+
 // step is one change Apply makes, in path order.
 type step struct {
 	path   string
-	kind   string      // KindAdded, KindModified, KindDeleted
+	kind   string      // KindAdded, KindModified, KindDeleted, kindCheck
 	mode   fs.FileMode // the new entry's type and permissions (not for a deletion)
 	target string      // a new symlink's target
 	base   Base
@@ -374,6 +378,12 @@ func (r *upperReader) deleted(p string, old fsops.Info) error {
 				// is not read for a list nobody sees.
 				r.add(Change{Path: path.Join(p, e.Name), Kind: KindDeleted})
 				break
+			}
+			// What the deletion takes with it is checked too: a file
+			// edited below a deleted directory since the command is a
+			// conflict, not a silent loss.
+			if err := r.plan(step{path: path.Join(p, e.Name), kind: kindCheck}); err != nil {
+				return err
 			}
 			if err := r.deleted(path.Join(p, e.Name), e); err != nil {
 				return err

@@ -212,3 +212,24 @@ func TestApplyRefusesLinkOut(t *testing.T) {
 		t.Fatal("a applied despite the refusal")
 	}
 }
+
+// TestApplyChecksWhatADeletionTakes: a file edited, since the command,
+// below a directory the command deleted is a conflict: the apply does not
+// take the edit with the directory.
+func TestApplyChecksWhatADeletionTakes(t *testing.T) {
+	ws, root := wsWith(t, map[string]string{"src/deep/a.go": "package a\n"})
+	l := newLayer(t)
+	l.whiteout("src")
+	u := l.read(ws, time.Now())
+	if err := os.WriteFile(filepath.Join(root, "src/deep/a.go"), []byte("package a // edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := u.Apply(context.Background(), ws)
+	var ce *ConflictError
+	if !errors.As(err, &ce) || len(ce.Conflicts) != 1 || ce.Conflicts[0].Path != "src/deep/a.go" {
+		t.Fatalf("err = %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "src/deep/a.go")); string(b) != "package a // edited\n" {
+		t.Fatalf("a.go = %q", b)
+	}
+}
