@@ -238,11 +238,21 @@ func newInflight(limit int) *inflight {
 	return f
 }
 
+// slot is one request's place in its address's semaphore, given back by
+// release. It carries the semaphore, so that release takes f.mu once (to
+// drop the reference) rather than twice: every request of every client
+// takes f.mu, which the mutex profile under parallel load shows
+// (docs/performance.md, "Contention under load").
+type slot struct {
+	key string
+	sem *ipSem
+}
+
 // acquire takes a slot for the client at remoteAddr, waiting up to f.wait
 // (or until ctx ends) when it has f.limit requests in flight, and reports
 // whether it got one; release gives it back.
-func (f *inflight) acquire(ctx context.Context, remoteAddr string) (key string, ok bool) {
-	key = remoteAddr
+func (f *inflight) acquire(ctx context.Context, remoteAddr string) (slot, bool) {
+	key := remoteAddr
 	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
 		key = h
 	}
@@ -256,27 +266,24 @@ func (f *inflight) acquire(ctx context.Context, remoteAddr string) (key string, 
 	f.mu.Unlock()
 	select {
 	case sem.slots <- struct{}{}:
-		return key, true
+		return slot{key, sem}, true
 	default:
 	}
 	t := time.NewTimer(f.wait)
 	defer t.Stop()
 	select {
 	case sem.slots <- struct{}{}:
-		return key, true
+		return slot{key, sem}, true
 	case <-t.C:
 	case <-ctx.Done():
 	}
 	f.unref(key, sem)
-	return key, false
+	return slot{}, false
 }
 
-func (f *inflight) release(key string) {
-	f.mu.Lock()
-	sem := f.sems[key]
-	f.mu.Unlock()
-	<-sem.slots
-	f.unref(key, sem)
+func (f *inflight) release(s slot) {
+	<-s.sem.slots
+	f.unref(s.key, s.sem)
 }
 
 func (f *inflight) unref(key string, sem *ipSem) {
