@@ -270,6 +270,31 @@ func TestBridgeCarriesMCPSession(t *testing.T) {
 		})
 	}
 
+	// As Claude Desktop runs it: the built program, spawned with its
+	// arguments, speaking on its real stdin and stdout.
+	t.Run("spawned as a process", func(t *testing.T) {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			t.Skip("the go command is not on PATH (this subtest builds the bridge)")
+		}
+		bin := filepath.Join(t.TempDir(), "agentbe-bridge")
+		if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+		var stderr lockedBuffer
+		cmd := exec.Command(bin, "mcp", "https://"+secure+"/mcp", "--token-file", tokenFile, "--ca", caFile)
+		cmd.Stderr = &stderr
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bridge-test", Version: "1"}, nil).Connect(context.Background(),
+			&mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatalf("connect through the spawned bridge: %v (stderr %q)", err, stderr.String())
+		}
+		useSession(t, cs)
+		if err := cs.Close(); err != nil {
+			t.Errorf("closing the spawned bridge: %v (stderr %q)", err, stderr.String())
+		}
+	})
+
 	// The token from the environment when no file is named.
 	t.Run("token from AGENTBE_AUTH_TOKEN", func(t *testing.T) {
 		t.Setenv("AGENTBE_AUTH_TOKEN", testToken)
