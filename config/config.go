@@ -145,6 +145,14 @@ type Config struct {
 	CheckpointMaxBytes int64
 	CheckpointMaxCount int
 	CheckpointMaxFiles int
+	// TransactionMaxBytes and TransactionMaxFiles bound one transaction's
+	// upper layer (exec with transaction: true; tools/transactions,
+	// docs/checkpoints.md), TransactionMaxPending the transactions pending
+	// at once, TransactionTTL how long one waits to be applied.
+	TransactionMaxBytes   int64
+	TransactionMaxFiles   int
+	TransactionMaxPending int
+	TransactionTTL        time.Duration
 	// BrowserTools serves the browser.* tools (docs/browser.md): Chromium
 	// at BrowserPath (found on PATH when ""), http:// pages only with
 	// BrowserAllowHTTP, at most BrowserMaxSessions sessions, each closed

@@ -239,3 +239,32 @@ func TestTransactionTokens(t *testing.T) {
 		t.Fatalf("the audit log does not name alice's apply of %s:\n%s", id, audit)
 	}
 }
+
+// TestTransactionFlags: --transaction-max-files reaches the transactions
+// (a command past it is refused naming the flag), and so does
+// --transaction-max-pending.
+func TestTransactionFlags(t *testing.T) {
+	testenv.Bwrap(t)
+	c := testConfig(t)
+	c.Isolation = "bwrap"
+	c.StateDir = t.TempDir()
+	c.TransactionMaxFiles = 100
+	c.TransactionMaxPending = 1
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	cs := mcpSession(t, r)
+	text, _, isErr := callTool(t, cs, "exec", map[string]any{"command": "for i in $(seq 1 500); do : > f$i || exit 1; done", "transaction": true})
+	if !isErr || !strings.Contains(text, "--transaction-max-files") {
+		t.Fatalf("error %v: %s", isErr, text)
+	}
+	if ents, _ := os.ReadDir(c.Root); len(ents) != 0 {
+		t.Fatalf("the workspace has %d entries", len(ents))
+	}
+	if text, _, isErr = callTool(t, cs, "exec", map[string]any{"command": "echo 1 > one", "transaction": true}); isErr {
+		t.Fatal(text)
+	}
+	text, _, isErr = callTool(t, cs, "exec", map[string]any{"command": "echo 2 > two", "transaction": true})
+	if !isErr || !strings.Contains(text, "--transaction-max-pending 1") {
+		t.Fatalf("error %v: %s", isErr, text)
+	}
+}

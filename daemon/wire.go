@@ -207,7 +207,9 @@ func startTransactions(w *wiring) (built, error) {
 	if w.exec == nil {
 		return built{}, nil
 	}
-	m, err := transactions.New(transactions.Options{Executor: w.exec, Dir: filepath.Join(w.cfg.StateDir, "transactions"),
+	c := w.cfg
+	m, err := transactions.New(transactions.Options{Executor: w.exec, Dir: filepath.Join(c.StateDir, "transactions"),
+		MaxBytes: c.TransactionMaxBytes, MaxFiles: int64(c.TransactionMaxFiles), MaxPending: c.TransactionMaxPending, TTL: c.TransactionTTL,
 		Logger: w.log.With("component", "transactions")})
 	if err != nil {
 		return built{}, err

@@ -221,7 +221,7 @@ func (m *Manager) Run(ctx context.Context, req sandbox.Request) (Result, error) 
 	case len(m.pending) >= m.opts.MaxPending:
 		m.mu.Unlock()
 		return Result{}, &errcode.Error{Code: errcode.TooLarge, Op: "exec",
-			Msg: fmt.Sprintf("%d transactions are pending, the most allowed (transactions: max pending %d): apply or discard one first (transaction_apply, transaction_discard)", len(m.pending), m.opts.MaxPending)}
+			Msg: fmt.Sprintf("%d transactions are pending, the most allowed (--transaction-max-pending %d): apply or discard one first (transaction_apply, transaction_discard)", len(m.pending), m.opts.MaxPending)}
 	}
 	m.mu.Unlock()
 	id := newID()
@@ -260,7 +260,7 @@ func (m *Manager) Run(ctx context.Context, req sandbox.Request) (Result, error) 
 		m.mu.Unlock()
 		m.drop(t)
 		return out, &errcode.Error{Code: errcode.TooLarge, Op: "exec",
-			Msg: fmt.Sprintf("transactions: max pending %d reached while the command ran; its changes were discarded", m.opts.MaxPending)}
+			Msg: fmt.Sprintf("%d transactions became pending while the command ran, the most allowed (--transaction-max-pending); its changes were discarded", m.opts.MaxPending)}
 	}
 	m.pending[id] = t
 	m.mu.Unlock()
@@ -406,9 +406,9 @@ func fullLayer(f *os.File, maxBytes, maxFiles int64) string {
 	}
 	switch {
 	case files == 0:
-		return fmt.Sprintf("more files than a transaction holds (%d, transactions: max files)", maxFiles)
+		return fmt.Sprintf("more files than a transaction holds (%d, --transaction-max-files)", maxFiles)
 	case free == 0:
-		return fmt.Sprintf("more bytes than a transaction holds (%d, transactions: max bytes)", maxBytes)
+		return fmt.Sprintf("more bytes than a transaction holds (%d, --transaction-max-bytes)", maxBytes)
 	}
 	return ""
 }

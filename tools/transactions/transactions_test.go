@@ -136,7 +136,7 @@ func TestPendingBoundedAndExpiring(t *testing.T) {
 	first := runTx(t, m, ws, "echo 1 > one")
 	runTx(t, m, ws, "echo 2 > two")
 	_, err := m.Run(context.Background(), sandbox.Request{Command: "echo 3 > three", Workspace: ws})
-	if !errcode.Is(err, errcode.TooLarge) || !strings.Contains(err.Error(), "max pending 2") {
+	if !errcode.Is(err, errcode.TooLarge) || !strings.Contains(err.Error(), "--transaction-max-pending 2") {
 		t.Fatalf("third: %v", err)
 	}
 	c.add(2 * time.Hour)
