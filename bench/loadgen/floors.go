@@ -21,6 +21,10 @@ import (
 //	                     request, reads the 4 KiB file and encodes a
 //	                     tools/call result, driven by the same client as
 //	                     the daemons (in this process, over loopback)
+//	echo_proc_p50_ms     the same handler as a process of its own
+//	                     (loadgen echo-serve, with the GOMAXPROCS the
+//	                     daemon's --max-procs auto takes), as the daemons
+//	                     run: the fair floor of an MCP call
 //	fork_true_p50_ms     os/exec of /bin/true
 //	fork_shell_p50_ms    os/exec of `bash -c true` (every exec runs a shell)
 //	bwrap_true_p50_ms    bwrap with the executor's argv (sandbox.BwrapArgv:
@@ -66,6 +70,25 @@ func runFloors(sz sizes) (map[string]float64, []string, error) {
 		return nil, nil, err
 	}
 	m["echo_p50_ms"] = l.pct(50)
+
+	addr, stop, err := echoProcess(filepath.Join(root, readFile))
+	if err != nil {
+		return nil, nil, err
+	}
+	mc = client.NewMCP("http://"+addr, 4)
+	l, _, err = timeFor(sz.seqDur, func() error {
+		r, err := mc.MustOK(read)
+		if err == nil && r.Text != content {
+			err = fmt.Errorf("echo process: wrong text")
+		}
+		return err
+	})
+	mc.Close()
+	stop()
+	if err != nil {
+		return nil, nil, err
+	}
+	m["echo_proc_p50_ms"] = l.pct(50)
 
 	// The file system's own cost of the SFTP small ops: the same flags and
 	// sizes, from this process, in a directory of the same file system.

@@ -8,6 +8,8 @@
 //	loadgen floors -out FILE [-smoke]
 //	    measure the floors (plain net/http JSON-RPC, fork/exec, bare bwrap,
 //	    the sandbox executor in each mode)
+//	loadgen echo-serve FILE
+//	    the echo floor as a process of its own (started by floors)
 //	loadgen report [-a ours] [-b reference] [-smoke] FILE...
 //	    print the comparison table: medians over rounds, ratios, targets
 package main
@@ -31,6 +33,8 @@ func main() {
 		err = cmdFloors(os.Args[2:])
 	case "report":
 		err = cmdReport(os.Args[2:])
+	case "echo-serve":
+		err = cmdEchoServe(os.Args[2:])
 	default:
 		usage()
 	}

@@ -93,6 +93,7 @@ func report(w io.Writer, files []string, a, b string, judge bool) error {
 		}
 		fm := func(k string) float64 { return med("floors", k) }
 		row("MCP read 4 KiB p50", med(a, "mcp_read_p50_ms"), "net/http JSON-RPC echo (reads the file)", fm("echo_p50_ms"), 3)
+		row("MCP read 4 KiB p50", med(a, "mcp_read_p50_ms"), "the same echo as its own process", fm("echo_proc_p50_ms"), 1.5)
 		row("MCP exec `true` p50", med(a, "mcp_exec_true_p50_ms"), "fork/exec `bash -c true`", fm("fork_shell_p50_ms"), 0)
 		row("SSH exec `true` p50", med(a, "ssh_exec_true_p50_ms"), "fork/exec `bash -c true`", fm("fork_shell_p50_ms"), 0)
 		row("SFTP 4 KiB create+write+close p50", med(a, "sftp_write4k_p50_ms"), "the same on the local file system", fm("fs_create4k_p50_ms"), 0)
