@@ -73,6 +73,9 @@ type Manager struct {
 
 	mu      sync.Mutex
 	pending map[string]*tx
+	// running counts the transactions whose command runs: each holds an
+	// upper layer too, so they count against MaxPending with the pending.
+	running int
 	closed  bool
 	stop    chan struct{}
 	swept   sync.WaitGroup
@@ -218,12 +221,24 @@ func (m *Manager) Run(ctx context.Context, req sandbox.Request) (Result, error) 
 	case m.closed:
 		m.mu.Unlock()
 		return Result{}, &errcode.Error{Code: errcode.ExecError, Op: "exec", Msg: "the daemon is closing"}
-	case len(m.pending) >= m.opts.MaxPending:
+	case len(m.pending)+m.running >= m.opts.MaxPending:
+		n := len(m.pending) + m.running
 		m.mu.Unlock()
 		return Result{}, &errcode.Error{Code: errcode.TooLarge, Op: "exec",
-			Msg: fmt.Sprintf("%d transactions are pending, the most allowed (--transaction-max-pending %d): apply or discard one first (transaction_apply, transaction_discard)", len(m.pending), m.opts.MaxPending)}
+			Msg: fmt.Sprintf("%d transactions are pending or running, the most allowed (--transaction-max-pending %d): apply or discard one first (transaction_apply, transaction_discard)", n, m.opts.MaxPending)}
 	}
+	m.running++
 	m.mu.Unlock()
+	counted := true
+	uncount := func() {
+		if counted {
+			m.mu.Lock()
+			m.running--
+			m.mu.Unlock()
+			counted = false
+		}
+	}
+	defer uncount()
 	id := newID()
 	dir, err := sandbox.NewOverlayDir(m.dir, id)
 	if err != nil {
@@ -256,13 +271,14 @@ func (m *Manager) Run(ctx context.Context, req sandbox.Request) (Result, error) 
 	now := m.opts.now()
 	t := &tx{id: id, scope: scope, command: req.Command, dir: dir, upper: u, created: now, expires: now.Add(m.opts.TTL), exitCode: res.ExitCode}
 	m.mu.Lock()
-	if m.closed || len(m.pending) >= m.opts.MaxPending {
+	if m.closed {
 		m.mu.Unlock()
 		m.drop(t)
-		return out, &errcode.Error{Code: errcode.TooLarge, Op: "exec",
-			Msg: fmt.Sprintf("%d transactions became pending while the command ran, the most allowed (--transaction-max-pending); its changes were discarded", m.opts.MaxPending)}
+		return out, &errcode.Error{Code: errcode.ExecError, Op: "exec", Msg: "the daemon closed while the command ran; its changes were discarded"}
 	}
 	m.pending[id] = t
+	m.running--
+	counted = false
 	m.mu.Unlock()
 	m.log.Info("transaction pending", "id", id, "scope", scope, "command", req.Command, "changes", len(u.Set.Changes), "bytes", u.Bytes, "files", u.Files)
 	out.ID, out.Expires = id, t.expires

@@ -243,3 +243,32 @@ func runTxIn(t *testing.T, m *Manager, ws fsops.Workspace, dir, command string) 
 	}
 	return res
 }
+
+// TestConcurrentRunsBounded: transactions run at once count against
+// --transaction-max-pending with the pending ones, so no more upper layers
+// than that exist at any time; the others are refused naming the flag.
+func TestConcurrentRunsBounded(t *testing.T) {
+	m, ws, _ := setup(t, func(o *Options) { o.MaxPending = 2 })
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = m.Run(context.Background(), sandbox.Request{Command: "echo x > f" + strconv.Itoa(i), Workspace: ws})
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !strings.Contains(err.Error(), "--transaction-max-pending 2"):
+			t.Fatalf("unexpected refusal: %v", err)
+		}
+	}
+	if ok > 2 || m.Pending() != ok {
+		t.Fatalf("%d made, %d pending; at most 2", ok, m.Pending())
+	}
+}
