@@ -27,7 +27,6 @@ var networkFailures = regexp.MustCompile(`(?i)` + strings.Join([]string{
 	`could not resolve proxy`,
 	`couldn't resolve host`,
 	`unable to resolve host`,
-	`failed to resolve`,
 	`name resolution failed`,
 	`no address associated with hostname`,
 	`server misbehaving`,

@@ -39,6 +39,7 @@ func TestShowsNetworkFailure(t *testing.T) {
 		{"bash: connect: Connection refused", false}, // no address: may well be local
 		{"ls: cannot access '/no/such/dir': No such file or directory", false},
 		{"npm error code E404\nnpm error 404 Not Found - GET https://registry.npmjs.org/nope", false},
+		{`[vite] Internal server error: Failed to resolve import "./missing" from "src/main.ts"`, false}, // a module, not a host
 		{"", false},
 	} {
 		if got := showsNetworkFailure(tc.out); got != tc.want {
