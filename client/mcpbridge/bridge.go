@@ -27,6 +27,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -110,7 +111,7 @@ func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 		line, tooLong, err := readLine(r, opts.MaxMessage)
 		if len(line) > 0 || tooLong {
 			if tooLong {
-				b.reply(nil, fmt.Sprintf("message longer than %d bytes (the bridge's limit)", opts.MaxMessage), -32600)
+				b.reply(headID(line), fmt.Sprintf("message longer than %d bytes (the bridge's limit)", opts.MaxMessage), -32600)
 			} else if msg := bytes.TrimSpace(line); len(msg) > 0 {
 				slots := others
 				if isCall(msg) {
@@ -136,14 +137,17 @@ func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 	}
 }
 
-// readLine reads one line of at most max bytes; a longer one is consumed
-// to its end and reported as tooLong.
-func readLine(r *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+// readLine reads one line of at most limit bytes; a longer one is consumed
+// to its end and reported as tooLong, with line holding its first
+// headBytes (where a request's id is), so that it can be answered.
+func readLine(r *bufio.Reader, limit int) (line []byte, tooLong bool, err error) {
 	for {
 		frag, err := r.ReadSlice('\n')
 		if !tooLong {
-			if len(line)+len(frag) > max+1 { // +1: the newline
-				tooLong, line = true, nil
+			if len(line)+len(frag) > limit+1 { // +1: the newline
+				tooLong = true
+				line = append(line, frag[:min(len(frag), max(0, headBytes-len(line)))]...)
+				line = line[:min(len(line), headBytes)]
 			} else {
 				line = append(line, frag...)
 			}
@@ -166,6 +170,22 @@ func isCall(msg []byte) bool {
 		return false // answered at once with a parse error
 	}
 	return env.Method != "" && len(env.ID) > 0 && string(env.ID) != "null"
+}
+
+// headBytes is how much of an oversized message is kept to find its id.
+const headBytes = 1024
+
+// idField is a JSON-RPC id near a message's start: a string or a number.
+var idField = regexp.MustCompile(`"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?[0-9]+)`)
+
+// headID is the id found in the start of a message that was too long to
+// read whole, or nil: the client's request is answered rather than left
+// waiting.
+func headID(head []byte) json.RawMessage {
+	if m := idField.FindSubmatch(head); m != nil {
+		return json.RawMessage(m[1])
+	}
+	return nil
 }
 
 // envelope is what the bridge reads of a message: whether it is a request

@@ -18,7 +18,7 @@ import (
 // several messages (a server request before the response), 202 for a
 // notification (nothing written), an HTTP error as a JSON-RPC error for
 // the request's id; a message over the size bound is refused without being
-// sent. The session id and protocol version of initialize's answer go
+// sent, answered for the id found at its start. The session id and protocol version of initialize's answer go
 // with the next request, and the session is ended (DELETE) at the end.
 func TestBridgeAnswers(t *testing.T) {
 	var mu sync.Mutex
@@ -99,8 +99,8 @@ func TestBridgeAnswers(t *testing.T) {
 	if !strings.Contains(rest, `"id":3,`) || !strings.Contains(rest, "502 Bad Gateway: upstream exploded") {
 		t.Errorf("an HTTP error: %s; want a JSON-RPC error for id 3 naming the status and body", rest)
 	}
-	if !strings.Contains(rest, `"id":null`) || !strings.Contains(rest, "longer than 200 bytes") {
-		t.Errorf("an oversized message: %s; want an error naming the limit", rest)
+	if !strings.Contains(rest, `"id":4,`) || !strings.Contains(rest, "longer than 200 bytes") {
+		t.Errorf("an oversized message: %s; want an error for its id naming the limit", rest)
 	}
 	mu.Lock()
 	defer mu.Unlock()
