@@ -309,8 +309,12 @@ func (b *Bridge) events(body io.Reader, id json.RawMessage, method string) {
 				b.deliver(data.Bytes(), method)
 				answered = true
 			}
-			if !answered && err != io.EOF {
+			switch {
+			case answered:
+			case err != io.EOF:
 				b.fail(id, fmt.Sprintf("reading the answer of %s: %v", b.opts.URL, err))
+			default:
+				b.fail(id, fmt.Sprintf("the event stream of %s ended without an answer", b.opts.URL))
 			}
 			return
 		}
