@@ -191,3 +191,20 @@ func bufioLines(r io.Reader) <-chan string {
 	}()
 	return ch
 }
+
+// TestBridgeEmptyStream: an event stream that ends with no message answers
+// the request with an error, so the client is not left waiting.
+func TestBridgeEmptyStream(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, ": a comment, no data\n\n")
+	}))
+	defer srv.Close()
+	var out bytes.Buffer
+	if err := Run(context.Background(), Options{URL: srv.URL}, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`+"\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, `"id":7`) || !strings.Contains(got, "ended without an answer") {
+		t.Errorf("an empty stream: %q; want an error for id 7", got)
+	}
+}
