@@ -246,6 +246,11 @@ func (s *Store) load() error {
 	if err != nil {
 		return err
 	}
+	present := make(map[string]bool, len(blobs))
+	for _, b := range blobs {
+		present[b] = true
+	}
+	s.dropDamaged(present)
 	for _, b := range blobs {
 		if s.refs[b] == 0 {
 			// Written by a create that did not reach its manifest, or left
@@ -260,12 +265,52 @@ func (s *Store) load() error {
 		s.blobSize[b] = fi.Size()
 		s.bytes += fi.Size()
 	}
+	return nil
+}
+
+// dropDamaged leaves out of the list every checkpoint that names a blob
+// not present (the store was changed from outside: such a checkpoint can
+// no longer be restored whole), saying so in the log; its manifest file
+// stays for whoever looks into it. Rare, so the manifests are read again
+// only when a blob is missing.
+func (s *Store) dropDamaged(present map[string]bool) {
+	missing := false
 	for h := range s.refs {
-		if _, ok := s.blobSize[h]; !ok {
-			return fmt.Errorf("blob %s is missing, which a checkpoint names: the store was changed from outside", h)
+		if !present[h] {
+			missing = true
+			break
 		}
 	}
-	return nil
+	if !missing {
+		return
+	}
+	kept := s.list[:0]
+	for _, c := range s.list {
+		m, _, err := s.readManifest(c.id)
+		damaged := err != nil
+		if m != nil {
+			for _, h := range m.hashes() {
+				if !present[h] {
+					damaged = true
+					break
+				}
+			}
+		}
+		if !damaged {
+			kept = append(kept, c)
+			continue
+		}
+		s.opts.Logger.Warn("checkpoint store: a checkpoint whose content is missing is left out", "id", c.id)
+		s.bytes -= c.size
+		if m != nil {
+			for _, h := range m.hashes() {
+				if s.refs[h]--; s.refs[h] <= 0 {
+					delete(s.refs, h)
+				}
+			}
+		}
+	}
+	s.list = kept
 }
 
 func (s *Store) readDirNames(d string) ([]string, error) {

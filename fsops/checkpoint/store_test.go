@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -644,4 +646,31 @@ func TestStatsDoNotWait(t *testing.T) {
 		t.Error("Stats waited for the store's lock")
 	}
 	f.st.mu.Unlock()
+}
+
+// TestDamagedStoreStillOpens: a blob removed from outside leaves out the
+// checkpoints that name it, and the store opens with the others.
+func TestDamagedStoreStillOpens(t *testing.T) {
+	f := newFixture(t, nil)
+	f.write(t, "a.txt", "kept\n")
+	c1 := f.create(t, "")
+	f.write(t, "b.txt", "its blob goes missing\n")
+	f.create(t, "")
+	blob := filepath.Join(f.storeDir, blobsDir, sha256hex("its blob goes missing\n"))
+	if err := os.Remove(blob); err != nil {
+		t.Fatal(err)
+	}
+	f.reopen(t)
+	list := f.st.List(f.ws)
+	if len(list) != 1 || list[0].ID != c1.ID {
+		t.Fatalf("list %+v, want only %s", list, c1.ID)
+	}
+	if n, _, _ := storeBytes(t, f.storeDir); f.st.Stats().Bytes > n {
+		t.Fatalf("stats count %d bytes, the directory holds %d", f.st.Stats().Bytes, n)
+	}
+}
+
+func sha256hex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
 }
