@@ -44,7 +44,7 @@ func (s *Store) Restore(ctx context.Context, ws fsops.Workspace, id string, path
 	for i := range want {
 		wantBy[want[i].Path] = &want[i]
 	}
-	r := restorer{s: s, ws: ws, ctx: ctx, m: m, dirs: map[string]bool{}}
+	r := restorer{s: s, ws: ws, ctx: ctx, m: m, dirs: map[string]bool{}, relock: map[string]fs.FileMode{}, checked: map[string]bool{}}
 	var done ChangeSet
 	done.Changes = []Change{}
 	// A selected path below a link or a file planted since the checkpoint
@@ -99,6 +99,9 @@ func (s *Store) Restore(ctx context.Context, ws fsops.Workspace, id string, path
 		if c.Kind != KindDeleted {
 			continue
 		}
+		if err := r.writable(path.Dir(c.Path)); err != nil {
+			return done, err
+		}
 		if err := ws.Remove(c.Path, fsops.RemoveOptions{Recursive: true, Force: true}); err != nil {
 			return done, err
 		}
@@ -121,6 +124,9 @@ func (s *Store) Restore(ctx context.Context, ws fsops.Workspace, id string, path
 		for _, x := range extra {
 			done.Add(x)
 		}
+		if err := r.writable(path.Dir(e.Path)); err != nil {
+			return done, err
+		}
 		switch e.Type {
 		case TypeDir:
 			if _, err := r.ensureDir(e.Path); err != nil {
@@ -137,6 +143,16 @@ func (s *Store) Restore(ctx context.Context, ws fsops.Workspace, id string, path
 			}
 		}
 		done.Add(c)
+	}
+	// Directories made writable for the restore get their mode back: the
+	// checkpoint's, or the one they had.
+	for d, mode := range r.relock {
+		if e := wantBy[d]; e != nil && e.Type == TypeDir {
+			mode = fs.FileMode(e.Mode)
+		}
+		if err := ws.Chmod(d, mode); err != nil {
+			return done, err
+		}
 	}
 	// Directory modes last, deepest first, so a read-only directory is
 	// made so after what it holds was written.
@@ -161,6 +177,30 @@ type restorer struct {
 	ctx  context.Context
 	m    *Manifest
 	dirs map[string]bool // directories known to be real directories now
+	// relock holds the modes of directories the restore made writable
+	// (owner write and search) to change what they hold; checked, those it
+	// looked at.
+	relock  map[string]fs.FileMode
+	checked map[string]bool
+}
+
+// writable makes directory d writable by its owner for the restore, when
+// it is not (a directory made read-only since the checkpoint, or one that
+// was read-only in it), remembering its mode for the end.
+func (r *restorer) writable(d string) error {
+	if r.checked[d] {
+		return nil
+	}
+	r.checked[d] = true
+	fi, err := r.ws.Lstat(d)
+	if err != nil || !fi.IsDir() || fi.Mode.Perm()&0o300 == 0o300 {
+		return nil // a missing parent is created writable; others fail where they are used
+	}
+	if err := r.ws.Chmod(d, fi.Mode.Perm()|0o300); err != nil {
+		return err
+	}
+	r.relock[d] = fi.Mode.Perm()
+	return nil
 }
 
 // ensureParents makes each directory above p a real directory: one that is

@@ -674,3 +674,38 @@ func sha256hex(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
 }
+
+// TestRestoreIntoReadOnlyDirectories: a directory made read-only since the
+// checkpoint, and one read-only in it, do not stop a restore, and keep the
+// checkpoint's modes.
+func TestRestoreIntoReadOnlyDirectories(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("as root, modes do not stop writes: nothing to test")
+	}
+	f := newFixture(t, nil)
+	f.write(t, "ro/a.txt", "a\n")
+	f.write(t, "rw/b.txt", "b\n")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Chmod(filepath.Join(f.dir, "ro"), 0o555))
+	t.Cleanup(func() { os.Chmod(filepath.Join(f.dir, "ro"), 0o755); os.Chmod(filepath.Join(f.dir, "rw"), 0o755) })
+	before := snapshot(t, f.dir)
+	c := f.create(t, "")
+	must(os.Chmod(filepath.Join(f.dir, "ro"), 0o755))
+	f.write(t, "ro/a.txt", "changed\n")
+	f.write(t, "ro/new.txt", "new\n")
+	must(os.Chmod(filepath.Join(f.dir, "ro"), 0o555))
+	f.write(t, "rw/b.txt", "changed\n")
+	f.write(t, "rw/new.txt", "new\n")
+	must(os.Chmod(filepath.Join(f.dir, "rw"), 0o555))
+	if _, err := f.st.Restore(context.Background(), f.ws, c.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffSnapshots(before, snapshot(t, f.dir)); len(d) > 0 {
+		t.Fatalf("after restore:\n%s", strings.Join(d, "\n"))
+	}
+}
