@@ -62,7 +62,7 @@ func execTool(env execEnv) tool[execArgs] {
 			"cwd":     str("Optional: the directory of the workspace to run in (default: its root)"),
 			"stderr": enum("Optional: answer with a JSON object holding the exit code and both streams, "+
 				"\"separate\" ({exitCode, stdout, stderr}) or \"merged\" ({exitCode, output}: stderr interleaved with stdout as written)", "separate", "merged"),
-			"transaction": boolean("Optional: run the command as a transaction, on a copy-on-write view of the workspace (bwrap isolation only): "+
+			"transaction": boolean("Optional: run the command as a transaction, on a copy-on-write view of the workspace (bwrap isolation only): " +
 				"the workspace is left untouched and the answer lists the changes (with diffs) and a transaction id for transaction_apply or transaction_discard"),
 		}, required("command")),
 		Timeout:      cmp.Or(env.timeout, sandbox.DefaultTimeout) + execGrace,
