@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/agentbe/agentbe-daemon/fsops/checkpoint"
 )
 
 // Transactions runs commands as transactions on a daemon (bwrap mode;
@@ -62,7 +60,10 @@ func (t *Transactions) Exec(ctx context.Context, command string, opts Transactio
 }
 
 // Conflict is a path transaction_apply would not change, and why.
-type Conflict = checkpoint.Conflict
+type Conflict struct {
+	Path string `json:"path"`
+	Why  string `json:"why"`
+}
 
 // ConflictError is transaction_apply's refusal: the workspace changed
 // underneath the listed paths since the command, and nothing was applied;
