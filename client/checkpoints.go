@@ -4,10 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/agentbe/agentbe-daemon/fsops/checkpoint"
 )
 
 // Checkpoints calls a daemon's checkpoint tools (--checkpoints manual or
@@ -22,12 +21,52 @@ type Checkpoints struct {
 func NewCheckpoints(cs *mcp.ClientSession) *Checkpoints { return &Checkpoints{cs: cs} }
 
 // CheckpointInfo describes one checkpoint, as checkpoint_create and
-// checkpoint_list answer.
-type CheckpointInfo = checkpoint.Info
+// checkpoint_list answer (docs/checkpoints.md). The client keeps its own
+// copy of the daemon's types (fsops/checkpoint), so it imports nothing of
+// the store and builds off Linux with few dependencies
+// (TestBuildsOffLinux).
+type CheckpointInfo struct {
+	ID      string    `json:"id"`
+	Label   string    `json:"label,omitempty"`
+	Created time.Time `json:"created"`
+	Auto    bool      `json:"auto,omitempty"`
+	Files   int       `json:"files"`
+	Bytes   int64     `json:"bytes"`
+	// Read, Stored, TookMs, Skipped, Pruned and Reused are set by Create.
+	Read    int      `json:"read,omitempty"`
+	Stored  int64    `json:"stored,omitempty"`
+	TookMs  int64    `json:"took_ms"`
+	Skipped []string `json:"skipped,omitempty"`
+	Pruned  []string `json:"pruned,omitempty"`
+	Reused  bool     `json:"reused,omitempty"`
+}
 
-// ChangeSet is what checkpoint_diff and checkpoint_restore answer: the
-// added, modified and deleted paths, with diffs for text files.
-type ChangeSet = checkpoint.ChangeSet
+// Change is one changed path of a ChangeSet.
+type Change struct {
+	Path      string `json:"path"`
+	Kind      string `json:"kind"` // "added", "modified", "deleted"
+	Type      string `json:"type"` // "file", "dir", "symlink"
+	OldSize   int64  `json:"oldSize,omitempty"`
+	NewSize   int64  `json:"newSize,omitempty"`
+	Binary    bool   `json:"binary,omitempty"`
+	Diff      string `json:"diff,omitempty"`
+	Note      string `json:"note,omitempty"`
+	OldTarget string `json:"oldTarget,omitempty"`
+	NewTarget string `json:"newTarget,omitempty"`
+}
+
+// ChangeSet is what checkpoint_diff and checkpoint_restore (and a
+// transaction) answer: the added, modified and deleted paths, with diffs
+// for text files, cut with a notice past the daemon's limits.
+type ChangeSet struct {
+	Changes   []Change `json:"changes"`
+	Added     int      `json:"added"`
+	Modified  int      `json:"modified"`
+	Deleted   int      `json:"deleted"`
+	Truncated bool     `json:"truncated,omitempty"`
+	Notice    string   `json:"notice,omitempty"`
+	Skipped   []string `json:"skipped,omitempty"`
+}
 
 // ToolError is a tool's error result: its text, which names the error.
 type ToolError struct {

@@ -2,11 +2,14 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/fsops/checkpoint"
 )
 
 // TestRemoteCheckpoints: the Go client's checkpoint calls against a daemon
@@ -57,5 +60,27 @@ func TestRemoteCheckpoints(t *testing.T) {
 	var te *ToolError
 	if !errors.As(err, &te) || te.Tool != "checkpoint_restore" || !strings.Contains(te.Text, "no checkpoint of this workspace has this id") {
 		t.Fatalf("restore of an unknown id: %v", err)
+	}
+}
+
+// TestCheckpointTypesMatchTheDaemon: the client's copies of the change set
+// and checkpoint types read and write the daemon's JSON field for field.
+func TestCheckpointTypesMatchTheDaemon(t *testing.T) {
+	daemonSet := checkpoint.ChangeSet{Changes: []checkpoint.Change{{Path: "p", Kind: "modified", Type: "file", OldSize: 1, NewSize: 2,
+		Binary: true, Diff: "d", Note: "n", OldTarget: "o", NewTarget: "t"}}, Added: 1, Modified: 2, Deleted: 3,
+		Truncated: true, Notice: "cut", Skipped: []string{"fifo (a FIFO)"}}
+	daemonInfo := checkpoint.Info{ID: "cp1-aa", Label: "l", Created: time.Unix(1, 0).UTC(), Auto: true, Files: 1, Bytes: 2,
+		Read: 3, Stored: 4, TookMs: 5, Skipped: []string{"s"}, Pruned: []string{"cp0-bb"}, Reused: true}
+	for _, tc := range []struct {
+		daemon, client any
+	}{{daemonSet, &ChangeSet{}}, {daemonInfo, &CheckpointInfo{}}} {
+		want, _ := json.Marshal(tc.daemon)
+		if err := json.Unmarshal(want, tc.client); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := json.Marshal(tc.client)
+		if string(got) != string(want) {
+			t.Errorf("client's copy:\n%s\nthe daemon's:\n%s", got, want)
+		}
 	}
 }
