@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -156,5 +157,44 @@ func TestStdioFastPathLongLine(t *testing.T) {
 	}
 	if n := e.srv.fastCalls.Load(); n != 1 {
 		t.Errorf("fast path answered %d calls, want 1 (the read; the long write went to the SDK)", n)
+	}
+}
+
+// TestStdioFastPathClose: closing the Server ends a session whose call is
+// running on the fast path: the call is cancelled and ServeStdio returns
+// (goleak, in TestMain, checks that nothing is left running).
+func TestStdioFastPathClose(t *testing.T) {
+	e := newEnv(t)
+	p := newStdioPipes()
+	done := make(chan error, 1)
+	go func() {
+		done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
+		p.serverOut.Close()
+	}()
+	out := bufio.NewReader(p.clientIn)
+	send := func(s string) {
+		if _, err := io.WriteString(p.clientOut, s+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if _, err := out.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"command":"echo started; sleep 600"}}}`)
+	// The ping's answer comes after the call started (calls are read in order).
+	send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	if l, err := out.ReadString('\n'); err != nil || !strings.Contains(l, `"id":2`) {
+		t.Fatalf("ping: %q %v", l, err)
+	}
+	go io.Copy(io.Discard, out) // whatever the cancelled call answers
+	e.srv.Close()
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Errorf("ServeStdio after Close: %v, want ErrClosed", err)
+	}
+	p.clientOut.Close()
+	if n := e.srv.fastCalls.Load(); n != 1 {
+		t.Errorf("fast path answered %d calls, want 1", n)
 	}
 }
