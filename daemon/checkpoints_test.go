@@ -277,3 +277,29 @@ func TestCheckpointTokens(t *testing.T) {
 		t.Fatalf("the audit log does not name alice's restore of %s and its paths:\n%s", id, audit)
 	}
 }
+
+// TestCheckpointsOnEveryFace: the checkpoint tools come through the
+// registry to every face: created over REST, listed over /gateway,
+// diffed over MCP's fast path.
+func TestCheckpointsOnEveryFace(t *testing.T) {
+	c := testConfig(t)
+	c.Checkpoints = "manual"
+	c.StateDir = t.TempDir()
+	must(t, c.Validate())
+	must(t, os.WriteFile(filepath.Join(c.Root, "a.txt"), []byte("one\n"), 0o644))
+	r := start(t, c, nil)
+
+	created := executeTool(t, r.url, "checkpoint_create", `{"label":"rest"}`)
+	id, _ := created["id"].(string)
+	if id == "" {
+		t.Fatalf("REST checkpoint_create: %v", created)
+	}
+	gw := dialGW(t, r.url, "")
+	if got := rpcGW(t, gw, `{"jsonrpc":"2.0","id":1,"method":"tools.invoke","params":{"toolId":"checkpoint_list","sessionId":"s","args":{}}}`); !strings.Contains(got, id) {
+		t.Fatalf("/gateway checkpoint_list: %s", got)
+	}
+	must(t, os.WriteFile(filepath.Join(c.Root, "a.txt"), []byte("two\n"), 0o644))
+	if _, body := callAs(t, r.url, "", "", "checkpoint_diff", `{"from":"`+id+`"}`); !strings.Contains(body, "M a.txt") || !strings.Contains(body, "+two") {
+		t.Fatalf("MCP checkpoint_diff: %s", body)
+	}
+}
