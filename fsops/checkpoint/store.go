@@ -479,11 +479,22 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	if err != nil {
 		return Info{}, err
 	}
+	var held int64 // the content this checkpoint alone keeps in the store
+	for _, h := range m.hashes() {
+		held += s.blobSize[h]
+	}
 	for _, e := range m.Entries {
 		if e.Type == TypeFile {
 			m.Files++
 			m.Bytes += e.Size
 		}
+	}
+	if held > s.opts.MaxBytes {
+		// Pruning every other checkpoint would not make room for it.
+		s.dropBlobs(fresh)
+		return Info{}, &errcode.Error{Code: errcode.TooLarge, Op: "checkpoint_create",
+			Msg:  fmt.Sprintf("the workspace's distinct content is %d bytes, more than --checkpoint-max-bytes (%d)", held, s.opts.MaxBytes),
+			Hint: "remove or move large files out of the workspace, or raise --checkpoint-max-bytes"}
 	}
 	if o.Auto && prev != nil && sameContent(prev, m) {
 		s.dropBlobs(fresh)

@@ -709,3 +709,23 @@ func TestRestoreIntoReadOnlyDirectories(t *testing.T) {
 		t.Fatalf("after restore:\n%s", strings.Join(d, "\n"))
 	}
 }
+
+// TestCheckpointOverTheStoreRefused: a checkpoint whose content alone
+// (new and already stored) passes --checkpoint-max-bytes is refused naming
+// it, and the store keeps what it had.
+func TestCheckpointOverTheStoreRefused(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.MaxBytes = 1 << 20 })
+	f.write(t, "a.bin", strings.Repeat("a", 700<<10))
+	c1 := f.create(t, "")
+	f.write(t, "b.bin", strings.Repeat("b", 700<<10)) // 700 KiB new, 1.4 MiB held
+	_, err := f.st.Create(context.Background(), f.ws, CreateOptions{})
+	if !errcode.Is(err, errcode.TooLarge) || !strings.Contains(err.Error(), "--checkpoint-max-bytes") {
+		t.Fatalf("create: %v", err)
+	}
+	if l := f.st.List(f.ws); len(l) != 1 || l[0].ID != c1.ID {
+		t.Fatalf("list %+v", l)
+	}
+	if n, _, blobs := storeBytes(t, f.storeDir); blobs != 1 || f.st.Stats().Bytes != n {
+		t.Fatalf("%d blobs, stats %+v, directory %d bytes", blobs, f.st.Stats(), n)
+	}
+}
