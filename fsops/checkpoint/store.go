@@ -504,16 +504,18 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	if err := s.step("blobs"); err != nil {
 		return Info{}, err
 	}
+	// The blobs' directory entries are made durable while the manifest's
+	// temp file is written and synced: only its rename must wait for them.
+	blobsSynced := make(chan error, 1)
 	if len(fresh) > 0 {
-		if err := s.syncDir(blobsDir); err != nil {
-			s.dropBlobs(fresh)
-			return Info{}, storeErr(err)
-		}
+		go func() { blobsSynced <- s.syncDir(blobsDir) }()
+	} else {
+		blobsSynced <- nil
 	}
 	s.seq++
 	m.Seq = s.seq
 	m.ID = newID(m.Seq)
-	size, err := s.writeManifest(m)
+	size, err := s.writeManifest(m, blobsSynced)
 	if err != nil {
 		s.dropBlobs(fresh)
 		return Info{}, err
@@ -760,15 +762,17 @@ func randHex() string {
 }
 
 // writeManifest writes m durably: temp file, fsync, rename, fsync of the
-// directory.
-func (s *Store) writeManifest(m *Manifest) (int64, error) {
+// directory. The rename waits for before (the sync of the blobs m names).
+func (s *Store) writeManifest(m *Manifest, before <-chan error) (int64, error) {
 	b, err := encodeManifest(m)
 	if err != nil {
+		<-before
 		return 0, storeErr(err)
 	}
 	tmpName := path.Join(tmpDir, "manifest-"+randHex())
 	t, err := s.root.OpenFile(tmpName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
+		<-before
 		return 0, storeErr(err)
 	}
 	_, err = t.Write(b)
@@ -777,6 +781,10 @@ func (s *Store) writeManifest(m *Manifest) (int64, error) {
 	}
 	if cerr := t.Close(); err == nil {
 		err = cerr
+	}
+	// What the manifest names must be durable before it is.
+	if berr := <-before; err == nil {
+		err = berr
 	}
 	if err == nil {
 		err = s.step("manifest-temp")
