@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
@@ -135,7 +136,7 @@ func Describe(c *Change, old, new []byte, budget *int) {
 		c.budgetSpent = true
 		return
 	}
-	d, ok := fsops.UnifiedDiff(c.Path, string(old), string(new))
+	d, ok := fsops.UnifiedDiff(shownName(c.Path), string(old), string(new))
 	if !ok {
 		c.Note = "diff left out: too many line edits to render"
 		return
@@ -173,18 +174,18 @@ func Text(s ChangeSet) string {
 	}
 	for _, c := range s.Changes {
 		mark := map[string]string{KindAdded: "A", KindModified: "M", KindDeleted: "D"}[c.Kind]
-		fmt.Fprintf(&b, "%s %s", mark, c.Path)
+		fmt.Fprintf(&b, "%s %s", mark, shownName(c.Path))
 		switch {
 		case c.Type == TypeDir:
 			b.WriteString("/")
 		case c.Type == TypeSymlink:
 			switch c.Kind {
 			case KindAdded:
-				fmt.Fprintf(&b, " -> %s", c.NewTarget)
+				fmt.Fprintf(&b, " -> %s", shownName(c.NewTarget))
 			case KindDeleted:
-				fmt.Fprintf(&b, " -> %s", c.OldTarget)
+				fmt.Fprintf(&b, " -> %s", shownName(c.OldTarget))
 			default:
-				fmt.Fprintf(&b, " -> %s (was %s)", c.NewTarget, c.OldTarget)
+				fmt.Fprintf(&b, " -> %s (was %s)", shownName(c.NewTarget), shownName(c.OldTarget))
 			}
 		case c.Binary:
 			fmt.Fprintf(&b, " (binary, %s)", sizes(c))
@@ -205,12 +206,27 @@ func Text(s ChangeSet) string {
 		}
 	}
 	if len(s.Skipped) > 0 {
-		fmt.Fprintf(&b, "skipped (not a file, directory or symlink): %s\n", strings.Join(s.Skipped, ", "))
+		shown := make([]string, len(s.Skipped))
+		for i, p := range s.Skipped {
+			shown[i] = shownName(p)
+		}
+		fmt.Fprintf(&b, "skipped (not a file, directory or symlink): %s\n", strings.Join(shown, ", "))
 	}
 	if s.Notice != "" {
 		b.WriteString(s.Notice + "\n")
 	}
 	return b.String()
+}
+
+// shownName is p as Text prints it: quoted as Go's %q would when it holds
+// a control character, so that a name with a newline (which the agent may
+// make) cannot forge lines of the text a person or model reviews; other
+// names print as they are.
+func shownName(p string) string {
+	if strings.ContainsFunc(p, unicode.IsControl) {
+		return strconv.Quote(p)
+	}
+	return p
 }
 
 func sizes(c Change) string {

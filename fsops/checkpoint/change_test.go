@@ -71,3 +71,32 @@ func TestEncodeManifestIsJSON(t *testing.T) {
 		t.Fatalf("no entries: %s", got)
 	}
 }
+
+// TestTextEscapesControlCharactersInNames holds that a name the agent gives
+// a newline cannot forge lines of the text a reviewer reads: the path, a
+// symlink's target, a skipped entry and a diff's header are quoted.
+func TestTextEscapesControlCharactersInNames(t *testing.T) {
+	var cs ChangeSet
+	cs.Add(Change{Path: "notes.txt\nD src/main.go", Kind: KindAdded, Type: TypeFile, NewSize: 1})
+	cs.Add(Change{Path: "l", Kind: KindAdded, Type: TypeSymlink, NewTarget: "x\nD etc.conf"})
+	d := Change{Path: "m.txt\nD lib.go", Kind: KindModified, Type: TypeFile}
+	Describe(&d, []byte("one\n"), []byte("two\n"), nil)
+	cs.Add(d)
+	cs.Skipped = []string{"fifo\nD skipped.go"}
+	txt := Text(cs)
+	for _, forged := range []string{"\nD src/main.go", "\nD etc.conf", "\nD lib.go", "\nD skipped.go"} {
+		if strings.Contains(txt, forged) {
+			t.Fatalf("the change set's text holds a line %q made by a name:\n%s", forged[1:], txt)
+		}
+	}
+	for _, quoted := range []string{`A "notes.txt\nD src/main.go"`, `-> "x\nD etc.conf"`, `"m.txt\nD lib.go"`, `"fifo\nD skipped.go"`} {
+		if !strings.Contains(txt, quoted) {
+			t.Fatalf("the text does not show %s:\n%s", quoted, txt)
+		}
+	}
+	var plain ChangeSet
+	plain.Add(Change{Path: "dir/ü.txt", Kind: KindAdded, Type: TypeFile, NewSize: 1})
+	if txt := Text(plain); !strings.Contains(txt, "A dir/ü.txt (1 bytes)\n") {
+		t.Fatalf("a plain name is not shown as it is:\n%s", txt)
+	}
+}
