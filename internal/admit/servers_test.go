@@ -27,6 +27,7 @@ var servers = map[string]struct {
 	"internal/previewtest/previewtest.go":     {"", "a test helper: a server inside the workspace that previews proxy to"},
 	"internal/previewtest/previewsrv/main.go": {"", "a test helper: the same, as a program run through the sandbox"},
 	"bench/loadgen/floors.go":                 {"", "a benchmark floor (an echo server), run by the load generator only"},
+	"bench/loadgen/echo.go":                   {"", "the same benchmark floor as a process of its own (loadgen echo-serve), run by the load generator only"},
 }
 
 // TestEveryServerAdmits: each non-test file that runs an HTTP server (an
