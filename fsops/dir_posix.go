@@ -370,3 +370,6 @@ func (d *dirFile) Stat() (Info, error) {
 
 func (d *dirFile) Truncate(size int64) error { return mapErr(opTruncate, d.p, d.f.Truncate(size)) }
 func (d *dirFile) Sync() error               { return mapErr(opSync, d.p, d.f.Sync()) }
+
+// Chmod sets the open file's mode through its descriptor (fsops.Fchmod).
+func (d *dirFile) Chmod(mode fs.FileMode) error { return mapErr(opChmod, d.p, d.f.Chmod(mode)) }

@@ -654,6 +654,18 @@ func (f *memFile) Truncate(size int64) error {
 
 func (f *memFile) Sync() error { return nil }
 
+// Chmod sets the open file's mode (fsops.Fchmod).
+func (f *memFile) Chmod(mode fs.FileMode) error {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if f.closed.Load() {
+		return errcode.New(errcode.InvalidArgument, "chmod", f.p, "file is closed")
+	}
+	f.e.mode = mode.Perm()
+	f.e.ctime = time.Now()
+	return nil
+}
+
 func (m *memWS) OpenDir() (*os.File, error) {
 	return nil, errcode.New(errcode.NotImplemented, "open", ".", "a memory workspace has no directory to hand to a command")
 }

@@ -1,6 +1,10 @@
 package fsops
 
-import "io/fs"
+import (
+	"io/fs"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+)
 
 // POSIX file type and mode bits (st_mode), as SFTP v3 attributes and Node's
 // fs.Stats.mode carry them; the same numbers on every Unix.
@@ -55,4 +59,27 @@ func POSIXMode(m fs.FileMode) uint32 {
 		v |= posixISVTX
 	}
 	return v
+}
+
+// SafeMode is the mode the daemon sets on a file it writes for a client:
+// the permission bits and the sticky bit, never setuid or setgid. The
+// daemon writes as its own user (root with --run-as), so putting those
+// bits back would turn content the agent chose into a setuid file of the
+// daemon's user. Every door that sets a mode from a client's or a
+// snapshot's value goes through it (SFTP and transaction_apply keep only
+// the permission bits, which this includes).
+func SafeMode(m fs.FileMode) fs.FileMode {
+	return m&fs.ModePerm | m&fs.ModeSticky
+}
+
+// Fchmod sets the mode of the open file f (through its descriptor, not its
+// name, so a name swapped since it was opened changes nothing), without
+// setuid or setgid (SafeMode). f must come from a Workspace's OpenFile (or
+// wrap one and pass Chmod on).
+func Fchmod(f File, mode fs.FileMode) error {
+	c, ok := f.(interface{ Chmod(fs.FileMode) error })
+	if !ok {
+		return errcode.New(errcode.InvalidArgument, "chmod", "", "this open file cannot have its mode set")
+	}
+	return c.Chmod(SafeMode(mode))
 }
