@@ -139,6 +139,12 @@ func Describe(c *Change, old, new []byte, budget *int) {
 	d, ok := fsops.UnifiedDiff(shownName(c.Path), string(old), string(new))
 	if !ok {
 		c.Note = "diff left out: too many line edits to render"
+		if budget != nil {
+			// Giving up cost a full diff of the pair: charge what was
+			// attempted (a quarter of its bytes), so a set of such files
+			// runs few of them rather than one per file.
+			*budget = max(0, *budget-failedDiffCost(old, new))
+		}
 		return
 	}
 	if budget != nil {
@@ -152,6 +158,10 @@ func Describe(c *Change, old, new []byte, budget *int) {
 	}
 	c.Diff = d
 }
+
+// failedDiffCost is what a diff that gave up spends of a set's budget:
+// a quarter of the bytes it compared.
+func failedDiffCost(old, new []byte) int { return (len(old) + len(new)) / 4 }
 
 // isBinary reports content a text diff would garble: a NUL byte in its first
 // 8000 bytes (git's rule) or invalid UTF-8.

@@ -52,7 +52,7 @@ func TestDescribeTextBinaryBudget(t *testing.T) {
 func TestEncodeManifestIsJSON(t *testing.T) {
 	m := &Manifest{ID: "cp1-abc", Seq: 1, Label: "l", Scope: "/w", Files: 1, Bytes: 3,
 		Entries: []Entry{
-			{Path: "a.txt", Type: TypeFile, Mode: 0o644, Size: 3, MTime: 12345, Dev: 1, Ino: 2, Hash: "ff"},
+			{Path: "a.txt", Type: TypeFile, Mode: 0o644, Size: 3, MTime: 12345, CTime: 6789, Dev: 1, Ino: 2, Hash: "ff"},
 			{Path: "dir", Type: TypeDir, Mode: 0o755},
 			{Path: "dir/l\"q\\<&>\n\tü", Type: TypeSymlink, Target: "../a.txt"},
 		},

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -23,8 +24,18 @@ const MaxListed = 10000
 // whole workspace), each relative to the workspace root.
 type selection []string
 
-// selectPaths resolves the paths a client gave through ws's rules.
+// MaxPaths is the most paths one checkpoint_diff or checkpoint_restore
+// takes (the tools' schema says so too).
+const MaxPaths = 1000
+
+// selectPaths resolves the paths a client gave through ws's rules, sorted,
+// each once, none below another (so each part of the tree is walked once).
 func selectPaths(ws fsops.Workspace, op string, paths []string) (selection, error) {
+	if len(paths) > MaxPaths {
+		return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: op,
+			Msg:  "paths holds " + strconv.Itoa(len(paths)) + " entries, more than the " + strconv.Itoa(MaxPaths) + " one call takes",
+			Hint: "pass a parent directory instead, or split the call"}
+	}
 	var sel selection
 	for _, p := range paths {
 		rel, err := ws.Rel(p)
@@ -45,7 +56,17 @@ func selectPaths(ws fsops.Workspace, op string, paths []string) (selection, erro
 	if len(paths) > 0 && len(sel) == 0 {
 		return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: op, Msg: "paths is empty"}
 	}
-	return sel, nil
+	// Sorted, "a" comes before "a/b" (and before "a.b", which is not below
+	// it): a path below the last one kept is covered by it.
+	sort.Strings(sel)
+	out := sel[:0]
+	for _, p := range sel {
+		if len(out) > 0 && (p == out[len(out)-1] || strings.HasPrefix(p, out[len(out)-1]+"/")) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // lexicalRel is p relative to root by its spelling alone, or orig when
@@ -90,14 +111,16 @@ func (s selection) filter(es []Entry) []Entry {
 	return out
 }
 
-// current walks the selected part of ws's tree as it is now.
+// current walks the selected part of ws's tree as it is now (sel holds
+// no path twice, none below another: selectPaths), its entries counted
+// together against --checkpoint-max-files.
 func (s *Store) current(ctx context.Context, ws fsops.Workspace, sel selection) (walked, error) {
 	if sel == nil {
-		return s.walk(ctx, ws, ".")
+		return s.walk(ctx, ws, ".", s.opts.MaxFiles)
 	}
 	all := walked{skipped: map[string]string{}}
 	for _, r := range sel {
-		w, err := s.walk(ctx, ws, r)
+		w, err := s.walk(ctx, ws, r, s.opts.MaxFiles-len(all.entries))
 		if err != nil {
 			return all, err
 		}
@@ -106,16 +129,6 @@ func (s *Store) current(ctx context.Context, ws fsops.Workspace, sel selection) 
 			all.skipped[p] = why
 		}
 	}
-	// Overlapping selections list a path twice: keep one.
-	seen := map[string]bool{}
-	out := all.entries[:0]
-	for _, e := range all.entries {
-		if !seen[e.Path] {
-			seen[e.Path] = true
-			out = append(out, e)
-		}
-	}
-	all.entries = out
 	sortEntries(all.entries)
 	return all, nil
 }

@@ -51,6 +51,10 @@ func encodeManifest(m *Manifest) ([]byte, error) {
 			b = append(b, `,"mt":`...)
 			b = strconv.AppendInt(b, e.MTime, 10)
 		}
+		if e.CTime != 0 {
+			b = append(b, `,"ct":`...)
+			b = strconv.AppendInt(b, e.CTime, 10)
+		}
 		if e.Dev != 0 {
 			b = append(b, `,"d":`...)
 			b = strconv.AppendUint(b, e.Dev, 10)

@@ -93,6 +93,15 @@ func (s *Store) Restore(ctx context.Context, ws fsops.Workspace, id string, path
 	if err != nil {
 		return done, err
 	}
+	// Every blob the plan writes is checked before anything is removed: a
+	// restore that cannot finish deletes no newer work.
+	for _, c := range plan.Changes {
+		if e := wantBy[c.Path]; c.Kind != KindDeleted && e != nil && e.Type == TypeFile {
+			if err := s.hasBlob(e.Hash); err != nil {
+				return done, err
+			}
+		}
+	}
 	// Removals first (what was created since, and the old side of a type
 	// change), a directory with what it holds.
 	for _, c := range plan.Changes {
@@ -148,7 +157,7 @@ func (s *Store) Restore(ctx context.Context, ws fsops.Workspace, id string, path
 	// checkpoint's, or the one they had.
 	for d, mode := range r.relock {
 		if e := wantBy[d]; e != nil && e.Type == TypeDir {
-			mode = fs.FileMode(e.Mode)
+			mode = fsops.SafeMode(fs.FileMode(e.Mode))
 		}
 		if err := ws.Chmod(d, mode); err != nil {
 			return done, err
@@ -158,7 +167,7 @@ func (s *Store) Restore(ctx context.Context, ws fsops.Workspace, id string, path
 	// made so after what it holds was written.
 	sort.Slice(dirModes, func(i, j int) bool { return dirModes[i].Path > dirModes[j].Path })
 	for _, e := range dirModes {
-		if err := ws.Chmod(e.Path, fs.FileMode(e.Mode)); err != nil {
+		if err := ws.Chmod(e.Path, fsops.SafeMode(fs.FileMode(e.Mode))); err != nil {
 			return done, err
 		}
 	}
@@ -283,7 +292,10 @@ func typeName(m fs.FileMode) string {
 }
 
 // writeFile restores one file: its blob copied to a temp file beside it,
-// its mode set, then renamed over whatever is there.
+// its mode set on the open file (never setuid or setgid: fsops.Fchmod),
+// then, once the temp name is checked to still hold that file (a command
+// beside the restore may swap names in its directory), renamed over
+// whatever is there.
 func (r *restorer) writeFile(e *Entry) error {
 	b, err := r.s.openBlob(e.Hash)
 	if err != nil {
@@ -296,11 +308,18 @@ func (r *restorer) writeFile(e *Entry) error {
 		return err
 	}
 	_, err = io.Copy(f, ctxReader{r.ctx, b})
+	if err == nil {
+		err = fsops.Fchmod(f, fs.FileMode(e.Mode))
+	}
+	var wrote fsops.Info
+	if err == nil {
+		wrote, err = f.Stat()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = r.ws.Chmod(tmp, fs.FileMode(e.Mode))
+		err = sameFile(r.ws, tmp, wrote)
 	}
 	if err == nil {
 		err = r.ws.Rename(tmp, e.Path)
@@ -311,6 +330,22 @@ func (r *restorer) writeFile(e *Entry) error {
 			err = &errcode.Error{Code: errcode.WriteFailed, Op: "checkpoint_restore", Path: e.Path, Msg: err.Error(), Err: err}
 		}
 		return err
+	}
+	return nil
+}
+
+// sameFile checks that name still holds the file wrote describes (the same
+// device and inode, a regular file): what the restore wrote, not an entry
+// swapped in since.
+func sameFile(ws fsops.Workspace, name string, wrote fsops.Info) error {
+	fi, err := ws.Lstat(name)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode.IsRegular() || fi.ID() != wrote.ID() {
+		return &errcode.Error{Code: errcode.WriteFailed, Op: "checkpoint_restore", Path: name,
+			Msg:  "the restore's temp file was replaced while it was written (a command changing the directory at the same time?): nothing renamed",
+			Hint: "run checkpoint_restore again once no command changes the workspace"}
 	}
 	return nil
 }

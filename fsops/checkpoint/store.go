@@ -14,6 +14,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/resolvepath"
+	"golang.org/x/sys/unix"
 )
 
 // The store's layout under its directory. Blobs are named by the sha256 of
@@ -73,11 +75,15 @@ type Options struct {
 
 // Entry is one path of a checkpoint.
 type Entry struct {
-	Path   string `json:"p"`
-	Type   string `json:"t"`
-	Mode   uint32 `json:"m"` // permission bits
-	Size   int64  `json:"s,omitempty"`
-	MTime  int64  `json:"mt,omitempty"` // unix nanoseconds; 0 = do not trust the identity
+	Path  string `json:"p"`
+	Type  string `json:"t"`
+	Mode  uint32 `json:"m"` // permission bits
+	Size  int64  `json:"s,omitempty"`
+	MTime int64  `json:"mt,omitempty"` // unix nanoseconds; 0 = do not trust the identity
+	// CTime is the inode change time (unix nanoseconds), which no
+	// unprivileged process can set back: with it, a rewrite of the same
+	// size whose mtime was set back is still seen (as git uses it).
+	CTime  int64  `json:"ct,omitempty"`
 	Dev    uint64 `json:"d,omitempty"`
 	Ino    uint64 `json:"i,omitempty"`
 	Hash   string `json:"h,omitempty"` // sha256 of a file's content
@@ -139,6 +145,7 @@ type summary struct {
 type Store struct {
 	opts Options
 	root *os.Root
+	lock *os.File // flocked while open: one daemon per store
 
 	mu       sync.Mutex
 	closed   bool
@@ -197,13 +204,47 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint store: %w", err)
 	}
-	s := &Store{opts: opts, root: r, refs: map[string]int{}, blobSize: map[string]int64{}, newest: map[string]*Manifest{}}
+	lock, err := lockStore(r, opts.Dir)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	s := &Store{opts: opts, root: r, lock: lock, refs: map[string]int{}, blobSize: map[string]int64{}, newest: map[string]*Manifest{}}
 	if err := s.load(); err != nil {
+		lock.Close()
 		r.Close()
 		return nil, fmt.Errorf("checkpoint store %s: %w", opts.Dir, err)
 	}
 	s.publish()
 	return s, nil
+}
+
+// lockFile is the file of the store's directory a Store holds an
+// exclusive flock on while open.
+const lockFile = "lock"
+
+// lockStore takes the store's lock, or says which directory another
+// daemon (or Store) holds: each counts blob references only from the
+// manifests it knows, so two on one store would delete each other's blobs.
+func lockStore(r *os.Root, dir string) (*os.File, error) {
+	f, err := r.OpenFile(lockFile, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if err == unix.EWOULDBLOCK {
+			return nil, fmt.Errorf("checkpoint store %s is in use by another daemon (it holds %s): give each daemon its own --state-dir", dir, filepath.Join(dir, lockFile))
+		}
+		return nil, fmt.Errorf("checkpoint store %s: locking %s: %w", dir, lockFile, err)
+	}
+	return f, nil
 }
 
 // load reads every manifest and the blobs, dropping leftovers.
@@ -368,6 +409,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.lock.Close() // releases the flock
 	return s.root.Close()
 }
 
@@ -426,11 +468,14 @@ type CreateOptions struct {
 	// auto): when nothing changed since the scope's newest checkpoint,
 	// that one is returned instead of a copy (Info.Reused).
 	Auto bool
+	// Keep names checkpoints this create must not prune: the target of the
+	// checkpoint_restore the automatic checkpoint is taken before.
+	Keep []string
 }
 
 // Create takes a checkpoint of ws. Only files whose identity (device and
-// inode), size or modification time changed since the scope's newest
-// checkpoint are read; the rest reuse its blobs.
+// inode), size, modification or inode change time changed since the
+// scope's newest checkpoint are read; the rest reuse its blobs.
 func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions) (Info, error) {
 	start := time.Now()
 	s.mu.Lock()
@@ -450,7 +495,7 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 			prevBy[prev.Entries[i].Path] = &prev.Entries[i]
 		}
 	}
-	w, err := s.walk(ctx, ws, ".")
+	w, err := s.walk(ctx, ws, ".", s.opts.MaxFiles)
 	if err != nil {
 		return Info{}, err
 	}
@@ -478,6 +523,12 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	fresh, stored, err := s.storeFiles(ctx, ws, m.Entries, toRead)
 	if err != nil {
 		return Info{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		// The deadline passed during the last copy: a checkpoint of the
+		// state at some later moment is not what the caller waited for.
+		s.dropBlobs(fresh)
+		return Info{}, ctxErr("checkpoint_create", err)
 	}
 	var held int64 // the content this checkpoint alone keeps in the store
 	for _, h := range m.hashes() {
@@ -514,7 +565,7 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	}
 	s.seq++
 	m.Seq = s.seq
-	m.ID = newID(m.Seq)
+	m.ID = newID()
 	size, err := s.writeManifest(m, blobsSynced)
 	if err != nil {
 		s.dropBlobs(fresh)
@@ -525,7 +576,7 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	}
 	s.add(m, size)
 	s.newest[m.Scope] = m
-	pruned := s.prune(m.ID)
+	pruned := s.prune(m.Scope, append([]string{m.ID}, o.Keep...))
 	skipped := make([]string, 0, len(m.Skipped))
 	for p, why := range m.Skipped {
 		skipped = append(skipped, p+" ("+why+")")
@@ -542,10 +593,12 @@ func (s *Store) step(name string) error {
 	return nil
 }
 
-func newID(seq int64) string {
-	var b [3]byte
+// newID names a checkpoint at random: a sequence of the whole store would
+// tell one scope how many checkpoints the others take.
+func newID() string {
+	var b [8]byte
 	rand.Read(b[:])
-	return "cp" + strconv.FormatInt(seq, 10) + "-" + hex.EncodeToString(b[:])
+	return "cp-" + hex.EncodeToString(b[:])
 }
 
 func ctxErr(op string, err error) error {
@@ -568,9 +621,13 @@ func tooLarge(es []Entry, idx []int, total, max int64) error {
 }
 
 // sameIdentity reports whether the file e describes is, by its identity,
-// size and time, the one p recorded: then its content is not read again.
+// size and times, the one p recorded: then its content is not read again.
+// The inode change time is what makes it sound: a writer can set the mtime
+// back, but any write, chmod or utimes moves the ctime to now. A manifest
+// without it (older) is not trusted.
 func sameIdentity(p, e *Entry) bool {
-	return p.Type == TypeFile && p.MTime != 0 && p.Dev == e.Dev && p.Ino == e.Ino && p.Size == e.Size && p.MTime == e.MTime && p.Hash != ""
+	return p.Type == TypeFile && p.MTime != 0 && p.CTime != 0 && p.Dev == e.Dev && p.Ino == e.Ino && p.Size == e.Size &&
+		p.MTime == e.MTime && p.CTime == e.CTime && p.Hash != ""
 }
 
 // sameContent reports whether a and b capture the same tree.
@@ -659,6 +716,7 @@ func (s *Store) storeFiles(ctx context.Context, ws fsops.Workspace, es []Entry, 
 			s.root.Remove(p.tmp)
 		}
 	}
+	var copied int64 // what this create read, against --checkpoint-max-bytes
 	for _, i := range idx {
 		if err = ctx.Err(); err != nil {
 			err = ctxErr("checkpoint_create", err)
@@ -666,10 +724,11 @@ func (s *Store) storeFiles(ctx context.Context, ws fsops.Workspace, es []Entry, 
 		}
 		var p pending
 		var f *os.File
-		p, f, err = s.copyFile(ws, &es[i])
+		p, f, err = s.copyFile(ctx, ws, &es[i], s.opts.MaxBytes-copied)
 		if err != nil {
 			break
 		}
+		copied += p.n
 		if _, exists := s.blobSize[p.hash]; exists || seen[p.hash] {
 			f.Close()
 			s.root.Remove(p.tmp)
@@ -707,8 +766,11 @@ func (s *Store) storeFiles(ctx context.Context, ws fsops.Workspace, es []Entry, 
 // copyFile copies one workspace file to a temp file of the store, hashing
 // it, and sets e's hash, size and identity from the opened file (a file
 // that changed while it was read is recorded as untrusted, so the next
-// checkpoint reads it again). The temp file is returned open, unsynced.
-func (s *Store) copyFile(ws fsops.Workspace, e *Entry) (pending, *os.File, error) {
+// checkpoint reads it again). It copies at most the size the opened file
+// had (a file growing while read stops there), refuses one larger than
+// budget naming --checkpoint-max-bytes, and stops when ctx is done. The
+// temp file is returned open, unsynced.
+func (s *Store) copyFile(ctx context.Context, ws fsops.Workspace, e *Entry, budget int64) (pending, *os.File, error) {
 	f, err := ws.OpenFile(e.Path, os.O_RDONLY, 0)
 	if err != nil {
 		return pending{}, nil, err
@@ -718,16 +780,25 @@ func (s *Store) copyFile(ws fsops.Workspace, e *Entry) (pending, *os.File, error
 	if err != nil {
 		return pending{}, nil, err
 	}
+	if before.Size > budget {
+		// Grown since the walk's sizes were checked.
+		return pending{}, nil, &errcode.Error{Code: errcode.TooLarge, Op: "checkpoint_create", Path: e.Path,
+			Msg:  fmt.Sprintf("the file grew to %d bytes while the checkpoint was taken: the files to store pass --checkpoint-max-bytes (%d)", before.Size, s.opts.MaxBytes),
+			Hint: "try again once it stops growing, move it out of the workspace, or raise --checkpoint-max-bytes"}
+	}
 	tmpName := path.Join(tmpDir, "blob-"+randHex())
 	t, err := s.root.OpenFile(tmpName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return pending{}, nil, storeErr(err)
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(t, h), io.NewSectionReader(f, 0, 1<<62))
+	n, err := io.Copy(io.MultiWriter(t, h), ctxReader{ctx, io.NewSectionReader(f, 0, before.Size)})
 	if err != nil {
 		t.Close()
 		s.root.Remove(tmpName)
+		if cerr := ctx.Err(); cerr != nil {
+			return pending{}, nil, ctxErr("checkpoint_create", cerr)
+		}
 		return pending{}, nil, &errcode.Error{Code: errcode.ReadFailed, Op: "checkpoint_create", Path: e.Path, Msg: err.Error(), Err: err}
 	}
 	after, aerr := f.Stat()
@@ -736,7 +807,8 @@ func (s *Store) copyFile(ws fsops.Workspace, e *Entry) (pending, *os.File, error
 	e.Size = n
 	e.Dev, e.Ino = id.Dev, id.Ino
 	e.MTime = before.ModTime.UnixNano()
-	if aerr != nil || after.Size != n || !after.ModTime.Equal(before.ModTime) || before.Size != n {
+	e.CTime = before.ChangeTime.UnixNano()
+	if aerr != nil || after.Size != n || !after.ModTime.Equal(before.ModTime) || !after.ChangeTime.Equal(before.ChangeTime) || before.Size != n {
 		e.MTime = 0
 	}
 	return pending{tmp: tmpName, hash: e.Hash, n: n}, t, nil
@@ -815,25 +887,62 @@ func (s *Store) syncDir(d string) error {
 	return f.Sync()
 }
 
-// prune removes the oldest checkpoints (never keep) until the store is
-// within its count and bytes, and returns their ids; s.mu is held. The
-// manifest goes first (durably), then the blobs no manifest names: a kill
-// between leaves orphan blobs, which Open removes.
-func (s *Store) prune(keep string) []string {
+// prune removes checkpoints (never those in keep) until the store is
+// within its count and bytes, and returns the ids of scope's it removed
+// (a scope never learns of another's); s.mu is held. Each victim is
+// chosen by victim, so one scope prunes another's checkpoints only while
+// that one holds more. The manifest goes first (durably), then the blobs
+// no manifest names: a kill between leaves orphan blobs, which Open
+// removes.
+func (s *Store) prune(scope string, keep []string) []string {
 	var out []string
-	for len(s.list) > 1 && (len(s.list) > s.opts.MaxCount || s.bytes > s.opts.MaxBytes) {
-		victim := 0
-		if s.list[0].id == keep {
-			victim = 1
+	for len(s.list) > s.opts.MaxCount || s.bytes > s.opts.MaxBytes {
+		c := s.victim(scope, keep)
+		if c == nil {
+			break // only kept checkpoints are left
 		}
-		c := s.list[victim]
 		if err := s.remove(c); err != nil {
 			s.opts.Logger.Warn("checkpoint store: pruning failed", "id", c.id, "err", err)
 			break
 		}
-		out = append(out, c.id)
+		if c.scope == scope {
+			out = append(out, c.id)
+		} else {
+			s.opts.Logger.Info("checkpoint store: pruned another scope's oldest checkpoint (it holds the most)", "id", c.id, "scope", c.scope)
+		}
 	}
 	return out
+}
+
+// victim is the checkpoint prune removes next: the oldest one, not in
+// keep, of the scope holding the most checkpoints, the creating scope
+// first on a tie (nil: none left). The bounds stay global, and each scope
+// keeps a fair share of them: a scope filling the store prunes its own.
+func (s *Store) victim(scope string, keep []string) *summary {
+	count := map[string]int{}
+	most := 0
+	for _, c := range s.list {
+		if !slices.Contains(keep, c.id) {
+			count[c.scope]++
+			most = max(most, count[c.scope])
+		}
+	}
+	if most == 0 {
+		return nil
+	}
+	from := ""
+	if count[scope] == most {
+		from = scope
+	}
+	for _, c := range s.list {
+		if slices.Contains(keep, c.id) || count[c.scope] != most {
+			continue
+		}
+		if from == "" || c.scope == from {
+			return c
+		}
+	}
+	return nil
 }
 
 // remove deletes one checkpoint and the blobs only it named; s.mu is held.
@@ -878,6 +987,15 @@ func (s *Store) openBlob(h string) (*os.File, error) {
 		return nil, &errcode.Error{Code: errcode.ReadFailed, Op: "checkpoint store", Path: h, Msg: "a blob of the checkpoint is missing: " + err.Error(), Err: err}
 	}
 	return f, nil
+}
+
+// hasBlob checks that blob h is in the store (a restore's preflight).
+func (s *Store) hasBlob(h string) error {
+	if _, err := s.root.Lstat(path.Join(blobsDir, h)); err != nil {
+		return &errcode.Error{Code: errcode.ReadFailed, Op: "checkpoint_restore", Path: h,
+			Msg: "a blob of the checkpoint is missing (the store was changed from outside): nothing was restored: " + err.Error(), Err: err}
+	}
+	return nil
 }
 
 // readBlob reads a blob of at most MaxTextBytes (for diffs).

@@ -6,6 +6,7 @@ import (
 	"path"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -25,19 +26,45 @@ type walked struct {
 // their system calls.
 const walkWorkers = 4
 
+// MaxDepth and MaxPathBytes bound the entries a checkpoint captures: one
+// deeper than MaxDepth components, or whose path is longer than
+// MaxPathBytes (PATH_MAX less its NUL), is skipped with why, and nothing
+// below it is walked. Each listing names its directory from the root (one
+// openat per component), so a walk's cost grows with the square of the
+// depth, and a manifest's size with the paths' lengths: these bounds keep
+// both far below --checkpoint-max-files' reach.
+const (
+	MaxDepth     = 256
+	MaxPathBytes = 4095
+)
+
+// tooMany is the error of a walk past max entries (--checkpoint-max-files).
+func tooMany(ws fsops.Workspace, max int) error {
+	return &errcode.Error{Code: errcode.TooLarge, Op: "checkpoint", Path: ws.Root(),
+		Msg:  "the selected part of the workspace holds more than --checkpoint-max-files (" + strconv.Itoa(max) + ") entries",
+		Hint: "raise --checkpoint-max-files, or keep large generated trees out of the workspace"}
+}
+
+// tooDeep says why p is not captured, or "" when it is within MaxDepth and
+// MaxPathBytes.
+func tooDeep(p string) string {
+	if len(p) > MaxPathBytes {
+		return "a path longer than " + strconv.Itoa(MaxPathBytes) + " bytes"
+	}
+	if strings.Count(p, "/")+1 > MaxDepth {
+		return "deeper than " + strconv.Itoa(MaxDepth) + " directories"
+	}
+	return ""
+}
+
 // walk lists the tree below rel (rel itself included unless it is the
 // root) through ws, without following symlinks, reading no file. It stops
-// with ctx's error when ctx is done and refuses a tree of more than
-// MaxFiles entries naming --checkpoint-max-files. Directories are listed
-// by a few workers from one queue, so what the walk holds is bounded by
-// the tree's entries, not its depth.
-func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string) (walked, error) {
+// with ctx's error when ctx is done and refuses a tree of more than max
+// entries naming --checkpoint-max-files. Directories are listed by a few
+// workers from one queue, so what the walk holds is bounded by the tree's
+// entries, not its depth.
+func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string, max int) (walked, error) {
 	w := walked{skipped: map[string]string{}}
-	tooMany := func() error {
-		return &errcode.Error{Code: errcode.TooLarge, Op: "checkpoint", Path: ws.Root(),
-			Msg:  "the workspace holds more than --checkpoint-max-files (" + strconv.Itoa(s.opts.MaxFiles) + ") entries",
-			Hint: "raise --checkpoint-max-files, or keep large generated trees out of the workspace"}
-	}
 	if rel != "." {
 		fi, err := ws.Lstat(rel)
 		if err != nil {
@@ -53,6 +80,9 @@ func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string) (walke
 		if why != "" {
 			w.skipped[rel] = why
 			return w, nil
+		}
+		if max < 1 {
+			return w, tooMany(ws, s.opts.MaxFiles)
 		}
 		w.entries = append(w.entries, e)
 		if e.Type != TypeDir {
@@ -112,8 +142,8 @@ func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string) (walke
 			case failed != nil:
 			case err != nil:
 				failed = err
-			case len(w.entries)+len(es) > s.opts.MaxFiles:
-				failed = tooMany()
+			case len(w.entries)+len(es) > max:
+				failed = tooMany(ws, s.opts.MaxFiles)
 			default:
 				w.entries = append(w.entries, es...)
 				for p, why := range skipped {
@@ -143,11 +173,17 @@ func entryOf(ws fsops.Workspace, fi fsops.Info) (Entry, string) {
 		// The manifest is JSON, which would change the name.
 		return Entry{}, "a name that is not valid UTF-8"
 	}
-	e := Entry{Path: fi.Path, Mode: uint32(fi.Mode.Perm() | fi.Mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))}
+	if why := tooDeep(fi.Path); why != "" {
+		return Entry{}, why
+	}
+	// Setuid and setgid are never recorded: the daemon restores files as
+	// its own user (fsops.SafeMode).
+	e := Entry{Path: fi.Path, Mode: uint32(fsops.SafeMode(fi.Mode))}
 	switch {
 	case fi.Mode.IsRegular():
 		id := fi.ID()
 		e.Type, e.Size, e.Dev, e.Ino, e.MTime = TypeFile, fi.Size, id.Dev, id.Ino, fi.ModTime.UnixNano()
+		e.CTime = fi.ChangeTime.UnixNano()
 	case fi.Mode.IsDir():
 		e.Type = TypeDir
 	case fi.Mode&fs.ModeSymlink != 0:
