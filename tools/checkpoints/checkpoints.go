@@ -73,7 +73,7 @@ func ptr[T any](v T) *T { return &v }
 // Tools are the four checkpoint tools. list and diff are read-only (a
 // read-only token may call them); create and restore are not.
 func (p *Provider) Tools() []registry.Tool {
-	paths := map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "maxItems": 1000,
+	paths := map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "maxItems": checkpoint.MaxPaths,
 		"description": "restrict to these paths of the workspace (files or directories); default: all of it"}
 	return []registry.Tool{
 		{
@@ -209,12 +209,21 @@ func changeSet(cs checkpoint.ChangeSet, prefix string) *mcp.CallToolResult {
 // checkpoint of the call's workspace before a tool that can change it runs
 // (an unchanged workspace reuses the newest checkpoint). checkpoint_create
 // needs none before it. A checkpoint that fails stops the call, so an
-// undo is never silently missing.
+// undo is never silently missing. Before checkpoint_restore, the
+// checkpoint being restored is kept from the prune this one may cause:
+// undoing "all the way back" with a full store must not lose its target.
 func (p *Provider) BeforeChange(ctx context.Context, tool registry.Tool, call registry.Call) error {
 	if tool.Name == Create || call.Workspace == nil || call.ReadOnly {
 		return nil
 	}
-	if _, err := p.st.Create(ctx, call.Workspace, checkpoint.CreateOptions{Label: "before " + tool.Name, Auto: true}); err != nil {
+	o := checkpoint.CreateOptions{Label: "before " + tool.Name, Auto: true}
+	if tool.Name == Restore {
+		var a restoreArgs
+		if toolkit.Decode(call.Args, &a) == nil && a.ID != "" {
+			o.Keep = []string{a.ID}
+		}
+	}
+	if _, err := p.st.Create(ctx, call.Workspace, o); err != nil {
 		return fmt.Errorf("the automatic checkpoint before it failed (--checkpoints auto): %s", errcode.Sentence(err))
 	}
 	return nil

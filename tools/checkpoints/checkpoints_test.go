@@ -94,3 +94,62 @@ func TestBeforeChangeTakesOne(t *testing.T) {
 		t.Fatalf("list %+v", list)
 	}
 }
+
+// With --checkpoints auto and a full store, the automatic checkpoint taken
+// before checkpoint_restore does not prune the checkpoint being restored
+// (the oldest one): undoing all the way back works.
+func TestAutoCheckpointKeepsTheRestoreTarget(t *testing.T) {
+	root := t.TempDir()
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	st, err := checkpoint.Open(checkpoint.Options{Dir: filepath.Join(t.TempDir(), "cp"), WorkspaceRoot: root, MaxCount: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p := New(Options{Store: st})
+	reg := registry.New(registry.Options{})
+	if err := reg.Set("checkpoints", p.Tools()); err != nil {
+		t.Fatal(err)
+	}
+	reg.SetBeforeChange(p.BeforeChange)
+	var first string
+	for i, content := range []string{"good\n", "worse\n", "broken\n"} {
+		os.WriteFile(filepath.Join(root, "main.go"), []byte(content), 0o644)
+		info, err := st.Create(context.Background(), ws, checkpoint.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = info.ID
+		}
+	}
+	os.WriteFile(filepath.Join(root, "main.go"), []byte("worst\n"), 0o644)
+	res, err := reg.Call(context.Background(), Restore, registry.Call{Args: json.RawMessage(`{"id":"` + first + `"}`), Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	if res.IsError {
+		t.Fatalf("restoring the oldest checkpoint %s under --checkpoints auto: %s", first, strings.TrimSpace(text))
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "main.go")); string(b) != "good\n" {
+		t.Fatalf("main.go = %q", b)
+	}
+	// The automatic checkpoint (of "worst") was taken: the undo of the
+	// restore is there too, and the store is back within its count at the
+	// next create.
+	l := st.List(ws)
+	if len(l) < 2 || l[0].ID != first || !l[len(l)-1].Auto {
+		t.Fatalf("checkpoints after the restore: %+v", l)
+	}
+	if _, err := st.Create(context.Background(), ws, checkpoint.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.Stats().Count; n > 3 {
+		t.Fatalf("the store holds %d checkpoints, bound 3", n)
+	}
+}
