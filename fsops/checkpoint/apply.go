@@ -3,7 +3,9 @@ package checkpoint
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 	"path"
 	"strings"
 
@@ -87,15 +89,39 @@ func (u *Upper) Apply(ctx context.Context, ws fsops.Workspace) (ChangeSet, error
 	}
 	var done ChangeSet
 	done.Changes = []Change{}
+	// A directory's mode is set after what it holds is written, deepest
+	// first (as Restore does): a directory the command made read-only
+	// (mkdir d; echo x > d/f; chmod 555 d) would refuse d/f otherwise.
+	var dirModes []step
+	defer func() {
+		for i := len(dirModes) - 1; i >= 0; i-- {
+			_ = ws.Chmod(dirModes[i].path, dirModes[i].mode.Perm())
+		}
+	}()
 	for _, s := range u.steps {
 		if err := ctx.Err(); err != nil {
 			return done, err
 		}
-		if s.kind == kindCheck {
+		switch s.kind {
+		case kindCheck:
+			continue
+		case kindClear:
+			n, err := u.clear(ctx, ws, s.path)
+			done.Deleted += n
+			if n > 0 {
+				done.Truncated = true
+				done.Notice = "changes cut: the entries an opaque directory hid are counted, not listed"
+			}
+			if err != nil {
+				return done, err
+			}
 			continue
 		}
 		if err := u.apply(ws, s); err != nil {
 			return done, err
+		}
+		if s.kind != KindDeleted && s.mode.IsDir() {
+			dirModes = append(dirModes, s)
 		}
 		c := Change{Path: s.path, Kind: s.kind, Type: modeType(s.mode)}
 		if s.kind == KindDeleted {
@@ -119,10 +145,11 @@ func (u *Upper) apply(ws fsops.Workspace, s step) error {
 	}
 	switch {
 	case s.mode.IsDir():
+		// Its mode is set by Apply once what it holds is written.
 		if err := ws.Mkdir(s.path, true); err != nil && !errcode.Is(err, errcode.AlreadyExists) {
 			return err
 		}
-		return ws.Chmod(s.path, s.mode.Perm())
+		return nil
 	case s.mode&fs.ModeSymlink != 0:
 		tmp := path.Join(path.Dir(s.path), applyTemp+randHex())
 		if err := ws.Symlink(s.target, tmp); err != nil {
@@ -134,12 +161,67 @@ func (u *Upper) apply(ws fsops.Workspace, s step) error {
 		}
 		return nil
 	}
-	data, err := u.root.ReadFile(s.path)
+	return u.copyFile(ws, s)
+}
+
+// copyFile streams the layer's file at s.path into a temp file beside it
+// in ws, gives it its mode and renames it over s.path: memory stays one
+// buffer whatever the size, and at most the size ReadUpper counted (and
+// bounded by UpperLimits.MaxBytes) is written.
+func (u *Upper) copyFile(ws fsops.Workspace, s step) error {
+	src, err := u.root.Open(s.path)
 	if err != nil {
 		return upperErr(s.path, err)
 	}
-	if err := ws.WriteFile(s.path, data); err != nil {
+	defer src.Close()
+	tmp := path.Join(path.Dir(s.path), applyTemp+randHex())
+	f, err := ws.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
 		return err
 	}
-	return ws.Chmod(s.path, s.mode.Perm())
+	n, err := io.Copy(f, io.LimitReader(src, s.size+1))
+	if err == nil && n != s.size {
+		err = &errcode.Error{Code: errcode.WriteFailed, Op: "transaction_apply", Path: s.path,
+			Msg: fmt.Sprintf("the layer's file is %d bytes, not the %d it held when the transaction was read", n, s.size)}
+	}
+	if err == nil {
+		// The mode goes on the descriptor written, not on whatever the
+		// temp name holds by now.
+		err = fsops.Fchmod(f, s.mode.Perm())
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = ws.Rename(tmp, s.path)
+	}
+	if err != nil {
+		_ = ws.Remove(tmp, fsops.RemoveOptions{Force: true})
+		return err
+	}
+	return nil
+}
+
+// clear removes every entry of the workspace's directory p that the
+// layer's p does not hold (kindClear), and counts them.
+func (u *Upper) clear(ctx context.Context, ws fsops.Workspace, p string) (int, error) {
+	ents, err := ws.ReadDir(p)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		q := path.Join(p, e.Name)
+		if _, err := u.root.Lstat(q); err == nil {
+			continue // the layer's own entry, applied by its step
+		}
+		if err := ws.Remove(q, fsops.RemoveOptions{Recursive: true, Force: true}); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }

@@ -47,6 +47,11 @@ type UpperLimits struct {
 	MaxListed int
 	// DiffBudget is the diff text the set carries (0: DefaultDiffBudget).
 	DiffBudget int
+	// MaxBytes bounds the apparent sizes of the layer's files added up
+	// (0: no bound). The tmpfs bounds the blocks the layer uses, not the
+	// sizes: a sparse file (truncate -s 100G) uses none, yet applying it
+	// writes all of it. Past it, ReadUpper answers errcode.TooLarge.
+	MaxBytes int64
 }
 
 // DefaultMaxListed is UpperLimits.MaxListed's default.
@@ -118,12 +123,19 @@ func modeType(m fs.FileMode) string {
 // directory, whose state Apply checks before it deletes the directory.
 const kindCheck = "check"
 
+// kindClear is a step that removes every entry of a workspace directory
+// the layer does not hold: an opaque directory whose workspace entries pass
+// MaxListed, planned once rather than one step per entry (its base, the
+// directory's own mtime and inode, shows entries made or removed since).
+const kindClear = "clear"
+
 // step is one change Apply makes, in path order.
 type step struct {
 	path   string
 	kind   string      // KindAdded, KindModified, KindDeleted, kindCheck
 	mode   fs.FileMode // the new entry's type and permissions (not for a deletion)
 	target string      // a new symlink's target
+	size   int64       // a new file's size, as the layer held it
 	base   Base
 }
 
@@ -253,6 +265,10 @@ func (r *upperReader) entry(p string, under bool) error {
 	r.u.Files++
 	if fi.Mode().IsRegular() {
 		r.u.Bytes += fi.Size()
+		if r.lim.MaxBytes > 0 && r.u.Bytes > r.lim.MaxBytes {
+			return &errcode.Error{Code: errcode.TooLarge, Op: "transaction", Path: p,
+				Msg: fmt.Sprintf("the layer's files add up to more than %d bytes (%s alone is %d bytes: a sparse file counts at its whole size, as applying it would write it)", r.lim.MaxBytes, p, fi.Size())}
+		}
 	}
 	old, exists, oerr := wsLstat(r.ws, p)
 	if oerr != nil {
@@ -310,7 +326,7 @@ func (r *upperReader) entry(p string, under bool) error {
 			}
 		}
 		c := Change{Path: p, Kind: KindAdded, Type: TypeFile}
-		step := step{path: p, kind: KindAdded, mode: m}
+		step := step{path: p, kind: KindAdded, mode: m, size: fi.Size()}
 		if exists {
 			c.Kind, step.kind = KindModified, KindModified
 			if !old.Mode.IsRegular() {
@@ -402,7 +418,26 @@ func (r *upperReader) hidden(p string) error {
 	if err != nil {
 		return err
 	}
-	for _, e := range ents {
+	for i, e := range ents {
+		if err := r.ctx.Err(); err != nil {
+			return err
+		}
+		if r.listed >= r.lim.MaxListed {
+			// Past the bound, one step clears the rest (as a deleted
+			// directory's removal takes what it holds): a directory of a
+			// million files is not a million steps held for the TTL.
+			if err := r.plan(step{path: p, kind: kindClear}); err != nil {
+				return err
+			}
+			n, err := r.notInLayer(p, ents[i:])
+			if err != nil {
+				return err
+			}
+			r.u.Set.Truncated = true
+			r.u.Set.Deleted += n
+			r.u.Set.Notice = fmt.Sprintf("changes cut: the transaction lists at most %d changes (transaction_apply applies all of them)", r.lim.MaxListed)
+			return nil
+		}
 		q := path.Join(p, e.Name)
 		if _, err := r.u.root.Lstat(q); err == nil {
 			continue // the layer has its own entry
@@ -415,6 +450,32 @@ func (r *upperReader) hidden(p string) error {
 		}
 	}
 	return nil
+}
+
+// notInLayer counts the entries of ents (the workspace's, of directory p)
+// the layer's p does not hold, from one listing of the layer's p (bounded
+// by the layer's inodes) rather than a look-up per workspace entry.
+func (r *upperReader) notInLayer(p string, ents []fsops.Info) (int, error) {
+	f, err := r.u.root.Open(p)
+	if err != nil {
+		return 0, upperErr(p, err)
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return 0, upperErr(p, err)
+	}
+	held := make(map[string]bool, len(names))
+	for _, n := range names {
+		held[n] = true
+	}
+	n := 0
+	for _, e := range ents {
+		if !held[e.Name] {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // opaque reports the overlay's opaque mark on a directory of the layer.
@@ -509,6 +570,11 @@ func (r *upperReader) describeFile(c *Change, p string, fi fs.FileInfo, old fsop
 // describeOld fills a deleted file's size and diff.
 func (r *upperReader) describeOld(c *Change, p string, old fsops.Info) error {
 	c.OldSize = old.Size
+	if r.listed >= r.lim.MaxListed || r.budget <= 0 {
+		// Not listed, or no diff left to show: not read either.
+		Describe(c, nil, nil, &r.budget)
+		return nil
+	}
 	if old.Size > MaxTextBytes {
 		c.Binary = true
 		Describe(c, nil, nil, &r.budget)

@@ -3,14 +3,19 @@ package checkpoint
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
 )
 
@@ -231,5 +236,212 @@ func TestApplyChecksWhatADeletionTakes(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(root, "src/deep/a.go")); string(b) != "package a // edited\n" {
 		t.Fatalf("a.go = %q", b)
+	}
+}
+
+// TestReadUpperRefusesSparseFileOverLimit holds that a layer's files are
+// bounded by their apparent sizes, not the blocks the tmpfs counts: a
+// command's `truncate -s 4G big` uses no block, yet applying it would write
+// 4 GiB. ReadUpper refuses it (TOO_LARGE), naming the bound and the file.
+func TestReadUpperRefusesSparseFileOverLimit(t *testing.T) {
+	ws, _ := wsWith(t, map[string]string{"keep": "k\n"})
+	since := time.Now()
+	l := newLayer(t)
+	l.file("small", "s\n")
+	if err := os.WriteFile(filepath.Join(l.dir, "upper", "big"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(l.dir, "upper", "big"), 4<<30); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(l.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	u, err := ReadUpper(context.Background(), f, ws, since, UpperLimits{MaxBytes: 1 << 20})
+	if err == nil {
+		u.Close()
+		t.Fatalf("a layer with a 4 GiB sparse file was read under a 1 MiB bound: %d bytes, %d changes", u.Bytes, len(u.Set.Changes))
+	}
+	if !errcode.Is(err, errcode.TooLarge) || !strings.Contains(err.Error(), "1048576") || !strings.Contains(err.Error(), "big") {
+		t.Fatalf("want TOO_LARGE naming the bound and the file, got %v", err)
+	}
+}
+
+// TestApplyStreamsFiles holds that Apply copies a layer's file without
+// holding it in memory (a 64 MiB file, sparse in the layer, allocates a
+// small fraction of it), with its mode and every byte.
+func TestApplyStreamsFiles(t *testing.T) {
+	ws, root := wsWith(t, map[string]string{"keep": "k\n"})
+	since := time.Now()
+	l := newLayer(t)
+	big := filepath.Join(l.dir, "upper", "big")
+	if err := os.WriteFile(big, []byte("head\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	u := l.read(ws, since)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := u.Apply(context.Background(), ws); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+		t.Fatalf("applying a 64 MiB file allocated %d bytes: it was held in memory", alloc)
+	}
+	fi, err := os.Stat(filepath.Join(root, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != 64<<20 || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("applied big: %d bytes, mode %v", fi.Size(), fi.Mode())
+	}
+	head := make([]byte, 5)
+	g, err := os.Open(filepath.Join(root, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if _, err := g.Read(head); err != nil || string(head) != "head\n" {
+		t.Fatalf("applied big starts %q (%v)", head, err)
+	}
+}
+
+// dacWS plays an unprivileged daemon's permission checks whatever the
+// test's user (root ignores directory modes): it refuses to make an entry
+// in a directory without the owner's write bit.
+type dacWS struct{ fsops.Workspace }
+
+func (w dacWS) check(p string) error {
+	d := path.Dir(p)
+	fi, err := w.Workspace.Lstat(d)
+	if err == nil && fi.Mode.IsDir() && fi.Mode.Perm()&0o200 == 0 {
+		return &os.PathError{Op: "create", Path: p, Err: fs.ErrPermission}
+	}
+	return nil
+}
+
+func (w dacWS) OpenFile(p string, flag int, perm fs.FileMode) (fsops.File, error) {
+	if flag&os.O_CREATE != 0 {
+		if err := w.check(p); err != nil {
+			return nil, err
+		}
+	}
+	return w.Workspace.OpenFile(p, flag, perm)
+}
+
+func (w dacWS) Mkdir(p string, parents bool) error {
+	if err := w.check(p); err != nil {
+		return err
+	}
+	return w.Workspace.Mkdir(p, parents)
+}
+
+func (w dacWS) WriteFile(p string, data []byte) error {
+	if err := w.check(p); err != nil {
+		return err
+	}
+	return w.Workspace.WriteFile(p, data)
+}
+
+func (w dacWS) Rename(src, dst string) error {
+	if err := w.check(dst); err != nil {
+		return err
+	}
+	return w.Workspace.Rename(src, dst)
+}
+
+// TestApplyReadOnlyDirectory holds that Apply sets a directory's mode after
+// writing what it holds, deepest first: a transaction that ran `mkdir -p
+// d/e; echo x > d/e/f; chmod 555 d/e d` applies whole. (dacWS refuses what
+// an unprivileged daemon's kernel would; the same runs as any user.)
+func TestApplyReadOnlyDirectory(t *testing.T) {
+	ws, root := wsWith(t, map[string]string{"keep": "k\n"})
+	since := time.Now()
+	l := newLayer(t)
+	l.file("d/e/f", "x\n")
+	for _, d := range []string{"d/e", "d"} {
+		if err := os.Chmod(filepath.Join(l.dir, "upper", d), 0o555); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		os.Chmod(filepath.Join(l.dir, "upper", "d"), 0o755)
+		os.Chmod(filepath.Join(l.dir, "upper", "d", "e"), 0o755)
+		os.Chmod(filepath.Join(root, "d"), 0o755)
+		os.Chmod(filepath.Join(root, "d", "e"), 0o755)
+	})
+	u := l.read(ws, since)
+	done, err := u.Apply(context.Background(), dacWS{ws})
+	if err != nil {
+		t.Fatalf("apply of read-only directories with a file: %v (made before the error: %d changes)", err, len(done.Changes))
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "d", "e", "f")); string(b) != "x\n" {
+		t.Fatalf("d/e/f = %q", b)
+	}
+	for _, d := range []string{"d", "d/e"} {
+		fi, err := os.Stat(filepath.Join(root, d))
+		if err != nil || fi.Mode().Perm() != 0o555 {
+			t.Fatalf("%s applied as %v (%v), want 0555", d, fi.Mode(), err)
+		}
+	}
+}
+
+// TestOpaqueDirectoryStepsBounded holds that a directory the command
+// emptied and made again (`rm -rf d && mkdir d`: opaque in the layer) over
+// 5,000 workspace files plans no more than MaxListed's order of steps (a
+// million files would otherwise be a million steps held for the TTL), and
+// that Apply still deletes every one of them and keeps what the layer made.
+func TestOpaqueDirectoryStepsBounded(t *testing.T) {
+	ws, root := wsWith(t, nil)
+	if err := os.Mkdir(filepath.Join(root, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5000 {
+		if err := os.WriteFile(filepath.Join(root, "d", strconv.Itoa(i)), []byte("old\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	since := time.Now()
+	l := newLayer(t)
+	l.opaqueDir("d")
+	l.file("d/new", "n\n")
+	l.file("d/7", "seven again\n")
+	f, err := os.Open(l.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	u, err := ReadUpper(context.Background(), f, ws, since, UpperLimits{MaxListed: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if len(u.steps) > 10*100 {
+		t.Fatalf("an opaque directory over 5000 workspace files planned %d steps (MaxListed 100)", len(u.steps))
+	}
+	if u.Set.Deleted != 4999 || !u.Set.Truncated {
+		t.Fatalf("the set counts %d deletions (truncated %v), want 4999 and truncated", u.Set.Deleted, u.Set.Truncated)
+	}
+	if _, err := u.Apply(context.Background(), ws); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(filepath.Join(root, "d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "7,new" {
+		t.Fatalf("after apply d holds %d entries (%.60v), want 7 and new", len(names), names)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "d", "7")); string(b) != "seven again\n" {
+		t.Fatalf("d/7 = %q", b)
 	}
 }

@@ -113,6 +113,12 @@ func New(opts Options) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// The directory is cleared of what dead daemons left: a relative one
+	// would be whatever the daemon's working directory holds (often the
+	// project itself), so only an absolute one is taken.
+	if !filepath.IsAbs(opts.Dir) {
+		return nil, fmt.Errorf("transactions directory %q: must be an absolute path (it is under --state-dir, which must be absolute)", opts.Dir)
+	}
 	if err := sandbox.ClearOverlayDirs(opts.Dir); err != nil {
 		return nil, fmt.Errorf("transactions directory %s: %w", opts.Dir, err)
 	}
@@ -257,9 +263,17 @@ func (m *Manager) Run(ctx context.Context, req sandbox.Request) (Result, error) 
 		return Result{Run: res, ExitCode: res.ExitCode}, &errcode.Error{Code: errcode.TooLarge, Op: "exec", Command: req.Command,
 			Msg: "transaction refused: the command wrote " + full + "; its writes past it failed (no space left on device) and all its changes were discarded. Exit code " + fmt.Sprint(res.ExitCode) + tail(res)}
 	}
-	u, err := checkpoint.ReadUpper(ctx, res.Upper, ws, since, checkpoint.UpperLimits{})
+	// The tmpfs bounds the blocks the layer uses; its files' apparent sizes
+	// (a sparse file uses no block) are bounded here, by the same flag:
+	// applying the layer writes them whole.
+	u, err := checkpoint.ReadUpper(ctx, res.Upper, ws, since, checkpoint.UpperLimits{MaxBytes: m.opts.MaxBytes})
 	if err != nil {
 		sandbox.RemoveOverlayDir(dir)
+		var ce *errcode.Error
+		if errors.As(err, &ce) && ce.Code == errcode.TooLarge {
+			return Result{Run: res, ExitCode: res.ExitCode}, &errcode.Error{Code: errcode.TooLarge, Op: "exec", Command: req.Command, Err: err,
+				Msg: "transaction refused: the command wrote more bytes than a transaction holds (" + strconv.FormatInt(m.opts.MaxBytes, 10) + ", --transaction-max-bytes): " + ce.Msg + "; all its changes were discarded. Exit code " + fmt.Sprint(res.ExitCode) + tail(res)}
+		}
 		return Result{Run: res, ExitCode: res.ExitCode}, err
 	}
 	out := Result{Run: res, Changes: u.Set, ExitCode: res.ExitCode}

@@ -272,3 +272,50 @@ func TestConcurrentRunsBounded(t *testing.T) {
 		t.Fatalf("%d made, %d pending; at most 2", ok, m.Pending())
 	}
 }
+
+// TestSparseFileRefused holds that a transaction is bounded by its files'
+// apparent sizes, not only the blocks its tmpfs counts: `truncate -s 100G
+// big` uses no block, yet transaction_apply would write 100 GB. It is
+// refused naming --transaction-max-bytes, and nothing is pending.
+func TestSparseFileRefused(t *testing.T) {
+	m, ws, root := setup(t, func(o *Options) { o.MaxBytes = 1 << 20 })
+	res, err := m.Run(context.Background(), sandbox.Request{Command: "truncate -s 100G big", Workspace: ws})
+	if err == nil {
+		t.Fatalf("transaction %s is pending with %d changes (big at 100 GB, the layer's bound 1 MiB)", res.ID, len(res.Changes.Changes))
+	}
+	if !errcode.Is(err, errcode.TooLarge) || !strings.Contains(err.Error(), "--transaction-max-bytes") || !strings.Contains(err.Error(), "big") {
+		t.Fatalf("want TOO_LARGE naming --transaction-max-bytes and big, got %v", err)
+	}
+	if m.Pending() != 0 {
+		t.Fatal("a refused transaction is pending")
+	}
+	if _, err := os.Stat(filepath.Join(root, "big")); !os.IsNotExist(err) {
+		t.Fatalf("the workspace has big: %v", err)
+	}
+}
+
+// TestRelativeDirNeverCleared holds that a relative transactions directory
+// (from an empty or relative --state-dir) is refused before anything in it
+// is removed: it would name the daemon's working directory's
+// transactions/, often a project's own folder.
+func TestRelativeDirNeverCleared(t *testing.T) {
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	keep := filepath.Join(cwd, "transactions", "reports", "q3.csv")
+	if err := os.MkdirAll(filepath.Dir(keep), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keep, []byte("the user's data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Options{Dir: "transactions"})
+	if err == nil {
+		m.Close()
+		t.Errorf("New accepted a relative transactions directory")
+	} else if !strings.Contains(err.Error(), "absolute") {
+		t.Errorf("the refusal does not say why: %v", err)
+	}
+	if _, serr := os.Stat(keep); serr != nil {
+		t.Fatalf("New(Dir %q) (err %v) removed %s: %v", "transactions", err, keep, serr)
+	}
+}
