@@ -353,17 +353,17 @@ func describe(c *Change, oldS, newS side, o, n *Entry, budget *int) error {
 		if ob, err = oldS.content(o); err != nil {
 			return err
 		}
-		if ob == nil {
-			ob = []byte{}
-		}
 	}
 	if n != nil {
 		if nb, err = newS.content(n); err != nil {
 			return err
 		}
-		if nb == nil {
-			nb = []byte{}
-		}
+	}
+	if (o != nil && ob == nil) || (n != nil && nb == nil) {
+		// It grew past MaxTextBytes since it was listed: by size, as above.
+		c.Binary = true
+		Describe(c, nil, nil, budget)
+		return nil
 	}
 	Describe(c, ob, nb, budget)
 	return nil
