@@ -276,7 +276,7 @@ func (r *upperReader) entry(p string, under bool) error {
 	}
 	m := fi.Mode()
 	switch {
-	case m&fs.ModeCharDevice != 0 && isWhiteout(fi):
+	case fsops.POSIXMode(m)&syscall.S_IFMT == syscall.S_IFCHR && isWhiteout(fi):
 		if !exists {
 			return nil // made and removed by the command: nothing to do
 		}
