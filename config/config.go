@@ -335,6 +335,13 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--root %q is a file, not a directory", c.Root)
 		}
 	}
+	if c.Backend == "filesystem" && !filepath.IsAbs(c.StateDir) {
+		// Commands run there, so transactions keep their directories under
+		// it, and each start clears what dead daemons left: a relative (or
+		// empty) one would be the daemon's working directory's, often the
+		// project itself.
+		return fmt.Errorf("--state-dir %q: must be an absolute path: the daemon keeps its transactions under it (and clears what earlier daemons left there at start)", c.StateDir)
+	}
 	if err := c.checkOperatorPaths(); err != nil {
 		return err
 	}

@@ -295,7 +295,7 @@ var settings = []*setting{
 		usage: "workspace root directory; created (0755) if missing",
 		field: func(c *Config) any { return &c.Root }},
 	{key: "state-dir", group: GroupServing, env: env("state-dir"), def: defaultStateDir(os.Geteuid(), os.Getenv),
-		usage: "the daemon's own files outside the workspace, where their flags are not given: the SSH host key, the upstream servers' package caches, the checkpoint store; /var/lib/agentbe as root, else $XDG_STATE_HOME/agentbe or ~/.local/state/agentbe",
+		usage: "the daemon's own files outside the workspace, where their flags are not given: the SSH host key, the upstream servers' package caches, the checkpoint store, the transactions' directories; an absolute path outside the workspace; /var/lib/agentbe as root, else $XDG_STATE_HOME/agentbe or ~/.local/state/agentbe",
 		field: func(c *Config) any { return &c.StateDir }, operatorPath: operatorDir, used: usesStateDir},
 	{key: "scope-path", group: GroupServing, alias: "scopePath", env: env("scope-path"),
 		usage: "serve only this subdirectory of the root (clients then cannot send X-Scope-Path)",

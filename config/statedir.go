@@ -11,6 +11,7 @@ const (
 	hostKeyName      = "ssh_host_ed25519_key" // --ssh-host-key
 	upstreamCacheSub = "upstreams"            // --upstream-cache-dir
 	checkpointSub    = "checkpoints"          // --checkpoints
+	transactionSub   = "transactions"         // exec's transactions
 )
 
 // defaultStateDir is --state-dir's default: /var/lib/agentbe for root (the
@@ -49,13 +50,28 @@ func (c *Config) fillStateDefaults() {
 }
 
 // usesStateDir reports whether the daemon may write below --state-dir: it
-// serves SSH (a host key), runs --upstreams (their caches) or keeps
-// --checkpoints (their store). The rule that
+// runs commands on a directory (their transactions), serves SSH (a host
+// key), runs --upstreams (their caches) or keeps --checkpoints (their
+// store). The rule that
 // the state directory lies outside the workspace holds then, even where
 // --ssh-host-key and --upstream-cache-dir name other places: the
 // directory is the operator's either way.
 func usesStateDir(c *Config) bool {
-	return c.servesSSH() || c.Upstreams != "" || c.checkpointsOn()
+	return c.transactionsOn() || c.servesSSH() || c.Upstreams != "" || c.checkpointsOn()
+}
+
+// transactionsOn reports whether exec's transactions keep their
+// directories under StateDir/transactions (TransactionDir): whenever
+// commands run, which is on a directory workspace (--backend filesystem).
+func (c *Config) transactionsOn() bool {
+	return c.Backend == "filesystem"
+}
+
+// TransactionDir is the transactions' directory: StateDir/transactions.
+// Each daemon keeps its own below it (named by its pid), and a daemon
+// starting removes what daemons no longer running left there.
+func (c Config) TransactionDir() string {
+	return filepath.Join(c.StateDir, transactionSub)
 }
 
 // checkpointsOn reports whether the daemon keeps checkpoints, under
@@ -76,7 +92,8 @@ type StateFile struct{ What, Path string }
 // StateFiles lists what the daemon will write outside the workspace, for
 // the start-up line: the SSH host key (when SSH is served), the upstream
 // servers' package caches (with --upstreams), the checkpoint store (with
-// --checkpoints) and the audit log (when it is a file).
+// --checkpoints), the transactions' directory (when commands run) and the
+// audit log (when it is a file).
 func (c Config) StateFiles() []StateFile {
 	var fs []StateFile
 	if c.servesSSH() && c.SSHHostKey != "" {
@@ -87,6 +104,9 @@ func (c Config) StateFiles() []StateFile {
 	}
 	if c.checkpointsOn() && c.StateDir != "" {
 		fs = append(fs, StateFile{"checkpoints", c.CheckpointDir()})
+	}
+	if c.transactionsOn() && c.StateDir != "" {
+		fs = append(fs, StateFile{"transactions", c.TransactionDir()})
 	}
 	if c.AuditLog != "" && c.AuditLog != "-" {
 		fs = append(fs, StateFile{"audit_log", c.AuditLog})

@@ -84,11 +84,19 @@ func TestStateDirOutsideWorkspace(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--state-dir "+c.StateDir+" lies inside the workspace --root "+root) {
 		t.Errorf("state dir inside the workspace: %v", err)
 	}
+	// Commands run (--backend filesystem), so transactions keep their
+	// directories there even without SSH: the rule holds with --local-only.
 	c.LocalOnly = true
-	if err := c.Validate(); err != nil {
-		t.Errorf("--local-only, state dir unused: %v", err)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--state-dir "+c.StateDir+" lies inside the workspace") {
+		t.Errorf("--local-only, state dir inside the workspace: %v", err)
 	}
-	// Checkpoints keep their store there: the rule holds again.
+	// The memory backend runs no command and keeps nothing there.
+	c.Backend = "memory"
+	if err := c.Validate(); err != nil {
+		t.Errorf("--backend memory --local-only, state dir unused: %v", err)
+	}
+	c.Backend = "filesystem"
+	// Checkpoints keep their store there: the rule holds too.
 	c.Checkpoints = "manual"
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--state-dir "+c.StateDir+" lies inside the workspace") {
 		t.Errorf("--checkpoints manual, state dir inside the workspace: %v", err)
@@ -97,7 +105,7 @@ func TestStateDirOutsideWorkspace(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("--checkpoints manual, state dir outside: %v", err)
 	}
-	if got := fmt.Sprint(c.StateFiles()); got != "[{checkpoints "+filepath.Join(c.StateDir, "checkpoints")+"}]" {
+	if got := fmt.Sprint(c.StateFiles()); got != "[{checkpoints "+filepath.Join(c.StateDir, "checkpoints")+"} {transactions "+filepath.Join(c.StateDir, "transactions")+"}]" {
 		t.Errorf("state files with --checkpoints: %s", got)
 	}
 }
@@ -107,11 +115,43 @@ func TestStateFiles(t *testing.T) {
 	c := Default()
 	c.SSHHostKey, c.AuditLog = "/s/key", "/var/log/agentbe.jsonl"
 	c.Upstreams, c.UpstreamCacheDir = "/etc/ups.json", "/s/upstreams"
-	if got := fmt.Sprint(c.StateFiles()); got != "[{ssh_host_key /s/key} {upstream_cache /s/upstreams} {audit_log /var/log/agentbe.jsonl}]" {
+	c.StateDir = "/s"
+	if got := fmt.Sprint(c.StateFiles()); got != "[{ssh_host_key /s/key} {upstream_cache /s/upstreams} {transactions /s/transactions} {audit_log /var/log/agentbe.jsonl}]" {
 		t.Errorf("all: %s", got)
 	}
-	c.LocalOnly, c.Upstreams, c.AuditLog = true, "", "-"
+	c.LocalOnly, c.Upstreams, c.AuditLog, c.Backend = true, "", "-", "memory"
 	if got := c.StateFiles(); len(got) != 0 {
-		t.Errorf("--local-only, no upstreams, audit to stderr: %v, want nothing", got)
+		t.Errorf("--local-only, memory backend, no upstreams, audit to stderr: %v, want nothing", got)
+	}
+}
+
+// TestStateDirCheckedForTransactions holds that --state-dir, under which
+// transactions keep their directories (and each start clears what dead
+// daemons left), is refused when empty, relative, or inside the workspace,
+// whenever commands run: even with --local-only and nothing else using it.
+func TestStateDirCheckedForTransactions(t *testing.T) {
+	root := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--root", root, "--local-only", "--state-dir", ""}, "must be an absolute path"},
+		{[]string{"--root", root, "--local-only", "--state-dir", "state"}, "must be an absolute path"},
+		{[]string{"--root", root, "--local-only", "--state-dir", filepath.Join(root, ".state")}, "lies inside the workspace"},
+	} {
+		c, err := load(t, tc.args, nil)
+		if err == nil {
+			err = c.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), "--state-dir") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v (state dir %q), want a refusal naming --state-dir: %s", tc.args, err, c.StateDir, tc.want)
+		}
+	}
+	c, err := load(t, []string{"--root", root, "--local-only", "--state-dir", t.TempDir()}, nil)
+	if err == nil {
+		err = c.Validate()
+	}
+	if err != nil {
+		t.Errorf("an absolute state dir outside the workspace: %v", err)
 	}
 }

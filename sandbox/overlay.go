@@ -183,30 +183,50 @@ func RemoveOverlayDir(dir string) error {
 	return nil
 }
 
-// ClearOverlayDirs removes what earlier daemons left in parent: each
-// daemon keeps its transaction directories in a directory named by its
-// pid (NewOverlayDir's parent), and one whose process is gone is removed,
-// its mounts detached first. A live daemon's (another daemon sharing the
-// state directory) is left alone.
+// ClearOverlayDirs removes what earlier daemons left in parent (an
+// absolute path): each daemon keeps its transaction directories in a
+// directory named by its pid (NewOverlayDir's parent), and one whose
+// process is gone is removed, its mounts detached first. A live daemon's
+// (another daemon sharing the state directory) is left alone. Nothing in
+// parent is followed by name: each entry is opened beneath the one above
+// it without following a symlink (a link planted there would otherwise
+// have a root daemon detach the mount it names), and what is not a real
+// directory is only removed itself.
 func ClearOverlayDirs(parent string) error {
-	ents, err := os.ReadDir(parent)
-	if os.IsNotExist(err) {
+	if !filepath.IsAbs(parent) {
+		return fmt.Errorf("the transactions directory %q must be an absolute path", parent)
+	}
+	pfd, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}
 	if err != nil {
+		return &os.PathError{Op: "open", Path: parent, Err: err}
+	}
+	pf := os.NewFile(uintptr(pfd), parent)
+	defer pf.Close()
+	names, err := pf.Readdirnames(-1)
+	if err != nil {
 		return err
 	}
-	for _, e := range ents {
-		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != os.Getpid() && alive(pid) {
+	root, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(pfd))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, name := range names {
+		if pid, err := strconv.Atoi(name); err == nil && pid != os.Getpid() && alive(pid) {
 			continue
 		}
-		d := filepath.Join(parent, e.Name())
-		if txs, err := os.ReadDir(d); err == nil {
+		if dfd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+			df := os.NewFile(uintptr(dfd), name)
+			txs, _ := df.Readdirnames(-1)
 			for _, tx := range txs {
-				unmountLeft(filepath.Join(d, tx.Name()))
+				unmountLeftAt(dfd, tx)
 			}
+			df.Close()
 		}
-		if err := os.RemoveAll(d); err != nil {
+		if err := root.RemoveAll(name); err != nil {
 			return err
 		}
 	}
@@ -335,8 +355,29 @@ func (h *hostOverlay) unmount() {
 }
 
 // unmountLeft detaches what a killed daemon may have left mounted on a
-// transaction directory (a root daemon mounts there while a command runs).
+// transaction directory (a root daemon mounts there while a command runs),
+// following no symlink (UMOUNT_NOFOLLOW; the directory is the daemon's
+// own, made by NewOverlayDir).
 func unmountLeft(dir string) {
-	_ = unix.Unmount(dir+"/merged", unix.MNT_DETACH)
-	_ = unix.Unmount(dir, unix.MNT_DETACH)
+	_ = unix.Unmount(dir+"/merged", unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+	_ = unix.Unmount(dir, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+}
+
+// unmountLeftAt is unmountLeft for the entry name of the directory dfd,
+// by descriptor: the entry is opened without following a symlink (only a
+// real directory is taken), and the mounts are detached through the
+// descriptor (/proc/self/fd/N names what was opened, not a path that
+// could since lead elsewhere). A directory nothing is mounted on is left
+// as it is (EINVAL).
+func unmountLeftAt(dfd int, name string) {
+	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if mfd, err := unix.Openat(fd, "merged", unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+		_ = unix.Unmount("/proc/self/fd/"+strconv.Itoa(mfd), unix.MNT_DETACH)
+		unix.Close(mfd)
+	}
+	_ = unix.Unmount("/proc/self/fd/"+strconv.Itoa(fd), unix.MNT_DETACH)
 }

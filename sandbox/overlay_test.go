@@ -243,3 +243,70 @@ func BenchmarkOverlayTrue(b *testing.B) {
 	b.ReportMetric(msPer(tramp), "trampoline-ms")
 	b.ReportMetric(float64(tramp)/float64(plain), "trampoline-ratio")
 }
+
+// TestClearOverlayDirsFollowsNoLink holds that clearing what dead daemons
+// left detaches only the mounts on their own transaction directories: a
+// symlink planted there (transactions/999999999/tx -> a mount of the host)
+// is removed, never followed, and its target's mount stays; a real
+// leftover tmpfs with an overlay on its merged/ is detached and removed.
+func TestClearOverlayDirsFollowsNoLink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	victim := t.TempDir()
+	if err := unix.Mount("tmpfs", victim, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(victim, unix.MNT_DETACH) })
+	parent := filepath.Join(t.TempDir(), "transactions")
+	dead := filepath.Join(parent, "999999999")
+	if err := os.MkdirAll(dead, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dead, "tx")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(parent, "999999998")); err != nil {
+		t.Fatal(err)
+	}
+	// A real leftover: the tmpfs and, on its merged/, a second mount.
+	left := filepath.Join(dead, "real")
+	if err := os.Mkdir(left, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", left, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(left, "merged"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", filepath.Join(left, "merged"), "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	var before, after unix.Stat_t
+	if err := unix.Stat(victim, &before); err != nil {
+		t.Fatal(err)
+	}
+	if err := ClearOverlayDirs(parent); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Stat(victim, &after); err != nil {
+		t.Fatal(err)
+	}
+	if before.Dev != after.Dev {
+		t.Fatalf("ClearOverlayDirs followed a planted link and detached the mount on %s", victim)
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(mi), left) {
+		t.Fatalf("a leftover transaction's mounts are still there:\n%s", mi)
+	}
+	if ents, err := os.ReadDir(parent); err != nil || len(ents) != 0 {
+		t.Fatalf("transactions directory after clearing: %v (%v)", ents, err)
+	}
+	if err := ClearOverlayDirs("transactions"); err == nil {
+		t.Fatal("a relative transactions directory was taken")
+	}
+}

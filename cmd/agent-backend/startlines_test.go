@@ -76,7 +76,8 @@ func TestRootCommandsWarningAtStart(t *testing.T) {
 
 // TestStateFilesLine: the binary lists, in one start-up line, what it
 // will write where: the host key under --state-dir (created there), the
-// upstream caches with --upstreams, the audit log; an explicit
+// upstream caches with --upstreams, the transactions' directory, the audit
+// log; an explicit
 // --ssh-host-key wins.
 func TestStateFilesLine(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
@@ -96,8 +97,8 @@ func TestStateFilesLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	want := fmt.Sprintf(`msg="files the daemon writes outside the workspace" state_dir=%s ssh_host_key=%s upstream_cache=%s audit_log=%s`,
-		state, filepath.Join(state, "ssh_host_ed25519_key"), filepath.Join(state, "upstreams"), audit)
+	want := fmt.Sprintf(`msg="files the daemon writes outside the workspace" state_dir=%s ssh_host_key=%s upstream_cache=%s transactions=%s audit_log=%s`,
+		state, filepath.Join(state, "ssh_host_ed25519_key"), filepath.Join(state, "upstreams"), filepath.Join(state, "transactions"), audit)
 	waitFor(t, func() bool { return strings.Contains(errOut.String(), "msg=listening") })
 	if n := strings.Count(errOut.String(), "files the daemon writes outside the workspace"); n != 1 || !strings.Contains(errOut.String(), want) {
 		t.Errorf("%d lines; want one with\n%s\nin:\n%s", n, want, errOut.String())
