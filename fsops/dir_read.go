@@ -279,6 +279,12 @@ func readDirAt(r *os.Root, rel string) ([]Info, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return listOpened(f, rel)
+}
+
+// listOpened lists the open directory f, whose path in the workspace is
+// rel, stat-ing each entry relative to it (fstatat).
+func listOpened(f *os.File, rel string) ([]Info, error) {
 	names, err := f.Readdirnames(-1)
 	if err != nil {
 		return nil, err
