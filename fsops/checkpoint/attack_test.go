@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -486,5 +487,96 @@ func TestFailedDiffSpendsBudget(t *testing.T) {
 	Describe(&c2, old, nw, &budget)
 	if !strings.Contains(c2.Note, "limit is spent") {
 		t.Fatalf("a second give-up ran with the budget spent: %q", c2.Note)
+	}
+}
+
+// openFDs counts the process's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	return len(ents)
+}
+
+// The walk goes down by descriptor: it lists a deep tree whole, and
+// leaves no descriptor open, whether it finishes or is refused half-way.
+func TestWalkByDescriptorClosesWhatItOpens(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.MaxFiles = 1000 })
+	deep := mkDeep(t, f.dir, "d", MaxDepth-1)
+	for i := range 50 {
+		if err := os.MkdirAll(filepath.Join(f.dir, "wide", strconv.Itoa(i), "x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Ten directories of twenty files: a walk bounded at 50 is refused with
+	// some of them still queued, holding their parent's descriptor.
+	for i := range 10 {
+		for j := range 20 {
+			f.write(t, filepath.Join("many", strconv.Itoa(i), strconv.Itoa(j)), "")
+		}
+	}
+	before := openFDs(t)
+	if _, err := f.st.walk(context.Background(), f.ws, "many", 50); !errcode.Is(err, errcode.TooLarge) {
+		t.Fatalf("a walk of 211 entries bounded at 50: %v", err)
+	}
+	if _, err := f.st.walk(context.Background(), f.ws, "deep", 1); err != nil {
+		t.Fatal(err) // absent
+	}
+	f.opts.MaxFiles = 1000
+	w, err := f.st.walk(context.Background(), f.ws, "d", f.opts.MaxFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(w.entries); n != MaxDepth-1 || w.entries[len(w.entries)-1].Path != deep {
+		t.Errorf("the walk of d listed %d entries, want %d down to %s", n, MaxDepth-1, deep)
+	}
+	w, err = f.st.walk(context.Background(), f.ws, ".", f.opts.MaxFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(w.entries); n != MaxDepth-1+1+100+1+10+200 {
+		t.Errorf("the walk listed %d entries, want %d", n, MaxDepth-1+1+100+1+10+200)
+	}
+	if got := w.entries[MaxDepth-2].Path; got != deep {
+		t.Errorf("the deepest directory is missing: %q", got)
+	}
+	if _, err := f.st.walk(context.Background(), f.ws, ".", 40); !errcode.Is(err, errcode.TooLarge) {
+		t.Fatalf("a walk bounded at 40: %v", err)
+	}
+	if _, err := f.st.walk(context.Background(), f.ws, "wide/7", 10); err != nil {
+		t.Fatal(err)
+	}
+	if after := openFDs(t); after != before {
+		t.Errorf("%d descriptors open before the walks, %d after", before, after)
+	}
+}
+
+// BenchmarkDeepTreeWalk reports the walk's cost per entry of a chain of
+// nested directories: about the same at every depth, since each directory
+// is opened from its parent's descriptor.
+func BenchmarkDeepTreeWalk(b *testing.B) {
+	for _, depth := range []int{16, 32, MaxDepth} {
+		b.Run(strconv.Itoa(depth), func(b *testing.B) {
+			base := b.TempDir()
+			ws, err := fsops.NewDir(base, fsops.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ws.Close()
+			mkDeep(b, base, "d", depth)
+			st, err := Open(Options{Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			for b.Loop() {
+				if _, err := st.walk(context.Background(), ws, ".", DefaultMaxFiles); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(depth), "ns/entry")
+		})
 	}
 }

@@ -2,12 +2,15 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"io/fs"
+	"os"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
@@ -29,12 +32,12 @@ const walkWorkers = 4
 // MaxDepth and MaxPathBytes bound the entries a checkpoint captures: one
 // deeper than MaxDepth components, or whose path is longer than
 // MaxPathBytes (PATH_MAX less its NUL), is skipped with why, and nothing
-// below it is walked. Each listing names its directory from the root (one
-// openat per component), so listing a directory costs in proportion to
-// its depth (about 2.6 µs a component here: 170 µs at depth 64, 560 µs at
-// 256), and a manifest's size grows with the paths' lengths: MaxDepth
-// keeps a tree of deep directories to a few times the cost of a usual one
-// (real trees, node_modules and Java packages included, stay below 40).
+// below it is walked. The walk itself goes down by descriptor, but what
+// follows it names each entry by its path from the root (a diff's hash, a
+// restore's writes: one openat per component, about 2.6 µs each here), and
+// a manifest's size grows with the paths' lengths: MaxDepth keeps a tree of
+// deep directories to a few times the cost of a usual one (real trees,
+// node_modules and Java packages included, stay below 40).
 const (
 	MaxDepth     = 64
 	MaxPathBytes = 4095
@@ -64,7 +67,11 @@ func tooDeep(p string) string {
 // with ctx's error when ctx is done and refuses a tree of more than max
 // entries naming --checkpoint-max-files. Directories are listed by a few
 // workers from one queue, so what the walk holds is bounded by the tree's
-// entries, not its depth.
+// entries, not its depth. Where ws has a directory (fsops.Workspace's
+// OpenDir), each directory is opened from its parent's descriptor
+// (fsops.OpenDirAt), one openat whatever its depth, so the walk's cost is
+// linear in the tree; a parent's descriptor is shared by its subdirectories
+// waiting in the queue and closed after the last one is opened.
 func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string, max int) (walked, error) {
 	w := walked{skipped: map[string]string{}}
 	if rel != "." {
@@ -94,10 +101,18 @@ func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string, max in
 	var (
 		mu     sync.Mutex
 		cond   = sync.NewCond(&mu)
-		queue  = []string{rel}
+		queue  = []dirItem{{rel: rel, own: startDir(ws, rel)}}
 		active int
 		failed error
 	)
+	// release drops one reference to h; mu is held.
+	release := func(h *heldDir) {
+		if h != nil {
+			if h.refs--; h.refs == 0 {
+				h.f.Close()
+			}
+		}
+	}
 	worker := func() {
 		mu.Lock()
 		defer mu.Unlock()
@@ -109,18 +124,27 @@ func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string, max in
 				cond.Broadcast()
 				return
 			}
-			dir := queue[len(queue)-1]
+			it := queue[len(queue)-1]
 			queue = queue[:len(queue)-1]
+			dir := it.rel
 			active++
 			mu.Unlock()
 			var list []fsops.Info
+			f := it.own
 			err := ctx.Err()
 			if err != nil {
 				err = ctxErr("checkpoint", err)
 			} else {
-				list, err = ws.ReadDir(dir)
-				if err != nil && dir != rel && errcode.Is(err, errcode.NotFound) {
-					err = nil // removed since its parent was listed
+				if it.parent != nil {
+					f, err = fsops.OpenDirAt(it.parent.f, path.Base(dir), dir)
+				}
+				if err == nil && f != nil {
+					list, err = fsops.ListDir(f, dir)
+				} else if err == nil {
+					list, err = ws.ReadDir(dir)
+				}
+				if err != nil && dir != rel && (errcode.Is(err, errcode.NotFound) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP)) {
+					err = nil // removed (or replaced by a link or a file) since its parent was listed
 				}
 			}
 			var es []Entry
@@ -140,6 +164,13 @@ func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string, max in
 			}
 			mu.Lock()
 			active--
+			release(it.parent)
+			var h *heldDir
+			if f != nil && len(subdirs) > 0 && err == nil && failed == nil {
+				h = &heldDir{f: f, refs: len(subdirs)}
+			} else if f != nil {
+				f.Close()
+			}
 			switch {
 			case failed != nil:
 			case err != nil:
@@ -151,7 +182,13 @@ func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string, max in
 				for p, why := range skipped {
 					w.skipped[p] = why
 				}
-				queue = append(queue, subdirs...)
+				for _, d := range subdirs {
+					queue = append(queue, dirItem{rel: d, parent: h})
+				}
+				h = nil
+			}
+			if h != nil { // refused: its subdirectories are not queued
+				h.f.Close()
 			}
 			cond.Broadcast()
 		}
@@ -162,11 +199,59 @@ func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string, max in
 		go func() { defer wg.Done(); worker() }()
 	}
 	wg.Wait()
+	// What a failure left queued still holds descriptors.
+	for _, it := range queue {
+		release(it.parent)
+		if it.own != nil {
+			it.own.Close()
+		}
+	}
 	if failed != nil {
 		return w, failed
 	}
 	sortEntries(w.entries)
 	return w, nil
+}
+
+// dirItem is a directory waiting to be listed: opened already (own, the
+// walk's first), or to be opened from its parent's descriptor (parent),
+// or, with neither, to be listed by its path.
+type dirItem struct {
+	rel    string
+	own    *os.File
+	parent *heldDir
+}
+
+// heldDir is a listed directory's descriptor, kept open while
+// subdirectories of it wait in the queue (refs of them).
+type heldDir struct {
+	f    *os.File
+	refs int
+}
+
+// startDir opens the directory rel of ws by descriptor, from the root
+// down one component at a time, never following a link; nil when ws has
+// no directory or the way holds a link (then the walk lists by path, which
+// follows a link inside the workspace as ReadDir does).
+func startDir(ws fsops.Workspace, rel string) *os.File {
+	f, err := ws.OpenDir()
+	if err != nil {
+		return nil
+	}
+	if rel == "." {
+		return f
+	}
+	so := ""
+	for _, c := range strings.Split(rel, "/") {
+		so = path.Join(so, c)
+		next, err := fsops.OpenDirAt(f, c, so)
+		f.Close()
+		if err != nil {
+			return nil
+		}
+		f = next
+	}
+	return f
 }
 
 // entryOf describes one listed entry, or says why it is not captured.
