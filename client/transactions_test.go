@@ -19,6 +19,7 @@ func TestRemoteTransactions(t *testing.T) {
 	d := startDaemonWith(t, func(c *config.Config) {
 		c.Isolation = "bwrap"
 		c.StateDir = t.TempDir()
+		c.Transactions = true
 	})
 	ctx := context.Background()
 	r, err := NewRemote(ctx, d.options())

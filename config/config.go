@@ -145,6 +145,10 @@ type Config struct {
 	CheckpointMaxBytes int64
 	CheckpointMaxCount int
 	CheckpointMaxFiles int
+	// Transactions serves exec's `transaction` argument and the
+	// transaction_* tools (tools/transactions, docs/checkpoints.md); off,
+	// exec's schema and the tool list are the reference's.
+	Transactions bool
 	// TransactionMaxBytes and TransactionMaxFiles bound one transaction's
 	// upper layer (exec with transaction: true; tools/transactions,
 	// docs/checkpoints.md), TransactionMaxPending the transactions pending
@@ -335,11 +339,10 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--root %q is a file, not a directory", c.Root)
 		}
 	}
-	if c.Backend == "filesystem" && !filepath.IsAbs(c.StateDir) {
-		// Commands run there, so transactions keep their directories under
-		// it, and each start clears what dead daemons left: a relative (or
-		// empty) one would be the daemon's working directory's, often the
-		// project itself.
+	if c.transactionsOn() && !filepath.IsAbs(c.StateDir) {
+		// Transactions keep their directories under it, and each start
+		// clears what dead daemons left: a relative (or empty) one would be
+		// the daemon's working directory's, often the project itself.
 		return fmt.Errorf("--state-dir %q: must be an absolute path: the daemon keeps its transactions under it (and clears what earlier daemons left there at start)", c.StateDir)
 	}
 	if err := c.checkOperatorPaths(); err != nil {

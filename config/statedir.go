@@ -50,7 +50,7 @@ func (c *Config) fillStateDefaults() {
 }
 
 // usesStateDir reports whether the daemon may write below --state-dir: it
-// runs commands on a directory (their transactions), serves SSH (a host
+// runs transactions (--transactions, their directories), serves SSH (a host
 // key), runs --upstreams (their caches) or keeps --checkpoints (their
 // store). The rule that
 // the state directory lies outside the workspace holds then, even where
@@ -61,10 +61,11 @@ func usesStateDir(c *Config) bool {
 }
 
 // transactionsOn reports whether exec's transactions keep their
-// directories under StateDir/transactions (TransactionDir): whenever
-// commands run, which is on a directory workspace (--backend filesystem).
+// directories under StateDir/transactions (TransactionDir): with
+// --transactions, where commands run, which is on a directory workspace
+// (--backend filesystem; the daemon refuses --transactions elsewhere).
 func (c *Config) transactionsOn() bool {
-	return c.Backend == "filesystem"
+	return c.Transactions && c.Backend == "filesystem"
 }
 
 // TransactionDir is the transactions' directory: StateDir/transactions.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -84,18 +85,23 @@ func TestStateDirOutsideWorkspace(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--state-dir "+c.StateDir+" lies inside the workspace --root "+root) {
 		t.Errorf("state dir inside the workspace: %v", err)
 	}
-	// Commands run (--backend filesystem), so transactions keep their
-	// directories there even without SSH: the rule holds with --local-only.
+	// Without --transactions, --local-only keeps nothing there.
 	c.LocalOnly = true
+	if err := c.Validate(); err != nil {
+		t.Errorf("--local-only, state dir unused: %v", err)
+	}
+	// With --transactions their directories are there even without SSH:
+	// the rule holds with --local-only.
+	c.Transactions = true
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--state-dir "+c.StateDir+" lies inside the workspace") {
-		t.Errorf("--local-only, state dir inside the workspace: %v", err)
+		t.Errorf("--local-only --transactions, state dir inside the workspace: %v", err)
 	}
 	// The memory backend runs no command and keeps nothing there.
 	c.Backend = "memory"
 	if err := c.Validate(); err != nil {
 		t.Errorf("--backend memory --local-only, state dir unused: %v", err)
 	}
-	c.Backend = "filesystem"
+	c.Backend, c.Transactions = "filesystem", false
 	// Checkpoints keep their store there: the rule holds too.
 	c.Checkpoints = "manual"
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--state-dir "+c.StateDir+" lies inside the workspace") {
@@ -105,8 +111,12 @@ func TestStateDirOutsideWorkspace(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("--checkpoints manual, state dir outside: %v", err)
 	}
-	if got := fmt.Sprint(c.StateFiles()); got != "[{checkpoints "+filepath.Join(c.StateDir, "checkpoints")+"} {transactions "+filepath.Join(c.StateDir, "transactions")+"}]" {
+	if got := fmt.Sprint(c.StateFiles()); got != "[{checkpoints "+filepath.Join(c.StateDir, "checkpoints")+"}]" {
 		t.Errorf("state files with --checkpoints: %s", got)
+	}
+	c.Transactions = true
+	if got := fmt.Sprint(c.StateFiles()); got != "[{checkpoints "+filepath.Join(c.StateDir, "checkpoints")+"} {transactions "+filepath.Join(c.StateDir, "transactions")+"}]" {
+		t.Errorf("state files with --checkpoints --transactions: %s", got)
 	}
 }
 
@@ -115,7 +125,7 @@ func TestStateFiles(t *testing.T) {
 	c := Default()
 	c.SSHHostKey, c.AuditLog = "/s/key", "/var/log/agentbe.jsonl"
 	c.Upstreams, c.UpstreamCacheDir = "/etc/ups.json", "/s/upstreams"
-	c.StateDir = "/s"
+	c.StateDir, c.Transactions = "/s", true
 	if got := fmt.Sprint(c.StateFiles()); got != "[{ssh_host_key /s/key} {upstream_cache /s/upstreams} {transactions /s/transactions} {audit_log /var/log/agentbe.jsonl}]" {
 		t.Errorf("all: %s", got)
 	}
@@ -123,21 +133,26 @@ func TestStateFiles(t *testing.T) {
 	if got := c.StateFiles(); len(got) != 0 {
 		t.Errorf("--local-only, memory backend, no upstreams, audit to stderr: %v, want nothing", got)
 	}
+	c.Backend, c.Transactions = "filesystem", false
+	if got := c.StateFiles(); len(got) != 0 {
+		t.Errorf("--local-only, no --transactions, no upstreams, audit to stderr: %v, want nothing", got)
+	}
 }
 
 // TestStateDirCheckedForTransactions holds that --state-dir, under which
 // transactions keep their directories (and each start clears what dead
 // daemons left), is refused when empty, relative, or inside the workspace,
-// whenever commands run: even with --local-only and nothing else using it.
+// with --transactions: even with --local-only and nothing else using it.
+// Without --transactions (and nothing else using it) it is not checked.
 func TestStateDirCheckedForTransactions(t *testing.T) {
 	root := t.TempDir()
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--root", root, "--local-only", "--state-dir", ""}, "must be an absolute path"},
-		{[]string{"--root", root, "--local-only", "--state-dir", "state"}, "must be an absolute path"},
-		{[]string{"--root", root, "--local-only", "--state-dir", filepath.Join(root, ".state")}, "lies inside the workspace"},
+		{[]string{"--root", root, "--local-only", "--transactions", "--state-dir", ""}, "must be an absolute path"},
+		{[]string{"--root", root, "--local-only", "--transactions", "--state-dir", "state"}, "must be an absolute path"},
+		{[]string{"--root", root, "--local-only", "--transactions", "--state-dir", filepath.Join(root, ".state")}, "lies inside the workspace"},
 	} {
 		c, err := load(t, tc.args, nil)
 		if err == nil {
@@ -146,8 +161,14 @@ func TestStateDirCheckedForTransactions(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--state-dir") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v (state dir %q), want a refusal naming --state-dir: %s", tc.args, err, c.StateDir, tc.want)
 		}
+		off := slices.DeleteFunc(slices.Clone(tc.args), func(a string) bool { return a == "--transactions" })
+		if c, err := load(t, off, nil); err != nil {
+			t.Errorf("%q: %v", off, err)
+		} else if err := c.Validate(); err != nil {
+			t.Errorf("%q: %v, want no check of an unused state dir", off, err)
+		}
 	}
-	c, err := load(t, []string{"--root", root, "--local-only", "--state-dir", t.TempDir()}, nil)
+	c, err := load(t, []string{"--root", root, "--local-only", "--transactions", "--state-dir", t.TempDir()}, nil)
 	if err == nil {
 		err = c.Validate()
 	}

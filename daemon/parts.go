@@ -43,7 +43,7 @@ var parts = []part{
 	{name: "workspace", start: startWorkspace},
 	{name: "checkpoints", flag: "--checkpoints", on: func(c config.Config) bool { return c.Checkpoints == "manual" || c.Checkpoints == "auto" },
 		start: startCheckpoints},
-	{name: "transactions", start: startTransactions},
+	{name: "transactions", flag: "--transactions", on: func(c config.Config) bool { return c.Transactions }, start: startTransactions},
 	{name: "upstreams", flag: "--upstreams", on: func(c config.Config) bool { return c.Upstreams != "" },
 		check: checkUpstreams, start: startUpstreams},
 	{name: "gateway-tools", flag: "--gateway-tools", on: func(c config.Config) bool { return c.GatewayTools },

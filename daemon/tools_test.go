@@ -76,15 +76,13 @@ func TestToolsInHealthMetricsAndAudit(t *testing.T) {
 	if err := json.Unmarshal(body, &h); err != nil {
 		t.Fatal(err)
 	}
-	// The daemon's own providers (the workspace tools, then the
-	// transactions of its exec) come first.
-	// wstoolsNames lists both; the transactions provider serves 3.
-	ws := len(wstoolsNames(reg)) - 3
-	if h.Status != "ok" || ws <= 0 || h.Tools != ws+3+3 || len(h.Providers) != 4 ||
+	// The daemon's own provider (the workspace tools) comes first; its
+	// transactions are off by default (--transactions).
+	ws := len(wstoolsNames(reg))
+	if h.Status != "ok" || ws == 0 || h.Tools != ws+3 || len(h.Providers) != 3 ||
 		h.Providers[0] != (registry.ProviderInfo{Name: "workspace", State: "ready", Tools: ws}) ||
-		h.Providers[1] != (registry.ProviderInfo{Name: "transactions", State: "ready", Tools: 3}) ||
-		h.Providers[2] != (registry.ProviderInfo{Name: "files", State: "ready", Tools: 2}) ||
-		h.Providers[3].Name != "gateway" || h.Providers[3].State != "degraded" || h.Providers[3].Tools != 1 {
+		h.Providers[1] != (registry.ProviderInfo{Name: "files", State: "ready", Tools: 2}) ||
+		h.Providers[2].Name != "gateway" || h.Providers[2].State != "degraded" || h.Providers[2].Tools != 1 {
 		t.Errorf("/health = %s", body)
 	}
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,6 +56,7 @@ func TestTransactionWholeStory(t *testing.T) {
 	c := testConfig(t)
 	c.Isolation = "bwrap"
 	c.StateDir = t.TempDir()
+	c.Transactions = true
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +155,7 @@ func TestTransactionWholeStory(t *testing.T) {
 func TestTransactionRefusedOutsideBwrap(t *testing.T) {
 	c := testConfig(t)
 	c.StateDir = t.TempDir()
+	c.Transactions = true
 	r := start(t, c, nil)
 	cs := mcpSession(t, r)
 	text, _, isErr := callTool(t, cs, "exec", map[string]any{"command": "touch ran", "transaction": true})
@@ -173,6 +176,7 @@ func TestTransactionTokens(t *testing.T) {
 	c := testConfig(t)
 	c.Isolation = "bwrap"
 	c.StateDir = t.TempDir()
+	c.Transactions = true
 	c.AuthToken = "master-token"
 	c.AuditLog = filepath.Join(t.TempDir(), "audit.log")
 	must(t, os.MkdirAll(filepath.Join(c.Root, "a"), 0o755))
@@ -248,6 +252,7 @@ func TestTransactionFlags(t *testing.T) {
 	c := testConfig(t)
 	c.Isolation = "bwrap"
 	c.StateDir = t.TempDir()
+	c.Transactions = true
 	c.TransactionMaxFiles = 100
 	c.TransactionMaxPending = 1
 	must(t, c.Validate())
@@ -266,5 +271,74 @@ func TestTransactionFlags(t *testing.T) {
 	text, _, isErr = callTool(t, cs, "exec", map[string]any{"command": "echo 2 > two", "transaction": true})
 	if !isErr || !strings.Contains(text, "--transaction-max-pending 1") {
 		t.Fatalf("error %v: %s", isErr, text)
+	}
+}
+
+// TestTransactionsOffByDefault: without --transactions a daemon serves the
+// reference's tool list (15 tools, no transaction_*, exec's schema without
+// `transaction`), /health has no transactions, and exec asked for a
+// transaction in any form is refused naming --transactions without running
+// the command on the workspace; `transaction: false` is a plain exec. With
+// --transactions the memory backend, which runs no commands, is refused
+// at start naming the flag.
+func TestTransactionsOffByDefault(t *testing.T) {
+	c := testConfig(t)
+	r := start(t, c, nil)
+	cs := mcpSession(t, r)
+	list, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var execProps []string
+	for _, tl := range list.Tools {
+		if strings.HasPrefix(tl.Name, "transaction") {
+			t.Errorf("%s is listed without --transactions", tl.Name)
+		}
+		if tl.Name == "exec" {
+			b, _ := json.Marshal(tl.InputSchema)
+			var s struct{ Properties map[string]any }
+			if err := json.Unmarshal(b, &s); err != nil {
+				t.Fatal(err)
+			}
+			for p := range s.Properties {
+				execProps = append(execProps, p)
+			}
+		}
+	}
+	if len(list.Tools) != 15 {
+		t.Errorf("%d tools listed, want the reference's 15", len(list.Tools))
+	}
+	slices.Sort(execProps)
+	if want := []string{"command", "cwd", "env", "stderr", "timeout"}; !slices.Equal(execProps, want) {
+		t.Errorf("exec's properties = %v, want %v", execProps, want)
+	}
+	if _, body := get(t, r.url+"/health"); strings.Contains(string(body), `"transactions"`) {
+		t.Errorf("/health = %s", body)
+	}
+	for i, tx := range []any{true, "yes", 1} {
+		name := "ran" + strconv.Itoa(i)
+		text, _, isErr := callTool(t, cs, "exec", map[string]any{"command": "touch " + name, "transaction": tx})
+		if !isErr || !strings.Contains(text, "--transactions") || !strings.Contains(text, "did not run") {
+			t.Errorf("transaction %v: error %v: %s", tx, isErr, text)
+		}
+		if _, err := os.Lstat(filepath.Join(c.Root, name)); !os.IsNotExist(err) {
+			t.Errorf("transaction %v: the command ran on the workspace", tx)
+		}
+	}
+	if text, _, isErr := callTool(t, cs, "exec", map[string]any{"command": "touch plain", "transaction": false}); isErr {
+		t.Fatal(text)
+	}
+	if _, err := os.Lstat(filepath.Join(c.Root, "plain")); err != nil {
+		t.Errorf("exec with transaction false: %v", err)
+	}
+
+	mem := testConfig(t)
+	mem.Backend, mem.Transactions = "memory", true
+	must(t, mem.Validate())
+	if d, err := New(mem, Options{}); err == nil || !strings.Contains(err.Error(), "--transactions") {
+		if err == nil {
+			d.Close()
+		}
+		t.Errorf("--transactions with the memory backend: %v", err)
 	}
 }

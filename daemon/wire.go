@@ -179,8 +179,14 @@ func startWorkspace(w *wiring) (r built, err error) {
 		}
 	}
 	w.root, w.ws, w.exec = root, ws, ex
+	env := workspace.ExecEnv{Executor: ex, Timeout: cfg.ExecTimeout, NoNetwork: noNetworkNote(cfg, ex, netOn)}
+	if cfg.Transactions {
+		// Only then does exec's schema have `transaction`: a default
+		// daemon's exec is the reference's, byte for byte.
+		env.Transact = w.transact
+	}
 	return built{
-		tools: workspace.Tools(ws, workspace.ExecEnv{Executor: ex, Timeout: cfg.ExecTimeout, NoNetwork: noNetworkNote(cfg, ex, netOn), Transact: w.transact}),
+		tools: workspace.Tools(ws, env),
 		close: func() error {
 			var errs []error
 			if ex != nil {
@@ -191,21 +197,23 @@ func startWorkspace(w *wiring) (r built, err error) {
 	}, nil
 }
 
-// transact is exec's `transaction: true`, run by the transactions row's
-// manager (which starts after the workspace's row).
+// transact is exec's `transaction: true` with --transactions, run by the
+// transactions row's manager (which starts after the workspace's row, and
+// whose start fails the daemon's where it cannot run).
 func (w *wiring) transact(ctx context.Context, ws fsops.Workspace, req sandbox.Request) *mcp.CallToolResult {
 	if w.tx == nil {
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Transactions are not available: this workspace cannot run commands"}}}
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Transactions are not available: the daemon's transactions did not start (--transactions)"}}}
 	}
 	return w.tx.Exec(ctx, ws, req)
 }
 
-// startTransactions: exec's transactions (tools/transactions), their
-// directories under --state-dir. The manager runs in every mode; outside
-// bwrap the sandbox refuses each transaction, naming bwrap.
+// startTransactions: exec's transactions (tools/transactions, with
+// --transactions), their directories under --state-dir. The manager runs
+// in every isolation mode; outside bwrap the sandbox refuses each
+// transaction, naming bwrap.
 func startTransactions(w *wiring) (built, error) {
 	if w.exec == nil {
-		return built{}, nil
+		return built{}, errors.New("--transactions: this workspace cannot run commands (the memory backend)")
 	}
 	c := w.cfg
 	m, err := transactions.New(transactions.Options{Executor: w.exec, Dir: filepath.Join(c.StateDir, "transactions"),

@@ -76,8 +76,8 @@ func TestRootCommandsWarningAtStart(t *testing.T) {
 
 // TestStateFilesLine: the binary lists, in one start-up line, what it
 // will write where: the host key under --state-dir (created there), the
-// upstream caches with --upstreams, the transactions' directory, the audit
-// log; an explicit
+// upstream caches with --upstreams, the transactions' directory with
+// --transactions, the audit log; an explicit
 // --ssh-host-key wins.
 func TestStateFilesLine(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
@@ -89,7 +89,7 @@ func TestStateFilesLine(t *testing.T) {
 	// startDaemon passes its own --ssh-host-key; run this one with none.
 	port := freePort(t)
 	cmd := exec.Command(binary, "daemon", "--root", t.TempDir(), "--port", strconv.Itoa(port), "--isolation", "software",
-		"--state-dir", state, "--audit-log", audit, "--upstreams", ups)
+		"--state-dir", state, "--audit-log", audit, "--upstreams", ups, "--transactions")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	var errOut syncbuf.Buffer
 	cmd.Stderr = &errOut

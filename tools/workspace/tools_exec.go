@@ -30,9 +30,12 @@ type execArgs struct {
 	Timeout *int    `json:"timeout"` // seconds, at most the daemon's limit
 	Cwd     *string `json:"cwd"`     // a directory of the workspace
 	Stderr  *string `json:"stderr"`  // "separate" or "merged": both streams in a structured result
-	// Transaction runs the command on a copy-on-write overlay of the
-	// workspace (ExecEnv.Transact).
-	Transaction bool `json:"transaction"`
+	// Transaction (a boolean where the schema offers it) runs the command
+	// on a copy-on-write overlay of the workspace (ExecEnv.Transact). It
+	// is kept raw because it is read even where the schema does not offer
+	// it: a client asking for a transaction there, in any form, is refused
+	// rather than having its command run on the workspace itself.
+	Transaction json.RawMessage `json:"transaction"`
 }
 
 // execEnv is what exec needs besides the call's workspace, passed in rather
@@ -48,23 +51,28 @@ type execEnv struct {
 	transact  func(ctx context.Context, ws fsops.Workspace, req sandbox.Request) *mcp.CallToolResult
 }
 
-// execTool is the exec tool running commands in env.
+// execTool is the exec tool running commands in env. Its schema offers
+// `transaction` only where env runs transactions: without them exec's
+// schema is the reference's, byte for byte.
 func execTool(env execEnv) tool[execArgs] {
+	props := schema{
+		"command": str("Shell command to execute"),
+		"env":     strMap("Optional environment variables to set for this command"),
+		"timeout": posInt("Optional: seconds after which the command is killed (at most the daemon's own limit, which applies without it)"),
+		"cwd":     str("Optional: the directory of the workspace to run in (default: its root)"),
+		"stderr": enum("Optional: answer with a JSON object holding the exit code and both streams, "+
+			"\"separate\" ({exitCode, stdout, stderr}) or \"merged\" ({exitCode, output}: stderr interleaved with stdout as written)", "separate", "merged"),
+	}
+	if env.transact != nil {
+		props["transaction"] = boolean("Optional: run the command as a transaction, on a copy-on-write view of the workspace (bwrap isolation only): " +
+			"the workspace is left untouched and the answer lists the changes (with diffs) and a transaction id for transaction_apply or transaction_discard")
+	}
 	return tool[execArgs]{
-		Name:        "exec",
-		Title:       "Execute command",
-		Description: "Execute a shell command in the workspace directory. Not available for memory backends. On success returns stdout; on a non-zero exit, an error with the exit code and stderr (or stdout). Long output keeps its head and tail; a command that runs too long is killed and what it printed is returned.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)},
-		Schema: obj(schema{
-			"command": str("Shell command to execute"),
-			"env":     strMap("Optional environment variables to set for this command"),
-			"timeout": posInt("Optional: seconds after which the command is killed (at most the daemon's own limit, which applies without it)"),
-			"cwd":     str("Optional: the directory of the workspace to run in (default: its root)"),
-			"stderr": enum("Optional: answer with a JSON object holding the exit code and both streams, "+
-				"\"separate\" ({exitCode, stdout, stderr}) or \"merged\" ({exitCode, output}: stderr interleaved with stdout as written)", "separate", "merged"),
-			"transaction": boolean("Optional: run the command as a transaction, on a copy-on-write view of the workspace (bwrap isolation only): " +
-				"the workspace is left untouched and the answer lists the changes (with diffs) and a transaction id for transaction_apply or transaction_discard"),
-		}, required("command")),
+		Name:         "exec",
+		Title:        "Execute command",
+		Description:  "Execute a shell command in the workspace directory. Not available for memory backends. On success returns stdout; on a non-zero exit, an error with the exit code and stderr (or stdout). Long output keeps its head and tail; a command that runs too long is killed and what it printed is returned.",
+		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)},
+		Schema:       obj(props, required("command")),
 		Timeout:      cmp.Or(env.timeout, sandbox.DefaultTimeout) + execGrace,
 		RunsCommands: true,
 		Handler:      env.exec,
@@ -95,10 +103,13 @@ func (env execEnv) exec(ctx context.Context, ws fsops.Workspace, a execArgs) *mc
 	if fail := env.options(ws, a, &req); fail != nil {
 		return fail
 	}
-	if a.Transaction {
+	if tx := string(a.Transaction); tx != "" && tx != "false" && tx != "null" {
 		if env.transact == nil {
-			return toolError("Transactions are not available here: they need the daemon's --isolation bwrap and its transactions part")
+			// Never run it on the workspace itself: the caller asked for
+			// its changes to wait for transaction_apply.
+			return toolError("Transactions are off: the command did not run. The daemon serves exec's transaction argument only with --transactions (and --isolation bwrap); without it, run the command without transaction")
 		}
+		// validateArgs held it to the schema's boolean, and it is not false.
 		return env.transact(ctx, ws, req)
 	}
 	var pp *progressPump
