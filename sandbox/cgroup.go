@@ -676,7 +676,7 @@ func (e *executor) setupProcessBound(cfg Config) (Rlimits, error) {
 
 // startIn starts c's command with start (startCmd) inside a new cgroup of
 // its own, when the executor has cgroups.
-func (e *executor) startIn(c *child, start func() (*exec.Cmd, error)) (*exec.Cmd, error) {
+func (e *executor) startIn(sp *spawner, c *child, start func() (*exec.Cmd, error)) (*exec.Cmd, error) {
 	if e.cgroups == nil {
 		if !e.reaper {
 			return start()
@@ -698,7 +698,7 @@ func (e *executor) startIn(c *child, start func() (*exec.Cmd, error)) (*exec.Cmd
 	}
 	cg.prepare(c.cmd.SysProcAttr)
 	var cmd *exec.Cmd
-	err = cg.start(e.spawn, func() error {
+	err = cg.start(sp, func() error {
 		var err error
 		cmd, err = start()
 		return err

@@ -572,8 +572,8 @@ func (e *executor) shellCommandIn(iso isolation, script string, wd *workdir, env
 // started again through the shell with the same stdio and attributes, so
 // the failure is reported exactly as the shell reports it. It returns the
 // command that runs.
-func (e *executor) startCmd(cmd *exec.Cmd, direct bool, script string, wd *workdir, env []string, pty bool) (*exec.Cmd, error) {
-	err := e.spawn.start(cmd)
+func (e *executor) startCmd(sp *spawner, cmd *exec.Cmd, direct bool, script string, wd *workdir, env []string, pty bool) (*exec.Cmd, error) {
+	err := sp.start(cmd)
 	if err == nil || !direct {
 		return cmd, err
 	}
@@ -582,7 +582,7 @@ func (e *executor) startCmd(cmd *exec.Cmd, direct bool, script string, wd *workd
 	attr := *cmd.SysProcAttr
 	sh.SysProcAttr = &attr
 	sh.Stdin, sh.Stdout, sh.Stderr, sh.WaitDelay = cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.WaitDelay
-	return sh, e.spawn.start(sh)
+	return sh, sp.start(sh)
 }
 
 // child is one running process, tracked so Close can kill it.
@@ -811,14 +811,18 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	}
 
 	var hov *hostOverlay
+	var sp *spawner // the in-place overlay's own spawner (nil: the executor's)
 	if req.Overlay != nil && os.Geteuid() == 0 && e.cred == nil && !overlayByTrampoline {
-		switch hov, err = mountOverlay(req.Overlay, wd); {
+		switch sp, hov, err = privateOverlay(req.Overlay, wd); {
 		case errors.Is(err, errNoMountHere):
 			hov = nil // the trampoline makes a namespace where it may
 		case err != nil:
 			return Result{}, withCommand(err, req.Command)
 		default:
-			defer hov.unmount()
+			// After the command was waited for (finish, below): the
+			// thread ends, and with it and bwrap the namespace.
+			defer sp.stop()
+			defer sp.onThread(func() error { hov.unmount(); return nil })
 		}
 	}
 	cmd, direct := e.command(req.Command, parsed, wd, env, false)
@@ -872,7 +876,7 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	}
 	begin := time.Now()
 	if err := e.launch(ctx, r, launchSpec{direct: direct, script: req.Command, wd: wd, env: env,
-		childEnds: childEnds, outs: outs, timeout: timeout}); err != nil {
+		childEnds: childEnds, outs: outs, timeout: timeout, spawn: sp}); err != nil {
 		return Result{}, err
 	}
 	werr := r.finish()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,6 +90,10 @@ func (e *executor) wrapOverlay(cmd *exec.Cmd, ov *Overlay, boundary string) (*ov
 	var groups []uint32
 	if c := attr.Credential; c != nil {
 		uid, gid, groups = c.Uid, c.Gid, c.Groups
+		if err := runAsOverlayDir(ov.Dir, c); err != nil {
+			run.close()
+			return nil, err
+		}
 	}
 	attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
 	// Identity maps: files the command writes belong to its own user, as
@@ -111,6 +116,46 @@ func (e *executor) wrapOverlay(cmd *exec.Cmd, ov *Overlay, boundary string) (*ov
 		}
 	}
 	return run, nil
+}
+
+// runAsOverlayDir readies the transaction's directory for a trampoline
+// that runs as the --run-as user c (in a user namespace where it has no
+// power over inodes of other owners): the directory, the daemon's fresh
+// one, becomes that user's, and every directory above it must be
+// searchable by that user, or the transaction is refused naming the one
+// that is not (the trampoline mounts on the directory by its name).
+func runAsOverlayDir(dir string, c *syscall.Credential) error {
+	if err := os.Chown(dir, int(c.Uid), int(c.Gid)); err != nil {
+		return &errcode.Error{Code: errcode.WriteFailed, Op: "exec", Path: dir, Err: err,
+			Msg: fmt.Sprintf("cannot give the transaction's directory to the --run-as user (uid %d): %v; nothing ran", c.Uid, err)}
+	}
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		var st unix.Stat_t
+		if err := unix.Stat(d, &st); err != nil {
+			return &errcode.Error{Code: errcode.NotImplemented, Op: "exec", Path: d, Err: err, Msg: "cannot check the transaction's directory: " + err.Error()}
+		}
+		if !searchable(st, c) {
+			return &errcode.Error{Code: errcode.NotImplemented, Op: "exec", Path: d,
+				Msg: fmt.Sprintf("transactions under --run-as need every directory above the transaction's searchable by that user (uid %d), and %s is mode %04o owned by uid %d: make it 0711 (the daemon makes its own transactions directories so), or give --state-dir a directory that user may search; nothing ran",
+					c.Uid, d, st.Mode&0o7777, st.Uid)}
+		}
+		if d == "/" || d == "." {
+			return nil
+		}
+	}
+}
+
+// searchable reports whether the user c may search the directory st
+// describes by its mode bits (owner, group, other), as the kernel judges
+// a process without capabilities over it.
+func searchable(st unix.Stat_t, c *syscall.Credential) bool {
+	switch {
+	case st.Uid == c.Uid:
+		return st.Mode&0o100 != 0
+	case st.Gid == c.Gid || slices.Contains(c.Groups, st.Gid):
+		return st.Mode&0o010 != 0
+	}
+	return st.Mode&0o001 != 0
 }
 
 // receive takes the trampoline's report once the command has ended: the
@@ -161,10 +206,14 @@ func NewOverlayDir(parent, id string) (string, error) {
 	if id == "" || strings.ContainsAny(id, "/,:\\") || id == "." || id == ".." {
 		return "", fmt.Errorf("bad transaction id %q", id)
 	}
-	if err := os.MkdirAll(parent, 0o700); err != nil {
+	// Searchable, not listable, by others (0711): a --run-as user's
+	// trampoline mounts on the transaction's directory by its name
+	// (runAsOverlayDir); the names below are random and each
+	// transaction's directory is 0700.
+	if err := os.MkdirAll(parent, 0o711); err != nil {
 		return "", err
 	}
-	if err := os.Chmod(parent, 0o700); err != nil {
+	if err := os.Chmod(parent, 0o711); err != nil {
 		return "", err
 	}
 	dir := filepath.Join(parent, id)
@@ -239,14 +288,16 @@ func alive(pid int) bool {
 	return err == nil || errors.Is(err, unix.EPERM)
 }
 
-// A root daemon mounts a transaction's tmpfs and overlay itself, in its own
-// mount namespace, and runs the plain bwrap command with the overlay's
-// directory in place of the workspace's descriptor: no trampoline, whose
-// start (this whole program's package initialization) would cost more than
-// the command. The mounts live on the transaction's directory (under the
-// daemon's state directory, 0700, outside every sandbox's binds) only
-// while the command runs: they are detached when it ends, and the upper
-// layer lives on through the descriptor Result.Upper holds. A daemon
+// A root daemon mounts a transaction's tmpfs and overlay itself, in a
+// private mount namespace of the command's own (privateOverlay: a thread
+// that unshares it and forks bwrap), and runs the plain bwrap command with
+// the overlay's directory in place of the workspace's descriptor: no
+// trampoline, whose start (this whole program's package initialization)
+// would cost more than the command. The mounts exist in that namespace
+// only (the host's mount table never shows them), on the transaction's
+// directory (under the daemon's state directory, 0700, outside every
+// sandbox's binds), and end with it; the upper layer lives on through the
+// descriptor Result.Upper holds. A daemon
 // without the right to mount (not root, or root without CAP_SYS_ADMIN)
 // takes the trampoline, which makes its own namespace for them. So does a
 // root daemon with --run-as: bwrap, started as that user, resolves the
@@ -267,17 +318,74 @@ type hostOverlay struct {
 // errNoMountHere: this daemon may not mount (EPERM); the trampoline can.
 var errNoMountHere = errors.New("no right to mount here")
 
-// mountOverlay mounts ov's tmpfs and the overlay of wd's boundary (its
-// descriptor, never its name) and puts the overlay in wd's place, so that
-// every bwrap command built from wd (the direct path's retry included)
-// binds the overlay.
-func mountOverlay(ov *Overlay, wd *workdir) (*hostOverlay, error) {
+// privateOverlay mounts ov's tmpfs and overlay (mountOverlay) in a mount
+// namespace of their own, on a spawner's thread of their own: the thread
+// unshares CLONE_NEWNS and makes every mount it sees private (so nothing
+// it mounts propagates to the host's peers), then mounts. The command is
+// forked from that thread (the returned spawner), so bwrap inherits the
+// namespace: no other process sees the mounts, and a daemon killed while
+// the command runs leaves none behind, the namespace ending with its last
+// process. The caller stops the spawner once the command was waited for
+// (bwrap's --die-with-parent is bound to the forking thread), which ends
+// the thread.
+func privateOverlay(ov *Overlay, wd *workdir) (*spawner, *hostOverlay, error) {
+	sp := newSpawner()
+	var h *hostOverlay
+	err := sp.onThread(func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			if errors.Is(err, unix.EPERM) {
+				return errNoMountHere
+			}
+			return &errcode.Error{Code: errcode.NotImplemented, Op: "exec", Err: err,
+				Msg: fmt.Sprintf("transactions need overlay mounts under bwrap, and here a mount namespace cannot be made (%v); nothing ran", err)}
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return &errcode.Error{Code: errcode.NotImplemented, Op: "exec", Err: err,
+				Msg: fmt.Sprintf("transactions need overlay mounts under bwrap, and here the mounts cannot be made private (%v); nothing ran", err)}
+		}
+		// A descriptor opened in the host's namespace names a mount of
+		// that namespace, which overlayfs refuses as a layer here: the
+		// workspace is opened again by name, in this namespace, and must
+		// be the very directory the file door validated (device and
+		// inode), as the trampoline does.
+		lower, err := os.OpenFile(wd.boundary, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return &errcode.Error{Code: errcode.NotImplemented, Op: "exec", Err: err,
+				Msg: fmt.Sprintf("transactions need overlay mounts under bwrap, and here the workspace cannot be opened (%v); nothing ran", err)}
+		}
+		defer lower.Close()
+		var want, got unix.Stat_t
+		if err := unix.Fstat(int(wd.bfd.Fd()), &want); err != nil {
+			return err
+		}
+		if err := unix.Fstat(int(lower.Fd()), &got); err != nil {
+			return err
+		}
+		if want.Dev != got.Dev || want.Ino != got.Ino {
+			return &errcode.Error{Code: errcode.ExecError, Op: "exec", Path: wd.boundary,
+				Msg: "the workspace directory was replaced while the transaction was set up; nothing ran"}
+		}
+		h, err = mountOverlay(ov, wd, lower)
+		return err
+	})
+	if err != nil {
+		sp.stop()
+		return nil, nil, err
+	}
+	return sp, h, nil
+}
+
+// mountOverlay mounts ov's tmpfs and the overlay of lower (wd's boundary,
+// by descriptor, never its name) and puts the overlay in wd's place, so
+// that every bwrap command built from wd (the direct path's retry
+// included) binds the overlay.
+func mountOverlay(ov *Overlay, wd *workdir, lower *os.File) (*hostOverlay, error) {
 	refuse := func(what string, err error) error {
 		return &errcode.Error{Code: errcode.NotImplemented, Op: "exec",
 			Msg: fmt.Sprintf("transactions need overlay mounts under bwrap, and here %s (%v); nothing ran", what, err), Err: err}
 	}
-	var lower unix.Stat_t
-	if err := unix.Fstat(int(wd.bfd.Fd()), &lower); err != nil {
+	var lst unix.Stat_t
+	if err := unix.Fstat(int(lower.Fd()), &lst); err != nil {
 		return nil, refuse("the workspace cannot be read", err)
 	}
 	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0700", ov.MaxBytes, ov.MaxFiles)
@@ -306,14 +414,14 @@ func mountOverlay(ov *Overlay, wd *workdir) (*hostOverlay, error) {
 	}
 	// The merged view's root is upper/: it gets the workspace's mode and
 	// owner, so the command sees its directory as it is.
-	if err := unix.Fchmodat(tfd, "upper", lower.Mode&0o7777, 0); err != nil {
+	if err := unix.Fchmodat(tfd, "upper", lst.Mode&0o7777, 0); err != nil {
 		return nil, refuse("chmod upper", err)
 	}
-	if err := unix.Fchownat(tfd, "upper", int(lower.Uid), int(lower.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fchownat(tfd, "upper", int(lst.Uid), int(lst.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil, refuse("chown upper", err)
 	}
-	mopts := fmt.Sprintf("lowerdir=/proc/self/fd/%d,upperdir=%s/upper,workdir=%s/work,userxattr", wd.bfd.Fd(), ov.Dir, ov.Dir)
-	if err := unix.Mount("overlay", ov.Dir+"/merged", "overlay", 0, mopts); err != nil {
+	mopts := fmt.Sprintf("lowerdir=/proc/self/fd/%d,upperdir=%s/upper,workdir=%s/work,userxattr", lower.Fd(), ov.Dir, ov.Dir)
+	if err := unix.Mount("overlay", ov.Dir+"/merged", "overlay", unix.MS_NOSUID|unix.MS_NODEV, mopts); err != nil {
 		return nil, refuse("the kernel refused the overlay mount", err)
 	}
 	h.mounted = true

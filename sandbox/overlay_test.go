@@ -3,13 +3,16 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -308,5 +311,118 @@ func TestClearOverlayDirsFollowsNoLink(t *testing.T) {
 	}
 	if err := ClearOverlayDirs("transactions"); err == nil {
 		t.Fatal("a relative transactions directory was taken")
+	}
+}
+
+// TestOverlayMountsStayOutOfTheHostNamespace holds that a root daemon's
+// in-place transaction mounts its tmpfs and overlay in a mount namespace
+// of their own: while the command runs, another process of the host sees
+// neither in its mount table (no transaction id, no upper or work path, no
+// propagation to peers, nothing left if the daemon is killed), and the
+// command's changes still land in the layer Result.Upper holds.
+func TestOverlayMountsStayOutOfTheHostNamespace(t *testing.T) {
+	needBwrap(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the in-place overlay is a root daemon's: run the test as root")
+	}
+	e, _ := newExec(t, ModeBwrap)
+	dir := txDir(t)
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdinR.Close()
+	var once sync.Once
+	var seen string
+	look := func() {
+		// Another process of the host namespace, while the command runs.
+		out, _ := exec.Command("cat", "/proc/self/mountinfo").Output()
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.Contains(l, dir) {
+				seen += l + "\n"
+			}
+		}
+		stdinW.Close()
+	}
+	res, err := e.Run(context.Background(), Request{Command: "echo started; read x; echo done > f",
+		Stdin: stdinR, Overlay: &Overlay{Dir: dir, MaxBytes: 1 << 20, MaxFiles: 100},
+		OnOutput: func(stream string, b []byte) {
+			if bytes.Contains(b, []byte("started")) {
+				once.Do(look)
+			}
+		}})
+	once.Do(func() { stdinW.Close() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Upper.Close()
+	if seen != "" {
+		t.Fatalf("while the transaction's command ran, another process on the host saw its mounts:\n%s", seen)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d/upper/f", res.Upper.Fd()))
+	if err != nil || string(b) != "done\n" {
+		t.Fatalf("the command's file in the layer: %q (%v); stdout %q stderr %q", b, err, res.Stdout, res.Stderr)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("the transaction's directory on the host holds %d entries: the tmpfs was mounted here", len(ents))
+	}
+}
+
+// TestOverlayRunAsUnderTheDaemonsDirectory holds that a root daemon's
+// --run-as transaction works in the daemon's own layout: the trampoline
+// runs as the run-as user and mounts on <state-dir>/transactions/<pid>/<id>
+// by name, so the daemon gives that user the transaction's directory and
+// keeps the directories above it searchable (0711); a state directory that
+// user cannot search is refused before anything runs, naming it.
+func TestOverlayRunAsUnderTheDaemonsDirectory(t *testing.T) {
+	needBwrap(t)
+	name := throwawayUser(t, "agtx")
+	ws := workspace(t)
+	os.Chmod(filepath.Dir(ws), 0o755)
+	os.Chmod(ws, 0o777)
+	e, err := New(Config{Mode: ModeBwrap, WorkspaceRoot: ws, RunAs: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, mode := range []os.FileMode{0o755, 0o700} {
+		state, err := os.MkdirTemp("", "agtxstate") // as /var/lib/agentbe: root's
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(state)
+		if err := os.Chmod(state, mode); err != nil {
+			t.Fatal(err)
+		}
+		// As transactions.New and the manager make them.
+		if err := os.MkdirAll(filepath.Join(state, "transactions"), 0o711); err != nil {
+			t.Fatal(err)
+		}
+		dir, err := NewOverlayDir(filepath.Join(state, "transactions", "1"), "tx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.Run(context.Background(), Request{Command: "echo x > f", Overlay: &Overlay{Dir: dir, MaxBytes: 1 << 20, MaxFiles: 10}})
+		if mode == 0o700 {
+			if err == nil {
+				res.Upper.Close()
+				t.Fatalf("a --run-as transaction under a state directory (0700) its user cannot search ran")
+			}
+			if !strings.Contains(err.Error(), state+" is mode 0700") || !strings.Contains(err.Error(), "--run-as") {
+				t.Fatalf("the refusal does not name the directory and why: %v", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("a --run-as transaction in the daemon's own transactions directory: %v", err)
+		}
+		b, rerr := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d/upper/f", res.Upper.Fd()))
+		res.Upper.Close()
+		if rerr != nil || string(b) != "x\n" {
+			t.Fatalf("the command's file in the layer: %q (%v)", b, rerr)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "f")); !os.IsNotExist(err) {
+			t.Fatalf("the workspace has f: %v", err)
+		}
 	}
 }

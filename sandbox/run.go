@@ -34,6 +34,9 @@ type launchSpec struct {
 	childEnds []*os.File    // handed to the child; closed here once it started (or failed to)
 	outs      []io.Writer   // where readers[i] is copied
 	timeout   time.Duration // 0: none
+	// spawn starts the command (nil: the executor's spawner); an in-place
+	// overlay's is a thread of its own, in a private mount namespace.
+	spawn *spawner
 }
 
 // launch tracks the command (Close kills it), starts it in its cgroup
@@ -56,8 +59,12 @@ func (e *executor) launch(ctx context.Context, r *launched, s launchSpec) error 
 		closeAll(r.readers)
 		return errClosed()
 	}
-	cmd, err := e.startIn(r.c, func() (*exec.Cmd, error) {
-		return e.startCmd(r.c.cmd, s.direct, s.script, s.wd, s.env, s.pty)
+	sp := s.spawn
+	if sp == nil {
+		sp = e.spawn
+	}
+	cmd, err := e.startIn(sp, r.c, func() (*exec.Cmd, error) {
+		return e.startCmd(sp, r.c.cmd, s.direct, s.script, s.wd, s.env, s.pty)
 	})
 	r.c.cmd = cmd
 	e.starts.Done()
