@@ -223,6 +223,20 @@ func NewOverlayDir(parent, id string) (string, error) {
 	return dir, nil
 }
 
+// MakeOverlayParent makes the daemon's transactions directory (absolute;
+// NewOverlayDir's parent's parent), or gives an existing one, mode 0711:
+// searchable, not listable, so that a --run-as user's trampoline can
+// reach its transaction's directory by name (runAsOverlayDir).
+func MakeOverlayParent(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("the transactions directory %q must be an absolute path", dir)
+	}
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o711)
+}
+
 // RemoveOverlayDir removes a directory NewOverlayDir made.
 func RemoveOverlayDir(dir string) error {
 	unmountLeft(dir)

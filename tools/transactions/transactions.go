@@ -122,12 +122,7 @@ func New(opts Options) (*Manager, error) {
 	if err := sandbox.ClearOverlayDirs(opts.Dir); err != nil {
 		return nil, fmt.Errorf("transactions directory %s: %w", opts.Dir, err)
 	}
-	// Searchable, not listable (0711): a --run-as user's trampoline mounts
-	// on its transaction's directory by name (sandbox.NewOverlayDir).
-	if err := os.MkdirAll(opts.Dir, 0o711); err != nil {
-		return nil, fmt.Errorf("transactions directory %s: %w", opts.Dir, err)
-	}
-	if err := os.Chmod(opts.Dir, 0o711); err != nil {
+	if err := sandbox.MakeOverlayParent(opts.Dir); err != nil {
 		return nil, fmt.Errorf("transactions directory %s: %w", opts.Dir, err)
 	}
 	m := &Manager{opts: opts, log: log, pending: map[string]*tx{}, stop: make(chan struct{}),
