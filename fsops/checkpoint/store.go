@@ -998,15 +998,5 @@ func (s *Store) hasBlob(h string) error {
 	return nil
 }
 
-// readBlob reads a blob of at most MaxTextBytes (for diffs).
-func (s *Store) readBlob(h string) ([]byte, error) {
-	f, err := s.openBlob(h)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, MaxTextBytes+1))
-}
-
 // Dir is the store's directory.
 func (s *Store) Dir() string { return filepath.Clean(s.opts.Dir) }
