@@ -350,6 +350,13 @@ func (w dacWS) WriteFile(p string, data []byte) error {
 	return w.Workspace.WriteFile(p, data)
 }
 
+func (w dacWS) Remove(p string, opts fsops.RemoveOptions) error {
+	if err := w.check(p); err != nil {
+		return err
+	}
+	return w.Workspace.Remove(p, opts)
+}
+
 func (w dacWS) Rename(src, dst string) error {
 	if err := w.check(dst); err != nil {
 		return err
