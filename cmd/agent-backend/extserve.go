@@ -176,6 +176,11 @@ func serveExtensions(cmd *cobra.Command, prefix, skipBroken bool) error {
 		cfg.Extensions = extServeDefaultDir
 	}
 	dir := cfg.Extensions // as the user wrote it, for the errors
+	// SIGINT and SIGTERM end the serving from here on, so one that
+	// arrives while it starts (a client that gives up at once) still
+	// removes the scratch workspace rather than killing the process.
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	scratch := cfg.Root == ""
 	if scratch {
 		// A scratch workspace: the extensions' commands get a working
@@ -255,8 +260,6 @@ func serveExtensions(cmd *cobra.Command, prefix, skipBroken bool) error {
 	defer s.Close()
 	log.Info("serving the extensions over MCP on stdin and stdout", "dir", cfg.Extensions, "root", ws.Root(), "tools", strings.Join(names, ","))
 
-	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	err = s.ServeStdio(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
 	if ctx.Err() != nil || errors.Is(err, mcphttp.ErrClosed) {
 		log.Info("shutting down")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -220,7 +221,9 @@ func TestExtensionsServeDefaults(t *testing.T) {
 		t.Errorf("exit %d\n%s", code, stderr.String())
 	}
 	if left, _ := filepath.Glob(filepath.Join(tmp, "agentbe-extensions-*")); len(left) != 0 {
-		t.Errorf("scratch workspace left behind: %v", left)
+		var in []string
+		filepath.WalkDir(left[0], func(p string, _ fs.DirEntry, _ error) error { in = append(in, p); return nil })
+		t.Errorf("scratch workspace left behind: %v (holding %v; exit %v)\n%s", left, in, cmd.ProcessState, stderr.String())
 	}
 }
 
@@ -484,6 +487,8 @@ func TestExtensionsServeSIGTERM(t *testing.T) {
 		t.Fatalf("still running 30 s after SIGTERM\n%s", stderr.String())
 	}
 	if left, _ := filepath.Glob(filepath.Join(tmp, "agentbe-extensions-*")); len(left) != 0 {
-		t.Errorf("scratch workspace left behind: %v", left)
+		var in []string
+		filepath.WalkDir(left[0], func(p string, _ fs.DirEntry, _ error) error { in = append(in, p); return nil })
+		t.Errorf("scratch workspace left behind: %v (holding %v; exit %v)\n%s", left, in, cmd.ProcessState, stderr.String())
 	}
 }

@@ -430,13 +430,15 @@ func serveSite(ctx context.Context, dir string, o siteServeOptions, stdout, stde
 		RootDir: ws.Root(),
 	}
 	srv := &http.Server{Handler: s.Handler(rules), ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	// The signals are caught before the line that says the site is served,
+	// so a SIGTERM sent on seeing it shuts the server down gracefully.
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	log.Info("serving the tool site", "dir", ws.Root(), "addr", "http://"+ln.Addr().String()+"/", "isolation", exe.Mode(), "timeout", o.timeout,
 		"max_output", o.maxOutput, "strict_output", o.strict, "not_allowed_status", o.notAllowed, "token", o.token != "")
 	if o.token == "" && !httpguard.IsLoopbackAddr(ln.Addr().String()) {
 		log.Warn("serving the site on a non-loopback address without a token: anyone who reaches it runs the site's commands; set --token-file", "addr", ln.Addr().String())
 	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
