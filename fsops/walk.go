@@ -16,6 +16,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/internal/mcpjson"
 )
 
 // walker is what Tree, Search and Grep need from an implementation, on paths
@@ -301,11 +302,11 @@ func appendTreeNode(buf []byte, n TreeNode, depth int) []byte {
 	buf = append(buf, '{')
 	buf = appendIndent(buf, depth+1)
 	buf = append(buf, `"name": `...)
-	buf = appendJSONString(buf, n.Name)
+	buf = mcpjson.AppendStringNoHTML(buf, n.Name)
 	buf = append(buf, ',')
 	buf = appendIndent(buf, depth+1)
 	buf = append(buf, `"type": `...)
-	buf = appendJSONString(buf, n.Type)
+	buf = mcpjson.AppendStringNoHTML(buf, n.Type)
 	if n.Type == "directory" {
 		buf = append(buf, ',')
 		buf = appendIndent(buf, depth+1)
@@ -319,62 +320,6 @@ func appendTreeNode(buf []byte, n TreeNode, depth int) []byte {
 	}
 	buf = appendIndent(buf, depth)
 	return append(buf, '}')
-}
-
-// appendJSONString appends s as encoding/json writes a string with HTML
-// escaping off: quotes, backslash escapes for " \ \b \f \n \r \t, \u00XX
-// for other control characters, \u2028 and \u2029, and \ufffd for each
-// byte of invalid UTF-8.
-func appendJSONString(buf []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	buf = append(buf, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			buf = append(buf, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				buf = append(buf, '\\', b)
-			case '\b':
-				buf = append(buf, '\\', 'b')
-			case '\f':
-				buf = append(buf, '\\', 'f')
-			case '\n':
-				buf = append(buf, '\\', 'n')
-			case '\r':
-				buf = append(buf, '\\', 'r')
-			case '\t':
-				buf = append(buf, '\\', 't')
-			default:
-				buf = append(buf, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			buf = append(buf, s[start:i]...)
-			buf = append(buf, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			buf = append(buf, s[start:i]...)
-			buf = append(buf, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	buf = append(buf, s[start:]...)
-	return append(buf, '"')
 }
 
 // unescapeLineSeps undoes encoding/json's escaping of U+2028 and U+2029,

@@ -3,6 +3,8 @@ package checkpoint
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/agentbe/agentbe-daemon/internal/mcpjson"
 )
 
 // encodeManifest is json.Marshal(m), written by hand for the entries: a
@@ -38,9 +40,9 @@ func encodeManifest(m *Manifest) ([]byte, error) {
 			b = append(b, ',')
 		}
 		b = append(b, `{"p":`...)
-		b = appendString(b, e.Path)
+		b = mcpjson.AppendString(b, e.Path)
 		b = append(b, `,"t":`...)
-		b = appendString(b, e.Type)
+		b = mcpjson.AppendString(b, e.Type)
 		b = append(b, `,"m":`...)
 		b = strconv.AppendUint(b, uint64(e.Mode), 10)
 		if e.Size != 0 {
@@ -65,30 +67,15 @@ func encodeManifest(m *Manifest) ([]byte, error) {
 		}
 		if e.Hash != "" {
 			b = append(b, `,"h":`...)
-			b = appendString(b, e.Hash)
+			b = mcpjson.AppendString(b, e.Hash)
 		}
 		if e.Target != "" {
 			b = append(b, `,"l":`...)
-			b = appendString(b, e.Target)
+			b = mcpjson.AppendString(b, e.Target)
 		}
 		b = append(b, '}')
 	}
 	b = append(b, ']')
 	b = append(b, hb[at+len(null):]...)
 	return b, nil
-}
-
-// appendString appends s as a JSON string: as is when it is plain ASCII
-// that needs no escape, else as encoding/json writes it.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

@@ -61,12 +61,21 @@ const hexDigits = "0123456789abcdef"
 // characters, HTML-safe \u003c \u003e \u0026, \u2028 and \u2029, and
 // \ufffd for each byte of invalid UTF-8. TestAppendString holds it to
 // encoding/json on random input.
-func AppendString(buf []byte, s string) []byte {
+func AppendString(buf []byte, s string) []byte { return appendString(buf, s, true) }
+
+// AppendStringNoHTML is AppendString without the HTML-safe escapes: '<',
+// '>' and '&' as they are, as a json.Encoder with SetEscapeHTML(false)
+// writes them (the reference's JSON.stringify does the same).
+func AppendStringNoHTML(buf []byte, s string) []byte { return appendString(buf, s, false) }
+
+// appendString writes s as a JSON string, with the HTML-safe escapes when
+// html is set.
+func appendString(buf []byte, s string, html bool) []byte {
 	buf = append(buf, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+			if b >= 0x20 && b != '"' && b != '\\' && (!html || b != '<' && b != '>' && b != '&') {
 				i++
 				continue
 			}

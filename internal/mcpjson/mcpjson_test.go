@@ -3,6 +3,7 @@ package mcpjson
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -24,6 +25,13 @@ func TestAppendString(t *testing.T) {
 		want, _ := json.Marshal(s)
 		if got := AppendString(nil, s); string(got) != string(want) {
 			t.Fatalf("%q: got %s want %s", s, got, want)
+		}
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		enc.Encode(s)
+		if got, want := AppendStringNoHTML(nil, s), strings.TrimSuffix(b.String(), "\n"); string(got) != want {
+			t.Fatalf("no HTML escapes, %q: got %s want %s", s, got, want)
 		}
 	}
 }
