@@ -116,7 +116,7 @@ func errNotFileOrDir(op, p string) error {
 
 func (w *dirWS) Chmod(p string, mode fs.FileMode) error {
 	return w.run(opChmod, p, false, true, func(r *os.Root, rel string) error {
-		return r.Chmod(rel, mode)
+		return r.Chmod(rel, SafeMode(mode))
 	})
 }
 

@@ -59,3 +59,24 @@ func TestFchmodSetsTheOpenFile(t *testing.T) {
 		t.Error("Fchmod of a File without Chmod succeeded")
 	}
 }
+
+// TestChmodNeverSetsSetuid: the directory workspace's Chmod applies
+// SafeMode itself, so a caller that passes a client's or a snapshot's mode
+// as it came cannot make a setuid or setgid file of the daemon's user.
+func TestChmodNeverSetsSetuid(t *testing.T) {
+	root := t.TempDir()
+	ws := newDirWS(t, root)
+	if err := ws.WriteFile("f", []byte("#!/bin/sh\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Chmod("f", 0o755|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(root, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 || st.Mode().Perm() != 0o755 {
+		t.Fatalf("after Chmod(4755|setgid|sticky): %v, want 0755 (and sticky) without setuid or setgid", st.Mode())
+	}
+}

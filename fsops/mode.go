@@ -65,9 +65,10 @@ func POSIXMode(m fs.FileMode) uint32 {
 // the permission bits and the sticky bit, never setuid or setgid. The
 // daemon writes as its own user (root with --run-as), so putting those
 // bits back would turn content the agent chose into a setuid file of the
-// daemon's user. Every door that sets a mode from a client's or a
-// snapshot's value goes through it (SFTP and transaction_apply keep only
-// the permission bits, which this includes).
+// daemon's user. It is applied where a mode is set, so no caller can
+// forget it: the directory workspace's Chmod and Fchmod (SFTP,
+// checkpoint_restore and transaction_apply set modes through those; the
+// memory workspace keeps the permission bits only).
 func SafeMode(m fs.FileMode) fs.FileMode {
 	return m&fs.ModePerm | m&fs.ModeSticky
 }
