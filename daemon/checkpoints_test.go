@@ -14,20 +14,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// cpSession is a go-sdk MCP client on r's /mcp, closed at cleanup.
-func cpSession(t *testing.T, r *running) *mcp.ClientSession {
-	t.Helper()
-	hc := &http.Client{}
-	t.Cleanup(hc.CloseIdleConnections)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "checkpoints", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: r.url + "/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
-}
-
 // cpCall calls a tool and returns its text and structured content; an
 // error result fails the test unless wantErr.
 func cpCall(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, wantErr bool) (string, map[string]any) {
@@ -85,7 +71,7 @@ func TestCheckpointWholeStory(t *testing.T) {
 	c.StateDir = t.TempDir()
 	must(t, c.Validate())
 	r := start(t, c, nil)
-	cs := cpSession(t, r)
+	cs := mcpSession(t, r)
 	files := map[string]string{"src/a.go": "package a\n", "src/lib/b.go": "package lib\n\nconst B = 2\n", "main.go": "package main\n\nfunc main() {}\n"}
 	for p, content := range files {
 		cpCall(t, cs, "write_file", map[string]any{"path": p, "content": content}, false)
@@ -140,7 +126,7 @@ func TestCheckpointWholeStory(t *testing.T) {
 	// The store survives a restart.
 	must(t, r.stop())
 	r2 := start(t, c, nil)
-	cs2 := cpSession(t, r2)
+	cs2 := mcpSession(t, r2)
 	if _, sc := cpCall(t, cs2, "checkpoint_list", nil, false); len(sc["checkpoints"].([]any)) != 1 {
 		t.Fatalf("after a restart: %v", sc)
 	}
@@ -155,7 +141,7 @@ func TestCheckpointsAuto(t *testing.T) {
 	c.StateDir = t.TempDir()
 	must(t, c.Validate())
 	r := start(t, c, nil)
-	cs := cpSession(t, r)
+	cs := mcpSession(t, r)
 	newest := func() string {
 		t.Helper()
 		_, sc := cpCall(t, cs, "checkpoint_list", nil, false)
