@@ -16,7 +16,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
-	"github.com/agentbe/agentbe-daemon/internal/mcpjson"
+	"github.com/agentbe/agentbe-daemon/internal/jsonstr"
 )
 
 // walker is what Tree, Search and Grep need from an implementation, on paths
@@ -302,11 +302,11 @@ func appendTreeNode(buf []byte, n TreeNode, depth int) []byte {
 	buf = append(buf, '{')
 	buf = appendIndent(buf, depth+1)
 	buf = append(buf, `"name": `...)
-	buf = mcpjson.AppendStringNoHTML(buf, n.Name)
+	buf = jsonstr.AppendNoHTML(buf, n.Name)
 	buf = append(buf, ',')
 	buf = appendIndent(buf, depth+1)
 	buf = append(buf, `"type": `...)
-	buf = mcpjson.AppendStringNoHTML(buf, n.Type)
+	buf = jsonstr.AppendNoHTML(buf, n.Type)
 	if n.Type == "directory" {
 		buf = append(buf, ',')
 		buf = appendIndent(buf, depth+1)

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/agentbe/agentbe-daemon/internal/mcpjson"
+	"github.com/agentbe/agentbe-daemon/internal/jsonstr"
 )
 
 // encodeManifest is json.Marshal(m), written by hand for the entries: a
@@ -40,9 +40,9 @@ func encodeManifest(m *Manifest) ([]byte, error) {
 			b = append(b, ',')
 		}
 		b = append(b, `{"p":`...)
-		b = mcpjson.AppendString(b, e.Path)
+		b = jsonstr.Append(b, e.Path)
 		b = append(b, `,"t":`...)
-		b = mcpjson.AppendString(b, e.Type)
+		b = jsonstr.Append(b, e.Type)
 		b = append(b, `,"m":`...)
 		b = strconv.AppendUint(b, uint64(e.Mode), 10)
 		if e.Size != 0 {
@@ -67,11 +67,11 @@ func encodeManifest(m *Manifest) ([]byte, error) {
 		}
 		if e.Hash != "" {
 			b = append(b, `,"h":`...)
-			b = mcpjson.AppendString(b, e.Hash)
+			b = jsonstr.Append(b, e.Hash)
 		}
 		if e.Target != "" {
 			b = append(b, `,"l":`...)
-			b = mcpjson.AppendString(b, e.Target)
+			b = jsonstr.Append(b, e.Target)
 		}
 		b = append(b, '}')
 	}

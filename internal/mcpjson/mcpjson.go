@@ -6,9 +6,10 @@ package mcpjson
 
 import (
 	"encoding/json"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbe/agentbe-daemon/internal/jsonstr"
 )
 
 // AppendResult appends res as the SDK marshals it. A result of plain text
@@ -54,69 +55,6 @@ func PlainText(res *mcp.CallToolResult) bool {
 	return true
 }
 
-const hexDigits = "0123456789abcdef"
-
-// AppendString appends s as encoding/json.Marshal writes a string:
-// quotes, backslash escapes for " \ \b \f \n \r \t, \u00XX for other control
-// characters, HTML-safe \u003c \u003e \u0026, \u2028 and \u2029, and
-// \ufffd for each byte of invalid UTF-8. TestAppendString holds it to
-// encoding/json on random input.
-func AppendString(buf []byte, s string) []byte { return appendString(buf, s, true) }
-
-// AppendStringNoHTML is AppendString without the HTML-safe escapes: '<',
-// '>' and '&' as they are, as a json.Encoder with SetEscapeHTML(false)
-// writes them (the reference's JSON.stringify does the same).
-func AppendStringNoHTML(buf []byte, s string) []byte { return appendString(buf, s, false) }
-
-// appendString writes s as a JSON string, with the HTML-safe escapes when
-// html is set.
-func appendString(buf []byte, s string, html bool) []byte {
-	buf = append(buf, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && (!html || b != '<' && b != '>' && b != '&') {
-				i++
-				continue
-			}
-			buf = append(buf, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				buf = append(buf, '\\', b)
-			case '\b':
-				buf = append(buf, '\\', 'b')
-			case '\f':
-				buf = append(buf, '\\', 'f')
-			case '\n':
-				buf = append(buf, '\\', 'n')
-			case '\r':
-				buf = append(buf, '\\', 'r')
-			case '\t':
-				buf = append(buf, '\\', 't')
-			default:
-				buf = append(buf, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			buf = append(buf, s[start:i]...)
-			buf = append(buf, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			buf = append(buf, s[start:i]...)
-			buf = append(buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	buf = append(buf, s[start:]...)
-	return append(buf, '"')
-}
+// AppendString appends s as encoding/json.Marshal writes a string
+// (internal/jsonstr, the one JSON string writer).
+func AppendString(buf []byte, s string) []byte { return jsonstr.Append(buf, s) }
