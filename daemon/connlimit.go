@@ -59,7 +59,11 @@ const (
 
 // connLimiter is a net.Listener that enforces the connection caps. Its
 // ConnState method must be the http.Server's ConnState hook: it tracks which
-// connections are idle, so they can be closed under pressure.
+// connections are idle, so they can be closed under pressure. Idleness is
+// kept on each connection (limitedConn.idle, an atomic), not in a shared
+// map: the hook runs twice per request of every client (active, then idle
+// again), and a map under l.mu made every request of every client take
+// one lock twice (docs/performance.md, "Contention under load").
 type connLimiter struct {
 	net.Listener
 	max, perIP int
@@ -70,9 +74,9 @@ type connLimiter struct {
 	total    int                // admitted connections (reserve ones excluded)
 	reserved int                // reserve connections open
 	byIP     map[netip.Addr]int // admitted connections per client address
-	// idle holds the connections the HTTP server reports as new or idle,
-	// with the time they became so; shedding closes them.
-	idle map[net.Conn]idleConn
+	// conns are the admitted connections (reserve ones excluded), written
+	// once at accept and once at release; shedding reads their idle state.
+	conns map[*limitedConn]struct{}
 
 	lastLog  time.Time
 	sinceLog int // refusals since the last warning
@@ -82,15 +86,9 @@ type connLimiter struct {
 	opened, closed func()
 }
 
-type idleConn struct {
-	since time.Time
-	fresh bool // StateNew: not a single request yet
-	raw   *limitedConn
-}
-
 func newConnLimiter(ln net.Listener, max, perIP int, log *slog.Logger, refused func(string)) *connLimiter {
 	return &connLimiter{Listener: ln, max: max, perIP: perIP, log: log, refused: refused,
-		byIP: map[netip.Addr]int{}, idle: map[net.Conn]idleConn{}}
+		byIP: map[netip.Addr]int{}, conns: map[*limitedConn]struct{}{}}
 }
 
 // limitedConn releases its slot once, on the first Close.
@@ -103,6 +101,23 @@ type limitedConn struct {
 	// expire closes a reserve connection when its reserveLifetime is over,
 	// whatever it is doing.
 	expire *time.Timer
+	// idle is when the HTTP server last reported the connection new or
+	// idle, in Unix nanoseconds: positive once it has answered a request,
+	// negated while it has not had one yet (StateNew), 0 while a request
+	// runs, once hijacked or closed, and once shedding has claimed it.
+	idle atomic.Int64
+}
+
+// idleSince reports whether c is idle, since when, and whether it has not
+// had a request yet.
+func idleSince(v int64) (since time.Time, fresh, idle bool) {
+	switch {
+	case v > 0:
+		return time.Unix(0, v), false, true
+	case v < 0:
+		return time.Unix(0, -v), true, true
+	}
+	return time.Time{}, false, false
 }
 
 func (c *limitedConn) Close() error {
@@ -154,11 +169,13 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		case l.total < l.max && l.byIP[ip] < l.perIP:
 			l.total++
 			l.byIP[ip]++
+			lc := &limitedConn{Conn: c, l: l, ip: ip}
+			l.conns[lc] = struct{}{}
 			l.mu.Unlock()
 			if l.opened != nil {
 				l.opened()
 			}
-			return &limitedConn{Conn: c, l: l, ip: ip}, nil
+			return lc, nil
 		case l.reserved < reserveConns:
 			l.reserved++
 			l.mu.Unlock()
@@ -192,36 +209,38 @@ func (l *connLimiter) shedIfPressed(ip netip.Addr) []net.Conn {
 	}
 	now := time.Now()
 	type cand struct {
-		c     net.Conn
 		raw   *limitedConn
+		state int64 // raw.idle when it was read
 		since time.Time
 		mine  bool
 	}
 	var cands []cand
-	for c, st := range l.idle {
-		if st.fresh && now.Sub(st.since) < newConnGrace {
+	for c := range l.conns {
+		v := c.idle.Load()
+		since, fresh, idle := idleSince(v)
+		if !idle || fresh && now.Sub(since) < newConnGrace {
 			continue
 		}
-		cands = append(cands, cand{c, st.raw, st.since, st.raw.ip == ip})
+		cands = append(cands, cand{c, v, since, c.ip == ip})
 	}
 	slices.SortFunc(cands, func(a, b cand) int { return a.since.Compare(b.since) })
 	// The TCP connections are closed, not what the HTTP server holds: a
 	// TLS connection's Close would first write an alert, which can block.
 	var shed []net.Conn
 	for _, cd := range cands {
-		switch {
-		case excess > 0:
-			excess--
-			if cd.mine {
-				local = false
-			}
-		case local && cd.mine:
-			local = false
-		default:
+		if excess <= 0 && !(local && cd.mine) {
 			continue
 		}
+		// Claim it: a connection whose request began since it was read
+		// (the hook stored 0 or a later time) is no longer a candidate.
+		if !cd.raw.idle.CompareAndSwap(cd.state, 0) {
+			continue
+		}
+		excess--
+		if cd.mine {
+			local = false
+		}
 		shed = append(shed, cd.raw)
-		delete(l.idle, cd.c)
 		if excess <= 0 && !local {
 			break
 		}
@@ -251,6 +270,7 @@ func (l *connLimiter) release(c *limitedConn) {
 		return
 	}
 	l.total--
+	delete(l.conns, c)
 	if n := l.byIP[c.ip] - 1; n > 0 {
 		l.byIP[c.ip] = n
 	} else {
@@ -262,26 +282,20 @@ func (l *connLimiter) release(c *limitedConn) {
 	}
 }
 
-// ConnState is the http.Server's hook: it keeps l.idle current.
+// ConnState is the http.Server's hook: it keeps the connection's idle state
+// current, without a lock (limitedConn.idle).
 func (l *connLimiter) ConnState(c net.Conn, st http.ConnState) {
+	lc := asLimited(c)
+	if lc == nil || lc.reserve {
+		return // reserve connections are never shed; their lifetime runs on
+	}
 	switch st {
-	case http.StateNew, http.StateIdle:
-		lc := asLimited(c)
-		if lc == nil || lc.reserve {
-			return // reserve connections are never shed
-		}
-		l.mu.Lock()
-		l.idle[c] = idleConn{since: time.Now(), fresh: st == http.StateNew, raw: lc}
-		l.mu.Unlock()
-	case http.StateActive:
-		if lc := asLimited(c); lc != nil && lc.reserve {
-			return // its lifetime runs on (reserveLifetime)
-		}
-		fallthrough
+	case http.StateNew:
+		lc.idle.Store(-time.Now().UnixNano())
+	case http.StateIdle:
+		lc.idle.Store(time.Now().UnixNano())
 	default: // active, hijacked, closed
-		l.mu.Lock()
-		delete(l.idle, c)
-		l.mu.Unlock()
+		lc.idle.Store(0)
 	}
 }
 
@@ -298,6 +312,18 @@ func asLimited(c net.Conn) *limitedConn {
 		c = nc.NetConn()
 	}
 	return nil
+}
+
+// idleCountLocked reports how many admitted connections are idle (tests).
+// l.mu is held.
+func (l *connLimiter) idleCountLocked() int {
+	n := 0
+	for c := range l.conns {
+		if _, _, idle := idleSince(c.idle.Load()); idle {
+			n++
+		}
+	}
+	return n
 }
 
 // counts reports the admitted and reserve connections (tests, metrics).

@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -220,7 +222,7 @@ func TestIdleConnectionsAreShed(t *testing.T) {
 	waitFor(t, "8 idle connections", func() bool {
 		lim.mu.Lock()
 		defer lim.mu.Unlock()
-		return lim.total == 8 && len(lim.idle) == 8
+		return lim.total == 8 && lim.idleCountLocked() == 8
 	})
 	fresh := clientFrom("127.0.0.1", false)
 	if resp, body := do(t, fresh, http.MethodPost, r.url+"/mcp", mcpList); resp.StatusCode != http.StatusOK {
@@ -353,7 +355,7 @@ func TestIdleTLSConnectionsAreShed(t *testing.T) {
 	state := func() (total, idle int) {
 		lim.mu.Lock()
 		defer lim.mu.Unlock()
-		return lim.total, len(lim.idle)
+		return lim.total, lim.idleCountLocked()
 	}
 	waitFor(t, "4 idle TLS connections", func() bool { n, i := state(); return n == 4 && i == 4 })
 	// At 80% (4 of 5): the oldest idle connection is closed to admit the
@@ -438,5 +440,118 @@ func TestReserveRefusesBodies(t *testing.T) {
 	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusBadRequest || rec.Header().Get("Connection") != "close" {
 		t.Fatalf("got %d, Connection %q; want 400 and close", rec.Code, rec.Header().Get("Connection"))
+	}
+}
+
+// acceptFrom opens n connections from the loopback address src to l and
+// returns them as l.Accept admitted them; cleanup closes both ends.
+func acceptFrom(t *testing.T, l *connLimiter, src string, n int) []*limitedConn {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	var out []*limitedConn
+	for range n {
+		c, err := d.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		a, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		out = append(out, a.(*limitedConn))
+	}
+	return out
+}
+
+// TestShedReadsPerConnectionIdleness holds the shedding to the idle state
+// each connection keeps (limitedConn.idle, set by the ConnState hook without
+// a lock): under pressure the oldest idle connection goes first; one whose
+// request runs, one handed over (hijacked), one closed, and one in its first
+// newConnGrace without a request are never picked; a connection whose
+// request began after the scan read it is not closed; a connection's
+// release drops it from the set; and an address at its own cap sheds one
+// of its own idle connections, not another address's.
+func TestShedReadsPerConnectionIdleness(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newConnLimiter(ln, 5, 4, slog.New(slog.DiscardHandler), func(string) {})
+	defer l.Close()
+	cs := acceptFrom(t, l, "127.0.0.1", 4)
+	older, newer, active, fresh := cs[0], cs[1], cs[2], cs[3]
+	for _, c := range cs {
+		l.ConnState(c, http.StateNew)
+	}
+	l.ConnState(older, http.StateActive)
+	l.ConnState(older, http.StateIdle)
+	l.ConnState(newer, http.StateActive)
+	l.ConnState(newer, http.StateIdle)
+	l.ConnState(active, http.StateActive)
+	// The hook stamps the wall clock; set the two idle times apart so the
+	// order does not rest on the clock's resolution.
+	older.idle.Store(time.Now().Add(-2 * time.Minute).UnixNano())
+	newer.idle.Store(time.Now().Add(-time.Minute).UnixNano())
+	if n := func() int { l.mu.Lock(); defer l.mu.Unlock(); return l.idleCountLocked() }(); n != 3 {
+		t.Fatalf("%d idle connections, want 3 (two idle, one new)", n)
+	}
+
+	// 4 of 5 admitted: one over 80% (3), from another address.
+	other := netip.MustParseAddr("127.0.0.2")
+	if shed := l.shedIfPressed(other); len(shed) != 1 || shed[0] != older {
+		t.Fatalf("shed %v, want only the oldest idle connection %p", shed, older)
+	}
+	// Claimed: a second scan before it is closed does not pick it again.
+	if shed := l.shedIfPressed(other); len(shed) != 1 || shed[0] != newer {
+		t.Fatalf("second scan shed %v, want the next idle one %p", shed, newer)
+	}
+	// Nothing else is idle: the new one is in its grace, the other runs a request.
+	if shed := l.shedIfPressed(other); len(shed) != 0 {
+		t.Fatalf("third scan shed %d connections, want none", len(shed))
+	}
+	older.Close()
+	newer.Close()
+	if total, _ := l.counts(); total != 2 || len(l.conns) != 2 {
+		t.Fatalf("after two closes: %d admitted, %d tracked; want 2 and 2", total, len(l.conns))
+	}
+
+	// Past its grace, the silent new connection is as idle as any.
+	fresh.idle.Store(-time.Now().Add(-2 * newConnGrace).UnixNano())
+	// A request that began after the scan read the connection: the claim
+	// (a compare-and-swap on the value read) fails and it stays open.
+	l.ConnState(active, http.StateIdle)
+	scanned := active.idle.Load()
+	l.ConnState(active, http.StateActive)
+	if active.idle.CompareAndSwap(scanned, 0) {
+		t.Fatal("claimed a connection whose request had begun")
+	}
+	for _, st := range []http.ConnState{http.StateHijacked, http.StateClosed} {
+		l.ConnState(active, http.StateIdle)
+		l.ConnState(active, st)
+		if _, _, idle := idleSince(active.idle.Load()); idle {
+			t.Errorf("idle after %v", st)
+		}
+	}
+
+	// The address at its cap (4 of 4) sheds one of its own idle
+	// connections; another address's stay.
+	mine := acceptFrom(t, l, "127.0.0.3", 2)
+	for _, c := range mine {
+		l.ConnState(c, http.StateNew)
+		l.ConnState(c, http.StateActive)
+		l.ConnState(c, http.StateIdle)
+	}
+	l.mu.Lock()
+	l.perIP = 2
+	l.max = 100 // no global pressure
+	l.mu.Unlock()
+	shed := l.shedIfPressed(netip.MustParseAddr("127.0.0.3"))
+	if len(shed) != 1 || (shed[0] != mine[0] && shed[0] != mine[1]) {
+		t.Fatalf("shed %v at the per-address cap, want one of 127.0.0.3's own", shed)
+	}
+	if shed := l.shedIfPressed(netip.MustParseAddr("127.0.0.4")); len(shed) != 0 {
+		t.Fatalf("an address under its cap with no global pressure shed %d", len(shed))
 	}
 }
