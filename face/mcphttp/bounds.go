@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -217,36 +218,75 @@ func jsonStringLen(s string) int {
 const inflightWait = 2 * time.Second
 
 // inflight bounds the /mcp requests being answered per client address: a
-// semaphore per address, created on its first request and dropped (into a
-// pool) when its last one ends.
+// counter per address, kept in a sync.Map whose lookups of a present key
+// take no lock. A request takes a slot with a compare-and-swap on its
+// address's counter and gives it back with an add; only a request that
+// finds its address full takes the address's own mutex, to wait in line.
+// Every request of every client took one mutex (and a shared channel)
+// before, which the mutex profile under parallel load showed
+// (docs/performance.md, "Contention under load").
+//
+// An address's entry outlives its last request, so that one client's
+// requests one after another do not insert and delete it each time; the
+// entries no request holds or waits for are dropped (sweep) whenever the
+// map has grown to twice what the last sweep left, and at least
+// inflightSweepMin: the map stays within a constant factor of the addresses
+// with requests in flight.
 type inflight struct {
 	limit int
 	wait  time.Duration
-	mu    sync.Mutex
-	sems  map[string]*ipSem
-	pool  sync.Pool
+	addrs sync.Map // client address → *addrSlots
+
+	entries atomic.Int64 // in addrs
+	sweepAt atomic.Int64 // entries beyond which an insert sweeps
+	sweepMu sync.Mutex   // one sweep at a time
 }
 
-type ipSem struct {
-	slots chan struct{} // one token per request being answered
-	refs  int           // requests holding or waiting for a slot
+// inflightSweepMin is the size below which the map is not swept.
+const inflightSweepMin = 256
+
+// addrSlots is one client address's requests in flight.
+type addrSlots struct {
+	// n is how many requests hold a slot; -1 once swept, after which the
+	// entry is no longer in the map and a request looks it up again.
+	n atomic.Int64
+	// waiters counts the requests in queue; changed only under mu, so that
+	// a sweep (under mu) never drops an entry someone waits on.
+	waiters atomic.Int32
+	mu      sync.Mutex
+	queue   []chan struct{} // waiting requests, first come first served; each channel has room for one
+}
+
+// Outcomes of addrSlots.take.
+const (
+	slotTaken = iota
+	slotsFull
+	slotsGone // swept: look the address up again
+)
+
+func (a *addrSlots) take(limit int64) int {
+	for {
+		v := a.n.Load()
+		switch {
+		case v < 0:
+			return slotsGone
+		case v >= limit:
+			return slotsFull
+		case a.n.CompareAndSwap(v, v+1):
+			return slotTaken
+		}
+	}
 }
 
 func newInflight(limit int) *inflight {
-	f := &inflight{limit: limit, wait: inflightWait, sems: map[string]*ipSem{}}
-	f.pool.New = func() any { return &ipSem{slots: make(chan struct{}, limit)} }
+	f := &inflight{limit: limit, wait: inflightWait}
+	f.sweepAt.Store(inflightSweepMin)
 	return f
 }
 
-// slot is one request's place in its address's semaphore, given back by
-// release. It carries the semaphore, so that release takes f.mu once (to
-// drop the reference) rather than twice: every request of every client
-// takes f.mu, which the mutex profile under parallel load shows
-// (docs/performance.md, "Contention under load").
-type slot struct {
-	key string
-	sem *ipSem
-}
+// slot is one request's place in its address's count, given back by
+// release.
+type slot struct{ a *addrSlots }
 
 // acquire takes a slot for the client at remoteAddr, waiting up to f.wait
 // (or until ctx ends) when it has f.limit requests in flight, and reports
@@ -256,43 +296,126 @@ func (f *inflight) acquire(ctx context.Context, remoteAddr string) (slot, bool) 
 	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
 		key = h
 	}
-	f.mu.Lock()
-	sem := f.sems[key]
-	if sem == nil {
-		sem = f.pool.Get().(*ipSem)
-		f.sems[key] = sem
+	var t *time.Timer
+	for {
+		a := f.entry(key)
+		switch a.take(int64(f.limit)) {
+		case slotTaken:
+			if t != nil {
+				t.Stop()
+			}
+			return slot{a}, true
+		case slotsGone:
+			f.drop(key, a)
+			continue
+		}
+		if t == nil {
+			t = time.NewTimer(f.wait) // one wait in all, however many lookups
+			defer t.Stop()
+		}
+		switch f.queue(ctx, a, t) {
+		case slotTaken:
+			return slot{a}, true
+		case slotsGone:
+			f.drop(key, a)
+			continue
+		}
+		return slot{}, false
 	}
-	sem.refs++
-	f.mu.Unlock()
-	select {
-	case sem.slots <- struct{}{}:
-		return slot{key, sem}, true
-	default:
+}
+
+// queue waits in a's line for a slot until t fires or ctx ends: slotTaken
+// when a release handed it one, slotsFull when it gave up, slotsGone when a
+// was swept before it could queue.
+func (f *inflight) queue(ctx context.Context, a *addrSlots, t *time.Timer) int {
+	a.mu.Lock()
+	a.waiters.Add(1)
+	// Again under mu, after counting itself as a waiter: a release that
+	// came between the first try and here either shows here or sees the
+	// waiter and hands its slot on (release).
+	if got := a.take(int64(f.limit)); got != slotsFull {
+		a.waiters.Add(-1)
+		a.mu.Unlock()
+		return got
 	}
-	t := time.NewTimer(f.wait)
-	defer t.Stop()
+	ch := make(chan struct{}, 1)
+	a.queue = append(a.queue, ch)
+	a.mu.Unlock()
 	select {
-	case sem.slots <- struct{}{}:
-		return slot{key, sem}, true
+	case <-ch:
+		return slotTaken
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	f.unref(key, sem)
-	return slot{}, false
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if i := slices.Index(a.queue, ch); i >= 0 {
+		a.queue = slices.Delete(a.queue, i, i+1)
+		a.waiters.Add(-1)
+		return slotsFull
+	}
+	return slotTaken // a release handed it a slot as it gave up: keep it
 }
 
 func (f *inflight) release(s slot) {
-	<-s.sem.slots
-	f.unref(s.key, s.sem)
+	a := s.a
+	a.n.Add(-1)
+	if a.waiters.Load() == 0 {
+		return
+	}
+	// Hand the freed slots to the requests in line, oldest first; a new
+	// request may have taken one first, which is as fair as the line gets.
+	a.mu.Lock()
+	for len(a.queue) > 0 && a.take(int64(f.limit)) == slotTaken {
+		ch := a.queue[0]
+		a.queue = a.queue[1:]
+		a.waiters.Add(-1)
+		ch <- struct{}{}
+	}
+	a.mu.Unlock()
 }
 
-func (f *inflight) unref(key string, sem *ipSem) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if sem.refs--; sem.refs == 0 {
-		delete(f.sems, key)
-		f.pool.Put(sem) // its channel is empty: every holder has released
+// entry returns key's counter, adding it (and sweeping if the map grew) if
+// there is none.
+func (f *inflight) entry(key string) *addrSlots {
+	if v, ok := f.addrs.Load(key); ok {
+		return v.(*addrSlots)
 	}
+	v, loaded := f.addrs.LoadOrStore(key, &addrSlots{})
+	if !loaded && f.entries.Add(1) > f.sweepAt.Load() {
+		f.sweep()
+	}
+	return v.(*addrSlots)
+}
+
+// drop removes a swept entry from the map, once.
+func (f *inflight) drop(key string, a *addrSlots) {
+	if f.addrs.CompareAndDelete(key, a) {
+		f.entries.Add(-1)
+	}
+}
+
+// sweep drops the entries no request holds or waits for, and sets the next
+// sweep at twice what is left (at least inflightSweepMin).
+func (f *inflight) sweep() {
+	if !f.sweepMu.TryLock() {
+		return // one is under way
+	}
+	defer f.sweepMu.Unlock()
+	var live int64
+	f.addrs.Range(func(k, v any) bool {
+		a := v.(*addrSlots)
+		a.mu.Lock()
+		if a.waiters.Load() == 0 && a.n.CompareAndSwap(0, -1) {
+			a.mu.Unlock()
+			f.drop(k.(string), a)
+			return true
+		}
+		a.mu.Unlock()
+		live++
+		return true
+	})
+	f.sweepAt.Store(max(inflightSweepMin, 2*live))
 }
 
 // refuseBusy answers 429: the client has had MaxInflightPerIP requests in
