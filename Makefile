@@ -18,9 +18,10 @@ DESTDIR ?=
 GO ?= go
 GOBUILDFLAGS ?= -trimpath
 
-# The daemon (Linux only) and the bridge a client on another machine runs
-# (any OS).
-COMMANDS := agent-backend agentbe-bridge
+# The daemon (Linux only), its sandbox trampoline (Linux only: the daemon
+# starts it from its own directory, faster than starting itself; see
+# docs/security.md) and the bridge a client on another machine runs (any OS).
+COMMANDS := agent-backend agentbe-sandbox agentbe-bridge
 # What `make bridges` builds the bridge for: GOOS/GOARCH pairs.
 BRIDGE_TARGETS ?= darwin/arm64 darwin/amd64 windows/amd64
 

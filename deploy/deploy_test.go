@@ -180,14 +180,18 @@ func TestDockerfile(t *testing.T) {
 		if !strings.Contains(apt, "--no-install-recommends") || !strings.Contains(apt, "rm -rf /var/lib/apt/lists/*") {
 			t.Errorf("the apt line keeps recommends or the package lists in the image: %q", apt)
 		}
-		copied := false
-		for _, c := range commandsOf[*instructions.CopyCommand](final) {
-			if c.From == stages[0].Name && c.DestPath == "/usr/local/bin/agent-backend" {
-				copied = true
+		// The daemon, and its sandbox trampoline beside it (where the
+		// daemon looks for it).
+		for _, dest := range []string{"/usr/local/bin/agent-backend", "/usr/local/bin/agentbe-sandbox"} {
+			copied := false
+			for _, c := range commandsOf[*instructions.CopyCommand](final) {
+				if c.From == stages[0].Name && c.DestPath == dest {
+					copied = true
+				}
 			}
-		}
-		if !copied {
-			t.Errorf("the runtime stage does not COPY --from=%s the binary to /usr/local/bin/agent-backend", stages[0].Name)
+			if !copied {
+				t.Errorf("the runtime stage does not COPY --from=%s the binary to %s", stages[0].Name, dest)
+			}
 		}
 	})
 

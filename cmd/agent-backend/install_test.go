@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
+	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 )
 
 // TestMakeInstall: `make install PREFIX=DIR` (the README's first step)
-// puts an executable agent-backend in DIR/bin, and DESTDIR stages the
+// puts executable agent-backend, agentbe-sandbox and agentbe-bridge in DIR/bin, and DESTDIR stages the
 // default prefix (/usr/local) below it, as a package build does; what it
 // installed runs and prints its version. The repository's Makefile, run
 // from the module root.
@@ -48,9 +49,15 @@ func TestMakeInstall(t *testing.T) {
 		if err != nil || !strings.HasPrefix(string(v), "agent-backend v") {
 			t.Errorf("the installed agent-backend version: %v, %q", err, v)
 		}
+		// The trampoline installed beside it speaks its protocol.
+		p, err := exec.Command(filepath.Join(tc.bin, "agentbe-sandbox"), sandboxexec.Arg, sandboxexec.ProtocolArg).Output()
+		if err != nil || strings.TrimSpace(string(p)) != sandboxexec.ProtocolLine() {
+			t.Errorf("the installed agentbe-sandbox's protocol: %v, %q", err, p)
+		}
 	}
 }
 
 // installedCommands are the commands the Makefile's install target puts
-// in BINDIR.
-var installedCommands = []string{"agent-backend", "agentbe-bridge"}
+// in BINDIR: the daemon, its sandbox trampoline (which the daemon looks
+// for beside its own executable) and the bridge.
+var installedCommands = []string{"agent-backend", "agentbe-sandbox", "agentbe-bridge"}

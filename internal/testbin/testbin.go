@@ -39,11 +39,56 @@ func Build() (string, error) {
 	return path, err
 }
 
-// Cleanup removes what Path built; call it from TestMain after m.Run.
+// Cleanup removes what Path and SandboxHelper built; call it from
+// TestMain after m.Run.
 func Cleanup() {
 	if dir != "" {
 		os.RemoveAll(dir)
 	}
+	if helper.dir != "" {
+		os.RemoveAll(helper.dir)
+	}
+}
+
+var helper struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// SandboxHelper returns the agentbe-sandbox trampoline (./cmd/agentbe-sandbox),
+// built as the release is on first use, alone in a directory of its own
+// (0700, the test's user's), so that a test may hand that path to
+// sandbox.OpenHelper or copy it. The environment variable
+// AGENTBE_SANDBOX_BIN names an already built one to use instead (a
+// benchmark run as another user). A build failure fails tb.
+func SandboxHelper(tb testing.TB) string {
+	tb.Helper()
+	helper.once.Do(func() {
+		if p := os.Getenv("AGENTBE_SANDBOX_BIN"); p != "" {
+			helper.path, helper.err = filepath.Abs(p)
+			return
+		}
+		root, err := moduleRoot()
+		if err != nil {
+			helper.err = err
+			return
+		}
+		if helper.dir, helper.err = os.MkdirTemp("", "agentbe-testhelper-"); helper.err != nil {
+			return
+		}
+		helper.path = filepath.Join(helper.dir, "agentbe-sandbox")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", helper.path, "./cmd/agentbe-sandbox")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			helper.err = fmt.Errorf("go build ./cmd/agentbe-sandbox: %v\n%s", err, out)
+		}
+	})
+	if helper.err != nil {
+		tb.Fatal(helper.err)
+	}
+	return helper.path
 }
 
 func build() {

@@ -10,7 +10,9 @@
 //
 // The trampoline is entered by an explicit call: Main, first thing in the
 // main function of every program whose executable serves as the
-// trampoline (cmd/agent-backend, and the TestMain of the test binaries
+// trampoline (cmd/agent-backend; cmd/agentbe-sandbox, the small program
+// that links only this package and that the daemon starts in its place
+// when it is installed beside it; and the TestMain of the test binaries
 // that start commands in landlock mode). Main records that it was called
 // (Ready), and the sandbox offers the landlock mode only then: an
 // executable that is not the trampoline is never started as one. No
@@ -18,7 +20,8 @@
 // sandbox (the client library) is not a trampoline by accident. Entered
 // from main, the trampoline runs after the whole program's package
 // initialization (agent-backend's is about 200 packages: some
-// milliseconds of CPU per command in this mode). It reads nothing from
+// milliseconds of CPU per command in this mode, which agentbe-sandbox,
+// standard library and golang.org/x/sys only, does not pay). It reads nothing from
 // its environment (the daemon starts it with an empty one; the command's
 // environment travels in EnvFD), so a hostile LD_PRELOAD or GODEBUG in a
 // request cannot reach it.
@@ -53,6 +56,24 @@ import (
 
 // Arg is the subcommand name that makes a binary the trampoline.
 const Arg = "sandbox-exec"
+
+// Protocol is the version of the contract between the daemon and the
+// program it starts as its trampoline: the argv shapes (Argv, RefuseArgv,
+// OverlayArgv), the descriptors (RulesetFD, FilterFD, EnvFD, LowerFD,
+// SocketFD), the encodings of the environment and the seccomp filter, and
+// the overlay's report. A change to any of them raises it: the trampoline
+// can be a program installed apart from the daemon (cmd/agentbe-sandbox),
+// and a daemon starts one only if it answers ProtocolArg with this
+// version (sandbox/trampoline.go), so a helper left by an older install
+// is never handed descriptors it would read differently.
+const Protocol = 1
+
+// ProtocolArg, after Arg, makes the trampoline print ProtocolLine and
+// exit 0.
+const ProtocolArg = "--protocol"
+
+// ProtocolLine is the trampoline's answer to ProtocolArg.
+func ProtocolLine() string { return fmt.Sprintf("agentbe-sandbox-protocol %d", Protocol) }
 
 // RulesetFD is the descriptor the trampoline finds its Landlock ruleset
 // on (the first of exec.Cmd.ExtraFiles), FilterFD the one its seccomp
@@ -172,6 +193,10 @@ func Main() {
 		fmt.Println("agent-backend sandbox-exec: the daemon's trampoline for --isolation landlock.\n" +
 			"It enters the Landlock ruleset on descriptor 3 and execs the command; it is not meant to be run by hand.\n" +
 			"See docs/security.md.")
+		os.Exit(0)
+	}
+	if len(os.Args) == 3 && os.Args[2] == ProtocolArg {
+		fmt.Println(ProtocolLine())
 		os.Exit(0)
 	}
 	if len(os.Args) >= 3 && os.Args[2] == overlayFlag {
