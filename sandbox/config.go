@@ -140,4 +140,10 @@ type Config struct {
 	// Logger receives the mode decision and dropped-variable notes; nil
 	// discards.
 	Logger *slog.Logger
+	// Trampoline is the helper program started as the trampoline
+	// (OpenHelper, --sandbox-helper); nil is this program, which then
+	// must be one (its main calls sandboxexec.Main) for the landlock mode
+	// and for transactions that cannot mount in place. The executor does
+	// not close it.
+	Trampoline *Trampoline
 }

@@ -207,12 +207,12 @@ func (l *landlockIsolation) visible(p, boundary string, bound bool) bool {
 // on fd 5 and the program and its argv in its argv.
 func (l *landlockIsolation) command(p program, wd *workdir, pty bool) *exec.Cmd {
 	cmd := hostCommand(l.e, p, wd, pty)
-	cmd.Path, cmd.Env = "/proc/self/exe", []string{}
+	cmd.Env = []string{}
 	// What cannot be confined does not run: command cannot fail, so the
 	// trampoline is started to refuse it (exit 126 with the reason).
 	refuse := func(what string, err error) *exec.Cmd {
 		l.e.log.Error("landlock: cannot "+what+"; the command is refused", "err", err)
-		cmd.Args = sandboxexec.RefuseArgv("agent-backend", "cannot "+what+": "+err.Error())
+		cmd.Args = sandboxexec.RefuseArgv(l.e.trampolineFor(cmd), "cannot "+what+": "+err.Error())
 		return cmd
 	}
 	rs, tmp, err := l.ruleset(wd)
@@ -225,9 +225,9 @@ func (l *landlockIsolation) command(p program, wd *workdir, pty bool) *exec.Cmd 
 		return refuse("pass the environment", err)
 	}
 	wd.extra = append(wd.extra, envf)
-	cmd.Args = sandboxexec.Argv("agent-backend", p.path, p.argv)
 	// fds 3, 4, 5: sandboxexec.RulesetFD, FilterFD, EnvFD.
 	cmd.ExtraFiles = []*os.File{rs, l.filter, envf}
+	cmd.Args = sandboxexec.Argv(l.e.trampolineFor(cmd), p.path, p.argv)
 	return cmd
 }
 
@@ -366,15 +366,15 @@ func (l *landlockIsolation) close() {
 	}
 }
 
-// newLandlockIsolation checks that this program is the trampoline
-// (sandboxexec.Ready) and the kernel's Landlock ABI, opens the fixed
+// newLandlockIsolation checks that there is a trampoline (a helper, or
+// this program: sandboxexec.Ready) and the kernel's Landlock ABI, opens the fixed
 // grants and the executor's temporary directory, and runs the probe: the
 // trampoline running `<shell> -c true` in the workspace under a real
 // ruleset, which catches a kernel that has the syscalls but refuses them
 // (Landlock not among the enabled LSMs, a seccomp profile refusing them).
 func newLandlockIsolation(e *executor) (*landlockIsolation, error) {
-	if !sandboxexec.Ready() {
-		return nil, errors.New("this program is not the trampoline (its main does not call sandboxexec.Main)")
+	if !e.trampolineReady() {
+		return nil, errors.New("this program is not the trampoline (its main does not call sandboxexec.Main) and no agentbe-sandbox helper is set")
 	}
 	abi := landlockABI()
 	if abi < 1 {

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentbe/agentbe-daemon/internal/testbin"
 	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 )
 
@@ -31,5 +32,8 @@ func TestMain(m *testing.M) {
 	if role, ok := testRoles[os.Getenv(testRoleEnv)]; ok {
 		os.Exit(role())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		testbin.Cleanup() // the agentbe-sandbox the helper tests built
+		os.Exit(code)
+	}))
 }

@@ -56,8 +56,8 @@ func (e *executor) overlayOK(ov *Overlay) error {
 	if !e.bindFD {
 		return refuse("transactions need a bwrap with --bind-fd (0.10, or a distribution's backport); this bwrap binds by name, so nothing ran")
 	}
-	if !sandboxexec.Ready() {
-		return refuse("transactions need this program to be the sandbox trampoline (its main calls sandboxexec.Main) to mount the overlay before bwrap; nothing ran")
+	if !e.trampolineReady() {
+		return refuse("transactions need the sandbox trampoline to mount the overlay before bwrap (agentbe-sandbox, or this program if its main calls sandboxexec.Main); nothing ran")
 	}
 	if !filepath.IsAbs(ov.Dir) || filepath.Clean(ov.Dir) != ov.Dir || strings.ContainsAny(ov.Dir, ",:\\") {
 		return &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Path: ov.Dir, Msg: "the transaction directory must be a clean absolute path without ',', ':' or '\\'"}
@@ -81,10 +81,10 @@ func (e *executor) wrapOverlay(cmd *exec.Cmd, ov *Overlay, boundary string) (*ov
 		return nil, fmt.Errorf("socketpair: %w", err)
 	}
 	run := &overlayRun{ours: os.NewFile(uintptr(fds[0]), "overlay-report"), theirs: os.NewFile(uintptr(fds[1]), "overlay-report")}
-	cmd.Args = sandboxexec.OverlayArgv("agent-backend", ov.Dir, boundary, ov.MaxBytes, ov.MaxFiles, cmd.Path, cmd.Args)
-	cmd.Path = "/proc/self/exe"
+	bwrap, bwrapArgv := cmd.Path, cmd.Args
 	// fd 3: the workspace (sandboxexec.LowerFD), fd 4: the report socket.
 	cmd.ExtraFiles = append(cmd.ExtraFiles[:1:1], run.theirs)
+	cmd.Args = sandboxexec.OverlayArgv(e.trampolineFor(cmd), ov.Dir, boundary, ov.MaxBytes, ov.MaxFiles, bwrap, bwrapArgv)
 	attr := cmd.SysProcAttr
 	uid, gid := uint32(os.Geteuid()), uint32(os.Getegid())
 	var groups []uint32
@@ -321,6 +321,15 @@ func alive(pid int) bool {
 // overlayByTrampoline makes a root daemon take the trampoline too (tests
 // and benchmarks compare the two).
 var overlayByTrampoline = false
+
+// OverlayByTrampoline sets whether a root daemon's transactions take the
+// trampoline, as a daemon that is not root does, and returns the previous
+// setting: for benchmarks and tests of other packages that compare the
+// trampolines (tools/transactions). Never while commands run.
+func OverlayByTrampoline(on bool) (was bool) {
+	was, overlayByTrampoline = overlayByTrampoline, on
+	return was
+}
 
 // hostOverlay is a transaction's mounts in the daemon's namespace.
 type hostOverlay struct {
