@@ -136,3 +136,29 @@ func BenchmarkRunDirect(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkExecutorRunParallel is Run("true") in software mode from two
+// goroutines per GOMAXPROCS at once, on one executor: how many commands it
+// starts per second when callers do not wait for each other (calls/s).
+// Run it with -cpu 1,2,4 to see the start path scale, or not, with the
+// cores; add -mutexprofile and -blockprofile to see what callers wait on.
+func BenchmarkExecutorRunParallel(b *testing.B) {
+	e, err := New(Config{Mode: ModeSoftware, WorkspaceRoot: mustReal(b, b.TempDir())})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	req := Request{Command: "true"}
+	b.SetParallelism(2)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			res, err := e.Run(context.Background(), req)
+			if err != nil || res.ExitCode != 0 {
+				b.Errorf("Run(true): %+v, %v", res, err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+}

@@ -77,10 +77,9 @@ const DefaultMaxProcesses = 1024
 type cgroups struct {
 	kind    cgroupKind
 	dir     string // <mount>/<the daemon's cgroup>/agentbe-<pid>-<n>
-	home    string // v1: the daemon's own cgroup, where the spawner's thread returns
+	home    string // v1: the daemon's own cgroup, where a spawner thread returns
 	maxProc int64  // pids.max of each command; 0: none set
 	seq     atomic.Uint64
-	enterMu sync.Mutex // v1: one command at a time enters via the spawner's thread
 	log     func(msg string, args ...any)
 
 	spare   chan *cgroup // emptied command cgroups, ready for the next
@@ -179,7 +178,7 @@ func makeCgroups(kind cgroupKind, mounts, own []byte, name string, maxProc int64
 			return nil, err
 		}
 	case cgroupV1Pids:
-		// The spawner's thread must be able to return home after each fork.
+		// A spawner thread must be able to return home after each fork.
 		if err := unix.Access(filepath.Join(home, "tasks"), unix.W_OK); err != nil {
 			return nil, fmt.Errorf("the daemon's own cgroup %s: tasks: %w", home, err)
 		}
@@ -401,25 +400,23 @@ func (c *cgroup) prepare(attr *syscall.SysProcAttr) {
 	}
 }
 
-// start runs start (which forks the command on the spawner's thread) so
-// that what it forks is inside c: under v1 the spawner's thread is moved
-// into c for the fork and back after it.
-func (c *cgroup) start(sp *spawner, start func() error) error {
+// start runs start with the spawner it must fork through, so that what it
+// forks is inside c: under v1, sp's view that moves the thread taking the
+// start into c for the fork and back after it. Each spawner thread moves
+// only itself (its own tid in tasks), so starts into different cgroups run
+// on different threads at once.
+func (c *cgroup) start(sp *spawner, start func(*spawner) error) error {
 	if c.set.kind != cgroupV1Pids {
-		err := start()
+		err := start(sp)
 		unix.Close(c.fd)
 		c.fd = -1
 		return err
 	}
-	c.set.enterMu.Lock()
-	defer c.set.enterMu.Unlock()
-	sp.cg = c
-	defer func() { sp.cg = nil }()
-	return start()
+	return start(sp.in(c))
 }
 
-// startOnThread starts cmd from the spawner's thread inside c (v1): the
-// thread enters c, forks, and returns to the daemon's cgroup.
+// startOnThread starts cmd from the calling spawner thread inside c (v1):
+// the thread enters c, forks, and returns to the daemon's cgroup.
 func (c *cgroup) startOnThread(cmd *exec.Cmd) error {
 	tid := strconv.Itoa(unix.Gettid())
 	if err := writeCgroupFile(filepath.Join(c.dir, "tasks"), tid); err != nil {
@@ -428,8 +425,8 @@ func (c *cgroup) startOnThread(cmd *exec.Cmd) error {
 	err := cmd.Start()
 	if back := writeCgroupFile(filepath.Join(c.set.home, "tasks"), tid); back != nil {
 		// The thread stays in c: c's kill spares the daemon (kill skips
-		// its pid), and the next command's start moves the thread on.
-		c.set.log("the spawner thread could not leave a command's cgroup", "cgroup", c.dir, "err", back)
+		// its pid), and the thread's next start moves it on.
+		c.set.log("a spawner thread could not leave a command's cgroup", "cgroup", c.dir, "err", back)
 	}
 	return err
 }
@@ -468,7 +465,7 @@ func (c *cgroup) killLocked() bool {
 		}
 		killed := 0
 		for _, p := range pids {
-			if p != self { // the spawner's thread, if it could not leave
+			if p != self { // a spawner thread, if it could not leave
 				killed++
 			}
 		}
@@ -676,15 +673,15 @@ func (e *executor) setupProcessBound(cfg Config) (Rlimits, error) {
 
 // startIn starts c's command with start (startCmd) inside a new cgroup of
 // its own, when the executor has cgroups.
-func (e *executor) startIn(sp *spawner, c *child, start func() (*exec.Cmd, error)) (*exec.Cmd, error) {
+func (e *executor) startIn(sp *spawner, c *child, start func(*spawner) (*exec.Cmd, error)) (*exec.Cmd, error) {
 	if e.cgroups == nil {
 		if !e.reaper {
-			return start()
+			return start(sp)
 		}
 		var cmd *exec.Cmd
 		err := startRegistered(func() (int, error) {
 			var err error
-			if cmd, err = start(); err != nil {
+			if cmd, err = start(sp); err != nil {
 				return 0, err
 			}
 			return cmd.Process.Pid, nil
@@ -698,9 +695,9 @@ func (e *executor) startIn(sp *spawner, c *child, start func() (*exec.Cmd, error
 	}
 	cg.prepare(c.cmd.SysProcAttr)
 	var cmd *exec.Cmd
-	err = cg.start(sp, func() error {
+	err = cg.start(sp, func(sp *spawner) error {
 		var err error
-		cmd, err = start()
+		cmd, err = start(sp)
 		return err
 	})
 	if err != nil {

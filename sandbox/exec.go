@@ -48,7 +48,7 @@ const basePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 func New(cfg Config) (Executor, error) {
 	e := &executor{cfg: cfg, log: cfg.Logger, running: make(map[*child]struct{})}
 	ok := false
-	e.spawn = newSpawner()
+	e.spawn = newSpawnerPool(spawnerThreads())
 	defer func() {
 		if !ok {
 			e.spawn.stop()
@@ -177,9 +177,9 @@ func New(cfg Config) (Executor, error) {
 		e.policy = e.policy.WithEscapeChecks(true)
 	}
 	if e.iso.filtersSpawner() {
-		// The deny list on the thread every command is forked from: the
+		// The deny list on every thread a command is forked from: the
 		// commands inherit it.
-		if err := e.spawn.onThread(installSpawnerFilter); err != nil {
+		if err := e.spawn.onEveryThread(installSpawnerFilter); err != nil {
 			e.log.Warn("software mode without the seccomp filter", "err", err)
 			e.reason += "; seccomp filter unavailable (" + err.Error() + ")"
 		} else {

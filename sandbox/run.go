@@ -63,7 +63,7 @@ func (e *executor) launch(ctx context.Context, r *launched, s launchSpec) error 
 	if sp == nil {
 		sp = e.spawn
 	}
-	cmd, err := e.startIn(sp, r.c, func() (*exec.Cmd, error) {
+	cmd, err := e.startIn(sp, r.c, func(sp *spawner) (*exec.Cmd, error) {
 		return e.startCmd(sp, r.c.cmd, s.direct, s.script, s.wd, s.env, s.pty)
 	})
 	r.c.cmd = cmd
