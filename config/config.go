@@ -43,6 +43,7 @@ type Config struct {
 	IsolationMin    string // the weakest effective mode accepted: bwrap, landlock, software, none
 	Shell           string // auto, bash, sh
 	RunAs           string // user commands run as when the daemon is root ("" = the daemon's user)
+	SandboxHelper   string // the agentbe-sandbox trampoline: "" beside the executable, "off", or a path
 	BlockDangerous  bool   // the command safety policy
 	ExecNetwork     string // auto, true or false: may commands use the network (see ExecNetworkOn)
 	ExecTimeout     time.Duration

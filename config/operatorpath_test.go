@@ -32,6 +32,7 @@ var operatorPathFixtures = map[string]func(t *testing.T, c *Config, p, dir strin
 	"ssh-trusted-user-ca-keys": fileFixture(""),
 	"ssh-password-hash-file":   fileFixture(""),
 	"browser-path":             fileFixture("#!/bin/sh\n"),
+	"sandbox-helper":           fileFixture("\x7fELF"), // checked as a program by the daemon, not Validate
 	"exec-approvals":           fileFixture(`{}`),
 	"operator-token-file":      fileFixture("operator-token\n"),
 	"extensions":               func(t *testing.T, c *Config, p, dir string) { mkdir(t, p) },

@@ -142,6 +142,14 @@ func procsValue(v any) error {
 	return nil
 }
 
+// helperPath is --sandbox-helper's value: empty, off, or an absolute path.
+func helperPath(v any) error {
+	if p := v.(string); p != "" && p != "off" && !filepath.IsAbs(p) {
+		return fmt.Errorf("must be an absolute path, or off")
+	}
+	return nil
+}
+
 func positive(v any) error {
 	switch n := v.(type) {
 	case time.Duration:
@@ -315,6 +323,10 @@ var settings = []*setting{
 	{key: "run-as", group: GroupIsolation, env: env("run-as"),
 		usage: "when the daemon runs as root, run commands as this user (without it, root inside bwrap still means root file access)",
 		field: func(c *Config) any { return &c.RunAs }},
+	{key: "sandbox-helper", group: GroupIsolation, env: env("sandbox-helper"),
+		usage: "the agentbe-sandbox program the daemon starts as its trampoline (the landlock mode's commands, transactions that cannot mount in place): an absolute path, validated at start (a regular program owned by root or the daemon's user, writable by no one else) and refused if it is not; off: the daemon is its own trampoline; default: agentbe-sandbox beside the daemon's executable if it is there and valid, else the daemon itself",
+		field: func(c *Config) any { return &c.SandboxHelper }, check: helperPath,
+		operatorPath: operatorFile, used: func(c *Config) bool { return c.SandboxHelper != "off" }},
 	{key: "block-dangerous", group: GroupIsolation, env: env("block-dangerous"), def: "true",
 		usage: "refuse dangerous commands (sudo, rm -rf /, curl | sh, ...) before they run",
 		field: func(c *Config) any { return &c.BlockDangerous }},

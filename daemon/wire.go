@@ -93,12 +93,14 @@ func startWorkspace(w *wiring) (r built, err error) {
 	cfg, log := w.cfg, w.log
 	var root fsops.Workspace
 	var ex sandbox.Executor
-	netOn := false // the executor's commands have the network (the memory backend has none to run)
+	var tramp *sandbox.Trampoline // nil: the daemon is its own trampoline
+	netOn := false                // the executor's commands have the network (the memory backend has none to run)
 	defer func() {
 		if err != nil {
 			if ex != nil {
 				_ = ex.Close()
 			}
+			_ = tramp.Close()
 			if root != nil {
 				_ = root.Close()
 			}
@@ -116,6 +118,12 @@ func startWorkspace(w *wiring) (r built, err error) {
 		if err != nil {
 			return r, err
 		}
+		// The trampoline helper, validated and opened once; every executor
+		// built from execCfg (the site's, the upstreams') starts it.
+		if tramp, err = sandbox.OpenHelper(cfg.SandboxHelper, log.With("component", "sandbox")); err != nil {
+			return r, err
+		}
+		execCfg.Trampoline = tramp
 		mode := execCfg.Mode
 		var netWhy string
 		netOn, netWhy = cfg.ExecNetworkOn()
@@ -192,6 +200,9 @@ func startWorkspace(w *wiring) (r built, err error) {
 			if ex != nil {
 				errs = append(errs, ex.Close()) // kills its processes
 			}
+			// After every executor that starts it: the rows below this one
+			// (the site's, the upstreams') are closed before it.
+			errs = append(errs, tramp.Close())
 			return errors.Join(append(errs, root.Close())...)
 		},
 	}, nil
