@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/testbin"
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
@@ -71,6 +72,71 @@ func BenchmarkTransactionTrue(b *testing.B) {
 }
 
 func ms(d time.Duration, n int) float64 { return float64(d) / float64(n) / 1e6 }
+
+// BenchmarkTransactionTrueTrampoline: `true` as a plain bwrap exec and as
+// a transaction through each trampoline a daemon may start, alternating in
+// one loop: this test binary (self: 112 package inits), the agent-backend
+// binary (agent-backend: what a daemon without the helper starts, 199
+// inits) and agentbe-sandbox (helper, about 15). A root daemon would mount
+// in place, so the trampoline is forced (sandbox.OverlayByTrampoline), as
+// a daemon that is not root or runs --run-as takes it. Per command: plain-ms
+// and each trampoline's ms and ratio to plain (docs/performance.md).
+// AGENT_BACKEND_BIN and AGENTBE_SANDBOX_BIN name built binaries (a run as
+// another user, which cannot build them).
+func BenchmarkTransactionTrueTrampoline(b *testing.B) {
+	testenv.Bwrap(b)
+	defer sandbox.OverlayByTrampoline(sandbox.OverlayByTrampoline(true))
+	open := func(p string) *sandbox.Trampoline {
+		t, err := sandbox.OpenHelper(p, nil)
+		if err != nil || t == nil {
+			b.Fatalf("%s as the trampoline: %v", p, err)
+		}
+		b.Cleanup(func() { t.Close() })
+		return t
+	}
+	tramps := []struct {
+		name string
+		t    *sandbox.Trampoline
+	}{{"self", nil}, {"agent-backend", open(testbin.Path(b))}, {"helper", open(testbin.SandboxHelper(b))}}
+	_, ws, plainEx, root := benchSetup(b, 0)
+	ms := make([]*Manager, len(tramps))
+	for i, tr := range tramps {
+		ex, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeBwrap, WorkspaceRoot: root, Trampoline: tr.t})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { ex.Close() })
+		if ms[i], err = New(Options{Executor: ex, Dir: filepath.Join(b.TempDir(), "transactions"), MaxPending: 2}); err != nil {
+			b.Fatal(err)
+		}
+		m := ms[i]
+		b.Cleanup(func() { m.Close() })
+	}
+	ctx := context.Background()
+	var plain time.Duration
+	took := make([]time.Duration, len(tramps))
+	n := 0
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := plainEx.Run(ctx, sandbox.Request{Command: "true", Workspace: ws}); err != nil {
+			b.Fatal(err)
+		}
+		plain += time.Since(t0)
+		for i, m := range ms {
+			t0 := time.Now()
+			if _, err := m.Run(ctx, sandbox.Request{Command: "true", Workspace: ws}); err != nil {
+				b.Fatalf("%s: %v", tramps[i].name, err)
+			}
+			took[i] += time.Since(t0)
+		}
+		n++
+	}
+	b.ReportMetric(float64(plain)/float64(n)/1e6, "plain-ms")
+	for i, tr := range tramps {
+		b.ReportMetric(float64(took[i])/float64(n)/1e6, tr.name+"-ms")
+		b.ReportMetric(float64(took[i])/float64(plain), tr.name+"-ratio")
+	}
+}
 
 // BenchmarkTransactionEdit100: a command appending a line to each of 100
 // files, run on an overlay alone ("command") and as a whole transaction

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/testbin"
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
@@ -24,7 +25,10 @@ import (
 // transaction's overlay (its commands run through /proc/self/exe).
 func TestMain(m *testing.M) {
 	sandboxexec.Main()
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		testbin.Cleanup() // the binaries BenchmarkTransactionTrueTrampoline built
+		os.Exit(code)
+	}))
 }
 
 // clock is a settable time for expiry.
