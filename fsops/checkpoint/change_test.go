@@ -65,6 +65,12 @@ func TestEncodeManifestIsJSON(t *testing.T) {
 	if string(got) != string(want) {
 		t.Fatalf("encoded:\n%s\nwant:\n%s", got, want)
 	}
+	// A delta: its base, depth and deleted paths come through too.
+	m.Base, m.Depth, m.Deleted = "cp-base", 3, []string{"gone", "gone/x"}
+	got, _ = encodeManifest(m)
+	if want, _ := json.Marshal(m); string(got) != string(want) {
+		t.Fatalf("delta encoded:\n%s\nwant:\n%s", got, want)
+	}
 	m.Entries = nil
 	got, _ = encodeManifest(m)
 	if want, _ := json.Marshal(m); string(got) != strings.Replace(string(want), `"entries":null`, `"entries":[]`, 1) {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,12 +29,15 @@ import (
 
 // The store's layout under its directory. Blobs are named by the sha256 of
 // their content (deduplicated across checkpoints and scopes); a manifest
-// lists one checkpoint's entries. Both are written to tmp/ first, fsynced,
-// then renamed into place and their directory fsynced: a manifest is
-// renamed only after every blob it names is durable, so a kill at any
-// moment leaves each checkpoint whole (its manifest and blobs) or absent
-// (no manifest; its orphan blobs and temp files are removed by the next
-// Open).
+// lists one checkpoint's entries, or those changed since the checkpoint
+// before it (a delta, delta.go). Both are written to tmp/ first, then
+// renamed into place: a checkpoint's new blobs are renamed at once, then
+// fsynced together (each blob, and the blobs' directory once) while its
+// manifest's temp file is written and fsynced; the manifest is renamed only
+// after all of that, and its directory fsynced. So a kill, or a power cut,
+// at any moment leaves each checkpoint whole (its manifest and blobs) or
+// absent (no manifest; its orphan blobs and temp files are removed by the
+// next Open).
 const (
 	blobsDir     = "blobs"
 	manifestsDir = "manifests"
@@ -98,11 +100,19 @@ type Manifest struct {
 	Created time.Time `json:"created"`
 	// Scope is the absolute root of the workspace the checkpoint was taken
 	// of: only a call in the same workspace (the same scope) sees it.
-	Scope   string  `json:"scope"`
-	Auto    bool    `json:"auto,omitempty"`
-	Files   int     `json:"files"`
-	Bytes   int64   `json:"bytes"`
-	Entries []Entry `json:"entries"`
+	Scope string `json:"scope"`
+	Auto  bool   `json:"auto,omitempty"`
+	Files int    `json:"files"`
+	Bytes int64  `json:"bytes"`
+	// Base is the checkpoint whose entries this one's file lists the
+	// changes of ("" when the file lists every entry), and Depth how many
+	// deltas lead from a whole manifest to this one (delta.go).
+	Base  string `json:"base,omitempty"`
+	Depth int    `json:"depth,omitempty"`
+	// Entries are every entry, sorted by path; in a delta's file, those
+	// added or changed since Base, and Deleted the paths removed since.
+	Entries []Entry  `json:"entries"`
+	Deleted []string `json:"deleted,omitempty"`
 	// Skipped are the paths not captured, with why (special files, links
 	// leading out of the workspace): restore leaves them alone.
 	Skipped map[string]string `json:"skipped,omitempty"`
@@ -132,6 +142,7 @@ type Info struct {
 
 type summary struct {
 	id, scope, label string
+	base             string // the checkpoint its manifest file is a delta of
 	seq              int64
 	created          time.Time
 	auto             bool
@@ -270,7 +281,7 @@ func (s *Store) load() error {
 		if !strings.HasSuffix(n, manifestExt) {
 			continue
 		}
-		m, size, err := s.readManifest(strings.TrimSuffix(n, manifestExt))
+		m, size, err := s.readManifestFile(strings.TrimSuffix(n, manifestExt))
 		if err != nil {
 			// A manifest is renamed into place whole, so an unreadable one
 			// was damaged from outside: keep it out of the list, say so.
@@ -310,10 +321,11 @@ func (s *Store) load() error {
 }
 
 // dropDamaged leaves out of the list every checkpoint that names a blob
-// not present (the store was changed from outside: such a checkpoint can
-// no longer be restored whole), saying so in the log; its manifest file
-// stays for whoever looks into it. Rare, so the manifests are read again
-// only when a blob is missing.
+// not present, or whose manifest is a delta of a checkpoint not listed (the
+// store was changed from outside: such a checkpoint can no longer be
+// restored whole), saying so in the log; its manifest file stays for
+// whoever looks into it. Rare, so the manifests are read again only when
+// a blob or a base is missing.
 func (s *Store) dropDamaged(present map[string]bool) {
 	missing := false
 	for h := range s.refs {
@@ -322,18 +334,31 @@ func (s *Store) dropDamaged(present map[string]bool) {
 			break
 		}
 	}
+	listed := map[string]*summary{}
+	for _, c := range s.list {
+		listed[c.id] = c
+	}
+	for _, c := range s.list {
+		if c.base != "" && listed[c.base] == nil {
+			missing = true
+		}
+	}
 	if !missing {
 		return
 	}
+	dropped := map[string]bool{}
 	kept := s.list[:0]
-	for _, c := range s.list {
-		m, _, err := s.readManifest(c.id)
-		damaged := err != nil
-		if m != nil {
-			for _, h := range m.hashes() {
-				if !present[h] {
-					damaged = true
-					break
+	for _, c := range s.list { // oldest first: a base is judged before its deltas
+		damaged := c.base != "" && (listed[c.base] == nil || dropped[c.base])
+		if !damaged {
+			m, _, err := s.readManifest(c.id)
+			damaged = err != nil
+			if m != nil {
+				for _, h := range m.hashes() {
+					if !present[h] {
+						damaged = true
+						break
+					}
 				}
 			}
 		}
@@ -341,10 +366,11 @@ func (s *Store) dropDamaged(present map[string]bool) {
 			kept = append(kept, c)
 			continue
 		}
+		dropped[c.id] = true
 		s.opts.Logger.Warn("checkpoint store: a checkpoint whose content is missing is left out", "id", c.id)
 		s.bytes -= c.size
-		if m != nil {
-			for _, h := range m.hashes() {
+		if f, _, err := s.readManifestFile(c.id); err == nil {
+			for _, h := range f.hashes() {
 				if s.refs[h]--; s.refs[h] <= 0 {
 					delete(s.refs, h)
 				}
@@ -363,24 +389,10 @@ func (s *Store) readDirNames(d string) ([]string, error) {
 	return f.Readdirnames(-1)
 }
 
-func (s *Store) readManifest(id string) (*Manifest, int64, error) {
-	b, err := s.root.ReadFile(path.Join(manifestsDir, id+manifestExt))
-	if err != nil {
-		return nil, 0, err
-	}
-	var m Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, 0, err
-	}
-	if m.ID != id {
-		return nil, 0, fmt.Errorf("manifest %s names itself %q", id, m.ID)
-	}
-	return &m, int64(len(b)), nil
-}
-
-// add counts a loaded or created manifest.
+// add counts a loaded or created manifest file (a delta's blobs are those
+// its file names).
 func (s *Store) add(m *Manifest, size int64) {
-	s.list = append(s.list, &summary{id: m.ID, scope: m.Scope, label: m.Label, seq: m.Seq, created: m.Created,
+	s.list = append(s.list, &summary{id: m.ID, scope: m.Scope, label: m.Label, base: m.Base, seq: m.Seq, created: m.Created,
 		auto: m.Auto, files: m.Files, bytes: m.Bytes, size: size})
 	for _, h := range m.hashes() {
 		s.refs[h]++
@@ -451,6 +463,12 @@ func errNotFound(op, id string) error {
 func (s *Store) manifest(op string, ws fsops.Workspace, id string) (*Manifest, error) {
 	for _, c := range s.list {
 		if c.id == id && c.scope == ws.Root() {
+			if n := s.newest[c.scope]; n != nil && n.ID == id {
+				// A copy: the caller may fill in its entries.
+				cp := *n
+				cp.Entries = slices.Clone(n.Entries)
+				return &cp, nil
+			}
 			m, _, err := s.readManifest(id)
 			if err != nil {
 				return nil, &errcode.Error{Code: errcode.ReadFailed, Op: op, Path: id, Msg: "the checkpoint cannot be read: " + err.Error()}
@@ -488,30 +506,40 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	if err != nil {
 		return Info{}, err
 	}
-	var prevBy map[string]*Entry
+	n := 0
 	if prev != nil {
-		prevBy = make(map[string]*Entry, len(prev.Entries))
-		for i := range prev.Entries {
-			prevBy[prev.Entries[i].Path] = &prev.Entries[i]
-		}
+		n = len(prev.Entries) + 64
 	}
-	w, err := s.walk(ctx, ws, ".", s.opts.MaxFiles)
+	w, err := s.walkSized(ctx, ws, ".", s.opts.MaxFiles, n)
 	if err != nil {
 		return Info{}, err
 	}
 	// Which files must be read, and refuse before reading any when they
-	// cannot fit (a 10 GB sparse file is refused by its size).
+	// cannot fit (a 10 GB sparse file is refused by its size). Both lists
+	// are sorted by path: one pass pairs each entry with the previous
+	// manifest's of the same path, whose hash (and path string) an
+	// unchanged file takes over.
+	var prevEntries []Entry
+	if prev != nil {
+		prevEntries = prev.Entries
+	}
 	var toRead []int
 	var total, readBytes int64
+	j := 0
 	for i := range w.entries {
 		e := &w.entries[i]
+		for j < len(prevEntries) && prevEntries[j].Path < e.Path {
+			j++
+		}
 		if e.Type != TypeFile {
 			continue
 		}
 		total += e.Size
-		if p := prevBy[e.Path]; p != nil && sameIdentity(p, e) && s.refs[p.Hash] > 0 {
-			e.Hash = p.Hash
-			continue
+		if j < len(prevEntries) {
+			if p := &prevEntries[j]; p.Path == e.Path && sameIdentity(p, e) && s.refs[p.Hash] > 0 {
+				e.Path, e.Hash = p.Path, p.Hash
+				continue
+			}
 		}
 		toRead = append(toRead, i)
 		readBytes += e.Size
@@ -520,19 +548,20 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 		return Info{}, tooLarge(w.entries, toRead, readBytes, s.opts.MaxBytes)
 	}
 	m := &Manifest{Label: o.Label, Created: time.Now().UTC(), Scope: ws.Root(), Auto: o.Auto, Entries: w.entries, Skipped: w.skipped}
-	fresh, stored, err := s.storeFiles(ctx, ws, m.Entries, toRead)
+	fresh, stored, synced, err := s.storeFiles(ctx, ws, m.Entries, toRead)
 	if err != nil {
+		return Info{}, err
+	}
+	// fail drops what this create stored, once its fsyncs are over.
+	fail := func(err error) (Info, error) {
+		<-synced
+		s.dropBlobs(fresh)
 		return Info{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		// The deadline passed during the last copy: a checkpoint of the
 		// state at some later moment is not what the caller waited for.
-		s.dropBlobs(fresh)
-		return Info{}, ctxErr("checkpoint_create", err)
-	}
-	var held int64 // the content this checkpoint alone keeps in the store
-	for _, h := range m.hashes() {
-		held += s.blobSize[h]
+		return fail(ctxErr("checkpoint_create", err))
 	}
 	for _, e := range m.Entries {
 		if e.Type == TypeFile {
@@ -540,33 +569,34 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 			m.Bytes += e.Size
 		}
 	}
+	var held int64 // the content this checkpoint alone keeps in the store
+	if m.Bytes > s.opts.MaxBytes {
+		// Only then can the distinct content be larger (each blob is the
+		// size of a file that names it).
+		for _, h := range m.hashes() {
+			held += s.blobSize[h]
+		}
+	}
 	if held > s.opts.MaxBytes {
 		// Pruning every other checkpoint would not make room for it.
-		s.dropBlobs(fresh)
-		return Info{}, &errcode.Error{Code: errcode.TooLarge, Op: "checkpoint_create",
+		return fail(&errcode.Error{Code: errcode.TooLarge, Op: "checkpoint_create",
 			Msg:  fmt.Sprintf("the workspace's distinct content is %d bytes, more than --checkpoint-max-bytes (%d)", held, s.opts.MaxBytes),
-			Hint: "remove or move large files out of the workspace, or raise --checkpoint-max-bytes"}
+			Hint: "remove or move large files out of the workspace, or raise --checkpoint-max-bytes"})
 	}
 	if o.Auto && prev != nil && sameContent(prev, m) {
-		s.dropBlobs(fresh)
+		fail(nil)
 		return Info{ID: prev.ID, Label: prev.Label, Created: prev.Created, Auto: prev.Auto, Files: prev.Files, Bytes: prev.Bytes,
 			Reused: true, TookMs: time.Since(start).Milliseconds()}, nil
 	}
 	if err := s.step("blobs"); err != nil {
+		<-synced // a kill here leaves the blobs, which Open collects
 		return Info{}, err
-	}
-	// The blobs' directory entries are made durable while the manifest's
-	// temp file is written and synced: only its rename must wait for them.
-	blobsSynced := make(chan error, 1)
-	if len(fresh) > 0 {
-		go func() { blobsSynced <- s.syncDir(blobsDir) }()
-	} else {
-		blobsSynced <- nil
 	}
 	s.seq++
 	m.Seq = s.seq
 	m.ID = newID()
-	size, err := s.writeManifest(m, blobsSynced)
+	file := fileForm(prev, m)
+	size, err := s.writeManifest(file, synced)
 	if err != nil {
 		s.dropBlobs(fresh)
 		return Info{}, err
@@ -574,7 +604,7 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	for _, h := range fresh {
 		s.refs[h]-- // add counts them again, with the manifest
 	}
-	s.add(m, size)
+	s.add(file, size)
 	s.newest[m.Scope] = m
 	pruned := s.prune(m.Scope, append([]string{m.ID}, o.Keep...))
 	skipped := make([]string, 0, len(m.Skipped))
@@ -681,11 +711,18 @@ type pending struct {
 
 // storeFiles reads the files es[idx] into blobs: each copied to a temp
 // file while hashed (its identity taken from the opened file), fsynced by
-// a pool of workers as the copying goes on, then, once all are durable,
+// a pool of workers as the copying goes on, and, once all are copied,
 // renamed to its hash unless that blob exists. It returns the blobs it
-// added (each counted once in s.refs until the manifest counts them) and
-// their bytes; on an error it leaves nothing behind.
-func (s *Store) storeFiles(ctx context.Context, ws fsops.Workspace, es []Entry, idx []int) (fresh []string, stored int64, err error) {
+// added (each counted once in s.refs until the manifest counts them),
+// their bytes, and synced, which yields once when every blob's content and
+// the blobs' directory are durable (the error of the first fsync that
+// failed); on an error it leaves nothing behind and synced is nil.
+//
+// A blob is renamed before its content is durable, so the directory's
+// fsync runs beside the blobs' own: a power cut between leaves a blob
+// whose content may be short, but no manifest names it (the manifest is
+// renamed only after synced), and the next Open removes it.
+func (s *Store) storeFiles(ctx context.Context, ws fsops.Workspace, es []Entry, idx []int) (fresh []string, stored int64, synced <-chan error, err error) {
 	work := make(chan *os.File, syncWorkers)
 	var wg sync.WaitGroup
 	var syncErr error
@@ -739,20 +776,12 @@ func (s *Store) storeFiles(ctx context.Context, ws fsops.Workspace, es []Entry, 
 		work <- f
 	}
 	close(work)
-	wg.Wait()
-	if err == nil && syncErr != nil {
-		err = storeErr(syncErr)
-	}
-	if err != nil {
-		cleanup()
-		return nil, 0, err
-	}
-	for k, p := range todo {
-		if err := s.root.Rename(p.tmp, path.Join(blobsDir, p.hash)); err != nil {
+	for k := 0; err == nil && k < len(todo); k++ {
+		p := todo[k]
+		if rerr := s.root.Rename(p.tmp, path.Join(blobsDir, p.hash)); rerr != nil {
 			todo = todo[k:]
-			cleanup()
-			s.dropBlobs(fresh)
-			return nil, 0, storeErr(err)
+			err = storeErr(rerr)
+			break
 		}
 		s.blobSize[p.hash] = p.n
 		s.refs[p.hash]++ // held by this create until its manifest counts it
@@ -760,7 +789,31 @@ func (s *Store) storeFiles(ctx context.Context, ws fsops.Workspace, es []Entry, 
 		fresh = append(fresh, p.hash)
 		stored += p.n
 	}
-	return fresh, stored, nil
+	if err != nil {
+		wg.Wait()
+		cleanup()
+		s.dropBlobs(fresh)
+		return nil, 0, nil, err
+	}
+	done := make(chan error, 1)
+	go func() {
+		dirDone := make(chan error, 1)
+		if len(fresh) > 0 {
+			go func() { dirDone <- s.syncDir(blobsDir) }()
+		} else {
+			dirDone <- nil
+		}
+		wg.Wait()
+		err := syncErr
+		if derr := <-dirDone; err == nil {
+			err = derr
+		}
+		if err != nil {
+			err = storeErr(err)
+		}
+		done <- err
+	}()
+	return fresh, stored, done, nil
 }
 
 // copyFile copies one workspace file to a temp file of the store, hashing
@@ -815,17 +868,7 @@ func (s *Store) copyFile(ctx context.Context, ws fsops.Workspace, e *Entry, budg
 }
 
 // dropBlobs removes the blobs a failed create added.
-func (s *Store) dropBlobs(hs []string) {
-	for _, h := range hs {
-		s.refs[h]--
-		if s.refs[h] <= 0 {
-			delete(s.refs, h)
-			s.bytes -= s.blobSize[h]
-			delete(s.blobSize, h)
-			s.root.Remove(path.Join(blobsDir, h))
-		}
-	}
-}
+func (s *Store) dropBlobs(hs []string) { s.release(hs) }
 
 func randHex() string {
 	var b [8]byte
@@ -834,17 +877,24 @@ func randHex() string {
 }
 
 // writeManifest writes m durably: temp file, fsync, rename, fsync of the
-// directory. The rename waits for before (the sync of the blobs m names).
+// directory. The rename waits for before (nil: nothing to wait for), the
+// fsyncs of the blobs m names, which run meanwhile.
 func (s *Store) writeManifest(m *Manifest, before <-chan error) (int64, error) {
+	wait := func() error {
+		if before == nil {
+			return nil
+		}
+		return <-before
+	}
 	b, err := encodeManifest(m)
 	if err != nil {
-		<-before
+		wait()
 		return 0, storeErr(err)
 	}
 	tmpName := path.Join(tmpDir, "manifest-"+randHex())
 	t, err := s.root.OpenFile(tmpName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		<-before
+		wait()
 		return 0, storeErr(err)
 	}
 	_, err = t.Write(b)
@@ -855,7 +905,7 @@ func (s *Store) writeManifest(m *Manifest, before <-chan error) (int64, error) {
 		err = cerr
 	}
 	// What the manifest names must be durable before it is.
-	if berr := <-before; err == nil {
+	if berr := wait(); err == nil {
 		err = berr
 	}
 	if err == nil {
@@ -864,15 +914,20 @@ func (s *Store) writeManifest(m *Manifest, before <-chan error) (int64, error) {
 			return 0, err // a kill here leaves the temp file
 		}
 	}
+	target := path.Join(manifestsDir, m.ID+manifestExt)
+	renamed := false
 	if err == nil {
-		err = s.root.Rename(tmpName, path.Join(manifestsDir, m.ID+manifestExt))
+		err = s.root.Rename(tmpName, target)
+		renamed = err == nil
 	}
 	if err == nil {
 		err = s.syncDir(manifestsDir)
 	}
 	if err != nil {
 		s.root.Remove(tmpName)
-		s.root.Remove(path.Join(manifestsDir, m.ID+manifestExt))
+		if renamed {
+			s.root.Remove(target)
+		}
 		return 0, storeErr(err)
 	}
 	return int64(len(b)), nil
@@ -945,9 +1000,18 @@ func (s *Store) victim(scope string, keep []string) *summary {
 	return nil
 }
 
-// remove deletes one checkpoint and the blobs only it named; s.mu is held.
+// remove deletes one checkpoint and the blobs only its manifest file
+// named; s.mu is held. A checkpoint stored as a delta of it is first
+// rewritten without it (fold).
 func (s *Store) remove(c *summary) error {
-	m, _, err := s.readManifest(c.id)
+	for _, d := range s.list {
+		if d.base == c.id {
+			if err := s.fold(d, c); err != nil {
+				return err
+			}
+		}
+	}
+	m, _, err := s.readManifestFile(c.id)
 	if err != nil {
 		return err
 	}
@@ -968,15 +1032,7 @@ func (s *Store) remove(c *summary) error {
 	if err := s.step("prune-manifest"); err != nil {
 		return err
 	}
-	for _, h := range m.hashes() {
-		s.refs[h]--
-		if s.refs[h] <= 0 {
-			delete(s.refs, h)
-			s.bytes -= s.blobSize[h]
-			delete(s.blobSize, h)
-			s.root.Remove(path.Join(blobsDir, h))
-		}
-	}
+	s.release(m.hashes())
 	return nil
 }
 

@@ -332,9 +332,10 @@ func TestPruneOldestAndCollectBlobs(t *testing.T) {
 // TestCrashLeavesWholeOrAbsent stops a create, and a prune, between each
 // of their steps, as a kill would, and opens the store again: every
 // checkpoint is whole (it restores byte for byte) or absent, and nothing
-// is left over.
+// is left over. The second checkpoint is stored as a delta of the first,
+// so the prune folds it (rewrites it whole) before removing the first.
 func TestCrashLeavesWholeOrAbsent(t *testing.T) {
-	for _, step := range []string{"blobs", "manifest-temp", "prune-manifest"} {
+	for _, step := range []string{"blobs", "manifest-temp", "prune-fold", "prune-manifest"} {
 		t.Run(step, func(t *testing.T) {
 			crashed := errors.New("killed")
 			var armed bool
@@ -351,11 +352,14 @@ func TestCrashLeavesWholeOrAbsent(t *testing.T) {
 			c1 := f.create(t, "")
 			f.write(t, "b.txt", "two\n")
 			c2 := f.create(t, "")
+			if m, _, err := f.st.readManifestFile(c2.ID); err != nil || m.Base != c1.ID {
+				t.Fatalf("the second checkpoint is stored on %q (%v), want a delta of %s", m.Base, err, c1.ID)
+			}
 			want := snapshot(t, f.dir)
 			f.write(t, "c.txt", "three, only in the crashed checkpoint\n")
 			armed = true
 			_, err := f.st.Create(context.Background(), f.ws, CreateOptions{})
-			if step != "prune-manifest" && !errors.Is(err, crashed) {
+			if !strings.HasPrefix(step, "prune-") && !errors.Is(err, crashed) {
 				t.Fatalf("create: %v, want the crash", err)
 			}
 			armed = false
@@ -370,6 +374,15 @@ func TestCrashLeavesWholeOrAbsent(t *testing.T) {
 			}
 			list := f.st.List(f.ws)
 			switch step {
+			case "prune-fold":
+				// The second checkpoint rewritten whole, the first not yet
+				// removed: all three whole.
+				if len(list) != 3 || list[0].ID != c1.ID || list[1].ID != c2.ID {
+					t.Fatalf("list %+v", list)
+				}
+				if m, _, err := f.st.readManifestFile(c2.ID); err != nil || m.Base != "" || len(m.Entries) != 2 {
+					t.Fatalf("the folded checkpoint: %+v %v, want both entries", m, err)
+				}
 			case "prune-manifest":
 				// The new checkpoint is whole, the pruned one gone.
 				if len(list) != 2 || list[0].ID != c2.ID {

@@ -1,12 +1,15 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io/fs"
 	"os"
 	"path"
-	"sort"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"golang.org/x/sys/unix"
 )
 
 // walked is the state of a workspace tree: its entries sorted by path (a
@@ -22,12 +26,26 @@ import (
 type walked struct {
 	entries []Entry
 	skipped map[string]string
+	// peakHeld is the most directory descriptors the walk held for its
+	// queue at once (TestWalkHoldsBoundedDescriptors).
+	peakHeld int
 }
 
 // walkWorkers is how many directories a walk lists at once: the walk is
 // one fstatat per entry, and listing directories side by side overlaps
-// their system calls.
-const walkWorkers = 4
+// their system calls. At least 4 even on fewer cores (an fstatat of an
+// inode not in the cache waits for the disk, and its thread gives its
+// core to another worker meanwhile), at most 8 (more only contend on the
+// kernel's locks).
+func walkWorkers() int { return max(4, min(8, runtime.GOMAXPROCS(0))) }
+
+// maxHeldDirs bounds the directory descriptors a walk keeps open for
+// subdirectories waiting in its queue. Past it, a worker walks the
+// subdirectories of the directory it listed itself, depth first, holding
+// one descriptor per level (at most MaxDepth): so a walk holds at most
+// maxHeldDirs + walkWorkers()·(MaxDepth+1) descriptors whatever the tree.
+// A variable so a test can lower it.
+var maxHeldDirs = 64
 
 // MaxDepth and MaxPathBytes bound the entries a checkpoint captures: one
 // deeper than MaxDepth components, or whose path is longer than
@@ -66,14 +84,24 @@ func tooDeep(p string) string {
 // root) through ws, without following symlinks, reading no file. It stops
 // with ctx's error when ctx is done and refuses a tree of more than max
 // entries naming --checkpoint-max-files. Directories are listed by a few
-// workers from one queue, so what the walk holds is bounded by the tree's
-// entries, not its depth. Where ws has a directory (fsops.Workspace's
-// OpenDir), each directory is opened from its parent's descriptor
-// (fsops.OpenDirAt), one openat whatever its depth, so the walk's cost is
-// linear in the tree; a parent's descriptor is shared by its subdirectories
-// waiting in the queue and closed after the last one is opened.
+// workers (walkWorkers) from one queue, so what the walk holds is bounded
+// by the tree's entries, not its depth. Where ws has a directory
+// (fsops.Workspace's OpenDir), each directory is opened from its parent's
+// descriptor (openat with O_NOFOLLOW, one whatever its depth), read with
+// getdents, and each entry stat-ed relative to it (fstatat without
+// following links), so the walk's cost is linear in the tree and no path
+// is resolved again; a parent's descriptor is shared by its subdirectories
+// waiting in the queue and closed after the last one is opened (at most
+// maxHeldDirs such). The entries come out sorted by path, the same
+// whatever order the workers took.
 func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string, max int) (walked, error) {
-	w := walked{skipped: map[string]string{}}
+	return s.walkSized(ctx, ws, rel, max, 0)
+}
+
+// walkSized is walk with room made for about n entries at once (the
+// previous checkpoint's count), so the list is not copied as it grows.
+func (s *Store) walkSized(ctx context.Context, ws fsops.Workspace, rel string, max, n int) (walked, error) {
+	w := walked{skipped: map[string]string{}, entries: make([]Entry, 0, min(n, max)+1)}
 	if rel != "." {
 		fi, err := ws.Lstat(rel)
 		if err != nil {
@@ -98,160 +126,377 @@ func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string, max in
 			return w, nil
 		}
 	}
-	var (
-		mu     sync.Mutex
-		cond   = sync.NewCond(&mu)
-		queue  = []dirItem{{rel: rel, own: startDir(ws, rel)}}
-		active int
-		failed error
-	)
-	// release drops one reference to h; mu is held.
-	release := func(h *heldDir) {
-		if h != nil {
-			if h.refs--; h.refs == 0 {
-				h.f.Close()
-			}
-		}
-	}
-	worker := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for {
-			for len(queue) == 0 && active > 0 && failed == nil {
-				cond.Wait()
-			}
-			if len(queue) == 0 || failed != nil {
-				cond.Broadcast()
-				return
-			}
-			it := queue[len(queue)-1]
-			queue = queue[:len(queue)-1]
-			dir := it.rel
-			active++
-			mu.Unlock()
-			var list []fsops.Info
-			f := it.own
-			err := ctx.Err()
-			if err != nil {
-				err = ctxErr("checkpoint", err)
-			} else {
-				if it.parent != nil {
-					f, err = fsops.OpenDirAt(it.parent.f, path.Base(dir), dir)
-				}
-				if err == nil && f != nil {
-					list, err = fsops.ListDir(f, dir)
-				} else if err == nil {
-					list, err = ws.ReadDir(dir)
-				}
-				if err != nil && dir != rel && (errcode.Is(err, errcode.NotFound) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP)) {
-					err = nil // removed (or replaced by a link or a file) since its parent was listed
-				}
-			}
-			var es []Entry
-			var subdirs []string
-			skipped := map[string]string{}
-			for _, fi := range list {
-				fi.Path = path.Join(dir, fi.Name)
-				e, why := entryOf(ws, fi)
-				if why != "" {
-					skipped[fi.Path] = why
-					continue
-				}
-				es = append(es, e)
-				if e.Type == TypeDir {
-					subdirs = append(subdirs, e.Path)
-				}
-			}
-			mu.Lock()
-			active--
-			release(it.parent)
-			var h *heldDir
-			if f != nil && len(subdirs) > 0 && err == nil && failed == nil {
-				h = &heldDir{f: f, refs: len(subdirs)}
-			} else if f != nil {
-				f.Close()
-			}
-			switch {
-			case failed != nil:
-			case err != nil:
-				failed = err
-			case len(w.entries)+len(es) > max:
-				failed = tooMany(ws, s.opts.MaxFiles)
-			default:
-				w.entries = append(w.entries, es...)
-				for p, why := range skipped {
-					w.skipped[p] = why
-				}
-				for _, d := range subdirs {
-					queue = append(queue, dirItem{rel: d, parent: h})
-				}
-				h = nil
-			}
-			if h != nil { // refused: its subdirectories are not queued
-				h.f.Close()
-			}
-			cond.Broadcast()
-		}
-	}
+	wk := &walker{ctx: ctx, ws: ws, rel: rel, max: max, maxFiles: s.opts.MaxFiles, w: w}
+	wk.cond = sync.NewCond(&wk.mu)
+	wk.queue = []dirItem{{rel: rel, fd: startDir(ws, rel)}}
 	var wg sync.WaitGroup
-	for range walkWorkers {
+	for range walkWorkers() {
 		wg.Add(1)
-		go func() { defer wg.Done(); worker() }()
+		go func() { defer wg.Done(); wk.run() }()
 	}
 	wg.Wait()
 	// What a failure left queued still holds descriptors.
-	for _, it := range queue {
-		release(it.parent)
-		if it.own != nil {
-			it.own.Close()
+	for _, it := range wk.queue {
+		wk.release(it.parent)
+		if it.fd >= 0 {
+			unix.Close(it.fd)
 		}
 	}
-	if failed != nil {
-		return w, failed
+	if wk.failed != nil {
+		return wk.w, wk.failed
 	}
+	w = wk.w
+	w.peakHeld = wk.peakHeld
 	sortEntries(w.entries)
 	return w, nil
 }
 
-// dirItem is a directory waiting to be listed: opened already (own, the
+// scratch is one worker's buffers, reused for every directory it lists.
+type scratch struct {
+	buf []byte  // getdents'
+	es  []Entry // a directory's entries until they join the walk's list
+}
+
+// walker is one walk's shared state; mu guards all but the settings.
+type walker struct {
+	ctx      context.Context
+	ws       fsops.Workspace
+	rel      string
+	max      int
+	maxFiles int
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	queue    []dirItem
+	active   int // workers listing a directory taken from the queue
+	held     int // descriptors kept open for queued subdirectories
+	peakHeld int
+	failed   error
+	w        walked
+}
+
+// dirItem is a directory waiting to be listed: opened already (fd, the
 // walk's first), or to be opened from its parent's descriptor (parent),
-// or, with neither, to be listed by its path.
+// or, with neither, to be listed by its path (a workspace without a
+// directory, such as a memory one).
 type dirItem struct {
 	rel    string
-	own    *os.File
+	fd     int
 	parent *heldDir
 }
 
 // heldDir is a listed directory's descriptor, kept open while
 // subdirectories of it wait in the queue (refs of them).
 type heldDir struct {
-	f    *os.File
+	fd   int
 	refs int
 }
 
+// release drops one reference to h; wk.mu is held.
+func (wk *walker) release(h *heldDir) {
+	if h != nil {
+		if h.refs--; h.refs == 0 {
+			unix.Close(h.fd)
+			wk.held--
+		}
+	}
+}
+
+// run is one worker: it takes directories from the queue until the walk
+// is done or failed.
+func (wk *walker) run() {
+	sc := &scratch{buf: make([]byte, 32<<10)}
+	wk.mu.Lock()
+	defer wk.mu.Unlock()
+	for {
+		for len(wk.queue) == 0 && wk.active > 0 && wk.failed == nil {
+			wk.cond.Wait()
+		}
+		if len(wk.queue) == 0 || wk.failed != nil {
+			wk.cond.Broadcast()
+			return
+		}
+		it := wk.queue[len(wk.queue)-1]
+		wk.queue = wk.queue[:len(wk.queue)-1]
+		wk.active++
+		fd, err := it.fd, error(nil)
+		if it.parent != nil {
+			fd, err = openDirAt(it.parent.fd, it.rel)
+			wk.release(it.parent)
+		}
+		wk.mu.Unlock()
+		wk.visit(it.rel, fd, err, sc)
+		wk.mu.Lock()
+		wk.active--
+		wk.cond.Broadcast()
+	}
+}
+
+// openDirAt opens the subdirectory rel (its last component) of the
+// directory parent, never following a link; wk.mu may be held (one
+// openat).
+func openDirAt(parent int, rel string) (int, error) {
+	for {
+		fd, err := unix.Openat(parent, path.Base(rel), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			if err != nil {
+				return -1, &os.PathError{Op: "openat", Path: rel, Err: err}
+			}
+			return fd, nil
+		}
+	}
+}
+
+// visit lists the directory dir (by fd when fd ≥ 0, else by its path
+// through the workspace), adds what it holds to the walk, and hands its
+// subdirectories to the queue, or, when the walk holds maxHeldDirs
+// descriptors already, walks them itself depth first. It closes fd. openErr
+// is the error of opening dir.
+func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
+	var (
+		es      []Entry
+		subdirs []string
+		skipped map[string]string
+	)
+	err := openErr
+	if err == nil {
+		if cerr := wk.ctx.Err(); cerr != nil {
+			err = ctxErr("checkpoint", cerr)
+		} else if fd >= 0 {
+			es, subdirs, skipped, err = wk.listFD(fd, dir, sc.buf, sc.es[:0])
+			sc.es = es[:0] // copied into the walk's list below, then reused
+		} else {
+			es, subdirs, skipped, err = wk.listByPath(dir)
+		}
+	}
+	if err != nil && dir != wk.rel && (errcode.Is(err, errcode.NotFound) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP)) {
+		// Removed (or replaced by a link or a file) since its parent was
+		// listed.
+		err, es, subdirs = nil, nil, nil
+	}
+	if err != nil {
+		if _, ok := err.(*os.PathError); ok {
+			err = &errcode.Error{Code: errcode.ReadFailed, Op: "checkpoint", Path: dir, Msg: err.Error(), Err: err}
+		}
+	}
+	inline := false
+	wk.mu.Lock()
+	switch {
+	case wk.failed != nil:
+	case err != nil:
+		wk.failed = err
+	case len(wk.w.entries)+len(es) > wk.max:
+		wk.failed = tooMany(wk.ws, wk.maxFiles)
+	default:
+		wk.w.entries = append(wk.w.entries, es...)
+		for p, why := range skipped {
+			wk.w.skipped[p] = why
+		}
+		switch {
+		case len(subdirs) == 0:
+		case fd < 0:
+			for _, d := range subdirs {
+				wk.queue = append(wk.queue, dirItem{rel: d, fd: -1})
+			}
+		case wk.held < maxHeldDirs:
+			h := &heldDir{fd: fd, refs: len(subdirs)}
+			fd = -1 // the queue holds it now
+			wk.held++
+			wk.peakHeld = max(wk.peakHeld, wk.held)
+			for _, d := range subdirs {
+				wk.queue = append(wk.queue, dirItem{rel: d, fd: -1, parent: h})
+			}
+		default:
+			inline = true
+		}
+	}
+	wk.cond.Broadcast()
+	wk.mu.Unlock()
+	if inline {
+		// Depth first from here, one descriptor per level: the depth is
+		// bounded (MaxDepth), the queue's held descriptors are not.
+		for _, d := range subdirs {
+			wk.mu.Lock()
+			stop := wk.failed != nil
+			wk.mu.Unlock()
+			if stop {
+				break
+			}
+			cfd, cerr := openDirAt(fd, d)
+			wk.visit(d, cfd, cerr, sc)
+		}
+	}
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+}
+
+// listFD lists the open directory fd, whose path is dir: getdents into
+// buf, one fstatat per entry relative to fd without following links. Each
+// entry's path is its one allocation (the name stat-ed is a slice of it).
+func (wk *walker) listFD(fd int, dir string, buf []byte, es []Entry) (_ []Entry, subdirs []string, skipped map[string]string, err error) {
+	prefix := ""
+	if dir != "." {
+		prefix = dir + "/"
+	}
+	var st unix.Stat_t
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, nil, nil, &os.PathError{Op: "getdents", Path: dir, Err: err}
+		}
+		if n <= 0 {
+			break
+		}
+		for off := 0; off < n; {
+			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
+			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
+			name := buf[off+19 : off+reclen]
+			off += reclen
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if len(name) == 0 || (name[0] == '.' && (len(name) == 1 || len(name) == 2 && name[1] == '.')) {
+				continue
+			}
+			p := prefix + string(name)
+			for {
+				err = unix.Fstatat(fd, p[len(prefix):], &st, unix.AT_SYMLINK_NOFOLLOW)
+				if err != unix.EINTR {
+					break
+				}
+			}
+			if err != nil {
+				continue // vanished meanwhile
+			}
+			e, why := entryOfStat(wk.ws, p, &st)
+			if why != "" {
+				if skipped == nil {
+					skipped = map[string]string{}
+				}
+				skipped[p] = why
+				continue
+			}
+			es = append(es, e)
+			if e.Type == TypeDir {
+				subdirs = append(subdirs, p)
+			}
+		}
+	}
+	return es, subdirs, skipped, nil
+}
+
+// listByPath lists dir through the workspace's ReadDir: a workspace
+// without a directory (a memory one), or a walk whose way down holds a
+// link.
+func (wk *walker) listByPath(dir string) (es []Entry, subdirs []string, skipped map[string]string, err error) {
+	list, err := wk.ws.ReadDir(dir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, fi := range list {
+		fi.Path = path.Join(dir, fi.Name)
+		e, why := entryOf(wk.ws, fi)
+		if why != "" {
+			if skipped == nil {
+				skipped = map[string]string{}
+			}
+			skipped[fi.Path] = why
+			continue
+		}
+		es = append(es, e)
+		if e.Type == TypeDir {
+			subdirs = append(subdirs, e.Path)
+		}
+	}
+	return es, subdirs, skipped, nil
+}
+
 // startDir opens the directory rel of ws by descriptor, from the root
-// down one component at a time, never following a link; nil when ws has
+// down one component at a time, never following a link; -1 when ws has
 // no directory or the way holds a link (then the walk lists by path, which
 // follows a link inside the workspace as ReadDir does).
-func startDir(ws fsops.Workspace, rel string) *os.File {
+func startDir(ws fsops.Workspace, rel string) int {
 	f, err := ws.OpenDir()
 	if err != nil {
-		return nil
+		return -1
+	}
+	// A descriptor of the walk's own, so its lifetime is the walk's.
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	f.Close()
+	if err != nil {
+		return -1
 	}
 	if rel == "." {
-		return f
+		return fd
 	}
 	so := ""
 	for _, c := range strings.Split(rel, "/") {
 		so = path.Join(so, c)
-		next, err := fsops.OpenDirAt(f, c, so)
-		f.Close()
+		next, err := openDirAt(fd, so)
+		unix.Close(fd)
 		if err != nil {
-			return nil
+			return -1
 		}
-		f = next
+		fd = next
 	}
-	return f
+	return fd
+}
+
+// entryOfStat describes the entry at path p from its fstatat, or says why
+// it is not captured: entryOf without the fsops.Info between (no time.Time
+// or FileMode conversions per entry).
+func entryOfStat(ws fsops.Workspace, p string, st *unix.Stat_t) (Entry, string) {
+	if !utf8.ValidString(p) {
+		// The manifest is JSON, which would change the name.
+		return Entry{}, "a name that is not valid UTF-8"
+	}
+	if why := tooDeep(p); why != "" {
+		return Entry{}, why
+	}
+	// Setuid and setgid are never recorded, as entryOf.
+	m := fs.FileMode(st.Mode & 0o777)
+	if st.Mode&unix.S_ISVTX != 0 {
+		m |= fs.ModeSticky
+	}
+	e := Entry{Path: p, Mode: uint32(fsops.SafeMode(m))}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		e.Type, e.Size, e.Dev, e.Ino = TypeFile, st.Size, uint64(st.Dev), uint64(st.Ino)
+		e.MTime = int64(st.Mtim.Sec)*1e9 + int64(st.Mtim.Nsec)
+		e.CTime = int64(st.Ctim.Sec)*1e9 + int64(st.Ctim.Nsec)
+	case unix.S_IFDIR:
+		e.Type = TypeDir
+	case unix.S_IFLNK:
+		// Rare: the workspace reads the link and judges whether its
+		// target leads out (relative to where the link really is).
+		t, err := ws.Readlink(p)
+		if err != nil {
+			if errcode.Is(err, errcode.PathEscapeAttempt) {
+				return e, "a symlink leading out of the workspace"
+			}
+			return e, "unreadable link: " + errcode.Sentence(err)
+		}
+		e.Type, e.Target = TypeSymlink, t
+		e.Mode = 0
+	default:
+		fi := fs.FileMode(0)
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFIFO:
+			fi = fs.ModeNamedPipe
+		case unix.S_IFSOCK:
+			fi = fs.ModeSocket
+		case unix.S_IFBLK:
+			fi = fs.ModeDevice
+		case unix.S_IFCHR:
+			fi = fs.ModeDevice | fs.ModeCharDevice
+		}
+		return e, "not a file, directory or symlink: " + fi.Type().String()
+	}
+	return e, ""
 }
 
 // entryOf describes one listed entry, or says why it is not captured.
@@ -290,5 +535,5 @@ func entryOf(ws fsops.Workspace, fi fsops.Info) (Entry, string) {
 }
 
 func sortEntries(es []Entry) {
-	sort.Slice(es, func(i, j int) bool { return es[i].Path < es[j].Path })
+	slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
 }
