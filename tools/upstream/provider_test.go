@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"testing/iotest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -530,11 +529,11 @@ func TestClosedStdoutSeenAtOnce(t *testing.T) {
 	}
 }
 
-// TestFrameReader: lines up to the limit come whole (with any read sizes);
-// a longer one is read to its end without being kept, and its top-level id
+// TestFramer: lines up to the limit come whole (with any piece sizes); a
+// longer one is read to its end without being kept, and its top-level id
 // and method are found wherever they are; the buffer never grows past the
-// limit.
-func TestFrameReader(t *testing.T) {
+// limit; an error from emit stops the feed.
+func TestFramer(t *testing.T) {
 	long := strings.Repeat("x", 100)
 	for _, tc := range []struct {
 		name string
@@ -553,23 +552,15 @@ func TestFrameReader(t *testing.T) {
 		{"a batch names no call", `[{"id":1,"result":"` + long + `"}]`, 64, []string{"BIG <nil> false"}},
 		{"many short lines", strings.Repeat("x\n", 1000), 1, slices.Repeat([]string{"x"}, 1000)},
 	} {
-		for _, oneByte := range []bool{false, true} {
-			var r io.Reader = strings.NewReader(tc.in)
-			if oneByte {
-				r = iotest.OneByteReader(r)
-			}
-			fr := newFrameReader(r, tc.max)
+		for _, piece := range []int{len(tc.in), 1, 7} {
+			f := framer{max: tc.max}
 			var got []string
-			for {
-				line, big, err := fr.next()
-				if err == io.EOF {
-					break
+			emit := func(line []byte, big *oversize) error {
+				if cap(f.buf) > tc.max {
+					t.Fatalf("%s: buffer of %d bytes, over the %d limit", tc.name, cap(f.buf), tc.max)
 				}
-				if err != nil {
-					t.Fatalf("%s: %v", tc.name, err)
-				}
-				if cap(fr.buf) > tc.max {
-					t.Fatalf("%s: buffer of %d bytes, over the %d limit", tc.name, cap(fr.buf), tc.max)
+				if len(line) > tc.max {
+					t.Fatalf("%s: a line of %d bytes, over the %d limit", tc.name, len(line), tc.max)
 				}
 				if big != nil {
 					id := "<nil>"
@@ -577,15 +568,39 @@ func TestFrameReader(t *testing.T) {
 						id = string(big.id)
 					}
 					got = append(got, fmt.Sprintf("BIG %s %v", id, big.method))
-					continue
+					return nil
 				}
 				got = append(got, string(line))
-				fr.trim()
+				return nil
+			}
+			for in := tc.in; len(in) > 0; {
+				n := min(piece, len(in))
+				// A copy each time: the framer must not keep the piece.
+				if err := f.feed([]byte(in[:n]), emit); err != nil {
+					t.Fatalf("%s: %v", tc.name, err)
+				}
+				in = in[n:]
+			}
+			if err := f.end(emit); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
 			}
 			if !slices.Equal(got, tc.want) {
-				t.Errorf("%s (one byte at a time: %v):\n got %q\nwant %q", tc.name, oneByte, got, tc.want)
+				t.Errorf("%s (pieces of %d bytes):\n got %q\nwant %q", tc.name, piece, got, tc.want)
 			}
 		}
+	}
+	f := framer{max: 8}
+	stop := errors.New("stop")
+	var got []string
+	err := f.feed([]byte("a\nb\nc\n"), func(line []byte, _ *oversize) error {
+		got = append(got, string(line))
+		if string(line) == "b" {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("emit's error: feed returned %v after %q, want stop after a and b", err, got)
 	}
 }
 

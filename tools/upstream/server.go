@@ -202,29 +202,24 @@ func joinNonEmpty(a, b string) string {
 
 func (s *server) lastStderr() string { return s.stderr.last() }
 
-// endingPipe is the server's stdout as the sandbox writes it: when the
-// process's side of the stream ends (it closed its stdout, or exited), the
-// pipe closes, so the transport reads its end and the supervisor sees the
-// connection dead at once, not at the next ping (sandbox.OutputEnder).
-type endingPipe struct{ *io.PipeWriter }
-
-func (p endingPipe) OutputEnded() { p.Close() }
-
 // runOnce starts the process, connects, lists and publishes the tools, and
 // serves until the process exits (nil for status 0), stops answering pings,
 // or the provider stops (errStopping).
 func (s *server) runOnce() error {
 	s.setState(StateStarting, "")
 	stdinR, stdinW := io.Pipe()
-	stdoutR, stdoutW := io.Pipe()
+	// The transport is the server's stdout as the sandbox writes it: when
+	// the process's side of the stream ends (it closed its stdout, or
+	// exited), the stream is dead, and the supervisor sees it at once, not
+	// at the next ping (sandbox.OutputEnder).
+	tr := newPushTransport(stdinW, s.p.maxMessage, s.log)
 	proc, err := s.exe.Start(context.Background(), sandbox.Request{
 		Command:   sandbox.CommandLine(append([]string{s.cfg.Command}, s.cfg.Args...)...),
 		Workspace: s.ws,
 		Env:       s.env(),
-	}, sandbox.Stdio{Stdin: stdinR, Stdout: endingPipe{stdoutW}, Stderr: s.stderr})
+	}, sandbox.Stdio{Stdin: stdinR, Stdout: tr, Stderr: s.stderr})
 	if err != nil {
 		stdinR.Close()
-		stdoutW.Close()
 		s.recordErr(err.Error())
 		return fmt.Errorf("start: %w", err)
 	}
@@ -242,7 +237,9 @@ func (s *server) runOnce() error {
 	var waitErr error
 	go func() {
 		status, waitErr = proc.Wait()
-		stdoutW.Close()
+		// Wait returns once the output is copied out (OutputEnded has
+		// run); this only makes sure the stream is seen ended.
+		tr.kill(io.EOF)
 		stdinR.Close()
 		close(exited)
 	}()
@@ -285,7 +282,6 @@ func (s *server) runOnce() error {
 		case <-ctx.Done():
 		}
 	}()
-	tr := newTransport(stdoutR, stdinW, s.p.maxMessage, s.log)
 	cs, err := client.Connect(ctx, tr, nil)
 	if err == nil {
 		err = s.publish(ctx, cs)

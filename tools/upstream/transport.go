@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -38,11 +37,26 @@ const codeMessageTooLarge = -32090
 //     that is not JSON-RPC, an oversized line that is not a message with an
 //     id, a write that cannot complete) closes dead at once, so the
 //     supervisor sees it without waiting for a ping.
+//
+// The upstream's stdout is pushed into the transport: it is the sandbox's
+// Stdout writer (Write and OutputEnded), and the goroutine that copies the
+// process's pipe cuts and decodes the lines and hands the messages to the
+// session itself. A pipe in between (io.Pipe, read by a goroutine of our
+// own) cost every answer one more goroutine hand-off and one more copy
+// (docs/performance.md, "The routed upstream call").
 type transport struct {
-	r   io.ReadCloser  // the upstream's stdout
+	r   io.ReadCloser  // the upstream's stdout when it is read (newTransport); nil when pushed
 	w   io.WriteCloser // its stdin
 	max int
 	log *slog.Logger
+
+	// connected is closed by Connect (c is set): lines pushed before it
+	// wait for it.
+	connected chan struct{}
+	c         *conn
+	outMu     sync.Mutex // the framer, for Write and OutputEnded
+	fr        framer
+	ended     sync.Once
 
 	// dead is closed, and err set, when the stream can carry no more.
 	dead    chan struct{}
@@ -50,8 +64,53 @@ type transport struct {
 	die     sync.Once
 }
 
+// newPushTransport is the transport whose upstream's stdout is written to
+// it (Write, then OutputEnded at its end); w is the upstream's stdin.
+func newPushTransport(w io.WriteCloser, max int, log *slog.Logger) *transport {
+	return &transport{w: w, max: max, log: log, fr: framer{max: max}, connected: make(chan struct{}), dead: make(chan struct{})}
+}
+
+// newTransport is the transport that reads the upstream's stdout from r.
 func newTransport(r io.ReadCloser, w io.WriteCloser, max int, log *slog.Logger) *transport {
-	return &transport{r: r, w: w, max: max, log: log, dead: make(chan struct{})}
+	t := newPushTransport(w, max, log)
+	t.r = r
+	return t
+}
+
+// Write takes the next piece of the upstream's stdout: each line it
+// completes is decoded and handed to the session before Write returns, so
+// a session that does not read holds the upstream's output back. It fails
+// once the stream is dead or the connection closed.
+func (t *transport) Write(p []byte) (int, error) {
+	select {
+	case <-t.connected:
+	case <-t.dead:
+		return 0, t.deadErr
+	}
+	t.outMu.Lock()
+	defer t.outMu.Unlock()
+	if err := t.fr.feed(p, t.c.emit); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// OutputEnded is the end of the upstream's stdout: a last line without a
+// newline counts, and the stream is dead (io.EOF).
+func (t *transport) OutputEnded() {
+	t.ended.Do(func() {
+		select {
+		case <-t.connected:
+			t.outMu.Lock()
+			err := t.fr.end(t.c.emit)
+			t.outMu.Unlock()
+			if err != nil {
+				return // emit killed the stream, or the connection is closed
+			}
+		default:
+		}
+		t.kill(io.EOF)
+	})
 }
 
 func (t *transport) kill(err error) {
@@ -70,7 +129,11 @@ func (t *transport) err() error {
 // Connect implements mcp.Transport; it is called once.
 func (t *transport) Connect(context.Context) (mcp.Connection, error) {
 	c := &conn{t: t, incoming: make(chan jsonrpc.Message), closed: make(chan struct{})}
-	go c.readLoop()
+	t.c = c
+	close(t.connected)
+	if t.r != nil {
+		go c.readLoop()
+	}
 	return c, nil
 }
 
@@ -85,35 +148,42 @@ type conn struct {
 
 func (c *conn) SessionID() string { return "" }
 
-// readLoop reads one message at a time and hands it to Read; it ends when
-// the stream does (closing dead) or the connection is closed.
+// readLoop pushes what it reads from t.r (newTransport) into the transport.
 func (c *conn) readLoop() {
-	fr := newFrameReader(c.t.r, c.t.max)
-	for {
-		line, big, err := fr.next()
-		if err != nil {
-			c.t.kill(err) // io.EOF: the process's stdout closed
-			return
-		}
-		var msgs []jsonrpc.Message
-		if big != nil {
-			msgs, err = c.oversized(big)
-		} else {
-			msgs, err = decodeLine(line)
-		}
-		fr.trim()
-		if err != nil {
-			c.t.kill(err)
-			return
-		}
-		for _, m := range msgs {
-			select {
-			case c.incoming <- m:
-			case <-c.closed:
-				return
-			}
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	_, err := io.CopyBuffer(c.t, struct{ io.Reader }{c.t.r}, *bp)
+	if err != nil {
+		c.t.kill(err)
+		return
+	}
+	c.t.OutputEnded()
+}
+
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// emit decodes one line (or takes an oversize) and hands its messages to
+// Read; an error kills the stream, or says the connection is closed.
+func (c *conn) emit(line []byte, big *oversize) error {
+	var msgs []jsonrpc.Message
+	var err error
+	if big != nil {
+		msgs, err = c.oversized(big)
+	} else {
+		msgs, err = decodeLine(line)
+	}
+	if err != nil {
+		c.t.kill(err)
+		return err
+	}
+	for _, m := range msgs {
+		select {
+		case c.incoming <- m:
+		case <-c.closed:
+			return io.ErrClosedPipe
 		}
 	}
+	return nil
 }
 
 // oversized decides what a line over the limit becomes (see transport).
@@ -225,7 +295,9 @@ func (c *conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.t.kill(mcp.ErrConnectionClosed)
 		close(c.closed)
-		c.t.r.Close()
+		if c.t.r != nil {
+			c.t.r.Close()
+		}
 		c.t.w.Close()
 	})
 	return nil
@@ -242,16 +314,17 @@ func byteSize(n int) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// frameReader cuts a stream into lines of at most max bytes (the newline
-// not counted) and holds at most one line: its buffer grows with the
-// line, doubling, to max bytes and never past it. A
-// longer line is read to its end without being kept (only its top-level
-// "id" and whether it has a "method" are noted) and returned as an
-// oversize.
-type frameReader struct {
-	br  *bufio.Reader
-	max int
-	buf []byte
+// framer cuts a stream, pushed to it in pieces, into lines of at most max
+// bytes (the newline not counted) and holds at most one line: its buffer
+// grows with the line, doubling, to max bytes and never past it; a line
+// that arrives whole in one piece is not copied at all. A longer line is
+// read to its end without being kept (only its top-level "id" and whether
+// it has a "method" are noted) and given as an oversize.
+type framer struct {
+	max  int
+	buf  []byte     // the line so far, when it spans pieces
+	size int        // its length so far
+	scan *idScanner // set once the line is over max
 }
 
 // oversize is what is known of a line over the limit.
@@ -261,69 +334,82 @@ type oversize struct {
 	method bool            // a top-level "method" key: a request or notification
 }
 
-// frameKeep is the buffer a frameReader keeps between lines; a larger one
+// frameKeep is the buffer a framer keeps between lines; a larger one
 // (grown for a large message) is let go once that message is decoded.
 const frameKeep = 64 << 10
 
-func newFrameReader(r io.Reader, max int) *frameReader {
-	return &frameReader{br: bufio.NewReaderSize(r, 32<<10), max: max}
+// feed cuts p into lines and calls emit with each line it completes (valid
+// until emit returns) or each oversize, in order; it stops at emit's
+// first error and returns it.
+func (f *framer) feed(p []byte, emit func(line []byte, big *oversize) error) error {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			f.add(p)
+			return nil
+		}
+		if f.size == 0 && f.scan == nil && i <= f.max {
+			// A whole line in this piece: given as it lies.
+			if err := emit(p[:i], nil); err != nil {
+				return err
+			}
+		} else {
+			f.add(p[:i])
+			if err := f.finish(emit); err != nil {
+				return err
+			}
+		}
+		p = p[i+1:]
+	}
+	return nil
 }
 
-// next returns the next line (valid until the next call of next or trim),
-// or an oversize; a last line without a newline counts; err is io.EOF at
-// the end.
-func (f *frameReader) next() (line []byte, big *oversize, err error) {
+// end gives a last line that had no newline, if any.
+func (f *framer) end(emit func(line []byte, big *oversize) error) error {
+	if f.size == 0 && f.scan == nil {
+		return nil
+	}
+	return f.finish(emit)
+}
+
+// add appends a piece of the current line, or scans it once the line is
+// over max.
+func (f *framer) add(p []byte) {
+	f.size += len(p)
+	switch {
+	case f.scan != nil:
+		f.scan.feed(p)
+	case f.size > f.max:
+		// From here the line is only scanned, not kept.
+		f.scan = &idScanner{}
+		f.scan.feed(f.buf)
+		f.scan.feed(p)
+		f.buf = nil
+	default:
+		if need := len(f.buf) + len(p); need > cap(f.buf) {
+			nb := make([]byte, len(f.buf), min(max(need, 2*cap(f.buf), 4<<10), f.max))
+			copy(nb, f.buf)
+			f.buf = nb
+		}
+		f.buf = append(f.buf, p...)
+	}
+}
+
+// finish gives the current line (or its oversize) to emit and starts the
+// next, letting go of a buffer grown past frameKeep for a large message.
+func (f *framer) finish(emit func(line []byte, big *oversize) error) error {
+	var err error
+	if f.scan != nil {
+		err = emit(nil, &oversize{size: f.size, id: f.scan.id(), method: f.scan.method})
+	} else {
+		err = emit(f.buf, nil)
+	}
+	f.size, f.scan = 0, nil
 	f.buf = f.buf[:0]
-	var scan *idScanner
-	size := 0
-	for {
-		chunk, err := f.br.ReadSlice('\n')
-		end := err == nil
-		if end {
-			chunk = chunk[:len(chunk)-1]
-		}
-		size += len(chunk)
-		switch {
-		case scan != nil:
-			scan.feed(chunk)
-		case size > f.max:
-			// From here the line is only scanned, not kept.
-			scan = &idScanner{}
-			scan.feed(f.buf)
-			scan.feed(chunk)
-			f.buf = nil
-		default:
-			f.append(chunk)
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		switch {
-		case scan != nil:
-			return nil, &oversize{size: size, id: scan.id(), method: scan.method}, nil
-		case !end && (len(f.buf) == 0 || err != io.EOF):
-			return nil, nil, err
-		}
-		return f.buf, nil, nil // (a last line without a newline: the next call returns io.EOF)
-	}
-}
-
-// append adds p to the line, growing its buffer by doubling up to max
-// bytes and never past it.
-func (f *frameReader) append(p []byte) {
-	if need := len(f.buf) + len(p); need > cap(f.buf) {
-		nb := make([]byte, len(f.buf), min(max(need, 2*cap(f.buf), 4<<10), f.max))
-		copy(nb, f.buf)
-		f.buf = nb
-	}
-	f.buf = append(f.buf, p...)
-}
-
-// trim lets go of a buffer grown past frameKeep for a large message.
-func (f *frameReader) trim() {
 	if cap(f.buf) > frameKeep {
 		f.buf = nil
 	}
+	return err
 }
 
 // idScanner follows the structure of a JSON object fed to it in pieces,
