@@ -1,10 +1,12 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,7 +29,7 @@ var testSchema = map[string]any{
 	},
 }
 
-func newChecker(t *testing.T, cwd string) (*PathChecker, fsops.Workspace) {
+func newChecker(t testing.TB, cwd string) (*PathChecker, fsops.Workspace) {
 	t.Helper()
 	base := t.TempDir()
 	root := filepath.Join(base, "ws")
@@ -165,4 +167,168 @@ func FuzzPathChecker(f *testing.F) {
 			t.Fatalf("accepted %q, which is %s", p, real)
 		}
 	})
+}
+
+// referenceRefusals is the checker as it was written over a generic decode
+// (map[string]any, where a map's order is random and a repeated key keeps
+// its last value): every refusal it could return, as the error's text with
+// its hint. Check, which reads the JSON as it lies, must return one of them,
+// or none when there is none.
+func referenceRefusals(c *PathChecker, ws fsops.Workspace, args []byte) (refusals []string, invalid bool) {
+	var v any
+	if json.Unmarshal(args, &v) != nil {
+		return nil, true
+	}
+	var walk func(v any, schema map[string]any, at *argLoc, isPath bool)
+	walk = func(v any, schema map[string]any, at *argLoc, isPath bool) {
+		isPath = isPath || schemaSaysPath(schema)
+		switch x := v.(type) {
+		case string:
+			if isPath || isFileURI(x) {
+				if err := c.checkPath(ws, x, at); err != nil {
+					refusals = append(refusals, errText(err))
+				}
+			}
+		case []any:
+			items, _ := schema["items"].(map[string]any)
+			for i, e := range x {
+				walk(e, items, &argLoc{up: at, index: i, isIndex: true}, isPath)
+			}
+		case map[string]any:
+			props, _ := schema["properties"].(map[string]any)
+			extra, _ := schema["additionalProperties"].(map[string]any)
+			for k, e := range x {
+				sub, _ := props[k].(map[string]any)
+				if sub == nil {
+					sub = extra
+				}
+				walk(e, sub, &argLoc{up: at, key: k}, pathNameSlow(k))
+			}
+		}
+	}
+	walk(v, c.schema, nil, false)
+	return refusals, false
+}
+
+func errText(err error) string {
+	var e *errcode.Error
+	if errors.As(err, &e) {
+		return string(e.Code) + ": " + err.Error() + " (" + e.Hint + ")"
+	}
+	return err.Error()
+}
+
+// repeatsKeys reports whether some object in the JSON names a key twice.
+func repeatsKeys(args []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	type frame struct {
+		obj     bool
+		keys    map[string]bool
+		wantKey bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.obj && top.wantKey {
+			if k, ok := tok.(string); ok {
+				if top.keys[k] {
+					return true
+				}
+				top.keys[k] = true
+				top.wantKey = false
+				continue
+			}
+		}
+		if top != nil && top.obj && !top.wantKey {
+			top.wantKey = true // this token starts (or is) the value
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{obj: true, keys: map[string]bool{}, wantKey: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+	}
+}
+
+// checkAgainstReference holds Check to referenceRefusals on one input.
+func checkAgainstReference(t *testing.T, c *PathChecker, ws fsops.Workspace, args string) {
+	t.Helper()
+	want, invalid := referenceRefusals(c, ws, []byte(args))
+	err := c.Check(ws, json.RawMessage(args))
+	switch {
+	case args == "":
+		if err != nil {
+			t.Fatalf("no arguments: %v", err)
+		}
+	case invalid:
+		if !errcode.Is(err, errcode.InvalidArgument) {
+			t.Fatalf("%s: %v, want INVALID_ARGUMENT (not JSON)", args, err)
+		}
+	case err == nil && len(want) > 0:
+		t.Fatalf("%s: accepted; the generic walk refuses: %q", args, want)
+	case err != nil && !slices.Contains(want, errText(err)) && !repeatsKeys([]byte(args)):
+		t.Fatalf("%s: %s; the generic walk gives one of %q", args, errText(err), want)
+	}
+}
+
+var referenceArgs = []string{
+	`{"path":"a/b.txt"}`, `{"path":"../secret/x"}`, `{"paths":["ok.txt","/etc/shadow"]}`,
+	`{"edits":[{"path":"ok","text":"/etc/x"},{"path":"../../x"}]}`, `{"out":"/tmp/x"}`,
+	`{"options":{"baseDir":"/"}}`, `{"file_path":"/etc/x"}`, `{"query":"file:///etc/passwd"}`,
+	`{"query":"\u0066ile:///etc/passwd"}`, `{"q":"FİLE:///etc"}`, `{"q":"\u212a"}`, `{"path":"a\u0000b"}`,
+	`{"p\u0061th":"/etc"}`, `{"FilePath":"/x"}`, `{"målPath":"/x"}`, `{"x":[[["file:/etc"]]]}`,
+	`{"path":"\xff/../.."}`, `{"path": "/etc" , "query" : [ 1 , true , null , -2.5e3 , {} , [] ] }`,
+	`["/etc", "file:/x"]`, `"file:/etc"`, `null`, `12`, `{"path":`, `{"a":1,}`, `{"path":"ok","path":"/etc"}`,
+	`{"path":"/etc","path":"ok"}`, `{"":{"dir":"/x"}}`, `{"options":{"baseDir":"in-link/../../x"}}`,
+	`{"path":"~root"}`, `{"path":"~/x"}`, `{"path":"file://host/x"}`, `{"path":"file:x"}`,
+}
+
+// TestCheckMatchesGenericWalk: the checker that reads the JSON as it lies
+// refuses what the generic decode's walk refuses, with the same words and
+// argument name, and accepts what it accepts.
+func TestCheckMatchesGenericWalk(t *testing.T) {
+	c, ws := newChecker(t, "")
+	for _, args := range referenceArgs {
+		checkAgainstReference(t, c, ws, args)
+	}
+}
+
+// FuzzCheckMatchesGenericWalk is TestCheckMatchesGenericWalk on any input.
+func FuzzCheckMatchesGenericWalk(f *testing.F) {
+	for _, args := range referenceArgs {
+		f.Add(args)
+	}
+	c, ws := newChecker(f, "")
+	f.Fuzz(func(t *testing.T, args string) {
+		checkAgainstReference(t, c, ws, args)
+	})
+}
+
+// BenchmarkPathCheck is one call's check: arguments with no path, and with
+// a path inside the workspace.
+func BenchmarkPathCheck(b *testing.B) {
+	c, ws := newChecker(b, "")
+	for _, bc := range []struct{ name, args string }{
+		{"no-path", `{"text":"hello","count":3,"options":{"verbose":true}}`},
+		{"path", `{"path":"sub/a.txt","text":"hello"}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.Check(ws, json.RawMessage(bc.args)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
