@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -314,3 +315,203 @@ func (c *rawSSE) request(rest string) error {
 }
 
 func (c *rawSSE) Close() error { return c.body.Close() }
+
+// echoUpstreamEnv, set in a process's environment, makes this test binary
+// the minimal echo upstream (serveEchoUpstream) instead of running tests.
+const echoUpstreamEnv = "AGENTBE_BENCH_ECHO_UPSTREAM"
+
+func init() {
+	if os.Getenv(echoUpstreamEnv) != "" {
+		os.Exit(serveEchoUpstream(os.Stdin, os.Stdout))
+	}
+}
+
+// serveEchoUpstream is the cheapest MCP server on stdio that a client can
+// initialize, list and call: one tool, echo, answering its text argument
+// as text. It decodes each line with encoding/json and writes each answer
+// with one write, so that what it costs is close to nothing beside the
+// round trip through its pipes.
+func serveEchoUpstream(in io.Reader, out io.Writer) int {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+				Arguments       struct {
+					Text string `json:"text"`
+				} `json:"arguments"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) != nil || m.ID == nil {
+			continue // a notification, or an answer to nothing we asked
+		}
+		var result string
+		switch m.Method {
+		case "initialize":
+			v, _ := json.Marshal(m.Params.ProtocolVersion)
+			result = `{"protocolVersion":` + string(v) + `,"capabilities":{"tools":{}},"serverInfo":{"name":"echo","version":"1"}}`
+		case "tools/list":
+			result = `{"tools":[{"name":"echo","description":"echoes text","inputSchema":{"type":"object","properties":{"text":{"type":"string"}}},"annotations":{"readOnlyHint":true}}]}`
+		case "tools/call":
+			v, _ := json.Marshal(m.Params.Arguments.Text)
+			result = `{"content":[{"type":"text","text":` + string(v) + `}]}`
+		case "ping":
+			result = `{}`
+		default:
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"method not found"}}`+"\n", m.ID)
+			continue
+		}
+		if _, err := io.WriteString(out, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":`+result+"}\n"); err != nil {
+			return 1
+		}
+	}
+	return 0
+}
+
+// rawStdio is the cheapest client of an MCP server on stdio: a line out, a
+// line back, one call at a time.
+type rawStdio struct {
+	in  io.WriteCloser
+	out *bufio.Reader
+	cmd *exec.Cmd
+	id  int
+}
+
+func newRawStdio(b *testing.B, env string) *rawStdio {
+	b.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), env)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	c := &rawStdio{in: in, out: bufio.NewReaderSize(out, 64<<10), cmd: cmd}
+	b.Cleanup(func() { in.Close(); cmd.Wait() })
+	if _, err := c.request(`"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}`); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+func (c *rawStdio) request(rest string) (string, error) {
+	c.id++
+	if _, err := io.WriteString(c.in, `{"jsonrpc":"2.0","id":`+strconv.Itoa(c.id)+`,`+rest+"}\n"); err != nil {
+		return "", err
+	}
+	line, err := c.out.ReadString('\n')
+	return line, err
+}
+
+// BenchmarkRoutedUpstream is the cost of routing: one tools/call of a
+// minimal echo server (serveEchoUpstream, on stdio) straight to it over its
+// pipes (raw lines, a process of its own), and through the daemon
+// (--upstreams, software isolation) over /mcp as echo__echo (a raw HTTP
+// POST on a kept-alive connection), the two alternated call by call so that
+// both see the same load. direct-p50-ns and routed-p50-ns are the medians;
+// ratio is routed over direct; cpu-ns/op is the CPU time of this process
+// (the daemon, both clients; not the echo servers) per pair of calls, which
+// a busy machine moves less than latency. Run:
+//
+//	go test -run '^$' -bench RoutedUpstream -benchtime 2000x ./daemon/
+func BenchmarkRoutedUpstream(b *testing.B) {
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	direct := newRawStdio(b, echoUpstreamEnv+"=1")
+
+	c := testConfig(b)
+	cfgFile := filepath.Join(b.TempDir(), "mcp.json")
+	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, `{"servers":[{"name":"echo","command":%q,"env":{%q:"1"}}]}`, self, echoUpstreamEnv), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	c.Upstreams = cfgFile
+	c.UpstreamCacheDir = b.TempDir()
+	if err := c.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	r := start(b, c, nil)
+	waitUpstreams(b, r.url, "echo")
+	tr := &http.Transport{MaxIdleConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	const call = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"hello"}}}`
+	routed := func() error {
+		req, _ := http.NewRequest(http.MethodPost, r.url+"/mcp", strings.NewReader(call))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(out), `"text":"hello"`) || strings.Contains(string(out), `"isError":true`) {
+			return fmt.Errorf("routed: %d %s", resp.StatusCode, out)
+		}
+		return nil
+	}
+	straight := func() error {
+		line, err := direct.request(`"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}`)
+		if err == nil && !strings.Contains(line, `"text":"hello"`) {
+			err = fmt.Errorf("direct: %s", line)
+		}
+		return err
+	}
+	for range 50 { // warm both paths (connections, buffers, pools)
+		if err := routed(); err != nil {
+			b.Fatal(err)
+		}
+		if err := straight(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	dl, rl := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
+	cpu0 := cpuTime(b)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if err := straight(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := routed(); err != nil {
+			b.Fatal(err)
+		}
+		dl, rl = append(dl, t1.Sub(t0)), append(rl, time.Since(t1))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	slices.Sort(dl)
+	slices.Sort(rl)
+	d, rt := dl[len(dl)/2], rl[len(rl)/2]
+	b.ReportMetric(float64(d.Nanoseconds()), "direct-p50-ns")
+	b.ReportMetric(float64(rt.Nanoseconds()), "routed-p50-ns")
+	b.ReportMetric(float64(rt)/float64(d), "ratio")
+}
+
+// cpuTime is the user and system CPU time of this process so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
