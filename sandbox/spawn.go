@@ -54,10 +54,11 @@ type spawnReq struct {
 	err chan error
 }
 
-// maxSpawnerThreads caps an executor's spawner threads: past a few, the
-// kernel's fork and exec (the mm copy, the cgroup attach) are what
-// serialize starts, and each thread is a locked OS thread the daemon holds
-// for good.
+// maxSpawnerThreads caps an executor's spawner threads: each is an OS
+// thread the daemon holds for good once a burst made it, and the kernel
+// serializes part of every fork and exec (the mm copy, the v1 cgroup
+// attach) whatever the threads. Where more stop paying on many cores is
+// to be measured there (docs/performance.md, the spawner plateau).
 const maxSpawnerThreads = 8
 
 // spawnerThreads is the cap of an executor's spawner: one thread per
