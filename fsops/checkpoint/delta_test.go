@@ -261,6 +261,11 @@ func TestWalkIsDeterministicAndHoldsBoundedDescriptors(t *testing.T) {
 		}
 	}
 	mkDeep(t, f.dir, "deep", 20)
+	// Names around '/' in byte order: "a.b" < "a/x" < "a0", so a
+	// directory's subtree is not simply after its siblings.
+	for _, p := range []string{"a/x", "a/b/c", "a.b/y", "a-c", "a0", "a0.d/z", "b", "a/!", "a/.z"} {
+		f.write(t, p, p)
+	}
 	// A link to a directory is an entry, never walked through.
 	if err := os.Symlink("w00", filepath.Join(f.dir, "linkdir")); err != nil {
 		t.Fatal(err)
