@@ -5,6 +5,8 @@
 #
 # Idempotent: run it again after building a new binary to upgrade. It
 #   - installs the binary to /usr/local/bin/agent-backend (when a path is given),
+#     and agentbe-sandbox, the sandbox's trampoline, beside it when the given
+#     binary has one beside it (make build puts both in bin/),
 #   - creates the system user "agentbe" and /srv/agentbe/workspace,
 #   - creates /etc/agentbe/token with a random token if there is none (an
 #     existing token is never replaced: clients hold it; rotate it as
@@ -22,6 +24,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 dest=${DESTDIR:-}
 user=agentbe
 bin=$dest/usr/local/bin/agent-backend
+helper=$dest/usr/local/bin/agentbe-sandbox
 etc=$dest/etc/agentbe
 unit=$dest/etc/systemd/system/agentbe-daemon.service
 workspace=$dest/srv/agentbe/workspace
@@ -66,6 +69,19 @@ if [[ $# -eq 1 ]]; then
 	if install_if_different "$src" "$bin" 0755; then
 		log "installed $bin ($("$bin" version))"
 		changed=yes
+	fi
+	# The trampoline the daemon starts from its own directory (landlock-mode
+	# commands, transactions without in-place mounts). Without one the daemon
+	# is its own trampoline, only slower; one left by an older install that
+	# speaks another protocol is passed over with a warning at start.
+	helper_src=$(dirname "$src")/agentbe-sandbox
+	if [[ -f $helper_src && -x $helper_src ]]; then
+		if install_if_different "$helper_src" "$helper" 0755; then
+			log "installed $helper"
+			changed=yes
+		fi
+	elif [[ -e $helper ]]; then
+		log "no agentbe-sandbox beside $1: $helper is kept, and the daemon uses it only if it speaks its protocol"
 	fi
 elif [[ ! -x $bin ]]; then
 	die "no $bin yet: pass the path of a built agent-backend (see docs/deploy.md)"

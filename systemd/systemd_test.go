@@ -528,8 +528,23 @@ func TestInstallScriptShellcheck(t *testing.T) {
 // a fresh install, a rerun that must change nothing, and an upgrade of the
 // unit that must restart the service.
 func TestInstallScriptRuns(t *testing.T) {
-	bin := testbin.Path(t)
 	tmp := t.TempDir()
+	// agent-backend with agentbe-sandbox beside it, as make build leaves
+	// them in bin/.
+	built := filepath.Join(tmp, "bin")
+	if err := os.MkdirAll(built, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, helper := filepath.Join(built, "agent-backend"), filepath.Join(built, "agentbe-sandbox")
+	for src, dst := range map[string]string{testbin.Path(t): bin, testbin.SandboxHelper(t): helper} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	dest := filepath.Join(tmp, "root")
 	stubs := filepath.Join(tmp, "stubs")
 	calls := filepath.Join(tmp, "calls.log")
@@ -597,6 +612,7 @@ func TestInstallScriptRuns(t *testing.T) {
 	t.Run("fresh install", func(t *testing.T) {
 		log := run(t)
 		same(t, "usr/local/bin/agent-backend", bin, 0o755)
+		same(t, "usr/local/bin/agentbe-sandbox", helper, 0o755)
 		same(t, "etc/systemd/system/agentbe-daemon.service", unitFile, 0o644)
 		same(t, "etc/agentbe/agentbe-daemon.env", envFile, 0o644)
 		var mode os.FileMode
