@@ -20,8 +20,11 @@
 // confines the path. Errors map to SFTP status codes in sftpErr (sftp.go).
 //
 // Each session is served on the goroutine that calls Serve: a request is
-// read, handled and answered before the next is read, so answers go out in
-// order and a request costs no goroutine hand-off.
+// read and handled before the next is read, so answers go out in order and
+// a request costs no goroutine hand-off. While the client's next request
+// has already arrived, answers wait to be sent together, up to 64 KiB
+// (sftpFlushAt): fewer, fuller SSH packets for a client with requests in
+// flight; none waits while Serve waits for the client.
 //
 // Limits (limits.go): one SSH connection's SFTP sessions share a
 // ConnLimits — at most DefaultMaxHandles open handles (OPEN past it is

@@ -16,9 +16,11 @@ import (
 )
 
 // Server serves one SFTP session (one "sftp" subsystem channel) on the
-// goroutine that calls Serve: it reads a request, handles it and writes the
-// answer before reading the next, so answers go out in request order and a
-// request costs no goroutine hand-off. pkg/sftp's RequestServer moves every
+// goroutine that calls Serve: it reads a request and handles it before
+// reading the next, so answers go out in request order and a request costs
+// no goroutine hand-off. Answers wait to be written together while the next
+// request is already buffered, up to sftpFlushAt bytes, and are written
+// before Serve reads anything it would wait for. pkg/sftp's RequestServer moves every
 // request from its reader to a dispatcher, a worker and an ordering
 // controller before the answer is sent: four wake-ups of other goroutines
 // per round trip, which on a busy two-core machine are most of a small
@@ -167,8 +169,24 @@ var (
 // closed on the way out.
 func (s *Server) Serve() error {
 	defer s.closeAll()
+	err := s.serve()
+	if s.out.at > 0 {
+		_ = s.flush() // the answers to the requests before the end
+	}
+	return err
+}
+
+func (s *Server) serve() error {
 	var hdr [4]byte
 	for {
+		// Answers wait while the next request has begun to arrive, up to
+		// sftpFlushAt bytes; they go out before anything that could wait
+		// for the client.
+		if s.out.at > 0 && (s.out.at >= sftpFlushAt || s.r.Buffered() < len(hdr)) {
+			if err := s.flush(); err != nil {
+				return err
+			}
+		}
 		if _, err := io.ReadFull(s.r, hdr[:]); err != nil {
 			return err
 		}
@@ -189,15 +207,15 @@ func (s *Server) Serve() error {
 			}
 			return err
 		}
-		var ans []byte
+		// The answer is the last packet in s.out; it waits there.
 		var err error
 		if s.in[0] == fxpInit { // touches no file
-			ans, err = s.handle(s.in[0], s.in[1:])
+			_, err = s.handle(s.in[0], s.in[1:])
 		} else {
 			if err := s.begin(); err != nil {
 				return err
 			}
-			ans, err = s.handle(s.in[0], s.in[1:])
+			_, err = s.handle(s.in[0], s.in[1:])
 			if eerr := s.end(); err == nil {
 				err = eerr
 			}
@@ -205,10 +223,14 @@ func (s *Server) Serve() error {
 		if err != nil {
 			return err
 		}
-		if _, err := s.rw.Write(ans); err != nil {
-			return err
-		}
+		s.out.keep()
 	}
+}
+
+// flush sends the answers waiting, in one write.
+func (s *Server) flush() error {
+	_, err := s.rw.Write(s.out.take())
+	return err
 }
 
 // closeAll closes every handle still open. A close can wait on the file
@@ -539,19 +561,22 @@ func (s *Server) read(id uint32, hd *sftpHandle, off uint64, n uint32) []byte {
 	n = min(n, sftpMaxRead)
 	s.out.start(fxpData, id)
 	s.out.u32(0)
-	if need := dataHeaderLen + int(n); cap(s.out.b) < need {
-		b := make([]byte, dataHeaderLen, need)
+	data := s.out.at + dataHeaderLen
+	if need := data + int(n); cap(s.out.b) < need {
+		// Room for the answers that may wait with it (sftpFlushAt), so
+		// that a run of READs grows the buffer once.
+		b := make([]byte, data, max(need, min(2*cap(s.out.b), sftpFlushAt+dataHeaderLen+sftpMaxRead)))
 		copy(b, s.out.b)
 		s.out.b = b
 	}
-	got, err := hd.f.ReadAt(s.out.b[dataHeaderLen:dataHeaderLen+int(n)], int64(off))
+	got, err := hd.f.ReadAt(s.out.b[data:data+int(n)], int64(off))
 	if err != nil && (err != io.EOF || got == 0) {
 		if err == io.EOF {
 			err = errFxEOF
 		}
 		return s.status(id, err)
 	}
-	s.out.b = s.out.b[:dataHeaderLen+got]
+	s.out.b = s.out.b[:data+got]
 	b := s.out.finish()
 	b[9], b[10], b[11], b[12] = byte(got>>24), byte(got>>16), byte(got>>8), byte(got)
 	return b

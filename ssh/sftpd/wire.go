@@ -94,6 +94,13 @@ const (
 	// sftpReaddirBatch is how many entries one READDIR answers (pkg/sftp's
 	// MaxFilelist).
 	sftpReaddirBatch = 100
+	// sftpFlushAt is how many bytes of answers Server.Serve lets wait
+	// while the client's next request is already here: a client with
+	// requests in flight (OpenSSH's sftp keeps 64) gets its answers in
+	// fewer, fuller SSH packets, each of which costs a seal and a write
+	// system call (a 32 KiB READ's answer alone is a full packet and a
+	// 13-byte one). The answers waiting are at most this plus one answer.
+	sftpFlushAt = 64 << 10
 	// dataHeaderLen is a DATA answer's header: length, type, id, data length.
 	dataHeaderLen = 4 + 1 + 4 + 4
 )
@@ -190,19 +197,35 @@ func (d *sftpDecoder) attrs(flags uint32) sftpAttrs {
 }
 
 // sftpEncoder builds one answer in a buffer reused for the whole session.
-type sftpEncoder struct{ b []byte }
+//
+// b[:at] are answers already encoded and not yet sent (Server.Serve sends
+// them together); the packet being encoded starts at b[at].
+type sftpEncoder struct {
+	b  []byte
+	at int
+}
 
 // start begins a packet of type typ whose first field is v (the request id,
-// or the version for VERSION).
+// or the version for VERSION), after the answers waiting to be sent.
 func (e *sftpEncoder) start(typ byte, v uint32) {
-	e.b = append(e.b[:0], 0, 0, 0, 0, typ)
+	e.b = append(e.b[:e.at], 0, 0, 0, 0, typ)
 	e.u32(v)
 }
 
 // finish fills in the length and returns the packet.
 func (e *sftpEncoder) finish() []byte {
-	binary.BigEndian.PutUint32(e.b, uint32(len(e.b)-4))
-	return e.b
+	binary.BigEndian.PutUint32(e.b[e.at:], uint32(len(e.b)-e.at-4))
+	return e.b[e.at:]
+}
+
+// keep leaves the packet just finished to be sent with the next ones.
+func (e *sftpEncoder) keep() { e.at = len(e.b) }
+
+// take returns the answers waiting, and forgets them.
+func (e *sftpEncoder) take() []byte {
+	b := e.b[:e.at]
+	e.b, e.at = e.b[:0], 0
+	return b
 }
 
 func (e *sftpEncoder) u32(v uint32) { e.b = binary.BigEndian.AppendUint32(e.b, v) }
