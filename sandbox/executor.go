@@ -29,10 +29,12 @@
 //   - landlock: a host process in its own session and cgroup, in a Landlock
 //     domain that lets it write only its boundary and a private temporary
 //     directory and read the system directories (isolation_landlock.go),
-//     under a seccomp filter, both entered by the trampoline: this program
-//     re-executed as `sandbox-exec` (sandbox/sandboxexec), so the mode works
-//     only in a program whose main calls sandboxexec.Main. The Policy
-//     applies, without the escape checks the domain makes moot.
+//     under a seccomp filter, both entered by the trampoline
+//     (sandbox/sandboxexec): the agentbe-sandbox helper given in
+//     Config.Trampoline, or else this program re-executed as `sandbox-exec`,
+//     so the mode works only with a helper or in a program whose main calls
+//     sandboxexec.Main (trampoline.go). The Policy applies, without the
+//     escape checks the domain makes moot.
 //   - software: a plain process in its own session and cgroup (cgroup.go)
 //     plus the Policy with its workspace escape checks (cd out, `..` past
 //     the root, ~ leading out).

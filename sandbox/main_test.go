@@ -22,11 +22,11 @@ const testRoleEnv = "AGENTBE_SANDBOX_TEST_ROLE"
 var testRoles = map[string]func() int{}
 
 // TestMain makes the test binary the landlock mode's trampoline (its
-// commands run through /proc/self/exe), except in the role that plays a
+// commands run through /proc/self/exe), except in the roles that play a
 // program without it, and fails the package when a test leaves a goroutine
 // behind.
 func TestMain(m *testing.M) {
-	if os.Getenv(testRoleEnv) != withoutTrampoline {
+	if r := os.Getenv(testRoleEnv); r != withoutTrampoline && r != helperWithoutTrampoline {
 		sandboxexec.Main()
 	}
 	if role, ok := testRoles[os.Getenv(testRoleEnv)]; ok {

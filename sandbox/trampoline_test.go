@@ -5,6 +5,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -395,4 +396,52 @@ func BenchmarkRunLandlockTrampoline(b *testing.B) {
 		b.ReportMetric(float64(took[i])/float64(n)/1e6, name+"-ms")
 	}
 	b.ReportMetric(float64(took[2])/float64(took[1]), "helper/agent-backend")
+}
+
+// helperWithoutTrampoline is the role of a program whose main does not
+// call sandboxexec.Main but is given a helper: the landlock mode works
+// there, through the helper alone.
+const helperWithoutTrampoline = "helper-without-trampoline"
+
+func init() {
+	testRoles[helperWithoutTrampoline] = func() int {
+		if sandboxexec.Ready() {
+			fmt.Println("this program is the trampoline: the role proves nothing")
+			return 1
+		}
+		tr, err := OpenHelper(os.Getenv("HELPER"), nil)
+		if err != nil {
+			fmt.Printf("helper=%v\n", err)
+			return 1
+		}
+		defer tr.Close()
+		e, err := New(Config{Mode: ModeLandlock, WorkspaceRoot: os.Getenv("WS"), Trampoline: tr})
+		if err != nil {
+			fmt.Printf("landlock=%v\n", err)
+			return 1
+		}
+		defer e.Close()
+		res, err := e.Run(context.Background(), Request{Command: "echo confined"})
+		fmt.Printf("landlock=%v %q %d\n", err, res.Stdout, res.ExitCode)
+		return 0
+	}
+}
+
+// TestHelperMakesLandlockAvailable: where this program is not the
+// trampoline (TestLandlockNeedsTrampoline: landlock refused), a helper
+// makes the landlock mode available, and its commands run.
+func TestHelperMakesLandlockAvailable(t *testing.T) {
+	if LandlockABI() < 1 {
+		t.Skip("this kernel has no Landlock")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), testRoleEnv+"="+helperWithoutTrampoline, "WS="+workspace(t), "HELPER="+helperCopy(t, 0o755))
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `landlock=<nil> "confined\n" 0`) {
+		t.Fatalf("%v\n%s", err, out)
+	}
 }
