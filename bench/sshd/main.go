@@ -1,6 +1,6 @@
 // Command sshd-peer measures the daemon's SSH port beside OpenSSH's sshd on
 // this machine, both driven by the same clients, and prints one table with
-// the ratio of every row (docs/performance.md, "Beside OpenSSH's sshd").
+// the ratio of every row (docs/performance.md, "Beside OpenSSH sshd").
 // bench/sshd/peer.sh builds the daemon and runs it; run that.
 //
 // Both servers are processes of their own on 127.0.0.1, serving the same

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measure our daemon's SSH port beside OpenSSH's sshd on this machine, both
 # driven by the same clients, and print one table (docs/performance.md,
-# "Beside OpenSSH's sshd").
+# "Beside OpenSSH sshd").
 #
 #   bench/sshd/peer.sh [--smoke] [--rev REV] [DRIVER FLAGS]
 #

@@ -175,7 +175,7 @@ func NewConfig(c Config) (*Config, error) {
 // every OpenSSH client uses it; x/crypto's ChaCha20 has no assembly on
 // amd64, and it was 35% of the daemon's CPU in a 64 MiB SFTP upload, which
 // made bulk SFTP slower than OpenSSH's sshd (docs/performance.md, "Beside
-// OpenSSH's sshd"). Without it OpenSSH's clients take their next choice,
+// OpenSSH sshd"). Without it OpenSSH's clients take their next choice,
 // aes128-ctr (with hmac-sha2-256-etm@openssh.com), which Go runs with AES-NI
 // and SHA-NI. A client configured to use ChaCha20 only is refused with
 // "no common algorithm" (TestServerCiphers).
