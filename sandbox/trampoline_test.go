@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -151,6 +152,41 @@ func TestHelperIsTheTrampoline(t *testing.T) {
 		}
 		if opens() == 0 {
 			t.Fatal("the helper was not the overlay's trampoline (its file was never opened)")
+		}
+	})
+
+	// A root daemon with --run-as: the trampoline runs as that user, who
+	// execs the helper through the daemon's descriptor (no path to it: the
+	// helper's directory is the test's, 0700).
+	t.Run("overlay run-as", func(t *testing.T) {
+		needBwrap(t)
+		name := throwawayUser(t, "agoh")
+		u, err := user.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := workspace(t)
+		os.Chmod(filepath.Dir(ws), 0o755)
+		os.Chmod(ws, 0o777)
+		e, err := New(Config{Mode: ModeBwrap, WorkspaceRoot: ws, RunAs: name, Trampoline: tr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		opens := watchOpens(t, p)
+		res, err := e.Run(ctx, Request{Command: "id -u && echo x > f", Overlay: &Overlay{Dir: txDir(t), MaxBytes: 1 << 20, MaxFiles: 10}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Upper.Close()
+		if res.ExitCode != 0 || strings.TrimSpace(string(res.Stdout)) != u.Uid {
+			t.Fatalf("exit %d stdout %q stderr %q; want uid %s", res.ExitCode, res.Stdout, res.Stderr, u.Uid)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "f")); !os.IsNotExist(err) {
+			t.Fatal("f written to the workspace")
+		}
+		if opens() == 0 {
+			t.Fatal("the helper was not the --run-as overlay's trampoline (its file was never opened)")
 		}
 	})
 }
