@@ -168,3 +168,45 @@ func git(b *testing.B, dir, script string) {
 		b.Fatalf("%s: %v\n%s", script, err, out)
 	}
 }
+
+// BenchmarkCheckpointIncrementalPruning times a checkpoint after 10 changed
+// files of the same workspace in a store full to --checkpoint-max-count (8),
+// so each create also prunes the oldest checkpoint: kept as a base when a
+// delta is stored on it (a rename), else removed with the kept bases no
+// manifest needs any more.
+func BenchmarkCheckpointIncrementalPruning(b *testing.B) {
+	dir := benchWorkspace(b)
+	ws, err := fsops.NewDir(dir, fsops.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ws.Close() })
+	st, err := Open(Options{Dir: filepath.Join(b.TempDir(), "store"), WorkspaceRoot: dir, MaxCount: 8, MaxBytes: 1 << 40})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	for n := range 8 {
+		change(b, dir, -1-n)
+		if _, err := st.Create(context.Background(), ws, CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	syscall.Sync()
+	var took time.Duration
+	b.ResetTimer()
+	for n := range b.N {
+		change(b, dir, n)
+		t0 := time.Now()
+		info, err := st.Create(context.Background(), ws, CreateOptions{})
+		took += time.Since(t0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(info.Pruned) != 1 {
+			b.Fatalf("pruned %v, want the oldest", info.Pruned)
+		}
+	}
+	b.ReportMetric(float64(took.Microseconds())/1000/float64(b.N), "checkpoint-ms")
+	b.ReportMetric(0, "ns/op")
+}

@@ -2,7 +2,9 @@ package checkpoint
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"slices"
 	"strings"
@@ -18,9 +20,16 @@ import (
 //
 // A blob stays while some manifest file names it: the entries a delta
 // takes from its base are named by the base's file, which stays while a
-// delta needs it, since pruning a base first rewrites the delta stored on
-// it (fold).
+// delta needs it. A pruned checkpoint that a delta is stored on leaves the
+// list but keeps its file, renamed <id>.base (a kept base): it is removed,
+// and its blobs let go, once no manifest is stored on it. Pruning oldest
+// first, a scope keeps at most one chain's worth of such files (one whole
+// manifest and fewer than maxChain deltas), counted in the store's bytes,
+// and no prune rewrites a manifest.
 const maxChain = 16
+
+// baseExt names the file of a kept base.
+const baseExt = ".base"
 
 // fileForm is how m, a whole checkpoint, is stored after prev (the scope's
 // newest, nil: none): m itself, or a delta of prev. It sets m's Base and
@@ -92,9 +101,12 @@ func applyDelta(base, changed []Entry, deleted []string) []Entry {
 }
 
 // readManifestFile reads checkpoint id's manifest file as stored (a delta
-// holds only its changes).
+// holds only its changes), a kept base's too.
 func (s *Store) readManifestFile(id string) (*Manifest, int64, error) {
 	b, err := s.root.ReadFile(path.Join(manifestsDir, id+manifestExt))
+	if errors.Is(err, fs.ErrNotExist) {
+		b, err = s.root.ReadFile(path.Join(manifestsDir, id+baseExt))
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -144,48 +156,56 @@ func (s *Store) readManifest(id string) (*Manifest, int64, error) {
 	return &out, size, nil
 }
 
-// fold rewrites checkpoint d, stored as a delta of c, so that it no longer
-// needs c (which is being pruned): as a delta of c's base, or whole when c
-// is whole. The new file replaces d's by rename (temp, fsync, rename,
-// fsync of the directory), so a kill leaves d's old file or its new one,
-// both whole with c still there; s.mu is held.
-func (s *Store) fold(d, c *summary) error {
-	dm, _, err := s.readManifest(d.id)
-	if err != nil {
-		return err
-	}
-	old, _, err := s.readManifestFile(d.id)
-	if err != nil {
-		return err
-	}
-	file := dm
-	file.Base, file.Depth = "", 0
-	if c.base != "" {
-		bm, _, err := s.readManifest(c.base)
-		if err != nil {
-			return err
+// needed reports whether a listed checkpoint or a kept base is stored as
+// a delta of id; s.mu is held.
+func (s *Store) needed(id string) bool {
+	for _, c := range s.list {
+		if c.base == id {
+			return true
 		}
-		nd := *dm
-		nd.Entries, nd.Deleted = diffEntries(bm.Entries, dm.Entries)
-		nd.Base, nd.Depth = bm.ID, bm.Depth+1
-		file = &nd
 	}
-	size, err := s.writeManifest(file, nil)
-	if err != nil {
+	for _, c := range s.bases {
+		if c.base == id {
+			return true
+		}
+	}
+	return false
+}
+
+// keepAsBase takes checkpoint c, being pruned, out of the list but keeps
+// its manifest as a base (renamed to <id>.base, the directory fsynced, so
+// a restart does not list it again); s.mu is held.
+func (s *Store) keepAsBase(c *summary) error {
+	if err := s.root.Rename(path.Join(manifestsDir, c.id+manifestExt), path.Join(manifestsDir, c.id+baseExt)); err != nil {
 		return err
 	}
-	// The new file's blobs are counted before the old one's are let go, so
-	// none both name is collected meanwhile.
-	for _, h := range file.hashes() {
-		s.refs[h]++
+	s.syncDir(manifestsDir)
+	s.bases[c.id] = c
+	return nil
+}
+
+// collectBases removes the kept base id, and the kept bases it is stored
+// on in turn, while no manifest is stored on it, letting go of the blobs
+// only its file named; s.mu is held. A kill between leaves kept bases no
+// manifest needs, which the next Open collects.
+func (s *Store) collectBases(id string) {
+	for id != "" {
+		c := s.bases[id]
+		if c == nil || s.needed(id) {
+			return
+		}
+		m, _, err := s.readManifestFile(id)
+		if err := s.root.Remove(path.Join(manifestsDir, id+baseExt)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.opts.Logger.Warn("checkpoint store: removing a base no checkpoint needs failed", "id", id, "err", err)
+			return
+		}
+		delete(s.bases, id)
+		s.bytes -= c.size
+		if err == nil {
+			s.release(m.hashes())
+		}
+		id = c.base
 	}
-	s.release(old.hashes())
-	s.bytes += size - d.size
-	d.size, d.base = size, file.Base
-	if n := s.newest[d.scope]; n != nil && n.ID == d.id {
-		n.Base, n.Depth = file.Base, file.Depth
-	}
-	return s.step("prune-fold")
 }
 
 // release drops one reference to each of hs, removing the blobs no

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -154,10 +155,12 @@ func TestIncrementalSeesEveryKindOfChange(t *testing.T) {
 }
 
 // TestDeltaChainsAcrossRestartAndPrune takes more checkpoints than a chain
-// holds, with a restart in the middle, then prunes them down one at a time
-// (each prune of a base folds the delta stored on it): every checkpoint
-// left restores what it captured, the stored bytes are what the directory
-// holds, and no blob is left that no manifest names.
+// holds, with a restart in the middle, then prunes them down a few at a
+// time (a pruned checkpoint a delta is stored on is kept as a base, and
+// collected with the last delta stored on it): every checkpoint left
+// restores what it captured, the stored bytes are what the directory
+// holds, no blob is left that no manifest file names, and no kept base
+// that no manifest is stored on.
 func TestDeltaChainsAcrossRestartAndPrune(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.MaxCount = 1000 })
 	for i := range 10 {
@@ -203,23 +206,44 @@ func TestDeltaChainsAcrossRestartAndPrune(t *testing.T) {
 			t.Fatalf("%s: stats say %d bytes, the directory holds %d", stage, st.Bytes, stored)
 		}
 		named := map[string]bool{}
-		for _, c := range f.st.List(f.ws) {
-			m, _, err := f.st.readManifest(c.ID)
+		storedOn := map[string]bool{}
+		files, _ := os.ReadDir(filepath.Join(f.storeDir, manifestsDir))
+		var bases []string
+		for _, fi := range files {
+			id, isBase := strings.CutSuffix(fi.Name(), baseExt)
+			if isBase {
+				bases = append(bases, id)
+			} else {
+				id = strings.TrimSuffix(id, manifestExt)
+			}
+			m, _, err := f.st.readManifestFile(id)
 			if err != nil {
 				t.Fatalf("%s: %v", stage, err)
 			}
 			for _, h := range m.hashes() {
 				named[h] = true
 			}
+			storedOn[m.Base] = true
 		}
 		if blobs != len(named) {
-			t.Fatalf("%s: %d blobs, the checkpoints name %d", stage, blobs, len(named))
+			t.Fatalf("%s: %d blobs, the manifest files name %d", stage, blobs, len(named))
+		}
+		for _, id := range bases {
+			if !storedOn[id] {
+				t.Fatalf("%s: the kept base %s is left though no manifest is stored on it", stage, id)
+			}
+		}
+		if len(bases) > maxChain {
+			t.Fatalf("%s: %d kept bases, more than a chain's worth", stage, len(bases))
+		}
+		if len(files)-len(bases) != len(f.st.List(f.ws)) {
+			t.Fatalf("%s: %d manifests, %d listed", stage, len(files)-len(bases), len(f.st.List(f.ws)))
 		}
 	}
 	check("before pruning")
 	// Prune from the oldest, through a base and its deltas, to one left;
 	// the middle one pruned out of turn (a restore's Keep can make prune
-	// skip the oldest) is folded into its own base.
+	// skip the oldest) is kept as a base of the next.
 	f.st.mu.Lock()
 	mid := f.st.list[maxChain+2]
 	if err := f.st.remove(mid); err != nil {
@@ -358,5 +382,52 @@ func TestDamagedBaseDropsItsDeltas(t *testing.T) {
 	}
 	if _, err := f.st.Restore(context.Background(), f.ws, c3.ID, nil); err == nil {
 		t.Fatal("restore of a checkpoint whose base is damaged succeeded")
+	}
+}
+
+// TestKilledPruneLeavesNoBase kills a prune after it removed the last
+// checkpoint stored on a kept base, before it collected the base: the
+// next Open collects it and the blobs only it named.
+func TestKilledPruneLeavesNoBase(t *testing.T) {
+	crashed := errors.New("killed")
+	armed := false
+	f := newFixture(t, func(o *Options) {
+		o.MaxCount = 1
+		o.crash = func(s string) error {
+			if armed && s == "prune-collect" {
+				return crashed
+			}
+			return nil
+		}
+	})
+	for i := range 4 {
+		f.write(t, fmt.Sprintf("f%d.txt", i), "one\n")
+	}
+	c1 := f.create(t, "")
+	f.write(t, "f0.txt", "two\n")
+	c2 := f.create(t, "") // a delta of c1, which is kept as its base
+	if _, err := os.Stat(filepath.Join(f.storeDir, manifestsDir, c1.ID+baseExt)); err != nil {
+		t.Fatalf("c1 is not kept as c2's base: %v", err)
+	}
+	for i := range 4 {
+		f.write(t, fmt.Sprintf("f%d.txt", i), "three\n")
+	}
+	armed = true
+	c3 := f.create(t, "") // whole: c2 is pruned, and c1 would be collected
+	armed = false
+	if _, err := os.Stat(filepath.Join(f.storeDir, manifestsDir, c1.ID+baseExt)); err != nil {
+		t.Fatalf("the kill came before c1 was collected: %v", err)
+	}
+	f.reopen(t)
+	if list := f.st.List(f.ws); len(list) != 1 || list[0].ID != c3.ID || c2.ID == c3.ID {
+		t.Fatalf("list %+v, want only %s", list, c3.ID)
+	}
+	files, _ := os.ReadDir(filepath.Join(f.storeDir, manifestsDir))
+	if len(files) != 1 || files[0].Name() != c3.ID+manifestExt {
+		t.Fatalf("manifests after reopening: %v, want only %s", files, c3.ID)
+	}
+	n, _, blobs := storeBytes(t, f.storeDir)
+	if blobs != 1 || f.st.Stats().Bytes != n {
+		t.Fatalf("%d blobs (want 1), stats %d bytes, the directory holds %d", blobs, f.st.Stats().Bytes, n)
 	}
 }

@@ -166,6 +166,9 @@ type Store struct {
 	blobSize map[string]int64 // blob → its size
 	bytes    int64            // blobs and manifests
 	newest   map[string]*Manifest
+	// bases are pruned checkpoints kept because a delta is stored on
+	// them (delta.go): not listed, their files and blobs counted.
+	bases map[string]*summary
 
 	// What Stats reports, published after each change (publish), so
 	// /health and the metrics never wait behind a long checkpoint.
@@ -220,7 +223,8 @@ func Open(opts Options) (*Store, error) {
 		r.Close()
 		return nil, err
 	}
-	s := &Store{opts: opts, root: r, lock: lock, refs: map[string]int{}, blobSize: map[string]int64{}, newest: map[string]*Manifest{}}
+	s := &Store{opts: opts, root: r, lock: lock, refs: map[string]int{}, blobSize: map[string]int64{}, newest: map[string]*Manifest{},
+		bases: map[string]*summary{}}
 	if err := s.load(); err != nil {
 		lock.Close()
 		r.Close()
@@ -278,17 +282,25 @@ func (s *Store) load() error {
 		return err
 	}
 	for _, n := range names {
-		if !strings.HasSuffix(n, manifestExt) {
-			continue
+		id, base := strings.CutSuffix(n, baseExt)
+		if !base {
+			var ok bool
+			if id, ok = strings.CutSuffix(n, manifestExt); !ok {
+				continue
+			}
 		}
-		m, size, err := s.readManifestFile(strings.TrimSuffix(n, manifestExt))
+		m, size, err := s.readManifestFile(id)
 		if err != nil {
 			// A manifest is renamed into place whole, so an unreadable one
 			// was damaged from outside: keep it out of the list, say so.
 			s.opts.Logger.Warn("checkpoint store: unreadable manifest left out", "file", n, "err", err)
 			continue
 		}
-		s.add(m, size)
+		c := s.add(m, size)
+		if base {
+			s.list = s.list[:len(s.list)-1]
+			s.bases[id] = c
+		}
 		if m.Seq > s.seq {
 			s.seq = m.Seq
 		}
@@ -303,6 +315,11 @@ func (s *Store) load() error {
 		present[b] = true
 	}
 	s.dropDamaged(present)
+	// Kept bases no manifest needs: a prune stopped before collecting
+	// them, or what needed them is left out.
+	for id := range s.bases {
+		s.collectBases(id)
+	}
 	for _, b := range blobs {
 		if s.refs[b] == 0 {
 			// Written by a create that did not reach its manifest, or left
@@ -334,11 +351,14 @@ func (s *Store) dropDamaged(present map[string]bool) {
 			break
 		}
 	}
-	listed := map[string]*summary{}
+	listed := map[string]*summary{} // and kept bases
 	for _, c := range s.list {
 		listed[c.id] = c
 	}
-	for _, c := range s.list {
+	for id, c := range s.bases {
+		listed[id] = c
+	}
+	for _, c := range listed {
 		if c.base != "" && listed[c.base] == nil {
 			missing = true
 		}
@@ -391,13 +411,15 @@ func (s *Store) readDirNames(d string) ([]string, error) {
 
 // add counts a loaded or created manifest file (a delta's blobs are those
 // its file names).
-func (s *Store) add(m *Manifest, size int64) {
-	s.list = append(s.list, &summary{id: m.ID, scope: m.Scope, label: m.Label, base: m.Base, seq: m.Seq, created: m.Created,
-		auto: m.Auto, files: m.Files, bytes: m.Bytes, size: size})
+func (s *Store) add(m *Manifest, size int64) *summary {
+	c := &summary{id: m.ID, scope: m.Scope, label: m.Label, base: m.Base, seq: m.Seq, created: m.Created,
+		auto: m.Auto, files: m.Files, bytes: m.Bytes, size: size}
+	s.list = append(s.list, c)
 	for _, h := range m.hashes() {
 		s.refs[h]++
 	}
 	s.bytes += size
+	return c
 }
 
 // hashes is each blob m names, once.
@@ -1001,38 +1023,47 @@ func (s *Store) victim(scope string, keep []string) *summary {
 }
 
 // remove deletes one checkpoint and the blobs only its manifest file
-// named; s.mu is held. A checkpoint stored as a delta of it is first
-// rewritten without it (fold).
+// named, then the kept bases it was stored on that no manifest needs any
+// more (collectBases); s.mu is held. A checkpoint a delta is stored on is
+// kept as a base instead (keepAsBase).
 func (s *Store) remove(c *summary) error {
-	for _, d := range s.list {
-		if d.base == c.id {
-			if err := s.fold(d, c); err != nil {
-				return err
-			}
+	keep := s.needed(c.id)
+	var m *Manifest
+	if keep {
+		if err := s.keepAsBase(c); err != nil {
+			return err
 		}
+	} else {
+		var err error
+		if m, _, err = s.readManifestFile(c.id); err != nil {
+			return err
+		}
+		if err := s.root.Remove(path.Join(manifestsDir, c.id+manifestExt)); err != nil {
+			return err
+		}
+		s.syncDir(manifestsDir)
 	}
-	m, _, err := s.readManifestFile(c.id)
-	if err != nil {
-		return err
-	}
-	if err := s.root.Remove(path.Join(manifestsDir, c.id+manifestExt)); err != nil {
-		return err
-	}
-	s.syncDir(manifestsDir)
 	for i, x := range s.list {
 		if x == c {
 			s.list = append(s.list[:i], s.list[i+1:]...)
 			break
 		}
 	}
-	s.bytes -= c.size
 	if s.newest[c.scope] != nil && s.newest[c.scope].ID == c.id {
 		delete(s.newest, c.scope)
 	}
 	if err := s.step("prune-manifest"); err != nil {
 		return err
 	}
+	if keep {
+		return nil // its file and blobs stay, counted
+	}
+	s.bytes -= c.size
 	s.release(m.hashes())
+	if err := s.step("prune-collect"); err != nil {
+		return err
+	}
+	s.collectBases(c.base)
 	return nil
 }
 
