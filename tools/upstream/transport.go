@@ -87,6 +87,11 @@ func (t *transport) Write(p []byte) (int, error) {
 	case <-t.dead:
 		return 0, t.deadErr
 	}
+	select {
+	case <-t.c.closed:
+		return 0, io.ErrClosedPipe // nothing more is read, not even a partial line
+	default:
+	}
 	t.outMu.Lock()
 	defer t.outMu.Unlock()
 	if err := t.fr.feed(p, t.c.emit); err != nil {
