@@ -558,7 +558,9 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 		}
 		total += e.Size
 		if j < len(prevEntries) {
-			if p := &prevEntries[j]; p.Path == e.Path && sameIdentity(p, e) && s.refs[p.Hash] > 0 {
+			// Its blob is in the store: prev is listed, so its manifest
+			// file, or those of the bases it is stored on, name the blob.
+			if p := &prevEntries[j]; p.Path == e.Path && sameIdentity(p, e) {
 				e.Path, e.Hash = p.Path, p.Hash
 				continue
 			}
