@@ -88,8 +88,8 @@ func (t *Trampoline) Close() error {
 // and nil); HelperOff is nil; a path must be a valid helper, or the error
 // names it. A helper of another protocol version (an older install) is
 // passed over with a warning naming both versions, never an error: the
-// daemon can be its own trampoline. Nil is also what a system without
-// /proc gets (the descriptor could not be exec'd), with a warning.
+// daemon can be its own trampoline. Without /proc (the helper is started
+// through /proc/self/fd) every helper fails its checks, as above.
 func OpenHelper(setting string, log *slog.Logger) (*Trampoline, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -135,7 +135,7 @@ func openHelperSetting(setting, exeDir string, log *slog.Logger, self func(why s
 	t, err := openHelper(name)
 	if err != nil {
 		if setting == "" {
-			log.Warn("sandbox helper refused; this program is the trampoline", "path", name, "err", err)
+			log.Warn("sandbox helper refused", "path", name, "err", err)
 			self("the helper beside the daemon was refused")
 			return nil, nil
 		}
@@ -148,7 +148,7 @@ func openHelperSetting(setting, exeDir string, log *slog.Logger, self func(why s
 		if err == nil {
 			v = strconv.Itoa(got)
 		}
-		log.Warn("sandbox helper speaks another protocol (from another install?); this program is the trampoline: install the agentbe-sandbox built with this agent-backend",
+		log.Warn("sandbox helper speaks another protocol (from another install?), so it is not used: install the agentbe-sandbox built with this agent-backend",
 			"path", name, "helper_protocol", v, "daemon_protocol", sandboxexec.Protocol, "err", err)
 		self("the helper " + name + " speaks protocol " + v + ", this daemon " + strconv.Itoa(sandboxexec.Protocol))
 		return nil, nil
