@@ -40,7 +40,7 @@ var parts = []part{
 		{pattern: routeOtherwise, admit: admitNone},
 	}},
 	{name: "admission", check: checkTokens, start: startAdmission},
-	{name: "workspace", start: startWorkspace},
+	{name: "workspace", check: checkWorkspace, start: startWorkspace},
 	{name: "checkpoints", flag: "--checkpoints", on: func(c config.Config) bool { return c.Checkpoints == "manual" || c.Checkpoints == "auto" },
 		start: startCheckpoints},
 	{name: "transactions", flag: "--transactions", on: func(c config.Config) bool { return c.Transactions }, start: startTransactions},

@@ -65,6 +65,10 @@ func TestSandboxHelper(t *testing.T) {
 		if !strings.Contains(err.Error(), "--sandbox-helper "+c.SandboxHelper) || !strings.Contains(err.Error(), "writable by its group") {
 			t.Fatalf("error %v", err)
 		}
+		// --check-config (Check) refuses it too, before anything starts.
+		if errs := Check(c); len(errs) != 1 || !strings.Contains(errs[0].Error(), "--sandbox-helper "+c.SandboxHelper) {
+			t.Fatalf("Check: %v", errs)
+		}
 	})
 	t.Run("stale", func(t *testing.T) {
 		truePath, err := exec.LookPath("true")

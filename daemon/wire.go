@@ -85,6 +85,19 @@ func startAdmission(w *wiring) (built, error) {
 	return built{}, nil
 }
 
+// checkWorkspace validates the --sandbox-helper file as startWorkspace
+// opens it (a directory workspace only: the memory one runs no commands).
+func checkWorkspace(cfg config.Config) error {
+	if cfg.Backend == "memory" {
+		return nil
+	}
+	t, err := sandbox.OpenHelper(cfg.SandboxHelper, nil)
+	if err != nil {
+		return err
+	}
+	return t.Close()
+}
+
 // startWorkspace builds the workspace (a directory, or memory), the
 // executor for a directory (probing the isolation mode once), and the
 // --scopePath scope the tools serve; the workspace tools are the
