@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -115,5 +116,53 @@ func BenchmarkUpstreamTransport(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestPushTransportEnds: what the upstream writes before the session
+// connects waits for it and arrives; a last line without a newline counts
+// at the end of the output, after which the stream is dead with io.EOF;
+// and once the connection is closed, nothing more is taken, not even a
+// partial line.
+func TestPushTransportEnds(t *testing.T) {
+	_, stdinW := io.Pipe()
+	tr := newPushTransport(stdinW, DefaultMaxMessage, slog.New(slog.DiscardHandler))
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := tr.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/a"}` + "\n" + `{"jsonrpc":"2.0","method":"notifications/b"}`))
+		if err == nil {
+			tr.OutputEnded()
+		}
+		wrote <- err
+	}()
+	c, err := tr.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"notifications/a", "notifications/b"} {
+		m, err := c.Read(context.Background())
+		if err != nil {
+			t.Fatalf("reading %s: %v", want, err)
+		}
+		if r, ok := m.(*jsonrpc.Request); !ok || r.Method != want {
+			t.Fatalf("got %#v, want %s", m, want)
+		}
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(context.Background()); err != io.EOF {
+		t.Fatalf("after the output ended: %v, want io.EOF", err)
+	}
+
+	_, stdinW2 := io.Pipe()
+	tr2 := newPushTransport(stdinW2, DefaultMaxMessage, slog.New(slog.DiscardHandler))
+	c2, err := tr2.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.Close()
+	if n, err := tr2.Write([]byte(`{"partial`)); err == nil || n != 0 || tr2.fr.size != 0 {
+		t.Fatalf("a write after Close: %d, %v, %d bytes kept", n, err, tr2.fr.size)
 	}
 }
