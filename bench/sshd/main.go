@@ -88,8 +88,13 @@ func run(o options) error {
 	if o.bin == "" {
 		return errors.New("-bin is required (bench/sshd/peer.sh builds it)")
 	}
-	if o.rounds < 1 || o.execs < 1 || o.reads < 1 || o.bulkMiB < 1 {
-		return errors.New("-rounds, -execs, -reads and -bulk-mib must be at least 1")
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"-rounds", o.rounds}, {"-execs", o.execs}, {"-reads", o.reads}, {"-bulk-mib", o.bulkMiB}} {
+		if f.v < 1 {
+			return fmt.Errorf("%s %d: must be at least 1", f.name, f.v)
+		}
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: sshd -D on a port of its own, and the login user")
