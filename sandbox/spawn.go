@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // A spawner starts commands from OS threads that live as long as the
@@ -90,10 +92,33 @@ func newSpawnerPool(max int) *spawner {
 // functions registered so far), reports on ready, and if they all
 // succeeded, serves starts until stop.
 func (p *spawnPool) loop(every []func() error, ready chan<- error) {
+	p.loopOn(every, ready, nil)
+}
+
+// loopOn is loop; moved, when set, is closed once the loop has a thread
+// of its own that is not the process's main thread.
+func (p *spawnPool) loopOn(every []func() error, ready chan<- error, moved chan<- struct{}) {
 	// Never unlocked: when the loop ends (stop, or a failed setup), the
 	// goroutine exits while locked and Go ends the thread, which sends
 	// the parent-death signal to whatever it forked that is left.
 	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		// The main thread, which Go never ends (runtime.mexit wedges it
+		// instead): it would keep the seccomp filter or the mount
+		// namespace set up here, and its children would get no
+		// parent-death signal at stop. The loop starts again on a
+		// goroutine of its own while this one holds the main thread, so
+		// that one cannot be scheduled here; then this one leaves it as
+		// it found it.
+		next := make(chan struct{})
+		go p.loopOn(every, ready, next)
+		<-next
+		runtime.UnlockOSThread()
+		return
+	}
+	if moved != nil {
+		close(moved)
+	}
 	defer p.done.Done()
 	for _, fn := range every {
 		if err := fn(); err != nil {

@@ -122,6 +122,41 @@ func TestSpawnerPoolGrowsToItsCap(t *testing.T) {
 	}
 }
 
+// TestSpawnerThreadsEndAtStop: every thread of a stopped spawner ends (so
+// whatever it forked and left gets its parent-death signal, and what was
+// set up on it, a filter or a mount namespace, goes with it), also one the
+// loop was first scheduled on the process's main thread, which Go never
+// ends.
+func TestSpawnerThreadsEndAtStop(t *testing.T) {
+	for round := range 5 {
+		s := newSpawnerPool(3)
+		release := make(chan struct{})
+		var held sync.WaitGroup
+		tids := map[int]bool{}
+		for range 3 {
+			tids[occupy(s, release, &held).tid] = true
+		}
+		close(release)
+		held.Wait()
+		s.stop()
+		if len(tids) != 3 || tids[os.Getpid()] {
+			t.Fatalf("round %d: the spawner's threads %v: want three, none the main thread (%d)", round, tids, os.Getpid())
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for tid := range tids {
+			for {
+				if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); errors.Is(err, os.ErrNotExist) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("round %d: spawner thread %d still runs after stop", round, tid)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}
+}
+
 // TestOneThreadSpawner: the in-place overlay's spawner is one thread (its
 // mount namespace), so onThread reaches what every start runs on; on a
 // pool, onThread is refused rather than reaching one thread of several.
