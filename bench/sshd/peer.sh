@@ -15,7 +15,9 @@
 #               -workspaces DIR (/dev/shm), -user NAME (agentbe-peer), -keep
 #
 # Needs root (sshd -D on a port of its own; the login user is made with
-# useradd if missing), Go, and OpenSSH's sshd, ssh, sftp and ssh-keygen.
+# useradd if missing, else its home, shell and password are set with
+# usermod: use a user of its own), Go, and OpenSSH's sshd, ssh, sftp and
+# ssh-keygen.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
