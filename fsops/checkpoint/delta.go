@@ -173,13 +173,15 @@ func (s *Store) needed(id string) bool {
 }
 
 // keepAsBase takes checkpoint c, being pruned, out of the list but keeps
-// its manifest as a base (renamed to <id>.base, the directory fsynced, so
-// a restart does not list it again); s.mu is held.
+// its manifest as a base (renamed to <id>.base, so a restart does not list
+// it again); s.mu is held. The rename is not fsynced: a power cut that
+// loses it brings c back to the list, whole (its file and blobs are
+// untouched), and the next prune takes it again; so a prune of a full
+// store costs no fsync.
 func (s *Store) keepAsBase(c *summary) error {
 	if err := s.root.Rename(path.Join(manifestsDir, c.id+manifestExt), path.Join(manifestsDir, c.id+baseExt)); err != nil {
 		return err
 	}
-	s.syncDir(manifestsDir)
 	s.bases[c.id] = c
 	return nil
 }

@@ -417,6 +417,9 @@ func (wk *walker) listFD(fd int, dir string, buf []byte, es []Entry) (_ []Entry,
 		for off := 0; off < n; {
 			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
 			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
+			if reclen < 20 || off+reclen > n {
+				return nil, nil, nil, &os.PathError{Op: "getdents", Path: dir, Err: syscall.EIO}
+			}
 			name := buf[off+19 : off+reclen]
 			off += reclen
 			if i := bytes.IndexByte(name, 0); i >= 0 {
