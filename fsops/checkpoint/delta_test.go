@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
 )
 
 // fullManifest is a whole checkpoint of f's tree taken by a store of its
@@ -429,5 +431,60 @@ func TestKilledPruneLeavesNoBase(t *testing.T) {
 	n, _, blobs := storeBytes(t, f.storeDir)
 	if blobs != 1 || f.st.Stats().Bytes != n {
 		t.Fatalf("%d blobs (want 1), stats %d bytes, the directory holds %d", blobs, f.st.Stats().Bytes, n)
+	}
+}
+
+// TestMemoryWorkspaceWalksByPath checkpoints a workspace without a
+// directory (a memory one, listed through ReadDir): the same order, deltas
+// and restores as by descriptor.
+func TestMemoryWorkspaceWalksByPath(t *testing.T) {
+	ws := fsops.NewMemory("/mem", fsops.Options{})
+	defer ws.Close()
+	st, err := Open(Options{Dir: filepath.Join(t.TempDir(), "store")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	files := map[string]string{"a/x": "1", "a/b/c": "2", "a.b/y": "3", "a0": "4", "b": "5"}
+	for p, c := range files {
+		if err := ws.Mkdir(filepath.Dir(p), true); err != nil && filepath.Dir(p) != "." {
+			t.Fatal(err)
+		}
+		if err := ws.WriteFile(p, []byte(c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c1, err := st.Create(context.Background(), ws, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1, _, err := st.readManifest(c1.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, e := range m1.Entries {
+		paths = append(paths, e.Path)
+	}
+	if want := "a a.b a.b/y a/b a/b/c a/x a0 b"; strings.Join(paths, " ") != want {
+		t.Fatalf("entries %q, want %q", strings.Join(paths, " "), want)
+	}
+	if err := ws.WriteFile("a/x", []byte("changed")); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := st.Create(context.Background(), ws, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _, err := st.readManifestFile(c2.ID); err != nil || f.Base != c1.ID {
+		t.Fatalf("the second checkpoint: %+v %v, want a delta of %s", f, err, c1.ID)
+	}
+	if _, err := st.Restore(context.Background(), ws, c1.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	for p, c := range files {
+		if b, err := ws.ReadFile(p); err != nil || string(b) != c {
+			t.Fatalf("%s after restore: %q %v, want %q", p, b, err, c)
+		}
 	}
 }
