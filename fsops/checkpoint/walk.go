@@ -396,8 +396,9 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 }
 
 // listFD lists the open directory fd, whose path is dir: getdents into
-// buf, one fstatat per entry relative to fd without following links. Each
-// entry's path is its one allocation (the name stat-ed is a slice of it).
+// buf, one fstatat per entry relative to fd without following links (the
+// name stat-ed is the one getdents wrote). Each entry's path is its one
+// allocation.
 func (wk *walker) listFD(fd int, dir string, buf []byte, es []Entry) (_ []Entry, subdirs []string, skipped map[string]string, err error) {
 	prefix := ""
 	if dir != "." {
@@ -423,22 +424,19 @@ func (wk *walker) listFD(fd int, dir string, buf []byte, es []Entry) (_ []Entry,
 			}
 			name := buf[off+19 : off+reclen]
 			off += reclen
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
+			i := bytes.IndexByte(name, 0)
+			if i < 0 {
+				return nil, nil, nil, &os.PathError{Op: "getdents", Path: dir, Err: syscall.EIO}
 			}
+			cname := name[:i+1] // with its NUL, for fstatat
+			name = name[:i]
 			if len(name) == 0 || (name[0] == '.' && (len(name) == 1 || len(name) == 2 && name[1] == '.')) {
 				continue
 			}
-			p := prefix + string(name)
-			for {
-				err = unix.Fstatat(fd, p[len(prefix):], &st, unix.AT_SYMLINK_NOFOLLOW)
-				if err != unix.EINTR {
-					break
-				}
-			}
-			if err != nil {
+			if fstatatName(fd, cname, &st) != nil {
 				continue // vanished meanwhile
 			}
+			p := prefix + string(name) // the entry's one allocation
 			e, why := entryOfStat(wk.ws, p, &st)
 			if why != "" {
 				if skipped == nil {
