@@ -674,19 +674,27 @@ func (e *executor) setupProcessBound(cfg Config) (Rlimits, error) {
 // startIn starts c's command with start (startCmd) inside a new cgroup of
 // its own, when the executor has cgroups.
 func (e *executor) startIn(sp *spawner, c *child, start func(*spawner) (*exec.Cmd, error)) (*exec.Cmd, error) {
-	if e.cgroups == nil {
-		if !e.reaper {
-			return start(sp)
-		}
-		var cmd *exec.Cmd
+	// Every main process is registered with the subreaper (subreaper.go),
+	// also here with a cgroup: another executor of this daemon may run
+	// without one, and its reaper must not take this one's processes.
+	var cmd *exec.Cmd
+	registered := func(start func() error) error {
 		err := startRegistered(func() (int, error) {
-			var err error
-			if cmd, err = start(sp); err != nil {
+			if err := start(); err != nil {
 				return 0, err
 			}
 			return cmd.Process.Pid, nil
 		})
 		c.registered = err == nil
+		return err
+	}
+	if e.cgroups == nil {
+		c.sweeps = e.reaper
+		err := registered(func() error {
+			var err error
+			cmd, err = start(sp)
+			return err
+		})
 		return cmd, err
 	}
 	cg, err := e.cgroups.create()
@@ -694,11 +702,12 @@ func (e *executor) startIn(sp *spawner, c *child, start func(*spawner) (*exec.Cm
 		return c.cmd, fmt.Errorf("creating the command's cgroup below %s: %w", e.cgroups.dir, err)
 	}
 	cg.prepare(c.cmd.SysProcAttr)
-	var cmd *exec.Cmd
-	err = cg.start(sp, func(sp *spawner) error {
-		var err error
-		cmd, err = start(sp)
-		return err
+	err = registered(func() error {
+		return cg.start(sp, func(sp *spawner) error {
+			var err error
+			cmd, err = start(sp)
+			return err
+		})
 	})
 	if err != nil {
 		cg.drop()

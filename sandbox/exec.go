@@ -596,7 +596,8 @@ type child struct {
 	pid        atomic.Int64 // set once started
 	killed     atomic.Bool  // the kill was carried out
 	cg         *cgroup      // the command's own cgroup, or nil; set before pid
-	registered bool         // without a cgroup: registered with the subreaper
+	registered bool         // registered with the subreaper until waited for
+	sweeps     bool         // without a cgroup, with the subreaper: sweep orphans when it ends
 }
 
 // started records the pid, and carries out a kill asked for while the

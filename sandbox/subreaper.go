@@ -25,19 +25,28 @@ import (
 // and their zombies are reaped on SIGCHLD.
 //
 // The reaper must never take the exit status of a command's main process,
-// which os/exec waits for: main processes are registered while the
-// reaper's lock is held across their start, and unregistered once waited
-// for, and only children that are not registered are reaped.
+// which os/exec waits for, nor take any other child of the daemon for an
+// escaped process: the main process of every command of every executor
+// (with a cgroup or without, whichever isolation mode) and every other
+// child the daemon starts (StartOutside: the browser) is registered from
+// its start until it was waited for, and only children that are not
+// registered are reaped or swept. A daemon can hold executors of both
+// kinds at once (one without a cgroup runs the reaper for the whole
+// process), so registering only the reaper's own executor's commands would
+// let it reap or kill the others'. Starts hold startMu shared, so they run
+// in parallel with each other; the reaper and the sweep hold it exclusive,
+// so they never see a child between its fork and its registration.
 
 // reaper is the process-wide subreaper state; users counts the executors
 // that rely on it, and its goroutine runs while there is one.
 var reaper = struct {
 	sync.Mutex
-	users int
-	set   bool         // PR_SET_CHILD_SUBREAPER done
-	live  map[int]bool // main processes of commands, not yet waited for
-	stop  chan struct{}
-	done  chan struct{}
+	startMu sync.RWMutex // shared by starts, exclusive for reaping and sweeping
+	users   int
+	set     bool         // PR_SET_CHILD_SUBREAPER done
+	live    map[int]bool // registered children (commands' main processes, StartOutside's), not yet waited for
+	stop    chan struct{}
+	done    chan struct{}
 }{live: map[int]bool{}}
 
 // useReaper makes the daemon a subreaper and starts reaping, for one
@@ -91,17 +100,38 @@ func reapLoop(stop, done chan struct{}) {
 	}
 }
 
-// startRegistered runs start (which forks a command's main process) with
-// the reaper's lock held, and registers the process it started, so that
-// the reaper never sees it unregistered.
+// startRegistered runs start (which forks a child of the daemon) with
+// startMu held shared, and registers the process it started before the
+// reaper can look, so that the reaper never sees it unregistered.
 func startRegistered(start func() (pid int, err error)) error {
-	reaper.Lock()
-	defer reaper.Unlock()
+	reaper.startMu.RLock()
+	defer reaper.startMu.RUnlock()
 	pid, err := start()
 	if err == nil {
+		reaper.Lock()
 		reaper.live[pid] = true
+		reaper.Unlock()
 	}
 	return err
+}
+
+// StartOutside runs start, which starts a child of the daemon that is not
+// a command (the browser), so that the subreaper of an executor without a
+// cgroup never reaps it or kills it as a process escaped from a command:
+// no reap or sweep runs while start does, and the pid start returns stays
+// registered until forget is called, once the process was waited for.
+func StartOutside(start func() (pid int, err error)) (forget func(), err error) {
+	var pid int
+	err = startRegistered(func() (int, error) {
+		var err error
+		pid, err = start()
+		return pid, err
+	})
+	if err != nil {
+		return func() {}, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { waited(pid) }) }, nil
 }
 
 // waited unregisters a main process once os/exec has waited for it.
@@ -125,6 +155,8 @@ func orphans(ps []procEntry, self int) []int {
 
 // reapOrphans collects the exit status of every orphan that has exited.
 func reapOrphans() {
+	reaper.startMu.Lock()
+	defer reaper.startMu.Unlock()
 	reaper.Lock()
 	defer reaper.Unlock()
 	kids, ok := children()
@@ -186,10 +218,12 @@ func children() (pids []int, ok bool) {
 // sweepOrphans stops and kills every orphan and its descendants: processes
 // that escaped the command they belonged to.
 func sweepOrphans() {
+	reaper.startMu.Lock()
 	reaper.Lock()
 	self := os.Getpid()
 	seen := stopTrees(func(ps []procEntry) []int { return orphans(ps, self) })
 	reaper.Unlock()
+	reaper.startMu.Unlock()
 	for p := range seen {
 		_ = syscall.Kill(p, syscall.SIGKILL)
 	}
@@ -202,6 +236,8 @@ func sweepOrphans() {
 // registered main process; when it cannot tell, it says yes and the caller
 // does the full sweep.
 func hasOrphans() bool {
+	reaper.startMu.Lock()
+	defer reaper.startMu.Unlock()
 	reaper.Lock()
 	defer reaper.Unlock()
 	kids, ok := children()
@@ -217,16 +253,16 @@ func hasOrphans() bool {
 }
 
 // ended is called once a command's main process was waited for: its
-// cgroup is killed and removed, or, without one, it is unregistered from
-// the reaper and any orphan is swept.
+// cgroup is killed and removed, it is unregistered from the reaper, and
+// an executor without a cgroup (the reaper's) sweeps any orphan.
 func (c *child) ended() {
 	if c.cg != nil {
 		c.cg.drop()
 	}
 	if c.registered {
 		waited(c.cmd.Process.Pid)
-		if hasOrphans() {
-			sweepOrphans()
-		}
+	}
+	if c.sweeps && hasOrphans() {
+		sweepOrphans()
 	}
 }

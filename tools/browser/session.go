@@ -25,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentbe/agentbe-daemon/netguard"
+	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
 // session is one browser: its own Chromium process (group), profile
@@ -40,6 +41,7 @@ type session struct {
 
 	proxy       *guardProxy // Chromium's only way out
 	allocCancel context.CancelFunc
+	forget      func() // unregisters Chromium from the subreaper (sandbox.StartOutside)
 	ctxCancel   context.CancelFunc
 	ctx         context.Context // the chromedp context of the tab
 	pgid        atomic.Int64    // Chromium's process group
@@ -241,11 +243,24 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 	go func() {
 		done <- chromedp.ListenBrowser(s.ctx, func(ev any) { p.onBrowserEvent(s, ev) })
 	}()
-	select {
-	case err = <-done:
-	case <-startCtx.Done():
-		err = fmt.Errorf("the browser did not start within %s", p.opts.StartTimeout)
-	}
+	// Chromium is a child of the daemon that is no command: registered
+	// with the sandbox's subreaper from its start until it was waited for,
+	// so that an executor without a cgroup never reaps it or kills it as
+	// a process escaped from a command.
+	s.forget, err = sandbox.StartOutside(func() (int, error) {
+		select {
+		case err := <-done:
+			if err != nil {
+				return 0, err
+			}
+		case <-startCtx.Done():
+			return 0, fmt.Errorf("the browser did not start within %s", p.opts.StartTimeout)
+		}
+		if proc := chromedp.FromContext(s.ctx).Browser.Process(); proc != nil {
+			return proc.Pid, nil
+		}
+		return 0, errors.New("the browser started without a process")
+	})
 	if err != nil {
 		if tail := strings.TrimSpace(out.String()); tail != "" {
 			err = fmt.Errorf("%w; it printed: %s", err, tail)
@@ -459,7 +474,10 @@ func (s *session) shutdown() {
 			_ = syscall.Kill(-int(pg), syscall.SIGKILL)
 		}
 		if s.allocCancel != nil {
-			s.allocCancel()
+			s.allocCancel() // returns once Chromium was waited for
+		}
+		if s.forget != nil {
+			s.forget()
 		}
 		if m := s.limit.Load(); m != nil {
 			m.close()
