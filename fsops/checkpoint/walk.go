@@ -211,8 +211,9 @@ func compareSlash(x, y string) int {
 
 // scratch is one worker's buffers, reused for every directory it lists.
 type scratch struct {
-	buf []byte  // getdents'
-	es  []Entry // a directory's entries until they join the walk's list
+	buf   []byte  // getdents'
+	es    []Entry // a directory's entries until they join the walk's list
+	order []int32 // their order by path
 }
 
 // walker is one walk's shared state; mu guards all but the settings.
@@ -340,7 +341,13 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 			err = &errcode.Error{Code: errcode.ReadFailed, Op: "checkpoint", Path: dir, Msg: err.Error(), Err: err}
 		}
 	}
-	sortEntries(es)
+	// The block's order by path: indices sorted, not the 120-byte entries.
+	order := sc.order[:0]
+	for i := range es {
+		order = append(order, int32(i))
+	}
+	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(es[a].Path, es[b].Path) })
+	sc.order = order
 	inline := false
 	wk.mu.Lock()
 	switch {
@@ -351,7 +358,9 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 		wk.failed = tooMany(wk.ws, wk.maxFiles)
 	default:
 		lo := len(wk.w.entries)
-		wk.w.entries = append(wk.w.entries, es...)
+		for _, i := range order {
+			wk.w.entries = append(wk.w.entries, es[i])
+		}
 		wk.blocks[dir] = [2]int{lo, len(wk.w.entries)}
 		for p, why := range skipped {
 			wk.w.skipped[p] = why
