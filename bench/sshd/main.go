@@ -416,11 +416,6 @@ type row struct {
 	peer, ours []float64
 }
 
-func (r *row) add(peer, ours float64) {
-	r.peer = append(r.peer, peer)
-	r.ours = append(r.ours, ours)
-}
-
 // clients drives both servers identically.
 type clients struct {
 	o      options
@@ -428,7 +423,6 @@ type clients struct {
 	key    string
 	login  string
 	signer ssh.Signer
-	gosess string // x/crypto's negotiated cipher, as seen on the first connection
 }
 
 func (c *clients) sshArgs(s *server) []string {

@@ -336,10 +336,8 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 		// listed.
 		err, es, subdirs = nil, nil, nil
 	}
-	if err != nil {
-		if _, ok := err.(*os.PathError); ok {
-			err = &errcode.Error{Code: errcode.ReadFailed, Op: "checkpoint", Path: dir, Msg: err.Error(), Err: err}
-		}
+	if _, ok := err.(*os.PathError); ok {
+		err = &errcode.Error{Code: errcode.ReadFailed, Op: "checkpoint", Path: dir, Msg: err.Error(), Err: err}
 	}
 	// The block's order by path: indices sorted, not the 120-byte entries.
 	order := sc.order[:0]
