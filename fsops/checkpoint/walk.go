@@ -555,20 +555,25 @@ func entryOfStat(ws fsops.Workspace, p string, st *unix.Stat_t) (Entry, string) 
 		e.Type, e.Target = TypeSymlink, t
 		e.Mode = 0
 	default:
-		fi := fs.FileMode(0)
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFIFO:
-			fi = fs.ModeNamedPipe
-		case unix.S_IFSOCK:
-			fi = fs.ModeSocket
-		case unix.S_IFBLK:
-			fi = fs.ModeDevice
-		case unix.S_IFCHR:
-			fi = fs.ModeDevice | fs.ModeCharDevice
-		}
-		return e, "not a file, directory or symlink: " + fi.Type().String()
+		return e, "not a file, directory or symlink: " + specialKind(st.Mode)
 	}
 	return e, ""
+}
+
+// specialKind names the type of a file a checkpoint does not capture,
+// from its st_mode type bits (fsops.POSIXMode's, for an fsops.Info).
+func specialKind(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return "named pipe"
+	case unix.S_IFSOCK:
+		return "socket"
+	case unix.S_IFBLK:
+		return "block device"
+	case unix.S_IFCHR:
+		return "character device"
+	}
+	return "a type this system does not name"
 }
 
 // entryOf describes one listed entry, or says why it is not captured.
@@ -601,7 +606,7 @@ func entryOf(ws fsops.Workspace, fi fsops.Info) (Entry, string) {
 		e.Type, e.Target = TypeSymlink, t
 		e.Mode = 0
 	default:
-		return e, "not a file, directory or symlink: " + fi.Mode.Type().String()
+		return e, "not a file, directory or symlink: " + specialKind(fsops.POSIXMode(fi.Mode))
 	}
 	return e, ""
 }
