@@ -170,25 +170,33 @@ func TestOverlayBothWays(t *testing.T) {
 			defer func(v bool) { overlayByTrampoline = v }(overlayByTrampoline)
 			overlayByTrampoline = tramp
 			e, ws := newExec(t, ModeBwrap)
-			if err := os.WriteFile(filepath.Join(ws, "a"), []byte("old\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			// `true`-like direct commands too: the direct path must bind the overlay.
-			res, err := e.Run(context.Background(), Request{Command: "sed -i s/old/new/ a", Overlay: &Overlay{Dir: txDir(t), MaxBytes: 1 << 20, MaxFiles: 10}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Upper.Close()
-			if res.ExitCode != 0 {
-				t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
-			}
-			if b, _ := os.ReadFile(filepath.Join(ws, "a")); string(b) != "old\n" {
-				t.Fatalf("workspace a = %q", b)
-			}
-			if b, err := os.ReadFile("/proc/self/fd/" + strconv.Itoa(int(res.Upper.Fd())) + "/upper/a"); err != nil || string(b) != "new\n" {
-				t.Fatalf("upper a = %q, %v", b, err)
-			}
+			overlayEdit(t, e, ws)
 		})
+	}
+}
+
+// overlayEdit runs `sed -i s/old/new/ a` (a direct command: the direct
+// path must bind the overlay too) as a transaction on e, whose workspace
+// is ws, and checks that the workspace keeps a's old content and the
+// upper layer holds the new one.
+func overlayEdit(t *testing.T, e Executor, ws string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(ws, "a"), []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Run(context.Background(), Request{Command: "sed -i s/old/new/ a", Overlay: &Overlay{Dir: txDir(t), MaxBytes: 1 << 20, MaxFiles: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Upper.Close()
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a")); string(b) != "old\n" {
+		t.Fatalf("workspace a = %q", b)
+	}
+	if b, err := os.ReadFile("/proc/self/fd/" + strconv.Itoa(int(res.Upper.Fd())) + "/upper/a"); err != nil || string(b) != "new\n" {
+		t.Fatalf("upper a = %q, %v", b, err)
 	}
 }
 

@@ -132,24 +132,8 @@ func TestHelperIsTheTrampoline(t *testing.T) {
 		defer func(v bool) { overlayByTrampoline = v }(overlayByTrampoline)
 		overlayByTrampoline = true
 		e, ws := newExec(t, ModeBwrap, func(c *Config) { c.Trampoline = tr })
-		if err := os.WriteFile(filepath.Join(ws, "a"), []byte("old\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
 		opens := watchOpens(t, p)
-		res, err := e.Run(ctx, Request{Command: "sed -i s/old/new/ a", Overlay: &Overlay{Dir: txDir(t), MaxBytes: 1 << 20, MaxFiles: 10}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Upper.Close()
-		if res.ExitCode != 0 {
-			t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
-		}
-		if b, _ := os.ReadFile(filepath.Join(ws, "a")); string(b) != "old\n" {
-			t.Fatalf("workspace a = %q", b)
-		}
-		if b, err := os.ReadFile("/proc/self/fd/" + strconv.Itoa(int(res.Upper.Fd())) + "/upper/a"); err != nil || string(b) != "new\n" {
-			t.Fatalf("upper a = %q, %v", b, err)
-		}
+		overlayEdit(t, e, ws)
 		if opens() == 0 {
 			t.Fatal("the helper was not the overlay's trampoline (its file was never opened)")
 		}
