@@ -120,6 +120,9 @@ func startRegistered(start func() (pid int, err error)) error {
 // cgroup never reaps it or kills it as a process escaped from a command:
 // no reap or sweep runs while start does, and the pid start returns stays
 // registered until forget is called, once the process was waited for.
+// start should return as soon as the pid is known: with an executor
+// without a cgroup, a reap waiting for it also holds back new command
+// starts (the browser's start, about half a second, is the longest).
 func StartOutside(start func() (pid int, err error)) (forget func(), err error) {
 	var pid int
 	err = startRegistered(func() (int, error) {
