@@ -36,19 +36,7 @@ func TestAnswersCoalesced(t *testing.T) {
 	open := len(script)
 	script = append(script, sftpPacket(fxpOpen, uint32(9000), "/big", fxfRead, 0))
 	one := func(ws fsops.Workspace, reqs [][]byte) [][]byte {
-		c := pipeServer(t, ourSFTP(ws))
-		var answers [][]byte
-		for _, req := range reqs {
-			if _, err := c.Write(req); err != nil {
-				t.Fatal(err)
-			}
-			a, err := readSFTPPacket(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			answers = append(answers, a)
-		}
-		return answers
+		return oneByOne(t, pipeServer(t, ourSFTP(ws)), reqs)
 	}
 	// Find the handle the OPEN of /big gets after the script.
 	ws := sftpTestWorkspace(t)

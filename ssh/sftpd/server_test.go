@@ -404,22 +404,28 @@ func sftpScript() [][]byte {
 // TestSFTPMatchesPkgSFTP runs the same session against pkg/sftp's request
 // server and ours, each on a fresh copy of the workspace, and compares the
 // raw answers.
+// oneByOne sends each request on c and reads its answer before sending
+// the next, so the server never has a request buffered.
+func oneByOne(t *testing.T, c net.Conn, reqs [][]byte) [][]byte {
+	t.Helper()
+	var answers [][]byte
+	for _, req := range reqs {
+		if _, err := c.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		a, err := readSFTPPacket(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, a)
+	}
+	return answers
+}
+
 func TestSFTPMatchesPkgSFTP(t *testing.T) {
 	script := sftpScript()
 	run := func(serve func(fsops.Workspace) func(net.Conn) error) [][]byte {
-		c := pipeServer(t, serve(sftpTestWorkspace(t)))
-		var answers [][]byte
-		for _, req := range script {
-			if _, err := c.Write(req); err != nil {
-				t.Fatal(err)
-			}
-			a, err := readSFTPPacket(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			answers = append(answers, a)
-		}
-		return answers
+		return oneByOne(t, pipeServer(t, serve(sftpTestWorkspace(t))), script)
 	}
 	want, got := run(pkgSFTPServer), run(ourSFTP)
 	for i := range script {
