@@ -26,6 +26,10 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 	if req.Overlay != nil {
 		return nil, &errcode.Error{Code: errcode.InvalidArgument, Op: "exec", Command: req.Command, Msg: "an overlay (transaction) runs with Run only"}
 	}
+	sp, err := stdinPipe(req, stdio)
+	if err != nil {
+		return nil, err
+	}
 	wd, parsed, err := e.prepare(&req, true)
 	if err != nil {
 		return nil, withCommand(err, req.Command)
@@ -125,6 +129,8 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		if stdio.Stdin != nil {
 			go copyIn(p.ptmx, stdio.Stdin, nil)
 		}
+	} else if sp != nil {
+		sp.f = p.stdin // the caller writes to the pipe itself (stdinpipe.go)
 	} else if p.stdin != nil {
 		go copyIn(p.stdin, stdio.Stdin, p)
 	}
