@@ -22,6 +22,11 @@
 #               the SFTP small-op figures; pass a disk directory to measure
 #               that too
 #
+# Each round runs ours, the reference, the floors (loadgen floors), and ours
+# again with every optional feature on (bench/features.sh; loadgen features:
+# RSS at ready, the routed upstream call, a GET through /preview/). The table
+# is the vs-reference targets, then the floor targets.
+#
 # Both daemons listen on 127.0.0.1 only (the reference through
 # bench/ref-loopback.cjs, as it has no --bind) with --isolation software.
 # Needs Go, Node >= 18 and npm; see docs/performance.md.
@@ -116,6 +121,19 @@ if "$work/agent-backend" daemon --help 2>&1 | grep -q -- '--max-connections-per-
 	ours+=(--max-connections-per-ip 1024)
 fi
 
+# The features round: ours again, with every optional feature on
+# (bench/features.sh), its one upstream the load generator's own minimal
+# echo server on stdio. The reference has none of them; an older --rev
+# without --previews or --upstreams has no such round.
+# shellcheck source=bench/features.sh
+. "$here/features.sh"
+featured=()
+if "$work/agent-backend" daemon --help 2>&1 | grep -q -- '--previews' &&
+	"$work/agent-backend" daemon --help 2>&1 | grep -q -- '--upstreams'; then
+	all_features "$work/features" "127.0.0.1:{sshport}" "$work/loadgen" echo-mcp-stdio
+	featured=("${ours[@]}" "${features[@]}")
+fi
+
 # loadgen makes each round's workspaces (and the floors') in $TMPDIR.
 lg() { TMPDIR="$workspaces" "$work/loadgen" "$@" & wait $!; }
 
@@ -145,6 +163,10 @@ for r in $(seq 1 "$rounds"); do
 	round run "${mode[@]}" -name reference -round "$r" -out "$out/rounds/reference-$r.json" -logs "$out/logs" -- "${reference[@]}"
 	say "round $r/$rounds: floors"
 	round floors "${mode[@]}" -round "$r" -out "$out/rounds/floors-$r.json"
+	if [ ${#featured[@]} -gt 0 ]; then
+		say "round $r/$rounds: ours with every optional feature on"
+		round features "${mode[@]}" -round "$r" -out "$out/rounds/features-$r.json" -logs "$out/logs" -- "${featured[@]}"
+	fi
 done
 
 {

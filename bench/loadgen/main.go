@@ -8,8 +8,20 @@
 //	loadgen floors -out FILE [-smoke]
 //	    measure the floors (plain net/http JSON-RPC, fork/exec, bare bwrap,
 //	    the sandbox executor in each mode)
+//	loadgen features -round N -out FILE [-smoke] [-logs DIR] -- CMD ARGS...
+//	    start CMD (our daemon with every optional feature on, its upstream
+//	    `loadgen echo-mcp-stdio`; {sshport} is a second free port) fresh
+//	    and measure what only it serves: RSS at ready, the routed upstream
+//	    call and a GET through /preview/, each beside the same call made
+//	    without the daemon (features.go)
 //	loadgen echo-serve FILE
 //	    the echo floor as a process of its own (started by floors)
+//	loadgen echo-mcp-stdio
+//	    a minimal MCP server on stdio (one tool, echo): the upstream of the
+//	    features round, and its floor
+//	loadgen http-serve
+//	    a loopback HTTP server answering a small body, printing
+//	    "listening on PORT": the workspace server of the preview figure
 //	loadgen report [-a ours] [-b reference] [-smoke] FILE...
 //	    print the comparison table: medians over rounds, ratios, targets
 package main
@@ -35,6 +47,12 @@ func main() {
 		err = cmdReport(os.Args[2:])
 	case "echo-serve":
 		err = cmdEchoServe(os.Args[2:])
+	case "features":
+		err = cmdFeatures(os.Args[2:])
+	case "echo-mcp-stdio":
+		err = cmdEchoMCPStdio(os.Args[2:])
+	case "http-serve":
+		err = cmdHTTPServe(os.Args[2:])
 	default:
 		usage()
 	}
@@ -45,7 +63,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: loadgen run|floors|report ... (see the package comment)")
+	fmt.Fprintln(os.Stderr, "usage: loadgen run|floors|features|report|echo-serve|echo-mcp-stdio|http-serve ... (see the package comment)")
 	os.Exit(2)
 }
 
@@ -94,6 +112,28 @@ func cmdFloors(args []string) error {
 		return fmt.Errorf("floors: %w", err)
 	}
 	return writeJSON(*out, &roundResult{Name: "floors", Round: *round, Metrics: m, Notes: notes})
+}
+
+func cmdFeatures(args []string) error {
+	fs := flag.NewFlagSet("features", flag.ExitOnError)
+	round := fs.Int("round", 0, "round number")
+	out := fs.String("out", "", "write the figures here (JSON)")
+	smoke := fs.Bool("smoke", false, "tiny counts")
+	logs := fs.String("logs", os.TempDir(), "directory for the daemon's log")
+	fs.Parse(args)
+	argv := fs.Args()
+	if *out == "" || len(argv) == 0 {
+		return fmt.Errorf("features: -out and a command are required")
+	}
+	sz := fullSizes
+	if *smoke {
+		sz = smokeSizes
+	}
+	res, err := runFeatures(argv, sz, *logs, *round)
+	if err != nil {
+		return fmt.Errorf("features round %d: %w", *round, err)
+	}
+	return writeJSON(*out, res)
 }
 
 func cmdReport(args []string) error {

@@ -33,9 +33,10 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// start spawns argv (with {root} and {port} replaced) in its own process
-// group, stderr and stdout to logPath, and returns once /health answers 200,
-// with the time that took from just before fork.
+// start spawns argv (with {root} and {port} replaced, and {sshport} by a
+// second free port, for --ssh-listen) in its own process group, stderr and
+// stdout to logPath, and returns once /health answers 200, with the time
+// that took from just before fork.
 func start(argv []string, root string, logPath string) (*daemon, time.Duration, error) {
 	port, err := freePort()
 	if err != nil {
@@ -44,6 +45,13 @@ func start(argv []string, root string, logPath string) (*daemon, time.Duration, 
 	args := make([]string, len(argv))
 	for i, a := range argv {
 		a = strings.ReplaceAll(a, "{root}", root)
+		if strings.Contains(a, "{sshport}") {
+			p, err := freePort()
+			if err != nil {
+				return nil, 0, err
+			}
+			a = strings.ReplaceAll(a, "{sshport}", strconv.Itoa(p))
+		}
 		args[i] = strings.ReplaceAll(a, "{port}", strconv.Itoa(port))
 	}
 	logf, err := os.Create(logPath)

@@ -67,42 +67,28 @@ func report(w io.Writer, files []string, a, b string, judge bool) error {
 		fmt.Fprintf(w, "\ntargets: %d pass, %d fail\n", pass, fail)
 	}
 
-	if fl := runs["floors"]; len(fl) > 0 {
-		fmt.Fprintf(w, "\nAgainst the floors (same machine, same run; ratio = %s / floor, lower is better):\n\n", a)
+	if len(runs["floors"]) > 0 || len(runs["features"]) > 0 {
+		fmt.Fprintf(w, "\nAgainst the floors (same machine, same run; ratio = %s / floor, lower is better; a target without a floor is the figure's own):\n\n", a)
 		fmt.Fprintf(w, "| %s | figure | floor | figure | ratio | target | |\n|---|---:|---|---:|---:|---:|---|\n", a)
-		row := func(what string, x float64, floorName string, f float64, limit float64) {
-			r := x / f
-			verdict := ""
-			if limit > 0 {
-				switch {
-				case !judge:
-					verdict = "(smoke)"
-				case math.IsNaN(r):
-					verdict = "n/a"
-				case r <= limit:
-					verdict = "pass"
-				default:
-					verdict = "FAIL"
-				}
+		pass, fail := 0, 0
+		for _, fr := range floorRows {
+			x, f, ratio := fr.values(med, a)
+			target, verdict := fr.judge(x, ratio, judge)
+			switch verdict {
+			case "pass":
+				pass++
+			case "FAIL":
+				fail++
 			}
-			lim := ""
-			if limit > 0 {
-				lim = fmt.Sprintf("≤ %g×", limit)
+			floorName, floorVal, ratioText := "—", "—", "—"
+			if fr.FloorKey != "" {
+				floorName, floorVal, ratioText = fr.Floor, fmtVal(f, fr.Unit), fmtRatio(ratio)
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", what, fmtVal(x, "ms"), floorName, fmtVal(f, "ms"), fmtRatio(r), lim, verdict)
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", fr.What, fmtVal(x, fr.Unit), floorName, floorVal, ratioText, target, verdict)
 		}
-		fm := func(k string) float64 { return med("floors", k) }
-		row("MCP read 4 KiB p50", med(a, "mcp_read_p50_ms"), "net/http JSON-RPC echo (reads the file)", fm("echo_p50_ms"), 3)
-		row("MCP read 4 KiB p50", med(a, "mcp_read_p50_ms"), "the same echo as its own process", fm("echo_proc_p50_ms"), 1.5)
-		row("MCP exec `true` p50", med(a, "mcp_exec_true_p50_ms"), "fork/exec `bash -c true`", fm("fork_shell_p50_ms"), 0)
-		row("SSH exec `true` p50", med(a, "ssh_exec_true_p50_ms"), "fork/exec `bash -c true`", fm("fork_shell_p50_ms"), 0)
-		row("SFTP 4 KiB create+write+close p50", med(a, "sftp_write4k_p50_ms"), "the same on the local file system", fm("fs_create4k_p50_ms"), 0)
-		row("SFTP 4 KiB open+read+close p50", med(a, "sftp_read4k_p50_ms"), "the same on the local file system", fm("fs_read4k_p50_ms"), 0)
-		row("executor software Run `true` p50", fm("executor_software_p50_ms"), "fork/exec `bash -c true`", fm("fork_shell_p50_ms"), 1.5)
-		row("executor software Run `true` p50", fm("executor_software_p50_ms"), "fork/exec `/bin/true`", fm("fork_true_p50_ms"), 0)
-		row("executor none Run `true` p50", fm("executor_none_p50_ms"), "fork/exec `bash -c true`", fm("fork_shell_p50_ms"), 0)
-		row("executor bwrap Run `true` p50", fm("executor_bwrap_p50_ms"), "bare `bwrap … bash -c true`", fm("bwrap_shell_p50_ms"), 1.3)
-		row("executor bwrap Run `true` p50", fm("executor_bwrap_p50_ms"), "bare `bwrap … /bin/true`", fm("bwrap_true_p50_ms"), 0)
+		if judge {
+			fmt.Fprintf(w, "\nfloor targets: %d pass, %d fail\n", pass, fail)
+		}
 	}
 	for _, name := range []string{a, b} {
 		var eofs, rounds int
@@ -119,7 +105,7 @@ func report(w io.Writer, files []string, a, b string, judge bool) error {
 	if len(notes) > 0 {
 		fmt.Fprintf(w, "\nnotes:\n- %s\n", strings.Join(notes, "\n- "))
 	}
-	if judge && len(runs[a]) > 1 {
+	if judge && (len(runs[a]) > 1 || len(runs["features"]) > 1) {
 		spread := func(name, key, unit string) string {
 			lo, hi := math.Inf(1), math.Inf(-1)
 			for _, m := range runs[name] {
@@ -135,6 +121,16 @@ func report(w io.Writer, files []string, a, b string, judge bool) error {
 		fmt.Fprintf(w, "\nSpread over rounds (lowest – highest):\n\n| metric | %s | %s |\n|---|---:|---:|\n", a, b)
 		for _, mt := range metrics {
 			fmt.Fprintf(w, "| %s | %s | %s |\n", mt.Label, spread(a, mt.Key, mt.Unit), spread(b, mt.Key, mt.Unit))
+		}
+		if len(runs["floors"]) > 0 || len(runs["features"]) > 0 {
+			fmt.Fprintf(w, "\nSpread over rounds against the floors (lowest – highest):\n\n| %s | spread | floor | spread |\n|---|---:|---|---:|\n", a)
+			for _, fr := range floorRows {
+				floorName, floorSpread := "—", "—"
+				if fr.FloorKey != "" {
+					floorName, floorSpread = fr.Floor, spread(fr.FloorSource, fr.FloorKey, fr.Unit)
+				}
+				fmt.Fprintf(w, "| %s | %s | %s | %s |\n", fr.What, spread(fr.source(a), fr.Key, fr.Unit), floorName, floorSpread)
+			}
 		}
 	}
 	return nil

@@ -33,11 +33,12 @@ type sizes struct {
 	bulkMiB   int           // bulk transfer size
 	bulkReps  int           // bulk transfers each way
 	idle      int           // idle connections for the RSS figure
+	pairs     int           // alternated pairs of the features round (routed/direct, preview/direct)
 }
 
 var (
-	fullSizes  = sizes{50, 4 * time.Second, 4 * time.Second, 300, 200, 100, 200, 300, 64, 3, 200}
-	smokeSizes = sizes{2, 200 * time.Millisecond, 200 * time.Millisecond, 5, 5, 3, 5, 5, 1, 1, 5}
+	fullSizes  = sizes{50, 4 * time.Second, 4 * time.Second, 300, 200, 100, 200, 300, 64, 3, 200, 1000}
+	smokeSizes = sizes{2, 200 * time.Millisecond, 200 * time.Millisecond, 5, 5, 3, 5, 5, 1, 1, 5, 5}
 )
 
 // roundResult is what one round writes: one daemon, fresh, every metric.
