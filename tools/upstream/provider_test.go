@@ -529,6 +529,43 @@ func TestClosedStdoutSeenAtOnce(t *testing.T) {
 	}
 }
 
+// TestClosedStdinSeenAtOnce: a server that closes its stdin and runs on is
+// seen at the next write to it (the pipe is written directly, EPIPE), then
+// killed and restarted: the call fails at once instead of waiting out the
+// server's timeout (an hour here) for an answer to a request nobody read.
+func TestClosedStdinSeenAtOnce(t *testing.T) {
+	tm := fastTiming
+	tm.pingInterval = time.Hour
+	f := start(t, "stdin-closer", sandbox.ModeSoftware, func(s *Server) { s.Timeout = Duration(time.Hour) }, tm)
+	first := f.running(t)
+	if txt, isErr, _ := f.call(t, nil, "t__close_stdin", `{}`); isErr || txt != "closing" {
+		t.Fatalf("close_stdin: %q %v", txt, isErr)
+	}
+	deadline := time.Now().Add(30 * time.Second) // a hang guard, not a speed check
+	for !strings.Contains(f.recorded(), "closed stdin") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream never closed its stdin:\n%s", f.recorded())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := f.reg.Call(ctx, "t__echo", registry.Call{Args: json.RawMessage(`{"text":"lost"}`), Workspace: f.ws, Face: "rest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || registry.Code(res) == errcode.Timeout {
+		t.Fatalf("a call to a server that closed its stdin: isError %v, code %s, want a failure other than a timeout", res.IsError, registry.Code(res))
+	}
+	h := f.waitFor(t, "the restart", func(h Health) bool { return h.Restarts == 1 && h.State == StateRunning && h.PID != first.PID })
+	if !strings.Contains(h.LastError, "its connection ended") || !strings.Contains(h.LastError, "closed its stdin and ran on") {
+		t.Errorf("last_error: %q", h.LastError)
+	}
+	if txt, isErr, _ := f.call(t, nil, "t__echo", `{"text":"back"}`); isErr || txt != "back" {
+		t.Errorf("after the restart: %q %v", txt, isErr)
+	}
+}
+
 // TestFramer: lines up to the limit come whole (with any piece sizes); a
 // longer one is read to its end without being kept, and its top-level id
 // and method are found wherever they are; the buffer never grows past the

@@ -207,22 +207,25 @@ func (s *server) lastStderr() string { return s.stderr.last() }
 // or the provider stops (errStopping).
 func (s *server) runOnce() error {
 	s.setState(StateStarting, "")
-	stdinR, stdinW := io.Pipe()
 	// The transport is the server's stdout as the sandbox writes it: when
 	// the process's side of the stream ends (it closed its stdout, or
 	// exited), the stream is dead, and the supervisor sees it at once, not
-	// at the next ping (sandbox.OutputEnder).
-	tr := newPushTransport(stdinW, s.p.maxMessage, s.log)
+	// at the next ping (sandbox.OutputEnder). Its stdin is the process's
+	// pipe itself (sandbox.StdinPipe), written by the caller's goroutine:
+	// no copier in between, and a process that closed its stdin is seen at
+	// the next write.
+	tr := newPushTransport(nil, s.p.maxMessage, s.log)
+	stdin := &sandbox.StdinPipe{}
 	proc, err := s.exe.Start(context.Background(), sandbox.Request{
 		Command:   sandbox.CommandLine(append([]string{s.cfg.Command}, s.cfg.Args...)...),
 		Workspace: s.ws,
 		Env:       s.env(),
-	}, sandbox.Stdio{Stdin: stdinR, Stdout: tr, Stderr: s.stderr})
+	}, sandbox.Stdio{Stdin: stdin, Stdout: tr, Stderr: s.stderr})
 	if err != nil {
-		stdinR.Close()
 		s.recordErr(err.Error())
 		return fmt.Errorf("start: %w", err)
 	}
+	tr.w = pipeWriter{stdin.File()} // before Connect, the first to write
 	pid := 0
 	if pp, ok := proc.(interface{ Pid() int }); ok {
 		pid = pp.Pid()
@@ -238,9 +241,9 @@ func (s *server) runOnce() error {
 	go func() {
 		status, waitErr = proc.Wait()
 		// Wait returns once the output is copied out (OutputEnded has
-		// run); this only makes sure the stream is seen ended.
+		// run) and has closed the stdin pipe; this only makes sure the
+		// stream is seen ended.
 		tr.kill(io.EOF)
-		stdinR.Close()
 		close(exited)
 	}()
 	exitErr := func() error {
@@ -337,7 +340,11 @@ func (s *server) runOnce() error {
 			case <-exited:
 				return exitedNow()
 			case <-t.C:
-				err = fmt.Errorf("it closed its stdout and ran on for %s", stdoutEndGrace)
+				which := "stdout"
+				if !errors.Is(err, io.EOF) {
+					which = "stdin"
+				}
+				err = fmt.Errorf("it closed its %s and ran on for %s", which, stdoutEndGrace)
 			}
 		}
 		msg := fmt.Sprintf("its connection ended: %v; killed", err)
@@ -404,7 +411,8 @@ const stdoutEndGrace = time.Second
 
 // pipesClosed says the stream ended because the process's pipes were
 // closed: its stdout at its end (io.EOF: it closed it, or exited), its
-// stdin under a write (io.ErrClosedPipe: it exited).
+// stdin under a write (io.ErrClosedPipe: it closed it, or exited; see
+// pipeWriter).
 func pipesClosed(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe)
 }

@@ -1,7 +1,9 @@
 package upstream
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -49,6 +51,8 @@ func serveTestUpstream(mode string) int {
 	case "crash-at-start":
 		fmt.Fprintln(os.Stderr, "fatal: cannot start (test upstream told to fail)")
 		return 1
+	case "stdin-closer":
+		return serveStdinCloser()
 	}
 	record("started pid=%d", os.Getpid())
 	srv := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "1"}, nil)
@@ -155,6 +159,54 @@ func serveTestUpstream(mode string) int {
 	if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "test upstream:", err)
 		return 2
+	}
+	return 0
+}
+
+// serveStdinCloser is a raw line server (the SDK's server would end with
+// its stdin) with two tools: echo, and close_stdin, which answers, closes
+// its stdin and runs on without reading or writing anything more.
+func serveStdinCloser() int {
+	record("started pid=%d", os.Getpid())
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+				Name            string `json:"name"`
+				Arguments       struct {
+					Text string `json:"text"`
+				} `json:"arguments"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) != nil || m.ID == nil {
+			continue
+		}
+		var result string
+		switch m.Method {
+		case "initialize":
+			v, _ := json.Marshal(m.Params.ProtocolVersion)
+			result = `{"protocolVersion":` + string(v) + `,"capabilities":{"tools":{}},"serverInfo":{"name":"stdin-closer","version":"1"}}`
+		case "tools/list":
+			result = `{"tools":[{"name":"echo","inputSchema":{"type":"object"}},{"name":"close_stdin","inputSchema":{"type":"object"}}]}`
+		case "tools/call":
+			text := m.Params.Arguments.Text
+			if m.Params.Name == "close_stdin" {
+				text = "closing"
+			}
+			v, _ := json.Marshal(text)
+			result = `{"content":[{"type":"text","text":` + string(v) + `}]}`
+		default:
+			result = `{}`
+		}
+		os.Stdout.WriteString(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":` + result + "}\n")
+		if m.Params.Name == "close_stdin" {
+			os.Stdin.Close()
+			record("closed stdin")
+			select {}
+		}
 	}
 	return 0
 }

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -307,6 +310,24 @@ func (c *conn) Close() error {
 	})
 	return nil
 }
+
+// pipeWriter is an upstream's stdin as the sandbox hands it out
+// (sandbox.StdinPipe). A write that finds the pipe closed, by the process
+// (EPIPE: it closed its stdin, or exited) or on our side (os.ErrClosed:
+// the process was waited for, or the connection closed), fails with
+// io.ErrClosedPipe, so the supervisor reads it as the pipes closing
+// (pipesClosed) and not as a broken stream.
+type pipeWriter struct{ f *os.File }
+
+func (w pipeWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	if err != nil && (errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed)) {
+		err = fmt.Errorf("%w (%v)", io.ErrClosedPipe, err)
+	}
+	return n, err
+}
+
+func (w pipeWriter) Close() error { return w.f.Close() }
 
 // byteSize writes n as "32 MiB", "64 KiB" or "1000 bytes".
 func byteSize(n int) string {
