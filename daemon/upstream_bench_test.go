@@ -426,10 +426,18 @@ func (c *rawStdio) request(rest string) (string, error) {
 // POST on a kept-alive connection), the two alternated call by call so that
 // both see the same load. direct-p50-ns and routed-p50-ns are the medians;
 // ratio is routed over direct; cpu-ns/op is the CPU time of this process
-// (the daemon, both clients; not the echo servers) per pair of calls, which
-// a busy machine moves less than latency. Run:
+// (the daemon, the clients and the floor's HTTP server; not the echo
+// servers) per loop of calls, which a busy machine moves less than latency.
 //
-//	go test -run '^$' -bench RoutedUpstream -benchtime 2000x ./daemon/
+// The floor is what a routed call cannot go under on this machine: the
+// same HTTP request, from the same kind of client, to a net/http server
+// configured as the daemon's that answers the routed call's reply at once
+// (http-echo-p50-ns), plus the direct call. The three calls alternate in
+// one loop; floor-p50-ns is the median of each loop's HTTP echo plus its
+// direct call, and routed/floor is the routed median over it: the part of
+// the ratio that is the daemon's own. Run:
+//
+//	go test -run '^$' -bench RoutedUpstream -benchtime 3000x ./daemon/
 func BenchmarkRoutedUpstream(b *testing.B) {
 	self, err := os.Executable()
 	if err != nil {
@@ -475,15 +483,31 @@ func BenchmarkRoutedUpstream(b *testing.B) {
 		}
 		return err
 	}
-	for range 50 { // warm both paths (connections, buffers, pools)
-		if err := routed(); err != nil {
-			b.Fatal(err)
+	// The floor's HTTP side: the routed call's reply, answered by a
+	// net/http server with the daemon's settings, on its own connection.
+	reply, err := routedReply(hc, r.url, call)
+	if err != nil {
+		b.Fatal(err)
+	}
+	echoURL := httpEcho(b, reply)
+	etr := &http.Transport{MaxIdleConnsPerHost: 1}
+	defer etr.CloseIdleConnections()
+	ehc := &http.Client{Transport: etr}
+	echo := func() error {
+		got, err := routedReply(ehc, echoURL, call)
+		if err == nil && len(got) != len(reply) {
+			err = fmt.Errorf("http echo: %d bytes, want %d", len(got), len(reply))
 		}
-		if err := straight(); err != nil {
-			b.Fatal(err)
+		return err
+	}
+	for range 50 { // warm every path (connections, buffers, pools)
+		for _, f := range []func() error{routed, straight, echo} {
+			if err := f(); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
-	dl, rl := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
+	dl, rl, el, fl := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
 	cpu0 := cpuTime(b)
 	b.ResetTimer()
 	for range b.N {
@@ -495,16 +519,65 @@ func BenchmarkRoutedUpstream(b *testing.B) {
 		if err := routed(); err != nil {
 			b.Fatal(err)
 		}
-		dl, rl = append(dl, t1.Sub(t0)), append(rl, time.Since(t1))
+		t2 := time.Now()
+		if err := echo(); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		dl, rl, el = append(dl, t1.Sub(t0)), append(rl, t2.Sub(t1)), append(el, t3.Sub(t2))
+		fl = append(fl, t1.Sub(t0)+t3.Sub(t2))
 	}
 	b.StopTimer()
 	b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
-	slices.Sort(dl)
-	slices.Sort(rl)
-	d, rt := dl[len(dl)/2], rl[len(rl)/2]
+	p50 := func(l []time.Duration) time.Duration { slices.Sort(l); return l[len(l)/2] }
+	d, rt, e, f := p50(dl), p50(rl), p50(el), p50(fl)
 	b.ReportMetric(float64(d.Nanoseconds()), "direct-p50-ns")
 	b.ReportMetric(float64(rt.Nanoseconds()), "routed-p50-ns")
 	b.ReportMetric(float64(rt)/float64(d), "ratio")
+	b.ReportMetric(float64(e.Nanoseconds()), "http-echo-p50-ns")
+	b.ReportMetric(float64(f.Nanoseconds()), "floor-p50-ns")
+	b.ReportMetric(float64(rt)/float64(f), "routed/floor")
+}
+
+// routedReply posts body to base's /mcp as the routed benchmark's client
+// does, and returns the reply.
+func routedReply(hc *http.Client, base, body string) ([]byte, error) {
+	req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	out, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %d %s", base, resp.StatusCode, out)
+	}
+	return out, err
+}
+
+// httpEcho serves reply, as application/json, to every request after
+// reading its body, from a net/http server with the daemon's timeouts on
+// a loopback port; it returns the server's URL and stops with the
+// benchmark.
+func httpEcho(b *testing.B, reply []byte) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(reply)
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       idleTimeout,
+	}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
 }
 
 // cpuTime is the user and system CPU time of this process so far.
