@@ -160,6 +160,18 @@ func openHelperSetting(setting, exeDir string, log *slog.Logger, self func(why s
 // openHelper opens name (following symlinks: what is checked is the file
 // opened) and checks it and its directory; the result is on a high
 // descriptor (minHelperFD).
+//
+// This is not the rule of system.run's "always" approvals
+// (tools/gateway/approvals.go, changeable), though both judge a program
+// file: that one decides whether a path may stay approved for good, and so
+// whether an agent whose commands run as the daemon's user could ever
+// change what the path names (owner root only, every directory up to /,
+// sticky or not, the name looked at, not a descriptor). This one judges,
+// once, the file this daemon then runs only through its descriptor, a
+// program of the daemon's own installation: its owner may be the daemon's
+// user (who could replace the daemon's executable as well), what matters
+// of its directories is that no other user swaps it before a start, and
+// it must be what the descriptor can start (ELF, executable, no setuid).
 func openHelper(name string) (*Trampoline, error) {
 	// O_NONBLOCK: a FIFO planted under the name must not block the start.
 	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)

@@ -355,6 +355,16 @@ func (a *Approvals) Decide(id string, approved, always bool) (Pending, error) {
 // write, or whose directory (or one above it) such a user may change —
 // an owner other than root (who may chmod it), or group or other write
 // permission.
+//
+// This is not the sandbox helper's check (sandbox/trampoline.go,
+// openHelper), though both judge a program file: that one validates once,
+// at start, a program of the daemon's own installation that it then runs
+// only through the descriptor it checked, so the daemon's user may own it
+// and only its own directories count. An always rule outlives this check
+// and names a path that is resolved again at every later call, against an
+// agent whose commands may run as the daemon's user: so only root may own
+// the file and every directory up to /, and a sticky directory is no
+// exception.
 func (a *Approvals) changeable(req RunRequest) string {
 	if a.inWorkspace(req) {
 		return fmt.Sprintf("%s is in the workspace, which the agent can change; an always rule would allow whatever it holds later", req.Exe)
