@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,6 +36,28 @@ import (
 // names no port, 404 for a port no workspace process listens on, 503 over
 // the connection cap, 502 when the server cannot be reached.
 func (p *Previews) Proxy(prefix string, admit func(http.ResponseWriter, *http.Request) (Caller, bool)) http.Handler {
+	h := p.newProxy(prefix, admit)
+	p.mu.Lock()
+	p.dropIdle = h.tr.CloseIdleConnections
+	p.mu.Unlock()
+	return h
+}
+
+// proxy is Proxy's handler. Requests without a body that ask for no
+// upgrade (nearly every page and asset) take the lean path (lean.go); the
+// rest, WebSockets and request bodies, go through httputil.ReverseProxy.
+// Both use one transport, so one pool of connections.
+type proxy struct {
+	p      *Previews
+	prefix string
+	admit  func(http.ResponseWriter, *http.Request) (Caller, bool)
+	tr     *http.Transport
+	rp     *httputil.ReverseProxy
+	noLean bool         // every request through rp (the tests' reference)
+	leaned atomic.Int64 // requests the lean path served (for the tests)
+}
+
+func (p *Previews) newProxy(prefix string, admit func(http.ResponseWriter, *http.Request) (Caller, bool)) *proxy {
 	tr := &http.Transport{
 		DialContext: p.proxyDial,
 		// A workspace's server is on loopback: a few idle connections per
@@ -44,9 +67,6 @@ func (p *Previews) Proxy(prefix string, admit func(http.ResponseWriter, *http.Re
 		DisableCompression:  true, // pass bodies through as the server sent them
 		ForceAttemptHTTP2:   false,
 	}
-	p.mu.Lock()
-	p.dropIdle = tr.CloseIdleConnections
-	p.mu.Unlock()
 	rp := &httputil.ReverseProxy{
 		Transport: tr,
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -66,48 +86,56 @@ func (p *Previews) Proxy(prefix string, admit func(http.ResponseWriter, *http.Re
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			writeError(w, err)
 		},
+		BufferPool: &copyBufs,
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		esc := r.URL.EscapedPath()
-		rest, ok := strings.CutPrefix(esc, prefix)
-		if !ok {
-			writeError(w, ErrBadTarget)
-			return
-		}
-		// Admission first: a request without the token learns nothing,
-		// not even whether its port was well formed.
-		caller, ok := admit(w, r)
-		if !ok {
-			return
-		}
-		if rest == "" {
-			p.serveList(w, r, caller)
-			return
-		}
-		seg, tail, slash := strings.Cut(rest, "/")
-		port, err := ParsePort(seg)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		if !slash {
-			// A page's relative links resolve against its directory: send
-			// the browser to /preview/{port}/ first, as a file server does.
-			u := *r.URL
-			u.Path, u.RawPath = prefix+seg+"/", ""
-			http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
-			return
-		}
-		t := target{port: port, within: caller.Within, caller: caller, key: poolKey(caller.Within), rawPath: "/" + tail, prefix: prefix + seg}
-		if t.path, err = url.PathUnescape(t.rawPath); err != nil {
-			writeError(w, ErrBadTarget)
-			return
-		}
-		if t.path == t.rawPath {
-			t.rawPath = ""
-		}
-		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
-	})
+	return &proxy{p: p, prefix: prefix, admit: admit, tr: tr, rp: rp}
+}
+
+func (h *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	prefix := h.prefix
+	esc := r.URL.EscapedPath()
+	rest, ok := strings.CutPrefix(esc, prefix)
+	if !ok {
+		writeError(w, ErrBadTarget)
+		return
+	}
+	// Admission first: a request without the token learns nothing,
+	// not even whether its port was well formed.
+	caller, ok := h.admit(w, r)
+	if !ok {
+		return
+	}
+	if rest == "" {
+		h.p.serveList(w, r, caller)
+		return
+	}
+	seg, tail, slash := strings.Cut(rest, "/")
+	port, err := ParsePort(seg)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !slash {
+		// A page's relative links resolve against its directory: send
+		// the browser to /preview/{port}/ first, as a file server does.
+		u := *r.URL
+		u.Path, u.RawPath = prefix+seg+"/", ""
+		http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
+		return
+	}
+	t := target{port: port, within: caller.Within, caller: caller, key: poolKey(caller.Within), rawPath: "/" + tail, prefix: prefix + seg}
+	if t.path, err = url.PathUnescape(t.rawPath); err != nil {
+		writeError(w, ErrBadTarget)
+		return
+	}
+	if t.path == t.rawPath {
+		t.rawPath = ""
+	}
+	if !h.noLean && r.ContentLength == 0 && upgradeType(r.Header) == "" {
+		h.forward(w, r, &t)
+		return
+	}
+	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
 }
 
 type targetKey struct{}

@@ -5,14 +5,21 @@
 //	/         "hello from <tag>"
 //	/bytes?n= n bytes of 'x'
 //	/echo     a WebSocket that sends each message back
+//	/dump     the request as it arrived (method, URI, Host, every header,
+//	          the body's length), with the answer shaped by the query:
+//	          set=Name:Value (repeatable) a response header, hint=1 a 103
+//	          Early Hints first, status=N the status, stream=1 the body in
+//	          flushed pieces (no length), trailer=1 a trailer X-Sum after it
 package main
 
 import (
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -46,6 +53,7 @@ func main() {
 		fmt.Fprintf(w, "host=%s authorization=%q prefix=%s forwarded-host=%s", r.Host, strings.Join(r.Header[http.CanonicalHeaderKey("authorization")], ","),
 			r.Header.Get("X-Forwarded-Prefix"), r.Header.Get("X-Forwarded-Host"))
 	})
+	mux.HandleFunc("/dump", dump)
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
 		c, err := up.Upgrade(w, r, nil)
 		if err != nil {
@@ -63,4 +71,51 @@ func main() {
 		}
 	})
 	_ = http.Serve(l, mux)
+}
+
+// dump answers /dump (see the package comment).
+func dump(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %s\nhost=%s\n", r.Method, r.RequestURI, r.Proto, r.Host)
+	keys := make([]string, 0, len(r.Header))
+	for k := range r.Header {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%q\n", k, r.Header[k])
+	}
+	fmt.Fprintf(&b, "te=%q body=%d\n", r.TransferEncoding, len(body))
+	q := r.URL.Query()
+	if q.Get("hint") == "1" {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+	}
+	for _, kv := range q["set"] {
+		k, v, _ := strings.Cut(kv, ":")
+		w.Header().Add(k, v)
+	}
+	if q.Get("trailer") == "1" {
+		w.Header().Set("Trailer", "X-Sum")
+	}
+	status := http.StatusOK
+	if n, err := strconv.Atoi(q.Get("status")); err == nil {
+		status = n
+	}
+	w.WriteHeader(status)
+	out := b.String()
+	if q.Get("stream") == "1" {
+		for len(out) > 0 {
+			n := min(16, len(out))
+			io.WriteString(w, out[:n])
+			w.(http.Flusher).Flush()
+			out = out[n:]
+		}
+	} else {
+		io.WriteString(w, out)
+	}
+	if q.Get("trailer") == "1" {
+		w.Header().Set("X-Sum", strconv.Itoa(len(b.String())))
+	}
 }
