@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 )
@@ -15,8 +16,14 @@ import (
 // a keep-alive client. It reports each path's time per request
 // (direct-ns/req, preview-ns/req), their ratio (preview/direct), and for
 // the 1 MiB body each path's throughput (direct-MB/s, preview-MB/s).
-// "daemon-health" is the floor of any hop through the daemon: GET /health
-// on the same kind of connection. Under bwrap the direct path is not
+// "daemon-health" is GET /health on the same kind of connection. The
+// small GET also reports medians (direct-p50-ns, preview-p50-ns,
+// p50-ratio) and its floor, what a proxied request cannot go under on
+// this machine: the direct request plus one more HTTP hop, the same GET
+// answered at once with the same body by a net/http server with the
+// daemon's timeouts (http-echo-p50-ns), asked in the same loop;
+// floor-p50-ns is the median of each loop's direct plus echo time, and
+// preview/floor the proxied median over it. Under bwrap the direct path is not
 // reachable from the host (the server is in its own network namespace), so
 // the comparison runs in software isolation. Run:
 //
@@ -60,10 +67,30 @@ func BenchmarkPreviewProxy(b *testing.B) {
 			// Warm both pools: every measured request reuses a connection.
 			fetch(b, direct+tc.path, false, tc.size)
 			fetch(b, proxied+tc.path, true, tc.size)
+			small := tc.size == 0
+			var echo string
+			if small {
+				// The floor's extra hop answers what the server answers.
+				req, _ := http.NewRequest(http.MethodGet, direct+tc.path, nil)
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				page, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				echo = httpEcho(b, page)
+				fetch(b, echo+tc.path, false, 0)
+			}
 			var d, p time.Duration
+			var dl, pl, fl, el []time.Duration
 			for b.Loop() {
-				d += fetch(b, direct+tc.path, false, tc.size)
-				p += fetch(b, proxied+tc.path, true, tc.size)
+				di := fetch(b, direct+tc.path, false, tc.size)
+				pi := fetch(b, proxied+tc.path, true, tc.size)
+				d, p = d+di, p+pi
+				if small {
+					ei := fetch(b, echo+tc.path, false, 0)
+					dl, pl, el, fl = append(dl, di), append(pl, pi), append(el, ei), append(fl, di+ei)
+				}
 			}
 			n := float64(b.N)
 			b.ReportMetric(float64(d.Nanoseconds())/n, "direct-ns/req")
@@ -72,6 +99,16 @@ func BenchmarkPreviewProxy(b *testing.B) {
 			if tc.size > 0 {
 				b.ReportMetric(float64(tc.size)*n/d.Seconds()/1e6, "direct-MB/s")
 				b.ReportMetric(float64(tc.size)*n/p.Seconds()/1e6, "preview-MB/s")
+			}
+			if small {
+				p50 := func(l []time.Duration) time.Duration { slices.Sort(l); return l[len(l)/2] }
+				dm, pm, em, fm := p50(dl), p50(pl), p50(el), p50(fl)
+				b.ReportMetric(float64(dm.Nanoseconds()), "direct-p50-ns")
+				b.ReportMetric(float64(pm.Nanoseconds()), "preview-p50-ns")
+				b.ReportMetric(float64(pm)/float64(dm), "p50-ratio")
+				b.ReportMetric(float64(em.Nanoseconds()), "http-echo-p50-ns")
+				b.ReportMetric(float64(fm.Nanoseconds()), "floor-p50-ns")
+				b.ReportMetric(float64(pm)/float64(fm), "preview/floor")
 			}
 		})
 	}
