@@ -1,8 +1,9 @@
 # shellcheck shell=bash
-# Sourced by bench/compare.sh: the flags that turn on every optional feature
-# of the daemon (each row of daemon/parts.go that has a flag), so that the
-# figure "RSS at ready, every optional feature on" and the rows that need a
-# feature (the routed upstream call, /preview/) have one definition.
+# Sourced by bench/compare.sh and bench/rss-at-ready.sh (--all-features):
+# the flags that turn on every optional feature of the daemon (each row of
+# daemon/parts.go that has a flag), so that the figure "RSS at ready, every
+# optional feature on" and the rows that need a feature (the routed
+# upstream call, /preview/) have one definition.
 #
 #   all_features DIR SSH_LISTEN UPSTREAM_COMMAND [ARGS...]
 #
