@@ -243,13 +243,28 @@ func asciiEqualFold(a, b string) bool {
 }
 
 // eventStream says whether a Content-Type is text/event-stream (server-
-// sent events), parsed only when it could be.
+// sent events), as ReverseProxy decides it (mime.ParseMediaType), but
+// parsed only when it could be: a type whose base lowers to
+// text/event-stream holds "event-stream" in ASCII letters of either case
+// (no other character lowers to one of them), and most answers' types do
+// not.
 func eventStream(ct string) bool {
-	if len(ct) < len("text/event-stream") {
+	if !containsFold(ct, "event-stream") {
 		return false
 	}
 	base, _, _ := mime.ParseMediaType(ct)
 	return base == "text/event-stream"
+}
+
+// containsFold says whether s holds sub (lower-case ASCII) in any ASCII
+// case.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if asciiEqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // copyHeader adds every value of src to dst.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -185,5 +186,17 @@ func TestLeanPathLeavesBodiesAndUpgrades(t *testing.T) {
 	}
 	if n := h.leaned.Load(); n != 0 {
 		t.Errorf("the lean path served %d of these requests", n)
+	}
+}
+
+// TestEventStream: the prefilter decides as mime.ParseMediaType does.
+func TestEventStream(t *testing.T) {
+	for _, ct := range []string{"", "text/plain", "text/plain; charset=utf-8", "text/event-stream", "TEXT/Event-Stream; charset=utf-8",
+		"  text/event-stream ", "text/event-streams", "application/x-event-stream", "text/event-stream;;", "text/event-stream; a=\"b",
+		"text/event-stream\u212a", "event-stream"} {
+		base, _, _ := mime.ParseMediaType(ct)
+		if got, want := eventStream(ct), base == "text/event-stream"; got != want {
+			t.Errorf("eventStream(%q) = %v, mime.ParseMediaType says %v", ct, got, want)
+		}
 	}
 }
