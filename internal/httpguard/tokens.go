@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -76,7 +75,22 @@ type tokenEntry struct {
 	Exec     *bool  `json:"exec"`
 }
 
-var tokenName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+// validTokenName reports whether name is 1 to 64 letters, digits, '.', '_'
+// or '-'. A loop, not a regexp: a package-level `{1,64}` pattern compiles to
+// 64 copies of its class, 60 KB and 0.4 ms of every daemon start
+// (GODEBUG=inittrace=1), with or without a token file.
+func validTokenName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // maxTokenFile bounds the token file (a line per token is ~150 bytes).
 const maxTokenFile = 4 << 20
@@ -149,7 +163,7 @@ func ParseTokens(name string, data []byte) (*TokenSet, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s", where, entryMsg(err))
 		}
-		if !tokenName.MatchString(e.Name) {
+		if !validTokenName(e.Name) {
 			return nil, fmt.Errorf("%s: name %q must be 1 to 64 letters, digits, '.', '_' or '-'", where, e.Name)
 		}
 		if seen[e.Name] {

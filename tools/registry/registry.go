@@ -33,7 +33,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -200,7 +199,19 @@ func (h *hold) handlerReturned() (detached bool) {
 // MaxNameLen is the longest tool name the registry accepts.
 const MaxNameLen = 64
 
-var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+// nameChars reports whether every byte of name is a letter, a digit, '_',
+// '.' or '-'. A loop, not a regexp: a package-level `^[…]{1,64}$` compiles
+// to 64 copies of its class, 60 KB and 0.4 ms of every daemon start
+// (GODEBUG=inittrace=1).
+func nameChars(name string) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidName reports whether name may name a tool, and if not, why.
 func ValidName(name string) error {
@@ -209,7 +220,7 @@ func ValidName(name string) error {
 		return errors.New("tool name is empty")
 	case len(name) > MaxNameLen:
 		return fmt.Errorf("tool name %q is %d characters long; the limit is %d", name, len(name), MaxNameLen)
-	case !validName.MatchString(name):
+	case !nameChars(name):
 		return fmt.Errorf("tool name %q may contain only letters, digits, '_', '-' and '.'", name)
 	}
 	return nil
