@@ -3,6 +3,7 @@ package extensions
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -25,7 +26,20 @@ import (
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain puts SQLite's heap limit in force before any test runs, as the
+// daemon's first openSQLite does: tests open SQLite themselves to seed
+// database files, and the limit can only be set before SQLite initializes.
+// TestSQLiteStartsOnFirstUse's child process leaves SQLite alone.
+func TestMain(m *testing.M) {
+	if os.Getenv(sqliteChildEnv) != "" {
+		goleak.VerifyTestMain(m)
+	}
+	if err := sqliteHeap(); err != nil {
+		fmt.Fprintln(os.Stderr, "extensions tests:", err)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 type fixture struct {
 	p   *Provider

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -44,19 +45,21 @@ const MaxSQLiteBytes = 32 << 20
 // inside the daemon: readers share (each takes one unit), a writer's
 // read-change-write-back is alone (it takes them all). Striped, so that the
 // table never grows; semaphores, so that a call waiting for another gives
-// up at its own deadline.
-var sqliteLocks = func() (l [64]*semaphore.Weighted) {
+// up at its own deadline. Made on the first database opened, not at start.
+var sqliteLocks = sync.OnceValue(func() (l *[64]*semaphore.Weighted) {
+	l = new([64]*semaphore.Weighted)
 	for i := range l {
 		l[i] = semaphore.NewWeighted(sqliteWriter)
 	}
 	return l
-}()
+})
 
 // sqliteWriter is the weight of a writer: all of a stripe.
 const sqliteWriter = 1 << 20
 
 func sqliteLock(id fsops.FileID) *semaphore.Weighted {
-	return sqliteLocks[(id.Dev*31+id.Ino)%uint64(len(sqliteLocks))]
+	l := sqliteLocks()
+	return l[(id.Dev*31+id.Ino)%uint64(len(l))]
 }
 
 // MaxSQLiteOpen bounds the databases loaded at once across the daemon:
@@ -95,8 +98,8 @@ type sqliteDB struct {
 // through the descriptor and loads it into an in-memory database with the
 // bounds and the authorizer in place.
 func openSQLite(ctx context.Context, ws fsops.Workspace, fn, path string, write bool) (_ *sqliteDB, err error) {
-	if sqliteHeapErr != nil {
-		return nil, fmt.Errorf("%s: %v", fn, sqliteHeapErr)
+	if err := sqliteHeap(); err != nil {
+		return nil, fmt.Errorf("%s: %v", fn, err)
 	}
 	flag := os.O_RDONLY
 	if write {

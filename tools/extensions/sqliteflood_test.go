@@ -132,7 +132,7 @@ func sqliteIdle(t testing.TB) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	sqliteOpen.Release(MaxSQLiteOpen)
-	for i, l := range sqliteLocks {
+	for i, l := range sqliteLocks() {
 		if !l.TryAcquire(sqliteWriter) {
 			t.Fatalf("file lock stripe %d is still held after every call returned", i)
 		}
@@ -284,8 +284,8 @@ func TestAttackSQLiteCancelMidLoad(t *testing.T) {
 // process's resident set stays within about twice that (modernc's
 // allocator), and the memory is given back for the next call.
 func TestAttackSQLiteWorkingMemoryBounded(t *testing.T) {
-	if sqliteHeapErr != nil {
-		t.Fatal(sqliteHeapErr)
+	if err := sqliteHeap(); err != nil {
+		t.Fatal(err)
 	}
 	f := start(t, map[string]string{"db.star": sqliteExt}, nil)
 	if txt, isErr, _ := f.call(t, "db__execute", sqlArgs(t, "e.db", "CREATE TABLE t (x)")); isErr {

@@ -3,6 +3,7 @@ package extensions
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"modernc.org/libc"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -21,16 +22,23 @@ import (
 // database asked.
 const MaxSQLiteHeap = MaxSQLiteOpen * 2 * MaxSQLiteBytes
 
-// sqliteHeapErr says why MaxSQLiteHeap could not be put in force (nil when
-// it is); openSQLite refuses to load a database then.
-var sqliteHeapErr = limitSQLiteHeap(MaxSQLiteHeap)
+// sqliteHeap puts MaxSQLiteHeap in force, once, and says why it could not
+// (nil when it is); openSQLite calls it before it opens a database and
+// refuses to load one on an error. On the first use, not at the package's
+// initialization: setting the limit initializes SQLite
+// (sqlite3_hard_heap_limit64 calls sqlite3_initialize), which pages in
+// about a megabyte of its code and data and starts its allocator, and a
+// daemon whose extensions never open a database (most, and every daemon
+// without --extensions) should not pay that at start. Nothing else in the
+// daemon opens SQLite, so the first openSQLite still runs before SQLite
+// initializes; tests that open SQLite themselves call it first (TestMain).
+var sqliteHeap = sync.OnceValue(func() error { return limitSQLiteHeap(MaxSQLiteHeap) })
 
 // limitSQLiteHeap turns SQLite's memory accounting on (modernc builds it
 // with SQLITE_DEFAULT_MEMSTATUS=0, and without it the heap limits are not
 // checked) and sets its hard heap limit to n bytes. The accounting can only
-// be switched before SQLite initializes, so this runs at the package's
-// initialization, before any connection is opened; SQLite's memory and its
-// limit are process-wide.
+// be switched before SQLite initializes, so this runs before any connection
+// is opened (sqliteHeap); SQLite's memory and its limit are process-wide.
 func limitSQLiteHeap(n int64) error {
 	tls := libc.NewTLS()
 	defer tls.Close()
