@@ -230,7 +230,7 @@ func decodeLine(line []byte) ([]jsonrpc.Message, error) {
 		return nil, nil
 	}
 	if line[0] != '[' {
-		m, err := jsonrpc.DecodeMessage(line)
+		m, err := decodeMessage(line)
 		if err != nil {
 			return nil, fmt.Errorf("sent a line that is not a JSON-RPC message: %w", err)
 		}
@@ -242,7 +242,7 @@ func decodeLine(line []byte) ([]jsonrpc.Message, error) {
 	}
 	msgs := make([]jsonrpc.Message, 0, len(raws))
 	for _, raw := range raws {
-		m, err := jsonrpc.DecodeMessage(raw)
+		m, err := decodeMessage(raw)
 		if err != nil {
 			return nil, fmt.Errorf("sent a batch with a message that is not JSON-RPC: %w", err)
 		}
