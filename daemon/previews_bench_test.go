@@ -23,7 +23,9 @@ import (
 // answered at once with the same body by a net/http server with the
 // daemon's timeouts (http-echo-p50-ns), asked in the same loop;
 // floor-p50-ns is the median of each loop's direct plus echo time, and
-// preview/floor the proxied median over it. Under bwrap the direct path is not
+// preview/floor the proxied median over it; cpu-ns/op is the CPU time of
+// this process (the daemon, the client, the echo; not the workspace's
+// server) per loop. Under bwrap the direct path is not
 // reachable from the host (the server is in its own network namespace), so
 // the comparison runs in software isolation. Run:
 //
@@ -83,6 +85,7 @@ func BenchmarkPreviewProxy(b *testing.B) {
 			}
 			var d, p time.Duration
 			var dl, pl, fl, el []time.Duration
+			cpu0 := cpuTime(b)
 			for b.Loop() {
 				di := fetch(b, direct+tc.path, false, tc.size)
 				pi := fetch(b, proxied+tc.path, true, tc.size)
@@ -93,6 +96,9 @@ func BenchmarkPreviewProxy(b *testing.B) {
 				}
 			}
 			n := float64(b.N)
+			if small {
+				b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/n, "cpu-ns/op")
+			}
 			b.ReportMetric(float64(d.Nanoseconds())/n, "direct-ns/req")
 			b.ReportMetric(float64(p.Nanoseconds())/n, "preview-ns/req")
 			b.ReportMetric(float64(p)/float64(d), "preview/direct")
