@@ -124,12 +124,14 @@ fi
 # The features round: ours again, with every optional feature on
 # (bench/features.sh), its one upstream the load generator's own minimal
 # echo server on stdio. The reference has none of them; an older --rev
-# without --previews or --upstreams has no such round.
+# without --previews or --upstreams, or whose load generator has no
+# features round, has no such round.
 # shellcheck source=bench/features.sh
 . "$here/features.sh"
 featured=()
 if "$work/agent-backend" daemon --help 2>&1 | grep -q -- '--previews' &&
-	"$work/agent-backend" daemon --help 2>&1 | grep -q -- '--upstreams'; then
+	"$work/agent-backend" daemon --help 2>&1 | grep -q -- '--upstreams' &&
+	"$work/loadgen" features -h >/dev/null 2>&1; then
 	all_features "$work/features" "127.0.0.1:{sshport}" "$work/loadgen" echo-mcp-stdio
 	featured=("${ours[@]}" "${features[@]}")
 fi
