@@ -102,6 +102,12 @@ func (w *dirWS) OpenDir() (*os.File, error) {
 	if err != nil {
 		return nil, mapErr(opOpen, ".", err)
 	}
+	if f := w.reopenDirFD(); f != nil {
+		// The directory the handle holds, opened again from its open
+		// descriptor: one system call where an open through the handle
+		// takes several (exec opens it for every command).
+		return f, nil
+	}
 	f, err := r.Open(".")
 	if err != nil {
 		return nil, mapErr(opOpen, ".", err)

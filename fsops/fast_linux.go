@@ -58,6 +58,27 @@ var pathHow = unix.OpenHow{
 	Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
 }
 
+// reopenDirFD opens the workspace directory again from its descriptor
+// (openat of "." beneath it: one system call, the very directory the handle
+// holds), or returns nil when there is none (openat2 missing, the
+// workspace closed): OpenDir then opens it through the handle. Not a dup:
+// a duplicate would share the directory offset with every other one, and a
+// caller that lists the directory through it (the checkpoint walk) would
+// move it for all.
+func (w *dirWS) reopenDirFD() *os.File {
+	d := w.dirf.Load()
+	if d == nil {
+		return nil
+	}
+	nfd := -1
+	if d.rc.Control(func(fd uintptr) {
+		nfd, _ = unix.Openat(int(fd), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	}) != nil || nfd < 0 {
+		return nil
+	}
+	return os.NewFile(uintptr(nfd), w.root)
+}
+
 // readFast is the read hot path: one openat2 call (instead of an openat per
 // path component), fstat, read, close. It reports ok only for a regular file
 // it read whole (or found over max: data nil, size set); on any failure it

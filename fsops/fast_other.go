@@ -15,6 +15,8 @@ type dirFD struct{}
 
 func openDirFD(*os.Root) *dirFD { return nil }
 
+func (w *dirWS) reopenDirFD() *os.File { return nil }
+
 func (w *dirWS) readFast(string, int64) ([]byte, int64, bool) { return nil, 0, false }
 
 func (w *dirWS) linksInsideFast(string) bool { return false }
