@@ -82,7 +82,7 @@ type cgroups struct {
 	seq     atomic.Uint64
 	log     func(msg string, args ...any)
 
-	spare   chan *cgroup // emptied command cgroups, ready for the next
+	spare   chan *cgroup // cgroups ready for the next commands: v1 ones emptied and reset, v2 ones made ahead
 	mu      sync.Mutex
 	closed  bool           // close was called: removals are done in place
 	cleanup sync.WaitGroup // removals in flight, awaited by close
@@ -188,13 +188,9 @@ func makeCgroups(kind cgroupKind, mounts, own []byte, name string, maxProc int64
 	// Make the first command's cgroup now, so a hierarchy that lets us
 	// make the executor's directory but not use it is found here and not
 	// at the first command.
-	c, err := cg.create()
+	c, err := cg.make()
 	if err != nil {
 		return nil, err
-	}
-	if c.fd >= 0 {
-		unix.Close(c.fd)
-		c.fd = -1
 	}
 	cg.spare <- c
 	ok = true
@@ -349,25 +345,33 @@ type cgroup struct {
 	retired bool // removed, or handed on as a spare: kill does nothing
 }
 
-// spareCgroups is how many emptied command cgroups an executor keeps for
+// spareCgroups is how many command cgroups an executor keeps ready for
 // the next commands: making and removing one is off the exec's path then.
+// Under v1 they are the cgroups of ended commands, emptied and their bound
+// written back (recycle); under v2 they are made ahead (refill), since a
+// v2 cgroup that was killed is not used again.
 const spareCgroups = 8
 
-// create makes a command's cgroup, with its process bound, or takes a
-// spare one.
+// create takes a spare command cgroup, or makes one: its directory, its
+// process bound, and for v2 the descriptor CLONE_INTO_CGROUP needs.
 func (s *cgroups) create() (*cgroup, error) {
-	var c *cgroup
 	select {
-	case c = <-s.spare:
+	case c := <-s.spare:
+		return c, nil
 	default:
-		c = &cgroup{set: s, dir: filepath.Join(s.dir, "c"+strconv.FormatUint(s.seq.Add(1), 10)), fd: -1}
-		if err := os.Mkdir(c.dir, 0o755); err != nil {
-			return nil, err
-		}
-		if err := c.setMax(); err != nil {
-			_ = os.Remove(c.dir)
-			return nil, err
-		}
+	}
+	return s.make()
+}
+
+// make makes a new command cgroup, as create describes.
+func (s *cgroups) make() (*cgroup, error) {
+	c := &cgroup{set: s, dir: filepath.Join(s.dir, "c"+strconv.FormatUint(s.seq.Add(1), 10)), fd: -1}
+	if err := os.Mkdir(c.dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := c.setMax(); err != nil {
+		_ = os.Remove(c.dir)
+		return nil, err
 	}
 	if s.kind != cgroupV1Pids {
 		fd, err := unix.Open(c.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -378,6 +382,36 @@ func (s *cgroups) create() (*cgroup, error) {
 		c.fd = fd
 	}
 	return c, nil
+}
+
+// refill makes a new spare cgroup in the place of one removed (v2, whose
+// cgroups are never reused): the mkdir and the open are then off the next
+// command's path. Nothing is made once the executor closes.
+func (s *cgroups) refill() {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed || len(s.spare) == cap(s.spare) {
+		return
+	}
+	c, err := s.make()
+	if err != nil {
+		return // create makes one on the command's path, and says why
+	}
+	select {
+	case s.spare <- c:
+	default:
+		c.discard()
+	}
+}
+
+// discard removes a spare cgroup that never held a process.
+func (c *cgroup) discard() {
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
+	}
+	_ = os.Remove(c.dir)
 }
 
 // setMax writes the process bound of c (and after a v1 kill, which set it
@@ -415,20 +449,26 @@ func (c *cgroup) start(sp *spawner, start func(*spawner) error) error {
 	return start(sp.in(c))
 }
 
-// startOnThread starts cmd from the calling spawner thread inside c (v1):
-// the thread enters c, forks, and returns to the daemon's cgroup.
-func (c *cgroup) startOnThread(cmd *exec.Cmd) error {
-	tid := strconv.Itoa(unix.Gettid())
-	if err := writeCgroupFile(filepath.Join(c.dir, "tasks"), tid); err != nil {
+// enterAndStart starts cmd from the calling spawner thread inside c (v1):
+// the thread enters c and forks; leave takes it back to the daemon's
+// cgroup once the caller has heard back.
+func (c *cgroup) enterAndStart(cmd *exec.Cmd) error {
+	if err := writeCgroupFile(filepath.Join(c.dir, "tasks"), strconv.Itoa(unix.Gettid())); err != nil {
 		return fmt.Errorf("entering the command's cgroup %s: %w", c.dir, err)
 	}
-	err := cmd.Start()
-	if back := writeCgroupFile(filepath.Join(c.set.home, "tasks"), tid); back != nil {
+	return cmd.Start()
+}
+
+// leave moves the calling spawner thread from c back to the daemon's
+// cgroup (after enterAndStart, failed or not). Until it has, c counts the
+// thread as one of its tasks and lists the daemon's pid in cgroup.procs:
+// kill skips that pid, and remove retries while the thread is inside.
+func (c *cgroup) leave() {
+	if err := writeCgroupFile(filepath.Join(c.set.home, "tasks"), strconv.Itoa(unix.Gettid())); err != nil {
 		// The thread stays in c: c's kill spares the daemon (kill skips
 		// its pid), and the thread's next start moves it on.
-		c.set.log("a spawner thread could not leave a command's cgroup", "cgroup", c.dir, "err", back)
+		c.set.log("a spawner thread could not leave a command's cgroup", "cgroup", c.dir, "err", err)
 	}
-	return err
 }
 
 // kill kills every process in c, and keeps none from starting. A kill of a
@@ -542,6 +582,9 @@ func (c *cgroup) drop() {
 			return
 		}
 		c.remove(time.Minute)
+		if s.kind != cgroupV1Pids {
+			s.refill()
+		}
 	}()
 }
 
@@ -613,7 +656,7 @@ func (s *cgroups) close() {
 	for {
 		select {
 		case c := <-s.spare:
-			_ = os.Remove(c.dir)
+			c.discard()
 			continue
 		default:
 		}

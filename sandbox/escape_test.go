@@ -257,6 +257,71 @@ func TestCgroupReuse(t *testing.T) {
 	}
 }
 
+// TestSpareCgroupsAreEmptyAndReset: the cgroups an executor keeps for the
+// next commands hold no process and have their bound written back, after
+// commands that ended normally and one whose leftovers were killed (which
+// under v1 sets pids.max to 0); under v2 they are new directories, never
+// one a command ran in, with their descriptor open for CLONE_INTO_CGROUP.
+func TestSpareCgroupsAreEmptyAndReset(t *testing.T) {
+	ran := 0
+	for _, kind := range []cgroupKind{cgroupV1Pids, cgroupV2Pids, cgroupV2} {
+		var e Executor
+		withCgroupKind(kind, func() { e, _ = newExec(t, ModeSoftware) })
+		x := e.(*executor)
+		if x.cgroups == nil || x.cgroups.kind != kind {
+			t.Logf("%s is not available on this host: not run", kind)
+			continue
+		}
+		ran++
+		t.Run(kind.String(), func(t *testing.T) {
+			used := map[string]bool{}
+			for i, cmd := range []string{"sleep 30 & cat /proc/self/cgroup", "cat /proc/self/cgroup", "cat /proc/self/cgroup"} {
+				res := run(t, e, Request{Command: cmd})
+				line := cgroupLine(res.Stdout, kind)
+				if res.ExitCode != 0 || line == "" {
+					t.Fatalf("command %d: exit %d, cgroup line %q", i, res.ExitCode, line)
+				}
+				used[filepath.Base(line[strings.LastIndex(line, ":")+1:])] = true
+			}
+			x.cgroups.cleanup.Wait() // the drops of the commands above
+			var spares []*cgroup
+			for len(x.cgroups.spare) > 0 {
+				spares = append(spares, <-x.cgroups.spare)
+			}
+			if len(spares) == 0 {
+				t.Fatal("no spare cgroup after three commands")
+			}
+			for _, c := range spares {
+				if pids, err := c.procs(); err != nil || len(pids) != 0 {
+					t.Errorf("spare %s holds %v (%v)", c.dir, pids, err)
+				}
+				if x.cgroups.maxProc > 0 || kind == cgroupV1Pids {
+					want := "max"
+					if x.cgroups.maxProc > 0 {
+						want = strconv.FormatInt(x.cgroups.maxProc, 10)
+					}
+					if b, err := os.ReadFile(filepath.Join(c.dir, "pids.max")); err != nil || strings.TrimSpace(string(b)) != want {
+						t.Errorf("spare %s: pids.max %q (%v), want %s", c.dir, b, err, want)
+					}
+				}
+				if kind != cgroupV1Pids {
+					if used[filepath.Base(c.dir)] {
+						t.Errorf("spare %s is the cgroup of a command that ran", c.dir)
+					}
+					if c.fd < 0 {
+						t.Errorf("spare %s has no open descriptor", c.dir)
+					}
+				}
+				x.cgroups.spare <- c
+			}
+			t.Logf("%d spares, commands ran in %v", len(spares), used)
+		})
+	}
+	if ran == 0 {
+		t.Fatal("no cgroup kind is available on this host: nothing was tested")
+	}
+}
+
 // TestProcessBoundWithoutCgroup: without a pids cgroup, the default bound
 // is dropped (it must never cost the direct path), and an explicit one
 // becomes RLIMIT_NPROC through the shell for a non-root user only (root

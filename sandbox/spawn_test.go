@@ -311,6 +311,9 @@ func TestConcurrentStartsKeepCgroupAndFilter(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			// A thread goes back to the daemon's cgroup after its caller
+			// heard back, and is free once it has.
+			waitSpawnerIdle(t, x.spawn)
 			t.Logf("%d commands from %d callers, %d spawner threads", callers*each, callers, x.spawn.threadCount())
 			tasks, err := os.ReadDir("/proc/self/task")
 			if err != nil {
@@ -329,6 +332,24 @@ func TestConcurrentStartsKeepCgroupAndFilter(t *testing.T) {
 	}
 	if ran == 0 {
 		t.Fatal("no cgroup kind is available on this host: nothing was tested")
+	}
+}
+
+// waitSpawnerIdle waits until every thread of sp is free (it has done
+// all it does for the starts it took).
+func waitSpawnerIdle(t *testing.T, sp *spawner) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		sp.p.mu.Lock()
+		idle := sp.p.free == sp.p.threads
+		sp.p.mu.Unlock()
+		if idle {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the spawner's threads are still busy after 10 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
