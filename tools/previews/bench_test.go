@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,11 +20,13 @@ import (
 // server, admitting every request, no daemon around it) beside its floor,
 // a bare httputil.ReverseProxy to the same workspace server, and the
 // server reached directly, interleaved in one loop: each reports its time
-// per small GET and its ratio to direct. What Proxy adds to the library's
-// own hop is its admission callback, the port's parsing and the pool key.
+// per small GET and its ratio to direct, by mean and by median (-p50).
+// Proxy serves a GET by its lean path (lean.go), the bare proxy by the
+// library's; Proxy adds its admission callback, the port's parsing, the
+// pool key and the dial's checks.
 // Run:
 //
-//	go test -run '^$' -bench ProxyFloor -benchtime 2000x -count 5 ./previews/
+//	go test -run '^$' -bench ProxyFloor -benchtime 2000x -count 5 ./tools/previews/
 func BenchmarkProxyFloor(b *testing.B) {
 	ex, root := newExecutor(b, sandbox.ModeSoftware)
 	p, err := New(Options{Executor: ex})
@@ -68,11 +71,16 @@ func BenchmarkProxyFloor(b *testing.B) {
 		fetch(u)
 	}
 	var d, br, o time.Duration
+	var dl, bl, ol []time.Duration
 	for b.Loop() {
-		d += fetch(direct)
-		br += fetch(bare)
-		o += fetch(ours)
+		di, bi, oi := fetch(direct), fetch(bare), fetch(ours)
+		d, br, o = d+di, br+bi, o+oi
+		dl, bl, ol = append(dl, di), append(bl, bi), append(ol, oi)
 	}
+	p50 := func(l []time.Duration) time.Duration { slices.Sort(l); return l[len(l)/2] }
+	dm, bm, om := p50(dl), p50(bl), p50(ol)
+	b.ReportMetric(float64(bm)/float64(dm), "reverseproxy/direct-p50")
+	b.ReportMetric(float64(om)/float64(dm), "preview/direct-p50")
 	n := float64(b.N)
 	b.ReportMetric(float64(d.Nanoseconds())/n, "direct-ns/req")
 	b.ReportMetric(float64(br.Nanoseconds())/n, "reverseproxy-ns/req")
