@@ -3,11 +3,11 @@
 package sandbox
 
 import (
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -414,7 +414,11 @@ func (e *executor) direct(parsed *policy.Script, dir, boundary string, env []str
 		d.dir = t
 	}
 	name := plan.argv[0]
-	var found string
+	var found, real string
+	var realp *string // where runnable puts the program's real path, when it is needed
+	if bashBuiltins[name] {
+		realp = &real
+	}
 	if strings.Contains(name, "/") {
 		// Not cleaned: the kernel resolves `..` after a symlink
 		// physically, and so do Stat and execve on this path.
@@ -424,7 +428,7 @@ func (e *executor) direct(parsed *policy.Script, dir, boundary string, env []str
 			d.path = d.dir + "/" + name
 			d.rel = name
 		}
-		if !e.runnable(d.path, boundary) {
+		if !e.runnable(d.path, boundary, -1, realp) {
 			return nil, false
 		}
 	} else {
@@ -441,13 +445,13 @@ func (e *executor) direct(parsed *policy.Script, dir, boundary string, env []str
 				return nil, false
 			}
 			cand := p + "/" + name
-			if _, err := os.Lstat(cand); err != nil {
-				if os.IsNotExist(err) {
-					continue
-				}
-				return nil, false
+			// What Lstat would say, and the descriptor runnable judges
+			// when it is not a symlink: one open for the usual hit.
+			fd, err := unix.Open(cand, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err == unix.ENOENT {
+				continue
 			}
-			if !e.runnable(cand, boundary) {
+			if err != nil || !e.runnable(cand, boundary, fd, realp) {
 				return nil, false
 			}
 			found, d.path = cand, cand
@@ -460,7 +464,7 @@ func (e *executor) direct(parsed *policy.Script, dir, boundary string, env []str
 	if bashBuiltins[name] {
 		// true or false without arguments: bash runs its builtin, which
 		// only coreutils' program of that name is sure to equal.
-		if real, err := filepath.EvalSymlinks(d.path); err != nil || (real != "/usr/bin/"+name && real != "/bin/"+name) {
+		if real != "/usr/bin/"+name && real != "/bin/"+name {
 			return nil, false
 		}
 	}
@@ -485,28 +489,71 @@ func (e *executor) direct(parsed *policy.Script, dir, boundary string, env []str
 // where a command can swap it for a FIFO or a link to a device at any
 // moment: it is opened once with O_PATH (which neither blocks nor runs a
 // device's open) and only a regular file is read, through that descriptor.
-func (e *executor) runnable(p, boundary string) bool {
+// fd, when not -1, is p already opened with O_PATH|O_NOFOLLOW (a symlink
+// there is opened again, followed); runnable closes it. With real set, it
+// stores there the program's real path, as the kernel names the file
+// opened (symlinks resolved), when it reports true.
+func (e *executor) runnable(p, boundary string, fd int, real *string) bool {
+	defer func() {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}()
 	if !e.iso.visible(p, boundary, false) {
 		return false
 	}
-	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
+	var st unix.Stat_t
+	if fd >= 0 {
+		if unix.Fstat(fd, &st) != nil {
+			return false
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			unix.Close(fd)
+			fd = -1
+		}
+	}
+	if fd < 0 {
+		var err error
+		if fd, err = unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0); err != nil {
+			fd = -1
+			return false
+		}
+		if unix.Fstat(fd, &st) != nil {
+			return false
+		}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || !e.mayAccessIDs(st.Uid, st.Gid, st.Mode&0o777, 1) {
 		return false
 	}
-	f := os.NewFile(uintptr(fd), p)
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || !e.mayAccess(fi, 1) {
-		return false
-	}
-	rf, err := os.OpenFile(procPath(f), os.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+	self := "/proc/self/fd/" + strconv.Itoa(fd)
+	rfd, err := unix.Open(self, unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
 	}
 	var hdr [20]byte
-	n, _ := io.ReadFull(rf, hdr[:])
-	rf.Close()
-	return e.iso.runs(hdr[:n])
+	n := 0
+	for n < len(hdr) {
+		m, err := unix.Read(rfd, hdr[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || m <= 0 {
+			break
+		}
+		n += m
+	}
+	unix.Close(rfd)
+	if !e.iso.runs(hdr[:n]) {
+		return false
+	}
+	if real != nil {
+		r, err := os.Readlink(self)
+		if err != nil || !filepath.IsAbs(r) {
+			return false
+		}
+		*real = r
+	}
+	return true
 }
 
 // elfMachineOK reports an ELF header for this machine (64-bit, little
@@ -536,22 +583,19 @@ func (e *executor) mayAccess(fi os.FileInfo, bit uint32) bool {
 	if !ok {
 		return false
 	}
-	uid, gid := uint32(os.Geteuid()), uint32(os.Getegid())
-	var groups []uint32
-	if e.cred != nil {
-		uid, gid, groups = e.cred.Uid, e.cred.Gid, e.cred.Groups
-	} else if gs, err := os.Getgroups(); err == nil {
-		for _, g := range gs {
-			groups = append(groups, uint32(g))
-		}
-	}
-	perm := uint32(fi.Mode().Perm())
-	if st.Uid == uid {
+	return e.mayAccessIDs(st.Uid, st.Gid, uint32(fi.Mode().Perm()), bit)
+}
+
+// mayAccessIDs is mayAccess for a file's owner, group and permission bits,
+// with the ids of resolveUser: the run-as credential, or the daemon's own,
+// read once (nothing in the daemon changes them).
+func (e *executor) mayAccessIDs(owner, group, perm, bit uint32) bool {
+	if owner == e.uid {
 		return perm&(bit<<6) != 0
 	}
-	inGroup := st.Gid == gid
-	for _, g := range groups {
-		inGroup = inGroup || g == st.Gid
+	inGroup := group == e.gid
+	for _, g := range e.groups {
+		inGroup = inGroup || g == group
 	}
 	if inGroup {
 		return perm&(bit<<3) != 0

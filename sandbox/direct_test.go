@@ -190,6 +190,13 @@ func directFixture(t *testing.T, root string) {
 	// A `true` that is not coreutils': bash still runs its builtin.
 	must(os.MkdirAll(filepath.Join(root, "fake"), 0o755))
 	must(os.WriteFile(filepath.Join(root, "fake", "true"), elf, 0o755))
+	// Symlinks on PATH: to a program, to coreutils' true (whose real
+	// path makes it the builtin's equal), to nothing.
+	must(os.MkdirAll(filepath.Join(root, "links"), 0o755))
+	must(os.Symlink("../bin/myenv", filepath.Join(root, "links", "myenv")))
+	must(os.Symlink("/usr/bin/true", filepath.Join(root, "links", "true")))
+	must(os.Symlink("../fake/true", filepath.Join(root, "links", "faketrue")))
+	must(os.Symlink("nowhere", filepath.Join(root, "links", "dangling")))
 }
 
 // TestDirectDecision is the whole decision, with the file system and the
@@ -246,6 +253,12 @@ func TestDirectDecision(t *testing.T) {
 				{script: "nosuchprogram"},
 				{script: "true", env: map[string]string{"PATH": root + "/bin:/usr/bin"}, ok: true, bwr: true, path: "/usr/bin/true"},
 				{script: "true", env: map[string]string{"PATH": root + "/fake:/usr/bin"}},
+				{script: "myenv", env: map[string]string{"PATH": root + "/links:/usr/bin"}, ok: true, bwr: true, path: root + "/links/myenv"},
+				{script: "true", env: map[string]string{"PATH": root + "/links:/usr/bin"}, ok: true, bwr: true, path: root + "/links/true"},
+				{script: "links/true", ok: true, bwr: true, path: root + "/links/true"},
+				{script: "links/faketrue", ok: true, bwr: true, path: root + "/links/faketrue"},
+				{script: "dangling", env: map[string]string{"PATH": root + "/links:/usr/bin"}},
+				{script: "links/dangling"},
 				{script: "./plain"},
 				{script: "./noexec"},
 				{script: "./sub"},
@@ -396,6 +409,11 @@ func TestDirectDifferential(t *testing.T) {
 				{script: "ls /proc/self/fd", direct: true},
 				{script: "pwd"},
 				{script: "true", env: map[string]string{"PATH": root + "/fake:/usr/bin"}},
+				{script: "myenv", env: map[string]string{"PATH": root + "/links:/usr/bin"}, direct: true, sorted: true},
+				{script: "true", env: map[string]string{"PATH": root + "/links:/usr/bin"}, direct: true},
+				{script: "links/faketrue", direct: true, sorted: true},
+				{script: "dangling", env: map[string]string{"PATH": root + "/links:/usr/bin"}},
+				{script: "links/dangling"},
 				{script: "%1"},
 				{script: "nosuchprogram"},
 				{script: "cd sub && nosuchprogram"},

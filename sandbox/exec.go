@@ -55,6 +55,12 @@ func New(cfg Config) (Executor, error) {
 			if e.rootH != nil {
 				e.rootH.Close()
 			}
+			if e.rootDir != nil {
+				e.rootDir.Close()
+			}
+			if e.devNull != nil {
+				e.devNull.Close()
+			}
 		}
 	}()
 	if e.log == nil {
@@ -100,6 +106,12 @@ func New(cfg Config) (Executor, error) {
 		return nil, invalidConfig(fmt.Sprintf("workspace root %q: %v", cfg.WorkspaceRoot, err))
 	}
 	e.rootH = rootH
+	if e.rootDir, err = rootH.Open("."); err != nil {
+		return nil, invalidConfig(fmt.Sprintf("workspace root %q: %v", cfg.WorkspaceRoot, err))
+	}
+	if e.devNull, err = os.Open(os.DevNull); err != nil {
+		return nil, invalidConfig(fmt.Sprintf("%s: %v (commands without input read it)", os.DevNull, err))
+	}
 	if cfg.OutputLimit < 0 || cfg.DefaultTimeout < 0 {
 		return nil, invalidConfig("output limit and default timeout must not be negative")
 	}
@@ -222,11 +234,15 @@ type executor struct {
 	secrets []string
 	policy  *policy.Policy // nil when the policy is off
 	rootH   *os.Root       // the workspace root, for requests without a Workspace
+	rootDir *os.File       // the same directory, open: a request run at the root opens it again from here (workdir.go)
+	devNull *os.File       // /dev/null, read-only, open since New: the stdin of every command given none (os/exec would open it per start, on the spawner's thread)
 
 	shellPath, shellArg0, shellKind string
 	ulimit                          string // "ulimit ... || exit 126; " or ""
 	cred                            *syscall.Credential
 	userName                        string
+	uid, gid                        uint32   // who runs commands: cred's ids, else the daemon's (mayAccessIDs)
+	groups                          []uint32 // and the supplementary groups
 	baseEnv                         []string // KEY=VALUE, built once
 	bwrapPath                       string
 	bwrapBase                       []string // argv prefix, built once
@@ -361,6 +377,12 @@ func ulimitPrefix(r Rlimits, kind string) (string, error) {
 func (e *executor) resolveUser(name string) error {
 	if name == "" {
 		e.userName = currentUserName()
+		e.uid, e.gid = uint32(os.Geteuid()), uint32(os.Getegid())
+		if gs, err := os.Getgroups(); err == nil {
+			for _, g := range gs {
+				e.groups = append(e.groups, uint32(g))
+			}
+		}
 		return nil
 	}
 	u, err := user.Lookup(name)
@@ -386,6 +408,7 @@ func (e *executor) resolveUser(name string) error {
 		}
 	}
 	e.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}
+	e.uid, e.gid, e.groups = e.cred.Uid, e.cred.Gid, e.cred.Groups
 	e.userName = u.Username
 	return nil
 }
@@ -686,6 +709,8 @@ func (e *executor) Close() error {
 		c.close() // the landlock strategy's descriptors and directories
 	}
 	e.rootH.Close()
+	e.rootDir.Close()
+	e.devNull.Close()
 	if e.cgroups != nil {
 		e.cgroups.close()
 	}
@@ -837,22 +862,29 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 		}
 		defer ov.ours.Close()
 	}
-	outR, outW, err := os.Pipe()
+	// Our read ends stay bare descriptors: collect polls them itself.
+	outR, outW, err := rawPipe()
 	if err != nil {
 		if ov != nil {
 			ov.theirs.Close()
 		}
 		return Result{}, execError(req.Command, err)
 	}
-	readers, childEnds := []*os.File{outR}, []*os.File{outW}
+	readers, childEnds := []int{outR}, []*os.File{outW}
+	closeReaders := func() {
+		for _, fd := range readers {
+			unix.Close(fd)
+		}
+	}
 	if ov != nil {
 		childEnds = append(childEnds, ov.theirs)
 	}
 	cmd.Stdout, cmd.Stderr = outW, outW
 	if !req.MergeStderr {
-		errR, errW, err := os.Pipe()
+		errR, errW, err := rawPipe()
 		if err != nil {
-			for _, f := range append(readers, childEnds...) {
+			closeReaders()
+			for _, f := range childEnds {
 				f.Close()
 			}
 			return Result{}, execError(req.Command, err)
@@ -863,8 +895,10 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	if req.Stdin != nil {
 		cmd.Stdin = req.Stdin
 		cmd.WaitDelay = ioGrace
+	} else {
+		cmd.Stdin = e.devNull
 	}
-	r := &launched{c: &child{cmd: cmd, ownsTree: e.iso.ownsTree()}, readers: readers}
+	r := &launched{c: &child{cmd: cmd, ownsTree: e.iso.ownsTree()}}
 	e.runs.Add(1)
 	defer e.runs.Done()
 	stdout, stderr := newHeadTail(limit), newHeadTail(limit)
@@ -877,10 +911,11 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 	}
 	begin := time.Now()
 	if err := e.launch(ctx, r, launchSpec{direct: direct, script: req.Command, wd: wd, env: env,
-		childEnds: childEnds, outs: outs, timeout: timeout, spawn: sp}); err != nil {
+		childEnds: childEnds, timeout: timeout, spawn: sp}); err != nil {
+		closeReaders()
 		return Result{}, err
 	}
-	werr := r.finish()
+	werr := r.collect(readers, outs)
 	e.untrack(r.c)
 
 	cmd = r.c.cmd

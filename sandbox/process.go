@@ -95,11 +95,11 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		childEnds = append(childEnds, tty)
 		p.readers = append(p.readers, ptmx)
 	} else {
-		outR, outW, err := os.Pipe()
+		outR, outW, err := pipe(true)
 		if err != nil {
 			return nil, execError(req.Command, err)
 		}
-		errR, errW, err := os.Pipe()
+		errR, errW, err := pipe(true)
 		if err != nil {
 			closeAll(outR, outW)
 			return nil, execError(req.Command, err)
@@ -108,7 +108,7 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		childEnds = append(childEnds, outW, errW)
 		p.readers = append(p.readers, outR, errR)
 		if stdio.Stdin != nil {
-			inR, inW, err := os.Pipe()
+			inW, inR, err := pipe(false)
 			if err != nil {
 				closeAll(outR, outW, errR, errW)
 				return nil, execError(req.Command, err)
@@ -116,6 +116,8 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 			cmd.Stdin = inR
 			childEnds = append(childEnds, inR)
 			p.stdin = inW
+		} else {
+			cmd.Stdin = e.devNull
 		}
 	}
 

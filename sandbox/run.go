@@ -32,7 +32,7 @@ type launchSpec struct {
 	env       []string
 	pty       bool
 	childEnds []*os.File    // handed to the child; closed here once it started (or failed to)
-	outs      []io.Writer   // where readers[i] is copied
+	outs      []io.Writer   // where r.readers[i] is copied (Start; Run collects its own)
 	timeout   time.Duration // 0: none
 	// spawn starts the command (nil: the executor's spawner); an in-place
 	// overlay's is a thread of its own, in a private mount namespace.
@@ -87,6 +87,17 @@ func (e *executor) launch(ctx context.Context, r *launched, s launchSpec) error 
 	return nil
 }
 
+// killLeftovers kills what the exited shell left in its process group (or
+// session, for a pty outside a sandbox that owns its tree).
+func (r *launched) killLeftovers() {
+	pid := r.c.cmd.Process.Pid
+	if r.c.session && !r.c.ownsTree {
+		killSession(pid)
+	} else {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
+
 // finish waits for the shell to exit, ends what it left behind in its
 // process group (or session, for a pty outside a sandbox that owns its
 // tree) and its cgroup, then gives the pipes a moment to deliver what is
@@ -99,11 +110,7 @@ func (r *launched) finish() error {
 		r.timer.Stop()
 	}
 	r.stopCtx()
-	if r.c.session && !r.c.ownsTree {
-		killSession(cmd.Process.Pid)
-	} else {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
+	r.killLeftovers()
 	r.c.ended()
 	r.exited.Store(true)
 	deadline := time.Now().Add(ioGrace)

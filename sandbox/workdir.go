@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 )
@@ -52,6 +54,51 @@ func (w *workdir) openBeneath(dir string) *os.File {
 	return f
 }
 
+// reopenDir opens d, an open directory, again: openat of "." beneath it,
+// the very directory d is, as a file of its own (close-on-exec, its own
+// offset: not a dup, which would share it).
+func reopenDir(d *os.File) (*os.File, error) {
+	rc, err := d.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	nfd := -1
+	var oerr error
+	if err := rc.Control(func(fd uintptr) {
+		nfd, oerr = unix.Openat(int(fd), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	}); err != nil {
+		return nil, err
+	}
+	if oerr != nil {
+		return nil, &fs.PathError{Op: "openat", Path: d.Name(), Err: oerr}
+	}
+	return os.NewFile(uintptr(nfd), d.Name()), nil
+}
+
+// pipe makes a pipe for a child's stdio. Our end (the read end with
+// oursReads, else the write end) is non-blocking and registered with Go's
+// poller; the child's end is neither. os.Pipe registers both ends, and
+// os/exec then sets the child's end back to blocking: on a path taken for
+// every stream of every command, a handful of system calls for nothing.
+func pipe(oursReads bool) (ours, theirs *os.File, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return nil, nil, os.NewSyscallError("pipe2", err)
+	}
+	o, t := p[0], p[1]
+	if !oursReads {
+		o, t = t, o
+	}
+	// F_SETFL 0 clears O_NONBLOCK: the child's stdio blocks, as a
+	// program expects (the access mode is not changed by F_SETFL).
+	if _, err := unix.FcntlInt(uintptr(t), unix.F_SETFL, 0); err != nil {
+		unix.Close(o)
+		unix.Close(t)
+		return nil, nil, os.NewSyscallError("fcntl", err)
+	}
+	return os.NewFile(uintptr(o), "|0"), os.NewFile(uintptr(t), "|1"), nil
+}
+
 // close releases the descriptors. The child has its own copies by then.
 func (w *workdir) close() {
 	for _, f := range w.extra {
@@ -80,9 +127,17 @@ func procPath(f *os.File) string {
 func (e *executor) openWorkdir(req *Request, dir, boundary string) (*workdir, error) {
 	wd := &workdir{boundary: boundary, dir: dir}
 	var err error
-	if req.Workspace != nil {
+	known := false // wd.bfd is known to be a directory
+	switch {
+	case req.Workspace != nil:
 		wd.bfd, err = req.Workspace.OpenDir()
-	} else {
+	case boundary == e.root:
+		// The directory rootH holds, open since New, opened again from
+		// its descriptor: one system call where an open beneath rootH
+		// takes several.
+		wd.bfd, err = reopenDir(e.rootDir)
+		known = true
+	default:
 		// O_DIRECTORY: a FIFO by that name must not block us.
 		wd.bfd, err = e.rootH.OpenFile(relTo(e.root, boundary), os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	}
@@ -92,9 +147,11 @@ func (e *executor) openWorkdir(req *Request, dir, boundary string) (*workdir, er
 	if err != nil {
 		return nil, dirError(boundary, err)
 	}
-	if err := isDir(wd.bfd, boundary); err != nil {
-		wd.close()
-		return nil, err
+	if !known {
+		if err := isDir(wd.bfd, boundary); err != nil {
+			wd.close()
+			return nil, err
+		}
 	}
 	wd.dfd = wd.bfd
 	if dir != boundary {
