@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 )
@@ -121,23 +122,28 @@ func (s *Site) pageList(ctx context.Context) []string {
 	return out
 }
 
-var (
-	mdLink   = regexp.MustCompile(`\[([^\]]+)\]\(([^)\s]+)\)`)
-	mdCode   = regexp.MustCompile("`([^`]+)`")
-	mdStrong = regexp.MustCompile(`\*\*([^*]+)\*\*`)
-)
+// mdPatterns are renderMarkdown's inline patterns (links, code, bold),
+// compiled on the first overview rendered rather than at every daemon's
+// start (issue 34: what a feature needs is paid at its first use).
+var mdPatterns = sync.OnceValue(func() (p struct{ link, code, strong *regexp.Regexp }) {
+	p.link = regexp.MustCompile(`\[([^\]]+)\]\(([^)\s]+)\)`)
+	p.code = regexp.MustCompile("`([^`]+)`")
+	p.strong = regexp.MustCompile(`\*\*([^*]+)\*\*`)
+	return p
+})
 
 // renderMarkdown is a small Markdown renderer for the overview: headings,
 // paragraphs, lists, fenced code, inline code, bold and links (http, https
 // and relative only). Everything is escaped first.
 func renderMarkdown(md string) string {
 	var b strings.Builder
+	pat := mdPatterns()
 	inline := func(s string) string {
 		s = html.EscapeString(s)
-		s = mdCode.ReplaceAllString(s, "<code>$1</code>")
-		s = mdStrong.ReplaceAllString(s, "<strong>$1</strong>")
-		return mdLink.ReplaceAllStringFunc(s, func(m string) string {
-			p := mdLink.FindStringSubmatch(m)
+		s = pat.code.ReplaceAllString(s, "<code>$1</code>")
+		s = pat.strong.ReplaceAllString(s, "<strong>$1</strong>")
+		return pat.link.ReplaceAllStringFunc(s, func(m string) string {
+			p := pat.link.FindStringSubmatch(m)
 			href := p[2]
 			if strings.Contains(href, ":") && !strings.HasPrefix(href, "http://") && !strings.HasPrefix(href, "https://") {
 				return p[1] // javascript:, data: and the like are not links

@@ -39,7 +39,7 @@ func ParseEnvFile(name string, data []byte) (map[string]string, error) {
 		line = strings.TrimPrefix(line, "export ")
 		k, v, ok := strings.Cut(line, "=")
 		k = strings.TrimSpace(k)
-		if !ok || !envKeyRe.MatchString(k) {
+		if !ok || !envKeyRe().MatchString(k) {
 			return nil, fmt.Errorf("%s:%d: want KEY=VALUE with KEY of letters, digits and _", name, n)
 		}
 		v = strings.TrimSpace(v)

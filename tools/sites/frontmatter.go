@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/pelletier/go-toml/v2"
 	"go.yaml.in/yaml/v3"
@@ -191,10 +192,12 @@ func objectPart(obj map[string]string, line int) (Part, error) {
 	return Part{Regex: re}, nil
 }
 
-var yamlLineRe = regexp.MustCompile(`line (\d+)`)
+// yamlLineRe finds the line a YAML error names; compiled on the first
+// such error, not at start.
+var yamlLineRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`line (\d+)`) })
 
 func yamlErrLine(err error) int {
-	m := yamlLineRe.FindStringSubmatch(err.Error())
+	m := yamlLineRe().FindStringSubmatch(err.Error())
 	if m == nil {
 		return 0
 	}
@@ -204,7 +207,7 @@ func yamlErrLine(err error) int {
 }
 
 func yamlErrMsg(err error) string {
-	return strings.TrimPrefix(yamlLineRe.ReplaceAllString(err.Error(), ""), "yaml: ")
+	return strings.TrimPrefix(yamlLineRe().ReplaceAllString(err.Error(), ""), "yaml: ")
 }
 
 func parseTOML(src []byte, base int) ([]Spec, error) {

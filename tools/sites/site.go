@@ -304,7 +304,9 @@ type ActionResponse struct {
 	Returncode int    `json:"returncode"`
 }
 
-var placeholderRe = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+// placeholderRe finds a command's {key} placeholders; compiled on the
+// first command run, not at start, as the patterns below.
+var placeholderRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)\}`) })
 
 // Run runs a command the page at p allows. The order matters for safety:
 // resolve the page, fill {key} placeholders from req.Args, match the specs,
@@ -331,7 +333,7 @@ func (s *Site) Run(ctx context.Context, p string, req ActionRequest) (ActionResp
 		if strings.ContainsRune(a, 0) {
 			return ActionResponse{}, fail(http.StatusBadRequest, "command element %d contains a NUL byte", i)
 		}
-		argv[i] = placeholderRe.ReplaceAllStringFunc(a, func(m string) string {
+		argv[i] = placeholderRe().ReplaceAllStringFunc(a, func(m string) string {
 			if v, ok := req.Args[m[1:len(m)-1]]; ok {
 				return v
 			}
@@ -431,17 +433,19 @@ func expandVars(s string, get func(string) string) string {
 	return b.String()
 }
 
-var envKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// envKeyRe is a variable name (the request's env, --env-file); compiled on
+// first use, as placeholderRe.
+var envKeyRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // shortOptionPath matches a short option with a path attached (-o/x,
 // -rko/x).
-var shortOptionPath = regexp.MustCompile(`^-[A-Za-z0-9]*/`)
+var shortOptionPath = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^-[A-Za-z0-9]*/`) })
 
 // absoluteOrClimbing reports whether an argument names a path outside the
 // page's directory: an absolute path or one with "..", bare or as an
 // option's value (--output=/x, -o/x).
 func absoluteOrClimbing(a string) bool {
-	if strings.HasPrefix(a, "/") || strings.Contains(a, "..") || shortOptionPath.MatchString(a) {
+	if strings.HasPrefix(a, "/") || strings.Contains(a, "..") || shortOptionPath().MatchString(a) {
 		return true
 	}
 	if strings.HasPrefix(a, "-") {
@@ -468,7 +472,7 @@ func checkEnv(env map[string]string) (map[string]string, error) {
 	for _, k := range keys {
 		v := env[k]
 		switch {
-		case len(k) > maxEnvKey || !envKeyRe.MatchString(k):
+		case len(k) > maxEnvKey || !envKeyRe().MatchString(k):
 			return nil, fail(http.StatusBadRequest, "env: %q is not a variable name (letters, digits, _; at most %d bytes)", k, maxEnvKey)
 		case reservedEnv(k):
 			return nil, fail(http.StatusBadRequest, "env: %s is reserved and cannot be set by a request", k)
