@@ -3,6 +3,7 @@
 package previews
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -87,4 +88,73 @@ func BenchmarkProxyFloor(b *testing.B) {
 	b.ReportMetric(float64(o.Nanoseconds())/n, "preview-ns/req")
 	b.ReportMetric(float64(br)/float64(d), "reverseproxy/direct")
 	b.ReportMetric(float64(o)/float64(d), "preview/direct")
+}
+
+// BenchmarkTransportHandoff is what the proxy's client costs beyond the
+// round trip: a small GET to a workspace server through an
+// http.Transport (as the proxy sends it: the request handed to the
+// connection's write loop, the answer handed back from its read loop)
+// beside the same GET written and read on the caller's goroutine over one
+// kept connection (req.Write, http.ReadResponse), interleaved; medians.
+// Run:
+//
+//	go test -run '^$' -bench TransportHandoff -benchtime 3000x -count 3 ./tools/previews/
+func BenchmarkTransportHandoff(b *testing.B) {
+	ex, root := newExecutor(b, sandbox.ModeSoftware)
+	port := startServer(b, ex, root, root, "")
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	tr := &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	viaTransport := func() time.Duration {
+		start := time.Now()
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("through the transport: %d %v", resp.StatusCode, err)
+		}
+		return time.Since(start)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	br, bw := bufio.NewReader(c), bufio.NewWriter(c)
+	onCaller := func() time.Duration {
+		start := time.Now()
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+		if err := req.Write(bw); err != nil {
+			b.Fatal(err)
+		}
+		if err := bw.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("on the caller's goroutine: %d %v", resp.StatusCode, err)
+		}
+		return time.Since(start)
+	}
+	viaTransport()
+	onCaller()
+	var tl, cl []time.Duration
+	for b.Loop() {
+		tl = append(tl, viaTransport())
+		cl = append(cl, onCaller())
+	}
+	p50 := func(l []time.Duration) time.Duration { slices.Sort(l); return l[len(l)/2] }
+	t, o := p50(tl), p50(cl)
+	b.ReportMetric(float64(t.Nanoseconds()), "transport-p50-ns")
+	b.ReportMetric(float64(o.Nanoseconds()), "caller-p50-ns")
+	b.ReportMetric(float64(t)/float64(o), "transport/caller")
 }
