@@ -150,6 +150,7 @@ func (r *launched) collect(fds []int, outs []io.Writer) error {
 func (r *launched) reap(pidfd int) error {
 	unix.Close(pidfd)
 	cmd := r.c.cmd
+	r.reaping()
 	werr := cmd.Wait()
 	if r.timer != nil {
 		r.timer.Stop()

@@ -109,3 +109,37 @@ func TestNoStdinIsDevNull(t *testing.T) {
 		t.Fatalf("Start: %q %+v %v", out.String(), st, err)
 	}
 }
+
+// TestStartCollectsBothWays: Start's streams, copied by one collecting
+// goroutine, and by pumps where pidfd_open fails: what the command wrote
+// to each, in full (more than a pipe holds, to a writer that takes it
+// slowly), and its exit status.
+func TestStartCollectsBothWays(t *testing.T) {
+	for _, way := range []string{"poll", "pumps"} {
+		t.Run(way, func(t *testing.T) {
+			if way == "pumps" {
+				old := pidfdOpen
+				pidfdOpen = func(int, int) (int, error) { return -1, unix.ENOSYS }
+				t.Cleanup(func() { pidfdOpen = old })
+			}
+			e, _ := newExec(t, ModeSoftware)
+			var out, errb bytes.Buffer
+			slow := writerFunc(func(b []byte) (int, error) { time.Sleep(time.Millisecond); return out.Write(b) })
+			p, err := e.Start(t.Context(), Request{Command: "head -c 200000 /dev/zero | tr '\\0' x; echo err >&2; exit 3"}, Stdio{Stdout: slow, Stderr: &errb})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := p.Wait()
+			if err != nil || st.Code != 3 || out.String() != strings.Repeat("x", 200000) || errb.String() != "err\n" {
+				t.Fatalf("status %+v %v, stdout %d bytes, stderr %q", st, err, out.Len(), errb.String())
+			}
+			if err := p.Signal("TERM"); err == nil {
+				t.Fatal("Signal after Wait sent a signal to a pid that may be another process's")
+			}
+		})
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

@@ -71,6 +71,12 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 
 	// Files handed to the child; closed in the parent once it started.
 	var childEnds []*os.File
+	var raw []int // our read ends of the pipes, for collect
+	closeRaw := func() {
+		for _, fd := range raw {
+			unix.Close(fd)
+		}
+	}
 	closeAll := func(fs ...*os.File) {
 		for _, f := range fs {
 			if f != nil {
@@ -95,22 +101,25 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		childEnds = append(childEnds, tty)
 		p.readers = append(p.readers, ptmx)
 	} else {
-		outR, outW, err := pipe(true)
+		// Our read ends stay bare descriptors: collect polls them.
+		outR, outW, err := rawPipe()
 		if err != nil {
 			return nil, execError(req.Command, err)
 		}
-		errR, errW, err := pipe(true)
+		errR, errW, err := rawPipe()
 		if err != nil {
-			closeAll(outR, outW)
+			unix.Close(outR)
+			closeAll(outW)
 			return nil, execError(req.Command, err)
 		}
 		cmd.Stdout, cmd.Stderr = outW, errW
 		childEnds = append(childEnds, outW, errW)
-		p.readers = append(p.readers, outR, errR)
+		raw = []int{outR, errR}
 		if stdio.Stdin != nil {
 			inW, inR, err := pipe(false)
 			if err != nil {
-				closeAll(outR, outW, errR, errW)
+				closeRaw()
+				closeAll(outW, errW)
 				return nil, execError(req.Command, err)
 			}
 			cmd.Stdin = inR
@@ -125,7 +134,17 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 	if err := e.launch(ctx, &p.launched, launchSpec{direct: direct, script: req.Command, wd: wd, env: env, pty: req.Pty != nil,
 		childEnds: childEnds, outs: outs, timeout: req.Timeout}); err != nil {
 		closeAll(p.stdin)
+		closeRaw()
 		return nil, err
+	}
+	if raw != nil {
+		// One goroutine waits for the process and copies both streams
+		// (collect.go), where two pumps and Wait's own wait would each
+		// be woken when it ends. A write that blocks (an SSH client that
+		// does not read) holds up the other stream until it goes on, as
+		// the client's window allows; nothing is lost.
+		p.collected = make(chan error, 1)
+		go func() { p.collected <- p.collect(raw, outs) }()
 	}
 	if req.Pty != nil {
 		if stdio.Stdin != nil {
@@ -159,6 +178,8 @@ type process struct {
 	once   sync.Once
 	status ExitStatus
 	err    error
+
+	collected chan error // with pipes: collect's result, once the process ended and its output was copied
 }
 
 // copyIn feeds stdin until the reader ends or the child stops reading; with
@@ -176,7 +197,12 @@ func copyIn(w io.Writer, r io.Reader, p *process) {
 // group (or session, for a pty), and waits for the output to be copied out.
 func (p *process) Wait() (ExitStatus, error) {
 	p.once.Do(func() {
-		werr := p.finish()
+		var werr error
+		if p.collected != nil {
+			werr = <-p.collected
+		} else {
+			werr = p.finish() // a pty: its master has a pump
+		}
 		cmd := p.c.cmd
 		p.inMu.Lock()
 		p.eofIn = true
@@ -203,6 +229,13 @@ func (p *process) Signal(name string) error {
 	sig, ok := ParseSignal(name)
 	if !ok {
 		return &errcode.Error{Code: errcode.InvalidArgument, Op: "signal", Msg: "unknown signal " + name}
+	}
+	p.sigMu.Lock()
+	defer p.sigMu.Unlock()
+	if p.reaped {
+		// It has exited and is (being) waited for: its pid may name
+		// another process by now.
+		return syscall.ESRCH
 	}
 	pid := p.c.cmd.Process.Pid
 	if p.ptmx != nil {

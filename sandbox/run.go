@@ -22,6 +22,12 @@ type launched struct {
 	exited  atomic.Bool // the shell exited: output reads may now time out
 	timer   *time.Timer
 	stopCtx func() bool
+
+	// sigMu orders Signal before the wait that reaps the process: once
+	// reaped is set its pid (and process group id) may be another
+	// process's, and Signal sends nothing.
+	sigMu  sync.Mutex
+	reaped bool
 }
 
 // launchSpec is what launch needs besides the command in r.c.cmd.
@@ -98,6 +104,13 @@ func (r *launched) killLeftovers() {
 	}
 }
 
+// reaping marks the process as about to be reaped (sigMu).
+func (r *launched) reaping() {
+	r.sigMu.Lock()
+	r.reaped = true
+	r.sigMu.Unlock()
+}
+
 // finish waits for the shell to exit, ends what it left behind in its
 // process group (or session, for a pty outside a sandbox that owns its
 // tree) and its cgroup, then gives the pipes a moment to deliver what is
@@ -105,6 +118,7 @@ func (r *launched) killLeftovers() {
 // untracks the command.
 func (r *launched) finish() error {
 	cmd := r.c.cmd
+	r.reaping()
 	werr := cmd.Wait()
 	if r.timer != nil {
 		r.timer.Stop()
