@@ -5,7 +5,9 @@ package sandbox
 import (
 	"context"
 	"os/exec"
+	"slices"
 	"testing"
+	"time"
 )
 
 // Benchmarks of the exec path. Compare within one run:
@@ -161,4 +163,44 @@ func BenchmarkExecutorRunParallel(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+}
+
+// BenchmarkRunVsFloor alternates Run("true") in software mode with its
+// floor, os/exec of /bin/true from the same process, one of each per
+// iteration, so that both see the same load; it reports the median of
+// each (run-p50-µs, floor-p50-µs) and their ratio. On a shared machine
+// the ratio is the figure to compare between builds:
+//
+//	go test -run '^$' -bench RunVsFloor -benchtime 1000x ./sandbox/
+func BenchmarkRunVsFloor(b *testing.B) {
+	e, err := New(Config{Mode: ModeSoftware, WorkspaceRoot: mustReal(b, b.TempDir())})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	req := Request{Command: "true"}
+	var runs, floors []time.Duration
+	for b.Loop() {
+		t := time.Now()
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		floors = append(floors, time.Since(t))
+		t = time.Now()
+		res, err := e.Run(context.Background(), req)
+		if err != nil || res.ExitCode != 0 {
+			b.Fatal(res, err)
+		}
+		runs = append(runs, time.Since(t))
+	}
+	r, f := median(runs), median(floors)
+	b.ReportMetric(float64(r.Microseconds()), "run-p50-µs")
+	b.ReportMetric(float64(f.Microseconds()), "floor-p50-µs")
+	b.ReportMetric(float64(r)/float64(f), "ratio")
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
