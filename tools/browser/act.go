@@ -351,11 +351,16 @@ func (p *Provider) navigate(ctx context.Context, url string) (loc, title string,
 	if resp != nil {
 		status = resp.Status
 	}
-	if loc, err = chromedp.Run(ctx, chromedp.Location()); err != nil {
+	// Where it ended and its title in one round trip to the page (what
+	// chromedp.Location and chromedp.Title read, in two).
+	lt, err := chromedp.Run(ctx, chromedp.EvaluateAsDevTools[[]string](`[document.location.toString(), document.title]`))
+	if err != nil {
 		return "", "", 0, err
 	}
-	title, err = chromedp.Run(ctx, chromedp.Title())
-	return loc, title, status, err
+	if len(lt) != 2 {
+		return "", "", 0, fmt.Errorf("the page answered %d values for its location and title", len(lt))
+	}
+	return lt[0], lt[1], status, nil
 }
 
 // screenshot captures the viewport, or the whole page up to

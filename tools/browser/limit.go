@@ -69,10 +69,25 @@ func limitMessages(cmd *exec.Cmd, limit int, over func()) (*messageLimit, error)
 		r.Close()
 		return nil, err
 	}
+	// Both pipes hold a large message (an accessibility tree of a few
+	// hundred links is 0.5 MB) in one piece where the kernel allows, instead
+	// of 64 KiB a wake-up of each side; a pipe that stays at the default
+	// size works the same, slower.
+	// (r's descriptor through SyscallConn: r.Fd would make it blocking,
+	// and close relies on it being pollable.)
+	_, _ = unix.FcntlInt(uintptr(keep), unix.F_SETPIPE_SZ, pipeBytes)
+	if rc, err := r.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeBytes) })
+	}
 	m := &messageLimit{limit: limit, in: r, out: os.NewFile(uintptr(keep), "devtools-out"), over: over, done: make(chan struct{})}
 	go m.run()
 	return m, nil
 }
+
+// pipeBytes is the size asked for the DevTools message pipes: the
+// default /proc/sys/fs/pipe-max-size, which an unprivileged process may
+// ask for too.
+const pipeBytes = 1 << 20
 
 // errTooLarge is the error of a call whose session a message past the
 // limit ended.

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"sync/atomic"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestMessageLimit: messages within the limit pass whole, byte for byte;
@@ -51,4 +53,46 @@ func TestMessageLimit(t *testing.T) {
 		t.Errorf("over called %d times", n)
 	}
 	w.Close()
+}
+
+// TestMessagePipesHoldAMessage: both pipes of the limit hold pipeBytes, so
+// an accessibility tree of a few hundred links crosses each in one piece;
+// and the limit still ends at close while it waits on Chromium's pipe.
+func TestMessagePipesHoldAMessage(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	in, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	cmd := &exec.Cmd{ExtraFiles: []*os.File{in, w}}
+	m, err := limitMessages(cmd, MaxMessageBytes, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := func(f *os.File) int {
+		rc, err := f.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		if err := rc.Control(func(fd uintptr) { n, err = unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0) }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// w is, in place, the write end of the pipe the limit reads (what
+	// Chromium writes to); m.out is the one chromedp reads.
+	if got := size(w); got < pipeBytes {
+		t.Errorf("Chromium's pipe holds %d bytes, want %d", got, pipeBytes)
+	}
+	if got := size(m.out); got < pipeBytes {
+		t.Errorf("chromedp's pipe holds %d bytes, want %d", got, pipeBytes)
+	}
+	m.close() // returns only once run has ended, blocked in its read
 }

@@ -18,8 +18,10 @@ import (
 
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/css"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -174,7 +176,24 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("disable-extensions", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-features", "Translate,MediaRouter,OptimizationHints"),
+		// What a session holds beyond its page (bench/browser/peer.sh,
+		// docs/performance.md "Browser"): the omnibox popup's WebUI pages
+		// (WebUIOmniboxPopup, WebUIOmniboxAimPopup), which headless Chromium
+		// preloads into a renderer of their own that no session ever shows,
+		// and the spare renderer kept warm for a next site
+		// (SpareRendererForSitePerProcess): 70-100 MiB of PSS between them.
+		// Site isolation is untouched: a site still gets a process of its own.
+		chromedp.Flag("disable-features", "Translate,MediaRouter,OptimizationHints,WebUIOmniboxPopup,WebUIOmniboxAimPopup,SpareRendererForSitePerProcess"),
+		// The network service in the browser process: it runs unsandboxed
+		// here (--service-sandbox-type=none, no seccomp, the browser's user),
+		// so its own process isolates nothing from the browser process, and
+		// costs 15 MiB.
+		chromedp.Flag("enable-features", "NetworkServiceInProcess2"),
+		// No GPU process work: no hardware GPU to use here, and no
+		// SwiftShader (software WebGL), so the GPU process is only the
+		// display compositor (half its memory). Pages see no WebGL.
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-software-rasterizer", true),
 		chromedp.Flag("metrics-recording-only", true),
 		chromedp.Flag("safebrowsing-disable-auto-update", true),
 		chromedp.Flag("password-store", "basic"),
@@ -271,39 +290,73 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 	if proc := c.Browser.Process(); proc != nil {
 		s.pgid.Store(int64(proc.Pid)) // Setpgid: the group is the leader's pid
 	}
-	// Every request of every target of this browser pauses at the request
-	// stage until intercept lets it go on or fails it.
-	if _, err := cdp.Call(startCtx, c.Browser, fetch.Enable, fetch.EnableParams{
-		Patterns: []*fetch.RequestPattern{{URLPattern: "*", RequestStage: fetch.RequestStageRequest}},
-	}); err != nil {
-		return s, fmt.Errorf("enabling request interception: %w", err)
-	}
-	if _, err := cdp.Call(startCtx, c.Browser, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{Behavior: browser.SetDownloadBehaviorBehaviorDeny}); err != nil {
-		return s, fmt.Errorf("denying downloads: %w", err)
-	}
-	// The tab: a fixed viewport (screenshots have a known size) and
-	// navigation events, which invalidate refs.
+	// The tab's events (navigations invalidate refs; dialogs) are heard
+	// before anything can navigate.
 	if err := chromedp.Listen(s.ctx, func(ev any) { p.onTabEvent(s, ev) }); err != nil {
 		return s, err
 	}
-	if err := chromedp.Do(startCtx, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		_, err := cdp.Call(ctx, t, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
-			Width: int64(p.opts.ViewportWidth), Height: int64(p.opts.ViewportHeight), DeviceScaleFactor: 1,
+	// The set-up calls depend on none of each other's answers: they are
+	// sent at once, and the session is ready when all have answered
+	// (in series they were six round trips to a browser that is busy
+	// starting). browser.start returns only then, so no page loads before
+	// interception is on.
+	tab := func(f func(ctx context.Context, t *chromedp.Target) error) func() error {
+		return func() error { return chromedp.Do(startCtx, chromedp.Func(f)) }
+	}
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		// Every request of every target of this browser pauses at the
+		// request stage until intercept lets it go on or fails it.
+		{"enabling request interception", func() error {
+			_, err := cdp.Call(startCtx, c.Browser, fetch.Enable, fetch.EnableParams{
+				Patterns: []*fetch.RequestPattern{{URLPattern: "*", RequestStage: fetch.RequestStageRequest}},
+			})
+			return err
+		}},
+		{"denying downloads", func() error {
+			_, err := cdp.Call(startCtx, c.Browser, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{Behavior: browser.SetDownloadBehaviorBehaviorDeny})
+			return err
+		}},
+		// A fixed viewport: screenshots have a known size.
+		{"setting the viewport", tab(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := cdp.Call(ctx, t, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+				Width: int64(p.opts.ViewportWidth), Height: int64(p.opts.ViewportHeight), DeviceScaleFactor: 1,
+			})
+			return err
+		})},
+		{"finding the tab's frame", tab(func(ctx context.Context, t *chromedp.Target) error {
+			tree, err := cdp.Call(ctx, t, page.GetFrameTree, cdp.Empty{})
+			if err == nil {
+				s.mainFrame.Store(tree.FrameTree.Frame.ID)
+			}
+			return err
+		})},
+		// chromedp enables the CSS and Log domains on attach; nothing here
+		// reads them, and the CSS agent tracks every style sheet of every
+		// page the session loads.
+		{"disabling the CSS domain", tab(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := cdp.Call(ctx, t, css.Disable, cdp.Empty{})
+			return err
+		})},
+		{"disabling the Log domain", tab(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := cdp.Call(ctx, t, log.Disable, cdp.Empty{})
+			return err
+		})},
+	}
+	errs := make([]error, len(steps))
+	var wg sync.WaitGroup
+	for i, st := range steps {
+		wg.Go(func() {
+			if err := st.do(); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", st.what, err)
+			}
 		})
-		if err != nil {
-			return err
-		}
-		if _, err = cdp.Call(ctx, t, page.Enable, page.EnableParams{}); err != nil {
-			return err
-		}
-		tree, err := cdp.Call(ctx, t, page.GetFrameTree, cdp.Empty{})
-		if err != nil {
-			return err
-		}
-		s.mainFrame.Store(tree.FrameTree.Frame.ID)
-		return nil
-	})); err != nil {
-		return s, fmt.Errorf("setting the tab up: %w", err)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return s, fmt.Errorf("setting the session up: %w", err)
 	}
 	return s, nil
 }

@@ -52,8 +52,37 @@ func (w *snapshotText) line(depth int, s string) bool {
 	return true
 }
 
+// axNode is the part of an Accessibility.AXNode a snapshot reads. The
+// answer of Accessibility.getFullAXTree is decoded into it rather than into
+// cdproto's accessibility.Node: a tree of a few hundred links is 0.5 MB of
+// JSON, most of it the sources of each name, ignored reasons and related
+// nodes, which no snapshot shows. Skipping them halves the daemon's CPU for
+// decoding a tree: 17 instead of 33 ms for the two trees of a goto +
+// snapshot of 200 links (docs/performance.md, "Browser").
+type axNode struct {
+	NodeID           accessibility.NodeID   `json:"nodeId"`
+	Ignored          bool                   `json:"ignored"`
+	Role             *axValue               `json:"role"`
+	Name             *axValue               `json:"name"`
+	Value            *axValue               `json:"value"`
+	Properties       []axProperty           `json:"properties"`
+	ParentID         accessibility.NodeID   `json:"parentId"`
+	ChildIDs         []accessibility.NodeID `json:"childIds"`
+	BackendDOMNodeID cdp.BackendNodeID      `json:"backendDOMNodeId"`
+}
+
+// axValue is an AXValue's value, as JSON (a string, a number, a boolean).
+type axValue struct {
+	Value json.RawMessage `json:"value"`
+}
+
+type axProperty struct {
+	Name  accessibility.PropertyName `json:"name"`
+	Value *axValue                   `json:"value"`
+}
+
 // axString is an AX value as text ("" for none).
-func axString(v *accessibility.Value) string {
+func axString(v *axValue) string {
 	if v == nil || len(v.Value) == 0 {
 		return ""
 	}
@@ -73,21 +102,21 @@ func quote(s string) string {
 // ariaSnapshot writes the accessibility tree of the page, one line per
 // node: "- role "name" [ref=e3] [checked=true]". Interactive nodes get refs.
 func (p *Provider) ariaSnapshot(ctx context.Context, s *session, interactiveOnly bool, max int) (string, bool, error) {
-	nodes, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) ([]*accessibility.Node, error) {
-		res, err := cdp.Call(ctx, t, accessibility.GetFullAXTree, accessibility.GetFullAXTreeParams{})
-		if err != nil {
-			return nil, err
+	nodes, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) ([]*axNode, error) {
+		var res struct {
+			Nodes []*axNode `json:"nodes"`
 		}
-		return res.Nodes, nil
+		err := t.Call(ctx, string(accessibility.GetFullAXTree.Method), accessibility.GetFullAXTreeParams{}, &res)
+		return res.Nodes, err
 	})
 	if err != nil {
 		return "", false, err
 	}
-	byID := make(map[accessibility.NodeID]*accessibility.Node, len(nodes))
+	byID := make(map[accessibility.NodeID]*axNode, len(nodes))
 	for _, n := range nodes {
 		byID[n.NodeID] = n
 	}
-	var root *accessibility.Node
+	var root *axNode
 	for _, n := range nodes {
 		if n.ParentID == "" {
 			root = n
@@ -100,8 +129,8 @@ func (p *Provider) ariaSnapshot(ctx context.Context, s *session, interactiveOnly
 	}
 	s.refMu.Lock()
 	defer s.refMu.Unlock()
-	var walk func(n *accessibility.Node, depth int, parentName string, seen int)
-	walk = func(n *accessibility.Node, depth int, parentName string, seen int) {
+	var walk func(n *axNode, depth int, parentName string, seen int)
+	walk = func(n *axNode, depth int, parentName string, seen int) {
 		if w.truncated || seen > 1000 { // seen bounds the depth of a hostile tree
 			return
 		}
