@@ -48,7 +48,7 @@ func limitSQLiteHeap(n int64) error {
 	}
 	defer libc.Xfree(tls, va)
 	if rc := sqlite3.Xsqlite3_config(tls, sqlite3.SQLITE_CONFIG_MEMSTATUS, libc.VaList(va, int32(1))); rc != sqlite3.SQLITE_OK {
-		return fmt.Errorf("sqlite: turning its memory accounting on failed (code %d; SQLite was initialized before the extensions package)", rc)
+		return fmt.Errorf("sqlite: turning its memory accounting on failed (code %d; something in this process initialized SQLite before the extensions opened their first database)", rc)
 	}
 	sqlite3.Xsqlite3_hard_heap_limit64(tls, n)
 	if got := sqlite3.Xsqlite3_hard_heap_limit64(tls, -1); got != n {
