@@ -53,8 +53,8 @@ func BenchmarkStartSession(b *testing.B) {
 // the test page and taken a snapshot: the proportional set size (PSS, so
 // pages shared between Chromium's processes count once) of every process
 // of the session, summed. Each iteration is one session; pss-MiB is the
-// median. bench/browser/playwright-mcp.mjs measures the same for
-// Playwright MCP (its Node process and its Chromium).
+// median. bench/browser/peer.sh measures a session beside Playwright MCP,
+// both as processes of their own through their MCP interface.
 func BenchmarkSessionMemory(b *testing.B) {
 	f := setup(b, func(o *Options) { o.MaxSessions = 1 })
 	var samples []float64
