@@ -4,6 +4,7 @@ package previews
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -71,13 +72,27 @@ func (h *proxy) forward(w http.ResponseWriter, r *http.Request, t *target) {
 		return
 	}
 	if res.StatusCode == http.StatusSwitchingProtocols {
-		// Nothing asked for it (an upgrade takes ReverseProxy's path).
+		// Nothing asked for it (an upgrade takes ReverseProxy's path):
+		// refused with ReverseProxy's words for each case.
 		res.Body.Close()
-		writeError(w, fmt.Errorf("backend tried to switch protocol %q when %q was requested", upgradeType(res.Header), ""))
+		switch up := upgradeType(res.Header); {
+		case !printable(up):
+			writeError(w, fmt.Errorf("backend tried to switch to invalid protocol %q", up))
+		case up != "":
+			writeError(w, fmt.Errorf("backend tried to switch protocol %q when %q was requested", up, ""))
+		default:
+			writeError(w, errors.New("internal error: 101 switching protocols response with non-writable body"))
+		}
 		return
 	}
 	dst := w.Header()
 	conn := connectionTokens(res.Header["Connection"])
+	// ReverseProxy decides on streaming after dropping what Connection
+	// names: a Content-Type it names is no answer's type.
+	ct := ""
+	if !listed(conn, "Content-Type") {
+		ct = res.Header.Get("Content-Type")
+	}
 	for k, vv := range res.Header {
 		if hopByHop(k) || listed(conn, k) {
 			continue
@@ -101,7 +116,7 @@ func (h *proxy) forward(w http.ResponseWriter, r *http.Request, t *target) {
 	// A streamed answer (no length, or server-sent events) is flushed as
 	// it comes, its header at once: a page waiting on it sees each piece.
 	var flush func() error
-	if res.ContentLength == -1 || eventStream(res.Header.Get("Content-Type")) {
+	if res.ContentLength == -1 || eventStream(ct) {
 		flush = http.NewResponseController(w).Flush
 		_ = flush()
 	}
@@ -221,6 +236,17 @@ func hasToken(values []string, token string) bool {
 		}
 	}
 	return false
+}
+
+// printable says whether s is printable ASCII only, as ReverseProxy
+// requires of a protocol a server switches to.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 func asciiEqualFold(a, b string) bool {

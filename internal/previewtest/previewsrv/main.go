@@ -10,6 +10,11 @@
 //	          set=Name:Value (repeatable) a response header, hint=1 a 103
 //	          Early Hints first, status=N the status, stream=1 the body in
 //	          flushed pieces (no length), trailer=1 a trailer X-Sum after it
+//	/raw      b= (URL-decoded) written as it is on the connection, taken
+//	          over from net/http, in place of an answer; then the
+//	          connection is closed, or with hold=1 read until the client
+//	          closes it (a server that answers wrongly, or never)
+//	/forever  a body that never ends, in 32 KiB pieces, until a write fails
 package main
 
 import (
@@ -54,6 +59,26 @@ func main() {
 			r.Header.Get("X-Forwarded-Prefix"), r.Header.Get("X-Forwarded-Host"))
 	})
 	mux.HandleFunc("/dump", dump)
+	mux.HandleFunc("/raw", func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = brw.WriteString(r.URL.Query().Get("b"))
+		_ = brw.Flush()
+		if r.URL.Query().Get("hold") == "1" {
+			_, _ = io.Copy(io.Discard, brw)
+		}
+	})
+	mux.HandleFunc("/forever", func(w http.ResponseWriter, r *http.Request) {
+		piece := []byte(strings.Repeat("x", 32<<10))
+		for {
+			if _, err := w.Write(piece); err != nil {
+				return
+			}
+		}
+	})
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
 		c, err := up.Upgrade(w, r, nil)
 		if err != nil {
