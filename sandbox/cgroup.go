@@ -462,7 +462,8 @@ func (c *cgroup) enterAndStart(cmd *exec.Cmd) error {
 // leave moves the calling spawner thread from c back to the daemon's
 // cgroup (after enterAndStart, failed or not). Until it has, c counts the
 // thread as one of its tasks and lists the daemon's pid in cgroup.procs:
-// kill skips that pid, and remove retries while the thread is inside.
+// kill skips that pid, recycle does not keep c as a spare, and remove
+// retries while the thread is inside.
 func (c *cgroup) leave() {
 	if err := writeCgroupFile(filepath.Join(c.set.home, "tasks"), strconv.Itoa(unix.Gettid())); err != nil {
 		// The thread stays in c: c's kill spares the daemon (kill skips
@@ -596,6 +597,12 @@ func (c *cgroup) recycle() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.retired || !c.killLocked() || c.set.kind != cgroupV1Pids {
+		return false
+	}
+	// killLocked spares the daemon's own pid: a spawner thread that has
+	// not left yet (leave runs after its caller heard back). A spare
+	// holds nothing, so c goes to remove, which waits for the thread.
+	if pids, err := c.procs(); err != nil || len(pids) != 0 {
 		return false
 	}
 	if c.zeroed {
