@@ -99,14 +99,8 @@ say "building our daemon ($described, as deploy/Dockerfile builds the release) a
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date -u '+%Y-%m-%d %H:%M')
 
-# The reference, exactly as pinned. npm ci wipes node_modules, so it runs
-# only when the installed tree differs from the lockfile.
-if ! cmp -s "$here/package-lock.json" "$here/node_modules/.package-lock.json" 2>/dev/null &&
-	! node -e 'const a=require(process.argv[1]).packages,b=require(process.argv[2]).packages;for(const k in a){if(k&&(!b[k]||b[k].version!==a[k].version))process.exit(1)}' \
-		"$here/package-lock.json" "$here/node_modules/.package-lock.json" 2>/dev/null; then
-	say "installing the reference daemon (npm ci)"
-	(cd "$here" && npm ci --no-audit --no-fund --loglevel=error >&2)
-fi
+# The reference, exactly as pinned (installed only when missing or another version).
+"$here/node-modules.sh"
 ref_bin="$here/node_modules/agent-backend/bin/agent-backend.js"
 ref_version=$(node -p "require('$here/node_modules/agent-backend/package.json').version")
 

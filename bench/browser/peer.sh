@@ -41,16 +41,8 @@ for p in go node npm; do
 	fi
 done
 
-# npm ci wipes node_modules (which bench/compare.sh uses too), so it runs
-# only when the installed tree lacks a package of the lockfile or has
-# another version of it; an optional package npm did not install (another
-# platform's) is not missing.
-if ! cmp -s "$bench/package-lock.json" "$bench/node_modules/.package-lock.json" 2>/dev/null &&
-	! node -e 'const a=require(process.argv[1]).packages,b=require(process.argv[2]).packages;for(const k in a){if(k&&!(a[k].optional&&!b[k])&&(!b[k]||b[k].version!==a[k].version))process.exit(1)}' \
-		"$bench/package-lock.json" "$bench/node_modules/.package-lock.json" 2>/dev/null; then
-	echo "== installing Playwright MCP (npm ci in bench/)" >&2
-	(cd "$bench" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error >&2)
-fi
+# Playwright MCP, exactly as pinned (installed only when missing or another version).
+"$bench/node-modules.sh"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/agentbe-browser-peer-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
