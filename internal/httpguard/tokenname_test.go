@@ -41,3 +41,19 @@ func TestTokenNameIsThePattern(t *testing.T) {
 		t.Fatalf("ParseTokens with a bad name: %v", err)
 	}
 }
+
+// FuzzTokenNameIsThePattern: validTokenName agrees with
+// ^[A-Za-z0-9._-]{1,64}$ on any input, invalid UTF-8 and lengths past the
+// bound included (the pattern counts runes, the loop bytes: the class is
+// ASCII, so a name the pattern matches has as many of each).
+func FuzzTokenNameIsThePattern(f *testing.F) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+	for _, s := range []string{"", "a", "a.b-c_d", strings.Repeat("x", 64), strings.Repeat("x", 65), "a\n", "\xff", "é", "a b", strings.Repeat("é", 32)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if got, want := validTokenName(name), pattern.MatchString(name); got != want {
+			t.Fatalf("validTokenName(%q) = %v, the pattern = %v", name, got, want)
+		}
+	})
+}

@@ -36,3 +36,18 @@ func TestValidNameIsThePattern(t *testing.T) {
 		check(string(b))
 	}
 }
+
+// FuzzValidNameIsThePattern: ValidName accepts exactly what
+// ^[A-Za-z0-9_.-]{1,64}$ matches, on any input, invalid UTF-8 and lengths
+// past the bound included.
+func FuzzValidNameIsThePattern(f *testing.F) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	for _, s := range []string{"", "a", "a.b-c_d", strings.Repeat("x", 64), strings.Repeat("x", 65), "a\n", "\xff", "é", "a b", strings.Repeat("é", 32)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if got, want := ValidName(name) == nil, pattern.MatchString(name); got != want {
+			t.Fatalf("ValidName(%q) accepts = %v, the pattern = %v", name, got, want)
+		}
+	})
+}
