@@ -182,7 +182,13 @@ func TestAttackLeanPath(t *testing.T) {
 				return ""
 			}},
 		{"get with both a length and chunks", "GET /preview/{P}/dump HTTP/1.1\r\nHost: daemon.test\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
-			0, never("smuggled")},
+			0, func(out string) string {
+				// RFC 9112: the chunks win and the length is dropped.
+				if !strings.Contains(out, "body=5") || strings.Contains(out, "Content-Length=") {
+					return "the request was not read by its chunks"
+				}
+				return ""
+			}},
 		{"get with content-length 0", get("/preview/{P}/dump", "Content-Length: 0\r\n"), 1, never("Content-Length=")},
 		{"post with content-length 0", "POST /preview/{P}/dump HTTP/1.1\r\nHost: daemon.test\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", 1, nil},
 		{"dot segments", get("/preview/{P}/../../dump"), 1, nil},
