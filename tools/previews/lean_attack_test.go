@@ -103,7 +103,11 @@ func (lp *leanPair) raw(t *testing.T, addr, req string) string {
 	return strings.ReplaceAll(b.String(), addr, "PROXY")
 }
 
-// rawAnswer is the /raw target that makes previewsrv write b as its answer.
+// rawAnswer is the /raw target that makes previewsrv write b as its
+// answer. A streamed answer (no length) names its type: ReverseProxy's
+// first flush races its first write there (a timer of -1), so whether
+// net/http sniffs a type for it is not the same from run to run, where the
+// lean path flushes the header at once.
 func rawAnswer(b string) string { return "/preview/{P}/raw?b=" + url.QueryEscape(b) }
 
 // TestAttackLeanPath: hostile requests and hostile answers, sent on the
@@ -192,6 +196,17 @@ func TestAttackLeanPath(t *testing.T) {
 		{"get with content-length 0", get("/preview/{P}/dump", "Content-Length: 0\r\n"), 1, never("Content-Length=")},
 		{"post with content-length 0", "POST /preview/{P}/dump HTTP/1.1\r\nHost: daemon.test\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", 1, nil},
 		{"dot segments", get("/preview/{P}/../../dump"), 1, nil},
+		{"http/1.0", "GET /preview/{P}/dump HTTP/1.0\r\nHost: daemon.test\r\n\r\n", 1, nil},
+		{"expect 100-continue without a body", get("/preview/{P}/dump", "Expect: 100-continue\r\n"), 1, nil},
+		{"connect in path form", "CONNECT /preview/{P}/dump HTTP/1.1\r\nHost: daemon.test\r\nConnection: close\r\n\r\n", 1, nil},
+		{"connect to the raw server", "CONNECT " + rawAnswer("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\ntunnelled") + " HTTP/1.1\r\nHost: daemon.test\r\nConnection: close\r\n\r\n", 1, func(out string) string {
+			// What the server sends after its 200 reaches the client as a
+			// body the proxy frames, never over a handed-over connection.
+			if !strings.Contains(out, `te ["chunked"]`) {
+				return "the answer to CONNECT was not a framed body"
+			}
+			return ""
+		}},
 		{"escaped dot segments toward another port", get("/preview/{P}/%2e%2e/%2e%2e/1/dump"), 1, func(out string) string {
 			// previewsrv's "/" handler names the target it got.
 			if !strings.Contains(out, "hello from the workspace at /%2e%2e/%2e%2e/1/dump") {
@@ -212,10 +227,10 @@ func TestAttackLeanPath(t *testing.T) {
 		{"backend switches protocol without naming one", get(rawAnswer("HTTP/1.1 101 Switching Protocols\r\n\r\nraw bytes")), 1, never("raw bytes")},
 		{"backend switches to an unprintable protocol", get(rawAnswer("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: \x80\x7f\r\n\r\n")), 1, nil},
 		{"backend floods 1xx", get(rawAnswer(strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n", 20) + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")), 1, nil},
-		{"backend answers with a length and chunks", get(rawAnswer("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")), 1, nil},
+		{"backend answers with a length and chunks", get(rawAnswer("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")), 1, nil},
 		{"backend folds a header", get(rawAnswer("HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 2\r\n\r\nok")), 1, nil},
 		{"backend's connection names its cookie and type", get(rawAnswer("HTTP/1.1 200 OK\r\nConnection: Set-Cookie, Content-Type\r\nSet-Cookie: s=1\r\nContent-Type: text/event-stream\r\nContent-Length: 2\r\n\r\nok")), 1, never("s=1", "event-stream")},
-		{"backend announces hop-by-hop trailers", get(rawAnswer("HTTP/1.1 200 OK\r\nTrailer: Content-Length, Connection, X-T\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nContent-Length: 99\r\nX-T: 1\r\nX-U: 2\r\n\r\n")), 1, nil},
+		{"backend announces hop-by-hop trailers", get(rawAnswer("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTrailer: Content-Length, Connection, X-T\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nContent-Length: 99\r\nX-T: 1\r\nX-U: 2\r\n\r\n")), 1, nil},
 		{"backend closes before an answer", get(rawAnswer("")), 1, nil},
 		{"backend's answer cut short", get(rawAnswer("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")), 1, nil},
 	}
