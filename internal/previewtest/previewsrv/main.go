@@ -15,6 +15,7 @@
 //	          connection is closed, or with hold=1 read until the client
 //	          closes it (a server that answers wrongly, or never)
 //	/forever  a body that never ends, in 32 KiB pieces, until a write fails
+//	/hints    103 Early Hints answers that never end, until a write fails
 package main
 
 import (
@@ -69,6 +70,21 @@ func main() {
 		_ = brw.Flush()
 		if r.URL.Query().Get("hold") == "1" {
 			_, _ = io.Copy(io.Discard, brw)
+		}
+	})
+	mux.HandleFunc("/hints", func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			if _, err := brw.WriteString("HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"); err != nil {
+				return
+			}
+			if err := brw.Flush(); err != nil {
+				return
+			}
 		}
 	})
 	mux.HandleFunc("/forever", func(w http.ResponseWriter, r *http.Request) {
