@@ -566,6 +566,49 @@ func TestClosedStdinSeenAtOnce(t *testing.T) {
 	}
 }
 
+// TestStalledStdinWriteEndsWithItsCall: a server that stops reading its
+// stdin (open, never read) cannot hold a call's write: a request larger
+// than the pipe's buffer blocks on the pipe itself (sandbox.StdinPipe,
+// written by the calling goroutine), and when the call's context ends the
+// pipe is closed under the write, the call fails, and the server is killed
+// and restarted.
+func TestStalledStdinWriteEndsWithItsCall(t *testing.T) {
+	tm := fastTiming
+	tm.pingInterval = time.Hour
+	f := start(t, "stdin-closer", sandbox.ModeSoftware, func(s *Server) { s.Timeout = Duration(time.Hour) }, tm)
+	first := f.running(t)
+	if txt, isErr, _ := f.call(t, nil, "t__stop_reading", `{}`); isErr || txt != "stopping" {
+		t.Fatalf("stop_reading: %q %v", txt, isErr)
+	}
+	deadline := time.Now().Add(30 * time.Second) // a hang guard, not a speed check
+	for !strings.Contains(f.recorded(), "stopped reading") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream never stopped reading:\n%s", f.recorded())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	big, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 1<<20)})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // the call's bound, which the write must obey
+	defer cancel()
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, _ := f.reg.Call(ctx, "t__echo", registry.Call{Args: big, Workspace: f.ws, Face: "rest"})
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		if res != nil && !res.IsError {
+			t.Fatal("a call whose request could not be written succeeded")
+		}
+	case <-time.After(60 * time.Second): // a hang guard, not a speed check
+		t.Fatal("a call blocked writing to a server that stopped reading outlived its context")
+	}
+	f.waitFor(t, "the restart", func(h Health) bool { return h.Restarts == 1 && h.State == StateRunning && h.PID != first.PID })
+	if txt, isErr, _ := f.call(t, nil, "t__echo", `{"text":"back"}`); isErr || txt != "back" {
+		t.Errorf("after the restart: %q %v", txt, isErr)
+	}
+}
+
 // TestFramer: lines up to the limit come whole (with any piece sizes); a
 // longer one is read to its end without being kept, and its top-level id
 // and method are found wherever they are; the buffer never grows past the

@@ -190,11 +190,14 @@ func serveStdinCloser() int {
 			v, _ := json.Marshal(m.Params.ProtocolVersion)
 			result = `{"protocolVersion":` + string(v) + `,"capabilities":{"tools":{}},"serverInfo":{"name":"stdin-closer","version":"1"}}`
 		case "tools/list":
-			result = `{"tools":[{"name":"echo","inputSchema":{"type":"object"}},{"name":"close_stdin","inputSchema":{"type":"object"}}]}`
+			result = `{"tools":[{"name":"echo","inputSchema":{"type":"object"}},{"name":"close_stdin","inputSchema":{"type":"object"}},{"name":"stop_reading","inputSchema":{"type":"object"}}]}`
 		case "tools/call":
 			text := m.Params.Arguments.Text
-			if m.Params.Name == "close_stdin" {
+			switch m.Params.Name {
+			case "close_stdin":
 				text = "closing"
+			case "stop_reading":
+				text = "stopping"
 			}
 			v, _ := json.Marshal(text)
 			result = `{"content":[{"type":"text","text":` + string(v) + `}]}`
@@ -205,6 +208,12 @@ func serveStdinCloser() int {
 		if m.Params.Name == "close_stdin" {
 			os.Stdin.Close()
 			record("closed stdin")
+			select {}
+		}
+		if m.Params.Name == "stop_reading" {
+			// Stdin stays open and unread: a write to it fills the pipe
+			// and blocks.
+			record("stopped reading")
 			select {}
 		}
 	}
