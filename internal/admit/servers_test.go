@@ -28,6 +28,8 @@ var servers = map[string]struct {
 	"internal/previewtest/previewsrv/main.go": {"", "a test helper: the same, as a program run through the sandbox"},
 	"bench/loadgen/floors.go":                 {"", "a benchmark floor (an echo server), run by the load generator only"},
 	"bench/loadgen/echo.go":                   {"", "the same benchmark floor as a process of its own (loadgen echo-serve), run by the load generator only"},
+	"bench/loadgen/features.go":               {"", "a benchmark fixture: the small page previews proxy to in compare.sh's features round (loadgen http-serve, started inside the workspace)"},
+	"bench/browser/main.go":                   {"", "a benchmark fixture: the 200-link page both browsers load in bench/browser/peer.sh, a fixed body on 127.0.0.1"},
 }
 
 // TestEveryServerAdmits: each non-test file that runs an HTTP server (an
