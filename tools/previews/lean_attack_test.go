@@ -23,11 +23,10 @@ import (
 // each served on a loopback listener of its own, to one workspace server
 // (previewsrv).
 type leanPair struct {
-	p                  *Previews
-	lean, ref          *proxy
-	leanAddr, refAddr  string
-	port               int
-	leanSrv, refServer *http.Server
+	p                 *Previews
+	lean, ref         *proxy
+	leanAddr, refAddr string
+	port              int
 }
 
 func newLeanPair(t *testing.T) *leanPair {
