@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/internal/echomcp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -317,58 +318,16 @@ func (c *rawSSE) request(rest string) error {
 func (c *rawSSE) Close() error { return c.body.Close() }
 
 // echoUpstreamEnv, set in a process's environment, makes this test binary
-// the minimal echo upstream (serveEchoUpstream) instead of running tests.
+// the minimal echo upstream (internal/echomcp) instead of running tests.
 const echoUpstreamEnv = "AGENTBE_BENCH_ECHO_UPSTREAM"
 
 func init() {
 	if os.Getenv(echoUpstreamEnv) != "" {
-		os.Exit(serveEchoUpstream(os.Stdin, os.Stdout))
+		if echomcp.Serve(os.Stdin, os.Stdout) != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
-}
-
-// serveEchoUpstream is the cheapest MCP server on stdio that a client can
-// initialize, list and call: one tool, echo, answering its text argument
-// as text. It decodes each line with encoding/json and writes each answer
-// with one write, so that what it costs is close to nothing beside the
-// round trip through its pipes.
-func serveEchoUpstream(in io.Reader, out io.Writer) int {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				ProtocolVersion string `json:"protocolVersion"`
-				Arguments       struct {
-					Text string `json:"text"`
-				} `json:"arguments"`
-			} `json:"params"`
-		}
-		if json.Unmarshal(sc.Bytes(), &m) != nil || m.ID == nil {
-			continue // a notification, or an answer to nothing we asked
-		}
-		var result string
-		switch m.Method {
-		case "initialize":
-			v, _ := json.Marshal(m.Params.ProtocolVersion)
-			result = `{"protocolVersion":` + string(v) + `,"capabilities":{"tools":{}},"serverInfo":{"name":"echo","version":"1"}}`
-		case "tools/list":
-			result = `{"tools":[{"name":"echo","description":"echoes text","inputSchema":{"type":"object","properties":{"text":{"type":"string"}}},"annotations":{"readOnlyHint":true}}]}`
-		case "tools/call":
-			v, _ := json.Marshal(m.Params.Arguments.Text)
-			result = `{"content":[{"type":"text","text":` + string(v) + `}]}`
-		case "ping":
-			result = `{}`
-		default:
-			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"method not found"}}`+"\n", m.ID)
-			continue
-		}
-		if _, err := io.WriteString(out, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":`+result+"}\n"); err != nil {
-			return 1
-		}
-	}
-	return 0
 }
 
 // rawStdio is the cheapest client of an MCP server on stdio: a line out, a
@@ -420,7 +379,7 @@ func (c *rawStdio) request(rest string) (string, error) {
 }
 
 // BenchmarkRoutedUpstream is the cost of routing: one tools/call of a
-// minimal echo server (serveEchoUpstream, on stdio) straight to it over its
+// minimal echo server (internal/echomcp, on stdio) straight to it over its
 // pipes (raw lines, a process of its own), and through the daemon
 // (--upstreams, software isolation) over /mcp as echo__echo (a raw HTTP
 // POST on a kept-alive connection), the two alternated call by call so that

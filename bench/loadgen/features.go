@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/bench/client"
+	"github.com/agentbe/agentbe-daemon/internal/echomcp"
 )
 
 // The features round: our daemon started with every optional feature on
@@ -268,52 +269,7 @@ func cmdEchoMCPStdio(args []string) error {
 	if len(args) != 0 {
 		return fmt.Errorf("echo-mcp-stdio: no arguments")
 	}
-	return serveEchoMCP(os.Stdin, os.Stdout)
-}
-
-func serveEchoMCP(in io.Reader, w io.Writer) error {
-	out := bufio.NewWriter(w)
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				ProtocolVersion string `json:"protocolVersion"`
-				Arguments       struct {
-					Text string `json:"text"`
-				} `json:"arguments"`
-			} `json:"params"`
-		}
-		if json.Unmarshal(sc.Bytes(), &m) != nil || m.ID == nil {
-			continue // a notification, or an answer to nothing we asked
-		}
-		var result string
-		switch m.Method {
-		case "initialize":
-			v, _ := json.Marshal(m.Params.ProtocolVersion)
-			result = `{"protocolVersion":` + string(v) + `,"capabilities":{"tools":{}},"serverInfo":{"name":"echo","version":"1"}}`
-		case "tools/list":
-			result = `{"tools":[{"name":"echo","description":"echoes text","inputSchema":{"type":"object","properties":{"text":{"type":"string"}}},"annotations":{"readOnlyHint":true}}]}`
-		case "tools/call":
-			v, _ := json.Marshal(m.Params.Arguments.Text)
-			result = `{"content":[{"type":"text","text":` + string(v) + `}]}`
-		case "ping":
-			result = `{}`
-		default:
-			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"method not found"}}`+"\n", m.ID)
-			if err := out.Flush(); err != nil {
-				return err
-			}
-			continue
-		}
-		out.WriteString(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":` + result + "}\n")
-		if err := out.Flush(); err != nil {
-			return err
-		}
-	}
-	return sc.Err()
+	return echomcp.Serve(os.Stdin, os.Stdout)
 }
 
 // echoMCP is the cheapest client of `loadgen echo-mcp-stdio`: a line out,
