@@ -48,6 +48,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/bench/internal/figures"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -249,7 +250,7 @@ func run(o options, w io.Writer) error {
 	results := map[string][]sample{}
 	others := 0 // the most processes of the same browser outside a tree
 	start := time.Now().UTC()
-	load0 := loadavg()
+	load0 := figures.LoadAvg()
 	// A warm-up round, not counted: the page cache holds Chromium, our
 	// binary and Playwright's node_modules for both alike afterwards.
 	first := 0
@@ -283,7 +284,7 @@ func run(o options, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "Playwright MCP (%s) vs our browser tools (%s), %s, %d rounds of %d navigate + snapshot, a %d-link page; %s–%s UTC; load average %s → %s\n\n",
 		pwVersion(o.pwCLI), filepath.Base(o.bin), chromiumVersion(o.chromium), o.rounds, o.runs, o.links,
-		start.Format("2006-01-02 15:04"), time.Now().UTC().Format("15:04"), load0, loadavg())
+		start.Format("2006-01-02 15:04"), time.Now().UTC().Format("15:04"), load0, figures.LoadAvg())
 	if o.only != "" {
 		return nil // one side: the lines above are the figures
 	}
@@ -330,7 +331,7 @@ func measure(o options, s *server, dir, base string) (r sample, err error) {
 	if err := s.first(ctx, c, base+"/"); err != nil {
 		return r, err
 	}
-	r.startMs = ms(time.Since(t0))
+	r.startMs = figures.Ms(time.Since(t0))
 	if err := snapshotOK(ctx, s, c, o.links); err != nil {
 		return r, err
 	}
@@ -357,9 +358,9 @@ func measure(o options, s *server, dir, base string) (r sample, err error) {
 		if err := snapshotOK(ctx, s, c, o.links); err != nil {
 			return r, err
 		}
-		times = append(times, ms(time.Since(t0)))
+		times = append(times, figures.Ms(time.Since(t0)))
 	}
-	r.navSnapMs = median(times)
+	r.navSnapMs = figures.Median(times)
 	cpu1 := cpuByProcess(pid)
 	var total float64
 	for p, c := range cpu1 {
@@ -448,13 +449,13 @@ func printTable(w io.Writer, peer, ours []sample, judge bool) {
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---|")
 	pass, fail := 0, 0
 	for _, r := range rows {
-		p, q := median(r.peer), median(r.ours)
+		p, q := figures.Median(r.peer), figures.Median(r.ours)
 		ratio := p / q
 		cell := func(v []float64, m float64) string {
 			if r.unit == "" { // a count
 				return fmt.Sprintf("%g (%g–%g)", m, slices.Min(v), slices.Max(v))
 			}
-			return fmt.Sprintf("%s %s (%s–%s)", num(m), r.unit, num(slices.Min(v)), num(slices.Max(v)))
+			return fmt.Sprintf("%s %s (%s–%s)", figures.Num(m), r.unit, figures.Num(slices.Min(v)), figures.Num(slices.Max(v)))
 		}
 		target, verdict := "", ""
 		switch {
@@ -622,44 +623,11 @@ func pssKiB(pid int) int64 {
 	return 0
 }
 
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func num(v float64) string {
-	switch {
-	case v >= 100:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	case v >= 1:
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	}
-	return strconv.FormatFloat(v, 'f', 3, 64)
-}
-
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
 	return s[:n] + "…"
-}
-
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // logTail is the end of a server's log, for an error.

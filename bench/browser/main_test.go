@@ -121,15 +121,6 @@ func contains(v []int, x int) bool {
 	return false
 }
 
-func TestMedian(t *testing.T) {
-	if m := median([]float64{3, 1, 2}); m != 2 {
-		t.Errorf("median of 3, 1, 2 = %v", m)
-	}
-	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
-		t.Errorf("median of 4, 1, 3, 2 = %v", m)
-	}
-}
-
 // The table judges each row the way its target reads, and a smoke run
 // judges nothing.
 func TestTableVerdicts(t *testing.T) {

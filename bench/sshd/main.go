@@ -45,6 +45,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/bench/internal/figures"
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 )
@@ -214,7 +215,7 @@ func run(o options) error {
 		}
 	}
 
-	load0 := loadavg()
+	load0 := figures.LoadAvg()
 	start := time.Now().UTC()
 	t := newTable(o.bulkMiB)
 	for r := range o.rounds {
@@ -232,11 +233,11 @@ func run(o options) error {
 				if err != nil {
 					return err
 				}
-				lat[s] = append(lat[s], ms(d))
+				lat[s] = append(lat[s], figures.Ms(d))
 			}
 		}
 		for _, s := range order {
-			t.add(rowExec, s, median(lat[s]))
+			t.add(rowExec, s, figures.Median(lat[s]))
 			t.add(rowExec+cpuRows, s, cpu[s].since()/float64(o.execs))
 		}
 		// 4 KiB reads through pkg/sftp: one connection per server,
@@ -254,7 +255,7 @@ func run(o options) error {
 	}
 	fmt.Printf("sshd (%s) vs our SSH port (%s), %d rounds, %s–%s UTC; load average %s → %s\n",
 		version(o.sshdBin), filepath.Base(o.bin), o.rounds, start.Format("2006-01-02 15:04"),
-		time.Now().UTC().Format("15:04"), load0, loadavg())
+		time.Now().UTC().Format("15:04"), load0, figures.LoadAvg())
 	fmt.Printf("cipher negotiated by OpenSSH's ssh/sftp: sshd %s, ours %s; by x/crypto's client (pkg/sftp reads): %s; workspace %s (%s)\n\n",
 		peer.cipher, ours.cipher, c.goCipher(), ws, fsType(ws))
 	t.print()
@@ -307,13 +308,13 @@ func (t *table) print() {
 			fmt.Println("| CPU of | sshd | ours | ratio |")
 			fmt.Println("|---|---:|---:|---:|")
 		}
-		p, q := median(r.peer), median(r.ours)
+		p, q := figures.Median(r.peer), figures.Median(r.ours)
 		ratio := p / q
 		if r.higher {
 			ratio = q / p
 		}
 		cell := func(v []float64, m float64) string {
-			return fmt.Sprintf("%s %s (%s–%s)", num(m), r.unit, num(slices.Min(v)), num(slices.Max(v)))
+			return fmt.Sprintf("%s %s (%s–%s)", figures.Num(m), r.unit, figures.Num(slices.Min(v)), figures.Num(slices.Max(v)))
 		}
 		if i >= cpuRows {
 			fmt.Printf("| %s | %s | %s | %.2f× |\n", r.name, cell(r.peer, p), cell(r.ours, q), ratio)
@@ -486,9 +487,9 @@ func (c *clients) sftpRound(s *server, local, ws string, t *table) error {
 		if err != nil {
 			return err
 		}
-		gets = append(gets, ms(d))
+		gets = append(gets, figures.Ms(d))
 	}
-	t.add(rowGet, s, median(gets))
+	t.add(rowGet, s, figures.Median(gets))
 	t.add(rowGet+cpuRows, s, cpu.since()/float64(c.o.reads))
 	cpu = markCPU(s)
 	put, err := p.do(fmt.Sprintf("put %s %s/up-%s", local, s.prefix, s.name))
@@ -648,12 +649,12 @@ func (c *clients) reads(order []*server, name string, t *table) error {
 				return fmt.Errorf("%s: close: %w", s.name, err)
 			}
 			if i >= 20 {
-				res[s] = append(res[s], ms(time.Since(t)))
+				res[s] = append(res[s], figures.Ms(time.Since(t)))
 			}
 		}
 	}
 	for _, s := range order {
-		t.add(rowReadGo, s, median(res[s]))
+		t.add(rowReadGo, s, figures.Median(res[s]))
 		t.add(rowReadGo+cpuRows, s, cpu[s].since()/float64(c.o.reads))
 	}
 	return nil
@@ -764,36 +765,6 @@ func sameFile(a, b string) error {
 		return fmt.Errorf("%s (%d bytes) differs from %s (%d bytes)", b, len(y), a, len(x))
 	}
 	return nil
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func num(v float64) string {
-	switch {
-	case v >= 100:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	case v >= 1:
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	}
-	return strconv.FormatFloat(v, 'f', 3, 64)
-}
-
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 func version(sshd string) string {

@@ -63,12 +63,3 @@ func TestTreeCPUCountsReapedChildren(t *testing.T) {
 		t.Errorf("the child used %.0f ms of CPU, treeCPU grew by %.0f ms", child, got)
 	}
 }
-
-func TestMedian(t *testing.T) {
-	if m := median([]float64{3, 1, 2}); m != 2 {
-		t.Errorf("median of 3, 1, 2 = %v", m)
-	}
-	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
-		t.Errorf("median of 4, 1, 3, 2 = %v", m)
-	}
-}
