@@ -84,18 +84,12 @@ trap 'exit 130' INT TERM
 
 say() { printf '== %s\n' "$*" >&2; }
 
-src="$repo"
-described=$(cd "$repo" && git describe --always --dirty 2>/dev/null || echo 'working tree')
-if [ -n "$rev" ]; then
-	src="$work/src"
-	mkdir -p "$src"
-	(cd "$repo" && git archive "$rev") | tar -x -C "$src"
-	described=$(cd "$repo" && git rev-parse --short "$rev")
-fi
+# shellcheck source=bench/build.sh
+. "$here/build.sh"
+bench_source "$repo" "$rev" "$work"
 say "building our daemon ($described, as deploy/Dockerfile builds the release) and the load generator"
-(cd "$src" &&
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=bench" -o "$work/agent-backend" ./cmd/agent-backend &&
-	go build -o "$work/loadgen" ./bench/loadgen)
+bench_build_daemon "$work/agent-backend"
+(cd "$src" && go build -o "$work/loadgen" ./bench/loadgen)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date -u '+%Y-%m-%d %H:%M')
 

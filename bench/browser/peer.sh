@@ -46,17 +46,11 @@ done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/agentbe-browser-peer-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-src=$repo
-described=$(cd "$repo" && git describe --always --dirty 2>/dev/null || echo unknown)
-if [ -n "$rev" ]; then
-	src="$work/src"
-	mkdir -p "$src"
-	(cd "$repo" && git archive "$rev") | tar -x -C "$src"
-	described=$(cd "$repo" && git rev-parse --short "$rev")
-fi
+# shellcheck source=bench/build.sh
+. "$repo/bench/build.sh"
+bench_source "$repo" "$rev" "$work"
 echo "== building our daemon ($described, as deploy/Dockerfile builds the release) and the driver" >&2
-(cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=bench" \
-	-o "$work/agent-backend-$described" ./cmd/agent-backend)
+bench_build_daemon "$work/agent-backend-$described"
 (cd "$repo" && go build -o "$work/browser-peer" ./bench/browser)
 "$work/browser-peer" -bin "$work/agent-backend-$described" \
 	-pw "$bench/node_modules/@playwright/mcp/cli.js" "${args[@]}"
