@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -523,6 +524,54 @@ func TestClosedStdoutSeenAtOnce(t *testing.T) {
 	h := f.waitFor(t, "the restart", func(h Health) bool { return h.Restarts == 1 && h.State == StateRunning && h.PID != first.PID })
 	if !strings.Contains(h.LastError, "its connection ended") {
 		t.Errorf("last_error: %q", h.LastError)
+	}
+	if txt, isErr, _ := f.call(t, nil, "t__echo", `{"text":"back"}`); isErr || txt != "back" {
+		t.Errorf("after the restart: %q %v", txt, isErr)
+	}
+}
+
+// TestHealthNeverRunningWithoutProcess: while a server whose stdout closed
+// is killed and restarted, /health never says running without a process
+// (nor counts the restart while still saying running): a caller that waits
+// for "running" with a new pid, as TestClosedStdoutSeenAtOnce does, then
+// finds the new session, not "unavailable (restarting)".
+func TestHealthNeverRunningWithoutProcess(t *testing.T) {
+	tm := fastTiming
+	tm.pingInterval = time.Hour
+	f := start(t, "serve", sandbox.ModeSoftware, nil, tm)
+	first := f.running(t)
+	stop := make(chan struct{})
+	bad := make(chan Health, 1)
+	var seen atomic.Int64
+	go func() {
+		for {
+			select {
+			case <-stop:
+				close(bad)
+				return
+			default:
+			}
+			h := f.p.Health()[0]
+			seen.Add(1)
+			if h.State == StateRunning && (h.PID == 0 || h.Restarts == 1 && h.PID == first.PID) {
+				select {
+				case bad <- h:
+				default:
+				}
+			}
+			runtime.Gosched()
+		}
+	}()
+	if _, isErr, _ := f.call(t, nil, "t__flood", `{"kind":"close-stdout"}`); !isErr {
+		t.Error("a call whose answer never came did not fail")
+	}
+	f.waitFor(t, "the restart", func(h Health) bool { return h.Restarts == 1 && h.State == StateRunning })
+	close(stop)
+	if h, ok := <-bad; ok {
+		t.Fatalf("health said running without the server's process: %+v (first pid %d)", h, first.PID)
+	}
+	if seen.Load() < 100 {
+		t.Fatalf("health was read %d times during the restart; the check saw too little", seen.Load())
 	}
 	if txt, isErr, _ := f.call(t, nil, "t__echo", `{"text":"back"}`); isErr || txt != "back" {
 		t.Errorf("after the restart: %q %v", txt, isErr)

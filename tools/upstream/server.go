@@ -74,6 +74,10 @@ type server struct {
 	done   chan struct{}
 	relist chan struct{} // list_changed from the upstream
 
+	// Owned by the supervisor goroutine (run), read by no other.
+	began    time.Time // when the running attempt started
+	failures int       // failures in a row before it
+
 	mu       sync.Mutex
 	state    string
 	pid      int
@@ -108,7 +112,17 @@ func (s *server) health() Health {
 }
 
 func (s *server) setState(state, detail string) {
+	s.transition(state, detail, nil)
+}
+
+// transition sets the state, with change (if any) made under the same lock,
+// so /health never shows a mix of two states (a restart counted while the
+// state still says running, say). Only the supervisor goroutine calls it.
+func (s *server) transition(state, detail string, change func()) {
 	s.mu.Lock()
+	if change != nil {
+		change()
+	}
 	s.state = state
 	s.mu.Unlock()
 	s.p.reg.SetState(s.provider(), registryState(state), detail)
@@ -127,17 +141,15 @@ func (s *server) provider() string { return "upstream:" + s.cfg.Name }
 // answering, then restart with backoff, until stopped or failed.
 func (s *server) run() {
 	defer close(s.done)
-	failures := 0
 	for {
-		began := time.Now()
+		s.began = time.Now()
 		err := s.runOnce()
 		if errors.Is(err, errStopping) {
 			s.end(StateStopped, "")
 			return
 		}
-		if time.Since(began) >= s.p.timing.resetAfter {
-			failures = 0
-		}
+		failures := s.upcomingAttempt() // this end counted
+		s.failures = failures
 		clean := err == nil
 		if clean && s.cfg.Restart.Policy != RestartAlways {
 			s.end(StateStopped, "exited with status 0")
@@ -147,18 +159,16 @@ func (s *server) run() {
 			s.end(StateStopped, err.Error())
 			return
 		}
-		failures++
 		if failures > s.cfg.Restart.MaxRetries {
 			s.log.Error("upstream failed: giving up after repeated failures", "failures", failures, "err", err, "last_error", s.lastStderr())
 			s.end(StateFailed, fmt.Sprintf("%d failures in a row; last: %v", failures, err))
 			return
 		}
 		delay := backoff(s.p.timing, failures)
-		s.mu.Lock()
-		s.attempt, s.next = failures, time.Now().Add(delay)
-		s.restarts++
-		s.mu.Unlock()
-		s.setState(StateRestarting, fmt.Sprintf("attempt %d of %d in %s: %v", failures, s.cfg.Restart.MaxRetries, delay.Round(time.Millisecond), err))
+		s.transition(StateRestarting, fmt.Sprintf("attempt %d of %d in %s: %v", failures, s.cfg.Restart.MaxRetries, delay.Round(time.Millisecond), err), func() {
+			s.attempt, s.next = failures, time.Now().Add(delay)
+			s.restarts++
+		})
 		s.log.Warn("upstream ended; restarting", "err", err, "attempt", failures, "in", delay.Round(time.Millisecond))
 		select {
 		case <-time.After(delay):
@@ -329,7 +339,7 @@ func (s *server) runOnce() error {
 	// transport); the server is killed and restarted at once, without
 	// waiting for a ping to fail.
 	connectionEnded := func() error {
-		s.detach(cs)
+		s.detachToKill(cs)
 		err := tr.err()
 		if pipesClosed(err) {
 			// The process closed its stdout: usually it is exiting, and
@@ -393,7 +403,7 @@ func (s *server) runOnce() error {
 					return exitedNow()
 				default:
 				}
-				s.detach(cs)
+				s.detachToKill(cs)
 				msg := fmt.Sprintf("no answer to ping within %s (%v); killed", s.p.timing.pingTimeout, err)
 				s.log.Warn("upstream wedged; killing it", "err", err)
 				kill()
@@ -421,11 +431,42 @@ func pipesClosed(err error) bool {
 // tools stay listed: a restart is expected.
 func (s *server) detach(cs *mcp.ClientSession) {
 	s.mu.Lock()
+	s.detachLocked(cs)
+	s.mu.Unlock()
+}
+
+func (s *server) detachLocked(cs *mcp.ClientSession) {
 	if s.session == cs {
 		s.session = nil
 	}
 	s.pid = 0
-	s.mu.Unlock()
+}
+
+// upcomingAttempt is the number of the restart that follows the running
+// attempt's failure: the failures in a row so far plus this one, counted
+// from one again after an attempt that ran resetAfter.
+func (s *server) upcomingAttempt() int {
+	if time.Since(s.began) >= s.p.timing.resetAfter {
+		return 1
+	}
+	return s.failures + 1
+}
+
+// detachToKill detaches cs from a server about to be killed for a dead
+// connection or a missed ping, which can take a grace period: from here
+// /health says restarting, with the attempt that follows (its time not yet
+// set), where the policy restarts it, not running with no process, which
+// calls would contradict.
+func (s *server) detachToKill(cs *mcp.ClientSession) {
+	attempt := s.upcomingAttempt()
+	if s.cfg.Restart.Policy == RestartNever || attempt > s.cfg.Restart.MaxRetries {
+		s.detach(cs) // it will not be restarted: end sets the state
+		return
+	}
+	s.transition(StateRestarting, "its connection ended or it stopped answering; ending it", func() {
+		s.detachLocked(cs)
+		s.attempt, s.next = attempt, time.Time{}
+	})
 }
 
 // stopProcess ends the server on shutdown: close its stdin (many servers
