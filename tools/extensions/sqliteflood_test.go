@@ -287,7 +287,12 @@ func TestAttackSQLiteWorkingMemoryBounded(t *testing.T) {
 	if err := sqliteHeap(); err != nil {
 		t.Fatal(err)
 	}
-	f := start(t, map[string]string{"db.star": sqliteExt}, nil)
+	// The registry's call bound is a hang guard here, not the limit under
+	// test: under -race on a loaded machine a query takes many seconds
+	// (SQLite is instrumented Go) before it meets the heap limit.
+	f := start(t, map[string]string{"db.star": sqliteExt}, func(o *Options) {
+		o.Registry = registry.New(registry.Options{DefaultTimeout: 5 * time.Minute})
+	})
 	if txt, isErr, _ := f.call(t, "db__execute", sqlArgs(t, "e.db", "CREATE TABLE t (x)")); isErr {
 		t.Fatal(txt)
 	}
@@ -304,7 +309,7 @@ func TestAttackSQLiteWorkingMemoryBounded(t *testing.T) {
 		sqliteHighWater(true)
 		stop := peaks(t)
 		began := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		txt, isErr, _ := f.callCtx(t, ctx, "db__query", sqlArgs(t, "e.db", q))
 		cancel()
 		_, peakRSS := stop()
