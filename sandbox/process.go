@@ -30,6 +30,10 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 	if err != nil {
 		return nil, err
 	}
+	op, err := stdoutPipe(req, stdio)
+	if err != nil {
+		return nil, err
+	}
 	wd, parsed, err := e.prepare(&req, true)
 	if err != nil {
 		return nil, withCommand(err, req.Command)
@@ -71,7 +75,8 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 
 	// Files handed to the child; closed in the parent once it started.
 	var childEnds []*os.File
-	var raw []int // our read ends of the pipes, for collect
+	var raw []int        // our read ends of the pipes, for collect
+	var stdoutR *os.File // a StdoutPipe's read end (stdoutpipe.go)
 	closeRaw := func() {
 		for _, fd := range raw {
 			unix.Close(fd)
@@ -115,11 +120,15 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		cmd.Stdout, cmd.Stderr = outW, errW
 		childEnds = append(childEnds, outW, errW)
 		raw = []int{outR, errR}
+		if op != nil {
+			// The caller reads stdout itself; collect copies stderr.
+			stdoutR, raw = stdoutFile(outR), raw[1:]
+		}
 		if stdio.Stdin != nil {
 			inW, inR, err := pipe(false)
 			if err != nil {
 				closeRaw()
-				closeAll(outW, errW)
+				closeAll(outW, errW, stdoutR)
 				return nil, execError(req.Command, err)
 			}
 			cmd.Stdin = inR
@@ -131,9 +140,12 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 	}
 
 	outs := []io.Writer{stdio.Stdout, stdio.Stderr}
+	if stdoutR != nil {
+		outs = outs[1:] // as raw
+	}
 	if err := e.launch(ctx, &p.launched, launchSpec{direct: direct, script: req.Command, wd: wd, env: env, pty: req.Pty != nil,
 		childEnds: childEnds, outs: outs, timeout: req.Timeout}); err != nil {
-		closeAll(p.stdin)
+		closeAll(p.stdin, stdoutR)
 		closeRaw()
 		return nil, err
 	}
@@ -154,6 +166,9 @@ func (e *executor) Start(ctx context.Context, req Request, stdio Stdio) (Process
 		sp.f = p.stdin // the caller writes to the pipe itself (stdinpipe.go)
 	} else if p.stdin != nil {
 		go copyIn(p.stdin, stdio.Stdin, p)
+	}
+	if op != nil {
+		op.f = stdoutR // the caller reads the pipe itself (stdoutpipe.go)
 	}
 	started = true
 	return p, nil
