@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/textproto"
 	"net/url"
 	"strconv"
@@ -27,15 +26,16 @@ import (
 // hop-by-hop and forwarding headers from the clone one by one, allocates
 // its rewrite's ProxyRequest, parses the Content-Type of every answer and
 // allocates a 32 KiB copy buffer per request; here the outgoing header is
-// built in one pass that shares the incoming values (the transport only
+// built in one pass that shares the incoming values (the client only
 // reads them), the answer's headers are filtered as they are copied, and
-// the copy buffer is pooled. The transport (and so the pool of
-// connections, the dial through proxyDial and its checks) is the same.
+// the copy buffer is pooled. The request is sent by the lean path's own
+// client (client.go), on this goroutine, over a pooled connection that
+// Previews.Dial opened (so judged as ReverseProxy's are).
 func (h *proxy) forward(w http.ResponseWriter, r *http.Request, t *target) {
 	h.leaned.Add(1)
 	out := &http.Request{
 		Method:     r.Method,
-		URL:        &url.URL{Scheme: "http", Host: t.key + ":" + strconv.Itoa(t.port), Path: t.path, RawPath: t.rawPath, RawQuery: cleanQueryParams(r.URL.RawQuery), ForceQuery: r.URL.ForceQuery},
+		URL:        &url.URL{Scheme: "http", Path: t.path, RawPath: t.rawPath, RawQuery: cleanQueryParams(r.URL.RawQuery), ForceQuery: r.URL.ForceQuery},
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
@@ -43,30 +43,15 @@ func (h *proxy) forward(w http.ResponseWriter, r *http.Request, t *target) {
 		Host:       "localhost:" + strconv.Itoa(t.port),
 	}
 	// 1xx answers (103 Early Hints) are passed on as ReverseProxy does,
-	// until the final answer has come.
-	var (
-		mu   sync.Mutex
-		done bool
-	)
-	trace := &httptrace.ClientTrace{
-		Got1xxResponse: func(code int, header textproto.MIMEHeader) error {
-			mu.Lock()
-			defer mu.Unlock()
-			if done {
-				return nil
-			}
-			dst := w.Header()
-			copyHeader(dst, http.Header(header))
-			w.WriteHeader(code)
-			clear(dst)
-			return nil
-		},
+	// until the final answer has come (the client calls on1xx only before
+	// it returns, on this goroutine).
+	on1xx := func(code int, header http.Header) {
+		dst := w.Header()
+		copyHeader(dst, header)
+		w.WriteHeader(code)
+		clear(dst)
 	}
-	ctx := httptrace.WithClientTrace(context.WithValue(r.Context(), targetKey{}, *t), trace)
-	res, err := h.tr.RoundTrip(out.WithContext(ctx))
-	mu.Lock()
-	done = true
-	mu.Unlock()
+	res, err := h.pool.roundTrip(r.Context(), t.caller, leanKey{t.within, t.port}, out, on1xx)
 	if err != nil {
 		writeError(w, err)
 		return

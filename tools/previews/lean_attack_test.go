@@ -48,7 +48,7 @@ func newLeanPair(t *testing.T) *leanPair {
 		}
 		srv := &http.Server{Handler: h}
 		go srv.Serve(l)
-		t.Cleanup(func() { srv.Close(); h.tr.CloseIdleConnections() })
+		t.Cleanup(func() { srv.Close(); h.closeIdle() })
 		return l.Addr().String()
 	}
 	lp.leanAddr, lp.refAddr = serve(lp.lean), serve(lp.ref)
@@ -231,6 +231,10 @@ func TestAttackLeanPath(t *testing.T) {
 		{"backend's connection names its cookie and type", get(rawAnswer("HTTP/1.1 200 OK\r\nConnection: Set-Cookie, Content-Type\r\nSet-Cookie: s=1\r\nContent-Type: text/event-stream\r\nContent-Length: 2\r\n\r\nok")), 1, never("s=1", "event-stream")},
 		{"backend announces hop-by-hop trailers", get(rawAnswer("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTrailer: Content-Length, Connection, X-T\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nContent-Length: 99\r\nX-T: 1\r\nX-U: 2\r\n\r\n")), 1, nil},
 		{"backend closes before an answer", get(rawAnswer("")), 1, nil},
+		{"backend sends 100 continue unasked", get(rawAnswer("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")), 1, nil},
+		{"backend's body ends with its connection", get(rawAnswer("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end")), 1, nil},
+		{"backend's header cut short", get(rawAnswer("HTTP/1.1 200 OK\r\nContent-Le")), 1, nil},
+		{"backend answers garbage", get(rawAnswer("SSH-2.0-OpenSSH\r\n\r\n")), 1, nil},
 		{"backend's answer cut short", get(rawAnswer("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")), 1, nil},
 	}
 	for _, a := range attacks {
@@ -261,7 +265,8 @@ func TestAttackLeanPath(t *testing.T) {
 // once the client closes its connection the preview connection is closed
 // and its place given back (Held is 0 again), on the lean path as on
 // ReverseProxy's; nothing panics out of the handler (an answer under way
-// is aborted with http.ErrAbortHandler, which net/http takes quietly).
+// is aborted with http.ErrAbortHandler, which net/http takes quietly), and
+// the workspace server sees its connection closed.
 func TestAttackLeanPathClientGone(t *testing.T) {
 	lp := newLeanPair(t)
 	waitHeld := func(what string, n int) {
@@ -323,6 +328,8 @@ func TestAttackLeanPathClientGone(t *testing.T) {
 			}
 			c.Close()
 			waitHeld(what+": after the client left", 0)
+			// The server sees the connection go (not kept in a pool).
+			waitOpen(t, strconv.Itoa(lp.port), what+": the server's side after the client left", 0)
 			if served := lp.lean.leaned.Load() - before; (side.h == lp.lean) != (served == 1) {
 				t.Errorf("%s: the lean path served %d", what, served)
 			}

@@ -47,7 +47,7 @@ func TestLeanMatchesReverseProxy(t *testing.T) {
 		}
 		srv := &http.Server{Handler: h}
 		go srv.Serve(l)
-		t.Cleanup(func() { srv.Close(); h.tr.CloseIdleConnections() })
+		t.Cleanup(func() { srv.Close(); h.closeIdle() })
 		return l.Addr().String()
 	}
 	leanAddr, refAddr := serve(lean), serve(ref)
@@ -158,7 +158,7 @@ func TestLeanPathLeavesBodiesAndUpgrades(t *testing.T) {
 	}
 	srv := &http.Server{Handler: h}
 	go srv.Serve(l)
-	defer func() { srv.Close(); h.tr.CloseIdleConnections() }()
+	defer func() { srv.Close(); h.closeIdle() }()
 	base := fmt.Sprintf("http://%s/preview/%d", l.Addr(), port)
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()

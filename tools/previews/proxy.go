@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 )
 
 // Proxy is the HTTP face: it serves prefix + "{port}/rest" (prefix ends in
@@ -38,7 +37,7 @@ import (
 func (p *Previews) Proxy(prefix string, admit func(http.ResponseWriter, *http.Request) (Caller, bool)) http.Handler {
 	h := p.newProxy(prefix, admit)
 	p.mu.Lock()
-	p.dropIdle = h.tr.CloseIdleConnections
+	p.dropIdle = h.closeIdle
 	p.mu.Unlock()
 	return h
 }
@@ -46,13 +45,15 @@ func (p *Previews) Proxy(prefix string, admit func(http.ResponseWriter, *http.Re
 // proxy is Proxy's handler. Requests without a body that ask for no
 // upgrade (nearly every page and asset) take the lean path (lean.go); the
 // rest, WebSockets and request bodies, go through httputil.ReverseProxy.
-// Both use one transport, so one pool of connections.
+// Each keeps its own pool of connections, with the same bounds: the lean
+// path's client (client.go) and ReverseProxy's Transport.
 type proxy struct {
 	p      *Previews
 	prefix string
 	admit  func(http.ResponseWriter, *http.Request) (Caller, bool)
 	tr     *http.Transport
 	rp     *httputil.ReverseProxy
+	pool   *leanPool
 	noLean bool         // every request through rp (the tests' reference)
 	leaned atomic.Int64 // requests the lean path served (for the tests)
 }
@@ -61,9 +62,10 @@ func (p *Previews) newProxy(prefix string, admit func(http.ResponseWriter, *http
 	tr := &http.Transport{
 		DialContext: p.proxyDial,
 		// A workspace's server is on loopback: a few idle connections per
-		// (scope, port) keep small requests at one hop, and go soon.
-		MaxIdleConnsPerHost: 8,
-		IdleConnTimeout:     30 * time.Second,
+		// (scope, port) keep small requests at one hop, and go soon. The
+		// lean path's pool has the same bounds (client.go).
+		MaxIdleConnsPerHost: leanMaxIdle,
+		IdleConnTimeout:     leanIdleTimeout,
 		DisableCompression:  true, // pass bodies through as the server sent them
 		ForceAttemptHTTP2:   false,
 	}
@@ -88,7 +90,13 @@ func (p *Previews) newProxy(prefix string, admit func(http.ResponseWriter, *http
 		},
 		BufferPool: &copyBufs,
 	}
-	return &proxy{p: p, prefix: prefix, admit: admit, tr: tr, rp: rp}
+	return &proxy{p: p, prefix: prefix, admit: admit, tr: tr, rp: rp, pool: newLeanPool(p)}
+}
+
+// closeIdle closes the idle connections of both paths' pools.
+func (h *proxy) closeIdle() {
+	h.tr.CloseIdleConnections()
+	h.pool.closeIdle()
 }
 
 func (h *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -123,7 +131,7 @@ func (h *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
 		return
 	}
-	t := target{port: port, within: caller.Within, caller: caller, key: poolKey(caller.Within), rawPath: "/" + tail, prefix: prefix + seg}
+	t := target{port: port, within: caller.Within, caller: caller, rawPath: "/" + tail, prefix: prefix + seg}
 	if t.path, err = url.PathUnescape(t.rawPath); err != nil {
 		writeError(w, ErrBadTarget)
 		return
@@ -135,6 +143,7 @@ func (h *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.forward(w, r, &t)
 		return
 	}
+	t.key = poolKey(caller.Within)
 	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
 }
 

@@ -16,6 +16,14 @@
 //	          closes it (a server that answers wrongly, or never)
 //	/forever  a body that never ends, in 32 KiB pieces, until a write fails
 //	/hints    103 Early Hints answers that never end, until a write fails
+//	/conns    "open=N accepted=M": the connections open now (the one
+//	          asking left out) and accepted since the start
+//	/gather   n= requests held until n of them are held at once, then
+//	          each answered "gathered" (connections opened together)
+//
+// /raw with drop=1, after its answer, reads the next request on the
+// connection and closes it without answering: a kept connection that the
+// server closes just as it is reused.
 package main
 
 import (
@@ -28,6 +36,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gorilla/websocket"
 )
@@ -42,6 +52,7 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("listening on %d\n", l.Addr().(*net.TCPAddr).Port)
+	cl := &countListener{Listener: l}
 	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -71,6 +82,24 @@ func main() {
 		if r.URL.Query().Get("hold") == "1" {
 			_, _ = io.Copy(io.Discard, brw)
 		}
+		if r.URL.Query().Get("drop") == "1" {
+			// The next request's header, then the connection closed.
+			for {
+				line, err := brw.ReadString('\n')
+				if err != nil || line == "\r\n" {
+					return
+				}
+			}
+		}
+	})
+	mux.HandleFunc("/conns", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "open=%d accepted=%d", cl.open.Load()-1, cl.accepted.Load())
+	})
+	var g gather
+	mux.HandleFunc("/gather", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		g.wait(n)
+		io.WriteString(w, "gathered")
 	})
 	mux.HandleFunc("/hints", func(w http.ResponseWriter, r *http.Request) {
 		c, brw, err := http.NewResponseController(w).Hijack()
@@ -111,7 +140,56 @@ func main() {
 			}
 		}
 	})
-	_ = http.Serve(l, mux)
+	_ = http.Serve(cl, mux)
+}
+
+// countListener counts the connections it accepted and those still open.
+type countListener struct {
+	net.Listener
+	open, accepted atomic.Int64
+}
+
+func (l *countListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.open.Add(1)
+	l.accepted.Add(1)
+	return &countConn{Conn: c, l: l}, nil
+}
+
+type countConn struct {
+	net.Conn
+	l    *countListener
+	once sync.Once
+}
+
+func (c *countConn) Close() error {
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return c.Conn.Close()
+}
+
+// gather holds requests until n are held at once.
+type gather struct {
+	mu   sync.Mutex
+	held int
+	open chan struct{}
+}
+
+func (g *gather) wait(n int) {
+	g.mu.Lock()
+	if g.open == nil {
+		g.open = make(chan struct{})
+	}
+	ch := g.open
+	g.held++
+	if g.held >= n {
+		close(ch)
+		g.held, g.open = 0, nil
+	}
+	g.mu.Unlock()
+	<-ch
 }
 
 // dump answers /dump (see the package comment).
