@@ -4,9 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/agentbe/agentbe-daemon/fsops/checkpoint"
+	"github.com/agentbe/agentbe-daemon/internal/metrics"
 	"github.com/agentbe/agentbe-daemon/tools/checkpoints"
 )
 
@@ -29,15 +28,12 @@ func startCheckpoints(w *wiring) (built, error) {
 		return built{}, fmt.Errorf("--checkpoints: %w", err)
 	}
 	p := checkpoints.New(checkpoints.Options{Store: st, Logger: w.log.With("component", "checkpoints")})
-	gauges := []prometheus.Collector{
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "agentbe_checkpoint_store_bytes",
-			Help: "Bytes the checkpoint store holds (deduplicated content and manifests); the bound is --checkpoint-max-bytes.",
-		}, func() float64 { return float64(st.Stats().Bytes) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "agentbe_checkpoints",
-			Help: "Checkpoints kept (every scope's); the bound is --checkpoint-max-count.",
-		}, func() float64 { return float64(st.Stats().Count) }),
+	gauges := []metrics.Collector{
+		metrics.NewGaugeFunc("agentbe_checkpoint_store_bytes",
+			"Bytes the checkpoint store holds (deduplicated content and manifests); the bound is --checkpoint-max-bytes.",
+			func() float64 { return float64(st.Stats().Bytes) }),
+		metrics.NewGaugeFunc("agentbe_checkpoints", "Checkpoints kept (every scope's); the bound is --checkpoint-max-count.",
+			func() float64 { return float64(st.Stats().Count) }),
 	}
 	for i, g := range gauges {
 		if err := w.opts.Registry.Register(g); err != nil {

@@ -33,13 +33,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/audit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/internal/metrics"
 	"github.com/agentbe/agentbe-daemon/ssh/sshauth"
 	"github.com/agentbe/agentbe-daemon/ssh/sshd"
 	"github.com/agentbe/agentbe-daemon/tools/browser"
@@ -51,9 +49,9 @@ import (
 
 // Options are the daemon's injected dependencies.
 type Options struct {
-	Logger   *slog.Logger         // nil = discard
-	Registry *prometheus.Registry // nil = a fresh registry
-	Version  string               // reported by /health
+	Logger   *slog.Logger      // nil = discard
+	Registry *metrics.Registry // nil = a fresh registry
+	Version  string            // reported by /health
 	// Notifier tells systemd READY=1 once the listener accepts connections
 	// and STOPPING=1 when a graceful shutdown begins; nil = not under
 	// systemd.
@@ -122,13 +120,13 @@ func newDaemon(cfg config.Config, opts Options, table []part) (*Daemon, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Registry == nil {
-		opts.Registry = prometheus.NewRegistry()
+		opts.Registry = metrics.NewRegistry()
 	}
 	d := &Daemon{cfg: cfg, opts: opts, log: opts.Logger, started: time.Now()}
-	if err := opts.Registry.Register(collectors.NewGoCollector()); err != nil {
+	if err := opts.Registry.Register(metrics.NewGoCollector()); err != nil {
 		return nil, fmt.Errorf("register go collector: %w", err)
 	}
-	if err := opts.Registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+	if err := opts.Registry.Register(metrics.NewProcessCollector()); err != nil {
 		return nil, fmt.Errorf("register process collector: %w", err)
 	}
 	m, err := newHTTPMetrics(opts.Registry)
@@ -136,16 +134,14 @@ func newDaemon(cfg config.Config, opts Options, table []part) (*Daemon, error) {
 		return nil, err
 	}
 	d.metrics = m
-	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "agentbe_http_connections_open",
-		Help: "TCP connections held now (WebSockets included, reserve slots excluded); the cap is --max-connections.",
-	}, func() float64 {
-		if l := d.conns.Load(); l != nil {
-			n, _ := l.counts()
-			return float64(n)
-		}
-		return 0
-	})
+	open := metrics.NewGaugeFunc("agentbe_http_connections_open",
+		"TCP connections held now (WebSockets included, reserve slots excluded); the cap is --max-connections.", func() float64 {
+			if l := d.conns.Load(); l != nil {
+				n, _ := l.counts()
+				return float64(n)
+			}
+			return 0
+		})
 	if err := opts.Registry.Register(open); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/agentbe/agentbe-daemon/internal/metrics"
 )
 
 // Routes the daemon serves; anything else is labelled "other" in metrics so a
@@ -58,34 +58,24 @@ func routeOf(path string) string {
 
 // httpMetrics are the request counters and the latency histogram.
 type httpMetrics struct {
-	requests    *prometheus.CounterVec
-	latency     *prometheus.HistogramVec
-	inflight    prometheus.Gauge
-	connRefused *prometheus.CounterVec
+	requests    *metrics.CounterVec
+	latency     *metrics.HistogramVec
+	inflight    *metrics.Gauge
+	connRefused *metrics.CounterVec
 }
 
-func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
+func newHTTPMetrics(reg *metrics.Registry) (*httpMetrics, error) {
 	m := &httpMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentbe_http_requests_total",
-			Help: "HTTP requests by route and status code.",
-		}, []string{"route", "code"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "agentbe_http_request_duration_seconds",
-			Help: "Time to answer an HTTP request, by route (WebSocket upgrades excluded).",
+		requests: metrics.NewCounterVec("agentbe_http_requests_total", "HTTP requests by route and status code.", "route", "code"),
+		latency: metrics.NewHistogramVec("agentbe_http_request_duration_seconds",
+			"Time to answer an HTTP request, by route (WebSocket upgrades excluded).",
 			// From 100µs (a cached read over loopback) to 60s (a long exec).
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
-		}, []string{"route"}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "agentbe_http_requests_in_flight",
-			Help: "HTTP requests being answered now (upgraded WebSockets excluded).",
-		}),
-		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentbe_http_connections_refused_total",
-			Help: "TCP connections closed at once because a connection cap was reached, by the flag of that cap.",
-		}, []string{"limit"}),
+			metrics.ExponentialBuckets(0.0001, 4, 10), "route"),
+		inflight: metrics.NewGauge("agentbe_http_requests_in_flight", "HTTP requests being answered now (upgraded WebSockets excluded)."),
+		connRefused: metrics.NewCounterVec("agentbe_http_connections_refused_total",
+			"TCP connections closed at once because a connection cap was reached, by the flag of that cap.", "limit"),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inflight, m.connRefused} {
+	for _, c := range []metrics.Collector{m.requests, m.latency, m.inflight, m.connRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

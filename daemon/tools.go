@@ -3,11 +3,10 @@ package daemon
 import (
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/audit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/internal/metrics"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
@@ -20,36 +19,26 @@ const unknownTool = "_unknown"
 // outcome is one of registry.Record's few outcomes, so the series stay
 // bounded whatever clients send.
 type toolMetrics struct {
-	calls    *prometheus.CounterVec
-	errors   *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	calls    *metrics.CounterVec
+	errors   *metrics.CounterVec
+	duration *metrics.HistogramVec
 }
 
-func newToolMetrics(reg prometheus.Registerer, auditLog *audit.Log) (*toolMetrics, error) {
+func newToolMetrics(reg *metrics.Registry, auditLog *audit.Log) (*toolMetrics, error) {
 	m := &toolMetrics{
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentbe_tool_calls_total",
-			Help: "Tool calls finished, on every face, by tool and outcome (ok, error, timeout, busy, unknown, panic).",
-		}, []string{"tool", "outcome"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentbe_tool_errors_total",
-			Help: "Tool calls that did not end ok, by tool.",
-		}, []string{"tool"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "agentbe_tool_call_duration_seconds",
-			Help:    "Tool call latency, queue wait included, by tool.",
-			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300},
-		}, []string{"tool"}),
+		calls: metrics.NewCounterVec("agentbe_tool_calls_total",
+			"Tool calls finished, on every face, by tool and outcome (ok, error, timeout, busy, unknown, panic).", "tool", "outcome"),
+		errors: metrics.NewCounterVec("agentbe_tool_errors_total", "Tool calls that did not end ok, by tool.", "tool"),
+		duration: metrics.NewHistogramVec("agentbe_tool_call_duration_seconds", "Tool call latency, queue wait included, by tool.",
+			[]float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300}, "tool"),
 	}
-	cs := []prometheus.Collector{m.calls, m.errors, m.duration}
+	cs := []metrics.Collector{m.calls, m.errors, m.duration}
 	if auditLog != nil {
-		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "agentbe_audit_dropped_total",
-			Help: "Audit log lines dropped because the writer's queue was full.",
-		}, func() float64 { return float64(auditLog.Dropped()) }), prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "agentbe_audit_write_errors_total",
-			Help: "Audit log lines lost because writing them failed (a full disk, a revoked file); the daemon's log says why.",
-		}, func() float64 { return float64(auditLog.WriteErrors()) }))
+		cs = append(cs, metrics.NewCounterFunc("agentbe_audit_dropped_total",
+			"Audit log lines dropped because the writer's queue was full.",
+			func() float64 { return float64(auditLog.Dropped()) }), metrics.NewCounterFunc("agentbe_audit_write_errors_total",
+			"Audit log lines lost because writing them failed (a full disk, a revoked file); the daemon's log says why.",
+			func() float64 { return float64(auditLog.WriteErrors()) }))
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

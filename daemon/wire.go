@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/config"
@@ -26,6 +24,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/internal/metrics"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/ssh/sshauth"
@@ -47,10 +46,14 @@ import (
 // upstream servers' states, metrics, and the JSON 404 of every other path.
 func startDaemonRoutes(w *wiring) (built, error) {
 	d := w.d
+	m, err := metrics.Handler(w.opts.Registry)
+	if err != nil {
+		return built{}, fmt.Errorf("register metrics: %w", err)
+	}
 	return built{handlers: map[string]http.Handler{
 		routeHealth:        http.HandlerFunc(d.serveHealth),
 		routeHealthServers: http.HandlerFunc(d.serveHealthServers),
-		routeMetrics:       promhttp.HandlerFor(w.opts.Registry, promhttp.HandlerOpts{Registry: w.opts.Registry}),
+		routeMetrics:       m,
 		routeOtherwise:     http.HandlerFunc(serveNotFound),
 	}}, nil
 }
@@ -246,10 +249,9 @@ func startTransactions(w *wiring) (built, error) {
 	if err != nil {
 		return built{}, err
 	}
-	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "agentbe_transactions_pending",
-		Help: "Transactions (exec with transaction: true) waiting to be applied or discarded.",
-	}, func() float64 { return float64(m.Pending()) })
+	g := metrics.NewGaugeFunc("agentbe_transactions_pending",
+		"Transactions (exec with transaction: true) waiting to be applied or discarded.",
+		func() float64 { return float64(m.Pending()) })
 	if err := w.opts.Registry.Register(g); err != nil {
 		m.Close()
 		return built{}, fmt.Errorf("transactions: register metrics: %w", err)
@@ -661,10 +663,9 @@ func checkSSHPortAuth(cfg config.Config) error {
 // is Serve's.
 func startSSHPort(w *wiring) (built, error) {
 	cfg := w.cfg
-	attempts := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "agentbe_ssh_auth_attempts_total",
-		Help: "Login attempts on the SSH port (--ssh-listen), by method (publickey, password) and outcome (accepted, refused).",
-	}, []string{"method", "outcome"})
+	attempts := metrics.NewCounterVec("agentbe_ssh_auth_attempts_total",
+		"Login attempts on the SSH port (--ssh-listen), by method (publickey, password) and outcome (accepted, refused).",
+		"method", "outcome")
 	if err := w.opts.Registry.Register(attempts); err != nil {
 		return built{}, fmt.Errorf("register ssh metrics: %w", err)
 	}
