@@ -217,25 +217,23 @@ func (s *server) lastStderr() string { return s.stderr.last() }
 // or the provider stops (errStopping).
 func (s *server) runOnce() error {
 	s.setState(StateStarting, "")
-	// The transport is the server's stdout as the sandbox writes it: when
-	// the process's side of the stream ends (it closed its stdout, or
-	// exited), the stream is dead, and the supervisor sees it at once, not
-	// at the next ping (sandbox.OutputEnder). Its stdin is the process's
-	// pipe itself (sandbox.StdinPipe), written by the caller's goroutine:
-	// no copier in between, and a process that closed its stdin is seen at
-	// the next write.
-	tr := newPushTransport(nil, s.p.maxMessage, s.log)
-	stdin := &sandbox.StdinPipe{}
+	// The transport reads and writes the process's pipes themselves
+	// (sandbox.StdoutPipe, sandbox.StdinPipe), on the session's goroutines:
+	// no copier in between. When the process's side of its stdout ends (it
+	// closed it, or exited), the stream is dead, and the supervisor sees it
+	// at once, not at the next ping; a process that closed its stdin is
+	// seen at the next write.
+	stdin, stdout := &sandbox.StdinPipe{}, &sandbox.StdoutPipe{}
 	proc, err := s.exe.Start(context.Background(), sandbox.Request{
 		Command:   sandbox.CommandLine(append([]string{s.cfg.Command}, s.cfg.Args...)...),
 		Workspace: s.ws,
 		Env:       s.env(),
-	}, sandbox.Stdio{Stdin: stdin, Stdout: tr, Stderr: s.stderr})
+	}, sandbox.Stdio{Stdin: stdin, Stdout: stdout, Stderr: s.stderr})
 	if err != nil {
 		s.recordErr(err.Error())
 		return fmt.Errorf("start: %w", err)
 	}
-	tr.w = pipeWriter{stdin.File()} // before Connect, the first to write
+	tr := newTransport(stdout.File(), pipeWriter{stdin.File()}, s.p.maxMessage, s.log)
 	pid := 0
 	if pp, ok := proc.(interface{ Pid() int }); ok {
 		pid = pp.Pid()
@@ -250,10 +248,9 @@ func (s *server) runOnce() error {
 	var waitErr error
 	go func() {
 		status, waitErr = proc.Wait()
-		// Wait returns once the output is copied out (OutputEnded has
-		// run) and has closed the stdin pipe; this only makes sure the
-		// stream is seen ended.
-		tr.kill(io.EOF)
+		// Wait has closed the stdin pipe but not read stdout to its end:
+		// the session does, before the exit is seen.
+		tr.exited(stdoutEndGrace)
 		close(exited)
 	}()
 	exitErr := func() error {
@@ -416,7 +413,8 @@ func (s *server) runOnce() error {
 }
 
 // stdoutEndGrace is how long a server whose stdout ended may take to exit
-// before it is killed: an exiting process closes its stdout first.
+// before it is killed (an exiting process closes its stdout first), and
+// how long the stdout of one that exited may take to end (transport.exited).
 const stdoutEndGrace = time.Second
 
 // pipesClosed says the stream ended because the process's pipes were

@@ -41,25 +41,16 @@ const codeMessageTooLarge = -32090
 //     id, a write that cannot complete) closes dead at once, so the
 //     supervisor sees it without waiting for a ping.
 //
-// The upstream's stdout is pushed into the transport: it is the sandbox's
-// Stdout writer (Write and OutputEnded), and the goroutine that copies the
-// process's pipe cuts and decodes the lines and hands the messages to the
-// session itself. A pipe in between (io.Pipe, read by a goroutine of our
-// own) cost every answer one more goroutine hand-off and one more copy
-// (docs/performance.md, "The routed upstream call").
+// The transport reads the upstream's stdout itself, on the session's
+// reader goroutine (conn.Read): the pipe is the process's own
+// (sandbox.StdoutPipe), so no goroutine of the sandbox copies the output
+// and hands each message on: such a copier costs every answer one more
+// goroutine hand-off (docs/performance.md, "The routed upstream call").
 type transport struct {
-	r   io.ReadCloser  // the upstream's stdout when it is read (newTransport); nil when pushed
+	r   io.ReadCloser  // the upstream's stdout
 	w   io.WriteCloser // its stdin
 	max int
 	log *slog.Logger
-
-	// connected is closed by Connect (c is set): lines pushed before it
-	// wait for it.
-	connected chan struct{}
-	c         *conn
-	outMu     sync.Mutex // the framer, for Write and OutputEnded
-	fr        framer
-	ended     sync.Once
 
 	// dead is closed, and err set, when the stream can carry no more.
 	dead    chan struct{}
@@ -67,64 +58,23 @@ type transport struct {
 	die     sync.Once
 }
 
-// newPushTransport is the transport whose upstream's stdout is written to
-// it (Write, then OutputEnded at its end); w is the upstream's stdin.
-func newPushTransport(w io.WriteCloser, max int, log *slog.Logger) *transport {
-	return &transport{w: w, max: max, log: log, fr: framer{max: max}, connected: make(chan struct{}), dead: make(chan struct{})}
-}
-
-// newTransport is the transport that reads the upstream's stdout from r.
+// newTransport is the transport that reads the upstream's stdout from r
+// and writes its stdin to w.
 func newTransport(r io.ReadCloser, w io.WriteCloser, max int, log *slog.Logger) *transport {
-	t := newPushTransport(w, max, log)
-	t.r = r
-	return t
+	return &transport{r: r, w: w, max: max, log: log, dead: make(chan struct{})}
 }
 
-// Write takes the next piece of the upstream's stdout: each line it
-// completes is decoded and handed to the session before Write returns, so
-// a session that does not read holds the upstream's output back. It fails
-// once the stream is dead or the connection closed.
-func (t *transport) Write(p []byte) (int, error) {
-	select {
-	case <-t.connected:
-	case <-t.dead:
-		return 0, t.deadErr
-	}
-	select {
-	case <-t.c.closed:
-		return 0, io.ErrClosedPipe // nothing more is read, not even a partial line
-	default:
-	}
-	t.outMu.Lock()
-	defer t.outMu.Unlock()
-	if err := t.fr.feed(p, t.c.emit); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-// OutputEnded is the end of the upstream's stdout: a last line without a
-// newline counts, and the stream is dead (io.EOF).
-func (t *transport) OutputEnded() {
-	t.ended.Do(func() {
-		select {
-		case <-t.connected:
-			t.outMu.Lock()
-			err := t.fr.end(t.c.emit)
-			t.outMu.Unlock()
-			if err != nil {
-				return // emit killed the stream, or the connection is closed
-			}
-		default:
-		}
-		t.kill(io.EOF)
-	})
-}
-
+// kill ends the stream for err (the first reason counts). A Read blocked
+// on the upstream's stdout is woken (a read deadline in the past), so the
+// session's calls fail at once when the stream breaks (a write to its
+// stdin failed) instead of waiting for the process to go.
 func (t *transport) kill(err error) {
 	t.die.Do(func() {
 		t.deadErr = err
 		close(t.dead)
+		if d, ok := t.r.(interface{ SetReadDeadline(time.Time) error }); ok {
+			_ = d.SetReadDeadline(time.Unix(1, 0))
+		}
 	})
 }
 
@@ -134,45 +84,49 @@ func (t *transport) err() error {
 	return t.deadErr
 }
 
+// exited is called once the process has exited and was waited for: the
+// sandbox does not wait for the stdout it hands out, so its last lines may
+// still be unread. The session reads them to the end of the stream (its
+// last answers arrive before its exit is seen) for at most grace, after
+// which the stream is cut (a process that escaped the kill may hold it
+// open); then the pipe is closed.
+func (t *transport) exited(grace time.Duration) {
+	timer := time.NewTimer(grace)
+	select {
+	case <-t.dead:
+	case <-timer.C:
+	}
+	timer.Stop()
+	t.kill(io.EOF)
+	t.r.Close()
+}
+
 // Connect implements mcp.Transport; it is called once.
 func (t *transport) Connect(context.Context) (mcp.Connection, error) {
-	c := &conn{t: t, incoming: make(chan jsonrpc.Message), closed: make(chan struct{})}
-	t.c = c
-	close(t.connected)
-	if t.r != nil {
-		go c.readLoop()
-	}
-	return c, nil
+	return &conn{t: t, fr: framer{max: t.max}}, nil
 }
 
 type conn struct {
-	t        *transport
-	incoming chan jsonrpc.Message
+	t *transport
+
+	// Read's state: only the session's reader goroutine calls Read.
+	fr    framer
+	buf   []byte            // what is read from the pipe at a time
+	queue []jsonrpc.Message // decoded, not yet returned
+	eof   bool              // the pipe is at its end
 
 	writeMu   sync.Mutex
 	closeOnce sync.Once
-	closed    chan struct{}
 }
 
 func (c *conn) SessionID() string { return "" }
 
-// readLoop pushes what it reads from t.r (newTransport) into the transport.
-func (c *conn) readLoop() {
-	bp := readBufs.Get().(*[]byte)
-	defer readBufs.Put(bp)
-	_, err := io.CopyBuffer(c.t, struct{ io.Reader }{c.t.r}, *bp)
-	if err != nil {
-		c.t.kill(err)
-		return
-	}
-	c.t.OutputEnded()
-}
+// readSize is how much Read takes from the pipe at a time.
+const readSize = 32 << 10
 
-var readBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-// emit decodes one line (or takes an oversize) and hands its messages to
-// Read; an error kills the stream, or says the connection is closed.
-func (c *conn) emit(line []byte, big *oversize) error {
+// take decodes one line (or takes an oversize) into the queue; an error
+// kills the stream.
+func (c *conn) take(line []byte, big *oversize) error {
 	var msgs []jsonrpc.Message
 	var err error
 	if big != nil {
@@ -184,13 +138,7 @@ func (c *conn) emit(line []byte, big *oversize) error {
 		c.t.kill(err)
 		return err
 	}
-	for _, m := range msgs {
-		select {
-		case c.incoming <- m:
-		case <-c.closed:
-			return io.ErrClosedPipe
-		}
-	}
+	c.queue = append(c.queue, msgs...)
 	return nil
 }
 
@@ -251,16 +199,51 @@ func decodeLine(line []byte) ([]jsonrpc.Message, error) {
 	return msgs, nil
 }
 
+// Read returns the upstream's next message, reading its stdout as needed:
+// a line over the limit is read to its end without being kept (see
+// transport), a batch is returned one message at a time. At the end of
+// the stream (a last line without a newline counts) the stream is dead
+// with io.EOF; a read error, a line that is not JSON-RPC, or a kill (a
+// broken write, Close, exited) ends it with that reason.
 func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	select {
-	case m := <-c.incoming:
-		return m, nil
-	case <-c.t.dead:
-		return nil, c.t.deadErr
-	case <-c.closed:
-		return nil, io.EOF
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	for {
+		if len(c.queue) > 0 {
+			m := c.queue[0]
+			c.queue[0] = nil
+			c.queue = c.queue[1:]
+			return m, nil
+		}
+		select {
+		case <-c.t.dead:
+			return nil, c.t.deadErr
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if c.eof {
+			c.t.kill(io.EOF)
+			return nil, c.t.err()
+		}
+		if c.buf == nil {
+			c.buf = make([]byte, readSize)
+		}
+		n, err := c.t.r.Read(c.buf)
+		if n > 0 {
+			if c.fr.feed(c.buf[:n], c.take) != nil {
+				return nil, c.t.err() // take killed the stream
+			}
+		}
+		switch {
+		case err == io.EOF:
+			c.eof = true
+			if c.fr.end(c.take) != nil {
+				return nil, c.t.err()
+			}
+		case err != nil:
+			c.t.kill(err) // or the kill that woke it is the reason
+			return nil, c.t.err()
+		}
 	}
 }
 
@@ -302,10 +285,7 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 func (c *conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.t.kill(mcp.ErrConnectionClosed)
-		close(c.closed)
-		if c.t.r != nil {
-			c.t.r.Close()
-		}
+		c.t.r.Close()
 		c.t.w.Close()
 	})
 	return nil

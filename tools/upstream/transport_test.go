@@ -3,10 +3,14 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -119,50 +123,145 @@ func BenchmarkUpstreamTransport(b *testing.B) {
 	}
 }
 
-// TestPushTransportEnds: what the upstream writes before the session
-// connects waits for it and arrives; a last line without a newline counts
-// at the end of the output, after which the stream is dead with io.EOF;
-// and once the connection is closed, nothing more is taken, not even a
-// partial line.
-func TestPushTransportEnds(t *testing.T) {
-	_, stdinW := io.Pipe()
-	tr := newPushTransport(stdinW, DefaultMaxMessage, slog.New(slog.DiscardHandler))
-	wrote := make(chan error, 1)
-	go func() {
-		_, err := tr.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/a"}` + "\n" + `{"jsonrpc":"2.0","method":"notifications/b"}`))
-		if err == nil {
-			tr.OutputEnded()
+// readMethods reads n messages from c and returns their methods (requests
+// and notifications) in order.
+func readMethods(t *testing.T, c mcp.Connection, n int) []string {
+	t.Helper()
+	var got []string
+	for range n {
+		m, err := c.Read(context.Background())
+		if err != nil {
+			t.Fatalf("after %q: %v", got, err)
 		}
-		wrote <- err
-	}()
+		r, ok := m.(*jsonrpc.Request)
+		if !ok {
+			t.Fatalf("after %q: %#v, want a notification", got, m)
+		}
+		got = append(got, r.Method)
+	}
+	return got
+}
+
+// TestTransportEnds: the transport reads the upstream's stdout itself
+// (conn.Read): lines, a batch given one message at a time, a last line
+// without a newline counted at the end of the output, after which the
+// stream is dead with io.EOF; exited lets the session read what the
+// process wrote before it exited and waits for that end; and a stream held
+// open past exited's grace is cut (io.EOF) and its pipe closed.
+func TestTransportEnds(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	outR, outW := io.Pipe()
+	_, stdinW := io.Pipe()
+	tr := newTransport(outR, stdinW, DefaultMaxMessage, log)
 	c, err := tr.Connect(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"notifications/a", "notifications/b"} {
-		m, err := c.Read(context.Background())
-		if err != nil {
-			t.Fatalf("reading %s: %v", want, err)
-		}
-		if r, ok := m.(*jsonrpc.Request); !ok || r.Method != want {
-			t.Fatalf("got %#v, want %s", m, want)
-		}
-	}
-	if err := <-wrote; err != nil {
-		t.Fatal(err)
+	go func() {
+		io.WriteString(outW, `{"jsonrpc":"2.0","method":"notifications/a"}`+"\n"+`[{"jsonrpc":"2.0","method":"notifications/b"},{"jsonrpc":"2.0","method":"notifications/c"}]`+"\n"+`{"jsonrpc":"2.0","method":"notifications/d"}`)
+		outW.Close()
+	}()
+	exited := make(chan struct{})
+	go func() {
+		tr.exited(time.Hour) // the stream's end, not the grace, ends it
+		close(exited)
+	}()
+	if got := readMethods(t, c, 4); strings.Join(got, " ") != "notifications/a notifications/b notifications/c notifications/d" {
+		t.Fatalf("read %q", got)
 	}
 	if _, err := c.Read(context.Background()); err != io.EOF {
 		t.Fatalf("after the output ended: %v, want io.EOF", err)
 	}
+	<-exited
+	if err := tr.err(); err != io.EOF {
+		t.Fatalf("the stream ended with %v, want io.EOF", err)
+	}
 
-	_, stdinW2 := io.Pipe()
-	tr2 := newPushTransport(stdinW2, DefaultMaxMessage, slog.New(slog.DiscardHandler))
+	// A pipe held open after the exit (a process that escaped the kill):
+	// what was written is read, then the grace ends the stream.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	tr2 := newTransport(r, stdinW, DefaultMaxMessage, log)
 	c2, err := tr2.Connect(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2.Close()
-	if n, err := tr2.Write([]byte(`{"partial`)); err == nil || n != 0 || tr2.fr.size != 0 {
-		t.Fatalf("a write after Close: %d, %v, %d bytes kept", n, err, tr2.fr.size)
+	if _, err := io.WriteString(w, `{"jsonrpc":"2.0","method":"notifications/e"}`+"\n"); err != nil {
+		t.Fatal(err)
 	}
+	if got := readMethods(t, c2, 1); got[0] != "notifications/e" {
+		t.Fatalf("read %q", got)
+	}
+	tr2.exited(time.Millisecond)
+	if _, err := c2.Read(context.Background()); err != io.EOF {
+		t.Fatalf("a stream held open past the grace: %v, want io.EOF", err)
+	}
+	if _, err := r.Read(make([]byte, 1)); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("the pipe after exited: %v, want it closed", err)
+	}
+}
+
+// TestTransportKillWakesRead: a Read blocked on the upstream's stdout
+// (an *os.File, as the sandbox hands it out) ends when the stream is
+// killed (a write to its stdin failed), with the kill's reason, as the
+// session's calls then must; Close ends one with the connection closed.
+func TestTransportKillWakesRead(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, how := range []string{"kill", "close"} {
+		t.Run(how, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			_, stdinW := io.Pipe()
+			tr := newTransport(r, stdinW, DefaultMaxMessage, log)
+			c, err := tr.Connect(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			read := make(chan error, 1)
+			go func() {
+				_, err := c.Read(context.Background())
+				read <- err
+			}()
+			waitBlockedInRead(t)
+			broken := errors.New("writing to its stdin: broken")
+			want := broken
+			if how == "kill" {
+				tr.kill(broken)
+			} else {
+				c.Close()
+				want = mcp.ErrConnectionClosed
+			}
+			select {
+			case err := <-read:
+				if !errors.Is(err, want) {
+					t.Fatalf("Read after %s: %v, want %v", how, err, want)
+				}
+			case <-time.After(60 * time.Second): // a guard against hanging, not a measure
+				t.Fatalf("Read still blocked after %s", how)
+			}
+		})
+	}
+}
+
+// waitBlockedInRead waits until a goroutine is blocked in conn.Read on
+// its pipe (in Go's poller), so what ends it is known to wake it.
+func waitBlockedInRead(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for range 10000 { // a guard against hanging, not a measure
+		n := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			if strings.Contains(g, "[IO wait") && strings.Contains(g, "upstream.(*conn).Read(") {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("no goroutine blocked in conn.Read")
 }
