@@ -22,9 +22,9 @@ import (
 // a bare httputil.ReverseProxy to the same workspace server, and the
 // server reached directly, interleaved in one loop: each reports its time
 // per small GET and its ratio to direct, by mean and by median (-p50).
-// Proxy serves a GET by its lean path (lean.go), the bare proxy by the
-// library's; Proxy adds its admission callback, the port's parsing, the
-// pool key and the dial's checks.
+// Proxy serves a GET by its lean path (lean.go, with its own client,
+// client.go), the bare proxy by the library's (its Transport); Proxy adds
+// its admission callback, the port's parsing and the dial's checks.
 // Run:
 //
 //	go test -run '^$' -bench ProxyFloor -benchtime 2000x -count 5 ./tools/previews/
@@ -90,12 +90,14 @@ func BenchmarkProxyFloor(b *testing.B) {
 	b.ReportMetric(float64(o)/float64(d), "preview/direct")
 }
 
-// BenchmarkTransportHandoff is what the proxy's client costs beyond the
-// round trip: a small GET to a workspace server through an
-// http.Transport (as the proxy sends it: the request handed to the
-// connection's write loop, the answer handed back from its read loop)
+// BenchmarkTransportHandoff is what an http.Transport costs beyond the
+// round trip, the reason the lean path has a client of its own
+// (client.go): a small GET to a workspace server through an
+// http.Transport (as ReverseProxy's path sends it: the request handed to
+// the connection's write loop, the answer handed back from its read loop)
 // beside the same GET written and read on the caller's goroutine over one
-// kept connection (req.Write, http.ReadResponse), interleaved; medians.
+// kept connection (req.Write, http.ReadResponse, as client.go does),
+// interleaved; medians.
 // Run:
 //
 //	go test -run '^$' -bench TransportHandoff -benchtime 3000x -count 3 ./tools/previews/
