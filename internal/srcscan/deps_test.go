@@ -9,7 +9,7 @@ import (
 
 // TestDaemonLinksNoPrometheus: the daemon's binary links none of
 // prometheus/client_golang, protobuf, expvar or procfs. internal/metrics
-// writes /metrics in their place, because linked they cost 2.6 MiB resident
+// writes /metrics in their place, because linked they cost 2.56 MiB resident
 // at ready (docs/performance.md, "RSS at ready"); the metrics tests import
 // client_golang and expfmt to check our text against theirs, which links
 // them into the test binary only.
