@@ -28,7 +28,9 @@ import (
 // token, the client's forwarding headers), what it sets (X-Forwarded-*,
 // no User-Agent of its own), what it keeps (TE: trailers, repeated
 // headers, escaped paths, queries it cleans), and answers streamed,
-// with trailers, with 103 Early Hints, without a body, and to HEAD.
+// with trailers, with 103 Early Hints, without a body, large, and to HEAD
+// and OPTIONS; every request is sent twice, the second time over the
+// connections each path kept.
 func TestLeanMatchesReverseProxy(t *testing.T) {
 	ex, root := newExecutor(t, sandbox.ModeSoftware)
 	p, err := New(Options{Executor: ex})
@@ -82,6 +84,10 @@ func TestLeanMatchesReverseProxy(t *testing.T) {
 		{"no content", "GET", "/dump?status=204", nil},
 		{"not modified", "GET", "/dump?status=304&set=ETag:%22x%22", nil},
 		{"server error", "GET", "/dump?status=500", nil},
+		{"options", "OPTIONS", "/dump", nil},
+		{"post with an idempotency key", "POST", "/dump", []string{"Idempotency-Key", "k1"}},
+		{"large body", "GET", "/bytes?n=200000", nil},
+		{"head of a large body", "HEAD", "/bytes?n=200000", nil},
 	}
 	do := func(addr string, c req) string {
 		t.Helper()
@@ -122,7 +128,12 @@ func TestLeanMatchesReverseProxy(t *testing.T) {
 		// (X-Forwarded-Host) is the same once named alike.
 		return strings.ReplaceAll(b.String(), addr, "PROXY")
 	}
-	for _, c := range cases {
+	// Twice: the second round goes over the connections each path kept.
+	var dialed int64
+	for i, c := range append(cases, cases...) {
+		if i == len(cases) {
+			dialed = lean.pool.dialed.Load()
+		}
 		before := lean.leaned.Load()
 		got, want := do(leanAddr, c), do(refAddr, c)
 		if lean.leaned.Load() != before+1 {
@@ -137,6 +148,9 @@ func TestLeanMatchesReverseProxy(t *testing.T) {
 	}
 	if ref.leaned.Load() != 0 {
 		t.Errorf("the reference proxy took the lean path %d times", ref.leaned.Load())
+	}
+	if n := lean.pool.dialed.Load() - dialed; n != 0 {
+		t.Errorf("the second round opened %d connections on the lean path, want 0 (every answer leaves its connection open)", n)
 	}
 }
 
