@@ -112,7 +112,7 @@ type conn struct {
 	// Read's state: only the session's reader goroutine calls Read.
 	fr    framer
 	buf   []byte            // what is read from the pipe at a time
-	queue []jsonrpc.Message // decoded, not yet returned
+	queue []jsonrpc.Message // decoded, not yet returned: what one read (readSize bytes) or one batch line held
 	eof   bool              // the pipe is at its end
 
 	writeMu   sync.Mutex
