@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/chromedp/cdproto/accessibility"
 	"github.com/chromedp/cdproto/cdp"
@@ -53,12 +54,10 @@ func (w *snapshotText) line(depth int, s string) bool {
 }
 
 // axNode is the part of an Accessibility.AXNode a snapshot reads. The
-// answer of Accessibility.getFullAXTree is decoded into it rather than into
-// cdproto's accessibility.Node: a tree of a few hundred links is 0.5 MB of
-// JSON, most of it the sources of each name, ignored reasons and related
-// nodes, which no snapshot shows. Skipping them halves the daemon's CPU for
-// decoding a tree: 17 instead of 33 ms for the two trees of a goto +
-// snapshot of 200 links (docs/performance.md, "Browser").
+// answer of Accessibility.getFullAXTree is decoded into it (axdecode.go)
+// rather than into cdproto's accessibility.Node: a tree of a few hundred
+// links is 0.5 MB of JSON, most of it the sources of each name, ignored
+// reasons and related nodes, which no snapshot shows.
 type axNode struct {
 	NodeID           accessibility.NodeID   `json:"nodeId"`
 	Ignored          bool                   `json:"ignored"`
@@ -86,11 +85,33 @@ func axString(v *axValue) string {
 	if v == nil || len(v.Value) == 0 {
 		return ""
 	}
+	if s, ok := plainString(v.Value); ok {
+		return s
+	}
 	var s string
 	if json.Unmarshal(v.Value, &s) == nil {
 		return s
 	}
 	return string(v.Value)
+}
+
+// plainString is the text of a JSON string without escapes, control
+// characters or invalid UTF-8 (most names and roles), read without a
+// decoder; ok is false for any other JSON, which json.Unmarshal decodes.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	c := raw[1 : len(raw)-1]
+	for _, b := range c {
+		if b == '\\' || b == '"' || b < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(c) {
+		return "", false
+	}
+	return string(c), true
 }
 
 // quote is s on one line, cut to MaxTextPerNode, in double quotes.
@@ -102,30 +123,37 @@ func quote(s string) string {
 // ariaSnapshot writes the accessibility tree of the page, one line per
 // node: "- role "name" [ref=e3] [checked=true]". Interactive nodes get refs.
 func (p *Provider) ariaSnapshot(ctx context.Context, s *session, interactiveOnly bool, max int) (string, bool, error) {
-	nodes, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) ([]*axNode, error) {
-		var res struct {
-			Nodes []*axNode `json:"nodes"`
-		}
-		err := t.Call(ctx, string(accessibility.GetFullAXTree.Method), accessibility.GetFullAXTreeParams{}, &res)
-		return res.Nodes, err
+	tree, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (axTree, error) {
+		var tree axTree
+		err := t.Call(ctx, string(accessibility.GetFullAXTree.Method), accessibility.GetFullAXTreeParams{}, &tree)
+		return tree, err
 	})
 	if err != nil {
 		return "", false, err
 	}
+	text, truncated := writeAria(s, tree.Nodes, interactiveOnly, max)
+	return text, truncated, nil
+}
+
+// writeAria writes the snapshot of the accessibility tree nodes, giving
+// refs from s's table.
+func writeAria(s *session, nodes []*axNode, interactiveOnly bool, max int) (string, bool) {
 	byID := make(map[accessibility.NodeID]*axNode, len(nodes))
 	for _, n := range nodes {
-		byID[n.NodeID] = n
+		if n != nil {
+			byID[n.NodeID] = n
+		}
 	}
 	var root *axNode
 	for _, n := range nodes {
-		if n.ParentID == "" {
+		if n != nil && n.ParentID == "" {
 			root = n
 			break
 		}
 	}
 	w := &snapshotText{max: max}
 	if root == nil {
-		return "", false, nil
+		return "", false
 	}
 	s.refMu.Lock()
 	defer s.refMu.Unlock()
@@ -187,7 +215,7 @@ func (p *Provider) ariaSnapshot(ctx context.Context, s *session, interactiveOnly
 		}
 	}
 	walk(root, 0, "", 0)
-	return w.b.String(), w.truncated, nil
+	return w.b.String(), w.truncated
 }
 
 // skippedTags are not shown by the DOM snapshot (nor their subtrees).
