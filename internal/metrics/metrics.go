@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 )
 
 // Collector is one or more metric families a Registry writes. The
@@ -146,10 +147,31 @@ func (d *desc) header(b []byte, typ string) []byte {
 }
 
 // appendEscaped appends s with the text format's escapes: backslash and
-// newline always, the double quote inside a label value.
+// newline always, the double quote inside a label value. A run of bytes
+// that is not UTF-8 is written as one U+FFFD (as strings.ToValidUTF8
+// writes it): the format is UTF-8, and a scraper refuses the whole scrape
+// for one label value that is not (client_golang refused such a value in
+// WithLabelValues, with a panic; TestAttackLabelValueNotUTF8).
 func appendEscaped(b []byte, s string, quote bool) []byte {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
+	bad := false // the byte before was part of a run not UTF-8
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && n == 1 {
+				if !bad {
+					b = append(b, "\uFFFD"...)
+				}
+				bad = true
+			} else {
+				b = append(b, s[i:i+n]...)
+				bad = false
+			}
+			i += n
+			continue
+		}
+		bad = false
+		switch {
 		case c == '\\':
 			b = append(b, `\\`...)
 		case c == '\n':
@@ -159,6 +181,7 @@ func appendEscaped(b []byte, s string, quote bool) []byte {
 		default:
 			b = append(b, c)
 		}
+		i++
 	}
 	return b
 }
@@ -410,7 +433,9 @@ func newVec[T any](d desc, mk func() *T) *vec[T] {
 }
 
 // hashValues is FNV-1a over the values, each followed by a 0xff byte (which
-// no UTF-8 text holds), so ("a","bc") and ("ab","c") differ.
+// no UTF-8 text holds), so ("a","bc") and ("ab","c") differ. Values that
+// are not UTF-8 may hash alike ("x\xff","y" and "x","\xffy"): with finds a
+// series by its values compared whole, never by the hash alone.
 func hashValues(values []string) uint64 {
 	h := uint64(14695981039346656037)
 	for _, v := range values {
