@@ -380,3 +380,23 @@ func TestAttackLeanClientCap(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackLeanClientStatusUnder100: an answer whose status has three
+// digits but is under 100 ("099", "000": http.ReadResponse takes them,
+// the Transport too) would make the proxy's WriteHeader panic (net/http
+// refuses such a code), a stack trace in the daemon's log for each
+// request the server answers so; both paths answer 502 instead, naming
+// the status, and what follows it never reaches the client.
+func TestAttackLeanClientStatusUnder100(t *testing.T) {
+	lp := newLeanPair(t)
+	for _, status := range []string{"099", "000", "001"} {
+		r := "GET " + rawAnswer("HTTP/1.1 "+status+" Odd\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n\r\nSECRET") + " HTTP/1.1\r\nHost: daemon.test\r\nConnection: close\r\n\r\n"
+		got, want := lp.raw(t, lp.leanAddr, r), lp.raw(t, lp.refAddr, r)
+		if got != want {
+			t.Errorf("%s: the lean path answered\n%s\nReverseProxy answered\n%s", status, got, want)
+		}
+		if !strings.HasPrefix(got, "502 Bad Gateway\n") || !strings.Contains(got, "status "+status) || strings.Contains(got, "SECRET") {
+			t.Errorf("%s: want a 502 naming the status, without the body:\n%s", status, got)
+		}
+	}
+}

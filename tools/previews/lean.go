@@ -56,6 +56,11 @@ func (h *proxy) forward(w http.ResponseWriter, r *http.Request, t *target) {
 		writeError(w, err)
 		return
 	}
+	if err := checkStatus(res); err != nil {
+		res.Body.Close()
+		writeError(w, err)
+		return
+	}
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		// Nothing asked for it (an upgrade takes ReverseProxy's path):
 		// refused with ReverseProxy's words for each case.

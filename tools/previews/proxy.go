@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"net"
 	"net/http"
@@ -85,6 +86,7 @@ func (p *Previews) newProxy(prefix string, admit func(http.ResponseWriter, *http
 			pr.SetXForwarded()
 			pr.Out.Header.Set("X-Forwarded-Prefix", t.prefix)
 		},
+		ModifyResponse: checkStatus,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			writeError(w, err)
 		},
@@ -175,6 +177,18 @@ func (p *Previews) proxyDial(ctx context.Context, _, addr string) (net.Conn, err
 		return nil, errors.New("previews: a dial without its request")
 	}
 	return p.Dial(ctx, t.caller, t.port)
+}
+
+// checkStatus refuses an answer whose status is under 100: its three
+// digits pass http.ReadResponse ("099", "000"), but net/http's WriteHeader
+// panics on such a code, which would put a stack trace in the daemon's log
+// for each request a server answers so (TestAttackLeanClientStatusUnder100).
+// Both paths call it before writing the answer's header.
+func checkStatus(res *http.Response) error {
+	if res.StatusCode < 100 {
+		return fmt.Errorf("backend answered status %03d, which is no HTTP status (100-999)", res.StatusCode)
+	}
+	return nil
 }
 
 // writeError answers a refusal or a failure with the daemon's JSON error
