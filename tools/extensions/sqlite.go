@@ -72,15 +72,21 @@ var sqliteOpen = semaphore.NewWeighted(MaxSQLiteOpen)
 // sqliteHeader is the first 16 bytes of every SQLite database file.
 const sqliteHeader = "SQLite format 3\x00"
 
-// refusedPragmas may not be set by a statement: they would lift the size
-// bound (max_page_count), change process-wide settings (the heap limits,
-// threads), or make SQLite open files by name (the directories, journal
-// and locking modes).
-var refusedPragmas = map[string]bool{
-	"max_page_count": true, "mmap_size": true, "cache_size": true, "temp_store": true,
-	"temp_store_directory": true, "data_store_directory": true, "hard_heap_limit": true,
-	"soft_heap_limit": true, "threads": true, "journal_mode": true, "locking_mode": true,
-	"cache_spill": true, "page_size": true,
+// refusedPragma says the pragma may not be set by a statement: it would
+// lift the size bound (max_page_count), change process-wide settings (the
+// heap limits, threads), or make SQLite open files by name (the
+// directories, journal and locking modes). A switch, not a map literal:
+// a map of this size is built at every start, with an allocation that
+// varies with the hash seed.
+func refusedPragma(name string) bool {
+	switch name {
+	case "max_page_count", "mmap_size", "cache_size", "temp_store",
+		"temp_store_directory", "data_store_directory", "hard_heap_limit",
+		"soft_heap_limit", "threads", "journal_mode", "locking_mode",
+		"cache_spill", "page_size":
+		return true
+	}
+	return false
 }
 
 // sqliteDB is one call's in-memory copy of a database file.
@@ -220,7 +226,7 @@ func (s *sqliteDB) authorize(action msqlite.AuthorizerActionCode, arg1, arg2, _,
 	case action == msqlite.AuthAttach || action == msqlite.AuthDetach:
 		s.refused = "ATTACH, DETACH and VACUUM INTO are refused: the module works on the one file it was given"
 		return msqlite.AuthorizerDeny
-	case action == msqlite.AuthPragma && arg2 != "" && refusedPragmas[strings.ToLower(arg1)]:
+	case action == msqlite.AuthPragma && arg2 != "" && refusedPragma(strings.ToLower(arg1)):
 		s.refused = fmt.Sprintf("PRAGMA %s may not be set here (the module's bounds and in-memory journal depend on it)", strings.ToLower(arg1))
 		return msqlite.AuthorizerDeny
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -45,7 +46,10 @@ type textWriter struct {
 	line, indent int
 }
 
-var errNested = fmt.Errorf("a value nested more than %d deep", maxDepth)
+// errNested is made without fmt, whose printer comes from a pool that may be
+// empty at initialisation: what the package allocates at start stays the
+// same from one start to the next (TestInitDoesNoFeatureWork).
+var errNested = errors.New("a value nested more than " + strconv.Itoa(maxDepth) + " deep")
 
 // TextLimitError is text past its bound.
 type TextLimitError struct {
