@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -53,6 +54,10 @@ func serveTestUpstream(mode string) int {
 		return 1
 	case "stdin-closer":
 		return serveStdinCloser()
+	case "hold-stdout":
+		// A process left behind holding the server's stdout (crash-leaves-child).
+		time.Sleep(time.Hour)
+		return 0
 	}
 	record("started pid=%d", os.Getpid())
 	srv := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "1"}, nil)
@@ -77,6 +82,19 @@ func serveTestUpstream(mode string) int {
 		return text("secret"), nil, nil
 	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "crash", Description: "exits"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		if mode == "crash-leaves-child" {
+			// A process of its own session (out of the server's process
+			// group) left holding the server's stdout.
+			self, _ := os.Executable()
+			child := exec.Command(self)
+			child.Env = append(os.Environ(), "AGENTBE_TEST_UPSTREAM=hold-stdout")
+			child.Stdout = os.Stdout
+			child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			if err := child.Start(); err != nil {
+				return nil, nil, err
+			}
+			record("left child pid=%d", child.Process.Pid)
+		}
 		fmt.Fprintln(os.Stderr, "panic: test upstream crashing on request")
 		os.Exit(3)
 		return nil, nil, nil
