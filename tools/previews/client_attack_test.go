@@ -76,50 +76,50 @@ func TestAttackLeanClientFraming(t *testing.T) {
 }
 
 // TestAttackLeanClientNoAnswerForAnother: bytes a server sends past its
-// answer (a second answer after a whole one, a body to a HEAD) are never
-// read as the answer to the next request: the connection they came on is
-// not used again (previewsrv's drop=1 would answer that next request with
-// nothing but them), and the next request goes on a fresh connection, on
-// the lean path as on ReverseProxy's.
+// answer (a second answer after a whole one, a body to a HEAD, a second
+// answer after a 304) are never read by the lean path as the answer to
+// the next request: the connection they came on is not used again
+// (previewsrv's drop=1 would answer that next request with nothing but
+// them), and the next request goes on a fresh connection. The lean client
+// checks that on the handler's goroutine, at the body's close and by the
+// peek before reuse. ReverseProxy's Transport is not held to it here: it
+// pools a connection whose answer has no body before its read loop has
+// looked past that answer, and a request that takes the connection
+// meanwhile reads those bytes as its answer (a body to HEAD: 2 of 100
+// next requests under -race, 0 of 100 without; a server of the same scope
+// and port, which sees that request anyway, is the only one that can
+// answer it so).
 func TestAttackLeanClientNoAnswerForAnother(t *testing.T) {
 	lp := newLeanPair(t)
 	forged := "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n\r\nFORGED"
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	ask := func(method, target string) string {
+		req, err := http.NewRequest(method, "http://"+lp.leanAddr+strings.ReplaceAll(target, "{P}", strconv.Itoa(lp.port)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, target, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.Status + " " + string(b)
+	}
 	for _, c := range []struct{ name, method, answer string }{
 		{"a second answer", "GET", keptAnswer + forged},
 		{"a body to HEAD", "HEAD", "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " + strconv.Itoa(len(forged)) + "\r\n\r\n" + forged},
 		{"a second answer to a 304", "GET", "HTTP/1.1 304 Not Modified\r\n\r\n" + forged},
 	} {
-		for _, side := range []struct {
-			name string
-			addr string
-		}{{"lean", lp.leanAddr}, {"ReverseProxy", lp.refAddr}} {
-			lp.lean.closeIdle()
-			lp.ref.closeIdle()
-			client := &http.Client{Transport: &http.Transport{}}
-			ask := func(method, target string) string {
-				req, err := http.NewRequest(method, "http://"+side.addr+strings.ReplaceAll(target, "{P}", strconv.Itoa(lp.port)), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp, err := client.Do(req)
-				if err != nil {
-					t.Fatalf("%s, %s: %v", c.name, side.name, err)
-				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				return resp.Status + " " + string(b)
-			}
-			ask(c.method, rawAnswer(c.answer)+"&drop=1")
-			dialed := lp.lean.pool.dialed.Load()
-			if got := ask("GET", "/preview/{P}/"); !strings.Contains(got, "hello from") {
-				t.Errorf("%s, %s: the next request was answered %q", c.name, side.name, got)
-			}
-			if side.name == "lean" {
-				if n := lp.lean.pool.dialed.Load() - dialed; n != 1 {
-					t.Errorf("%s: the next request opened %d connections, want 1 (a fresh one)", c.name, n)
-				}
-			}
-			client.CloseIdleConnections()
+		lp.lean.closeIdle()
+		ask(c.method, rawAnswer(c.answer)+"&drop=1")
+		dialed := lp.lean.pool.dialed.Load()
+		if got := ask("GET", "/preview/{P}/"); !strings.Contains(got, "hello from") {
+			t.Errorf("%s: the next request was answered %q", c.name, got)
+		}
+		if n := lp.lean.pool.dialed.Load() - dialed; n != 1 {
+			t.Errorf("%s: the next request opened %d connections, want 1 (a fresh one)", c.name, n)
 		}
 	}
 }
