@@ -25,10 +25,10 @@ type axTree struct {
 }
 
 // UnmarshalJSON decodes the tree. The JSON reaches it validated whole
-// (chromedp read it as one value first); the values it keeps raw are
-// slices of its own copy of data, which the caller may reuse.
+// (chromedp read it as one value first); nothing decoded refers to data,
+// which the caller may reuse.
 func (t *axTree) UnmarshalJSON(data []byte) error {
-	nodes, err := decodeAXTree(bytes.Clone(data))
+	nodes, err := decodeAXTree(data)
 	if err != nil {
 		return fmt.Errorf("decoding the accessibility tree: %w", err)
 	}
@@ -38,9 +38,11 @@ func (t *axTree) UnmarshalJSON(data []byte) error {
 
 // decodeAXTree decodes {"nodes": [AXNode…]} into axNodes, as
 // json.Unmarshal into struct{ Nodes []*axNode } would for the JSON Chromium
-// writes (keys matched exactly, the last of a repeated key wins), the raw
-// values (axValue.Value) being slices of data. TestAXTreeDecoders and
-// FuzzDecodeAXTree hold it to that.
+// writes (keys matched exactly, the last of a repeated key wins).
+// TestAXTreeDecoders and FuzzDecodeAXTree hold it to that. The nodes refer
+// to one copy of data as a string (their ids are substrings of it) and to
+// copies of the raw values they keep, never to data: a tree costs one copy
+// of its answer, which MaxMessageBytes bounds, while its nodes live.
 func decodeAXTree(data []byte) ([]*axNode, error) {
 	s := axScanner{b: data, t: string(data)}
 	var nodes []*axNode
@@ -79,9 +81,21 @@ type axScanner struct {
 	b []byte
 	t string // b as a string: the strings decoded are its substrings, not copies
 	i int
-	// nodes and values are allocated in blocks: a tree has thousands.
+	// nodes and values are allocated in blocks, and the raw values kept
+	// are copied into kept: a tree has thousands of each.
 	nodes  []axNode
 	values []axValue
+	kept   []byte
+}
+
+// keep is a copy of raw, from a shared block.
+func (s *axScanner) keep(raw []byte) []byte {
+	if len(s.kept)+len(raw) > cap(s.kept) {
+		s.kept = make([]byte, 0, max(16<<10, len(raw)))
+	}
+	start := len(s.kept)
+	s.kept = append(s.kept, raw...)
+	return s.kept[start:len(s.kept):len(s.kept)]
 }
 
 const axBlock = 256
@@ -341,7 +355,7 @@ func (s *axScanner) axValue() (*axValue, error) {
 			return s.skip()
 		}
 		raw, err := s.raw()
-		v.Value = raw // null too, as encoding/json keeps it in a RawMessage
+		v.Value = s.keep(raw) // null too, as encoding/json keeps it in a RawMessage
 		return err
 	})
 	return v, err
