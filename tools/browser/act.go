@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/dom"
 	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -336,11 +338,85 @@ func (p *Provider) settle(ctx context.Context, s *session, navBefore int64) {
 	}
 }
 
-// navigate loads url in the tab, waits for its load event, and returns
-// where it ended (after redirects), its title and the HTTP status of the
-// document (0 for about:blank).
-func (p *Provider) navigate(ctx context.Context, url string) (loc, title string, status int64, err error) {
-	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(url))
+// LoadGrace is how long browser.goto waits for a page's load event once
+// its document has been parsed (DOMContentLoaded): a page whose image or
+// script never finishes is answered then, as it is, rather than failing
+// at NavigateTimeout. Playwright MCP waits the same way (domcontentloaded,
+// then the load event for at most 5 s).
+const LoadGrace = 5 * time.Second
+
+// errLoadGrace ends a navigation's wait LoadGrace after DOMContentLoaded.
+var errLoadGrace = errors.New("no load event within the grace after DOMContentLoaded")
+
+// navigate loads url in the tab, waits for its load event (or LoadGrace
+// after DOMContentLoaded), and returns where it ended (after redirects),
+// its title and the HTTP status of the document (0 for about:blank).
+func (p *Provider) navigate(ctx context.Context, s *session, url string) (loc, title string, status int64, err error) {
+	// The main frame's lifecycle, watched from before the navigation
+	// starts: its first "init" names the new document's loader, whose
+	// DOMContentLoaded starts the grace and whose response gives the
+	// status if the wait ends there.
+	mainFrame, _ := s.mainFrame.Load().(cdp.FrameID)
+	var (
+		mu        sync.Mutex
+		loader    cdp.LoaderID
+		docLoader cdp.LoaderID // of the last response of a document of the main frame
+		docResp   *network.Response
+		parsed    = make(chan struct{})
+		parsedOn  sync.Once
+	)
+	lctx, stopListening := context.WithCancel(ctx)
+	defer stopListening()
+	err = chromedp.Listen(lctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *page.EventLifecycleEvent:
+			if e.FrameID != mainFrame {
+				return
+			}
+			switch {
+			case e.Name == "init" && loader == "":
+				loader = e.LoaderID
+			case e.Name == "DOMContentLoaded" && loader != "" && e.LoaderID == loader:
+				parsedOn.Do(func() { close(parsed) })
+			}
+		case *network.EventResponseReceived:
+			// The document's response comes before its loader's "init".
+			if e.Type == network.ResourceTypeDocument && e.FrameID == mainFrame {
+				docLoader, docResp = e.LoaderID, e.Response
+			}
+		}
+	})
+	if err != nil {
+		return "", "", 0, err
+	}
+	navCtx, cancelNav := context.WithCancelCause(ctx)
+	defer cancelNav(nil)
+	go func() {
+		select {
+		case <-parsed:
+		case <-navCtx.Done():
+			return
+		}
+		t := time.NewTimer(LoadGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancelNav(errLoadGrace)
+		case <-navCtx.Done():
+		}
+	}()
+	resp, err := chromedp.Run(navCtx, chromedp.NavigateResponse(url))
+	if err != nil && errors.Is(context.Cause(navCtx), errLoadGrace) && ctx.Err() == nil {
+		// Parsed, not loaded: answered as it is.
+		mu.Lock()
+		resp, err = nil, nil
+		if docLoader == loader {
+			resp = docResp
+		}
+		mu.Unlock()
+	}
 	if err != nil {
 		var le *chromedp.LoadError
 		if errors.As(err, &le) && strings.Contains(le.ErrorText, "BLOCKED_BY_CLIENT") {

@@ -83,7 +83,7 @@ func TestAXTreeDecoders(t *testing.T) {
 		t.Run(strings.TrimPrefix(path, "/"), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
 			defer cancel()
-			if _, _, _, err := p.navigate(ctx, srv.URL+path); err != nil {
+			if _, _, _, err := p.navigate(ctx, s, srv.URL+path); err != nil {
 				t.Fatal(err)
 			}
 			raw, err := chromedp.Run(ctx, func(ctx context.Context, tg *chromedp.Target) (json.RawMessage, error) {

@@ -158,7 +158,7 @@ func BenchmarkGotoSnapshotPhases(b *testing.B) {
 		ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
 		defer cancel()
 		t0 := time.Now()
-		if _, _, _, err := p.navigate(ctx, url); err != nil {
+		if _, _, _, err := p.navigate(ctx, s, url); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
@@ -279,7 +279,7 @@ func BenchmarkDecodeAXTree(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
 	defer cancel()
-	if _, _, _, err := p.navigate(ctx, srv.URL); err != nil {
+	if _, _, _, err := p.navigate(ctx, s, srv.URL); err != nil {
 		b.Fatal(err)
 	}
 	raw, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (json.RawMessage, error) {

@@ -1175,3 +1175,47 @@ func TestJSHeapBound(t *testing.T) {
 		t.Errorf("another session after the hog: %v", got)
 	}
 }
+
+// TestGotoAnswersAParsedPage: a page whose image never arrives has no load
+// event; browser.goto answers it LoadGrace after its DOMContentLoaded, as
+// it is (title, status, snapshot), instead of failing at NavigateTimeout,
+// and the session goes on.
+func TestGotoAnswersAParsedPage(t *testing.T) {
+	needBrowser(t)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/hang":
+			select { // the image: never sent
+			case <-release:
+			case <-r.Context().Done():
+			}
+		case "/":
+			fmt.Fprint(w, `<!doctype html><title>Parsed</title><h1>Parsed, not loaded</h1><img alt="never" src="/hang"><a href="/next">Next</a>`)
+		default:
+			fmt.Fprint(w, `<!doctype html><title>Next</title><p>next</p>`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // before srv.Close: cleanups run last first
+	p, err := New(Options{Net: allowing(t, srv.URL), AllowHTTP: true, NavigateTimeout: 4 * LoadGrace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	reg := registry.New(registry.Options{MaxConcurrent: 20})
+	if err := reg.Set("browser", p.Tools()); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{p: p, reg: reg, srv: srv}
+	id := f.start(t)
+	got := f.gotoPage(t, id, "/")
+	if got["title"] != "Parsed" || got["status"] != float64(200) || !strings.Contains(fmt.Sprint(got["snapshot"]), `heading "Parsed, not loaded"`) {
+		t.Errorf("goto of a page that never loads: %v", got)
+	}
+	ref := refOf(t, f.must(t, "browser.snapshot", `{"sessionId":"`+id+`"}`)["tree"].(string), "link", "Next")
+	f.must(t, "browser.act", `{"sessionId":"`+id+`","type":"click","ref":"`+ref+`"}`)
+	if got := f.gotoPage(t, id, "/next"); got["title"] != "Next" {
+		t.Errorf("the next page: %v", got)
+	}
+}
