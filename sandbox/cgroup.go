@@ -199,33 +199,72 @@ func makeCgroups(kind cgroupKind, mounts, own []byte, name string, maxProc int64
 
 // removeStaleCgroups removes what a daemon that did not end cleanly (killed
 // with SIGKILL, crashed) left below home: agentbe-<pid>-<n> of a pid that
-// no longer exists, with its command cgroups. Only empty cgroups can be
-// removed; anything still running keeps its cgroup.
+// no longer exists, with its command cgroups (c<n>), and within those what
+// a daemon run as one of its commands left in the same way (a daemon's
+// tests, a daemon started by an agent), to staleCgroupDepth levels. Only
+// empty cgroups can be removed; anything still running keeps its cgroup,
+// and so do a live daemon's (its spares are empty, and in use) and any
+// cgroup of a name this package does not make.
 func removeStaleCgroups(home string) {
-	ents, err := os.ReadDir(home)
+	removeStaleIn(home, staleCgroupDepth)
+}
+
+// staleCgroupDepth bounds how deep removeStaleCgroups looks: a daemon's
+// cgroup, its command's, and so on, for daemons nested 8 deep.
+const staleCgroupDepth = 16
+
+// removeStaleIn removes each agentbe-<pid>-<n> in dir whose pid is gone.
+func removeStaleIn(dir string, depth int) {
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, d := range ents {
-		rest, ok := strings.CutPrefix(d.Name(), "agentbe-")
-		if !ok || !d.IsDir() {
-			continue
+		if d.IsDir() && staleDaemonCgroup(d.Name()) {
+			removeDaemonCgroup(filepath.Join(dir, d.Name()), depth-1)
 		}
-		pidStr, _, ok := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidStr)
-		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
-			continue
-		}
-		dir := filepath.Join(home, d.Name())
-		if kids, err := os.ReadDir(dir); err == nil {
-			for _, k := range kids {
-				if k.IsDir() {
-					_ = os.Remove(filepath.Join(dir, k.Name()))
-				}
-			}
-		}
-		_ = os.Remove(dir)
 	}
+}
+
+// staleDaemonCgroup says name is agentbe-<pid>-<n> of a pid that no longer
+// exists (never this process's: its own may sit below home).
+func staleDaemonCgroup(name string) bool {
+	rest, ok := strings.CutPrefix(name, "agentbe-")
+	if !ok {
+		return false
+	}
+	pidStr, _, ok := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(pidStr)
+	return ok && err == nil && pid > 0 && pid != os.Getpid() && syscall.Kill(pid, 0) == syscall.ESRCH
+}
+
+// removeDaemonCgroup removes a dead daemon's cgroup: first its command
+// cgroups (c<n>), each after the stale daemons' cgroups inside it.
+func removeDaemonCgroup(dir string, depth int) {
+	if depth <= 0 {
+		return
+	}
+	if kids, err := os.ReadDir(dir); err == nil {
+		for _, k := range kids {
+			if !k.IsDir() || !commandCgroupName(k.Name()) {
+				continue
+			}
+			cmd := filepath.Join(dir, k.Name())
+			removeStaleIn(cmd, depth-1)
+			_ = os.Remove(cmd)
+		}
+	}
+	_ = os.Remove(dir)
+}
+
+// commandCgroupName says name is c<n>, as make names a command's cgroup.
+func commandCgroupName(name string) bool {
+	n, ok := strings.CutPrefix(name, "c")
+	if !ok || n == "" {
+		return false
+	}
+	_, err := strconv.ParseUint(n, 10, 64)
+	return err == nil
 }
 
 // cgroupMount finds the mount point of the cgroup2 file system (v2) or of

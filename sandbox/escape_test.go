@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -433,5 +434,62 @@ func TestStaleCgroupsRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(live); err != nil {
 		t.Errorf("a live process's cgroup was removed: %v", err)
+	}
+}
+
+// TestNestedStaleCgroupsRemoved: a dead daemon whose command was itself a
+// daemon (killed with it) left that daemon's cgroups inside its command's
+// cgroup; the next daemon removes the whole tree, and keeps what a live
+// daemon nested the same way holds (its spare cgroups are empty, and in
+// use) and what it did not make.
+func TestNestedStaleCgroupsRemoved(t *testing.T) {
+	var e Executor
+	withCgroupKind(cgroupV1Pids, func() { e, _ = newExec(t, ModeSoftware) })
+	x := e.(*executor)
+	if x.cgroups == nil {
+		t.Skip("no cgroup v1 pids hierarchy here")
+	}
+	deadPid := func() int {
+		gone := exec.Command("/bin/true")
+		if err := gone.Run(); err != nil {
+			t.Fatal(err)
+		}
+		return gone.Process.Pid
+	}
+	home := x.cgroups.home
+	dead1, dead2, dead3 := deadPid(), deadPid(), deadPid()
+	// A dead daemon, its command a dead daemon, its command a dead daemon.
+	gone := filepath.Join(home, fmt.Sprintf("agentbe-%d-2", dead1))
+	goneTree := []string{gone, gone + "/c1", gone + "/c3",
+		gone + fmt.Sprintf("/c1/agentbe-%d-1", dead2), gone + fmt.Sprintf("/c1/agentbe-%d-1/c1", dead2),
+		gone + fmt.Sprintf("/c1/agentbe-%d-1/c1/agentbe-%d-4", dead2, dead3), gone + fmt.Sprintf("/c1/agentbe-%d-1/c1/agentbe-%d-4/c9", dead2, dead3)}
+	// A dead daemon whose command is a live daemon (this process's pid
+	// stands for it) holding a spare cgroup.
+	kept := filepath.Join(home, fmt.Sprintf("agentbe-%d-7", dead3))
+	keptTree := []string{kept, kept + "/c1", kept + fmt.Sprintf("/c1/agentbe-%d-99", os.Getpid()), kept + fmt.Sprintf("/c1/agentbe-%d-99/c2", os.Getpid())}
+	// A dead daemon with a cgroup it did not make inside.
+	foreign := filepath.Join(home, fmt.Sprintf("agentbe-%d-8", dead2))
+	foreignTree := []string{foreign, foreign + "/c1", foreign + "/c1/made-by-a-command"}
+	all := slices.Concat(goneTree, keptTree, foreignTree)
+	for _, d := range all {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, d := range slices.Backward(all) {
+			_ = os.Remove(d)
+		}
+	})
+	withCgroupKind(cgroupV1Pids, func() { newExec(t, ModeSoftware) })
+	for _, d := range goneTree {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("%s: a dead daemon's cgroup is still there: %v", d, err)
+		}
+	}
+	for _, d := range slices.Concat(keptTree, foreignTree) {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s: removed, though a live daemon holds it or the daemon did not make it: %v", d, err)
+		}
 	}
 }
