@@ -60,7 +60,12 @@ const keptAnswer = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Lengt
 // request that fails on its fresh connection too is not retried again; a
 // pooled connection the server closed while it was idle is noticed
 // before use, so even a POST goes on a fresh one. ReverseProxy's
-// Transport answers each the same (compared as they reach the client).
+// Transport answers each the same (compared as they reach the client),
+// but for that last POST: the Transport learns of the close from its
+// connection's read loop, some time after the server closed it, and a
+// POST sent on the connection before then fails with 502 (it is not
+// retried); so there ReverseProxy's answer is either the lean path's or
+// that 502.
 func TestLeanClientStaleConnection(t *testing.T) {
 	lp := newLeanPair(t)
 	post := func(target string) string {
@@ -78,13 +83,14 @@ func TestLeanClientStaleConnection(t *testing.T) {
 		waitClosed bool   // the primed connection is closed by the server before req
 		dials      int64  // connections the lean path opens for req
 		want       string // in the answer
+		refRace    string // in ReverseProxy's answer when it differs (see above)
 	}{
-		{"get retried", dropAfter, getReq("GET", "/preview/{P}/dump"), false, 1, "200 OK"},
-		{"head retried", dropAfter, getReq("HEAD", "/preview/{P}/dump"), false, 1, "200 OK"},
-		{"post not retried", dropAfter, post("/preview/{P}/dump"), false, 0, "502 Bad Gateway"},
-		{"retried once only", dropAfter, getReq("GET", rawAnswer("")), false, 1, "502 Bad Gateway"},
-		{"closed while idle, get", closeAfter, getReq("GET", "/preview/{P}/dump"), true, 1, "200 OK"},
-		{"closed while idle, post", closeAfter, post("/preview/{P}/dump"), true, 1, "POST /dump"},
+		{"get retried", dropAfter, getReq("GET", "/preview/{P}/dump"), false, 1, "200 OK", ""},
+		{"head retried", dropAfter, getReq("HEAD", "/preview/{P}/dump"), false, 1, "200 OK", ""},
+		{"post not retried", dropAfter, post("/preview/{P}/dump"), false, 0, "502 Bad Gateway", ""},
+		{"retried once only", dropAfter, getReq("GET", rawAnswer("")), false, 1, "502 Bad Gateway", ""},
+		{"closed while idle, get", closeAfter, getReq("GET", "/preview/{P}/dump"), true, 1, "200 OK", ""},
+		{"closed while idle, post", closeAfter, post("/preview/{P}/dump"), true, 1, "POST /dump", `{"error":"Bad Gateway","message":"preview: EOF"}`},
 	}
 	for _, c := range cases {
 		var out [2]string
@@ -109,7 +115,7 @@ func TestLeanClientStaleConnection(t *testing.T) {
 				}
 			}
 		}
-		if out[0] != out[1] {
+		if out[0] != out[1] && (c.refRace == "" || !strings.Contains(out[1], "502 Bad Gateway") || !strings.Contains(out[1], c.refRace)) {
 			t.Errorf("%s: the lean path answered\n%s\nReverseProxy answered\n%s", c.name, out[0], out[1])
 		}
 		if !strings.Contains(out[0], c.want) {
