@@ -17,9 +17,11 @@ import (
 )
 
 // npmServer is the entry point of a published MCP server installed by the
-// interop suite's lockfile (`cd interop && npm ci`, which .ci/run does).
+// interop suite's lockfile (`cd interop && npm ci`, which .ci/run does);
+// node, which runs it, must be on PATH too.
 func npmServer(t testing.TB, pkg string) string {
 	t.Helper()
+	testenv.Command(t, "nodejs", "node")
 	p, err := filepath.Abs(filepath.Join("..", "interop", "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js"))
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ func TestExecutionServiceEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	everything = testenv.File(t, everything, "cd interop && npm ci")
+	testenv.Command(t, "nodejs", "node") // the configured server's command
 	dir := t.TempDir()
 	sandboxDir := filepath.Join(dir, "workspace") // created by the daemon, as the seed's is
 	cfgFile := filepath.Join(dir, "mcp_servers.json")

@@ -316,6 +316,7 @@ func TestNpmClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.File(t, modules, "cd interop && npm ci")
+	testenv.Command(t, "nodejs", "node") // runs the examples
 	d := startDaemon(t)
 	// Run from a directory inside interop/, so that `import 'agent-backend'`
 	// resolves to the interop suite's node_modules.
