@@ -158,6 +158,19 @@ func (f *fixture) recorded() string {
 	return string(b)
 }
 
+// waitRecorded waits until the upstream has recorded text (what it did,
+// in .upstream-record); the bound is a hang guard, not a speed check.
+func (f *fixture) waitRecorded(t *testing.T, text, what string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(f.recorded(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s:\n%s", what, f.recorded())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestDiscoveryAndRouting, in each isolation mode: the upstream's tools
 // appear as t__tool (filtered), calls reach it with their arguments and its
 // results come back unchanged; it runs in the workspace with HOME there,
@@ -331,13 +344,7 @@ func TestServerTimeoutCancelsTheCall(t *testing.T) {
 	if !isErr || code != errcode.Timeout || !strings.Contains(txt, "server t: tool sleep timed out after 200ms") {
 		t.Errorf("got %q %v %s", txt, isErr, code)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(f.recorded(), "cancelled sleep") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the upstream never saw the cancellation:\n%s", f.recorded())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	f.waitRecorded(t, "cancelled sleep", "the upstream never saw the cancellation")
 }
 
 // TestListChangedRelists: a tool the upstream adds at run time appears in
@@ -590,13 +597,7 @@ func TestClosedStdinSeenAtOnce(t *testing.T) {
 	if txt, isErr, _ := f.call(t, nil, "t__close_stdin", `{}`); isErr || txt != "closing" {
 		t.Fatalf("close_stdin: %q %v", txt, isErr)
 	}
-	deadline := time.Now().Add(30 * time.Second) // a hang guard, not a speed check
-	for !strings.Contains(f.recorded(), "closed stdin") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the upstream never closed its stdin:\n%s", f.recorded())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	f.waitRecorded(t, "closed stdin", "the upstream never closed its stdin")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := f.reg.Call(ctx, "t__echo", registry.Call{Args: json.RawMessage(`{"text":"lost"}`), Workspace: f.ws, Face: "rest"})
@@ -629,13 +630,7 @@ func TestStalledStdinWriteEndsWithItsCall(t *testing.T) {
 	if txt, isErr, _ := f.call(t, nil, "t__stop_reading", `{}`); isErr || txt != "stopping" {
 		t.Fatalf("stop_reading: %q %v", txt, isErr)
 	}
-	deadline := time.Now().Add(30 * time.Second) // a hang guard, not a speed check
-	for !strings.Contains(f.recorded(), "stopped reading") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the upstream never stopped reading:\n%s", f.recorded())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	f.waitRecorded(t, "stopped reading", "the upstream never stopped reading")
 	big, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 1<<20)})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // the call's bound, which the write must obey
 	defer cancel()
