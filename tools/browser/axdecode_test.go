@@ -65,17 +65,7 @@ func TestAXTreeDecoders(t *testing.T) {
 			fmt.Fprint(w, body)
 		})
 	}
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	p, err := New(Options{Net: allowing(t, srv.URL), AllowHTTP: true, MaxSessions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	s, _, err := p.startSession("", "test", true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, p, s := servedSession(t, mux)
 	type chromedpTree struct {
 		Nodes []*axNode `json:"nodes"`
 	}
@@ -238,4 +228,22 @@ func FuzzDecodeAXTree(f *testing.F) {
 			}
 		}
 	})
+}
+
+// servedSession serves h on a loopback server the provider may reach, and
+// starts a provider with one session; both end with the test.
+func servedSession(tb testing.TB, h http.Handler) (*httptest.Server, *Provider, *session) {
+	tb.Helper()
+	srv := httptest.NewServer(h)
+	tb.Cleanup(srv.Close)
+	p, err := New(Options{Net: allowing(tb, srv.URL), AllowHTTP: true, MaxSessions: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Close() })
+	s, _, err := p.startSession("", "test", true)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return srv, p, s
 }

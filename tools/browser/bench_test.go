@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
@@ -131,21 +130,11 @@ func median(d []time.Duration) float64 {
 func BenchmarkGotoSnapshotPhases(b *testing.B) {
 	needBrowser(b)
 	body := []byte(linksPage(200))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, p, s := servedSession(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		_, _ = w.Write(body)
 	}))
-	b.Cleanup(srv.Close)
-	p, err := New(Options{Net: allowing(b, srv.URL), AllowHTTP: true, MaxSessions: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { p.Close() })
-	s, _, err := p.startSession("", "bench", true)
-	if err != nil {
-		b.Fatal(err)
-	}
 	var events atomic.Int64
 	count := func(any) { events.Add(1) }
 	if err := chromedp.Listen(s.ctx, count); err != nil {
@@ -264,19 +253,9 @@ func cpuByKind(dir string) map[string]int64 {
 // what no snapshot reads (axTree); and decodeAXTree alone.
 func BenchmarkDecodeAXTree(b *testing.B) {
 	needBrowser(b)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, p, s := servedSession(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, linksPage(200))
 	}))
-	b.Cleanup(srv.Close)
-	p, err := New(Options{Net: allowing(b, srv.URL), AllowHTTP: true, MaxSessions: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { p.Close() })
-	s, _, err := p.startSession("", "bench", true)
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
 	defer cancel()
 	if _, _, _, err := p.navigate(ctx, s, srv.URL); err != nil {
