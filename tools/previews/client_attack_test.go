@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -213,19 +212,7 @@ func TestAttackLeanClientPeekBeforeReuse(t *testing.T) {
 // connection), and a sibling scope that may not reach the server is
 // refused (404) with the first scope's connection still idle in its pool.
 func TestAttackLeanClientScopes(t *testing.T) {
-	ex, root := newExecutor(t, sandbox.ModeSoftware)
-	p, err := New(Options{Executor: ex})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
-	for _, d := range []string{a, b} {
-		if err := mkdir(d); err != nil {
-			t.Fatal(err)
-		}
-	}
-	port := startServer(t, ex, root, a, "")
+	p, root, a, b, port := scopedServer(t)
 	admit := func(_ http.ResponseWriter, r *http.Request) (Caller, bool) {
 		return Caller{Face: "http", Within: r.Header.Get("X-Test-Within")}, true
 	}

@@ -228,19 +228,7 @@ func TestPreviewDialEntersTheSandboxNamespace(t *testing.T) {
 // TestPreviewScopes: a server started by a command of a scope is reachable
 // from that scope and from the whole workspace, not from a sibling scope.
 func TestPreviewScopes(t *testing.T) {
-	ex, root := newExecutor(t, sandbox.ModeSoftware)
-	p, err := New(Options{Executor: ex})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
-	for _, d := range []string{a, b} {
-		if err := mkdir(d); err != nil {
-			t.Fatal(err)
-		}
-	}
-	port := startServer(t, ex, root, a, "")
+	p, root, a, b, port := scopedServer(t)
 	for within, reach := range map[string]bool{root: true, "": true, a: true, b: false, filepath.Join(a, "sub"): false, root + "a": false} {
 		c, err := p.Dial(context.Background(), Caller{Within: within}, port)
 		if reach != (err == nil) {
@@ -361,4 +349,23 @@ func TestPreviewDialNeedsCapSysAdmin(t *testing.T) {
 	if !errors.Is(r.err, ErrNamespace) || !strings.Contains(r.err.Error(), "needs CAP_SYS_ADMIN") {
 		t.Fatalf("without CAP_SYS_ADMIN: %v", r.err)
 	}
+}
+
+// scopedServer starts a provider and, from a command of scope a (root/a),
+// a server on port; b (root/b) is a sibling scope. All end with the test.
+func scopedServer(t *testing.T) (p *Previews, root, a, b string, port int) {
+	t.Helper()
+	ex, root := newExecutor(t, sandbox.ModeSoftware)
+	p, err := New(Options{Executor: ex})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	a, b = filepath.Join(root, "a"), filepath.Join(root, "b")
+	for _, d := range []string{a, b} {
+		if err := mkdir(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p, root, a, b, startServer(t, ex, root, a, "")
 }
