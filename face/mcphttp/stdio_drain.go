@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/agentbe/agentbe-daemon/internal/jsonscan"
 )
 
 // stdioLedger counts the requests a stdio client has sent and the responses
@@ -101,7 +103,7 @@ func scanMessage(b []byte) (m message, rest []byte, ok bool) {
 		if len(b) == 0 || b[0] != '"' {
 			return m, nil, false
 		}
-		key, r, ok := skipString(b)
+		key, r, ok := jsonscan.String(b)
 		if !ok {
 			return m, nil, false
 		}
@@ -110,7 +112,7 @@ func scanMessage(b []byte) (m message, rest []byte, ok bool) {
 			return m, nil, false
 		}
 		r = skipSpace(r[1:])
-		val, after, ok := skipValue(r)
+		val, after, ok := jsonscan.Value(r)
 		if !ok {
 			return m, nil, false
 		}
@@ -155,74 +157,6 @@ func skipSpace(b []byte) []byte {
 		b = b[1:]
 	}
 	return b
-}
-
-// skipString returns the string at the start of b (quotes included) and
-// what follows it. The closing quote is found with bytes.IndexByte, so a
-// long string costs a memory scan, not a decode.
-func skipString(b []byte) (str, rest []byte, ok bool) {
-	i := 1
-	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			return nil, nil, false
-		}
-		i += j
-		k := i - 1
-		for b[k] == '\\' {
-			k--
-		}
-		i++
-		if (i-2-k)%2 == 0 { // an even run of backslashes: the quote ends the string
-			return b[:i], b[i:], true
-		}
-	}
-}
-
-// skipValue returns the JSON value at the start of b and what follows it.
-func skipValue(b []byte) (val, rest []byte, ok bool) {
-	if len(b) == 0 {
-		return nil, nil, false
-	}
-	switch b[0] {
-	case '"':
-		return skipString(b)
-	case '{', '[':
-		depth := 0
-		for i := 0; i < len(b); {
-			switch b[i] {
-			case '"':
-				s, _, ok := skipString(b[i:])
-				if !ok {
-					return nil, nil, false
-				}
-				i += len(s)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return b[:i+1], b[i+1:], true
-				}
-			}
-			i++
-		}
-		return nil, nil, false
-	default: // a number, true, false or null
-		i := 0
-	scan:
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\r', '\n':
-				break scan
-			}
-		}
-		if i == 0 {
-			return nil, nil, false
-		}
-		return b[:i], b[i:], true
-	}
 }
 
 func (m message) hasID() bool { return len(m.ID) > 0 && string(m.ID) != "null" }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/agentbe/agentbe-daemon/internal/jsonscan"
 	"github.com/chromedp/cdproto/accessibility"
 	"github.com/chromedp/cdproto/cdp"
 )
@@ -285,36 +286,18 @@ func (s *axScanner) text() (string, error) {
 
 // skip consumes the value that is next, whatever it is.
 func (s *axScanner) skip() error {
-	switch s.peek() {
-	case 0:
-		return errAXEnd
-	case '"':
-		_, _, err := s.str()
-		return err
-	case '{', '[':
-		depth := 0
-		for s.i < len(s.b) {
-			switch s.b[s.i] {
-			case '"':
-				if _, _, err := s.str(); err != nil {
-					return err
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					s.i++
-					return nil
-				}
-			}
-			s.i++
-		}
+	if s.peek() == 0 {
 		return errAXEnd
 	}
-	_, err := s.scalar()
-	return err
+	v, _, ok := jsonscan.Value(s.b[s.i:])
+	if !ok {
+		if c := s.b[s.i]; c == '"' || c == '{' || c == '[' {
+			return errAXEnd // a string or container the input cuts
+		}
+		return s.errorf("want a value")
+	}
+	s.i += len(v)
+	return nil
 }
 
 // scalar reads a number, true, false or null.
