@@ -173,9 +173,17 @@ func runRound(name string, round int, argv []string, sz sizes, logDir string) (*
 		res.Notes = append(res.Notes, "could not reset VmHWM ("+err.Error()+"): the peak includes the idle connections")
 	}
 	sampler := sampleRSS(d.pid())
-	if err := mcpPhase(d.base, content, sz, m); err != nil {
+	cpu0, cpuErr := procCPU(d.pid())
+	calls, err := mcpPhase(d.base, content, sz, m)
+	if err != nil {
 		sampler.stop()
 		return nil, fmt.Errorf("mcp: %w", err)
+	}
+	cpu1, err := procCPU(d.pid())
+	if err = errors.Join(cpuErr, err); err == nil && calls > 0 {
+		m["mcp_cpu_us_per_call"] = float64((cpu1 - cpu0).Microseconds()) / float64(calls)
+	} else {
+		res.Notes = append(res.Notes, fmt.Sprintf("no CPU per MCP call: %v", err))
 	}
 	peak := sampler.stop()
 	if _, hwm, err := procStatus(d.pid()); err == nil && hwm > peak {
@@ -189,60 +197,64 @@ func runRound(name string, round int, argv []string, sz sizes, logDir string) (*
 	return res, nil
 }
 
-func mcpPhase(base, content string, sz sizes, m map[string]float64) error {
+// mcpPhase measures the MCP rows; calls is how many calls it made, for the
+// daemon's CPU time per call.
+func mcpPhase(base, content string, sz sizes, m map[string]float64) (int64, error) {
 	mc := client.NewMCP(base, 16)
 	defer mc.Close()
+	var n atomic.Int64
+	call := func(c client.Call) (client.Result, error) { n.Add(1); return mc.MustOK(c) }
 	read := client.Prepare("read_text_file", map[string]any{"path": readFile})
-	r, err := mc.MustOK(read)
+	r, err := call(read)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	// Both daemons return the file as is when it fits in the default limit;
 	// check it once fully, then by length.
 	if r.Text != content && r.Text != content+"\n" {
-		return fmt.Errorf("read_text_file returned %d bytes, want the 4096-byte file: %.120q", len(r.Text), r.Text)
+		return 0, fmt.Errorf("read_text_file returned %d bytes, want the 4096-byte file: %.120q", len(r.Text), r.Text)
 	}
 	want := len(r.Text)
 	doRead := func() error {
-		r, err := mc.MustOK(read)
+		r, err := call(read)
 		if err == nil && len(r.Text) != want {
 			err = fmt.Errorf("read_text_file: %d bytes, want %d", len(r.Text), want)
 		}
 		return err
 	}
 	if _, err := timeN(sz.warmup, 0, doRead); err != nil {
-		return err
+		return 0, err
 	}
 	l, el, err := timeFor(sz.seqDur, doRead)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	m["mcp_read_p50_ms"], m["mcp_read_p90_ms"], m["mcp_read_p99_ms"] = l.pct(50), l.pct(90), l.pct(99)
 	m["mcp_read_seq_ops"] = float64(len(l)) / el.Seconds()
 	if m["mcp_read_c8_ops"], err = concurrent(8, sz.concDur, doRead); err != nil {
-		return err
+		return 0, err
 	}
 
 	list := client.Prepare("list_directory", map[string]any{"path": "d100"})
 	l, err = timeN(sz.warmup, sz.list, func() error {
-		r, err := mc.MustOK(list)
+		r, err := call(list)
 		if err == nil && len(r.Text) < 100*len("[FILE] file-000.txt") {
 			err = fmt.Errorf("list_directory: short listing %.120q", r.Text)
 		}
 		return err
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	m["mcp_list100_p50_ms"] = l.pct(50)
 
 	exec := client.Prepare("exec", map[string]any{"command": "true"})
-	l, err = timeN(min(sz.warmup, 10), sz.exec, func() error { _, err := mc.MustOK(exec); return err })
+	l, err = timeN(min(sz.warmup, 10), sz.exec, func() error { _, err := call(exec); return err })
 	if err != nil {
-		return err
+		return 0, err
 	}
 	m["mcp_exec_true_p50_ms"] = l.pct(50)
-	return nil
+	return n.Load(), nil
 }
 
 func sshPhase(base, root string, sz sizes, m map[string]float64) error {
