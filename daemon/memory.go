@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,4 +166,40 @@ func applyMemoryLimit(getenv func(string) string, readFile func(string) ([]byte,
 // it once at start): the soft limit set, in bytes, or 0 for none.
 func ApplyMemoryLimit() int64 {
 	return applyMemoryLimit(os.Getenv, os.ReadFile, debug.SetMemoryLimit)
+}
+
+// DefaultGCPercent is the daemon's GC target (what GOGC sets) when the
+// environment sets none. A daemon that holds many idle connections holds
+// little else: each keeps ≈ 34 KiB live and its handshake leaves more than
+// that in garbage, so at Go's default of 100 the heap grows by as much again
+// before a collection, and RSS per idle connection follows the target. 75 is
+// what Prometheus takes for the same reason; the figures (each row of
+// bench/loadgen at GOGC 100, 75 and 50) are in docs/performance.md, "Idle
+// connections".
+const DefaultGCPercent = 75
+
+// applyGCPercent sets the GC target to DefaultGCPercent unless GOGC is set
+// (the runtime applied it at start, and it wins). It returns the target in
+// force and whether GOGC chose it; current reads the runtime's.
+func applyGCPercent(getenv func(string) string, set func(int) int, current func() int) (percent int, fromEnv bool) {
+	if getenv("GOGC") != "" {
+		return current(), true
+	}
+	set(DefaultGCPercent)
+	return DefaultGCPercent, false
+}
+
+// ApplyGCPercent is applyGCPercent on this process (the command calls it
+// once at start): the GC target in force (-1 for GOGC=off), and whether
+// GOGC chose it.
+func ApplyGCPercent() (percent int, fromEnv bool) {
+	return applyGCPercent(os.Getenv, debug.SetGCPercent, gcPercent)
+}
+
+// gcPercent reads the runtime's GC target without changing it.
+func gcPercent() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	// GOGC=off reads as -1 stored in a uint64.
+	return int(int64(s[0].Value.Uint64()))
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"testing"
 	"time"
 )
@@ -103,5 +104,48 @@ func TestCgroupMemoryLimit(t *testing.T) {
 		if got != tc.want || (tc.want > 0 && set != tc.want) || (tc.want == 0 && set != -1) {
 			t.Errorf("%s: %d (set %d), want %d", tc.name, got, set, tc.want)
 		}
+	}
+}
+
+// TestGCPercent: without GOGC the daemon's default is set, read back from
+// the runtime; with GOGC the environment's target stays, untouched.
+func TestGCPercent(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	none := func(string) string { return "" }
+	if got, env := applyGCPercent(none, debug.SetGCPercent, gcPercent); got != DefaultGCPercent || env {
+		t.Errorf("without GOGC: %d (from the environment %v), want %d", got, env, DefaultGCPercent)
+	}
+	if now := debug.SetGCPercent(100); now != DefaultGCPercent {
+		t.Errorf("without GOGC the runtime's target is %d, want %d", now, DefaultGCPercent)
+	}
+
+	// GOGC=150 as the runtime applies it at start: the daemon reports it
+	// and sets nothing.
+	debug.SetGCPercent(150)
+	gogc := func(k string) string {
+		if k == "GOGC" {
+			return "150"
+		}
+		return ""
+	}
+	set := func(p int) int { t.Errorf("GOGC set, but the target was set to %d", p); return debug.SetGCPercent(p) }
+	if got, env := applyGCPercent(gogc, set, gcPercent); got != 150 || !env {
+		t.Errorf("with GOGC=150: %d (from the environment %v), want 150 from it", got, env)
+	}
+	if now := debug.SetGCPercent(100); now != 150 {
+		t.Errorf("with GOGC=150 the runtime's target is %d, want 150", now)
+	}
+
+	// GOGC=off reads back as -1.
+	debug.SetGCPercent(-1)
+	off := func(k string) string {
+		if k == "GOGC" {
+			return "off"
+		}
+		return ""
+	}
+	if got, env := applyGCPercent(off, set, gcPercent); got != -1 || !env {
+		t.Errorf("with GOGC=off: %d (from the environment %v), want -1 from it", got, env)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -317,6 +318,15 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 	if soft := daemon.ApplyMemoryLimit(); soft > 0 {
 		log.Info("memory: soft limit for the Go runtime at 90% of the cgroup's (set GOMEMLIMIT to choose another)", "bytes", soft)
 	}
+	percent, fromEnv := daemon.ApplyGCPercent()
+	gogc, why := strconv.Itoa(percent), "the daemon's default (set GOGC to choose another)"
+	if percent < 0 {
+		gogc = "off"
+	}
+	if fromEnv {
+		why = "GOGC in the environment"
+	}
+	log.Info("memory: GC target", "gogc", gogc, "why", why)
 	if created, err := cfg.EnsureRoot(); err != nil {
 		return err
 	} else if created {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/agentbe/agentbe-daemon/daemon"
 	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
@@ -492,6 +493,39 @@ func TestMaxProcs(t *testing.T) {
 			}
 			if log := p.stderr.String(); !strings.Contains(log, fmt.Sprintf("gomaxprocs=%d ", c.want)) || !strings.Contains(log, c.why) {
 				t.Errorf("start-up log does not say gomaxprocs=%d (%s):\n%s", c.want, c.why, log)
+			}
+		})
+	}
+}
+
+// The daemon's GC target: GOGC from the environment wins, else the daemon's
+// default (daemon.DefaultGCPercent). Read back from the Go collector in
+// /metrics and from the start-up log.
+func TestGCPercent(t *testing.T) {
+	cases := []struct {
+		name string
+		env  []string
+		want int
+		why  string
+	}{
+		{"default", nil, daemon.DefaultGCPercent, `why="the daemon's default`},
+		{"environment", []string{"GOGC=150"}, 150, `why="GOGC in the environment"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := startDaemonEnv(t, c.env, "--root", t.TempDir())
+			resp, err := http.Get(p.url + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			want := fmt.Sprintf("\ngo_gc_gogc_percent %d\n", c.want)
+			if !strings.Contains(string(body), want) {
+				t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+			}
+			if log := p.stderr.String(); !strings.Contains(log, fmt.Sprintf("gogc=%d ", c.want)) || !strings.Contains(log, c.why) {
+				t.Errorf("start-up log does not say gogc=%d (%s):\n%s", c.want, c.why, log)
 			}
 		})
 	}
