@@ -324,6 +324,10 @@ func benchServe(root string) {
 	// SSHWS_BENCH_PROFILE=dir keeps the server's heap and goroutine
 	// profiles, taken with the connections still open, for pprof.
 	if dir := os.Getenv("SSHWS_BENCH_PROFILE"); dir != "" {
+		// A heap profile is as of the last collection, which may have
+		// run when half the connections were open: collect now, so it
+		// shows what the open connections hold.
+		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		fmt.Fprintf(os.Stderr, "server: %d goroutines, heap in use %d KiB, stacks %d KiB, heap idle not released %d KiB, sys %d KiB\n",
