@@ -404,7 +404,6 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 			d.log.Warn("--conventional-ssh and --ssh-port are deprecated: the daemon serves SSH itself; use --ssh-listen ADDR:PORT", "ssh_listen", d.cfg.SSHListen)
 		}
 	}
-	go func() { errc <- srv.Serve(ln) }()
 	d.log.Info("listening", "addr", ln.Addr().String(), "root", d.cfg.Root,
 		"mcp", scheme+"://"+ln.Addr().String()+routeMCP, "ssh_ws", servesSSHWS(d.cfg),
 		"auth", d.cfg.HasAuth(), "tls", d.certs != nil)
@@ -412,6 +411,10 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 		d.log.Info("listening on every address; the MCP endpoint is reachable at", "urls", strings.Join(urls, " "))
 	}
 	d.logConnect(scheme, ln.Addr())
+	// Ready: everything the start needed has run, and nothing is served yet
+	// (the socket, bound by Listen, holds what arrives until Serve).
+	releasePages(d.log, slog.LevelInfo, "ready")
+	go func() { errc <- srv.Serve(ln) }()
 	notifyErr := func(err error) { d.log.Warn("systemd notification failed", "err", err) }
 	if err := d.opts.Notifier.Notify("READY=1\nSTATUS=serving " + scheme + "://" + ln.Addr().String()); err != nil {
 		notifyErr(err)

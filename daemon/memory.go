@@ -45,7 +45,7 @@ type memoryReturner struct {
 }
 
 func newMemoryReturner(log *slog.Logger) *memoryReturner {
-	return &memoryReturner{free: freeAll, now: time.Now, log: log}
+	return &memoryReturner{free: func() { freeAll(); releasePages(log, slog.LevelDebug, "burst") }, now: time.Now, log: log}
 }
 
 // freeAll collects twice before returning memory: sync.Pool keeps what it
