@@ -326,8 +326,10 @@ func TestReleaseExecutablePages(t *testing.T) {
 	}
 	after := exeSmaps(t, exe)
 
-	if r.by != "fstat" || r.mappings == 0 || r.held != 0 {
-		t.Errorf("release: %+v, want mappings found by fstat, none held", r)
+	// By fstat, or by this code's mapping where the file system shows maps
+	// other numbers than stat (overlayfs, btrfs).
+	if r.by == "none" || r.mappings == 0 || r.held != 0 {
+		t.Errorf("release: %+v, want the executable's mappings found, none held", r)
 	}
 	var roBefore, roAfter, mapped int64
 	for i, b := range before {
