@@ -32,12 +32,12 @@ import (
 // lists one checkpoint's entries, or those changed since the checkpoint
 // before it (a delta, delta.go). Both are written to tmp/ first, then
 // renamed into place: a checkpoint's new blobs are renamed at once, then
-// fsynced together (each blob, and the blobs' directory once) while its
-// manifest's temp file is written and fsynced; the manifest is renamed only
-// after all of that, and its directory fsynced. So a kill, or a power cut,
-// at any moment leaves each checkpoint whole (its manifest and blobs) or
-// absent (no manifest; its orphan blobs and temp files are removed by the
-// next Open).
+// fsynced together with the blobs' directory and its manifest's temp file
+// (one round: blobSync); the manifest is renamed only after all of that,
+// and its directory fsynced (the second round). So a kill, or a power
+// cut, at any moment leaves each checkpoint whole (its manifest and blobs)
+// or absent (no manifest; its orphan blobs and temp files are removed by
+// the next Open).
 const (
 	blobsDir     = "blobs"
 	manifestsDir = "manifests"
@@ -539,8 +539,11 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	// Which files must be read, and refuse before reading any when they
 	// cannot fit (a 10 GB sparse file is refused by its size). Both lists
 	// are sorted by path: one pass pairs each entry with the previous
-	// manifest's of the same path, whose hash (and path string) an
-	// unchanged file takes over.
+	// manifest's of the same path, whose path string it takes over (and,
+	// for an unchanged file, its hash). A path new since then gets a
+	// string of its own: the walk's point into its workers' chunks
+	// (scratch.names), which the newest manifest, kept until the next
+	// checkpoint, must not hold on to.
 	var prevEntries []Entry
 	if prev != nil {
 		prevEntries = prev.Entries
@@ -553,17 +556,22 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 		for j < len(prevEntries) && prevEntries[j].Path < e.Path {
 			j++
 		}
+		var p *Entry
+		if j < len(prevEntries) && prevEntries[j].Path == e.Path {
+			p = &prevEntries[j]
+			e.Path = p.Path
+		} else {
+			e.Path = strings.Clone(e.Path)
+		}
 		if e.Type != TypeFile {
 			continue
 		}
 		total += e.Size
-		if j < len(prevEntries) {
-			// Its blob is in the store: prev is listed, so its manifest
-			// file, or those of the bases it is stored on, name the blob.
-			if p := &prevEntries[j]; p.Path == e.Path && sameIdentity(p, e) {
-				e.Path, e.Hash = p.Path, p.Hash
-				continue
-			}
+		// Its blob is in the store: prev is listed, so its manifest file,
+		// or those of the bases it is stored on, name the blob.
+		if p != nil && sameIdentity(p, e) {
+			e.Hash = p.Hash
+			continue
 		}
 		toRead = append(toRead, i)
 		readBytes += e.Size
@@ -572,13 +580,13 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 		return Info{}, tooLarge(w.entries, toRead, readBytes, s.opts.MaxBytes)
 	}
 	m := &Manifest{Label: o.Label, Created: time.Now().UTC(), Scope: ws.Root(), Auto: o.Auto, Entries: w.entries, Skipped: w.skipped}
-	fresh, stored, synced, err := s.storeFiles(ctx, ws, m.Entries, toRead)
+	fresh, stored, bs, err := s.storeFiles(ctx, ws, m.Entries, toRead)
 	if err != nil {
 		return Info{}, err
 	}
 	// fail drops what this create stored, once its fsyncs are over.
 	fail := func(err error) (Info, error) {
-		<-synced
+		<-bs.start(nil)
 		s.dropBlobs(fresh)
 		return Info{}, err
 	}
@@ -613,14 +621,14 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 			Reused: true, TookMs: time.Since(start).Milliseconds()}, nil
 	}
 	if err := s.step("blobs"); err != nil {
-		<-synced // a kill here leaves the blobs, which Open collects
+		<-bs.start(nil) // a kill here leaves the blobs, which Open collects
 		return Info{}, err
 	}
 	s.seq++
 	m.Seq = s.seq
 	m.ID = newID()
 	file := fileForm(prev, m)
-	size, err := s.writeManifest(file, synced)
+	size, err := s.writeManifest(file, bs)
 	if err != nil {
 		s.dropBlobs(fresh)
 		return Info{}, err
@@ -721,10 +729,23 @@ func (s *Store) newestOf(scope string) (*Manifest, error) {
 	return m, nil
 }
 
-// syncWorkers is how many blob fsyncs run at once: a journalling file
-// system commits concurrent ones together, so a checkpoint of a few
-// changed files costs about one commit rather than one per file.
+// syncWorkers is how many files a checkpoint copies at once, and how many
+// blob fsyncs run at once: copies overlap their reads, hashing and writes
+// on the cores there are, and a journalling file system commits concurrent
+// fsyncs together.
 const syncWorkers = 8
+
+// syncBatch is how many copied blobs wait, their temp files open, before
+// their fsyncs start: a checkpoint of a few changed files starts them all
+// at once, after its renames, so they share one journal commit rather than
+// paying one each as they come; a large one (a first checkpoint) holds at
+// most two batches of open files for this (one filling, one queued for
+// the fsync workers, which the copies then wait behind), plus the
+// workers' own.
+const syncBatch = 64
+
+// copyBufs are the copies' buffers, reused by every checkpoint.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // pending is a blob copied to its temp file, waiting to be renamed to its
 // hash once durable.
@@ -733,77 +754,166 @@ type pending struct {
 	n         int64
 }
 
-// storeFiles reads the files es[idx] into blobs: each copied to a temp
-// file while hashed (its identity taken from the opened file), fsynced by
-// a pool of workers as the copying goes on, and, once all are copied,
-// renamed to its hash unless that blob exists. It returns the blobs it
-// added (each counted once in s.refs until the manifest counts them),
-// their bytes, and synced, which yields once when every blob's content and
-// the blobs' directory are durable (the error of the first fsync that
-// failed); on an error it leaves nothing behind and synced is nil.
-//
-// A blob is renamed before its content is durable, so the directory's
-// fsync runs beside the blobs' own: a power cut between leaves a blob
-// whose content may be short, but no manifest names it (the manifest is
-// renamed only after synced), and the next Open removes it.
-func (s *Store) storeFiles(ctx context.Context, ws fsops.Workspace, es []Entry, idx []int) (fresh []string, stored int64, synced <-chan error, err error) {
-	work := make(chan *os.File, syncWorkers)
-	var wg sync.WaitGroup
-	var syncErr error
-	var errMu sync.Mutex
-	for range min(syncWorkers, len(idx)) {
-		wg.Add(1)
+// blobSync is the fsyncs of one create's new blobs. A pool of workers
+// fsyncs (and closes) the temp files it is fed: the batches a large create
+// fills while copying, then, in start, the last batch, the blobs'
+// directory and the manifest's temp file, all at once, so that a
+// checkpoint of a few changed files waits for one journal commit for all
+// of them rather than one after the other.
+type blobSync struct {
+	s     *Store
+	work  chan *os.File
+	wg    sync.WaitGroup
+	open  []*os.File // the last batch, waiting for start
+	dir   bool       // the blobs' directory gained entries
+	mu    sync.Mutex
+	first error // of the fsyncs (and closes) done
+}
+
+func (s *Store) newBlobSync(files int) *blobSync {
+	b := &blobSync{s: s, work: make(chan *os.File, syncBatch)}
+	// At least one: the manifest's temp file comes to start.
+	for range max(1, min(syncWorkers, files)) {
+		b.wg.Add(1)
 		go func() {
-			defer wg.Done()
-			for f := range work {
+			defer b.wg.Done()
+			for f := range b.work {
 				err := f.Sync()
 				if cerr := f.Close(); err == nil {
 					err = cerr
 				}
 				if err != nil {
-					errMu.Lock()
-					if syncErr == nil {
-						syncErr = err
+					b.mu.Lock()
+					if b.first == nil {
+						b.first = err
 					}
-					errMu.Unlock()
+					b.mu.Unlock()
 				}
 			}
 		}()
 	}
+	return b
+}
+
+// add takes a copied blob's open temp file, fsyncing a full batch.
+func (b *blobSync) add(f *os.File) {
+	b.open = append(b.open, f)
+	if len(b.open) == syncBatch {
+		for _, f := range b.open {
+			b.work <- f
+		}
+		b.open = b.open[:0]
+	}
+}
+
+// start fsyncs what is left (and then closes it): the last batch, the
+// blobs' directory when it gained entries, and extra (nil: none, else the
+// manifest's temp file, written). The channel yields once, when all of it
+// and the batches before are durable: the error of the first that failed.
+// Called once.
+func (b *blobSync) start(extra *os.File) <-chan error {
+	dirDone := make(chan error, 1)
+	if b.dir {
+		go func() { dirDone <- b.s.syncDir(blobsDir) }()
+	} else {
+		dirDone <- nil
+	}
+	for _, f := range b.open {
+		b.work <- f
+	}
+	b.open = nil
+	if extra != nil {
+		b.work <- extra
+	}
+	close(b.work)
+	done := make(chan error, 1)
+	go func() {
+		b.wg.Wait()
+		err := b.first
+		if derr := <-dirDone; err == nil {
+			err = derr
+		}
+		if err != nil {
+			err = storeErr(err)
+		}
+		done <- err
+	}()
+	return done
+}
+
+// storeFiles reads the files es[idx] into blobs: each copied to a temp
+// file while hashed (its identity taken from the opened file) by a pool
+// of workers, and, once all are copied, renamed to its hash unless that
+// blob exists. It returns the blobs it added (each counted once in s.refs
+// until the manifest counts them), their bytes, and their fsyncs, whose
+// last batch waits for blobSync.start; on an error it leaves nothing
+// behind and the blobSync is nil.
+//
+// A blob is renamed before its content is durable, so the directory's
+// fsync runs beside the blobs' own: a power cut between leaves a blob
+// whose content may be short, but no manifest names it (the manifest is
+// renamed only once start's channel yields), and the next Open removes it.
+func (s *Store) storeFiles(ctx context.Context, ws fsops.Workspace, es []Entry, idx []int) (fresh []string, stored int64, bs *blobSync, err error) {
+	bs = s.newBlobSync(len(idx))
+	// The copies: workers take the files in turn; each result comes back
+	// here, where the store's maps are read and written (s.mu is held).
+	type copied struct {
+		p   pending
+		f   *os.File
+		err error
+	}
+	results := make(chan copied, syncWorkers)
+	var next atomic.Int64
+	var budget atomic.Int64 // what this create may still read, against --checkpoint-max-bytes
+	budget.Store(s.opts.MaxBytes)
+	var stop atomic.Bool
+	var cw sync.WaitGroup
+	for range min(syncWorkers, len(idx)) {
+		cw.Add(1)
+		go func() {
+			defer cw.Done()
+			bp := copyBufs.Get().(*[]byte)
+			defer copyBufs.Put(bp)
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= len(idx) || stop.Load() {
+					return
+				}
+				var r copied
+				if cerr := ctx.Err(); cerr != nil {
+					r.err = ctxErr("checkpoint_create", cerr)
+				} else {
+					r.p, r.f, r.err = s.copyFile(ctx, ws, &es[idx[k]], &budget, *bp)
+				}
+				results <- r
+			}
+		}()
+	}
+	go func() { cw.Wait(); close(results) }()
 	var todo []pending
 	seen := map[string]bool{}
-	cleanup := func() {
-		for _, p := range todo {
-			s.root.Remove(p.tmp)
-		}
-	}
-	var copied int64 // what this create read, against --checkpoint-max-bytes
-	for _, i := range idx {
-		if err = ctx.Err(); err != nil {
-			err = ctxErr("checkpoint_create", err)
-			break
-		}
-		var p pending
-		var f *os.File
-		p, f, err = s.copyFile(ctx, ws, &es[i], s.opts.MaxBytes-copied)
-		if err != nil {
-			break
-		}
-		copied += p.n
-		if _, exists := s.blobSize[p.hash]; exists || seen[p.hash] {
-			f.Close()
-			s.root.Remove(p.tmp)
+	for r := range results {
+		if r.err != nil {
+			if err == nil {
+				err = r.err
+			}
+			stop.Store(true)
 			continue
 		}
-		seen[p.hash] = true
-		todo = append(todo, p)
-		work <- f
+		if _, exists := s.blobSize[r.p.hash]; err != nil || exists || seen[r.p.hash] {
+			// Failed meanwhile, stored already, or copied twice in this create.
+			r.f.Close()
+			s.root.Remove(r.p.tmp)
+			continue
+		}
+		seen[r.p.hash] = true
+		todo = append(todo, r.p)
+		bs.add(r.f)
 	}
-	close(work)
-	for k := 0; err == nil && k < len(todo); k++ {
-		p := todo[k]
+	renamed := 0
+	for ; err == nil && renamed < len(todo); renamed++ {
+		p := todo[renamed]
 		if rerr := s.root.Rename(p.tmp, path.Join(blobsDir, p.hash)); rerr != nil {
-			todo = todo[k:]
 			err = storeErr(rerr)
 			break
 		}
@@ -813,41 +923,27 @@ func (s *Store) storeFiles(ctx context.Context, ws fsops.Workspace, es []Entry, 
 		fresh = append(fresh, p.hash)
 		stored += p.n
 	}
+	bs.dir = len(fresh) > 0
 	if err != nil {
-		wg.Wait()
-		cleanup()
+		<-bs.start(nil)
+		for _, p := range todo[renamed:] {
+			s.root.Remove(p.tmp)
+		}
 		s.dropBlobs(fresh)
 		return nil, 0, nil, err
 	}
-	done := make(chan error, 1)
-	go func() {
-		dirDone := make(chan error, 1)
-		if len(fresh) > 0 {
-			go func() { dirDone <- s.syncDir(blobsDir) }()
-		} else {
-			dirDone <- nil
-		}
-		wg.Wait()
-		err := syncErr
-		if derr := <-dirDone; err == nil {
-			err = derr
-		}
-		if err != nil {
-			err = storeErr(err)
-		}
-		done <- err
-	}()
-	return fresh, stored, done, nil
+	return fresh, stored, bs, nil
 }
 
 // copyFile copies one workspace file to a temp file of the store, hashing
 // it, and sets e's hash, size and identity from the opened file (a file
 // that changed while it was read is recorded as untrusted, so the next
 // checkpoint reads it again). It copies at most the size the opened file
-// had (a file growing while read stops there), refuses one larger than
-// budget naming --checkpoint-max-bytes, and stops when ctx is done. The
-// temp file is returned open, unsynced.
-func (s *Store) copyFile(ctx context.Context, ws fsops.Workspace, e *Entry, budget int64) (pending, *os.File, error) {
+// had (a file growing while read stops there), taking that size from
+// budget, shared by the create's copies: one that does not fit is refused
+// naming --checkpoint-max-bytes. It stops when ctx is done. The temp file
+// is returned open, unsynced; buf is the copy's buffer.
+func (s *Store) copyFile(ctx context.Context, ws fsops.Workspace, e *Entry, budget *atomic.Int64, buf []byte) (pending, *os.File, error) {
 	f, err := ws.OpenFile(e.Path, os.O_RDONLY, 0)
 	if err != nil {
 		return pending{}, nil, err
@@ -857,7 +953,7 @@ func (s *Store) copyFile(ctx context.Context, ws fsops.Workspace, e *Entry, budg
 	if err != nil {
 		return pending{}, nil, err
 	}
-	if before.Size > budget {
+	if budget.Add(-before.Size) < 0 {
 		// Grown since the walk's sizes were checked.
 		return pending{}, nil, &errcode.Error{Code: errcode.TooLarge, Op: "checkpoint_create", Path: e.Path,
 			Msg:  fmt.Sprintf("the file grew to %d bytes while the checkpoint was taken: the files to store pass --checkpoint-max-bytes (%d)", before.Size, s.opts.MaxBytes),
@@ -869,7 +965,7 @@ func (s *Store) copyFile(ctx context.Context, ws fsops.Workspace, e *Entry, budg
 		return pending{}, nil, storeErr(err)
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(t, h), ctxReader{ctx, io.NewSectionReader(f, 0, before.Size)})
+	n, err := io.CopyBuffer(io.MultiWriter(t, h), ctxReader{ctx, io.NewSectionReader(f, 0, before.Size)}, buf)
 	if err != nil {
 		t.Close()
 		s.root.Remove(tmpName)
@@ -901,36 +997,27 @@ func randHex() string {
 }
 
 // writeManifest writes m durably: temp file, fsync, rename, fsync of the
-// directory. The rename waits for before (nil: nothing to wait for), the
-// fsyncs of the blobs m names, which run meanwhile.
-func (s *Store) writeManifest(m *Manifest, before <-chan error) (int64, error) {
-	wait := func() error {
-		if before == nil {
-			return nil
-		}
-		return <-before
-	}
+// directory. The temp file's fsync runs with the last of bs's, the blobs
+// m names, and the rename waits for all of them.
+func (s *Store) writeManifest(m *Manifest, bs *blobSync) (int64, error) {
 	b, err := encodeManifest(m)
 	if err != nil {
-		wait()
+		<-bs.start(nil)
 		return 0, storeErr(err)
 	}
 	tmpName := path.Join(tmpDir, "manifest-"+randHex())
 	t, err := s.root.OpenFile(tmpName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		wait()
+		<-bs.start(nil)
 		return 0, storeErr(err)
 	}
-	_, err = t.Write(b)
-	if err == nil {
-		err = t.Sync()
-	}
-	if cerr := t.Close(); err == nil {
-		err = cerr
-	}
-	// What the manifest names must be durable before it is.
-	if berr := wait(); err == nil {
-		err = berr
+	if _, err = t.Write(b); err != nil {
+		t.Close()
+		<-bs.start(nil)
+	} else {
+		// What the manifest names must be durable before it is; the
+		// pool fsyncs and closes t.
+		err = <-bs.start(t)
 	}
 	if err == nil {
 		err = s.step("manifest-temp")

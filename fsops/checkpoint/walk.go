@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
@@ -102,7 +103,7 @@ func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string, max in
 // walkSized is walk with room made for about n entries at once (the
 // previous checkpoint's count), so the list is not copied as it grows.
 func (s *Store) walkSized(ctx context.Context, ws fsops.Workspace, rel string, max, n int) (walked, error) {
-	w := walked{skipped: map[string]string{}, entries: make([]Entry, 0, min(n, max)+1)}
+	w := walked{skipped: map[string]string{}, entries: getBlocks(min(n, max) + 1)}
 	if rel != "." {
 		fi, err := ws.Lstat(rel)
 		if err != nil {
@@ -149,7 +150,31 @@ func (s *Store) walkSized(ctx context.Context, ws fsops.Workspace, rel string, m
 	w = wk.w
 	w.peakHeld = wk.peakHeld
 	w.entries = wk.inOrder()
+	putBlocks(wk.w.entries)
 	return w, nil
+}
+
+// blocksPool holds the lists the walk's workers add their directories'
+// blocks to (walker.w.entries until inOrder), reused by the next walk
+// rather than allocated (and collected) for each: a checkpoint of ten
+// thousand entries would otherwise make a megabyte of garbage twice. A
+// pool, since walks of different workspaces may run at once (a diff
+// beside a checkpoint): each takes its own.
+var blocksPool sync.Pool // of *[]Entry
+
+func getBlocks(n int) []Entry {
+	if b, ok := blocksPool.Get().(*[]Entry); ok && cap(*b) >= n {
+		return (*b)[:0]
+	}
+	return make([]Entry, 0, n)
+}
+
+// putBlocks gives a list back, cleared: what its entries named (their
+// paths) is not kept alive by the pool.
+func putBlocks(b []Entry) {
+	clear(b)
+	b = b[:0]
+	blocksPool.Put(&b)
 }
 
 // inOrder is the walk's entries sorted by path, assembled from the
@@ -209,11 +234,36 @@ func compareSlash(x, y string) int {
 	return strings.Compare("/", y[len(x):])
 }
 
-// scratch is one worker's buffers, reused for every directory it lists.
+// scratch is one worker's buffers, reused for every directory it lists,
+// and by later walks (scratchPool).
 type scratch struct {
 	buf   []byte  // getdents'
 	es    []Entry // a directory's entries until they join the walk's list
 	order []int32 // their order by path
+	// names is where the entries' paths are written, each one string
+	// pointing into it (unsafe.String) rather than one allocation per
+	// entry. Only appended to: the bytes before len(names) belong to
+	// strings handed out, and are never written again; past cap, a new
+	// chunk is taken and the old one lives as long as its strings do.
+	names []byte
+}
+
+// namesChunk is the size of a scratch's chunk of paths: a few hundred
+// paths each.
+const namesChunk = 16 << 10
+
+var scratchPool = sync.Pool{New: func() any { return &scratch{buf: make([]byte, 32<<10)} }}
+
+// path is dir's prefix followed by name, written into sc.names.
+func (sc *scratch) path(prefix string, name []byte) string {
+	n := len(prefix) + len(name)
+	if cap(sc.names)-len(sc.names) < n {
+		sc.names = make([]byte, 0, max(namesChunk, n))
+	}
+	at := len(sc.names)
+	sc.names = append(sc.names, prefix...)
+	sc.names = append(sc.names, name...)
+	return unsafe.String(&sc.names[at], n)
 }
 
 // walker is one walk's shared state; mu guards all but the settings.
@@ -267,7 +317,12 @@ func (wk *walker) release(h *heldDir) {
 // run is one worker: it takes directories from the queue until the walk
 // is done or failed.
 func (wk *walker) run() {
-	sc := &scratch{buf: make([]byte, 32<<10)}
+	sc := scratchPool.Get().(*scratch)
+	defer func() {
+		clear(sc.es[:cap(sc.es)]) // the pool keeps no path alive through them
+		sc.es = sc.es[:0]
+		scratchPool.Put(sc)
+	}()
 	wk.mu.Lock()
 	defer wk.mu.Unlock()
 	for {
@@ -325,7 +380,7 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 		if cerr := wk.ctx.Err(); cerr != nil {
 			err = ctxErr("checkpoint", cerr)
 		} else if fd >= 0 {
-			es, subdirs, skipped, err = wk.listFD(fd, dir, sc.buf, sc.es[:0])
+			es, subdirs, skipped, err = wk.listFD(fd, dir, sc)
 			sc.es = es[:0] // copied into the walk's list below, then reused
 		} else {
 			es, subdirs, skipped, err = wk.listByPath(dir)
@@ -403,10 +458,12 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 }
 
 // listFD lists the open directory fd, whose path is dir: getdents into
-// buf, one fstatat per entry relative to fd without following links (the
-// name stat-ed is the one getdents wrote). Each entry's path is its one
-// allocation.
-func (wk *walker) listFD(fd int, dir string, buf []byte, es []Entry) (_ []Entry, subdirs []string, skipped map[string]string, err error) {
+// sc.buf, one fstatat per entry relative to fd without following links
+// (the name stat-ed is the one getdents wrote). The entries are appended
+// to sc.es[:0]; their paths are written into sc.names, so an entry costs
+// no allocation of its own.
+func (wk *walker) listFD(fd int, dir string, sc *scratch) (_ []Entry, subdirs []string, skipped map[string]string, err error) {
+	buf, es := sc.buf, sc.es[:0]
 	prefix := ""
 	if dir != "." {
 		prefix = dir + "/"
@@ -443,13 +500,14 @@ func (wk *walker) listFD(fd int, dir string, buf []byte, es []Entry) (_ []Entry,
 			if fstatatName(fd, cname, &st) != nil {
 				continue // vanished meanwhile
 			}
-			p := prefix + string(name) // the entry's one allocation
+			p := sc.path(prefix, name)
 			e, why := entryOfStat(wk.ws, p, &st)
 			if why != "" {
 				if skipped == nil {
 					skipped = map[string]string{}
 				}
-				skipped[p] = why
+				// Kept in the manifest: its own copy, not the chunk's.
+				skipped[strings.Clone(p)] = why
 				continue
 			}
 			es = append(es, e)
