@@ -139,6 +139,21 @@ func procStatus(pid int) (rss, hwm int64, err error) {
 	return rss, hwm, sc.Err()
 }
 
+// procAnon reads RssAnon of pid in KiB: its resident anonymous memory
+// (heap, stacks), without file-backed pages such as the executable's.
+func procAnon(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "RssAnon:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, errors.New("no RssAnon in /proc/" + strconv.Itoa(pid) + "/status")
+}
+
 // rssSampler records the highest VmRSS seen every 10 ms until stopped.
 type rssSampler struct {
 	cancel context.CancelFunc

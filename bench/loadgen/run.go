@@ -413,6 +413,7 @@ func idlePhase(base string, pid, n int, m map[string]float64) error {
 	if err != nil {
 		return err
 	}
+	anon0, anonErr := procAnon(pid)
 	conns := make([]*gossh.Client, 0, n)
 	defer func() {
 		for _, c := range conns {
@@ -432,6 +433,13 @@ func idlePhase(base string, pid, n int, m map[string]float64) error {
 		return err
 	}
 	m["rss_idle_conn_kib"] = float64(after-before) / float64(n)
+	// The anonymous part alone: what the connections hold, without the
+	// executable's pages the phase pages in (a daemon that gives them
+	// back at ready pages some in again here, the collector's code among
+	// them).
+	if anon1, err := procAnon(pid); anonErr == nil && err == nil {
+		m["rss_idle_conn_anon_kib"] = float64(anon1-anon0) / float64(n)
+	}
 	return nil
 }
 
