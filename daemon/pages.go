@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -315,13 +316,31 @@ func releaseExecutablePages() (pagesReleased, error) {
 	return r, errors.Join(errs...)
 }
 
+// releaseWarned is set once a failed release was logged as a warning. A
+// failure that lasts (pagemap absent or refused by a hardened kernel,
+// madvise refused by a seccomp filter or on locked memory) fails the same
+// way at each burst's return, which a client can cause every 10 s
+// (minFreeInterval) by opening and closing connections: the first failure
+// warns, later ones are logged at debug.
+var releaseWarned atomic.Bool
+
 // releasePages is releaseExecutablePages with its outcome logged at level,
 // for the daemon's two moments (why): "ready", and "burst" after a burst's
 // return of memory.
 func releasePages(log *slog.Logger, level slog.Level, why string) {
-	r, err := releaseExecutablePages()
+	logRelease(log, level, why, releaseExecutablePages, &releaseWarned)
+}
+
+// logRelease runs release and logs what it did; of its failures, only the
+// first that finds warned unset is a warning.
+func logRelease(log *slog.Logger, level slog.Level, why string, release func() (pagesReleased, error), warned *atomic.Bool) {
+	r, err := release()
 	if err != nil {
-		log.Warn("giving back the executable's pages", "why", why, "err", err)
+		if warned.CompareAndSwap(false, true) {
+			log.Warn("giving back the executable's pages", "why", why, "err", err, "later_failures", "logged at debug level")
+		} else {
+			log.Debug("giving back the executable's pages", "why", why, "err", err)
+		}
 	}
 	log.Log(context.Background(), level, "gave back the executable's read-only pages", "why", why,
 		"mappings", r.mappings, "held", r.held, "mapped_kib", r.mappedKiB, "resident_kib", r.residentKiB,

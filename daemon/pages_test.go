@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
@@ -388,5 +390,35 @@ func TestBurstReturnGivesBackPages(t *testing.T) {
 	line := regexp.MustCompile(`level=DEBUG msg="gave back the executable's read-only pages" why=burst mappings=([1-9]\d*) held=0 `)
 	if !line.MatchString(logged.String()) {
 		t.Errorf("after a burst's return, the log has no release of the executable's pages:\n%s", logged.String())
+	}
+}
+
+// TestReleaseFailureWarnsOnce: a release that keeps failing (pagemap
+// refused, madvise refused) warns once per process, not at every burst's
+// return, which a client can bring about every 10 s; the later failures
+// are still logged, at debug, with their error.
+func TestReleaseFailureWarnsOnce(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	refused := func() (pagesReleased, error) {
+		return pagesReleased{by: "fstat"}, &os.PathError{Op: "open", Path: "/proc/self/pagemap", Err: syscall.EACCES}
+	}
+	var warned atomic.Bool
+	logRelease(log, slog.LevelInfo, "ready", refused, &warned)
+	for range 3 {
+		logRelease(log, slog.LevelDebug, "burst", refused, &warned)
+	}
+	out := logged.String()
+	if n := strings.Count(out, `level=WARN msg="giving back the executable's pages"`); n != 1 {
+		t.Errorf("%d warnings for 4 failed releases, want 1:\n%s", n, out)
+	}
+	if !strings.Contains(out, `level=WARN msg="giving back the executable's pages" why=ready err="open /proc/self/pagemap: permission denied"`) {
+		t.Errorf("the first failure's warning does not name it:\n%s", out)
+	}
+	if n := strings.Count(out, `level=DEBUG msg="giving back the executable's pages" why=burst err="open /proc/self/pagemap: permission denied"`); n != 3 {
+		t.Errorf("%d of the 3 later failures logged at debug with their error, want 3:\n%s", n, out)
+	}
+	if n := strings.Count(out, `msg="gave back the executable's read-only pages"`); n != 4 {
+		t.Errorf("%d outcome lines for 4 releases, want 4:\n%s", n, out)
 	}
 }
