@@ -441,6 +441,21 @@ func inFlight(url string) bool {
 	return strings.Contains(string(b), "agentbe_http_requests_in_flight 2")
 }
 
+// metricsText is the daemon's /metrics page at url.
+func metricsText(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	for i := 0; i < 3000; i++ {
@@ -481,14 +496,9 @@ func TestMaxProcs(t *testing.T) {
 				n, _ := strconv.Atoi(m[1])
 				c.want = max(1, n/2)
 			}
-			resp, err := http.Get(p.url + "/metrics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			body := metricsText(t, p.url)
 			want := fmt.Sprintf("\ngo_sched_gomaxprocs_threads %d\n", c.want)
-			if !strings.Contains(string(body), want) {
+			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
 			}
 			if log := p.stderr.String(); !strings.Contains(log, fmt.Sprintf("gomaxprocs=%d ", c.want)) || !strings.Contains(log, c.why) {
@@ -514,14 +524,9 @@ func TestGCPercent(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := startDaemonEnv(t, c.env, "--root", t.TempDir())
-			resp, err := http.Get(p.url + "/metrics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			body := metricsText(t, p.url)
 			want := fmt.Sprintf("\ngo_gc_gogc_percent %d\n", c.want)
-			if !strings.Contains(string(body), want) {
+			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
 			}
 			if log := p.stderr.String(); !strings.Contains(log, fmt.Sprintf("gogc=%d ", c.want)) || !strings.Contains(log, c.why) {
