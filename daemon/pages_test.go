@@ -231,6 +231,45 @@ func TestResidentPages(t *testing.T) {
 	}
 }
 
+// TestTrustPagemap: the pagemap is believed only when it shows the page of
+// the caller's code as a present file page; one that reads all zeros, or an
+// anonymous or absent page there, or fails to read, releases nothing.
+func TestTrustPagemap(t *testing.T) {
+	const page = 4096
+	code := uint64(5*page + 123)
+	for _, c := range []struct {
+		name  string
+		entry uint64
+		short bool
+		want  bool
+	}{
+		{"present file page", pagePresent | pageFile | 0x42, false, true},
+		{"all zeros", 0, false, false},
+		{"anonymous", pagePresent | 0x42, false, false},
+		{"file bit, not present", pageFile, false, false},
+		{"short read", 0, true, false},
+	} {
+		pm := make(fakePagemap, 8)
+		pm[5] = c.entry
+		if c.short {
+			pm = pm[:5]
+		}
+		err := trustPagemap(pm, code, page)
+		if (err == nil) != c.want {
+			t.Errorf("%s: %v, want trusted %v", c.name, err, c.want)
+		}
+	}
+	// This process's own pagemap passes (the release tests below rely on it).
+	f, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := trustPagemap(f, uint64(reflect.ValueOf(TestTrustPagemap).Pointer()), uint64(os.Getpagesize())); err != nil {
+		t.Errorf("this process's pagemap: %v", err)
+	}
+}
+
 // pagesMarker is initialised data: it lies in a page of the executable's
 // writable mapping (.noptrdata), file-backed until the test writes it.
 var pagesMarker = [1024]uint64{1, 2, 3, 4}
