@@ -49,6 +49,7 @@ import (
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/bench/internal/figures"
+	"github.com/agentbe/agentbe-daemon/bench/internal/procstat"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -520,43 +521,19 @@ func descendants(root int) []int {
 func cpuByProcess(root int) map[int]float64 {
 	out := map[int]float64{}
 	for _, pid := range append([]int{root}, descendants(root)...) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		st, err := procstat.Read(pid)
 		if err != nil {
 			continue
 		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 15 {
-			continue
-		}
-		var ticks float64
-		for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
-			v, _ := strconv.ParseFloat(f[i], 64)
-			ticks += v
-		}
-		out[pid] = ticks * 10 // USER_HZ is 100 on Linux
+		out[pid] = float64((st.CPU + st.Children).Microseconds()) / 1000
 	}
 	return out
 }
 
-// ppid reads a process's parent from /proc/PID/stat (the field after the
-// command, which may hold spaces and parentheses).
+// ppid reads a process's parent from /proc/PID/stat.
 func ppid(pid int) (int, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return 0, false
-	}
-	pp, err := strconv.Atoi(f[1])
-	return pp, err == nil
+	st, err := procstat.Read(pid)
+	return st.PPID, err == nil
 }
 
 // sameExecutable counts the processes outside tree that run an executable

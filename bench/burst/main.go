@@ -24,6 +24,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/bench/internal/procstat"
+
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
 
@@ -72,7 +74,7 @@ func run(bin string, n int) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	rss := func() string {
-		return fmt.Sprintf("VmRSS %6d KiB  RssAnon %6d KiB  %s", status(cmd.Process.Pid, "VmRSS:"), status(cmd.Process.Pid, "RssAnon:"), runtimeStats(base))
+		return fmt.Sprintf("VmRSS %6d KiB  RssAnon %6d KiB  %s", status(cmd.Process.Pid, "VmRSS"), status(cmd.Process.Pid, "RssAnon"), runtimeStats(base))
 	}
 	time.Sleep(time.Second)
 	fmt.Printf("baseline      %s\n", rss())
@@ -104,21 +106,13 @@ func run(bin string, n int) error {
 	return nil
 }
 
-// status reads one "Key: N kB" line of /proc/PID/status.
-func status(pid int, key string) int {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+// status reads one kB figure of /proc/PID/status, -1 where it cannot.
+func status(pid int, key string) int64 {
+	kb, err := procstat.StatusKiB(pid, key)
 	if err != nil {
 		return -1
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), key); ok {
-			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			return kb
-		}
-	}
-	return -1
+	return kb
 }
 
 // runtimeStats is the daemon's goroutines and heap in use, from /metrics.

@@ -139,21 +139,6 @@ func procStatus(pid int) (rss, hwm int64, err error) {
 	return rss, hwm, sc.Err()
 }
 
-// procAnon reads RssAnon of pid in KiB: its resident anonymous memory
-// (heap, stacks), without file-backed pages such as the executable's.
-func procAnon(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "RssAnon:"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	return 0, errors.New("no RssAnon in /proc/" + strconv.Itoa(pid) + "/status")
-}
-
 // rssSampler records the highest VmRSS seen every 10 ms until stopped.
 type rssSampler struct {
 	cancel context.CancelFunc
@@ -183,33 +168,3 @@ func sampleRSS(pid int) *rssSampler {
 }
 
 func (s *rssSampler) stop() int64 { s.cancel(); return <-s.done }
-
-// procCPU reads the CPU time pid's own threads have used (utime + stime of
-// /proc/PID/stat; the children it waited for are not counted).
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces:
-	// fields are counted from after its closing one.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	// utime and stime are fields 14 and 15, in clock ticks (USER_HZ,
-	// 100 on every Linux architecture Go runs on).
-	var ticks int64
-	for _, s := range f[11:13] {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
-}

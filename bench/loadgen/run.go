@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/bench/internal/procstat"
+
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
 
@@ -173,15 +175,15 @@ func runRound(name string, round int, argv []string, sz sizes, logDir string) (*
 		res.Notes = append(res.Notes, "could not reset VmHWM ("+err.Error()+"): the peak includes the idle connections")
 	}
 	sampler := sampleRSS(d.pid())
-	cpu0, cpuErr := procCPU(d.pid())
+	st0, cpuErr := procstat.Read(d.pid())
 	calls, err := mcpPhase(d.base, content, sz, m)
 	if err != nil {
 		sampler.stop()
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
-	cpu1, err := procCPU(d.pid())
+	st1, err := procstat.Read(d.pid())
 	if err = errors.Join(cpuErr, err); err == nil && calls > 0 {
-		m["mcp_cpu_us_per_call"] = float64((cpu1 - cpu0).Microseconds()) / float64(calls)
+		m["mcp_cpu_us_per_call"] = float64((st1.CPU - st0.CPU).Microseconds()) / float64(calls)
 	} else {
 		res.Notes = append(res.Notes, fmt.Sprintf("no CPU per MCP call: %v", err))
 	}
@@ -413,7 +415,7 @@ func idlePhase(base string, pid, n int, m map[string]float64) error {
 	if err != nil {
 		return err
 	}
-	anon0, anonErr := procAnon(pid)
+	anon0, anonErr := procstat.StatusKiB(pid, "RssAnon")
 	conns := make([]*gossh.Client, 0, n)
 	defer func() {
 		for _, c := range conns {
@@ -437,7 +439,7 @@ func idlePhase(base string, pid, n int, m map[string]float64) error {
 	// executable's pages the phase pages in (a daemon that gives them
 	// back at ready pages some in again here, the collector's code among
 	// them).
-	if anon1, err := procAnon(pid); anonErr == nil && err == nil {
+	if anon1, err := procstat.StatusKiB(pid, "RssAnon"); anonErr == nil && err == nil {
 		m["rss_idle_conn_anon_kib"] = float64(anon1-anon0) / float64(n)
 	}
 	return nil

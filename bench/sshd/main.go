@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/bench/internal/figures"
+	"github.com/agentbe/agentbe-daemon/bench/internal/procstat"
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 )
@@ -370,26 +371,11 @@ func treeCPU(root int) float64 {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		st, err := procstat.Read(pid)
 		if err != nil {
 			continue
 		}
-		// Fields after the command's closing parenthesis: state ppid ...
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 15 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		var ticks float64
-		for _, k := range f[11:15] { // utime stime cutime cstime
-			v, _ := strconv.ParseFloat(k, 64)
-			ticks += v
-		}
-		procs[pid] = proc{ppid, ticks * 1000 / clockTicks}
+		procs[pid] = proc{st.PPID, float64((st.CPU + st.Children).Microseconds()) / 1000}
 	}
 	var sum float64
 	for pid, p := range procs {
@@ -405,9 +391,6 @@ func treeCPU(root int) float64 {
 	}
 	return sum
 }
-
-// clockTicks is USER_HZ, 100 on every Linux this runs on.
-const clockTicks = 100
 
 // row is one figure: per-round values of each side.
 type row struct {
