@@ -29,12 +29,7 @@ import (
 //
 //	go test -run '^$' -bench ProxyFloor -benchtime 2000x -count 5 ./tools/previews/
 func BenchmarkProxyFloor(b *testing.B) {
-	ex, root := newExecutor(b, sandbox.ModeSoftware)
-	p, err := New(Options{Executor: ex})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
+	p, ex, root := newProvider(b, sandbox.ModeSoftware)
 	port := startServer(b, ex, root, root, "")
 	direct := fmt.Sprintf("http://127.0.0.1:%d", port)
 

@@ -129,12 +129,7 @@ func TestAttackLeanClientNoAnswerForAnother(t *testing.T) {
 // reuse, and closed; one that is quiet is taken. The socket is a loopback
 // pair of this test's, wrapped as Dial wraps its connections.
 func TestAttackLeanClientPeekBeforeReuse(t *testing.T) {
-	ex, _ := newExecutor(t, sandbox.ModeSoftware)
-	p, err := New(Options{Executor: ex})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, _, _ := newProvider(t, sandbox.ModeSoftware)
 	lp := newLeanPool(p)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

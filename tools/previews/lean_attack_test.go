@@ -31,12 +31,7 @@ type leanPair struct {
 
 func newLeanPair(t *testing.T) *leanPair {
 	t.Helper()
-	ex, root := newExecutor(t, sandbox.ModeSoftware)
-	p, err := New(Options{Executor: ex})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p, ex, root := newProvider(t, sandbox.ModeSoftware)
 	lp := &leanPair{p: p, port: startServer(t, ex, root, root, "")}
 	admitAll := func(http.ResponseWriter, *http.Request) (Caller, bool) { return Caller{Face: "http"}, true }
 	lp.lean, lp.ref = p.newProxy("/preview/", admitAll), p.newProxy("/preview/", admitAll)

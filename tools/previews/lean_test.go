@@ -32,12 +32,7 @@ import (
 // and OPTIONS; every request is sent twice, the second time over the
 // connections each path kept.
 func TestLeanMatchesReverseProxy(t *testing.T) {
-	ex, root := newExecutor(t, sandbox.ModeSoftware)
-	p, err := New(Options{Executor: ex})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, ex, root := newProvider(t, sandbox.ModeSoftware)
 	port := startServer(t, ex, root, root, "")
 	admitAll := func(http.ResponseWriter, *http.Request) (Caller, bool) { return Caller{Face: "http"}, true }
 	lean, ref := p.newProxy("/preview/", admitAll), p.newProxy("/preview/", admitAll)
@@ -158,12 +153,7 @@ func TestLeanMatchesReverseProxy(t *testing.T) {
 // asks for an upgrade, goes through ReverseProxy (which streams the body
 // and hijacks the connection), and still reaches the server.
 func TestLeanPathLeavesBodiesAndUpgrades(t *testing.T) {
-	ex, root := newExecutor(t, sandbox.ModeSoftware)
-	p, err := New(Options{Executor: ex})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, ex, root := newProvider(t, sandbox.ModeSoftware)
 	port := startServer(t, ex, root, root, "")
 	h := p.newProxy("/preview/", func(http.ResponseWriter, *http.Request) (Caller, bool) { return Caller{Face: "http"}, true })
 	l, err := net.Listen("tcp", "127.0.0.1:0")

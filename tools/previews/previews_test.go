@@ -33,6 +33,19 @@ func TestMain(m *testing.M) {
 	}))
 }
 
+// newProvider is a previews provider on a new executor of mode (see
+// newExecutor), closed when the test ends.
+func newProvider(t testing.TB, mode sandbox.Mode) (*Previews, sandbox.Executor, string) {
+	t.Helper()
+	ex, root := newExecutor(t, mode)
+	p, err := New(Options{Executor: ex})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, ex, root
+}
+
 // newExecutor is a real executor in mode over a fresh workspace; under
 // bwrap its commands get their own network namespace (NoNetwork), under
 // landlock they keep TCP (NoNetwork would refuse their bind).
@@ -185,12 +198,7 @@ func TestPreviewDial(t *testing.T) {
 // listens on the very port a host server holds on the host's loopback (its
 // namespace has its own); Dial reaches the workspace's, not the host's.
 func TestPreviewDialEntersTheSandboxNamespace(t *testing.T) {
-	ex, root := newExecutor(t, sandbox.ModeBwrap)
-	p, err := New(Options{Executor: ex})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, ex, root := newProvider(t, sandbox.ModeBwrap)
 	host := previewtest.HostServer(t, "hello from the host")
 	port := startServer(t, ex, root, root, fmt.Sprintf("-addr 127.0.0.1:%d -tag sandbox", host))
 	if port != host {
@@ -241,11 +249,7 @@ func TestPreviewScopes(t *testing.T) {
 }
 
 func TestPreviewClose(t *testing.T) {
-	ex, root := newExecutor(t, sandbox.ModeSoftware)
-	p, err := New(Options{Executor: ex})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, ex, root := newProvider(t, sandbox.ModeSoftware)
 	port := startServer(t, ex, root, root, "")
 	c, err := p.Dial(context.Background(), Caller{}, port)
 	if err != nil {
@@ -276,12 +280,7 @@ func TestPreviewDialAddresses(t *testing.T) {
 	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeLandlock, sandbox.ModeBwrap} {
 		for _, addr := range addrs {
 			t.Run(string(mode)+"/"+addr, func(t *testing.T) {
-				ex, root := newExecutor(t, mode)
-				p, err := New(Options{Executor: ex})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer p.Close()
+				p, ex, root := newProvider(t, mode)
 				port := startServer(t, ex, root, root, "-addr "+addr)
 				c, err := p.Dial(context.Background(), Caller{}, port)
 				if err != nil {
@@ -299,12 +298,7 @@ func TestPreviewDialAddresses(t *testing.T) {
 // (capabilities are per thread: the test drops it from one it then lets
 // Go end), entering a sandbox's namespace fails saying what is missing.
 func TestPreviewDialNeedsCapSysAdmin(t *testing.T) {
-	ex, root := newExecutor(t, sandbox.ModeBwrap)
-	p, err := New(Options{Executor: ex})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, ex, root := newProvider(t, sandbox.ModeBwrap)
 	port := startServer(t, ex, root, root, "")
 	ports := p.Ports("")
 	if len(ports) != 1 || ports[0].ns == p.selfNS {
@@ -355,12 +349,7 @@ func TestPreviewDialNeedsCapSysAdmin(t *testing.T) {
 // a server on port; b (root/b) is a sibling scope. All end with the test.
 func scopedServer(t *testing.T) (p *Previews, root, a, b string, port int) {
 	t.Helper()
-	ex, root := newExecutor(t, sandbox.ModeSoftware)
-	p, err := New(Options{Executor: ex})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p, ex, root := newProvider(t, sandbox.ModeSoftware)
 	a, b = filepath.Join(root, "a"), filepath.Join(root, "b")
 	for _, d := range []string{a, b} {
 		if err := mkdir(d); err != nil {
