@@ -479,6 +479,20 @@ func (c *Config) Procs(goDefault int, envSet bool) (n int, why string) {
 	return max(1, goDefault/2), "auto: half of the " + strconv.Itoa(goDefault) + " CPUs this process may use"
 }
 
+// BurstProcs is the GOMAXPROCS that work made mostly of short system calls
+// (a checkpoint's walk of the workspace: internal/cpuburst) may raise the
+// daemon to while it runs: under "auto", every CPU this process may use
+// (goDefault), since the half held back is held back for request and
+// response work, which gains nothing from more, not from the commands,
+// which a walk of the workspace comes before; 0 (no burst) where the
+// operator chose a number or set GOMAXPROCS, a bound nothing goes past.
+func (c *Config) BurstProcs(goDefault int, envSet bool) int {
+	if (c.MaxProcs != "" && c.MaxProcs != "auto") || envSet {
+		return 0
+	}
+	return goDefault
+}
+
 // NetGuard is the operator's loosening of the network door (--net-allow-*)
 // as netguard options, with the ports added to defaultPorts (the door's
 // defaults for the caller: 80 and 443 for HTTP, 5432 for postgres). The

@@ -466,6 +466,7 @@ func TestProcs(t *testing.T) {
 		want      int
 		why       string
 	}{
+		{"", 4, false, 2, "auto: half of the 4 CPUs this process may use"},
 		{"auto", 1, false, 1, "auto: half of the 1 CPUs this process may use"},
 		{"auto", 2, false, 1, "auto: half of the 2 CPUs this process may use"},
 		{"auto", 3, false, 1, "auto: half of the 3 CPUs this process may use"},
@@ -479,6 +480,15 @@ func TestProcs(t *testing.T) {
 		n, why := cfg.Procs(c.goDefault, c.envSet)
 		if n != c.want || why != c.why {
 			t.Errorf("Procs(%q, go default %d, env %v) = %d, %q; want %d, %q", c.setting, c.goDefault, c.envSet, n, why, c.want, c.why)
+		}
+		// A burst may use every CPU only where auto chose; an operator's
+		// number and GOMAXPROCS from the environment are bounds.
+		wantBurst := 0
+		if strings.HasPrefix(c.why, "auto") {
+			wantBurst = c.goDefault
+		}
+		if got := cfg.BurstProcs(c.goDefault, c.envSet); got != wantBurst {
+			t.Errorf("BurstProcs(%q, go default %d, env %v) = %d; want %d", c.setting, c.goDefault, c.envSet, got, wantBurst)
 		}
 	}
 }

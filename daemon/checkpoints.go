@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/agentbe/agentbe-daemon/fsops/checkpoint"
+	"github.com/agentbe/agentbe-daemon/internal/cpuburst"
 	"github.com/agentbe/agentbe-daemon/internal/metrics"
 	"github.com/agentbe/agentbe-daemon/tools/checkpoints"
 )
@@ -23,7 +24,7 @@ func startCheckpoints(w *wiring) (built, error) {
 	}
 	st, err := checkpoint.Open(checkpoint.Options{Dir: cfg.CheckpointDir(), WorkspaceRoot: cfg.Root,
 		MaxBytes: cfg.CheckpointMaxBytes, MaxCount: cfg.CheckpointMaxCount, MaxFiles: cfg.CheckpointMaxFiles,
-		Logger: w.log.With("component", "checkpoints")})
+		Burst: cpuburst.Hold, Logger: w.log.With("component", "checkpoints")})
 	if err != nil {
 		return built{}, fmt.Errorf("--checkpoints: %w", err)
 	}
@@ -34,6 +35,9 @@ func startCheckpoints(w *wiring) (built, error) {
 			func() float64 { return float64(st.Stats().Bytes) }),
 		metrics.NewGaugeFunc("agentbe_checkpoints", "Checkpoints kept (every scope's); the bound is --checkpoint-max-count.",
 			func() float64 { return float64(st.Stats().Count) }),
+		metrics.NewCounterFunc("agentbe_checkpoint_walk_bursts_total",
+			"Walks of the workspace (checkpoint create, diff to now, restore) that ran with GOMAXPROCS raised to every CPU the process may use (--max-procs auto: internal/cpuburst).",
+			func() float64 { return float64(cpuburst.Raised()) }),
 	}
 	for i, g := range gauges {
 		if err := w.opts.Registry.Register(g); err != nil {

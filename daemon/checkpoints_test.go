@@ -8,9 +8,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/agentbe/agentbe-daemon/internal/cpuburst"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -129,6 +133,44 @@ func TestCheckpointWholeStory(t *testing.T) {
 	cs2 := mcpSession(t, r2)
 	if _, sc := cpCall(t, cs2, "checkpoint_list", nil, false); len(sc["checkpoints"].([]any)) != 1 {
 		t.Fatalf("after a restart: %v", sc)
+	}
+}
+
+// TestCheckpointWalksBurst: the daemon's checkpoint store walks the
+// workspace inside internal/cpuburst's hold (what --max-procs auto sets up
+// in cmd/agent-backend): a create, a diff to now and a restore each raise
+// GOMAXPROCS once, /metrics counts them, and GOMAXPROCS is back after each.
+func TestCheckpointWalksBurst(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	cpuburst.SetCeiling(procs + 1)
+	t.Cleanup(func() { cpuburst.SetCeiling(0) })
+	c := testConfig(t)
+	c.Checkpoints = "manual"
+	c.StateDir = t.TempDir()
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	cs := mcpSession(t, r)
+	cpCall(t, cs, "write_file", map[string]any{"path": "a.txt", "content": "one\n"}, false)
+	bursts := func() float64 {
+		_, body := get(t, r.url+"/metrics")
+		m := regexp.MustCompile(`(?m)^agentbe_checkpoint_walk_bursts_total (\S+)$`).FindSubmatch(body)
+		if m == nil {
+			t.Fatalf("/metrics lacks agentbe_checkpoint_walk_bursts_total")
+		}
+		n, err := strconv.ParseFloat(string(m[1]), 64)
+		must(t, err)
+		return n
+	}
+	before := bursts()
+	_, sc := cpCall(t, cs, "checkpoint_create", nil, false)
+	id, _ := sc["id"].(string)
+	cpCall(t, cs, "checkpoint_diff", map[string]any{"from": id}, false)
+	cpCall(t, cs, "checkpoint_restore", map[string]any{"id": id}, false)
+	if got := bursts() - before; got < 3 {
+		t.Errorf("agentbe_checkpoint_walk_bursts_total grew by %v over a create, a diff and a restore, want 3 or more", got)
+	}
+	if got := runtime.GOMAXPROCS(0); got != procs {
+		t.Errorf("GOMAXPROCS after the walks = %d, want %d back", got, procs)
 	}
 }
 

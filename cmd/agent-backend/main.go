@@ -40,6 +40,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/daemon"
+	"github.com/agentbe/agentbe-daemon/internal/cpuburst"
 	"github.com/agentbe/agentbe-daemon/internal/suggest"
 	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 )
@@ -312,9 +313,12 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 
 	log := daemon.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	_, envProcs := os.LookupEnv("GOMAXPROCS")
-	procs, why := cfg.Procs(runtime.GOMAXPROCS(0), envProcs)
+	goDefault := runtime.GOMAXPROCS(0)
+	procs, why := cfg.Procs(goDefault, envProcs)
 	runtime.GOMAXPROCS(procs)
-	log.Info("CPUs for the daemon's own work", "gomaxprocs", procs, "why", why)
+	cpuburst.SetCeiling(cfg.BurstProcs(goDefault, envProcs))
+	log.Info("CPUs for the daemon's own work", "gomaxprocs", procs, "why", why,
+		"checkpoint_walks", max(procs, cpuburst.Ceiling()))
 	if soft := daemon.ApplyMemoryLimit(); soft > 0 {
 		log.Info("memory: soft limit for the Go runtime at 90% of the cgroup's (set GOMEMLIMIT to choose another)", "bytes", soft)
 	}

@@ -482,10 +482,13 @@ func TestMaxProcs(t *testing.T) {
 		args []string
 		want int
 		why  string
+		// walks: the GOMAXPROCS a checkpoint's walk runs on
+		// (internal/cpuburst): every CPU under auto, else want.
+		walks int
 	}{
-		{"auto", nil, nil, auto, "why=\"auto: half of the"},
-		{"environment", []string{"GOMAXPROCS=3"}, nil, 3, `why="GOMAXPROCS in the environment"`},
-		{"flag wins", []string{"GOMAXPROCS=3"}, []string{"--max-procs", "2"}, 2, "why=--max-procs"},
+		{"auto", nil, nil, auto, "why=\"auto: half of the", auto},
+		{"environment", []string{"GOMAXPROCS=3"}, nil, 3, `why="GOMAXPROCS in the environment"`, 3},
+		{"flag wins", []string{"GOMAXPROCS=3"}, []string{"--max-procs", "2"}, 2, "why=--max-procs", 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -496,7 +499,7 @@ func TestMaxProcs(t *testing.T) {
 					t.Fatalf("start-up log does not say how many CPUs auto halved:\n%s", p.stderr)
 				}
 				n, _ := strconv.Atoi(m[1])
-				c.want = max(1, n/2)
+				c.want, c.walks = max(1, n/2), n
 			}
 			body := metricsText(t, p.url)
 			want := fmt.Sprintf("\ngo_sched_gomaxprocs_threads %d\n", c.want)
@@ -505,6 +508,9 @@ func TestMaxProcs(t *testing.T) {
 			}
 			if log := p.stderr.String(); !strings.Contains(log, fmt.Sprintf("gomaxprocs=%d ", c.want)) || !strings.Contains(log, c.why) {
 				t.Errorf("start-up log does not say gomaxprocs=%d (%s):\n%s", c.want, c.why, log)
+			}
+			if log := p.stderr.String(); !strings.Contains(log, fmt.Sprintf(" checkpoint_walks=%d\n", c.walks)) {
+				t.Errorf("start-up log does not say checkpoint_walks=%d:\n%s", c.walks, log)
 			}
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/cpuburst"
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"golang.org/x/sys/unix"
 )
@@ -78,7 +79,13 @@ func benchStore(b *testing.B, dir string) (*Store, fsops.Workspace) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { ws.Close() })
-	st, err := Open(Options{Dir: filepath.Join(b.TempDir(), "store"), WorkspaceRoot: dir, MaxCount: 100000, MaxBytes: 1 << 40})
+	// The walks run as the daemon's do under --max-procs auto
+	// (cmd/agent-backend): inside a burst to every CPU this process may
+	// use, so -cpu 1 measures the daemon's GOMAXPROCS on 2 cores.
+	cpuburst.SetCeiling(runtime.NumCPU())
+	b.Cleanup(func() { cpuburst.SetCeiling(0) })
+	st, err := Open(Options{Dir: filepath.Join(b.TempDir(), "store"), WorkspaceRoot: dir, MaxCount: 100000, MaxBytes: 1 << 40,
+		Burst: cpuburst.Hold})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -115,6 +115,7 @@ func (s selection) filter(es []Entry) []Entry {
 // no path twice, none below another: selectPaths), its entries counted
 // together against --checkpoint-max-files.
 func (s *Store) current(ctx context.Context, ws fsops.Workspace, sel selection) (walked, error) {
+	defer s.burst()()
 	if sel == nil {
 		return s.walk(ctx, ws, ".", s.opts.MaxFiles)
 	}

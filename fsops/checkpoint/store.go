@@ -68,6 +68,12 @@ type Options struct {
 	// (--checkpoint-max-files).
 	MaxFiles int
 	Logger   *slog.Logger
+	// Burst, when set, is called as each walk of the workspace begins and
+	// its result when the walk ends: the daemon's internal/cpuburst.Hold,
+	// which runs the walk's fstatat calls on every CPU the process may use
+	// where --max-procs auto holds half of them back. nil: the walk runs
+	// on the GOMAXPROCS it finds.
+	Burst func() (release func())
 
 	// crash, when set (tests), is called between the steps of a create or
 	// a prune; an error stops the operation there, leaving what a kill at
@@ -532,7 +538,9 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	if prev != nil {
 		n = len(prev.Entries) + 64
 	}
+	release := s.burst()
 	w, err := s.walkSized(ctx, ws, ".", s.opts.MaxFiles, n)
+	release()
 	if err != nil {
 		return Info{}, err
 	}
@@ -646,6 +654,16 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	sort.Strings(skipped)
 	return Info{ID: m.ID, Label: m.Label, Created: m.Created, Auto: m.Auto, Files: m.Files, Bytes: m.Bytes, Read: len(toRead),
 		Stored: stored, Skipped: skipped, Pruned: pruned, TookMs: time.Since(start).Milliseconds()}, nil
+}
+
+// burst begins Options.Burst for one walk of the workspace (the whole of
+// it, or a diff's selected paths together: each begin and end resizes the
+// runtime's Ps, so not once per path).
+func (s *Store) burst() (release func()) {
+	if s.opts.Burst == nil {
+		return func() {}
+	}
+	return s.opts.Burst()
 }
 
 func (s *Store) step(name string) error {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -736,5 +737,72 @@ func TestCheckpointOverTheStoreRefused(t *testing.T) {
 	}
 	if n, _, blobs := storeBytes(t, f.storeDir); blobs != 1 || f.st.Stats().Bytes != n {
 		t.Fatalf("%d blobs, stats %+v, directory %d bytes", blobs, f.st.Stats(), n)
+	}
+}
+
+// TestWalksRunInsideBurst: each walk of the workspace (a create's, a diff's
+// to now, a restore's) runs after Options.Burst begins and before its
+// release, one burst per operation. The hook writes a file as the burst
+// begins, which the walk must see, and another at the release, which it
+// must not.
+func TestWalksRunInsideBurst(t *testing.T) {
+	var begins, releases int
+	var f *fixture
+	f = newFixture(t, func(o *Options) {
+		o.Burst = func() func() {
+			begins++
+			f.write(t, fmt.Sprintf("burst/begin%d", begins), "seen by the walk")
+			return func() {
+				releases++
+				f.write(t, fmt.Sprintf("burst/end%d", releases), "after the walk")
+			}
+		}
+	})
+	populate(t, f)
+	c1 := f.create(t, "")
+	m, err := f.st.manifest("test", f.ws, c1.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inBurst []string
+	for _, e := range m.Entries {
+		if strings.HasPrefix(e.Path, "burst/") {
+			inBurst = append(inBurst, e.Path)
+		}
+	}
+	if !slices.Equal(inBurst, []string{"burst/begin1"}) {
+		t.Errorf("the create's checkpoint holds %v of the hook's files, want [burst/begin1]", inBurst)
+	}
+
+	cs, err := f.st.Diff(context.Background(), f.ws, c1.ID, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var added []string
+	for _, c := range cs.Changes {
+		added = append(added, string(c.Kind)+" "+c.Path)
+	}
+	if want := []string{"added burst/begin2", "added burst/end1"}; !slices.Equal(added, want) {
+		t.Errorf("the diff to now saw %v, want %v", added, want)
+	}
+
+	if _, err := f.st.Restore(context.Background(), f.ws, c1.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	names, err := os.ReadDir(filepath.Join(f.dir, "burst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, n := range names {
+		left = append(left, n.Name())
+	}
+	// The restore's walk saw begin3 (and everything before it) and took
+	// the workspace back to c1; end3 came after the walk.
+	if want := []string{"begin1", "end3"}; !slices.Equal(left, want) {
+		t.Errorf("after the restore burst/ holds %v, want %v", left, want)
+	}
+	if begins != 3 || releases != 3 {
+		t.Errorf("%d bursts begun and %d released, want one of each per operation (3)", begins, releases)
 	}
 }
