@@ -538,9 +538,10 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	if prev != nil {
 		n = len(prev.Entries) + 64
 	}
-	release := s.burst()
-	w, err := s.walkSized(ctx, ws, ".", s.opts.MaxFiles, n)
-	release()
+	w, err := func() (walked, error) {
+		defer s.burst()() // released even if the walk panics
+		return s.walkSized(ctx, ws, ".", s.opts.MaxFiles, n)
+	}()
 	if err != nil {
 		return Info{}, err
 	}
