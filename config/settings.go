@@ -616,7 +616,7 @@ var settings = []*setting{
 		usage: "log format on stderr: text or json",
 		field: func(c *Config) any { return &c.LogFormat }, check: oneOf("text", "json")},
 	{key: "max-procs", group: GroupLimits, env: env("max-procs"), def: "auto",
-		usage: "CPUs the daemon's own work may use at once (GOMAXPROCS): auto (half of them, at least 1; GOMAXPROCS in the environment wins) or a number; commands it runs are not limited by this",
+		usage: "CPUs the daemon's own work may use at once (GOMAXPROCS): auto (half of them, at least 1, and all of them while a checkpoint walks the workspace; GOMAXPROCS in the environment wins) or a number; commands it runs are not limited by this",
 		field: func(c *Config) any { return &c.MaxProcs }, check: procsValue},
 	{key: "log-level", group: GroupObservability, env: env("log-level", "LOG_LEVEL"), def: "info",
 		usage: "log level: debug, info, warn, error",
