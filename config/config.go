@@ -482,10 +482,12 @@ func (c *Config) Procs(goDefault int, envSet bool) (n int, why string) {
 // BurstProcs is the GOMAXPROCS that work made mostly of short system calls
 // (a checkpoint's walk of the workspace: internal/cpuburst) may raise the
 // daemon to while it runs: under "auto", every CPU this process may use
-// (goDefault), since the half held back is held back for request and
-// response work, which gains nothing from more, not from the commands,
-// which a walk of the workspace comes before; 0 (no burst) where the
-// operator chose a number or set GOMAXPROCS, a bound nothing goes past.
+// (goDefault). Request and response work gains nothing from more Ps, a
+// walk's fstatat calls do, and a walk is short and bounded
+// (--checkpoint-max-files, the call's deadline); the commands running
+// meanwhile share the CPUs with the whole daemon for that long, since
+// GOMAXPROCS is the process's. 0 (no burst) where the operator chose a
+// number or set GOMAXPROCS, a bound nothing goes past.
 func (c *Config) BurstProcs(goDefault int, envSet bool) int {
 	if (c.MaxProcs != "" && c.MaxProcs != "auto") || envSet {
 		return 0

@@ -499,7 +499,7 @@ var settings = []*setting{
 		usage: "the most checkpoints kept (each scope's counted together); the oldest are pruned first",
 		field: func(c *Config) any { return &c.CheckpointMaxCount }, check: between(1, 100000)},
 	{key: "checkpoint-max-files", group: GroupTools, env: env("checkpoint-max-files"), def: "200000",
-		usage: "the most entries (files, directories, links) one checkpoint, diff or restore walks; a larger workspace is refused naming this flag",
+		usage: "the most entries (files, directories, links) one checkpoint, diff or restore walks, and the most it skips (special files, links leading out); a larger workspace is refused naming this flag",
 		field: func(c *Config) any { return &c.CheckpointMaxFiles }, check: between(1, 100000000)},
 	{key: "transactions", group: GroupTools, env: env("transactions"), def: "false",
 		usage: "serve transactions: exec's transaction argument (run a command on a copy-on-write view of the workspace, bwrap isolation only) and transaction_apply, transaction_discard, transaction_list (docs/checkpoints.md#transactions)",

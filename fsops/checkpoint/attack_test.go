@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -579,4 +580,98 @@ func BenchmarkDeepTreeWalk(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(depth), "ns/entry")
 		})
 	}
+}
+
+// linkCountingWS counts the links the walk reads (one Readlink per link
+// entry it stat-ed), and cancels cancel at the first.
+type linkCountingWS struct {
+	fsops.Workspace
+	reads  atomic.Int64
+	cancel context.CancelFunc
+}
+
+func (l *linkCountingWS) Readlink(p string) (string, error) {
+	if l.reads.Add(1) == 1 && l.cancel != nil {
+		l.cancel()
+	}
+	return l.Workspace.Readlink(p)
+}
+
+// One directory is listed whole before the walk's count was checked, and
+// the call's context was looked at only between directories: a directory
+// of a million names was stat-ed (and its entries held) whole, past
+// --checkpoint-max-files and the deadline, with GOMAXPROCS raised
+// (internal/cpuburst) all along. The walk stops within the directory, one
+// entry past the limit or ctxEvery names after the context ended, and the
+// skipped entries (special files, which the manifest keeps) are bounded
+// by the same limit.
+func TestOneDirectoryKeepsTheWalkBounds(t *testing.T) {
+	const links = 3 * ctxEvery
+	fill := func(t *testing.T, f *fixture) {
+		if err := os.Mkdir(filepath.Join(f.dir, "big"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range links {
+			if err := os.Symlink("a.txt", filepath.Join(f.dir, "big", "l"+strconv.Itoa(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	t.Run("max files", func(t *testing.T) {
+		f := newFixture(t, func(o *Options) { o.MaxFiles = 5 })
+		fill(t, f)
+		ws := &linkCountingWS{Workspace: f.ws}
+		_, err := f.st.Create(context.Background(), ws, CreateOptions{})
+		if !errcode.Is(err, errcode.TooLarge) || !strings.Contains(err.Error(), "--checkpoint-max-files (5)") {
+			t.Fatalf("create over the file count in one directory: %v", err)
+		}
+		if n := ws.reads.Load(); n > 6 {
+			t.Errorf("the create stat-ed %d links of a directory of %d with --checkpoint-max-files 5, want at most 6", n, links)
+		}
+	})
+
+	t.Run("deadline", func(t *testing.T) {
+		f := newFixture(t, nil)
+		fill(t, f)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		ws := &linkCountingWS{Workspace: f.ws, cancel: cancel}
+		_, err := f.st.Create(ctx, ws, CreateOptions{})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("create whose context ended in the walk: %v", err)
+		}
+		if n := ws.reads.Load(); n > ctxEvery {
+			t.Errorf("the walk stat-ed %d links of %d after its context ended at the first, want at most %d", n, links, ctxEvery)
+		}
+		if len(f.st.List(f.ws)) != 0 {
+			t.Error("a cancelled create left a checkpoint")
+		}
+	})
+
+	t.Run("skipped", func(t *testing.T) {
+		f := newFixture(t, func(o *Options) { o.MaxFiles = 5 })
+		if err := os.Mkdir(filepath.Join(f.dir, "pipes"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			if err := syscall.Mkfifo(filepath.Join(f.dir, "pipes", "p"+strconv.Itoa(i)), 0o644); err != nil {
+				t.Skipf("mkfifo: %v", err)
+			}
+		}
+		_, err := f.st.Create(context.Background(), f.ws, CreateOptions{})
+		if !errcode.Is(err, errcode.TooLarge) || !strings.Contains(err.Error(), "--checkpoint-max-files (5)") {
+			t.Fatalf("create of 20 special files with --checkpoint-max-files 5: %v", err)
+		}
+		// Up to the limit they are skipped and named, as before.
+		g := newFixture(t, func(o *Options) { o.MaxFiles = 5 })
+		for i := range 5 {
+			if err := syscall.Mkfifo(filepath.Join(g.dir, "p"+strconv.Itoa(i)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if info := g.create(t, ""); len(info.Skipped) != 5 {
+			t.Errorf("5 special files with --checkpoint-max-files 5: skipped %v, want all 5 named", info.Skipped)
+		}
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unicode/utf8"
 	"unsafe"
@@ -62,6 +63,11 @@ const (
 	MaxDepth     = 64
 	MaxPathBytes = 4095
 )
+
+// ctxEvery is how many names of one directory a walk lists between two
+// looks at its context: a directory is listed whole before the next one
+// is taken, and one directory may hold millions of entries.
+const ctxEvery = 256
 
 // tooMany is the error of a walk past max entries (--checkpoint-max-files).
 func tooMany(ws fsops.Workspace, max int) error {
@@ -129,6 +135,7 @@ func (s *Store) walkSized(ctx context.Context, ws fsops.Workspace, rel string, m
 		}
 	}
 	wk := &walker{ctx: ctx, ws: ws, rel: rel, max: max, maxFiles: s.opts.MaxFiles, w: w, blocks: map[string][2]int{}}
+	wk.taken.Store(int64(len(w.entries)))
 	wk.cond = sync.NewCond(&wk.mu)
 	wk.queue = []dirItem{{rel: rel, fd: startDir(ws, rel)}}
 	var wg sync.WaitGroup
@@ -282,6 +289,12 @@ type walker struct {
 	peakHeld int
 	failed   error
 	w        walked
+	// taken and skippedN mirror len(w.entries) and len(w.skipped) for
+	// the workers listing a directory without mu: one directory listed
+	// whole could otherwise hold and stat any number of entries (and
+	// skipped ones, which the manifest keeps) before the walk's count is
+	// checked, past --checkpoint-max-files and the call's deadline.
+	taken, skippedN atomic.Int64
 	// blocks are where each listed directory's entries, sorted by path,
 	// lie in w.entries (inOrder).
 	blocks map[string][2]int
@@ -407,7 +420,7 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 	case wk.failed != nil:
 	case err != nil:
 		wk.failed = err
-	case len(wk.w.entries)+len(es) > wk.max:
+	case len(wk.w.entries)+len(es) > wk.max, len(wk.w.skipped)+len(skipped) > wk.max:
 		wk.failed = tooMany(wk.ws, wk.maxFiles)
 	default:
 		lo := len(wk.w.entries)
@@ -418,6 +431,8 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 		for p, why := range skipped {
 			wk.w.skipped[p] = why
 		}
+		wk.taken.Store(int64(len(wk.w.entries)))
+		wk.skippedN.Store(int64(len(wk.w.skipped)))
 		switch {
 		case len(subdirs) == 0:
 		case fd < 0:
@@ -469,6 +484,7 @@ func (wk *walker) listFD(fd int, dir string, sc *scratch) (_ []Entry, subdirs []
 		prefix = dir + "/"
 	}
 	var st unix.Stat_t
+	seen := 0
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if err == unix.EINTR {
@@ -497,6 +513,10 @@ func (wk *walker) listFD(fd int, dir string, sc *scratch) (_ []Entry, subdirs []
 			if len(name) == 0 || (name[0] == '.' && (len(name) == 1 || len(name) == 2 && name[1] == '.')) {
 				continue
 			}
+			seen++
+			if err := wk.bound(seen, len(es), len(skipped)); err != nil {
+				return nil, nil, nil, err
+			}
 			if fstatatName(fd, cname, &st) != nil {
 				continue // vanished meanwhile
 			}
@@ -519,6 +539,25 @@ func (wk *walker) listFD(fd int, dir string, sc *scratch) (_ []Entry, subdirs []
 	return es, subdirs, skipped, nil
 }
 
+// bound is the walk's limits checked while one directory is listed, at
+// its seen-th name (from 1), with n entries and k skipped ones of it so
+// far: the call's context every ctxEvery names, and max against what the
+// walk took already and this directory adds, entries and skipped ones
+// each (visit checks the same once the directory is listed). A
+// directory past it alone stops here, one entry past the limit, rather
+// than after it was stat-ed whole.
+func (wk *walker) bound(seen, n, k int) error {
+	if seen%ctxEvery == 0 {
+		if err := wk.ctx.Err(); err != nil {
+			return ctxErr("checkpoint", err)
+		}
+	}
+	if int64(n)+wk.taken.Load() > int64(wk.max) || int64(k)+wk.skippedN.Load() > int64(wk.max) {
+		return tooMany(wk.ws, wk.maxFiles)
+	}
+	return nil
+}
+
 // listByPath lists dir through the workspace's ReadDir: a workspace
 // without a directory (a memory one), or a walk whose way down holds a
 // link.
@@ -527,7 +566,10 @@ func (wk *walker) listByPath(dir string) (es []Entry, subdirs []string, skipped 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	for _, fi := range list {
+	for i, fi := range list {
+		if err := wk.bound(i+1, len(es), len(skipped)); err != nil {
+			return nil, nil, nil, err
+		}
 		fi.Path = path.Join(dir, fi.Name)
 		e, why := entryOf(wk.ws, fi)
 		if why != "" {

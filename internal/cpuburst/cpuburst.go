@@ -63,7 +63,12 @@ func Raised() uint64 {
 // overlap, and the last release restores the value before the first. Each
 // change stops the world for as long as the runtime takes to resize its
 // Ps (microseconds), so Hold is for work that lasts milliseconds, not for
-// each request. release may be called more than once.
+// each request; first it waits for a garbage collection under way to end
+// (runtime.GOMAXPROCS takes the collector's semaphore), with the state's
+// mutex held, so overlapping holds and releases wait with it. Nothing
+// that holds the mutex waits on anything else: no lock is taken under it
+// but the runtime's, and the collector finishes without it. release may
+// be called more than once.
 func Hold() (release func()) { return process.hold() }
 
 func (b *burst) setCeiling(n int) {
