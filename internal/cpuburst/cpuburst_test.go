@@ -138,3 +138,17 @@ func TestProcessHold(t *testing.T) {
 		t.Fatalf("GOMAXPROCS after release = %d, want 1", got)
 	}
 }
+
+// BenchmarkHoldRelease is the price of one burst for a walk: GOMAXPROCS
+// raised by one and put back, two stops of the world.
+func BenchmarkHoldRelease(b *testing.B) {
+	procs := runtime.GOMAXPROCS(0)
+	SetCeiling(procs + 1)
+	defer SetCeiling(0)
+	for b.Loop() {
+		Hold()()
+	}
+	if got := runtime.GOMAXPROCS(0); got != procs {
+		b.Fatalf("GOMAXPROCS after the loop = %d, want %d", got, procs)
+	}
+}
