@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/cpuburst"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -65,17 +66,24 @@ func tree(t *testing.T, dir string) string {
 	return b.String()
 }
 
-// TestCheckpointWholeStory is the checkpoint half of issue 36's story over
-// MCP (the go-sdk client): write files, checkpoint, run the damaging
-// command, see the damage, restore, and get back every byte; /health and
-// the metrics show the store.
-func TestCheckpointWholeStory(t *testing.T) {
+// startManualCheckpoints starts a daemon with --checkpoints manual and a
+// state directory of its own, and opens an MCP session to it.
+func startManualCheckpoints(t *testing.T) (config.Config, *running, *mcp.ClientSession) {
+	t.Helper()
 	c := testConfig(t)
 	c.Checkpoints = "manual"
 	c.StateDir = t.TempDir()
 	must(t, c.Validate())
 	r := start(t, c, nil)
-	cs := mcpSession(t, r)
+	return c, r, mcpSession(t, r)
+}
+
+// TestCheckpointWholeStory is the checkpoint half of issue 36's story over
+// MCP (the go-sdk client): write files, checkpoint, run the damaging
+// command, see the damage, restore, and get back every byte; /health and
+// the metrics show the store.
+func TestCheckpointWholeStory(t *testing.T) {
+	c, r, cs := startManualCheckpoints(t)
 	files := map[string]string{"src/a.go": "package a\n", "src/lib/b.go": "package lib\n\nconst B = 2\n", "main.go": "package main\n\nfunc main() {}\n"}
 	for p, content := range files {
 		cpCall(t, cs, "write_file", map[string]any{"path": p, "content": content}, false)
@@ -144,12 +152,7 @@ func TestCheckpointWalksBurst(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
 	cpuburst.SetCeiling(procs + 1)
 	t.Cleanup(func() { cpuburst.SetCeiling(0) })
-	c := testConfig(t)
-	c.Checkpoints = "manual"
-	c.StateDir = t.TempDir()
-	must(t, c.Validate())
-	r := start(t, c, nil)
-	cs := mcpSession(t, r)
+	_, r, cs := startManualCheckpoints(t)
 	cpCall(t, cs, "write_file", map[string]any{"path": "a.txt", "content": "one\n"}, false)
 	bursts := func() float64 {
 		_, body := get(t, r.url+"/metrics")
