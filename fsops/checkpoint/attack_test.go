@@ -323,6 +323,64 @@ func TestRestoreChecksBlobsFirst(t *testing.T) {
 	}
 }
 
+// A blob whose bytes are not those its name says (changed in the store
+// from outside, or damaged by a disk that lost writes) is never restored
+// as if it were the checkpoint's: one cut short is refused before anything
+// changes, as a missing one is; one of the right size but other bytes is
+// caught by its hash as it is copied, and that file keeps what it held,
+// with no temp file left beside it.
+func TestRestoreRefusesDamagedBlobs(t *testing.T) {
+	t.Run("cut short", func(t *testing.T) {
+		f := newFixture(t, nil)
+		f.write(t, "a.txt", "checkpointed\n")
+		cp := f.create(t, "")
+		f.write(t, "a.txt", "edited\n")
+		f.write(t, "new-work.txt", "hours of work\n")
+		if err := os.Truncate(filepath.Join(f.storeDir, "blobs", sha256hex("checkpointed\n")), 0); err != nil {
+			t.Fatal(err)
+		}
+		done, err := f.st.Restore(context.Background(), f.ws, cp.ID, nil)
+		if err == nil || !strings.Contains(err.Error(), "is damaged: 0 bytes where the checkpoint recorded 13") {
+			t.Fatalf("restore over a blob cut short: %v", err)
+		}
+		if len(done.Changes) != 0 {
+			t.Errorf("the refused restore made changes: %+v", done.Changes)
+		}
+		if b, _ := os.ReadFile(filepath.Join(f.dir, "new-work.txt")); string(b) != "hours of work\n" {
+			t.Errorf("new-work.txt = %q after the refused restore", b)
+		}
+		if b, _ := os.ReadFile(filepath.Join(f.dir, "a.txt")); string(b) != "edited\n" {
+			t.Errorf("a.txt = %q after the refused restore", b)
+		}
+	})
+	t.Run("other bytes", func(t *testing.T) {
+		f := newFixture(t, nil)
+		f.write(t, "a.txt", "checkpointed\n")
+		f.write(t, "b.txt", "kept whole\n")
+		cp := f.create(t, "")
+		f.write(t, "a.txt", "edited\n")
+		os.Remove(filepath.Join(f.dir, "b.txt"))
+		blob := filepath.Join(f.storeDir, "blobs", sha256hex("checkpointed\n"))
+		if err := os.WriteFile(blob, []byte("CHECKPOINTED\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := f.st.Restore(context.Background(), f.ws, cp.ID, nil)
+		var ce *errcode.Error
+		if !errors.As(err, &ce) || ce.Path != "a.txt" || !strings.Contains(ce.Msg, "does not match its hash") {
+			t.Fatalf("restore over a blob of other bytes: %v", err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(f.dir, "a.txt")); string(b) != "edited\n" {
+			t.Errorf("a.txt = %q: the damaged blob's bytes were restored", b)
+		}
+		names, _ := os.ReadDir(f.dir)
+		for _, n := range names {
+			if strings.HasPrefix(n.Name(), restoreTemp) {
+				t.Errorf("temp file %s left in the workspace", n.Name())
+			}
+		}
+	})
+}
+
 // swapWS plays a command running beside a restore: once the restore has
 // written its temp file and closed it, the command replaces it with a link
 // to "victim" in the same directory.

@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"io/fs"
 	"os"
@@ -97,7 +99,7 @@ func (s *Store) Restore(ctx context.Context, ws fsops.Workspace, id string, path
 	// restore that cannot finish deletes no newer work.
 	for _, c := range plan.Changes {
 		if e := wantBy[c.Path]; c.Kind != KindDeleted && e != nil && e.Type == TypeFile {
-			if err := s.hasBlob(e.Hash); err != nil {
+			if err := s.hasBlob(e.Hash, e.Size); err != nil {
 				return done, err
 			}
 		}
@@ -291,11 +293,14 @@ func typeName(m fs.FileMode) string {
 	return "special file"
 }
 
-// writeFile restores one file: its blob copied to a temp file beside it,
-// its mode set on the open file (never setuid or setgid: fsops.Fchmod),
-// then, once the temp name is checked to still hold that file (a command
-// beside the restore may swap names in its directory), renamed over
-// whatever is there.
+// writeFile restores one file: its blob copied to a temp file beside it
+// and hashed on the way (a blob whose bytes are not those its name says,
+// changed in the store from outside or damaged on its disk, is not
+// restored: the temp file goes and the path keeps what it held), its mode
+// set on the open file (never setuid or setgid: fsops.Fchmod), then, once
+// the temp name is checked to still hold that file (a command beside the
+// restore may swap names in its directory), renamed over whatever is
+// there.
 func (r *restorer) writeFile(e *Entry) error {
 	b, err := r.s.openBlob(e.Hash)
 	if err != nil {
@@ -307,7 +312,13 @@ func (r *restorer) writeFile(e *Entry) error {
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(f, ctxReader{r.ctx, b})
+	h := sha256.New()
+	_, err = io.Copy(f, io.TeeReader(ctxReader{r.ctx, b}, h))
+	if err == nil && hex.EncodeToString(h.Sum(nil)) != e.Hash {
+		err = &errcode.Error{Code: errcode.ReadFailed, Op: "checkpoint_restore", Path: e.Path,
+			Msg: "the checkpoint's stored content of this file does not match its hash (blob " + e.Hash +
+				" was changed from outside the daemon, or its disk damaged it): this file was not restored"}
+	}
 	if err == nil {
 		err = fsops.Fchmod(f, fs.FileMode(e.Mode))
 	}

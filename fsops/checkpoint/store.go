@@ -1184,11 +1184,18 @@ func (s *Store) openBlob(h string) (*os.File, error) {
 	return f, nil
 }
 
-// hasBlob checks that blob h is in the store (a restore's preflight).
-func (s *Store) hasBlob(h string) error {
-	if _, err := s.root.Lstat(path.Join(blobsDir, h)); err != nil {
+// hasBlob checks that blob h is in the store with the size the checkpoint
+// recorded (a restore's preflight: a blob cut short, by a hand in the
+// store or a disk that lost writes, is refused before anything changes).
+func (s *Store) hasBlob(h string, size int64) error {
+	fi, err := s.root.Lstat(path.Join(blobsDir, h))
+	if err != nil {
 		return &errcode.Error{Code: errcode.ReadFailed, Op: "checkpoint_restore", Path: h,
 			Msg: "a blob of the checkpoint is missing (the store was changed from outside): nothing was restored: " + err.Error(), Err: err}
+	}
+	if fi.Size() != size {
+		return &errcode.Error{Code: errcode.ReadFailed, Op: "checkpoint_restore", Path: h,
+			Msg: fmt.Sprintf("a blob of the checkpoint is damaged: %d bytes where the checkpoint recorded %d (the store was changed from outside, or its disk lost writes): nothing was restored", fi.Size(), size)}
 	}
 	return nil
 }
