@@ -29,7 +29,7 @@ func startCheckpoints(w *wiring) (built, error) {
 		return built{}, fmt.Errorf("--checkpoints: %w", err)
 	}
 	p := checkpoints.New(checkpoints.Options{Store: st, Logger: w.log.With("component", "checkpoints")})
-	gauges := []metrics.Collector{
+	collectors := []metrics.Collector{
 		metrics.NewGaugeFunc("agentbe_checkpoint_store_bytes",
 			"Bytes the checkpoint store holds (deduplicated content and manifests); the bound is --checkpoint-max-bytes.",
 			func() float64 { return float64(st.Stats().Bytes) }),
@@ -39,9 +39,9 @@ func startCheckpoints(w *wiring) (built, error) {
 			"Walks of the workspace (checkpoint create, diff to now, restore) that ran with GOMAXPROCS raised to every CPU the process may use (--max-procs auto: internal/cpuburst).",
 			func() float64 { return float64(cpuburst.Raised()) }),
 	}
-	for i, g := range gauges {
+	for i, g := range collectors {
 		if err := w.opts.Registry.Register(g); err != nil {
-			for _, done := range gauges[:i] {
+			for _, done := range collectors[:i] {
 				w.opts.Registry.Unregister(done)
 			}
 			st.Close()
@@ -60,7 +60,7 @@ func startCheckpoints(w *wiring) (built, error) {
 			if cfg.Checkpoints == "auto" {
 				w.reg.SetBeforeChange(nil)
 			}
-			for _, g := range gauges {
+			for _, g := range collectors {
 				w.opts.Registry.Unregister(g)
 			}
 			return st.Close()

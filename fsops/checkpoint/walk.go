@@ -543,9 +543,11 @@ func (wk *walker) listFD(fd int, dir string, sc *scratch) (_ []Entry, subdirs []
 // its seen-th name (from 1), with n entries and k skipped ones of it so
 // far: the call's context every ctxEvery names, and max against what the
 // walk took already and this directory adds, entries and skipped ones
-// each (visit checks the same once the directory is listed). A
-// directory past it alone stops here, one entry past the limit, rather
-// than after it was stat-ed whole.
+// each. A directory past it alone stops here, one entry past the limit,
+// rather than after it was stat-ed whole. It is the early check; visit's,
+// under the walker's lock, is the exact one: workers listing directories
+// side by side see each other's entries in taken only once visit has
+// taken them.
 func (wk *walker) bound(seen, n, k int) error {
 	if seen%ctxEvery == 0 {
 		if err := wk.ctx.Err(); err != nil {

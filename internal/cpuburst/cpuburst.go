@@ -22,6 +22,7 @@ package cpuburst
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // burst is the process's state, a type so tests can run one with a fake
@@ -33,7 +34,9 @@ type burst struct {
 	ceiling int // 0: bursts do nothing
 	held    int // holds not yet released
 	base    int // GOMAXPROCS before the first hold raised it; 0 when not raised
-	raised  uint64
+	// raised counts the holds that raised GOMAXPROCS; an atomic, so that
+	// /metrics never waits on mu behind a hold waiting for a collection.
+	raised atomic.Uint64
 }
 
 var process = &burst{set: runtime.GOMAXPROCS}
@@ -53,11 +56,7 @@ func Ceiling() int {
 
 // Raised is how many times a hold raised GOMAXPROCS since the process
 // started (overlapping holds raise it once), for /metrics.
-func Raised() uint64 {
-	process.mu.Lock()
-	defer process.mu.Unlock()
-	return process.raised
-}
+func Raised() uint64 { return process.raised.Load() }
 
 // Hold raises GOMAXPROCS to the ceiling until release is called; holds may
 // overlap, and the last release restores the value before the first. Each
@@ -85,7 +84,7 @@ func (b *burst) hold() (release func()) {
 		if cur := b.set(0); b.ceiling > cur {
 			b.set(b.ceiling)
 			b.base = cur
-			b.raised++
+			b.raised.Add(1)
 		}
 	}
 	var once sync.Once

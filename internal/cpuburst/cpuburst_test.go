@@ -56,12 +56,12 @@ func TestOverlappingHoldsChangeOnce(t *testing.T) {
 	if f.n != 2 {
 		t.Fatalf("GOMAXPROCS after the last release = %d, want 2", f.n)
 	}
-	if len(f.changes) != 2 || b.raised != 1 {
-		t.Fatalf("changes = %v, raised %d times: want one raise and one restore for two overlapping holds", f.changes, b.raised)
+	if len(f.changes) != 2 || b.raised.Load() != 1 {
+		t.Fatalf("changes = %v, raised %d times: want one raise and one restore for two overlapping holds", f.changes, b.raised.Load())
 	}
 	// A new hold after the last release raises again.
 	b.hold()()
-	if len(f.changes) != 4 || f.n != 2 || b.raised != 2 {
+	if len(f.changes) != 4 || f.n != 2 || b.raised.Load() != 2 {
 		t.Fatalf("changes = %v, GOMAXPROCS %d: a later hold must raise and restore again", f.changes, f.n)
 	}
 }
@@ -85,7 +85,7 @@ func TestNoCeilingOrLowCeilingDoesNothing(t *testing.T) {
 				t.Fatalf("GOMAXPROCS during the hold = %d, want %d unchanged", f.n, c.cur)
 			}
 			r()
-			if f.n != c.cur || len(f.changes) != 0 || b.raised != 0 {
+			if f.n != c.cur || len(f.changes) != 0 || b.raised.Load() != 0 {
 				t.Fatalf("GOMAXPROCS %d, changes %v: want %d and none", f.n, f.changes, c.cur)
 			}
 		})
