@@ -24,10 +24,17 @@ func startCheckpoints(w *wiring) (built, error) {
 	}
 	st, err := checkpoint.Open(checkpoint.Options{Dir: cfg.CheckpointDir(), WorkspaceRoot: cfg.Root,
 		MaxBytes: cfg.CheckpointMaxBytes, MaxCount: cfg.CheckpointMaxCount, MaxFiles: cfg.CheckpointMaxFiles,
-		Burst: cpuburst.Hold, Logger: w.log.With("component", "checkpoints")})
+		Burst: cpuburst.Hold, Durable: cfg.Fsync, Logger: w.log.With("component", "checkpoints")})
 	if err != nil {
 		return built{}, fmt.Errorf("--checkpoints: %w", err)
 	}
+	why := "--fsync: each checkpoint is on disk before it is answered for"
+	if !st.Durable() {
+		why = "no --fsync: a checkpoint survives a kill of the daemon; a power cut may lose the newest, and the next start leaves out any that came back damaged"
+	}
+	stats := st.Stats()
+	w.log.Info("checkpoint store", "dir", st.Dir(), "mode", cfg.Checkpoints, "checkpoints", stats.Count, "bytes", stats.Bytes,
+		"durable", st.Durable(), "why", why)
 	p := checkpoints.New(checkpoints.Options{Store: st, Logger: w.log.With("component", "checkpoints")})
 	collectors := []metrics.Collector{
 		metrics.NewGaugeFunc("agentbe_checkpoint_store_bytes",

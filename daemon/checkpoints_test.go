@@ -78,6 +78,28 @@ func startManualCheckpoints(t *testing.T) (config.Config, *running, *mcp.ClientS
 	return c, r, mcpSession(t, r)
 }
 
+// TestCheckpointStoreFollowsFsync: the store is durable exactly when the
+// daemon's writes are (--fsync), and the start-up log says which.
+func TestCheckpointStoreFollowsFsync(t *testing.T) {
+	for _, fsync := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fsync=%v", fsync), func(t *testing.T) {
+			c := testConfig(t)
+			c.Checkpoints = "manual"
+			c.StateDir = t.TempDir()
+			c.Fsync = fsync
+			must(t, c.Validate())
+			r := start(t, c, nil)
+			line := regexp.MustCompile(`(?m)^.*msg="checkpoint store".*$`).FindString(r.logs.String())
+			if !strings.Contains(line, fmt.Sprintf(" durable=%v ", fsync)) || !strings.Contains(line, c.CheckpointDir()) {
+				t.Fatalf("the start-up log's line on the store: %q", line)
+			}
+			cs := mcpSession(t, r)
+			cpCall(t, cs, "write_file", map[string]any{"path": "a.txt", "content": "one\n"}, false)
+			cpCall(t, cs, "checkpoint_create", nil, false)
+		})
+	}
+}
+
 // TestCheckpointWholeStory is the checkpoint half of issue 36's story over
 // MCP (the go-sdk client): write files, checkpoint, run the damaging
 // command, see the damage, restore, and get back every byte; /health and

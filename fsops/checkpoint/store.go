@@ -32,12 +32,17 @@ import (
 // lists one checkpoint's entries, or those changed since the checkpoint
 // before it (a delta, delta.go). Both are written to tmp/ first, then
 // renamed into place: a checkpoint's new blobs are renamed at once, then
-// fsynced together with the blobs' directory and its manifest's temp file
-// (one round: blobSync); the manifest is renamed only after all of that,
-// and its directory fsynced (the second round). So a kill, or a power
-// cut, at any moment leaves each checkpoint whole (its manifest and blobs)
+// (Options.Durable) fsynced together with the blobs' directory and its
+// manifest's temp file (one round: blobSync); the manifest is renamed only
+// after all of that, and its directory fsynced (the second round). So a
+// kill at any moment leaves each checkpoint whole (its manifest and blobs)
 // or absent (no manifest; its orphan blobs and temp files are removed by
-// the next Open).
+// the next Open), and so does a power cut when the store is durable. When
+// it is not, a power cut may lose what the kernel had not yet written
+// back, in any order; Open then leaves out every checkpoint whose manifest
+// is unreadable, or names a blob missing or of another size than it
+// recorded (and removes such a blob, so that no later checkpoint reuses
+// it): what is listed is whole.
 const (
 	blobsDir     = "blobs"
 	manifestsDir = "manifests"
@@ -74,6 +79,13 @@ type Options struct {
 	// where --max-procs auto holds half of them back. nil: the walk runs
 	// on the GOMAXPROCS it finds.
 	Burst func() (release func())
+	// Durable (--fsync) fsyncs each checkpoint's blobs and manifest, and
+	// the directory entries it changes, before Create returns, so a power
+	// cut keeps every checkpoint Create answered for. Unset, a checkpoint
+	// survives a kill of the daemon but not always a power cut within the
+	// kernel's writeback delay, as every other write of a daemon without
+	// --fsync; Open leaves out a checkpoint that came back damaged.
+	Durable bool
 
 	// crash, when set (tests), is called between the steps of a create or
 	// a prune; an error stops the operation there, leaving what a kill at
@@ -179,6 +191,8 @@ type Store struct {
 	// What Stats reports, published after each change (publish), so
 	// /health and the metrics never wait behind a long checkpoint.
 	statCount, statBytes atomic.Int64
+	// fsyncs counts the fsync calls made (tests).
+	fsyncs atomic.Int64
 }
 
 // publish copies the store's size for Stats; s.mu is held.
@@ -287,6 +301,8 @@ func (s *Store) load() error {
 	if err != nil {
 		return err
 	}
+	// want is each named blob's size, as the manifests recorded it.
+	want := map[string]int64{}
 	for _, n := range names {
 		id, base := strings.CutSuffix(n, baseExt)
 		if !base {
@@ -298,9 +314,19 @@ func (s *Store) load() error {
 		m, size, err := s.readManifestFile(id)
 		if err != nil {
 			// A manifest is renamed into place whole, so an unreadable one
-			// was damaged from outside: keep it out of the list, say so.
+			// was damaged from outside, or by a power cut that came before
+			// the kernel wrote it back (a store that is not durable): keep
+			// it out of the list, say so.
 			s.opts.Logger.Warn("checkpoint store: unreadable manifest left out", "file", n, "err", err)
 			continue
+		}
+		for _, e := range m.Entries {
+			if e.Hash != "" {
+				if w, ok := want[e.Hash]; ok && w != e.Size {
+					e.Size = -1 // two sizes for one content: neither is trusted
+				}
+				want[e.Hash] = e.Size
+			}
 		}
 		c := s.add(m, size)
 		if base {
@@ -316,16 +342,13 @@ func (s *Store) load() error {
 	if err != nil {
 		return err
 	}
+	// A blob is present when it has the size its manifests recorded. One
+	// cut short (a power cut before the kernel wrote it back, or a hand in
+	// the store) is removed: the checkpoints naming it are left out below,
+	// and a later checkpoint of the same content stores it again rather
+	// than reuse it.
 	present := make(map[string]bool, len(blobs))
-	for _, b := range blobs {
-		present[b] = true
-	}
-	s.dropDamaged(present)
-	// Kept bases no manifest needs: a prune stopped before collecting
-	// them, or what needed them is left out.
-	for id := range s.bases {
-		s.collectBases(id)
-	}
+	sizes := make(map[string]int64, len(blobs))
 	for _, b := range blobs {
 		if s.refs[b] == 0 {
 			// Written by a create that did not reach its manifest, or left
@@ -337,8 +360,29 @@ func (s *Store) load() error {
 		if err != nil {
 			return err
 		}
-		s.blobSize[b] = fi.Size()
-		s.bytes += fi.Size()
+		if !fi.Mode().IsRegular() || fi.Size() != want[b] {
+			s.opts.Logger.Warn("checkpoint store: a blob of another size than its checkpoints recorded is removed, and they are left out",
+				"blob", b, "bytes", fi.Size(), "recorded", want[b])
+			s.root.Remove(path.Join(blobsDir, b))
+			continue
+		}
+		present[b] = true
+		sizes[b] = fi.Size()
+	}
+	s.dropDamaged(present)
+	// Kept bases no manifest needs: a prune stopped before collecting
+	// them, or what needed them is left out.
+	for id := range s.bases {
+		s.collectBases(id)
+	}
+	for b, n := range sizes {
+		if s.refs[b] == 0 {
+			// Named only by checkpoints left out.
+			s.root.Remove(path.Join(blobsDir, b))
+			continue
+		}
+		s.blobSize[b] = n
+		s.bytes += n
 	}
 	return nil
 }
@@ -797,7 +841,7 @@ func (s *Store) newBlobSync(files int) *blobSync {
 		go func() {
 			defer b.wg.Done()
 			for f := range b.work {
-				err := f.Sync()
+				err := b.s.fsync(f)
 				if cerr := f.Close(); err == nil {
 					err = cerr
 				}
@@ -1063,13 +1107,27 @@ func (s *Store) writeManifest(m *Manifest, bs *blobSync) (int64, error) {
 	return int64(len(b)), nil
 }
 
+// fsync makes f's content durable when the store is (Options.Durable).
+func (s *Store) fsync(f *os.File) error {
+	if !s.opts.Durable {
+		return nil
+	}
+	s.fsyncs.Add(1)
+	return f.Sync()
+}
+
+// syncDir makes the entries of the store's directory d durable when the
+// store is.
 func (s *Store) syncDir(d string) error {
+	if !s.opts.Durable {
+		return nil
+	}
 	f, err := s.root.Open(d)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return f.Sync()
+	return s.fsync(f)
 }
 
 // prune removes checkpoints (never those in keep) until the store is
@@ -1202,3 +1260,7 @@ func (s *Store) hasBlob(h string, size int64) error {
 
 // Dir is the store's directory.
 func (s *Store) Dir() string { return filepath.Clean(s.opts.Dir) }
+
+// Durable says whether each checkpoint is fsynced before Create returns
+// (Options.Durable).
+func (s *Store) Durable() bool { return s.opts.Durable }

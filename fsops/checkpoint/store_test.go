@@ -337,73 +337,80 @@ func TestPruneOldestAndCollectBlobs(t *testing.T) {
 // so the prune keeps the first's manifest as a base (renamed) rather than
 // removing it.
 func TestCrashLeavesWholeOrAbsent(t *testing.T) {
-	for _, step := range []string{"blobs", "manifest-temp", "prune-manifest"} {
-		t.Run(step, func(t *testing.T) {
-			crashed := errors.New("killed")
-			var armed bool
-			f := newFixture(t, func(o *Options) {
-				o.MaxCount = 2
-				o.crash = func(s string) error {
-					if armed && s == step {
-						return crashed
-					}
-					return nil
-				}
-			})
-			f.write(t, "a.txt", "one\n")
-			c1 := f.create(t, "")
-			f.write(t, "b.txt", "two\n")
-			c2 := f.create(t, "")
-			if m, _, err := f.st.readManifestFile(c2.ID); err != nil || m.Base != c1.ID {
-				t.Fatalf("the second checkpoint is stored on %q (%v), want a delta of %s", m.Base, err, c1.ID)
-			}
-			want := snapshot(t, f.dir)
-			f.write(t, "c.txt", "three, only in the crashed checkpoint\n")
-			armed = true
-			_, err := f.st.Create(context.Background(), f.ws, CreateOptions{})
-			if !strings.HasPrefix(step, "prune-") && !errors.Is(err, crashed) {
-				t.Fatalf("create: %v, want the crash", err)
-			}
-			armed = false
-			f.reopen(t)
+	for _, durable := range []bool{false, true} {
+		for _, step := range []string{"blobs", "manifest-temp", "prune-manifest"} {
+			t.Run(fmt.Sprintf("durable=%v/%s", durable, step), func(t *testing.T) { crashAt(t, step, durable) })
+		}
+	}
+}
 
-			n, tmp, _ := storeBytes(t, f.storeDir)
-			if tmp != 0 {
-				t.Errorf("%d temp files left after reopening", tmp)
+// crashAt stops a create (or the prune it ends with) at step, as a kill
+// there would, and opens the store again.
+func crashAt(t *testing.T, step string, durable bool) {
+	crashed := errors.New("killed")
+	var armed bool
+	f := newFixture(t, func(o *Options) {
+		o.Durable = durable
+		o.MaxCount = 2
+		o.crash = func(s string) error {
+			if armed && s == step {
+				return crashed
 			}
-			if st := f.st.Stats(); st.Bytes != n {
-				t.Errorf("stats say %d bytes, the directory holds %d", st.Bytes, n)
-			}
-			list := f.st.List(f.ws)
-			switch step {
-			case "prune-manifest":
-				// The new checkpoint is whole, the pruned one gone from
-				// the list, its manifest kept as the base c2 is stored on.
-				if len(list) != 2 || list[0].ID != c2.ID {
-					t.Fatalf("list %+v", list)
-				}
-				if _, err := os.Stat(filepath.Join(f.storeDir, manifestsDir, c1.ID+baseExt)); err != nil {
-					t.Fatalf("the pruned base: %v", err)
-				}
-			default:
-				if len(list) != 2 || list[0].ID != c1.ID || list[1].ID != c2.ID {
-					t.Fatalf("list %+v, want the two whole checkpoints", list)
-				}
-				_, _, blobs := storeBytes(t, f.storeDir)
-				if blobs != 2 {
-					t.Errorf("%d blobs, want 2: the crashed create's blob is collected", blobs)
-				}
-			}
-			os.Remove(filepath.Join(f.dir, "c.txt"))
-			os.Remove(filepath.Join(f.dir, "a.txt"))
-			f.write(t, "b.txt", "damaged")
-			if _, err := f.st.Restore(context.Background(), f.ws, c2.ID, nil); err != nil {
-				t.Fatal(err)
-			}
-			if d := diffSnapshots(want, snapshot(t, f.dir)); len(d) > 0 {
-				t.Fatalf("restore after the crash:\n%s", strings.Join(d, "\n"))
-			}
-		})
+			return nil
+		}
+	})
+	f.write(t, "a.txt", "one\n")
+	c1 := f.create(t, "")
+	f.write(t, "b.txt", "two\n")
+	c2 := f.create(t, "")
+	if m, _, err := f.st.readManifestFile(c2.ID); err != nil || m.Base != c1.ID {
+		t.Fatalf("the second checkpoint is stored on %q (%v), want a delta of %s", m.Base, err, c1.ID)
+	}
+	want := snapshot(t, f.dir)
+	f.write(t, "c.txt", "three, only in the crashed checkpoint\n")
+	armed = true
+	_, err := f.st.Create(context.Background(), f.ws, CreateOptions{})
+	if !strings.HasPrefix(step, "prune-") && !errors.Is(err, crashed) {
+		t.Fatalf("create: %v, want the crash", err)
+	}
+	armed = false
+	f.reopen(t)
+
+	n, tmp, _ := storeBytes(t, f.storeDir)
+	if tmp != 0 {
+		t.Errorf("%d temp files left after reopening", tmp)
+	}
+	if st := f.st.Stats(); st.Bytes != n {
+		t.Errorf("stats say %d bytes, the directory holds %d", st.Bytes, n)
+	}
+	list := f.st.List(f.ws)
+	switch step {
+	case "prune-manifest":
+		// The new checkpoint is whole, the pruned one gone from
+		// the list, its manifest kept as the base c2 is stored on.
+		if len(list) != 2 || list[0].ID != c2.ID {
+			t.Fatalf("list %+v", list)
+		}
+		if _, err := os.Stat(filepath.Join(f.storeDir, manifestsDir, c1.ID+baseExt)); err != nil {
+			t.Fatalf("the pruned base: %v", err)
+		}
+	default:
+		if len(list) != 2 || list[0].ID != c1.ID || list[1].ID != c2.ID {
+			t.Fatalf("list %+v, want the two whole checkpoints", list)
+		}
+		_, _, blobs := storeBytes(t, f.storeDir)
+		if blobs != 2 {
+			t.Errorf("%d blobs, want 2: the crashed create's blob is collected", blobs)
+		}
+	}
+	os.Remove(filepath.Join(f.dir, "c.txt"))
+	os.Remove(filepath.Join(f.dir, "a.txt"))
+	f.write(t, "b.txt", "damaged")
+	if _, err := f.st.Restore(context.Background(), f.ws, c2.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffSnapshots(want, snapshot(t, f.dir)); len(d) > 0 {
+		t.Fatalf("restore after the crash:\n%s", strings.Join(d, "\n"))
 	}
 }
 
