@@ -346,14 +346,16 @@ func (s *Store) load() error {
 	// cut short (a power cut before the kernel wrote it back, or a hand in
 	// the store) is removed: the checkpoints naming it are left out below,
 	// and a later checkpoint of the same content stores it again rather
-	// than reuse it.
+	// than reuse it. What is not a file goes too, a directory with what it
+	// holds (RemoveAll, which follows no link): a blob is renamed onto its
+	// name, which a directory would refuse to every later checkpoint.
 	present := make(map[string]bool, len(blobs))
 	sizes := make(map[string]int64, len(blobs))
 	for _, b := range blobs {
 		if s.refs[b] == 0 {
 			// Written by a create that did not reach its manifest, or left
 			// by a prune that stopped before its collection.
-			s.root.Remove(path.Join(blobsDir, b))
+			s.root.RemoveAll(path.Join(blobsDir, b))
 			continue
 		}
 		fi, err := s.root.Lstat(path.Join(blobsDir, b))
@@ -363,7 +365,7 @@ func (s *Store) load() error {
 		if !fi.Mode().IsRegular() || fi.Size() != want[b] {
 			s.opts.Logger.Warn("checkpoint store: a blob of another size than its checkpoints recorded is removed, and they are left out",
 				"blob", b, "bytes", fi.Size(), "recorded", want[b])
-			s.root.Remove(path.Join(blobsDir, b))
+			s.root.RemoveAll(path.Join(blobsDir, b))
 			continue
 		}
 		present[b] = true
@@ -378,7 +380,7 @@ func (s *Store) load() error {
 	for b, n := range sizes {
 		if s.refs[b] == 0 {
 			// Named only by checkpoints left out.
-			s.root.Remove(path.Join(blobsDir, b))
+			s.root.RemoveAll(path.Join(blobsDir, b))
 			continue
 		}
 		s.blobSize[b] = n
@@ -388,11 +390,13 @@ func (s *Store) load() error {
 }
 
 // dropDamaged leaves out of the list every checkpoint that names a blob
-// not present, or whose manifest is a delta of a checkpoint not listed (the
-// store was changed from outside: such a checkpoint can no longer be
-// restored whole), saying so in the log; its manifest file stays for
-// whoever looks into it. Rare, so the manifests are read again only when
-// a blob or a base is missing.
+// not present, or whose manifest is a delta of a checkpoint not listed, or
+// left out, or of a kept base stored on one left out (a power cut, or the
+// store changed from outside: such a checkpoint can no longer be restored
+// whole, and the blobs only the file left out names are let go), saying
+// so in the log; its manifest file stays for whoever looks into it. Rare,
+// so the manifests are read again only when a blob or a base is missing,
+// or a base is not an earlier checkpoint of the same scope.
 func (s *Store) dropDamaged(present map[string]bool) {
 	missing := false
 	for h := range s.refs {
@@ -409,17 +413,32 @@ func (s *Store) dropDamaged(present map[string]bool) {
 		listed[id] = c
 	}
 	for _, c := range listed {
-		if c.base != "" && listed[c.base] == nil {
+		if b := listed[c.base]; c.base != "" && (b == nil || b.scope != c.scope || b.seq >= c.seq) {
 			missing = true
 		}
 	}
 	if !missing {
 		return
 	}
+	// Oldest first, kept bases among the listed: a base is judged before
+	// its deltas. A kept base is not listed, so its own blobs do not
+	// matter here (a delta on it is judged by the entries it reads), but
+	// one stored on a checkpoint left out takes its deltas with it: they
+	// read their entries through that file, whose blobs are let go.
+	all := slices.Clone(s.list)
+	for _, c := range s.bases {
+		all = append(all, c)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].seq < all[j].seq })
 	dropped := map[string]bool{}
 	kept := s.list[:0]
-	for _, c := range s.list { // oldest first: a base is judged before its deltas
+	for _, c := range all {
 		damaged := c.base != "" && (listed[c.base] == nil || dropped[c.base])
+		if s.bases[c.id] == c {
+			// Collected by load once nothing is stored on it.
+			dropped[c.id] = damaged
+			continue
+		}
 		if !damaged {
 			m, _, err := s.readManifest(c.id)
 			damaged = err != nil
