@@ -115,7 +115,7 @@ func checkAccounting(t *testing.T, f *fixture) {
 // are what its directory holds; and the checkpoints taken after, stored
 // on whatever survived, restore every byte too.
 func TestPowerCutAnySubset(t *testing.T) {
-	for seed := range uint64(60) {
+	for seed := range uint64(40) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { powerCut(t, seed) })
 	}
 }
