@@ -522,3 +522,28 @@ func TestDamagedKeptBaseOrSizes(t *testing.T) {
 		})
 	}
 }
+
+// TestDurableOpenSyncsWhatARunWithoutItLeft: a durable store's checkpoint
+// reuses, for its unchanged files, blobs that a run without --fsync may
+// have left unwritten; so opening a durable store that holds blobs syncs
+// its file system once (syncfs), and the first checkpoint after makes only
+// its own fsyncs. A store opened without --fsync, or empty, syncs nothing.
+func TestDurableOpenSyncsWhatARunWithoutItLeft(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Durable = true })
+	if n := f.st.fsyncs.Load(); n != 0 {
+		t.Fatalf("an empty durable store made %d syncs at Open", n)
+	}
+	f.opts.Durable = false
+	f.reopen(t)
+	f.write(t, "a.txt", "written back whenever the kernel likes\n")
+	f.create(t, "")
+	f.reopen(t)
+	if n := f.st.fsyncs.Load(); n != 0 {
+		t.Fatalf("a store without --fsync made %d syncs", n)
+	}
+	f.opts.Durable = true
+	f.reopen(t)
+	if n := f.st.fsyncs.Load(); n != 1 {
+		t.Fatalf("a durable store holding blobs made %d syncs at Open, want 1 (syncfs)", n)
+	}
+}
