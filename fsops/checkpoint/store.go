@@ -48,6 +48,9 @@ const (
 	manifestsDir = "manifests"
 	tmpDir       = "tmp"
 	manifestExt  = ".json"
+	// damagedExt names the manifest file of a checkpoint Open left out
+	// (dropDamaged): kept for whoever looks into it, never read again.
+	damagedExt = ".damaged"
 )
 
 // Defaults for the zero values of Options.
@@ -418,7 +421,8 @@ func (s *Store) load() error {
 // left out, or of a kept base stored on one left out (a power cut, or the
 // store changed from outside: such a checkpoint can no longer be restored
 // whole, and the blobs only the file left out names are let go), saying
-// so in the log; its manifest file stays for whoever looks into it. Rare,
+// so in the log; its manifest file stays for whoever looks into it,
+// renamed <id>.damaged (damagedExt). Rare,
 // so the manifests are read again only when a blob or a base is missing,
 // or a base is not an earlier checkpoint of the same scope.
 func (s *Store) dropDamaged(present map[string]bool) {
@@ -480,7 +484,8 @@ func (s *Store) dropDamaged(present map[string]bool) {
 			continue
 		}
 		dropped[c.id] = true
-		s.opts.Logger.Warn("checkpoint store: a checkpoint whose content is missing is left out", "id", c.id)
+		s.opts.Logger.Warn("checkpoint store: a checkpoint whose content is missing is left out", "id", c.id,
+			"file", path.Join(manifestsDir, c.id+damagedExt))
 		s.bytes -= c.size
 		if f, _, err := s.readManifestFile(c.id); err == nil {
 			for _, h := range f.hashes() {
@@ -488,6 +493,14 @@ func (s *Store) dropDamaged(present map[string]bool) {
 					delete(s.refs, h)
 				}
 			}
+		}
+		// Set aside, so the next start neither reads every manifest
+		// again for it (its blob stays missing) nor lists it again once
+		// a later checkpoint stores that content anew. Not fsynced: a
+		// power cut that loses the rename makes the next start do this
+		// again.
+		if err := s.root.Rename(path.Join(manifestsDir, c.id+manifestExt), path.Join(manifestsDir, c.id+damagedExt)); err != nil {
+			s.opts.Logger.Warn("checkpoint store: setting a checkpoint left out aside failed", "id", c.id, "err", err)
 		}
 	}
 	s.list = kept
