@@ -128,14 +128,31 @@ func (s *Store) readManifestFile(id string) (*Manifest, int64, error) {
 // its base's entries, read the same way (at most maxChain files). The size
 // is that of id's own file.
 func (s *Store) readManifest(id string) (*Manifest, int64, error) {
+	return s.readManifestOn(id, nil)
+}
+
+// readManifestOn is readManifest, taking the entries of known (nil: none),
+// a checkpoint read with every entry, when the chain of bases reaches it
+// rather than reading its files again: Open's check of every checkpoint
+// (dropDamaged) passes each scope's previous one, so each delta costs the
+// read of its own file.
+func (s *Store) readManifestOn(id string, known *Manifest) (*Manifest, int64, error) {
 	m, size, err := s.readManifestFile(id)
 	if err != nil {
 		return nil, 0, err
 	}
 	chain := []*Manifest{m}
+	var from *Manifest // the base reached, read with every entry
 	for cur := m; cur.Base != ""; {
 		if len(chain) > maxChain {
 			return nil, 0, fmt.Errorf("manifest %s: more than %d deltas lead to it", id, maxChain)
+		}
+		if known != nil && cur.Base == known.ID {
+			if known.Scope != cur.Scope || known.Seq >= cur.Seq {
+				return nil, 0, fmt.Errorf("manifest %s: its base %s is not an earlier checkpoint of its scope", id, cur.Base)
+			}
+			from = known
+			break
 		}
 		b, _, err := s.readManifestFile(cur.Base)
 		if err != nil {
@@ -147,8 +164,11 @@ func (s *Store) readManifest(id string) (*Manifest, int64, error) {
 		chain = append(chain, b)
 		cur = b
 	}
-	entries := chain[len(chain)-1].Entries
-	for k := len(chain) - 2; k >= 0; k-- {
+	entries, k := chain[len(chain)-1].Entries, len(chain)-2
+	if from != nil {
+		entries, k = from.Entries, len(chain)-1
+	}
+	for ; k >= 0; k-- {
 		entries = applyDelta(entries, chain[k].Entries, chain[k].Deleted)
 	}
 	out := *m

@@ -460,6 +460,7 @@ func (s *Store) dropDamaged(present map[string]bool) {
 	sort.Slice(all, func(i, j int) bool { return all[i].seq < all[j].seq })
 	dropped := map[string]bool{}
 	kept := s.list[:0]
+	prev := map[string]*Manifest{} // each scope's newest kept, read whole
 	for _, c := range all {
 		damaged := c.base != "" && (listed[c.base] == nil || dropped[c.base])
 		if s.bases[c.id] == c {
@@ -468,7 +469,7 @@ func (s *Store) dropDamaged(present map[string]bool) {
 			continue
 		}
 		if !damaged {
-			m, _, err := s.readManifest(c.id)
+			m, _, err := s.readManifestOn(c.id, prev[c.scope])
 			damaged = err != nil
 			if m != nil {
 				for _, h := range m.hashes() {
@@ -477,6 +478,9 @@ func (s *Store) dropDamaged(present map[string]bool) {
 						break
 					}
 				}
+			}
+			if !damaged {
+				prev[c.scope] = m
 			}
 		}
 		if !damaged {
