@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDurableFollowsTheOption: a durable store (--fsync) fsyncs each new
@@ -147,5 +149,56 @@ func truncate(t *testing.T, p string, n int64) {
 	t.Helper()
 	if err := os.Truncate(p, n); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSetAsideManifestsBounded: an unreadable manifest is set aside as
+// the ones Open leaves out are, and Open keeps only the newest keepDamaged
+// of them, which no bound of the store counts.
+func TestSetAsideManifestsBounded(t *testing.T) {
+	f := newFixture(t, nil)
+	f.write(t, "a.txt", "kept\n")
+	c1 := f.create(t, "")
+	dir := filepath.Join(f.storeDir, manifestsDir)
+	now := time.Now()
+	for i := range 20 {
+		p := filepath.Join(dir, fmt.Sprintf("cp-old%02d%s", i, damagedExt))
+		if err := os.WriteFile(p, []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// cp-old00 the oldest.
+		mod := now.Add(time.Duration(i-40) * time.Minute)
+		if err := os.Chtimes(p, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cp-bad"+manifestExt), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.reopen(t)
+	if list := f.st.List(f.ws); len(list) != 1 || list[0].ID != c1.ID {
+		t.Fatalf("list %+v, want %s", list, c1.ID)
+	}
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var aside []string
+	for _, n := range names {
+		if strings.HasSuffix(n.Name(), damagedExt) {
+			aside = append(aside, n.Name())
+		}
+		if n.Name() == "cp-bad"+manifestExt {
+			t.Errorf("the unreadable manifest is still %s", n.Name())
+		}
+	}
+	sort.Strings(aside)
+	want := []string{"cp-bad" + damagedExt}
+	for i := 20 - (keepDamaged - 1); i < 20; i++ {
+		want = append(want, fmt.Sprintf("cp-old%02d%s", i, damagedExt))
+	}
+	sort.Strings(want)
+	if strings.Join(aside, " ") != strings.Join(want, " ") {
+		t.Fatalf("set aside after Open:\n%v\nwant the newest %d:\n%v", aside, keepDamaged, want)
 	}
 }

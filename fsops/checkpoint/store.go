@@ -49,9 +49,16 @@ const (
 	tmpDir       = "tmp"
 	manifestExt  = ".json"
 	// damagedExt names the manifest file of a checkpoint Open left out
-	// (dropDamaged): kept for whoever looks into it, never read again.
+	// (dropDamaged), or of one it could not read: kept for whoever looks
+	// into it, never read again, the newest keepDamaged of them.
 	damagedExt = ".damaged"
 )
+
+// keepDamaged is how many manifests set aside (damagedExt) Open keeps,
+// the newest: they are not counted against --checkpoint-max-bytes, so
+// power cuts or damage from outside, one after another, must not pile
+// them up.
+const keepDamaged = 16
 
 // Defaults for the zero values of Options.
 const (
@@ -343,8 +350,10 @@ func (s *Store) load() error {
 			// A manifest is renamed into place whole, so an unreadable one
 			// was damaged from outside, or by a power cut that came before
 			// the kernel wrote it back (a store that is not durable): keep
-			// it out of the list, say so.
-			s.opts.Logger.Warn("checkpoint store: unreadable manifest left out", "file", n, "err", err)
+			// it out of the list, set it aside, say so.
+			s.opts.Logger.Warn("checkpoint store: unreadable manifest left out", "file", n,
+				"set_aside", path.Join(manifestsDir, id+damagedExt), "err", err)
+			s.root.Rename(path.Join(manifestsDir, n), path.Join(manifestsDir, id+damagedExt))
 			continue
 		}
 		for _, e := range m.Entries {
@@ -399,6 +408,7 @@ func (s *Store) load() error {
 		sizes[b] = fi.Size()
 	}
 	s.dropDamaged(present)
+	s.trimDamaged()
 	// Kept bases no manifest needs: a prune stopped before collecting
 	// them, or what needed them is left out.
 	for id := range s.bases {
@@ -508,6 +518,36 @@ func (s *Store) dropDamaged(present map[string]bool) {
 		}
 	}
 	s.list = kept
+}
+
+// trimDamaged removes the manifests set aside (damagedExt) but the newest
+// keepDamaged, by modification time (a rename keeps it: when the
+// checkpoint was written).
+func (s *Store) trimDamaged() {
+	names, err := s.readDirNames(manifestsDir)
+	if err != nil {
+		return
+	}
+	type aside struct {
+		name string
+		mod  time.Time
+	}
+	var all []aside
+	for _, n := range names {
+		if strings.HasSuffix(n, damagedExt) {
+			if fi, err := s.root.Lstat(path.Join(manifestsDir, n)); err == nil {
+				all = append(all, aside{n, fi.ModTime()})
+			}
+		}
+	}
+	if len(all) <= keepDamaged {
+		return
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].mod.After(all[j].mod) })
+	for _, a := range all[keepDamaged:] {
+		s.opts.Logger.Info("checkpoint store: an old manifest set aside is removed", "file", path.Join(manifestsDir, a.name), "kept", keepDamaged)
+		s.root.RemoveAll(path.Join(manifestsDir, a.name))
+	}
 }
 
 func (s *Store) readDirNames(d string) ([]string, error) {
