@@ -361,7 +361,7 @@ var settings = []*setting{
 		usage: "largest file a tool reads whole; larger files must be paged",
 		field: func(c *Config) any { return &c.MaxReadSize }, check: positive},
 	{key: "fsync", group: GroupServing, env: env("fsync"), def: "false",
-		usage: "make every write durable before it is acknowledged (MCP file tools, SFTP close, SCP): fsync the file's data and the directory entries it changed; off by default because it makes a small write about 3-4x slower",
+		usage: "make every write durable before it is acknowledged (MCP file tools, SFTP close, SCP, each checkpoint of the store): fsync the file's data and the directory entries it changed; off by default because it makes a small write about 3-4x slower",
 		field: func(c *Config) any { return &c.Fsync }},
 	{key: "bind", group: GroupServing, env: env("bind"), def: "127.0.0.1",
 		usage: "address to listen on; a non-loopback address requires an auth token",
