@@ -192,6 +192,9 @@ type Server struct {
 
 	noFastPath bool         // tests: send every request through the SDK
 	fastCalls  atomic.Int64 // tools/calls answered on the fast path
+	// afterConnect (tests) runs in ServeStdio between Connect's return
+	// and the fast path learning the session, while the SDK reads lines.
+	afterConnect func()
 
 	// callers holds the admitted caller of each request handed to the
 	// SDK, by the key its headerCaller header carries (serveSDK).
@@ -313,9 +316,14 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 	in.split.line = ledger.read
 	ss, err := s.mcp.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: out}, nil)
 	if err != nil {
+		close(fast.connected)
 		return err
 	}
+	if s.afterConnect != nil {
+		s.afterConnect()
+	}
 	fast.ss.Store(ss)
+	close(fast.connected)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -32,6 +32,11 @@ type stdioFast struct {
 	s   *Server
 	out *countingWriter
 	ss  atomic.Pointer[mcp.ServerSession] // set once Connect returns
+	// connected is closed once ServeStdio's Connect has returned (ss set,
+	// or Connect failed). The SDK reads the first lines on its own
+	// goroutine before Connect returns, so a call read then waits for it
+	// rather than go to the SDK for want of ss.
+	connected chan struct{}
 
 	ctx    context.Context // the session's; cancelled when it ends
 	cancel context.CancelFunc
@@ -47,7 +52,7 @@ type stdioFast struct {
 const stdioFastMaxLine = 64 << 10
 
 func newStdioFast(ctx context.Context, s *Server, out *countingWriter) *stdioFast {
-	f := &stdioFast{s: s, out: out, inflight: map[string]context.CancelFunc{}}
+	f := &stdioFast{s: s, out: out, inflight: map[string]context.CancelFunc{}, connected: make(chan struct{})}
 	f.ctx, f.cancel = context.WithCancel(ctx)
 	return f
 }
@@ -73,6 +78,11 @@ func (f *stdioFast) answer(line []byte) bool {
 		if bytes.Contains(line, []byte(`"notifications/cancelled"`)) {
 			f.cancelled(line)
 		}
+		return false
+	}
+	select {
+	case <-f.connected: // Connect reads on other goroutines: no wait on this one
+	case <-f.ctx.Done():
 		return false
 	}
 	ss := f.ss.Load()

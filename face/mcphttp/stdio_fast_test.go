@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 // rawStdio is a line-level client of one ServeStdio session.
@@ -157,6 +158,54 @@ func TestStdioFastPathLongLine(t *testing.T) {
 	}
 	if n := e.srv.fastCalls.Load(); n != 1 {
 		t.Errorf("fast path answered %d calls, want 1 (the read; the long write went to the SDK)", n)
+	}
+}
+
+// TestStdioFastPathBeforeConnectReturns: the SDK reads a session's first
+// lines on its own goroutine, possibly before ServeStdio's Connect has
+// returned the session to the fast path; a call read then still runs on
+// the fast path (it waits for the session), where it once went to the SDK
+// (which made TestStdioFastPathClose fail under load).
+func TestStdioFastPathBeforeConnectReturns(t *testing.T) {
+	e := newEnv(t)
+	release := make(chan struct{})
+	e.srv.afterConnect = func() { <-release }
+	p := newStdioPipes()
+	done := make(chan error, 1)
+	go func() {
+		done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
+		p.serverOut.Close()
+	}()
+	out := bufio.NewReader(p.clientIn)
+	send := func(s string) {
+		if _, err := io.WriteString(p.clientOut, s+"\n"); err != nil {
+			t.Error(err)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if l, err := out.ReadString('\n'); err != nil || !strings.Contains(l, `"id":0`) {
+		t.Fatalf("initialize: %q %v", l, err)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"command":"echo fast"}}}`)
+	}()
+	<-sent
+	// The call's line is read; give its Read the time to reach the fast
+	// path's choice before the session is known.
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	if l, err := out.ReadString('\n'); err != nil || !strings.Contains(l, `"id":1`) || !strings.Contains(l, "fast") {
+		t.Fatalf("call: %q %v", l, err)
+	}
+	if n := e.srv.fastCalls.Load(); n != 1 {
+		t.Errorf("fast path answered %d calls, want 1", n)
+	}
+	p.clientOut.Close()
+	if err := <-done; err != nil {
+		t.Errorf("ServeStdio: %v", err)
 	}
 }
 
