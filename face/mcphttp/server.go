@@ -192,6 +192,11 @@ type Server struct {
 
 	noFastPath bool         // tests: send every request through the SDK
 	fastCalls  atomic.Int64 // tools/calls answered on the fast path
+	// stdioCalls are the calls the SDK runs for each stdio session, to
+	// cancel when the session is ended (stdiocalls.go).
+	stdioCallsMu sync.Mutex
+	stdioCalls   map[*mcp.ServerSession]*sessionCalls
+
 	// afterConnect (tests) runs in ServeStdio between Connect's return
 	// and the fast path learning the session, while the SDK reads lines.
 	afterConnect func()
@@ -324,10 +329,13 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 	}
 	fast.ss.Store(ss)
 	close(fast.connected)
+	defer s.forgetStdioCalls(ss)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		s.endStdioCalls(ss)
 		ss.Close()
+		ss.Wait() // the calls it ran, cancelled, before their entry goes
 		return ErrClosed
 	}
 	s.stdio[ss] = struct{}{}
@@ -343,10 +351,12 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 	select {
 	case err = <-waited:
 	case <-ctx.Done():
+		s.endStdioCalls(ss)
 		ss.Close()
 		<-waited
 		return ctx.Err()
 	case <-s.done:
+		s.endStdioCalls(ss)
 		ss.Close()
 		<-waited
 		return ErrClosed

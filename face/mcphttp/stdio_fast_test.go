@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
 // rawStdio is a line-level client of one ServeStdio session.
@@ -206,6 +210,75 @@ func TestStdioFastPathBeforeConnectReturns(t *testing.T) {
 	p.clientOut.Close()
 	if err := <-done; err != nil {
 		t.Errorf("ServeStdio: %v", err)
+	}
+}
+
+// TestStdioSessionEndCancelsSDKCalls: a call the SDK runs for a stdio
+// session (here every call: the fast path is off, as for a call with a
+// progress token) is cancelled when the session is ended, by Close or by
+// ServeStdio's context, rather than left to run until it ends on its own.
+func TestStdioSessionEndCancelsSDKCalls(t *testing.T) {
+	for _, end := range []string{"close", "context"} {
+		t.Run(end, func(t *testing.T) {
+			e := newEnv(t)
+			e.srv.noFastPath = true
+			entered := make(chan struct{}, 1)
+			cancelled := make(chan error, 1)
+			tool := blockingTool("zz_block", "done", entered, nil)
+			tool.Handler = func(ctx context.Context, _ registry.Call) *mcp.CallToolResult {
+				entered <- struct{}{}
+				select {
+				case <-ctx.Done():
+					cancelled <- ctx.Err()
+				case <-time.After(time.Minute): // a guard, not a figure
+					cancelled <- errors.New("not cancelled within a minute")
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}
+			}
+			if err := e.srv.reg.Set("test", []registry.Tool{tool}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p := newStdioPipes()
+			done := make(chan error, 1)
+			go func() {
+				done <- e.srv.ServeStdio(ctx, p.serverIn, p.serverOut)
+				p.serverOut.Close()
+			}()
+			out := bufio.NewReader(p.clientIn)
+			send := func(s string) {
+				if _, err := io.WriteString(p.clientOut, s+"\n"); err != nil {
+					t.Error(err)
+				}
+			}
+			send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+			if _, err := out.ReadString('\n'); err != nil {
+				t.Fatal(err)
+			}
+			go io.Copy(io.Discard, out)
+			send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"zz_block","arguments":{}}}`)
+			<-entered
+			if end == "close" {
+				e.srv.Close()
+			} else {
+				cancel()
+			}
+			// Canceled, not the deadline of a call that ran on to its
+			// own end.
+			if err := <-cancelled; !errors.Is(err, context.Canceled) {
+				t.Errorf("the running call ended with %v when the session ended (%s), want it cancelled", err, end)
+			}
+			<-done
+			p.clientOut.Close()
+			e.srv.stdioCallsMu.Lock()
+			n := len(e.srv.stdioCalls)
+			e.srv.stdioCallsMu.Unlock()
+			if n != 0 {
+				t.Errorf("%d sessions' calls still tracked after ServeStdio returned", n)
+			}
+		})
 	}
 }
 

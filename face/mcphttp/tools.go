@@ -35,6 +35,11 @@ func (s *Server) syncTools() {
 				if !ok {
 					return toolError("Unauthorized: this call's request was not admitted"), nil
 				}
+				if face == "mcp-stdio" && req.Session != nil {
+					var done func()
+					ctx, done = s.stdioCallContext(ctx, req.Session)
+					defer done()
+				}
 				return s.callTool(ctx, name, req.Params.Arguments, face, caller, askerFor(req.Session), progressFor(req)), nil
 			})
 	}
