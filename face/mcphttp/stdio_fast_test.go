@@ -25,19 +25,26 @@ type rawStdio struct {
 
 func startRawStdio(t *testing.T, srv *Server) *rawStdio {
 	t.Helper()
-	p := newStdioPipes()
-	c := &rawStdio{t: t, p: p, out: bufio.NewReader(p.clientIn), done: make(chan error, 1)}
-	go func() {
-		c.done <- srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
-		p.serverOut.Close()
-	}()
+	c := serveRawStdio(t, context.Background(), srv)
 	t.Cleanup(func() {
-		p.clientOut.Close()
-		io.Copy(io.Discard, p.clientIn)
+		c.p.clientOut.Close()
+		io.Copy(io.Discard, c.p.clientIn)
 		if err := <-c.done; err != nil {
 			t.Errorf("ServeStdio: %v", err)
 		}
 	})
+	return c
+}
+
+// serveRawStdio serves srv on new pipes under ctx; ServeStdio's error
+// comes on c.done, for the caller to read.
+func serveRawStdio(t *testing.T, ctx context.Context, srv *Server) *rawStdio {
+	p := newStdioPipes()
+	c := &rawStdio{t: t, p: p, out: bufio.NewReader(p.clientIn), done: make(chan error, 1)}
+	go func() {
+		c.done <- srv.ServeStdio(ctx, p.serverIn, p.serverOut)
+		p.serverOut.Close()
+	}()
 	return c
 }
 
@@ -174,42 +181,25 @@ func TestStdioFastPathBeforeConnectReturns(t *testing.T) {
 	e := newEnv(t)
 	release := make(chan struct{})
 	e.srv.afterConnect = func() { <-release }
-	p := newStdioPipes()
-	done := make(chan error, 1)
+	c := startRawStdio(t, e.srv)
+	c.initialize()
+	sent := make(chan error, 1)
 	go func() {
-		done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
-		p.serverOut.Close()
+		_, err := io.WriteString(c.p.clientOut, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"command":"echo fast"}}}`+"\n")
+		sent <- err
 	}()
-	out := bufio.NewReader(p.clientIn)
-	send := func(s string) {
-		if _, err := io.WriteString(p.clientOut, s+"\n"); err != nil {
-			t.Error(err)
-		}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
 	}
-	send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	if l, err := out.ReadString('\n'); err != nil || !strings.Contains(l, `"id":0`) {
-		t.Fatalf("initialize: %q %v", l, err)
-	}
-	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	sent := make(chan struct{})
-	go func() {
-		defer close(sent)
-		send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"command":"echo fast"}}}`)
-	}()
-	<-sent
 	// The call's line is read; give its Read the time to reach the fast
 	// path's choice before the session is known.
 	time.Sleep(50 * time.Millisecond)
 	close(release)
-	if l, err := out.ReadString('\n'); err != nil || !strings.Contains(l, `"id":1`) || !strings.Contains(l, "fast") {
-		t.Fatalf("call: %q %v", l, err)
+	if l := c.recv(); !strings.Contains(l, `"id":1`) || !strings.Contains(l, "fast") {
+		t.Fatalf("call: %q", l)
 	}
 	if n := e.srv.fastCalls.Load(); n != 1 {
 		t.Errorf("fast path answered %d calls, want 1", n)
-	}
-	p.clientOut.Close()
-	if err := <-done; err != nil {
-		t.Errorf("ServeStdio: %v", err)
 	}
 }
 
@@ -240,25 +230,10 @@ func TestStdioSessionEndCancelsSDKCalls(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			p := newStdioPipes()
-			done := make(chan error, 1)
-			go func() {
-				done <- e.srv.ServeStdio(ctx, p.serverIn, p.serverOut)
-				p.serverOut.Close()
-			}()
-			out := bufio.NewReader(p.clientIn)
-			send := func(s string) {
-				if _, err := io.WriteString(p.clientOut, s+"\n"); err != nil {
-					t.Error(err)
-				}
-			}
-			send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-			if _, err := out.ReadString('\n'); err != nil {
-				t.Fatal(err)
-			}
-			go io.Copy(io.Discard, out)
-			send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-			send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"zz_block","arguments":{}}}`)
+			c := serveRawStdio(t, ctx, e.srv)
+			c.initialize()
+			go io.Copy(io.Discard, c.out)
+			c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"zz_block","arguments":{}}}`)
 			<-entered
 			if end == "close" {
 				e.srv.Close()
@@ -270,8 +245,8 @@ func TestStdioSessionEndCancelsSDKCalls(t *testing.T) {
 			if err := <-cancelled; !errors.Is(err, context.Canceled) {
 				t.Errorf("the running call ended with %v when the session ended (%s), want it cancelled", err, end)
 			}
-			<-done
-			p.clientOut.Close()
+			<-c.done
+			c.p.clientOut.Close()
 			e.srv.stdioCallsMu.Lock()
 			n := len(e.srv.stdioCalls)
 			e.srv.stdioCallsMu.Unlock()
@@ -287,35 +262,20 @@ func TestStdioSessionEndCancelsSDKCalls(t *testing.T) {
 // (goleak, in TestMain, checks that nothing is left running).
 func TestStdioFastPathClose(t *testing.T) {
 	e := newEnv(t)
-	p := newStdioPipes()
-	done := make(chan error, 1)
-	go func() {
-		done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
-		p.serverOut.Close()
-	}()
-	out := bufio.NewReader(p.clientIn)
-	send := func(s string) {
-		if _, err := io.WriteString(p.clientOut, s+"\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	if _, err := out.ReadString('\n'); err != nil {
-		t.Fatal(err)
-	}
-	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"command":"echo started; sleep 600"}}}`)
+	c := serveRawStdio(t, context.Background(), e.srv)
+	c.initialize()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"command":"echo started; sleep 600"}}}`)
 	// The ping's answer comes after the call started (calls are read in order).
-	send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
-	if l, err := out.ReadString('\n'); err != nil || !strings.Contains(l, `"id":2`) {
-		t.Fatalf("ping: %q %v", l, err)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	if l := c.recv(); !strings.Contains(l, `"id":2`) {
+		t.Fatalf("ping: %q", l)
 	}
-	go io.Copy(io.Discard, out) // whatever the cancelled call answers
+	go io.Copy(io.Discard, c.out) // whatever the cancelled call answers
 	e.srv.Close()
-	if err := <-done; !errors.Is(err, ErrClosed) {
+	if err := <-c.done; !errors.Is(err, ErrClosed) {
 		t.Errorf("ServeStdio after Close: %v, want ErrClosed", err)
 	}
-	p.clientOut.Close()
+	c.p.clientOut.Close()
 	if n := e.srv.fastCalls.Load(); n != 1 {
 		t.Errorf("fast path answered %d calls, want 1", n)
 	}
