@@ -353,7 +353,7 @@ func (s *Store) load() error {
 			// it out of the list, set it aside, say so.
 			s.opts.Logger.Warn("checkpoint store: unreadable manifest left out", "file", n,
 				"set_aside", path.Join(manifestsDir, id+damagedExt), "err", err)
-			s.root.Rename(path.Join(manifestsDir, n), path.Join(manifestsDir, id+damagedExt))
+			s.setAside(n, id)
 			continue
 		}
 		for _, e := range m.Entries {
@@ -510,14 +510,20 @@ func (s *Store) dropDamaged(present map[string]bool) {
 		}
 		// Set aside, so the next start neither reads every manifest
 		// again for it (its blob stays missing) nor lists it again once
-		// a later checkpoint stores that content anew. Not fsynced: a
-		// power cut that loses the rename makes the next start do this
-		// again.
-		if err := s.root.Rename(path.Join(manifestsDir, c.id+manifestExt), path.Join(manifestsDir, c.id+damagedExt)); err != nil {
-			s.opts.Logger.Warn("checkpoint store: setting a checkpoint left out aside failed", "id", c.id, "err", err)
-		}
+		// a later checkpoint stores that content anew.
+		s.setAside(c.id+manifestExt, c.id)
 	}
 	s.list = kept
+}
+
+// setAside renames the manifest file name, of checkpoint id, to
+// <id>.damaged (damagedExt): never read again, kept for whoever looks into
+// it (trimDamaged bounds them). Not fsynced: a power cut that loses the
+// rename makes the next start do it again.
+func (s *Store) setAside(name, id string) {
+	if err := s.root.Rename(path.Join(manifestsDir, name), path.Join(manifestsDir, id+damagedExt)); err != nil {
+		s.opts.Logger.Warn("checkpoint store: setting a manifest left out aside failed", "file", path.Join(manifestsDir, name), "err", err)
+	}
 }
 
 // trimDamaged removes the manifests set aside (damagedExt) but the newest
