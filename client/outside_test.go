@@ -1,11 +1,15 @@
 package client
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // TestUsableFromAnotherModule: a program in a module of its own imports
@@ -15,6 +19,15 @@ import (
 // go.mod. It builds offline (GOPROXY=off: only the local module cache,
 // which the clone's own build filled) and runs, writing and reading a file
 // of a memory backend. GOFLAGS is cleared: workspace mode refuses -mod=mod.
+//
+// Workspace mode reads the go.mod of every module the clone requires,
+// the ones no Linux build of the clone needs included (cobra's
+// Windows-only mousetrap), which building the clone does not put in the
+// module cache. So the test first lists the clone's module graph with the
+// environment's GOPROXY (`go list -m all`, what a user's first build in
+// workspace mode fetches), and only then builds offline: on a fresh
+// machine the result no longer depends on which earlier command happened
+// to fetch those files.
 func TestUsableFromAnotherModule(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -23,6 +36,12 @@ func TestUsableFromAnotherModule(t *testing.T) {
 	clone, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
+	}
+	graph := exec.Command(goBin, "list", "-m", "all")
+	graph.Dir = clone
+	if out, err := graph.CombinedOutput(); err != nil {
+		testenv.Missing(t, fmt.Sprintf("the go.mod files of the clone's module graph are not in the module cache "+
+			"and the Go module proxy did not give them (go list -m all: %v: %s)", err, firstLine(out)))
 	}
 	dir := t.TempDir()
 	const prog = `package main
@@ -84,4 +103,10 @@ func main() {
 	if err != nil || strings.TrimSpace(string(out)) != "from another module" {
 		t.Fatalf("the outside program: %v, %q; want %q", err, out, "from another module")
 	}
+}
+
+// firstLine is out's first line, for a message.
+func firstLine(out []byte) string {
+	line, _, _ := bytes.Cut(bytes.TrimSpace(out), []byte("\n"))
+	return string(line)
 }
