@@ -1,0 +1,212 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// flagRow is one row of the flag tables of docs/configuration.md.
+type flagRow struct {
+	line    int
+	flags   []string // the first cell's `--flag`s
+	def     string   // the default cell
+	meaning string
+}
+
+// docFlagRows returns the rows of the flag tables of docs/configuration.md.
+func docFlagRows(t *testing.T) []flagRow {
+	t.Helper()
+	b, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagRE := regexp.MustCompile("`--([A-Za-z0-9-]+)`")
+	var rows []flagRow
+	for i, l := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(l, "| `--") {
+			continue
+		}
+		// Cells are split on " | "; an escaped \| inside a cell has no
+		// space before it.
+		c := strings.Split(strings.TrimSuffix(strings.TrimPrefix(l, "| "), " |"), " | ")
+		if len(c) < 4 {
+			t.Fatalf("docs/configuration.md:%d: %d cells, want 4", i+1, len(c))
+		}
+		r := flagRow{line: i + 1, def: strings.TrimSpace(c[2]), meaning: strings.Join(c[3:], " | ")}
+		for _, m := range flagRE.FindAllStringSubmatch(c[0], -1) {
+			r.flags = append(r.flags, m[1])
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) < len(settings)/2 {
+		t.Fatalf("docs/configuration.md: found %d flag rows for %d settings; the pattern no longer matches the tables", len(rows), len(settings))
+	}
+	return rows
+}
+
+// computedDefaults are the settings whose default the daemon works out at
+// start (def is empty or depends on the user); their default cell says how,
+// in words, rather than a value.
+var computedDefaults = map[string]bool{
+	"state-dir":          true, // root's or the user's state directory
+	"sandbox-helper":     true, // agentbe-sandbox beside the executable, or the daemon
+	"upstream-cache-dir": true, // --state-dir's upstreams
+	"ssh-host-key":       true, // --state-dir's ssh_host_ed25519_key
+}
+
+// TestDocsDefaultsMatch: the default column of docs/configuration.md is
+// each setting's def in config/settings.go, so a changed default cannot
+// leave the reference stating the old one. A setting without a default
+// shows an empty cell, "—", "off" or "(empty)"; a row naming two flags
+// (`--gateway-rate`, `--gateway-burst`) gives their defaults in order,
+// comma-separated.
+func TestDocsDefaultsMatch(t *testing.T) {
+	n := 0
+	for _, r := range docFlagRows(t) {
+		defs := []string{r.def}
+		if len(r.flags) > 1 {
+			defs = strings.Split(r.def, ", ")
+			if len(defs) != len(r.flags) {
+				t.Errorf("docs/configuration.md:%d: %d flags and %d defaults (%q)", r.line, len(r.flags), len(defs), r.def)
+				continue
+			}
+		}
+		for i, f := range r.flags {
+			s := lookupSetting(f)
+			if s == nil || s.key != f {
+				continue // --config, --check-config: not settings
+			}
+			n++
+			doc := strings.Trim(defs[i], "`\"")
+			switch {
+			case computedDefaults[f]:
+				if doc == "" || doc == "—" {
+					t.Errorf("docs/configuration.md:%d: --%s's default is worked out at start; say how", r.line, f)
+				}
+			case s.def == "":
+				if doc != "" && doc != "—" && doc != "off" && doc != "(empty)" {
+					t.Errorf("docs/configuration.md:%d: --%s's default is %q; config/settings.go gives none", r.line, f, doc)
+				}
+			case doc != s.def:
+				t.Errorf("docs/configuration.md:%d: --%s's default is %q; config/settings.go's is %q", r.line, f, doc, s.def)
+			}
+		}
+	}
+	if n != len(settings) {
+		t.Errorf("checked the defaults of %d settings; there are %d", n, len(settings))
+	}
+}
+
+// TestDocsBoundsMatch: where a setting's check bounds its value, the
+// meaning column of docs/configuration.md states the bounds the check
+// applies ("1 to 10000", "1s to 24h", "at least 64KiB"), so a tightened or
+// loosened bound cannot leave the reference stating another. The bounds are
+// found by asking each check, not read from its source.
+func TestDocsBoundsMatch(t *testing.T) {
+	rows := map[string]flagRow{}
+	for _, r := range docFlagRows(t) {
+		for _, f := range r.flags {
+			rows[f] = r
+		}
+	}
+	n := 0
+	for _, s := range settings {
+		if s.check == nil {
+			continue
+		}
+		var want string
+		switch s.field(&Config{}).(type) {
+		case *int:
+			accepts := func(v int64) bool { return s.check(int(v)) == nil }
+			lo, hi, bounded := bounds(accepts, 1<<40)
+			if bounded {
+				want = fmt.Sprintf("%d to %d", lo, hi)
+			}
+		case *time.Duration:
+			accepts := func(v int64) bool { return s.check(time.Duration(v)) == nil }
+			lo, hi, bounded := bounds(accepts, int64(1000*time.Hour))
+			if bounded {
+				want = shortDuration(time.Duration(lo)) + " to " + shortDuration(time.Duration(hi))
+			}
+		case *int64:
+			accepts := func(v int64) bool { return s.check(v) == nil }
+			if lo, _, _ := bounds(accepts, 1<<40); lo > 1 {
+				want = "at least " + FormatSize(lo)
+			}
+		}
+		if want == "" {
+			continue
+		}
+		n++
+		r, ok := rows[s.key]
+		if !ok {
+			t.Errorf("--%s has no row in docs/configuration.md", s.key)
+			continue
+		}
+		if !regexp.MustCompile(`(^|[^0-9A-Za-z])` + regexp.QuoteMeta(want) + `($|[^0-9A-Za-z])`).MatchString(r.meaning) {
+			t.Errorf("docs/configuration.md:%d: --%s takes %s; the row does not say so", r.line, s.key, want)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("found bounds on only %d settings; the probe no longer finds them", n)
+	}
+}
+
+// bounds finds the least and greatest values from 0 to max that accepts
+// takes, assuming it takes one run of values; bounded is false when it
+// takes max (no upper bound) and the least is 0 or 1.
+func bounds(accepts func(int64) bool, max int64) (lo, hi int64, bounded bool) {
+	lo = -1
+	for v := int64(0); v <= max; v = v*2 + 1 { // 0, 1, 3, 7, ...: find one value it takes
+		if accepts(v) {
+			lo = v
+			break
+		}
+	}
+	if lo < 0 {
+		return 0, 0, false
+	}
+	// The least: search below the value found.
+	a, b := int64(0), lo // accepts(b); the least is in (a-1, b]
+	if accepts(0) {
+		b = 0
+	}
+	for a < b {
+		m := a + (b-a)/2
+		if accepts(m) {
+			b = m
+		} else {
+			a = m + 1
+		}
+	}
+	lo = b
+	if accepts(max) {
+		return lo, max, lo > 1
+	}
+	a, b = lo, max // accepts(a), not accepts(b)
+	for b-a > 1 {
+		m := a + (b-a)/2
+		if accepts(m) {
+			a = m
+		} else {
+			b = m
+		}
+	}
+	return lo, a, true
+}
+
+// shortDuration writes d as the docs do: 24h, 10m, 100ms, not 24h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
