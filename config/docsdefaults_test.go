@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +18,12 @@ type flagRow struct {
 	meaning string
 }
 
-// docFlagRows returns the rows of the flag tables of docs/configuration.md.
-func docFlagRows(t *testing.T) []flagRow {
+// docFlagRows returns the rows of the flag tables of doc (a path from
+// this package), each with the settings' keys its first cell names
+// (aliases such as `--rootDir` left out).
+func docFlagRows(t *testing.T, doc string) []flagRow {
 	t.Helper()
-	b, err := os.ReadFile("../docs/configuration.md")
+	b, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,22 +33,38 @@ func docFlagRows(t *testing.T) []flagRow {
 		if !strings.HasPrefix(l, "| `--") {
 			continue
 		}
-		// Cells are split on " | "; an escaped \| inside a cell has no
-		// space before it.
-		c := strings.Split(strings.TrimSuffix(strings.TrimPrefix(l, "| "), " |"), " | ")
+		c := rowCells(l)
 		if len(c) < 4 {
-			t.Fatalf("docs/configuration.md:%d: %d cells, want 4", i+1, len(c))
+			t.Fatalf("%s:%d: %d cells, want 4", doc, i+1, len(c))
 		}
-		r := flagRow{line: i + 1, def: strings.TrimSpace(c[2]), meaning: strings.Join(c[3:], " | ")}
+		r := flagRow{line: i + 1, def: c[2], meaning: strings.Join(c[3:], " | ")}
 		for _, m := range flagRE.FindAllStringSubmatch(c[0], -1) {
-			r.flags = append(r.flags, m[1])
+			if s := lookupSetting(m[1]); s == nil || s.key == m[1] {
+				r.flags = append(r.flags, m[1])
+			}
 		}
 		rows = append(rows, r)
 	}
-	if len(rows) < len(settings)/2 {
-		t.Fatalf("docs/configuration.md: found %d flag rows for %d settings; the pattern no longer matches the tables", len(rows), len(settings))
+	if len(rows) < 20 {
+		t.Fatalf("%s: found %d flag rows; the pattern no longer matches the tables", doc, len(rows))
 	}
 	return rows
+}
+
+// rowCells splits a table row into its cells, trimmed; an escaped \|
+// stays inside its cell.
+func rowCells(l string) []string {
+	l = strings.TrimSpace(l)
+	l = strings.TrimSuffix(strings.TrimPrefix(l, "|"), "|")
+	var cells []string
+	start := 0
+	for i := 0; i < len(l); i++ {
+		if l[i] == '|' && (i == 0 || l[i-1] != '\\') {
+			cells = append(cells, strings.TrimSpace(l[start:i]))
+			start = i + 1
+		}
+	}
+	return append(cells, strings.TrimSpace(l[start:]))
 }
 
 // computedDefaults are the settings whose default the daemon works out at
@@ -58,26 +77,41 @@ var computedDefaults = map[string]bool{
 	"ssh-host-key":       true, // --state-dir's ssh_host_ed25519_key
 }
 
-// TestDocsDefaultsMatch: the default column of docs/configuration.md is
-// each setting's def in config/settings.go, so a changed default cannot
-// leave the reference stating the old one. A setting without a default
-// shows an empty cell, "—", "off" or "(empty)"; a row naming two flags
+// TestDocsDefaultsMatch: the default column of docs/configuration.md, and
+// of README.md's table of the common flags, is each setting's def in
+// config/settings.go, so a changed default cannot leave the docs stating
+// the old one. A setting without a default shows an empty cell, "—",
+// "off", "none" or "(empty…)"; a row naming several flags
 // (`--gateway-rate`, `--gateway-burst`) gives their defaults in order,
-// comma-separated.
+// comma-separated, or one default for them all.
 func TestDocsDefaultsMatch(t *testing.T) {
+	for _, doc := range []string{"../docs/configuration.md", "../README.md"} {
+		n := checkDocDefaults(t, doc)
+		if doc == "../docs/configuration.md" && n != len(settings) {
+			t.Errorf("checked the defaults of %d settings in %s; there are %d", n, doc, len(settings))
+		}
+	}
+}
+
+// checkDocDefaults checks the default column of doc's flag tables and
+// returns how many settings it checked.
+func checkDocDefaults(t *testing.T, doc string) int {
 	n := 0
-	for _, r := range docFlagRows(t) {
+	name := strings.TrimPrefix(doc, "../")
+	for _, r := range docFlagRows(t, doc) {
 		defs := []string{r.def}
 		if len(r.flags) > 1 {
-			defs = strings.Split(r.def, ", ")
+			if defs = strings.Split(r.def, ", "); len(defs) == 1 {
+				defs = slices.Repeat(defs, len(r.flags))
+			}
 			if len(defs) != len(r.flags) {
-				t.Errorf("docs/configuration.md:%d: %d flags and %d defaults (%q)", r.line, len(r.flags), len(defs), r.def)
+				t.Errorf("%s:%d: %d flags and %d defaults (%q)", name, r.line, len(r.flags), len(defs), r.def)
 				continue
 			}
 		}
 		for i, f := range r.flags {
 			s := lookupSetting(f)
-			if s == nil || s.key != f {
+			if s == nil {
 				continue // --config, --check-config: not settings
 			}
 			n++
@@ -85,20 +119,18 @@ func TestDocsDefaultsMatch(t *testing.T) {
 			switch {
 			case computedDefaults[f]:
 				if doc == "" || doc == "—" {
-					t.Errorf("docs/configuration.md:%d: --%s's default is worked out at start; say how", r.line, f)
+					t.Errorf("%s:%d: --%s's default is worked out at start; say how", name, r.line, f)
 				}
 			case s.def == "":
-				if doc != "" && doc != "—" && doc != "off" && doc != "(empty)" {
-					t.Errorf("docs/configuration.md:%d: --%s's default is %q; config/settings.go gives none", r.line, f, doc)
+				if doc != "" && doc != "—" && doc != "off" && doc != "none" && !strings.HasPrefix(doc, "(empty") {
+					t.Errorf("%s:%d: --%s's default is %q; config/settings.go gives none", name, r.line, f, doc)
 				}
 			case doc != s.def:
-				t.Errorf("docs/configuration.md:%d: --%s's default is %q; config/settings.go's is %q", r.line, f, doc, s.def)
+				t.Errorf("%s:%d: --%s's default is %q; config/settings.go's is %q", name, r.line, f, doc, s.def)
 			}
 		}
 	}
-	if n != len(settings) {
-		t.Errorf("checked the defaults of %d settings; there are %d", n, len(settings))
-	}
+	return n
 }
 
 // TestDocsBoundsMatch: where a setting's check bounds its value, the
@@ -108,7 +140,7 @@ func TestDocsDefaultsMatch(t *testing.T) {
 // found by asking each check, not read from its source.
 func TestDocsBoundsMatch(t *testing.T) {
 	rows := map[string]flagRow{}
-	for _, r := range docFlagRows(t) {
+	for _, r := range docFlagRows(t, "../docs/configuration.md") {
 		for _, f := range r.flags {
 			rows[f] = r
 		}
