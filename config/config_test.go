@@ -280,7 +280,7 @@ func TestValidateMakesRootAbsoluteAndEnsureRootCreates(t *testing.T) {
 		t.Fatalf("EnsureRoot = %v, %v; want created", created, err)
 	}
 	fi, err := os.Stat(c.Root)
-	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o755&^umask() {
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o755&^umask(t) {
 		t.Fatalf("root not created as a 0755 directory: %v %v", fi, err)
 	}
 	if created, err := c.EnsureRoot(); err != nil || created {
@@ -288,15 +288,18 @@ func TestValidateMakesRootAbsoluteAndEnsureRootCreates(t *testing.T) {
 	}
 }
 
-func umask() os.FileMode {
-	p := filepath.Join(os.TempDir(), "agentbe-umask-probe")
-	defer os.Remove(p)
+// umask is the process's umask, read from the mode of a directory made
+// with 0777 in the test's own directory (a fixed name under os.TempDir
+// could be a leftover of another run, or of another user).
+func umask(t *testing.T) os.FileMode {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "umask-probe")
 	if err := os.Mkdir(p, 0o777); err != nil {
-		return 0
+		t.Fatal(err)
 	}
 	fi, err := os.Stat(p)
 	if err != nil {
-		return 0
+		t.Fatal(err)
 	}
 	return 0o777 &^ fi.Mode().Perm()
 }
