@@ -3,8 +3,10 @@ package config
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -241,4 +243,87 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// TestDocsProseDefaultsMatch: where the prose of README.md, CONTRIBUTING.md
+// or docs/*.md gives a setting's default beside the flag, as
+// "`--max-batch` (64)", "`--ssh-keepalive` (30 s)" or "`--max-body-bytes`
+// (4 MiB)", the value is the setting's def, so the prose cannot keep a
+// default the code no longer has. A parenthesis that does not read as a
+// value of the setting's type ("(1 to 65535)", "(alias --rootDir)") is
+// prose, not a default, and is left alone.
+func TestDocsProseDefaultsMatch(t *testing.T) {
+	docs, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, "../README.md", "../CONTRIBUTING.md")
+	beside := regexp.MustCompile("`--([a-z0-9-]+)` \\((?:default )?`?([^()`;,]+?)`?\\)")
+	n := 0
+	for _, doc := range docs {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, m := range beside.FindAllStringSubmatch(line, -1) {
+				s := lookupSetting(m[1])
+				if s == nil || s.key != m[1] {
+					continue
+				}
+				said := strings.TrimSpace(m[2])
+				got, ok := sameValue(s, said)
+				if !ok {
+					continue // not a value: prose
+				}
+				n++
+				if !got {
+					t.Errorf("%s:%d: `--%s` (%s); config/settings.go's default is %q", strings.TrimPrefix(doc, "../"), i+1, s.key, said, s.def)
+				}
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("the docs give only %d defaults beside their flags; the pattern no longer matches how they write them", n)
+	}
+}
+
+// sameValue reports whether said, read as a value of s's type (spaces
+// inside allowed: "30 s", "4 MiB"), is s's default; ok is false when said
+// does not read as such a value.
+func sameValue(s *setting, said string) (same, ok bool) {
+	v := strings.ReplaceAll(said, " ", "")
+	switch s.field(&Config{}).(type) {
+	case *int:
+		n, err := strconv.Atoi(strings.ReplaceAll(v, ",", ""))
+		if err != nil {
+			return false, false
+		}
+		d, _ := strconv.Atoi(s.def)
+		return n == d, true
+	case *time.Duration:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return false, false
+		}
+		def, _ := time.ParseDuration(s.def)
+		return d == def, true
+	case *int64:
+		if strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' }) == 0 {
+			return false, false
+		}
+		n, err := ParseSize(v)
+		if err != nil {
+			return false, false
+		}
+		def, _ := ParseSize(s.def)
+		return n == def, true
+	case *bool:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, false
+		}
+		return strconv.FormatBool(b) == s.def, true
+	}
+	return false, false
 }
