@@ -247,8 +247,8 @@ func shortDuration(d time.Duration) string {
 
 // TestDocsProseDefaultsMatch: where the prose of README.md, CONTRIBUTING.md
 // or docs/*.md gives a setting's default beside the flag, as
-// "`--max-batch` (64)", "`--ssh-keepalive` (30 s)" or "`--max-body-bytes`
-// (4 MiB)", the value is the setting's def, so the prose cannot keep a
+// "`--max-batch` (64)", "`--ssh-keepalive` (30 s)", "`--max-body-bytes`
+// (4 MiB)" or "`--checkpoint-max-count` (default 100, ...)", the value is the setting's def, so the prose cannot keep a
 // default the code no longer has. A parenthesis that does not read as a
 // value of the setting's type ("(1 to 65535)", "(alias --rootDir)") is
 // prose, not a default, and is left alone.
@@ -258,7 +258,9 @@ func TestDocsProseDefaultsMatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	docs = append(docs, "../README.md", "../CONTRIBUTING.md")
-	beside := regexp.MustCompile("`--([a-z0-9-]+)` \\((?:default )?`?([^()`;,]+?)`?\\)")
+	// "(VALUE)", or "(default VALUE" up to the first ")", ":", ";" or
+	// ", ": "(default 100, every scope's together)", "(default 200,000)".
+	beside := regexp.MustCompile("`--([a-z0-9-]+)` \\((?:`?([^()`;,:]+?)`?\\)|default `?([^()`;:]+?)`?(?:[):;]|, ))")
 	n := 0
 	for _, doc := range docs {
 		b, err := os.ReadFile(doc)
@@ -271,7 +273,7 @@ func TestDocsProseDefaultsMatch(t *testing.T) {
 				if s == nil || s.key != m[1] {
 					continue
 				}
-				said := strings.TrimSpace(m[2])
+				said := strings.TrimSpace(m[2] + m[3])
 				got, ok := sameValue(s, said)
 				if !ok {
 					continue // not a value: prose
