@@ -10,7 +10,7 @@ import (
 )
 
 // TestDocsNameRealTests: every test the docs cite as evidence (`TestX` in
-// README.md and docs/*.md) exists, so a renamed or deleted test cannot leave
+// README.md, CONTRIBUTING.md, SECURITY.md and docs/*.md) exists, so a renamed or deleted test cannot leave
 // a claim in docs/security.md with nothing behind it.
 func TestDocsNameRealTests(t *testing.T) {
 	const root = "../.."
@@ -48,7 +48,7 @@ func TestDocsNameRealTests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	docs = append(docs, filepath.Join(root, "README.md"))
+	docs = append(docs, filepath.Join(root, "README.md"), filepath.Join(root, "CONTRIBUTING.md"), filepath.Join(root, "SECURITY.md"))
 	cited := regexp.MustCompile("`((?:Test|Fuzz|Benchmark)[A-Z][A-Za-z0-9_]*)")
 	n := 0
 	for _, doc := range docs {
