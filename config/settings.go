@@ -391,7 +391,7 @@ var settings = []*setting{
 		usage: "allow a non-loopback --bind without a token (anyone who reaches the port controls the workspace)",
 		field: func(c *Config) any { return &c.InsecureNoAuth }},
 	{key: "allowed-origins", group: GroupAuthentication, env: env("allowed-origins"),
-		usage: "browser Origins allowed besides loopback ones, on every endpoint but /health (comma-separated)",
+		usage: "browser Origins allowed besides loopback ones, on every endpoint but /health and /health/servers (comma-separated)",
 		field: func(c *Config) any { return &c.AllowedOrigins }},
 	{key: "max-body-bytes", group: GroupLimits, env: env("max-body-bytes"), def: "4MiB",
 		usage: "largest MCP request body; larger ones get 413",
