@@ -345,7 +345,7 @@ func mergeEnv(env []string, extra map[string]string) []string {
 
 // sortedLines sorts the lines of an `env` output, so the shell's and the
 // direct path's environments compare as sets.
-var tmpdirLine = regexp.MustCompile(`(?m)^TMPDIR=/tmp/agentbe-landlock-[^/]+/[0-9a-f]+$`)
+var tmpdirLine = regexp.MustCompile(`(?m)^TMPDIR=/\S*/agentbe-landlock-[^/]+/[0-9a-f]+$`)
 
 func sortedLines(b []byte) string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")

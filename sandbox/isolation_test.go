@@ -15,14 +15,12 @@ import (
 )
 
 // TestBwrapIsolation checks what the sandbox must guarantee, with real
-// commands. The workspace is under /tmp (t.TempDir), which is exactly the
-// case a tmpfs mounted after the workspace bind would break.
+// commands. The workspace is under /tmp (tmpDir, whatever TMPDIR says),
+// which is exactly the case a tmpfs mounted after the workspace bind would
+// break.
 func TestBwrapIsolation(t *testing.T) {
-	e, ws := newExec(t, ModeBwrap, func(c *Config) { c.Policy.Disabled = true })
-	if !strings.HasPrefix(ws, os.TempDir()) {
-		t.Fatalf("workspace %s is not under %s; the mount-order case is not exercised", ws, os.TempDir())
-	}
-	hostTmp := filepath.Join(os.TempDir(), fmt.Sprintf("agentbe-host-%d", os.Getpid()))
+	e, ws := newExec(t, ModeBwrap, func(c *Config) { c.WorkspaceRoot = tmpDir(t); c.Policy.Disabled = true })
+	hostTmp := filepath.Join("/tmp", fmt.Sprintf("agentbe-host-%d", os.Getpid()))
 	if err := os.WriteFile(hostTmp, []byte("host"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +32,7 @@ func TestBwrapIsolation(t *testing.T) {
 		{"absolute cd into the workspace", fmt.Sprintf(`cd "%s" && pwd`, ws), ws + "\n"},
 		{"home is the cwd", `echo $HOME`, ws + "\n"},
 		{"workspace is writable", `echo data > f.txt && cat f.txt`, "data\n"},
-		{"tmp is private", fmt.Sprintf(`test -e %s && echo visible || echo hidden; echo x > /tmp/inside && cat /tmp/inside`, hostTmp), "hidden\nx\n"},
+		{"tmp is private", fmt.Sprintf(`test -e %s && echo visible || echo hidden; echo x > %[2]s && cat %[2]s`, hostTmp, hostTmp+"-private"), "hidden\nx\n"},
 		// Only the sandbox's own few processes (init, sh, ls, grep) exist.
 		{"host processes are invisible", `ls /proc | grep -c '^[0-9]'`, ""},
 		{"cannot write outside", "for f in " + strings.Join(outside, " ") + `; do (echo x > "$f") 2>/dev/null; done; echo done`, "done\n"},
@@ -64,7 +62,8 @@ func TestBwrapIsolation(t *testing.T) {
 			t.Errorf("the sandbox created %s on the host", f)
 		}
 	}
-	if _, err := os.Stat("/tmp/inside"); err == nil {
+	if _, err := os.Stat(hostTmp + "-private"); err == nil {
+		os.Remove(hostTmp + "-private")
 		t.Errorf("the sandbox's /tmp reached the host")
 	}
 }
