@@ -19,6 +19,7 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 )
 
@@ -643,8 +644,7 @@ func TestDirectRunAs(t *testing.T) {
 	}
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
-			ws := workspace(t)
-			os.Chmod(filepath.Dir(ws), 0o755)
+			ws := testenv.SharedTempDir(t) // the user reaches and writes it, whatever TMPDIR is
 			os.Chmod(ws, 0o777)
 			directFixture(t, ws)
 			elf, _ := os.ReadFile("/usr/bin/env")

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // TestBwrapIsolation checks what the sandbox must guarantee, with real
@@ -123,9 +125,7 @@ func TestRunAs(t *testing.T) {
 	}
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
-			ws := workspace(t)
-			// Let the user reach and write its workspace (t.TempDir's parent is 0700).
-			os.Chmod(filepath.Dir(ws), 0o755)
+			ws := testenv.SharedTempDir(t) // the user reaches and writes it, whatever TMPDIR is
 			os.Chmod(ws, 0o777)
 			e, err := New(Config{Mode: mode, WorkspaceRoot: ws, RunAs: name, Policy: PolicyConfig{Disabled: true}})
 			if err != nil {

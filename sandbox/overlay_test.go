@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // txDir is a transaction directory outside the workspace.
@@ -137,15 +138,14 @@ func TestOverlayRunAs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := workspace(t)
-	os.Chmod(filepath.Dir(ws), 0o755)
+	ws := testenv.SharedTempDir(t) // the user reaches and writes it, whatever TMPDIR is
 	os.Chmod(ws, 0o777)
 	e, err := New(Config{Mode: ModeBwrap, WorkspaceRoot: ws, RunAs: name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	res, err := e.Run(context.Background(), Request{Command: "id -u && echo x > f", Overlay: &Overlay{Dir: txDir(t), MaxBytes: 1 << 20, MaxFiles: 10}})
+	res, err := e.Run(context.Background(), Request{Command: "id -u && echo x > f", Overlay: &Overlay{Dir: testenv.SharedTempDir(t), MaxBytes: 1 << 20, MaxFiles: 10}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,8 +385,7 @@ func TestOverlayMountsStayOutOfTheHostNamespace(t *testing.T) {
 func TestOverlayRunAsUnderTheDaemonsDirectory(t *testing.T) {
 	needBwrap(t)
 	name := throwawayUser(t, "agtx")
-	ws := workspace(t)
-	os.Chmod(filepath.Dir(ws), 0o755)
+	ws := testenv.SharedTempDir(t) // the user reaches and writes it, whatever TMPDIR is
 	os.Chmod(ws, 0o777)
 	e, err := New(Config{Mode: ModeBwrap, WorkspaceRoot: ws, RunAs: name})
 	if err != nil {
@@ -394,7 +393,7 @@ func TestOverlayRunAsUnderTheDaemonsDirectory(t *testing.T) {
 	}
 	defer e.Close()
 	for _, mode := range []os.FileMode{0o755, 0o700} {
-		state, err := os.MkdirTemp("", "agtxstate") // as /var/lib/agentbe: root's
+		state, err := os.MkdirTemp(testenv.SharedTempDir(t), "agtxstate") // as /var/lib/agentbe: root's
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 )
 
@@ -149,8 +150,7 @@ func TestHelperIsTheTrampoline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ws := workspace(t)
-		os.Chmod(filepath.Dir(ws), 0o755)
+		ws := testenv.SharedTempDir(t) // the user reaches and writes it, whatever TMPDIR is
 		os.Chmod(ws, 0o777)
 		e, err := New(Config{Mode: ModeBwrap, WorkspaceRoot: ws, RunAs: name, Trampoline: tr})
 		if err != nil {
@@ -158,7 +158,7 @@ func TestHelperIsTheTrampoline(t *testing.T) {
 		}
 		defer e.Close()
 		opens := watchOpens(t, p)
-		res, err := e.Run(ctx, Request{Command: "id -u && echo x > f", Overlay: &Overlay{Dir: txDir(t), MaxBytes: 1 << 20, MaxFiles: 10}})
+		res, err := e.Run(ctx, Request{Command: "id -u && echo x > f", Overlay: &Overlay{Dir: testenv.SharedTempDir(t), MaxBytes: 1 << 20, MaxFiles: 10}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ package testenv
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -88,4 +89,26 @@ func joinNames(names []string) string {
 		s += n
 	}
 	return s
+}
+
+// SharedTempDir returns a fresh directory under /tmp (mode 0755, removed
+// at cleanup) for a test whose files another user must reach: a --run-as
+// user, or the nobody Chromium runs as. t.TempDir and os.MkdirTemp("", …)
+// follow TMPDIR, which can be a directory only its owner may search
+// (`mktemp -d` makes one 0700, as does a private ~/tmp), and the other
+// user then cannot reach anything under it; /tmp is searchable by all.
+func SharedTempDir(tb testing.TB) string {
+	tb.Helper()
+	d, err := os.MkdirTemp("/tmp", "agentbe-test-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if d, err = filepath.EvalSymlinks(d); err != nil {
+		tb.Fatal(err)
+	}
+	return d
 }
