@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // TestTokensFileErrors runs a --tokens file with a mistake through the
@@ -87,14 +89,8 @@ func TestPrivilegedPort(t *testing.T) {
 		}
 	}
 	// A root and HOME the user nobody can reach (the binary lies beside them).
-	dir, err := os.MkdirTemp("", "agentbe-privport-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil { // MkdirTemp makes it 0700
-		t.Fatal(err)
-	}
+	// It is under /tmp, not TMPDIR, which may be searchable by its owner only.
+	dir := testenv.SharedTempDir(t)
 	bin := binary
 	if os.Geteuid() == 0 {
 		// The test binary's folder is root's alone: nobody runs a copy.
@@ -118,7 +114,7 @@ func TestPrivilegedPort(t *testing.T) {
 	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err = cmd.Run()
+	err := cmd.Run()
 	code := cmd.ProcessState.ExitCode()
 	if err != nil && code < 0 {
 		t.Fatal(err)
