@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -328,4 +329,77 @@ func sameValue(s *setting, said string) (same, ok bool) {
 		return strconv.FormatBool(b) == s.def, true
 	}
 	return false, false
+}
+
+// TestDocsNameRealVariables: every AGENTBE_ variable README.md,
+// CONTRIBUTING.md and docs/*.md name is one the daemon reads (a setting's,
+// or AGENTBE_CONFIG), a pattern of settings' names (`AGENTBE_NET_ALLOW_*`),
+// or one a program of the repository's other folders reads (the client
+// examples' AGENTBE_TOKEN, the interop suite's AGENTBE_BIN), found in its
+// files; so a renamed setting cannot leave the docs setting a variable
+// nothing reads.
+func TestDocsNameRealVariables(t *testing.T) {
+	read := map[string]bool{"AGENTBE_CONFIG": true}
+	for _, s := range settings {
+		for _, e := range s.env {
+			read[e] = true
+		}
+	}
+	// The other programs' files: examples/, interop/, bench/, deploy/,
+	// systemd/, and the module's tests (a benchmark's AGENTBE_SANDBOX_BIN):
+	// their own variables, not the daemon's.
+	var others strings.Builder
+	filepath.WalkDir("..", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() {
+			if d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".") && p != ".." {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		top, _, _ := strings.Cut(strings.TrimPrefix(p, "../"), "/")
+		program := strings.HasSuffix(p, "_test.go") ||
+			slices.Contains([]string{"examples", "interop", "bench", "deploy", "systemd"}, top) && !strings.HasSuffix(p, ".md")
+		if program {
+			if b, err := os.ReadFile(p); err == nil && len(b) < 1<<20 {
+				others.Write(b)
+			}
+		}
+		return nil
+	})
+	docs, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, "../README.md", "../CONTRIBUTING.md")
+	named := regexp.MustCompile(`AGENTBE_[A-Z0-9_]*[A-Z0-9](_\*)?`)
+	n := 0
+	for _, doc := range docs {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, v := range named.FindAllString(line, -1) {
+				n++
+				if read[v] {
+					continue
+				}
+				if prefix, ok := strings.CutSuffix(v, "*"); ok {
+					if !slices.ContainsFunc(slices.Collect(maps.Keys(read)), func(e string) bool { return strings.HasPrefix(e, prefix) }) {
+						t.Errorf("%s:%d: %s matches no setting's variable", strings.TrimPrefix(doc, "../"), i+1, v)
+					}
+					continue
+				}
+				if !regexp.MustCompile(`\b` + v + `\b`).MatchString(others.String()) {
+					t.Errorf("%s:%d: %s is no setting's variable (config/settings.go), and no program of the repository reads it", strings.TrimPrefix(doc, "../"), i+1, v)
+				}
+			}
+		}
+	}
+	if n < 50 {
+		t.Fatalf("the docs name only %d AGENTBE_ variables; the pattern no longer matches how they name them", n)
+	}
 }
