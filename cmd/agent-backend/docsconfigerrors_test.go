@@ -9,10 +9,12 @@ import (
 
 // TestDocsConfigurationErrorLines: the error lines docs/configuration.md
 // quotes as examples (a bad flag value, a bad variable, a bad and an
-// unknown config-file key, an unknown flag) are the binary's own, word for
+// unknown config-file key, an unknown flag, an operator file inside the
+// workspace) are the binary's own, word for
 // word, so a reworded message cannot leave the reference quoting the old
-// one. The docs' config file is /etc/agentbe/config.yaml; the test's lies in
-// a temporary directory and is named back before the comparison.
+// one. The docs' config file is /etc/agentbe/config.yaml and their root
+// /srv/ws; the test's lie in temporary directories and are named back
+// before the comparison.
 func TestDocsConfigurationErrorLines(t *testing.T) {
 	b, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
@@ -20,7 +22,7 @@ func TestDocsConfigurationErrorLines(t *testing.T) {
 	}
 	doc := string(b)
 	root := t.TempDir()
-	const docFile = "/etc/agentbe/config.yaml"
+	const docFile, docRoot = "/etc/agentbe/config.yaml", "/srv/ws"
 	file := filepath.Join(t.TempDir(), "config.yaml")
 	tests := []struct {
 		name   string
@@ -33,6 +35,7 @@ func TestDocsConfigurationErrorLines(t *testing.T) {
 		{name: "file value", config: "port: abc\n", args: []string{"daemon", "--root", root, "--config", file}},
 		{name: "file key", config: "prot: 3000\n", args: []string{"daemon", "--root", root, "--config", file}},
 		{name: "unknown flag", args: []string{"daemon", "--prot", "3000"}},
+		{name: "operator file inside", args: []string{"daemon", "--root", root, "--exec-approvals", filepath.Join(root, "policy.json")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,6 +46,7 @@ func TestDocsConfigurationErrorLines(t *testing.T) {
 			}
 			_, errOut, code := run(t, tt.env, tt.args...)
 			line := strings.ReplaceAll(strings.TrimSpace(errOut), file, docFile)
+			line = strings.ReplaceAll(line, root, docRoot)
 			if code != 1 || strings.Contains(line, "\n") || line == "" {
 				t.Fatalf("exit %d, stderr %q; want exit 1 and one line", code, errOut)
 			}
