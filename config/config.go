@@ -358,7 +358,7 @@ func (c *Config) Validate() error {
 	c.ScopePath = strings.Trim(c.ScopePath, "/")
 	for _, part := range strings.Split(c.ScopePath, "/") {
 		if part == ".." {
-			return fmt.Errorf("--scopePath %q: must stay inside the root (no \"..\")", c.ScopePath)
+			return fmt.Errorf("--scope-path %q: must stay inside the root (no \"..\")", c.ScopePath)
 		}
 	}
 	if sandbox.Mode(c.Isolation).Below(sandbox.Mode(c.IsolationMin)) {

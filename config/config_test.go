@@ -230,7 +230,7 @@ func TestValidate(t *testing.T) {
 		// TestPartsCheckTheirFiles holds its error).
 		{"tokens file is not read here", func(c *Config) { c.TokensFile = "/nonexistent/t.json" }, ""},
 		{"fsync with the memory backend", func(c *Config) { c.Backend, c.Fsync = "memory", true }, "--fsync makes writes to disk durable; --backend memory keeps the workspace in memory: drop one"},
-		{"scope escapes", func(c *Config) { c.ScopePath = "a/../../b" }, `--scopePath "a/../../b": must stay inside the root (no "..")`},
+		{"scope escapes", func(c *Config) { c.ScopePath = "a/../../b" }, `--scope-path "a/../../b": must stay inside the root (no "..")`},
 		{"public bind without token", func(c *Config) { c.Bind = "0.0.0.0" }, "--bind 0.0.0.0 is not a loopback address and no auth token is set: set --auth-token-file (or --auth-token, AGENTBE_AUTH_TOKEN), or pass --insecure-no-auth to serve without authentication"},
 		{"public bind ipv6 without token", func(c *Config) { c.Bind = "::" }, "--bind :: is not a loopback address"},
 		{"public bind with token", func(c *Config) { c.Bind = "0.0.0.0"; c.AuthToken = "t" }, ""},

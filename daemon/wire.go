@@ -103,7 +103,7 @@ func checkWorkspace(cfg config.Config) error {
 
 // startWorkspace builds the workspace (a directory, or memory), the
 // executor for a directory (probing the isolation mode once), and the
-// --scopePath scope the tools serve; the workspace tools are the
+// --scope-path scope the tools serve; the workspace tools are the
 // registry's first provider.
 func startWorkspace(w *wiring) (r built, err error) {
 	cfg, log := w.cfg, w.log
@@ -190,14 +190,14 @@ func startWorkspace(w *wiring) (r built, err error) {
 	ws := root
 	if cfg.ScopePath != "" {
 		if ws, err = root.Scope(cfg.ScopePath); err != nil {
-			return r, fmt.Errorf("--scopePath %q: %w", cfg.ScopePath, err)
+			return r, fmt.Errorf("--scope-path %q: %w", cfg.ScopePath, err)
 		}
 		// Commands run with the scope as their working directory, and SSH
 		// clients send `cd "<scope>"` before anything else, so the static
 		// scope must exist before the first command, not just the first write.
 		if existed, _ := ws.Exists("."); !existed {
 			if err := ws.Mkdir(".", true); err != nil {
-				return r, fmt.Errorf("--scopePath %q: cannot create the scope directory: %w", cfg.ScopePath, err)
+				return r, fmt.Errorf("--scope-path %q: cannot create the scope directory: %w", cfg.ScopePath, err)
 			}
 			log.Info("created the scope directory, which did not exist", "scope", cfg.ScopePath, "path", ws.Root())
 		}

@@ -57,7 +57,7 @@ type Rules struct {
 	// (docs/protocol.md lists no header rule for it).
 	IgnoreRootAndScope bool
 	RootDir            string // the daemon's root exactly as configured
-	StaticScope        string // --scopePath, "" if none
+	StaticScope        string // --scope-path, "" if none
 	MaxBody            int64  // declared body limit; 0 none
 	// JSONOnly refuses a POST whose body is not declared JSON (JSONBody):
 	// on an endpoint that runs something on a POST, so that a page in a

@@ -32,7 +32,7 @@ const (
 type Options struct {
 	// SSH is the daemon's one SSH configuration (sshd.NewConfig), which its
 	// SSH port serves too: the workspace (the daemon's root, or the static
-	// --scopePath scope), the executor, the host key, the limits, the
+	// --scope-path scope), the executor, the host key, the limits, the
 	// sessions and subsystems, the hooks. Required. /ssh adds only its
 	// transport: every SSH login admitted (the WebSocket token is the
 	// gate) and WebSocket pings for keepalive.
