@@ -32,10 +32,11 @@ type CheckpointInfo struct {
 	Auto    bool      `json:"auto,omitempty"`
 	Files   int       `json:"files"`
 	Bytes   int64     `json:"bytes"`
-	// Read, Stored, TookMs, Skipped, Pruned and Reused are set by Create.
+	// Read, Stored, TookMs, Skipped, Pruned and Reused are set by Create
+	// (the daemon's answer always has took_ms; List's entries have none).
 	Read    int      `json:"read,omitempty"`
 	Stored  int64    `json:"stored,omitempty"`
-	TookMs  int64    `json:"took_ms"`
+	TookMs  int64    `json:"took_ms,omitempty"`
 	Skipped []string `json:"skipped,omitempty"`
 	Pruned  []string `json:"pruned,omitempty"`
 	Reused  bool     `json:"reused,omitempty"`

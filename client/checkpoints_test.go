@@ -69,8 +69,9 @@ func TestCheckpointTypesMatchTheDaemon(t *testing.T) {
 	daemonSet := checkpoint.ChangeSet{Changes: []checkpoint.Change{{Path: "p", Kind: "modified", Type: "file", OldSize: 1, NewSize: 2,
 		Binary: true, Diff: "d", Note: "n", OldTarget: "o", NewTarget: "t"}}, Added: 1, Modified: 2, Deleted: 3,
 		Truncated: true, Notice: "cut", Skipped: []string{"fifo (a FIFO)"}}
+	tookMs := int64(5)
 	daemonInfo := checkpoint.Info{ID: "cp1-aa", Label: "l", Created: time.Unix(1, 0).UTC(), Auto: true, Files: 1, Bytes: 2,
-		Read: 3, Stored: 4, TookMs: 5, Skipped: []string{"s"}, Pruned: []string{"cp0-bb"}, Reused: true}
+		Read: 3, Stored: 4, TookMs: &tookMs, Skipped: []string{"s"}, Pruned: []string{"cp0-bb"}, Reused: true}
 	for _, tc := range []struct {
 		daemon, client any
 	}{{daemonSet, &ChangeSet{}}, {daemonInfo, &CheckpointInfo{}}} {

@@ -155,17 +155,25 @@ type Info struct {
 	Files   int       `json:"files"`
 	Bytes   int64     `json:"bytes"`
 	// Read is how many files this checkpoint read (the rest were unchanged
-	// since the scope's previous checkpoint), and Stored the bytes of new
-	// content it added to the store: set by Create only.
+	// since the scope's previous checkpoint), Stored the bytes of new
+	// content it added to the store, and TookMs how long Create took: set
+	// by Create only (TookMs always, 0 included; a listed checkpoint has
+	// none, as the store does not keep it).
 	Read    int      `json:"read,omitempty"`
 	Stored  int64    `json:"stored,omitempty"`
-	TookMs  int64    `json:"took_ms"`
+	TookMs  *int64   `json:"took_ms,omitempty"`
 	Skipped []string `json:"skipped,omitempty"`
 	// Pruned are the checkpoints Create removed to stay within the bounds.
 	Pruned []string `json:"pruned,omitempty"`
 	// Reused is set when an automatic checkpoint found nothing changed
 	// since the scope's newest one, and returned that one.
 	Reused bool `json:"reused,omitempty"`
+}
+
+// tookMs is the whole milliseconds since start, for Info.TookMs.
+func tookMs(start time.Time) *int64 {
+	ms := time.Since(start).Milliseconds()
+	return &ms
 }
 
 type summary struct {
@@ -777,7 +785,7 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	if o.Auto && prev != nil && sameContent(prev, m) {
 		fail(nil)
 		return Info{ID: prev.ID, Label: prev.Label, Created: prev.Created, Auto: prev.Auto, Files: prev.Files, Bytes: prev.Bytes,
-			Reused: true, TookMs: time.Since(start).Milliseconds()}, nil
+			Reused: true, TookMs: tookMs(start)}, nil
 	}
 	if err := s.step("blobs"); err != nil {
 		<-bs.start(nil) // a kill here leaves the blobs, which Open collects
@@ -804,7 +812,7 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	}
 	sort.Strings(skipped)
 	return Info{ID: m.ID, Label: m.Label, Created: m.Created, Auto: m.Auto, Files: m.Files, Bytes: m.Bytes, Read: len(toRead),
-		Stored: stored, Skipped: skipped, Pruned: pruned, TookMs: time.Since(start).Milliseconds()}, nil
+		Stored: stored, Skipped: skipped, Pruned: pruned, TookMs: tookMs(start)}, nil
 }
 
 // burst begins Options.Burst for one walk of the workspace (the whole of

@@ -153,3 +153,43 @@ func TestAutoCheckpointKeepsTheRestoreTarget(t *testing.T) {
 		t.Fatalf("the store holds %d checkpoints, bound 3", n)
 	}
 }
+
+// TestAnswerFields: checkpoint_create's answer always carries took_ms
+// (issue 36's {id, files, bytes, took_ms}), 0 included; checkpoint_list's
+// entries carry none, since the store does not keep how long each took,
+// and a 0 there would read as a measurement.
+func TestAnswerFields(t *testing.T) {
+	reg, _, ws, root := setup(t)
+	if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text, isErr := call(t, reg, ws, Create, `{"label":"one"}`)
+	if isErr {
+		t.Fatal(text)
+	}
+	var created map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(text), &created); err != nil {
+		t.Fatalf("%v: %s", err, text)
+	}
+	for _, k := range []string{"id", "files", "bytes", "took_ms", "created", "label"} {
+		if _, ok := created[k]; !ok {
+			t.Errorf("checkpoint_create's answer lacks %q: %s", k, text)
+		}
+	}
+	text, isErr = call(t, reg, ws, List, `{}`)
+	if isErr {
+		t.Fatal(text)
+	}
+	var list struct {
+		Checkpoints []map[string]json.RawMessage `json:"checkpoints"`
+	}
+	if err := json.Unmarshal([]byte(text), &list); err != nil || len(list.Checkpoints) != 1 {
+		t.Fatalf("checkpoint_list: %v, %s", err, text)
+	}
+	if v, ok := list.Checkpoints[0]["took_ms"]; ok {
+		t.Errorf("checkpoint_list's entry has took_ms %s, which the store does not keep: %s", v, text)
+	}
+	if string(list.Checkpoints[0]["id"]) != string(created["id"]) {
+		t.Errorf("checkpoint_list's id %s, want %s", list.Checkpoints[0]["id"], created["id"])
+	}
+}
