@@ -52,11 +52,8 @@ func TestBrowseLocalPageOneFlag(t *testing.T) {
 	}))
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	tmp, err := os.MkdirTemp("", "agentbe-daemon-browser-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
+	// Under /tmp, whatever TMPDIR is.
+	tmp := testenv.SharedTempDir(t)
 	if err := os.Chmod(tmp, 0o711); err != nil { // Chromium may run as nobody
 		t.Fatal(err)
 	}

@@ -38,12 +38,9 @@ func TestBrowserToolsOverMCP(t *testing.T) {
 	port, _ := strconv.Atoi(u.Port())
 	// The sessions' directories live here, so that the processes of this
 	// test's browsers can be told from any other's. Chromium may run as
-	// nobody, who must be able to pass through it.
-	tmp, err := os.MkdirTemp("", "agentbe-daemon-browser-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
+	// nobody, who must be able to pass through it and what is above it
+	// (under /tmp, whatever TMPDIR is).
+	tmp := testenv.SharedTempDir(t)
 	if err := os.Chmod(tmp, 0o711); err != nil {
 		t.Fatal(err)
 	}

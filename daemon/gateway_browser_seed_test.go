@@ -18,9 +18,8 @@ import (
 // browser another session started is not there for it, on the same token.
 func TestGatewaySessionKeysBrowser(t *testing.T) {
 	testenv.Command(t, "chromium", "chromium")
-	tmp, err := os.MkdirTemp("", "agentbe-daemon-browser-")
-	must(t, err)
-	defer os.RemoveAll(tmp)
+	// Under /tmp, whatever TMPDIR is.
+	tmp := testenv.SharedTempDir(t)
 	must(t, os.Chmod(tmp, 0o711)) // Chromium may run as nobody
 	c := testConfig(t)
 	c.BrowserTools = true

@@ -120,7 +120,9 @@ func setup(t testing.TB, mod func(*Options)) *fixture {
 	needBrowser(t)
 	srv := httptest.NewServer(site())
 	t.Cleanup(srv.Close)
-	opts := Options{Net: allowing(t, srv.URL), AllowHTTP: true, ViewportWidth: 800, ViewportHeight: 600}
+	// The sessions' directories are under /tmp, which Chromium (nobody, when
+	// the test is root) can search whatever TMPDIR is.
+	opts := Options{Net: allowing(t, srv.URL), AllowHTTP: true, ViewportWidth: 800, ViewportHeight: 600, TempDir: testenv.SharedTempDir(t)}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -1003,21 +1005,12 @@ func TestHugeMessage(t *testing.T) {
 }
 
 func TestBrowserThatFails(t *testing.T) {
-	dir, err := os.MkdirTemp("", "agentbe-browser-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
+	dir := testenv.SharedTempDir(t)
 	fake := dir + "/chromium"
 	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'No usable sandbox! (a stub)' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	sessions, err := os.MkdirTemp("", "agentbe-browser-sessions-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(sessions)
+	sessions := testenv.SharedTempDir(t)
 	os.Chmod(sessions, 0o711)
 	f := setup(t, func(o *Options) { o.BrowserPath = fake; o.TempDir = sessions })
 	text, isErr, _ := f.call(t, "browser.start", `{}`)
