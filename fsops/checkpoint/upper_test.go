@@ -280,6 +280,9 @@ func TestApplyStreamsFiles(t *testing.T) {
 	if err := os.WriteFile(big, []byte("head\n"), 0o640); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chmod(big, 0o640); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
 	if err := os.Truncate(big, 64<<20); err != nil {
 		t.Fatal(err)
 	}

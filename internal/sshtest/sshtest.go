@@ -276,7 +276,7 @@ func FxCode(err error) uint32 {
 	return 999
 }
 
-// WriteHost writes a file below root directly on the host.
+// WriteHost writes a file below root directly on the host, mode 0644.
 func WriteHost(t *testing.T, root, rel, content string) {
 	t.Helper()
 	p := filepath.Join(root, rel)
@@ -284,6 +284,10 @@ func WriteHost(t *testing.T, root, rel, content string) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// 0644 whatever the umask, which WriteFile's mode passes through.
+	if err := os.Chmod(p, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

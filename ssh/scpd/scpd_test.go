@@ -219,6 +219,7 @@ func TestSinkWritesFilesAndTrees(t *testing.T) {
 func TestSinkTargetIsTheFile(t *testing.T) {
 	ws, root := workspace(t)
 	os.WriteFile(filepath.Join(root, "keep.txt"), []byte("old"), 0o604)
+	os.Chmod(filepath.Join(root, "keep.txt"), 0o604) // whatever the umask
 	p := serve(t, ws, "scp -t keep.txt")
 	p.ok()
 	p.send("C0777 3 whatever-name\n")
@@ -444,6 +445,10 @@ func TestSourceSendsFilesTreesAndGlobs(t *testing.T) {
 	os.WriteFile(filepath.Join(root, ".hidden.log"), []byte("H"), 0o644)
 	os.MkdirAll(filepath.Join(root, "d", "e"), 0o755)
 	os.WriteFile(filepath.Join(root, "d", "e", "f"), []byte("F"), 0o644)
+	// The records carry these modes, whatever the umask.
+	for p, mode := range map[string]os.FileMode{"a.log": 0o644, ".hidden.log": 0o644, "d": 0o755, "d/e": 0o755, "d/e/f": 0o644} {
+		os.Chmod(filepath.Join(root, p), mode)
+	}
 
 	recs, warns, code := download(t, ws, "scp -f *.log")
 	if want := []string{"C0644 1 a.log", "A", "C0600 2 b.log", "BB"}; !reflect.DeepEqual(recs, want) || len(warns) != 0 || code != 0 {
