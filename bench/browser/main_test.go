@@ -162,6 +162,9 @@ func TestSmoke(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the daemon: %v\n%s", err, out)
 	}
+	// The daemon's browser sessions go in its TMPDIR, which Chromium (nobody,
+	// when the test is root) must reach: one under /tmp, whatever TMPDIR is.
+	t.Setenv("TMPDIR", testenv.SharedTempDir(t))
 	var b bytes.Buffer
 	err := run(options{bin: bin, pwCLI: cli, node: node, chromium: chromium, rounds: 1, runs: 2, links: 200, smoke: true}, &b)
 	if err != nil {
