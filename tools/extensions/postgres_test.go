@@ -56,10 +56,9 @@ func startPostgres(t *testing.T) (port int, password string) {
 		uid, _ := strconv.Atoi(nobody.Uid)
 		gid, _ := strconv.Atoi(nobody.Gid)
 		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		// t.TempDir's parent is root's, mode 0700: nobody may pass through.
-		if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
-			t.Fatal(err)
-		}
+		// A directory nobody may reach: t.TempDir's is under TMPDIR, which
+		// can be searchable by its owner only.
+		dir = testenv.SharedTempDir(t)
 		if err := os.Chown(dir, uid, gid); err != nil {
 			t.Fatal(err)
 		}
@@ -74,8 +73,13 @@ func startPostgres(t *testing.T) (port int, password string) {
 		c.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		return c
 	}
-	if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if cred != nil { // initdb reads it as nobody, whatever the umask made its mode
+		if err := os.Chown(pwfile, int(cred.Uid), int(cred.Gid)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if out, err := run(initdb, "-D", data, "-U", "postgres", "--auth=scram-sha-256", "--pwfile="+pwfile, "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
