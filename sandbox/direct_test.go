@@ -179,21 +179,36 @@ func directFixture(t *testing.T, root string) {
 			t.Fatal(err)
 		}
 	}
-	must(os.MkdirAll(filepath.Join(root, "sub", "deeper"), 0o755))
-	must(os.MkdirAll(filepath.Join(root, "bin"), 0o755))
+	// Each file and directory has the mode it is made with, whatever the
+	// umask (a --run-as user runs and enters them).
+	mkdir := func(p string) error {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+		return os.Chmod(p, 0o755)
+	}
+	write := func(p string, data []byte, mode os.FileMode) error {
+		if err := os.WriteFile(p, data, mode); err != nil {
+			return err
+		}
+		return os.Chmod(p, mode)
+	}
+	must(mkdir(filepath.Join(root, "sub")))
+	must(mkdir(filepath.Join(root, "sub", "deeper")))
+	must(mkdir(filepath.Join(root, "bin")))
 	elf, err := os.ReadFile("/usr/bin/env")
 	must(err)
-	must(os.WriteFile(filepath.Join(root, "bin", "myenv"), elf, 0o755))
-	must(os.WriteFile(filepath.Join(root, "hello.sh"), []byte("#!/bin/sh\necho hello \"$@\"; echo err >&2; exit 3\n"), 0o755))
-	must(os.WriteFile(filepath.Join(root, "plain"), []byte("echo plain script\n"), 0o755))
-	must(os.WriteFile(filepath.Join(root, "noexec"), elf, 0o644))
+	must(write(filepath.Join(root, "bin", "myenv"), elf, 0o755))
+	must(write(filepath.Join(root, "hello.sh"), []byte("#!/bin/sh\necho hello \"$@\"; echo err >&2; exit 3\n"), 0o755))
+	must(write(filepath.Join(root, "plain"), []byte("echo plain script\n"), 0o755))
+	must(write(filepath.Join(root, "noexec"), elf, 0o644))
 	must(os.Symlink("/tmp", filepath.Join(root, "out")))
 	// A `true` that is not coreutils': bash still runs its builtin.
-	must(os.MkdirAll(filepath.Join(root, "fake"), 0o755))
-	must(os.WriteFile(filepath.Join(root, "fake", "true"), elf, 0o755))
+	must(mkdir(filepath.Join(root, "fake")))
+	must(write(filepath.Join(root, "fake", "true"), elf, 0o755))
 	// Symlinks on PATH: to a program, to coreutils' true (whose real
 	// path makes it the builtin's equal), to nothing.
-	must(os.MkdirAll(filepath.Join(root, "links"), 0o755))
+	must(mkdir(filepath.Join(root, "links")))
 	must(os.Symlink("../bin/myenv", filepath.Join(root, "links", "myenv")))
 	must(os.Symlink("/usr/bin/true", filepath.Join(root, "links", "true")))
 	must(os.Symlink("../fake/true", filepath.Join(root, "links", "faketrue")))
@@ -650,6 +665,9 @@ func TestDirectRunAs(t *testing.T) {
 			elf, _ := os.ReadFile("/usr/bin/env")
 			// Executable by root (the owner) only.
 			if err := os.WriteFile(filepath.Join(ws, "rootonly"), elf, 0o744); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Join(ws, "rootonly"), 0o744); err != nil { // whatever the umask
 				t.Fatal(err)
 			}
 			if err := os.Mkdir(filepath.Join(ws, "closed"), 0o700); err != nil {

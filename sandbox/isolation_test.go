@@ -109,6 +109,15 @@ func throwawayUser(t *testing.T, prefix string) string {
 		t.Fatalf("useradd: %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("userdel", name).Run() })
+	// The user runs the test binary (/proc/self/exe is the trampoline),
+	// which go test wrote with the umask's mode.
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return name
 }
 

@@ -405,6 +405,9 @@ func TestOverlayRunAsUnderTheDaemonsDirectory(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(state, "transactions"), 0o711); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.Chmod(filepath.Join(state, "transactions"), 0o711); err != nil {
+			t.Fatal(err)
+		}
 		dir, err := NewOverlayDir(filepath.Join(state, "transactions", "1"), "tx")
 		if err != nil {
 			t.Fatal(err)
