@@ -1055,10 +1055,21 @@ func TestQueueAndOwner(t *testing.T) {
 
 // TestDownloadsDenied: a link to an attachment, and goto of it, save
 // nothing: no file of its name is under the session's directory (the
-// browser's HOME) or the daemon's Downloads.
+// browser's HOME), and none appears in the daemon's Downloads.
 func TestDownloadsDenied(t *testing.T) {
 	needBrowser(t)
 	const marker = "agentbe-download-marker-7f3a"
+	// What the daemon's Downloads holds already is the machine's, not this
+	// test's: only what appears there during it counts.
+	home, _ := os.UserHomeDir()
+	downloads := home + "/Downloads"
+	before := map[string]bool{}
+	filepath.WalkDir(downloads, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			before[path] = true
+		}
+		return nil
+	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `<!doctype html><title>DL</title><a id="dl" href="/file.bin" download>get</a>`)
@@ -1080,10 +1091,9 @@ func TestDownloadsDenied(t *testing.T) {
 	f.p.mu.Lock()
 	dir := f.p.sessions[id].dir
 	f.p.mu.Unlock()
-	home, _ := os.UserHomeDir()
-	for _, root := range []string{dir, home + "/Downloads"} {
+	for _, root := range []string{dir, downloads} {
 		filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
+			if err != nil || d.IsDir() || before[path] {
 				return nil
 			}
 			// The HTTP cache may hold the response; a download is a file
