@@ -21,6 +21,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
@@ -448,9 +449,7 @@ func TestExampleAgentFiles(t *testing.T) {
 // other variable that makes programs run code (sandbox.EnvRunsCode) is
 // refused before anything runs.
 func TestEnvCannotWidenTheAllowedCommands(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatalf("git is needed: %v", err)
-	}
+	testenv.Command(t, "git", "git")
 	s, root := exampleSite(t, nil)
 	os.Mkdir(filepath.Join(root, "repo"), 0o755)
 	writePage(t, root, "repo/README.md", "---\ntools:\n  - [git, status]\n---\n# repo\n")
