@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -104,9 +105,20 @@ func throwawayUser(t *testing.T, prefix string) string {
 	if _, err := exec.LookPath("useradd"); err != nil {
 		t.Skip("useradd is not installed")
 	}
-	name := fmt.Sprintf("%s%d", prefix, os.Getpid()%100000)
-	if out, err := exec.Command("useradd", "--no-create-home", "--shell", "/bin/sh", name).CombinedOutput(); err != nil {
-		t.Fatalf("useradd: %v %s", err, out)
+	// A user of the name may be left from a run that was killed before its
+	// cleanup (a timed-out test binary runs none): useradd's exit 9, the
+	// name is taken, moves on to another.
+	var name string
+	for try := 0; ; try++ {
+		name = fmt.Sprintf("%s%d", prefix, (os.Getpid()+try*7919)%100000)
+		out, err := exec.Command("useradd", "--no-create-home", "--shell", "/bin/sh", name).CombinedOutput()
+		if err == nil {
+			break
+		}
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 9 || try == 9 {
+			t.Fatalf("useradd %s: %v %s", name, err, out)
+		}
 	}
 	t.Cleanup(func() { exec.Command("userdel", name).Run() })
 	// The user runs the test binary (/proc/self/exe is the trampoline),
