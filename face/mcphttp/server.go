@@ -313,8 +313,21 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 		rc = io.NopCloser(r)
 	}
 	ledger := newStdioLedger()
-	out := &countingWriter{Writer: w}
+	out := newCountingWriter(w)
 	out.split.line = ledger.wrote
+	// Once the daemon ends the session, a write blocked on stdout (a
+	// client that stopped reading) is given up, or nothing below returns.
+	served := make(chan struct{})
+	defer close(served)
+	go func() {
+		select {
+		case <-ctx.Done():
+			out.end()
+		case <-s.done:
+			out.end()
+		case <-served:
+		}
+	}()
 	fast := newStdioFast(ctx, s, out)
 	defer fast.stop()
 	in := &drainingReader{ReadCloser: rc, ledger: ledger, ctx: ctx, stop: s.done, fast: fast.answer}

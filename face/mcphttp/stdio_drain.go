@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"sync"
@@ -347,25 +348,65 @@ func (r *drainingReader) atEOF() {
 // (fixUninitialized).
 //
 // The SDK writes each message as one line in one Write; the fast path writes
-// its replies from other goroutines, so Write holds mu to keep lines whole.
+// its replies from other goroutines, so one Write at a time holds lock to
+// keep lines whole. A client that stops reading stdout blocks the write in
+// progress, and with it every call's reply and the session's end (the SDK's
+// close waits for its calls' writes): once the session is ended by the
+// daemon (end: Close, or ServeStdio's context), a write still blocked is
+// given up and every later one fails, so ServeStdio returns.
 type countingWriter struct {
 	io.Writer
-	mu    sync.Mutex
-	split lineSplitter
+	lock    chan struct{} // holds one token while a write is in progress
+	ended   chan struct{} // closed by end
+	endOnce sync.Once
+	split   lineSplitter
+}
+
+func newCountingWriter(w io.Writer) *countingWriter {
+	return &countingWriter{Writer: w, lock: make(chan struct{}, 1), ended: make(chan struct{})}
+}
+
+// errStdoutGivenUp is a write's error once the session has ended with
+// stdout blocked.
+var errStdoutGivenUp = errors.New("mcphttp: stdio session ended; stdout not written")
+
+// end gives up the write blocked on stdout, if any, and any later one.
+func (w *countingWriter) end() { w.endOnce.Do(func() { close(w.ended) }) }
+
+type writeResult struct {
+	n   int
+	err error
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	select {
+	case w.lock <- struct{}{}:
+	case <-w.ended:
+		return 0, errStdoutGivenUp
+	}
 	out := fixUninitialized(p)
-	n, err := w.Writer.Write(out)
-	w.split.feed(out[:n])
+	done := make(chan writeResult, 1)
+	go func() {
+		n, err := w.Writer.Write(out)
+		done <- writeResult{n, err}
+	}()
+	var r writeResult
+	select {
+	case r = <-done:
+	case <-w.ended:
+		// The token stays taken: the given-up write may still end, and no
+		// line may be written after a part of it.
+		return 0, errStdoutGivenUp
+	}
+	w.split.feed(out[:r.n])
+	<-w.lock
+	n := r.n
 	if n == len(out) {
 		n = len(p)
 	} else if n >= len(p) { // a rewritten line cut short
 		n = len(p) - 1
 	}
-	return n, err
+	return n, r.err
 }
 
 func (w *countingWriter) Close() error { return nil }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -279,4 +280,64 @@ func TestStdioFastPathClose(t *testing.T) {
 	if n := e.srv.fastCalls.Load(); n != 1 {
 		t.Errorf("fast path answered %d calls, want 1", n)
 	}
+}
+
+// TestStdioSessionEndWithStdoutBlocked: a client that stops reading stdout
+// (its reply's write blocks) cannot keep its session alive: Close, or the
+// cancellation of ServeStdio's context, still makes ServeStdio return, on
+// the fast path and on the SDK's. The write left blocked ends once the test
+// reads stdout (goleak, in TestMain).
+func TestStdioSessionEndWithStdoutBlocked(t *testing.T) {
+	for _, sdk := range []bool{false, true} {
+		for _, end := range []string{"close", "context"} {
+			t.Run(fmt.Sprintf("sdk=%v/%s", sdk, end), func(t *testing.T) {
+				e := newEnv(t)
+				e.srv.noFastPath = sdk
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				p := newStdioPipes()
+				writing := make(chan struct{}, 1)
+				out := writeSignal{w: p.serverOut, mark: `"id":1,`, writing: writing}
+				done := make(chan error, 1)
+				go func() { done <- e.srv.ServeStdio(ctx, p.serverIn, out) }()
+				c := &rawStdio{t: t, p: p, out: bufio.NewReader(p.clientIn)}
+				c.initialize()
+				// Not read: io.Pipe holds no byte, so the reply's write blocks.
+				c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"command":"echo blocked"}}}`)
+				<-writing
+				if end == "close" {
+					e.srv.Close()
+				} else {
+					cancel()
+				}
+				select {
+				case <-done:
+				case <-time.After(time.Minute): // a guard, not a figure
+					t.Error("ServeStdio still running a minute after the session was ended, its stdout unread")
+					go io.Copy(io.Discard, c.out)
+					<-done
+				}
+				c.p.clientOut.Close()
+				p.serverOut.Close()
+				io.Copy(io.Discard, c.out)
+			})
+		}
+	}
+}
+
+// writeSignal is a stdout that says when a write holding mark begins.
+type writeSignal struct {
+	w       io.Writer
+	mark    string
+	writing chan<- struct{}
+}
+
+func (s writeSignal) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), s.mark) {
+		select {
+		case s.writing <- struct{}{}:
+		default:
+		}
+	}
+	return s.w.Write(p)
 }
