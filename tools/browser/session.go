@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"os/exec"
@@ -284,6 +285,13 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 		if tail := strings.TrimSpace(out.String()); tail != "" {
 			err = fmt.Errorf("%w; it printed: %s", err, tail)
 		}
+		if cred != nil && errors.Is(err, fs.ErrPermission) {
+			// The usual cause: the child's chdir into the session's
+			// directory, under a TMPDIR only root may search.
+			err = fmt.Errorf("%w (Chromium runs as uid %d, --browser-run-as, and every directory above its session's "+
+				"directory %s must let that user search it: start the daemon with TMPDIR set to one that does, such as /tmp)",
+				err, cred.Uid, s.dir)
+		}
 		return s, fmt.Errorf("starting %s: %w", p.execPath, err)
 	}
 	c := chromedp.FromContext(s.ctx)
@@ -518,9 +526,17 @@ func (s *session) shutdown() {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		if s.ctx != nil {
-			ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
-			_ = chromedp.Cancel(ctx)
-			cancel()
+			// The graceful close only for a browser that started (its
+			// process group is known once launch's start succeeded). Where
+			// the start failed, chromedp.Cancel takes the allocation's
+			// semaphore, which nothing gives back when no browser ran, and
+			// ctxCancel would then wait on it for ever, holding browser.start
+			// and the session's directory (TestStartThatCannotExec).
+			if s.pgid.Load() > 0 {
+				ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
+				_ = chromedp.Cancel(ctx)
+				cancel()
+			}
 			s.ctxCancel()
 		}
 		if pg := s.pgid.Load(); pg > 0 {
