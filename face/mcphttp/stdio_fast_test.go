@@ -341,3 +341,59 @@ func (s writeSignal) Write(p []byte) (int, error) {
 	}
 	return s.w.Write(p)
 }
+
+// TestStdioFastPathLeavesToSDKWhatItReadsOtherwise: lines the fast path's
+// decoding (encoding/json: keys matched without case, any depth, any space
+// after the message) reads as a call the SDK reads otherwise: the SDK
+// matches keys exactly (an "ID" is no id, a "Name" no name), refuses more
+// than 1000 levels of nesting, and ends the session on anything but a
+// newline or a carriage return after a message. Each line goes to a fresh
+// session with the fast path and to one without, and the replies up to a
+// ping's must be the same.
+func TestStdioFastPathLeavesToSDKWhatItReadsOtherwise(t *testing.T) {
+	args := `"arguments":{"path":"a.txt"}`
+	deep := strings.Repeat("[", 1001) + strings.Repeat("]", 1001)
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","ID":1,"method":"tools/call","params":{"name":"read_text_file",` + args + `}}`,
+		`{"jsonrpc":"2.0","id":1,"Method":"tools/call","params":{"name":"read_text_file",` + args + `}}`,
+		`{"JSONRPC":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file",` + args + `}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","Params":{"name":"read_text_file",` + args + `}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"Name":"read_text_file",` + args + `}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file","Arguments":{"path":"a.txt"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"a.txt","x":` + deep + `}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file",` + args + `}} `,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file",` + args + "}}\t",
+	} {
+		var got [2]string
+		for i, sdk := range []bool{false, true} {
+			e := newEnv(t)
+			e.srv.noFastPath = sdk
+			c := serveRawStdio(t, context.Background(), e.srv)
+			c.initialize()
+			c.send(line)
+			// Not c.send: the SDK may have ended the session on the line.
+			io.WriteString(c.p.clientOut, `{"jsonrpc":"2.0","id":"sync","method":"ping"}`+"\n")
+			for {
+				l, err := c.out.ReadString('\n')
+				if err != nil {
+					got[i] += "(session ended)"
+					break
+				}
+				if strings.Contains(l, `"id":"sync"`) {
+					break
+				}
+				got[i] += normalize(l, e.root)
+			}
+			go io.Copy(io.Discard, c.out)
+			e.srv.Close()
+			<-c.done
+			c.p.clientOut.Close()
+			if n := e.srv.fastCalls.Load(); n != 0 {
+				t.Errorf("%s: the fast path answered it", line)
+			}
+		}
+		if got[0] != got[1] {
+			t.Errorf("%s:\nfast %s\nsdk  %s", line, got[0], got[1])
+		}
+	}
+}
