@@ -102,6 +102,9 @@ func TestPrivilegedPort(t *testing.T) {
 		if err := os.WriteFile(bin, b, 0o755); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.Chmod(bin, 0o755); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
 	}
 	ws := filepath.Join(dir, "ws")
 	if err := os.Mkdir(ws, 0o777); err != nil {

@@ -14,6 +14,8 @@ import (
 	"github.com/chromedp/cdproto/accessibility"
 	"github.com/chromedp/chromedp"
 	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // axPages are pages whose accessibility trees TestAXTreeDecoders decodes
@@ -236,7 +238,7 @@ func servedSession(tb testing.TB, h http.Handler) (*httptest.Server, *Provider, 
 	tb.Helper()
 	srv := httptest.NewServer(h)
 	tb.Cleanup(srv.Close)
-	p, err := New(Options{Net: allowing(tb, srv.URL), AllowHTTP: true, MaxSessions: 1})
+	p, err := New(Options{Net: allowing(tb, srv.URL), AllowHTTP: true, MaxSessions: 1, TempDir: testenv.SharedTempDir(tb)})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1010,6 +1010,9 @@ func TestBrowserThatFails(t *testing.T) {
 	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'No usable sandbox! (a stub)' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chmod(fake, 0o755); err != nil { // nobody runs it, whatever the umask
+		t.Fatal(err)
+	}
 	sessions := testenv.SharedTempDir(t)
 	os.Chmod(sessions, 0o711)
 	f := setup(t, func(o *Options) { o.BrowserPath = fake; o.TempDir = sessions })
@@ -1201,7 +1204,7 @@ func TestGotoAnswersAParsedPage(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) }) // before srv.Close: cleanups run last first
-	p, err := New(Options{Net: allowing(t, srv.URL), AllowHTTP: true, NavigateTimeout: 4 * LoadGrace})
+	p, err := New(Options{Net: allowing(t, srv.URL), AllowHTTP: true, NavigateTimeout: 4 * LoadGrace, TempDir: testenv.SharedTempDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
