@@ -359,10 +359,7 @@ func TestNpmClients(t *testing.T) {
 // TestPythonExampleCompiles: the Python example is at least valid Python
 // (the package index it would install from is out of CI's reach).
 func TestPythonExampleCompiles(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Fatalf("python3 is needed: %v", err)
-	}
+	py := testenv.Command(t, "python3", "python3")
 	out, err := exec.Command(py, "-c", "import ast,sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])", "python_remote.py").CombinedOutput()
 	if err != nil {
 		t.Fatalf("python_remote.py: %v\n%s", err, out)
