@@ -330,7 +330,7 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 	}()
 	fast := newStdioFast(ctx, s, out)
 	defer fast.stop()
-	in := &drainingReader{ReadCloser: rc, ledger: ledger, ctx: ctx, stop: s.done, fast: fast.answer}
+	in := &drainingReader{ReadCloser: rc, ledger: ledger, ctx: ctx, stop: s.done, failed: out.failed, fast: fast.answer}
 	in.split.line = ledger.read
 	ss, err := s.mcp.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: out}, nil)
 	if err != nil {

@@ -8,25 +8,75 @@ import (
 	"testing"
 )
 
-// classifyUnmarshal is what classify does, by decoding the whole line: the
-// reference TestClassifyMatchesUnmarshal and FuzzClassify hold it to.
+// classifyUnmarshal is what classify does, by decoding the whole line as
+// the SDK's decoder does (keys matched exactly, unlike json.Unmarshal into
+// a struct): the reference TestClassifyMatchesUnmarshal and FuzzClassify
+// hold it to.
 func classifyUnmarshal(line []byte) []message {
 	line = bytes.TrimSpace(line)
-	if len(line) == 0 {
+	if len(line) == 0 || !json.Valid(line) {
 		return nil
 	}
 	if line[0] == '[' {
-		var batch []message
-		if json.Unmarshal(line, &batch) == nil && len(batch) > 0 {
-			return batch
+		var raws []json.RawMessage
+		if json.Unmarshal(line, &raws) != nil || len(raws) == 0 {
+			return nil
 		}
-		return nil
+		var batch []message
+		for _, r := range raws {
+			m, ok := decodeExact(r)
+			if !ok {
+				return nil
+			}
+			batch = append(batch, m)
+		}
+		return batch
 	}
-	var m message
-	if json.Unmarshal(line, &m) == nil && line[0] == '{' {
+	if line[0] != '{' {
+		return nil // not an object (a top-level null changes nothing either way)
+	}
+	if m, ok := decodeExact(line); ok {
 		return []message{m}
 	}
-	return nil // not an object (a top-level null changes nothing either way)
+	return nil
+}
+
+// decodeExact decodes one message (an object, or null) with exact keys: the
+// last of a repeated key wins, a null method leaves it as it was, a method
+// of another type fails.
+func decodeExact(raw []byte) (message, bool) {
+	var m message
+	if string(raw) == "null" {
+		return m, true
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return m, false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return m, false
+		}
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return m, false
+		}
+		switch tok.(string) {
+		case "id":
+			m.ID = v
+		case "params":
+			m.Params = v
+		case "method":
+			switch {
+			case v[0] == '"':
+				json.Unmarshal(v, &m.Method)
+			case string(v) != "null":
+				return m, false
+			}
+		}
+	}
+	return m, true
 }
 
 func classified(line []byte, valid bool) []message {
@@ -41,6 +91,7 @@ var classifyCases = []string{
 	`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}`,
 	`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`,
 	`{"ID":7,"METHOD":"ping"}`,
+	`{"Id":7,"method":"ping","id":8,"Method":"x","PARAMS":1,"params":{"requestId":8}}`,
 	`{"\u0069d":7,"me\u0074hod":"p\u0069ng"}`,
 	`{"id":1,"id":2,"method":"a","method":null}`,
 	`{"id":1,"method":5}`,
@@ -53,7 +104,7 @@ var classifyCases = []string{
 }
 
 // TestClassifyMatchesUnmarshal: the scanner reads every line as decoding
-// the whole line into a message would, requests and replies alike.
+// the whole line with exact keys would, requests and replies alike.
 func TestClassifyMatchesUnmarshal(t *testing.T) {
 	big := `{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":"` + strings.Repeat(`ab\"\\\n`, 100000) + `"}]}}`
 	for _, c := range append(classifyCases, big) {

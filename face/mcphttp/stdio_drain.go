@@ -6,41 +6,65 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"strings"
+	"strconv"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/agentbe/agentbe-daemon/internal/jsonscan"
 )
 
-// stdioLedger counts the requests a stdio client has sent and the responses
-// the server has written, so that EOF on stdin can wait for the answers.
+// stdioLedger records the requests a stdio client has sent that are not
+// answered yet, by id, so that EOF on stdin can wait for their answers.
 //
 // The go-sdk ends a stdio session as soon as its reader returns EOF, and the
 // replies of requests still being handled are dropped. A client that writes
 // its requests and closes stdin (a script, `printf ... | agent-backend
 // --local-only`) would lose them, so the reader holds EOF back until every
 // request read so far has been answered (or cancelled by the client).
+//
+// Requests are matched to answers by id, as the SDK writes it back (idKey),
+// not counted: a notifications/cancelled lets go of the request it names
+// only (the call is answered all the same), and a request whose id is
+// already waited for is not waited for twice (the SDK drops it unanswered).
 type stdioLedger struct {
-	mu        sync.Mutex
-	requests  int           // requests read (with an id and a method)
-	responses int           // responses written (with an id, no method)
-	changed   chan struct{} // closed and replaced whenever responses grows
+	mu      sync.Mutex
+	pending map[string]struct{} // by idKey
+	changed chan struct{}       // closed and replaced whenever pending shrinks
 }
 
-func newStdioLedger() *stdioLedger { return &stdioLedger{changed: make(chan struct{})} }
+func newStdioLedger() *stdioLedger {
+	return &stdioLedger{pending: map[string]struct{}{}, changed: make(chan struct{})}
+}
 
 // message is the part of a JSON-RPC message the ledger needs.
 type message struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// idKey is the request id raw as the SDK reads it (a number becomes the
+// integer it writes back, a string the string), and false for an id the
+// SDK refuses (which ends the session).
+func idKey(raw json.RawMessage) (string, bool) {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return "", false
+	}
+	switch v := v.(type) {
+	case float64:
+		return "n" + strconv.FormatInt(int64(v), 10), true
+	case string:
+		return "s" + v, true
+	}
+	return "", false
 }
 
 // classify calls f for each message in one line (a batch is several). It
-// reads each message's "id" and "method" the way json.Unmarshal into a
-// message would (keys matched without case, the last of a repeated key
-// wins, a line that is not JSON or whose method is not a string is skipped
-// whole) but skips every other value by scanning for its end instead of
+// reads each message's "id", "method" and "params" the way the SDK's decoder
+// does (keys matched exactly, the last of a repeated key wins, a line that
+// is not JSON or whose method is not a string is skipped whole) but skips
+// every other value by scanning for its end instead of
 // decoding it: a reply line holds the whole result (a 1 MiB file read is a
 // 1 MiB line), and decoding it cost about as much as the SDK's own encoding
 // of it. TestClassifyMatchesUnmarshal and FuzzClassify hold the equivalence.
@@ -117,10 +141,12 @@ func scanMessage(b []byte) (m message, rest []byte, ok bool) {
 		if !ok {
 			return m, nil, false
 		}
-		switch name := unquote(key); {
-		case strings.EqualFold(name, "id"):
+		switch unquote(key) {
+		case "id":
 			m.ID = json.RawMessage(val)
-		case strings.EqualFold(name, "method"):
+		case "params":
+			m.Params = json.RawMessage(val)
+		case "method":
 			switch {
 			case val[0] == '"':
 				m.Method = unquote(val)
@@ -164,15 +190,22 @@ func (m message) hasID() bool { return len(m.ID) > 0 && string(m.ID) != "null" }
 
 func (l *stdioLedger) read(line []byte) {
 	classify(line, false, func(m message) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
 		switch {
 		case m.hasID() && m.Method != "":
-			l.requests++
+			if key, ok := idKey(m.ID); ok {
+				l.mu.Lock()
+				l.pending[key] = struct{}{}
+				l.mu.Unlock()
+			}
 		case m.Method == "notifications/cancelled":
-			// A cancelled request may never be answered; stop waiting for it.
-			l.requests--
-			l.notifyLocked()
+			// A cancelled request may be answered late or not at all;
+			// stop waiting for it.
+			var p struct {
+				RequestID json.RawMessage `json:"requestId"`
+			}
+			if json.Unmarshal(m.Params, &p) == nil {
+				l.answered(p.RequestID)
+			}
 		}
 	})
 }
@@ -180,25 +213,32 @@ func (l *stdioLedger) read(line []byte) {
 func (l *stdioLedger) wrote(line []byte) {
 	classify(line, true, func(m message) {
 		if m.hasID() && m.Method == "" {
-			l.mu.Lock()
-			l.responses++
-			l.notifyLocked()
-			l.mu.Unlock()
+			l.answered(m.ID)
 		}
 	})
 }
 
-func (l *stdioLedger) notifyLocked() {
-	close(l.changed)
-	l.changed = make(chan struct{})
+// answered lets go of the request with id, if it is waited for.
+func (l *stdioLedger) answered(id json.RawMessage) {
+	key, ok := idKey(id)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.pending[key]; ok {
+		delete(l.pending, key)
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
 }
 
-// waitAnswered blocks until every request read has been answered, or stop or
-// ctx ends the wait.
-func (l *stdioLedger) waitAnswered(ctx context.Context, stop <-chan struct{}) {
+// waitAnswered blocks until every request read has been answered, or ctx,
+// stop or failed (stdout failed: no answer can be written) ends the wait.
+func (l *stdioLedger) waitAnswered(ctx context.Context, stop, failed <-chan struct{}) {
 	for {
 		l.mu.Lock()
-		done, ch := l.responses >= l.requests, l.changed
+		done, ch := len(l.pending) == 0, l.changed
 		l.mu.Unlock()
 		if done {
 			return
@@ -208,6 +248,8 @@ func (l *stdioLedger) waitAnswered(ctx context.Context, stop <-chan struct{}) {
 		case <-ctx.Done():
 			return
 		case <-stop:
+			return
+		case <-failed:
 			return
 		}
 	}
@@ -246,6 +288,7 @@ type drainingReader struct {
 	split  lineSplitter
 	ctx    context.Context
 	stop   <-chan struct{}
+	failed <-chan struct{}        // closed once a write to stdout failed
 	fast   func(line []byte) bool // nil: every line goes to the SDK
 
 	buf     []byte // what the last read of stdin got
@@ -340,7 +383,7 @@ func (r *drainingReader) atEOF() {
 		r.split.line(r.split.partial)
 		r.split.partial = nil
 	}
-	r.ledger.waitAnswered(r.ctx, r.stop)
+	r.ledger.waitAnswered(r.ctx, r.stop, r.failed)
 }
 
 // countingWriter is stdout: it records the responses written, and gives the
@@ -359,11 +402,15 @@ type countingWriter struct {
 	lock    chan struct{} // holds one token while a write is in progress
 	ended   chan struct{} // closed by end
 	endOnce sync.Once
-	split   lineSplitter
+	// failed is closed once a write fails (the client closed its end):
+	// the answers waited for at EOF can no longer be written.
+	failed   chan struct{}
+	failOnce sync.Once
+	split    lineSplitter
 }
 
 func newCountingWriter(w io.Writer) *countingWriter {
-	return &countingWriter{Writer: w, lock: make(chan struct{}, 1), ended: make(chan struct{})}
+	return &countingWriter{Writer: w, lock: make(chan struct{}, 1), ended: make(chan struct{}), failed: make(chan struct{})}
 }
 
 // errStdoutGivenUp is a write's error once the session has ended with
@@ -399,6 +446,9 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 		return 0, errStdoutGivenUp
 	}
 	w.split.feed(out[:r.n])
+	if r.err != nil {
+		w.failOnce.Do(func() { close(w.failed) })
+	}
 	<-w.lock
 	n := r.n
 	if n == len(out) {

@@ -3,9 +3,11 @@ package mcphttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -169,5 +171,98 @@ func TestStdioEOFDoesNotWaitForCancelledRequests(t *testing.T) {
 	p.clientOut.Close()
 	if err := <-done; err != nil {
 		t.Fatalf("ServeStdio after EOF: %v", err)
+	}
+}
+
+// TestStdioEOFWaitsForEachRequest: at the end of stdin the session waits for
+// the answer of each request read, by its id, on the fast path and on the
+// SDK's: a notifications/cancelled lets go of the call it names only (one
+// naming another call, or no call, or naming it twice, does not end the
+// wait for the others), and a request the SDK never answers (an id already
+// in use, which it drops; an "ID" key, which it does not read as an id) is
+// not waited for.
+func TestStdioEOFWaitsForEachRequest(t *testing.T) {
+	slow := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"exec","arguments":{"command":"sleep 0.3; echo second-answer"}}}`
+	for _, c := range []struct {
+		name  string
+		lines []string
+		want  string
+	}{
+		{"cancel another", []string{
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"command":"sleep 600"}}}`,
+			slow,
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
+		}, "second-answer"},
+		{"cancel no call", []string{
+			slow,
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99}}`,
+		}, "second-answer"},
+		{"id in use", []string{
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"command":"sleep 0.3; echo first-answer"}}}`,
+			`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		}, "first-answer"},
+		{"ID key", []string{
+			`{"jsonrpc":"2.0","ID":5,"method":"ping"}`,
+			`{"jsonrpc":"2.0","id":6,"method":"ping"}`,
+		}, `"id":6`},
+	} {
+		for _, sdk := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/sdk=%v", c.name, sdk), func(t *testing.T) {
+				e := newEnv(t)
+				e.srv.noFastPath = sdk
+				p := newStdioPipes()
+				done := make(chan error, 1)
+				go func() {
+					done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
+					p.serverOut.Close()
+				}()
+				out := make(chan string, 1)
+				go func() { b, _ := io.ReadAll(p.clientIn); out <- string(b) }()
+				lines := append([]string{
+					`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+					`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+				}, c.lines...)
+				p.clientOut.Write([]byte(strings.Join(lines, "\n") + "\n"))
+				p.clientOut.Close()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Errorf("ServeStdio after EOF: %v", err)
+					}
+				case <-time.After(time.Minute): // a guard, not a figure
+					t.Error("ServeStdio still waiting a minute after EOF")
+					e.srv.Close()
+					<-done
+				}
+				if got := <-out; !strings.Contains(got, c.want) {
+					t.Errorf("stdout lacks %s:\n%s", c.want, got)
+				}
+			})
+		}
+	}
+}
+
+// TestStdioEOFWithStdoutGone: a client that goes away (stdin and stdout
+// both closed, as when its process dies) while a call runs does not keep
+// the session waiting at EOF for an answer that can no longer be written.
+func TestStdioEOFWithStdoutGone(t *testing.T) {
+	for _, sdk := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sdk=%v", sdk), func(t *testing.T) {
+			e := newEnv(t)
+			e.srv.noFastPath = sdk
+			c := serveRawStdio(t, context.Background(), e.srv)
+			c.initialize()
+			c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"command":"sleep 0.3; echo late"}}}`)
+			c.p.clientIn.Close()
+			c.p.clientOut.Close()
+			select {
+			case <-c.done:
+			case <-time.After(time.Minute): // a guard, not a figure
+				t.Error("ServeStdio still waiting a minute after its client went away")
+				e.srv.Close()
+				<-c.done
+			}
+		})
 	}
 }
