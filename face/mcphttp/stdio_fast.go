@@ -29,7 +29,8 @@ import (
 // method, batches, notifications (a notifications/cancelled is also
 // applied here, to the calls running on this path), calls with _meta (a
 // progress token), unknown tools, ids the SDK would rewrite, and lines
-// longer than stdioFastMaxLine.
+// longer than stdioFastMaxLine. A call whose id is that of a call running
+// here is dropped unanswered, as the SDK drops one whose id is in use.
 type stdioFast struct {
 	s   *Server
 	out *countingWriter
@@ -112,9 +113,15 @@ func (f *stdioFast) answer(line []byte) bool {
 	}
 	key := string(id)
 	f.mu.Lock()
-	if _, dup := f.inflight[key]; dup || f.ctx.Err() != nil {
+	if f.ctx.Err() != nil {
 		f.mu.Unlock()
 		return false
+	}
+	if _, dup := f.inflight[key]; dup {
+		// The SDK drops a request whose id is in use, unanswered; it
+		// knows nothing of this path's calls, so it would run this one.
+		f.mu.Unlock()
+		return true
 	}
 	ctx, cancel := context.WithCancel(f.ctx)
 	f.inflight[key] = cancel

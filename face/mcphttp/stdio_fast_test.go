@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -387,5 +389,33 @@ func TestStdioFastPathLeavesToSDKWhatItReadsOtherwise(t *testing.T) {
 		if got[0] != got[1] {
 			t.Errorf("%s:\nfast %s\nsdk  %s", line, got[0], got[1])
 		}
+	}
+}
+
+// TestStdioFastPathIDInUse: a call whose id is that of a call still running
+// on the fast path is dropped unanswered and not run, as the SDK drops a
+// request whose id is in use, where it went to the SDK, which knew nothing
+// of the first and ran it too.
+func TestStdioFastPathIDInUse(t *testing.T) {
+	var got [2]string
+	for i, sdk := range []bool{false, true} {
+		e := newEnv(t)
+		e.srv.noFastPath = sdk
+		c := serveRawStdio(t, context.Background(), e.srv)
+		c.initialize()
+		c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"command":"sleep 0.3; echo first"}}}`)
+		c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"second.txt","content":"x"}}}`)
+		c.p.clientOut.Close()
+		rest, _ := io.ReadAll(c.out)
+		got[i] = string(rest)
+		if err := <-c.done; err != nil {
+			t.Errorf("ServeStdio: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(e.root, "second.txt")); err == nil {
+			t.Errorf("sdk=%v: the call with an id in use ran", sdk)
+		}
+	}
+	if got[0] != got[1] || strings.Count(got[0], `"id":1`) != 1 {
+		t.Errorf("a call with an id in use:\nfast %s\nsdk  %s", got[0], got[1])
 	}
 }
