@@ -80,7 +80,7 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, body []byte, 
 		return false
 	}
 	var req rpcRequest
-	if err := json.Unmarshal(body, &req); err != nil || req.JSONRPC != "2.0" {
+	if err := json.Unmarshal(body, &req); err != nil || req.JSONRPC != "2.0" || !sdkDecodesAlike(trimmed) {
 		return false
 	}
 	if req.Method == "notifications/initialized" && len(req.ID) == 0 {

@@ -210,26 +210,36 @@ func sdkID(raw json.RawMessage) (json.RawMessage, bool) {
 }
 
 // sdkReadsAlike reports whether the SDK reads line (a single object that
-// json.Unmarshal decoded as a tools/call) as json.Unmarshal did. Its
-// decoder matches keys exactly where json.Unmarshal ignores case (an "ID"
-// is no id to the SDK, a "Name" no tool name), it refuses a message nested
-// more than 1000 levels deep, and it ends the session on a byte other than
-// a newline or a carriage return right after a message; such a line is the
-// SDK's to answer (TestStdioFastPathLeavesToSDKWhatItReadsOtherwise).
+// json.Unmarshal decoded as a tools/call) as json.Unmarshal did: as
+// sdkDecodesAlike, and the SDK's stdio reader ends the session on a byte
+// other than a newline or a carriage return right after a message; such a
+// line is the SDK's to answer
+// (TestStdioFastPathLeavesToSDKWhatItReadsOtherwise).
 func sdkReadsAlike(line []byte) bool {
 	body := bytes.TrimRight(line, " \t\r")
 	if rest := line[len(body):]; len(rest) > 0 && rest[0] != '\r' {
 		return false
 	}
-	if tooDeep(body, 1000) {
+	return sdkDecodesAlike(body)
+}
+
+// sdkDecodesAlike reports whether the SDK decodes msg (one JSON-RPC
+// message that json.Unmarshal decoded, for either fast path) as
+// json.Unmarshal did. The SDK's decoder matches keys exactly where
+// json.Unmarshal ignores case (an "ID" is no id to the SDK, a "Name" no
+// tool name), and refuses a message nested more than 1000 levels deep; such
+// a message is the SDK's to answer (TestFastPathLeavesToSDKWhatItReadsOtherwise,
+// TestStdioFastPathLeavesToSDKWhatItReadsOtherwise).
+func sdkDecodesAlike(msg []byte) bool {
+	if tooDeep(msg, 1000) {
 		return false
 	}
-	obj := bytes.TrimLeft(body, " \t\r")
+	obj := bytes.TrimLeft(msg, " \t\r\n")
 	params, ok := exactKeys(obj, "jsonrpc", "id", "method", "params")
 	if !ok {
 		return false
 	}
-	_, ok = exactKeys(params, "name", "arguments", "_meta")
+	_, ok = exactKeys(params, "name", "arguments", "_meta", "cursor")
 	return ok
 }
 
