@@ -130,15 +130,20 @@ func TestLoginTimeout(t *testing.T) {
 }
 
 func TestKeepaliveKeepsAnsweringPeerAlive(t *testing.T) {
-	e := newEnv(t, withOpts(func(o *Options) { o.KeepaliveInterval = 20 * time.Millisecond }))
+	// The server drops a peer silent for 3 intervals, and the peer's pong
+	// waits for its reading goroutine to be scheduled (and, during the
+	// handshake, for its key exchange to be computed): 250ms, not less, so
+	// that a loaded machine under -race does not stall the peer past the
+	// 750ms (at 20ms, a 60ms stall dropped it, in the handshake or idle).
+	e := newEnv(t, withOpts(func(o *Options) { o.KeepaliveInterval = 250 * time.Millisecond }))
 	c := e.dial(t, "")
-	// Idle for many keepalive windows: the peer answers pings, so it stays.
+	// Idle for 8 keepalive intervals: the peer answers pings, so it stays.
 	s, err := c.NewSession()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if out, err := s.Output("sleep 0.5; echo alive"); err != nil || string(out) != "alive\n" {
+	if out, err := s.Output("sleep 2; echo alive"); err != nil || string(out) != "alive\n" {
 		t.Fatalf("%q %v", out, err)
 	}
 }
