@@ -79,12 +79,23 @@ func writeFixture(t testing.TB, root string) {
 	if err := os.Symlink("/etc", filepath.Join(root, "dir_out")); err != nil {
 		t.Fatal(err)
 	}
-	// Stable timestamps: directories last, children first.
+	// Stable modes (the golden answers hold them, and the modes given above
+	// pass through the umask) and timestamps: directories last, children
+	// first.
 	var paths []string
 	filepath.Walk(root, func(p string, _ os.FileInfo, _ error) error { paths = append(paths, p); return nil })
 	sort.Sort(sort.Reverse(sort.StringSlice(paths)))
 	for _, p := range paths {
 		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink == 0 {
+			if p != root {
+				mode := os.FileMode(0o644)
+				if fi.IsDir() {
+					mode = 0o755
+				}
+				if err := os.Chmod(p, mode); err != nil {
+					t.Fatal(err)
+				}
+			}
 			os.Chtimes(p, fixedTime, fixedTime)
 		}
 	}
