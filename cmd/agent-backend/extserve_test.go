@@ -383,12 +383,16 @@ func TestExtensionsServeBadInput(t *testing.T) {
 // TestExtensionsServeDaemonSettings: the settings it takes come as the
 // daemon's do: AGENTBE_* variables (here the directory and the workspace),
 // and the daemon's flags for them (here --tool-timeout, which bounds a call).
+// The handler that never ends spends its time in long string copies, a few
+// Starlark steps each: a loop of additions reaches the step limit (about a
+// second of pure Starlark) as soon as the timeout on a fast machine, and the
+// call then ends with "too many steps" instead.
 func TestExtensionsServeDaemonSettings(t *testing.T) {
 	slow := `
 def spin(params):
     n = 0
     while True:
-        n += 1
+        n += len("x" * 200000)
     return n
 
 def describe_extension():
