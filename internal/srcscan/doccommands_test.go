@@ -15,11 +15,7 @@ import (
 // before the command is followed.
 func TestDocsGoTestCommandsRun(t *testing.T) {
 	const root = "../.."
-	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs = append(docs, filepath.Join(root, "README.md"), filepath.Join(root, "CONTRIBUTING.md"), filepath.Join(root, "SECURITY.md"))
+	docs := repoDocs(t, root)
 	// One command: what follows `go test` or `go vet` up to the end of its
 	// code (a span, or a line of a fenced block) or the next command.
 	command := regexp.MustCompile(`(?:cd ([A-Za-z0-9_./-]+) && )?go (?:test|vet)\b([^;&|)#]*)`)

@@ -72,11 +72,7 @@ func TestDocsNameRealIdentifiers(t *testing.T) {
 	})
 	delete(decls, "main") // every command's package is main: no one package to look in
 
-	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs = append(docs, filepath.Join(root, "README.md"), filepath.Join(root, "CONTRIBUTING.md"), filepath.Join(root, "SECURITY.md"))
+	docs := repoDocs(t, root)
 	span := regexp.MustCompile("`([^`\n]+)`")
 	ref := regexp.MustCompile(`^\*?([a-z][a-z0-9]*)\.([A-Z][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?(?:\[[^]]*\])?(?:\(.*\))?$`)
 	n := 0

@@ -18,11 +18,7 @@ import (
 // renamed heading or moved file cannot leave a dead link.
 func TestDocsLinksResolve(t *testing.T) {
 	const root = "../.."
-	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs = append(docs, filepath.Join(root, "README.md"), filepath.Join(root, "CONTRIBUTING.md"), filepath.Join(root, "SECURITY.md"))
+	docs := repoDocs(t, root)
 	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	scheme := regexp.MustCompile(`^[a-z][a-z0-9+.-]*:`)
 	anchors := map[string]map[string]bool{}

@@ -1,7 +1,6 @@
 package srcscan
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,39 +17,8 @@ import (
 // the wrong one. TestDocsNameRealTests holds only that each exists.
 func TestDocsTestsInNamedPackage(t *testing.T) {
 	const root = "../.."
-	where := map[string][]string{} // test -> the files (from root) defining it
-	funcTest := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Za-z0-9_]+)\(`)
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		for _, m := range funcTest.FindAllSubmatch(b, -1) {
-			where[string(m[1])] = append(where[string(m[1])], filepath.ToSlash(rel))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs = append(docs, filepath.Join(root, "README.md"), filepath.Join(root, "CONTRIBUTING.md"), filepath.Join(root, "SECURITY.md"))
+	where := testDefinitions(t, root) // test -> the files (from root) defining it
+	docs := repoDocs(t, root)
 	const tests = "(?:`(?:Test|Fuzz|Benchmark)[A-Za-z0-9_]+`(?:, and |, | and | or )?)+"
 	byPackage := regexp.MustCompile("`([a-z][a-z0-9/]*)` (" + tests + ")")
 	byFile := regexp.MustCompile("(" + tests + ") \\(`([A-Za-z0-9_./-]+_test\\.go)`")

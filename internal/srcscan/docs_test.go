@@ -1,7 +1,6 @@
 package srcscan
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,41 +13,11 @@ import (
 // a claim in docs/security.md with nothing behind it.
 func TestDocsNameRealTests(t *testing.T) {
 	const root = "../.."
-	defined := map[string]bool{}
-	funcTest := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Za-z0-9_]+)\(`)
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for _, m := range funcTest.FindAllSubmatch(b, -1) {
-			defined[string(m[1])] = true
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	defined := testDefinitions(t, root)
 	if len(defined) < 200 {
 		t.Fatalf("found only %d test functions under %s; the scan looked at too little", len(defined), root)
 	}
-	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs = append(docs, filepath.Join(root, "README.md"), filepath.Join(root, "CONTRIBUTING.md"), filepath.Join(root, "SECURITY.md"))
+	docs := repoDocs(t, root)
 	cited := regexp.MustCompile("`((?:Test|Fuzz|Benchmark)[A-Z][A-Za-z0-9_]*)")
 	n := 0
 	for _, doc := range docs {
@@ -58,7 +27,7 @@ func TestDocsNameRealTests(t *testing.T) {
 		}
 		for _, m := range cited.FindAllSubmatch(b, -1) {
 			n++
-			if name := string(m[1]); !defined[name] {
+			if name := string(m[1]); len(defined[name]) == 0 {
 				t.Errorf("%s cites %s, which no test file defines", filepath.Base(doc), name)
 			}
 		}
@@ -87,11 +56,7 @@ func TestDocsNameRealFiles(t *testing.T) {
 			top[e.Name()] = true
 		}
 	}
-	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs = append(docs, filepath.Join(root, "README.md"), filepath.Join(root, "CONTRIBUTING.md"), filepath.Join(root, "SECURITY.md"))
+	docs := repoDocs(t, root)
 	quoted := regexp.MustCompile("`([A-Za-z0-9_.\\-]+/[^`\\s]*)`")
 	n := 0
 	for _, doc := range docs {
