@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // TestBwrapArgvMatchesExecutor holds BwrapArgv (the benchmark floor's
@@ -103,7 +105,7 @@ func TestBwrapArgvRuns(t *testing.T) {
 // the sandbox's private /tmp must not hide it.
 func TestReadOnlyPathUnderTmp(t *testing.T) {
 	needBwrap(t)
-	ro := tmpDir(t)
+	ro := testenv.SharedTempDir(t)
 	if err := os.WriteFile(filepath.Join(ro, "tool.txt"), []byte("visible"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,7 @@ func TestReadOnlyPathUnderTmp(t *testing.T) {
 // inside a read-only path; the rest of that read-only path stays read-only.
 func TestWritablePathUnderTmp(t *testing.T) {
 	needBwrap(t)
-	ro := tmpDir(t)
+	ro := testenv.SharedTempDir(t)
 	rw := filepath.Join(ro, "cache")
 	if err := os.Mkdir(rw, 0o755); err != nil {
 		t.Fatal(err)

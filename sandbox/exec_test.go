@@ -34,22 +34,6 @@ func workspace(t *testing.T) string {
 	return d
 }
 
-// tmpDir is a fresh directory under /tmp itself, removed at cleanup, for a
-// test whose case is a host path under /tmp (the sandbox's private /tmp is
-// mounted over it): t.TempDir follows TMPDIR, which can be anywhere.
-func tmpDir(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("/tmp", "agentbe-sandbox-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	if d, err = filepath.EvalSymlinks(d); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 func needBwrap(t testing.TB) {
 	t.Helper()
 	testenv.Bwrap(t)

@@ -22,7 +22,7 @@ import (
 // which is exactly the case a tmpfs mounted after the workspace bind would
 // break.
 func TestBwrapIsolation(t *testing.T) {
-	e, ws := newExec(t, ModeBwrap, func(c *Config) { c.WorkspaceRoot = tmpDir(t); c.Policy.Disabled = true })
+	e, ws := newExec(t, ModeBwrap, func(c *Config) { c.WorkspaceRoot = testenv.SharedTempDir(t); c.Policy.Disabled = true })
 	hostTmp := filepath.Join("/tmp", fmt.Sprintf("agentbe-host-%d", os.Getpid()))
 	if err := os.WriteFile(hostTmp, []byte("host"), 0o644); err != nil {
 		t.Fatal(err)

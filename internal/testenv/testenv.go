@@ -91,12 +91,14 @@ func joinNames(names []string) string {
 	return s
 }
 
-// SharedTempDir returns a fresh directory under /tmp (mode 0755, removed
-// at cleanup) for a test whose files another user must reach: a --run-as
-// user, or the nobody Chromium runs as. t.TempDir and os.MkdirTemp("", …)
-// follow TMPDIR, which can be a directory only its owner may search
-// (`mktemp -d` makes one 0700, as does a private ~/tmp), and the other
-// user then cannot reach anything under it; /tmp is searchable by all.
+// SharedTempDir returns a fresh directory under /tmp (mode 0755, symlinks
+// resolved, removed at cleanup) for a test whose files another user must
+// reach (a --run-as user, or the nobody Chromium runs as), or whose case is
+// a host path under /tmp itself (the sandbox mounts a private /tmp over
+// it). t.TempDir and os.MkdirTemp("", …) follow TMPDIR, which can be
+// anywhere, and a directory only its owner may search (`mktemp -d` makes
+// one 0700, as does a private ~/tmp): the other user then cannot reach
+// anything under it. /tmp is searchable by all.
 func SharedTempDir(tb testing.TB) string {
 	tb.Helper()
 	d, err := os.MkdirTemp("/tmp", "agentbe-test-")
