@@ -5,14 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/internal/admit"
-	"github.com/agentbe/agentbe-daemon/internal/jsonscan"
 	"github.com/agentbe/agentbe-daemon/internal/mcpjson"
 )
 
@@ -221,94 +219,4 @@ func sdkReadsAlike(line []byte) bool {
 		return false
 	}
 	return sdkDecodesAlike(body)
-}
-
-// sdkDecodesAlike reports whether the SDK decodes msg (one JSON-RPC
-// message that json.Unmarshal decoded, for either fast path) as
-// json.Unmarshal did. The SDK's decoder matches keys exactly where
-// json.Unmarshal ignores case (an "ID" is no id to the SDK, a "Name" no
-// tool name), and refuses a message nested more than 1000 levels deep; such
-// a message is the SDK's to answer (TestFastPathLeavesToSDKWhatItReadsOtherwise,
-// TestStdioFastPathLeavesToSDKWhatItReadsOtherwise).
-func sdkDecodesAlike(msg []byte) bool {
-	if tooDeep(msg, 1000) {
-		return false
-	}
-	obj := bytes.TrimLeft(msg, " \t\r\n")
-	params, ok := exactKeys(obj, "jsonrpc", "id", "method", "params")
-	if !ok {
-		return false
-	}
-	_, ok = exactKeys(params, "name", "arguments", "_meta", "cursor")
-	return ok
-}
-
-// tooDeep reports whether b nests objects and arrays more than max levels
-// deep, counted as the SDK counts them (internal/json's checkMaxDepth).
-func tooDeep(b []byte, max int) bool {
-	depth, inString, escaped := 0, false, false
-	for _, c := range b {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			if depth++; depth > max {
-				return true
-			}
-		case '}', ']':
-			if depth > 0 {
-				depth--
-			}
-		}
-	}
-	return false
-}
-
-// exactKeys reports whether no key of the JSON object obj matches one of
-// names without case while differing from it, and returns the value of the
-// last key "params" (what json.Unmarshal decodes there). A value that is
-// not an object has no keys.
-func exactKeys(obj []byte, names ...string) (params []byte, ok bool) {
-	if len(obj) == 0 || obj[0] != '{' {
-		return nil, true
-	}
-	b := skipSpace(obj[1:])
-	for len(b) > 0 && b[0] == '"' {
-		key, r, ok := jsonscan.String(b)
-		if !ok {
-			return nil, false
-		}
-		r = skipSpace(r)
-		if len(r) == 0 || r[0] != ':' {
-			return nil, false
-		}
-		val, after, ok := jsonscan.Value(skipSpace(r[1:]))
-		if !ok {
-			return nil, false
-		}
-		name := unquote(key)
-		for _, n := range names {
-			if strings.EqualFold(name, n) && name != n {
-				return nil, false
-			}
-		}
-		if name == "params" {
-			params = val
-		}
-		if b = skipSpace(after); len(b) > 0 && b[0] == ',' {
-			b = skipSpace(b[1:])
-		}
-	}
-	return params, true
 }
