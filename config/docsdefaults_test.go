@@ -254,11 +254,7 @@ func shortDuration(d time.Duration) string {
 // value of the setting's type ("(1 to 65535)", "(alias --rootDir)") is
 // prose, not a default, and is left alone.
 func TestDocsProseDefaultsMatch(t *testing.T) {
-	docs, err := filepath.Glob("../docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs = append(docs, "../README.md", "../CONTRIBUTING.md")
+	docs := proseDocs(t)
 	// "(VALUE)", or "(default VALUE" up to the first ")", ":", ";" or
 	// ", ": "(default 100, every scope's together)", "(default 200,000)".
 	beside := regexp.MustCompile("`--([a-z0-9-]+)` \\((?:`?([^()`;,:]+?)`?\\)|default `?([^()`;:]+?)`?(?:[):;]|, ))")
@@ -369,11 +365,7 @@ func TestDocsNameRealVariables(t *testing.T) {
 		}
 		return nil
 	})
-	docs, err := filepath.Glob("../docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs = append(docs, "../README.md", "../CONTRIBUTING.md")
+	docs := proseDocs(t)
 	named := regexp.MustCompile(`AGENTBE_[A-Z0-9_]*[A-Z0-9](_\*)?`)
 	n := 0
 	for _, doc := range docs {
@@ -402,4 +394,15 @@ func TestDocsNameRealVariables(t *testing.T) {
 	if n < 50 {
 		t.Fatalf("the docs name only %d AGENTBE_ variables; the pattern no longer matches how they name them", n)
 	}
+}
+
+// proseDocs are the documents whose prose the docs tests of this package
+// read: docs/*.md, README.md and CONTRIBUTING.md.
+func proseDocs(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(docs, "../README.md", "../CONTRIBUTING.md")
 }

@@ -62,11 +62,7 @@ func TestDocsNameRealMetrics(t *testing.T) {
 		t.Fatalf("found only %d agentbe_ metrics registered; the scan no longer finds how they are made", len(registered))
 	}
 
-	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs = append(docs, filepath.Join(root, "README.md"))
+	docs := repoDocs(t, root)
 	named := map[string]bool{}
 	mention := regexp.MustCompile(`agentbe_[a-z0-9_]*[a-z0-9]`)
 	withLabels := regexp.MustCompile(`(agentbe_[a-z0-9_]+)\{([^}]*)\}`)
