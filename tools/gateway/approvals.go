@@ -37,6 +37,19 @@ const (
 // DefaultApprovalTTL is how long a pending approval may wait.
 const DefaultApprovalTTL = 10 * time.Minute
 
+// Bounds of the requests that wait for the operator, so that a client
+// cannot make the daemon hold memory without bound by sending calls that
+// miss the allowlist: at most MaxPendingPerWorkspace wait for one
+// workspace (the caller's root or scope) and MaxPending in all, each of at
+// most MaxPendingBytes of argv, cwd and env. A call past a bound is
+// refused (nothing is stored) until the operator decides or requests
+// expire.
+const (
+	MaxPendingPerWorkspace = 32
+	MaxPending             = 256
+	MaxPendingBytes        = 64 << 10
+)
+
 // Policy is the --exec-approvals file, in the shape docs/gateway-tools.md gives.
 type Policy struct {
 	Allowlist struct {
@@ -87,6 +100,9 @@ type Pending struct {
 	// the agent can change).
 	Always bool   `json:"always,omitempty"`
 	Note   string `json:"note,omitempty"`
+	// owner is the workspace (root or scope) of the caller that asked:
+	// only a caller of that same workspace may take the approved request.
+	owner string
 }
 
 // Decision is Check's answer.
@@ -152,9 +168,10 @@ func LoadApprovals(path, mode, ask, workspaceRoot string, ttl time.Duration) (*A
 	return a, nil
 }
 
-// Check decides a call. A pending decision is stored and returned with its
-// requestId.
-func (a *Approvals) Check(req RunRequest) Decision {
+// Check decides a call of the caller whose workspace (root or scope) is
+// owner. A pending decision is stored, for that workspace only, and
+// returned with its requestId.
+func (a *Approvals) Check(owner string, req RunRequest) Decision {
 	line := strings.Join(req.Argv, " ")
 	// The argv as it runs, argv[0] the file it resolved to: a pattern
 	// naming a program matches it under any name or link.
@@ -178,15 +195,43 @@ func (a *Approvals) Check(req RunRequest) Decision {
 		listed, why = false, fmt.Sprintf("env sets %s, which can make the command run other code (%s)", name, reason)
 	}
 	if a.ask == AskAlways && !(listed && a.mode == ModeAllowlist && a.alwaysRule(req)) {
-		return Decision{Pending: a.newPending(req, "every call needs the operator's approval (ask always)"), Reason: "waiting for the operator"}
+		return a.wait(owner, req, "every call needs the operator's approval (ask always)")
 	}
 	if a.mode == ModeFull || listed {
 		return Decision{Allow: true}
 	}
 	if a.ask == AskOnMiss {
-		return Decision{Pending: a.newPending(req, why), Reason: "waiting for the operator"}
+		return a.wait(owner, req, why)
 	}
 	return Decision{Reason: why}
+}
+
+// wait stores req as pending for owner, within the bounds (a.mu held).
+func (a *Approvals) wait(owner string, req RunRequest, why string) Decision {
+	a.expire()
+	size := len(req.Cwd) + len(req.Exe)
+	for _, s := range req.Argv {
+		size += len(s)
+	}
+	for k, v := range req.Env {
+		size += len(k) + len(v)
+	}
+	if size > MaxPendingBytes {
+		return Decision{Reason: fmt.Sprintf("%s, and the request (%d bytes of argv, cwd and env) is over the %d bytes a request waiting for the operator may hold", why, size, MaxPendingBytes)}
+	}
+	mine := 0
+	for _, p := range a.pending {
+		if p.owner == owner {
+			mine++
+		}
+	}
+	switch {
+	case mine >= MaxPendingPerWorkspace:
+		return Decision{Reason: fmt.Sprintf("%s, and %d requests of this workspace already wait for the operator (the limit): wait for the operator's decisions, or for them to expire", why, mine)}
+	case len(a.pending) >= MaxPending:
+		return Decision{Reason: fmt.Sprintf("%s, and %d requests already wait for the operator (the limit): wait for the operator's decisions, or for them to expire", why, len(a.pending))}
+	}
+	return Decision{Pending: a.newPending(owner, req, why), Reason: "waiting for the operator"}
 }
 
 // codeEnv returns the first variable of env (PATH, then in name order) that
@@ -278,12 +323,11 @@ func (a *Approvals) allowlisted(req RunRequest) (bool, string) {
 	return false, fmt.Sprintf("the cwd %s is not under an allowed prefix", req.Cwd)
 }
 
-func (a *Approvals) newPending(req RunRequest, why string) *Pending {
-	a.expire()
+func (a *Approvals) newPending(owner string, req RunRequest, why string) *Pending {
 	var b [12]byte
 	rand.Read(b[:])
 	now := a.now()
-	p := &Pending{ID: hex.EncodeToString(b[:]), Request: req, Reason: why, Created: now, Expires: now.Add(a.ttl), State: "pending"}
+	p := &Pending{ID: hex.EncodeToString(b[:]), Request: req, Reason: why, Created: now, Expires: now.Add(a.ttl), State: "pending", owner: owner}
 	a.pending[p.ID] = p
 	cp := *p
 	return &cp
@@ -390,13 +434,15 @@ func (a *Approvals) changeable(req RunRequest) string {
 }
 
 // Take returns the approved request for id, once: the stored request is what
-// runs, whatever the agent sends with the id.
-func (a *Approvals) Take(id string) (RunRequest, error) {
+// runs, whatever the agent sends with the id. Only a caller of the
+// workspace that asked (owner) may take it; for any other the id is
+// unknown, and the request stays for its own workspace.
+func (a *Approvals) Take(id, owner string) (RunRequest, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.expire()
 	p, ok := a.pending[id]
-	if !ok {
+	if !ok || p.owner != owner {
 		return RunRequest{}, ErrNoRequest
 	}
 	if p.State != "approved" {

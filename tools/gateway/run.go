@@ -64,7 +64,7 @@ func (p *Provider) run(ctx context.Context, call registry.Call) *mcp.CallToolRes
 	)
 	defer func() { sealed.Close() }()
 	if a.RequestID != "" {
-		approved, err := p.opts.Approvals.Take(a.RequestID)
+		approved, err := p.opts.Approvals.Take(a.RequestID, ws.Root())
 		if err != nil {
 			return failf(errcode.PermissionDenied, "system.run", "%v", err)
 		}
@@ -87,7 +87,7 @@ func (p *Provider) run(ctx context.Context, call registry.Call) *mcp.CallToolRes
 		if req, sealed, err = p.boundRequest(ws, a); err != nil {
 			return fail(err)
 		}
-		d := p.opts.Approvals.Check(req)
+		d := p.opts.Approvals.Check(ws.Root(), req)
 		if d.Pending != nil && p.opts.AskClient && call.Ask != nil {
 			approved, res := p.askClient(ctx, call, d.Pending)
 			if res != nil {
@@ -95,7 +95,7 @@ func (p *Provider) run(ctx context.Context, call registry.Call) *mcp.CallToolRes
 			}
 			if approved {
 				// The copy read for the question is the one that runs.
-				if req, err = p.opts.Approvals.Take(d.Pending.ID); err != nil {
+				if req, err = p.opts.Approvals.Take(d.Pending.ID, ws.Root()); err != nil {
 					return failf(errcode.PermissionDenied, "system.run", "%v", err)
 				}
 				id, d = d.Pending.ID, Decision{Allow: true}
