@@ -330,7 +330,7 @@ func (s *Server) handle(typ byte, body []byte) ([]byte, error) {
 
 	case fxpOpen:
 		p, pflags := d.str(), d.u32()
-		d.u32() // attribute flags; the attributes themselves are ignored
+		d.attrs(d.u32()) // decoded (cut ones are malformed), then ignored
 		if d.bad {
 			return nil, ErrMalformed
 		}
@@ -450,7 +450,7 @@ func (s *Server) handle(typ byte, body []byte) ([]byte, error) {
 	case fxpRemove, fxpRmdir, fxpMkdir:
 		p := cleanPath(d.str())
 		if typ == fxpMkdir {
-			d.u32() // attribute flags; MKDIR's attributes are ignored
+			d.attrs(d.u32()) // decoded (cut ones are malformed), then ignored
 		}
 		if d.bad {
 			return nil, ErrMalformed

@@ -640,6 +640,10 @@ func FuzzSFTPPacket(f *testing.F) {
 		all = append(all, p...)
 	}
 	f.Add(all)
+	// Every request type, extension and attribute flag (attack_test.go).
+	for _, r := range attackRequests() {
+		f.Add(r.packet())
+	}
 	f.Add([]byte{0, 0, 0, 0})
 	f.Add([]byte{0, 4, 0, 1, fxpStat})
 	ws := sftpTestWorkspace(f)
