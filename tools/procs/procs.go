@@ -70,8 +70,13 @@ type Manager struct {
 	mu     sync.Mutex
 	procs  map[string]*proc
 	closed bool
-	held   map[string]int64 // output buffer bytes per scope
-	total  int64            // output buffer bytes in all
+	// starting counts the starts that passed the cap and the closed check
+	// but are not in procs yet: they count against MaxProcs, and Close
+	// waits for them (starts) before it kills what procs holds.
+	starting int
+	starts   sync.WaitGroup
+	held     map[string]int64 // output buffer bytes per scope
+	total    int64            // output buffer bytes in all
 }
 
 type proc struct {
@@ -145,7 +150,7 @@ func (m *Manager) Start(req StartRequest) (Info, error) {
 		m.mu.Unlock()
 		return Info{}, &errcode.Error{Code: errcode.ConnectionClosed, Op: "process_start", Msg: "the daemon is shutting down"}
 	}
-	running := 0
+	running := m.starting
 	for _, p := range m.procs {
 		select {
 		case <-p.done:
@@ -158,7 +163,13 @@ func (m *Manager) Start(req StartRequest) (Info, error) {
 		return Info{}, &errcode.Error{Code: errcode.ExecError, Op: "process_start", Command: req.Command,
 			Msg: fmt.Sprintf("%d background processes are running, the most allowed; stop one with process_kill", m.opts.MaxProcs)}
 	}
+	// Counted from here until it is in procs (or failed), so that starts
+	// arriving together cannot pass the cap, and Close, which waits for
+	// it, kills it with the rest.
+	m.starting++
+	m.starts.Add(1)
 	m.mu.Unlock()
+	defer m.starts.Done()
 
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -171,6 +182,9 @@ func (m *Manager) Start(req StartRequest) (Info, error) {
 		sandbox.Stdio{Stdout: p.stdout, Stderr: p.stderr})
 	if err != nil {
 		cancel()
+		m.mu.Lock()
+		m.starting--
+		m.mu.Unlock()
 		return Info{}, err
 	}
 	p.p, p.cancel = sp, cancel
@@ -178,6 +192,7 @@ func (m *Manager) Start(req StartRequest) (Info, error) {
 		p.pid = pp.Pid()
 	}
 	m.mu.Lock()
+	m.starting--
 	m.procs[p.id] = p
 	m.mu.Unlock()
 	m.log.Info("background process started", "id", p.id, "name", p.name, "command", p.command, "scope", p.scope, "pid", p.pid)
@@ -449,10 +464,14 @@ func (m *Manager) Kill(ctx context.Context, id, scope string) (Info, error) {
 	return m.info(p), nil
 }
 
-// Close kills every process and waits for them.
+// Close kills every process and waits for them; a start under way is
+// waited for and killed with the rest.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.closed = true
+	m.mu.Unlock()
+	m.starts.Wait() // no start passes the closed check from here
+	m.mu.Lock()
 	all := make([]*proc, 0, len(m.procs))
 	for _, p := range m.procs {
 		all = append(all, p)
