@@ -35,6 +35,13 @@ const (
 	MaxSpecs     = 256
 	MaxSpecParts = 64
 	maxRegexLen  = 1024
+	// MaxTOMLNesting bounds how deep arrays and inline tables nest in a
+	// TOML frontmatter (a tools list needs 3: tools = [[ {regex = ".."} ]]).
+	// go-toml's parser takes time and memory that grow faster than the
+	// depth (a 1 MiB page of "[" took 9 s and hundreds of MB), so a deeper
+	// frontmatter is refused before it is parsed; YAML's parser stops at
+	// its own bound (10000 levels, in milliseconds).
+	MaxTOMLNesting = 32
 )
 
 // ParseFrontmatter returns the tool specs a page declares. The frontmatter
@@ -106,11 +113,22 @@ func parseYAML(src []byte, base int) ([]Spec, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, &FrontmatterError{Line: base + root.Line, Msg: "the frontmatter must be a mapping with a `tools` key"}
 	}
+	var list *yaml.Node
+	keyLine := 0
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		if root.Content[i].Value != "tools" {
 			continue
 		}
-		list := root.Content[i+1]
+		if list != nil {
+			// YAML says keys are unique, but parsers differ on a repeated
+			// one: this one would read the first, others (and a reader of
+			// the page) the last. Which commands a page allows must not
+			// depend on the reader, so the page is refused, as TOML does.
+			return nil, &FrontmatterError{Line: base + root.Content[i].Line, Msg: fmt.Sprintf("`tools` is defined twice (lines %d and %d); keep one", keyLine, base+root.Content[i].Line)}
+		}
+		list, keyLine = root.Content[i+1], base+root.Content[i].Line
+	}
+	if list != nil {
 		if list.Kind != yaml.SequenceNode {
 			return nil, &FrontmatterError{Line: base + list.Line, Msg: "`tools` must be a list of commands, each a list such as [ls, {}]"}
 		}
@@ -211,6 +229,9 @@ func yamlErrMsg(err error) string {
 }
 
 func parseTOML(src []byte, base int) ([]Spec, error) {
+	if line, ok := tomlNestingOK(src); !ok {
+		return nil, &FrontmatterError{Line: base + line, Msg: fmt.Sprintf("arrays and tables nested deeper than %d levels", MaxTOMLNesting)}
+	}
 	var doc struct {
 		Tools []any `toml:"tools"`
 	}
@@ -267,4 +288,45 @@ func parseTOML(src []byte, base int) ([]Spec, error) {
 		specs = append(specs, s)
 	}
 	return specs, nil
+}
+
+// tomlNestingOK scans TOML for the depth of its arrays and inline tables
+// ([ and { outside strings and comments) and reports whether it stays
+// within MaxTOMLNesting, else the line (1-based, in src) where it passed.
+// It does not check anything else; the parser does.
+func tomlNestingOK(src []byte) (line int, ok bool) {
+	depth, line := 0, 1
+	for i := 0; i < len(src); i++ {
+		switch c := src[i]; c {
+		case '\n':
+			line++
+		case '#':
+			for i+1 < len(src) && src[i+1] != '\n' {
+				i++
+			}
+		case '"', '\'':
+			q := string(c)
+			if bytes.HasPrefix(src[i:], []byte(q+q+q)) {
+				q += q + q
+			}
+			j := i + len(q)
+			for j < len(src) && !bytes.HasPrefix(src[j:], []byte(q)) {
+				if c == '"' && src[j] == '\\' {
+					j++
+				}
+				if j < len(src) && src[j] == '\n' {
+					line++
+				}
+				j++
+			}
+			i = j + len(q) - 1
+		case '[', '{':
+			if depth++; depth > MaxTOMLNesting {
+				return line, false
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return 0, true
 }

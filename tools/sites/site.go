@@ -441,19 +441,21 @@ var envKeyRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(
 // -rko/x).
 var shortOptionPath = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^-[A-Za-z0-9]*/`) })
 
+// namedValuePath matches an argument that gives a name an absolute path:
+// an option's value (--output=/x) or an operand of the NAME=VALUE kind
+// (dd's if=/x and of=/x, make's and awk's VAR=/x).
+var namedValuePath = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^-*[A-Za-z0-9_.-]+=/`) })
+
 // absoluteOrClimbing reports whether an argument names a path outside the
-// page's directory: an absolute path or one with "..", bare or as an
-// option's value (--output=/x, -o/x).
+// page's directory: an absolute path or one with "..", bare or as a
+// value: an option's (--output=/x, -o/x), a NAME=VALUE operand's
+// (if=/etc/passwd), a response file's (@/x, which gcc and javac read
+// their arguments from) or a file: URI's (file:/x, file:///x, which
+// sqlite3 and git open).
 func absoluteOrClimbing(a string) bool {
-	if strings.HasPrefix(a, "/") || strings.Contains(a, "..") || shortOptionPath().MatchString(a) {
-		return true
-	}
-	if strings.HasPrefix(a, "-") {
-		if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(v, "/") {
-			return true
-		}
-	}
-	return false
+	return strings.HasPrefix(a, "/") || strings.Contains(a, "..") || shortOptionPath().MatchString(a) ||
+		namedValuePath().MatchString(a) || strings.HasPrefix(a, "@/") ||
+		len(a) > 5 && strings.EqualFold(a[:5], "file:") && strings.HasPrefix(a[5:], "/")
 }
 
 // checkEnv bounds the request's env and refuses the names that would change
