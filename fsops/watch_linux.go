@@ -52,7 +52,7 @@ type TreeWatch struct {
 	ifd  *os.File // the inotify instance
 
 	onChange   func(Change)
-	onOverflow func() // the kernel dropped events
+	onOverflow func() // changes may be missing: the kernel dropped events, or a new directory is not watched (MaxDirs)
 	onGone     func() // the watched directory itself was moved or removed
 
 	mu   sync.Mutex
@@ -72,7 +72,9 @@ const watchMask = unix.IN_CREATE | unix.IN_MODIFY | unix.IN_DELETE | unix.IN_MOV
 	unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK
 
 // WatchTree starts watching dir of ws and the directories below it.
-// onChange is told every change, onOverflow when the kernel dropped some,
+// onChange is told every change, onOverflow when some may be missing (the
+// kernel dropped events, or a directory made below dir is past MaxDirs or
+// the system's watch limit, so what happens in it is not seen),
 // onGone when dir itself was moved or removed (the watch then ends).
 func WatchTree(ws Workspace, dir string, opts TreeWatchOptions, onChange func(Change), onOverflow, onGone func()) (*TreeWatch, error) {
 	if opts.MaxDirs <= 0 {
@@ -276,7 +278,12 @@ func (t *TreeWatch) handle(wd int32, mask uint32, name string) bool {
 		case mask&unix.IN_MOVED_FROM != 0:
 			t.unwatch(wd, name) // moved out of the tree, or about to reappear under MOVED_TO
 		case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
-			_ = t.addTree(wd, name, rel) // a new directory: follow it too (an error is MaxDirs)
+			// A new directory: follow it too. An error is a bound (MaxDirs,
+			// the system's watch limit): what happens in it, or in part of
+			// it, is not seen, and the caller is told so.
+			if err := t.addTree(wd, name, rel); err != nil {
+				t.onOverflow()
+			}
 		}
 	}
 	t.onChange(Change{Path: filepath.ToSlash(rel), Op: changeOp(mask)})

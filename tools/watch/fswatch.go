@@ -175,7 +175,7 @@ func newWatcher(ws fsops.Workspace, dir string, opts Options) (*watcher, error) 
 	w := &watcher{opts: opts, changed: make(chan struct{}), lastPoll: time.Now()}
 	tree, err := fsops.WatchTree(ws, dir, fsops.TreeWatchOptions{MaxDirs: opts.MaxDirs, MaxPath: maxPath},
 		func(c fsops.Change) { w.record(c.Path, c.Op) },
-		func() { // the kernel dropped events: anything after the last may be missing
+		func() { // the kernel dropped events, or a new directory is past MaxDirs: anything after the last may be missing
 			w.mu.Lock()
 			w.dropped = w.seq + 1
 			w.mu.Unlock()
