@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -189,5 +190,76 @@ func TestAttackApproveOwnCall(t *testing.T) {
 	}
 	if l := ap.List(); len(l) != 1 || l[0].State != "pending" {
 		t.Errorf("after malformed decisions: %+v", l)
+	}
+}
+
+// TestAttackFSConfinement: the file tools of a caller bound to scope a
+// reach nothing outside it (another scope, the root, the host) by "..",
+// an absolute path, a link planted in the scope, or a glob; a FIFO is
+// refused rather than waited on; a read-only caller's workspace writes
+// nothing, and its system.run is refused before anything runs.
+func TestAttackFSConfinement(t *testing.T) {
+	f, _, a, _ := askFixture(t)
+	os.WriteFile(filepath.Join(f.root, "b", "secret"), []byte("B-SECRET"), 0o644)
+	os.WriteFile(filepath.Join(f.root, "top"), []byte("ROOT-SECRET"), 0o644)
+	os.Symlink("../b", filepath.Join(f.root, "a", "tob"))
+	os.Symlink("/etc", filepath.Join(f.root, "a", "etc"))
+	os.Symlink(filepath.Join(f.root, "b", "secret"), filepath.Join(f.root, "a", "abs"))
+	if err := syscall.Mkfifo(filepath.Join(f.root, "a", "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ tool, args string }{
+		{"fs.read", `{"path":"../b/secret"}`},
+		{"fs.read", `{"path":"../top"}`},
+		{"fs.read", `{"path":"tob/secret"}`},
+		{"fs.read", `{"path":"abs"}`},
+		{"fs.read", `{"path":"etc/passwd"}`},
+		{"fs.read", `{"path":"/../b/secret"}`},
+		{"fs.read", `{"path":"fifo"}`},
+		{"fs.read", `{"path":null}`},
+		{"fs.write", `{"path":"tob/planted","content":"x"}`},
+		{"fs.write", `{"path":"../b/planted","content":"x"}`},
+		{"fs.write", `{"path":"etc/planted","content":"x"}`},
+		{"fs.list", `{"path":"tob"}`},
+		{"fs.list", `{"path":".."}`},
+		{"fs.glob", `{"pattern":"*","path":"tob"}`},
+		{"system.run", `{"argv":["cat","secret"],"cwd":"tob"}`},
+		{"system.run", `{"argv":["../b/secret"]}`},
+	} {
+		txt, isErr, _ := f.callIn(t, a, tc.tool, tc.args)
+		if !isErr || strings.Contains(txt, "SECRET") {
+			t.Errorf("%s %s: %.200s", tc.tool, tc.args, txt)
+		}
+	}
+	// A glob or a listing of the scope names what is in it, nothing else.
+	for _, args := range []string{`{"pattern":"**"}`, `{"pattern":"/**"}`, `{"pattern":"../**"}`, `{"pattern":"../b/*"}`, `{"pattern":"**/secret"}`} {
+		if txt, _, _ := f.callIn(t, a, "fs.glob", args); strings.Contains(txt, "secret") || strings.Contains(txt, "passwd") {
+			t.Errorf("fs.glob %s: %s", args, txt)
+		}
+	}
+	if txt, _, _ := f.callIn(t, a, "fs.list", `{"recursive":true}`); strings.Contains(txt, "secret") || strings.Contains(txt, "passwd") {
+		t.Errorf("fs.list: %s", txt)
+	}
+	for _, p := range []string{"b/planted", "planted", "a/planted"} {
+		if _, err := os.Stat(filepath.Join(f.root, p)); err == nil {
+			t.Errorf("%s was written", p)
+		}
+	}
+	// Read-only: the workspace refuses every change; a registry call with
+	// ReadOnly refuses system.run (it runs commands).
+	ro := fsops.ReadOnly(a)
+	for _, args := range []string{`{"path":"new.txt","content":"x"}`, `{"path":"sub/new.txt","content":"x"}`} {
+		if txt, isErr, _ := f.callIn(t, ro, "fs.write", args); !isErr {
+			t.Errorf("read-only fs.write %s: %s", args, txt)
+		}
+	}
+	res, err := f.reg.Call(context.Background(), "system.run", registry.Call{Args: json.RawMessage(`{"argv":["touch","ro-ran"]}`), Workspace: ro, ReadOnly: true})
+	if err != nil || !res.IsError {
+		t.Errorf("read-only system.run: %v %+v", err, res)
+	}
+	for _, p := range []string{"a/new.txt", "a/sub", "a/ro-ran", "ro-ran"} {
+		if _, err := os.Stat(filepath.Join(f.root, p)); err == nil {
+			t.Errorf("read-only: %s was written", p)
+		}
 	}
 }

@@ -1,0 +1,151 @@
+package gatewayface_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/agentbe/agentbe-daemon/face/gatewayface"
+	"github.com/agentbe/agentbe-daemon/tools/registry"
+)
+
+// TestAttackEnvelope: ids of every JSON type and of any size, a message of
+// exactly the size limit, batches at and past the limit, nested batches
+// and duplicate keys. A string, number or null id is echoed byte for byte;
+// any other is refused with a null id; every answer is valid JSON; the
+// connection stays up throughout.
+func TestAttackEnvelope(t *testing.T) {
+	f := newFaces(t, registry.Options{})
+	gw := dialGateway(t, f.srv.URL, authHdr())
+	read := func() []byte {
+		t.Helper()
+		_ = gw.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, b, err := gw.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !json.Valid(b) {
+			t.Fatalf("not JSON: %.200s", b)
+		}
+		return b
+	}
+	send := func(msg string) {
+		t.Helper()
+		if err := gw.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{`1`, `-1`, `0`, `1.5e300`, `-0.0e-0`, `"s"`, `""`, `"\u0000\ud800"`, `null`,
+		strings.Repeat("9", 200<<10), `"` + strings.Repeat("x", 500<<10) + `"`} {
+		send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools.list"}`)
+		var r rpcResp
+		json.Unmarshal(read(), &r)
+		if string(r.ID) != id || r.Error != nil {
+			t.Errorf("id %.40s: answered with id %.40s, error %+v", id, r.ID, r.Error)
+		}
+	}
+	for _, id := range []string{`true`, `false`, `{}`, `[]`, `{"a":1}`, `[1]`} {
+		send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools.list"}`)
+		var r rpcResp
+		json.Unmarshal(read(), &r)
+		if string(r.ID) != "null" || r.Error == nil || r.Error.Code != gatewayface.CodeInvalidRequest {
+			t.Errorf("id %s: %s %+v", id, r.ID, r.Error)
+		}
+	}
+	// Duplicate keys: the last one counts, as encoding/json reads them.
+	send(`{"jsonrpc":"2.0","id":1,"id":2,"method":"tools.nope","method":"tools.list"}`)
+	var r rpcResp
+	json.Unmarshal(read(), &r)
+	if string(r.ID) != "2" || r.Error != nil {
+		t.Errorf("duplicate keys: %s %+v", r.ID, r.Error)
+	}
+	// A message of exactly the limit is served.
+	msg := `{"jsonrpc":"2.0","id":7,"method":"tools.list"}`
+	send(msg + strings.Repeat(" ", gatewayface.DefaultMaxMessage-len(msg)))
+	json.Unmarshal(read(), &r)
+	if string(r.ID) != "7" || r.Error != nil {
+		t.Errorf("a message at the limit: %s %+v", r.ID, r.Error)
+	}
+	// A batch at the limit is answered whole, one past it refused whole.
+	req := func(i int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools.list"}`, i) }
+	var reqs []string
+	for i := range gatewayface.DefaultMaxBatch + 1 {
+		reqs = append(reqs, req(i))
+	}
+	send("[" + strings.Join(reqs[:gatewayface.DefaultMaxBatch], ",") + "]")
+	var batch []rpcResp
+	if err := json.Unmarshal(read(), &batch); err != nil || len(batch) != gatewayface.DefaultMaxBatch {
+		t.Errorf("a batch at the limit: %d answers (%v)", len(batch), err)
+	}
+	send("[" + strings.Join(reqs, ",") + "]")
+	json.Unmarshal(read(), &r)
+	if r.Error == nil || r.Error.Code != gatewayface.CodeInvalidRequest {
+		t.Errorf("a batch past the limit: %+v", r.Error)
+	}
+	// A nested batch is one invalid element, not a batch of its own.
+	send(`[[` + req(1) + `],` + req(2) + `]`)
+	batch = nil
+	if err := json.Unmarshal(read(), &batch); err != nil || len(batch) != 2 || batch[0].Error == nil || batch[0].Error.Code != gatewayface.CodeInvalidRequest || string(batch[1].ID) != "2" {
+		t.Errorf("a nested batch: %+v (%v)", batch, err)
+	}
+	// A batch of notifications only is not answered; the next request is.
+	send(`[{"jsonrpc":"2.0","method":"tools.list"},{"jsonrpc":"2.0","method":"tools.list"}]`)
+	send(req(9))
+	json.Unmarshal(read(), &r)
+	if string(r.ID) != "9" {
+		t.Errorf("after a batch of notifications: %s", r.ID)
+	}
+}
+
+// TestAttackInFlightBounded: one connection sending many slow calls at
+// once holds at most MaxInFlight goroutines for them; the rest are
+// answered busy at once, and closing the connection lets everything go.
+func TestAttackInFlightBounded(t *testing.T) {
+	f := newFaces(t, registry.Options{})
+	before := runtime.NumGoroutine()
+	gw := dialGateway(t, f.srv.URL, authHdr())
+	const n = 200
+	var all bytes.Buffer
+	for i := range n {
+		all.Reset()
+		fmt.Fprintf(&all, `{"jsonrpc":"2.0","id":%d,"method":"tools.invoke","params":{"toolId":"slow","args":{}}}`, i)
+		if err := gw.WriteMessage(websocket.TextMessage, all.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy, served := 0, 0
+	_ = gw.SetReadDeadline(time.Now().Add(30 * time.Second))
+	peak := 0
+	for busy+served < n {
+		_, b, err := gw.ReadMessage()
+		if err != nil {
+			t.Fatalf("after %d answers: %v", busy+served, err)
+		}
+		peak = max(peak, runtime.NumGoroutine()-before)
+		var r rpcResp
+		json.Unmarshal(b, &r)
+		switch {
+		case r.Error != nil && (r.Error.Code == gatewayface.CodeBusy || r.Error.Code == gatewayface.CodeRateLimited):
+			busy++
+		default:
+			served++
+		}
+	}
+	// MaxInFlight is 2 here; the rate limit's burst (100) admits the rest
+	// only to be refused busy or rate limited.
+	t.Logf("%d served, %d refused, peak %d goroutines more", served, busy, peak)
+	if served > n/2 || busy == 0 {
+		t.Errorf("%d served, %d refused", served, busy)
+	}
+	// The connection's reader, its in-flight calls, the client's and the
+	// server's plumbing: a few dozen at most, not one per message.
+	if peak > 40 {
+		t.Errorf("%d goroutines more than before while %d messages were sent", peak, n)
+	}
+}
