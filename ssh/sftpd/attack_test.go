@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 )
@@ -285,7 +286,7 @@ func TestAttackHandles(t *testing.T) {
 // forged one, gives back nothing: the connection's count stays exact.
 func TestAttackHandleCountAfterDoubleClose(t *testing.T) {
 	ws := sftpTestWorkspace(t)
-	lim := NewConnLimits(2, 1, nil)
+	lim := NewConnLimits(2, 1, Shared{})
 	s := &sftpSession{t, pipeServer(t, func(c net.Conn) error {
 		return NewServer(t.Context(), ws, c, lim).Serve()
 	})}
@@ -296,12 +297,408 @@ func TestAttackHandleCountAfterDoubleClose(t *testing.T) {
 		s.do(sftpPacket(fxpClose, 3, h))
 		s.do(sftpPacket(fxpClose, 4, "77"))
 	}
-	if n := lim.handles.Load(); n != 0 {
+	if n := lim.handles.Held(); n != 0 {
 		t.Fatalf("%d handles counted, want 0", n)
 	}
 	handleAnswer(t, s.do(sftpPacket(fxpOpen, 5, "/a.txt", fxfRead, 0)))
 	handleAnswer(t, s.do(sftpPacket(fxpOpen, 6, "/a.txt", fxfRead, 0)))
 	if code := statusCode(t, s.do(sftpPacket(fxpOpen, 7, "/a.txt", fxfRead, 0))); code != stFailure {
 		t.Fatalf("a third OPEN within a limit of 2: %d", code)
+	}
+}
+
+// attackTree is a workspace at <tmp>/ws beside <tmp>/outside (a file the
+// tests check is never read or changed), with links a command could have
+// planted: out -> the outside directory, abs -> the outside file by its
+// absolute path, up -> "..", and in -> a.txt.
+func attackTree(t *testing.T) (ws fsops.Workspace, root, outside string) {
+	t.Helper()
+	base := t.TempDir()
+	root, outside = filepath.Join(base, "ws"), filepath.Join(base, "outside")
+	for _, d := range []string{root, outside, filepath.Join(root, "dir")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, data := range map[string]string{filepath.Join(outside, "secret"): "secret", filepath.Join(root, "a.txt"): "hello"} {
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{"out": outside, "abs": filepath.Join(outside, "secret"), "up": "..", "in": "a.txt"} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws, root, outside
+}
+
+// outsideUntouched fails unless the outside directory holds just the
+// secret, unchanged, with its mode.
+func outsideUntouched(t *testing.T, outside string) {
+	t.Helper()
+	ents, _ := os.ReadDir(outside)
+	if len(ents) != 1 || ents[0].Name() != "secret" {
+		t.Fatalf("the outside directory holds %v", ents)
+	}
+	st, err := os.Stat(filepath.Join(outside, "secret"))
+	if b, _ := os.ReadFile(filepath.Join(outside, "secret")); err != nil || string(b) != "secret" || st.Mode().Perm() != 0o644 {
+		t.Fatalf("the outside file was changed: %q %v", b, st.Mode())
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(outside), "x")); err == nil {
+		t.Fatal("a file was made beside the workspace")
+	}
+}
+
+// TestAttackPathsStayInside: "..", absolute paths, and symlinks leading
+// out (planted by a command, or made with SYMLINK), through every request
+// that takes a path. Nothing outside is read, listed, changed or named;
+// REALPATH and READLINK never answer a host path outside.
+func TestAttackPathsStayInside(t *testing.T) {
+	ws, root, outside := attackTree(t)
+	s := newSFTPSession(t, ws)
+	secret := filepath.Join(outside, "secret")
+	rel := "../outside/secret"
+
+	// Paths that name the outside file lexically are the workspace's own
+	// files: ".." stops at "/", and "/" is the root.
+	for _, p := range []string{rel, "/../outside/secret", "/../../../../" + secret, secret, "//" + secret} {
+		if code := statusCode(t, s.do(sftpPacket(fxpOpen, 1, p, fxfRead, 0))); code != stNoSuchFile {
+			t.Errorf("OPEN %q: %d, want NO_SUCH_FILE", p, code)
+		}
+	}
+	for _, p := range []string{rel, "/../outside/secret", "/../../../../" + secret, secret, "//" + secret} {
+		// Created, it is created inside (outsideUntouched checks).
+		if a := s.do(sftpPacket(fxpOpen, 2, p, fxfWrite|fxfCreat|fxfTrunc, 0)); a[4] == fxpHandle {
+			s.do(sftpPacket(fxpClose, 2, handleAnswer(t, a)))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "outside", "secret")); err != nil {
+		t.Fatalf("OPEN ../outside/secret to create made no file inside: %v", err)
+	}
+	os.RemoveAll(filepath.Join(root, "outside"))
+	os.RemoveAll(filepath.Join(root, strings.Split(secret, "/")[1]))
+	// Through a planted link, every request is PERMISSION_DENIED.
+	denied := func(name string, req []byte) {
+		t.Helper()
+		if _, code, msg := sftpStatusOf(t, s.do(req)); code != stPermissionDenied {
+			t.Errorf("%s: %d %q, want PERMISSION_DENIED", name, code, msg)
+		}
+	}
+	for _, p := range []string{"/out/secret", "/abs", "/up/outside/secret", "/dir/../out/secret"} {
+		denied("OPEN "+p, sftpPacket(fxpOpen, 3, p, fxfRead, 0))
+		denied("OPEN for writing "+p, sftpPacket(fxpOpen, 4, p, fxfWrite|fxfTrunc, 0))
+		denied("STAT "+p, sftpPacket(fxpStat, 5, p))
+		denied("SETSTAT "+p, sftpPacket(fxpSetstat, 6, p, attrPermissions|attrSize, uint64(0), 0o777))
+		denied("REALPATH "+p, sftpPacket(fxpRealpath, 10, p))
+		denied("statvfs "+p, sftpPacket(fxpExtended, 11, "statvfs@openssh.com", p))
+		if p == "/abs" {
+			continue // the link itself is the workspace's: below
+		}
+		denied("REMOVE "+p, sftpPacket(fxpRemove, 7, p))
+		denied("RENAME from "+p, sftpPacket(fxpRename, 8, p, "/stolen"))
+		denied("posix-rename from "+p, sftpPacket(fxpExtended, 9, "posix-rename@openssh.com", p, "/stolen"))
+	}
+	for _, p := range []string{"/out", "/up"} {
+		denied("OPENDIR "+p, sftpPacket(fxpOpendir, 12, p))
+		denied("MKDIR in "+p, sftpPacket(fxpMkdir, 13, p+"/x", 0))
+		denied("RENAME into "+p, sftpPacket(fxpRename, 14, "/a.txt", p+"/x"))
+		denied("posix-rename into "+p, sftpPacket(fxpExtended, 15, "posix-rename@openssh.com", "/a.txt", p+"/x"))
+		denied("SYMLINK in "+p, sftpPacket(fxpSymlink, 16, "a.txt", p+"/x"))
+		denied("OPEN to create in "+p, sftpPacket(fxpOpen, 17, p+"/x", fxfWrite|fxfCreat, 0))
+	}
+	// READLINK of a link leading out does not say where.
+	for _, p := range []string{"/out", "/abs", "/up"} {
+		a := s.do(sftpPacket(fxpReadlink, 18, p))
+		if bytes.Contains(a, []byte(outside)) || bytes.Contains(a, []byte(filepath.Dir(root))) {
+			t.Errorf("READLINK %s names a host path: %q", p, a)
+		}
+		denied("READLINK "+p, sftpPacket(fxpReadlink, 19, p))
+	}
+	// LSTAT describes a planted link without following it; RENAME and
+	// REMOVE of the link move and remove the link, not what it names.
+	if a := s.do(sftpPacket(fxpLstat, 20, "/out")); a[4] != fxpAttrs {
+		t.Errorf("LSTAT /out: %q", a)
+	}
+	if code := statusCode(t, s.do(sftpPacket(fxpRename, 20, "/abs", "/abs2"))); code != stOK {
+		t.Errorf("RENAME of the link /abs: %d", code)
+	}
+	if code := statusCode(t, s.do(sftpPacket(fxpRemove, 20, "/abs2"))); code != stOK {
+		t.Errorf("REMOVE of the link /abs2: %d", code)
+	}
+	// REALPATH answers in the SFTP view, whatever the client sends.
+	for p, want := range map[string]string{"": "/", ".": "/", "..": "/", "/../..": "/", "../dir": "/dir", root + "/dir": "/dir", "/in": "/in"} {
+		a := s.do(sftpPacket(fxpRealpath, 21, p))
+		if a[4] != fxpName {
+			t.Errorf("REALPATH %q: %q", p, a)
+			continue
+		}
+		d := sftpDecoder{b: a[13:]}
+		if got := d.str(); got != want {
+			t.Errorf("REALPATH %q = %q, want %q", p, got, want)
+		}
+	}
+	// SYMLINK whose target leads out is refused, whatever its spelling;
+	// an absolute target is the workspace's path, stored relative.
+	for _, target := range []string{"..", "../outside/secret", "dir/../../outside", "up/outside", "out/secret", "/up/outside"} {
+		denied("SYMLINK -> "+target, sftpPacket(fxpSymlink, 22, target, "/l"))
+	}
+	if code := statusCode(t, s.do(sftpPacket(fxpSymlink, 23, secret, "/l2"))); code != stOK {
+		t.Fatalf("SYMLINK to an absolute path inside: %d", code)
+	}
+	if got, _ := os.Readlink(filepath.Join(root, "l2")); strings.HasPrefix(got, "/") || strings.Contains(got, "..") {
+		t.Fatalf("stored target %q", got)
+	}
+	// A link made inside, carried out of meaning by RENAME of its
+	// directory: refused from then on.
+	os.MkdirAll(filepath.Join(root, "d1", "d2"), 0o755)
+	if code := statusCode(t, s.do(sftpPacket(fxpSymlink, 24, "../../a.txt", "/d1/d2/l"))); code != stOK {
+		t.Fatalf("SYMLINK ../../a.txt: %d", code)
+	}
+	if code := statusCode(t, s.do(sftpPacket(fxpRename, 25, "/d1/d2", "/d2"))); code != stOK {
+		t.Fatalf("RENAME: %d", code)
+	}
+	denied("OPEN a link carried out", sftpPacket(fxpOpen, 26, "/d2/l", fxfRead, 0))
+	denied("READLINK a link carried out", sftpPacket(fxpReadlink, 27, "/d2/l"))
+	// hardlink@openssh.com is not served at all.
+	if code := statusCode(t, s.do(sftpPacket(fxpExtended, 28, "hardlink@openssh.com", secret, "/h"))); code != stOpUnsupported {
+		t.Fatalf("hardlink: %d", code)
+	}
+	// RMDIR of the root, however spelt, is refused.
+	for _, p := range []string{"/", "..", "/..", root} {
+		if code := statusCode(t, s.do(sftpPacket(fxpRmdir, 29, p))); code == stOK {
+			t.Fatalf("RMDIR %q succeeded", p)
+		}
+	}
+	outsideUntouched(t, outside)
+	if _, err := os.Stat(root); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAttackScopeBound: a scope-bound token's workspace is its scope
+// (admit.Caller.Workspace opens it beneath the root's handle): the
+// neighbouring scope is out of reach by "..", by its host path, and by a
+// link planted in the scope.
+func TestAttackScopeBound(t *testing.T) {
+	parent, root, outside := attackTree(t)
+	for _, p := range []string{"alice", "bob"} {
+		if err := os.Mkdir(filepath.Join(root, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "bob", "secret"), []byte("bob"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../bob", filepath.Join(root, "alice", "tobob")); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := parent.Scope("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSFTPSession(t, ws)
+	for _, p := range []string{"../bob/secret", "/../bob/secret", filepath.Join(root, "bob", "secret"), "/tobob/secret"} {
+		for _, req := range [][]byte{
+			sftpPacket(fxpOpen, 1, p, fxfRead, 0),
+			sftpPacket(fxpOpen, 2, p, fxfWrite|fxfTrunc, 0),
+			sftpPacket(fxpStat, 3, p),
+			sftpPacket(fxpRemove, 4, p),
+			sftpPacket(fxpSetstat, 5, p, attrSize, uint64(0)),
+			sftpPacket(fxpRename, 6, p, "/x"),
+		} {
+			if a := s.do(req); a[4] != fxpStatus || statusCode(t, a) == stOK {
+				t.Errorf("%q (type %d) reached: %q", p, req[4], a)
+			}
+		}
+	}
+	for _, p := range []string{"..", "/tobob", "../bob"} {
+		if a := s.do(sftpPacket(fxpOpendir, 7, p)); a[4] == fxpHandle {
+			// ".." is the scope's own root.
+			h := handleAnswer(t, a)
+			if names := bytes.Contains(s.do(sftpPacket(fxpReaddir, 8, h)), []byte("secret")); names {
+				t.Errorf("OPENDIR %q lists bob's scope", p)
+			}
+		}
+	}
+	if code := statusCode(t, s.do(sftpPacket(fxpSymlink, 9, "../bob", "/l"))); code != stPermissionDenied {
+		t.Errorf("SYMLINK to the neighbour: %d", code)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "bob", "secret")); string(b) != "bob" {
+		t.Fatal("bob's file changed")
+	}
+	outsideUntouched(t, outside)
+}
+
+// TestAttackReadOnly: a read-only token's workspace (fsops.ReadOnly, what
+// admit.Caller.Workspace gives it) refuses every request that writes, and
+// nothing changes.
+func TestAttackReadOnly(t *testing.T) {
+	rw, root, outside := attackTree(t)
+	ws := fsops.ReadOnly(rw)
+	before := treeOf(t, root)
+	s := newSFTPSession(t, ws)
+	for _, req := range [][]byte{
+		sftpPacket(fxpOpen, 1, "/a.txt", fxfWrite, 0),
+		sftpPacket(fxpOpen, 2, "/a.txt", fxfRead|fxfWrite, 0),
+		sftpPacket(fxpOpen, 3, "/a.txt", fxfRead|fxfAppend, 0),
+		sftpPacket(fxpOpen, 4, "/a.txt", fxfRead|fxfTrunc, 0),
+		sftpPacket(fxpOpen, 5, "/new", fxfRead|fxfCreat, 0),
+		sftpPacket(fxpOpen, 6, "/new", fxfRead|fxfCreat|fxfExcl, 0),
+		sftpPacket(fxpSetstat, 7, "/a.txt", attrSize, uint64(0)),
+		sftpPacket(fxpSetstat, 8, "/a.txt", attrPermissions, 0o600),
+		sftpPacket(fxpSetstat, 9, "/a.txt", attrACModTime, 1, 1),
+		sftpPacket(fxpRemove, 10, "/a.txt"),
+		sftpPacket(fxpRemove, 11, "/in"),
+		sftpPacket(fxpMkdir, 12, "/m", 0),
+		sftpPacket(fxpRmdir, 13, "/dir"),
+		sftpPacket(fxpRename, 14, "/a.txt", "/b.txt"),
+		sftpPacket(fxpExtended, 15, "posix-rename@openssh.com", "/a.txt", "/b.txt"),
+		sftpPacket(fxpSymlink, 16, "a.txt", "/s"),
+	} {
+		if _, code, msg := sftpStatusOf(t, s.do(req)); code != stPermissionDenied {
+			t.Errorf("type %d: %d %q, want PERMISSION_DENIED", req[4], code, msg)
+		}
+	}
+	// A handle opened for reading cannot write, nor have its file's
+	// attributes set.
+	h := handleAnswer(t, s.do(sftpPacket(fxpOpen, 20, "/a.txt", fxfRead, 0)))
+	if code := statusCode(t, s.do(sftpPacket(fxpWrite, 21, h, uint64(0), "x"))); code == stOK {
+		t.Error("WRITE on a read-only handle")
+	}
+	for _, a := range [][]any{{attrSize, uint64(0)}, {attrPermissions, 0o777}, {attrACModTime, 1, 1}} {
+		if code := statusCode(t, s.do(sftpPacket(fxpFsetstat, append([]any{22, h}, a...)...))); code != stPermissionDenied {
+			t.Errorf("FSETSTAT %v: %d", a, code)
+		}
+	}
+	// Reads still work.
+	if a := s.do(sftpPacket(fxpRead, 23, h, uint64(0), 100)); a[4] != fxpData {
+		t.Fatalf("READ: %q", a)
+	}
+	if after := treeOf(t, root); after != before {
+		t.Fatalf("the workspace changed:\n%s\nwas\n%s", after, before)
+	}
+	outsideUntouched(t, outside)
+}
+
+// treeOf describes everything under root: names, modes, sizes, times,
+// link targets.
+func treeOf(t *testing.T, root string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		target, _ := os.Readlink(p)
+		fmt.Fprintf(&b, "%s %v %d %d %s\n", p, fi.Mode(), fi.Size(), fi.ModTime().UnixNano(), target)
+		return nil
+	})
+	return b.String()
+}
+
+// limitedSession is a session over ws within lim, as one SFTP session of
+// an SSH connection is.
+func limitedSession(t *testing.T, ws fsops.Workspace, lim *ConnLimits) *sftpSession {
+	t.Helper()
+	s := &sftpSession{t, pipeServer(t, func(c net.Conn) error {
+		return NewServer(t.Context(), ws, c, lim).Serve()
+	})}
+	s.do(sftpPacket(fxpInit, 3))
+	return s
+}
+
+// TestAttackListingsHeld: OPENDIR holds the directory's whole listing
+// until READDIR has sent it or the handle is closed. The entries a
+// connection's open directory handles hold are bounded (DefaultMaxListed,
+// and the server's DefaultServerListed), not just their number: without
+// it, 1024 handles on one directory of 100,000 entries held about 20 GiB.
+func TestAttackListingsHeld(t *testing.T) {
+	ws := sftpTestWorkspace(t) // /many holds 150 entries
+	server := NewBudget(400)
+	lim := NewConnLimits(DefaultMaxHandles, 1, Shared{Listed: server})
+	lim.listed.max = 320
+	s := limitedSession(t, ws, lim)
+	h1 := handleAnswer(t, s.do(sftpPacket(fxpOpendir, 1, "/many")))
+	h2 := handleAnswer(t, s.do(sftpPacket(fxpOpendir, 2, "/many")))
+	_, code, msg := sftpStatusOf(t, s.do(sftpPacket(fxpOpendir, 3, "/many")))
+	if code != stFailure || !strings.Contains(msg, "320 entries per connection") {
+		t.Fatalf("a third listing of 150 within 320: %d %q", code, msg)
+	}
+	if lim.listed.Held() != 300 || lim.handles.Held() != 2 {
+		t.Fatalf("held: %d entries, %d handles; want 300, 2", lim.listed.Held(), lim.handles.Held())
+	}
+	// Small directories still open.
+	hs := handleAnswer(t, s.do(sftpPacket(fxpOpendir, 4, "/dir")))
+	// Read to the end, a listing holds nothing more, even before CLOSE.
+	for a := s.do(sftpPacket(fxpReaddir, 5, h1)); a[4] == fxpName; a = s.do(sftpPacket(fxpReaddir, 5, h1)) {
+	}
+	if lim.listed.Held() != 152 || server.Held() != 152 {
+		t.Fatalf("after reading one to the end: %d (server %d), want 152", lim.listed.Held(), server.Held())
+	}
+	h3 := handleAnswer(t, s.do(sftpPacket(fxpOpendir, 6, "/many")))
+	// Another connection shares the server's budget only.
+	other := limitedSession(t, ws, NewConnLimits(DefaultMaxHandles, 1, Shared{Listed: server}))
+	_, code, msg = sftpStatusOf(t, other.do(sftpPacket(fxpOpendir, 7, "/many")))
+	if code != stFailure || !strings.Contains(msg, "400 entries on this server") {
+		t.Fatalf("over the server's budget: %d %q", code, msg)
+	}
+	for _, h := range []string{h1, h2, hs, h3} {
+		s.do(sftpPacket(fxpClose, 8, h))
+	}
+	if lim.listed.Held() != 0 || server.Held() != 0 || lim.handles.Held() != 0 {
+		t.Fatalf("after CLOSE: %d entries (server %d), %d handles", lim.listed.Held(), server.Held(), lim.handles.Held())
+	}
+	// A session that ends with listings open gives them back.
+	handleAnswer(t, other.do(sftpPacket(fxpOpendir, 9, "/many")))
+	other.c.Close()
+	for i := 0; server.Held() != 0; i++ {
+		if i == 1000 {
+			t.Fatalf("the ended session still holds %d entries", server.Held())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestAttackServerHandles: the open handles of all connections together
+// are bounded (DefaultServerHandles), so that many connections at their
+// own limit cannot use up the daemon's descriptors.
+func TestAttackServerHandles(t *testing.T) {
+	ws := sftpTestWorkspace(t)
+	server := NewBudget(5)
+	var sessions []*sftpSession
+	for i := 0; i < 3; i++ {
+		sessions = append(sessions, limitedSession(t, ws, NewConnLimits(2, 1, Shared{Handles: server})))
+	}
+	opened := 0
+	var refused []string
+	for _, s := range sessions {
+		for j := 0; j < 2; j++ {
+			a := s.do(sftpPacket(fxpOpen, 1, "/a.txt", fxfRead, 0))
+			if a[4] == fxpHandle {
+				opened++
+				continue
+			}
+			_, _, msg := sftpStatusOf(t, a)
+			refused = append(refused, msg)
+		}
+	}
+	if opened != 5 || len(refused) != 1 || !strings.Contains(refused[0], "limit 5 for all connections") {
+		t.Fatalf("%d opened, refused %q; want 5 and one refusal naming the server's limit", opened, refused)
+	}
+	sessions[0].c.Close()
+	for i := 0; server.Held() != 3; i++ {
+		if i == 1000 {
+			t.Fatalf("the ended session's handles are still held: %d", server.Held())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if a := sessions[2].do(sftpPacket(fxpOpendir, 2, "/dir")); a[4] != fxpHandle {
+		t.Fatalf("OPENDIR once handles are free: %q", a)
 	}
 }

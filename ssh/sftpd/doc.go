@@ -27,11 +27,13 @@
 // flight; none waits while Serve waits for the client.
 //
 // Limits (limits.go): one SSH connection's SFTP sessions share a
-// ConnLimits — at most DefaultMaxHandles open handles (OPEN past it is
-// answered FAILURE naming the limit) and DefaultConnOps requests in the
-// file system at once — and every request also holds one of the server's
-// Slots (DefaultServerOps), so the OS threads that requests stuck in the
-// kernel can pin are bounded. A request over a limit waits for a slot.
+// ConnLimits — at most DefaultMaxHandles open handles, DefaultMaxListed
+// directory entries held by open directory handles (OPEN or OPENDIR past
+// either is answered FAILURE naming the limit) and DefaultConnOps requests
+// in the file system at once — and the server's Shared limits bound all
+// connections together: DefaultServerHandles handles, DefaultServerListed
+// entries, and DefaultServerOps Slots, so the OS threads that requests stuck
+// in the kernel can pin are bounded. A request over a slot limit waits.
 //
 // Abandon on close: a request stuck in the kernel (a hung network or FUSE
 // file system) cannot be interrupted. When its channel closes, the SSH

@@ -82,6 +82,9 @@ type sftpHandle struct {
 	f    sftpFile
 	dir  bool
 	ents []fsops.Info // a directory's entries not yet sent
+	// listed is how many entries the listing holds against the limits
+	// (ConnLimits.takeListed): all of them until READDIR sent the last.
+	listed int
 }
 
 // Serve serves SFTP on rw (one side of an "sftp" subsystem channel, or any
@@ -101,7 +104,7 @@ func ServeContext(ctx context.Context, ws fsops.Workspace, rw io.ReadWriter, lim
 // newSFTPServer serves ws on rw as a connection of its own (its own handle
 // limit, no server-wide slots).
 func newSFTPServer(ws fsops.Workspace, rw io.ReadWriter) *Server {
-	return NewServer(context.Background(), ws, rw, NewConnLimits(DefaultMaxHandles, 1, nil))
+	return NewServer(context.Background(), ws, rw, NewConnLimits(DefaultMaxHandles, 1, Shared{}))
 }
 
 // NewServer makes the server of one SFTP session on rw, within the
@@ -245,8 +248,16 @@ func (s *Server) closeAll() {
 			_ = hd.f.Close()
 		}
 		delete(s.handles, k)
-		s.lim.dropHandle()
+		s.release(hd)
 	}
+}
+
+// release gives back what hd held of the limits: its handle, and the
+// entries of a listing not read to the end.
+func (s *Server) release(hd *sftpHandle) {
+	s.lim.dropHandle()
+	s.lim.dropListed(hd.listed)
+	hd.listed, hd.ents = 0, nil
 }
 
 // cleanPath puts a client path in the SFTP view: lexically cleaned against
@@ -335,8 +346,8 @@ func (s *Server) handle(typ byte, body []byte) ([]byte, error) {
 			return nil, ErrMalformed
 		}
 		s.next++ // as pkg/sftp, a number is used up even if OPEN fails
-		if !s.lim.takeHandle() {
-			return s.status(id, s.lim.tooManyHandles()), nil
+		if err := s.lim.takeHandle(); err != nil {
+			return s.status(id, err), nil
 		}
 		f, err := s.h.open(cleanPath(p), pflags)
 		if err != nil {
@@ -354,7 +365,7 @@ func (s *Server) handle(typ byte, body []byte) ([]byte, error) {
 			return s.status(id, errBadHandle), nil
 		}
 		delete(s.handles, key)
-		s.lim.dropHandle()
+		s.release(hd)
 		var err error
 		if hd.f != nil {
 			err = hd.f.Close()
@@ -367,15 +378,18 @@ func (s *Server) handle(typ byte, body []byte) ([]byte, error) {
 			return nil, ErrMalformed
 		}
 		s.next++
-		if !s.lim.takeHandle() {
-			return s.status(id, s.lim.tooManyHandles()), nil
+		if err := s.lim.takeHandle(); err != nil {
+			return s.status(id, err), nil
 		}
 		ents, err := s.h.list(p)
+		if err == nil {
+			err = s.lim.takeListed(len(ents))
+		}
 		if err != nil {
 			s.lim.dropHandle()
 			return s.status(id, err), nil
 		}
-		return s.newHandle(id, &sftpHandle{path: p, dir: true, ents: ents}), nil
+		return s.newHandle(id, &sftpHandle{path: p, dir: true, ents: ents, listed: len(ents)}), nil
 
 	case fxpReaddir:
 		hd := s.handleOf(&d)
@@ -401,7 +415,9 @@ func (s *Server) handle(typ byte, body []byte) ([]byte, error) {
 			s.out.attrs(e)
 		}
 		if len(hd.ents) == 0 {
-			hd.ents = nil
+			// The listing is all sent: what it held is free.
+			s.lim.dropListed(hd.listed)
+			hd.listed, hd.ents = 0, nil
 		}
 		return s.out.finish(), nil
 

@@ -63,9 +63,9 @@ type Config struct {
 	// listener against a daemon-wide limit and a per-address share of it.
 	// Nil makes a pool of DefaultMaxServerChannels.
 	Channels *ChannelPool
-	// SFTP are the SFTP subsystem's limits. Its ServerOps are the slots
-	// every connection of every listener shares; nil makes
-	// sftpd.DefaultServerOps of them, once.
+	// SFTP are the SFTP subsystem's limits. Its ServerOps,
+	// ServerHandles and ServerListed are what every connection of every
+	// listener shares; nil makes sftpd's defaults of them, once.
 	SFTP SFTPLimits
 	// EnvAllowlist names the variables "env" requests may set (OpenSSH's
 	// SendEnv/SetEnv). A name ending in "*" admits every name with that
@@ -142,6 +142,12 @@ func NewConfig(c Config) (*Config, error) {
 	}
 	if c.SFTP.ServerOps == nil {
 		c.SFTP.ServerOps = sftpd.NewSlots(sftpd.DefaultServerOps)
+	}
+	if c.SFTP.ServerHandles == nil {
+		c.SFTP.ServerHandles = sftpd.NewBudget(sftpd.DefaultServerHandles)
+	}
+	if c.SFTP.ServerListed == nil {
+		c.SFTP.ServerListed = sftpd.NewBudget(sftpd.DefaultServerListed)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

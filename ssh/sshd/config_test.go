@@ -37,7 +37,7 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if c.MaxConns != DefaultMaxConns || c.LoginTimeout != DefaultLoginTimeout || c.MaxChannels != DefaultMaxChannels ||
 		c.Channels == nil || c.SFTP.MaxHandles != sftpd.DefaultMaxHandles || c.SFTP.ConnOps != sftpd.DefaultConnOps ||
-		cap(c.SFTP.ServerOps) != sftpd.DefaultServerOps || c.Logger == nil {
+		cap(c.SFTP.ServerOps) != sftpd.DefaultServerOps || c.SFTP.ServerHandles == nil || c.SFTP.ServerListed == nil || c.Logger == nil {
 		t.Errorf("defaults not filled: %+v", c)
 	}
 	port, err := c.Server(Transport{KeepaliveInterval: time.Second})

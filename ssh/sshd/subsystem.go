@@ -56,6 +56,14 @@ type SFTPLimits struct {
 	// ServerOps are the server-wide slots, shared by every connection;
 	// nil makes sftpd.DefaultServerOps of them for this handler.
 	ServerOps sftpd.Slots
+	// ServerHandles bounds the open handles of every connection
+	// together; nil makes a budget of sftpd.DefaultServerHandles for this
+	// handler.
+	ServerHandles *sftpd.Budget
+	// ServerListed bounds the directory entries every connection's open
+	// directory handles hold together; nil makes a budget of
+	// sftpd.DefaultServerListed for this handler.
+	ServerListed *sftpd.Budget
 }
 
 // SFTP is the "sftp" subsystem: package sftpd's server over the
@@ -70,6 +78,12 @@ func SFTP(lim SFTPLimits) SubsystemHandler {
 	if lim.ServerOps == nil {
 		lim.ServerOps = sftpd.NewSlots(sftpd.DefaultServerOps)
 	}
+	if lim.ServerHandles == nil {
+		lim.ServerHandles = sftpd.NewBudget(sftpd.DefaultServerHandles)
+	}
+	if lim.ServerListed == nil {
+		lim.ServerListed = sftpd.NewBudget(sftpd.DefaultServerListed)
+	}
 	return sftpHandler(lim)
 }
 
@@ -80,7 +94,8 @@ type sftpLimitsKey struct{}
 
 func (h sftpHandler) Start(ctx context.Context, conn *Conn, ch io.ReadWriter) Subsystem {
 	lim := conn.Value(sftpLimitsKey{}, func() any {
-		return sftpd.NewConnLimits(h.MaxHandles, h.ConnOps, h.ServerOps)
+		return sftpd.NewConnLimits(h.MaxHandles, h.ConnOps,
+			sftpd.Shared{Ops: h.ServerOps, Handles: h.ServerHandles, Listed: h.ServerListed})
 	}).(*sftpd.ConnLimits)
 	return &sftpSubsystem{sftpd.NewServer(ctx, conn.Workspace(), ch, lim), conn}
 }
