@@ -139,13 +139,34 @@ func mapErr(o op, p string, err error) error {
 	case errno == syscall.ENAMETOOLONG:
 		e.Code, e.Msg = errcode.InvalidArgument, "file name too long"
 	case errno == syscall.EINVAL:
-		e.Code, e.Msg, e.Hint = errcode.InvalidArgument, MsgInvalidArgument, err.Error()
+		e.Code, e.Msg, e.Hint = errcode.InvalidArgument, MsgInvalidArgument, sysText(err)
 	case errno == syscall.ENOSPC, errno == syscall.EDQUOT:
 		e.Code, e.Msg = errcode.WriteFailed, MsgNoSpace
 	default:
-		e.Code, e.Msg = o.fail, o.name+" failed: "+err.Error()
+		e.Code, e.Msg = o.fail, o.name+" failed: "+sysText(err)
 	}
 	return e
+}
+
+// sysText is the os layer's text of err without the path it names: the
+// error already names the caller's path, and the os layer's is a host path
+// for a file opened through os.Root (its Name is the root's host path
+// joined with the file's), which no client may learn from an error (a
+// scope-bound token's holder would learn where its scope is on the host).
+func sysText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + ": " + pe.Err.Error()
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Op + ": " + le.Err.Error()
+	}
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		return se.Syscall + ": " + se.Err.Error()
+	}
+	return err.Error()
 }
 
 // notFound is a NotFound error that still satisfies errors.Is(err, fs.ErrNotExist).

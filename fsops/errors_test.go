@@ -96,7 +96,7 @@ func TestMapErrUnexpectedErrnoByOp(t *testing.T) {
 		if e.Op != tc.op.name || !errors.Is(e, syscall.EIO) {
 			t.Errorf("%s: %#v", tc.op.name, e)
 		}
-		if want := tc.op.name + ` "given/path": ` + tc.op.name + " failed: syscall x: input/output error"; e.Error() != want {
+		if want := tc.op.name + ` "given/path": ` + tc.op.name + " failed: syscall: input/output error"; e.Error() != want {
 			t.Errorf("%s: Error() = %q, want %q", tc.op.name, e.Error(), want)
 		}
 	}
@@ -258,5 +258,23 @@ func TestErrorsAreFreshPerCall(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMapErrNamesNoHostPath: a file opened through os.Root carries its
+// host path in the os layer's errors; the text a client sees names the
+// path it gave, never that one.
+func TestMapErrNamesNoHostPath(t *testing.T) {
+	const host = "/srv/agentbe/root/users/alice/f"
+	for _, cause := range []error{
+		&fs.PathError{Op: "read", Path: host, Err: syscall.EINVAL},
+		&fs.PathError{Op: "readat", Path: host, Err: errors.New("negative offset")},
+		&fs.PathError{Op: "write", Path: host, Err: syscall.EFBIG},
+		&os.LinkError{Op: "rename", Old: host, New: host + ".new", Err: syscall.EXDEV},
+	} {
+		err := mapErr(opRead, "/f", cause)
+		if text := err.Error() + errcode.Sentence(err); strings.Contains(text, "/srv") || !strings.Contains(text, "/f") {
+			t.Errorf("%v: %q", cause, text)
+		}
 	}
 }

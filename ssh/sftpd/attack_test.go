@@ -10,7 +10,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -386,8 +388,8 @@ func TestAttackPathsStayInside(t *testing.T) {
 	// Through a planted link, every request is PERMISSION_DENIED.
 	denied := func(name string, req []byte) {
 		t.Helper()
-		if _, code, msg := sftpStatusOf(t, s.do(req)); code != stPermissionDenied {
-			t.Errorf("%s: %d %q, want PERMISSION_DENIED", name, code, msg)
+		if _, code, msg := sftpStatusOf(t, s.do(req)); code != stPermissionDenied || strings.Contains(msg, filepath.Dir(root)) {
+			t.Errorf("%s: %d %q, want PERMISSION_DENIED naming no host path", name, code, msg)
 		}
 	}
 	for _, p := range []string{"/out/secret", "/abs", "/up/outside/secret", "/dir/../out/secret"} {
@@ -700,5 +702,224 @@ func TestAttackServerHandles(t *testing.T) {
 	}
 	if a := sessions[2].do(sftpPacket(fxpOpendir, 2, "/dir")); a[4] != fxpHandle {
 		t.Fatalf("OPENDIR once handles are free: %q", a)
+	}
+}
+
+// TestAttackSetstat: SETSTAT and FSETSTAT with setuid, setgid and sticky
+// bits, a chown to root, extreme times and sizes, and on symlinks.
+func TestAttackSetstat(t *testing.T) {
+	ws, root, outside := attackTree(t)
+	s := newSFTPSession(t, ws)
+	a := filepath.Join(root, "a.txt")
+	if code := statusCode(t, s.do(sftpPacket(fxpSetstat, 1, "/a.txt", attrPermissions, 0o7777))); code != stOK {
+		t.Fatalf("SETSTAT 07777: %d", code)
+	}
+	if st, _ := os.Stat(a); st.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky) != 0 || st.Mode().Perm() != 0o777 {
+		t.Fatalf("SETSTAT 07777 made %v; want the permission bits only", st.Mode())
+	}
+	h := handleAnswer(t, s.do(sftpPacket(fxpOpen, 2, "/a.txt", fxfRead|fxfWrite, 0)))
+	s.do(sftpPacket(fxpFsetstat, 3, h, attrPermissions, 0o6755))
+	d := handleAnswer(t, s.do(sftpPacket(fxpOpendir, 4, "/dir")))
+	s.do(sftpPacket(fxpFsetstat, 5, d, attrPermissions, 0o3777))
+	if st, _ := os.Stat(a); st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		t.Fatalf("FSETSTAT 06755 made %v", st.Mode())
+	}
+	if st, _ := os.Stat(filepath.Join(root, "dir")); st.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky) != 0 {
+		t.Fatalf("FSETSTAT 03777 on a directory made %v", st.Mode())
+	}
+	// Ownership is never changed: UIDGID is accepted and ignored.
+	owner := func() [2]uint32 {
+		st, err := os.Stat(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys := st.Sys().(*syscall.Stat_t)
+		return [2]uint32{sys.Uid, sys.Gid}
+	}
+	before := owner()
+	for _, id := range []uint32{0, 65534, math.MaxUint32} {
+		if code := statusCode(t, s.do(sftpPacket(fxpSetstat, 6, "/a.txt", attrUIDGID, id, id))); code != stOK {
+			t.Fatalf("SETSTAT uid %d: %d", id, code)
+		}
+		if after := owner(); after != before {
+			t.Fatalf("SETSTAT uid %d changed the owner to %v", id, after)
+		}
+	}
+	// Times: the whole uint32 range is a time.
+	for _, tm := range []uint32{0, math.MaxUint32} {
+		if code := statusCode(t, s.do(sftpPacket(fxpSetstat, 7, "/a.txt", attrACModTime, tm, tm))); code != stOK {
+			t.Fatalf("SETSTAT time %d: %d", tm, code)
+		}
+		if st, _ := os.Stat(a); st.ModTime().Unix() != int64(tm) {
+			t.Fatalf("mtime %d, want %d", st.ModTime().Unix(), tm)
+		}
+	}
+	// Sizes past int64 are refused before the file system sees them, and
+	// the file keeps its size.
+	for _, size := range []uint64{1 << 63, math.MaxUint64} {
+		for _, req := range [][]byte{
+			sftpPacket(fxpSetstat, 8, "/a.txt", attrSize, size),
+			sftpPacket(fxpFsetstat, 9, h, attrSize, size),
+		} {
+			if _, code, msg := sftpStatusOf(t, s.do(req)); code != stFailure || !strings.Contains(msg, "negative size") {
+				t.Errorf("size %d: %d %q", size, code, msg)
+			}
+		}
+	}
+	if st, _ := os.Stat(a); st.Size() != 5 {
+		t.Fatalf("size %d after the refused truncations", st.Size())
+	}
+	// The largest int64 is the file system's to refuse (EFBIG or EINVAL);
+	// a file system that takes it makes a sparse file.
+	if a := s.do(sftpPacket(fxpSetstat, 10, "/a.txt", attrSize, uint64(math.MaxInt64))); a[4] != fxpStatus {
+		t.Fatalf("size 2^63-1: %q", a)
+	}
+	s.do(sftpPacket(fxpSetstat, 11, "/a.txt", attrSize, uint64(5)))
+	// On a symlink: what it names is changed when inside; a link leading
+	// out is refused, and the file outside keeps its mode and size.
+	if code := statusCode(t, s.do(sftpPacket(fxpSetstat, 12, "/in", attrPermissions, 0o600))); code != stOK {
+		t.Fatalf("SETSTAT through a link inside: %d", code)
+	}
+	for _, p := range []string{"/abs", "/out/secret"} {
+		for _, attrs := range [][]any{{attrPermissions, 0o777}, {attrSize, uint64(0)}, {attrACModTime, 1, 1}} {
+			if code := statusCode(t, s.do(sftpPacket(fxpSetstat, append([]any{13, p}, attrs...)...))); code != stPermissionDenied {
+				t.Errorf("SETSTAT %s %v: %d", p, attrs, code)
+			}
+		}
+	}
+	// A handle's FSTAT and FSETSTAT judge its path again: the directory
+	// replaced by a link leading out after OPEN reaches nothing outside.
+	os.WriteFile(filepath.Join(root, "dir", "f"), []byte("f"), 0o644)
+	hf := handleAnswer(t, s.do(sftpPacket(fxpOpen, 14, "/dir/f", fxfRead, 0)))
+	os.Rename(filepath.Join(root, "dir"), filepath.Join(root, "dir.old"))
+	os.WriteFile(filepath.Join(outside, "f"), []byte("outside f"), 0o644)
+	os.Symlink(outside, filepath.Join(root, "dir"))
+	if code := statusCode(t, s.do(sftpPacket(fxpFsetstat, 15, hf, attrPermissions|attrSize, uint64(0), 0o777))); code != stPermissionDenied {
+		t.Errorf("FSETSTAT after the swap: %d", code)
+	}
+	if code := statusCode(t, s.do(sftpPacket(fxpFstat, 16, hf))); code != stPermissionDenied {
+		t.Errorf("FSTAT after the swap: %d", code)
+	}
+	if st, err := os.Stat(filepath.Join(outside, "f")); err != nil || st.Size() != 9 || st.Mode().Perm() != 0o644 {
+		t.Fatalf("the outside file was changed: %v %v", st, err)
+	}
+	os.Remove(filepath.Join(outside, "f"))
+	outsideUntouched(t, outside)
+}
+
+// TestAttackOffsets: READ of any length at any offset, WRITE at offsets
+// past int64 and at its largest value.
+func TestAttackOffsets(t *testing.T) {
+	ws := sftpTestWorkspace(t)
+	s := newSFTPSession(t, ws)
+	h := handleAnswer(t, s.do(sftpPacket(fxpOpen, 1, "/big", fxfRead|fxfWrite, 0)))
+	// A READ of 4 GiB answers 32 KiB.
+	if a := s.do(sftpPacket(fxpRead, 2, h, uint64(0), math.MaxUint32)); a[4] != fxpData || len(a) != dataHeaderLen+sftpMaxRead {
+		t.Fatalf("READ of 2^32-1 bytes: %d bytes", len(a))
+	}
+	// Past int64, and at its largest (which pread refuses with EINVAL on
+	// Linux), a READ fails; its message names the client's path, never the
+	// host's (fsops.sysText).
+	for _, off := range []uint64{math.MaxInt64, 1 << 63, math.MaxUint64} {
+		if _, code, msg := sftpStatusOf(t, s.do(sftpPacket(fxpRead, 3, h, off, 10))); code != stFailure && code != stEOF ||
+			!strings.Contains(msg, "/big") || strings.Contains(msg, ws.Root()) {
+			t.Errorf("READ at %d: %d %q, want FAILURE or EOF naming /big only", off, code, msg)
+		}
+	}
+	for _, off := range []uint64{math.MaxInt64, 1 << 63, math.MaxUint64} {
+		if _, code, msg := sftpStatusOf(t, s.do(sftpPacket(fxpWrite, 4, h, off, "x"))); code != stFailure || strings.Contains(msg, ws.Root()) {
+			t.Errorf("WRITE at %d: %d %q, want FAILURE naming no host path", off, code, msg)
+		}
+	}
+	if st, _ := os.Stat(filepath.Join(ws.Root(), "big")); st.Size() != 40000 {
+		t.Fatalf("size %d after the refused writes", st.Size())
+	}
+}
+
+// blockingChannel is a client that sends in and never reads: its Write
+// records each write's size and the buffer's capacity, and, once blocked
+// is set, waits until release is closed and then fails, as a channel's
+// write does when the client's window stays shut until it is closed.
+type blockingChannel struct {
+	r       io.Reader
+	writes  []int
+	maxCap  int
+	block   int // block from this write on (counted from 1); 0: never
+	release chan struct{}
+	blocked chan struct{}
+}
+
+func (c *blockingChannel) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *blockingChannel) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, len(p))
+	c.maxCap = max(c.maxCap, cap(p))
+	if c.block > 0 && len(c.writes) >= c.block {
+		close(c.blocked)
+		<-c.release
+		return 0, io.ErrClosedPipe
+	}
+	return len(p), nil
+}
+
+// TestAttackNeverReads: a client that pipelines requests and never reads
+// the answers holds at most one write's worth of answers in the server
+// (sftpFlushAt and the answer that crossed it), whatever it sends; when the
+// channel's write fails the session ends and gives its handles back.
+func TestAttackNeverReads(t *testing.T) {
+	ws := sftpTestWorkspace(t)
+	// Long names: a READDIR answer of 100 of them is the largest answer.
+	for i := 0; i < 150; i++ {
+		if err := ws.WriteFile(fmt.Sprintf("/long/%03d%s", i, strings.Repeat("n", 250)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var in bytes.Buffer
+	in.Write(sftpPacket(fxpInit, 3))
+	in.Write(sftpPacket(fxpOpen, 1, "/big", fxfRead, 0))
+	for i := 0; i < 3000; i++ {
+		switch i % 3 {
+		case 0:
+			in.Write(sftpPacket(fxpRead, i, "1", uint64(0), math.MaxUint32))
+		case 1:
+			in.Write(sftpPacket(fxpOpendir, i, "/long"))
+		case 2:
+			in.Write(sftpPacket(fxpReaddir, i, strconv.Itoa(i/3+2)))
+		}
+		if i%3 == 2 {
+			in.Write(sftpPacket(fxpClose, i, strconv.Itoa(i/3+2)))
+		}
+	}
+	ch := &blockingChannel{r: bytes.NewReader(in.Bytes())}
+	if err := newSFTPServer(ws, ch).Serve(); err != io.EOF {
+		t.Fatalf("Serve: %v", err)
+	}
+	const largest = sftpFlushAt + 100*(2*(4+260)+200) // and one READDIR answer
+	total := 0
+	for _, n := range ch.writes {
+		total += n
+		if n > largest {
+			t.Fatalf("a write of %d bytes, over %d", n, largest)
+		}
+	}
+	if len(ch.writes) < total/largest || ch.maxCap > 2*largest {
+		t.Fatalf("%d writes of %d bytes, buffer capacity up to %d", len(ch.writes), total, ch.maxCap)
+	}
+
+	// Blocked in a write, the session holds its handles; when the write
+	// fails (the channel closed) it ends and gives them back.
+	lim := NewConnLimits(DefaultMaxHandles, 1, Shared{})
+	ch = &blockingChannel{r: bytes.NewReader(in.Bytes()), block: 3, release: make(chan struct{}), blocked: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() { done <- NewServer(t.Context(), ws, ch, lim).Serve() }()
+	<-ch.blocked
+	if lim.handles.Held() == 0 {
+		t.Fatal("no handle held while blocked")
+	}
+	close(ch.release)
+	if err := <-done; !errors.Is(err, io.ErrClosedPipe) {
+		t.Fatalf("Serve: %v", err)
+	}
+	if lim.handles.Held() != 0 || lim.listed.Held() != 0 {
+		t.Fatalf("after the end: %d handles, %d entries held", lim.handles.Held(), lim.listed.Held())
 	}
 }
