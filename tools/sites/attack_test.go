@@ -3,6 +3,7 @@ package sites
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -11,8 +12,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbe/agentbe-daemon/internal/admit"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
 // TestAttackArgumentInjection: whatever an argument holds (shell syntax,
@@ -243,5 +251,67 @@ func TestAttackSitePaths(t *testing.T) {
 		if code, _ := raw(method, "/", `{"command":["ls"]}`); code != http.StatusMethodNotAllowed {
 			t.Errorf("%s: %d", method, code)
 		}
+	}
+}
+
+// TestAttackReaderRunsNoComponent: a token that may not run commands
+// (read-only, or "exec": false) reads a page whose component blocks would
+// run commands (one that writes, here): by GET, by the browser's
+// overview, and by read_page, the blocks are shown as not run and nothing
+// runs; a token that may run commands gets them run.
+func TestAttackReaderRunsNoComponent(t *testing.T) {
+	s, root := exampleSite(t, nil)
+	writePage(t, root, "README.md", "---\ntools:\n  - [touch, {}]\n  - [echo, {}]\n---\n# Front\n\n```component\ntouch ran-front\n```\n")
+	writePage(t, root, "w.md", "---\ntools:\n  - [touch, {}]\n  - [echo, {}]\n---\n# W\n\n```component\ntouch ran-w\n```\n\n```component\necho evaluated\n```\n")
+	set, err := httpguard.ParseTokens("tokens.json", []byte(`{"tokens":[`+
+		`{"name":"reader","sha256":"`+sum("reader-token")+`","readOnly":true},`+
+		`{"name":"noexec","sha256":"`+sum("noexec-token")+`","exec":false},`+
+		`{"name":"writer","sha256":"`+sum("writer-token")+`"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := new(atomic.Pointer[httpguard.TokenSet])
+	tokens.Store(set)
+	h := s.Handler(admit.Rules{Guard: httpguard.New(httpguard.Options{AuthToken: "s3cret"}), Token: httpguard.NewTokens("s3cret", tokens)})
+	get := func(target, token, accept string) string {
+		t.Helper()
+		req := httptest.NewRequest("GET", "http://127.0.0.1:8000"+target, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s as %s: %d %s", target, token, rec.Code, rec.Body)
+		}
+		return rec.Body.String()
+	}
+	readPage := s.Tools()[0].Handler
+	for _, token := range []string{"reader-token", "noexec-token"} {
+		if body := get("/w", token, ""); !strings.Contains(body, NotRunNotice) || strings.Contains(body, "evaluated\n") {
+			t.Errorf("GET /w as %s:\n%s", token, body)
+		}
+		if body := get("/", token, "text/html"); strings.Contains(body, "```component") && !strings.Contains(body, "component not run") {
+			t.Errorf("the overview as %s:\n%.300s", token, body)
+		}
+	}
+	for _, c := range []registry.Call{{ReadOnly: true}, {NoExec: true}} {
+		c.Args = json.RawMessage(`{"path":"w.md"}`)
+		res := readPage(context.Background(), c)
+		if txt := res.Content[0].(*mcp.TextContent).Text; res.IsError || !strings.Contains(txt, NotRunNotice) {
+			t.Errorf("read_page as %+v: %s", c, txt)
+		}
+	}
+	for _, mark := range []string{"ran-w", "ran-front"} {
+		if _, err := os.Stat(filepath.Join(root, mark)); err == nil {
+			t.Fatalf("a reader that may not run commands ran a component (%s)", mark)
+		}
+	}
+	if body := get("/w", "writer-token", ""); !strings.Contains(body, "evaluated\n") {
+		t.Errorf("GET /w with a token that runs commands:\n%s", body)
+	}
+	if _, err := os.Stat(filepath.Join(root, "ran-w")); err != nil {
+		t.Errorf("the writer's GET ran no component: %v", err)
 	}
 }

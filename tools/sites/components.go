@@ -106,9 +106,24 @@ func splitWords(s string) ([]string, error) {
 	return words, nil
 }
 
+// noCommandsKey marks the context of a reader that may not run commands.
+type noCommandsKey struct{}
+
+// WithoutCommands returns ctx for a reader whose token may not run commands
+// (read-only, or "exec": false): the pages it reads show their component
+// blocks as not run, since running them would run commands on its behalf.
+func WithoutCommands(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noCommandsKey{}, true)
+}
+
+// NotRunNotice replaces a component block for a reader that may not run
+// commands (WithoutCommands).
+const NotRunNotice = "[component not run: this token may not run commands]"
+
 // renderComponents runs the page's component blocks (validated against its
 // tools like any POST, 5 s each, 4 at a time, at most 20) and replaces each
-// block by its stdout, or by "[eval error: ...]".
+// block by its stdout, or by "[eval error: ...]"; for a reader that may not
+// run commands, by NotRunNotice, and nothing runs.
 func (s *Site) renderComponents(ctx context.Context, page string, data []byte) []byte {
 	comps := findComponents(data)
 	if len(comps) == 0 {
@@ -117,7 +132,12 @@ func (s *Site) renderComponents(ctx context.Context, page string, data []byte) [
 	out := make([]string, len(comps))
 	sem := make(chan struct{}, componentParallelism)
 	var wg sync.WaitGroup
+	noRun, _ := ctx.Value(noCommandsKey{}).(bool)
 	for i, c := range comps {
+		if noRun {
+			out[i] = NotRunNotice
+			continue
+		}
 		if i >= MaxComponents {
 			out[i] = fmt.Sprintf("[eval error: more than %d component blocks on this page]", MaxComponents)
 			continue

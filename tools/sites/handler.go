@@ -51,6 +51,10 @@ func (s *Site) HandlerAt(prefix string, rules admit.Rules) http.Handler {
 			ref.Write(w)
 			return
 		}
+		if caller.MayRun("") != nil {
+			// Its GET may not run the pages' component blocks either.
+			r = r.WithContext(WithoutCommands(r.Context()))
+		}
 		serve.ServeHTTP(w, r)
 	})
 }

@@ -50,6 +50,9 @@ func (s *Site) Tools() []registry.Tool {
 				if err := decode(call.Args, &a); err != nil {
 					return siteError(err)
 				}
+				if call.NoExec || call.ReadOnly {
+					ctx = WithoutCommands(ctx)
+				}
 				_, data, err := s.ReadPage(ctx, a.Path)
 				if err != nil {
 					return siteError(err)
