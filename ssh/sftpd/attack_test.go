@@ -414,6 +414,16 @@ func TestAttackPathsStayInside(t *testing.T) {
 		denied("SYMLINK in "+p, sftpPacket(fxpSymlink, 16, "a.txt", p+"/x"))
 		denied("OPEN to create in "+p, sftpPacket(fxpOpen, 17, p+"/x", fxfWrite|fxfCreat, 0))
 	}
+	// A dangling link leading out: OPEN with CREAT would follow it, and
+	// is refused; so is anything through it.
+	if err := os.Symlink(filepath.Join(outside, "x"), filepath.Join(root, "dangling")); err != nil {
+		t.Fatal(err)
+	}
+	for _, flags := range []uint32{fxfWrite | fxfCreat, fxfWrite | fxfCreat | fxfTrunc, fxfRead | fxfWrite | fxfCreat | fxfAppend} {
+		denied(fmt.Sprintf("OPEN %#x /dangling", flags), sftpPacket(fxpOpen, 17, "/dangling", flags, 0))
+	}
+	denied("SETSTAT /dangling", sftpPacket(fxpSetstat, 17, "/dangling", attrSize, uint64(0)))
+	denied("MKDIR /dangling/d", sftpPacket(fxpMkdir, 17, "/dangling/d", 0))
 	// READLINK of a link leading out does not say where.
 	for _, p := range []string{"/out", "/abs", "/up"} {
 		a := s.do(sftpPacket(fxpReadlink, 18, p))
