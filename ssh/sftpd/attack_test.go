@@ -481,10 +481,21 @@ func TestAttackPathsStayInside(t *testing.T) {
 	if code := statusCode(t, s.do(sftpPacket(fxpExtended, 28, "hardlink@openssh.com", secret, "/h"))); code != stOpUnsupported {
 		t.Fatalf("hardlink: %d", code)
 	}
-	// RMDIR of the root, however spelt, is refused.
+	// The root itself, however spelt, is not removed, moved, replaced or
+	// made a link.
 	for _, p := range []string{"/", "..", "/..", root} {
-		if code := statusCode(t, s.do(sftpPacket(fxpRmdir, 29, p))); code == stOK {
-			t.Fatalf("RMDIR %q succeeded", p)
+		for _, req := range [][]byte{
+			sftpPacket(fxpRmdir, 29, p),
+			sftpPacket(fxpRemove, 29, p),
+			sftpPacket(fxpRename, 29, p, "/dir/x"),
+			sftpPacket(fxpRename, 29, "/dir", p),
+			sftpPacket(fxpExtended, 29, "posix-rename@openssh.com", p, "/y"),
+			sftpPacket(fxpExtended, 29, "posix-rename@openssh.com", "/a.txt", p),
+			sftpPacket(fxpSymlink, 29, "a.txt", p),
+		} {
+			if code := statusCode(t, s.do(req)); code == stOK {
+				t.Fatalf("type %d on the root %q succeeded", req[4], p)
+			}
 		}
 	}
 	outsideUntouched(t, outside)
