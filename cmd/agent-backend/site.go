@@ -429,7 +429,11 @@ func serveSite(ctx context.Context, dir string, o siteServeOptions, stdout, stde
 		Token:   httpguard.NewToken(o.token),
 		RootDir: ws.Root(),
 	}
-	srv := &http.Server{Handler: s.Handler(rules), ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	// A header must arrive within 10 s and a body within the site's
+	// BodyTimeout (the handler's deadline); a keep-alive connection that
+	// sends nothing more is closed after 30 s, so idle connections cannot
+	// pile up.
+	srv := &http.Server{Handler: s.Handler(rules), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second, ErrorLog: nil}
 	// The signals are caught before the line that says the site is served,
 	// so a SIGTERM sent on seeing it shuts the server down gracefully.
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -313,5 +315,60 @@ func TestAttackReaderRunsNoComponent(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "ran-w")); err != nil {
 		t.Errorf("the writer's GET ran no component: %v", err)
+	}
+}
+
+// TestAttackSlowBody: a POST that declares a body and sends part of it is
+// answered once BodyTimeout has passed and its connection closed: 408 when
+// admitted, and the refusal when not (401 without the token: net/http
+// reads an unread body before it answers, so the refusal too waited for
+// ever). A client cannot hold connections by never finishing a body, and
+// a command that runs longer than BodyTimeout after its body arrived is
+// not cut short.
+func TestAttackSlowBody(t *testing.T) {
+	s, root := exampleSite(t, func(o *Options) { o.BodyTimeout = 300 * time.Millisecond })
+	writePage(t, root, "slow.md", "---\ntools:\n  - [sleep, {}]\n---\n")
+	locked := s.Handler(admit.Rules{Guard: httpguard.New(httpguard.Options{AuthToken: "s3cret"}), Token: httpguard.NewToken("s3cret")})
+	for _, tc := range []struct {
+		name   string
+		h      http.Handler
+		status int
+	}{{"admitted", serve(s), http.StatusRequestTimeout}, {"without the token", locked, http.StatusUnauthorized}} {
+		srv := httptest.NewServer(tc.h)
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"com", srv.Listener.Addr())
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second)) // a bound for a hung test, not a timing assertion
+		br := bufio.NewReader(c)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Errorf("%s: no answer to a stalled body: %v", tc.name, err)
+		} else {
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != tc.status {
+				t.Errorf("%s: a stalled body: %d", tc.name, res.StatusCode)
+			}
+			if _, err := br.ReadByte(); err == nil {
+				t.Errorf("%s: the connection stayed open after a stalled body", tc.name)
+			}
+		}
+		c.Close()
+		srv.Close()
+	}
+	// The deadline is lifted once the body is in: a command of 1 s, past
+	// the 300 ms, runs to its end.
+	srv := httptest.NewServer(serve(s))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/slow", "application/json", strings.NewReader(`{"command":["sleep","1"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"returncode":0`) {
+		t.Errorf("a command longer than the body timeout: %d %s", resp.StatusCode, b)
 	}
 }
