@@ -336,3 +336,30 @@ func TestAttackSourceClientNeverReads(t *testing.T) {
 		t.Fatalf("Serve: %v", err)
 	}
 }
+
+// TestAttackSourceNewlineNames: a file or directory whose name holds a
+// newline (made by a command in the workspace) would end its record early,
+// and what follows in the name and the data would be read by the client
+// as records of the server's choosing (more files, in the client's target
+// directory). It is skipped with a warning, as OpenSSH's scp server does.
+func TestAttackSourceNewlineNames(t *testing.T) {
+	ws, root := workspace(t)
+	evil := "x\nC0644 4 injected"
+	if err := os.WriteFile(filepath.Join(root, evil), []byte("evil"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "d", "sub\nD0755 0 e"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "d", "ok"), []byte("ok"), 0o644)
+	recs, warns, code := download(t, ws, "scp -r -f x* d")
+	want := []string{"D0755 0 d", "C0644 2 ok", "ok", "E"}
+	if strings.Join(recs, "|") != strings.Join(want, "|") || code != 1 || len(warns) != 2 {
+		t.Fatalf("records %q, warnings %q, exit %d; want %q and two warnings", recs, warns, code, want)
+	}
+	for _, w := range warns {
+		if !strings.Contains(w, "filename contains a newline") {
+			t.Fatalf("warning %q", w)
+		}
+	}
+}

@@ -32,6 +32,11 @@
 //     MaxDepth deep (both ways: a symlink loop ends there), and a glob
 //     expands to at most MaxGlobMatches paths.
 //
+// What the workspace cannot make a client do: a download skips a name
+// holding a newline (with a warning, as OpenSSH's scp does), since its
+// record would end there and the client would read the rest of the name
+// and the file's data as records.
+//
 // The command ends with exit status 0 when every file went through and 1
 // otherwise, which is what scp clients report.
 package scpd

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strings"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 )
@@ -44,6 +45,11 @@ func (s *Session) source() error {
 func (s *Session) sendPath(p string, depth int) error {
 	if err := s.ctx.Err(); err != nil {
 		return err
+	}
+	if strings.Contains(recordName(p), "\n") {
+		// Its record would end at the newline, and the client would read
+		// the rest of the name and the data as records we never meant.
+		return s.fail("%q: skipping, filename contains a newline", p)
 	}
 	info, err := s.ws.Stat(p)
 	if err != nil {
