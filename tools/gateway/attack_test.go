@@ -263,3 +263,50 @@ func TestAttackFSConfinement(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackSystemRunArguments: system.run's arguments reach the program
+// as sent, byte for byte, whatever they hold (shell syntax, newlines,
+// option-looking text); the program is the file argv[0] resolved to, never
+// one a later argument or the environment names; the denylist sees
+// through newlines; an argument past the kernel's bound runs nothing.
+func TestAttackSystemRunArguments(t *testing.T) {
+	policy := policyFile(t, `{"allowlist":{"commands":["printf"]},"denylist":{"patterns":["rm\\s+-rf"]}}`)
+	f := setup(t, func(o *Options) { o.Approvals, _ = LoadApprovals(policy, ModeAllowlist, AskOff, o.Workspace.Root(), 0) })
+	for _, v := range []string{
+		"; touch pwned", "$(touch pwned)", "`touch pwned`", "a\ntouch pwned", "'; touch pwned; '", `"; touch pwned"`,
+		"$HOME", "${IFS}", "*", "~", "--version", "-v", "--", "\uff0fetc\uff0fpasswd", "e\u0301", "\x1b[2J",
+		strings.Repeat("x", 100<<10),
+	} {
+		args, _ := json.Marshal(map[string]any{"argv": []string{"printf", "%s|", v}})
+		txt, isErr, _ := f.call(t, "system.run", string(args))
+		var out struct {
+			ExitCode int    `json:"exitCode"`
+			Stdout   string `json:"stdout"`
+		}
+		if err := json.Unmarshal([]byte(txt), &out); isErr || err != nil || out.Stdout != v+"|" || out.ExitCode != 0 {
+			t.Errorf("%.40q: %.200s", v, txt)
+		}
+	}
+	for _, tc := range []struct{ args, want string }{
+		// Resolved by argv[0] only: an option-looking or shell-looking
+		// program name is no program.
+		{`{"argv":["--version"]}`, "not found on the PATH"},
+		{`{"argv":["printf;id"]}`, "not found on the PATH"},
+		{`{"argv":["$(id)"]}`, "not found on the PATH"},
+		// The denylist matches across a newline (\s), as sent or resolved.
+		{`{"argv":["printf","rm\n-rf"]}`, "denylist"},
+		// A NUL, or an argument over the kernel's 128 KiB bound.
+		{`{"argv":["printf","a\u0000b"]}`, "NUL"},
+		{`{"argv":["printf","%s","` + strings.Repeat("x", 1<<20) + `"]}`, ""},
+		// The environment cannot choose the program: PATH misses the
+		// allowlist (ask off: refused).
+		{`{"argv":["printf","x"],"env":{"PATH":"."}}`, "PATH"},
+	} {
+		if txt, isErr, _ := f.call(t, "system.run", tc.args); !isErr || !strings.Contains(txt, tc.want) {
+			t.Errorf("%.60s: %.200s", tc.args, txt)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.root, "pwned")); err == nil {
+		t.Fatal("an argument ran a command")
+	}
+}

@@ -545,6 +545,11 @@ func (s *Site) exec(ctx context.Context, dir string, argv []string, env map[stri
 		switch errcode.Of(err) {
 		case errcode.DangerousOperation, errcode.UnsafeCommand:
 			return ActionResponse{}, fail(http.StatusForbidden, "security: %s", errcode.Sentence(err))
+		case errcode.TooLarge:
+			// An argument over the kernel's bound: the request's doing,
+			// not a failure of the daemon's to log (with the argv, which
+			// can be megabytes).
+			return ActionResponse{}, fail(http.StatusRequestEntityTooLarge, "%s", errcode.Sentence(err))
 		}
 		s.log.Warn("site: command failed to start", "argv", argv, "err", err)
 		return ActionResponse{}, fail(http.StatusInternalServerError, "the command could not be run: %s", errcode.Sentence(err))
