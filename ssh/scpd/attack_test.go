@@ -1,6 +1,7 @@
 package scpd
 
 import (
+	"context"
 	"errors"
 	"io"
 	"math"
@@ -361,5 +362,32 @@ func TestAttackSourceNewlineNames(t *testing.T) {
 		if !strings.Contains(w, "filename contains a newline") {
 			t.Fatalf("warning %q", w)
 		}
+	}
+}
+
+// TestAttackGlobWork: a glob of many levels over directories that link
+// to themselves stays within MaxGlobMatches at every level, yet made
+// 10,000 lookups through links a level (about 12 s of CPU a command, and
+// the channel's end did not stop it); the lookups of one glob are bounded
+// (MaxGlobLookups), and a glob stops when its connection ends.
+func TestAttackGlobWork(t *testing.T) {
+	ws, root := workspace(t)
+	for i := 0; i < MaxGlobMatches; i++ {
+		d := filepath.Join(root, "d"+strconv.Itoa(i))
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(".", filepath.Join(d, "s")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, warns, code := download(t, ws, "scp -f */s/s/s/s/s/s/s/s/x")
+	if len(recs) != 0 || code != 1 || len(warns) != 1 || !strings.Contains(warns[0], "more than 50000 file system lookups") {
+		t.Fatalf("records %q, warnings %q, exit %d", recs, warns, code)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := expandGlob(ctx, ws, "*/x"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a glob after its connection ended: %v", err)
 	}
 }

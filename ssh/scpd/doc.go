@@ -30,7 +30,8 @@
 //     an interrupted upload leaves the old file, not half a new one;
 //   - control lines are at most MaxLineBytes, directories nest at most
 //     MaxDepth deep (both ways: a symlink loop ends there), and a glob
-//     expands to at most MaxGlobMatches paths.
+//     expands to at most MaxGlobMatches paths with at most MaxGlobLookups
+//     file system calls.
 //
 // What the workspace cannot make a client do: a download skips a name
 // holding a newline (with a warning, as OpenSSH's scp does), since its

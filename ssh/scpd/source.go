@@ -20,7 +20,7 @@ func (s *Session) source() error {
 	for i, p := range s.cmd.Paths {
 		paths := []string{p}
 		if pat := s.cmd.Patterns[i]; pat != "" {
-			m, err := expandGlob(s.ws, pat)
+			m, err := expandGlob(s.ctx, s.ws, pat)
 			if err != nil {
 				if err := s.fail("%v", err); err != nil {
 					return err
