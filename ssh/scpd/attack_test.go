@@ -381,9 +381,10 @@ func TestAttackGlobWork(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	recs, warns, code := download(t, ws, "scp -f */s/s/s/s/s/s/s/s/x")
-	if len(recs) != 0 || code != 1 || len(warns) != 1 || !strings.Contains(warns[0], "more than 50000 file system lookups") {
-		t.Fatalf("records %q, warnings %q, exit %d", recs, warns, code)
+	// Called directly: the session's client would time out under -race
+	// (source() sends the error as the command's warning).
+	if m, err := expandGlob(t.Context(), ws, "*/s/s/s/s/s/s/s/s/x"); err == nil || !strings.Contains(err.Error(), "more than 50000 file system lookups") {
+		t.Fatalf("%d matches, %v; want the lookups' bound", len(m), err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
