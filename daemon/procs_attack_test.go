@@ -121,6 +121,18 @@ func TestAttackProcessToolsScopedTokens(t *testing.T) {
 			}
 		}
 	}
+	// A /gateway connection that started a process closes: it runs on.
+	g := dialGW(t, r.url, "dave-token")
+	got := rpcGW(t, g, `{"jsonrpc":"2.0","id":1,"method":"tools.invoke","params":{"sessionId":"s","toolId":"process_start","args":{"command":"sleep 60","env":{"PROCS_MARK":"`+mark+`"}}}}`)
+	j := strings.Index(got, `\"id\":\"`)
+	if j < 0 {
+		t.Fatalf("dave's start over /gateway: %.300s", got)
+	}
+	daveID := got[j+len(`\"id\":\"`) : j+len(`\"id\":\"`)+12]
+	g.Close()
+	if got := call("rest", "dave-token", "", "process_list", `{}`); !strings.Contains(got, daveID) || !strings.Contains(got, "running") {
+		t.Errorf("b's process after its /gateway connection closed: %.300s", got)
+	}
 	// alice's token removed: her process runs on, and a token of its
 	// scope that may run commands still ends it.
 	write(carol, erin, dave, tokenLine("alice2", "alice2-token", `,"scope":"a"`))
@@ -133,7 +145,7 @@ func TestAttackProcessToolsScopedTokens(t *testing.T) {
 	if got := call("rest", "alice2-token", "", "process_list", `{}`); !strings.Contains(got, id) || !strings.Contains(got, "running") {
 		t.Errorf("a's process after its token was removed: %.300s", got)
 	}
-	got := call("rest", "alice2-token", "", "process_kill", idArgs)
+	got = call("rest", "alice2-token", "", "process_kill", idArgs)
 	var outer struct{ Output string }
 	var k struct{ State, Signal string }
 	if json.Unmarshal([]byte(got), &outer) != nil || json.Unmarshal([]byte(outer.Output), &k) != nil || k.State != "exited" || k.Signal != "KILL" {

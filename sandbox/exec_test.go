@@ -746,3 +746,36 @@ func TestRunMergeAndOnOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestStartSignalAtOnce: a signal sent as soon as Start returns reaches
+// the command in every mode. Under bwrap the command is not running yet
+// then (bwrap is still setting up, its pid 1 inside the namespace takes
+// no signal from outside and forwards none), and the signal waits for it.
+func TestStartSignalAtOnce(t *testing.T) {
+	for _, mode := range []Mode{ModeSoftware, ModeBwrap, ModeLandlock} {
+		t.Run(string(mode), func(t *testing.T) {
+			e, _ := newExec(t, mode)
+			p, err := e.Start(context.Background(), Request{Command: `sleep 30`}, Stdio{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Signal("TERM"); err != nil {
+				t.Fatalf("TERM at once: %v", err)
+			}
+			done := make(chan ExitStatus, 1)
+			go func() { st, _ := p.Wait(); done <- st }()
+			select {
+			case st := <-done:
+				// bwrap reports its command's death by a signal as
+				// 128+signal.
+				if st.Signal != "TERM" && !(mode == ModeBwrap && st.Code == 128+15) {
+					t.Errorf("after TERM at once: %+v", st)
+				}
+			case <-time.After(20 * time.Second): // a hang guard; sleep 30 would still run
+				p.Signal("KILL")
+				<-done
+				t.Fatal("a TERM sent as Start returned did not reach the command")
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -264,10 +265,15 @@ func (p *process) Signal(name string) error {
 		}
 	}
 	if p.c.ownsTree {
+		ds, started := bwrapTree(pid)
+		if !started {
+			return &errcode.Error{Code: errcode.ExecError, Op: "signal",
+				Msg: "the command has not started inside the sandbox (bwrap is still setting it up); nothing was signalled"}
+		}
 		// Killing one may end others first (the sandbox's pid 1 takes its
 		// namespace with it): a process already gone is not a failure.
 		var last error
-		for _, d := range descendants(scanProc(), pid) {
+		for _, d := range ds {
 			if err := syscall.Kill(d, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 				last = err
 			}
@@ -278,6 +284,42 @@ func (p *process) Signal(name string) error {
 		return syscall.Kill(pid, sig)
 	}
 	return syscall.Kill(-pid, sig)
+}
+
+// bwrapStartWait bounds how long Signal waits for a command that bwrap
+// is still setting up.
+const bwrapStartWait = 5 * time.Second
+
+// bwrapTree returns the processes below bwrap (pid) once the command runs
+// there. bwrap runs it below a pid 1 of its own in the sandbox's pid
+// namespace, which takes no signal from outside that it has no handler for
+// and forwards none, so a signal sent just after Start, before the command
+// is there, would reach nobody: bwrapTree waits (at most bwrapStartWait)
+// until its pid 1 has a child, or bwrap has ended. started is false when
+// neither happened in time.
+func bwrapTree(pid int) (ds []int, started bool) {
+	deadline := time.Now().Add(bwrapStartWait)
+	for {
+		ps := scanProc()
+		ds = descendants(ps, pid)
+		if len(ds) >= 2 || !liveIn(ps, pid) {
+			return ds, true
+		}
+		if time.Now().After(deadline) {
+			return ds, false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// liveIn reports whether pid is in ps and not a zombie.
+func liveIn(ps []procEntry, pid int) bool {
+	for _, e := range ps {
+		if e.pid == pid {
+			return e.state != 'Z'
+		}
+	}
+	return false
 }
 
 // Pid is the started process's id on the host (under bwrap, bwrap's), for

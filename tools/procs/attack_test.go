@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
@@ -53,7 +54,7 @@ func (f *fixture) waitNoMarked(t *testing.T, when string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d marked processes are still there (%v)", when, len(left), left[:min(len(left), 10)])
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -142,12 +143,22 @@ func TestAttackCloseRacingStarts(t *testing.T) {
 // everything they started by process_kill; a command that daemonizes and
 // exits at once leaves nothing running after it.
 func TestAttackTreeAndDaemonsKilled(t *testing.T) {
-	f := setup(t, nil)
+	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeBwrap} {
+		t.Run(string(mode), func(t *testing.T) {
+			if mode == sandbox.ModeBwrap {
+				testenv.Bwrap(t)
+			}
+			treeAndDaemonsKilled(t, setupMode(t, mode, nil))
+		})
+	}
+}
+
+func treeAndDaemonsKilled(t *testing.T, f *fixture) {
 	many := f.start(t, "", `for i in $(seq 1000); do sleep 600 & done; wait`)
 	escaper := f.start(t, "", `setsid sh -c 'sleep 600 &'; (sleep 600 &); nohup sleep 600 >/dev/null 2>&1 & sleep 600`)
 	deadline := time.Now().Add(60 * time.Second) // a hang guard
 	for len(f.marked()) < 1000 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 	}
 	if n := len(f.marked()); n < 1000 {
 		t.Fatalf("only %d marked processes came up", n)
@@ -331,7 +342,26 @@ func TestAttackIdentity(t *testing.T) {
 // to a process that has exited is sent to nobody (its pid may be another
 // process's by now) and answers its final state.
 func TestAttackSignals(t *testing.T) {
-	f := setup(t, nil)
+	for _, mode := range []sandbox.Mode{sandbox.ModeSoftware, sandbox.ModeBwrap} {
+		t.Run(string(mode), func(t *testing.T) {
+			if mode == sandbox.ModeBwrap {
+				testenv.Bwrap(t)
+			}
+			signals(t, setupMode(t, mode, nil))
+		})
+	}
+}
+
+func signals(t *testing.T, f *fixture) {
+	// TERM reaches the command (under bwrap, which forwards no signal,
+	// every process inside).
+	term := f.start(t, "", "sleep 60")
+	f.call(t, "", "process_signal", `{"id":"`+term.ID+`","signal":"TERM"}`, nil)
+	var tw Info
+	f.call(t, "", "process_wait", `{"id":"`+term.ID+`","timeoutMs":20000}`, &tw)
+	if tw.State != "exited" {
+		t.Errorf("after TERM: %+v", tw)
+	}
 	in := f.start(t, "", "sleep 60")
 	for _, sig := range []string{"STOP", "SIGSTOP", "CONT", "TSTP", "0", "9", "-9", "15", "SIGKILL ", "KILL\x00", "TERM,KILL", "", "SEGV", "ALRM", "CHLD", "WINCH"} {
 		args, _ := json.Marshal(map[string]string{"id": in.ID, "signal": sig})

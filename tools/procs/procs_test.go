@@ -31,11 +31,17 @@ type fixture struct {
 
 func setup(t *testing.T, mod func(*Options)) *fixture {
 	t.Helper()
+	return setupMode(t, sandbox.ModeSoftware, mod)
+}
+
+// setupMode is setup with an executor of the given isolation mode.
+func setupMode(t *testing.T, mode sandbox.Mode, mod func(*Options)) *fixture {
+	t.Helper()
 	ws, err := fsops.NewDir(t.TempDir(), fsops.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	exe, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeSoftware, WorkspaceRoot: ws.Root()})
+	exe, err := sandbox.New(sandbox.Config{Mode: mode, WorkspaceRoot: ws.Root()})
 	if err != nil {
 		t.Fatal(err)
 	}
