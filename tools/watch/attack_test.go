@@ -171,3 +171,39 @@ func fds(t *testing.T) int {
 	}
 	return len(e)
 }
+
+// TestAttackWatchSwappedName: a directory swapped under its name between
+// the Stat that keys the watcher and the open that starts it (renames a
+// command can race with a poll) opens a directory that may be watched
+// already; the live watcher is shared, not replaced, so no watcher runs on
+// outside the map and MaxWatchers. The test takes that branch directly:
+// the key of one directory, the start of another, already watched.
+func TestAttackWatchSwappedName(t *testing.T) {
+	m, ws, root := setup(t, Options{MaxWatchers: 2})
+	for _, d := range []string{"a", "b"} {
+		os.Mkdir(filepath.Join(root, d), 0o755)
+	}
+	poll(t, m, ws, "b", -1, 0)
+	m.mu.Lock()
+	var wb *watcher
+	for _, w := range m.watchers {
+		wb = w
+	}
+	m.mu.Unlock()
+	ia, err := ws.Stat("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started *watcher
+	got, err := m.watcher(ia.ID(), func() (*watcher, error) {
+		w, err := newWatcher(ws, "b", m.opts) // "a" was swapped for b
+		started = w
+		return w, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != wb || wb.ended() || !started.ended() {
+		t.Errorf("b's watcher replaced by a second one (shared %v, first ended %v, second ended %v)", got == wb, wb.ended(), started.ended())
+	}
+}

@@ -138,7 +138,15 @@ func (m *Manager) watcher(id fsops.FileID, start func() (*watcher, error)) (*wat
 		return nil, err
 	}
 	// Keyed by what was opened: if the name changed since the Stat, the
-	// opened directory is the one this watcher follows.
+	// opened directory is the one this watcher follows. That directory
+	// may be watched already: the live watcher is kept and shared, so a
+	// directory swapped under its name never leaves a second watcher
+	// running outside the map (and outside MaxWatchers).
+	if old := m.watchers[w.tree.ID()]; old != nil && !old.ended() {
+		w.stop()
+		old.touch()
+		return old, nil
+	}
 	m.watchers[w.tree.ID()] = w
 	return w, nil
 }
