@@ -12,6 +12,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -64,6 +66,26 @@ func TestAttackArgumentInjection(t *testing.T) {
 	// nothing and says so; a NUL is refused before anything runs.
 	if _, err := s.Run(context.Background(), "inj.md", ActionRequest{Command: []string{"printf", "%s|", strings.Repeat("x", 1<<20)}}); status(err) != http.StatusRequestEntityTooLarge {
 		t.Errorf("a 1 MiB argument: %.200v", err)
+	}
+	// A placeholder repeated with a large value: a request of 43 KB that
+	// would expand to 40 MB in one element, and one whose elements stay
+	// under the kernel's bound but add up to 8 MB, are refused before they
+	// are built (the allocation is counted: not ten thousand times the
+	// request).
+	for name, cmd := range map[string][]string{
+		"one element": {"printf", "%s|", strings.Repeat("{a}", 1000)},
+		"in all":      append([]string{"printf", "%s|"}, slices.Repeat([]string{"{a}{a}{a}"}, 64)...),
+	} {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		_, err := s.Run(context.Background(), "inj.md", ActionRequest{Command: cmd, Args: map[string]string{"a": strings.Repeat("x", 40000)}})
+		runtime.ReadMemStats(&m1)
+		if status(err) != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s: %.200v", name, err)
+		}
+		if alloc := m1.TotalAlloc - m0.TotalAlloc; alloc > 8<<20 {
+			t.Errorf("%s: %d MB allocated for a refused request", name, alloc>>20)
+		}
 	}
 	if _, err := s.Run(context.Background(), "inj.md", ActionRequest{Command: []string{"printf", "%s|", "a\x00b"}}); status(err) != http.StatusBadRequest {
 		t.Errorf("NUL: %v", err)

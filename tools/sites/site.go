@@ -47,6 +47,13 @@ const (
 	maxEnvValue    = 4 << 10
 	maxEnvTotal    = 16 << 10
 	maxCommandArgs = 256
+	// maxElementBytes and maxCommandBytes bound a command after its
+	// {key} placeholders are filled: the kernel passes at most 128 KiB in
+	// one argument, and a request of a few KiB that repeats {key} with a
+	// large value would otherwise expand to hundreds of MB (a 43 KB one
+	// allocated 420 MB) before anything refused it.
+	maxElementBytes = 128 << 10
+	maxCommandBytes = 1 << 20
 )
 
 // Options configure a Site.
@@ -339,9 +346,20 @@ func (s *Site) Run(ctx context.Context, p string, req ActionRequest) (ActionResp
 		return ActionResponse{}, fail(http.StatusBadRequest, "more than %d command elements", maxCommandArgs)
 	}
 	argv := make([]string, len(req.Command))
+	total := 0
 	for i, a := range req.Command {
 		if strings.ContainsRune(a, 0) {
 			return ActionResponse{}, fail(http.StatusBadRequest, "command element %d contains a NUL byte", i)
+		}
+		// The size it will have, counted before it is built.
+		size := len(a)
+		for _, m := range placeholderRe().FindAllStringSubmatchIndex(a, -1) {
+			if v, ok := req.Args[a[m[2]:m[3]]]; ok {
+				size += len(v) - (m[1] - m[0])
+			}
+		}
+		if total += size; size > maxElementBytes || total > maxCommandBytes {
+			return ActionResponse{}, fail(http.StatusRequestEntityTooLarge, "command element %d is %d bytes with its placeholders filled (%d in all so far); at most %d in one element and %d in all", i, size, total, maxElementBytes, maxCommandBytes)
 		}
 		argv[i] = placeholderRe().ReplaceAllStringFunc(a, func(m string) string {
 			if v, ok := req.Args[m[1:len(m)-1]]; ok {
