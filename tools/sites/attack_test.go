@@ -271,6 +271,24 @@ func TestAttackSitePaths(t *testing.T) {
 			t.Errorf("POST %s: %d %.100q", target, code, body)
 		}
 	}
+	// A header block over net/http's default bound (1 MiB, which site serve
+	// keeps: it sets no MaxHeaderBytes), as one huge header or many small
+	// ones, is 431 before the handler runs.
+	for name, hdr := range map[string]string{
+		"one header":   "X-Big: " + strings.Repeat("a", 2<<20) + "\r\n",
+		"many headers": strings.Repeat("X-Many: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n", 40000),
+	} {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		go fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n%s\r\n", srv.Listener.Addr(), hdr)
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second)) // a bound for a hung test
+		if res, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("%s: %v %v", name, res, err)
+		}
+		c.Close()
+	}
 	for _, method := range []string{"PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "PROPFIND"} {
 		if code, _ := raw(method, "/", `{"command":["ls"]}`); code != http.StatusMethodNotAllowed {
 			t.Errorf("%s: %d", method, code)
