@@ -103,11 +103,10 @@ func NewSlots(n int) Slots { return make(Slots, n) }
 // system at once, and the server's shares of each (shared with every other
 // connection).
 type ConnLimits struct {
-	handles   Budget        // open SFTP handles, all sessions
-	listed    Budget        // entries held by open directory handles
-	ops       chan struct{} // this connection's file-operation slots
-	serverOps Slots         // the server's, shared by every connection
-	server    Shared
+	handles Budget        // open SFTP handles, all sessions
+	listed  Budget        // entries held by open directory handles
+	ops     chan struct{} // this connection's file-operation slots
+	server  Shared        // the server's, shared by every connection
 }
 
 // NewConnLimits makes one connection's limits: at most maxHandles open
@@ -116,11 +115,10 @@ type ConnLimits struct {
 // one bounds nothing).
 func NewConnLimits(maxHandles, ops int, server Shared) *ConnLimits {
 	return &ConnLimits{
-		handles:   Budget{max: int64(maxHandles)},
-		listed:    Budget{max: DefaultMaxListed},
-		ops:       make(chan struct{}, ops),
-		serverOps: server.Ops,
-		server:    server,
+		handles: Budget{max: int64(maxHandles)},
+		listed:  Budget{max: DefaultMaxListed},
+		ops:     make(chan struct{}, ops),
+		server:  server,
 	}
 }
 
@@ -176,14 +174,14 @@ func (l *ConnLimits) enter(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	if l.serverOps == nil {
+	if l.server.Ops == nil {
 		return nil
 	}
 	select {
-	case l.serverOps <- struct{}{}:
+	case l.server.Ops <- struct{}{}:
 	default:
 		select {
-		case l.serverOps <- struct{}{}:
+		case l.server.Ops <- struct{}{}:
 		case <-ctx.Done():
 			<-l.ops
 			return ctx.Err()
@@ -194,8 +192,8 @@ func (l *ConnLimits) enter(ctx context.Context) error {
 
 // leave gives back the slots enter took.
 func (l *ConnLimits) leave() {
-	if l.serverOps != nil {
-		<-l.serverOps
+	if l.server.Ops != nil {
+		<-l.server.Ops
 	}
 	<-l.ops
 }
