@@ -118,7 +118,10 @@ type Options struct {
 	MaxReplyBytes int64
 	// MaxInflightPerIP caps the requests one client address may have in
 	// flight; 0 means DefaultMaxInflightPerIP, negative means no cap. One
-	// more waits up to 2 s for a slot, then gets 429 with Retry-After.
+	// more waits up to 2 s for a slot, then gets 429 with Retry-After. A
+	// stdio session is one client: a line whose requests would take it past
+	// the cap is answered at once with JSON-RPC error -32000, and none of it
+	// runs (docs/mcp.md).
 	MaxInflightPerIP int
 	// Sessions turns on stateful streamable HTTP: initialize opens a session
 	// (Mcp-Session-Id), GET opens its server-to-client SSE stream (where
@@ -175,7 +178,10 @@ type Server struct {
 	maxBatch int
 	maxReply int64
 	inflight *inflight // nil: no cap
-	warns    warnEvery // refusals of bounds.go, rate-limited
+	// stdioMaxInflight caps the requests of one stdio session waiting for
+	// answers (MaxInflightPerIP: a session is one client); 0: no cap.
+	stdioMaxInflight int
+	warns            warnEvery // refusals of bounds.go, rate-limited
 
 	mu     sync.Mutex
 	closed bool
@@ -237,6 +243,7 @@ func New(opts Options) (*Server, error) {
 	s.maxReply = cmp.Or(opts.MaxReplyBytes, DefaultMaxReplyBytes)
 	if n := cmp.Or(opts.MaxInflightPerIP, DefaultMaxInflightPerIP); n > 0 {
 		s.inflight = newInflight(n)
+		s.stdioMaxInflight = n
 	}
 	s.guard = opts.Guard
 	if s.guard == nil {
@@ -312,7 +319,7 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 	if !ok {
 		rc = io.NopCloser(r)
 	}
-	ledger := newStdioLedger()
+	ledger := newStdioLedger(s.stdioMaxInflight)
 	out := newCountingWriter(w)
 	out.split.line = ledger.wrote
 	// Once the daemon ends the session, a write blocked on stdout (a
@@ -330,8 +337,8 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 	}()
 	fast := newStdioFast(ctx, s, out)
 	defer fast.stop()
-	in := &drainingReader{ReadCloser: rc, ledger: ledger, ctx: ctx, stop: s.done, failed: out.failed, fast: fast.answer}
-	in.split.line = ledger.read
+	in := &drainingReader{ReadCloser: rc, ledger: ledger, ctx: ctx, stop: s.done, failed: out.failed, fast: fast.answer,
+		refuse: func(ids []string, batch bool) { s.refuseStdioBusy(out, ids, batch) }}
 	ss, err := s.mcp.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: out}, nil)
 	if err != nil {
 		close(fast.connected)

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/agentbe/agentbe-daemon/internal/jsonscan"
+	"github.com/agentbe/agentbe-daemon/internal/jsonstr"
 )
 
 // stdioLedger records the requests a stdio client has sent that are not
@@ -26,14 +28,19 @@ import (
 // not counted: a notifications/cancelled lets go of the request it names
 // only (the call is answered all the same), and a request whose id is
 // already waited for is not waited for twice (the SDK drops it unanswered).
+//
+// The ledger is also the session's in-flight cap: a line whose requests
+// would take it past limit requests waiting for answers is refused whole
+// (read), where a client over HTTP gets 429 past --max-inflight-per-ip.
 type stdioLedger struct {
 	mu      sync.Mutex
 	pending map[string]struct{} // by idKey
 	changed chan struct{}       // closed and replaced whenever pending shrinks
+	limit   int                 // requests waiting for answers at most; 0: no cap
 }
 
-func newStdioLedger() *stdioLedger {
-	return &stdioLedger{pending: map[string]struct{}{}, changed: make(chan struct{})}
+func newStdioLedger(limit int) *stdioLedger {
+	return &stdioLedger{pending: map[string]struct{}{}, changed: make(chan struct{}), limit: max(limit, 0)}
 }
 
 // message is the part of a JSON-RPC message the ledger needs.
@@ -188,14 +195,27 @@ func skipSpace(b []byte) []byte {
 
 func (m message) hasID() bool { return len(m.ID) > 0 && string(m.ID) != "null" }
 
-func (l *stdioLedger) read(line []byte) {
+// read records the requests of one line read from the client, and applies
+// its notifications/cancelled. refused is nil where the line is let
+// through; otherwise the line would take the session past limit requests
+// waiting for answers, nothing of it is recorded, and refused holds the
+// ids of its new requests (ids already waited for are left out: the SDK
+// drops such a request unanswered). force records the line whatever the
+// limit (a line already passed on). batch reports a batch line.
+func (l *stdioLedger) read(line []byte, force bool) (refused []string, batch bool) {
+	// The line's requests and cancellations, in order, read before the
+	// lock is taken (a line passed on may be megabytes long).
+	type op struct {
+		key    string
+		cancel bool
+	}
+	var buf [4]op
+	ops := buf[:0]
 	classify(line, false, func(m message) {
 		switch {
 		case m.hasID() && m.Method != "":
 			if key, ok := idKey(m.ID); ok {
-				l.mu.Lock()
-				l.pending[key] = struct{}{}
-				l.mu.Unlock()
+				ops = append(ops, op{key: key})
 			}
 		case m.Method == "notifications/cancelled":
 			// A cancelled request may be answered late or not at all;
@@ -204,10 +224,69 @@ func (l *stdioLedger) read(line []byte) {
 				RequestID json.RawMessage `json:"requestId"`
 			}
 			if json.Unmarshal(m.Params, &p) == nil {
-				l.answered(p.RequestID)
+				if key, ok := idKey(p.RequestID); ok {
+					ops = append(ops, op{key: key, cancel: true})
+				}
 			}
 		}
 	})
+	if len(ops) == 0 {
+		return nil, false
+	}
+	batch = isBatch(line)
+	type change struct {
+		key string
+		was bool // whether key was waited for before the change
+	}
+	var changes []change
+	shrank, added := false, 0
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, o := range ops {
+		_, waited := l.pending[o.key]
+		switch {
+		case !o.cancel && !waited:
+			l.pending[o.key] = struct{}{}
+			changes = append(changes, change{o.key, false})
+			added++
+		case o.cancel && waited:
+			delete(l.pending, o.key)
+			changes = append(changes, change{o.key, true})
+			shrank = true
+		}
+	}
+	if force || l.limit == 0 || len(l.pending) <= l.limit || added == 0 {
+		if shrank {
+			l.signal()
+		}
+		return nil, batch
+	}
+	for i := len(changes) - 1; i >= 0; i-- { // undo, newest first
+		if c := changes[i]; c.was {
+			l.pending[c.key] = struct{}{}
+		} else {
+			delete(l.pending, c.key)
+		}
+	}
+	for _, c := range changes {
+		if !c.was && !slices.Contains(refused, c.key) {
+			refused = append(refused, c.key)
+		}
+	}
+	return refused, batch
+}
+
+// isBatch reports whether line is a JSON-RPC batch (an array).
+func isBatch(line []byte) bool {
+	t := bytes.TrimLeft(line, " \t\r\n")
+	return len(t) > 0 && t[0] == '['
+}
+
+// full reports whether the session has limit requests waiting for answers.
+func (l *stdioLedger) full() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.limit > 0 && len(l.pending) >= l.limit
 }
 
 func (l *stdioLedger) wrote(line []byte) {
@@ -228,9 +307,14 @@ func (l *stdioLedger) answered(id json.RawMessage) {
 	defer l.mu.Unlock()
 	if _, ok := l.pending[key]; ok {
 		delete(l.pending, key)
-		close(l.changed)
-		l.changed = make(chan struct{})
+		l.signal()
 	}
+}
+
+// signal wakes waitAnswered after pending shrank; l.mu is held.
+func (l *stdioLedger) signal() {
+	close(l.changed)
+	l.changed = make(chan struct{})
 }
 
 // waitAnswered blocks until every request read has been answered, or ctx,
@@ -278,43 +362,37 @@ func (s *lineSplitter) feed(p []byte) {
 	}
 }
 
-// drainingReader is stdin as the SDK sees it: it records requests, hands
-// each complete line to fast (the stdio fast path, stdio_fast.go), which
-// may answer it so that the SDK never sees it, and turns EOF into "EOF once
-// everything read has been answered".
+// drainingReader is stdin as the SDK sees it: it records requests in the
+// ledger, refuses a line past the session's in-flight cap (refuse writes
+// the answers), hands each other complete line to fast (the stdio fast
+// path, stdio_fast.go), which may answer it so that the SDK never sees it,
+// and turns EOF into "EOF once everything read has been answered".
 type drainingReader struct {
 	io.ReadCloser
 	ledger *stdioLedger
-	split  lineSplitter
 	ctx    context.Context
 	stop   <-chan struct{}
 	failed <-chan struct{}        // closed once a write to stdout failed
-	fast   func(line []byte) bool // nil: every line goes to the SDK
+	fast   func(line []byte) bool // answers a line, or reports false
+	refuse func(ids []string, batch bool)
 
 	buf     []byte // what the last read of stdin got
 	out     []byte // bytes for the SDK, not yet read by it
-	hold    []byte // the start of a line not complete yet (≤ stdioFastMaxLine)
+	hold    []byte // the start of a line not complete yet
 	passing bool   // the current line was too long to hold: it goes through
+	pass    []byte // the passing line so far, for the ledger
 	err     error  // the end of stdin, returned once out is drained
-	waited  bool   // atEOF has run
+	waited  bool   // the EOF wait has run
 }
 
 func (r *drainingReader) Read(p []byte) (int, error) {
-	if r.fast == nil {
-		n, err := r.ReadCloser.Read(p)
-		r.split.feed(p[:n])
-		if err == io.EOF {
-			r.atEOF()
-		}
-		return n, err
-	}
 	for len(r.out) == 0 {
 		if r.err != nil {
 			// Only once the SDK has read everything before it: the wait
 			// is for the answers to what it read.
 			if r.err == io.EOF && !r.waited {
 				r.waited = true
-				r.atEOF()
+				r.ledger.waitAnswered(r.ctx, r.stop, r.failed)
 			}
 			return 0, r.err
 		}
@@ -322,13 +400,19 @@ func (r *drainingReader) Read(p []byte) (int, error) {
 			r.buf = make([]byte, 32<<10)
 		}
 		n, err := r.ReadCloser.Read(r.buf)
-		r.split.feed(r.buf[:n])
 		r.take(r.buf[:n])
 		if err != nil {
-			if len(r.hold) > 0 { // a last line without a newline: the SDK's
-				r.out = append(r.out, r.hold...)
-				r.hold = r.hold[:0]
+			switch {
+			case r.passing: // a last line without a newline, passed on
+				r.ledger.read(r.pass, true)
+			case len(r.hold) > 0: // a last line without a newline: the SDK's
+				if ids, batch := r.ledger.read(r.hold, false); ids != nil {
+					r.refuse(ids, batch)
+				} else {
+					r.out = append(r.out, r.hold...)
+				}
 			}
+			r.hold, r.pass = nil, nil
 			r.err = err
 		}
 	}
@@ -340,8 +424,13 @@ func (r *drainingReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// take sorts what was read into lines the fast path answers and bytes for
-// the SDK.
+// take sorts what was read into lines refused, lines the fast path
+// answers and bytes for the SDK. A line longer than stdioFastMaxLine is
+// passed on as it arrives (the SDK holds it whole anyway), except while
+// the session is at its in-flight cap: then it is held whole, to be judged
+// like any other line. A line begun with room below the cap is let through
+// whatever it holds, so the session can pass its cap by the requests of
+// one such line.
 func (r *drainingReader) take(data []byte) {
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')
@@ -352,12 +441,17 @@ func (r *drainingReader) take(data []byte) {
 		data = data[len(seg):]
 		if r.passing {
 			r.out = append(r.out, seg...)
-			r.passing = i < 0
+			r.pass = append(r.pass, seg...)
+			if i >= 0 {
+				r.ledger.read(r.pass[:len(r.pass)-1], true)
+				r.passing, r.pass = false, nil
+			}
 			continue
 		}
 		if i < 0 {
-			if len(r.hold)+len(seg) > stdioFastMaxLine {
+			if len(r.hold)+len(seg) > stdioFastMaxLine && !r.ledger.full() {
 				r.out = append(append(r.out, r.hold...), seg...)
+				r.pass = append(append(r.pass, r.hold...), seg...)
 				r.hold = r.hold[:0]
 				r.passing = true
 			} else {
@@ -369,21 +463,16 @@ func (r *drainingReader) take(data []byte) {
 		if len(r.hold) > 0 {
 			line = append(r.hold, seg...)
 		}
-		if !r.fast(line[:len(line)-1]) {
+		if ids, batch := r.ledger.read(line[:len(line)-1], false); ids != nil {
+			r.refuse(ids, batch)
+		} else if !r.fast(line[:len(line)-1]) {
 			r.out = append(r.out, line...)
 		}
 		r.hold = r.hold[:0]
+		if cap(r.hold) > stdioFastMaxLine { // a long line held at the cap
+			r.hold = nil
+		}
 	}
-}
-
-// atEOF records a last request without a newline and waits until every
-// request read has been answered.
-func (r *drainingReader) atEOF() {
-	if len(r.split.partial) > 0 {
-		r.split.line(r.split.partial)
-		r.split.partial = nil
-	}
-	r.ledger.waitAnswered(r.ctx, r.stop, r.failed)
 }
 
 // countingWriter is stdout: it records the responses written, and gives the
@@ -460,3 +549,33 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 }
 
 func (w *countingWriter) Close() error { return nil }
+
+// refuseStdioBusy answers the requests of a line refused at the session's
+// in-flight cap: JSON-RPC error -32000 for each id (ledger keys), one
+// array for a batch, as the SDK answers a batch.
+func (s *Server) refuseStdioBusy(w io.Writer, ids []string, batch bool) {
+	s.warns.warn(s.log, "stdio-inflight", "stdio session has too many requests waiting for answers; answered -32000", "limit", s.stdioMaxInflight)
+	msg := "busy: this session has " + strconv.Itoa(s.stdioMaxInflight) + " requests waiting for answers (--max-inflight-per-ip); wait for an answer, then send it again"
+	var b []byte
+	if batch {
+		b = append(b, '[')
+	}
+	for i, key := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"jsonrpc":"2.0","id":`...)
+		if key[0] == 'n' {
+			b = append(b, key[1:]...)
+		} else {
+			b = jsonstr.AppendNoHTML(b, key[1:])
+		}
+		b = append(b, `,"error":{"code":-32000,"message":`...)
+		b = jsonstr.Append(b, msg)
+		b = append(b, "}}"...)
+	}
+	if batch {
+		b = append(b, ']')
+	}
+	w.Write(append(b, '\n'))
+}
