@@ -28,6 +28,8 @@
 package registry
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -226,6 +228,33 @@ func ValidName(name string) error {
 	return nil
 }
 
+// ValidInputSchema reports whether schema may be a tool's input schema, and
+// if not, why: a JSON object whose "type" is "object", as MCP requires of
+// a tool's inputSchema. The MCP face's SDK panics on any other (mcp.Server's
+// AddTool), so a schema that is not one must never reach a face: Set
+// refuses it, and a provider that takes its tools from elsewhere (an
+// upstream server's tools/list) leaves out each tool that fails it.
+func ValidInputSchema(schema any) error {
+	if schema == nil {
+		return errors.New("input schema is missing")
+	}
+	raw, ok := schema.(json.RawMessage)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(schema); err != nil {
+			return fmt.Errorf("input schema does not marshal to JSON: %v", err)
+		}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return errors.New("input schema is not a JSON object")
+	}
+	if typ := bytes.TrimSpace(m["type"]); string(typ) != `"object"` {
+		return fmt.Errorf(`input schema's "type" is %.40s, not "object"`, cmp.Or(string(typ), "missing"))
+	}
+	return nil
+}
+
 // Defaults for the zero values of Options.
 const (
 	DefaultMaxConcurrent = 10
@@ -401,6 +430,11 @@ func (r *Registry) Set(provider string, tools []Tool) error {
 		seen[t.Name] = true
 		if t.Handler == nil {
 			return fmt.Errorf("provider %q: tool %q has no handler", provider, t.Name)
+		}
+		if t.InputSchema != nil {
+			if err := ValidInputSchema(t.InputSchema); err != nil {
+				return fmt.Errorf("provider %q: tool %q: %w", provider, t.Name, err)
+			}
 		}
 		if t.Bare != "" {
 			if err := ValidName(t.Bare); err != nil {

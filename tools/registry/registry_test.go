@@ -637,3 +637,28 @@ func TestBeforeChange(t *testing.T) {
 		t.Fatalf("without a hook: %+v", res)
 	}
 }
+
+// TestSetRefusesBadInputSchemas: a schema that is not a JSON object of type
+// "object" (which the MCP face's SDK panics on) is refused by Set, in each
+// form a provider may give it; a missing one is ValidInputSchema's error.
+func TestSetRefusesBadInputSchemas(t *testing.T) {
+	r := New(Options{})
+	for _, schema := range []any{
+		map[string]any{"type": "string"}, map[string]any{}, []any{1}, "object",
+		json.RawMessage(`{"type":["object"]}`), json.RawMessage(`null`), json.RawMessage(`[`),
+	} {
+		tl := echo("a")
+		tl.InputSchema = schema
+		if err := r.Set("p", []Tool{tl}); err == nil || !strings.Contains(err.Error(), "input schema") {
+			t.Errorf("schema %v: Set answered %v", schema, err)
+		}
+	}
+	if err := ValidInputSchema(nil); err == nil {
+		t.Error("a missing schema is valid")
+	}
+	for _, schema := range []any{map[string]any{"type": "object"}, json.RawMessage(` {"type" : "object","properties":{}}`)} {
+		if err := ValidInputSchema(schema); err != nil {
+			t.Errorf("schema %v: %v", schema, err)
+		}
+	}
+}

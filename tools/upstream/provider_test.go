@@ -49,10 +49,16 @@ type fixture struct {
 // start runs one test upstream "t" in mode, under isolation iso.
 func start(t *testing.T, mode string, iso sandbox.Mode, mod func(*Server), tm timing) *fixture {
 	t.Helper()
+	return startAt(t, t.TempDir(), mode, iso, mod, tm)
+}
+
+// startAt is start with the workspace root given (a test may put files
+// there that the upstream reads when it starts).
+func startAt(t *testing.T, root, mode string, iso sandbox.Mode, mod func(*Server), tm timing) *fixture {
+	t.Helper()
 	if iso == sandbox.ModeBwrap {
 		testenv.Bwrap(t)
 	}
-	root := t.TempDir()
 	ws, err := fsops.NewDir(root, fsops.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -508,18 +508,70 @@ func (s *server) env() map[string]string {
 	return env
 }
 
+// Bounds of one server's tool list (publish).
+const (
+	maxTools     = 1000     // tools served per server; the rest are left out
+	maxToolPages = 100      // tools/list pages read per listing
+	maxToolBytes = 32 << 20 // the served tools' JSON, all together (the daemon's largest reply)
+)
+
 // publish lists the upstream's tools and sets them in the registry as
-// server__tool, filtered, with schemas and descriptions unchanged.
+// server__tool, filtered, with schemas and descriptions unchanged. A tool
+// the daemon cannot serve is left out, logged, and the others are served:
+// a name that is not a valid tool name once prefixed (registry.ValidName:
+// `/`, `..`, control characters, too long), a name listed twice, an input
+// schema that is not an object of type "object" (registry.ValidInputSchema).
+// At most maxTools tools, maxToolPages pages and maxToolBytes of tool
+// definitions are taken; a longer list is cut there (logged).
 func (s *server) publish(ctx context.Context, cs *mcp.ClientSession) error {
 	var tools []registry.Tool
-	for t, err := range cs.Tools(ctx, nil) {
+	seen := map[string]bool{}
+	skipped, size := 0, 0
+	params := &mcp.ListToolsParams{}
+	cut := ""
+pages:
+	for page := 0; ; page++ {
+		if page == maxToolPages {
+			cut = fmt.Sprintf("after %d pages", maxToolPages)
+			break
+		}
+		res, err := cs.ListTools(ctx, params)
 		if err != nil {
 			return fmt.Errorf("tools/list: %w", err)
 		}
-		if !s.cfg.Keep(t.Name) {
-			continue
+		for _, t := range res.Tools {
+			if !s.cfg.Keep(t.Name) {
+				continue
+			}
+			if err := s.servable(t, seen); err != nil {
+				if skipped++; skipped <= 10 {
+					s.log.Warn("upstream tool left out", "tool", clip(t.Name, 80), "err", clip(err.Error(), 200))
+				}
+				continue
+			}
+			if len(tools) == maxTools {
+				cut = fmt.Sprintf("at %d tools", maxTools)
+				break pages
+			}
+			if b, err := json.Marshal(t); err == nil {
+				size += len(b)
+			}
+			if size > maxToolBytes {
+				cut = fmt.Sprintf("at %s of tool definitions", byteSize(maxToolBytes))
+				break pages
+			}
+			tools = append(tools, s.tool(t))
 		}
-		tools = append(tools, s.tool(t))
+		if res.NextCursor == "" {
+			break
+		}
+		params.Cursor = res.NextCursor
+	}
+	if skipped > 10 {
+		s.log.Warn("upstream tools left out (only the first 10 logged)", "count", skipped)
+	}
+	if cut != "" {
+		s.log.Warn("upstream tool list cut", "where", cut, "served", len(tools))
 	}
 	if err := s.p.reg.Set(s.provider(), tools); err != nil {
 		return err
@@ -528,6 +580,31 @@ func (s *server) publish(ctx context.Context, cs *mcp.ClientSession) error {
 	s.tools = len(tools)
 	s.mu.Unlock()
 	return nil
+}
+
+// servable says why the registry could not serve t as server__tool, or
+// nil; seen holds the names already taken in this listing.
+func (s *server) servable(t *mcp.Tool, seen map[string]bool) error {
+	name := s.cfg.Name + Separator + t.Name
+	if err := registry.ValidName(t.Name); err != nil {
+		return err
+	}
+	if err := registry.ValidName(name); err != nil {
+		return err
+	}
+	if seen[name] {
+		return errors.New("listed twice")
+	}
+	seen[name] = true
+	return registry.ValidInputSchema(t.InputSchema)
+}
+
+// clip is s cut to n bytes, for a log line.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // tool is one upstream tool as the registry serves it.

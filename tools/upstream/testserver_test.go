@@ -54,6 +54,8 @@ func serveTestUpstream(mode string) int {
 		return 1
 	case "stdin-closer":
 		return serveStdinCloser()
+	case "hostile":
+		return serveHostile()
 	case "hold-stdout":
 		// A process left behind holding the server's stdout (crash-leaves-child).
 		time.Sleep(time.Hour)
