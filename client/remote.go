@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"maps"
 	"math"
+	"mime"
 	"net"
 	"net/http"
 	"os"
@@ -614,7 +615,16 @@ func (d *remoteDriver) readdir(_ context.Context, p string) ([]string, error) {
 	}
 	names := make([]string, len(infos))
 	for i, fi := range infos {
-		names[i] = fi.Name()
+		// A name is one element of a path, as every backend lists it; a
+		// daemon (or whatever answers in its place) that lists "../x" or
+		// "a/b" would lead a caller that joins names out of a directory
+		// (TestAttackHostileListing).
+		n := fi.Name()
+		if n == "" || n == "." || n == ".." || strings.ContainsAny(n, "/\x00") {
+			return nil, &errcode.Error{Code: errcode.ReadFailed, Op: "readdir", Path: p,
+				Msg: fmt.Sprintf("the daemon listed %q, which is not a file name", n)}
+		}
+		names[i] = n
 	}
 	slices.Sort(names)
 	return names, nil
@@ -851,8 +861,10 @@ func (d *remoteDriver) mcpTransport(_ context.Context, opts MCPOptions) (mcp.Tra
 	if rel := strings.TrimPrefix(strings.TrimPrefix(dir, root), "/"); rel != "" {
 		hdr.Set("X-Scope-Path", rel)
 	}
+	hc := d.conn.httpClient()
+	hc.Transport = headerTransport{hdr: hdr, base: hc.Transport}
 	return &mcp.StreamableClientTransport{Endpoint: d.conn.baseURL("http") + "/mcp",
-		HTTPClient: &http.Client{Transport: headerTransport{hdr: hdr, base: d.conn.httpClient().Transport}}, DisableStandaloneSSE: true}, nil
+		HTTPClient: hc, DisableStandaloneSSE: true}, nil
 }
 
 func (d *remoteDriver) close() error { return d.conn.close() }
@@ -869,8 +881,18 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header[k] = v
 	}
 	resp, err := h.base.RoundTrip(r)
-	if err != nil || resp.StatusCode < 400 {
+	if err != nil {
 		return resp, err
+	}
+	// The MCP SDK reads a JSON answer whole; an event stream it bounds per
+	// event (mcp.DefaultMaxEventSize). A JSON answer gets the same bound
+	// here, so a daemon (or whatever answers in its place) cannot make the
+	// client hold more (TestAttackHugeMCPAnswer).
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "text/event-stream" {
+		resp.Body = &boundedBody{ReadCloser: resp.Body, left: maxMCPAnswer}
+	}
+	if resp.StatusCode < 400 {
+		return resp, nil
 	}
 	// The MCP SDK reports a refusal by its status alone ("Forbidden");
 	// the daemon's {"error","message"} says why (a wrong token, a root
@@ -883,6 +905,34 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	resp.Body.Close()
 	return nil, fmt.Errorf("HTTP %d %s: %s", resp.StatusCode, refusal.Error, refusal.Message)
+}
+
+// maxMCPAnswer bounds one JSON answer of /mcp, as the SDK bounds one
+// event of a stream.
+const maxMCPAnswer = mcp.DefaultMaxEventSize
+
+// errMCPAnswerTooLarge ends the reading of a JSON answer over maxMCPAnswer.
+var errMCPAnswerTooLarge = fmt.Errorf("the daemon's answer is longer than %d bytes (the client's limit)", maxMCPAnswer)
+
+// boundedBody is a response body that fails once more than left bytes
+// were read.
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errMCPAnswerTooLarge
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	if b.left -= int64(n); b.left < 0 {
+		return 0, errMCPAnswerTooLarge
+	}
+	return n, err
 }
 
 // cappedBuffer collects output up to max bytes and notes more.

@@ -69,12 +69,20 @@ func (c *remoteConn) checkRoot(ctx context.Context) error {
 }
 
 // httpClient is the client of the daemon's HTTP routes (/health, /mcp):
-// RemoteOptions.RootCAs verifies its certificate with TLS, as for /ssh.
+// RemoteOptions.RootCAs verifies its certificate with TLS, as for /ssh. It
+// follows no redirect (the daemon sends none): a redirect is the answer, so
+// the token, X-Root-Dir and a request's body go to the daemon's address
+// only, never to where a proxy or an impersonator points (TestAttackRedirects).
+// It keeps no cookies (no Jar).
 func (c *remoteConn) httpClient() *http.Client {
-	if c.opts.RootCAs == nil {
-		return &http.Client{Transport: http.DefaultTransport}
+	var t http.RoundTripper = http.DefaultTransport
+	if c.opts.RootCAs != nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: c.opts.RootCAs, MinVersion: tls.VersionTLS12}
+		t = tr
 	}
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.TLSClientConfig = &tls.Config{RootCAs: c.opts.RootCAs, MinVersion: tls.VersionTLS12}
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: t, CheckRedirect: noRedirect}
 }
+
+// noRedirect makes a redirect the answer of its request.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
