@@ -49,6 +49,9 @@ type Options struct {
 	Token string
 	// Client makes the requests (its Transport carries TLS settings, such
 	// as a CA for the daemon's certificate); http.DefaultClient when nil.
+	// Run follows no redirect whatever its CheckRedirect says: the daemon
+	// sends none, so a redirect is answered as an HTTP error, and a message,
+	// the session id and the token go to URL only.
 	Client *http.Client
 	// MaxInFlight bounds the requests waiting for their answer, and
 	// separately the notifications and responses being delivered (so that
@@ -87,9 +90,12 @@ func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 	if opts.URL == "" {
 		return errors.New("mcpbridge: no URL")
 	}
-	if opts.Client == nil {
-		opts.Client = http.DefaultClient
+	hc := http.Client{}
+	if opts.Client != nil {
+		hc = *opts.Client
 	}
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	opts.Client = &hc
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
