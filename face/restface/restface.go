@@ -141,14 +141,18 @@ func (h *Handler) ServeExecute(w http.ResponseWriter, r *http.Request) {
 	if h.opts.Admit.MaxBody > 0 {
 		body = http.MaxBytesReader(w, r.Body, h.opts.Admit.MaxBody)
 	}
+	raw, err := io.ReadAll(body)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		admit.WriteJSONError(w, http.StatusRequestEntityTooLarge, "Request too large",
+			fmt.Sprintf("request body exceeds %d bytes (raise the daemon's body limit)", mbe.Limit))
+		return
+	}
 	var req ExecuteRequest
-	if err := json.NewDecoder(body).Decode(&req); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			admit.WriteJSONError(w, http.StatusRequestEntityTooLarge, "Request too large",
-				fmt.Sprintf("request body exceeds %d bytes (raise the daemon's body limit)", mbe.Limit))
-			return
-		}
+	if err == nil {
+		err = decodeRequest(raw, &req)
+	}
+	if err != nil {
 		admit.WriteJSONError(w, http.StatusBadRequest, "Invalid request", "the body must be {\"tool_name\":...,\"arguments\":{...},\"timeout\":seconds}: "+err.Error())
 		return
 	}
@@ -183,6 +187,31 @@ func (h *Handler) ServeExecute(w http.ResponseWriter, r *http.Request) {
 	}
 	status, resp := Response(res, ms)
 	writeJSON(w, status, resp)
+}
+
+// decodeRequest decodes one body as MCP's tools/call reads its params:
+// one JSON value and nothing after it, and keys matched exactly. Go's
+// json.Unmarshal takes "Tool_Name" for tool_name where the MCP SDK takes no
+// key but the exact one (face/mcphttp/sdkdecode.go), so a key that differs
+// from a field's name only in case is refused rather than read as another
+// face would not read it (TestAttackRESTBodies). A key repeated exactly is
+// the last one's, on every face.
+func decodeRequest(raw []byte, req *ExecuteRequest) error {
+	if err := json.Unmarshal(raw, req); err != nil {
+		return err
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil {
+		return err
+	}
+	for k := range keys {
+		for _, f := range [...]string{"tool_name", "arguments", "timeout"} {
+			if k != f && strings.EqualFold(k, f) {
+				return fmt.Errorf("key %q is not %q (keys are matched exactly)", k, f)
+			}
+		}
+	}
+	return nil
 }
 
 // writeCallError answers a call the registry did not run (a function of
