@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -387,5 +388,148 @@ func TestAttackExtComputeBounds(t *testing.T) {
 		if !isErr || !strings.Contains(strings.ToLower(txt), strings.ToLower(tc.want)) {
 			t.Errorf("%s %s: %q isError=%v; want an error with %q", tc.tool, tc.args, cutText(txt, 300), isErr, tc.want)
 		}
+	}
+}
+
+// TestAttackExtDeclarations: what an extension declares is bounded and
+// checked when the file loads: odd tool names, two tools or parameters of
+// one name, a description or schema made by a loop, thousands of tools or
+// parameters, a tool name another file (or a built-in provider, with bare
+// names) holds, and load() of a path outside the directory, through a
+// symlink there too, are load errors; the others keep serving.
+func TestAttackExtDeclarations(t *testing.T) {
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "lib.star"), []byte("x = 1\n"), 0o644)
+	ext := func(name, tools string) string {
+		return "def h(p):\n    return 'ok'\ndef describe_extension():\n    return Extension(name = '" + name + "', tools = " + tools + ")\n"
+	}
+	files := map[string]string{
+		"good.star":       ext("good", "[Tool(name = 't', handler = h)]"),
+		"same.star":       ext("good", "[Tool(name = 't', handler = h)]"),
+		"odd.star":        ext("odd", "[Tool(name = '../x', handler = h)]"),
+		"odd2.star":       ext("odd2", "[Tool(name = 'a b', handler = h)]"),
+		"odd3.star":       ext("odd3", "[Tool(name = '\u00e9t\u00e9', handler = h)]"),
+		"long.star":       ext("long", "[Tool(name = 'x' * 33, handler = h)]"),
+		"twice.star":      ext("twice", "[Tool(name = 't', handler = h), Tool(name = 't', handler = h)]"),
+		"twoparams.star":  ext("twoparams", "[Tool(name = 't', handler = h, parameters = [ToolParameter(name = 'a'), ToolParameter(name = 'a', required = True)])]"),
+		"hugedesc.star":   ext("hugedesc", "[Tool(name = 't', handler = h, description = 'x' * (1 << 22))]"),
+		"hugeparam.star":  ext("hugeparam", "[Tool(name = 't', handler = h, parameters = [ToolParameter(name = 'p', description = 'x' * 70000)])]"),
+		"hugeext.star":    "def describe_extension():\n    return Extension(name = 'hugeext', description = 'x' * 100000, tools = [])\n",
+		"manytools.star":  "def h(p):\n    return 1\ndef describe_extension():\n    return Extension(name = 'many', tools = [Tool(name = 't%d' % i, handler = h) for i in range(100000)])\n",
+		"manyparams.star": ext("manyparams", "[Tool(name = 't', handler = h, parameters = [ToolParameter(name = 'p%d' % i) for i in range(100000)])]"),
+		"bigdefault.star": ext("bigdefault", "[Tool(name = 't', handler = h, parameters = [ToolParameter(name = 'p', param_type = 'array', default = '[' + '1,' * 40000 + '1]')])]"),
+		"notstruct.star":  ext("notstruct", "[{'name': 't', 'handler': h}]"),
+		"abs.star":        "load('" + filepath.Join(outside, "lib.star") + "', 'x')\n" + ext("abs", "[]"),
+		"up.star":         "load('../" + filepath.Base(outside) + "/lib.star', 'x')\n" + ext("up", "[]"),
+		"viasym.star":     "load('sym.star', 'x')\n" + ext("viasym", "[]"),
+		"builtin.star":    ext("builtin", "[Tool(name = 'read_file', handler = h)]"),
+	}
+	dir := t.TempDir()
+	for name, src := range files {
+		write(t, dir, name, src)
+	}
+	if err := os.Symlink(filepath.Join(outside, "lib.star"), filepath.Join(dir, "sym.star")); err != nil {
+		t.Fatal(err)
+	}
+	reg := registry.New(registry.Options{})
+	if err := reg.Set("builtin", []registry.Tool{{Name: "read_file", Handler: func(context.Context, registry.Call) *mcp.CallToolResult { return nil }}}); err != nil {
+		t.Fatal(err)
+	}
+	f := startIn(t, dir, func(o *Options) { o.Registry = reg; o.BareNames = true; o.MaxSteps = DefaultMaxSteps })
+	errs := map[string]string{}
+	for _, h := range f.p.Health() {
+		errs[h.File] = h.LastError
+	}
+	for file, want := range map[string]string{
+		"good.star":       "",
+		"same.star":       `"t"`,
+		"odd.star":        `tool name "../x"`,
+		"odd2.star":       `tool name "a b"`,
+		"odd3.star":       "tool name",
+		"long.star":       "at most 32",
+		"twice.star":      `two tools are named "t"`,
+		"twoparams.star":  `two parameters are named "a"`,
+		"hugedesc.star":   "more than 65536 bytes",
+		"hugeparam.star":  "more than 65536 bytes",
+		"hugeext.star":    "the limit is 65536",
+		"manytools.star":  "more than 256 tools",
+		"manyparams.star": "more than 256 parameters",
+		"bigdefault.star": "more than 65536 bytes",
+		"notstruct.star":  "tools must hold Tool(...)",
+		"abs.star":        "only .star files inside the extensions directory",
+		"up.star":         "only .star files inside the extensions directory",
+		"viasym.star":     "not a file inside the extensions directory",
+		"builtin.star":    `"read_file"`,
+	} {
+		if got := errs[file]; want == "" && got != "" || !strings.Contains(got, want) {
+			t.Errorf("%s: %q; want %q", file, cutText(got, 300), want)
+		}
+	}
+	if txt, isErr, _ := f.call(t, "t", `{}`); isErr || txt != "ok" {
+		t.Errorf("the good extension: %q %v", txt, isErr)
+	}
+	for _, tl := range reg.List() {
+		if b, _ := json.Marshal(tl); len(b) > MaxDeclBytes+1024 {
+			t.Errorf("tool %s is listed with %d bytes", tl.Name, len(b))
+		}
+	}
+}
+
+// TestAttackExtReloadRace: calls running while their file is rewritten
+// again and again each finish on one version or the other, never on a mix
+// and never with an error (run it with -race).
+func TestAttackExtReloadRace(t *testing.T) {
+	src := func(v int) string {
+		return fmt.Sprintf("V = %d\ndef h(p):\n    n = 0\n    for i in range(1000):\n        n += V\n    return str(n // 1000)\ndef describe_extension():\n    return Extension(name = 'race', tools = [Tool(name = 't', handler = h)])\n", v)
+	}
+	f := start(t, map[string]string{"race.star": src(1)}, func(o *Options) { o.Debounce = time.Millisecond })
+	var changes atomic.Int32
+	defer f.reg.Subscribe(func() { changes.Add(1) })()
+	stop := make(chan struct{})
+	writes := make(chan struct{})
+	go func() {
+		defer close(writes)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Rewritten in place (not renamed), so a reload can read it half written.
+			os.WriteFile(filepath.Join(f.dir, "race.star"), []byte(src(1+i%2)), 0o644)
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	errc := make(chan string, 8)
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < 200 || changes.Load() < 4 && i < 100000; i++ {
+				res, err := f.reg.Call(context.Background(), "race__t", registry.Call{Args: json.RawMessage(`{}`), Workspace: f.ws})
+				if err != nil {
+					errc <- err.Error()
+					return
+				}
+				txt := res.Content[0].(*mcp.TextContent).Text
+				if res.IsError || txt != "1" && txt != "2" {
+					errc <- txt
+					return
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	close(stop)
+	<-writes
+	select {
+	case e := <-errc:
+		t.Errorf("a call during reloads: %q", e)
+	default:
+	}
+	if changes.Load() < 4 {
+		t.Errorf("%d reloads while the calls ran", changes.Load())
 	}
 }

@@ -1,6 +1,7 @@
 package extensions
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -20,6 +21,18 @@ import (
 // control flow are on (handlers are ordinary programs); the step limit and
 // the deadline bound them.
 var fileOptions = &syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true, Recursion: true}
+
+// Bounds on what an extension declares: every tools/list sends it, to
+// every client, so a description or a schema made by a loop (one step of
+// "x" * n makes up to 1 GiB) would be sent, and marshalled, on every list.
+const (
+	MaxTools  = 256 // tools of one extension
+	MaxParams = 256 // parameters of one tool
+	// MaxDeclBytes bounds a tool's declaration, its name, title,
+	// description and input schema as JSON, and an extension's version
+	// and description together.
+	MaxDeclBytes = 64 << 10
+)
 
 // Extension is one loaded file.
 type Extension struct {
@@ -164,6 +177,9 @@ func readExtension(rel string, v starlark.Value) (*Extension, error) {
 	}
 	ext.Version, _ = strField(s, "version", false)
 	ext.Description, _ = strField(s, "description", false)
+	if n := len(ext.Version) + len(ext.Description); n > MaxDeclBytes {
+		return nil, bad("version and description take %d bytes; the limit is %d", n, MaxDeclBytes)
+	}
 	if ext.AllowedExec, err = strList(s, "allowed_exec"); err != nil {
 		return nil, bad("%v", err)
 	}
@@ -195,6 +211,9 @@ func readExtension(rel string, v starlark.Value) (*Extension, error) {
 	defer iter.Done()
 	var tv starlark.Value
 	for iter.Next(&tv) {
+		if len(ext.Tools) == MaxTools {
+			return nil, bad("more than %d tools", MaxTools)
+		}
 		t, err := readTool(ext.Name, tv)
 		if err != nil {
 			return nil, bad("%v", err)
@@ -256,12 +275,34 @@ func readTool(extName string, v starlark.Value) (Tool, error) {
 		defer iter.Done()
 		var pv starlark.Value
 		for iter.Next(&pv) {
+			if len(t.Params) == MaxParams {
+				return Tool{}, fmt.Errorf("tool %q of extension %q: more than %d parameters", t.Name, extName, MaxParams)
+			}
 			p, err := readParam(pv)
 			if err != nil {
 				return Tool{}, fmt.Errorf("tool %q of extension %q: %v", t.Name, extName, err)
 			}
+			if slices.ContainsFunc(t.Params, func(o Param) bool { return o.Name == p.Name }) {
+				return Tool{}, fmt.Errorf("tool %q of extension %q: two parameters are named %q", t.Name, extName, p.Name)
+			}
 			t.Params = append(t.Params, p)
 		}
+	}
+	// The declaration's size, counted as tools/list sends it; the text
+	// fields first, so that a huge one is refused before it is copied.
+	n := len(t.Name) + len(t.Title) + len(t.Description)
+	for _, p := range t.Params {
+		n += len(p.Name) + len(p.Description)
+	}
+	if n <= MaxDeclBytes {
+		schema, err := json.Marshal(t.schema())
+		if err != nil {
+			return Tool{}, fmt.Errorf("tool %q of extension %q: its input schema: %v", t.Name, extName, err)
+		}
+		n += len(schema)
+	}
+	if n > MaxDeclBytes {
+		return Tool{}, fmt.Errorf("tool %q of extension %q: its name, title, description and input schema take more than %d bytes", t.Name, extName, MaxDeclBytes)
 	}
 	return t, nil
 }
