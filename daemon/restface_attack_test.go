@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -33,26 +34,30 @@ func restAttackDaemon(t *testing.T) (*running, string) {
 	return r, c.Root
 }
 
-// rawExchange writes req on a new connection and returns the first
-// answer's status line and body (empty when the connection closed first).
-func rawExchange(t *testing.T, base, req string) (status, body string) {
+// rawExchange writes req on a new connection and returns the answers'
+// status lines and bodies, read until the daemon closes the connection or
+// sends nothing for 3 s.
+func rawExchange(t *testing.T, base, req string) (status, body []string) {
 	t.Helper()
 	cn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cn.Close()
-	cn.SetDeadline(time.Now().Add(20 * time.Second))
 	if _, err := io.WriteString(cn, req); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(cn), nil)
-	if err != nil {
-		return "", ""
+	br := bufio.NewReader(cn)
+	for {
+		cn.SetReadDeadline(time.Now().Add(3 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return status, body
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		status, body = append(status, resp.Status), append(body, string(b))
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.Status, string(b)
 }
 
 // TestAttackRESTBodies: bodies at and past the limit (declared or
@@ -129,5 +134,57 @@ func TestAttackRESTBodies(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 413 || !strings.Contains(string(b), "exceeds 65536 bytes") {
 		t.Errorf("a chunked body past the limit: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestAttackRESTHeaders: X-Scope-Path spelt to leave the root (dots,
+// encoded dots, backslashes, a NUL, 100 KiB), Transfer-Encoding tricks
+// (chunked with a Content-Length hiding a second request, codings net/http
+// does not speak, a chunk size that overflows) and Expect: 100-continue
+// without a body. A scope is the root or a directory in it, or the call is
+// refused; net/http answers each framing trick before the handler, or the
+// handler sees an empty or cut body.
+func TestAttackRESTHeaders(t *testing.T) {
+	r, root := restAttackDaemon(t)
+	list := `{"tool_name":"list_allowed_directories","arguments":{}}`
+	for _, tc := range []struct{ scope, dir string }{
+		{"..", ""}, {"../x", ""}, {"sub/../..", ""}, {"..%2f..", ""}, {`..\..`, ""},
+		{"%2e%2e", "/%2e%2e"}, // not URL-decoded: a directory of that name, inside
+		{"/", ""}, {"sub", "/sub"}, {"//sub", "/sub"},
+		{strings.Repeat("a/", 50<<10), "/" + strings.Repeat("a/", 50<<10-1) + "a"},
+	} {
+		status, body := send(t, http.MethodPost, r.url+"/execute", list, map[string]string{"Authorization": "Bearer tok", "X-Scope-Path": tc.scope})
+		switch {
+		case strings.Contains(tc.scope, ".."):
+			if status != 400 || !strings.Contains(body, "Invalid scope path") {
+				t.Errorf("scope %q: %d %.300s", tc.scope, status, body)
+			}
+		case status != 200 || !strings.Contains(body, "- "+root+tc.dir+`"`):
+			t.Errorf("scope %.40q: %d %.300s; want %s", tc.scope, status, body, root+tc.dir)
+		}
+	}
+	head := "POST /execute HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok\r\nContent-Type: application/json\r\n"
+	smuggled := "POST /execute HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok\r\nContent-Type: application/json\r\nContent-Length: 72\r\n\r\n" +
+		`{"tool_name":"write_file","arguments":{"path":"smuggled","content":"x"}}`
+	for _, tc := range []struct{ name, req, status, has string }{
+		{"scope with a NUL", head + "X-Scope-Path: a\x00b\r\nContent-Length: " + fmt.Sprint(len(list)) + "\r\n\r\n" + list, "400 Bad Request", ""},
+		{"chunked and a length", head + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled, "400 Bad Request", "unexpected end of JSON input"},
+		{"two codings", head + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "501 Not Implemented", ""},
+		{"chunked twice", head + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "501 Not Implemented", ""},
+		{"chunk size overflow", head + "Transfer-Encoding: chunked\r\n\r\nfffffffffffffffffff\r\n", "400 Bad Request", "chunk length too large"},
+		{"expect without a body", head + "Expect: 100-continue\r\nContent-Length: 0\r\n\r\n", "400 Bad Request", "unexpected end of JSON input"},
+		{"two lengths", head + "Content-Length: 4\r\nContent-Length: 5\r\n\r\n" + list, "400 Bad Request", ""},
+	} {
+		status, body := rawExchange(t, r.url, tc.req)
+		if tc.name == "chunked and a length" && len(status) > 1 {
+			// Transfer-Encoding wins, as RFC 9112 6.3 says, but net/http
+			// keeps the connection, so what follows the chunked body is
+			// the client's next request (here with its own token): the
+			// daemon does not close as 6.3 asks (docs/security.md, left).
+			status, body = status[:1], body[:1]
+		}
+		if len(status) != 1 || status[0] != tc.status || !strings.Contains(body[0], tc.has) {
+			t.Errorf("%s: %q %.300q; want one answer, %s with %s", tc.name, status, body, tc.status, tc.has)
+		}
 	}
 }
