@@ -188,3 +188,50 @@ func TestAttackRESTHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackRESTAuditRefusals: on /execute a call the registry judges
+// leaves one audit line, refused ones included (an unknown tool "unknown",
+// a read-only token's write "denied"); a request refused before a call
+// exists (no token 401, a body that is not a call 400, one over the limit
+// 413) leaves none: the audit log records calls, the daemon's log and
+// metrics the refusals of admission.
+func TestAttackRESTAuditRefusals(t *testing.T) {
+	c := testConfig(t)
+	c.AuthToken = "tok"
+	c.MaxBodyBytes = 4096
+	c.AuditLog = filepath.Join(t.TempDir(), "audit.log")
+	c.TokensFile = filepath.Join(t.TempDir(), "tokens.json")
+	if err := os.WriteFile(c.TokensFile, []byte(`{"tokens":[`+tokenLine("ro", "ro-tok", `,"readOnly":true`)+`]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, c, nil)
+	for _, tc := range []struct {
+		token, body string
+		status      int
+	}{
+		{"", `{"tool_name":"write_file","arguments":{"path":"a","content":"x"}}`, 401},
+		{"tok", `{"tool_name":"write_file","Tool_Name":"exec","arguments":{}}`, 400},
+		{"tok", `{"tool_name":"write_file","arguments":{"content":"` + strings.Repeat("x", 5000) + `"}}`, 413},
+		{"tok", `{"tool_name":"no_such_tool","arguments":{}}`, 404},
+		{"ro-tok", `{"tool_name":"write_file","arguments":{"path":"a","content":"x"}}`, 200},
+	} {
+		if status, body := send(t, http.MethodPost, r.url+"/execute", tc.body, bearer(tc.token)); status != tc.status {
+			t.Errorf("%.60s: %d %.200s; want %d", tc.body, status, body, tc.status)
+		}
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(c.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"tool":"no_such_tool"`) || !strings.Contains(lines[0], `"outcome":"unknown"`) ||
+		!strings.Contains(lines[1], `"caller":"ro"`) || !strings.Contains(lines[1], `"outcome":"denied"`) {
+		t.Errorf("audit log:\n%s", b)
+	}
+}
