@@ -234,6 +234,7 @@ func (s *server) runOnce() error {
 		return fmt.Errorf("start: %w", err)
 	}
 	tr := newTransport(stdout.File(), pipeWriter{stdin.File()}, s.p.maxMessage, s.log)
+	tr.writeTimeout = s.p.timing.pingTimeout
 	pid := 0
 	if pp, ok := proc.(interface{ Pid() int }); ok {
 		pid = pp.Pid()

@@ -51,6 +51,14 @@ type transport struct {
 	w   io.WriteCloser // its stdin
 	max int
 	log *slog.Logger
+	// writeTimeout bounds every write to the upstream's stdin, whatever
+	// its context (0: none). The SDK writes its answers to the server's
+	// requests and its notifications with a context that never ends; one
+	// such write blocked on a server that stopped reading its stdin held
+	// the write lock for good, and every call and ping after it waited
+	// behind it. The supervisor sets the ping timeout: a server that cannot
+	// take a line in that time cannot answer a ping either.
+	writeTimeout time.Duration
 
 	// dead is closed, and err set, when the stream can carry no more.
 	dead    chan struct{}
@@ -103,7 +111,7 @@ func (t *transport) exited(grace time.Duration) {
 
 // Connect implements mcp.Transport; it is called once.
 func (t *transport) Connect(context.Context) (mcp.Connection, error) {
-	return &conn{t: t, fr: framer{max: t.max}}, nil
+	return &conn{t: t, fr: framer{max: t.max}, writing: make(chan struct{}, 1)}, nil
 }
 
 type conn struct {
@@ -115,7 +123,7 @@ type conn struct {
 	queue []jsonrpc.Message // decoded, not yet returned: what one read (readSize bytes) or one batch line held
 	eof   bool              // the pipe is at its end
 
-	writeMu   sync.Mutex
+	writing   chan struct{} // the write lock: one write at a time, waited for under the writer's context
 	closeOnce sync.Once
 }
 
@@ -247,9 +255,11 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
-// Write sends one message as a line. A write still blocked when ctx ends
-// (the upstream stopped reading its stdin) breaks the stream: part of the
-// line may be sent, so nothing after it could be framed.
+// Write sends one message as a line. A write still blocked when ctx ends,
+// or after the transport's writeTimeout whatever ctx (the upstream stopped
+// reading its stdin), breaks the stream: part of the line may be sent, so
+// nothing after it could be framed. A write waiting for another to finish
+// gives up when its own ctx ends, having sent nothing.
 func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -259,15 +269,26 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return fmt.Errorf("marshaling message: %w", err)
 	}
 	data = append(data, '\n')
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
+	if d := c.t.writeTimeout; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("no write to its stdin completed within %s", d))
+		defer cancel()
+	}
+	select {
+	case c.writing <- struct{}{}:
+		defer func() { <-c.writing }()
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-c.t.dead:
+		return c.t.deadErr
+	}
 	select {
 	case <-c.t.dead:
 		return c.t.deadErr
 	default:
 	}
 	stop := context.AfterFunc(ctx, func() {
-		c.t.kill(fmt.Errorf("stopped reading its stdin (a write was still blocked when its call ended: %v)", context.Cause(ctx)))
+		c.t.kill(fmt.Errorf("stopped reading its stdin (a write was still blocked when it had to end: %v)", context.Cause(ctx)))
 		c.t.w.Close()
 	})
 	_, err = c.t.w.Write(data)

@@ -1,0 +1,58 @@
+package upstream
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// emitArgs is the arguments of the hostile upstream's emit tool.
+func emitArgs(t *testing.T, lines []string, repeat int, more string) string {
+	t.Helper()
+	b, err := json.Marshal(lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := `{"lines":` + string(b) + `,"repeat":` + itoa(repeat)
+	if more != "" {
+		s += "," + more
+	}
+	return s + "}"
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// TestAttackServerRequestsUnread: an upstream sends requests to the daemon
+// (roots/list, 3000 of them) and stops reading its stdin, so the
+// daemon's answers fill the pipe. A write that has no deadline of its own
+// (an answer to the server's request: the SDK gives it none) is bounded by
+// the ping timeout; the server is killed and restarted, and calls made
+// meanwhile end at their own deadlines instead of queueing behind the
+// stalled write.
+func TestAttackServerRequestsUnread(t *testing.T) {
+	tm := fastTiming
+	tm.pingInterval = time.Hour
+	f := startHostile(t, hostileScript{}, func(s *Server) { s.Timeout = Duration(time.Second) }, tm)
+	first := f.running(t)
+	var reqs []string
+	for i := range 3000 {
+		reqs = append(reqs, `{"jsonrpc":"2.0","id":"r`+itoa(i)+`","method":"roots/list"}`)
+	}
+	f.call(t, nil, "t__emit", emitArgs(t, reqs, 1, `"stall":true`))
+	f.waitRecorded(t, "stalled", "the upstream never stalled")
+	txt, isErr, _ := f.call(t, nil, "t__emit", `{"x":1}`)
+	if !isErr {
+		t.Errorf("a call to the stalled server answered %q", txt)
+	}
+	h := f.waitFor(t, "the restart", func(h Health) bool { return h.Restarts == 1 && h.State == StateRunning && h.PID != first.PID })
+	if !strings.Contains(h.LastError, "its connection ended") {
+		t.Errorf("last_error: %q", h.LastError)
+	}
+	if txt, isErr, _ := f.call(t, nil, "t__emit", `{"x":2}`); isErr || txt != `{"x":2}` {
+		t.Errorf("after the restart: %q %v", txt, isErr)
+	}
+}
