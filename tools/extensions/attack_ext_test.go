@@ -533,3 +533,54 @@ func TestAttackExtReloadRace(t *testing.T) {
 		t.Errorf("%d reloads while the calls ran", changes.Load())
 	}
 }
+
+// TestAttackExtHeapBounded: a handler that keeps what it allocates, in
+// large steps ("x" * n) or small ones, or that recurses to Starlark's
+// depth bound (about 256 MiB of stack), is cancelled once the daemon's heap
+// and stacks pass MaxHeapBytes, long before the step limit (which let a
+// loop of small appends hold 5 GB); the file's top-level code too; the
+// next call runs.
+func TestAttackExtHeapBounded(t *testing.T) {
+	const limit = 128 << 20
+	src := `
+def gulps(p):
+    l = []
+    for i in range(40):
+        l.append("x" * (1 << 25))
+    return len(l)
+def bites(p):
+    l = []
+    for i in range(10000000):
+        l.append("x" * 100)
+    return len(l)
+def deep(p):
+    def f(n):
+        return f(n + 1)
+    return f(0)
+def small(p):
+    return "small"
+def describe_extension():
+    return Extension(name = "mem", tools = [Tool(name = "gulps", handler = gulps), Tool(name = "bites", handler = bites),
+                                            Tool(name = "deep", handler = deep),
+                                            Tool(name = "small", handler = small)])
+`
+	atLoad := "L = []\nfor i in range(40):\n    L.append('x' * (1 << 25))\ndef describe_extension():\n    return Extension(name = 'atload', tools = [])\n"
+	f := start(t, map[string]string{"mem.star": src, "atload.star": atLoad}, func(o *Options) {
+		o.MaxSteps = DefaultMaxSteps
+		o.MaxHeapBytes = limit
+	})
+	for _, h := range f.p.Health() {
+		if h.File == "atload.star" && !strings.Contains(h.LastError, "past the 128 MiB") {
+			t.Errorf("top-level code: %+v", h)
+		}
+	}
+	for _, tool := range []string{"mem__gulps", "mem__bites", "mem__deep"} {
+		txt, isErr, _ := f.call(t, tool, `{}`)
+		if !isErr || !strings.Contains(txt, "past the 128 MiB extension calls may run with") {
+			t.Errorf("%s: %q isError=%v; want the heap bound", tool, cutText(txt, 300), isErr)
+		}
+	}
+	if txt, isErr, _ := f.call(t, "mem__small", `{}`); isErr || txt != "small" {
+		t.Errorf("after: %q %v", txt, isErr)
+	}
+}

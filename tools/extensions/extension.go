@@ -127,6 +127,7 @@ func (p *Provider) loadFile(rel string) (*Extension, error) {
 	}
 	thread := p.newThread(rel, nil)
 	thread.SetMaxExecutionSteps(p.opts.MaxSteps)
+	defer p.heap.watch(thread)()
 	globals, err := starlark.ExecFileOptions(fileOptions, thread, filepath.Join(p.dir, rel), src, p.predeclared())
 	if err != nil {
 		return nil, loadError(rel, err)

@@ -69,6 +69,10 @@ type Options struct {
 	DBHosts []string
 	// MaxSteps bounds the Starlark steps of one call (and of loading a file).
 	MaxSteps uint64
+	// MaxHeapBytes bounds the daemon's Go heap while extension code runs
+	// (heapwatch.go): past it every running call, and every file loading,
+	// is cancelled. DefaultMaxHeapBytes when 0; negative: no bound.
+	MaxHeapBytes int64
 	// MaxConcurrent bounds the calls of one extension running at once.
 	MaxConcurrent int
 	// Debounce waits for a burst of file changes to end before reloading.
@@ -120,6 +124,7 @@ type Provider struct {
 
 	mu    sync.Mutex
 	files map[string]*loaded
+	heap  *heapWatch
 
 	watcher *fsnotify.Watcher
 	stop    chan struct{}
@@ -179,7 +184,8 @@ func newProvider(opts Options) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{dir: abs, opts: opts, log: log, files: map[string]*loaded{}, stop: make(chan struct{}), done: make(chan struct{})}, nil
+	return &Provider{dir: abs, opts: opts, log: log, files: map[string]*loaded{}, heap: newHeapWatch(opts.MaxHeapBytes),
+		stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
 // Close stops watching and withdraws every tool. A Starlark step still
@@ -439,7 +445,9 @@ func (p *Provider) load(th *starlark.Thread, from, module string, cache map[stri
 		return p.load(t2, name, m, cache, depth+1)
 	}}
 	sub.SetMaxExecutionSteps(p.opts.MaxSteps)
+	unwatch := p.heap.watch(sub)
 	g, err := starlark.ExecFileOptions(fileOptions, sub, full, src, p.predeclared())
+	unwatch()
 	if err != nil {
 		delete(cache, name)
 		return nil, err
@@ -479,6 +487,7 @@ func (p *Provider) call(ctx context.Context, ext *Extension, t Tool, c *calls, c
 	thread.SetLocal(localReadOnly, call.ReadOnly)
 	thread.SetMaxExecutionSteps(p.opts.MaxSteps)
 	stop := context.AfterFunc(ctx, func() { thread.Cancel("the call's time ran out") })
+	unwatch := p.heap.watch(thread)
 	release := call.Detach()
 	const running, finished, abandoned = 0, 1, 2
 	var state atomic.Int32
@@ -486,6 +495,7 @@ func (p *Provider) call(ctx context.Context, ext *Extension, t Tool, c *calls, c
 	go func() {
 		res := p.run(ctx, thread, ext, t, args)
 		stop()
+		unwatch()
 		<-c.sem
 		release()
 		if !state.CompareAndSwap(running, finished) {
