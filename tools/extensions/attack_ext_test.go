@@ -378,6 +378,8 @@ func TestAttackExtComputeBounds(t *testing.T) {
 		{"h__repeat", `{"n":4294967296}`, "too large"},
 		{"h__shift", `{"n":100000000}`, "shift count too large"},
 		{"h__decode", `{"s":"` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `"}`, "nested more than 100"},
+		{"h__decode", `{"s":"[1, ` + strings.Repeat("9", MaxIntDigits+1) + `]"}`, "an integer of 4301 digits: at most 4300"},
+		{"h__decode", `{"s":"-` + strings.Repeat("9", 1000000) + `"}`, "an integer of 1000000 digits"},
 		{"h__fn", `{}`, "function"},
 		{"h__cycle", `{}`, "nested deeper than 100"},
 		{"h__nan", `{"f":"nan"}`, "NaN"},
@@ -386,9 +388,56 @@ func TestAttackExtComputeBounds(t *testing.T) {
 	} {
 		txt, isErr, _ := f.call(t, tc.tool, tc.args)
 		if !isErr || !strings.Contains(strings.ToLower(txt), strings.ToLower(tc.want)) {
-			t.Errorf("%s %s: %q isError=%v; want an error with %q", tc.tool, tc.args, cutText(txt, 300), isErr, tc.want)
+			t.Errorf("%s %s: %q isError=%v; want an error with %q", tc.tool, cutText(tc.args, 80), cutText(txt, 300), isErr, tc.want)
 		}
 	}
+	// Digits inside strings, and long floats, are not integers.
+	long := strings.Repeat("9", MaxIntDigits+1)
+	for _, doc := range []string{`[\"` + long + `\"]`, `[\"\\\"` + long + `\"]`, `[1.` + long + `]`, `{\"` + long + `\": 1}`} {
+		if txt, isErr, _ := f.call(t, "h__decode", `{"s":"`+doc+`"}`); isErr {
+			t.Errorf("json.decode(%s): %q", cutText(doc, 40), cutText(txt, 200))
+		}
+	}
+}
+
+// TestAttackExtConcurrentCalls: many calls of one extension at once run
+// at most MaxConcurrent at a time (the others wait for a slot until their
+// deadline), and nothing is left running after (goleak, TestMain).
+func TestAttackExtConcurrentCalls(t *testing.T) {
+	var inside, most atomic.Int32
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inside.Add(1)
+		defer inside.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	f := start(t, map[string]string{"h.star": hostile}, func(o *Options) {
+		loopback(t, srv)(o)
+		o.Registry = registry.New(registry.Options{MaxConcurrent: 64, DefaultTimeout: 500 * time.Millisecond})
+	})
+	done := make(chan bool)
+	for range 16 {
+		go func() {
+			res, err := f.reg.Call(context.Background(), "h__get", registry.Call{Args: json.RawMessage(fmt.Sprintf(`{"url":%q}`, srv.URL)), Workspace: f.ws})
+			done <- err == nil && res.IsError
+		}()
+	}
+	for range 16 {
+		if !<-done {
+			t.Error("a call did not end in an error at its deadline")
+		}
+	}
+	close(release)
+	if m := most.Load(); m < 1 || m > DefaultMaxConcurrent {
+		t.Errorf("%d requests of one extension at once; the limit is %d", m, DefaultMaxConcurrent)
+	}
+	f.p.opts.Net.CloseIdleConnections()
 }
 
 // TestAttackExtDeclarations: what an extension declares is bounded and

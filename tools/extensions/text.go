@@ -383,10 +383,56 @@ func jsonModule() *starlarkstruct.Module {
 			if s, ok := args[0].(starlark.String); ok && jsonDepth(string(s)) > maxDepth {
 				return nil, fmt.Errorf("json.decode: JSON nested more than %d deep", maxDepth)
 			}
+			// Reading a decimal integer costs time quadratic in its length,
+			// in one step the deadline cannot stop: the bound of a call's
+			// arguments (MaxIntDigits, convert.go).
+			if s, ok := args[0].(starlark.String); ok {
+				if n := jsonLongestInt(string(s)); n > MaxIntDigits {
+					return nil, fmt.Errorf("json.decode: an integer of %d digits: at most %d (MaxIntDigits)", n, MaxIntDigits)
+				}
+			}
 		}
 		return call(th, "decode", args, kwargs)
 	})
 	return m
+}
+
+// jsonLongestInt is the count of digits of the longest integer of JSON
+// text s outside its strings (a number with a fraction or an exponent is
+// read as a float, which costs no more than its length).
+func jsonLongestInt(s string) int {
+	longest := 0
+	inStr, esc := false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case '0' <= c && c <= '9':
+			j := i
+			for j < len(s) && '0' <= s[j] && s[j] <= '9' {
+				j++
+			}
+			if j < len(s) && (s[j] == '.' || s[j] == 'e' || s[j] == 'E') {
+				for j < len(s) && strings.IndexByte("0123456789.eE+-", s[j]) >= 0 {
+					j++
+				}
+			} else {
+				longest = max(longest, j-i)
+			}
+			i = j - 1
+		}
+	}
+	return longest
 }
 
 // jsonScan calls f for each bracket, comma and colon of JSON text s
