@@ -65,6 +65,7 @@ func TestAttackUpgradeHeaderKeepsBodyDeadline(t *testing.T) {
 			h.Close()
 		}
 	}()
+	waitCounted(t, r, len(held), 0)
 	deadline := time.Now().Add(reserveLifetime + 10*time.Second)
 	for {
 		total, reserved := r.limiter(t).counts()

@@ -78,6 +78,25 @@ func dialRaw(t *testing.T, base, src string) net.Conn {
 	return c
 }
 
+// waitCounted waits (up to 10 s) until the listener counts total
+// connections and reserved reserve ones: a dial returns once the kernel has
+// the connection, before the daemon accepts it, so a test that waits for
+// the counts to fall must first see them rise, or it passes at once.
+func waitCounted(t *testing.T, r *running, total, reserved int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		gotTotal, gotReserved := r.limiter(t).counts()
+		if gotTotal == total && gotReserved == reserved {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the listener counts %d connections and %d reserve ones; want %d and %d", gotTotal, gotReserved, total, reserved)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // closedAtOnce reports whether the daemon closed c without a word within
 // wait: the read ends with EOF or a reset instead of timing out.
 func closedAtOnce(c net.Conn, wait time.Duration) bool {
@@ -395,6 +414,7 @@ func TestSilentBodiesDoNotPinSlots(t *testing.T) {
 			h.Close()
 		}
 	}()
+	waitCounted(t, r, 4, reserveConns)
 	// Past the body deadline and the reserve's lifetime, all of them are
 	// gone and /health answers from any address.
 	deadline := time.Now().Add(reserveLifetime + 10*time.Second)
