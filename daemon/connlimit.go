@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 )
 
 // Connection bounds. Every accepted TCP connection counts against
@@ -31,13 +33,6 @@ const (
 	// a probe's request and answer, and short enough that connections that
 	// send a header and then nothing cannot hold the reserve.
 	reserveLifetime = 5 * time.Second
-	// bodyTimeout bounds the reading of a request's body (the header has
-	// ReadHeaderTimeout): a client that declares a body and never sends it
-	// must not hold its connection, and the slot that counts it, for ever.
-	// WebSocket handshakes (a GET without a body, bodilessUpgrade) are not
-	// bound by it: their connection is handed over to /ssh, /gateway or a
-	// preview, which have their own keepalives or none.
-	defaultBodyTimeout = 30 * time.Second
 	// shedPercent is how full the cap must be before idle connections are
 	// closed to make room.
 	shedPercent = 80
@@ -343,18 +338,15 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-// bodyTimeout is defaultBodyTimeout; tests shorten it.
-var bodyTimeout = defaultBodyTimeout
+// bodyTimeout is the body deadline of the daemon's requests
+// (admit.BodyDeadline), read when the daemon starts; tests shorten it.
+var bodyTimeout = admit.BodyTimeout
 
 // reserveGate lets a request on a reserve connection reach only /health and
 // /metrics, without a body, and closes the connection after the answer
-// either way. Every other request's body must arrive within bodyTimeout.
+// either way.
 func reserveGate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !bodilessUpgrade(r) {
-			// net/http resets the deadline for the next request.
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
-		}
 		if r.Context().Value(reserveKey{}) == nil {
 			next.ServeHTTP(w, r)
 			return
@@ -375,18 +367,6 @@ func reserveGate(next http.Handler) http.Handler {
 		writeJSONError(w, http.StatusServiceUnavailable, "Too many connections",
 			"the daemon holds --max-connections connections, or --max-connections-per-ip from this address; only /health and /metrics answer until some close")
 	})
-}
-
-// bodilessUpgrade reports whether r is a WebSocket handshake as RFC 6455
-// has it, a GET without a body asking to switch protocols: the one request
-// the body deadline spares, since it would stay on the connection once it
-// is handed over (httputil.ReverseProxy, which /preview/ upgrades with,
-// does not clear it). Whatever else says "Connection: Upgrade" is held to
-// the deadline: the header is the client's say-so, and a route that never
-// upgrades (/mcp), or a workspace server that answers without switching,
-// would otherwise wait for a declared body without end.
-func bodilessUpgrade(r *http.Request) bool {
-	return r.Method == http.MethodGet && r.ContentLength == 0 && isUpgrade(r)
 }
 
 // raiseNoFile raises the soft RLIMIT_NOFILE to the hard limit (Go's runtime

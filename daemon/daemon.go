@@ -174,7 +174,7 @@ func newDaemon(cfg config.Config, opts Options, table []part) (*Daemon, error) {
 	// rules.
 	d.mux = http.NewServeMux()
 	d.mount(d.parts)
-	d.handler = instrument(reserveGate(d.mux), d.log, m)
+	d.handler = instrument(admit.BodyDeadline(reserveGate(d.mux), bodyTimeout), d.log, m)
 	return d, nil
 }
 
@@ -200,7 +200,7 @@ func (d *Daemon) mount(parts []started) {
 
 // serveNotFound answers every path no route serves.
 func serveNotFound(w http.ResponseWriter, r *http.Request) {
-	if isUpgrade(r) {
+	if admit.IsUpgrade(r) {
 		writeJSONError(w, http.StatusBadRequest, "Bad Request", "WebSocket upgrades are served only at /ssh, /gateway and, with --previews, /preview/{port}/")
 		return
 	}
@@ -368,7 +368,7 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	ln = lim
 	srv := &http.Server{
 		Handler:           d.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: admit.HeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		ConnState:         lim.ConnState,
 		ConnContext:       connContext,

@@ -187,18 +187,6 @@ func writeJSONError(w http.ResponseWriter, status int, errText, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": errText, "message": msg})
 }
 
-// isUpgrade reports whether r asks to switch protocols (a WebSocket).
-func isUpgrade(r *http.Request) bool {
-	for _, v := range r.Header.Values("Connection") {
-		for _, tok := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // onlyGET answers 405 to anything but GET and HEAD. (A method pattern such as
 // "GET /health" would let the catch-all "/" answer 404 to a POST instead.)
 func onlyGET(h http.Handler) http.Handler {

@@ -34,8 +34,9 @@ var servers = map[string]struct {
 
 // TestEveryServerAdmits: each non-test file that runs an HTTP server (an
 // http.Server, http.Serve, http.ListenAndServe[TLS], httptest.NewServer)
-// is in servers; one that serves the workspace contains its admission, so
-// a new server, or a server built without admit, fails here.
+// is in servers; one that serves the workspace contains its admission and
+// the read deadlines, so a new server, or a server built without admit,
+// fails here.
 func TestEveryServerAdmits(t *testing.T) {
 	found := map[string]bool{}
 	srcscan.OtherFiles(t, "../..", func(rel string, fset *token.FileSet, f *ast.File) {
@@ -83,6 +84,13 @@ func TestEveryServerAdmits(t *testing.T) {
 		}
 		if !strings.Contains(string(b), s.admits) {
 			t.Errorf("%s runs an HTTP server but no longer contains %q: %s", rel, s.admits, s.why)
+		}
+		// A server that serves the workspace has the read deadlines too
+		// (deadline.go): the header's and, around its handler, the body's.
+		for _, rule := range []string{"admit.HeaderTimeout", "admit.BodyDeadline("} {
+			if !strings.Contains(string(b), rule) {
+				t.Errorf("%s serves the workspace without %s: a client that declares a body, or sends half a header, would hold its connection for ever", rel, rule)
+			}
 		}
 	}
 }

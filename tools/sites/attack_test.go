@@ -361,22 +361,26 @@ func TestAttackReaderRunsNoComponent(t *testing.T) {
 	}
 }
 
-// TestAttackSlowBody: a POST that declares a body and sends part of it is
-// answered once BodyTimeout has passed and its connection closed: 408 when
-// admitted, and the refusal when not (401 without the token: net/http
-// reads an unread body before it answers, so the refusal too waited for
-// ever). A client cannot hold connections by never finishing a body, and
-// a command that runs longer than BodyTimeout after its body arrived is
-// not cut short.
+// TestAttackSlowBody: the site's handler behind the body deadline every
+// server of the project applies (admit.BodyDeadline, as `site serve` and
+// the daemon compose it), shortened here to 300 ms. A POST that declares
+// a body and sends part of it is answered once the deadline has passed and
+// its connection closed: 408 when admitted, and the refusal when not (401
+// without the token: net/http reads an unread body before it answers, so
+// the refusal too waits for it). A client cannot hold connections by never
+// finishing a body, and a command that runs longer than the deadline after
+// its body arrived is not cut short.
 func TestAttackSlowBody(t *testing.T) {
-	s, root := exampleSite(t, func(o *Options) { o.BodyTimeout = 300 * time.Millisecond })
+	const deadline = 300 * time.Millisecond
+	s, root := exampleSite(t, nil)
 	writePage(t, root, "slow.md", "---\ntools:\n  - [sleep, {}]\n---\n")
-	locked := s.Handler(admit.Rules{Guard: httpguard.New(httpguard.Options{AuthToken: "s3cret"}), Token: httpguard.NewToken("s3cret")})
+	locked := admit.BodyDeadline(s.Handler(admit.Rules{Guard: httpguard.New(httpguard.Options{AuthToken: "s3cret"}), Token: httpguard.NewToken("s3cret")}), deadline)
+	admitted := admit.BodyDeadline(serve(s), deadline)
 	for _, tc := range []struct {
 		name   string
 		h      http.Handler
 		status int
-	}{{"admitted", serve(s), http.StatusRequestTimeout}, {"without the token", locked, http.StatusUnauthorized}} {
+	}{{"admitted", admitted, http.StatusRequestTimeout}, {"without the token", locked, http.StatusUnauthorized}} {
 		srv := httptest.NewServer(tc.h)
 		c, err := net.Dial("tcp", srv.Listener.Addr().String())
 		if err != nil {
@@ -401,9 +405,9 @@ func TestAttackSlowBody(t *testing.T) {
 		c.Close()
 		srv.Close()
 	}
-	// The deadline is lifted once the body is in: a command of 1 s, past
-	// the 300 ms, runs to its end.
-	srv := httptest.NewServer(serve(s))
+	// Once the body is in, the deadline cuts nothing: a command of 1 s,
+	// past the 300 ms, runs to its end.
+	srv := httptest.NewServer(admitted)
 	defer srv.Close()
 	resp, err := http.Post(srv.URL+"/slow", "application/json", strings.NewReader(`{"command":["sleep","1"]}`))
 	if err != nil {

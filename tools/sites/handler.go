@@ -3,14 +3,12 @@ package sites
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net"
 	"net/http"
 	"path"
 	"strings"
-	"time"
 
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 )
@@ -43,15 +41,6 @@ func (s *Site) HandlerAt(prefix string, rules admit.Rules) http.Handler {
 		serve = http.StripPrefix(prefix, serve)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 {
-			// A declared body must arrive within BodyTimeout, refused
-			// or not: net/http reads what a handler left unread before
-			// it answers, so a refusal (401, 403, 415) would otherwise
-			// wait for ever for a body that never comes, holding the
-			// connection. servePost lifts the deadline once it has read
-			// the body.
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
-		}
 		caller, ref := rules.Admit(r)
 		// A POST runs one of the site's commands: a token without exec
 		// (read-only ones included) may read its pages only, as its
@@ -118,18 +107,14 @@ func (s *Site) servePost(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	var ne net.Error
 	switch {
-	case errors.As(err, &ne) && ne.Timeout():
+	case errors.As(err, &ne) && ne.Timeout(): // the server's body deadline (admit.BodyDeadline)
 		w.Header().Set("Connection", "close")
-		writeAction(w, http.StatusRequestTimeout, ActionResponse{Stderr: fmt.Sprintf("the request body did not arrive within %s", s.opts.BodyTimeout), Returncode: 1})
+		writeAction(w, http.StatusRequestTimeout, ActionResponse{Stderr: "the request body did not arrive in time", Returncode: 1})
 		return
 	case err != nil:
 		writeAction(w, http.StatusBadRequest, ActionResponse{Stderr: "reading the request: " + err.Error(), Returncode: 1})
 		return
 	}
-	// The body is in: lift the deadline HandlerAt set, which net/http's
-	// read in the background while the command runs would otherwise meet,
-	// and cancel the request.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	if len(body) > MaxRequestBytes {
 		writeAction(w, http.StatusRequestEntityTooLarge, ActionResponse{Stderr: "the request body is over 64 KiB", Returncode: 1})
 		return

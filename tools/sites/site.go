@@ -30,10 +30,6 @@ const (
 	DefaultMaxListItems = 1000
 	// MaxRequestBytes bounds a POST body (413 past it).
 	MaxRequestBytes = 64 << 10
-	// DefaultBodyTimeout bounds the reading of a POST body (408 past it),
-	// so that a client that declares a body and sends it slowly, or not at
-	// all, does not hold its connection for ever.
-	DefaultBodyTimeout = 30 * time.Second
 	// DefaultNotAllowedStatus is the status of a command no pattern of its
 	// page allows: 403, as the statespace RFD's table has it (statespace's
 	// Rust server answers 400; Options.NotAllowedStatus picks that).
@@ -86,9 +82,6 @@ type Options struct {
 	// ComponentTimeout bounds each component block of a page
 	// (DefaultComponentTimeout when 0).
 	ComponentTimeout time.Duration
-	// BodyTimeout bounds the reading of a POST body (DefaultBodyTimeout
-	// when 0).
-	BodyTimeout time.Duration
 	// Env is the operator's trusted environment (--site-env-file): the only
 	// source of $VAR in spec literals. Never sent to the agent.
 	Env map[string]string
@@ -164,9 +157,6 @@ func New(opts Options) (*Site, error) {
 	}
 	if opts.ComponentTimeout <= 0 {
 		opts.ComponentTimeout = DefaultComponentTimeout
-	}
-	if opts.BodyTimeout <= 0 {
-		opts.BodyTimeout = DefaultBodyTimeout
 	}
 	if !opts.NoAgentFiles {
 		if err := writeAgentFiles(opts.Workspace); err != nil {
