@@ -3,6 +3,7 @@ package upstream
 import (
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -54,5 +55,48 @@ func TestAttackServerRequestsUnread(t *testing.T) {
 	}
 	if txt, isErr, _ := f.call(t, nil, "t__emit", `{"x":2}`); isErr || txt != `{"x":2}` {
 		t.Errorf("after the restart: %q %v", txt, isErr)
+	}
+}
+
+// TestAttackNotificationFlood: 100,000 notifications/tools/list_changed,
+// logging messages and progress notifications for no call: the call that
+// sent them is answered, the server runs on (same process), and the
+// list_changed flood, whose listings find the same tools, changes nothing
+// in the registry, so no face tells its clients anything. Before the fix
+// every listing set the tools again and every client of every face was
+// told list_changed each time. Listings are at most one per relistEvery
+// (not timed here).
+func TestAttackNotificationFlood(t *testing.T) {
+	tm := fastTiming
+	tm.pingInterval = time.Hour
+	f := startHostile(t, hostileScript{}, nil, tm)
+	first := f.running(t)
+	var changes atomic.Int64
+	unsub := f.reg.Subscribe(func() { changes.Add(1) })
+	defer unsub()
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`,
+		`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"emergency","data":"\u001b[2J"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`,
+	} {
+		if txt, isErr, _ := f.call(t, nil, "t__emit", emitArgs(t, []string{line}, 100000, "")); isErr || txt != "emitted" {
+			t.Fatalf("%.60s: %q %v", line, txt, isErr)
+		}
+	}
+	if txt, isErr, _ := f.call(t, nil, "t__emit", `{"x":1}`); isErr || txt != `{"x":1}` {
+		t.Errorf("after the flood: %q %v", txt, isErr)
+	}
+	deadline := time.Now().Add(30 * time.Second) // a hang guard
+	for strings.Count(f.recorded(), "request tools/list") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no listing after the flood:\n%s", f.recorded())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := changes.Load(); n != 0 {
+		t.Errorf("%d registry changes for listings of the same tools", n)
+	}
+	if h := f.health(t); h.PID != first.PID || h.State != StateRunning {
+		t.Errorf("health %+v", h)
 	}
 }

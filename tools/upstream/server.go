@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,6 +78,7 @@ type server struct {
 	// Owned by the supervisor goroutine (run), read by no other.
 	began    time.Time // when the running attempt started
 	failures int       // failures in a row before it
+	listed   []byte    // the tools the registry has from this process, as JSON; nil: none set yet
 
 	mu       sync.Mutex
 	state    string
@@ -217,6 +219,7 @@ func (s *server) lastStderr() string { return s.stderr.last() }
 // or the provider stops (errStopping).
 func (s *server) runOnce() error {
 	s.setState(StateStarting, "")
+	s.listed = nil // a new process's tools are set once whatever they are
 	// The transport reads and writes the process's pipes themselves
 	// (sandbox.StdoutPipe, sandbox.StdinPipe), on the session's goroutines:
 	// no copier in between. When the process's side of its stdout ends (it
@@ -362,6 +365,16 @@ func (s *server) runOnce() error {
 		s.recordErr(msg)
 		return errors.New(msg)
 	}
+	lastList := time.Now()
+	var relistLater <-chan time.Time
+	relist := func() {
+		lastList = time.Now()
+		lctx, lcancel := context.WithTimeout(context.Background(), s.p.timing.pingTimeout)
+		defer lcancel()
+		if err := s.publish(lctx, cs); err != nil {
+			s.log.Warn("upstream: re-listing tools after list_changed failed", "err", err)
+		}
+	}
 	ping := time.NewTicker(s.p.timing.pingInterval)
 	defer ping.Stop()
 	for {
@@ -384,11 +397,19 @@ func (s *server) runOnce() error {
 		case <-tr.dead:
 			return connectionEnded()
 		case <-s.relist:
-			lctx, lcancel := context.WithTimeout(context.Background(), s.p.timing.pingTimeout)
-			if err := s.publish(lctx, cs); err != nil {
-				s.log.Warn("upstream: re-listing tools after list_changed failed", "err", err)
+			// At most one listing per relistEvery, however many
+			// list_changed the server sends: each one the registry takes
+			// is told to every client of every face.
+			if wait := relistEvery - time.Since(lastList); wait > 0 {
+				if relistLater == nil {
+					relistLater = time.After(wait)
+				}
+				break
 			}
-			lcancel()
+			relist()
+		case <-relistLater:
+			relistLater = nil
+			relist()
 		case <-ping.C:
 			pctx, pcancel := context.WithTimeout(context.Background(), s.p.timing.pingTimeout)
 			err := cs.Ping(pctx, nil)
@@ -509,6 +530,10 @@ func (s *server) env() map[string]string {
 	return env
 }
 
+// relistEvery is the shortest time between two listings of a server's
+// tools for its notifications/tools/list_changed.
+const relistEvery = time.Second
+
 // Bounds of one server's tool list (publish).
 const (
 	maxTools     = 1000     // tools served per server; the rest are left out
@@ -526,6 +551,7 @@ const (
 // definitions are taken; a longer list is cut there (logged).
 func (s *server) publish(ctx context.Context, cs *mcp.ClientSession) error {
 	var tools []registry.Tool
+	var defs []*mcp.Tool // what tools were built from, compared with the last listing
 	seen := map[string]bool{}
 	skipped, size := 0, 0
 	params := &mcp.ListToolsParams{}
@@ -562,6 +588,7 @@ pages:
 				break pages
 			}
 			tools = append(tools, s.tool(t))
+			defs = append(defs, t)
 		}
 		if res.NextCursor == "" {
 			break
@@ -574,7 +601,13 @@ pages:
 	if cut != "" {
 		s.log.Warn("upstream tool list cut", "where", cut, "served", len(tools))
 	}
+	if listed, err := json.Marshal(defs); err == nil && s.listed != nil && bytes.Equal(listed, s.listed) {
+		return nil // the same tools: the registry (and every client) is not told again
+	} else {
+		s.listed = listed
+	}
 	if err := s.p.reg.Set(s.provider(), tools); err != nil {
+		s.listed = nil
 		return err
 	}
 	s.mu.Lock()
