@@ -633,3 +633,30 @@ def describe_extension():
 		t.Errorf("after: %q %v", txt, isErr)
 	}
 }
+
+// TestAttackExtLoadThroughLinkedDir: a directory named through a symlink
+// serves its files, and their load() of one another, while a load() of a
+// file outside it, through a link in it, stays refused.
+func TestAttackExtLoadThroughLinkedDir(t *testing.T) {
+	real, outside := t.TempDir(), t.TempDir()
+	write(t, real, "lib.star", "def greet(n):\n    return 'hello ' + n\n")
+	write(t, outside, "evil.star", "x = 1\n")
+	write(t, real, "helper.star", "load('lib.star', 'greet')\ndef h(p):\n    return greet('x')\ndef describe_extension():\n    return Extension(name='helper', tools=[Tool(name='hi', handler=h)])\n")
+	write(t, real, "escape.star", "load('evil.star', 'x')\ndef describe_extension():\n    return Extension(name='escape', tools=[])\n")
+	if err := os.Symlink(filepath.Join(outside, "evil.star"), filepath.Join(real, "evil.star")); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "ext")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	f := startIn(t, link, nil)
+	if txt, isErr, _ := f.call(t, "helper__hi", `{}`); isErr || txt != "hello x" {
+		t.Errorf("load() in a linked directory: %q %v (%+v)", txt, isErr, f.p.Health())
+	}
+	for _, h := range f.p.Health() {
+		if h.File == "escape.star" && !strings.Contains(h.LastError, "not a file inside the extensions directory") {
+			t.Errorf("load() through a link out: %+v", h)
+		}
+	}
+}

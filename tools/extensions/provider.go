@@ -162,6 +162,13 @@ func newProvider(opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The real directory: load() confines a file to it once the file's
+	// own links are followed, so a directory named through a link (an
+	// --extensions path through /etc/alternatives or a symlinked home)
+	// must be compared as what it leads to.
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
 	if opts.MaxSteps == 0 {
 		opts.MaxSteps = DefaultMaxSteps
 	}
