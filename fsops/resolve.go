@@ -2,6 +2,7 @@ package fsops
 
 import (
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
@@ -22,6 +23,9 @@ import (
 //   - a relative path is joined to root; ".." is fine while the result stays
 //     inside root and is a PATH_ESCAPE_ATTEMPT (naming p) once it would leave.
 //
+// The path it returns is at most MaxPathBytes long; a longer one is an
+// INVALID_ARGUMENT, "file name too long".
+//
 // Every protocol uses this one function (MCP tools, SFTP, the sandbox's cwd
 // check), so the rules have a single source of truth.
 func ResolvePath(root, p string) (string, error) {
@@ -29,6 +33,9 @@ func ResolvePath(root, p string) (string, error) {
 		return root, nil
 	}
 	if isCleanRel(p) {
+		if len(root)+1+len(p) > MaxPathBytes {
+			return "", tooLong("resolve", p)
+		}
 		if root == "/" {
 			return "/" + p, nil
 		}
@@ -41,6 +48,9 @@ func ResolvePath(root, p string) (string, error) {
 	if p[0] == '/' {
 		c := path.Clean(p)
 		if within(root, c) {
+			if len(c) > MaxPathBytes {
+				return "", tooLong("resolve", orig)
+			}
 			return c, nil
 		}
 		// Other absolute paths are relative to the root (leading slashes stripped).
@@ -55,7 +65,39 @@ func ResolvePath(root, p string) (string, error) {
 	if !within(root, joined) {
 		return "", escapeError("resolve", orig)
 	}
+	if len(joined) > MaxPathBytes {
+		return "", tooLong("resolve", orig)
+	}
 	return joined, nil
+}
+
+// MaxPathBytes bounds a resolved path, the workspace root's own path
+// included: the system's PATH_MAX less its NUL, the longest path a program
+// in the workspace can open by name. The daemon itself opens one component
+// at a time and could go further, but a client could then make a tree of
+// any depth with one call (a 100 KiB X-Scope-Path and a write_file made
+// 50,000 directories) that nothing else could open by name.
+const MaxPathBytes = 4095
+
+// tooLong is the error of a path past MaxPathBytes.
+func tooLong(op, p string) *errcode.Error {
+	return &errcode.Error{
+		Code: errcode.InvalidArgument,
+		Op:   op,
+		Path: shownPath(p),
+		Msg:  "file name too long",
+		Hint: "a path, with the workspace root's own path before it, is at most " + strconv.Itoa(MaxPathBytes) + " bytes (the system's PATH_MAX)",
+	}
+}
+
+// shownPath is a path as an error names it: past 200 bytes, its first 200
+// and an ellipsis, so that a refused path of megabytes is not sent back
+// whole.
+func shownPath(p string) string {
+	if len(p) <= 200 {
+		return p
+	}
+	return strings.ToValidUTF8(p[:200], "") + "…"
 }
 
 // isCleanRel reports whether p is a relative path that cleaning would not
@@ -113,6 +155,9 @@ func resolveRel(root, p string) (string, error) {
 		return ".", nil
 	}
 	if isCleanRel(p) {
+		if len(root)+1+len(p) > MaxPathBytes {
+			return "", tooLong("resolve", p)
+		}
 		return p, nil
 	}
 	abs, err := ResolvePath(root, p)
@@ -120,7 +165,7 @@ func resolveRel(root, p string) (string, error) {
 		if e, ok := err.(*errcode.Error); ok {
 			// The same failure, naming the caller's path: a new error
 			// wrapping the one ResolvePath returned, which is not changed.
-			return "", &errcode.Error{Code: e.Code, Op: e.Op, Path: p, Msg: e.Msg, Hint: e.Hint, Err: e}
+			return "", &errcode.Error{Code: e.Code, Op: e.Op, Path: shownPath(p), Msg: e.Msg, Hint: e.Hint, Err: e}
 		}
 		return "", err
 	}
@@ -132,7 +177,7 @@ func escapeError(op, p string) *errcode.Error {
 	return &errcode.Error{
 		Code: errcode.PathEscapeAttempt,
 		Op:   op,
-		Path: p,
+		Path: shownPath(p),
 		Msg:  "path escapes the workspace",
 		Hint: "paths, and symlinks on the way, must stay inside the workspace root",
 	}
