@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -27,12 +28,14 @@ type hostileScript struct {
 }
 
 // serveHostile is a raw line server driven by .hostile.json. Its tool
-// "emit" writes the lines of its "lines" argument to stdout as they are
-// ("$ID" in them replaced by the call's id, "$PREV" by the id of the call
-// before), then answers "emitted" unless "silent" is true; "repeat" writes
-// them that many times; "stall" then stops reading stdin for good, without
-// answering. Every other tools/call answers with its arguments
-// as text. Requests it receives are recorded (their method).
+// "emit" writes the lines of its "lines" argument to stdout (a line
+// "HEX:…" as the bytes the hex digits say; "$ID" in a line replaced by the
+// call's id, "$PREV" by the id of the call before), then answers "emitted"
+// unless "silent" is true; "repeat" writes them that many times; "stall"
+// then stops reading stdin for good, without answering. Every other
+// tools/call answers with its arguments as text. What it receives is
+// recorded: requests (their method), notifications (method and the
+// requestId they name) and answers to its own requests.
 func serveHostile() int {
 	var sc hostileScript
 	if b, err := os.ReadFile(".hostile.json"); err == nil {
@@ -105,6 +108,10 @@ func serveHostile() int {
 			_ = json.Unmarshal(m.Params.Arguments, &a)
 			for range max(a.Repeat, 1) {
 				for _, l := range a.Lines {
+					if h, ok := strings.CutPrefix(l, "HEX:"); ok {
+						b, _ := hex.DecodeString(h)
+						l = string(b)
+					}
 					l = strings.ReplaceAll(l, "$ID", string(m.ID))
 					l = strings.ReplaceAll(l, "$PREV", prev)
 					out.WriteString(l + "\n")

@@ -686,6 +686,11 @@ func (s *server) call(ctx context.Context, call registry.Call, tool string, chec
 	if ws == nil {
 		ws = s.p.ws
 	}
+	if args := bytes.TrimSpace(call.Args); len(args) > 0 && args[0] != '{' && string(args) != "null" {
+		// MCP's arguments are an object; a server may take anything
+		// else its own way (positional, a bare path), unchecked.
+		return errorResult(errcode.InvalidArgument, fmt.Sprintf("server %s: tool %s: the arguments must be a JSON object", s.cfg.Name, tool))
+	}
 	if err := checker.Check(ws, call.Args); err != nil {
 		return errorResult(errcode.Of(err), errcode.Sentence(err))
 	}
