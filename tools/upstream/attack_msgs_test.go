@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"encoding/json"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -98,5 +99,57 @@ func TestAttackNotificationFlood(t *testing.T) {
 	}
 	if h := f.health(t); h.PID != first.PID || h.State != StateRunning {
 		t.Errorf("health %+v", h)
+	}
+}
+
+// TestAttackLineAtTheLimit: with a 64 KiB limit, an answer of exactly
+// 64 KiB (the newline not counted) comes back whole; one byte more fails
+// only its call with TOO_LARGE; the session goes on, the same process.
+func TestAttackLineAtTheLimit(t *testing.T) {
+	testMaxMessage = 64 << 10
+	defer func() { testMaxMessage = 0 }()
+	tm := fastTiming
+	tm.pingInterval = time.Hour
+	f := startHostile(t, hostileScript{}, nil, tm)
+	first := f.running(t)
+	answer := func(n int) string {
+		head, tail := `{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"`, `"}]}}`
+		// $ID is replaced by the call's id: n counts the line as sent.
+		return head + strings.Repeat("x", n-len(head)-len(tail)) + tail
+	}
+	// The calls are the session's second and third: ids 2 and 3 (one digit, as "$ID" is three).
+	pad := len("$ID") - 1
+	if txt, isErr, _ := f.call(t, nil, "t__emit", emitArgs(t, []string{answer(64<<10 + pad)}, 1, `"silent":true`)); isErr || len(txt) < 60000 {
+		t.Errorf("an answer of exactly the limit: %v %.100q", isErr, txt)
+	}
+	if txt, isErr, code := f.call(t, nil, "t__emit", emitArgs(t, []string{answer(64<<10 + pad + 1)}, 1, `"silent":true`)); !isErr || code != "TOO_LARGE" {
+		t.Errorf("an answer one byte over: %v %s %.100q", isErr, code, txt)
+	}
+	if h := f.health(t); h.PID != first.PID || h.Restarts != 0 {
+		t.Errorf("health %+v", h)
+	}
+}
+
+// TestAttackNoNewlineEver: a server that writes without ever ending its
+// line (200 MiB, then nothing) costs the daemon no more than the limit:
+// the line is scanned, not kept; the pending call ends at its timeout and
+// the next ping, whose answer cannot come, ends the server, which is
+// restarted.
+func TestAttackNoNewlineEver(t *testing.T) {
+	f := startHostile(t, hostileScript{}, func(s *Server) { s.Timeout = Duration(time.Second) }, fastTiming)
+	first := f.running(t)
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, isErr, _ := f.call(t, nil, "t__emit", emitArgs(t, []string{strings.Repeat("y", 1<<20)}, 200, `"noNewline":true,"silent":true`)); !isErr {
+		t.Error("the call whose answer never came did not fail")
+	}
+	h := f.waitFor(t, "the restart", func(h Health) bool { return h.Restarts == 1 && h.State == StateRunning && h.PID != first.PID })
+	if !strings.Contains(h.LastError, "ping") && !strings.Contains(h.LastError, "limit") {
+		t.Errorf("last_error: %q", h.LastError)
+	}
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.TotalAlloc - before.TotalAlloc); grew > 150<<20 {
+		t.Errorf("the daemon allocated %d MiB for 200 MiB of one line", grew>>20)
 	}
 }

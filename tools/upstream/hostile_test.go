@@ -31,7 +31,8 @@ type hostileScript struct {
 // "emit" writes the lines of its "lines" argument to stdout (a line
 // "HEX:…" as the bytes the hex digits say; "$ID" in a line replaced by the
 // call's id, "$PREV" by the id of the call before), then answers "emitted"
-// unless "silent" is true; "repeat" writes them that many times; "stall"
+// unless "silent" is true; "repeat" writes them that many times
+// ("noNewline": without the newlines); "stall"
 // then stops reading stdin for good, without answering. Every other
 // tools/call answers with its arguments as text. What it receives is
 // recorded: requests (their method), notifications (method and the
@@ -104,6 +105,7 @@ func serveHostile() int {
 				Repeat int      `json:"repeat"`
 				Silent bool     `json:"silent"`
 				Stall  bool     `json:"stall"`
+				NoNL   bool     `json:"noNewline"`
 			}
 			_ = json.Unmarshal(m.Params.Arguments, &a)
 			for range max(a.Repeat, 1) {
@@ -114,7 +116,10 @@ func serveHostile() int {
 					}
 					l = strings.ReplaceAll(l, "$ID", string(m.ID))
 					l = strings.ReplaceAll(l, "$PREV", prev)
-					out.WriteString(l + "\n")
+					out.WriteString(l)
+					if !a.NoNL {
+						out.WriteString("\n")
+					}
 				}
 			}
 			prev = string(m.ID)
