@@ -85,7 +85,7 @@ type Config struct {
 	MaxConnsPerIP    int           // the same, per client address
 	MaxBatch         int           // JSON-RPC messages in one /mcp batch
 	MaxReplyBytes    int64         // largest /mcp reply
-	MaxInflightPerIP int           // concurrent /mcp requests per client address
+	MaxInflightPerIP int           // concurrent /mcp and /execute requests per client address
 	MCPSessions      bool          // stateful MCP over HTTP (Mcp-Session-Id, GET stream); off: stateless
 	MCPSessionIdle   time.Duration // an MCP session idle this long ends
 	MCPMaxSessions   int           // open MCP sessions at most

@@ -409,7 +409,7 @@ var settings = []*setting{
 		usage: "largest /mcp reply; a request whose result would exceed it (or the rest of a batch's share) gets a JSON-RPC error instead",
 		field: func(c *Config) any { return &c.MaxReplyBytes }, check: atLeast(64 << 10)},
 	{key: "max-inflight-per-ip", group: GroupLimits, env: env("max-inflight-per-ip"), def: "32",
-		usage: "concurrent /mcp requests from one client address; more get 429 with Retry-After (a stdio session counts as one client: more get JSON-RPC error -32000)",
+		usage: "concurrent /mcp and /execute requests from one client address, counted together; more get 429 with Retry-After (a stdio session counts as one client: more get JSON-RPC error -32000)",
 		field: func(c *Config) any { return &c.MaxInflightPerIP }, check: between(1, 1<<20)},
 	{key: "mcp-sessions", group: GroupServing, env: env("mcp-sessions"), def: "false",
 		usage: "stateful MCP over HTTP: sessions (Mcp-Session-Id), a GET stream for notifications such as tools/list_changed, DELETE to end; off, /mcp is stateless",

@@ -162,10 +162,12 @@ type wiring struct {
 	operator admit.Rules // the guard with the operator's token
 	audit    auditSink
 
-	// admission: the --tokens set (nil without the flag; SIGHUP swaps it)
-	// and the rules every face and HTTP server admits with.
-	tokens *atomic.Pointer[httpguard.TokenSet]
-	rules  admit.Rules
+	// admission: the --tokens set (nil without the flag; SIGHUP swaps it),
+	// the rules every face and HTTP server admits with, and the requests in
+	// flight per client address, one count for /mcp and /execute.
+	tokens   *atomic.Pointer[httpguard.TokenSet]
+	rules    admit.Rules
+	inflight *admit.Inflight
 	// workspace: the root (closing it closes its scopes), the workspace
 	// served (the root, or its --scope-path scope) and the executor (nil
 	// for a memory workspace) with its configuration.

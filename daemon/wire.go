@@ -4,6 +4,7 @@ package daemon
 // table's order.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -85,6 +86,7 @@ func startAdmission(w *wiring) (built, error) {
 		maxBody = mcphttp.DefaultMaxBodyBytes
 	}
 	w.rules = admit.Rules{Guard: w.guard, Token: httpguard.NewTokens(cfg.AuthToken, w.tokens), RootDir: cfg.Root, StaticScope: cfg.ScopePath, MaxBody: maxBody}
+	w.inflight = admit.NewInflight(cmp.Or(cfg.MaxInflightPerIP, mcphttp.DefaultMaxInflightPerIP), 0)
 	return built{}, nil
 }
 
@@ -543,6 +545,7 @@ func startMCP(w *wiring) (built, error) {
 		MaxBatch:           cfg.MaxBatch,
 		MaxReplyBytes:      cfg.MaxReplyBytes,
 		MaxInflightPerIP:   cfg.MaxInflightPerIP,
+		Inflight:           w.inflight,
 		Sessions:           cfg.MCPSessions,
 		SessionIdleTimeout: cfg.MCPSessionIdle,
 		MaxSessions:        cfg.MCPMaxSessions,
@@ -559,7 +562,7 @@ func startMCP(w *wiring) (built, error) {
 
 // startREST serves GET /tools and POST /execute.
 func startREST(w *wiring) (built, error) {
-	h := restface.New(restface.Options{Registry: w.reg, Workspace: w.ws, Admit: w.rules})
+	h := restface.New(restface.Options{Registry: w.reg, Workspace: w.ws, Admit: w.rules, Inflight: w.inflight})
 	return built{handlers: map[string]http.Handler{routeTools: h.ToolsHandler(), routeExecute: h.ExecuteHandler()}}, nil
 }
 

@@ -1,7 +1,6 @@
 package mcphttp
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,10 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/mcpjson"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -192,8 +191,7 @@ func TestReplyLimit(t *testing.T) {
 // running gets 429 with Retry-After for one more (after a short wait);
 // another address is not affected, and the slot comes back.
 func TestInflightPerAddress(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.MaxInflightPerIP = 2 })
-	e.srv.inflight.wait = 100 * time.Millisecond
+	e := newEnv(t, func(o *Options) { o.Inflight = admit.NewInflight(2, 100*time.Millisecond) })
 	slow := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"command":"sleep 2"}}}`
 	list := fmt.Sprintf(listMsg, 1)
 	var wg sync.WaitGroup
@@ -208,7 +206,7 @@ func TestInflightPerAddress(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if e.srv.inflight.held("127.0.0.1") == 2 {
+		if e.srv.inflight.Held("127.0.0.1") == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -228,126 +226,9 @@ func TestInflightPerAddress(t *testing.T) {
 		t.Errorf("after the slow calls: %d %.300s", status, reply)
 	}
 	for _, addr := range []string{"127.0.0.1", "127.0.0.2"} {
-		if n := e.srv.inflight.held(addr); n != 0 {
+		if n := e.srv.inflight.Held(addr); n != 0 {
 			t.Errorf("%s holds %d slots after every request ended", addr, n)
 		}
-	}
-	e.srv.inflight.sweep()
-	if n := e.srv.inflight.entries.Load(); n != 0 {
-		t.Errorf("%d per-address entries left after a sweep with no request in flight", n)
-	}
-}
-
-// held reports how many slots addr's requests hold (tests).
-func (f *inflight) held(addr string) int64 {
-	if v, ok := f.addrs.Load(addr); ok {
-		return max(v.(*addrSlots).n.Load(), 0)
-	}
-	return 0
-}
-
-// TestInflightCountsAndSweeps drives the per-address counter directly from
-// many goroutines: no address ever holds more than the limit, a request
-// beyond it waits and gets the slot a release hands on (not a 429), one
-// that waits past f.wait is refused, every slot comes back, and entries of
-// addresses with nothing in flight are swept, so that many addresses one
-// after another leave the map bounded.
-func TestInflightCountsAndSweeps(t *testing.T) {
-	const limit, workers, rounds = 3, 16, 200
-	f := newInflight(limit)
-	f.wait = time.Minute // a waiter always gets a slot handed on
-	var peak [2]atomic.Int64
-	var cur [2]atomic.Int64
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			addr := [2]string{"10.0.0.1:1", "[::1]:2"}[w%2]
-			for range rounds {
-				s, ok := f.acquire(context.Background(), addr)
-				if !ok {
-					t.Error("refused within a one-minute wait")
-					return
-				}
-				n := cur[w%2].Add(1)
-				for p := peak[w%2].Load(); n > p && !peak[w%2].CompareAndSwap(p, n); p = peak[w%2].Load() {
-				}
-				cur[w%2].Add(-1)
-				f.release(s)
-			}
-		}()
-	}
-	wg.Wait()
-	for i, addr := range []string{"10.0.0.1", "::1"} {
-		if p := peak[i].Load(); p > limit || p == 0 {
-			t.Errorf("%s: %d requests at once, want 1 to %d", addr, p, limit)
-		}
-		if n := f.held(addr); n != 0 {
-			t.Errorf("%s holds %d slots after every request ended", addr, n)
-		}
-	}
-
-	// Full: one more waits f.wait and is refused; ctx ends a wait too.
-	f.wait = 20 * time.Millisecond
-	var held []slot
-	for range limit {
-		s, ok := f.acquire(context.Background(), "10.0.0.9:5")
-		if !ok {
-			t.Fatal("refused under the limit")
-		}
-		held = append(held, s)
-	}
-	if _, ok := f.acquire(context.Background(), "10.0.0.9:6"); ok {
-		t.Fatal("a slot beyond the limit")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	f.wait = time.Minute
-	if _, ok := f.acquire(ctx, "10.0.0.9:7"); ok {
-		t.Fatal("a slot beyond the limit after ctx ended")
-	}
-	// A waiter gets the slot a release hands on.
-	got := make(chan bool)
-	go func() {
-		s, ok := f.acquire(context.Background(), "10.0.0.9:8")
-		if ok {
-			f.release(s)
-		}
-		got <- ok
-	}()
-	for {
-		v, _ := f.addrs.Load("10.0.0.9")
-		if v.(*addrSlots).waiters.Load() == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	f.release(held[0])
-	if !<-got {
-		t.Fatal("the waiter was refused although a slot was released")
-	}
-	for _, s := range held[1:] {
-		f.release(s)
-	}
-	if n := f.held("10.0.0.9"); n != 0 {
-		t.Fatalf("10.0.0.9 holds %d slots after every request ended", n)
-	}
-
-	// Many addresses one after another: the map stays bounded.
-	for i := range 10 * inflightSweepMin {
-		s, ok := f.acquire(context.Background(), fmt.Sprintf("10.1.%d.%d:9", i/256, i%256))
-		if !ok {
-			t.Fatal("refused")
-		}
-		f.release(s)
-	}
-	if n := f.entries.Load(); n > inflightSweepMin+1 {
-		t.Errorf("%d entries after %d addresses one at a time, want at most %d", n, 10*inflightSweepMin, inflightSweepMin+1)
-	}
-	f.sweep()
-	if n := f.entries.Load(); n != 0 {
-		t.Errorf("%d entries after a sweep with nothing in flight", n)
 	}
 }
 

@@ -69,13 +69,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// In-flight requests per client address.
 	if s.inflight != nil {
-		held, ok := s.inflight.acquire(r.Context(), r.RemoteAddr)
+		held, ok := s.inflight.Acquire(r.Context(), r.RemoteAddr)
 		if !ok {
-			s.warns.warn(s.log, "inflight", "too many requests in flight; answered 429", "remote", r.RemoteAddr, "limit", s.inflight.limit)
-			s.inflight.refuseBusy(w)
+			s.warns.warn(s.log, "inflight", "too many requests in flight; answered 429", "remote", r.RemoteAddr, "limit", s.inflight.Limit())
+			s.inflight.Busy().Write(w)
 			return
 		}
-		defer s.inflight.release(held)
+		defer s.inflight.Release(held)
 	}
 	// The body, read once (within the limit) for the batch check and the
 	// fast path; the SDK reads it again from memory.

@@ -123,6 +123,11 @@ type Options struct {
 	// the cap is answered at once with JSON-RPC error -32000, and none of it
 	// runs (docs/mcp.md).
 	MaxInflightPerIP int
+	// Inflight, when set, is the per-address count to take MaxInflightPerIP
+	// from instead of a count of the endpoint's own: the daemon shares one
+	// between /mcp and /execute, so that a client address has at most its
+	// limit in flight across both.
+	Inflight *admit.Inflight
 	// Sessions turns on stateful streamable HTTP: initialize opens a session
 	// (Mcp-Session-Id), GET opens its server-to-client SSE stream (where
 	// notifications/tools/list_changed arrive), DELETE ends it, and an
@@ -177,7 +182,7 @@ type Server struct {
 	admit    admit.Rules
 	maxBatch int
 	maxReply int64
-	inflight *inflight // nil: no cap
+	inflight *admit.Inflight // nil: no cap
 	// stdioMaxInflight caps the requests of one stdio session waiting for
 	// answers (MaxInflightPerIP: a session is one client); 0: no cap.
 	stdioMaxInflight int
@@ -241,8 +246,12 @@ func New(opts Options) (*Server, error) {
 	}
 	s.maxBatch = cmp.Or(opts.MaxBatch, DefaultMaxBatch)
 	s.maxReply = cmp.Or(opts.MaxReplyBytes, DefaultMaxReplyBytes)
-	if n := cmp.Or(opts.MaxInflightPerIP, DefaultMaxInflightPerIP); n > 0 {
-		s.inflight = newInflight(n)
+	switch n := cmp.Or(opts.MaxInflightPerIP, DefaultMaxInflightPerIP); {
+	case opts.Inflight != nil:
+		s.inflight = opts.Inflight
+		s.stdioMaxInflight = opts.Inflight.Limit()
+	case n > 0:
+		s.inflight = admit.NewInflight(n, 0)
 		s.stdioMaxInflight = n
 	}
 	s.guard = opts.Guard

@@ -9,7 +9,9 @@
 // name on its server, registry.Tool.Bare) that several tools claim is 409
 // listing their names; a failed result whose errcode
 // (registry.Code) is INVALID_ARGUMENT or PATH_ESCAPE_ATTEMPT is 400; a busy
-// registry is 429 with Retry-After; every other result, a timeout
+// registry is 429 with Retry-After, and so is an /execute past the client
+// address's requests in flight (Options.Inflight, counted with /mcp's);
+// every other result, a timeout
 // included, is 200 with status "success" or "error" and execution_time_ms.
 package restface
 
@@ -37,6 +39,9 @@ type Options struct {
 	Registry  *registry.Registry
 	Workspace fsops.Workspace // the daemon's workspace (scopes are below it)
 	Admit     admit.Rules     // the same rules as /mcp; Admit.MaxBody bounds the body
+	// Inflight bounds the /execute requests of one client address (nil: no
+	// bound); the daemon's is the one /mcp counts with too.
+	Inflight *admit.Inflight
 }
 
 // Handler serves /tools and /execute.
@@ -136,6 +141,14 @@ func (h *Handler) ServeExecute(w http.ResponseWriter, r *http.Request) {
 	if ref != nil {
 		ref.Write(w)
 		return
+	}
+	if f := h.opts.Inflight; f != nil {
+		held, ok := f.Acquire(r.Context(), r.RemoteAddr)
+		if !ok {
+			f.Busy().Write(w)
+			return
+		}
+		defer f.Release(held)
 	}
 	var body io.Reader = r.Body
 	if h.opts.Admit.MaxBody > 0 {

@@ -79,6 +79,8 @@ type Refusal struct {
 	// Message, ": " and Hint. A WebSocket close reason (at most 123 bytes)
 	// carries Title and Message alone.
 	Hint string
+	// RetryAfter, when set, is the answer's Retry-After header.
+	RetryAfter string
 }
 
 // Unauthorized reports whether the token refused the request (401): a
@@ -92,6 +94,9 @@ func (ref *Refusal) Unauthorized() bool { return ref.Status == http.StatusUnauth
 func (ref *Refusal) Write(w http.ResponseWriter) {
 	if ref.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agent-backend"`)
+	}
+	if ref.RetryAfter != "" {
+		w.Header().Set("Retry-After", ref.RetryAfter)
 	}
 	msg := ref.Message
 	if ref.Hint != "" {
