@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 	"github.com/agentbe/agentbe-daemon/internal/suggest"
 )
 
@@ -132,9 +134,9 @@ func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, err
 		if c.AuthToken != "" {
 			return c, errors.New("both an auth token and --auth-token-file are set: use only one")
 		}
-		b, err := os.ReadFile(c.AuthTokenFile)
+		b, err := opfile.Read(c.AuthTokenFile, maxTokenFile)
 		if err != nil {
-			return c, fmt.Errorf("--auth-token-file %q: cannot read: %v", c.AuthTokenFile, unwrapPathError(err))
+			return c, fmt.Errorf("--auth-token-file %q: cannot read: %v", c.AuthTokenFile, err)
 		}
 		c.AuthToken = strings.TrimSpace(string(b))
 		if c.AuthToken == "" {
@@ -142,9 +144,9 @@ func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, err
 		}
 	}
 	if c.OperatorTokenFile != "" {
-		b, err := os.ReadFile(c.OperatorTokenFile)
+		b, err := opfile.Read(c.OperatorTokenFile, maxTokenFile)
 		if err != nil {
-			return c, fmt.Errorf("--operator-token-file %q: cannot read: %v", c.OperatorTokenFile, unwrapPathError(err))
+			return c, fmt.Errorf("--operator-token-file %q: cannot read: %v", c.OperatorTokenFile, err)
 		}
 		if c.OperatorToken = strings.TrimSpace(string(b)); c.OperatorToken == "" {
 			return c, fmt.Errorf("--operator-token-file %q is empty", c.OperatorTokenFile)
@@ -152,6 +154,13 @@ func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, err
 	}
 	return c, nil
 }
+
+// maxTokenFile bounds what --auth-token-file and --operator-token-file
+// may make the daemon read: a token is one line.
+const maxTokenFile = 64 << 10
+
+// maxConfigFile bounds the config file.
+const maxConfigFile = 4 << 20
 
 func redact(s *setting, v string) string {
 	if s.key == "auth-token" {
@@ -172,17 +181,22 @@ func unwrapPathError(err error) error {
 // wrong type are errors naming the file and the key.
 func loadFile(c *Config, file string) error {
 	v := viper.New()
-	v.SetConfigFile(file)
 	switch strings.ToLower(filepath.Ext(file)) {
 	case ".yaml", ".yml", ".toml", ".json":
 	default:
 		return fmt.Errorf("--config %q: unknown format: use a .yaml, .yml, .toml or .json file", file)
 	}
-	if err := v.ReadInConfig(); err != nil {
-		var nf viper.ConfigFileNotFoundError
-		if errors.As(err, &nf) || errors.Is(err, os.ErrNotExist) {
+	// Read as the token files are (internal/opfile): a regular file that
+	// only its owner can change, bounded; the file names the others.
+	data, err := opfile.Read(file, maxConfigFile)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("--config %q: file not found", file)
 		}
+		return fmt.Errorf("--config %q: %v", file, err)
+	}
+	v.SetConfigType(strings.TrimPrefix(strings.ToLower(filepath.Ext(file)), "."))
+	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("--config %q: %v", file, unwrapPathError(err))
 	}
 	// Viper's own view flattens nested tables into dotted keys; read the

@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"sync"
+
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 )
 
 // certReloader holds the serving certificate and swaps it on Reload, so a
@@ -24,10 +26,25 @@ func newCertReloader(certFile, keyFile string) (*certReloader, error) {
 	return r, nil
 }
 
-// Reload reads the key pair again. On failure the previous certificate stays
-// in use and the error says which files failed.
+// maxPEMFile bounds what --tls-cert and --tls-key may make the daemon read
+// (a chain of a few certificates is a few KiB).
+const maxPEMFile = 1 << 20
+
+// Reload reads the key pair again, through internal/opfile's reader (a
+// regular file, bounded, that only its owner can change: a FIFO or a
+// device under either name cannot hang the start or a SIGHUP, and a key
+// another user may rewrite is refused). On failure the previous
+// certificate stays in use and the error says which files failed.
 func (r *certReloader) Reload() error {
-	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	certPEM, err := opfile.Read(r.certFile, maxPEMFile)
+	if err != nil {
+		return fmt.Errorf("--tls-cert %q / --tls-key %q: --tls-cert: %w", r.certFile, r.keyFile, err)
+	}
+	keyPEM, err := opfile.Read(r.keyFile, maxPEMFile)
+	if err != nil {
+		return fmt.Errorf("--tls-cert %q / --tls-key %q: --tls-key: %w", r.certFile, r.keyFile, err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return fmt.Errorf("--tls-cert %q / --tls-key %q: %w", r.certFile, r.keyFile, err)
 	}

@@ -10,12 +10,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path"
 	"strconv"
 	"strings"
 	"sync/atomic"
 
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 	"github.com/agentbe/agentbe-daemon/internal/suggest"
 )
 
@@ -95,19 +95,14 @@ func validTokenName(name string) bool {
 // maxTokenFile bounds the token file (a line per token is ~150 bytes).
 const maxTokenFile = 4 << 20
 
-// LoadTokens reads and parses the token file at p.
+// LoadTokens reads and parses the token file at p, at start and on every
+// reload: internal/opfile's reader, which refuses a FIFO, a device, a
+// directory, a file over maxTokenFile and one that a user other than its
+// owner could change.
 func LoadTokens(p string) (*TokenSet, error) {
-	f, err := os.Open(p)
+	b, err := opfile.Read(p, maxTokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("--tokens %s: %v", p, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("--tokens %s: %v", p, err)
-	}
-	if len(b) > maxTokenFile {
-		return nil, fmt.Errorf("--tokens %s: larger than %d bytes", p, maxTokenFile)
 	}
 	return ParseTokens(p, b)
 }

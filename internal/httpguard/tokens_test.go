@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func digest(tok string) string {
@@ -169,4 +171,53 @@ func FuzzParseTokens(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLoadTokensRefusesUnsafeFiles: the token file grants rights, so
+// LoadTokens (at start and on every SIGHUP) refuses a FIFO (a plain open
+// waits for a writer: the start or the reload would hang), a directory,
+// a file its group or others may write and one in a directory others may
+// write, as sshd's StrictModes refuses such an authorized_keys.
+func TestLoadTokensRefusesUnsafeFiles(t *testing.T) {
+	dir := t.TempDir()
+	body := []byte(`{"tokens":[{"name":"a","sha256":"` + digest("x") + `"}]}`)
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ww := filepath.Join(dir, "ww.json")
+	os.WriteFile(ww, body, 0o600)
+	os.Chmod(ww, 0o646)
+	open := filepath.Join(dir, "open")
+	os.Mkdir(open, 0o700)
+	os.Chmod(open, 0o770)
+	inOpen := filepath.Join(open, "tokens.json")
+	os.WriteFile(inOpen, body, 0o600)
+	link := filepath.Join(dir, "link.json")
+	os.Symlink(inOpen, link)
+	for p, want := range map[string]string{
+		fifo:   "not a regular file (a FIFO)",
+		dir:    "not a regular file (a directory)",
+		ww:     "writable by its group or by others",
+		inOpen: "which its group or others may write",
+		link:   "which its group or others may write",
+	} {
+		done := make(chan error, 1)
+		go func() { _, err := LoadTokens(p); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "--tokens "+p+": ") || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: err = %v, want %q", p, err, want)
+			}
+		case <-time.After(20 * time.Second):
+			// Not a timing assertion: an open that waits on the FIFO
+			// never returns.
+			t.Fatalf("%s: LoadTokens is still opening the file", p)
+		}
+	}
+	good := filepath.Join(dir, "good.json")
+	os.WriteFile(good, body, 0o644)
+	if set, err := LoadTokens(good); err != nil || set.Len() != 1 {
+		t.Fatalf("good file: %v", err)
+	}
 }

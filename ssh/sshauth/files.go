@@ -3,10 +3,11 @@ package sshauth
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 )
 
 // maxFileSize bounds what one of the files may make the daemon read
@@ -53,29 +54,16 @@ func errSig(err error) fileSig {
 	return fileSig{err: err.Error()}
 }
 
-// readFile reads a regular file and says which version it read. It never
-// waits on a FIFO or a device (O_NONBLOCK, then only a regular file is
-// read) and reads at most maxFileSize.
+// readFile reads a regular file and says which version it read, through
+// internal/opfile's reader: it never waits on a FIFO or a device, reads at
+// most maxFileSize, and refuses a file that a user other than its owner
+// could change (sshd's StrictModes). The signature is the stat's taken
+// before the read: a change during the read is seen at the next login.
 func readFile(name string) ([]byte, fileSig, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	sig := statSig(name)
+	data, err := opfile.Read(name, maxFileSize)
 	if err != nil {
-		return nil, errSig(err), err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, errSig(err), err
-	}
-	sig := sigOf(fi)
-	if !fi.Mode().IsRegular() {
-		return nil, sig, fmt.Errorf("%s: not a regular file (%s)", name, fi.Mode().Type())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, sig, err
-	}
-	if len(data) > maxFileSize {
-		return nil, sig, fmt.Errorf("%s: larger than %d MiB", name, maxFileSize>>20)
+		return nil, sig, fmt.Errorf("%s: %w", name, err)
 	}
 	return data, sig, nil
 }

@@ -1,0 +1,132 @@
+// Package opfile reads the operator's files that grant rights or hold a
+// secret: the token files (--auth-token-file, --operator-token-file,
+// --tokens), the SSH port's authentication files (--ssh-authorized-keys,
+// --ssh-trusted-user-ca-keys, --ssh-password-hash-file) and the TLS pair
+// (--tls-cert, --tls-key). There is one reader, Read, for every start and
+// every reload (SIGHUP, and the SSH port's re-read before a login).
+//
+// Read never blocks and never reads without bound: the file is opened with
+// O_NONBLOCK (a FIFO or a device planted under the name cannot hold the
+// start or a reload), only a regular file is read, and at most a bound.
+// Like sshd's StrictModes, it refuses a file that a user other than its
+// owner could change: one writable by its group or by others, or lying in
+// a directory (as named, or once symlinks are followed) that its group or
+// others may write without the sticky bit, since whoever can write there
+// can put another file under the name. Who owns the file is not checked:
+// a daemon running as root in a container reads files its operator owns
+// on the host (docs/configuration.md).
+package opfile
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// Read reads the regular file name, at most max bytes, after checking that
+// only its owner can change it. An error is the reason alone (the caller
+// names the flag and the file); a missing file's matches os.ErrNotExist.
+func Read(name string, max int64) ([]byte, error) {
+	if err := CheckModes(name); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, unwrap(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, unwrap(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", typeName(fi.Mode()))
+	}
+	// The checks above judged the name; judge the file this descriptor
+	// reads too, in case the name was replaced in between.
+	if err := fileModeOK(fi.Mode()); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, unwrap(err)
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("larger than %d bytes", max)
+	}
+	return data, nil
+}
+
+// CheckModes reports why the file name, or a directory it lies in, could
+// be changed by a user other than its owner; nil when it cannot. A name
+// that does not exist yet is judged by its directories alone.
+func CheckModes(name string) error {
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(abs); err == nil && fi.Mode().IsRegular() {
+		if err := fileModeOK(fi.Mode()); err != nil {
+			return err
+		}
+	}
+	if err := dirsOK(filepath.Dir(abs)); err != nil {
+		return err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
+		return dirsOK(filepath.Dir(real))
+	}
+	return nil
+}
+
+func fileModeOK(m fs.FileMode) error {
+	if m.Perm()&0o022 != 0 {
+		return fmt.Errorf("is writable by its group or by others (mode %04o): whoever can write it can grant themselves rights; chmod go-w it", m.Perm())
+	}
+	return nil
+}
+
+// dirsOK walks from dir up to the root: no directory may be writable by
+// its group or by others unless it has the sticky bit (/tmp).
+func dirsOK(dir string) error {
+	for {
+		fi, err := os.Stat(dir)
+		if err == nil {
+			m := fi.Mode()
+			if m.Perm()&0o022 != 0 && m&fs.ModeSticky == 0 {
+				return fmt.Errorf("lies in %s, which its group or others may write (mode %04o) without the sticky bit: whoever can write there can replace the file; chmod go-w it or move the file", dir, m.Perm())
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return nil
+		}
+		dir = parent
+	}
+}
+
+func typeName(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return m.Type().String()
+}
+
+func unwrap(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
