@@ -1,12 +1,20 @@
 package upstream
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
 // emitArgs is the arguments of the hostile upstream's emit tool.
@@ -28,30 +36,35 @@ func itoa(n int) string {
 	return string(b)
 }
 
-// TestAttackServerRequestsUnread: an upstream sends requests to the daemon
-// (roots/list, 3000 of them) and stops reading its stdin, so the
-// daemon's answers fill the pipe. A write that has no deadline of its own
-// (an answer to the server's request: the SDK gives it none) is bounded by
-// the ping timeout; the server is killed and restarted, and calls made
-// meanwhile end at their own deadlines instead of queueing behind the
-// stalled write.
-func TestAttackServerRequestsUnread(t *testing.T) {
+// TestAttackStalledWriteBounded: an upstream stops reading its stdin and
+// a write to it blocks under a context that ends much later (a call whose
+// timeout is an hour, with 1 MiB of arguments; the SDK gives its answers
+// to the server's own requests a context that never ends). Every write is
+// bounded by the ping timeout: the stream breaks, the server is killed and
+// restarted, and calls made meanwhile end at their own deadlines instead
+// of queueing behind the stalled write. Before the fix the write, and the
+// write lock, were held for the hour (with answers to 3000 roots/list
+// requests, which now stop at maxServerRequests, for good).
+func TestAttackStalledWriteBounded(t *testing.T) {
 	tm := fastTiming
 	tm.pingInterval = time.Hour
-	f := startHostile(t, hostileScript{}, func(s *Server) { s.Timeout = Duration(time.Second) }, tm)
+	f := startHostile(t, hostileScript{}, func(s *Server) { s.Timeout = Duration(time.Hour) }, tm)
 	first := f.running(t)
-	var reqs []string
-	for i := range 3000 {
-		reqs = append(reqs, `{"jsonrpc":"2.0","id":"r`+itoa(i)+`","method":"roots/list"}`)
+	bg := func(args string) {
+		go f.reg.Call(context.Background(), "t__emit", registry.Call{Args: json.RawMessage(args), Workspace: f.ws, Face: "rest"})
 	}
-	f.call(t, nil, "t__emit", emitArgs(t, reqs, 1, `"stall":true`))
+	bg(`{"lines":[],"stall":true}`)
 	f.waitRecorded(t, "stalled", "the upstream never stalled")
-	txt, isErr, _ := f.call(t, nil, "t__emit", `{"x":1}`)
-	if !isErr {
-		t.Errorf("a call to the stalled server answered %q", txt)
+	big := `{"pad":"` + strings.Repeat("p", 1<<20) + `"}`
+	bg(big)
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	res := f.callRes(t, short, "t__emit", `{"x":1}`)
+	cancel()
+	if !res.IsError {
+		t.Errorf("a call to the stalled server: %+v", res)
 	}
 	h := f.waitFor(t, "the restart", func(h Health) bool { return h.Restarts == 1 && h.State == StateRunning && h.PID != first.PID })
-	if !strings.Contains(h.LastError, "its connection ended") {
+	if !strings.Contains(h.LastError, "no write to its stdin completed within") {
 		t.Errorf("last_error: %q", h.LastError)
 	}
 	if txt, isErr, _ := f.call(t, nil, "t__emit", `{"x":2}`); isErr || txt != `{"x":2}` {
@@ -151,5 +164,77 @@ func TestAttackNoNewlineEver(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if grew := int64(after.TotalAlloc - before.TotalAlloc); grew > 150<<20 {
 		t.Errorf("the daemon allocated %d MiB for 200 MiB of one line", grew>>20)
+	}
+}
+
+// TestAttackServerRequestFlood: a server that sends 20,000 requests
+// (roots/list) while it reads none of the answers gets at most
+// maxServerRequests of them waiting in the daemon: the rest are dropped
+// unanswered (TestTransportServerRequestsBounded counts them), so the SDK's
+// queue (unbounded) does not grow with them: before the fix 200,000 such
+// requests took 761 MB of live heap within the 10 s bound on a write, and
+// the server was killed; with it, 94 MB, the test's own strings included.
+// The server runs on, and its next call is answered.
+func TestAttackServerRequestFlood(t *testing.T) {
+	tm := fastTiming
+	tm.pingInterval = time.Hour
+	tm.pingTimeout = 10 * time.Second
+	f := startHostile(t, hostileScript{}, nil, tm)
+	first := f.running(t)
+	var reqs []string
+	for i := range 20000 {
+		reqs = append(reqs, `{"jsonrpc":"2.0","id":"r`+itoa(i)+`","method":"roots/list"}`)
+	}
+	if txt, isErr, _ := f.call(t, nil, "t__emit", emitArgs(t, reqs, 1, "")); isErr || txt != "emitted" {
+		t.Fatalf("emit: %q %v", txt, isErr)
+	}
+	if txt, isErr, _ := f.call(t, nil, "t__emit", `{"x":1}`); isErr || txt != `{"x":1}` {
+		t.Errorf("after: %q %v", txt, isErr)
+	}
+	if n := strings.Count(f.recorded(), "answer \"r"); n == 0 {
+		t.Error("no request answered")
+	}
+	if h := f.health(t); h.PID != first.PID || h.Restarts != 0 {
+		t.Errorf("health %+v", h)
+	}
+}
+
+// TestTransportServerRequestsBounded: 1000 requests from the server that
+// nobody answers: the session gets maxServerRequests of them and the rest
+// are dropped, while an answer and a notification after them still pass.
+// Before the fix all 1000 were handed on.
+func TestTransportServerRequestsBounded(t *testing.T) {
+	r, w := io.Pipe()
+	_, stdinW := io.Pipe()
+	tr := newTransport(r, stdinW, DefaultMaxMessage, slog.New(slog.DiscardHandler))
+	cn, err := tr.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cn.Close()
+	go func() {
+		for i := range 1000 {
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":"r%d","method":"roots/list"}`+"\n", i)
+		}
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n"+`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`+"\n")
+	}()
+	reqs, answered := 0, false
+	for {
+		m, err := cn.Read(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m.(*jsonrpc.Response); ok {
+			answered = true
+			continue
+		}
+		if m.(*jsonrpc.Request).ID.IsValid() {
+			reqs++
+			continue
+		}
+		break // the notification, the last message
+	}
+	if reqs != maxServerRequests || !answered {
+		t.Errorf("%d requests handed on (want %d); the answer after them passed: %v", reqs, maxServerRequests, answered)
 	}
 }

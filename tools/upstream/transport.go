@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -125,9 +126,23 @@ type conn struct {
 
 	writing   chan struct{} // the write lock: one write at a time, waited for under the writer's context
 	closeOnce sync.Once
+
+	// asked counts the server's requests handed to the session and not
+	// yet answered (Read adds, Write of an answer takes away); past
+	// maxServerRequests more are dropped (dropped counts them). The SDK
+	// queues what it reads for its one handler goroutine without a bound,
+	// so a server sending requests while the answer to one is blocked (it
+	// stopped reading its stdin) grew that queue for as long as the write
+	// took: 600 MB for 200,000 requests within the 10 s bound on a write.
+	asked   atomic.Int64
+	dropped int
 }
 
 func (c *conn) SessionID() string { return "" }
+
+// maxServerRequests is how many of a server's requests may wait for the
+// daemon's answers at once; more are dropped unanswered (conn.asked).
+const maxServerRequests = 64
 
 // readSize is how much Read takes from the pipe at a time.
 const readSize = 32 << 10
@@ -165,6 +180,7 @@ func (c *conn) oversized(big *oversize) ([]jsonrpc.Message, error) {
 		c.t.log.Warn("upstream sent a request over the message limit; answering it with an error", "limit", c.t.max, "bytes", big.size)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		c.asked.Add(1) // never handed to the session; Write takes it away
 		if err := c.Write(ctx, &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeMessageTooLarge, Message: "request " + limit}}); err != nil {
 			return nil, err
 		}
@@ -219,6 +235,15 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			m := c.queue[0]
 			c.queue[0] = nil
 			c.queue = c.queue[1:]
+			if req, ok := m.(*jsonrpc.Request); ok && req.ID.IsValid() {
+				if c.asked.Load() >= maxServerRequests {
+					if c.dropped++; c.dropped&(c.dropped-1) == 0 { // 1, 2, 4, 8…
+						c.t.log.Warn("upstream: a request from the server dropped unanswered: too many of its requests are waiting for answers", "limit", maxServerRequests, "dropped", c.dropped)
+					}
+					continue
+				}
+				c.asked.Add(1)
+			}
 			return m, nil
 		}
 		select {
@@ -263,6 +288,9 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if _, ok := msg.(*jsonrpc.Response); ok {
+		defer c.asked.Add(-1)
 	}
 	data, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
