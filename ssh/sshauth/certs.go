@@ -39,6 +39,9 @@ func ParseTrustedUserCAKeys(name string, data []byte) ([]gossh.PublicKey, error)
 		if _, isCert := pk.(*gossh.Certificate); isCert {
 			return nil, fmt.Errorf("%s:%d: a certificate, not a CA's public key", name, n)
 		}
+		if why := weakKey(pk); why != "" {
+			return nil, fmt.Errorf("%s:%d: %s", name, n, why)
+		}
 		cas = append(cas, pk)
 	}
 	if err := sc.Err(); err != nil {
@@ -64,6 +67,9 @@ func checkCert(conn gossh.ConnMetadata, cert *gossh.Certificate, cas []gossh.Pub
 	}
 	if len(cert.ValidPrincipals) == 0 {
 		return nil, errors.New("the certificate names no principals (OpenSSH refuses such user certificates too)")
+	}
+	if why := weakKey(cert.Key); why != "" {
+		return nil, errors.New("the certificate's key: " + why)
 	}
 	if !accepted[conn.User()] {
 		return nil, fmt.Errorf("login name %q is not one of --ssh-cert-principals", conn.User())

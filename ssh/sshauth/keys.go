@@ -3,6 +3,7 @@ package sshauth
 import (
 	"bufio"
 	"bytes"
+	"crypto/rsa"
 	"fmt"
 	"net/netip"
 	"path"
@@ -54,6 +55,9 @@ func ParseAuthorizedKeys(name string, data []byte) ([]Key, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %v", name, n, err)
 		}
+		if why := weakKey(pk); why != "" {
+			return nil, fmt.Errorf("%s:%d: %s", name, n, why)
+		}
 		k := Key{Key: pk, Comment: comment, Line: n}
 		for _, o := range options {
 			opt, val, hasVal := strings.Cut(o, "=")
@@ -87,6 +91,30 @@ func ParseAuthorizedKeys(name string, data []byte) ([]Key, error) {
 		return nil, fmt.Errorf("%s: %v", name, err)
 	}
 	return keys, nil
+}
+
+// minRSABits is the smallest RSA modulus admitted, for a key, a CA key
+// and a certificate's key (NIST SP 800-57: 2048 bits).
+const minRSABits = 2048
+
+// weakKey says why pk is too weak to admit anyone, or "": a DSA key
+// (1024 bits, SHA-1; OpenSSH no longer accepts it) or an RSA key under
+// minRSABits. x/crypto's server would verify either.
+func weakKey(pk gossh.PublicKey) string {
+	if c, ok := pk.(*gossh.Certificate); ok {
+		pk = c.Key
+	}
+	switch pk.Type() {
+	case gossh.InsecureKeyAlgoDSA:
+		return "an ssh-dss (DSA) key is too weak to admit anyone; use ssh-ed25519, ecdsa or RSA of 2048 bits or more"
+	case gossh.KeyAlgoRSA:
+		if cpk, ok := pk.(gossh.CryptoPublicKey); ok {
+			if rk, ok := cpk.CryptoPublicKey().(*rsa.PublicKey); ok && rk.N.BitLen() < minRSABits {
+				return fmt.Sprintf("an RSA key of %d bits is too weak to admit anyone (at least %d)", rk.N.BitLen(), minRSABits)
+			}
+		}
+	}
+	return ""
 }
 
 // parseFrom reads an OpenSSH pattern list: addresses or CIDRs or globs on
