@@ -682,6 +682,7 @@ func startSSHPort(w *wiring) (built, error) {
 	t := sshd.Transport{KeepaliveInterval: cfg.SSHKeepalive, Logger: w.log.With("component", "ssh-port")}
 	if cfg.SSHAuthorizedKeys != "" || cfg.SSHTrustedUserCAKeys != "" {
 		t.PublicKeyCallback = auth.PublicKey
+		t.VerifiedPublicKeyCallback = auth.VerifiedPublicKey
 	}
 	if cfg.SSHPasswordHashFile != "" {
 		t.PasswordCallback = auth.Password

@@ -245,7 +245,12 @@ func addrOf(conn gossh.ConnMetadata) netip.Addr {
 	return netip.Addr{}
 }
 
-// PublicKey is the sshd PublicKeyCallback.
+// PublicKey is the sshd PublicKeyCallback. x/crypto calls it when a
+// client offers a key, before the client has proved it holds the private
+// key (a "query" needs no signature, and public keys are public): a key
+// it admits is only a candidate, so nothing is logged as accepted and the
+// address's failures are not forgotten here, but in VerifiedPublicKey,
+// once the signature has been checked. A refusal is a failure at once.
 func (a *Auth) PublicKey(conn gossh.ConnMetadata, key gossh.PublicKey) (*gossh.Permissions, error) {
 	a.refresh()
 	addr := addrOf(conn)
@@ -254,13 +259,12 @@ func (a *Auth) PublicKey(conn gossh.ConnMetadata, key gossh.PublicKey) (*gossh.P
 	keys, cas := a.keys, a.cas
 	a.mu.Unlock()
 	if cert, ok := key.(*gossh.Certificate); ok {
-		fp = gossh.FingerprintSHA256(cert.Key) + " cert " + fmt.Sprintf("%q serial %d", cert.KeyId, cert.Serial)
+		fp = certFingerprint(cert)
 		perms, err := checkCert(conn, cert, cas, a.principals)
 		if err != nil {
 			a.failed(conn, "publickey", fp, err.Error())
 			return nil, err
 		}
-		a.succeeded(conn, "publickey", fp)
 		return perms, nil
 	}
 	for i := range keys {
@@ -272,11 +276,27 @@ func (a *Auth) PublicKey(conn gossh.ConnMetadata, key gossh.PublicKey) (*gossh.P
 			a.failed(conn, "publickey", fp, "from= does not admit this address")
 			return nil, errors.New("key not allowed from this address")
 		}
-		a.succeeded(conn, "publickey", fp)
 		return k.permissions(), nil
 	}
 	a.failed(conn, "publickey", fp, "unknown key")
 	return nil, errors.New("unknown key")
+}
+
+// VerifiedPublicKey is the sshd VerifiedPublicKeyCallback: x/crypto calls
+// it after the client signed with a key PublicKey admitted. Only then is
+// the login accepted: logged, counted, and the address's failures
+// forgotten.
+func (a *Auth) VerifiedPublicKey(conn gossh.ConnMetadata, key gossh.PublicKey, perms *gossh.Permissions, _ string) (*gossh.Permissions, error) {
+	fp := gossh.FingerprintSHA256(key)
+	if cert, ok := key.(*gossh.Certificate); ok {
+		fp = certFingerprint(cert)
+	}
+	a.succeeded(conn, "publickey", fp)
+	return perms, nil
+}
+
+func certFingerprint(cert *gossh.Certificate) string {
+	return gossh.FingerprintSHA256(cert.Key) + " cert " + fmt.Sprintf("%q serial %d", cert.KeyId, cert.Serial)
 }
 
 // Password is the sshd PasswordCallback: bcrypt's comparison, which takes

@@ -101,6 +101,11 @@ type Transport struct {
 	NoClientAuth      bool
 	PasswordCallback  func(gossh.ConnMetadata, []byte) (*gossh.Permissions, error)
 	PublicKeyCallback func(gossh.ConnMetadata, gossh.PublicKey) (*gossh.Permissions, error)
+	// VerifiedPublicKeyCallback, when set, is called once the client has
+	// signed with a key PublicKeyCallback admitted (x/crypto calls
+	// PublicKeyCallback for a mere query too): where a login by key is
+	// known to have happened.
+	VerifiedPublicKeyCallback func(gossh.ConnMetadata, gossh.PublicKey, *gossh.Permissions, string) (*gossh.Permissions, error)
 	// KeepaliveInterval is how often the server sends keepalive@openssh.com
 	// to a logged-in client; after 3 intervals without an answer the
 	// connection is dropped. 0 sends none (the WebSocket adapter pings at
@@ -210,12 +215,13 @@ func (c *Config) Server(t Transport) (*Server, error) {
 	// One x/crypto configuration for every connection of the listener
 	// (x/crypto copies it per connection).
 	s.sshConf = &gossh.ServerConfig{
-		NoClientAuth:      t.NoClientAuth,
-		PasswordCallback:  t.PasswordCallback,
-		PublicKeyCallback: t.PublicKeyCallback,
-		MaxAuthTries:      c.MaxAuthTries,
-		ServerVersion:     "SSH-2.0-agentbe",
-		Config:            gossh.Config{Ciphers: serverCiphers()},
+		NoClientAuth:              t.NoClientAuth,
+		PasswordCallback:          t.PasswordCallback,
+		PublicKeyCallback:         t.PublicKeyCallback,
+		VerifiedPublicKeyCallback: t.VerifiedPublicKeyCallback,
+		MaxAuthTries:              c.MaxAuthTries,
+		ServerVersion:             "SSH-2.0-agentbe",
+		Config:                    gossh.Config{Ciphers: serverCiphers()},
 	}
 	s.sshConf.AddHostKey(c.HostKey)
 	return s, nil
