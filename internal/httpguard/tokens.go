@@ -122,7 +122,8 @@ func LoadTokens(p string) (*TokenSet, error) {
 // read-only one (a command can write). Unknown keys are refused, so a
 // misspelt "read_only" cannot leave a token read-write (names match
 // without regard to case, as encoding/json does). Every error names
-// the file, the entry and the key, for example
+// the file, the entry and the key; a key given twice in an object (in any
+// case) is refused too, since JSON keeps only the last. For example
 //
 //	--tokens /etc/agentbe/tokens.json: tokens[1] ("ci"): unknown key "scop"; did you mean "scope"?
 func ParseTokens(name string, data []byte) (*TokenSet, error) {
@@ -134,6 +135,9 @@ func ParseTokens(name string, data []byte) (*TokenSet, error) {
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("--tokens %s: more than one JSON value", name)
+	}
+	if k, other := repeatedKey(data); k != "" {
+		return nil, fmt.Errorf("--tokens %s: %s at the top level", name, repeatedMsg(k, other))
 	}
 	if tf.Tokens == nil {
 		// {} or {"tokens": null}: most likely a file meant for something
@@ -157,6 +161,9 @@ func ParseTokens(name string, data []byte) (*TokenSet, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s", where, entryMsg(err))
+		}
+		if k, other := repeatedKey(raw); k != "" {
+			return nil, fmt.Errorf("%s: %s", where, repeatedMsg(k, other))
 		}
 		if !validTokenName(e.Name) {
 			return nil, fmt.Errorf("%s: name %q must be 1 to 64 letters, digits, '.', '_' or '-'", where, e.Name)
@@ -189,6 +196,44 @@ func ParseTokens(name string, data []byte) (*TokenSet, error) {
 		set.names = append(set.names, e.Name)
 	}
 	return set, nil
+}
+
+// repeatedKey is a key that the JSON object data holds twice, and its
+// other spelling, or "". encoding/json keeps the last of two values and
+// matches keys without regard to case, so {"scope":"a","Scope":""} would
+// quietly bind the token to the whole root: a file whose reader cannot
+// tell which value is in force is refused. data is known to be valid JSON.
+func repeatedKey(data []byte) (string, string) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", ""
+	}
+	var seen []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", ""
+		}
+		k, _ := t.(string)
+		for _, s := range seen {
+			if strings.EqualFold(s, k) {
+				return k, s
+			}
+		}
+		seen = append(seen, k)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", ""
+		}
+	}
+	return "", ""
+}
+
+func repeatedMsg(k, other string) string {
+	if k == other {
+		return fmt.Sprintf("key %q appears twice: JSON would keep only the last value; give each key once", k)
+	}
+	return fmt.Sprintf("key %q appears twice (as %q and %q; keys match without regard to case): JSON would keep only the last value; give each key once", other, other, k)
 }
 
 // fileMsg words an error decoding the file's top level: where the JSON

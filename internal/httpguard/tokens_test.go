@@ -64,6 +64,13 @@ func TestParseTokens(t *testing.T) {
 		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `"},{"name":"b","sha256":"` + digest("x") + `"}]}`: `tokens[1] ("b"): sha256 is the same as an earlier entry's`,
 		`{"tokens":[]} {}`: `more than one JSON value`,
 		`[1]`:              `--tokens t.json: the file is a JSON array; it should be an object, {"tokens":[...]}`,
+		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","scope":"a","scope":""}]}`:           `tokens[0] ("a"): key "scope" appears twice: JSON would keep only the last value`,
+		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","readOnly":true,"READONLY":false}]}`: `tokens[0] ("a"): key "readOnly" appears twice (as "readOnly" and "READONLY"`,
+		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `"}],"tokens":[]}`:                      `--tokens t.json: key "tokens" appears twice: JSON would keep only the last value; give each key once at the top level`,
+		"\ufeff{\"tokens\":[]}": `invalid JSON at line 1, column 1`,
+		`{"tokens":[{"name":"a\u0000","sha256":"` + digest("x") + `"}]}`:              `name "a\x00" must be`,
+		"{\"tokens\":[{\"name\":\"a\xff\",\"sha256\":\"" + digest("x") + "\"}]}":      `must be 1 to 64 letters`,
+		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","scope":"a\u0000b"}]}`: `must not contain NUL`,
 	}
 	for in, want := range bad {
 		_, err := ParseTokens("t.json", []byte(in))
@@ -219,5 +226,15 @@ func TestLoadTokensRefusesUnsafeFiles(t *testing.T) {
 	os.WriteFile(good, body, 0o644)
 	if set, err := LoadTokens(good); err != nil || set.Len() != 1 {
 		t.Fatalf("good file: %v", err)
+	}
+}
+
+// TestParseTokensCRLF: a file written on Windows (CRLF line ends) reads
+// as the same file with LF.
+func TestParseTokensCRLF(t *testing.T) {
+	in := "{\"tokens\":[\r\n  {\"name\":\"a\",\"sha256\":\"" + digest("x") + "\",\"scope\":\"s\"}\r\n]}\r\n"
+	set, err := ParseTokens("t.json", []byte(in))
+	if err != nil || set.Len() != 1 {
+		t.Fatalf("CRLF file: %v", err)
 	}
 }
