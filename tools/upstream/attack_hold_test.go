@@ -184,8 +184,10 @@ func TestAttackInitializeNeverAnswered(t *testing.T) {
 	if h.Restarts != 3 || !strings.Contains(h.LastError, "4 failures in a row") || !strings.Contains(h.LastError, "handshake") {
 		t.Errorf("health %+v", h)
 	}
-	if n := strings.Count(f.recorded(), "started pid="); n != 4 {
-		t.Errorf("%d starts; want 4", n)
+	// A process killed before it wrote its record (a slow start under
+	// -race) is not counted: at most the four attempts.
+	if n := strings.Count(f.recorded(), "started pid="); n == 0 || n > 4 {
+		t.Errorf("%d starts recorded; want 1 to 4", n)
 	}
 	if got := f.served(); len(got) != 0 {
 		t.Errorf("a failed server's tools are served: %v", got)

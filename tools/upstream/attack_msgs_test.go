@@ -72,7 +72,7 @@ func TestAttackStalledWriteBounded(t *testing.T) {
 	}
 }
 
-// TestAttackNotificationFlood: 100,000 notifications/tools/list_changed,
+// TestAttackNotificationFlood: 20,000 notifications/tools/list_changed,
 // logging messages and progress notifications for no call: the call that
 // sent them is answered, the server runs on (same process), and the
 // list_changed flood, whose listings find the same tools, changes nothing
@@ -83,7 +83,7 @@ func TestAttackStalledWriteBounded(t *testing.T) {
 func TestAttackNotificationFlood(t *testing.T) {
 	tm := fastTiming
 	tm.pingInterval = time.Hour
-	f := startHostile(t, hostileScript{}, nil, tm)
+	f := startHostile(t, hostileScript{}, func(s *Server) { s.Timeout = Duration(5 * time.Minute) }, tm)
 	first := f.running(t)
 	var changes atomic.Int64
 	unsub := f.reg.Subscribe(func() { changes.Add(1) })
@@ -93,7 +93,7 @@ func TestAttackNotificationFlood(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"emergency","data":"\u001b[2J"}}`,
 		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`,
 	} {
-		if txt, isErr, _ := f.call(t, nil, "t__emit", emitArgs(t, []string{line}, 100000, "")); isErr || txt != "emitted" {
+		if txt, isErr, _ := f.call(t, nil, "t__emit", emitArgs(t, []string{line}, 20000, "")); isErr || txt != "emitted" {
 			t.Fatalf("%.60s: %q %v", line, txt, isErr)
 		}
 	}
