@@ -23,6 +23,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -108,20 +109,23 @@ func dirsOK(dir string) error {
 	}
 }
 
+// typeName says what a file that is not a regular one is, from the type
+// letters fs.FileMode.String gives (the POSIX bits of a mode are fsops'
+// to convert, which this package, read by the doors' callers, is below).
 func typeName(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
+	if m.IsDir() {
 		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
 	}
-	return m.Type().String()
+	s := m.Type().String()
+	letters := s[:len(s)-9] // the nine permission characters follow
+	for _, k := range []struct{ letter, name string }{
+		{"c", "a character device"}, {"D", "a device"}, {"p", "a FIFO"}, {"S", "a socket"},
+	} {
+		if strings.Contains(letters, k.letter) {
+			return k.name
+		}
+	}
+	return "not a regular file (" + letters + ")"
 }
 
 func unwrap(err error) error {

@@ -311,10 +311,17 @@ func TestAttackExtHTTPServers(t *testing.T) {
 	}()
 	srvPort := srv.Listener.Addr().(*net.TCPAddr).Port
 	slowPort := ln.Addr().(*net.TCPAddr).Port
-	f := start(t, map[string]string{"h.star": hostile}, func(o *Options) {
-		o.Net = netguard.New(netguard.Options{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-			AllowPorts: []uint16{uint16(srvPort), uint16(slowPort)}, Timeout: 2 * time.Second})
-	})
+	door := func(timeout time.Duration) func(*Options) {
+		return func(o *Options) {
+			o.Net = netguard.New(netguard.Options{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+				AllowPorts: []uint16{uint16(srvPort), uint16(slowPort)}, Timeout: timeout})
+		}
+	}
+	// The redirects and the cut body meet no deadline: a door of 30 s, so
+	// that reading 10 MiB under -race on a loaded machine is not cut by it.
+	// The endless and slowloris servers end at the 2 s door's deadline.
+	f := start(t, map[string]string{"h.star": hostile}, door(30*time.Second))
+	slow := start(t, map[string]string{"h.star": hostile}, door(2*time.Second))
 	for _, path := range []string{"/to-metadata", "/to-loop2", "/to-v6", "/to-other-port", "/to-file"} {
 		txt, isErr, _ := f.call(t, "h__get", fmt.Sprintf(`{"url":%q}`, srv.URL+path))
 		if !isErr || !strings.Contains(txt, "refused") || strings.Contains(txt, "other port") {
@@ -327,12 +334,13 @@ func TestAttackExtHTTPServers(t *testing.T) {
 	}
 	for _, u := range []string{srv.URL + "/endless", fmt.Sprintf("http://127.0.0.1:%d/", slowPort)} {
 		begin := time.Now()
-		txt, isErr, _ := f.call(t, "h__get", fmt.Sprintf(`{"url":%q}`, u))
+		txt, isErr, _ := slow.call(t, "h__get", fmt.Sprintf(`{"url":%q}`, u))
 		if !isErr || !strings.Contains(txt, "deadline") && !strings.Contains(txt, "timeout") && !strings.Contains(txt, "Timeout") {
 			t.Errorf("%s: %q %v (after %s); want the door's deadline", u, txt, isErr, time.Since(begin))
 		}
 	}
 	f.p.opts.Net.CloseIdleConnections()
+	slow.p.opts.Net.CloseIdleConnections()
 }
 
 // TestAttackExtExecPolicy: exec.run quotes every word, so the program
