@@ -402,36 +402,23 @@ func jsonModule() *starlarkstruct.Module {
 // read as a float, which costs no more than its length).
 func jsonLongestInt(s string) int {
 	longest := 0
-	inStr, esc := false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case '0' <= c && c <= '9':
-			j := i
-			for j < len(s) && '0' <= s[j] && s[j] <= '9' {
+	jsonOutside(s, func(i int) int {
+		if c := s[i]; c < '0' || c > '9' {
+			return i + 1
+		}
+		j := i
+		for j < len(s) && '0' <= s[j] && s[j] <= '9' {
+			j++
+		}
+		if j < len(s) && (s[j] == '.' || s[j] == 'e' || s[j] == 'E') {
+			for j < len(s) && strings.IndexByte("0123456789.eE+-", s[j]) >= 0 {
 				j++
 			}
-			if j < len(s) && (s[j] == '.' || s[j] == 'e' || s[j] == 'E') {
-				for j < len(s) && strings.IndexByte("0123456789.eE+-", s[j]) >= 0 {
-					j++
-				}
-			} else {
-				longest = max(longest, j-i)
-			}
-			i = j - 1
+		} else {
+			longest = max(longest, j-i)
 		}
-	}
+		return j
+	})
 	return longest
 }
 
@@ -439,29 +426,37 @@ func jsonLongestInt(s string) int {
 // outside its strings, with the depth before it.
 func jsonScan(s string, f func(c byte, depth int)) {
 	depth := 0
-	in, esc := false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case in:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				in = false
-			}
-		case c == '"':
-			in = true
-		case c == '[' || c == '{':
+	jsonOutside(s, func(i int) int {
+		switch c := s[i]; c {
+		case '[', '{':
 			f(c, depth)
 			depth++
-		case c == ']' || c == '}':
+		case ']', '}':
 			f(c, depth)
 			depth--
-		case c == ',' || c == ':':
+		case ',', ':':
 			f(c, depth)
+		}
+		return i + 1
+	})
+}
+
+// jsonOutside calls f with the index of each byte of JSON text s that is
+// not inside a string (a string's quotes are inside it); f returns the
+// index to go on from, past what it read.
+func jsonOutside(s string, f func(i int) int) {
+	for i := 0; i < len(s); {
+		if s[i] != '"' {
+			i = f(i)
+			continue
+		}
+		for i++; i < len(s); i++ { // to the closing quote, escapes skipped
+			if s[i] == '\\' {
+				i++
+			} else if s[i] == '"' {
+				i++
+				break
+			}
 		}
 	}
 }
