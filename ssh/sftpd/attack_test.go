@@ -87,10 +87,10 @@ func (r attackRequest) tolerant(at, str int) bool {
 
 // serveBytes serves in (the whole client stream) on a fresh session over
 // ws and returns Serve's error and what it wrote.
-func serveBytes(ws fsops.Workspace, in []byte) (error, []byte) {
+func serveBytes(ws fsops.Workspace, in []byte) ([]byte, error) {
 	ch := &fakeChannel{r: bytes.NewReader(in)}
 	err := newSFTPServer(ws, ch).Serve()
-	return err, ch.w.Bytes()
+	return ch.w.Bytes(), err
 }
 
 // TestAttackPacketLengths: every length a client can put in a packet's
@@ -122,7 +122,7 @@ func TestAttackPacketLengths(t *testing.T) {
 			if len(tc.in) >= 4 && tc.want == nil && binary.BigEndian.Uint32(tc.in) != sftpMaxPacket {
 				t.Fatalf("the test's packet is %d bytes", binary.BigEndian.Uint32(tc.in))
 			}
-			err, out := serveBytes(ws, tc.in)
+			out, err := serveBytes(ws, tc.in)
 			if tc.want == nil {
 				if err != io.EOF {
 					t.Fatalf("Serve: %v, want io.EOF after one answer", err)
@@ -148,7 +148,7 @@ func TestAttackTruncatedRequests(t *testing.T) {
 	ws := sftpTestWorkspace(t)
 	check := func(t *testing.T, r attackRequest, in []byte, tolerant bool) {
 		t.Helper()
-		err, out := serveBytes(ws, in)
+		out, err := serveBytes(ws, in)
 		if len(out) == 0 {
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("%x: Serve: %v, no answer; want ErrMalformed", in, err)
@@ -203,7 +203,7 @@ func TestAttackTruncatedRequests(t *testing.T) {
 	for _, r := range attackRequests() {
 		all = append(all, r.packet()...)
 	}
-	if err, out := serveBytes(sftpTestWorkspace(t), all); err != io.EOF || len(out) == 0 {
+	if out, err := serveBytes(sftpTestWorkspace(t), all); err != io.EOF || len(out) == 0 {
 		t.Fatalf("the requests whole: Serve %v", err)
 	}
 }

@@ -105,7 +105,7 @@ func weakKey(pk gossh.PublicKey) string {
 		pk = c.Key
 	}
 	switch pk.Type() {
-	case gossh.InsecureKeyAlgoDSA:
+	case "ssh-dss": // x/crypto's deprecated InsecureKeyAlgoDSA
 		return "an ssh-dss (DSA) key is too weak to admit anyone; use ssh-ed25519, ecdsa or RSA of 2048 bits or more"
 	case gossh.KeyAlgoRSA:
 		if cpk, ok := pk.(gossh.CryptoPublicKey); ok {
