@@ -22,11 +22,13 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/previewtest"
 	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 	"github.com/agentbe/agentbe-daemon/internal/testbin"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/sandbox/sandboxexec"
 )
 
 func TestMain(m *testing.M) {
 	sandboxexec.Main() // the landlock mode's trampoline: its commands run through this binary
+	testenv.OperatorUmask()
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		testbin.Cleanup()
 		previewtest.Cleanup()

@@ -32,6 +32,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	testenv.OperatorUmask() // the operator's files, made as an operator would
 	var err error
 	if binary, err = testbin.Build(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
