@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // TestMain fails the package when a test leaves a goroutine behind; on
@@ -11,5 +13,6 @@ import (
 // (trampoline_linux_test.go), as a program's main does.
 func TestMain(m *testing.M) {
 	trampoline()
+	testenv.OperatorUmask() // the daemon's key and token files, made as an operator would
 	goleak.VerifyTestMain(m)
 }

@@ -31,6 +31,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	testenv.OperatorUmask() // the operator's files, made as an operator would
 	code := m.Run()
 	testbin.Cleanup()
 	os.Exit(code)

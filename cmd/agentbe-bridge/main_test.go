@@ -27,9 +27,13 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/daemon"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	testenv.OperatorUmask() // the daemon's token and TLS files, made as an operator would
+	goleak.VerifyTestMain(m)
+}
 
 const testToken = "bridge-test-token-0123456789"
 
