@@ -57,6 +57,10 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	// The daemon refuses a token or key file that a user other than its
+	// owner could change, or one in such a directory (docs/configuration.md):
+	// the fixtures are made as an operator makes them, whatever the umask.
+	syscall.Umask(syscall.Umask(0) | 0o022)
 	code := m.Run()
 	cleanupDaemonBin()
 	os.Exit(code)
