@@ -69,35 +69,21 @@ func tooDeep(b []byte, max int) bool {
 // last key "params" (what json.Unmarshal decodes there). A value that is
 // not an object has no keys.
 func exactKeys(obj []byte, names ...string) (params []byte, ok bool) {
-	if len(obj) == 0 || obj[0] != '{' {
-		return nil, true
-	}
-	b := skipSpace(obj[1:])
-	for len(b) > 0 && b[0] == '"' {
-		key, r, ok := jsonscan.String(b)
-		if !ok {
-			return nil, false
-		}
-		r = skipSpace(r)
-		if len(r) == 0 || r[0] != ':' {
-			return nil, false
-		}
-		val, after, ok := jsonscan.Value(skipSpace(r[1:]))
-		if !ok {
-			return nil, false
-		}
-		name := unquote(key)
+	exact := true
+	ok = jsonscan.Keys(obj, func(key string, val []byte) bool {
 		for _, n := range names {
-			if strings.EqualFold(name, n) && name != n {
-				return nil, false
+			if strings.EqualFold(key, n) && key != n {
+				exact = false
+				return false
 			}
 		}
-		if name == "params" {
+		if key == "params" {
 			params = val
 		}
-		if b = skipSpace(after); len(b) > 0 && b[0] == ',' {
-			b = skipSpace(b[1:])
-		}
+		return true
+	})
+	if !ok || !exact {
+		return nil, false
 	}
 	return params, true
 }

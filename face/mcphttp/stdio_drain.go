@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/agentbe/agentbe-daemon/internal/jsonscan"
 	"github.com/agentbe/agentbe-daemon/internal/jsonstr"
@@ -148,7 +147,7 @@ func scanMessage(b []byte) (m message, rest []byte, ok bool) {
 		if !ok {
 			return m, nil, false
 		}
-		switch unquote(key) {
+		switch jsonscan.Text(key) {
 		case "id":
 			m.ID = json.RawMessage(val)
 		case "params":
@@ -156,7 +155,7 @@ func scanMessage(b []byte) (m message, rest []byte, ok bool) {
 		case "method":
 			switch {
 			case val[0] == '"':
-				m.Method = unquote(val)
+				m.Method = jsonscan.Text(val)
 			case string(val) != "null": // null leaves the field as it was
 				return m, nil, false
 			}
@@ -173,17 +172,6 @@ func scanMessage(b []byte) (m message, rest []byte, ok bool) {
 		}
 		b = skipSpace(b[1:])
 	}
-}
-
-// unquote is the value of the JSON string s (quotes included), as
-// json.Unmarshal gives it (escapes decoded, invalid UTF-8 replaced).
-func unquote(s []byte) string {
-	if bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
-		return string(s[1 : len(s)-1])
-	}
-	var v string
-	json.Unmarshal(s, &v)
-	return v
 }
 
 func skipSpace(b []byte) []byte {

@@ -31,6 +31,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
+	"github.com/agentbe/agentbe-daemon/internal/jsonscan"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
@@ -213,18 +214,17 @@ func decodeRequest(raw []byte, req *ExecuteRequest) error {
 	if err := json.Unmarshal(raw, req); err != nil {
 		return err
 	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &keys); err != nil {
-		return err
-	}
-	for k := range keys {
+	var err error
+	jsonscan.Keys(raw, func(k string, _ []byte) bool {
 		for _, f := range [...]string{"tool_name", "arguments", "timeout"} {
 			if k != f && strings.EqualFold(k, f) {
-				return fmt.Errorf("key %q is not %q (keys are matched exactly)", k, f)
+				err = fmt.Errorf("key %q is not %q (keys are matched exactly)", k, f)
+				return false
 			}
 		}
-	}
-	return nil
+		return true
+	})
+	return err
 }
 
 // writeCallError answers a call the registry did not run (a function of

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/agentbe/agentbe-daemon/internal/jsonscan"
 	"github.com/agentbe/agentbe-daemon/internal/opfile"
 	"github.com/agentbe/agentbe-daemon/internal/suggest"
 )
@@ -203,30 +204,19 @@ func ParseTokens(name string, data []byte) (*TokenSet, error) {
 // matches keys without regard to case, so {"scope":"a","Scope":""} would
 // quietly bind the token to the whole root: a file whose reader cannot
 // tell which value is in force is refused. data is known to be valid JSON.
-func repeatedKey(data []byte) (string, string) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", ""
-	}
+func repeatedKey(data []byte) (k, other string) {
 	var seen []string
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return "", ""
-		}
-		k, _ := t.(string)
+	jsonscan.Keys(data, func(key string, _ []byte) bool {
 		for _, s := range seen {
-			if strings.EqualFold(s, k) {
-				return k, s
+			if strings.EqualFold(s, key) {
+				k, other = key, s
+				return false
 			}
 		}
-		seen = append(seen, k)
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return "", ""
-		}
-	}
-	return "", ""
+		seen = append(seen, key)
+		return true
+	})
+	return k, other
 }
 
 func repeatedMsg(k, other string) string {

@@ -56,3 +56,41 @@ func FuzzValue(f *testing.F) {
 		}
 	})
 }
+
+// TestKeys: the keys of an object as written (escapes decoded, case kept,
+// repeats each given), its values whole, a stop when f says so, nothing
+// for a value that is not an object, and false for an object cut short.
+func TestKeys(t *testing.T) {
+	type kv struct{ k, v string }
+	walk := func(obj string, stopAt string) ([]kv, bool) {
+		var got []kv
+		ok := Keys([]byte(obj), func(k string, v []byte) bool {
+			got = append(got, kv{k, string(v)})
+			return k != stopAt
+		})
+		return got, ok
+	}
+	got, ok := walk(` { "a" : 1, "A":{"x":[1,"}"]}, "\u0062":"s", "a":null }`, "")
+	want := []kv{{"a", "1"}, {"A", `{"x":[1,"}"]}`}, {"b", `"s"`}, {"a", "null"}}
+	if !ok || len(got) != len(want) {
+		t.Fatalf("got %v %v, want %v", got, ok, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("key %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+	if got, ok := walk(`{"a":1,"stop":2,"c":3}`, "stop"); !ok || len(got) != 2 {
+		t.Errorf("stopped walk: %v %v", got, ok)
+	}
+	for _, notObject := range []string{`[1,2]`, `"s"`, `7`, ``} {
+		if got, ok := walk(notObject, ""); !ok || len(got) != 0 {
+			t.Errorf("%q: %v %v, want no keys", notObject, got, ok)
+		}
+	}
+	for _, cut := range []string{`{"a"`, `{"a":`, `{"a":[1,`, `{"a" 1}`, `{"a`} {
+		if _, ok := walk(cut, ""); ok {
+			t.Errorf("%q: ok, want false", cut)
+		}
+	}
+}
