@@ -24,6 +24,18 @@ const ExitCannotExecute = 126
 
 const exitCannotExecute = ExitCannotExecute
 
+// MaxSessionEnv and MaxSessionEnvBytes bound what a session's env requests
+// may set: at most 128 variables (OpenSSH's sshd ignores more) and 64 KiB
+// of names and values together. The allowlist admits whole families of
+// names (LC_*), and each request may carry up to x/crypto's 256 KiB
+// packet, so without them a client could make a session hold as much
+// memory as it cared to send. A request past either bound is refused;
+// setting a name again replaces its value.
+const (
+	MaxSessionEnv      = 128
+	MaxSessionEnvBytes = 64 << 10
+)
+
 // session is one "session" channel: at most one exec, shell or subsystem,
 // preceded by any number of env and pty-req requests, followed by signal and
 // window-change requests.
@@ -34,6 +46,7 @@ type session struct {
 	ch     gossh.Channel
 	pre    *preread // reads the channel's data until a command or subsystem takes it
 	env    map[string]string
+	envLen int // bytes of env's names and values, for MaxSessionEnvBytes
 	pty    *sandbox.Pty
 	busy   bool      // an exec, shell or subsystem has been accepted
 	conn   *Conn     // the connection
@@ -177,11 +190,7 @@ func (ss *session) handle(req *gossh.Request) bool {
 		if !ss.srv.envAllowed(kv.Name) {
 			return false
 		}
-		if ss.env == nil {
-			ss.env = make(map[string]string)
-		}
-		ss.env[kv.Name] = kv.Value
-		return true
+		return ss.setEnv(kv.Name, kv.Value)
 
 	case "pty-req":
 		var p struct {
@@ -270,6 +279,24 @@ func (ss *session) handle(req *gossh.Request) bool {
 		// x11-req, auth-agent-req@openssh.com, break, ...: not offered.
 		return false
 	}
+}
+
+// setEnv keeps an allowed env request's variable, within MaxSessionEnv
+// and MaxSessionEnvBytes.
+func (ss *session) setEnv(name, value string) bool {
+	n := ss.envLen + len(name) + len(value)
+	old, replace := ss.env[name]
+	if replace {
+		n -= len(name) + len(old)
+	}
+	if n > MaxSessionEnvBytes || (!replace && len(ss.env) >= MaxSessionEnv) {
+		return false
+	}
+	if ss.env == nil {
+		ss.env = make(map[string]string)
+	}
+	ss.env[name], ss.envLen = value, n
+	return true
 }
 
 // channelRW is the channel as a subsystem's stdin and stdout (its data
