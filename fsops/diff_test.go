@@ -49,7 +49,7 @@ func TestEditDiffGolden(t *testing.T) {
 			must(t, err)
 			golden := filepath.Join("testdata", "edit", tc.name+".diff")
 			if *update && runner != nil {
-				_, mod, _, err := applyEdits(tc.path, tc.original, tc.edits, true)
+				_, mod, _, err := applyEdits(tc.path, tc.original, tc.edits, true, DefaultMaxReadSize)
 				must(t, err)
 				want := runner([][3]string{{tc.path, strings.ReplaceAll(tc.original, "\r\n", "\n"), mod}})[0]
 				must(t, os.MkdirAll(filepath.Dir(golden), 0o755))
@@ -162,7 +162,7 @@ func TestDiffBudgetNote(t *testing.T) {
 		fmt.Fprintf(&a, "a%d\n", i)
 		fmt.Fprintf(&b, "b%d\n", i)
 	}
-	res, _, changed, err := applyEdits("big.txt", a.String(), []Edit{{OldText: a.String(), NewText: b.String()}}, false)
+	res, _, changed, err := applyEdits("big.txt", a.String(), []Edit{{OldText: a.String(), NewText: b.String()}}, false, DefaultMaxReadSize)
 	must(t, err)
 	want := "Applied 1 edit to big.txt\n--- big.txt\n+++ big.txt\n[diff omitted: rendering exceeded the diff budget (15s / 20,000 line edits); file went from 12,001 to 12,001 lines]"
 	if !changed || res.Diff != want {

@@ -108,18 +108,19 @@ func (w *dirWS) atomicWrite(r *os.Root, rel string, data []byte) error {
 }
 
 func (w *dirWS) Edit(p string, edits []Edit, dryRun bool) (EditResult, error) {
-	return editFile(w, p, edits, dryRun)
+	return editFile(w, p, edits, dryRun, w.opts.maxRead())
 }
 
 // editFile is Edit for any Workspace: read the whole file (bounded by the
-// maximum read size), apply the edits, and write the result atomically
+// maximum read size), apply the edits (their result bounded by max, the
+// same size), and write the result atomically
 // unless it is a dry run or nothing changed.
-func editFile(ws Workspace, p string, edits []Edit, dryRun bool) (EditResult, error) {
+func editFile(ws Workspace, p string, edits []Edit, dryRun bool, max int64) (EditResult, error) {
 	orig, err := ws.ReadFile(p)
 	if err != nil {
 		return EditResult{}, withOp(err, opEdit)
 	}
-	res, modified, changed, err := applyEdits(p, string(orig), edits, dryRun)
+	res, modified, changed, err := applyEdits(p, string(orig), edits, dryRun, max)
 	if err != nil {
 		return EditResult{}, err
 	}

@@ -14,8 +14,13 @@ import (
 // It returns the diff of normalised original → result, named p as the caller
 // gave it, the result, and whether anything changed. When the diff is too
 // large to render (the reference's budget) the diff is the reference's note,
-// preceded by "Applied N edit(s) to p" when the file is written.
-func applyEdits(p, original string, edits []Edit, dryRun bool) (EditResult, string, bool, error) {
+// preceded by "Applied N edit(s) to p" when the file is written. An edit
+// whose result would pass max bytes (the maximum read size: what a later
+// read or edit of the file accepts) is refused with errcode.TooLarge before
+// it is applied, so replaceAll of a short oldText with a long newText, or a
+// chain of edits that each double the text, cannot make the daemon build a
+// text of any size.
+func applyEdits(p, original string, edits []Edit, dryRun bool, max int64) (EditResult, string, bool, error) {
 	orig := strings.ReplaceAll(original, "\r\n", "\n")
 	mod := orig
 	total := 0
@@ -31,6 +36,16 @@ func applyEdits(p, original string, edits []Edit, dryRun bool) (EditResult, stri
 			return EditResult{}, "", false, editErr(p, i, "could not find exact match for oldText. Check whitespace and line endings, or verify the file state after any preceding edits.")
 		case n > 1 && !e.ReplaceAll:
 			return EditResult{}, "", false, editErr(p, i, "oldText appears "+strconv.Itoa(n)+" times in the file; pass replaceAll: true to replace every occurrence, or add surrounding context to oldText to make it unique.")
+		}
+		reps := 1
+		if e.ReplaceAll {
+			reps = n
+		}
+		// At most 10 MiB of text and a newText of the body's size: the
+		// product stays far inside int64.
+		if size := int64(len(mod)) + int64(reps)*(int64(len(repl))-int64(len(old))); size > max {
+			return EditResult{}, "", false, errcode.New(errcode.TooLarge, "edit", p,
+				"edit %d would make the file %d bytes, over the %d-byte limit for whole-file reads and edits; write the file with write_file, or change it with exec", i+1, size, max)
 		}
 		if e.ReplaceAll {
 			mod = strings.ReplaceAll(mod, old, repl)

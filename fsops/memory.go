@@ -234,7 +234,7 @@ func (m *memWS) WriteFile(p string, data []byte) error {
 }
 
 func (m *memWS) Edit(p string, edits []Edit, dryRun bool) (EditResult, error) {
-	return editFile(m, p, edits, dryRun)
+	return editFile(m, p, edits, dryRun, m.opts.maxRead())
 }
 
 // Mkdir is a no-op (directories are implicit), except that it refuses to

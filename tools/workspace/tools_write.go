@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"path"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -79,7 +80,7 @@ func editFile(_ context.Context, ws fsops.Workspace, a editArgs) *mcp.CallToolRe
 	res, err := ws.Edit(a.Path, edits, a.DryRun)
 	if err != nil {
 		prefix := failWrite
-		if errcode.Is(err, errcode.NotFound) || errcode.Is(err, errcode.IsADirectory) || errcode.Is(err, errcode.ReadFailed) || errcode.Is(err, errcode.TooLarge) {
+		if errcode.Is(err, errcode.NotFound) || errcode.Is(err, errcode.IsADirectory) || errcode.Is(err, errcode.ReadFailed) || readTooLarge(err) {
 			prefix = failRead
 		}
 		return failure(prefix, a.Path, err)
@@ -88,6 +89,14 @@ func editFile(_ context.Context, ws fsops.Workspace, a editArgs) *mcp.CallToolRe
 		return textResult("[DRY RUN]\n" + res.Diff)
 	}
 	return textResult(res.Diff)
+}
+
+// readTooLarge reports whether err is the file being too large to read
+// (the read's error, wrapped for the edit), not the edit's result being too
+// large to write (fsops' applyEdits, op "edit" with nothing wrapped).
+func readTooLarge(err error) bool {
+	var e *errcode.Error
+	return errors.As(err, &e) && e.Code == errcode.TooLarge && e.Unwrap() != nil
 }
 
 type moveArgs struct {
