@@ -115,7 +115,11 @@ func callOn[T any](ctx context.Context, t *chromedp.Target, obj runtime.RemoteOb
 		if ex := res.ExceptionDetails.Exception; ex != nil && ex.Description != "" {
 			msg = strings.SplitN(ex.Description, "\n", 2)[0]
 		}
-		return zero, errors.New(msg)
+		// The page can make the exception (its script runs in the page:
+		// a getter, a replaced built-in) and write its text: it reaches an
+		// error result, which carries no untrusted mark, cut as a
+		// snapshot's line is.
+		return zero, errors.New(quote(msg))
 	}
 	if res.Result == nil {
 		return zero, errors.New("no result")
@@ -429,14 +433,18 @@ func (p *Provider) navigate(ctx context.Context, s *session, url string) (loc, t
 	}
 	// Where it ended and its title in one round trip to the page (what
 	// chromedp.Location and chromedp.Title read, in two).
-	lt, err := chromedp.Run(ctx, chromedp.EvaluateAsDevTools[[]string](`[document.location.toString(), document.title]`))
+	// Both are the page's to make long (a <title> of megabytes, a URL of
+	// up to 2 MiB set by history.replaceState): cut in the page, and again
+	// here, since the page's script can replace String.prototype.slice.
+	lt, err := chromedp.Run(ctx, chromedp.EvaluateAsDevTools[[]string](fmt.Sprintf(
+		`[String(document.location).slice(0, %d), String(document.title).slice(0, %d)]`, MaxURLLen+1, MaxTextPerNode+1)))
 	if err != nil {
 		return "", "", 0, err
 	}
 	if len(lt) != 2 {
 		return "", "", 0, fmt.Errorf("the page answered %d values for its location and title", len(lt))
 	}
-	return lt[0], lt[1], status, nil
+	return truncate(lt[0], MaxURLLen), truncate(lt[1], MaxTextPerNode), status, nil
 }
 
 // screenshot captures the viewport, or the whole page up to

@@ -307,7 +307,7 @@ func evaluateObject(ctx context.Context, t *chromedp.Target, expr string) (runti
 		return "", err
 	}
 	if res.ExceptionDetails != nil {
-		return "", fmt.Errorf("%s: %s", expr, res.ExceptionDetails.Text)
+		return "", fmt.Errorf("%s: %s", expr, quote(res.ExceptionDetails.Text))
 	}
 	if res.Result == nil || res.Result.ObjectID == "" {
 		return "", fmt.Errorf("%s is not an object", expr)
