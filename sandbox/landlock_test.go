@@ -91,6 +91,53 @@ func probe(name, arg string) error {
 		return unix.Chmod(arg, 0o4755) // os.Chmod would drop the bit (os.ModeSetuid is its own)
 	case "chown":
 		return os.Chown(arg, 12345, 12345)
+	case "mknod-setuid":
+		// A regular file made setuid as it is made, without chmod.
+		return unix.Mknod(arg, unix.S_IFREG|0o4755, 0)
+	case "open-setuid", "open-setgid", "open-tmpfile-setuid":
+		// The same through open(2)'s mode: a file created with the bit.
+		mode, flags := uint32(0o4755), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY
+		if name == "open-setgid" {
+			mode = 0o2755
+		}
+		if name == "open-tmpfile-setuid" {
+			flags = unix.O_TMPFILE | unix.O_WRONLY
+		}
+		fd, err := unix.Open(arg, flags|unix.O_CLOEXEC, mode)
+		if err != nil {
+			return err
+		}
+		return unix.Close(fd)
+	case "creat-setuid":
+		path, err := unix.BytePtrFromString(arg)
+		if err != nil {
+			return err
+		}
+		fd, _, errno := unix.Syscall(unix.SYS_CREAT, uintptr(unsafe.Pointer(path)), 0o4755, 0)
+		if errno != 0 {
+			return errno
+		}
+		return unix.Close(int(fd))
+	case "openat2-setuid":
+		// openat2's mode is in a struct a filter cannot read.
+		fd, err := unix.Openat2(unix.AT_FDCWD, arg, &unix.OpenHow{Flags: unix.O_CREAT | unix.O_WRONLY | unix.O_CLOEXEC, Mode: 0o4755})
+		if err != nil {
+			return err
+		}
+		return unix.Close(fd)
+	case "open-plain":
+		// What a build does all day: a file created 0755, and one opened
+		// without O_CREAT whatever the mode argument holds.
+		fd, err := unix.Open(arg, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o755)
+		if err != nil {
+			return err
+		}
+		unix.Close(fd)
+		fd, err = unix.Open(arg, unix.O_RDONLY|unix.O_CLOEXEC, 0o4755)
+		if err != nil {
+			return err
+		}
+		return unix.Close(fd)
 	case "environ":
 		_, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 		return err

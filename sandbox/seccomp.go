@@ -45,6 +45,11 @@ var deniedSyscalls = []string{
 const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWUSER |
 	unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
 
+// openCreates are the open(2) flags that make a file, whose mode then
+// applies: O_CREAT, and O_TMPFILE's own bit (O_TMPFILE also holds
+// O_DIRECTORY, which a plain open of a directory has).
+const openCreates = unix.O_CREAT | (unix.O_TMPFILE &^ unix.O_DIRECTORY)
+
 // Terminal ioctls that push input into, or take over, a terminal the
 // command shares: the TIOCSTI injection, and TIOCLINUX's console selection.
 const (
@@ -88,6 +93,20 @@ func denyPolicy(names []string, has func(string) bool, o filterOpts) seccomp.Pol
 		{Name: "fchmod", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
 		{Name: "fchmodat", Conditions: []seccomp.Condition{{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
 		{Name: "fchmodat2", Conditions: []seccomp.Condition{{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+		// ... nor make the file with the bit in the first place: the mode
+		// of a regular file's mknod, and of an open that creates (O_CREAT,
+		// or O_TMPFILE and a later linkat). An open without those flags
+		// keeps whatever its mode argument holds: the kernel ignores it.
+		// openat2's mode is in memory, so openat2 fails (below).
+		{Name: "mknod", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+		{Name: "mknodat", Conditions: []seccomp.Condition{{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+		{Name: "creat", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+		{Name: "open", Conditions: []seccomp.Condition{
+			{Argument: 1, Operation: seccomp.BitsSet, Value: openCreates},
+			{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+		{Name: "openat", Conditions: []seccomp.Condition{
+			{Argument: 2, Operation: seccomp.BitsSet, Value: openCreates},
+			{Argument: 3, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
 		// The kernel reads an ioctl's request as 32 bits: a value
 		// with any of the upper 32 set is the same request to it, so
 		// it is refused outright (no real request has them).
@@ -111,8 +130,19 @@ func denyPolicy(names []string, has func(string) bool, o filterOpts) seccomp.Pol
 		}
 	}
 	groups := []seccomp.SyscallGroup{{Names: names, Action: eperm}, {NamesWithCondtions: conds, Action: eperm}}
+	// ENOSYS for the calls whose arguments are in memory a filter cannot
+	// read, which callers take for an older kernel and fall back from:
+	// openat2 (its mode, and so a setuid file, is in struct open_how;
+	// libc's open and Go's never use it), and clone3 where blockClone3.
+	var nosys []string
+	if has("openat2") {
+		nosys = append(nosys, "openat2")
+	}
 	if o.blockClone3 {
-		groups = append(groups, seccomp.SyscallGroup{Names: []string{"clone3"}, Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)})
+		nosys = append(nosys, "clone3")
+	}
+	if len(nosys) > 0 {
+		groups = append(groups, seccomp.SyscallGroup{Names: nosys, Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)})
 	}
 	return seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: groups}
 }
