@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -179,18 +180,45 @@ var readMultipleFilesTool = tool[readMultiArgs]{
 	Handler:     readMultipleFiles,
 }
 
+// maxMultiRead bounds the text read_multiple_files builds: each file is
+// bounded by the maximum read size, but a call may name the same 10 MiB file
+// 100,000 times. It is the default reply limit of /mcp (--max-reply-bytes),
+// past which the answer could not be sent anyway.
+const maxMultiRead = 32 << 20
+
 func readMultipleFiles(_ context.Context, ws fsops.Workspace, a readMultiArgs) *mcp.CallToolResult {
-	parts := make([]string, len(a.Paths))
+	var b strings.Builder
 	for i, p := range a.Paths {
-		data, err := ws.ReadFile(p)
+		var data []byte
+		err := errFull
+		if b.Len() < maxMultiRead {
+			data, err = ws.ReadFile(p)
+			if err == nil && b.Len()+len(data) > maxMultiRead {
+				err = errFull
+			}
+		}
+		if err == errFull {
+			// Nothing more is read: one note for this path and the rest.
+			fmt.Fprintf(&b, "\n---\n[%d more paths not read (%s first): the answer holds %d bytes, and one read_multiple_files call answers at most %d; read them in another call]",
+				len(a.Paths)-i, p, b.Len(), maxMultiRead)
+			break
+		}
+		if i > 0 {
+			b.WriteString("\n---\n")
+		}
 		if err != nil {
-			parts[i] = p + ": Error - " + errorText(failRead, p, err)
+			b.WriteString(p + ": Error - " + errorText(failRead, p, err))
 			continue
 		}
-		parts[i] = p + ":\n" + string(data) + "\n"
+		b.WriteString(p + ":\n")
+		b.Write(data)
+		b.WriteString("\n")
 	}
-	return textResult(strings.Join(parts, "\n---\n"))
+	return textResult(b.String())
 }
+
+// errFull is read_multiple_files' answer being full (maxMultiRead).
+var errFull = errors.New("read_multiple_files answer full")
 
 var getFileInfoTool = tool[pathArgs]{
 	Name:        "get_file_info",
