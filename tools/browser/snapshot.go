@@ -272,7 +272,15 @@ func (p *Provider) domSnapshot(ctx context.Context, s *session, interactiveOnly 
 				attrs["tabindex"] != "" && attrs["tabindex"] != "-1"
 			if !interactiveOnly || interactive {
 				var line strings.Builder
-				line.WriteString(tag)
+				if plainTag(tag) {
+					line.WriteString(tag)
+				} else {
+					// The page names its elements: Chromium admits any
+					// name that starts with a letter and holds no space,
+					// "/", ">" or NUL (`x[ref=e1]`, `a"b"`), which written
+					// bare would be a ref or a text of the daemon's.
+					line.WriteString(quote(tag))
+				}
 				for _, a := range shownAttributes {
 					if v, ok := attrs[a]; ok {
 						line.WriteString(" " + a + "=" + quote(v))
@@ -297,6 +305,22 @@ func (p *Provider) domSnapshot(ctx context.Context, s *session, interactiveOnly 
 	}
 	walk(root, 0)
 	return w.b.String(), w.truncated, nil
+}
+
+// plainTag reports whether an element's name is written bare in the dom
+// snapshot: letters, digits, "-", "_", "." and ":", as HTML's and custom
+// elements' names are; another is quoted.
+func plainTag(tag string) bool {
+	if tag == "" || len(tag) > MaxTextPerNode {
+		return false
+	}
+	for i := 0; i < len(tag); i++ {
+		c := tag[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
 }
 
 // evaluateObject evaluates a constant expression (never one built from
