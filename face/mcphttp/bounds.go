@@ -112,8 +112,6 @@ type replyBudget struct {
 	left  atomic.Int64
 }
 
-type budgetKey struct{}
-
 func newReplyBudget(limit int64) *replyBudget {
 	b := &replyBudget{limit: limit}
 	b.left.Store(limit)
@@ -140,17 +138,26 @@ func (b *replyBudget) tooLarge(n int64) string {
 }
 
 // limitReplies is a receiving middleware of the SDK server: on HTTP
-// requests (which carry a replyBudget in their context) every result is
-// measured and charged to the budget, and one that does not fit is
-// replaced by a JSON-RPC error. The fast path checks its own replies in
-// writeFast.
-func limitReplies(next mcp.MethodHandler) mcp.MethodHandler {
+// requests every result is measured and charged to the budget of the HTTP
+// request that carried it (serveSDK), and one that does not fit is replaced
+// by a JSON-RPC error. With sessions too the budget is the request's, found
+// by its headers: the context a session's handlers get is the one of the
+// request that opened the session. Stdio's requests carry no headers and
+// no budget. The fast path checks its own replies in writeFast.
+func (s *Server) limitReplies(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
-		b, _ := ctx.Value(budgetKey{}).(*replyBudget)
-		if b == nil || err != nil || res == nil {
+		extra := req.GetExtra()
+		if err != nil || res == nil || extra == nil || extra.Header == nil {
 			return res, err
 		}
+		r, ok := s.sdkRequestOf(extra.Header)
+		if !ok {
+			// Answered already, or not handed over by serveSDK (the fast
+			// path's own tools/list capture): one reply's limit still holds.
+			r.budget = newReplyBudget(s.maxReply)
+		}
+		b := r.budget
 		// The JSON-RPC envelope around the result: `{"jsonrpc":"2.0",
 		// "id":...,"result":}` and a batch's comma.
 		n := resultSize(res) + 64

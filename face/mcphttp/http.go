@@ -2,7 +2,6 @@ package mcphttp
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -158,19 +157,27 @@ func (s *Server) sessionCount() int {
 	return n
 }
 
+// sdkRequest is what serveSDK keeps for one HTTP request handed to the
+// SDK: the caller admission named, and what is left of the reply limit
+// for its results (limitReplies).
+type sdkRequest struct {
+	caller admit.Caller
+	budget *replyBudget
+}
+
 // serveSDK hands r, whose caller admission has named, to one of the SDK's
-// handlers, with a reply budget in its context for limitReplies.
+// handlers, with a reply budget of its own for limitReplies.
 func (s *Server) serveSDK(h http.Handler, w http.ResponseWriter, r *http.Request, caller admit.Caller) {
 	r.Header.Set("Accept", "application/json, text/event-stream")
-	// The SDK hands a tool handler the request's headers, not its
-	// context (a session's calls run in the context of the request that
-	// opened it): the caller waits under a key the request carries as a
-	// header set here, replacing any value the client sent, until the
-	// request is answered.
+	// The SDK hands a handler the request's headers, not its context (a
+	// session's calls run in the context of the request that opened it,
+	// its values included): the caller and the budget wait under a key
+	// the request carries as a header set here, replacing any value the
+	// client sent, until the request is answered.
 	s.callersMu.Lock()
 	s.callerSeq++
 	key := s.callerSeq
-	s.callers[key] = caller
+	s.callers[key] = sdkRequest{caller: caller, budget: newReplyBudget(s.maxReply)}
 	s.callersMu.Unlock()
 	defer func() {
 		s.callersMu.Lock()
@@ -178,7 +185,21 @@ func (s *Server) serveSDK(h http.Handler, w http.ResponseWriter, r *http.Request
 		s.callersMu.Unlock()
 	}()
 	r.Header.Set(headerCaller, strconv.FormatUint(key, 36))
-	h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, newReplyBudget(s.maxReply))))
+	h.ServeHTTP(w, r)
+}
+
+// sdkRequestOf is what serveSDK keeps for the request whose headers are
+// hdr; ok is false when hdr names none (not a request of serveSDK, or one
+// already answered).
+func (s *Server) sdkRequestOf(hdr http.Header) (sdkRequest, bool) {
+	key, err := strconv.ParseUint(hdr.Get(headerCaller), 36, 64)
+	if err != nil {
+		return sdkRequest{}, false
+	}
+	s.callersMu.Lock()
+	defer s.callersMu.Unlock()
+	r, ok := s.callers[key]
+	return r, ok
 }
 
 // callerOf is the caller of a request that serveSDK handed to the SDK,
@@ -187,14 +208,8 @@ func (s *Server) callerOf(hdr http.Header) (admit.Caller, bool) {
 	if hdr == nil {
 		return admit.Local, true
 	}
-	key, err := strconv.ParseUint(hdr.Get(headerCaller), 36, 64)
-	if err != nil {
-		return admit.Caller{}, false
-	}
-	s.callersMu.Lock()
-	defer s.callersMu.Unlock()
-	c, ok := s.callers[key]
-	return c, ok
+	r, ok := s.sdkRequestOf(hdr)
+	return r.caller, ok
 }
 
 // accepts reads Accept headers. A missing header accepts anything.

@@ -212,10 +212,11 @@ type Server struct {
 	// and the fast path learning the session, while the SDK reads lines.
 	afterConnect func()
 
-	// callers holds the admitted caller of each request handed to the
-	// SDK, by the key its headerCaller header carries (serveSDK).
+	// callers holds the admitted caller and the reply budget of each
+	// request handed to the SDK, by the key its headerCaller header
+	// carries (serveSDK).
 	callersMu sync.Mutex
-	callers   map[uint64]admit.Caller
+	callers   map[uint64]sdkRequest
 	callerSeq uint64 // under callersMu
 }
 
@@ -238,7 +239,7 @@ func New(opts Options) (*Server, error) {
 		done:    make(chan struct{}),
 		reg:     opts.Registry,
 		served:  map[string]bool{},
-		callers: map[uint64]admit.Caller{},
+		callers: map[uint64]sdkRequest{},
 	}
 	s.maxBody = opts.MaxBodyBytes
 	if s.maxBody == 0 {
@@ -286,7 +287,7 @@ func New(opts Options) (*Server, error) {
 		Logger:       sdkLog,
 		Instructions: instructions + extraInstructions(opts.Instructions),
 	})
-	s.mcp.AddReceivingMiddleware(limitReplies, s.auditUnknownTools)
+	s.mcp.AddReceivingMiddleware(s.limitReplies, s.auditUnknownTools)
 	s.unsub = s.reg.Subscribe(s.syncTools)
 	s.syncTools()
 
