@@ -1,13 +1,24 @@
 package browser
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
 // pagesSetup serves pages (path to body) on 127.0.0.1 and a provider
@@ -90,6 +101,207 @@ func TestSnapshotLinesAreThePages(t *testing.T) {
 		bare := regexp.MustCompile(`"(?:[^"\\]|\\.)*"`).ReplaceAllString(tree, `""`)
 		if strings.Contains(bare, "[ref=") || strings.ContainsRune(bare, '\u2028') || strings.Contains(bare, "pay") {
 			t.Errorf("%s: the page wrote a ref or a line of its own:\n%s", mode, tree)
+		}
+	}
+}
+
+// TestSessionsAcrossCallers: a session belongs to its caller (token entry,
+// scope and client session): another token, the same token in another
+// scope or another client's session can neither use it, close it, nor get
+// it back by its sessionKey (a new session, its own profile, comes back);
+// an id made up, or the prefix /health shows, names nothing.
+func TestSessionsAcrossCallers(t *testing.T) {
+	f := setup(t, func(o *Options) { o.MaxSessions = 3 })
+	as := func(c registry.Call, tool, args string) (map[string]any, bool, errcode.Code) {
+		t.Helper()
+		c.Args = json.RawMessage(args)
+		res, err := f.reg.Call(context.Background(), tool, c)
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		out := map[string]any{}
+		text := res.Content[len(res.Content)-1].(*mcp.TextContent).Text
+		out["text"] = text
+		if !res.IsError {
+			if err := json.Unmarshal([]byte(text), &out); err != nil {
+				t.Fatalf("%s: %v: %s", tool, err, text)
+			}
+		}
+		return out, res.IsError, registry.Code(res)
+	}
+	alice := registry.Call{Caller: "alice", Scope: "users/alice"}
+	out, isErr, _ := as(alice, "browser.start", `{"sessionKey":"work"}`)
+	if isErr {
+		t.Fatalf("start: %v", out)
+	}
+	id := out["sessionId"].(string)
+	if out, _, _ := as(alice, "browser.goto", `{"sessionId":"`+id+`","url":"`+f.srv.URL+`/cookie-set"}`); out["title"] != "Set" {
+		t.Fatalf("goto: %v", out)
+	}
+	others := map[string]registry.Call{
+		"another token":            {Caller: "bob", Scope: "users/alice"},
+		"the same token elsewhere": {Caller: "alice", Scope: "users/alice/sub"},
+		"another client session":   {Caller: "alice", Scope: "users/alice", Session: "gw-2"},
+		"the daemon's own token":   {},
+		"a read-only token":        {Caller: "alice-ro", Scope: "users/alice", ReadOnly: true},
+	}
+	for name, c := range others {
+		for _, tc := range []struct{ tool, args string }{
+			{"browser.snapshot", `{"sessionId":"` + id + `"}`},
+			{"browser.extract", `{"sessionId":"` + id + `","selector":"p","kind":"text"}`},
+			{"browser.screenshot", `{"sessionId":"` + id + `"}`},
+			{"browser.goto", `{"sessionId":"` + id + `","url":"about:blank"}`},
+			{"browser.act", `{"sessionId":"` + id + `","type":"scroll"}`},
+			{"browser.close", `{"sessionId":"` + id + `"}`},
+		} {
+			if out, isErr, code := as(c, tc.tool, tc.args); !isErr || code != errcode.NotFound && !strings.HasPrefix(fmt.Sprint(out["text"]), "Permission denied") {
+				t.Errorf("%s: %s on alice's session: %v (%s)", name, tc.tool, out, code)
+			}
+		}
+	}
+	// Her sessionKey gives another caller a session of its own, which
+	// does not hold her cookie.
+	bob := others["another token"]
+	out, isErr, _ = as(bob, "browser.start", `{"sessionKey":"work"}`)
+	if isErr || out["sessionId"] == id || out["reused"] != false {
+		t.Fatalf("bob's start with alice's key: %v", out)
+	}
+	bid := out["sessionId"].(string)
+	as(bob, "browser.goto", `{"sessionId":"`+bid+`","url":"`+f.srv.URL+`/cookie-show"}`)
+	if got, _, _ := as(bob, "browser.extract", `{"sessionId":"`+bid+`","selector":"#c","kind":"text"}`); fmt.Sprint(got["content"]) != "[cookie=[]]" {
+		t.Errorf("bob's session sees alice's cookie: %v", got)
+	}
+	for _, guess := range []string{id[:8], id[:31], strings.ToUpper(id), id + " ", "../" + id, "00000000000000000000000000000000"} {
+		if _, isErr, code := as(bob, "browser.snapshot", `{"sessionId":"`+guess+`"}`); !isErr || code != errcode.NotFound {
+			t.Errorf("guess %q: %s", guess, code)
+		}
+	}
+	// Alice's session is whole after all of it.
+	if out, isErr, _ := as(alice, "browser.extract", `{"sessionId":"`+id+`","selector":"p","kind":"text"}`); isErr || fmt.Sprint(out["content"]) != "[set]" {
+		t.Errorf("alice's session after the others: %v", out)
+	}
+	if out, isErr, _ := as(alice, "browser.start", `{"sessionKey":"work"}`); isErr || out["sessionId"] != id || out["reused"] != true {
+		t.Errorf("alice's key: %v", out)
+	}
+}
+
+// TestNoDevToolsEndpoint: Chromium speaks DevTools on a pipe of the
+// daemon's only: no process of a session listens on a TCP port or a unix
+// socket (a --remote-debugging-port would let any local process, a
+// workspace command among them, drive the browser past every check), and
+// the session's directory, with the profile's cookies, is its user's alone.
+func TestNoDevToolsEndpoint(t *testing.T) {
+	f := setup(t, nil)
+	id := f.start(t)
+	f.gotoPage(t, id, "/cookie-set")
+	f.p.mu.Lock()
+	s := f.p.sessions[id]
+	f.p.mu.Unlock()
+	pids := processesUsing(s.dir, false)
+	if len(pids) < 2 {
+		t.Fatalf("%d processes", len(pids))
+	}
+	inodes := map[string]int{}
+	for _, pid := range pids {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+			if in, ok := strings.CutPrefix(l, "socket:["); ok {
+				inodes[strings.TrimSuffix(in, "]")] = pid
+			}
+		}
+	}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, _ := os.ReadFile(table)
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) > 9 && fs[3] == "0A" {
+				if pid, ok := inodes[fs[9]]; ok {
+					t.Errorf("pid %d of the browser listens on TCP %s", pid, fs[1])
+				}
+			}
+		}
+	}
+	// The one listening socket is Chromium's process singleton, in a
+	// directory of the session's (which is its user's alone): a process
+	// that can connect to it can have the browser open any URL, a file:
+	// one too, as if the user had typed it.
+	b, _ := os.ReadFile("/proc/net/unix")
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		fs := strings.Fields(line)
+		// Flags 00010000: __SO_ACCEPTCON, a listening socket.
+		if len(fs) > 6 && fs[3] == "00010000" {
+			if pid, ok := inodes[fs[6]]; ok && (len(fs) < 8 || !strings.HasPrefix(fs[7], s.dir+"/")) {
+				t.Errorf("pid %d of the browser listens on a unix socket outside the session's directory %v", pid, fs[7:])
+			}
+		}
+	}
+	for _, pid := range pids {
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if bytes.Contains(cmd, []byte("remote-debugging-port")) || bytes.Contains(cmd, []byte("remote-debugging-address")) {
+			t.Errorf("pid %d: %q", pid, cmd)
+		}
+	}
+	want := uint32(os.Getuid())
+	if f.p.runAs != nil {
+		want = f.p.runAs.Uid
+	}
+	for _, d := range []string{s.dir, s.profile} {
+		fi, err := os.Stat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o700 || fi.Sys().(*syscall.Stat_t).Uid != want {
+			t.Errorf("%s: mode %v, uid %d; want 0700 and uid %d", d, fi.Mode(), fi.Sys().(*syscall.Stat_t).Uid, want)
+		}
+	}
+	filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil && fi.Mode()&fs.ModeSymlink == 0 && fi.Mode().Perm()&0o002 != 0 {
+			t.Errorf("%s: mode %v, others may write it", path, fi.Mode())
+		}
+		return nil
+	})
+}
+
+// TestKilledBrowserLeavesNothingBehind: a browser that is killed (a
+// DevTools message past the limit, a page that never answers, the daemon's
+// shutdown after Browser.close's 2 s) has no chance to clean up after
+// itself: whatever it made, its process singleton's directory among it, is
+// inside the session's directory, which the session's end removes.
+func TestKilledBrowserLeavesNothingBehind(t *testing.T) {
+	f := setup(t, nil)
+	tmp := "/tmp"
+	before := map[string]bool{}
+	ls := func() []string {
+		es, _ := os.ReadDir(tmp)
+		var names []string
+		for _, e := range es {
+			if strings.HasPrefix(e.Name(), "org.chromium.") || strings.HasPrefix(e.Name(), ".org.chromium.") {
+				names = append(names, e.Name())
+			}
+		}
+		return names
+	}
+	for _, n := range ls() {
+		before[n] = true
+	}
+	id := f.start(t)
+	f.gotoPage(t, id, "/")
+	f.p.mu.Lock()
+	s := f.p.sessions[id]
+	delete(f.p.sessions, id)
+	f.p.mu.Unlock()
+	if err := syscall.Kill(-int(s.pgid.Load()), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s.shutdown()
+	for _, n := range ls() {
+		if !before[n] {
+			t.Errorf("%s/%s is left behind by a killed browser", tmp, n)
+			os.RemoveAll(filepath.Join(tmp, n))
 		}
 	}
 }

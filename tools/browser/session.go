@@ -128,7 +128,8 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 			s.shutdown()
 		}
 	}()
-	for _, d := range []string{s.profile, filepath.Join(s.dir, ".config"), filepath.Join(s.dir, ".cache")} {
+	subdirs := []string{s.profile, filepath.Join(s.dir, ".config"), filepath.Join(s.dir, ".cache")}
+	for _, d := range subdirs {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return s, err
 		}
@@ -137,7 +138,7 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 	if cred != nil {
 		// Chromium runs as the unprivileged user and must own its home and
 		// profile; nothing else is in them.
-		for _, d := range []string{s.dir, s.profile, filepath.Join(s.dir, ".config"), filepath.Join(s.dir, ".cache")} {
+		for _, d := range append([]string{s.dir}, subdirs...) {
 			if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
 				return s, fmt.Errorf("handing the session's directory to uid %d: %w", cred.Uid, err)
 			}
@@ -214,6 +215,7 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 		chromedp.NoInheritEnv,
 		chromedp.Env("HOME="+s.dir, "XDG_CONFIG_HOME="+filepath.Join(s.dir, ".config"),
 			"XDG_CACHE_HOME="+filepath.Join(s.dir, ".cache"), "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"),
+		chromedp.Env(tmpdirEnv(s.dir)...),
 		chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
 			m, err := limitMessages(cmd, p.maxMessage, func() { p.messageTooLarge(s) })
 			if err != nil {
@@ -367,6 +369,25 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 		return s, fmt.Errorf("setting the session up: %w", err)
 	}
 	return s, nil
+}
+
+// singletonSocket is the longest path under TMPDIR of Chromium's process
+// singleton: its directory (org.chromium.Chromium.XXXXXX) and socket.
+const singletonSocket = "/org.chromium.Chromium.XXXXXX/SingletonSocket"
+
+// tmpdirEnv is Chromium's TMPDIR: the session's directory, so that what it
+// makes outside its profile (its process singleton's directory and socket,
+// shared memory files under --disable-dev-shm-usage) goes with the
+// session. Under /tmp a browser that was killed left its singleton's
+// directory there (TestKilledBrowserLeavesNothingBehind). A unix socket's
+// path is at most 107 bytes, and Chromium refuses to start when the
+// singleton's does not fit; under a directory that long, Chromium keeps
+// its default (/tmp).
+func tmpdirEnv(dir string) []string {
+	if len(dir)+len(singletonSocket) > 107 {
+		return nil
+	}
+	return []string{"TMPDIR=" + dir}
 }
 
 // onBrowserEvent runs on the browser's reader goroutine: it must not block
