@@ -200,6 +200,52 @@ func probe(name, arg string) error {
 		}
 		defer unix.Close(fd)
 		return unix.Connect(fd, &unix.SockaddrUnix{Name: arg})
+	case "connect-abstract":
+		// An abstract unix socket: a name in the network namespace, no
+		// file, so no path rule applies to it.
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Connect(fd, &unix.SockaddrUnix{Name: "@" + arg})
+	case "fds":
+		// The descriptors this process holds, but the one it lists them
+		// with, as "fds:3=/dev/null,10=pipe:[1]" (none: "ok"). Raw system calls: os.Open
+		// would add descriptors of the runtime's poller.
+		dfd, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(dfd)
+		var extra []string
+		buf := make([]byte, 8192)
+		for {
+			n, err := unix.Getdents(dfd, buf)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				break
+			}
+			_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+			for _, name := range names {
+				if fd, _ := strconv.Atoi(name); fd > 2 && fd != dfd {
+					target, _ := os.Readlink("/proc/self/fd/" + name)
+					extra = append(extra, name+"="+target)
+				}
+			}
+		}
+		if len(extra) > 0 {
+			return fmt.Errorf("fds:%s", strings.Join(extra, ","))
+		}
+		return nil
+	case "readdir":
+		_, err := os.ReadDir(arg)
+		return err
+	case "readlink":
+		_, err := os.Readlink(arg)
+		return err
 	case "socket-inet":
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err == nil {

@@ -1,0 +1,165 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// inheritedFDs are this test process's own descriptors from 3 up that
+// are not close-on-exec: what its launcher left open. The daemon marks
+// those close-on-exec first thing (daemon/fds.go); a test binary does
+// not, so they are not the executor's to account for.
+func inheritedFDs() map[string]bool {
+	got := map[string]bool{}
+	for fd := 3; fd < 1024; fd++ {
+		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && fl&unix.FD_CLOEXEC == 0 {
+			got[strconv.Itoa(fd)] = true
+		}
+	}
+	return got
+}
+
+// TestAttackDescriptorsEveryMode: a command of any mode holds stdin,
+// stdout and stderr and nothing else of the daemon's, with the three
+// kinds of stdin and output exec has (none, a reader, merged streams):
+// not bwrap's fd 3 (the boundary's directory), not the landlock
+// trampoline's ruleset, filter or environment (3, 4, 5), not the helper's
+// descriptor, not the pipes of other commands.
+func TestAttackDescriptorsEveryMode(t *testing.T) {
+	inherited := inheritedFDs()
+	for _, mode := range allModes {
+		t.Run(string(mode), func(t *testing.T) {
+			e, ws := newExec(t, mode)
+			bin := copySelf(t, ws, "prober")
+			defer os.Remove(bin)
+			for _, req := range []Request{
+				{},
+				{Stdin: strings.NewReader("input")},
+				{MergeStderr: true},
+			} {
+				req.Command, req.Boundary = "./prober", ws
+				req.Env = map[string]string{testRoleEnv: "prober", "PROBE_OPS": "fds:"}
+				res := run(t, e, req)
+				line := strings.TrimSpace(string(res.Stdout))
+				v, ok := strings.CutPrefix(line, "fds:=")
+				if res.ExitCode != 0 || !ok {
+					t.Fatalf("prober: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+				}
+				if v == "ok" {
+					continue
+				}
+				for _, fd := range strings.Split(strings.TrimPrefix(v, "error:fds:"), ",") {
+					n, target, _ := strings.Cut(fd, "=")
+					// The prober's own Go runtime keeps its cgroup's CPU
+					// limit files open (where /sys is visible) to follow
+					// the limit: the prober's, not the daemon's.
+					if strings.HasPrefix(target, "/sys/fs/cgroup/") && strings.Contains(target, "/cpu.") {
+						continue
+					}
+					if !inherited[n] {
+						t.Errorf("%s (stdin %v, merged %v): the command holds descriptor %s: %s", mode, req.Stdin != nil, req.MergeStderr, fd, v)
+					}
+				}
+			}
+		})
+	}
+}
+
+// listenAbstract listens on an abstract unix socket of this test's
+// network namespace and answers every connection; it returns the name
+// (without the leading NUL).
+func listenAbstract(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("agentbe-attack-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
+	l, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return name
+}
+
+// TestAttackLandlockHostThroughProc: a landlock command reaches nothing
+// of the host through the daemon's /proc entries (its root, cwd,
+// descriptors and executable: /proc/<pid>/root/<file> is the host's file
+// by another name; the numbers in /proc/<pid>/fd can be listed by a
+// command of the daemon's user, what they lead to cannot), nor writes the shared temporary directories
+// /dev/shm and /var/tmp, nor connects to an abstract unix socket the
+// daemon listens on. Mode none runs the same probes as the control.
+func TestAttackLandlockHostThroughProc(t *testing.T) {
+	if LandlockABI() < 6 {
+		t.Skipf("this kernel's Landlock ABI is %d; the test needs 6 (scoped abstract sockets)", LandlockABI())
+	}
+	e, ws := newExec(t, ModeLandlock)
+	none, _ := newExec(t, ModeNone, func(c *Config) { c.WorkspaceRoot = ws })
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := "/proc/" + strconv.Itoa(os.Getpid())
+	shm := fmt.Sprintf("/dev/shm/agentbe-attack-%d", os.Getpid())
+	vartmp := fmt.Sprintf("/var/tmp/agentbe-attack-%d", os.Getpid())
+	t.Cleanup(func() { os.Remove(shm); os.Remove(vartmp) })
+	abstract := listenAbstract(t)
+	ops := []string{
+		"read:" + d + "/root" + token, "readdir:" + d + "/cwd", "readlink:" + d + "/fd/0", "readlink:" + d + "/exe",
+		"readdir:" + d + "/root/", "write:" + shm, "write:" + vartmp, "connect-abstract:" + abstract,
+	}
+	for op, r := range runProbes(t, none, ws, ops) {
+		if r != "ok" {
+			t.Fatalf("control (mode none): %s = %s; the probe cannot tell the sandbox's refusals apart", op, r)
+		}
+	}
+	os.Remove(shm)
+	os.Remove(vartmp)
+	got := runProbes(t, e, ws, ops)
+	for _, op := range ops {
+		want := "EACCES"
+		if strings.HasPrefix(op, "connect-abstract:") {
+			want = "EPERM" // the seccomp filter below ABI 9, Landlock's scope from 6
+		}
+		if got[op] != want {
+			t.Errorf("landlock: %s = %s, want %s", op, got[op], want)
+		}
+	}
+}
+
+// TestAttackBwrapHostilePathNames: directory names that look like bwrap's
+// options (--chdir, a newline then --bind, a lone -) are bwrap's values,
+// never its options: the command runs in exactly that directory (as its
+// boundary and as its cwd) and sees no more of the host.
+func TestAttackBwrapHostilePathNames(t *testing.T) {
+	e, ws := newExec(t, ModeBwrap)
+	for _, name := range []string{"--chdir", "a\n--bind", "-", "--", "--ro-bind"} {
+		dir := filepath.Join(ws, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, req := range []Request{{Boundary: dir, Dir: dir}, {Boundary: ws, Dir: dir}} {
+			req.Command = `pwd; [ -e /root ] || [ -e /home ] && echo host; true`
+			res := run(t, e, req)
+			if res.ExitCode != 0 || string(res.Stdout) != dir+"\n" {
+				t.Errorf("directory %q (boundary %q): exit %d stdout %q stderr %q", dir, req.Boundary, res.ExitCode, res.Stdout, res.Stderr)
+			}
+		}
+	}
+}
+
