@@ -162,4 +162,3 @@ func TestAttackBwrapHostilePathNames(t *testing.T) {
 		}
 	}
 }
-
