@@ -2,6 +2,8 @@ package fsops
 
 import (
 	"bytes"
+	"context"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -69,5 +71,57 @@ func TestEditResultBounded(t *testing.T) {
 				t.Fatalf("19 doubling edits (512 KiB): %v", err)
 			}
 		})
+	}
+}
+
+// TestGrepOutputBounded: grep holds at most grepMaxLines lines or
+// grepMaxOutput bytes of output, and searches a file only as far as its
+// output can go. A file of 8 million matching lines made content mode
+// allocate gigabytes (every line split out, a map entry per match, every
+// line rendered) even with headLimit 5, and files_with_matches and count
+// recorded every match; a single matching line of 40 MiB was output whole.
+func TestGrepOutputBounded(t *testing.T) {
+	root := t.TempDir()
+	ws := newDirWS(t, root)
+	if err := ws.WriteFile("many/f", bytes.Repeat([]byte("a\n"), 8<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.WriteFile("long/f", append(bytes.Repeat([]byte("a"), 40<<20), '\n')); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		opts      GrepOptions
+		want      func(string) bool
+		wantLines int
+	}{
+		{GrepOptions{Pattern: "a", Path: "many", OutputMode: "content"}, func(s string) bool {
+			return strings.HasPrefix(s, "many/f:a\nmany/f:a\n") && strings.HasSuffix(s, "\nmany/f:a\n"+grepCutNote)
+		}, grepMaxLines + 1},
+		{GrepOptions{Pattern: "a", Path: "many", OutputMode: "content", LineNumbers: true, HeadLimit: 5}, func(s string) bool {
+			return s == "many/f:1:a\nmany/f:2:a\nmany/f:3:a\nmany/f:4:a\nmany/f:5:a\n[output truncated to first 5 lines; at least 1048571 more hidden; "+grepCutReason+"]"
+		}, 6},
+		{GrepOptions{Pattern: "a", Path: "many", OutputMode: "count"}, func(s string) bool { return s == "many/f:8388608" }, 1},
+		{GrepOptions{Pattern: "a", Path: "many"}, func(s string) bool { return s == "many/f" }, 1},
+		{GrepOptions{Pattern: "a", Path: "long", OutputMode: "content"}, func(s string) bool { return s == grepCutNote }, 1},
+		{GrepOptions{Pattern: "a", Path: "long", OutputMode: "count"}, func(s string) bool { return s == "long/f:1" }, 1},
+	} {
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		res, err := ws.Grep(context.Background(), tc.opts)
+		runtime.ReadMemStats(&m1)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.opts, err)
+		}
+		alloc := m1.TotalAlloc - m0.TotalAlloc
+		t.Logf("%s %s headLimit %d: %d bytes of output, %d MiB allocated", tc.opts.Path, tc.opts.OutputMode, tc.opts.HeadLimit, len(res.Output), alloc>>20)
+		if n := strings.Count(res.Output, "\n") + 1; n != tc.wantLines || !tc.want(res.Output) {
+			t.Errorf("%s %s headLimit %d: %d lines, ends %q", tc.opts.Path, tc.opts.OutputMode, tc.opts.HeadLimit, n, res.Output[max(0, len(res.Output)-300):])
+		}
+		// The file read whole (up to 40 MiB), the output (up to 32 MiB) and
+		// its lines: well under what one match per line costs.
+		if alloc > 400<<20 {
+			t.Errorf("%s %s headLimit %d allocated %d MiB", tc.opts.Path, tc.opts.OutputMode, tc.opts.HeadLimit, alloc>>20)
+		}
 	}
 }

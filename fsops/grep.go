@@ -35,6 +35,19 @@ import (
 // memory bounded).
 const grepMaxFile = 256 << 20
 
+// grepMaxLines and grepMaxOutput bound the output one grep call holds: a
+// 256 MiB file of "a\n" has 128 million matching lines, and rendering or
+// even recording every one of them took gigabytes (32 MiB of "a\n" made
+// content mode allocate 4.9 GB). Files are searched only for as many
+// matches as can still be printed; past either bound the search stops and
+// the output ends with a note (grepCutNote). The byte bound is /mcp's
+// default reply limit (--max-reply-bytes), past which the answer could not
+// be sent anyway.
+const (
+	grepMaxLines  = 1 << 20
+	grepMaxOutput = 32 << 20
+)
+
 type grepper struct {
 	w       walker
 	opts    GrepOptions
@@ -52,10 +65,28 @@ type grepper struct {
 	rgCap    int  // ripgrep's read buffer size by now (it grows, never shrinks)
 	ctx      context.Context
 	ignStack []ignLevel
+
+	// What is left of the output bounds, taken by the workers as they
+	// render lines (take); once either is below zero nothing more is
+	// rendered. cut is set by the in-order merge at the first file whose
+	// output was cut: nothing after it is merged.
+	linesLeft, bytesLeft atomic.Int64
+	cut                  bool
 }
+
+// take reserves one output line of size bytes; false once the output
+// bounds are spent (they then stay spent).
+func (g *grepper) take(size int) bool {
+	return g.linesLeft.Add(-1) >= 0 && g.bytesLeft.Add(-int64(size)) >= 0
+}
+
+// spent reports whether the output bounds are spent.
+func (g *grepper) spent() bool { return g.linesLeft.Load() <= 0 || g.bytesLeft.Load() <= 0 }
 
 func grep(ctx context.Context, w walker, opts GrepOptions) (GrepResult, error) {
 	g := &grepper{w: w, opts: opts, ctx: ctx, rgCap: rgBufferSize}
+	g.linesLeft.Store(grepMaxLines)
+	g.bytesLeft.Store(grepMaxOutput)
 	if err := g.setup(); err != nil {
 		return GrepResult{}, err
 	}
@@ -363,9 +394,12 @@ func (g *grepper) walkDir(rel, display string) error {
 			if err := g.walkDir(joinRel(rel, it.name), joinDisplay(display, it.name)); err != nil {
 				return err
 			}
-			continue
+		} else {
+			g.merge(results[it.file])
 		}
-		g.merge(results[it.file])
+		if g.cut {
+			return nil
+		}
 	}
 	return g.ctx.Err()
 }
@@ -376,6 +410,7 @@ type fileResult struct {
 	matches int
 	longest int         // longest line, when it could grow rg's buffer
 	binary  *binaryFile // an implicitly found binary file, finished in order
+	cut     bool        // the output bounds were spent: lines is a prefix
 }
 
 // binaryFile is the text before the NUL of a binary file found while
@@ -411,6 +446,10 @@ func (g *grepper) searchAll(d grepDir, names []string, display string) []fileRes
 				if i >= len(names) || g.ctx.Err() != nil {
 					return
 				}
+				if g.spent() {
+					results[i] = fileResult{cut: true}
+					continue
+				}
 				results[i], buf = g.searchOne(d, names[i], joinDisplay(display, names[i]), false, buf)
 			}
 		}()
@@ -422,11 +461,15 @@ func (g *grepper) searchAll(d grepDir, names []string, display string) []fileRes
 // merge appends one file's output, adding rg's "--" between context groups
 // of different files.
 func (g *grepper) merge(r fileResult) {
+	if g.cut {
+		return
+	}
 	if r.binary != nil {
 		r = g.finishBinary(r.binary)
 	} else {
 		g.rgCap = rgGrow(g.rgCap, r.longest)
 	}
+	g.cut = r.cut
 	if len(r.lines) == 0 {
 		return
 	}
@@ -459,30 +502,46 @@ func (g *grepper) searchOne(d grepDir, file, name string, explicit bool, buf []b
 		}
 		return fileResult{binary: &binaryFile{text: append([]byte(nil), data[:nul]...), nul: nul, name: name}}, buf
 	}
-	spans := g.find(data)
+	limit := 1 // files_with_matches: the first match says it
+	switch g.mode {
+	case "count":
+		limit = -1
+	case "content":
+		limit = int(max(0, g.linesLeft.Load()))
+	}
+	spans, n, more := g.find(data, limit)
 	longest := 0
 	if len(data) >= rgBufferSize {
-		if g.mode == "files_with_matches" && len(spans) > 0 {
+		if g.mode == "files_with_matches" && n > 0 {
 			// rg stops reading at the first match.
 			longest = longestLine(data[:lineStart(data, spans[0].first)])
 		} else {
 			longest = longestLine(data)
 		}
 	}
-	if len(spans) == 0 {
+	if n == 0 {
 		return fileResult{longest: longest}, buf
 	}
 	var r fileResult
 	switch g.mode {
 	case "files_with_matches":
-		r = fileResult{lines: []string{name}, matches: 1}
+		r = g.fileLine(name, 1)
 	case "count":
-		r = fileResult{lines: []string{name + ":" + strconv.Itoa(len(spans))}, matches: len(spans)}
+		r = g.fileLine(name+":"+strconv.Itoa(n), n)
 	default:
 		r = g.content(name, data, spans)
+		r.cut = r.cut || more
 	}
 	r.longest = longest
 	return r, buf
+}
+
+// fileLine is the one line files_with_matches and count print for a file.
+func (g *grepper) fileLine(line string, matches int) fileResult {
+	if !g.take(len(line) + 1) {
+		return fileResult{cut: true}
+	}
+	return fileResult{lines: []string{line}, matches: matches}
 }
 
 // longestLine is the length of the longest line of data (without its "\n").
@@ -523,8 +582,12 @@ func binaryNotice(name, msg string, nul int) string {
 func (g *grepper) finishBinary(b *binaryFile) fileResult {
 	end, capacity := rgTextEnd(b.text, b.nul, g.rgCap)
 	text := b.text[:end]
-	spans := g.find(text)
-	if len(spans) == 0 {
+	limit := 1
+	if g.mode == "content" {
+		limit = int(max(0, g.linesLeft.Load()))
+	}
+	spans, n, more := g.find(text, limit)
+	if n == 0 {
 		g.rgCap = capacity
 		return fileResult{}
 	}
@@ -533,14 +596,23 @@ func (g *grepper) finishBinary(b *binaryFile) fileResult {
 		// rg stops reading at the first match: only the lines before it
 		// could have grown the buffer.
 		g.rgCap = rgGrow(g.rgCap, longestLine(text[:lineStart(text, spans[0].first)]))
-		return fileResult{lines: []string{b.name}, matches: 1}
+		return g.fileLine(b.name, 1)
 	case "count":
 		g.rgCap = capacity
 		return fileResult{}
 	}
 	g.rgCap = capacity
 	r := g.content(b.name, text, spans)
-	r.lines = append(r.lines, binaryNotice(b.name, "WARNING: stopped searching binary file after match", b.nul))
+	if r.cut || more {
+		r.cut = true
+		return r
+	}
+	notice := binaryNotice(b.name, "WARNING: stopped searching binary file after match", b.nul)
+	if !g.take(len(notice) + 1) {
+		r.cut = true
+		return r
+	}
+	r.lines = append(r.lines, notice)
 	return r
 }
 
@@ -551,29 +623,39 @@ func (g *grepper) finishBinary(b *binaryFile) fileResult {
 // notice instead. -l and -c read NULs as line ends.
 func (g *grepper) searchExplicitBinary(data []byte, nul int, name string) fileResult {
 	conv := bytes.ReplaceAll(data, []byte{0}, []byte{'\n'})
-	all := g.find(conv)
-	if len(all) == 0 {
+	limit := 1
+	if g.mode == "count" {
+		limit = -1
+	}
+	_, all, _ := g.find(conv, limit)
+	if all == 0 {
 		return fileResult{}
 	}
 	switch g.mode {
 	case "files_with_matches":
-		return fileResult{lines: []string{name}, matches: 1}
+		return g.fileLine(name, 1)
 	case "count":
-		return fileResult{lines: []string{name + ":" + strconv.Itoa(len(all))}, matches: len(all)}
+		return g.fileLine(name+":"+strconv.Itoa(all), all)
 	}
-	notice := fileResult{lines: []string{binaryNotice(name, "binary file matches", nul)}, matches: 1}
+	noticeLine := binaryNotice(name, "binary file matches", nul)
+	notice := func() fileResult {
+		if !g.take(len(noticeLine) + 1) {
+			return fileResult{cut: true}
+		}
+		return fileResult{lines: []string{noticeLine}, matches: 1}
+	}
 	if nul < min(len(data), rgBufferSize) {
-		return notice
+		return notice()
 	}
-	spans := g.find(data)
+	spans, _, more := g.find(data, int(max(0, g.linesLeft.Load())))
 	keep := spans
 	stopped := false
-	lineStarts := lineStartOffsets(data)
+	cur := lineCursor{data: data}
 	for i, sp := range spans {
-		start := lineStarts[sp.first]
+		start := cur.seek(sp.first)
 		end := len(data)
-		if sp.last+1 < len(lineStarts) {
-			end = lineStarts[sp.last+1]
+		if next, ok := cur.startOf(sp.last + 1); ok {
+			end = next
 		}
 		if bytes.IndexByte(data[start:end], 0) >= 0 {
 			keep, stopped = spans[:i], true
@@ -584,11 +666,61 @@ func (g *grepper) searchExplicitBinary(data []byte, nul int, name string) fileRe
 	if len(keep) > 0 {
 		r = g.content(name, data, keep)
 	}
-	if stopped {
-		r.lines = append(r.lines, notice.lines...)
-		r.matches++
+	switch {
+	case r.cut || (more && !stopped):
+		r.cut = true
+	case stopped:
+		n := notice()
+		r.lines = append(r.lines, n.lines...)
+		r.matches += n.matches
+		r.cut = n.cut
 	}
 	return r
+}
+
+// lineCursor finds line starts in data for lines asked in increasing
+// order, in one pass over data whatever the number of lines (no table of
+// every line's offset).
+type lineCursor struct {
+	data      []byte
+	line, off int // line starts at off
+}
+
+// seek returns the offset where line l starts (len(data) past the end).
+func (c *lineCursor) seek(l int) int {
+	for c.line < l {
+		i := bytes.IndexByte(c.data[c.off:], '\n')
+		if i < 0 {
+			c.off = len(c.data)
+			c.line = l
+			break
+		}
+		c.off += i + 1
+		c.line++
+	}
+	return c.off
+}
+
+// startOf is where line l starts, and false when data ends before it (as
+// lineStartOffsets counted: a final "\n" starts no line). It does not move
+// the cursor past line l-1.
+func (c *lineCursor) startOf(l int) (int, bool) {
+	c.seek(l - 1)
+	i := bytes.IndexByte(c.data[c.off:], '\n')
+	if c.line != l-1 || i < 0 || c.off+i+1 >= len(c.data) {
+		return 0, false
+	}
+	return c.off + i + 1, true
+}
+
+// text is line l without its "\n".
+func (c *lineCursor) text(l int) []byte {
+	start := c.seek(l)
+	rest := c.data[start:]
+	if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+		return rest[:i]
+	}
+	return rest
 }
 
 // lineStart returns the offset where line n (0-based) of data starts.
@@ -602,17 +734,6 @@ func lineStart(data []byte, n int) int {
 		off += i + 1
 	}
 	return off
-}
-
-// lineStartOffsets returns the offset where each line of data starts.
-func lineStartOffsets(data []byte) []int {
-	starts := []int{0}
-	for i, c := range data {
-		if c == '\n' && i+1 < len(data) {
-			starts = append(starts, i+1)
-		}
-	}
-	return starts
 }
 
 // rgBufferSize is ripgrep's initial read buffer (64 KiB).
@@ -648,12 +769,32 @@ func rgTextEnd(data []byte, nul, capacity int) (end, newCap int) {
 // span is a match covering lines [first, last] (0-based line indexes).
 type span struct{ first, last int }
 
-// find returns the matching lines (line mode) or match spans (multiline).
-func (g *grepper) find(data []byte) []span {
+// find returns the matching lines (line mode) or match spans (multiline),
+// at most limit of them (limit < 0: none kept, only counted), with n, how
+// many there are, and more, whether the search stopped at limit with more
+// to come (n then counts what was kept). A file is searched only as far as
+// its output can go: one match for files_with_matches, what is left of the
+// output bounds for content; count counts without keeping spans.
+func (g *grepper) find(data []byte, limit int) (spans []span, n int, more bool) {
 	if g.literal != nil && !bytes.Contains(data, g.literal) {
-		return nil
+		return nil, 0, false
 	}
-	var spans []span
+	// add records one span (merged spans were extended in place); false
+	// when limit is reached.
+	var last span
+	have := false
+	add := func(sp span) bool {
+		if limit >= 0 && n == limit {
+			more = true
+			return false
+		}
+		n++
+		if limit >= 0 {
+			spans = append(spans, sp)
+		}
+		last, have = sp, true
+		return true
+	}
 	if g.opts.Multiline {
 		line, pos := 0, 0
 		for _, m := range g.re.FindAllIndex(data, -1) {
@@ -665,59 +806,64 @@ func (g *grepper) find(data []byte) []span {
 			if end > m[0] && data[end-1] == '\n' {
 				end-- // a match ending with the newline ends on that line
 			}
-			last := first + bytes.Count(data[m[0]:max(end, m[0])], []byte{'\n'})
+			lastLine := first + bytes.Count(data[m[0]:max(end, m[0])], []byte{'\n'})
 			line, pos = first, m[0]
-			if n := len(spans); n > 0 && spans[n-1].last >= first {
-				if last > spans[n-1].last {
-					spans[n-1].last = last
+			if have && last.last >= first {
+				if lastLine > last.last {
+					last.last = lastLine
+					if len(spans) > 0 {
+						spans[len(spans)-1].last = lastLine
+					}
 				}
 				continue
 			}
-			spans = append(spans, span{first, last})
+			if !add(span{first, lastLine}) {
+				break
+			}
 		}
-		return spans
+		return spans, n, more
 	}
 	// Line mode: search the whole buffer (fast), line by line only when a
 	// match would cross a newline (e.g. \s matching "\n").
 	pos, line := 0, 0
 	for pos <= len(data) {
-		var m []int
+		var m0, m1 int
 		if g.literal != nil {
 			i := bytes.Index(data[pos:], g.literal)
-			if i >= 0 {
-				m = []int{pos + i, pos + i + len(g.literal)}
+			if i < 0 {
+				break
 			}
+			m0, m1 = pos+i, pos+i+len(g.literal)
 		} else {
-			m = g.re.FindIndex(data[pos:])
-			if m != nil {
-				m[0] += pos
-				m[1] += pos
+			m := g.re.FindIndex(data[pos:])
+			if m == nil {
+				break
 			}
+			m0, m1 = m[0]+pos, m[1]+pos
 		}
-		if m == nil {
+		if bytes.IndexByte(data[m0:m1], '\n') >= 0 {
+			return g.findLines(data, limit)
+		}
+		if m0 == len(data) && len(data) > 0 && data[len(data)-1] == '\n' {
 			break
 		}
-		if bytes.IndexByte(data[m[0]:m[1]], '\n') >= 0 {
-			return g.findLines(data)
-		}
-		if m[0] == len(data) && len(data) > 0 && data[len(data)-1] == '\n' {
+		line += bytes.Count(data[pos:m0], []byte{'\n'})
+		if !add(span{line, line}) {
 			break
 		}
-		line += bytes.Count(data[pos:m[0]], []byte{'\n'})
-		spans = append(spans, span{line, line})
-		nl := bytes.IndexByte(data[m[0]:], '\n')
+		nl := bytes.IndexByte(data[m0:], '\n')
 		if nl < 0 {
 			break
 		}
-		pos = m[0] + nl + 1
+		pos = m0 + nl + 1
 		line++
 	}
-	return spans
+	return spans, n, more
 }
 
-// findLines matches each line on its own (the slow, exact path).
-func (g *grepper) findLines(data []byte) []span {
-	var spans []span
+// findLines matches each line on its own (the slow, exact path), with
+// find's limit.
+func (g *grepper) findLines(data []byte, limit int) (spans []span, n int, more bool) {
 	line := 0
 	for start := 0; start <= len(data); line++ {
 		end := bytes.IndexByte(data[start:], '\n')
@@ -731,32 +877,38 @@ func (g *grepper) findLines(data []byte) []span {
 			l = data[start : start+end]
 		}
 		if g.re.Match(l) {
-			spans = append(spans, span{line, line})
+			if limit >= 0 && n == limit {
+				return spans, n, true
+			}
+			n++
+			if limit >= 0 {
+				spans = append(spans, span{line, line})
+			}
 		}
 		if end < 0 {
 			break
 		}
 		start += end + 1
 	}
-	return spans
+	return spans, n, false
 }
 
 // content renders matching lines with context, as rg does: "name:n:text"
 // for matches, "name-n-text" for context, "--" between groups that are not
-// adjacent (the caller adds the one between files).
+// adjacent (the caller adds the one between files). Each line is taken from
+// the output bounds; when they are spent the result is cut there.
 func (g *grepper) content(name string, data []byte, spans []span) fileResult {
-	lines := splitLinesNoNL(data)
-	isMatch := make(map[int]bool, len(spans))
-	for _, s := range spans {
-		for l := s.first; l <= s.last && l < len(lines); l++ {
-			isMatch[l] = true
-		}
+	if len(data) > 0 && data[len(data)-1] == '\n' {
+		data = data[:len(data)-1]
 	}
+	nLines := bytes.Count(data, []byte{'\n'}) + 1
+	cur := lineCursor{data: data}
 	var out []string
 	lastPrinted := -2
+	j := 0 // the first span that does not end before the line printed
 	for _, s := range spans {
 		from := max(0, s.first-g.before)
-		to := min(len(lines)-1, s.last+g.after)
+		to := min(nLines-1, s.last+g.after)
 		if from <= lastPrinted {
 			from = lastPrinted + 1
 		}
@@ -764,34 +916,37 @@ func (g *grepper) content(name string, data []byte, spans []span) fileResult {
 			continue
 		}
 		if (g.before > 0 || g.after > 0) && lastPrinted >= 0 && from != lastPrinted+1 {
+			if !g.take(3) {
+				return fileResult{lines: out, matches: len(spans), cut: true}
+			}
 			out = append(out, "--")
 		}
 		for l := from; l <= to; l++ {
+			for j < len(spans) && spans[j].last < l {
+				j++
+			}
 			sep := "-"
-			if isMatch[l] {
+			if j < len(spans) && spans[j].first <= l {
 				sep = ":"
 			}
+			text := cur.text(l)
 			var b strings.Builder
-			b.Grow(len(name) + len(lines[l]) + 8)
+			b.Grow(len(name) + len(text) + 8)
 			b.WriteString(name)
 			if g.opts.LineNumbers {
 				b.WriteString(sep)
 				b.WriteString(strconv.Itoa(l + 1))
 			}
 			b.WriteString(sep)
-			b.Write(lines[l])
+			if !g.take(b.Len() + len(text) + 1) {
+				return fileResult{lines: out, matches: len(spans), cut: true}
+			}
+			b.Write(text)
 			out = append(out, b.String())
 		}
 		lastPrinted = to
 	}
 	return fileResult{lines: out, matches: len(spans)}
-}
-
-func splitLinesNoNL(data []byte) [][]byte {
-	if len(data) > 0 && data[len(data)-1] == '\n' {
-		data = data[:len(data)-1]
-	}
-	return bytes.Split(data, []byte{'\n'})
 }
 
 // grepDir is one directory open for grep: its entries, typed from the
@@ -853,19 +1008,33 @@ func (d *genericDir) read(name string, _ []byte, max int64) ([]byte, error) {
 	return d.w.wRead(joinRel(d.rel, name), max)
 }
 func (g *grepper) result() GrepResult {
-	if len(g.out) == 0 {
+	if len(g.out) == 0 && !g.cut {
 		return GrepResult{}
 	}
 	text := strings.TrimSpace(strings.Join(g.out, "\n"))
 	if n := g.opts.HeadLimit; n > 0 {
 		lines := strings.Split(text, "\n")
 		if len(lines) > n {
-			text = strings.Join(lines[:n], "\n") + "\n[output truncated to first " + strconv.Itoa(n) +
-				" lines; " + strconv.Itoa(len(lines)-n) + " more hidden]"
+			more := strconv.Itoa(len(lines)-n) + " more hidden"
+			if g.cut {
+				more = "at least " + more + "; " + grepCutReason
+			}
+			return GrepResult{Output: strings.Join(lines[:n], "\n") + "\n[output truncated to first " + strconv.Itoa(n) +
+				" lines; " + more + "]", Matches: g.matches}
 		}
+	}
+	if g.cut {
+		text = strings.TrimPrefix(text+"\n"+grepCutNote, "\n")
 	}
 	return GrepResult{Output: text, Matches: g.matches}
 }
+
+// grepCutReason and grepCutNote end an output cut at grepMaxLines or
+// grepMaxOutput.
+const (
+	grepCutReason = "the search stopped at grep's output bound of 1,048,576 lines or 33,554,432 bytes"
+	grepCutNote   = "[output cut: " + grepCutReason + "; narrow it with path, glob, type or a more specific pattern, or use headLimit]"
+)
 
 // joinDisplay joins like Rust's Path::join, which rg uses to print paths.
 func joinDisplay(dir, name string) string {
