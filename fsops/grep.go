@@ -1036,8 +1036,11 @@ const (
 	grepCutNote   = "[output cut: " + grepCutReason + "; narrow it with path, glob, type or a more specific pattern, or use headLimit]"
 )
 
-// joinDisplay joins like Rust's Path::join, which rg uses to print paths.
+// joinDisplay joins like Rust's Path::join, which rg uses to print paths,
+// a name found by the walk as ShownName prints it: rg prints a name's bytes
+// raw, so a file named "a\nb.go:1:x" would forge a line of the output.
 func joinDisplay(dir, name string) string {
+	name = ShownName(name)
 	switch {
 	case dir == "":
 		return name

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -108,5 +111,67 @@ func TestEditTooLargeIsAWriteFailure(t *testing.T) {
 	text, isErr = callTool(t, ws, "edit_file", map[string]any{"path": "g.txt", "edits": []map[string]any{{"oldText": "a", "newText": "b", "replaceAll": true}}})
 	if !isErr || !strings.HasPrefix(text, "Failed to read file: g.txt - file is 2000 bytes") {
 		t.Errorf("edit of a file too large to read: %q", text)
+	}
+}
+
+// TestNamesCannotForgeLines: a command in the workspace can name a file
+// with a newline, a carriage return, U+2028 or bytes that are not UTF-8.
+// Printed raw, "x\n[DIR] y" is two entries of list_directory, and
+// "a.go\nb.go" two hits of search_files or grep; now such a name is quoted
+// (fsops.ShownName) and each line of the output is one entry.
+func TestNamesCannotForgeLines(t *testing.T) {
+	ws := dirWorkspace(t)
+	for _, name := range []string{"x\n[DIR] y", "r\rz", "ls\u2028q", "bad\xff", "plain.txt"} {
+		if err := os.WriteFile(filepath.Join(ws.Root(), name), []byte("needle\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(ws.Root(), "d\n[FILE] e"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws.Root(), "d\n[FILE] e", "f"), []byte("needle\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shown := []string{`"bad\xff"`, `"d\n[FILE] e"`, `"ls\u2028q"`, "plain.txt", `"r\rz"`, `"x\n[DIR] y"`}
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"list_directory", map[string]any{"path": "."}, "[FILE] " + shown[0] + "\n[DIR] " + shown[1] + "\n[FILE] " + shown[2] + "\n[FILE] plain.txt\n[FILE] " + shown[4] + "\n[FILE] " + shown[5]},
+		{"search_files", map[string]any{"path": ".", "pattern": "**"}, ""},
+		{"list_directory_with_sizes", map[string]any{"path": "."}, ""},
+	} {
+		text, isErr := callTool(t, ws, tc.tool, tc.args)
+		if isErr {
+			t.Fatalf("%s: %s", tc.tool, text)
+		}
+		if tc.want != "" && text != tc.want {
+			t.Errorf("%s:\n%s\nwant\n%s", tc.tool, text, tc.want)
+		}
+		for _, line := range strings.Split(text, "\n") {
+			if strings.ContainsAny(line, "\r\u2028") || !utf8.ValidString(line) {
+				t.Errorf("%s printed a raw name: %q", tc.tool, line)
+			}
+			if strings.HasPrefix(line, "[DIR] y") || strings.HasPrefix(line, "[FILE] e") || line == "[DIR] y" {
+				t.Errorf("%s: a name forged the line %q", tc.tool, line)
+			}
+		}
+		if tc.tool == "search_files" {
+			for _, want := range append(shown, `"d\n[FILE] e/f"`) {
+				if !strings.Contains("\n"+text+"\n", "\n"+want+"\n") {
+					t.Errorf("search_files does not list %s:\n%s", want, text)
+				}
+			}
+		}
+	}
+	// grep (served only where commands run) quotes each name it walks.
+	res, err := ws.Grep(context.Background(), fsops.GrepOptions{Pattern: "needle", OutputMode: "content"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `"bad\xff":needle` + "\n" + `"d\n[FILE] e"/f:needle` + "\n" + `"ls\u2028q":needle` + "\nplain.txt:needle\n" + `"r\rz":needle` + "\n" + `"x\n[DIR] y":needle`
+	if res.Output != want {
+		t.Errorf("grep:\n%s\nwant\n%s", res.Output, want)
 	}
 }

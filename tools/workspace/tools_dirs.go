@@ -97,7 +97,7 @@ func listDirectory(_ context.Context, ws fsops.Workspace, a pathArgs) *mcp.CallT
 		default:
 			b.WriteString("[FILE] ")
 		}
-		b.WriteString(e.name)
+		b.WriteString(fsops.ShownName(e.name))
 	}
 	return textResult(b.String())
 }
@@ -143,11 +143,11 @@ func listDirectoryWithSizes(_ context.Context, ws fsops.Workspace, a sizesArgs) 
 	for _, e := range entries {
 		if e.isDir {
 			dirs++
-			b.WriteString("[DIR] " + padEnd(e.name, 30) + "\n")
+			b.WriteString("[DIR] " + padEnd(fsops.ShownName(e.name), 30) + "\n")
 		} else {
 			files++
 			total += e.size
-			b.WriteString("[FILE] " + padEnd(e.name, 30) + " " + formatSize(e.size) + "\n")
+			b.WriteString("[FILE] " + padEnd(fsops.ShownName(e.name), 30) + " " + formatSize(e.size) + "\n")
 		}
 	}
 	fmt.Fprintf(&b, "\nTotal: %d files, %d directories\nCombined size: %s", files, dirs, formatSize(total))
@@ -214,6 +214,9 @@ func searchFiles(ctx context.Context, ws fsops.Workspace, a searchArgs) *mcp.Cal
 	}
 	if len(hits) == 0 {
 		return textResult("No matches found")
+	}
+	for i, h := range hits {
+		hits[i] = fsops.ShownName(h)
 	}
 	return textResult(strings.Join(hits, "\n"))
 }
