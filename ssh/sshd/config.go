@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -111,6 +112,15 @@ type Transport struct {
 	// connection is dropped. 0 sends none (the WebSocket adapter pings at
 	// its own layer instead).
 	KeepaliveInterval time.Duration
+	// MaxUnauthPerAddr bounds the connections from one address that are
+	// still in their handshake (not logged in): one more is refused with
+	// ErrTooManyConns and closed at once. Each counts against MaxConns for
+	// up to the login grace time, so without it one address that never
+	// logs in could lock everyone out. 0 means DefaultMaxUnauthPerAddr; a
+	// negative value sets no bound, for a listener whose clients were
+	// authenticated before their first SSH byte (the /ssh WebSocket's
+	// token) and are bounded per address where they were.
+	MaxUnauthPerAddr int
 	// Logger receives this listener's connection-level events; nil means
 	// Config.Logger.
 	Logger *slog.Logger
@@ -208,6 +218,13 @@ func (c *Config) Server(t Transport) (*Server, error) {
 		keepalive: max(t.KeepaliveInterval, 0),
 		log:       t.Logger,
 		conns:     make(map[net.Conn]struct{}),
+		unauth:    make(map[netip.Addr]int),
+	}
+	switch {
+	case t.MaxUnauthPerAddr == 0:
+		s.maxUnauth = DefaultMaxUnauthPerAddr
+	case t.MaxUnauthPerAddr > 0:
+		s.maxUnauth = t.MaxUnauthPerAddr
 	}
 	if s.log == nil {
 		s.log = c.Logger

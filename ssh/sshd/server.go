@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,8 @@ const (
 	// ResourceShortage. OpenSSH's sshd has MaxSessions 10; the clients open
 	// one or two, and `ssh -O` multiplexing a few more.
 	DefaultMaxChannels = 64
+	// DefaultMaxUnauthPerAddr is Transport.MaxUnauthPerAddr's default.
+	DefaultMaxUnauthPerAddr = 10
 	// keepaliveMisses is how many keepalive intervals without an answer
 	// make a peer dead: the clients' own default (ServerAliveCountMax 3).
 	keepaliveMisses = 3
@@ -77,6 +80,16 @@ func (e connLimitError) Error() string {
 
 func (e connLimitError) Is(target error) bool { return target == ErrTooManyConns }
 
+// unauthLimitError is ErrTooManyConns for one address's connections that
+// have not logged in yet (Transport.MaxUnauthPerAddr).
+type unauthLimitError struct{ limit int }
+
+func (e unauthLimitError) Error() string {
+	return fmt.Sprintf("too many connections from this address that have not logged in (limit %d); try again later", e.limit)
+}
+
+func (e unauthLimitError) Is(target error) bool { return target == ErrTooManyConns }
+
 // A CloseCauser is a net.Conn that wants to know why the server closes it:
 // CloseCause is called instead of Close with ErrShuttingDown or
 // ErrLoginTimeout. Close is still called when the connection simply ends.
@@ -114,6 +127,8 @@ type Server struct {
 
 	mu        sync.Mutex
 	conns     map[net.Conn]struct{}
+	unauth    map[netip.Addr]int // connections in their handshake, by address (maxUnauth)
+	maxUnauth int                // Transport.MaxUnauthPerAddr as it applies: 0 for no bound
 	listeners map[net.Listener]struct{}
 	closing   bool
 	// wg counts connections and sessions. Add is only called under mu
@@ -185,6 +200,11 @@ func (s *Server) Handshake(ctx context.Context, c net.Conn) (*Conn, error) {
 	if err := s.track(c); err != nil {
 		return nil, err
 	}
+	addr := addrOf(c.RemoteAddr())
+	if err := s.startLogin(addr); err != nil {
+		s.untrack(c)
+		return nil, err
+	}
 	remote := c.RemoteAddr().String()
 	// A peer that opens a connection but never logs in would otherwise hold
 	// a slot under the cap forever. NewServerConn returns once the client
@@ -195,6 +215,7 @@ func (s *Server) Handshake(ctx context.Context, c net.Conn) (*Conn, error) {
 	})
 	sc, chans, reqs, err := gossh.NewServerConn(c, s.sshConf)
 	login.Stop()
+	s.endLogin(addr)
 	if err != nil {
 		s.log.Debug("ssh handshake failed", "remote", remote, "err", err)
 		_ = c.Close()
@@ -415,6 +436,38 @@ func (s *Server) envAllowed(name string) bool {
 		}
 	}
 	return false
+}
+
+// startLogin counts a connection from addr that has not logged in yet,
+// refusing it when addr has maxUnauth of them already: every connection
+// counts against MaxConns for the login grace time, so without this bound
+// one address that never logs in could hold them all (OpenSSH bounds the
+// same with MaxStartups). endLogin gives the place back once the handshake
+// has ended, whichever way.
+func (s *Server) startLogin(addr netip.Addr) error {
+	if s.maxUnauth <= 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unauth[addr] >= s.maxUnauth {
+		return unauthLimitError{s.maxUnauth}
+	}
+	s.unauth[addr]++
+	return nil
+}
+
+func (s *Server) endLogin(addr netip.Addr) {
+	if s.maxUnauth <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := s.unauth[addr] - 1; n > 0 {
+		s.unauth[addr] = n
+	} else {
+		delete(s.unauth, addr)
+	}
 }
 
 // track registers a live connection, refusing it over the cap or while

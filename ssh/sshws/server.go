@@ -112,7 +112,12 @@ func New(opts Options) (*Server, error) {
 		},
 		// Keepalive is the WebSocket's pings (startKeepalive), not SSH's.
 		KeepaliveInterval: 0,
-		Logger:            s.log,
+		// The token was checked before the first SSH byte, and the HTTP
+		// server bounds each address's connections (--max-connections-per-ip):
+		// no bound of the core's on connections still in their handshake,
+		// which would refuse a client library's burst of parallel logins.
+		MaxUnauthPerAddr: -1,
+		Logger:           s.log,
 	})
 	if err != nil {
 		return nil, err
