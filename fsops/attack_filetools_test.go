@@ -125,3 +125,127 @@ func TestGrepOutputBounded(t *testing.T) {
 		}
 	}
 }
+
+// matchSegmentsByEverySplit is the definition matchSegments is held to:
+// every split at every "**" tried (exponential; small inputs only).
+func matchSegmentsByEverySplit(pat, name []string) bool {
+	for len(pat) > 0 {
+		if pat[0] == "**" {
+			for len(pat) > 1 && pat[1] == "**" {
+				pat = pat[1:]
+			}
+			if len(pat) == 1 {
+				return len(name) > 0
+			}
+			for i := 0; i <= len(name); i++ {
+				if matchSegmentsByEverySplit(pat[1:], name[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(name) == 0 || !matchSegment(pat[0], name[0]) {
+			return false
+		}
+		pat, name = pat[1:], name[1:]
+	}
+	return len(name) == 0
+}
+
+// TestGlobBacktrackingBounded: globstars and braces cannot make one match
+// take exponential time or memory. "**/a/**/a/..." against a deep path of
+// "a" segments tried every split at every "**" (the pattern below ran for
+// hours on one path); braces expanded to 2^n patterns per path matched; a
+// .gitignore in the workspace reaches the same matcher through grep. The
+// matcher is also held to the exhaustive definition on small inputs.
+func TestGlobBacktrackingBounded(t *testing.T) {
+	deep := strings.Repeat("a/", 60) + "c"
+	pat := strings.Repeat("**/a/", 12) + "**/b"
+	if globMatch(pat, deep) {
+		t.Errorf("%q matched %q", pat, deep)
+	}
+	if !globMatch(strings.Repeat("**/a/", 12)+"**/c", deep) || !globMatch("a/**", deep) || globMatch("a/**", "a") || !globMatch("**/c/**/**", "c/x") || !globMatch("**", "x") {
+		t.Errorf("the matcher lost a match")
+	}
+
+	// The exhaustive definition on every small pattern and path.
+	segs := []string{"**", "a", "*", "b"}
+	names := []string{"a", "b"}
+	var pats [][]string
+	var gen func(cur []string, n int)
+	gen = func(cur []string, n int) {
+		pats = append(pats, append([]string(nil), cur...))
+		if n == 0 {
+			return
+		}
+		for _, s := range segs {
+			gen(append(cur, s), n-1)
+		}
+	}
+	gen(nil, 5)
+	for _, p := range pats {
+		for n := 0; n <= 5; n++ {
+			for bits := 0; bits < 1<<n; bits++ {
+				var name []string
+				for i := range n {
+					name = append(name, names[bits>>i&1])
+				}
+				if got, want := matchSegments(p, name), matchSegmentsByEverySplit(p, name); got != want {
+					t.Fatalf("matchSegments(%q, %q) = %v, want %v", p, name, got, want)
+				}
+			}
+		}
+	}
+
+	ws := newDirWS(t, t.TempDir())
+	if err := ws.WriteFile(deep, []byte("x\n")); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := ws.Search(ctx, ".", pat, SearchOptions{}); err != nil {
+		t.Fatalf("search with %d globstars: %v", 13, err)
+	}
+	if _, err := ws.Search(ctx, ".", "**", SearchOptions{Exclude: []string{pat}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ws.Tree(ctx, ".", TreeOptions{Exclude: []string{pat}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.WriteFile(".gitignore", []byte(strings.Repeat("**/a/", 12)+"**/b\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Mkdir(".git", false); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := ws.Grep(ctx, GrepOptions{Pattern: "x"}); err != nil || res.Output != deep {
+		t.Fatalf("grep under a globstar .gitignore: %q, %v", res.Output, err)
+	}
+
+	// Braces: twenty groups are a million patterns; 64 KiB of them would
+	// be built 10,000 times over before the first one is whole.
+	bomb := strings.Repeat("{a,b}", 20)
+	huge := strings.Repeat("{a,b}", 13000)
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"pattern", func() error { _, err := ws.Search(ctx, ".", bomb, SearchOptions{}); return err }()},
+		{"exclude", func() error { _, err := ws.Search(ctx, ".", "**", SearchOptions{Exclude: []string{huge}}); return err }()},
+		{"tree exclude", func() error { _, err := ws.Tree(ctx, ".", TreeOptions{Exclude: []string{bomb}}); return err }()},
+		{"too long", func() error {
+			_, err := ws.Search(ctx, ".", strings.Repeat("a", MaxGlobBytes+1), SearchOptions{})
+			return err
+		}()},
+		{"grep glob", func() error {
+			_, err := ws.Grep(ctx, GrepOptions{Pattern: "x", Glob: strings.Repeat("**/a/", MaxGlobBytes/5+1)})
+			return err
+		}()},
+	} {
+		if !errcode.Is(tc.err, errcode.InvalidArgument) {
+			t.Errorf("%s: err = %v, want INVALID_ARGUMENT naming the bound", tc.name, tc.err)
+		}
+	}
+	if got := expandBraces("**/*.{go,{md,txt}}"); strings.Join(got, " ") != "**/*.go **/*.md **/*.txt" {
+		t.Errorf("expandBraces: %q", got)
+	}
+}

@@ -188,6 +188,9 @@ func (g *grepper) setup() error {
 		}
 		g.types = t
 	}
+	if len(o.Glob) > MaxGlobBytes {
+		return errcode.New(errcode.InvalidArgument, "grep", o.Path, "glob is %d bytes, over the %d-byte limit for a glob pattern", len(o.Glob), MaxGlobBytes)
+	}
 	if o.Glob != "" {
 		// An override glob: whitelist unless "!"-prefixed, gitignore syntax,
 		// matched relative to the workspace root.

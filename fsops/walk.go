@@ -165,6 +165,11 @@ func buildTree(ctx context.Context, w walker, p string, opts TreeOptions) ([]Tre
 	if !info.IsDir() {
 		return nil, errcode.New(errcode.NotADirectory, "tree", p, "not a directory")
 	}
+	for _, x := range opts.Exclude {
+		if err := checkGlob("tree", p, "excludePatterns", x); err != nil {
+			return nil, err
+		}
+	}
 	var patterns []string
 	if opts.DefaultExcludes {
 		patterns = append(patterns, DefaultTreeExcludes...)
@@ -186,6 +191,9 @@ func buildTree(ctx context.Context, w walker, p string, opts TreeOptions) ([]Tre
 		}
 		nodes := make([]TreeNode, 0, len(entries))
 		for _, e := range entries {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			relP := joinRel(prefix, e.Name)
 			if excl.excluded(relP) {
 				continue
@@ -365,6 +373,14 @@ func search(ctx context.Context, w walker, p, pattern string, opts SearchOptions
 	default:
 		return nil, errcode.New(errcode.InvalidArgument, "search", p, "sortBy must be \"path\" or \"mtime\", not %q", opts.SortBy)
 	}
+	if err := checkGlob("search", p, "pattern", pattern); err != nil {
+		return nil, err
+	}
+	for _, x := range opts.Exclude {
+		if err := checkGlob("search", p, "excludePatterns", x); err != nil {
+			return nil, err
+		}
+	}
 	rel, err := w.wRel(p)
 	if err != nil {
 		return nil, withOp(err, opSearch)
@@ -375,6 +391,13 @@ func search(ctx context.Context, w walker, p, pattern string, opts SearchOptions
 	}
 	if !info.IsDir() {
 		return nil, errcode.New(errcode.NotADirectory, "search", p, "not a directory")
+	}
+	// Compiled once (braces expanded, segments split): globMatch per entry
+	// expanded them again for every path.
+	glob := compileGlob(pattern)
+	excl := make([]compiledGlob, len(opts.Exclude))
+	for i, x := range opts.Exclude {
+		excl[i] = compileGlob(x)
 	}
 	var hits []searchHit
 	seen := map[dirID]bool{}
@@ -392,10 +415,14 @@ func search(ctx context.Context, w walker, p, pattern string, opts SearchOptions
 			return nil // unreadable directory: skipped
 		}
 		for _, e := range entries {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			relP := joinRel(prefix, e.Name)
+			segs := splitSegs(relP)
 			skip := false
-			for _, x := range opts.Exclude {
-				if globMatch(x, relP) {
+			for _, x := range excl {
+				if x.match(segs) {
 					skip = true
 					break
 				}
@@ -409,7 +436,7 @@ func search(ctx context.Context, w walker, p, pattern string, opts SearchOptions
 					continue
 				}
 			}
-			if globMatch(pattern, relP) {
+			if glob.match(segs) {
 				hits = append(hits, searchHit{path: path.Join(p, relP), mtime: st.ModTime.UnixMilli()})
 			}
 			if st.IsDir() {
