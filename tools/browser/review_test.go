@@ -14,7 +14,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/target"
+	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
@@ -303,5 +307,100 @@ func TestKilledBrowserLeavesNothingBehind(t *testing.T) {
 			t.Errorf("%s/%s is left behind by a killed browser", tmp, n)
 			os.RemoveAll(filepath.Join(tmp, n))
 		}
+	}
+}
+
+// TestPageLeavesForRefusedPlaces: a page that sends itself, a frame or a
+// popup to a place goto refuses (file:, chrome:, view-source:, data:, a
+// refused address), by meta refresh, location, a target=_blank link, or a
+// window.open flood with and without a click, reaches none of it: no file
+// of the host is shown, the refused server gets no request, and the
+// popups a flood asks for are not opened.
+func TestPageLeavesForRefusedPlaces(t *testing.T) {
+	needBrowser(t)
+	other, hits := listenOn(t, "127.0.0.2:0")
+	places := []string{"file:///etc/passwd", "chrome://version", "view-source:file:///etc/passwd", "data:text/html,<p>data-page</p>", other.URL + "/x", "http://169.254.169.254/"}
+	js, _ := json.Marshal(places)
+	f := pagesSetup(t, map[string]string{
+		"/refresh": `<title>Refresh</title><meta http-equiv="refresh" content="0;url=file:///etc/passwd">`,
+		"/frames":  `<title>Frames</title><script>for (const u of ` + string(js) + `) { const f = document.createElement("iframe"); f.src = u; document.body.appendChild(f); }</script>`,
+		"/flood": `<title>Flood</title><button id="b" onclick="for (let i = 0; i < 50; i++) for (const u of ` + strings.ReplaceAll(string(js), `"`, `'`) + `) window.open(u);">Go</button>
+			<a id="a" target="_blank" href="file:///etc/passwd">file</a><a id="a2" target="_blank" href="` + other.URL + `/y">other</a>
+			<script>for (let i = 0; i < 200; i++) window.open("about:blank#" + i); setTimeout(() => { location = "file:///etc/passwd"; }, 50);</script>`,
+	}, nil)
+	id := f.start(t)
+	f.p.mu.Lock()
+	s := f.p.sessions[id]
+	f.p.mu.Unlock()
+	pages := func() int {
+		c := chromedp.FromContext(s.ctx)
+		res, err := cdp.Call(context.Background(), c.Browser, target.GetTargets, target.GetTargetsParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, ti := range res.TargetInfos {
+			if ti.Type == "page" {
+				n++
+				if strings.HasPrefix(ti.URL, "file:") || strings.HasPrefix(ti.URL, "chrome:") || strings.HasPrefix(ti.URL, "view-source:") {
+					t.Errorf("a tab shows %s", ti.URL)
+				}
+			}
+		}
+		return n
+	}
+	for _, path := range []string{"/refresh", "/frames", "/flood"} {
+		f.gotoPage(t, id, path)
+		time.Sleep(300 * time.Millisecond)
+		body := f.text(t, id, "body")
+		tree := f.must(t, "browser.snapshot", `{"sessionId":"`+id+`","mode":"dom"}`)["tree"].(string)
+		if strings.Contains(body+tree, "root:") || strings.Contains(body+tree, "data-page") {
+			t.Errorf("%s: the page shows what it may not:\n%s\n%s", path, body, tree)
+		}
+	}
+	for _, sel := range []string{"#b", "#b", "#a", "#a2"} {
+		f.call(t, "browser.act", `{"sessionId":"`+id+`","type":"click","selector":"`+sel+`"}`)
+	}
+	time.Sleep(500 * time.Millisecond)
+	t.Logf("%d tabs", pages())
+	if n := pages(); n > 4 {
+		t.Errorf("%d tabs after a flood of window.open", n)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the refused server got %d requests", n)
+	}
+}
+
+// TestSnapshotOfAHugePage: a page of 5000 buttons and one nested 900
+// deep gives snapshots cut at the limit, marked truncated, in both modes.
+// (Pages of 300 000 elements, or nested 20 000 deep, outlast the call's
+// limit in Chromium or crash its renderer; the call ends as a busy page's
+// does, and the daemon's heap stayed under 70 MiB: a probe, not kept, as
+// it takes minutes.)
+func TestSnapshotOfAHugePage(t *testing.T) {
+	f := pagesSetup(t, map[string]string{
+		"/small": `<title>Small</title><div><p>hi <b>there</b></p><ul><li>one</li></ul></div>`,
+		"/wide":  `<title>Wide</title><body><script>const b = document.body; for (let i = 0; i < 5000; i++) b.appendChild(document.createElement("button")).textContent = "b" + i;</script>`,
+		"/deep":  `<title>Deep</title><body><script>let n = document.body; for (let i = 0; i < 900; i++) n = n.appendChild(document.createElement("div")); n.appendChild(document.createElement("button")).textContent = "bottom";</script><p>after</p>`,
+	}, nil)
+	id := f.start(t)
+	f.gotoPage(t, id, "/small")
+	if out := f.must(t, "browser.snapshot", `{"sessionId":"`+id+`","mode":"dom"}`); out["truncated"] != false || !strings.Contains(out["tree"].(string), `"hi"`) {
+		t.Errorf("a small page: %v", out)
+	}
+	f.gotoPage(t, id, "/wide")
+	for _, mode := range []string{"aria", "dom"} {
+		out := f.must(t, "browser.snapshot", `{"sessionId":"`+id+`","mode":"`+mode+`"}`)
+		if tree := out["tree"].(string); len(tree) > DefaultMaxSnapshotBytes || out["truncated"] != true {
+			t.Errorf("%s: %d bytes, truncated %v", mode, len(tree), out["truncated"])
+		}
+	}
+	// Nested deeper than the dom snapshot reads: the rest of the page is
+	// shown and the snapshot says it was cut.
+	f.gotoPage(t, id, "/deep")
+	f.must(t, "browser.snapshot", `{"sessionId":"`+id+`"}`)
+	out := f.must(t, "browser.snapshot", `{"sessionId":"`+id+`","mode":"dom"}`)
+	if tree := out["tree"].(string); !strings.Contains(tree, "after") || out["truncated"] != true {
+		t.Errorf("dom of a deep page: truncated %v:\n%.300s", out["truncated"], tree)
 	}
 }

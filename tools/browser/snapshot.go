@@ -235,7 +235,7 @@ func (p *Provider) domSnapshot(ctx context.Context, s *session, interactiveOnly 
 		if err != nil {
 			return nil, err
 		}
-		depth := int64(-1)
+		depth := int64(maxDOMDepth)
 		res, err := cdp.Call(ctx, t, dom.DescribeNode, dom.DescribeNodeParams{ObjectID: doc, Depth: &depth})
 		if err != nil {
 			return nil, err
@@ -246,12 +246,16 @@ func (p *Provider) domSnapshot(ctx context.Context, s *session, interactiveOnly 
 		return "", false, err
 	}
 	w := &snapshotText{max: max}
+	deep := false // a node below maxDOMDepth was left out
 	s.refMu.Lock()
 	defer s.refMu.Unlock()
 	var walk func(n *cdp.Node, depth int)
 	walk = func(n *cdp.Node, depth int) {
-		if w.truncated || depth > 1000 {
+		if w.truncated {
 			return
+		}
+		if n.ChildNodeCount > 0 && len(n.Children) == 0 {
+			deep = true
 		}
 		switch n.NodeType {
 		case 3: // Node.TEXT_NODE
@@ -304,8 +308,16 @@ func (p *Provider) domSnapshot(ctx context.Context, s *session, interactiveOnly 
 		}
 	}
 	walk(root, 0)
-	return w.b.String(), w.truncated, nil
+	return w.b.String(), w.truncated || deep, nil
 }
+
+// maxDOMDepth is how deep below the document the dom snapshot reads the
+// tree. Chromium answers DOM.describeNode for a deeper one with an error
+// ("CBOR: stack limit exceeded": its encoder nests at most 300 levels, two
+// a DOM level), so a page nested a few hundred deep would have no dom
+// snapshot at all (TestSnapshotOfAHugePage); its nodes below are left out
+// and the snapshot is marked truncated.
+const maxDOMDepth = 120
 
 // plainTag reports whether an element's name is written bare in the dom
 // snapshot: letters, digits, "-", "_", "." and ":", as HTML's and custom
