@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -323,7 +324,7 @@ func TestPageLeavesForRefusedPlaces(t *testing.T) {
 	js, _ := json.Marshal(places)
 	f := pagesSetup(t, map[string]string{
 		"/refresh": `<title>Refresh</title><meta http-equiv="refresh" content="0;url=file:///etc/passwd">`,
-		"/frames":  `<title>Frames</title><script>for (const u of ` + string(js) + `) { const f = document.createElement("iframe"); f.src = u; document.body.appendChild(f); }</script>`,
+		"/frames":  `<title>Frames</title><body><script>for (const u of ` + string(js) + `) { const f = document.createElement("iframe"); f.src = u; document.body.appendChild(f); }</script>`,
 		"/flood": `<title>Flood</title><button id="b" onclick="for (let i = 0; i < 50; i++) for (const u of ` + strings.ReplaceAll(string(js), `"`, `'`) + `) window.open(u);">Go</button>
 			<a id="a" target="_blank" href="file:///etc/passwd">file</a><a id="a2" target="_blank" href="` + other.URL + `/y">other</a>
 			<script>for (let i = 0; i < 200; i++) window.open("about:blank#" + i); setTimeout(() => { location = "file:///etc/passwd"; }, 50);</script>`,
@@ -357,12 +358,33 @@ func TestPageLeavesForRefusedPlaces(t *testing.T) {
 		if strings.Contains(body+tree, "root:") || strings.Contains(body+tree, "data-page") {
 			t.Errorf("%s: the page shows what it may not:\n%s\n%s", path, body, tree)
 		}
+		if path == "/frames" {
+			if srcs := f.must(t, "browser.extract", `{"sessionId":"`+id+`","selector":"iframe","kind":"attribute","attribute":"src"}`)["content"].([]any); len(srcs) != len(places) {
+				t.Errorf("the page made %d frames, not %d", len(srcs), len(places))
+			}
+			// What the frames show: none loaded a file, a browser page or
+			// the refused server (a data: frame is the page's own text).
+			tree, err := chromedp.Run(s.ctx, func(ctx context.Context, tg *chromedp.Target) (*page.FrameTree, error) {
+				res, err := cdp.Call(ctx, tg, page.GetFrameTree, cdp.Empty{})
+				if err != nil {
+					return nil, err
+				}
+				return res.FrameTree, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range tree.ChildFrames {
+				if u := c.Frame.URL; strings.HasPrefix(u, "file:") || strings.HasPrefix(u, "chrome:") || strings.HasPrefix(u, "view-source:") {
+					t.Errorf("a frame loaded %s", u)
+				}
+			}
+		}
 	}
 	for _, sel := range []string{"#b", "#b", "#a", "#a2"} {
 		f.call(t, "browser.act", `{"sessionId":"`+id+`","type":"click","selector":"`+sel+`"}`)
 	}
 	time.Sleep(500 * time.Millisecond)
-	t.Logf("%d tabs", pages())
 	if n := pages(); n > 4 {
 		t.Errorf("%d tabs after a flood of window.open", n)
 	}
