@@ -426,3 +426,72 @@ func TestSnapshotOfAHugePage(t *testing.T) {
 		t.Errorf("dom of a deep page: truncated %v:\n%.300s", out["truncated"], tree)
 	}
 }
+
+// TestFileInputsReadNothing: clicking a file input, or a button that asks
+// for showOpenFilePicker, gives the page no file: the daemon never answers
+// a file chooser (no DOM.setFileInputFiles), and headless Chromium has no
+// dialog to pick one with. The session answers on.
+func TestFileInputsReadNothing(t *testing.T) {
+	f := pagesSetup(t, map[string]string{
+		"/upload": `<title>Upload</title><p id="out">none</p>
+			<input type="file" id="f" onchange="document.getElementById('out').textContent = 'chosen ' + this.files.length + ' ' + (this.files[0] && this.files[0].name)">
+			<button id="pick" onclick="showOpenFilePicker().then(h => h[0].getFile()).then(f => f.text()).then(t => { document.getElementById('out').textContent = 'picked ' + t; }, e => { document.getElementById('out').textContent = 'refused ' + e.name; })">Pick</button>`,
+	}, nil)
+	id := f.start(t)
+	f.gotoPage(t, id, "/upload")
+	for _, args := range []string{
+		`{"sessionId":"` + id + `","type":"click","selector":"#f"}`,
+		`{"sessionId":"` + id + `","type":"press","selector":"#f","key":"Enter"}`,
+		`{"sessionId":"` + id + `","type":"type","selector":"#f","text":"/etc/passwd"}`,
+		`{"sessionId":"` + id + `","type":"click","selector":"#pick"}`,
+	} {
+		f.call(t, "browser.act", args)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := f.text(t, id, "#out"); strings.Contains(got, "chosen") || strings.Contains(got, "picked") {
+		t.Errorf("the page got a file: %s", got)
+	}
+	if out := f.gotoPage(t, id, "/upload"); out["title"] != "Upload" {
+		t.Errorf("the session after the file inputs: %v", out)
+	}
+}
+
+// TestForgedRefsAndOddURLs: a ref is a number the session's table gave
+// out, never a node id of the client's; and URLs that Go and Chromium may
+// read differently (a backslash, userinfo, a fragment holding an "@") never
+// bring the page to the refused server, whichever parser decides.
+func TestForgedRefsAndOddURLs(t *testing.T) {
+	needBrowser(t)
+	other, hits := listenOn(t, "127.0.0.2:0")
+	f := setup(t, nil)
+	id := f.start(t)
+	f.gotoPage(t, id, "/")
+	for _, ref := range []string{"e0", "e-1", "e99999", "E1", "e1 ", "e01e", "1", "e1\u0000", "e4294967297"} {
+		text, isErr, code := f.call(t, "browser.act", fmt.Sprintf(`{"sessionId":%q,"type":"click","ref":%q}`, id, ref))
+		if !isErr || code != errcode.InvalidArgument {
+			t.Errorf("ref %q: %s (%s)", ref, text, code)
+		}
+	}
+	port := strings.TrimPrefix(f.srv.URL, "http://127.0.0.1:")
+	oport := strings.TrimPrefix(other.URL, "http://127.0.0.2:")
+	for _, u := range []string{
+		`http://127.0.0.1:` + port + `\@127.0.0.2:` + oport + `/`,
+		`http://127.0.0.1:` + port + `@127.0.0.2:` + oport + `/`,
+		`http://127.0.0.2:` + oport + `#@127.0.0.1:` + port + `/`,
+		`http://127.0.0.2:` + oport + `\.127.0.0.1:` + port + `/`,
+		`http:/\127.0.0.2:` + oport + `/`,
+		`HTTP://127.0.0.2:` + oport + `/`,
+		`http://127.0.0.1:` + port + `/%2F%2F127.0.0.2:` + oport,
+		`blob:http://127.0.0.1:` + port + `/x`,
+		`devtools://devtools/bundled/inspector.html`,
+		`chrome-extension://abc/x`,
+		`about:blank?x`,
+		`about:srcdoc`,
+		` http://127.0.0.2:` + oport + `/`,
+	} {
+		f.call(t, "browser.goto", fmt.Sprintf(`{"sessionId":%q,"url":%q}`, id, u))
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the refused server got %d requests", n)
+	}
+}
