@@ -91,3 +91,83 @@ func TestAttackSSHExecAgreesWithMCP(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackReadOnlyTokenOverSSH: a read-only token bound to a scope, on
+// /ssh, asks for a command every way a client can (exec, a shell, either
+// behind a pty-req and env, the legacy scp upload, a forward) and gets
+// none; the pty itself is granted (it runs nothing), and no file appears.
+func TestAttackReadOnlyTokenOverSSH(t *testing.T) {
+	c := testConfig(t)
+	c.AuthToken = "master-token"
+	c.Previews = true
+	must(t, os.MkdirAll(filepath.Join(c.Root, "ro"), 0o755))
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+tokenLine("ro", "ro-token", `,"scope":"ro","readOnly":true`)+`]}`), 0o600))
+	c.TokensFile = tokens
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	cli := sshAs(t, r.url, "ro-token")
+	for _, tc := range []struct {
+		name, cmd string
+		pty       bool
+	}{
+		{"exec", "touch exec.txt", false},
+		{"exec behind a pty", "touch pty.txt", true},
+		{"shell", "", false},
+		{"shell behind a pty", "", true},
+	} {
+		s, err := cli.NewSession()
+		must(t, err)
+		if err := s.Setenv("LANG", "C"); err != nil {
+			t.Errorf("%s: env LANG refused: %v", tc.name, err)
+		}
+		if tc.pty {
+			if err := s.RequestPty("xterm", 24, 80, gossh.TerminalModes{}); err != nil {
+				t.Errorf("%s: pty-req refused: %v", tc.name, err)
+			}
+		}
+		var out strings.Builder
+		s.Stdout, s.Stderr = &out, &out
+		if tc.cmd != "" {
+			err = s.Run(tc.cmd)
+		} else {
+			s.Stdin = strings.NewReader("touch shell.txt\n")
+			if err = s.Shell(); err == nil {
+				err = s.Wait()
+			}
+		}
+		s.Close()
+		var ee *gossh.ExitError
+		if !errors.As(err, &ee) || ee.ExitStatus() != 126 || !strings.Contains(out.String(), "may not run commands") {
+			t.Errorf("%s: %v %q, want exit 126, may not run commands", tc.name, err, out.String())
+		}
+	}
+	// The legacy scp upload runs no command, and the workspace refuses it.
+	s, err := cli.NewSession()
+	must(t, err)
+	s.Stdin = strings.NewReader("C0644 2 scp.txt\nhi\x00")
+	out, err := s.CombinedOutput("scp -t scp.txt")
+	s.Close()
+	if err == nil {
+		t.Errorf("scp -t with a read-only token: %q, want a failure", out)
+	}
+	if err := forwardErr(cli); err == nil {
+		t.Error("a forward opened with a read-only token")
+	}
+	for _, f := range []string{"exec.txt", "pty.txt", "shell.txt", "scp.txt"} {
+		for _, dir := range []string{c.Root, filepath.Join(c.Root, "ro")} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+				t.Errorf("%s was created with a read-only token", filepath.Join(dir, f))
+			}
+		}
+	}
+}
+
+// forwardErr opens a forward (ssh -L) to a loopback port.
+func forwardErr(c *gossh.Client) error {
+	conn, err := c.Dial("tcp", "127.0.0.1:1")
+	if err == nil {
+		conn.Close()
+	}
+	return err
+}
