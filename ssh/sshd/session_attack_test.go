@@ -615,3 +615,51 @@ func TestAttackNoExecConnection(t *testing.T) {
 		t.Fatal("a command ran on a connection that may not run commands")
 	}
 }
+
+// TestAttackHalfClosedChannels: either side's half of a channel closing
+// first leaves the other working: the client's EOF ends the command's
+// stdin while its output still flows, and a command that closes its
+// output early still reads all the client sends and reports its exit.
+func TestAttackHalfClosedChannels(t *testing.T) {
+	e := newEnv(t)
+	c := e.dial(t, "")
+
+	t.Run("client EOF first", func(t *testing.T) {
+		r := openRaw(t, c)
+		if !r.req(t, "exec", struct{ Command string }{"cat >/dev/null; seq 1 100000 | tail -n 1"}) {
+			t.Fatal("exec refused")
+		}
+		if _, err := r.ch.Write([]byte("some input\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ch.CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		if out, _, code := r.result(t); out != "100000\n" || code != 0 {
+			t.Fatalf("%q %d", out, code)
+		}
+	})
+
+	t.Run("command's output closed first", func(t *testing.T) {
+		r := openRaw(t, c)
+		if !r.req(t, "exec", struct{ Command string }{"exec >&- 2>&-; wc -c > count.txt"}) {
+			t.Fatal("exec refused")
+		}
+		chunk := make([]byte, 64<<10)
+		for range 64 { // 4 MiB, twice the window: the command must be reading
+			if _, err := r.ch.Write(chunk); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.ch.CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		if out, _, code := r.result(t); out != "" || code != 0 {
+			t.Fatalf("%q %d", out, code)
+		}
+		b, err := os.ReadFile(filepath.Join(e.root, "count.txt"))
+		if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(64*64<<10) {
+			t.Fatalf("the command read %q (%v), want %d bytes", b, err, 64*64<<10)
+		}
+	})
+}
