@@ -503,3 +503,62 @@ func TestForgedRefsAndOddURLs(t *testing.T) {
 		t.Errorf("the refused server got %d requests", n)
 	}
 }
+
+// TestServiceWorkerStaysInItsSession: a service worker a page registers
+// (127.0.0.1 is a secure context) reaches no refused server from its own
+// fetches, and a later session of the same caller, with the same page,
+// finds no worker, cookie or cached storage of the first: each session's
+// profile is new and is deleted with it.
+func TestServiceWorkerStaysInItsSession(t *testing.T) {
+	needBrowser(t)
+	other, hits := listenOn(t, "127.0.0.2:0")
+	mux := http.NewServeMux()
+	mux.HandleFunc("/sw.js", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript")
+		fmt.Fprintf(w, `self.addEventListener("install", e => { e.waitUntil(fetch(%q).catch(() => {})); self.skipWaiting(); });
+self.addEventListener("activate", e => e.waitUntil(clients.claim()));
+self.addEventListener("fetch", e => { if (e.request.url.endsWith("/probe")) e.respondWith(fetch(%q).catch(() => new Response("sw-answered"))); });`, other.URL+"/from-install", other.URL+"/from-fetch")
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>SW</title><p id="out">-</p><script>
+const out = document.getElementById("out");
+navigator.serviceWorker.getRegistrations().then(rs => {
+	out.textContent = "workers=" + rs.length + " cookie=" + document.cookie + " stored=" + localStorage.getItem("k");
+	document.cookie = "k=v"; localStorage.setItem("k", "v");
+	return navigator.serviceWorker.register("/sw.js").then(() => navigator.serviceWorker.ready);
+}).then(() => fetch("/probe")).then(r => r.text()).then(t => { out.textContent += " probe=" + t; });
+</script>`)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	f := setup(t, func(o *Options) { o.Net = allowing(t, srv.URL) })
+	f.srv = srv
+	mux.HandleFunc("/probe", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "network") })
+	id := f.start(t)
+	// The second load is the worker's: it answers /probe (its fetch of
+	// the refused server fails).
+	var first string
+	for _, want := range []string{"workers=0", "workers=1"} {
+		f.gotoPage(t, id, "/")
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if first = f.text(t, id, "#out"); strings.Contains(first, "probe=") {
+				break
+			}
+		}
+		if !strings.Contains(first, want) {
+			t.Fatalf("the first session: %s; want %s", first, want)
+		}
+	}
+	if !strings.Contains(first, "probe=sw-answered") {
+		t.Fatalf("the first session: %s", first)
+	}
+	f.must(t, "browser.close", `{"sessionId":"`+id+`"}`)
+	id = f.start(t)
+	f.gotoPage(t, id, "/")
+	if got := f.text(t, id, "#out"); !strings.Contains(got, "workers=0 cookie= stored=null") {
+		t.Errorf("the next session finds the first's state: %s", got)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the refused server got %d requests from the service worker", n)
+	}
+}
