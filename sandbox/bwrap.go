@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -95,7 +96,10 @@ func checkBoundary(boundary string) string {
 // bwrapArgs completes the argv for one command: the boundary bound
 // read-write at its own host path (clients send absolute `cd` paths) from
 // the descriptor the caller passes as fd 3 (workdir.go: bwrap must not
-// resolve the name again), the cwd, a cleared environment and the command.
+// resolve the name again), the cwd, a cleared environment and the command;
+// with filter, also the seccomp filter the caller passes as fd 5
+// (bwrapFilterFD: bwrapFilterMemfd opened again), which bwrap reads,
+// closes and installs just before it execs the command.
 //
 // With --bind-fd bwrap mounts the descriptor's directory, checks it is the
 // one mounted, and closes the descriptor. An older bwrap can only bind a
@@ -107,7 +111,12 @@ func checkBoundary(boundary string) string {
 // descriptor of a directory outside the sandbox's mount namespace, from
 // which `..` leads out). bwrap's own init keeps no descriptors beyond
 // stdio.
-func (e *executor) bwrapArgs(boundary, dir string, env []string, pty bool, argv []string) []string {
+// bwrapFilterFD is the descriptor bwrap reads its seccomp filter from: 5,
+// past the workspace (3) and a transaction's report socket (4, which the
+// trampoline closes before it execs bwrap; overlay.go).
+const bwrapFilterFD = 5
+
+func (e *executor) bwrapArgs(boundary, dir string, env []string, pty, filter bool, argv []string) []string {
 	args := make([]string, 0, len(e.bwrapBase)+10+3*len(env)+len(argv))
 	args = append(args, "bwrap")
 	args = append(args, e.bwrapBase...)
@@ -120,6 +129,10 @@ func (e *executor) bwrapArgs(boundary, dir string, env []string, pty bool, argv 
 		args = append(args, "--bind-fd", "3", boundary)
 	} else {
 		args = append(args, "--bind", boundary, boundary)
+	}
+	if filter {
+		// The seccomp filter (seccomp.go's setuidOnly variant).
+		args = append(args, "--seccomp", strconv.Itoa(bwrapFilterFD))
 	}
 	args = append(args, "--chdir", dir, "--clearenv")
 	for _, kv := range env {
@@ -135,7 +148,9 @@ func (e *executor) bwrapArgs(boundary, dir string, env []string, pty bool, argv 
 // namespaces, mounts and environment of a command an Executor built from
 // cfg starts), without the policy, the direct path, the cgroup or the output
 // handling. It is the exec floor the benchmarks measure (bench/floor), so
-// the floor runs the sandbox the daemon runs.
+// the floor runs the sandbox the daemon runs, less its seccomp filter (the
+// executor's `--seccomp 5`, a few dozen instructions refusing setuid
+// files), for which a bare bwrap has no descriptor.
 //
 // The child must get dir, opened as a directory, as its fd 3
 // (exec.Cmd.ExtraFiles[0]), and an empty environment: bwrap binds the
@@ -179,5 +194,5 @@ func BwrapArgv(cfg Config, dir string, argv ...string) (path string, args []stri
 	if err != nil {
 		return "", nil, err
 	}
-	return path, e.bwrapArgs(dir, dir, env, false, argv), nil
+	return path, e.bwrapArgs(dir, dir, env, false, false, argv), nil
 }

@@ -49,7 +49,14 @@ func TestBwrapArgvMatchesExecutor(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The executor's argv less its seccomp filter (BwrapArgv's
+			// doc): `--seccomp 5`, with the filter as fd 5.
 			want := slices.Clone(cmd.Args)
+			if i := slices.Index(want, "--seccomp"); i < 0 || want[i+1] != "5" {
+				t.Fatalf("the executor runs bwrap without its seccomp filter: %q", want)
+			} else {
+				want = slices.Delete(want, i, i+2)
+			}
 			if !e.bindFD {
 				// The executor's script starts with the mount check.
 				want[len(want)-1] = "true"
@@ -57,8 +64,8 @@ func TestBwrapArgvMatchesExecutor(t *testing.T) {
 			if path != cmd.Path || !slices.Equal(args, want) {
 				t.Fatalf("BwrapArgv = %s %q\nexecutor runs %s %q", path, args, cmd.Path, want)
 			}
-			if len(cmd.ExtraFiles) != 1 || cmd.ExtraFiles[0] != wd.bfd || len(cmd.Env) != 0 {
-				t.Fatalf("the executor passes %d extra files and env %q; BwrapArgv's doc says fd 3 = the directory and no env", len(cmd.ExtraFiles), cmd.Env)
+			if len(cmd.ExtraFiles) != 3 || cmd.ExtraFiles[0] != wd.bfd || cmd.ExtraFiles[1] != nil || cmd.ExtraFiles[2] == nil || len(cmd.Env) != 0 {
+				t.Fatalf("the executor passes %d extra files and env %q; BwrapArgv's doc says fd 3 = the directory and no env, and the executor adds the filter as fd 5", len(cmd.ExtraFiles), cmd.Env)
 			}
 		})
 	}

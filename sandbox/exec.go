@@ -246,6 +246,8 @@ type executor struct {
 	baseEnv                         []string // KEY=VALUE, built once
 	bwrapPath                       string
 	bwrapBase                       []string // argv prefix, built once
+	bwrapFilter                     *os.File // bwrap's seccomp filter (bwrapFilterMemfd); nil: unavailable
+	bwrapFilterErr                  error    // why bwrapFilter is nil
 	bwrapBound, bwrapLinks          []string // host paths bound / symlinks recreated at their own path (direct.go)
 	noDirect                        bool     // tests: never take the direct fast path
 	bindFD                          bool     // bwrap has --bind-fd (bwrap.go)

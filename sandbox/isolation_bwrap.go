@@ -52,10 +52,23 @@ func (b bwrapIsolation) command(p program, wd *workdir, pty bool) *exec.Cmd {
 	if p.shell {
 		argv = append([]string{e.shellPath}, p.argv[1:]...)
 	}
-	cmd := &exec.Cmd{Path: e.bwrapPath, Args: e.bwrapArgs(wd.boundary, p.dir, p.env, pty, argv),
+	cmd := &exec.Cmd{Path: e.bwrapPath, Args: e.bwrapArgs(wd.boundary, p.dir, p.env, pty, e.bwrapFilter != nil, argv),
 		Env:         []string{},         // bwrap itself needs nothing; --clearenv/--setenv set the child's
 		ExtraFiles:  []*os.File{wd.bfd}, // fd 3: --bind-fd 3
 		SysProcAttr: &syscall.SysProcAttr{Credential: e.cred}}
+	if e.bwrapFilter != nil {
+		// fd 5: --seccomp 5, the filter opened again for this command
+		// (bwrap reads from the offset, which a shared descriptor's
+		// last reader left at the end). fd 4 stays closed here; a
+		// transaction puts its report socket there (wrapOverlay). If
+		// the filter cannot be opened, fd 5 is closed in the child and
+		// bwrap refuses to start: never a command without the filter.
+		f, _ := os.Open(procPath(e.bwrapFilter))
+		if f != nil {
+			wd.extra = append(wd.extra, f)
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, nil, f)
+	}
 	if !pty {
 		// A session of its own: see hostCommand.
 		cmd.SysProcAttr.Setsid = true
@@ -77,6 +90,12 @@ func newBwrapIsolation(e *executor) (isolation, error) {
 	e.bwrapPath = path
 	e.bwrapBase = e.buildBwrapBase()
 	e.bindFD = bwrapHasBindFD(path)
+	if f, err := bwrapFilterMemfd(); err != nil {
+		e.log.Warn("bwrap mode without its seccomp filter: a command can leave a setuid or setgid file in the workspace", "err", err)
+		e.bwrapFilterErr = err
+	} else {
+		e.bwrapFilter = f
+	}
 	b := bwrapIsolation{e}
 
 	msg, err := e.probe(b, "bwrap")
@@ -217,8 +236,12 @@ func (bwrapIsolation) filtersSpawner() bool { return false }
 func (bwrapIsolation) rootWarning(*executor) string { return "" }
 
 func (bwrapIsolation) gaps(e *executor) []string {
+	var g []string
 	if rootCommands(e) {
-		return []string{"files: commands are root on the workspace's files (root daemon without --run-as)"}
+		g = append(g, "files: commands are root on the workspace's files (root daemon without --run-as)")
 	}
-	return nil
+	if e.bwrapFilter == nil {
+		g = append(g, fmt.Sprintf("setuid files: a command can leave a setuid or setgid program of its user in the workspace (the seccomp filter is unavailable: %v)", e.bwrapFilterErr))
+	}
+	return g
 }

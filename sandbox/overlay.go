@@ -82,8 +82,9 @@ func (e *executor) wrapOverlay(cmd *exec.Cmd, ov *Overlay, boundary string) (*ov
 	}
 	run := &overlayRun{ours: os.NewFile(uintptr(fds[0]), "overlay-report"), theirs: os.NewFile(uintptr(fds[1]), "overlay-report")}
 	bwrap, bwrapArgv := cmd.Path, cmd.Args
-	// fd 3: the workspace (sandboxexec.LowerFD), fd 4: the report socket.
-	cmd.ExtraFiles = append(cmd.ExtraFiles[:1:1], run.theirs)
+	// fd 3: the workspace (sandboxexec.LowerFD), fd 4: the report socket;
+	// from 5 what bwrap itself gets (bwrapFilterFD), passed through.
+	cmd.ExtraFiles = append([]*os.File{cmd.ExtraFiles[0], run.theirs}, cmd.ExtraFiles[min(2, len(cmd.ExtraFiles)):]...)
 	cmd.Args = sandboxexec.OverlayArgv(e.trampolineFor(cmd), ov.Dir, boundary, ov.MaxBytes, ov.MaxFiles, bwrap, bwrapArgv)
 	attr := cmd.SysProcAttr
 	uid, gid := uint32(os.Geteuid()), uint32(os.Getegid())

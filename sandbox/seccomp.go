@@ -57,6 +57,31 @@ const (
 	ioctlTIOCLINUX = 0x541C
 )
 
+// setuidRules refuse (EPERM) a setuid or setgid bit on a file: a command
+// (root without capabilities under landlock or bwrap, when the daemon is
+// root without --run-as) must not leave a root-owned program setuid for
+// the host's users, who run the workspace's files without nosuid.
+var setuidRules = []seccomp.NameWithConditions{
+	{Name: "chmod", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+	{Name: "fchmod", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+	{Name: "fchmodat", Conditions: []seccomp.Condition{{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+	{Name: "fchmodat2", Conditions: []seccomp.Condition{{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+	// A file made with the bit: the mode of a regular file's mknod, and
+	// of an open that creates (O_CREAT, or O_TMPFILE and a later
+	// linkat). An open without those flags may hold anything in its
+	// mode argument: the kernel ignores it. openat2's mode is in
+	// memory, so openat2 fails with ENOSYS (denyPolicy).
+	{Name: "mknod", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+	{Name: "mknodat", Conditions: []seccomp.Condition{{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+	{Name: "creat", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+	{Name: "open", Conditions: []seccomp.Condition{
+		{Argument: 1, Operation: seccomp.BitsSet, Value: openCreates},
+		{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+	{Name: "openat", Conditions: []seccomp.Condition{
+		{Argument: 2, Operation: seccomp.BitsSet, Value: openCreates},
+		{Argument: 3, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
+}
+
 // filterOpts are what the variants of the filter differ in.
 type filterOpts struct {
 	// blockClone3 makes clone3 fail with ENOSYS, as container runtimes
@@ -74,6 +99,13 @@ type filterOpts struct {
 	// sockets, whose end can sendto(2) any named socket. Stream and
 	// seqpacket socketpairs stay: they reach only each other.
 	noUnixSockets bool
+	// setuidOnly is bwrap's filter (bwrap's --seccomp): setuidRules and
+	// openat2 only. bwrap's namespaces already hold what the deny list
+	// holds elsewhere (ptrace, mounts and namespaces reach only the
+	// sandbox's own), and tools such as strace, gdb or a nested
+	// sandbox keep working inside it; but bwrap mounts the workspace
+	// nosuid inside its sandbox only, not where the host's users run it.
+	setuidOnly bool
 }
 
 // denyPolicy is the deny list, with the variant's rules, as the seccomp
@@ -86,33 +118,16 @@ func denyPolicy(names []string, has func(string) bool, o filterOpts) seccomp.Pol
 		// FIFOs, sockets and regular files stay allowed.
 		{Name: "mknod", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_IFCHR}}},
 		{Name: "mknodat", Conditions: []seccomp.Condition{{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_IFCHR}}},
-		// Setuid and setgid bits: a command (root without capabilities
-		// under landlock, when the daemon is root without --run-as) must
-		// not make a root-owned program setuid for the host's users.
-		{Name: "chmod", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
-		{Name: "fchmod", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
-		{Name: "fchmodat", Conditions: []seccomp.Condition{{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
-		{Name: "fchmodat2", Conditions: []seccomp.Condition{{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
-		// ... nor make the file with the bit in the first place: the mode
-		// of a regular file's mknod, and of an open that creates (O_CREAT,
-		// or O_TMPFILE and a later linkat). An open without those flags
-		// keeps whatever its mode argument holds: the kernel ignores it.
-		// openat2's mode is in memory, so openat2 fails (below).
-		{Name: "mknod", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
-		{Name: "mknodat", Conditions: []seccomp.Condition{{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
-		{Name: "creat", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
-		{Name: "open", Conditions: []seccomp.Condition{
-			{Argument: 1, Operation: seccomp.BitsSet, Value: openCreates},
-			{Argument: 2, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
-		{Name: "openat", Conditions: []seccomp.Condition{
-			{Argument: 2, Operation: seccomp.BitsSet, Value: openCreates},
-			{Argument: 3, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
 		// The kernel reads an ioctl's request as 32 bits: a value
 		// with any of the upper 32 set is the same request to it, so
 		// it is refused outright (no real request has them).
 		{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.GreaterThan, Value: 0xFFFFFFFF}}},
 		{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: ioctlTIOCSTI}}},
 		{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: ioctlTIOCLINUX}}},
+	}
+	rules = append(rules, setuidRules...)
+	if o.setuidOnly {
+		names, rules = nil, setuidRules
 	}
 	if o.noUnixSockets {
 		rules = append(rules,
@@ -129,7 +144,11 @@ func denyPolicy(names []string, has func(string) bool, o filterOpts) seccomp.Pol
 			conds = append(conds, c)
 		}
 	}
-	groups := []seccomp.SyscallGroup{{Names: names, Action: eperm}, {NamesWithCondtions: conds, Action: eperm}}
+	var groups []seccomp.SyscallGroup
+	if len(names) > 0 {
+		groups = append(groups, seccomp.SyscallGroup{Names: names, Action: eperm})
+	}
+	groups = append(groups, seccomp.SyscallGroup{NamesWithCondtions: conds, Action: eperm})
 	// ENOSYS for the calls whose arguments are in memory a filter cannot
 	// read, which callers take for an older kernel and fall back from:
 	// openat2 (its mode, and so a setuid file, is in struct open_how;
@@ -230,11 +249,29 @@ var filterMemfds = map[bool]func() (*os.File, error){
 	true:  sync.OnceValues(func() (*os.File, error) { return sealedFilter(true) }),
 }
 
+// bwrapFilterMemfd is bwrap's filter (filterOpts.setuidOnly) in a sealed
+// memfd, made once; bwrap reads it from a descriptor of its own
+// (bwrapIsolation.command opens it again for each command: bwrap reads
+// from the file offset, which a shared descriptor would have moved).
+var bwrapFilterMemfd = sync.OnceValues(func() (*os.File, error) {
+	prog, err := filterFor(filterOpts{setuidOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	return sealProgram(prog)
+})
+
 func sealedFilter(noUnixSockets bool) (*os.File, error) {
 	prog, err := trampolineFilters[noUnixSockets]()
 	if err != nil {
 		return nil, err
 	}
+	return sealProgram(prog)
+}
+
+// sealProgram writes prog, as the kernel's struct sock_filter array, to a
+// memfd and seals it.
+func sealProgram(prog []sandboxexec.Filter) (*os.File, error) {
 	fd, err := unix.MemfdCreate("agentbe-seccomp", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("memfd: %w", err)

@@ -9,11 +9,12 @@ import (
 )
 
 // TestSetuidFilesRefused: a command of a filtered mode (landlock,
-// software) cannot leave a setuid or setgid file in the workspace for the
-// host's users, neither by chmod (TestLandlockConfines) nor by making the
-// file with the bit: mknod of a regular file, open or openat with O_CREAT
-// or O_TMPFILE, creat, and openat2, whose mode the filter cannot read
-// (ENOSYS, as for clone3). A file created 0755 and an open without
+// software, and bwrap, which mounts the workspace nosuid inside its
+// sandbox but not where the host's users run it) cannot leave a setuid or
+// setgid file in the workspace for the host's users, neither by chmod nor
+// by making the file with the bit: mknod of a regular file, open or
+// openat with O_CREAT or O_TMPFILE, creat, and openat2, whose mode the
+// filter cannot read (ENOSYS, as for clone3). A file created 0755 and an open without
 // O_CREAT, whatever its mode argument, still work. Mode none runs the same
 // probes as the control: each would leave such a file there.
 func TestSetuidFilesRefused(t *testing.T) {
@@ -26,6 +27,7 @@ func TestSetuidFilesRefused(t *testing.T) {
 			"creat-setuid:" + filepath.Join(dir, "creat"),
 			"openat2-setuid:" + filepath.Join(dir, "openat2"),
 			"open-plain:" + filepath.Join(dir, "plain"),
+			"setuid:" + filepath.Join(dir, "plain"),
 		}
 	}
 	setuidFiles := func(dir string) []string {
@@ -49,11 +51,11 @@ func TestSetuidFilesRefused(t *testing.T) {
 			t.Fatalf("control (mode none): %s = %s; the probe cannot tell the filter's refusals apart", op, r)
 		}
 	}
-	if got := setuidFiles(ctlDir); len(got) != 5 {
-		t.Fatalf("control (mode none) left setuid or setgid files %v, want the 5 named ones (the O_TMPFILE one has no name)", got)
+	if got := setuidFiles(ctlDir); len(got) != 6 {
+		t.Fatalf("control (mode none) left setuid or setgid files %v, want the 6 named ones (the O_TMPFILE one has no name)", got)
 	}
 
-	for _, mode := range []Mode{ModeLandlock, ModeSoftware} {
+	for _, mode := range []Mode{ModeLandlock, ModeSoftware, ModeBwrap} {
 		t.Run(string(mode), func(t *testing.T) {
 			if mode == ModeLandlock && LandlockABI() < 1 {
 				t.Skip("no Landlock on this kernel")
