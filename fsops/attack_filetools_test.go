@@ -3,7 +3,10 @@ package fsops
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -247,5 +250,79 @@ func TestGlobBacktrackingBounded(t *testing.T) {
 	}
 	if got := expandBraces("**/*.{go,{md,txt}}"); strings.Join(got, " ") != "**/*.go **/*.md **/*.txt" {
 		t.Errorf("expandBraces: %q", got)
+	}
+}
+
+// TestWalkOutputBounded: directory_tree and search_files build at most
+// MaxWalkOutput bytes of answer. Symlinks that stay inside are followed
+// (only a link back to an ancestor is cut), so 9 directories that each hold
+// 8 links to the next are 19 million paths; and a file's node in the
+// tree's JSON is indented by its depth, so 20,000 files 1,000 directories
+// down were 400 MB of JSON. Each is refused with TOO_LARGE instead.
+func TestWalkOutputBounded(t *testing.T) {
+	root := t.TempDir()
+	ws := newDirWS(t, root)
+	// os.Root follows at most 8 links in one path, so the DAG is 9 levels of
+	// 8 links each: 8^8 paths at the last level. Long names make each path
+	// count.
+	long := strings.Repeat("l", 200)
+	for i := range 9 {
+		d := filepath.Join(root, "dag", strconv.Itoa(i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for l := range 8 {
+			if err := os.Symlink("../"+strconv.Itoa(i+1), filepath.Join(d, long+strconv.Itoa(l))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(root, "dag", "9"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	deep := filepath.Join(root, "deep", strings.Repeat("d/", 1000))
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10000 {
+		if err := os.WriteFile(filepath.Join(deep, strconv.Itoa(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		what  string
+		bound int64 // walkOutputBound: lowered where each node costs a walk of 8 links
+		f     func() (int, error)
+	}{
+		{"tree of the link DAG", 2 << 20, func() (int, error) {
+			nodes, err := ws.Tree(ctx, "dag/0", TreeOptions{})
+			return len(TreeJSON(nodes)), err
+		}},
+		{"search of the link DAG", 2 << 20, func() (int, error) {
+			hits, err := ws.Search(ctx, "dag/0", "**", SearchOptions{})
+			return len(hits), err
+		}},
+		{"tree of deep files", MaxWalkOutput, func() (int, error) {
+			nodes, err := ws.Tree(ctx, "deep", TreeOptions{})
+			return len(TreeJSON(nodes)), err
+		}},
+	} {
+		walkOutputBound = tc.bound
+		n, err := tc.f()
+		walkOutputBound = MaxWalkOutput
+		if !errcode.Is(err, errcode.TooLarge) || !strings.Contains(err.Error(), "MaxWalkOutput") {
+			t.Errorf("%s: %d, err = %v; want TOO_LARGE naming MaxWalkOutput", tc.what, n, err)
+		}
+	}
+	// Below the bound the answers are whole.
+	if hits, err := ws.Search(ctx, "dag/6", "**", SearchOptions{}); err != nil || len(hits) != 8+64+512 {
+		t.Errorf("search of the DAG's last levels: %d hits, %v", len(hits), err)
+	}
+	if nodes, err := ws.Tree(ctx, "deep/"+strings.Repeat("d/", 1000), TreeOptions{}); err != nil || len(nodes) != 10000 {
+		t.Errorf("the 10,000 files from their own directory: %d nodes, %v", len(nodes), err)
+	}
+	if nodes, err := ws.Tree(ctx, filepath.Join(deep, ".."), TreeOptions{Exclude: []string{"1*", "2*", "3*", "4*", "5*", "6*", "7*", "8*", "9*"}}); err != nil || len(nodes) != 1 {
+		t.Errorf("the deep directory without its files: %d nodes, %v", len(nodes), err)
 	}
 }

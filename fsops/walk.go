@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"path"
 	"slices"
@@ -153,6 +154,21 @@ func (x *treeExcluder) excluded(rel string) bool {
 
 type dirID struct{ dev, ino uint64 }
 
+// MaxWalkOutput bounds the text directory_tree and search_files build:
+// /mcp's default reply limit (--max-reply-bytes), past which the answer
+// could not be sent anyway. Without it, what a walk holds grew with what it
+// visits: symlinks that stay inside are followed, and only a link back to
+// an ancestor is cut, so 20 directories that each hold two links to the
+// next are a million paths; and a file's node in the tree's JSON is indented
+// by its depth, so 100,000 files 1,000 directories down were a gigabyte of
+// spaces.
+const MaxWalkOutput = 32 << 20
+
+// walkOutputBound is MaxWalkOutput; tests lower it.
+var walkOutputBound int64 = MaxWalkOutput
+
+var errWalkTooLarge = errors.New("walk output over MaxWalkOutput")
+
 func buildTree(ctx context.Context, w walker, p string, opts TreeOptions) ([]TreeNode, error) {
 	rel, err := w.wRel(p)
 	if err != nil {
@@ -176,8 +192,9 @@ func buildTree(ctx context.Context, w walker, p string, opts TreeOptions) ([]Tre
 	}
 	excl := newTreeExcluder(append(patterns, opts.Exclude...))
 	seen := map[dirID]bool{}
-	var rec func(dirRel, prefix string, id dirID) ([]TreeNode, error)
-	rec = func(dirRel, prefix string, id dirID) ([]TreeNode, error) {
+	left := walkOutputBound // of TreeJSON's text, estimated from above
+	var rec func(dirRel, prefix string, id dirID, level int) ([]TreeNode, error)
+	rec = func(dirRel, prefix string, id dirID, level int) ([]TreeNode, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -204,6 +221,11 @@ func buildTree(ctx context.Context, w walker, p string, opts TreeOptions) ([]Tre
 					continue // dangling, escaping or unreadable: left out, as the reference does
 				}
 			}
+			// A node is at most 6 lines indented by 2(2 level+2) spaces,
+			// its name escaped (6 bytes a byte at most) and 64 more.
+			if left -= 6*(4*int64(level)+4) + 6*int64(len(e.Name)) + 64; left < 0 {
+				return nil, errWalkTooLarge
+			}
 			if !st.IsDir() {
 				size := st.Size
 				nodes = append(nodes, TreeNode{Name: e.Name, Type: "file", Size: &size})
@@ -212,9 +234,9 @@ func buildTree(ctx context.Context, w walker, p string, opts TreeOptions) ([]Tre
 			node := TreeNode{Name: e.Name, Type: "directory", Children: []TreeNode{}}
 			cid := dirID{st.dev, st.ino}
 			if cid == (dirID{}) || !seen[cid] { // a link back to an ancestor is not descended
-				kids, err := rec(joinRel(dirRel, e.Name), relP, cid)
+				kids, err := rec(joinRel(dirRel, e.Name), relP, cid, level+1)
 				if err != nil {
-					if ctx.Err() != nil {
+					if ctx.Err() != nil || err == errWalkTooLarge {
 						return nil, err
 					}
 				} else {
@@ -225,7 +247,11 @@ func buildTree(ctx context.Context, w walker, p string, opts TreeOptions) ([]Tre
 		}
 		return nodes, nil
 	}
-	nodes, err := rec(rel, "", dirID{info.dev, info.ino})
+	nodes, err := rec(rel, "", dirID{info.dev, info.ino}, 0)
+	if err == errWalkTooLarge {
+		return nil, errcode.New(errcode.TooLarge, "tree", p,
+			"the tree's JSON would be more than %d bytes (MaxWalkOutput); give a directory further down, or excludePatterns, or list it level by level with list_directory", MaxWalkOutput)
+	}
 	if err != nil {
 		return nil, mapErr(opTree, p, err)
 	}
@@ -400,6 +426,7 @@ func search(ctx context.Context, w walker, p, pattern string, opts SearchOptions
 		excl[i] = compileGlob(x)
 	}
 	var hits []searchHit
+	left := walkOutputBound // of the hits' text
 	seen := map[dirID]bool{}
 	var rec func(dirRel, prefix string, id dirID) error
 	rec = func(dirRel, prefix string, id dirID) error {
@@ -437,7 +464,11 @@ func search(ctx context.Context, w walker, p, pattern string, opts SearchOptions
 				}
 			}
 			if glob.match(segs) {
-				hits = append(hits, searchHit{path: path.Join(p, relP), mtime: st.ModTime.UnixMilli()})
+				hit := searchHit{path: path.Join(p, relP), mtime: st.ModTime.UnixMilli()}
+				if left -= int64(len(hit.path)) + 1; left < 0 {
+					return errWalkTooLarge
+				}
+				hits = append(hits, hit)
 			}
 			if st.IsDir() {
 				cid := dirID{st.dev, st.ino}
@@ -450,7 +481,10 @@ func search(ctx context.Context, w walker, p, pattern string, opts SearchOptions
 		}
 		return nil
 	}
-	if err := rec(rel, "", dirID{info.dev, info.ino}); err != nil {
+	if err := rec(rel, "", dirID{info.dev, info.ino}); err == errWalkTooLarge {
+		return nil, errcode.New(errcode.TooLarge, "search", p,
+			"the matches are more than %d bytes of paths (MaxWalkOutput); narrow the pattern, search a directory further down, or add excludePatterns", MaxWalkOutput)
+	} else if err != nil {
 		return nil, mapErr(opSearch, p, err)
 	}
 	if opts.SortBy == "mtime" {
