@@ -133,8 +133,8 @@ func TestStalledReaderLetsGo(t *testing.T) {
 // TestReadOnlyTokenOnEveryPath: a read-only token reaches no writing tool
 // and no command by any route into the SDK or around it: the fast path
 // (JSON and SSE), the SDK's path (a progress token, a key in another case,
-// a repeated params key, a batch), and a session, its own or one the
-// daemon's token opened.
+// a repeated params key, a batch), and its own session; one the daemon's
+// token opened does not let it in.
 func TestReadOnlyTokenOnEveryPath(t *testing.T) {
 	write := func(id int, file string) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"write_file","arguments":{"path":%q,"content":"x"}}}`, id, file)
@@ -168,7 +168,7 @@ func TestReadOnlyTokenOnEveryPath(t *testing.T) {
 	_, id := sessionPost(t, s, map[string]string{"Authorization": "Bearer daemon-token"})
 	resp, body := rawPost(t, s.url(), "POST", write(11, "f11.txt"), map[string]string{
 		"Authorization": "Bearer ro-token", "Mcp-Session-Id": id, "MCP-Protocol-Version": "2025-06-18"})
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "read-only") {
+	if resp.StatusCode != http.StatusForbidden { // TestSessionBoundToItsToken
 		t.Errorf("the daemon token's session, with the read-only token: %d %.300s", resp.StatusCode, body)
 	}
 	for _, root := range []string{e.root, s.root} {
@@ -296,5 +296,66 @@ func TestRepeatedKeysFastAndSDKAgree(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(e.root, "r1.txt")); err == nil {
 			t.Error("the first of two params ran")
 		}
+	}
+}
+
+// TestSessionBoundToItsToken: with a token configured, a session answers
+// only requests that bring the token that opened it: another token that
+// learned its Mcp-Session-Id can neither call in it, nor read its GET
+// stream (where the daemon's questions to the client and the session's
+// notifications go), nor answer the daemon's questions, nor end it (403);
+// the session goes on. Within its session a request still works in the
+// X-Scope-Path it sends, as every request does.
+func TestSessionBoundToItsToken(t *testing.T) {
+	sum := sha256.Sum256([]byte("u1-token"))
+	set, err := httpguard.ParseTokens("tokens.json", []byte(`{"tokens":[{"name":"u1","sha256":"`+hex.EncodeToString(sum[:])+`","scope":"users/u1"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := new(atomic.Pointer[httpguard.TokenSet])
+	tokens.Store(set)
+	e := newEnv(t, func(o *Options) { o.AuthToken, o.Tokens, o.Sessions = "daemon-token", tokens, true })
+	post, id := sessionPost(t, e, map[string]string{"Authorization": "Bearer daemon-token"})
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_allowed_directories","arguments":{}}}`
+	other := map[string]string{"Authorization": "Bearer u1-token", "Mcp-Session-Id": id, "MCP-Protocol-Version": "2025-06-18"}
+	for _, m := range []struct{ method, body string }{
+		{"POST", list},
+		{"POST", `{"jsonrpc":"2.0","id":1,"result":{"action":"accept","content":{"approve":true,"always":true}}}`},
+		{"GET", ""},
+		{"DELETE", ""},
+	} {
+		h := map[string]string{"Accept": "application/json, text/event-stream"}
+		if m.method == "GET" {
+			h["Accept"] = "text/event-stream"
+		}
+		for k, v := range other {
+			h[k] = v
+		}
+		// The status only: a GET that is let in is a stream that does not end.
+		req, _ := http.NewRequest(m.method, e.url(), strings.NewReader(m.body))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s %.40s in the daemon token's session with another token: %d; want 403", m.method, m.body, resp.StatusCode)
+		}
+	}
+	if code, body := post(list); code != http.StatusOK || !strings.Contains(body, `- `+e.root+`"`) {
+		t.Errorf("the session after the other token's tries: %d %.300s", code, body)
+	}
+	resp, body := rawPost(t, e.url(), "POST", list, map[string]string{"Authorization": "Bearer daemon-token",
+		"Mcp-Session-Id": id, "MCP-Protocol-Version": "2025-06-18", "X-Scope-Path": "users/u2"})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `- `+e.root+`/users/u2"`) {
+		t.Errorf("a request with its own X-Scope-Path in the session: %d %.300s", resp.StatusCode, body)
+	}
+	ownPost, _ := sessionPost(t, e, map[string]string{"Authorization": "Bearer u1-token"})
+	if code, body := ownPost(list); code != http.StatusOK || !strings.Contains(body, `- `+e.root+`/users/u1"`) {
+		t.Errorf("the bound token in its own session: %d %.300s", code, body)
 	}
 }

@@ -15,8 +15,9 @@ import (
 // TestSDKPathCallsAsItsRequest: a tool call the SDK answers runs as the
 // caller its own request was admitted as, the one token lookup of
 // admission (serveSDK hands the caller over): in a stateless request, and
-// in a session opened with another token, where each POST brings its own
-// credential; a client's X-Agentbe-Caller header is never taken.
+// in a session, where each POST brings its own credential (a session
+// admits only the token that opened it: TestSessionBoundToItsToken); a
+// client's X-Agentbe-Caller header is never taken.
 func TestSDKPathCallsAsItsRequest(t *testing.T) {
 	sum := sha256.Sum256([]byte("u1-token"))
 	set, err := httpguard.ParseTokens("tokens.json", []byte(`{"tokens":[{"name":"u1","sha256":"`+hex.EncodeToString(sum[:])+`","scope":"users/u1"}]}`))
@@ -51,22 +52,24 @@ func TestSDKPathCallsAsItsRequest(t *testing.T) {
 	for _, sessions := range []bool{false, true} {
 		e := newEnv(t, func(o *Options) { o.AuthToken, o.Tokens, o.Sessions = "daemon-token", tokens, sessions })
 		e.srv.noFastPath = true
-		session := ""
-		if sessions {
-			if _, session = do(e.url(), "daemon-token", "", initBody); session == "" {
-				t.Fatal("no session")
+		session := map[string]string{}
+		for _, token := range []string{"u1-token", "daemon-token"} {
+			if sessions {
+				if _, session[token] = do(e.url(), token, "", initBody); session[token] == "" {
+					t.Fatal("no session")
+				}
 			}
 		}
-		if got, _ := do(e.url(), "u1-token", session, list); !strings.Contains(got, `- `+e.root+`/users/u1"`) {
+		if got, _ := do(e.url(), "u1-token", session["u1-token"], list); !strings.Contains(got, `- `+e.root+`/users/u1"`) {
 			t.Errorf("sessions %v, the bound token's call: %s", sessions, got)
 		}
-		if got, _ := do(e.url(), "daemon-token", session, list); !strings.Contains(got, `- `+e.root+`"`) {
+		if got, _ := do(e.url(), "daemon-token", session["daemon-token"], list); !strings.Contains(got, `- `+e.root+`"`) {
 			t.Errorf("sessions %v, the daemon token's call: %s", sessions, got)
 		}
-		if session != "" {
+		for token, id := range session {
 			req, _ := http.NewRequest("DELETE", e.url(), nil)
-			req.Header.Set("Authorization", "Bearer daemon-token")
-			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Mcp-Session-Id", id)
 			if resp, err := http.DefaultClient.Do(req); err == nil {
 				resp.Body.Close()
 			}

@@ -2,6 +2,7 @@ package mcphttp
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/agentbe/agentbe-daemon/internal/admit"
@@ -63,6 +65,11 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if s.sessH != nil {
+		// The session's owner (sessionUser): with a token, only requests
+		// that bring the token that opened a session reach it.
+		r = r.WithContext(context.WithValue(r.Context(), sessionUserKey{}, sessionUser(caller)))
+	}
 	if stream {
 		// A session's SSE stream (GET) or its end (DELETE): the SDK's. It
 		// carries no tool call, so no caller.
@@ -214,6 +221,43 @@ func (s *Server) callerOf(hdr http.Header) (admit.Caller, bool) {
 	}
 	r, ok := s.sdkRequestOf(hdr)
 	return r.caller, ok
+}
+
+// sessionUserKey carries a request's sessionUser to bindSessions.
+type sessionUserKey struct{}
+
+// sessionUser names who may use the sessions a request opens and reach:
+// the token it was admitted with (a file token by its name, which a reload
+// keeps; the daemon's token; the operator's). Never "": the SDK binds a
+// session only to a name that is not empty.
+func sessionUser(c admit.Caller) string {
+	switch {
+	case c.Operator:
+		return "operator"
+	case c.Name != "":
+		return "token " + c.Name
+	default:
+		return "daemon token"
+	}
+}
+
+// bindSessions binds each session of sessH to the token that opened it,
+// with the SDK's own rule against session hijacking: a request for a
+// session that brings another token is answered 403 "session user
+// mismatch", whatever its method, and the session goes on. The SDK reads
+// the owner from auth.TokenInfo.UserID, which only its bearer-token
+// middleware puts in a request's context; the token was checked by
+// admission already, so the verifier only names the caller's sessionUser.
+// Without a token every client is the same user, and nothing is bound.
+func bindSessions(sessH http.Handler) http.Handler {
+	verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		user, _ := r.Context().Value(sessionUserKey{}).(string)
+		if user == "" {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: user}, nil
+	}
+	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sessH)
 }
 
 // accepts reads Accept headers. A missing header accepts anything.

@@ -312,6 +312,9 @@ func New(opts Options) (*Server, error) {
 			Logger:         sdkLog, MaxRequestBodyBytes: sdkMax,
 			DisableLocalhostProtection: s.token.Required(),
 		})
+		if s.token.Required() {
+			s.sessH = bindSessions(s.sessH)
+		}
 	}
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	return s, nil
