@@ -162,3 +162,43 @@ func TestAttackBwrapHostilePathNames(t *testing.T) {
 		}
 	}
 }
+
+// TestGapsNameWhatIsReachable: what an attack reaches and the mode does
+// not stop is in Gaps (the start-up log's gaps, /health's isolationGaps).
+// A bwrap command with the network shares the host's network namespace,
+// and with it every abstract unix socket (the names belong to the
+// namespace, not to a path a mount could hide): reached with the network,
+// not without. A landlock command reads the command line of every process
+// on the host in /proc (other scopes' commands included), though not
+// their environment.
+func TestGapsNameWhatIsReachable(t *testing.T) {
+	abstract := listenAbstract(t)
+	t.Run("bwrap", func(t *testing.T) {
+		for _, noNet := range []bool{false, true} {
+			e, ws := newExec(t, ModeBwrap, func(c *Config) { c.NoNetwork = noNet })
+			op := "connect-abstract:" + abstract
+			got := runProbes(t, e, ws, []string{op})[op]
+			named := strings.Contains(strings.Join(e.Gaps(), "\n"), "abstract unix socket")
+			switch {
+			case !noNet && (got != "ok" || !named):
+				t.Errorf("with the network: the host's abstract socket: %s; named in Gaps: %v (%q)", got, named, e.Gaps())
+			case noNet && (got != "ECONNREFUSED" || named):
+				t.Errorf("without the network: the host's abstract socket: %s (want ECONNREFUSED); named in Gaps: %v (%q)", got, named, e.Gaps())
+			}
+		}
+	})
+	t.Run("landlock", func(t *testing.T) {
+		if LandlockABI() < 1 {
+			t.Skip("no Landlock on this kernel")
+		}
+		e, ws := newExec(t, ModeLandlock)
+		other := startSleeper(t)
+		got := runProbes(t, e, ws, []string{"read:/proc/" + other + "/cmdline", "read:/proc/" + other + "/environ"})
+		if got["read:/proc/"+other+"/cmdline"] != "ok" || got["read:/proc/"+other+"/environ"] != "EACCES" {
+			t.Errorf("another process's command line and environment: %v", got)
+		}
+		if !strings.Contains(strings.Join(e.Gaps(), "\n"), "command line") {
+			t.Errorf("a landlock command reads other processes' command lines; Gaps do not say so: %q", e.Gaps())
+		}
+	})
+}

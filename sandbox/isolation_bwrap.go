@@ -240,6 +240,11 @@ func (bwrapIsolation) gaps(e *executor) []string {
 	if rootCommands(e) {
 		g = append(g, "files: commands are root on the workspace's files (root daemon without --run-as)")
 	}
+	if !e.cfg.NoNetwork {
+		// Abstract unix socket names belong to the network namespace,
+		// which --share-net shares; no mount hides them.
+		g = append(g, "unix sockets: with the network, every abstract unix socket of the host's network namespace (the commands share it; named sockets only where bound in)")
+	}
 	if e.bwrapFilter == nil {
 		g = append(g, fmt.Sprintf("setuid files: a command can leave a setuid or setgid program of its user in the workspace (the seccomp filter is unavailable: %v)", e.bwrapFilterErr))
 	}

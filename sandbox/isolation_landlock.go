@@ -166,6 +166,9 @@ func (l *landlockIsolation) gaps(e *executor) []string {
 	if l.handledNet != 0 {
 		g = append(g, "network: UDP (the Landlock rules cover TCP only)")
 	}
+	// /proc is granted whole: Landlock has no rule for a part of it, and
+	// commands need their own entries.
+	g = append(g, "processes: the command line and status of every process of the host in /proc, other scopes' commands included (their environment, descriptors, directories and memory are refused)")
 	if rootCommands(e) {
 		g = append(g, "chmod, utime and extended attributes of every root-owned file of the host (root daemon without --run-as; setuid bits are refused)")
 	} else {
