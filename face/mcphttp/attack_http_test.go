@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -357,5 +358,54 @@ func TestSessionBoundToItsToken(t *testing.T) {
 	ownPost, _ := sessionPost(t, e, map[string]string{"Authorization": "Bearer u1-token"})
 	if code, body := ownPost(list); code != http.StatusOK || !strings.Contains(body, `- `+e.root+`/users/u1"`) {
 		t.Errorf("the bound token in its own session: %d %.300s", code, body)
+	}
+}
+
+// TestSessionStreamsBounded: a session has at most one GET stream (a
+// second gets 409 while the first is open), so what streams a client can
+// hold open is bounded by --mcp-max-sessions; a stream nobody reads ends
+// with its session (DELETE here; idle expiry alike), and takes no
+// in-flight slot while it lasts.
+func TestSessionStreamsBounded(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Sessions = true })
+	_, id := sessionPost(t, e, nil)
+	get := func() *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", e.url(), nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	first := get()
+	defer first.Body.Close()
+	if first.StatusCode != http.StatusOK {
+		t.Fatalf("first GET: %d", first.StatusCode)
+	}
+	second := get()
+	second.Body.Close()
+	if second.StatusCode != http.StatusConflict {
+		t.Errorf("second GET stream of one session: %d, want 409", second.StatusCode)
+	}
+	if n := e.srv.inflight.Held("127.0.0.1"); n != 0 {
+		t.Errorf("an open GET stream holds %d in-flight slots", n)
+	}
+	req, _ := http.NewRequest("DELETE", e.url(), nil)
+	req.Header.Set("Mcp-Session-Id", id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	done := make(chan error, 1)
+	go func() { _, err := io.Copy(io.Discard, first.Body); done <- err }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Error("the GET stream of an ended session is still open")
 	}
 }
