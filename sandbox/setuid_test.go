@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // TestSetuidFilesRefused: a command of a filtered mode (landlock,
@@ -55,14 +57,43 @@ func TestSetuidFilesRefused(t *testing.T) {
 		t.Fatalf("control (mode none) left setuid or setgid files %v, want the 6 named ones (the O_TMPFILE one has no name)", got)
 	}
 
-	for _, mode := range []Mode{ModeLandlock, ModeSoftware, ModeBwrap} {
-		t.Run(string(mode), func(t *testing.T) {
+	var runAs string
+	if os.Geteuid() == 0 {
+		runAs = throwawayUser(t, "agsu")
+	}
+	for _, tc := range []struct {
+		mode  Mode
+		runAs bool
+	}{{ModeLandlock, false}, {ModeSoftware, false}, {ModeBwrap, false}, {ModeLandlock, true}, {ModeSoftware, true}, {ModeBwrap, true}} {
+		mode := tc.mode
+		name := string(mode)
+		if tc.runAs {
+			name += "/run-as"
+		}
+		t.Run(name, func(t *testing.T) {
 			if mode == ModeLandlock && LandlockABI() < 1 {
 				t.Skip("no Landlock on this kernel")
 			}
-			e, ws := newExec(t, mode)
+			if tc.runAs && runAs == "" {
+				t.Skip("--run-as needs a root daemon; this test runs as another user")
+			}
+			var e Executor
+			var ws string
+			if tc.runAs {
+				// A workspace the run-as user reaches and writes.
+				ws = testenv.SharedTempDir(t)
+				if err := os.Chmod(ws, 0o777); err != nil {
+					t.Fatal(err)
+				}
+				e, _ = newExec(t, mode, func(c *Config) { c.WorkspaceRoot, c.RunAs = ws, runAs })
+			} else {
+				e, ws = newExec(t, mode)
+			}
 			dir := filepath.Join(ws, "d")
-			if err := os.Mkdir(dir, 0o755); err != nil {
+			if err := os.Mkdir(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, 0o777); err != nil { // whatever the umask
 				t.Fatal(err)
 			}
 			got := runProbes(t, e, ws, ops(dir))
