@@ -5,7 +5,11 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
+
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
@@ -111,5 +115,82 @@ func TestSetuidFilesRefused(t *testing.T) {
 				t.Errorf("%s: a command left setuid or setgid files in the workspace: %v", mode, found)
 			}
 		})
+	}
+}
+
+// TestSetuidRulesInEveryFilter runs every variant of the filter (the
+// software mode's spawner, the trampoline's two, bwrap's) in a BPF
+// interpreter on the ways to a setuid or setgid file, with the argument's
+// upper 32 bits set too, and on the calls a build makes all day that look
+// like them. bwrap's variant holds nothing else: ptrace, unshare and
+// mount stay bwrap's namespaces' to contain.
+func TestSetuidRulesInEveryFilter(t *testing.T) {
+	const (
+		allow = uint32(unix.SECCOMP_RET_ALLOW)
+		eperm = uint32(unix.SECCOMP_RET_ERRNO) | uint32(unix.EPERM)
+		nosys = uint32(unix.SECCOMP_RET_ERRNO) | uint32(unix.ENOSYS)
+		suid  = unix.S_ISUID | 0o755
+		sgid  = unix.S_ISGID | 0o755
+	)
+	info, err := arch.GetInfo(runtime.GOARCH)
+	if err != nil {
+		t.Skipf("no seccomp tables for %s: %v", runtime.GOARCH, err)
+	}
+	variants := map[string]filterOpts{
+		"spawner": {}, "trampoline": {blockClone3: true}, "trampoline without unix sockets": {blockClone3: true, noUnixSockets: true},
+		"bwrap": {setuidOnly: true},
+	}
+	fdcwd := int32(unix.AT_FDCWD)
+	at := uint64(uint32(fdcwd))
+	for name, o := range variants {
+		prog, err := filterFor(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type call struct {
+			what string
+			nr   string
+			args []uint64
+			want uint32
+		}
+		calls := []call{
+			{"chmod 4755", "fchmodat", []uint64{at, 0, suid}, eperm},
+			{"chmod 2755, upper bits set", "fchmodat", []uint64{at, 0, sgid | 1<<40}, eperm},
+			{"fchmod 4755", "fchmod", []uint64{3, suid}, eperm},
+			{"fchmodat2 4755", "fchmodat2", []uint64{at, 0, suid, 0}, eperm},
+			{"mknodat S_IFREG|4755", "mknodat", []uint64{at, 0, unix.S_IFREG | suid, 0}, eperm},
+			{"openat O_CREAT 4755", "openat", []uint64{at, 0, unix.O_CREAT | unix.O_WRONLY, suid}, eperm},
+			{"openat O_CREAT 2755", "openat", []uint64{at, 0, unix.O_CREAT | unix.O_WRONLY | unix.O_CLOEXEC, sgid}, eperm},
+			{"openat O_TMPFILE 4755", "openat", []uint64{at, 0, unix.O_TMPFILE | unix.O_WRONLY, suid}, eperm},
+			{"openat2", "openat2", []uint64{at, 0, 0, 24}, nosys},
+			{"chmod 755", "fchmodat", []uint64{at, 0, 0o755}, allow},
+			{"chmod 1777 (sticky)", "fchmodat", []uint64{at, 0, unix.S_ISVTX | 0o777}, allow},
+			{"mknodat FIFO", "mknodat", []uint64{at, 0, unix.S_IFIFO | 0o644, 0}, allow},
+			{"openat O_CREAT 755", "openat", []uint64{at, 0, unix.O_CREAT | unix.O_WRONLY, 0o755}, allow},
+			{"openat without O_CREAT, mode 4755", "openat", []uint64{at, 0, unix.O_RDONLY, suid}, allow},
+			{"openat O_DIRECTORY, mode 4755", "openat", []uint64{at, 0, unix.O_RDONLY | unix.O_DIRECTORY, suid}, allow},
+		}
+		if _, ok := info.SyscallNames["creat"]; ok {
+			calls = append(calls, call{"creat 4755", "creat", []uint64{0, suid}, eperm}, call{"open O_CREAT 4755", "open", []uint64{0, unix.O_CREAT, suid}, eperm},
+				call{"open without O_CREAT, mode 4755", "open", []uint64{0, unix.O_RDONLY, suid}, allow})
+		}
+		if o.setuidOnly {
+			calls = append(calls, call{"ptrace", "ptrace", []uint64{unix.PTRACE_ATTACH, 1}, allow}, call{"unshare", "unshare", []uint64{unix.CLONE_NEWUSER}, allow},
+				call{"clone3", "clone3", []uint64{0, 88}, allow})
+		} else {
+			calls = append(calls, call{"ptrace", "ptrace", []uint64{unix.PTRACE_ATTACH, 1}, eperm})
+		}
+		for _, c := range calls {
+			nr, ok := info.SyscallNames[c.nr]
+			if !ok {
+				t.Fatalf("%s has no %s", runtime.GOARCH, c.nr)
+			}
+			if got := seccompVerdict(t, prog, uint32(info.ID), uint32(nr), c.args...); got != c.want {
+				t.Errorf("%s filter: %s = %#x, want %#x", name, c.what, got, c.want)
+			}
+		}
+		if got := seccompVerdict(t, prog, uint32(arch.I386.ID), 15, 0, suid); got != uint32(unix.SECCOMP_RET_KILL_PROCESS) {
+			t.Errorf("%s filter: chmod through the i386 ABI = %#x, want the process killed", name, got)
+		}
 	}
 }
