@@ -103,7 +103,9 @@ func listenAbstract(t *testing.T) string {
 // by another name; the numbers in /proc/<pid>/fd can be listed by a
 // command of the daemon's user, what they lead to cannot), nor writes the shared temporary directories
 // /dev/shm and /var/tmp, nor connects to an abstract unix socket the
-// daemon listens on. Mode none runs the same probes as the control.
+// daemon listens on, nor reaches another scope's private TMPDIR or the
+// directory that holds the scopes' ones. Mode none runs the same probes
+// as the control.
 func TestAttackLandlockHostThroughProc(t *testing.T) {
 	if LandlockABI() < 6 {
 		t.Skipf("this kernel's Landlock ABI is %d; the test needs 6 (scoped abstract sockets)", LandlockABI())
@@ -138,6 +140,26 @@ func TestAttackLandlockHostThroughProc(t *testing.T) {
 		}
 		if got[op] != want {
 			t.Errorf("landlock: %s = %s, want %s", op, got[op], want)
+		}
+	}
+
+	// Another scope's private TMPDIR, where its commands leave their
+	// temporary files: neither read nor written nor listed from this one.
+	a, b := filepath.Join(ws, "a"), filepath.Join(ws, "b")
+	for _, d := range []string{a, b} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := run(t, e, Request{Command: `echo s3cret > "$TMPDIR/f" && printf %s "$TMPDIR"`, Boundary: b})
+	tmpB := string(res.Stdout)
+	if res.ExitCode != 0 || tmpB == "" {
+		t.Fatalf("scope b's TMPDIR: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	tmpOps := []string{"read:" + tmpB + "/f", "write:" + tmpB + "/g", "readdir:" + tmpB, "readdir:" + filepath.Dir(tmpB)}
+	for op, r := range runProbes(t, e, a, tmpOps) {
+		if r != "EACCES" {
+			t.Errorf("landlock, scope a: %s = %s, want EACCES", op, r)
 		}
 	}
 }
