@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -560,5 +561,52 @@ navigator.serviceWorker.getRegistrations().then(rs => {
 	}
 	if n := hits.Load(); n != 0 {
 		t.Errorf("the refused server got %d requests from the service worker", n)
+	}
+}
+
+// TestConnectionFloodIsBounded: a page that opens 3000 WebSockets and 3000
+// fetches to its own server, which holds each one open, makes the daemon
+// hold a bounded number of connections: Chromium caps its sockets to a
+// proxy (here about 130 reached the server, each two descriptors of the
+// session's proxy and one of the test's server). The session is closed
+// and gives every one back.
+func TestConnectionFloodIsBounded(t *testing.T) {
+	needBrowser(t)
+	var held atomic.Int64
+	release := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hold", func(w http.ResponseWriter, r *http.Request) {
+		held.Add(1)
+		defer held.Add(-1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	srv := httptest.NewUnstartedServer(mux)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>Flood</title><body><script>window.k = [];
+for (let i = 0; i < 3000; i++) { try { window.k.push(new WebSocket(%q)); } catch (e) {} }
+for (let i = 0; i < 3000; i++) fetch("/hold?" + i).catch(() => {});</script>`, "ws://"+srv.Listener.Addr().String()+"/hold")
+	})
+	srv.Start()
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	f := setup(t, func(o *Options) { o.Net = allowing(t, srv.URL) })
+	f.srv = srv
+	fds := func() int { es, _ := os.ReadDir("/proc/self/fd"); return len(es) }
+	before := fds()
+	id := f.start(t)
+	f.gotoPage(t, id, "/")
+	time.Sleep(3 * time.Second)
+	if n, h := fds()-before, held.Load(); h == 0 || n > 1000 {
+		t.Errorf("the server holds %d of the page's connections, and the test's process %d more descriptors", h, n)
+	}
+	f.must(t, "browser.close", `{"sessionId":"`+id+`"}`)
+	for deadline := time.Now().Add(10 * time.Second); held.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if h := held.Load(); h != 0 {
+		t.Errorf("%d connections still held after the session was closed", h)
 	}
 }
