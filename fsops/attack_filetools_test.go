@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbe/agentbe-daemon/errcode"
 )
 
@@ -363,5 +365,64 @@ func TestEditDiffWorkBounded(t *testing.T) {
 	}
 	if got, _ := ws.ReadFile("f"); string(got) != b.String() {
 		t.Errorf("the edit was not applied")
+	}
+}
+
+// TestWritesReplaceNotWriteThrough: a hard link to a file outside the
+// workspace (link(2) by a command) and a setuid file are replaced by
+// write_file and edit_file, never written through or kept setuid: the write
+// goes to a temp file renamed over the name, with the old permission bits
+// only (fs.FileMode.Perm). Reads do read a hard link: it is the same file,
+// which the command that made the link could already reach.
+func TestWritesReplaceNotWriteThrough(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(outside, []byte("outside\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	ws := newDirWS(t, root)
+	if err := os.Link(outside, filepath.Join(root, "link")); err != nil {
+		t.Skipf("no hard link across the two temp directories: %v", err)
+	}
+	if err := ws.WriteFile("link", []byte("mine\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(outside, filepath.Join(root, "link2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ws.Edit("link2", []Edit{{OldText: "outside", NewText: "edited"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(outside); string(got) != "outside\n" {
+		t.Errorf("the outside file was written through a hard link: %q", got)
+	}
+	if got, _ := ws.ReadFile("link2"); string(got) != "edited\n" {
+		t.Errorf("link2 after the edit: %q", got)
+	}
+
+	suid := filepath.Join(root, "suid")
+	if err := os.WriteFile(suid, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Chmod(suid, 0o6755); err != nil {
+		t.Fatal(err)
+	}
+	for _, write := range []func() error{
+		func() error { return ws.WriteFile("suid", []byte("#!/bin/sh\necho hi\n")) },
+		func() error { _, err := ws.Edit("suid", []Edit{{OldText: "hi", NewText: "ho"}}, false); return err },
+	} {
+		if err := write(); err != nil {
+			t.Fatal(err)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(suid, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode&0o7777 != 0o755 {
+			t.Errorf("rewritten setuid file has mode %o, want 755", st.Mode&0o7777)
+		}
+		if err := unix.Chmod(suid, 0o6755); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
