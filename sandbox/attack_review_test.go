@@ -224,3 +224,49 @@ func TestGapsNameWhatIsReachable(t *testing.T) {
 		}
 	})
 }
+
+// TestAttackKernelSettings: a command (root without capabilities, for a
+// root daemon without --run-as) cannot open for writing the kernel's
+// settings that a root-owned file's owner bits would let it change
+// without any capability: /proc/sys (core_pattern, whose pipe would run a
+// workspace program as root on the next crash), /proc/sysrq-trigger, and
+// the cgroup file system. bwrap remounts /proc/sys and sysrq-trigger
+// read-only in its fresh /proc and has no /sys; landlock grants /proc
+// for reading only and no /sys. Nothing is written: the probe opens and
+// closes. Mode none (root: every open succeeds) is the control.
+func TestAttackKernelSettings(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the owner bits of these files are root's: the attack is a root command's")
+	}
+	cg := "/sys/fs/cgroup/cgroup.procs"
+	if _, err := os.Stat(cg); err != nil {
+		cg = "/sys/fs/cgroup/pids/cgroup.procs"
+	}
+	// Only what the control opens here is tried (a container may lack
+	// sysrq-trigger, or mount /proc/sys read-only itself).
+	var ops []string
+	none, nws := newExec(t, ModeNone)
+	for op, r := range runProbes(t, none, nws, []string{"openw:/proc/sys/kernel/core_pattern", "openw:/proc/sysrq-trigger", "openw:" + cg}) {
+		if r == "ok" {
+			ops = append(ops, op)
+		} else {
+			t.Logf("control (mode none): %s = %s: not tried", op, r)
+		}
+	}
+	if len(ops) == 0 {
+		t.Skip("root cannot open any of them for writing here, so the modes' refusals cannot be told apart")
+	}
+	for _, mode := range []Mode{ModeBwrap, ModeLandlock} {
+		t.Run(string(mode), func(t *testing.T) {
+			if mode == ModeLandlock && LandlockABI() < 1 {
+				t.Skip("no Landlock on this kernel")
+			}
+			e, ws := newExec(t, mode)
+			for op, r := range runProbes(t, e, ws, ops) {
+				if r == "ok" {
+					t.Errorf("%s: %s = ok: a command could change the kernel's settings", mode, op)
+				}
+			}
+		})
+	}
+}

@@ -28,6 +28,11 @@ var etcFiles = []string{
 	"/etc/localtime", "/etc/timezone", "/etc/mime.types",
 }
 
+// procReadOnly are the parts of /proc that change the kernel, not a
+// process: bound read-only over bwrap's fresh /proc (buildBwrapBase), as
+// container runtimes do.
+var procReadOnly = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/fs"}
+
 // systemDirs are bound read-only. On merged-/usr systems (Debian 12) /bin,
 // /lib, ... are symlinks into /usr; those are recreated as the same
 // symlinks rather than bound, which would fail or duplicate /usr.
@@ -67,7 +72,20 @@ func (e *executor) buildBwrapBase() []string {
 	// read-only paths: either may itself live under /tmp, and a tmpfs
 	// mounted after a bind would hide it (the reference daemon's order,
 	// which breaks every command in that case).
-	args = append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+	args = append(args, "--proc", "/proc")
+	// The kernel's settings in the fresh /proc, read-only: a file of
+	// /proc/sys is writable by its owner bits alone, so a command whose
+	// uid is the host's root (a root daemon without --run-as: bwrap maps
+	// 0 to 0) could set kernel.core_pattern or kernel.modprobe to a
+	// workspace program the kernel then runs as root, capabilities or
+	// not. bwrap means to cover /proc/sys itself but skips it (the
+	// directory is never writable, so its access(2) check says it is
+	// already read-only). The host's /proc/sys is bound: its entries are
+	// those of the reader's namespaces all the same.
+	for _, p := range procReadOnly {
+		args = append(args, "--ro-bind-try", p, p)
+	}
+	args = append(args, "--dev", "/dev", "--tmpfs", "/tmp")
 	for _, p := range e.cfg.ReadOnlyPaths {
 		args = append(args, "--ro-bind-try", p, p)
 	}

@@ -240,6 +240,14 @@ func probe(name, arg string) error {
 			return fmt.Errorf("fds:%s", strings.Join(extra, ","))
 		}
 		return nil
+	case "openw":
+		// Opened for writing and closed without a byte written: what a
+		// write would be allowed, without changing the file (a sysctl).
+		fd, err := unix.Open(arg, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		return unix.Close(fd)
 	case "readdir":
 		_, err := os.ReadDir(arg)
 		return err
