@@ -426,3 +426,58 @@ func TestWritesReplaceNotWriteThrough(t *testing.T) {
 		}
 	}
 }
+
+// TestGrepBinaryTextHeldBounded: the text before the NUL of the binary files
+// of one directory, held from their search until the in-order merge, is at
+// most grepMaxBinaryHeld; past it a file is read again when merged. Eight
+// files of 24 MiB of text and a NUL held 192 MiB; a directory of 256 MiB
+// ones held them all.
+func TestGrepBinaryTextHeldBounded(t *testing.T) {
+	ws := newDirWS(t, t.TempDir())
+	const files, size = 8, 24 << 20
+	text := append([]byte("needle\n"), bytes.Repeat([]byte("hay\n"), (size-7)/4)...)
+	var names []string
+	for i := range files {
+		name := "f" + strconv.Itoa(i)
+		names = append(names, name)
+		if err := ws.WriteFile("bin/"+name, append(append([]byte(nil), text...), 0, '\n')); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := ws.(walker)
+	g := &grepper{w: w, opts: GrepOptions{Pattern: "needle", OutputMode: "content"}, ctx: context.Background(), rgCap: rgBufferSize}
+	g.linesLeft.Store(grepMaxLines)
+	g.bytesLeft.Store(grepMaxOutput)
+	if err := g.setup(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := openGrepDir(w, "bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := g.searchAll(d, "bin", names, "bin")
+	d.close()
+	held, binaries := 0, 0
+	for _, r := range results {
+		if r.binary != nil {
+			binaries++
+			held += len(r.binary.text)
+		}
+	}
+	if binaries != files || held > grepMaxBinaryHeld {
+		t.Errorf("%d binary files, %d MiB of their text held until the merge; want %d files, at most %d MiB", binaries, held>>20, files, grepMaxBinaryHeld>>20)
+	}
+	// Merged, every file is searched as rg would: the match before the NUL
+	// and the warning.
+	res, err := ws.Grep(context.Background(), GrepOptions{Pattern: "needle", OutputMode: "content", Path: "bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, n := range names {
+		want = append(want, "bin/"+n+":needle", binaryNotice("bin/"+n, "WARNING: stopped searching binary file after match", len(text)))
+	}
+	if res.Output != strings.Join(want, "\n") {
+		t.Errorf("grep of the binary files:\n%s\nwant\n%s", res.Output, strings.Join(want, "\n"))
+	}
+}

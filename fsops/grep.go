@@ -72,6 +72,7 @@ type grepper struct {
 	// output was cut: nothing after it is merged.
 	linesLeft, bytesLeft atomic.Int64
 	cut                  bool
+	binHeld              atomic.Int64 // bytes of binaryFile.text held (grepMaxBinaryHeld)
 }
 
 // take reserves one output line of size bytes; false once the output
@@ -390,7 +391,7 @@ func (g *grepper) walkDir(rel, display string) error {
 			files = append(files, e.name)
 		}
 	}
-	results := g.searchAll(d, files, display)
+	results := g.searchAll(d, rel, files, display)
 	d.close()
 	for _, it := range items {
 		if it.isDir {
@@ -420,20 +421,28 @@ type fileResult struct {
 // walking; what rg searches of it depends on its buffer size at that point,
 // which only the in-order merge knows.
 type binaryFile struct {
-	text []byte // a copy of the content before the NUL
-	nul  int
-	name string
+	text      []byte // a copy of the content before the NUL; nil: read it again
+	nul       int
+	name      string
+	dir, file string // where to read it again
 }
+
+// grepMaxBinaryHeld bounds the text of binary files held between their
+// search and the in-order merge, which alone knows how much of each rg
+// would search. A directory's files are all searched before any is merged,
+// and a file's text before its NUL can be 256 MiB: a directory of such
+// files held every one. Past the bound a file is read again when merged.
+const grepMaxBinaryHeld = 64 << 20
 
 // searchAll searches the named files of one directory with up to GOMAXPROCS
 // workers; results are indexed like names.
-func (g *grepper) searchAll(d grepDir, names []string, display string) []fileResult {
+func (g *grepper) searchAll(d grepDir, rel string, names []string, display string) []fileResult {
 	results := make([]fileResult, len(names))
 	workers := min(runtime.GOMAXPROCS(0), len(names))
 	if workers <= 1 {
 		var buf []byte
 		for i, n := range names {
-			results[i], buf = g.searchOne(d, n, joinDisplay(display, n), false, buf)
+			results[i], buf = g.searchOne(d, rel, n, joinDisplay(display, n), false, buf)
 		}
 		return results
 	}
@@ -453,7 +462,7 @@ func (g *grepper) searchAll(d grepDir, names []string, display string) []fileRes
 					results[i] = fileResult{cut: true}
 					continue
 				}
-				results[i], buf = g.searchOne(d, names[i], joinDisplay(display, names[i]), false, buf)
+				results[i], buf = g.searchOne(d, rel, names[i], joinDisplay(display, names[i]), false, buf)
 			}
 		}()
 	}
@@ -487,12 +496,12 @@ func (g *grepper) merge(r fileResult) {
 // searchFile searches one explicitly named file (filters do not apply).
 func (g *grepper) searchFile(rel, name string, explicit bool) {
 	d := &genericDir{w: g.w, rel: path.Dir(rel)}
-	r, _ := g.searchOne(d, path.Base(rel), name, explicit, nil)
+	r, _ := g.searchOne(d, path.Dir(rel), path.Base(rel), name, explicit, nil)
 	g.merge(r)
 }
 
 // searchOne reads and searches one file; buf is a reusable read buffer.
-func (g *grepper) searchOne(d grepDir, file, name string, explicit bool, buf []byte) (fileResult, []byte) {
+func (g *grepper) searchOne(d grepDir, dir, file, name string, explicit bool, buf []byte) (fileResult, []byte) {
 	data, err := d.read(file, buf, grepMaxFile)
 	if err != nil {
 		return fileResult{}, buf
@@ -503,7 +512,13 @@ func (g *grepper) searchOne(d grepDir, file, name string, explicit bool, buf []b
 		if explicit {
 			return g.searchExplicitBinary(data, nul, name), buf
 		}
-		return fileResult{binary: &binaryFile{text: append([]byte(nil), data[:nul]...), nul: nul, name: name}}, buf
+		b := &binaryFile{nul: nul, name: name, dir: dir, file: file}
+		if g.binHeld.Add(int64(nul)) <= grepMaxBinaryHeld {
+			b.text = append([]byte(nil), data[:nul]...)
+		} else {
+			g.binHeld.Add(-int64(nul)) // read again when merged
+		}
+		return fileResult{binary: b}, buf
 	}
 	limit := 1 // files_with_matches: the first match says it
 	switch g.mode {
@@ -583,6 +598,20 @@ func binaryNotice(name, msg string, nul int) string {
 
 // finishBinary searches an implicitly found binary file, in walk order.
 func (g *grepper) finishBinary(b *binaryFile) fileResult {
+	if b.text != nil {
+		g.binHeld.Add(-int64(b.nul))
+	} else if b.nul > 0 {
+		// Not kept (grepMaxBinaryHeld): read again, and searched as it is
+		// now.
+		data, err := g.w.wRead(joinRel(b.dir, b.file), grepMaxFile)
+		if err != nil {
+			return fileResult{}
+		}
+		if b.nul = bytes.IndexByte(data, 0); b.nul < 0 {
+			b.nul = len(data)
+		}
+		b.text = data[:b.nul]
+	}
 	end, capacity := rgTextEnd(b.text, b.nul, g.rgCap)
 	text := b.text[:end]
 	limit := 1
