@@ -342,6 +342,11 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 // (admit.BodyDeadline), read when the daemon starts; tests shorten it.
 var bodyTimeout = admit.BodyTimeout
 
+// replyStallTimeout is how long a piece of a reply may wait for the client
+// to take it (admit.ReplyDeadline), read when the daemon starts; tests
+// shorten it.
+var replyStallTimeout = admit.ReplyStallTimeout
+
 // reserveGate lets a request on a reserve connection reach only /health and
 // /metrics, without a body, and closes the connection after the answer
 // either way.

@@ -174,7 +174,7 @@ func newDaemon(cfg config.Config, opts Options, table []part) (*Daemon, error) {
 	// rules.
 	d.mux = http.NewServeMux()
 	d.mount(d.parts)
-	d.handler = instrument(admit.BodyDeadline(reserveGate(d.mux), bodyTimeout), d.log, m)
+	d.handler = instrument(admit.BodyDeadline(admit.ReplyDeadline(reserveGate(d.mux), replyStallTimeout), bodyTimeout), d.log, m)
 	return d, nil
 }
 

@@ -432,7 +432,7 @@ func serveSite(ctx context.Context, dir string, o siteServeOptions, stdout, stde
 	// The daemon's read deadlines (internal/admit): a header within 10 s,
 	// a body within 30 s; a keep-alive connection that sends nothing more
 	// is closed after 30 s, so idle connections cannot pile up.
-	srv := &http.Server{Handler: admit.BodyDeadline(s.Handler(rules), admit.BodyTimeout), ReadHeaderTimeout: admit.HeaderTimeout, IdleTimeout: 30 * time.Second, ErrorLog: nil}
+	srv := &http.Server{Handler: admit.BodyDeadline(admit.ReplyDeadline(s.Handler(rules), admit.ReplyStallTimeout), admit.BodyTimeout), ReadHeaderTimeout: admit.HeaderTimeout, IdleTimeout: 30 * time.Second, ErrorLog: nil}
 	// The signals are caught before the line that says the site is served,
 	// so a SIGTERM sent on seeing it shuts the server down gracefully.
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)

@@ -32,11 +32,7 @@ func writeJSONError(w http.ResponseWriter, status int, title, msg string) {
 // request to the SDK's stateless streamable handler. The order matters to
 // clients: an unauthenticated request learns nothing about the root or the
 // scopes, and a wrong root is reported before any scope problem.
-func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
-	// Every write to the client must make progress (stall.go).
-	sw := newStallWriter(rw)
-	defer sw.finish()
-	var w http.ResponseWriter = sw
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// Origin and Host first, then this endpoint's own answers, then the
 	// token, X-Root-Dir, X-Scope-Path and the declared body size: the
 	// steps every HTTP face applies, each once, in internal/admit.

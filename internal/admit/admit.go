@@ -10,9 +10,11 @@
 // its registry call. So no face can drift from another on any of these,
 // and TestAdmissionHasOneHome fails on a file that does any of it again.
 //
-// The servers' read deadlines live here too (deadline.go): a header within
-// HeaderTimeout, a body within BodyTimeout (BodyDeadline), for the daemon's
-// listener and `site serve` alike (TestEveryServerAdmits).
+// The servers' deadlines live here too, for the daemon's listener and
+// `site serve` alike (TestEveryServerAdmits): a header within
+// HeaderTimeout, a body within BodyTimeout (BodyDeadline, deadline.go), and
+// each piece of a reply taken by the client within ReplyStallTimeout
+// (ReplyDeadline, stall.go).
 //
 // A newcomer adding an HTTP face builds one Rules value from the daemon's
 // options and calls Rules.Admit first thing in its handler (or Rules.Begin

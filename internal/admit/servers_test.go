@@ -85,11 +85,12 @@ func TestEveryServerAdmits(t *testing.T) {
 		if !strings.Contains(string(b), s.admits) {
 			t.Errorf("%s runs an HTTP server but no longer contains %q: %s", rel, s.admits, s.why)
 		}
-		// A server that serves the workspace has the read deadlines too
-		// (deadline.go): the header's and, around its handler, the body's.
-		for _, rule := range []string{"admit.HeaderTimeout", "admit.BodyDeadline("} {
+		// A server that serves the workspace has the deadlines too: the
+		// header's and, around its handler, the body's (deadline.go) and
+		// the reply's (stall.go).
+		for _, rule := range []string{"admit.HeaderTimeout", "admit.BodyDeadline(", "admit.ReplyDeadline("} {
 			if !strings.Contains(string(b), rule) {
-				t.Errorf("%s serves the workspace without %s: a client that declares a body, or sends half a header, would hold its connection for ever", rel, rule)
+				t.Errorf("%s serves the workspace without %s: a client that declares a body, sends half a header or stops reading its reply would hold its connection for ever", rel, rule)
 			}
 		}
 	}
