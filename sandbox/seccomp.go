@@ -5,6 +5,8 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
@@ -99,8 +101,8 @@ type filterOpts struct {
 	// sockets, whose end can sendto(2) any named socket. Stream and
 	// seqpacket socketpairs stay: they reach only each other.
 	noUnixSockets bool
-	// setuidOnly is bwrap's filter (bwrap's --seccomp): setuidRules and
-	// openat2 only. bwrap's namespaces already hold what the deny list
+	// setuidOnly is bwrap's filter (bwrap's --seccomp): setuidRules,
+	// openat2 and io_uring only. bwrap's namespaces already hold what the deny list
 	// holds elsewhere (ptrace, mounts and namespaces reach only the
 	// sandbox's own), and tools such as strace, gdb or a nested
 	// sandbox keep working inside it; but bwrap mounts the workspace
@@ -127,7 +129,10 @@ func denyPolicy(names []string, has func(string) bool, o filterOpts) seccomp.Pol
 	}
 	rules = append(rules, setuidRules...)
 	if o.setuidOnly {
-		names, rules = nil, setuidRules
+		// io_uring stays refused: its IORING_OP_OPENAT creates a file
+		// with a mode no rule here would see.
+		names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !strings.HasPrefix(n, "io_uring_") })
+		rules = setuidRules
 	}
 	if o.noUnixSockets {
 		rules = append(rules,

@@ -19,8 +19,9 @@ import (
 // sandbox but not where the host's users run it) cannot leave a setuid or
 // setgid file in the workspace for the host's users, neither by chmod nor
 // by making the file with the bit: mknod of a regular file, open or
-// openat with O_CREAT or O_TMPFILE, creat, and openat2, whose mode the
-// filter cannot read (ENOSYS, as for clone3). A file created 0755 and an open without
+// openat with O_CREAT or O_TMPFILE, creat, and openat2 and io_uring,
+// whose modes the filter cannot read (ENOSYS for openat2, as for clone3;
+// EPERM for io_uring). A file created 0755 and an open without
 // O_CREAT, whatever its mode argument, still work. Mode none runs the same
 // probes as the control: each would leave such a file there.
 func TestSetuidFilesRefused(t *testing.T) {
@@ -34,6 +35,9 @@ func TestSetuidFilesRefused(t *testing.T) {
 			"openat2-setuid:" + filepath.Join(dir, "openat2"),
 			"open-plain:" + filepath.Join(dir, "plain"),
 			"setuid:" + filepath.Join(dir, "plain"),
+			// io_uring's IORING_OP_OPENAT would create a file with a mode
+			// no rule sees: refused outright.
+			"io_uring:",
 		}
 	}
 	setuidFiles := func(dir string) []string {
@@ -163,6 +167,8 @@ func TestSetuidRulesInEveryFilter(t *testing.T) {
 			{"openat O_CREAT 2755", "openat", []uint64{at, 0, unix.O_CREAT | unix.O_WRONLY | unix.O_CLOEXEC, sgid}, eperm},
 			{"openat O_TMPFILE 4755", "openat", []uint64{at, 0, unix.O_TMPFILE | unix.O_WRONLY, suid}, eperm},
 			{"openat2", "openat2", []uint64{at, 0, 0, 24}, nosys},
+			{"io_uring_setup (IORING_OP_OPENAT takes a mode)", "io_uring_setup", []uint64{1, 0}, eperm},
+			{"io_uring_enter", "io_uring_enter", []uint64{3, 1, 0, 0}, eperm},
 			{"chmod 755", "fchmodat", []uint64{at, 0, 0o755}, allow},
 			{"chmod 1777 (sticky)", "fchmodat", []uint64{at, 0, unix.S_ISVTX | 0o777}, allow},
 			{"mknodat FIFO", "mknodat", []uint64{at, 0, unix.S_IFIFO | 0o644, 0}, allow},
