@@ -272,6 +272,13 @@ func TestKeepalive(t *testing.T) {
 					nc.Reject(gossh.Prohibited, "")
 				}
 			}()
+			// With keepalive on, wait as long as a loaded machine may take
+			// to send the first one; with it off, a window of 15 intervals
+			// in which none may come.
+			wait := 300 * time.Millisecond
+			if tc.want {
+				wait = 10 * time.Second
+			}
 			select {
 			case req := <-reqs:
 				if !tc.want {
@@ -281,9 +288,9 @@ func TestKeepalive(t *testing.T) {
 					t.Fatalf("got %q (want-reply %v), want keepalive@openssh.com with want-reply", req.Type, req.WantReply)
 				}
 				req.Reply(false, nil) // what OpenSSH answers
-			case <-time.After(300 * time.Millisecond):
+			case <-time.After(wait):
 				if tc.want {
-					t.Fatal("no keepalive within 300ms at a 20ms interval")
+					t.Fatalf("no keepalive within %v at a 20ms interval", wait)
 				}
 			}
 			go gossh.DiscardRequests(reqs)
