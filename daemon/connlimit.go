@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/internal/admit"
+	"github.com/agentbe/agentbe-daemon/internal/ratelog"
 )
 
 // Connection bounds. Every accepted TCP connection counts against
@@ -48,8 +49,6 @@ const (
 	// pipes and ptys of commands, the log, the host key): the connection
 	// cap is lowered if the descriptor limit cannot hold both.
 	fdReserve = 256
-	// refusalLogEvery rate-limits the warning about refused connections.
-	refusalLogEvery = 10 * time.Second
 )
 
 // connLimiter is a net.Listener that enforces the connection caps. Its
@@ -73,8 +72,7 @@ type connLimiter struct {
 	// once at accept and once at release; shedding reads their idle state.
 	conns map[*limitedConn]struct{}
 
-	lastLog  time.Time
-	sinceLog int // refusals since the last warning
+	warns ratelog.Every // the warnings about refused connections, rate-limited
 
 	// opened and closed, when set, are told of each admitted connection
 	// (not reserve ones) and of its end (memoryReturner).
@@ -246,15 +244,12 @@ func (l *connLimiter) shedIfPressed(ip netip.Addr) []net.Conn {
 	return shed
 }
 
-// noteRefusal logs refused connections at warn, at most once every
-// refusalLogEvery, with how many were refused since. l.mu is held.
+// noteRefusal logs a refused connection at warn, rate-limited (ratelog:
+// at most one line every 10 s, with how many were refused since). l.mu is
+// held.
 func (l *connLimiter) noteRefusal(reason string, ip netip.Addr) {
-	l.sinceLog++
-	if now := time.Now(); now.Sub(l.lastLog) >= refusalLogEvery {
-		l.log.Warn("connection refused: too many connections", "limit", "--"+reason, "remote", ip.String(),
-			"refused_since_last_warning", l.sinceLog, "open", l.total, "max", l.max, "max_per_ip", l.perIP)
-		l.lastLog, l.sinceLog = now, 0
-	}
+	l.warns.Warn(l.log, "connections", "connection refused: too many connections", "limit", "--"+reason, "remote", ip.String(),
+		"open", l.total, "max", l.max, "max_per_ip", l.perIP)
 }
 
 func (l *connLimiter) release(c *limitedConn) {

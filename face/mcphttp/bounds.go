@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"sync"
 	"sync/atomic"
-	"time"
 	"unicode/utf8"
 
 	"github.com/agentbe/agentbe-daemon/internal/mcpjson"
@@ -215,40 +212,4 @@ func jsonStringLen(s string) int {
 		i += size
 	}
 	return n
-}
-
-// warnEvery rate-limits the warnings about refused requests, per kind: at
-// most one every warnInterval, with how many were refused since.
-type warnEvery struct {
-	mu    sync.Mutex
-	kinds map[string]*warnKind
-}
-
-type warnKind struct {
-	last    time.Time
-	skipped int
-}
-
-const warnInterval = 10 * time.Second
-
-func (e *warnEvery) warn(log *slog.Logger, kind, msg string, args ...any) {
-	e.mu.Lock()
-	if e.kinds == nil {
-		e.kinds = map[string]*warnKind{}
-	}
-	k := e.kinds[kind]
-	if k == nil {
-		k = &warnKind{}
-		e.kinds[kind] = k
-	}
-	now := time.Now()
-	if now.Sub(k.last) < warnInterval {
-		k.skipped++
-		e.mu.Unlock()
-		return
-	}
-	skipped := k.skipped
-	k.last, k.skipped = now, 0
-	e.mu.Unlock()
-	log.Warn(msg, append(args, "refused_since_last_warning", skipped)...)
 }

@@ -77,7 +77,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.inflight != nil {
 		held, ok := s.inflight.Acquire(r.Context(), r.RemoteAddr)
 		if !ok {
-			s.warns.warn(s.log, "inflight", "too many requests in flight; answered 429", "remote", r.RemoteAddr, "limit", s.inflight.Limit())
+			s.warns.Warn(s.log, "inflight", "too many requests in flight; answered 429", "remote", r.RemoteAddr, "limit", s.inflight.Limit())
 			s.inflight.Busy().Write(w)
 			return
 		}
@@ -107,7 +107,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// Batches: refused whole beyond MaxBatch, before any message runs.
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
 		if n, ok := batchLen(t, s.maxBatch); ok && n > s.maxBatch {
-			s.warns.warn(s.log, "batch", "batch too large; answered 400", "remote", r.RemoteAddr, "limit", s.maxBatch)
+			s.warns.Warn(s.log, "batch", "batch too large; answered 400", "remote", r.RemoteAddr, "limit", s.maxBatch)
 			writeRPCError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest,
 				fmt.Sprintf("the batch has more than %d messages, the daemon's limit (--max-batch); send at most %d per request", s.maxBatch, s.maxBatch))
 			return
@@ -116,7 +116,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if s.sessH != nil {
 		if r.Header.Get("Mcp-Session-Id") == "" && s.sessionCount() >= s.maxSess {
-			s.warns.warn(s.log, "sessions", "too many MCP sessions; answered 503", "remote", r.RemoteAddr, "limit", s.maxSess)
+			s.warns.Warn(s.log, "sessions", "too many MCP sessions; answered 503", "remote", r.RemoteAddr, "limit", s.maxSess)
 			writeJSONError(w, http.StatusServiceUnavailable, "Too many sessions",
 				fmt.Sprintf("the daemon has %d open MCP sessions, its limit (--mcp-max-sessions); end one (DELETE /mcp) or retry after idle sessions expire", s.maxSess))
 			return

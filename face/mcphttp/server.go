@@ -56,6 +56,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/internal/ratelog"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
@@ -186,7 +187,7 @@ type Server struct {
 	// stdioMaxInflight caps the requests of one stdio session waiting for
 	// answers (MaxInflightPerIP: a session is one client); 0: no cap.
 	stdioMaxInflight int
-	warns            warnEvery // refusals of bounds.go, rate-limited
+	warns            ratelog.Every // refusals of bounds.go, rate-limited
 
 	mu     sync.Mutex
 	closed bool

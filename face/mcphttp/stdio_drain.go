@@ -542,7 +542,7 @@ func (w *countingWriter) Close() error { return nil }
 // in-flight cap: JSON-RPC error -32000 for each id (ledger keys), one
 // array for a batch, as the SDK answers a batch.
 func (s *Server) refuseStdioBusy(w io.Writer, ids []string, batch bool) {
-	s.warns.warn(s.log, "stdio-inflight", "stdio session has too many requests waiting for answers; answered -32000", "limit", s.stdioMaxInflight)
+	s.warns.Warn(s.log, "stdio-inflight", "stdio session has too many requests waiting for answers; answered -32000", "limit", s.stdioMaxInflight)
 	msg := "busy: this session has " + strconv.Itoa(s.stdioMaxInflight) + " requests waiting for answers (--max-inflight-per-ip); wait for an answer, then send it again"
 	var b []byte
 	if batch {

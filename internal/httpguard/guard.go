@@ -31,6 +31,8 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+
+	"github.com/agentbe/agentbe-daemon/internal/ratelog"
 )
 
 // Options configure a Guard.
@@ -52,6 +54,7 @@ type Guard struct {
 	anyOrig  bool
 	origins  []string // lower case, without a trailing "/"
 	log      *slog.Logger
+	warns    ratelog.Every // a page can send refused requests at any rate
 	checks   atomic.Uint64
 }
 
@@ -80,18 +83,19 @@ type Refusal struct {
 }
 
 // Check applies the rules to r and returns nil if it may proceed. A refusal
-// is logged at Warn with the client's address.
+// is logged at Warn with the client's address, rate-limited per rule
+// (ratelog), with the client's Origin or Host cut to logCut bytes.
 func (g *Guard) Check(r *http.Request) *Refusal {
 	g.checks.Add(1)
 	if origin := r.Header.Get("Origin"); origin != "" && !g.OriginAllowed(origin) {
-		g.log.Warn("http: refused a browser origin", "path", r.URL.Path, "origin", origin, "remote", r.RemoteAddr)
+		g.warns.Warn(g.log, "origin", "http: refused a browser origin", "path", cut(r.URL.Path), "origin", cut(origin), "remote", r.RemoteAddr)
 		return &Refusal{Status: http.StatusForbidden, Title: "Forbidden origin",
 			Message: fmt.Sprintf("Origin %s is not allowed to use %s; add it to the server's --allowed-origins", origin, r.URL.Path)}
 	}
 	if g.hostRule {
 		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil &&
 			IsLoopbackAddr(la.String()) && !IsLoopbackAddr(r.Host) {
-			g.log.Warn("http: refused a non-loopback Host on a loopback address", "path", r.URL.Path, "host", r.Host, "remote", r.RemoteAddr)
+			g.warns.Warn(g.log, "host", "http: refused a non-loopback Host on a loopback address", "path", cut(r.URL.Path), "host", cut(r.Host), "remote", r.RemoteAddr)
 			return &Refusal{Status: http.StatusForbidden, Title: "Forbidden host",
 				Message: fmt.Sprintf("Host %q is not a loopback name, but the request arrived on a loopback address (DNS rebinding?); use 127.0.0.1 or localhost, or set an auth token", r.Host)}
 		}
@@ -162,4 +166,15 @@ func IsLoopbackAddr(hostport string) bool {
 		h = host
 	}
 	return IsLoopbackHost(strings.Trim(h, "[]"))
+}
+
+// logCut is how much of a client's Origin, Host or path a refusal's log
+// line keeps: a header may be up to 1 MiB.
+const logCut = 256
+
+func cut(v string) string {
+	if len(v) <= logCut {
+		return v
+	}
+	return v[:logCut] + "…"
 }

@@ -16,6 +16,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/ratelog"
 	"github.com/agentbe/agentbe-daemon/internal/tick"
 )
 
@@ -115,6 +116,9 @@ type Server struct {
 	cfg       *Config
 	keepalive time.Duration
 	log       *slog.Logger
+	// warns rate-limits the warnings about refused connections (Refused):
+	// a client decides how often it is refused.
+	warns ratelog.Every
 	// afterStart, set only by tests, runs on a session's request loop right
 	// after an exec or shell request has started its command (or its
 	// refusal), before the loop reads the next request.
@@ -240,13 +244,28 @@ func (s *Server) HandleConn(ctx context.Context, c net.Conn) error {
 	conn, err := s.Handshake(ctx, c)
 	if err != nil {
 		if errors.Is(err, ErrTooManyConns) || errors.Is(err, ErrShuttingDown) {
-			s.log.Warn("connection refused", "remote", c.RemoteAddr().String(), "reason", err)
+			s.Refused(c.RemoteAddr().String(), err)
 			closeFor(c, err)
 		}
 		return err
 	}
 	conn.Serve()
 	return nil
+}
+
+// Refused logs, at warn and rate-limited per reason (ratelog: at most one
+// line every 10 s, with how many were refused since), a connection that
+// Handshake refused with err (ErrTooManyConns, ErrShuttingDown): the one
+// warning of every transport, the SSH port's and /ssh's.
+func (s *Server) Refused(remote string, err error) {
+	kind := "connections"
+	switch {
+	case errors.Is(err, ErrShuttingDown):
+		kind = "shutting-down"
+	case errors.As(err, new(unauthLimitError)):
+		kind = "not-logged-in"
+	}
+	s.warns.Warn(s.log, kind, "ssh connection refused", "remote", remote, "reason", err)
 }
 
 // Serve accepts connections on l and serves each on a goroutine of its own

@@ -229,7 +229,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		release()
 		if errors.Is(err, sshd.ErrTooManyConns) || errors.Is(err, sshd.ErrShuttingDown) {
-			s.log.Warn("connection refused", "remote", remote, "reason", err)
+			s.core.Refused(remote, err)
 			c.CloseCause(err)
 		}
 		return
