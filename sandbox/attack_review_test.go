@@ -3,10 +3,13 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -189,23 +192,82 @@ func TestAttackBwrapHostilePathNames(t *testing.T) {
 // not stop is in Gaps (the start-up log's gaps, /health's isolationGaps).
 // A bwrap command with the network shares the host's network namespace,
 // and with it every abstract unix socket (the names belong to the
-// namespace, not to a path a mount could hide): reached with the network,
-// not without. A landlock command reads the command line of every process
-// on the host in /proc (other scopes' commands included), though not
-// their environment.
+// namespace, not to a path a mount could hide). Where the kernel scopes
+// abstract sockets (Landlock ABI 6) and bwrap is not setuid, the threads
+// bwrap is forked from are in a domain that scopes them: the host's
+// socket is refused (EPERM), two processes of one command still talk over
+// one of their own, and Gaps names only what the commands of one spawner
+// thread share. Elsewhere the host's socket is reached, and Gaps says so
+// and why. Without the network it is out of reach (ECONNREFUSED). A
+// landlock command reads the command line of every process on the host
+// in /proc (other scopes' commands included), though not their
+// environment.
 func TestGapsNameWhatIsReachable(t *testing.T) {
 	abstract := listenAbstract(t)
 	t.Run("bwrap", func(t *testing.T) {
+		needBwrap(t)
+		path, err := exec.LookPath("bwrap")
+		if err != nil {
+			t.Fatal(err)
+		}
+		scoped := LandlockABI() >= landlockScopeABI && bwrapGainsPrivileges(path) == ""
 		for _, noNet := range []bool{false, true} {
 			e, ws := newExec(t, ModeBwrap, func(c *Config) { c.NoNetwork = noNet })
 			op := "connect-abstract:" + abstract
 			got := runProbes(t, e, ws, []string{op})[op]
-			named := strings.Contains(strings.Join(e.Gaps(), "\n"), "abstract unix socket")
+			gaps := strings.Join(e.Gaps(), "\n")
+			hostNamed := strings.Contains(gaps, "every abstract unix socket of the host")
 			switch {
-			case !noNet && (got != "ok" || !named):
-				t.Errorf("with the network: the host's abstract socket: %s; named in Gaps: %v (%q)", got, named, e.Gaps())
-			case noNet && (got != "ECONNREFUSED" || named):
-				t.Errorf("without the network: the host's abstract socket: %s (want ECONNREFUSED); named in Gaps: %v (%q)", got, named, e.Gaps())
+			case noNet && (got != "ECONNREFUSED" || strings.Contains(gaps, "abstract unix socket")):
+				t.Errorf("without the network: the host's abstract socket: %s (want ECONNREFUSED); Gaps %q", got, e.Gaps())
+			case noNet:
+			case scoped && (got != "EPERM" || hostNamed || !strings.Contains(gaps, "same spawner thread") ||
+				!strings.Contains(e.Reason(), "abstract unix sockets scoped by Landlock")):
+				t.Errorf("with the network, Landlock ABI %d: the host's abstract socket: %s (want EPERM, the Landlock scope); Gaps %q; Reason %q", LandlockABI(), got, e.Gaps(), e.Reason())
+			case !scoped && (got != "ok" || !hostNamed || !strings.Contains(gaps, "not scoped: ")):
+				t.Errorf("with the network, unscoped (Landlock ABI %d, %s): the host's abstract socket: %s; Gaps %q", LandlockABI(), bwrapGainsPrivileges(path), got, e.Gaps())
+			}
+			// Two processes of one command: a server that listens on an
+			// abstract socket of its own and a child it forks that
+			// connects to it, in the domain they share.
+			res := run(t, e, Request{Command: `python3 -c '
+import os, socket
+name = "\0agentbe-own-%d" % os.getpid()
+s = socket.socket(socket.AF_UNIX)
+s.bind(name)
+s.listen(1)
+pid = os.fork()
+if pid == 0:
+    c = socket.socket(socket.AF_UNIX)
+    c.connect(name)
+    c.sendall(b"hello")
+    os._exit(0)
+conn, _ = s.accept()
+print(conn.recv(5).decode())
+os.waitpid(pid, 0)
+'`})
+			if res.ExitCode != 0 || string(res.Stdout) != "hello\n" {
+				t.Errorf("network %v: two processes of one command over their own abstract socket: exit %d stdout %q stderr %q", !noNet, res.ExitCode, res.Stdout, res.Stderr)
+			}
+			if noNet || !scoped {
+				continue
+			}
+			// A transaction's bwrap, forked from the in-place overlay's
+			// thread of its own (a root daemon) or through the
+			// trampoline from the executor's threads, is scoped too.
+			for _, tramp := range []bool{false, true} {
+				was := OverlayByTrampoline(tramp)
+				copySelf(t, ws, "prober")
+				res, err := e.Run(context.Background(), Request{Command: "./prober", Overlay: &Overlay{Dir: txDir(t), MaxBytes: 1 << 20, MaxFiles: 100},
+					Env: map[string]string{testRoleEnv: "prober", "PROBE_OPS": op}})
+				OverlayByTrampoline(was)
+				if err != nil {
+					t.Fatalf("transaction (trampoline %v): %v", tramp, err)
+				}
+				res.Upper.Close()
+				if want := op + "=EPERM\n"; res.ExitCode != 0 || string(res.Stdout) != want {
+					t.Errorf("transaction (trampoline %v): the host's abstract socket: exit %d stdout %q (want %q) stderr %q", tramp, res.ExitCode, res.Stdout, want, res.Stderr)
+				}
 			}
 		}
 	})
@@ -268,5 +330,82 @@ func TestAttackKernelSettings(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAbstractScopeOnSpawnerThreadsOnly: in bwrap mode with the network
+// the Landlock domain that scopes abstract unix sockets (and the
+// no_new_privs it needs) is on the spawner's thread only: the process's
+// main thread and a thread of the test's own stay without no_new_privs,
+// and from there the test's goroutines still connect to an abstract
+// socket of the host. A bwrap that is setuid is left unscoped.
+func TestAbstractScopeOnSpawnerThreadsOnly(t *testing.T) {
+	if LandlockABI() < landlockScopeABI {
+		t.Skipf("this kernel's Landlock ABI is %d; scoping needs %d", LandlockABI(), landlockScopeABI)
+	}
+	abstract := listenAbstract(t)
+	ex, _ := newExec(t, ModeBwrap)
+	e := ex.(*executor)
+	if !e.abstractScoped {
+		t.Skipf("the spawner is not scoped here: %s", e.abstractScopeOff)
+	}
+	nnp := func(tid int) string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "NoNewPrivs:"); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		t.Fatalf("no NoNewPrivs in the status of task %d", tid)
+		return ""
+	}
+	var spawnTid int
+	if err := e.spawn.p.do(spawnReq{fn: func() error { spawnTid = unix.Gettid(); return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if got := nnp(spawnTid); got != "1" {
+		t.Errorf("the spawner's thread %d: NoNewPrivs %s, want 1", spawnTid, got)
+	}
+	if got := nnp(os.Getpid()); got != "0" {
+		t.Errorf("the main thread: NoNewPrivs %s, want 0", got)
+	}
+	done := make(chan error, 8)
+	for range 8 {
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if got := nnp(unix.Gettid()); got != "0" {
+				done <- fmt.Errorf("thread %d: NoNewPrivs %s", unix.Gettid(), got)
+				return
+			}
+			c, err := net.Dial("unix", "@"+abstract)
+			if err == nil {
+				c.Close()
+			}
+			done <- err
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Errorf("a thread of the test's own: %v", err)
+		}
+	}
+
+	// The check that keeps a setuid bwrap out of the domain.
+	bin := filepath.Join(t.TempDir(), "bwrap")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if why := bwrapGainsPrivileges(bin); why != "" {
+		t.Errorf("a plain 0755 file: %s", why)
+	}
+	if err := unix.Chmod(bin, 0o4755); err != nil {
+		t.Fatal(err)
+	}
+	if why := bwrapGainsPrivileges(bin); !strings.Contains(why, "setuid") {
+		t.Errorf("a setuid file: %q", why)
 	}
 }

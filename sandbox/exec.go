@@ -198,6 +198,15 @@ func New(cfg Config) (Executor, error) {
 			e.reason += "; seccomp filter on"
 		}
 	}
+	if b, isBwrap := e.iso.(bwrapIsolation); isBwrap && !e.cfg.NoNetwork {
+		if why := b.scopeSpawner(); why != "" {
+			e.abstractScopeOff = why
+			e.log.Warn("bwrap mode with the network: commands reach the host's abstract unix sockets", "reason", why)
+		} else {
+			e.abstractScoped = true
+			e.reason += "; abstract unix sockets scoped by Landlock"
+		}
+	}
 	if e.cgroups == nil && !e.iso.ownsTree() {
 		if err := useReaper(); err != nil {
 			e.log.Warn("cannot become a child subreaper; a process that leaves its command's session and parent escapes the kill", "err", err)
@@ -251,6 +260,11 @@ type executor struct {
 	bwrapBound, bwrapLinks          []string // host paths bound / symlinks recreated at their own path (direct.go)
 	noDirect                        bool     // tests: never take the direct fast path
 	bindFD                          bool     // bwrap has --bind-fd (bwrap.go)
+	// abstractScoped: bwrap mode with the network, and every thread bwrap
+	// is forked from is in a Landlock domain that scopes abstract unix
+	// sockets (bwrapIsolation.scopeSpawner); else abstractScopeOff says why not.
+	abstractScoped   bool
+	abstractScopeOff string
 
 	slots   chan struct{} // one per running command (Config.MaxConcurrent)
 	mu      sync.Mutex
@@ -851,6 +865,13 @@ func (e *executor) Run(ctx context.Context, req Request) (Result, error) {
 			// thread ends, and with it and bwrap the namespace.
 			defer sp.stop()
 			defer sp.onThread(func() error { hov.unmount(); return nil })
+			if e.abstractScoped {
+				// The thread forks bwrap as the executor's threads do:
+				// in the domain that scopes abstract unix sockets.
+				if err := sp.onThread(enterAbstractScope); err != nil {
+					return Result{}, execError(req.Command, fmt.Errorf("the transaction's thread cannot scope abstract unix sockets: %w", err))
+				}
+			}
 		}
 	}
 	cmd, direct := e.command(req.Command, parsed, wd, env, false)

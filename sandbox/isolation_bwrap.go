@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 )
@@ -240,13 +243,106 @@ func (bwrapIsolation) gaps(e *executor) []string {
 	if rootCommands(e) {
 		g = append(g, "files: commands are root on the workspace's files (root daemon without --run-as)")
 	}
-	if !e.cfg.NoNetwork {
+	switch {
+	case e.cfg.NoNetwork:
+	case e.abstractScoped:
+		// The domain is the spawner thread's: the commands forked from
+		// one thread share it.
+		g = append(g, "unix sockets: with the network, the abstract unix sockets of other commands forked from the same spawner thread, other scopes' included (the host's are scoped away by Landlock)")
+	default:
 		// Abstract unix socket names belong to the network namespace,
 		// which --share-net shares; no mount hides them.
-		g = append(g, "unix sockets: with the network, every abstract unix socket of the host's network namespace (the commands share it; named sockets only where bound in)")
+		g = append(g, "unix sockets: with the network, every abstract unix socket of the host's network namespace (the commands share it; named sockets only where bound in; not scoped: "+e.abstractScopeOff+")")
 	}
 	if e.bwrapFilter == nil {
 		g = append(g, fmt.Sprintf("setuid files: a command can leave a setuid or setgid program of its user in the workspace (the seccomp filter is unavailable: %v)", e.bwrapFilterErr))
 	}
 	return g
+}
+
+// landlockScopeABI is the first Landlock ABI that scopes abstract unix
+// sockets (LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET).
+const landlockScopeABI = 6
+
+// scopeSpawner puts every thread the executor forks bwrap from in a
+// Landlock domain that handles no file system or network access and only
+// scopes abstract unix sockets (enterAbstractScope): with the network a
+// command shares the host's network namespace, and with it every abstract
+// socket of the host, which no mount hides. bwrap and the command inherit
+// the domain and can connect only to abstract sockets made inside it. It
+// returns why the threads are left as they are, or "" once they are in
+// the domain: a Landlock ABI below 6, a bwrap that no_new_privs would
+// break (setuid, or with file capabilities), or a bwrap that does not
+// start in the domain (the probe, run first from a thread of its own).
+// The daemon's other threads stay outside: the spawner's threads are
+// locked to their loop (spawn.go) and never run another goroutine.
+func (b bwrapIsolation) scopeSpawner() string {
+	e := b.e
+	if abi := landlockABI(); abi < landlockScopeABI {
+		return fmt.Sprintf("Landlock ABI %d; %d scopes them", abi, landlockScopeABI)
+	}
+	if why := bwrapGainsPrivileges(e.bwrapPath); why != "" {
+		return why
+	}
+	sp := newSpawner()
+	if err := sp.onThread(enterAbstractScope); err != nil {
+		sp.stop()
+		return "the Landlock domain cannot be entered: " + err.Error()
+	}
+	spawn := e.spawn
+	e.spawn = sp
+	msg, err := e.probe(b, "bwrap")
+	e.spawn = spawn
+	sp.stop()
+	switch {
+	case err != nil:
+		return "bwrap in the Landlock domain: " + err.Error()
+	case msg != "":
+		return "bwrap does not start in the Landlock domain: " + msg
+	}
+	if err := e.spawn.onEveryThread(enterAbstractScope); err != nil {
+		return "the Landlock domain cannot be entered: " + err.Error()
+	}
+	return ""
+}
+
+// bwrapGainsPrivileges says why no_new_privs would break the bwrap at
+// path (setuid or setgid, or file capabilities: privileges its exec
+// grants, which no_new_privs withholds), or "".
+func bwrapGainsPrivileges(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err.Error()
+	}
+	if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		return path + " is setuid or setgid, and no_new_privs (which the Landlock domain needs) would take that away"
+	}
+	if n, err := unix.Getxattr(path, "security.capability", nil); err == nil && n > 0 {
+		return path + " has file capabilities, and no_new_privs (which the Landlock domain needs) would take them away"
+	}
+	return ""
+}
+
+// enterAbstractScope puts the calling thread in a Landlock domain that
+// handles no file system or network access (so bwrap's mounts and every
+// file stay as they are) and scopes abstract unix sockets: what the
+// thread forks cannot connect or send to an abstract socket made outside
+// the domain, and can to one made inside it. It sets no_new_privs first,
+// as landlock_restrict_self requires without CAP_SYS_ADMIN. Both are the
+// thread's alone (no TSYNC), and every process it forks inherits them. It
+// runs on a spawner's thread only (onEveryThread, onThread).
+func enterAbstractScope() error {
+	attr := unix.LandlockRulesetAttr{Scoped: unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET}
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+	if errno != 0 {
+		return fmt.Errorf("landlock_create_ruleset: %w", errno)
+	}
+	defer unix.Close(int(fd))
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); errno != 0 {
+		return fmt.Errorf("landlock_restrict_self: %w", errno)
+	}
+	return nil
 }

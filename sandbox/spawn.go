@@ -214,7 +214,8 @@ func (s *spawner) onThread(fn func() error) error {
 
 // onEveryThread runs fn on every thread of the spawner, now and on each
 // thread it starts later, before that thread forks anything: what fn sets
-// there (the seccomp filter of software mode) every command inherits. It
+// there (the seccomp filter of software mode, the Landlock domain that
+// scopes abstract unix sockets in bwrap mode) every command inherits. It
 // is called before the spawner's first concurrent starts, while it has the
 // one thread newSpawnerPool made. On an error, fn is dropped again: the
 // pool goes on without it.
