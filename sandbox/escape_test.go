@@ -289,8 +289,20 @@ func TestSpareCgroupsAreEmptyAndReset(t *testing.T) {
 			for len(x.cgroups.spare) > 0 {
 				spares = append(spares, <-x.cgroups.spare)
 			}
+			// A v1 cgroup is kept only if its kill finds it empty, and the
+			// spawner thread that forked into it may not have left yet on
+			// a loaded machine: more commands, until one is kept.
+			for i := 0; len(spares) == 0 && kind == cgroupV1Pids && i < 50; i++ {
+				if res := run(t, e, Request{Command: "true"}); res.ExitCode != 0 {
+					t.Fatalf("true: %+v", res)
+				}
+				x.cgroups.cleanup.Wait()
+				for len(x.cgroups.spare) > 0 {
+					spares = append(spares, <-x.cgroups.spare)
+				}
+			}
 			if len(spares) == 0 {
-				t.Fatal("no spare cgroup after three commands")
+				t.Fatal("no spare cgroup after the commands")
 			}
 			for _, c := range spares {
 				if pids, err := c.procs(); err != nil || len(pids) != 0 {
