@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -287,6 +288,36 @@ func TestUnitStructure(t *testing.T) {
 	}
 	if envf := one(t, d, "Service", "EnvironmentFile"); envf != "-/etc/agentbe/"+envFile {
 		t.Errorf("EnvironmentFile=%s, want -/etc/agentbe/%s (where install.sh puts it)", envf, envFile)
+	}
+}
+
+// TestUnitBoundsTasks: the daemon runs as an unprivileged user without a
+// delegated cgroup (no Delegate=, and ProtectControlGroups=yes makes the
+// cgroup file system read-only for it), so it cannot give a command the
+// per-command pids.max its docs describe: it logs "no pids cgroup" and runs
+// commands without a process bound. What stops a fork bomb in an agent's
+// command from taking the host's process table is the unit's own TasksMax=,
+// which must therefore be a number: systemd's default is 15% of
+// kernel.pid_max, which systemd raises to 4194304 on 64-bit machines (about
+// 629,000 tasks).
+func TestUnitBoundsTasks(t *testing.T) {
+	d := unitDirectives(t, unitFile)
+	v, ok := d["Service"]["TasksMax"]
+	if !ok || len(v) != 1 {
+		t.Fatalf("TasksMax=%q: the service's tasks are bounded only by systemd's default (15%% of kernel.pid_max)", v)
+	}
+	n, err := strconv.Atoi(v[0])
+	if err != nil {
+		t.Fatalf("TasksMax=%s is not a number of tasks (infinity or a percentage of kernel.pid_max leaves a fork bomb the host's process table)", v[0])
+	}
+	// At least one command's default bound (--exec-max-processes 1024)
+	// beside the daemon's own threads and Chromium's; at most a small part
+	// of the 32768 pids a default kernel.pid_max allows.
+	if n < 2048 || n > 16384 {
+		t.Errorf("TasksMax=%d, want between 2048 and 16384", n)
+	}
+	if _, ok := d["Service"]["Delegate"]; ok && one(t, d, "Service", "ProtectControlGroups") == "yes" {
+		t.Error("Delegate= with ProtectControlGroups=yes: the delegated cgroup would be read-only for the daemon")
 	}
 }
 
