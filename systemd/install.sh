@@ -98,25 +98,37 @@ fi
 # 3. The workspace: writable by the daemon only (the unit lets it write
 # nowhere else). An existing workspace keeps its contents; only its owner is
 # made right, not recursively: files a human put there stay as they are.
+# /srv/agentbe is root's, so that only root can put something else under the
+# workspace's name; a workspace that is a symlink is refused, because the
+# chown to agentbe would follow it and hand its target to the agent's user.
 install -d -m 0755 "$dest/srv/agentbe"
+chown root:root "$dest/srv/agentbe"
+if [[ -L $workspace ]]; then
+	die "$workspace is a symlink: make it a directory (to move the workspace, see systemd/README.md)"
+fi
 if [[ ! -d $workspace ]]; then
 	install -d -m 0750 "$workspace"
 	log "created $workspace"
 fi
-chown "$user:$user" "$workspace"
+chown -h "$user:$user" "$workspace"
 
 # 4. Configuration and the token. /etc/agentbe/token is read by systemd
-# (LoadCredential=) as root, so it stays root:root 0600.
+# (LoadCredential=) as root, so it stays root:root 0600. The token is written
+# to a file mktemp creates (O_EXCL, mode 0600): never through a name that
+# already exists, which could be a symlink to somewhere else. A token that
+# is a symlink is refused: the chown and chmod below would follow it.
 install -d -m 0755 "$etc"
+chown root:root "$etc"
+if [[ -L $etc/token ]]; then
+	die "$etc/token is a symlink: replace it with the token file itself (root:root 0600)"
+fi
 if [[ ! -s $etc/token ]]; then
-	(
-		umask 077
-		# 32 random bytes as 64 hex characters: safe in a header, a URL
-		# query (?token=) and a shell variable without quoting trouble.
-		od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$etc/token.new"
-		printf '\n' >>"$etc/token.new"
-	)
-	mv -f "$etc/token.new" "$etc/token"
+	new_token=$(mktemp "$etc/.token.XXXXXXXXXX")
+	# 32 random bytes as 64 hex characters: safe in a header, a URL
+	# query (?token=) and a shell variable without quoting trouble.
+	od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$new_token"
+	printf '\n' >>"$new_token"
+	mv -f "$new_token" "$etc/token"
 	log "generated a new token in $etc/token (give it to your clients: sudo cat $etc/token)"
 	changed=yes
 fi

@@ -660,7 +660,7 @@ func TestInstallScriptRuns(t *testing.T) {
 		}
 		for _, call := range []string{
 			"useradd --system --user-group --home-dir /var/lib/agentbe --no-create-home --shell /usr/sbin/nologin --comment agentbe-daemon agentbe",
-			"chown agentbe:agentbe " + filepath.Join(dest, "srv/agentbe/workspace"),
+			"chown -h agentbe:agentbe " + filepath.Join(dest, "srv/agentbe/workspace"),
 			"chown root:root " + filepath.Join(dest, "etc/agentbe/token"),
 			"systemctl daemon-reload",
 			"systemctl enable --now agentbe-daemon.service",
@@ -707,6 +707,148 @@ func TestInstallScriptRuns(t *testing.T) {
 		}
 		if got, _ := read(t, "etc/agentbe/token"); !bytes.Equal(got, token) {
 			t.Error("an upgrade replaced the token")
+		}
+	})
+}
+
+// TestInstallScriptHostileInput runs install.sh, as root does, where its
+// paths hold spaces and where someone who could write the directories it
+// manages planted symlinks at the names it writes: /etc/agentbe/token (a
+// kept token would be chmod'ed and chowned through it, and systemd would
+// read the token from wherever it points), /etc/agentbe/token.new (the new
+// token would be written into the link's target) and the workspace (the
+// chown to agentbe would follow it: the agent, as agentbe, would then own
+// the target). Each symlink must be refused, and its target left as it was.
+func TestInstallScriptHostileInput(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "with space")
+	built := filepath.Join(base, "build dir")
+	if err := os.MkdirAll(built, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(built, "agent-backend")
+	b, err := os.ReadFile(testbin.Path(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stubs := filepath.Join(base, "stubs")
+	if err := os.MkdirAll(stubs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// chown records its arguments, one per line, so a path with a space
+	// shows up whole.
+	for name, body := range map[string]string{
+		"getent":    "exit 0",
+		"useradd":   "exit 0",
+		"chown":     `for a in "$@"; do printf '%s\n' "$a"; done >>"$CALLS"`,
+		"systemctl": "exit 0",
+	} {
+		if err := os.WriteFile(filepath.Join(stubs, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	run := func(t *testing.T, plant func(dest string)) (dest, out, calls string, err error) {
+		t.Helper()
+		n++
+		dest = filepath.Join(base, fmt.Sprintf("root %d", n))
+		if err := os.MkdirAll(filepath.Join(dest, "etc/agentbe"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(dest, "srv/agentbe"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		plant(dest)
+		callsFile := filepath.Join(base, fmt.Sprintf("calls %d", n))
+		cmd := exec.Command("bash", installFile, bin)
+		cmd.Env = append(os.Environ(), "DESTDIR="+dest, "CALLS="+callsFile, "PATH="+stubs+":"+os.Getenv("PATH"))
+		o, err := cmd.CombinedOutput()
+		c, _ := os.ReadFile(callsFile)
+		return dest, string(o), string(c), err
+	}
+	victim := func(t *testing.T) (string, []byte) {
+		p := filepath.Join(base, fmt.Sprintf("victim %d", n+1))
+		content := []byte("the victim's own content\n")
+		if err := os.WriteFile(p, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p, content
+	}
+	unchanged := func(t *testing.T, p string, content []byte) {
+		t.Helper()
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(p)
+		if !bytes.Equal(got, content) || fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s was changed through the symlink: mode %v, content %q", p, fi.Mode().Perm(), got)
+		}
+	}
+
+	t.Run("spaces", func(t *testing.T) {
+		dest, out, calls, err := run(t, func(string) {})
+		if err != nil {
+			t.Fatalf("install.sh: %v\n%s", err, out)
+		}
+		for _, rel := range []string{"usr/local/bin/agent-backend", "etc/agentbe/token", "etc/systemd/system/agentbe-daemon.service"} {
+			if _, err := os.Stat(filepath.Join(dest, rel)); err != nil {
+				t.Error(err)
+			}
+		}
+		for _, p := range []string{filepath.Join(dest, "srv/agentbe/workspace"), filepath.Join(dest, "etc/agentbe/token")} {
+			if !strings.Contains(calls, "\n"+p+"\n") {
+				t.Errorf("chown was not given %q as one argument; it got:\n%s", p, calls)
+			}
+		}
+	})
+	t.Run("token is a symlink", func(t *testing.T) {
+		target, content := victim(t)
+		_, out, calls, err := run(t, func(dest string) {
+			if err := os.Symlink(target, filepath.Join(dest, "etc/agentbe/token")); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if err == nil || !strings.Contains(out, "symlink") {
+			t.Errorf("install.sh accepted a symlinked token (err %v):\n%s", err, out)
+		}
+		if strings.Contains(calls, target) {
+			t.Errorf("chown was given the target:\n%s", calls)
+		}
+		unchanged(t, target, content)
+	})
+	t.Run("token.new is a symlink", func(t *testing.T) {
+		target, content := victim(t)
+		dest, out, _, err := run(t, func(dest string) {
+			if err := os.Symlink(target, filepath.Join(dest, "etc/agentbe/token.new")); err != nil {
+				t.Fatal(err)
+			}
+		})
+		unchanged(t, target, content)
+		if err == nil {
+			fi, lerr := os.Lstat(filepath.Join(dest, "etc/agentbe/token"))
+			if lerr != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+				t.Errorf("token after install: not a regular 0600 file (%v)\n%s", lerr, out)
+			}
+		}
+	})
+	t.Run("workspace is a symlink", func(t *testing.T) {
+		target := filepath.Join(base, "victim dir")
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_, out, calls, err := run(t, func(dest string) {
+			if err := os.Symlink(target, filepath.Join(dest, "srv/agentbe/workspace")); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if err == nil || !strings.Contains(out, "symlink") {
+			t.Errorf("install.sh accepted a symlinked workspace (err %v):\n%s", err, out)
+		}
+		if strings.Contains(calls, "workspace") {
+			t.Errorf("chown was run on the symlinked workspace:\n%s", calls)
 		}
 	})
 }
