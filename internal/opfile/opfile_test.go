@@ -1,6 +1,7 @@
 package opfile
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,4 +81,93 @@ func TestReadRefusesWhatIsNotAnOperatorFile(t *testing.T) {
 			t.Fatalf("%s: %q, %v", p, b, err)
 		}
 	}
+}
+
+// kubeletSecret lays out a Secret volume at dir the way the kubelet's
+// atomic writer and volume ownership code do: the files in a timestamped
+// directory, "..data" a symlink to it, and each key a symlink through
+// "..data". The mount point is a tmpfs (mode 1777); with an fsGroup,
+// everything is group-owned by it, directories get the setgid bit and files
+// at least 0440. sticky is whether the mount point keeps its sticky bit.
+func kubeletSecret(t *testing.T, dir string, mode os.FileMode, fsGroup int, sticky bool) string {
+	t.Helper()
+	ts := "..2026_11_28_05_30_00.1234567890"
+	rootMode, tsMode := os.FileMode(0o777), os.FileMode(0o755)
+	if sticky {
+		rootMode |= os.ModeSticky
+	}
+	if fsGroup >= 0 {
+		rootMode |= os.ModeSetgid
+		tsMode |= os.ModeSetgid
+		mode |= 0o440
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(dir, ts), 0o700))
+	file := filepath.Join(dir, ts, "token")
+	must(os.WriteFile(file, []byte("content\n"), 0o600))
+	must(os.Symlink(ts, filepath.Join(dir, "..data")))
+	must(os.Symlink("..data/token", filepath.Join(dir, "token")))
+	for p, m := range map[string]os.FileMode{dir: rootMode, filepath.Join(dir, ts): tsMode, file: mode} {
+		if fsGroup >= 0 {
+			must(os.Lchown(p, 0, fsGroup))
+		}
+		must(os.Chmod(p, m))
+	}
+	return filepath.Join(dir, "token")
+}
+
+// TestReadKubernetesSecretVolume: a token in a Secret volume as the kubelet
+// mounts it (deploy/kubernetes/base: defaultMode 0440, fsGroup 10001) is
+// read through its two symlinks, with and without an fsGroup and with the
+// modes a Secret may set, and again after the kubelet's update (a new
+// timestamped directory, "..data" swapped to it). The same layout whose
+// mount point lacks the sticky bit is refused: whoever may write there
+// could swap "..data".
+func TestReadKubernetesSecretVolume(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the kubelet's layout is root-owned and group-owned by the fsGroup")
+	}
+	for _, fsGroup := range []int{-1, 10001} {
+		for _, mode := range []os.FileMode{0o400, 0o440, 0o644} {
+			t.Run(fmt.Sprintf("fsGroup %d mode %04o", fsGroup, mode), func(t *testing.T) {
+				name := kubeletSecret(t, filepath.Join(t.TempDir(), "agentbe"), mode, fsGroup, true)
+				b, err := Read(name, 1024)
+				if err != nil || string(b) != "content\n" {
+					t.Fatalf("Read: %q, %v", b, err)
+				}
+			})
+		}
+	}
+	t.Run("update", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "agentbe")
+		name := kubeletSecret(t, dir, 0o440, 10001, true)
+		next := filepath.Join(dir, "..2026_11_28_06_00_00.0987654321")
+		if err := os.Mkdir(next, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(next, "token"), []byte("rotated\n"), 0o440); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Base(next), filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+		b, err := Read(name, 1024)
+		if err != nil || string(b) != "rotated\n" {
+			t.Fatalf("Read after the update: %q, %v", b, err)
+		}
+	})
+	t.Run("mount point without the sticky bit", func(t *testing.T) {
+		name := kubeletSecret(t, filepath.Join(t.TempDir(), "agentbe"), 0o440, 10001, false)
+		if _, err := Read(name, 1024); err == nil || !strings.Contains(err.Error(), "which its group or others may write") {
+			t.Fatalf("Read: %v, want a refusal naming the open directory", err)
+		}
+	})
 }
