@@ -1134,3 +1134,160 @@ func TestSidecarProbesAgainstDaemon(t *testing.T) {
 		}
 	}
 }
+
+// TestSidecarReadsSecretsAsKubeletMountsThem runs the sidecar's arguments
+// through --check-config as the pod's user (runAsUser, runAsGroup, and the
+// fsGroup as a supplementary group), against volumes laid out as the kubelet
+// lays them out: each Secret on a tmpfs mount point (1777), its files in a
+// timestamped directory with the volume's defaultMode, "..data" a symlink to
+// that directory and each key a symlink through "..data"; with the fsGroup,
+// everything group-owned by it, directories setgid and files at least 0440;
+// emptyDirs 0777 (2777 with the fsGroup). The daemon's strict reader
+// (internal/opfile) must accept the token and the SSH keys through these
+// symlinks. The control: without the fsGroup the same layout leaves the
+// 0440 root-owned token unreadable to uid 10001, so the manifests' fsGroup
+// is what makes the token readable.
+func TestSidecarReadsSecretsAsKubeletMountsThem(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the kubelet's layout is root-owned, and the daemon must run as the pod's uid")
+	}
+	for _, dir := range []string{"kubernetes/base", "kubernetes/overlays/ssh-port"} {
+		dep, _ := build(t, dir)
+		pod := &dep.Spec.Template.Spec
+		d := sidecar(t, pod)
+		sc := pod.SecurityContext
+		if sc == nil || sc.RunAsUser == nil || sc.RunAsGroup == nil || sc.FSGroup == nil {
+			t.Fatalf("%s: the pod's securityContext lacks runAsUser, runAsGroup or fsGroup", dir)
+		}
+		for _, withFSGroup := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/fsGroup=%v", dir, withFSGroup), func(t *testing.T) {
+				var fsGroup *int64
+				if withFSGroup {
+					fsGroup = sc.FSGroup
+				}
+				args, env, bin := kubeletLayout(t, pod, d, fsGroup)
+				cred := &syscall.Credential{Uid: uint32(*sc.RunAsUser), Gid: uint32(*sc.RunAsGroup)}
+				if fsGroup != nil {
+					cred.Groups = []uint32{uint32(*fsGroup)}
+				}
+				if i := slices.Index(args, "--ssh-listen"); i >= 0 {
+					args[i+1] = "127.0.0.1:" + strconv.Itoa(freePort(t))
+				}
+				cmd := exec.Command(bin, append(args, "--check-config")...)
+				cmd.Env = env
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+				out, err := cmd.CombinedOutput()
+				if withFSGroup {
+					if err != nil {
+						t.Fatalf("--check-config as uid %d: %v\n%s", cred.Uid, err, out)
+					}
+					if !strings.Contains(string(out), `auth-token: "[redacted]"`) {
+						t.Fatalf("the token was not loaded:\n%s", out)
+					}
+					return
+				}
+				if err == nil || !strings.Contains(string(out), "--auth-token-file") || !strings.Contains(string(out), "permission denied") {
+					t.Fatalf("without the fsGroup, --check-config as uid %d: %v, want the token refused (permission denied)\n%s", cred.Uid, err, out)
+				}
+			})
+		}
+	}
+}
+
+// kubeletLayout makes the sidecar's volumes in a scratch directory the pod's
+// user can reach, as the kubelet would (see
+// TestSidecarReadsSecretsAsKubeletMountsThem), and returns the sidecar's
+// args and env pointed at them and a copy of the binary the user may run.
+func kubeletLayout(t *testing.T, pod *corev1.PodSpec, d *corev1.Container, fsGroup *int64) (args, env []string, bin string) {
+	t.Helper()
+	top, err := os.MkdirTemp("", "agentbe-kubelet-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(top) })
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// own sets the owner and mode the kubelet leaves: root, the fsGroup
+	// as group when there is one, and the group bits it adds.
+	own := func(p string, mode os.FileMode, dirBits bool) {
+		if fsGroup != nil {
+			must(os.Lchown(p, 0, int(*fsGroup)))
+			mode |= 0o440
+			if dirBits {
+				mode |= 0o110 | os.ModeSetgid
+			}
+		}
+		must(os.Chmod(p, mode))
+	}
+	must(os.Chmod(top, 0o755))
+	bin = filepath.Join(top, "agent-backend")
+	data, err := os.ReadFile(daemonBin(t))
+	must(err)
+	must(os.WriteFile(bin, data, 0o755))
+	home := filepath.Join(top, "home")
+	must(os.Mkdir(home, 0o777))
+
+	moved := map[string]string{}
+	for i, m := range d.VolumeMounts {
+		dir := filepath.Join(top, fmt.Sprintf("mount%d", i))
+		must(os.Mkdir(dir, 0o700))
+		v := volume(t, pod, m.Name)
+		switch {
+		case v.Secret != nil:
+			ts := "..2026_11_28_05_30_00.1234567890"
+			must(os.Mkdir(filepath.Join(dir, ts), 0o700))
+			mode := os.FileMode(0o644)
+			if v.Secret.DefaultMode != nil {
+				mode = os.FileMode(*v.Secret.DefaultMode)
+			}
+			must(os.Symlink(ts, filepath.Join(dir, "..data")))
+			for _, it := range v.Secret.Items {
+				if strings.Contains(it.Path, "/") {
+					t.Fatalf("secret item path %q: this layout makes flat keys only", it.Path)
+				}
+				m := mode
+				if it.Mode != nil {
+					m = os.FileMode(*it.Mode)
+				}
+				p := filepath.Join(dir, ts, it.Path)
+				must(os.WriteFile(p, secretContent(t, it.Key), 0o600))
+				own(p, m, false)
+				must(os.Symlink(filepath.Join("..data", it.Path), filepath.Join(dir, it.Path)))
+			}
+			own(filepath.Join(dir, ts), 0o755, true)
+			own(dir, 0o777|os.ModeSticky, true)
+		case v.EmptyDir != nil:
+			own(dir, 0o777, true)
+		default:
+			t.Fatalf("volume %s: neither a Secret nor an emptyDir", m.Name)
+		}
+		moved[m.MountPath] = dir
+	}
+	move := func(s string) string {
+		best := ""
+		for from := range moved {
+			if (s == from || strings.HasPrefix(s, from+"/")) && len(from) > len(best) {
+				best = from
+			}
+		}
+		if best == "" {
+			return s
+		}
+		return moved[best] + strings.TrimPrefix(s, best)
+	}
+	for _, a := range d.Args {
+		args = append(args, move(a))
+	}
+	env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}
+	for _, e := range d.Env {
+		if e.ValueFrom != nil {
+			t.Fatalf("sidecar env %s uses valueFrom, which this test cannot resolve", e.Name)
+		}
+		env = append(env, e.Name+"="+move(e.Value))
+	}
+	return args, env, bin
+}
