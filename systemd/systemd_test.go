@@ -852,3 +852,63 @@ func TestInstallScriptHostileInput(t *testing.T) {
 		}
 	})
 }
+
+// TestMakeInstallPaths runs the Makefile's install and uninstall targets,
+// the other way the binaries reach a machine, with DESTDIR and PREFIX that
+// hold spaces and under umask 077: every command lands in
+// DESTDIR/PREFIX/bin with mode 0755 (others run the binaries; only root
+// writes them), whatever the umask, and uninstall removes exactly those.
+// GO names no program, so install takes what bin/ holds, as under sudo
+// without go on PATH.
+func TestMakeInstallPaths(t *testing.T) {
+	mk := testenv.Command(t, "make", "make")
+	makefile, err := filepath.Abs("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(t.TempDir(), "a clone")
+	commands := []string{"agent-backend", "agentbe-sandbox", "agentbe-bridge"}
+	if err := os.MkdirAll(filepath.Join(base, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range commands {
+		if err := os.WriteFile(filepath.Join(base, "bin", c), []byte("#!/bin/sh\necho "+c+"\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dest := filepath.Join(t.TempDir(), "stage dir")
+	prefix := "/opt/agent be"
+	run := func(target string) {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", `umask 077 && exec "$0" "$@"`, mk, "-f", makefile, "-C", base, target,
+			"GO=/nonexistent/go", "DESTDIR="+dest, "PREFIX="+prefix)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("make %s: %v\n%s", target, err, out)
+		}
+	}
+	run("install")
+	bindir := filepath.Join(dest, prefix, "bin")
+	for _, c := range commands {
+		fi, err := os.Stat(filepath.Join(bindir, c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s installed with mode %v, want 0755", c, fi.Mode().Perm())
+		}
+	}
+	if fi, err := os.Stat(bindir); err != nil {
+		t.Error(err)
+	} else if fi.Mode().Perm() != 0o755 {
+		t.Errorf("%s has mode %v, want 0755", bindir, fi.Mode().Perm())
+	}
+	entries, err := os.ReadDir(filepath.Join(dest, "opt"))
+	if err != nil || len(entries) != 1 || entries[0].Name() != "agent be" {
+		t.Fatalf("the PREFIX with a space was split: %v %v", entries, err)
+	}
+	run("uninstall")
+	left, err := os.ReadDir(bindir)
+	if err != nil || len(left) != 0 {
+		t.Errorf("uninstall left %v (%v)", left, err)
+	}
+}
