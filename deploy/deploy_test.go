@@ -43,6 +43,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
@@ -421,6 +422,8 @@ func decodeStrict(t *testing.T, name string, data []byte) any {
 		obj = &corev1.Secret{}
 	case "v1/Service":
 		obj = &corev1.Service{}
+	case "networking.k8s.io/v1/NetworkPolicy":
+		obj = &networkingv1.NetworkPolicy{}
 	case "kustomize.config.k8s.io/v1beta1/Kustomization":
 		obj = &types.Kustomization{}
 	default:
@@ -801,8 +804,8 @@ func envValue(c *corev1.Container, name string) (string, int) {
 
 func TestKustomizeBase(t *testing.T) {
 	dep, all := build(t, "kubernetes/base")
-	if len(all) != 1 {
-		t.Errorf("the base has %d objects, want just the Deployment (the Secret is created by hand)", len(all))
+	if len(all) != 2 {
+		t.Errorf("the base has %d objects, want the Deployment and its NetworkPolicy (the Secrets are created by hand)", len(all))
 	}
 	checkBase(t, dep)
 	pod := &dep.Spec.Template.Spec
@@ -1290,4 +1293,104 @@ func kubeletLayout(t *testing.T, pod *corev1.PodSpec, d *corev1.Container, fsGro
 		env = append(env, e.Name+"="+move(e.Value))
 	}
 	return args, env, bin
+}
+
+// TestKustomizeNetworkPolicy: a NetworkPolicy selects the pod in the base
+// and every overlay. Ingress: nothing in the base, where the daemon listens
+// on loopback, so a server a command of the agent starts on the pod's
+// address (a dev server on 0.0.0.0) is not reachable from other pods; in
+// the ssh-port overlay, TCP 2222 only. Egress: everything but the cloud
+// metadata address (169.254.169.254, fd00:ec2::254), where a command would
+// otherwise read the node's credentials; DNS and other pods stay reachable
+// on CNIs whose ipBlock rules leave out cluster endpoints (a namespace
+// selector allows those).
+func TestKustomizeNetworkPolicy(t *testing.T) {
+	for _, c := range []struct {
+		dir     string
+		ingress []int32
+	}{
+		{"kubernetes/base", nil},
+		{"kubernetes/overlays/pvc", nil},
+		{"kubernetes/overlays/bwrap", nil},
+		{"kubernetes/overlays/ssh-port", []int32{2222}},
+	} {
+		t.Run(c.dir, func(t *testing.T) {
+			dep, all := build(t, c.dir)
+			var np *networkingv1.NetworkPolicy
+			for _, o := range all {
+				if p, ok := o.(*networkingv1.NetworkPolicy); ok {
+					if np != nil {
+						t.Fatal("more than one NetworkPolicy")
+					}
+					np = p
+				}
+			}
+			if np == nil {
+				t.Fatal("no NetworkPolicy: every pod in the cluster reaches servers the agent's commands start on the pod's address, and the commands reach the cloud metadata service")
+			}
+			for k, v := range np.Spec.PodSelector.MatchLabels {
+				if dep.Spec.Template.Labels[k] != v {
+					t.Errorf("the NetworkPolicy's podSelector %v does not select the pod (labels %v)", np.Spec.PodSelector.MatchLabels, dep.Spec.Template.Labels)
+				}
+			}
+			if len(np.Spec.PodSelector.MatchLabels) == 0 || len(np.Spec.PodSelector.MatchExpressions) != 0 {
+				t.Errorf("podSelector %+v: want the pod's name label only", np.Spec.PodSelector)
+			}
+			if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}) {
+				t.Errorf("policyTypes %v, want Ingress and Egress", np.Spec.PolicyTypes)
+			}
+			var ports []int32
+			for _, r := range np.Spec.Ingress {
+				if len(r.From) != 0 && c.ingress == nil {
+					t.Errorf("ingress rule with peers %+v", r.From)
+				}
+				if len(r.Ports) == 0 {
+					t.Errorf("an ingress rule allows every port: %+v", r)
+				}
+				for _, p := range r.Ports {
+					if p.Port == nil || p.EndPort != nil || p.Protocol == nil || *p.Protocol != corev1.ProtocolTCP {
+						t.Errorf("ingress port %+v: want one TCP port", p)
+						continue
+					}
+					ports = append(ports, p.Port.IntVal)
+				}
+			}
+			if !slices.Equal(ports, c.ingress) {
+				t.Errorf("ingress allows ports %v, want %v", ports, c.ingress)
+			}
+			metadata := map[string]bool{"169.254.169.254/32": false, "fd00:ec2::254/128": false}
+			for _, r := range np.Spec.Egress {
+				if len(r.Ports) != 0 {
+					t.Errorf("an egress rule is limited to ports %+v: commands need any port (git over ssh, package registries)", r.Ports)
+				}
+				if len(r.To) == 0 {
+					t.Errorf("an egress rule without peers allows the metadata address too: %+v", r)
+				}
+				for _, peer := range r.To {
+					if peer.IPBlock == nil {
+						if peer.PodSelector != nil || peer.NamespaceSelector == nil || len(peer.NamespaceSelector.MatchLabels)+len(peer.NamespaceSelector.MatchExpressions) != 0 {
+							t.Errorf("egress peer %+v: want an ipBlock, or every pod (namespaceSelector: {})", peer)
+						}
+						continue
+					}
+					switch peer.IPBlock.CIDR {
+					case "0.0.0.0/0", "::/0":
+					default:
+						t.Errorf("egress ipBlock %s: want 0.0.0.0/0 or ::/0 with the metadata address excepted", peer.IPBlock.CIDR)
+					}
+					for _, e := range peer.IPBlock.Except {
+						if _, ok := metadata[e]; !ok {
+							t.Errorf("egress ipBlock excepts %s too", e)
+						}
+						metadata[e] = true
+					}
+				}
+			}
+			for cidr, excepted := range metadata {
+				if !excepted {
+					t.Errorf("egress does not except the metadata address %s", cidr)
+				}
+			}
+		})
+	}
 }
