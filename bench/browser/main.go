@@ -50,6 +50,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/bench/internal/figures"
 	"github.com/agentbe/agentbe-daemon/bench/internal/procstat"
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -137,7 +138,7 @@ func (c *conn) call(ctx context.Context, name string, args map[string]any) (stri
 		}
 	}
 	if res.IsError {
-		return "", fmt.Errorf("%s: %s", name, truncate(text.String(), 500))
+		return "", fmt.Errorf("%s: %s", name, clip.String(text.String(), 500))
 	}
 	return text.String(), nil
 }
@@ -158,7 +159,7 @@ func ours(o options) *server {
 			}
 			i := strings.Index(out, `"sessionId":"`)
 			if i < 0 {
-				return fmt.Errorf("browser.start answered without a sessionId: %s", truncate(out, 200))
+				return fmt.Errorf("browser.start answered without a sessionId: %s", clip.String(out, 200))
 			}
 			id := out[i+len(`"sessionId":"`):]
 			c.sessionID = id[:strings.IndexByte(id, '"')]
@@ -383,7 +384,7 @@ func snapshotOK(ctx context.Context, s *server, c *conn, links int) error {
 		return err
 	}
 	if want := fmt.Sprintf("Link %d", links); !strings.Contains(text, want) {
-		return fmt.Errorf("its snapshot lacks %q (the page's last link): %s", want, truncate(text, 300))
+		return fmt.Errorf("its snapshot lacks %q (the page's last link): %s", want, clip.String(text, 300))
 	}
 	return nil
 }
@@ -600,17 +601,10 @@ func pssKiB(pid int) int64 {
 	return 0
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
 // logTail is the end of a server's log, for an error.
 func logTail(dir string) string {
 	b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-	return truncate(strings.TrimSpace(string(b[max(0, len(b)-1500):])), 1500)
+	return clip.String(strings.TrimSpace(string(b[max(0, len(b)-1500):])), 1500)
 }
 
 func pwVersion(cli string) string {

@@ -31,6 +31,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 )
 
 // Defaults of Options.
@@ -431,10 +433,7 @@ func isJSONRPC(body []byte) bool {
 func httpError(url string, status int, body []byte) string {
 	text := fmt.Sprintf("POST %s: %d %s", url, status, http.StatusText(status))
 	if s := strings.TrimSpace(string(body)); s != "" {
-		if len(s) > 300 {
-			s = s[:300] + "…"
-		}
-		text += ": " + s
+		text += ": " + clip.String(s, 300)
 	}
 	switch status {
 	case http.StatusUnauthorized:

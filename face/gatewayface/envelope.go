@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
@@ -34,10 +35,7 @@ func parseFormat(v, def string) (string, error) {
 	case strings.EqualFold(v, FormatToolResult):
 		return FormatToolResult, nil
 	}
-	if len(v) > 40 {
-		v = v[:40] + "…"
-	}
-	return "", fmt.Errorf("resultFormat %q: use %q (the MCP CallToolResult, the default) or %q (the {ok, data, error, meta} envelope)", v, FormatMCP, FormatToolResult)
+	return "", fmt.Errorf("resultFormat %q: use %q (the MCP CallToolResult, the default) or %q (the {ok, data, error, meta} envelope)", clip.String(v, 40), FormatMCP, FormatToolResult)
 }
 
 // ToolResult is the gateway tools plan's result envelope.

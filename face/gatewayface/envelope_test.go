@@ -56,3 +56,18 @@ func TestParseFormat(t *testing.T) {
 		t.Errorf("a long bad value: %v", err)
 	}
 }
+
+// TestParseFormatCutsOnARune: an unknown resultFormat is quoted in the
+// error cut to 40 bytes, and a cut that falls inside a rune keeps the rune
+// out rather than half of it (which %q would show as \xc3).
+func TestParseFormatCutsOnARune(t *testing.T) {
+	v := strings.Repeat("a", 39) + "é" + strings.Repeat("b", 10)
+	_, err := parseFormat(v, FormatMCP)
+	if err == nil {
+		t.Fatal("an unknown resultFormat was accepted")
+	}
+	want := `resultFormat "` + strings.Repeat("a", 39) + `…"`
+	if !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("error %q does not start with %q", err, want)
+	}
+}

@@ -32,6 +32,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/internal/ratelog"
 )
 
@@ -172,9 +173,4 @@ func IsLoopbackAddr(hostport string) bool {
 // line keeps: a header may be up to 1 MiB.
 const logCut = 256
 
-func cut(v string) string {
-	if len(v) <= logCut {
-		return v
-	}
-	return v[:logCut] + "…"
-}
+func cut(v string) string { return clip.String(v, logCut) }

@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 )
 
 // target resolves what an act or extract names, a ref or a CSS selector, to
@@ -43,10 +44,10 @@ func (p *Provider) target(ctx context.Context, s *session, t *chromedp.Target, o
 	case selector != "":
 		objs, err := querySelector(ctx, t, selector, 1)
 		if err != nil {
-			return "", argError(ctx, op, "selector %q: %v", truncate(selector, 100), err)
+			return "", argError(ctx, op, "selector %q: %v", clip.String(selector, 100), err)
 		}
 		if len(objs) == 0 {
-			return "", errcode.New(errcode.InvalidArgument, op, "", "selector %q matched no element", truncate(selector, 100))
+			return "", errcode.New(errcode.InvalidArgument, op, "", "selector %q matched no element", clip.String(selector, 100))
 		}
 		return objs[0], nil
 	}
@@ -183,7 +184,7 @@ func keyEvents(key string) ([]*input.DispatchKeyEventParams, error) {
 	if r := []rune(key); len(r) == 1 {
 		return kb.Encode(r[0]), nil
 	}
-	return nil, fmt.Errorf("key %q is not a key name (Enter, Tab, Escape, Backspace, Delete, ArrowUp, ArrowDown, ArrowLeft, ArrowRight, Home, End, PageUp, PageDown, Space) or one character", truncate(key, 40))
+	return nil, fmt.Errorf("key %q is not a key name (Enter, Tab, Escape, Backspace, Delete, ArrowUp, ArrowDown, ArrowLeft, ArrowRight, Home, End, PageUp, PageDown, Space) or one character", clip.String(key, 40))
 }
 
 type actArgs struct {
@@ -202,7 +203,7 @@ func (p *Provider) act(ctx context.Context, s *session, a actArgs) error {
 	switch a.Type {
 	case "click", "hover", "select", "type", "press", "scroll":
 	default:
-		return errcode.New(errcode.InvalidArgument, op, "", "type %q is not one of click, type, press, select, hover, scroll", truncate(a.Type, 20))
+		return errcode.New(errcode.InvalidArgument, op, "", "type %q is not one of click, type, press, select, hover, scroll", clip.String(a.Type, 20))
 	}
 	if a.Text != nil && len(*a.Text) > MaxTypeChars {
 		return errcode.New(errcode.InvalidArgument, op, "", "text is %d bytes long; the limit is %d", len(*a.Text), MaxTypeChars)
@@ -291,7 +292,7 @@ func (p *Provider) act(ctx context.Context, s *session, a actArgs) error {
 				return none, argError(ctx, op, "%v", err)
 			}
 			if !found {
-				return none, errcode.New(errcode.InvalidArgument, op, "", "the <select> has no option with value or label %q", truncate(*a.Text, 100))
+				return none, errcode.New(errcode.InvalidArgument, op, "", "the <select> has no option with value or label %q", clip.String(*a.Text, 100))
 			}
 		case "scroll":
 			if a.Ref != "" || a.Selector != "" {
@@ -424,7 +425,7 @@ func (p *Provider) navigate(ctx context.Context, s *session, url string) (loc, t
 	if err != nil {
 		var le *chromedp.LoadError
 		if errors.As(err, &le) && strings.Contains(le.ErrorText, "BLOCKED_BY_CLIENT") {
-			return "", "", 0, errcode.New(errcode.InvalidArgument, "browser.goto", "", "refused %s: the network rules refused the page or a redirect of it", truncate(url, 200))
+			return "", "", 0, errcode.New(errcode.InvalidArgument, "browser.goto", "", "refused %s: the network rules refused the page or a redirect of it", clip.String(url, 200))
 		}
 		return "", "", 0, err
 	}
@@ -444,7 +445,7 @@ func (p *Provider) navigate(ctx context.Context, s *session, url string) (loc, t
 	if len(lt) != 2 {
 		return "", "", 0, fmt.Errorf("the page answered %d values for its location and title", len(lt))
 	}
-	return truncate(lt[0], MaxURLLen), truncate(lt[1], MaxTextPerNode), status, nil
+	return clip.String(lt[0], MaxURLLen), clip.String(lt[1], MaxTextPerNode), status, nil
 }
 
 // screenshot captures the viewport, or the whole page up to
@@ -541,7 +542,7 @@ func (p *Provider) extract(ctx context.Context, a extractArgs) (any, bool, error
 			return nil, false, errcode.New(errcode.InvalidArgument, op, "", "kind attribute needs attribute (its name)")
 		}
 	default:
-		return nil, false, errcode.New(errcode.InvalidArgument, op, "", "kind %q is not one of text, html, attribute, links", truncate(a.Kind, 20))
+		return nil, false, errcode.New(errcode.InvalidArgument, op, "", "kind %q is not one of text, html, attribute, links", clip.String(a.Kind, 20))
 	}
 	if a.Selector == "" {
 		return nil, false, errcode.New(errcode.InvalidArgument, op, "", "selector is empty (use \"body\" for the whole page)")
@@ -551,7 +552,7 @@ func (p *Provider) extract(ctx context.Context, a extractArgs) (any, bool, error
 	take := func(s string) string {
 		if len(s) > budget {
 			truncated = true
-			s = truncate(s, max(budget, 0))
+			s = clip.String(s, max(budget, 0))
 		}
 		budget -= len(s)
 		return s
@@ -559,7 +560,7 @@ func (p *Provider) extract(ctx context.Context, a extractArgs) (any, bool, error
 	out, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (any, error) {
 		objs, err := querySelector(ctx, t, a.Selector, maxExtractNodes+1)
 		if err != nil {
-			return nil, argError(ctx, op, "selector %q: %v", truncate(a.Selector, 100), err)
+			return nil, argError(ctx, op, "selector %q: %v", clip.String(a.Selector, 100), err)
 		}
 		if len(objs) > maxExtractNodes {
 			objs, truncated = objs[:maxExtractNodes], true

@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 	jsonv2 "github.com/go-json-experiment/json"
 
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
@@ -96,7 +97,7 @@ func TestAXTreeDecoders(t *testing.T) {
 				}
 			}
 			if len(now.Nodes) < 3 {
-				t.Fatalf("a tree of %d nodes: %s", len(now.Nodes), truncate(string(raw), 500))
+				t.Fatalf("a tree of %d nodes: %s", len(now.Nodes), clip.String(string(raw), 500))
 			}
 			var std chromedpTree
 			if err := json.Unmarshal(raw, &std); err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 )
 
 // A page can stop itself, and so every call on its session: a JavaScript
@@ -90,7 +92,7 @@ func (s *session) noteDialog(e *page.EventJavascriptDialogOpening) (leave bool) 
 	l := &s.dialogs
 	l.count++
 	if len(l.shown) < MaxDialogs {
-		l.shown = append(l.shown, dialogRecord{Type: string(e.Type), Message: truncate(e.Message, MaxTextPerNode), Accepted: acceptsDialog(e.Type)})
+		l.shown = append(l.shown, dialogRecord{Type: string(e.Type), Message: clip.String(e.Message, MaxTextPerNode), Accepted: acceptsDialog(e.Type)})
 	}
 	if l.count == maxDialogsBeforeLeave+1 {
 		l.left = true
@@ -205,7 +207,7 @@ func withDialogs(res *mcp.CallToolResult, l dialogLog) *mcp.CallToolResult {
 				b.WriteString(" …")
 				break
 			}
-			fmt.Fprintf(&b, " %s %q", d.Type, truncate(d.Message, 60))
+			fmt.Fprintf(&b, " %s %q", d.Type, clip.String(d.Message, 60))
 		}
 		if l.left {
 			b.WriteString("; " + left)

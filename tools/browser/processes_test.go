@@ -10,6 +10,8 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
+
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 )
 
 // TestSessionHoldsOnlyItsPage: once a page is loaded, a session's Chromium
@@ -40,7 +42,7 @@ func TestSessionHoldsOnlyItsPage(t *testing.T) {
 		kind := "browser"
 		for _, a := range args {
 			if a == "--no-sandbox" {
-				t.Errorf("pid %d runs without its sandbox: %s", pid, truncate(strings.Join(args, " "), 300))
+				t.Errorf("pid %d runs without its sandbox: %s", pid, clip.String(strings.Join(args, " "), 300))
 			}
 			if v, ok := strings.CutPrefix(a, "--type="); ok {
 				kind = v

@@ -15,9 +15,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/netguard"
 )
 
@@ -338,7 +338,7 @@ func (p *Provider) session(id, owner, op string) (*session, error) {
 	p.mu.Unlock()
 	if s == nil || s.owner != owner {
 		return nil, &errcode.Error{Code: errcode.NotFound, Op: op,
-			Msg: fmt.Sprintf("sessionId %q: no such browser session (closed, idle for longer than %s, or never started); start one with browser.start", truncate(id, 64), p.opts.IdleTimeout)}
+			Msg: fmt.Sprintf("sessionId %q: no such browser session (closed, idle for longer than %s, or never started); start one with browser.start", clip.String(id, 64), p.opts.IdleTimeout)}
 	}
 	return s, nil
 }
@@ -349,7 +349,7 @@ func (p *Provider) closeSession(id, owner string) error {
 	s := p.sessions[id]
 	if s == nil || s.owner != owner {
 		p.mu.Unlock()
-		return &errcode.Error{Code: errcode.NotFound, Op: "browser.close", Msg: fmt.Sprintf("sessionId %q: no such browser session", truncate(id, 64))}
+		return &errcode.Error{Code: errcode.NotFound, Op: "browser.close", Msg: fmt.Sprintf("sessionId %q: no such browser session", clip.String(id, 64))}
 	}
 	delete(p.sessions, id)
 	p.mu.Unlock()
@@ -429,17 +429,6 @@ func randomID() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
-}
-
-// truncate cuts s to n bytes (at a rune boundary) with an ellipsis.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // callCtx is a context for one action on s: it ends with the call's context

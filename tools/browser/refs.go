@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/chromedp/cdproto/cdp"
+
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 )
 
 // MaxRefs bounds the refs one page may hand out; past it, snapshots show
@@ -60,7 +62,7 @@ func (t *refTable) lookup(ref string) (cdp.BackendNodeID, error) {
 	num, ok := strings.CutPrefix(ref, "e")
 	n, err := strconv.Atoi(num)
 	if !ok || err != nil || n <= 0 || len(ref) > 12 {
-		return 0, fmt.Errorf("ref %q is not a ref (refs look like e12 and come from browser.snapshot or browser.goto)", truncate(ref, 20))
+		return 0, fmt.Errorf("ref %q is not a ref (refs look like e12 and come from browser.snapshot or browser.goto)", clip.String(ref, 20))
 	}
 	if n < t.first {
 		return 0, fmt.Errorf("ref %q is stale: the page has navigated since the snapshot that gave it; take a new browser.snapshot", ref)

@@ -27,6 +27,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
@@ -151,7 +152,7 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 	}
 	s.proxy, err = startProxy(p.net, p.opts.AllowHTTP, p.opts.AllowLocal, uid, func(target string, err error) {
 		s.blocked.Add(1)
-		p.log.Info("browser connection refused", "session", s.id, "target", truncate(target, 200), "reason", err)
+		p.log.Info("browser connection refused", "session", s.id, "target", clip.String(target, 200), "reason", err)
 	})
 	if err != nil {
 		return s, fmt.Errorf("starting the session's proxy: %w", err)
@@ -451,7 +452,7 @@ func (p *Provider) intercept(s *session, e *fetch.EventRequestPaused) {
 	}
 	if err != nil {
 		s.blocked.Add(1)
-		p.log.Info("browser request refused", "session", s.id, "url", truncate(e.Request.URL, 200), "type", e.ResourceType, "reason", err)
+		p.log.Info("browser request refused", "session", s.id, "url", clip.String(e.Request.URL, 200), "type", e.ResourceType, "reason", err)
 		_, _ = cdp.Call(ctx, c.Browser, fetch.FailRequest, fetch.FailRequestParams{RequestID: e.RequestID, ErrorReason: network.ErrorReasonBlockedByClient})
 		return
 	}
@@ -506,14 +507,14 @@ func (p *Provider) vetNavigation(ctx context.Context, raw string) error {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("url %q: %v", truncate(raw, 200), err)
+		return fmt.Errorf("url %q: %v", clip.String(raw, 200), err)
 	}
 	err = p.vetNavigationURL(ctx, raw, u)
 	if err != nil && (u.Scheme == "http" || u.Scheme == "https") && !p.opts.AllowLocal && netguard.LoopbackHost(u.Hostname()) {
 		// A page the user serves on this machine breaks several rules
 		// (http, its port, loopback), each with a flag of its own: say
 		// the one setting that admits it, not the first rule's.
-		return fmt.Errorf("url %s: %s", truncate(raw, 200), LocalRefusal)
+		return fmt.Errorf("url %s: %s", clip.String(raw, 200), LocalRefusal)
 	}
 	return err
 }
@@ -525,17 +526,17 @@ func (p *Provider) vetNavigationURL(ctx context.Context, raw string, u *url.URL)
 	case "https":
 	case "http":
 		if !p.httpOK(u.Hostname()) {
-			return fmt.Errorf("url %s: only https URLs are allowed (the operator may allow http with --browser-allow-http)", truncate(raw, 200))
+			return fmt.Errorf("url %s: only https URLs are allowed (the operator may allow http with --browser-allow-http)", clip.String(raw, 200))
 		}
 	default:
-		return fmt.Errorf("url %s: scheme %q is not allowed (https%s, or about:blank)", truncate(raw, 200), u.Scheme, map[bool]string{true: " or http", false: ""}[p.opts.AllowHTTP])
+		return fmt.Errorf("url %s: scheme %q is not allowed (https%s, or about:blank)", clip.String(raw, 200), u.Scheme, map[bool]string{true: " or http", false: ""}[p.opts.AllowHTTP])
 	}
 	if _, err := p.net.Vet(ctx, u); err != nil {
 		var be *netguard.BlockedError
 		if errors.As(err, &be) {
 			return be
 		}
-		return fmt.Errorf("url %s: %w", truncate(raw, 200), err)
+		return fmt.Errorf("url %s: %w", clip.String(raw, 200), err)
 	}
 	return nil
 }

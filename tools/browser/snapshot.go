@@ -13,6 +13,8 @@ import (
 	"github.com/chromedp/cdproto/dom"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 )
 
 // interactiveRoles are the ARIA roles a snapshot gives a ref: what act can
@@ -117,7 +119,7 @@ func plainString(raw []byte) (string, bool) {
 // quote is s on one line, cut to MaxTextPerNode, in double quotes.
 func quote(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
-	return strconv.Quote(truncate(s, MaxTextPerNode))
+	return strconv.Quote(clip.String(s, MaxTextPerNode))
 }
 
 // ariaSnapshot writes the accessibility tree of the page, one line per

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/internal/toolkit"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
@@ -239,7 +240,7 @@ func (p *Provider) handleSnapshot(ctx context.Context, call registry.Call) *mcp.
 	}
 	const op = "browser.snapshot"
 	if a.Mode != "" && a.Mode != "aria" && a.Mode != "dom" {
-		return toolkit.Fail(errcode.New(errcode.InvalidArgument, op, "", "mode %q is not aria or dom", truncate(a.Mode, 20)))
+		return toolkit.Fail(errcode.New(errcode.InvalidArgument, op, "", "mode %q is not aria or dom", clip.String(a.Mode, 20)))
 	}
 	return p.withSession(ctx, call, a.SessionID, op, p.opts.NavigateTimeout, func(ctx context.Context, s *session) *mcp.CallToolResult {
 		snap := p.ariaSnapshot

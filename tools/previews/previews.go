@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agentbe/agentbe-daemon/internal/procnet"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -20,6 +19,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/agentbe/agentbe-daemon/internal/clip"
+	"github.com/agentbe/agentbe-daemon/internal/procnet"
 
 	"golang.org/x/sys/unix"
 
@@ -170,19 +172,19 @@ func Target(host string, port uint32) (int, error) {
 	if a, err := netip.ParseAddr(h); err == nil && a.Zone() == "" && (a == netip.AddrFrom4([4]byte{127, 0, 0, 1}) || a == netip.IPv6Loopback()) {
 		return int(port), nil
 	}
-	return 0, fmt.Errorf("%w: %q is not localhost, 127.0.0.1 or ::1", ErrBadTarget, cut(host, 64))
+	return 0, fmt.Errorf("%w: %q is not localhost, 127.0.0.1 or ::1", ErrBadTarget, clip.String(host, 64))
 }
 
 // ParsePort reads a port as a URL path segment carries it: 1 to 5 ASCII
 // digits without a leading zero, 1..65535.
 func ParsePort(s string) (int, error) {
 	if s == "" || len(s) > 5 || s[0] == '0' {
-		return 0, fmt.Errorf("%w: %q is not a port number (1..65535)", ErrBadTarget, cut(s, 16))
+		return 0, fmt.Errorf("%w: %q is not a port number (1..65535)", ErrBadTarget, clip.String(s, 16))
 	}
 	n := 0
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("%w: %q is not a port number (1..65535)", ErrBadTarget, cut(s, 16))
+			return 0, fmt.Errorf("%w: %q is not a port number (1..65535)", ErrBadTarget, clip.String(s, 16))
 		}
 		n = n*10 + int(s[i]-'0')
 	}
@@ -190,13 +192,6 @@ func ParsePort(s string) (int, error) {
 		return 0, fmt.Errorf("%w: %d is not a port number (1..65535)", ErrBadTarget, n)
 	}
 	return n, nil
-}
-
-func cut(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }
 
 // Port is a port a workspace process listens on.

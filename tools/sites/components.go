@@ -8,7 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 )
 
 // Bounds of component blocks, as the reference has them.
@@ -193,12 +194,5 @@ func (s *Site) evalComponent(ctx context.Context, page, line string) string {
 }
 
 func evalError(msg string) string {
-	if len(msg) > componentErrMax {
-		cut := componentErrMax
-		for cut > 0 && !utf8.RuneStart(msg[cut]) {
-			cut--
-		}
-		msg = msg[:cut] + "…"
-	}
-	return "[eval error: " + msg + "]"
+	return "[eval error: " + clip.String(msg, componentErrMax) + "]"
 }

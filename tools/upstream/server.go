@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
@@ -572,7 +573,7 @@ pages:
 			}
 			if err := s.servable(t, seen); err != nil {
 				if skipped++; skipped <= 10 {
-					s.log.Warn("upstream tool left out", "tool", clip(t.Name, 80), "err", clip(err.Error(), 200))
+					s.log.Warn("upstream tool left out", "tool", clip.String(t.Name, 80), "err", clip.String(err.Error(), 200))
 				}
 				continue
 			}
@@ -631,14 +632,6 @@ func (s *server) servable(t *mcp.Tool, seen map[string]bool) error {
 	}
 	seen[name] = true
 	return registry.ValidInputSchema(t.InputSchema)
-}
-
-// clip is s cut to n bytes, for a log line.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // tool is one upstream tool as the registry serves it.
