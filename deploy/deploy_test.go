@@ -40,6 +40,8 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 	"github.com/moby/buildkit/frontend/dockerfile/linter"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
+	"github.com/moby/patternmatcher"
+	"github.com/moby/patternmatcher/ignorefile"
 	"golang.org/x/crypto/ssh"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -1392,5 +1394,49 @@ func TestKustomizeNetworkPolicy(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDockerignoreKeepsSecretsOut: the build stage copies the whole context
+// (COPY . .), and its layers stay in the builder's cache, and in a registry
+// with `--cache-to … mode=max`. docs/deploy.md has the operator create the
+// token file and the SSH host key in the directory the image is built from
+// (the repository root); the .dockerignore must keep them, and the local
+// workspace, out of the context, while the Go sources (one of them named
+// token.go) stay in. It is matched the way BuildKit matches it.
+func TestDockerignoreKeepsSecretsOut(t *testing.T) {
+	f, err := os.Open("Dockerfile.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	patterns, err := ignorefile.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := patternmatcher.New(patterns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, wantOut := range map[string]bool{
+		"token":                         true,
+		"ssh_host_ed25519_key":          true,
+		"ssh_host_ed25519_key.pub":      true,
+		"workspace/notes.txt":           true,
+		".git/config":                   true,
+		"go.mod":                        false,
+		"go.sum":                        false,
+		"cmd/agent-backend/main.go":     false,
+		"internal/httpguard/token.go":   false,
+		"config/tokenref.go":            false,
+		"deploy/kubernetes/base/x.yaml": false,
+	} {
+		out, err := pm.MatchesOrParentMatches(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out != wantOut {
+			t.Errorf("%s: left out of the build context = %v, want %v", path, out, wantOut)
+		}
 	}
 }

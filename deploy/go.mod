@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/moby/buildkit v0.28.0
+	github.com/moby/patternmatcher v0.6.0
 	golang.org/x/crypto v0.58.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
