@@ -96,11 +96,10 @@ func TestAttackEnvRequestsBounded(t *testing.T) {
 // rawSession is a session channel driven request by request, with its
 // output and exit status collected.
 type rawSession struct {
-	ch           gossh.Channel
-	stdout       chan string // everything, once the channel's data ends
-	stderr       chan string
-	exit         chan int // the exit-status, or -1 when the channel closed without one
-	exitSignaled chan string
+	ch     gossh.Channel
+	stdout chan string // everything, once the channel's data ends
+	stderr chan string
+	exit   chan int // the exit-status, or -1 when the channel closed without one
 }
 
 func openRaw(t *testing.T, c *gossh.Client) *rawSession {
