@@ -130,18 +130,6 @@ func (c *limitedConn) close() error {
 	return c.Conn.Close()
 }
 
-func remoteIP(c net.Conn) netip.Addr {
-	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		if a, ok := netip.AddrFromSlice(ta.IP); ok {
-			return a.Unmap()
-		}
-	}
-	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
-		return ap.Addr().Unmap()
-	}
-	return netip.Addr{}
-}
-
 // Accept returns the next connection within the caps, or on a reserve slot.
 // A connection over the caps with every reserve slot taken is closed at
 // once (the client sees a reset or EOF before any HTTP byte) and counted;
@@ -152,7 +140,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		ip := remoteIP(c)
+		ip := admit.ClientAddr(c.RemoteAddr())
 		shed := l.shedIfPressed(ip)
 		for _, s := range shed {
 			_ = s.Close()

@@ -2,8 +2,8 @@ package admit
 
 import (
 	"context"
-	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"sync"
@@ -35,7 +35,7 @@ const InflightWait = 2 * time.Second
 type Inflight struct {
 	limit int
 	wait  time.Duration
-	addrs sync.Map // client address → *addrSlots
+	addrs sync.Map // client address (ClientAddr) → *addrSlots
 
 	entries atomic.Int64 // in addrs
 	sweepAt atomic.Int64 // entries beyond which an insert sweeps
@@ -97,10 +97,7 @@ type Slot struct{ a *addrSlots }
 // Inflight's wait (or until ctx ends) when it has limit requests in
 // flight, and reports whether it got one; Release gives it back.
 func (f *Inflight) Acquire(ctx context.Context, remoteAddr string) (Slot, bool) {
-	key := remoteAddr
-	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
-		key = h
-	}
+	key := ClientAddrOf(remoteAddr)
 	var t *time.Timer
 	for {
 		a := f.entry(key)
@@ -183,7 +180,7 @@ func (f *Inflight) Release(s Slot) {
 
 // entry returns key's counter, adding it (and sweeping if the map grew) if
 // there is none.
-func (f *Inflight) entry(key string) *addrSlots {
+func (f *Inflight) entry(key netip.Addr) *addrSlots {
 	if v, ok := f.addrs.Load(key); ok {
 		return v.(*addrSlots)
 	}
@@ -195,7 +192,7 @@ func (f *Inflight) entry(key string) *addrSlots {
 }
 
 // drop removes a swept entry from the map, once.
-func (f *Inflight) drop(key string, a *addrSlots) {
+func (f *Inflight) drop(key netip.Addr, a *addrSlots) {
 	if f.addrs.CompareAndDelete(key, a) {
 		f.entries.Add(-1)
 	}
@@ -214,7 +211,7 @@ func (f *Inflight) sweep() {
 		a.mu.Lock()
 		if a.waiters.Load() == 0 && a.n.CompareAndSwap(0, -1) {
 			a.mu.Unlock()
-			f.drop(k.(string), a)
+			f.drop(k.(netip.Addr), a)
 			return true
 		}
 		a.mu.Unlock()
@@ -236,9 +233,14 @@ func (f *Inflight) Busy() *Refusal {
 			" (--max-inflight-per-ip, counted across /mcp and /execute); wait for one to finish, then retry"}
 }
 
-// Held reports how many slots addr's requests hold.
+// Held reports how many slots the requests of the client at addr (an
+// address without a port, such as "127.0.0.1") hold.
 func (f *Inflight) Held(addr string) int64 {
-	if v, ok := f.addrs.Load(addr); ok {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return 0
+	}
+	if v, ok := f.addrs.Load(a.Unmap()); ok {
 		return max(v.(*addrSlots).n.Load(), 0)
 	}
 	return 0

@@ -3,6 +3,7 @@ package admit
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -80,7 +81,7 @@ func TestInflightCountsAndSweeps(t *testing.T) {
 		got <- ok
 	}()
 	for {
-		v, _ := f.addrs.Load("10.0.0.9")
+		v, _ := f.addrs.Load(netip.MustParseAddr("10.0.0.9"))
 		if v.(*addrSlots).waiters.Load() == 1 {
 			break
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -13,6 +12,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 )
 
 // Defaults.
@@ -236,15 +237,6 @@ func (a *Auth) Health() Health {
 	return h
 }
 
-func addrOf(conn gossh.ConnMetadata) netip.Addr {
-	if ta, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
-		if ap, ok := netip.AddrFromSlice(ta.IP); ok {
-			return ap.Unmap()
-		}
-	}
-	return netip.Addr{}
-}
-
 // PublicKey is the sshd PublicKeyCallback. x/crypto calls it when a
 // client offers a key, before the client has proved it holds the private
 // key (a "query" needs no signature, and public keys are public): a key
@@ -253,7 +245,7 @@ func addrOf(conn gossh.ConnMetadata) netip.Addr {
 // once the signature has been checked. A refusal is a failure at once.
 func (a *Auth) PublicKey(conn gossh.ConnMetadata, key gossh.PublicKey) (*gossh.Permissions, error) {
 	a.refresh()
-	addr := addrOf(conn)
+	addr := admit.ClientAddr(conn.RemoteAddr())
 	fp := gossh.FingerprintSHA256(key)
 	a.mu.Lock()
 	keys, cas := a.keys, a.cas
@@ -324,7 +316,7 @@ func (a *Auth) succeeded(conn gossh.ConnMetadata, method, fp string) {
 		a.opts.Attempt(method, "accepted")
 	}
 	a.fmu.Lock()
-	delete(a.failures, addrOf(conn))
+	delete(a.failures, admit.ClientAddr(conn.RemoteAddr()))
 	a.fmu.Unlock()
 }
 
@@ -335,7 +327,7 @@ func (a *Auth) failed(conn gossh.ConnMetadata, method, fp, why string) {
 	if a.opts.Attempt != nil {
 		a.opts.Attempt(method, "refused")
 	}
-	addr := addrOf(conn)
+	addr := admit.ClientAddr(conn.RemoteAddr())
 	now := time.Now()
 	a.fmu.Lock()
 	f := a.failures[addr]

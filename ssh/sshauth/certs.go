@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 )
 
 // certSourceAddress is the one critical option a user certificate may
@@ -93,7 +95,7 @@ func checkCert(conn gossh.ConnMetadata, cert *gossh.Certificate, cas []gossh.Pub
 	}
 	// x/crypto's server enforces source-address only when the returned
 	// Permissions carry it; check it here, where the decision is made.
-	if v, ok := cert.CriticalOptions[certSourceAddress]; ok && !sourceAddressAdmits(v, addrOf(conn)) {
+	if v, ok := cert.CriticalOptions[certSourceAddress]; ok && !sourceAddressAdmits(v, admit.ClientAddr(conn.RemoteAddr())) {
 		return nil, fmt.Errorf("the certificate's source-address %q does not admit %s", v, conn.RemoteAddr())
 	}
 	ext := map[string]string{

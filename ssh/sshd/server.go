@@ -16,6 +16,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/ratelog"
 	"github.com/agentbe/agentbe-daemon/internal/tick"
 )
@@ -204,7 +205,7 @@ func (s *Server) Handshake(ctx context.Context, c net.Conn) (*Conn, error) {
 	if err := s.track(c); err != nil {
 		return nil, err
 	}
-	addr := addrOf(c.RemoteAddr())
+	addr := admit.ClientAddr(c.RemoteAddr())
 	if err := s.startLogin(addr); err != nil {
 		s.untrack(c)
 		return nil, err
@@ -337,7 +338,7 @@ func (conn *Conn) Serve() {
 	stopKeepalive := conn.startKeepalive()
 	// Session and direct-tcpip channels, counted for the connection and
 	// for the daemon.
-	slots := newChanSlots(s.cfg.MaxChannels, s.cfg.Channels, addrOf(conn.c.RemoteAddr()))
+	slots := newChanSlots(s.cfg.MaxChannels, s.cfg.Channels, admit.ClientAddr(conn.c.RemoteAddr()))
 	chans, reqs := conn.chans, conn.reqs
 	for chans != nil || reqs != nil {
 		select {

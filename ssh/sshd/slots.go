@@ -3,7 +3,6 @@ package sshd
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -190,20 +189,4 @@ func (p *ChannelPool) give(addr netip.Addr) {
 	} else {
 		delete(p.byAddr, addr)
 	}
-}
-
-// addrOf is a connection's client address, for the pool's per-address
-// share (the zero Addr when it has none, as over net.Pipe).
-func addrOf(a net.Addr) netip.Addr {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		if ip, ok := netip.AddrFromSlice(ta.IP); ok {
-			return ip.Unmap()
-		}
-	}
-	if a != nil {
-		if ap, err := netip.ParseAddrPort(a.String()); err == nil {
-			return ap.Addr().Unmap()
-		}
-	}
-	return netip.Addr{}
 }
