@@ -21,6 +21,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 )
 
 // Defaults of Options.
@@ -518,13 +519,19 @@ func runsCode(k string) string {
 	return ""
 }
 
+// reservedEnv reports a name a request may not set, in any case: one the
+// sandbox drops from every command (policy.DeniedEnv: refused here, with a
+// 400, rather than dropped without a word), and the site's own.
 func reservedEnv(k string) bool {
 	u := strings.ToUpper(k)
-	switch u {
-	case "PATH", "HOME", "LANG", "SHELL", "USER", "LOGNAME", "PWD", "IFS", "ENV", "BASH_ENV", "TMPDIR":
+	if policy.DeniedEnv(u) {
 		return true
 	}
-	for _, p := range []string{"LC_", "LD_", "DYLD_", "BASH_FUNC_", "STATESPACE_", "AGENTBE_"} {
+	switch u {
+	case "PATH", "LANG", "SHELL", "USER", "LOGNAME", "TMPDIR":
+		return true
+	}
+	for _, p := range []string{"LC_", "STATESPACE_", "AGENTBE_"} {
 		if strings.HasPrefix(u, p) {
 			return true
 		}

@@ -139,6 +139,7 @@ func TestHTTPStatuses(t *testing.T) {
 		{"POST body too large", "POST", "/", `{"command":["echo","` + strings.Repeat("x", MaxRequestBytes) + `"]}`, 413, "over 64 KiB"},
 		{"POST reserved env", "POST", "/", `{"command":["ls"],"env":{"LD_PRELOAD":"x.so"}}`, 400, "LD_PRELOAD is reserved"},
 		{"POST PATH env", "POST", "/", `{"command":["ls"],"env":{"PATH":"/tmp"}}`, 400, "PATH is reserved"},
+		{"POST PS4 env", "POST", "/", `{"command":["ls"],"env":{"PS4":"$(id)"}}`, 400, "PS4 is reserved"},
 		{"POST control character", "POST", "/", `{"command":["ls"],"env":{"X":"a\nb"}}`, 400, "control character"},
 		{"PUT", "PUT", "/", ``, 405, "use GET"},
 	} {
