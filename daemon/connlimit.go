@@ -344,7 +344,7 @@ func reserveGate(next http.Handler) http.Handler {
 			if r.ContentLength != 0 {
 				// A probe sends no body; one that declares a body could
 				// hold the slot while net/http waits for it.
-				writeJSONError(w, http.StatusBadRequest, "Request body not allowed",
+				admit.WriteJSONError(w, http.StatusBadRequest, "Request body not allowed",
 					"a connection over the caps may only ask /health or /metrics, without a body")
 				return
 			}
@@ -352,7 +352,7 @@ func reserveGate(next http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set("Retry-After", "1")
-		writeJSONError(w, http.StatusServiceUnavailable, "Too many connections",
+		admit.WriteJSONError(w, http.StatusServiceUnavailable, "Too many connections",
 			"the daemon holds --max-connections connections, or --max-connections-per-ip from this address; only /health and /metrics answer until some close")
 	})
 }

@@ -201,10 +201,10 @@ func (d *Daemon) mount(parts []started) {
 // serveNotFound answers every path no route serves.
 func serveNotFound(w http.ResponseWriter, r *http.Request) {
 	if admit.IsUpgrade(r) {
-		writeJSONError(w, http.StatusBadRequest, "Bad Request", "WebSocket upgrades are served only at /ssh, /gateway and, with --previews, /preview/{port}/")
+		admit.WriteJSONError(w, http.StatusBadRequest, "Bad Request", "WebSocket upgrades are served only at /ssh, /gateway and, with --previews, /preview/{port}/")
 		return
 	}
-	writeJSONError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no endpoint at %s; see /health, /mcp, /ssh, /metrics", r.URL.Path))
+	admit.WriteJSONError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no endpoint at %s; see /health, /mcp, /ssh, /metrics", r.URL.Path))
 }
 
 // handleWork mounts an endpoint that does work (or reveals what the

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/metrics"
 )
 
@@ -151,7 +151,7 @@ func instrument(next http.Handler, log *slog.Logger, m *httpMetrics) http.Handle
 				log.Error("handler panicked; request answered 500, daemon keeps serving",
 					"method", r.Method, "route", route, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 				if rec.status == 0 && !rec.hijacked {
-					writeJSONError(rec, http.StatusInternalServerError, "Internal Server Error", "the daemon hit an internal error; see its log")
+					admit.WriteJSONError(rec, http.StatusInternalServerError, "Internal Server Error", "the daemon hit an internal error; see its log")
 				}
 			}
 			status := rec.status
@@ -179,21 +179,13 @@ func instrument(next http.Handler, log *slog.Logger, m *httpMetrics) http.Handle
 	})
 }
 
-// writeJSONError writes the reference daemon's error shape,
-// {"error": "...", "message": "..."}.
-func writeJSONError(w http.ResponseWriter, status int, errText, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": errText, "message": msg})
-}
-
 // onlyGET answers 405 to anything but GET and HEAD. (A method pattern such as
 // "GET /health" would let the catch-all "/" answer 404 to a POST instead.)
 func onlyGET(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeJSONError(w, http.StatusMethodNotAllowed, "Method Not Allowed", r.Method+" is not supported on "+r.URL.Path+"; use GET")
+			admit.WriteJSONError(w, http.StatusMethodNotAllowed, "Method Not Allowed", r.Method+" is not supported on "+r.URL.Path+"; use GET")
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -108,15 +108,13 @@ func (ref *Refusal) Write(w http.ResponseWriter) {
 }
 
 // WriteJSONError writes the reference's error body ({"error": short title,
-// "message": what to do}), which clients log verbatim.
+// "message": what to do}), which clients log verbatim, with its headers:
+// the one writer of the daemon's HTTP error answers, httpguard's
+// Refusal.Write (which the Origin and Host rules answer with below
+// internal/admit). TestJSONErrorHasOneHome fails on a file that writes the
+// shape itself.
 func WriteJSONError(w http.ResponseWriter, status int, title, msg string) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(struct {
-		Error   string `json:"error"`
-		Message string `json:"message"`
-	}{title, msg})
+	(&httpguard.Refusal{Status: status, Title: title, Message: msg}).Write(w)
 }
 
 // Admission is a request that has passed the Origin and Host rules

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 )
 
 // ApprovalsHandler serves the operator's side of approvals on the REST
@@ -24,8 +26,12 @@ func (a *Approvals) ApprovalsHandler(isOperator func(*http.Request) bool, decide
 			w.WriteHeader(status)
 			json.NewEncoder(w).Encode(v)
 		}
+		writeError := func(status int, title, msg string) {
+			w.Header().Set("Cache-Control", "no-store")
+			admit.WriteJSONError(w, status, title, msg)
+		}
 		if !isOperator(r) {
-			writeJSON(http.StatusUnauthorized, map[string]string{"error": "Unauthorized", "message": "approvals need the operator's token (--operator-token-file), not the agent's"})
+			writeError(http.StatusUnauthorized, "Unauthorized", "approvals need the operator's token (--operator-token-file), not the agent's")
 			return
 		}
 		id := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/approvals"), "/")
@@ -40,15 +46,15 @@ func (a *Approvals) ApprovalsHandler(isOperator func(*http.Request) bool, decide
 			dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&body); err != nil || body.Approved == nil {
-				writeJSON(http.StatusBadRequest, map[string]string{"error": "Bad Request", "message": `the body is {"approved": true|false, "always"?: true|false}`})
+				writeError(http.StatusBadRequest, "Bad Request", `the body is {"approved": true|false, "always"?: true|false}`)
 				return
 			}
 			p, err := a.Decide(id, *body.Approved, body.Always)
 			switch {
 			case errors.Is(err, ErrNoRequest):
-				writeJSON(http.StatusNotFound, map[string]string{"error": "Not Found", "message": err.Error()})
+				writeError(http.StatusNotFound, "Not Found", err.Error())
 			case err != nil:
-				writeJSON(http.StatusInternalServerError, map[string]string{"error": "Internal Server Error", "message": err.Error()})
+				writeError(http.StatusInternalServerError, "Internal Server Error", err.Error())
 			default:
 				if decided != nil {
 					// p.Always: an "always" for a program the agent
@@ -59,7 +65,7 @@ func (a *Approvals) ApprovalsHandler(isOperator func(*http.Request) bool, decide
 			}
 		default:
 			w.Header().Set("Allow", "GET, POST")
-			writeJSON(http.StatusMethodNotAllowed, map[string]string{"error": "Method Not Allowed", "message": "GET /approvals, or POST /approvals/{requestId}"})
+			writeError(http.StatusMethodNotAllowed, "Method Not Allowed", "GET /approvals, or POST /approvals/{requestId}")
 		}
 	})
 }
