@@ -15,8 +15,9 @@ import (
 // "x\n[DIR] secrets", which printed raw is two entries of the listing the
 // model reads, or a name whose invalid bytes become U+FFFD on the wire, the
 // same text as another file's; quoted, every line is one entry and every
-// name its own. The same rule as the change sets' text
-// (fsops/checkpoint/change.go, shownName).
+// name its own. The change sets' text (fsops/checkpoint/change.go) shows its
+// names with it too; TestShownNameHasOneHome fails on a file that decides
+// which names to quote by itself.
 func ShownName(s string) string {
 	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool {
 		return unicode.IsControl(r) || r == '\u2028' || r == '\u2029'

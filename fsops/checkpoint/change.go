@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
@@ -136,7 +135,7 @@ func Describe(c *Change, old, new []byte, budget *int) {
 		c.budgetSpent = true
 		return
 	}
-	d, ok := fsops.UnifiedDiff(shownName(c.Path), string(old), string(new))
+	d, ok := fsops.UnifiedDiff(fsops.ShownName(c.Path), string(old), string(new))
 	if !ok {
 		c.Note = "diff left out: too many line edits to render"
 		if budget != nil {
@@ -184,18 +183,18 @@ func Text(s ChangeSet) string {
 	}
 	for _, c := range s.Changes {
 		mark := map[string]string{KindAdded: "A", KindModified: "M", KindDeleted: "D"}[c.Kind]
-		fmt.Fprintf(&b, "%s %s", mark, shownName(c.Path))
+		fmt.Fprintf(&b, "%s %s", mark, fsops.ShownName(c.Path))
 		switch {
 		case c.Type == TypeDir:
 			b.WriteString("/")
 		case c.Type == TypeSymlink:
 			switch c.Kind {
 			case KindAdded:
-				fmt.Fprintf(&b, " -> %s", shownName(c.NewTarget))
+				fmt.Fprintf(&b, " -> %s", fsops.ShownName(c.NewTarget))
 			case KindDeleted:
-				fmt.Fprintf(&b, " -> %s", shownName(c.OldTarget))
+				fmt.Fprintf(&b, " -> %s", fsops.ShownName(c.OldTarget))
 			default:
-				fmt.Fprintf(&b, " -> %s (was %s)", shownName(c.NewTarget), shownName(c.OldTarget))
+				fmt.Fprintf(&b, " -> %s (was %s)", fsops.ShownName(c.NewTarget), fsops.ShownName(c.OldTarget))
 			}
 		case c.Binary:
 			fmt.Fprintf(&b, " (binary, %s)", sizes(c))
@@ -218,7 +217,7 @@ func Text(s ChangeSet) string {
 	if len(s.Skipped) > 0 {
 		shown := make([]string, len(s.Skipped))
 		for i, p := range s.Skipped {
-			shown[i] = shownName(p)
+			shown[i] = fsops.ShownName(p)
 		}
 		fmt.Fprintf(&b, "skipped (not a file, directory or symlink): %s\n", strings.Join(shown, ", "))
 	}
@@ -232,13 +231,6 @@ func Text(s ChangeSet) string {
 // a control character, so that a name with a newline (which the agent may
 // make) cannot forge lines of the text a person or model reviews; other
 // names print as they are.
-func shownName(p string) string {
-	if strings.ContainsFunc(p, unicode.IsControl) {
-		return strconv.Quote(p)
-	}
-	return p
-}
-
 func sizes(c Change) string {
 	switch c.Kind {
 	case KindAdded:

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/agentbe/agentbe-daemon/fsops"
 )
 
 func TestDescribeTextBinaryBudget(t *testing.T) {
@@ -104,5 +106,24 @@ func TestTextEscapesControlCharactersInNames(t *testing.T) {
 	plain.Add(Change{Path: "dir/ü.txt", Kind: KindAdded, Type: TypeFile, NewSize: 1})
 	if txt := Text(plain); !strings.Contains(txt, "A dir/ü.txt (1 bytes)\n") {
 		t.Fatalf("a plain name is not shown as it is:\n%s", txt)
+	}
+}
+
+// TestTextQuotesNamesAsTheListingsDo: a change set's text shows a name by
+// fsops.ShownName, the listings' rule, so a line separator (U+2028) or bytes
+// that are not UTF-8 are quoted here as there: raw, the first reads as a
+// line break in the model's text, and the second becomes U+FFFD on the wire,
+// the same text as another file's name.
+func TestTextQuotesNamesAsTheListingsDo(t *testing.T) {
+	for _, name := range []string{"a\u2028D src/main.go", "b\u2029x", "c\xff.txt"} {
+		var cs ChangeSet
+		cs.Add(Change{Path: name, Kind: KindAdded, Type: TypeFile, NewSize: 1})
+		want := "A " + fsops.ShownName(name) + " (1 bytes)\n"
+		if want == "A "+name+" (1 bytes)\n" {
+			t.Fatalf("fsops.ShownName(%q) does not quote it", name)
+		}
+		if txt := Text(cs); !strings.Contains(txt, want) {
+			t.Errorf("the text does not show %q as the listings do (%s):\n%s", name, want, txt)
+		}
 	}
 }
