@@ -353,14 +353,16 @@ func TestCurl(t *testing.T) {
 // page is read and are replaced by their output or an [eval error: ...];
 // other fences stay as written.
 func TestComponents(t *testing.T) {
-	s, root := exampleSite(t, func(o *Options) { o.ComponentTimeout = 300 * time.Millisecond })
+	// The timeout leaves a loaded machine time for the quick components;
+	// the sleep outlives it.
+	s, root := exampleSite(t, func(o *Options) { o.ComponentTimeout = 2 * time.Second })
 	page := "---\ntools:\n  - [echo, {}]\n  - [ls, {}]\n  - [sleep, {}]\n---\n# Report\n\n" +
 		"```component\necho counted 42\n```\n\n" +
 		"```sh\necho not a component\n```\n\n" +
 		"```component\nls no-such-file\n```\n\n" +
 		"```component\nrm -rf data\n```\n\n" +
 		"```component\necho a | wc\n```\n\n" +
-		"```component\nsleep 5\n```\nend\n"
+		"```component\nsleep 30\n```\nend\n"
 	writePage(t, root, "report.md", page)
 	r := do(t, serve(s), "GET", "/report", "")
 	for _, want := range []string{
@@ -369,7 +371,7 @@ func TestComponents(t *testing.T) {
 		"[eval error: exit 2 — ls: cannot access 'no-such-file': No such file or directory]",
 		"[eval error: command not allowed by /report.md",
 		"[eval error: '|': component commands run without a shell",
-		"[eval error: timed out after 300ms]\nend\n",
+		"[eval error: timed out after 2s]\nend\n",
 	} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("page lacks %q:\n%s", want, r.body)
@@ -378,13 +380,16 @@ func TestComponents(t *testing.T) {
 	if strings.Contains(r.body, "```component") {
 		t.Errorf("a component block was left in:\n%s", r.body)
 	}
-	var many strings.Builder
+	// The bound on blocks, on a site with the default component timeout:
+	// at 300 ms a loaded machine timed one of the 20 echoes out.
+	many := strings.Builder{}
 	many.WriteString("---\ntools:\n  - [echo, {}]\n---\n")
 	for i := range MaxComponents + 2 {
 		fmt.Fprintf(&many, "```component\necho block%d\n```\n", i)
 	}
-	writePage(t, root, "many.md", many.String())
-	r = do(t, serve(s), "GET", "/many", "")
+	ms, mroot := exampleSite(t, nil)
+	writePage(t, mroot, "many.md", many.String())
+	r = do(t, serve(ms), "GET", "/many", "")
 	if !strings.Contains(r.body, fmt.Sprintf("block%d\n", MaxComponents-1)) || strings.Contains(r.body, fmt.Sprintf("block%d\n", MaxComponents)) ||
 		strings.Count(r.body, "more than 20 component blocks") != 2 {
 		t.Errorf("more than %d blocks:\n%s", MaxComponents, r.body)
