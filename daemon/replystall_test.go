@@ -21,12 +21,14 @@ func TestStalledReaderLetsGo(t *testing.T) {
 	t.Cleanup(func() { replyStallTimeout = saved })
 	replyStallTimeout = 300 * time.Millisecond
 	c := testConfig(t)
-	blob := bytes.Repeat([]byte{0xa5}, 6<<20) // 8 MiB as base64, more than the sockets hold
-	if err := os.WriteFile(filepath.Join(c.Root, "blob.bin"), blob, 0o644); err != nil {
+	// 8 MiB of text, more than the sockets hold, that every face answers
+	// whole (a media file's bytes are no REST output).
+	text := bytes.Repeat([]byte("a line of the file that nobody reads\n"), 8<<20/37)
+	if err := os.WriteFile(filepath.Join(c.Root, "big.txt"), text, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := start(t, c, nil)
-	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_media_file","arguments":{"path":"blob.bin","force":true}}}`
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_multiple_files","arguments":{"paths":["big.txt"]}}}`
 	type request struct{ name, path, accept, body string }
 	var requests []request
 	for _, accept := range []string{"application/json", "text/event-stream"} {
@@ -35,7 +37,7 @@ func TestStalledReaderLetsGo(t *testing.T) {
 			request{"SDK's path, " + accept, "/mcp", accept, "[" + call + "]"})
 	}
 	requests = append(requests, request{"REST", "/execute", "application/json",
-		`{"tool_name":"read_media_file","arguments":{"path":"blob.bin","force":true}}`})
+		`{"tool_name":"read_multiple_files","arguments":{"paths":["big.txt"]}}`})
 	for _, q := range requests {
 		conn := dialRaw(t, r.url, "127.0.0.1")
 		conn.(*net.TCPConn).SetReadBuffer(4096)
