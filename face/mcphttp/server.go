@@ -202,8 +202,11 @@ type Server struct {
 	listGen    uint64          // bumped by syncTools; under listMu
 	listResult json.RawMessage // the SDK's tools/list result (fastpath.go)
 
-	noFastPath bool         // tests: send every request through the SDK
-	fastCalls  atomic.Int64 // tools/calls answered on the fast path
+	noFastPath bool // tests: send every request through the SDK
+	// stdioLedgerSeen, set only by tests, is handed each stdio session's
+	// ledger as the session starts.
+	stdioLedgerSeen func(*stdioLedger)
+	fastCalls       atomic.Int64 // tools/calls answered on the fast path
 	// stdioCalls are the calls the SDK runs for each stdio session, to
 	// cancel when the session is ended (stdiocalls.go).
 	stdioCallsMu sync.Mutex
@@ -334,6 +337,9 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 		rc = io.NopCloser(r)
 	}
 	ledger := newStdioLedger(s.stdioMaxInflight)
+	if s.stdioLedgerSeen != nil {
+		s.stdioLedgerSeen(ledger)
+	}
 	out := newCountingWriter(w)
 	out.split.line = ledger.wrote
 	// Once the daemon ends the session, a write blocked on stdout (a

@@ -24,8 +24,27 @@ func TestStdioInFlightCap(t *testing.T) {
 		t.Run(map[bool]string{false: "fast", true: "sdk"}[sdk], func(t *testing.T) {
 			e := newEnv(t, func(o *Options) { o.MaxInflightPerIP = 2 })
 			e.srv.noFastPath = sdk
+			var ledger *stdioLedger
+			seen := make(chan struct{})
+			e.srv.stdioLedgerSeen = func(l *stdioLedger) { ledger = l; close(seen) }
 			c := startRawStdio(t, e.srv)
 			c.initialize()
+			// The ledger lets go of an answered id once its bytes are
+			// written, which may be after the client has read them: wait
+			// for initialize's id to go, so that the calls below meet a
+			// cap held by their own.
+			<-seen
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+				ledger.mu.Lock()
+				n := len(ledger.pending)
+				ledger.mu.Unlock()
+				if n == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("initialize answered, yet %d requests still waited for", n)
+				}
+			}
 			replies := make(chan string, 64)
 			go func() {
 				defer close(replies)
