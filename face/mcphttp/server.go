@@ -340,8 +340,7 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 	if s.stdioLedgerSeen != nil {
 		s.stdioLedgerSeen(ledger)
 	}
-	out := newCountingWriter(w)
-	out.split.line = ledger.wrote
+	out := newCountingWriter(w, ledger)
 	// Once the daemon ends the session, a write blocked on stdout (a
 	// client that stopped reading) is given up, or nothing below returns.
 	served := make(chan struct{})

@@ -31,10 +31,17 @@ import (
 // The ledger is also the session's in-flight cap: a line whose requests
 // would take it past limit requests waiting for answers is refused whole
 // (read), where a client over HTTP gets 429 past --max-inflight-per-ip.
+//
+// An answer is counted in two steps. Its id leaves pending as its write to
+// stdout begins, before the client can have read it, so a client that sends
+// its next request the moment it reads an answer finds the room that answer
+// made. The EOF wait, though, lasts until that write has ended too
+// (writing), or the session would end with the answer still unwritten.
 type stdioLedger struct {
 	mu      sync.Mutex
 	pending map[string]struct{} // by idKey
-	changed chan struct{}       // closed and replaced whenever pending shrinks
+	writing int                 // writes to stdout begun and not ended
+	changed chan struct{}       // closed and replaced whenever pending or writing shrinks
 	limit   int                 // requests waiting for answers at most; 0: no cap
 }
 
@@ -277,6 +284,23 @@ func (l *stdioLedger) full() bool {
 	return l.limit > 0 && len(l.pending) >= l.limit
 }
 
+// writeBegins counts a write to stdout begun; writeEnds its end, whatever
+// became of it.
+func (l *stdioLedger) writeBegins() {
+	l.mu.Lock()
+	l.writing++
+	l.mu.Unlock()
+}
+
+func (l *stdioLedger) writeEnds() {
+	l.mu.Lock()
+	l.writing--
+	l.signal()
+	l.mu.Unlock()
+}
+
+// wrote lets go of the requests a line written to stdout answers; it is
+// called as the line's write begins.
 func (l *stdioLedger) wrote(line []byte) {
 	classify(line, true, func(m message) {
 		if m.hasID() && m.Method == "" {
@@ -305,12 +329,13 @@ func (l *stdioLedger) signal() {
 	l.changed = make(chan struct{})
 }
 
-// waitAnswered blocks until every request read has been answered, or ctx,
-// stop or failed (stdout failed: no answer can be written) ends the wait.
+// waitAnswered blocks until every request read has been answered and its
+// answer written, or ctx, stop or failed (stdout failed: no answer can be
+// written) ends the wait.
 func (l *stdioLedger) waitAnswered(ctx context.Context, stop, failed <-chan struct{}) {
 	for {
 		l.mu.Lock()
-		done, ch := len(l.pending) == 0, l.changed
+		done, ch := len(l.pending) == 0 && l.writing == 0, l.changed
 		l.mu.Unlock()
 		if done {
 			return
@@ -463,7 +488,8 @@ func (r *drainingReader) take(data []byte) {
 	}
 }
 
-// countingWriter is stdout: it records the responses written, and gives the
+// countingWriter is stdout: it records the responses written in the
+// session's ledger (as each write begins, see stdioLedger), and gives the
 // SDK's refusal of a request before initialize a JSON-RPC code
 // (fixUninitialized).
 //
@@ -483,11 +509,14 @@ type countingWriter struct {
 	// the answers waited for at EOF can no longer be written.
 	failed   chan struct{}
 	failOnce sync.Once
-	split    lineSplitter
+	ledger   *stdioLedger
+	split    lineSplitter // feeds ledger.wrote
 }
 
-func newCountingWriter(w io.Writer) *countingWriter {
-	return &countingWriter{Writer: w, lock: make(chan struct{}, 1), ended: make(chan struct{}), failed: make(chan struct{})}
+func newCountingWriter(w io.Writer, ledger *stdioLedger) *countingWriter {
+	cw := &countingWriter{Writer: w, lock: make(chan struct{}, 1), ended: make(chan struct{}), failed: make(chan struct{}), ledger: ledger}
+	cw.split.line = ledger.wrote
+	return cw
 }
 
 // errStdoutGivenUp is a write's error once the session has ended with
@@ -509,6 +538,9 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 		return 0, errStdoutGivenUp
 	}
 	out := fixUninitialized(p)
+	w.ledger.writeBegins()
+	defer w.ledger.writeEnds()
+	w.split.feed(out)
 	done := make(chan writeResult, 1)
 	go func() {
 		n, err := w.Writer.Write(out)
@@ -522,7 +554,6 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 		// line may be written after a part of it.
 		return 0, errStdoutGivenUp
 	}
-	w.split.feed(out[:r.n])
 	if r.err != nil {
 		w.failOnce.Do(func() { close(w.failed) })
 	}

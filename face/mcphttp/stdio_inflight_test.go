@@ -24,27 +24,8 @@ func TestStdioInFlightCap(t *testing.T) {
 		t.Run(map[bool]string{false: "fast", true: "sdk"}[sdk], func(t *testing.T) {
 			e := newEnv(t, func(o *Options) { o.MaxInflightPerIP = 2 })
 			e.srv.noFastPath = sdk
-			var ledger *stdioLedger
-			seen := make(chan struct{})
-			e.srv.stdioLedgerSeen = func(l *stdioLedger) { ledger = l; close(seen) }
 			c := startRawStdio(t, e.srv)
 			c.initialize()
-			// The ledger lets go of an answered id once its bytes are
-			// written, which may be after the client has read them: wait
-			// for initialize's id to go, so that the calls below meet a
-			// cap held by their own.
-			<-seen
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-				ledger.mu.Lock()
-				n := len(ledger.pending)
-				ledger.mu.Unlock()
-				if n == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("initialize answered, yet %d requests still waited for", n)
-				}
-			}
 			replies := make(chan string, 64)
 			go func() {
 				defer close(replies)
@@ -220,6 +201,56 @@ func TestStdioLedgerRefusesWhole(t *testing.T) {
 		t.Error("full() with no cap")
 	}
 }
+
+// TestStdioAnswerMakesRoomAsItIsWritten: an answer's id leaves the
+// in-flight count as its write to stdout begins, so a client reading it
+// (here: while the write is in progress) finds the room it made; the EOF
+// wait, though, lasts until that write has ended.
+func TestStdioAnswerMakesRoomAsItIsWritten(t *testing.T) {
+	l := newStdioLedger(1)
+	if refused, _ := l.read([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`), false); refused != nil {
+		t.Fatalf("first request refused: %q", refused)
+	}
+	if !l.full() {
+		t.Fatal("full() false with 1 waited for and a limit of 1")
+	}
+	eofWait := make(chan struct{})
+	go func() {
+		defer close(eofWait)
+		l.waitAnswered(context.Background(), nil, nil)
+	}()
+	var during []string
+	w := newCountingWriter(writerFunc(func(p []byte) (int, error) {
+		// The client has the answer's bytes from here on.
+		if l.full() {
+			during = append(during, "the session is still full")
+		}
+		select {
+		case <-eofWait:
+			during = append(during, "the EOF wait ended before the answer was written")
+		case <-time.After(50 * time.Millisecond):
+		}
+		return len(p), nil
+	}), l)
+	if _, err := w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range during {
+		t.Error("while the answer was written: " + d)
+	}
+	select {
+	case <-eofWait:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the EOF wait did not end once the answer was written")
+	}
+	if refused, _ := l.read([]byte(`{"jsonrpc":"2.0","id":2,"method":"ping"}`), false); refused != nil {
+		t.Fatalf("a request after the answer refused: %q", refused)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // TestStdioInFlightCapAtEOF: a last line without a newline is held to the
 // cap too, and the session still ends once what it let through is
