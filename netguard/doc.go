@@ -37,8 +37,12 @@
 // through a proxy.
 //
 // The operator (never a client) may loosen it: AllowHosts exempts named
-// hosts from the host and address rules (an internal API), AllowPrivate
-// lets private and loopback addresses through (metadata and link-local
-// addresses stay refused), AllowPorts replaces the ports, AllowPrefixes
-// admits exact prefixes (tests allow their loopback server this way).
+// hosts from the host and address rules (an internal API) but for
+// link-local addresses, AllowPrivate lets private and loopback addresses
+// through (link-local addresses stay refused), AllowPorts replaces the
+// ports, AllowPrefixes admits exact prefixes (tests allow their loopback
+// server this way). No option admits a cloud metadata endpoint
+// (169.254.169.254, fd00:ec2::254, Alibaba's 100.100.100.200, Azure's
+// 168.63.129.16 and the others of metadataAddrs), which sit inside ranges
+// the options open (ULA, CGNAT) or in public address space.
 package netguard

@@ -29,7 +29,8 @@ const (
 // Options configure a Client. The zero value is the strict default.
 type Options struct {
 	// AllowHosts are host names (exact, or "*.example.com" for its
-	// subdomains) exempt from the host and address rules.
+	// subdomains) exempt from the host and address rules, but for
+	// link-local and cloud metadata addresses, which stay refused.
 	AllowHosts []string
 	// AllowPrivate lets loopback, private (RFC 1918, ULA) and CGNAT
 	// addresses through; link-local addresses (cloud metadata) stay
@@ -38,7 +39,8 @@ type Options struct {
 	// AllowPorts replaces the allowed ports (80 and 443).
 	AllowPorts []uint16
 	// AllowPrefixes admits addresses in these prefixes whatever the rules
-	// (tests admit their own loopback server).
+	// but the cloud metadata addresses (tests admit their own loopback
+	// server).
 	AllowPrefixes []netip.Prefix
 	// AllowLoopback admits a host written as this machine, localhost
 	// (or a name under .localhost), an address of 127.0.0.0/8 or ::1, at
@@ -97,6 +99,31 @@ var privateRanges = []netip.Prefix{
 	netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("100.64.0.0/10"),
 }
 var privateRanges6 = []netip.Prefix{netip.MustParsePrefix("fc00::/7"), netip.MustParsePrefix("::1/128")}
+
+// metadataAddrs are the cloud platforms' instance metadata and credential
+// endpoints. They are refused whatever the options: AllowPrivate admits
+// fc00::/7 and 100.64.0.0/10, where AWS's IPv6 and Alibaba's endpoints
+// live; a name in AllowHosts (metadata.google.internal under *.internal)
+// may resolve to one; an AllowPrefixes prefix may cover one (100.64.0.0/10
+// for a VPN); and Azure's lies in public address space.
+var metadataAddrs = []netip.Addr{
+	netip.MustParseAddr("169.254.169.254"), // AWS, GCP, Azure, OpenStack and most others
+	netip.MustParseAddr("169.254.170.2"),   // AWS ECS task credentials
+	netip.MustParseAddr("169.254.170.23"),  // AWS EKS Pod Identity
+	netip.MustParseAddr("fd00:ec2::254"),   // AWS, over IPv6
+	netip.MustParseAddr("fd00:ec2::23"),    // AWS EKS Pod Identity, over IPv6
+	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
+	netip.MustParseAddr("168.63.129.16"),   // Azure WireServer
+	netip.MustParseAddr("192.0.0.192"),     // Oracle Cloud
+}
+
+// metadataAddr reports whether a (unmapped) is a cloud metadata endpoint
+// or, for a host AllowHosts exempts, any link-local address, where such
+// endpoints live.
+func metadataAddr(a netip.Addr, exempt bool) bool {
+	a = a.WithZone("")
+	return slices.Contains(metadataAddrs, a) || (exempt && a.IsLinkLocalUnicast())
+}
 
 // New returns a Client.
 func New(opts Options) *Client {
@@ -250,6 +277,12 @@ func (c *Client) addrs(ctx context.Context, host string, port uint16) (checked [
 				refusal = &BlockedError{URL: net.JoinHostPort(host, strconv.Itoa(int(port))), Reason: fmt.Sprintf("%s resolves to %s, a link-local address (cloud metadata)", host, a)}
 				continue
 			}
+		}
+		// After the rules, so that their refusal names the rule; what an
+		// option let through is checked here.
+		if metadataAddr(a, exempt) {
+			refusal = &BlockedError{URL: net.JoinHostPort(host, strconv.Itoa(int(port))), Reason: fmt.Sprintf("%s resolves to %s, a cloud metadata or link-local address, which no option admits", host, a)}
+			continue
 		}
 		checked = append(checked, a)
 	}
