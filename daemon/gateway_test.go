@@ -70,11 +70,15 @@ func TestGatewayClosedOnShutdown(t *testing.T) {
 	}
 }
 
-// TestGatewayLimitFlags: the daemon applies --gateway-rate/--gateway-burst
-// and --gateway-max-batch.
+// TestGatewayLimitFlags: the daemon applies --gateway-rate/--gateway-burst,
+// --gateway-max-batch and --max-reply-bytes.
 func TestGatewayLimitFlags(t *testing.T) {
 	c := testConfig(t)
 	c.GatewayRate, c.GatewayBurst, c.GatewayMaxBatch = 1, 1, 2
+	c.MaxReplyBytes, c.MaxReadSize = 64<<10, 64<<10
+	if err := os.WriteFile(filepath.Join(c.Root, "big.txt"), []byte(strings.Repeat("012345678901234567890123456789\n", 2100)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	r := start(t, c, nil)
 	ws := dialGW(t, r.url, "")
 	list := `{"jsonrpc":"2.0","id":1,"method":"tools.list","params":{}}`
@@ -87,6 +91,13 @@ func TestGatewayLimitFlags(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // refill the bucket
 	if got := rpcGW(t, ws, "["+list+","+list+","+list+"]"); !strings.Contains(got, "2") || !strings.Contains(got, "batch") {
 		t.Errorf("a batch of 3 with --gateway-max-batch 2: %.300s", got)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	read := `{"jsonrpc":"2.0","id":2,"method":"tools.invoke","params":{"toolId":"read_multiple_files","args":{"paths":["big.txt"]}}}`
+	// The file is just under the read limit; escaped in JSON, it is
+	// over the reply limit.
+	if got := rpcGW(t, ws, read); !strings.Contains(got, `"code":-32006`) || !strings.Contains(got, "--max-reply-bytes") {
+		t.Errorf("a 63 KiB file's answer (%d bytes) with --max-reply-bytes 64KiB: %.300s", len(got), got)
 	}
 }
 

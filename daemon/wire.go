@@ -572,7 +572,7 @@ func startGatewayFace(w *wiring) (built, error) {
 	cfg := w.cfg
 	o := gatewayface.Options{Registry: w.reg, Workspace: w.ws, Admit: w.rules,
 		MaxMessage: cfg.GatewayMaxMessage, MaxBatch: cfg.GatewayMaxBatch, MaxInFlight: cfg.GatewayMaxInFlight,
-		Rate: float64(cfg.GatewayRate), Burst: cfg.GatewayBurst, Logger: w.log.With("component", "gateway")}
+		Rate: float64(cfg.GatewayRate), Burst: cfg.GatewayBurst, MaxReply: cfg.MaxReplyBytes, Logger: w.log.With("component", "gateway")}
 	if a := w.approvals; a != nil {
 		decided := w.audit.approval()
 		o.Operator = httpguard.NewToken(cfg.OperatorToken)

@@ -149,3 +149,51 @@ func TestAttackInFlightBounded(t *testing.T) {
 		t.Errorf("%d goroutines more than before while %d messages were sent", peak, n)
 	}
 }
+
+// TestAttackReplyBounded: the answers to one message are at most MaxReply
+// bytes (--max-reply-bytes), a batch's together: an answer that would pass
+// what is left is error CodeReplyTooLarge naming the flag, the answers
+// that fit are sent, and the connection stays up. Without the bound a
+// batch of MaxBatch whole-file reads held MaxBatch results at once.
+func TestAttackReplyBounded(t *testing.T) {
+	f := newFaces(t, registry.Options{}, func(o *gatewayface.Options) { o.MaxReply = 6000 })
+	gw := dialGateway(t, f.srv.URL, authHdr())
+	read := func() []byte {
+		t.Helper()
+		_ = gw.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, b, err := gw.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	call := func(id int, path string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools.invoke","params":{"toolId":"read","args":{"path":%q}}}`, id, path)
+	}
+	// One read fits; two of 4 KiB in a batch do not both fit.
+	if err := gw.WriteMessage(websocket.TextMessage, []byte("["+call(1, "a.txt")+","+call(2, "4k.txt")+","+call(3, "4k.txt")+","+call(4, "a.txt")+"]")); err != nil {
+		t.Fatal(err)
+	}
+	b := read()
+	if len(b) > 6000 {
+		t.Errorf("the batch's answer is %d bytes, past the limit of 6000", len(b))
+	}
+	var batch []rpcResp
+	if err := json.Unmarshal(b, &batch); err != nil || len(batch) != 4 {
+		t.Fatalf("batch: %v, %.300s", err, b)
+	}
+	for i, r := range batch {
+		tooLarge := r.Error != nil && r.Error.Code == gatewayface.CodeReplyTooLarge && strings.Contains(r.Error.Message, "--max-reply-bytes")
+		if want := i == 2; tooLarge != want || !want && r.Error != nil {
+			t.Errorf("answer %d (id %s): error %+v; want the limit's error: %v", i, r.ID, r.Error, want)
+		}
+	}
+	// The bound is each message's: the next one has it whole again.
+	if err := gw.WriteMessage(websocket.TextMessage, []byte(call(5, "4k.txt"))); err != nil {
+		t.Fatal(err)
+	}
+	var r rpcResp
+	if err := json.Unmarshal(read(), &r); err != nil || string(r.ID) != "5" || r.Error != nil {
+		t.Errorf("a read that fits, after the batch: %v %s %+v", err, r.ID, r.Error)
+	}
+}

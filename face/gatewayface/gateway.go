@@ -16,6 +16,11 @@
 // of Rate requests per second with Burst (past it: CodeRateLimited; the
 // connection stays up). The registry's own limits apply to every call.
 //
+// The answers to one message, a batch's together, are at most MaxReply
+// bytes (--max-reply-bytes, as one /mcp request's): an answer that would
+// pass what is left is replaced by error CodeReplyTooLarge naming the
+// limit, so a batch of large reads holds at most that much.
+//
 // A result is the MCP CallToolResult (content blocks, isError), so a client
 // reads the same text as over /mcp; or, when the call (params.resultFormat)
 // or the connection (?resultFormat= on the upgrade) asks for "toolResult",
@@ -52,6 +57,9 @@ const (
 	DefaultMaxInFlight = 8
 	DefaultRate        = 50
 	DefaultBurst       = 100
+	// DefaultMaxReply is Options.MaxReply's zero value, /mcp's default
+	// (--max-reply-bytes).
+	DefaultMaxReply = 32 << 20
 )
 
 // Options configures a Server.
@@ -67,6 +75,9 @@ type Options struct {
 	MaxInFlight int
 	Rate        float64 // requests per second per connection
 	Burst       int
+	// MaxReply bounds the answers to one message, a batch's together
+	// (--max-reply-bytes).
+	MaxReply int64
 	// Operator is the operator's token (--operator-token-file): a
 	// connection upgraded with it (instead of the agent's) may answer
 	// tools.approve; the agent's connections never can.
@@ -105,6 +116,9 @@ func New(opts Options) *Server {
 	}
 	if opts.Burst <= 0 {
 		opts.Burst = DefaultBurst
+	}
+	if opts.MaxReply <= 0 {
+		opts.MaxReply = DefaultMaxReply
 	}
 	log := opts.Logger
 	if log == nil {
@@ -287,18 +301,52 @@ func (c *conn) refuseAll(p *parsed, code int, format string, args ...any) {
 }
 
 func (c *conn) run(ctx context.Context, p *parsed) {
-	out := make([]*response, 0, len(p.reqs))
+	// Each answer is encoded as it is made, so a batch holds its answers'
+	// bytes, at most MaxReply of them, and not every tool's result.
+	var buf []byte
+	n, left := 0, c.s.opts.MaxReply
+	add := func(resp *response) {
+		start := len(buf)
+		if p.batch && n > 0 {
+			buf = append(buf, ',')
+		}
+		b, err := resp.appendJSON(buf)
+		if err != nil {
+			b, _ = errResponse(resp.ID, CodeInternal, "internal error: %v", err).appendJSON(buf[:len(buf):len(buf)])
+		}
+		buf = b
+		if size := int64(len(buf) - start); size > left {
+			buf = buf[:start]
+			if p.batch && n > 0 {
+				buf = append(buf, ',')
+			}
+			buf, _ = errResponse(resp.ID, CodeReplyTooLarge,
+				"the answer to this request would be %d bytes, more than the %d bytes left of the reply limit of %d bytes for one message (--max-reply-bytes); ask for less: read large files in parts (offset and limit), or send fewer requests per batch",
+				size, left, c.s.opts.MaxReply).appendJSON(buf)
+		}
+		left -= int64(len(buf) - start)
+		n++
+	}
+	if p.batch {
+		buf = append(buf, '[')
+	}
 	for i, req := range p.reqs {
 		if p.errs[i] != nil {
-			out = append(out, p.errs[i])
+			add(p.errs[i])
 			continue
 		}
 		resp := c.call(ctx, req)
 		if !req.notification() {
-			out = append(out, resp)
+			add(resp)
 		}
 	}
-	c.reply(p.batch, out)
+	if n == 0 {
+		return
+	}
+	if p.batch {
+		buf = append(buf, ']')
+	}
+	c.write(buf)
 }
 
 func (c *conn) reply(batch bool, out []*response) {
@@ -322,6 +370,11 @@ func (c *conn) send(v any) {
 	if err != nil {
 		b, _ = json.Marshal(errResponse(nil, CodeInternal, "internal error: %v", err))
 	}
+	c.write(b)
+}
+
+// write sends one message.
+func (c *conn) write(b []byte) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_ = c.ws.SetWriteDeadline(time.Now().Add(30 * time.Second))

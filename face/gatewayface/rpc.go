@@ -24,6 +24,7 @@ const (
 	CodeNoSuchRequest = -32003 // tools.approve of a request that is not waiting
 	CodeNotOperator   = -32004 // tools.approve on a connection without the operator's token
 	CodeAmbiguousTool = -32005 // a bare name several tools claim; data.tools names them
+	CodeReplyTooLarge = -32006 // the answer would pass what is left of the message's MaxReply
 )
 
 // request is one JSON-RPC request or notification (no id).
