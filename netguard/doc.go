@@ -26,7 +26,8 @@
 // like the first, with Authorization, Cookie and credentials in the URL
 // dropped when the origin changes; a loop is an error. No proxy is taken
 // from the environment. Response bodies are cut at a cap (10 MB by default)
-// and the Result says so; every request has a timeout (30 s by default).
+// and the Result says so; a response's header past 1 MiB (1xx responses
+// counted in) is an error; every request has a timeout (30 s by default).
 //
 // Two entry points serve a caller other than the Client: Vet applies the
 // URL and address rules to a URL and returns the addresses that passed,

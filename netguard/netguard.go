@@ -24,6 +24,10 @@ const (
 	DefaultMaxRedirects = 3
 	DefaultMaxBodyBytes = 10 << 20
 	DefaultTimeout      = 30 * time.Second
+	// MaxResponseHeaderBytes bounds a response's header, 1xx responses
+	// included (net/http's own default, 10 MB, let one response of many
+	// short header lines cost the daemon 70 MB of heap as a header map).
+	MaxResponseHeaderBytes = 1 << 20
 )
 
 // Options configure a Client. The zero value is the strict default.
@@ -159,14 +163,15 @@ func New(opts Options) *Client {
 	}
 	c.dialer = &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           c.dial,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   8,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: opts.Timeout,
+		Proxy:                  nil,
+		DialContext:            c.dial,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           64,
+		MaxIdleConnsPerHost:    8,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ResponseHeaderTimeout:  opts.Timeout,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 	}
 	if opts.Proxy != nil {
 		tr.Proxy = http.ProxyURL(opts.Proxy)
