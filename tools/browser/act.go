@@ -36,7 +36,11 @@ func (p *Provider) target(ctx context.Context, s *session, t *chromedp.Target, o
 		if err != nil {
 			return "", errcode.New(errcode.InvalidArgument, op, "", "%v", err)
 		}
-		res, err := cdp.Call(ctx, t, dom.ResolveNode, dom.ResolveNodeParams{BackendNodeID: id})
+		world, err := isolatedWorld(ctx, t)
+		if err != nil {
+			return "", err
+		}
+		res, err := cdp.Call(ctx, t, dom.ResolveNode, dom.ResolveNodeParams{BackendNodeID: id, ExecutionContextID: world})
 		if err != nil {
 			return "", argError(ctx, op, "ref %q: the node is gone from the page (%v); take a new browser.snapshot", ref, err)
 		}
@@ -432,13 +436,31 @@ func (p *Provider) navigate(ctx context.Context, s *session, url string) (loc, t
 	if resp != nil {
 		status = resp.Status
 	}
-	// Where it ended and its title in one round trip to the page (what
-	// chromedp.Location and chromedp.Title read, in two).
+	// Where it ended and its title in one evaluation (what
+	// chromedp.Location and chromedp.Title read in two), in pageWorld.
 	// Both are the page's to make long (a <title> of megabytes, a URL of
 	// up to 2 MiB set by history.replaceState): cut in the page, and again
-	// here, since the page's script can replace String.prototype.slice.
-	lt, err := chromedp.Run(ctx, chromedp.EvaluateAsDevTools[[]string](fmt.Sprintf(
-		`[String(document.location).slice(0, %d), String(document.title).slice(0, %d)]`, MaxURLLen+1, MaxTextPerNode+1)))
+	// here.
+	lt, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) ([]string, error) {
+		world, err := isolatedWorld(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		res, err := cdp.Call(ctx, t, runtime.Evaluate, runtime.EvaluateParams{Expression: fmt.Sprintf(
+			`[String(document.location).slice(0, %d), String(document.title).slice(0, %d)]`, MaxURLLen+1, MaxTextPerNode+1),
+			ContextID: world, ReturnByValue: ptr(true), Silent: ptr(true)})
+		if err != nil {
+			return nil, err
+		}
+		if res.ExceptionDetails != nil || res.Result == nil {
+			return nil, errors.New("the page did not answer its location and title")
+		}
+		var lt []string
+		if err := json.Unmarshal(res.Result.Value, &lt); err != nil {
+			return nil, fmt.Errorf("the page's location and title: %v", err)
+		}
+		return lt, nil
+	})
 	if err != nil {
 		return "", "", 0, err
 	}

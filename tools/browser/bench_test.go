@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/accessibility"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	jsonv2 "github.com/go-json-experiment/json"
 )
@@ -291,6 +293,38 @@ func BenchmarkDecodeAXTree(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := c.decode(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPageDocument: what each page function pays to find its
+// document, in pageWorld (isolated: Page.createIsolatedWorld, then
+// Runtime.evaluate in it) and, for the comparison, in the page's main world
+// (Runtime.evaluate alone).
+func BenchmarkPageDocument(b *testing.B) {
+	f := setup(b, nil)
+	id := f.start(b)
+	f.gotoPage(b, id, "/")
+	f.p.mu.Lock()
+	s := f.p.sessions[id]
+	f.p.mu.Unlock()
+	for _, world := range []string{"isolated", "main"} {
+		b.Run(world, func(b *testing.B) {
+			for b.Loop() {
+				_, err := chromedp.Run(s.ctx, func(ctx context.Context, t *chromedp.Target) (runtime.RemoteObjectID, error) {
+					if world == "isolated" {
+						return evaluateObject(ctx, t, "document")
+					}
+					res, err := cdp.Call(ctx, t, runtime.Evaluate, runtime.EvaluateParams{Expression: "document"})
+					if err != nil {
+						return "", err
+					}
+					return res.Result.ObjectID, nil
+				})
+				if err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -53,8 +53,7 @@ func pagesSetup(t *testing.T, pages map[string]string, mod func(*Options)) *fixt
 
 // TestPageTextInResultsIsBounded: what a page writes reaches a result cut
 // to the documented bounds, whichever field carries it: goto's title and
-// url, and the text of an exception the page throws into the daemon's own
-// functions (an error result, which carries no untrusted mark).
+// url.
 func TestPageTextInResultsIsBounded(t *testing.T) {
 	// Each text is far past its bound, and small enough that a loaded
 	// machine (CI runs this under -race) loads the page within the call.
@@ -62,9 +61,6 @@ func TestPageTextInResultsIsBounded(t *testing.T) {
 	f := pagesSetup(t, map[string]string{
 		"/title": `<title>` + huge + `</title><p>x</p>`,
 		"/url":   `<title>Url</title><script>history.replaceState(null, "", "/url?" + "a".repeat(100_000));</script>`,
-		"/throw": `<title>Throw</title><p id="p">x</p><script>
-			Object.defineProperty(document.getElementById("p"), "innerText", {get() { throw new Error("` + strings.Repeat("EVIL ", 10_000) + `"); }});
-			const real = Array.from; Array.from = function() { throw new Error("` + strings.Repeat("BAD ", 10_000) + `"); };</script>`,
 	}, nil)
 	id := f.start(t)
 	out := f.gotoPage(t, id, "/title")
@@ -75,19 +71,82 @@ func TestPageTextInResultsIsBounded(t *testing.T) {
 	if u, _ := out["url"].(string); len(u) > MaxURLLen+len("…") {
 		t.Errorf("goto's url is %d bytes; the limit is %d", len(u), MaxURLLen)
 	}
-	f.gotoPage(t, id, "/throw")
-	for _, args := range []string{
-		`{"sessionId":"` + id + `","selector":"#p","kind":"text"}`,
-	} {
-		text, isErr, _ := f.call(t, "browser.extract", args)
-		if !isErr {
-			t.Errorf("extract %s: no error: %.200s", args, text)
+}
+
+// TestPageFunctionsRunInTheirOwnWorld: the daemon's functions run in an
+// isolated world, so a page that replaces the built-ins they call
+// (Array.from, the slices that cut what crosses to the daemon,
+// querySelectorAll) or defines getters on its elements and their
+// prototypes changes neither what they answer nor how much of the page
+// crosses: extract reads the element's own text, goto the document's own
+// title, and a 4 MB text crosses cut to its budget, after a navigation
+// (a new document, a new world) as before it.
+func TestPageFunctionsRunInTheirOwnWorld(t *testing.T) {
+	hostile := `<script>
+		const big = "FORGED ".repeat(600_000);
+		Array.from = function() { throw new Error("BAD ".repeat(10_000)); };
+		Array.prototype.slice = function() { return this; };
+		String.prototype.slice = function() { return big; };
+		String.prototype.trim = function() { return big; };
+		Document.prototype.querySelectorAll = Element.prototype.querySelectorAll = function() { return [document.body]; };
+		for (const p of ["innerText", "textContent", "outerHTML"]) {
+			Object.defineProperty(HTMLElement.prototype, p, {get() { return big; }});
+			Object.defineProperty(Element.prototype, p, {get() { return big; }});
 		}
-		if len(text) > 2000 {
-			t.Errorf("extract %s: the error is %d bytes of the page's text: %.200s", args, len(text), text)
+		Element.prototype.getAttribute = function() { return big; };
+		Object.defineProperty(HTMLSelectElement.prototype, "options", {get() { return []; }});
+		Object.defineProperty(document, "title", {get() { return big; }});
+		Object.defineProperty(document.getElementById("p"), "innerText", {get() { throw new Error("EVIL ".repeat(10_000)); }});
+	</script>`
+	f := pagesSetup(t, map[string]string{
+		"/one": `<title>One</title><p id="p" data-k="own">real text</p><a href="/two">next</a><select aria-label="pick"><option value="a">A</option><option value="b">B</option></select>` + hostile,
+		"/two": `<title>Two</title><p id="p" data-k="own">second text</p>` + hostile,
+	}, nil)
+	id := f.start(t)
+	for _, pg := range []struct{ path, title, text string }{{"/one", "One", "real text"}, {"/two", "Two", "second text"}} {
+		out := f.gotoPage(t, id, pg.path)
+		if out["title"] != pg.title {
+			t.Errorf("%s: goto's title %.100q, want the document's own %q", pg.path, out["title"], pg.title)
+		}
+		for kind, want := range map[string]string{"text": pg.text, "attribute": "own", "html": pg.text} {
+			args := `{"sessionId":"` + id + `","selector":"#p","kind":"` + kind + `","attribute":"data-k"}`
+			if kind != "attribute" {
+				args = `{"sessionId":"` + id + `","selector":"#p","kind":"` + kind + `"}`
+			}
+			text, isErr, _ := f.call(t, "browser.extract", args)
+			if isErr || !strings.Contains(text, want) || strings.Contains(text, "FORGED") || strings.Contains(text, "EVIL") {
+				t.Errorf("%s: extract %s: error %v, %.200q; want the element's own %q", pg.path, kind, isErr, text, want)
+			}
+		}
+		snap := f.must(t, "browser.snapshot", `{"sessionId":"`+id+`","mode":"dom"}`)["tree"].(string)
+		if strings.Contains(snap, "FORGED") {
+			t.Errorf("%s: the snapshot holds the page's forged text: %.200s", pg.path, snap)
+		}
+		if pg.path == "/one" { // a node named by its ref, too
+			ref := refOf(t, snap, "select")
+			text, isErr, _ := f.call(t, "browser.act", `{"sessionId":"`+id+`","type":"select","ref":"`+ref+`","text":"B"}`)
+			if isErr {
+				t.Errorf("select by ref: %.300s", text)
+			}
 		}
 	}
-	_ = json.Valid
+	// What crosses from the page is cut in the page, whatever the page
+	// made of String.prototype.slice.
+	f.p.mu.Lock()
+	s := f.p.sessions[id]
+	f.p.mu.Unlock()
+	ctx, cancel := callCtx(s, context.Background(), 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (string, error) {
+		objs, err := querySelector(ctx, t, "#p", 2)
+		if err != nil || len(objs) != 1 {
+			return "", fmt.Errorf("#p: %v %v", objs, err)
+		}
+		return readElement(ctx, t, objs[0], "text", "", 4)
+	})
+	if err != nil || v != "secon" { // one past the limit, which says it was cut
+		t.Errorf("readElement of 4 bytes: %q, %v; want %q", v, err, "secon")
+	}
 }
 
 // TestSnapshotLinesAreThePages: a page cannot write a snapshot line of its

@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/cdproto/accessibility"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/dom"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -337,10 +338,35 @@ func plainTag(tag string) bool {
 	return true
 }
 
+// pageWorld names the isolated world the daemon's page functions run in.
+//
+// A world of its own has its own built-ins and its own wrappers of the
+// page's nodes: the page's script can replace Array.from or
+// String.prototype.slice, or define a getter on an element, in its main
+// world, and none of it is what the daemon's functions call. They read the
+// same DOM, and its content stays the page's to write.
+const pageWorld = "agentbe"
+
+// isolatedWorld returns the execution context of pageWorld in the page's
+// main frame. Chromium keeps one world of a name per document, so every
+// call of a document's life gets the same context, created by the first;
+// a navigation starts a new one. The main frame's id is its target's.
+func isolatedWorld(ctx context.Context, t *chromedp.Target) (runtime.ExecutionContextID, error) {
+	res, err := cdp.Call(ctx, t, page.CreateIsolatedWorld, page.CreateIsolatedWorldParams{FrameID: cdp.FrameID(t.TargetID), WorldName: pageWorld})
+	if err != nil {
+		return 0, err
+	}
+	return res.ExecutionContextID, nil
+}
+
 // evaluateObject evaluates a constant expression (never one built from
-// client input) and returns its object's id.
+// client input) in pageWorld and returns its object's id.
 func evaluateObject(ctx context.Context, t *chromedp.Target, expr string) (runtime.RemoteObjectID, error) {
-	res, err := cdp.Call(ctx, t, runtime.Evaluate, runtime.EvaluateParams{Expression: expr})
+	world, err := isolatedWorld(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	res, err := cdp.Call(ctx, t, runtime.Evaluate, runtime.EvaluateParams{Expression: expr, ContextID: world})
 	if err != nil {
 		return "", err
 	}
