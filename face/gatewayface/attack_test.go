@@ -2,14 +2,17 @@ package gatewayface_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/face/gatewayface"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
@@ -195,5 +198,115 @@ func TestAttackReplyBounded(t *testing.T) {
 	var r rpcResp
 	if err := json.Unmarshal(read(), &r); err != nil || string(r.ID) != "5" || r.Error != nil {
 		t.Errorf("a read that fits, after the batch: %v %s %+v", err, r.ID, r.Error)
+	}
+}
+
+// attackTools adds to f's registry "hold", which runs until its context
+// ends and then reports it on cancelled, and "big", whose answer is 16 MiB,
+// more than the sockets of a client that reads nothing hold.
+func attackTools(t *testing.T, f *faces) (cancelled <-chan struct{}, started <-chan struct{}) {
+	t.Helper()
+	c, s := make(chan struct{}, 16), make(chan struct{}, 16)
+	text := strings.Repeat("x", 16<<20)
+	err := f.reg.Set("attack", []registry.Tool{
+		{Name: "hold", Description: "holds", InputSchema: map[string]any{"type": "object"}, Timeout: 10 * time.Minute,
+			Handler: func(ctx context.Context, _ registry.Call) *mcp.CallToolResult {
+				s <- struct{}{}
+				<-ctx.Done()
+				c <- struct{}{}
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: ctx.Err().Error()}}}
+			}},
+		{Name: "big", Description: "16 MiB", InputSchema: map[string]any{"type": "object"},
+			Handler: func(context.Context, registry.Call) *mcp.CallToolResult {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+			}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, s
+}
+
+// dialNonReader opens /gateway with a receive buffer of 4 KiB, for a
+// client that reads nothing.
+func dialNonReader(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	d := websocket.Dialer{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(4096)
+		}
+		return c, err
+	}}
+	ws, _, err := d.Dial("ws"+strings.TrimPrefix(url, "http")+"/gateway", authHdr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws
+}
+
+func invoke(id int, tool string) []byte {
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools.invoke","params":{"toolId":%q,"args":{}}}`, id, tool)
+}
+
+// TestAttackStalledReaderEndsConnection: a client that sends calls and
+// reads none of the answers. Once a write has waited for it past the stall
+// bound (each 64 KiB, as admit.ReplyDeadline bounds an HTTP reply), the
+// connection ends, and with it the calls it still runs: no answer of
+// theirs could be sent. The connection used to stay up with its writes
+// failing, running every call the client sent for nobody.
+func TestAttackStalledReaderEndsConnection(t *testing.T) {
+	gatewayface.SetWriteStall(t, 200*time.Millisecond)
+	f := newFaces(t, registry.Options{})
+	cancelled, started := attackTools(t, f)
+	gw := dialNonReader(t, f.srv.URL)
+	if err := gw.WriteMessage(websocket.TextMessage, invoke(1, "hold")); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := gw.WriteMessage(websocket.TextMessage, invoke(2, "big")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(20 * time.Second): // a hang guard; the call holds for 10 minutes
+		t.Fatal("a call of a connection whose client reads nothing was not cancelled")
+	}
+}
+
+// TestAttackSlowReaderGetsItsAnswer: the stall bound is each piece's, not
+// the message's: a client that keeps reading, with pauses, gets an answer
+// that takes it longer than the bound in all.
+func TestAttackSlowReaderGetsItsAnswer(t *testing.T) {
+	gatewayface.SetWriteStall(t, time.Second)
+	f := newFaces(t, registry.Options{})
+	attackTools(t, f)
+	gw := dialGateway(t, f.srv.URL, authHdr())
+	if err := gw.WriteMessage(websocket.TextMessage, invoke(1, "big")); err != nil {
+		t.Fatal(err)
+	}
+	_ = gw.SetReadDeadline(time.Now().Add(time.Minute))
+	_, r, err := gw.NextReader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 32<<10)
+	n := 0
+	start := time.Now()
+	for next := 1 << 20; ; {
+		m, err := r.Read(buf)
+		n += m
+		if err != nil {
+			break
+		}
+		if n >= next { // a pause of a tenth of the bound after each MiB: 1.6 s in all
+			time.Sleep(100 * time.Millisecond)
+			next += 1 << 20
+		}
+	}
+	t.Logf("%d bytes in %v", n, time.Since(start))
+	if n < 16<<20 {
+		t.Errorf("a slow reader got %d bytes of a 16 MiB answer", n)
 	}
 }

@@ -237,6 +237,7 @@ type conn struct {
 	slots  chan struct{}
 	wg     sync.WaitGroup
 	wmu    sync.Mutex
+	broken bool // a write failed; under wmu
 
 	// token bucket; touched only by the reading goroutine
 	tokens float64
@@ -373,12 +374,38 @@ func (c *conn) send(v any) {
 	c.write(b)
 }
 
-// write sends one message.
+// writeStall is how long the client may take to accept one piece of a
+// message (stallChunk bytes): admit.ReplyStallTimeout, the bound of every
+// HTTP reply, so a client that keeps reading gets an answer of any size.
+var writeStall = admit.ReplyStallTimeout
+
+const stallChunk = 64 << 10
+
+// write sends one message. A write that fails (the client took nothing for
+// writeStall, or went away) ends the connection: its answers can no longer
+// be sent, so its calls are cancelled (serve returns) rather than run for a
+// client that does not read them, and later writes are not tried.
 func (c *conn) write(b []byte) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_ = c.ws.SetWriteDeadline(time.Now().Add(30 * time.Second))
-	_ = c.ws.WriteMessage(websocket.TextMessage, b)
+	if c.broken {
+		return
+	}
+	w, err := c.ws.NextWriter(websocket.TextMessage)
+	for err == nil && len(b) > 0 {
+		piece := b[:min(len(b), stallChunk)]
+		_ = c.ws.SetWriteDeadline(time.Now().Add(writeStall))
+		_, err = w.Write(piece)
+		b = b[len(piece):]
+	}
+	if err == nil {
+		_ = c.ws.SetWriteDeadline(time.Now().Add(writeStall))
+		err = w.Close()
+	}
+	if err != nil {
+		c.broken = true
+		_ = c.ws.Close()
+	}
 }
 
 // Tool is one entry of tools.list.
