@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/netguard"
@@ -45,6 +46,18 @@ type guardProxy struct {
 	wg      sync.WaitGroup
 }
 
+// maxProxyConns bounds the connections one session's proxy holds at once,
+// tunnels included (each tunnel costs two descriptors). Chromium keeps to
+// a few hundred sockets per proxy (TestConnectionFloodIsBounded); the bound
+// is for another process of Chromium's user (the daemon's own, when it is
+// not root), which could otherwise hold connections and tunnels without
+// end and run the daemon out of descriptors. A variable for tests.
+var maxProxyConns = 1024
+
+// proxyIdleTimeout closes a kept-alive connection that sends no next
+// request.
+const proxyIdleTimeout = 2 * time.Minute
+
 // startProxy listens on a loopback port and serves until close, to
 // connections of uid only (any when uid < 0). Without allowHTTP it carries
 // no plain http: no proxied http:// request, and no tunnel to port 80
@@ -60,6 +73,7 @@ func startProxy(n *netguard.Client, allowHTTP, allowLocal bool, uid int, refused
 	if uid >= 0 {
 		ln = &uidListener{Listener: l, uid: uid, refused: refused}
 	}
+	ln = &capListener{Listener: ln, max: int64(maxProxyConns), refused: refused}
 	g := &guardProxy{ln: ln, net: n, refused: refused, tunnels: map[net.Conn]struct{}{}}
 	tr := &http.Transport{
 		Proxy:                 nil,
@@ -67,6 +81,9 @@ func startProxy(n *netguard.Client, allowHTTP, allowLocal bool, uid int, refused
 		MaxIdleConnsPerHost:   4,
 		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: time.Minute,
+		// Chromium refuses a header past 256 KiB: the proxy reads no more
+		// than the door's bound on its behalf.
+		MaxResponseHeaderBytes: netguard.MaxResponseHeaderBytes,
 	}
 	g.tr = tr
 	rp := &httputil.ReverseProxy{
@@ -111,6 +128,7 @@ func startProxy(n *netguard.Client, allowHTTP, allowLocal bool, uid int, refused
 			rp.ServeHTTP(w, r)
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       proxyIdleTimeout,
 	}
 	g.wg.Go(func() { _ = g.srv.Serve(ln) })
 	return g, nil
@@ -176,8 +194,8 @@ func (g *guardProxy) tunnel(w http.ResponseWriter, r *http.Request) {
 }
 
 func closeWrite(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.CloseWrite()
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
 		return
 	}
 	_ = c.Close()
@@ -221,6 +239,53 @@ func (g *guardProxy) close() {
 	_ = g.srv.Close()
 	g.wg.Wait()
 	g.tr.CloseIdleConnections()
+}
+
+// capListener holds at most max connections at once: one past it is
+// closed unanswered, and reported. A connection counts until it is closed,
+// hijacked for a tunnel or not.
+type capListener struct {
+	net.Listener
+	max     int64
+	open    atomic.Int64
+	refused func(string, error)
+}
+
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) > l.max {
+			l.open.Add(-1)
+			l.refused(c.RemoteAddr().String(), fmt.Errorf("the proxy holds %d connections already", l.max))
+			c.Close()
+			continue
+		}
+		return &countedConn{Conn: c, l: l}, nil
+	}
+}
+
+// countedConn gives its place back once, at its first Close.
+type countedConn struct {
+	net.Conn
+	l    *capListener
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return err
+}
+
+// CloseWrite half-closes a tunnel's client side (closeWrite).
+func (c *countedConn) CloseWrite() error {
+	if tc, ok := c.Conn.(*net.TCPConn); ok {
+		return tc.CloseWrite()
+	}
+	return c.Close()
 }
 
 // uidListener accepts only connections from sockets of one user.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestProxyRules: the session's proxy carries plain http only when allowed,
@@ -104,5 +105,105 @@ func TestProxyServesOnlyTheBrowsersUser(t *testing.T) {
 	}
 	if why := <-refused; !strings.Contains(why, "not the browser's") {
 		t.Errorf("refusal: %s", why)
+	}
+}
+
+// TestProxyConnectionsBounded: a process of Chromium's user (the daemon's
+// own when it is not root) that opens tunnels and holds them, or keeps
+// connections alive after a request, gets at most maxProxyConns of them;
+// the one past the bound is closed unanswered and reported, and a place
+// freed by a closed tunnel is taken again. A tunnel still carries bytes
+// both ways and half-closes.
+func TestProxyConnectionsBounded(t *testing.T) {
+	defer func(n int) { maxProxyConns = n }(maxProxyConns)
+	maxProxyConns = 8
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer func() { echo.Close(); wg.Wait() }()
+	wg.Go(func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { io.Copy(c, c); c.Close() })
+		}
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello") }))
+	defer srv.Close()
+	var mu sync.Mutex
+	var refusals []string
+	g, err := startProxy(allowing(t, "http://"+echo.Addr().String(), srv.URL), true, false, os.Getuid(), func(target string, err error) {
+		mu.Lock()
+		refusals = append(refusals, err.Error())
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	open := func(first string) (net.Conn, *bufio.Reader, string) {
+		c, err := net.Dial("tcp", g.addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprint(c, first)
+		r := bufio.NewReader(c)
+		line, _ := r.ReadString('\n')
+		return c, r, strings.TrimSpace(line)
+	}
+	connect := "CONNECT " + echo.Addr().String() + " HTTP/1.1\r\nHost: " + echo.Addr().String() + "\r\n\r\n"
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	// Half tunnels, half kept-alive plain requests.
+	for i := range maxProxyConns {
+		first := connect
+		if i%2 == 1 {
+			first = "GET " + srv.URL + "/ HTTP/1.1\r\nHost: " + strings.TrimPrefix(srv.URL, "http://") + "\r\n\r\n"
+		}
+		c, _, line := open(first)
+		held = append(held, c)
+		if !strings.Contains(line, " 200 ") {
+			t.Fatalf("connection %d: %q", i, line)
+		}
+	}
+	c, _, line := open(connect)
+	c.Close()
+	if line != "" {
+		t.Errorf("the connection past the bound was answered: %q", line)
+	}
+	mu.Lock()
+	if len(refusals) != 1 || !strings.Contains(refusals[0], "holds 8 connections") {
+		t.Errorf("refusals: %q", refusals)
+	}
+	mu.Unlock()
+	// A tunnel closed gives its place back (once the proxy has seen it
+	// close); the new tunnel carries bytes both ways.
+	held[0].Close()
+	held = held[1:]
+	for attempt := 0; ; attempt++ {
+		c, r, line := open(connect)
+		if strings.Contains(line, " 200 ") {
+			held = append(held, c)
+			r.ReadString('\n') // the blank line that ends the proxy's answer
+			fmt.Fprint(c, "ping")
+			c.(*net.TCPConn).CloseWrite()
+			if b, _ := io.ReadAll(r); string(b) != "ping" {
+				t.Errorf("the tunnel carried %q", b)
+			}
+			break
+		}
+		c.Close()
+		if attempt == 200 {
+			t.Fatalf("no place freed after a tunnel was closed: %q", line)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
