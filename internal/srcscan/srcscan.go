@@ -98,3 +98,42 @@ func walk(t *testing.T, moduleRoot, skip string, fn func(rel string, fset *token
 		t.Fatalf("walked %d Go files under %s; the check looked at too little", files, root)
 	}
 }
+
+// Exceptions are the files a one-home test lets break its rule, by path
+// relative to the module root (slashes), each with the reason.
+type Exceptions struct {
+	name    string // the list's name in the test, for messages
+	reasons map[string]string
+	used    map[string]bool
+}
+
+// NewExceptions names a test's list of exceptions (name is the variable's
+// name, to be found from a message).
+func NewExceptions(name string, reasons map[string]string) *Exceptions {
+	return &Exceptions{name: name, reasons: reasons, used: map[string]bool{}}
+}
+
+// Allows reports whether rel may break the rule, and records that it did.
+func (e *Exceptions) Allows(rel string) bool {
+	if _, ok := e.reasons[filepath.ToSlash(rel)]; !ok {
+		return false
+	}
+	e.used[filepath.ToSlash(rel)] = true
+	return true
+}
+
+// Check fails t for an exception given no reason, and for one that no
+// file used: the file no longer does what the rule forbids (does says
+// what, as "reads a RemoteAddr itself"), so the exception would only hide
+// the next file that does.
+func (e *Exceptions) Check(t testing.TB, does string) {
+	t.Helper()
+	for rel, why := range e.reasons {
+		if strings.TrimSpace(why) == "" {
+			t.Errorf("%s lists %s without a reason", e.name, rel)
+		}
+		if !e.used[rel] {
+			t.Errorf("%s lists %s, which no longer %s: drop it", e.name, rel, does)
+		}
+	}
+}
