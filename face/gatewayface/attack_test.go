@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -15,6 +16,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/face/gatewayface"
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
@@ -308,5 +312,60 @@ func TestAttackSlowReaderGetsItsAnswer(t *testing.T) {
 	t.Logf("%d bytes in %v", n, time.Since(start))
 	if n < 16<<20 {
 		t.Errorf("a slow reader got %d bytes of a 16 MiB answer", n)
+	}
+}
+
+// TestAttackShutdownWithStalledReaders: connections whose clients read
+// nothing, each with a write blocked on them and a call running, do not
+// hold a shutdown past its context. Shutdown used to take each
+// connection's write lock in turn to send its close frame, and so waited
+// for each blocked write to give up (each piece's stall bound), one
+// connection after another, whatever its context said.
+func TestAttackShutdownWithStalledReaders(t *testing.T) {
+	gatewayface.SetWriteStall(t, 10*time.Minute)
+	root := t.TempDir()
+	ws, err := fsops.NewDir(root, fsops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &faces{reg: registry.New(registry.Options{})}
+	cancelled, started := attackTools(t, f)
+	rules := admit.Rules{Guard: httpguard.New(httpguard.Options{AuthToken: token}), Token: httpguard.NewToken(token), RootDir: root}
+	gws := gatewayface.New(gatewayface.Options{Registry: f.reg, Workspace: ws, Admit: rules})
+	srv := httptest.NewServer(gws)
+	t.Cleanup(srv.Close)
+	const conns = 3
+	for range conns {
+		gw := dialNonReader(t, srv.URL)
+		if err := gw.WriteMessage(websocket.TextMessage, invoke(1, "hold")); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		if err := gw.WriteMessage(websocket.TextMessage, invoke(2, "big")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the 16 MiB answers fill the sockets
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		t0 := time.Now()
+		err := gws.Shutdown(ctx)
+		t.Logf("Shutdown took %v", time.Since(t0))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Logf("Shutdown: %v", err)
+	case <-time.After(20 * time.Second): // a hang guard; each blocked write holds for 10 minutes
+		t.Fatal("Shutdown did not return at the end of its context")
+	}
+	for i := range conns {
+		select {
+		case <-cancelled:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%d of %d held calls were cancelled", i, conns)
+		}
 	}
 }

@@ -183,6 +183,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tokens: float64(s.opts.Burst), last: time.Now()}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.mu.Lock()
+	if s.closing { // Shutdown began after the check above: it does not know c
+		s.mu.Unlock()
+		cancel()
+		closeWith(ws, wsnet.CloseGoingAway, "the daemon is shutting down")
+		return
+	}
 	s.conns[c] = cancel
 	s.mu.Unlock()
 	c.serve(ctx)
@@ -195,7 +201,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Shutdown ends every connection: its calls under way are cancelled and it
 // gets the close frame 1001 ("the daemon is shutting down"); new upgrades
-// are refused. It returns once every connection is done, or when ctx ends.
+// are refused. It returns once every connection is done, or when ctx ends:
+// then the connections still open (a write their client does not take) are
+// closed without more ado.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
@@ -206,10 +214,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	for c, cancel := range conns {
 		cancel()
-		c.wmu.Lock()
-		closeWith(c.ws, wsnet.CloseGoingAway, "the daemon is shutting down")
-		c.wmu.Unlock()
-		_ = c.ws.SetReadDeadline(time.Now()) // ends the read loop now
+		// Not under c.wmu, and each on its own: a close frame (gorilla's
+		// WriteControl, safe beside a write) waits at most a second
+		// behind a write the client does not take, where the write lock
+		// is held for as long as that write's stall bound.
+		go func() {
+			closeWith(c.ws, wsnet.CloseGoingAway, "the daemon is shutting down")
+			_ = c.ws.SetReadDeadline(time.Now()) // ends the read loop now
+		}()
 	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
@@ -217,6 +229,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+		for c := range conns {
+			_ = c.ws.Close() // a blocked write fails, and its connection ends
+		}
 		return ctx.Err()
 	}
 }
