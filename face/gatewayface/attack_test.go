@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http/httptest"
@@ -366,6 +367,76 @@ func TestAttackShutdownWithStalledReaders(t *testing.T) {
 		case <-cancelled:
 		case <-time.After(20 * time.Second):
 			t.Fatalf("%d of %d held calls were cancelled", i, conns)
+		}
+	}
+}
+
+// TestAttackFramesAndEnds: a message split into thousands of continuation
+// frames counts as one message against MaxMessage (close 1009 once past
+// it); permessage-deflate is never negotiated, so no compressed frame can
+// expand in the daemon; a binary frame is read as a message like a text
+// one; a client that closes its connection, or only its sending side
+// (half-closed TCP), cancels the calls the connection runs.
+func TestAttackFramesAndEnds(t *testing.T) {
+	f := newFaces(t, registry.Options{}, func(o *gatewayface.Options) { o.MaxMessage = 64 << 10 })
+	cancelled, started := attackTools(t, f)
+
+	// Compression asked for, not granted.
+	d := websocket.Dialer{EnableCompression: true}
+	gw, resp, err := d.Dial("ws"+strings.TrimPrefix(f.srv.URL, "http")+"/gateway", authHdr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	if ext := resp.Header.Get("Sec-WebSocket-Extensions"); ext != "" {
+		t.Errorf("the upgrade granted %q", ext)
+	}
+	// A binary frame is a message.
+	if err := gw.WriteMessage(websocket.BinaryMessage, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools.list"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_ = gw.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, b, err := gw.ReadMessage(); err != nil || !bytes.Contains(b, []byte(`"id":1,`)) {
+		t.Errorf("a binary frame: %v %.200s", err, b)
+	}
+	// 20,000 frames of 4 bytes, 80,000 bytes in one message: past 64 KiB.
+	raw := gw.NetConn()
+	frame := func(op byte, fin bool, payload []byte) []byte {
+		b0 := op
+		if fin {
+			b0 |= 0x80
+		}
+		out := []byte{b0, 0x80 | byte(len(payload)), 0, 0, 0, 0} // masked with a zero key
+		return append(out, payload...)
+	}
+	var msg []byte
+	msg = append(msg, frame(websocket.TextMessage, false, []byte(`[   `))...)
+	for range 20000 {
+		msg = append(msg, frame(0, false, []byte(`    `))...)
+	}
+	go func() { _, _ = raw.Write(msg) }()
+	_, _, err = gw.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.CloseMessageTooBig {
+		t.Errorf("a message of 20,000 frames past MaxMessage: %v; want close 1009", err)
+	}
+
+	// A close, then a half-close, while a call runs.
+	for _, end := range []string{"close", "half-close"} {
+		gw := dialGateway(t, f.srv.URL, authHdr())
+		if err := gw.WriteMessage(websocket.TextMessage, invoke(1, "hold")); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		if end == "close" {
+			gw.Close()
+		} else if err := gw.NetConn().(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-cancelled:
+		case <-time.After(20 * time.Second): // a hang guard; the call holds for 10 minutes
+			t.Errorf("%s: the connection's call runs on", end)
 		}
 	}
 }
