@@ -308,9 +308,7 @@ func BenchmarkPageDocument(b *testing.B) {
 	f := setup(b, nil)
 	id := f.start(b)
 	f.gotoPage(b, id, "/")
-	f.p.mu.Lock()
-	s := f.p.sessions[id]
-	f.p.mu.Unlock()
+	s := f.session(id)
 	for _, world := range []string{"isolated", "main"} {
 		b.Run(world, func(b *testing.B) {
 			for b.Loop() {

@@ -185,6 +185,13 @@ func (f *fixture) must(t testing.TB, tool, args string) map[string]any {
 	return out
 }
 
+// session is the provider's session of id (nil if there is none).
+func (f *fixture) session(id string) *session {
+	f.p.mu.Lock()
+	defer f.p.mu.Unlock()
+	return f.p.sessions[id]
+}
+
 func (f *fixture) start(t testing.TB) string {
 	t.Helper()
 	id, _ := f.must(t, "browser.start", `{}`)["sessionId"].(string)
@@ -516,9 +523,7 @@ const b = document.createElement("a"); b.href = "/short"; b.textContent = "short
 	f.srv = srv
 	id := f.start(t)
 	f.gotoPage(t, id, "/")
-	f.p.mu.Lock()
-	s := f.p.sessions[id]
-	f.p.mu.Unlock()
+	s := f.session(id)
 	ctx, cancel := callCtx(s, context.Background(), 30*time.Second)
 	defer cancel()
 	for _, kind := range []string{"text", "html", "attribute"} {
@@ -649,9 +654,7 @@ func TestSessions(t *testing.T) {
 func TestOneActionAtATime(t *testing.T) {
 	f := setup(t, func(o *Options) { o.LockWait = 200 * time.Millisecond })
 	id := f.start(t)
-	f.p.mu.Lock()
-	s := f.p.sessions[id]
-	f.p.mu.Unlock()
+	s := f.session(id)
 	if err := s.acquire(context.Background(), time.Second); err != nil {
 		t.Fatal(err)
 	}

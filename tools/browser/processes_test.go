@@ -25,9 +25,7 @@ func TestSessionHoldsOnlyItsPage(t *testing.T) {
 	id := f.start(t)
 	f.gotoPage(t, id, "/")
 	f.must(t, "browser.snapshot", `{"sessionId":"`+id+`"}`)
-	f.p.mu.Lock()
-	s := f.p.sessions[id]
-	f.p.mu.Unlock()
+	s := f.session(id)
 
 	kinds := map[string]int{}
 	for _, pid := range processesUsing(s.dir, false) {

@@ -132,9 +132,7 @@ func TestPageFunctionsRunInTheirOwnWorld(t *testing.T) {
 	}
 	// What crosses from the page is cut in the page, whatever the page
 	// made of String.prototype.slice.
-	f.p.mu.Lock()
-	s := f.p.sessions[id]
-	f.p.mu.Unlock()
+	s := f.session(id)
 	ctx, cancel := callCtx(s, context.Background(), 30*time.Second)
 	defer cancel()
 	v, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (string, error) {
@@ -269,9 +267,7 @@ func TestNoDevToolsEndpoint(t *testing.T) {
 	f := setup(t, nil)
 	id := f.start(t)
 	f.gotoPage(t, id, "/cookie-set")
-	f.p.mu.Lock()
-	s := f.p.sessions[id]
-	f.p.mu.Unlock()
+	s := f.session(id)
 	pids := processesUsing(s.dir, false)
 	if len(pids) < 2 {
 		t.Fatalf("%d processes", len(pids))
@@ -400,9 +396,7 @@ func TestPageLeavesForRefusedPlaces(t *testing.T) {
 			<script>for (let i = 0; i < 200; i++) window.open("about:blank#" + i); setTimeout(() => { location = "file:///etc/passwd"; }, 50);</script>`,
 	}, nil)
 	id := f.start(t)
-	f.p.mu.Lock()
-	s := f.p.sessions[id]
-	f.p.mu.Unlock()
+	s := f.session(id)
 	pages := func() int {
 		c := chromedp.FromContext(s.ctx)
 		res, err := cdp.Call(context.Background(), c.Browser, target.GetTargets, target.GetTargetsParams{})
