@@ -391,8 +391,7 @@ func (p *Previews) dial(ctx context.Context, c Caller, port int) (net.Conn, erro
 	target := ports[0]
 	for _, addr := range dialAddrs(target) {
 		if target.ns == p.selfNS {
-			var d net.Dialer
-			nc, err = d.DialContext(ctx, "tcp", addr)
+			nc, err = dialLocal(ctx, addr)
 		} else {
 			nc, err = dialInNamespace(ctx, target.Pid, target.ns, addr)
 		}
@@ -487,9 +486,29 @@ func setnsAndDial(ctx context.Context, fd int, addr string) dialResult {
 		}
 		return dialResult{nil, err}
 	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := dialLocal(ctx, addr)
 	return dialResult{c, err}
+}
+
+// dialLocal connects to addr, a workspace listener's, only if its address
+// is one of this machine's (of the namespace the calling thread is in). A
+// process may listen on an address the machine does not have (a socket
+// bound with IP_FREEBIND, or under net.ipv4.ip_nonlocal_bind), and a
+// connection to it would leave for another host, the cloud metadata
+// address among them. So the connection's own end is bound to the same
+// address before it connects: the kernel refuses that bind for an address
+// it does not have (EADDRNOTAVAIL), and nothing is sent. Loopback needs no
+// such check.
+func dialLocal(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	if ap, err := netip.ParseAddrPort(addr); err == nil && !ap.Addr().IsLoopback() && !ap.Addr().IsUnspecified() {
+		d.LocalAddr = &net.TCPAddr{IP: ap.Addr().AsSlice()}
+	}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if errors.Is(err, syscall.EADDRNOTAVAIL) {
+		return nil, fmt.Errorf("%w: it listens on %s, which is not an address of this machine (a socket bound with IP_FREEBIND): not dialled", ErrNotWorkspacePort, addr)
+	}
+	return c, err
 }
 
 // slot is one of the MaxConns places, held from Dial until the connection

@@ -1,5 +1,6 @@
 // Command previewsrv is the server the previews tests start as a workspace
-// process (built by internal/previewtest): it listens on -addr, prints
+// process (built by internal/previewtest): it listens on -addr (with
+// -freebind, an address this machine does not have), prints
 // "listening on PORT", and serves
 //
 //	/         "hello from <tag>"
@@ -27,6 +28,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,6 +41,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/gorilla/websocket"
 )
@@ -45,8 +49,17 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "address to listen on")
 	tag := flag.String("tag", "the workspace", "what / says it is")
+	freebind := flag.Bool("freebind", false, "bind with IP_FREEBIND: an address that is not this machine's")
 	flag.Parse()
-	l, err := net.Listen("tcp", *addr)
+	var lc net.ListenConfig
+	if *freebind {
+		lc.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_FREEBIND, 1) })
+			return errors.Join(err, serr)
+		}
+	}
+	l, err := lc.Listen(context.Background(), "tcp", *addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
