@@ -3,7 +3,10 @@ package netguard
 import (
 	"bufio"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -79,5 +82,40 @@ func TestResponseHeadersBounded(t *testing.T) {
 				t.Fatalf("a header past %d bytes was read: %d fields", MaxResponseHeaderBytes, len(res.Header))
 			}
 		})
+	}
+}
+
+// TestProxyGetsNoRefusedAddress: with the operator's proxy, a URL that
+// names a refused address (metadata, loopback, private, IPv4 in IPv6),
+// first or after a redirect, is refused before the request reaches the
+// proxy; a name still goes to the proxy, which resolves it.
+func TestProxyGetsNoRefusedAddress(t *testing.T) {
+	got := make(chan string, 16)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.URL.String()
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
+		}
+	}))
+	defer proxy.Close()
+	pu, _ := url.Parse(proxy.URL)
+	c := New(Options{Proxy: pu})
+	defer c.CloseIdleConnections()
+	for _, raw := range []string{"http://169.254.169.254/latest/meta-data/", "http://127.0.0.1/", "http://10.0.0.1/", "http://[::ffff:169.254.169.254]/",
+		"http://[fd00:ec2::254]/", "http://100.100.100.200/"} {
+		if _, err := get(t, c, raw); !isBlocked(err) {
+			t.Errorf("%s through the proxy: %v; want a refusal", raw, err)
+		}
+	}
+	if _, err := get(t, c, "http://api.example/redirect"); !isBlocked(err) {
+		t.Errorf("a redirect to the metadata address through the proxy: %v; want a refusal", err)
+	}
+	close(got)
+	var seen []string
+	for u := range got {
+		seen = append(seen, u)
+	}
+	if len(seen) != 1 || seen[0] != "http://api.example/redirect" {
+		t.Errorf("the proxy got %q; want only the named host's request", seen)
 	}
 }

@@ -35,7 +35,9 @@
 // connects to a host:port under the port, name and address rules, to an
 // address it checked (the browser's CONNECT tunnels, the extensions'
 // postgres module). Dial is refused when the operator routes the network
-// through a proxy.
+// through a proxy (Options.Proxy, which no flag sets); the Client then
+// checks a URL's address before the proxy gets it, and leaves names to the
+// proxy's resolution.
 //
 // The operator (never a client) may loosen it: AllowHosts exempts named
 // hosts from the host and address rules (an internal API) but for

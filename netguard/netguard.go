@@ -61,6 +61,9 @@ type Options struct {
 	// (DefaultTimeout when 0).
 	Timeout time.Duration
 	// Proxy, when set, is the only proxy used (none from the environment).
+	// The proxy resolves names itself, so only the rules that need no
+	// resolution hold for a name; an address written in the URL is still
+	// checked before the request goes to the proxy.
 	Proxy *url.URL
 	// UserAgent is sent when a request sets none.
 	UserAgent string
@@ -499,6 +502,9 @@ func (c *Client) Fetch(ctx context.Context, req *http.Request) (*Result, error) 
 		if err := c.CheckURL(cur.URL); err != nil {
 			return nil, err
 		}
+		if err := c.checkLiteral(ctx, cur.URL); err != nil {
+			return nil, err
+		}
 		seen[cur.URL.String()] = true
 		resp, err := c.http.Do(cur)
 		if err != nil {
@@ -534,6 +540,20 @@ func (c *Client) Fetch(ctx context.Context, req *http.Request) (*Result, error) 
 		}
 		cur = nreq
 	}
+}
+
+// checkLiteral applies the address rules to a URL whose host is an
+// address, when the request goes to the operator's proxy: the dial, which
+// checks addresses otherwise, then reaches only the proxy.
+func (c *Client) checkLiteral(ctx context.Context, u *url.URL) error {
+	if c.opts.Proxy == nil {
+		return nil
+	}
+	if _, err := netip.ParseAddr(u.Hostname()); err != nil {
+		return nil // a name: the proxy resolves it
+	}
+	_, err := c.Vet(ctx, u)
+	return err
 }
 
 func isRedirect(code int) bool {
