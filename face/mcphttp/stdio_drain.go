@@ -195,11 +195,10 @@ func (m message) hasID() bool { return len(m.ID) > 0 && string(m.ID) != "null" }
 // through; otherwise the line would take the session past limit requests
 // waiting for answers, nothing of it is recorded, and refused holds the
 // ids of its new requests (ids already waited for are left out: the SDK
-// drops such a request unanswered). force records the line whatever the
-// limit (a line already passed on). batch reports a batch line.
-func (l *stdioLedger) read(line []byte, force bool) (refused []string, batch bool) {
+// drops such a request unanswered). batch reports a batch line.
+func (l *stdioLedger) read(line []byte) (refused []string, batch bool) {
 	// The line's requests and cancellations, in order, read before the
-	// lock is taken (a line passed on may be megabytes long).
+	// lock is taken (a line may be megabytes long).
 	type op struct {
 		key    string
 		cancel bool
@@ -250,7 +249,7 @@ func (l *stdioLedger) read(line []byte, force bool) (refused []string, batch boo
 			shrank = true
 		}
 	}
-	if force || l.limit == 0 || len(l.pending) <= l.limit || added == 0 {
+	if l.limit == 0 || len(l.pending) <= l.limit || added == 0 {
 		if shrank {
 			l.signal()
 		}
@@ -389,13 +388,11 @@ type drainingReader struct {
 	fast   func(line []byte) bool // answers a line, or reports false
 	refuse func(ids []string, batch bool)
 
-	buf     []byte // what the last read of stdin got
-	out     []byte // bytes for the SDK, not yet read by it
-	hold    []byte // the start of a line not complete yet
-	passing bool   // the current line was too long to hold: it goes through
-	pass    []byte // the passing line so far, for the ledger
-	err     error  // the end of stdin, returned once out is drained
-	waited  bool   // the EOF wait has run
+	buf    []byte // what the last read of stdin got
+	out    []byte // bytes for the SDK, not yet read by it
+	hold   []byte // the start of a line not complete yet
+	err    error  // the end of stdin, returned once out is drained
+	waited bool   // the EOF wait has run
 }
 
 func (r *drainingReader) Read(p []byte) (int, error) {
@@ -415,17 +412,14 @@ func (r *drainingReader) Read(p []byte) (int, error) {
 		n, err := r.ReadCloser.Read(r.buf)
 		r.take(r.buf[:n])
 		if err != nil {
-			switch {
-			case r.passing: // a last line without a newline, passed on
-				r.ledger.read(r.pass, true)
-			case len(r.hold) > 0: // a last line without a newline: the SDK's
-				if ids, batch := r.ledger.read(r.hold, false); ids != nil {
+			if len(r.hold) > 0 { // a last line without a newline: the SDK's
+				if ids, batch := r.ledger.read(r.hold); ids != nil {
 					r.refuse(ids, batch)
 				} else {
 					r.out = append(r.out, r.hold...)
 				}
 			}
-			r.hold, r.pass = nil, nil
+			r.hold = nil
 			r.err = err
 		}
 	}
@@ -438,51 +432,38 @@ func (r *drainingReader) Read(p []byte) (int, error) {
 }
 
 // take sorts what was read into lines refused, lines the fast path
-// answers and bytes for the SDK. A line longer than stdioFastMaxLine is
-// passed on as it arrives (the SDK holds it whole anyway), except while
-// the session is at its in-flight cap: then it is held whole, to be judged
-// like any other line. A line begun with room below the cap is let through
-// whatever it holds, so the session can pass its cap by the requests of
-// one such line.
+// answers and bytes for the SDK. Every line is held whole and judged
+// against the session's in-flight cap before any of it goes on, however
+// long it is: a line passed on as it arrived could put any number of
+// requests (a batch) in flight past the cap. Holding it costs no more than
+// the SDK's own copy of it, which it decodes whole. A line longer than
+// stdioFastMaxLine goes to the SDK.
 func (r *drainingReader) take(data []byte) {
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')
-		seg := data
-		if i >= 0 {
-			seg = data[:i+1]
-		}
-		data = data[len(seg):]
-		if r.passing {
-			r.out = append(r.out, seg...)
-			r.pass = append(r.pass, seg...)
-			if i >= 0 {
-				r.ledger.read(r.pass[:len(r.pass)-1], true)
-				r.passing, r.pass = false, nil
-			}
-			continue
-		}
 		if i < 0 {
-			if len(r.hold)+len(seg) > stdioFastMaxLine && !r.ledger.full() {
-				r.out = append(append(r.out, r.hold...), seg...)
-				r.pass = append(append(r.pass, r.hold...), seg...)
-				r.hold = r.hold[:0]
-				r.passing = true
-			} else {
-				r.hold = append(r.hold, seg...)
-			}
-			continue
+			r.hold = append(r.hold, data...)
+			return
 		}
+		seg := data[:i+1]
+		data = data[i+1:]
+		held := len(r.hold) > 0
 		line := seg
-		if len(r.hold) > 0 {
+		if held {
 			line = append(r.hold, seg...)
 		}
-		if ids, batch := r.ledger.read(line[:len(line)-1], false); ids != nil {
+		if ids, batch := r.ledger.read(line[:len(line)-1]); ids != nil {
 			r.refuse(ids, batch)
-		} else if !r.fast(line[:len(line)-1]) {
+		} else if len(line)-1 > stdioFastMaxLine || !r.fast(line[:len(line)-1]) {
+			if held && len(r.out) == 0 {
+				// The held line itself goes to the SDK: no second copy.
+				r.out, r.hold = line, nil
+				continue
+			}
 			r.out = append(r.out, line...)
 		}
 		r.hold = r.hold[:0]
-		if cap(r.hold) > stdioFastMaxLine { // a long line held at the cap
+		if cap(r.hold) > stdioFastMaxLine { // let a long line's buffer go
 			r.hold = nil
 		}
 	}

@@ -47,9 +47,9 @@ type stdioFast struct {
 	inflight map[string]context.CancelFunc // by the id's JSON
 }
 
-// stdioFastMaxLine is the longest request line the fast path holds back to
-// read whole; a longer line (a large write) is passed to the SDK as it
-// arrives.
+// stdioFastMaxLine is the longest request line the fast path answers; a
+// longer line (a large write) goes to the SDK once the in-flight cap has
+// judged it (drainingReader.take).
 const stdioFastMaxLine = 64 << 10
 
 func newStdioFast(ctx context.Context, s *Server, out *countingWriter) *stdioFast {

@@ -141,12 +141,12 @@ func TestStdioInFlightCap(t *testing.T) {
 // TestStdioLedgerRefusesWhole: a line refused at the cap leaves the ledger
 // as it was, its cancellations included, and answers only the ids it
 // would have added; ids already waited for and lines that add nothing are
-// never refused, and a line passed on already (force) is recorded.
+// never refused.
 func TestStdioLedgerRefusesWhole(t *testing.T) {
 	l := newStdioLedger(2)
-	mustRead := func(line string, force bool, wantRefused ...string) {
+	mustRead := func(line string, wantRefused ...string) {
 		t.Helper()
-		got, _ := l.read([]byte(line), force)
+		got, _ := l.read([]byte(line))
 		if !slices.Equal(got, wantRefused) {
 			t.Fatalf("read(%s): refused %q, want %q", line, got, wantRefused)
 		}
@@ -166,36 +166,33 @@ func TestStdioLedgerRefusesWhole(t *testing.T) {
 	cancel := func(id string) string {
 		return `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + id + `}}`
 	}
-	mustRead(req("1"), false)
-	mustRead(req(`"a"`), false)
+	mustRead(req("1"))
+	mustRead(req(`"a"`))
 	pending("n1", "sa")
-	mustRead(req("1"), false) // in use: the SDK drops it; nothing to refuse
-	mustRead(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, false)
-	mustRead(req("3"), false, "n3")
+	mustRead(req("1")) // in use: the SDK drops it; nothing to refuse
+	mustRead(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	mustRead(req("3"), "n3")
 	// A batch that cancels one and adds two is refused whole: the cancel
 	// is undone with it.
-	mustRead(`[`+cancel("1")+`,`+req("4")+`,`+req("5")+`,`+req("4")+`]`, false, "n4", "n5")
+	mustRead(`[`+cancel("1")+`,`+req("4")+`,`+req("5")+`,`+req("4")+`]`, "n4", "n5")
 	pending("n1", "sa")
 	// One that cancels one and adds one fits.
-	mustRead(`[`+cancel("1")+`,`+req("6")+`]`, false)
+	mustRead(`[` + cancel("1") + `,` + req("6") + `]`)
 	pending("n6", "sa")
-	mustRead(req("7"), true) // passed on already: recorded past the cap
-	pending("n6", "n7", "sa")
 	if !l.full() {
-		t.Error("full() false with 3 waited for and a limit of 2")
+		t.Error("full() false with 2 waited for and a limit of 2")
 	}
 	l.answered(json.RawMessage("6"))
-	l.answered(json.RawMessage("7"))
 	if l.full() {
 		t.Error("full() true with 1 waited for")
 	}
-	mustRead(req("8"), false)
+	mustRead(req("8"))
 	pending("n8", "sa")
 
 	// No cap.
 	l = newStdioLedger(0)
 	for i := range 100 {
-		mustRead(req(strconv.Itoa(i)), false)
+		mustRead(req(strconv.Itoa(i)))
 	}
 	if l.full() {
 		t.Error("full() with no cap")
@@ -208,7 +205,7 @@ func TestStdioLedgerRefusesWhole(t *testing.T) {
 // wait, though, lasts until that write has ended.
 func TestStdioAnswerMakesRoomAsItIsWritten(t *testing.T) {
 	l := newStdioLedger(1)
-	if refused, _ := l.read([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`), false); refused != nil {
+	if refused, _ := l.read([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)); refused != nil {
 		t.Fatalf("first request refused: %q", refused)
 	}
 	if !l.full() {
@@ -243,7 +240,7 @@ func TestStdioAnswerMakesRoomAsItIsWritten(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the EOF wait did not end once the answer was written")
 	}
-	if refused, _ := l.read([]byte(`{"jsonrpc":"2.0","id":2,"method":"ping"}`), false); refused != nil {
+	if refused, _ := l.read([]byte(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)); refused != nil {
 		t.Fatalf("a request after the answer refused: %q", refused)
 	}
 }
