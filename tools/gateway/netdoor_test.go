@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,4 +92,39 @@ func TestAttackDownloadDestinations(t *testing.T) {
 func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return strings.TrimSpace(string(b))
+}
+
+// TestAttackClientCannotLoosenTheDoor: the door's loosenings are the
+// operator's flags; a client that sends them as arguments is refused
+// (unknown fields), and a Host header or a query does not change where a
+// request goes: a loopback server stays unreached under the default door.
+func TestAttackClientCannotLoosenTheDoor(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	f := setup(t, nil) // the strict default door
+	for _, args := range []string{
+		`{"url":"` + srv.URL + `/","allowPrivate":true}`,
+		`{"url":"` + srv.URL + `/","allowHosts":["127.0.0.1"]}`,
+		`{"url":"` + srv.URL + `/","allowPorts":[1]}`,
+		`{"url":"` + srv.URL + `/","proxy":"http://127.0.0.1:1"}`,
+		`{"url":"` + srv.URL + `/","AllowPrefixes":["127.0.0.0/8"]}`,
+	} {
+		if _, isErr, code := f.call(t, "http.request", args); !isErr || code != errcode.InvalidArgument {
+			t.Errorf("%s: %s; want INVALID_ARGUMENT", args, code)
+		}
+	}
+	for _, args := range []string{
+		`{"url":"` + srv.URL + `/","headers":{"Host":"example.com"}}`,
+		`{"url":"` + srv.URL + `/","query":{"url":"https://example.com/"}}`,
+		`{"url":"http://example.com@` + strings.TrimPrefix(srv.URL, "http://") + `/"}`,
+		`{"url":"` + srv.URL + `/","method":"CONNECT"}`,
+	} {
+		if txt, isErr, _ := f.call(t, "http.request", args); !isErr || !strings.Contains(txt, "refused") {
+			t.Errorf("%s: %s; want a refusal", args, txt)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the loopback server was reached %d times", n)
+	}
 }
