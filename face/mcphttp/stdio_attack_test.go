@@ -2,6 +2,7 @@ package mcphttp
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -66,6 +67,70 @@ func TestStdioLongLineHeldToCap(t *testing.T) {
 	for i := range n {
 		if _, err := os.Stat(filepath.Join(e.root, "f"+strconv.Itoa(i)+".txt")); err == nil {
 			t.Errorf("f%d.txt was written by a call past the cap", i)
+		}
+	}
+}
+
+// TestStdioIDInUseAcrossPaths: a call whose id is that of a request still
+// waiting for its answer on the other path (the fast path's call under an
+// id the SDK runs, or the SDK's under an id the fast path runs) is dropped
+// unanswered and does not run, as the SDK drops a request whose id is in
+// use. Each path knew only its own ids, so the second call ran too: two
+// answers under one id, and a request the in-flight cap counted once.
+func TestStdioIDInUseAcrossPaths(t *testing.T) {
+	// _meta sends a call to the SDK; without it a call takes the fast path.
+	sdkCall := func(tool, args string) string {
+		return `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `,"_meta":{"progressToken":"p"}}}`
+	}
+	fastCall := func(tool, args string) string {
+		return `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `}}`
+	}
+	hold := `{"command":"sleep 0.5; echo first"}`
+	second := `{"path":"second.txt","content":"x"}`
+	for _, tc := range []struct{ name, first, then string }{
+		{"SDK first", sdkCall("exec", hold), fastCall("write_file", second)},
+		{"fast path first", fastCall("exec", hold), sdkCall("write_file", second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			c := serveRawStdio(t, t.Context(), e.srv)
+			c.initialize()
+			c.send(tc.first)
+			c.send(tc.then)
+			c.p.clientOut.Close()
+			rest, _ := io.ReadAll(c.out)
+			if err := <-c.done; err != nil {
+				t.Errorf("ServeStdio: %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(e.root, "second.txt")); err == nil {
+				t.Error("the call with an id in use on the other path ran")
+			}
+			if n := strings.Count(string(rest), `"id":5`); n != 1 || !strings.Contains(string(rest), "first") {
+				t.Errorf("%d answers with id 5, want the first call's only: %.600s", n, rest)
+			}
+		})
+	}
+}
+
+// TestStdioLedgerInUse: read reports a single request whose id is waited
+// for; a batch is the SDK's to judge, and a cancel is no request.
+func TestStdioLedgerInUse(t *testing.T) {
+	l := newStdioLedger(0)
+	req := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	for i, c := range []struct {
+		line  string
+		inUse bool
+	}{
+		{req, false},
+		{req, true},
+		{`{"jsonrpc":"2.0","id":1.0,"method":"ping"}`, true}, // the SDK reads it as 1 too
+		{`{"jsonrpc":"2.0","id":"1","method":"ping"}`, false},
+		{"[" + req + "]", false},
+		{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, false},
+		{req, false},
+	} {
+		if _, _, inUse := l.read([]byte(c.line)); inUse != c.inUse {
+			t.Errorf("%d: read(%s): inUse %v, want %v", i, c.line, inUse, c.inUse)
 		}
 	}
 }

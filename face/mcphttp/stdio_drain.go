@@ -195,8 +195,12 @@ func (m message) hasID() bool { return len(m.ID) > 0 && string(m.ID) != "null" }
 // through; otherwise the line would take the session past limit requests
 // waiting for answers, nothing of it is recorded, and refused holds the
 // ids of its new requests (ids already waited for are left out: the SDK
-// drops such a request unanswered). batch reports a batch line.
-func (l *stdioLedger) read(line []byte) (refused []string, batch bool) {
+// drops such a request unanswered). batch reports a batch line. inUse
+// reports a line that is one request whose id was already waited for: the
+// caller drops it unanswered, as the SDK drops a request whose id is in
+// use, since the request holding the id may run on the other path (the
+// fast path and the SDK each know only their own ids).
+func (l *stdioLedger) read(line []byte) (refused []string, batch, inUse bool) {
 	// The line's requests and cancellations, in order, read before the
 	// lock is taken (a line may be megabytes long).
 	type op struct {
@@ -225,7 +229,7 @@ func (l *stdioLedger) read(line []byte) (refused []string, batch bool) {
 		}
 	})
 	if len(ops) == 0 {
-		return nil, false
+		return nil, false, false
 	}
 	batch = isBatch(line)
 	type change struct {
@@ -236,6 +240,9 @@ func (l *stdioLedger) read(line []byte) (refused []string, batch bool) {
 	shrank, added := false, 0
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(ops) == 1 && !batch && !ops[0].cancel {
+		_, inUse = l.pending[ops[0].key]
+	}
 	for _, o := range ops {
 		_, waited := l.pending[o.key]
 		switch {
@@ -253,7 +260,7 @@ func (l *stdioLedger) read(line []byte) (refused []string, batch bool) {
 		if shrank {
 			l.signal()
 		}
-		return nil, batch
+		return nil, batch, inUse
 	}
 	for i := len(changes) - 1; i >= 0; i-- { // undo, newest first
 		if c := changes[i]; c.was {
@@ -267,7 +274,7 @@ func (l *stdioLedger) read(line []byte) (refused []string, batch bool) {
 			refused = append(refused, c.key)
 		}
 	}
-	return refused, batch
+	return refused, batch, false
 }
 
 // isBatch reports whether line is a JSON-RPC batch (an array).
@@ -413,9 +420,9 @@ func (r *drainingReader) Read(p []byte) (int, error) {
 		r.take(r.buf[:n])
 		if err != nil {
 			if len(r.hold) > 0 { // a last line without a newline: the SDK's
-				if ids, batch := r.ledger.read(r.hold); ids != nil {
+				if ids, batch, inUse := r.ledger.read(r.hold); ids != nil {
 					r.refuse(ids, batch)
-				} else {
+				} else if !inUse {
 					r.out = append(r.out, r.hold...)
 				}
 			}
@@ -431,8 +438,9 @@ func (r *drainingReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// take sorts what was read into lines refused, lines the fast path
-// answers and bytes for the SDK. Every line is held whole and judged
+// take sorts what was read into lines refused, lines dropped (one request
+// whose id is in use, stdioLedger.read), lines the fast path answers and
+// bytes for the SDK. Every line is held whole and judged
 // against the session's in-flight cap before any of it goes on, however
 // long it is: a line passed on as it arrived could put any number of
 // requests (a batch) in flight past the cap. Holding it costs no more than
@@ -452,9 +460,9 @@ func (r *drainingReader) take(data []byte) {
 		if held {
 			line = append(r.hold, seg...)
 		}
-		if ids, batch := r.ledger.read(line[:len(line)-1]); ids != nil {
+		if ids, batch, inUse := r.ledger.read(line[:len(line)-1]); ids != nil {
 			r.refuse(ids, batch)
-		} else if len(line)-1 > stdioFastMaxLine || !r.fast(line[:len(line)-1]) {
+		} else if !inUse && (len(line)-1 > stdioFastMaxLine || !r.fast(line[:len(line)-1])) {
 			if held && len(r.out) == 0 {
 				// The held line itself goes to the SDK: no second copy.
 				r.out, r.hold = line, nil

@@ -146,7 +146,7 @@ func TestStdioLedgerRefusesWhole(t *testing.T) {
 	l := newStdioLedger(2)
 	mustRead := func(line string, wantRefused ...string) {
 		t.Helper()
-		got, _ := l.read([]byte(line))
+		got, _, _ := l.read([]byte(line))
 		if !slices.Equal(got, wantRefused) {
 			t.Fatalf("read(%s): refused %q, want %q", line, got, wantRefused)
 		}
@@ -205,7 +205,7 @@ func TestStdioLedgerRefusesWhole(t *testing.T) {
 // wait, though, lasts until that write has ended.
 func TestStdioAnswerMakesRoomAsItIsWritten(t *testing.T) {
 	l := newStdioLedger(1)
-	if refused, _ := l.read([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)); refused != nil {
+	if refused, _, _ := l.read([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)); refused != nil {
 		t.Fatalf("first request refused: %q", refused)
 	}
 	if !l.full() {
@@ -240,7 +240,7 @@ func TestStdioAnswerMakesRoomAsItIsWritten(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the EOF wait did not end once the answer was written")
 	}
-	if refused, _ := l.read([]byte(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)); refused != nil {
+	if refused, _, _ := l.read([]byte(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)); refused != nil {
 		t.Fatalf("a request after the answer refused: %q", refused)
 	}
 }
