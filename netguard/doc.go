@@ -47,5 +47,7 @@
 // server this way). No option admits a cloud metadata endpoint
 // (169.254.169.254, fd00:ec2::254, Alibaba's 100.100.100.200, Azure's
 // 168.63.129.16 and the others of metadataAddrs), which sit inside ranges
-// the options open (ULA, CGNAT) or in public address space.
+// the options open (ULA, CGNAT) or in public address space. An address of
+// the NAT64 prefix 64:ff9b::/96, which only a prefix admits, must carry an
+// IPv4 address the rules admit as well.
 package netguard

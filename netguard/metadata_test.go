@@ -79,3 +79,33 @@ func TestMetadataRefusedWhateverTheOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestNAT64StandsForItsIPv4: an operator on an IPv6-only host admits the
+// NAT64 prefix to reach the IPv4 internet; an address of it is then held
+// to the rules of the IPv4 address it carries, so the metadata address,
+// loopback and private addresses stay refused through it, and a public
+// one passes.
+func TestNAT64StandsForItsIPv4(t *testing.T) {
+	c := New(Options{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("64:ff9b::/96")}, Resolve: stub(map[string]string{
+		"meta.test": "64:ff9b::a9fe:a9fe", "loop.test": "64:ff9b::7f00:1", "private.test": "64:ff9b::a00:5",
+		"alibaba.test": "64:ff9b::6464:64c8", "public.test": "64:ff9b::5db8:d822",
+	})})
+	ctx := context.Background()
+	for _, raw := range []string{"http://meta.test/", "http://loop.test/", "http://private.test/", "http://alibaba.test/",
+		"http://[64:ff9b::a9fe:a9fe]/latest/meta-data/", "http://[64:ff9b::169.254.169.254]/", "http://[64:ff9b::127.0.0.1]/"} {
+		u, _ := url.Parse(raw)
+		if addrs, err := c.Vet(ctx, u); !isBlocked(err) {
+			t.Errorf("Vet(%s) = %v, %v; want a refusal", raw, addrs, err)
+		}
+		if conn, err := c.Dial(ctx, "tcp", net.JoinHostPort(u.Hostname(), "80")); !isBlocked(err) {
+			if conn != nil {
+				conn.Close()
+			}
+			t.Errorf("Dial(%s): %v; want a refusal", u.Hostname(), err)
+		}
+	}
+	u, _ := url.Parse("http://public.test/")
+	if addrs, err := c.Vet(ctx, u); err != nil || len(addrs) != 1 {
+		t.Errorf("a public IPv4 address through NAT64: %v, %v; want it admitted", addrs, err)
+	}
+}

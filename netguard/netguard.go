@@ -286,6 +286,21 @@ func (c *Client) addrs(ctx context.Context, host string, port uint16) (checked [
 				continue
 			}
 		}
+		// An address of the well-known NAT64 prefix, which only an
+		// operator's prefix admits (an IPv6-only host reaching the IPv4
+		// internet), stands for the IPv4 address it carries: that one
+		// must pass the rules too, or 64:ff9b::a9fe:a9fe would be the
+		// metadata address and 64:ff9b::7f00:1 the gateway's loopback.
+		if v4, ok := nat64Embedded(a); ok && !exempt {
+			err := g.SafeAddrPort(netip.AddrPortFrom(v4, port))
+			if err == nil && metadataAddr(v4, false) {
+				err = errors.New("a cloud metadata address")
+			}
+			if err != nil {
+				refusal = &BlockedError{URL: net.JoinHostPort(host, strconv.Itoa(int(port))), Reason: fmt.Sprintf("%s resolves to %s, NAT64 for %s: %v", host, a, v4, err)}
+				continue
+			}
+		}
 		// After the rules, so that their refusal names the rule; what an
 		// option let through is checked here.
 		if metadataAddr(a, exempt) {
@@ -301,6 +316,19 @@ func (c *Client) addrs(ctx context.Context, host string, port uint16) (checked [
 		return nil, exempt, refusal
 	}
 	return checked, exempt, nil
+}
+
+// nat64Prefix is the well-known NAT64 prefix (RFC 6052), whose addresses
+// carry an IPv4 address in their last 32 bits.
+var nat64Prefix = netip.MustParsePrefix("64:ff9b::/96")
+
+// nat64Embedded is the IPv4 address a NAT64 address stands for.
+func nat64Embedded(a netip.Addr) (netip.Addr, bool) {
+	if !nat64Prefix.Contains(a) {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
 }
 
 // LoopbackHost reports whether host is written as this machine:
