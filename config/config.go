@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -363,6 +364,17 @@ func (c *Config) Validate() error {
 	}
 	if sandbox.Mode(c.Isolation).Below(sandbox.Mode(c.IsolationMin)) {
 		return fmt.Errorf("--isolation %s is below --isolation-min %s: the daemon would refuse to start; raise --isolation (or use auto), or lower --isolation-min", c.Isolation, c.IsolationMin)
+	}
+	if c.RunAs != "" && c.Backend == "filesystem" {
+		// The sandbox looks the user up again at start; checking it here
+		// lets --check-config (systemd's ExecStartPre) name the flag.
+		if _, err := user.Lookup(c.RunAs); err != nil {
+			var unknown user.UnknownUserError
+			if errors.As(err, &unknown) {
+				return fmt.Errorf("--run-as %q: no such user on this machine: name an existing user (create one with useradd), or leave --run-as unset", c.RunAs)
+			}
+			return fmt.Errorf("--run-as %q: %v", c.RunAs, err)
+		}
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key go together: set both, or neither")

@@ -246,6 +246,12 @@ func TestValidate(t *testing.T) {
 		{"per-ip SSH channel share above the total", func(c *Config) { c.SSHMaxChannels, c.SSHMaxChannelsPerIP = 64, 65 }, "--ssh-max-channels-per-ip 65 is larger than --ssh-max-channels 64"},
 		{"per-ip cap equal to the total", func(c *Config) { c.MaxConns, c.MaxConnsPerIP = 100, 100 }, ""},
 		{"reply limit below the read size", func(c *Config) { c.MaxReplyBytes, c.MaxReadSize = 1<<20, 2<<20 }, "--max-reply-bytes 1048576 is smaller than --max-read-size 2097152"},
+		// --check-config runs Validate: a --run-as that names no user must
+		// fail it, naming the flag, not only the start (where the sandbox
+		// finds it).
+		{"run-as names no user", func(c *Config) { c.RunAs = "agentbe-no-such-user" }, `--run-as "agentbe-no-such-user": no such user on this machine`},
+		{"run-as an existing user", func(c *Config) { c.RunAs = "root" }, ""},
+		{"run-as with the memory backend runs no command", func(c *Config) { c.Backend = "memory"; c.RunAs = "agentbe-no-such-user" }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
