@@ -1,12 +1,15 @@
 package mcphttp
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -132,5 +135,106 @@ func TestStdioLedgerInUse(t *testing.T) {
 		if _, _, inUse := l.read([]byte(c.line)); inUse != c.inUse {
 			t.Errorf("%d: read(%s): inUse %v, want %v", i, c.line, inUse, c.inUse)
 		}
+	}
+}
+
+// TestStdioOddIDsAtEOF: ids the fast path, the ledger and the SDK might
+// read differently, each in a session that then closes stdin: a number
+// past float64's range, -0, a fraction, 2^53+1 (and 2^53 after it, the
+// same id to the SDK, dropped), a string with NUL and invalid UTF-8, and a
+// line behind a byte order mark. Whichever path takes each, the session
+// ends after EOF (no request waits for an answer that never comes), and
+// every request the SDK accepts is answered under the id it writes back.
+// The SDK ends the session at 1e400 and at the byte order mark, leaving
+// the lines after them unread.
+func TestStdioOddIDsAtEOF(t *testing.T) {
+	call := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"list_directory","arguments":{"path":"."}}}`
+	}
+	for _, c := range []struct {
+		name  string
+		lines []string
+		want  []string // in stdout
+	}{
+		{"1e400", []string{call("1e400"), call("7")}, nil},
+		{"-0", []string{call("-0")}, []string{`"id":0,`}},
+		{"fraction", []string{call("1.5")}, []string{`"id":1,`}},
+		{"2^53+1 then 2^53", []string{call("9007199254740993"), call("9007199254740992")}, []string{`"id":9007199254740992,`}},
+		{"NUL and invalid UTF-8", []string{call(`"a\u0000b` + "\xff" + `"`)}, []string{`"id":"a\u0000b` + "\ufffd" + `"`}},
+		{"BOM", []string{"\ufeff" + call("8"), call("9")}, nil},
+	} {
+		for _, sdk := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/sdk=%v", c.name, sdk), func(t *testing.T) {
+				e := newEnv(t)
+				e.srv.noFastPath = sdk
+				p := newStdioPipes()
+				done := make(chan error, 1)
+				go func() {
+					done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
+					p.serverOut.Close()
+				}()
+				out := make(chan string, 1)
+				go func() { b, _ := io.ReadAll(p.clientIn); out <- string(b) }()
+				lines := append([]string{
+					`{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+					`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+				}, c.lines...)
+				p.clientOut.Write([]byte(strings.Join(lines, "\n") + "\n"))
+				p.clientOut.Close()
+				select {
+				case <-done:
+				case <-time.After(time.Minute): // a guard, not a figure
+					t.Error("ServeStdio still waiting a minute after EOF")
+					e.srv.Close()
+					<-done
+				}
+				got := <-out
+				for _, w := range c.want {
+					if !strings.Contains(got, w) {
+						t.Errorf("stdout lacks %s", w)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestStdioNonReaderStopsBeingRead: a client that never reads stdout and
+// keeps sending calls, on both paths. Once its cap of calls waits for
+// answers, the next line's refusal is a write to stdout, which blocks: the
+// daemon reads no more of stdin, so what the client can make it hold is
+// the cap's calls and one line, not every line it sends. Ending the
+// session (its context) lets everything go.
+func TestStdioNonReaderStopsBeingRead(t *testing.T) {
+	const limit = 4
+	for _, sdk := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sdk=%v", sdk), func(t *testing.T) {
+			e := newEnv(t, func(o *Options) { o.MaxInflightPerIP = limit })
+			e.srv.noFastPath = sdk
+			ctx, cancel := context.WithCancel(t.Context())
+			c := serveRawStdio(t, ctx, e.srv)
+			c.initialize()
+			var sent atomic.Int64
+			go func() {
+				for i := 1; ; i++ {
+					line := `{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"tools/call","params":{"name":"exec","arguments":{"command":"sleep 60"}}}` + "\n"
+					if _, err := io.WriteString(c.p.clientOut, line); err != nil {
+						return
+					}
+					sent.Add(1)
+				}
+			}()
+			time.Sleep(time.Second) // time enough to read thousands of lines
+			if n := sent.Load(); n > limit+2 {
+				t.Errorf("the daemon read %d lines from a client that reads nothing, with a cap of %d", n, limit)
+			}
+			cancel()
+			select {
+			case <-c.done:
+			case <-time.After(time.Minute): // a guard, not a figure
+				t.Fatal("ServeStdio did not end with its context")
+			}
+			c.p.clientOut.Close()
+		})
 	}
 }
