@@ -67,7 +67,8 @@ if [[ $# -eq 1 ]]; then
 	# download) before it replaces a working one.
 	"$src" version >/dev/null || die "$1 version failed: not a usable agent-backend binary"
 	if install_if_different "$src" "$bin" 0755; then
-		log "installed $bin ($("$bin" version))"
+		# --version is one line; `version` adds the commit and Go.
+		log "installed $bin ($("$bin" --version))"
 		changed=yes
 	fi
 	# The trampoline the daemon starts from its own directory (landlock-mode

@@ -595,6 +595,7 @@ func TestInstallScriptRuns(t *testing.T) {
 	stub("chown", "exit 0")
 	stub("systemctl", "exit 0")
 
+	var output string // install.sh's own output, of the last run
 	run := func(t *testing.T) string {
 		t.Helper()
 		if err := os.WriteFile(calls, nil, 0o644); err != nil {
@@ -606,6 +607,7 @@ func TestInstallScriptRuns(t *testing.T) {
 		if err != nil {
 			t.Fatalf("install.sh: %v\n%s", err, out)
 		}
+		output = string(out)
 		log, err := os.ReadFile(calls)
 		if err != nil {
 			t.Fatal(err)
@@ -645,6 +647,12 @@ func TestInstallScriptRuns(t *testing.T) {
 		log := run(t)
 		same(t, "usr/local/bin/agent-backend", bin, 0o755)
 		same(t, "usr/local/bin/agentbe-sandbox", helper, 0o755)
+		// The binary's line names its version within that one line (the
+		// version command's further lines, commit and Go, would break it).
+		installed := regexp.MustCompile(`(?m)^install\.sh: installed ` + regexp.QuoteMeta(filepath.Join(dest, "usr/local/bin/agent-backend")) + ` \(agent-backend v[^\n]*\)$`)
+		if !installed.MatchString(output) {
+			t.Errorf("install.sh did not print the installed binary and its version on one line; output:\n%s", output)
+		}
 		same(t, "etc/systemd/system/agentbe-daemon.service", unitFile, 0o644)
 		same(t, "etc/agentbe/agentbe-daemon.env", envFile, 0o644)
 		var mode os.FileMode
