@@ -396,7 +396,7 @@ func startBrowser(w *wiring) (built, error) {
 	ng := cfg.NetGuard(80, 443)
 	ng.AllowLoopback = cfg.BrowserAllowLocal
 	bo := browser.Options{BrowserPath: cfg.BrowserPath, AllowHTTP: cfg.BrowserAllowHTTP, AllowLocal: cfg.BrowserAllowLocal, Net: netguard.New(ng),
-		MaxSessions: cfg.BrowserMaxSessions, IdleTimeout: cfg.BrowserIdleTimeout, RunAs: cfg.BrowserRunAs, CommandsRunAs: cfg.RunAs,
+		MaxSessions: cfg.BrowserMaxSessions, Tokens: cfg.TokensFile != "", IdleTimeout: cfg.BrowserIdleTimeout, RunAs: cfg.BrowserRunAs, CommandsRunAs: cfg.RunAs,
 		Logger: w.log.With("component", "browser")}
 	if w.opts.browserTweak != nil {
 		w.opts.browserTweak(&bo)
@@ -572,7 +572,7 @@ func startGatewayFace(w *wiring) (built, error) {
 	cfg := w.cfg
 	o := gatewayface.Options{Registry: w.reg, Workspace: w.ws, Admit: w.rules,
 		MaxMessage: cfg.GatewayMaxMessage, MaxBatch: cfg.GatewayMaxBatch, MaxInFlight: cfg.GatewayMaxInFlight,
-		Rate: float64(cfg.GatewayRate), Burst: cfg.GatewayBurst, MaxReply: cfg.MaxReplyBytes, Logger: w.log.With("component", "gateway")}
+		Rate: float64(cfg.GatewayRate), Burst: cfg.GatewayBurst, MaxReply: cfg.MaxReplyBytes, Inflight: w.inflight, Logger: w.log.With("component", "gateway")}
 	if a := w.approvals; a != nil {
 		decided := w.audit.approval()
 		o.Operator = httpguard.NewToken(cfg.OperatorToken)

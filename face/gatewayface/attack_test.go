@@ -440,3 +440,55 @@ func TestAttackFramesAndEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackInflightPerAddress: the messages in flight of every connection
+// of one client address count against its --max-inflight-per-ip, as its
+// /mcp and /execute requests do: with a bound of 2 taken by two running
+// calls on one connection, a message on a second connection from the same
+// address is answered busy, naming the flag, and is served once they end.
+// Each connection had only its own bound (8), and an address may open
+// --max-connections-per-ip (128) connections.
+func TestAttackInflightPerAddress(t *testing.T) {
+	f := newFaces(t, registry.Options{}, func(o *gatewayface.Options) { o.Inflight = admit.NewInflight(2, 10*time.Millisecond) })
+	cancelled, started := attackTools(t, f)
+	a := dialGateway(t, f.srv.URL, authHdr())
+	for id := range 2 {
+		if err := a.WriteMessage(websocket.TextMessage, invoke(id, "hold")); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+	}
+	b := dialGateway(t, f.srv.URL, authHdr())
+	read := func() rpcResp {
+		t.Helper()
+		if err := b.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","id":9,"method":"tools.invoke","params":{"toolId":"read","args":{"path":"a.txt"}}}`)); err != nil {
+			t.Fatal(err)
+		}
+		_ = b.SetReadDeadline(time.Now().Add(20 * time.Second))
+		_, msg, err := b.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r rpcResp
+		if err := json.Unmarshal(msg, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := read(); r.Error == nil || r.Error.Code != gatewayface.CodeBusy || !strings.Contains(r.Error.Message, "--max-inflight-per-ip") {
+		t.Errorf("a message past the address's bound: %+v", r.Error)
+	}
+	a.Close()
+	<-cancelled
+	<-cancelled
+	// The calls' slots are given back as their handlers end, just after.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r := read()
+		if r.Error == nil {
+			break
+		}
+		if r.Error.Code != gatewayface.CodeBusy || time.Now().After(deadline) {
+			t.Fatalf("once the calls ended: %+v", r.Error)
+		}
+	}
+}

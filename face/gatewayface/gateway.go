@@ -14,7 +14,10 @@
 // closes the connection, 1009), a batch at most MaxBatch requests, at most
 // MaxInFlight messages run at once (past it: CodeBusy), and a token bucket
 // of Rate requests per second with Burst (past it: CodeRateLimited; the
-// connection stays up). The registry's own limits apply to every call.
+// connection stays up). Per client address (Options.Inflight), each
+// message in flight counts against --max-inflight-per-ip with the address's
+// /mcp and /execute requests (past it: CodeBusy), since an address may open
+// many connections. The registry's own limits apply to every call.
 //
 // The answers to one message, a batch's together, are at most MaxReply
 // bytes (--max-reply-bytes, as one /mcp request's): an answer that would
@@ -78,6 +81,12 @@ type Options struct {
 	// MaxReply bounds the answers to one message, a batch's together
 	// (--max-reply-bytes).
 	MaxReply int64
+	// Inflight, when set, counts each message in flight against its
+	// client address's --max-inflight-per-ip, with /mcp's and /execute's
+	// requests: past it (after admit.InflightWait) the message is
+	// answered CodeBusy. MaxInFlight bounds one connection only, and an
+	// address may open many.
+	Inflight *admit.Inflight
 	// Operator is the operator's token (--operator-token-file): a
 	// connection upgraded with it (instead of the agent's) may answer
 	// tools.approve; the agent's connections never can.
@@ -178,7 +187,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	c := &conn{s: s, ws: ws, wsp: wsp, caller: caller, format: format,
+	c := &conn{s: s, ws: ws, wsp: wsp, caller: caller, format: format, addr: r.RemoteAddr,
 		slots:  make(chan struct{}, s.opts.MaxInFlight),
 		tokens: float64(s.opts.Burst), last: time.Now()}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -249,6 +258,7 @@ type conn struct {
 	wsp    fsops.Workspace // the caller's workspace
 	caller admit.Caller    // Operator: upgraded with the operator's token
 	format string          // the connection's result format (?resultFormat=)
+	addr   string          // the client's address (Options.Inflight)
 	slots  chan struct{}
 	wg     sync.WaitGroup
 	wmu    sync.Mutex
@@ -297,6 +307,14 @@ func (c *conn) serve(ctx context.Context) {
 		go func() {
 			defer c.wg.Done()
 			defer func() { <-c.slots }()
+			if f := c.s.opts.Inflight; f != nil {
+				held, ok := f.Acquire(ctx, c.addr)
+				if !ok {
+					c.refuseAll(p, CodeBusy, "busy: %d requests of this client address are in flight on /mcp, /execute and /gateway (--max-inflight-per-ip); wait for an answer", f.Limit())
+					return
+				}
+				defer f.Release(held)
+			}
 			c.run(ctx, p)
 		}()
 	}
