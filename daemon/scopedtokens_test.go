@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
+	"github.com/agentbe/agentbe-daemon/tools/browser"
 )
 
 func tokenLine(name, tok, rest string) string {
@@ -248,5 +250,58 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTokenShares: with --tokens, the daemon holds each token to its
+// share of the pools (admit.CallerShare): an MCP session past half of
+// --mcp-max-sessions is refused to alice, naming her share, while bob
+// opens his; and the browser provider is told there are several tokens.
+func TestTokenShares(t *testing.T) {
+	c := testConfig(t)
+	c.AuthToken = "master-token"
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+tokenLine("alice", "alice-token", "")+`,`+tokenLine("bob", "bob-token", "")+`]}`), 0o600))
+	c.TokensFile = tokens
+	c.MCPSessions, c.MCPMaxSessions = true, 2
+	c.BrowserTools = true
+	must(t, c.Validate())
+	var browserTokens bool
+	r := startWith(t, c, Options{browserTweak: func(o *browser.Options) { browserTokens = o.Tokens }})
+	if !browserTokens {
+		t.Error("the browser provider was not told that --tokens admits several tokens")
+	}
+	open := func(token string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", r.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"share","version":"1"}}}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+			t.Cleanup(func() {
+				del, _ := http.NewRequest("DELETE", r.url+"/mcp", nil)
+				del.Header.Set("Authorization", "Bearer "+token)
+				del.Header.Set("Mcp-Session-Id", id)
+				if resp, err := http.DefaultClient.Do(del); err == nil {
+					resp.Body.Close()
+				}
+			})
+		}
+		return resp.StatusCode, string(body)
+	}
+	if code, body := open("alice-token"); code != http.StatusOK {
+		t.Fatalf("alice's first session: %d %s", code, body)
+	}
+	if code, body := open("alice-token"); code != http.StatusServiceUnavailable || !strings.Contains(body, `token \"alice\" holds 1 of the 2 MCP sessions, its share`) {
+		t.Errorf("alice's second session: %d %s; want 503 naming her share", code, body)
+	}
+	if code, body := open("bob-token"); code != http.StatusOK {
+		t.Errorf("bob's session beside alice's: %d %s", code, body)
 	}
 }

@@ -365,3 +365,61 @@ func TestSessionStreamsBounded(t *testing.T) {
 		t.Error("the GET stream of an ended session is still open")
 	}
 }
+
+// TestSessionShareAmongTokens: with --tokens, one token opens at most half
+// of --mcp-max-sessions (rounded up), so another token still finds one: a
+// token at its share is answered 503 naming its share and the flag, and a
+// session it ends gives its share back.
+func TestSessionShareAmongTokens(t *testing.T) {
+	sum := sha256.Sum256([]byte("u1-token"))
+	set, err := httpguard.ParseTokens("tokens.json", []byte(`{"tokens":[{"name":"u1","sha256":"`+hex.EncodeToString(sum[:])+`","scope":"users/u1"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := new(atomic.Pointer[httpguard.TokenSet])
+	tokens.Store(set)
+	e := newEnv(t, func(o *Options) { o.AuthToken, o.Tokens, o.Sessions, o.MaxSessions = "daemon-token", tokens, true, 3 })
+	u1 := map[string]string{"Authorization": "Bearer u1-token"}
+	end := func(token, id string) {
+		req, _ := http.NewRequest("DELETE", e.url(), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Mcp-Session-Id", id)
+		if resp, err := http.DefaultClient.Do(req); err != nil {
+			t.Error(err)
+		} else {
+			resp.Body.Close()
+		}
+	}
+	open := func(hdr map[string]string) (*http.Response, string) {
+		t.Helper()
+		h := map[string]string{"Accept": "application/json, text/event-stream"}
+		for k, v := range hdr {
+			h[k] = v
+		}
+		resp, body := rawPost(t, e.url(), "POST", initBody, h)
+		if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+			token := strings.TrimPrefix(hdr["Authorization"], "Bearer ")
+			t.Cleanup(func() { end(token, id) })
+		}
+		return resp, body
+	}
+	var ids []string
+	for range 2 {
+		resp, body := open(u1)
+		if resp.Header.Get("Mcp-Session-Id") == "" {
+			t.Fatalf("u1's session within its share: %d %s", resp.StatusCode, body)
+		}
+		ids = append(ids, resp.Header.Get("Mcp-Session-Id"))
+	}
+	resp, body := open(u1)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `token \"u1\" holds 2 of the 3 MCP sessions, its share`) || !strings.Contains(body, "--mcp-max-sessions") {
+		t.Errorf("u1's third session: %d %s; want 503 naming its share", resp.StatusCode, body)
+	}
+	if resp, body := open(map[string]string{"Authorization": "Bearer daemon-token"}); resp.Header.Get("Mcp-Session-Id") == "" {
+		t.Errorf("the daemon token's session beside u1's share: %d %s", resp.StatusCode, body)
+	}
+	end("u1-token", ids[0])
+	if resp, body := open(u1); resp.Header.Get("Mcp-Session-Id") == "" {
+		t.Errorf("u1's session after it ended one: %d %s", resp.StatusCode, body)
+	}
+}

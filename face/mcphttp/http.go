@@ -115,13 +115,39 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if s.sessH != nil {
-		if r.Header.Get("Mcp-Session-Id") == "" && s.sessionCount() >= s.maxSess {
+		if r.Header.Get("Mcp-Session-Id") != "" {
+			s.serveSDK(s.sessH, uninitResponseWriter{w}, r, caller)
+			return
+		}
+		// A request that may open a session (initialize): within the
+		// daemon's limit and its token's share of it.
+		s.sessMu.Lock()
+		total, held := s.sessionCount(caller.Name)
+		if total >= s.maxSess {
+			s.sessMu.Unlock()
 			s.warns.Warn(s.log, "sessions", "too many MCP sessions; answered 503", "remote", r.RemoteAddr, "limit", s.maxSess)
 			writeJSONError(w, http.StatusServiceUnavailable, "Too many sessions",
 				fmt.Sprintf("the daemon has %d open MCP sessions, its limit (--mcp-max-sessions); end one (DELETE /mcp) or retry after idle sessions expire", s.maxSess))
 			return
 		}
+		if held >= s.sessShare {
+			s.sessMu.Unlock()
+			s.warns.Warn(s.log, "session-share", "a token holds its share of the MCP sessions; answered 503", "remote", r.RemoteAddr, "token", caller.Name, "share", s.sessShare)
+			writeJSONError(w, http.StatusServiceUnavailable, "Too many sessions",
+				admit.ShareRefusal(caller.Name, held, s.maxSess, "MCP sessions", "--mcp-max-sessions")+" (DELETE /mcp), or retry after idle sessions expire")
+			return
+		}
+		s.sessOpening[caller.Name]++
+		s.sessMu.Unlock()
 		s.serveSDK(s.sessH, uninitResponseWriter{w}, r, caller)
+		s.sessMu.Lock()
+		if s.sessOpening[caller.Name]--; s.sessOpening[caller.Name] == 0 {
+			delete(s.sessOpening, caller.Name)
+		}
+		if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+			s.sessOwner[id] = caller.Name
+		}
+		s.sessMu.Unlock()
 		return
 	}
 	// Reply format. The SDK insists that Accept lists both JSON and SSE; we
@@ -149,19 +175,33 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// sessionCount is the number of initialized sessions of the SDK's server.
-// Sessions that never saw an initialize are left out: the SDK also opens
-// one for the length of a request that carries no session id (the go-sdk
-// client's listen stream is one), which the in-flight cap bounds, and
-// counting those refused a client below the cap now and then.
-func (s *Server) sessionCount() int {
-	n := 0
+// sessionCount is the number of initialized sessions of the SDK's server,
+// and how many of them, with those being opened, are token's (the share
+// CallerShare bounds). Sessions that never saw an initialize are left out:
+// the SDK also opens one for the length of a request that carries no
+// session id (the go-sdk client's listen stream is one), which the
+// in-flight cap bounds, and counting those refused a client below the cap
+// now and then. Owners of sessions that have ended are forgotten here.
+// s.sessMu is held.
+func (s *Server) sessionCount(token string) (total, held int) {
+	held = s.sessOpening[token]
+	live := make(map[string]bool, len(s.sessOwner))
 	for ss := range s.mcp.Sessions() {
-		if ss.InitializeParams() != nil {
-			n++
+		if ss.InitializeParams() == nil {
+			continue
+		}
+		total++
+		live[ss.ID()] = true
+		if owner, ok := s.sessOwner[ss.ID()]; ok && owner == token {
+			held++
 		}
 	}
-	return n
+	for id := range s.sessOwner {
+		if !live[id] {
+			delete(s.sessOwner, id)
+		}
+	}
+	return total, held
 }
 
 // sdkRequest is what serveSDK keeps for one HTTP request handed to the

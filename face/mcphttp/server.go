@@ -169,21 +169,28 @@ func extraInstructions(more string) string {
 // one *mcp.Server (with its tool table and compiled input schemas) serves
 // every HTTP request and stdio session.
 type Server struct {
-	opts     Options
-	log      *slog.Logger
-	mcp      *mcp.Server
-	jsonH    http.Handler // streamable HTTP, replies as application/json
-	sseH     http.Handler // streamable HTTP, replies as text/event-stream
-	sessH    http.Handler // stateful streamable HTTP (Options.Sessions), else nil
-	maxSess  int
-	handler  http.Handler
-	maxBody  int64
-	token    httpguard.Token
-	guard    *httpguard.Guard
-	admit    admit.Rules
-	maxBatch int
-	maxReply int64
-	inflight *admit.Inflight // nil: no cap
+	opts    Options
+	log     *slog.Logger
+	mcp     *mcp.Server
+	jsonH   http.Handler // streamable HTTP, replies as application/json
+	sseH    http.Handler // streamable HTTP, replies as text/event-stream
+	sessH   http.Handler // stateful streamable HTTP (Options.Sessions), else nil
+	maxSess int
+	// sessShare is how many of the maxSess sessions one token may hold
+	// (admit.CallerShare); sessOwner the token that opened each session,
+	// by id, and sessOpening the sessions each token is opening.
+	sessMu      sync.Mutex
+	sessShare   int
+	sessOwner   map[string]string
+	sessOpening map[string]int
+	handler     http.Handler
+	maxBody     int64
+	token       httpguard.Token
+	guard       *httpguard.Guard
+	admit       admit.Rules
+	maxBatch    int
+	maxReply    int64
+	inflight    *admit.Inflight // nil: no cap
 	// stdioMaxInflight caps the requests of one stdio session waiting for
 	// answers (MaxInflightPerIP: a session is one client); 0: no cap.
 	stdioMaxInflight int
@@ -311,6 +318,8 @@ func New(opts Options) (*Server, error) {
 	})
 	if opts.Sessions {
 		s.maxSess = cmp.Or(opts.MaxSessions, DefaultMaxSessions)
+		s.sessShare = admit.CallerShare(s.maxSess, opts.Tokens != nil)
+		s.sessOwner, s.sessOpening = map[string]string{}, map[string]int{}
 		s.sessH = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 			SessionTimeout: cmp.Or(opts.SessionIdleTimeout, DefaultSessionIdleTimeout),
 			Logger:         sdkLog, MaxRequestBodyBytes: sdkMax,

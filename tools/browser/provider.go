@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/errcode"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/netguard"
 )
@@ -77,6 +78,9 @@ type Options struct {
 	IdleTimeout time.Duration
 	// MaxSessions caps the sessions open at once (DefaultMaxSessions when 0).
 	MaxSessions int
+	// Tokens says the daemon admits several tokens (--tokens): then one
+	// token holds at most its share of MaxSessions (admit.CallerShare).
+	Tokens bool
 	// JSHeapMiB bounds the JavaScript heap of each of the session's
 	// renderers (V8's --max-old-space-size; DefaultJSHeapMiB when 0): a
 	// page that allocates without end crashes its own tab at the bound
@@ -139,12 +143,13 @@ type Provider struct {
 	// lowers it).
 	maxMessage int
 
-	mu       sync.Mutex
-	sessions map[string]*session // by id
-	starting int                 // sessions being launched (they count against the cap)
-	closed   bool
-	stop     chan struct{}
-	reaper   sync.WaitGroup
+	mu         sync.Mutex
+	sessions   map[string]*session // by id
+	starting   int                 // sessions being launched (they count against the cap)
+	startingBy map[string]int      // starting, by the caller's token
+	closed     bool
+	stop       chan struct{}
+	reaper     sync.WaitGroup
 }
 
 // New builds the provider. A missing browser is not an error: the tools
@@ -187,7 +192,7 @@ func New(opts Options) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Provider{opts: opts, log: log, net: opts.Net, sessions: map[string]*session{}, stop: make(chan struct{}), maxMessage: MaxMessageBytes}
+	p := &Provider{opts: opts, log: log, net: opts.Net, sessions: map[string]*session{}, startingBy: map[string]int{}, stop: make(chan struct{}), maxMessage: MaxMessageBytes}
 	p.execPath, p.missing = findBrowser(opts.BrowserPath)
 	if os.Geteuid() == 0 {
 		name := opts.RunAs
@@ -300,7 +305,14 @@ func (p *Provider) startSession(key, owner string, headless bool) (*session, boo
 		return nil, false, &errcode.Error{Code: errcode.InvalidArgument, Op: "browser.start",
 			Msg: fmt.Sprintf("%d browser sessions are open, the limit (--browser-max-sessions); close one with browser.close", p.opts.MaxSessions)}
 	}
+	token := ownerToken(owner)
+	if held := p.heldBy(token); held >= admit.CallerShare(p.opts.MaxSessions, p.opts.Tokens) {
+		p.mu.Unlock()
+		return nil, false, &errcode.Error{Code: errcode.InvalidArgument, Op: "browser.start",
+			Msg: admit.ShareRefusal(token, held, p.opts.MaxSessions, "browser sessions", "--browser-max-sessions")}
+	}
 	p.starting++
+	p.startingBy[token]++
 	p.mu.Unlock()
 
 	s, err := p.launch(key, owner, headless)
@@ -308,6 +320,9 @@ func (p *Provider) startSession(key, owner string, headless bool) (*session, boo
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.starting--
+	if p.startingBy[token]--; p.startingBy[token] == 0 {
+		delete(p.startingBy, token)
+	}
 	if s != nil && s.tooLarge.Load() {
 		// Its shutdown has begun (messageTooLarge), and launch's too when
 		// it failed.
@@ -329,6 +344,18 @@ func (p *Provider) startSession(key, owner string, headless bool) (*session, boo
 // past the limit ended.
 func (p *Provider) tooLargeError(op string) error {
 	return &errcode.Error{Code: errcode.TooLarge, Op: op, Msg: errTooLarge(p.maxMessage).Error()}
+}
+
+// heldBy counts the sessions of token's callers, those starting included;
+// p.mu is held.
+func (p *Provider) heldBy(token string) int {
+	n := p.startingBy[token]
+	for _, s := range p.sessions {
+		if ownerToken(s.owner) == token {
+			n++
+		}
+	}
+	return n
 }
 
 // session finds a session by id for owner.

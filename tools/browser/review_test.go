@@ -178,6 +178,61 @@ func TestSnapshotLinesAreThePages(t *testing.T) {
 	}
 }
 
+// callAs calls tool as c would (its token, scope and client session):
+// the result's fields, with its text under "text", whether it is an
+// error, and its code.
+func (f *fixture) callAs(t *testing.T, c registry.Call, tool, args string) (map[string]any, bool, errcode.Code) {
+	t.Helper()
+	c.Args = json.RawMessage(args)
+	res, err := f.reg.Call(context.Background(), tool, c)
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	out := map[string]any{}
+	text := res.Content[len(res.Content)-1].(*mcp.TextContent).Text
+	out["text"] = text
+	if !res.IsError {
+		if err := json.Unmarshal([]byte(text), &out); err != nil {
+			t.Fatalf("%s: %v: %s", tool, err, text)
+		}
+	}
+	return out, res.IsError, registry.Code(res)
+}
+
+// TestSessionsShareAmongTokens: where the daemon admits several tokens,
+// one token holds at most half of --browser-max-sessions (rounded up),
+// whatever scopes and client sessions it starts them from, so another
+// token still finds one; a session it closes gives its share back. With
+// one token, it may hold them all (TestSessions).
+func TestSessionsShareAmongTokens(t *testing.T) {
+	f := setup(t, func(o *Options) { o.MaxSessions, o.Tokens = 3, true })
+	alice := []registry.Call{{Caller: "alice", Scope: "users/alice"}, {Caller: "alice", Scope: "users/alice/sub", Session: "gw-2"}}
+	var ids []string
+	for _, c := range alice {
+		out, isErr, _ := f.callAs(t, c, "browser.start", `{}`)
+		if isErr {
+			t.Fatalf("alice's start within her share: %v", out)
+		}
+		ids = append(ids, out["sessionId"].(string))
+	}
+	out, isErr, _ := f.callAs(t, alice[0], "browser.start", `{}`)
+	if text := fmt.Sprint(out["text"]); !isErr || !strings.Contains(text, `token "alice" holds 2 of the 3 browser sessions, its share`) || !strings.Contains(text, "--browser-max-sessions") {
+		t.Errorf("alice's third start: %v", out)
+	}
+	if out, isErr, _ := f.callAs(t, registry.Call{Caller: "bob", Scope: "users/bob"}, "browser.start", `{}`); isErr {
+		t.Errorf("bob's start beside alice's share: %v", out)
+	}
+	if out, isErr, _ := f.callAs(t, registry.Call{}, "browser.start", `{}`); !isErr || !strings.Contains(fmt.Sprint(out["text"]), "the limit (--browser-max-sessions)") {
+		t.Errorf("a start with the pool full: %v", out)
+	}
+	if out, isErr, _ := f.callAs(t, alice[0], "browser.close", `{"sessionId":"`+ids[0]+`"}`); isErr {
+		t.Fatalf("close: %v", out)
+	}
+	if out, isErr, _ := f.callAs(t, alice[1], "browser.start", `{}`); isErr {
+		t.Errorf("alice's start after she closed one: %v", out)
+	}
+}
+
 // TestSessionsAcrossCallers: a session belongs to its caller (token entry,
 // scope and client session): another token, the same token in another
 // scope or another client's session can neither use it, close it, nor get
@@ -187,20 +242,7 @@ func TestSessionsAcrossCallers(t *testing.T) {
 	f := setup(t, func(o *Options) { o.MaxSessions = 3 })
 	as := func(c registry.Call, tool, args string) (map[string]any, bool, errcode.Code) {
 		t.Helper()
-		c.Args = json.RawMessage(args)
-		res, err := f.reg.Call(context.Background(), tool, c)
-		if err != nil {
-			t.Fatalf("%s: %v", tool, err)
-		}
-		out := map[string]any{}
-		text := res.Content[len(res.Content)-1].(*mcp.TextContent).Text
-		out["text"] = text
-		if !res.IsError {
-			if err := json.Unmarshal([]byte(text), &out); err != nil {
-				t.Fatalf("%s: %v: %s", tool, err, text)
-			}
-		}
-		return out, res.IsError, registry.Code(res)
+		return f.callAs(t, c, tool, args)
 	}
 	alice := registry.Call{Caller: "alice", Scope: "users/alice"}
 	out, isErr, _ := as(alice, "browser.start", `{"sessionKey":"work"}`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -125,6 +126,13 @@ func (p *Provider) Tools() []registry.Tool {
 // session id is unguessable, and another caller's is refused all the same.
 func owner(call registry.Call) string {
 	return call.Caller + "\x00" + call.Scope + "\x00" + call.Session
+}
+
+// ownerToken is the token of an owner (the caller's token entry; "" for
+// the daemon's own token), which the sessions' share is counted by.
+func ownerToken(owner string) string {
+	token, _, _ := strings.Cut(owner, "\x00")
+	return token
 }
 
 // withSession runs f holding the session's lock, with a context that ends
