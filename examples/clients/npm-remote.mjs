@@ -1,7 +1,8 @@
 // The published npm client (agent-backend 0.13.x) against a running daemon:
 // files over SSH-over-WebSocket, MCP over HTTP, both with the token.
 //   npm install agent-backend
-//   AGENTBE_TOKEN=$(cat ~/.agentbe-token) node npm-remote.mjs
+//   AGENTBE_TOKEN=$(cat ~/.agentbe-token) AGENTBE_ROOT=$HOME/workspace node npm-remote.mjs
+// AGENTBE_ROOT is the daemon's --root (its /health says rootDir); another root is refused.
 import { RemoteFilesystemBackend } from 'agent-backend'
 
 const backend = new RemoteFilesystemBackend({

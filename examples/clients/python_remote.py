@@ -1,7 +1,7 @@
 """The agent-backend Python package's remote client against a running daemon.
 
     pip install agent-backend
-    AGENTBE_TOKEN=$(cat ~/.agentbe-token) python python_remote.py
+    AGENTBE_TOKEN=$(cat ~/.agentbe-token) AGENTBE_ROOT=$HOME/workspace python python_remote.py
 
 The client connects over SSH-over-WebSocket (/ssh) with the static bearer
 token; root_dir is the daemon's --root.
