@@ -4,13 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
 
@@ -225,6 +228,24 @@ func TestScopedTokens(t *testing.T) {
 	}
 	if code, _ := callAs(t, r.url, "bob-token", "", "read_text_file", `{"path":"secret.txt"}`); code != http.StatusUnauthorized {
 		t.Errorf("bob after the reload: %d, want 401", code)
+	}
+	// bob's open /gateway connection keeps the identity it was admitted
+	// with (security.md, "Tokens bound to scopes"): his scope, read-only,
+	// nothing more; a new one is refused.
+	if got := rpcGW(t, gwB, `{"jsonrpc":"2.0","id":2,"method":"tools.invoke","params":{"sessionId":"s","toolId":"read_text_file","args":{"path":"secret.txt"}}}`); strings.Contains(got, `"isError":true`) || strings.Contains(got, `"error"`) {
+		t.Errorf("bob's open gateway connection after the reload, a read: %.300s", got)
+	}
+	if got := rpcGW(t, gwB, `{"jsonrpc":"2.0","id":3,"method":"tools.invoke","params":{"sessionId":"s","toolId":"write_file","args":{"path":"x","content":"x"}}}`); !strings.Contains(got, "Permission denied") {
+		t.Errorf("bob's open gateway connection after the reload, a write: %.300s", got)
+	}
+	if ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(r.url, "http")+"/gateway", http.Header{"Authorization": {"Bearer bob-token"}}); err == nil {
+		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, _, err := ws.ReadMessage()
+		var ce *websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != 4001 {
+			t.Errorf("a new gateway connection with bob's token after the reload: %v, want close 4001", err)
+		}
+		ws.Close()
 	}
 	// A broken file changes nothing.
 	must(t, os.WriteFile(tokens, []byte(`{"tokens":[{"name":"x"}]}`), 0o600))
