@@ -165,6 +165,9 @@ func newDaemon(cfg config.Config, opts Options, table []part) (*Daemon, error) {
 		_ = d.closeAudit()
 		return nil, err
 	}
+	// /health's details go to a caller with every right (admit.Rules.Trusted):
+	// the faces' token rule, beside the operator's.
+	d.admit.Token = d.w.rules.Token
 	// /health is the liveness probe and does no work: it answers whatever
 	// name it is reached by (a probe may use any). Every other endpoint is
 	// admitted once per request by internal/admit: the faces, /site/ and
@@ -220,7 +223,20 @@ func (d *Daemon) handleWork(pattern string, h http.Handler) {
 // Handler is the daemon's whole HTTP surface, with logging and metrics.
 func (d *Daemon) Handler() http.Handler { return d.handler }
 
-// healthBody is /health's answer: the reference daemon's fields plus ours.
+// livenessBody is /health's answer to a caller that is not
+// admit.Rules.Trusted: the fields docs/protocol.md requires of it without
+// a token, and the upstream servers' states by name, which the execution
+// service's clients read there and /health/servers answers anyway.
+type livenessBody struct {
+	Status     string            `json:"status"`
+	Version    string            `json:"version"`
+	RootDir    string            `json:"rootDir"`
+	Transports map[string]bool   `json:"transports"`
+	Servers    map[string]string `json:"servers,omitempty"`
+}
+
+// healthBody is /health's answer to a trusted caller (admit.Rules.Trusted):
+// the reference daemon's fields plus ours.
 type healthBody struct {
 	Status          string          `json:"status"`
 	Version         string          `json:"version"`
@@ -292,17 +308,32 @@ func serverStates(hs []upstream.Health) map[string]string {
 	return servers
 }
 
-func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
+// serveHealth answers liveness to every caller, whatever name it reached
+// the daemon by and without a token (a probe's), and the daemon's details
+// (isolation, providers, upstream servers' errors, the operator's files)
+// only to a caller with every right (admit.Rules.Trusted).
+func (d *Daemon) serveHealth(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	transports := map[string]bool{
+		"mcp":    true,
+		"ssh-ws": servesSSHWS(d.cfg),
+		"ssh":    false,
+	}
+	if !d.admit.Trusted(r) {
+		live := livenessBody{Status: "ok", Version: d.opts.Version, RootDir: d.cfg.Root, Transports: transports}
+		if d.w.upstreams != nil {
+			live.Servers = serverStates(d.w.upstreams.Health())
+		}
+		_ = json.NewEncoder(w).Encode(live)
+		return
+	}
 	mode, reason, gaps := d.isolation()
 	body := healthBody{
-		Status:  "ok",
-		Version: d.opts.Version,
-		RootDir: d.cfg.Root,
-		Transports: map[string]bool{
-			"mcp":    true,
-			"ssh-ws": servesSSHWS(d.cfg),
-			"ssh":    false,
-		},
+		Status:          "ok",
+		Version:         d.opts.Version,
+		RootDir:         d.cfg.Root,
+		Transports:      transports,
 		Backend:         d.cfg.Backend,
 		Isolation:       mode,
 		IsolationReason: reason,
@@ -321,8 +352,6 @@ func (d *Daemon) serveHealth(w http.ResponseWriter, _ *http.Request) {
 			p.health(&body)
 		}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(body)
 }
 

@@ -177,7 +177,7 @@ func TestPreviewsOnDaemon(t *testing.T) {
 			r := start(t, c, nil)
 			port := startPreviewServer(t, r, c.Root)
 			base := fmt.Sprintf("%s/preview/%d", r.url, port)
-			if _, health := get(t, r.url+"/health"); !strings.Contains(string(health), `"previews":true`) {
+			if _, health := send(t, http.MethodGet, r.url+"/health", "", previewAuth); !strings.Contains(health, `"previews":true`) {
 				t.Errorf("/health: %s", health)
 			}
 
@@ -279,7 +279,7 @@ func TestPreviewsOffByDefault(t *testing.T) {
 	c := previewConfig(t, "software", false)
 	r := start(t, c, nil)
 	port := startPreviewServer(t, r, c.Root)
-	if _, health := get(t, r.url+"/health"); !strings.Contains(string(health), `"previews":false`) {
+	if _, health := send(t, http.MethodGet, r.url+"/health", "", previewAuth); !strings.Contains(health, `"previews":false`) {
 		t.Errorf("/health: %s", health)
 	}
 	if code, body := send(t, http.MethodGet, fmt.Sprintf("%s/preview/%d/", r.url, port), "", previewAuth); code != http.StatusNotFound || !strings.Contains(body, "no endpoint") {

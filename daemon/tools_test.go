@@ -64,7 +64,8 @@ func TestToolsInHealthMetricsAndAudit(t *testing.T) {
 		return resp.StatusCode, b.String()
 	}
 
-	code, body := get(t, r.url+"/health")
+	// The details of /health are for a caller with the token.
+	code, body := authGet("/health")
 	if code != http.StatusOK {
 		t.Fatalf("/health: %d %s", code, body)
 	}
@@ -73,7 +74,7 @@ func TestToolsInHealthMetricsAndAudit(t *testing.T) {
 		Tools     int                     `json:"tools"`
 		Providers []registry.ProviderInfo `json:"providers"`
 	}
-	if err := json.Unmarshal(body, &h); err != nil {
+	if err := json.Unmarshal([]byte(body), &h); err != nil {
 		t.Fatal(err)
 	}
 	// The daemon's own provider (the workspace tools) comes first; its

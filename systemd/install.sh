@@ -167,6 +167,8 @@ if grep -Eq '^AGENTBE_TLS_CERT=.+' "$envfile"; then
 	log "TLS is on: check https://<your host>:<port>/health from a client"
 else
 	port=$(sed -n 's/^AGENTBE_PORT=\([0-9][0-9]*\)[[:space:]]*$/\1/p' "$envfile" | tail -n 1)
-	"$bin" health --url "http://127.0.0.1:${port:-3001}/health" ||
+	# With the token: /health tells its details (isolation) only to a
+	# caller the daemon admits; a probe without one gets liveness.
+	"$bin" health --url "http://127.0.0.1:${port:-3001}/health" --token-file "$etc/token" ||
 		log "warning: /health did not answer ok yet; see: journalctl -u agentbe-daemon"
 fi

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -38,8 +39,10 @@ func healthClient(ca string, insecure bool) (*http.Client, error) {
 
 // newHealthCommand probes a daemon's /health, for container health checks on
 // images without curl. Exit 0 means the daemon answered 200 with status "ok".
+// With --token-file it sends the token, and a daemon that takes it answers
+// its details (isolation, providers, upstream servers) besides liveness.
 func newHealthCommand() *cobra.Command {
-	var url, ca string
+	var url, ca, tokenFile string
 	var port int
 	var insecure bool
 	var timeout time.Duration
@@ -67,6 +70,13 @@ func newHealthCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--url %q: %v", url, err)
 			}
+			if tokenFile != "" {
+				tok, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return fmt.Errorf("--token-file: %v", err)
+				}
+				req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+			}
 			resp, err := client.Do(req)
 			if err != nil {
 				return fmt.Errorf("unhealthy: %v", err)
@@ -87,6 +97,7 @@ func newHealthCommand() *cobra.Command {
 	cmd.Flags().IntVar(&port, "port", 0, "probe http://127.0.0.1:PORT/health (instead of --url)")
 	cmd.Flags().StringVar(&ca, "ca", "", "PEM file of the CA that signed the daemon's certificate (for an https URL with --tls-cert)")
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "do not verify the daemon's certificate (a self-signed one)")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "send the token in this file, for /health's details beside liveness")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "give up after this long")
 	return cmd
 }

@@ -244,9 +244,20 @@ func TestDaemonServesHealthAndExitsZeroOnSIGTERM(t *testing.T) {
 		t.Fatalf("root not created: %v", err)
 	}
 
-	// The health subcommand agrees.
-	if out, errOut, code := run(t, nil, "health", "--url", p.url+"/health"); code != 0 || !strings.Contains(out, `"status":"ok"`) {
+	// The health subcommand agrees. Without the token it is told
+	// liveness only; with --token-file, the details too.
+	if out, errOut, code := run(t, nil, "health", "--url", p.url+"/health"); code != 0 || !strings.Contains(out, `"status":"ok"`) || strings.Contains(out, `"isolation"`) {
 		t.Errorf("health: exit %d %q %q", code, out, errOut)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("T\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := run(t, nil, "health", "--url", p.url+"/health", "--token-file", tokenFile); code != 0 || !strings.Contains(out, `"isolation"`) {
+		t.Errorf("health --token-file: exit %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code := run(t, nil, "health", "--url", p.url+"/health", "--token-file", tokenFile+".missing"); code == 0 || !strings.Contains(errOut, "--token-file") {
+		t.Errorf("health --token-file of no file: exit %d %q", code, errOut)
 	}
 
 	p.cmd.Process.Signal(syscall.SIGTERM)

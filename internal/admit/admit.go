@@ -223,6 +223,25 @@ func (ru *Rules) IsOperator(r *http.Request) bool {
 	return ok
 }
 
+// Trusted reports whether r comes from a caller with every right: it
+// passes the Origin and Host rules and its Authorization header carries
+// the operator's token or a token of the whole root, read-write, that may
+// run commands (any request, when the daemon has no token). It refuses
+// nothing and logs nothing: an answer that every caller gets, /health,
+// says more than liveness only to such a caller, so a probe needs no
+// token while a stranger, a DNS-rebinding page or a token bound to a
+// scope learns nothing of the host but what the protocol makes public.
+func (ru *Rules) Trusted(r *http.Request) bool {
+	if ru.Guard != nil && !ru.Guard.Passes(r) {
+		return false
+	}
+	if ru.IsOperator(r) {
+		return true
+	}
+	id, ok := ru.Token.IdentifyRequest(r, false)
+	return ok && id.Scope == "" && !id.ReadOnly && id.Exec
+}
+
 // JSONBody is the JSON-only body rule: a POST must declare its body
 // "Content-Type: application/json" (parameters such as charset allowed),
 // else 415. A browser page may send a cross-site POST without a CORS

@@ -81,6 +81,8 @@ type Refusal struct {
 	Status  int
 	Title   string
 	Message string
+
+	logMsg string // the warning Check logs
 }
 
 // Check applies the rules to r and returns nil if it may proceed. A refusal
@@ -88,20 +90,40 @@ type Refusal struct {
 // (ratelog), with the client's Origin or Host cut to logCut bytes.
 func (g *Guard) Check(r *http.Request) *Refusal {
 	g.checks.Add(1)
+	ref, kind, attrs := g.judge(r)
+	if ref != nil {
+		g.warns.Warn(g.log, kind, ref.logMsg, attrs...)
+	}
+	return ref
+}
+
+// Passes reports whether r passes the rules, refusing nothing and logging
+// nothing: for an answer that every caller gets and that says more to a
+// caller the rules admit (/health's details, internal/admit Rules.Trusted).
+func (g *Guard) Passes(r *http.Request) bool {
+	ref, _, _ := g.judge(r)
+	return ref == nil
+}
+
+// judge is the rules themselves: the refusal (nil if none), and the kind
+// and attributes of its warning.
+func (g *Guard) judge(r *http.Request) (*Refusal, string, []any) {
 	if origin := r.Header.Get("Origin"); origin != "" && !g.OriginAllowed(origin) {
-		g.warns.Warn(g.log, "origin", "http: refused a browser origin", "path", cut(r.URL.Path), "origin", cut(origin), "remote", r.RemoteAddr)
 		return &Refusal{Status: http.StatusForbidden, Title: "Forbidden origin",
-			Message: fmt.Sprintf("Origin %s is not allowed to use %s; add it to the server's --allowed-origins", origin, r.URL.Path)}
+				Message: fmt.Sprintf("Origin %s is not allowed to use %s; add it to the server's --allowed-origins", origin, r.URL.Path),
+				logMsg:  "http: refused a browser origin"},
+			"origin", []any{"path", cut(r.URL.Path), "origin", cut(origin), "remote", r.RemoteAddr}
 	}
 	if g.hostRule {
 		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil &&
 			IsLoopbackAddr(la.String()) && !IsLoopbackAddr(r.Host) {
-			g.warns.Warn(g.log, "host", "http: refused a non-loopback Host on a loopback address", "path", cut(r.URL.Path), "host", cut(r.Host), "remote", r.RemoteAddr)
 			return &Refusal{Status: http.StatusForbidden, Title: "Forbidden host",
-				Message: fmt.Sprintf("Host %q is not a loopback name, but the request arrived on a loopback address (DNS rebinding?); use 127.0.0.1 or localhost, or set an auth token", r.Host)}
+					Message: fmt.Sprintf("Host %q is not a loopback name, but the request arrived on a loopback address (DNS rebinding?); use 127.0.0.1 or localhost, or set an auth token", r.Host),
+					logMsg:  "http: refused a non-loopback Host on a loopback address"},
+				"host", []any{"path", cut(r.URL.Path), "host", cut(r.Host), "remote", r.RemoteAddr}
 		}
 	}
-	return nil
+	return nil, "", nil
 }
 
 // Checks is how many requests Check has judged: what a test reads to see

@@ -385,9 +385,10 @@ func (p *Provider) closeSession(id, owner string) error {
 	return nil
 }
 
-// SessionInfo is what Health says about one session. /health answers
-// without a token, so it names a session by the first 8 characters of its
-// id only, and leaves out the client's sessionKey.
+// SessionInfo is what Health says about one session. /health tells it to
+// any caller with the daemon's whole token, not only the session's, so it
+// names a session by the first 8 characters of its id only, and leaves out
+// the client's sessionKey.
 type SessionInfo struct {
 	IDPrefix    string    `json:"idPrefix"`
 	Started     time.Time `json:"started"`
