@@ -238,3 +238,47 @@ func TestStdioNonReaderStopsBeingRead(t *testing.T) {
 		})
 	}
 }
+
+// TestStdioHugeBatchRefusedInLinearTime: a batch of 400,000 requests (a
+// 16 MB line) at a cap of 32 is refused, each id once, in time linear in
+// the batch: the refusal's ids were deduplicated by a scan of those
+// already listed, under the ledger's lock, which took minutes for such a
+// line and held every answer of the session (wrote) meanwhile. An id
+// cancelled and sent again within the line is refused once.
+func TestStdioHugeBatchRefusedInLinearTime(t *testing.T) {
+	const n = 400000
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"ping"}`)
+	}
+	b.WriteString(`,{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}},{"jsonrpc":"2.0","id":7,"method":"ping"}]`)
+	l := newStdioLedger(32)
+	done := make(chan []string, 1)
+	go func() {
+		ids, _, _ := l.read([]byte(b.String()))
+		done <- ids
+	}()
+	var ids []string
+	select {
+	case ids = <-done:
+	case <-time.After(30 * time.Second): // a hang guard; the quadratic scan took minutes
+		t.Fatal("refusing a batch of 400,000 requests took more than 30 s")
+	}
+	if len(ids) != n {
+		t.Errorf("%d ids refused, want %d", len(ids), n)
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Errorf("%s refused twice", id)
+		}
+		seen[id] = true
+	}
+	if len(l.pending) != 0 {
+		t.Errorf("%d ids waited for after a refusal", len(l.pending))
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"slices"
 	"strconv"
 	"sync"
 
@@ -269,8 +268,12 @@ func (l *stdioLedger) read(line []byte) (refused []string, batch, inUse bool) {
 			delete(l.pending, c.key)
 		}
 	}
+	// A key is added twice only when the line cancels it in between; the
+	// set keeps this linear in the line (a batch may hold a million).
+	listed := make(map[string]struct{}, added)
 	for _, c := range changes {
-		if !c.was && !slices.Contains(refused, c.key) {
+		if _, dup := listed[c.key]; !c.was && !dup {
+			listed[c.key] = struct{}{}
 			refused = append(refused, c.key)
 		}
 	}
