@@ -282,3 +282,52 @@ func TestStdioHugeBatchRefusedInLinearTime(t *testing.T) {
 		t.Errorf("%d ids waited for after a refusal", len(l.pending))
 	}
 }
+
+// TestStdioEOFMidLine: stdin ending in the middle of a line, and after a
+// whole last line without its newline. The cut line is not JSON: nothing
+// of it runs and nothing waits for it; the whole one is answered; the
+// session ends either way.
+func TestStdioEOFMidLine(t *testing.T) {
+	write := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"cut.txt","content":"x"}}}`
+	for _, c := range []struct {
+		name, last string
+		ran        bool
+	}{
+		{"cut", write[:len(write)/2], false},
+		{"no newline", write, true},
+	} {
+		for _, sdk := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/sdk=%v", c.name, sdk), func(t *testing.T) {
+				e := newEnv(t)
+				e.srv.noFastPath = sdk
+				p := newStdioPipes()
+				done := make(chan error, 1)
+				go func() {
+					done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
+					p.serverOut.Close()
+				}()
+				out := make(chan string, 1)
+				go func() { b, _ := io.ReadAll(p.clientIn); out <- string(b) }()
+				p.clientOut.Write([]byte(`{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n" +
+					`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
+					`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n" + c.last))
+				p.clientOut.Close()
+				select {
+				case <-done:
+				case <-time.After(time.Minute): // a guard, not a figure
+					t.Error("ServeStdio still waiting a minute after EOF")
+					e.srv.Close()
+					<-done
+				}
+				got := <-out
+				if !strings.Contains(got, `"id":1,`) {
+					t.Errorf("the ping before the last line was not answered: %.300s", got)
+				}
+				_, err := os.Stat(filepath.Join(e.root, "cut.txt"))
+				if ran := err == nil; ran != c.ran || ran != strings.Contains(got, `"id":2,`) {
+					t.Errorf("the last line ran: %v, want %v; stdout %.300s", ran, c.ran, got)
+				}
+			})
+		}
+	}
+}
