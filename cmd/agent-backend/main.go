@@ -343,6 +343,7 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 
 	logStateFiles(log, cfg)
 	warnRootCommands(log, cfg, os.Geteuid())
+	warnRunAsCannotWrite(log, cfg)
 
 	// The start-up line telling how to connect names the token's file or
 	// variable, never its value; on a terminal it is also a plain block.

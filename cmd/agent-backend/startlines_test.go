@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,5 +112,69 @@ func TestStateFilesLine(t *testing.T) {
 	p := startDaemon(t, "--root", t.TempDir(), "--state-dir", state, "--ssh-host-key", key)
 	if !strings.Contains(p.stderr.String(), "state_dir="+state+" ssh_host_key=") || strings.Contains(p.stderr.String(), "ssh_host_key="+filepath.Join(state, "ssh_host_ed25519_key")) {
 		t.Errorf("an explicit --ssh-host-key does not win:\n%s", p.stderr)
+	}
+}
+
+// TestWarnRunAsCannotWrite: one warning, naming the user, the root and the
+// chown, when the --run-as user cannot write the workspace root; none when
+// it can (as anyone, through a group, as the owner) or when no command runs.
+func TestWarnRunAsCannotWrite(t *testing.T) {
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skip("no user nobody to name in --run-as:", err)
+	}
+	for _, tc := range []struct {
+		name    string
+		mode    os.FileMode
+		chown   bool // give the root to nobody (needs root)
+		backend string
+		warn    bool
+	}{
+		{"another user's 0755 root", 0o755, false, "filesystem", true},
+		{"another user's 0775 root, group not nobody's", 0o775, false, "filesystem", true},
+		{"writable by anyone", 0o777, false, "filesystem", false},
+		{"sticky and writable by anyone", os.ModeSticky | 0o777, false, "filesystem", false},
+		{"nobody's own root", 0o755, true, "filesystem", false},
+		{"memory backend (no commands)", 0o755, false, "memory", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			if err := os.Chmod(root, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			if tc.chown {
+				if os.Geteuid() != 0 {
+					t.Skip("needs root to give the root to nobody")
+				}
+				uid, _ := strconv.Atoi(nobody.Uid)
+				gid, _ := strconv.Atoi(nobody.Gid)
+				if err := os.Chown(root, uid, gid); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !tc.chown && tc.mode&0o020 != 0 {
+				// The group case needs a group nobody is not in.
+				if gids, _ := nobody.GroupIds(); slices.Contains(gids, strconv.Itoa(os.Getegid())) || nobody.Gid == strconv.Itoa(os.Getegid()) {
+					t.Skip("nobody is in this test's group")
+				}
+			}
+			var b bytes.Buffer
+			warnRunAsCannotWrite(slog.New(slog.NewTextHandler(&b, nil)), config.Config{Root: root, RunAs: "nobody", Backend: tc.backend})
+			got := b.String()
+			if !tc.warn {
+				if got != "" {
+					t.Errorf("%q, want nothing", got)
+				}
+				return
+			}
+			for _, want := range []string{"level=WARN", `"commands run as nobody (--run-as) cannot write the workspace root"`, "root=" + root, fmt.Sprintf("mode=%04o", tc.mode.Perm()), `hint="chown nobody ` + root} {
+				if !strings.Contains(got, want) {
+					t.Errorf("%q, want it to contain %q", got, want)
+				}
+			}
+			if strings.Count(got, "\n") != 1 {
+				t.Errorf("%q, want one line", got)
+			}
+		})
 	}
 }
