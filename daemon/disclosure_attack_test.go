@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,6 +12,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/crypto/bcrypt"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/internal/clip"
+	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 )
 
 // healthAs asks /health with the headers of hdr and returns its body.
@@ -145,5 +154,134 @@ func checkLiveness(t *testing.T, name string, code int, body, secretPath string)
 	}
 	if strings.Contains(body, "hunter2") || (secretPath != "" && strings.Contains(body, secretPath)) {
 		t.Errorf("%s: /health leaks a secret or the operator's path: %s", name, body)
+	}
+}
+
+// rawRequest writes line and a Host header on a fresh connection and
+// reads the answer's status line.
+func rawRequest(t *testing.T, base, line string) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, line+"\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		t.Fatalf("%.60q: %v", line, err)
+	}
+	return st
+}
+
+// TestAttackLogLinesNeitherForgedNorBloated: what a client puts in a value
+// the daemon logs (a request's path here, an SSH user name below) can
+// neither start a line of its own, in the text format or the JSON one (a
+// newline, CR, an ANSI escape, U+2028, NUL, bytes that are not UTF-8, in
+// the path's escapes and raw), nor make one request write more than about
+// clip.LogValue escaped bytes a value: a 300 KiB path of 0xFF bytes, which
+// the text handler writes as 1.2 MB and the JSON handler as 1.8 MB.
+func TestAttackLogLinesNeitherForgedNorBloated(t *testing.T) {
+	forged := []string{
+		"/a%0Atime=2026-01-01T00:00:00Z%20level=ERROR%20msg=forged",
+		"/a%0D%0A{\"level\":\"ERROR\",\"msg\":\"forged\"}",
+		"/a%1B[2J%1B[31mred",
+		"/a%E2%80%A8level=ERROR%20msg=forged",
+		"/a%00b",
+		"/a%FF%FEb",
+		"/a\xff\xfeb",
+	}
+	huge := "/" + strings.Repeat("%FF", 300<<10)
+	for _, format := range []string{"text", "json"} {
+		t.Run(format, func(t *testing.T) {
+			var logs syncbuf.Buffer
+			c := testConfig(t)
+			d, err := New(c, Options{Logger: NewLogger(&logs, format, "info"), Version: "9.9.9"})
+			must(t, err)
+			r := serve(t, d)
+			for _, p := range forged {
+				rawRequest(t, r.url, "GET "+p+" HTTP/1.1")
+			}
+			rawRequest(t, r.url, "GET "+huge+" HTTP/1.1")
+			must(t, r.stop())
+			var requests, longest int
+			for _, line := range strings.Split(strings.TrimSuffix(logs.String(), "\n"), "\n") {
+				longest = max(longest, len(line))
+				if format == "json" {
+					var m map[string]any
+					if err := json.Unmarshal([]byte(line), &m); err != nil {
+						t.Errorf("a line that is not one JSON object: %.200q", line)
+						continue
+					}
+					if m["msg"] == "http request" {
+						requests++
+					}
+					continue
+				}
+				if !strings.HasPrefix(line, "time=") {
+					t.Errorf("a line the daemon did not start: %.200q", line)
+				}
+				if strings.Contains(line, `msg="http request"`) {
+					requests++
+				}
+				if strings.ContainsAny(line, "\x1b\x00\r\u2028") || !utf8.ValidString(line) {
+					t.Errorf("a raw control character or invalid UTF-8 in %.200q", line)
+				}
+			}
+			if requests != len(forged)+1 {
+				t.Errorf("%d request lines, want %d:\n%.3000s", requests, len(forged)+1, logs.String())
+			}
+			// A value is cut at clip.LogValue bytes before it is escaped,
+			// four bytes at most each in either format (JSON's \ufffd is six
+			// for three %FF, two for each byte).
+			if maxLine := 6*(16<<10) + 1024; longest > maxLine || clip.LogValue > 16<<10 {
+				t.Errorf("a log line of %d bytes from one request, want at most %d (clip.LogValue %d)", longest, maxLine, clip.LogValue)
+			}
+		})
+	}
+}
+
+// TestAttackSSHUserNameInLog: an SSH client names itself with a 200 KiB
+// user name that holds a newline, a forged line and ANSI escapes, and
+// fails to log in: the daemon's refusal line (logged each time, by
+// design) quotes it, cut at clip.LogValue bytes. The logger here is the
+// tests' own text handler: daemon.New cuts a logger it is given.
+func TestAttackSSHUserNameInLog(t *testing.T) {
+	dir := t.TempDir()
+	hash, err := bcrypt.GenerateFromPassword([]byte("right"), bcrypt.MinCost)
+	must(t, err)
+	hf := filepath.Join(dir, "hash")
+	must(t, os.WriteFile(hf, hash, 0o600))
+	c := testConfig(t)
+	c.SSHListen = freeAddr(t)
+	c.SSHPasswordHashFile = hf
+	c.SSHMaxAuthTries = 1
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	waitFor(t, "the SSH port", func() bool { return r.d.SSHAddr() != "" })
+	user := "agent\ntime=2026-01-01T00:00:00Z level=ERROR msg=forged\x1b[2J" + strings.Repeat("\xff", 200<<10)
+	conn, err := gossh.Dial("tcp", r.d.SSHAddr(), &gossh.ClientConfig{
+		User: user, Auth: []gossh.AuthMethod{gossh.Password("wrong")},
+		HostKeyCallback: gossh.InsecureIgnoreHostKey(), Timeout: 30 * time.Second,
+	})
+	if err == nil {
+		conn.Close()
+		t.Fatal("a wrong password logged in")
+	}
+	waitFor(t, "the refusal's log line", func() bool { return strings.Contains(r.logs.String(), `msg="ssh login refused"`) })
+	for _, line := range strings.Split(r.logs.String(), "\n") {
+		if line != "" && !strings.HasPrefix(line, "time=") {
+			t.Errorf("a line the daemon did not start: %.200q", line)
+		}
+		if strings.Contains(line, "ssh login refused") {
+			if maxLine := 4*(16<<10) + 1024; len(line) > maxLine || !strings.Contains(line, `user="agent\ntime=2026`) {
+				t.Errorf("the refusal's line is %d bytes (at most %d), quoting the user: %.200q", len(line), maxLine, line)
+			}
+		}
+		if strings.ContainsRune(line, '\x1b') {
+			t.Errorf("a raw escape: %.200q", line)
+		}
 	}
 }

@@ -58,3 +58,56 @@ func TestClipHasOneHome(t *testing.T) {
 	}
 	allowed.Check(t, "cuts a string before a marker")
 }
+
+// TestLogHandlersCut: a handler that writes the daemon's log lines
+// (slog.NewTextHandler, slog.NewJSONHandler) is built only as the argument
+// of clip.Handler, so no value a client decides the length of reaches a
+// line uncut, whichever package logs it (daemon.New cuts a logger it is
+// given the same way; daemon TestAttackLogLinesNeitherForgedNorBloated and
+// TestAttackSSHUserNameInLog hold both).
+func TestLogHandlersCut(t *testing.T) {
+	built := 0
+	srcscan.OtherFiles(t, "../..", func(rel string, fset *token.FileSet, f *ast.File) {
+		names := srcscan.ImportNames(f)
+		wrapped := map[ast.Node]bool{}
+		isCall := func(n ast.Node, pkg string, fns ...string) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return false
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return false
+			}
+			id, ok := sel.X.(*ast.Ident)
+			if !ok || names[id.Name] != pkg {
+				return false
+			}
+			for _, fn := range fns {
+				if sel.Sel.Name == fn {
+					return true
+				}
+			}
+			return false
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if isCall(n, "github.com/agentbe/agentbe-daemon/internal/clip", "Handler") {
+				wrapped[n.(*ast.CallExpr).Args[0]] = true
+			}
+			return true
+		})
+		ast.Inspect(f, func(n ast.Node) bool {
+			if !isCall(n, "log/slog", "NewTextHandler", "NewJSONHandler") {
+				return true
+			}
+			built++
+			if !wrapped[n] {
+				t.Errorf("%s: builds a log handler that is not the argument of clip.Handler: a client's path or user name would reach a line uncut", fset.Position(n.Pos()))
+			}
+			return true
+		})
+	})
+	if built < 2 {
+		t.Fatalf("only %d log handlers found (daemon/log.go builds two): the scan no longer matches how the module logs", built)
+	}
+}

@@ -1,0 +1,38 @@
+package clip
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// TestHandlerCutsEveryStringValue: the message, a string attribute, an
+// error's and a []byte's text, a group's values and an attribute added by
+// With are each cut at n bytes; short values, numbers and the keys are
+// kept; a record with nothing to cut is written as it is.
+func TestHandlerCutsEveryStringValue(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(Handler(slog.NewJSONHandler(&buf, nil), 8))
+	long := strings.Repeat("x", 100)
+	log.With("with", long).WithGroup("g").Info(long, "s", long, "err", errors.New(long), "b", []byte(long), "n", 12345678901,
+		slog.Group("inner", "s", long, "short", "ok"))
+	got := buf.String()
+	for _, want := range []string{`"msg":"xxxxxxxx…"`, `"with":"xxxxxxxx…"`, `"g":{"s":"xxxxxxxx…","err":"xxxxxxxx…","b":"xxxxxxxx…","n":12345678901,"inner":{"s":"xxxxxxxx…","short":"ok"}}`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("line lacks %s: %s", want, got)
+		}
+	}
+	if strings.Contains(got, "xxxxxxxxx") {
+		t.Errorf("a value longer than 8 bytes: %s", got)
+	}
+	buf.Reset()
+	log.Info("short", "s", "ok")
+	if !strings.Contains(buf.String(), `"msg":"short"`) || !strings.Contains(buf.String(), `"s":"ok"`) {
+		t.Errorf("short line: %s", buf.String())
+	}
+	if h := Handler(Handler(slog.DiscardHandler, 8), 8); h.(handler).h != slog.DiscardHandler {
+		t.Errorf("Handler twice wraps twice")
+	}
+}
