@@ -492,3 +492,27 @@ func TestAttackInflightPerAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackCloseReasonStaysUTF8: a wrong X-Root-Dir of multibyte
+// characters, which the refusal names, is cut in the close reason on a
+// rune boundary: the reason of a close frame must be valid UTF-8, and a
+// client (a browser, gorilla) fails a connection whose reason is not, so
+// it saw neither the 1008 nor the reason.
+func TestAttackCloseReasonStaysUTF8(t *testing.T) {
+	f := newFaces(t, registry.Options{})
+	for _, pad := range []string{"", "a"} {
+		hdr := authHdr()
+		hdr.Set("X-Root-Dir", "/"+pad+strings.Repeat("é", 100))
+		ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(f.srv.URL, "http")+"/gateway", hdr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, _, err = ws.ReadMessage()
+		ws.Close()
+		var ce *websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation || !strings.Contains(ce.Text, "é") {
+			t.Errorf("a wrong root of %d bytes: %v; want close 1008 with its reason", len(pad)+201, err)
+		}
+	}
+}

@@ -48,6 +48,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/internal/wsnet"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
@@ -245,10 +246,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
+// closeWith sends a close frame. Its reason is cut to 120 bytes on a rune
+// boundary, with clip's marker: 123 bytes at most, what a control frame
+// holds beside the code, and valid UTF-8, which RFC 6455 requires of it
+// (a client fails a connection whose reason is not, and sees no code).
 func closeWith(ws *websocket.Conn, code int, reason string) {
-	if len(reason) > 120 {
-		reason = reason[:120]
-	}
+	reason = clip.String(reason, 120)
 	_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
 }
 
