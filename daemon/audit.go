@@ -40,7 +40,7 @@ func (s auditSink) write(r audit.Record) {
 // registry gives the scope it ran in.
 func (s auditSink) toolCall(r registry.Record) {
 	if s.on() {
-		s.log.Write(audit.ToolCall(r))
+		s.log.Write(s.log.ToolCall(r))
 	}
 }
 

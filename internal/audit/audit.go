@@ -171,13 +171,27 @@ func (l *Log) Close() error {
 }
 
 // ToolCall is the Record of a finished tool call, its arguments redacted
-// (Redact).
-func ToolCall(r registry.Record) Record {
+// (Redact), the log's secrets among them: each string is rid of every
+// secret before it is cut, so a cut that falls inside one leaves none of
+// it behind.
+func (l *Log) ToolCall(r registry.Record) Record {
 	return Record{
 		Time: r.Start, Face: r.Face, Remote: r.Remote, Scope: r.Scope, Caller: r.Caller, Session: r.Session, Tool: r.Tool,
 		Outcome: r.Outcome, DurationMS: Millis(r.Duration), BytesIn: int64(r.BytesIn), BytesOut: int64(r.BytesOut),
-		Args: Redact(r.Args),
+		Args: redact(r.Args, l.hide),
 	}
+}
+
+// hide replaces each secret in s by Redacted: before a string is cut, so
+// that no prefix of a secret the cut falls inside stays in the line (the
+// whole line is scrubbed again once marshalled, for what is not cut).
+func (l *Log) hide(s string) string {
+	for _, sec := range l.secrets {
+		if len(sec[0]) > 0 && strings.Contains(s, string(sec[0])) {
+			s = strings.ReplaceAll(s, string(sec[0]), Redacted)
+		}
+	}
+	return s
 }
 
 // Millis is a duration as a Record's DurationMS: milliseconds, to the
@@ -200,6 +214,7 @@ func (l *Log) Write(e Record) {
 		return
 	}
 	for _, f := range []*string{&e.Face, &e.Remote, &e.Scope, &e.Caller, &e.Session, &e.Tool, &e.Command, &e.Outcome} {
+		*f = l.hide(*f)
 		if len(*f) > MaxString {
 			*f = cut(*f)
 		}
@@ -318,7 +333,11 @@ func cut(s string) string {
 // length ({"bytes": n}), strings over MaxString bytes cut, and the whole
 // replaced by {"bytes": n} if still over MaxArgs or not a JSON object.
 // nil or "null" gives nil.
-func Redact(args json.RawMessage) json.RawMessage {
+func Redact(args json.RawMessage) json.RawMessage { return redact(args, nil) }
+
+// redact is Redact, each string passed through hide (when set) before it
+// is cut.
+func redact(args json.RawMessage, hide func(string) string) json.RawMessage {
 	t := bytes.TrimSpace(args)
 	if len(t) == 0 || string(t) == "null" {
 		return nil
@@ -346,7 +365,7 @@ func Redact(args json.RawMessage) json.RawMessage {
 				m[k] = Redacted
 			}
 		default:
-			m[k] = bound(v, 0)
+			m[k] = bound(v, 0, hide)
 		}
 	}
 	out, err := json.Marshal(m)
@@ -356,26 +375,31 @@ func Redact(args json.RawMessage) json.RawMessage {
 	return out
 }
 
-// bound cuts long strings, and redacts secret-named keys, at any depth.
-func bound(v any, depth int) any {
+// bound cuts long strings, and redacts secret-named keys, at any depth;
+// each string goes through hide (when set) before it is cut.
+func bound(v any, depth int, hide func(string) string) any {
 	if depth > 8 {
 		return "[nested too deep]"
 	}
 	switch x := v.(type) {
 	case string:
+		if hide != nil {
+			x = hide(x)
+		}
 		if len(x) > MaxString {
 			return cut(x)
 		}
+		return x
 	case []any:
 		for i := range x {
-			x[i] = bound(x[i], depth+1)
+			x[i] = bound(x[i], depth+1, hide)
 		}
 	case map[string]any:
 		for k, e := range x {
 			if secretKey(k) || k == "env" {
 				x[k] = Redacted
 			} else {
-				x[k] = bound(e, depth+1)
+				x[k] = bound(e, depth+1, hide)
 			}
 		}
 	}

@@ -29,7 +29,7 @@ const (
 // callThrough runs calls through a real registry whose Observe is the log.
 func callThrough(t *testing.T, l *Log, calls ...string) {
 	t.Helper()
-	r := registry.New(registry.Options{Observe: func(rec registry.Record) { l.Write(ToolCall(rec)) }})
+	r := registry.New(registry.Options{Observe: func(rec registry.Record) { l.Write(l.ToolCall(rec)) }})
 	err := r.Set("p", []registry.Tool{
 		{Name: "exec", InputSchema: map[string]any{"type": "object"}, Handler: func(context.Context, registry.Call) *mcp.CallToolResult {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}

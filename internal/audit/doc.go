@@ -19,5 +19,7 @@
 // other strings longer than MaxString bytes are cut, and arguments whose
 // redacted form is still over MaxArgs bytes are logged as their size only.
 // Every secret handed to Options.Secrets (the auth token) is replaced
-// wherever it appears in a line, arguments and SSH commands included.
+// wherever it appears in a line, arguments and SSH commands included, in
+// each string before it is cut (Log.ToolCall, Log.Write), so a cut inside
+// a secret leaves no prefix of it.
 package audit
