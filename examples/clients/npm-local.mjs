@@ -2,7 +2,7 @@
 // `agent-backend` from PATH, so with this daemon's binary first on PATH
 // (before the npm package's bin) its MCP tools are ours, over stdio.
 //   npm install agent-backend
-//   PATH=$(go env GOPATH)/bin:$PATH node npm-local.mjs
+//   PATH=$HOME/.local/bin:$PATH node npm-local.mjs   # after make install PREFIX=$HOME/.local
 import { LocalFilesystemBackend } from 'agent-backend'
 
 const backend = new LocalFilesystemBackend({ rootDir: process.env.AGENTBE_ROOT ?? './workspace' })
