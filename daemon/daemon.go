@@ -119,7 +119,7 @@ func newDaemon(cfg config.Config, opts Options, table []part) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	opts.Logger = clipped(opts.Logger)
+	opts.Logger = clipped(opts.Logger, cfg.AuthToken, cfg.OperatorToken)
 	if opts.Registry == nil {
 		opts.Registry = metrics.NewRegistry()
 	}

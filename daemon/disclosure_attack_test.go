@@ -285,3 +285,35 @@ func TestAttackSSHUserNameInLog(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackTokenInACommandStaysOutOfTheLog: a command that carries the
+// daemon's token (or the operator's), started in the background, where
+// the daemon's log names the command, or in a name the log quotes, is
+// logged with the token replaced, as the audit log replaces it; a token
+// across the log's 16 KiB cut leaves no prefix either.
+func TestAttackTokenInACommandStaysOutOfTheLog(t *testing.T) {
+	const tok, op = "q7Zk2v9LxW4mB8nR-daemon", "P3sT6yH1cJ5dF0gA-operator"
+	c := testConfig(t)
+	c.AuthToken = tok
+	c.OperatorToken = op
+	c.ProcessTools = true
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	pad := strings.Repeat("x", clip.LogValue-8)
+	for _, cmd := range []string{"echo " + tok + " " + op, "echo " + pad + tok} {
+		code, body := callAs(t, r.url, tok, "", "process_start", `{"command":"`+cmd+`","name":"`+op+`"}`)
+		if code != http.StatusOK || strings.Contains(body, `"isError":true`) {
+			t.Fatalf("process_start: %d %.300s", code, body)
+		}
+	}
+	waitFor(t, "the log lines of both processes", func() bool {
+		return strings.Count(r.logs.String(), "background process started") == 2
+	})
+	logs := r.logs.String()
+	for _, secret := range []string{tok[:8], op[:8]} {
+		if strings.Contains(logs, secret) {
+			i := strings.Index(logs, secret)
+			t.Errorf("the daemon's log holds %q: …%.200s…", secret, logs[max(0, i-100):])
+		}
+	}
+}

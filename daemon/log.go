@@ -24,7 +24,9 @@ func NewLogger(w io.Writer, format, level string) *slog.Logger {
 
 // clipped is log behind clip.Handler: what a client decides the length of
 // (a path, an SSH user name, a command) takes at most clip.LogValue bytes
-// of a line, whichever part of the daemon logs it.
-func clipped(log *slog.Logger) *slog.Logger {
-	return slog.New(clip.Handler(log.Handler(), clip.LogValue))
+// of a line, and secrets (the daemon's and the operator's tokens, which a
+// command or a name may carry) are replaced, whichever part of the daemon
+// logs it.
+func clipped(log *slog.Logger, secrets ...string) *slog.Logger {
+	return slog.New(clip.Handler(log.Handler(), clip.LogValue, secrets...))
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 )
 
 // LogValue is how many bytes of one value a log line keeps: a request's
@@ -15,29 +17,69 @@ import (
 // megabytes of log. A panic's stack fits.
 const LogValue = 16 << 10
 
+// Redacted is what a secret is replaced by in a log line.
+const Redacted = "[redacted]"
+
 // Handler returns h behind the cut: each string value of a record (its
 // message, an attribute, a group's, an error's or a Stringer's text, an
-// attribute added by Logger.With) longer than n bytes is cut by String
-// before h sees it. Quoting is h's: slog's text and JSON handlers escape
-// newlines, control characters, U+2028 and bytes that are not UTF-8, so a
-// value cannot start a line of its own. A record with nothing to cut is
-// passed on as it is. Handler(Handler(h, n), n) is Handler(h, n).
-func Handler(h slog.Handler, n int) slog.Handler {
-	if c, ok := h.(handler); ok && c.n <= n {
-		return c
+// attribute added by Logger.With) has each of secrets (the daemon's
+// tokens) replaced by Redacted and is then, when longer than n bytes, cut
+// by String before h sees it: replaced first, so a cut that falls inside
+// a secret leaves no prefix of it. Quoting is h's: slog's text and JSON
+// handlers escape newlines, control characters, U+2028 and bytes that are
+// not UTF-8, so a value cannot start a line of its own. A record with
+// nothing to change is passed on as it is. Wrapping a Handler again keeps
+// one: the smaller n, every secret of both.
+func Handler(h slog.Handler, n int, secrets ...string) slog.Handler {
+	var keep []string
+	if c, ok := h.(handler); ok {
+		h, n, keep = c.h, min(n, c.n), c.secrets
 	}
-	return handler{h: h, n: n}
+	for _, s := range secrets {
+		if s != "" && !slices.Contains(keep, s) {
+			keep = append(keep, s)
+		}
+	}
+	return handler{h: h, n: n, secrets: keep}
 }
 
 type handler struct {
-	h slog.Handler
-	n int
+	h       slog.Handler
+	n       int
+	secrets []string
+}
+
+// fix is s as the line holds it: its secrets replaced, then cut.
+func (c handler) fix(s string) string {
+	return String(c.hide(s), c.n)
+}
+
+func (c handler) hide(s string) string {
+	for _, sec := range c.secrets {
+		if strings.Contains(s, sec) {
+			s = strings.ReplaceAll(s, sec, Redacted)
+		}
+	}
+	return s
+}
+
+// changes reports whether fix changes s.
+func (c handler) changes(s string) bool {
+	if len(s) > c.n {
+		return true
+	}
+	for _, sec := range c.secrets {
+		if strings.Contains(s, sec) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c handler) Enabled(ctx context.Context, l slog.Level) bool { return c.h.Enabled(ctx, l) }
 
 func (c handler) Handle(ctx context.Context, r slog.Record) error {
-	long := len(r.Message) > c.n
+	long := c.changes(r.Message)
 	if !long {
 		r.Attrs(func(a slog.Attr) bool {
 			long = c.tooLong(a.Value)
@@ -47,7 +89,7 @@ func (c handler) Handle(ctx context.Context, r slog.Record) error {
 	if !long {
 		return c.h.Handle(ctx, r)
 	}
-	cut := slog.NewRecord(r.Time, r.Level, String(r.Message, c.n), r.PC)
+	cut := slog.NewRecord(r.Time, r.Level, c.fix(r.Message), r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		cut.AddAttrs(c.attr(a))
 		return true
@@ -60,11 +102,11 @@ func (c handler) WithAttrs(as []slog.Attr) slog.Handler {
 	for i, a := range as {
 		cut[i] = c.attr(a)
 	}
-	return handler{h: c.h.WithAttrs(cut), n: c.n}
+	return handler{h: c.h.WithAttrs(cut), n: c.n, secrets: c.secrets}
 }
 
 func (c handler) WithGroup(name string) slog.Handler {
-	return handler{h: c.h.WithGroup(name), n: c.n}
+	return handler{h: c.h.WithGroup(name), n: c.n, secrets: c.secrets}
 }
 
 // text is the text of a value the handlers write as a string, and whether
@@ -97,7 +139,7 @@ func (c handler) tooLong(v slog.Value) bool {
 		return false
 	}
 	s, ok := text(v)
-	return ok && len(s) > c.n
+	return ok && c.changes(s)
 }
 
 func (c handler) attr(a slog.Attr) slog.Attr {
@@ -110,8 +152,8 @@ func (c handler) attr(a slog.Attr) slog.Attr {
 		}
 		return slog.Attr{Key: a.Key, Value: slog.GroupValue(cut...)}
 	}
-	if s, ok := text(v); ok && len(s) > c.n {
-		return slog.String(a.Key, String(s, c.n))
+	if s, ok := text(v); ok && c.changes(s) {
+		return slog.String(a.Key, c.fix(s))
 	}
 	return slog.Attr{Key: a.Key, Value: v}
 }

@@ -32,7 +32,25 @@ func TestHandlerCutsEveryStringValue(t *testing.T) {
 	if !strings.Contains(buf.String(), `"msg":"short"`) || !strings.Contains(buf.String(), `"s":"ok"`) {
 		t.Errorf("short line: %s", buf.String())
 	}
-	if h := Handler(Handler(slog.DiscardHandler, 8), 8); h.(handler).h != slog.DiscardHandler {
-		t.Errorf("Handler twice wraps twice")
+	if h := Handler(Handler(slog.DiscardHandler, 8, "a"), 9, "b", "a").(handler); h.h != slog.DiscardHandler || h.n != 8 || len(h.secrets) != 2 {
+		t.Errorf("Handler twice: %+v, want one wrapping, n 8, secrets a and b", h)
+	}
+}
+
+// TestHandlerHidesSecrets: a secret in the message, an attribute, an
+// error, a With attribute or a group is replaced by Redacted, before the
+// cut, so a value that puts a secret across the cut keeps none of it.
+func TestHandlerHidesSecrets(t *testing.T) {
+	const sec = "S3CRET-tok"
+	var buf bytes.Buffer
+	log := slog.New(Handler(slog.NewTextHandler(&buf, nil), 20, sec))
+	log.With("w", "x"+sec).Info("m "+sec, "s", sec, "err", errors.New("bad "+sec), slog.Group("g", "s", sec),
+		"straddle", strings.Repeat("y", 15)+sec)
+	got := buf.String()
+	if strings.Contains(got, "S3CR") {
+		t.Errorf("a secret or its prefix in %s", got)
+	}
+	if strings.Count(got, Redacted[:5]) != 6 {
+		t.Errorf("want 6 redactions: %s", got)
 	}
 }
