@@ -3,8 +3,8 @@ package clip
 import (
 	"bytes"
 	"context"
-	"io"
 	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
