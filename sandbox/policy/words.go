@@ -134,8 +134,19 @@ func unescapeDouble(s string) string {
 	return b.String()
 }
 
-// decodeANSIC decodes the body of a bash $'...' string.
+// decodeANSIC decodes the body of a bash $'...' string as bash 5.2 does:
+// its value ends at the first NUL it decodes (\0, \x00, \x{}, \c@, \400,
+// \u0000: bash's strings are C strings, so $'sudo\0x' is sudo), and
+// \x{HHH} takes any number of hex digits, keeping the low byte.
 func decodeANSIC(s string) string {
+	v := decodeANSICAll(s)
+	if i := strings.IndexByte(v, 0); i >= 0 {
+		v = v[:i]
+	}
+	return v
+}
+
+func decodeANSICAll(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if s[i] != '\\' || i+1 >= len(s) {
@@ -166,6 +177,19 @@ func decodeANSIC(s string) string {
 				b.WriteByte(s[i] & 0x1f)
 			}
 		case 'x', 'u', 'U':
+			if ch == 'x' && i+1 < len(s) && s[i+1] == '{' {
+				j, n := i+2, uint64(0)
+				for ; j < len(s) && isHex(s[j]); j++ {
+					d, _ := strconv.ParseUint(s[j:j+1], 16, 8)
+					n = n*16 + d
+				}
+				b.WriteByte(byte(n))
+				if j < len(s) && s[j] == '}' {
+					j++
+				}
+				i = j - 1
+				continue
+			}
 			max := map[byte]int{'x': 2, 'u': 4, 'U': 8}[ch]
 			j := i + 1
 			for j < len(s) && j-i-1 < max && isHex(s[j]) {
