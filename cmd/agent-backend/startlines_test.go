@@ -123,6 +123,9 @@ func TestWarnRunAsCannotWrite(t *testing.T) {
 	if err != nil {
 		t.Skip("no user nobody to name in --run-as:", err)
 	}
+	if nobody.Uid == strconv.Itoa(os.Geteuid()) {
+		t.Skip("the test runs as nobody, who then owns every root it makes")
+	}
 	for _, tc := range []struct {
 		name    string
 		mode    os.FileMode
