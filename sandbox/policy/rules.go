@@ -162,6 +162,12 @@ func (c *checker) simple(words []*syntax.Word, x surroundings, sio *stmtIO) erro
 	if len(words) == 0 {
 		return nil
 	}
+	// Brace expansion comes first in bash: judge the words it makes.
+	if exp, changed, ok := braceExpand(words); !ok {
+		return c.unsafe(RuleUnjudgeable, "brace expansions make more than %d words", maxBraceWords)
+	} else if changed {
+		return c.simple(exp, x, sio)
+	}
 	a := newArgs(words)
 	info := wordValue(words[0])
 	if !info.ok {

@@ -35,14 +35,23 @@ func litWord(w *syntax.Word) (string, bool) {
 func wordValue(w *syntax.Word) wordInfo {
 	var b strings.Builder
 	info := wordInfo{ok: true}
+	// shape is the word's unquoted text with each quoted or expanded part
+	// as one letter: bash's brace expansion and bracket globs span the
+	// quoted parts ({"sudo",x} is sudo x, s["u"]do matches a file sudo).
+	var shape strings.Builder
 	for i, part := range w.Parts {
+		if l, ok := part.(*syntax.Lit); ok {
+			shape.WriteString(l.Value)
+		} else {
+			shape.WriteByte('q')
+		}
 		switch p := part.(type) {
 		case *syntax.Lit:
 			v := p.Value
 			if i == 0 && strings.HasPrefix(v, "~") {
 				info.home = true
 			}
-			if strings.ContainsAny(v, "*?") || (strings.Contains(v, "[") && strings.Contains(v[strings.Index(v, "["):], "]")) || (strings.Contains(v, "{") && (strings.Contains(v, ",") || strings.Contains(v, ".."))) {
+			if globShape(v) {
 				info.glob = true
 			}
 			b.WriteString(unescapeUnquoted(v))
@@ -82,6 +91,9 @@ func wordValue(w *syntax.Word) wordInfo {
 			info.ok = false
 		}
 	}
+	if globShape(shape.String()) {
+		info.glob = true
+	}
 	info.val = b.String()
 	if info.home && strings.HasPrefix(info.val, "$HOME") {
 		// A $HOME word is only static once HOME is substituted; literal
@@ -89,6 +101,21 @@ func wordValue(w *syntax.Word) wordInfo {
 		info.ok = false
 	}
 	return info
+}
+
+// globShape reports unquoted text that bash may rewrite: a glob (*, ?,
+// [...]) or a brace expansion ({a,b}, {1..3}).
+func globShape(v string) bool {
+	if strings.ContainsAny(v, "*?") {
+		return true
+	}
+	if i := strings.Index(v, "["); i >= 0 && strings.Contains(v[i:], "]") {
+		return true
+	}
+	if i := strings.Index(v, "{"); i >= 0 && strings.Contains(v[i:], "}") && (strings.Contains(v[i:], ",") || strings.Contains(v[i:], "..")) {
+		return true
+	}
+	return false
 }
 
 func isHomeParam(p *syntax.ParamExp) bool {
