@@ -190,7 +190,14 @@ func (c *checker) simple(words []*syntax.Word, x surroundings, sio *stmtIO) erro
 		return c.danger(RuleForkBomb, "function %s starts copies of itself in the background or a pipeline", name)
 	}
 	if c.funcs[name] && !strings.Contains(name, "/") && !x.external {
-		return c.pathArgs(a) // the body was judged where it was defined
+		// The body was judged where it was defined. A name the table has a
+		// rule for is judged as that program too: the function may not be
+		// defined where it is called (defined in a subshell, a pipeline or
+		// a branch not taken, removed by unset -f), and bash then runs the
+		// program.
+		if _, has := ruleFor(base); !has {
+			return c.pathArgs(a)
+		}
 	}
 	if err := c.pathArgs(a); err != nil {
 		return err
