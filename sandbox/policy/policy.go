@@ -293,6 +293,8 @@ type checker struct {
 	depth     int
 	visits    int
 	funcs     map[string]bool
+	aliases   map[string]string // aliases defined in the script: name -> value
+	inAlias   map[string]bool   // aliases being expanded (aliasCall)
 	downloads map[string]bool
 	env       map[string]envVal     // variables assigned for the rest of the script
 	links     map[string]string     // links created by ln: absolute link -> target ("" = computed)
@@ -683,7 +685,7 @@ func (c *checker) binary(b *syntax.BinaryCmd, x surroundings) error {
 }
 
 func (c *checker) decl(d *syntax.DeclClause, x surroundings) error {
-	assoc, integer := false, false
+	assoc, integer, nameref := false, false, false
 	for _, a := range d.Args {
 		if !a.Naked || a.Name != nil || a.Value == nil {
 			continue
@@ -697,6 +699,30 @@ func (c *checker) decl(d *syntax.DeclClause, x surroundings) error {
 		case strings.HasPrefix(v, "-"):
 			assoc = assoc || strings.Contains(v, "A")
 			integer = integer || strings.Contains(v, "i")
+			nameref = nameref || d.Variant.Value != "export" && d.Variant.Value != "readonly" && strings.Contains(v, "n")
+		default:
+			// declare 'a[$(cmd)]=1': a name bash reads from the word.
+			name, _, _ := strings.Cut(v, "=")
+			if err := c.nameArg(&syntax.Word{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: name}}}, d.Variant.Value); err != nil {
+				return err
+			}
+		}
+	}
+	if nameref {
+		// A nameref makes every use of its name a use of the variable it
+		// names: a[$(cmd)] runs cmd, BASH_CMDS rebinds programs. Only a
+		// plain, literal name is judged.
+		for _, a := range d.Args {
+			if a.Name == nil {
+				continue
+			}
+			v, ok := "", false
+			if a.Value != nil && !a.Naked {
+				v, ok = litWord(a.Value)
+			}
+			if !ok || !ValidEnvName(v) || shellTables[v] {
+				return c.unsafe(RuleUnjudgeable, "%s -n %s names a variable the policy cannot follow", d.Variant.Value, a.Name.Value)
+			}
 		}
 	}
 	for _, a := range d.Args {
@@ -745,6 +771,9 @@ func (c *checker) assign(a *syntax.Assign, x surroundings, persistent bool) erro
 		if err := c.embedded(a.Index, x); err != nil {
 			return err
 		}
+	}
+	if a.Name != nil && shellTables[a.Name.Value] {
+		return c.unsafe(RuleUnjudgeable, "assigning %s rebinds command names to other programs", a.Name.Value)
 	}
 	if a.Name != nil && !a.Naked {
 		safe := c.valueSafe(a.Value)

@@ -181,6 +181,11 @@ func (c *checker) simple(words []*syntax.Word, x surroundings, sio *stmtIO) erro
 	}
 	name := info.val
 	base := path.Base(name)
+	if _, isAlias := c.aliases[name]; isAlias && !x.external && !c.inAlias[name] {
+		if err := c.aliasCall(words, x, sio); err != nil {
+			return err
+		}
+	}
 	if strings.Contains(name, "/") {
 		if err := c.execPath(name); err != nil {
 			return err
@@ -629,19 +634,68 @@ func (c *checker) trap(a args) error {
 	return c.nested(a.vals[i])
 }
 
-// alias judges alias values as the commands they will become.
+// alias judges alias values as the commands they will become, and
+// remembers them: where bash expands an alias (expand_aliases, posix
+// mode), its value is the start of the command that uses it (aliasCall).
 func (c *checker) alias(a args) error {
 	for i := 1; i < len(a.words); i++ {
 		if !a.ok[i] {
 			return c.unsafe(RuleUnjudgeable, "alias with a computed value (%s)", wordSource(a.words[i]))
 		}
-		if _, val, ok := strings.Cut(a.vals[i], "="); ok && val != "" {
+		if name, val, ok := strings.Cut(a.vals[i], "="); ok {
 			if err := c.nested(val); err != nil {
 				return err
 			}
+			if c.aliases == nil {
+				c.aliases = map[string]string{}
+			}
+			c.aliases[name] = val
 		}
 	}
 	return nil
+}
+
+// aliasCall judges a command whose first word is an alias defined
+// earlier in the script as bash runs it when it expands the alias: the
+// alias's text followed by the rest of the command (alias x=env; x sudo
+// id is env sudo id). A value ending in a blank makes bash expand the
+// next word too, so that word's alias is spliced in as well.
+func (c *checker) aliasCall(words []*syntax.Word, x surroundings, sio *stmtIO) error {
+	v0, _ := litWord(words[0])
+	text := c.aliases[v0]
+	seen := map[string]bool{v0: true}
+	i := 1
+	for i < len(words) && (strings.HasSuffix(text, " ") || strings.HasSuffix(text, "\t")) {
+		v, ok := litWord(words[i])
+		val, isAlias := c.aliases[v]
+		if !ok || !isAlias || seen[v] {
+			break
+		}
+		seen[v] = true
+		text += val
+		i++
+	}
+	for ; i < len(words); i++ {
+		text += " " + wordSource(words[i])
+	}
+	// bash does not expand an alias again inside its own expansion
+	// (alias ls='ls -l').
+	if c.inAlias == nil {
+		c.inAlias = map[string]bool{}
+	}
+	for n := range seen {
+		if c.inAlias[n] {
+			delete(seen, n)
+		} else {
+			c.inAlias[n] = true
+		}
+	}
+	defer func() {
+		for n := range seen {
+			delete(c.inAlias, n)
+		}
+	}()
+	return c.nestedIn(text, inheritedStdin(x, sio))
 }
 
 // wrapper is a program that runs a command given by its words (env, nice,

@@ -438,11 +438,19 @@ func (c *checker) nameArg(w *syntax.Word, what string) error {
 	if !ok {
 		return c.unsafe(RuleUnjudgeable, "%s takes a variable name computed at run time (%s); a[$(cmd)] in it runs cmd", what, wordSource(w))
 	}
+	if name, _, _ := strings.Cut(v, "["); shellTables[name] && what != "unset" {
+		return c.unsafe(RuleUnjudgeable, "%s sets %s, which rebinds command names to other programs", what, v)
+	}
 	if i := strings.IndexByte(v, '['); i >= 0 && !c.textSafe(strings.TrimSuffix(v[i+1:], "]"), 0) && !c.assoc[v[:i]] {
 		return c.unsafe(RuleUnjudgeable, "%s with the subscript %s, which bash evaluates as code", what, v[i:])
 	}
 	return nil
 }
+
+// shellTables are bash's variables that are its tables of command names:
+// BASH_CMDS[ls]=/usr/bin/sudo makes ls run sudo, and BASH_ALIASES[x]=sudo
+// defines an alias.
+var shellTables = set("BASH_CMDS", "BASH_ALIASES")
 
 // nameArgs judges the variable names a builtin sets (read, mapfile,
 // printf -v, unset, getopts) and marks them as holding data.
