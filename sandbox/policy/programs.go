@@ -152,7 +152,9 @@ func programTable() map[string]rule {
 		return c.unsafe(RuleUnjudgeable, "%s runs shells whose input cannot be judged", k.base)
 	}), "tmux", "screen", "byobu", "dtach", "abduco")
 	add(judge(func(c *checker, k call) error { return c.nameArgs(k.args, k.base) }),
-		"read", "mapfile", "readarray", "printf", "unset", "getopts")
+		"read", "printf", "unset", "getopts")
+	add(judge(func(c *checker, k call) error { return c.codeBuiltin(k) }),
+		"mapfile", "readarray", "compgen", "fc", "set", "test", "[")
 	add(judge(func(c *checker, k call) error {
 		if k.has("-p") || k.hasShort('p') {
 			return c.unsafe(RuleUnjudgeable, "hash -p rebinds a command name to another program")

@@ -447,6 +447,62 @@ func (c *checker) nameArg(w *syntax.Word, what string) error {
 	return nil
 }
 
+// codeBuiltin judges the bash builtins that run code given in their
+// options or kept in the history: mapfile -C (a callback per line),
+// compgen -C/-F/-W (a command, a function, a word list bash expands),
+// fc (re-runs history entries, or runs an editor on them), set -H (history
+// expansion: !! re-runs and edits earlier lines), and test -v / [ -v
+// (the name's subscript is evaluated, a[$(cmd)] runs cmd).
+func (c *checker) codeBuiltin(k call) error {
+	a := k.args
+	switch k.base {
+	case "mapfile", "readarray":
+		for i := 1; i < len(a.words); i++ {
+			if a.ok[i] && strings.HasPrefix(a.vals[i], "-") && !strings.HasPrefix(a.vals[i], "--") && strings.Contains(a.vals[i], "C") {
+				return c.unsafe(RuleUnjudgeable, "%s -C runs a callback for the lines it reads", k.base)
+			}
+		}
+		return c.nameArgs(a, k.base)
+	case "compgen":
+		for i := 1; i < len(a.words); i++ {
+			v := a.vals[i]
+			if !a.ok[i] || !strings.HasPrefix(v, "-") || strings.HasPrefix(v, "--") {
+				continue
+			}
+			if strings.ContainsAny(v, "CF") {
+				return c.unsafe(RuleUnjudgeable, "compgen -C and -F run commands")
+			}
+			if strings.HasSuffix(v, "W") && i+1 < len(a.words) && (!a.ok[i+1] || strings.ContainsAny(a.vals[i+1], "$`")) {
+				return c.unsafe(RuleUnjudgeable, "compgen -W expands its word list, running the substitutions in it")
+			}
+		}
+	case "fc":
+		if !a.has("-l") && !a.hasShort('l') {
+			return c.unsafe(RuleUnjudgeable, "fc runs commands from the history")
+		}
+	case "set":
+		for i := 1; i < len(a.words); i++ {
+			v := a.vals[i]
+			if !a.ok[i] || v == "--" {
+				break
+			}
+			if v == "-o" && i+1 < len(a.words) && a.vals[i+1] == "histexpand" ||
+				len(v) > 1 && v[0] == '-' && v[1] != '-' && strings.Contains(v, "H") {
+				return c.unsafe(RuleUnjudgeable, "set -H turns on history expansion, which re-runs and edits earlier lines")
+			}
+		}
+	case "test", "[":
+		for i := 1; i+1 < len(a.words); i++ {
+			if a.ok[i] && a.vals[i] == "-v" {
+				if err := c.nameArg(a.words[i+1], k.base+" -v"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // shellTables are bash's variables that are its tables of command names:
 // BASH_CMDS[ls]=/usr/bin/sudo makes ls run sudo, and BASH_ALIASES[x]=sudo
 // defines an alias.
