@@ -48,7 +48,6 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
-	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/internal/wsnet"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
@@ -246,13 +245,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// closeWith sends a close frame. Its reason is cut to 120 bytes on a rune
-// boundary, with clip's marker: 123 bytes at most, what a control frame
-// holds beside the code, and valid UTF-8, which RFC 6455 requires of it
-// (a client fails a connection whose reason is not, and sees no code).
+// closeWith sends a close frame (wsnet.CloseFrame: its reason cut to
+// what a control frame holds, on a rune boundary).
 func closeWith(ws *websocket.Conn, code int, reason string) {
-	reason = clip.String(reason, 120)
-	_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	_ = ws.WriteControl(websocket.CloseMessage, wsnet.CloseFrame(code, reason), time.Now().Add(time.Second))
 }
 
 type conn struct {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 )
 
 // WebSocket close codes the daemon sends. 4001 is the application code the
@@ -260,6 +262,17 @@ func (c *Conn) drain() {
 	}
 }
 
+// CloseFrame is the payload of a close frame with code and reason, the
+// one every WebSocket of the daemon sends (/ssh, /gateway). The reason is
+// cut to 120 bytes on a rune boundary, with clip's marker: 123 bytes at
+// most, what a control frame holds beside the code (gorilla refuses to
+// send a longer one, and the peer would get no close frame at all), and
+// valid UTF-8, which RFC 6455 requires of it (a client fails a connection
+// whose reason is not, and sees no code).
+func CloseFrame(code int, reason string) []byte {
+	return websocket.FormatCloseMessage(code, clip.String(reason, 120))
+}
+
 // SetCloseCode chooses the code and reason the next Close sends.
 func (c *Conn) SetCloseCode(code int, reason string) {
 	c.code.Store(int32(code))
@@ -289,7 +302,7 @@ func (c *Conn) Close() error {
 			if r := c.reason.Load(); r != nil {
 				reason = *r
 			}
-			msg := websocket.FormatCloseMessage(code, reason)
+			msg := CloseFrame(code, reason)
 			if err := c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeGrace)); err == nil {
 				// Wake a reader blocked in NextReader if the peer never
 				// answers, then wait for it and drain ourselves until the

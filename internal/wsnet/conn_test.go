@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 )
@@ -221,4 +222,28 @@ func TestWSConnStream(t *testing.T) {
 		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
 		ws.ReadMessage() // until the server closes
 	})
+}
+
+// TestCloseReasonReachesThePeer: a reason longer than a control frame
+// holds, and one whose cut would fall inside a character, still reach the
+// peer with their code, cut on a character boundary (a reason past 123
+// bytes made gorilla refuse the frame, so no close frame was sent).
+func TestCloseReasonReachesThePeer(t *testing.T) {
+	for name, reason := range map[string]string{
+		"long":      "Invalid scope: " + strings.Repeat("x", 300),
+		"multibyte": "Invalid scope: " + strings.Repeat("é", 100),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ws := wsPair(t, func(c *Conn) { c.CloseWith(4003, reason) }, nil)
+			ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, _, err := ws.ReadMessage()
+			var ce *websocket.CloseError
+			if !errors.As(err, &ce) {
+				t.Fatalf("want a close frame, got %v", err)
+			}
+			if ce.Code != 4003 || !strings.HasPrefix(ce.Text, "Invalid scope: ") || len(ce.Text) > 123 || !utf8.ValidString(ce.Text) || !strings.HasSuffix(ce.Text, "…") {
+				t.Errorf("close %d %q (%d bytes); want 4003 with the reason cut to 123 bytes, valid UTF-8", ce.Code, ce.Text, len(ce.Text))
+			}
+		})
+	}
 }
