@@ -551,6 +551,17 @@ func (c *checker) stmt(s *syntax.Stmt, x surroundings) error {
 		if cmd.Stmt == nil {
 			return nil
 		}
+		// bash 5.2 takes `time -- cmd` and `time -p -- cmd`: the -- is
+		// not the program.
+		if ce, ok := cmd.Stmt.Cmd.(*syntax.CallExpr); ok && len(ce.Args) > 0 {
+			if v, ok := litWord(ce.Args[0]); ok && v == "--" {
+				ce2 := *ce
+				ce2.Args = ce.Args[1:]
+				st2 := *cmd.Stmt
+				st2.Cmd = &ce2
+				return c.stmt(&st2, x)
+			}
+		}
 		return c.stmt(cmd.Stmt, x)
 	case *syntax.CoprocClause:
 		x.bg = true

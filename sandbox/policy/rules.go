@@ -773,12 +773,33 @@ func skipOptions(a args, i int, valued map[string]bool) int {
 		if len(v) < 2 || v[0] != '-' {
 			return i
 		}
-		if valued[v] {
+		// -n VALUE, and a cluster ending in a valued letter (exec -cla NAME).
+		if valued[v] || len(v) > 2 && v[1] != '-' && valued["-"+v[len(v)-1:]] {
 			i++
 		}
 		i++
 	}
 	return i
+}
+
+// splits reports a word that bash may turn into several words or none:
+// a glob, or an unquoted parameter expansion or command substitution
+// (word splitting). Expansions that make only digits ($#, ${#x}) do not.
+func splits(w *syntax.Word) bool {
+	if wordValue(w).glob {
+		return true
+	}
+	for _, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.CmdSubst:
+			return true
+		case *syntax.ParamExp:
+			if !p.Length && !(p.Param != nil && strings.Contains("#?$!", p.Param.Value)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // wrapper judges the command the wrapper k runs (w says how to find it).
@@ -800,6 +821,14 @@ func (c *checker) wrapper(k call, w wrapper) error {
 			}
 		}
 		i = skipOptions(a, 1, w.valued) + w.values
+	}
+	// A word before the command that bash may turn into more or fewer
+	// words (a glob, an unquoted expansion) moves where the command
+	// starts: with files 5 and sudo, timeout * id is timeout 5 sudo id.
+	for j := 1; j < i && j < len(a.words); j++ {
+		if splits(a.words[j]) {
+			return c.unsafe(RuleUnjudgeable, "%s's word %s may become several words or none, so the command it runs cannot be told", k.base, wordSource(a.words[j]))
+		}
 	}
 	if i >= len(a.words) {
 		return nil
