@@ -317,3 +317,40 @@ func TestAttackTokenInACommandStaysOutOfTheLog(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackCrossOriginReadsNothing: no answer of the daemon carries a CORS
+// header, to a preflight or a request, on any endpoint, so a page on
+// another origin can send what a browser sends without asking but read
+// none of the answers (its only way to read /health is DNS rebinding,
+// which TestAttackHealthTellsStrangersOnlyLiveness holds to liveness); the
+// 404 that quotes a path the page chose is JSON with "<" escaped and
+// nosniff, so it is no page of the daemon's origin.
+func TestAttackCrossOriginReadsNothing(t *testing.T) {
+	c := admissionConfig(t, true, "")
+	r := start(t, c, nil)
+	for _, path := range []string{"/health", "/health/servers", "/mcp", "/metrics", "/tools", "/execute", "/site/", "/preview/1/", "/approvals", "/no/such/<script>alert(1)</script>"} {
+		for _, method := range []string{http.MethodOptions, http.MethodGet, http.MethodPost} {
+			req, err := http.NewRequest(method, r.url+path, strings.NewReader("{}"))
+			must(t, err)
+			req.Header.Set("Origin", "http://evil.example")
+			req.Header.Set("Access-Control-Request-Method", "POST")
+			req.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
+			req.Header.Set("Content-Type", "text/plain")
+			resp, err := http.DefaultClient.Do(req)
+			must(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for k := range resp.Header {
+				if strings.HasPrefix(strings.ToLower(k), "access-control-") {
+					t.Errorf("%s %s: %s: %s", method, path, k, resp.Header.Get(k))
+				}
+			}
+			if strings.Contains(string(body), "<script>") {
+				t.Errorf("%s %s: the answer quotes the page's markup unescaped (%s): %.200s", method, path, resp.Header.Get("Content-Type"), body)
+			}
+			if resp.StatusCode == http.StatusNotFound && (resp.Header.Get("X-Content-Type-Options") != "nosniff" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json")) {
+				t.Errorf("%s %s: 404 as %q without nosniff", method, path, resp.Header.Get("Content-Type"))
+			}
+		}
+	}
+}
