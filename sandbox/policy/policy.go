@@ -189,7 +189,7 @@ func (c *checker) run(s *Script, env map[string]string) error {
 		err = c.spend(len(s.src)/parseBytesPerVisit + 1)
 	}
 	if err == nil {
-		err = c.judgeFile(s.file, s.err, 0, surroundings{})
+		err = c.judgeFile(s.src, s.file, s.err, 0, surroundings{})
 	}
 	switch err {
 	case errBudget:
@@ -388,13 +388,17 @@ func (c *checker) script(src string, depth int, in surroundings) error {
 		return err
 	}
 	f, err := parse(src)
-	return c.judgeFile(f, err, depth, in)
+	return c.judgeFile(src, f, err, depth, in)
 }
 
-// judgeFile judges a script parsed into f (or err) at nesting depth depth.
-func (c *checker) judgeFile(f *syntax.File, err error, depth int, in surroundings) error {
+// judgeFile judges a script src parsed into f (or err) at nesting depth
+// depth.
+func (c *checker) judgeFile(src string, f *syntax.File, err error, depth int, in surroundings) error {
 	if err != nil {
 		return c.unsafe(RuleUnjudgeable, "cannot parse the command: %v", err)
+	}
+	if why := readsDifferently(src, f); why != "" {
+		return c.unsafe(RuleUnjudgeable, "%s", why)
 	}
 	saved := c.depth
 	c.depth = depth

@@ -102,6 +102,11 @@ func (c *checker) envVar(name string, v envVal) error {
 			}
 			return computedErr("bash sources the file it names")
 		}
+		if strings.ContainsAny(v.val, "$`") {
+			// bash expands the value ($(...) included) before it
+			// sources the file it names.
+			return c.unsafe(RuleUnjudgeable, "%s=%s: bash expands the value, running the substitutions in it, and sources the file it names", name, v.val)
+		}
 		if fd, isFd := fdPath(v.val); isFd || strings.HasPrefix(v.val, "/proc/") {
 			_ = fd
 			return c.unsafe(RuleUnjudgeable, "%s=%s makes the shell source code from stdin or a descriptor", name, v.val)

@@ -62,3 +62,122 @@ func (tooLargeError) Error() string {
 }
 
 var errTooLarge error = tooLargeError{}
+
+// readsDifferently reports, for src parsed into f, what bash 5.2 reads
+// differently from mvdan.cc/sh, or "": the policy would judge a command
+// other than the one bash runs.
+//
+//   - A comment ending in a backslash: bash ends the comment at the
+//     newline, mvdan.cc/sh goes on with the next line as part of the
+//     command before the comment (echo x # \⏎sudo id runs sudo).
+//   - A heredoc body line that starts with the delimiter: bash ends the
+//     heredoc at `EOF)` inside $(...), mvdan.cc/sh does not.
+//   - An unquoted heredoc whose body, with bash's backslash-newline
+//     joining, has a line equal to the delimiter earlier than
+//     mvdan.cc/sh sees one (E\⏎OF ends the heredoc in bash).
+func readsDifferently(src string, f *syntax.File) string {
+	why := ""
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if why != "" {
+			return false
+		}
+		r, ok := n.(*syntax.Redirect)
+		if !ok || (r.Op != syntax.Hdoc && r.Op != syntax.DashHdoc) || r.Word == nil || r.Hdoc == nil {
+			return true
+		}
+		delim, quoted := hdocDelim(src, r.Word)
+		start, end := int(r.Hdoc.Pos().Offset()), int(r.Hdoc.End().Offset())
+		if delim == "" || start < 0 || end > len(src) || start > end {
+			return true
+		}
+		// The body as mvdan.cc/sh read it, up to its closing line.
+		lines := strings.Split(src[start:end], "\n")
+		joined := ""
+		for _, l := range lines {
+			if r.Op == syntax.DashHdoc && joined == "" {
+				l = strings.TrimLeft(l, "\t")
+			}
+			if l != delim && strings.HasPrefix(l, delim) {
+				why = "bash may end the heredoc " + delim + " at a line that starts with it"
+				return false
+			}
+			if quoted {
+				continue
+			}
+			// bash joins backslash-newline in an unquoted heredoc before
+			// it looks for the delimiter.
+			if trailingBackslashes(l)%2 == 1 {
+				joined += l[:len(l)-1]
+				continue
+			}
+			if joined != "" && joined+l == delim {
+				why = "bash ends the heredoc " + delim + " at a line joined by backslash-newline"
+				return false
+			}
+			joined = ""
+		}
+		return true
+	})
+	if why != "" || !strings.Contains(src, "#") || !strings.Contains(src, "\\\n") {
+		return why
+	}
+	kf, err := syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(true)).Parse(strings.NewReader(src), "")
+	if err != nil {
+		return ""
+	}
+	bad := func(c syntax.Comment) bool {
+		return strings.HasSuffix(strings.TrimRight(c.Text, "\n"), "\\")
+	}
+	for _, c := range kf.Last {
+		if bad(c) {
+			why = "a comment ends in a backslash: bash ends it at the newline, the parser the policy uses does not"
+		}
+	}
+	syntax.Walk(kf, func(n syntax.Node) bool {
+		if c, ok := n.(*syntax.Comment); ok && bad(*c) {
+			why = "a comment ends in a backslash: bash ends it at the newline, the parser the policy uses does not"
+		}
+		if st, ok := n.(*syntax.Stmt); ok {
+			for _, c := range st.Comments {
+				if bad(c) {
+					why = "a comment ends in a backslash: bash ends it at the newline, the parser the policy uses does not"
+				}
+			}
+		}
+		return why == ""
+	})
+	return why
+}
+
+// hdocDelim is a heredoc's delimiter as bash compares it (quotes
+// removed) and whether any part of it is quoted (then the body is read
+// as is).
+func hdocDelim(src string, w *syntax.Word) (string, bool) {
+	quoted := false
+	for _, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.SglQuoted, *syntax.DblQuoted:
+			quoted = true
+		case *syntax.Lit:
+			if strings.Contains(p.Value, "\\") {
+				quoted = true
+			}
+		}
+	}
+	if v, ok := litWord(w); ok {
+		return v, quoted
+	}
+	s, e := int(w.Pos().Offset()), int(w.End().Offset())
+	if s < 0 || e > len(src) || s > e {
+		return "", quoted
+	}
+	return src[s:e], quoted
+}
+
+func trailingBackslashes(l string) int {
+	n := 0
+	for n < len(l) && l[len(l)-1-n] == '\\' {
+		n++
+	}
+	return n
+}
