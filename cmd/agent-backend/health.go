@@ -79,12 +79,21 @@ func newHealthCommand() *cobra.Command {
 			}
 			resp, err := client.Do(req)
 			if err != nil {
+				if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok && ca == "" && !insecure {
+					return fmt.Errorf("unhealthy: %v (a daemon whose certificate this machine does not trust: --ca FILE names the CA that signed it, --insecure skips the check)", err)
+				}
 				return fmt.Errorf("unhealthy: %v", err)
 			}
 			defer resp.Body.Close()
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 			var h struct {
 				Status string `json:"status"`
+			}
+			if resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(url, "http://") && strings.Contains(string(body), "HTTP request to an HTTPS server") {
+				// --port builds an http:// URL; a daemon with --tls-cert
+				// answers it so.
+				return fmt.Errorf("unhealthy: %s answered %s: the daemon serves HTTPS (--tls-cert): probe --url https://%s (with --ca FILE or --insecure for a certificate this machine does not trust)",
+					url, resp.Status, strings.TrimPrefix(url, "http://"))
 			}
 			if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &h) != nil || h.Status != "ok" {
 				return fmt.Errorf("unhealthy: %s answered %s: %.200s", url, resp.Status, body)

@@ -771,8 +771,15 @@ func TestHealthFlags(t *testing.T) {
 	}
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"status":"ok"}`)) }))
 	defer srv.Close()
-	if _, errOut, code := run(t, nil, "health", "--url", srv.URL+"/health"); code != 1 || !strings.Contains(errOut, "certificate") {
-		t.Errorf("a self-signed daemon without --ca: exit %d %q", code, errOut)
+	if _, errOut, code := run(t, nil, "health", "--url", srv.URL+"/health"); code != 1 || !strings.Contains(errOut, "certificate") ||
+		!strings.Contains(errOut, "--ca FILE") || !strings.Contains(errOut, "--insecure") {
+		t.Errorf("a self-signed daemon without --ca: exit %d %q; want the error to name --ca and --insecure", code, errOut)
+	}
+	// --port (or an http:// URL) against a daemon serving TLS: the answer
+	// names the https URL to probe instead.
+	plain := "http://" + strings.TrimPrefix(srv.URL, "https://") + "/health"
+	if _, errOut, code := run(t, nil, "health", "--url", plain); code != 1 || !strings.Contains(errOut, "the daemon serves HTTPS (--tls-cert): probe --url "+srv.URL+"/health") {
+		t.Errorf("http:// to a TLS daemon: exit %d %q; want it to name the https URL", code, errOut)
 	}
 	if out, errOut, code := run(t, nil, "health", "--url", srv.URL+"/health", "--insecure"); code != 0 || !strings.Contains(out, "ok") {
 		t.Errorf("--insecure: exit %d %q %q", code, out, errOut)
