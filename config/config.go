@@ -319,6 +319,9 @@ func isLoopbackHost(h string) bool {
 // port's keys and password hash) are not read here: the part that loads
 // them validates them, once, when the daemon starts it, and daemon.Check
 // runs the same validation for --check-config.
+// geteuid is os.Geteuid; the --run-as tests replace it.
+var geteuid = os.Geteuid
+
 func (c *Config) Validate() error {
 	if c.Root == "" {
 		return errors.New("missing workspace root: set --root (alias --rootDir), AGENTBE_ROOT, or root in the config file")
@@ -374,6 +377,9 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("--run-as %q: no such user on this machine: name an existing user (create one with useradd), or leave --run-as unset", c.RunAs)
 			}
 			return fmt.Errorf("--run-as %q: %v", c.RunAs, err)
+		}
+		if euid := geteuid(); euid != 0 {
+			return fmt.Errorf("--run-as %q needs the daemon to run as root (it runs as uid %d): start it as root, or leave --run-as unset (its commands then run as its own user)", c.RunAs, euid)
 		}
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {

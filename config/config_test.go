@@ -213,6 +213,10 @@ func TestTokenFile(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	// The --run-as cases are about the user's name; a daemon that is not
+	// root is TestValidateRunAsNeedsRoot's.
+	defer func(f func() int) { geteuid = f }(geteuid)
+	geteuid = func() int { return 0 }
 	dir := t.TempDir()
 	file := writeFile(t, "f", "x")
 	tests := []struct {
@@ -268,6 +272,24 @@ func TestValidate(t *testing.T) {
 				t.Errorf("error %q\nwant it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestValidateRunAsNeedsRoot: --run-as in a daemon that is not root fails
+// Validate (so --check-config) naming the flag and the daemon's uid, as the
+// sandbox would refuse it at start.
+func TestValidateRunAsNeedsRoot(t *testing.T) {
+	defer func(f func() int) { geteuid = f }(geteuid)
+	c := Default()
+	c.Root, c.RunAs = t.TempDir(), "root"
+	geteuid = func() int { return 1000 }
+	want := `--run-as "root" needs the daemon to run as root (it runs as uid 1000)`
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Validate as uid 1000: %v; want it to contain %q", err, want)
+	}
+	geteuid = func() int { return 0 }
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate as root: %v", err)
 	}
 }
 
