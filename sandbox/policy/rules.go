@@ -190,6 +190,15 @@ func (c *checker) simple(words []*syntax.Word, x surroundings, sio *stmtIO) erro
 		if err := c.execPath(name); err != nil {
 			return err
 		}
+		// A link to a program outside the workspace runs that program
+		// (ln -s /usr/bin/sudo x; ./x id runs sudo): judge it as the
+		// program it is.
+		if real, err := c.execTarget(name); err != nil {
+			return err
+		} else if real != "" {
+			w := &syntax.Word{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: real}}}
+			return c.simple(append([]*syntax.Word{w}, words[1:]...), x, sio)
+		}
 	}
 	if x.inFunc != "" && name == x.inFunc && x.bg {
 		return c.danger(RuleForkBomb, "function %s starts copies of itself in the background or a pipeline", name)
@@ -272,6 +281,59 @@ func (c *checker) execPath(name string) error {
 		}
 	}
 	return nil
+}
+
+// execTarget is the program that running the path name runs when that
+// is another program: name, a path in the workspace, leads through a link
+// (one this command makes, or a symlink on disk) to a file outside the
+// workspace whose base name differs. "" when it does not.
+func (c *checker) execTarget(name string) (string, error) {
+	for _, d := range c.st.cwds {
+		abs := c.abs(name, d)
+		if abs == "" || !c.inside(abs) {
+			continue // a system path runs what it names there (/bin/sh)
+		}
+		// The links this command makes (any component), then a symlink on
+		// disk at the path itself; system links past them are not
+		// followed, so that /usr/sbin/reboot stays reboot whatever it
+		// links to on this host.
+		real := abs
+		for hop := 0; hop < maxLinkHops; hop++ {
+			if err := c.spend(1); err != nil {
+				return "", err
+			}
+			next := ""
+			for q := real; ; q = path.Dir(q) {
+				if t, isLink := c.links[q]; isLink {
+					if t == "" {
+						return "", c.unsafe(RuleUnjudgeable, "%s leads through a link whose target is computed at run time", name)
+					}
+					next = path.Join(t, below(q, real))
+					break
+				}
+				if q == "/" || q == "." {
+					break
+				}
+			}
+			if next == "" && c.inside(real) {
+				e, err := c.lstat(real)
+				if err != nil {
+					return "", err
+				}
+				if e.link {
+					next = c.abs(e.target, path.Dir(real))
+				}
+			}
+			if next == "" || next == real {
+				break
+			}
+			real = next
+		}
+		if real != abs && !c.inside(real) && path.Base(real) != path.Base(abs) {
+			return real, nil
+		}
+	}
+	return "", nil
 }
 
 // shell judges sh/bash/...: `-c <code>` is judged as a script; a script
