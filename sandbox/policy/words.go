@@ -62,6 +62,11 @@ func wordValue(w *syntax.Word) wordInfo {
 				b.WriteString(p.Value)
 			}
 		case *syntax.DblQuoted:
+			if p.Dollar {
+				// $"..." is translated through the message catalogs
+				// (TEXTDOMAIN, TEXTDOMAINDIR): its value is not its text.
+				info.ok = false
+			}
 			for j, q := range p.Parts {
 				switch q := q.(type) {
 				case *syntax.Lit:
