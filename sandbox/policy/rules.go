@@ -1343,6 +1343,20 @@ func (c *checker) rm(a args) error {
 			return c.danger(RuleDestructive, "rm -r %s deletes everything there", info.val)
 		}
 		if !a.ok[i] && !info.home {
+			if p, isExt := extglobPath(a.words[i]); isExt {
+				// An extended glob (shopt -s extglob) matches at most what
+				// * matches there: /@(etc) is /etc, @(*) everything.
+				for _, d := range c.st.cwds {
+					abs := c.abs(p, d)
+					if abs == "" {
+						return c.danger(RuleDestructive, "rm -r %s from an unknown directory", wordSource(a.words[i]))
+					}
+					if err := c.rmLinked(p, abs, true); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			// A path computed from where the command runs ($PWD,
 			// ${PWD%/*}, ${HOME::1}, $(dirname "$PWD")) is judged by its
 			// value, or refused when it cannot be computed.
@@ -1403,6 +1417,30 @@ func (c *checker) rm(a args) error {
 		}
 	}
 	return nil
+}
+
+// extglobPath is w with each extended glob (@(...), !(...), ...) as *,
+// when w has one and nothing else computed.
+func extglobPath(w *syntax.Word) (string, bool) {
+	var b strings.Builder
+	ext := false
+	for _, part := range w.Parts {
+		switch p := part.(type) {
+		case *syntax.ExtGlob:
+			ext = true
+			b.WriteString("*")
+		case *syntax.Lit:
+			b.WriteString(p.Value)
+		case *syntax.SglQuoted:
+			if p.Dollar {
+				return "", false
+			}
+			b.WriteString(escapeGlob(p.Value))
+		default:
+			return "", false
+		}
+	}
+	return b.String(), ext
 }
 
 func firstPart(w *syntax.Word) syntax.WordPart {
@@ -1562,6 +1600,11 @@ func hasPrefixArg(a args, p string) bool {
 func (c *checker) writeTarget(w *syntax.Word, what string) error {
 	p, ok := c.pathWord(w)
 	if !ok {
+		if p, ok = extglobPath(w); ok {
+			// An extended glob names what * names there: /@(etc)/ is
+			// judged as /*/, a system path.
+			return c.writePath(p, what)
+		}
 		if p, ok = c.evalPath(w); !ok {
 			return nil // computed target: nothing static to judge
 		}
