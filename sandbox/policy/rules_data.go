@@ -451,7 +451,8 @@ func (c *checker) nameArg(w *syntax.Word, what string) error {
 // options or kept in the history: mapfile -C (a callback per line),
 // compgen -C/-F/-W (a command, a function, a word list bash expands),
 // fc (re-runs history entries, or runs an editor on them), set -H (history
-// expansion: !! re-runs and edits earlier lines), and test -v / [ -v
+// expansion: !! re-runs and edits earlier lines), set -k (NAME=value
+// arguments become the command's environment), and test -v / [ -v
 // (the name's subscript is evaluated, a[$(cmd)] runs cmd).
 func (c *checker) codeBuiltin(k call) error {
 	a := k.args
@@ -489,6 +490,10 @@ func (c *checker) codeBuiltin(k call) error {
 			if v == "-o" && i+1 < len(a.words) && a.vals[i+1] == "histexpand" ||
 				len(v) > 1 && v[0] == '-' && v[1] != '-' && strings.Contains(v, "H") {
 				return c.unsafe(RuleUnjudgeable, "set -H turns on history expansion, which re-runs and edits earlier lines")
+			}
+			if v == "-o" && i+1 < len(a.words) && a.vals[i+1] == "keyword" ||
+				len(v) > 1 && v[0] == '-' && v[1] != '-' && strings.Contains(v, "k") {
+				return c.unsafe(RuleUnjudgeable, "set -k makes NAME=value arguments anywhere in a command part of its environment (git log GIT_PAGER=cmd runs cmd)")
 			}
 		}
 	case "test", "[":
