@@ -95,7 +95,7 @@ func stubNames() []string {
 		}
 	}
 	for _, n := range []string{"id", "ls", "cat", "true", "false", "date", "head", "grep", "sleep",
-		"mkfs.ext4", "python3.12", "whoami", "uname", "wc", "seq", "tr", "base64", "xxd", "jq", "awk"} {
+		"mkfs.ext4", "python3.12", "whoami", "man", "less", "uname", "wc", "seq", "tr", "base64", "xxd", "jq", "awk"} {
 		names[n] = true
 	}
 	out := make([]string, 0, len(names))
