@@ -484,8 +484,13 @@ loop:
 		if !a.ok[i] {
 			// NAME=$value: a computed variable; anything else is the program.
 			if l, ok := a.words[i].Parts[0].(*syntax.Lit); ok {
-				if name, _, found := strings.Cut(l.Value, "="); found && ValidEnvName(name) {
-					group[name] = envVal{computed: true, word: a.words[i]}
+				if name, _, found := strings.Cut(l.Value, "="); found {
+					if strings.HasPrefix(name, "BASH_FUNC_") {
+						return -1, c.unsafe(RuleUnjudgeable, "env %s= passes a function that bash imports", name)
+					}
+					if ValidEnvName(name) {
+						group[name] = envVal{computed: true, word: a.words[i]}
+					}
 					continue
 				}
 			}
@@ -534,11 +539,19 @@ loop:
 			}
 		case v == "-":
 		default:
+			// env takes every word with = before the command as NAME=VALUE,
+			// whatever the name: BASH_FUNC_ls%%=() { ...; } is a function
+			// every bash it starts imports (ls then runs it).
 			name, val, found := strings.Cut(v, "=")
-			if !found || !ValidEnvName(name) {
+			if !found {
 				break loop
 			}
-			group[name] = envVal{val: val}
+			if strings.HasPrefix(name, "BASH_FUNC_") {
+				return -1, c.unsafe(RuleUnjudgeable, "env %s= passes a function that bash imports", name)
+			}
+			if ValidEnvName(name) {
+				group[name] = envVal{val: val}
+			}
 		}
 	}
 	if err := c.envGroup(group, false); err != nil {
