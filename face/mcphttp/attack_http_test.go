@@ -17,6 +17,19 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 )
 
+// u1Tokens is a token file with one token, "u1-token", named u1 and bound
+// to users/u1.
+func u1Tokens(t *testing.T) *atomic.Pointer[httpguard.TokenSet] {
+	sum := sha256.Sum256([]byte("u1-token"))
+	set, err := httpguard.ParseTokens("tokens.json", []byte(`{"tokens":[{"name":"u1","sha256":"`+hex.EncodeToString(sum[:])+`","scope":"users/u1"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := new(atomic.Pointer[httpguard.TokenSet])
+	p.Store(set)
+	return p
+}
+
 // roTokens is a token file with one read-only token, "ro-token".
 func roTokens(t *testing.T) *atomic.Pointer[httpguard.TokenSet] {
 	sum := sha256.Sum256([]byte("ro-token"))
@@ -264,13 +277,7 @@ func TestRepeatedKeysFastAndSDKAgree(t *testing.T) {
 // the session goes on. Within its session a request still works in the
 // X-Scope-Path it sends, as every request does.
 func TestSessionBoundToItsToken(t *testing.T) {
-	sum := sha256.Sum256([]byte("u1-token"))
-	set, err := httpguard.ParseTokens("tokens.json", []byte(`{"tokens":[{"name":"u1","sha256":"`+hex.EncodeToString(sum[:])+`","scope":"users/u1"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens := new(atomic.Pointer[httpguard.TokenSet])
-	tokens.Store(set)
+	tokens := u1Tokens(t)
 	e := newEnv(t, func(o *Options) { o.AuthToken, o.Tokens, o.Sessions = "daemon-token", tokens, true })
 	post, id := sessionPost(t, e, map[string]string{"Authorization": "Bearer daemon-token"})
 	list := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_allowed_directories","arguments":{}}}`
@@ -371,13 +378,7 @@ func TestSessionStreamsBounded(t *testing.T) {
 // token at its share is answered 503 naming its share and the flag, and a
 // session it ends gives its share back.
 func TestSessionShareAmongTokens(t *testing.T) {
-	sum := sha256.Sum256([]byte("u1-token"))
-	set, err := httpguard.ParseTokens("tokens.json", []byte(`{"tokens":[{"name":"u1","sha256":"`+hex.EncodeToString(sum[:])+`","scope":"users/u1"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens := new(atomic.Pointer[httpguard.TokenSet])
-	tokens.Store(set)
+	tokens := u1Tokens(t)
 	e := newEnv(t, func(o *Options) { o.AuthToken, o.Tokens, o.Sessions, o.MaxSessions = "daemon-token", tokens, true, 3 })
 	u1 := map[string]string{"Authorization": "Bearer u1-token"}
 	end := func(token, id string) {

@@ -1,15 +1,10 @@
 package mcphttp
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
-
-	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 )
 
 // TestSDKPathCallsAsItsRequest: a tool call the SDK answers runs as the
@@ -19,13 +14,7 @@ import (
 // admits only the token that opened it: TestSessionBoundToItsToken); a
 // client's X-Agentbe-Caller header is never taken.
 func TestSDKPathCallsAsItsRequest(t *testing.T) {
-	sum := sha256.Sum256([]byte("u1-token"))
-	set, err := httpguard.ParseTokens("tokens.json", []byte(`{"tokens":[{"name":"u1","sha256":"`+hex.EncodeToString(sum[:])+`","scope":"users/u1"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens := new(atomic.Pointer[httpguard.TokenSet])
-	tokens.Store(set)
+	tokens := u1Tokens(t)
 	list := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_allowed_directories","arguments":{}}}`
 	do := func(url, token, session, body string) (string, string) {
 		t.Helper()

@@ -16,6 +16,21 @@ import (
 
 // initializeBatches starts a session on a protocol version that has
 // batches (the SDK takes them up to 2025-03-26).
+// serveStdioAll serves a stdio session of e on fresh pipes: done gets
+// ServeStdio's error, and out everything the session wrote to stdout, once
+// it has ended.
+func serveStdioAll(e *env) (p *stdioPipes, done chan error, out chan string) {
+	p = newStdioPipes()
+	done = make(chan error, 1)
+	go func() {
+		done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
+		p.serverOut.Close()
+	}()
+	out = make(chan string, 1)
+	go func() { b, _ := io.ReadAll(p.clientIn); out <- string(b) }()
+	return p, done, out
+}
+
 func (c *rawStdio) initializeBatches() {
 	c.t.Helper()
 	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
@@ -167,14 +182,7 @@ func TestStdioOddIDsAtEOF(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/sdk=%v", c.name, sdk), func(t *testing.T) {
 				e := newEnv(t)
 				e.srv.noFastPath = sdk
-				p := newStdioPipes()
-				done := make(chan error, 1)
-				go func() {
-					done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
-					p.serverOut.Close()
-				}()
-				out := make(chan string, 1)
-				go func() { b, _ := io.ReadAll(p.clientIn); out <- string(b) }()
+				p, done, out := serveStdioAll(e)
 				lines := append([]string{
 					`{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
 					`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
@@ -300,14 +308,7 @@ func TestStdioEOFMidLine(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/sdk=%v", c.name, sdk), func(t *testing.T) {
 				e := newEnv(t)
 				e.srv.noFastPath = sdk
-				p := newStdioPipes()
-				done := make(chan error, 1)
-				go func() {
-					done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
-					p.serverOut.Close()
-				}()
-				out := make(chan string, 1)
-				go func() { b, _ := io.ReadAll(p.clientIn); out <- string(b) }()
+				p, done, out := serveStdioAll(e)
 				p.clientOut.Write([]byte(`{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n" +
 					`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
 					`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n" + c.last))

@@ -211,14 +211,7 @@ func TestStdioEOFWaitsForEachRequest(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/sdk=%v", c.name, sdk), func(t *testing.T) {
 				e := newEnv(t)
 				e.srv.noFastPath = sdk
-				p := newStdioPipes()
-				done := make(chan error, 1)
-				go func() {
-					done <- e.srv.ServeStdio(context.Background(), p.serverIn, p.serverOut)
-					p.serverOut.Close()
-				}()
-				out := make(chan string, 1)
-				go func() { b, _ := io.ReadAll(p.clientIn); out <- string(b) }()
+				p, done, out := serveStdioAll(e)
 				lines := append([]string{
 					`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
 					`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
