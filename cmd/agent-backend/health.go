@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,25 +13,25 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agentbe/agentbe-daemon/internal/cafile"
 )
 
-// healthClient is the probe's client: the system roots, a given CA, or no
-// verification.
+// healthClient is the probe's client: the system roots, the CA of --ca
+// (internal/cafile), or no verification.
 func healthClient(ca string, insecure bool) (*http.Client, error) {
 	if ca == "" && !insecure {
 		return http.DefaultClient, nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure} //nolint:gosec // --insecure is the user's explicit choice
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, fmt.Errorf("--ca: %v", err)
+	cfg, err := cafile.Config(ca)
+	if err != nil {
+		return nil, err
+	}
+	if insecure {
+		if cfg == nil {
+			cfg = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca %s: no PEM certificate in it", ca)
-		}
-		cfg.RootCAs = pool
+		cfg.InsecureSkipVerify = true //nolint:gosec // --insecure is the user's explicit choice
 	}
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}, nil
 }
@@ -79,7 +78,7 @@ func newHealthCommand() *cobra.Command {
 			}
 			resp, err := client.Do(req)
 			if err != nil {
-				if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok && ca == "" && !insecure {
+				if cafile.Untrusted(err) && ca == "" && !insecure {
 					return fmt.Errorf("unhealthy: %v (a daemon whose certificate this machine does not trust: --ca FILE names the CA that signed it, --insecure skips the check)", err)
 				}
 				return fmt.Errorf("unhealthy: %v", err)

@@ -789,13 +789,14 @@ func TestHealthFlags(t *testing.T) {
 	if out, errOut, code := run(t, nil, "health", "--url", srv.URL+"/health", "--ca", caFile); code != 0 || !strings.Contains(out, "ok") {
 		t.Errorf("--ca: exit %d %q %q", code, out, errOut)
 	}
+	none := filepath.Join(t.TempDir(), "none.pem")
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--port", "70000"}, "--port 70000: want 1-65535"},
 		{[]string{"--port", "1", "--url", "http://x/health"}, "--port and --url go separately"},
-		{[]string{"--url", srv.URL, "--ca", filepath.Join(t.TempDir(), "none.pem")}, "--ca: "},
+		{[]string{"--url", srv.URL, "--ca", none}, "--ca " + none + ": no such file"},
 		{[]string{"--url", srv.URL, "--ca", filepath.Join("main_test.go")}, "no PEM certificate"},
 	} {
 		if _, errOut, code := run(t, nil, append([]string{"health"}, tc.args...)...); code == 0 || !strings.Contains(errOut, tc.want) {

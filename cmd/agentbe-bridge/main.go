@@ -12,8 +12,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +24,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbe/agentbe-daemon/client/mcpbridge"
+	"github.com/agentbe/agentbe-daemon/internal/cafile"
 	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
 )
 
@@ -164,19 +163,15 @@ func token(file string) (string, error) {
 }
 
 // httpClient is the client of the requests: the system's roots, or only
-// the CA of caFile.
+// the CA of caFile (internal/cafile).
 func httpClient(caFile string) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("--ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca %s: no PEM certificate in it", caFile)
-		}
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	cfg, err := cafile.Config(caFile)
+	if err != nil {
+		return nil, err
+	}
+	if cfg != nil {
+		tr.TLSClientConfig = cfg
 	}
 	return &http.Client{Transport: tr}, nil
 }
