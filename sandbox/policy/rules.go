@@ -790,9 +790,9 @@ var wrappers = map[string]wrapper{
 	"env":      {unwrap: unwrapEnv},
 	"nice":     {valued: set("-n", "--adjustment")},
 	"timeout":  {valued: set("-s", "--signal", "-k", "--kill-after"), values: 1},
-	"stdbuf":   {valued: set("-i", "-o", "-e")},
+	"stdbuf":   {valued: set("-i", "-o", "-e", "--input", "--output", "--error")},
 	"ionice":   {noCommand: []string{"-p", "-P", "-u"}, valued: set("-c", "-n", "--class", "--classdata")},
-	"chrt":     {noCommand: []string{"-p", "--pid"}, valued: set("-T", "-P", "-D"), values: 1},
+	"chrt":     {noCommand: []string{"-p", "--pid"}, valued: set("-T", "-P", "-D", "--sched-runtime", "--sched-period", "--sched-deadline"), values: 1},
 	"taskset":  {noCommand: []string{"-p", "--pid"}, noCommandLetters: "p", values: 1},
 	"time":     {valued: set("-f", "-o", "--format", "--output")},
 	"xargs":    {unwrap: unwrapXargs},
@@ -835,13 +835,49 @@ func skipOptions(a args, i int, valued map[string]bool) int {
 		if len(v) < 2 || v[0] != '-' {
 			return i
 		}
-		// -n VALUE, and a cluster ending in a valued letter (exec -cla NAME).
-		if valued[v] || len(v) > 2 && v[1] != '-' && valued["-"+v[len(v)-1:]] {
+		if takesNext(v, valued) {
 			i++
 		}
 		i++
 	}
 	return i
+}
+
+// takesNext reports whether the option word v takes the next word as its
+// value, as GNU getopt_long reads it (valued: the options with a value):
+// -n, --signal, a long option abbreviated (--sig: getopt takes any
+// unambiguous prefix, and an ambiguous one runs nothing), and a cluster
+// whose first valued letter is its last (exec -cla NAME; in -oL the rest
+// of the cluster is the value).
+func takesNext(v string, valued map[string]bool) bool {
+	if valued[v] {
+		return true
+	}
+	if strings.HasPrefix(v, "--") {
+		return longPrefix(v, valued) != ""
+	}
+	for j := 1; j < len(v); j++ {
+		if valued["-"+v[j:j+1]] {
+			return j == len(v)-1
+		}
+	}
+	return false
+}
+
+// longPrefix returns the long option of names that v (--name, without
+// =value) names as a prefix ("" for none): getopt_long takes any
+// unambiguous abbreviation.
+func longPrefix(v string, names map[string]bool) string {
+	if len(v) < 3 || !strings.HasPrefix(v, "--") || strings.Contains(v, "=") {
+		return ""
+	}
+	best := ""
+	for n := range names {
+		if strings.HasPrefix(n, "--") && strings.HasPrefix(n, v) && (best == "" || n < best) {
+			best = n
+		}
+	}
+	return best
 }
 
 // splits reports a word that bash may turn into several words or none:
@@ -920,8 +956,14 @@ func unwrapEnv(c *checker, k call) (int, string, error) {
 	return i, "", err
 }
 
-// unwrapXargs skips xargs's options, noting the string -I (-i, --replace)
-// replaces with each input item.
+// xargsValued are xargs's options with a value (-e, -i and -l take one
+// only attached, as --eof=, --replace= and --max-lines= do).
+var xargsValued = set("-a", "-E", "-I", "-L", "-n", "-P", "-s", "-d", "--arg-file", "--delimiter",
+	"--max-args", "--max-chars", "--max-procs", "--process-slot-var")
+
+// unwrapXargs skips xargs's options as getopt_long reads them (clusters,
+// attached values, abbreviated long options), noting the string -I (-i,
+// --replace) replaces with each input item.
 func unwrapXargs(_ *checker, k call) (int, string, error) {
 	a := k.args
 	i, repl := 1, ""
@@ -934,27 +976,50 @@ func unwrapXargs(_ *checker, k call) (int, string, error) {
 		if len(v) < 2 || v[0] != '-' {
 			break
 		}
-		switch {
-		case v == "-I" || v == "--replace":
-			if i+1 < len(a.vals) {
-				repl = a.vals[i+1]
+		if strings.HasPrefix(v, "--") {
+			name, val, has := strings.Cut(v, "=")
+			switch {
+			case len(name) > 2 && strings.HasPrefix("--replace", name):
+				repl = val
+				if repl == "" {
+					repl = "{}"
+				}
+			case !has && (xargsValued[name] || longPrefix(name, xargsValued) != ""):
+				i++
 			}
 			i++
-		case strings.HasPrefix(v, "-I"):
-			repl = v[2:]
-		case v == "-i" || v == "--replace=":
-			repl = "{}"
-		case strings.HasPrefix(v, "--replace="):
-			repl = strings.TrimPrefix(v, "--replace=")
-		case strings.HasPrefix(v, "-i"):
-			repl = v[2:]
-		case v == "-a" || v == "-d" || v == "-E" || v == "-L" || v == "-n" || v == "-P" || v == "-s":
-			i++
+			continue
+		}
+	cluster:
+		for j := 1; j < len(v); j++ {
+			switch l := v[j]; {
+			case l == 'e' || l == 'l':
+				break cluster // an optional value: the rest of the word
+			case l == 'i':
+				repl = v[j+1:]
+				if repl == "" {
+					repl = "{}"
+				}
+				break cluster
+			case xargsValued["-"+string(l)]:
+				val := v[j+1:]
+				if val == "" && i+1 < len(a.words) {
+					i++
+					val = a.vals[i]
+				}
+				if l == 'I' {
+					repl = val
+				}
+				break cluster
+			}
 		}
 		i++
 	}
 	return i, repl, nil
 }
+
+// flockValued are flock's options with a value.
+var flockValued = set("-w", "--timeout", "--wait", "-E", "--conflict-exit-code")
 
 // unwrapFlock finds flock's command: -c CODE (a script), or the words
 // after the lock file.
@@ -975,7 +1040,7 @@ func unwrapFlock(c *checker, k call) (int, string, error) {
 		if len(v) < 2 || v[0] != '-' {
 			break
 		}
-		if v == "-w" || v == "--timeout" || v == "-E" || v == "--conflict-exit-code" {
+		if takesNext(v, flockValued) {
 			i++
 		}
 		i++
@@ -997,12 +1062,18 @@ func unwrapFlock(c *checker, k call) (int, string, error) {
 func unwrapWatch(c *checker, k call) (int, string, error) {
 	a := k.args
 	i, exe := 1, false
+	valued := set("-n", "--interval", "-q", "--equexit")
 	for i < len(a.words) && a.ok[i] && strings.HasPrefix(a.vals[i], "-") {
 		v := a.vals[i]
-		if v == "-x" || v == "--exec" {
+		if v == "--" {
+			i++
+			break
+		}
+		if v == "-x" || v == "--exec" || longPrefix(v, set("--exec")) != "" ||
+			!strings.HasPrefix(v, "--") && strings.Contains(strings.SplitN(strings.SplitN(v, "n", 2)[0], "q", 2)[0], "x") {
 			exe = true
 		}
-		if v == "-n" || v == "--interval" {
+		if takesNext(v, valued) {
 			i++
 		}
 		i++
@@ -1020,17 +1091,74 @@ func unwrapWatch(c *checker, k call) (int, string, error) {
 	return -1, "", c.nestedIn(strings.Join(parts, " "), inheritedStdin(k.x, k.sio))
 }
 
-// unwrapScript judges script -c CODE; without -c, script runs an
+// scriptValued are script's options with a value (-t takes one only
+// attached).
+var scriptValued = set("-c", "-E", "-I", "-O", "-B", "-T", "-m", "--command", "--echo", "--log-in",
+	"--log-out", "--log-io", "--log-timing", "--logging-format", "--output-limit")
+
+// unwrapScript judges script -c CODE, read as getopt_long reads it
+// (options anywhere before --, clusters such as -qc, attached values,
+// abbreviated long options: --com); without -c, script runs an
 // interactive shell on its stdin.
 func unwrapScript(c *checker, k call) (int, string, error) {
 	a := k.args
+	var codes []string
 	for j := 1; j < len(a.words); j++ {
-		if a.ok[j] && (a.vals[j] == "-c" || a.vals[j] == "--command") && j+1 < len(a.words) {
-			if !a.ok[j+1] {
+		if !a.ok[j] {
+			continue
+		}
+		v := a.vals[j]
+		if v == "--" {
+			break
+		}
+		isCode, code, next := false, "", false
+		switch {
+		case strings.HasPrefix(v, "--"):
+			name, val, eq := strings.Cut(v, "=")
+			full := name
+			if !scriptValued[name] {
+				full = longPrefix(name, scriptValued)
+			}
+			switch {
+			case full == "--command":
+				isCode, code, next = true, val, !eq
+			case full != "" && !eq:
+				j++
+			}
+		case len(v) > 1 && v[0] == '-':
+			for l := 1; l < len(v) && v[l] != 't'; l++ {
+				if scriptValued["-"+v[l:l+1]] {
+					val := v[l+1:]
+					if v[l] == 'c' {
+						isCode, code, next = true, val, val == ""
+					} else if val == "" {
+						j++
+					}
+					break
+				}
+			}
+		}
+		if next {
+			if j+1 >= len(a.words) {
+				return -1, "", nil // script fails: -c needs its value
+			}
+			j++
+			if !a.ok[j] {
 				return -1, "", c.unsafe(RuleUnjudgeable, "script -c with computed code")
 			}
-			return -1, "", c.nestedIn(a.vals[j+1], inheritedStdin(k.x, k.sio))
+			code = a.vals[j]
 		}
+		if isCode {
+			codes = append(codes, code)
+		}
+	}
+	for _, code := range codes {
+		if err := c.nestedIn(code, inheritedStdin(k.x, k.sio)); err != nil {
+			return -1, "", err
+		}
+	}
+	if len(codes) > 0 {
+		return -1, "", nil
 	}
 	return -1, "", c.stdinCode("script", k.x, k.sio)
 }

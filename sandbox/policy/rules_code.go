@@ -460,6 +460,11 @@ func (c *checker) gitConfigCmd(a args, i int) error {
 	return c.gitSetting(key, a.vals[ops[1]], !a.ok[ops[1]], "git config "+key)
 }
 
+// envLong are env's long options.
+var envLong = set("--ignore-environment", "--null", "--unset", "--chdir", "--split-string", "--debug",
+	"--help", "--version", "--block-signal", "--default-signal", "--ignore-signal",
+	"--list-signal-handling", "--argv0")
+
 // envWrapper parses env's options and NAME=VALUE words, judging the
 // variables as a group and an -S string (split like a command line, with
 // the words after it appended) as a script. It returns the index of the
@@ -502,6 +507,9 @@ loop:
 			optsDone = true
 		case strings.HasPrefix(v, "--") && !optsDone:
 			opt, val, has := strings.Cut(v, "=")
+			if !envLong[opt] {
+				opt = longPrefix(opt, envLong) // getopt_long takes abbreviations: --spl, --u
+			}
 			switch opt {
 			case "--split-string":
 				if !has {
