@@ -569,7 +569,13 @@ loop:
 		return i, nil
 	}
 	// env -S splits its string like a command line (\_ is a separator) and
-	// runs it with the remaining words appended.
+	// runs it with the remaining words appended. env reads the split words
+	// again as its own arguments (env -S '-i sudo id', -S '-S ...'), ends
+	// the string at \c and skips a # comment, keeping the words after the
+	// string: those are refused, not followed.
+	if t := strings.TrimLeft(split, " \t\n\v\f\r"); strings.HasPrefix(t, "-") || strings.Contains(split, "#") || strings.Contains(split, `\c`) {
+		return -1, c.unsafe(RuleUnjudgeable, "env -S %s: env reads its own options, a comment or \\c in the string", Quote(split))
+	}
 	code := strings.ReplaceAll(split, `\_`, " ")
 	for ; i < len(a.words); i++ {
 		if !a.ok[i] {
