@@ -253,6 +253,7 @@ type surroundings struct {
 	stdinFile    bool             // stdin is a file or descriptor redirected by an enclosing command
 	stdinHdoc    *syntax.Word     // stdin is this heredoc or here-string of an enclosing command
 	moreArgs     bool             // xargs appends words read from its input
+	repl         string           // the string xargs -I replaces with its input ("" for none)
 	self         *syntax.CallExpr // the simple command whose words these are (for >(...): does it download?)
 	bg           bool             // runs concurrently (pipeline side, background)
 	inFunc       string           // name of the function whose body this is

@@ -928,13 +928,27 @@ func (c *checker) wrapper(k call, w wrapper) error {
 			return c.unsafe(RuleUnjudgeable, "%s's word %s may become several words or none, so the command it runs cannot be told", k.base, wordSource(a.words[j]))
 		}
 	}
+	// Under xargs, a wrapper left without its command runs the words xargs
+	// appends (echo sudo | xargs env), and one whose words up to its
+	// command hold the -I string runs what the input puts there (xargs
+	// -I{} env {} id): the input chooses the program.
+	if x.repl != "" {
+		for j := 1; j <= i && j < len(a.words); j++ {
+			if v, ok := litWord(a.words[j]); !ok || strings.Contains(v, x.repl) {
+				return c.unsafe(RuleUnjudgeable, "%s runs a program chosen by the input xargs pastes into its words", k.base)
+			}
+		}
+	}
 	if i >= len(a.words) {
+		if x.moreArgs && k.base != "xargs" {
+			return c.unsafe(RuleUnjudgeable, "%s runs a program pasted from its input by xargs", k.base)
+		}
 		return nil
 	}
 	inner := a.words[i:]
 	x.external = true // a program runs it: shell functions do not apply
 	if k.base == "xargs" {
-		x.moreArgs = true
+		x.moreArgs, x.repl = true, repl
 		// xargs appends its input: an option left without its value
 		// takes it from the input (xargs git -c, xargs env -S, xargs
 		// rebase -x), and some of those values are code.
