@@ -3,15 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -27,6 +20,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/daemon"
+	"github.com/agentbe/agentbe-daemon/internal/testca"
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
@@ -111,55 +105,6 @@ func forward(t *testing.T, target string) string {
 		wg.Wait()
 	})
 	return ln.Addr().String()
-}
-
-// testCA writes a CA certificate and a certificate it signs for 127.0.0.1,
-// and returns the CA's PEM file and the server's certificate and key files.
-func testCA(t *testing.T) (caFile, certFile, keyFile string) {
-	t.Helper()
-	dir := t.TempDir()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "agentbe-bridge test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile, certFile, keyFile = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	for f, b := range map[string]*pem.Block{caFile: {Type: "CERTIFICATE", Bytes: caDER}, certFile: {Type: "CERTIFICATE", Bytes: der}, keyFile: {Type: "EC PRIVATE KEY", Bytes: keyDER}} {
-		if err := os.WriteFile(f, pem.EncodeToMemory(b), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return caFile, certFile, keyFile
 }
 
 // bridged connects a go-sdk MCP client over stdio to `agentbe-bridge
@@ -258,7 +203,7 @@ func TestBridgeCarriesMCPSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain := startDaemon(t, "", "")
-	caFile, certFile, keyFile := testCA(t)
+	caFile, certFile, keyFile := testca.Files(t)
 	secure := startDaemon(t, certFile, keyFile)
 	for _, tc := range []struct {
 		name string
@@ -340,7 +285,7 @@ func TestBridgeSaysWhy(t *testing.T) {
 	if got := connectErr("mcp", "http://"+plain+"/mcp", "--token-file", wrong); !strings.Contains(got, "401") || !strings.Contains(got, "--token-file") {
 		t.Errorf("a wrong token: %q; want 401 and --token-file named", got)
 	}
-	_, certFile, keyFile := testCA(t)
+	_, certFile, keyFile := testca.Files(t)
 	secure := startDaemon(t, certFile, keyFile)
 	if got := connectErr("mcp", "https://"+secure+"/mcp", "--token-file", wrong); !strings.Contains(got, "certificate") {
 		t.Errorf("an unknown CA: %q; want the certificate named", got)
