@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentbe/agentbe-daemon/internal/cafile"
 	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
 )
 
@@ -17,7 +18,7 @@ import (
 // /ssh WebSocket, so any OpenSSH client can reach a workspace through
 // ProxyCommand. The logic is wsclient.Proxy; this only reads flags.
 func newProxyCommand() *cobra.Command {
-	var token, tokenFile string
+	var token, tokenFile, ca string
 	cmd := &cobra.Command{
 		Use:   "proxy URL",
 		Short: "Bridge stdin/stdout to a daemon's SSH-over-WebSocket endpoint (for ssh -o ProxyCommand)",
@@ -27,11 +28,15 @@ extensions can use a workspace:
 
   ssh -o ProxyCommand='agent-backend proxy ws://127.0.0.1:3001/ssh --token-file ~/.agentbe-token' agent@workspace
   sftp -o ProxyCommand='agent-backend proxy wss://host/ssh --token-file F' agent@workspace
+  ssh -o ProxyCommand='agent-backend proxy wss://host/ssh --token-file F --ca ca.pem' agent@workspace
 
 The user and host names are not used (any SSH authentication is accepted; the
 token is the gate). The token is read from --token-file, --token, or the
 AGENTBE_AUTH_TOKEN environment variable, in that order; prefer the file, which
-keeps it out of ps. On macOS or Windows, where agent-backend does not build,
+keeps it out of ps. A wss:// daemon (--tls-cert) is verified against the
+system's roots, or with --ca FILE against only the certificates in FILE: the
+CA that signed the daemon's certificate, or a self-signed certificate itself.
+On macOS or Windows, where agent-backend does not build,
 agentbe-bridge ssh URL does the same (docs/remote-clients.md).`,
 		Args:          cobra.ExactArgs(1),
 		SilenceUsage:  true,
@@ -41,13 +46,23 @@ agentbe-bridge ssh URL does the same (docs/remote-clients.md).`,
 			if err != nil {
 				return err
 			}
+			tlsConfig, err := cafile.Config(ca)
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return wsclient.Proxy(ctx, args[0], tok, os.Stdin, os.Stdout)
+			d := wsclient.Dialer{TLSClientConfig: tlsConfig}
+			err = d.Proxy(ctx, args[0], tok, os.Stdin, os.Stdout)
+			if cafile.Untrusted(err) && ca == "" {
+				return fmt.Errorf("%w (a daemon whose certificate this machine does not trust: --ca FILE names the CA that signed it)", err)
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&token, "token", "", "auth token (visible in ps; prefer --token-file)")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the auth token")
+	cmd.Flags().StringVar(&ca, "ca", "", "PEM file of the CA that signed the daemon's certificate (for a wss URL with --tls-cert)")
 	return cmd
 }
 

@@ -187,7 +187,14 @@ var ErrUnauthorized = errors.New("the daemon rejected the token (WebSocket close
 // connection. A read blocked on in when the WebSocket ends is abandoned: the
 // caller is expected to exit (the CLI does), or to close in.
 func Proxy(ctx context.Context, rawURL, token string, in io.Reader, out io.Writer) error {
-	c, err := Dial(ctx, rawURL, token)
+	var d Dialer
+	return d.Proxy(ctx, rawURL, token, in, out)
+}
+
+// Proxy is the package's Proxy dialing with d (a TLSClientConfig that
+// trusts a private CA: `agent-backend proxy --ca`).
+func (d *Dialer) Proxy(ctx context.Context, rawURL, token string, in io.Reader, out io.Writer) error {
+	c, err := d.Dial(ctx, rawURL, token)
 	if err != nil {
 		return err
 	}
