@@ -91,6 +91,16 @@ func (c *checker) envVar(name string, v envVal) error {
 			return nil
 		}
 		return c.nested(v.val)
+	case name == "SHELL":
+		// flock -c, script and other programs run $SHELL as the shell
+		// for their code: judged as that program running code.
+		if v.computed {
+			return computedErr("flock -c and script run the program it names")
+		}
+		if strings.TrimSpace(v.val) == "" {
+			return nil
+		}
+		return c.nested(Quote(v.val) + " -c :")
 	case name == "BASH_ENV" || name == "ENV":
 		// bash (BASH_ENV) and sh (ENV) source this file before the script.
 		if v.word != nil && hasProcSubst(v.word) {
