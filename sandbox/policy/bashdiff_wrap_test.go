@@ -147,6 +147,16 @@ type wrapRun struct {
 	data bool // argv holds words read at run time
 }
 
+// getoptFailed is a wrapper whose options getopt refuses: an ambiguous
+// abbreviation or a missing value makes the tool fail and run nothing,
+// and an option this file does not know is one the harness cannot follow.
+func getoptFailed(name string, args []string, why string) int {
+	if strings.HasPrefix(why, "unknown option") {
+		return unparsed(name, args, why)
+	}
+	return 1
+}
+
 func unparsed(name string, args []string, why string) int {
 	record("bdiff-unparsed", append([]string{why, name}, args...))
 	fmt.Fprintf(os.Stderr, "bdiff-wrap %s: %s\n", name, why)
@@ -256,7 +266,7 @@ func runWrapper(name string, args []string) int {
 	simple := func(g gnuOpts, values int, noCommand ...string) int {
 		opts, rest, bad := g.parse(args)
 		if bad != "" {
-			return unparsed(name, args, bad)
+			return getoptFailed(name, args, bad)
 		}
 		for _, o := range opts {
 			if o.is(noCommand...) || o.is("--help", "--version", "-h", "-V") {
@@ -318,7 +328,7 @@ func runWrapper(name string, args []string) int {
 			"unlock": 0, "nonblock": 0, "nb": 0, "no-fork": 0, "timeout": 1, "wait": 1, "conflict-exit-code": 1,
 			"close": 0, "verbose": 0, "help": 0, "version": 0}}.parse(args)
 		if bad != "" {
-			return unparsed(name, args, bad)
+			return getoptFailed(name, args, bad)
 		}
 		for _, o := range opts {
 			if o.is("-h", "-V", "--help", "--version") {
@@ -340,7 +350,7 @@ func runWrapper(name string, args []string) int {
 			"command": 1, "echo": 1, "return": 0, "flush": 0, "force": 0, "quiet": 0, "log-in": 1, "log-out": 1,
 			"log-io": 1, "log-timing": 1, "logging-format": 1, "timing": 2, "output-limit": 1, "help": 0, "version": 0}}.parse(args)
 		if bad != "" {
-			return unparsed(name, args, bad)
+			return getoptFailed(name, args, bad)
 		}
 		code, has := "", false
 		for _, o := range opts {
@@ -360,7 +370,7 @@ func runWrapper(name string, args []string) int {
 			"no-color": 0, "differences": 2, "errexit": 0, "chgexit": 0, "equexit": 1, "interval": 1, "precise": 0,
 			"no-rerun": 0, "no-title": 0, "no-wrap": 0, "exec": 0, "help": 0, "version": 0}}.parse(args)
 		if bad != "" {
-			return unparsed(name, args, bad)
+			return getoptFailed(name, args, bad)
 		}
 		exe := false
 		for _, o := range opts {
@@ -404,7 +414,7 @@ func runEnv(args, env []string) int {
 		}
 		opts, rest, bad := g.parse(args)
 		if bad != "" {
-			return unparsed("env", args, bad)
+			return getoptFailed("env", args, bad)
 		}
 		split := -1
 		for k, o := range opts {
@@ -594,7 +604,7 @@ func runXargs(args, env []string) int {
 		"interactive": 0, "no-run-if-empty": 0, "max-chars": 1, "show-limits": 0, "verbose": 0, "exit": 0,
 		"max-procs": 1, "process-slot-var": 1, "help": 0, "version": 0}}.parse(args)
 	if bad != "" {
-		return unparsed("xargs", args, bad)
+		return getoptFailed("xargs", args, bad)
 	}
 	var in io.Reader = os.Stdin
 	delim, repl, perLine, n, noEmpty := -1, "", 0, 0, false
@@ -745,7 +755,8 @@ func xargsWords(l string) ([]string, bool) {
 
 // runFind walks find's start points (at most 64 files) and runs every
 // -exec, -execdir, -ok and -okdir command for each file, whatever the
-// tests before it say (-ok and -okdir only when a line of stdin says y).
+// tests before it say but -name when the expression has no -o, ! or ","
+// (-ok and -okdir only when a line of stdin says y).
 func runFind(args, env []string) int {
 	i := 0
 	for i < len(args) && (args[i] == "-H" || args[i] == "-L" || args[i] == "-P" || strings.HasPrefix(args[i], "-O") || args[i] == "-D") {
@@ -767,8 +778,16 @@ func runFind(args, env []string) int {
 		plus bool
 	}
 	var acts []action
+	var names []string // -name patterns, when the expression only ands its tests
+	anded := true
 	for ; i < len(args); i++ {
 		switch args[i] {
+		case "-name":
+			if i+1 < len(args) {
+				names = append(names, args[i+1])
+			}
+		case "-o", "-or", ",", "!", "-not":
+			anded = false
 		case "-exec", "-execdir", "-ok", "-okdir":
 			j := i + 1
 			for j < len(args) && args[j] != ";" && !(args[j] == "+" && j > i+1 && args[j-1] == "{}") {
@@ -791,6 +810,11 @@ func runFind(args, env []string) int {
 		filepath.WalkDir(s, func(p string, d os.DirEntry, err error) error {
 			if len(files) >= 64 {
 				return filepath.SkipAll
+			}
+			for _, pat := range names {
+				if ok, _ := filepath.Match(pat, filepath.Base(p)); !ok && anded {
+					return nil
+				}
 			}
 			files = append(files, p)
 			return nil
