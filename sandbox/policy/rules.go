@@ -935,7 +935,7 @@ func (c *checker) wrapper(k call, w wrapper) error {
 	if x.repl != "" {
 		for j := 1; j <= i && j < len(a.words); j++ {
 			if v, ok := litWord(a.words[j]); !ok || strings.Contains(v, x.repl) {
-				return c.unsafe(RuleUnjudgeable, "%s runs a program chosen by the input xargs pastes into its words", k.base)
+				return c.unsafe(RuleUnjudgeable, "%s runs a program chosen by the input that xargs or find pastes into its words", k.base)
 			}
 		}
 	}
@@ -1248,6 +1248,19 @@ func (c *checker) find(a args, x surroundings) error {
 		inner := a.words[i+1 : j]
 		if err := c.replCheck(inner, "{}", "find "+v); err != nil {
 			return err
+		}
+		if len(inner) == 0 {
+			i = j
+			continue
+		}
+		// A wrapper whose words up to its command hold {} runs the file
+		// found (find /usr/bin -name sudo -exec env {} id ;).
+		if v0, ok := litWord(inner[0]); ok {
+			if _, isWrapper := wrappers[path.Base(v0)]; isWrapper {
+				if err := c.simple(inner, surroundings{inFunc: x.inFunc, external: true, repl: "{}"}, nil); err != nil {
+					return err
+				}
+			}
 		}
 		// {} is each file found: judge the command with {} as the start
 		// points themselves, or, when tests before -exec select files, as
