@@ -802,7 +802,8 @@ var wrappers = map[string]wrapper{
 	"strace":   {noCommand: []string{"-p"}, valued: traceValued},
 	"ltrace":   {noCommand: []string{"-p"}, valued: traceValued},
 	"xvfb-run": {valued: set("-n", "-s", "-f", "-e", "-p", "--server-num", "--server-args", "--auth-file", "--error-file")},
-	"unshare":  {valued: set("--setuid", "--setgid", "-S", "-G", "--root", "-R", "--wd", "-w", "--propagation")},
+	"unshare": {valued: set("--setuid", "--setgid", "-S", "-G", "--root", "-R", "--wd", "-w", "--propagation",
+		"--map-user", "--map-group", "--map-users", "--map-groups", "--setgroups", "--monotonic", "--boottime", "--load-interp")},
 	// Multi-call binaries: the first word is the applet, judged as the
 	// program it is.
 	"busybox":   {unwrap: unwrapMultiCall},
@@ -813,14 +814,35 @@ var wrappers = map[string]wrapper{
 	"numactl": {noCommand: []string{"-s", "--show", "-H", "--hardware"}, valued: set("-N", "-m", "-C", "-i", "-p", "-P", "-w",
 		"--cpunodebind", "--membind", "--physcpubind", "--interleave", "--preferred", "--preferred-many", "--weighted-interleave")},
 	"dbus-launch": {valued: set("--config-file", "--autolaunch")},
+	// dbus-run-session --dbus-daemon=BINARY runs BINARY as the bus.
+	"dbus-run-session": {unwrap: func(c *checker, k call) (int, string, error) {
+		for j := 1; j < len(k.words); j++ {
+			if !k.ok[j] {
+				break
+			}
+			name, _, _ := strings.Cut(k.vals[j], "=")
+			if name == "--" || !strings.HasPrefix(name, "--") {
+				break
+			}
+			if len(name) > 2 && strings.HasPrefix("--dbus-daemon", name) {
+				return -1, "", c.unsafe(RuleUnjudgeable, "dbus-run-session --dbus-daemon runs the program it names")
+			}
+		}
+		return skipOptions(k.args, 1, set("--config-file", "--dbus-daemon")), "", nil
+	}},
+	"fakeroot": {valued: set("-l", "--lib", "-f", "--faked", "-i", "-s", "-b", "--fd-base")},
 	"sudoedit": {unwrap: func(c *checker, _ call) (int, string, error) {
 		return -1, "", c.danger(RulePrivilege, "sudoedit edits files as another user")
 	}},
-	"builtin": {}, "nohup": {}, "setsid": {}, "unbuffer": {}, "catchsegv": {}, "dbus-run-session": {},
-	"fakeroot": {}, "valgrind": {}, "firejail": {},
+	"builtin": {}, "nohup": {}, "setsid": {}, "unbuffer": {}, "catchsegv": {},
+	"valgrind": {}, "firejail": {},
 }
 
-var traceValued = set("-e", "-o", "-s", "-u", "-E", "-P", "-I", "-b", "-a", "-X", "-O", "-S", "-U", "-n")
+var traceValued = set("-e", "-o", "-s", "-u", "-E", "-P", "-I", "-b", "-a", "-X", "-O", "-S", "-U", "-n",
+	"--output", "--env", "--user", "--attach", "--string-limit", "--trace-path", "--const-print-style",
+	"--columns", "--summary-syscall-overhead", "--detach-on", "--interruptible", "--trace", "--signal",
+	"--status", "--abbrev", "--raw", "--read", "--write", "--kvm", "--summary-sort-by", "--summary-columns",
+	"--trace-fds", "--seccomp-bpf", "--argv0")
 
 // skipOptions returns the index of the first word from i on that is not
 // an option of a wrapper (valued: the options that take a value): past a
