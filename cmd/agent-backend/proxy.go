@@ -53,11 +53,7 @@ agentbe-bridge ssh URL does the same (docs/remote-clients.md).`,
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			d := wsclient.Dialer{TLSClientConfig: tlsConfig}
-			err = d.Proxy(ctx, args[0], tok, os.Stdin, os.Stdout)
-			if cafile.Untrusted(err) && ca == "" {
-				return fmt.Errorf("%w (a daemon whose certificate this machine does not trust: --ca FILE names the CA that signed it)", err)
-			}
-			return err
+			return cafile.Explain(d.Proxy(ctx, args[0], tok, os.Stdin, os.Stdout), ca)
 		},
 	}
 	cmd.Flags().StringVar(&token, "token", "", "auth token (visible in ps; prefer --token-file)")

@@ -3,11 +3,12 @@
 // for clients that only speak stdio:
 //
 //	agentbe-bridge mcp URL [--token-file F] [--ca F]   MCP over stdio <-> the daemon's /mcp
-//	agentbe-bridge ssh URL [--token-file F]            stdin/stdout <-> the daemon's /ssh (ssh -o ProxyCommand)
+//	agentbe-bridge ssh URL [--token-file F] [--ca F]   stdin/stdout <-> the daemon's /ssh (ssh -o ProxyCommand)
 //
 // Unlike agent-backend (the daemon, Linux only), it builds for every OS Go
 // supports: it imports only the portable client packages (client/mcpbridge,
-// ssh/wsclient). docs/remote-clients.md has each client's configuration.
+// ssh/wsclient) and internal/cafile (--ca, shared with agent-backend's
+// health and proxy). docs/remote-clients.md has each client's configuration.
 package main
 
 import (
@@ -106,7 +107,7 @@ the status (401: the token is missing or wrong).`,
 }
 
 func newSSH(stdin io.Reader, stdout io.Writer) *cobra.Command {
-	var tokenFile string
+	var tokenFile, caFile string
 	cmd := &cobra.Command{
 		Use:   "ssh URL",
 		Short: "stdin/stdout <-> a daemon's SSH-over-WebSocket endpoint (ws(s)://host:port/ssh), for ssh -o ProxyCommand",
@@ -121,12 +122,18 @@ the workspace from any OS:
 			if err != nil {
 				return err
 			}
+			tlsConfig, err := cafile.Config(caFile)
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return wsclient.Proxy(ctx, args[0], tok, stdin, stdout)
+			d := wsclient.Dialer{TLSClientConfig: tlsConfig}
+			return cafile.Explain(d.Proxy(ctx, args[0], tok, stdin, stdout), caFile)
 		},
 	}
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the daemon's token (else AGENTBE_AUTH_TOKEN)")
+	cmd.Flags().StringVar(&caFile, "ca", "", "PEM file of the CA that signed the daemon's certificate, for a wss URL (default: the system's roots)")
 	return cmd
 }
 

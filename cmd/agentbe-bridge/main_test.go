@@ -332,36 +332,64 @@ func TestBridgeBuildsOffLinux(t *testing.T) {
 // TestBridgeCarriesSSH: `agentbe-bridge ssh` is the ProxyCommand of an
 // OpenSSH client on any OS: an x/crypto/ssh client speaking over the
 // bridge's stdin/stdout reaches the daemon's /ssh with the token and runs a
-// command in the workspace.
+// command in the workspace, over ws:// and over wss:// to a daemon with a
+// test CA's certificate (--ca). Without --ca that daemon's certificate is
+// refused naming --ca FILE, and a --ca file with no certificate is refused
+// naming the file.
 func TestBridgeCarriesSSH(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte(testToken), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := startDaemon(t, "", "")
-	local, remote := net.Pipe()
-	code := make(chan int, 1)
-	go func() {
-		code <- run(context.Background(), []string{"ssh", "ws://" + addr + "/ssh", "--token-file", tokenFile}, remote, remote, io.Discard)
-		remote.Close()
-	}()
-	conn, chans, reqs, err := ssh.NewClientConn(local, "workspace", &ssh.ClientConfig{
-		User: "agent", Auth: []ssh.AuthMethod{ssh.Password("unused")}, HostKeyCallback: ssh.InsecureIgnoreHostKey(),
-	})
-	if err != nil {
-		local.Close()
-		t.Fatalf("SSH through agentbe-bridge ssh: %v (exit %d)", err, <-code)
+	caFile, certFile, keyFile := testca.Files(t)
+	plain, secure := startDaemon(t, "", ""), startDaemon(t, certFile, keyFile)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"ws", []string{"ssh", "ws://" + plain + "/ssh", "--token-file", tokenFile}},
+		{"wss with a test CA", []string{"ssh", "wss://" + secure + "/ssh", "--token-file", tokenFile, "--ca", caFile}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			local, remote := net.Pipe()
+			code := make(chan int, 1)
+			var stderr lockedBuffer
+			go func() {
+				code <- run(context.Background(), tc.args, remote, remote, &stderr)
+				remote.Close()
+			}()
+			conn, chans, reqs, err := ssh.NewClientConn(local, "workspace", &ssh.ClientConfig{
+				User: "agent", Auth: []ssh.AuthMethod{ssh.Password("unused")}, HostKeyCallback: ssh.InsecureIgnoreHostKey(),
+			})
+			if err != nil {
+				local.Close()
+				t.Fatalf("SSH through agentbe-bridge ssh: %v (exit %d, %q)", err, <-code, stderr.String())
+			}
+			client := ssh.NewClient(conn, chans, reqs)
+			sess, err := client.NewSession()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := sess.Output("echo through the bridge")
+			sess.Close()
+			client.Close()
+			if err != nil || strings.TrimSpace(string(out)) != "through the bridge" {
+				t.Errorf("exec over the bridge: %v, %q", err, out)
+			}
+			<-code
+		})
 	}
-	client := ssh.NewClient(conn, chans, reqs)
-	sess, err := client.NewSession()
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ssh", "wss://" + secure + "/ssh", "--token-file", tokenFile}, "certificate signed by unknown authority (a daemon whose certificate this machine does not trust: --ca FILE names the CA that signed it)"},
+		{[]string{"ssh", "wss://" + secure + "/ssh", "--token-file", tokenFile, "--ca", keyFile}, "--ca " + keyFile + ": no PEM certificate in it"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tc.args, strings.NewReader(""), &stdout, &stderr)
+		if code != 1 || stdout.Len() != 0 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("agentbe-bridge %s: exit %d, stdout %q, stderr %q; want exit 1 naming %q", strings.Join(tc.args, " "), code, stdout.String(), stderr.String(), tc.want)
+		}
 	}
-	out, err := sess.Output("echo through the bridge")
-	sess.Close()
-	client.Close()
-	if err != nil || strings.TrimSpace(string(out)) != "through the bridge" {
-		t.Errorf("exec over the bridge: %v, %q", err, out)
-	}
-	<-code
 }

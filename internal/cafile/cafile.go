@@ -52,3 +52,13 @@ func Untrusted(err error) bool {
 	_, ok := errors.AsType[*tls.CertificateVerificationError](err)
 	return ok
 }
+
+// Explain is err with what to do added when it is a certificate this
+// machine does not trust and no --ca was given (path ""): name the CA with
+// --ca FILE. Any other err is returned as it is.
+func Explain(err error, path string) error {
+	if path == "" && Untrusted(err) {
+		return fmt.Errorf("%w (a daemon whose certificate this machine does not trust: %s FILE names the CA that signed it)", err, Flag)
+	}
+	return err
+}

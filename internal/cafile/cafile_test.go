@@ -15,7 +15,8 @@ import (
 // TestConfig: the file's certificate is the one root the configuration
 // trusts (here httptest's self-signed certificate, as a daemon's own
 // would be), and each bad file is refused naming --ca, the file and what
-// is wrong.
+// is wrong. Explain names --ca after an untrusted certificate's error when
+// no --ca was given, and leaves every other error as it is.
 func TestConfig(t *testing.T) {
 	if c, err := Config(""); c != nil || err != nil {
 		t.Errorf(`Config(""): %v, %v; want nil, nil (the system's roots)`, c, err)
@@ -48,8 +49,18 @@ func TestConfig(t *testing.T) {
 		t.Fatalf("dial with the file's CA: %v", err)
 	}
 	c.Close()
-	if _, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{MinVersion: tls.VersionTLS12}); !Untrusted(err) {
-		t.Errorf("dial with the system's roots: %v; want a verification failure", err)
+	_, untrusted := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{MinVersion: tls.VersionTLS12})
+	if !Untrusted(untrusted) {
+		t.Errorf("dial with the system's roots: %v; want a verification failure", untrusted)
+	}
+	if got := Explain(untrusted, ""); !Untrusted(got) || !strings.HasSuffix(got.Error(), "x509: certificate signed by unknown authority (a daemon whose certificate this machine does not trust: --ca FILE names the CA that signed it)") {
+		t.Errorf("Explain without --ca: %v; want Go's reason, then --ca FILE named", got)
+	}
+	if got := Explain(untrusted, good); got != untrusted {
+		t.Errorf("Explain with --ca: %v; want the error as it is", got)
+	}
+	if other := errors.New("connection refused"); Explain(other, "") != other || Explain(nil, "") != nil {
+		t.Error("Explain changed an error that is not a certificate's")
 	}
 	if Untrusted(errors.New("connection refused")) || Untrusted(nil) {
 		t.Error("Untrusted holds for an error that is not a certificate's")
