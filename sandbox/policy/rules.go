@@ -1844,15 +1844,46 @@ func fdPath(p string) (string, bool) {
 
 // parallel judges GNU parallel's command template, which it runs through
 // a shell: the words before ":::" (or all words, reading args from stdin).
+// parallelFlags and parallelValued are the GNU parallel options the
+// policy reads: flags, and options with a value (-j 4, -j4, --jobs=4).
+var (
+	parallelFlags = set("-k", "--keep-order", "-q", "--quote", "-X", "-m", "--xargs", "-v", "--verbose",
+		"-t", "--dry-run", "--no-notice", "--will-cite", "--line-buffer", "--lb", "--tag", "--group",
+		"-u", "--ungroup", "--bar", "--eta", "--progress", "-0", "--null", "-r", "--no-run-if-empty")
+	parallelValued = set("-j", "--jobs", "-P", "--max-procs", "-N", "-n", "--max-args", "-L", "--max-lines",
+		"--delay", "--timeout", "-I", "-C", "--colsep", "-d", "--delimiter", "-a", "--arg-file")
+)
+
 func (c *checker) parallel(a args) error {
 	var parts []string
+	opts := true
 	for i := 1; i < len(a.words); i++ {
-		if a.ok[i] && (a.vals[i] == ":::" || a.vals[i] == "::::" || a.vals[i] == ":::+") {
+		if a.ok[i] && (a.vals[i] == ":::" || a.vals[i] == "::::" || a.vals[i] == ":::+" || a.vals[i] == "::::+") {
 			break
 		}
-		if len(parts) == 0 && a.ok[i] && strings.HasPrefix(a.vals[i], "-") {
-			continue // options (values of -j etc. are numbers, harmless as words)
+		if opts && a.ok[i] && a.vals[i] == "--" {
+			opts = false
+			continue
 		}
+		if opts && a.ok[i] && strings.HasPrefix(a.vals[i], "-") && len(a.vals[i]) > 1 {
+			// Only the options below are read; GNU parallel has many
+			// more, with values, and takes abbreviations (--jo 2), so
+			// any other one leaves the command unknown.
+			v := a.vals[i]
+			name, _, eq := strings.Cut(v, "=")
+			switch {
+			case parallelFlags[v]:
+			case parallelValued[name] && eq:
+			case parallelValued[v]:
+				i++
+			case len(v) > 2 && v[1] != '-' && parallelValued[v[:2]]:
+				// -j4: the value attached
+			default:
+				return c.unsafe(RuleUnjudgeable, "parallel %s: an option the policy does not read, so the command it runs cannot be told", v)
+			}
+			continue
+		}
+		opts = false
 		if !a.ok[i] {
 			return c.unsafe(RuleUnjudgeable, "parallel runs a command template computed at run time")
 		}
