@@ -77,6 +77,20 @@ func (c *checker) envGroup(group map[string]envVal, persistent bool) error {
 	return nil
 }
 
+// plainMakeFlag reports a MAKEFLAGS word that only sets how make runs:
+// flag letters (k, s, -j4, -l2), --jobs=N and the like.
+func plainMakeFlag(w string) bool {
+	switch strings.SplitN(w, "=", 2)[0] {
+	case "--no-print-directory", "--print-directory", "--keep-going", "--silent", "--quiet", "--jobs",
+		"--load-average", "--always-make", "--warn-undefined-variables", "--no-builtin-rules",
+		"--no-builtin-variables", "--no-keep-going", "--output-sync", "--trace", "--", "-":
+		return !strings.Contains(w, "=") || strings.Trim(strings.SplitN(w, "=", 2)[1], "0123456789.") == "" ||
+			strings.HasPrefix(w, "--output-sync=") && strings.Trim(w[len("--output-sync="):], "abcdefghijklmnopqrstuvwxyz") == ""
+	}
+	f := strings.TrimPrefix(w, "-")
+	return f != "" && strings.Trim(strings.TrimRight(f, "0123456789."), "jklsinwBrRtSq") == ""
+}
+
 // envVar judges one variable whose value some program runs or reads as code.
 func (c *checker) envVar(name string, v envVal) error {
 	computedErr := func(what string) error {
@@ -91,11 +105,41 @@ func (c *checker) envVar(name string, v envVal) error {
 			return nil
 		}
 		return c.nested(v.val)
-	case name == "SHELL":
-		// flock -c, script and other programs run $SHELL as the shell
-		// for their code: judged as that program running code.
+	case name == "MAKEFLAGS" || name == "GNUMAKEFLAGS":
+		// make reads these as its own options: --eval, -E, SHELL= and
+		// .SHELLFLAGS= there run code as they do on make's command line.
 		if v.computed {
-			return computedErr("flock -c and script run the program it names")
+			return computedErr("make reads it as its options")
+		}
+		for _, w := range strings.Fields(v.val) {
+			if !plainMakeFlag(w) {
+				return c.unsafe(RuleUnjudgeable, "%s passes make the option %s, which the policy does not read there; put it on make's command line", name, w)
+			}
+		}
+		return nil
+	case name == "MAKEFILES":
+		// make reads the makefiles it names first.
+		if v.computed {
+			return computedErr("make reads the makefiles it names")
+		}
+		for _, w := range strings.Fields(v.val) {
+			if _, isFd := fdPath(w); isFd || strings.HasPrefix(w, "/dev/") || strings.HasPrefix(w, "/proc/") {
+				return c.unsafe(RuleUnjudgeable, "MAKEFILES=%s makes make read a makefile from stdin or a descriptor", w)
+			}
+		}
+		return nil
+	case name == "PARALLEL":
+		// GNU parallel prepends it to its options.
+		if v.computed || strings.TrimSpace(v.val) != "" {
+			return c.unsafe(RuleUnjudgeable, "PARALLEL passes GNU parallel options the policy does not see; put them on parallel's command line")
+		}
+		return nil
+	case name == "SHELL" || name == "PARALLEL_SHELL":
+		// flock -c, script, GNU parallel and other programs run $SHELL
+		// (parallel: $PARALLEL_SHELL) as the shell for their code: judged
+		// as that program running code.
+		if v.computed {
+			return computedErr("flock -c, script and parallel run the program it names")
 		}
 		if strings.TrimSpace(v.val) == "" {
 			return nil
