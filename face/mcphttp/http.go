@@ -137,12 +137,21 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 				admit.ShareRefusal(caller.Name, held, s.maxSess, "MCP sessions", "--mcp-max-sessions")+" (DELETE /mcp), or retry after idle sessions expire")
 			return
 		}
-		s.sessOpening[caller.Name]++
+		// An initialize being answered counts in its token's share; the
+		// other requests without a session id (the go-sdk client's
+		// server/discover) open none.
+		opens := false
+		classify(body, false, func(m message) { opens = opens || m.Method == "initialize" })
+		if opens {
+			s.sessOpening[caller.Name]++
+		}
 		s.sessMu.Unlock()
 		s.serveSDK(s.sessH, uninitResponseWriter{w}, r, caller)
 		s.sessMu.Lock()
-		if s.sessOpening[caller.Name]--; s.sessOpening[caller.Name] == 0 {
-			delete(s.sessOpening, caller.Name)
+		if opens {
+			if s.sessOpening[caller.Name]--; s.sessOpening[caller.Name] == 0 {
+				delete(s.sessOpening, caller.Name)
+			}
 		}
 		if id := w.Header().Get("Mcp-Session-Id"); id != "" {
 			s.sessOwner[id] = caller.Name
