@@ -280,8 +280,12 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
-// Write sends one message as a line. A write still blocked when ctx ends,
-// or after the transport's writeTimeout whatever ctx (the upstream stopped
+// writeGrace is how long a write may still be blocked after its context
+// ended before the stream is broken for it.
+const writeGrace = time.Second
+
+// Write sends one message as a line. A write still blocked writeGrace after
+// ctx ends, or after the transport's writeTimeout whatever ctx (the upstream stopped
 // reading its stdin), breaks the stream: part of the line may be sent, so
 // nothing after it could be framed. A write waiting for another to finish
 // gives up when its own ctx ends, having sent nothing.
@@ -315,12 +319,27 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return c.t.deadErr
 	default:
 	}
+	// The write is broken only if it is still blocked writeGrace after
+	// ctx ended: ctx may end (a caller gone) the moment after the line
+	// was written, before the write could say so, and breaking the
+	// stream then would restart a server that reads its stdin.
+	var state atomic.Int32 // writing, done, or broken
+	const (
+		writing = iota
+		done
+		broken
+	)
 	stop := context.AfterFunc(ctx, func() {
-		c.t.kill(fmt.Errorf("stopped reading its stdin (a write was still blocked when it had to end: %v)", context.Cause(ctx)))
-		c.t.w.Close()
+		time.AfterFunc(writeGrace, func() {
+			if state.CompareAndSwap(writing, broken) {
+				c.t.kill(fmt.Errorf("stopped reading its stdin (a write was still blocked when it had to end: %v)", context.Cause(ctx)))
+				c.t.w.Close()
+			}
+		})
 	})
 	_, err = c.t.w.Write(data)
-	if !stop() {
+	stop()
+	if !state.CompareAndSwap(writing, done) {
 		return c.t.err()
 	}
 	if err != nil {

@@ -265,3 +265,36 @@ func waitBlockedInRead(t *testing.T) {
 	}
 	t.Fatal("no goroutine blocked in conn.Read")
 }
+
+// stdinFunc is an upstream's stdin that calls write for each line.
+type stdinFunc func(p []byte) (int, error)
+
+func (f stdinFunc) Write(p []byte) (int, error) { return f(p) }
+func (f stdinFunc) Close() error                { return nil }
+
+// TestWriteCompletedAsItsCallerLeft: a caller whose context ends the
+// moment after its line was written (a client that went away just then)
+// leaves the stream whole: the write completed, so the server, which reads
+// its stdin, is not restarted for it. Here the context ends inside the
+// write, after the line was taken, and the write returns some time later.
+func TestWriteCompletedAsItsCallerLeft(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := newTransport(io.NopCloser(strings.NewReader("")), stdinFunc(func(p []byte) (int, error) {
+		cancel()                          // the caller leaves as the line is taken
+		time.Sleep(50 * time.Millisecond) // and the write says so a moment later
+		return len(p), nil
+	}), DefaultMaxMessage, slog.New(slog.DiscardHandler))
+	c, err := tr.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(ctx, &jsonrpc.Request{Method: "notifications/x"}); err != nil {
+		t.Fatalf("a write that completed: %v", err)
+	}
+	time.Sleep(writeGrace + 200*time.Millisecond) // past the grace a blocked write gets
+	select {
+	case <-tr.dead:
+		t.Fatalf("the stream was broken for a write that completed: %v", tr.deadErr)
+	default:
+	}
+}
