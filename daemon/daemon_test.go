@@ -141,8 +141,8 @@ func get(t testing.TB, url string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-// send makes one request with a JSON body and the headers of hdr, and
-// returns the status and the body.
+// send makes one request with a JSON body and the headers of hdr ("Host"
+// sets the request's host), and returns the status and the body.
 func send(t testing.TB, method, url, body string, hdr map[string]string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
@@ -151,6 +151,10 @@ func send(t testing.TB, method, url, body string, hdr map[string]string) (int, s
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)

@@ -24,27 +24,7 @@ import (
 // healthAs asks /health with the headers of hdr and returns its body.
 func healthAs(t *testing.T, url string, hdr map[string]string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url+"/health", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range hdr {
-		if k == "Host" {
-			req.Host = v
-			continue
-		}
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
+	return send(t, http.MethodGet, url+"/health", "", hdr)
 }
 
 func jsonKeys(t *testing.T, body string) []string {
