@@ -16,6 +16,21 @@ import (
 
 // initializeBatches starts a session on a protocol version that has
 // batches (the SDK takes them up to 2025-03-26).
+// stdioOutputAfterEOF waits for a session of serveStdioAll whose stdin was
+// closed to end (a minute at most, a guard: past it the session is ended
+// by Close and the test fails), and returns all it wrote.
+func stdioOutputAfterEOF(t *testing.T, e *env, done chan error, out chan string) string {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(time.Minute): // a guard, not a figure
+		t.Error("ServeStdio still waiting a minute after EOF")
+		e.srv.Close()
+		<-done
+	}
+	return <-out
+}
+
 // serveStdioAll serves a stdio session of e on fresh pipes: done gets
 // ServeStdio's error, and out everything the session wrote to stdout, once
 // it has ended.
@@ -189,14 +204,7 @@ func TestStdioOddIDsAtEOF(t *testing.T) {
 				}, c.lines...)
 				p.clientOut.Write([]byte(strings.Join(lines, "\n") + "\n"))
 				p.clientOut.Close()
-				select {
-				case <-done:
-				case <-time.After(time.Minute): // a guard, not a figure
-					t.Error("ServeStdio still waiting a minute after EOF")
-					e.srv.Close()
-					<-done
-				}
-				got := <-out
+				got := stdioOutputAfterEOF(t, e, done, out)
 				for _, w := range c.want {
 					if !strings.Contains(got, w) {
 						t.Errorf("stdout lacks %s", w)
@@ -313,14 +321,7 @@ func TestStdioEOFMidLine(t *testing.T) {
 					`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
 					`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n" + c.last))
 				p.clientOut.Close()
-				select {
-				case <-done:
-				case <-time.After(time.Minute): // a guard, not a figure
-					t.Error("ServeStdio still waiting a minute after EOF")
-					e.srv.Close()
-					<-done
-				}
-				got := <-out
+				got := stdioOutputAfterEOF(t, e, done, out)
 				if !strings.Contains(got, `"id":1,`) {
 					t.Errorf("the ping before the last line was not answered: %.300s", got)
 				}
