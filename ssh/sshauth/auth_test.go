@@ -57,6 +57,12 @@ func TestParseAuthorizedKeys(t *testing.T) {
 		{"\n\npermitopen=\"x:1\" " + line(k), "keys:3: option"},
 		{`from="example.com" ` + line(k), `keys:1: from="example.com": "example.com": host names cannot be matched`},
 		{"ssh-ed25519 AAAAnotbase64", "keys:1:"},
+		// A pattern that would match no address, or match by path.Match's
+		// rules where OpenSSH's differ, is refused, not kept
+		// (FuzzFromMatchesOpenSSH).
+		{`from="10.0.0.0/8,! 10.1.2.3" ` + line(k), `keys:1: from="10.0.0.0/8,! 10.1.2.3": " 10.1.2.3": ' ' cannot be in an address pattern`},
+		{`from="10.0.0.0/8,!10.1.2.[0-9]" ` + line(k), `"10.1.2.[0-9]": '[' cannot be`},
+		{`from="10.0.0.\1" ` + line(k), `'\\' cannot be`},
 	} {
 		_, err := ParseAuthorizedKeys("keys", []byte(tc.content))
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {

@@ -118,8 +118,10 @@ func weakKey(pk gossh.PublicKey) string {
 }
 
 // parseFrom reads an OpenSSH pattern list: addresses or CIDRs or globs on
-// addresses, comma-separated, "!" negating. Host names cannot match (the
-// server does no reverse lookup), so a pattern with letters is refused.
+// addresses ('*' and '?', as OpenSSH's match_pattern), comma-separated,
+// "!" negating. Host names cannot match (the server does no reverse
+// lookup), so a pattern with letters is refused, and so is any other
+// character an address cannot hold.
 func parseFrom(list string) ([]fromPattern, error) {
 	var out []fromPattern
 	for _, p := range strings.Split(list, ",") {
@@ -141,8 +143,15 @@ func parseFrom(list string) ([]fromPattern, error) {
 			if strings.IndexFunc(p, func(r rune) bool { return r >= 'g' && r <= 'z' || r >= 'G' && r <= 'Z' }) >= 0 {
 				return nil, fmt.Errorf("%q: host names cannot be matched (no reverse lookups); use addresses or CIDRs", p)
 			}
-			if _, err := path.Match(p, ""); err != nil {
-				return nil, err
+			// Only what an address's text holds, and OpenSSH's two
+			// wildcards: path.Match's classes and escapes ("[0-9]", "\\1")
+			// mean nothing to OpenSSH, and a space (after "!", say) would
+			// make a pattern that matches no address, a restriction
+			// silently ignored.
+			for _, r := range p {
+				if !strings.ContainsRune("0123456789abcdefABCDEF.:*?", r) {
+					return nil, fmt.Errorf("%q: %q cannot be in an address pattern (digits, a-f, '.', ':', and the wildcards '*' and '?')", p, r)
+				}
 			}
 			fp.glob = p
 		}
