@@ -2,6 +2,10 @@ package sites
 
 import (
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -154,4 +158,98 @@ func TestParseEnvFile(t *testing.T) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
+}
+
+// FuzzParseEnvFile: an error names the file and the line at fault (one
+// that is not blank, a comment or KEY=VALUE); every name taken is a
+// variable name; and what is taken, written back as KEY="VALUE" lines,
+// reads back the same.
+func FuzzParseEnvFile(f *testing.F) {
+	for _, s := range []string{
+		"# secrets\n\nAPI_KEY=abc=def\nexport TOKEN=\"quoted value\"\nSINGLE='x y'\n",
+		"OK=1\nNOEQUALS\n", "OK=1\n1KEY=x\n", "OK=1\nA B=c\n",
+		"LD_PRELOAD=/tmp/evil.so\nPATH=/tmp/evil\nexport API_KEY='s3cret-value'\nBASH_ENV=/tmp/evil.sh\n",
+		"A=\"\"\"\r\nB= ' x ' \nexport  C = 'q\"\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		env, err := ParseEnvFile("site.env", data)
+		if err != nil {
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "site.env:") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			num, _, ok := strings.Cut(strings.TrimPrefix(msg, "site.env:"), ":")
+			n, convErr := strconv.Atoi(num)
+			if !ok || convErr != nil {
+				return // not a line's: the file as a whole (a line over the scanner's limit)
+			}
+			lines := strings.Split(string(data), "\n")
+			if n < 1 || n > len(lines) {
+				t.Fatalf("error names line %d of %d: %v", n, len(lines), err)
+			}
+			l := strings.TrimPrefix(strings.TrimSpace(lines[n-1]), "export ")
+			if k, _, ok := strings.Cut(l, "="); ok && envKeyRe().MatchString(strings.TrimSpace(k)) {
+				t.Fatalf("error names line %d, %q, which is KEY=VALUE: %v", n, lines[n-1], err)
+			}
+			return
+		}
+		var back strings.Builder
+		for k, v := range env {
+			if !envKeyRe().MatchString(k) {
+				t.Fatalf("took %q as a name", k)
+			}
+			if strings.ContainsAny(v, "\n") {
+				t.Fatalf("value of %s holds a newline: %q", k, v)
+			}
+			fmt.Fprintf(&back, "%s=\"%s\"\n", k, v)
+		}
+		again, err := ParseEnvFile("back.env", []byte(back.String()))
+		if err != nil || !maps.Equal(again, env) {
+			t.Fatalf("%q read as %q; written back as %q it reads %q, %v", data, env, back.String(), again, err)
+		}
+	})
+}
+
+// FuzzComponents: the component blocks found are in order, apart, within
+// the page, each from a line that opens a component fence to a line that
+// closes it; and each block's command line, split into argv, reads back as
+// the same argv when its words are written again quoted.
+func FuzzComponents(f *testing.F) {
+	f.Add("# Report\n\n```component\necho counted 42\n```\n\n```sh\necho no\n```\n\n```component\nls 'a b' \"c'd\"\n```\n")
+	f.Add("````component\necho a | wc\n```\n````\n```component\nrm -rf data\n")
+	f.Add("```component\n\t x'' \"\" \t\n\n```")
+	f.Add("```component\na'\"b\"' \"'\"\n```\n")
+	f.Fuzz(func(t *testing.T, page string) {
+		prev := 0
+		for _, c := range findComponents([]byte(page)) {
+			if c.start < prev || c.end <= c.start || c.end > len(page) {
+				t.Fatalf("block [%d,%d) after %d in a page of %d bytes", c.start, c.end, prev, len(page))
+			}
+			prev = c.end
+			block := strings.Split(strings.TrimSuffix(page[c.start:c.end], "\n"), "\n")
+			open, last := strings.TrimSpace(block[0]), strings.TrimSpace(block[len(block)-1])
+			if strings.Trim(open, "`") != "component" || len(block) < 2 || !strings.HasPrefix(last, "```") || strings.Trim(last, "`") != "" {
+				t.Fatalf("block %q does not run from a component fence to a closing one", page[c.start:c.end])
+			}
+			argv, err := splitWords(c.line)
+			if err != nil {
+				continue
+			}
+			// Each word as quoted pieces: a ' in "…", the rest in '…'.
+			var back []string
+			for _, w := range argv {
+				q := "''"
+				for p := range strings.SplitSeq(w, "'") {
+					q += "'" + p + `'"'"`
+				}
+				back = append(back, strings.TrimSuffix(q, `"'"`))
+			}
+			again, err := splitWords(strings.Join(back, " "))
+			if err != nil || !slices.Equal(again, argv) {
+				t.Fatalf("%q split as %q; written back as %q it splits as %q, %v", c.line, argv, back, again, err)
+			}
+		}
+	})
 }
