@@ -321,7 +321,7 @@ var settings = []*setting{
 		usage: "shell commands run in: auto (bash if present, else sh), bash, sh",
 		field: func(c *Config) any { return &c.Shell }, check: oneOf("auto", "bash", "sh")},
 	{key: "run-as", group: GroupIsolation, env: env("run-as"),
-		usage: "when the daemon runs as root, run commands as this user, who must be able to write --root (chown it; file tools still write as the daemon's user); without it, root inside bwrap still means root file access",
+		usage: "when the daemon runs as root, run commands as this user, who must be able to write --root (chown it); what the file tools, SFTP and scp create is given to this user; without it, root inside bwrap still means root file access",
 		field: func(c *Config) any { return &c.RunAs }},
 	{key: "sandbox-helper", group: GroupIsolation, env: env("sandbox-helper"),
 		usage: "the agentbe-sandbox program the daemon starts as its trampoline (the landlock mode's commands, transactions that cannot mount in place): an absolute path, validated at start (a regular program owned by root or the daemon's user, writable by no one else) and refused if it is not; off: the daemon is its own trampoline; default: agentbe-sandbox beside the daemon's executable if it is there and valid, else the daemon itself",

@@ -128,7 +128,17 @@ func startWorkspace(w *wiring) (r built, err error) {
 	case "memory":
 		root = fsops.NewMemory(cfg.Root, fsops.Options{MaxReadSize: cfg.MaxReadSize})
 	default:
-		root, err = fsops.NewDir(cfg.Root, fsops.Options{MaxReadSize: cfg.MaxReadSize, Fsync: cfg.Fsync})
+		opts := fsops.Options{MaxReadSize: cfg.MaxReadSize, Fsync: cfg.Fsync}
+		if cfg.RunAs != "" {
+			// What the file tools, SFTP and scp create is the user's whose
+			// commands will change it.
+			cred, _, err := sandbox.LookupRunAs(cfg.RunAs)
+			if err != nil {
+				return r, fmt.Errorf("--run-as: %w", err)
+			}
+			opts.Owner = &fsops.Owner{UID: int(cred.Uid), GID: int(cred.Gid)}
+		}
+		root, err = fsops.NewDir(cfg.Root, opts)
 		if err != nil {
 			return r, fmt.Errorf("--root %q: %w", cfg.Root, err)
 		}

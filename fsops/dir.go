@@ -32,6 +32,12 @@ type Options struct {
 	// data and the directory entries a write changed are fsynced. Scopes
 	// inherit it.
 	Fsync bool
+	// Owner, when set, is given every file, directory and symlink the
+	// workspace creates, and a file it replaces whole keeps its owner
+	// (owner.go): a root daemon's --run-as user, so that its commands can
+	// change what the file tools made. Scopes inherit it; the memory
+	// workspace has no owners.
+	Owner *Owner
 }
 
 func (o Options) maxRead() int64 {
@@ -247,7 +253,7 @@ func (w *dirWS) openIn(pr *os.Root, rel string) (*os.Root, error) {
 // mkdirAll creates rel and its missing parents, taking the fallback.
 func (w *dirWS) mkdirAll(r *os.Root, rel string) error {
 	_, err := inRoot(w, r, rel, true, func(r *os.Root, rel string) (struct{}, error) {
-		return struct{}{}, r.MkdirAll(rel, 0o755)
+		return struct{}{}, w.mkdirs(r, rel)
 	})
 	return err
 }

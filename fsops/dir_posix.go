@@ -28,10 +28,11 @@ func (w *dirWS) OpenFile(p string, flag int, perm fs.FileMode) (File, error) {
 	f, err := do(w, o, p, write, true, func(r *os.Root, rel string) (*os.File, error) {
 		if flag&os.O_CREATE != 0 {
 			if d := path.Dir(rel); d != "." {
-				if err := r.MkdirAll(d, 0o755); err != nil {
+				if err := w.mkdirs(r, d); err != nil {
 					return nil, err
 				}
 			}
+			return w.createFile(r, rel, flag|openNoWait, perm)
 		}
 		return r.OpenFile(rel, flag|openNoWait, perm)
 	})
@@ -201,7 +202,7 @@ func (w *dirWS) Symlink(target, link string) error {
 			}
 			return mapErr(opSymlink, link, err)
 		}
-		err = symlinkIn(r, rdir, name, stored)
+		err = symlinkIn(r, rdir, name, stored, w.opts.Owner)
 		if (err == syscall.ENOTDIR || err == syscall.ELOOP) && attempt < 2 {
 			continue // a component of rdir became a link meanwhile: resolve again
 		}
@@ -216,7 +217,7 @@ func (w *dirWS) Symlink(target, link string) error {
 // clean relative path without symlinks, "." for r itself), opening each
 // component with O_NOFOLLOW|O_DIRECTORY: a component that is a symlink
 // (or no directory) fails with ELOOP or ENOTDIR instead of being followed.
-func symlinkIn(r *os.Root, dir, name, target string) error {
+func symlinkIn(r *os.Root, dir, name, target string, owner *Owner) error {
 	f, err := r.Open(".")
 	if err != nil {
 		return err
@@ -247,7 +248,9 @@ func symlinkIn(r *os.Root, dir, name, target string) error {
 				cur = fd
 			}
 		}
-		serr = unix.Symlinkat(target, cur, name)
+		if serr = unix.Symlinkat(target, cur, name); serr == nil {
+			serr = ownLinkAt(owner, cur, name)
+		}
 	})
 	if cerr != nil {
 		return cerr

@@ -69,7 +69,7 @@ func (w *dirWS) atomicWrite(r *os.Root, rel string, data []byte) error {
 		if _, err := r.Lstat(strings.TrimSuffix(dir, "/")); err != nil {
 			created = true
 		}
-		if err := r.MkdirAll(strings.TrimSuffix(dir, "/"), 0o755); err != nil {
+		if err := w.mkdirs(r, strings.TrimSuffix(dir, "/")); err != nil {
 			return err
 		}
 	}
@@ -85,10 +85,15 @@ func (w *dirWS) atomicWrite(r *os.Root, rel string, data []byte) error {
 	}
 	if existing {
 		f.Chmod(perm) // keep the old mode exactly (the umask applied to the create)
-	}
-	if writeHook != nil {
-		err = writeHook(f, data)
+		err = w.keepOwner(f, fi)
 	} else {
+		err = w.ownNew(f)
+	}
+	switch {
+	case err != nil:
+	case writeHook != nil:
+		err = writeHook(f, data)
+	default:
 		_, err = f.Write(data)
 	}
 	if err == nil {
@@ -138,12 +143,12 @@ func (w *dirWS) Mkdir(p string, parents bool) error {
 			if rel == "." {
 				return nil
 			}
-			if err := r.MkdirAll(rel, 0o755); err != nil {
+			if err := w.mkdirs(r, rel); err != nil {
 				return err
 			}
 			return w.syncDirs(r, append([]string{rel}, parentDirs(rel, true)...)...)
 		}
-		if err := r.Mkdir(rel, 0o755); err != nil {
+		if err := w.mkdir(r, rel); err != nil {
 			return err
 		}
 		return w.syncDirs(r, path.Dir(rel))
@@ -267,7 +272,7 @@ func (w *dirWS) Touch(p string) error {
 			return nil
 		}
 		if d := path.Dir(rel); d != "." {
-			if err := r.MkdirAll(d, 0o755); err != nil {
+			if err := w.mkdirs(r, d); err != nil {
 				return err
 			}
 		}
@@ -275,7 +280,7 @@ func (w *dirWS) Touch(p string) error {
 			return nil // exists: touch never truncates (and opens nothing)
 		}
 		// No O_TRUNC: a file created meanwhile is not truncated either.
-		f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|openNoWait, 0o644)
+		f, err := w.createFile(r, rel, os.O_WRONLY|os.O_CREATE|openNoWait, 0o644)
 		if err != nil {
 			if errors.Is(err, syscall.EISDIR) {
 				return nil // touching a directory is fine

@@ -439,7 +439,7 @@ func TestSymlinkInDoesNotFollow(t *testing.T) {
 	must(t, err)
 	defer r.Close()
 	must(t, os.MkdirAll(filepath.Join(fx.root, "a/b"), 0o755))
-	must(t, symlinkIn(r, "a/b", "ok", "../../data/f.txt"))
+	must(t, symlinkIn(r, "a/b", "ok", "../../data/f.txt", nil))
 	if got, err := os.ReadFile(filepath.Join(fx.root, "a/b/ok")); err != nil || string(got) != "INSIDE\n" {
 		t.Fatalf("a/b/ok reads %q, %v", got, err)
 	}
@@ -447,7 +447,7 @@ func TestSymlinkInDoesNotFollow(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(fx.root, "b"), 0o755))
 	must(t, os.RemoveAll(filepath.Join(fx.root, "a")))
 	must(t, os.Symlink(".", filepath.Join(fx.root, "a")))
-	if err := symlinkIn(r, "a/b", "bad", "../../outside"); err == nil {
+	if err := symlinkIn(r, "a/b", "bad", "../../outside", nil); err == nil {
 		t.Fatal("symlinkIn followed a symlink on the way")
 	}
 	if _, err := os.Lstat(filepath.Join(fx.root, "b/bad")); err == nil {

@@ -401,21 +401,37 @@ func (e *executor) resolveUser(name string) error {
 		}
 		return nil
 	}
+	cred, userName, err := LookupRunAs(name)
+	if err != nil {
+		return err
+	}
+	e.cred = cred
+	e.uid, e.gid, e.groups = e.cred.Uid, e.cred.Gid, e.cred.Groups
+	e.userName = userName
+	return nil
+}
+
+// LookupRunAs resolves the --run-as user name: the credential its commands
+// run with (uid, primary gid, groups) and the user's name. It is the one
+// lookup of that user, for the executor and for the workspace that gives
+// what the file tools create to the same user (fsops.Options.Owner). The
+// daemon must run as root.
+func LookupRunAs(name string) (*syscall.Credential, string, error) {
 	u, err := user.Lookup(name)
 	if err != nil {
-		return invalidConfig(fmt.Sprintf("run-as user %q: %v", name, err))
+		return nil, "", invalidConfig(fmt.Sprintf("run-as user %q: %v", name, err))
 	}
 	if os.Geteuid() != 0 {
-		return invalidConfig(fmt.Sprintf("run-as user %q needs the daemon to run as root (it runs as uid %d)", name, os.Geteuid()))
+		return nil, "", invalidConfig(fmt.Sprintf("run-as user %q needs the daemon to run as root (it runs as uid %d)", name, os.Geteuid()))
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
 	if err1 != nil || err2 != nil {
-		return invalidConfig(fmt.Sprintf("run-as user %q has a non-numeric uid or gid", name))
+		return nil, "", invalidConfig(fmt.Sprintf("run-as user %q has a non-numeric uid or gid", name))
 	}
 	gids, err := u.GroupIds()
 	if err != nil {
-		return invalidConfig(fmt.Sprintf("run-as user %q: groups: %v", name, err))
+		return nil, "", invalidConfig(fmt.Sprintf("run-as user %q: groups: %v", name, err))
 	}
 	groups := make([]uint32, 0, len(gids))
 	for _, g := range gids {
@@ -423,10 +439,7 @@ func (e *executor) resolveUser(name string) error {
 			groups = append(groups, uint32(n))
 		}
 	}
-	e.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}
-	e.uid, e.gid, e.groups = e.cred.Uid, e.cred.Gid, e.cred.Groups
-	e.userName = u.Username
-	return nil
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}, u.Username, nil
 }
 
 func currentUserName() string {
