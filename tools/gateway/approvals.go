@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -151,6 +152,11 @@ func LoadApprovals(path, mode, ask, workspaceRoot string, ttl time.Duration) (*A
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&a.policy); err != nil {
 			return nil, fmt.Errorf("%s: %v", path, err)
+		}
+		// One object and nothing after it: a second object (a denylist
+		// appended to the file) would otherwise be silently ignored.
+		if _, err := dec.Token(); err != io.EOF {
+			return nil, fmt.Errorf("%s: more after the policy's object (offset %d); the file is one JSON object", path, dec.InputOffset())
 		}
 	}
 	for i, p := range a.policy.Denylist.Patterns {

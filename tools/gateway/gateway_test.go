@@ -326,6 +326,11 @@ func TestSystemRunModes(t *testing.T) {
 	if _, err := LoadApprovals(policyFile(t, `{"denylist":{"patterns":["("]}}`), ModeFull, AskOff, "/", 0); err == nil || !strings.Contains(err.Error(), "denylist.patterns[0]") {
 		t.Errorf("a bad pattern: %v", err)
 	}
+	// A second object after the first (a denylist appended) fails the
+	// file rather than being ignored.
+	if _, err := LoadApprovals(policyFile(t, `{"allowlist":{"commands":["echo"]}}`+"\n"+`{"denylist":{"patterns":["echo"]}}`), ModeFull, AskOff, "/", 0); err == nil || !strings.Contains(err.Error(), "more after the policy's object") {
+		t.Errorf("a second object: %v", err)
+	}
 }
 
 // TestSystemRunEnvNeedsApproval: an allowlisted program with a variable
