@@ -235,7 +235,9 @@ func decode(name string, data []byte) (*Config, error) {
 	if err := top.Decode(&raw); err != nil {
 		return nil, &ConfigError{File: name, Server: -1, Msg: jsonMsg(data, err)}
 	}
-	if top.More() {
+	// Token, not More: More is false before a stray '}' or ']', which
+	// would then be taken as the end of the file.
+	if _, err := top.Token(); err != io.EOF {
 		return nil, &ConfigError{File: name, Server: -1, Msg: "unexpected data after the top-level object"}
 	}
 	if raw.Servers == nil {

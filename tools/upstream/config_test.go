@@ -59,6 +59,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"top-level stranger", `{"mcpServers":{}}`, `mcp.json: unknown key "mcpServers" at the top level; the file is {"servers":[...]}`},
 		{"no servers", `{}`, `mcp.json: "servers": missing`},
 		{"trailing", `{"servers":[]} {}`, `mcp.json: unexpected data after the top-level object`},
+		{"trailing brace", `{"servers":[]}}`, `mcp.json: unexpected data after the top-level object`},
+		{"trailing bracket", `{"servers":[]}]`, `mcp.json: unexpected data after the top-level object`},
 		{"servers not array", `{"servers":{}}`, `mcp.json: "servers" must be an array`},
 		{"key typo", `{"servers":[{"name":"a","comand":"x"}]}`, `mcp.json: servers[0] ("a"): "comand": unknown key; did you mean "command"?`},
 		{"key case", `{"servers":[{"name":"a","command":"x","pass_env":[]}]}`, `mcp.json: servers[0] ("a"): "pass_env": unknown key; did you mean "passEnv"?`},
