@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,16 +125,25 @@ func TestLoadConfigFileErrors(t *testing.T) {
 	}
 }
 
-// FuzzParseConfig: no input panics, and whatever parses has its defaults
-// applied and only valid names.
+// FuzzParseConfig: an error names the file; a file taken is one JSON
+// value (nothing after it), and has its defaults applied and only valid
+// names.
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(`{"servers":[{"name":"fs","command":"npx","args":["${A}"],"timeout":"1s","cache":{"ttl":1}}]}`))
 	f.Add([]byte(`{"servers":[{"name":"a","command":"$${A}","restart":{"policy":"never"}}]}`))
 	f.Add([]byte(`{"servers":[]}`))
+	f.Add([]byte(`{"servers":[]}}`))
+	f.Add([]byte(`{"servers":[]} {}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig("f.json", data, env(map[string]string{"A": "x"}))
 		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f.json") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
 			return
+		}
+		if !json.Valid(data) {
+			t.Fatalf("took %q, which is not one JSON value", data)
 		}
 		for _, s := range cfg.Servers {
 			if validName(s.Name) != nil || s.Timeout <= 0 || s.MaxConcurrent <= 0 || s.Restart.Policy == "" || s.Restart.MaxRetries <= 0 {
