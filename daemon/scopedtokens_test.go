@@ -61,7 +61,7 @@ func sshAs(t *testing.T, url, token string) *gossh.Client {
 // commands; a token without exec writes but runs nothing; the daemon's
 // own token still opens everything; an unknown token is refused; the
 // audit log names the token; and SIGHUP's reload takes a removed token
-// away from new requests.
+// away from new requests and closes its open /gateway connection.
 func TestScopedTokens(t *testing.T) {
 	c := testConfig(t)
 	c.AuthToken = "master-token"
@@ -229,14 +229,18 @@ func TestScopedTokens(t *testing.T) {
 	if code, _ := callAs(t, r.url, "bob-token", "", "read_text_file", `{"path":"secret.txt"}`); code != http.StatusUnauthorized {
 		t.Errorf("bob after the reload: %d, want 401", code)
 	}
-	// bob's open /gateway connection keeps the identity it was admitted
-	// with (security.md, "Tokens bound to scopes"): his scope, read-only,
-	// nothing more; a new one is refused.
-	if got := rpcGW(t, gwB, `{"jsonrpc":"2.0","id":2,"method":"tools.invoke","params":{"sessionId":"s","toolId":"read_text_file","args":{"path":"secret.txt"}}}`); strings.Contains(got, `"isError":true`) || strings.Contains(got, `"error"`) {
-		t.Errorf("bob's open gateway connection after the reload, a read: %.300s", got)
+	// bob's open /gateway connection is closed by the reload (4001, naming
+	// the token; TestAttackRevokedTokenEndsGateway has the other changes),
+	// and a new one is refused.
+	gwB.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, msg, err := gwB.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != 4001 || !strings.Contains(ce.Text, `token "bob" was removed`) {
+		t.Errorf("bob's open gateway connection after the reload: %q %v, want close 4001 naming the token", msg, err)
 	}
-	if got := rpcGW(t, gwB, `{"jsonrpc":"2.0","id":3,"method":"tools.invoke","params":{"sessionId":"s","toolId":"write_file","args":{"path":"x","content":"x"}}}`); !strings.Contains(got, "Permission denied") {
-		t.Errorf("bob's open gateway connection after the reload, a write: %.300s", got)
+	// alice's, whose token the reload left as it was, stays open.
+	if got := rpcGW(t, gwA, `{"jsonrpc":"2.0","id":2,"method":"tools.invoke","params":{"sessionId":"s","toolId":"list_directory","args":{"path":"."}}}`); !strings.Contains(got, "note.txt") {
+		t.Errorf("alice's open gateway connection after the reload: %.300s", got)
 	}
 	if ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(r.url, "http")+"/gateway", http.Header{"Authorization": {"Bearer bob-token"}}); err == nil {
 		ws.SetReadDeadline(time.Now().Add(10 * time.Second))

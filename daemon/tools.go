@@ -80,8 +80,10 @@ func newToolRegistry(cfg config.Config, d *Daemon) *registry.Registry {
 // ReloadTokens reads the --tokens file again (on SIGHUP) and puts its set
 // in force for new requests and connections; a file that does not parse
 // changes nothing and is reported. Without --tokens it does nothing.
-// Connections already open (/ssh, /gateway) keep the identity they were
-// admitted with.
+// What a token keeps open (a /ssh or /gateway connection, an MCP
+// session) is judged again (admit.Rules.Rejudge): if the reload removed
+// its token or changed its scope, readOnly or exec, it is closed, saying
+// why.
 func (d *Daemon) ReloadTokens() (int, error) {
 	if d.w.tokens == nil {
 		return 0, nil
@@ -91,6 +93,9 @@ func (d *Daemon) ReloadTokens() (int, error) {
 		return 0, err
 	}
 	d.w.tokens.Store(set)
+	if n := d.w.rules.Rejudge(); n > 0 {
+		d.log.Info("token reload ended connections whose token was removed or changed", "connections", n)
+	}
 	return set.Len(), nil
 }
 

@@ -85,7 +85,7 @@ func startAdmission(w *wiring) (built, error) {
 	if maxBody == 0 {
 		maxBody = mcphttp.DefaultMaxBodyBytes
 	}
-	w.rules = admit.Rules{Guard: w.guard, Token: httpguard.NewTokens(cfg.AuthToken, w.tokens), RootDir: cfg.Root, StaticScope: cfg.ScopePath, MaxBody: maxBody}
+	w.rules = admit.Rules{Guard: w.guard, Token: httpguard.NewTokens(cfg.AuthToken, w.tokens), RootDir: cfg.Root, StaticScope: cfg.ScopePath, MaxBody: maxBody, Holds: admit.NewHolds()}
 	w.inflight = admit.NewInflight(cmp.Or(cfg.MaxInflightPerIP, mcphttp.DefaultMaxInflightPerIP), 0)
 	return built{}, nil
 }
@@ -544,6 +544,7 @@ func startMCP(w *wiring) (built, error) {
 	cfg := w.cfg
 	s, err := mcphttp.New(mcphttp.Options{
 		Tokens:             w.tokens,
+		Holds:              w.rules.Holds,
 		Workspace:          w.ws,
 		Registry:           w.reg,
 		RootDir:            cfg.Root,
@@ -713,7 +714,7 @@ func startSSHPort(w *wiring) (built, error) {
 // admits, and WebSocket pings keep alive.
 func startSSHWS(w *wiring) (built, error) {
 	cfg := w.cfg
-	s, err := sshws.New(sshws.Options{SSH: w.sshConf, Tokens: w.tokens, AuthToken: cfg.AuthToken,
+	s, err := sshws.New(sshws.Options{SSH: w.sshConf, Tokens: w.tokens, Holds: w.rules.Holds, AuthToken: cfg.AuthToken,
 		AllowedOrigins: cfg.AllowedOrigins, Guard: w.guard, KeepaliveInterval: cfg.SSHKeepalive})
 	if err != nil {
 		return built{}, err

@@ -169,9 +169,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer ws.Close()
-	// Who the connection is, from the credential it was admitted with,
-	// for its whole life (a reload that removes its token does not end
-	// it); the operator is everything.
+	// Who the connection is, from the credential it was admitted with;
+	// the operator is everything. A reload that removes the token or
+	// changes its rights ends the connection (admit.Rules.Hold).
 	caller, ref := admission.Admit()
 	switch {
 	case ref != nil && ref.Unauthorized():
@@ -190,7 +190,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := &conn{s: s, ws: ws, wsp: wsp, caller: caller, format: format, addr: r.RemoteAddr,
 		slots:  make(chan struct{}, s.opts.MaxInFlight),
 		tokens: float64(s.opts.Burst), last: time.Now()}
-	ctx, cancel := context.WithCancel(context.Background())
+	held, unhold := s.opts.Admit.Hold(context.Background(), caller)
+	defer unhold()
+	// A reload that revokes the token: the calls under way are cancelled
+	// (ctx derives from held) and the client is told why.
+	stopRevoke := context.AfterFunc(held, func() {
+		if rv := admit.RevokedBy(held); rv != nil {
+			s.log.Info("gateway connection ended: its token was revoked or changed", "remote", r.RemoteAddr, "token", caller.Name, "why", rv.Error())
+			code := wsnet.ClosePolicy
+			if rv.Unauthorized() {
+				code = wsnet.CloseUnauthorized
+			}
+			closeWith(ws, code, rv.Error())
+			_ = ws.SetReadDeadline(time.Now()) // ends the read loop now
+		}
+	})
+	defer stopRevoke()
+	ctx, cancel := context.WithCancel(held)
 	s.mu.Lock()
 	if s.closing { // Shutdown began after the check above: it does not know c
 		s.mu.Unlock()

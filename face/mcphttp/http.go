@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 )
@@ -65,6 +66,20 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// The session's owner (sessionUser): with a token, only requests
 		// that bring the token that opened a session reach it.
 		r = r.WithContext(context.WithValue(r.Context(), sessionUserKey{}, sessionUser(caller)))
+		// A session closed by a reload (holdSession) is closed from the
+		// moment the reload is in force, even while the SDK is still
+		// closing it.
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+			s.sessMu.Lock()
+			held := s.sessHeld[id]
+			s.sessMu.Unlock()
+			if held != nil {
+				if rv := admit.RevokedBy(held); rv != nil {
+					writeJSONError(w, http.StatusNotFound, "Session closed", rv.Error()+", which closed this session; open a new one")
+					return
+				}
+			}
+		}
 	}
 	if stream {
 		// A session's SSE stream (GET) or its end (DELETE): the SDK's. It
@@ -153,10 +168,14 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 				delete(s.sessOpening, caller.Name)
 			}
 		}
-		if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+		id := w.Header().Get("Mcp-Session-Id")
+		if id != "" {
 			s.sessOwner[id] = caller.Name
 		}
 		s.sessMu.Unlock()
+		if id != "" && opens {
+			s.holdSession(id, caller)
+		}
 		return
 	}
 	// Reply format. The SDK insists that Accept lists both JSON and SSE; we
@@ -284,6 +303,43 @@ func sessionUser(c admit.Caller) string {
 	default:
 		return "daemon token"
 	}
+}
+
+// holdSession holds the session id that caller opened (admit.Rules.Hold):
+// each request to it is admitted anew, with the token set in force, but
+// the session itself, and its GET stream, stay open; a reload that
+// removes the token or changes its scope, readOnly or exec closes it, as
+// it closes a /gateway or /ssh connection, and the client opens a new
+// one (with the token's new rights, if it still has one).
+func (s *Server) holdSession(id string, caller admit.Caller) {
+	var ss *mcp.ServerSession
+	for x := range s.mcp.Sessions() {
+		if x.ID() == id {
+			ss = x
+			break
+		}
+	}
+	if ss == nil {
+		return
+	}
+	held, unhold := s.admit.Hold(context.Background(), caller)
+	s.sessMu.Lock()
+	s.sessHeld[id] = held
+	s.sessMu.Unlock()
+	stop := context.AfterFunc(held, func() {
+		if rv := admit.RevokedBy(held); rv != nil {
+			s.log.Info("MCP session closed: its token was revoked or changed", "token", caller.Name, "why", rv.Error())
+			_ = ss.Close()
+		}
+	})
+	go func() {
+		_ = ss.Wait()
+		stop()
+		s.sessMu.Lock()
+		delete(s.sessHeld, id)
+		s.sessMu.Unlock()
+		unhold()
+	}()
 }
 
 // bindSessions binds each session of sessH to the token that opened it,

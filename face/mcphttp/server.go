@@ -96,6 +96,10 @@ type Options struct {
 	// AuthToken or one of these; a file's token binds the request to its
 	// scope and may make it read-only or without exec (callTool).
 	Tokens *atomic.Pointer[httpguard.TokenSet]
+	// Holds, when set, are the daemon's admit.Holds: each MCP session is
+	// held in them, and is closed when a reload removes its token or
+	// changes its rights (admit.Rules.Rejudge).
+	Holds *admit.Holds
 	// AllowedOrigins are the browser origins (scheme://host[:port]) allowed
 	// to call the HTTP endpoint, "*" for any. Requests without an Origin
 	// header (every non-browser client) and loopback origins are always
@@ -178,11 +182,14 @@ type Server struct {
 	maxSess int
 	// sessShare is how many of the maxSess sessions one token may hold
 	// (admit.CallerShare); sessOwner the token that opened each session,
-	// by id, and sessOpening the sessions each token is opening.
+	// by id, and sessOpening the sessions each token is opening; sessHeld
+	// each open session's hold (holdSession), by id, which a reload that
+	// revokes or changes its token ends.
 	sessMu      sync.Mutex
 	sessShare   int
 	sessOwner   map[string]string
 	sessOpening map[string]int
+	sessHeld    map[string]context.Context
 	handler     http.Handler
 	maxBody     int64
 	token       httpguard.Token
@@ -271,7 +278,7 @@ func New(opts Options) (*Server, error) {
 		s.guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: log})
 	}
 	s.token = httpguard.NewTokens(opts.AuthToken, opts.Tokens)
-	s.admit = admit.Rules{Guard: s.guard, Token: s.token, RootDir: opts.RootDir, StaticScope: opts.StaticScope, MaxBody: s.maxBody}
+	s.admit = admit.Rules{Guard: s.guard, Token: s.token, RootDir: opts.RootDir, StaticScope: opts.StaticScope, MaxBody: s.maxBody, Holds: opts.Holds}
 
 	// The SDK logs every session's connect and disconnect at Info: in
 	// stateless HTTP that is two lines per request. Only its warnings and
@@ -319,7 +326,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Sessions {
 		s.maxSess = cmp.Or(opts.MaxSessions, DefaultMaxSessions)
 		s.sessShare = admit.CallerShare(s.maxSess, opts.Tokens != nil)
-		s.sessOwner, s.sessOpening = map[string]string{}, map[string]int{}
+		s.sessOwner, s.sessOpening, s.sessHeld = map[string]string{}, map[string]int{}, map[string]context.Context{}
 		s.sessH = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 			SessionTimeout: cmp.Or(opts.SessionIdleTimeout, DefaultSessionIdleTimeout),
 			Logger:         sdkLog, MaxRequestBodyBytes: sdkMax,

@@ -69,6 +69,10 @@ type Rules struct {
 	// on an endpoint that runs something on a POST, so that a page in a
 	// browser cannot call it with a cross-site "simple request".
 	JSONOnly bool
+	// Holds are the connections and streams admitted callers keep open
+	// (Rules.Hold), judged again on a reload (Rules.Rejudge); nil: none
+	// are tracked.
+	Holds *Holds
 }
 
 // Refusal is why a request was not admitted: an HTTP status and the
@@ -163,7 +167,7 @@ func (a Admission) Admit() (Caller, *Refusal) {
 	}
 	if !c.Operator {
 		var ok bool
-		if c.Identity, ok = ru.Token.IdentifyRequest(r, ru.QueryToken); !ok {
+		if c.Identity, c.cred, ok = ru.Token.IdentifyCredential(r, ru.QueryToken); !ok {
 			return Caller{}, &Refusal{Status: http.StatusUnauthorized, Title: "Unauthorized", Message: "Invalid or missing authentication token"}
 		}
 	}
@@ -272,6 +276,9 @@ type Caller struct {
 	// Operator says the request came with the operator's token
 	// (Rules.Operator): everything, and it may decide approvals.
 	Operator bool
+	// cred is the digest of the token the caller was admitted with, for
+	// Rules.Hold to judge it again after a reload.
+	cred httpguard.Credential
 }
 
 // Local is the caller of a request that carries no HTTP credential

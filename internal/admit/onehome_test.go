@@ -26,7 +26,7 @@ import (
 //     token's restriction.
 func TestAdmissionHasOneHome(t *testing.T) {
 	guardMethods := map[string]bool{"Check": true, "Wrap": true, "OriginAllowed": true}
-	tokenMethods := map[string]bool{"Identify": true, "IdentifyRequest": true, "AllowsHeader": true, "AllowsHeaderOrQuery": true}
+	tokenMethods := map[string]bool{"Identify": true, "IdentifyRequest": true, "IdentifyCredential": true, "Reidentify": true, "AllowsHeader": true, "AllowsHeaderOrQuery": true}
 	callerKeys := map[string]bool{"Caller": true, "ReadOnly": true, "NoExec": true, "Bound": true}
 	srcscan.OtherFiles(t, "../..", func(rel string, fset *token.FileSet, f *ast.File) {
 		rel = filepath.ToSlash(rel)

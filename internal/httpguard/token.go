@@ -59,11 +59,10 @@ func (t Token) AllowsHeaderOrQuery(r *http.Request) bool {
 	return ok
 }
 
-// matches compares got with the token in constant time: on fixed-length
-// digests, since subtle.ConstantTimeCompare returns at once on a length
-// mismatch.
-func (t Token) matches(got string) bool {
-	sum := sha256.Sum256([]byte(got))
+// matches compares a candidate's digest with the token's in constant
+// time: on fixed-length digests, since subtle.ConstantTimeCompare returns
+// at once on a length mismatch.
+func (t Token) matches(sum [32]byte) bool {
 	return subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1
 }
 

@@ -334,44 +334,86 @@ func NewTokens(token string, set *atomic.Pointer[TokenSet]) Token {
 // when a token is required and none matches. Without any token required
 // it is Full.
 func (t Token) Identify(h http.Header, q url.Values) (Identity, bool) {
-	if id, ok := t.fromHeader(h); ok || q == nil {
+	if id, _, ok := t.fromHeader(h); ok || q == nil {
 		return id, ok
 	}
-	return t.fromQuery(q)
+	id, _, ok := t.fromQuery(q)
+	return id, ok
 }
 
 // IdentifyRequest is Identify on r's header and, with query, on its
 // "token" parameter, which is parsed only when the header carries no
 // token that matches.
 func (t Token) IdentifyRequest(r *http.Request, query bool) (Identity, bool) {
-	if id, ok := t.fromHeader(r.Header); ok || !query {
-		return id, ok
+	id, _, ok := t.IdentifyCredential(r, query)
+	return id, ok
+}
+
+// Credential is the digest of the token a request was admitted with, never
+// the token: what lets internal/admit judge something the request opened
+// (a WebSocket connection, an MCP stream) again with the token set in
+// force after a reload (Token.Reidentify). The zero Credential is a
+// request that brought no token, to a daemon that requires none.
+type Credential struct {
+	sum [32]byte
+	set bool
+}
+
+// IdentifyCredential is IdentifyRequest, and the Credential the identity
+// was found by.
+func (t Token) IdentifyCredential(r *http.Request, query bool) (Identity, Credential, bool) {
+	if id, c, ok := t.fromHeader(r.Header); ok || !query {
+		return id, c, ok
 	}
 	return t.fromQuery(r.URL.Query())
 }
 
-// fromHeader is who h's Authorization header names; Full when no token
-// is required.
-func (t Token) fromHeader(h http.Header) (Identity, bool) {
+// Reidentify is who c names with the token set in force now: the identity
+// Identify gives a request that brings c's token today. ok is false when
+// no token in force matches it (a reload removed it). Without any token
+// required it is Full.
+func (t Token) Reidentify(c Credential) (Identity, bool) {
 	if !t.Required() {
 		return Full, true
+	}
+	if !c.set {
+		return Identity{}, false
+	}
+	return t.identifySum(c.sum)
+}
+
+// fromHeader is who h's Authorization header names; Full when no token
+// is required.
+func (t Token) fromHeader(h http.Header) (Identity, Credential, bool) {
+	if !t.Required() {
+		return Full, Credential{}, true
 	}
 	if got, ok := bearerCredentials(h.Get("Authorization")); ok {
 		return t.identify(got)
 	}
-	return Identity{}, false
+	return Identity{}, Credential{}, false
 }
 
 // fromQuery is who q's "token" parameter names.
-func (t Token) fromQuery(q url.Values) (Identity, bool) {
+func (t Token) fromQuery(q url.Values) (Identity, Credential, bool) {
 	if got := q.Get("token"); got != "" {
 		return t.identify(got)
 	}
-	return Identity{}, false
+	return Identity{}, Credential{}, false
 }
 
-func (t Token) identify(got string) (Identity, bool) {
-	if t.set && t.matches(got) {
+func (t Token) identify(got string) (Identity, Credential, bool) {
+	c := Credential{sum: sha256.Sum256([]byte(got)), set: true}
+	id, ok := t.identifySum(c.sum)
+	if !ok {
+		return Identity{}, Credential{}, false
+	}
+	return id, c, true
+}
+
+// identifySum is who the token with digest sum is.
+func (t Token) identifySum(sum [32]byte) (Identity, bool) {
+	if t.set && t.matches(sum) {
 		return Full, true
 	}
 	if t.tokens == nil {
@@ -383,7 +425,7 @@ func (t Token) identify(got string) (Identity, bool) {
 	}
 	// A map keyed by the candidate's digest: its timing says something
 	// about the digest only, from which nothing about a token follows.
-	id, ok := set.bySum[sha256.Sum256([]byte(got))]
+	id, ok := set.bySum[sum]
 	return id, ok
 }
 

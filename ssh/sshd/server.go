@@ -93,8 +93,10 @@ func (e unauthLimitError) Error() string {
 func (e unauthLimitError) Is(target error) bool { return target == ErrTooManyConns }
 
 // A CloseCauser is a net.Conn that wants to know why the server closes it:
-// CloseCause is called instead of Close with ErrShuttingDown or
-// ErrLoginTimeout. Close is still called when the connection simply ends.
+// CloseCause is called instead of Close with ErrShuttingDown,
+// ErrLoginTimeout, or the cause of the Handshake context's end (a token
+// revoked by a reload, admit.Revoked). Close is still called when the
+// connection simply ends.
 type CloseCauser interface {
 	CloseCause(cause error) error
 }
@@ -233,7 +235,9 @@ func (s *Server) Handshake(ctx context.Context, c net.Conn) (*Conn, error) {
 	// killed (see session.start).
 	conn.ctx = ctx
 	if ctx.Done() != nil {
-		conn.stop = context.AfterFunc(ctx, func() { _ = c.Close() })
+		// A CloseCauser learns why: the context's cause (a revoked
+		// token, admit.Revoked) or its error.
+		conn.stop = context.AfterFunc(ctx, func() { closeFor(c, context.Cause(ctx)) })
 	}
 	return conn, nil
 }

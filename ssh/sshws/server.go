@@ -43,6 +43,11 @@ type Options struct {
 	// nil without one. A connection with one of its tokens works in the
 	// token's scope, read-only or without commands as the entry says.
 	Tokens *atomic.Pointer[httpguard.TokenSet]
+	// Holds, when set, are the daemon's admit.Holds: each connection is
+	// held in them, and is closed (4001 when its token was removed, 1008
+	// when its rights changed) when a reload revokes or changes its token
+	// (admit.Rules.Rejudge).
+	Holds *admit.Holds
 	// AllowedOrigins are the browser origins allowed besides loopback ones
 	// ("*" for any); see Guard.
 	AllowedOrigins []string
@@ -95,7 +100,7 @@ func New(opts Options) (*Server, error) {
 	// "?token=" counts besides "Authorization: Bearer". SSH clients name
 	// their directories in their commands, so X-Root-Dir and X-Scope-Path
 	// are not read.
-	s.admit = admit.Rules{Guard: guard, Token: httpguard.NewTokens(opts.AuthToken, opts.Tokens), QueryToken: true, IgnoreRootAndScope: true}
+	s.admit = admit.Rules{Guard: guard, Token: httpguard.NewTokens(opts.AuthToken, opts.Tokens), QueryToken: true, IgnoreRootAndScope: true, Holds: opts.Holds}
 	var err error
 	s.core, err = opts.SSH.Server(sshd.Transport{
 		// The WebSocket token is the gate (checked before any SSH byte),
@@ -175,6 +180,13 @@ func (c *wsConn) CloseCause(cause error) error {
 	case errors.Is(cause, sshd.ErrLoginTimeout):
 		code = wsnet.ClosePolicy
 	}
+	var rv *admit.Revoked
+	if errors.As(cause, &rv) {
+		code = wsnet.ClosePolicy
+		if rv.Unauthorized() {
+			code = wsnet.CloseUnauthorized
+		}
+	}
 	c.Conn.SetCloseCode(code, cause.Error())
 	return c.Close()
 }
@@ -219,14 +231,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// A reload that removes the token or changes its rights ends the
+	// connection (admit.Rules.Hold): the core closes it with the cause,
+	// and every process it started is killed.
+	held, unhold := s.admit.Hold(context.Background(), caller)
 	c := &wsConn{Conn: wc}
 	c.stopKeepalive = s.startKeepalive(wc, remote)
 	// The core refuses over the cap and while shutting down (without
 	// closing), bounds the login, and closes the connection itself on any
 	// other failure. From a successful Handshake on, the connection is the
 	// core's: Shutdown closes it (CloseCause) and waits for it.
-	conn, err := s.core.Handshake(context.Background(), c)
+	conn, err := s.core.Handshake(held, c)
 	if err != nil {
+		unhold()
 		release()
 		if errors.Is(err, sshd.ErrTooManyConns) || errors.Is(err, sshd.ErrShuttingDown) {
 			s.core.Refused(remote, err)
@@ -237,6 +254,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	conn.Confine(cws, !caller.Exec, caller.Scope, caller.Name)
 	go func() {
 		conn.Serve()
+		unhold()
 		release()
 	}()
 }

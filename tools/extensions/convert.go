@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/big"
 	"sort"
@@ -27,7 +28,8 @@ func FromJSON(data []byte) (starlark.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dec.More() {
+	// Token, not More: More is false before a stray ']' or '}'.
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("json: unexpected data after the value")
 	}
 	return v, nil

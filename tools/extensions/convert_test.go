@@ -34,7 +34,7 @@ func TestJSONRoundTrip(t *testing.T) {
 			t.Errorf("%s → %s → %s (%v); want %s", tc.in, v, out, err, tc.out)
 		}
 	}
-	for _, bad := range []string{`{"a":}`, `[1,2`, `1 2`, strings.Repeat("[", maxDepth+2) + strings.Repeat("]", maxDepth+2)} {
+	for _, bad := range []string{`{"a":}`, `[1,2`, `1 2`, `[1]]`, `{}}`, strings.Repeat("[", maxDepth+2) + strings.Repeat("]", maxDepth+2)} {
 		if _, err := FromJSON([]byte(bad)); err == nil {
 			t.Errorf("FromJSON(%.40q) accepted", bad)
 		}

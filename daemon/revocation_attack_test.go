@@ -1,0 +1,292 @@
+package daemon
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/pkg/sftp"
+)
+
+// revocationDaemon starts a daemon with the daemon's token "master-token"
+// and a token file of lines (tokenLine), with MCP sessions and the
+// directories a and b in its root; rewrite replaces the file and reloads
+// it as SIGHUP does.
+func revocationDaemon(t *testing.T, lines ...string) (r *running, root string, rewrite func(lines ...string)) {
+	t.Helper()
+	c := testConfig(t)
+	c.AuthToken = "master-token"
+	c.MCPSessions = true
+	for _, d := range []string{"a", "b"} {
+		must(t, os.MkdirAll(filepath.Join(c.Root, d), 0o755))
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	write := func(lines ...string) {
+		must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+strings.Join(lines, ",")+`]}`), 0o600))
+	}
+	write(lines...)
+	c.TokensFile = tokens
+	must(t, c.Validate())
+	r = start(t, c, nil)
+	return r, c.Root, func(lines ...string) {
+		t.Helper()
+		write(lines...)
+		if _, err := r.d.ReloadTokens(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// gwClosed reads ws until it fails and returns the close error: the
+// connection was ended by the daemon (with code and reason) or not (nil,
+// after a message).
+func gwClosed(t *testing.T, ws *websocket.Conn) *websocket.CloseError {
+	t.Helper()
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, msg, err := ws.ReadMessage()
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	t.Errorf("the gateway connection was not closed by the daemon: %q %v", msg, err)
+	return nil
+}
+
+const gwWrite = `{"jsonrpc":"2.0","id":9,"method":"tools.invoke","params":{"sessionId":"s","toolId":"write_file","args":{"path":"after.txt","content":"x"}}}`
+
+// TestAttackRevokedTokenEndsGateway: a /gateway connection is admitted
+// once, at the upgrade. A reload that removes its token closes it with
+// 4001 and a reason that names the token; one that makes the token
+// read-only, takes exec away or moves its scope closes it with 1008, and
+// a new connection gets the token's new rights; a reload that leaves a
+// token as it was leaves its connection open, and so is the daemon's own
+// token's. Before the fix each old connection went on writing with the
+// rights it was admitted with.
+func TestAttackRevokedTokenEndsGateway(t *testing.T) {
+	alice := tokenLine("alice", "alice-token", `,"scope":"a"`)
+	bob := tokenLine("bob", "bob-token", `,"scope":"b"`)
+	carol := tokenLine("carol", "carol-token", `,"scope":"a"`)
+	dave := tokenLine("dave", "dave-token", `,"scope":"a"`)
+	erin := tokenLine("erin", "erin-token", `,"scope":"a"`)
+	r, root, rewrite := revocationDaemon(t, alice, bob, carol, dave, erin)
+
+	conns := map[string]*websocket.Conn{}
+	for _, n := range []string{"alice", "bob", "carol", "dave", "erin", "master"} {
+		conns[n] = dialGW(t, r.url, n+"-token")
+		if got := rpcGW(t, conns[n], `{"jsonrpc":"2.0","id":1,"method":"tools.invoke","params":{"sessionId":"s","toolId":"list_directory","args":{"path":"."}}}`); strings.Contains(got, `"error"`) {
+			t.Fatalf("%s before the reload: %.300s", n, got)
+		}
+	}
+	// alice removed; bob read-only; carol moved from a to b; dave without
+	// exec; erin unchanged.
+	rewrite(tokenLine("bob", "bob-token", `,"scope":"b","readOnly":true`),
+		tokenLine("carol", "carol-token", `,"scope":"b"`),
+		tokenLine("dave", "dave-token", `,"scope":"a","exec":false`), erin)
+
+	want := map[string]int{"alice": 4001, "bob": 1008, "carol": 1008, "dave": 1008}
+	for n, code := range want {
+		ws := conns[n]
+		// What the client sends after the reload is not run.
+		_ = ws.WriteMessage(websocket.TextMessage, []byte(gwWrite))
+		ce := gwClosed(t, ws)
+		if ce == nil {
+			continue
+		}
+		t.Logf("%s: close %d %q", n, ce.Code, ce.Text)
+		if ce.Code != code || !strings.Contains(ce.Text, `token "`+n+`"`) {
+			t.Errorf("%s's connection closed with %d %q, want %d naming the token", n, ce.Code, ce.Text, code)
+		}
+	}
+	for _, d := range []string{"a", "b"} {
+		if _, err := os.Stat(filepath.Join(root, d, "after.txt")); err == nil {
+			t.Errorf("a connection wrote %s/after.txt after its token was revoked or changed", d)
+		}
+	}
+	// Unchanged tokens keep their connections.
+	for _, n := range []string{"erin", "master"} {
+		if got := rpcGW(t, conns[n], `{"jsonrpc":"2.0","id":2,"method":"tools.invoke","params":{"sessionId":"s","toolId":"write_file","args":{"path":"`+n+`.txt","content":"x"}}}`); strings.Contains(got, `"error"`) || strings.Contains(got, `"isError":true`) {
+			t.Errorf("%s's connection after a reload that left it as it was: %.300s", n, got)
+		}
+	}
+	// New connections get the new rights: carol writes in b.
+	c2 := dialGW(t, r.url, "carol-token")
+	if got := rpcGW(t, c2, gwWrite); strings.Contains(got, `"error"`) || strings.Contains(got, `"isError":true`) {
+		t.Errorf("carol's new connection: %.300s", got)
+	}
+	if _, err := os.Stat(filepath.Join(root, "b", "after.txt")); err != nil {
+		t.Errorf("carol's new connection did not write in her new scope b: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "a", "after.txt")); err == nil {
+		t.Error("carol's new connection wrote in her old scope a")
+	}
+}
+
+// TestAttackRevokedTokenEndsSSHWebSocket: a /ssh connection is admitted
+// once, at the upgrade, and confined then. A reload that removes its
+// token closes it (4001): its SFTP session and the command it runs end,
+// and no new channel opens on it. Before the fix the connection went on
+// opening sessions and writing over SFTP.
+func TestAttackRevokedTokenEndsSSHWebSocket(t *testing.T) {
+	alice := tokenLine("alice", "alice-token", `,"scope":"a"`)
+	bob := tokenLine("bob", "bob-token", `,"scope":"b"`)
+	r, root, rewrite := revocationDaemon(t, alice, bob)
+
+	ac := sshAs(t, r.url, "alice-token")
+	fs, err := sftp.NewClient(ac)
+	must(t, err)
+	defer fs.Close()
+	sess, err := ac.NewSession()
+	must(t, err)
+	stdout, err := sess.StdoutPipe()
+	must(t, err)
+	must(t, sess.Start("echo started; exec sleep 60"))
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "started\n" {
+		t.Fatalf("the command did not start: %q %v", line, err)
+	}
+	bc := sshAs(t, r.url, "bob-token")
+
+	rewrite(bob)
+	waited := make(chan error, 1)
+	go func() { waited <- sess.Wait() }()
+	select {
+	case err := <-waited:
+		t.Logf("the running command after the reload: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("alice's command still runs 30 s after her token was removed")
+	}
+	if s, err := ac.NewSession(); err == nil {
+		s.Close()
+		t.Error("a new session opened on alice's connection after her token was removed")
+	}
+	if f, err := fs.Create("/after.txt"); err == nil {
+		f.Close()
+		t.Error("alice's SFTP session created a file after her token was removed")
+	}
+	if _, err := os.Stat(filepath.Join(root, "a", "after.txt")); err == nil {
+		t.Error("a/after.txt was written after alice's token was removed")
+	}
+	// bob, unchanged, keeps his connection.
+	s, err := bc.NewSession()
+	if err != nil {
+		t.Fatalf("bob's connection after a reload that left his token as it was: %v", err)
+	}
+	if out, err := s.Output("pwd"); err != nil || strings.TrimSpace(string(out)) != filepath.Join(root, "b") {
+		t.Errorf("bob's command: %q %v", out, err)
+	}
+}
+
+// TestAttackRevokedTokenMCPSession: every POST to an MCP session is
+// admitted anew, with the token set in force, so after a reload that
+// removes the token the session's next call is refused (401). The session
+// itself and its GET stream stay open between requests: a reload that
+// removes the token or changes its rights closes the session (its GET
+// stream ends, a request to it is answered 404), and a new session gets
+// the token's new rights. Before the fix the session and its stream of a
+// removed token stayed open until they idled out, and the session of a
+// token made read-only and moved went on, with the new rights.
+func TestAttackRevokedTokenMCPSession(t *testing.T) {
+	alice := tokenLine("alice", "alice-token", `,"scope":"a"`)
+	bob := tokenLine("bob", "bob-token", `,"scope":"a"`)
+	r, root, rewrite := revocationDaemon(t, alice, bob)
+
+	post := func(token, session, body string) (int, string, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, r.url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b)
+	}
+	open := func(token string) string {
+		t.Helper()
+		code, id, body := post(token, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"revoke","version":"1"}}}`)
+		if code != http.StatusOK || id == "" {
+			t.Fatalf("initialize as %s: %d %q %s", token, code, id, body)
+		}
+		if code, _, body := post(token, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
+			t.Fatalf("initialized as %s: %d %s", token, code, body)
+		}
+		return id
+	}
+	call := func(token, session, path string) (int, string) {
+		code, _, body := post(token, session, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"`+path+`","content":"x"}}}`)
+		return code, body
+	}
+	sa, sb := open("alice-token"), open("bob-token")
+	if code, body := call("alice-token", sa, "before.txt"); code != http.StatusOK || strings.Contains(body, `"isError":true`) {
+		t.Fatalf("alice's call in her session: %d %s", code, body)
+	}
+	// alice's GET stream.
+	req, _ := http.NewRequest(http.MethodGet, r.url+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer alice-token")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sa)
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("alice's GET stream: %d", resp.StatusCode)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		ended <- err
+	}()
+
+	// alice removed, bob read-only and moved to b.
+	rewrite(tokenLine("bob", "bob-token", `,"scope":"b","readOnly":true`))
+	select {
+	case err := <-ended:
+		t.Logf("alice's GET stream ended: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Error("alice's GET stream still open 30 s after her token was removed")
+	}
+	if code, body := call("alice-token", sa, "after.txt"); code != http.StatusUnauthorized {
+		t.Errorf("alice's session after her token was removed: %d %s, want 401", code, body)
+	}
+	if code, body := call("bob-token", sb, "after.txt"); code != http.StatusNotFound {
+		t.Errorf("bob's session after his token was made read-only and moved: %d %s, want 404 (closed)", code, body)
+	}
+	sb = open("bob-token")
+	t.Cleanup(func() {
+		del, _ := http.NewRequest(http.MethodDelete, r.url+"/mcp", nil)
+		del.Header.Set("Authorization", "Bearer bob-token")
+		del.Header.Set("Mcp-Session-Id", sb)
+		if resp, err := http.DefaultClient.Do(del); err == nil {
+			resp.Body.Close()
+		}
+	})
+	if code, body := call("bob-token", sb, "after.txt"); code != http.StatusOK || !strings.Contains(body, `Permission denied: token \"bob\"`) {
+		t.Errorf("bob's new session, read-only: %d %s, want a refusal", code, body)
+	}
+	code, _, body := post("bob-token", sb, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"list_directory","arguments":{"path":"."}}}`)
+	if code != http.StatusOK || strings.Contains(body, "before.txt") {
+		t.Errorf("bob's new session lists his new scope b, not a: %d %s", code, body)
+	}
+	for _, d := range []string{"a", "b"} {
+		if _, err := os.Stat(filepath.Join(root, d, "after.txt")); err == nil {
+			t.Errorf("%s/after.txt was written after the reload", d)
+		}
+	}
+}
