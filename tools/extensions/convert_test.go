@@ -51,18 +51,21 @@ func TestJSONRoundTrip(t *testing.T) {
 	}
 }
 
-// FuzzJSON: whatever valid JSON comes in, it converts to Starlark and back to
-// the same JSON value.
+// FuzzJSON: what FromJSON takes is one JSON value, and whatever valid JSON
+// comes in, it converts to Starlark and back to the same JSON value.
 func FuzzJSON(f *testing.F) {
-	for _, s := range []string{`{"a":[1,2.5,"x",null,true]}`, `12345678901234567890`, `-0`, `[[[]]]`, `"\ud83d\ude00"`} {
+	for _, s := range []string{`{"a":[1,2.5,"x",null,true]}`, `12345678901234567890`, `-0`, `[[[]]]`, `"\ud83d\ude00"`, `{}}`, `[1] 2`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := FromJSON(data)
+		if err == nil && !json.Valid(data) {
+			t.Fatalf("took %q, which is not one JSON value, as %s", data, v)
+		}
 		var want any
 		if json.Unmarshal(data, &want) != nil {
 			return
 		}
-		v, err := FromJSON(data)
 		if err != nil {
 			return // deeper than maxDepth, or a float out of range
 		}
