@@ -134,7 +134,8 @@ func ParseTokens(name string, data []byte) (*TokenSet, error) {
 	if err := dec.Decode(&tf); err != nil {
 		return nil, fmt.Errorf("--tokens %s: %s", name, fileMsg(data, err))
 	}
-	if dec.More() {
+	// Token, not More: More is false before a stray '}' or ']'.
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("--tokens %s: more than one JSON value", name)
 	}
 	if k, other := repeatedKey(data); k != "" {

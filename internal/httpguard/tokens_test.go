@@ -63,6 +63,7 @@ func TestParseTokens(t *testing.T) {
 		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `"},{"name":"a","sha256":"` + digest("y") + `"}]}`: `tokens[1] ("a"): name "a" is used twice`,
 		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `"},{"name":"b","sha256":"` + digest("x") + `"}]}`: `tokens[1] ("b"): sha256 is the same as an earlier entry's`,
 		`{"tokens":[]} {}`: `more than one JSON value`,
+		`{"tokens":[]}}`:   `more than one JSON value`,
 		`[1]`:              `--tokens t.json: the file is a JSON array; it should be an object, {"tokens":[...]}`,
 		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","scope":"a","scope":""}]}`:           `tokens[0] ("a"): key "scope" appears twice: JSON would keep only the last value`,
 		`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","readOnly":true,"READONLY":false}]}`: `tokens[0] ("a"): key "readOnly" appears twice (as "readOnly" and "READONLY"`,
