@@ -197,6 +197,11 @@ type Config struct {
 	// OperatorTokenFile (--operator-token-file).
 	OperatorToken     string
 	OperatorTokenFile string
+	// MetricsToken is the token /metrics requires, read from
+	// MetricsTokenFile (--metrics-token-file); "" leaves /metrics to the
+	// Origin and Host rules alone.
+	MetricsToken     string
+	MetricsTokenFile string
 	// FSDelete serves fs.delete.
 	FSDelete bool
 
@@ -268,6 +273,20 @@ func (c Config) Redacted() Config {
 		c.AuthToken = "[redacted]"
 	}
 	return c
+}
+
+// Secrets are the tokens the daemon holds in clear (its own, the
+// operator's, the scraper's): what its logs, its audit log and the
+// environment of its commands and extensions never show. The --tokens
+// file holds digests only.
+func (c Config) Secrets() []string {
+	var out []string
+	for _, t := range []string{c.AuthToken, c.OperatorToken, c.MetricsToken} {
+		if t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // HasAuth reports whether requests must authenticate: an auth token, or a
@@ -431,6 +450,9 @@ func (c *Config) Validate() error {
 	}
 	if c.OperatorToken != "" && c.OperatorToken == c.AuthToken {
 		return errors.New("--operator-token-file holds the agent's token (--auth-token-file): the operator's token must differ, or the agent could approve its own commands")
+	}
+	if c.MetricsToken != "" && (c.MetricsToken == c.AuthToken || c.MetricsToken == c.OperatorToken) {
+		return errors.New("--metrics-token-file holds the agent's or the operator's token: the scraper's token must differ, so that what a scraper holds opens nothing but /metrics")
 	}
 	if c.Extensions != "" {
 		if fi, err := os.Stat(c.Extensions); err != nil || !fi.IsDir() {

@@ -134,29 +134,31 @@ func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, err
 		if c.AuthToken != "" {
 			return c, errors.New("both an auth token and --auth-token-file are set: use only one")
 		}
-		b, err := opfile.Read(c.AuthTokenFile, maxTokenFile)
-		if err != nil {
-			return c, fmt.Errorf("--auth-token-file %q: cannot read: %v", c.AuthTokenFile, err)
-		}
-		c.AuthToken = strings.TrimSpace(string(b))
-		if c.AuthToken == "" {
-			return c, fmt.Errorf("--auth-token-file %q is empty", c.AuthTokenFile)
-		}
 	}
-	if c.OperatorTokenFile != "" {
-		b, err := opfile.Read(c.OperatorTokenFile, maxTokenFile)
-		if err != nil {
-			return c, fmt.Errorf("--operator-token-file %q: cannot read: %v", c.OperatorTokenFile, err)
+	for _, f := range []struct {
+		flag, path string
+		token      *string
+	}{
+		{"--auth-token-file", c.AuthTokenFile, &c.AuthToken},
+		{"--operator-token-file", c.OperatorTokenFile, &c.OperatorToken},
+		{"--metrics-token-file", c.MetricsTokenFile, &c.MetricsToken},
+	} {
+		if f.path == "" {
+			continue
 		}
-		if c.OperatorToken = strings.TrimSpace(string(b)); c.OperatorToken == "" {
-			return c, fmt.Errorf("--operator-token-file %q is empty", c.OperatorTokenFile)
+		b, err := opfile.Read(f.path, maxTokenFile)
+		if err != nil {
+			return c, fmt.Errorf("%s %q: cannot read: %v", f.flag, f.path, err)
+		}
+		if *f.token = strings.TrimSpace(string(b)); *f.token == "" {
+			return c, fmt.Errorf("%s %q is empty", f.flag, f.path)
 		}
 	}
 	return c, nil
 }
 
-// maxTokenFile bounds what --auth-token-file and --operator-token-file
-// may make the daemon read: a token is one line.
+// maxTokenFile bounds what --auth-token-file, --operator-token-file and
+// --metrics-token-file may make the daemon read: a token is one line.
 const maxTokenFile = 64 << 10
 
 // maxConfigFile bounds the config file.

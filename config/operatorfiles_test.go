@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// TestOperatorFilesAreReadSafely: --auth-token-file, --operator-token-file
-// and --config are read by internal/opfile's reader. A FIFO under the name
+// TestOperatorFilesAreReadSafely: --auth-token-file, --operator-token-file,
+// --metrics-token-file and --config are read by internal/opfile's reader. A FIFO under the name
 // (with no writer, a plain read waits for ever), /dev/zero (a plain read
 // never ends and takes all memory), a directory, a file its group or
 // others may write, and a file in a directory others may write are
@@ -42,6 +42,8 @@ func TestOperatorFilesAreReadSafely(t *testing.T) {
 		{"auth token in an open directory", []string{"--auth-token-file", inOpen}, "which its group or others may write"},
 		{"operator token FIFO", []string{"--operator-token-file", fifo}, `--operator-token-file "` + fifo + `": cannot read: not a regular file (a FIFO)`},
 		{"operator token world-writable", []string{"--operator-token-file", ww}, "writable by its group or by others"},
+		{"metrics token FIFO", []string{"--metrics-token-file", fifo}, `--metrics-token-file "` + fifo + `": cannot read: not a regular file (a FIFO)`},
+		{"metrics token in an open directory", []string{"--metrics-token-file", inOpen}, "which its group or others may write"},
 		{"config FIFO", []string{"--config", fifo}, `--config "` + fifo + `": not a regular file (a FIFO)`},
 		{"config world-writable", []string{"--config", ww}, `--config "` + ww + `": is writable by its group or by others`},
 	} {
@@ -59,5 +61,43 @@ func TestOperatorFilesAreReadSafely(t *testing.T) {
 				t.Fatal("Load is still reading the file")
 			}
 		})
+	}
+}
+
+// TestMetricsTokenFile: --metrics-token-file is read as the other token
+// files are (trimmed; an empty file refused, naming the flag), and a token
+// that is the agent's or the operator's is refused, so that a scraper
+// never holds one that opens the workspace or the approvals.
+func TestMetricsTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	scrape, agent, empty := file("scrape", "scrape-tok\n"), file("agent", "agent-tok\n"), file("empty", " \n")
+	c, err := load(t, []string{"--root", t.TempDir(), "--metrics-token-file", scrape, "--auth-token-file", agent}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MetricsToken != "scrape-tok" {
+		t.Fatalf("MetricsToken = %q", c.MetricsToken)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(t, []string{"--metrics-token-file", empty}, nil); err == nil || !strings.Contains(err.Error(), `--metrics-token-file "`+empty+`" is empty`) {
+		t.Fatalf("an empty file: %v", err)
+	}
+	for _, other := range []string{"--auth-token-file", "--operator-token-file"} {
+		c, err := load(t, []string{"--root", t.TempDir(), "--metrics-token-file", agent, other, agent}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--metrics-token-file holds the agent's or the operator's token") {
+			t.Fatalf("the scraper's token equal to %s's: %v", other, err)
+		}
 	}
 }

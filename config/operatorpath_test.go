@@ -35,6 +35,7 @@ var operatorPathFixtures = map[string]func(t *testing.T, c *Config, p, dir strin
 	"sandbox-helper":           fileFixture("\x7fELF"), // checked as a program by the daemon, not Validate
 	"exec-approvals":           fileFixture(`{}`),
 	"operator-token-file":      fileFixture("operator-token\n"),
+	"metrics-token-file":       fileFixture("metrics-token\n"),
 	"extensions":               func(t *testing.T, c *Config, p, dir string) { mkdir(t, p) },
 	"site": func(t *testing.T, c *Config, p, dir string) {
 		mkdir(t, p)

@@ -132,7 +132,7 @@ func openAudit(cfg config.Config, log *slog.Logger) (*audit.Log, error) {
 			return nil, fmt.Errorf("--audit-log %q is inside the workspace (--root %q), where the agent could read or rewrite it; put it outside, e.g. /var/log/agent-backend/audit.log", cfg.AuditLog, cfg.Root)
 		}
 	}
-	l, err := audit.Open(audit.Options{Path: cfg.AuditLog, Secrets: []string{cfg.AuthToken, cfg.OperatorToken}, Logger: log.With("component", "audit")})
+	l, err := audit.Open(audit.Options{Path: cfg.AuditLog, Secrets: cfg.Secrets(), Logger: log.With("component", "audit")})
 	if err != nil {
 		return nil, fmt.Errorf("--audit-log %q: %w", cfg.AuditLog, err)
 	}

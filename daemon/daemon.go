@@ -119,7 +119,7 @@ func newDaemon(cfg config.Config, opts Options, table []part) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	opts.Logger = clipped(opts.Logger, cfg.AuthToken, cfg.OperatorToken)
+	opts.Logger = clipped(opts.Logger, cfg.Secrets()...)
 	if opts.Registry == nil {
 		opts.Registry = metrics.NewRegistry()
 	}
@@ -160,7 +160,7 @@ func newDaemon(cfg config.Config, opts Options, table []part) (*Daemon, error) {
 		return nil, err
 	}
 	d.guard = httpguard.New(httpguard.Options{AuthToken: cfg.AuthToken, AllowedOrigins: cfg.AllowedOrigins, Logger: d.log})
-	d.admit = admit.Rules{Guard: d.guard, Operator: httpguard.NewToken(cfg.OperatorToken)}
+	d.admit = admit.Rules{Guard: d.guard, Operator: httpguard.NewToken(cfg.OperatorToken), Scrape: httpguard.NewToken(cfg.MetricsToken)}
 	d.w = wiring{cfg: cfg, opts: opts, log: d.log, d: d, reg: newToolRegistry(cfg, d), guard: d.guard, operator: d.admit, audit: d.sink}
 	if d.parts, err = startParts(&d.w, table); err != nil {
 		_ = d.closeAudit()
@@ -193,9 +193,12 @@ func (d *Daemon) mount(parts []started) {
 			if r.get {
 				h = onlyGET(h)
 			}
-			if r.admit == admitGuard || r.admit == admitOperator {
+			switch r.admit {
+			case admitGuard, admitOperator:
 				d.handleWork(r.pattern, h)
-			} else {
+			case admitScrape:
+				d.mux.Handle(r.pattern, d.admit.Scraped(h))
+			default:
 				d.mux.Handle(r.pattern, h)
 			}
 		}

@@ -36,7 +36,7 @@ var parts = []part{
 	{name: "daemon", start: startDaemonRoutes, routes: []route{
 		{pattern: routeHealth, get: true, admit: admitNone},
 		{pattern: routeHealthServers, get: true, admit: admitNone},
-		{pattern: routeMetrics, get: true, admit: admitGuard},
+		{pattern: routeMetrics, get: true, admit: admitScrape},
 		{pattern: routeOtherwise, admit: admitNone},
 	}},
 	{name: "admission", check: checkTokens, start: startAdmission},
@@ -134,6 +134,10 @@ const (
 	// admitOperator: the guard, then the operator's token, which the
 	// handler asks admit.Rules.IsOperator for.
 	admitOperator admission = "operator"
+	// admitScrape: the guard, then, with --metrics-token-file, the
+	// scraper's token or a trusted caller's (admit.Rules.Scraped), applied
+	// by the daemon when it mounts the route.
+	admitScrape admission = "scrape"
 	// admitCaller: the handler admits each request with internal/admit
 	// (Origin and Host, the token, X-Root-Dir, X-Scope-Path, the body
 	// rules) and serves the Caller.

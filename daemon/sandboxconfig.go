@@ -43,7 +43,7 @@ func SandboxConfig(cfg config.Config, root string, log *slog.Logger) (sandbox.Co
 		DefaultTimeout: cfg.ExecTimeout,
 		OutputLimit:    cfg.ExecOutputLimit,
 		RunAs:          cfg.RunAs,
-		Secrets:        []string{cfg.AuthToken, cfg.OperatorToken},
+		Secrets:        cfg.Secrets(),
 		Logger:         log,
 	}, nil
 }
@@ -57,5 +57,5 @@ func SandboxConfig(cfg config.Config, root string, log *slog.Logger) (sandbox.Co
 func ExtensionsOptions(cfg config.Config) extensions.Options {
 	return extensions.Options{Dir: cfg.Extensions,
 		Net: netguard.New(cfg.NetGuard(80, 443)), PostgresNet: netguard.New(cfg.NetGuard(extensions.DefaultPostgresPort)),
-		Secrets: []string{cfg.AuthToken, cfg.OperatorToken}, EnvAllow: cfg.ExtensionsEnv, DBHosts: cfg.ExtensionsDBHosts}
+		Secrets: cfg.Secrets(), EnvAllow: cfg.ExtensionsEnv, DBHosts: cfg.ExtensionsDBHosts}
 }

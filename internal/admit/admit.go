@@ -53,6 +53,10 @@ type Rules struct {
 	// it is admitted as the operator (Caller.Operator: everything) before
 	// Token is looked at. The zero Token names no operator.
 	Operator httpguard.Token
+	// Scrape is the token /metrics requires (--metrics-token-file), which
+	// opens nothing else; a Trusted caller's token opens /metrics too. The
+	// zero Token leaves /metrics to the Origin and Host rules (Scraped).
+	Scrape httpguard.Token
 	// QueryToken takes the token from the "token" query parameter too,
 	// when the Authorization header carries none that matches: the
 	// WebSocket endpoints (/ssh, /gateway), which a browser's WebSocket
@@ -204,9 +208,27 @@ func (a Admission) Admit() (Caller, *Refusal) {
 	return c, nil
 }
 
+// Scraped returns h (/metrics) behind the Origin and Host rules and, when
+// the rules name a Scrape token, behind that token: a request whose
+// Authorization header carries neither it nor a Trusted caller's token is
+// answered 401. A refused request never reaches h.
+func (ru *Rules) Scraped(h http.Handler) http.Handler {
+	return ru.Guarded(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ru.Scrape.Required() {
+			if _, ok := ru.Scrape.IdentifyRequest(r, false); !ok && !ru.Trusted(r) {
+				(&Refusal{Status: http.StatusUnauthorized, Title: "Unauthorized",
+					Message: "Invalid or missing authentication token: /metrics asks for the scraper's token (--metrics-token-file)"}).Write(w)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+}
+
 // Guarded returns h behind the Origin and Host rules alone, for a route
-// that takes no token (/metrics) or checks its own (/approvals: the
-// operator's, IsOperator). A refused request never reaches h.
+// that takes no token (/metrics without --metrics-token-file) or checks
+// its own (/approvals: the operator's, IsOperator). A refused request
+// never reaches h.
 func (ru *Rules) Guarded(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ref := ru.Begin(r); ref != nil {
