@@ -3,6 +3,7 @@ package httpguard
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"os"
@@ -159,13 +160,23 @@ func TestLoadTokens(t *testing.T) {
 	}
 }
 
+// FuzzParseTokens: an error names the file; a file taken is one JSON value
+// (nothing after it); no identity's scope leaves the root or is absolute,
+// and no read-only one may exec.
 func FuzzParseTokens(f *testing.F) {
 	f.Add([]byte(`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","scope":"s"}]}`))
 	f.Add([]byte(`{"tokens":[{"name":"a","sha256":"` + digest("x") + `","scope":"../x","readOnly":true}]}`))
+	f.Add([]byte(`{"tokens":[]}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		set, err := ParseTokens("f", b)
 		if err != nil {
+			if !strings.HasPrefix(err.Error(), "--tokens f: ") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
 			return
+		}
+		if !json.Valid(b) {
+			t.Fatalf("took %q, which is not one JSON value", b)
 		}
 		for _, id := range set.bySum {
 			if strings.Contains(id.Scope, "..") && strings.Contains("/"+id.Scope+"/", "/../") {
