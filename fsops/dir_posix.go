@@ -249,7 +249,7 @@ func symlinkIn(r *os.Root, dir, name, target string, owner *Owner) error {
 			}
 		}
 		if serr = unix.Symlinkat(target, cur, name); serr == nil {
-			serr = ownLinkAt(owner, cur, name)
+			serr = ownLinkAt(owner, cur, name, target)
 		}
 	})
 	if cerr != nil {

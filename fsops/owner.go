@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path"
 	"strings"
 	"syscall"
 
@@ -22,15 +23,36 @@ import (
 // it had (a checkpoint's restore or a transaction's apply writes a new
 // file, which is the owner's).
 //
-// Only an entry this workspace has just created is given away, and a file
-// through its own descriptor: a file opened with O_CREATE is first tried
-// with O_EXCL, and only what that open made is changed; a name that exists
-// already (a dangling symlink among them, which the plain open then
-// follows) is opened as asked and keeps its owner. A directory (made by
-// mkdirat, which has no descriptor to give) and a symlink are changed by
-// name in the directory that was just written, without following a final
-// symlink; a swap in between can move that change only onto another entry
-// of the same workspace, which its file tools could change anyway.
+// Only an entry this workspace has just created is given away, and only
+// through a descriptor, never by a name a command could change meanwhile
+// (a command runs as the owner, concurrently, and may rename, symlink and
+// hard-link what that user may; TestOwnerAttack*, owner_attack_test.go):
+//
+//   - a file opened with O_CREATE is first tried with O_EXCL, and only what
+//     that open made is changed, through the descriptor it returned; a name
+//     that exists already (a dangling symlink among them, which the plain
+//     open then follows) is opened as asked and keeps its owner;
+//   - a directory is made with mkdirat in its parent, opened once
+//     beforehand, so a parent renamed or replaced by a symlink meanwhile
+//     cannot move the change elsewhere; the new name is then opened in that
+//     parent with O_NOFOLLOW|O_DIRECTORY, and changed through that
+//     descriptor only if it is an empty directory of the daemon's user;
+//   - a symlink is made with symlinkat in its directory's descriptor, and
+//     opened there with O_PATH|O_NOFOLLOW, and changed through that
+//     descriptor only if it is a symlink of the daemon's user with the
+//     target just written.
+//
+// What a swap at the new name can still get changed is what passes those
+// checks: an empty directory, or a symlink, of the daemon's user that the
+// command could move there, so one in a directory the owner may write,
+// which the command could as well remove and make again as its own.
+// Something else there (a file, a hard link to one outside the workspace,
+// another user's entry, a directory with entries) is left as it is and the
+// operation fails as if the name had been taken (EEXIST); the entry just
+// made, moved away by the swap, keeps the daemon's owner. A file WriteFile replaces
+// keeps the owner it had and only its permission bits (no setuid or
+// setgid), through the temp file's descriptor; the old file is replaced,
+// not written through, so a hard link of it elsewhere is left alone.
 
 // Owner is the user and group of Options.Owner.
 type Owner struct {
@@ -39,6 +61,11 @@ type Owner struct {
 
 // failOwner, when set (tests only), is the error of every change of owner.
 var failOwner error
+
+// ownRace, when set (tests only), runs after an entry is created and
+// before it is given to the owner: where a concurrent command could swap
+// the name.
+var ownRace func()
 
 // chown runs one change of owner, or fails with failOwner.
 func chown(do func() error) error {
@@ -93,12 +120,39 @@ func (w *dirWS) createFile(r *os.Root, rel string, flag int, perm fs.FileMode) (
 }
 
 // mkdir creates the directory rel (its parent must exist) and gives it to
-// the owner.
+// the owner. With an owner the parent is opened first (through r, which
+// resolves it as r.Mkdir would), and the directory is made, checked and
+// changed in that descriptor (owner.go's header says why).
 func (w *dirWS) mkdir(r *os.Root, rel string) error {
-	if err := r.Mkdir(rel, 0o755); err != nil {
+	o := w.opts.Owner
+	if o == nil {
+		return r.Mkdir(rel, 0o755)
+	}
+	dir, name := path.Split(rel)
+	if dir = strings.TrimSuffix(dir, "/"); dir == "" {
+		dir = "."
+	}
+	pf, err := r.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
 		return err
 	}
-	return w.ownDir(r, rel)
+	defer pf.Close()
+	sc, err := pf.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := sc.Control(func(pfd uintptr) {
+		if serr = unix.Mkdirat(int(pfd), name, 0o755); serr == nil {
+			serr = ownDirAt(o, int(pfd), name)
+		}
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return &fs.PathError{Op: "mkdirat", Path: rel, Err: serr}
+	}
+	return nil
 }
 
 // mkdirs creates rel and its missing parents (os.Root's MkdirAll), giving
@@ -123,36 +177,94 @@ func (w *dirWS) mkdirs(r *os.Root, rel string) error {
 			continue
 		}
 		// There already: a directory (or a symlink to one) is walked
-		// through; anything else fails as MkdirAll fails.
-		if fi, serr := r.Stat(p); serr != nil || !fi.IsDir() {
+		// through; where it cannot be read, its error is the answer (an
+		// absolute symlink's, which os.Root refuses, is the escape that
+		// inRoot's fallback rewrites, as MkdirAll's is); anything else
+		// fails as MkdirAll fails.
+		fi, serr := r.Stat(p)
+		if serr != nil {
+			return serr
+		}
+		if !fi.IsDir() {
 			return &fs.PathError{Op: "mkdir", Path: p, Err: syscall.ENOTDIR}
 		}
 	}
 	return nil
 }
 
-// ownDir gives the directory rel, just created, to the owner; where that
-// fails the directory is removed again, so no entry is left that the
-// commands could not change.
-func (w *dirWS) ownDir(r *os.Root, rel string) error {
-	o := w.opts.Owner
-	if o == nil {
-		return nil
+// errTaken is the answer where the name of an entry just made holds
+// something else by the time it is given away: a swap by a command.
+const errTaken = syscall.EEXIST
+
+// ownDirAt gives the directory name in dirfd, just made there, to o: the
+// name opened without following a symlink, and changed through that
+// descriptor only if it is an empty directory of the daemon's user (else
+// errTaken, and nothing is changed). Where the change fails the directory
+// is removed again, so no entry is left that the commands could not
+// change.
+func ownDirAt(o *Owner, dirfd int, name string) error {
+	if ownRace != nil {
+		ownRace()
 	}
-	if err := chown(func() error { return r.Lchown(rel, o.UID, o.GID) }); err != nil {
-		r.Remove(rel)
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return errTaken // a symlink, no directory, or gone
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if int(st.Uid) != os.Geteuid() || !emptyDir(fd) {
+		return errTaken
+	}
+	if err := chown(func() error { return unix.Fchown(fd, o.UID, o.GID) }); err != nil {
+		unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
 		return err
 	}
 	return nil
 }
 
-// ownLinkAt gives the symlink name in the directory dirfd, just created,
-// to the owner, and removes it where that fails.
-func ownLinkAt(o *Owner, dirfd int, name string) error {
+// emptyDir says whether the directory fd has no entry but . and ..
+func emptyDir(fd int) bool {
+	var buf [512]byte
+	n, err := unix.ReadDirent(fd, buf[:])
+	if err != nil {
+		return false
+	}
+	consumed, count, _ := unix.ParseDirent(buf[:n], -1, nil)
+	return consumed == n && count == 0
+}
+
+// ownLinkAt gives the symlink name in the directory dirfd, just made there
+// pointing at target, to the owner: the link opened with O_PATH|O_NOFOLLOW
+// and changed through that descriptor only if it is a symlink of the
+// daemon's user with that target (else errTaken, and nothing is changed).
+// Where the change fails the link is removed again.
+func ownLinkAt(o *Owner, dirfd int, name, target string) error {
 	if o == nil {
 		return nil
 	}
-	if err := chown(func() error { return unix.Fchownat(dirfd, name, o.UID, o.GID, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+	if ownRace != nil {
+		ownRace()
+	}
+	fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return errTaken
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	buf := make([]byte, len(target)+1)
+	n, err := unix.Readlinkat(fd, "", buf)
+	if st.Mode&unix.S_IFMT != unix.S_IFLNK || int(st.Uid) != os.Geteuid() || err != nil || string(buf[:n]) != target {
+		return errTaken
+	}
+	if err := chown(func() error {
+		return unix.Fchownat(fd, "", o.UID, o.GID, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
+	}); err != nil {
 		unix.Unlinkat(dirfd, name, 0)
 		return err
 	}
