@@ -426,3 +426,33 @@ func TestOwnerThroughAbsoluteLink(t *testing.T) {
 	}
 	s.untouched(t)
 }
+
+// TestOwnerGroupInSetgidDir: in a setgid directory of a group the user is
+// not in, what the workspace creates gets the owner's primary group, not
+// the directory's (which a command of the user's would get there): the
+// user never comes to own an entry of a group it is not in, and a new
+// directory's inherited setgid bit then names the user's own group. No
+// file comes out setuid or setgid.
+func TestOwnerGroupInSetgidDir(t *testing.T) {
+	s := newOwnerScene(t)
+	const staff = 4242
+	d := s.at("shared")
+	must(t, os.Mkdir(d, 0o775))
+	must(t, os.Chown(d, 0, staff))
+	must(t, os.Chmod(d, 0o775|fs.ModeSetgid))
+	must(t, s.w.WriteFile("shared/f.txt", []byte("x")))
+	must(t, s.w.Mkdir("shared/sub/deeper", true))
+	must(t, s.w.Touch("shared/t"))
+	must(t, s.w.Symlink("f.txt", "shared/ln"))
+	for _, rel := range []string{"shared/f.txt", "shared/sub", "shared/sub/deeper", "shared/t", "shared/ln"} {
+		if got := ownerOf(t, s.at(rel)); got != s.agent {
+			t.Errorf("%s is owned by %d:%d, want %d:%d", rel, got.UID, got.GID, s.agent.UID, s.agent.GID)
+		}
+		fi, err := os.Lstat(s.at(rel))
+		must(t, err)
+		if !fi.IsDir() && fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+			t.Errorf("%s is %v", rel, fi.Mode())
+		}
+	}
+	s.untouched(t)
+}

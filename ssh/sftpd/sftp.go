@@ -178,7 +178,9 @@ func (h *sftpHandlers) setstat(p string, a sftpAttrs) error {
 		}
 	}
 	// UidGid is ignored, as the reference does: ownership inside the
-	// workspace is the daemon's, and `sftp put -p` sends it on every upload.
+	// workspace is the workspace's to give (the daemon's, or under --run-as
+	// that user's for what it creates, fsops/owner.go), and `sftp put -p`
+	// sends it on every upload.
 	return nil
 }
 
