@@ -1,0 +1,150 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentbe/agentbe-daemon/sandbox"
+)
+
+// Chains: attacks that combine features, each of which held its own
+// review (docs/security.md, "Attack review: chains across features"). The
+// attacker holds a token of the daemon's (its own whole token, or a
+// --tokens entry bound to a scope) and runs commands there.
+
+// chainText is the text of an MCP tools/call answer (its first content
+// item), or the whole body when it has none.
+func chainText(body string) string {
+	var resp struct {
+		Result struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+	}
+	if json.Unmarshal([]byte(body), &resp) == nil && len(resp.Result.Content) > 0 {
+		return resp.Result.Content[0].Text
+	}
+	return body
+}
+
+// TestChainLandlockReadsNoOtherSecret: under landlock, a command of scope
+// a (which may read /proc, the one grant Landlock cannot narrow) looks for
+// what the threat model keeps from it in every process the daemon runs at
+// the time: scope b's background process (its environment, its working
+// directory and root through /proc/PID/cwd and /root, its descriptors), a
+// preview server of scope b's, the daemon itself (its environment and
+// memory), and the tokens anywhere a command line or environment shows
+// them. It then calls the daemon's own port without a token: every work
+// endpoint refuses it, and /health tells it what it tells a stranger. The
+// scope a token's /preview/ of scope b's server is refused too.
+func TestChainLandlockReadsNoOtherSecret(t *testing.T) {
+	if sandbox.LandlockABI() < 6 {
+		t.Skip("Landlock ABI 6 (signals and abstract sockets scoped) is not available here")
+	}
+	c := testConfig(t)
+	c.Isolation = "landlock"
+	c.AuthToken = "chainsecret-master"
+	c.ProcessTools, c.Previews = true, true
+	c.BlockDangerous = false // /dev/tcp and the /proc walk are the probes, not the policy's business
+	for _, d := range []string{"a", "b"} {
+		must(t, os.MkdirAll(filepath.Join(c.Root, d), 0o755))
+	}
+	must(t, os.WriteFile(filepath.Join(c.Root, "b", "secret.txt"), []byte("chainsecret-file\n"), 0o600))
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+
+		tokenLine("alice", "chainsecret-alice", `,"scope":"a"`)+","+
+		tokenLine("bob", "chainsecret-bob", `,"scope":"b"`)+`]}`), 0o600))
+	c.TokensFile = tokens
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	defer http.DefaultClient.CloseIdleConnections()
+
+	// Scope b: a background process holding a secret in its environment,
+	// and a preview server.
+	_, body := callAs(t, r.url, "chainsecret-bob", "", "process_start",
+		`{"command":"exec sleep 120","env":{"CHAIN_SECRET":"chainsecret-env"}}`)
+	if !strings.Contains(chainText(body), `"id"`) {
+		t.Fatalf("bob's process_start: %s", body)
+	}
+	bobPort := startPreviewServerAs(t, r, filepath.Join(c.Root, "b"), bearer("chainsecret-bob"))
+
+	// Scope a's command. Its own command line names no secret: the
+	// patterns are written so that they do not match themselves.
+	port := strconv.Itoa(portOf(t, r.url))
+	probe := strings.Join([]string{
+		`cd /proc`,
+		// Environments and command lines of every process it can read.
+		`for f in [0-9]*/environ [0-9]*/cmdline; do tr '\0' '\n' < "$f" 2>/dev/null; done | grep -a -o 'c[h]ainsecret-[a-z]*' | sort -u | sed 's/^/found /'`,
+		// Scope b's files through another process's cwd and root.
+		`cat [0-9]*/cwd/secret.txt [0-9]*/root` + c.Root + `/b/secret.txt 2>/dev/null | sed 's/^/found /'`,
+		`for l in [0-9]*/cwd [0-9]*/root; do readlink "$l"; done 2>/dev/null | grep -a '/b$' | sed 's/^/found cwd /'`,
+		// Descriptors of other processes (b's secret file is not open, but
+		// a readable fd table would name b's directory).
+		`ls -l [0-9]*/fd/ 2>/dev/null | grep -a -o '/b/[^ ]*' | sed 's/^/found fd /'`,
+		// The daemon's own environment and memory.
+		`head -c1 ` + strconv.Itoa(os.Getpid()) + `/environ >/dev/null 2>&1 && echo found daemon-environ`,
+		`head -c1 ` + strconv.Itoa(os.Getpid()) + `/mem >/dev/null 2>&1 && echo found daemon-mem`,
+		// The daemon's port, without a token: each work route asked as its
+		// clients ask it (a JSON POST, a WebSocket upgrade, a GET).
+		`ask() { exec 3<>/dev/tcp/127.0.0.1/` + port + ` || { echo unreachable; return; }; ` +
+			`printf '%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n%b\r\n' "$1" "$2" "$3" >&3; ` +
+			`printf '%s %s\n' "$2" "$(head -n1 <&3 | tr -d '\r')"; exec 3<&-; }`,
+		`json='Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 46\r\n\r\n{"jsonrpc":"2.0","id":1,"method":"tools/list"}'`,
+		`ws='Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n'`,
+		`ask POST /mcp "$json"; ask GET /tools ''; ask POST /execute "$json"; ask GET /approvals ''`,
+		// A WebSocket route completes the upgrade and closes with 4001
+		// (0x0fa1) for a bad token: the close frame is read too.
+		`askws() { exec 3<>/dev/tcp/127.0.0.1/` + port + ` || { echo unreachable; return; }; ` +
+			`printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n%b\r\n' "$1" "$ws" >&3; ` +
+			`IFS= read -r l <&3; printf '%s %s' "$1" "${l%$'\r'}"; ` +
+			`timeout 5 cat <&3 | od -An -tx1 | tr -d ' \n' | grep -q 0fa1 && printf ' close 4001'; echo; exec 3<&-; }`,
+		`ask GET /preview/ ''; ask GET /preview/` + strconv.Itoa(bobPort) + `/ ''; askws /ssh; askws /gateway; ask GET /site/ ''`,
+		`exec 3<>/dev/tcp/127.0.0.1/` + port + ` && printf 'GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3 && cat <&3 | tail -n1`,
+		`echo probe-done`,
+	}, "\n")
+	args, _ := json.Marshal(map[string]string{"command": probe})
+	_, body = callAs(t, r.url, "chainsecret-alice", "", "exec", string(args))
+	out := chainText(body)
+	if !strings.Contains(out, "probe-done") {
+		t.Fatalf("the probe did not finish: %s", body)
+	}
+	if strings.Contains(out, "found ") {
+		t.Errorf("scope a's command read what it must not:\n%s", out)
+	}
+	for _, p := range []string{"/mcp", "/tools", "/execute", "/approvals", "/preview/", "/preview/" + strconv.Itoa(bobPort) + "/", "/ssh", "/gateway", "/site/"} {
+		line := ""
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, p+" ") {
+				line = l
+			}
+		}
+		// 401 without a token; 404 for a route this daemon does not serve
+		// (no site, no operator token); for /ssh and /gateway, the upgrade
+		// and then close code 4001.
+		if !strings.Contains(line, " 401 ") && !strings.Contains(line, " 404 ") && !strings.HasSuffix(line, " 101 Switching Protocols close 4001") {
+			t.Errorf("the daemon's %s without a token, from a command: %q\n%s", p, line, out)
+		}
+	}
+	if strings.Contains(out, "unreachable") {
+		t.Fatalf("a command with the network (a token is set) did not reach the port:\n%s", out)
+	}
+	if strings.Contains(out, "isolationGaps") || strings.Contains(out, "isolationReason") {
+		t.Errorf("/health told a command without the token more than liveness:\n%s", out)
+	}
+
+	// The preview of scope b's server, asked for with scope a's token.
+	code, pb := send(t, http.MethodGet, fmt.Sprintf("%s/preview/%d/", r.url, bobPort), "", bearer("chainsecret-alice"))
+	if code != http.StatusNotFound || strings.Contains(pb, "workspace at") {
+		t.Errorf("scope a's token through /preview/ to scope b's server: %d %s", code, pb)
+	}
+	if code, pb := send(t, http.MethodGet, fmt.Sprintf("%s/preview/%d/", r.url, bobPort), "", bearer("chainsecret-bob")); code != http.StatusOK {
+		t.Errorf("scope b's own preview: %d %s", code, pb)
+	}
+}
