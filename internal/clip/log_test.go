@@ -3,11 +3,13 @@ package clip
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestHandlerCutsEveryStringValue: the message, a string attribute, an
@@ -72,5 +74,48 @@ func BenchmarkHandler(b *testing.B) {
 	b.Run("bare", func(b *testing.B) { line(b, slog.New(slog.NewTextHandler(io.Discard, nil))) })
 	b.Run("cut", func(b *testing.B) {
 		line(b, slog.New(Handler(slog.NewTextHandler(io.Discard, nil), LogValue, "daemon-token-0123456789", "operator-token-0123456789")))
+	})
+}
+
+// FuzzHandler: whatever a client puts in a record's message, an attribute,
+// an error or a group, the line written holds no secret, and no value
+// longer than n bytes (the marker aside).
+func FuzzHandler(f *testing.F) {
+	const sec1, sec2 = "S3CRET-tok-0123456789", "op-token-abcdefghijk"
+	f.Add("m "+sec1, "x"+sec2, strings.Repeat("y", 15)+sec1, uint8(20))
+	f.Add(sec1[:10], sec1[10:], "é€😀", uint8(3))
+	f.Add("S3CRET-tok-012345678S3CRET-tok-0123456789", "", "\xff", uint8(0))
+	f.Fuzz(func(t *testing.T, msg, attr, errText string, n uint8) {
+		var buf bytes.Buffer
+		// JSON, so each value can be read back whole.
+		log := slog.New(Handler(slog.NewJSONHandler(&buf, nil), int(n), sec1, sec2))
+		log.With("w", attr).WithGroup("g").Info(msg, "s", attr, "err", errors.New(errText), slog.Group("in", "s", msg))
+		var line map[string]any
+		if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+			t.Fatalf("line %q: %v", buf.String(), err)
+		}
+		var check func(v any)
+		check = func(v any) {
+			switch v := v.(type) {
+			case string:
+				for _, sec := range []string{sec1, sec2} {
+					if strings.Contains(v, sec) {
+						t.Fatalf("value %q holds a secret", v)
+					}
+				}
+				// In runes: the JSON handler writes a byte that is not
+				// UTF-8 as U+FFFD.
+				if utf8.RuneCountInString(strings.TrimSuffix(v, Marker)) > int(n) && v != "INFO" {
+					t.Fatalf("value %q is over %d bytes", v, n)
+				}
+			case map[string]any:
+				for k, x := range v {
+					if k != "time" {
+						check(x)
+					}
+				}
+			}
+		}
+		check(line)
 	})
 }
