@@ -227,7 +227,8 @@ func TestOwnerAttackRaceMkdir(t *testing.T) {
 		os.Remove(d)
 		os.Remove(away)
 	}, func() bool {
-		if unix.Rename(d, away) != nil {
+		var st unix.Stat_t
+		if unix.Lstat(d, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || unix.Rename(d, away) != nil {
 			return false
 		}
 		return unix.Rename(hl, d) == nil
