@@ -10,7 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbe/agentbe-daemon/internal/previewtest"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/sandbox"
+	"github.com/agentbe/agentbe-daemon/tools/browser"
 )
 
 // Chains: attacks that combine features, each of which held its own
@@ -146,5 +149,70 @@ func TestChainLandlockReadsNoOtherSecret(t *testing.T) {
 	}
 	if code, pb := send(t, http.MethodGet, fmt.Sprintf("%s/preview/%d/", r.url, bobPort), "", bearer("chainsecret-bob")); code != http.StatusOK {
 		t.Errorf("scope b's own preview: %d %s", code, pb)
+	}
+}
+
+// TestChainBrowserReachesAnotherScopesServer: with --browser-allow-local,
+// a token bound to scope a (one that may not run commands, and one that
+// may) opens, in its browser session, the loopback server a command of
+// scope b listens on, which /preview/ refuses those tokens. The browser's
+// connections to a workspace command's port are judged by /preview/'s rule
+// (previews.Reachable); other loopback servers stay the flag's.
+func TestChainBrowserReachesAnotherScopesServer(t *testing.T) {
+	testenv.Command(t, "chromium", "chromium")
+	tmp := testenv.SharedTempDir(t)
+	must(t, os.Chmod(tmp, 0o711)) // Chromium may run as nobody
+	c := testConfig(t)
+	c.AuthToken = "chain-master"
+	c.ProcessTools, c.Previews, c.BrowserAllowLocal = true, true, true
+	for _, d := range []string{"a", "b"} {
+		must(t, os.MkdirAll(filepath.Join(c.Root, d), 0o755))
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+
+		tokenLine("carol", "chain-carol", `,"scope":"a","exec":false`)+","+
+		tokenLine("alice", "chain-alice", `,"scope":"a"`)+","+
+		tokenLine("bob", "chain-bob", `,"scope":"b"`)+`]}`), 0o600))
+	c.TokensFile = tokens
+	must(t, c.Validate())
+	r := startWith(t, c, Options{browserTweak: func(o *browser.Options) { o.TempDir = tmp }})
+	defer http.DefaultClient.CloseIdleConnections()
+	bobPort := startPreviewServerAs(t, r, filepath.Join(c.Root, "b"), bearer("chain-bob"))
+	target := fmt.Sprintf("http://127.0.0.1:%d/from-the-browser", bobPort)
+
+	if code, body := send(t, http.MethodGet, fmt.Sprintf("%s/preview/%d/", r.url, bobPort), "", bearer("chain-carol")); code == http.StatusOK {
+		t.Fatalf("/preview/ let scope a's no-exec token reach scope b's server: %s", body)
+	}
+	// read is the page's text at target in a browser session of token.
+	read := func(token, target string) string {
+		t.Helper()
+		_, body := callAs(t, r.url, token, "", "browser.start", `{}`)
+		var started struct{ SessionID string }
+		if err := json.Unmarshal([]byte(chainText(body)), &started); err != nil || started.SessionID == "" {
+			t.Fatalf("browser.start as %s: %s", token, body)
+		}
+		sid := `{"sessionId":"` + started.SessionID + `"`
+		defer callAs(t, r.url, token, "", "browser.close", sid+`}`)
+		callAs(t, r.url, token, "", "browser.goto", sid+`,"url":"`+target+`"}`)
+		_, body = callAs(t, r.url, token, "", "browser.extract", sid+`,"selector":"body","kind":"text"}`)
+		return chainText(body)
+	}
+	if got := read("chain-carol", target); strings.Contains(got, "hello from workspace") {
+		t.Errorf("scope a's no-exec token read scope b's server through its browser: %s", got)
+	}
+	if got := read("chain-alice", target); strings.Contains(got, "hello from workspace") {
+		t.Errorf("scope a's token read scope b's server through its browser: %s", got)
+	}
+	// Held to /preview/'s rule, not shut: scope b's own token, and the
+	// daemon's whole token, read it; a loopback server that is no
+	// workspace command's is the flag's, as docs/browser.md says.
+	for _, token := range []string{"chain-bob", "chain-master"} {
+		if got := read(token, target); !strings.Contains(got, "hello from workspace at /from-the-browser") {
+			t.Errorf("%s's browser on scope b's server: %s", token, got)
+		}
+	}
+	host := fmt.Sprintf("http://127.0.0.1:%d/", previewtest.HostServer(t, "a host service"))
+	if got := read("chain-carol", host); !strings.Contains(got, "a host service") {
+		t.Errorf("scope a's no-exec token on a host loopback server with --browser-allow-local: %s", got)
 	}
 }

@@ -408,6 +408,16 @@ func startBrowser(w *wiring) (built, error) {
 	bo := browser.Options{BrowserPath: cfg.BrowserPath, AllowHTTP: cfg.BrowserAllowHTTP, AllowLocal: cfg.BrowserAllowLocal, Net: netguard.New(ng),
 		MaxSessions: cfg.BrowserMaxSessions, Tokens: cfg.TokensFile != "", IdleTimeout: cfg.BrowserIdleTimeout, RunAs: cfg.BrowserRunAs, CommandsRunAs: cfg.RunAs,
 		Logger: w.log.With("component", "browser")}
+	if cfg.BrowserAllowLocal && w.exec != nil {
+		// A loopback port a workspace command listens on is reached as
+		// /preview/ would reach it: only a caller that may run commands,
+		// and only its scope's.
+		pv, err := previews.New(previews.Options{Executor: w.exec})
+		if err != nil {
+			return built{}, fmt.Errorf("--browser-allow-local: %w", err)
+		}
+		bo.LocalPort = pv.Reachable
+	}
 	if w.opts.browserTweak != nil {
 		w.opts.browserTweak(&bo)
 	}

@@ -244,7 +244,7 @@ func servedSession(tb testing.TB, h http.Handler) (*httptest.Server, *Provider, 
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { p.Close() })
-	s, _, err := p.startSession("", "test", true)
+	s, _, err := p.startSession("", "test", true, localCaller{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -73,6 +73,13 @@ type Options struct {
 	// (netguard.Options.AllowLoopback). Without it browser.goto to such a
 	// host is refused with LocalRefusal.
 	AllowLocal bool
+	// LocalPort, when set, judges each connection a session's browser
+	// opens to a loopback port under AllowLocal, for the session's caller:
+	// within is the host path of the workspace (or scope) it started the
+	// session in, exec whether it may run commands. An error refuses the
+	// connection. The daemon gives previews.Reachable: a port a workspace
+	// command listens on is reached only as /preview/ would reach it.
+	LocalPort func(within string, exec bool, port int) error
 	// IdleTimeout closes a session no action used for that long
 	// (DefaultIdleTimeout when 0).
 	IdleTimeout time.Duration
@@ -283,7 +290,7 @@ func (p *Provider) reap() {
 
 // startSession returns the live session of key for owner (one is reused),
 // or launches a new one within the cap.
-func (p *Provider) startSession(key, owner string, headless bool) (*session, bool, error) {
+func (p *Provider) startSession(key, owner string, headless bool, local localCaller) (*session, bool, error) {
 	if p.execPath == "" {
 		return nil, false, &errcode.Error{Code: errcode.InvalidConfiguration, Op: "browser.start", Msg: p.missing}
 	}
@@ -315,7 +322,7 @@ func (p *Provider) startSession(key, owner string, headless bool) (*session, boo
 	p.startingBy[token]++
 	p.mu.Unlock()
 
-	s, err := p.launch(key, owner, headless)
+	s, err := p.launch(key, owner, headless, local)
 
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -37,7 +37,7 @@ type guardProxy struct {
 	ln      net.Listener
 	srv     *http.Server
 	tr      *http.Transport
-	net     *netguard.Client
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error) // the door's Dial (Provider.localDial)
 	refused func(target string, err error)
 
 	mu      sync.Mutex
@@ -59,11 +59,11 @@ var maxProxyConns = 1024
 const proxyIdleTimeout = 2 * time.Minute
 
 // startProxy listens on a loopback port and serves until close, to
-// connections of uid only (any when uid < 0). Without allowHTTP it carries
+// connections of uid only (any when uid < 0), connecting through dial. Without allowHTTP it carries
 // no plain http: no proxied http:// request, and no tunnel to port 80
 // (where a ws:// WebSocket would go); allowLocal carries plain http to a
 // host written as this machine (netguard.LoopbackHost) all the same.
-func startProxy(n *netguard.Client, allowHTTP, allowLocal bool, uid int, refused func(string, error)) (*guardProxy, error) {
+func startProxy(dial func(ctx context.Context, network, addr string) (net.Conn, error), allowHTTP, allowLocal bool, uid int, refused func(string, error)) (*guardProxy, error) {
 	httpOK := func(host string) bool { return allowHTTP || (allowLocal && netguard.LoopbackHost(host)) }
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -74,10 +74,10 @@ func startProxy(n *netguard.Client, allowHTTP, allowLocal bool, uid int, refused
 		ln = &uidListener{Listener: l, uid: uid, refused: refused}
 	}
 	ln = &capListener{Listener: ln, max: int64(maxProxyConns), refused: refused}
-	g := &guardProxy{ln: ln, net: n, refused: refused, tunnels: map[net.Conn]struct{}{}}
+	g := &guardProxy{ln: ln, dial: dial, refused: refused, tunnels: map[net.Conn]struct{}{}}
 	tr := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           n.Dial,
+		DialContext:           dial,
 		MaxIdleConnsPerHost:   4,
 		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: time.Minute,
@@ -151,7 +151,7 @@ func (g *guardProxy) addr() string { return g.ln.Addr().String() }
 // and copies bytes both ways until either side closes.
 func (g *guardProxy) tunnel(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
-	up, err := g.net.Dial(ctx, "tcp", r.Host)
+	up, err := g.dial(ctx, "tcp", r.Host)
 	cancel()
 	if err != nil {
 		var be *netguard.BlockedError

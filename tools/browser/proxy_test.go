@@ -26,7 +26,7 @@ func TestProxyRules(t *testing.T) {
 		var refusals []string
 		// Port 80 of loopback is admitted by the rules (nothing listens
 		// there): only the proxy's own rule refuses a tunnel to it.
-		g, err := startProxy(allowing(t, srv.URL, "http://127.0.0.1:80"), allowHTTP, false, os.Getuid(), func(target string, err error) {
+		g, err := startProxy(allowing(t, srv.URL, "http://127.0.0.1:80").Dial, allowHTTP, false, os.Getuid(), func(target string, err error) {
 			mu.Lock()
 			refusals = append(refusals, target)
 			mu.Unlock()
@@ -89,7 +89,7 @@ func TestProxyRules(t *testing.T) {
 // another user than the browser's is closed unanswered, and reported.
 func TestProxyServesOnlyTheBrowsersUser(t *testing.T) {
 	refused := make(chan string, 1)
-	g, err := startProxy(allowing(t, "http://127.0.0.1:443"), true, false, os.Getuid()+1, func(target string, err error) { refused <- err.Error() })
+	g, err := startProxy(allowing(t, "http://127.0.0.1:443").Dial, true, false, os.Getuid()+1, func(target string, err error) { refused <- err.Error() })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestProxyConnectionsBounded(t *testing.T) {
 	defer srv.Close()
 	var mu sync.Mutex
 	var refusals []string
-	g, err := startProxy(allowing(t, "http://"+echo.Addr().String(), srv.URL), true, false, os.Getuid(), func(target string, err error) {
+	g, err := startProxy(allowing(t, "http://"+echo.Addr().String(), srv.URL).Dial, true, false, os.Getuid(), func(target string, err error) {
 		mu.Lock()
 		refusals = append(refusals, err.Error())
 		mu.Unlock()

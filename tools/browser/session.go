@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -110,9 +111,27 @@ func (s *session) release() {
 	<-s.lock
 }
 
+// localDial is how a session's proxy connects: through the network door,
+// and, under AllowLocal, to a loopback port only as Options.LocalPort
+// judges it for the session's caller (a refusal is the door's, so the
+// proxy answers 403 and counts it).
+func (p *Provider) localDial(local localCaller) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if !p.opts.AllowLocal || p.opts.LocalPort == nil {
+		return p.net.Dial
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if host, port, err := net.SplitHostPort(addr); err == nil && netguard.LoopbackHost(host) {
+			if err := p.opts.LocalPort(local.within, local.exec, portNumber(port)); err != nil {
+				return nil, &netguard.BlockedError{URL: addr, Reason: err.Error()}
+			}
+		}
+		return p.net.Dial(ctx, network, addr)
+	}
+}
+
 // launch starts Chromium for a new session and sets the tab up: requests
 // intercepted and checked, downloads denied, the viewport fixed.
-func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, err error) {
+func (p *Provider) launch(sessionKey, owner string, headless bool, local localCaller) (s *session, err error) {
 	id, err := randomID()
 	if err != nil {
 		return nil, err
@@ -150,7 +169,7 @@ func (p *Provider) launch(sessionKey, owner string, headless bool) (s *session, 
 	if cred != nil {
 		uid = int(cred.Uid)
 	}
-	s.proxy, err = startProxy(p.net, p.opts.AllowHTTP, p.opts.AllowLocal, uid, func(target string, err error) {
+	s.proxy, err = startProxy(p.localDial(local), p.opts.AllowHTTP, p.opts.AllowLocal, uid, func(target string, err error) {
 		s.blocked.Add(1)
 		p.log.Info("browser connection refused", "session", s.id, "target", clip.String(target, 200), "reason", err)
 	})

@@ -128,6 +128,20 @@ func owner(call registry.Call) string {
 	return call.Caller + "\x00" + call.Scope + "\x00" + call.Session
 }
 
+// localCaller is what Options.LocalPort is told of a session's caller.
+type localCaller struct {
+	within string // the host path of its workspace or scope
+	exec   bool   // it may run commands
+}
+
+func localCallerOf(call registry.Call) localCaller {
+	c := localCaller{exec: !call.NoExec && !call.ReadOnly}
+	if call.Workspace != nil {
+		c.within = call.Workspace.Root()
+	}
+	return c
+}
+
 // ownerToken is the token of an owner (the caller's token entry; "" for
 // the daemon's own token), which the sessions' share is counted by.
 func ownerToken(owner string) string {
@@ -202,7 +216,7 @@ func (p *Provider) handleStart(_ context.Context, call registry.Call) *mcp.CallT
 		return toolkit.Fail(errcode.New(errcode.InvalidArgument, "browser.start", "", "sessionKey is %d bytes long; the limit is 128", len(a.SessionKey)))
 	}
 	headless := a.Headless == nil || *a.Headless
-	s, reused, err := p.startSession(a.SessionKey, owner(call), headless)
+	s, reused, err := p.startSession(a.SessionKey, owner(call), headless, localCallerOf(call))
 	if err != nil {
 		return toolkit.Fail(err)
 	}

@@ -211,6 +211,41 @@ func (p *Previews) Ports(within string) []Port {
 	return p.find(within, 0)
 }
 
+// ErrNotTheCallers: a workspace process listens on the port, but not one
+// the caller may reach through a preview (another scope's, or any when the
+// caller may not run commands).
+var ErrNotTheCallers = errors.New("a workspace process listens on this port, and this caller may not reach it")
+
+// Reachable judges, as a preview would, a connection that another part of
+// the daemon opens to port on this machine's loopback for a caller working
+// in within (the host path of its workspace or scope) that may run
+// commands or not (exec): the browser under --browser-allow-local. A port
+// no workspace process listens on in the daemon's network namespace is
+// none of the workspace's, and nil is returned (whether to reach such a
+// port is that caller's rule). A port a workspace process listens on is
+// refused (ErrNotTheCallers) unless the caller may run commands and a
+// process of its scope holds it: what /preview/ would refuse it is refused
+// by every other way in.
+func (p *Previews) Reachable(within string, exec bool, port int) error {
+	if port < 1 || port > 65535 {
+		return fmt.Errorf("%w: port %d is not in 1..65535", ErrBadTarget, port)
+	}
+	local := func(ps []Port) bool {
+		return slices.ContainsFunc(ps, func(pt Port) bool { return pt.ns == p.selfNS })
+	}
+	if !local(p.find("", port)) {
+		return nil
+	}
+	if exec && local(p.find(within, port)) {
+		return nil
+	}
+	why := "it is another scope's"
+	if !exec {
+		why = "the caller may not run commands"
+	}
+	return fmt.Errorf("port %d: %w (%s)", port, ErrNotTheCallers, why)
+}
+
 // find returns the listening ports of the workspace's processes (within
 // within), only port when it is not 0.
 func (p *Previews) find(within string, port int) []Port {
