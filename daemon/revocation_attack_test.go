@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"bufio"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"io"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/pkg/sftp"
+	gossh "golang.org/x/crypto/ssh"
 )
 
 // revocationDaemon starts a daemon with the daemon's token "master-token"
@@ -288,5 +291,95 @@ func TestAttackRevokedTokenMCPSession(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(root, d, "after.txt")); err == nil {
 			t.Errorf("%s/after.txt was written after the reload", d)
 		}
+	}
+}
+
+// TestAttackSSHPortRevokedKey: a login on the SSH port is judged again
+// before each new channel and, for every open connection, whenever a
+// login file changes (noticed at a login or on SIGHUP). A key removed
+// from authorized_keys opens nothing more on the connection it opened:
+// the next channel is refused and the connection ends, killing the
+// command it runs; a certificate whose CA is removed ends its connection
+// on the reload; a key still listed keeps its connection. Before the fix
+// each connection went on opening sessions after its key was removed.
+func TestAttackSSHPortRevokedKey(t *testing.T) {
+	dir := t.TempDir()
+	_, aliceLine, alice := clientKey(t, dir, "alice")
+	_, bobLine, bob := clientKey(t, dir, "bob")
+	_, _, certKey := clientKey(t, dir, "certkey")
+	_, caPriv, _ := ed25519.GenerateKey(rand.Reader)
+	ca, _ := gossh.NewSignerFromKey(caPriv)
+	_, otherPriv, _ := ed25519.GenerateKey(rand.Reader)
+	other, _ := gossh.NewSignerFromKey(otherPriv)
+	authz, caFile := filepath.Join(dir, "authorized_keys"), filepath.Join(dir, "ca.pub")
+	must(t, os.WriteFile(authz, []byte(aliceLine+"\n"+bobLine+"\n"), 0o600))
+	must(t, os.WriteFile(caFile, gossh.MarshalAuthorizedKey(ca.PublicKey()), 0o644))
+	crt := &gossh.Certificate{Key: certKey.PublicKey(), Serial: 1, CertType: gossh.UserCert, KeyId: "c",
+		ValidPrincipals: []string{"agent"}, ValidAfter: uint64(time.Now().Add(-time.Hour).Unix()),
+		ValidBefore: uint64(time.Now().Add(time.Hour).Unix())}
+	must(t, crt.SignCert(rand.Reader, ca))
+	certSigner, err := gossh.NewCertSigner(crt, certKey)
+	must(t, err)
+
+	c := testConfig(t)
+	c.SSHListen = freeAddr(t)
+	c.SSHAuthorizedKeys = authz
+	c.SSHTrustedUserCAKeys = caFile
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	waitFor(t, "the SSH port", func() bool { return r.d.SSHAddr() != "" })
+	dial := func(s gossh.Signer) *gossh.Client {
+		t.Helper()
+		cl, err := gossh.Dial("tcp", r.d.SSHAddr(), &gossh.ClientConfig{User: "agent", Auth: []gossh.AuthMethod{gossh.PublicKeys(s)},
+			HostKeyCallback: gossh.InsecureIgnoreHostKey(), Timeout: 30 * time.Second})
+		must(t, err)
+		t.Cleanup(func() { cl.Close() })
+		return cl
+	}
+	ac, bc, cc := dial(alice), dial(bob), dial(certSigner)
+	sess, err := ac.NewSession()
+	must(t, err)
+	stdout, err := sess.StdoutPipe()
+	must(t, err)
+	must(t, sess.Start("echo started; exec sleep 60"))
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "started\n" {
+		t.Fatalf("alice's command did not start: %q %v", line, err)
+	}
+
+	// alice's line removed; no SIGHUP: her next channel notices it.
+	must(t, os.WriteFile(authz, []byte(bobLine+"\n"), 0o600))
+	if s, err := ac.NewSession(); err == nil {
+		s.Close()
+		t.Error("a new session opened on alice's connection after her key was removed")
+	} else {
+		t.Logf("alice's new session: %v", err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- sess.Wait() }()
+	select {
+	case err := <-waited:
+		t.Logf("alice's running command: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("alice's command still runs 30 s after her key was removed")
+	}
+	// The certificate's CA replaced by another, then SIGHUP: the
+	// certificate's connection ends without opening anything.
+	must(t, os.WriteFile(caFile, gossh.MarshalAuthorizedKey(other.PublicKey()), 0o644))
+	_ = r.d.ReloadSSHKeys()
+	ended := make(chan error, 1)
+	go func() { ended <- cc.Wait() }()
+	select {
+	case err := <-ended:
+		t.Logf("the certificate's connection after the reload: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Error("the certificate's connection still open 30 s after its CA was removed")
+	}
+	// bob's key is still listed: his connection works.
+	s, err := bc.NewSession()
+	if err != nil {
+		t.Fatalf("bob's connection after the reloads: %v", err)
+	}
+	if err := s.Run("true"); err != nil {
+		t.Errorf("bob's command: %v", err)
 	}
 }

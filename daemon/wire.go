@@ -696,11 +696,22 @@ func startSSHPort(w *wiring) (built, error) {
 	o := sshAuthOptions(cfg)
 	o.Logger = w.log.With("component", "ssh-port")
 	o.Attempt = func(method, outcome string) { attempts.WithLabelValues(method, outcome).Inc() }
+	// When a file changes (SIGHUP, or noticed at a login), the open
+	// connections are judged again: one whose key, certificate or
+	// password no longer logs in is closed.
+	var port atomic.Pointer[sshd.Server]
+	o.Changed = func() {
+		if srv := port.Load(); srv != nil {
+			if n := srv.Rejudge(); n > 0 {
+				w.log.Info("ssh: connections closed whose login the changed files no longer admit", "connections", n)
+			}
+		}
+	}
 	auth, err := sshauth.New(o)
 	if err != nil {
 		return built{}, err
 	}
-	t := sshd.Transport{KeepaliveInterval: cfg.SSHKeepalive, Logger: w.log.With("component", "ssh-port")}
+	t := sshd.Transport{KeepaliveInterval: cfg.SSHKeepalive, Logger: w.log.With("component", "ssh-port"), Recheck: auth.Recheck}
 	if cfg.SSHAuthorizedKeys != "" || cfg.SSHTrustedUserCAKeys != "" {
 		t.PublicKeyCallback = auth.PublicKey
 		t.VerifiedPublicKeyCallback = auth.VerifiedPublicKey
@@ -712,6 +723,7 @@ func startSSHPort(w *wiring) (built, error) {
 	if err != nil {
 		return built{}, fmt.Errorf("--ssh-listen: %w", err)
 	}
+	port.Store(srv)
 	w.sshPort, w.sshPortAuth = srv, auth
 	return built{
 		health:   func(b *healthBody) { h := auth.Health(); b.SSHAuth = &h },

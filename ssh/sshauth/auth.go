@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"strings"
 	"sync"
@@ -52,6 +53,11 @@ type Options struct {
 	Logger         *slog.Logger
 	// Attempt, when set, is told of every attempt (metrics).
 	Attempt func(method, outcome string)
+	// Changed, when set, is called after a reload (Reload, or a file
+	// noticed changed at a login or by Health) has put new contents in
+	// force, outside the reload's lock: the SSH core judges its open
+	// connections again then (Recheck).
+	Changed func()
 	// sleep is time.Sleep (tests replace it).
 	sleep func(time.Duration)
 }
@@ -128,8 +134,17 @@ func New(opts Options) (*Auth, error) {
 // them.
 func (a *Auth) Reload() error {
 	a.reloadMu.Lock()
-	defer a.reloadMu.Unlock()
-	return a.load(true)
+	err := a.load(true)
+	a.reloadMu.Unlock()
+	a.changed()
+	return err
+}
+
+// changed tells Options.Changed that the files were read again.
+func (a *Auth) changed() {
+	if a.opts.Changed != nil {
+		a.opts.Changed()
+	}
 }
 
 // refresh reloads the files that changed since they were last read (or
@@ -150,8 +165,9 @@ func (a *Auth) refresh() {
 		return
 	}
 	a.reloadMu.Lock()
-	defer a.reloadMu.Unlock()
 	_ = a.load(false)
+	a.reloadMu.Unlock()
+	a.changed()
 }
 
 // load reads the files (all of them, or those whose signature changed) and
@@ -284,7 +300,11 @@ func (a *Auth) VerifiedPublicKey(conn gossh.ConnMetadata, key gossh.PublicKey, p
 		fp = certFingerprint(cert)
 	}
 	a.succeeded(conn, "publickey", fp)
-	return perms, nil
+	var ext map[string]string
+	if perms != nil {
+		ext = maps.Clone(perms.Extensions)
+	}
+	return remember(perms, &login{key: key, ext: ext}), nil
 }
 
 func certFingerprint(cert *gossh.Certificate) string {
@@ -307,7 +327,7 @@ func (a *Auth) Password(conn gossh.ConnMetadata, password []byte) (*gossh.Permis
 		return nil, errors.New("wrong password")
 	}
 	a.succeeded(conn, "password", "")
-	return &gossh.Permissions{Extensions: map[string]string{"auth": "password"}}, nil
+	return remember(&gossh.Permissions{Extensions: map[string]string{"auth": "password"}}, &login{hash: hash}), nil
 }
 
 func (a *Auth) succeeded(conn gossh.ConnMetadata, method, fp string) {

@@ -107,6 +107,13 @@ type Transport struct {
 	// PublicKeyCallback for a mere query too): where a login by key is
 	// known to have happened.
 	VerifiedPublicKeyCallback func(gossh.ConnMetadata, gossh.PublicKey, *gossh.Permissions, string) (*gossh.Permissions, error)
+	// Recheck, when set, judges a logged-in connection's login again (the
+	// SSH port's sshauth.Auth.Recheck): before each new channel, and for
+	// every open connection on Server.Rejudge. An error refuses the
+	// channel and closes the connection, killing what it runs: a key
+	// removed from authorized_keys opens nothing more on a connection it
+	// opened.
+	Recheck func(gossh.ConnMetadata, *gossh.Permissions) error
 	// KeepaliveInterval is how often the server sends keepalive@openssh.com
 	// to a logged-in client; after 3 intervals without an answer the
 	// connection is dropped. 0 sends none (the WebSocket adapter pings at
@@ -217,7 +224,8 @@ func (c *Config) Server(t Transport) (*Server, error) {
 		cfg:       c,
 		keepalive: max(t.KeepaliveInterval, 0),
 		log:       t.Logger,
-		conns:     make(map[net.Conn]struct{}),
+		conns:     make(map[net.Conn]*Conn),
+		recheck:   t.Recheck,
 		unauth:    make(map[netip.Addr]int),
 	}
 	switch {

@@ -132,8 +132,11 @@ type Server struct {
 
 	sshConf *gossh.ServerConfig
 
+	// recheck is Transport.Recheck; nil judges a login once.
+	recheck func(gossh.ConnMetadata, *gossh.Permissions) error
+
 	mu        sync.Mutex
-	conns     map[net.Conn]struct{}
+	conns     map[net.Conn]*Conn // nil until logged in
 	unauth    map[netip.Addr]int // connections in their handshake, by address (maxUnauth)
 	maxUnauth int                // Transport.MaxUnauthPerAddr as it applies: 0 for no bound
 	listeners map[net.Listener]struct{}
@@ -231,6 +234,11 @@ func (s *Server) Handshake(ctx context.Context, c net.Conn) (*Conn, error) {
 	}
 	s.log.Debug("connected", "remote", remote)
 	conn := &Conn{srv: s, c: c, sc: sc, chans: chans, reqs: reqs, remote: remote}
+	s.mu.Lock()
+	if _, ok := s.conns[c]; ok {
+		s.conns[c] = conn
+	}
+	s.mu.Unlock()
 	// ctx ends when the connection does: every command it started is
 	// killed (see session.start).
 	conn.ctx = ctx
@@ -359,6 +367,14 @@ func (conn *Conn) Serve() {
 				_ = nc.Reject(gossh.UnknownChannelType, "unsupported channel type")
 				continue
 			}
+			// Each new channel is judged with the login files in force
+			// (Transport.Recheck): a connection whose key was removed
+			// opens nothing more, and ends.
+			if err := conn.recheck(); err != nil {
+				_ = nc.Reject(gossh.Prohibited, "login no longer admitted: "+err.Error())
+				_ = conn.sc.Close()
+				continue
+			}
 			// Forwards count against the same caps as sessions: each holds
 			// a goroutine pair and a connection to the workspace, and
 			// either can hold a window of data nobody reads.
@@ -395,6 +411,46 @@ func (conn *Conn) Serve() {
 	_ = conn.sc.Close()
 	_ = conn.c.Close()
 	s.log.Debug("disconnected", "remote", remote)
+}
+
+// recheck judges conn's login again (Transport.Recheck) and, when it is no
+// longer admitted, logs why; its caller closes the connection (Serve then
+// ends, killing every process it started).
+func (conn *Conn) recheck() error {
+	s := conn.srv
+	if s.recheck == nil {
+		return nil
+	}
+	err := s.recheck(conn.sc, conn.sc.Permissions)
+	if err != nil {
+		s.log.Info("ssh connection closed: its login is no longer admitted", "remote", conn.remote, "user", conn.sc.User(), "why", err)
+	}
+	return err
+}
+
+// Rejudge judges every logged-in connection's login again
+// (Transport.Recheck), after the files that admit logins changed, and
+// closes those no longer admitted. It returns how many it closed.
+func (s *Server) Rejudge() int {
+	if s.recheck == nil {
+		return 0
+	}
+	s.mu.Lock()
+	conns := make([]*Conn, 0, len(s.conns))
+	for _, conn := range s.conns {
+		if conn != nil {
+			conns = append(conns, conn)
+		}
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, conn := range conns {
+		if conn.recheck() != nil {
+			_ = conn.sc.Close()
+			n++
+		}
+	}
+	return n
 }
 
 // startKeepalive sends keepalive@openssh.com every KeepaliveInterval and
@@ -505,7 +561,7 @@ func (s *Server) track(c net.Conn) error {
 	if len(s.conns) >= s.cfg.MaxConns {
 		return connLimitError{s.cfg.MaxConns}
 	}
-	s.conns[c] = struct{}{}
+	s.conns[c] = nil
 	s.wg.Add(1)
 	return nil
 }
