@@ -248,6 +248,39 @@ func TestPreviewScopes(t *testing.T) {
 	}
 }
 
+// TestReachable: a connection the daemon opens to loopback by another way
+// (the browser under --browser-allow-local) is judged by Dial's rule for a
+// workspace command's port: reached from the command's scope or above it,
+// by a caller that may run commands; refused to another scope, a
+// sub-scope, and a caller without exec. A port no workspace command
+// listens on is none of the workspace's (nil: the caller's own rules
+// decide), as is a port out of range refused as a bad target.
+func TestReachable(t *testing.T) {
+	p, root, a, b, port := scopedServer(t)
+	for _, tc := range []struct {
+		within string
+		exec   bool
+		want   error
+	}{
+		{root, true, nil}, {"", true, nil}, {a, true, nil},
+		{b, true, ErrNotTheCallers}, {filepath.Join(a, "sub"), true, ErrNotTheCallers}, {root + "a", true, ErrNotTheCallers},
+		{a, false, ErrNotTheCallers}, {root, false, ErrNotTheCallers},
+	} {
+		if err := p.Reachable(tc.within, tc.exec, port); !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Errorf("within %q, exec %v: %v; want %v", tc.within, tc.exec, err, tc.want)
+		}
+	}
+	host := previewtest.HostServer(t, "the host's")
+	for _, within := range []string{b, ""} {
+		if err := p.Reachable(within, false, host); err != nil {
+			t.Errorf("a host server's port, within %q without exec: %v", within, err)
+		}
+	}
+	if err := p.Reachable(a, true, 0); !errors.Is(err, ErrBadTarget) {
+		t.Errorf("port 0: %v", err)
+	}
+}
+
 func TestPreviewClose(t *testing.T) {
 	p, ex, root := newProvider(t, sandbox.ModeSoftware)
 	port := startServer(t, ex, root, root, "")
