@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -381,5 +382,53 @@ func TestAttackSSHPortRevokedKey(t *testing.T) {
 	}
 	if err := s.Run("true"); err != nil {
 		t.Errorf("bob's command: %v", err)
+	}
+}
+
+// TestAttackRevokedTokenEndsPreviewWebSocket: /preview/ admits each
+// request with the token set in force, but a WebSocket proxied to a
+// workspace server lasts: a reload that removes its token closes it, and
+// one that leaves the token as it was keeps it. Before the fix the
+// proxied WebSocket went on carrying messages to the workspace's server.
+func TestAttackRevokedTokenEndsPreviewWebSocket(t *testing.T) {
+	c := previewConfig(t, "software", true)
+	must(t, os.MkdirAll(filepath.Join(c.Root, "a"), 0o755))
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	alice := tokenLine("alice", "alice-token", `,"scope":"a"`)
+	bob := tokenLine("bob", "bob-token", `,"scope":"a"`)
+	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+alice+`,`+bob+`]}`), 0o600))
+	c.TokensFile = tokens
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	port := startPreviewServerAs(t, r, filepath.Join(c.Root, "a"), bearer("alice-token"))
+	dial := func(token string) *websocket.Conn {
+		t.Helper()
+		ws, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("ws%s/preview/%d/echo", strings.TrimPrefix(r.url, "http"), port),
+			http.Header{"Authorization": {"Bearer " + token}})
+		must(t, err)
+		t.Cleanup(func() { ws.Close() })
+		echo(t, ws, "hi")
+		return ws
+	}
+	wa, wb := dial("alice-token"), dial("bob-token")
+	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+bob+`]}`), 0o600))
+	if _, err := r.d.ReloadTokens(); err != nil {
+		t.Fatal(err)
+	}
+	_ = wa.WriteMessage(websocket.TextMessage, []byte("after"))
+	wa.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, m, err := wa.ReadMessage(); err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Errorf("alice's proxied WebSocket after her token was removed: %q %v", m, err)
+	}
+	echo(t, wb, "still")
+}
+
+// echo sends m on ws and reads it back from the preview server's /echo.
+func echo(t *testing.T, ws *websocket.Conn, m string) {
+	t.Helper()
+	must(t, ws.WriteMessage(websocket.TextMessage, []byte(m)))
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, got, err := ws.ReadMessage(); err != nil || string(got) != m {
+		t.Fatalf("echo: %q %v", got, err)
 	}
 }

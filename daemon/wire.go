@@ -482,7 +482,8 @@ func previewAdmit(rules admit.Rules, root fsops.Workspace) func(http.ResponseWri
 		}
 		within := ws.Root()
 		release()
-		return previews.Caller{Face: "http", Within: within, Remote: c.Remote, Scope: c.Scope, Name: c.Name}, true
+		return previews.Caller{Face: "http", Within: within, Remote: c.Remote, Scope: c.Scope, Name: c.Name,
+			Hold: func(ctx context.Context) (context.Context, func()) { return rules.Hold(ctx, c) }}, true
 	}
 }
 

@@ -146,7 +146,15 @@ func (h *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t.key = poolKey(caller.Within)
-	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+	ctx := r.Context()
+	if caller.Hold != nil && upgradeType(r.Header) != "" {
+		// A WebSocket lasts: ReverseProxy closes it when ctx ends, here
+		// when a reload revokes the caller's token.
+		held, release := caller.Hold(ctx)
+		defer release()
+		ctx = held
+	}
+	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, targetKey{}, t)))
 }
 
 type targetKey struct{}
