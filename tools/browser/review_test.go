@@ -234,9 +234,10 @@ func TestSessionsShareAmongTokens(t *testing.T) {
 }
 
 // TestSessionsAcrossCallers: a session belongs to its caller (token entry,
-// scope and client session): another token, the same token in another
-// scope or another client's session can neither use it, close it, nor get
-// it back by its sessionKey (a new session, its own profile, comes back);
+// scope, rights and client session): another token, the same token in
+// another scope or with fewer rights (read-only, or without exec, after a
+// reload of --tokens) or another client's session can neither use it,
+// close it, nor get it back by its sessionKey (a new session, its own profile, comes back);
 // an id made up, or the prefix /health shows, names nothing.
 func TestSessionsAcrossCallers(t *testing.T) {
 	f := setup(t, func(o *Options) { o.MaxSessions = 3 })
@@ -259,6 +260,10 @@ func TestSessionsAcrossCallers(t *testing.T) {
 		"another client session":   {Caller: "alice", Scope: "users/alice", Session: "gw-2"},
 		"the daemon's own token":   {},
 		"a read-only token":        {Caller: "alice-ro", Scope: "users/alice", ReadOnly: true},
+		// The same token after a reload of --tokens narrowed it: the
+		// session keeps what its start allowed, so it is not theirs.
+		"the same token made read-only": {Caller: "alice", Scope: "users/alice", ReadOnly: true},
+		"the same token without exec":   {Caller: "alice", Scope: "users/alice", NoExec: true},
 	}
 	for name, c := range others {
 		for _, tc := range []struct{ tool, args string }{

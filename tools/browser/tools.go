@@ -121,11 +121,23 @@ func (p *Provider) Tools() []registry.Tool {
 	}
 }
 
-// owner is who may use a session: the caller's token entry and scope, and
-// the client's own session (/gateway's sessionId) when it names one. A
-// session id is unguessable, and another caller's is refused all the same.
+// owner is who may use a session: the caller's token entry, its scope and
+// what it may do (read-only, commands), and the client's own session
+// (/gateway's sessionId) when it names one. A session id is unguessable,
+// and another caller's is refused all the same. The rights are part of it
+// because a session keeps what its start allowed (localCallerOf: reaching
+// the workspace's servers): after a reload of --tokens makes the token
+// read-only or takes exec away, its calls name another owner, and its old
+// session is no longer theirs.
 func owner(call registry.Call) string {
-	return call.Caller + "\x00" + call.Scope + "\x00" + call.Session
+	rights := "rw"
+	if call.ReadOnly {
+		rights = "ro"
+	}
+	if call.NoExec {
+		rights += ",noexec"
+	}
+	return call.Caller + "\x00" + call.Scope + "\x00" + call.Session + "\x00" + rights
 }
 
 // localCaller is what Options.LocalPort is told of a session's caller.
