@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // revocationDaemon starts a daemon with the daemon's token "master-token"
@@ -430,5 +434,178 @@ func echo(t *testing.T, ws *websocket.Conn, m string) {
 	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, got, err := ws.ReadMessage(); err != nil || string(got) != m {
 		t.Fatalf("echo: %q %v", got, err)
+	}
+}
+
+// TestAttackNarrowedTokenCallsJudgedAnew: what a token started lives on
+// (a background process, a watch, a system.run request waiting for or
+// given approval) but each call that reaches it is admitted with the
+// token set in force. After a reload moves the token from a to b it
+// neither sees nor controls a's process, its watch cursor shows nothing
+// of a, and its approved request of a is unknown to it; after one takes
+// exec away it reads but neither kills nor runs; after one removes it,
+// every call is 401. All held before this review; the test keeps them.
+func TestAttackNarrowedTokenCallsJudgedAnew(t *testing.T) {
+	c := testConfig(t)
+	c.AuthToken = "master-token"
+	c.OperatorToken = "operator-token"
+	c.ProcessTools, c.WatchTools, c.GatewayTools = true, true, true
+	c.ExecApprovals = filepath.Join(t.TempDir(), "approvals.json")
+	must(t, os.WriteFile(c.ExecApprovals, []byte(`{"allowlist":{"commands":["echo"]}}`), 0o600))
+	for _, d := range []string{"a", "b"} {
+		must(t, os.MkdirAll(filepath.Join(c.Root, d), 0o755))
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	write := func(lines ...string) {
+		must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+strings.Join(lines, ",")+`]}`), 0o600))
+	}
+	write(tokenLine("alice", "alice-token", `,"scope":"a"`))
+	c.TokensFile = tokens
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	reload := func(lines ...string) {
+		t.Helper()
+		write(lines...)
+		if _, err := r.d.ReloadTokens(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call := func(tool, args string) (int, string) {
+		t.Helper()
+		return callAs(t, r.url, "alice-token", "", tool, args)
+	}
+	// field is the value of key in the call's result text (or structured
+	// content): a string or a number.
+	field := func(body, key string) string {
+		t.Helper()
+		var rpc struct {
+			Result struct {
+				Content           []struct{ Text string }
+				StructuredContent json.RawMessage
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &rpc); err != nil || len(rpc.Result.Content) == 0 {
+			t.Fatalf("%s: %v", body, err)
+		}
+		text := rpc.Result.Content[0].Text + string(rpc.Result.StructuredContent)
+		m := regexp.MustCompile(`"` + key + `":\s*"?([^",}\s]+)`).FindStringSubmatch(text)
+		if m == nil {
+			t.Fatalf("no %s in %s", key, body)
+		}
+		return m[1]
+	}
+	_, body := call("process_start", `{"command":"sleep 60"}`)
+	pid := field(body, "id")
+	_, body = call("watch_changes", `{"path":"."}`)
+	cursor := field(body, "cursor")
+	_, body = call("system.run", `{"argv":["printf","%s","approved-run"]}`)
+	req := field(body, "requestId")
+	if code, body := send(t, http.MethodPost, r.url+"/approvals/"+req, `{"approved":true}`, bearer("operator-token")); code != http.StatusOK {
+		t.Fatalf("approve %s: %d %s", req, code, body)
+	}
+
+	// Moved from a to b.
+	reload(tokenLine("alice", "alice-token", `,"scope":"b"`))
+	if _, body := call("process_list", `{}`); strings.Contains(body, pid) {
+		t.Errorf("alice in b lists a's process: %s", body)
+	}
+	if _, body := call("process_kill", `{"id":"`+pid+`"}`); !strings.Contains(body, "no background process") {
+		t.Errorf("alice in b kills a's process: %s", body)
+	}
+	must(t, os.WriteFile(filepath.Join(c.Root, "a", "in-a.txt"), []byte("x"), 0o644))
+	_, body = call("watch_changes", `{"path":".","cursor":`+cursor+`,"timeoutMs":300}`)
+	t.Logf("alice in b polls her old cursor: %.300s", body)
+	if strings.Contains(body, "in-a.txt") {
+		t.Errorf("alice in b sees a change in a through her old watch: %s", body)
+	}
+	_, body = call("system.run", `{"requestId":"`+req+`"}`)
+	t.Logf("alice in b runs her approved request of a: %.300s", body)
+	if !strings.Contains(body, "no such request") && !strings.Contains(body, "unknown") {
+		t.Errorf("alice in b ran her approved request of a: %s", body)
+	}
+	// Back in a, without exec.
+	reload(tokenLine("alice", "alice-token", `,"scope":"a","exec":false`))
+	if _, body := call("process_list", `{}`); !strings.Contains(body, pid) {
+		t.Errorf("alice without exec does not list her scope's process: %s", body)
+	}
+	for tool, args := range map[string]string{"process_kill": `{"id":"` + pid + `"}`, "system.run": `{"requestId":"` + req + `"}`} {
+		if _, body := call(tool, args); !strings.Contains(body, "Permission denied") {
+			t.Errorf("alice without exec: %s: %s", tool, body)
+		}
+	}
+	// Removed.
+	reload(tokenLine("bob", "bob-token", `,"scope":"a"`))
+	for tool, args := range map[string]string{"process_list": `{}`, "watch_changes": `{"path":".","cursor":` + cursor + `,"timeoutMs":1}`, "system.run": `{"requestId":"` + req + `"}`} {
+		if code, body := call(tool, args); code != http.StatusUnauthorized {
+			t.Errorf("alice removed: %s: %d %s", tool, code, body)
+		}
+	}
+	// The approved request is still a's: bob, of that scope, may run it.
+	if _, body := callAs(t, r.url, "bob-token", "", "system.run", `{"requestId":"`+req+`"}`); !strings.Contains(body, "approved-run") {
+		t.Errorf("bob runs a's approved request: %s", body)
+	}
+	callAs(t, r.url, "bob-token", "", "process_kill", `{"id":"`+pid+`"}`)
+}
+
+// TestAttackNarrowedTokenTransaction: a transaction (exec with
+// transaction:true) belongs to its scope, and transaction_apply is a call
+// admitted with the token set in force: after a reload makes its token
+// read-only the apply is refused, after one moves it to b the id is
+// unknown to it, after one removes it the call is 401; the scope's
+// transaction is applied by a token that may, as before. Held before
+// this review; the test keeps it.
+func TestAttackNarrowedTokenTransaction(t *testing.T) {
+	testenv.Bwrap(t)
+	c := testConfig(t)
+	c.Isolation = "bwrap"
+	c.StateDir = t.TempDir()
+	c.Transactions = true
+	c.AuthToken = "master-token"
+	for _, d := range []string{"a", "b"} {
+		must(t, os.MkdirAll(filepath.Join(c.Root, d), 0o755))
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	write := func(lines ...string) {
+		must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+strings.Join(lines, ",")+`]}`), 0o600))
+	}
+	write(tokenLine("alice", "alice-token", `,"scope":"a"`))
+	c.TokensFile = tokens
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	_, body := callAs(t, r.url, "alice-token", "", "exec", `{"command":"echo x > f","transaction":true}`)
+	var resp struct {
+		Result struct {
+			IsError           bool
+			StructuredContent struct{ Transaction string }
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &resp); err != nil || resp.Result.IsError || resp.Result.StructuredContent.Transaction == "" {
+		t.Fatalf("alice's transaction: %v %s", err, body)
+	}
+	apply := `{"id":"` + resp.Result.StructuredContent.Transaction + `"}`
+	for _, tc := range []struct{ line, want string }{
+		{`,"scope":"a","readOnly":true`, "Permission denied"},
+		{`,"scope":"b"`, "no pending transaction"},
+	} {
+		write(tokenLine("alice", "alice-token", tc.line))
+		if _, err := r.d.ReloadTokens(); err != nil {
+			t.Fatal(err)
+		}
+		if _, body := callAs(t, r.url, "alice-token", "", "transaction_apply", apply); !strings.Contains(body, tc.want) {
+			t.Errorf("alice (%s) applies her transaction of a: %s, want %q", tc.line, body, tc.want)
+		}
+	}
+	write(tokenLine("bob", "bob-token", `,"scope":"a"`))
+	if _, err := r.d.ReloadTokens(); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := callAs(t, r.url, "alice-token", "", "transaction_apply", apply); code != http.StatusUnauthorized {
+		t.Errorf("alice removed applies: %d %s", code, body)
+	}
+	if _, err := os.Stat(filepath.Join(c.Root, "a", "f")); err == nil {
+		t.Fatal("a/f exists before any apply that may")
+	}
+	if _, body := callAs(t, r.url, "bob-token", "", "transaction_apply", apply); strings.Contains(body, `"isError":true`) {
+		t.Errorf("bob, of scope a, applies a's transaction: %s", body)
 	}
 }
