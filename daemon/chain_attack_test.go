@@ -3,12 +3,15 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbe/agentbe-daemon/internal/previewtest"
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
@@ -214,5 +217,71 @@ func TestChainBrowserReachesAnotherScopesServer(t *testing.T) {
 	host := fmt.Sprintf("http://127.0.0.1:%d/", previewtest.HostServer(t, "a host service"))
 	if got := read("chain-carol", host); !strings.Contains(got, "a host service") {
 		t.Errorf("scope a's no-exec token on a host loopback server with --browser-allow-local: %s", got)
+	}
+}
+
+// TestChainToolsReachAnotherScopesServer: where the operator admits
+// loopback to the tools that go out (--net-allow-private, with the port),
+// http.request of a token bound to scope a, with or without exec, reached
+// the server a command of scope b listens on, which /preview/ refuses it.
+// Every tool call's connections to this machine are judged by /preview/'s
+// rule now (the registry's CallContext, netguard.WithLoopbackJudge); a
+// loopback server that is no workspace command's stays the loosening's.
+func TestChainToolsReachAnotherScopesServer(t *testing.T) {
+	hostLn, err := net.Listen("tcp4", "127.0.0.1:0")
+	must(t, err)
+	hostSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "a host service") })}
+	go hostSrv.Serve(hostLn)
+	defer hostSrv.Close()
+	hostPort := hostLn.Addr().(*net.TCPAddr).Port
+	bobPort := freePort(t)
+
+	c := testConfig(t)
+	c.AuthToken = "chain-master"
+	c.ProcessTools, c.GatewayTools, c.NetAllowPrivate = true, true, true
+	c.NetAllowPorts = []string{strconv.Itoa(bobPort), strconv.Itoa(hostPort)}
+	for _, d := range []string{"a", "b"} {
+		must(t, os.MkdirAll(filepath.Join(c.Root, d), 0o755))
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+
+		tokenLine("carol", "chain-carol", `,"scope":"a","exec":false`)+","+
+		tokenLine("alice", "chain-alice", `,"scope":"a"`)+","+
+		tokenLine("bob", "chain-bob", `,"scope":"b"`)+`]}`), 0o600))
+	c.TokensFile = tokens
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	defer http.DefaultClient.CloseIdleConnections()
+
+	bin := previewtest.Install(t, filepath.Join(c.Root, "b"))
+	if _, body := callAs(t, r.url, "chain-bob", "", "process_start", `{"command":"`+bin+` -addr 127.0.0.1:`+strconv.Itoa(bobPort)+`"}`); !strings.Contains(chainText(body), `"id"`) {
+		t.Fatalf("bob's server: %s", body)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) { // a hang guard
+		if conn, err := net.Dial("tcp4", "127.0.0.1:"+strconv.Itoa(bobPort)); err == nil {
+			conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("bob's server never listened")
+		}
+	}
+	fetch := func(token string, port int) string {
+		t.Helper()
+		_, body := callAs(t, r.url, token, "", "http.request", fmt.Sprintf(`{"url":"http://127.0.0.1:%d/by-a-tool"}`, port))
+		return chainText(body)
+	}
+	for _, token := range []string{"chain-carol", "chain-alice"} {
+		if got := fetch(token, bobPort); strings.Contains(got, "hello from") || !strings.Contains(got, "this caller may not reach it") {
+			t.Errorf("%s's http.request to scope b's server: %s", token, got)
+		}
+	}
+	for _, token := range []string{"chain-bob", "chain-master"} {
+		if got := fetch(token, bobPort); !strings.Contains(got, "hello from the workspace at /by-a-tool") {
+			t.Errorf("%s's http.request to scope b's server: %s", token, got)
+		}
+	}
+	if got := fetch("chain-carol", hostPort); !strings.Contains(got, "a host service") {
+		t.Errorf("scope a's no-exec token on a host loopback server the operator admitted: %s", got)
 	}
 }

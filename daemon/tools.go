@@ -1,12 +1,16 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
+	"sync"
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/audit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/internal/metrics"
+	"github.com/agentbe/agentbe-daemon/netguard"
+	"github.com/agentbe/agentbe-daemon/tools/previews"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
@@ -73,8 +77,47 @@ func newToolRegistry(cfg config.Config, d *Daemon) *registry.Registry {
 			d.toolMetrics.observe(reg, rec)
 			d.sink.toolCall(rec)
 		},
+		CallContext: loopbackJudge(d),
 	})
 	return reg
+}
+
+// loopbackJudge gives each tool call's context the judge of the
+// connections it makes to this machine's loopback through the network door
+// (netguard.WithLoopbackJudge): a port that a workspace command listens on
+// is reached only as /preview/ would reach it for the caller
+// (previews.Reachable: its scope or below, and only a caller that may run
+// commands), whichever tool dials it (http.request, http.download,
+// extensions' http and postgres, a site's curl) under the loosenings that
+// admit loopback (--net-allow-private, --net-allow-cidrs,
+// --net-allow-hosts). The browser's own connections are judged the same
+// way per session (browser.Options.LocalPort). Without a workspace that
+// runs commands there is nothing to judge.
+func loopbackJudge(d *Daemon) func(context.Context, registry.Call) context.Context {
+	// Built at the first call: the executor is made after the registry.
+	reach := sync.OnceValue(func() *previews.Previews {
+		if d.w.exec == nil {
+			return nil
+		}
+		p, err := previews.New(previews.Options{Executor: d.w.exec})
+		if err != nil {
+			d.log.Warn("tools' connections to workspace commands' ports cannot be judged", "err", err)
+			return nil
+		}
+		return p
+	})
+	return func(ctx context.Context, call registry.Call) context.Context {
+		p := reach()
+		if p == nil {
+			return ctx
+		}
+		within := ""
+		if call.Workspace != nil {
+			within = call.Workspace.Root()
+		}
+		exec := !call.NoExec && !call.ReadOnly
+		return netguard.WithLoopbackJudge(ctx, func(port int) error { return p.Reachable(within, exec, port) })
+	}
 }
 
 // ReloadTokens reads the --tokens file again (on SIGHUP) and puts its set

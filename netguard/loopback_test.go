@@ -3,11 +3,13 @@ package netguard
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -84,5 +86,58 @@ func TestAllowLoopback(t *testing.T) {
 		t.Errorf("Dial 127.0.0.1:%s with AllowLoopback: %v", port, err)
 	} else {
 		conn.Close()
+	}
+}
+
+// TestLoopbackJudge: a connection to this machine (a loopback address, by
+// address or by a name the rules admit, and the unspecified address) made
+// under a context holding a judge passes it first, with the port: its
+// error refuses the connection as a *BlockedError, through Dial and Fetch
+// alike; without a judge, or for another address, nothing is asked.
+func TestLoopbackJudge(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "local") })}
+	go srv.Serve(ln)
+	defer srv.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	c := New(Options{AllowLoopback: true, AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/32")}, AllowPorts: []uint16{uint16(port)}})
+	var asked []int
+	refuse := WithLoopbackJudge(context.Background(), func(p int) error { asked = append(asked, p); return errors.New("not this caller's") })
+	admit := WithLoopbackJudge(context.Background(), func(p int) error { asked = append(asked, p); return nil })
+	for _, host := range []string{"127.0.0.1", "localhost", "0.0.0.0"} {
+		addr := net.JoinHostPort(host, strconv.Itoa(port))
+		asked = nil
+		var be *BlockedError
+		if conn, err := c.Dial(refuse, "tcp", addr); !errors.As(err, &be) || !strings.Contains(err.Error(), "not this caller's") {
+			if conn != nil {
+				conn.Close()
+			}
+			t.Errorf("Dial %s under a refusing judge: %v", addr, err)
+		}
+		req, _ := http.NewRequestWithContext(refuse, http.MethodGet, "http://"+addr+"/", nil)
+		if _, err := c.Fetch(refuse, req); !errors.As(err, &be) {
+			t.Errorf("Fetch %s under a refusing judge: %v", addr, err)
+		}
+		if len(asked) != 2 || asked[0] != port || asked[1] != port {
+			t.Errorf("%s: the judge was asked %v, want port %d twice", addr, asked, port)
+		}
+		conn, err := c.Dial(admit, "tcp", addr)
+		if err != nil {
+			t.Errorf("Dial %s under an admitting judge: %v", addr, err)
+		} else {
+			conn.Close()
+		}
+		if conn, err := c.Dial(context.Background(), "tcp", addr); err != nil {
+			t.Errorf("Dial %s without a judge: %v", addr, err)
+		} else {
+			conn.Close()
+		}
+	}
+	asked = nil
+	if _, err := c.Dial(refuse, "tcp", "10.255.255.1:80"); err == nil || len(asked) != 0 {
+		t.Errorf("a refused non-loopback address: %v, judge asked %v", err, asked)
 	}
 }

@@ -218,6 +218,39 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 	return c.dialChecked(ctx, network, addr)
 }
 
+// loopbackJudgeKey carries WithLoopbackJudge's judge in a context.
+type loopbackJudgeKey struct{}
+
+// WithLoopbackJudge returns ctx carrying judge, which every connection the
+// door then makes under ctx to this machine (a loopback address, or the
+// unspecified one, which reaches the same listeners) passes before it is
+// made: a non-nil error refuses it as a *BlockedError. The door itself
+// decides whether loopback may be reached at all (AllowLoopback,
+// AllowPrivate, AllowPrefixes, AllowHosts); the judge narrows that for
+// one caller, by port (the daemon: a workspace command's port is reached
+// only as /preview/ reaches it, previews.Reachable).
+func WithLoopbackJudge(ctx context.Context, judge func(port int) error) context.Context {
+	return context.WithValue(ctx, loopbackJudgeKey{}, judge)
+}
+
+// judgeLoopback applies ctx's loopback judge to the addresses about to be
+// dialled for port.
+func judgeLoopback(ctx context.Context, addr string, checked []netip.Addr, port uint16) error {
+	judge, _ := ctx.Value(loopbackJudgeKey{}).(func(int) error)
+	if judge == nil {
+		return nil
+	}
+	for _, a := range checked {
+		if a = a.Unmap(); a.IsLoopback() || a.IsUnspecified() {
+			if err := judge(int(port)); err != nil {
+				return &BlockedError{URL: addr, Reason: err.Error()}
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
 // dialChecked resolves and checks addr's host and connects to a checked
 // address.
 func (c *Client) dialChecked(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -231,6 +264,9 @@ func (c *Client) dialChecked(ctx context.Context, network, addr string) (net.Con
 	}
 	checked, exempt, err := c.addrs(ctx, host, uint16(p))
 	if err != nil {
+		return nil, err
+	}
+	if err := judgeLoopback(ctx, addr, checked, uint16(p)); err != nil {
 		return nil, err
 	}
 	d := *c.dialer

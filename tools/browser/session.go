@@ -112,20 +112,16 @@ func (s *session) release() {
 }
 
 // localDial is how a session's proxy connects: through the network door,
-// and, under AllowLocal, to a loopback port only as Options.LocalPort
-// judges it for the session's caller (a refusal is the door's, so the
-// proxy answers 403 and counts it).
+// which, under AllowLocal, passes a connection to this machine's loopback
+// to Options.LocalPort for the session's caller first (a refusal is the
+// door's, so the proxy answers 403 and counts it).
 func (p *Provider) localDial(local localCaller) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	if !p.opts.AllowLocal || p.opts.LocalPort == nil {
 		return p.net.Dial
 	}
+	judge := func(port int) error { return p.opts.LocalPort(local.within, local.exec, port) }
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if host, port, err := net.SplitHostPort(addr); err == nil && netguard.LoopbackHost(host) {
-			if err := p.opts.LocalPort(local.within, local.exec, portNumber(port)); err != nil {
-				return nil, &netguard.BlockedError{URL: addr, Reason: err.Error()}
-			}
-		}
-		return p.net.Dial(ctx, network, addr)
+		return p.net.Dial(netguard.WithLoopbackJudge(ctx, judge), network, addr)
 	}
 }
 

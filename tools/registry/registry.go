@@ -276,6 +276,12 @@ type Options struct {
 	Observe func(Record)
 	// Logger receives panics in handlers; nil discards.
 	Logger *slog.Logger
+	// CallContext, when set, gives the context each handler runs with,
+	// from the call's (its deadline kept) and the call: what the caller
+	// may reach through doors that take it from the context (the daemon:
+	// netguard.WithLoopbackJudge, so no tool reaches a workspace command's
+	// loopback port that /preview/ would refuse the caller).
+	CallContext func(ctx context.Context, call Call) context.Context
 }
 
 // Record is what Observe is told about one call.
@@ -662,7 +668,11 @@ func (r *Registry) Call(ctx context.Context, name string, call Call) (*mcp.CallT
 	// one and waiting costs more than the rest of the registry on the MCP
 	// read path (docs/tools.md, "Limits"). The deadline reaches the
 	// handler through its context.
-	res := r.run(cctx, e, call)
+	hctx := cctx
+	if r.opts.CallContext != nil {
+		hctx = r.opts.CallContext(cctx, call)
+	}
+	res := r.run(hctx, e, call)
 	timedOut := cctx.Err() != nil
 	cancel()
 	detached := call.hold.handlerReturned()
