@@ -140,4 +140,23 @@ func TestLoopbackJudge(t *testing.T) {
 	if _, err := c.Dial(refuse, "tcp", "10.255.255.1:80"); err == nil || len(asked) != 0 {
 		t.Errorf("a refused non-loopback address: %v, judge asked %v", err, asked)
 	}
+	// An address of this machine's own interfaces reaches a listener on
+	// 0.0.0.0 too: judged the same (the test's servers listen on loopback
+	// only, so the refusal is all that is checked).
+	ifs, _ := net.InterfaceAddrs()
+	for _, ia := range ifs {
+		ipn, ok := ia.(*net.IPNet)
+		own, ok2 := netip.AddrFromSlice(ipn.IP)
+		if !ok || !ok2 || own.Unmap().IsLoopback() || !own.Unmap().Is4() {
+			continue
+		}
+		own = own.Unmap()
+		oc := New(Options{AllowPrefixes: []netip.Prefix{netip.PrefixFrom(own, 32)}, AllowPorts: []uint16{uint16(port)}})
+		asked = nil
+		var be *BlockedError
+		if _, err := oc.Dial(refuse, "tcp", net.JoinHostPort(own.String(), strconv.Itoa(port))); !errors.As(err, &be) || len(asked) != 1 {
+			t.Errorf("this machine's address %s under a refusing judge: %v, asked %v", own, err, asked)
+		}
+		break
+	}
 }

@@ -222,9 +222,9 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 type loopbackJudgeKey struct{}
 
 // WithLoopbackJudge returns ctx carrying judge, which every connection the
-// door then makes under ctx to this machine (a loopback address, or the
-// unspecified one, which reaches the same listeners) passes before it is
-// made: a non-nil error refuses it as a *BlockedError. The door itself
+// door then makes under ctx to this machine (a loopback address, the
+// unspecified one, or an address of one of its interfaces: each reaches a
+// listener on 0.0.0.0) passes before it is made: a non-nil error refuses it as a *BlockedError. The door itself
 // decides whether loopback may be reached at all (AllowLoopback,
 // AllowPrivate, AllowPrefixes, AllowHosts); the judge narrows that for
 // one caller, by port (the daemon: a workspace command's port is reached
@@ -240,8 +240,18 @@ func judgeLoopback(ctx context.Context, addr string, checked []netip.Addr, port 
 	if judge == nil {
 		return nil
 	}
+	var own []netip.Addr
+	if ifs, err := net.InterfaceAddrs(); err == nil {
+		for _, ia := range ifs {
+			if p, ok := ia.(*net.IPNet); ok {
+				if a, ok := netip.AddrFromSlice(p.IP); ok {
+					own = append(own, a.Unmap())
+				}
+			}
+		}
+	}
 	for _, a := range checked {
-		if a = a.Unmap(); a.IsLoopback() || a.IsUnspecified() {
+		if a = a.Unmap(); a.IsLoopback() || a.IsUnspecified() || slices.Contains(own, a.WithZone("")) {
 			if err := judge(int(port)); err != nil {
 				return &BlockedError{URL: addr, Reason: err.Error()}
 			}
