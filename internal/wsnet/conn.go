@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -264,13 +265,15 @@ func (c *Conn) drain() {
 
 // CloseFrame is the payload of a close frame with code and reason, the
 // one every WebSocket of the daemon sends (/ssh, /gateway). The reason is
-// cut to 120 bytes on a rune boundary, with clip's marker: 123 bytes at
-// most, what a control frame holds beside the code (gorilla refuses to
-// send a longer one, and the peer would get no close frame at all), and
-// valid UTF-8, which RFC 6455 requires of it (a client fails a connection
-// whose reason is not, and sees no code).
+// made valid UTF-8, which RFC 6455 requires of it (a client fails a
+// connection whose reason is not, and sees no code; a reason can quote
+// what a client sent, an X-Scope-Path of any bytes), each invalid byte
+// run replaced by U+FFFD, then cut to 120 bytes on a rune boundary, with
+// clip's marker: 123 bytes at most, what a control frame holds beside the
+// code (gorilla refuses to send a longer one, and the peer would get no
+// close frame at all).
 func CloseFrame(code int, reason string) []byte {
-	return websocket.FormatCloseMessage(code, clip.String(reason, 120))
+	return websocket.FormatCloseMessage(code, clip.String(strings.ToValidUTF8(reason, "\uFFFD"), 120))
 }
 
 // SetCloseCode chooses the code and reason the next Close sends.

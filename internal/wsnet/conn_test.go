@@ -227,7 +227,8 @@ func TestWSConnStream(t *testing.T) {
 // TestCloseReasonReachesThePeer: a reason longer than a control frame
 // holds, and one whose cut would fall inside a character, still reach the
 // peer with their code, cut on a character boundary (a reason past 123
-// bytes made gorilla refuse the frame, so no close frame was sent).
+// bytes made gorilla refuse the frame, so no close frame was sent), and a
+// reason that is not UTF-8 reaches it made valid.
 func TestCloseReasonReachesThePeer(t *testing.T) {
 	for name, reason := range map[string]string{
 		"long":      "Invalid scope: " + strings.Repeat("x", 300),
@@ -245,5 +246,15 @@ func TestCloseReasonReachesThePeer(t *testing.T) {
 				t.Errorf("close %d %q (%d bytes); want 4003 with the reason cut to 123 bytes, valid UTF-8", ce.Code, ce.Text, len(ce.Text))
 			}
 		})
+	}
+	// A reason quoting bytes that are not UTF-8 (a client's X-Scope-Path)
+	// reaches the peer too, made valid: gorilla, as RFC 6455 asks, fails
+	// the connection on a close frame whose reason is not.
+	ws := wsPair(t, func(c *Conn) { c.CloseWith(4003, "Invalid scope: a\xffb") }, nil)
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err := ws.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != 4003 || ce.Text != "Invalid scope: a\uFFFDb" {
+		t.Errorf("a reason that is not UTF-8: %v; want close 4003 %q", err, "Invalid scope: a\uFFFDb")
 	}
 }
