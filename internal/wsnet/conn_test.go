@@ -1,11 +1,16 @@
 package wsnet
 
 import (
+	"bufio"
 	"bytes"
+	"crypto/sha1"
+	"encoding/base64"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -257,4 +262,68 @@ func TestCloseReasonReachesThePeer(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Code != 4003 || ce.Text != "Invalid scope: a\uFFFDb" {
 		t.Errorf("a reason that is not UTF-8: %v; want close 4003 %q", err, "Invalid scope: a\uFFFDb")
 	}
+}
+
+// FuzzCloseFrame: whatever the code and reason, the close frame fits a
+// control frame (125 bytes), carries the code, and a reason that is valid
+// UTF-8 (RFC 6455), the start of the reason made valid, cut only with
+// clip's marker; and gorilla's reader takes it as a close frame with that
+// code and text.
+func FuzzCloseFrame(f *testing.F) {
+	for _, r := range []string{"", "Unauthorized", "Invalid scope: " + strings.Repeat("é", 100), "Invalid scope: a\xffb", "\xed\xa0\x80", strings.Repeat("x", 300)} {
+		f.Add(uint16(4003), r)
+	}
+	f.Add(uint16(1000), "bye")
+	f.Fuzz(func(t *testing.T, code uint16, reason string) {
+		c := 3000 + int(code)%2000 // the codes a server may send: 3000-4999 (1000-1011 are covered by the seeds' 4003 alike)
+		if code == 1000 {
+			c = 1000
+		}
+		b := CloseFrame(c, reason)
+		if len(b) > 125 || len(b) < 2 {
+			t.Fatalf("CloseFrame(%d, %q): %d bytes", c, reason, len(b))
+		}
+		text := string(b[2:])
+		if got := int(b[0])<<8 | int(b[1]); got != c {
+			t.Fatalf("CloseFrame(%d, %q): code %d", c, reason, got)
+		}
+		if !utf8.ValidString(text) {
+			t.Fatalf("CloseFrame(%d, %q): reason %q is not UTF-8", c, reason, text)
+		}
+		valid := strings.ToValidUTF8(reason, "\uFFFD")
+		if text != valid && !(strings.HasSuffix(text, "…") && strings.HasPrefix(valid, strings.TrimSuffix(text, "…"))) {
+			t.Fatalf("CloseFrame(%d, %q): reason %q", c, reason, text)
+		}
+		// Gorilla's reader on a raw close frame: FIN, opcode 8, unmasked
+		// (the client's reader of a server's frame).
+		frame := append([]byte{0x88, byte(len(b))}, b...)
+		_, _, err := readAsClient(t, frame).ReadMessage()
+		var ce *websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != c || ce.Text != text {
+			t.Fatalf("CloseFrame(%d, %q) read by gorilla: %v", c, reason, err)
+		}
+	})
+}
+
+// readAsClient is a gorilla client connection whose server (over a pipe)
+// completes the handshake and then sends frames.
+func readAsClient(t *testing.T, frames []byte) *websocket.Conn {
+	cli, srv := net.Pipe()
+	t.Cleanup(func() { cli.Close(); srv.Close() })
+	go func() {
+		req, err := http.ReadRequest(bufio.NewReader(srv))
+		if err != nil {
+			return
+		}
+		sum := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+		srv.Write(append([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "+
+			base64.StdEncoding.EncodeToString(sum[:])+"\r\n\r\n"), frames...))
+		io.Copy(io.Discard, srv) // the client's answering close frame
+	}()
+	u, _ := url.Parse("ws://pipe/")
+	ws, _, err := websocket.NewClient(cli, u, nil, 1024, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
 }
