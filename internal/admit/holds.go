@@ -22,6 +22,7 @@ type Holds struct {
 
 type hold struct {
 	c      Caller
+	ctx    context.Context
 	cancel context.CancelCauseFunc
 }
 
@@ -58,7 +59,7 @@ func (ru *Rules) Hold(parent context.Context, c Caller) (ctx context.Context, re
 	if ru.Holds == nil || c.Operator {
 		return ctx, func() { cancel(nil) }
 	}
-	h := &hold{c: c, cancel: cancel}
+	h := &hold{c: c, ctx: ctx, cancel: cancel}
 	hs := ru.Holds
 	hs.mu.Lock()
 	hs.m[h] = struct{}{}
@@ -98,8 +99,12 @@ func (ru *Rules) Rejudge() int {
 	return n
 }
 
-// judge ends h if its credential names another identity now.
+// judge ends h if its credential names another identity now, and says
+// whether it did (a hold that has ended already is left).
 func (ru *Rules) judge(h *hold) bool {
+	if h.ctx.Err() != nil {
+		return false
+	}
 	id, ok := ru.Token.Reidentify(h.c.cred)
 	if ok && id == h.c.Identity {
 		return false

@@ -72,6 +72,10 @@ func TestHoldsRejudge(t *testing.T) {
 	if held != 6 {
 		t.Errorf("%d holds registered, want 6", held)
 	}
+	// A second reload ends none: the holds it would end have ended.
+	if n := ru.Rejudge(); n != 0 {
+		t.Errorf("a second Rejudge ended %d holds, want 0", n)
+	}
 	// Without Holds, a hold ends with its parent or release alone.
 	bare := Rules{Token: ru.Token}
 	ctx, release := bare.Hold(context.Background(), admitted("bob-token"))
