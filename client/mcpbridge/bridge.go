@@ -152,7 +152,11 @@ func readLine(r *bufio.Reader, limit int) (line []byte, tooLong bool, err error)
 	for {
 		frag, err := r.ReadSlice('\n')
 		if !tooLong {
-			if len(line)+len(frag) > limit+1 { // +1: the newline
+			n := len(line) + len(frag)
+			if bytes.HasSuffix(frag, []byte("\n")) {
+				n-- // the newline is not the message's (a last line may have none)
+			}
+			if n > limit {
 				tooLong = true
 				line = append(line, frag[:min(len(frag), max(0, headBytes-len(line)))]...)
 				line = line[:min(len(line), headBytes)]

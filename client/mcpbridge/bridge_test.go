@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -206,5 +207,22 @@ func TestBridgeEmptyStream(t *testing.T) {
 	}
 	if got := out.String(); !strings.Contains(got, `"id":7`) || !strings.Contains(got, "ended without an answer") {
 		t.Errorf("an empty stream: %q; want an error for id 7", got)
+	}
+}
+
+// TestReadLineLimit: a line of limit bytes is whole with or without its
+// newline, and one of limit+1 is too long with or without one (a last line
+// without a newline was allowed a byte more).
+func TestReadLineLimit(t *testing.T) {
+	for in, want := range map[string][]bool{
+		"0123456789\n0123456789":   {false, false},
+		"0123456789X\n0123456789X": {true, true},
+	} {
+		r := bufio.NewReader(strings.NewReader(in))
+		for i, w := range want {
+			if _, tooLong, _ := readLine(r, 10); tooLong != w {
+				t.Errorf("%q, line %d: tooLong %v, want %v", in, i, tooLong, w)
+			}
+		}
 	}
 }
