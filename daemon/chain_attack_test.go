@@ -239,6 +239,8 @@ func TestChainToolsReachAnotherScopesServer(t *testing.T) {
 	c := testConfig(t)
 	c.AuthToken = "chain-master"
 	c.ProcessTools, c.GatewayTools, c.NetAllowPrivate = true, true, true
+	c.Site = t.TempDir() // a page that lets its callers fetch a URL
+	must(t, os.WriteFile(filepath.Join(c.Site, "README.md"), []byte("---\ntools:\n  - [curl]\n---\n# Fetch\n"), 0o644))
 	c.NetAllowPorts = []string{strconv.Itoa(bobPort), strconv.Itoa(hostPort)}
 	for _, d := range []string{"a", "b"} {
 		must(t, os.MkdirAll(filepath.Join(c.Root, d), 0o755))
@@ -279,6 +281,17 @@ func TestChainToolsReachAnotherScopesServer(t *testing.T) {
 	for _, token := range []string{"chain-bob", "chain-master"} {
 		if got := fetch(token, bobPort); !strings.Contains(got, "hello from the workspace at /by-a-tool") {
 			t.Errorf("%s's http.request to scope b's server: %s", token, got)
+		}
+	}
+	// The site's curl, as its MCP tool and on /site/.
+	for _, token := range []string{"chain-alice", "chain-bob"} {
+		args := fmt.Sprintf(`{"page":"README.md","command":["curl","http://127.0.0.1:%d/by-the-site"]}`, bobPort)
+		_, tool := callAs(t, r.url, token, "", "run_command", args)
+		_, route := send(t, http.MethodPost, r.url+"/site/README.md", fmt.Sprintf(`{"command":["curl","http://127.0.0.1:%d/by-the-site"]}`, bobPort), bearer(token))
+		for face, got := range map[string]string{"run_command": chainText(tool), "/site/": route} {
+			if reached := strings.Contains(got, "hello from the workspace at /by-the-site"); reached != (token == "chain-bob") {
+				t.Errorf("%s's curl through %s to scope b's server: %s", token, face, got)
+			}
 		}
 	}
 	if got := fetch("chain-carol", hostPort); !strings.Contains(got, "a host service") {

@@ -93,6 +93,9 @@ type Daemon struct {
 	// face (handleWork, /approvals).
 	guard *httpguard.Guard
 	admit admit.Rules
+	// loopback judges callers' connections to workspace commands' ports
+	// (tools.go).
+	loopback *loopbackJudge
 
 	// w is what the parts built (parts.go), and parts those that run, in
 	// start order.
@@ -124,6 +127,7 @@ func newDaemon(cfg config.Config, opts Options, table []part) (*Daemon, error) {
 		opts.Registry = metrics.NewRegistry()
 	}
 	d := &Daemon{cfg: cfg, opts: opts, log: opts.Logger, started: time.Now()}
+	d.loopback = newLoopbackJudge(d)
 	if err := opts.Registry.Register(metrics.NewGoCollector()); err != nil {
 		return nil, fmt.Errorf("register go collector: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/audit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/internal/metrics"
@@ -77,46 +79,72 @@ func newToolRegistry(cfg config.Config, d *Daemon) *registry.Registry {
 			d.toolMetrics.observe(reg, rec)
 			d.sink.toolCall(rec)
 		},
-		CallContext: loopbackJudge(d),
+		CallContext: d.loopback.call,
 	})
 	return reg
 }
 
-// loopbackJudge gives each tool call's context the judge of the
-// connections it makes to this machine's loopback through the network door
-// (netguard.WithLoopbackJudge): a port that a workspace command listens on
-// is reached only as /preview/ would reach it for the caller
-// (previews.Reachable: its scope or below, and only a caller that may run
-// commands), whichever tool dials it (http.request, http.download,
-// extensions' http and postgres, a site's curl) under the loosenings that
+// loopbackJudge judges a caller's connections to this machine through the
+// network door (netguard.WithLoopbackJudge): a port that a workspace
+// command listens on is reached only as /preview/ would reach it for the
+// caller (previews.Reachable: its scope or below, and only a caller that
+// may run commands), whichever way it goes out under the loosenings that
 // admit loopback (--net-allow-private, --net-allow-cidrs,
-// --net-allow-hosts). The browser's own connections are judged the same
-// way per session (browser.Options.LocalPort). Without a workspace that
-// runs commands there is nothing to judge.
-func loopbackJudge(d *Daemon) func(context.Context, registry.Call) context.Context {
-	// Built at the first call: the executor is made after the registry.
-	reach := sync.OnceValue(func() *previews.Previews {
+// --net-allow-hosts): every tool call (http.request, http.download,
+// extensions' http and postgres, a site's run_command) through the
+// registry's CallContext, and /site/'s POSTs (a site's curl) through the
+// site's CallerContext. The browser's connections are judged the same way
+// per session (browser.Options.LocalPort). Without a workspace that runs
+// commands there is nothing to judge.
+type loopbackJudge struct {
+	reach func() *previews.Previews
+}
+
+func newLoopbackJudge(d *Daemon) *loopbackJudge {
+	// Built at first use: the executor is made after the registry.
+	return &loopbackJudge{reach: sync.OnceValue(func() *previews.Previews {
 		if d.w.exec == nil {
 			return nil
 		}
 		p, err := previews.New(previews.Options{Executor: d.w.exec})
 		if err != nil {
-			d.log.Warn("tools' connections to workspace commands' ports cannot be judged", "err", err)
+			d.log.Warn("connections to workspace commands' ports cannot be judged", "err", err)
 			return nil
 		}
 		return p
-	})
-	return func(ctx context.Context, call registry.Call) context.Context {
-		p := reach()
-		if p == nil {
-			return ctx
+	})}
+}
+
+// context is ctx carrying the judge for a caller working in within (the
+// host path of its workspace or scope) that may run commands or not.
+func (j *loopbackJudge) context(ctx context.Context, within string, exec bool) context.Context {
+	p := j.reach()
+	if p == nil {
+		return ctx
+	}
+	return netguard.WithLoopbackJudge(ctx, func(port int) error { return p.Reachable(within, exec, port) })
+}
+
+// call is the registry's CallContext.
+func (j *loopbackJudge) call(ctx context.Context, call registry.Call) context.Context {
+	within := ""
+	if call.Workspace != nil {
+		within = call.Workspace.Root()
+	}
+	return j.context(ctx, within, !call.NoExec && !call.ReadOnly)
+}
+
+// site is the site handler's CallerContext: root is the daemon's
+// workspace, beneath which the caller's scope is opened.
+func (j *loopbackJudge) site(root fsops.Workspace) func(context.Context, admit.Caller) context.Context {
+	return func(ctx context.Context, c admit.Caller) context.Context {
+		ws, release, err := c.Workspace(root)
+		if err != nil {
+			return j.context(ctx, "\x00", false) // no scope of its own: no workspace command's port
 		}
-		within := ""
-		if call.Workspace != nil {
-			within = call.Workspace.Root()
-		}
-		exec := !call.NoExec && !call.ReadOnly
-		return netguard.WithLoopbackJudge(ctx, func(port int) error { return p.Reachable(within, exec, port) })
+		within := ws.Root()
+		release()
+		return j.context(ctx, within, c.MayRun("") == nil)
 	}
 }
 

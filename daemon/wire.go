@@ -530,7 +530,7 @@ func startSite(w *wiring) (r built, err error) {
 	siteNet := cfg.NetGuard(80, 443)
 	siteNet.Timeout, siteNet.MaxBodyBytes = cfg.ToolTimeout, sites.DefaultMaxOutput // as sites.New's own door
 	site, err := sites.New(sites.Options{Workspace: siteWS, Executor: siteExec, Timeout: cfg.ToolTimeout, Env: env, Net: netguard.New(siteNet),
-		Logger: log.With("component", "site")})
+		CallerContext: w.d.loopback.site(w.ws), Logger: log.With("component", "site")})
 	if err != nil {
 		_ = siteExec.Close()
 		_ = siteWS.Close()

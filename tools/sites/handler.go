@@ -56,6 +56,9 @@ func (s *Site) HandlerAt(prefix string, rules admit.Rules) http.Handler {
 			// Its GET may not run the pages' component blocks either.
 			r = r.WithContext(WithoutCommands(r.Context()))
 		}
+		if s.opts.CallerContext != nil {
+			r = r.WithContext(s.opts.CallerContext(r.Context(), caller))
+		}
 		serve.ServeHTTP(w, r)
 	})
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/sandbox/policy"
@@ -58,6 +59,12 @@ type Options struct {
 	// Workspace is the site's directory (it must hold README.md). Pages are
 	// read and commands run inside it only.
 	Workspace fsops.Workspace
+	// CallerContext, when set, gives the context a request admitted by the
+	// site's handler is served with, from the request's and its caller:
+	// what the caller may reach through doors that take it from the
+	// context (the daemon: netguard.WithLoopbackJudge for a site's curl, as
+	// its run_command tool gets through the registry).
+	CallerContext func(ctx context.Context, c admit.Caller) context.Context
 	// Executor runs the commands (no shell: each argv is handed over as is).
 	Executor sandbox.Executor
 	// Timeout bounds one command (DefaultTimeout when 0); the whole process
