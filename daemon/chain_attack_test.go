@@ -282,6 +282,11 @@ func TestChainToolsReachAnotherScopesServer(t *testing.T) {
 		if got := fetch(token, bobPort); !strings.Contains(got, "hello from the workspace at /by-a-tool") {
 			t.Errorf("%s's http.request to scope b's server: %s", token, got)
 		}
+		// Right after, while the door could hold the connection it made
+		// for bob (a keep-alive pool is per address, not per caller).
+		if got := fetch("chain-alice", bobPort); strings.Contains(got, "hello from") {
+			t.Errorf("alice's http.request right after %s's: %s", token, got)
+		}
 	}
 	// The site's curl, as its MCP tool and on /site/.
 	for _, token := range []string{"chain-alice", "chain-bob"} {

@@ -136,6 +136,19 @@ func TestLoopbackJudge(t *testing.T) {
 			conn.Close()
 		}
 	}
+	// A connection admitted for one caller does not serve another's
+	// request: judged requests share no keep-alive pool.
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/"
+	for i := 0; i < 2; i++ {
+		req, _ := http.NewRequestWithContext(admit, http.MethodGet, url, nil)
+		if res, err := c.Fetch(admit, req); err != nil || string(res.Body) != "local" {
+			t.Fatalf("Fetch under an admitting judge: %v", err)
+		}
+		req, _ = http.NewRequestWithContext(refuse, http.MethodGet, url, nil)
+		if _, err := c.Fetch(refuse, req); err == nil {
+			t.Errorf("Fetch under a refusing judge right after an admitted one (%d) was served", i)
+		}
+	}
 	asked = nil
 	if _, err := c.Dial(refuse, "tcp", "10.255.255.1:80"); err == nil || len(asked) != 0 {
 		t.Errorf("a refused non-loopback address: %v, judge asked %v", err, asked)

@@ -96,6 +96,7 @@ type Client struct {
 	private *ssrf.Guardian // with AllowPrivate
 	ports   []uint16
 	http    *http.Client
+	judged  *http.Client // for requests under a loopback judge: no keep-alive
 	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	dialer  *net.Dialer
 }
@@ -180,11 +181,20 @@ func New(opts Options) *Client {
 		tr.Proxy = http.ProxyURL(opts.Proxy)
 	}
 	c.http = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	// A request under a loopback judge never shares a connection: the
+	// pool is kept by address, not by caller, so a connection the judge
+	// admitted for one caller must not serve another's request unjudged.
+	jtr := tr.Clone()
+	jtr.DisableKeepAlives = true
+	c.judged = &http.Client{Transport: jtr, CheckRedirect: c.http.CheckRedirect}
 	return c
 }
 
 // CloseIdleConnections releases pooled connections.
-func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+func (c *Client) CloseIdleConnections() {
+	c.http.CloseIdleConnections()
+	c.judged.CloseIdleConnections()
+}
 
 // guardFor is the address rule set for host.
 func (c *Client) guardFor(host string) *ssrf.Guardian {
@@ -580,7 +590,11 @@ func (c *Client) Fetch(ctx context.Context, req *http.Request) (*Result, error) 
 			return nil, err
 		}
 		seen[cur.URL.String()] = true
-		resp, err := c.http.Do(cur)
+		hc := c.http
+		if ctx.Value(loopbackJudgeKey{}) != nil {
+			hc = c.judged
+		}
+		resp, err := hc.Do(cur)
 		if err != nil {
 			var be *BlockedError
 			if errors.As(err, &be) {
