@@ -2,8 +2,9 @@ package admit
 
 import (
 	"net/http"
-	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // The read deadlines of every HTTP server of the project (the daemon's
@@ -50,14 +51,9 @@ func BodilessUpgrade(r *http.Request) bool {
 }
 
 // IsUpgrade reports whether r asks to switch protocols (a WebSocket): its
-// Connection header names "upgrade".
+// Connection header names "upgrade", as net/http's server and reverse
+// proxy read the header's tokens (httpguts: only spaces and tabs around a
+// token; a no-break space before "upgrade" does not make one).
 func IsUpgrade(r *http.Request) bool {
-	for _, v := range r.Header.Values("Connection") {
-		for _, tok := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
-				return true
-			}
-		}
-	}
-	return false
+	return httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade")
 }
