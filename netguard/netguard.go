@@ -253,10 +253,8 @@ func judgeLoopback(ctx context.Context, addr string, checked []netip.Addr, port 
 	var own []netip.Addr
 	if ifs, err := net.InterfaceAddrs(); err == nil {
 		for _, ia := range ifs {
-			if p, ok := ia.(*net.IPNet); ok {
-				if a, ok := netip.AddrFromSlice(p.IP); ok {
-					own = append(own, a.Unmap())
-				}
+			if p, err := netip.ParsePrefix(ia.String()); err == nil { // "192.0.2.2/24"
+				own = append(own, p.Addr().Unmap())
 			}
 		}
 	}
