@@ -193,8 +193,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	held, unhold := s.opts.Admit.Hold(context.Background(), caller)
 	defer unhold()
 	// A reload that revokes the token: the calls under way are cancelled
-	// (ctx derives from held) and the client is told why.
+	// (ctx derives from held), the read loop ends, and the client is told
+	// why (below, once the loop has ended).
 	stopRevoke := context.AfterFunc(held, func() {
+		if admit.RevokedBy(held) != nil {
+			_ = ws.SetReadDeadline(time.Now())
+		}
+	})
+	defer stopRevoke()
+	defer func() {
 		if rv := admit.RevokedBy(held); rv != nil {
 			s.log.Info("gateway connection ended: its token was revoked or changed", "remote", r.RemoteAddr, "token", caller.Name, "why", rv.Error())
 			code := wsnet.ClosePolicy
@@ -202,10 +209,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				code = wsnet.CloseUnauthorized
 			}
 			closeWith(ws, code, rv.Error())
-			_ = ws.SetReadDeadline(time.Now()) // ends the read loop now
 		}
-	})
-	defer stopRevoke()
+	}()
 	ctx, cancel := context.WithCancel(held)
 	s.mu.Lock()
 	if s.closing { // Shutdown began after the check above: it does not know c
@@ -301,6 +306,13 @@ func (c *conn) serve(ctx context.Context) {
 	for {
 		_, data, err := c.ws.ReadMessage()
 		if err != nil {
+			return
+		}
+		if ctx.Err() != nil {
+			// The connection is ending: a reload revoked or changed its
+			// token (admit.Rules.Rejudge, which ends ctx before the reload
+			// returns), or the daemon is shutting down. What the client
+			// sent since does not run.
 			return
 		}
 		p, whole := parseMessage(data, c.s.opts.MaxBatch)
