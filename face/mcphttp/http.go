@@ -361,23 +361,26 @@ func bindSessions(sessH http.Handler) http.Handler {
 	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sessH)
 }
 
-// accepts reads Accept headers. A missing header accepts anything.
+// accepts reads Accept headers. A missing or empty header accepts
+// anything; an empty element of the list (a trailing comma) is ignored, as
+// RFC 9110 (5.6.1) has it, rather than taken as "anything".
 func accepts(values []string) (jsonOK, sseOK, anyOK bool) {
-	if len(values) == 0 {
-		return false, false, true
-	}
+	ranges := 0
 	for _, v := range values {
 		for _, raw := range strings.Split(v, ",") {
 			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
 			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "":
+				continue
 			case "application/json", "application/*":
 				jsonOK = true
 			case "text/event-stream", "text/*":
 				sseOK = true
-			case "*/*", "":
+			case "*/*":
 				anyOK = true
 			}
+			ranges++
 		}
 	}
-	return
+	return jsonOK, sseOK, anyOK || ranges == 0
 }

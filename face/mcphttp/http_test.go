@@ -106,6 +106,7 @@ func TestHTTPStatuses(t *testing.T) {
 		{"sse only accept", plain, "POST", listBody, map[string]string{"Accept": "text/event-stream"}, 200, "event: message\n", "text/event-stream"},
 		{"no accept", plain, "POST", listBody, map[string]string{"Accept": ""}, 200, `"tools"`, "application/json"},
 		{"unacceptable", plain, "POST", listBody, map[string]string{"Accept": "text/html"}, 406, `"Not acceptable"`, ""},
+		{"unacceptable, a trailing comma", plain, "POST", listBody, map[string]string{"Accept": "text/html,"}, 406, `"Not acceptable"`, ""},
 		{"wrong content type", plain, "POST", listBody, map[string]string{"Content-Type": "text/plain"}, 415, "Content-Type", ""},
 		{"wrong content type on a call", plain, "POST", callBody("read_text_file", map[string]any{"path": "a.txt"}), map[string]string{"Content-Type": "text/plain"}, 415, "Content-Type", ""},
 		{"json with charset", plain, "POST", callBody("read_text_file", map[string]any{"path": "a.txt"}), map[string]string{"Content-Type": "application/json; charset=utf-8"}, 200, "line1", ""},
