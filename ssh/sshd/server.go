@@ -370,6 +370,13 @@ func (conn *Conn) Serve() {
 			// Each new channel is judged with the login files in force
 			// (Transport.Recheck): a connection whose key was removed
 			// opens nothing more, and ends.
+			if conn.ctx.Err() != nil {
+				// The connection is ending (its Handshake context ended:
+				// a token revoked by a reload, a shutdown) and is being
+				// closed: it opens nothing more meanwhile.
+				_ = nc.Reject(gossh.Prohibited, "the connection is closing: "+context.Cause(conn.ctx).Error())
+				continue
+			}
 			if err := conn.recheck(); err != nil {
 				_ = nc.Reject(gossh.Prohibited, "login no longer admitted: "+err.Error())
 				_ = conn.sc.Close()
