@@ -97,29 +97,44 @@ func newToolRegistry(cfg config.Config, d *Daemon) *registry.Registry {
 // per session (browser.Options.LocalPort). Without a workspace that runs
 // commands there is nothing to judge.
 type loopbackJudge struct {
-	reach func() *previews.Previews
+	reach func() (*previews.Previews, error)
+	root  func() string // the served workspace's host path
 }
 
 func newLoopbackJudge(d *Daemon) *loopbackJudge {
 	// Built at first use: the executor is made after the registry.
-	return &loopbackJudge{reach: sync.OnceValue(func() *previews.Previews {
-		if d.w.exec == nil {
-			return nil
-		}
-		p, err := previews.New(previews.Options{Executor: d.w.exec})
-		if err != nil {
-			d.log.Warn("connections to workspace commands' ports cannot be judged", "err", err)
-			return nil
-		}
-		return p
-	})}
+	return &loopbackJudge{
+		reach: sync.OnceValues(func() (*previews.Previews, error) {
+			if d.w.exec == nil {
+				return nil, nil
+			}
+			p, err := previews.New(previews.Options{Executor: d.w.exec})
+			if err != nil {
+				d.log.Warn("connections to workspace commands' ports cannot be judged: a caller bound to a scope, or one that may not run commands, reaches no port of this machine through the tools", "err", err)
+				return nil, err
+			}
+			return p, nil
+		}),
+		root: func() string { return d.w.ws.Root() },
+	}
 }
 
 // context is ctx carrying the judge for a caller working in within (the
 // host path of its workspace or scope) that may run commands or not.
+// Where the ports cannot be judged, the judge fails closed for every
+// caller but one of the whole workspace that may run commands (whom
+// Reachable admits to every port anyway).
 func (j *loopbackJudge) context(ctx context.Context, within string, exec bool) context.Context {
-	p := j.reach()
-	if p == nil {
+	p, err := j.reach()
+	switch {
+	case err != nil:
+		if exec && within == j.root() {
+			return ctx
+		}
+		return netguard.WithLoopbackJudge(ctx, func(port int) error {
+			return fmt.Errorf("port %d: connections to this machine's ports cannot be judged (%v), so a caller bound to a scope or without commands reaches none", port, err)
+		})
+	case p == nil:
 		return ctx
 	}
 	return netguard.WithLoopbackJudge(ctx, func(port int) error { return p.Reachable(within, exec, port) })
