@@ -67,7 +67,10 @@ func parseSiteFile(name string, data []byte) (siteFile, error) {
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
 			row, col := de.Position()
-			return f, fmt.Errorf("--config %s:%d:%d: %v", name, row, col, strings.TrimPrefix(de.Error(), "toml: "))
+			// The parser's message may quote the character at fault, a
+			// carriage return or newline among them: the error is one line.
+			msg := strings.NewReplacer("\r", `\r`, "\n", `\n`).Replace(strings.TrimPrefix(de.Error(), "toml: "))
+			return f, fmt.Errorf("--config %s:%d:%d: %v", name, row, col, msg)
 		}
 		return f, fmt.Errorf("--config %s: %v", name, err)
 	}
@@ -197,7 +200,13 @@ func tomlValue(v any) string {
 	if err != nil {
 		return fmt.Sprint(v)
 	}
-	return strings.TrimSpace(strings.TrimPrefix(string(b), "v = "))
+	s := strings.TrimSpace(string(b))
+	if strings.ContainsAny(s, "\n\r") || !strings.HasPrefix(s, "v = ") {
+		// An array holding tables is written as [[v]] sections, on lines
+		// of their own: the error is one line.
+		return "[...]"
+	}
+	return strings.TrimPrefix(s, "v = ")
 }
 
 func newSiteCommand(stdout, stderr io.Writer) *cobra.Command {

@@ -205,6 +205,8 @@ func TestSiteServeConfigErrors(t *testing.T) {
 		{`strict_output = "yes"`, nil, `strict_output = "yes": want true or false`},
 		{"timeout_secs = 30", nil, `--config ` + file + `: unknown key "timeout_secs" (the keys are host, port, timeout,`},
 		{"port = [", nil, "--config " + file + ":1:8: "},
+		{"port = [{a = 1}]", nil, "--config " + file + ": port = [...]: want a port, 1-65535"},
+		{"timeout = [[1], {\r\r", nil, "--config " + file + `:1:18: invalid character at start of key: \r`},
 		{`token_file = "/nonexistent/token"`, nil, `token_file in --config ` + file + ` "/nonexistent/token": cannot read`},
 		{"", []string{"--timeout", "1.5"}, `--timeout "1.5": want whole seconds (30) or a duration ("1m30s")`},
 		{"", []string{"--max-output", "0"}, "--max-output 0: want a number of bytes, 1-1073741824"},
