@@ -441,6 +441,20 @@ func FuzzParseSize(f *testing.F) {
 
 // FuzzLoadFile: a config file of any content is either loaded or refused
 // with an error naming the file; it never panics.
+// TestLoadFileErrorIsOneLine: a file the parser refuses is one line
+// naming the file, though YAML words its errors over several.
+func TestLoadFileErrorIsOneLine(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte("port = 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Default()
+	err := loadFile(&c, p)
+	if err == nil || !strings.Contains(err.Error(), p) || strings.ContainsAny(err.Error(), "\n\r") || !strings.Contains(err.Error(), "line 1: cannot unmarshal") {
+		t.Errorf("error %q: want one line naming the file and the line at fault", err)
+	}
+}
+
 func FuzzLoadFile(f *testing.F) {
 	f.Add("port: 3001\nroot: /srv\n", ".yaml")
 	f.Add("port = 1\nallowed-origins = [\"a\"]\n", ".toml")

@@ -199,7 +199,7 @@ func loadFile(c *Config, file string) error {
 	}
 	v.SetConfigType(strings.TrimPrefix(strings.ToLower(filepath.Ext(file)), "."))
 	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-		return fmt.Errorf("--config %q: %v", file, unwrapPathError(err))
+		return fmt.Errorf("--config %q: %s", file, oneLine(unwrapPathError(err).Error()))
 	}
 	// Viper's own view flattens nested tables into dotted keys; read the
 	// top level so a table where a value belongs is reported, not flattened.
@@ -226,6 +226,17 @@ func loadFile(c *Config, file string) error {
 		}
 	}
 	return nil
+}
+
+// oneLine is a parser's message on one line, as every error of a bad
+// value is (docs/configuration.md): YAML's lists each unmarshal error on a
+// line of its own, indented, and a message may quote a carriage return.
+func oneLine(msg string) string {
+	lines := strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' })
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(l)
+	}
+	return strings.Join(lines, " ")
 }
 
 // suggestKey is the setting a config file's unknown key k probably meant
