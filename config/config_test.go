@@ -460,6 +460,7 @@ func FuzzLoadFile(f *testing.F) {
 	f.Add("port = 1\nallowed-origins = [\"a\"]\n", ".toml")
 	f.Add(`{"port": 1, "shell": ["a"]}`, ".json")
 	f.Add("port:\n  nested: true\n", ".yml")
+	f.Add("port = 1\n", ".yaml")
 	f.Fuzz(func(t *testing.T, content, ext string) {
 		switch ext {
 		case ".yaml", ".yml", ".toml", ".json":
@@ -471,8 +472,8 @@ func FuzzLoadFile(f *testing.F) {
 			t.Fatal(err)
 		}
 		c := Default()
-		if err := loadFile(&c, p); err != nil && !strings.Contains(err.Error(), p) {
-			t.Fatalf("error does not name the file: %v", err)
+		if err := loadFile(&c, p); err != nil && (!strings.Contains(err.Error(), p) || strings.ContainsAny(err.Error(), "\n\r")) {
+			t.Fatalf("error is not one line naming the file: %q", err)
 		}
 	})
 }
