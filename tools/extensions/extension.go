@@ -15,6 +15,8 @@ import (
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
+
+	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
 // fileOptions is the dialect: while loops, sets, recursion and top-level
@@ -239,6 +241,11 @@ func readTool(extName string, v starlark.Value) (Tool, error) {
 	}
 	if !validName(t.Name) {
 		return Tool{}, fmt.Errorf("tool name %q: letters, digits, '_' and '-', at most 32", t.Name)
+	}
+	// Served as extension__tool, which the registry holds to its limit:
+	// a name past it would pass a check here and fail the daemon's load.
+	if served := extName + "__" + t.Name; len(served) > registry.MaxNameLen {
+		return Tool{}, fmt.Errorf("tool name %q: served as %q, %d characters; the extension's name and the tool's together may be at most %d", t.Name, served, len(served), registry.MaxNameLen-2)
 	}
 	t.Title, _ = strField(s, "title", false)
 	if t.Description, err = strField(s, "description", false); err != nil {

@@ -294,6 +294,7 @@ func TestLoadErrors(t *testing.T) {
 		"lib.star":        "def greet(n):\n    return 'hello ' + n\ndef describe_extension():\n    return Extension(name='lib', tools=[])\n",
 		"bad_tool.star":   "def describe_extension():\n    return Extension(name='bt', tools=[Tool(name='x')])\n",
 		"bad_hosts.star":  "def describe_extension():\n    return Extension(name='bh', allowed_db_hosts=['::1', 'db.example:5432'], tools=[])\n",
+		"long_names.star": longNames,
 	}, nil)
 	errs := map[string]string{}
 	for _, h := range f.p.Health() {
@@ -306,6 +307,7 @@ func TestLoadErrors(t *testing.T) {
 		"escape.star":     "only .star files inside the extensions directory",
 		"bad_tool.star":   `tool "x" has no handler`,
 		"bad_hosts.star":  `allowed_db_hosts: "db.example:5432" must be a host name or an address, without a port`,
+		"long_names.star": `served as "` + strings.Repeat("e", 32) + "__" + strings.Repeat("t", 32) + `", 66 characters`,
 		"helper.star":     "",
 	} {
 		if !strings.Contains(errs[file], want) || (want == "" && errs[file] != "") {
@@ -315,7 +317,20 @@ func TestLoadErrors(t *testing.T) {
 	if txt, _, _ := f.call(t, "helper__hi", `{"n":"ext"}`); txt != "hello ext" {
 		t.Errorf("load(): %q", txt)
 	}
+	// `ext check` refuses what the daemon's registry would: an extension
+	// and a tool name each within 32 but over 64 served together.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "long_names.star"), []byte(longNames), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if errs, _, err := Check(dir); err != nil || len(errs) != 1 || !strings.Contains(errs[0].Error(), "served as") {
+		t.Errorf("Check of over-long served names: %v %v", errs, err)
+	}
 }
+
+// longNames declares an extension and a tool of 32 characters each.
+var longNames = "def h(p):\n    return 'x'\ndef describe_extension():\n    return Extension(name='" + strings.Repeat("e", 32) +
+	"', tools=[Tool(name='" + strings.Repeat("t", 32) + "', handler=h)])\n"
 
 // TestHTTPThroughTheDoor: http.get reaches a loopback server only because
 // the client admits it explicitly; the response's JSON is decoded.
