@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -535,9 +536,12 @@ func FuzzParseCommand(f *testing.F) {
 }
 
 // FuzzSink: whatever a client sends, the sink writes nothing outside its
-// workspace and ends.
+// workspace, leaves no temporary file and no setuid, setgid or sticky bit
+// (a record's mode has four octal digits), and ends.
 func FuzzSink(f *testing.F) {
 	f.Add([]byte("C0644 5 a.txt\nhello\x00"))
+	f.Add([]byte("C4755 2 suid\nhi\x00D7777 0 d\nC6755 1 x\nx\x00E\n"))
+	f.Add([]byte("T1 0 1 0\nC0644 3 t\nab"))
 	f.Add([]byte("D0755 0 d\nT1 0 1 0\nC0644 1 x\nx\x00E\n"))
 	f.Add([]byte("C0644 1 ../x\nx\x00"))
 	f.Add([]byte("D0755 0 ..\nC0644 1 x\nx\x00"))
@@ -560,6 +564,18 @@ func FuzzSink(f *testing.F) {
 		if len(ents) != 1 || ents[0].Name() != "ws" {
 			t.Fatalf("the sink wrote outside its workspace: %v", ents)
 		}
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if strings.HasPrefix(d.Name(), ".scp-") {
+				t.Fatalf("temporary file %s left", p)
+			}
+			if fi, err := d.Info(); err == nil && fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
+				t.Fatalf("%s has mode %v", p, fi.Mode())
+			}
+			return nil
+		})
 	})
 }
 
