@@ -49,24 +49,36 @@ func Handler(r *Registry) (http.Handler, error) {
 	}), nil
 }
 
-// acceptsGzip reports whether an Accept-Encoding header accepts gzip (or
-// any coding, "*") with a q-value above 0.
+// acceptsGzip reports whether an Accept-Encoding header accepts gzip, as
+// RFC 9110 (12.5.3) reads it: gzip (or x-gzip) listed with a q-value above
+// 0, or, gzip not listed, "*" with one; "q" in any case. An explicit
+// "gzip;q=0" refuses it whatever "*" says, and an explicit "gzip" takes it
+// whatever "*;q=0" says.
 func acceptsGzip(header string) bool {
+	gzipQ, anyQ := -1.0, -1.0 // -1: not listed
 	for part := range strings.SplitSeq(header, ",") {
 		coding, params, _ := strings.Cut(part, ";")
 		coding = strings.ToLower(strings.TrimSpace(coding))
-		if coding != "gzip" && coding != "*" {
+		if coding != "gzip" && coding != "x-gzip" && coding != "*" {
 			continue
 		}
 		q := 1.0
 		for p := range strings.SplitSeq(params, ";") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(p), "q="); ok {
-				if f, err := strconv.ParseFloat(v, 64); err == nil {
+			name, v, ok := strings.Cut(p, "=")
+			if ok && strings.EqualFold(strings.TrimSpace(name), "q") {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
 					q = f
 				}
 			}
 		}
-		return q > 0
+		if coding == "*" {
+			anyQ = max(anyQ, q)
+		} else {
+			gzipQ = max(gzipQ, q)
+		}
 	}
-	return false
+	if gzipQ >= 0 {
+		return gzipQ > 0
+	}
+	return anyQ > 0
 }

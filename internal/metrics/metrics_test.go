@@ -346,7 +346,8 @@ func TestHandler(t *testing.T) {
 			t.Errorf("promhttp_metric_handler_errors_total: %v", f)
 		}
 	}
-	for header, want := range map[string]bool{"gzip": true, "deflate, gzip;q=0.5": true, "gzip;q=0": false, "*": true, "br": false, "": false} {
+	for header, want := range map[string]bool{"gzip": true, "deflate, gzip;q=0.5": true, "gzip;q=0": false, "*": true, "br": false, "": false,
+		"*;q=0, gzip": true, "gzip;Q=0": false, "gzip;q=0, *": false, "x-gzip": true, "GZIP ; q = 0.1": true} {
 		if acceptsGzip(header) != want {
 			t.Errorf("acceptsGzip(%q) = %v", header, !want)
 		}
