@@ -5,9 +5,11 @@ import (
 	"compress/gzip"
 	"io"
 	"math"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -498,5 +500,46 @@ func BenchmarkGaugeIncDec(b *testing.B) {
 				g.Dec()
 			}
 		})
+	})
+}
+
+// FuzzAcceptsGzip: /metrics is compressed exactly when the Accept-Encoding
+// codings, each read by mime.ParseMediaType (its q parameter in any case),
+// accept gzip as RFC 9110 12.5.3 has it: gzip or x-gzip listed with q > 0,
+// else * listed with q > 0. Lists with a coding it cannot read are left out.
+func FuzzAcceptsGzip(f *testing.F) {
+	for _, h := range []string{"gzip", "deflate, gzip;q=0.5", "gzip;q=0", "*", "br", "", "*;q=0, gzip", "gzip;Q=0", "gzip;q=0, *", "x-gzip", "gzip;q=abc", "identity, *;q=0"} {
+		f.Add(h)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		gzipQ, anyQ := -1.0, -1.0
+		for part := range strings.SplitSeq(h, ",") {
+			if strings.TrimSpace(part) == "" {
+				continue
+			}
+			coding, params, err := mime.ParseMediaType(part)
+			if err != nil {
+				return
+			}
+			q := 1.0
+			if v, ok := params["q"]; ok {
+				if f, err := strconv.ParseFloat(v, 64); err == nil {
+					q = f
+				}
+			}
+			switch coding {
+			case "gzip", "x-gzip":
+				gzipQ = max(gzipQ, q)
+			case "*":
+				anyQ = max(anyQ, q)
+			}
+		}
+		want := anyQ > 0
+		if gzipQ >= 0 {
+			want = gzipQ > 0
+		}
+		if got := acceptsGzip(h); got != want {
+			t.Fatalf("acceptsGzip(%q) = %v; the codings say %v", h, got, want)
+		}
 	})
 }
