@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -320,8 +319,8 @@ func readAsClient(t *testing.T, frames []byte) *websocket.Conn {
 			base64.StdEncoding.EncodeToString(sum[:])+"\r\n\r\n"), frames...))
 		io.Copy(io.Discard, srv) // the client's answering close frame
 	}()
-	u, _ := url.Parse("ws://pipe/")
-	ws, _, err := websocket.NewClient(cli, u, nil, 1024, 1024)
+	d := websocket.Dialer{NetDial: func(string, string) (net.Conn, error) { return cli, nil }, ReadBufferSize: 1024, WriteBufferSize: 1024}
+	ws, _, err := d.Dial("ws://pipe/", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
