@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func mustSpecs(t *testing.T, page string) []Spec {
@@ -250,6 +251,65 @@ func FuzzComponents(f *testing.F) {
 			if err != nil || !slices.Equal(again, argv) {
 				t.Fatalf("%q split as %q; written back as %q it splits as %q, %v", c.line, argv, back, again, err)
 			}
+		}
+	})
+}
+
+// FuzzFrontmatterFormsAgree: the same tool written in YAML and in TOML
+// frontmatter is the same spec, or refused in both; and a spec taken is
+// written by Spec.String as YAML that reads back as the same spec.
+func FuzzFrontmatterFormsAgree(f *testing.F) {
+	f.Add("cat", "-n", "^a", true)
+	f.Add("git", ";", "[", false)
+	f.Add("../x", "a\tb", "", true)
+	f.Add("ls", "é\u2028", `\d+`, false)
+	f.Fuzz(func(t *testing.T, cmd, lit, re string, noExtra bool) {
+		// A string both languages read alike: ASCII, everything else
+		// escaped (each library refuses some raw characters the other
+		// takes, C1 controls in YAML).
+		q := func(s string) string {
+			var b strings.Builder
+			b.WriteByte('"')
+			for _, r := range s {
+				switch {
+				case r == '"' || r == '\\':
+					b.WriteString(`\` + string(r))
+				case r < 0x20 || r >= 0x7f && r <= 0xffff:
+					fmt.Fprintf(&b, `\u%04X`, r)
+				case r > 0xffff:
+					fmt.Fprintf(&b, `\U%08X`, r)
+				default:
+					b.WriteRune(r)
+				}
+			}
+			b.WriteByte('"')
+			return b.String()
+		}
+		elems := []string{q(cmd), "{}", q(lit)}
+		yamlRe, tomlRe := "{regex: "+q(re)+"}", "{regex = "+q(re)+"}"
+		tail := ""
+		if noExtra {
+			tail = `, ";"`
+		}
+		yml := "---\ntools:\n  - [" + strings.Join(elems, ", ") + ", " + yamlRe + tail + "]\n---\nbody\n"
+		tml := "+++\ntools = [[" + strings.Join(elems, ", ") + ", " + tomlRe + tail + "]]\n+++\nbody\n"
+		ys, _, yerr := ParseFrontmatter([]byte(yml))
+		ts, _, terr := ParseFrontmatter([]byte(tml))
+		if (yerr == nil) != (terr == nil) {
+			t.Fatalf("YAML %q: %v; TOML %q: %v", yml, yerr, tml, terr)
+		}
+		if yerr != nil {
+			return
+		}
+		if len(ys) != 1 || len(ts) != 1 || ys[0].String() != ts[0].String() || ys[0].NoExtra != noExtra {
+			t.Fatalf("YAML %q gives %v; TOML %q gives %v", yml, ys, tml, ts)
+		}
+		if !utf8.ValidString(cmd + lit + re) {
+			return // Spec.String's %q writes a stray byte as \x.., which YAML reads as a character
+		}
+		back, _, err := ParseFrontmatter([]byte("---\ntools:\n  - " + ys[0].String() + "\n---\n"))
+		if err != nil || len(back) != 1 || back[0].String() != ys[0].String() {
+			t.Fatalf("%v written as YAML reads as %v, %v", ys[0], back, err)
 		}
 	})
 }
