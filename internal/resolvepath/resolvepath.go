@@ -20,15 +20,22 @@ import (
 const maxLinks = 255
 
 // Resolve returns the absolute path p leads to when it is opened, or
-// created, as it is now: every existing component is resolved, symlinks
-// followed one by one (a dangling link to where its target would be
-// created, as open with O_CREATE follows it), and the missing rest is
-// joined on lexically (what the daemon creates there is a directory or a
-// file, never a link).
+// created (its directories made first), as it is now: every component is
+// walked as the kernel walks it, symlinks followed one by one (a dangling
+// link to where its target would be created, as open with O_CREATE
+// follows it), ".." from where the walk is (so "link/../x" is beside the
+// link's target), and a missing component taken as the directory or file
+// the daemon creates there, never a link.
 func Resolve(p string) (string, error) {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", err
+	// Not filepath.Abs, which cleans: "link/../x" is x beside the link's
+	// target, as the kernel walks it, not x beside the link.
+	abs := p
+	if !filepath.IsAbs(p) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		abs = wd + string(filepath.Separator) + p
 	}
 	resolved := string(filepath.Separator)
 	rest := strings.Split(abs, string(filepath.Separator))
@@ -45,9 +52,16 @@ func Resolve(p string) (string, error) {
 		}
 		next := filepath.Join(resolved, c)
 		fi, err := os.Lstat(next)
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			// Not there (or below a file): nothing further can be a
-			// link the kernel would follow.
+		if errors.Is(err, fs.ErrNotExist) {
+			// Not there: created as a directory (or, last, the file),
+			// never a link; a ".." after it climbs back to where links
+			// are followed again ("missing/../link/x").
+			resolved = next
+			continue
+		}
+		if errors.Is(err, syscall.ENOTDIR) {
+			// Below a file: nothing can be created there; the rest as
+			// named.
 			return filepath.Join(append([]string{next}, rest...)...), nil
 		}
 		if err != nil {

@@ -29,6 +29,7 @@ func TestResolve(t *testing.T) {
 		"out/loop2":    "loop1",                  //
 		"ws/sub/up":    "../../out",              // from inside back out
 		"out/dotdot":   "missing/../../ws/x.txt", // ".." after a missing name
+		"out/deep":     "../ws/sub",              // a ".." after it is ws's, not out's
 	}
 	for name, target := range links {
 		if err := os.Symlink(target, filepath.Join(base, name)); err != nil {
@@ -45,6 +46,10 @@ func TestResolve(t *testing.T) {
 		{filepath.Join(ws, "sub", "up", "y"), filepath.Join(base, "out", "y")},
 		{filepath.Join(base, "out", "file", "below"), filepath.Join(base, "out", "file", "below")},
 		{filepath.Join(base, "out", "dotdot"), filepath.Join(base, "ws", "x.txt")},
+		// The kernel walks ".." from the link's target: out/deep/../x is
+		// ws/x, where a lexical clean said out/x (outside).
+		{filepath.Join(base, "out", "deep") + "/../x", filepath.Join(ws, "x")},
+		{filepath.Join(base, "out", "new") + "/../deep/../y", filepath.Join(ws, "y")},
 	} {
 		got, err := Resolve(tc.p)
 		if err != nil || got != tc.want {
@@ -66,6 +71,7 @@ func TestResolve(t *testing.T) {
 		{filepath.Join(base, "ws2"), false},
 		{filepath.Join(ws, "sub", "up", "y"), false},
 		{base, false},
+		{filepath.Join(base, "out", "deep") + "/../audit.log", true},
 	} {
 		if got, err := Within(ws, tc.p); err != nil || got != tc.inside {
 			t.Errorf("Within(%s, %s) = %v, %v; want %v", ws, tc.p, got, err, tc.inside)
