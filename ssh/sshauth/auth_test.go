@@ -62,6 +62,8 @@ func TestParseAuthorizedKeys(t *testing.T) {
 		// (FuzzFromMatchesOpenSSH).
 		{`from="10.0.0.0/8,! 10.1.2.3" ` + line(k), `keys:1: from="10.0.0.0/8,! 10.1.2.3": " 10.1.2.3": ' ' cannot be in an address pattern`},
 		{`from="10.0.0.0/8,!10.1.2.[0-9]" ` + line(k), `"10.1.2.[0-9]": '[' cannot be`},
+		{`from="10.1.2.3/16" ` + line(k), `"10.1.2.3/16": the address has bits set past its /16, which OpenSSH refuses; write 10.1.0.0/16`},
+		{`from="10.0.0.0/8,!10.1.2.3/16" ` + line(k), `bits set past its /16`},
 		{`from="10.0.0.\1" ` + line(k), `'\\' cannot be`},
 	} {
 		_, err := ParseAuthorizedKeys("keys", []byte(tc.content))

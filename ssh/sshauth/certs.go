@@ -112,21 +112,27 @@ func checkCert(conn gossh.ConnMetadata, cert *gossh.Certificate, cas []gossh.Pub
 }
 
 // sourceAddressAdmits reports whether a certificate's source-address list
-// (addresses and CIDRs, comma-separated) admits addr. An entry that does
-// not parse admits nothing.
+// (addresses and CIDRs, comma-separated) admits addr. As OpenSSH's
+// addr_match_cidr_list, a list with an entry it cannot read (empty, not an
+// address or a network, or a network with bits set past its mask) admits
+// nothing, whatever its other entries.
 func sourceAddressAdmits(list string, addr netip.Addr) bool {
 	if !addr.IsValid() {
 		return false
 	}
+	admits := false
 	for _, e := range strings.Split(list, ",") {
 		e = strings.TrimSpace(e)
 		if p, err := netip.ParsePrefix(e); err == nil {
-			if p.Contains(addr) {
-				return true
+			if p != p.Masked() {
+				return false
 			}
-		} else if a, err := netip.ParseAddr(e); err == nil && a.Unmap() == addr {
-			return true
+			admits = admits || p.Contains(addr)
+		} else if a, err := netip.ParseAddr(e); err == nil {
+			admits = admits || a.Unmap() == addr
+		} else {
+			return false
 		}
 	}
-	return false
+	return admits
 }

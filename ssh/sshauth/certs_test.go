@@ -75,6 +75,14 @@ func TestTrustedUserCAKeys(t *testing.T) {
 		"a host certificate":    userCert(t, ca, key, func(c *gossh.Certificate) { c.CertType = gossh.HostCert }),
 		"force-command":         userCert(t, ca, key, func(c *gossh.Certificate) { c.CriticalOptions = map[string]string{"force-command": "true"} }),
 		"source-address misses": userCert(t, ca, key, func(c *gossh.Certificate) { c.CriticalOptions = map[string]string{"source-address": "10.0.0.0/8"} }),
+		// As OpenSSH: a list with an entry it cannot read admits nothing.
+		"source-address with host bits": userCert(t, ca, key, func(c *gossh.Certificate) { c.CriticalOptions = map[string]string{"source-address": "127.0.0.1/8"} }),
+		"source-address with a bad entry": userCert(t, ca, key, func(c *gossh.Certificate) {
+			c.CriticalOptions = map[string]string{"source-address": "127.0.0.1,nohost"}
+		}),
+		"source-address with an empty entry": userCert(t, ca, key, func(c *gossh.Certificate) {
+			c.CriticalOptions = map[string]string{"source-address": "127.0.0.0/8,"}
+		}),
 	}
 	for name, cert := range refused {
 		if _, err := a.PublicKey(from("127.0.0.1"), cert); err == nil {

@@ -168,7 +168,7 @@ func opensshFrom(list string, addr netip.Addr) bool {
 		var m bool
 		if strings.Contains(p, "/") {
 			pre, err := netip.ParsePrefix(p)
-			m = err == nil && pre.Masked().Contains(addr)
+			m = err == nil && pre == pre.Masked() && pre.Contains(addr)
 		} else {
 			m = opensshMatch(addr.String(), p)
 		}

@@ -138,7 +138,13 @@ func parseFrom(list string) ([]fromPattern, error) {
 			if err != nil {
 				return nil, err
 			}
-			fp.prefix = pre.Masked()
+			if pre != pre.Masked() {
+				// OpenSSH refuses such a network (addr_pton_cidr), and the
+				// key then logs in from nowhere; masking it would admit a
+				// whole network the operator did not write.
+				return nil, fmt.Errorf("%q: the address has bits set past its /%d, which OpenSSH refuses; write %s", p, pre.Bits(), pre.Masked())
+			}
+			fp.prefix = pre
 		default:
 			if strings.IndexFunc(p, func(r rune) bool { return r >= 'g' && r <= 'z' || r >= 'G' && r <= 'Z' }) >= 0 {
 				return nil, fmt.Errorf("%q: host names cannot be matched (no reverse lookups); use addresses or CIDRs", p)
