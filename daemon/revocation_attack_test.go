@@ -20,6 +20,7 @@ import (
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
@@ -29,9 +30,16 @@ import (
 // it as SIGHUP does.
 func revocationDaemon(t *testing.T, lines ...string) (r *running, root string, rewrite func(lines ...string)) {
 	t.Helper()
+	return revocationDaemonWith(t, func(c *config.Config) { c.MCPSessions = true }, lines...)
+}
+
+// revocationDaemonWith is revocationDaemon with tweak applying the test's
+// own settings to the configuration (and no MCP sessions unless it asks).
+func revocationDaemonWith(t *testing.T, tweak func(*config.Config), lines ...string) (r *running, root string, rewrite func(lines ...string)) {
+	t.Helper()
 	c := testConfig(t)
 	c.AuthToken = "master-token"
-	c.MCPSessions = true
+	tweak(&c)
 	for _, d := range []string{"a", "b"} {
 		must(t, os.MkdirAll(filepath.Join(c.Root, d), 0o755))
 	}
@@ -453,30 +461,13 @@ func echo(t *testing.T, ws *websocket.Conn, m string) {
 // exec away it reads but neither kills nor runs; after one removes it,
 // every call is 401. All held before this review; the test keeps them.
 func TestAttackNarrowedTokenCallsJudgedAnew(t *testing.T) {
-	c := testConfig(t)
-	c.AuthToken = "master-token"
-	c.OperatorToken = "operator-token"
-	c.ProcessTools, c.WatchTools, c.GatewayTools = true, true, true
-	c.ExecApprovals = filepath.Join(t.TempDir(), "approvals.json")
-	must(t, os.WriteFile(c.ExecApprovals, []byte(`{"allowlist":{"commands":["echo"]}}`), 0o600))
-	for _, d := range []string{"a", "b"} {
-		must(t, os.MkdirAll(filepath.Join(c.Root, d), 0o755))
-	}
-	tokens := filepath.Join(t.TempDir(), "tokens.json")
-	write := func(lines ...string) {
-		must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+strings.Join(lines, ",")+`]}`), 0o600))
-	}
-	write(tokenLine("alice", "alice-token", `,"scope":"a"`))
-	c.TokensFile = tokens
-	must(t, c.Validate())
-	r := start(t, c, nil)
-	reload := func(lines ...string) {
-		t.Helper()
-		write(lines...)
-		if _, err := r.d.ReloadTokens(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	approvals := filepath.Join(t.TempDir(), "approvals.json")
+	must(t, os.WriteFile(approvals, []byte(`{"allowlist":{"commands":["echo"]}}`), 0o600))
+	r, root, reload := revocationDaemonWith(t, func(c *config.Config) {
+		c.OperatorToken = "operator-token"
+		c.ProcessTools, c.WatchTools, c.GatewayTools = true, true, true
+		c.ExecApprovals = approvals
+	}, tokenLine("alice", "alice-token", `,"scope":"a"`))
 	call := func(tool, args string) (int, string) {
 		t.Helper()
 		return callAs(t, r.url, "alice-token", "", tool, args)
@@ -519,7 +510,7 @@ func TestAttackNarrowedTokenCallsJudgedAnew(t *testing.T) {
 	if _, body := call("process_kill", `{"id":"`+pid+`"}`); !strings.Contains(body, "no background process") {
 		t.Errorf("alice in b kills a's process: %s", body)
 	}
-	must(t, os.WriteFile(filepath.Join(c.Root, "a", "in-a.txt"), []byte("x"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "a", "in-a.txt"), []byte("x"), 0o644))
 	_, body = call("watch_changes", `{"path":".","cursor":`+cursor+`,"timeoutMs":300}`)
 	t.Logf("alice in b polls her old cursor: %.300s", body)
 	if strings.Contains(body, "in-a.txt") {
@@ -563,22 +554,10 @@ func TestAttackNarrowedTokenCallsJudgedAnew(t *testing.T) {
 // this review; the test keeps it.
 func TestAttackNarrowedTokenTransaction(t *testing.T) {
 	testenv.Bwrap(t)
-	c := testConfig(t)
-	c.Isolation = "bwrap"
-	c.StateDir = t.TempDir()
-	c.Transactions = true
-	c.AuthToken = "master-token"
-	for _, d := range []string{"a", "b"} {
-		must(t, os.MkdirAll(filepath.Join(c.Root, d), 0o755))
-	}
-	tokens := filepath.Join(t.TempDir(), "tokens.json")
-	write := func(lines ...string) {
-		must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+strings.Join(lines, ",")+`]}`), 0o600))
-	}
-	write(tokenLine("alice", "alice-token", `,"scope":"a"`))
-	c.TokensFile = tokens
-	must(t, c.Validate())
-	r := start(t, c, nil)
+	state := t.TempDir()
+	r, root, reload := revocationDaemonWith(t, func(c *config.Config) {
+		c.Isolation, c.StateDir, c.Transactions = "bwrap", state, true
+	}, tokenLine("alice", "alice-token", `,"scope":"a"`))
 	_, body := callAs(t, r.url, "alice-token", "", "exec", `{"command":"echo x > f","transaction":true}`)
 	var resp struct {
 		Result struct {
@@ -594,22 +573,16 @@ func TestAttackNarrowedTokenTransaction(t *testing.T) {
 		{`,"scope":"a","readOnly":true`, "Permission denied"},
 		{`,"scope":"b"`, "no pending transaction"},
 	} {
-		write(tokenLine("alice", "alice-token", tc.line))
-		if _, err := r.d.ReloadTokens(); err != nil {
-			t.Fatal(err)
-		}
+		reload(tokenLine("alice", "alice-token", tc.line))
 		if _, body := callAs(t, r.url, "alice-token", "", "transaction_apply", apply); !strings.Contains(body, tc.want) {
 			t.Errorf("alice (%s) applies her transaction of a: %s, want %q", tc.line, body, tc.want)
 		}
 	}
-	write(tokenLine("bob", "bob-token", `,"scope":"a"`))
-	if _, err := r.d.ReloadTokens(); err != nil {
-		t.Fatal(err)
-	}
+	reload(tokenLine("bob", "bob-token", `,"scope":"a"`))
 	if code, body := callAs(t, r.url, "alice-token", "", "transaction_apply", apply); code != http.StatusUnauthorized {
 		t.Errorf("alice removed applies: %d %s", code, body)
 	}
-	if _, err := os.Stat(filepath.Join(c.Root, "a", "f")); err == nil {
+	if _, err := os.Stat(filepath.Join(root, "a", "f")); err == nil {
 		t.Fatal("a/f exists before any apply that may")
 	}
 	if _, body := callAs(t, r.url, "bob-token", "", "transaction_apply", apply); strings.Contains(body, `"isError":true`) {
@@ -624,49 +597,32 @@ func TestAttackNarrowedTokenTransaction(t *testing.T) {
 // after one removes it the call is 401. Held before this review; the test
 // keeps it.
 func TestAttackNarrowedTokenCheckpoint(t *testing.T) {
-	c := testConfig(t)
-	c.Checkpoints = "manual"
-	c.StateDir = t.TempDir()
-	c.AuthToken = "master-token"
-	for _, d := range []string{"a", "b"} {
-		must(t, os.MkdirAll(filepath.Join(c.Root, d), 0o755))
-	}
-	must(t, os.WriteFile(filepath.Join(c.Root, "a/note.txt"), []byte("before"), 0o644))
-	tokens := filepath.Join(t.TempDir(), "tokens.json")
-	write := func(lines ...string) {
-		must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+strings.Join(lines, ",")+`]}`), 0o600))
-	}
-	write(tokenLine("alice", "alice-token", `,"scope":"a"`))
-	c.TokensFile = tokens
-	must(t, c.Validate())
-	r := start(t, c, nil)
+	state := t.TempDir()
+	r, root, reload := revocationDaemonWith(t, func(c *config.Config) {
+		c.Checkpoints, c.StateDir = "manual", state
+	}, tokenLine("alice", "alice-token", `,"scope":"a"`))
+	must(t, os.WriteFile(filepath.Join(root, "a/note.txt"), []byte("before"), 0o644))
 	code, body := callAs(t, r.url, "alice-token", "", "checkpoint_create", `{}`)
 	if code != http.StatusOK || strings.Contains(body, `"isError":true`) {
 		t.Fatalf("alice's checkpoint: %d %s", code, body)
 	}
 	i := strings.Index(body, `cp`)
 	restore := `{"id":"` + body[i:i+strings.IndexAny(body[i:], `\"`)] + `"}`
-	must(t, os.WriteFile(filepath.Join(c.Root, "a/note.txt"), []byte("after"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "a/note.txt"), []byte("after"), 0o644))
 	for _, tc := range []struct{ line, want string }{
 		{`,"scope":"a","readOnly":true`, "Permission denied"},
 		{`,"scope":"b"`, "no checkpoint of this workspace has this id"},
 	} {
-		write(tokenLine("alice", "alice-token", tc.line))
-		if _, err := r.d.ReloadTokens(); err != nil {
-			t.Fatal(err)
-		}
+		reload(tokenLine("alice", "alice-token", tc.line))
 		if _, body := callAs(t, r.url, "alice-token", "", "checkpoint_restore", restore); !strings.Contains(body, tc.want) {
 			t.Errorf("alice (%s) restores her checkpoint of a: %s, want %q", tc.line, body, tc.want)
 		}
 	}
-	write(tokenLine("bob", "bob-token", `,"scope":"a"`))
-	if _, err := r.d.ReloadTokens(); err != nil {
-		t.Fatal(err)
-	}
+	reload(tokenLine("bob", "bob-token", `,"scope":"a"`))
 	if code, body := callAs(t, r.url, "alice-token", "", "checkpoint_restore", restore); code != http.StatusUnauthorized {
 		t.Errorf("alice removed restores: %d %s", code, body)
 	}
-	if b, _ := os.ReadFile(filepath.Join(c.Root, "a/note.txt")); string(b) != "after" {
+	if b, _ := os.ReadFile(filepath.Join(root, "a/note.txt")); string(b) != "after" {
 		t.Errorf("a/note.txt = %q: a refused restore ran", b)
 	}
 }
