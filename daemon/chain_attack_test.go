@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/previewtest"
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/sandbox"
@@ -155,6 +156,23 @@ func TestChainLandlockReadsNoOtherSecret(t *testing.T) {
 	}
 }
 
+// chainScopes gives c the scopes a and b, the daemon's token
+// "chain-master" and three tokens: carol (scope a, no exec), alice (scope
+// a) and bob (scope b); then validates it.
+func chainScopes(t *testing.T, c *config.Config) {
+	t.Helper()
+	c.AuthToken = "chain-master"
+	for _, d := range []string{"a", "b"} {
+		must(t, os.MkdirAll(filepath.Join(c.Root, d), 0o755))
+	}
+	c.TokensFile = filepath.Join(t.TempDir(), "tokens.json")
+	must(t, os.WriteFile(c.TokensFile, []byte(`{"tokens":[`+
+		tokenLine("carol", "chain-carol", `,"scope":"a","exec":false`)+","+
+		tokenLine("alice", "chain-alice", `,"scope":"a"`)+","+
+		tokenLine("bob", "chain-bob", `,"scope":"b"`)+`]}`), 0o600))
+	must(t, c.Validate())
+}
+
 // TestChainBrowserReachesAnotherScopesServer: with --browser-allow-local,
 // a token bound to scope a (one that may not run commands, and one that
 // may) opens, in its browser session, the loopback server a command of
@@ -166,18 +184,8 @@ func TestChainBrowserReachesAnotherScopesServer(t *testing.T) {
 	tmp := testenv.SharedTempDir(t)
 	must(t, os.Chmod(tmp, 0o711)) // Chromium may run as nobody
 	c := testConfig(t)
-	c.AuthToken = "chain-master"
 	c.ProcessTools, c.Previews, c.BrowserAllowLocal = true, true, true
-	for _, d := range []string{"a", "b"} {
-		must(t, os.MkdirAll(filepath.Join(c.Root, d), 0o755))
-	}
-	tokens := filepath.Join(t.TempDir(), "tokens.json")
-	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+
-		tokenLine("carol", "chain-carol", `,"scope":"a","exec":false`)+","+
-		tokenLine("alice", "chain-alice", `,"scope":"a"`)+","+
-		tokenLine("bob", "chain-bob", `,"scope":"b"`)+`]}`), 0o600))
-	c.TokensFile = tokens
-	must(t, c.Validate())
+	chainScopes(t, &c)
 	r := startWith(t, c, Options{browserTweak: func(o *browser.Options) { o.TempDir = tmp }})
 	defer http.DefaultClient.CloseIdleConnections()
 	bobPort := startPreviewServerAs(t, r, filepath.Join(c.Root, "b"), bearer("chain-bob"))
@@ -237,21 +245,11 @@ func TestChainToolsReachAnotherScopesServer(t *testing.T) {
 	bobPort := freePort(t)
 
 	c := testConfig(t)
-	c.AuthToken = "chain-master"
 	c.ProcessTools, c.GatewayTools, c.NetAllowPrivate = true, true, true
 	c.Site = t.TempDir() // a page that lets its callers fetch a URL
 	must(t, os.WriteFile(filepath.Join(c.Site, "README.md"), []byte("---\ntools:\n  - [curl]\n---\n# Fetch\n"), 0o644))
 	c.NetAllowPorts = []string{strconv.Itoa(bobPort), strconv.Itoa(hostPort)}
-	for _, d := range []string{"a", "b"} {
-		must(t, os.MkdirAll(filepath.Join(c.Root, d), 0o755))
-	}
-	tokens := filepath.Join(t.TempDir(), "tokens.json")
-	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+
-		tokenLine("carol", "chain-carol", `,"scope":"a","exec":false`)+","+
-		tokenLine("alice", "chain-alice", `,"scope":"a"`)+","+
-		tokenLine("bob", "chain-bob", `,"scope":"b"`)+`]}`), 0o600))
-	c.TokensFile = tokens
-	must(t, c.Validate())
+	chainScopes(t, &c)
 	r := start(t, c, nil)
 	defer http.DefaultClient.CloseIdleConnections()
 
