@@ -17,7 +17,8 @@ import (
 // a tool call of a caller bound to a scope, or of one that may not run
 // commands, reaches no port of this machine through the network door,
 // while a caller of the whole workspace that may run commands (whom the
-// judge admits to every port anyway) keeps reaching them.
+// judge admits to every port anyway) keeps reaching them; a browser
+// session's connections are judged the same.
 func TestLoopbackJudgeFailsClosed(t *testing.T) {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -50,6 +51,10 @@ func TestLoopbackJudgeFailsClosed(t *testing.T) {
 		{"a scope, with commands", "/srv/ws/a", true, false},
 		{"the whole workspace, without commands", "/srv/ws", false, false},
 	} {
+		// The browser's LocalPort is the same judgement.
+		if err := j.port(tc.within, tc.exec, port); (err == nil) != tc.admit {
+			t.Errorf("%s: the browser's judge: %v, admit %v", tc.name, err, tc.admit)
+		}
 		conn, err := door.Dial(j.context(context.Background(), tc.within, tc.exec), "tcp", addr)
 		if conn != nil {
 			conn.Close()

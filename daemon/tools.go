@@ -94,7 +94,7 @@ func newToolRegistry(cfg config.Config, d *Daemon) *registry.Registry {
 // extensions' http and postgres, a site's run_command) through the
 // registry's CallContext, and /site/'s POSTs (a site's curl) through the
 // site's CallerContext. The browser's connections are judged the same way
-// per session (browser.Options.LocalPort). Without a workspace that runs
+// per session (browser.Options.LocalPort is port). Without a workspace that runs
 // commands there is nothing to judge.
 type loopbackJudge struct {
 	reach func() (*previews.Previews, error)
@@ -119,25 +119,33 @@ func newLoopbackJudge(d *Daemon) *loopbackJudge {
 	}
 }
 
-// context is ctx carrying the judge for a caller working in within (the
-// host path of its workspace or scope) that may run commands or not.
-// Where the ports cannot be judged, the judge fails closed for every
-// caller but one of the whole workspace that may run commands (whom
-// Reachable admits to every port anyway).
-func (j *loopbackJudge) context(ctx context.Context, within string, exec bool) context.Context {
+// port judges one connection to port of this machine for a caller
+// working in within (the host path of its workspace or scope) that may
+// run commands or not: previews.Reachable. Where the ports cannot be
+// judged it fails closed for every caller but one of the whole workspace
+// that may run commands (whom Reachable admits to every port anyway). It
+// is the browser's Options.LocalPort too.
+func (j *loopbackJudge) port(within string, exec bool, port int) error {
 	p, err := j.reach()
 	switch {
 	case err != nil:
 		if exec && within == j.root() {
-			return ctx
+			return nil
 		}
-		return netguard.WithLoopbackJudge(ctx, func(port int) error {
-			return fmt.Errorf("port %d: connections to this machine's ports cannot be judged (%v), so a caller bound to a scope or without commands reaches none", port, err)
-		})
+		return fmt.Errorf("port %d: connections to this machine's ports cannot be judged (%v), so a caller bound to a scope or without commands reaches none", port, err)
 	case p == nil:
-		return ctx
+		return nil
 	}
-	return netguard.WithLoopbackJudge(ctx, func(port int) error { return p.Reachable(within, exec, port) })
+	return p.Reachable(within, exec, port)
+}
+
+// context is ctx carrying port's judgement for the caller, which the
+// network door applies to every connection it makes to this machine.
+func (j *loopbackJudge) context(ctx context.Context, within string, exec bool) context.Context {
+	if p, err := j.reach(); p == nil && err == nil {
+		return ctx // no command runs: nothing to judge
+	}
+	return netguard.WithLoopbackJudge(ctx, func(port int) error { return j.port(within, exec, port) })
 }
 
 // call is the registry's CallContext.

@@ -411,12 +411,8 @@ func startBrowser(w *wiring) (built, error) {
 	if cfg.BrowserAllowLocal && w.exec != nil {
 		// A loopback port a workspace command listens on is reached as
 		// /preview/ would reach it: only a caller that may run commands,
-		// and only its scope's.
-		pv, err := previews.New(previews.Options{Executor: w.exec})
-		if err != nil {
-			return built{}, fmt.Errorf("--browser-allow-local: %w", err)
-		}
-		bo.LocalPort = pv.Reachable
+		// and only its scope's (the daemon's one loopback judge).
+		bo.LocalPort = w.d.loopback.port
 	}
 	if w.opts.browserTweak != nil {
 		w.opts.browserTweak(&bo)
