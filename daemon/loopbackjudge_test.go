@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbe/agentbe-daemon/internal/previewtest"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/tools/previews"
 )
@@ -20,21 +21,7 @@ import (
 // judge admits to every port anyway) keeps reaching them; a browser
 // session's connections are judged the same.
 func TestLoopbackJudgeFailsClosed(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := previewtest.HostServer(t, "a host service")
 	door := netguard.New(netguard.Options{AllowLoopback: true, AllowPorts: []uint16{uint16(port)}})
 	j := &loopbackJudge{
 		reach: func() (*previews.Previews, error) { return nil, errors.New("no /proc/self/ns/net") },
