@@ -19,6 +19,14 @@
 // /mcp and /execute requests (past it: CodeBusy), since an address may open
 // many connections. The registry's own limits apply to every call.
 //
+// A peer that is gone or silent is closed by the daemon's one keepalive
+// rule (wsnet.Keepalive): a WebSocket ping every Keepalive (--keepalive,
+// 30 s), and close 1011 "keepalive timeout" once the peer sent nothing
+// (no pong, no byte of a message) for 3 intervals; its calls are
+// cancelled and its connection slot given back. A client that reads
+// answers pings by itself, so an idle one stays open for as long as it
+// likes.
+//
 // The answers to one message, a batch's together, are at most MaxReply
 // bytes (--max-reply-bytes, as one /mcp request's): an answer that would
 // pass what is left is replaced by error CodeReplyTooLarge naming the
@@ -81,6 +89,10 @@ type Options struct {
 	// MaxReply bounds the answers to one message, a batch's together
 	// (--max-reply-bytes).
 	MaxReply int64
+	// Keepalive is the interval of the connection's pings (--keepalive);
+	// a peer silent for 3 of them is closed (wsnet.Keepalive). Zero is
+	// wsnet.DefaultKeepalive.
+	Keepalive time.Duration
 	// Inflight, when set, counts each message in flight against its
 	// client address's --max-inflight-per-ip, with /mcp's and /execute's
 	// requests: past it (after admit.InflightWait) the message is
@@ -187,7 +199,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	c := &conn{s: s, ws: ws, wsp: wsp, caller: caller, format: format, addr: r.RemoteAddr,
+	c := &conn{s: s, ws: ws, peer: wsnet.NewPeer(ws), wsp: wsp, caller: caller, format: format, addr: r.RemoteAddr,
 		slots:  make(chan struct{}, s.opts.MaxInFlight),
 		tokens: float64(s.opts.Burst), last: time.Now()}
 	held, unhold := s.opts.Admit.Hold(context.Background(), caller)
@@ -221,7 +233,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.conns[c] = cancel
 	s.mu.Unlock()
+	stopKeepalive := wsnet.Keepalive(c.peer, s.opts.Keepalive, func(code int, reason string) {
+		s.log.Info("gateway peer silent, dropping connection", "remote", r.RemoteAddr,
+			"after", wsnet.KeepaliveMisses*c.s.keepalive())
+		cancel() // what the peer sent since does not run; its calls end
+		closeWith(ws, code, reason)
+		_ = ws.SetReadDeadline(time.Now()) // ends the read loop now
+	})
 	c.serve(ctx)
+	stopKeepalive()
 	cancel()
 	c.wg.Wait()
 	s.mu.Lock()
@@ -266,6 +286,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
+// keepalive is the interval of the connections' pings.
+func (s *Server) keepalive() time.Duration {
+	if s.opts.Keepalive > 0 {
+		return s.opts.Keepalive
+	}
+	return wsnet.DefaultKeepalive
+}
+
 // closeWith sends a close frame (wsnet.CloseFrame: its reason cut to
 // what a control frame holds, on a rune boundary).
 func closeWith(ws *websocket.Conn, code int, reason string) {
@@ -275,6 +303,7 @@ func closeWith(ws *websocket.Conn, code int, reason string) {
 type conn struct {
 	s      *Server
 	ws     *websocket.Conn
+	peer   *wsnet.Peer     // when the client last sent anything (keepalive)
 	wsp    fsops.Workspace // the caller's workspace
 	caller admit.Caller    // Operator: upgraded with the operator's token
 	format string          // the connection's result format (?resultFormat=)
@@ -304,15 +333,16 @@ func (c *conn) allow(n int) bool {
 func (c *conn) serve(ctx context.Context) {
 	c.ws.SetReadLimit(c.s.opts.MaxMessage)
 	for {
-		_, data, err := c.ws.ReadMessage()
+		_, data, err := c.peer.ReadMessage()
 		if err != nil {
 			return
 		}
 		if ctx.Err() != nil {
 			// The connection is ending: a reload revoked or changed its
 			// token (admit.Rules.Rejudge, which ends ctx before the reload
-			// returns), or the daemon is shutting down. What the client
-			// sent since does not run.
+			// returns), the daemon is shutting down, or the keepalive
+			// found the peer silent. What the client sent since does not
+			// run.
 			return
 		}
 		p, whole := parseMessage(data, c.s.opts.MaxBatch)

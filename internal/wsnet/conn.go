@@ -75,8 +75,8 @@ type Conn struct {
 	wclosed   bool      // Close started: no more writes
 	wdeadline time.Time // write deadline for the flusher's messages
 
-	lastRead   atomic.Int64 // unix nanos of the last frame (data or pong) from the peer
-	peerClosed atomic.Bool  // the peer's close frame (or EOF) has been seen
+	heard      heard       // when the peer last sent anything (keepalive.go)
+	peerClosed atomic.Bool // the peer's close frame (or EOF) has been seen
 	peerClose  atomic.Pointer[websocket.CloseError]
 
 	closeOnce sync.Once
@@ -91,14 +91,10 @@ type Conn struct {
 func New(ws *websocket.Conn) *Conn {
 	c := &Conn{ws: ws}
 	c.wcond.L = &c.wmu
-	c.lastRead.Store(time.Now().UnixNano())
 	ws.SetReadLimit(maxMessageSize)
-	// Any pong proves the peer is alive; the keepalive timer only looks at
-	// lastRead, so refreshing it here is all a pong needs to do.
-	ws.SetPongHandler(func(string) error {
-		c.lastRead.Store(time.Now().UnixNano())
-		return nil
-	})
+	// Any frame proves the peer is alive: its pings and pongs here, the
+	// bytes of its messages in Read. Keepalive only looks at the clock.
+	c.heard.listen(ws)
 	return c
 }
 
@@ -117,10 +113,13 @@ func (c *Conn) Read(p []byte) (int, error) {
 			if err != nil {
 				return 0, c.readErr(err)
 			}
-			c.lastRead.Store(time.Now().UnixNano())
+			c.heard.mark()
 			c.r = r
 		}
 		n, err := c.r.Read(p)
+		if n > 0 {
+			c.heard.mark()
+		}
 		if err == io.EOF {
 			// End of this message, not of the stream. Empty messages are
 			// legal and carry nothing; keep reading.
@@ -366,11 +365,6 @@ func (c *Conn) CloseReason() (int, string) {
 }
 
 // IdleFor reports how long ago the peer last sent anything.
-func (c *Conn) IdleFor(now time.Time) time.Duration {
-	return now.Sub(time.Unix(0, c.lastRead.Load()))
-}
+func (c *Conn) IdleFor(now time.Time) time.Duration { return c.heard.idleFor(now) }
 
-// Ping sends a WebSocket ping; the peer's pong refreshes lastRead.
-func (c *Conn) Ping() error {
-	return c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(closeGrace))
-}
+func (c *Conn) ping(interval time.Duration) error { return ping(c.ws, interval) }

@@ -9,6 +9,11 @@
 // the WebSocket closing handshake with the close code chosen by SetCloseCode
 // or CloseWith, and CloseReason reports the peer's.
 //
+// It is also the one keepalive of every WebSocket the daemon serves
+// (keepalive.go): Keepalive pings a Conn (/ssh) or a Peer (/gateway, which
+// reads whole messages itself) every interval and closes a peer that sent
+// nothing for KeepaliveMisses intervals with 1011 "keepalive timeout".
+//
 // The WebSocket's own buffers (the read buffer's size, the write buffer
 // pool) are chosen by whoever upgrades or dials it, for its side: the
 // server keeps a small read buffer per idle connection, the client a larger

@@ -15,17 +15,13 @@ import (
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
-	"github.com/agentbe/agentbe-daemon/internal/tick"
 	"github.com/agentbe/agentbe-daemon/internal/wsnet"
 	"github.com/agentbe/agentbe-daemon/ssh/sshd"
 )
 
 // Defaults for the zero values of Options.
 const (
-	DefaultKeepaliveInterval = 30 * time.Second
-	// keepaliveMisses is how many keepalive intervals without a word from the
-	// peer make it dead: the clients' own default (keepaliveCountMax 3).
-	keepaliveMisses = 3
+	DefaultKeepaliveInterval = wsnet.DefaultKeepalive
 )
 
 // Options configure a Server.
@@ -262,25 +258,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // readBufferSize is the WebSocket read buffer of a server connection.
 const readBufferSize = 512
 
-// startKeepalive pings the peer every interval and drops it after
-// keepaliveMisses intervals of silence. WebSocket pings are used rather than
-// SSH keepalives because every client answers them in its WebSocket library
-// (ws for Node, websockets for Python, gorilla in `agent-backend proxy`),
-// whatever its SSH layer does, and they cost no SSH round trip. A timer, not
-// a goroutine, so an idle connection costs no stack for it.
+// startKeepalive applies the daemon's one rule for a silent WebSocket
+// peer (wsnet.Keepalive): a ping every interval, and the connection closed
+// with 1011 "keepalive timeout" after 3 intervals without anything from
+// the peer. WebSocket pings are used rather than SSH keepalives because
+// every client answers them in its WebSocket library (ws for Node,
+// websockets for Python, gorilla in `agent-backend proxy`), whatever its
+// SSH layer does, and they cost no SSH round trip.
 func (s *Server) startKeepalive(c *wsnet.Conn, remote string) (stop func()) {
-	return tick.Every(s.keepalive, func() bool {
-		if c.IdleFor(time.Now()) >= keepaliveMisses*s.keepalive {
-			s.log.Info("peer silent, dropping connection", "remote", remote,
-				"after", keepaliveMisses*s.keepalive)
-			c.CloseWith(wsnet.CloseInternal, "keepalive timeout")
-			return false
-		}
-		if err := c.Ping(); err != nil {
-			c.Close()
-			return false
-		}
-		return true
+	return wsnet.Keepalive(c, s.keepalive, func(code int, reason string) {
+		s.log.Info("peer silent, dropping connection", "remote", remote,
+			"after", wsnet.KeepaliveMisses*s.keepalive)
+		c.CloseWith(code, reason)
 	})
 }
 
