@@ -81,6 +81,9 @@ type Config struct {
 	MaxBodyBytes    int64
 	ShutdownTimeout time.Duration
 
+	// MaxStdioLineBytes bounds one MCP request line on stdio.
+	MaxStdioLineBytes int64
+
 	// HTTP bounds.
 	MaxConns         int           // concurrent HTTP connections, WebSockets included
 	MaxConnsPerIP    int           // the same, per client address

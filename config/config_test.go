@@ -40,7 +40,7 @@ func TestDefaults(t *testing.T) {
 	want := Config{
 		Backend: "filesystem", Isolation: "auto", IsolationMin: "none", Shell: "auto", BlockDangerous: true, ExecNetwork: "auto",
 		ExecTimeout: 2 * time.Minute, ExecOutputLimit: 1 << 20, ExecMaxConcurrent: 256, MaxReadSize: 10 << 20,
-		Bind: "127.0.0.1", Port: 3001, MaxBodyBytes: 4 << 20, ShutdownTimeout: 10 * time.Second,
+		Bind: "127.0.0.1", Port: 3001, MaxBodyBytes: 4 << 20, MaxStdioLineBytes: 16 << 20, ShutdownTimeout: 10 * time.Second,
 		MaxConns: 1024, MaxConnsPerIP: 128, MaxBatch: 64, MaxReplyBytes: 32 << 20, MaxInflightPerIP: 32,
 		MCPSessionIdle: 30 * time.Minute, MCPMaxSessions: 100,
 		MaxConcurrentCalls: 10, ToolQueueWait: 2 * time.Second, ToolTimeout: 30 * time.Second,

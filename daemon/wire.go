@@ -560,6 +560,7 @@ func startMCP(w *wiring) (built, error) {
 		AllowedOrigins:     cfg.AllowedOrigins,
 		Guard:              w.guard,
 		MaxBodyBytes:       cfg.MaxBodyBytes,
+		MaxStdioLineBytes:  cfg.MaxStdioLineBytes,
 		MaxBatch:           cfg.MaxBatch,
 		MaxReplyBytes:      cfg.MaxReplyBytes,
 		MaxInflightPerIP:   cfg.MaxInflightPerIP,

@@ -250,7 +250,7 @@ func serveExtensions(cmd *cobra.Command, prefix, skipBroken bool) error {
 	}
 
 	s, err := mcphttp.New(mcphttp.Options{Workspace: ws, Registry: reg, RootDir: cfg.Root,
-		MaxBodyBytes: cfg.MaxBodyBytes, MaxBatch: cfg.MaxBatch, MaxReplyBytes: cfg.MaxReplyBytes,
+		MaxBodyBytes: cfg.MaxBodyBytes, MaxStdioLineBytes: cfg.MaxStdioLineBytes, MaxBatch: cfg.MaxBatch, MaxReplyBytes: cfg.MaxReplyBytes,
 		Name: extServeName, Version: version,
 		Instructions: "The tools are those of the Starlark extensions in " + cfg.Extensions + "; their files and commands work in the workspace " + cfg.Root + ".",
 		Logger:       log.With("component", "mcp")})

@@ -37,3 +37,24 @@ func TestStdioRequestBeforeInitialize(t *testing.T) {
 		t.Errorf("initialize and tools/list after the refusal:\n%s\n%s", lines[1], lines[2])
 	}
 }
+
+// TestStdioLineBoundFlag: --max-stdio-line-bytes reaches the stdio
+// session of the real binary. A line one byte over it is answered with
+// -32600 under its id, naming the flag and the bound, and the session
+// goes on: the tools/list after it is answered.
+func TestStdioLineBoundFlag(t *testing.T) {
+	head := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"big.txt","content":"`
+	tail := `"}}}`
+	long := head + strings.Repeat("x", 64<<10+1-len(head)-len(tail)) + tail
+	lines, stderr := mcpLines(t, []string{"daemon", "--local-only", "--root", t.TempDir(), "--isolation", "software", "--max-stdio-line-bytes", "64KiB"},
+		initReq, initNote, long, listReq)
+	if len(lines) != 3 {
+		t.Fatalf("want 3 responses, got %d: %.600q\nstderr:\n%s", len(lines), lines, stderr)
+	}
+	if !strings.Contains(lines[1], `"id":9,"error":{"code":-32600`) || !strings.Contains(lines[1], "at most 65536 bytes (--max-stdio-line-bytes)") {
+		t.Errorf("the over-long line: %s", lines[1])
+	}
+	if !strings.Contains(lines[2], `"id":2,"result"`) {
+		t.Errorf("tools/list after the over-long line: %.300s", lines[2])
+	}
+}

@@ -46,6 +46,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,18 @@ import (
 // Options.MaxBodyBytes is 0. A write_file of a few MiB still fits; a larger
 // body is answered 413 before it is read.
 const DefaultMaxBodyBytes = 4 << 20
+
+// DefaultMaxStdioLineBytes is the longest stdio line (one request, without
+// its newline) when Options.MaxStdioLineBytes is 0; a longer line is
+// answered with JSON-RPC error -32600 and never held whole
+// (drainingReader.take). It is the go-sdk's own stdio bound
+// (mcp.DefaultMaxLineLength), past which the SDK ended the session, and
+// it is above --max-read-size's default (10 MiB), so a text file a client
+// may read whole it may write back in one write_file. It is not
+// DefaultMaxBodyBytes: stdio's peer is the operator's own client, which
+// spawned the daemon, and its lines are read one at a time, where HTTP
+// bodies come from any caller with a token, many at once.
+const DefaultMaxStdioLineBytes = 16 << 20
 
 // Defaults of the opt-in sessions (Options.Sessions).
 const (
@@ -113,6 +126,11 @@ type Options struct {
 	// MaxBodyBytes limits an HTTP request body; 0 means DefaultMaxBodyBytes,
 	// a negative value means no limit. Larger bodies get 413.
 	MaxBodyBytes int64
+	// MaxStdioLineBytes limits one stdio line (ServeStdio), its newline not
+	// counted; 0 means DefaultMaxStdioLineBytes, a negative value means no
+	// limit. A longer line is answered with JSON-RPC error -32600, and the
+	// session reads on from the next line.
+	MaxStdioLineBytes int64
 	// MaxBatch caps the messages of one JSON-RPC batch; 0 means
 	// DefaultMaxBatch. A larger batch is refused whole (HTTP 400, JSON-RPC
 	// error -32600) before any of it runs.
@@ -192,6 +210,7 @@ type Server struct {
 	sessHeld    map[string]context.Context
 	handler     http.Handler
 	maxBody     int64
+	maxLine     int // stdio line bound (MaxStdioLineBytes); 0: none
 	token       httpguard.Token
 	guard       *httpguard.Guard
 	admit       admit.Rules
@@ -262,6 +281,13 @@ func New(opts Options) (*Server, error) {
 	s.maxBody = opts.MaxBodyBytes
 	if s.maxBody == 0 {
 		s.maxBody = DefaultMaxBodyBytes
+	}
+	switch n := cmp.Or(opts.MaxStdioLineBytes, DefaultMaxStdioLineBytes); {
+	case n < 0:
+	case n > math.MaxInt-sdkLineSlack:
+		s.maxLine = math.MaxInt - sdkLineSlack
+	default:
+		s.maxLine = int(n)
 	}
 	s.maxBatch = cmp.Or(opts.MaxBatch, DefaultMaxBatch)
 	s.maxReply = cmp.Or(opts.MaxReplyBytes, DefaultMaxReplyBytes)
@@ -373,8 +399,9 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 	fast := newStdioFast(ctx, s, out)
 	defer fast.stop()
 	in := &drainingReader{ReadCloser: rc, ledger: ledger, ctx: ctx, stop: s.done, failed: out.failed, fast: fast.answer,
-		refuse: func(ids []string, batch bool) { s.refuseStdioBusy(out, ids, batch) }}
-	ss, err := s.mcp.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: out}, nil)
+		refuse:  func(ids []string, batch bool) { s.refuseStdioBusy(out, ids, batch) },
+		maxLine: s.maxLine, tooLong: func(key string) { s.refuseStdioLong(out, key) }}
+	ss, err := s.mcp.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: sdkLineLimit(s.maxLine)}, nil)
 	if err != nil {
 		close(fast.connected)
 		return err

@@ -286,6 +286,15 @@ func isBatch(line []byte) bool {
 	return len(t) > 0 && t[0] == '['
 }
 
+// waiting reports whether the request with ledger key key waits for its
+// answer.
+func (l *stdioLedger) waiting(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.pending[key]
+	return ok
+}
+
 // full reports whether the session has limit requests waiting for answers.
 func (l *stdioLedger) full() bool {
 	l.mu.Lock()
@@ -397,12 +406,19 @@ type drainingReader struct {
 	failed <-chan struct{}        // closed once a write to stdout failed
 	fast   func(line []byte) bool // answers a line, or reports false
 	refuse func(ids []string, batch bool)
+	// maxLine is the longest line held, its newline not counted (0: no
+	// bound). A longer one is discarded, and answered by tooLong with the
+	// ledger key of its id ("" for null, longLineKey) once its end is read.
+	maxLine int
+	tooLong func(key string)
 
-	buf    []byte // what the last read of stdin got
-	out    []byte // bytes for the SDK, not yet read by it
-	hold   []byte // the start of a line not complete yet
-	err    error  // the end of stdin, returned once out is drained
-	waited bool   // the EOF wait has run
+	buf     []byte // what the last read of stdin got
+	out     []byte // bytes for the SDK, not yet read by it
+	hold    []byte // the start of a line not complete yet
+	discard bool   // the rest of an over-long line is being skipped
+	longKey string // the key of that line's id, "" for null
+	err     error  // the end of stdin, returned once out is drained
+	waited  bool   // the EOF wait has run
 }
 
 func (r *drainingReader) Read(p []byte) (int, error) {
@@ -422,7 +438,11 @@ func (r *drainingReader) Read(p []byte) (int, error) {
 		n, err := r.ReadCloser.Read(r.buf)
 		r.take(r.buf[:n])
 		if err != nil {
-			if len(r.hold) > 0 { // a last line without a newline: the SDK's
+			// A last line without a newline: the SDK's, or answered
+			// as too long.
+			if r.discard {
+				r.endLong()
+			} else if len(r.hold) > 0 && !blank(r.hold) {
 				if ids, batch, inUse := r.ledger.read(r.hold); ids != nil {
 					r.refuse(ids, batch)
 				} else if !inUse {
@@ -433,7 +453,13 @@ func (r *drainingReader) Read(p []byte) (int, error) {
 			r.err = err
 		}
 	}
-	n := copy(p, r.out)
+	// At most one line per Read: the SDK's own bound (sdkLineLimit) counts
+	// the bytes it reads for a message, so it counts that message's line.
+	out := r.out[:min(len(p), len(r.out))]
+	if i := bytes.IndexByte(out, '\n'); i >= 0 {
+		out = out[:i+1]
+	}
+	n := copy(p, out)
 	r.out = r.out[n:]
 	if len(r.out) == 0 {
 		r.out = r.out[:0:0] // let a large line's copy go
@@ -444,14 +470,48 @@ func (r *drainingReader) Read(p []byte) (int, error) {
 // take sorts what was read into lines refused, lines dropped (one request
 // whose id is in use, stdioLedger.read), lines the fast path answers and
 // bytes for the SDK. Every line is held whole and judged
-// against the session's in-flight cap before any of it goes on, however
-// long it is: a line passed on as it arrived could put any number of
-// requests (a batch) in flight past the cap. Holding it costs no more than
-// the SDK's own copy of it, which it decodes whole. A line longer than
-// stdioFastMaxLine goes to the SDK.
+// against the session's in-flight cap before any of it goes on: a line
+// passed on as it arrived could put any number of requests (a batch) in
+// flight past the cap. Holding it costs no more than the SDK's own copy of
+// it, which it decodes whole. A line longer than stdioFastMaxLine goes to
+// the SDK.
+//
+// A line longer than maxLine is never held whole: once maxLine of its
+// bytes are held, its id is read from them (longLineKey) and they are let
+// go; the rest of it, up to its newline, is skipped as it arrives, and
+// then it is answered (tooLong). Nothing of it runs. The answer waits for
+// the line's end (or EOF) so that it comes after what the client sent
+// before it and is written while the client is no longer writing: a
+// client that writes its line whole before it reads anything is not left
+// blocked against an answer it does not read yet. A line of blanks only (spaces, tabs,
+// carriage returns) is dropped: JSON reads it as the space between two
+// messages, and the SDK would hold a flood of them.
 func (r *drainingReader) take(data []byte) {
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')
+		if r.discard {
+			if i < 0 {
+				return
+			}
+			data = data[i+1:]
+			r.endLong()
+			continue
+		}
+		if r.maxLine > 0 {
+			n := i // the line's bytes in data
+			if i < 0 {
+				n = len(data)
+			}
+			if len(r.hold)+n > r.maxLine {
+				r.startLong(data[:r.maxLine-len(r.hold)])
+				if i < 0 {
+					return
+				}
+				data = data[i+1:]
+				r.endLong()
+				continue
+			}
+		}
 		if i < 0 {
 			r.hold = append(r.hold, data...)
 			return
@@ -463,9 +523,14 @@ func (r *drainingReader) take(data []byte) {
 		if held {
 			line = append(r.hold, seg...)
 		}
-		if ids, batch, inUse := r.ledger.read(line[:len(line)-1]); ids != nil {
+		body := line[:len(line)-1]
+		if blank(body) {
+			r.releaseHold()
+			continue
+		}
+		if ids, batch, inUse := r.ledger.read(body); ids != nil {
 			r.refuse(ids, batch)
-		} else if !inUse && (len(line)-1 > stdioFastMaxLine || !r.fast(line[:len(line)-1])) {
+		} else if !inUse && (len(body) > stdioFastMaxLine || !r.fast(body)) {
 			if held && len(r.out) == 0 {
 				// The held line itself goes to the SDK: no second copy.
 				r.out, r.hold = line, nil
@@ -473,11 +538,84 @@ func (r *drainingReader) take(data []byte) {
 			}
 			r.out = append(r.out, line...)
 		}
-		r.hold = r.hold[:0]
-		if cap(r.hold) > stdioFastMaxLine { // let a long line's buffer go
-			r.hold = nil
+		r.releaseHold()
+	}
+}
+
+// startLong begins to discard the line held in hold, of which more are the
+// bytes that take it to maxLine: it reads the line's id from those maxLine
+// bytes and lets go of them.
+func (r *drainingReader) startLong(more []byte) {
+	r.hold = append(r.hold, more...)
+	r.longKey = longLineKey(r.hold)
+	r.releaseHold()
+	r.discard = true
+}
+
+// endLong answers the over-long line whose end was read. Its id is the
+// one startLong read, unless the ledger waits for an answer under it (an
+// answer under that id would end the other request's wait): then null.
+func (r *drainingReader) endLong() {
+	key := r.longKey
+	if key != "" && r.ledger.waiting(key) {
+		key = ""
+	}
+	r.discard, r.longKey = false, ""
+	r.tooLong(key)
+}
+
+// releaseHold empties hold, and lets a long line's buffer go.
+func (r *drainingReader) releaseHold() {
+	r.hold = r.hold[:0]
+	if cap(r.hold) > stdioFastMaxLine {
+		r.hold = nil
+	}
+}
+
+// blank reports whether line holds nothing but spaces, tabs and carriage
+// returns.
+func blank(line []byte) bool {
+	for _, c := range line {
+		if c != ' ' && c != '\t' && c != '\r' {
+			return false
 		}
 	}
+	return true
+}
+
+// longLineKey is the ledger key (idKey) of the id of the request whose
+// line starts with prefix, read as the ledger reads a whole line (keys
+// matched exactly), from the members prefix holds whole; "" where there is
+// none to read: prefix does not start an object (a batch is answered
+// once, with id null), it holds no "id" member whole, or no non-empty
+// string "method" (without one the line may be the client's answer to the
+// daemon's own request, whose id is not the client's to be answered under).
+// A member past prefix that repeats "id" is not seen: the line is not run.
+func longLineKey(prefix []byte) string {
+	t := bytes.TrimLeft(prefix, " \t\r")
+	if len(t) == 0 || t[0] != '{' {
+		return ""
+	}
+	var id []byte
+	method := false
+	jsonscan.Keys(t, func(k string, v []byte) bool {
+		// A number, true, false or null that ends prefix may be cut short.
+		if c := v[0]; c != '"' && c != '{' && c != '[' && len(t)-(cap(t)-cap(v)) == len(v) {
+			return false
+		}
+		switch k {
+		case "id":
+			id = v
+		case "method":
+			method = v[0] == '"' && jsonscan.Text(v) != ""
+		}
+		return true
+	})
+	if id == nil || !method {
+		return ""
+	}
+	key, _ := idKey(id)
+	return key
 }
 
 // countingWriter is stdout: it records the responses written in the
@@ -561,6 +699,45 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 
 func (w *countingWriter) Close() error { return nil }
 
+// sdkLineSlack is what the SDK's own bound on a message (IOTransport's
+// MaxLineLength, sdkLineLimit) allows past maxLine: the newline, and room.
+const sdkLineSlack = 4 << 10
+
+// sdkLineLimit is the SDK's bound for a session whose lines are at most
+// maxLine long (-1, none, where they are not bounded). drainingReader hands
+// the SDK one line per Read and no blank lines, so for a message on one
+// line the SDK counts that line, which drainingReader has bounded already;
+// its bound ends only a session whose message spans lines (JSON with
+// newlines between its tokens) past maxLine, as the SDK ends it.
+func sdkLineLimit(maxLine int) int {
+	if maxLine <= 0 {
+		return -1
+	}
+	return maxLine + sdkLineSlack
+}
+
+// refuseStdioLong answers a line longer than s.maxLine: JSON-RPC error
+// -32600 under its id (a ledger key, longLineKey), or null.
+func (s *Server) refuseStdioLong(w io.Writer, key string) {
+	s.warns.Warn(s.log, "stdio-line", "stdio line longer than --max-stdio-line-bytes; answered -32600 and skipped", "limit", s.maxLine)
+	msg := "request too large: a stdio line may be at most " + strconv.Itoa(s.maxLine) + " bytes (--max-stdio-line-bytes); this one was longer, and none of it was read. Write large files in parts, or raise --max-stdio-line-bytes"
+	b := append(appendKeyID([]byte(`{"jsonrpc":"2.0","id":`), key), `,"error":{"code":-32600,"message":`...)
+	b = jsonstr.Append(b, msg)
+	w.Write(append(b, "}}\n"...))
+}
+
+// appendKeyID appends the id whose ledger key is key as the SDK writes it
+// back, and null for "".
+func appendKeyID(b []byte, key string) []byte {
+	switch {
+	case key == "":
+		return append(b, "null"...)
+	case key[0] == 'n':
+		return append(b, key[1:]...)
+	}
+	return jsonstr.AppendNoHTML(b, key[1:])
+}
+
 // refuseStdioBusy answers the requests of a line refused at the session's
 // in-flight cap: JSON-RPC error -32000 for each id (ledger keys), one
 // array for a batch, as the SDK answers a batch.
@@ -575,12 +752,7 @@ func (s *Server) refuseStdioBusy(w io.Writer, ids []string, batch bool) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"jsonrpc":"2.0","id":`...)
-		if key[0] == 'n' {
-			b = append(b, key[1:]...)
-		} else {
-			b = jsonstr.AppendNoHTML(b, key[1:])
-		}
+		b = appendKeyID(append(b, `{"jsonrpc":"2.0","id":`...), key)
 		b = append(b, `,"error":{"code":-32000,"message":`...)
 		b = jsonstr.Append(b, msg)
 		b = append(b, "}}"...)
