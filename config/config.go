@@ -292,6 +292,19 @@ func (c Config) Secrets() []string {
 	return out
 }
 
+// tokensDiffer checks that the agent's, the operator's and the scraper's
+// tokens are three tokens, at start (Validate) and on reload
+// (ReloadTokenFiles).
+func (c Config) tokensDiffer() error {
+	if c.OperatorToken != "" && c.OperatorToken == c.AuthToken {
+		return errors.New("--operator-token-file holds the agent's token (--auth-token-file): the operator's token must differ, or the agent could approve its own commands")
+	}
+	if c.MetricsToken != "" && (c.MetricsToken == c.AuthToken || c.MetricsToken == c.OperatorToken) {
+		return errors.New("--metrics-token-file holds the agent's or the operator's token: the scraper's token must differ, so that what a scraper holds opens nothing but /metrics")
+	}
+	return nil
+}
+
 // HasAuth reports whether requests must authenticate: an auth token, or a
 // token file, is set.
 func (c Config) HasAuth() bool { return c.AuthToken != "" || c.TokensFile != "" }
@@ -451,11 +464,8 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("--exec-ask %q: use off, on-miss or always", c.ExecAsk)
 	}
-	if c.OperatorToken != "" && c.OperatorToken == c.AuthToken {
-		return errors.New("--operator-token-file holds the agent's token (--auth-token-file): the operator's token must differ, or the agent could approve its own commands")
-	}
-	if c.MetricsToken != "" && (c.MetricsToken == c.AuthToken || c.MetricsToken == c.OperatorToken) {
-		return errors.New("--metrics-token-file holds the agent's or the operator's token: the scraper's token must differ, so that what a scraper holds opens nothing but /metrics")
+	if err := c.tokensDiffer(); err != nil {
+		return err
 	}
 	if c.Extensions != "" {
 		if fi, err := os.Stat(c.Extensions); err != nil || !fi.IsDir() {

@@ -135,6 +135,16 @@ func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, err
 			return c, errors.New("both an auth token and --auth-token-file are set: use only one")
 		}
 	}
+	if err := c.readTokenFiles(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// readTokenFiles reads --auth-token-file, --operator-token-file and
+// --metrics-token-file into the tokens they name, at start and on every
+// reload (ReloadTokenFiles).
+func (c *Config) readTokenFiles() error {
 	for _, f := range []struct {
 		flag, path string
 		token      *string
@@ -148,13 +158,30 @@ func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, err
 		}
 		b, err := opfile.Read(f.path, maxTokenFile)
 		if err != nil {
-			return c, fmt.Errorf("%s %q: cannot read: %v", f.flag, f.path, err)
+			return fmt.Errorf("%s %q: cannot read: %v", f.flag, f.path, err)
 		}
 		if *f.token = strings.TrimSpace(string(b)); *f.token == "" {
-			return c, fmt.Errorf("%s %q is empty", f.flag, f.path)
+			return fmt.Errorf("%s %q is empty", f.flag, f.path)
 		}
 	}
-	return c, nil
+	return nil
+}
+
+// ReloadTokenFiles is c with --auth-token-file, --operator-token-file and
+// --metrics-token-file read again (on SIGHUP), checked as at start: each
+// file safe to read and not empty, and the three tokens different. On an
+// error nothing of c changes and the error names the file. A token given
+// as a value (--auth-token, the environment, the config file) has no file
+// and is kept.
+func (c Config) ReloadTokenFiles() (Config, error) {
+	next := c
+	if err := next.readTokenFiles(); err != nil {
+		return c, err
+	}
+	if err := next.tokensDiffer(); err != nil {
+		return c, err
+	}
+	return next, nil
 }
 
 // maxTokenFile bounds what --auth-token-file, --operator-token-file and

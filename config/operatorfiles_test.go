@@ -101,3 +101,66 @@ func TestMetricsTokenFile(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadTokenFiles: a reload reads the three token files again and
+// gives the new tokens; a file that became empty, unsafe or equal to
+// another token's changes nothing and names the flag; a token given as a
+// value is kept.
+func TestReloadTokenFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	agent, op, scrape := write("agent", "agent-1\n"), write("op", "op-1\n"), write("scrape", "scrape-1\n")
+	c, err := load(t, []string{"--root", t.TempDir(), "--auth-token-file", agent, "--operator-token-file", op, "--metrics-token-file", scrape}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("agent", "agent-2\n")
+	write("op", " op-2 \n")
+	next, err := c.ReloadTokenFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.AuthToken != "agent-2" || next.OperatorToken != "op-2" || next.MetricsToken != "scrape-1" {
+		t.Errorf("reloaded %q %q %q, want agent-2 op-2 scrape-1", next.AuthToken, next.OperatorToken, next.MetricsToken)
+	}
+	if c.AuthToken != "agent-1" {
+		t.Errorf("the reload changed the config it was called on: %q", c.AuthToken)
+	}
+	for _, bad := range []struct{ file, content, want string }{
+		{"agent", "\n", `--auth-token-file "` + agent + `" is empty`},
+		{"op", "agent-2", "--operator-token-file holds the agent's token"},
+		{"scrape", "op-2", "--metrics-token-file holds the agent's or the operator's token"},
+	} {
+		write("agent", "agent-2\n")
+		write("op", "op-2\n")
+		write("scrape", "scrape-1\n")
+		write(bad.file, bad.content)
+		got, err := next.ReloadTokenFiles()
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s holding %q: %v, want %q", bad.file, bad.content, err, bad.want)
+		}
+		if got.AuthToken != "agent-2" || got.OperatorToken != "op-2" || got.MetricsToken != "scrape-1" {
+			t.Errorf("%s holding %q: a failed reload changed the tokens: %q %q %q", bad.file, bad.content, got.AuthToken, got.OperatorToken, got.MetricsToken)
+		}
+	}
+	write("scrape", "scrape-1\n")
+	if err := os.Chmod(op, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := next.ReloadTokenFiles(); err == nil || !strings.Contains(err.Error(), "--operator-token-file") {
+		t.Errorf("a file others may write: %v", err)
+	}
+	byValue, err := load(t, []string{"--root", t.TempDir(), "--auth-token", "by-value"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := byValue.ReloadTokenFiles(); err != nil || got.AuthToken != "by-value" {
+		t.Errorf("a token given as a value: %q, %v", got.AuthToken, err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/audit"
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/internal/resolvepath"
 	"github.com/agentbe/agentbe-daemon/ssh/sshd"
 	"github.com/agentbe/agentbe-daemon/tools/gateway"
@@ -121,7 +122,7 @@ func (s auditSink) run() func(call registry.Call, r gateway.Ran) {
 // with a symlink the daemon would then append to. config.Validate refuses
 // it first, with every other operator path; this holds for a Config that
 // was not validated too.
-func openAudit(cfg config.Config, log *slog.Logger) (*audit.Log, error) {
+func openAudit(cfg config.Config, secrets *clip.Secrets, log *slog.Logger) (*audit.Log, error) {
 	if cfg.AuditLog == "" {
 		return nil, nil
 	}
@@ -132,7 +133,7 @@ func openAudit(cfg config.Config, log *slog.Logger) (*audit.Log, error) {
 			return nil, fmt.Errorf("--audit-log %q is inside the workspace (--root %q), where the agent could read or rewrite it; put it outside, e.g. /var/log/agent-backend/audit.log", cfg.AuditLog, cfg.Root)
 		}
 	}
-	l, err := audit.Open(audit.Options{Path: cfg.AuditLog, Secrets: cfg.Secrets(), Logger: log.With("component", "audit")})
+	l, err := audit.Open(audit.Options{Path: cfg.AuditLog, Secrets: secrets, Logger: log.With("component", "audit")})
 	if err != nil {
 		return nil, fmt.Errorf("--audit-log %q: %w", cfg.AuditLog, err)
 	}

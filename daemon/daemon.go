@@ -36,6 +36,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/audit"
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/internal/metrics"
 	"github.com/agentbe/agentbe-daemon/ssh/sshauth"
@@ -93,6 +94,14 @@ type Daemon struct {
 	// face (handleWork, /approvals).
 	guard *httpguard.Guard
 	admit admit.Rules
+	// secrets are the tokens held in clear, which the log, the audit log,
+	// commands' environments and extensions never show; ReloadTokens adds
+	// the new ones before they admit anyone.
+	secrets *clip.Secrets
+	// reloadMu serializes ReloadTokens; tokenCfg holds the tokens in
+	// force, which the next reload compares with its files'.
+	reloadMu sync.Mutex
+	tokenCfg config.Config
 	// loopback judges callers' connections to workspace commands' ports
 	// (tools.go).
 	loopback *loopbackJudge
@@ -122,11 +131,12 @@ func newDaemon(cfg config.Config, opts Options, table []part) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	opts.Logger = clipped(opts.Logger, cfg.Secrets()...)
+	secrets := clip.NewSecrets(cfg.Secrets()...)
+	opts.Logger = clipped(opts.Logger, secrets)
 	if opts.Registry == nil {
 		opts.Registry = metrics.NewRegistry()
 	}
-	d := &Daemon{cfg: cfg, opts: opts, log: opts.Logger, started: time.Now()}
+	d := &Daemon{cfg: cfg, opts: opts, log: opts.Logger, started: time.Now(), secrets: secrets, tokenCfg: cfg}
 	d.loopback = newLoopbackJudge(d)
 	if err := opts.Registry.Register(metrics.NewGoCollector()); err != nil {
 		return nil, fmt.Errorf("register go collector: %w", err)
@@ -155,7 +165,7 @@ func newDaemon(cfg config.Config, opts Options, table []part) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	if d.audit, err = openAudit(cfg, d.log); err != nil {
+	if d.audit, err = openAudit(cfg, d.secrets, d.log); err != nil {
 		return nil, err
 	}
 	d.sink = auditSink{log: d.audit, scope: cfg.ScopePath}

@@ -17,9 +17,9 @@ func NewLogger(w io.Writer, format, level string) *slog.Logger {
 	_ = lvl.UnmarshalText([]byte(level))
 	opts := &slog.HandlerOptions{Level: lvl}
 	if format == "json" {
-		return slog.New(clip.Handler(slog.NewJSONHandler(w, opts), clip.LogValue))
+		return slog.New(clip.Handler(slog.NewJSONHandler(w, opts), clip.LogValue, nil))
 	}
-	return slog.New(clip.Handler(slog.NewTextHandler(w, opts), clip.LogValue))
+	return slog.New(clip.Handler(slog.NewTextHandler(w, opts), clip.LogValue, nil))
 }
 
 // clipped is log behind clip.Handler: what a client decides the length of
@@ -27,6 +27,6 @@ func NewLogger(w io.Writer, format, level string) *slog.Logger {
 // of a line, and secrets (the daemon's and the operator's tokens, which a
 // command or a name may carry) are replaced, whichever part of the daemon
 // logs it.
-func clipped(log *slog.Logger, secrets ...string) *slog.Logger {
-	return slog.New(clip.Handler(log.Handler(), clip.LogValue, secrets...))
+func clipped(log *slog.Logger, secrets *clip.Secrets) *slog.Logger {
+	return slog.New(clip.Handler(log.Handler(), clip.LogValue, secrets))
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/tools/extensions"
@@ -13,10 +14,11 @@ import (
 // SandboxConfig is the configuration cfg gives the executor of a workspace
 // at root (its absolute, symlink-free path): the isolation mode and its
 // floor, the shell, the command policy, the network (cfg.ExecNetworkOn), the
-// per-command limits, the user commands run as. The daemon's workspace
-// (startWorkspace) and `agent-backend extensions serve` build their
-// executors from it, so a setting means the same in both.
-func SandboxConfig(cfg config.Config, root string, log *slog.Logger) (sandbox.Config, error) {
+// per-command limits, the user commands run as, and secrets, the values no
+// command's environment may carry. The daemon's workspace (startWorkspace)
+// and `agent-backend extensions serve` build their executors from it, so a
+// setting means the same in both.
+func SandboxConfig(cfg config.Config, root string, secrets *clip.Secrets, log *slog.Logger) (sandbox.Config, error) {
 	mode, err := sandbox.ParseMode(cfg.Isolation)
 	if err != nil {
 		return sandbox.Config{}, err
@@ -43,19 +45,19 @@ func SandboxConfig(cfg config.Config, root string, log *slog.Logger) (sandbox.Co
 		DefaultTimeout: cfg.ExecTimeout,
 		OutputLimit:    cfg.ExecOutputLimit,
 		RunAs:          cfg.RunAs,
-		Secrets:        cfg.Secrets(),
+		Secrets:        secrets,
 		Logger:         log,
 	}, nil
 }
 
 // ExtensionsOptions are the extensions provider's options cfg gives: the
 // directory, the network door's rules for http and postgres, the variables
-// and database hosts the operator allows every extension, the secrets
-// env.get never returns. The caller adds the registry, workspace, executor
-// and logger. The daemon (startExtensions) and `agent-backend extensions
-// serve` start their providers from it.
-func ExtensionsOptions(cfg config.Config) extensions.Options {
+// and database hosts the operator allows every extension, and secrets, the
+// values env.get never returns. The caller adds the registry, workspace,
+// executor and logger. The daemon (startExtensions) and `agent-backend
+// extensions serve` start their providers from it.
+func ExtensionsOptions(cfg config.Config, secrets *clip.Secrets) extensions.Options {
 	return extensions.Options{Dir: cfg.Extensions,
 		Net: netguard.New(cfg.NetGuard(80, 443)), PostgresNet: netguard.New(cfg.NetGuard(extensions.DefaultPostgresPort)),
-		Secrets: cfg.Secrets(), EnvAllow: cfg.ExtensionsEnv, DBHosts: cfg.ExtensionsDBHosts}
+		Secrets: secrets, EnvAllow: cfg.ExtensionsEnv, DBHosts: cfg.ExtensionsDBHosts}
 }

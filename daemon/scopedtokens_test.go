@@ -223,8 +223,8 @@ func TestScopedTokens(t *testing.T) {
 
 	// Reload: bob is gone for new requests.
 	writeTokens(alice, carol)
-	if n, err := r.d.ReloadTokens(); err != nil || n != 2 {
-		t.Fatalf("ReloadTokens = %d, %v", n, err)
+	if rl, err := r.d.ReloadTokens(); err != nil || rl.Tokens != 2 {
+		t.Fatalf("ReloadTokens = %+v, %v", rl, err)
 	}
 	if code, _ := callAs(t, r.url, "bob-token", "", "read_text_file", `{"path":"secret.txt"}`); code != http.StatusUnauthorized {
 		t.Errorf("bob after the reload: %d, want 401", code)

@@ -176,26 +176,71 @@ func (j *loopbackJudge) site(root fsops.Workspace) func(context.Context, admit.C
 	}
 }
 
-// ReloadTokens reads the --tokens file again (on SIGHUP) and puts its set
-// in force for new requests and connections; a file that does not parse
-// changes nothing and is reported. Without --tokens it does nothing.
-// What a token keeps open (a /ssh or /gateway connection, an MCP
-// session) is judged again (admit.Rules.Rejudge): if the reload removed
-// its token or changed its scope, readOnly or exec, it is closed, saying
-// why.
-func (d *Daemon) ReloadTokens() (int, error) {
-	if d.w.tokens == nil {
-		return 0, nil
-	}
-	set, err := httpguard.LoadTokens(d.cfg.TokensFile)
+// TokenReload is what ReloadTokens changed.
+type TokenReload struct {
+	// Tokens is how many entries the --tokens file holds; 0 without one.
+	Tokens int
+	// Rotated are the flags whose file now holds another token
+	// (--auth-token-file, --operator-token-file, --metrics-token-file).
+	Rotated []string
+	// Ended is how many held connections the reload closed.
+	Ended int
+}
+
+// ReloadTokens reads the daemon's credentials again (on SIGHUP): the
+// --tokens file, and the files of --auth-token-file,
+// --operator-token-file and --metrics-token-file. Each is read and
+// checked as at start; when any of them fails, nothing changes and the
+// error names the file. Otherwise the new set and tokens are put in force
+// for new requests and connections, in this order: a new token joins the
+// secrets the logs, the audit log, commands' environments and extensions
+// never show; then it replaces the old one, which admits no one from
+// then on; then what a token keeps open (a /ssh or /gateway connection,
+// an MCP session) is judged again (admit.Rules.Rejudge) and closed,
+// saying why, when its token was removed or replaced or its scope,
+// readOnly or exec changed. A rotated-out token stays among the secrets.
+func (d *Daemon) ReloadTokens() (TokenReload, error) {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	cur := d.tokenCfg
+	next, err := cur.ReloadTokenFiles()
 	if err != nil {
-		return 0, err
+		return TokenReload{}, err
 	}
-	d.w.tokens.Store(set)
-	if n := d.w.rules.Rejudge(); n > 0 {
-		d.log.Info("token reload ended connections whose token was removed or changed", "connections", n)
+	var set *httpguard.TokenSet
+	if d.w.tokens != nil {
+		if set, err = httpguard.LoadTokens(d.cfg.TokensFile); err != nil {
+			return TokenReload{}, err
+		}
 	}
-	return set.Len(), nil
+	d.secrets.Add(next.Secrets()...)
+	var r TokenReload
+	for _, t := range []struct {
+		flag     string
+		old, new string
+		rule     httpguard.Token
+	}{
+		{"--auth-token-file", cur.AuthToken, next.AuthToken, d.admit.Token},
+		{"--operator-token-file", cur.OperatorToken, next.OperatorToken, d.admit.Operator},
+		{"--metrics-token-file", cur.MetricsToken, next.MetricsToken, d.admit.Scrape},
+	} {
+		if t.new == t.old {
+			continue
+		}
+		if err := t.rule.Rotate(t.new); err != nil {
+			return r, fmt.Errorf("%s: %w", t.flag, err) // a daemon built without the token: not reached
+		}
+		r.Rotated = append(r.Rotated, t.flag)
+	}
+	d.tokenCfg = next
+	if set != nil {
+		d.w.tokens.Store(set)
+		r.Tokens = set.Len()
+	}
+	if r.Ended = d.w.rules.Rejudge(); r.Ended > 0 {
+		d.log.Info("token reload ended connections whose token was removed, replaced or changed", "connections", r.Ended)
+	}
+	return r, nil
 }
 
 // ReopenAuditLog opens --audit-log again by name (on SIGHUP, after

@@ -142,7 +142,7 @@ func startWorkspace(w *wiring) (r built, err error) {
 		if err != nil {
 			return r, fmt.Errorf("--root %q: %w", cfg.Root, err)
 		}
-		execCfg, err := SandboxConfig(cfg, root.Root(), log.With("component", "sandbox"))
+		execCfg, err := SandboxConfig(cfg, root.Root(), w.d.secrets, log.With("component", "sandbox"))
 		if err != nil {
 			return r, err
 		}
@@ -484,7 +484,7 @@ func previewAdmit(rules admit.Rules, root fsops.Workspace) func(http.ResponseWri
 }
 
 func startExtensions(w *wiring) (built, error) {
-	o := ExtensionsOptions(w.cfg)
+	o := ExtensionsOptions(w.cfg, w.d.secrets)
 	o.Registry, o.Workspace, o.Executor, o.Logger = w.reg, w.ws, w.exec, w.log.With("component", "extensions")
 	p, err := extensions.Start(o)
 	if err != nil {
@@ -550,15 +550,9 @@ func startSite(w *wiring) (r built, err error) {
 func startMCP(w *wiring) (built, error) {
 	cfg := w.cfg
 	s, err := mcphttp.New(mcphttp.Options{
-		Tokens:             w.tokens,
-		Holds:              w.rules.Holds,
+		Admit:              &w.rules,
 		Workspace:          w.ws,
 		Registry:           w.reg,
-		RootDir:            cfg.Root,
-		StaticScope:        cfg.ScopePath,
-		AuthToken:          cfg.AuthToken,
-		AllowedOrigins:     cfg.AllowedOrigins,
-		Guard:              w.guard,
 		MaxBodyBytes:       cfg.MaxBodyBytes,
 		MaxStdioLineBytes:  cfg.MaxStdioLineBytes,
 		MaxBatch:           cfg.MaxBatch,
@@ -594,7 +588,7 @@ func startGatewayFace(w *wiring) (built, error) {
 		Rate: float64(cfg.GatewayRate), Burst: cfg.GatewayBurst, MaxReply: cfg.MaxReplyBytes, Inflight: w.inflight, Logger: w.log.With("component", "gateway")}
 	if a := w.approvals; a != nil {
 		decided := w.audit.approval()
-		o.Operator = httpguard.NewToken(cfg.OperatorToken)
+		o.Operator = w.operator.Operator
 		o.Approve = func(id string, approved, always bool) (any, error) {
 			d, err := a.Decide(id, approved, always)
 			if err == nil && decided != nil {
@@ -734,8 +728,7 @@ func startSSHPort(w *wiring) (built, error) {
 // admits, and WebSocket pings keep alive.
 func startSSHWS(w *wiring) (built, error) {
 	cfg := w.cfg
-	s, err := sshws.New(sshws.Options{SSH: w.sshConf, Tokens: w.tokens, Holds: w.rules.Holds, AuthToken: cfg.AuthToken,
-		AllowedOrigins: cfg.AllowedOrigins, Guard: w.guard, KeepaliveInterval: cfg.SSHKeepalive})
+	s, err := sshws.New(sshws.Options{SSH: w.sshConf, Admit: &w.rules, KeepaliveInterval: cfg.SSHKeepalive})
 	if err != nil {
 		return built{}, err
 	}

@@ -190,11 +190,6 @@ func BwrapArgv(cfg Config, dir string, argv ...string) (path string, args []stri
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
-	for _, s := range cfg.Secrets {
-		if s != "" {
-			e.secrets = append(e.secrets, s)
-		}
-	}
 	if cfg.Shell == "" {
 		cfg.Shell = ShellAuto
 	}

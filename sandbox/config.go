@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -134,9 +136,11 @@ type Config struct {
 	// package cache, outside the workspace); missing ones are ignored.
 	// Other modes see the host's file system anyway.
 	WritablePaths []string
-	// Secrets are values (the daemon's auth token, ...) that must never reach
-	// a child: an environment variable whose value contains one is dropped.
-	Secrets []string
+	// Secrets are values (the daemon's tokens) that must never reach a
+	// child: an environment variable whose value contains one is dropped.
+	// The list is read at each command, so a token a reload adds is kept
+	// from the next command on. nil: none.
+	Secrets *clip.Secrets
 	// Logger receives the mode decision and dropped-variable notes; nil
 	// discards.
 	Logger *slog.Logger

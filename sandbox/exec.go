@@ -130,11 +130,6 @@ func New(cfg Config) (Executor, error) {
 	if e.limit == 0 {
 		e.limit = DefaultOutputLimit
 	}
-	for _, s := range cfg.Secrets {
-		if s != "" {
-			e.secrets = append(e.secrets, s)
-		}
-	}
 
 	if e.shellPath, e.shellArg0, e.shellKind, err = resolveShell(cfg.Shell); err != nil {
 		return nil, err
@@ -240,7 +235,6 @@ type executor struct {
 	root    string
 	timeout time.Duration
 	limit   int64
-	secrets []string
 	policy  *policy.Policy // nil when the policy is off
 	rootH   *os.Root       // the workspace root, for requests without a Workspace
 	rootDir *os.File       // the same directory, open: a request run at the root opens it again from here (workdir.go)
@@ -460,7 +454,7 @@ func (e *executor) envOK(k, v string) (bool, error) {
 		e.log.Debug("dropped environment variable", "name", k, "why", "denied name")
 		return false, nil
 	}
-	for _, s := range e.secrets {
+	for _, s := range e.cfg.Secrets.List() {
 		if strings.Contains(v, s) {
 			e.log.Warn("dropped environment variable carrying a secret", "name", k)
 			return false, nil

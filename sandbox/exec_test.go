@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/sandbox/policy"
@@ -173,7 +174,7 @@ func TestRunEnvironment(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
 			e, _ := newExec(t, mode, func(c *Config) {
-				c.Secrets = []string{token}
+				c.Secrets = clip.NewSecrets(token)
 				c.Env = map[string]string{"BASE_VAR": "base", "LEAK": "x" + token}
 			})
 			res := run(t, e, Request{Command: "env", Env: map[string]string{

@@ -15,6 +15,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/daemon"
 	"github.com/agentbe/agentbe-daemon/face/mcphttp"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/tools/extensions"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
@@ -206,7 +207,9 @@ func serveExtensions(cmd *cobra.Command, prefix, skipBroken bool) error {
 		return fmt.Errorf("--root %q: %w", cfg.Root, err)
 	}
 	defer ws.Close()
-	ecfg, err := daemon.SandboxConfig(cfg, ws.Root(), log.With("component", "sandbox"))
+	// Read once: extensions serve is not reloaded.
+	secrets := clip.NewSecrets(cfg.Secrets()...)
+	ecfg, err := daemon.SandboxConfig(cfg, ws.Root(), secrets, log.With("component", "sandbox"))
 	if err != nil {
 		return err
 	}
@@ -220,7 +223,7 @@ func serveExtensions(cmd *cobra.Command, prefix, skipBroken bool) error {
 	reg := registry.New(registry.Options{MaxConcurrent: cfg.MaxConcurrentCalls, QueueWait: cfg.ToolQueueWait,
 		DefaultTimeout: cfg.ToolTimeout, Logger: log.With("component", "registry")})
 	// The provider as the daemon starts it, with the tools' own names.
-	eo := daemon.ExtensionsOptions(cfg)
+	eo := daemon.ExtensionsOptions(cfg, secrets)
 	eo.Registry, eo.Workspace, eo.Executor, eo.Logger = reg, ws, exe, log.With("component", "extensions")
 	eo.BareNames = !prefix
 	p, err := extensions.Start(eo)

@@ -377,10 +377,15 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 			if err := d.ReloadSSHKeys(); err != nil {
 				log.Error("SIGHUP: an SSH port file does not load; nothing it vouched for is admitted until it does", "err", err)
 			}
-			if n, err := d.ReloadTokens(); err != nil {
-				log.Error("SIGHUP: reloading the token file failed; the previous tokens stay in force", "err", err)
-			} else if cfg.TokensFile != "" {
-				log.Info("SIGHUP: token file reloaded", "file", cfg.TokensFile, "tokens", n)
+			if r, err := d.ReloadTokens(); err != nil {
+				log.Error("SIGHUP: reloading the tokens failed; the previous tokens stay in force", "err", err)
+			} else {
+				if cfg.TokensFile != "" {
+					log.Info("SIGHUP: token file reloaded", "file", cfg.TokensFile, "tokens", r.Tokens)
+				}
+				if len(r.Rotated) > 0 {
+					log.Info("SIGHUP: new tokens in force; the old ones admit no one", "files", strings.Join(r.Rotated, " "), "connections_closed", r.Ended)
+				}
 			}
 			if err := d.ReopenAuditLog(); err != nil {
 				log.Error("SIGHUP: reopening the audit log failed; still writing the previous file", "err", err)

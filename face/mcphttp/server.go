@@ -101,6 +101,13 @@ type Options struct {
 	// StaticScope is --scopePath ("" if none). A request that also sends
 	// X-Scope-Path is refused with 400 "Scope conflict".
 	StaticScope string
+	// Admit, when set, are the daemon's admission rules (internal/admit):
+	// its guard, its token rule (the token a reload rotates, the token
+	// file's set), its root, its static scope and its holds, shared with
+	// every other face. AuthToken, Tokens, Holds, Guard, RootDir and
+	// StaticScope are then not read; they build the rules of a server
+	// that runs alone.
+	Admit *admit.Rules
 	// AuthToken is the bearer token every HTTP request must carry; "" turns
 	// authentication off.
 	AuthToken string
@@ -299,12 +306,16 @@ func New(opts Options) (*Server, error) {
 		s.inflight = admit.NewInflight(n, 0)
 		s.stdioMaxInflight = n
 	}
-	s.guard = opts.Guard
-	if s.guard == nil {
-		s.guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: log})
+	if opts.Admit != nil {
+		s.admit = *opts.Admit
+	} else {
+		s.admit = admit.Rules{Token: httpguard.NewTokens(opts.AuthToken, opts.Tokens), RootDir: opts.RootDir, StaticScope: opts.StaticScope, Holds: opts.Holds, Guard: opts.Guard}
 	}
-	s.token = httpguard.NewTokens(opts.AuthToken, opts.Tokens)
-	s.admit = admit.Rules{Guard: s.guard, Token: s.token, RootDir: opts.RootDir, StaticScope: opts.StaticScope, MaxBody: s.maxBody, Holds: opts.Holds}
+	if s.admit.Guard == nil {
+		s.admit.Guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: log})
+	}
+	s.admit.MaxBody = s.maxBody
+	s.guard, s.token = s.admit.Guard, s.admit.Token
 
 	// The SDK logs every session's connect and disconnect at Info: in
 	// stateless HTTP that is two lines per request. Only its warnings and
@@ -351,7 +362,7 @@ func New(opts Options) (*Server, error) {
 	})
 	if opts.Sessions {
 		s.maxSess = cmp.Or(opts.MaxSessions, DefaultMaxSessions)
-		s.sessShare = admit.CallerShare(s.maxSess, opts.Tokens != nil)
+		s.sessShare = admit.CallerShare(s.maxSess, s.token.HasSet())
 		s.sessOwner, s.sessOpening, s.sessHeld = map[string]string{}, map[string]int{}, map[string]context.Context{}
 		s.sessH = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 			SessionTimeout: cmp.Or(opts.SessionIdleTimeout, DefaultSessionIdleTimeout),

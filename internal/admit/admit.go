@@ -167,7 +167,7 @@ func (a Admission) Admit() (Caller, *Refusal) {
 	}
 	c := Caller{Remote: r.RemoteAddr}
 	if ru.Operator.Required() {
-		c.Identity, c.Operator = ru.Operator.IdentifyRequest(r, ru.QueryToken)
+		c.Identity, c.cred, c.Operator = ru.Operator.IdentifyCredential(r, ru.QueryToken)
 	}
 	if !c.Operator {
 		var ok bool

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 )
 
 // Holds are what callers keep open past their admission: a /gateway or
@@ -21,7 +23,12 @@ type Holds struct {
 }
 
 type hold struct {
-	c      Caller
+	c Caller
+	// by is the token rule c was admitted by (the Rules' Token, or its
+	// Operator for the operator), judged again on Rejudge whichever copy
+	// of the Rules that is called on: every copy shares the rotated
+	// tokens and the swapped set.
+	by     httpguard.Token
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 }
@@ -32,8 +39,9 @@ func NewHolds() *Holds { return &Holds{m: map[*hold]struct{}{}} }
 // Revoked is the cause a hold's context ends with when a reload took its
 // token away (Removed) or changed what the token may do.
 type Revoked struct {
-	Name    string // the token file entry's name
-	Removed bool
+	Name     string // the token file entry's name; "" for the daemon's or the operator's token
+	Operator bool   // the operator's token (--operator-token-file)
+	Removed  bool
 }
 
 // Unauthorized reports whether the token is gone (as Refusal.Unauthorized:
@@ -42,6 +50,12 @@ type Revoked struct {
 func (e *Revoked) Unauthorized() bool { return e.Removed }
 
 func (e *Revoked) Error() string {
+	switch {
+	case e.Operator:
+		return "the operator's token was replaced (--operator-token-file was reloaded)"
+	case e.Name == "":
+		return "the daemon's token was replaced (--auth-token-file was reloaded)"
+	}
 	if e.Removed {
 		return fmt.Sprintf("token %q was removed from the token file", e.Name)
 	}
@@ -51,15 +65,17 @@ func (e *Revoked) Error() string {
 // Hold registers what c keeps open: the returned context, derived from
 // parent, ends with a *Revoked cause (context.Cause) when a reload
 // revokes or changes c's token, at once if that happened since c was
-// admitted. release ends the hold (and its context). Without Rules.Holds,
-// and for the operator (whose token is read once, at start), the context
-// ends only with parent or release.
+// admitted. release ends the hold (and its context). Without Rules.Holds
+// the context ends only with parent or release.
 func (ru *Rules) Hold(parent context.Context, c Caller) (ctx context.Context, release func()) {
 	ctx, cancel := context.WithCancelCause(parent)
-	if ru.Holds == nil || c.Operator {
+	if ru.Holds == nil {
 		return ctx, func() { cancel(nil) }
 	}
-	h := &hold{c: c, ctx: ctx, cancel: cancel}
+	h := &hold{c: c, by: ru.Token, ctx: ctx, cancel: cancel}
+	if c.Operator {
+		h.by = ru.Operator
+	}
 	hs := ru.Holds
 	hs.mu.Lock()
 	hs.m[h] = struct{}{}
@@ -105,11 +121,11 @@ func (ru *Rules) judge(h *hold) bool {
 	if h.ctx.Err() != nil {
 		return false
 	}
-	id, ok := ru.Token.Reidentify(h.c.cred)
+	id, ok := h.by.Reidentify(h.c.cred)
 	if ok && id == h.c.Identity {
 		return false
 	}
-	h.cancel(&Revoked{Name: h.c.Name, Removed: !ok})
+	h.cancel(&Revoked{Name: h.c.Name, Operator: h.c.Operator, Removed: !ok})
 	return true
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -14,8 +15,9 @@ import (
 
 // TestHoldsRejudge: a hold ends, with a *Revoked cause, when a reload
 // removes its token (Removed) or changes its scope, readOnly or exec, and
-// only then; the daemon's own token and the operator are never ended by
-// a reload; a caller admitted before a reload and held after it is judged
+// only then; the daemon's own token and the operator's are ended only
+// when a reload rotates them (Token.Rotate), each with a cause naming
+// which; a caller admitted before a reload and held after it is judged
 // with the set in force at once; release forgets a hold.
 func TestHoldsRejudge(t *testing.T) {
 	line := func(name, rest string) string {
@@ -68,13 +70,51 @@ func TestHoldsRejudge(t *testing.T) {
 	ru.Holds.mu.Lock()
 	held := len(ru.Holds.m)
 	ru.Holds.mu.Unlock()
-	// The operator is never registered; erin's release was dropped.
-	if held != 6 {
-		t.Errorf("%d holds registered, want 6", held)
+	// erin's release was dropped.
+	if held != 7 {
+		t.Errorf("%d holds registered, want 7", held)
 	}
 	// A second reload ends none: the holds it would end have ended.
 	if n := ru.Rejudge(); n != 0 {
 		t.Errorf("a second Rejudge ended %d holds, want 0", n)
+	}
+	// The operator's token rotated: the operator's hold ends, the
+	// daemon's token's stays; then the daemon's token rotated.
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(ru.Operator.Rotate("op-token-2"))
+	if n := ru.Rejudge(); n != 1 {
+		t.Errorf("Rejudge after the operator's token rotated ended %d holds, want 1", n)
+	}
+	if rv := RevokedBy(ctxs["op"]); rv == nil || !rv.Operator || !rv.Removed || !strings.Contains(rv.Error(), "--operator-token-file") {
+		t.Errorf("the operator's hold: cause %v, want Revoked naming --operator-token-file", context.Cause(ctxs["op"]))
+	}
+	if err := ctxs["master"].Err(); err != nil {
+		t.Errorf("the daemon's token's hold ended when the operator's rotated: %v", context.Cause(ctxs["master"]))
+	}
+	must(ru.Token.Rotate("master-token-2"))
+	if n := ru.Rejudge(); n != 1 {
+		t.Errorf("Rejudge after the daemon's token rotated ended %d holds, want 1", n)
+	}
+	if rv := RevokedBy(ctxs["master"]); rv == nil || rv.Operator || rv.Name != "" || !rv.Unauthorized() || !strings.Contains(rv.Error(), "--auth-token-file") {
+		t.Errorf("the daemon's token's hold: cause %v, want Revoked naming --auth-token-file", context.Cause(ctxs["master"]))
+	}
+	if _, ref := ru.Admit(func() *http.Request {
+		r := httptest.NewRequest("GET", "/gateway", nil)
+		r.Header.Set("Authorization", "Bearer master-token")
+		return r
+	}()); ref == nil || !ref.Unauthorized() {
+		t.Errorf("the daemon's old token after Rotate: %+v, want 401", ref)
+	}
+	admitted("master-token-2")
+	if err := (httpguard.Token{}).Rotate("x"); err == nil {
+		t.Error("Rotate of a Token that requires no token succeeded")
+	}
+	if err := ru.Token.Rotate(""); err == nil {
+		t.Error("Rotate to an empty token succeeded")
 	}
 	// Without Holds, a hold ends with its parent or release alone.
 	bare := Rules{Token: ru.Token}

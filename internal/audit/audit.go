@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
@@ -55,9 +56,11 @@ type Options struct {
 	Path string
 	// Queue is how many lines may wait for the writer (0 = DefaultQueue).
 	Queue int
-	// Secrets are strings that must never appear in the log (the auth
-	// token); each is replaced by "[redacted]" wherever it occurs.
-	Secrets []string
+	// Secrets are strings that must never appear in the log (the
+	// daemon's tokens); each is replaced by "[redacted]" wherever it
+	// occurs. The list is read at each write, so values a reload adds are
+	// hidden from the next record on. nil: none.
+	Secrets *clip.Secrets
 	// Stderr is where "-" writes (nil = os.Stderr); for tests.
 	Stderr io.Writer
 	// Logger hears of failed writes (a full disk, a revoked file): the first
@@ -72,8 +75,10 @@ const WriteErrorEvery = 10 * time.Second
 
 // Log is an open audit log. It is safe for concurrent use.
 type Log struct {
-	opts    Options
-	secrets [][2][]byte // each secret, raw and JSON-escaped
+	opts Options
+	// pairs are Options.Secrets' values, raw and JSON-escaped, for the
+	// list they were made from (secretPairs).
+	pairs atomic.Pointer[secretPairs]
 
 	q       chan []byte
 	stop    chan struct{}
@@ -107,13 +112,6 @@ func Open(opts Options) (*Log, error) {
 		opts.Queue = DefaultQueue
 	}
 	l := &Log{opts: opts, q: make(chan []byte, opts.Queue), stop: make(chan struct{}), done: make(chan struct{})}
-	for _, s := range opts.Secrets {
-		if s == "" {
-			continue
-		}
-		esc, _ := json.Marshal(s)
-		l.secrets = append(l.secrets, [2][]byte{[]byte(s), esc[1 : len(esc)-1]})
-	}
 	if err := l.Reopen(); err != nil {
 		return nil, err
 	}
@@ -186,12 +184,38 @@ func (l *Log) ToolCall(r registry.Record) Record {
 // that no prefix of a secret the cut falls inside stays in the line (the
 // whole line is scrubbed again once marshalled, for what is not cut).
 func (l *Log) hide(s string) string {
-	for _, sec := range l.secrets {
-		if len(sec[0]) > 0 && strings.Contains(s, string(sec[0])) {
-			s = strings.ReplaceAll(s, string(sec[0]), Redacted)
+	for _, sec := range l.opts.Secrets.List() {
+		if strings.Contains(s, sec) {
+			s = strings.ReplaceAll(s, sec, Redacted)
 		}
 	}
 	return s
+}
+
+// secretPairs are the values of one Secrets list, each raw and as JSON
+// escapes it (what a marshalled line holds).
+type secretPairs struct {
+	from  []string
+	pairs [][2][]byte
+}
+
+// secrets are the pairs of the list in force, made again only when a
+// reload added to it.
+func (l *Log) secrets() [][2][]byte {
+	list := l.opts.Secrets.List()
+	if len(list) == 0 {
+		return nil
+	}
+	if p := l.pairs.Load(); p != nil && len(p.from) == len(list) && &p.from[0] == &list[0] {
+		return p.pairs
+	}
+	p := &secretPairs{from: list}
+	for _, s := range list {
+		esc, _ := json.Marshal(s)
+		p.pairs = append(p.pairs, [2][]byte{[]byte(s), esc[1 : len(esc)-1]})
+	}
+	l.pairs.Store(p)
+	return p.pairs
 }
 
 // Millis is a duration as a Record's DurationMS: milliseconds, to the
@@ -256,7 +280,7 @@ func (l *Log) drop() {
 }
 
 func (l *Log) scrub(line []byte) []byte {
-	for _, s := range l.secrets {
+	for _, s := range l.secrets() {
 		line = bytes.ReplaceAll(line, s[0], []byte(Redacted))
 		line = bytes.ReplaceAll(line, s[1], []byte(Redacted))
 	}

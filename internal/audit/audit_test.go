@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
@@ -60,7 +61,7 @@ func errorsAs(err error, u **registry.UnknownToolError) bool {
 
 func TestFileHasNoSecretsAndParses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := Open(Options{Path: path, Secrets: []string{token}})
+	l, err := Open(Options{Path: path, Secrets: clip.NewSecrets(token)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,5 +243,34 @@ func TestWriteErrorsCountedAndReported(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestSecretAddedAfterOpen: a token a reload adds to the list is hidden
+// from the next record on, in a field and inside the arguments (raw and
+// as JSON escapes it), and the old token stays hidden.
+func TestSecretAddedAfterOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	secrets := clip.NewSecrets(token)
+	l, err := Open(Options{Path: path, Secrets: secrets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rotated = `rotated"tok`
+	l.Write(Record{Time: time.Now(), Face: "ssh", Tool: "ssh.exec", Command: "echo " + token, Outcome: "ok"})
+	secrets.Add(rotated)
+	l.Write(Record{Time: time.Now(), Face: "ssh", Tool: "ssh.exec", Command: "echo " + rotated + " " + token, Outcome: "ok"})
+	callThrough(t, l, `exec {"command":"echo `+strings.ReplaceAll(rotated, `"`, `\"`)+`"}`)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	for _, secret := range []string{token, rotated, `rotated\"tok`, "rotated"} {
+		if bytes.Contains(data, []byte(secret)) {
+			t.Errorf("the audit log contains %q:\n%s", secret, data)
+		}
+	}
+	if n := bytes.Count(data, []byte(Redacted)); n != 4 {
+		t.Errorf("%d redactions, want 4:\n%s", n, data)
 	}
 }

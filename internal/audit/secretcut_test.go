@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 )
 
 // TestAttackSecretStraddlingTheCut: a secret placed so that the cut at
@@ -19,7 +21,7 @@ import (
 // replacement no longer found it.
 func TestAttackSecretStraddlingTheCut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := Open(Options{Path: path, Secrets: []string{token}})
+	l, err := Open(Options{Path: path, Secrets: clip.NewSecrets(token)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,22 +23,22 @@ const Redacted = "[redacted]"
 // Handler returns h behind the cut: each string value of a record (its
 // message, an attribute, a group's, an error's or a Stringer's text, an
 // attribute added by Logger.With) has each of secrets (the daemon's
-// tokens) replaced by Redacted and is then, when longer than n bytes, cut
-// by String before h sees it: replaced first, so a cut that falls inside
-// a secret leaves no prefix of it. Quoting is h's: slog's text and JSON
-// handlers escape newlines, control characters, U+2028 and bytes that are
-// not UTF-8, so a value cannot start a line of its own. A record with
-// nothing to change is passed on as it is. Wrapping a Handler again keeps
-// one: the smaller n, every secret of both.
-func Handler(h slog.Handler, n int, secrets ...string) slog.Handler {
-	var keep []string
+// tokens, read as the record is written, so a reload's new token is
+// hidden from its first line) replaced by Redacted and is then, when
+// longer than n bytes, cut by String before h sees it: replaced first, so
+// a cut that falls inside a secret leaves no prefix of it. Quoting is h's:
+// slog's text and JSON handlers escape newlines, control characters,
+// U+2028 and bytes that are not UTF-8, so a value cannot start a line of
+// its own. A record with nothing to change is passed on as it is.
+// Wrapping a Handler again keeps one: the smaller n, the secrets of both.
+// secrets may be nil.
+func Handler(h slog.Handler, n int, secrets *Secrets) slog.Handler {
+	var keep []*Secrets
 	if c, ok := h.(handler); ok {
 		h, n, keep = c.h, min(n, c.n), c.secrets
 	}
-	for _, s := range secrets {
-		if s != "" && !slices.Contains(keep, s) {
-			keep = append(keep, s)
-		}
+	if secrets != nil && !slices.Contains(keep, secrets) {
+		keep = append(slices.Clip(keep), secrets)
 	}
 	return handler{h: h, n: n, secrets: keep}
 }
@@ -46,7 +46,7 @@ func Handler(h slog.Handler, n int, secrets ...string) slog.Handler {
 type handler struct {
 	h       slog.Handler
 	n       int
-	secrets []string
+	secrets []*Secrets
 }
 
 // fix is s as the line holds it: its secrets replaced, then cut.
@@ -55,9 +55,11 @@ func (c handler) fix(s string) string {
 }
 
 func (c handler) hide(s string) string {
-	for _, sec := range c.secrets {
-		if strings.Contains(s, sec) {
-			s = strings.ReplaceAll(s, sec, Redacted)
+	for _, set := range c.secrets {
+		for _, sec := range set.List() {
+			if strings.Contains(s, sec) {
+				s = strings.ReplaceAll(s, sec, Redacted)
+			}
 		}
 	}
 	return s
@@ -68,9 +70,11 @@ func (c handler) changes(s string) bool {
 	if len(s) > c.n {
 		return true
 	}
-	for _, sec := range c.secrets {
-		if strings.Contains(s, sec) {
-			return true
+	for _, set := range c.secrets {
+		for _, sec := range set.List() {
+			if strings.Contains(s, sec) {
+				return true
+			}
 		}
 	}
 	return false

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -18,7 +19,7 @@ import (
 // kept; a record with nothing to cut is written as it is.
 func TestHandlerCutsEveryStringValue(t *testing.T) {
 	var buf bytes.Buffer
-	log := slog.New(Handler(slog.NewJSONHandler(&buf, nil), 8))
+	log := slog.New(Handler(slog.NewJSONHandler(&buf, nil), 8, nil))
 	long := strings.Repeat("x", 100)
 	log.With("with", long).WithGroup("g").Info(long, "s", long, "err", errors.New(long), "b", []byte(long), "n", 12345678901,
 		slog.Group("inner", "s", long, "short", "ok"))
@@ -36,8 +37,9 @@ func TestHandlerCutsEveryStringValue(t *testing.T) {
 	if !strings.Contains(buf.String(), `"msg":"short"`) || !strings.Contains(buf.String(), `"s":"ok"`) {
 		t.Errorf("short line: %s", buf.String())
 	}
-	if h := Handler(Handler(slog.DiscardHandler, 8, "a"), 9, "b", "a").(handler); h.h != slog.DiscardHandler || h.n != 8 || len(h.secrets) != 2 {
-		t.Errorf("Handler twice: %+v, want one wrapping, n 8, secrets a and b", h)
+	a, b := NewSecrets("a"), NewSecrets("b")
+	if h := Handler(Handler(Handler(slog.DiscardHandler, 8, a), 9, b), 10, a).(handler); h.h != slog.DiscardHandler || h.n != 8 || len(h.secrets) != 2 {
+		t.Errorf("Handler thrice: %+v, want one wrapping, n 8, secrets a and b", h)
 	}
 }
 
@@ -47,7 +49,7 @@ func TestHandlerCutsEveryStringValue(t *testing.T) {
 func TestHandlerHidesSecrets(t *testing.T) {
 	const sec = "S3CRET-tok"
 	var buf bytes.Buffer
-	log := slog.New(Handler(slog.NewTextHandler(&buf, nil), 20, sec))
+	log := slog.New(Handler(slog.NewTextHandler(&buf, nil), 20, NewSecrets(sec)))
 	log.With("w", "x"+sec).Info("m "+sec, "s", sec, "err", errors.New("bad "+sec), slog.Group("g", "s", sec),
 		"straddle", strings.Repeat("y", 15)+sec)
 	got := buf.String()
@@ -73,7 +75,7 @@ func BenchmarkHandler(b *testing.B) {
 	}
 	b.Run("bare", func(b *testing.B) { line(b, slog.New(slog.NewTextHandler(io.Discard, nil))) })
 	b.Run("cut", func(b *testing.B) {
-		line(b, slog.New(Handler(slog.NewTextHandler(io.Discard, nil), LogValue, "daemon-token-0123456789", "operator-token-0123456789")))
+		line(b, slog.New(Handler(slog.NewTextHandler(io.Discard, nil), LogValue, NewSecrets("daemon-token-0123456789", "operator-token-0123456789"))))
 	})
 }
 
@@ -88,7 +90,7 @@ func FuzzHandler(f *testing.F) {
 	f.Fuzz(func(t *testing.T, msg, attr, errText string, n uint8) {
 		var buf bytes.Buffer
 		// JSON, so each value can be read back whole.
-		log := slog.New(Handler(slog.NewJSONHandler(&buf, nil), int(n), sec1, sec2))
+		log := slog.New(Handler(slog.NewJSONHandler(&buf, nil), int(n), NewSecrets(sec1, sec2)))
 		log.With("w", attr).WithGroup("g").Info(msg, "s", attr, "err", errors.New(errText), slog.Group("in", "s", msg))
 		var line map[string]any
 		if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
@@ -118,4 +120,52 @@ func FuzzHandler(f *testing.F) {
 		}
 		check(line)
 	})
+}
+
+// TestHandlerHidesSecretsAddedLater: a value added to the list after the
+// logger was built (a reload's new token) is hidden from the next line,
+// the old value stays hidden, and a value that holds another is replaced
+// whole, so no tail of the longer one is left beside the marker.
+func TestHandlerHidesSecretsAddedLater(t *testing.T) {
+	var buf bytes.Buffer
+	secrets := NewSecrets("old-token")
+	log := slog.New(Handler(slog.NewTextHandler(&buf, nil), LogValue, secrets))
+	log.Info("before", "v", "new-token")
+	if !strings.Contains(buf.String(), "new-token") {
+		t.Fatalf("a value not yet a secret was hidden: %s", buf.String())
+	}
+	buf.Reset()
+	secrets.Add("new-token", "old-token-and-more")
+	log.Info("after", "a", "new-token", "b", "old-token", "c", "old-token-and-more")
+	got := buf.String()
+	if strings.Contains(got, "token") {
+		t.Errorf("a secret or a piece of one in %s", got)
+	}
+	if strings.Count(got, Redacted) != 3 {
+		t.Errorf("want 3 redactions: %s", got)
+	}
+}
+
+// TestSecretsBound: the list keeps at most MaxSecrets values, the newest,
+// and serves them longest first.
+func TestSecretsBound(t *testing.T) {
+	s := NewSecrets("", "a")
+	for i := range MaxSecrets + 5 {
+		s.Add(strings.Repeat("x", i+2))
+	}
+	s.Add(strings.Repeat("x", 10)) // held already: not doubled
+	got := s.List()
+	if len(got) != MaxSecrets {
+		t.Fatalf("%d values, want %d", len(got), MaxSecrets)
+	}
+	if got[0] != strings.Repeat("x", MaxSecrets+6) || got[len(got)-1] != strings.Repeat("x", 7) {
+		t.Errorf("want the newest %d, longest first: first %q, last %q", MaxSecrets, got[0], got[len(got)-1])
+	}
+	if slices.Contains(got, "a") || slices.Contains(got, "") {
+		t.Errorf("the oldest value or an empty one kept: %q", got)
+	}
+	var nilSecrets *Secrets
+	if nilSecrets.List() != nil {
+		t.Error("a nil list holds something")
+	}
 }

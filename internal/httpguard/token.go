@@ -3,6 +3,7 @@ package httpguard
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -26,9 +27,11 @@ import (
 // content nor its length shows in the time a refusal takes.
 //
 // The zero Token requires nothing. A Token is safe for concurrent use.
+// Copies share the token: Rotate on one changes what every copy admits.
 type Token struct {
-	sum [32]byte // sha256 of the token
-	set bool
+	// own is the sha256 of the token, swapped by Rotate; nil for the
+	// zero Token.
+	own *atomic.Pointer[[32]byte]
 	// tokens is the token file's set (tokens.go), shared with the daemon,
 	// which swaps it on reload; nil without --tokens.
 	tokens *atomic.Pointer[TokenSet]
@@ -39,12 +42,32 @@ func NewToken(token string) Token {
 	if token == "" {
 		return Token{}
 	}
-	return Token{sum: sha256.Sum256([]byte(token)), set: true}
+	sum := sha256.Sum256([]byte(token))
+	t := Token{own: new(atomic.Pointer[[32]byte])}
+	t.own.Store(&sum)
+	return t
+}
+
+// Rotate puts token in the place of the one t was made with, for t and
+// every copy of it: requests that bring the old token are refused from
+// now on (the daemon's reload of --auth-token-file, --operator-token-file
+// and --metrics-token-file). It refuses "" and a Token made without one:
+// a reload cannot turn authentication on or off.
+func (t Token) Rotate(token string) error {
+	if t.own == nil {
+		return errors.New("httpguard: Rotate of a Token that requires no token")
+	}
+	if token == "" {
+		return errors.New("httpguard: Rotate to an empty token")
+	}
+	sum := sha256.Sum256([]byte(token))
+	t.own.Store(&sum)
+	return nil
 }
 
 // Required reports whether requests must carry a token: the daemon's, or
 // (with a token file) one of the file's.
-func (t Token) Required() bool { return t.set || t.tokens != nil }
+func (t Token) Required() bool { return t.own != nil || t.tokens != nil }
 
 // AllowsHeader reports whether r may proceed on its Authorization header.
 func (t Token) AllowsHeader(r *http.Request) bool {
@@ -63,7 +86,8 @@ func (t Token) AllowsHeaderOrQuery(r *http.Request) bool {
 // time: on fixed-length digests, since subtle.ConstantTimeCompare returns
 // at once on a length mismatch.
 func (t Token) matches(sum [32]byte) bool {
-	return subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1
+	own := t.own.Load()
+	return subtle.ConstantTimeCompare(sum[:], own[:]) == 1
 }
 
 // bearerCredentials returns the credentials of an Authorization header value

@@ -330,6 +330,10 @@ func NewTokens(token string, set *atomic.Pointer[TokenSet]) Token {
 	return t
 }
 
+// HasSet reports whether t admits the tokens of a token file (--tokens)
+// besides the daemon's own.
+func (t Token) HasSet() bool { return t.tokens != nil }
+
 // Identify returns who the credential of a request with header h (and,
 // when q is not nil, its "token" query parameter) belongs to. ok is false
 // when a token is required and none matches. Without any token required
@@ -414,7 +418,7 @@ func (t Token) identify(got string) (Identity, Credential, bool) {
 
 // identifySum is who the token with digest sum is.
 func (t Token) identifySum(sum [32]byte) (Identity, bool) {
-	if t.set && t.matches(sum) {
+	if t.own != nil && t.matches(sum) {
 		return Full, true
 	}
 	if t.tokens == nil {

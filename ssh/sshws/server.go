@@ -33,6 +33,13 @@ type Options struct {
 	// transport: every SSH login admitted (the WebSocket token is the
 	// gate) and WebSocket pings for keepalive.
 	SSH *sshd.Config
+	// Admit, when set, are the daemon's admission rules (internal/admit):
+	// its guard, its token rule (the token a reload rotates, the token
+	// file's set) and its holds, shared with every other face; the server
+	// takes the token from the query too and reads no root or scope
+	// header. AuthToken, Tokens, Holds and Guard are then not read; they
+	// build the rules of a server that runs alone.
+	Admit *admit.Rules
 	// AuthToken gates the WebSocket; "" means no auth.
 	AuthToken string
 	// Tokens is the token file's set (--tokens), shared with the daemon;
@@ -88,15 +95,19 @@ func New(opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = opts.SSH.Logger
 	}
-	guard := opts.Guard
-	if guard == nil {
-		guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: s.log})
+	if opts.Admit != nil {
+		s.admit = *opts.Admit
+	} else {
+		s.admit = admit.Rules{Guard: opts.Guard, Token: httpguard.NewTokens(opts.AuthToken, opts.Tokens), Holds: opts.Holds}
+	}
+	if s.admit.Guard == nil {
+		s.admit.Guard = httpguard.New(httpguard.Options{AuthToken: opts.AuthToken, AllowedOrigins: opts.AllowedOrigins, Logger: s.log})
 	}
 	// The 0.11 clients and a browser's WebSocket API cannot set headers:
 	// "?token=" counts besides "Authorization: Bearer". SSH clients name
 	// their directories in their commands, so X-Root-Dir and X-Scope-Path
-	// are not read.
-	s.admit = admit.Rules{Guard: guard, Token: httpguard.NewTokens(opts.AuthToken, opts.Tokens), QueryToken: true, IgnoreRootAndScope: true, Holds: opts.Holds}
+	// are not read, and no body is sent.
+	s.admit.QueryToken, s.admit.IgnoreRootAndScope, s.admit.MaxBody, s.admit.Operator, s.admit.Scrape = true, true, 0, httpguard.Token{}, httpguard.Token{}
 	var err error
 	s.core, err = opts.SSH.Server(sshd.Transport{
 		// The WebSocket token is the gate (checked before any SSH byte),

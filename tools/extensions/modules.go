@@ -433,8 +433,8 @@ func (p *Provider) envModule() *starlarkstruct.Module {
 			if !slices.Contains(ext.Env, name) && !envAllowed(p.opts.EnvAllow, name) {
 				return nil, fmt.Errorf("env.get: %s is set, but extension %s may not read it: list it in the extension's env=[...] or the operator's --extensions-env", name, ext.Name)
 			}
-			for _, s := range p.opts.Secrets {
-				if s != "" && strings.Contains(v, s) {
+			for _, s := range p.opts.Secrets.List() {
+				if strings.Contains(v, s) {
 					return nil, fmt.Errorf("env.get: %s holds a secret of the daemon's (its auth or operator token); it is never given to an extension", name)
 				}
 			}

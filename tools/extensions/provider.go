@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
@@ -56,9 +57,10 @@ type Options struct {
 	// with the PostgreSQL port, DefaultPostgresPort, when nil.
 	PostgresNet *netguard.Client
 	// Getenv reads the daemon's environment for env.get (os.LookupEnv when
-	// nil); Secrets are values never returned (the auth and operator tokens).
+	// nil); Secrets are values never returned (the daemon's tokens, read at
+	// each call, so a token a reload adds is never returned either).
 	Getenv  func(string) (string, bool)
-	Secrets []string
+	Secrets *clip.Secrets
 	// EnvAllow are the variables every extension may read with env.get
 	// besides those it declares in env=[...] (the operator's
 	// --extensions-env): names, or PREFIX_* for every name with the prefix.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
@@ -135,7 +136,7 @@ func startIn(t testing.TB, dir string, mod func(*Options)) *fixture {
 	t.Cleanup(func() { exe.Close() })
 	reg := registry.New(registry.Options{})
 	opts := Options{Dir: dir, Registry: reg, Workspace: ws, Executor: exe, MaxSteps: 2_000_000, Debounce: 20 * time.Millisecond,
-		Secrets: []string{"daemon-token"},
+		Secrets: clip.NewSecrets("daemon-token"),
 		Getenv: func(k string) (string, bool) {
 			return map[string]string{"EXT_VISIBLE": "seen", "EXT_HIDDEN": "secret", "EXT_TOKEN_HOLDER": "x-daemon-token-y"}[k], true
 		}}
