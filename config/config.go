@@ -229,7 +229,7 @@ type Config struct {
 	// SSH over WebSocket.
 	SSHHostKey      string
 	MaxSSHConns     int
-	SSHKeepalive    time.Duration
+	Keepalive       time.Duration // --keepalive: /ssh, /gateway and the SSH port
 	SSHEnvAllowlist []string
 	// SSHMaxChannels caps the open SSH channels of the whole daemon, /ssh
 	// and --ssh-listen together; SSHMaxChannelsPerIP is one client

@@ -50,7 +50,7 @@ func TestDefaults(t *testing.T) {
 		BrowserMaxSessions: 4, BrowserIdleTimeout: 30 * time.Minute, BrowserRunAs: "nobody",
 		Checkpoints: "off", CheckpointMaxBytes: 1 << 30, CheckpointMaxCount: 100, CheckpointMaxFiles: 200000,
 		TransactionMaxBytes: 256 << 20, TransactionMaxFiles: 20000, TransactionMaxPending: 8, TransactionTTL: 30 * time.Minute,
-		StateDir: defaultStateDir(os.Geteuid(), os.Getenv), SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, SSHKeepalive: 30 * time.Second,
+		StateDir: defaultStateDir(os.Geteuid(), os.Getenv), SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, Keepalive: 30 * time.Second,
 		SSHMaxChannels: 512, SSHMaxChannelsPerIP: 256,
 		SSHEnvAllowlist: []string{"LANG", "LC_*", "TERM", "COLORTERM"},
 		MaxProcs:        "auto",
@@ -93,6 +93,10 @@ func TestPrecedence(t *testing.T) {
 		}, "two origins"},
 		{"size flag", []string{"--max-body-bytes", "512KiB"}, nil, func(c Config) bool { return c.MaxBodyBytes == 512<<10 }, "512KiB"},
 		{"duration env", nil, map[string]string{"AGENTBE_SHUTDOWN_TIMEOUT": "1m30s"}, func(c Config) bool { return c.ShutdownTimeout == 90*time.Second }, "90s"},
+		{"keepalive flag", []string{"--keepalive", "45s"}, nil, func(c Config) bool { return c.Keepalive == 45*time.Second }, "keepalive 45s"},
+		{"keepalive's old name as a flag", []string{"--ssh-keepalive", "5s"}, nil, func(c Config) bool { return c.Keepalive == 5*time.Second }, "keepalive 5s"},
+		{"keepalive's old name in the environment", nil, map[string]string{"AGENTBE_SSH_KEEPALIVE": "7s"}, func(c Config) bool { return c.Keepalive == 7*time.Second }, "keepalive 7s"},
+		{"keepalive's new name over its old one", nil, map[string]string{"AGENTBE_SSH_KEEPALIVE": "7s", "AGENTBE_KEEPALIVE": "9s"}, func(c Config) bool { return c.Keepalive == 9*time.Second }, "keepalive 9s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -585,7 +585,7 @@ func startGatewayFace(w *wiring) (built, error) {
 	cfg := w.cfg
 	o := gatewayface.Options{Registry: w.reg, Workspace: w.ws, Admit: w.rules,
 		MaxMessage: cfg.GatewayMaxMessage, MaxBatch: cfg.GatewayMaxBatch, MaxInFlight: cfg.GatewayMaxInFlight,
-		Rate: float64(cfg.GatewayRate), Burst: cfg.GatewayBurst, MaxReply: cfg.MaxReplyBytes, Inflight: w.inflight, Logger: w.log.With("component", "gateway")}
+		Rate: float64(cfg.GatewayRate), Burst: cfg.GatewayBurst, MaxReply: cfg.MaxReplyBytes, Keepalive: cfg.Keepalive, Inflight: w.inflight, Logger: w.log.With("component", "gateway")}
 	if a := w.approvals; a != nil {
 		decided := w.audit.approval()
 		o.Operator = w.operator.Operator
@@ -703,7 +703,7 @@ func startSSHPort(w *wiring) (built, error) {
 	if err != nil {
 		return built{}, err
 	}
-	t := sshd.Transport{KeepaliveInterval: cfg.SSHKeepalive, Logger: w.log.With("component", "ssh-port"), Recheck: auth.Recheck}
+	t := sshd.Transport{KeepaliveInterval: cfg.Keepalive, Logger: w.log.With("component", "ssh-port"), Recheck: auth.Recheck}
 	if cfg.SSHAuthorizedKeys != "" || cfg.SSHTrustedUserCAKeys != "" {
 		t.PublicKeyCallback = auth.PublicKey
 		t.VerifiedPublicKeyCallback = auth.VerifiedPublicKey
@@ -728,7 +728,7 @@ func startSSHPort(w *wiring) (built, error) {
 // admits, and WebSocket pings keep alive.
 func startSSHWS(w *wiring) (built, error) {
 	cfg := w.cfg
-	s, err := sshws.New(sshws.Options{SSH: w.sshConf, Admit: &w.rules, KeepaliveInterval: cfg.SSHKeepalive})
+	s, err := sshws.New(sshws.Options{SSH: w.sshConf, Admit: &w.rules, KeepaliveInterval: cfg.Keepalive})
 	if err != nil {
 		return built{}, err
 	}
