@@ -53,10 +53,10 @@ func (h *heard) listen(ws *websocket.Conn) {
 }
 
 // ping sends a WebSocket ping on ws. It waits up to the keepalive
-// interval for its turn and for room in the socket: a ping is a control
-// frame that goes between the frames of a message being sent, and a slow
-// reader's socket can stay full for longer than the close grace while the
-// reader still takes bytes.
+// interval (at least the close grace) for its turn and for room in the
+// socket: a ping is a control frame that goes between the frames of a
+// message being sent, and a slow reader's socket can stay full for longer
+// than the close grace while the reader still takes bytes.
 func ping(ws *websocket.Conn, interval time.Duration) error {
 	return ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(max(interval, closeGrace)))
 }
@@ -119,10 +119,14 @@ type Pinged interface {
 // not positive) it pings the peer, and once the peer has sent nothing for
 // KeepaliveMisses intervals it calls dead(CloseKeepalive, KeepaliveReason)
 // and stops; dead sends that close frame and ends the connection. A ping
-// that cannot be sent decides nothing by itself: a write that is still
-// under way holds the ping back, and a connection whose writes failed is
-// silent (nothing more is pinged) or is ended by its own failed write. A
-// timer, not a goroutine, so an idle connection costs no stack for it.
+// that waited its whole interval behind a message being written is given
+// up and decides nothing by itself. One that found the socket full and
+// could not be written in that time has made gorilla fail the
+// connection's writes: the owner's next write fails and ends the
+// connection, as a data write the peer takes nothing of for as long
+// would, and a connection with nothing more to write goes silent and is
+// closed by this rule. A timer, not a goroutine, so an idle connection
+// costs no stack for it.
 // stop ends the keepalive; the owner calls it when the connection ends.
 func Keepalive(p Pinged, interval time.Duration, dead func(code int, reason string)) (stop func()) {
 	if interval <= 0 {
