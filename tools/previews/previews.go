@@ -80,10 +80,11 @@ type Caller struct {
 	Remote string
 	Scope  string // the caller's scope as the audit log names it
 	Name   string // the token file entry, "" for the daemon's token
-	// Hold, when set, holds a request that lasts (a proxied WebSocket) for
-	// the caller's token (admit.Rules.Hold): the context it returns ends
-	// when a reload removes the token or changes its rights, which closes
-	// the connection; release ends the hold.
+	// Hold, when set, holds a request that lasts (a proxied WebSocket, a
+	// streamed answer: holdStream) for the caller's token
+	// (admit.Rules.Hold): the context it returns ends when a reload
+	// removes the token or changes its rights, which closes the
+	// connection; release ends the hold.
 	Hold func(context.Context) (ctx context.Context, release func())
 }
 

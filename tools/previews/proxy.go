@@ -9,14 +9,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentbe/agentbe-daemon/internal/admit"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 )
 
 // Proxy is the HTTP face: it serves prefix + "{port}/rest" (prefix ends in
@@ -86,7 +89,13 @@ func (p *Previews) newProxy(prefix string, admit func(http.ResponseWriter, *http
 			pr.SetXForwarded()
 			pr.Out.Header.Set("X-Forwarded-Prefix", t.prefix)
 		},
-		ModifyResponse: checkStatus,
+		ModifyResponse: func(res *http.Response) error {
+			if err := checkStatus(res); err != nil {
+				return err
+			}
+			holdRPStream(res)
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			writeError(w, err)
 		},
@@ -153,6 +162,13 @@ func (h *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		held, release := caller.Hold(ctx)
 		defer release()
 		ctx = held
+	} else if caller.Hold != nil {
+		// A streamed answer is held once it turns out to be one
+		// (holdRPStream, in ModifyResponse).
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		t.cancel = cancel
 	}
 	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, targetKey{}, t)))
 }
@@ -167,6 +183,10 @@ type target struct {
 	caller        Caller
 	path, rawPath string
 	prefix        string // "/preview/{port}"
+	// cancel ends the request's context on ReverseProxy's path, for a
+	// streamed answer whose caller's token a reload revokes; nil without
+	// holds and for an upgrade, which is held whole.
+	cancel context.CancelCauseFunc
 }
 
 // poolKey names a scope in the transport's pool, so that a connection
@@ -185,6 +205,55 @@ func (p *Previews) proxyDial(ctx context.Context, _, addr string) (net.Conn, err
 		return nil, errors.New("previews: a dial without its request")
 	}
 	return p.Dial(ctx, t.caller, t.port)
+}
+
+// holdStream holds a streamed answer (no length, or server-sent events:
+// a dev server's event stream can last as long as the page) for the
+// caller's token, as an upgrade is held: when a reload removes the token
+// or changes its rights, cancel ends the request's context with the
+// *admit.Revoked cause, which closes the connection to the server, and the
+// copy to the client is aborted. An answer with a length is not held: it
+// ends by itself, and holding every request would cost a registration
+// each on the hot path. The returned func ends the hold; call it once the
+// answer is copied. Without Caller.Hold it holds nothing.
+func holdStream(parent context.Context, c Caller, cancel context.CancelCauseFunc) (release func()) {
+	if c.Hold == nil || cancel == nil {
+		return func() {}
+	}
+	held, end := c.Hold(parent)
+	stop := context.AfterFunc(held, func() { cancel(context.Cause(held)) })
+	return func() {
+		stop()
+		end()
+	}
+}
+
+// holdRPStream is holdStream on ReverseProxy's path, from ModifyResponse:
+// the hold ends when the answer's body is closed (ReverseProxy closes it
+// once copied, or on an error).
+func holdRPStream(res *http.Response) {
+	if res.ContentLength != -1 && !eventStream(res.Header.Get("Content-Type")) {
+		return
+	}
+	ctx := res.Request.Context()
+	t, ok := ctx.Value(targetKey{}).(target)
+	if !ok || t.cancel == nil {
+		return
+	}
+	res.Body = &heldBody{ReadCloser: res.Body, release: holdStream(ctx, t.caller, t.cancel)}
+}
+
+// heldBody ends its hold when closed.
+type heldBody struct {
+	io.ReadCloser
+	release func()
+	once    sync.Once
+}
+
+func (b *heldBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.release)
+	return err
 }
 
 // checkStatus refuses an answer whose status is under 100: its three

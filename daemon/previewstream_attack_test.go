@@ -1,0 +1,88 @@
+package daemon
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAttackRevokedTokenEndsPreviewStream: a streamed answer through
+// /preview/ (no length: a dev server's event stream, a log tail) is held
+// for its token as a WebSocket is. A reload that removes the token ends
+// it, on the lean path (GET) and on ReverseProxy's (a request with a
+// body), while the same stream of a token the reload kept runs on.
+func TestAttackRevokedTokenEndsPreviewStream(t *testing.T) {
+	c := previewConfig(t, "software", true)
+	must(t, os.MkdirAll(filepath.Join(c.Root, "a"), 0o755))
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	alice := tokenLine("alice", "alice-token", `,"scope":"a"`)
+	bob := tokenLine("bob", "bob-token", `,"scope":"a"`)
+	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+alice+`,`+bob+`]}`), 0o600))
+	c.TokensFile = tokens
+	must(t, c.Validate())
+	r := start(t, c, nil)
+	port := startPreviewServerAs(t, r, filepath.Join(c.Root, "a"), bearer("alice-token"))
+
+	// open starts an endless answer (previewsrv's /forever) and reads
+	// its first 64 KiB.
+	open := func(token, method string) io.ReadCloser {
+		t.Helper()
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader("x") // a body: ReverseProxy's path
+		}
+		req, err := http.NewRequest(method, fmt.Sprintf("%s/preview/%d/forever", r.url, port), body)
+		must(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		must(t, err)
+		t.Cleanup(func() { res.Body.Close() })
+		if res.StatusCode != http.StatusOK || res.ContentLength != -1 {
+			t.Fatalf("%s %s: %d, length %d, want a streamed 200", token, method, res.StatusCode, res.ContentLength)
+		}
+		if _, err := io.ReadFull(res.Body, make([]byte, 64<<10)); err != nil {
+			t.Fatalf("%s %s: %v", token, method, err)
+		}
+		return res.Body
+	}
+	streams := map[string]io.ReadCloser{}
+	for _, tok := range []string{"alice-token", "bob-token"} {
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			streams[tok+" "+m] = open(tok, m)
+		}
+	}
+	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+bob+`]}`), 0o600))
+	if _, err := r.d.ReloadTokens(); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range streams {
+		ended := make(chan error, 1)
+		go func() {
+			// What was under way before the reload may still come: read
+			// on, up to far more than any buffer on the way holds.
+			n, err := io.CopyN(io.Discard, s, 256<<20)
+			if err == nil {
+				err = fmt.Errorf("read %d bytes and the stream goes on", n)
+			}
+			ended <- err
+		}()
+		select {
+		case err := <-ended:
+			if strings.HasPrefix(name, "bob") {
+				if !strings.Contains(err.Error(), "goes on") {
+					t.Errorf("%s: the stream of a token the reload kept ended: %v", name, err)
+				}
+			} else if strings.Contains(err.Error(), "goes on") {
+				t.Errorf("%s: the stream of a removed token goes on: %v", name, err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Errorf("%s: still streaming 60 s after the reload", name)
+			s.Close()
+		}
+	}
+}
