@@ -99,9 +99,12 @@ type Daemon struct {
 	// the new ones before they admit anyone.
 	secrets *clip.Secrets
 	// reloadMu serializes ReloadTokens; tokenCfg holds the tokens in
-	// force, which the next reload compares with its files'.
+	// force, which the next reload compares with its files'; roles are
+	// the tokens in force now and before, each with its role, so that a
+	// reload never moves a token to another role (tokenRoles).
 	reloadMu sync.Mutex
 	tokenCfg config.Config
+	roles    tokenRoles
 	// loopback judges callers' connections to workspace commands' ports
 	// (tools.go).
 	loopback *loopbackJudge

@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/agentbe/agentbe-daemon/config"
@@ -207,6 +209,12 @@ func (d *Daemon) ReloadTokens() (TokenReload, error) {
 	if err != nil {
 		return TokenReload{}, err
 	}
+	if d.roles == nil {
+		d.roles = tokenRoles{}.add(cur)
+	}
+	if err := d.roles.check(next); err != nil {
+		return TokenReload{}, err
+	}
 	var set *httpguard.TokenSet
 	if d.w.tokens != nil {
 		if set, err = httpguard.LoadTokens(d.cfg.TokensFile); err != nil {
@@ -233,6 +241,7 @@ func (d *Daemon) ReloadTokens() (TokenReload, error) {
 		r.Rotated = append(r.Rotated, t.flag)
 	}
 	d.tokenCfg = next
+	d.roles = d.roles.add(next)
 	if set != nil {
 		d.w.tokens.Store(set)
 		r.Tokens = set.Len()
@@ -241,6 +250,67 @@ func (d *Daemon) ReloadTokens() (TokenReload, error) {
 		d.log.Info("token reload ended connections whose token was removed, replaced or changed", "connections", r.Ended)
 	}
 	return r, nil
+}
+
+// maxTokenRoles bounds the tokens a daemon remembers the role of: each
+// reload that rotates adds at most three, so this is hundreds of
+// rotations, and 32 bytes each.
+const maxTokenRoles = 1024
+
+// tokenRoles are the digests of the daemon's, the operator's and the
+// scraper's tokens, in force now or at any earlier moment of this
+// daemon's life (up to maxTokenRoles, the oldest forgotten first), each
+// with the flag of its role. The holder of a token keeps it after a
+// rotation (in a client's configuration, a script, an agent's memory):
+// a token that came back as another role's would give that holder the
+// role, so the agent's old token made the operator's would let the agent
+// approve its own commands. A token may come back to its own role.
+type tokenRoles []tokenRole
+
+type tokenRole struct {
+	sum  [32]byte
+	flag string
+}
+
+// tokenFlags are the roles, by the flag of their file, with the token c
+// gives each.
+func tokenFlags(c config.Config) [3][2]string {
+	return [3][2]string{{"--auth-token-file", c.AuthToken}, {"--operator-token-file", c.OperatorToken}, {"--metrics-token-file", c.MetricsToken}}
+}
+
+// check refuses c when one of its tokens is, or was, another role's. The
+// error names both files, never the token.
+func (rs tokenRoles) check(c config.Config) error {
+	for _, f := range tokenFlags(c) {
+		if f[1] == "" {
+			continue
+		}
+		sum := sha256.Sum256([]byte(f[1]))
+		for _, r := range rs {
+			if r.sum == sum && r.flag != f[0] {
+				return fmt.Errorf("%s holds a token that %s held: a token never changes roles, since whoever held it would get the new role; write a new token", f[0], r.flag)
+			}
+		}
+	}
+	return nil
+}
+
+// add is rs with c's tokens, each once; the oldest leave past
+// maxTokenRoles.
+func (rs tokenRoles) add(c config.Config) tokenRoles {
+	for _, f := range tokenFlags(c) {
+		if f[1] == "" {
+			continue
+		}
+		r := tokenRole{sum: sha256.Sum256([]byte(f[1])), flag: f[0]}
+		if !slices.Contains(rs, r) {
+			rs = append(rs, r)
+		}
+	}
+	if over := len(rs) - maxTokenRoles; over > 0 {
+		rs = slices.Delete(rs, 0, over)
+	}
+	return rs
 }
 
 // ReopenAuditLog opens --audit-log again by name (on SIGHUP, after
