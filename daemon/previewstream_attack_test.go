@@ -17,16 +17,7 @@ import (
 // it, on the lean path (GET) and on ReverseProxy's (a request with a
 // body), while the same stream of a token the reload kept runs on.
 func TestAttackRevokedTokenEndsPreviewStream(t *testing.T) {
-	c := previewConfig(t, "software", true)
-	must(t, os.MkdirAll(filepath.Join(c.Root, "a"), 0o755))
-	tokens := filepath.Join(t.TempDir(), "tokens.json")
-	alice := tokenLine("alice", "alice-token", `,"scope":"a"`)
-	bob := tokenLine("bob", "bob-token", `,"scope":"a"`)
-	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+alice+`,`+bob+`]}`), 0o600))
-	c.TokensFile = tokens
-	must(t, c.Validate())
-	r := start(t, c, nil)
-	port := startPreviewServerAs(t, r, filepath.Join(c.Root, "a"), bearer("alice-token"))
+	r, port, removeAlice := previewRevocationDaemon(t)
 
 	// open starts an endless answer (previewsrv's /forever) and reads
 	// its first 64 KiB.
@@ -56,10 +47,7 @@ func TestAttackRevokedTokenEndsPreviewStream(t *testing.T) {
 			streams[tok+" "+m] = open(tok, m)
 		}
 	}
-	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+bob+`]}`), 0o600))
-	if _, err := r.d.ReloadTokens(); err != nil {
-		t.Fatal(err)
-	}
+	removeAlice()
 	for name, s := range streams {
 		ended := make(chan error, 1)
 		go func() {
@@ -83,6 +71,31 @@ func TestAttackRevokedTokenEndsPreviewStream(t *testing.T) {
 		case <-time.After(60 * time.Second):
 			t.Errorf("%s: still streaming 60 s after the reload", name)
 			s.Close()
+		}
+	}
+}
+
+// previewRevocationDaemon starts a daemon (software isolation, previews
+// on) with the tokens alice and bob, both bound to scope a, and a preview
+// server (previewsrv) in a started by alice; removeAlice rewrites the
+// token file without her and reloads it as SIGHUP does.
+func previewRevocationDaemon(t *testing.T) (r *running, port int, removeAlice func()) {
+	t.Helper()
+	c := previewConfig(t, "software", true)
+	must(t, os.MkdirAll(filepath.Join(c.Root, "a"), 0o755))
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	alice := tokenLine("alice", "alice-token", `,"scope":"a"`)
+	bob := tokenLine("bob", "bob-token", `,"scope":"a"`)
+	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+alice+`,`+bob+`]}`), 0o600))
+	c.TokensFile = tokens
+	must(t, c.Validate())
+	r = start(t, c, nil)
+	port = startPreviewServerAs(t, r, filepath.Join(c.Root, "a"), bearer("alice-token"))
+	return r, port, func() {
+		t.Helper()
+		must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+bob+`]}`), 0o600))
+		if _, err := r.d.ReloadTokens(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -410,16 +410,7 @@ func TestAttackSSHPortRevokedKey(t *testing.T) {
 // one that leaves the token as it was keeps it. Before the fix the
 // proxied WebSocket went on carrying messages to the workspace's server.
 func TestAttackRevokedTokenEndsPreviewWebSocket(t *testing.T) {
-	c := previewConfig(t, "software", true)
-	must(t, os.MkdirAll(filepath.Join(c.Root, "a"), 0o755))
-	tokens := filepath.Join(t.TempDir(), "tokens.json")
-	alice := tokenLine("alice", "alice-token", `,"scope":"a"`)
-	bob := tokenLine("bob", "bob-token", `,"scope":"a"`)
-	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+alice+`,`+bob+`]}`), 0o600))
-	c.TokensFile = tokens
-	must(t, c.Validate())
-	r := start(t, c, nil)
-	port := startPreviewServerAs(t, r, filepath.Join(c.Root, "a"), bearer("alice-token"))
+	r, port, removeAlice := previewRevocationDaemon(t)
 	dial := func(token string) *websocket.Conn {
 		t.Helper()
 		ws, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("ws%s/preview/%d/echo", strings.TrimPrefix(r.url, "http"), port),
@@ -430,10 +421,7 @@ func TestAttackRevokedTokenEndsPreviewWebSocket(t *testing.T) {
 		return ws
 	}
 	wa, wb := dial("alice-token"), dial("bob-token")
-	must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+bob+`]}`), 0o600))
-	if _, err := r.d.ReloadTokens(); err != nil {
-		t.Fatal(err)
-	}
+	removeAlice()
 	_ = wa.WriteMessage(websocket.TextMessage, []byte("after"))
 	wa.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, m, err := wa.ReadMessage(); err == nil || strings.Contains(err.Error(), "timeout") {
