@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,5 +113,98 @@ func TestKeepaliveCountsTheBytesOfAMessage(t *testing.T) {
 	}
 	if reason, decidedOne := <-decided; decidedOne {
 		t.Fatalf("the keepalive closed a peer that was sending: %q", reason)
+	}
+}
+
+// TestKeepalivePingWaitsBehindAMessage: the peer reads nothing for a
+// while (a slow link, a client busy elsewhere) but is alive, sending small
+// messages, while a large message to it is being written and holds the
+// write lock. The keepalive's ping waits for its turn and is given up;
+// the connection stays: the peer, once it reads, gets every byte, and
+// then an answer to what it sends next.
+func TestKeepalivePingWaitsBehindAMessage(t *testing.T) {
+	const total = 2 << 20
+	done := make(chan struct{})
+	hts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(done)
+		// One frame per message (up to 1 MiB), and a small socket
+		// buffer: a message the peer does not read holds the lock.
+		ws, err := (&websocket.Upgrader{WriteBufferSize: 1 << 20}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		_ = ws.NetConn().(*net.TCPConn).SetWriteBuffer(16 << 10)
+		c := New(ws)
+		defer c.Close()
+		stop := Keepalive(c, 300*time.Millisecond, func(code int, reason string) { c.CloseWith(code, reason) })
+		defer stop()
+		go c.Write(bytes.Repeat([]byte("y"), total))
+		// The peer's small messages are signs of life; "m" asks for
+		// one more message, to show the connection is still up.
+		buf := make([]byte, 64)
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			if bytes.IndexByte(buf[:n], 'm') >= 0 {
+				_, _ = c.Write([]byte("z"))
+			}
+		}
+	}))
+	defer func() { hts.Close(); <-done }()
+	dialer := &websocket.Dialer{NetDial: func(network, addr string) (net.Conn, error) {
+		nc, err := net.Dial(network, addr)
+		if err == nil {
+			_ = nc.(*net.TCPConn).SetReadBuffer(16 << 10)
+		}
+		return nc, err
+	}}
+	ws, _, err := dialer.Dial("ws"+strings.TrimPrefix(hts.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	// 3 s without reading (the ping waits up to 2 s for its turn, the
+	// close grace), sending a small message every 50 ms.
+	for range 60 {
+		if err := ws.WriteMessage(websocket.BinaryMessage, []byte("k")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopSending, stopped := make(chan struct{}), make(chan struct{})
+	var stopOnce sync.Once
+	stop := func() { stopOnce.Do(func() { close(stopSending) }); <-stopped }
+	defer stop()
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stopSending:
+				return
+			case <-time.After(50 * time.Millisecond):
+				_ = ws.WriteMessage(websocket.BinaryMessage, []byte("k"))
+			}
+		}
+	}()
+	_ = ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	got := 0
+	for got < total {
+		_, b, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("after %d of %d bytes: %v", got, total, err)
+		}
+		got += len(b)
+	}
+	if got != total {
+		t.Fatalf("got %d bytes, want %d", got, total)
+	}
+	stop() // one writer at a time
+	if err := ws.WriteMessage(websocket.BinaryMessage, []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := ws.ReadMessage(); err != nil || string(b) != "z" {
+		t.Fatalf("after the whole message: %q %v; want the connection up", b, err)
 	}
 }
