@@ -45,9 +45,11 @@ const (
 	// idleTimeout closes a keep-alive connection that sent nothing for
 	// this long.
 	idleTimeout = 30 * time.Second
-	// fdReserve are descriptors kept for everything but connections (files,
-	// pipes and ptys of commands, the log, the host key): the connection
-	// cap is lowered if the descriptor limit cannot hold both.
+	// fdReserve are descriptors kept for the daemon's own (files, the log,
+	// the listeners, the host key): the connection cap is lowered if the
+	// descriptor limit cannot hold both. What the other parts may hold
+	// (commands, SFTP, previews, the browser's proxies) is counted at
+	// start by checkDescriptors (nofile.go), which warns past the limit.
 	fdReserve = 256
 )
 
@@ -384,6 +386,6 @@ func connCaps(maxConns, perIP int, nofile uint64) (int, int, string) {
 		return maxConns, perIP, "" // unknown (0), or enough (RLIM_INFINITY too)
 	}
 	lowered := max(int(nofile)-fdReserve-reserveConns, 16)
-	why := fmt.Sprintf("RLIMIT_NOFILE is %d: --max-connections %d lowered to %d, keeping %d descriptors for files, commands and the reserve slots; raise the limit (LimitNOFILE=, ulimit -n) to allow more", nofile, maxConns, lowered, fdReserve+reserveConns)
+	why := fmt.Sprintf("RLIMIT_NOFILE is %d: --max-connections %d lowered to %d, keeping %d descriptors for the daemon's own and the reserve slots; raise the limit (LimitNOFILE=, ulimit -n) to allow more", nofile, maxConns, lowered, fdReserve+reserveConns)
 	return lowered, min(perIP, lowered), why
 }

@@ -407,6 +407,7 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	d.log.Info("connection limits", "rlimit_nofile", nofile, "max_connections", maxConns,
 		"max_connections_per_ip", perIP, "reserve", reserveConns, "idle_timeout", idleTimeout)
+	d.warnDescriptors(nofile, maxConns)
 	lim := newConnLimiter(ln, maxConns, perIP, d.log, func(limit string) {
 		d.metrics.connRefused.WithLabelValues(limit).Inc()
 	})
@@ -586,6 +587,9 @@ func Listen(cfg config.Config) (Listeners, error) {
 // Nothing but MCP messages is ever written to out.
 func (d *Daemon) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	d.log.Info("serving MCP over stdio", "root", d.cfg.Root, "backend", d.cfg.Backend)
+	if nofile, err := raiseNoFile(); err == nil {
+		d.warnDescriptors(nofile, 0)
+	}
 	return d.w.mcp.ServeStdio(ctx, in, out)
 }
 

@@ -1,16 +1,23 @@
 package daemon
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/agentbe/agentbe-daemon/config"
+	"github.com/agentbe/agentbe-daemon/internal/clip"
 )
 
 // rotationDaemon is a daemon whose three tokens come from files in a
@@ -125,5 +132,390 @@ func TestAttackTokenMovedToAnotherRole(t *testing.T) {
 	}
 	if code, _ := send(t, http.MethodPost, r.url+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, bearer(agent1)); code != http.StatusOK {
 		t.Errorf("the agent's first token, back in force: %d", code)
+	}
+}
+
+// TestAttackRotatedTokenHeldThings: what the daemon's old token holds
+// open past its admission ends when a reload rotates it: a stateful MCP
+// session (its GET stream ends, a POST to it with the new token is told
+// the session is gone), a WebSocket proxied through /preview/, and a
+// /gateway connection opened with ?token= rather than the header. What
+// the old token started in the workspace (the preview server, a
+// background process) belongs to the scope and serves the new token.
+func TestAttackRotatedTokenHeldThings(t *testing.T) {
+	const agent1, agent2 = "agent-one-Zp4d", "agent-two-Ke8m"
+	r, c, write := rotationDaemon(t, agent1, "operator-one-Wq3s", "scrape-one-Yv6b", func(c *config.Config) {
+		c.MCPSessions, c.Previews, c.ProcessTools, c.ExecNetwork = true, true, true, "false"
+	})
+	port := startPreviewServerAs(t, r, c.Root, bearer(agent1))
+	post := func(token, session, body string) (int, string) {
+		t.Helper()
+		hdr := bearer(token)
+		hdr["Accept"] = "application/json, text/event-stream"
+		hdr["MCP-Protocol-Version"] = "2025-06-18"
+		if session != "" {
+			hdr["Mcp-Session-Id"] = session
+		}
+		req, _ := http.NewRequest(http.MethodPost, r.url+"/mcp", strings.NewReader(body))
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if session == "" {
+			return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+		}
+		return resp.StatusCode, string(b)
+	}
+	code, sess := post(agent1, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"rot","version":"1"}}}`)
+	if code != http.StatusOK || sess == "" {
+		t.Fatalf("initialize: %d %q", code, sess)
+	}
+	if code, body := post(agent1, sess, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", code, body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, r.url+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+agent1)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sess)
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the GET stream: %d", resp.StatusCode)
+	}
+	streamEnded := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		streamEnded <- err
+	}()
+	pws, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("ws%s/preview/%d/echo", strings.TrimPrefix(r.url, "http"), port),
+		http.Header{"Authorization": {"Bearer " + agent1}})
+	must(t, err)
+	t.Cleanup(func() { pws.Close() })
+	echo(t, pws, "before")
+	qws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(r.url, "http")+"/gateway?token="+agent1, nil)
+	must(t, err)
+	t.Cleanup(func() { qws.Close() })
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools.invoke","params":{"sessionId":"s","toolId":"list_directory","args":{"path":"."}}}`
+	if got := rpcGW(t, qws, list); strings.Contains(got, `"error"`) {
+		t.Fatalf("/gateway?token=: %.300s", got)
+	}
+
+	write("agent", agent2)
+	if got, err := r.d.ReloadTokens(); err != nil || got.Ended < 3 {
+		t.Fatalf("ReloadTokens = %+v, %v; want the session, the proxied WebSocket and the gateway connection ended", got, err)
+	}
+	select {
+	case <-streamEnded:
+	case <-time.After(30 * time.Second):
+		t.Error("the MCP GET stream of the old token is open 30 s after the reload")
+	}
+	if code, body := post(agent1, sess, list); code != http.StatusUnauthorized {
+		t.Errorf("the old token's session, with the old token: %d %.200s, want 401", code, body)
+	}
+	if code, body := post(agent2, sess, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`); code != http.StatusNotFound {
+		t.Errorf("the old token's session, with the new token: %d %.200s, want 404 (closed)", code, body)
+	}
+	_ = pws.WriteMessage(websocket.TextMessage, []byte("after"))
+	pws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, m, err := pws.ReadMessage(); err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Errorf("the proxied WebSocket of the old token after the reload: %q %v", m, err)
+	}
+	_ = qws.WriteMessage(websocket.TextMessage, []byte(gwWrite))
+	if ce := gwClosed(t, qws); ce != nil && ce.Code != 4001 {
+		t.Errorf("/gateway?token= of the old token: closed %d %q, want 4001", ce.Code, ce.Text)
+	}
+	if _, err := os.Stat(filepath.Join(c.Root, "after.txt")); err == nil {
+		t.Error("a connection of the old token wrote after the reload")
+	}
+	// The server the old token started is the scope's: the new token
+	// reaches it, the old one does not.
+	nws, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("ws%s/preview/%d/echo", strings.TrimPrefix(r.url, "http"), port),
+		http.Header{"Authorization": {"Bearer " + agent2}})
+	must(t, err)
+	t.Cleanup(func() { nws.Close() })
+	echo(t, nws, "after")
+	if code, _ := send(t, http.MethodGet, fmt.Sprintf("%s/preview/%d/", r.url, port), "", bearer(agent1)); code != http.StatusUnauthorized {
+		t.Errorf("/preview/ with the old token: %d, want 401", code)
+	}
+}
+
+// TestAttackRotatedTokenEveryEndpoint: after a reload rotates the three
+// tokens, each old one is refused wherever the daemon compares a token,
+// not only on the faces: /execute, /tools, /preview/, /approvals,
+// /metrics, and /health, whose details go to a trusted caller only; the
+// new ones are taken there. Every endpoint reads the one token the
+// reload rotated (httpguard.Token's shared digest): a copy built again
+// from the configuration would keep the old token.
+func TestAttackRotatedTokenEveryEndpoint(t *testing.T) {
+	const (
+		agent1, agent2 = "agent-one-Rk2w", "agent-two-Gs7q"
+		op1, op2       = "operator-one-Pn5x", "operator-two-Vc9h"
+		scrape1        = "scrape-one-Lm3j"
+		scrape2        = "scrape-two-Dt6f"
+	)
+	r, _, write := rotationDaemon(t, agent1, op1, scrape1, func(c *config.Config) { c.Previews, c.ProcessTools = true, true })
+	write("agent", agent2)
+	write("operator", op2)
+	write("scrape", scrape2)
+	if got, err := r.d.ReloadTokens(); err != nil || len(got.Rotated) != 3 {
+		t.Fatalf("ReloadTokens = %+v, %v", got, err)
+	}
+	exec := `{"tool_name":"list_directory","arguments":{"path":"."}}`
+	for _, tc := range []struct {
+		what, method, path, body, token string
+		want                            int
+	}{
+		{"/execute, the agent's old token", http.MethodPost, "/execute", exec, agent1, http.StatusUnauthorized},
+		{"/execute, the agent's new token", http.MethodPost, "/execute", exec, agent2, http.StatusOK},
+		{"/tools, the agent's old token", http.MethodGet, "/tools", "", agent1, http.StatusUnauthorized},
+		{"/tools, the agent's new token", http.MethodGet, "/tools", "", agent2, http.StatusOK},
+		{"/preview/, the agent's old token", http.MethodGet, "/preview/", "", agent1, http.StatusUnauthorized},
+		{"/preview/, the agent's new token", http.MethodGet, "/preview/", "", agent2, http.StatusOK},
+		{"/approvals, the operator's old token", http.MethodGet, "/approvals", "", op1, http.StatusUnauthorized},
+		{"/approvals, the operator's new token", http.MethodGet, "/approvals", "", op2, http.StatusOK},
+		{"/metrics, the scraper's old token", http.MethodGet, "/metrics", "", scrape1, http.StatusUnauthorized},
+		{"/metrics, the agent's old token", http.MethodGet, "/metrics", "", agent1, http.StatusUnauthorized},
+		{"/metrics, the operator's old token", http.MethodGet, "/metrics", "", op1, http.StatusUnauthorized},
+		{"/metrics, the scraper's new token", http.MethodGet, "/metrics", "", scrape2, http.StatusOK},
+		{"/metrics, the agent's new token", http.MethodGet, "/metrics", "", agent2, http.StatusOK},
+	} {
+		if code, body := send(t, tc.method, r.url+tc.path, tc.body, bearer(tc.token)); code != tc.want {
+			t.Errorf("%s: %d, want %d: %.200s", tc.what, code, tc.want, body)
+		}
+	}
+	for _, tc := range []struct {
+		token   string
+		trusted bool
+	}{{agent1, false}, {op1, false}, {agent2, true}, {op2, true}, {scrape2, false}} {
+		_, body := send(t, http.MethodGet, r.url+"/health", "", bearer(tc.token))
+		if got := strings.Contains(body, `"isolation"`); got != tc.trusted {
+			t.Errorf("/health with %s: details %v, want %v: %.200s", tc.token, got, tc.trusted, body)
+		}
+	}
+}
+
+// TestAttackReloadRacesRequests: reloads that rotate the agent's token
+// back and forth, two at once, while requests with either token arrive
+// and a /gateway connection is opened with each: every request is
+// admitted by the token in force or refused with 401, never anything
+// else, and the daemon ends with the file's token in force (run with
+// -race: the token's digest, the secrets and the holds are read while
+// they change).
+func TestAttackReloadRacesRequests(t *testing.T) {
+	const agentA, agentB = "agent-a-Hw3k", "agent-b-Nq8z"
+	r, _, write := rotationDaemon(t, agentA, "operator-one-Fs2m", "scrape-one-Xc5r", nil)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	bad := make(chan string, 100)
+	for _, tok := range []string{agentA, agentB} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequest(http.MethodPost, r.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+				req.Header.Set("Authorization", "Bearer "+tok)
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					bad <- err.Error()
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusUnauthorized {
+					bad <- fmt.Sprintf("%s: %d", tok, resp.StatusCode)
+				}
+				ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(r.url, "http")+"/gateway?token="+tok, nil)
+				if err == nil {
+					ws.Close()
+				}
+			}
+		}()
+	}
+	for i := range 20 {
+		write("agent", []string{agentB, agentA}[i%2])
+		var rw sync.WaitGroup
+		for range 2 {
+			rw.Add(1)
+			go func() {
+				defer rw.Done()
+				if _, err := r.d.ReloadTokens(); err != nil {
+					bad <- err.Error()
+				}
+			}()
+		}
+		rw.Wait()
+	}
+	close(stop)
+	wg.Wait()
+	close(bad)
+	for b := range bad {
+		t.Error(b)
+	}
+	// 20 reloads: the file ends with agentA.
+	for tok, want := range map[string]int{agentA: http.StatusOK, agentB: http.StatusUnauthorized} {
+		if code, _ := send(t, http.MethodPost, r.url+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, bearer(tok)); code != want {
+			t.Errorf("after the reloads, %s: %d, want %d", tok, code, want)
+		}
+	}
+}
+
+// TestAttackReloadUnsafeTokenFile: the agent's token file replaced, before
+// a reload, by a FIFO (whose reader would wait for a writer forever), a
+// file over the bound, a file its group may write, a symlink into a
+// directory others may write, or a directory: the reload is refused at
+// once, names the file and changes nothing, and the token in force still
+// admits. A symlink to a safe file (a Kubernetes Secret's mount) is read.
+func TestAttackReloadUnsafeTokenFile(t *testing.T) {
+	const agent1, agent2 = "agent-one-Wb4n", "agent-two-Sj7c"
+	r, c, _ := rotationDaemon(t, agent1, "operator-one-Kp2r", "scrape-one-Ht8v", nil)
+	path := c.AuthTokenFile
+	open := t.TempDir()
+	must(t, os.Chmod(open, 0o777))
+	must(t, os.WriteFile(filepath.Join(open, "token"), []byte(agent2), 0o600))
+	for _, tc := range []struct {
+		what  string
+		plant func()
+		want  string
+	}{
+		{"a FIFO", func() { must(t, syscall.Mkfifo(path, 0o600)) }, "a FIFO"},
+		{"a huge file", func() { must(t, os.WriteFile(path, []byte(strings.Repeat("x", 1<<20)), 0o600)) }, "larger than"},
+		{"a group-writable file", func() { must(t, os.WriteFile(path, []byte(agent2), 0o620)); must(t, os.Chmod(path, 0o620)) }, "writable by its group"},
+		{"a symlink into a directory others may write", func() { must(t, os.Symlink(filepath.Join(open, "token"), path)) }, "which its group or others may write"},
+		{"a directory", func() { must(t, os.Mkdir(path, 0o700)) }, "a directory"},
+	} {
+		must(t, os.RemoveAll(path))
+		tc.plant()
+		done := make(chan error, 1)
+		go func() {
+			_, err := r.d.ReloadTokens()
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "--auth-token-file") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %v, want an error naming the flag and %q", tc.what, err, tc.want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: the reload is blocked 30 s", tc.what)
+		}
+		if code, _ := send(t, http.MethodPost, r.url+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, bearer(agent1)); code != http.StatusOK {
+			t.Errorf("%s: the token in force after the refused reload: %d", tc.what, code)
+		}
+	}
+	must(t, os.RemoveAll(path))
+	safe := filepath.Join(t.TempDir(), "token")
+	must(t, os.WriteFile(safe, []byte(agent2+"\n"), 0o600))
+	must(t, os.Symlink(safe, path))
+	if got, err := r.d.ReloadTokens(); err != nil || len(got.Rotated) != 1 {
+		t.Errorf("a symlink to a safe file: %+v %v", got, err)
+	}
+	if code, _ := send(t, http.MethodPost, r.url+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, bearer(agent2)); code != http.StatusOK {
+		t.Errorf("the token read through the symlink: %d", code)
+	}
+}
+
+// TestAttackRotatedTokenEscapes: a new token with the characters JSON
+// and the text log escape (a quote, a backslash, <, >, &, non-ASCII) and
+// a new operator's token that is part of the agent's: from the reload
+// on, neither shows in the daemon's log or the audit log, raw or in the
+// escaped form a JSON line holds (json.Marshal writes < as \u003c), nor
+// reaches a command's environment.
+func TestAttackRotatedTokenEscapes(t *testing.T) {
+	const (
+		agent2 = `ag"e\nt<&>é-two-Pq7`
+		op2    = `t<&>é-two`
+	)
+	r, c, write := rotationDaemon(t, "agent-one-Mx5b", "operator-one-Uw2k", "scrape-one-Ea9c", func(c *config.Config) {
+		c.ProcessTools = true
+		c.AuditLog = filepath.Join(t.TempDir(), "audit.log")
+	})
+	write("agent", agent2)
+	write("operator", op2)
+	if got, err := r.d.ReloadTokens(); err != nil || len(got.Rotated) != 2 {
+		t.Fatalf("ReloadTokens = %+v, %v", got, err)
+	}
+	js := func(s string) string {
+		b, _ := json.Marshal(s)
+		return string(b[1 : len(b)-1])
+	}
+	arg := js("'" + agent2 + "' '" + op2 + "'")
+	code, body := callAs(t, r.url, agent2, "", "process_start", `{"command":"echo `+arg+`","name":"`+js(op2)+`"}`)
+	if code != http.StatusOK || strings.Contains(body, `"isError":true`) {
+		t.Fatalf("process_start: %d %.300s", code, body)
+	}
+	// The argument's key too: the audit log keeps keys as they are.
+	if code, body := callAs(t, r.url, agent2, "", "list_directory", `{"path":".","`+js(agent2)+`":1}`); code != http.StatusOK {
+		t.Fatalf("list_directory: %d %.300s", code, body)
+	}
+	waitFor(t, "the log line of the process", func() bool { return strings.Contains(r.logs.String(), "background process started") })
+	env := `{"command":"env","env":{"A":"` + js(agent2) + `","O":"` + js(op2) + `","K":"kept"}}`
+	if code, body := callAs(t, r.url, agent2, "", "exec", env); code != http.StatusOK || !strings.Contains(body, "K=kept") {
+		t.Fatalf("exec env: %d %.300s", code, body)
+	} else if strings.Contains(body, "A=") || strings.Contains(body, "O=") {
+		t.Errorf("a new token reached a command's environment: %.400s", body)
+	}
+	must(t, r.stop())
+	audit, err := os.ReadFile(c.AuditLog)
+	must(t, err)
+	logs := r.logs.String()
+	for _, form := range []string{agent2, op2, js(agent2), js(op2), strconv.Quote(op2), `t\u003c\u0026\u003e`, `t<&>`} {
+		if strings.Contains(logs, form) {
+			i := strings.Index(logs, form)
+			t.Errorf("the daemon's log holds %q: …%.200s…", form, logs[max(0, i-100):])
+		}
+		if strings.Contains(string(audit), form) {
+			t.Errorf("the audit log holds %q: %s", form, audit)
+		}
+	}
+	if !strings.Contains(string(audit), "process_start") || !strings.Contains(string(audit), "list_directory") {
+		t.Errorf("the audit log lacks the calls whose secrets it should hide: %s", audit)
+	}
+}
+
+// TestAttackRotationsPastSecretsBound: the secrets list keeps the newest
+// clip.MaxSecrets values. After more rotations of the agent's token than
+// that, the tokens in force (the agent's newest, the operator's and the
+// scraper's, unchanged since the start) are still hidden, since each
+// reload puts the tokens in force first; the agent's first token, which
+// has admitted no one for MaxSecrets rotations, is no longer hidden
+// (docs/configuration.md, "Rotating a token").
+func TestAttackRotationsPastSecretsBound(t *testing.T) {
+	const op, scrape = "operator-one-Ry6t", "scrape-one-Ik3o"
+	agent := func(i int) string { return fmt.Sprintf("agent-%02d-Fz8u", i) }
+	r, _, write := rotationDaemon(t, agent(0), op, scrape, nil)
+	n := clip.MaxSecrets + 8
+	for i := 1; i <= n; i++ {
+		write("agent", agent(i))
+		if _, err := r.d.ReloadTokens(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.d.log.Info("probe", "in_force", agent(n)+" "+op+" "+scrape, "newest_old", agent(n-1), "first", agent(0))
+	logs := r.logs.String()
+	i := strings.Index(logs, "msg=probe")
+	if i < 0 {
+		t.Fatalf("no probe line: %s", logs)
+	}
+	line := logs[i:]
+	for _, s := range []string{agent(n), op, scrape, agent(n - 1)} {
+		if strings.Contains(line, s) {
+			t.Errorf("the log shows %q after %d rotations: %s", s, n, line)
+		}
+	}
+	if !strings.Contains(line, agent(0)) {
+		t.Errorf("the agent's first token is hidden after %d rotations (the list grew past clip.MaxSecrets?): %s", n, line)
 	}
 }

@@ -52,7 +52,26 @@ type guardProxy struct {
 // is for another process of Chromium's user (the daemon's own, when it is
 // not root), which could otherwise hold connections and tunnels without
 // end and run the daemon out of descriptors. A variable for tests.
-var maxProxyConns = 1024
+var maxProxyConns = proxyConns
+
+const (
+	// proxyConns is maxProxyConns outside tests.
+	proxyConns = 1024
+	// proxyIdleConns bounds the idle connections the proxy keeps to the
+	// sites it reached over plain http, all hosts together: they are held
+	// past the request that made them, four per host, and without this
+	// bound a page that reaches many hosts could keep more of them than
+	// maxProxyConns.
+	proxyIdleConns = 64
+)
+
+// DescriptorsPerSession bounds the descriptors one browser session holds
+// in the daemon: each of its proxy's connections with the connection it
+// makes onward (a tunnel's two ends), the proxy's idle connections and its
+// listener, and the pipes to Chromium (DevTools, its output) with room to
+// spare. The daemon's start-up check of RLIMIT_NOFILE counts it once for
+// each of --browser-max-sessions (daemon/nofile.go).
+const DescriptorsPerSession = 2*proxyConns + proxyIdleConns + 8
 
 // proxyIdleTimeout closes a kept-alive connection that sends no next
 // request.
@@ -79,6 +98,7 @@ func startProxy(dial func(ctx context.Context, network, addr string) (net.Conn, 
 		Proxy:                 nil,
 		DialContext:           dial,
 		MaxIdleConnsPerHost:   4,
+		MaxIdleConns:          proxyIdleConns,
 		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: time.Minute,
 		// Chromium refuses a header past 256 KiB: the proxy reads no more
