@@ -15,6 +15,13 @@
 // the request that met it with a JSON-RPC error naming the status and the
 // URL, so the client shows the cause (a wrong token says 401) rather than
 // waiting.
+//
+// A daemon whose token was rotated (SIGHUP re-reads --auth-token-file,
+// docs/configuration.md "Rotating a token") refuses the old one with 401.
+// A bridge given the token's file (Options.TokenFile) then reads the file
+// again, once, and when it holds another token sends the refused request
+// again with it and keeps that token: a client that spawned the bridge
+// hours ago goes on across the rotation.
 package mcpbridge
 
 import (
@@ -27,6 +34,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -49,6 +57,16 @@ type Options struct {
 	URL string
 	// Token is sent as "Authorization: Bearer <Token>" when not empty.
 	Token string
+	// TokenFile, when set, is the file that holds the token (read at the
+	// start when Token is empty). When the daemon refuses a request with
+	// 401 the bridge reads it again, once per refusal, and when it holds
+	// another token sends that request again with it, once, and sends the
+	// new token from then on; when it holds the refused token, or cannot
+	// be read, or is empty, the request is answered with the 401 and what
+	// the file held. A 401 is the daemon's answer before it reads the
+	// request (internal/admit): nothing ran, so the one retry never runs a
+	// call twice. Any other answer is never retried.
+	TokenFile string
 	// Client makes the requests (its Transport carries TLS settings, such
 	// as a CA for the daemon's certificate); http.DefaultClient when nil.
 	// Run follows no redirect whatever its CheckRedirect says: the daemon
@@ -83,6 +101,7 @@ type Bridge struct {
 	mu        sync.Mutex
 	sessionID string
 	protocol  string
+	token     string // the token sent: Options.Token, or what TokenFile held last
 }
 
 // Run carries messages from in to the endpoint and the answers to out
@@ -98,6 +117,13 @@ func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	opts.Client = &hc
+	if opts.Token == "" && opts.TokenFile != "" {
+		tok, err := ReadTokenFile(opts.TokenFile)
+		if err != nil {
+			return fmt.Errorf("mcpbridge: %w", err)
+		}
+		opts.Token = tok
+	}
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
@@ -107,7 +133,7 @@ func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	b := &Bridge{opts: opts, out: out}
+	b := &Bridge{opts: opts, out: out, token: opts.Token}
 	defer b.endSession()
 
 	calls := make(chan struct{}, opts.MaxInFlight)
@@ -225,17 +251,9 @@ func (b *Bridge) forward(ctx context.Context, msg []byte) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.opts.URL, bytes.NewReader(msg))
+	resp, refused, err := b.send(ctx, http.MethodPost, msg)
 	if err != nil {
 		b.fail(id, err.Error())
-		return
-	}
-	b.headers(req)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := b.opts.Client.Do(req)
-	if err != nil {
-		b.fail(id, fmt.Sprintf("POST %s: %v", b.opts.URL, err))
 		return
 	}
 	defer resp.Body.Close()
@@ -264,7 +282,7 @@ func (b *Bridge) forward(ctx context.Context, msg []byte) {
 		return
 	}
 	if resp.StatusCode >= 300 {
-		b.fail(id, httpError(b.opts.URL, resp.StatusCode, body))
+		b.fail(id, httpError(b.opts.URL, resp.StatusCode, body, refused, resp.Request.Header.Get("Mcp-Session-Id") != ""))
 		return
 	}
 	if len(bytes.TrimSpace(body)) > 0 {
@@ -272,10 +290,103 @@ func (b *Bridge) forward(ctx context.Context, msg []byte) {
 	}
 }
 
+// send sends one request (msg is its body, nil for none) with the current
+// token. On a 401, with a TokenFile, it reads the file again once (reread)
+// and, when the file now holds another token, sends the request once more
+// with it: the daemon answers 401 at admission, before it reads the body
+// (internal/admit), so the refused request ran nothing and sending it
+// again cannot run it twice. It never sends a third time. When the answer
+// is a 401 it is returned with refused, what to tell the client about the
+// token (its file named), else "".
+func (b *Bridge) send(ctx context.Context, method string, msg []byte) (*http.Response, string, error) {
+	b.mu.Lock()
+	tok := b.token
+	b.mu.Unlock()
+	resp, err := b.do(ctx, method, msg, tok)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || b.opts.TokenFile == "" {
+		return resp, "", err
+	}
+	next, why := b.reread(tok)
+	if next == "" {
+		return resp, why, nil
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // so the connection is kept
+	resp.Body.Close()
+	resp, err = b.do(ctx, method, msg, next)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		return resp, "", err
+	}
+	return resp, fmt.Sprintf("the daemon wants its token: it refused the one --token-file %s held, and then the one it holds now", b.opts.TokenFile), nil
+}
+
+// reread is the token to send again after the daemon refused refused: the
+// bridge's current one if another request has already moved on from
+// refused, else what TokenFile holds now when that differs (read once, and
+// kept for the requests to come). It returns "" and why when there is no
+// other token to try.
+func (b *Bridge) reread(refused string) (next, why string) {
+	b.mu.Lock()
+	cur := b.token
+	b.mu.Unlock()
+	if cur != refused {
+		return cur, ""
+	}
+	tok, err := ReadTokenFile(b.opts.TokenFile)
+	if err != nil {
+		return "", "the daemon wants its token, and " + err.Error()
+	}
+	if tok == refused {
+		return "", fmt.Sprintf("the daemon wants its token: it refused the one in --token-file %s, read again after the refusal (not the daemon's --auth-token-file, or the daemon was not sent SIGHUP since the file changed)", b.opts.TokenFile)
+	}
+	b.mu.Lock()
+	if b.token == refused {
+		b.token = tok
+	}
+	b.mu.Unlock()
+	return tok, ""
+}
+
+// ReadTokenFile reads a token file as the daemon does: its content
+// without surrounding whitespace. An unreadable or empty file is an error
+// that names it.
+func ReadTokenFile(name string) (string, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return "", fmt.Errorf("--token-file cannot be read: %w", err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("--token-file %s is empty", name)
+	}
+	return tok, nil
+}
+
+// do sends one request with tok.
+func (b *Bridge) do(ctx context.Context, method string, msg []byte, tok string) (*http.Response, error) {
+	var body io.Reader
+	if msg != nil {
+		body = bytes.NewReader(msg)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, b.opts.URL, body)
+	if err != nil {
+		return nil, err
+	}
+	b.headers(req, tok)
+	if msg != nil {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+	}
+	resp, err := b.opts.Client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %v", method, b.opts.URL, err)
+	}
+	return resp, nil
+}
+
 // headers sets the token and the session's headers on req.
-func (b *Bridge) headers(req *http.Request) {
-	if b.opts.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+b.opts.Token)
+func (b *Bridge) headers(req *http.Request, tok string) {
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -398,12 +509,7 @@ func (b *Bridge) endSession() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deleteSessionBudget)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, b.opts.URL, nil)
-	if err != nil {
-		return
-	}
-	b.headers(req)
-	if resp, err := b.opts.Client.Do(req); err == nil {
+	if resp, _, err := b.send(ctx, http.MethodDelete, nil); err == nil {
 		resp.Body.Close()
 	}
 }
@@ -433,16 +539,23 @@ func isJSONRPC(body []byte) bool {
 }
 
 // httpError is the message for an HTTP status the daemon answered with,
-// with the hint that fixes the usual cause.
-func httpError(url string, status int, body []byte) string {
+// with the hint that fixes the usual cause; refused, when set, is what the
+// token file held after a 401 (Bridge.send), said instead of the hint;
+// inSession tells that the request carried a session id.
+func httpError(url string, status int, body []byte, refused string, inSession bool) string {
 	text := fmt.Sprintf("POST %s: %d %s", url, status, http.StatusText(status))
 	if s := strings.TrimSpace(string(body)); s != "" {
 		text += ": " + clip.String(s, 300)
 	}
-	switch status {
-	case http.StatusUnauthorized:
+	switch {
+	case status == http.StatusUnauthorized && refused != "":
+		text += " (" + refused + ")"
+	case status == http.StatusUnauthorized:
 		text += " (the daemon wants its token: --token-file FILE, or AGENTBE_AUTH_TOKEN)"
-	case http.StatusNotFound:
+	case status == http.StatusNotFound && inSession:
+		// The daemon's --mcp-sessions: an unknown session id gets 404.
+		text += " (the daemon no longer knows this MCP session: it ends when the daemon's token is rotated, after --mcp-session-idle-timeout, or when the daemon restarts; restart the MCP server in the client to open a new one)"
+	case status == http.StatusNotFound:
 		text += " (the URL should end in /mcp)"
 	}
 	return text

@@ -87,7 +87,9 @@ func newMCP(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 /mcp with the token, and writes the answers to stdout, one per line: the stdio server an MCP client
 spawns, standing for a daemon it reaches over HTTP(S) or an SSH tunnel (ssh -L 3001:127.0.0.1:3001 vm,
 then http://127.0.0.1:3001/mcp). An HTTP failure answers the request with a JSON-RPC error naming
-the status (401: the token is missing or wrong).`,
+the status (401: the token is missing or wrong). With --token-file, a request the daemon refuses
+(401: its token was rotated) makes the bridge read the file again and, when it holds another token,
+send that request once more with it: the bridge keeps working across a rotation without a restart.`,
 		Args: exactURL("http", "https"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tok, err := token(tokenFile)
@@ -98,7 +100,9 @@ the status (401: the token is missing or wrong).`,
 			if err != nil {
 				return err
 			}
-			return mcpbridge.Run(cmd.Context(), mcpbridge.Options{URL: args[0], Token: tok, Client: client, Errors: stderr}, stdin, stdout)
+			// With a file, the bridge reads it again when the daemon
+			// refuses the token (a rotation: docs/configuration.md).
+			return mcpbridge.Run(cmd.Context(), mcpbridge.Options{URL: args[0], Token: tok, TokenFile: tokenFile, Client: client, Errors: stderr}, stdin, stdout)
 		},
 	}
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the daemon's token (else AGENTBE_AUTH_TOKEN)")
