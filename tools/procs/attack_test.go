@@ -504,3 +504,72 @@ func fds(t *testing.T) int {
 	}
 	return len(e)
 }
+
+// TestAttackOneTokenCannotTakeEverySlot: where --tokens admits several
+// tokens, the processes one token started hold at most half of MaxProcs
+// (admit.CallerShare), however many start at once, so another token
+// still starts its own; with one token it may take them all. A process
+// that exits gives its place back to its token.
+func TestAttackOneTokenCannotTakeEverySlot(t *testing.T) {
+	const max = 4
+	f := setup(t, func(o *Options) { o.MaxProcs, o.Tokens = max, true })
+	start := func(caller, command string) (Info, string, bool) {
+		t.Helper()
+		res, err := f.reg.Call(context.Background(), "process_start", registry.Call{Workspace: f.ws, Caller: caller,
+			Args: json.RawMessage(`{"command":"` + command + `",` + f.env() + `}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		txt := res.Content[0].(*mcp.TextContent).Text
+		var in Info
+		if !res.IsError {
+			if err := json.Unmarshal([]byte(txt), &in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return in, txt, res.IsError
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var alice []Info
+	for range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in, txt, refused := start("alice", "sleep 60")
+			mu.Lock()
+			defer mu.Unlock()
+			if !refused {
+				alice = append(alice, in)
+			} else if !strings.Contains(txt, `token "alice" holds 2 of the 4 running background processes, its share`) {
+				t.Errorf("alice's refused start: %s", txt)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(alice) != max/2 {
+		t.Fatalf("12 concurrent starts of one token, MaxProcs %d: %d started, want %d", max, len(alice), max/2)
+	}
+	for _, caller := range []string{"bob", ""} {
+		if _, txt, refused := start(caller, "sleep 60"); refused {
+			t.Errorf("%q after alice took her share: %s", caller, txt)
+		}
+	}
+	if _, txt, refused := start("carol", "sleep 60"); !refused || !strings.Contains(txt, "4 background processes are running, the most allowed") {
+		t.Errorf("the whole cap: %s", txt)
+	}
+	f.call(t, "", "process_kill", `{"id":"`+alice[0].ID+`"}`, nil)
+	f.call(t, "", "process_wait", `{"id":"`+alice[0].ID+`","timeoutMs":20000}`, nil)
+	if _, txt, refused := start("alice", "sleep 60"); refused {
+		t.Errorf("alice after one of hers exited: %s", txt)
+	}
+
+	one := setup(t, func(o *Options) { o.MaxProcs = 2 })
+	for i := range 2 {
+		res, err := one.reg.Call(context.Background(), "process_start", registry.Call{Workspace: one.ws,
+			Args: json.RawMessage(`{"command":"sleep 60",` + one.env() + `}`)})
+		if err != nil || res.IsError {
+			t.Fatalf("start %d with one token: %v %v", i, err, res.Content)
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -49,6 +50,10 @@ type Options struct {
 	Executor sandbox.Executor
 	// MaxProcs caps the running processes of the whole workspace.
 	MaxProcs int
+	// Tokens says the daemon admits several tokens (--tokens): then the
+	// processes one token started hold at most its share of MaxProcs
+	// (admit.CallerShare), so no token's scope can take every slot.
+	Tokens bool
 	// BufferBytes is how much of each stream is kept (the tail).
 	BufferBytes int
 	// ScopeOutputBytes and OutputBytes bound the memory that output
@@ -71,16 +76,19 @@ type Manager struct {
 	procs  map[string]*proc
 	closed bool
 	// starting counts the starts that passed the cap and the closed check
-	// but are not in procs yet: they count against MaxProcs, and Close
-	// waits for them (starts) before it kills what procs holds.
-	starting int
-	starts   sync.WaitGroup
-	held     map[string]int64 // output buffer bytes per scope
-	total    int64            // output buffer bytes in all
+	// but are not in procs yet: they count against MaxProcs (and, in
+	// startingBy, against their token's share), and Close waits for them
+	// (starts) before it kills what procs holds.
+	starting   int
+	startingBy map[string]int
+	starts     sync.WaitGroup
+	held       map[string]int64 // output buffer bytes per scope
+	total      int64            // output buffer bytes in all
 }
 
 type proc struct {
 	id, name, command, scope string
+	caller                   string // the token that started it ("" the daemon's), for its share
 	started                  time.Time
 	pid                      int
 	p                        sandbox.Process
@@ -109,7 +117,7 @@ func New(opts Options) *Manager {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{opts: opts, log: opts.Logger, procs: map[string]*proc{}, held: map[string]int64{}}
+	return &Manager{opts: opts, log: opts.Logger, procs: map[string]*proc{}, held: map[string]int64{}, startingBy: map[string]int{}}
 }
 
 // StartRequest is what process_start takes.
@@ -121,6 +129,9 @@ type StartRequest struct {
 	// Scope names the caller's scope, which owns the process.
 	Workspace fsops.Workspace
 	Scope     string
+	// Caller is the token file entry of the caller ("" for the daemon's
+	// own token), whose share of MaxProcs the process counts against.
+	Caller string
 }
 
 // Info describes a process (process_list, process_start).
@@ -150,12 +161,15 @@ func (m *Manager) Start(req StartRequest) (Info, error) {
 		m.mu.Unlock()
 		return Info{}, &errcode.Error{Code: errcode.ConnectionClosed, Op: "process_start", Msg: "the daemon is shutting down"}
 	}
-	running := m.starting
+	running, mine := m.starting, m.startingBy[req.Caller]
 	for _, p := range m.procs {
 		select {
 		case <-p.done:
 		default:
 			running++
+			if p.caller == req.Caller {
+				mine++
+			}
 		}
 	}
 	if running >= m.opts.MaxProcs {
@@ -163,17 +177,30 @@ func (m *Manager) Start(req StartRequest) (Info, error) {
 		return Info{}, &errcode.Error{Code: errcode.ExecError, Op: "process_start", Command: req.Command,
 			Msg: fmt.Sprintf("%d background processes are running, the most allowed; stop one with process_kill", m.opts.MaxProcs)}
 	}
+	if mine >= admit.CallerShare(m.opts.MaxProcs, m.opts.Tokens) {
+		m.mu.Unlock()
+		return Info{}, &errcode.Error{Code: errcode.ExecError, Op: "process_start", Command: req.Command,
+			Msg: admit.ShareRefusal(req.Caller, mine, m.opts.MaxProcs, "running background processes", "them") + " with process_kill"}
+	}
 	// Counted from here until it is in procs (or failed), so that starts
 	// arriving together cannot pass the cap, and Close, which waits for
 	// it, kills it with the rest.
 	m.starting++
+	m.startingBy[req.Caller]++
 	m.starts.Add(1)
 	m.mu.Unlock()
+	// unstart takes the start's count back, under m.mu.
+	unstart := func() {
+		m.starting--
+		if m.startingBy[req.Caller]--; m.startingBy[req.Caller] == 0 {
+			delete(m.startingBy, req.Caller)
+		}
+	}
 	defer m.starts.Done()
 
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	p := &proc{id: hex.EncodeToString(b[:]), name: req.Name, command: req.Command, scope: req.Scope, started: time.Now(),
+	p := &proc{id: hex.EncodeToString(b[:]), name: req.Name, command: req.Command, scope: req.Scope, caller: req.Caller, started: time.Now(),
 		stdout: newRing(m.opts.BufferBytes), stderr: newRing(m.opts.BufferBytes), done: make(chan struct{})}
 	p.stdout.reserve = func(n int) bool { return m.reserve(p, n) }
 	p.stderr.reserve = p.stdout.reserve
@@ -183,7 +210,7 @@ func (m *Manager) Start(req StartRequest) (Info, error) {
 	if err != nil {
 		cancel()
 		m.mu.Lock()
-		m.starting--
+		unstart()
 		m.mu.Unlock()
 		return Info{}, err
 	}
@@ -192,7 +219,7 @@ func (m *Manager) Start(req StartRequest) (Info, error) {
 		p.pid = pp.Pid()
 	}
 	m.mu.Lock()
-	m.starting--
+	unstart()
 	m.procs[p.id] = p
 	m.mu.Unlock()
 	m.log.Info("background process started", "id", p.id, "name", p.name, "command", p.command, "scope", p.scope, "pid", p.pid)

@@ -119,7 +119,7 @@ func (m *Manager) start(_ context.Context, call registry.Call) *mcp.CallToolResu
 	}
 	defer release()
 	ws = dir
-	in, err := m.Start(StartRequest{Command: a.Command, Name: a.Name, Env: a.Env, Workspace: ws, Scope: call.Scope})
+	in, err := m.Start(StartRequest{Command: a.Command, Name: a.Name, Env: a.Env, Workspace: ws, Scope: call.Scope, Caller: call.Caller})
 	if err != nil {
 		return toolkit.Fail(err)
 	}

@@ -44,7 +44,7 @@ func TestAttackWatchRootAndWaysOut(t *testing.T) {
 		if tc.scope != "" {
 			w = b
 		}
-		if _, err := m.Poll(context.Background(), w, tc.path, -1, 0); err == nil || !errcode.Is(err, errcode.PathEscapeAttempt) && !errcode.Is(err, errcode.NotFound) {
+		if _, err := m.Poll(context.Background(), "", w, tc.path, -1, 0); err == nil || !errcode.Is(err, errcode.PathEscapeAttempt) && !errcode.Is(err, errcode.NotFound) {
 			t.Errorf("scope %q watching %q: %v; want an escape refused", tc.scope, tc.path, err)
 		}
 	}
@@ -87,7 +87,7 @@ func TestAttackWatchMany(t *testing.T) {
 		if i%2 == 1 {
 			dir = fmt.Sprint("d", (i/2)%40)
 		}
-		if _, err := m.Poll(context.Background(), ws, dir, -1, 0); err != nil {
+		if _, err := m.Poll(context.Background(), "", ws, dir, -1, 0); err != nil {
 			if !errcode.Is(err, errcode.TooLarge) || !strings.Contains(err.Error(), "16 directories are watched already") {
 				t.Fatalf("poll %d of %s: %v", i, dir, err)
 			}
@@ -195,7 +195,7 @@ func TestAttackWatchSwappedName(t *testing.T) {
 		t.Fatal(err)
 	}
 	var started *watcher
-	got, err := m.watcher(ia.ID(), func() (*watcher, error) {
+	got, err := m.watcher(ia.ID(), "", func() (*watcher, error) {
 		w, err := newWatcher(ws, "b", m.opts) // "a" was swapped for b
 		started = w
 		return w, err
@@ -205,5 +205,36 @@ func TestAttackWatchSwappedName(t *testing.T) {
 	}
 	if got != wb || wb.ended() || !started.ended() {
 		t.Errorf("b's watcher replaced by a second one (shared %v, first ended %v, second ended %v)", got == wb, wb.ended(), started.ended())
+	}
+}
+
+// TestAttackOneTokenCannotTakeEveryWatcher: where --tokens admits several
+// tokens, the watchers one token started hold at most half of
+// MaxWatchers, so another token still watches its own directory; a
+// watcher another token started is shared with it whatever its share.
+func TestAttackOneTokenCannotTakeEveryWatcher(t *testing.T) {
+	m, ws, root := setup(t, Options{MaxWatchers: 4, Tokens: true})
+	for _, d := range []string{"a1", "a2", "a3", "b1", "c1"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"a1", "a2"} {
+		if _, err := m.Poll(context.Background(), "alice", ws, d, -1, 0); err != nil {
+			t.Fatalf("alice watches %s: %v", d, err)
+		}
+	}
+	_, err := m.Poll(context.Background(), "alice", ws, "a3", -1, 0)
+	if !errcode.Is(err, errcode.TooLarge) || !strings.Contains(err.Error(), `token "alice" holds 2 of the 4 watched directories, its share`) {
+		t.Errorf("alice's third watcher: %v", err)
+	}
+	if _, err := m.Poll(context.Background(), "bob", ws, "b1", -1, 0); err != nil {
+		t.Errorf("bob after alice took her share: %v", err)
+	}
+	if _, err := m.Poll(context.Background(), "alice", ws, "b1", -1, 0); err != nil {
+		t.Errorf("alice polling the watcher bob started: %v", err)
+	}
+	if _, err := m.Poll(context.Background(), "", ws, "c1", -1, 0); err != nil {
+		t.Errorf("the daemon's token: %v", err)
 	}
 }

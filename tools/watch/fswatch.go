@@ -29,6 +29,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 )
 
 // Bounds; Options may lower or raise them.
@@ -45,6 +46,11 @@ const (
 type Options struct {
 	MaxWatchers, MaxDirs, MaxEvents int
 	IdleTimeout, Debounce           time.Duration
+	// Tokens says the daemon admits several tokens (--tokens): then the
+	// watchers one token started hold at most its share of MaxWatchers
+	// (admit.CallerShare). A watcher is shared by every caller that polls
+	// its directory; it counts against the token that started it.
+	Tokens bool
 }
 
 // Event is one change.
@@ -92,8 +98,10 @@ func New(opts Options) *Manager {
 
 // Poll returns the changes under dir (a path of ws) after cursor, waiting
 // up to wait for one. cursor < 0 starts following: it returns the current
-// cursor and no events at once.
-func (m *Manager) Poll(ctx context.Context, ws fsops.Workspace, dir string, cursor int64, wait time.Duration) (Changes, error) {
+// cursor and no events at once. caller is the token file entry polling
+// ("" for the daemon's own token): a watcher it starts counts against its
+// share.
+func (m *Manager) Poll(ctx context.Context, caller string, ws fsops.Workspace, dir string, cursor int64, wait time.Duration) (Changes, error) {
 	rel, err := ws.Rel(dir)
 	if err != nil {
 		return Changes{}, err
@@ -104,15 +112,16 @@ func (m *Manager) Poll(ctx context.Context, ws fsops.Workspace, dir string, curs
 	if err != nil {
 		return Changes{}, err
 	}
-	w, err := m.watcher(info.ID(), func() (*watcher, error) { return newWatcher(ws, dir, m.opts) })
+	w, err := m.watcher(info.ID(), caller, func() (*watcher, error) { return newWatcher(ws, dir, m.opts) })
 	if err != nil {
 		return Changes{}, err
 	}
 	return w.poll(ctx, rel, cursor, min(wait, DefaultMaxWait))
 }
 
-// watcher returns the live watcher of directory id, or starts one.
-func (m *Manager) watcher(id fsops.FileID, start func() (*watcher, error)) (*watcher, error) {
+// watcher returns the live watcher of directory id, or starts one for
+// caller.
+func (m *Manager) watcher(id fsops.FileID, caller string, start func() (*watcher, error)) (*watcher, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -133,6 +142,18 @@ func (m *Manager) watcher(id fsops.FileID, start func() (*watcher, error)) (*wat
 				Msg: fmt.Sprintf("%d directories are watched already (the limit); one ends %s after its last poll", m.opts.MaxWatchers, m.opts.IdleTimeout)}
 		}
 	}
+	if share := admit.CallerShare(m.opts.MaxWatchers, m.opts.Tokens); share < m.opts.MaxWatchers {
+		mine := 0
+		for _, w := range m.watchers {
+			if w.by == caller && !w.ended() {
+				mine++
+			}
+		}
+		if mine >= share {
+			return nil, &errcode.Error{Code: errcode.TooLarge, Op: "watch_changes",
+				Msg: admit.ShareRefusal(caller, mine, m.opts.MaxWatchers, "watched directories", "them") + fmt.Sprintf(": one ends %s after its last poll", m.opts.IdleTimeout)}
+		}
+	}
 	w, err := start()
 	if err != nil {
 		return nil, err
@@ -147,6 +168,7 @@ func (m *Manager) watcher(id fsops.FileID, start func() (*watcher, error)) (*wat
 		old.touch()
 		return old, nil
 	}
+	w.by = caller
 	m.watchers[w.tree.ID()] = w
 	return w, nil
 }
@@ -168,6 +190,7 @@ func (m *Manager) Close() error {
 type watcher struct {
 	tree *fsops.TreeWatch
 	opts Options
+	by   string // the token that started it, for its share (under Manager.mu)
 
 	mu       sync.Mutex
 	events   []Event       // the last MaxEvents, oldest first

@@ -61,7 +61,7 @@ func (m *Manager) Tools() []registry.Tool {
 			if path == "" {
 				path = "."
 			}
-			ch, err := m.Poll(ctx, call.Workspace, path, cursor, wait)
+			ch, err := m.Poll(ctx, call.Caller, call.Workspace, path, cursor, wait)
 			if err != nil {
 				return toolkit.Fail(err)
 			}

@@ -34,7 +34,7 @@ func setup(t *testing.T, opts Options) (*Manager, fsops.Workspace, string) {
 
 func poll(t *testing.T, m *Manager, ws fsops.Workspace, dir string, cursor int64, wait time.Duration) Changes {
 	t.Helper()
-	ch, err := m.Poll(context.Background(), ws, dir, cursor, wait)
+	ch, err := m.Poll(context.Background(), "", ws, dir, cursor, wait)
 	if err != nil {
 		t.Fatalf("Poll(%s, %d): %v", dir, cursor, err)
 	}
@@ -100,11 +100,11 @@ func TestWatchFollowsTheTree(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "out/deep/c"), []byte("3"), 0o644)
 	pollUntil(t, m, sc, "deep", c0, "deep/c")
 	for _, bad := range []string{"..", "../a.txt", "/etc"} {
-		if _, err := m.Poll(context.Background(), sc, bad, -1, 0); err == nil {
+		if _, err := m.Poll(context.Background(), "", sc, bad, -1, 0); err == nil {
 			t.Errorf("a scope watched %q", bad)
 		}
 	}
-	if _, err := m.Poll(context.Background(), ws, "out/deep/b.bin", -1, 0); !errcode.Is(err, errcode.InvalidArgument) {
+	if _, err := m.Poll(context.Background(), "", ws, "out/deep/b.bin", -1, 0); !errcode.Is(err, errcode.InvalidArgument) {
 		t.Errorf("watching a file: %v", err)
 	}
 }
@@ -159,7 +159,7 @@ func TestWatchBounds(t *testing.T) {
 		t.Errorf("a burst of writes to one file: %d events (%+v)", n, ch.Events)
 	}
 	os.Mkdir(filepath.Join(root, "other"), 0o755)
-	if _, err := m.Poll(context.Background(), ws, "other", -1, 0); !errcode.Is(err, errcode.TooLarge) {
+	if _, err := m.Poll(context.Background(), "", ws, "other", -1, 0); !errcode.Is(err, errcode.TooLarge) {
 		t.Errorf("a second watcher with MaxWatchers 1: %v", err)
 	}
 	if ch := poll(t, m, ws, ".", 1<<40, 0); !ch.Truncated {
@@ -169,7 +169,7 @@ func TestWatchBounds(t *testing.T) {
 	now := poll(t, m, ws, ".", -1, 0).Cursor
 	done := make(chan error, 1)
 	go func() {
-		_, err := m.Poll(context.Background(), ws, ".", now, 30*time.Second)
+		_, err := m.Poll(context.Background(), "", ws, ".", now, 30*time.Second)
 		done <- err
 	}()
 	time.Sleep(100 * time.Millisecond)
