@@ -387,7 +387,7 @@ func startProcs(w *wiring) (built, error) {
 	if w.exec == nil {
 		return built{}, errors.New("--process-tools: this workspace cannot run commands (the memory backend)")
 	}
-	m := procs.New(procs.Options{Executor: w.exec, Logger: w.log.With("component", "processes")})
+	m := procs.New(procs.Options{Executor: w.exec, Tokens: w.cfg.TokensFile != "", Logger: w.log.With("component", "processes")})
 	return built{tools: m.Tools(), close: m.Close}, nil
 }
 
@@ -395,7 +395,7 @@ func startWatch(w *wiring) (built, error) {
 	if w.cfg.Backend != "filesystem" {
 		return built{}, errors.New("--watch-tools: the memory backend has no files to watch")
 	}
-	m := watch.New(watch.Options{})
+	m := watch.New(watch.Options{Tokens: w.cfg.TokensFile != ""})
 	return built{tools: m.Tools(), close: m.Close}, nil
 }
 
