@@ -519,3 +519,78 @@ func TestAttackRotationsPastSecretsBound(t *testing.T) {
 		t.Errorf("the agent's first token is hidden after %d rotations (the list grew past clip.MaxSecrets?): %s", n, line)
 	}
 }
+
+// TestAttackTokenSharedWithTokensFile: a token of --tokens (a digest) is
+// a role too. A reload that makes the scraper's token a --tokens
+// entry's would let the entry's holder read /metrics and the scraper
+// work in the entry's scope; a --tokens file reloaded with the digest of
+// the operator's token would open the workspace to the operator's token,
+// meant for approvals only; with the digest of the agent's rotated-out
+// token, the agent would keep working with it. Each is refused naming
+// the entry and the file, and changes nothing; a --tokens file that
+// holds one of the three tokens at start stops the start. Without the
+// check the scraper's token worked in bob's scope.
+func TestAttackTokenSharedWithTokensFile(t *testing.T) {
+	const agent1, agent2, op1, scrape1 = "agent-one-Hc4v", "agent-two-Oy7n", "operator-one-Tb2g", "scrape-one-Ws5q"
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	setTokens := func(lines ...string) {
+		must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+strings.Join(lines, ",")+`]}`), 0o600))
+	}
+	bob := tokenLine("bob", "bob-token", `,"scope":"a"`)
+	setTokens(bob)
+	r, c, write := rotationDaemon(t, agent1, op1, scrape1, func(c *config.Config) {
+		c.TokensFile = tokens
+		must(t, os.MkdirAll(filepath.Join(c.Root, "a"), 0o755))
+	})
+	write("agent", agent2)
+	if _, err := r.d.ReloadTokens(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		what   string
+		apply  func()
+		want   string
+		probe  string // a token that must not list the workspace over /mcp
+		scrape string // a token that must not read /metrics
+	}{
+		{"the scraper's file holds bob's token", func() { write("scrape", "bob-token") }, `entry "bob" is the token of --metrics-token-file`, "", "bob-token"},
+		{"--tokens holds the operator's token", func() { setTokens(bob, tokenLine("ops", op1, "")) }, `entry "ops" is the token of --operator-token-file`, op1, ""},
+		{"--tokens holds the agent's old token", func() { setTokens(bob, tokenLine("old", agent1, "")) }, `entry "old" is the token of --auth-token-file`, agent1, ""},
+	} {
+		write("scrape", scrape1)
+		setTokens(bob)
+		tc.apply()
+		got, err := r.d.ReloadTokens()
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--tokens") {
+			t.Errorf("%s: ReloadTokens = %+v, %v; want an error %q", tc.what, got, err, tc.want)
+		}
+		if tc.probe != "" {
+			if code, _ := callAs(t, r.url, tc.probe, "", "list_directory", `{"path":"."}`); code != http.StatusUnauthorized {
+				t.Errorf("%s: the token works on /mcp: %d", tc.what, code)
+			}
+		}
+		if tc.scrape != "" {
+			if code, _ := send(t, http.MethodGet, r.url+"/metrics", "", bearer(tc.scrape)); code != http.StatusUnauthorized {
+				t.Errorf("%s: %s reads /metrics: %d", tc.what, tc.scrape, code)
+			}
+		}
+		if code, _ := send(t, http.MethodGet, r.url+"/metrics", "", bearer(scrape1)); code != http.StatusOK {
+			t.Errorf("%s: the scraper's token in force after the refused reload: %d", tc.what, code)
+		}
+		if code, body := callAs(t, r.url, "bob-token", "", "list_directory", `{"path":"."}`); code != http.StatusOK || strings.Contains(body, `"isError":true`) {
+			t.Errorf("%s: bob after the refused reload: %d %.200s", tc.what, code, body)
+		}
+	}
+	// At start.
+	setTokens(bob, tokenLine("scr", "scrape-zero-Qa1x", ""))
+	c2 := c
+	c2.Root = t.TempDir()
+	c2.MetricsTokenFile, c2.MetricsToken = "", "scrape-zero-Qa1x"
+	d, err := New(c2, Options{})
+	if err == nil {
+		_ = d.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), `entry "scr" is the token of --metrics-token-file`) {
+		t.Errorf("a --tokens file holding the scraper's token at start: %v", err)
+	}
+}

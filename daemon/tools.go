@@ -220,6 +220,9 @@ func (d *Daemon) ReloadTokens() (TokenReload, error) {
 		if set, err = httpguard.LoadTokens(d.cfg.TokensFile); err != nil {
 			return TokenReload{}, err
 		}
+		if err := d.roles.add(next).checkSet(d.cfg.TokensFile, set); err != nil {
+			return TokenReload{}, err
+		}
 	}
 	d.secrets.Add(next.Secrets()...)
 	var r TokenReload
@@ -295,9 +298,23 @@ func (rs tokenRoles) check(c config.Config) error {
 	return nil
 }
 
-// add is rs with c's tokens, each once; the oldest leave past
+// checkSet refuses a --tokens set (of the file named file) with an
+// entry whose token is, or was, the agent's, the operator's or the
+// scraper's: the entry's holder would get that role, and the role's
+// holder the entry's scope.
+func (rs tokenRoles) checkSet(file string, set *httpguard.TokenSet) error {
+	for _, r := range rs {
+		if name, ok := set.NameOf(r.sum); ok {
+			return fmt.Errorf("--tokens %s: entry %q is the token of %s, now or before: a token never has two roles; give the entry a token of its own", file, name, r.flag)
+		}
+	}
+	return nil
+}
+
+// add is a copy of rs with c's tokens, each once; the oldest leave past
 // maxTokenRoles.
 func (rs tokenRoles) add(c config.Config) tokenRoles {
+	rs = slices.Clone(rs)
 	for _, f := range tokenFlags(c) {
 		if f[1] == "" {
 			continue

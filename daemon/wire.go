@@ -59,13 +59,18 @@ func startDaemonRoutes(w *wiring) (built, error) {
 	}}, nil
 }
 
-// checkTokens loads the --tokens file as startAdmission does.
+// checkTokens loads the --tokens file as startAdmission does, and refuses
+// an entry that is the token of --auth-token-file, --operator-token-file
+// or --metrics-token-file (tokenRoles.checkSet).
 func checkTokens(cfg config.Config) error {
 	if cfg.TokensFile == "" {
 		return nil
 	}
-	_, err := httpguard.LoadTokens(cfg.TokensFile)
-	return err
+	set, err := httpguard.LoadTokens(cfg.TokensFile)
+	if err != nil {
+		return err
+	}
+	return tokenRoles{}.add(cfg).checkSet(cfg.TokensFile, set)
 }
 
 // startAdmission loads the --tokens file (once; SIGHUP reloads it) and
@@ -75,6 +80,9 @@ func startAdmission(w *wiring) (built, error) {
 	if cfg.TokensFile != "" {
 		set, err := httpguard.LoadTokens(cfg.TokensFile)
 		if err != nil {
+			return built{}, err
+		}
+		if err := (tokenRoles{}).add(cfg).checkSet(cfg.TokensFile, set); err != nil {
 			return built{}, err
 		}
 		w.tokens = new(atomic.Pointer[httpguard.TokenSet])

@@ -59,6 +59,16 @@ func (s *TokenSet) Len() int {
 	return len(s.bySum)
 }
 
+// NameOf is the name of the entry whose token has the digest sum, and
+// whether there is one.
+func (s *TokenSet) NameOf(sum [32]byte) (string, bool) {
+	if s == nil {
+		return "", false
+	}
+	id, ok := s.bySum[sum]
+	return id.Name, ok
+}
+
 // tokenFile is the file's JSON shape; each entry is decoded on its own, so
 // an error can name it.
 type tokenFile struct {
