@@ -51,6 +51,20 @@ type RemoteOptions struct {
 	Root string
 	// Token is the daemon's bearer token ("" when it has none).
 	Token string
+	// TokenFile, instead of Token, names a file that holds the token (the
+	// daemon's --auth-token-file, or a copy kept in step with it; its
+	// content without surrounding whitespace), so the backend follows a
+	// rotation (SIGHUP, docs/configuration.md "Rotating a token"). It is
+	// read at each connect (NewRemote and each reconnection: the daemon
+	// closes /ssh with 4001 when it drops the old token, and the
+	// reconnection brings the new one), and again, once, when the daemon
+	// refuses the token it sent (close 4001 on /ssh, 401 on /mcp): when the
+	// file then holds another token, that connect or request is tried once
+	// more with it; a 401 is the daemon's answer before it reads the
+	// request, so a retried MCP request never runs twice. When it holds the
+	// refused token the error is AUTH_FAILED (on /mcp the 401) naming the
+	// file.
+	TokenFile string
 	// Env applies to every command (per-scope and per-call Env merge over it).
 	Env map[string]string
 	// Log is the operations log.
@@ -136,6 +150,10 @@ func NewRemote(ctx context.Context, opts RemoteOptions) (*Remote, error) {
 	if opts.Port < 0 || opts.Port > 65535 {
 		return nil, &errcode.Error{Code: errcode.InvalidConfiguration, Op: "new remote backend", Msg: "RemoteOptions.Port " + strconv.Itoa(opts.Port) + " is not a port"}
 	}
+	if opts.Token != "" && opts.TokenFile != "" {
+		return nil, &errcode.Error{Code: errcode.InvalidConfiguration, Op: "new remote backend",
+			Msg: "RemoteOptions.Token and RemoteOptions.TokenFile go separately: the token, or the file that holds it"}
+	}
 	switch opts.Transport {
 	case "", "websocket":
 		opts.Transport = "websocket"
@@ -183,6 +201,13 @@ func NewRemote(ctx context.Context, opts RemoteOptions) (*Remote, error) {
 		opts.Reconnect.Multiplier = 2
 	}
 	conn := &remoteConn{opts: opts, stop: make(chan struct{})}
+	if opts.TokenFile != "" {
+		tok, err := readTokenFile(opts.TokenFile)
+		if err != nil {
+			return nil, &errcode.Error{Code: errcode.InvalidConfiguration, Op: "new remote backend", Path: opts.TokenFile, Msg: err.Error(), Err: err}
+		}
+		conn.tok = tok
+	}
 	if !opts.AllowDangerous {
 		conn.policy, _ = policy.New()
 	}
@@ -221,6 +246,7 @@ type remoteConn struct {
 	ssh   *gossh.Client
 	sftp  *sftp.Client
 	state string // "" while connected; why not, otherwise
+	tok   string // with TokenFile, what it held when last read
 
 	// daemonRoot is the daemon's root as its /health names it, cleaned
 	// (checkRoot); "" when it could not be read.
@@ -284,10 +310,102 @@ func (c *remoteConn) connectSSH(ctx context.Context) error {
 	return c.attach(gossh.NewClient(sc, chans, reqs), fail)
 }
 
-// connectWebSocket dials /ssh with the token, runs the SSH handshake (the
-// daemon's /ssh accepts any SSH credentials once the WebSocket's token
-// passed) and opens SFTP.
+// token is the token to send now.
+func (c *remoteConn) token() string {
+	if c.opts.TokenFile == "" {
+		return c.opts.Token
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tok
+}
+
+// readToken reads TokenFile (when set) and makes what it holds the token
+// to send.
+func (c *remoteConn) readToken() (string, error) {
+	if c.opts.TokenFile == "" {
+		return c.opts.Token, nil
+	}
+	tok, err := readTokenFile(c.opts.TokenFile)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	c.tok = tok
+	c.mu.Unlock()
+	return tok, nil
+}
+
+// retryToken is the token to try again after the daemon refused refused:
+// the current one when another request has already moved on from refused,
+// else what TokenFile holds now when that differs (the file read once). It
+// returns "" and why when there is none (no TokenFile: "").
+func (c *remoteConn) retryToken(refused string) (string, string) {
+	if c.opts.TokenFile == "" {
+		return "", ""
+	}
+	if cur := c.token(); cur != refused {
+		return cur, ""
+	}
+	tok, err := c.readToken()
+	switch {
+	case err != nil:
+		return "", "; " + err.Error()
+	case tok == refused:
+		return "", "; RemoteOptions.TokenFile " + c.opts.TokenFile + " still holds it"
+	}
+	return tok, ""
+}
+
+// readTokenFile is the token in name: its content without surrounding
+// whitespace. An unreadable or empty file is an error that names it.
+func readTokenFile(name string) (string, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return "", fmt.Errorf("RemoteOptions.TokenFile cannot be read: %w", err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("RemoteOptions.TokenFile %s is empty", name)
+	}
+	return tok, nil
+}
+
+// connectWebSocket reads the token (TokenFile at each connect) and
+// connects with it; when the daemon refuses it (4001) and TokenFile now
+// holds another token, it connects once more with that one. A refused
+// WebSocket ran nothing: the daemon closes it before any SSH byte.
 func (c *remoteConn) connectWebSocket(ctx context.Context) error {
+	tok, err := c.readToken()
+	if err != nil {
+		return &errcode.Error{Code: errcode.ConnectionClosed, Op: "connect", Path: c.opts.TokenFile, Msg: err.Error(), Err: errors.Join(ErrConnectionClosed, err)}
+	}
+	err = c.dialWebSocket(ctx, tok)
+	if !errcode.Is(err, errcode.AuthFailed) {
+		return err
+	}
+	next, why := c.retryToken(tok)
+	if next == "" {
+		if why != "" {
+			var e *errcode.Error
+			if errors.As(err, &e) {
+				e.Msg += why
+			}
+		}
+		return err
+	}
+	err = c.dialWebSocket(ctx, next)
+	var e *errcode.Error
+	if errcode.Is(err, errcode.AuthFailed) && errors.As(err, &e) {
+		e.Msg += "; it refused the token RemoteOptions.TokenFile " + c.opts.TokenFile + " held before too"
+	}
+	return err
+}
+
+// dialWebSocket dials /ssh with tok, runs the SSH handshake (the daemon's
+// /ssh accepts any SSH credentials once the WebSocket's token passed) and
+// opens SFTP.
+func (c *remoteConn) dialWebSocket(ctx context.Context, tok string) error {
 	fail := func(msg string, err error) error {
 		return &errcode.Error{Code: errcode.ConnectionClosed, Op: "connect", Path: c.baseURL("ws") + "/ssh", Msg: msg, Err: errors.Join(ErrConnectionClosed, err)}
 	}
@@ -296,7 +414,7 @@ func (c *remoteConn) connectWebSocket(ctx context.Context) error {
 		tlsConf = &tls.Config{RootCAs: c.opts.RootCAs, MinVersion: tls.VersionTLS12}
 	}
 	dialer := wsclient.Dialer{TLSClientConfig: tlsConf}
-	ws, err := dialer.Dial(ctx, c.baseURL("ws")+"/ssh", c.opts.Token)
+	ws, err := dialer.Dial(ctx, c.baseURL("ws")+"/ssh", tok)
 	if err != nil {
 		return fail("cannot reach the daemon's /ssh", err)
 	}
@@ -305,7 +423,7 @@ func (c *remoteConn) connectWebSocket(ctx context.Context) error {
 	}
 	sc, chans, reqs, err := gossh.NewClientConn(ws, "workspace", &gossh.ClientConfig{
 		User: "agent",
-		Auth: []gossh.AuthMethod{gossh.Password(c.opts.Token)},
+		Auth: []gossh.AuthMethod{gossh.Password(tok)},
 		// The WebSocket's token authenticated the daemon's side; its SSH
 		// host key is per daemon and not pinned by the client libraries.
 		HostKeyCallback: gossh.InsecureIgnoreHostKey(), //nolint:gosec
@@ -855,35 +973,72 @@ func (d *remoteDriver) mcpTransport(_ context.Context, opts MCPOptions) (mcp.Tra
 		root = path.Clean(d.conn.opts.Root)
 	}
 	hdr := http.Header{"X-Root-Dir": {root}}
-	if d.conn.opts.Token != "" {
-		hdr.Set("Authorization", "Bearer "+d.conn.opts.Token)
-	}
 	if rel := strings.TrimPrefix(strings.TrimPrefix(dir, root), "/"); rel != "" {
 		hdr.Set("X-Scope-Path", rel)
 	}
 	hc := d.conn.httpClient()
-	hc.Transport = headerTransport{hdr: hdr, base: hc.Transport}
+	hc.Transport = headerTransport{hdr: hdr, base: hc.Transport, conn: d.conn}
 	return &mcp.StreamableClientTransport{Endpoint: d.conn.baseURL("http") + "/mcp",
 		HTTPClient: hc, DisableStandaloneSSE: true}, nil
 }
 
 func (d *remoteDriver) close() error { return d.conn.close() }
 
-// headerTransport adds fixed headers to every request it sends on base.
+// headerTransport adds fixed headers and conn's token to every request it
+// sends on base. When the daemon refuses the token (401) and
+// RemoteOptions.TokenFile now holds another one, the request is sent once
+// more with it: the daemon answers 401 at admission, before it reads the
+// body, so the refused request ran nothing and cannot run twice.
 type headerTransport struct {
 	hdr  http.Header
 	base http.RoundTripper
+	conn *remoteConn
 }
 
 func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	tok := h.conn.token()
+	resp, err := h.send(r, tok)
+	if err != nil {
+		return resp, err
+	}
+	why := ""
+	if resp.StatusCode == http.StatusUnauthorized && (r.Body == nil || r.GetBody != nil) {
+		var next string
+		if next, why = h.conn.retryToken(tok); next != "" {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			if r.GetBody != nil {
+				body, err := r.GetBody()
+				if err != nil {
+					return nil, err
+				}
+				r = r.Clone(r.Context())
+				r.Body = body
+			}
+			if resp, err = h.send(r, next); err != nil {
+				return resp, err
+			}
+			why = "; it refused the token RemoteOptions.TokenFile " + h.conn.opts.TokenFile + " held before too"
+		}
+	}
+	return h.answer(resp, why)
+}
+
+// send sends r with the fixed headers and tok.
+func (h headerTransport) send(r *http.Request, tok string) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, v := range h.hdr {
 		r.Header[k] = v
 	}
-	resp, err := h.base.RoundTrip(r)
-	if err != nil {
-		return resp, err
+	if tok != "" {
+		r.Header.Set("Authorization", "Bearer "+tok)
 	}
+	return h.base.RoundTrip(r)
+}
+
+// answer bounds resp's body and turns a refusal into the daemon's reason;
+// why is added to a 401's (what RemoteOptions.TokenFile held).
+func (h headerTransport) answer(resp *http.Response, why string) (*http.Response, error) {
 	// The MCP SDK reads a JSON answer whole; an event stream it bounds per
 	// event (mcp.DefaultMaxEventSize). A JSON answer gets the same bound
 	// here, so a daemon (or whatever answers in its place) cannot make the
@@ -904,7 +1059,10 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	resp.Body.Close()
-	return nil, fmt.Errorf("HTTP %d %s: %s", resp.StatusCode, refusal.Error, refusal.Message)
+	if resp.StatusCode != http.StatusUnauthorized {
+		why = ""
+	}
+	return nil, fmt.Errorf("HTTP %d %s: %s%s", resp.StatusCode, refusal.Error, refusal.Message, why)
 }
 
 // maxMCPAnswer bounds one JSON answer of /mcp, as the SDK bounds one

@@ -31,6 +31,7 @@ type testDaemon struct {
 	port        int
 	stop        func()
 	hostKey     string
+	d           *daemon.Daemon
 }
 
 func startDaemon(t *testing.T, addr string) *testDaemon {
@@ -86,7 +87,7 @@ func startDaemonAddr(t testing.TB, addr string, tweak func(*config.Config)) *tes
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	return &testDaemon{root: c.Root, token: c.AuthToken, port: ln.Addr().(*net.TCPAddr).Port, stop: stop, hostKey: c.SSHHostKey}
+	return &testDaemon{root: c.Root, token: c.AuthToken, port: ln.Addr().(*net.TCPAddr).Port, stop: stop, hostKey: c.SSHHostKey, d: d}
 }
 
 func (d *testDaemon) options() RemoteOptions {

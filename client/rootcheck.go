@@ -38,8 +38,8 @@ func (c *remoteConn) checkRoot(ctx context.Context) error {
 	if err != nil {
 		return nil
 	}
-	if c.opts.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	if tok := c.token(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	req.Close = true // one request: no idle connection left behind
 	resp, err := c.httpClient().Do(req)
