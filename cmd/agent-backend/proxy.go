@@ -62,13 +62,22 @@ agentbe-bridge ssh URL does the same (docs/remote-clients.md).`,
 	return cmd
 }
 
+// proxyToken is the token to send: --token-file's content (read when the
+// proxy starts: ssh starts one proxy per connection, so a connection after
+// a rotation of the daemon's token reads the new one), else --token, else
+// AGENTBE_AUTH_TOKEN. An empty file is an error naming it, not a
+// connection without a token that the daemon closes with 4001.
 func proxyToken(token, file string) (string, error) {
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return "", fmt.Errorf("--token-file: %w", err)
 		}
-		return strings.TrimSpace(string(b)), nil
+		t := strings.TrimSpace(string(b))
+		if t == "" {
+			return "", fmt.Errorf("--token-file %s: the file is empty", file)
+		}
+		return t, nil
 	}
 	if token != "" {
 		return token, nil

@@ -84,3 +84,26 @@ func TestProxyTrustsCAFile(t *testing.T) {
 		})
 	}
 }
+
+// TestProxyTokenFile: --token-file is read when the proxy starts (one
+// proxy per SSH connection, so each connection reads the token in force),
+// its whitespace trimmed; an empty file is refused naming it rather than
+// sent as no token, which the daemon would answer with 4001.
+func TestProxyTokenFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	for _, tc := range []struct {
+		content, want, err string
+	}{
+		{"first\n", "first", ""},
+		{"  second \n", "second", ""},
+		{" \n", "", "--token-file " + file + ": the file is empty"},
+	} {
+		if err := os.WriteFile(file, []byte(tc.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := proxyToken("", file)
+		if got != tc.want || (tc.err == "") != (err == nil) || (err != nil && err.Error() != tc.err) {
+			t.Errorf("a file holding %q: %q, %v; want %q, %q", tc.content, got, err, tc.want, tc.err)
+		}
+	}
+}
