@@ -21,7 +21,12 @@
 // A bridge given the token's file (Options.TokenFile) then reads the file
 // again, once, and when it holds another token sends the refused request
 // again with it and keeps that token: a client that spawned the bridge
-// hours ago goes on across the rotation.
+// hours ago goes on across the rotation. A daemon with --mcp-sessions also
+// ends the old token's sessions, and answers a request of an ended
+// session 404 before running it: the bridge then opens a new session with
+// the client's own initialize and notifications/initialized (kept from
+// the start; the answer is not passed on) and sends the request once more
+// in it (Bridge.renew).
 package mcpbridge
 
 import (
@@ -65,7 +70,8 @@ type Options struct {
 	// be read, or is empty, the request is answered with the 401 and what
 	// the file held. A 401 is the daemon's answer before it reads the
 	// request (internal/admit): nothing ran, so the one retry never runs a
-	// call twice. Any other answer is never retried.
+	// call twice. No other answer is retried but the 404 of a session the
+	// daemon ended (Bridge.renew).
 	TokenFile string
 	// Client makes the requests (its Transport carries TLS settings, such
 	// as a CA for the daemon's certificate); http.DefaultClient when nil.
@@ -98,9 +104,13 @@ type Bridge struct {
 
 	outMu sync.Mutex // one message written at a time
 
+	renewMu sync.Mutex // one session renewal at a time
+
 	mu        sync.Mutex
 	sessionID string
 	protocol  string
+	initMsg   []byte // the client's initialize and notifications/initialized,
+	initDone  []byte // sent again to open a new session (renew)
 	token     string // the token sent: Options.Token, or what TokenFile held last
 }
 
@@ -249,6 +259,16 @@ func (b *Bridge) forward(ctx context.Context, msg []byte) {
 	if env.Method == "" || len(id) == 0 || string(id) == "null" {
 		id = nil // a notification or a response: nothing to answer
 	}
+	switch env.Method {
+	case "initialize":
+		b.mu.Lock()
+		b.initMsg = bytes.Clone(msg)
+		b.mu.Unlock()
+	case "notifications/initialized":
+		b.mu.Lock()
+		b.initDone = bytes.Clone(msg)
+		b.mu.Unlock()
+	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
 	defer cancel()
 	resp, refused, err := b.send(ctx, http.MethodPost, msg)
@@ -256,12 +276,23 @@ func (b *Bridge) forward(ctx context.Context, msg []byte) {
 		b.fail(id, err.Error())
 		return
 	}
-	defer resp.Body.Close()
-	if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
-		b.mu.Lock()
-		b.sessionID = s
-		b.mu.Unlock()
+	var renewErr error
+	if old := resp.Request.Header.Get("Mcp-Session-Id"); resp.StatusCode == http.StatusNotFound && old != "" && env.Method != "initialize" {
+		// The daemon (--mcp-sessions) no longer knows the session: a
+		// rotation of its token ended it, or it idled out. It answers so
+		// before it reads the request, which ran nothing: open a new
+		// session as the client opened the first, and send the request
+		// once more in it.
+		if renewErr = b.renew(ctx, old); renewErr == nil {
+			drain(resp)
+			if resp, refused, err = b.send(ctx, http.MethodPost, msg); err != nil {
+				b.fail(id, err.Error())
+				return
+			}
+		}
 	}
+	defer resp.Body.Close()
+	b.keepSession(resp)
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
 	case resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent:
@@ -282,12 +313,73 @@ func (b *Bridge) forward(ctx context.Context, msg []byte) {
 		return
 	}
 	if resp.StatusCode >= 300 {
-		b.fail(id, httpError(b.opts.URL, resp.StatusCode, body, refused, resp.Request.Header.Get("Mcp-Session-Id") != ""))
+		text := httpError(b.opts.URL, resp.StatusCode, body, refused, resp.Request.Header.Get("Mcp-Session-Id") != "")
+		if renewErr != nil {
+			text += "; " + renewErr.Error()
+		}
+		b.fail(id, text)
 		return
 	}
 	if len(bytes.TrimSpace(body)) > 0 {
 		b.fail(id, fmt.Sprintf("POST %s: an answer of type %q, not JSON-RPC", b.opts.URL, resp.Header.Get("Content-Type")))
 	}
+}
+
+// keepSession keeps the session id resp gives.
+func (b *Bridge) keepSession(resp *http.Response) {
+	if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
+		b.mu.Lock()
+		b.sessionID = s
+		b.mu.Unlock()
+	}
+}
+
+// drain reads a little of resp's body, so that its connection is kept,
+// and closes it.
+func drain(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+}
+
+// renew opens a new session in place of old, which the daemon answered
+// 404: it sends the client's initialize again, keeps the session id of
+// the answer (the answer itself the client has had), and then the
+// client's notifications/initialized. Requests that met the 404 together
+// renew once: one that finds another session than old in force uses it.
+func (b *Bridge) renew(ctx context.Context, old string) error {
+	b.renewMu.Lock()
+	defer b.renewMu.Unlock()
+	b.mu.Lock()
+	cur, init, done := b.sessionID, b.initMsg, b.initDone
+	b.mu.Unlock()
+	if cur != old {
+		return nil
+	}
+	if init == nil {
+		return fmt.Errorf("the daemon ended the MCP session and there is no initialize to open another")
+	}
+	resp, err := b.do(ctx, http.MethodPost, init, b.currentToken(), true)
+	if err != nil {
+		return fmt.Errorf("opening a new MCP session: %w", err)
+	}
+	defer drain(resp)
+	s := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || s == "" {
+		return fmt.Errorf("opening a new MCP session: POST %s: initialize answered %s without a session", b.opts.URL, resp.Status)
+	}
+	b.keepSession(resp)
+	if done == nil {
+		done = []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	}
+	resp, _, err = b.send(ctx, http.MethodPost, done)
+	if err != nil {
+		return fmt.Errorf("opening a new MCP session: %w", err)
+	}
+	drain(resp)
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("opening a new MCP session: POST %s: notifications/initialized answered %s", b.opts.URL, resp.Status)
+	}
+	return nil
 }
 
 // send sends one request (msg is its body, nil for none) with the current
@@ -299,10 +391,8 @@ func (b *Bridge) forward(ctx context.Context, msg []byte) {
 // is a 401 it is returned with refused, what to tell the client about the
 // token (its file named), else "".
 func (b *Bridge) send(ctx context.Context, method string, msg []byte) (*http.Response, string, error) {
-	b.mu.Lock()
-	tok := b.token
-	b.mu.Unlock()
-	resp, err := b.do(ctx, method, msg, tok)
+	tok := b.currentToken()
+	resp, err := b.do(ctx, method, msg, tok, false)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized || b.opts.TokenFile == "" {
 		return resp, "", err
 	}
@@ -310,9 +400,8 @@ func (b *Bridge) send(ctx context.Context, method string, msg []byte) (*http.Res
 	if next == "" {
 		return resp, why, nil
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // so the connection is kept
-	resp.Body.Close()
-	resp, err = b.do(ctx, method, msg, next)
+	drain(resp)
+	resp, err = b.do(ctx, method, msg, next, false)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
 		return resp, "", err
 	}
@@ -361,8 +450,16 @@ func ReadTokenFile(name string) (string, error) {
 	return tok, nil
 }
 
-// do sends one request with tok.
-func (b *Bridge) do(ctx context.Context, method string, msg []byte, tok string) (*http.Response, error) {
+// currentToken is the token to send now.
+func (b *Bridge) currentToken() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.token
+}
+
+// do sends one request with tok; fresh sends it outside the session (a
+// new initialize).
+func (b *Bridge) do(ctx context.Context, method string, msg []byte, tok string, fresh bool) (*http.Response, error) {
 	var body io.Reader
 	if msg != nil {
 		body = bytes.NewReader(msg)
@@ -372,6 +469,9 @@ func (b *Bridge) do(ctx context.Context, method string, msg []byte, tok string) 
 		return nil, err
 	}
 	b.headers(req, tok)
+	if fresh {
+		req.Header.Del("Mcp-Session-Id")
+	}
 	if msg != nil {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
@@ -554,7 +654,7 @@ func httpError(url string, status int, body []byte, refused string, inSession bo
 		text += " (the daemon wants its token: --token-file FILE, or AGENTBE_AUTH_TOKEN)"
 	case status == http.StatusNotFound && inSession:
 		// The daemon's --mcp-sessions: an unknown session id gets 404.
-		text += " (the daemon no longer knows this MCP session: it ends when the daemon's token is rotated, after --mcp-session-idle-timeout, or when the daemon restarts; restart the MCP server in the client to open a new one)"
+		text += " (the daemon no longer knows this MCP session: it ends when the daemon's token is rotated, after --mcp-session-idle-timeout, or when the daemon restarts; restart the MCP server in the client if the bridge cannot open a new one)"
 	case status == http.StatusNotFound:
 		text += " (the URL should end in /mcp)"
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // rotatingServer stands for a daemon whose token is rotated: it admits
@@ -76,7 +77,7 @@ func (s *rotatingServer) counts(id string) (sent, ran int, auth []string) {
 }
 
 // bridgeSession runs a bridge to srv with opts and returns a function that
-// sends lines and waits for as many answers, keyed by id.
+// sends lines and waits for an answer to each that has an id, keyed by id.
 func bridgeSession(t *testing.T, opts Options) func(lines ...string) map[string]string {
 	t.Helper()
 	inR, inW := io.Pipe()
@@ -99,7 +100,10 @@ func bridgeSession(t *testing.T, opts Options) func(lines ...string) map[string]
 			io.WriteString(inW, l+"\n")
 		}
 		got := map[string]string{}
-		for range lines {
+		for _, l := range lines {
+			if !strings.Contains(l, `"id"`) {
+				continue // a notification: no answer
+			}
 			a, ok := <-answers
 			if !ok {
 				t.Fatal("the bridge's stdout ended")
@@ -224,35 +228,124 @@ func TestBridgeRefusedTokenFileSaysWhy(t *testing.T) {
 	}
 }
 
-// TestBridgeSessionEndedSaysSo: a daemon with --mcp-sessions ends a
-// session when its token is rotated (or it idles out), and answers the
-// session's next request 404; the error says the session ended rather
-// than that the URL is wrong (a 404 without a session still says that).
-func TestBridgeSessionEndedSaysSo(t *testing.T) {
+// TestBridgeRenewsEndedSession: a daemon with --mcp-sessions ends a
+// session when its token is rotated (or it idles out) and answers the
+// session's next request 404 before running it. The bridge opens a new
+// session as the client opened the first (its initialize and
+// notifications/initialized sent again, the answer not passed on) and
+// sends the request once more in it: it runs once, and requests that met
+// the 404 together open one session. When no new session opens, the
+// request is answered with the 404, saying the session ended, after one
+// try; a 404 outside a session still says the URL is wrong.
+func TestBridgeRenewsEndedSession(t *testing.T) {
+	var mu sync.Mutex
+	sessions := map[string]bool{}
+	opened, initialized, sent := 0, 0, map[string]int{}
+	ran := map[string]int{}
+	refuseInit := false
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.Unmarshal(body, &m)
+		mu.Lock()
+		defer mu.Unlock()
+		sent[string(m.ID)]++
+		sid := r.Header.Get("Mcp-Session-Id")
 		switch {
-		case strings.Contains(string(body), `"initialize"`):
-			w.Header().Set("Mcp-Session-Id", "s-1")
+		case r.Method == http.MethodDelete:
+		case m.Method == "initialize" && refuseInit:
+			http.Error(w, "no more sessions", http.StatusServiceUnavailable)
+		case m.Method == "initialize":
+			if sid != "" {
+				http.Error(w, "initialize within a session", http.StatusBadRequest)
+				return
+			}
+			opened++
+			id := fmt.Sprintf("s-%d", opened)
+			sessions[id] = true
+			w.Header().Set("Mcp-Session-Id", id)
 			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18"}}`)
-		default:
+			io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"protocolVersion":"2025-06-18"}}`)
+		case !sessions[sid]:
 			http.Error(w, "session not found", http.StatusNotFound)
+		case m.Method == "notifications/initialized":
+			initialized++
+			w.WriteHeader(http.StatusAccepted)
+		default:
+			ran[string(m.ID)]++
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"session":"`+sid+`"}}`)
 		}
 	}))
 	defer srv.Close()
-	send := bridgeSession(t, Options{URL: srv.URL + "/mcp", MaxInFlight: 1})
+	endSessions := func() {
+		mu.Lock()
+		clear(sessions)
+		mu.Unlock()
+	}
+	send := bridgeSession(t, Options{URL: srv.URL + "/mcp"})
 	if got := send(call(1, "initialize"))["1"]; !strings.Contains(got, `"result"`) {
 		t.Fatalf("initialize: %s", got)
 	}
-	got := send(call(2, "tools/call"))["2"]
-	if !strings.Contains(got, "404 Not Found: session not found (the daemon no longer knows this MCP session") || strings.Contains(got, "should end in /mcp") {
-		t.Errorf("a request of an ended session: %s; want the session named as ended", got)
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) { // a hang guard
+		mu.Lock()
+		n := initialized
+		mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the notification did not reach the server")
+		}
 	}
+	if got := send(call(2, "tools/call"))["2"]; !strings.Contains(got, `"session":"s-1"`) {
+		t.Fatalf("call 2: %s", got)
+	}
+
+	endSessions()
+	var lines []string
+	for id := 3; id < 7; id++ {
+		lines = append(lines, call(id, "tools/call"))
+	}
+	got := send(lines...)
+	mu.Lock()
+	retried := 0
+	for id := 3; id < 7; id++ {
+		key := fmt.Sprint(id)
+		if !strings.Contains(got[key], `"session":"s-2"`) || ran[key] != 1 || sent[key] > 2 {
+			t.Errorf("call %d after its session ended: %s, sent %d times, ran %d; want it run once in the new session s-2, after at most one 404", id, got[key], sent[key], ran[key])
+		}
+		if sent[key] == 2 {
+			retried++
+		}
+	}
+	if retried == 0 {
+		t.Error("no call met the 404 of the ended session")
+	}
+	if opened != 2 || initialized != 2 {
+		t.Errorf("%d sessions opened, %d notifications/initialized; want 2 and 2 (one new session for the requests that met the 404 together)", opened, initialized)
+	}
+	refuseInit = true
+	mu.Unlock()
+
+	endSessions()
+	got2 := send(call(7, "tools/call"))["7"]
+	if !strings.Contains(got2, "404 Not Found: session not found (the daemon no longer knows this MCP session") || !strings.Contains(got2, "opening a new MCP session: POST "+srv.URL+"/mcp: initialize answered 503") {
+		t.Errorf("a request whose session ended and could not be opened again: %s; want the 404 naming the session", got2)
+	}
+	mu.Lock()
+	if sent["7"] != 1 || ran["7"] != 0 {
+		t.Errorf("call 7: sent %d times, ran %d; want sent once, not run", sent["7"], ran["7"])
+	}
+	mu.Unlock()
 
 	// No session: the 404 is a wrong URL.
 	var out strings.Builder
-	if err := Run(context.Background(), Options{URL: srv.URL + "/mpc"}, strings.NewReader(call(3, "tools/list")+"\n"), &out); err != nil {
+	if err := Run(context.Background(), Options{URL: srv.URL + "/mpc"}, strings.NewReader(call(8, "tools/list")+"\n"), &out); err != nil {
 		t.Fatal(err)
 	}
 	if got := out.String(); !strings.Contains(got, "(the URL should end in /mcp)") {

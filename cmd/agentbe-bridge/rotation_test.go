@@ -162,3 +162,28 @@ func TestBridgeFollowsTokenRotation(t *testing.T) {
 		t.Errorf("exec over agentbe-bridge ssh after the rotation: %v, %q", err, out)
 	}
 }
+
+// TestBridgeFollowsTokenRotationInSession: with --mcp-sessions the daemon
+// ends the old token's sessions at the rotation; the bridge, refused (401),
+// reads the file, meets the ended session (404), opens a new one as the
+// client opened the first and sends the call once more: it runs once, and
+// the session goes on.
+func TestBridgeFollowsTokenRotationInSession(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("first-token-1111111111\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, addr, root := startRotatingDaemon(t, file, true)
+	cs := bridged(t, "mcp", "http://"+addr+"/mcp", "--token-file", file)
+	useSession(t, cs)
+
+	rotate(t, d, file, "second-token-2222222222")
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "echo once >> runs.txt"}})
+	if err != nil || res.IsError {
+		t.Fatalf("the first call after the rotation: %v %+v; want it run in a new session", err, res)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "runs.txt")); string(b) != "once\n" {
+		t.Errorf("runs.txt = %q; want the call run once", b)
+	}
+	useSession(t, cs)
+}
