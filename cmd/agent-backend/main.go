@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"os/signal"
@@ -275,6 +276,15 @@ flag names as keys), then the defaults shown. Listening on a non-loopback
 }
 
 func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) error {
+	// SIGHUP is taken first thing: Go's default for a SIGHUP no channel
+	// takes is to end the process, and the port is bound, and a
+	// logrotate or cert-renewal hook may send one, long before the
+	// daemon has started. One that arrives before the daemon is made
+	// waits in hupc and is a reload once it is (the loop below). Never
+	// stopped: a SIGHUP while shutting down, or between runDaemon's
+	// return and the exit, is taken and dropped, not the process's end.
+	hupc := make(chan os.Signal, 1)
+	signal.Notify(hupc, syscall.SIGHUP)
 	if err := checkUnsupportedFlags(cmd); err != nil {
 		return err
 	}
@@ -364,36 +374,24 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 	sigc := make(chan os.Signal, 2)
 	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigc)
-	hupc := make(chan os.Signal, 1)
-	signal.Notify(hupc, syscall.SIGHUP)
-	defer signal.Stop(hupc)
+	// The reloads run one at a time, a SIGHUP that arrives during one
+	// making one more after it (hupc holds one: many coalesce into it).
+	// They go on while the daemon drains after SIGTERM (a token rotated
+	// then still ends its connections) and stop before d.Close, which
+	// runs after this deferred stop: no reload runs while the parts close.
+	stopReloads, reloadsDone := make(chan struct{}), make(chan struct{})
 	go func() {
-		for range hupc {
-			if err := d.ReloadTLS(); err != nil {
-				log.Error("SIGHUP: TLS reload failed; still serving the previous certificate", "err", err)
-			} else if cfg.TLSCert != "" {
-				log.Info("SIGHUP: TLS certificate reloaded", "cert", cfg.TLSCert)
-			}
-			if err := d.ReloadSSHKeys(); err != nil {
-				log.Error("SIGHUP: an SSH port file does not load; nothing it vouched for is admitted until it does", "err", err)
-			}
-			if r, err := d.ReloadTokens(); err != nil {
-				log.Error("SIGHUP: reloading the tokens failed; the previous tokens stay in force", "err", err)
-			} else {
-				if cfg.TokensFile != "" {
-					log.Info("SIGHUP: token file reloaded", "file", cfg.TokensFile, "tokens", r.Tokens)
-				}
-				if len(r.Rotated) > 0 {
-					log.Info("SIGHUP: new tokens in force; the old ones admit no one", "files", strings.Join(r.Rotated, " "), "connections_closed", r.Ended)
-				}
-			}
-			if err := d.ReopenAuditLog(); err != nil {
-				log.Error("SIGHUP: reopening the audit log failed; still writing the previous file", "err", err)
-			} else if cfg.AuditLog != "" && cfg.AuditLog != "-" {
-				log.Info("SIGHUP: audit log reopened", "path", cfg.AuditLog)
+		defer close(reloadsDone)
+		for {
+			select {
+			case <-hupc:
+				reload(d, cfg, log)
+			case <-stopReloads:
+				return
 			}
 		}
 	}()
+	defer func() { close(stopReloads); <-reloadsDone }()
 	go func() {
 		sig, ok := <-sigc
 		if !ok {
@@ -411,4 +409,34 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 		return d.ServeStdio(ctx, stdin, stdout)
 	}
 	return d.Serve(ctx, lns.HTTP)
+}
+
+// reload is one SIGHUP's work, each step whatever the one before did: the
+// TLS pair, the SSH port's files, the credentials, the audit log. Each
+// logs its own outcome, a failure naming the file and why (never a
+// token).
+func reload(d *daemon.Daemon, cfg config.Config, log *slog.Logger) {
+	if err := d.ReloadTLS(); err != nil {
+		log.Error("SIGHUP: TLS reload failed; still serving the previous certificate", "err", err)
+	} else if cfg.TLSCert != "" {
+		log.Info("SIGHUP: TLS certificate reloaded", "cert", cfg.TLSCert)
+	}
+	if err := d.ReloadSSHKeys(); err != nil {
+		log.Error("SIGHUP: an SSH port file does not load; nothing it vouched for is admitted until it does", "err", err)
+	}
+	if r, err := d.ReloadTokens(); err != nil {
+		log.Error("SIGHUP: reloading the tokens failed; the previous tokens stay in force", "err", err)
+	} else {
+		if cfg.TokensFile != "" {
+			log.Info("SIGHUP: token file reloaded", "file", cfg.TokensFile, "tokens", r.Tokens)
+		}
+		if len(r.Rotated) > 0 {
+			log.Info("SIGHUP: new tokens in force; the old ones admit no one", "files", strings.Join(r.Rotated, " "), "connections_closed", r.Ended)
+		}
+	}
+	if err := d.ReopenAuditLog(); err != nil {
+		log.Error("SIGHUP: reopening the audit log failed; still writing the previous file", "err", err)
+	} else if cfg.AuditLog != "" && cfg.AuditLog != "-" {
+		log.Info("SIGHUP: audit log reopened", "path", cfg.AuditLog)
+	}
 }
