@@ -287,3 +287,58 @@ func TestLongLineKey(t *testing.T) {
 		}
 	}
 }
+
+// TestStdioBlankLinesDropped: lines of blanks only (newlines, spaces,
+// tabs, carriage returns), ten times the line bound of them, do not reach
+// the SDK, whose own bound (sdkLineLimit) would count them towards the
+// next message and end the session: the ping after them is answered.
+func TestStdioBlankLinesDropped(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.MaxStdioLineBytes = 4 << 10 })
+	c := startRawStdio(t, e.srv)
+	c.initialize()
+	go io.WriteString(c.p.clientOut, strings.Repeat("\n \t\r\n", 10*(4<<10)/5)+`{"jsonrpc":"2.0","id":"p","method":"ping"}`+"\n")
+	if r := c.reply(); string(r.ID) != `"p"` || r.Error != nil {
+		t.Errorf("the ping after the blank lines: id %s, error %+v", r.ID, r.Error)
+	}
+}
+
+// TestStdioMessageOverLinesPastBound: one message spread over lines each
+// within the bound (JSON with newlines between its tokens) but longer in
+// all than the bound and sdkLineSlack: the SDK's own bound ends the
+// session, as it ended it at its default bound; nothing of the message
+// runs. Such a message within the bound is answered.
+func TestStdioMessageOverLinesPastBound(t *testing.T) {
+	const bound = 4 << 10
+	spread := func(id string, n int) string {
+		var b strings.Builder
+		b.WriteString(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"spread` + id + `.txt","content":"x"`)
+		for b.Len() < n {
+			b.WriteString(",\n" + `"pad` + strconv.Itoa(b.Len()) + `":"` + strings.Repeat("p", 1000) + `"`)
+		}
+		b.WriteString("}}}")
+		return b.String()
+	}
+	e := newEnv(t, func(o *Options) { o.MaxStdioLineBytes = bound })
+	c := serveRawStdio(t, context.Background(), e.srv)
+	defer func() {
+		c.p.clientOut.Close()
+		io.Copy(io.Discard, c.p.clientIn)
+	}()
+	c.initialize()
+	c.send(spread("1", bound/2))
+	if r := c.reply(); string(r.ID) != "1" || r.Error != nil {
+		t.Errorf("a message over lines within the bound: id %s, error %+v", r.ID, r.Error)
+	}
+	go io.WriteString(c.p.clientOut, spread("2", 3*bound)+"\n"+`{"jsonrpc":"2.0","id":3,"method":"ping"}`+"\n")
+	select {
+	case err := <-c.done:
+		if err == nil || !strings.Contains(err.Error(), "maximum line length") {
+			t.Errorf("the session ended with %v, want the SDK's bound", err)
+		}
+	case <-time.After(time.Minute): // a guard, not a figure
+		t.Fatal("the session still runs a minute after a message over lines past the bound")
+	}
+	if _, err := os.Stat(filepath.Join(e.root, "spread2.txt")); err == nil {
+		t.Error("the message past the bound ran")
+	}
+}
