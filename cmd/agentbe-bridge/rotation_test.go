@@ -187,3 +187,40 @@ func TestBridgeFollowsTokenRotationInSession(t *testing.T) {
 	}
 	useSession(t, cs)
 }
+
+// TestBridgeSSHSaysTokenRotated: an SSH connection through `agentbe-bridge
+// ssh` opened with a token the daemon then rotates out is closed (4001),
+// and the bridge's error carries the daemon's reason, which names the
+// file, rather than only "rejected the token".
+func TestBridgeSSHSaysTokenRotated(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("first-token-1111111111\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, addr, _ := startRotatingDaemon(t, file, false)
+	local, remote := net.Pipe()
+	code := make(chan int, 1)
+	var stderr lockedBuffer
+	go func() {
+		code <- run(context.Background(), []string{"ssh", "ws://" + addr + "/ssh", "--token-file", file}, remote, remote, &stderr)
+		remote.Close()
+	}()
+	conn, chans, reqs, err := ssh.NewClientConn(local, "workspace", &ssh.ClientConfig{
+		User: "agent", Auth: []ssh.AuthMethod{ssh.Password("unused")}, HostKeyCallback: ssh.InsecureIgnoreHostKey(),
+	})
+	if err != nil {
+		local.Close()
+		t.Fatalf("SSH through agentbe-bridge ssh: %v (exit %d, %q)", err, <-code, stderr.String())
+	}
+	client := ssh.NewClient(conn, chans, reqs)
+	defer client.Close()
+	rotate(t, d, file, "second-token-2222222222")
+	select {
+	case c := <-code:
+		if c != 1 || !strings.Contains(stderr.String(), "rejected the token") || !strings.Contains(stderr.String(), "--auth-token-file was reloaded") {
+			t.Errorf("agentbe-bridge ssh after the rotation: exit %d, %q; want exit 1 with the daemon's reason naming --auth-token-file", c, stderr.String())
+		}
+	case <-time.After(30 * time.Second): // a hang guard
+		t.Fatal("agentbe-bridge ssh still runs 30 s after its token was rotated out")
+	}
+}

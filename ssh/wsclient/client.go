@@ -177,7 +177,9 @@ func (c *Conn) CloseReason() (int, string) {
 	return c.c.CloseReason()
 }
 
-// ErrUnauthorized is returned by Proxy when the daemon rejects the token.
+// ErrUnauthorized is returned by Proxy when the daemon rejects the token
+// (wrapped with the daemon's reason when it closed a connection it had
+// admitted, after a rotation of its token).
 var ErrUnauthorized = errors.New("the daemon rejected the token (WebSocket closed 4001 Unauthorized); check --token or --token-file")
 
 // Proxy bridges in/out (an SSH client's side, e.g. OpenSSH's ProxyCommand
@@ -225,6 +227,12 @@ func (d *Dialer) Proxy(ctx context.Context, rawURL, token string, in io.Reader, 
 
 	if code, reason := c.CloseReason(); code != 0 && code != CloseNormal && code != websocket.CloseNoStatusReceived {
 		if code == CloseUnauthorized {
+			// The daemon's reason says more than "Unauthorized" when it
+			// closed a connection it had admitted: its token was rotated
+			// or removed (it names the file).
+			if r := strings.TrimSpace(reason); r != "" && r != "Unauthorized" {
+				return fmt.Errorf("%w: the daemon said %q", ErrUnauthorized, r)
+			}
 			return ErrUnauthorized
 		}
 		return fmt.Errorf("proxy: the daemon closed the connection: %d %s", code, strings.TrimSpace(reason))
