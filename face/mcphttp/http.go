@@ -326,7 +326,9 @@ func (s *Server) holdSession(id string, caller admit.Caller) {
 	s.sessMu.Lock()
 	s.sessHeld[id] = held
 	s.sessMu.Unlock()
+	closed := make(chan struct{})
 	stop := context.AfterFunc(held, func() {
+		defer close(closed)
 		if rv := admit.RevokedBy(held); rv != nil {
 			s.log.Info("MCP session closed: its token was revoked or changed", "token", caller.Name, "why", rv.Error())
 			_ = ss.Close()
@@ -334,7 +336,14 @@ func (s *Server) holdSession(id string, caller admit.Caller) {
 	})
 	go func() {
 		_ = ss.Wait()
-		stop()
+		// Wait returns once the connection is closed, before Close has
+		// taken the session out of the SDK's table: until then a request
+		// to it would reach the closed session (200, no answer) rather
+		// than be told it was closed, so the mark stays until Close
+		// returns.
+		if !stop() {
+			<-closed
+		}
 		s.sessMu.Lock()
 		delete(s.sessHeld, id)
 		s.sessMu.Unlock()
