@@ -409,7 +409,7 @@ var settings = []*setting{
 		usage: "JSON-RPC messages in one /mcp batch; a larger batch is refused whole with 400 and error -32600",
 		field: func(c *Config) any { return &c.MaxBatch }, check: between(1, 10000)},
 	{key: "max-reply-bytes", group: GroupLimits, env: env("max-reply-bytes"), def: "32MiB",
-		usage: "largest /mcp reply; a request whose result would exceed it (or the rest of a batch's share) gets a JSON-RPC error instead",
+		usage: "largest answer to one /mcp request, one /gateway message or one /execute call; a request whose result would exceed it (or the rest of a batch's share) gets an error naming the limit instead",
 		field: func(c *Config) any { return &c.MaxReplyBytes }, check: atLeast(64 << 10)},
 	{key: "max-inflight-per-ip", group: GroupLimits, env: env("max-inflight-per-ip"), def: "32",
 		usage: "concurrent /mcp and /execute requests from one client address, counted together; more get 429 with Retry-After (a stdio session counts as one client: more get JSON-RPC error -32000)",

@@ -583,7 +583,7 @@ func startMCP(w *wiring) (built, error) {
 
 // startREST serves GET /tools and POST /execute.
 func startREST(w *wiring) (built, error) {
-	h := restface.New(restface.Options{Registry: w.reg, Workspace: w.ws, Admit: w.rules, Inflight: w.inflight})
+	h := restface.New(restface.Options{Registry: w.reg, Workspace: w.ws, Admit: w.rules, MaxReply: w.cfg.MaxReplyBytes, Inflight: w.inflight})
 	return built{handlers: map[string]http.Handler{routeTools: h.ToolsHandler(), routeExecute: h.ExecuteHandler()}}, nil
 }
 

@@ -411,9 +411,7 @@ func (c *conn) run(ctx context.Context, p *parsed) {
 			if p.batch && n > 0 {
 				buf = append(buf, ',')
 			}
-			buf, _ = errResponse(resp.ID, CodeReplyTooLarge,
-				"the answer to this request would be %d bytes, more than the %d bytes left of the reply limit of %d bytes for one message (--max-reply-bytes); ask for less: read large files in parts (offset and limit), or send fewer requests per batch",
-				size, left, c.s.opts.MaxReply).appendJSON(buf)
+			buf, _ = errResponse(resp.ID, CodeReplyTooLarge, "%s", admit.ReplyTooLarge(size, left, c.s.opts.MaxReply)).appendJSON(buf)
 		}
 		left -= int64(len(buf) - start)
 		n++

@@ -3,11 +3,11 @@ package mcphttp
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/mcpjson"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -130,8 +130,7 @@ func (b *replyBudget) take(n int64) bool {
 
 // tooLarge is the error that replaces a result the budget cannot hold.
 func (b *replyBudget) tooLarge(n int64) string {
-	return fmt.Sprintf("the reply to this request would be %d bytes, more than the %d bytes left of the daemon's reply limit of %d bytes (--max-reply-bytes); ask for less: read large files in parts (offset and limit), or send fewer requests per batch",
-		n, b.left.Load(), b.limit)
+	return admit.ReplyTooLarge(n, b.left.Load(), b.limit)
 }
 
 // limitReplies is a receiving middleware of the SDK server: on HTTP

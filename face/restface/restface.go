@@ -40,6 +40,10 @@ type Options struct {
 	Registry  *registry.Registry
 	Workspace fsops.Workspace // the daemon's workspace (scopes are below it)
 	Admit     admit.Rules     // the same rules as /mcp; Admit.MaxBody bounds the body
+	// MaxReply bounds one /execute answer, as --max-reply-bytes bounds an
+	// /mcp reply (0: no bound): an answer that would pass it is replaced
+	// by a failed call naming the limit (admit.ReplyTooLarge).
+	MaxReply int64
 	// Inflight bounds the /execute requests of one client address (nil: no
 	// bound); the daemon's is the one /mcp counts with too.
 	Inflight *admit.Inflight
@@ -200,7 +204,17 @@ func (h *Handler) ServeExecute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status, resp := Response(res, ms)
-	writeJSON(w, status, resp)
+	b, err := json.Marshal(resp)
+	if err == nil && h.opts.MaxReply > 0 && int64(len(b)) > h.opts.MaxReply {
+		msg := admit.ReplyTooLarge(int64(len(b)), h.opts.MaxReply, h.opts.MaxReply)
+		status = http.StatusOK
+		b, err = json.Marshal(ExecuteResponse{Status: "error", Output: msg, Error: msg, ExecutionTimeMs: ms})
+	}
+	if err != nil {
+		admit.WriteJSONError(w, http.StatusInternalServerError, "Call failed", err.Error())
+		return
+	}
+	writeBody(w, status, b)
 }
 
 // decodeRequest decodes one body as MCP's tools/call reads its params:
@@ -271,8 +285,19 @@ func Text(res *mcp.CallToolResult) string {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		admit.WriteJSONError(w, http.StatusInternalServerError, "Call failed", err.Error())
+		return
+	}
+	writeBody(w, status, b)
+}
+
+// writeBody writes b, a marshalled answer, and a newline after it (as
+// json.Encoder ends a value).
+func writeBody(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(append(b, '\n'))
 }
