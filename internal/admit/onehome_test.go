@@ -85,3 +85,17 @@ func TestAdmissionHasOneHome(t *testing.T) {
 		})
 	})
 }
+
+// TestReplyLimitWordingHasOneHome: the refusal of an answer past
+// --max-reply-bytes is worded by ReplyTooLarge alone; a face that words it
+// itself (a string literal naming the flag) would drift from the others.
+func TestReplyLimitWordingHasOneHome(t *testing.T) {
+	srcscan.OtherFiles(t, "../..", func(rel string, fset *token.FileSet, f *ast.File) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && strings.Contains(lit.Value, "--max-reply-bytes); ask for less") {
+				t.Errorf("%s: %s words the reply limit's refusal itself: call admit.ReplyTooLarge", fset.Position(lit.Pos()), rel)
+			}
+			return true
+		})
+	})
+}
