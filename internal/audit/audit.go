@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -121,7 +122,12 @@ func Open(opts Options) (*Log, error) {
 
 // Reopen opens the file again by its name (after logrotate renamed it);
 // lines already written went to the old file. For "-" it does nothing.
+// After Close it opens nothing (no file made again, no descriptor left
+// open) and says so.
 func (l *Log) Reopen() error {
+	if l.closed.Load() {
+		return errClosed
+	}
 	if l.opts.Path == "-" {
 		l.mu.Lock()
 		l.w = l.opts.Stderr
@@ -136,6 +142,11 @@ func (l *Log) Reopen() error {
 		return fmt.Errorf("audit log: %w", err)
 	}
 	l.mu.Lock()
+	if l.closed.Load() { // Close ran meanwhile
+		l.mu.Unlock()
+		f.Close()
+		return errClosed
+	}
 	old := l.f
 	l.f, l.w = f, f
 	l.mu.Unlock()
@@ -144,6 +155,9 @@ func (l *Log) Reopen() error {
 	}
 	return nil
 }
+
+// errClosed is Reopen's error after Close.
+var errClosed = errors.New("audit log: closed")
 
 // Dropped is how many lines were lost to a full queue.
 func (l *Log) Dropped() uint64 { return l.dropped.Load() }

@@ -274,3 +274,26 @@ func TestSecretAddedAfterOpen(t *testing.T) {
 		t.Errorf("%d redactions, want 4:\n%s", n, data)
 	}
 }
+
+// TestReopenAfterClose: a Reopen after Close (a SIGHUP as the daemon shuts
+// down) opens nothing: the log removed meanwhile is not made again, and
+// no descriptor is left open that nothing would close.
+func TestReopenAfterClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l, err := Open(Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Reopen(); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("Reopen after Close: %v; want an error saying the log is closed", err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("Reopen after Close made the file again: %v", err)
+	}
+}
