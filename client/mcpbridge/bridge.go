@@ -277,12 +277,14 @@ func (b *Bridge) forward(ctx context.Context, msg []byte) {
 		return
 	}
 	var renewErr error
-	if old := resp.Request.Header.Get("Mcp-Session-Id"); resp.StatusCode == http.StatusNotFound && old != "" && env.Method != "initialize" {
+	if old := resp.Request.Header.Get("Mcp-Session-Id"); resp.StatusCode == http.StatusNotFound && old != "" && env.Method != "" && env.Method != "initialize" {
 		// The daemon (--mcp-sessions) no longer knows the session: a
 		// rotation of its token ended it, or it idled out. It answers so
 		// before it reads the request, which ran nothing: open a new
 		// session as the client opened the first, and send the request
-		// once more in it.
+		// once more in it. A response (no method) answered a request of
+		// the ended session, which no new session asks: it is not sent
+		// again.
 		if renewErr = b.renew(ctx, old); renewErr == nil {
 			drain(resp)
 			if resp, refused, err = b.send(ctx, http.MethodPost, msg); err != nil {

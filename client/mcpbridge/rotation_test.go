@@ -77,7 +77,8 @@ func (s *rotatingServer) counts(id string) (sent, ran int, auth []string) {
 }
 
 // bridgeSession runs a bridge to srv with opts and returns a function that
-// sends lines and waits for an answer to each that has an id, keyed by id.
+// sends lines and waits for an answer to each request (a method and an
+// id), keyed by id.
 func bridgeSession(t *testing.T, opts Options) func(lines ...string) map[string]string {
 	t.Helper()
 	inR, inW := io.Pipe()
@@ -101,8 +102,8 @@ func bridgeSession(t *testing.T, opts Options) func(lines ...string) map[string]
 		}
 		got := map[string]string{}
 		for _, l := range lines {
-			if !strings.Contains(l, `"id"`) {
-				continue // a notification: no answer
+			if !strings.Contains(l, `"id"`) || !strings.Contains(l, `"method"`) {
+				continue // a notification or a response: no answer
 			}
 			a, ok := <-answers
 			if !ok {
@@ -286,7 +287,8 @@ func TestBridgeRenewsEndedSession(t *testing.T) {
 		clear(sessions)
 		mu.Unlock()
 	}
-	send := bridgeSession(t, Options{URL: srv.URL + "/mcp"})
+	logged := &syncBuffer{}
+	send := bridgeSession(t, Options{URL: srv.URL + "/mcp", Errors: logged})
 	if got := send(call(1, "initialize"))["1"]; !strings.Contains(got, `"result"`) {
 		t.Fatalf("initialize: %s", got)
 	}
@@ -329,6 +331,21 @@ func TestBridgeRenewsEndedSession(t *testing.T) {
 	if opened != 2 || initialized != 2 {
 		t.Errorf("%d sessions opened, %d notifications/initialized; want 2 and 2 (one new session for the requests that met the 404 together)", opened, initialized)
 	}
+	mu.Unlock()
+
+	// A response to a request of the ended session is not sent again
+	// in a new one: nobody there asked.
+	endSessions()
+	send(`{"jsonrpc":"2.0","id":"srv-9","result":{}}`)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logged.String(), "404"); time.Sleep(time.Millisecond) { // a hang guard
+		if time.Now().After(deadline) {
+			t.Fatalf("the response's 404 was not logged: %q", logged.String())
+		}
+	}
+	mu.Lock()
+	if sent[`"srv-9"`] != 1 || opened != 2 {
+		t.Errorf("a response met the 404: sent %d times, %d sessions opened; want sent once and no new session", sent[`"srv-9"`], opened)
+	}
 	refuseInit = true
 	mu.Unlock()
 
@@ -351,4 +368,22 @@ func TestBridgeRenewsEndedSession(t *testing.T) {
 	if got := out.String(); !strings.Contains(got, "(the URL should end in /mcp)") {
 		t.Errorf("a 404 outside a session: %s; want the URL's hint", got)
 	}
+}
+
+// syncBuffer is a strings.Builder safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
