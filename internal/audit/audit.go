@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/internal/clip"
@@ -113,7 +114,7 @@ func Open(opts Options) (*Log, error) {
 		opts.Queue = DefaultQueue
 	}
 	l := &Log{opts: opts, q: make(chan []byte, opts.Queue), stop: make(chan struct{}), done: make(chan struct{})}
-	if err := l.Reopen(); err != nil {
+	if err := l.open(0); err != nil {
 		return nil, err
 	}
 	go l.writer()
@@ -123,8 +124,15 @@ func Open(opts Options) (*Log, error) {
 // Reopen opens the file again by its name (after logrotate renamed it);
 // lines already written went to the old file. For "-" it does nothing.
 // After Close it opens nothing (no file made again, no descriptor left
-// open) and says so.
-func (l *Log) Reopen() error {
+// open) and says so. It never waits: a FIFO under the name that no
+// process reads now is an error at once (the previous file stays in use),
+// not an open that waits for a reader and holds up every later reload
+// (the daemon's SIGHUP steps run one after the other). Open, at start,
+// waits for the FIFO's reader.
+func (l *Log) Reopen() error { return l.open(syscall.O_NONBLOCK) }
+
+// open opens the log by its name with the extra open(2) flags.
+func (l *Log) open(flags int) error {
 	if l.closed.Load() {
 		return errClosed
 	}
@@ -137,7 +145,10 @@ func (l *Log) Reopen() error {
 		l.mu.Unlock()
 		return nil
 	}
-	f, err := os.OpenFile(l.opts.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(l.opts.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|flags, 0o600)
+	if errors.Is(err, syscall.ENXIO) && flags&syscall.O_NONBLOCK != 0 {
+		return fmt.Errorf("audit log: %s is a FIFO that no process reads now: %w", l.opts.Path, err)
+	}
 	if err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -296,4 +297,41 @@ func TestReopenAfterClose(t *testing.T) {
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("Reopen after Close made the file again: %v", err)
 	}
+}
+
+// TestReopenOntoFIFOWithoutReader: logrotate's rename, then a FIFO
+// nobody reads put under the log's name: Reopen says so at once, naming
+// the path, instead of waiting for a reader (which would hold up every
+// later SIGHUP step and reload, token rotations among them), and the
+// lines go on to the previous file.
+func TestReopenOntoFIFOWithoutReader(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l, err := Open(Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Reopen() }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "FIFO") {
+			t.Errorf("Reopen onto a FIFO nobody reads: %v; want an error naming it", err)
+		}
+	case <-time.After(30 * time.Second): // hang guard
+		// Open the FIFO for reading so the Reopen returns, then fail.
+		if r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			<-done
+			r.Close()
+		}
+		t.Fatal("Reopen waits for a reader of the FIFO")
+	}
+	l.Write(Record{Tool: "after", Outcome: "ok"})
+	waitFor(t, path+".1", `"after"`)
 }
