@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -378,7 +379,9 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 	// making one more after it (hupc holds one: many coalesce into it).
 	// They go on while the daemon drains after SIGTERM (a token rotated
 	// then still ends its connections) and stop before d.Close, which
-	// runs after this deferred stop: no reload runs while the parts close.
+	// runs after this deferred stop: no reload runs while the parts
+	// close, unless one is stuck on a file (a hung network mount) for
+	// longer than --shutdown-timeout, which the close does not wait out.
 	stopReloads, reloadsDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(reloadsDone)
@@ -391,7 +394,13 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 			}
 		}
 	}()
-	defer func() { close(stopReloads); <-reloadsDone }()
+	defer func() {
+		close(stopReloads)
+		select {
+		case <-reloadsDone:
+		case <-time.After(cfg.ShutdownTimeout):
+		}
+	}()
 	go func() {
 		sig, ok := <-sigc
 		if !ok {
