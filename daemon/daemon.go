@@ -105,6 +105,9 @@ type Daemon struct {
 	reloadMu sync.Mutex
 	tokenCfg config.Config
 	roles    tokenRoles
+	// entries are the --tokens entries in force now and before, so that
+	// a reload never makes one's token a role's (tokenEntries).
+	entries tokenEntries
 	// loopback judges callers' connections to workspace commands' ports
 	// (tools.go).
 	loopback *loopbackJudge

@@ -598,3 +598,61 @@ func TestAttackTokenSharedWithTokensFile(t *testing.T) {
 		t.Errorf("a --tokens file holding the scraper's token at start: %v", err)
 	}
 }
+
+// TestAttackTokensEntryMovedToARole: a token that is, or was, a --tokens
+// entry's never becomes the agent's, the operator's or the scraper's. The
+// entry's holder (a sub-agent with a scope, read-only) keeps it after the
+// entry is removed: made the operator's, it would approve its own
+// commands; made the agent's, it would work in the whole workspace. The
+// entry removed and its token given to a role in one reload, or in two,
+// is refused naming the file and the entry, and changes nothing.
+func TestAttackTokensEntryMovedToARole(t *testing.T) {
+	const agent1, op1, scrape1 = "agent-one-Lp3d", "operator-one-Vc8s", "scrape-one-Rk2m"
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	setTokens := func(lines ...string) {
+		must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+strings.Join(lines, ",")+`]}`), 0o600))
+	}
+	bob := tokenLine("bob", "bob-token-Zq4w", `,"scope":"a","readOnly":true`)
+	carol := tokenLine("carol", "carol-token-Hy6e", `,"scope":"a"`)
+	setTokens(bob, carol)
+	r, _, write := rotationDaemon(t, agent1, op1, scrape1, func(c *config.Config) {
+		c.TokensFile = tokens
+		must(t, os.MkdirAll(filepath.Join(c.Root, "a"), 0o755))
+	})
+	isOperator := func(token string) bool {
+		code, _ := send(t, http.MethodGet, r.url+"/approvals", "", bearer(token))
+		return code == http.StatusOK
+	}
+	// In one reload: bob's entry removed, its token the operator's.
+	setTokens(carol)
+	write("operator", "bob-token-Zq4w")
+	got, err := r.d.ReloadTokens()
+	if err == nil || !strings.Contains(err.Error(), `--operator-token-file holds the token of --tokens entry "bob"`) {
+		t.Errorf("bob's token made the operator's as bob's entry is removed: ReloadTokens = %+v, %v", got, err)
+	}
+	if isOperator("bob-token-Zq4w") || !isOperator(op1) {
+		t.Error("after the refused reload the operator's token is not op1 alone")
+	}
+	// In two: bob's entry removed (a reload like any other), then its
+	// token the agent's.
+	write("operator", op1)
+	if _, err := r.d.ReloadTokens(); err != nil {
+		t.Fatalf("removing bob's entry: %v", err)
+	}
+	write("agent", "bob-token-Zq4w")
+	got, err = r.d.ReloadTokens()
+	if err == nil || !strings.Contains(err.Error(), `--auth-token-file holds the token of --tokens entry "bob"`) {
+		t.Errorf("bob's old token made the agent's: ReloadTokens = %+v, %v", got, err)
+	}
+	if code, _ := send(t, http.MethodPost, r.url+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, bearer("bob-token-Zq4w")); code != http.StatusUnauthorized {
+		t.Errorf("bob's removed token on /mcp after the refused reload: %d, want 401", code)
+	}
+	if code, _ := send(t, http.MethodPost, r.url+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, bearer(agent1)); code != http.StatusOK {
+		t.Errorf("the agent's token in force after the refused reload: %d", code)
+	}
+	// A new token is a rotation like any other.
+	write("agent", "agent-two-Fb9u")
+	if _, err := r.d.ReloadTokens(); err != nil {
+		t.Errorf("the agent's new token: %v", err)
+	}
+}

@@ -201,6 +201,8 @@ type TokenReload struct {
 // an MCP session) is judged again (admit.Rules.Rejudge) and closed,
 // saying why, when its token was removed or replaced or its scope,
 // readOnly or exec changed. A rotated-out token stays among the secrets.
+// A token never changes roles: one that is or was another role's, or a
+// --tokens entry's, is refused (tokenRoles, tokenEntries).
 func (d *Daemon) ReloadTokens() (TokenReload, error) {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
@@ -221,6 +223,12 @@ func (d *Daemon) ReloadTokens() (TokenReload, error) {
 			return TokenReload{}, err
 		}
 		if err := d.roles.add(next).checkSet(d.cfg.TokensFile, set); err != nil {
+			return TokenReload{}, err
+		}
+		if d.entries.name == nil {
+			d.entries.add(d.w.tokens.Load())
+		}
+		if err := d.entries.check(next); err != nil {
 			return TokenReload{}, err
 		}
 	}
@@ -246,6 +254,7 @@ func (d *Daemon) ReloadTokens() (TokenReload, error) {
 	d.tokenCfg = next
 	d.roles = d.roles.add(next)
 	if set != nil {
+		d.entries.add(set)
 		d.w.tokens.Store(set)
 		r.Tokens = set.Len()
 	}
@@ -306,6 +315,57 @@ func (rs tokenRoles) checkSet(file string, set *httpguard.TokenSet) error {
 	for _, r := range rs {
 		if name, ok := set.NameOf(r.sum); ok {
 			return fmt.Errorf("--tokens %s: entry %q is the token of %s, now or before: a token never has two roles; give the entry a token of its own", file, name, r.flag)
+		}
+	}
+	return nil
+}
+
+// maxTokenEntries bounds the --tokens entries a daemon remembers the
+// digest of: a file of maxTokenFile (4 MiB) holds fewer, and each is 32
+// bytes and a name.
+const maxTokenEntries = 1 << 16
+
+// tokenEntries are the digests of the --tokens entries in force now or
+// at any earlier moment of this daemon's life (up to maxTokenEntries,
+// the oldest forgotten first), each with its entry's name. The holder of
+// an entry's token (a sub-agent with a scope, read-only) keeps it after
+// the entry is removed: a token that came back as the agent's, the
+// operator's or the scraper's would give that holder the role. An
+// entry's token may come back as an entry (tokenRoles.checkSet judges
+// the set against the roles).
+type tokenEntries struct {
+	name  map[[32]byte]string
+	order [][32]byte // oldest first
+}
+
+// add remembers the entries of set.
+func (te *tokenEntries) add(set *httpguard.TokenSet) {
+	if te.name == nil {
+		te.name = map[[32]byte]string{}
+	}
+	set.Each(func(name string, sum [32]byte) {
+		if _, ok := te.name[sum]; !ok {
+			te.order = append(te.order, sum)
+		}
+		te.name[sum] = name
+	})
+	if over := len(te.order) - maxTokenEntries; over > 0 {
+		for _, sum := range te.order[:over] {
+			delete(te.name, sum)
+		}
+		te.order = slices.Delete(te.order, 0, over)
+	}
+}
+
+// check refuses c when one of its tokens is, or was, a --tokens entry's.
+// The error names the file and the entry, never the token.
+func (te *tokenEntries) check(c config.Config) error {
+	for _, f := range tokenFlags(c) {
+		if f[1] == "" {
+			continue
+		}
+		if name, ok := te.name[sha256.Sum256([]byte(f[1]))]; ok {
+			return fmt.Errorf("%s holds the token of --tokens entry %q, now or before: a token never has two roles, since whoever held it would get the new role; write a new token", f[0], name)
 		}
 	}
 	return nil

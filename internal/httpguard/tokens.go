@@ -69,6 +69,17 @@ func (s *TokenSet) NameOf(sum [32]byte) (string, bool) {
 	return id.Name, ok
 }
 
+// Each calls f with the name and the token's digest of each entry, in no
+// particular order.
+func (s *TokenSet) Each(f func(name string, sum [32]byte)) {
+	if s == nil {
+		return
+	}
+	for sum, id := range s.bySum {
+		f(id.Name, sum)
+	}
+}
+
 // tokenFile is the file's JSON shape; each entry is decoded on its own, so
 // an error can name it.
 type tokenFile struct {
