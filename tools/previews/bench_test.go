@@ -4,6 +4,7 @@ package previews
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -14,11 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
 // BenchmarkProxyFloor places the preview proxy (Proxy on a loopback
-// server, admitting every request, no daemon around it) beside its floor,
+// server, admitting every request with a hold as the daemon does, no
+// daemon around it) beside its floor,
 // a bare httputil.ReverseProxy to the same workspace server, and the
 // server reached directly, interleaved in one loop: each reports its time
 // per small GET and its ratio to direct, by mean and by median (-p50).
@@ -45,7 +48,12 @@ func BenchmarkProxyFloor(b *testing.B) {
 	}
 	target, _ := url.Parse(direct)
 	bare := serve(httputil.NewSingleHostReverseProxy(target))
-	ours := serve(p.Proxy("/preview/", func(http.ResponseWriter, *http.Request) (Caller, bool) { return Caller{Face: "http"}, true }))
+	// The caller as the daemon gives it: with a hold (admit.Rules.Hold),
+	// which a streamed answer takes.
+	rules := admit.Rules{Holds: admit.NewHolds()}
+	ours := serve(p.Proxy("/preview/", func(http.ResponseWriter, *http.Request) (Caller, bool) {
+		return Caller{Face: "http", Hold: func(ctx context.Context) (context.Context, func()) { return rules.Hold(ctx, admit.Caller{}) }}, true
+	}))
 	ours += fmt.Sprintf("/preview/%d", port)
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}

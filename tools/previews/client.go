@@ -385,9 +385,28 @@ func (b *leanBody) Read(p []byte) (int, error) {
 	if err == io.EOF {
 		b.eof = true
 	} else if err != nil && b.pc.canceled.Load() {
-		err = context.Cause(b.ctx)
+		// The request's context ended, or an abort (aborter) closed
+		// the connection while the context runs on.
+		if cause := context.Cause(b.ctx); cause != nil {
+			err = cause
+		}
 	}
 	return n, err
+}
+
+// aborter returns what closes b's connection from another goroutine (a
+// reload revoking the caller's token: holdStream) while b is read. It
+// holds this answer's own stop, not b's fields: once Close has run, the
+// connection may be back in the pool carrying another request, and stop
+// then reports that this answer's watch has ended already, so nothing of
+// the other request is touched. Only one of Close and the abort closes.
+func (b *leanBody) aborter() func() {
+	stop, pc := b.stop, b.pc
+	return func() {
+		if stop() {
+			pc.cancel()
+		}
+	}
 }
 
 func (b *leanBody) Close() error {

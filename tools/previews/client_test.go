@@ -301,3 +301,75 @@ func TestLeanClientHeaderLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestLeanClientAborter: an abort (a reload revoking the caller's token,
+// holdStream) ends a body being read with an error, and the connection
+// is not pooled; an abort that comes after its body was closed, when the
+// connection is back in the pool or carrying the next request, touches
+// nothing: the next request reads its whole answer and pools again.
+func TestLeanClientAborter(t *testing.T) {
+	lp := newLeanPair(t)
+	port := strconv.Itoa(lp.port)
+	key := leanKey{"", lp.port}
+	pool := lp.lean.pool
+	req := func(target string) *http.Request {
+		u, err := url.Parse(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &http.Request{Method: "GET", URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{}, Host: "localhost:" + port}
+	}
+	caller := Caller{Face: "http"}
+	big := "/bytes?n=" + strconv.Itoa(4<<20)
+	abortOf := func(res *http.Response) func() {
+		t.Helper()
+		b, ok := res.Body.(*leanBody)
+		if !ok {
+			t.Fatalf("the lean client's body is a %T", res.Body)
+		}
+		return b.aborter()
+	}
+
+	res, err := pool.roundTrip(context.Background(), caller, key, req(big), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abort := abortOf(res)
+	if _, err := io.CopyN(io.Discard, res.Body, 100); err != nil {
+		t.Fatal(err)
+	}
+	abort()
+	if n, err := io.Copy(io.Discard, res.Body); err == nil {
+		t.Errorf("a body read after its abort: %d more bytes and no error", n)
+	}
+	res.Body.Close()
+	if n := pool.idleCount(key); n != 0 {
+		t.Errorf("an aborted body left %d connections in the pool", n)
+	}
+
+	res, err = pool.roundTrip(context.Background(), caller, key, req("/bytes?n=10"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := abortOf(res)
+	if _, err := io.Copy(io.Discard, res.Body); err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if n := pool.idleCount(key); n != 1 {
+		t.Fatalf("an answer read to its end: %d connections in the pool, want 1", n)
+	}
+	late() // the connection is back in the pool
+	res, err = pool.roundTrip(context.Background(), caller, key, req(big), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late() // and now carries the next request
+	if n, err := io.Copy(io.Discard, res.Body); err != nil || n != 4<<20 {
+		t.Errorf("the next request after a late abort: %d bytes, %v", n, err)
+	}
+	res.Body.Close()
+	if n := pool.idleCount(key); n != 1 {
+		t.Errorf("the next request read to its end: %d connections in the pool, want 1", n)
+	}
+}

@@ -51,14 +51,7 @@ func (h *proxy) forward(w http.ResponseWriter, r *http.Request, t *target) {
 		w.WriteHeader(code)
 		clear(dst)
 	}
-	// The request's context, cancelled when a reload revokes the
-	// caller's token while a streamed answer is under way (holdStream).
-	ctx, cancel := r.Context(), context.CancelCauseFunc(nil)
-	if t.caller.Hold != nil {
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-	}
-	res, err := h.pool.roundTrip(ctx, t.caller, leanKey{t.within, t.port}, out, on1xx)
+	res, err := h.pool.roundTrip(r.Context(), t.caller, leanKey{t.within, t.port}, out, on1xx)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -116,7 +109,9 @@ func (h *proxy) forward(w http.ResponseWriter, r *http.Request, t *target) {
 	if res.ContentLength == -1 || eventStream(ct) {
 		flush = http.NewResponseController(w).Flush
 		_ = flush()
-		defer holdStream(r.Context(), t.caller, cancel)()
+		if b, ok := res.Body.(*leanBody); ok {
+			defer holdStream(r.Context(), t.caller, b.aborter())()
+		}
 	}
 	if err := copyBody(w, res.Body, flush); err != nil {
 		res.Body.Close()

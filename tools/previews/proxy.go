@@ -210,18 +210,18 @@ func (p *Previews) proxyDial(ctx context.Context, _, addr string) (net.Conn, err
 // holdStream holds a streamed answer (no length, or server-sent events:
 // a dev server's event stream can last as long as the page) for the
 // caller's token, as an upgrade is held: when a reload removes the token
-// or changes its rights, cancel ends the request's context with the
-// *admit.Revoked cause, which closes the connection to the server, and the
-// copy to the client is aborted. An answer with a length is not held: it
-// ends by itself, and holding every request would cost a registration
-// each on the hot path. The returned func ends the hold; call it once the
-// answer is copied. Without Caller.Hold it holds nothing.
-func holdStream(parent context.Context, c Caller, cancel context.CancelCauseFunc) (release func()) {
-	if c.Hold == nil || cancel == nil {
+// or changes its rights, abort closes the connection to the server, and
+// the copy to the client is aborted. An answer with a length is not held:
+// it ends by itself, and holding every request would cost a registration
+// each on the hot path (nothing is allocated for a request until its
+// answer turns out to be streamed). The returned func ends the hold; call
+// it once the answer is copied. Without Caller.Hold it holds nothing.
+func holdStream(parent context.Context, c Caller, abort func()) (release func()) {
+	if c.Hold == nil || abort == nil {
 		return func() {}
 	}
 	held, end := c.Hold(parent)
-	stop := context.AfterFunc(held, func() { cancel(context.Cause(held)) })
+	stop := context.AfterFunc(held, abort)
 	return func() {
 		stop()
 		end()
@@ -240,7 +240,8 @@ func holdRPStream(res *http.Response) {
 	if !ok || t.cancel == nil {
 		return
 	}
-	res.Body = &heldBody{ReadCloser: res.Body, release: holdStream(ctx, t.caller, t.cancel)}
+	abort := func() { t.cancel(errors.New("previews: the caller's token was revoked or changed")) }
+	res.Body = &heldBody{ReadCloser: res.Body, release: holdStream(ctx, t.caller, abort)}
 }
 
 // heldBody ends its hold when closed.
