@@ -187,7 +187,6 @@ func TestStdioLongLineAtEOF(t *testing.T) {
 type feedReader struct {
 	head, tail []byte
 	pad        int // padding bytes still to give
-	rest       []byte
 	given      int
 	check      func()
 }
