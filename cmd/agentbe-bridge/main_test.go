@@ -36,13 +36,24 @@ const testToken = "bridge-test-token-0123456789"
 // the host:port.
 func startDaemon(t *testing.T, certFile, keyFile string) string {
 	t.Helper()
+	_, addr, _ := serveDaemon(t, func(c *config.Config) {
+		c.AuthToken = testToken
+		c.TLSCert, c.TLSKey = certFile, keyFile
+	})
+	return addr
+}
+
+// serveDaemon serves a workspace on a loopback port (software isolation,
+// tweak's settings) until the test ends; it returns the daemon, its
+// host:port and its root.
+func serveDaemon(t *testing.T, tweak func(*config.Config)) (*daemon.Daemon, string, string) {
+	t.Helper()
 	c := config.Default()
 	c.Root = t.TempDir()
 	c.Isolation = "software"
 	c.SSHHostKey = filepath.Join(t.TempDir(), "host_key")
-	c.AuthToken = testToken
-	c.TLSCert, c.TLSKey = certFile, keyFile
 	c.ShutdownTimeout = 5 * time.Second
+	tweak(&c)
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +73,7 @@ func startDaemon(t *testing.T, certFile, keyFile string) string {
 		<-done
 		_ = d.Close()
 	})
-	return ln.Addr().String()
+	return d, ln.Addr().String(), c.Root
 }
 
 // forward is a plain TCP forward from a loopback port to target, standing

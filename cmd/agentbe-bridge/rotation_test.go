@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -28,33 +26,10 @@ func startRotatingDaemon(t *testing.T, tokenFile string, sessions bool) (*daemon
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := config.Default()
-	c.Root = t.TempDir()
-	c.Isolation = "software"
-	c.SSHHostKey = filepath.Join(t.TempDir(), "host_key")
-	c.AuthTokenFile, c.AuthToken = tokenFile, strings.TrimSpace(string(tok))
-	c.MCPSessions = sessions
-	c.ShutdownTimeout = 5 * time.Second
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	d, err := daemon.New(c, daemon.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Version: "9.9.9"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		_ = d.Close()
+	return serveDaemon(t, func(c *config.Config) {
+		c.AuthTokenFile, c.AuthToken = tokenFile, strings.TrimSpace(string(tok))
+		c.MCPSessions = sessions
 	})
-	return d, ln.Addr().String(), c.Root
 }
 
 // rotate writes tok to file and has d read it again, as `mv` and SIGHUP.
