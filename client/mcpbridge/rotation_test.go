@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 )
 
 // rotatingServer stands for a daemon whose token is rotated: it admits
@@ -287,7 +289,7 @@ func TestBridgeRenewsEndedSession(t *testing.T) {
 		clear(sessions)
 		mu.Unlock()
 	}
-	logged := &syncBuffer{}
+	logged := &syncbuf.Buffer{}
 	send := bridgeSession(t, Options{URL: srv.URL + "/mcp", Errors: logged})
 	if got := send(call(1, "initialize"))["1"]; !strings.Contains(got, `"result"`) {
 		t.Fatalf("initialize: %s", got)
@@ -368,22 +370,4 @@ func TestBridgeRenewsEndedSession(t *testing.T) {
 	if got := out.String(); !strings.Contains(got, "(the URL should end in /mcp)") {
 		t.Errorf("a 404 outside a session: %s; want the URL's hint", got)
 	}
-}
-
-// syncBuffer is a strings.Builder safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
