@@ -488,8 +488,15 @@ func TestAttackCloseWithManyRunning(t *testing.T) {
 		t.Fatal("Close with 50 processes running did not return")
 	}
 	f.waitNoMarked(t, "after Close")
-	if after := fds(t); after > before {
-		t.Errorf("%d descriptors open before the 50 processes, %d after Close", before, after)
+	// A descriptor of the last exits (a process's pidfd or pipe, closed
+	// by its Wait goroutine just after Close returns) may still be open
+	// for an instant: a leak is one that stays.
+	after := fds(t)
+	for deadline := time.Now().Add(10 * time.Second); after > before && time.Now().Before(deadline); after = fds(t) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if after > before {
+		t.Errorf("%d descriptors open before the 50 processes, %d 10 s after Close", before, after)
 	}
 	if txt, isErr := f.call(t, "users/a", "process_start", `{"command":"true"}`, nil); !isErr || !strings.Contains(txt, "shutting down") {
 		t.Errorf("a start after Close: %s", txt)
