@@ -20,13 +20,13 @@
 // docs/configuration.md "Rotating a token") refuses the old one with 401.
 // A bridge given the token's file (Options.TokenFile) then reads the file
 // again, once, and when it holds another token sends the refused request
-// again with it and keeps that token: a client that spawned the bridge
-// hours ago goes on across the rotation. A daemon with --mcp-sessions also
-// ends the old token's sessions, and answers a request of an ended
-// session 404 before running it: the bridge then opens a new session with
-// the client's own initialize and notifications/initialized (kept from
-// the start; the answer is not passed on) and sends the request once more
-// in it (Bridge.renew).
+// again with it and keeps that token, so the client that spawned the
+// bridge keeps working across a rotation. A daemon with --mcp-sessions
+// also ends the old token's sessions and answers a request of an ended
+// session 404, without running it. The bridge then opens a new session
+// with the client's own initialize and notifications/initialized, which
+// it keeps for this (the daemon's answer to them is not passed on), and
+// sends the request once more in the new session (Bridge.renew).
 package mcpbridge
 
 import (
