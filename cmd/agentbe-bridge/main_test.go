@@ -362,32 +362,10 @@ func TestBridgeCarriesSSH(t *testing.T) {
 		{"wss with a test CA", []string{"ssh", "wss://" + secure + "/ssh", "--token-file", tokenFile, "--ca", caFile}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			local, remote := net.Pipe()
-			code := make(chan int, 1)
-			var stderr lockedBuffer
-			go func() {
-				code <- run(context.Background(), tc.args, remote, remote, &stderr)
-				remote.Close()
-			}()
-			conn, chans, reqs, err := ssh.NewClientConn(local, "workspace", &ssh.ClientConfig{
-				User: "agent", Auth: []ssh.AuthMethod{ssh.Password("unused")}, HostKeyCallback: ssh.InsecureIgnoreHostKey(),
-			})
-			if err != nil {
-				local.Close()
-				t.Fatalf("SSH through agentbe-bridge ssh: %v (exit %d, %q)", err, <-code, stderr.String())
-			}
-			client := ssh.NewClient(conn, chans, reqs)
-			sess, err := client.NewSession()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := sess.Output("echo through the bridge")
-			sess.Close()
-			client.Close()
+			out, err := sshThroughBridge(t, context.Background(), tc.args, "echo through the bridge")
 			if err != nil || strings.TrimSpace(string(out)) != "through the bridge" {
 				t.Errorf("exec over the bridge: %v, %q", err, out)
 			}
-			<-code
 		})
 	}
 	for _, tc := range []struct {
@@ -403,4 +381,37 @@ func TestBridgeCarriesSSH(t *testing.T) {
 			t.Errorf("agentbe-bridge %s: exit %d, stdout %q, stderr %q; want exit 1 naming %q", strings.Join(tc.args, " "), code, stdout.String(), stderr.String(), tc.want)
 		}
 	}
+}
+
+// sshThroughBridge logs in over SSH through `agentbe-bridge ssh` (run with
+// args, as a ProxyCommand would: the bridge's stdin and stdout are one end
+// of a pipe, the SSH client the other) and runs command; it waits for the
+// bridge to exit.
+func sshThroughBridge(t *testing.T, ctx context.Context, args []string, command string) ([]byte, error) {
+	t.Helper()
+	local, remote := net.Pipe()
+	code := make(chan int, 1)
+	var stderr lockedBuffer
+	go func() {
+		code <- run(ctx, args, remote, remote, &stderr)
+		remote.Close()
+	}()
+	conn, chans, reqs, err := ssh.NewClientConn(local, "workspace", &ssh.ClientConfig{
+		User: "agent", Auth: []ssh.AuthMethod{ssh.Password("unused")}, HostKeyCallback: ssh.InsecureIgnoreHostKey(),
+	})
+	if err != nil {
+		local.Close()
+		t.Fatalf("SSH through agentbe-bridge %v: %v (exit %d, %q)", args, err, <-code, stderr.String())
+	}
+	client := ssh.NewClient(conn, chans, reqs)
+	defer func() {
+		client.Close()
+		<-code
+	}()
+	sess, err := client.NewSession()
+	if err != nil {
+		return nil, err
+	}
+	defer sess.Close()
+	return sess.Output(command)
 }

@@ -108,31 +108,7 @@ func TestBridgeFollowsTokenRotation(t *testing.T) {
 	if err := os.WriteFile(file, []byte("third-token-3333333333\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	local, remote := net.Pipe()
-	code := make(chan int, 1)
-	var stderr lockedBuffer
-	go func() {
-		code <- run(ctx, []string{"ssh", "ws://" + addr + "/ssh", "--token-file", file}, remote, remote, &stderr)
-		remote.Close()
-	}()
-	conn, chans, reqs, err := ssh.NewClientConn(local, "workspace", &ssh.ClientConfig{
-		User: "agent", Auth: []ssh.AuthMethod{ssh.Password("unused")}, HostKeyCallback: ssh.InsecureIgnoreHostKey(),
-	})
-	if err != nil {
-		local.Close()
-		t.Fatalf("SSH through agentbe-bridge ssh after the rotation: %v (exit %d, %q)", err, <-code, stderr.String())
-	}
-	client := ssh.NewClient(conn, chans, reqs)
-	out, err := func() ([]byte, error) {
-		sess, err := client.NewSession()
-		if err != nil {
-			return nil, err
-		}
-		defer sess.Close()
-		return sess.Output("cat runs.txt")
-	}()
-	client.Close()
-	<-code
+	out, err := sshThroughBridge(t, ctx, []string{"ssh", "ws://" + addr + "/ssh", "--token-file", file}, "cat runs.txt")
 	if err != nil || string(out) != "after-rotation\n" {
 		t.Errorf("exec over agentbe-bridge ssh after the rotation: %v, %q", err, out)
 	}
