@@ -2,12 +2,14 @@ package sshd
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	gossh "golang.org/x/crypto/ssh"
@@ -57,6 +59,28 @@ func TestLoadOrCreateHostKey(t *testing.T) {
 			return filepath.Join(p, "key")
 		}},
 		{"key path is a directory", func(t *testing.T) string { return t.TempDir() }},
+		// What a start killed while writing the key in place left, for
+		// a build that wrote it so: refused, never taken for a key.
+		{"empty key file", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "k")
+			os.WriteFile(p, nil, 0o600)
+			return p
+		}},
+		// Read as the operator's other files are: never waited on,
+		// never one that others could have replaced.
+		{"FIFO under the name", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "k")
+			if err := syscall.Mkfifo(p, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}},
+		{"key writable by others", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "k")
+			os.WriteFile(p, pem.EncodeToMemory(mustKeyBlock(t)), 0o600)
+			os.Chmod(p, 0o666)
+			return p
+		}},
 	}
 	for _, b := range bad {
 		t.Run(b.name, func(t *testing.T) {
@@ -77,4 +101,18 @@ func TestLoadOrCreateHostKey(t *testing.T) {
 	if k, err := LoadOrCreateHostKey(p); err != nil || k.PublicKey().Type() != gossh.KeyAlgoRSA {
 		t.Fatalf("reference RSA key: %v", err)
 	}
+}
+
+// mustKeyBlock is a fresh ed25519 key in OpenSSH's PEM form.
+func mustKeyBlock(t *testing.T) *pem.Block {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := gossh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
