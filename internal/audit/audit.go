@@ -100,9 +100,13 @@ type Log struct {
 	failedReported uint64
 	lastReport     time.Time
 
-	mu sync.Mutex // guards w and f
+	mu sync.Mutex // guards w, f and cut
 	w  io.Writer
 	f  *os.File // nil for stderr
+	// cut: the file ends in a line cut short (a write the full disk cut,
+	// or a power cut before the last run's line was whole), so the next
+	// line starts with a newline of its own.
+	cut bool
 }
 
 // Open opens the log and starts its writer.
@@ -152,6 +156,7 @@ func (l *Log) open(flags int) error {
 	if err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}
+	cut := endsCut(l.opts.Path, f)
 	l.mu.Lock()
 	if l.closed.Load() { // Close ran meanwhile
 		l.mu.Unlock()
@@ -159,12 +164,34 @@ func (l *Log) open(flags int) error {
 		return errClosed
 	}
 	old := l.f
-	l.f, l.w = f, f
+	l.f, l.w, l.cut = f, f, cut
 	l.mu.Unlock()
 	if old != nil {
 		old.Close()
 	}
 	return nil
+}
+
+// endsCut reports whether f, the log opened for appending as path, is a
+// regular file whose last byte is not a newline: its last line was cut
+// short. The last byte is read through a second descriptor, opened by the
+// name and used only if it is the same file.
+func endsCut(path string, f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return false
+	}
+	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	if ri, err := r.Stat(); err != nil || !os.SameFile(fi, ri) {
+		return false
+	}
+	var b [1]byte
+	n, _ := r.ReadAt(b[:], fi.Size()-1)
+	return n == 1 && b[0] != '\n'
 }
 
 // errClosed is Reopen's error after Close.
@@ -352,14 +379,22 @@ func (l *Log) put(line []byte) {
 	if l.w == nil {
 		return
 	}
-	if _, err := l.w.Write(line); err != nil {
+	if l.cut {
+		line = append([]byte{'\n'}, line...)
+	}
+	if n, err := l.w.Write(line); err != nil {
+		if n > 0 && l.f != nil {
+			l.cut = true // what fit is a line cut short
+		}
 		n := l.failed.Add(1)
 		if l.opts.Logger != nil && (l.failedReported == 0 || time.Since(l.lastReport) >= WriteErrorEvery) {
 			l.opts.Logger.Error("audit log: write failed; the line is lost (counted in agentbe_audit_write_errors_total)",
 				"path", l.opts.Path, "err", err, "lost_since_last_report", n-l.failedReported, "lost_total", n)
 			l.failedReported, l.lastReport = n, time.Now()
 		}
+		return
 	}
+	l.cut = false
 }
 
 // secretKey reports whether an argument's name says it holds a secret.
