@@ -696,6 +696,17 @@ func (e *executor) track(c *child) bool {
 	return true
 }
 
+// runningBoundaries are the boundaries of the commands tracked now.
+func (e *executor) runningBoundaries() map[string]bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := make(map[string]bool, len(e.running))
+	for c := range e.running {
+		m[c.boundary] = true
+	}
+	return m
+}
+
 func (e *executor) untrack(c *child) {
 	e.mu.Lock()
 	delete(e.running, c)

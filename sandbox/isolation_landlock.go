@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
@@ -56,10 +58,14 @@ type landlockIsolation struct {
 	handledFS, handledNet, scoped uint64
 	// rules are the fixed grants, opened once (O_PATH) in New.
 	rules []landlockRule
-	// tmp holds a private temporary directory per boundary.
+	// tmp holds a private temporary directory per boundary, at most
+	// maxTmp of them (tmpFor).
 	tmp     string
 	tmpMu   sync.Mutex
-	tmpDirs map[string]*os.File
+	tmpDirs map[string]*landlockTmpDir // by the directory's name
+	tmpSeq  uint64                     // hand-outs of tmpFor, under tmpMu
+	maxTmp  int                        // maxLandlockTmpDirs; tests lower it
+	tmpWG   sync.WaitGroup             // removals of evicted directories (close waits)
 	// filter is the seccomp filter's sealed memfd (filterMemfd), the
 	// variant that refuses unix sockets when unixBySeccomp.
 	filter *os.File
@@ -320,19 +326,53 @@ func (l *landlockIsolation) ruleset(wd *workdir) (*os.File, string, error) {
 	return rs, tmpName, nil
 }
 
+// landlockTmpDir is one boundary's private temporary directory.
+type landlockTmpDir struct {
+	f        *os.File // O_PATH, for the ruleset
+	boundary string
+	used     uint64 // tmpSeq when it was last handed out
+}
+
 // tmpFor returns the private temporary directory of a boundary, made on
 // first use (0700, owned by the run-as user) under the executor's own.
-// Two scopes never share one.
+// Two scopes never share one. The directories a daemon keeps are bounded
+// (maxTmp): a client may name a new scope with every call (X-Scope-Path),
+// so when a new one would pass the bound, the quarter of them used least
+// recently and by no running command are removed, with what they hold. A
+// boundary that comes back gets an empty directory.
 func (l *landlockIsolation) tmpFor(boundary string) (string, *os.File, error) {
-	l.tmpMu.Lock()
-	defer l.tmpMu.Unlock()
 	sum := sha256.Sum256([]byte(boundary))
 	name := filepath.Join(l.tmp, hex.EncodeToString(sum[:12]))
-	if f := l.tmpDirs[name]; f != nil {
-		return name, f, nil
+	l.tmpMu.Lock()
+	if d := l.tmpDirs[name]; d != nil {
+		l.tmpSeq++
+		d.used = l.tmpSeq
+		l.tmpMu.Unlock()
+		return name, d.f, nil
 	}
-	if len(l.tmpDirs) >= maxLandlockTmpDirs {
-		return "", nil, fmt.Errorf("more than %d scopes have run commands; restart the daemon to clear their temporary directories", maxLandlockTmpDirs)
+	full, since := len(l.tmpDirs) >= l.maxTmp, l.tmpSeq
+	l.tmpMu.Unlock()
+	// The boundaries of the running commands, taken without tmpMu (the
+	// executor's lock is never taken inside it). A command is tracked
+	// before its tmpFor, so one that got its directory before since is
+	// among them while it runs; one handed its directory after since is
+	// told by used.
+	var busy map[string]bool
+	if full {
+		busy = l.e.runningBoundaries()
+	}
+	l.tmpMu.Lock()
+	defer l.tmpMu.Unlock()
+	if d := l.tmpDirs[name]; d != nil {
+		l.tmpSeq++
+		d.used = l.tmpSeq
+		return name, d.f, nil
+	}
+	if len(l.tmpDirs) >= l.maxTmp && busy != nil {
+		l.evictTmp(busy, since)
+	}
+	if len(l.tmpDirs) >= l.maxTmp {
+		return "", nil, fmt.Errorf("%d scopes have commands running or starting, each with a private temporary directory (the limit); end some", l.maxTmp)
 	}
 	if err := os.Mkdir(name, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", nil, err
@@ -346,18 +386,61 @@ func (l *landlockIsolation) tmpFor(boundary string) (string, *os.File, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	l.tmpDirs[name] = f
+	l.tmpSeq++
+	l.tmpDirs[name] = &landlockTmpDir{f: f, boundary: boundary, used: l.tmpSeq}
 	return name, f, nil
 }
 
-// maxLandlockTmpDirs bounds the descriptors the temporary directories hold.
+// evictTmp removes up to a quarter of maxTmp directories, least recently
+// used first, of boundaries no running command has (busy) and not handed
+// out after since. Each is renamed out of the way under tmpMu (a boundary
+// that comes back makes a new one) and removed on a goroutine of its own,
+// so that a directory full of files does not hold up every start.
+// tmpMu is held.
+func (l *landlockIsolation) evictTmp(busy map[string]bool, since uint64) {
+	var idle []string
+	for name, d := range l.tmpDirs {
+		if !busy[d.boundary] && d.used <= since {
+			idle = append(idle, name)
+		}
+	}
+	slices.SortFunc(idle, func(a, b string) int { return cmp.Compare(l.tmpDirs[a].used, l.tmpDirs[b].used) })
+	idle = idle[:min(len(idle), max(1, l.maxTmp/4))]
+	var gone []string
+	for _, name := range idle {
+		l.tmpDirs[name].f.Close()
+		delete(l.tmpDirs, name)
+		trash := filepath.Join(l.tmp, "gone-"+filepath.Base(name)+"-"+strconv.FormatUint(l.tmpSeq, 36))
+		if err := os.Rename(name, trash); err != nil {
+			l.e.log.Warn("landlock: could not remove an unused private temporary directory", "dir", name, "err", err)
+			continue
+		}
+		gone = append(gone, trash)
+	}
+	if len(gone) == 0 {
+		return
+	}
+	l.tmpWG.Add(1)
+	go func() {
+		defer l.tmpWG.Done()
+		for _, dir := range gone {
+			if err := os.RemoveAll(dir); err != nil {
+				l.e.log.Warn("landlock: could not remove an unused private temporary directory", "dir", dir, "err", err)
+			}
+		}
+	}()
+}
+
+// maxLandlockTmpDirs bounds the private temporary directories (and the
+// descriptors they hold) a daemon keeps: docs/security.md, "Landlock".
 const maxLandlockTmpDirs = 4096
 
 func (l *landlockIsolation) close() {
+	l.tmpWG.Wait()
 	l.tmpMu.Lock()
 	defer l.tmpMu.Unlock()
-	for _, f := range l.tmpDirs {
-		f.Close()
+	for _, d := range l.tmpDirs {
+		d.f.Close()
 	}
 	l.tmpDirs = nil
 	for _, r := range l.rules {
@@ -391,7 +474,7 @@ func newLandlockIsolation(e *executor) (*landlockIsolation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the seccomp filter: %v", err)
 	}
-	l := &landlockIsolation{e: e, abi: abi, filter: filter, unixBySeccomp: unixBySeccomp, tmpDirs: map[string]*os.File{}}
+	l := &landlockIsolation{e: e, abi: abi, filter: filter, unixBySeccomp: unixBySeccomp, tmpDirs: map[string]*landlockTmpDir{}, maxTmp: maxLandlockTmpDirs}
 	l.handledFS = landlockHandledFS[min(abi, len(landlockHandledFS)-1)]
 	if abi >= 6 {
 		l.scoped = unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL
