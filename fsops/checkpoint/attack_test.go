@@ -7,6 +7,7 @@ package checkpoint
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -293,6 +294,11 @@ func TestSecondOpenOfAStoreRefused(t *testing.T) {
 	_, err := Open(Options{Dir: a.storeDir})
 	if err == nil || !strings.Contains(err.Error(), a.storeDir) || !strings.Contains(err.Error(), "--state-dir") {
 		t.Fatalf("a second Open of a store in use: %v, want a refusal naming %s and --state-dir", err, a.storeDir)
+	}
+	// It names the holder's pid (here this process's), which the lock
+	// file records.
+	if want := fmt.Sprintf("pid %d, ", os.Getpid()); !strings.Contains(err.Error(), want) {
+		t.Fatalf("a second Open of a store in use: %v, want it to name the holder (%q)", err, want)
 	}
 	a.reopen(t) // closing releases it
 }

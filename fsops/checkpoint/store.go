@@ -315,13 +315,30 @@ func lockStore(r *os.Root, dir string) (*os.File, error) {
 		}
 	}
 	if err != nil {
-		f.Close()
+		defer f.Close()
 		if err == unix.EWOULDBLOCK {
-			return nil, fmt.Errorf("checkpoint store %s is in use by another daemon (it holds %s): give each daemon its own --state-dir", dir, filepath.Join(dir, lockFile))
+			return nil, fmt.Errorf("checkpoint store %s is in use by another daemon (%sit holds %s): give each daemon its own --state-dir",
+				dir, holder(f), filepath.Join(dir, lockFile))
 		}
 		return nil, fmt.Errorf("checkpoint store %s: locking %s: %w", dir, lockFile, err)
 	}
+	// Who holds it, for the refusal of a second daemon. The lock is the
+	// flock, not this text: a pid left by a killed daemon locks nothing.
+	if f.Truncate(0) == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
 	return f, nil
+}
+
+// holder is "pid N, " for the pid the lock's holder wrote in it, or "".
+func holder(f *os.File) string {
+	var b [24]byte
+	n, _ := f.ReadAt(b[:], 0)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+	if err != nil || pid <= 0 {
+		return ""
+	}
+	return "pid " + strconv.Itoa(pid) + ", "
 }
 
 // load reads every manifest and the blobs, dropping leftovers.
