@@ -81,6 +81,9 @@ type cgroups struct {
 	maxProc int64  // pids.max of each command; 0: none set
 	seq     atomic.Uint64
 	log     func(msg string, args ...any)
+	// staleKilled: the processes that dead daemons' commands left, which
+	// makeCgroups killed (removeStaleCgroups), logged once log is set.
+	staleKilled int
 
 	spare   chan *cgroup // cgroups ready for the next commands: v1 ones emptied and reset, v2 ones made ahead
 	mu      sync.Mutex
@@ -125,6 +128,10 @@ func newCgroups(maxProc int64, log func(string, ...any)) (*cgroups, string) {
 			return nil
 		}
 		cg.log = log
+		if cg.staleKilled > 0 {
+			log("killed the commands that daemons killed before left running in their cgroups",
+				"processes", cg.staleKilled, "below", cg.home)
+		}
 		return cg
 	}
 	// v1 pids before plain v2, also with no bound asked for: its cgroups
@@ -153,8 +160,8 @@ func makeCgroups(kind cgroupKind, mounts, own []byte, name string, maxProc int64
 	if err != nil {
 		return nil, err
 	}
-	removeStaleCgroups(home)
-	cg := &cgroups{kind: kind, dir: filepath.Join(home, name), home: home, spare: make(chan *cgroup, spareCgroups)}
+	killed := removeStaleCgroups(home)
+	cg := &cgroups{kind: kind, dir: filepath.Join(home, name), home: home, spare: make(chan *cgroup, spareCgroups), staleKilled: killed}
 	if err := os.Mkdir(cg.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -201,12 +208,17 @@ func makeCgroups(kind cgroupKind, mounts, own []byte, name string, maxProc int64
 // with SIGKILL, crashed) left below home: agentbe-<pid>-<n> of a pid that
 // no longer exists, with its command cgroups (c<n>), and within those what
 // a daemon run as one of its commands left in the same way (a daemon's
-// tests, a daemon started by an agent), to staleCgroupDepth levels. Only
-// empty cgroups can be removed; anything still running keeps its cgroup,
-// and so do a live daemon's (its spares are empty, and in use) and any
-// cgroup of a name this package does not make.
-func removeStaleCgroups(home string) {
-	removeStaleIn(home, staleCgroupDepth)
+// tests, a daemon started by an agent), to staleCgroupDepth levels. The
+// processes still in such a command cgroup are the dead daemon's commands
+// (its kill reached each command's first process only, by the parent-death
+// signal, or nothing under landlock and software modes' own children): they
+// are killed (killLeft), so that they hold the workspace, ports and files
+// no longer, except a live daemon nested in the command, which keeps
+// running. A live daemon's cgroups (its spares are empty, and in use) and
+// any cgroup of a name this package does not make are kept. It returns how
+// many processes it killed.
+func removeStaleCgroups(home string) int {
+	return removeStaleIn(home, staleCgroupDepth)
 }
 
 // staleCgroupDepth bounds how deep removeStaleCgroups looks: a daemon's
@@ -214,35 +226,43 @@ func removeStaleCgroups(home string) {
 const staleCgroupDepth = 16
 
 // removeStaleIn removes each agentbe-<pid>-<n> in dir whose pid is gone.
-func removeStaleIn(dir string, depth int) {
+func removeStaleIn(dir string, depth int) (killed int) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return
+		return 0
 	}
 	for _, d := range ents {
 		if d.IsDir() && staleDaemonCgroup(d.Name()) {
-			removeDaemonCgroup(filepath.Join(dir, d.Name()), depth-1)
+			killed += removeDaemonCgroup(filepath.Join(dir, d.Name()), depth-1)
 		}
 	}
+	return killed
+}
+
+// daemonCgroupPid is the pid of a cgroup named agentbe-<pid>-<n>.
+func daemonCgroupPid(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "agentbe-")
+	if !ok {
+		return 0, false
+	}
+	pidStr, _, ok := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(pidStr)
+	return pid, ok && err == nil && pid > 0
 }
 
 // staleDaemonCgroup says name is agentbe-<pid>-<n> of a pid that no longer
 // exists (never this process's: its own may sit below home).
 func staleDaemonCgroup(name string) bool {
-	rest, ok := strings.CutPrefix(name, "agentbe-")
-	if !ok {
-		return false
-	}
-	pidStr, _, ok := strings.Cut(rest, "-")
-	pid, err := strconv.Atoi(pidStr)
-	return ok && err == nil && pid > 0 && pid != os.Getpid() && syscall.Kill(pid, 0) == syscall.ESRCH
+	pid, ok := daemonCgroupPid(name)
+	return ok && pid != os.Getpid() && syscall.Kill(pid, 0) == syscall.ESRCH
 }
 
 // removeDaemonCgroup removes a dead daemon's cgroup: first its command
-// cgroups (c<n>), each after the stale daemons' cgroups inside it.
-func removeDaemonCgroup(dir string, depth int) {
+// cgroups (c<n>), each after the stale daemons' cgroups inside it and the
+// processes left in it.
+func removeDaemonCgroup(dir string, depth int) (killed int) {
 	if depth <= 0 {
-		return
+		return 0
 	}
 	if kids, err := os.ReadDir(dir); err == nil {
 		for _, k := range kids {
@@ -250,11 +270,54 @@ func removeDaemonCgroup(dir string, depth int) {
 				continue
 			}
 			cmd := filepath.Join(dir, k.Name())
-			removeStaleIn(cmd, depth-1)
+			killed += removeStaleIn(cmd, depth-1)
+			killed += killLeft(cmd)
 			_ = os.Remove(cmd)
 		}
 	}
 	_ = os.Remove(dir)
+	return killed
+}
+
+// killLeft kills the processes in cmd, a dead daemon's command cgroup,
+// but a live daemon run as that command: a process P with a cgroup
+// agentbe-P-<n> in cmd (its own, made below the cgroup it runs in). Where
+// nothing is spared, pids.max is set to 0 first (where the cgroup has
+// one), so nothing inside forks while it is listed and killed; it gives up
+// after 100 rounds. It returns how many processes it killed.
+func killLeft(cmd string) int {
+	spare := map[int]bool{os.Getpid(): true}
+	if ents, err := os.ReadDir(cmd); err == nil {
+		for _, e := range ents {
+			if pid, ok := daemonCgroupPid(e.Name()); ok && e.IsDir() {
+				spare[pid] = true
+			}
+		}
+	}
+	seen := map[int]bool{}
+	for i := range 100 {
+		pids, err := readProcs(cmd)
+		if err != nil {
+			break
+		}
+		left := 0
+		for _, p := range pids {
+			if spare[p] {
+				continue
+			}
+			left++
+			seen[p] = true
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		if left == 0 {
+			break
+		}
+		if i == 0 && len(spare) == 1 {
+			_ = writeCgroupFile(filepath.Join(cmd, "pids.max"), "0")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return len(seen)
 }
 
 // commandCgroupName says name is c<n>, as make names a command's cgroup.
@@ -567,8 +630,11 @@ func (c *cgroup) killLocked() bool {
 }
 
 // procs lists the processes in c.
-func (c *cgroup) procs() ([]int, error) {
-	path := filepath.Join(c.dir, "cgroup.procs")
+func (c *cgroup) procs() ([]int, error) { return readProcs(c.dir) }
+
+// readProcs lists the processes in the cgroup dir.
+func readProcs(dir string) ([]int, error) {
+	path := filepath.Join(dir, "cgroup.procs")
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
