@@ -252,9 +252,9 @@ func Open(opts Options) (*Store, error) {
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("checkpoint store: %w", err)
 	}
-	r, err := os.OpenRoot(opts.Dir)
+	r, err := openStoreDir(opts.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint store: %w", err)
+		return nil, err
 	}
 	lock, err := lockStore(r, opts.Dir)
 	if err != nil {
@@ -274,6 +274,37 @@ func Open(opts Options) (*Store, error) {
 	}
 	s.publish()
 	return s, nil
+}
+
+// openStoreDir opens the store's directory, which must be a directory
+// itself, not a symbolic link: the daemon makes it, so a link there was
+// put by someone else, and the store would make its directories and lock
+// file wherever it leads, and each start would remove what the target's
+// tmp/ and blobs/ hold as leftovers of interrupted checkpoints. Links
+// above it (a state directory that is a link) are followed. The directory
+// opened is checked to be the one judged, so a swap in between is refused
+// too.
+func openStoreDir(dir string) (*os.Root, error) {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint store: %w", err)
+	}
+	if !fi.IsDir() {
+		what := "is not a directory"
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			what = "is a symbolic link"
+		}
+		return nil, fmt.Errorf("checkpoint store %s %s: the daemon makes the store's directory itself, and would make its files and remove its leftovers wherever a link leads; remove what is there, or choose another --state-dir", dir, what)
+	}
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint store: %w", err)
+	}
+	if ri, err := r.Stat("."); err != nil || !os.SameFile(fi, ri) {
+		r.Close()
+		return nil, fmt.Errorf("checkpoint store %s was replaced while it was opened (a symbolic link?); try again, or choose another --state-dir", dir)
+	}
+	return r, nil
 }
 
 // syncLeftovers makes what the store holds durable, once, when it is
@@ -304,7 +335,7 @@ const lockFile = "lock"
 // daemon (or Store) holds: each counts blob references only from the
 // manifests it knows, so two on one store would delete each other's blobs.
 func lockStore(r *os.Root, dir string) (*os.File, error) {
-	f, err := r.OpenFile(lockFile, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := r.OpenFile(lockFile, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
 	}
