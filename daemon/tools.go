@@ -25,7 +25,8 @@ const unknownTool = "_unknown"
 // toolMetrics are the per-tool call counters and latency histogram. The
 // tool label is always a name the registry serves (or unknownTool), and
 // outcome is one of registry.Record's few outcomes, so the series stay
-// bounded whatever clients send.
+// bounded whatever clients send; follow drops the series of tools no
+// longer served, so they stay bounded over a long life too.
 type toolMetrics struct {
 	calls    *metrics.CounterVec
 	errors   *metrics.CounterVec
@@ -56,6 +57,27 @@ func newToolMetrics(reg *metrics.Registry, auditLog *audit.Log) (*toolMetrics, e
 	return m, nil
 }
 
+// follow keeps the series to the tools reg serves: after each change of
+// its tools, the series of a tool it no longer serves are dropped (an
+// upstream server or an extension that renames its tools over weeks
+// would otherwise leave every name it ever served in /metrics). A tool
+// served again starts its series from zero, as after a restart. The
+// returned func stops following.
+func (m *toolMetrics) follow(reg *registry.Registry) (stop func()) {
+	return reg.Subscribe(func() {
+		served := func(v []string) bool {
+			if v[0] == unknownTool {
+				return true
+			}
+			_, ok := reg.Lookup(v[0])
+			return ok
+		}
+		m.calls.Retain(served)
+		m.errors.Retain(served)
+		m.duration.Retain(served)
+	})
+}
+
 func (m *toolMetrics) observe(reg *registry.Registry, rec registry.Record) {
 	tool := rec.Tool
 	if _, ok := reg.Lookup(tool); !ok || rec.Outcome == "unknown" {
@@ -83,6 +105,8 @@ func newToolRegistry(cfg config.Config, d *Daemon) *registry.Registry {
 		},
 		CallContext: d.loopback.call,
 	})
+	// For the registry's life, which is the daemon's: nothing to stop.
+	d.toolMetrics.follow(reg)
 	return reg
 }
 

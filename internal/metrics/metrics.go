@@ -502,6 +502,40 @@ func (v *vec[T]) each(fn func(sortedValues []string, m *T)) {
 	}
 }
 
+// retain drops the series whose values keep refuses, and says how many.
+func (v *vec[T]) retain(keep func(values []string) bool) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	dropped := 0
+	for h, cs := range v.series {
+		kept := cs[:0]
+		for _, c := range cs {
+			if keep(c.values) {
+				kept = append(kept, c)
+			} else {
+				dropped++
+			}
+		}
+		clear(cs[len(kept):])
+		if len(kept) == 0 {
+			delete(v.series, h)
+		} else {
+			v.series[h] = kept
+		}
+	}
+	if dropped > 0 {
+		// A Go map keeps its buckets when entries leave: a copy holds
+		// only what is left.
+		left := make(map[uint64][]*child[T], len(v.series))
+		for h, cs := range v.series {
+			left[h] = cs
+		}
+		v.series = left
+	}
+	v.count.Add(-int64(dropped))
+	return dropped
+}
+
 func (v *vec[T]) names() []string { return []string{v.name} }
 
 // CounterVec is a counter per combination of label values.
@@ -516,6 +550,15 @@ func NewCounterVec(name, help string, labels ...string) *CounterVec {
 // WithLabelValues is the counter of these values, in the order of the label
 // names given to NewCounterVec; it allocates only the first time.
 func (c *CounterVec) WithLabelValues(values ...string) *Counter { return c.v.with(values) }
+
+// Retain drops every series whose label values (in the order of the label
+// names given to NewCounterVec) keep refuses, and says how many it dropped:
+// a family whose label takes values that come and go (the tools served
+// now) stays as large as what is current, not as all that ever was. A
+// dropped series starts again from zero if its values are used again, as
+// a counter of a restarted process does; a *Counter taken before Retain
+// dropped its series is no longer exported.
+func (c *CounterVec) Retain(keep func(values []string) bool) int { return c.v.retain(keep) }
 
 func (c *CounterVec) names() []string { return c.v.names() }
 func (c *CounterVec) collect(dst []family) []family {
@@ -543,6 +586,10 @@ func NewHistogramVec(name, help string, buckets []float64, labels ...string) *Hi
 // WithLabelValues is the histogram of these values; it allocates only the
 // first time.
 func (h *HistogramVec) WithLabelValues(values ...string) *Histogram { return h.v.with(values) }
+
+// Retain drops every series whose label values keep refuses, as
+// CounterVec.Retain does.
+func (h *HistogramVec) Retain(keep func(values []string) bool) int { return h.v.retain(keep) }
 
 func (h *HistogramVec) names() []string { return h.v.names() }
 func (h *HistogramVec) collect(dst []family) []family {
