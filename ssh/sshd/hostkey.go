@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,8 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	gossh "golang.org/x/crypto/ssh"
-
-	"github.com/agentbe/agentbe-daemon/internal/opfile"
 )
 
 // DefaultHostKeyPath is where LoadOrCreateHostKey looks when it is given no
@@ -38,12 +37,10 @@ const staleTempAge = time.Minute
 // exist it generates an ed25519 key, saves it there in OpenSSH format with
 // mode 0600 (creating the parent directory 0700), and returns it.
 //
-// The key is read as the operator's other files are (internal/opfile): a
-// regular file only (a FIFO or a device under the name is refused, never
-// waited on), at most 1 MiB, and refused when a user other than its owner
-// could change it (writable by its group or others, or in a directory they
-// may write without the sticky bit), since whoever replaces the key can
-// impersonate the server.
+// The key is read without waiting (readKeyFile): a regular file only (a
+// FIFO or a device under the name is refused, never waited on), at most
+// 1 MiB, and not one its group or others may write, since whoever
+// replaces the key can impersonate the server.
 //
 // The name appears only once the key is whole on disk: the key is written
 // into an unnamed file in the key's directory (O_TMPFILE; a temp file
@@ -93,7 +90,7 @@ func LoadOrCreateHostKey(path string) (gossh.Signer, error) {
 // matches fs.ErrNotExist.
 func loadHostKey(path string) (gossh.Signer, error) {
 	removeStaleTemps(path)
-	data, err := opfile.Read(path, maxHostKeyBytes)
+	data, err := readKeyFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
@@ -107,6 +104,42 @@ func loadHostKey(path string) (gossh.Signer, error) {
 			path, err, len(data))
 	}
 	return signer, nil
+}
+
+// readKeyFile reads the key file: opened without blocking (a FIFO or a
+// device under the name is refused at once, never waited on), a regular
+// file only, at most maxHostKeyBytes, and not one its group or others may
+// write. Unlike internal/opfile's reader, the directories above it are not
+// judged: the key lives in the daemon's state directory, which in a pod is
+// a volume that fsGroup makes group-writable (2775, 2777), and refusing
+// that would stop every restart of a daemon whose key was made there.
+func readKeyFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if pe, ok := err.(*fs.PathError); ok {
+			return nil, pe.Err
+		}
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("is writable by its group or by others (mode %04o): whoever can write it can make the server's identity theirs; chmod go-w it", fi.Mode().Perm())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxHostKeyBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxHostKeyBytes {
+		return nil, fmt.Errorf("larger than %d bytes", maxHostKeyBytes)
+	}
+	return data, nil
 }
 
 // linkNew writes data to a file that gets the name path only once it is

@@ -166,3 +166,30 @@ func tempsIn(t *testing.T, dir string) []string {
 	}
 	return left
 }
+
+// TestHostKeyInAGroupWritableVolume: the state directory on a pod's
+// volume, which fsGroup makes group-writable with the setgid bit (2777 for
+// an emptyDir, 2775 for many volumes). The key made there on the first
+// start loads on every start after it: the key's own mode is judged, not
+// the directories above it.
+func TestHostKeyInAGroupWritableVolume(t *testing.T) {
+	vol := filepath.Join(t.TempDir(), "vol")
+	if err := os.Mkdir(vol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(vol, 0o2777); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(vol, "ssh_host_ed25519_key")
+	k1, err := LoadOrCreateHostKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := LoadOrCreateHostKey(path) // the restart
+	if err != nil {
+		t.Fatalf("the restart in a group-writable volume: %v", err)
+	}
+	if !bytes.Equal(k1.PublicKey().Marshal(), k2.PublicKey().Marshal()) {
+		t.Fatal("the restart got another key")
+	}
+}
