@@ -61,6 +61,6 @@ bridges:
 	done
 
 # The README's test command: the root module, then deploy/ and the
-# Anthropic adapter, which are modules of their own.
+# Anthropic adapter, which are modules of their own (-timeout: CONTRIBUTING.md).
 test:
-	$(GO) test -race ./... && (cd deploy && $(GO) test -race ./...) && (cd client/adapters/anthropic && $(GO) test -race ./...)
+	$(GO) test -race -timeout 30m ./... && (cd deploy && $(GO) test -race ./...) && (cd client/adapters/anthropic && $(GO) test -race ./...)
