@@ -240,7 +240,8 @@ func (p *process) Wait() (ExitStatus, error) {
 
 // Signal delivers a signal the way a terminal would: to the foreground
 // process group of a pty, to the process group of a piped command, and under
-// bwrap (where bwrap does not forward signals) to every process inside.
+// bwrap (where bwrap does not forward signals) to every process inside (on
+// a pty, those of the foreground group).
 func (p *process) Signal(name string) error {
 	sig, ok := ParseSignal(name)
 	if !ok {
@@ -254,13 +255,25 @@ func (p *process) Signal(name string) error {
 		return syscall.ESRCH
 	}
 	pid := p.c.cmd.Process.Pid
+	group := 0 // under bwrap on a pty: signal only the processes inside in this group
 	if p.ptmx != nil {
 		var pgrp int
 		var ierr error
 		if sc, err := p.ptmx.SyscallConn(); err == nil {
 			_ = sc.Control(func(fd uintptr) { pgrp, ierr = unix.IoctlGetInt(int(fd), unix.TIOCGPGRP) })
 		}
-		if ierr == nil && pgrp > 0 {
+		switch {
+		case ierr != nil || pgrp <= 0:
+		case p.c.ownsTree && pgrp == pid:
+			// Under bwrap the pty's foreground group is bwrap's own (it
+			// leads the session) until a shell inside makes one of its
+			// own for a job. bwrap, outside the sandbox, has no handler:
+			// the signal would end it, and the sandbox with it (SIGKILL
+			// for everything, --die-with-parent), before the command
+			// could act on it (a trap, Python's KeyboardInterrupt). The
+			// processes inside in that group get it instead.
+			group = pgrp
+		default:
 			return syscall.Kill(-pgrp, sig)
 		}
 	}
@@ -269,6 +282,9 @@ func (p *process) Signal(name string) error {
 		if !started {
 			return &errcode.Error{Code: errcode.ExecError, Op: "signal",
 				Msg: "the command has not started inside the sandbox (bwrap is still setting it up); nothing was signalled"}
+		}
+		if group != 0 {
+			ds = inGroup(ds, group)
 		}
 		// Killing one may end others first (the sandbox's pid 1 takes its
 		// namespace with it): a process already gone is not a failure.
@@ -310,6 +326,21 @@ func bwrapTree(pid int) (ds []int, started bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// inGroup returns the pids of ds in process group pgid.
+func inGroup(ds []int, pgid int) []int {
+	in := make(map[int]bool, len(ds))
+	for _, d := range ds {
+		in[d] = true
+	}
+	var out []int
+	for _, e := range scanProc() {
+		if in[e.pid] && e.pgid == pgid {
+			out = append(out, e.pid)
+		}
+	}
+	return out
 }
 
 // liveIn reports whether pid is in ps and not a zombie.

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // launched is a started command: the launch and finish steps Run and Start (with
@@ -118,6 +120,12 @@ func (r *launched) reaping() {
 // untracks the command.
 func (r *launched) finish() error {
 	cmd := r.c.cmd
+	// Wait for the exit without reaping first: until the wait that reaps
+	// it, the pid (and its group) cannot be another process's, so Signal
+	// may still reach the command while it runs. Marking it reaped before
+	// a Wait that blocks for the command's whole life would refuse every
+	// signal to a running pty command (SSH's signal request).
+	waitExited(cmd.Process.Pid)
 	r.reaping()
 	werr := cmd.Wait()
 	if r.timer != nil {
@@ -136,4 +144,17 @@ func (r *launched) finish() error {
 		rd.Close()
 	}
 	return werr
+}
+
+// waitExited blocks until pid has exited, leaving it to be reaped
+// (WNOWAIT). An error (the process is not our child any more) returns at
+// once: cmd.Wait then says what happened.
+func waitExited(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
 }
