@@ -241,7 +241,9 @@ func (p *process) Wait() (ExitStatus, error) {
 // Signal delivers a signal the way a terminal would: to the foreground
 // process group of a pty, to the process group of a piped command, and under
 // bwrap (where bwrap does not forward signals) to every process inside (on
-// a pty, those of the foreground group).
+// a pty, those of the foreground group). A foreground group that has ended
+// is not signalled, since its number may be another's by now: the command
+// is.
 func (p *process) Signal(name string) error {
 	sig, ok := ParseSignal(name)
 	if !ok {
@@ -273,6 +275,12 @@ func (p *process) Signal(name string) error {
 			// could act on it (a trap, Python's KeyboardInterrupt). The
 			// processes inside in that group get it instead.
 			group = pgrp
+		case !groupInSession(pgrp, pid):
+			// The foreground group is gone: the terminal keeps its
+			// number, which the kernel may since have given to another
+			// process group, anyone's (the command can get there by
+			// forking through the pid space). The command itself gets
+			// the signal instead (below).
 		default:
 			return syscall.Kill(-pgrp, sig)
 		}
@@ -326,6 +334,20 @@ func bwrapTree(pid int) (ds []int, started bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// groupInSession reports whether a live process of process group pgid is
+// in the session sid: the terminal's foreground group is always in its
+// session (tcsetpgrp admits no other), so one that is not there is gone.
+// What is left is the microseconds between this look and the kill, in
+// which the group would have to end and its number go to another.
+func groupInSession(pgid, sid int) bool {
+	for _, e := range scanProc() {
+		if e.pgid == pgid && e.sid == sid && e.state != 'Z' {
+			return true
+		}
+	}
+	return false
 }
 
 // inGroup returns the pids of ds in process group pgid.
