@@ -11,28 +11,45 @@ import (
 )
 
 // resultCache holds a server's successful results of tools annotated
-// read-only and idempotent, for a TTL, at most max entries (the oldest
-// entry goes first). Off unless the server's cache.ttl is set.
+// read-only and idempotent, for a TTL, at most max entries and maxBytes of
+// results (the oldest entry goes first). Off unless the server's cache.ttl
+// is set.
 type resultCache struct {
-	ttl time.Duration
-	max int
+	ttl      time.Duration
+	max      int
+	maxBytes int64
 
 	mu    sync.Mutex
 	items map[string]*list.Element
-	order *list.List // front: newest
+	order *list.List // front: newest; all share one TTL, so the back expires first
+	bytes int64      // the entries' sizes, summed
 }
 
 type cacheEntry struct {
 	key     string
 	res     *mcp.CallToolResult
 	expires time.Time
+	size    int64
 }
+
+// maxCacheBytes bounds the results one server's cache holds, measured as
+// their JSON: with results up to the 32 MiB message bound, maxEntries alone
+// would let a cache hold gigabytes (docs/upstreams.md).
+const maxCacheBytes = 64 << 20
 
 func newResultCache(c Cache) *resultCache {
 	if c.TTL <= 0 {
 		return nil
 	}
-	return &resultCache{ttl: time.Duration(c.TTL), max: c.MaxEntries, items: map[string]*list.Element{}, order: list.New()}
+	return &resultCache{ttl: time.Duration(c.TTL), max: c.MaxEntries, maxBytes: maxCacheBytes, items: map[string]*list.Element{}, order: list.New()}
+}
+
+// drop removes el; c.mu is held.
+func (c *resultCache) drop(el *list.Element) {
+	e := el.Value.(*cacheEntry)
+	c.order.Remove(el)
+	delete(c.items, e.key)
+	c.bytes -= e.size
 }
 
 // cacheable reports whether a tool's results may be cached: the server says
@@ -73,8 +90,7 @@ func (c *resultCache) get(key string) (*mcp.CallToolResult, bool) {
 	}
 	e := el.Value.(*cacheEntry)
 	if time.Now().After(e.expires) {
-		c.order.Remove(el)
-		delete(c.items, key)
+		c.drop(el)
 		return nil, false
 	}
 	cp := *e.res // callers own the result they get; the entry stays as stored
@@ -85,16 +101,27 @@ func (c *resultCache) put(key string, res *mcp.CallToolResult) {
 	if res == nil || res.IsError {
 		return
 	}
+	// Its size as the JSON it came as, near enough: what it holds.
+	b, err := json.Marshal(res)
+	size := int64(len(b) + len(key))
+	if err != nil || size > c.maxBytes {
+		return
+	}
+	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.items[key]; ok {
-		c.order.Remove(el)
+		c.drop(el)
 	}
-	c.items[key] = c.order.PushFront(&cacheEntry{key: key, res: res, expires: time.Now().Add(c.ttl)})
-	for c.order.Len() > c.max {
-		old := c.order.Back()
-		c.order.Remove(old)
-		delete(c.items, old.Value.(*cacheEntry).key)
+	c.items[key] = c.order.PushFront(&cacheEntry{key: key, res: res, expires: now.Add(c.ttl), size: size})
+	c.bytes += size
+	// Past a bound, or expired: an expired entry would otherwise be held
+	// until it is asked for or pushed out.
+	for el := c.order.Back(); el != nil; el = c.order.Back() {
+		if c.order.Len() <= c.max && c.bytes <= c.maxBytes && !now.After(el.Value.(*cacheEntry).expires) {
+			break
+		}
+		c.drop(el)
 	}
 }
 
@@ -104,4 +131,5 @@ func (c *resultCache) clear() {
 	defer c.mu.Unlock()
 	c.items = map[string]*list.Element{}
 	c.order.Init()
+	c.bytes = 0
 }
