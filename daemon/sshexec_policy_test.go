@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
+	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
 // TestAttackSSHExecAgreesWithMCP: the command policy is one rule in one
@@ -18,9 +21,24 @@ import (
 // (exit 126), and one it runs runs the same over /ssh, whatever the
 // command: a dangerous one, one that cannot be judged, one that hides a
 // NUL, one over the kernel's argument size, one that names a directory
-// outside the root.
+// outside the root. It holds in every mode (software, bwrap, landlock).
 func TestAttackSSHExecAgreesWithMCP(t *testing.T) {
+	for _, mode := range []string{"software", "bwrap", "landlock"} {
+		t.Run(mode, func(t *testing.T) { sshExecAgreesWithMCP(t, mode) })
+	}
+}
+
+func sshExecAgreesWithMCP(t *testing.T, mode string) {
+	switch mode {
+	case "bwrap":
+		testenv.Bwrap(t)
+	case "landlock":
+		if sandbox.LandlockABI() < 1 {
+			t.Skip("this kernel has no Landlock")
+		}
+	}
 	c := testConfig(t)
+	c.Isolation = mode
 	r := start(t, c, nil)
 	cli := sshAs(t, r.url, "")
 	for _, cmd := range []string{
