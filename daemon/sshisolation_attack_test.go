@@ -572,3 +572,68 @@ func TestAttackSSHPtysBounded(t *testing.T) {
 		})
 	}
 }
+
+// ioctlProbe tries the terminal ioctls an attacker reaches for, on fd 0
+// and on /dev/tty, and prints name=ok or name=<errno name> for each.
+const ioctlProbe = `import errno, fcntl, os, struct, termios
+def t(name, f):
+    try:
+        f()
+        print(name + "=ok")
+    except OSError as e:
+        print(name + "=" + errno.errorcode.get(e.errno, str(e.errno)))
+t("devtty", lambda: os.close(os.open("/dev/tty", os.O_RDWR)))
+t("TIOCSTI", lambda: fcntl.ioctl(0, termios.TIOCSTI, b" "))
+t("TIOCSETD", lambda: fcntl.ioctl(0, termios.TIOCSETD, struct.pack("i", 1)))
+t("TIOCLINUX", lambda: fcntl.ioctl(0, 0x541C, bytes([12])))
+t("TIOCSCTTY", lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 1))
+print("PROBE" + "-END")
+`
+
+// TestAttackSSHPtyIoctls: in bwrap and landlock mode, a command on pipes
+// has no terminal (/dev/tty gives ENXIO; TIOCSTI, TIOCSETD, TIOCLINUX,
+// TIOCSCTTY fail); on a pty, TIOCSETD (a line discipline) and TIOCLINUX
+// fail, and TIOCSTI is refused by landlock's filter and works under bwrap
+// only on the command's own pty, which nothing else reads.
+func TestAttackSSHPtyIoctls(t *testing.T) {
+	for _, mode := range []string{"bwrap", "landlock"} {
+		t.Run(mode, func(t *testing.T) {
+			d := startIsolated(t, mode, nil)
+			must(t, os.WriteFile(filepath.Join(d.c.Root, "probe.py"), []byte(ioctlProbe), 0o644))
+			for transport, cl := range d.clients(t) {
+				for _, pty := range []bool{false, true} {
+					s, err := cl.NewSession()
+					must(t, err)
+					if pty {
+						must(t, s.RequestPty("xterm", 24, 80, gossh.TerminalModes{}))
+					}
+					out, _ := s.CombinedOutput("/usr/bin/python3 probe.py")
+					s.Close()
+					got := map[string]string{}
+					for _, l := range strings.Split(string(out), "\n") {
+						if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
+							got[k] = v
+						}
+					}
+					if !strings.Contains(string(out), "PROBE-END") {
+						t.Fatalf("%s pty=%v: the probe did not run: %q", transport, pty, out)
+					}
+					for _, name := range []string{"TIOCSETD", "TIOCLINUX"} {
+						if got[name] == "ok" {
+							t.Errorf("%s pty=%v: %s succeeded", transport, pty, name)
+						}
+					}
+					if !pty {
+						if got["devtty"] != "ENXIO" || got["TIOCSTI"] == "ok" || got["TIOCSCTTY"] == "ok" {
+							t.Errorf("%s on pipes: a terminal was reached: %q", transport, out)
+						}
+						continue
+					}
+					if mode == "landlock" && got["TIOCSTI"] != "EPERM" {
+						t.Errorf("%s on a pty: TIOCSTI %s, want EPERM (seccomp)", transport, got["TIOCSTI"])
+					}
+				}
+			}
+		})
+	}
+}
