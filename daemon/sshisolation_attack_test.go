@@ -229,6 +229,42 @@ func TestAttackSSHSignalReachesTheCommand(t *testing.T) {
 	}
 }
 
+// TestAttackSSHSignalToAShellsJob: in an interactive shell on a pty, in
+// bwrap and in landlock mode, a signal request while a job runs in the
+// foreground ends that job (the group the shell gave the terminal to,
+// inside bwrap's pid namespace too) and leaves the shell, which goes on
+// to the next line.
+func TestAttackSSHSignalToAShellsJob(t *testing.T) {
+	for _, mode := range []string{"bwrap", "landlock"} {
+		t.Run(mode, func(t *testing.T) {
+			d := startIsolated(t, mode, nil)
+			for transport, cl := range d.clients(t) {
+				marker := newMarker()
+				s, err := cl.NewSession()
+				must(t, err)
+				must(t, s.RequestPty("xterm", 24, 200, gossh.TerminalModes{}))
+				var out syncbuf.Buffer
+				s.Stdout, s.Stderr = &out, &out
+				in, err := s.StdinPipe()
+				must(t, err)
+				must(t, s.Shell())
+				_, err = io.WriteString(in, "echo RE''ADY; sleep "+marker+"\n")
+				must(t, err)
+				waitFor(t, "the job", func() bool { return strings.Contains(out.String(), "READY") && len(sleepers(marker)) == 1 })
+				must(t, s.Signal(gossh.SIGINT))
+				waitFor(t, "the job's end", func() bool { return len(sleepers(marker)) == 0 })
+				_, err = io.WriteString(in, "echo AFTER-\"$?\"; echo STILL''-HERE; exit 4\n")
+				must(t, err)
+				var ee *gossh.ExitError
+				if err := s.Wait(); !errors.As(err, &ee) || ee.ExitStatus() != 4 || !strings.Contains(out.String(), "AFTER-130") || !strings.Contains(out.String(), "STILL-HERE") {
+					t.Errorf("%s: the shell after INT to its job: %v %q; want it to go on and exit 4", transport, err, out.String())
+				}
+				s.Close()
+			}
+		})
+	}
+}
+
 // signalled starts cmd, waits for READY in its output, sends the signal
 // request name and returns how the command ended.
 func signalled(t *testing.T, cl *gossh.Client, pty bool, cmd, name string) (code int, sig, out string) {
