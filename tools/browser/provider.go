@@ -225,6 +225,9 @@ func New(opts Options) (*Provider, error) {
 		}
 		p.runAs = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
 	}
+	if n := removeStaleSessions(opts.TempDir); n > 0 {
+		log.Info("browser: removed the session directories that daemons killed before left", "directories", n)
+	}
 	p.reaper.Add(1)
 	go p.reap()
 	return p, nil

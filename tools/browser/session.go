@@ -39,7 +39,8 @@ import (
 // then fails.
 type session struct {
 	id, key, owner string
-	dir            string // the session's directory: HOME and, in it, the profile
+	dir            string   // the session's directory: HOME and, in it, the profile
+	held           *os.File // dir, flocked while the session lives (holdSessionDir)
 	profile        string
 
 	lock chan struct{} // a mutex with a timeout: one action at a time
@@ -135,8 +136,12 @@ func (p *Provider) launch(sessionKey, owner string, headless bool, local localCa
 	s = &session{id: id, key: sessionKey, owner: owner, lock: make(chan struct{}, 1), started: time.Now(), vetting: make(chan struct{}, 16)}
 	s.lastUsed.Store(time.Now().UnixNano())
 	s.refs.reset()
-	if s.dir, err = os.MkdirTemp(p.opts.TempDir, "agentbe-browser-"); err != nil {
+	if s.dir, err = os.MkdirTemp(p.opts.TempDir, sessionDirPrefix); err != nil {
 		return nil, fmt.Errorf("making the session's directory: %w", err)
+	}
+	if s.held, err = holdSessionDir(s.dir); err != nil {
+		removeAll(s.dir)
+		return nil, fmt.Errorf("locking the session's directory: %w", err)
 	}
 	s.profile = filepath.Join(s.dir, "profile")
 	defer func() {
@@ -597,7 +602,71 @@ func (s *session) shutdown() {
 		if s.dir != "" {
 			removeAll(s.dir)
 		}
+		if s.held != nil {
+			s.held.Close() // the flock goes with it
+		}
 	})
+}
+
+// sessionDirPrefix names the sessions' directories in Options.TempDir.
+const sessionDirPrefix = "agentbe-browser-"
+
+// staleSessionAge is how old an unlocked session directory must be before
+// removeStaleSessions takes it for a dead daemon's: a session being made
+// takes its lock within milliseconds of its directory.
+const staleSessionAge = time.Minute
+
+// holdSessionDir takes an exclusive flock on the session's directory, held
+// while the session lives: a daemon killed with SIGKILL loses it with its
+// descriptors, which is how the next daemon tells its directories from a
+// live one's (another daemon sharing the temporary directory, in any pid
+// namespace of this kernel).
+func holdSessionDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// removeStaleSessions removes what sessions of daemons killed before
+// (SIGKILL, a crash) left in tmp: each agentbe-browser-* directory (a real
+// one; a link is left alone) that no live session holds locked and that is
+// older than staleSessionAge, after killing the Chromium processes still
+// using it (a helper that outlived its browser). It returns how many it
+// removed.
+func removeStaleSessions(tmp string) int {
+	if tmp == "" {
+		tmp = os.TempDir()
+	}
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), sessionDirPrefix) {
+			continue
+		}
+		dir := filepath.Join(tmp, e.Name())
+		fi, err := os.Lstat(dir)
+		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < staleSessionAge {
+			continue
+		}
+		f, err := holdSessionDir(dir)
+		if err != nil {
+			continue // a live session's
+		}
+		killUsing(dir)
+		removeAll(dir)
+		f.Close()
+		n++
+	}
+	return n
 }
 
 // killUsing kills every process whose command line names a path in dir
