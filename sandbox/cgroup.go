@@ -232,7 +232,7 @@ func removeStaleIn(dir string, depth int) (killed int) {
 		return 0
 	}
 	for _, d := range ents {
-		if d.IsDir() && staleDaemonCgroup(d.Name()) {
+		if d.IsDir() && staleDaemonCgroup(dir, d.Name()) {
 			killed += removeDaemonCgroup(filepath.Join(dir, d.Name()), depth-1)
 		}
 	}
@@ -250,11 +250,50 @@ func daemonCgroupPid(name string) (int, bool) {
 	return pid, ok && err == nil && pid > 0
 }
 
-// staleDaemonCgroup says name is agentbe-<pid>-<n> of a pid that no longer
-// exists (never this process's: its own may sit below home).
-func staleDaemonCgroup(name string) bool {
+// staleDaemonCgroup says name, a cgroup in dir, is agentbe-<pid>-<n> of a
+// daemon that no longer exists (never this process's: its own may sit
+// below home). The pid in the name is the one the daemon had in its own
+// pid namespace, so a pid unknown here is not enough: the daemon may live
+// in another namespace in the same cgroup (a container that got no cgroup
+// of its own, a daemon started under unshare --pid). The daemon lives in
+// dir, the cgroup it made its own below, so it is judged alive while dir
+// holds a process whose pid in its innermost namespace is that pid, or a
+// process this namespace cannot see (cgroup.procs lists those as 0), or
+// when dir cannot be read.
+func staleDaemonCgroup(dir, name string) bool {
 	pid, ok := daemonCgroupPid(name)
-	return ok && pid != os.Getpid() && syscall.Kill(pid, 0) == syscall.ESRCH
+	if !ok || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
+		return false
+	}
+	return !maybeInAnotherNamespace(dir, pid)
+}
+
+// maybeInAnotherNamespace says dir holds a process that could be daemon
+// pid of another pid namespace (staleDaemonCgroup).
+func maybeInAnotherNamespace(dir string, pid int) bool {
+	procs, err := readProcs(dir)
+	if err != nil {
+		return true
+	}
+	want := strconv.Itoa(pid)
+	for _, p := range procs {
+		if p <= 0 {
+			return true
+		}
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/status")
+		if err != nil {
+			continue // gone, or not ours to read
+		}
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if ns, ok := strings.CutPrefix(l, "NSpid:"); ok {
+				if f := strings.Fields(ns); len(f) > 1 && f[len(f)-1] == want {
+					return true
+				}
+				break
+			}
+		}
+	}
+	return false
 }
 
 // removeDaemonCgroup removes a dead daemon's cgroup: first its command
@@ -302,6 +341,9 @@ func killLeft(cmd string) int {
 		}
 		left := 0
 		for _, p := range pids {
+			if p <= 0 { // a process of another pid namespace: not ours to judge (kill(0) would be our own group)
+				return len(seen)
+			}
 			if spare[p] {
 				continue
 			}
