@@ -104,7 +104,7 @@ choosing. "ext" is the same command group: 'agent-backend ext serve' works too.`
 var extServeSettings = []string{"extensions", "root", "isolation", "isolation-min", "shell", "run-as", "block-dangerous",
 	"allow-commands", "exec-network", "exec-timeout", "exec-output-limit", "exec-max-processes", "exec-max-file-size",
 	"exec-max-cpu", "exec-max-memory", "exec-max-concurrent", "max-read-size", "max-concurrent-executions", "tool-queue-wait",
-	"tool-timeout", "net-allow-hosts", "net-allow-private", "net-allow-cidrs", "net-allow-ports", "extensions-env",
+	"tool-timeout", "max-stdio-line-bytes", "net-allow-hosts", "net-allow-private", "net-allow-cidrs", "net-allow-ports", "extensions-env",
 	"extensions-db-hosts", "log-format", "log-level", config.ConfigFlag}
 
 // extServeDefaultDir is the extensions directory when none is given, as

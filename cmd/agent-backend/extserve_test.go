@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/pflag"
 
+	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 )
 
@@ -307,6 +309,28 @@ func TestExtensionsServeHelp(t *testing.T) {
 	}
 	if out, _, code := run(t, nil, "ext", "--help"); code != 0 || !strings.Contains(out, "serve") {
 		t.Errorf("ext --help does not list serve (exit %d):\n%s", code, out)
+	}
+}
+
+// TestExtensionsServeTakesItsDaemonFlags: a daemon setting whose --help
+// says it applies to ext serve is a flag of ext serve, so the advice of
+// its errors ("raise --max-stdio-line-bytes") can be followed there.
+func TestExtensionsServeTakesItsDaemonFlags(t *testing.T) {
+	daemonFlags := pflag.NewFlagSet("daemon", pflag.ContinueOnError)
+	config.RegisterFlags(daemonFlags)
+	serve := newExtServeCommand().Flags()
+	n := 0
+	daemonFlags.VisitAll(func(fl *pflag.Flag) {
+		if !strings.Contains(fl.Usage, "ext serve") {
+			return
+		}
+		n++
+		if serve.Lookup(fl.Name) == nil {
+			t.Errorf("--%s: the daemon's --help says it applies to ext serve, which has no such flag", fl.Name)
+		}
+	})
+	if n == 0 {
+		t.Fatal("no daemon setting's usage mentions ext serve (--max-stdio-line-bytes's does)")
 	}
 }
 
