@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
+	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
 // mcpSession is a go-sdk MCP client on r's /mcp, closed at cleanup.
@@ -145,8 +146,14 @@ func TestTransactionWholeStory(t *testing.T) {
 	if list, _ := sc["transactions"].([]any); len(list) != 0 {
 		t.Fatalf("transaction_list after discard: %v", sc)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(c.StateDir, "transactions", strconv.Itoa(os.Getpid()))); len(ents) != 0 {
-		t.Fatalf("transaction directories left: %v", ents)
+	// The daemon's own directory (transactions/d-<random>) holds its lock
+	// file and nothing else.
+	own, err := filepath.Glob(filepath.Join(c.StateDir, "transactions", "d-*"))
+	if err != nil || len(own) != 1 {
+		t.Fatalf("the daemon's own transactions directory: %v (%v)", own, err)
+	}
+	if ents, err := os.ReadDir(own[0]); err != nil || len(ents) != 1 || ents[0].Name() != sandbox.OverlayLockFile {
+		t.Fatalf("transaction directories left: %v (%v)", ents, err)
 	}
 }
 

@@ -3,6 +3,8 @@
 package sandbox
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -194,9 +196,9 @@ func (r *overlayRun) close() {
 }
 
 // NewOverlayDir makes a fresh transaction directory (0700, a random name)
-// in parent, the daemon's transactions directory under its state
-// directory, which it makes first (0700) if missing; parent must lie
-// outside the workspace
+// in parent, the daemon's own directory under its state directory's
+// transactions (OverlayParent.Dir), which it makes first (0711) if
+// missing; parent must lie outside the workspace
 // (Run checks the directory again). The tmpfs is mounted on the directory
 // in the trampoline's namespace only, so on the host it stays empty;
 // RemoveOverlayDir removes it.
@@ -247,15 +249,167 @@ func RemoveOverlayDir(dir string) error {
 	return nil
 }
 
-// ClearOverlayDirs removes what earlier daemons left in parent (an
-// absolute path): each daemon keeps its transaction directories in a
-// directory named by its pid (NewOverlayDir's parent), and one whose
-// process is gone is removed, its mounts detached first. A live daemon's
-// (another daemon sharing the state directory) is left alone. Nothing in
-// parent is followed by name: each entry is opened beneath the one above
-// it without following a symlink (a link planted there would otherwise
-// have a root daemon detach the mount it names), and what is not a real
-// directory is only removed itself.
+// OverlayLockFile is the file in a daemon's directory of transaction
+// directories (NewOverlayParent) on which the daemon holds an exclusive
+// flock for its whole life: the lock, not the directory's name, says that
+// the directory is in use.
+const OverlayLockFile = "lock"
+
+// OverlayParent is one daemon's own directory of transaction directories,
+// <transactions>/d-<random>: NewOverlayDir's parent. The daemon holds an
+// exclusive flock on its OverlayLockFile while the OverlayParent is open,
+// so no other daemon's start (ClearOverlayDirs) takes or removes it,
+// whatever pid namespace either runs in; the name is random, so two
+// daemons never share one (a pid is unique within one pid namespace only:
+// two containers' daemons are both pid 1).
+type OverlayParent struct {
+	// Dir is the directory: absolute, 0711, its name d- and 16 hex digits.
+	Dir  string
+	lock *os.File
+}
+
+// NewOverlayParent makes a fresh directory of its own in transactions
+// (absolute; made 0711 first if missing, MakeOverlayParent) and takes
+// its lock. A directory another daemon's ClearOverlayDirs removed between
+// the mkdir and the lock (it had no lock yet) is noticed and made again
+// under another name.
+func NewOverlayParent(transactions string) (*OverlayParent, error) {
+	if err := MakeOverlayParent(transactions); err != nil {
+		return nil, err
+	}
+	pfd, err := unix.Open(transactions, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: transactions, Err: err}
+	}
+	defer unix.Close(pfd)
+	for range 8 {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		name := "d-" + hex.EncodeToString(b[:])
+		p, err := lockNewParent(pfd, transactions, name)
+		if err == nil {
+			return p, nil
+		}
+		if !errors.Is(err, errParentTaken) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("the transactions directory %s: no directory of this daemon's own could be made and locked", transactions)
+}
+
+// errParentTaken: the fresh directory was removed or replaced before its
+// lock was taken (another daemon's start cleared it); try another name.
+var errParentTaken = errors.New("taken before it was locked")
+
+// lockNewParent makes name in pfd (0711), creates its lock file and locks
+// it, then checks that the name still leads to that very directory and
+// that the lock file is still in it.
+func lockNewParent(pfd int, transactions, name string) (*OverlayParent, error) {
+	dir := filepath.Join(transactions, name)
+	if err := unix.Mkdirat(pfd, name, 0o711); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return nil, errParentTaken
+		}
+		return nil, &os.PathError{Op: "mkdir", Path: dir, Err: err}
+	}
+	dfd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, errParentTaken
+	}
+	defer unix.Close(dfd)
+	// The umask may have taken search from others.
+	if err := unix.Fchmod(dfd, 0o711); err != nil {
+		return nil, &os.PathError{Op: "chmod", Path: dir, Err: err}
+	}
+	lfd, err := unix.Openat(dfd, OverlayLockFile, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EEXIST) {
+			return nil, errParentTaken
+		}
+		return nil, &os.PathError{Op: "create", Path: filepath.Join(dir, OverlayLockFile), Err: err}
+	}
+	lock := os.NewFile(uintptr(lfd), filepath.Join(dir, OverlayLockFile))
+	if err := unix.Flock(lfd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, errParentTaken
+		}
+		return nil, fmt.Errorf("the transactions directory %s: locking %s: %w", dir, OverlayLockFile, err)
+	}
+	var byFD, byName, lst unix.Stat_t
+	if unix.Fstat(dfd, &byFD) != nil || unix.Fstatat(pfd, name, &byName, unix.AT_SYMLINK_NOFOLLOW) != nil ||
+		byFD.Dev != byName.Dev || byFD.Ino != byName.Ino || byFD.Nlink == 0 ||
+		unix.Fstat(lfd, &lst) != nil || lst.Nlink == 0 {
+		lock.Close()
+		return nil, errParentTaken
+	}
+	return &OverlayParent{Dir: dir, lock: lock}, nil
+}
+
+// Close removes the directory (with what is left in it, mounts detached)
+// while still holding its lock, then releases the lock. Idempotent.
+func (p *OverlayParent) Close() error {
+	if p.lock == nil {
+		return nil
+	}
+	dir := filepath.Dir(p.Dir)
+	err := clearEntry(dir, filepath.Base(p.Dir))
+	p.lock.Close()
+	p.lock = nil
+	return err
+}
+
+// clearEntry detaches the mounts left on the transaction directories in
+// parent/name and removes it, nothing followed by name.
+func clearEntry(parent, name string) error {
+	pfd, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: parent, Err: err}
+	}
+	defer unix.Close(pfd)
+	return clearEntryAt(pfd, name)
+}
+
+func clearEntryAt(pfd int, name string) error {
+	if dfd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+		df := os.NewFile(uintptr(dfd), name)
+		txs, _ := df.Readdirnames(-1)
+		for _, tx := range txs {
+			unmountLeftAt(dfd, tx)
+		}
+		df.Close()
+	}
+	root, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(pfd))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.RemoveAll(name)
+}
+
+// ClearOverlayDirs removes what daemons no longer running left in parent
+// (an absolute path, the transactions directory): each daemon keeps its
+// transaction directories in a directory of its own (OverlayParent) whose
+// lock file it holds locked for its life, so a directory whose lock this
+// call can take is a dead daemon's and is removed (its mounts detached
+// first, the lock held until it is gone), and one whose lock is held is a
+// live daemon's, in whatever pid namespace, and is left alone. What it
+// cannot judge it leaves: a directory it cannot open, a lock file it
+// cannot open or lock for another reason than its being held (a file
+// system without flock). A directory without a lock file is a daemon's
+// that died before locking it, or one being made this instant: this call
+// creates the lock file and takes its lock before removing anything, and
+// the maker, finding the lock taken or its file gone, makes another. A
+// directory named by a pid (the
+// layout of daemons before OverlayParent) is left while that pid is alive
+// here. Nothing in parent is followed by name: each entry is opened
+// beneath the one above it without following a symlink (a link planted
+// there would otherwise have a root daemon detach the mount it names),
+// and what is not a real directory is only removed itself. An entry that
+// cannot be removed is left; only a parent that cannot be read is an
+// error.
 func ClearOverlayDirs(parent string) error {
 	if !filepath.IsAbs(parent) {
 		return fmt.Errorf("the transactions directory %q must be an absolute path", parent)
@@ -273,26 +427,44 @@ func ClearOverlayDirs(parent string) error {
 	if err != nil {
 		return err
 	}
-	root, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(pfd))
-	if err != nil {
-		return err
-	}
-	defer root.Close()
 	for _, name := range names {
 		if pid, err := strconv.Atoi(name); err == nil && pid != os.Getpid() && alive(pid) {
 			continue
 		}
-		if dfd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
-			df := os.NewFile(uintptr(dfd), name)
-			txs, _ := df.Readdirnames(-1)
-			for _, tx := range txs {
-				unmountLeftAt(dfd, tx)
-			}
-			df.Close()
+		var st unix.Stat_t
+		if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			continue
 		}
-		if err := root.RemoveAll(name); err != nil {
-			return err
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			_ = unix.Unlinkat(pfd, name, 0)
+			continue
 		}
+		dfd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // cannot judge
+		}
+		// A directory without a lock file gets one: the lock is taken
+		// before anything is removed, so that a daemon making that
+		// directory this instant either finds its lock taken or its lock
+		// file gone once it holds it (lockNewParent), and makes another.
+		lfd, err := unix.Openat(dfd, OverlayLockFile, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o600)
+		unix.Close(dfd)
+		if err != nil {
+			continue // a lock file not to be opened (a symlink, no right): cannot judge
+		}
+		var lst unix.Stat_t
+		if unix.Fstat(lfd, &lst) != nil || lst.Mode&unix.S_IFMT != unix.S_IFREG {
+			unix.Close(lfd)
+			continue
+		}
+		if err := unix.Flock(lfd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			// EWOULDBLOCK: a live daemon's. Anything else (ENOLCK,
+			// EOPNOTSUPP): cannot judge.
+			unix.Close(lfd)
+			continue
+		}
+		_ = clearEntryAt(pfd, name)
+		unix.Close(lfd)
 	}
 	return nil
 }

@@ -436,3 +436,93 @@ func TestOverlayRunAsUnderTheDaemonsDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlayParentsJudgedByTheirLocks holds that a start's clearing
+// judges a daemon's directory by its lock, not its name: a held lock (a
+// live daemon, whatever its pid namespace) keeps the directory and its
+// transaction directories; a released one (a killed daemon) has it
+// removed; a lock file it cannot judge (a symlink) leaves it; and a fresh
+// directory made while another start clears, again and again, is never
+// lost (its maker notices a directory cleared before its lock was taken
+// and makes another).
+func TestOverlayParentsJudgedByTheirLocks(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "transactions")
+	live, err := NewOverlayParent(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	tx, err := NewOverlayDir(live.Dir, "tx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(live.Dir, &st); err != nil || st.Mode&0o7777 != 0o711 {
+		t.Fatalf("the daemon's directory is mode %04o (%v), not 0711", st.Mode&0o7777, err)
+	}
+	dead, err := NewOverlayParent(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewOverlayDir(dead.Dir, "tx"); err != nil {
+		t.Fatal(err)
+	}
+	dead.lock.Close() // killed: the descriptor closed, the directory left
+	dead.lock = nil
+	odd := filepath.Join(parent, "d-odd")
+	if err := os.Mkdir(odd, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(odd, OverlayLockFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ClearOverlayDirs(parent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tx); err != nil {
+		t.Fatalf("a live daemon's transaction directory was removed: %v", err)
+	}
+	if _, err := os.Lstat(dead.Dir); !os.IsNotExist(err) {
+		t.Fatalf("a dead daemon's directory is left: %v", err)
+	}
+	if _, err := os.Lstat(odd); err != nil {
+		t.Fatalf("a directory whose lock could not be judged was removed: %v", err)
+	}
+
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = ClearOverlayDirs(parent)
+			}
+		}
+	}()
+	var made []*OverlayParent
+	for range 200 {
+		p, err := NewOverlayParent(parent)
+		if err != nil {
+			close(stop)
+			<-done
+			t.Fatal(err)
+		}
+		made = append(made, p)
+	}
+	close(stop)
+	<-done
+	for _, p := range made {
+		if _, err := os.Stat(filepath.Join(p.Dir, OverlayLockFile)); err != nil {
+			t.Errorf("a directory made while another start cleared was lost: %v", err)
+		}
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+		if _, err := os.Lstat(p.Dir); !os.IsNotExist(err) {
+			t.Errorf("%s after Close: %v", p.Dir, err)
+		}
+	}
+}

@@ -67,9 +67,12 @@ type Manager struct {
 	opts Options
 	log  *slog.Logger
 
-	// dir holds this daemon's transaction directories: Options.Dir/<pid>,
-	// so that daemons sharing a state directory keep out of each other's.
-	dir string
+	// dir holds this daemon's transaction directories: Options.Dir/d-<random>,
+	// locked for the Manager's life (sandbox.OverlayParent), so that daemons
+	// sharing a state directory, in whatever pid namespaces, keep out of
+	// each other's.
+	parent *sandbox.OverlayParent
+	dir    string
 
 	mu      sync.Mutex
 	pending map[string]*tx
@@ -122,11 +125,12 @@ func New(opts Options) (*Manager, error) {
 	if err := sandbox.ClearOverlayDirs(opts.Dir); err != nil {
 		return nil, fmt.Errorf("transactions directory %s: %w", opts.Dir, err)
 	}
-	if err := sandbox.MakeOverlayParent(opts.Dir); err != nil {
+	parent, err := sandbox.NewOverlayParent(opts.Dir)
+	if err != nil {
 		return nil, fmt.Errorf("transactions directory %s: %w", opts.Dir, err)
 	}
 	m := &Manager{opts: opts, log: log, pending: map[string]*tx{}, stop: make(chan struct{}),
-		dir: filepath.Join(opts.Dir, strconv.Itoa(os.Getpid()))}
+		parent: parent, dir: parent.Dir}
 	m.swept.Add(1)
 	go m.sweeper()
 	return m, nil
@@ -192,7 +196,7 @@ func (m *Manager) Close() error {
 	for _, t := range all {
 		m.drop(t)
 	}
-	if err := sandbox.RemoveOverlayDir(m.dir); err != nil {
+	if err := m.parent.Close(); err != nil {
 		m.log.Warn("transactions directory not removed", "dir", m.dir, "err", err)
 	}
 	return nil

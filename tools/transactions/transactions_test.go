@@ -136,7 +136,7 @@ func TestPendingBoundedAndExpiring(t *testing.T) {
 	c := &clock{t: time.Now()}
 	var dir string
 	m, ws, _ := setup(t, func(o *Options) { o.MaxPending = 2; o.TTL = time.Hour; o.now = c.now; dir = o.Dir })
-	mine := filepath.Join(dir, strconv.Itoa(os.Getpid()))
+	mine := m.dir // this daemon's own, beside its lock file
 	first := runTx(t, m, ws, "echo 1 > one")
 	runTx(t, m, ws, "echo 2 > two")
 	_, err := m.Run(context.Background(), sandbox.Request{Command: "echo 3 > three", Workspace: ws})
@@ -152,8 +152,15 @@ func TestPendingBoundedAndExpiring(t *testing.T) {
 		t.Fatalf("apply after expiry: %v", err)
 	}
 	runTx(t, m, ws, "echo 4 > four")
-	if ents, _ := os.ReadDir(mine); len(ents) != 1 {
-		t.Fatalf("%d transaction directories, want 1", len(ents))
+	ents, _ := os.ReadDir(mine)
+	var txDirs []string
+	for _, e := range ents {
+		if e.Name() != sandbox.OverlayLockFile {
+			txDirs = append(txDirs, e.Name())
+		}
+	}
+	if len(txDirs) != 1 {
+		t.Fatalf("%d transaction directories (%v), want 1", len(txDirs), txDirs)
 	}
 	m.Close()
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
@@ -219,6 +226,105 @@ func TestLeftoversCleared(t *testing.T) {
 	}
 	if _, err := os.Stat(live); err != nil {
 		t.Fatalf("a live daemon's directory is removed: %v", err)
+	}
+}
+
+// TestTwoDaemonsOnOneStateDirectory: two daemons sharing one state
+// directory whose pids are the same number (two containers' daemons, both
+// pid 1; here two Managers of one process, which have one pid too) keep
+// apart: the second's start leaves the first's pending transaction, which
+// the first then applies; each has a directory of its own; and once the
+// first has closed (its lock released) nothing of it is left.
+func TestTwoDaemonsOnOneStateDirectory(t *testing.T) {
+	m1, ws, root := setup(t, nil)
+	res := runTx(t, m1, ws, "echo a > f")
+	if res.ID == "" {
+		t.Fatal("no transaction")
+	}
+	m2, err := New(Options{Executor: m1.opts.Executor, Dir: m1.opts.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	if m1.dir == m2.dir {
+		t.Fatalf("two daemons share the directory %s", m1.dir)
+	}
+	if _, err := m1.Apply(context.Background(), ws, res.ID); err != nil {
+		t.Fatalf("the first daemon's transaction after the second's start: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "f")); err != nil || string(b) != "a\n" {
+		t.Fatalf("f after apply: %q (%v)", b, err)
+	}
+	res2 := runTx(t, m2, ws, "echo b > g")
+	m1.Close()
+	if _, err := os.Lstat(m1.dir); !os.IsNotExist(err) {
+		t.Fatalf("the first daemon's directory after its close: %v", err)
+	}
+	m3, err := New(Options{Executor: m1.opts.Executor, Dir: m1.opts.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m3.Close()
+	if _, err := m2.Apply(context.Background(), ws, res2.ID); err != nil {
+		t.Fatalf("the second daemon's transaction after a third's start: %v", err)
+	}
+}
+
+// TestDeadDaemonsDirectoryCleared: a daemon's directory whose lock is no
+// longer held (the daemon was killed: its descriptors closed) is removed
+// by the next start, with what it held; a live one's stays.
+func TestDeadDaemonsDirectoryCleared(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "transactions")
+	live, err := sandbox.NewOverlayParent(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	liveTx, err := sandbox.NewOverlayDir(live.Dir, "abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A killed daemon's: its directory and lock file, the lock released.
+	dead := filepath.Join(dir, "d-0123456789abcdef")
+	if err := os.MkdirAll(filepath.Join(dead, "def"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dead, sandbox.OverlayLockFile), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := os.Lstat(dead); !os.IsNotExist(err) {
+		t.Fatalf("a dead daemon's directory is left: %v", err)
+	}
+	if _, err := os.Stat(liveTx); err != nil {
+		t.Fatalf("a live daemon's transaction directory is removed: %v", err)
+	}
+}
+
+// TestSymlinkedTransactionsDirectoryRefused: a transactions directory
+// that is a symlink stops the start, and nothing is made or removed where
+// it leads.
+func TestSymlinkedTransactionsDirectoryRefused(t *testing.T) {
+	base := t.TempDir()
+	target := filepath.Join(base, "elsewhere")
+	if err := os.MkdirAll(filepath.Join(target, "d-0123456789abcdef"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, "transactions")
+	if err := os.Symlink(target, dir); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := New(Options{Dir: dir}); err == nil {
+		m.Close()
+		t.Fatal("a symlinked transactions directory was taken")
+	}
+	ents, err := os.ReadDir(target)
+	if err != nil || len(ents) != 1 || ents[0].Name() != "d-0123456789abcdef" {
+		t.Fatalf("where the link leads: %v (%v)", ents, err)
 	}
 }
 
