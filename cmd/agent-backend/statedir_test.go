@@ -111,7 +111,7 @@ func TestKilledDaemonsLeaveAWholeStateDir(t *testing.T) {
 	lines, stderr = mcpLines(t, manual, reqs...)
 	for i, l := range lines[1:] {
 		if strings.Contains(l, `"isError":true`) || strings.Contains(l, `"error":`) {
-			t.Errorf("restore of %s, listed after the kills: %s", cps[i].ID, l)
+			t.Errorf("restore of %s, listed after the kills: %s\n%s", cps[i].ID, l, stderr)
 		}
 	}
 	t.Logf("%d checkpoints listed and restored after 50 kills", len(cps))
