@@ -74,6 +74,9 @@ func newHealthCommand() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("--token-file: %v", err)
 				}
+				if strings.TrimSpace(string(tok)) == "" {
+					return fmt.Errorf("--token-file %s is empty", tokenFile)
+				}
 				req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
 			}
 			resp, err := client.Do(req)
@@ -86,7 +89,8 @@ func newHealthCommand() *cobra.Command {
 			defer resp.Body.Close()
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 			var h struct {
-				Status string `json:"status"`
+				Status  string          `json:"status"`
+				Backend json.RawMessage `json:"backend"` // one of the details: absent from a liveness-only answer
 			}
 			if resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(url, "http://") && strings.Contains(string(body), "HTTP request to an HTTPS server") {
 				// --port builds an http:// URL; a daemon with --tls-cert
@@ -98,6 +102,10 @@ func newHealthCommand() *cobra.Command {
 				return fmt.Errorf("unhealthy: %s answered %s: %.200s", url, resp.Status, body)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", body)
+			if tokenFile != "" && h.Backend == nil {
+				// Healthy all the same: liveness is what the exit status says.
+				fmt.Fprintf(cmd.ErrOrStderr(), "agent-backend health: the daemon answered liveness only: it did not take the token in --token-file %s (not the token it serves with, or one rotated out since: see docs/configuration.md#rotating-a-token)\n", tokenFile)
+			}
 			return nil
 		},
 	}

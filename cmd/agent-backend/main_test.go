@@ -259,6 +259,26 @@ func TestDaemonServesHealthAndExitsZeroOnSIGTERM(t *testing.T) {
 	if _, errOut, code := run(t, nil, "health", "--url", p.url+"/health", "--token-file", tokenFile+".missing"); code == 0 || !strings.Contains(errOut, "--token-file") {
 		t.Errorf("health --token-file of no file: exit %d %q", code, errOut)
 	}
+	// A token the daemon does not take: healthy (exit 0), liveness only,
+	// and a line on stderr that says the token was not taken.
+	wrongFile := filepath.Join(t.TempDir(), "wrong")
+	if err := os.WriteFile(wrongFile, []byte("not-T\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := run(t, nil, "health", "--url", p.url+"/health", "--token-file", wrongFile); code != 0 || strings.Contains(out, `"isolation"`) ||
+		!strings.Contains(errOut, "did not take the token in --token-file "+wrongFile) {
+		t.Errorf("health --token-file of a wrong token: exit %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code := run(t, nil, "health", "--url", p.url+"/health", "--token-file", tokenFile); strings.Contains(errOut, "did not take") {
+		t.Errorf("health --token-file of the right token says it was not taken: exit %d %q", code, errOut)
+	}
+	emptyFile := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(emptyFile, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := run(t, nil, "health", "--url", p.url+"/health", "--token-file", emptyFile); code == 0 || !strings.Contains(errOut, "--token-file "+emptyFile+" is empty") {
+		t.Errorf("health --token-file of an empty file: exit %d %q", code, errOut)
+	}
 
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
