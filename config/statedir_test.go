@@ -139,6 +139,38 @@ func TestStateFiles(t *testing.T) {
 	}
 }
 
+// TestStateFilesInQuickstart: every name the start-up line can list is in
+// docs/quickstart.md's row for that line, so a new user reading the log
+// finds each one explained.
+func TestStateFilesInQuickstart(t *testing.T) {
+	b, err := os.ReadFile("../docs/quickstart.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "| `files the daemon writes outside the workspace` |") {
+			row = line
+		}
+	}
+	if row == "" {
+		t.Fatal("docs/quickstart.md has no row for the line `files the daemon writes outside the workspace`")
+	}
+	c := Default()
+	c.SSHHostKey, c.AuditLog = "/s/key", "/var/log/agentbe.jsonl"
+	c.Upstreams, c.UpstreamCacheDir = "/etc/ups.json", "/s/upstreams"
+	c.StateDir, c.Transactions, c.Checkpoints = "/s", true, "manual"
+	files := c.StateFiles()
+	if len(files) != 5 {
+		t.Fatalf("StateFiles with everything on = %v, want 5 entries", files)
+	}
+	for _, f := range files {
+		if !strings.Contains(row, "`"+f.What+"=`") {
+			t.Errorf("docs/quickstart.md's row for the state files line lacks `%s=`:\n%s", f.What, row)
+		}
+	}
+}
+
 // TestStateDirCheckedForTransactions holds that --state-dir, under which
 // transactions keep their directories (and each start clears what dead
 // daemons left), is refused when empty, relative, or inside the workspace,
