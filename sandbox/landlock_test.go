@@ -67,6 +67,47 @@ func probe(name, arg string) error {
 		return err
 	case "signal":
 		return unix.Kill(pid, 0)
+	case "prlimit-set":
+		// Another process's limits, set to what they are (a lower
+		// RLIMIT_CPU or RLIMIT_NOFILE would kill or starve it).
+		var cur unix.Rlimit
+		if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &cur); err != nil {
+			return err
+		}
+		return unix.Prlimit(pid, unix.RLIMIT_NOFILE, &cur, nil)
+	case "renice":
+		// Its priority, the same value again (nothing changes where
+		// it is allowed).
+		prio, err := unix.Getpriority(unix.PRIO_PROCESS, pid)
+		if err != nil {
+			return err
+		}
+		return unix.Setpriority(unix.PRIO_PROCESS, pid, 20-prio)
+	case "renice-user":
+		// Every process of the command's uid: the daemon's, when it
+		// is root, and other scopes' commands.
+		return unix.Setpriority(unix.PRIO_USER, 0, 0)
+	case "ioprio":
+		// ioprio_set(IOPRIO_WHO_PROCESS, pid, best effort level 4).
+		_, _, errno := unix.Syscall(unix.SYS_IOPRIO_SET, 1, uintptr(pid), 2<<13|4)
+		if errno != 0 {
+			return errno
+		}
+		return nil
+	case "affinity":
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(pid, &set); err != nil {
+			return err
+		}
+		return unix.SchedSetaffinity(pid, &set)
+	case "sched":
+		// sched_setscheduler(pid, SCHED_OTHER, {0}): its own policy again.
+		param := [1]int32{0}
+		_, _, errno := unix.Syscall(unix.SYS_SCHED_SETSCHEDULER, uintptr(pid), 0, uintptr(unsafe.Pointer(&param[0])))
+		if errno != 0 {
+			return errno
+		}
+		return nil
 	case "unshare":
 		return unix.Unshare(unix.CLONE_NEWUSER)
 	case "clone3":
@@ -375,6 +416,8 @@ func TestLandlockConfines(t *testing.T) {
 			"write:" + filepath.Join(hostTmp, "x"), "write:" + etcFile,
 			"read:" + secret, "read:" + token,
 			"ptrace:" + target, "mem:" + target, "signal:" + target,
+			"prlimit-set:" + target, "renice:" + target, "ioprio:" + target, "affinity:" + target, "sched:" + target,
+			"prlimit-set:0", "renice:0", "ioprio:0", "affinity:0", "sched:0", "renice-user:",
 			"unshare:", "clone3:", "tiocsti:", "tiocsti-high:", "tiocsti-stdin:",
 		}
 		if root {
@@ -407,6 +450,12 @@ func TestLandlockConfines(t *testing.T) {
 		"write:" + filepath.Join(hostTmp, "x"): "EACCES", "write:" + etcFile: "EACCES",
 		"read:" + secret: "EACCES", "read:" + token: "EACCES",
 		"ptrace:" + daemon: "EPERM", "mem:" + daemon: "EACCES", "signal:" + daemon: "EPERM",
+		// Another process's limits and scheduling: the daemon's, where
+		// the command has the daemon's uid (root without --run-as), and
+		// another scope's command of the same uid. Its own (pid 0) stay.
+		"prlimit-set:" + daemon: "EPERM", "renice:" + daemon: "EPERM", "ioprio:" + daemon: "EPERM",
+		"affinity:" + daemon: "EPERM", "sched:" + daemon: "EPERM",
+		"prlimit-set:0": "ok", "renice:0": "ok", "ioprio:0": "ok", "affinity:0": "ok", "sched:0": "ok", "renice-user:": "EPERM",
 		// No pseudo-terminal can be opened (the host's devpts holds the
 		// other sessions'), and TIOCSTI is refused on what the command has.
 		"unshare:": "EPERM", "clone3:": "ENOSYS", "tiocsti:": "EACCES", "tiocsti-high:": "EACCES", "tiocsti-stdin:": "EPERM",
@@ -462,8 +511,10 @@ func TestSoftwareModeSeccomp(t *testing.T) {
 		t.Fatalf("software mode reason %q does not say the filter is on", e.Reason())
 	}
 	standIn := startSleeper(t)
-	got := runProbes(t, e, ws, []string{"ptrace:" + standIn, "unshare:", "tiocsti:", "tiocsti-high:", "tiocsti-stdin:", "read:/etc/passwd"})
-	want := map[string]string{"ptrace:" + standIn: "EPERM", "unshare:": "EPERM", "tiocsti:": "EPERM", "tiocsti-high:": "EPERM", "tiocsti-stdin:": "EPERM", "read:/etc/passwd": "ok"}
+	got := runProbes(t, e, ws, []string{"ptrace:" + standIn, "unshare:", "tiocsti:", "tiocsti-high:", "tiocsti-stdin:", "read:/etc/passwd",
+		"prlimit-set:" + standIn, "prlimit-set:0", "renice-user:"})
+	want := map[string]string{"ptrace:" + standIn: "EPERM", "unshare:": "EPERM", "tiocsti:": "EPERM", "tiocsti-high:": "EPERM", "tiocsti-stdin:": "EPERM", "read:/etc/passwd": "ok",
+		"prlimit-set:" + standIn: "EPERM", "prlimit-set:0": "ok", "renice-user:": "EPERM"}
 	for op, w := range want {
 		if got[op] != w {
 			t.Errorf("software: %s = %s, want %s", op, got[op], w)

@@ -84,6 +84,40 @@ var setuidRules = []seccomp.NameWithConditions{
 		{Argument: 3, Operation: seccomp.BitsSet, Value: unix.S_ISUID | unix.S_ISGID}}},
 }
 
+// otherProcessRules refuse (EPERM) a change to the limits or the
+// scheduling of any process but the caller's own (pid 0): prlimit64,
+// setpriority, ioprio_set and the sched_set* calls, which the kernel
+// allows on every process of the caller's uid and no Landlock rule sees.
+// Under --run-as every scope's commands share one uid, and without it a
+// root daemon's commands share the daemon's: a lower RLIMIT_CPU or
+// RLIMIT_NOFILE would kill or starve another scope's command or the daemon
+// itself, and SCHED_IDLE, nice 19 or one CPU would slow it. The caller's
+// own stay (ulimit, nice, ionice, taskset and chrt on the program they
+// start use pid 0); a thread's own id (pthread_setaffinity_np,
+// pthread_setschedparam) is refused with the rest. setpriority and
+// ioprio_set by user (every process of the uid) are refused too, and a
+// `which` with any of its upper 32 bits set, which the kernel reads as an
+// int.
+var otherProcessRules = func() []seccomp.NameWithConditions {
+	notSelf := func(name string, arg uint32) seccomp.NameWithConditions {
+		return seccomp.NameWithConditions{Name: name, Conditions: []seccomp.Condition{{Argument: arg, Operation: seccomp.NotEqual, Value: 0}}}
+	}
+	whichIs := func(name string, v uint64) seccomp.NameWithConditions {
+		return seccomp.NameWithConditions{Name: name, Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.Equal, Value: v}}}
+	}
+	wide := func(name string) seccomp.NameWithConditions {
+		return seccomp.NameWithConditions{Name: name, Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.GreaterThan, Value: 0xFFFFFFFF}}}
+	}
+	const ioprioWhoUser = 3 // IOPRIO_WHO_USER
+	return []seccomp.NameWithConditions{
+		notSelf("prlimit64", 0),
+		notSelf("setpriority", 1), whichIs("setpriority", unix.PRIO_USER), wide("setpriority"),
+		notSelf("ioprio_set", 1), whichIs("ioprio_set", ioprioWhoUser), wide("ioprio_set"),
+		notSelf("sched_setaffinity", 0), notSelf("sched_setscheduler", 0),
+		notSelf("sched_setparam", 0), notSelf("sched_setattr", 0),
+	}
+}()
+
 // filterOpts are what the variants of the filter differ in.
 type filterOpts struct {
 	// blockClone3 makes clone3 fail with ENOSYS, as container runtimes
@@ -128,6 +162,7 @@ func denyPolicy(names []string, has func(string) bool, o filterOpts) seccomp.Pol
 		{Name: "ioctl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: ioctlTIOCLINUX}}},
 	}
 	rules = append(rules, setuidRules...)
+	rules = append(rules, otherProcessRules...)
 	if o.setuidOnly {
 		// io_uring stays refused: its IORING_OP_OPENAT creates a file
 		// with a mode no rule here would see.
