@@ -7,6 +7,7 @@
 package daemon
 
 import (
+	"encoding/json"
 	"io"
 	"os"
 	"os/user"
@@ -140,8 +141,8 @@ func probeResults(t *testing.T, out string) map[string]string {
 // TestAttackRunAsPeerCommand: under --run-as every command runs as the
 // same uid, so the uid does not keep one session's (or scope's) command
 // from another's. Session B runs a shell on a pty whose command holds a
-// secret in its environment; session A's command, over the other
-// transport, tries to signal, ptrace and read B's command, to open B's pty
+// secret in its environment; session A's command (over the other
+// transport, from another scope, and through MCP exec) tries to signal, ptrace and read B's command, to open B's pty
 // by its name or through /proc/<pid>/fd/0 and push input into it, and
 // does the same to the daemon, whose host key, audit log, state directory
 // and the test's own files it also tries to read. In bwrap mode B's pid
@@ -156,12 +157,28 @@ func TestAttackRunAsPeerCommand(t *testing.T) {
 				must(t, os.WriteFile(filepath.Join(dir, "probe.py"), []byte(peerProbe), 0o644))
 			}
 			cls := d.clients(t)
+			overSSH := func(cl *gossh.Client) func(string) string {
+				return func(cmd string) string {
+					a, err := cl.NewSession()
+					must(t, err)
+					defer a.Close()
+					out, _ := a.CombinedOutput(cmd)
+					return string(out)
+				}
+			}
+			overMCP := func(cmd string) string {
+				args, _ := json.Marshal(map[string]string{"command": cmd})
+				_, body := callAs(t, d.r.url, "alice-token", "", "exec", string(args))
+				return chainText(body)
+			}
 			for _, tc := range []struct {
 				name string
-				a, b *gossh.Client
+				a    func(string) string
+				b    *gossh.Client
 			}{
-				{"same scope, the port and /ssh", cls["ws"], cls["port"]},
-				{"scope a against scope b", sshAs(t, d.r.url, "alice-token"), sshAs(t, d.r.url, "bob-token")},
+				{"same scope, the port and /ssh", overSSH(cls["ws"]), cls["port"]},
+				{"scope a against scope b", overSSH(sshAs(t, d.r.url, "alice-token")), sshAs(t, d.r.url, "bob-token")},
+				{"scope a's MCP exec against scope b", overMCP, sshAs(t, d.r.url, "bob-token")},
 			} {
 				t.Run(tc.name, func(t *testing.T) { peerAttack(t, d, mode, tc.a, tc.b) })
 			}
@@ -171,7 +188,7 @@ func TestAttackRunAsPeerCommand(t *testing.T) {
 
 // peerAttack runs B's command on a pty through b and the probe against it
 // through a.
-func peerAttack(t *testing.T, d *isoDaemon, mode string, ca, cb *gossh.Client) {
+func peerAttack(t *testing.T, d *isoDaemon, mode string, runA func(string) string, cb *gossh.Client) {
 	marker := newMarker()
 	b, err := cb.NewSession()
 	must(t, err)
@@ -196,11 +213,8 @@ func peerAttack(t *testing.T, d *isoDaemon, mode string, ca, cb *gossh.Client) {
 	outside := filepath.Join(filepath.Dir(d.c.Root), "outside.txt")
 	must(t, os.WriteFile(outside, []byte("outside\n"), 0o644))
 	files = append(files, outside)
-	a, err := ca.NewSession()
-	must(t, err)
-	out, _ := a.CombinedOutput("/usr/bin/python3 probe.py " + peer + " " + strconv.Itoa(os.Getpid()) + " " + pts + " " + strings.Join(files, " "))
-	a.Close()
-	got := probeResults(t, string(out))
+	out := runA("/usr/bin/python3 probe.py " + peer + " " + strconv.Itoa(os.Getpid()) + " " + pts + " " + strings.Join(files, " "))
+	got := probeResults(t, out)
 	t.Logf("probe: %s", out)
 	for k, v := range got {
 		if k == "peer.fds" && mode == "landlock" {
@@ -213,7 +227,7 @@ func peerAttack(t *testing.T, d *isoDaemon, mode string, ca, cb *gossh.Client) {
 			t.Errorf("%s: %s succeeded from another session's command: %s", mode, k, v)
 		}
 	}
-	if strings.Contains(string(out), "s3cret") {
+	if strings.Contains(out, "s3cret") {
 		t.Errorf("B's environment reached A: %s", out)
 	}
 	if len(sleepers(marker)) != 1 {
@@ -267,9 +281,9 @@ func TestAttackRunAsPty(t *testing.T) {
 	}
 }
 
-// TestAttackRunAsFilesOverTheWire: what SFTP writes under --run-as is the
-// user's, with the mode the client asked for minus setuid/setgid; the
-// user's command can then change it. The command cannot make its own file
+// TestAttackRunAsFilesOverTheWire: what SFTP, scp (asked for 04755) and
+// MCP's write_file (a token bound to scope a) write under --run-as is the
+// user's, without setuid/setgid; the user's command can then change it. The command cannot make its own file
 // setuid (the seccomp filter of both modes refuses the bit, also through a
 // chmod the policy does not see), and cannot hard-link a root 0600 file,
 // inside the workspace or outside, for SFTP to read as root
@@ -293,7 +307,19 @@ func TestAttackRunAsFilesOverTheWire(t *testing.T) {
 			must(t, f.Close())
 			must(t, fc.Chmod("new.txt", 0o6755))
 			must(t, fc.Mkdir("newdir"))
-			for _, name := range []string{"new.txt", "newdir"} {
+			// scp's sink, asked for a setuid file.
+			sc, err := cl.NewSession()
+			must(t, err)
+			sc.Stdin = strings.NewReader("C4755 6 scp.txt\nagent\n\x00")
+			if out, err := sc.CombinedOutput("scp -t ."); err != nil {
+				t.Errorf("scp -t: %v %q", err, out)
+			}
+			sc.Close()
+			// MCP's write_file through a token bound to scope a.
+			if code, body := callAs(t, d.r.url, "alice-token", "", "write_file", `{"path":"sub/w.txt","content":"w\n"}`); code != 200 || strings.Contains(body, `"isError":true`) {
+				t.Fatalf("write_file: %d %s", code, body)
+			}
+			for _, name := range []string{"new.txt", "newdir", "scp.txt", "a/sub", "a/sub/w.txt"} {
 				var st syscall.Stat_t
 				must(t, syscall.Lstat(filepath.Join(d.c.Root, name), &st))
 				if int(st.Uid) != uid || int(st.Gid) != gid || st.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
