@@ -174,7 +174,7 @@ func (l *landlockIsolation) gaps(e *executor) []string {
 	}
 	// /proc is granted whole: Landlock has no rule for a part of it, and
 	// commands need their own entries.
-	g = append(g, "processes: the command line and status of every process of the host in /proc, other scopes' commands included, and the numbers of the open descriptors of the commands of the same user (their environment, what their descriptors are, their directories and memory are refused, and so are changes to their limits and scheduling)")
+	g = append(g, "processes: the command line and status of every process of the host in /proc, other scopes' commands included, and the numbers of the open descriptors of every process of the commands' user: other scopes' commands under --run-as, the daemon's without it (their environment, what their descriptors are, their directories and memory are refused, and so are changes to their limits and scheduling)")
 	if rootCommands(e) {
 		g = append(g, "chmod, utime and extended attributes of every root-owned file of the host (root daemon without --run-as; setuid bits are refused)")
 	} else {
