@@ -43,7 +43,9 @@ func (c Config) Preflight() []error {
 	if c.servesSSH() && c.SSHHostKey != "" {
 		_, statErr := os.Stat(c.SSHHostKey)
 		if err := statErr; err == nil {
-			if f, err := os.Open(c.SSHHostKey); err != nil {
+			// Without blocking: a FIFO under the name would hold
+			// --check-config forever (daemon.Check then refuses it).
+			if f, err := os.OpenFile(c.SSHHostKey, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0); err != nil {
 				errs = append(errs, fmt.Errorf("--ssh-host-key %s cannot be read: %v", c.SSHHostKey, err))
 			} else {
 				f.Close()

@@ -65,7 +65,7 @@ var parts = []part{
 		{pattern: routeExecute, admit: admitCaller},
 	}},
 	{name: "gateway", start: startGatewayFace, routes: []route{{pattern: routeGateway, admit: admitCaller}}},
-	{name: "ssh", on: servesSSH, start: startSSH},
+	{name: "ssh", on: servesSSH, check: checkHostKey, start: startSSH},
 	{name: "ssh-port", flag: "--ssh-listen", on: func(c config.Config) bool { return c.SSHListen != "" },
 		check: checkSSHPortAuth, start: startSSHPort},
 	{name: "ssh-ws", on: servesSSHWS, start: startSSHWS, routes: []route{{pattern: routeSSH, admit: admitCaller}}},

@@ -673,6 +673,17 @@ func sshAuthOptions(cfg config.Config) sshauth.Options {
 
 // checkSSHPortAuth loads the SSH port's key, CA and password files: a line
 // that does not parse fails the check as it fails the start.
+// checkHostKey is --check-config's look at the SSH host key: one the
+// start would refuse (not a key, not a regular file, writable by others)
+// is refused here too, naming --ssh-host-key; a missing one is created at
+// start (config.Preflight checks its directory).
+func checkHostKey(cfg config.Config) error {
+	if !servesSSH(cfg) || cfg.SSHHostKey == "" {
+		return nil
+	}
+	return sshd.CheckHostKey(cfg.SSHHostKey)
+}
+
 func checkSSHPortAuth(cfg config.Config) error {
 	if cfg.SSHListen == "" {
 		return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/agentbe/agentbe-daemon/daemon"
 	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
@@ -844,6 +846,25 @@ func TestCheckConfigPreflight(t *testing.T) {
 	os.WriteFile(badKeys, []byte("# keys\nssh-ed25519 not-base64\n"), 0o600)
 	badCA := filepath.Join(t.TempDir(), "ca.pub")
 	os.WriteFile(badCA, []byte(`cert-authority ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGgsVnv2VQ1yjzNyn8UUvakqHJRu6VzdtcCSuFyZ2P2F ca`+"\n"), 0o600)
+	// Host keys the start would refuse: not a key, writable by others, a
+	// FIFO (which a blocking open would wait on forever).
+	notKey := filepath.Join(t.TempDir(), "not-a-key")
+	os.WriteFile(notKey, []byte("garbage\n"), 0o600)
+	_, goodKey, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKey, err := ssh.MarshalPrivateKey(goodKey, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writableKey := filepath.Join(t.TempDir(), "writable-key")
+	os.WriteFile(writableKey, pem.EncodeToMemory(pemKey), 0o600)
+	os.Chmod(writableKey, 0o666)
+	fifoKey := filepath.Join(t.TempDir(), "fifo-key")
+	if err := syscall.Mkfifo(fifoKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	free := strconv.Itoa(freePort(t))
 	sshFree := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	for _, tc := range []struct {
@@ -851,6 +872,9 @@ func TestCheckConfigPreflight(t *testing.T) {
 		want string
 	}{
 		{[]string{"--port", busy}, "--port " + busy + ": 127.0.0.1:" + busy + " is in use: another process listens there"},
+		{[]string{"--port", free, "--ssh-host-key", notKey}, "--ssh-host-key " + notKey + ": not a private key the daemon can use"},
+		{[]string{"--port", free, "--ssh-host-key", writableKey}, "--ssh-host-key " + writableKey + ": "},
+		{[]string{"--port", free, "--ssh-host-key", fifoKey}, "--ssh-host-key " + fifoKey + ": not a regular file"},
 		{[]string{"--bind", "no-such-host.invalid", "--insecure-no-auth"}, "--bind no-such-host.invalid does not resolve"},
 		{[]string{"--ssh-host-key", filepath.Join(unwritable, "sub", "key")}, "--ssh-host-key " + filepath.Join(unwritable, "sub", "key") + " does not exist and cannot be created in " + unwritable + ":"},
 		{[]string{"--port", free, "--ssh-listen", "127.0.0.1:" + busy, "--ssh-password-hash-file", unwritable}, "--ssh-listen: 127.0.0.1:" + busy + " is in use: another process listens there"},
@@ -871,6 +895,15 @@ func TestCheckConfigPreflight(t *testing.T) {
 	}
 	if out, errOut, code := run(t, nil, "daemon", "--root", root, "--check-config", "--port", strconv.Itoa(freePort(t)), "--ssh-host-key", filepath.Join(t.TempDir(), "k")); code != 0 {
 		t.Errorf("a good configuration: exit %d %q %q", code, out, errOut)
+	}
+	// A usable key passes, and no SSH served (--local-only) means the
+	// key is not looked at.
+	os.Chmod(writableKey, 0o600)
+	if out, errOut, code := run(t, nil, "daemon", "--root", root, "--check-config", "--port", strconv.Itoa(freePort(t)), "--ssh-host-key", writableKey); code != 0 {
+		t.Errorf("an existing good host key: exit %d %q %q", code, out, errOut)
+	}
+	if out, errOut, code := run(t, nil, "daemon", "--root", root, "--check-config", "--local-only", "--ssh-host-key", notKey); code != 0 {
+		t.Errorf("--local-only with an unusable host key it does not use: exit %d %q %q", code, out, errOut)
 	}
 }
 

@@ -86,6 +86,26 @@ func LoadOrCreateHostKey(path string) (gossh.Signer, error) {
 	return gossh.NewSignerFromKey(priv)
 }
 
+// CheckHostKey reads and parses the key at path as a start would, without
+// creating it or removing anything: nil when the file is missing (the
+// start generates a key there) or holds a key the daemon can use, else the
+// error the start would stop with. It is --check-config's look at the key.
+func CheckHostKey(path string) error {
+	data, err := readKeyFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--ssh-host-key %s: %w", path, err)
+	}
+	if _, err := gossh.ParsePrivateKey(data); err != nil {
+		return fmt.Errorf("--ssh-host-key %s: not a private key the daemon can use (%v; %d bytes); "+
+			"put the right key back, or remove the file and a new key is generated (clients that pinned the old one will refuse the new)",
+			path, err, len(data))
+	}
+	return nil
+}
+
 // loadHostKey reads and parses the key at path; a missing file's error
 // matches fs.ErrNotExist.
 func loadHostKey(path string) (gossh.Signer, error) {
