@@ -14,10 +14,10 @@ const (
 	transactionSub   = "transactions"         // exec's transactions
 )
 
-// defaultStateDir is --state-dir's default: /var/lib/agentbe for root (the
-// systemd unit's StateDirectory), else $XDG_STATE_HOME/agentbe or
-// ~/.local/state/agentbe, so a first run as an ordinary user needs no write
-// access to /var/lib.
+// defaultStateDir is --state-dir's default: /var/lib/agentbe for root, else
+// $XDG_STATE_HOME/agentbe or ~/.local/state/agentbe, so a first run as an
+// ordinary user needs no write access to /var/lib. The systemd unit runs as
+// its own user and names its StateDirectory with --state-dir.
 func defaultStateDir(euid int, getenv func(string) string) string {
 	if euid == 0 {
 		return "/var/lib/agentbe"

@@ -276,6 +276,11 @@ func TestUnitStructure(t *testing.T) {
 	if got := flagValue(t, start, "--auth-token-file"); got != "${CREDENTIALS_DIRECTORY}/token" {
 		t.Errorf("--auth-token-file %s, want ${CREDENTIALS_DIRECTORY}/token", got)
 	}
+	// The daemon's user is not root, so without --state-dir its state
+	// would go to its home's .local/state/agentbe.
+	if got := flagValue(t, start, "--state-dir"); got != "%S/agentbe" {
+		t.Errorf("--state-dir %s is not the StateDirectory (%%S/agentbe)", got)
+	}
 	if got := flagValue(t, start, "--ssh-host-key"); !strings.HasPrefix(got, "%S/agentbe/") {
 		t.Errorf("--ssh-host-key %s is not in the StateDirectory (%%S/agentbe/)", got)
 	}
@@ -464,6 +469,7 @@ func TestExecLinesAcceptedByCheckConfig(t *testing.T) {
 				fmt.Sprintf("auth-token-file: %q", token),
 				`auth-token: "[redacted]"`,
 				fmt.Sprintf("ssh-host-key: %q", filepath.Join(state, "agentbe", "ssh_host_ed25519_key")),
+				fmt.Sprintf("state-dir: %q", filepath.Join(state, "agentbe")),
 			} {
 				if !strings.Contains(stdout, line+"\n") {
 					t.Errorf("effective config lacks %s:\n%s", line, stdout)
