@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -69,6 +70,9 @@ type landlockIsolation struct {
 	// filter is the seccomp filter's sealed memfd (filterMemfd), the
 	// variant that refuses unix sockets when unixBySeccomp.
 	filter *os.File
+	// newIPC: each command gets an IPC namespace of its own (the daemon
+	// has CAP_SYS_ADMIN); without one, SysV IPC is shared (Gaps).
+	newIPC bool
 	// unixBySeccomp: this ABI has no Landlock rule for connecting to a
 	// unix socket by path (LANDLOCK_ACCESS_FS_RESOLVE_UNIX, ABI 9), so the
 	// filter refuses unix sockets instead (filterOpts.noUnixSockets).
@@ -172,6 +176,9 @@ func (l *landlockIsolation) gaps(e *executor) []string {
 	if l.handledNet != 0 {
 		g = append(g, "network: UDP (the Landlock rules cover TCP only)")
 	}
+	if !l.newIPC {
+		g = append(g, "SysV IPC: the shared memory, message queues and semaphores of the commands' user, other scopes' under --run-as, the host's of that user without it (no IPC namespace: the daemon lacks CAP_SYS_ADMIN); they outlive the command")
+	}
 	// /proc is granted whole: Landlock has no rule for a part of it, and
 	// commands need their own entries.
 	g = append(g, "processes: the command line and status of every process of the host in /proc, other scopes' commands included, and the numbers of the open descriptors of every process of the commands' user: other scopes' commands under --run-as, the daemon's without it (their environment, what their descriptors are, their directories and memory are refused, and so are changes to their limits and scheduling)")
@@ -217,6 +224,15 @@ func (l *landlockIsolation) visible(p, boundary string, bound bool) bool {
 func (l *landlockIsolation) command(p program, wd *workdir, pty bool) *exec.Cmd {
 	cmd := hostCommand(l.e, p, wd, pty)
 	cmd.Env = []string{}
+	if l.newIPC {
+		// SysV shared memory, message queues and semaphores (and POSIX
+		// message queues) are the namespace's: Landlock does not govern
+		// them, and every command of the run-as user (or, without
+		// --run-as, root's) could otherwise attach, read, write and
+		// remove another scope's, or the host's of that user; what the
+		// command leaves goes with the namespace.
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWIPC
+	}
 	// What cannot be confined does not run: command cannot fail, so the
 	// trampoline is started to refuse it (exit 126 with the reason).
 	refuse := func(what string, err error) *exec.Cmd {
@@ -539,13 +555,33 @@ func newLandlockIsolation(e *executor) (*landlockIsolation, error) {
 		}
 	}
 
-	if failed, err := e.probe(l, "the trampoline"); err != nil {
+	// An IPC namespace of its own for each command, where the daemon may
+	// make one; if the probe fails with it, the mode goes on without.
+	l.newIPC = hasCapSysAdmin()
+	failed, err := e.probe(l, "the trampoline")
+	if err == nil && failed != "" && l.newIPC {
+		l.newIPC = false
+		failed, err = e.probe(l, "the trampoline")
+	}
+	if err != nil {
 		return nil, err
 	} else if failed != "" {
 		return nil, fmt.Errorf("the landlock probe failed: %s", failed)
 	}
 	ok = true
 	return l, nil
+}
+
+// hasCapSysAdmin reports CAP_SYS_ADMIN in the daemon's effective set,
+// which a new IPC namespace needs (a root daemon on a host; not one in a
+// container that dropped it).
+func hasCapSysAdmin() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if unix.Capget(&hdr, &data[0]) != nil {
+		return false
+	}
+	return data[0].Effective&(1<<unix.CAP_SYS_ADMIN) != 0
 }
 
 // landlockTmpParents are the directories the executor's temporary

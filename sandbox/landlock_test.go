@@ -683,3 +683,47 @@ func TestLandlockRefusals(t *testing.T) {
 		t.Errorf("the refusal does not say why: %q", res.Stderr)
 	}
 }
+
+// TestLandlockIPCNamespace: SysV IPC, which Landlock does not govern, is
+// each landlock command's own where the daemon may make an IPC namespace:
+// a shared memory segment and a message queue one command makes (scope
+// a) are not listed, attached or removed by another (scope b), and do not
+// outlive the command on the host. Without CAP_SYS_ADMIN, Gaps names it.
+func TestLandlockIPCNamespace(t *testing.T) {
+	if LandlockABI() < 1 {
+		t.Skip("this kernel has no Landlock")
+	}
+	e, ws := newExec(t, ModeLandlock)
+	if !hasCapSysAdmin() {
+		if !strings.Contains(strings.Join(e.Gaps(), "\n"), "SysV IPC") {
+			t.Errorf("without CAP_SYS_ADMIN, Gaps does not name SysV IPC: %q", e.Gaps())
+		}
+		t.Skip("the daemon has no CAP_SYS_ADMIN, so commands share the host's IPC namespace (named in Gaps)")
+	}
+	for _, d := range []string{"a", "b"} {
+		if err := os.Mkdir(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(scope, cmd string) string {
+		res, err := e.Run(context.Background(), Request{Command: cmd, Boundary: filepath.Join(ws, scope)})
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		return string(res.Stdout) + string(res.Stderr)
+	}
+	out := run("a", "ipcmk -M 4096 -p 0600 && ipcmk -Q -p 0600 && ipcs -m | grep -c '^0x'")
+	if !strings.Contains(out, "Shared memory id:") || !strings.HasSuffix(strings.TrimSpace(out), "1") {
+		t.Fatalf("scope a could not make its segment in its own namespace: %q", out)
+	}
+	id := strings.TrimSpace(strings.TrimPrefix(strings.Split(out, "\n")[0], "Shared memory id:"))
+	if got := run("b", "ipcs -m | grep -c '^0x'; ipcs -q | grep -c '^0x'; ipcrm -m "+id+" 2>&1"); !strings.HasPrefix(got, "0\n0\n") || strings.Contains(got, "\n\n") {
+		t.Errorf("scope b sees scope a's objects: %q", got)
+	}
+	host, _ := os.ReadFile("/proc/sysvipc/shm")
+	for _, l := range strings.Split(string(host), "\n")[1:] {
+		if f := strings.Fields(l); len(f) > 1 && f[1] == id && strings.Contains(l, " 4096 ") {
+			t.Errorf("scope a's segment %s outlived the command on the host: %q", id, l)
+		}
+	}
+}
