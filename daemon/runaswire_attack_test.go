@@ -196,7 +196,7 @@ func peerAttack(t *testing.T, d *isoDaemon, mode string, runA func(string) strin
 	must(t, b.RequestPty("xterm", 24, 80, gossh.TerminalModes{}))
 	var bout syncbuf.Buffer
 	b.Stdout, b.Stderr = &bout, &bout
-	must(t, b.Start("tty; echo BTTY; env AGENTBE_PEER_SECRET=s3cret sleep "+marker))
+	must(t, b.Start("ipcmk -M 4096 -p 0600; ipcmk -Q -p 0600; tty; echo BTTY; env AGENTBE_PEER_SECRET=s3cret sleep "+marker))
 	waitFor(t, "B's sleeper", func() bool { return len(sleepers(marker)) == 1 })
 	peer := sleepers(marker)[0]
 	// B's pty by the name it has on the host: the daemon's ptys.
@@ -226,6 +226,12 @@ func peerAttack(t *testing.T, d *isoDaemon, mode string, runA func(string) strin
 		if strings.HasPrefix(v, "ok") {
 			t.Errorf("%s: %s succeeded from another session's command: %s", mode, k, v)
 		}
+	}
+	// B's SysV shared memory and message queue: each command has an
+	// IPC namespace of its own (bwrap; landlock where the daemon has
+	// CAP_SYS_ADMIN, as a root daemon on a host has).
+	if ipc := runA("echo IPC $(ipcs -m | grep -c nobody) $(ipcs -q | grep -c nobody)"); !strings.Contains(ipc, "IPC 0 0") {
+		t.Errorf("%s: A sees B's SysV IPC objects: %q", mode, ipc)
 	}
 	if strings.Contains(out, "s3cret") {
 		t.Errorf("B's environment reached A: %s", out)
