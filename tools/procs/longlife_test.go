@@ -46,18 +46,6 @@ func TestForgottenProcessesOverALongLife(t *testing.T) {
 	if _, err := f.m.Wait(context.Background(), id, "s-1", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	fds0, g0 := fds(), runtime.NumGoroutine()
-	var last string
-	for i := range n {
-		last = start(i)
-		if i%DefaultMaxProcs == DefaultMaxProcs-1 {
-			// Within the cap of running ones: the last of each batch is
-			// waited for, as a caller that comes back now and then.
-			if _, err := f.m.Wait(context.Background(), last, fmt.Sprintf("s%d", i), 30*time.Second); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	settled := func() (procs, running, held, startingBy int) {
 		f.m.mu.Lock()
 		defer f.m.mu.Unlock()
@@ -69,6 +57,25 @@ func TestForgottenProcessesOverALongLife(t *testing.T) {
 			}
 		}
 		return len(f.m.procs), running, len(f.m.held), len(f.m.startingBy)
+	}
+	fds0, g0 := fds(), runtime.NumGoroutine()
+	var last string
+	for i := range n {
+		last = start(i)
+		if i%DefaultMaxProcs == DefaultMaxProcs-1 {
+			// Within the cap of running ones: the last of each batch is
+			// waited for, as a caller that comes back now and then, and
+			// the batch's others are let end (on a loaded machine an
+			// echo may still run when the last has exited).
+			if _, err := f.m.Wait(context.Background(), last, fmt.Sprintf("s%d", i), 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if _, running, _, _ := settled(); running == 0 {
+					break
+				}
+			}
+		}
 	}
 	procs, running, held, starting := settled()
 	for deadline := time.Now().Add(30 * time.Second); running > 0 && time.Now().Before(deadline); procs, running, held, starting = settled() {
