@@ -45,7 +45,7 @@ func runAsUser(t *testing.T) (uid, gid int) {
 // workspace nobody owns, and an audit log.
 // Two tokens on /ssh are bound to scopes: alice-token to a, bob-token
 // to b.
-func startRunAs(t *testing.T, mode string) (*isoDaemon, int, int) {
+func startRunAs(t *testing.T, mode string, tweak ...func(*config.Config)) (*isoDaemon, int, int) {
 	t.Helper()
 	uid, gid := runAsUser(t)
 	root := testenv.SharedTempDir(t)
@@ -63,6 +63,9 @@ func startRunAs(t *testing.T, mode string) (*isoDaemon, int, int) {
 		must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+tokenLine("alice", "alice-token", `,"scope":"a"`)+`,`+
 			tokenLine("bob", "bob-token", `,"scope":"b"`)+`]}`), 0o600))
 		c.TokensFile = tokens
+		for _, tw := range tweak {
+			tw(c)
+		}
 	})
 	return d, uid, gid
 }
@@ -409,23 +412,8 @@ func TestAttackRunAsSignalAndLeftovers(t *testing.T) {
 func TestAttackRunAsForkBomb(t *testing.T) {
 	for _, mode := range []string{"bwrap", "landlock"} {
 		t.Run(mode, func(t *testing.T) {
-			uid, gid := runAsUser(t)
-			root := testenv.SharedTempDir(t)
-			ws := filepath.Join(root, "ws")
-			for _, dir := range []string{ws, filepath.Join(ws, "a"), filepath.Join(ws, "b")} {
-				must(t, os.Mkdir(dir, 0o755))
-				must(t, os.Chown(dir, uid, gid))
-			}
-			state := t.TempDir()
-			d := startIsolated(t, mode, func(c *config.Config) {
-				c.Root = ws
-				c.RunAs = "nobody"
-				c.ExecMaxProcesses = 32
-				tokens := filepath.Join(state, "tokens.json")
-				must(t, os.WriteFile(tokens, []byte(`{"tokens":[`+tokenLine("alice", "alice-token", `,"scope":"a"`)+`,`+
-					tokenLine("bob", "bob-token", `,"scope":"b"`)+`]}`), 0o600))
-				c.TokensFile = tokens
-			})
+			d, _, _ := startRunAs(t, mode, func(c *config.Config) { c.ExecMaxProcesses = 32 })
+			ws := d.c.Root
 			marker := newMarker()
 			// Each fork stops at the first refusal (bash would retry).
 			bomb := "import os, time\nn = 0\nfor i in range(100):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n" +
