@@ -73,16 +73,19 @@ func (w *heapWatch) run(stop chan struct{}) {
 	defer tick.Stop()
 	// Objects and goroutine stacks: a call recursing to Starlark's depth
 	// bound (100,000 frames) holds about 256 MiB of stack.
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+	// The objects' bytes count garbage not yet collected; the live bytes
+	// are what the last collection found held.
+	const objects, live, stacks = 0, 1, 2
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+	read := func(i int) uint64 {
+		if sample[i].Value.Kind() == metrics.KindUint64 {
+			return sample[i].Value.Uint64()
+		}
+		return 0
+	}
 	heap := func() uint64 {
 		metrics.Read(sample)
-		var n uint64
-		for _, s := range sample {
-			if s.Value.Kind() == metrics.KindUint64 {
-				n += s.Value.Uint64()
-			}
-		}
-		return n
+		return read(objects) + read(stacks)
 	}
 	for {
 		select {
@@ -99,10 +102,17 @@ func (w *heapWatch) run(stop chan struct{}) {
 			w.lastGC = time.Now()
 		}
 		w.mu.Unlock()
+		var h uint64
 		if collect {
 			runtime.GC() // garbage is not held: judge what is live
+			h = heap()
+		} else {
+			// A collection ran less than 100 ms ago: judge what it found
+			// live, never the garbage made since (a daemon whose live
+			// heap is half the limit passes it with garbage between two
+			// collections, and its calls would be cancelled for nothing).
+			h = read(live) + read(stacks)
 		}
-		h := heap()
 		if h <= w.limit {
 			continue
 		}
