@@ -16,7 +16,12 @@ import (
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(killChildEnv); dir != "" {
+		hostKeyKillChild(dir) // never returns: killed, or exits 3
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // env is the core served on a real TCP loopback listener (Serve), over a
 // real directory workspace and executor, with x/crypto/ssh's client.

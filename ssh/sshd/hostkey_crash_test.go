@@ -62,14 +62,10 @@ func TestHostKeyFirstStartsAtOnce(t *testing.T) {
 // killChildEnv names the directory the helper process makes keys in.
 const killChildEnv = "AGENTBE_HOSTKEY_KILL_CHILD"
 
-// TestHostKeyKillChild is the process TestHostKeyKilledWhileWriting kills:
-// it creates host keys in fresh directories, one after another, until it
-// is killed. It does nothing in a plain test run.
-func TestHostKeyKillChild(t *testing.T) {
-	dir := os.Getenv(killChildEnv)
-	if dir == "" {
-		t.Skip("the helper process of TestHostKeyKilledWhileWriting; runs only when that test starts it")
-	}
+// hostKeyKillChild is the process TestHostKeyKilledWhileWriting kills
+// (TestMain runs it when killChildEnv names a directory): it creates host
+// keys in fresh directories, one after another, until it is killed.
+func hostKeyKillChild(dir string) {
 	for i := 0; ; i++ {
 		if _, err := LoadOrCreateHostKey(filepath.Join(dir, strconv.Itoa(i), "key")); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -99,7 +95,7 @@ func TestHostKeyKilledWhileWriting(t *testing.T) {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(self, "-test.run=^TestHostKeyKillChild$", "-test.count=1")
+		cmd := exec.Command(self, "-test.run=^$")
 		cmd.Env = append(os.Environ(), killChildEnv+"="+dir)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
