@@ -156,6 +156,14 @@ func (h *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	t.key = poolKey(caller.Within)
 	ctx := r.Context()
+	if upgradeType(r.Header) == "" {
+		// The body goes on to the server while its answer comes back: a
+		// server may answer (a stream) before it has read the body, and
+		// net/http/1 would otherwise close the request body once the
+		// answer's header is written, so the Transport's copy of the body
+		// would fail and it would close the connection under the answer.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
 	if caller.Hold != nil && upgradeType(r.Header) != "" {
 		// A WebSocket lasts: ReverseProxy closes it when ctx ends, here
 		// when a reload revokes the caller's token.
