@@ -23,10 +23,10 @@
 // again with it and keeps that token, so the client that spawned the
 // bridge keeps working across a rotation. A daemon with --mcp-sessions
 // also ends the old token's sessions and answers a request of an ended
-// session 404, without running it. The bridge then opens a new session
-// with the client's own initialize and notifications/initialized, which
-// it keeps for this (the daemon's answer to them is not passed on), and
-// sends the request once more in the new session (Bridge.renew).
+// session 404, without running it. On such a 404 the bridge opens a new
+// session with the client's own initialize and notifications/initialized,
+// which it keeps for this (the daemon's answer to them is not passed on),
+// and sends the request once more in the new session (Bridge.renew).
 package mcpbridge
 
 import (
