@@ -66,9 +66,14 @@ func startSite(t *testing.T, dir string, port int, args ...string) (string, *syn
 			t.Fatalf("%s exited: %s", strings.Join(args, " "), logs)
 		default:
 		}
+		// The start-up line is written before the server answers, but
+		// it reaches logs through exec's copying goroutine, which may not
+		// have run yet when the first answer comes back: wait for both.
 		if resp, err := http.Get(url + "/"); err == nil {
 			resp.Body.Close()
-			return url, logs
+			if strings.Contains(logs.String(), "serving the tool site") {
+				return url, logs
+			}
 		}
 		if time.Since(start) > 30*time.Second {
 			t.Fatalf("site serve not answering after 30s: %s", logs)
