@@ -16,11 +16,21 @@ import (
 // may not hold the workspace either. A file still to be created (the audit
 // log, the host key) is judged by where it would be created. The memory
 // backend has no workspace on disk: nothing to check.
+//
+// The tool site (--site) is served to every token, any file of it and not
+// only its pages (GET /site/{path}), so no other operator path may lie
+// inside it either, whatever the backend: the --site-env-file's secrets, a
+// token file or a key there would be one request away.
 func (c *Config) checkOperatorPaths() error {
-	if c.Backend != "filesystem" {
-		return nil
+	check := func(flag, p string, role pathRole) error {
+		if c.Backend == "filesystem" {
+			if err := c.checkOperatorPath(flag, p, role); err != nil {
+				return err
+			}
+		}
+		return c.checkOutsideSite(flag, p)
 	}
-	if err := c.checkOperatorPath("--config", c.ConfigFile, operatorFile); err != nil {
+	if err := check("--config", c.ConfigFile, operatorFile); err != nil {
 		return err
 	}
 	for _, s := range settings {
@@ -31,9 +41,26 @@ func (c *Config) checkOperatorPaths() error {
 		if *p == "" || (s.used != nil && !s.used(c)) {
 			continue
 		}
-		if err := c.checkOperatorPath("--"+s.key, *p, s.operatorPath); err != nil {
+		if err := check("--"+s.key, *p, s.operatorPath); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkOutsideSite refuses an operator path other than --site itself that
+// lies inside the tool site once symlinks are followed.
+func (c *Config) checkOutsideSite(flag, p string) error {
+	if c.Site == "" || p == "" || flag == "--site" {
+		return nil
+	}
+	inside, err := resolvepath.Within(c.Site, p)
+	if err != nil {
+		return fmt.Errorf("%s %s: cannot tell whether it lies outside the tool site --site %s: %v", flag, p, c.Site, err)
+	}
+	if inside {
+		return fmt.Errorf("%s %s%s lies inside the tool site --site %s, every file of which an agent can read (GET /site/...); keep operator files outside the site",
+			flag, p, resolvedNote(p), c.Site)
 	}
 	return nil
 }

@@ -320,3 +320,80 @@ func TestMemoryBackendHasNoWorkspaceOnDisk(t *testing.T) {
 		t.Errorf("memory backend: %v", err)
 	}
 }
+
+// TestOperatorPathsOutsideSite: the tool site (--site) is served to every
+// token (GET /site/{path} answers any file of it, not only pages), so an
+// operator path inside it would hand the agent the operator's file: the
+// --site-env-file's secrets, a token file, a key. Every operator path flag
+// (and the config file) set to a file inside the site, directly or through
+// a symlink outside that leads in, is refused naming the flag and the site;
+// the same file outside both the site and the workspace is accepted.
+func TestOperatorPathsOutsideSite(t *testing.T) {
+	keys := []string{"--config"}
+	for _, s := range settings {
+		if _, ok := operatorPathFixtures[s.key]; ok && s.key != "site" {
+			keys = append(keys, s.key)
+		}
+	}
+	for _, key := range keys {
+		flag := key
+		if !strings.HasPrefix(flag, "--") {
+			flag = "--" + key
+		}
+		for _, tc := range []struct {
+			name    string
+			link    bool // p is a symlink outside to the site's x
+			inside  bool
+			refused bool
+		}{
+			{"outside", false, false, false},
+			{"inside the site", false, true, true},
+			{"a symlink outside to a file inside the site", true, true, true},
+		} {
+			t.Run(key+"/"+tc.name, func(t *testing.T) {
+				base := t.TempDir()
+				root, outside, site := filepath.Join(base, "ws"), filepath.Join(base, "outside"), filepath.Join(base, "site")
+				mkdir(t, root)
+				mkdir(t, outside)
+				c := Default()
+				c.Root = root
+				c.SSHHostKey = filepath.Join(outside, "host-key")
+				p := filepath.Join(outside, "x")
+				if tc.inside && !tc.link {
+					p = filepath.Join(site, "x")
+				}
+				target := p
+				if tc.link {
+					target = filepath.Join(site, "x")
+				}
+				operatorPathFixtures[key](t, &c, target, outside)
+				if tc.link {
+					if err := os.Symlink(target, p); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// The site the fixture may have set (--site-env-file's)
+				// gives way to the one under test.
+				c.Site = site
+				mkdir(t, site)
+				mkfile(t, filepath.Join(site, "README.md"), "# site\n")
+				setOperatorPath(t, &c, key, p)
+				err := c.Validate()
+				if !tc.refused {
+					if err != nil {
+						t.Fatalf("%s %s (outside the site %s): %v", flag, p, site, err)
+					}
+					return
+				}
+				if err == nil {
+					t.Fatalf("%s %s lies inside the tool site %s, which the agent reads, and was accepted", flag, p, site)
+				}
+				for _, want := range []string{flag + " " + p, "inside the tool site --site " + site} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q lacks %q", err, want)
+					}
+				}
+			})
+		}
+	}
+}
