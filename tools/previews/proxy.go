@@ -158,10 +158,13 @@ func (h *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if upgradeType(r.Header) == "" {
 		// The body goes on to the server while its answer comes back: a
-		// server may answer (a stream) before it has read the body, and
-		// net/http/1 would otherwise close the request body once the
-		// answer's header is written, so the Transport's copy of the body
-		// would fail and it would close the connection under the answer.
+		// server may answer (a stream) before it has read the body.
+		// Otherwise net/http/1 reads what is left of the request body
+		// itself before it writes the answer's header, then closes it:
+		// a client that sends more only once it has seen the answer
+		// gets none (until the body deadline), and the Transport's copy
+		// of a body sent whole fails, and it closes the connection under
+		// the answer (TestProxyFullDuplex).
 		_ = http.NewResponseController(w).EnableFullDuplex()
 	}
 	if caller.Hold != nil && upgradeType(r.Header) != "" {

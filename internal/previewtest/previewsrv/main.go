@@ -21,6 +21,9 @@
 //	          asking left out) and accepted since the start
 //	/gather   n= requests held until n of them are held at once, then
 //	          each answered "gathered" (connections opened together)
+//	/duplex   a bidirectional stream: the answer's header (200, no
+//	          length) at once, before any of the body is read, then each
+//	          piece of the body sent back as it is read, flushed
 //
 // /raw with drop=1, after its answer, reads the next request on the
 // connection and closes it without answering: a kept connection that the
@@ -113,6 +116,35 @@ func main() {
 		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
 		g.wait(n)
 		io.WriteString(w, "gathered")
+	})
+	mux.HandleFunc("/duplex", func(w http.ResponseWriter, r *http.Request) {
+		// Full duplex, or net/http would read (discard) the body before
+		// sending the header, and the client waits for the header first.
+		rc := http.NewResponseController(w)
+		if err := rc.EnableFullDuplex(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(http.StatusOK)
+		if rc.Flush() != nil {
+			return
+		}
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := r.Body.Read(buf)
+			if n > 0 {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					return
+				}
+				if rc.Flush() != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
 	})
 	mux.HandleFunc("/hints", func(w http.ResponseWriter, r *http.Request) {
 		c, brw, err := http.NewResponseController(w).Hijack()
