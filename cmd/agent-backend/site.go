@@ -23,6 +23,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/internal/resolvepath"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/tools/sites"
 )
@@ -343,6 +344,13 @@ not_allowed_status, strict_output; flags win over it.`,
 			if notAllowed != http.StatusBadRequest && notAllowed != http.StatusForbidden {
 				return fmt.Errorf("--not-allowed-status %d: want 403 (the default) or 400", notAllowed)
 			}
+			// GET answers any file of DIR, and DIR is the commands'
+			// workspace: a secret there is one request away.
+			for _, f := range []struct{ flag, key, path string }{{"env-file", "env_file", envFile}, {"token-file", "token_file", tokenFile}} {
+				if err := outsideSite(dir, where(f.flag, f.key), f.path); err != nil {
+					return err
+				}
+			}
 			var token string
 			if tokenFile != "" {
 				b, err := os.ReadFile(tokenFile)
@@ -374,6 +382,28 @@ not_allowed_status, strict_output; flags win over it.`,
 	serve.Flags().BoolVarP(&showVersion, "version", "V", false, "print the version and exit (statespace's --version)")
 	site.AddCommand(serve)
 	return site
+}
+
+// outsideSite refuses a file of the operator's (from) that lies inside the
+// site's directory dir once symlinks and ".." are followed: site serve
+// answers GET for every file of dir, pages or not, and its commands run
+// there.
+func outsideSite(dir, from, p string) error {
+	if p == "" {
+		return nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	inside, err := resolvepath.Within(abs, p)
+	if err != nil {
+		return fmt.Errorf("%s %s: cannot tell whether it lies outside the tool site %s: %v", from, p, abs, err)
+	}
+	if inside {
+		return fmt.Errorf("%s %s lies inside the tool site %s, every file of which a client can read (GET /{path}) and the site's commands may change; keep it outside the site", from, p, abs)
+	}
+	return nil
 }
 
 type siteServeOptions struct {
