@@ -55,13 +55,16 @@ type tableRow struct {
 	cells []string
 }
 
+// cells splits a table line into its cells, trimmed; a "\|" is a "|"
+// inside a cell, as in Markdown.
 func cells(line string) []string {
 	line = strings.TrimSpace(line)
 	line = strings.TrimPrefix(line, "|")
 	line = strings.TrimSuffix(line, "|")
-	c := strings.Split(line, "|")
+	const bar = "\x00"
+	c := strings.Split(strings.ReplaceAll(line, `\|`, bar), "|")
 	for i := range c {
-		c[i] = strings.TrimSpace(c[i])
+		c[i] = strings.ReplaceAll(strings.TrimSpace(c[i]), bar, "|")
 	}
 	return c
 }

@@ -1,0 +1,196 @@
+package srcscan
+
+import (
+	"go/ast"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// packagesHeader heads the table of docs/architecture.md that says what
+// each package owns.
+const packagesHeader = "| package | owns |"
+
+// modulePackages returns every package of the module (a folder with
+// non-test Go files, from the root with slashes, as TestLayering counts
+// them) with the names each declares at top level, and Type.Member for
+// the methods and fields of its types.
+func modulePackages(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	pkgs := map[string]map[string]bool{}
+	Files(t, "../..", func(rel string, _ *token.FileSet, f *ast.File) {
+		dir := filepath.ToSlash(filepath.Dir(rel))
+		d := pkgs[dir]
+		if d == nil {
+			d = map[string]bool{}
+			pkgs[dir] = d
+		}
+		declare(d, f)
+	})
+	return pkgs
+}
+
+// declare adds the names f declares to d: functions, types, variables and
+// constants by name, methods and fields and interface methods as
+// Type.Member and as .Member (a row may cite a method or field bare).
+func declare(d map[string]bool, f *ast.File) {
+	for _, decl := range f.Decls {
+		switch decl := decl.(type) {
+		case *ast.FuncDecl:
+			if decl.Recv != nil && len(decl.Recv.List) > 0 {
+				if r := recvName(decl.Recv.List[0].Type); r != "" {
+					d[r+"."+decl.Name.Name] = true
+				}
+				d["."+decl.Name.Name] = true // a method, cited bare: `Close`
+				continue
+			}
+			d[decl.Name.Name] = true
+		case *ast.GenDecl:
+			for _, s := range decl.Specs {
+				switch s := s.(type) {
+				case *ast.TypeSpec:
+					d[s.Name.Name] = true
+					var fields *ast.FieldList
+					switch ty := s.Type.(type) {
+					case *ast.StructType:
+						fields = ty.Fields
+					case *ast.InterfaceType:
+						fields = ty.Methods
+					}
+					if fields == nil {
+						continue
+					}
+					for _, fl := range fields.List {
+						for _, n := range fl.Names {
+							d[s.Name.Name+"."+n.Name] = true
+							d["."+n.Name] = true // a field, cited bare: `Msg`
+						}
+						if len(fl.Names) == 0 {
+							if n := recvName(fl.Type); n != "" {
+								d[s.Name.Name+"."+n] = true
+							}
+						}
+					}
+				case *ast.ValueSpec:
+					for _, n := range s.Names {
+						d[n.Name] = true
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestPackagesTableCoversEveryPackage: every package of the module has a
+// row in the packages table of docs/architecture.md (its folder named
+// exactly, or a folder ending in "/" above it), and every folder a row
+// names is there, so a package added, moved or removed cannot leave the
+// map a newcomer reads first without it or pointing at nothing.
+func TestPackagesTableCoversEveryPackage(t *testing.T) {
+	pkgs := modulePackages(t)
+	if len(pkgs) < 40 {
+		t.Fatalf("found %d packages; the module has more", len(pkgs))
+	}
+	var names []string
+	for _, r := range docTable(t, architecture, packagesHeader) {
+		q := quoted(r.cells[0])
+		if len(q) == 0 {
+			t.Errorf("docs/architecture.md:%d: a packages row names its packages in backticks", r.line)
+		}
+		for _, n := range q {
+			if fi, err := os.Stat(filepath.Join("..", "..", n)); err != nil || !fi.IsDir() {
+				t.Errorf("docs/architecture.md:%d: `%s` is no folder of the repository", r.line, n)
+			}
+			names = append(names, n)
+		}
+	}
+	for p := range pkgs {
+		if !slices.ContainsFunc(names, func(n string) bool { return covers(n, p) }) {
+			t.Errorf("package %s has no row in the packages table of docs/architecture.md (%q): add one, or name a folder above it ending in /", p, packagesHeader)
+		}
+	}
+}
+
+// TestPackagesTableNamesRealParts: what a row of the packages table of
+// docs/architecture.md names in backticks as its package's own is there: a
+// bare file name (`parts.go`, `sshd/peer.sh`) is a file below one of the
+// row's folders, and an exported bare name (`Listen`) or Type.Member
+// (`Conn.Serve`) is declared by one of the row's packages. Names qualified
+// by a package (`fsops.Workspace`) and paths from the root are
+// TestDocsNameRealIdentifiers' and TestDocsNameRealFiles'; names of other
+// modules a row cites are listed in foreign with why.
+func TestPackagesTableNamesRealParts(t *testing.T) {
+	pkgs := modulePackages(t)
+	const root = "../.."
+	file := regexp.MustCompile(`^[A-Za-z0-9_.\-/]+\.(go|sh|golden|txt|json|star|md)$`)
+	ident := regexp.MustCompile(`^[A-Z][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?(\(\))?$`)
+	test := regexp.MustCompile(`^(Test|Fuzz|Benchmark)[A-Z]`)
+	n := 0
+	for _, r := range docTable(t, architecture, packagesHeader) {
+		dirs := quoted(r.cells[0])
+		for _, name := range quoted(r.cells[1]) {
+			switch {
+			case foreign[name] != "":
+				continue
+			case file.MatchString(name):
+				first, _, _ := strings.Cut(name, "/")
+				if _, err := os.Stat(filepath.Join(root, first)); err == nil && strings.Contains(name, "/") {
+					continue // a path from the root: TestDocsNameRealFiles'
+				}
+				n++
+				if !slices.ContainsFunc(dirs, func(d string) bool { return below(filepath.Join(root, d), name) }) {
+					t.Errorf("docs/architecture.md:%d: `%s`: no such file below %s", r.line, name, strings.Join(dirs, ", "))
+				}
+			case ident.MatchString(name) && !test.MatchString(name):
+				id := strings.TrimSuffix(name, "()")
+				n++
+				if !slices.ContainsFunc(dirs, func(d string) bool {
+					for p, decl := range pkgs {
+						if covers(d, p) && (decl[id] || !strings.Contains(id, ".") && decl["."+id]) {
+							return true
+						}
+					}
+					return false
+				}) {
+					t.Errorf("docs/architecture.md:%d: `%s`: declared by none of %s", r.line, name, strings.Join(dirs, ", "))
+				}
+			}
+		}
+	}
+	if n < 100 {
+		t.Fatalf("the packages table names only %d files and identifiers; the patterns no longer match how it names them", n)
+	}
+}
+
+// foreign are the names the packages table cites that look like its
+// packages' own files or identifiers but are not, each with whose they are.
+var foreign = map[string]string{
+	"GOGC":             "the Go runtime's environment variable",
+	"O_NONBLOCK":       "open(2)'s flag",
+	"StrictModes":      "OpenSSH sshd's option",
+	"CallToolResult":   "MCP's result type, as the go-sdk names it",
+	"IOTransport":      "the go-sdk's stdio transport",
+	"mcp_servers.json": "the upstreams file's shape, as MCP clients name it",
+}
+
+// below reports whether a file named name (a base name, or a path with
+// slashes) is dir/name or below dir at any depth (a testdata file).
+func below(dir, name string) bool {
+	found := false
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || found {
+			return filepath.SkipDir
+		}
+		if d.IsDir() && d.Name() == "node_modules" {
+			return filepath.SkipDir
+		}
+		rel, _ := filepath.Rel(dir, path)
+		found = filepath.ToSlash(rel) == name || (!d.IsDir() && !strings.Contains(name, "/") && d.Name() == name)
+		return nil
+	})
+	return found
+}
