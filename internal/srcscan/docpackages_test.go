@@ -194,3 +194,87 @@ func below(dir, name string) bool {
 	})
 	return found
 }
+
+// TestTreeNamesEveryFolder: the tree at the head of docs/architecture.md
+// (the indented block under "## The tree", a folder or several at the
+// start of each entry) names every top-level folder of the repository
+// (hidden ones, node_modules and the build outputs .gitignore anchors at
+// the root left out), names only folders that are there, and places every
+// package of the module: an entry names it, or a folder entry ending in
+// "/" holds it, or the tree's text names its path (`fsops/checkpoint` in
+// the entry of fsops).
+func TestTreeNamesEveryFolder(t *testing.T) {
+	const root = "../.."
+	b, err := os.ReadFile(architecture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "\n## The tree\n")
+	if !ok {
+		t.Fatal("docs/architecture.md has no section \"## The tree\"")
+	}
+	var block []string
+	for _, l := range strings.Split(after, "\n") {
+		if strings.HasPrefix(l, "## ") {
+			break
+		}
+		if strings.HasPrefix(l, "    ") {
+			block = append(block, l)
+		} else if len(block) > 0 && strings.TrimSpace(l) != "" {
+			break // the block ended
+		}
+	}
+	var entries []string
+	for _, l := range block {
+		if strings.HasPrefix(l, "     ") {
+			continue // the rest of the entry above
+		}
+		for i, w := range strings.Fields(l) {
+			if i > 0 && !strings.HasSuffix(w, "/") {
+				break
+			}
+			entries = append(entries, w)
+		}
+	}
+	if len(entries) < 15 {
+		t.Fatalf("the tree of docs/architecture.md has %d entries (%v); the parse no longer matches how it is written", len(entries), entries)
+	}
+	text := strings.Join(block, "\n")
+	for _, e := range entries {
+		if fi, err := os.Stat(filepath.Join(root, e)); err != nil || !fi.IsDir() {
+			t.Errorf("the tree of docs/architecture.md names %s, which is no folder of the repository", e)
+		}
+	}
+
+	ignored := map[string]bool{}
+	if gi, err := os.ReadFile(filepath.Join(root, ".gitignore")); err == nil {
+		for _, l := range strings.Split(string(gi), "\n") {
+			if n, ok := strings.CutPrefix(strings.TrimSpace(l), "/"); ok && strings.HasSuffix(n, "/") && !strings.Contains(strings.TrimSuffix(n, "/"), "/") {
+				ignored[strings.TrimSuffix(n, "/")] = true
+			}
+		}
+	}
+	top, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range top {
+		n := d.Name()
+		if !d.IsDir() || strings.HasPrefix(n, ".") || n == "node_modules" || ignored[n] {
+			continue
+		}
+		if !slices.ContainsFunc(entries, func(e string) bool { return e == n || strings.HasPrefix(e, n+"/") }) {
+			t.Errorf("the tree of docs/architecture.md does not name the folder %s/", n)
+		}
+	}
+
+	word := func(p string) *regexp.Regexp {
+		return regexp.MustCompile(`(^|[\s(,])` + regexp.QuoteMeta(p) + `($|[\s),:/])`)
+	}
+	for p := range modulePackages(t) {
+		if slices.ContainsFunc(entries, func(e string) bool { return covers(e, p) }) || word(p).MatchString(text) {
+			continue
+		}
+		t.Errorf("the tree of docs/architecture.md does not place the package %s: name it in its folder's entry, or give it an entry", p)
+	}
+}
