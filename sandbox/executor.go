@@ -3,8 +3,11 @@
 // Package sandbox is the one door to processes. Every command any protocol runs
 // (MCP exec, SSH exec and shells) goes through an Executor, which applies the
 // isolation mode (bwrap, landlock, software, none), the command safety policy, the
-// environment rules, timeouts and output limits. Nothing outside this package
-// starts a process.
+// environment rules, timeouts and output limits. Nothing else of the daemon
+// starts a process but the browser's Chromium, which chromedp must start
+// itself and which is registered with this package's subreaper
+// (StartOutside); the doors table of docs/architecture.md lists every file
+// that starts one (TestDoorsAllowlist).
 //
 // Start here: New(Config) builds the Executor once at startup (it resolves the
 // shell, the run-as user and the base environment, and in auto or bwrap mode
@@ -35,9 +38,10 @@
 //     so the mode works only with a helper or in a program whose main calls
 //     sandboxexec.Main (trampoline.go). The Policy applies, without the
 //     escape checks the domain makes moot.
-//   - software: a plain process in its own session and cgroup (cgroup.go)
-//     plus the Policy with its workspace escape checks (cd out, `..` past
-//     the root, ~ leading out).
+//   - software: a plain process in its own session and cgroup (cgroup.go),
+//     under the seccomp deny list its spawning thread holds
+//     (isolation_software.go), plus the Policy with its workspace escape
+//     checks (cd out, `..` past the root, ~ leading out).
 //   - none: no checks (trusted use).
 //
 // The modes are one list (Modes, modeTable in isolation.go); each effective
