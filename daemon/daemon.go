@@ -9,11 +9,13 @@
 // and a graceful shutdown. It implements no protocol itself: each route
 // belongs to a face (face/), to ssh/sshws or to a provider's handler, files
 // to fsops and processes to sandbox. What it does own is the HTTP
-// perimeter: every endpoint but /health and /health/servers is admitted by
-// internal/admit, once per request (a face, /site/ and /preview/ with the
-// daemon's admit.Rules, any other endpoint through handleWork, which
-// applies the Origin and Host rules), and the listener caps connections in
-// total and per client address (connlimit.go).
+// perimeter: every endpoint but /health, /health/servers and the JSON 404
+// of a path no route serves is admitted by internal/admit, once per
+// request (a face, /site/ and /preview/ with the daemon's admit.Rules; a
+// guard or operator route, /approvals, through handleWork, which applies
+// the Origin and Host rules; /metrics through admit.Rules.Scraped), and the
+// listener caps connections in total and per client address
+// (connlimit.go).
 package daemon
 
 import (
