@@ -168,7 +168,8 @@ type wiring struct {
 
 	// admission: the --tokens set (nil without the flag; SIGHUP swaps it),
 	// the rules every face and HTTP server admits with, and the requests in
-	// flight per client address, one count for /mcp and /execute.
+	// flight per client address, one count for /mcp, /execute and
+	// /gateway's messages.
 	tokens   *atomic.Pointer[httpguard.TokenSet]
 	rules    admit.Rules
 	inflight *admit.Inflight

@@ -17,7 +17,8 @@ const InflightWait = 2 * time.Second
 
 // Inflight bounds the requests being answered per client address
 // (--max-inflight-per-ip), one count for every face that shares it: the
-// daemon gives the same one to /mcp and /execute. It is a counter per
+// daemon gives the same one to /mcp, /execute and /gateway (each message
+// in flight). It is a counter per
 // address, kept in a sync.Map whose lookups of a present key
 // take no lock. A request takes a slot with a compare-and-swap on its
 // address's counter and gives it back with an add; only a request that
