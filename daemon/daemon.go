@@ -2,7 +2,7 @@
 // (tools.go) with its one audit sink (audit.go), then the rows of one table,
 // parts (parts.go: the admission rules, the workspace and executor, each
 // provider the config enables, the faces, the SSH listeners; their start
-// functions are in wire.go), started in order and closed in reverse, and
+// functions are in wire.go, the checkpoints' in checkpoints.go), started in order and closed in reverse, and
 // runs the process: an HTTP server on one port (the rows' routes, which
 // TestRouteTable holds to docs/architecture.md and to the mux) and the SSH port
 // (--ssh-listen), or MCP over stdio (--local-only), with logging, metrics

@@ -28,7 +28,8 @@ import (
 // what the rows above it built: the workspace and executor, the admission
 // rules, the previews, the approvals, the SSH configuration). Close ends
 // them in the reverse order, and a row that fails to start ends the rows
-// above it. The start functions are in wire.go.
+// above it. The start functions are in wire.go, the checkpoints' in
+// checkpoints.go.
 //
 // The order is also the order the providers appear in /health's
 // "providers", so a new row goes where its tools should be listed.
