@@ -200,9 +200,9 @@ func (m Mode) KernelBoundary() bool {
 // sees the host as it is.
 //
 // The landlock strategy (isolation_landlock.go) confines in place too:
-// its command is this binary re-executed as the trampoline
-// (sandboxexec), which enters a Landlock domain and a seccomp filter and
-// then execs the command.
+// its command is the trampoline (sandboxexec: the agentbe-sandbox helper
+// of Config.Trampoline, or else this binary re-executed), which enters a
+// Landlock domain and a seccomp filter and then execs the command.
 type isolation interface {
 	// mode is the effective mode Executor.Mode reports (never ModeAuto).
 	mode() Mode
