@@ -5,6 +5,11 @@
 //
 // TestClipHasOneHome fails on a file that cuts a string and appends a
 // marker itself.
+//
+// It also holds the one list of the values the daemon keeps in clear (its
+// tokens) that nothing it writes may show (Secrets, secrets.go), and the
+// log handler that redacts those values and cuts each string of a record
+// (Handler, log.go).
 package clip
 
 import "unicode/utf8"

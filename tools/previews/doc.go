@@ -3,7 +3,9 @@
 // (--previews, docs/processes.md). It is the one place that decides which
 // ports those are, for both faces that use it: SSH direct-tcpip channels
 // (`ssh -L`, served by sshd through Options.Forward) and the HTTP reverse
-// proxy at /preview/{port}/ (Proxy, mounted by the daemon behind its token).
+// proxy at /preview/{port}/ (Proxy, mounted by the daemon behind its token);
+// and Reachable is the rule of the loopback judge the daemon gives the
+// browser and the tool calls that connect to this machine (daemon/tools.go).
 //
 // A port is the workspace's when a process that sandbox.WorkspaceProcesses
 // counts (a command the executor runs now, or a descendant of one) holds a
