@@ -13,10 +13,12 @@
 // if missing, a warning when serving without a token on a non-loopback
 // address, SIGINT/SIGTERM for a graceful shutdown (a second one exits at
 // once) and SIGHUP, which reloads the TLS certificate, the SSH port's key
-// files and the --tokens file and reopens the audit log. It also has the
-// version, health, proxy, site serve and ext subcommands (health.go,
-// proxy.go, site.go, ext.go) and answers the reference's flags and commands
-// it does not take with what to use instead (compat.go).
+// files and the token files (--auth-token-file, --operator-token-file,
+// --metrics-token-file, --tokens) and reopens the audit log. It also has
+// the version, health, proxy, site serve and ext (test, check, serve)
+// subcommands (health.go, proxy.go, site.go, ext.go, extserve.go) and
+// answers the reference's flags and commands it does not take with what to
+// use instead (compat.go).
 package main
 
 import (
