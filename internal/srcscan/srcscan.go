@@ -4,8 +4,11 @@
 //
 // Its own tests hold docs/architecture.md to the code: the doors table
 // (which files may touch files, start processes, dial out or read /proc,
-// TestDoorsAllowlist) and the layering table (which package groups may
-// import which, TestLayering).
+// TestDoorsAllowlist), the layering table (which package groups may
+// import which, TestLayering), the packages table (a row for every
+// package, and the files and names a row cites are its package's:
+// TestPackagesTableCoversEveryPackage, TestPackagesTableNamesRealParts) and
+// the tree (every folder and package placed, TestTreeNamesEveryFolder).
 package srcscan
 
 import (
