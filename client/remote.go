@@ -29,6 +29,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 	"github.com/agentbe/agentbe-daemon/sandbox/policy"
 	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
 )
@@ -358,9 +359,11 @@ func (c *remoteConn) retryToken(refused string) (string, string) {
 }
 
 // readTokenFile is the token in name: its content without surrounding
-// whitespace. An unreadable or empty file is an error that names it.
+// whitespace. An unreadable or empty file is an error that names it, and
+// so is one that is not a regular file (a FIFO would hold the connect) or
+// is over opfile.MaxTokenFile.
 func readTokenFile(name string) (string, error) {
-	data, err := os.ReadFile(name)
+	data, err := opfile.ReadRegular(name, opfile.MaxTokenFile)
 	if err != nil {
 		return "", fmt.Errorf("RemoteOptions.TokenFile cannot be read: %w", err)
 	}

@@ -39,13 +39,13 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/internal/clip"
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 )
 
 // Defaults of Options.
@@ -439,9 +439,10 @@ func (b *Bridge) reread(refused string) (next, why string) {
 
 // ReadTokenFile reads a token file as the daemon does: its content
 // without surrounding whitespace. An unreadable or empty file is an error
-// that names it.
+// that names it, and so is one that is not a regular file (a FIFO would
+// hold the bridge) or is over opfile.MaxTokenFile.
 func ReadTokenFile(name string) (string, error) {
-	data, err := os.ReadFile(name)
+	data, err := opfile.ReadRegular(name, opfile.MaxTokenFile)
 	if err != nil {
 		return "", fmt.Errorf("--token-file cannot be read: %w", err)
 	}

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentbe/agentbe-daemon/internal/cafile"
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 )
 
 // healthClient is the probe's client: the system roots, the CA of --ca
@@ -70,7 +70,8 @@ func newHealthCommand() *cobra.Command {
 				return fmt.Errorf("--url %q: %v", url, err)
 			}
 			if tokenFile != "" {
-				tok, err := os.ReadFile(tokenFile)
+				// Not a FIFO (it would hold the probe), nor more than a token.
+				tok, err := opfile.ReadRegular(tokenFile, opfile.MaxTokenFile)
 				if err != nil {
 					return fmt.Errorf("--token-file: %v", err)
 				}

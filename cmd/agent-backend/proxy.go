@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbe/agentbe-daemon/internal/cafile"
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
 )
 
@@ -69,7 +70,8 @@ agentbe-bridge ssh URL does the same (docs/remote-clients.md).`,
 // connection without a token that the daemon closes with 4001.
 func proxyToken(token, file string) (string, error) {
 	if file != "" {
-		b, err := os.ReadFile(file)
+		// Not a FIFO (it would hold ssh), nor more than a token.
+		b, err := opfile.ReadRegular(file, opfile.MaxTokenFile)
 		if err != nil {
 			return "", fmt.Errorf("--token-file: %w", err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 	"github.com/agentbe/agentbe-daemon/internal/resolvepath"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/tools/sites"
@@ -353,7 +354,8 @@ not_allowed_status, strict_output; flags win over it.`,
 			}
 			var token string
 			if tokenFile != "" {
-				b, err := os.ReadFile(tokenFile)
+				// Not a FIFO (it would hold the start), nor more than a token.
+				b, err := opfile.ReadRegular(tokenFile, opfile.MaxTokenFile)
 				if err != nil {
 					return fmt.Errorf("%s %q: cannot read: %v", where("token-file", "token_file"), tokenFile, err)
 				}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/client/mcpbridge"
 	"github.com/agentbe/agentbe-daemon/internal/cafile"
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 	"github.com/agentbe/agentbe-daemon/ssh/wsclient"
 )
 
@@ -162,7 +163,8 @@ func token(file string) (string, error) {
 	if file == "" {
 		return os.Getenv("AGENTBE_AUTH_TOKEN"), nil
 	}
-	b, err := os.ReadFile(file)
+	// Not a FIFO (it would hold the bridge), nor more than a token.
+	b, err := opfile.ReadRegular(file, opfile.MaxTokenFile)
 	if err != nil {
 		return "", fmt.Errorf("--token-file: %w", err)
 	}

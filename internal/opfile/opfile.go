@@ -34,7 +34,31 @@ func Read(name string, max int64) ([]byte, error) {
 	if err := CheckModes(name); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	return read(name, max, true)
+}
+
+// ReadRegular is Read without the owner checks: for a file a user names
+// on their own machine (the token file of a client, agentbe-bridge or
+// agent-backend proxy), where who else may write it is theirs to judge. It
+// still never blocks (a FIFO, a device), reads only a regular file, and at
+// most max bytes, so a wrong name fails with the reason, not a hang or the
+// memory of /dev/zero. It stands in for os.ReadFile: an error is an
+// *fs.PathError that names the file ("open NAME: not a regular file (a
+// FIFO)"), and a missing file's matches os.ErrNotExist.
+func ReadRegular(name string, max int64) ([]byte, error) {
+	b, err := read(name, max, false)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return b, nil
+}
+
+// MaxTokenFile bounds a token file read with ReadRegular: one token, and
+// room to spare.
+const MaxTokenFile = 64 << 10
+
+func read(name string, max int64, modes bool) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, unwrap(err)
 	}
@@ -48,8 +72,10 @@ func Read(name string, max int64) ([]byte, error) {
 	}
 	// The checks above judged the name; judge the file this descriptor
 	// reads too, in case the name was replaced in between.
-	if err := fileModeOK(fi.Mode()); err != nil {
-		return nil, err
+	if modes {
+		if err := fileModeOK(fi.Mode()); err != nil {
+			return nil, err
+		}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {

@@ -171,3 +171,44 @@ func TestReadKubernetesSecretVolume(t *testing.T) {
 		}
 	})
 }
+
+// TestReadRegular: without the owner checks, a FIFO (no writer), /dev/zero,
+// a directory and a sparse file past the bound are still refused with the
+// reason and at once; a file its group and others may write, in a directory
+// they may write, reads whole.
+func TestReadRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sparse := filepath.Join(dir, "sparse")
+	f, err := os.Create(sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, c := range []struct{ path, want string }{
+		{fifo, "not a regular file (a FIFO)"},
+		{"/dev/zero", "not a regular file (a character device)"},
+		{dir, "not a regular file (a directory)"},
+		{sparse, "larger than 4096 bytes"},
+		{filepath.Join(dir, "missing"), "no such file or directory"},
+	} {
+		if _, err := ReadRegular(c.path, 4096); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ReadRegular(%s): %v; want %q", c.path, err, c.want)
+		}
+	}
+	open := filepath.Join(dir, "open")
+	os.Mkdir(open, 0o700)
+	os.Chmod(open, 0o777)
+	p := filepath.Join(open, "token")
+	os.WriteFile(p, []byte("content\n"), 0o600)
+	os.Chmod(p, 0o666)
+	if b, err := ReadRegular(p, 4096); err != nil || string(b) != "content\n" {
+		t.Errorf("ReadRegular of a 0666 file in a 0777 directory: %q, %v", b, err)
+	}
+}
