@@ -171,6 +171,7 @@ func TestPackagesTableNamesRealParts(t *testing.T) {
 var foreign = map[string]string{
 	"GOGC":             "the Go runtime's environment variable",
 	"O_NONBLOCK":       "open(2)'s flag",
+	"RLIMIT_NOFILE":    "the kernel's limit on open descriptors",
 	"StrictModes":      "OpenSSH sshd's option",
 	"CallToolResult":   "MCP's result type, as the go-sdk names it",
 	"IOTransport":      "the go-sdk's stdio transport",
