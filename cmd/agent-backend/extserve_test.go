@@ -237,7 +237,9 @@ func TestExtensionsServeSkipBroken(t *testing.T) {
 	if got := toolNames(t, s); !slices.Equal(got, []string{"hello"}) {
 		t.Errorf("tools/list = %v, want [hello]", got)
 	}
-	if !strings.Contains(stderr.String(), "undefined_handler") {
+	// The server logged it before it answered, but exec copies its
+	// stderr on a goroutine of its own: wait for the line.
+	if !stderr.WaitFor("undefined_handler", 30*time.Second) {
 		t.Errorf("the load error is not logged:\n%s", stderr.String())
 	}
 }
@@ -436,7 +438,8 @@ def describe_extension():
 	if got := toolNames(t, s); !slices.Equal(got, []string{"hello", "spin"}) {
 		t.Errorf("tools/list = %v, want [hello spin] from AGENTBE_EXTENSIONS", got)
 	}
-	if !strings.Contains(stderr.String(), "root="+root) {
+	// Logged before the server answered; copied by exec's own goroutine.
+	if !stderr.WaitFor("root="+root, 30*time.Second) {
 		t.Errorf("the workspace is not AGENTBE_ROOT's %s:\n%s", root, stderr.String())
 	}
 	start := time.Now()

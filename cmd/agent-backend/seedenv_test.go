@@ -115,7 +115,10 @@ func TestExecutionServiceEnv(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(b), "seed env") {
 		t.Errorf("/execute echo: %d %s", resp.StatusCode, b)
 	}
-	if !strings.Contains(p.stderr.String(), "level=DEBUG") {
+	// The debug lines are the request lines of /health, written after
+	// the start-up log; each reaches p.stderr through startDaemonEnv's
+	// scanner goroutine, which may not have copied it yet.
+	if !p.stderr.WaitFor("level=DEBUG", 30*time.Second) {
 		t.Errorf("LOG_LEVEL=DEBUG: no debug line in the log:\n%s", p.stderr)
 	}
 }
