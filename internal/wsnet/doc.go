@@ -12,7 +12,10 @@
 // It is also the one keepalive of every WebSocket the daemon serves
 // (keepalive.go): Keepalive pings a Conn (/ssh) or a Peer (/gateway, which
 // reads whole messages itself) every interval and closes a peer that sent
-// nothing for KeepaliveMisses intervals with 1011 "keepalive timeout".
+// nothing for KeepaliveMisses intervals with 1011 "keepalive timeout". And
+// it writes the one close frame of every WebSocket the daemon serves, /ssh's
+// and /gateway's (CloseFrame: the reason made valid UTF-8 and cut to what a
+// control frame holds).
 //
 // The WebSocket's own buffers (the read buffer's size, the write buffer
 // pool) are chosen by whoever upgrades or dials it, for its side: the
