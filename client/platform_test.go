@@ -18,10 +18,12 @@ import (
 func TestBuildsOffLinux(t *testing.T) {
 	const self = "github.com/agentbe/agentbe-daemon/"
 	// client/mcpbridge is agentbe-bridge's stdio-to-HTTP half: standard
-	// library only, so it is listed by ./... here and builds everywhere.
+	// library and internal/opfile only, so it is listed by ./... here and
+	// builds everywhere.
 	// internal/tick (the keepalive timer internal/wsnet uses) is standard
-	// library only too.
-	allowed := []string{"client", "client/mcpbridge", "errcode", "fsops", "sandbox/policy", "ssh/wsclient", "internal/wsnet", "internal/tick", "internal/jsonstr", "internal/clip"}
+	// library only too, and so is internal/opfile (the token file read as
+	// a regular file, without blocking, bounded).
+	allowed := []string{"client", "client/mcpbridge", "errcode", "fsops", "sandbox/policy", "ssh/wsclient", "internal/wsnet", "internal/tick", "internal/jsonstr", "internal/clip", "internal/opfile"}
 	for _, goos := range []string{"darwin", "windows"} {
 		t.Run(goos, func(t *testing.T) {
 			cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./...")
