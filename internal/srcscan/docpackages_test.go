@@ -2,6 +2,7 @@ package srcscan
 
 import (
 	"go/ast"
+	"go/parser"
 	"go/token"
 	"os"
 	"path/filepath"
@@ -277,5 +278,42 @@ func TestTreeNamesEveryFolder(t *testing.T) {
 			continue
 		}
 		t.Errorf("the tree of docs/architecture.md does not place the package %s: name it in its folder's entry, or give it an entry", p)
+	}
+}
+
+// TestEveryPackageHasADoc: every package of the module says what it is in
+// a package doc comment ("Package x …", or "Command x …" for a program),
+// the next step the packages table of docs/architecture.md sends a reader
+// to (`go doc` on it).
+func TestEveryPackageHasADoc(t *testing.T) {
+	const root = "../.."
+	docs := map[string]string{} // package folder -> its doc comment
+	for dir := range modulePackages(t) {
+		docs[dir] = ""
+		files, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range files {
+			if strings.HasSuffix(file, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.PackageClauseOnly|parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Doc != nil {
+				docs[dir] += f.Doc.Text()
+			}
+		}
+	}
+	for dir, doc := range docs {
+		name := filepath.Base(dir)
+		switch {
+		case doc == "":
+			t.Errorf("package %s has no package doc comment", dir)
+		case !strings.HasPrefix(doc, "Package ") && !strings.HasPrefix(doc, "Command "):
+			t.Errorf("package %s: its doc comment starts %q; a package's starts \"Package %s\", a program's \"Command …\"", dir, strings.SplitN(doc, "\n", 2)[0], name)
+		}
 	}
 }
