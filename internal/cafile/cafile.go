@@ -3,8 +3,9 @@
 // of a private CA or a self-signed one: `agent-backend health`,
 // `agent-backend proxy`, and agentbe-bridge's mcp and ssh. It reads the
 // file and builds the TLS client configuration that trusts only the
-// certificates in it; it imports only the standard library, so the bridge
-// (built for every OS) uses it as the daemon's commands do.
+// certificates in it; it imports only the standard library and
+// internal/opfile, so the bridge (built for every OS) uses it as the
+// daemon's commands do.
 package cafile
 
 import (
@@ -13,11 +14,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 )
 
 // Flag is the flag's name in every command that takes the file.
 const Flag = "--ca"
+
+// MaxFile bounds the file: a system's whole CA bundle fits.
+const MaxFile = 4 << 20
 
 // Config is the TLS client configuration that trusts only the
 // certificates of the PEM file path (a CA's certificate, or a self-signed
@@ -28,7 +33,8 @@ func Config(path string) (*tls.Config, error) {
 	if path == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(path)
+	// Never a FIFO's wait nor /dev/zero's memory: a regular file, bounded.
+	b, err := opfile.ReadRegular(path, MaxFile)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {

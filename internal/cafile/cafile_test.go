@@ -1,6 +1,7 @@
 package cafile
 
 import (
+	"bytes"
 	"crypto/tls"
 	"encoding/pem"
 	"errors"
@@ -9,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestConfig: the file's certificate is the one root the configuration
@@ -68,9 +71,40 @@ func TestConfig(t *testing.T) {
 
 	for _, tc := range []struct{ path, want string }{
 		{filepath.Join(dir, "none.pem"), "--ca " + filepath.Join(dir, "none.pem") + ": no such file"},
-		{dir, "--ca " + dir + ": cannot read: is a directory"},
+		{dir, "--ca " + dir + ": cannot read: not a regular file (a directory)"},
 		{empty, "--ca " + empty + ": no PEM certificate in it"},
 		{key, "--ca " + key + ": no PEM certificate in it"},
+	} {
+		if c, err := Config(tc.path); c != nil || err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("Config(%s): %v, %v; want an error starting %q", tc.path, c, err, tc.want)
+		}
+	}
+}
+
+// TestConfigNeitherWaitsNorSwallows: --ca naming a FIFO fails at once
+// instead of holding the command until someone writes (a writer comes
+// along after a while, so that a read that waits fails the test rather
+// than hanging it), and a file over MaxFile fails instead of being read
+// whole; each error names --ca and the file.
+func TestConfigNeitherWaitsNorSwallows(t *testing.T) {
+	dir := t.TempDir()
+	fifo, big := filepath.Join(dir, "fifo"), filepath.Join(dir, "big.pem")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), MaxFile+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	late := time.AfterFunc(3*time.Second, func() {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Write([]byte("not a certificate\n"))
+			f.Close()
+		}
+	})
+	defer late.Stop()
+	for _, tc := range []struct{ path, want string }{
+		{fifo, "--ca " + fifo + ": cannot read: not a regular file (a FIFO)"},
+		{big, "--ca " + big + ": cannot read: larger than"},
 	} {
 		if c, err := Config(tc.path); c != nil || err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("Config(%s): %v, %v; want an error starting %q", tc.path, c, err, tc.want)
