@@ -317,3 +317,42 @@ func TestEveryPackageHasADoc(t *testing.T) {
 		}
 	}
 }
+
+// TestArchitecturePlacesNamesInTheirFiles: where docs/architecture.md says
+// which file holds a Go name ("`toolList` in `tools/workspace/tools.go`",
+// "`inRoot` (`fsops/dir_links.go`)"), that file declares it (a qualified
+// name's last part: `sshd.SFTP` is SFTP), so a name moved to another file
+// cannot leave the map sending a reader to the wrong one.
+func TestArchitecturePlacesNamesInTheirFiles(t *testing.T) {
+	const root = "../.."
+	b, err := os.ReadFile(architecture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed := regexp.MustCompile("`([A-Za-z_][A-Za-z0-9_.]*)(?:\\(\\))?`,? (?:\\(|in )`([a-z][A-Za-z0-9_./-]*/[A-Za-z0-9_.-]+\\.go)`")
+	test := regexp.MustCompile(`^(Test|Fuzz|Benchmark)[A-Z]`)
+	n := 0
+	for i, line := range strings.Split(string(b), "\n") {
+		for _, m := range placed.FindAllStringSubmatch(line, -1) {
+			name, file := m[1], m[2]
+			if test.MatchString(name) || strings.HasSuffix(file, "_test.go") {
+				continue // TestDocsTestsInNamedPackage's
+			}
+			n++
+			f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, file), nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Errorf("docs/architecture.md:%d: `%s` in `%s`: %v", i+1, name, file, err)
+				continue
+			}
+			d := map[string]bool{}
+			declare(d, f)
+			last := name[strings.LastIndexByte(name, '.')+1:]
+			if !d[last] && !d["."+last] {
+				t.Errorf("docs/architecture.md:%d: `%s` is not declared in %s", i+1, name, file)
+			}
+		}
+	}
+	if n < 5 {
+		t.Fatalf("docs/architecture.md places only %d names in files; the pattern no longer matches how it places them", n)
+	}
+}
