@@ -91,8 +91,8 @@ func TestSystemRunAsksTheClient(t *testing.T) {
 	if txt, isErr := run(plain, "waits"); isErr || !strings.Contains(txt, "approval-pending") {
 		t.Fatalf("a client that cannot be asked: %s", txt)
 	}
-	audit, _ := os.ReadFile(c.AuditLog)
-	if !strings.Contains(string(audit), `"outcome":"approved"`) || !strings.Contains(string(audit), `"outcome":"denied"`) || !strings.Contains(string(audit), "mcp-client:") {
+	audit := auditText(t, c.AuditLog, `"outcome":"approved"`, `"outcome":"denied"`, "mcp-client:")
+	if !strings.Contains(audit, `"outcome":"approved"`) || !strings.Contains(audit, `"outcome":"denied"`) || !strings.Contains(audit, "mcp-client:") {
 		t.Errorf("the audit log lacks the client's decisions:\n%s", audit)
 	}
 }

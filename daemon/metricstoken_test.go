@@ -71,6 +71,7 @@ func TestMetricsToken(t *testing.T) {
 	if _, body := callAs(t, r.url, "agent-token", "", "exec", `{"command":"env","env":{"SCRAPE":"scrape-token"}}`); strings.Contains(body, "SCRAPE=scrape-token") {
 		t.Errorf("the scraper's token reached a command's environment: %.300s", body)
 	}
+	must(t, r.stop()) // the audit log written to the end: its writer is a goroutine of its own
 	if b, err := os.ReadFile(c.AuditLog); err != nil || strings.Contains(string(b), "scrape-token") || !strings.Contains(string(b), "write_file") {
 		t.Errorf("the audit log (%v) holds the scraper's token, or not the call: %s", err, b)
 	}

@@ -161,6 +161,26 @@ func TestAuditLogOffByDefault(t *testing.T) {
 	}
 }
 
+// auditText is the audit log at path once it holds every one of want, or
+// as it is after 30 s (a hang guard): the log's lines are written by a
+// goroutine of its own (internal/audit), so a call can be answered before
+// its line is in the file. The caller makes its checks on what it returns.
+func auditText(t *testing.T, path string, want ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		all := true
+		for _, w := range want {
+			all = all && strings.Contains(string(b), w)
+		}
+		if all || time.Now().After(deadline) {
+			return string(b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestAuditLogsSSHSessions runs an SSH exec over the daemon's /ssh
 // WebSocket and finds its line, command included and token scrubbed, in
 // the audit log.
