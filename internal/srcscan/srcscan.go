@@ -8,7 +8,10 @@
 // import which, TestLayering), the packages table (a row for every
 // package, and the files and names a row cites are its package's:
 // TestPackagesTableCoversEveryPackage, TestPackagesTableNamesRealParts) and
-// the tree (every folder and package placed, TestTreeNamesEveryFolder).
+// the tree (every folder and package placed, TestTreeNamesEveryFolder),
+// the Go names it places in files (TestArchitecturePlacesNamesInTheirFiles)
+// and the package doc every package's row sends a reader on to
+// (TestEveryPackageHasADoc).
 package srcscan
 
 import (
