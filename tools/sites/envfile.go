@@ -4,8 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
 	"strings"
+
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 )
 
 // MaxEnvFileBytes bounds an env file.
@@ -15,13 +16,13 @@ const MaxEnvFileBytes = 1 << 20
 // variable per line, blank lines and lines starting with # skipped, an
 // optional "export " prefix, values optionally in single or double quotes
 // (taken literally). A malformed line is an error naming the file and line.
+// The file is read as a regular file, without blocking and at most
+// MaxEnvFileBytes (internal/opfile): a FIFO or a device under the name
+// fails the start instead of holding it.
 func LoadEnvFile(name string) (map[string]string, error) {
-	data, err := os.ReadFile(name)
+	data, err := opfile.ReadRegular(name, MaxEnvFileBytes)
 	if err != nil {
 		return nil, err
-	}
-	if len(data) > MaxEnvFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", name, MaxEnvFileBytes)
 	}
 	return ParseEnvFile(name, data)
 }
