@@ -2,7 +2,10 @@
 // deduplicated snapshots under the daemon's state directory, taken
 // incrementally, pruned oldest first, and restored file by file through
 // fsops.Workspace. It also holds the change-set types that checkpoint_diff and
-// command transactions both answer with.
+// command transactions both answer with, and a transaction's side of them: its
+// overlay's upper layer read as a change set (ReadUpper, upper.go) and applied
+// to the workspace through fsops.Workspace after every path's conflict check
+// (Upper.Apply, apply.go).
 package checkpoint
 
 import (
