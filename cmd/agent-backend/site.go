@@ -279,7 +279,9 @@ not_allowed_status, strict_output; flags win over it.`,
 			}
 			var file siteFile
 			if configFile != "" {
-				data, err := os.ReadFile(configFile)
+				// Not a FIFO (it would hold the start), nor more than a
+				// config file.
+				data, err := opfile.ReadRegular(configFile, maxSiteConfig)
 				if err != nil {
 					return fmt.Errorf("--config: %v", err)
 				}
@@ -385,6 +387,9 @@ not_allowed_status, strict_output; flags win over it.`,
 	site.AddCommand(serve)
 	return site
 }
+
+// maxSiteConfig bounds site serve's --config file.
+const maxSiteConfig = 1 << 20
 
 // outsideSite refuses a file of the operator's (from) that lies inside the
 // site's directory dir once symlinks and ".." are followed: site serve

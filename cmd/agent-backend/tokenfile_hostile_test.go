@@ -44,6 +44,13 @@ func TestTokenFileNeitherWaitsNorSwallows(t *testing.T) {
 			siteServeRefused(t, []string{"--token-file", c.name}, "/", "--token-file", c.name, c.want)
 		}
 	})
+	// The same holds for site serve's --config file.
+	t.Run("site serve --config", func(t *testing.T) {
+		fifo, big := hostileTokenFiles(t)
+		for _, c := range []struct{ name, want string }{{fifo, "a FIFO"}, {big, "larger than"}} {
+			siteServeRefused(t, []string{"--config", c.name}, "/", "--config", c.name, c.want)
+		}
+	})
 }
 
 // siteServeRefused runs site serve on a copy of the example site with
