@@ -5,10 +5,12 @@
 package procnet
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/netip"
 	"strconv"
 )
@@ -40,30 +42,119 @@ func Listeners(data []byte) ([]Listener, error) {
 		} else {
 			line, data = data, nil
 		}
-		if n == 0 {
-			continue // header: "  sl  local_address rem_address   st ..."
-		}
-		f := bytes.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		if len(f) < 10 {
-			return nil, fmt.Errorf("line %d: %d fields, want at least 10", n+1, len(f))
-		}
-		if string(f[3]) != stateListen {
-			continue
-		}
-		addr, err := parseHexAddrPort(f[1])
+		l, ok, err := listenerLine(n, line)
 		if err != nil {
-			return nil, fmt.Errorf("line %d: local address %q: %v", n+1, f[1], err)
+			return nil, err
 		}
-		inode, err := strconv.ParseUint(string(f[9]), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("line %d: inode %q: %v", n+1, f[9], err)
+		if ok {
+			out = append(out, l)
 		}
-		out = append(out, Listener{Addr: addr, Inode: inode})
 	}
 	return out, nil
+}
+
+// ListenersIn is Listeners on a table read from r a line at a time (a
+// line of the kernel's is under 200 bytes; one over maxLine is an error),
+// so what it holds is the listeners, not the table: a namespace's table
+// lists every connection too, TIME_WAIT ones included, and a workspace can
+// make it tens of MB without holding a descriptor.
+func ListenersIn(r io.Reader) ([]Listener, error) {
+	var out []Listener
+	err := eachLine(r, func(n int, line []byte) (bool, error) {
+		l, ok, err := listenerLine(n, line)
+		if ok {
+			out = append(out, l)
+		}
+		return false, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// maxFields is how many fields of a line are kept (a line of the kernel's
+// has 12 to 17; the first 10 are read): more are dropped.
+const maxFields = 20
+
+// appendFields appends the fields of line, split at spaces and tabs (the
+// tables are ASCII), to dst, at most cap(dst) of them: with dst on the
+// caller's stack, a line costs no allocation.
+func appendFields(dst [][]byte, line []byte) [][]byte {
+	for len(line) > 0 && len(dst) < cap(dst) {
+		i := 0
+		for i < len(line) && isSpace(line[i]) {
+			i++
+		}
+		line = line[i:]
+		if len(line) == 0 {
+			break
+		}
+		j := 0
+		for j < len(line) && !isSpace(line[j]) {
+			j++
+		}
+		dst = append(dst, line[:j])
+		line = line[j:]
+	}
+	return dst
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' }
+
+// maxLine bounds a line of a table read with ListenersIn or SocketUIDIn.
+const maxLine = 4096
+
+// eachLine calls fn with each line of r (its number from 0, without the
+// newline) until fn says it is done or fails, or r ends.
+func eachLine(r io.Reader, fn func(n int, line []byte) (bool, error)) error {
+	br := bufio.NewReaderSize(r, maxLine)
+	for n := 0; ; n++ {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			return fmt.Errorf("line %d: longer than %d bytes", n+1, maxLine)
+		}
+		if len(line) > 0 {
+			done, ferr := fn(n, bytes.TrimSuffix(line, []byte("\n")))
+			if ferr != nil || done {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// listenerLine reads line n of a table: the listener it shows, if it shows
+// one.
+func listenerLine(n int, line []byte) (Listener, bool, error) {
+	if n == 0 {
+		return Listener{}, false, nil // header: "  sl  local_address rem_address   st ..."
+	}
+	var buf [maxFields][]byte
+	f := appendFields(buf[:0], line)
+	if len(f) == 0 {
+		return Listener{}, false, nil
+	}
+	if len(f) < 10 {
+		return Listener{}, false, fmt.Errorf("line %d: %d fields, want at least 10", n+1, len(f))
+	}
+	if string(f[3]) != stateListen {
+		return Listener{}, false, nil
+	}
+	addr, err := parseHexAddrPort(f[1])
+	if err != nil {
+		return Listener{}, false, fmt.Errorf("line %d: local address %q: %v", n+1, f[1], err)
+	}
+	inode, err := strconv.ParseUint(string(f[9]), 10, 64)
+	if err != nil {
+		return Listener{}, false, fmt.Errorf("line %d: inode %q: %v", n+1, f[9], err)
+	}
+	return Listener{Addr: addr, Inode: inode}, true, nil
 }
 
 // parseHexAddrPort reads "0100007F:1F90" (IPv4) or 32 hex digits and a port
@@ -111,19 +202,39 @@ func parseHexAddrPort(b []byte) (netip.AddrPort, error) {
 // addresses, or a matching line does not parse.
 func SocketUID(data []byte, local, remote netip.AddrPort) (int, bool) {
 	for n, line := range bytes.Split(data, []byte("\n")) {
-		f := bytes.Fields(line)
-		if n == 0 || len(f) < 10 {
-			continue
+		if uid, found, ok := uidLine(n, line, local, remote); found {
+			return uid, ok
 		}
-		l, err := parseHexAddrPort(f[1])
-		if err != nil || l != local {
-			continue
-		}
-		if r, err := parseHexAddrPort(f[2]); err != nil || r != remote {
-			continue
-		}
-		uid, err := strconv.Atoi(string(f[7]))
-		return uid, err == nil
 	}
 	return 0, false
+}
+
+// SocketUIDIn is SocketUID on a table read from r a line at a time, up to
+// the line it looks for (ListenersIn says why).
+func SocketUIDIn(r io.Reader, local, remote netip.AddrPort) (uid int, ok bool) {
+	eachLine(r, func(n int, line []byte) (bool, error) {
+		var found bool
+		uid, found, ok = uidLine(n, line, local, remote)
+		return found, nil
+	})
+	return uid, ok
+}
+
+// uidLine reads line n of a table: whether it is the connection from local
+// to remote, and then its uid (ok false when that does not parse).
+func uidLine(n int, line []byte, local, remote netip.AddrPort) (uid int, found, ok bool) {
+	var buf [maxFields][]byte
+	f := appendFields(buf[:0], line)
+	if n == 0 || len(f) < 10 {
+		return 0, false, false
+	}
+	l, err := parseHexAddrPort(f[1])
+	if err != nil || l != local {
+		return 0, false, false
+	}
+	if r, err := parseHexAddrPort(f[2]); err != nil || r != remote {
+		return 0, false, false
+	}
+	uid, err = strconv.Atoi(string(f[7]))
+	return uid, true, err == nil
 }

@@ -1,12 +1,15 @@
 package procnet
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
 	"reflect"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -113,6 +116,13 @@ func FuzzListeners(f *testing.F) {
 	f.Add([]byte(header + "0: :: 0A 1 2 3 4 5 6 7\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ls, err := Listeners(data)
+		// A line at a time, the same listeners (or error), unless a line
+		// is over the bound that reading allows.
+		if in, inErr := ListenersIn(bytes.NewReader(data)); (inErr == nil) != (err == nil) || !reflect.DeepEqual(in, ls) {
+			if inErr == nil || !strings.Contains(inErr.Error(), "longer than") {
+				t.Fatalf("Listeners: %v, %v; ListenersIn: %v, %v", ls, err, in, inErr)
+			}
+		}
 		if err != nil {
 			return
 		}
@@ -178,5 +188,81 @@ func TestSocketUID(t *testing.T) {
 	}
 	if _, ok := SocketUID([]byte(header+"   0: 0100007F:1F90 garbage 01 0 0 0 0 0 0 0\n"), local, remote); ok {
 		t.Error("a line that does not parse matched")
+	}
+}
+
+// bigTable is a reader of a socket table of n connection lines (state
+// TIME_WAIT, as a workspace leaves behind by opening and closing
+// connections, one per line, no descriptor held) around one listener
+// (0.0.0.0:8080, inode 4242, first, as the kernel lists listeners) and one
+// connection 127.0.0.1:8080 <- 127.0.0.1:54321 of uid 1000 (last). It is
+// made as it is read: the test holds none of it.
+func bigTable(n int) io.Reader {
+	i := -2
+	var cur []byte
+	return readerFunc(func(p []byte) (int, error) {
+		for len(cur) == 0 {
+			switch {
+			case i == -2:
+				cur = []byte(header)
+			case i == -1:
+				cur = []byte("   0: 00000000:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0\n")
+			case i < n:
+				cur = timeWaitLine
+			case i == n:
+				cur = []byte("   9: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000        0 999 1 0000000000000000 20 4 30 10 -1\n")
+			default:
+				return 0, io.EOF
+			}
+			i++
+		}
+		k := copy(p, cur)
+		cur = cur[k:]
+		return k, nil
+	})
+}
+
+var timeWaitLine = []byte("   1: 0100007F:9C4E 0100007F:1F90 06 00000000:00000000 03:00000A2B 00000000     0        0 0 3 0000000000000000\n")
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// TestTablesReadALineAtATime: a workspace can fill its network namespace's
+// socket table (and, in the modes that share it, the daemon's) with
+// hundreds of thousands of TIME_WAIT lines, tens of MB, which previews
+// read on every lookup of a workspace's ports and the browser's proxy on
+// every connection to it. ListenersIn and SocketUIDIn read such a table a
+// line at a time: a 45 MB table costs them well under 1 MiB, and what they
+// find is the same as in a table read whole.
+func TestTablesReadALineAtATime(t *testing.T) {
+	if !littleEndian() {
+		t.Skip("the literal lines of bigTable are a little-endian kernel's; FuzzListeners's round trip covers this machine")
+	}
+	const n = 300_000 // ~45 MB
+	allocated := func(f func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	var ls []Listener
+	var err error
+	if a := allocated(func() { ls, err = ListenersIn(bigTable(n)) }); a > 1<<20 {
+		t.Errorf("ListenersIn allocated %d bytes for a table of %d lines; want it read a line at a time (under 1 MiB)", a, n)
+	}
+	want := []Listener{{Addr: netip.MustParseAddrPort("0.0.0.0:8080"), Inode: 4242}}
+	if err != nil || !reflect.DeepEqual(ls, want) {
+		t.Errorf("ListenersIn: %v, %v; want %v", ls, err, want)
+	}
+	var uid int
+	var ok bool
+	local, remote := netip.MustParseAddrPort("127.0.0.1:8080"), netip.MustParseAddrPort("127.0.0.1:54321")
+	if a := allocated(func() { uid, ok = SocketUIDIn(bigTable(n), local, remote) }); a > 1<<20 {
+		t.Errorf("SocketUIDIn allocated %d bytes for a table of %d lines; want it read a line at a time (under 1 MiB)", a, n)
+	}
+	if uid != 1000 || !ok {
+		t.Errorf("SocketUIDIn: %d, %v; want 1000, true", uid, ok)
 	}
 }

@@ -337,15 +337,19 @@ func socketUID(peer, local *net.TCPAddr) (int, bool) {
 	if peer == nil || local == nil || peer.IP.To4() == nil || local.IP.To4() == nil {
 		return 0, false
 	}
-	b, err := os.ReadFile("/proc/net/tcp")
+	// Read a line at a time, up to the connection: the table lists every
+	// connection of the namespace, which a workspace sharing it can make
+	// tens of MB (procnet.SocketUIDIn).
+	f, err := os.Open("/proc/net/tcp")
 	if err != nil {
 		return 0, false
 	}
+	defer f.Close()
 	// The table holds IPv4 addresses as such; a TCPAddr may hold one in
 	// its 16-byte form.
 	unmapped := func(a *net.TCPAddr) netip.AddrPort {
 		ap := a.AddrPort()
 		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	}
-	return procnet.SocketUID(b, unmapped(peer), unmapped(local))
+	return procnet.SocketUIDIn(f, unmapped(peer), unmapped(local))
 }

@@ -321,27 +321,31 @@ func sortPorts(ps []Port) {
 // them could be read.
 func (p *Previews) listeners(pids []int, port int) (out []procnet.Listener, v4 map[uint16]bool, read bool) {
 	v4 = map[uint16]bool{}
-	var tcp4 []byte
+	var tcp4 *os.File
 	pid := 0
 	for _, c := range pids {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(c) + "/net/tcp")
+		f, err := os.Open("/proc/" + strconv.Itoa(c) + "/net/tcp")
 		if err == nil {
-			tcp4, pid = b, c
+			tcp4, pid = f, c
 			break
 		}
 	}
 	if pid == 0 {
 		return nil, nil, false // they all ended meanwhile
 	}
+	// Each table is read a line at a time: it lists every connection of
+	// the namespace, TIME_WAIT ones included, which the workspace can
+	// make tens of MB (procnet.ListenersIn).
 	for _, table := range []string{"tcp", "tcp6"} {
-		b := tcp4
+		f := tcp4
 		if table == "tcp6" {
 			var err error
-			if b, err = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/tcp6"); err != nil {
+			if f, err = os.Open("/proc/" + strconv.Itoa(pid) + "/net/tcp6"); err != nil {
 				continue // no IPv6 in this kernel, or the process ended
 			}
 		}
-		ls, err := procnet.Listeners(b)
+		ls, err := procnet.ListenersIn(f)
+		f.Close()
 		if err != nil {
 			p.log.Warn("unreadable socket table", "pid", pid, "table", table, "err", err)
 			continue
