@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,6 +16,7 @@ import (
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
 
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
@@ -120,12 +121,11 @@ func (e *LoadError) Error() string {
 
 // loadFile evaluates one file and reads its describe_extension().
 func (p *Provider) loadFile(rel string) (*Extension, error) {
-	src, err := os.ReadFile(filepath.Join(p.dir, rel))
+	// A regular file, read without blocking and at most MaxFileBytes: a
+	// FIFO under the name must not hold the start or a reload.
+	src, err := opfile.ReadRegular(filepath.Join(p.dir, rel), MaxFileBytes)
 	if err != nil {
-		return nil, &LoadError{File: rel, Msg: err.Error()}
-	}
-	if len(src) > MaxFileBytes {
-		return nil, &LoadError{File: rel, Msg: fmt.Sprintf("larger than %d bytes", MaxFileBytes)}
+		return nil, &LoadError{File: rel, Msg: unwrapPath(err).Error()}
 	}
 	thread := p.newThread(rel, nil)
 	thread.SetMaxExecutionSteps(p.opts.MaxSteps)
@@ -500,4 +500,13 @@ func coerceDefault(typ string, d starlark.Value) (starlark.Value, error) {
 		article = "an"
 	}
 	return nil, fmt.Errorf("is a %s, not %s %s", d.Type(), article, typ)
+}
+
+// unwrapPath is the reason of a *fs.PathError, which names the whole path
+// where the caller names the file relative to the directory.
+func unwrapPath(err error) error {
+	if pe, ok := err.(*fs.PathError); ok {
+		return pe.Err
+	}
+	return err
 }

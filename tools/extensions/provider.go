@@ -23,6 +23,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/clip"
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
@@ -445,9 +446,9 @@ func (p *Provider) load(th *starlark.Thread, from, module string, cache map[stri
 	if real, err := filepath.EvalSymlinks(full); err != nil || !strings.HasPrefix(real, p.dir+string(filepath.Separator)) {
 		return nil, fmt.Errorf("load(%q): not a file inside the extensions directory", module)
 	}
-	src, err := os.ReadFile(full)
+	src, err := opfile.ReadRegular(full, MaxFileBytes)
 	if err != nil {
-		return nil, fmt.Errorf("load(%q): %v", module, err)
+		return nil, fmt.Errorf("load(%q): %v", module, unwrapPath(err))
 	}
 	cache[name] = nil
 	sub := &starlark.Thread{Name: name, Print: th.Print, Load: func(t2 *starlark.Thread, m string) (starlark.StringDict, error) {

@@ -16,6 +16,7 @@ import (
 	"go.starlark.net/starlarkstruct"
 
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -197,7 +198,7 @@ func RunTests(ctx context.Context, o TestOptions) (bool, error) {
 		if loaded, err := p.loadFile(strings.TrimSuffix(f, "_test.star") + ".star"); err == nil {
 			ext = loaded
 		}
-		src, err := os.ReadFile(filepath.Join(p.dir, f))
+		src, err := opfile.ReadRegular(filepath.Join(p.dir, f), MaxFileBytes)
 		if err != nil {
 			return false, err
 		}

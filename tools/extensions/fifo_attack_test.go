@@ -1,0 +1,54 @@
+package extensions
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestAttackExtensionFileNotRegular: a FIFO named x.star in the extensions
+// directory is no extension, and a file that load()s one fails at once,
+// naming it: neither holds Start (the daemon's start) or a reload until
+// someone writes to the FIFO. A writer comes along after a while, so that
+// a read that waits fails the test rather than hanging it.
+func TestAttackExtensionFileNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "hang.star")
+	lib := filepath.Join(dir, "lib.star")
+	for _, p := range []string{fifo, lib} {
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "uses.star"), []byte(`load("lib.star", "x")
+def describe_extension():
+    return {"name": "uses", "version": "1", "description": "d", "tools": []}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	late := time.AfterFunc(3*time.Second, func() {
+		for _, p := range []string{fifo, lib} {
+			if f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				f.Write([]byte("x = 1\n"))
+				f.Close()
+			}
+		}
+	})
+	defer late.Stop()
+	f := startIn(t, dir, nil)
+	got := map[string]Health{}
+	for _, h := range f.p.Health() {
+		got[h.File] = h
+	}
+	// The directory's listing takes regular files only: the FIFO is no
+	// extension. A module is opened by the name load() gives.
+	if h, ok := got["hang.star"]; ok {
+		t.Errorf("hang.star, a FIFO, was loaded as an extension: %+v", h)
+	}
+	if h := got["uses.star"]; h.State != "failed" || !strings.Contains(h.LastError, `load("lib.star"): not a regular file (a FIFO)`) {
+		t.Errorf("uses.star: %+v; want failed, naming the FIFO it loads", h)
+	}
+}
