@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 )
 
@@ -126,6 +127,9 @@ type Approvals struct {
 	pending map[string]*Pending
 }
 
+// MaxApprovalsFile bounds the --exec-approvals file.
+const MaxApprovalsFile = 4 << 20
+
 // LoadApprovals reads the policy file (path "" is an empty policy) and
 // checks mode and ask.
 func LoadApprovals(path, mode, ask, workspaceRoot string, ttl time.Duration) (*Approvals, error) {
@@ -144,7 +148,9 @@ func LoadApprovals(path, mode, ask, workspaceRoot string, ttl time.Duration) (*A
 	}
 	a := &Approvals{path: path, mode: mode, ask: ask, root: workspaceRoot, ttl: ttl, now: time.Now, pending: map[string]*Pending{}}
 	if path != "" {
-		data, err := os.ReadFile(path)
+		// A regular file, read without blocking and at most
+		// MaxApprovalsFile: a FIFO under the name must not hold the start.
+		data, err := opfile.ReadRegular(path, MaxApprovalsFile)
 		if err != nil {
 			return nil, err
 		}

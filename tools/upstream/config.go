@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 	"github.com/agentbe/agentbe-daemon/internal/suggest"
 )
 
@@ -179,17 +179,11 @@ func (c *Config) DefaultTimeout(d time.Duration) {
 // ${VAR} values (os.Getenv in the daemon). The result has every default
 // applied, so callers never see a zero Timeout or an empty policy.
 func LoadConfig(name string, getenv func(string) (string, bool)) (*Config, error) {
-	f, err := os.Open(name)
+	// A regular file, read without blocking and at most MaxConfigBytes: a
+	// FIFO under the name must not hold the start.
+	data, err := opfile.ReadRegular(name, MaxConfigBytes)
 	if err != nil {
 		return nil, &ConfigError{File: name, Server: -1, Msg: err.Error()}
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
-	if err != nil {
-		return nil, &ConfigError{File: name, Server: -1, Msg: err.Error()}
-	}
-	if len(data) > MaxConfigBytes {
-		return nil, &ConfigError{File: name, Server: -1, Msg: fmt.Sprintf("the file is larger than %d bytes", MaxConfigBytes)}
 	}
 	return ParseConfig(name, data, getenv)
 }
