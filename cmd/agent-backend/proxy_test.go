@@ -73,7 +73,7 @@ func TestProxyTrustsCAFile(t *testing.T) {
 	missing := filepath.Join(dir, "none.pem")
 	for _, tc := range []struct{ name, file, want string }{
 		{"missing", missing, "agent-backend: --ca " + missing + ": no such file\n"},
-		{"a directory", dir, "agent-backend: --ca " + dir + ": cannot read: is a directory\n"},
+		{"a directory", dir, "agent-backend: --ca " + dir + ": cannot read: not a regular file (a directory)\n"},
 		{"the key, not a certificate", keyFile, "agent-backend: --ca " + keyFile + ": no PEM certificate in it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
