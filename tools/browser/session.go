@@ -27,6 +27,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/netguard"
@@ -689,7 +690,12 @@ func killUsing(dir string) {
 }
 
 // processesUsing returns the pids whose command line holds a path in dir,
-// and kills them when kill is set. It reads /proc.
+// and kills them when kill is set. It reads /proc. A pid is only a number:
+// the process read may exit and another take its pid before the signal,
+// so a kill goes through a pidfd opened before the command line is read.
+// While that process lives its pid is not reused, so a command line read
+// after the open is its own; once it has exited the signal fails (ESRCH)
+// and the pid's new holder is never touched.
 func processesUsing(dir string, kill bool) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -702,17 +708,32 @@ func processesUsing(dir string, kill bool) []int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !bytes.Contains(cmdline, want) {
-			continue
-		}
-		pids = append(pids, pid)
+		pidfd := -1
 		if kill {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			if pidfd, err = unix.PidfdOpen(pid, 0); err != nil {
+				continue // gone already, or no pidfds (a kernel before 5.3): never a bare kill(pid)
+			}
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Contains(cmdline, want) {
+			pids = append(pids, pid)
+			if kill {
+				if beforeKill != nil {
+					beforeKill(pid)
+				}
+				_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+			}
+		}
+		if pidfd >= 0 {
+			unix.Close(pidfd)
 		}
 	}
 	return pids
 }
+
+// beforeKill, when a test sets it, runs between reading a matching
+// command line and the signal (the window a reused pid would fall in).
+var beforeKill func(pid int)
 
 // tailBuffer keeps the last max bytes written to it.
 type tailBuffer struct {
