@@ -9,9 +9,9 @@
 // package, and the files and names a row cites are its package's:
 // TestPackagesTableCoversEveryPackage, TestPackagesTableNamesRealParts) and
 // the tree (every folder and package placed, TestTreeNamesEveryFolder),
-// the Go names it places in files (TestArchitecturePlacesNamesInTheirFiles)
 // and the package doc every package's row sends a reader on to
-// (TestEveryPackageHasADoc).
+// (TestEveryPackageHasADoc). Others hold every doc to it: a Go name a doc
+// places in a file is declared there (TestDocsPlaceNamesInTheirFiles).
 package srcscan
 
 import (
