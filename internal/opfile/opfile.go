@@ -58,6 +58,13 @@ func ReadRegular(name string, max int64) ([]byte, error) {
 const MaxTokenFile = 64 << 10
 
 func read(name string, max int64, modes bool) ([]byte, error) {
+	// What is not a regular file is refused before it is opened: opening
+	// is what a device acts on (a watchdog arms, a tape rewinds on close)
+	// and what releases a writer waiting at a FIFO. The descriptor is
+	// judged again below, in case the name was replaced in between.
+	if fi, err := os.Stat(name); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", typeName(fi.Mode()))
+	}
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, unwrap(err)
