@@ -17,12 +17,13 @@ import (
 // leave the docs sending a reader to the wrong place. The file is a path
 // from the root with a slash, ending in .go (not _test.go: tests are
 // TestDocsTestsInNamedPackage's), and the sentence places one name, or a
-// list of them joined by ", ", " and " or " or ", in exactly three forms:
+// list of them joined by ", ", " and " or " or ", in exactly these forms:
 //
 //   - "`toolList` in `tools/workspace/tools.go`"
 //   - "`inRoot` (`fsops/dir_links.go`"
 //   - "(`bindSessions`, `face/mcphttp/http.go`" followed by ")", ";" or ":",
 //     a parenthesis that cites the name, then its file
+//   - "`daemon/http.go`'s `instrument`" and "`daemon/wire.go` (`startUpstreams`"
 //
 // A name may end in "()". A bare name is declared at the file's top level,
 // or is a method or field declared there; a qualified one drops the file's
@@ -37,11 +38,12 @@ import (
 func TestDocsPlaceNamesInTheirFiles(t *testing.T) {
 	const root = "../.."
 	const name = "`[A-Za-z_][A-Za-z0-9_.]*(?:\\(\\))?`"
-	const names = "((?:" + name + "(?:, and |, | and | or ))*" + name + ")"
-	const file = "`([a-z][A-Za-z0-9_./-]*/[A-Za-z0-9_.-]+\\.go)`"
+	const names = "(?P<names>(?:" + name + "(?:, and |, | and | or ))*" + name + ")"
+	const file = "`(?P<file>[a-z][A-Za-z0-9_./-]*/[A-Za-z0-9_.-]+\\.go)`"
 	forms := []*regexp.Regexp{
 		regexp.MustCompile(names + ",? (?:\\(|in )" + file),
 		regexp.MustCompile("\\(" + names + ", " + file + "[);:]"),
+		regexp.MustCompile(file + "(?:'s | \\()" + names),
 	}
 	one := regexp.MustCompile("`([A-Za-z_][A-Za-z0-9_.]*?)(?:\\(\\))?`")
 	test := regexp.MustCompile(`^(Test|Fuzz|Benchmark)[A-Z]`)
@@ -57,11 +59,11 @@ func TestDocsPlaceNamesInTheirFiles(t *testing.T) {
 			seen := map[string]bool{} // name + file: the forms overlap
 			for _, form := range forms {
 				for _, m := range form.FindAllStringSubmatch(line, -1) {
-					path := m[2]
+					path := m[form.SubexpIndex("file")]
 					if strings.HasSuffix(path, "_test.go") {
 						continue // TestDocsTestsInNamedPackage's
 					}
-					for _, nm := range one.FindAllStringSubmatch(m[1], -1) {
+					for _, nm := range one.FindAllStringSubmatch(m[form.SubexpIndex("names")], -1) {
 						id := nm[1]
 						if test.MatchString(id) || foreign[id] != "" || strings.HasSuffix(id, ".go") || seen[id+" "+path] || notDeclared.Allows(id+" in "+path) {
 							continue
