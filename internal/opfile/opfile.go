@@ -1,20 +1,24 @@
 // Package opfile reads the operator's files that grant rights or hold a
-// secret: the token files (--auth-token-file, --operator-token-file,
-// --tokens), the SSH port's authentication files (--ssh-authorized-keys,
-// --ssh-trusted-user-ca-keys, --ssh-password-hash-file) and the TLS pair
-// (--tls-cert, --tls-key). There is one reader, Read, for every start and
-// every reload (SIGHUP, and the SSH port's re-read before a login).
+// secret: --config, the token files (--auth-token-file,
+// --operator-token-file, --metrics-token-file, --tokens), the SSH port's
+// authentication files (--ssh-authorized-keys, --ssh-trusted-user-ca-keys,
+// --ssh-password-hash-file), the TLS pair (--tls-cert, --tls-key), the
+// commands system.run may run unasked (--exec-approvals), the servers the
+// daemon spawns (--upstreams), the tool site's secrets (--site-env-file)
+// and the code the daemon runs (the --extensions directory's files). There
+// is one reader, Read, for every start and every reload (SIGHUP, and the
+// SSH port's re-read before a login).
 //
 // Read never blocks and never reads without bound: the file is opened with
 // O_NONBLOCK (a FIFO or a device planted under the name cannot hold the
 // start or a reload), only a regular file is read, and at most a bound.
-// Like sshd's StrictModes, it refuses a file that a user other than its
-// owner could change: one writable by its group or by others, or lying in
-// a directory (as named, or once symlinks are followed) that its group or
-// others may write without the sticky bit, since whoever can write there
-// can put another file under the name. Who owns the file is not checked:
-// a daemon running as root in a container reads files its operator owns
-// on the host (docs/configuration.md).
+// Like sshd's StrictModes, it refuses a file that a user other than root
+// and the daemon's own could change (CheckModes states the rule): one
+// owned by another user, writable by its group or by others, or lying in a
+// directory (as named, or once symlinks are followed) that another user
+// owns, or that its group or others may write without the sticky bit.
+// docs/configuration.md says which files, and why the others (a CA bundle
+// a client trusts, a client's own token file) are read with ReadRegular.
 package opfile
 
 import (
@@ -22,7 +26,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -80,7 +86,10 @@ func read(name string, max int64, modes bool) ([]byte, error) {
 	// The checks above judged the name; judge the file this descriptor
 	// reads too, in case the name was replaced in between.
 	if modes {
-		if err := fileModeOK(fi.Mode()); err != nil {
+		if err := ownerOK(name, fi, os.Geteuid(), true); err != nil {
+			return nil, err
+		}
+		if err := fileModeOK(name, fi); err != nil {
 			return nil, err
 		}
 	}
@@ -94,52 +103,156 @@ func read(name string, max int64, modes bool) ([]byte, error) {
 	return data, nil
 }
 
-// CheckModes reports why the file name, or a directory it lies in, could
-// be changed by a user other than its owner; nil when it cannot. A name
-// that does not exist yet is judged by its directories alone.
+// CheckModes reports why the file name could be changed by a user other
+// than root and this process's user; nil when it cannot. It is the one
+// rule for every file that grants rights (Read applies it; a caller that
+// does not read the file itself, such as a directory of code, calls it).
+// Like sshd's StrictModes, and walking the name one element at a time,
+// following each symlink where it stands:
+//
+//   - every directory on the way, every symlink and the file itself must
+//     be owned by root or by this process's user (whoever owns one may
+//     chmod it and change it);
+//   - the file must not be writable by its group or by others;
+//   - a directory on the way must not be writable by its group or by
+//     others unless it has the sticky bit (/tmp, a Kubernetes volume's
+//     1777 mount point): whoever can write there can put another file
+//     under the name, and in a sticky one can add only names of their
+//     own, which the owner rule refuses.
+//
+// Writable by the group is allowed when the group is root's (gid 0): the
+// group of root-owned files in container images (OpenShift runs an image
+// as an arbitrary uid in group 0 and has its files made g=u), whose
+// members on a host are root's. A name that does not exist yet is judged
+// by the directories that do.
 func CheckModes(name string) error {
 	abs, err := filepath.Abs(name)
 	if err != nil {
 		return err
 	}
-	if fi, err := os.Stat(abs); err == nil && fi.Mode().IsRegular() {
-		if err := fileModeOK(fi.Mode()); err != nil {
-			return err
-		}
-	}
-	if err := dirsOK(filepath.Dir(abs)); err != nil {
+	euid := os.Geteuid()
+	fi, err := os.Stat("/")
+	if err != nil {
 		return err
 	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
-		return dirsOK(filepath.Dir(real))
+	if err := dirOK("/", fi, euid); err != nil {
+		return err
 	}
-	return nil
-}
-
-func fileModeOK(m fs.FileMode) error {
-	if m.Perm()&0o022 != 0 {
-		return fmt.Errorf("is writable by its group or by others (mode %04o): whoever can write it can grant themselves rights; chmod go-w it", m.Perm())
-	}
-	return nil
-}
-
-// dirsOK walks from dir up to the root: no directory may be writable by
-// its group or by others unless it has the sticky bit (/tmp).
-func dirsOK(dir string) error {
-	for {
-		fi, err := os.Stat(dir)
-		if err == nil {
-			m := fi.Mode()
-			if m.Perm()&0o022 != 0 && m&fs.ModeSticky == 0 {
-				return fmt.Errorf("lies in %s, which its group or others may write (mode %04o) without the sticky bit: whoever can write there can replace the file; chmod go-w it or move the file", dir, m.Perm())
-			}
+	cur := "/"
+	rest := strings.Split(abs, "/")
+	for hops := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
 		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
+		next := filepath.Join(cur, c)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			// Missing, or not ours to see: the open says why.
 			return nil
 		}
-		dir = parent
+		if err := ownerOK(next, fi, euid, len(rest) == 0 && fi.Mode().IsRegular()); err != nil {
+			return err
+		}
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			if hops++; hops > 40 {
+				return fmt.Errorf("%s: too many levels of symbolic links", abs)
+			}
+			target, err := os.Readlink(next)
+			if err != nil {
+				return nil
+			}
+			if filepath.IsAbs(target) {
+				cur = "/"
+			}
+			rest = append(strings.Split(target, "/"), rest...)
+			continue
+		case fi.IsDir():
+			if err := dirOK(next, fi, euid); err != nil {
+				return err
+			}
+		case len(rest) == 0 && fi.Mode().IsRegular():
+			if err := fileModeOK(next, fi); err != nil {
+				return err
+			}
+		}
+		cur = next
 	}
+	return nil
+}
+
+// ownerOK refuses an element of the path owned by neither root nor euid.
+func ownerOK(path string, fi fs.FileInfo, euid int, isFile bool) error {
+	uid, _, ok := owner(fi)
+	if !ok || uid == 0 || uid == euid {
+		return nil
+	}
+	if isFile {
+		return fmt.Errorf("is owned by %s, neither root nor this process's user (%s): that user can change it and grant themselves rights; chown root %s, or run as that user", who(uid), who(euid), path)
+	}
+	what := "a directory on its path"
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		what = "a symlink on its path"
+	}
+	return fmt.Errorf("%s, %s, is owned by %s, neither root nor this process's user (%s): that user can replace the file; chown root %s, or move the file", what, path, who(uid), who(euid), path)
+}
+
+// fileModeOK refuses a file its group (other than root's) or others may
+// write.
+func fileModeOK(path string, fi fs.FileInfo) error {
+	if w := writers(fi); w != "" {
+		return fmt.Errorf("is writable by its group or by others (mode %04o, %s may write it): whoever can write it can grant themselves rights; chmod go-w %s", fi.Mode().Perm(), w, path)
+	}
+	return nil
+}
+
+// dirOK refuses a directory owned by neither root nor euid, or one its
+// group (other than root's) or others may write without the sticky bit.
+func dirOK(dir string, fi fs.FileInfo, euid int) error {
+	if err := ownerOK(dir, fi, euid, false); err != nil {
+		return err
+	}
+	if w := writers(fi); w != "" && fi.Mode()&fs.ModeSticky == 0 {
+		return fmt.Errorf("lies in %s, which its group or others may write (mode %04o, %s may write it) without the sticky bit: whoever can write there can replace the file; chmod go-w %s, or move the file", dir, fi.Mode().Perm(), w, dir)
+	}
+	return nil
+}
+
+// writers says who other than the owner may write fi: "others", or "group
+// N" when the group may and is not root's; "" when no one.
+func writers(fi fs.FileInfo) string {
+	m := fi.Mode().Perm()
+	if m&0o002 != 0 {
+		return "others"
+	}
+	if m&0o020 != 0 {
+		if _, gid, ok := owner(fi); !ok || gid != 0 {
+			return fmt.Sprintf("group %d", gid)
+		}
+	}
+	return ""
+}
+
+func owner(fi fs.FileInfo) (uid, gid int, ok bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, false
+	}
+	return int(st.Uid), int(st.Gid), true
+}
+
+// who names a uid: "uid 65534 (nobody)", or "uid 1234" when it has no name.
+func who(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return fmt.Sprintf("uid %d (%s)", uid, u.Username)
+	}
+	return fmt.Sprintf("uid %d", uid)
 }
 
 // typeName says what a file that is not a regular one is, from the type

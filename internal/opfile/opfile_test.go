@@ -63,7 +63,7 @@ func TestReadRefusesWhatIsNotAnOperatorFile(t *testing.T) {
 		{"directory", dir, "not a regular file (a directory)"},
 		{"1 GiB sparse", sparse, "larger than 1024 bytes"},
 		{"world-writable", write("ww", 0o666), "writable by its group or by others"},
-		{"group-writable", write("gw", 0o620), "writable by its group or by others"},
+		{"group-writable", groupWritable(t, write("gw", 0o620)), "writable by its group or by others"},
 		{"in an open directory", inOpen, "which its group or others may write"},
 		{"symlink into an open directory", link, "which its group or others may write"},
 		{"missing", filepath.Join(dir, "none"), "no such file"},
@@ -210,5 +210,113 @@ func TestReadRegular(t *testing.T) {
 	os.Chmod(p, 0o666)
 	if b, err := ReadRegular(p, 4096); err != nil || string(b) != "content\n" {
 		t.Errorf("ReadRegular of a 0666 file in a 0777 directory: %q, %v", b, err)
+	}
+}
+
+// groupWritable gives p, group-writable, a group other than root's (whose
+// group write the rule allows): nogroup when the test runs as root; the
+// user's own group, which the file has, otherwise.
+func groupWritable(t *testing.T, p string) string {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		if err := os.Chown(p, 0, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if os.Getegid() == 0 && os.Geteuid() != 0 {
+		t.Skip("needs a group other than root's: this user's group is root's")
+	}
+	return p
+}
+
+// nobody is the uid and gid of the tests' other user (nobody, nogroup on
+// Debian): a real user that is neither root nor the tests'.
+const nobody = 65534
+
+// TestReadRefusesFilesAnotherUserOwns: a file owned by another user (who
+// may chmod it and write it), a file in a directory another user owns (who
+// may replace it), a symlink on the way owned by another user (planted in
+// a sticky directory) are each refused, naming the owner and the fix; the
+// same file owned by root reads, and so does one its group may write when
+// that group is root's (files in container images).
+func TestReadRefusesFilesAnotherUserOwns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root can give a file to another user (CI runs as root)")
+	}
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	theirs := filepath.Join(dir, "theirs")
+	must(os.WriteFile(theirs, []byte("content\n"), 0o644))
+	must(os.Chown(theirs, nobody, nobody))
+
+	theirDir := filepath.Join(dir, "theirdir")
+	must(os.Mkdir(theirDir, 0o755))
+	inTheirDir := filepath.Join(theirDir, "file")
+	must(os.WriteFile(inTheirDir, []byte("content\n"), 0o644))
+	must(os.Chown(theirDir, nobody, nobody))
+
+	sticky := filepath.Join(dir, "sticky")
+	must(os.Mkdir(sticky, 0o755))
+	must(os.Chmod(sticky, 0o777|os.ModeSticky))
+	mine := filepath.Join(dir, "mine")
+	must(os.WriteFile(mine, []byte("content\n"), 0o644))
+	planted := filepath.Join(sticky, "planted")
+	must(os.Symlink(mine, planted))
+	must(os.Lchown(planted, nobody, nobody))
+
+	rootGroup := filepath.Join(dir, "rootgroup")
+	must(os.WriteFile(rootGroup, []byte("content\n"), 0o664))
+	must(os.Chmod(rootGroup, 0o664))
+	must(os.Chown(rootGroup, 0, 0))
+
+	for _, c := range []struct{ name, path, want string }{
+		{"file", theirs, "is owned by uid 65534"},
+		{"directory", inTheirDir, "a directory on its path, " + theirDir + ", is owned by uid 65534"},
+		{"symlink", planted, "a symlink on its path, " + planted + ", is owned by uid 65534"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Read(c.path, 1024)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "chown root") {
+				t.Fatalf("err = %v, want ...%s... chown root", err, c.want)
+			}
+		})
+	}
+	must(os.Chown(theirs, 0, 0))
+	for _, p := range []string{theirs, mine, rootGroup} {
+		if b, err := Read(p, 1024); err != nil || string(b) != "content\n" {
+			t.Errorf("%s: %q, %v", p, b, err)
+		}
+	}
+}
+
+// TestCheckModesOfADirectory: CheckModes judges a directory named by
+// itself (a directory of code, whose files are read one by one): a 0755
+// one passes; one others may write, even with the sticky bit, is refused
+// by the walk only when it lies on the way to a file, so its callers name
+// a file inside; one another user owns is refused.
+func TestCheckModesOfADirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := CheckModes(dir); err != nil {
+		t.Fatalf("a private directory: %v", err)
+	}
+	open := filepath.Join(dir, "open")
+	os.Mkdir(open, 0o700)
+	os.Chmod(open, 0o777)
+	if err := CheckModes(filepath.Join(open, "x.star")); err == nil || !strings.Contains(err.Error(), "chmod go-w "+open) {
+		t.Fatalf("a file in a 0777 directory: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	theirs := filepath.Join(dir, "theirs")
+	os.Mkdir(theirs, 0o755)
+	os.Chown(theirs, nobody, nobody)
+	if err := CheckModes(theirs); err == nil || !strings.Contains(err.Error(), "is owned by uid 65534") {
+		t.Fatalf("a directory nobody owns: %v", err)
 	}
 }
