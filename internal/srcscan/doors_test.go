@@ -49,20 +49,53 @@ var doorCalls = func() map[string]string {
 			// checks, FIFOs, extended attributes, watches, handles.
 			"Mount Unmount PivotRoot Chroot Chdir Access Faccessat Faccessat2 Mkfifo Mkfifoat "+
 			"Statfs Getxattr Lgetxattr Setxattr Lsetxattr Removexattr Lremovexattr Listxattr Llistxattr "+
-			"InotifyAddWatch FanotifyMark NameToHandleAt OpenByHandleAt")
+			"InotifyAddWatch FanotifyMark NameToHandleAt OpenByHandleAt "+
+			// Accounting to a file, times of a path, the new mount API's
+			// paths, and a descriptor taken from another process.
+			"Acct Futimesat Lutimes Utime UtimesNanoAt MountSetattr OpenTree MoveMount Fspick "+
+			"FsconfigSetPath FsconfigSetPathEmpty PidfdGetfd")
 		add(sys, capProcesses, "Exec ForkExec StartProcess")
 		// A socket made by hand, its connect, a datagram sent to an
-		// address.
+		// address. (Sendmsg is not counted: it passes descriptors over
+		// socket pairs, and the socket it could address elsewhere is made
+		// by a call counted here.)
 		add(sys, capNetwork, "Socket Connect Sendto")
+		// The same calls made raw, by number (Syscall(SYS_OPENAT, ...)):
+		// the number is what names them.
+		add(sys, capFiles, "SYS_OPEN SYS_OPENAT SYS_OPENAT2 SYS_CREAT SYS_OPEN_BY_HANDLE_AT SYS_OPEN_TREE "+
+			"SYS_MOUNT SYS_MOVE_MOUNT SYS_CHROOT SYS_PIVOT_ROOT SYS_CHDIR SYS_MKDIR SYS_MKDIRAT SYS_MKNOD SYS_MKNODAT "+
+			"SYS_UNLINK SYS_UNLINKAT SYS_RMDIR SYS_RENAME SYS_RENAMEAT SYS_RENAMEAT2 SYS_SYMLINK SYS_SYMLINKAT "+
+			"SYS_LINK SYS_LINKAT SYS_CHMOD SYS_FCHMODAT SYS_CHOWN SYS_LCHOWN SYS_FCHOWNAT SYS_TRUNCATE "+
+			"SYS_STAT SYS_LSTAT SYS_NEWFSTATAT SYS_STATX SYS_READLINK SYS_READLINKAT SYS_PIDFD_GETFD")
+		add(sys, capProcesses, "SYS_EXECVE SYS_EXECVEAT")
+		add(sys, capNetwork, "SYS_SOCKET SYS_CONNECT SYS_SENDTO")
 	}
+	// Code loaded from a path; templates, archives and executables read
+	// from a path.
+	add("plugin", capFiles, "Open")
+	for _, tpl := range []string{"text/template", "html/template"} {
+		add(tpl, capFiles, "ParseFiles ParseGlob")
+	}
+	add("archive/zip", capFiles, "OpenReader")
+	add("debug/elf", capFiles, "Open")
+	add("debug/pe", capFiles, "Open")
+	add("debug/macho", capFiles, "Open OpenFat")
+	add("debug/plan9obj", capFiles, "Open")
+	add("debug/buildinfo", capFiles, "ReadFile")
 	add("os", capFiles, "Chdir")
 	add("os", capProcesses, "StartProcess")
 	add("os/exec", capProcesses, "Command CommandContext")
 	// LookPath looks a program up on PATH, file by file.
 	add("os/exec", capFiles, "LookPath")
 	add("github.com/chromedp/chromedp", capProcesses, "NewExecAllocator")
+	// A context without an allocator starts Chromium with the default
+	// options when first run.
+	add("github.com/chromedp/chromedp", capProcesses, "NewContext")
 	// A browser reached by its DevTools URL.
 	add("github.com/chromedp/chromedp", capNetwork, "NewRemoteAllocator")
+	// A pseudo-terminal opened (/dev/ptmx), a command started on one.
+	add("github.com/creack/pty", capFiles, "Open")
+	add("github.com/creack/pty", capProcesses, "Start StartWithSize StartWithAttrs")
 	add("net", capNetwork, "Dial DialTimeout DialTCP DialUDP DialIP DialUnix")
 	// DNS: a lookup is a query sent out (to the resolver, and on to any
 	// name's servers); a packet socket sends to any address it is given.
@@ -71,8 +104,16 @@ var doorCalls = func() map[string]string {
 	add("crypto/tls", capNetwork, "Dial DialWithDialer")
 	add("crypto/tls", capFiles, "LoadX509KeyPair")
 	add("net/http", capNetwork, "Get Head Post PostForm DefaultClient DefaultTransport")
-	// A file server over a directory by path, a file served by path.
-	add("net/http", capFiles, "Dir ServeFile")
+	// A file server over a directory by path, a file served by path, a
+	// certificate and key read by path.
+	add("net/http", capFiles, "Dir ServeFile ListenAndServeTLS ServeTLS")
+	// Clients of other protocols, each dialing the address it is given
+	// (syslog's a local socket or a remote one).
+	add("log/syslog", capNetwork, "Dial New NewLogger")
+	add("net/rpc", capNetwork, "Dial DialHTTP DialHTTPPath")
+	add("net/rpc/jsonrpc", capNetwork, "Dial")
+	add("net/smtp", capNetwork, "Dial SendMail")
+	add("net/textproto", capNetwork, "Dial")
 	// A reverse proxy without a Transport dials with DefaultTransport.
 	add("net/http/httputil", capNetwork, "NewSingleHostReverseProxy")
 	add("golang.org/x/crypto/ssh", capNetwork, "Dial")
@@ -80,10 +121,13 @@ var doorCalls = func() map[string]string {
 	return m
 }()
 
-// doorTypes are the types whose construction (a composite literal, new(T)
-// or a variable declared of the type) counts as dialing out, or starting
-// a process: each dials whatever address (or runs whatever program) it is
-// later given.
+// doorTypes are the types whose construction counts as dialing out, or
+// starting a process: each dials whatever address (or runs whatever
+// program) it is later given. Any use of the type's name but as a
+// pointer's element counts: a composite literal, new(T), a variable, a
+// struct field, an array, slice or map element, a type defined on it, a
+// type argument. Each of these holds a zero value that works; a pointer
+// (a parameter, a field, a type assertion) holds one made elsewhere.
 var doorTypes = map[string]string{
 	"net.Dialer":                          capNetwork,
 	"net.Resolver":                        capNetwork,
@@ -143,9 +187,15 @@ func fileDoorUses(fset *token.FileSet, f *ast.File) map[string]doorUse {
 	}
 	ast.Inspect(f, func(n ast.Node) bool {
 		switch n := n.(type) {
+		case *ast.StarExpr:
+			if doorTypes[qualified(n.X)] != "" {
+				return false // a pointer: made elsewhere, where it counts
+			}
 		case *ast.SelectorExpr:
 			if q := qualified(n); doorCalls[q] != "" {
 				found(doorCalls[q], n, q)
+			} else if doorTypes[q] != "" {
+				found(doorTypes[q], n, q)
 			}
 		case *ast.CompositeLit:
 			if q := qualified(n.Type); doorTypes[q] != "" {
@@ -294,9 +344,14 @@ func door(c string) string {
 // nil Transport or HTTPClient falls back to net/http's default (which dials
 // anything), a DNS lookup, a packet socket that sends where it likes, a raw
 // sendto, chromedp attaching to a browser by URL, a key pair, a file server
-// or a mount by path, a program looked up on PATH. A snippet the scan does
-// not see fails the test, so the doors table cannot be gone around by a
-// form it does not know.
+// or a mount by path, a program looked up on PATH; a door type held as a
+// value in a field, an array, a slice or a type defined on it; a raw
+// system call by number; code, templates, archives and executables loaded
+// by path; syslog, RPC, SMTP and textproto clients; chromedp's context
+// without an allocator; a pty. A snippet the scan does not see fails the
+// test, so the doors table cannot be gone around by a form it does not
+// know; and a pointer to a door type, which holds one made elsewhere, is
+// not counted.
 func TestDoorScanSeesEveryWay(t *testing.T) {
 	for _, tc := range []struct {
 		imports, body, want string
@@ -324,6 +379,35 @@ func TestDoorScanSeesEveryWay(t *testing.T) {
 		{`"golang.org/x/sys/unix"`, `_ = unix.Mkfifo("/tmp/x", 0)`, capFiles},
 		{`"golang.org/x/sys/unix"`, `_, _ = unix.InotifyAddWatch(0, "/", 0)`, capFiles},
 		{`"syscall"`, `_ = syscall.Chroot("/")`, capFiles},
+		// A door type held as a value anywhere: its zero value works.
+		{`"net"`, `type T struct{ d net.Dialer }; var t T; _, _ = t.d.Dial("tcp", "192.0.2.1:80")`, capNetwork},
+		{`"net/http"`, `type T struct{ http.Client }; var t T; _, _ = t.Get("http://192.0.2.1/")`, capNetwork},
+		{`"os/exec"`, `cs := make([]exec.Cmd, 1); cs[0].Path = "/bin/sh"; _ = cs[0].Run()`, capProcesses},
+		{`"os/exec"`, `var cs [1]exec.Cmd; cs[0].Path = "/bin/sh"; _ = cs[0].Run()`, capProcesses},
+		{`"net"`, `type D net.Dialer; _ = D{}`, capNetwork},
+		// Raw system calls, named by their number.
+		{`"syscall"`, `_, _, _ = syscall.Syscall(syscall.SYS_OPENAT, 0, 0, 0)`, capFiles},
+		{`"golang.org/x/sys/unix"`, `_, _, _ = unix.Syscall6(unix.SYS_EXECVEAT, 0, 0, 0, 0, 0, 0)`, capProcesses},
+		{`"golang.org/x/sys/unix"`, `_, _, _ = unix.RawSyscall(unix.SYS_CONNECT, 0, 0, 0)`, capNetwork},
+		// Path-taking calls of x/sys/unix the list lacked.
+		{`"golang.org/x/sys/unix"`, `_, _ = unix.OpenTree(0, "/", 0)`, capFiles},
+		{`"golang.org/x/sys/unix"`, `_ = unix.Acct("/tmp/acct")`, capFiles},
+		{`"golang.org/x/sys/unix"`, `_, _ = unix.PidfdGetfd(0, 3, 0)`, capFiles},
+		// Code, templates, archives and executables by path.
+		{`"plugin"`, `_, _ = plugin.Open("/tmp/x.so")`, capFiles},
+		{`"html/template"`, `_, _ = template.ParseFiles("/etc/passwd")`, capFiles},
+		{`"text/template"`, `_, _ = template.ParseGlob("/etc/*")`, capFiles},
+		{`"archive/zip"`, `_, _ = zip.OpenReader("/tmp/x.zip")`, capFiles},
+		{`"debug/elf"`, `_, _ = elf.Open("/bin/sh")`, capFiles},
+		{`"net/http"`, `_ = http.ListenAndServeTLS(":0", "cert", "key", nil)`, capFiles},
+		// Other protocols' clients.
+		{`"log/syslog"`, `_, _ = syslog.Dial("udp", "192.0.2.1:514", 0, "x")`, capNetwork},
+		{`"net/rpc"`, `_, _ = rpc.Dial("tcp", "192.0.2.1:1")`, capNetwork},
+		{`"net/smtp"`, `_ = smtp.SendMail("192.0.2.1:25", nil, "a", nil, nil)`, capNetwork},
+		{`"net/textproto"`, `_, _ = textproto.Dial("tcp", "192.0.2.1:1")`, capNetwork},
+		// chromedp without an allocator starts Chromium; a pty by hand.
+		{`"github.com/chromedp/chromedp"`, `_, _ = chromedp.NewContext(nil)`, capProcesses},
+		{`"github.com/creack/pty"`, `_, _, _ = pty.Open()`, capFiles},
 		// The forms the scan knew before, as a check of the check.
 		{`"os"`, `_, _ = os.Open("x")`, capFiles},
 		{`"net"`, `_ = &net.Dialer{}`, capNetwork},
@@ -336,6 +420,23 @@ func TestDoorScanSeesEveryWay(t *testing.T) {
 		}
 		if _, ok := fileDoorUses(fset, f)[tc.want]; !ok {
 			t.Errorf("%s: not counted as %s", tc.body, tc.want)
+		}
+	}
+	// A pointer to a door type holds one made elsewhere (where it is
+	// counted): a parameter, a type assertion, a nil one, are not uses.
+	for _, tc := range []struct{ imports, body string }{
+		{`"os/exec"`, `var run func(*exec.Cmd) error; _ = run`},
+		{`"net/http"`, `var rt any; _, _ = rt.(*http.Transport)`},
+		{`"net"`, `var d *net.Dialer; _ = d`},
+	} {
+		src := "package p\n\nimport " + tc.imports + "\n\nfunc f() {\n\t" + tc.body + "\n}\n"
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, "p.go", src, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		if u := fileDoorUses(fset, f); len(u) > 0 {
+			t.Errorf("%s: counted as %v, yet it makes nothing", tc.body, u)
 		}
 	}
 }
