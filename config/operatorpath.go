@@ -51,16 +51,31 @@ func (c *Config) checkOperatorPaths() error {
 // checkOutsideSite refuses an operator path other than --site itself that
 // lies inside the tool site once symlinks are followed.
 func (c *Config) checkOutsideSite(flag, p string) error {
-	if c.Site == "" || p == "" || flag == "--site" {
+	if flag == "--site" {
 		return nil
 	}
-	inside, err := resolvepath.Within(c.Site, p)
+	return Outside(flag, p, "the tool site --site", c.Site,
+		"every file of which an agent can read (GET /site/...); keep operator files outside the site")
+}
+
+// Outside is the one rule that keeps an operator's path out of a place
+// another party reads: it refuses p, the value of flag, when p lies
+// inside area (named areaName in the error: "the workspace --root")
+// once symlinks and ".." are followed, a bind mount of area itself
+// included, and when that cannot be told; why ends the error (what the
+// party there could do, and what to do instead). A p that does not exist
+// yet is judged by where it would be created. Validate applies it to the
+// workspace and to the tool site; agent-backend site serve to its DIR.
+func Outside(flag, p, areaName, area, why string) error {
+	if p == "" || area == "" {
+		return nil
+	}
+	inside, err := resolvepath.Within(area, p)
 	if err != nil {
-		return fmt.Errorf("%s %s: cannot tell whether it lies outside the tool site --site %s: %v", flag, p, c.Site, err)
+		return fmt.Errorf("%s %s: cannot tell whether it lies outside %s %s: %v", flag, p, areaName, area, err)
 	}
 	if inside {
-		return fmt.Errorf("%s %s%s lies inside the tool site --site %s, every file of which an agent can read (GET /site/...); keep operator files outside the site",
-			flag, p, resolvedNote(p), c.Site)
+		return fmt.Errorf("%s %s%s lies inside %s %s, %s", flag, p, resolvedNote(p), areaName, area, why)
 	}
 	return nil
 }
@@ -69,13 +84,9 @@ func (c *Config) checkOperatorPath(flag, p string, role pathRole) error {
 	if p == "" {
 		return nil
 	}
-	inside, err := resolvepath.Within(c.Root, p)
-	if err != nil {
-		return fmt.Errorf("%s %s: cannot tell whether it lies outside the workspace --root %s: %v", flag, p, c.Root, err)
-	}
-	if inside {
-		return fmt.Errorf("%s %s%s lies inside the workspace --root %s, where the agent can read and change it; keep operator files outside the workspace",
-			flag, p, resolvedNote(p), c.Root)
+	if err := Outside(flag, p, "the workspace --root", c.Root,
+		"where the agent can read and change it; keep operator files outside the workspace"); err != nil {
+		return err
 	}
 	if role == operatorDir {
 		holds, err := resolvepath.Within(p, c.Root)

@@ -19,12 +19,12 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/daemon"
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/internal/opfile"
-	"github.com/agentbe/agentbe-daemon/internal/resolvepath"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/tools/sites"
 )
@@ -396,21 +396,12 @@ const maxSiteConfig = 1 << 20
 // answers GET for every file of dir, pages or not, and its commands run
 // there.
 func outsideSite(dir, from, p string) error {
-	if p == "" {
-		return nil
-	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
-	inside, err := resolvepath.Within(abs, p)
-	if err != nil {
-		return fmt.Errorf("%s %s: cannot tell whether it lies outside the tool site %s: %v", from, p, abs, err)
-	}
-	if inside {
-		return fmt.Errorf("%s %s lies inside the tool site %s, every file of which a client can read (GET /{path}) and the site's commands may change; keep it outside the site", from, p, abs)
-	}
-	return nil
+	return config.Outside(from, p, "the tool site", abs,
+		"every file of which a client can read (GET /{path}) and the site's commands may change; keep it outside the site")
 }
 
 type siteServeOptions struct {
