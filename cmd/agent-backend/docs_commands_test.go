@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -332,5 +334,92 @@ func TestShellCommandsParser(t *testing.T) {
 	}
 	if !h.subcommands["daemon"] || !h.subcommands["help"] || len(h.subcommands) != 2 {
 		t.Errorf("parseHelp subcommands: %v", h.subcommands)
+	}
+}
+
+// TestHelpIsInTheDocs is the other half of TestDocsCommandsUseRealFlags:
+// every flag `agent-backend daemon --help` of the real binary lists (its
+// aliases too) appears in README.md or docs/*.md as --name, and every
+// command a --help lists, at any depth (`ext check`, `completion bash`),
+// appears there as `agent-backend PATH`, by its name or an alias, with
+// alternatives written A|B (`agent-backend ext test|check DIR`); a command
+// named names the commands above it (`site serve`, `site`), so a flag
+// or command added to the binary cannot be left out of what users read.
+func TestHelpIsInTheDocs(t *testing.T) {
+	const root = "../.."
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, f := range append(docs, filepath.Join(root, "README.md")) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text.Write(b)
+		text.WriteByte('\n')
+	}
+	all := text.String()
+
+	out, errOut, code := run(t, nil, "daemon", "--help")
+	if code != 0 {
+		t.Fatalf("daemon --help: exit %d\n%s", code, errOut)
+	}
+	flags := parseHelp(out).flags
+	if len(flags) < 50 {
+		t.Fatalf("daemon --help lists %d flags; the parse no longer matches it", len(flags))
+	}
+	for f := range flags {
+		if !regexp.MustCompile(`(^|[^A-Za-z0-9-])--` + regexp.QuoteMeta(f) + `($|[^A-Za-z0-9-])`).MatchString(all) {
+			t.Errorf("`agent-backend daemon --help` lists --%s, which neither README.md nor docs/ names", f)
+		}
+	}
+
+	// The commands the docs name, resolved as the binary does (aliases).
+	tree := newRootCommand(strings.NewReader(""), io.Discard, io.Discard)
+	tree.InitDefaultHelpCmd()
+	tree.InitDefaultCompletionCmd()
+	documented := map[string]bool{}
+	mention := regexp.MustCompile(`agent-backend((?: [a-z][a-z0-9-]*(?:\|[a-z][a-z0-9-]*)*)+)`)
+	for _, m := range mention.FindAllStringSubmatch(all, -1) {
+		paths := [][]string{nil}
+		for _, w := range strings.Fields(m[1]) {
+			var next [][]string
+			for _, p := range paths {
+				for _, alt := range strings.Split(w, "|") {
+					next = append(next, append(slices.Clone(p), alt))
+				}
+			}
+			paths = next
+		}
+		for _, p := range paths {
+			c, _, err := tree.Find(p)
+			for ; err == nil && c != nil; c = c.Parent() {
+				documented[c.CommandPath()] = true // and the commands above it
+			}
+		}
+	}
+
+	// The commands the binary's --help lists, at every depth.
+	n := 0
+	var walk func(path []string)
+	walk = func(path []string) {
+		out, errOut, code := run(t, nil, append(slices.Clone(path), "--help")...)
+		if code != 0 {
+			t.Fatalf("agent-backend %s --help: exit %d\n%s", strings.Join(path, " "), code, errOut)
+		}
+		for sub := range parseHelp(out).subcommands {
+			p := append(slices.Clone(path), sub)
+			n++
+			if name := "agent-backend " + strings.Join(p, " "); !documented[name] {
+				t.Errorf("`%s` is a command --help lists, which neither README.md nor docs/ names as `%s …`", name, name)
+			}
+			walk(p)
+		}
+	}
+	walk(nil)
+	if n < 8 {
+		t.Fatalf("the binary's --help lists %d commands; the parse no longer matches it", n)
 	}
 }
