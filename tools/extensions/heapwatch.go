@@ -73,10 +73,17 @@ func (w *heapWatch) run(stop chan struct{}) {
 	defer tick.Stop()
 	// Objects and goroutine stacks: a call recursing to Starlark's depth
 	// bound (100,000 frames) holds about 256 MiB of stack.
-	// The objects' bytes count garbage not yet collected; the live bytes
-	// are what the last collection found held.
-	const objects, live, stacks = 0, 1, 2
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+	// The objects' bytes count garbage not yet collected, and the stacks'
+	// count what the runtime keeps reserved for stacks, in use or not (a
+	// goroutine that once recursed deep keeps most of its stack until
+	// collections shrink it, half at a time): both only say when to look
+	// closer.
+	// The judgement is what the last collection found held: the live
+	// objects and the stack it scanned, which is the part of each
+	// goroutine's stack in use.
+	const objects, live, stacks, scanned = 0, 1, 2, 3
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/heap/stacks:bytes"}, {Name: "/gc/scan/stack:bytes"}}
 	read := func(i int) uint64 {
 		if sample[i].Value.Kind() == metrics.KindUint64 {
 			return sample[i].Value.Uint64()
@@ -86,6 +93,10 @@ func (w *heapWatch) run(stop chan struct{}) {
 	heap := func() uint64 {
 		metrics.Read(sample)
 		return read(objects) + read(stacks)
+	}
+	held := func() uint64 {
+		metrics.Read(sample)
+		return read(live) + read(scanned)
 	}
 	for {
 		select {
@@ -102,17 +113,15 @@ func (w *heapWatch) run(stop chan struct{}) {
 			w.lastGC = time.Now()
 		}
 		w.mu.Unlock()
-		var h uint64
 		if collect {
 			runtime.GC() // garbage is not held: judge what is live
-			h = heap()
-		} else {
-			// A collection ran less than 100 ms ago: judge what it found
-			// live, never the garbage made since (a daemon whose live
-			// heap is half the limit passes it with garbage between two
-			// collections, and its calls would be cancelled for nothing).
-			h = read(live) + read(stacks)
 		}
+		// Without a collection (one ran less than 100 ms ago), what it
+		// found is still the judgement, never the garbage made since (a
+		// daemon whose live heap is half the limit passes it with garbage
+		// between two collections, and its calls would be cancelled for
+		// nothing).
+		h := held()
 		if h <= w.limit {
 			continue
 		}
