@@ -239,14 +239,6 @@ func writers(fi fs.FileInfo) string {
 	return ""
 }
 
-func owner(fi fs.FileInfo) (uid, gid int, ok bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, 0, false
-	}
-	return int(st.Uid), int(st.Gid), true
-}
-
 // who names a uid: "uid 65534 (nobody)", or "uid 1234" when it has no name.
 func who(uid int) string {
 	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
