@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -90,7 +91,9 @@ func Resolve(p string) (string, error) {
 // (Resolve): a symlink from outside that leads in, or a ".." that climbs
 // back in, is inside. A directory mounted a second time elsewhere (a bind
 // mount) is the same directory: an existing ancestor of p that is dir's
-// very directory counts too.
+// very directory counts too, and so does a path below a mount of a part
+// of dir (a bind mount of dir/sub, a subPath of the same volume), told
+// from the mount table.
 func Within(dir, p string) (bool, error) {
 	d, err := Resolve(dir)
 	if err != nil {
@@ -113,10 +116,86 @@ func Within(dir, p string) (bool, error) {
 		}
 		parent := filepath.Dir(cur)
 		if parent == cur {
-			return false, nil
+			break
 		}
 		cur = parent
 	}
+	// A part of dir mounted elsewhere (a bind mount of dir/sub, a
+	// container's subPath of the same volume) is still dir's: the walk
+	// above climbs from that mount's top to its mount point, never to
+	// dir. Both are placed on their filesystems as the mount table says.
+	mounts, err := readMounts(mountInfo)
+	if err != nil {
+		return false, nil // no mount table (no /proc): the paths have said
+	}
+	ddev, dpath, dok := onFilesystem(d, mounts)
+	fdev, fpath, fok := onFilesystem(f, mounts)
+	return dok && fok && ddev == fdev && under(dpath, fpath), nil
+}
+
+// mountInfo is this process's mount table.
+const mountInfo = "/proc/self/mountinfo"
+
+// mount is one line of the mount table: the filesystem's device, the
+// directory of that filesystem mounted (its root, "/" for the whole), and
+// where.
+type mount struct{ dev, root, point string }
+
+// readMounts reads the mount table at name (proc(5)'s mountinfo format).
+func readMounts(name string) ([]mount, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	var out []mount
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		out = append(out, mount{dev: f[2], root: unescapeMount(f[3]), point: unescapeMount(f[4])})
+	}
+	return out, nil
+}
+
+// unescapeMount undoes the table's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// onFilesystem places the resolved path p on its filesystem: the device
+// of the mount it lies in (the deepest mount point above it, the last
+// mounted of those there) and its path from that filesystem's root.
+func onFilesystem(p string, mounts []mount) (dev, path string, ok bool) {
+	best := -1
+	for i, m := range mounts {
+		if under(m.point, p) && (best < 0 || len(m.point) >= len(mounts[best].point)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", "", false
+	}
+	m := mounts[best]
+	rel, err := filepath.Rel(m.point, p)
+	if err != nil {
+		return "", "", false
+	}
+	return m.dev, filepath.Join(m.root, rel), true
 }
 
 // under reports whether the clean absolute path p is dir or below it.
