@@ -57,8 +57,9 @@ var parts = []part{
 	{name: "browser", flag: "--browser-tools", on: func(c config.Config) bool { return c.BrowserTools || c.BrowserAllowLocal }, start: startBrowser},
 	{name: "previews", flag: "--previews", on: func(c config.Config) bool { return c.Previews }, start: startPreviews,
 		routes: []route{{pattern: routePreview, admit: admitCaller}}},
-	{name: "extensions", flag: "--extensions", on: func(c config.Config) bool { return c.Extensions != "" }, start: startExtensions},
-	{name: "site", flag: "--site", on: func(c config.Config) bool { return c.Site != "" }, start: startSite,
+	{name: "extensions", flag: "--extensions", on: func(c config.Config) bool { return c.Extensions != "" },
+		check: checkExtensions, start: startExtensions},
+	{name: "site", flag: "--site", on: func(c config.Config) bool { return c.Site != "" }, check: checkSiteEnv, start: startSite,
 		routes: []route{{pattern: routeSite, admit: admitCaller}}},
 	{name: "mcp", start: startMCP, routes: []route{{pattern: routeMCP, admit: admitCaller}}},
 	{name: "rest", start: startREST, routes: []route{
@@ -279,7 +280,8 @@ func checkParts(cfg config.Config, table []part) []error {
 }
 
 // Check validates the files cfg names that the daemon's parts load (the
-// --tokens file, the --upstreams file, the --exec-approvals file, the SSH
+// --tokens file, the --upstreams file, the --exec-approvals file, the
+// --extensions directory and its files, the --site-env-file, the SSH
 // port's keys, CA keys and password hash) with the code that loads them
 // at start, without starting anything: the daemon's part of
 // --check-config. cfg must have been validated. Each error names its flag

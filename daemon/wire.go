@@ -491,6 +491,18 @@ func previewAdmit(rules admit.Rules, root fsops.Workspace) func(http.ResponseWri
 	}
 }
 
+// checkExtensions judges the --extensions directory and its *.star files
+// as Start does (extensions.CheckDir), for --check-config.
+func checkExtensions(cfg config.Config) error {
+	if cfg.Extensions == "" {
+		return nil
+	}
+	if err := extensions.CheckDir(cfg.Extensions); err != nil {
+		return fmt.Errorf("--extensions: %w", err)
+	}
+	return nil
+}
+
 func startExtensions(w *wiring) (built, error) {
 	o := ExtensionsOptions(w.cfg, w.d.secrets)
 	o.Registry, o.Workspace, o.Executor, o.Logger = w.reg, w.ws, w.exec, w.log.With("component", "extensions")
@@ -502,6 +514,18 @@ func startExtensions(w *wiring) (built, error) {
 		health: func(b *healthBody) { b.Extensions = p.Health() },
 		close:  p.Close,
 	}, nil
+}
+
+// checkSiteEnv reads the --site-env-file as the start does, for
+// --check-config.
+func checkSiteEnv(cfg config.Config) error {
+	if cfg.SiteEnvFile == "" {
+		return nil
+	}
+	if _, err := sites.LoadEnvFile(cfg.SiteEnvFile); err != nil {
+		return fmt.Errorf("--site-env-file: %w", err)
+	}
+	return nil
 }
 
 // startSite serves the --site directory: its own confined workspace and an

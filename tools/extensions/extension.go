@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"net/netip"
 	"path/filepath"
@@ -121,11 +120,13 @@ func (e *LoadError) Error() string {
 
 // loadFile evaluates one file and reads its describe_extension().
 func (p *Provider) loadFile(rel string) (*Extension, error) {
-	// A regular file, read without blocking and at most MaxFileBytes: a
-	// FIFO under the name must not hold the start or a reload.
-	src, err := opfile.ReadRegular(filepath.Join(p.dir, rel), MaxFileBytes)
+	// Code the daemon runs: read as every file that grants rights is
+	// (opfile.Read: a regular file, without blocking, at most
+	// MaxFileBytes, and refused when a user other than root and the
+	// daemon's could change it, or put it there).
+	src, err := opfile.Read(filepath.Join(p.dir, rel), MaxFileBytes)
 	if err != nil {
-		return nil, &LoadError{File: rel, Msg: unwrapPath(err).Error()}
+		return nil, &LoadError{File: rel, Msg: err.Error()}
 	}
 	thread := p.newThread(rel, nil)
 	thread.SetMaxExecutionSteps(p.opts.MaxSteps)
@@ -500,13 +501,4 @@ func coerceDefault(typ string, d starlark.Value) (starlark.Value, error) {
 		article = "an"
 	}
 	return nil, fmt.Errorf("is a %s, not %s %s", d.Type(), article, typ)
-}
-
-// unwrapPath is the reason of a *fs.PathError, which names the whole path
-// where the caller names the file relative to the directory.
-func unwrapPath(err error) error {
-	if pe, ok := err.(*fs.PathError); ok {
-		return pe.Err
-	}
-	return err
 }

@@ -137,11 +137,10 @@ type Provider struct {
 
 // Start loads every extension of the directory and watches it. A file that
 // fails to load is logged and reported in Health; it does not stop the
-// others. The directory itself must exist.
+// others. The directory itself must exist, and pass CheckDir.
 func Start(opts Options) (*Provider, error) {
-	fi, err := os.Stat(opts.Dir)
-	if err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory of *.star extensions", opts.Dir)
+	if err := CheckDir(opts.Dir); err != nil {
+		return nil, err
 	}
 	p, err := newProvider(opts)
 	if err != nil {
@@ -267,6 +266,39 @@ func (p *Provider) watch() {
 			p.reload()
 		}
 	}
+}
+
+// CheckDir refuses a directory of extensions that is not one, or that a
+// user other than root and the daemon's could change (opfile.CheckModes:
+// owned by another user, or writable by its group or others, or lying in
+// such a directory), and names each *.star file in it that such a user
+// could change or has put there (in a sticky directory others may write,
+// a file of theirs is refused by its owner): the code the daemon runs is
+// judged as every file that grants rights is. It is --check-config's check
+// and Start's; each file is judged again when it is read (opfile.Read), so
+// one changed later fails to load and the last good version serves.
+func CheckDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory of *.star extensions", dir)
+	}
+	if err := opfile.CheckModes(dir); err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".star") {
+			p := filepath.Join(dir, e.Name())
+			if err := opfile.CheckModes(p); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", p, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // files lists the extension files (not *_test.star) of the directory.
@@ -446,9 +478,9 @@ func (p *Provider) load(th *starlark.Thread, from, module string, cache map[stri
 	if real, err := filepath.EvalSymlinks(full); err != nil || !strings.HasPrefix(real, p.dir+string(filepath.Separator)) {
 		return nil, fmt.Errorf("load(%q): not a file inside the extensions directory", module)
 	}
-	src, err := opfile.ReadRegular(full, MaxFileBytes)
+	src, err := opfile.Read(full, MaxFileBytes)
 	if err != nil {
-		return nil, fmt.Errorf("load(%q): %v", module, unwrapPath(err))
+		return nil, fmt.Errorf("load(%q): %v", module, err)
 	}
 	cache[name] = nil
 	sub := &starlark.Thread{Name: name, Print: th.Print, Load: func(t2 *starlark.Thread, m string) (starlark.StringDict, error) {

@@ -148,11 +148,13 @@ func LoadApprovals(path, mode, ask, workspaceRoot string, ttl time.Duration) (*A
 	}
 	a := &Approvals{path: path, mode: mode, ask: ask, root: workspaceRoot, ttl: ttl, now: time.Now, pending: map[string]*Pending{}}
 	if path != "" {
-		// A regular file, read without blocking and at most
-		// MaxApprovalsFile: a FIFO under the name must not hold the start.
-		data, err := opfile.ReadRegular(path, MaxApprovalsFile)
+		// It says which commands run unasked: read as every file that
+		// grants rights is (opfile.Read: a regular file, without blocking,
+		// at most MaxApprovalsFile, and refused when a user other than
+		// root and the daemon's could change it).
+		data, err := opfile.Read(path, MaxApprovalsFile)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		dec := json.NewDecoder(strings.NewReader(string(data)))
 		dec.DisallowUnknownFields()

@@ -16,13 +16,14 @@ const MaxEnvFileBytes = 1 << 20
 // variable per line, blank lines and lines starting with # skipped, an
 // optional "export " prefix, values optionally in single or double quotes
 // (taken literally). A malformed line is an error naming the file and line.
-// The file is read as a regular file, without blocking and at most
-// MaxEnvFileBytes (internal/opfile): a FIFO or a device under the name
-// fails the start instead of holding it.
+// It holds the secrets the site's commands are given, so it is read as
+// every file that grants rights is (opfile.Read): a regular file, without
+// blocking, at most MaxEnvFileBytes, and refused when a user other than
+// root and the daemon's could change it; an error names the file.
 func LoadEnvFile(name string) (map[string]string, error) {
-	data, err := opfile.ReadRegular(name, MaxEnvFileBytes)
+	data, err := opfile.Read(name, MaxEnvFileBytes)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return ParseEnvFile(name, data)
 }

@@ -179,9 +179,11 @@ func (c *Config) DefaultTimeout(d time.Duration) {
 // ${VAR} values (os.Getenv in the daemon). The result has every default
 // applied, so callers never see a zero Timeout or an empty policy.
 func LoadConfig(name string, getenv func(string) (string, bool)) (*Config, error) {
-	// A regular file, read without blocking and at most MaxConfigBytes: a
-	// FIFO under the name must not hold the start.
-	data, err := opfile.ReadRegular(name, MaxConfigBytes)
+	// It names the commands the daemon spawns, with their environment:
+	// read as every file that grants rights is (opfile.Read: a regular
+	// file, without blocking, at most MaxConfigBytes, and refused when a
+	// user other than root and the daemon's could change it).
+	data, err := opfile.Read(name, MaxConfigBytes)
 	if err != nil {
 		return nil, &ConfigError{File: name, Server: -1, Msg: err.Error()}
 	}

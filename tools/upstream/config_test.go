@@ -106,7 +106,7 @@ func TestParseConfigErrors(t *testing.T) {
 
 func TestLoadConfigFileErrors(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := LoadConfig(filepath.Join(dir, "missing.json"), env(nil)); err == nil || !strings.Contains(err.Error(), "missing.json: open") {
+	if _, err := LoadConfig(filepath.Join(dir, "missing.json"), env(nil)); err == nil || !strings.Contains(err.Error(), "missing.json: no such file or directory") {
 		t.Errorf("missing file: %v", err)
 	}
 	big := filepath.Join(dir, "big.json")
