@@ -279,11 +279,13 @@ not_allowed_status, strict_output; flags win over it.`,
 			}
 			var file siteFile
 			if configFile != "" {
-				// Not a FIFO (it would hold the start), nor more than a
-				// config file.
-				data, err := opfile.ReadRegular(configFile, maxSiteConfig)
+				// It names the token and the secrets: read as every file
+				// that grants rights is (opfile.Read: not a FIFO, bounded,
+				// and refused when a user other than root and this one
+				// could change it).
+				data, err := opfile.Read(configFile, maxSiteConfig)
 				if err != nil {
-					return fmt.Errorf("--config: %v", err)
+					return fmt.Errorf("--config %s: %v", configFile, err)
 				}
 				if file, err = parseSiteFile(configFile, data); err != nil {
 					return err
@@ -356,8 +358,9 @@ not_allowed_status, strict_output; flags win over it.`,
 			}
 			var token string
 			if tokenFile != "" {
-				// Not a FIFO (it would hold the start), nor more than a token.
-				b, err := opfile.ReadRegular(tokenFile, opfile.MaxTokenFile)
+				// It admits callers: read as every file that grants rights
+				// is (opfile.Read), as the daemon's token files are.
+				b, err := opfile.Read(tokenFile, opfile.MaxTokenFile)
 				if err != nil {
 					return fmt.Errorf("%s %q: cannot read: %v", where("token-file", "token_file"), tokenFile, err)
 				}
