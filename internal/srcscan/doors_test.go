@@ -185,6 +185,30 @@ func fileDoorUses(fset *token.FileSet, f *ast.File) map[string]doorUse {
 			uses[c] = doorUse{pos: fset.Position(n.Pos()), what: what}
 		}
 	}
+	// elemDoorType is the door type of a slice, array or map literal's
+	// elements, when they are pointers to one.
+	elemDoorType := func(e ast.Expr) string {
+		var elt ast.Expr
+		switch t := e.(type) {
+		case *ast.ArrayType:
+			elt = t.Elt
+		case *ast.MapType:
+			elt = t.Value
+		}
+		if star, ok := elt.(*ast.StarExpr); ok && doorTypes[qualified(star.X)] != "" {
+			return qualified(star.X)
+		}
+		return ""
+	}
+	// elided is an element written as a literal without its type ({…}, or
+	// key: {…}); a pointer already made (c) is not one.
+	elided := func(e ast.Expr) bool {
+		if kv, ok := e.(*ast.KeyValueExpr); ok {
+			e = kv.Value
+		}
+		c, ok := e.(*ast.CompositeLit)
+		return ok && c.Type == nil
+	}
 	ast.Inspect(f, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.StarExpr:
@@ -200,6 +224,11 @@ func fileDoorUses(fset *token.FileSet, f *ast.File) map[string]doorUse {
 		case *ast.CompositeLit:
 			if q := qualified(n.Type); doorTypes[q] != "" {
 				found(doorTypes[q], n, q+"{…}")
+			}
+			// []*exec.Cmd{{Path: …}}: the elements' literals name no
+			// type, and their pointer type is not a use.
+			if q := elemDoorType(n.Type); q != "" && slices.ContainsFunc(n.Elts, elided) {
+				found(doorTypes[q], n, "[]*"+q+"{{…}}")
 			}
 		case *ast.CallExpr:
 			if id, ok := n.Fun.(*ast.Ident); ok && id.Name == "new" && len(n.Args) == 1 {
@@ -385,6 +414,8 @@ func TestDoorScanSeesEveryWay(t *testing.T) {
 		{`"os/exec"`, `cs := make([]exec.Cmd, 1); cs[0].Path = "/bin/sh"; _ = cs[0].Run()`, capProcesses},
 		{`"os/exec"`, `var cs [1]exec.Cmd; cs[0].Path = "/bin/sh"; _ = cs[0].Run()`, capProcesses},
 		{`"net"`, `type D net.Dialer; _ = D{}`, capNetwork},
+		{`"os/exec"`, `cs := []*exec.Cmd{{Path: "/bin/sh"}}; _ = cs[0].Run()`, capProcesses},
+		{`"net/http"`, `cs := map[string]*http.Client{"a": {}}; _, _ = cs["a"].Get("http://192.0.2.1/")`, capNetwork},
 		// Raw system calls, named by their number.
 		{`"syscall"`, `_, _, _ = syscall.Syscall(syscall.SYS_OPENAT, 0, 0, 0)`, capFiles},
 		{`"golang.org/x/sys/unix"`, `_, _, _ = unix.Syscall6(unix.SYS_EXECVEAT, 0, 0, 0, 0, 0, 0)`, capProcesses},
@@ -428,6 +459,9 @@ func TestDoorScanSeesEveryWay(t *testing.T) {
 		{`"os/exec"`, `var run func(*exec.Cmd) error; _ = run`},
 		{`"net/http"`, `var rt any; _, _ = rt.(*http.Transport)`},
 		{`"net"`, `var d *net.Dialer; _ = d`},
+		{`"os/exec"`, `var cs []*exec.Cmd; _ = cs`},
+		{`"os/exec"`, `cs := []*exec.Cmd{}; _ = cs`},
+		{`"os/exec"`, `var c *exec.Cmd; cs := []*exec.Cmd{c}; _ = cs`},
 	} {
 		src := "package p\n\nimport " + tc.imports + "\n\nfunc f() {\n\t" + tc.body + "\n}\n"
 		fset := token.NewFileSet()
