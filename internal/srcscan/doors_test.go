@@ -200,6 +200,21 @@ func fileDoorUses(fset *token.FileSet, f *ast.File) map[string]doorUse {
 		}
 		return ""
 	}
+	// A package imported with "." brings its names in unqualified
+	// (ReadFile("x")): the import itself counts as what they do.
+	for _, imp := range f.Imports {
+		if imp.Name == nil || imp.Name.Name != "." {
+			continue
+		}
+		path, _ := strconv.Unquote(imp.Path.Value)
+		for _, table := range []map[string]string{doorCalls, doorTypes} {
+			for name, c := range table {
+				if strings.HasPrefix(name, path+".") && !strings.Contains(name[len(path)+1:], ".") {
+					found(c, imp, `import . "`+path+`"`)
+				}
+			}
+		}
+	}
 	// elided is an element written as a literal without its type ({…}, or
 	// key: {…}); a pointer already made (c) is not one.
 	elided := func(e ast.Expr) bool {
@@ -415,6 +430,9 @@ func TestDoorScanSeesEveryWay(t *testing.T) {
 		{`"os/exec"`, `var cs [1]exec.Cmd; cs[0].Path = "/bin/sh"; _ = cs[0].Run()`, capProcesses},
 		{`"net"`, `type D net.Dialer; _ = D{}`, capNetwork},
 		{`"os/exec"`, `cs := []*exec.Cmd{{Path: "/bin/sh"}}; _ = cs[0].Run()`, capProcesses},
+		// A door package imported with ".": its names come unqualified.
+		{`. "os"`, `_, _ = ReadFile("/etc/shadow")`, capFiles},
+		{`. "net"`, `_, _ = Dial("tcp", "192.0.2.1:80")`, capNetwork},
 		{`"net/http"`, `cs := map[string]*http.Client{"a": {}}; _, _ = cs["a"].Get("http://192.0.2.1/")`, capNetwork},
 		// Raw system calls, named by their number.
 		{`"syscall"`, `_, _, _ = syscall.Syscall(syscall.SYS_OPENAT, 0, 0, 0)`, capFiles},
