@@ -59,7 +59,7 @@ var parts = []part{
 		routes: []route{{pattern: routePreview, admit: admitCaller}}},
 	{name: "extensions", flag: "--extensions", on: func(c config.Config) bool { return c.Extensions != "" },
 		check: checkExtensions, start: startExtensions},
-	{name: "site", flag: "--site", on: func(c config.Config) bool { return c.Site != "" }, check: checkSiteEnv, start: startSite,
+	{name: "site", flag: "--site", on: func(c config.Config) bool { return c.Site != "" }, check: checkSite, start: startSite,
 		routes: []route{{pattern: routeSite, admit: admitCaller}}},
 	{name: "mcp", start: startMCP, routes: []route{{pattern: routeMCP, admit: admitCaller}}},
 	{name: "rest", start: startREST, routes: []route{

@@ -12,8 +12,9 @@ import (
 
 // rightsFiles names every file that grants rights which a part of the
 // daemon loads: the partFiles, the --site-env-file (secrets the site's
-// commands get) and an --extensions file (code the daemon runs). It
-// returns flag -> file; the extensions directory is its file's.
+// commands get), an --extensions file (code the daemon runs) and the
+// --site's README.md (the commands its tools allow). It returns flag ->
+// file; a directory's flag names a file in it.
 func rightsFiles(t *testing.T, c *config.Config) map[string]string {
 	t.Helper()
 	files := partFiles(t, c)
@@ -25,7 +26,7 @@ func rightsFiles(t *testing.T, c *config.Config) map[string]string {
 	star := filepath.Join(ext, "notes.star")
 	must(t, os.WriteFile(star, []byte("def describe_extension():\n    return {}\n"), 0o600))
 	c.Site, c.SiteEnvFile, c.Extensions = site, env, ext
-	files["--site-env-file"], files["--extensions"] = env, star
+	files["--site-env-file"], files["--extensions"], files["--site"] = env, star, filepath.Join(site, "README.md")
 	c.GatewayTools = true
 	return files
 }
@@ -37,7 +38,7 @@ func rightsFiles(t *testing.T, c *config.Config) map[string]string {
 // Running as root, each given to nobody fails the same way (chown root).
 func TestPartsRefuseRightsFilesOthersCanChange(t *testing.T) {
 	for _, bad := range []string{"world-writable", "owned by nobody"} {
-		for _, flag := range []string{"--tokens", "--upstreams", "--exec-approvals", "--ssh-authorized-keys", "--site-env-file", "--extensions"} {
+		for _, flag := range []string{"--tokens", "--upstreams", "--exec-approvals", "--ssh-authorized-keys", "--site-env-file", "--extensions", "--site"} {
 			t.Run(bad+"/"+flag, func(t *testing.T) {
 				c := testConfig(t)
 				files := rightsFiles(t, &c)

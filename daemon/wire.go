@@ -26,6 +26,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/httpguard"
 	"github.com/agentbe/agentbe-daemon/internal/metrics"
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/ssh/sshauth"
@@ -516,16 +517,23 @@ func startExtensions(w *wiring) (built, error) {
 	}, nil
 }
 
-// checkSiteEnv reads the --site-env-file as the start does, for
-// --check-config.
-func checkSiteEnv(cfg config.Config) error {
-	if cfg.SiteEnvFile == "" {
-		return nil
+// checkSite judges the --site's README.md (its front page, whose tools
+// run) as sites.New does, and reads the --site-env-file as the start
+// does, for --check-config.
+func checkSite(cfg config.Config) error {
+	var errs []error
+	if cfg.Site != "" {
+		readme := filepath.Join(cfg.Site, "README.md")
+		if err := opfile.CheckModes(readme); err != nil {
+			errs = append(errs, fmt.Errorf("--site: %s: %w", readme, err))
+		}
 	}
-	if _, err := sites.LoadEnvFile(cfg.SiteEnvFile); err != nil {
-		return fmt.Errorf("--site-env-file: %w", err)
+	if cfg.SiteEnvFile != "" {
+		if _, err := sites.LoadEnvFile(cfg.SiteEnvFile); err != nil {
+			errs = append(errs, fmt.Errorf("--site-env-file: %w", err))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // startSite serves the --site directory: its own confined workspace and an

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/sandbox/policy"
@@ -147,6 +149,12 @@ func New(opts Options) (*Site, error) {
 	if fi, err := opts.Workspace.Stat("README.md"); err != nil || fi.IsDir() {
 		return nil, fmt.Errorf("%s has no README.md: a tool site is a directory of Markdown pages whose front page is README.md", opts.Workspace.Root())
 	}
+	// Its pages say which commands run (frontmatter tools, components):
+	// the directory is judged as every file that grants rights is, and
+	// each page again when it is used (judge).
+	if err := opfile.CheckModes(filepath.Join(opts.Workspace.Root(), "README.md")); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(opts.Workspace.Root(), "README.md"), err)
+	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
@@ -230,6 +238,20 @@ func (s *Site) ReadPage(ctx context.Context, p string) (page string, data []byte
 	return page, s.renderComponents(ctx, page, data), nil
 }
 
+// judge refuses a page whose tools (its frontmatter, which every POST and
+// component is matched against, in specs) a user other than root and this
+// process's could change or put there, as every file that grants rights is
+// judged (opfile.CheckModes, on the page's path under the site's root).
+// The caller is told only that; the log says why and what to do.
+func (s *Site) judge(page string) error {
+	full := filepath.Join(s.ws.Root(), filepath.FromSlash(page))
+	if err := opfile.CheckModes(full); err != nil {
+		s.log.Error("site: a page another user could change runs nothing", "page", page, "err", fmt.Sprintf("%s: %v", full, err))
+		return fail(http.StatusForbidden, "/%s: another user than the operator could change this page, so its commands do not run (the operator's log says why)", page)
+	}
+	return nil
+}
+
 // Read returns a page's bytes as stored.
 func (s *Site) Read(p string) (page string, data []byte, err error) {
 	page, err = s.Resolve(p)
@@ -262,6 +284,9 @@ func (s *Site) specs(page string) ([]Spec, error) {
 	fi, err := s.ws.Stat(page)
 	if err != nil {
 		return nil, s.fsError(page, err)
+	}
+	if err := s.judge(page); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	c, ok := s.pages[page]
