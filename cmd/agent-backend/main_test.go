@@ -677,7 +677,7 @@ func TestCheckConfigUpstreams(t *testing.T) {
 		}
 	}
 	_, errOut, code = run(t, nil, "daemon", "--root", root, "--upstreams", filepath.Join(dir, "missing.json"), "--check-config")
-	if code != 1 || !strings.Contains(errOut, "missing.json: open") {
+	if code != 1 || !strings.Contains(errOut, "--upstreams: "+filepath.Join(dir, "missing.json")+": no such file or directory") {
 		t.Errorf("missing file: exit %d, stderr %q", code, errOut)
 	}
 }
