@@ -320,3 +320,35 @@ func TestCheckModesOfADirectory(t *testing.T) {
 		t.Fatalf("a directory nobody owns: %v", err)
 	}
 }
+
+// TestReadJudgesEveryDirectoryOnTheWay: a name whose symlink leads
+// through a second symlink that lies in a directory others may write
+// (name -> open/link -> private/file) is refused naming that directory,
+// though neither the name's directory nor the file's is open: whoever may
+// write there can point the second link at a file of theirs.
+func TestReadJudgesEveryDirectoryOnTheWay(t *testing.T) {
+	dir := t.TempDir()
+	private := filepath.Join(dir, "private")
+	open := filepath.Join(dir, "open")
+	for _, d := range []string{private, open} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(private, 0o755)
+	os.Chmod(open, 0o777)
+	file := filepath.Join(private, "token")
+	if err := os.WriteFile(file, []byte("content\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(file, filepath.Join(open, "link")); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(dir, "token")
+	if err := os.Symlink(filepath.Join(open, "link"), name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(name, 1024); err == nil || !strings.Contains(err.Error(), "lies in "+open) {
+		t.Fatalf("Read through a link in an open directory: %v", err)
+	}
+}
