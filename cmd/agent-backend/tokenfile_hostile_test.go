@@ -1,18 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // TestTokenFileNeitherWaitsNorSwallows: the token file of agent-backend
@@ -22,33 +20,25 @@ import (
 // error names the file.
 func TestTokenFileNeitherWaitsNorSwallows(t *testing.T) {
 	t.Run("proxy", func(t *testing.T) {
-		fifo, big := hostileTokenFiles(t)
-		for _, c := range []struct{ name, want string }{{fifo, "a FIFO"}, {big, "larger than"}} {
-			if tok, err := proxyToken("", c.name); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.name) {
-				t.Errorf("proxyToken(%s): %d bytes, %v; want an error naming the file and %q", c.name, len(tok), err, c.want)
-			}
-		}
+		testenv.RefusesHostileFiles(t, "proxyToken", func(name string) (string, error) { return proxyToken("", name) })
 	})
 	t.Run("health", func(t *testing.T) {
-		fifo, big := hostileTokenFiles(t)
-		for _, c := range []struct{ name, want string }{{fifo, "a FIFO"}, {big, "larger than"}} {
-			_, errOut, code := run(t, nil, "health", "--url", "http://127.0.0.1:1/health", "--token-file", c.name)
-			if code != 1 || !strings.Contains(errOut, "--token-file") || !strings.Contains(errOut, c.name) || !strings.Contains(errOut, c.want) {
-				t.Errorf("health --token-file %s: exit %d, %q; want an error naming the flag, the file and %q", c.name, code, errOut, c.want)
+		for _, c := range testenv.HostileFiles(t) {
+			_, errOut, code := run(t, nil, "health", "--url", "http://127.0.0.1:1/health", "--token-file", c.Path)
+			if code != 1 || !strings.Contains(errOut, "--token-file") || !strings.Contains(errOut, c.Path) || !strings.Contains(errOut, c.Want) {
+				t.Errorf("health --token-file %s: exit %d, %q; want an error naming the flag, the file and %q", c.Path, code, errOut, c.Want)
 			}
 		}
 	})
 	t.Run("site serve", func(t *testing.T) {
-		fifo, big := hostileTokenFiles(t)
-		for _, c := range []struct{ name, want string }{{fifo, "a FIFO"}, {big, "larger than"}} {
-			siteServeRefused(t, []string{"--token-file", c.name}, "/", "--token-file", c.name, c.want)
+		for _, c := range testenv.HostileFiles(t) {
+			siteServeRefused(t, []string{"--token-file", c.Path}, "/", "--token-file", c.Path, c.Want)
 		}
 	})
 	// The same holds for site serve's --config file.
 	t.Run("site serve --config", func(t *testing.T) {
-		fifo, big := hostileTokenFiles(t)
-		for _, c := range []struct{ name, want string }{{fifo, "a FIFO"}, {big, "larger than"}} {
-			siteServeRefused(t, []string{"--config", c.name}, "/", "--config", c.name, c.want)
+		for _, c := range testenv.HostileFiles(t) {
+			siteServeRefused(t, []string{"--config", c.Path}, "/", "--config", c.Path, c.Want)
 		}
 	})
 }
@@ -92,32 +82,4 @@ func siteServeRefused(t *testing.T, extra []string, get string, want ...string) 
 			return
 		}
 	}
-}
-
-// hostileTokenFiles makes, in a fresh directory, a FIFO and a 2 MiB file,
-// each named as a token file by mistake or by someone else: a read must
-// fail at once naming the file ("a FIFO", "larger than"), not wait for a
-// writer or take the file whole. So that a reader that does wait fails
-// the test rather than hanging it, a writer comes along after a while and
-// hands the FIFO "late-token".
-func hostileTokenFiles(t *testing.T) (fifo, big string) {
-	t.Helper()
-	dir := t.TempDir()
-	fifo, big = filepath.Join(dir, "fifo"), filepath.Join(dir, "big")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(big, bytes.Repeat([]byte("t"), 2<<20), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	late := time.AfterFunc(3*time.Second, func() {
-		// Non-blocking: with no reader waiting (the read refused the
-		// FIFO), there is no one to hand it to.
-		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Write([]byte("late-token\n"))
-			f.Close()
-		}
-	})
-	t.Cleanup(func() { late.Stop() })
-	return fifo, big
 }
