@@ -26,49 +26,9 @@ func TestDocsNameRealIdentifiers(t *testing.T) {
 			d = map[string]bool{}
 			decls[f.Name.Name] = d
 		}
-		for _, decl := range f.Decls {
-			switch decl := decl.(type) {
-			case *ast.FuncDecl:
-				if decl.Recv != nil && len(decl.Recv.List) > 0 {
-					if r := recvName(decl.Recv.List[0].Type); r != "" {
-						d[r+"."+decl.Name.Name] = true
-					}
-					d["."+decl.Name.Name] = true // a method, cited as `pkg.Method`
-					continue
-				}
-				d[decl.Name.Name] = true
-			case *ast.GenDecl:
-				for _, s := range decl.Specs {
-					switch s := s.(type) {
-					case *ast.TypeSpec:
-						d[s.Name.Name] = true
-						var fields *ast.FieldList
-						switch ty := s.Type.(type) {
-						case *ast.StructType:
-							fields = ty.Fields
-						case *ast.InterfaceType:
-							fields = ty.Methods
-						}
-						if fields != nil {
-							for _, fl := range fields.List {
-								for _, n := range fl.Names {
-									d[s.Name.Name+"."+n.Name] = true
-								}
-								if len(fl.Names) == 0 { // embedded: its name is its type's
-									if n := recvName(fl.Type); n != "" {
-										d[s.Name.Name+"."+n] = true
-									}
-								}
-							}
-						}
-					case *ast.ValueSpec:
-						for _, n := range s.Names {
-							d[n.Name] = true
-						}
-					}
-				}
-			}
-		}
+		// A bare member counts for a method only (`pkg.Method`): a
+		// field is cited through its type.
+		declare(d, f, false)
 	})
 	delete(decls, "main") // every command's package is main: no one package to look in
 

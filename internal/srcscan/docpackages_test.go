@@ -30,15 +30,17 @@ func modulePackages(t *testing.T) map[string]map[string]bool {
 			d = map[string]bool{}
 			pkgs[dir] = d
 		}
-		declare(d, f)
+		declare(d, f, true)
 	})
 	return pkgs
 }
 
 // declare adds the names f declares to d: functions, types, variables and
 // constants by name, methods and fields and interface methods as
-// Type.Member and as .Member (a row may cite a method or field bare).
-func declare(d map[string]bool, f *ast.File) {
+// Type.Member, methods also as .Member (a doc may cite a method bare), and
+// with bareFields fields and interface methods as .Member too (a row may
+// cite a field bare).
+func declare(d map[string]bool, f *ast.File, bareFields bool) {
 	for _, decl := range f.Decls {
 		switch decl := decl.(type) {
 		case *ast.FuncDecl:
@@ -68,7 +70,9 @@ func declare(d map[string]bool, f *ast.File) {
 					for _, fl := range fields.List {
 						for _, n := range fl.Names {
 							d[s.Name.Name+"."+n.Name] = true
-							d["."+n.Name] = true // a field, cited bare: `Msg`
+							if bareFields {
+								d["."+n.Name] = true // a field, cited bare: `Msg`
+							}
 						}
 						if len(fl.Names) == 0 {
 							if n := recvName(fl.Type); n != "" {

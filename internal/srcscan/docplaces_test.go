@@ -121,7 +121,7 @@ func parsePlaced(path string) *placedFile {
 		return &placedFile{err: err}
 	}
 	pf := &placedFile{pkg: f.Name.Name, decls: map[string]bool{}, types: map[string]bool{}}
-	declare(pf.decls, f)
+	declare(pf.decls, f, true)
 	for _, d := range f.Decls {
 		if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.TYPE {
 			for _, s := range g.Specs {
