@@ -5,13 +5,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 )
 
 // TestSiteServeSecretsInsideSiteRefused: `site serve` answers GET for any
@@ -56,39 +53,44 @@ func TestSiteServeSecretsInsideSiteRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, outside := exampleSiteDir(t, ""), t.TempDir()
 			extra, get, want := tc.setup(t, dir, outside)
-			port := freePort(t)
-			args := append([]string{"site", "serve", dir, "-p", fmt.Sprint(port), "--isolation", "software", "--no-init"}, extra...)
-			cmd := exec.Command(binary, args...)
-			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-			logs := &syncbuf.Buffer{}
-			cmd.Stderr = logs
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan struct{})
-			go func() { cmd.Wait(); close(exited) }()
-			defer func() { cmd.Process.Kill(); <-exited }()
-			url := fmt.Sprintf("http://127.0.0.1:%d/%s", port, get)
-			for ; ; time.Sleep(10 * time.Millisecond) {
-				select {
-				case <-exited:
-					errOut := logs.String()
-					if code := cmd.ProcessState.ExitCode(); code != 1 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 ||
-						!strings.Contains(errOut, want) || !strings.Contains(errOut, "inside the tool site "+dir) {
-						t.Errorf("exit %d, stderr %q; want one line naming %q and the site %s", code, errOut, want, dir)
-					}
-					return
-				default:
-				}
-				req, _ := http.NewRequest(http.MethodGet, url, nil)
-				req.Header.Set("Authorization", "Bearer site-token-42")
-				if resp, err := http.DefaultClient.Do(req); err == nil {
-					b, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					t.Fatalf("site serve %v started; GET /%s answered %d %q", extra, get, resp.StatusCode, b)
-				}
-			}
+			siteServeRefused(t, dir, extra, "/"+get, want, "inside the tool site "+dir)
 		})
+	}
+}
+
+// siteServeRefused runs site serve on dir (a copy of the example site)
+// with extra flags and requires that it stops at start, exit 1, with one
+// line holding each of want. A server that starts anyway fails the test
+// with what GET get (with the bearer token the tests' token files hold)
+// answered.
+func siteServeRefused(t *testing.T, dir string, extra []string, get string, want ...string) {
+	t.Helper()
+	port := freePort(t)
+	args := append([]string{"site", "serve", dir, "-p", fmt.Sprint(port), "--isolation", "software", "--no-init"}, extra...)
+	cmd, logs, exited := startBinary(t, "", args...)
+	defer func() { cmd.Process.Kill(); <-exited }()
+	for ; ; time.Sleep(10 * time.Millisecond) {
+		select {
+		case <-exited:
+			errOut := logs.String()
+			ok := cmd.ProcessState.ExitCode() == 1 && strings.Count(strings.TrimSpace(errOut), "\n") == 0
+			for _, w := range want {
+				ok = ok && strings.Contains(errOut, w)
+			}
+			if !ok {
+				t.Errorf("site serve %v: exit %d, stderr %q; want one line holding %q", extra, cmd.ProcessState.ExitCode(), errOut, want)
+			}
+			return
+		default:
+		}
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", port, get), nil)
+		req.Header.Set("Authorization", "Bearer site-token-42")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			t.Errorf("site serve %v started; GET %s answered %d %q", extra, get, resp.StatusCode, b)
+			return
+		}
 	}
 }
 

@@ -36,20 +36,30 @@ func exampleSiteDir(t *testing.T, toml string) string {
 	return dir
 }
 
-// startSite runs `agent-backend args...` in dir (a `site serve`) and
-// returns its base URL, once it answers on port, and its log.
-func startSite(t *testing.T, dir string, port int, args ...string) (string, *syncbuf.Buffer) {
+// startBinary starts `agent-backend args...` in dir ("": the test's own)
+// with only PATH and a fresh HOME in its environment and its stderr in
+// logs; exited is closed once it has ended and been waited for. Stopping
+// it is the caller's.
+func startBinary(t *testing.T, dir string, args ...string) (cmd *exec.Cmd, logs *syncbuf.Buffer, exited chan struct{}) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd = exec.Command(binary, args...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	logs := &syncbuf.Buffer{}
+	logs = &syncbuf.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
+	exited = make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
+	return cmd, logs, exited
+}
+
+// startSite runs `agent-backend args...` in dir (a `site serve`) and
+// returns its base URL, once it answers on port, and its log.
+func startSite(t *testing.T, dir string, port int, args ...string) (string, *syncbuf.Buffer) {
+	t.Helper()
+	cmd, logs, exited := startBinary(t, dir, args...)
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
