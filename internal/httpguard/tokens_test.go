@@ -214,6 +214,10 @@ func TestLoadTokensRefusesUnsafeFiles(t *testing.T) {
 		// A group other than root's (nogroup): internal/opfile allows
 		// group write by root's group, whose members are root's.
 		os.Chown(open, 0, 65534)
+	} else {
+		// The user's own group may be a private one, which the rule
+		// allows: others write it instead.
+		os.Chmod(open, 0o777)
 	}
 	inOpen := filepath.Join(open, "tokens.json")
 	os.WriteFile(inOpen, body, 0o600)

@@ -123,8 +123,11 @@ func read(name string, max int64, modes bool) ([]byte, error) {
 // Writable by the group is allowed when the group is root's (gid 0): the
 // group of root-owned files in container images (OpenShift runs an image
 // as an arbitrary uid in group 0 and has its files made g=u), whose
-// members on a host are root's. A name that does not exist yet is judged
-// by the directories that do.
+// members on a host are root's. It is allowed too when the group is the
+// owner's private group (privateGroup): under umask 002 (Debian's and
+// Ubuntu's user private groups) a user's checkout is group-writable by a
+// group of that user alone. A name that does not exist yet is judged by
+// the directories that do.
 func CheckModes(name string) error {
 	abs, err := filepath.Abs(name)
 	if err != nil {
@@ -232,12 +235,59 @@ func writers(fi fs.FileInfo) string {
 		return "others"
 	}
 	if m&0o020 != 0 {
-		if _, gid, ok := owner(fi); !ok || gid != 0 {
+		if uid, gid, ok := owner(fi); !ok || gid != 0 && !privateGroup(uid, gid) {
 			return fmt.Sprintf("group %d", gid)
 		}
 	}
 	return ""
 }
+
+// privateGroup reports whether gid is uid's user private group: the group
+// named as the user and the user's primary group, with no members listed
+// in the group file and no other user's primary group in the passwd file.
+// Whoever belongs to it is the user. The files are read at each judgement
+// (a member added later counts); false when either cannot be read, or
+// names the user or group nowhere (a directory service's).
+func privateGroup(uid, gid int) bool {
+	passwd, err := ReadRegular(passwdFile, 16<<20)
+	if err != nil {
+		return false
+	}
+	group, err := ReadRegular(groupFile, 16<<20)
+	if err != nil {
+		return false
+	}
+	u, g := strconv.Itoa(uid), strconv.Itoa(gid)
+	name := ""
+	for _, line := range strings.Split(string(passwd), "\n") {
+		f := strings.Split(line, ":") // name:password:uid:gid:…
+		if len(f) < 4 || f[3] != g {
+			continue
+		}
+		if f[2] != u {
+			return false // another user's primary group too
+		}
+		name = f[0]
+	}
+	if name == "" {
+		return false // not the user's primary group
+	}
+	named := false
+	for _, line := range strings.Split(string(group), "\n") {
+		f := strings.Split(line, ":") // name:password:gid:members
+		if len(f) < 4 || f[2] != g {
+			continue
+		}
+		if f[0] != name || strings.TrimSpace(f[3]) != "" {
+			return false // another name, or members listed
+		}
+		named = true
+	}
+	return named
+}
+
+// passwdFile and groupFile are the system's; tests point them elsewhere.
+var passwdFile, groupFile = "/etc/passwd", "/etc/group"
 
 // who names a uid: "uid 65534 (nobody)", or "uid 1234" when it has no name.
 func who(uid int) string {

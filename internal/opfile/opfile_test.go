@@ -226,7 +226,84 @@ func groupWritable(t *testing.T, p string) string {
 	if os.Getegid() == 0 && os.Geteuid() != 0 {
 		t.Skip("needs a group other than root's: this user's group is root's")
 	}
+	if os.Geteuid() != 0 {
+		// The user's own group may be a private one, which the rule
+		// allows: a group file that names it nowhere makes it not.
+		fakeAccounts(t, "", "")
+	}
 	return p
+}
+
+// fakeAccounts points the rule's passwd and group files at ones holding
+// passwd and group, until the test ends.
+func fakeAccounts(t *testing.T, passwd, group string) {
+	t.Helper()
+	dir := t.TempDir()
+	pw, gr := filepath.Join(dir, "passwd"), filepath.Join(dir, "group")
+	if err := os.WriteFile(pw, []byte(passwd), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gr, []byte(group), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	oldPw, oldGr := passwdFile, groupFile
+	passwdFile, groupFile = pw, gr
+	t.Cleanup(func() { passwdFile, groupFile = oldPw, oldGr })
+}
+
+// TestPrivateGroupMayWrite: under umask 002 a user's files are writable by
+// the user's private group (named as the user, the user's primary group,
+// no one else in it), which the rule allows; a group with members listed,
+// another name, or another user's primary group too, is refused.
+func TestPrivateGroupMayWrite(t *testing.T) {
+	const passwd = "root:x:0:0:root:/root:/bin/sh\nalice:x:1000:1000::/home/alice:/bin/sh\nbob:x:1001:1001::/home/bob:/bin/sh\ncarol:x:1002:1001::/home/carol:/bin/sh\n"
+	for _, tc := range []struct {
+		name     string
+		group    string
+		uid, gid int
+		private  bool
+	}{
+		{"alice's private group", "root:x:0:\nalice:x:1000:\n", 1000, 1000, true},
+		{"a member listed", "alice:x:1000:bob\n", 1000, 1000, false},
+		{"another name", "staff:x:1000:\n", 1000, 1000, false},
+		{"not in the group file", "root:x:0:\n", 1000, 1000, false},
+		{"another user's primary group too", "bob:x:1001:\n", 1001, 1001, false},
+		{"not the user's primary group", "bob:x:1001:\n", 1000, 1001, false},
+	} {
+		fakeAccounts(t, passwd, tc.group)
+		if got := privateGroup(tc.uid, tc.gid); got != tc.private {
+			t.Errorf("%s: privateGroup = %v", tc.name, got)
+		}
+	}
+	passwdFile = filepath.Join(t.TempDir(), "missing")
+	if privateGroup(1000, 1000) {
+		t.Error("an unreadable passwd file: privateGroup = true")
+	}
+
+	// End to end, as root (who may give a file any group): a token file
+	// group-writable by its owner's private group reads; the same once the
+	// group lists a member is refused.
+	if os.Geteuid() != 0 {
+		return
+	}
+	p := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(p, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(p, 0, 4242); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o620); err != nil {
+		t.Fatal(err)
+	}
+	fakeAccounts(t, "root:x:0:4242:root:/root:/bin/sh\n", "root:x:4242:\n")
+	if _, err := Read(p, 1<<10); err != nil {
+		t.Errorf("group-writable by root's private group: %v", err)
+	}
+	fakeAccounts(t, "root:x:0:4242:root:/root:/bin/sh\n", "root:x:4242:mallory\n")
+	if _, err := Read(p, 1<<10); err == nil || !strings.Contains(err.Error(), "writable by its group or by others (mode 0620, group 4242 may write it)") {
+		t.Errorf("group-writable by a group with a member: %v", err)
+	}
 }
 
 // nobody is the uid and gid of the tests' other user (nobody, nogroup on
