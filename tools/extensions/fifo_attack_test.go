@@ -4,40 +4,27 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // TestAttackExtensionFileNotRegular: a FIFO named x.star in the extensions
 // directory is no extension, and a file that load()s one fails at once,
 // naming it: neither holds Start (the daemon's start) or a reload until
-// someone writes to the FIFO. A writer comes along after a while, so that
-// a read that waits fails the test rather than hanging it.
+// someone writes to the FIFO (testenv.FIFO's late writer).
 func TestAttackExtensionFileNotRegular(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "hang.star")
 	lib := filepath.Join(dir, "lib.star")
-	for _, p := range []string{fifo, lib} {
-		if err := syscall.Mkfifo(p, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.FIFO(t, fifo, "x = 1\n")
+	testenv.FIFO(t, lib, "x = 1\n")
 	if err := os.WriteFile(filepath.Join(dir, "uses.star"), []byte(`load("lib.star", "x")
 def describe_extension():
     return {"name": "uses", "version": "1", "description": "d", "tools": []}
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	late := time.AfterFunc(3*time.Second, func() {
-		for _, p := range []string{fifo, lib} {
-			if f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-				f.Write([]byte("x = 1\n"))
-				f.Close()
-			}
-		}
-	})
-	defer late.Stop()
 	f := startIn(t, dir, nil)
 	got := map[string]Health{}
 	for _, h := range f.p.Health() {
