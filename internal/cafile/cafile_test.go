@@ -10,9 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 // TestConfig: the file's certificate is the one root the configuration
@@ -82,26 +82,16 @@ func TestConfig(t *testing.T) {
 }
 
 // TestConfigNeitherWaitsNorSwallows: --ca naming a FIFO fails at once
-// instead of holding the command until someone writes (a writer comes
-// along after a while, so that a read that waits fails the test rather
-// than hanging it), and a file over MaxFile fails instead of being read
+// instead of holding the command until someone writes (testenv.FIFO's
+// late writer), and a file over MaxFile fails instead of being read
 // whole; each error names --ca and the file.
 func TestConfigNeitherWaitsNorSwallows(t *testing.T) {
 	dir := t.TempDir()
 	fifo, big := filepath.Join(dir, "fifo"), filepath.Join(dir, "big.pem")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testenv.FIFO(t, fifo, "not a certificate\n")
 	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), MaxFile+1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	late := time.AfterFunc(3*time.Second, func() {
-		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Write([]byte("not a certificate\n"))
-			f.Close()
-		}
-	})
-	defer late.Stop()
 	for _, tc := range []struct{ path, want string }{
 		{fifo, "--ca " + fifo + ": cannot read: not a regular file (a FIFO)"},
 		{big, "--ca " + big + ": cannot read: larger than"},

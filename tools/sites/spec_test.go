@@ -10,10 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 	"unicode/utf8"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
 
 func mustSpecs(t *testing.T, page string) []Spec {
@@ -320,26 +320,16 @@ func FuzzFrontmatterFormsAgree(f *testing.F) {
 }
 
 // TestLoadEnvFileNeitherWaitsNorSwallows: an env file that is a FIFO is
-// refused at once instead of holding the start (a writer comes along after
-// a while, so that a read that waits fails the test rather than hanging
-// it), and one over MaxEnvFileBytes is refused before it is read whole;
+// refused at once instead of holding the start (testenv.FIFO's late
+// writer), and one over MaxEnvFileBytes is refused before it is read whole;
 // each error names the file.
 func TestLoadEnvFileNeitherWaitsNorSwallows(t *testing.T) {
 	dir := t.TempDir()
 	fifo, big := filepath.Join(dir, "fifo.env"), filepath.Join(dir, "big.env")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testenv.FIFO(t, fifo, "A=late\n")
 	if err := os.WriteFile(big, bytes.Repeat([]byte("#\n"), MaxEnvFileBytes), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	late := time.AfterFunc(3*time.Second, func() {
-		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Write([]byte("A=late\n"))
-			f.Close()
-		}
-	})
-	defer late.Stop()
 	for _, c := range []struct{ name, want string }{{fifo, "not a regular file (a FIFO)"}, {big, "larger than"}} {
 		if env, err := LoadEnvFile(c.name); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.name) {
 			t.Errorf("LoadEnvFile(%s): %v, %v; want an error naming the file and %q", c.name, env, err, c.want)
