@@ -3,7 +3,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/internal/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -375,27 +375,13 @@ func commandCgroupName(name string) bool {
 // cgroupMount finds the mount point of the cgroup2 file system (v2) or of
 // the v1 hierarchy with the pids controller, and the cgroup path at its
 // root (not "/" when a subtree is bind-mounted, as in some containers).
-func cgroupMount(mountinfo []byte, v2 bool) (mount [2]string, err error) {
-	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
-	for sc.Scan() {
-		// id parent maj:min root mountpoint options [optional...] - fstype source superoptions
-		f := strings.Fields(sc.Text())
-		sep := -1
-		for i, x := range f {
-			if x == "-" {
-				sep = i
-				break
-			}
+func cgroupMount(table []byte, v2 bool) (mount [2]string, err error) {
+	for _, m := range mountinfo.Parse(table) {
+		if v2 && m.FSType == "cgroup2" {
+			return [2]string{m.Point, m.Root}, nil
 		}
-		if sep < 5 || len(f) < sep+4 {
-			continue
-		}
-		fstype, super := f[sep+1], f[sep+3]
-		if v2 && fstype == "cgroup2" {
-			return [2]string{unescapeMount(f[4]), f[3]}, nil
-		}
-		if !v2 && fstype == "cgroup" && hasOption(super, "pids") {
-			return [2]string{unescapeMount(f[4]), f[3]}, nil
+		if !v2 && m.FSType == "cgroup" && hasOption(m.Super, "pids") {
+			return [2]string{m.Point, m.Root}, nil
 		}
 	}
 	if v2 {
@@ -411,25 +397,6 @@ func hasOption(opts, want string) bool {
 		}
 	}
 	return false
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // cgroupHome is the directory of the daemon's own cgroup in the hierarchy

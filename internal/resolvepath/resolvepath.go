@@ -11,9 +11,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/agentbe/agentbe-daemon/internal/mountinfo"
 )
 
 // maxLinks bounds the symlinks followed while resolving one path (Linux's
@@ -136,54 +137,22 @@ func Within(dir, p string) (bool, error) {
 // mountInfo is this process's mount table.
 const mountInfo = "/proc/self/mountinfo"
 
-// mount is one line of the mount table: the filesystem's device, the
-// directory of that filesystem mounted (its root, "/" for the whole), and
-// where.
-type mount struct{ dev, root, point string }
-
 // readMounts reads the mount table at name (proc(5)'s mountinfo format).
-func readMounts(name string) ([]mount, error) {
+func readMounts(name string) ([]mountinfo.Mount, error) {
 	data, err := os.ReadFile(name)
 	if err != nil {
 		return nil, err
 	}
-	var out []mount
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		out = append(out, mount{dev: f[2], root: unescapeMount(f[3]), point: unescapeMount(f[4])})
-	}
-	return out, nil
-}
-
-// unescapeMount undoes the table's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return mountinfo.Parse(data), nil
 }
 
 // onFilesystem places the resolved path p on its filesystem: the device
 // of the mount it lies in (the deepest mount point above it, the last
 // mounted of those there) and its path from that filesystem's root.
-func onFilesystem(p string, mounts []mount) (dev, path string, ok bool) {
+func onFilesystem(p string, mounts []mountinfo.Mount) (dev, path string, ok bool) {
 	best := -1
 	for i, m := range mounts {
-		if under(m.point, p) && (best < 0 || len(m.point) >= len(mounts[best].point)) {
+		if under(m.Point, p) && (best < 0 || len(m.Point) >= len(mounts[best].Point)) {
 			best = i
 		}
 	}
@@ -191,11 +160,11 @@ func onFilesystem(p string, mounts []mount) (dev, path string, ok bool) {
 		return "", "", false
 	}
 	m := mounts[best]
-	rel, err := filepath.Rel(m.point, p)
+	rel, err := filepath.Rel(m.Point, p)
 	if err != nil {
 		return "", "", false
 	}
-	return m.dev, filepath.Join(m.root, rel), true
+	return m.Dev, filepath.Join(m.Root, rel), true
 }
 
 // under reports whether the clean absolute path p is dir or below it.

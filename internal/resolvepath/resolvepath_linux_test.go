@@ -81,7 +81,7 @@ func TestMountTableEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms, err := readMounts(p)
-	if err != nil || len(ms) != 1 || ms[0].root != "/srv/my site" || ms[0].point != "/mnt/a b" || ms[0].dev != "98:0" {
+	if err != nil || len(ms) != 1 || ms[0].Root != "/srv/my site" || ms[0].Point != "/mnt/a b" || ms[0].Dev != "98:0" {
 		t.Fatalf("readMounts: %+v, %v", ms, err)
 	}
 	if dev, path, ok := onFilesystem("/mnt/a b/x", ms); !ok || dev != "98:0" || path != "/srv/my site/x" {
