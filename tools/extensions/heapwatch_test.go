@@ -42,13 +42,8 @@ func TestHeapWatchJudgesLiveNotGarbage(t *testing.T) {
 
 	w := newHeapWatch(limit)
 	w.lastGC = time.Now() // as if the watch had just collected
-	th := &starlark.Thread{Name: "probe"}
-	unwatch := w.watch(th)
+	cancelled, unwatch := watchedProbe(w)
 	defer unwatch()
-	cancelled := func() bool {
-		_, err := starlark.ExecFileOptions(&syntax.FileOptions{}, th, "probe.star", "x = 1\n", nil)
-		return err != nil && strings.Contains(err.Error(), "cancelled")
-	}
 	for range room >> 20 { // garbage: the heap's objects pass the limit
 		heapSink = make([]byte, 1<<20)
 	}
@@ -116,13 +111,8 @@ func TestHeapWatchJudgesStacksInUse(t *testing.T) {
 	}
 
 	w := newHeapWatch(limit)
-	th := &starlark.Thread{Name: "probe"}
-	unwatch := w.watch(th)
+	cancelled, unwatch := watchedProbe(w)
 	defer unwatch()
-	cancelled := func() bool {
-		_, err := starlark.ExecFileOptions(&syntax.FileOptions{}, th, "probe.star", "x = 1\n", nil)
-		return err != nil && strings.Contains(err.Error(), "cancelled")
-	}
 	time.Sleep(250 * time.Millisecond) // ticks of the watch, and its collections
 	if cancelled() {
 		t.Fatal("the watch cancelled a call for stack memory reserved but not in use")
@@ -138,4 +128,15 @@ func TestHeapWatchJudgesStacksInUse(t *testing.T) {
 			t.Fatal("a stack in use past the limit did not cancel the call")
 		}
 	}
+}
+
+// watchedProbe starts w watching a fresh thread; cancelled runs a line on
+// it and reports that the watch cancelled it.
+func watchedProbe(w *heapWatch) (cancelled func() bool, unwatch func()) {
+	th := &starlark.Thread{Name: "probe"}
+	unwatch = w.watch(th)
+	return func() bool {
+		_, err := starlark.ExecFileOptions(&syntax.FileOptions{}, th, "probe.star", "x = 1\n", nil)
+		return err != nil && strings.Contains(err.Error(), "cancelled")
+	}, unwatch
 }
