@@ -27,19 +27,7 @@ func TestReadRefusesWhatIsNotAnOperatorFile(t *testing.T) {
 		}
 		return p
 	}
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sparse := filepath.Join(dir, "sparse")
-	f, err := os.Create(sparse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(1 << 30); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	fifo, sparse := fifoAndSparse(t, dir)
 	open := filepath.Join(dir, "open")
 	if err := os.Mkdir(open, 0o700); err != nil {
 		t.Fatal(err)
@@ -178,19 +166,7 @@ func TestReadKubernetesSecretVolume(t *testing.T) {
 // they may write, reads whole.
 func TestReadRegular(t *testing.T) {
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sparse := filepath.Join(dir, "sparse")
-	f, err := os.Create(sparse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(1 << 30); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	fifo, sparse := fifoAndSparse(t, dir)
 	for _, c := range []struct{ path, want string }{
 		{fifo, "not a regular file (a FIFO)"},
 		{"/dev/zero", "not a regular file (a character device)"},
@@ -428,4 +404,25 @@ func TestReadJudgesEveryDirectoryOnTheWay(t *testing.T) {
 	if _, err := Read(name, 1024); err == nil || !strings.Contains(err.Error(), "lies in "+open) {
 		t.Fatalf("Read through a link in an open directory: %v", err)
 	}
+}
+
+// fifoAndSparse makes in dir a FIFO with no writer (a read that waits
+// waits for ever) and a 1 GiB sparse file (a read that takes it whole
+// takes 1 GiB), each to be refused at once.
+func fifoAndSparse(t *testing.T, dir string) (fifo, sparse string) {
+	t.Helper()
+	fifo = filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sparse = filepath.Join(dir, "sparse")
+	f, err := os.Create(sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return fifo, sparse
 }
