@@ -126,8 +126,9 @@ func read(name string, max int64, modes bool) ([]byte, error) {
 // members on a host are root's. It is allowed too when the group is the
 // owner's private group (privateGroup): under umask 002 (Debian's and
 // Ubuntu's user private groups) a user's checkout is group-writable by a
-// group of that user alone. A name that does not exist yet is judged by
-// the directories that do.
+// group of that user alone. A POSIX ACL's named user or group that may
+// write counts as a writer too (aclWriters). A name that does not exist
+// yet is judged by the directories that do.
 func CheckModes(name string) error {
 	abs, err := filepath.Abs(name)
 	if err != nil {
@@ -209,7 +210,7 @@ func ownerOK(path string, fi fs.FileInfo, euid int, isFile bool) error {
 // fileModeOK refuses a file its group (other than root's) or others may
 // write.
 func fileModeOK(path string, fi fs.FileInfo) error {
-	if w := writers(fi); w != "" {
+	if w := writers(path, fi); w != "" {
 		return fmt.Errorf("is writable by its group or by others (mode %04o, %s may write it): whoever can write it can grant themselves rights; chmod go-w %s", fi.Mode().Perm(), w, path)
 	}
 	return nil
@@ -221,26 +222,33 @@ func dirOK(dir string, fi fs.FileInfo, euid int) error {
 	if err := ownerOK(dir, fi, euid, false); err != nil {
 		return err
 	}
-	if w := writers(fi); w != "" && fi.Mode()&fs.ModeSticky == 0 {
+	if w := writers(dir, fi); w != "" && fi.Mode()&fs.ModeSticky == 0 {
 		return fmt.Errorf("lies in %s, which its group or others may write (mode %04o, %s may write it) without the sticky bit: whoever can write there can replace the file; chmod go-w %s, or move the file", dir, fi.Mode().Perm(), w, dir)
 	}
 	return nil
 }
 
-// writers says who other than the owner may write fi: "others", or "group
-// N" when the group may and is not root's; "" when no one.
-func writers(fi fs.FileInfo) string {
+// writers says who other than the owner may write fi, at path: "others",
+// "group N" when the group may and is not root's or the owner's private
+// group, or a user or group a POSIX ACL lets write it (aclWriters: with an
+// ACL the group bits are the ACL's mask, which shows write whenever a named
+// user or group may write); "" when no one.
+func writers(path string, fi fs.FileInfo) string {
 	m := fi.Mode().Perm()
 	if m&0o002 != 0 {
 		return "others"
 	}
 	if m&0o020 != 0 {
-		if uid, gid, ok := owner(fi); !ok || gid != 0 && !privateGroup(uid, gid) {
+		uid, gid, ok := owner(fi)
+		if !ok || gid != 0 && !privateGroup(uid, gid) {
 			return fmt.Sprintf("group %d", gid)
 		}
+		return aclWriters(path, uid)
 	}
 	return ""
 }
+
+func euid() int { return os.Geteuid() }
 
 // privateGroup reports whether gid is uid's user private group: the group
 // named as the user and the user's primary group, with no members listed

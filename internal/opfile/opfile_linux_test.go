@@ -2,6 +2,8 @@ package opfile
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestNotRegularIsNeverOpened: a name that is a FIFO or a device is
@@ -100,5 +104,84 @@ func TestReadRegularBoundsAndGeneratedFiles(t *testing.T) {
 	os.Symlink("/proc/self/fd/"+strconv.Itoa(int(r.Fd())), stdin)
 	if _, err := ReadRegular(stdin, 100); err == nil || !strings.Contains(err.Error(), "a FIFO") {
 		t.Errorf("a symlink to a pipe (as /dev/stdin is): %v", err)
+	}
+}
+
+// setACL gives p a POSIX access ACL (system.posix_acl_access): owner rw
+// (rwx for a directory), the named user uid the same, the owning group
+// and others read, and a mask that lets the named user write, so the
+// mode's group bits (the mask) show write. It skips where the file system
+// takes no ACL.
+func setACL(t *testing.T, p string, uid uint32, dir bool) {
+	t.Helper()
+	rw := uint16(6)
+	if dir {
+		rw = 7
+	}
+	const undefined = 0xffffffff
+	b := binary.LittleEndian.AppendUint32(nil, 2)
+	for _, e := range []struct {
+		tag, perm uint16
+		id        uint32
+	}{
+		{0x01, rw, undefined}, // ACL_USER_OBJ
+		{0x02, rw, uid},       // ACL_USER
+		{0x04, 4, undefined},  // ACL_GROUP_OBJ r
+		{0x10, rw, undefined}, // ACL_MASK
+		{0x20, 4, undefined},  // ACL_OTHER r
+	} {
+		b = binary.LittleEndian.AppendUint16(b, e.tag)
+		b = binary.LittleEndian.AppendUint16(b, e.perm)
+		b = binary.LittleEndian.AppendUint32(b, e.id)
+	}
+	if err := unix.Setxattr(p, "system.posix_acl_access", b, 0); err != nil {
+		if errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EOPNOTSUPP) {
+			t.Skipf("the file system of %s takes no POSIX ACL: %v", p, err)
+		}
+		t.Fatal(err)
+	}
+}
+
+// TestReadRefusesWriteGrantedByAnACL: a POSIX ACL lets a named user write
+// a file or directory without a mode bit of its own; the mode's group bits
+// then show the ACL's mask. A file, or a directory on its path, whose
+// owning group is one the rule allows to write (root's, or the owner's
+// private group) but whose ACL lets nobody write, is refused naming that
+// user; the same ACL naming the owner itself reads.
+func TestReadRefusesWriteGrantedByAnACL(t *testing.T) {
+	me := os.Geteuid()
+	// The owning group of the test's files is one the rule allows: root's
+	// as root, otherwise this user's, made its private group.
+	if me != 0 {
+		name := "me" + strconv.Itoa(me)
+		fakeAccounts(t, name+":x:"+strconv.Itoa(me)+":"+strconv.Itoa(os.Getegid())+"::/:/bin/sh\n", name+":x:"+strconv.Itoa(os.Getegid())+":\n")
+	}
+	for _, where := range []string{"file", "directory"} {
+		dir := filepath.Join(t.TempDir(), "d")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "approvals.json")
+		if err := os.WriteFile(p, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		target := p
+		if where == "directory" {
+			target = dir
+		}
+		if os.Geteuid() == 0 {
+			if err := os.Chown(target, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setACL(t, target, uint32(me), where == "directory")
+		if _, err := Read(p, 1<<10); err != nil {
+			t.Errorf("%s: an ACL naming the owner itself: %v", where, err)
+		}
+		setACL(t, target, nobody, where == "directory")
+		_, err := Read(p, 1<<10)
+		if err == nil || !strings.Contains(err.Error(), "user 65534 through an ACL may write it") {
+			t.Errorf("%s: an ACL letting nobody write: %v, want a refusal naming user 65534 through an ACL", where, err)
+		}
 	}
 }
