@@ -130,9 +130,16 @@ func read(name string, max int64, modes bool) ([]byte, error) {
 // write counts as a writer too (aclWriters). A name that does not exist
 // yet is judged by the directories that do.
 func CheckModes(name string) error {
-	abs, err := filepath.Abs(name)
-	if err != nil {
-		return err
+	// The name is walked as given, not cleaned (filepath.Abs would clean
+	// it): in link/../x the ".." is taken from where link leads, as the
+	// open takes it, and cleaning would judge another file.
+	abs := name
+	if !filepath.IsAbs(name) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		abs = wd + string(filepath.Separator) + name
 	}
 	euid := os.Geteuid()
 	fi, err := os.Stat("/")

@@ -426,3 +426,46 @@ func fifoAndSparse(t *testing.T, dir string) (fifo, sparse string) {
 	f.Close()
 	return fifo, sparse
 }
+
+// TestDotDotAfterASymlinkIsJudgedWhereItLeads: in safe/link/../x.json,
+// where link points into a directory others may write, the open goes to
+// that directory's x.json (the kernel takes ".." from where the link
+// led), not to safe/x.json, which cleaning the name as text would give.
+// The walk judges the directory the open reaches, and refuses it.
+func TestDotDotAfterASymlinkIsJudgedWhereItLeads(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open")
+	if err := os.MkdirAll(filepath.Join(open, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(open, "x.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	safe := filepath.Join(dir, "safe")
+	if err := os.Mkdir(safe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(safe, "x.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(open, "sub"), filepath.Join(safe, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{
+		filepath.Join(safe, "link") + "/../x.json",
+		"link/../x.json", // relative: judged from the working directory
+	} {
+		if !filepath.IsAbs(name) {
+			t.Chdir(safe)
+		}
+		if _, err := Read(name, 1024); err == nil || !strings.Contains(err.Error(), "lies in "+open) {
+			t.Errorf("Read(%s), which opens %s/x.json: %v, want a refusal naming %s", name, open, err, open)
+		}
+	}
+	if _, err := Read(filepath.Join(safe, "x.json"), 1024); err != nil {
+		t.Errorf("Read(safe/x.json): %v", err)
+	}
+}
