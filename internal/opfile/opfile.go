@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -260,10 +261,53 @@ func euid() int { return os.Geteuid() }
 // privateGroup reports whether gid is uid's user private group: the group
 // named as the user and the user's primary group, with no members listed
 // in the group file and no other user's primary group in the passwd file.
-// Whoever belongs to it is the user. The files are read at each judgement
-// (a member added later counts); false when either cannot be read, or
-// names the user or group nowhere (a directory service's).
+// Whoever belongs to it is the user. The files are looked at at each
+// judgement (a member added later counts): the answer is kept while both
+// are the same files with the same size and modification time, so a
+// walk of many group-writable directories (a tool site's pages, each
+// judged per request, in a checkout made under umask 002) stats the two
+// files rather than reading and parsing them again at every element.
+// False when either cannot be read, or names the user or group nowhere
+// (a directory service's).
 func privateGroup(uid, gid int) bool {
+	pwFi, err1 := os.Stat(passwdFile)
+	grFi, err2 := os.Stat(groupFile)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	accounts.Lock()
+	defer accounts.Unlock()
+	if !sameStamp(accounts.passwd, pwFi) || !sameStamp(accounts.group, grFi) {
+		accounts.passwd, accounts.group, accounts.answers = pwFi, grFi, map[[2]int]bool{}
+	}
+	k := [2]int{uid, gid}
+	if v, ok := accounts.answers[k]; ok {
+		return v
+	}
+	v := readPrivateGroup(uid, gid)
+	accounts.answers[k] = v
+	return v
+}
+
+// accounts keeps privateGroup's answers for one version of the passwd and
+// group files.
+var accounts struct {
+	sync.Mutex
+	passwd, group fs.FileInfo
+	answers       map[[2]int]bool
+}
+
+func sameStamp(old, cur fs.FileInfo) bool {
+	return old != nil && os.SameFile(old, cur) && old.Size() == cur.Size() && old.ModTime().Equal(cur.ModTime())
+}
+
+// accountReads counts readPrivateGroup's reads of the two files (under
+// accounts' lock), for the tests.
+var accountReads int
+
+// readPrivateGroup is privateGroup's judgement, from the files as they are.
+func readPrivateGroup(uid, gid int) bool {
+	accountReads++
 	passwd, err := ReadRegular(passwdFile, 16<<20)
 	if err != nil {
 		return false

@@ -469,3 +469,29 @@ func TestDotDotAfterASymlinkIsJudgedWhereItLeads(t *testing.T) {
 		t.Errorf("Read(safe/x.json): %v", err)
 	}
 }
+
+// TestPrivateGroupReadsTheFilesOncePerVersion: a tool site judges each
+// page per request, and under umask 002 every directory on the way is
+// group-writable by the owner's private group, so privateGroup is asked
+// at every element of every page. The passwd and group files are read
+// once while they stay the same files, size and time; a member added to
+// the group (the file rewritten) is seen at the next judgement.
+func TestPrivateGroupReadsTheFilesOncePerVersion(t *testing.T) {
+	const passwd = "alice:x:1000:1000::/home/alice:/bin/sh\n"
+	fakeAccounts(t, passwd, "alice:x:1000:\n")
+	before := accountReads
+	for range 100 {
+		if !privateGroup(1000, 1000) {
+			t.Fatal("alice's private group: privateGroup = false")
+		}
+	}
+	if n := accountReads - before; n != 1 {
+		t.Errorf("100 judgements read the account files %d times, want once", n)
+	}
+	if err := os.WriteFile(groupFile, []byte("alice:x:1000:mallory\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if privateGroup(1000, 1000) {
+		t.Error("a member added to the group file: privateGroup = true")
+	}
+}
