@@ -22,6 +22,7 @@
 package opfile
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -174,7 +175,7 @@ func CheckModes(name string) error {
 		switch {
 		case fi.Mode()&fs.ModeSymlink != 0:
 			if hops++; hops > 40 {
-				return fmt.Errorf("%s: too many levels of symbolic links", abs)
+				return errors.New("too many levels of symbolic links (more than 40, as the kernel follows)")
 			}
 			target, err := os.Readlink(next)
 			if err != nil {

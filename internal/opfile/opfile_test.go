@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -493,5 +494,39 @@ func TestPrivateGroupReadsTheFilesOncePerVersion(t *testing.T) {
 	}
 	if privateGroup(1000, 1000) {
 		t.Error("a member added to the group file: privateGroup = true")
+	}
+}
+
+// TestSymlinkChainsAndLoops: a chain of 40 symlinks (what the kernel
+// follows) reads; 41, and a loop, are refused by the walk's own bound,
+// with a reason that does not repeat the name (the caller names it).
+func TestSymlinkChainsAndLoops(t *testing.T) {
+	dir := t.TempDir()
+	prev := filepath.Join(dir, "token")
+	if err := os.WriteFile(prev, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 41; i++ {
+		link := filepath.Join(dir, "c"+strconv.Itoa(i))
+		if err := os.Symlink(filepath.Base(prev), link); err != nil {
+			t.Fatal(err)
+		}
+		prev = link
+	}
+	if _, err := Read(filepath.Join(dir, "c40"), 1024); err != nil {
+		t.Errorf("a chain of 40 symlinks: %v", err)
+	}
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	if err := os.Symlink("b", a); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("a", b); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{filepath.Join(dir, "c41"), a} {
+		err := CheckModes(name)
+		if err == nil || !strings.Contains(err.Error(), "too many levels of symbolic links") || strings.Contains(err.Error(), dir) {
+			t.Errorf("CheckModes(%s): %v, want too many levels of symbolic links, without the name", name, err)
+		}
 	}
 }
