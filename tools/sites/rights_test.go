@@ -2,11 +2,14 @@ package sites
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbe/agentbe-daemon/internal/syncbuf"
 )
 
 // TestPagesOthersCanChangeRunNothing: a page's frontmatter says which
@@ -44,5 +47,25 @@ func TestPagesOthersCanChangeRunNothing(t *testing.T) {
 	}
 	if _, err := s.Run(context.Background(), "README.md", ls); status(err) != http.StatusForbidden {
 		t.Fatalf("a page nobody owns: %v, want 403", err)
+	}
+}
+
+// TestRefusedPagesDoNotFloodTheLog: the overview judges every page on
+// every GET, so any caller with the token repeats the refusal at will;
+// its warning is rate-limited (internal/ratelog): one line per interval,
+// however many refusals.
+func TestRefusedPagesDoNotFloodTheLog(t *testing.T) {
+	logs := &syncbuf.Buffer{}
+	s, dir := exampleSite(t, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	if err := os.Chmod(filepath.Join(dir, "README.md"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		if _, err := s.Run(context.Background(), "README.md", ActionRequest{Command: []string{"ls"}}); status(err) != http.StatusForbidden {
+			t.Fatalf("a world-writable page: %v, want 403", err)
+		}
+	}
+	if n := strings.Count(logs.String(), "a page another user could change runs nothing"); n != 1 {
+		t.Errorf("%d log lines for 50 refusals of one page, want 1:\n%s", n, logs)
 	}
 }

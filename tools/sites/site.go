@@ -22,6 +22,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/admit"
 	"github.com/agentbe/agentbe-daemon/internal/opfile"
+	"github.com/agentbe/agentbe-daemon/internal/ratelog"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/sandbox/policy"
@@ -116,6 +117,11 @@ type Site struct {
 
 	mu    sync.Mutex
 	pages map[string]cachedPage // parsed frontmatter, by page path
+
+	// othersCouldChange limits the warnings about pages judge refuses:
+	// the overview judges every page on every GET, so a line per refusal
+	// would let any caller fill the log.
+	othersCouldChange ratelog.Every
 }
 
 type cachedPage struct {
@@ -246,7 +252,7 @@ func (s *Site) ReadPage(ctx context.Context, p string) (page string, data []byte
 func (s *Site) judge(page string) error {
 	full := filepath.Join(s.ws.Root(), filepath.FromSlash(page))
 	if err := opfile.CheckModes(full); err != nil {
-		s.log.Error("site: a page another user could change runs nothing", "page", page, "err", fmt.Sprintf("%s: %v", full, err))
+		s.othersCouldChange.Warn(s.log, "site page others could change", "site: a page another user could change runs nothing", "page", page, "err", fmt.Sprintf("%s: %v", full, err))
 		return fail(http.StatusForbidden, "/%s: another user than the operator could change this page, so its commands do not run (the operator's log says why)", page)
 	}
 	return nil
