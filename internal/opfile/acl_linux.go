@@ -19,12 +19,12 @@ const (
 
 // aclWriters says who a POSIX ACL on path lets write it besides its owner,
 // its owning group and others (which the mode shows): "user 65534" or
-// "group 1001" for the first named entry with write that is not root,
-// this process's user or the owner (a user), nor root's or the owner's
-// private group (a group); "" when none or no ACL. With an ACL the mode's
-// group bits are the ACL's mask, so a named entry can write exactly when
-// they show write; the caller asks only then. An ACL that cannot be read
-// is said to (fail closed).
+// "group 1001 (devs)" (groupName) for the first named entry with write
+// that is not root, this process's user or the owner (a user), nor root's
+// or the owner's private group (a group); "" when none or no ACL. With an
+// ACL the mode's group bits are the ACL's mask, so a named entry can write
+// exactly when they show write; the caller asks only then. An ACL that
+// cannot be read is said to (fail closed).
 func aclWriters(path string, uid int) string {
 	buf := make([]byte, 4096)
 	n, err := syscall.Getxattr(path, "system.posix_acl_access", buf)
@@ -50,7 +50,7 @@ func aclWriters(path string, uid int) string {
 			}
 		case aclGroup:
 			if id != 0 && !privateGroup(uid, id) {
-				return fmt.Sprintf("group %d through an ACL", id)
+				return groupName(id) + " through an ACL"
 			}
 		}
 	}

@@ -231,14 +231,17 @@ func dirOK(dir string, fi fs.FileInfo, euid int) error {
 	if err := ownerOK(dir, fi, euid, false); err != nil {
 		return err
 	}
-	if w := writers(dir, fi); w != "" && fi.Mode()&fs.ModeSticky == 0 {
+	if fi.Mode()&fs.ModeSticky != 0 {
+		return nil
+	}
+	if w := writers(dir, fi); w != "" {
 		return fmt.Errorf("lies in %s, which its group or others may write (mode %04o, %s may write it) without the sticky bit: whoever can write there can replace the file; chmod go-w %s, or move the file", dir, fi.Mode().Perm(), w, dir)
 	}
 	return nil
 }
 
 // writers says who other than the owner may write fi, at path: "others",
-// "group N" when the group may and is not root's or the owner's private
+// "group N (NAME)" (groupName) when the group may and is not root's or the owner's private
 // group, or a user or group a POSIX ACL lets write it (aclWriters: with an
 // ACL the group bits are the ACL's mask, which shows write whenever a named
 // user or group may write); "" when no one.
@@ -250,7 +253,7 @@ func writers(path string, fi fs.FileInfo) string {
 	if m&0o020 != 0 {
 		uid, gid, ok := owner(fi)
 		if !ok || gid != 0 && !privateGroup(uid, gid) {
-			return fmt.Sprintf("group %d", gid)
+			return groupName(gid)
 		}
 		return aclWriters(path, uid)
 	}
@@ -355,6 +358,26 @@ func who(uid int) string {
 		return fmt.Sprintf("uid %d (%s)", uid, u.Username)
 	}
 	return fmt.Sprintf("uid %d", uid)
+}
+
+// groupName names a gid as who names a uid: "group 1003 (devs)", from the
+// group file (groupFile) or else the system's lookup, or "group 1003" when
+// neither names it.
+func groupName(gid int) string {
+	group, err := ReadRegular(groupFile, 16<<20)
+	if err == nil {
+		g := strconv.Itoa(gid)
+		for _, line := range strings.Split(string(group), "\n") {
+			f := strings.Split(line, ":") // name:password:gid:members
+			if len(f) >= 3 && f[2] == g && f[0] != "" {
+				return fmt.Sprintf("group %d (%s)", gid, f[0])
+			}
+		}
+	}
+	if g, err := user.LookupGroupId(strconv.Itoa(gid)); err == nil {
+		return fmt.Sprintf("group %d (%s)", gid, g.Name)
+	}
+	return fmt.Sprintf("group %d", gid)
 }
 
 // typeName says what a file that is not a regular one is, from the type

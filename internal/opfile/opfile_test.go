@@ -278,7 +278,7 @@ func TestPrivateGroupMayWrite(t *testing.T) {
 		t.Errorf("group-writable by root's private group: %v", err)
 	}
 	fakeAccounts(t, "root:x:0:4242:root:/root:/bin/sh\n", "root:x:4242:mallory\n")
-	if _, err := Read(p, 1<<10); err == nil || !strings.Contains(err.Error(), "writable by its group or by others (mode 0620, group 4242 may write it)") {
+	if _, err := Read(p, 1<<10); err == nil || !strings.Contains(err.Error(), "writable by its group or by others (mode 0620, group 4242 (root) may write it)") {
 		t.Errorf("group-writable by a group with a member: %v", err)
 	}
 }
@@ -528,5 +528,34 @@ func TestSymlinkChainsAndLoops(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "too many levels of symbolic links") || strings.Contains(err.Error(), dir) {
 			t.Errorf("CheckModes(%s): %v, want too many levels of symbolic links, without the name", name, err)
 		}
+	}
+}
+
+// TestGroupsAreNamed: a group that may write is named as a user is, from
+// the group file: "group 4243 (devs)"; one the file does not name by
+// number alone.
+func TestGroupsAreNamed(t *testing.T) {
+	fakeAccounts(t, "root:x:0:0:root:/root:/bin/sh\n", "root:x:0:\ndevs:x:4243:alice,bob\n")
+	if got := groupName(4243); got != "group 4243 (devs)" {
+		t.Errorf("groupName(4243) = %q", got)
+	}
+	if got := groupName(4244); got != "group 4244" {
+		t.Errorf("groupName(4244) = %q (a gid no group file should name)", got)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the end-to-end half needs root: only root can give a file any group (CI runs as root)")
+	}
+	p := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(p, []byte("x\n"), 0o620); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o620); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(p, 0, 4243); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(p, 1<<10); err == nil || !strings.Contains(err.Error(), "(mode 0620, group 4243 (devs) may write it)") {
+		t.Errorf("group-writable by devs: %v", err)
 	}
 }
