@@ -206,12 +206,19 @@ func ownerOK(path string, fi fs.FileInfo, euid int, isFile bool) error {
 	if !ok || uid == 0 || uid == euid {
 		return nil
 	}
+	unmapped := unmappedOwner(uid)
 	if isFile {
+		if unmapped {
+			return fmt.Errorf("is owned by a user not mapped into this process's user namespace (shown as uid %d, the overflow uid), so who may change it cannot be told here: it could grant rights to whoever that is; give it to a user mapped in the namespace (copy it into a directory this process's user, %s, owns, and name the copy) or map its owner into the namespace", uid, who(euid))
+		}
 		return fmt.Errorf("is owned by %s, neither root nor this process's user (%s): that user can change it and grant themselves rights; chown root %s, or run as that user", who(uid), who(euid), path)
 	}
 	what := "a directory on its path"
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		what = "a symlink on its path"
+	}
+	if unmapped {
+		return fmt.Errorf("%s, %s, is owned by a user not mapped into this process's user namespace (shown as uid %d, the overflow uid), so who may replace the file cannot be told here; copy the file into a directory this process's user (%s) owns, or map that user into the namespace", what, path, uid, who(euid))
 	}
 	return fmt.Errorf("%s, %s, is owned by %s, neither root nor this process's user (%s): that user can replace the file; chown root %s, or move the file", what, path, who(uid), who(euid), path)
 }
@@ -361,9 +368,13 @@ func who(uid int) string {
 }
 
 // groupName names a gid as who names a uid: "group 1003 (devs)", from the
-// group file (groupFile) or else the system's lookup, or "group 1003" when
-// neither names it.
+// group file (groupFile) or else the system's lookup, "group 1003" when
+// neither names it, and, for a group not mapped into this process's user
+// namespace, says so.
 func groupName(gid int) string {
+	if unmappedGroup(gid) {
+		return fmt.Sprintf("group %d (a group not mapped into this process's user namespace, whose members cannot be told)", gid)
+	}
 	group, err := ReadRegular(groupFile, 16<<20)
 	if err == nil {
 		g := strconv.Itoa(gid)
