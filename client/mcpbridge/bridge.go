@@ -16,17 +16,18 @@
 // URL, so the client shows the cause (a wrong token says 401) rather than
 // waiting.
 //
-// A daemon whose token was rotated (SIGHUP re-reads --auth-token-file,
-// docs/configuration.md "Rotating a token") refuses the old one with 401.
-// A bridge given the token's file (Options.TokenFile) then reads the file
-// again, once, and when it holds another token sends the refused request
-// again with it and keeps that token, so the client that spawned the
-// bridge keeps working across a rotation. A daemon with --mcp-sessions
-// also ends the old token's sessions and answers a request of an ended
-// session 404, without running it. On such a 404 the bridge opens a new
-// session with the client's own initialize and notifications/initialized,
-// which it keeps for this (the daemon's answer to them is not passed on),
-// and sends the request once more in the new session (Bridge.renew).
+// A daemon whose token is rotated (SIGHUP re-reads --auth-token-file,
+// docs/configuration.md "Rotating a token") refuses the token it replaced
+// with 401. A bridge given the token's file (Options.TokenFile) then reads
+// the file once more, and when it holds a different token sends the
+// refused request with that token and keeps it, so the client that spawned
+// the bridge keeps working across a rotation. A daemon with --mcp-sessions
+// also ends the sessions of the replaced token and answers a request in an
+// ended session with 404, without running it. On that 404 the bridge opens
+// a session of its own with the client's initialize and
+// notifications/initialized, which it keeps for this (the daemon's answer
+// to them is not passed on), and sends the request in that session, once
+// (Bridge.renew).
 package mcpbridge
 
 import (
