@@ -74,7 +74,7 @@ func change(b *testing.B, dir string, n int) {
 
 // benchStore opens a store of dir's checkpoints; durable is --fsync's
 // (off, the daemon's default).
-func benchStore(b *testing.B, dir string, durable bool) (*Store, fsops.Workspace) {
+func benchStore(b *testing.B, dir string, durable, noJournal bool) (*Store, fsops.Workspace) {
 	b.Helper()
 	ws, err := fsops.NewDir(dir, fsops.Options{})
 	if err != nil {
@@ -87,7 +87,7 @@ func benchStore(b *testing.B, dir string, durable bool) (*Store, fsops.Workspace
 	cpuburst.SetCeiling(runtime.NumCPU())
 	b.Cleanup(func() { cpuburst.SetCeiling(0) })
 	st, err := Open(Options{Dir: filepath.Join(b.TempDir(), "store"), WorkspaceRoot: dir, MaxCount: 100000, MaxBytes: 1 << 40,
-		Burst: cpuburst.Hold, Durable: durable})
+		Burst: cpuburst.Hold, Durable: durable, NoJournal: noJournal})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -102,7 +102,15 @@ func benchStore(b *testing.B, dir string, durable bool) (*Store, fsops.Workspace
 // run with their defaults, which sync nothing to the disk: git's (no
 // fsync at all in `strace -f -c`), and the daemon's without --fsync.
 func BenchmarkCheckpointVsGitIncremental(b *testing.B) {
-	incrementalVsGit(b, "", false)
+	incrementalVsGit(b, "", false, false)
+}
+
+// BenchmarkCheckpointWalkVsGitIncremental is BenchmarkCheckpointVsGit-
+// Incremental with the store's journal off (Options.NoJournal): each
+// checkpoint walks the whole workspace, as one does where the journal
+// cannot vouch (journal.go).
+func BenchmarkCheckpointWalkVsGitIncremental(b *testing.B) {
+	incrementalVsGit(b, "", false, true)
 }
 
 // BenchmarkCheckpointVsDurableGitIncremental is the same with both made
@@ -110,16 +118,17 @@ func BenchmarkCheckpointVsGitIncremental(b *testing.B) {
 // manifest fsynced, checkpoints.md, Crash-safe), git with core.fsync=
 // committed (the objects a commit writes are fsynced before it returns).
 func BenchmarkCheckpointVsDurableGitIncremental(b *testing.B) {
-	incrementalVsGit(b, " && git config core.fsync committed", true)
+	incrementalVsGit(b, " && git config core.fsync committed", true, false)
 }
 
-// incrementalVsGit is the two benchmarks above; gitSetup follows the git
-// repository's init, durable is the store's.
-func incrementalVsGit(b *testing.B, gitSetup string, durable bool) {
+// incrementalVsGit is the benchmarks above; gitSetup follows the git
+// repository's init, durable is the store's, and noJournal turns its
+// journal off.
+func incrementalVsGit(b *testing.B, gitSetup string, durable, noJournal bool) {
 	testenv.Command(b, "git", "git")
 	dir := benchWorkspace(b)
 	gitDir := benchWorkspace(b)
-	st, ws := benchStore(b, dir, durable)
+	st, ws := benchStore(b, dir, durable, noJournal)
 	if _, err := st.Create(context.Background(), ws, CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
@@ -155,7 +164,7 @@ func BenchmarkCheckpointVsGitFull(b *testing.B) {
 	var ours, theirs time.Duration
 	b.ResetTimer()
 	for range b.N {
-		st, ws := benchStore(b, dir, false)
+		st, ws := benchStore(b, dir, false, false)
 		syscall.Sync()
 		t0 := time.Now()
 		info, err := st.Create(context.Background(), ws, CreateOptions{})
@@ -251,7 +260,7 @@ func BenchmarkCheckpointIncrementalPruning(b *testing.B) {
 // the other.
 func BenchmarkWalkVsBare(b *testing.B) {
 	dir := benchWorkspace(b)
-	st, ws := benchStore(b, dir, false)
+	st, ws := benchStore(b, dir, false, false)
 	var ours, bare time.Duration
 	b.ResetTimer()
 	for range b.N {

@@ -1,6 +1,8 @@
 // Package checkpoint keeps checkpoints of a workspace: content-addressed,
 // deduplicated snapshots under the daemon's state directory, taken
-// incrementally, pruned oldest first, and restored file by file through
+// incrementally (after the first, a checkpoint lists only the directories
+// an inotify journal saw change, journal.go, and reads only the files whose
+// identity changed), pruned oldest first, and restored file by file through
 // fsops.Workspace. It also holds the change-set types that checkpoint_diff and
 // command transactions both answer with, and a transaction's side of them: its
 // overlay's upper layer read as a change set (ReadUpper, upper.go) and applied

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -96,6 +97,10 @@ type Options struct {
 	// kernel's writeback delay, as every other write of a daemon without
 	// --fsync; Open leaves out a checkpoint that came back damaged.
 	Durable bool
+	// NoJournal turns off the journal (journal.go): every checkpoint then
+	// walks the whole workspace. The benchmarks set it to measure the
+	// walk; nothing else needs to.
+	NoJournal bool
 
 	// crash, when set (tests), is called between the steps of a create or
 	// a prune; an error stops the operation there, leaving what a kill at
@@ -211,6 +216,15 @@ type Store struct {
 	statCount, statBytes atomic.Int64
 	// fsyncs counts the fsync calls made (tests).
 	fsyncs atomic.Int64
+
+	// jrnl is the journal (journal.go), started by the first checkpoint
+	// (nil before, and when none can be had: noJrnl); based is, per scope,
+	// what its newest checkpoint needs of it to be a guided walk's base.
+	jrnl   *journal
+	noJrnl bool
+	based  map[string]*journalBase
+	// guided counts the checkpoints whose walk a journal guided (tests).
+	guided atomic.Int64
 }
 
 // publish copies the store's size for Stats; s.mu is held.
@@ -655,6 +669,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.jrnl != nil {
+		s.jrnl.close()
+	}
 	s.lock.Close() // releases the flock
 	return s.root.Close()
 }
@@ -744,12 +761,37 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	if prev != nil {
 		n = len(prev.Entries) + 64
 	}
+	jr, jm, g, mounts := s.journalFor(ws.Root(), prev)
 	w, err := func() (walked, error) {
 		defer s.burst()() // released even if the walk panics
-		return s.walkSized(ctx, ws, ".", s.opts.MaxFiles, n)
+		w, err := s.walkJournaled(ctx, ws, ".", s.opts.MaxFiles, n, jr, g)
+		if err == nil && w.newLink {
+			// A file linked again since the base: its other paths may
+			// lie in directories the guide took from the base, and a
+			// write through one raises no event there. Walk in full.
+			putBlocks(w.entries)
+			g = nil
+			w, err = s.walkJournaled(ctx, ws, ".", s.opts.MaxFiles, n, jr, nil)
+		}
+		return w, err
 	}()
 	if err != nil {
 		return Info{}, err
+	}
+	if g != nil {
+		s.guided.Add(1)
+	}
+	// base records this walk as the scope's journal base, for checkpoint
+	// id, once it is stored (or reused).
+	base := func(id string) {
+		if jr == nil || !w.journaled {
+			delete(s.based, ws.Root())
+			return
+		}
+		if g == nil {
+			jr.forget(ws.Root(), w.watched)
+		}
+		s.based[ws.Root()] = &journalBase{id: id, mark: jm, rootDev: w.rootDev, rootIno: w.rootIno, volatile: w.volatile, linked: w.linked, mounts: mounts}
 	}
 	// Which files must be read, and refuse before reading any when they
 	// cannot fit (a 10 GB sparse file is refused by its size). Both lists
@@ -832,6 +874,7 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	}
 	if o.Auto && prev != nil && sameContent(prev, m) {
 		fail(nil)
+		base(prev.ID)
 		return Info{ID: prev.ID, Label: prev.Label, Created: prev.Created, Auto: prev.Auto, Files: prev.Files, Bytes: prev.Bytes,
 			Reused: true, TookMs: tookMs(start)}, nil
 	}
@@ -853,6 +896,7 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	}
 	s.add(file, size)
 	s.newest[m.Scope] = m
+	base(m.ID)
 	pruned := s.prune(m.Scope, append([]string{m.ID}, o.Keep...))
 	skipped := make([]string, 0, len(m.Skipped))
 	for p, why := range m.Skipped {
@@ -861,6 +905,39 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	sort.Strings(skipped)
 	return Info{ID: m.ID, Label: m.Label, Created: m.Created, Auto: m.Auto, Files: m.Files, Bytes: m.Bytes, Read: len(toRead),
 		Stored: stored, Skipped: skipped, Pruned: pruned, TookMs: tookMs(start)}, nil
+}
+
+// journalFor is the journal a checkpoint of the scope root walks with
+// (nil: none), the moment the walk begins at, and, when the scope's newest
+// checkpoint prev is the journal's base and nothing the journal cannot see
+// happened since (its generation and the mount table unchanged), the
+// guide of a walk that lists only what changed. s.mu is held.
+func (s *Store) journalFor(root string, prev *Manifest) (*journal, journalMark, *guide, []byte) {
+	if s.opts.NoJournal || s.noJrnl {
+		return nil, journalMark{}, nil, nil
+	}
+	if s.jrnl == nil {
+		if s.jrnl = newJournal(); s.jrnl == nil {
+			s.noJrnl = true
+			s.opts.Logger.Warn("checkpoints walk the whole workspace each time: no inotify instance could be had (fs.inotify.max_user_instances)")
+			return nil, journalMark{}, nil, nil
+		}
+		s.based = map[string]*journalBase{}
+	}
+	mounts, err := readMountTable()
+	if err != nil {
+		return nil, journalMark{}, nil, nil
+	}
+	jm := s.jrnl.mark()
+	b := s.based[root]
+	if b == nil || prev == nil || b.id != prev.ID || !bytes.Equal(b.mounts, mounts) {
+		return s.jrnl, jm, nil, mounts
+	}
+	dirty, ok := s.jrnl.dirtySince(root, b.mark)
+	if !ok {
+		return s.jrnl, jm, nil, mounts
+	}
+	return s.jrnl, jm, newGuide(prev, b, dirty), mounts
 }
 
 // burst begins Options.Burst for one walk of the workspace (the whole of

@@ -31,6 +31,21 @@ type walked struct {
 	// peakHeld is the most directory descriptors the walk held for its
 	// queue at once (TestWalkIsDeterministicAndHoldsBoundedDescriptors).
 	peakHeld int
+	// What a walk with a journal leaves for the next one (journal.go):
+	// journaled when every directory listed was watched first (so the
+	// walk can be a base), the root's identity, the directories to list
+	// every time (volatile), and the watches a full walk set (watched),
+	// and how many entries were taken from the guide's base (reused).
+	journaled        bool
+	rootDev, rootIno uint64
+	volatile         []string
+	watched          map[int32]bool
+	reused           int
+	// linked are the multiply-linked files listed, and newLink says one
+	// of them was not among the guide's (a guided walk is then redone in
+	// full).
+	linked  map[fileID]bool
+	newLink bool
 }
 
 // walkWorkers is how many directories a walk lists at once: the walk is
@@ -109,6 +124,14 @@ func (s *Store) walk(ctx context.Context, ws fsops.Workspace, rel string, max in
 // walkSized is walk with room made for about n entries at once (the
 // previous checkpoint's count), so the list is not copied as it grows.
 func (s *Store) walkSized(ctx context.Context, ws fsops.Workspace, rel string, max, n int) (walked, error) {
+	return s.walkJournaled(ctx, ws, rel, max, n, nil, nil)
+}
+
+// walkJournaled is walkSized that, with a journal j (and a walk of the
+// whole tree), watches each directory before listing it, and, with a
+// guide g whose root is the one walked, lists only the directories g
+// names and takes the rest from g's base.
+func (s *Store) walkJournaled(ctx context.Context, ws fsops.Workspace, rel string, max, n int, j *journal, g *guide) (walked, error) {
 	w := walked{skipped: map[string]string{}, entries: getBlocks(min(n, max) + 1)}
 	if rel != "." {
 		fi, err := ws.Lstat(rel)
@@ -137,7 +160,19 @@ func (s *Store) walkSized(ctx context.Context, ws fsops.Workspace, rel string, m
 	wk := &walker{ctx: ctx, ws: ws, rel: rel, max: max, maxFiles: s.opts.MaxFiles, w: w, blocks: map[string][2]int{}}
 	wk.taken.Store(int64(len(w.entries)))
 	wk.cond = sync.NewCond(&wk.mu)
-	wk.queue = []dirItem{{rel: rel, fd: startDir(ws, rel)}}
+	root := startDir(ws, rel)
+	wk.queue = []dirItem{{rel: rel, fd: root}}
+	if j != nil && rel == "." && root >= 0 && localFS(root) {
+		var st unix.Stat_t
+		if unix.Fstat(root, &st) == nil {
+			wk.j, wk.abs = j, ws.Root()
+			wk.w.journaled, wk.w.rootDev, wk.w.rootIno = true, uint64(st.Dev), uint64(st.Ino)
+			wk.w.watched = map[int32]bool{}
+			if g != nil && g.rootDev == wk.w.rootDev && g.rootIno == wk.w.rootIno {
+				wk.g, wk.reused = g, map[string][2]int{}
+			}
+		}
+	}
 	var wg sync.WaitGroup
 	for range walkWorkers() {
 		wg.Add(1)
@@ -158,6 +193,22 @@ func (s *Store) walkSized(ctx context.Context, ws fsops.Workspace, rel string, m
 	w.peakHeld = wk.peakHeld
 	w.entries = wk.inOrder()
 	putBlocks(wk.w.entries)
+	if wk.g != nil {
+		// The base's skipped entries below the directories taken from it.
+		for p, why := range wk.g.skipped {
+			for d := p; ; {
+				i := strings.LastIndexByte(d, '/')
+				if i < 0 {
+					break
+				}
+				d = d[:i]
+				if _, ok := wk.reused[d]; ok {
+					w.skipped[p] = why
+					break
+				}
+			}
+		}
+	}
 	return w, nil
 }
 
@@ -192,12 +243,16 @@ func putBlocks(b []Entry) {
 // would: after an entry "a.b" but before "a0", since '.' < '/' < '0'.
 func (wk *walker) inOrder() []Entry {
 	src := wk.w.entries
-	out := make([]Entry, 0, len(src))
+	out := make([]Entry, 0, len(src)+wk.w.reused)
 	if wk.rel != "." && len(src) > 0 {
 		out = append(out, src[0]) // rel itself, before all below it
 	}
 	var emit func(dir string)
 	emit = func(dir string) {
+		if r, ok := wk.reused[dir]; ok {
+			out = append(out, wk.g.prev[r[0]:r[1]]...)
+			return
+		}
 		b, ok := wk.blocks[dir]
 		if !ok {
 			return
@@ -207,6 +262,8 @@ func (wk *walker) inOrder() []Entry {
 		for i := range es {
 			if es[i].Type == TypeDir {
 				if _, ok := wk.blocks[es[i].Path]; ok {
+					subs = append(subs, es[i].Path)
+				} else if _, ok := wk.reused[es[i].Path]; ok {
 					subs = append(subs, es[i].Path)
 				}
 			}
@@ -298,6 +355,15 @@ type walker struct {
 	// blocks are where each listed directory's entries, sorted by path,
 	// lie in w.entries (inOrder).
 	blocks map[string][2]int
+
+	// With a journal (walkJournaled): j watches each directory before it
+	// is listed, abs is the root's absolute path; with a guide g, reused
+	// holds where, in g's base, the entries below each directory taken
+	// from it lie.
+	j      *journal
+	abs    string
+	g      *guide
+	reused map[string][2]int
 }
 
 // dirItem is a directory waiting to be listed: opened already (fd, the
@@ -389,15 +455,47 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 		skipped map[string]string
 	)
 	err := openErr
+	var (
+		wd       int32
+		watchErr error
+		linked   []fileID
+	)
 	if err == nil {
 		if cerr := wk.ctx.Err(); cerr != nil {
 			err = ctxErr("checkpoint", cerr)
 		} else if fd >= 0 {
-			es, subdirs, skipped, err = wk.listFD(fd, dir, sc)
+			if wk.j != nil {
+				// Before listing: a change after this is an event, one
+				// before it is in the listing.
+				wd, watchErr = wk.j.watch(fd, abs(wk.abs, dir))
+			}
+			es, subdirs, skipped, linked, err = wk.listFD(fd, dir, sc)
 			sc.es = es[:0] // copied into the walk's list below, then reused
 		} else {
+			watchErr = errNoDescriptor
 			es, subdirs, skipped, err = wk.listByPath(dir)
 		}
+	}
+	// With a guide, the subdirectories nothing changed below are taken
+	// from its base rather than listed.
+	var reuse []string
+	var reuseAt [][2]int
+	reusedN := 0
+	if wk.g != nil && err == nil {
+		kept := subdirs[:0]
+		for i := range es {
+			if es[i].Type != TypeDir {
+				continue
+			}
+			if lo, hi, ok := wk.g.subtree(&es[i]); ok {
+				reuse = append(reuse, es[i].Path)
+				reuseAt = append(reuseAt, [2]int{lo, hi})
+				reusedN += hi - lo
+			} else {
+				kept = append(kept, es[i].Path)
+			}
+		}
+		subdirs = kept
 	}
 	if err != nil && dir != wk.rel && (errcode.Is(err, errcode.NotFound) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP)) {
 		// Removed (or replaced by a link or a file) since its parent was
@@ -420,7 +518,7 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 	case wk.failed != nil:
 	case err != nil:
 		wk.failed = err
-	case len(wk.w.entries)+len(es) > wk.max, len(wk.w.skipped)+len(skipped) > wk.max:
+	case len(wk.w.entries)+wk.w.reused+len(es)+reusedN > wk.max, len(wk.w.skipped)+len(skipped) > wk.max:
 		wk.failed = tooMany(wk.ws, wk.maxFiles)
 	default:
 		lo := len(wk.w.entries)
@@ -431,7 +529,38 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 		for p, why := range skipped {
 			wk.w.skipped[p] = why
 		}
-		wk.taken.Store(int64(len(wk.w.entries)))
+		for k, d := range reuse {
+			wk.reused[d] = reuseAt[k]
+		}
+		wk.w.reused += reusedN
+		if wk.j != nil {
+			if watchErr != nil {
+				wk.w.journaled = false
+			} else {
+				wk.w.watched[wd] = true
+			}
+			if len(linked) > 0 {
+				wk.w.volatile = append(wk.w.volatile, dir)
+				if wk.w.linked == nil {
+					wk.w.linked = map[fileID]bool{}
+				}
+				for _, id := range linked {
+					wk.w.linked[id] = true
+					if wk.g != nil && !wk.g.linked[id] {
+						wk.w.newLink = true
+					}
+				}
+				if len(wk.w.linked) > maxLinked {
+					wk.w.journaled = false
+				}
+			}
+			for i := range es {
+				if es[i].Type == TypeDir && es[i].Dev != wk.w.rootDev {
+					wk.w.volatile = append(wk.w.volatile, es[i].Path)
+				}
+			}
+		}
+		wk.taken.Store(int64(len(wk.w.entries) + wk.w.reused))
 		wk.skippedN.Store(int64(len(wk.w.skipped)))
 		switch {
 		case len(subdirs) == 0:
@@ -477,7 +606,7 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 // (the name stat-ed is the one getdents wrote). The entries are appended
 // to sc.es[:0]; their paths are written into sc.names, so an entry costs
 // no allocation of its own.
-func (wk *walker) listFD(fd int, dir string, sc *scratch) (_ []Entry, subdirs []string, skipped map[string]string, err error) {
+func (wk *walker) listFD(fd int, dir string, sc *scratch) (_ []Entry, subdirs []string, skipped map[string]string, linked []fileID, err error) {
 	buf, es := sc.buf, sc.es[:0]
 	prefix := ""
 	if dir != "." {
@@ -491,7 +620,7 @@ func (wk *walker) listFD(fd int, dir string, sc *scratch) (_ []Entry, subdirs []
 			continue
 		}
 		if err != nil {
-			return nil, nil, nil, &os.PathError{Op: "getdents", Path: dir, Err: err}
+			return nil, nil, nil, nil, &os.PathError{Op: "getdents", Path: dir, Err: err}
 		}
 		if n <= 0 {
 			break
@@ -500,13 +629,13 @@ func (wk *walker) listFD(fd int, dir string, sc *scratch) (_ []Entry, subdirs []
 			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
 			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
 			if reclen < 20 || off+reclen > n {
-				return nil, nil, nil, &os.PathError{Op: "getdents", Path: dir, Err: syscall.EIO}
+				return nil, nil, nil, nil, &os.PathError{Op: "getdents", Path: dir, Err: syscall.EIO}
 			}
 			name := buf[off+19 : off+reclen]
 			off += reclen
 			i := bytes.IndexByte(name, 0)
 			if i < 0 {
-				return nil, nil, nil, &os.PathError{Op: "getdents", Path: dir, Err: syscall.EIO}
+				return nil, nil, nil, nil, &os.PathError{Op: "getdents", Path: dir, Err: syscall.EIO}
 			}
 			cname := name[:i+1] // with its NUL, for fstatat
 			name = name[:i]
@@ -515,7 +644,7 @@ func (wk *walker) listFD(fd int, dir string, sc *scratch) (_ []Entry, subdirs []
 			}
 			seen++
 			if err := wk.bound(seen, len(es), len(skipped)); err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 			if fstatatName(fd, cname, &st) != nil {
 				continue // vanished meanwhile
@@ -533,10 +662,13 @@ func (wk *walker) listFD(fd int, dir string, sc *scratch) (_ []Entry, subdirs []
 			es = append(es, e)
 			if e.Type == TypeDir {
 				subdirs = append(subdirs, p)
+			} else if e.Type == TypeFile && st.Nlink > 1 {
+				// Written through another link, it raises no event here.
+				linked = append(linked, fileID{e.Dev, e.Ino})
 			}
 		}
 	}
-	return es, subdirs, skipped, nil
+	return es, subdirs, skipped, linked, nil
 }
 
 // bound is the walk's limits checked while one directory is listed, at
@@ -643,7 +775,11 @@ func entryOfStat(ws fsops.Workspace, p string, st *unix.Stat_t) (Entry, string) 
 		e.MTime = int64(st.Mtim.Sec)*1e9 + int64(st.Mtim.Nsec)
 		e.CTime = int64(st.Ctim.Sec)*1e9 + int64(st.Ctim.Nsec)
 	case unix.S_IFDIR:
-		e.Type = TypeDir
+		// Its identity and times tell a guided walk (journal.go) it is
+		// the directory the base listed there.
+		e.Type, e.Dev, e.Ino = TypeDir, uint64(st.Dev), uint64(st.Ino)
+		e.MTime = int64(st.Mtim.Sec)*1e9 + int64(st.Mtim.Nsec)
+		e.CTime = int64(st.Ctim.Sec)*1e9 + int64(st.Ctim.Nsec)
 	case unix.S_IFLNK:
 		// Rare: the workspace reads the link and judges whether its
 		// target leads out (relative to where the link really is).
