@@ -52,8 +52,9 @@ type journal struct {
 	// seq numbers the moments marks are taken at; an event read after a
 	// mark gets a higher one.
 	seq uint64
-	// paths is each watch's directory, by absolute path.
+	// paths is each watch's directory, by absolute path; at most bound.
 	paths map[int32]string
+	bound int
 	// dirty is each directory with an event, with the seq of its last one.
 	dirty map[string]uint64
 	buf   []byte
@@ -70,9 +71,25 @@ const maxDirty = 1 << 16
 
 // maxWatches bounds the directories one journal watches: each watch holds
 // a little kernel memory and its inode in the cache, and the user's watches
-// are shared with every other program it runs (fs.inotify.max_user_watches).
-// A tree with more directories is walked in full every time.
+// are shared with every other program it runs (fs.inotify.max_user_watches:
+// an editor's file watcher, another daemon), so a journal takes at most a
+// quarter of them (watchBound). A tree with more directories is walked in
+// full every time.
 const maxWatches = 1 << 16
+
+// watchBound is the watches a journal may hold: maxWatches, or a quarter
+// of the user's limit when that is less.
+func watchBound() int {
+	b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_watches")
+	if err != nil {
+		return maxWatches
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 4 {
+		return maxWatches
+	}
+	return min(maxWatches, n/4)
+}
 
 // watchMask is what a directory's watch reports: every change to its
 // listing or to a child's content or metadata, and the directory's own
@@ -88,7 +105,7 @@ func newJournal() *journal {
 		return nil
 	}
 	j := &journal{fd: os.NewFile(uintptr(fd), "inotify"), paths: map[int32]string{}, dirty: map[string]uint64{},
-		buf: make([]byte, 64<<10)}
+		buf: make([]byte, 64<<10), bound: watchBound()}
 	go j.run()
 	return j
 }
@@ -212,11 +229,11 @@ func (j *journal) dirtySince(root string, since journalMark) ([]string, bool) {
 }
 
 // watch adds (or renews) the watch of the open directory fd, whose path is
-// abs, and returns it. It fails past maxWatches or the user's limit.
+// abs, and returns it. It fails past j.bound or the user's limit.
 func (j *journal) watch(fd int, abs string) (int32, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if len(j.paths) >= maxWatches {
+	if len(j.paths) >= j.bound {
 		return 0, unix.ENOSPC
 	}
 	// Through the descriptor: the directory the walk opened, whatever

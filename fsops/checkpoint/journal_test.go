@@ -506,7 +506,7 @@ func TestJournalPastItsWatchesWalksInFull(t *testing.T) {
 	}
 	sameAsFullWalk(t, f.st, ref, f.ws, "first")
 	f.st.jrnl.mu.Lock()
-	for i := range maxWatches {
+	for i := range f.st.jrnl.bound {
 		f.st.jrnl.paths[int32(-1-i)] = "/nowhere"
 	}
 	f.st.jrnl.mu.Unlock()
@@ -569,6 +569,20 @@ func FuzzJournalRecord(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A journal takes at most a quarter of the user's inotify watches, which
+// the user's other programs share.
+func TestJournalTakesAQuarterOfTheWatches(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_watches")
+	if err != nil {
+		t.Skip("no /proc/sys/fs/inotify/max_user_watches: not Linux's /proc")
+	}
+	var limit int
+	fmt.Sscan(string(b), &limit)
+	if got, want := watchBound(), min(maxWatches, limit/4); got != want {
+		t.Fatalf("watchBound() = %d with the user's limit %d, want %d", got, limit, want)
+	}
 }
 
 func TestBelow(t *testing.T) {
