@@ -145,11 +145,14 @@ type Config struct {
 	// before every call that can change the workspace): tools/checkpoints,
 	// docs/checkpoints.md. The store lies under StateDir/checkpoints, bounded
 	// by CheckpointMaxBytes and CheckpointMaxCount (oldest pruned first);
-	// CheckpointMaxFiles bounds the entries one checkpoint walks.
+	// CheckpointMaxFiles bounds the entries one checkpoint walks;
+	// CheckpointJournal lets a checkpoint list only what an inotify
+	// journal saw change (fsops/checkpoint/journal.go).
 	Checkpoints        string
 	CheckpointMaxBytes int64
 	CheckpointMaxCount int
 	CheckpointMaxFiles int
+	CheckpointJournal  bool
 	// Transactions serves exec's `transaction` argument and the
 	// transaction_* tools (tools/transactions, docs/checkpoints.md); off,
 	// exec's schema and the tool list are the reference's.

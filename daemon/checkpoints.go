@@ -24,7 +24,7 @@ func startCheckpoints(w *wiring) (built, error) {
 	}
 	st, err := checkpoint.Open(checkpoint.Options{Dir: cfg.CheckpointDir(), WorkspaceRoot: cfg.Root,
 		MaxBytes: cfg.CheckpointMaxBytes, MaxCount: cfg.CheckpointMaxCount, MaxFiles: cfg.CheckpointMaxFiles,
-		Burst: cpuburst.Hold, Durable: cfg.Fsync, Logger: w.log.With("component", "checkpoints")})
+		Burst: cpuburst.Hold, Durable: cfg.Fsync, NoJournal: !cfg.CheckpointJournal, Logger: w.log.With("component", "checkpoints")})
 	if err != nil {
 		return built{}, fmt.Errorf("--checkpoints: %w", err)
 	}

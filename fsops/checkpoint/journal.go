@@ -34,9 +34,13 @@ import (
 //     path; a full queue (IN_Q_OVERFLOW) loses events; an unmount ends
 //     watches. Each ends the journal's generation, so the next checkpoint
 //     of every scope walks in full (and watches again).
-//   - writes through a shared writable mapping raise no event; as for git,
-//     what such a writer changes is seen once something else in its
-//     directory changes, or at the next full walk.
+//   - writes through a shared writable mapping raise no event of their
+//     own: what such a writer changed is seen once it has unmapped and
+//     closed the file (IN_CLOSE_WRITE), something else in its directory
+//     changes, or at the next full walk; and a hard link to a file made
+//     from outside the tree after the base, and a write through it, raise
+//     no event in the tree at all. --checkpoint-journal=false walks in
+//     full every time for those who need them seen.
 //
 // A background goroutine reads the events as they come, so a busy
 // workspace does not fill the kernel's queue between two checkpoints; mark
@@ -92,9 +96,11 @@ func watchBound() int {
 }
 
 // watchMask is what a directory's watch reports: every change to its
-// listing or to a child's content or metadata, and the directory's own
+// listing or to a child's content or metadata, the close of a child opened
+// for writing (the one event a write through a shared mapping raises,
+// once the writer has unmapped and closed it), and the directory's own
 // move.
-const watchMask = unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM |
+const watchMask = unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE | unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM |
 	unix.IN_MOVED_TO | unix.IN_MOVE_SELF | unix.IN_DELETE_SELF | unix.IN_ONLYDIR
 
 // newJournal starts a journal, or returns nil when inotify cannot be had

@@ -134,6 +134,30 @@ func TestJournalSeesAWriteThroughAnotherLink(t *testing.T) {
 	}
 }
 
+// A write through a shared mapping raises no event of its own; the
+// close of the file the writer opened for writing does.
+func TestJournalSeesAMappedWriteOnceClosed(t *testing.T) {
+	f := newFixture(t, nil)
+	ref := referenceStore(t, f)
+	f.write(t, "db/data", strings.Repeat("0", 4096))
+	f.write(t, "other/x", "x")
+	sameAsFullWalk(t, f.st, ref, f.ws, "first")
+	fh, err := os.OpenFile(filepath.Join(f.dir, "db/data"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(fh.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(m, "written through the mapping")
+	unix.Munmap(m)
+	fh.Close()
+	if info := sameAsFullWalk(t, f.st, ref, f.ws, "after a mapped write"); info.Read != 1 {
+		t.Fatalf("read %d files, want the mapped one", info.Read)
+	}
+}
+
 // A directory moved leaves its watch naming its old path: the journal's
 // generation ends, and the next checkpoint walks in full. A directory
 // moved away and back (its ctime changed) is listed again too.
