@@ -61,7 +61,16 @@ type journal struct {
 	bound int
 	// dirty is each directory with an event, with the seq of its last one.
 	dirty map[string]uint64
-	buf   []byte
+	// made is each name other than a directory's created (or moved in)
+	// since the newest checkpoint of its scope, by absolute path, with the
+	// seq of its event: it may be a hard link to a file in a directory
+	// with no event (link(2) raises none there), and a write through it
+	// shows only while the walk can see it linked. Such a name removed,
+	// replaced or moved out of the tree ends the generation. moving holds
+	// the cookie of each made name moved, until its IN_MOVED_TO.
+	made   map[string]uint64
+	moving map[uint32]bool
+	buf    []byte
 }
 
 // errNoDescriptor is why a directory listed by its path (no descriptor)
@@ -156,6 +165,7 @@ func (j *journal) record(b []byte) {
 	for len(b) >= unix.SizeofInotifyEvent {
 		wd := int32(binary.NativeEndian.Uint32(b[0:]))
 		mask := binary.NativeEndian.Uint32(b[4:])
+		cookie := binary.NativeEndian.Uint32(b[8:])
 		n := int(binary.NativeEndian.Uint32(b[12:]))
 		if unix.SizeofInotifyEvent+n > len(b) {
 			j.untrust()
@@ -178,6 +188,10 @@ func (j *journal) record(b []byte) {
 		if !ok {
 			continue
 		}
+		if len(name) > 0 && mask&unix.IN_ISDIR == 0 && !j.follow(abs(dir, string(name)), mask, cookie) {
+			j.untrust()
+			continue
+		}
 		if len(name) == 0 {
 			// The directory's own change (its mode, its removal): its
 			// entry is in its parent's listing.
@@ -197,6 +211,61 @@ func (j *journal) record(b []byte) {
 func (j *journal) untrust() {
 	j.gen++
 	clear(j.dirty)
+	clear(j.made)
+	clear(j.moving)
+}
+
+// follow applies an event on the name p, other than a directory's, to
+// the names made since their scope's checkpoint, and returns false when a
+// made name is gone (removed, replaced, or moved away: moving, until its
+// IN_MOVED_TO), or past maxDirty of them. j.mu is held.
+func (j *journal) follow(p string, mask, cookie uint32) bool {
+	if j.made == nil {
+		j.made, j.moving = map[string]uint64{}, map[uint32]bool{}
+	}
+	_, made := j.made[p]
+	switch {
+	case mask&unix.IN_CREATE != 0:
+		j.made[p] = j.seq
+	case mask&unix.IN_MOVED_TO != 0:
+		if made {
+			return false // what it named is replaced
+		}
+		delete(j.moving, cookie)
+		j.made[p] = j.seq
+	case mask&unix.IN_MOVED_FROM != 0 && made:
+		delete(j.made, p)
+		j.moving[cookie] = true
+	case mask&unix.IN_DELETE != 0 && made:
+		return false
+	}
+	return len(j.made) <= maxDirty
+}
+
+// settle forgets the made names below root whose events are at most
+// m's: a walk of root from m listed their directories. j.mu is not held.
+func (j *journal) settle(root string, m journalMark) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for p, seq := range j.made {
+		if _, ok := below(p, root); ok && seq <= m.seq {
+			delete(j.made, p)
+		}
+	}
+}
+
+// current reads what is queued and reports whether m is still of the
+// journal's generation: a walk guided from a base can then vouch for
+// what it took from it (a made name gone while it walked may have been
+// the link a file it took was written through).
+func (j *journal) current(m journalMark) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.readLocked()
+	if len(j.moving) > 0 {
+		j.untrust() // moved out of the tree
+	}
+	return j.gen == m.gen
 }
 
 // journalMark is a moment in the journal: every event read before it has
@@ -208,6 +277,9 @@ func (j *journal) mark() journalMark {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.readLocked()
+	if len(j.moving) > 0 {
+		j.untrust() // a made name moved out of the tree
+	}
 	m := journalMark{gen: j.gen, seq: j.seq}
 	j.seq++
 	return m

@@ -765,12 +765,16 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	w, err := func() (walked, error) {
 		defer s.burst()() // released even if the walk panics
 		w, err := s.walkJournaled(ctx, ws, ".", s.opts.MaxFiles, n, jr, g)
-		if err == nil && w.newLink {
+		if err == nil && g != nil && (w.newLink || !jr.current(jm)) {
 			// A file linked again since the base: its other paths may
 			// lie in directories the guide took from the base, and a
-			// write through one raises no event there. Walk in full.
+			// write through one raises no event there; or the journal
+			// could no longer vouch by the walk's end (journal.go's
+			// made: a name that may have been such a link is gone).
+			// Walk in full, from a new mark.
 			putBlocks(w.entries)
 			g = nil
+			jm = jr.mark()
 			w, err = s.walkJournaled(ctx, ws, ".", s.opts.MaxFiles, n, jr, nil)
 		}
 		return w, err
@@ -784,6 +788,9 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	// base records this walk as the scope's journal base, for checkpoint
 	// id, once it is stored (or reused).
 	base := func(id string) {
+		if jr != nil {
+			jr.settle(ws.Root(), jm)
+		}
 		if jr == nil || !w.journaled {
 			delete(s.based, ws.Root())
 			return
