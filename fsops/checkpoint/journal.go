@@ -70,7 +70,13 @@ type journal struct {
 	// the cookie of each made name moved, until its IN_MOVED_TO.
 	made   map[string]uint64
 	moving map[uint32]bool
-	buf    []byte
+	// fresh is each directory created or moved in, by absolute path, with
+	// the seq of its event: a directory the walk that is a base never
+	// watched, whatever its inode and times (an inode number is reused
+	// at once, and times are of the clock's tick), so nothing below it is
+	// taken from a base older than its event.
+	fresh map[string]uint64
+	buf   []byte
 }
 
 // errNoDescriptor is why a directory listed by its path (no descriptor)
@@ -192,6 +198,12 @@ func (j *journal) record(b []byte) {
 			j.untrust()
 			continue
 		}
+		if len(name) > 0 && mask&unix.IN_ISDIR != 0 && mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
+			if j.fresh == nil {
+				j.fresh = map[string]uint64{}
+			}
+			j.fresh[abs(dir, string(name))] = j.seq
+		}
 		if len(name) == 0 {
 			// The directory's own change (its mode, its removal): its
 			// entry is in its parent's listing.
@@ -200,7 +212,7 @@ func (j *journal) record(b []byte) {
 			}
 		}
 		j.dirty[dir] = j.seq
-		if len(j.dirty) > maxDirty {
+		if len(j.dirty)+len(j.fresh) > maxDirty {
 			j.untrust()
 		}
 	}
@@ -213,6 +225,7 @@ func (j *journal) untrust() {
 	clear(j.dirty)
 	clear(j.made)
 	clear(j.moving)
+	clear(j.fresh)
 }
 
 // follow applies an event on the name p, other than a directory's, to
@@ -286,24 +299,32 @@ func (j *journal) mark() journalMark {
 }
 
 // dirtySince returns the directories below root (root included, "." for
-// it) with an event after since, as paths relative to root, and false
-// when since is of an earlier generation.
-func (j *journal) dirtySince(root string, since journalMark) ([]string, bool) {
+// it) with an event after since, and those created or moved in after it
+// (fresh), as paths relative to root, and false when since is of an
+// earlier generation.
+func (j *journal) dirtySince(root string, since journalMark) (dirty, fresh []string, ok bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.gen != since.gen {
-		return nil, false
+		return nil, nil, false
 	}
-	var out []string
 	for d, seq := range j.dirty {
 		if seq <= since.seq {
 			continue
 		}
 		if rel, ok := below(d, root); ok {
-			out = append(out, rel)
+			dirty = append(dirty, rel)
 		}
 	}
-	return out, true
+	for d, seq := range j.fresh {
+		if seq <= since.seq {
+			continue
+		}
+		if rel, ok := below(d, root); ok {
+			fresh = append(fresh, rel)
+		}
+	}
+	return dirty, fresh, true
 }
 
 // watch adds (or renews) the watch of the open directory fd, whose path is
@@ -402,12 +423,22 @@ type guide struct {
 	// may have another path in a directory the guide takes from the
 	// base.
 	linked map[fileID]bool
+	// fresh are the directories created or moved in since the base:
+	// nothing at or below one is taken from it.
+	fresh map[string]bool
 }
 
 // newGuide builds the guide of a walk from the base b (whose entries are
-// base's) and the directories changed since (dirty, relative to the root).
-func newGuide(base *Manifest, b *journalBase, dirty []string) *guide {
+// base's), the directories changed since (dirty, relative to the root)
+// and those created or moved in since (fresh).
+func newGuide(base *Manifest, b *journalBase, dirty, fresh []string) *guide {
 	g := &guide{prev: base.Entries, skipped: base.Skipped, list: map[string]bool{".": true}, rootDev: b.rootDev, rootIno: b.rootIno, linked: b.linked}
+	if len(fresh) > 0 {
+		g.fresh = map[string]bool{}
+		for _, d := range fresh {
+			g.fresh[d] = true
+		}
+	}
 	add := func(d string) {
 		for d != "." && d != "" && !g.list[d] {
 			g.list[d] = true
@@ -429,12 +460,21 @@ func newGuide(base *Manifest, b *journalBase, dirty []string) *guide {
 
 // subtree returns where the entries below the directory e lie in the
 // base, when they can be taken from it rather than walked: nothing below
-// e changed since the base (no event, nothing volatile), and e is the
+// e changed since the base (no event, nothing volatile), neither e nor a
+// directory above it was created or moved in since (fresh), and e is the
 // directory the base listed there (same device, inode, mode, and times;
 // a directory moved back into place has a new ctime).
 func (g *guide) subtree(e *Entry) (lo, hi int, ok bool) {
 	if g.list[e.Path] || e.Dev != g.rootDev || e.CTime == 0 {
 		return 0, 0, false
+	}
+	for d := e.Path; len(g.fresh) > 0; d = d[:strings.LastIndexByte(d, '/')] {
+		if g.fresh[d] {
+			return 0, 0, false
+		}
+		if strings.IndexByte(d, '/') < 0 {
+			break
+		}
 	}
 	i, found := slices.BinarySearchFunc(g.prev, e.Path, func(x Entry, p string) int { return strings.Compare(x.Path, p) })
 	if !found {

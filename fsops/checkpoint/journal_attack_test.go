@@ -98,3 +98,68 @@ func TestJournalMadeNameMovedAway(t *testing.T) {
 		t.Fatal("a made name moved out of the tree left the generation as it was")
 	}
 }
+
+// A directory removed and another made or moved in at its path is never
+// taken from the base, whatever its inode and times: ext4 gives a new
+// directory the inode number just freed, and a directory's times are of
+// the clock's tick, so the two can match the base's entry; the new one is
+// watched by no one, and was the old one empty, its removal names only
+// its parent. The test makes them match by giving the base's entry the
+// new directory's identity.
+func TestJournalListsADirectoryMadeAtAReusedInode(t *testing.T) {
+	for _, how := range []string{"made", "moved in"} {
+		t.Run(how, func(t *testing.T) {
+			f := newFixture(t, nil)
+			ref := referenceStore(t, f)
+			f.write(t, "a/keep", "k")
+			f.write(t, "b/y", "y")
+			// Empty: its removal raises no event that names it.
+			if err := os.Mkdir(filepath.Join(f.dir, "a/x"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			sameAsFullWalk(t, f.st, ref, f.ws, "first")
+			sameAsFullWalk(t, f.st, ref, f.ws, "second")
+			x := filepath.Join(f.dir, "a/x")
+			if err := os.RemoveAll(x); err != nil {
+				t.Fatal(err)
+			}
+			made := x
+			if how == "moved in" {
+				made = filepath.Join(filepath.Dir(f.dir), "elsewhere")
+			}
+			for _, p := range []string{"sub", ""} {
+				if err := os.MkdirAll(filepath.Join(made, p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, p := range []string{"f", "sub/g"} {
+				if err := os.WriteFile(filepath.Join(made, p), []byte("new, longer\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if made != x {
+				if err := os.Rename(made, x); err != nil {
+					t.Fatal(err)
+				}
+			}
+			prev, err := f.st.newestOf(f.ws.Root())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range prev.Entries {
+				e := &prev.Entries[i]
+				if e.Path != "a/x" && e.Path != "a/x/sub" {
+					continue
+				}
+				var st unix.Stat_t
+				if err := unix.Lstat(filepath.Join(f.dir, e.Path), &st); err != nil {
+					t.Fatal(err)
+				}
+				e.Dev, e.Ino = uint64(st.Dev), uint64(st.Ino)
+				e.MTime = int64(st.Mtim.Sec)*1e9 + int64(st.Mtim.Nsec)
+				e.CTime = int64(st.Ctim.Sec)*1e9 + int64(st.Ctim.Nsec)
+			}
+			sameAsFullWalk(t, f.st, ref, f.ws, "a directory "+how+" where one was removed")
+		})
+	}
+}
