@@ -488,14 +488,19 @@ func TestAttackExtDeclarations(t *testing.T) {
 		"notstruct.star":  ext("notstruct", "[{'name': 't', 'handler': h}]"),
 		"abs.star":        "load('" + filepath.Join(outside, "lib.star") + "', 'x')\n" + ext("abs", "[]"),
 		"up.star":         "load('../" + filepath.Base(outside) + "/lib.star', 'x')\n" + ext("up", "[]"),
-		"viasym.star":     "load('sym.star', 'x')\n" + ext("viasym", "[]"),
+		"viasym.star":     "load('sub/sym.star', 'x')\n" + ext("viasym", "[]"),
 		"builtin.star":    ext("builtin", "[Tool(name = 'read_file', handler = h)]"),
 	}
 	dir := t.TempDir()
 	for name, src := range files {
 		write(t, dir, name, src)
 	}
-	if err := os.Symlink(filepath.Join(outside, "lib.star"), filepath.Join(dir, "sym.star")); err != nil {
+	// In a subdirectory: a link out among the extension files stops the
+	// start (CheckDir, TestConfigMapLinkOutRefused).
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "lib.star"), filepath.Join(dir, "sub", "sym.star")); err != nil {
 		t.Fatal(err)
 	}
 	reg := registry.New(registry.Options{})
@@ -674,8 +679,13 @@ func TestAttackExtLoadThroughLinkedDir(t *testing.T) {
 	write(t, real, "lib.star", "def greet(n):\n    return 'hello ' + n\n")
 	write(t, outside, "evil.star", "x = 1\n")
 	write(t, real, "helper.star", "load('lib.star', 'greet')\ndef h(p):\n    return greet('x')\ndef describe_extension():\n    return Extension(name='helper', tools=[Tool(name='hi', handler=h)])\n")
-	write(t, real, "escape.star", "load('evil.star', 'x')\ndef describe_extension():\n    return Extension(name='escape', tools=[])\n")
-	if err := os.Symlink(filepath.Join(outside, "evil.star"), filepath.Join(real, "evil.star")); err != nil {
+	write(t, real, "escape.star", "load('sub/evil.star', 'x')\ndef describe_extension():\n    return Extension(name='escape', tools=[])\n")
+	// In a subdirectory: a link out among the extension files stops the
+	// start (CheckDir, TestConfigMapLinkOutRefused).
+	if err := os.Mkdir(filepath.Join(real, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "evil.star"), filepath.Join(real, "sub", "evil.star")); err != nil {
 		t.Fatal(err)
 	}
 	link := filepath.Join(t.TempDir(), "ext")

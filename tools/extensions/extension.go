@@ -15,7 +15,6 @@ import (
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
 
-	"github.com/agentbe/agentbe-daemon/internal/opfile"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
 )
 
@@ -121,10 +120,11 @@ func (e *LoadError) Error() string {
 // loadFile evaluates one file and reads its describe_extension().
 func (p *Provider) loadFile(rel string) (*Extension, error) {
 	// Code the daemon runs: read as every file that grants rights is
-	// (opfile.Read: a regular file, without blocking, at most
-	// MaxFileBytes, and refused when a user other than root and the
-	// daemon's could change it, or put it there).
-	src, err := opfile.Read(filepath.Join(p.dir, rel), MaxFileBytes)
+	// (readSource: opfile's rule, a regular file read without blocking,
+	// at most MaxFileBytes, refused when a user other than root and the
+	// daemon's could change it, or put it there; a symlink followed only
+	// to a file inside the directory).
+	src, err := readSource(p.dir, rel)
 	if err != nil {
 		return nil, &LoadError{File: rel, Msg: err.Error()}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -106,7 +107,10 @@ type Health struct {
 }
 
 type loaded struct {
-	ext     *Extension // the version serving, nil if none ever loaded
+	ext *Extension // the version serving, nil if none ever loaded
+	// fi, mod and size are the stat of the file last read (through its
+	// links), to tell a new version; fi is nil after a refused link.
+	fi      os.FileInfo
 	mod     time.Time
 	size    int64
 	lastErr string
@@ -130,6 +134,7 @@ type Provider struct {
 	heap  *heapWatch
 
 	watcher *fsnotify.Watcher
+	watched map[string]bool // directories watchDirs watches
 	stop    chan struct{}
 	done    chan struct{}
 	once    sync.Once
@@ -146,7 +151,8 @@ func Start(opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.reload()
+	// The watcher first, so that nothing changed after the first load
+	// goes unseen; reload adds the directories links lead into.
 	if w, err := fsnotify.NewWatcher(); err == nil && w.Add(p.dir) == nil {
 		p.watcher = w
 	} else {
@@ -155,6 +161,7 @@ func Start(opts Options) (*Provider, error) {
 		}
 		p.log.Warn("extensions: cannot watch the directory; polling every second instead", "dir", p.dir, "err", err)
 	}
+	p.reload()
 	go p.watch()
 	return p, nil
 }
@@ -193,7 +200,7 @@ func newProvider(opts Options) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{dir: abs, opts: opts, log: log, files: map[string]*loaded{}, heap: newHeapWatch(opts.MaxHeapBytes),
+	return &Provider{dir: abs, opts: opts, log: log, files: map[string]*loaded{}, watched: map[string]bool{}, heap: newHeapWatch(opts.MaxHeapBytes),
 		stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
@@ -239,14 +246,16 @@ func (p *Provider) watch() {
 				timer.Stop()
 			}
 			return
-		case ev, ok := <-events:
+		case _, ok := <-events:
 			if !ok {
 				events = nil
 				continue
 			}
-			if !strings.HasSuffix(ev.Name, ".star") {
-				continue
-			}
+			// Any change in the directory: a *.star file, or a link one
+			// leads through (a ConfigMap's ..data, swapped by a rename of
+			// ..data_tmp over it), or a file in a directory a link leads
+			// into (watchDirs). A reload of what did not change is a stat
+			// of each file.
 			if timer == nil {
 				timer = time.NewTimer(p.opts.Debounce)
 			} else {
@@ -268,15 +277,44 @@ func (p *Provider) watch() {
 	}
 }
 
+// watchDirs watches the directories inside the extensions directory that
+// its links lead into (a ConfigMap's timestamped directory), and stops
+// watching those no link leads into any more: an edit there, in place, is
+// seen as one in the directory is. It runs on reload's goroutine.
+func (p *Provider) watchDirs(dirs map[string]bool) {
+	if p.watcher == nil {
+		return
+	}
+	for d := range p.watched {
+		if !dirs[d] {
+			_ = p.watcher.Remove(d) // a directory removed is unwatched already
+			delete(p.watched, d)
+		}
+	}
+	for d := range dirs {
+		if p.watched[d] {
+			continue
+		}
+		if err := p.watcher.Add(d); err != nil {
+			p.log.Warn("extensions: cannot watch a directory a link leads into; its files are seen changed at the next change of the directory", "dir", d, "err", err)
+			continue
+		}
+		p.watched[d] = true
+	}
+}
+
 // CheckDir refuses a directory of extensions that is not one, or that a
 // user other than root and the daemon's could change (opfile.CheckModes:
 // owned by another user, or writable by its group or others, or lying in
 // such a directory), and names each *.star file in it that such a user
 // could change or has put there (in a sticky directory others may write,
-// a file of theirs is refused by its owner): the code the daemon runs is
-// judged as every file that grants rights is. It is --check-config's check
-// and Start's; each file is judged again when it is read (opfile.Read), so
-// one changed later fails to load and the last good version serves.
+// a file of theirs is refused by its owner), and each extension file that
+// is a symlink the provider refuses to follow (resolve: one leading out
+// of the directory, to what is not a regular file, or in a loop): the code
+// the daemon runs is judged as every file that grants rights is. It is
+// --check-config's check and Start's; each file is judged again when it
+// is read (readSource), so one changed later fails to load and the last
+// good version serves.
 func CheckDir(dir string) error {
 	fi, err := os.Stat(dir)
 	if err != nil || !fi.IsDir() {
@@ -285,37 +323,50 @@ func CheckDir(dir string) error {
 	if err := opfile.CheckModes(dir); err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
-	entries, err := os.ReadDir(dir)
+	real, err := realDir(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	entries, err := os.ReadDir(real)
 	if err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
 	var errs []error
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".star") {
-			p := filepath.Join(dir, e.Name())
-			if err := opfile.CheckModes(p); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", p, err))
+		n := e.Name()
+		if !strings.HasSuffix(n, ".star") {
+			continue
+		}
+		p := filepath.Join(dir, n)
+		if err := opfile.CheckModes(p); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
+		if e.Type()&fs.ModeSymlink != 0 && !strings.HasSuffix(n, "_test.star") {
+			if _, _, err := resolve(real, n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
 			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// files lists the extension files (not *_test.star) of the directory.
-func (p *Provider) list() ([]string, error) {
-	entries, err := os.ReadDir(p.dir)
+// realDir is dir as an absolute path without symlinks: what a file's
+// resolved path must lie under.
+func realDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	var out []string
-	for _, e := range entries {
-		n := e.Name()
-		if e.Type().IsRegular() && strings.HasSuffix(n, ".star") && !strings.HasSuffix(n, "_test.star") {
-			out = append(out, n)
-		}
-	}
+	return filepath.EvalSymlinks(abs)
+}
+
+// list lists the extension files (not *_test.star) of the directory:
+// regular files and symlinks (resolve judges where they lead).
+func (p *Provider) list() ([]string, error) {
+	out, err := listDir(p.dir, func(n string) bool { return !strings.HasSuffix(n, "_test.star") })
 	sort.Strings(out)
-	return out, nil
+	return out, err
 }
 
 // reload loads the files that changed, keeps the last good version of
@@ -327,24 +378,44 @@ func (p *Provider) reload() {
 		return
 	}
 	seen := map[string]bool{}
+	dirs := map[string]bool{}
 	for _, f := range names {
-		seen[f] = true
-		fi, err := os.Stat(filepath.Join(p.dir, f))
-		if err != nil {
+		real, fi, rerr := resolve(p.dir, f)
+		if errors.Is(rerr, fs.ErrNotExist) {
+			// Gone, or a link to nothing: a ConfigMap key dropped, whose
+			// link outlives the ..data swap for a moment.
 			continue
+		}
+		seen[f] = true
+		if rerr == nil && filepath.Dir(real) != p.dir {
+			dirs[filepath.Dir(real)] = true
 		}
 		p.mu.Lock()
 		cur := p.files[f]
 		p.mu.Unlock()
-		if cur != nil && cur.mod.Equal(fi.ModTime()) && cur.size == fi.Size() {
+		if rerr == nil && cur != nil && cur.fi != nil && os.SameFile(cur.fi, fi) && cur.mod.Equal(fi.ModTime()) && cur.size == fi.Size() {
 			continue
+		}
+		if rerr != nil && cur != nil && cur.fi == nil && cur.lastErr == (&LoadError{File: f, Msg: rerr.Error()}).Error() {
+			continue // refused already, for the same reason
 		}
 		if cur == nil {
 			cur = &loaded{calls: &calls{sem: make(chan struct{}, p.opts.MaxConcurrent)}}
 		}
 		next := *cur
-		next.mod, next.size = fi.ModTime(), fi.Size()
-		ext, err := p.loadFile(f)
+		var ext *Extension
+		var err error
+		if rerr != nil {
+			// A link refused: the file fails to load, and is looked at
+			// again at every reload until it leads somewhere allowed.
+			next.fi, next.mod, next.size = nil, time.Time{}, 0
+			err = &LoadError{File: f, Msg: rerr.Error()}
+		} else {
+			// The stat of the file the name leads to: a ConfigMap update
+			// is a new file (another inode) through the same link.
+			next.fi, next.mod, next.size = fi, fi.ModTime(), fi.Size()
+			ext, err = p.loadFile(f)
+		}
 		if err == nil {
 			err = p.opts.Registry.Set(provider(f), p.tools(ext, next.calls))
 		}
@@ -356,7 +427,11 @@ func (p *Provider) reload() {
 				detail += " (serving the last good version)"
 			}
 			p.opts.Registry.SetState(provider(f), state, detail)
-			p.log.Error("extension did not load", "file", f, "err", err, "serving_previous", next.ext != nil)
+			if rerr != nil {
+				p.log.Warn("extension: a symlink not followed", "file", f, "err", rerr, "serving_previous", next.ext != nil)
+			} else {
+				p.log.Error("extension did not load", "file", f, "err", err, "serving_previous", next.ext != nil)
+			}
 		} else {
 			next.ext, next.lastErr = ext, ""
 			p.opts.Registry.SetState(provider(f), "ready", "")
@@ -366,6 +441,7 @@ func (p *Provider) reload() {
 		p.files[f] = &next
 		p.mu.Unlock()
 	}
+	p.watchDirs(dirs)
 	p.mu.Lock()
 	for f := range p.files {
 		if !seen[f] {
@@ -475,10 +551,9 @@ func (p *Provider) load(th *starlark.Thread, from, module string, cache map[stri
 		return g, nil
 	}
 	full := filepath.Join(p.dir, name)
-	if real, err := filepath.EvalSymlinks(full); err != nil || !strings.HasPrefix(real, p.dir+string(filepath.Separator)) {
-		return nil, fmt.Errorf("load(%q): not a file inside the extensions directory", module)
-	}
-	src, err := opfile.Read(full, MaxFileBytes)
+	// Read as an extension file is (readSource): through links only to a
+	// regular file inside the directory, judged by opfile's rule.
+	src, err := readSource(p.dir, name)
 	if err != nil {
 		return nil, fmt.Errorf("load(%q): %v", module, err)
 	}
@@ -694,3 +769,129 @@ func failure(code errcode.Code, text string) *mcp.CallToolResult {
 
 // jsonRaw keeps a JSON value as is inside a schema map.
 type jsonRaw = json.RawMessage
+
+// A file of the extensions directory is a regular file, or a symlink that
+// leads to a regular file inside the directory: the layout the kubelet
+// gives a ConfigMap or Secret volume (DIR/x.star -> ..data/x.star,
+// DIR/..data -> ..2026_11_28_10_00_00.123456789, the timestamped
+// directory holding the files, and an update a new timestamped directory
+// and a ..data_tmp link renamed over ..data). A link that leads out of the
+// directory, to what is not a regular file, or nowhere it can follow (a
+// loop) is refused, naming it and where it leads; one that leads to
+// nothing that exists is no file at all (a key the ConfigMap dropped,
+// between the ..data swap and the removal of its link).
+
+// resolve finds the file rel, a name under dir (a real path: no symlink in
+// it), stands for: its real path (rel's own when no link is followed) and
+// that file's stat. An error matching fs.ErrNotExist is a missing file or
+// a link to nothing; any other error is a refusal that names the link and
+// where it leads. A name that is not a link and not a regular file (a FIFO
+// put there) is returned as it is: opfile.Read refuses it without opening
+// it, and a listing leaves it out.
+func resolve(dir, rel string) (string, fs.FileInfo, error) {
+	full := filepath.Join(dir, rel)
+	real, err := filepath.EvalSymlinks(full)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil, err
+		}
+		return "", nil, fmt.Errorf("%s cannot be followed: %v", linkTo(full), strings.TrimPrefix(err.Error(), "EvalSymlinks: "))
+	}
+	if real != full && !inside(dir, real) {
+		return "", nil, fmt.Errorf("%s leads to %s: not a file inside the extensions directory %s, refused (a link is followed only to a regular file inside it, as a ConfigMap's through ..data are)", linkTo(full), real, dir)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", nil, err
+	}
+	if real != full && !fi.Mode().IsRegular() {
+		return "", nil, fmt.Errorf("%s leads to %s, %s: refused (a link is followed only to a regular file)", linkTo(full), real, kind(fi.Mode()))
+	}
+	return real, fi, nil
+}
+
+// readSource reads the extension file rel of dir as every file that grants
+// rights is: the name as given judged by opfile.CheckModes (each link on
+// the way, and what it leads to: owned by root or the daemon's user, not
+// writable by others), then the file resolve found read by opfile.Read,
+// which judges it again and reads it without blocking, only if regular,
+// and at most MaxFileBytes. Reading the resolved path, not the name, reads
+// the file that was judged inside the directory even if a link on the way
+// changes in between (a ConfigMap's ..data swapped): only root or the
+// daemon's user may change those links (CheckModes), and a file the swap
+// removed fails to read and is read again at the next reload.
+func readSource(dir, rel string) ([]byte, error) {
+	real, _, err := resolve(dir, rel)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	full := filepath.Join(dir, rel)
+	if real != full {
+		if err := opfile.CheckModes(full); err != nil {
+			return nil, err
+		}
+	}
+	return opfile.Read(real, MaxFileBytes)
+}
+
+// linkTo names a link and, when the name itself is one, its target:
+// "x.star (a symlink to ../elsewhere/x.star)".
+func linkTo(full string) string {
+	if target, err := os.Readlink(full); err == nil {
+		return fmt.Sprintf("%s (a symlink to %s)", full, target)
+	}
+	return full
+}
+
+// inside reports whether the real path p lies under the directory dir.
+func inside(dir, p string) bool {
+	return strings.HasPrefix(p, strings.TrimSuffix(dir, string(filepath.Separator))+string(filepath.Separator))
+}
+
+// kind says what a file that is not a regular one is.
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory, not a regular file"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO, not a regular file"
+	case m&fs.ModeSocket != 0:
+		return "a socket, not a regular file"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device, not a regular file"
+	case m&fs.ModeDevice != 0:
+		return "a device, not a regular file"
+	}
+	return "not a regular file"
+}
+
+// unwrapPath is a missing file's error without the path that names it
+// again (the caller names the file).
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// listDir lists the *.star entries of dir (a real path) that keep says to
+// keep and that are regular files or symlinks; what a link leads to is
+// resolve's to judge.
+func listDir(dir string, keep func(name string) bool) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		n := e.Name()
+		if !strings.HasSuffix(n, ".star") || !keep(n) {
+			continue
+		}
+		if t := e.Type(); t.IsRegular() || t&fs.ModeSymlink != 0 {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}

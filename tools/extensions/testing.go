@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -198,7 +199,19 @@ func RunTests(ctx context.Context, o TestOptions) (bool, error) {
 		if loaded, err := p.loadFile(strings.TrimSuffix(f, "_test.star") + ".star"); err == nil {
 			ext = loaded
 		}
-		src, err := opfile.ReadRegular(filepath.Join(p.dir, f), MaxFileBytes)
+		// Through links as the extensions are (resolve): a ConfigMap's,
+		// inside the directory, are followed; one leading out, or to what
+		// is not a regular file, fails the run naming where it leads.
+		real, _, err := resolve(p.dir, f)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // a link to nothing: a key dropped from the ConfigMap
+		}
+		if err != nil {
+			fmt.Fprintf(o.Out, "--- FAIL: %s\n    %v\n", f, err)
+			ok = false
+			continue
+		}
+		src, err := opfile.ReadRegular(real, MaxFileBytes)
 		if err != nil {
 			return false, err
 		}
@@ -312,6 +325,9 @@ func Check(dir string) ([]error, int, error) {
 	tools := 0
 	seen := map[string]string{}
 	for _, f := range names {
+		if _, _, err := resolve(p.dir, f); errors.Is(err, fs.ErrNotExist) {
+			continue // a link to nothing is no file, as for the provider
+		}
 		ext, err := p.loadFile(f)
 		if err != nil {
 			errs = append(errs, err)
