@@ -245,3 +245,23 @@ func TestConfigMapExtTest(t *testing.T) {
 		t.Errorf("ext test of a ConfigMap volume: %v %v\n%s", ok, err, out.String())
 	}
 }
+
+// TestConfigMapVolumeMountPoint: the mount point of a `configMap:` volume
+// is the kubelet's disk-backed emptyDir, mode 0777 without the sticky
+// bit, where any user could replace ..data: the directory is refused,
+// naming it and the mode. A `projected:` volume (with a configMap
+// source) or a Secret is a tmpfs, whose mount point is 1777: accepted
+// (docs/extensions.md, From a ConfigMap).
+func TestConfigMapVolumeMountPoint(t *testing.T) {
+	vol := filepath.Join(t.TempDir(), "extensions")
+	testenv.ConfigMapVolume(t, vol, map[string]string{"cm.star": cmExt("v1"), "lib.star": cmLib("lib1")})
+	if err := CheckDir(vol); err != nil {
+		t.Fatalf("a projected volume's layout (mount point 1777): %v", err)
+	}
+	if err := os.Chmod(vol, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckDir(vol); err == nil || !strings.Contains(err.Error(), "lies in "+vol+", which its group or others may write (mode 0777, others may write it) without the sticky bit") {
+		t.Fatalf("a configMap volume's mount point (0777): %v", err)
+	}
+}
