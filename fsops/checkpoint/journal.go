@@ -29,14 +29,21 @@ import (
 //   - an event names the directory of the path written through: a file
 //     with more than one link may be changed through another directory,
 //     so a directory holding one is listed every time, as is one on
-//     another device than the root (a mount point, or below one).
+//     another device than the root (a mount point, or below one). A link
+//     made since (link(2) raises no event in the linked file's directory)
+//     is seen while it is there; a name made since and gone before the
+//     walk's end may have been one, and ends the generation (made).
+//   - a directory made or moved in since the base was never watched, and
+//     its inode number and times may be those of the one removed from its
+//     path: it is listed, and all below it (fresh).
 //   - a directory moved (IN_MOVE_SELF) leaves its watch naming the old
 //     path; a full queue (IN_Q_OVERFLOW) loses events; an unmount ends
 //     watches. Each ends the journal's generation, so the next checkpoint
 //     of every scope walks in full (and watches again).
-//   - writes through a shared writable mapping raise no event of their
-//     own: what such a writer changed is seen once it has unmapped and
-//     closed the file (IN_CLOSE_WRITE), something else in its directory
+//   - writes through a shared writable mapping, and Linux AIO writes
+//     (io_submit), raise no event of their own: what such a writer
+//     changed is seen once it has unmapped and closed the file
+//     (IN_CLOSE_WRITE), something else in its directory
 //     changes, or at the next full walk; and a hard link to a file made
 //     from outside the tree after the base, and a write through it, raise
 //     no event in the tree at all. --checkpoint-journal=false walks in

@@ -1,9 +1,15 @@
 package checkpoint
 
 import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -162,4 +168,164 @@ func TestJournalListsADirectoryMadeAtAReusedInode(t *testing.T) {
 			sameAsFullWalk(t, f.st, ref, f.ws, "a directory "+how+" where one was removed")
 		})
 	}
+}
+
+// Changes racing a checkpoint (files written, made and removed, links
+// made, written through and removed, directories exchanged, moved out and
+// back, made and removed while the walk runs) leave the journal able to
+// vouch for nothing it did not see: a quiet checkpoint after each racing
+// one captures what a full walk does.
+func TestJournalUnderChangesRacingTheCheckpoint(t *testing.T) {
+	f := newFixture(t, nil)
+	ref := referenceStore(t, f)
+	dirs := []string{"d0", "d0/s", "d1", "d1/s", "d2", "d3", "d3/s/t"}
+	for i, d := range dirs {
+		for k := range 3 {
+			f.write(t, fmt.Sprintf("%s/f%d", d, k), fmt.Sprintf("%d.%d\n", i, k))
+		}
+	}
+	outside := filepath.Join(filepath.Dir(f.dir), "outside")
+	sameAsFullWalk(t, f.st, ref, f.ws, "first")
+	for round := range 40 {
+		rng := rand.New(rand.NewPCG(uint64(round), 7))
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			p := func(rel string) string { return filepath.Join(f.dir, rel) }
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d := dirs[rng.IntN(len(dirs))]
+				e := dirs[rng.IntN(len(dirs))]
+				switch rng.IntN(8) {
+				case 0:
+					os.WriteFile(p(fmt.Sprintf("%s/f%d", d, rng.IntN(3))), fmt.Appendf(nil, "r%d n%d\n", round, n), 0o644)
+				case 1:
+					os.WriteFile(p(d+"/tmp"), []byte("t"), 0o644)
+					os.Remove(p(d + "/tmp"))
+				case 2:
+					if os.Link(p(d+"/f0"), p(e+"/ln")) == nil {
+						os.WriteFile(p(e+"/ln"), fmt.Appendf(nil, "via link r%d n%d\n", round, n), 0o644)
+						os.Remove(p(e + "/ln"))
+					}
+				case 3:
+					unix.Renameat2(unix.AT_FDCWD, p("d1/s"), unix.AT_FDCWD, p("d0/s"), unix.RENAME_EXCHANGE)
+				case 4:
+					if os.Rename(p("d2"), outside) == nil {
+						os.WriteFile(filepath.Join(outside, "f1"), fmt.Appendf(nil, "outside r%d n%d\n", round, n), 0o644)
+						os.Rename(outside, p("d2"))
+					}
+				case 5:
+					os.Mkdir(p(d+"/new"), 0o755)
+					os.WriteFile(p(d+"/new/g"), []byte("g"), 0o644)
+				case 6:
+					os.RemoveAll(p(d + "/new"))
+				case 7:
+					f, err := os.OpenFile(p(d+"/f2"), os.O_RDWR, 0)
+					if err == nil {
+						f.Truncate(int64(rng.IntN(5)))
+						f.Close()
+					}
+				}
+			}
+		}()
+		// It may fail (a file listed is gone before it is read); what
+		// it leaves must not mislead the next.
+		_, err := f.st.Create(context.Background(), f.ws, CreateOptions{})
+		close(stop)
+		<-done
+		if err != nil {
+			t.Logf("round %d, racing: %v", round, err)
+		}
+		sameAsFullWalk(t, f.st, ref, f.ws, fmt.Sprintf("round %d, quiet after a racing checkpoint", round))
+	}
+}
+
+// A queue the journal could not read in time overflows; the change made
+// after the kernel dropped events is in no event, and the overflow ends
+// the generation: the next checkpoint walks in full.
+func TestJournalAfterTheQueueOverflowed(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events")
+	if err != nil {
+		t.Skip("no /proc/sys/fs/inotify/max_queued_events")
+	}
+	var limit int
+	fmt.Sscan(string(b), &limit)
+	if limit > 1<<16 {
+		t.Skipf("max_queued_events is %d: too many files to make", limit)
+	}
+	f := newFixture(t, nil)
+	ref := referenceStore(t, f)
+	f.write(t, "flood/x", "x")
+	f.write(t, "quiet/f", "before\n")
+	sameAsFullWalk(t, f.st, ref, f.ws, "first")
+	sameAsFullWalk(t, f.st, ref, f.ws, "second")
+	g := f.st.guided.Load()
+	f.st.jrnl.mu.Lock() // its reader waits: nothing is read meanwhile
+	for i := range limit/2 + 1 {
+		fh, err := os.Create(filepath.Join(f.dir, fmt.Sprintf("flood/%d", i)))
+		if err != nil {
+			f.st.jrnl.mu.Unlock()
+			t.Fatal(err)
+		}
+		fh.Close() // IN_CREATE and IN_CLOSE_WRITE
+	}
+	err = os.WriteFile(filepath.Join(f.dir, "quiet/f"), []byte("after, longer\n"), 0o644)
+	f.st.jrnl.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameAsFullWalk(t, f.st, ref, f.ws, "after an overflow")
+	if f.st.guided.Load() != g {
+		t.Fatal("the checkpoint after an overflow was guided")
+	}
+}
+
+// A Linux AIO write (io_submit) raises no event of its own, as a write
+// through a mapping does not; the close of the file it was made through
+// does.
+func TestJournalSeesAnAIOWriteOnceClosed(t *testing.T) {
+	f := newFixture(t, nil)
+	ref := referenceStore(t, f)
+	f.write(t, "db/data", "0123456789")
+	f.write(t, "other/x", "x")
+	sameAsFullWalk(t, f.st, ref, f.ws, "first")
+	fh, err := os.OpenFile(filepath.Join(f.dir, "db/data"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctx uintptr
+	if _, _, e := unix.Syscall(unix.SYS_IO_SETUP, 1, uintptr(unsafe.Pointer(&ctx)), 0); e != 0 {
+		fh.Close()
+		t.Skipf("io_setup: %v", e)
+	}
+	defer unix.Syscall(unix.SYS_IO_DESTROY, ctx, 0, 0)
+	data := []byte("AIO")
+	// struct iocb: data, key and rw_flags, opcode
+	// (1: pwrite), reqprio, fildes, buf, nbytes, offset, reserved2,
+	// flags, resfd.
+	var cb [64]byte
+	binary.NativeEndian.PutUint16(cb[16:], 1)
+	binary.NativeEndian.PutUint32(cb[20:], uint32(fh.Fd()))
+	binary.NativeEndian.PutUint64(cb[24:], uint64(uintptr(unsafe.Pointer(&data[0]))))
+	binary.NativeEndian.PutUint64(cb[32:], uint64(len(data)))
+	cbs := []*[64]byte{&cb}
+	if n, _, e := unix.Syscall(unix.SYS_IO_SUBMIT, ctx, 1, uintptr(unsafe.Pointer(&cbs[0]))); e != 0 || n != 1 {
+		fh.Close()
+		t.Skipf("io_submit: %d, %v", n, e)
+	}
+	var ev [32]byte
+	if n, _, e := unix.Syscall6(unix.SYS_IO_GETEVENTS, ctx, 1, 1, uintptr(unsafe.Pointer(&ev[0])), 0, 0); e != 0 || n != 1 {
+		t.Fatalf("io_getevents: %d, %v", n, e)
+	}
+	runtime.KeepAlive(data)
+	fh.Close()
+	if b, _ := os.ReadFile(filepath.Join(f.dir, "db/data")); string(b) != "AIO3456789" {
+		t.Fatalf("the AIO write left %q", b)
+	}
+	sameAsFullWalk(t, f.st, ref, f.ws, "after an AIO write, closed")
 }
