@@ -32,10 +32,12 @@ type CheckpointInfo struct {
 	Auto    bool      `json:"auto,omitempty"`
 	Files   int       `json:"files"`
 	Bytes   int64     `json:"bytes"`
-	// Read, Stored, TookMs, Skipped, Pruned and Reused are set by Create
-	// (the daemon's answer always has took_ms; List's entries have none).
+	// Read, Stored, Listed, TookMs, Skipped, Pruned and Reused are set by
+	// Create (the daemon's answer always has took_ms; List's entries have
+	// none). Listed is how many directories the checkpoint listed.
 	Read    int      `json:"read,omitempty"`
 	Stored  int64    `json:"stored,omitempty"`
+	Listed  int      `json:"listed,omitempty"`
 	TookMs  int64    `json:"took_ms,omitempty"`
 	Skipped []string `json:"skipped,omitempty"`
 	Pruned  []string `json:"pruned,omitempty"`

@@ -16,6 +16,8 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/config"
 	"github.com/agentbe/agentbe-daemon/internal/cpuburst"
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
+	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -354,5 +356,57 @@ func TestCheckpointsOnEveryFace(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(c.Root, "a.txt"), []byte("two\n"), 0o644))
 	if _, body := callAs(t, r.url, "", "", "checkpoint_diff", `{"from":"`+id+`"}`); !strings.Contains(body, "M a.txt") || !strings.Contains(body, "+two") {
 		t.Fatalf("MCP checkpoint_diff: %s", body)
+	}
+}
+
+// TestCheckpointJournalSeesCommands: a command's writes, whatever confines
+// it, reach the store's journal (the same inodes raise the events): the
+// checkpoint after one lists only the directory it changed and the root,
+// and captures the change; with --checkpoint-journal=false every
+// checkpoint lists every directory.
+func TestCheckpointJournalSeesCommands(t *testing.T) {
+	for _, tc := range []struct {
+		isolation string
+		journal   bool
+	}{{"software", true}, {"software", false}, {"bwrap", true}, {"landlock", true}} {
+		t.Run(fmt.Sprintf("%s,journal=%v", tc.isolation, tc.journal), func(t *testing.T) {
+			journal := tc.journal
+			c := testConfig(t)
+			switch tc.isolation {
+			case "bwrap":
+				testenv.Bwrap(t)
+			case "landlock":
+				if sandbox.LandlockABI() < 1 {
+					testenv.Missing(t, "Landlock (a kernel with CONFIG_SECURITY_LANDLOCK, enabled at boot)")
+				}
+			}
+			c.Isolation = tc.isolation
+			c.Checkpoints = "manual"
+			c.StateDir = t.TempDir()
+			c.CheckpointJournal = journal
+			must(t, c.Validate())
+			r := start(t, c, nil)
+			cs := mcpSession(t, r)
+			for _, d := range []string{"a", "b", "c"} {
+				cpCall(t, cs, "write_file", map[string]any{"path": d + "/f.txt", "content": d + "\n"}, false)
+			}
+			_, first := cpCall(t, cs, "checkpoint_create", nil, false)
+			if first["listed"] != float64(4) {
+				t.Fatalf("the first checkpoint: %v; want all 4 directories listed", first)
+			}
+			cpCall(t, cs, "exec", map[string]any{"command": "echo changed by a command > b/f.txt"}, false)
+			_, second := cpCall(t, cs, "checkpoint_create", nil, false)
+			want := float64(4)
+			if journal {
+				want = 2 // the root and b
+			}
+			if second["read"] != float64(1) || second["listed"] != want {
+				t.Fatalf("after the command: %v; want 1 file read and %v directories listed", second, want)
+			}
+			text, _ := cpCall(t, cs, "checkpoint_diff", map[string]any{"from": first["id"], "to": second["id"]}, false)
+			if !strings.Contains(text, "M b/f.txt") || !strings.Contains(text, "+changed by a command") {
+				t.Fatalf("checkpoint_diff: %s", text)
+			}
+		})
 	}
 }

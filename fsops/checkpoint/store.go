@@ -164,8 +164,12 @@ type Info struct {
 	// content it added to the store, and TookMs how long Create took: set
 	// by Create only (TookMs always, 0 included; a listed checkpoint has
 	// none, as the store does not keep it).
-	Read    int      `json:"read,omitempty"`
-	Stored  int64    `json:"stored,omitempty"`
+	Read   int   `json:"read,omitempty"`
+	Stored int64 `json:"stored,omitempty"`
+	// Listed is how many directories Create listed: all of them, or, guided
+	// by the journal (journal.go), those that changed since the scope's
+	// previous checkpoint and their ancestors.
+	Listed  int      `json:"listed,omitempty"`
 	TookMs  *int64   `json:"took_ms,omitempty"`
 	Skipped []string `json:"skipped,omitempty"`
 	// Pruned are the checkpoints Create removed to stay within the bounds.
@@ -883,7 +887,7 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 		fail(nil)
 		base(prev.ID)
 		return Info{ID: prev.ID, Label: prev.Label, Created: prev.Created, Auto: prev.Auto, Files: prev.Files, Bytes: prev.Bytes,
-			Reused: true, TookMs: tookMs(start)}, nil
+			Reused: true, Listed: w.listed, TookMs: tookMs(start)}, nil
 	}
 	if err := s.step("blobs"); err != nil {
 		<-bs.start(nil) // a kill here leaves the blobs, which Open collects
@@ -911,7 +915,7 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	}
 	sort.Strings(skipped)
 	return Info{ID: m.ID, Label: m.Label, Created: m.Created, Auto: m.Auto, Files: m.Files, Bytes: m.Bytes, Read: len(toRead),
-		Stored: stored, Skipped: skipped, Pruned: pruned, TookMs: tookMs(start)}, nil
+		Stored: stored, Listed: w.listed, Skipped: skipped, Pruned: pruned, TookMs: tookMs(start)}, nil
 }
 
 // journalFor is the journal a checkpoint of the scope root walks with

@@ -46,6 +46,8 @@ type walked struct {
 	// full).
 	linked  map[fileID]bool
 	newLink bool
+	// listed counts the directories listed.
+	listed int
 }
 
 // walkWorkers is how many directories a walk lists at once: the walk is
@@ -526,6 +528,7 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 			wk.w.entries = append(wk.w.entries, es[i])
 		}
 		wk.blocks[dir] = [2]int{lo, len(wk.w.entries)}
+		wk.w.listed++
 		for p, why := range skipped {
 			wk.w.skipped[p] = why
 		}
