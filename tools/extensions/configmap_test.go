@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
@@ -264,4 +265,65 @@ func TestConfigMapVolumeMountPoint(t *testing.T) {
 	if err := CheckDir(vol); err == nil || !strings.Contains(err.Error(), "lies in "+vol+", which its group or others may write (mode 0777, others may write it) without the sticky bit") {
 		t.Fatalf("a configMap volume's mount point (0777): %v", err)
 	}
+}
+
+// TestConfigMapPlantedLinkRefused: in the volume's sticky mount point
+// another user may add names of their own, not replace the kubelet's: a
+// link of theirs to a file of the ConfigMap (root's, inside the
+// directory) is refused by its owner, at the start and at a reload,
+// though the file it leads to would pass. A link to a device inside the
+// directory is refused as not a regular file, never opened.
+func TestConfigMapPlantedLinkRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root can give a link to another user (CI runs as root)")
+	}
+	vol := filepath.Join(t.TempDir(), "extensions")
+	testenv.ConfigMapVolume(t, vol, map[string]string{"cm.star": cmExt("v1"), "lib.star": cmLib("lib1")})
+	planted := filepath.Join(vol, "planted.star")
+	if err := os.Symlink("..data/cm.star", planted); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(planted, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckDir(vol); err == nil || !strings.Contains(err.Error(), "a symlink on its path, "+planted+", is owned by uid 65534") {
+		t.Fatalf("CheckDir with a link another user planted: %v", err)
+	}
+	if err := os.Remove(planted); err != nil {
+		t.Fatal(err)
+	}
+	f := startIn(t, vol, nil)
+	if err := os.Symlink("..data/cm.star", planted); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(planted, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the planted link refused", func() bool {
+		for _, h := range f.p.Health() {
+			if h.File == "planted.star" {
+				return h.State == "failed" && strings.Contains(h.LastError, "is owned by uid 65534")
+			}
+		}
+		return false
+	})
+	data, err := os.Readlink(filepath.Join(vol, "..data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := filepath.Join(vol, data, "null.star")
+	if err := syscall.Mknod(dev, syscall.S_IFCHR|0o644, 1<<8|3); err != nil {
+		t.Skipf("mknod: %v", err)
+	}
+	if err := os.Symlink("..data/null.star", filepath.Join(vol, "null.star")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the link to a device refused", func() bool {
+		for _, h := range f.p.Health() {
+			if h.File == "null.star" {
+				return h.State == "failed" && strings.Contains(h.LastError, "leads to "+dev+", a character device, not a regular file: refused")
+			}
+		}
+		return false
+	})
 }
