@@ -1,7 +1,13 @@
-// Package procnet parses the kernel's TCP socket tables (/proc/net/tcp,
-// /proc/PID/net/tcp and tcp6), which its callers read: the listening
-// sockets of a network namespace (previews) and the owner of one connection
-// (the browser's proxy). One parser for both, fuzzed.
+// Package procnet reads the kernel's TCP socket tables (/proc/net/tcp,
+// /proc/PID/net/tcp and tcp6): the listening sockets of a network namespace
+// (ListenersOf, for previews) and the owner of one connection (SocketUID,
+// for the browser's proxy). It is the one place that opens these tables
+// (TestSocketTablesHaveOneHome): a namespace's table lists every
+// connection, TIME_WAIT ones included, which a workspace sharing it can
+// make tens of MB without holding a descriptor, so each is read a line at
+// a time (ListenersIn, SocketUIDIn), and a table that cannot be read whole
+// is an error its caller sees, never a shorter table. One parser for both,
+// fuzzed.
 package procnet
 
 import (
@@ -9,11 +15,87 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/netip"
+	"os"
 	"strconv"
 )
+
+// procRoot is where /proc is (tests point it at a directory of tables).
+var procRoot = "/proc"
+
+// ListenersOf reads the listening sockets of the network namespace that
+// process (or thread) pid is in, from /proc/PID/net/tcp (v4) and tcp6
+// (v6), each a line at a time (ListenersIn). v6 is nil without an error
+// where the kernel has no IPv6 table. An error that wraps fs.ErrNotExist
+// says pid shows no namespace: it ended, or it is a main thread that
+// ended before the process's other threads (which show it still).
+// Any other error (a table that cannot be opened or read whole, or a line
+// that does not parse) names the table: the listeners are unknown.
+func ListenersOf(pid int) (v4, v6 []Listener, err error) {
+	dir := procRoot + "/" + strconv.Itoa(pid) + "/net/"
+	if v4, err = listenersAt(dir + "tcp"); err != nil {
+		return nil, nil, err
+	}
+	v6, err = listenersAt(dir + "tcp6")
+	if errors.Is(err, fs.ErrNotExist) {
+		// No IPv6 in this kernel, or pid ended since tcp was read: which,
+		// the IPv4 table says.
+		if _, serr := os.Stat(dir + "tcp"); serr != nil {
+			return nil, nil, fmt.Errorf("%s: %w", dir+"tcp", serr)
+		}
+		return v4, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return v4, v6, nil
+}
+
+// listenersAt is ListenersIn on the table at path.
+func listenersAt(path string) ([]Listener, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err // *PathError: names path
+	}
+	defer f.Close()
+	ls, err := ListenersIn(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return ls, nil
+}
+
+// SocketUID is the owner (the uid column) of the TCP connection from local
+// to remote in the daemon's own network namespace, read from /proc/net/tcp
+// (tcp6 for IPv6 addresses; an IPv4 address in its IPv6 form is read as
+// IPv4) a line at a time, up to the connection's line (SocketUIDIn). found
+// is false when no line has both addresses; err is set when the table
+// could not be read up to that line, or the line's uid does not parse.
+func SocketUID(local, remote netip.AddrPort) (uid int, found bool, err error) {
+	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
+	remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
+	if !local.IsValid() || !remote.IsValid() || local.Addr().Is4() != remote.Addr().Is4() {
+		return 0, false, fmt.Errorf("%v to %v: not a TCP connection's two addresses", local, remote)
+	}
+	path := procRoot + "/net/tcp"
+	if !local.Addr().Is4() {
+		path += "6"
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	uid, found, err = SocketUIDIn(f, local, remote)
+	if err != nil {
+		return 0, false, fmt.Errorf("%s: %w", path, err)
+	}
+	return uid, found, nil
+}
 
 // Listener is a TCP socket in state LISTEN, as a /proc/net/tcp table shows
 // it: its local address and the inode that names it in /proc/PID/fd.
@@ -197,27 +279,24 @@ func parseHexAddrPort(b []byte) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(a, port), nil
 }
 
-// SocketUID is the owner of the TCP connection from local to remote in a
-// table read whole (the uid column): false when no line has both
-// addresses, or a matching line does not parse.
-func SocketUID(data []byte, local, remote netip.AddrPort) (int, bool) {
-	for n, line := range bytes.Split(data, []byte("\n")) {
-		if uid, found, ok := uidLine(n, line, local, remote); found {
-			return uid, ok
-		}
-	}
-	return 0, false
-}
-
-// SocketUIDIn is SocketUID on a table read from r a line at a time, up to
-// the line it looks for (ListenersIn says why).
-func SocketUIDIn(r io.Reader, local, remote netip.AddrPort) (uid int, ok bool) {
-	eachLine(r, func(n int, line []byte) (bool, error) {
-		var found bool
+// SocketUIDIn is the owner of the TCP connection from local to remote in
+// a table read from r a line at a time, up to the line it looks for
+// (ListenersIn says why): found is false when no line has both addresses.
+// A line over the reader's bound, a read that fails, or a matching line
+// whose uid does not parse is an error.
+func SocketUIDIn(r io.Reader, local, remote netip.AddrPort) (uid int, found bool, err error) {
+	err = eachLine(r, func(n int, line []byte) (bool, error) {
+		var ok bool
 		uid, found, ok = uidLine(n, line, local, remote)
+		if found && !ok {
+			return true, fmt.Errorf("line %d: the connection's uid does not parse", n+1)
+		}
 		return found, nil
 	})
-	return uid, ok
+	if err != nil {
+		return 0, false, err
+	}
+	return uid, found, nil
 }
 
 // uidLine reads line n of a table: whether it is the connection from local

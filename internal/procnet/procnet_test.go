@@ -3,13 +3,17 @@ package procnet
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -163,8 +167,38 @@ func formatNetTCPLine(sl int, l Listener) string {
 }
 
 // SocketUID finds this process's own connection in the kernel's table
-// with this process's uid, and no uid for a pair of addresses no socket has.
+// with this process's uid, IPv4 and IPv6, and no uid for a pair of
+// addresses no socket has.
 func TestSocketUID(t *testing.T) {
+	for _, network := range []string{"tcp4", "tcp6"} {
+		host := "127.0.0.1"
+		if network == "tcp6" {
+			host = "[::1]"
+		}
+		l, err := net.Listen(network, host+":0")
+		if err != nil {
+			if network == "tcp6" {
+				t.Logf("no IPv6 loopback: %v", err)
+				continue
+			}
+			t.Fatal(err)
+		}
+		defer l.Close()
+		c, err := net.Dial(network, l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		local, remote := netip.MustParseAddrPort(c.LocalAddr().String()), netip.MustParseAddrPort(c.RemoteAddr().String())
+		if uid, found, err := SocketUID(local, remote); err != nil || !found || uid != os.Getuid() {
+			t.Errorf("%s: SocketUID(%v, %v) = %d, %v, %v; want %d", network, local, remote, uid, found, err, os.Getuid())
+		}
+		if uid, found, err := SocketUID(remote, netip.AddrPortFrom(remote.Addr(), 1)); found || err != nil {
+			t.Errorf("%s: a pair no socket has: uid %d, %v, %v", network, uid, found, err)
+		}
+	}
+	// An IPv4 address in its IPv6 form (as a dual-stack socket reports
+	// it) is looked up in the IPv4 table.
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -175,19 +209,140 @@ func TestSocketUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	b, err := os.ReadFile("/proc/self/net/tcp")
+	mapped := func(a net.Addr) netip.AddrPort {
+		ap := netip.MustParseAddrPort(a.String())
+		return netip.AddrPortFrom(netip.AddrFrom16(ap.Addr().As16()), ap.Port())
+	}
+	if uid, found, err := SocketUID(mapped(c.LocalAddr()), mapped(c.RemoteAddr())); err != nil || !found || uid != os.Getuid() {
+		t.Errorf("mapped addresses: %d, %v, %v", uid, found, err)
+	}
+	if _, _, err := SocketUID(netip.AddrPort{}, mapped(c.RemoteAddr())); err == nil {
+		t.Error("no local address: no error")
+	}
+}
+
+// SocketUIDIn: a matching line whose uid does not parse, and a line over
+// the reader's bound before the connection's, are errors (the proxy then
+// refuses the connection), not "no such connection"; a line that does not
+// parse and is not the connection's is passed over.
+func TestSocketUIDInErrors(t *testing.T) {
+	if !littleEndian() {
+		t.Skip("the literal lines below are a little-endian kernel's")
+	}
+	local, remote := netip.MustParseAddrPort("127.0.0.1:8080"), netip.MustParseAddrPort("127.0.0.1:54321")
+	match := "   9: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000  %s        0 999 1 0000000000000000 20 4 30 10 -1\n"
+	for name, tc := range map[string]struct {
+		table   string
+		uid     int
+		found   bool
+		failing bool
+	}{
+		"found":        {header + fmt.Sprintf(match, "1000"), 1000, true, false},
+		"garbage line": {header + "   0: 0100007F:1F90 garbage 01 0 0 0 0 0 0 0\n" + fmt.Sprintf(match, "1000"), 1000, true, false},
+		"absent":       {header + timeWaitString, 0, false, false},
+		"bad uid":      {header + fmt.Sprintf(match, "x"), 0, false, true},
+		"long line":    {header + strings.Repeat("x", maxLine+1) + "\n" + fmt.Sprintf(match, "1000"), 0, false, true},
+	} {
+		uid, found, err := SocketUIDIn(strings.NewReader(tc.table), local, remote)
+		if uid != tc.uid || found != tc.found || (err != nil) != tc.failing {
+			t.Errorf("%s: %d, %v, %v; want %d, %v, error %v", name, uid, found, err, tc.uid, tc.found, tc.failing)
+		}
+	}
+}
+
+// fakeProc points ListenersOf and SocketUID at a directory of tables for
+// the test: name (relative to /proc) to content.
+func fakeProc(t *testing.T, tables map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range tables {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := procRoot
+	procRoot = dir
+	t.Cleanup(func() { procRoot = old })
+}
+
+// TestListenersOf reads this process's own namespace: a socket it listens
+// on is among v4 (and an IPv6 one among v6); a pid that does not exist is
+// fs.ErrNotExist (a process that ended).
+func TestListenersOf(t *testing.T) {
+	l4, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, remote := netip.MustParseAddrPort(c.LocalAddr().String()), netip.MustParseAddrPort(c.RemoteAddr().String())
-	if uid, ok := SocketUID(b, local, remote); !ok || uid != os.Getuid() {
-		t.Errorf("SocketUID(%v, %v) = %d, %v; want %d", local, remote, uid, ok, os.Getuid())
+	defer l4.Close()
+	v4, v6, err := ListenersOf(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if uid, ok := SocketUID(b, remote, netip.MustParseAddrPort("127.0.0.1:1")); ok {
-		t.Errorf("a pair no socket has: uid %d", uid)
+	if !slices.ContainsFunc(v4, func(l Listener) bool { return l.Addr.String() == l4.Addr().String() }) {
+		t.Errorf("%v not among the IPv4 listeners %v", l4.Addr(), v4)
 	}
-	if _, ok := SocketUID([]byte(header+"   0: 0100007F:1F90 garbage 01 0 0 0 0 0 0 0\n"), local, remote); ok {
-		t.Error("a line that does not parse matched")
+	if l6, err := net.Listen("tcp6", "[::1]:0"); err == nil {
+		defer l6.Close()
+		_, v6, err = ListenersOf(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(v6, func(l Listener) bool { return l.Addr.String() == l6.Addr().String() }) {
+			t.Errorf("%v not among the IPv6 listeners %v", l6.Addr(), v6)
+		}
+	}
+	// The largest pid the kernel hands out is 2^22: past it, none.
+	if _, _, err := ListenersOf(1 << 23); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a pid that does not exist: %v; want fs.ErrNotExist", err)
+	}
+}
+
+// TestListenersOfTables: a table that does not parse, or has a line over
+// the reader's bound, is an error naming the table, in either family, so
+// a caller cannot take a half-read namespace for one with fewer
+// listeners; a kernel without tcp6 gives v6 nil and no error; a pid
+// without tcp is one that ended (fs.ErrNotExist).
+func TestListenersOfTables(t *testing.T) {
+	if !littleEndian() {
+		t.Skip("the literal lines below are a little-endian kernel's")
+	}
+	good := header + "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0\n"
+	broken := header + "   0: 0100007F:1F90 00000000:0000 0A\n"
+	long := header + strings.Repeat(" ", maxLine+1) + "\n"
+	fakeProc(t, map[string]string{
+		"1/net/tcp": good, "1/net/tcp6": "",
+		"2/net/tcp": good,
+		"3/net/tcp": broken, "3/net/tcp6": "",
+		"4/net/tcp": good, "4/net/tcp6": broken,
+		"5/net/tcp": long, "5/net/tcp6": "",
+		"6/net/tcp": good, "6/net/tcp6": long,
+		"7/net/tcp6": "",
+	})
+	want := []Listener{{netip.MustParseAddrPort("127.0.0.1:8080"), 4242}}
+	for _, pid := range []int{1, 2} {
+		v4, v6, err := ListenersOf(pid)
+		if err != nil || !reflect.DeepEqual(v4, want) || v6 != nil {
+			t.Errorf("pid %d: %v, %v, %v; want %v, none, no error", pid, v4, v6, err, want)
+		}
+	}
+	for pid, table := range map[int]string{3: "/3/net/tcp", 4: "/4/net/tcp6", 5: "/5/net/tcp", 6: "/6/net/tcp6"} {
+		v4, v6, err := ListenersOf(pid)
+		if err == nil || !strings.Contains(err.Error(), table+":") || errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("pid %d: %v, %v, %v; want an error naming %s", pid, v4, v6, err, table)
+		}
+	}
+	for _, pid := range []int{7, 8} {
+		if _, _, err := ListenersOf(pid); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("pid %d: %v; want fs.ErrNotExist", pid, err)
+		}
+	}
+	// SocketUID reads the daemon's own table there too.
+	if _, _, err := SocketUID(netip.MustParseAddrPort("127.0.0.1:8080"), netip.MustParseAddrPort("127.0.0.1:1")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("SocketUID without a table: %v", err)
 	}
 }
 
@@ -222,7 +377,9 @@ func bigTable(n int) io.Reader {
 	})
 }
 
-var timeWaitLine = []byte("   1: 0100007F:9C4E 0100007F:1F90 06 00000000:00000000 03:00000A2B 00000000     0        0 0 3 0000000000000000\n")
+const timeWaitString = "   1: 0100007F:9C4E 0100007F:1F90 06 00000000:00000000 03:00000A2B 00000000     0        0 0 3 0000000000000000\n"
+
+var timeWaitLine = []byte(timeWaitString)
 
 type readerFunc func([]byte) (int, error)
 
@@ -257,12 +414,12 @@ func TestTablesReadALineAtATime(t *testing.T) {
 		t.Errorf("ListenersIn: %v, %v; want %v", ls, err, want)
 	}
 	var uid int
-	var ok bool
+	var found bool
 	local, remote := netip.MustParseAddrPort("127.0.0.1:8080"), netip.MustParseAddrPort("127.0.0.1:54321")
-	if a := allocated(func() { uid, ok = SocketUIDIn(bigTable(n), local, remote) }); a > 1<<20 {
+	if a := allocated(func() { uid, found, err = SocketUIDIn(bigTable(n), local, remote) }); a > 1<<20 {
 		t.Errorf("SocketUIDIn allocated %d bytes for a table of %d lines; want it read a line at a time (under 1 MiB)", a, n)
 	}
-	if uid != 1000 || !ok {
-		t.Errorf("SocketUIDIn: %d, %v; want 1000, true", uid, ok)
+	if uid != 1000 || !found || err != nil {
+		t.Errorf("SocketUIDIn: %d, %v, %v; want 1000, true, no error", uid, found, err)
 	}
 }

@@ -4,18 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agentbe/agentbe-daemon/internal/procnet"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/netip"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/agentbe/agentbe-daemon/internal/procnet"
 	"github.com/agentbe/agentbe-daemon/netguard"
 )
 
@@ -29,7 +27,7 @@ import (
 // not resolve proxied hosts itself).
 //
 // It listens on 127.0.0.1 and serves only connections whose socket belongs
-// to Chromium's user (read from /proc/net/tcp): another user's process
+// to Chromium's user (procnet.SocketUID): another user's process
 // cannot borrow it. A process of that same user could; it admits nothing
 // the rules do not, so it gives such a process no address it could not
 // reach itself, unless the operator admitted private ones.
@@ -323,33 +321,26 @@ func (l *uidListener) Accept() (net.Conn, error) {
 		}
 		peer, _ := c.RemoteAddr().(*net.TCPAddr)
 		local, _ := c.LocalAddr().(*net.TCPAddr)
-		if uid, ok := socketUID(peer, local); ok && uid == l.uid {
+		uid, found, err := socketUID(peer, local)
+		if err == nil && found && uid == l.uid {
 			return c, nil
 		}
-		l.refused(c.RemoteAddr().String(), fmt.Errorf("a connection to the proxy from a process that is not the browser's (uid %d)", l.uid))
+		why := fmt.Errorf("a connection to the proxy from a process that is not the browser's (uid %d)", l.uid)
+		if err != nil {
+			why = fmt.Errorf("a connection to the proxy whose owner cannot be read, so it may not be the browser's (uid %d): %w", l.uid, err)
+		}
+		l.refused(c.RemoteAddr().String(), why)
 		c.Close()
 	}
 }
 
-// socketUID is the owner of the IPv4 TCP socket from peer to local, read
-// from the kernel's own table.
-func socketUID(peer, local *net.TCPAddr) (int, bool) {
-	if peer == nil || local == nil || peer.IP.To4() == nil || local.IP.To4() == nil {
-		return 0, false
+// socketUID is the owner of the TCP socket from peer to local, as the
+// kernel's table of the daemon's network namespace shows it
+// (procnet.SocketUID): false when no socket has both addresses, or the
+// table could not be read (err says why).
+func socketUID(peer, local *net.TCPAddr) (uid int, found bool, err error) {
+	if peer == nil || local == nil {
+		return 0, false, errors.New("not a TCP connection")
 	}
-	// Read a line at a time, up to the connection: the table lists every
-	// connection of the namespace, which a workspace sharing it can make
-	// tens of MB (procnet.SocketUIDIn).
-	f, err := os.Open("/proc/net/tcp")
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	// The table holds IPv4 addresses as such; a TCPAddr may hold one in
-	// its 16-byte form.
-	unmapped := func(a *net.TCPAddr) netip.AddrPort {
-		ap := a.AddrPort()
-		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	}
-	return procnet.SocketUIDIn(f, unmapped(peer), unmapped(local))
+	return procnet.SocketUID(peer.AddrPort(), local.AddrPort())
 }

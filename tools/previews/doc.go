@@ -10,12 +10,23 @@
 // A port is the workspace's when a process that sandbox.WorkspaceProcesses
 // counts (a command the executor runs now, or a descendant of one) holds a
 // listening TCP socket on it: the sockets in state LISTEN of that process's
-// network namespace (/proc/PID/net/tcp and tcp6, read here and parsed by
-// internal/procnet) whose inode appears among the process's descriptors
-// (/proc/PID/fd, "socket:[inode]"). Nothing else is reachable: not the
-// daemon's own port, not another host service on loopback. A caller
-// confined to a scope reaches only the ports of commands started within
-// that scope (their boundary lies in it).
+// network namespace (/proc/PID/net/tcp and tcp6, read by
+// procnet.ListenersOf) whose inode appears among the process's descriptors
+// (/proc/PID/fd, "socket:[inode]"). A process whose main thread has ended
+// while its other threads run shows none of these under /proc/PID, so it
+// is read through one of its threads (/proc/PID/task). Nothing else is
+// reachable: not the daemon's own port, not another host service on
+// loopback. A caller confined to a scope reaches only the ports of
+// commands started within that scope (their boundary lies in it).
+//
+// Reachable fails closed: where a workspace process in the daemon's
+// namespace cannot be read whole (which namespace it is in, the socket
+// table, its descriptors while a listener is unaccounted for), whose the
+// port is cannot be told, and it refuses (ErrUnjudged) and logs a warning.
+// A process that ended meanwhile holds nothing and is no failure: by
+// sandbox.WorkspaceProcesses's rule, a child it left behind has left its
+// command's tree. A listing (Ports, the /preview/ index) and Dial leave out
+// what they cannot read, and log it: a port left out is a port refused.
 //
 // Under bwrap isolation a command has its own network namespace, so its
 // loopback is not the host's: Dial opens /proc/PID/ns/net of the process

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/internal/procnet"
+	"github.com/agentbe/agentbe-daemon/internal/ratelog"
 
 	"golang.org/x/sys/unix"
 
@@ -66,7 +68,9 @@ type Options struct {
 	// refused, or once it has closed (with its bytes and duration). It runs
 	// on the connection's goroutine: keep it short.
 	Opened func(Record)
-	// Logger receives refusals at debug level; nil discards.
+	// Logger receives refusals at debug level, and at warn (rate-limited)
+	// the workspace processes whose sockets could not be read; nil
+	// discards.
 	Logger *slog.Logger
 }
 
@@ -107,7 +111,8 @@ type Previews struct {
 	max    int
 	opened func(Record)
 	log    *slog.Logger
-	selfNS uint64 // the daemon's network namespace
+	selfNS uint64        // the daemon's network namespace
+	warns  ratelog.Every // sockets that could not be read, rate-limited
 
 	mu     sync.Mutex
 	held   int // slots taken: connections open and dials in flight
@@ -205,14 +210,18 @@ type Port struct {
 	Port int
 	Addr netip.Addr // the address it is bound to (maybe unspecified)
 	Pid  int        // a workspace process holding the socket
-	ns   uint64     // that process's network namespace
+	// task is the pid, or one of its threads when its main thread has
+	// ended (see view): the /proc entry that shows its namespace.
+	task int
+	ns   uint64 // that process's network namespace
 	// v4Free: no IPv4 socket listens on the port in that namespace, so a
 	// dual-stack "::" listener may also be reached at 127.0.0.1.
 	v4Free bool
 }
 
 // Ports lists the ports the workspace's processes within within (see
-// Caller.Within) listen on, lowest first.
+// Caller.Within) listen on, lowest first. A process or namespace whose
+// sockets cannot be read is left out of the list, and logged.
 func (p *Previews) Ports(within string) []Port {
 	return p.find(within, 0)
 }
@@ -221,6 +230,12 @@ func (p *Previews) Ports(within string) []Port {
 // the caller may reach through a preview (another scope's, or any when the
 // caller may not run commands).
 var ErrNotTheCallers = errors.New("a workspace process listens on this port, and this caller may not reach it")
+
+// ErrUnjudged: the sockets of a workspace process that shares the daemon's
+// network namespace could not be read whole (its namespace, its socket
+// table or its descriptors), so whether a workspace process listens on the
+// port is unknown, and the connection is refused.
+var ErrUnjudged = errors.New("the workspace processes' sockets could not be read, so whose this port is cannot be told")
 
 // Reachable judges, as a preview would, a connection that another part of
 // the daemon opens to port on this machine's loopback for a caller working
@@ -231,19 +246,34 @@ var ErrNotTheCallers = errors.New("a workspace process listens on this port, and
 // port is that caller's rule). A port a workspace process listens on is
 // refused (ErrNotTheCallers) unless the caller may run commands and a
 // process of its scope holds it: what /preview/ would refuse it is refused
-// by every other way in.
+// by every other way in. It fails closed: when a workspace process's
+// sockets in the daemon's namespace (or which namespace it is in) cannot
+// be read whole, the port is refused (ErrUnjudged, saying which process
+// and why) and a warning logged. A process that ended meanwhile holds no
+// socket, and is no failure. Processes in other network namespaces (the
+// bwrap sandbox's) are not read: a listener there is not at this loopback.
 func (p *Previews) Reachable(within string, exec bool, port int) error {
 	if port < 1 || port > 65535 {
 		return fmt.Errorf("%w: port %d is not in 1..65535", ErrBadTarget, port)
 	}
-	local := func(ps []Port) bool {
-		return slices.ContainsFunc(ps, func(pt Port) bool { return pt.ns == p.selfNS })
+	if exec && within == "" {
+		return nil // every command is the caller's: nothing to read
 	}
-	if !local(p.find("", port)) {
+	all, unread := p.scan("", port, p.selfNS)
+	if len(unread) > 0 {
+		return p.unjudged(port, unread)
+	}
+	if len(all) == 0 {
 		return nil
 	}
-	if exec && local(p.find(within, port)) {
-		return nil
+	if exec {
+		mine, unread := p.scan(within, port, p.selfNS)
+		if len(mine) > 0 {
+			return nil
+		}
+		if len(unread) > 0 {
+			return p.unjudged(port, unread)
+		}
 	}
 	why := "it is another scope's"
 	if !exec {
@@ -252,50 +282,141 @@ func (p *Previews) Reachable(within string, exec bool, port int) error {
 	return fmt.Errorf("port %d: %w (%s)", port, ErrNotTheCallers, why)
 }
 
+// unjudged is Reachable's refusal when sockets could not be read, logged
+// at warn (rate-limited: a caller chooses how often it asks).
+func (p *Previews) unjudged(port int, unread []error) error {
+	err := fmt.Errorf("port %d: %w: %w", port, ErrUnjudged, errors.Join(unread...))
+	p.warns.Warn(p.log, "unjudged", "a connection to a port of this machine refused: the workspace processes' sockets could not be read",
+		"port", port, "err", errors.Join(unread...))
+	return err
+}
+
 // find returns the listening ports of the workspace's processes (within
-// within), only port when it is not 0.
+// within), only port when it is not 0. A process or namespace it could not
+// read is left out, with a warning (rate-limited): a listing may be
+// short, and Dial then refuses a port it did not find.
 func (p *Previews) find(within string, port int) []Port {
+	ports, unread := p.scan(within, port, 0)
+	if len(unread) > 0 {
+		p.warns.Warn(p.log, "unread", "workspace processes left out of the previews' ports: their sockets could not be read",
+			"err", errors.Join(unread...))
+	}
+	return ports
+}
+
+// errEnded: the process has ended (no thread of it shows a namespace).
+var errEnded = errors.New("ended")
+
+// gone reports whether err says a /proc entry is gone: its process ended.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
+}
+
+// listenersOf reads a namespace's socket tables through a process in it
+// (tests replace it to make a table unreadable).
+var listenersOf = procnet.ListenersOf
+
+// scan returns the listening ports of the workspace's processes (within
+// within), only port when it is not 0, and only in the network namespace
+// only when it is not 0; and what it could not read whole: a process
+// whose namespace it cannot tell (outside only's too, since it might be
+// in it), a namespace whose socket tables none of its processes could
+// show, a process whose descriptors it could not list while a listener of
+// its namespace was still unaccounted for. A process that ended meanwhile
+// is none of these: it holds no socket.
+func (p *Previews) scan(within string, port int, only uint64) (out []Port, unread []error) {
 	pids := sandbox.WorkspaceProcesses(p.ex, within)
 	if len(pids) == 0 {
-		return nil
+		return nil, nil
 	}
 	// The processes by network namespace: one table read per namespace.
-	byNS := map[uint64][]int{}
+	type proc struct{ pid, task int }
+	byNS := map[uint64][]proc{}
 	var order []uint64
 	for _, pid := range pids {
-		ns, err := netnsOf(strconv.Itoa(pid))
+		task, ns, err := view(pid)
+		if errors.Is(err, errEnded) {
+			continue
+		}
 		if err != nil {
-			continue // ended meanwhile
+			unread = append(unread, err)
+			continue
+		}
+		if only != 0 && ns != only {
+			continue
 		}
 		if _, ok := byNS[ns]; !ok {
 			order = append(order, ns)
 		}
-		byNS[ns] = append(byNS[ns], pid)
+		byNS[ns] = append(byNS[ns], proc{pid, task})
 	}
-	var out []Port
 	for _, ns := range order {
 		group := byNS[ns]
-		listeners, v4, read := p.listeners(group, port)
-		if !read || len(listeners) == 0 {
+		tasks, gpids := make([]int, len(group)), make([]int, len(group))
+		for i, pr := range group {
+			tasks[i], gpids[i] = pr.task, pr.pid
+		}
+		if ns == p.selfNS {
+			// The daemon's own table, through the daemon (whose main
+			// thread never leaves its namespace): no workspace thread
+			// that ends meanwhile can make it look gone.
+			tasks = []int{os.Getpid()}
+		}
+		listeners, v4, err := readNamespace(tasks, port)
+		if err != nil {
+			which := fmt.Sprintf("network namespace %d", ns)
+			if ns == p.selfNS {
+				which = fmt.Sprintf("the daemon's network namespace (%d)", ns)
+			}
+			unread = append(unread, fmt.Errorf("%s, which workspace pids %s are in: %w", which, pidList(gpids), err))
+			continue
+		}
+		if len(listeners) == 0 {
 			continue
 		}
 		wanted := make(map[uint64]procnet.Listener, len(listeners))
 		for _, l := range listeners {
 			wanted[l.Inode] = l
 		}
-		for _, pid := range group {
-			for _, inode := range socketsOf(pid, wanted) {
+		var fdErrs []error
+		for _, pr := range group {
+			inodes, err := fdsOf(pr.pid, pr.task, wanted)
+			if err != nil {
+				fdErrs = append(fdErrs, fmt.Errorf("pid %d: %w", pr.pid, err))
+			}
+			for _, inode := range inodes {
 				l := wanted[inode]
 				delete(wanted, inode)
-				out = append(out, Port{Port: int(l.Addr.Port()), Addr: l.Addr.Addr(), Pid: pid, ns: ns, v4Free: !v4[l.Addr.Port()]})
+				out = append(out, Port{Port: int(l.Addr.Port()), Addr: l.Addr.Addr(), Pid: pr.pid, task: pr.task, ns: ns, v4Free: !v4[l.Addr.Port()]})
 			}
 			if len(wanted) == 0 {
 				break
 			}
 		}
+		if len(wanted) > 0 {
+			// A listener no process read holds: one whose descriptors
+			// could not be listed may hold it.
+			unread = append(unread, fdErrs...)
+		}
 	}
 	sortPorts(out)
-	return out
+	return out, unread
+}
+
+// pidList names the first few of ps's pids.
+func pidList(ps []int) string {
+	var b strings.Builder
+	for i, pr := range ps {
+		if i == 4 {
+			fmt.Fprintf(&b, " and %d more", len(ps)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, pr)
+	}
+	return b.String()
 }
 
 // sortPorts orders by port, IPv4 before IPv6 for the same port (the
@@ -315,66 +436,136 @@ func sortPorts(ps []Port) {
 	})
 }
 
-// listeners reads the listening sockets of the namespace the processes
-// pids share (port only, unless 0), through the first of them still there,
-// and which ports have an IPv4 listener there. read is false when none of
-// them could be read.
-func (p *Previews) listeners(pids []int, port int) (out []procnet.Listener, v4 map[uint16]bool, read bool) {
-	v4 = map[uint16]bool{}
-	var tcp4 *os.File
-	pid := 0
-	for _, c := range pids {
-		f, err := os.Open("/proc/" + strconv.Itoa(c) + "/net/tcp")
-		if err == nil {
-			tcp4, pid = f, c
-			break
-		}
+// view is how /proc shows process pid: through its own entry, or, when
+// its main thread has ended while other threads run (the main thread is
+// then a zombie that shows no namespace, no descriptors and no socket
+// table, though the process holds them all), through the first of its
+// other threads that shows them. errEnded when none does: a thread
+// releases its descriptors before it leaves its namespace, so a process
+// none of whose threads has a namespace holds no socket.
+func view(pid int) (task int, ns uint64, err error) {
+	id := strconv.Itoa(pid)
+	ns, err = netnsOf(id)
+	if err == nil {
+		return pid, ns, nil
 	}
-	if pid == 0 {
-		return nil, nil, false // they all ended meanwhile
+	if !gone(err) {
+		return 0, 0, fmt.Errorf("pid %d: its network namespace: %w", pid, err)
 	}
-	// Each table is read a line at a time: it lists every connection of
-	// the namespace, TIME_WAIT ones included, which the workspace can
-	// make tens of MB (procnet.ListenersIn).
-	for _, table := range []string{"tcp", "tcp6"} {
-		f := tcp4
-		if table == "tcp6" {
-			var err error
-			if f, err = os.Open("/proc/" + strconv.Itoa(pid) + "/net/tcp6"); err != nil {
-				continue // no IPv6 in this kernel, or the process ended
-			}
+	d, err := os.Open("/proc/" + id + "/task")
+	if err != nil {
+		if gone(err) {
+			return 0, 0, errEnded
 		}
-		ls, err := procnet.ListenersIn(f)
-		f.Close()
-		if err != nil {
-			p.log.Warn("unreadable socket table", "pid", pid, "table", table, "err", err)
+		return 0, 0, fmt.Errorf("pid %d: its threads: %w", pid, err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil && !gone(err) {
+		return 0, 0, fmt.Errorf("pid %d: its threads: %w", pid, err)
+	}
+	for _, n := range names {
+		if n == id {
 			continue
 		}
-		for _, l := range ls {
-			if table == "tcp" {
-				v4[l.Addr.Port()] = true
+		tid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		ns, err := netnsOf(n)
+		if err == nil {
+			return tid, ns, nil
+		}
+		if !gone(err) {
+			return 0, 0, fmt.Errorf("pid %d: the network namespace of its thread %d: %w", pid, tid, err)
+		}
+	}
+	return 0, 0, errEnded
+}
+
+// readNamespace reads the listening sockets of the namespace the tasks
+// share (port only, unless 0) through the first of them still there
+// (procnet.ListenersOf), and which ports have an IPv4 listener there. It
+// is empty, without an error, when they all ended meanwhile (the
+// namespace may be gone with them, and whatever listens there is no
+// longer a workspace process's); an error when none could show it and
+// not all ended.
+func readNamespace(tasks []int, port int) (out []procnet.Listener, v4 map[uint16]bool, err error) {
+	var errs []error
+	for _, task := range tasks {
+		l4, l6, err := listenersOf(task)
+		if gone(err) {
+			continue
+		}
+		if err != nil {
+			through := fmt.Sprintf("pid %d", task)
+			if task == os.Getpid() {
+				through = "the daemon's own pid"
 			}
+			errs = append(errs, fmt.Errorf("read through %s: %w", through, err))
+			continue
+		}
+		v4 = make(map[uint16]bool, len(l4))
+		for _, l := range l4 {
+			v4[l.Addr.Port()] = true
+		}
+		for _, l := range slices.Concat(l4, l6) {
 			if port == 0 || int(l.Addr.Port()) == port {
 				out = append(out, l)
 			}
 		}
+		return out, v4, nil
 	}
-	return out, v4, true
+	return nil, nil, errors.Join(errs...)
 }
 
-// socketsOf returns the inodes among wanted that pid holds a descriptor of.
-func socketsOf(pid int, wanted map[uint64]procnet.Listener) []uint64 {
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
+// maxViews bounds how many times fdsOf looks for another thread of a
+// process whose thread ended while its descriptors were read.
+const maxViews = 8
+
+// fdsOf is socketsOf for process pid, seen through task (view): when that
+// thread ended meanwhile while the process runs on, through another of
+// its threads. An error when its threads end faster than maxViews reads.
+func fdsOf(pid, task int, wanted map[uint64]procnet.Listener) ([]uint64, error) {
+	for range maxViews {
+		inodes, err := socketsOf(task, wanted)
+		if !errors.Is(err, errEnded) {
+			return inodes, err
+		}
+		if task, _, err = view(pid); errors.Is(err, errEnded) {
+			return nil, nil
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("its threads ended faster than its descriptors could be read (%d tries)", maxViews)
+}
+
+// socketsOf returns the inodes among wanted that the process task shows
+// holds a descriptor of; an error when its descriptors could not all be
+// read, errEnded when task has ended.
+func socketsOf(task int, wanted map[uint64]procnet.Listener) ([]uint64, error) {
+	dir := "/proc/" + strconv.Itoa(task) + "/fd/"
 	d, err := os.Open(dir)
 	if err != nil {
-		return nil
+		if gone(err) {
+			return nil, errEnded
+		}
+		return nil, fmt.Errorf("its descriptors: %w", err)
 	}
-	names, _ := d.Readdirnames(-1)
+	names, err := d.Readdirnames(-1)
 	d.Close()
+	if err != nil && !gone(err) {
+		return nil, fmt.Errorf("its descriptors: %w", err)
+	}
 	var out []uint64
+	var errs []error
 	for _, n := range names {
 		target, err := os.Readlink(dir + n)
 		if err != nil {
+			if !gone(err) {
+				errs = append(errs, fmt.Errorf("its descriptor %s: %w", n, err))
+			}
 			continue
 		}
 		s, ok := strings.CutPrefix(target, "socket:[")
@@ -389,7 +580,7 @@ func socketsOf(pid int, wanted map[uint64]procnet.Listener) []uint64 {
 			out = append(out, inode)
 		}
 	}
-	return out
+	return out, errors.Join(errs...)
 }
 
 // netnsOf is the inode of /proc/<pid>/ns/net ("self" for the daemon).
@@ -438,7 +629,7 @@ func (p *Previews) dial(ctx context.Context, c Caller, port int) (net.Conn, erro
 		if target.ns == p.selfNS {
 			nc, err = dialLocal(ctx, addr)
 		} else {
-			nc, err = dialInNamespace(ctx, target.Pid, target.ns, addr)
+			nc, err = dialInNamespace(ctx, target.task, target.ns, addr)
 		}
 		if err == nil || errors.Is(err, ErrNamespace) {
 			break

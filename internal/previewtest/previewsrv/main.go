@@ -25,12 +25,18 @@
 //	          length) at once, before any of the body is read, then each
 //	          piece of the body sent back as it is read, flushed
 //
+// With -leader-exit the main thread ends once the server listens, and the
+// others serve on: /proc then shows the process as a zombie with no
+// namespace, descriptors or socket table of its own, though it holds its
+// listener. It prints "main thread ended" once /proc shows that.
+//
 // /raw with drop=1, after its answer, reads the next request on the
 // connection and closes it without answering: a kept connection that the
 // server closes just as it is reused.
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -39,18 +45,30 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/gorilla/websocket"
 )
 
+// init keeps the main goroutine on the main thread under -leader-exit (the
+// flag is not parsed yet), so that it is the main thread that exits.
+func init() {
+	if slices.Contains(os.Args[1:], "-leader-exit") {
+		runtime.LockOSThread()
+	}
+}
+
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "address to listen on")
+	leaderExit := flag.Bool("leader-exit", false, "end the main thread once listening; serve on the others")
 	tag := flag.String("tag", "the workspace", "what / says it is")
 	freebind := flag.Bool("freebind", false, "bind with IP_FREEBIND: an address that is not this machine's")
 	flag.Parse()
@@ -185,6 +203,24 @@ func main() {
 			}
 		}
 	})
+	if *leaderExit {
+		go func() { _ = http.Serve(cl, mux) }()
+		go func() {
+			for {
+				if b, err := os.ReadFile("/proc/self/stat"); err == nil {
+					if i := bytes.LastIndexByte(b, ')'); i > 0 && bytes.HasPrefix(b[i+1:], []byte(" Z")) {
+						fmt.Println("main thread ended")
+						return
+					}
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+		// SYS_EXIT ends the calling thread alone (exit_group ends all).
+		// Through Syscall, not RawSyscall: the runtime takes the thread's
+		// P back from a system call that never returns.
+		_, _, _ = syscall.Syscall(syscall.SYS_EXIT, 0, 0, 0)
+	}
 	_ = http.Serve(cl, mux)
 }
 
