@@ -134,7 +134,7 @@ func newLoopbackJudge(d *Daemon) *loopbackJudge {
 			if d.w.exec == nil {
 				return nil, nil
 			}
-			p, err := previews.New(previews.Options{Executor: d.w.exec})
+			p, err := previews.New(previews.Options{Executor: d.w.exec, Logger: d.log.With("component", "previews")})
 			if err != nil {
 				d.log.Warn("connections to workspace commands' ports cannot be judged: a caller bound to a scope, or one that may not run commands, reaches no port of this machine through the tools", "err", err)
 				return nil, err
@@ -148,16 +148,17 @@ func newLoopbackJudge(d *Daemon) *loopbackJudge {
 // port judges one connection to port of this machine for a caller
 // working in within (the host path of its workspace or scope) that may
 // run commands or not: previews.Reachable. Where the ports cannot be
-// judged it fails closed for every caller but one of the whole workspace
-// that may run commands (whom Reachable admits to every port anyway). It
-// is the browser's Options.LocalPort too.
+// judged (previews cannot be built, or Reachable cannot read the
+// workspace processes' sockets) it fails closed for every caller but one
+// of the whole workspace that may run commands: every command is that
+// caller's, so Reachable would admit it to every port, and it is not
+// asked. It is the browser's Options.LocalPort too.
 func (j *loopbackJudge) port(within string, exec bool, port int) error {
 	p, err := j.reach()
 	switch {
+	case exec && within == j.root():
+		return nil
 	case err != nil:
-		if exec && within == j.root() {
-			return nil
-		}
 		return fmt.Errorf("port %d: connections to this machine's ports cannot be judged (%v), so a caller bound to a scope or without commands reaches none", port, err)
 	case p == nil:
 		return nil
