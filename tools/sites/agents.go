@@ -106,7 +106,11 @@ func (s *Site) serveOverview(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte(b.String()))
 }
 
-// pageList is every Markdown page of the site (at most 1000).
+// pageList is every Markdown page of the site (at most 1000). A site
+// mounted from a Kubernetes ConfigMap holds each page three times: the
+// kubelet's timestamped directory and its "..data" link (names that begin
+// with "..") hold the files, and each page's own name is a link through
+// "..data": the page is listed once, by its own name.
 func (s *Site) pageList(ctx context.Context) []string {
 	found, err := s.ws.Search(ctx, ".", "**/*.md", fsops.SearchOptions{})
 	if err != nil {
@@ -114,7 +118,11 @@ func (s *Site) pageList(ctx context.Context) []string {
 	}
 	out := make([]string, 0, len(found))
 	for _, f := range found {
-		out = append(out, strings.TrimPrefix(f, "./"))
+		f = strings.TrimPrefix(f, "./")
+		if kubeletEntry(f) {
+			continue
+		}
+		out = append(out, f)
 		if len(out) == s.opts.MaxListItems {
 			break
 		}
@@ -203,4 +211,16 @@ func renderMarkdown(md string) string {
 	}
 	flush()
 	return b.String()
+}
+
+// kubeletEntry reports whether the page path p lies under a directory
+// whose name begins with "..": the kubelet's "..data" and timestamped
+// directories of a ConfigMap or Secret volume.
+func kubeletEntry(p string) bool {
+	for _, c := range strings.Split(p, "/") {
+		if strings.HasPrefix(c, "..") {
+			return true
+		}
+	}
+	return false
 }
