@@ -423,3 +423,37 @@ func TestTablesReadALineAtATime(t *testing.T) {
 		t.Errorf("SocketUIDIn: %d, %v, %v; want 1000, true, no error", uid, found, err)
 	}
 }
+
+// FuzzSocketUIDIn: any table is read without a panic; a connection found
+// has its uid, and one found in a table is found the same in that table
+// with a line of another connection before it.
+func FuzzSocketUIDIn(f *testing.F) {
+	f.Add([]byte(header+"   9: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000        0 999 1 0000000000000000 20 4 30 10 -1\n"), uint16(8080), uint16(54321))
+	f.Add([]byte(header+"   9: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000  x 0 999 1\n"), uint16(8080), uint16(54321))
+	f.Add([]byte("garbage"), uint16(1), uint16(2))
+	f.Fuzz(func(t *testing.T, data []byte, lport, rport uint16) {
+		local := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), lport)
+		remote := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), rport)
+		uid, found, err := SocketUIDIn(bytes.NewReader(data), local, remote)
+		if err != nil && (found || uid != 0) {
+			t.Fatalf("an error with a result: %d, %v, %v", uid, found, err)
+		}
+		if !found && uid != 0 {
+			t.Fatalf("not found, uid %d", uid)
+		}
+		if err != nil || !found {
+			return
+		}
+		// The header is line 0 wherever it is: another connection's line
+		// after it does not change what is found.
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 || (lport == 0x9C4E && rport == 0x1F90) { // timeWaitLine's own pair
+			return
+		}
+		other := append(append(append([]byte{}, data[:i+1]...), timeWaitLine...), data[i+1:]...)
+		uid2, found2, err2 := SocketUIDIn(bytes.NewReader(other), local, remote)
+		if uid2 != uid || found2 != found || err2 != nil {
+			t.Fatalf("with another line: %d, %v, %v; alone: %d, %v", uid2, found2, err2, uid, found)
+		}
+	})
+}
