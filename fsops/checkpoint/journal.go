@@ -33,9 +33,11 @@ import (
 //     made since (link(2) raises no event in the linked file's directory)
 //     is seen while it is there; a name made since and gone before the
 //     walk's end may have been one, and ends the generation (made).
-//   - a directory made or moved in since the base was never watched, and
-//     its inode number and times may be those of the one removed from its
-//     path: it is listed, and all below it (fresh).
+//   - a directory made or moved in since the base was watched by no one
+//     until a walk lists it (a link made, written through and removed in
+//     it raised no event), and its inode number and times may be those of
+//     the one removed from its path: the next checkpoint of its scope
+//     walks in full (fresh).
 //   - a directory moved (IN_MOVE_SELF) leaves its watch naming the old
 //     path; a full queue (IN_Q_OVERFLOW) loses events; an unmount ends
 //     watches. Each ends the journal's generation, so the next checkpoint
@@ -78,10 +80,12 @@ type journal struct {
 	made   map[string]uint64
 	moving map[uint32]bool
 	// fresh is each directory created or moved in, by absolute path, with
-	// the seq of its event: a directory the walk that is a base never
-	// watched, whatever its inode and times (an inode number is reused
-	// at once, and times are of the clock's tick), so nothing below it is
-	// taken from a base older than its event.
+	// the seq of its event: watched by no one until a walk lists it, so
+	// what was done in it is unknown (a hard link made, written through and
+	// removed), and whatever its inode and times (an inode number is
+	// reused at once, and times are of the clock's tick) it may not be
+	// the directory a base listed there. A walk from a base older than its
+	// event is a full one.
 	fresh map[string]uint64
 	buf   []byte
 }
@@ -306,32 +310,30 @@ func (j *journal) mark() journalMark {
 }
 
 // dirtySince returns the directories below root (root included, "." for
-// it) with an event after since, and those created or moved in after it
-// (fresh), as paths relative to root, and false when since is of an
-// earlier generation.
-func (j *journal) dirtySince(root string, since journalMark) (dirty, fresh []string, ok bool) {
+// it) with an event after since, as paths relative to root, and false
+// when since is of an earlier generation or a directory below root was
+// created or moved in after it (fresh).
+func (j *journal) dirtySince(root string, since journalMark) ([]string, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.gen != since.gen {
-		return nil, nil, false
+		return nil, false
 	}
+	for d, seq := range j.fresh {
+		if _, ok := below(d, root); ok && seq > since.seq {
+			return nil, false
+		}
+	}
+	var out []string
 	for d, seq := range j.dirty {
 		if seq <= since.seq {
 			continue
 		}
 		if rel, ok := below(d, root); ok {
-			dirty = append(dirty, rel)
+			out = append(out, rel)
 		}
 	}
-	for d, seq := range j.fresh {
-		if seq <= since.seq {
-			continue
-		}
-		if rel, ok := below(d, root); ok {
-			fresh = append(fresh, rel)
-		}
-	}
-	return dirty, fresh, true
+	return out, true
 }
 
 // watch adds (or renews) the watch of the open directory fd, whose path is
@@ -430,22 +432,12 @@ type guide struct {
 	// may have another path in a directory the guide takes from the
 	// base.
 	linked map[fileID]bool
-	// fresh are the directories created or moved in since the base:
-	// nothing at or below one is taken from it.
-	fresh map[string]bool
 }
 
 // newGuide builds the guide of a walk from the base b (whose entries are
-// base's), the directories changed since (dirty, relative to the root)
-// and those created or moved in since (fresh).
-func newGuide(base *Manifest, b *journalBase, dirty, fresh []string) *guide {
+// base's) and the directories changed since (dirty, relative to the root).
+func newGuide(base *Manifest, b *journalBase, dirty []string) *guide {
 	g := &guide{prev: base.Entries, skipped: base.Skipped, list: map[string]bool{".": true}, rootDev: b.rootDev, rootIno: b.rootIno, linked: b.linked}
-	if len(fresh) > 0 {
-		g.fresh = map[string]bool{}
-		for _, d := range fresh {
-			g.fresh[d] = true
-		}
-	}
 	add := func(d string) {
 		for d != "." && d != "" && !g.list[d] {
 			g.list[d] = true
@@ -467,21 +459,12 @@ func newGuide(base *Manifest, b *journalBase, dirty, fresh []string) *guide {
 
 // subtree returns where the entries below the directory e lie in the
 // base, when they can be taken from it rather than walked: nothing below
-// e changed since the base (no event, nothing volatile), neither e nor a
-// directory above it was created or moved in since (fresh), and e is the
+// e changed since the base (no event, nothing volatile), and e is the
 // directory the base listed there (same device, inode, mode, and times;
 // a directory moved back into place has a new ctime).
 func (g *guide) subtree(e *Entry) (lo, hi int, ok bool) {
 	if g.list[e.Path] || e.Dev != g.rootDev || e.CTime == 0 {
 		return 0, 0, false
-	}
-	for d := e.Path; len(g.fresh) > 0; d = d[:strings.LastIndexByte(d, '/')] {
-		if g.fresh[d] {
-			return 0, 0, false
-		}
-		if strings.IndexByte(d, '/') < 0 {
-			break
-		}
 	}
 	i, found := slices.BinarySearchFunc(g.prev, e.Path, func(x Entry, p string) int { return strings.Compare(x.Path, p) })
 	if !found {

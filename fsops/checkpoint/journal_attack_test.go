@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -328,4 +329,167 @@ func TestJournalSeesAnAIOWriteOnceClosed(t *testing.T) {
 		t.Fatalf("the AIO write left %q", b)
 	}
 	sameAsFullWalk(t, f.st, ref, f.ws, "after an AIO write, closed")
+}
+
+// Every call that changes a file's content or metadata in place raises an
+// event in its directory: each is made in a directory nothing else
+// changes, and the checkpoint after it must match a full walk's.
+func TestJournalSeesWritesOfEveryCall(t *testing.T) {
+	f := newFixture(t, nil)
+	ref := referenceStore(t, f)
+	p := func(rel string) string { return filepath.Join(f.dir, rel) }
+	open := func(rel string, flag int) int {
+		fd, err := unix.Open(p(rel), flag|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fd
+	}
+	f.write(t, "src/s", "SOURCE-DATA-0123")
+	calls := []struct {
+		name string
+		do   func(rel string)
+	}{
+		{"pwrite", func(rel string) { fd := open(rel, unix.O_WRONLY); unix.Pwrite(fd, []byte("PW"), 3); unix.Close(fd) }},
+		{"fallocate, punching a hole", func(rel string) {
+			fd := open(rel, unix.O_WRONLY)
+			if err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, 8); err != nil {
+				unix.Pwrite(fd, make([]byte, 8), 0) // a file system without holes
+			}
+			unix.Close(fd)
+		}},
+		{"fallocate, growing", func(rel string) { fd := open(rel, unix.O_WRONLY); unix.Fallocate(fd, 0, 0, 4096); unix.Close(fd) }},
+		{"copy_file_range", func(rel string) {
+			in, out := open("src/s", unix.O_RDONLY), open(rel, unix.O_WRONLY)
+			off := int64(2)
+			unix.CopyFileRange(in, nil, out, &off, 6, 0)
+			unix.Close(in)
+			unix.Close(out)
+		}},
+		{"sendfile", func(rel string) {
+			in, out := open("src/s", unix.O_RDONLY), open(rel, unix.O_WRONLY)
+			unix.Sendfile(out, in, nil, 5)
+			unix.Close(in)
+			unix.Close(out)
+		}},
+		{"splice", func(rel string) {
+			var pp [2]int
+			if err := unix.Pipe2(pp[:], unix.O_CLOEXEC); err != nil {
+				t.Fatal(err)
+			}
+			unix.Write(pp[1], []byte("SPLICED"))
+			out := open(rel, unix.O_WRONLY)
+			off := int64(1)
+			unix.Splice(pp[0], nil, out, &off, 7, 0)
+			unix.Close(out)
+			unix.Close(pp[0])
+			unix.Close(pp[1])
+		}},
+		{"ftruncate", func(rel string) { fd := open(rel, unix.O_WRONLY); unix.Ftruncate(fd, 3); unix.Close(fd) }},
+		{"a same-size write, its times set back", func(rel string) {
+			var st unix.Stat_t
+			unix.Stat(p(rel), &st)
+			fd := open(rel, unix.O_WRONLY)
+			unix.Pwrite(fd, []byte("Z"), 0)
+			unix.Close(fd)
+			unix.UtimesNano(p(rel), []unix.Timespec{st.Atim, st.Mtim})
+		}},
+		{"chmod", func(rel string) { unix.Chmod(p(rel), 0o600) }},
+		{"chmod of its directory", func(rel string) { unix.Chmod(filepath.Dir(p(rel)), 0o700) }},
+		{"chown", func(rel string) { unix.Chown(p(rel), 1234, 1234) }},
+		{"O_TMPFILE linked in", func(rel string) {
+			fd, err := unix.Open(filepath.Dir(p(rel)), unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+			if err != nil {
+				t.Skipf("O_TMPFILE: %v", err)
+			}
+			unix.Write(fd, []byte("from a temporary file"))
+			if err := unix.Linkat(fd, "", unix.AT_FDCWD, p(rel)+".new", unix.AT_EMPTY_PATH); err != nil {
+				unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+fmt.Sprint(fd), unix.AT_FDCWD, p(rel)+".new", unix.AT_SYMLINK_FOLLOW)
+			}
+			unix.Write(fd, []byte(", and written after"))
+			unix.Close(fd)
+		}},
+	}
+	for i := range calls {
+		f.write(t, fmt.Sprintf("d%02d/f", i), "0123456789abcdef")
+	}
+	sameAsFullWalk(t, f.st, ref, f.ws, "first")
+	for i, c := range calls {
+		c.do(fmt.Sprintf("d%02d/f", i))
+		g := f.st.guided.Load()
+		sameAsFullWalk(t, f.st, ref, f.ws, c.name)
+		if f.st.guided.Load() != g+1 {
+			t.Fatalf("the checkpoint after %s walked in full: the test tests nothing", c.name)
+		}
+	}
+}
+
+// The journal's reader ends with the store: after Close, no goroutine
+// reads a descriptor that may be another file's by then.
+func TestJournalReaderEndsAtClose(t *testing.T) {
+	readers := func() int {
+		buf := make([]byte, 1<<20)
+		return strings.Count(string(buf[:runtime.Stack(buf, true)]), "checkpoint.(*journal).run(")
+	}
+	before := readers()
+	f := newFixture(t, nil)
+	f.write(t, "a/b", "b")
+	f.create(t, "")
+	if readers() <= before {
+		t.Fatal("no journal reader after a checkpoint")
+	}
+	f.st.Close()
+	for readers() > before {
+		runtime.Gosched() // its Read returns once the descriptor is closed
+	}
+}
+
+// A directory made since the base was watched by no one until a walk
+// lists it: a hard link made in it, written through and removed there
+// raised no event the journal read, and the file written lies in a
+// directory with none. A directory made or moved in makes the next
+// checkpoint of its scope a full walk.
+func TestJournalSeesAWriteThroughALinkInANewDirectory(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		mk   func(f *fixture) (string, error)
+		rm   func(f *fixture, dir string) error
+	}{
+		{"made, kept", func(f *fixture) (string, error) { d := filepath.Join(f.dir, "b/new"); return d, os.Mkdir(d, 0o755) },
+			func(f *fixture, dir string) error { return os.Remove(filepath.Join(dir, "g")) }},
+		{"made, removed", func(f *fixture) (string, error) { d := filepath.Join(f.dir, "b/new"); return d, os.Mkdir(d, 0o755) },
+			func(f *fixture, dir string) error { return os.RemoveAll(dir) }},
+		{"moved in, kept", func(f *fixture) (string, error) {
+			d := filepath.Join(filepath.Dir(f.dir), "elsewhere")
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return "", err
+			}
+			in := filepath.Join(f.dir, "b/in")
+			return in, os.Rename(d, in)
+		}, func(f *fixture, dir string) error { return os.Remove(filepath.Join(dir, "g")) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			ref := referenceStore(t, f)
+			f.write(t, "a/f", "before\n")
+			f.write(t, "b/other", "x")
+			sameAsFullWalk(t, f.st, ref, f.ws, "first")
+			sameAsFullWalk(t, f.st, ref, f.ws, "second")
+			dir, err := c.mk(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(dir, "g")
+			if err := os.Link(filepath.Join(f.dir, "a/f"), link); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(link, []byte("after, longer\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.rm(f, dir); err != nil {
+				t.Fatal(err)
+			}
+			sameAsFullWalk(t, f.st, ref, f.ws, "written through a link in a new directory, "+c.name)
+		})
+	}
 }

@@ -944,11 +944,11 @@ func (s *Store) journalFor(root string, prev *Manifest) (*journal, journalMark, 
 	if b == nil || prev == nil || b.id != prev.ID || !bytes.Equal(b.mounts, mounts) {
 		return s.jrnl, jm, nil, mounts
 	}
-	dirty, fresh, ok := s.jrnl.dirtySince(root, b.mark)
+	dirty, ok := s.jrnl.dirtySince(root, b.mark)
 	if !ok {
 		return s.jrnl, jm, nil, mounts
 	}
-	return s.jrnl, jm, newGuide(prev, b, dirty, fresh), mounts
+	return s.jrnl, jm, newGuide(prev, b, dirty), mounts
 }
 
 // burst begins Options.Burst for one walk of the workspace (the whole of
