@@ -519,6 +519,10 @@ func readNamespace(tasks []int, port int) (out []procnet.Listener, v4 map[uint16
 	return nil, nil, errors.Join(errs...)
 }
 
+// fdDir is the directory of task's descriptors (tests replace it to make
+// it unreadable).
+var fdDir = func(task int) string { return "/proc/" + strconv.Itoa(task) + "/fd/" }
+
 // maxViews bounds how many times fdsOf looks for another thread of a
 // process whose thread ended while its descriptors were read.
 const maxViews = 8
@@ -545,7 +549,7 @@ func fdsOf(pid, task int, wanted map[uint64]procnet.Listener) ([]uint64, error) 
 // holds a descriptor of; an error when its descriptors could not all be
 // read, errEnded when task has ended.
 func socketsOf(task int, wanted map[uint64]procnet.Listener) ([]uint64, error) {
-	dir := "/proc/" + strconv.Itoa(task) + "/fd/"
+	dir := fdDir(task)
 	d, err := os.Open(dir)
 	if err != nil {
 		if gone(err) {

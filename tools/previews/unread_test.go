@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -222,5 +223,33 @@ func TestZombieLeaderIsSeen(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReachableFailsClosedOnDescriptors: when the descriptors of a
+// workspace process in the daemon's namespace cannot be listed while a
+// listener on the port is unaccounted for, the port is refused
+// (ErrUnjudged, naming the pid), not taken for one no workspace process
+// holds: a workspace command's port, and a host server's for a caller
+// bound to a scope or without commands.
+func TestReachableFailsClosedOnDescriptors(t *testing.T) {
+	p, root, _, b, port := scopedServer(t)
+	host := previewtest.HostServer(t, "the host's")
+	notADir := filepath.Join(t.TempDir(), "fd")
+	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := fdDir
+	fdDir = func(int) string { return notADir + "/" }
+	t.Cleanup(func() { fdDir = old })
+	for _, tc := range []struct {
+		within string
+		exec   bool
+		port   int
+	}{{b, true, port}, {root, false, port}, {b, false, host}} {
+		err := p.Reachable(tc.within, tc.exec, tc.port)
+		if !errors.Is(err, ErrUnjudged) || !strings.Contains(err.Error(), "its descriptors") || !strings.Contains(err.Error(), "pid ") {
+			t.Errorf("within %q, exec %v, port %d, descriptors unreadable: %v; want %v naming the pid", tc.within, tc.exec, tc.port, err, ErrUnjudged)
+		}
 	}
 }
