@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
@@ -326,4 +327,33 @@ func TestConfigMapPlantedLinkRefused(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestReloadUnderEndlessChanges: changes that never pause (a file of the
+// directory written over and over: in a sticky directory, another user's)
+// postpone a reload by a bounded time, not for ever: an edit made while
+// they go on is served.
+func TestReloadUnderEndlessChanges(t *testing.T) {
+	// A debounce far longer than the pause between two writes.
+	f := start(t, map[string]string{"cm.star": cmExt("v1"), "lib.star": cmLib("lib1")}, func(o *Options) { o.Debounce = 300 * time.Millisecond })
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		noise := filepath.Join(f.dir, "noise.txt")
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := os.WriteFile(noise, []byte("x"), 0o644); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	write(t, f.dir, "cm.star", cmExt("v2"))
+	waitFor(t, "v2 while the directory keeps changing", func() bool { txt, _, _ := f.call(t, "cm__t", `{}`); return txt == "v2 lib1" })
 }

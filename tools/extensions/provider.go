@@ -45,6 +45,9 @@ const (
 	// the "%" of a value nested 10^5 deep) is abandoned: the call is
 	// answered, and the step keeps the call's slots until it ends.
 	stepGrace = 100 * time.Millisecond
+	// maxBurst bounds, in Debounce periods, how long changes that keep
+	// coming postpone a reload.
+	maxBurst = 10
 )
 
 // Options configure a Provider.
@@ -239,6 +242,7 @@ func (p *Provider) watch() {
 	}
 	var timer *time.Timer
 	var fire <-chan time.Time
+	var burst time.Time // when the first change of the pending reload came
 	for {
 		select {
 		case <-p.stop:
@@ -255,13 +259,21 @@ func (p *Provider) watch() {
 			// leads through (a ConfigMap's ..data, swapped by a rename of
 			// ..data_tmp over it), or a file in a directory a link leads
 			// into (watchDirs). A reload of what did not change is a stat
-			// of each file.
-			if timer == nil {
-				timer = time.NewTimer(p.opts.Debounce)
-			} else {
+			// of each file. A burst that never ends (whoever may write
+			// the directory touching a file of theirs without pause)
+			// postpones the reload by at most maxBurst.
+			switch {
+			case fire == nil:
+				burst = time.Now()
+				if timer == nil {
+					timer = time.NewTimer(p.opts.Debounce)
+				} else {
+					timer.Reset(p.opts.Debounce)
+				}
+				fire = timer.C
+			case time.Since(burst) < maxBurst*p.opts.Debounce:
 				timer.Reset(p.opts.Debounce)
 			}
-			fire = timer.C
 		case err, ok := <-errs:
 			if ok {
 				p.log.Warn("extensions: watching the directory", "err", err)
