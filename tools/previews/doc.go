@@ -19,10 +19,11 @@
 // loopback. A caller confined to a scope reaches only the ports of
 // commands started within that scope (their boundary lies in it).
 //
-// Reachable fails closed: where a workspace process in the daemon's
-// namespace cannot be read whole (which namespace it is in, the socket
-// table, its descriptors while a listener is unaccounted for), whose the
-// port is cannot be told, and it refuses (ErrUnjudged) and logs a warning.
+// Reachable fails closed: where the daemon's socket table cannot be read
+// whole, or a listener on the port is held by no workspace process read
+// while one could not be read (which namespace it is in, its
+// descriptors), whose the port is cannot be told, and it refuses
+// (ErrUnjudged) and logs a warning.
 // A process that ended meanwhile holds nothing and is no failure: by
 // sandbox.WorkspaceProcesses's rule, a child it left behind has left its
 // command's tree. A listing (Ports, the /preview/ index) and Dial leave out

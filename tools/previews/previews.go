@@ -246,10 +246,11 @@ var ErrUnjudged = errors.New("the workspace processes' sockets could not be read
 // port is that caller's rule). A port a workspace process listens on is
 // refused (ErrNotTheCallers) unless the caller may run commands and a
 // process of its scope holds it: what /preview/ would refuse it is refused
-// by every other way in. It fails closed: when a workspace process's
-// sockets in the daemon's namespace (or which namespace it is in) cannot
-// be read whole, the port is refused (ErrUnjudged, saying which process
-// and why) and a warning logged. A process that ended meanwhile holds no
+// by every other way in. It fails closed: when the daemon's socket table
+// cannot be read whole, or a socket listens on the port there that no
+// workspace process read holds while one could not be read (its
+// descriptors, or which namespace it is in), the port is refused
+// (ErrUnjudged, saying which process and why) and a warning logged. A process that ended meanwhile holds no
 // socket, and is no failure. Processes in other network namespaces (the
 // bwrap sandbox's) are not read: a listener there is not at this loopback.
 func (p *Previews) Reachable(within string, exec bool, port int) error {
@@ -318,12 +319,12 @@ var listenersOf = procnet.ListenersOf
 
 // scan returns the listening ports of the workspace's processes (within
 // within), only port when it is not 0, and only in the network namespace
-// only when it is not 0; and what it could not read whole: a process
-// whose namespace it cannot tell (outside only's too, since it might be
-// in it), a namespace whose socket tables none of its processes could
-// show, a process whose descriptors it could not list while a listener of
-// its namespace was still unaccounted for. A process that ended meanwhile
-// is none of these: it holds no socket.
+// only when it is not 0; and what it could not read whole: a namespace
+// whose socket tables none of its processes could show; a process whose
+// descriptors it could not list, or whose namespace it cannot tell (with
+// only, one that may be in it), while a listener of that namespace is
+// unaccounted for. A process that ended meanwhile is none of these: it
+// holds no socket.
 func (p *Previews) scan(within string, port int, only uint64) (out []Port, unread []error) {
 	pids := sandbox.WorkspaceProcesses(p.ex, within)
 	if len(pids) == 0 {
@@ -333,13 +334,14 @@ func (p *Previews) scan(within string, port int, only uint64) (out []Port, unrea
 	type proc struct{ pid, task int }
 	byNS := map[uint64][]proc{}
 	var order []uint64
+	var unseen []error // processes whose namespace cannot be told
 	for _, pid := range pids {
 		task, ns, err := view(pid)
 		if errors.Is(err, errEnded) {
 			continue
 		}
 		if err != nil {
-			unread = append(unread, err)
+			unseen = append(unseen, err)
 			continue
 		}
 		if only != 0 && ns != only {
@@ -349,6 +351,13 @@ func (p *Previews) scan(within string, port int, only uint64) (out []Port, unrea
 			order = append(order, ns)
 		}
 		byNS[ns] = append(byNS[ns], proc{pid, task})
+	}
+	switch {
+	case only == 0:
+		unread = append(unread, unseen...) // left out of a listing
+	case len(unseen) > 0 && byNS[only] == nil:
+		// Those may be in it: its table says whether anything listens.
+		order = append(order, only)
 	}
 	for _, ns := range order {
 		group := byNS[ns]
@@ -368,7 +377,10 @@ func (p *Previews) scan(within string, port int, only uint64) (out []Port, unrea
 			if ns == p.selfNS {
 				which = fmt.Sprintf("the daemon's network namespace (%d)", ns)
 			}
-			unread = append(unread, fmt.Errorf("%s, which workspace pids %s are in: %w", which, pidList(gpids), err))
+			if len(gpids) > 0 {
+				which += ", which workspace pids " + pidList(gpids) + " are in"
+			}
+			unread = append(unread, fmt.Errorf("%s: %w", which, err))
 			continue
 		}
 		if len(listeners) == 0 {
@@ -395,8 +407,12 @@ func (p *Previews) scan(within string, port int, only uint64) (out []Port, unrea
 		}
 		if len(wanted) > 0 {
 			// A listener no process read holds: one whose descriptors
-			// could not be listed may hold it.
+			// could not be listed, or whose namespace could not be told,
+			// may hold it.
 			unread = append(unread, fdErrs...)
+			if ns == only {
+				unread = append(unread, unseen...)
+			}
 		}
 	}
 	sortPorts(out)
@@ -519,6 +535,10 @@ func readNamespace(tasks []int, port int) (out []procnet.Listener, v4 map[uint16
 	return nil, nil, errors.Join(errs...)
 }
 
+// nsPath is the network namespace file of pid (tests replace it to make
+// it unreadable).
+var nsPath = func(pid string) string { return "/proc/" + pid + "/ns/net" }
+
 // fdDir is the directory of task's descriptors (tests replace it to make
 // it unreadable).
 var fdDir = func(task int) string { return "/proc/" + strconv.Itoa(task) + "/fd/" }
@@ -590,7 +610,7 @@ func socketsOf(task int, wanted map[uint64]procnet.Listener) ([]uint64, error) {
 // netnsOf is the inode of /proc/<pid>/ns/net ("self" for the daemon).
 func netnsOf(pid string) (uint64, error) {
 	var st unix.Stat_t
-	if err := unix.Stat("/proc/"+pid+"/ns/net", &st); err != nil {
+	if err := unix.Stat(nsPath(pid), &st); err != nil {
 		return 0, err
 	}
 	return st.Ino, nil

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -251,5 +252,43 @@ func TestReachableFailsClosedOnDescriptors(t *testing.T) {
 		if !errors.Is(err, ErrUnjudged) || !strings.Contains(err.Error(), "its descriptors") || !strings.Contains(err.Error(), "pid ") {
 			t.Errorf("within %q, exec %v, port %d, descriptors unreadable: %v; want %v naming the pid", tc.within, tc.exec, tc.port, err, ErrUnjudged)
 		}
+	}
+}
+
+// TestReachableFailsClosedOnNamespaces: a workspace process whose network
+// namespace cannot be told (under a daemon that is not root, a process
+// that made itself non-dumpable: /proc/PID/ns/net is EACCES) may be in the
+// daemon's, so a port some socket there listens on and no readable
+// workspace process holds is refused (ErrUnjudged, naming the pid), not
+// taken for none of the workspace's; a port nothing listens on is no
+// one's, and is not refused.
+func TestReachableFailsClosedOnNamespaces(t *testing.T) {
+	p, root, _, b, port := scopedServer(t)
+	host := previewtest.HostServer(t, "the host's")
+	notADir := filepath.Join(t.TempDir(), "ns")
+	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := nsPath
+	nsPath = func(string) string { return notADir + "/net" }
+	t.Cleanup(func() { nsPath = old })
+	for _, tc := range []struct {
+		within string
+		exec   bool
+		port   int
+	}{{b, true, port}, {root, false, port}, {b, false, host}} {
+		err := p.Reachable(tc.within, tc.exec, tc.port)
+		if !errors.Is(err, ErrUnjudged) || !strings.Contains(err.Error(), "its network namespace") || !strings.Contains(err.Error(), "pid ") {
+			t.Errorf("within %q, exec %v, port %d, namespaces unreadable: %v; want %v naming the pid", tc.within, tc.exec, tc.port, err, ErrUnjudged)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	if err := p.Reachable(b, false, free); err != nil {
+		t.Errorf("a port nothing listens on: %v", err)
 	}
 }
