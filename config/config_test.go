@@ -48,7 +48,7 @@ func TestDefaults(t *testing.T) {
 		SSHMaxAuthTries: 6, SSHLoginGraceTime: 30 * time.Second, SSHPort: 22, SSHCertPrincipals: []string{"agent"},
 		GatewayMaxMessage: 1 << 20, GatewayMaxBatch: 20, GatewayMaxInFlight: 8, GatewayRate: 50, GatewayBurst: 100,
 		BrowserMaxSessions: 4, BrowserIdleTimeout: 30 * time.Minute, BrowserRunAs: "nobody",
-		Checkpoints: "off", CheckpointMaxBytes: 1 << 30, CheckpointMaxCount: 100, CheckpointMaxFiles: 200000,
+		Checkpoints: "off", CheckpointMaxBytes: 1 << 30, CheckpointMaxCount: 100, CheckpointMaxFiles: 200000, CheckpointJournal: true,
 		TransactionMaxBytes: 256 << 20, TransactionMaxFiles: 20000, TransactionMaxPending: 8, TransactionTTL: 30 * time.Minute,
 		StateDir: defaultStateDir(os.Geteuid(), os.Getenv), SSHHostKey: defaultHostKey(os.Geteuid(), os.Getenv), MaxSSHConns: 1024, Keepalive: 30 * time.Second,
 		SSHMaxChannels: 512, SSHMaxChannelsPerIP: 256,
