@@ -22,8 +22,11 @@ func TestBuildsOffLinux(t *testing.T) {
 	// builds everywhere.
 	// internal/tick (the keepalive timer internal/wsnet uses) is standard
 	// library only too, and so is internal/opfile (the token file read as
-	// a regular file, without blocking, bounded).
-	allowed := []string{"client", "client/mcpbridge", "errcode", "fsops", "sandbox/policy", "ssh/wsclient", "internal/wsnet", "internal/tick", "internal/jsonstr", "internal/clip", "internal/opfile"}
+	// a regular file, without blocking, bounded), with the path walker it
+	// judges a file's way by (internal/resolvepath) and the mount table's
+	// parser that one uses (internal/mountinfo).
+	allowed := []string{"client", "client/mcpbridge", "errcode", "fsops", "sandbox/policy", "ssh/wsclient", "internal/wsnet", "internal/tick", "internal/jsonstr", "internal/clip", "internal/opfile",
+		"internal/resolvepath", "internal/mountinfo"}
 	for _, goos := range []string{"darwin", "windows"} {
 		t.Run(goos, func(t *testing.T) {
 			cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./...")

@@ -22,17 +22,17 @@
 package opfile
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/agentbe/agentbe-daemon/internal/resolvepath"
 )
 
 // Read reads the regular file name, at most max bytes, after checking that
@@ -132,72 +132,31 @@ func read(name string, max int64, modes bool) ([]byte, error) {
 // write counts as a writer too (aclWriters). A name that does not exist
 // yet is judged by the directories that do.
 func CheckModes(name string) error {
-	// The name is walked as given, not cleaned (filepath.Abs would clean
-	// it): in link/../x the ".." is taken from where link leads, as the
-	// open takes it, and cleaning would judge another file.
-	abs := name
-	if !filepath.IsAbs(name) {
-		wd, err := os.Getwd()
-		if err != nil {
-			return err
-		}
-		abs = wd + string(filepath.Separator) + name
-	}
+	// The name is walked as the open walks it (resolvepath.Walk), not
+	// cleaned: in link/../x the ".." is taken from where link leads, and
+	// cleaning would judge another file.
 	euid := os.Geteuid()
-	fi, err := os.Stat("/")
-	if err != nil {
-		return err
-	}
-	if err := dirOK("/", fi, euid); err != nil {
-		return err
-	}
-	cur := "/"
-	rest := strings.Split(abs, "/")
-	for hops := 0; len(rest) > 0; {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, c)
-		fi, err := os.Lstat(next)
-		if err != nil {
+	_, err := resolvepath.Walk(name, func(st resolvepath.Step) error {
+		if st.Info == nil {
 			// Missing, or not ours to see: the open says why.
-			return nil
+			return resolvepath.Stop
 		}
-		if err := ownerOK(next, fi, euid, len(rest) == 0 && fi.Mode().IsRegular()); err != nil {
+		fi := st.Info
+		if st.Path == "/" {
+			return dirOK("/", fi, euid)
+		}
+		if err := ownerOK(st.Path, fi, euid, st.Last && fi.Mode().IsRegular()); err != nil {
 			return err
 		}
 		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			if hops++; hops > 40 {
-				return errors.New("too many levels of symbolic links (more than 40, as the kernel follows)")
-			}
-			target, err := os.Readlink(next)
-			if err != nil {
-				return nil
-			}
-			if filepath.IsAbs(target) {
-				cur = "/"
-			}
-			rest = append(strings.Split(target, "/"), rest...)
-			continue
 		case fi.IsDir():
-			if err := dirOK(next, fi, euid); err != nil {
-				return err
-			}
-		case len(rest) == 0 && fi.Mode().IsRegular():
-			if err := fileModeOK(next, fi); err != nil {
-				return err
-			}
+			return dirOK(st.Path, fi, euid)
+		case st.Last && fi.Mode().IsRegular():
+			return fileModeOK(st.Path, fi)
 		}
-		cur = next
-	}
-	return nil
+		return nil
+	})
+	return err
 }
 
 // ownerOK refuses an element of the path owned by neither root nor euid.

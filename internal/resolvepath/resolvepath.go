@@ -1,8 +1,10 @@
-// Package resolvepath tells where a path leads once its symlinks are
-// followed, and whether that is inside a directory: the one implementation
-// of "this operator file lies outside the workspace" (config's rule for the
-// operator's path flags, the daemon's audit log, the client's daemon
-// binary).
+// Package resolvepath walks a path as the kernel does (Walk): the one
+// walker of an operator's path, which internal/opfile.CheckModes judges
+// each component of. With it, it tells where a path leads once its
+// symlinks are followed, and whether that is inside a directory: the one
+// implementation of "this operator file lies outside the workspace"
+// (config's rule for the operator's path flags, the daemon's audit log, the
+// client's daemon binary).
 package resolvepath
 
 import (
@@ -17,18 +19,44 @@ import (
 	"github.com/agentbe/agentbe-daemon/internal/mountinfo"
 )
 
-// maxLinks bounds the symlinks followed while resolving one path (Linux's
-// own limit is 40; a loop ends here with an error).
-const maxLinks = 255
+// MaxLinks bounds the symlinks followed while walking one path: the
+// kernel's own limit, past which an open fails with ELOOP (a loop ends
+// here with ErrTooManyLinks).
+const MaxLinks = 40
 
-// Resolve returns the absolute path p leads to when it is opened, or
-// created (its directories made first), as it is now: every component is
-// walked as the kernel walks it, symlinks followed one by one (a dangling
-// link to where its target would be created, as open with O_CREATE
-// follows it), ".." from where the walk is (so "link/../x" is beside the
-// link's target), and a missing component taken as the directory or file
-// the daemon creates there, never a link.
-func Resolve(p string) (string, error) {
+// ErrTooManyLinks is Walk's error for a path that holds more than
+// MaxLinks symlinks on the way (or a loop of them).
+var ErrTooManyLinks = errors.New("too many levels of symbolic links (more than 40, as the kernel follows)")
+
+// Stop, returned by a Walk's visit, ends the walk there without an error.
+var Stop = errors.New("stop the walk")
+
+// Step is one component of a path as Walk meets it.
+type Step struct {
+	// Path is the component's path, the links before it followed.
+	Path string
+	// Info is its Lstat; nil when that failed (Err says why:
+	// fs.ErrNotExist, syscall.ENOTDIR below a file, or another).
+	Info fs.FileInfo
+	Err  error
+	// Last is set when nothing of the path follows it (a link's target
+	// may).
+	Last bool
+}
+
+// Walk walks p as the kernel walks it when p is opened, or created (its
+// directories made first), as it is now: every component in turn, symlinks
+// followed one by one (a dangling link to where its target would be
+// created, as open with O_CREATE follows it), ".." from where the walk is
+// (so "link/../x" is beside the link's target), and a missing component
+// taken as the directory or file the daemon creates there, never a link.
+// It returns the absolute path p leads to. visit, when not nil, is called
+// for "/" and then for each component met, with its Lstat, before the walk
+// follows it (a link) or goes into it: an error it returns ends the walk
+// with that error, Stop without one. It is the one walker of the two
+// rules that follow an operator's path: where it leads (Resolve, Within)
+// and who may change what is on the way (internal/opfile.CheckModes).
+func Walk(p string, visit func(Step) error) (string, error) {
 	// Not filepath.Abs, which cleans: "link/../x" is x beside the link's
 	// target, as the kernel walks it, not x beside the link.
 	abs := p
@@ -40,6 +68,12 @@ func Resolve(p string) (string, error) {
 		abs = wd + string(filepath.Separator) + p
 	}
 	resolved := string(filepath.Separator)
+	if visit != nil {
+		fi, err := os.Lstat(resolved)
+		if err := visit(Step{Path: resolved, Info: fi, Err: err}); err != nil {
+			return stopped(resolved, err)
+		}
+	}
 	rest := strings.Split(abs, string(filepath.Separator))
 	links := 0
 	for len(rest) > 0 {
@@ -54,6 +88,11 @@ func Resolve(p string) (string, error) {
 		}
 		next := filepath.Join(resolved, c)
 		fi, err := os.Lstat(next)
+		if visit != nil {
+			if verr := visit(Step{Path: next, Info: fi, Err: err, Last: len(rest) == 0}); verr != nil {
+				return stopped(next, verr)
+			}
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			// Not there: created as a directory (or, last, the file),
 			// never a link; a ".." after it climbs back to where links
@@ -73,8 +112,8 @@ func Resolve(p string) (string, error) {
 			resolved = next
 			continue
 		}
-		if links++; links > maxLinks {
-			return "", fmt.Errorf("%s: more than %d symlinks on the way", p, maxLinks)
+		if links++; links > MaxLinks {
+			return "", ErrTooManyLinks
 		}
 		target, err := os.Readlink(next)
 		if err != nil {
@@ -86,6 +125,24 @@ func Resolve(p string) (string, error) {
 		rest = append(strings.Split(target, string(filepath.Separator)), rest...)
 	}
 	return resolved, nil
+}
+
+// stopped is Walk's answer when visit returned err at path.
+func stopped(path string, err error) (string, error) {
+	if err == Stop {
+		return path, nil
+	}
+	return "", err
+}
+
+// Resolve returns the absolute path p leads to when it is opened, or
+// created (its directories made first), as it is now (Walk).
+func Resolve(p string) (string, error) {
+	r, err := Walk(p, nil)
+	if errors.Is(err, ErrTooManyLinks) {
+		return "", fmt.Errorf("%s: %w", p, err)
+	}
+	return r, err
 }
 
 // Within reports whether p is dir or lies below it once both are resolved
