@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentbe/agentbe-daemon/fsops"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,6 +51,12 @@ import (
 //     from outside the tree after the base, and a write through it, raise
 //     no event in the tree at all. --checkpoint-journal=false walks in
 //     full every time for those who need them seen.
+//
+// A full walk watches the whole tree (watchTree) after its mark and
+// before it lists anything: a directory watched only when the walk
+// reaches it could host, meanwhile, a link written through to a file the
+// walk has listed already, raising no event. A walk that still had to add
+// a watch is no base.
 //
 // A background goroutine reads the events as they come, so a busy
 // workspace does not fill the kernel's queue between two checkpoints; mark
@@ -337,21 +344,87 @@ func (j *journal) dirtySince(root string, since journalMark) ([]string, bool) {
 }
 
 // watch adds (or renews) the watch of the open directory fd, whose path is
-// abs, and returns it. It fails past j.bound or the user's limit.
-func (j *journal) watch(fd int, abs string) (int32, error) {
+// abs, and returns it, and whether it is new (the directory was watched
+// by no one). It fails past j.bound or the user's limit.
+func (j *journal) watch(fd int, abs string) (int32, bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if len(j.paths) >= j.bound {
-		return 0, unix.ENOSPC
+		return 0, false, unix.ENOSPC
 	}
 	// Through the descriptor: the directory the walk opened, whatever
 	// its path names now.
 	wd, err := unix.InotifyAddWatch(int(j.fd.Fd()), "/proc/self/fd/"+strconv.Itoa(fd), watchMask)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
+	_, had := j.paths[int32(wd)]
 	j.paths[int32(wd)] = abs
-	return int32(wd), nil
+	return int32(wd), !had, nil
+}
+
+// watchTree watches every directory of the tree at the open directory fd,
+// whose path is p, listing only names: it runs before a full walk, after
+// the walk's mark, so that a directory the walk reaches late is watched
+// already, and what is done in it meanwhile raises events (a hard link
+// made there, written through and removed, would raise none, and the file
+// written may lie in a directory the walk listed already). A directory it
+// misses (made meanwhile, past its bound or MaxDepth) gets its watch from
+// the walk, which is then no base (walked.newWatch). It stops at the
+// first watch it cannot add, and reports whether it reached the end.
+func (j *journal) watchTree(fd int, p string, depth int, buf []byte) bool {
+	if _, _, err := j.watch(fd, p); err != nil {
+		return false
+	}
+	if depth >= MaxDepth {
+		return true
+	}
+	var names []string
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			break
+		}
+		for off := 0; off+19 < n; {
+			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
+			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
+			if reclen < 20 || off+reclen > n {
+				return true // the walk reports it
+			}
+			typ, name := buf[off+18], buf[off+19:off+reclen]
+			off += reclen
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if string(name) == "." || string(name) == ".." {
+				continue
+			}
+			if typ == unix.DT_UNKNOWN {
+				var st unix.Stat_t
+				if unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+					typ = unix.DT_DIR
+				}
+			}
+			if typ == unix.DT_DIR {
+				names = append(names, string(name))
+			}
+		}
+	}
+	for _, name := range names {
+		c, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // gone, or no directory: the walk sees what it is
+		}
+		ok := j.watchTree(c, abs(p, name), depth+1, buf)
+		unix.Close(c)
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // forget removes the watches of directories below root (root included)
@@ -519,4 +592,17 @@ const maxLinked = 1 << 16
 // A variable so a test can change the table.
 var readMountTable = func() ([]byte, error) {
 	return os.ReadFile("/proc/self/mountinfo")
+}
+
+// watchTree watches the workspace's tree with j (journal.watchTree) before
+// a full walk, where the walk would be journaled (a local file system).
+func watchTree(ws fsops.Workspace, j *journal) {
+	fd := startDir(ws, ".")
+	if fd < 0 {
+		return
+	}
+	defer unix.Close(fd)
+	if localFS(fd) {
+		j.watchTree(fd, ws.Root(), 0, make([]byte, 32<<10))
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -492,4 +494,55 @@ func TestJournalSeesAWriteThroughALinkInANewDirectory(t *testing.T) {
 			sameAsFullWalk(t, f.st, ref, f.ws, "written through a link in a new directory, "+c.name)
 		})
 	}
+}
+
+// A full walk watches each directory just before it lists it, and one
+// made since the base (here z and below: a full walk) was watched by no
+// one before: a hard link made there before the walk reaches it, written
+// through and removed, raises no event, and the file written lies in a
+// directory the walk listed already, with the identity the previous
+// checkpoint recorded (so it is not read again). Here a is listed, and z
+// waits until the link was used below it (the walk has at least two
+// workers). A full walk watches the whole tree before it begins, so what
+// is done in it raises events.
+func TestJournalSeesALinkUsedBeforeTheWalkReachedIt(t *testing.T) {
+	var f *fixture
+	var armed atomic.Bool
+	used := make(chan struct{})
+	var once sync.Once
+	use := func() {
+		link := filepath.Join(f.dir, "z/y/q/g")
+		if err := os.Link(filepath.Join(f.dir, "a/f"), link); err != nil {
+			panic(err)
+		}
+		if err := os.WriteFile(link, []byte("after, longer\n"), 0o644); err != nil {
+			panic(err)
+		}
+		if err := os.Remove(link); err != nil {
+			panic(err)
+		}
+	}
+	f = newFixture(t, func(o *Options) {
+		o.listed = func(dir string) {
+			if !armed.Load() {
+				return
+			}
+			switch dir {
+			case "z":
+				<-used // z's subdirectories are not queued yet
+			case "a":
+				once.Do(func() { use(); close(used) })
+			}
+		}
+	})
+	ref := referenceStore(t, f)
+	f.write(t, "a/f", "before\n")
+	sameAsFullWalk(t, f.st, ref, f.ws, "first")
+	f.write(t, "z/y/q/other", "x")
+	armed.Store(true)
+	if _, err := f.st.Create(context.Background(), f.ws, CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(false)
+	sameAsFullWalk(t, f.st, ref, f.ws, "after a link used while a full walk ran")
 }

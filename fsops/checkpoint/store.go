@@ -106,6 +106,9 @@ type Options struct {
 	// a prune; an error stops the operation there, leaving what a kill at
 	// that moment would leave.
 	crash func(step string) error
+	// listed, when set (tests), is called by a walk each time it has
+	// listed a directory.
+	listed func(dir string)
 }
 
 // Entry is one path of a checkpoint.
@@ -768,17 +771,22 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 	jr, jm, g, mounts := s.journalFor(ws.Root(), prev)
 	w, err := func() (walked, error) {
 		defer s.burst()() // released even if the walk panics
+		if jr != nil && g == nil {
+			watchTree(ws, jr)
+		}
 		w, err := s.walkJournaled(ctx, ws, ".", s.opts.MaxFiles, n, jr, g)
-		if err == nil && g != nil && (w.newLink || !jr.current(jm)) {
+		if err == nil && g != nil && (w.newLink || w.newWatch || !jr.current(jm)) {
 			// A file linked again since the base: its other paths may
 			// lie in directories the guide took from the base, and a
-			// write through one raises no event there; or the journal
-			// could no longer vouch by the walk's end (journal.go's
-			// made: a name that may have been such a link is gone).
-			// Walk in full, from a new mark.
+			// write through one raises no event there; or a directory
+			// listed was watched by no one; or the journal could no
+			// longer vouch by the walk's end (journal.go's made: a name
+			// that may have been such a link is gone). Walk in full,
+			// from a new mark.
 			putBlocks(w.entries)
 			g = nil
 			jm = jr.mark()
+			watchTree(ws, jr)
 			w, err = s.walkJournaled(ctx, ws, ".", s.opts.MaxFiles, n, jr, nil)
 		}
 		return w, err
@@ -795,7 +803,7 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 		if jr != nil {
 			jr.settle(ws.Root(), jm)
 		}
-		if jr == nil || !w.journaled {
+		if jr == nil || !w.journaled || w.newWatch {
 			delete(s.based, ws.Root())
 			return
 		}

@@ -46,6 +46,11 @@ type walked struct {
 	// full).
 	linked  map[fileID]bool
 	newLink bool
+	// newWatch says a directory listed was watched by no one before the
+	// walk (journal.go's watchTree did not reach it): what was done in it
+	// before the walk did raised no event, so the walk is no base, and a
+	// guided one is redone in full.
+	newWatch bool
 	// listed counts the directories listed.
 	listed int
 }
@@ -159,7 +164,7 @@ func (s *Store) walkJournaled(ctx context.Context, ws fsops.Workspace, rel strin
 			return w, nil
 		}
 	}
-	wk := &walker{ctx: ctx, ws: ws, rel: rel, max: max, maxFiles: s.opts.MaxFiles, w: w, blocks: map[string][2]int{}}
+	wk := &walker{ctx: ctx, ws: ws, rel: rel, max: max, maxFiles: s.opts.MaxFiles, listed: s.opts.listed, w: w, blocks: map[string][2]int{}}
 	wk.taken.Store(int64(len(w.entries)))
 	wk.cond = sync.NewCond(&wk.mu)
 	root := startDir(ws, rel)
@@ -339,6 +344,7 @@ type walker struct {
 	rel      string
 	max      int
 	maxFiles int
+	listed   func(dir string) // Options.listed
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -459,6 +465,7 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 	err := openErr
 	var (
 		wd       int32
+		added    bool
 		watchErr error
 		linked   []fileID
 	)
@@ -469,9 +476,12 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 			if wk.j != nil {
 				// Before listing: a change after this is an event, one
 				// before it is in the listing.
-				wd, watchErr = wk.j.watch(fd, abs(wk.abs, dir))
+				wd, added, watchErr = wk.j.watch(fd, abs(wk.abs, dir))
 			}
 			es, subdirs, skipped, linked, err = wk.listFD(fd, dir, sc)
+			if wk.listed != nil {
+				wk.listed(dir)
+			}
 			sc.es = es[:0] // copied into the walk's list below, then reused
 		} else {
 			watchErr = errNoDescriptor
@@ -541,6 +551,7 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 				wk.w.journaled = false
 			} else {
 				wk.w.watched[wd] = true
+				wk.w.newWatch = wk.w.newWatch || added
 			}
 			if len(linked) > 0 {
 				wk.w.volatile = append(wk.w.volatile, dir)
