@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -26,7 +27,11 @@ import (
 //   - inotify reports what the kernel does through this machine's mounts;
 //     the workspace's file system must be a local one (localFS) and the
 //     mount table unchanged since the base was walked (a mount over a
-//     directory of the tree raises no event).
+//     directory of the tree raises no event). A mount point's directory
+//     is listed every time (a file mounted from outside is written
+//     through its other path, whose directory raises the event), and a
+//     walk that met one directory at two paths (bind-mounted in the tree:
+//     one watch, whose events name one path) is no base.
 //   - an event names the directory of the path written through: a file
 //     with more than one link may be changed through another directory,
 //     so a directory holding one is listed every time, as is one on
@@ -605,4 +610,45 @@ func watchTree(ws fsops.Workspace, j *journal) {
 	if localFS(fd) {
 		j.watchTree(fd, ws.Root(), 0, make([]byte, 32<<10))
 	}
+}
+
+// mountPointsBelow returns the mount points of the mount table mounts
+// (/proc/self/mountinfo) strictly below root, relative to it, and false
+// when root's real path cannot be had.
+func mountPointsBelow(mounts []byte, root string) ([]string, bool) {
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, false
+	}
+	var out []string
+	for _, line := range bytes.Split(mounts, []byte{'\n'}) {
+		// id parent major:minor root mount-point options ...
+		fields := bytes.Fields(line)
+		if len(fields) < 5 {
+			continue
+		}
+		if rel, ok := below(unescapeMount(fields[4]), real); ok && rel != "." {
+			out = append(out, rel)
+		}
+	}
+	return out, true
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(b []byte) string {
+	if bytes.IndexByte(b, '\\') < 0 {
+		return string(b)
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] == '\\' && i+3 < len(b) {
+			if n, err := strconv.ParseUint(string(b[i+1:i+4]), 8, 8); err == nil {
+				out = append(out, byte(n))
+				i += 3
+				continue
+			}
+		}
+		out = append(out, b[i])
+	}
+	return string(out)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -545,4 +546,64 @@ func TestJournalSeesALinkUsedBeforeTheWalkReachedIt(t *testing.T) {
 	}
 	armed.Store(false)
 	sameAsFullWalk(t, f.st, ref, f.ws, "after a link used while a full walk ran")
+}
+
+// A directory bind-mounted at a second path of the tree is one inode, one
+// watch, under two paths: the journal can name only one of them for its
+// events, so a walk that watched one directory twice is no base.
+func TestJournalBindMountInTheTree(t *testing.T) {
+	f := newFixture(t, nil)
+	ref := referenceStore(t, f)
+	f.write(t, "a/f", "before\n")
+	f.write(t, "b/keep", "k")
+	f.write(t, "c/keep", "k")
+	if err := unix.Mount(filepath.Join(f.dir, "a"), filepath.Join(f.dir, "b"), "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(filepath.Join(f.dir, "b"), unix.MNT_DETACH) })
+	sameAsFullWalk(t, f.st, ref, f.ws, "first")
+	sameAsFullWalk(t, f.st, ref, f.ws, "second")
+	for _, p := range []string{"a/f", "b/f"} {
+		if err := os.WriteFile(filepath.Join(f.dir, p), []byte("written through "+p+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sameAsFullWalk(t, f.st, ref, f.ws, "written through "+p)
+	}
+}
+
+// A file bind-mounted into the tree from outside is written through its
+// outside path: the event names the outside directory, not the one that
+// shows it. A directory holding a mount point is listed every time.
+func TestJournalFileBindMountedFromOutside(t *testing.T) {
+	f := newFixture(t, nil)
+	ref := referenceStore(t, f)
+	f.write(t, "a/f", "placeholder\n")
+	f.write(t, "b/keep", "k")
+	outside := filepath.Join(filepath.Dir(f.dir), "outside-file")
+	if err := os.WriteFile(outside, []byte("outside, before\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(outside, filepath.Join(f.dir, "a/f"), "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(filepath.Join(f.dir, "a/f"), unix.MNT_DETACH) })
+	sameAsFullWalk(t, f.st, ref, f.ws, "first")
+	sameAsFullWalk(t, f.st, ref, f.ws, "second")
+	if err := os.WriteFile(outside, []byte("outside, after: longer\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sameAsFullWalk(t, f.st, ref, f.ws, "written through its outside path")
+}
+
+func TestMountPointsBelow(t *testing.T) {
+	root := t.TempDir()
+	table := "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n" +
+		"30 22 8:1 /x " + root + "/a/f rw - ext4 /dev/sda1 rw\n" +
+		"31 22 0:5 / " + root + "/with\\040space rw - tmpfs tmpfs rw\n" +
+		"32 22 0:6 / " + root + "x/not-below rw - tmpfs tmpfs rw\n" +
+		"33 22 0:7 / " + root + " rw - tmpfs tmpfs rw\n"
+	got, ok := mountPointsBelow([]byte(table), root)
+	if !ok || !slices.Equal(got, []string{"a/f", "with space"}) {
+		t.Fatalf("mountPointsBelow = %q, %v", got, ok)
+	}
 }

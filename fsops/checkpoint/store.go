@@ -956,7 +956,14 @@ func (s *Store) journalFor(root string, prev *Manifest) (*journal, journalMark, 
 	if !ok {
 		return s.jrnl, jm, nil, mounts
 	}
-	return s.jrnl, jm, newGuide(prev, b, dirty), mounts
+	// A file mounted in the tree is written through its other path,
+	// whose directory raises the event: its directory is listed every
+	// time, as is every mount point's.
+	points, ok := mountPointsBelow(mounts, root)
+	if !ok {
+		return s.jrnl, jm, nil, mounts
+	}
+	return s.jrnl, jm, newGuide(prev, b, append(dirty, points...)), mounts
 }
 
 // burst begins Options.Burst for one walk of the workspace (the whole of

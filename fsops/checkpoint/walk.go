@@ -547,9 +547,14 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 		}
 		wk.w.reused += reusedN
 		if wk.j != nil {
-			if watchErr != nil {
+			switch {
+			case watchErr != nil:
 				wk.w.journaled = false
-			} else {
+			case wk.w.watched[wd]:
+				// One directory at two paths (a bind mount in the
+				// tree): its events can name only one of them.
+				wk.w.journaled = false
+			default:
 				wk.w.watched[wd] = true
 				wk.w.newWatch = wk.w.newWatch || added
 			}
