@@ -22,6 +22,7 @@
 package opfile
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -138,8 +139,7 @@ func CheckModes(name string) error {
 	euid := os.Geteuid()
 	_, err := resolvepath.Walk(name, func(st resolvepath.Step) error {
 		if st.Info == nil {
-			// Missing, or not ours to see: the open says why.
-			return resolvepath.Stop
+			return unjudged(st)
 		}
 		fi := st.Info
 		if st.Path == "/" {
@@ -157,6 +157,22 @@ func CheckModes(name string) error {
 		return nil
 	})
 	return err
+}
+
+// unjudged is CheckModes' answer at a component whose Lstat failed. A
+// missing one (or one below a file) ends the walk without an error: the
+// open fails there too, or creates what the directories judged so far
+// hold. Any other failure is a refusal, for the open may still succeed
+// where the walk's Lstat of the whole path cannot: a path longer than
+// PATH_MAX once links are followed (ENAMETOOLONG, while the kernel
+// follows each link from where it stands), or a relative name in a
+// working directory below one this user may not search (EACCES there,
+// while the open starts from the working directory).
+func unjudged(st resolvepath.Step) error {
+	if errors.Is(st.Err, fs.ErrNotExist) || errors.Is(st.Err, syscall.ENOTDIR) {
+		return resolvepath.Stop
+	}
+	return fmt.Errorf("%s, on its path, cannot be judged (%w), so who may change the file cannot be told: refused", st.Path, unwrap(st.Err))
 }
 
 // ownerOK refuses an element of the path owned by neither root nor euid.

@@ -1,0 +1,150 @@
+package opfile
+
+import (
+	"bufio"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestAWayPastPathMaxIsRefused: a name whose way, once its links are
+// followed, is longer than PATH_MAX opens (the kernel follows each link
+// from where it stands) while the walk's Lstat of the whole path fails
+// with ENAMETOOLONG. The directories past that point cannot be judged,
+// so the file is refused, not read: here the last of them is 0777, and
+// whoever may write there could replace the token.
+func TestAWayPastPathMaxIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// s1 -> d1, s2 -> s1/d2, ...: each link short, the way d1/d2/...
+	// 18 names of 240 bytes, past 4096 bytes.
+	prev := ""
+	for i := 1; i <= 18; i++ {
+		d := strings.Repeat(string(rune('a'+i)), 240)
+		target := d
+		if prev != "" {
+			target = prev + "/" + d
+		}
+		must(os.Mkdir(filepath.Join(dir, target), 0o755))
+		prev = "s" + string(rune('a'+i))
+		must(os.Symlink(target, filepath.Join(dir, prev)))
+	}
+	deep := filepath.Join(dir, prev)
+	must(os.Chmod(deep+"/", 0o777))
+	name := filepath.Join(deep, "token")
+	must(os.WriteFile(name, []byte("secret\n"), 0o600))
+	if real, err := filepath.EvalSymlinks(deep); err == nil && len(real) < 4096 {
+		t.Fatalf("the way is %d bytes: the test needs one past PATH_MAX", len(real))
+	}
+	if f, err := os.Open(name); err != nil {
+		t.Fatalf("the kernel opens %s: %v", name, err)
+	} else {
+		f.Close()
+	}
+	_, err := Read(name, 1024)
+	if err == nil || !errors.Is(err, syscall.ENAMETOOLONG) || !strings.Contains(err.Error(), "cannot be judged") {
+		t.Fatalf("Read of a file past PATH_MAX, in a 0777 directory: %v, want a refusal (cannot be judged: file name too long)", err)
+	}
+}
+
+// TestUnsearchableAboveTheWorkingDirectoryIsRefused: a relative name in
+// a working directory below one this process's user may not search
+// opens (the open starts from the working directory), while the walk's
+// Lstat of the absolute path fails with EACCES. The working directory
+// cannot be judged, so the file is refused: here it is 0777, and whoever
+// may write there could replace the token. Run as uid 65534 (a child of
+// this test binary), which needs root.
+func TestUnsearchableAboveTheWorkingDirectoryIsRefused(t *testing.T) {
+	if os.Getenv("OPFILE_CWD_CHILD") != "" {
+		cwdChild()
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the child runs as another uid")
+	}
+	top := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Chmod(filepath.Dir(top), 0o755)) // testing's directory of temporary ones
+	must(os.Chmod(top, 0o755))
+	outer := filepath.Join(top, "outer")
+	cwd := filepath.Join(outer, "cwd")
+	must(os.MkdirAll(cwd, 0o755))
+	must(os.Chmod(cwd, 0o777))
+	token := filepath.Join(cwd, "token")
+	must(os.WriteFile(token, []byte("secret\n"), 0o600))
+	must(os.Chown(token, nobody, nobody))
+	// The test binary, where uid 65534 may run it.
+	bin := filepath.Join(top, "opfile.test")
+	data, err := os.ReadFile(os.Args[0])
+	must(err)
+	must(os.WriteFile(bin, data, 0o755))
+	cmd := exec.Command(bin, "-test.run=^TestUnsearchableAboveTheWorkingDirectoryIsRefused$")
+	cmd.Env = append(os.Environ(), "OPFILE_CWD_CHILD="+cwd)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	stdin, err := cmd.StdinPipe()
+	must(err)
+	stdout, err := cmd.StdoutPipe()
+	must(err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	must(cmd.Start())
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || lines.Text() != "in" {
+		t.Fatalf("the child did not enter %s: %q %s", cwd, lines.Text(), stderr.String())
+	}
+	must(os.Chmod(outer, 0o700)) // root's: uid 65534 may no longer search it
+	stdin.Write([]byte("go\n"))
+	var out []string
+	for lines.Scan() {
+		out = append(out, lines.Text())
+	}
+	cmd.Wait()
+	got := strings.Join(out, "\n")
+	if !strings.Contains(got, "opened: yes") {
+		t.Fatalf("the child could not open ./token at all (the case needs the open to succeed): %s %s", got, stderr.String())
+	}
+	if !strings.Contains(got, "read: refused") || !strings.Contains(got, "cannot be judged") {
+		t.Fatalf("Read(\"token\") in a 0777 working directory below an unsearchable one: %s, want a refusal (cannot be judged)", got)
+	}
+}
+
+// cwdChild is the child of TestUnsearchableAboveTheWorkingDirectoryIsRefused:
+// it enters the directory, waits for the parent to close the one above,
+// then opens and reads ./token.
+func cwdChild() {
+	if err := os.Chdir(os.Getenv("OPFILE_CWD_CHILD")); err != nil {
+		os.Stdout.WriteString("chdir: " + err.Error() + "\n")
+		return
+	}
+	os.Stdout.WriteString("in\n")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	if f, err := os.Open("token"); err == nil {
+		f.Close()
+		os.Stdout.WriteString("opened: yes\n")
+	} else {
+		os.Stdout.WriteString("opened: " + err.Error() + "\n")
+	}
+	if _, err := Read("token", 1024); err != nil {
+		os.Stdout.WriteString("read: refused: " + err.Error() + "\n")
+		if !errors.Is(err, fs.ErrPermission) {
+			os.Stdout.WriteString("not a permission error\n")
+		}
+	} else {
+		os.Stdout.WriteString("read: accepted\n")
+	}
+}
