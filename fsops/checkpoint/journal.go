@@ -52,10 +52,14 @@ import (
 //     (io_submit), raise no event of their own: what such a writer
 //     changed is seen once it has unmapped and closed the file
 //     (IN_CLOSE_WRITE), something else in its directory
-//     changes, or at the next full walk; and a hard link to a file made
-//     from outside the tree after the base, and a write through it, raise
-//     no event in the tree at all. --checkpoint-journal=false walks in
-//     full every time for those who need them seen.
+//     changes, or at the next full walk; a loop device backed by a file
+//     of the tree writes it with no event until it is detached. A write
+//     names the path its descriptor was opened by: a hard link to a file
+//     made from outside the tree after the base, and a descriptor opened
+//     by a hard link since removed (the file keeping its path in the
+//     tree), write it with no event in its directory.
+//     --checkpoint-journal=false walks in full every time for those who
+//     need them seen.
 //
 // A full walk watches the whole tree (watchTree) after its mark and
 // before it lists anything: a directory watched only when the walk
