@@ -28,6 +28,7 @@ import (
 	"io/fs"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,31 +133,126 @@ func read(name string, max int64, modes bool) ([]byte, error) {
 // group of that user alone. A POSIX ACL's named user or group that may
 // write counts as a writer too (aclWriters). A name that does not exist
 // yet is judged by the directories that do.
-func CheckModes(name string) error {
+func CheckModes(name string) error { return new(Judge).CheckModes(name) }
+
+// Judge applies CheckModes to the files of one batch (the pages of one
+// request of a tool site), sharing the verdicts of the directories on
+// their ways: each directory met is judged once for the batch, and a
+// name whose leading directories a walk of the batch has already met as
+// directories is walked from the deepest of them. Every symlink, and the
+// file itself, is judged at every call; a file's verdict is never kept.
+// A directory's verdict holds for the batch because only a user the
+// verdict trusts (root, or this process's user, owning it and the
+// directories above it) can change it; a Judge is one batch's, never
+// kept from one request to the next, so a directory another user could
+// change since is judged again. The zero Judge is ready; it is safe for
+// concurrent use.
+type Judge struct {
+	mu sync.Mutex
+	// dirs holds the verdict of each directory met, by its path as walked
+	// (a Step's Path, which holds no symlink).
+	dirs map[string]error
+}
+
+// judgements counts, for the tests, the directories a Judge's walks met
+// (met) and those it judged rather than took from its verdicts (dirs).
+var judgements struct {
+	sync.Mutex
+	met, dirs int
+}
+
+// CheckModes is the package's CheckModes, with the batch's verdicts.
+func (j *Judge) CheckModes(name string) error {
 	// The name is walked as the open walks it (resolvepath.Walk), not
 	// cleaned: in link/../x the ".." is taken from where link leads, and
 	// cleaning would judge another file.
 	euid := os.Geteuid()
-	_, err := resolvepath.Walk(name, func(st resolvepath.Step) error {
+	visit := func(st resolvepath.Step) error {
 		if st.Info == nil {
 			return unjudged(st)
 		}
 		fi := st.Info
-		if st.Path == "/" {
-			return dirOK("/", fi, euid)
+		if fi.IsDir() {
+			return j.dir(st.Path, fi, euid)
 		}
 		if err := ownerOK(st.Path, fi, euid, st.Last && fi.Mode().IsRegular()); err != nil {
 			return err
 		}
-		switch {
-		case fi.IsDir():
-			return dirOK(st.Path, fi, euid)
-		case st.Last && fi.Mode().IsRegular():
+		if st.Last && fi.Mode().IsRegular() {
 			return fileModeOK(st.Path, fi)
 		}
 		return nil
-	})
+	}
+	if from, rel, err, ok := j.known(name); ok {
+		if err != nil {
+			return err
+		}
+		_, err = resolvepath.WalkFrom(from, rel, visit)
+		return err
+	}
+	_, err := resolvepath.Walk(name, visit)
 	return err
+}
+
+// known finds the deepest directory leading name that the batch has met
+// as one: name absolute and its leading elements plain names (no "",
+// "." or ".."), their path as written is the path a walk met them at.
+// It returns that directory and the rest of name, or the verdict of the
+// first of them refused.
+func (j *Judge) known(name string) (dir, rel string, err error, ok bool) {
+	if !filepath.IsAbs(name) {
+		return "", "", nil, false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	verdict, met := j.dirs["/"]
+	if !met {
+		return "", "", nil, false
+	}
+	if verdict != nil {
+		return "", "", verdict, true
+	}
+	dir, rel = "/", strings.TrimLeft(name, "/")
+	for {
+		c, after, more := strings.Cut(rel, "/")
+		if !more || c == "" || c == "." || c == ".." {
+			return dir, rel, nil, true
+		}
+		next := filepath.Join(dir, c)
+		verdict, met := j.dirs[next]
+		if !met {
+			return dir, rel, nil, true
+		}
+		if verdict != nil {
+			return "", "", verdict, true
+		}
+		dir, rel = next, after
+	}
+}
+
+// dir is the verdict of the directory at path (dirOK), judged once for
+// the batch.
+func (j *Judge) dir(path string, fi fs.FileInfo, euid int) error {
+	j.mu.Lock()
+	verdict, met := j.dirs[path]
+	j.mu.Unlock()
+	judgements.Lock()
+	judgements.met++
+	if !met {
+		judgements.dirs++
+	}
+	judgements.Unlock()
+	if met {
+		return verdict
+	}
+	verdict = dirOK(path, fi, euid)
+	j.mu.Lock()
+	if j.dirs == nil {
+		j.dirs = map[string]error{}
+	}
+	j.dirs[path] = verdict
+	j.mu.Unlock()
+	return verdict
 }
 
 // unjudged is CheckModes' answer at a component whose Lstat failed. A
@@ -217,9 +313,33 @@ func dirOK(dir string, fi fs.FileInfo, euid int) error {
 		return nil
 	}
 	if w := writers(dir, fi); w != "" {
-		return fmt.Errorf("lies in %s, which its group or others may write (mode %04o, %s may write it) without the sticky bit: whoever can write there can replace the file; chmod go-w %s, or move the file", dir, fi.Mode().Perm(), w, dir)
+		hint := ""
+		if kubeletVolume(dir) {
+			hint = " (a Kubernetes configMap volume? mount it through a projected volume: docs/deploy.md)"
+		}
+		return fmt.Errorf("lies in %s, which its group or others may write (mode %04o, %s may write it) without the sticky bit: whoever can write there can replace the file; chmod go-w %s, or move the file%s", dir, fi.Mode().Perm(), w, dir, hint)
 	}
 	return nil
+}
+
+// KubeletName reports whether name, one element of a path, is one of the
+// kubelet's own in a ConfigMap, Secret or projected volume: "..data", the
+// link its keys lead through, "..data_tmp", and the timestamped
+// directories ("..2026_11_28_05_30_00.123") that hold the files, which
+// its atomic writer names with a leading "..". ".." itself is not.
+// Listings of such a volume leave them out (tools/sites: the overview and
+// glob), so each file is listed once, by its own name.
+func KubeletName(name string) bool {
+	return strings.HasPrefix(name, "..") && name != ".."
+}
+
+// kubeletVolume reports whether dir holds the kubelet's "..data" link: a
+// ConfigMap, Secret or projected volume's mount point. A plain
+// `configMap:` volume's is 0777 without the sticky bit, which dirOK
+// refuses; a `projected:` volume's is 1777 (docs/deploy.md).
+func kubeletVolume(dir string) bool {
+	fi, err := os.Lstat(filepath.Join(dir, "..data"))
+	return err == nil && fi.Mode()&fs.ModeSymlink != 0
 }
 
 // writers says who other than the owner may write fi, at path: "others",

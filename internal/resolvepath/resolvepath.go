@@ -74,7 +74,21 @@ func Walk(p string, visit func(Step) error) (string, error) {
 			return stopped(resolved, err)
 		}
 	}
-	rest := strings.Split(abs, string(filepath.Separator))
+	return walk(resolved, strings.Split(abs, string(filepath.Separator)), visit)
+}
+
+// WalkFrom is Walk of rel taken from dir, a directory that a walk has
+// already met as one (a Step's Path whose Info is a directory, which
+// holds no symlink, "." or ".."): visit is called for the components of
+// rel only, dir and those above it being the caller's to have judged.
+// internal/opfile.Judge walks the pages of one request from the
+// directories they share this way.
+func WalkFrom(dir, rel string, visit func(Step) error) (string, error) {
+	return walk(dir, strings.Split(rel, string(filepath.Separator)), visit)
+}
+
+// walk is Walk's loop: the components rest, from the directory resolved.
+func walk(resolved string, rest []string, visit func(Step) error) (string, error) {
 	links := 0
 	for len(rest) > 0 {
 		c := rest[0]
