@@ -2,18 +2,24 @@ package sites
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"html"
+	"io/fs"
+	"log/slog"
 	"net/http"
+	"path"
 	"regexp"
 	"strings"
 	"sync"
 
+	"github.com/agentbe/agentbe-daemon/errcode"
 	"github.com/agentbe/agentbe-daemon/fsops"
+	"github.com/agentbe/agentbe-daemon/internal/opfile"
 )
 
-// AgentsMD is written to a site's AGENTS.md when it has none: the rules an
-// agent needs, for agents that read a site over plain HTTP.
+// AgentsMD is a site's AGENTS.md when it has none (agentFiles): the rules
+// an agent needs, for agents that read a site over plain HTTP.
 const AgentsMD = `# Using this tool site
 
 This site is a set of Markdown pages. Some pages list, in their frontmatter, commands you may run.
@@ -35,29 +41,95 @@ This site is a set of Markdown pages. Some pages list, in their frontmatter, com
   to get 413 instead, with none of the output.
 `
 
-// indexHTML is written to a site's index.html when it has none; it embeds
-// AGENTS.md so that an agent fetching it learns the rules at once.
+// indexHTML is a site's index.html when it has none (agentFiles); it
+// embeds AGENTS.md so that an agent fetching it learns the rules at once.
 func indexHTML(agents string) string {
 	return "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Tool site</title></head>\n<body>\n" +
 		"<p>This is a tool site: <a href=\"/README.md\">start at README.md</a>.</p>\n<pre id=\"agents\">" + html.EscapeString(agents) + "</pre>\n</body></html>\n"
 }
 
-// writeAgentFiles creates AGENTS.md and index.html when they are missing;
-// an existing file is never touched.
-func writeAgentFiles(ws fsops.Workspace) error {
-	for name, body := range map[string]string{"AGENTS.md": AgentsMD, "index.html": indexHTML(AgentsMD)} {
+// agentFileNames are the files agentFiles gives a site that lacks them,
+// in the order they are written.
+var agentFileNames = []string{"AGENTS.md", "index.html"}
+
+func agentFileBody(name string) []byte {
+	if name == "AGENTS.md" {
+		return []byte(AgentsMD)
+	}
+	return []byte(indexHTML(AgentsMD))
+}
+
+// agentFiles gives the site AGENTS.md and index.html where it has none,
+// and says so in one line of the log: an existing file is never touched;
+// a missing one is written into the directory, or, where it cannot be
+// written (a read-only directory or mount: errcode.PermissionDenied) or
+// is not the daemon's to write (a directory holding the kubelet's "..data"
+// link, a ConfigMap or Secret volume whose files only the kubelet writes),
+// served from memory, as it would read written (Resolve, Read). The
+// missing files are written all or none: when one fails, those this call
+// wrote are removed, and all are served from memory (a directory that
+// cannot be written) or the start fails (any other failure, such as a full
+// disk). With noInit nothing is written or served. It returns the files
+// served from memory, by name.
+func agentFiles(ws fsops.Workspace, noInit bool, log *slog.Logger) (map[string][]byte, error) {
+	var present, missing []string
+	for _, name := range agentFileNames {
 		ok, err := ws.Exists(name)
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		if ok {
-			continue
-		}
-		if err := ws.WriteFile(name, []byte(body)); err != nil {
-			return fmt.Errorf("writing %s: %w", name, err)
+			present = append(present, name)
+		} else {
+			missing = append(missing, name)
 		}
 	}
-	return nil
+	line := func(msg string, args ...any) {
+		log.Info(msg, append([]any{"dir", ws.Root(), "present", present}, args...)...)
+	}
+	switch {
+	case len(missing) == 0:
+		line("site: AGENTS.md and index.html are the site's own")
+		return nil, nil
+	case noInit:
+		line("site: the missing agent files are neither written nor served (no-init)", "missing", missing)
+		return nil, nil
+	}
+	why := ""
+	if fi, err := ws.Lstat("..data"); err == nil && fi.Mode&fs.ModeSymlink != 0 {
+		why = "the directory holds the kubelet's ..data link (a ConfigMap or Secret volume, whose files only the kubelet writes)"
+	} else {
+		var written []string
+		for _, name := range missing {
+			err := ws.WriteFile(name, agentFileBody(name))
+			if err == nil {
+				written = append(written, name)
+				continue
+			}
+			// All or none: undo this call's writes.
+			var undo []error
+			for _, w := range written {
+				if rerr := ws.Remove(w, fsops.RemoveOptions{}); rerr != nil {
+					undo = append(undo, fmt.Errorf("removing the %s just written: %w", w, rerr))
+				}
+			}
+			if errcode.Of(err) != errcode.PermissionDenied || len(undo) > 0 {
+				return nil, fmt.Errorf("writing %s: %w", name, errors.Join(append([]error{err}, undo...)...))
+			}
+			why = fmt.Sprintf("the directory cannot be written (%s: %s)", name, errcode.Sentence(err))
+			break
+		}
+		if why == "" {
+			line("site: wrote the missing agent files into the site", "written", written)
+			return nil, nil
+		}
+	}
+	mem := make(map[string][]byte, len(missing))
+	for _, name := range missing {
+		mem[name] = agentFileBody(name)
+	}
+	line("site: serving the missing agent files from memory", "from_memory", missing, "why", why)
+	return mem, nil
 }
 
 // wantsHTML reports whether a GET of / comes from a browser.
@@ -84,9 +156,12 @@ func (s *Site) serveOverview(w http.ResponseWriter, r *http.Request) {
 		"</head><body>\n")
 	b.WriteString(renderMarkdown(string(body)))
 	b.WriteString("<h2>Pages and their tools</h2>\n<ul>\n")
+	// Every page is judged, by one judge for the request: the
+	// directories the pages share are judged once, not once a page.
+	judge := new(opfile.Judge)
 	for _, p := range s.pageList(r.Context()) {
 		fmt.Fprintf(&b, "<li><a href=\"/%s\">%s</a>", html.EscapeString(p), html.EscapeString(p))
-		specs, err := s.specs(p)
+		specs, err := s.specs(p, judge)
 		switch {
 		case err != nil && !strings.Contains(err.Error(), "declares no tools"):
 			fmt.Fprintf(&b, " — <em>%s</em>", html.EscapeString(err.Error()))
@@ -106,7 +181,8 @@ func (s *Site) serveOverview(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte(b.String()))
 }
 
-// pageList is every Markdown page of the site (at most 1000). A site
+// pageList is every Markdown page of the site (at most 1000), those
+// served from memory (agentFiles) among them. A site
 // mounted from a Kubernetes ConfigMap holds each page three times: the
 // kubelet's timestamped directory and its "..data" link (names that begin
 // with "..") hold the files, and each page's own name is a link through
@@ -116,18 +192,23 @@ func (s *Site) pageList(ctx context.Context) []string {
 	if err != nil {
 		return nil
 	}
-	out := make([]string, 0, len(found))
+	out := make([]string, 0, len(found)+len(s.mem))
+	onDisk := map[string]bool{}
 	for _, f := range found {
 		f = strings.TrimPrefix(f, "./")
 		if kubeletEntry(f) {
 			continue
 		}
+		onDisk[f] = true
 		out = append(out, f)
-		if len(out) == s.opts.MaxListItems {
-			break
+	}
+	// The pages served from memory (agentFiles), as if written.
+	for name := range s.mem {
+		if path.Ext(name) == ".md" && !onDisk[name] {
+			out = append(out, name)
 		}
 	}
-	return out
+	return out[:min(len(out), s.opts.MaxListItems)]
 }
 
 // mdPatterns are renderMarkdown's inline patterns (links, code, bold),
@@ -214,11 +295,12 @@ func renderMarkdown(md string) string {
 }
 
 // kubeletEntry reports whether the page path p lies under a directory
-// whose name begins with "..": the kubelet's "..data" and timestamped
-// directories of a ConfigMap or Secret volume.
+// the kubelet names (opfile.KubeletName): the "..data" and timestamped
+// directories of a ConfigMap or Secret volume. The overview and glob
+// leave such paths out.
 func kubeletEntry(p string) bool {
 	for _, c := range strings.Split(p, "/") {
-		if strings.HasPrefix(c, "..") {
+		if opfile.KubeletName(c) {
 			return true
 		}
 	}

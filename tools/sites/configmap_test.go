@@ -39,7 +39,7 @@ func TestConfigMapSite(t *testing.T) {
 	if page, data, err := s.Read("/guide"); err != nil || page != "guide.md" || string(data) != "# guide\n" {
 		t.Errorf("/guide: %s %q %v", page, data, err)
 	}
-	if specs, err := s.specs("README.md"); err != nil || len(specs) != 1 {
+	if specs, err := s.specs("README.md", nil); err != nil || len(specs) != 1 {
 		t.Errorf("README.md's tools: %v %v", specs, err)
 	}
 	got := s.pageList(context.Background())

@@ -9,7 +9,8 @@
 // page's specs, then run), spec.go and frontmatter.go (the patterns and how
 // a page declares them), components.go (a page's component blocks replaced
 // by their output), agents.go (AGENTS.md and index.html, written when the
-// site lacks them), handler.go (the HTTP handler, behind the admission of
+// site lacks them, or served from memory where it cannot be written; the
+// overview), handler.go (the HTTP handler, behind the admission of
 // internal/admit that every server of a site passes: the daemon's /site/
 // and `site serve` alike) and tools.go (the read_page and run_command tools the registry
 // serves on every face). The operator's --env-file is read by envfile.go,

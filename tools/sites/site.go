@@ -118,6 +118,11 @@ type Site struct {
 	mu    sync.Mutex
 	pages map[string]cachedPage // parsed frontmatter, by page path
 
+	// mem holds the agent files served from memory (agentFiles), by
+	// path: a site that lacks them and cannot be written. A file of the
+	// same name on disk wins.
+	mem map[string][]byte
+
 	// othersCouldChange limits the warnings about pages judge refuses:
 	// the overview judges every page on every GET, so a line per refusal
 	// would let any caller fill the log.
@@ -180,19 +185,18 @@ func New(opts Options) (*Site, error) {
 	if opts.ComponentTimeout <= 0 {
 		opts.ComponentTimeout = DefaultComponentTimeout
 	}
-	if !opts.NoAgentFiles {
-		if err := writeAgentFiles(opts.Workspace); err != nil {
-			return nil, fmt.Errorf("%s: %w", opts.Workspace.Root(), err)
-		}
-	}
-	if opts.Net == nil {
-		opts.Net = netguard.New(netguard.Options{MaxBodyBytes: opts.MaxOutput, Timeout: opts.Timeout})
-	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Site{ws: opts.Workspace, exe: opts.Executor, opts: opts, log: log, pages: map[string]cachedPage{}}, nil
+	mem, err := agentFiles(opts.Workspace, opts.NoAgentFiles, log)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", opts.Workspace.Root(), err)
+	}
+	if opts.Net == nil {
+		opts.Net = netguard.New(netguard.Options{MaxBodyBytes: opts.MaxOutput, Timeout: opts.Timeout})
+	}
+	return &Site{ws: opts.Workspace, exe: opts.Executor, opts: opts, log: log, pages: map[string]cachedPage{}, mem: mem}, nil
 }
 
 // Close releases the idle connections of the curl builtin's client.
@@ -229,6 +233,8 @@ func (s *Site) Resolve(p string) (string, error) {
 			continue // a directory: its README.md
 		case errcode.Is(err, errcode.PathEscapeAttempt):
 			return "", fail(http.StatusForbidden, "path traversal: %q leads outside the site", p)
+		case errcode.Is(err, errcode.NotFound) && s.mem[c] != nil:
+			return c, nil
 		}
 	}
 	return "", fail(http.StatusNotFound, "no page at /%s (tried %s, %s/README.md and %s.md)", p, p, p, p)
@@ -247,11 +253,16 @@ func (s *Site) ReadPage(ctx context.Context, p string) (page string, data []byte
 // judge refuses a page whose tools (its frontmatter, which every POST and
 // component is matched against, in specs) a user other than root and this
 // process's could change or put there, as every file that grants rights is
-// judged (opfile.CheckModes, on the page's path under the site's root).
+// judged (opfile.CheckModes, on the page's path under the site's root),
+// by j: the judge of the request's batch of pages (the overview's), or a
+// new one for a page alone (nil).
 // The caller is told only that; the log says why and what to do.
-func (s *Site) judge(page string) error {
+func (s *Site) judge(page string, j *opfile.Judge) error {
 	full := filepath.Join(s.ws.Root(), filepath.FromSlash(page))
-	if err := opfile.CheckModes(full); err != nil {
+	if j == nil {
+		j = new(opfile.Judge)
+	}
+	if err := j.CheckModes(full); err != nil {
 		s.othersCouldChange.Warn(s.log, "site page others could change", "site: a page another user could change runs nothing", "page", page, "err", fmt.Sprintf("%s: %v", full, err))
 		return fail(http.StatusForbidden, "/%s: another user than the operator could change this page, so its commands do not run (the operator's log says why)", page)
 	}
@@ -265,6 +276,9 @@ func (s *Site) Read(p string) (page string, data []byte, err error) {
 		return "", nil, err
 	}
 	data, err = s.ws.ReadFile(page)
+	if errcode.Is(err, errcode.NotFound) && s.mem[page] != nil {
+		return page, s.mem[page], nil
+	}
 	if err != nil {
 		return "", nil, s.fsError(page, err)
 	}
@@ -285,13 +299,19 @@ func (s *Site) fsError(page string, err error) error {
 }
 
 // specs returns the page's tool specs, parsed once per version of the file
-// (a page edited on disk is parsed again on its next use: watch mode).
-func (s *Site) specs(page string) ([]Spec, error) {
+// (a page edited on disk is parsed again on its next use: watch mode),
+// once the page is judged by j (judge).
+func (s *Site) specs(page string, j *opfile.Judge) ([]Spec, error) {
 	fi, err := s.ws.Stat(page)
+	if errcode.Is(err, errcode.NotFound) && s.mem[page] != nil {
+		// The daemon's own AGENTS.md or index.html, served from memory:
+		// no frontmatter, no tools, as when written.
+		return nil, fail(http.StatusBadRequest, "/%s declares no tools (it has no frontmatter)", page)
+	}
 	if err != nil {
 		return nil, s.fsError(page, err)
 	}
-	if err := s.judge(page); err != nil {
+	if err := s.judge(page, j); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -364,7 +384,7 @@ func (s *Site) Run(ctx context.Context, p string, req ActionRequest) (ActionResp
 	if err != nil {
 		return ActionResponse{}, err
 	}
-	specs, err := s.specs(page)
+	specs, err := s.specs(page, nil)
 	if err != nil {
 		return ActionResponse{}, err
 	}
@@ -640,7 +660,8 @@ func (e *TimeoutError) Error() string {
 }
 
 // glob lists the paths under the page's directory that match the pattern
-// (fsops' globs: **, {a,b}, dot files), relative to that directory.
+// (fsops' globs: **, {a,b}, dot files), relative to that directory, but
+// for the kubelet's own names of a ConfigMap volume (kubeletEntry).
 func (s *Site) glob(ctx context.Context, dir string, argv []string) (ActionResponse, error) {
 	if len(argv) != 2 {
 		return ActionResponse{}, fail(http.StatusBadRequest, "glob takes one pattern: [glob, PATTERN]")
@@ -657,14 +678,19 @@ func (s *Site) glob(ctx context.Context, dir string, argv []string) (ActionRespo
 		return ActionResponse{}, s.fsError(dir, err)
 	}
 	var b strings.Builder
-	n := len(found)
-	for i, f := range found {
-		if i == s.opts.MaxListItems {
-			break
-		}
+	n := 0
+	for _, f := range found {
 		rel := strings.TrimPrefix(f, dir+"/")
 		if dir == "." {
 			rel = strings.TrimPrefix(f, "./")
+		}
+		// A ConfigMap volume's files are listed once, by their own
+		// names, as the overview lists its pages (kubeletEntry).
+		if kubeletEntry(rel) {
+			continue
+		}
+		if n++; n > s.opts.MaxListItems {
+			continue
 		}
 		b.WriteString(rel)
 		b.WriteByte('\n')
