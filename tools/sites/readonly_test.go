@@ -232,7 +232,8 @@ func TestConfigMapSiteAgentFiles(t *testing.T) {
 
 // TestConfigMapSiteGlob: glob on a page of a site mounted from a
 // ConfigMap lists each file once, by its own name, not again under the
-// kubelet's ..data and timestamped directories, as the overview does.
+// kubelet's ..data and timestamped directories, as the overview does;
+// the files are still read through them.
 func TestConfigMapSiteGlob(t *testing.T) {
 	vol := filepath.Join(t.TempDir(), "site")
 	testenv.ConfigMapVolume(t, vol, map[string]string{
@@ -241,6 +242,9 @@ func TestConfigMapSiteGlob(t *testing.T) {
 	s, err, _ := openSite(t, vol, nil, func(o *Options) { o.NoAgentFiles = true })
 	if err != nil {
 		t.Fatal(err)
+	}
+	if page, data, err := s.Read("/..data/guide.md"); err != nil || page != "..data/guide.md" || string(data) != "# guide\n" {
+		t.Errorf("/..data/guide.md, the same file as /guide.md: %s %q %v", page, data, err)
 	}
 	for pattern, want := range map[string]string{
 		"**":      "README.md\ncities.csv\nguide.md\n",
