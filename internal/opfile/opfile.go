@@ -38,14 +38,35 @@ import (
 )
 
 // Read reads the regular file name, at most max bytes, after checking that
-// only its owner can change it. An error is the reason alone (the caller
-// names the flag and the file); a missing file's matches os.ErrNotExist.
+// only its owner can change it (CheckModes), and checking it again once it
+// is open: the way judged must lead to the file opened (ErrChanged when it
+// no longer does). An error is the reason alone (the caller names the flag
+// and the file); a missing file's matches os.ErrNotExist.
 func Read(name string, max int64) ([]byte, error) {
+	data, _, err := ReadWhere(name, max)
+	return data, err
+}
+
+// ReadWhere is Read that also says where name led: the path, without
+// symlinks, of the file read, as the walk that judged its way after the
+// file was opened found it (the file read is the file at that path).
+// tools/extensions reads its files with it, to hold what it reads to its
+// directory.
+func ReadWhere(name string, max int64) ([]byte, string, error) {
 	if err := CheckModes(name); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	return read(name, max, true)
 }
+
+// ErrChanged is Read's error when the way name leads, walked and judged
+// again once the file is open, no longer leads to the file opened: the
+// name, or a link or directory on its way, changed between the two.
+var ErrChanged = errors.New("changed while it was read (its path no longer leads to the file opened); read it again")
+
+// beforeOpen, when set, runs between the first judgement of a name and
+// its open: the tests change the name there.
+var beforeOpen func(name string)
 
 // ReadRegular is Read without the owner checks: for a file a user names
 // on their own machine (the token file of a client, agentbe-bridge or
@@ -56,7 +77,7 @@ func Read(name string, max int64) ([]byte, error) {
 // *fs.PathError that names the file ("open NAME: not a regular file (a
 // FIFO)"), and a missing file's matches os.ErrNotExist.
 func ReadRegular(name string, max int64) ([]byte, error) {
-	b, err := read(name, max, false)
+	b, _, err := read(name, max, false)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
@@ -67,44 +88,57 @@ func ReadRegular(name string, max int64) ([]byte, error) {
 // room to spare.
 const MaxTokenFile = 64 << 10
 
-func read(name string, max int64, modes bool) ([]byte, error) {
+func read(name string, max int64, modes bool) ([]byte, string, error) {
 	// What is not a regular file is refused before it is opened: opening
 	// is what a device acts on (a watchdog arms, a tape rewinds on close)
 	// and what releases a writer waiting at a FIFO. The descriptor is
 	// judged again below, in case the name was replaced in between.
 	if fi, err := os.Stat(name); err == nil && !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s)", typeName(fi.Mode()))
+		return nil, "", fmt.Errorf("not a regular file (%s)", typeName(fi.Mode()))
+	}
+	if beforeOpen != nil {
+		beforeOpen(name)
 	}
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, unwrap(err)
+		return nil, "", unwrap(err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, unwrap(err)
+		return nil, "", unwrap(err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s)", typeName(fi.Mode()))
+		return nil, "", fmt.Errorf("not a regular file (%s)", typeName(fi.Mode()))
 	}
 	// The checks above judged the name; judge the file this descriptor
 	// reads too, in case the name was replaced in between.
+	at := "" // where the judged way led (modes only)
 	if modes {
 		if err := ownerOK(name, fi, os.Geteuid(), true); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if err := fileModeOK(name, fi); err != nil {
-			return nil, err
+			return nil, "", err
+		}
+		// And the way again, now that the file is open: the walk must
+		// lead to the file this descriptor reads. A name missing at the
+		// first walk (which ends there without an error) and put there
+		// before the open (a link planted in a sticky directory, to a
+		// file the rule passes) is judged so, and so is any other change
+		// of the way between the two.
+		if at, err = new(Judge).where(name, fi); err != nil {
+			return nil, "", err
 		}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
-		return nil, unwrap(err)
+		return nil, "", unwrap(err)
 	}
 	if int64(len(data)) > max {
-		return nil, fmt.Errorf("larger than %d bytes", max)
+		return nil, "", fmt.Errorf("larger than %d bytes", max)
 	}
-	return data, nil
+	return data, at, nil
 }
 
 // CheckModes reports why the file name could be changed by a user other
@@ -163,13 +197,41 @@ var judgements struct {
 
 // CheckModes is the package's CheckModes, with the batch's verdicts.
 func (j *Judge) CheckModes(name string) error {
+	_, _, err := j.walk(name)
+	return err
+}
+
+// where judges name as CheckModes does and reports where the walk led,
+// which must be the file opened (fi, its descriptor's stat): ErrChanged
+// when the walk ends short of it (a component missing) or at another.
+func (j *Judge) where(name string, opened fs.FileInfo) (string, error) {
+	at, whole, err := j.walk(name)
+	if err != nil {
+		return "", err
+	}
+	if !whole {
+		return "", ErrChanged
+	}
+	if fi, err := os.Stat(at); err != nil || !os.SameFile(fi, opened) {
+		return "", ErrChanged
+	}
+	return at, nil
+}
+
+// walk is CheckModes' walk of name: its verdict, where the walk led
+// (resolvepath.Walk's answer), and whether it got there whole, not
+// ended at a component missing or below a file.
+func (j *Judge) walk(name string) (string, bool, error) {
 	// The name is walked as the open walks it (resolvepath.Walk), not
 	// cleaned: in link/../x the ".." is taken from where link leads, and
 	// cleaning would judge another file.
 	euid := os.Geteuid()
+	whole := true
 	visit := func(st resolvepath.Step) error {
 		if st.Info == nil {
-			return unjudged(st)
+			err := unjudged(st)
+			whole = whole && err != resolvepath.Stop
+			return err
 		}
 		fi := st.Info
 		if fi.IsDir() {
@@ -185,13 +247,13 @@ func (j *Judge) CheckModes(name string) error {
 	}
 	if from, rel, err, ok := j.known(name); ok {
 		if err != nil {
-			return err
+			return "", false, err
 		}
-		_, err = resolvepath.WalkFrom(from, rel, visit)
-		return err
+		at, err := resolvepath.WalkFrom(from, rel, visit)
+		return at, whole, err
 	}
-	_, err := resolvepath.Walk(name, visit)
-	return err
+	at, err := resolvepath.Walk(name, visit)
+	return at, whole, err
 }
 
 // known finds the deepest directory leading name that the batch has met

@@ -148,3 +148,55 @@ func cwdChild() {
 		os.Stdout.WriteString("read: accepted\n")
 	}
 }
+
+// TestNamePlantedBeforeTheOpenIsRefused: in a sticky directory others
+// may write, a name missing when Read first judges it (the walk ends
+// there without an error) and planted before the open, a link of another
+// user to a file the rule passes (root's, 0600), is refused: the way is
+// judged again once the file is open, and must lead to it. Without that,
+// the daemon reads root's file through the other user's link.
+func TestNamePlantedBeforeTheOpenIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root can give a link to another user")
+	}
+	top := t.TempDir()
+	sticky := filepath.Join(top, "tmp")
+	if err := os.Mkdir(sticky, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(sticky, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(top, "secret")
+	if err := os.WriteFile(secret, []byte("root's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(sticky, "token")
+	beforeOpen = func(n string) {
+		if n != name {
+			return
+		}
+		if err := os.Symlink(secret, name); err != nil {
+			t.Error(err)
+		}
+		if err := os.Lchown(name, nobody, nobody); err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { beforeOpen = nil }()
+	data, err := Read(name, 1024)
+	if err == nil || !strings.Contains(err.Error(), "is owned by uid 65534") {
+		t.Fatalf("Read of a name another user planted between the check and the open: %q, %v; want it refused by the link's owner", data, err)
+	}
+	// Root's own link, put there the same way, reads, and ReadWhere says
+	// where it led.
+	os.Remove(name)
+	beforeOpen = func(n string) {
+		if n == name {
+			os.Symlink(secret, name)
+		}
+	}
+	if _, at, err := ReadWhere(name, 1024); err != nil || at != secret {
+		t.Fatalf("ReadWhere through root's own link: %q, %v; want %s", at, err, secret)
+	}
+}
