@@ -391,6 +391,7 @@ func (p *Provider) reload() {
 	}
 	seen := map[string]bool{}
 	dirs := map[string]bool{}
+	judge := new(opfile.Judge) // the directories links lead into, judged once per reload
 	for _, f := range names {
 		real, fi, rerr := resolve(p.dir, f)
 		if errors.Is(rerr, fs.ErrNotExist) {
@@ -399,8 +400,13 @@ func (p *Provider) reload() {
 			continue
 		}
 		seen[f] = true
-		if rerr == nil && filepath.Dir(real) != p.dir {
-			dirs[filepath.Dir(real)] = true
+		if d := filepath.Dir(real); rerr == nil && d != p.dir && judge.CheckModes(d) == nil {
+			// Watched only when the rights rule passes it (root's or
+			// the daemon's user's, and theirs alone to change): the
+			// watches are bounded by what they made, never by the
+			// directories another user makes in a sticky mount point
+			// and plants links into.
+			dirs[d] = true
 		}
 		p.mu.Lock()
 		cur := p.files[f]
@@ -823,28 +829,43 @@ func resolve(dir, rel string) (string, fs.FileInfo, error) {
 }
 
 // readSource reads the extension file rel of dir as every file that grants
-// rights is: the name as given judged by opfile.CheckModes (each link on
-// the way, and what it leads to: owned by root or the daemon's user, not
-// writable by others), then the file resolve found read by opfile.Read,
-// which judges it again and reads it without blocking, only if regular,
-// and at most MaxFileBytes. Reading the resolved path, not the name, reads
-// the file that was judged inside the directory even if a link on the way
-// changes in between (a ConfigMap's ..data swapped): only root or the
-// daemon's user may change those links (CheckModes), and a file the swap
-// removed fails to read and is read again at the next reload.
+// rights is (opfile.ReadWhere: the name as given judged by
+// opfile.CheckModes, each link on the way and the file it leads to owned
+// by root or the daemon's user and not writable by others; read without
+// blocking, only if regular, at most MaxFileBytes; the way judged again
+// once the file is open, and the file read the one it leads to), after
+// resolve has refused, naming them, the links it does not follow. The
+// file read must lie inside the directory: the judged walk says where it
+// is, so a way that changed between resolve and the read (a ConfigMap's
+// ..data swapped, a link another user plants and takes away) is held to
+// the same rule. A read that meets such a change (opfile.ErrChanged) is
+// tried again, a few times.
 func readSource(dir, rel string) ([]byte, error) {
-	real, _, err := resolve(dir, rel)
-	if err != nil {
-		return nil, unwrapPath(err)
-	}
 	full := filepath.Join(dir, rel)
-	if real != full {
-		if err := opfile.CheckModes(full); err != nil {
+	for tries := 1; ; tries++ {
+		if _, _, err := resolve(dir, rel); err != nil {
+			return nil, unwrapPath(err)
+		}
+		if afterResolve != nil {
+			afterResolve(rel)
+		}
+		src, at, err := opfile.ReadWhere(full, MaxFileBytes)
+		if errors.Is(err, opfile.ErrChanged) && tries < 3 {
+			continue
+		}
+		if err != nil {
 			return nil, err
 		}
+		if at != full && !inside(dir, at) {
+			return nil, fmt.Errorf("%s leads to %s: not a file inside the extensions directory %s, refused", linkTo(full), at, dir)
+		}
+		return src, nil
 	}
-	return opfile.Read(real, MaxFileBytes)
 }
+
+// afterResolve, when set, runs between readSource's resolve and its read:
+// the tests change the directory there.
+var afterResolve func(rel string)
 
 // linkTo names a link and, when the name itself is one, its target:
 // "x.star (a symlink to ../elsewhere/x.star)".

@@ -1,0 +1,102 @@
+package extensions
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbe/agentbe-daemon/internal/testenv"
+)
+
+// plantLink makes, in a ConfigMap volume's sticky mount point, a link of
+// uid 65534's (another user) named name to target.
+func plantLink(t *testing.T, vol, name, target string) string {
+	t.Helper()
+	p := filepath.Join(vol, name)
+	if err := os.Symlink(target, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(p, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestConfigMapPlantedLinkGoneBeforeTheRead: another user's link in the
+// sticky mount point, to the ConfigMap's own file, present when the name
+// is resolved and taken away before it is judged, loads nothing: the
+// name's way is judged on the walk that reads the file, so the name is
+// missing there, not judged missing and then read where it led.
+func TestConfigMapPlantedLinkGoneBeforeTheRead(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root can give a link to another user (CI runs as root)")
+	}
+	vol := filepath.Join(t.TempDir(), "extensions")
+	testenv.ConfigMapVolume(t, vol, map[string]string{"cm.star": cmExt("v1"), "lib.star": cmLib("lib1")})
+	planted := plantLink(t, vol, "planted.star", "..data/cm.star")
+	afterResolve = func(rel string) {
+		if rel == "planted.star" {
+			os.Remove(planted)
+		}
+	}
+	defer func() { afterResolve = nil }()
+	if src, err := readSource(vol, "planted.star"); err == nil {
+		t.Fatalf("a link another user planted, gone after it was resolved, read %d bytes of the file it led to; want no file", len(src))
+	}
+}
+
+// TestConfigMapLinksIntoOthersDirectoriesNotWatched: links another user
+// plants in the sticky mount point, each into a directory of theirs
+// inside the volume, are refused, and the provider adds no watch for
+// those directories: the watches links lead it to add are bounded by the
+// directories root or the daemon's user made there (the kubelet's
+// timestamped one), not by what another user makes.
+func TestConfigMapLinksIntoOthersDirectoriesNotWatched(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root can give files to another user (CI runs as root)")
+	}
+	vol := filepath.Join(t.TempDir(), "extensions")
+	testenv.ConfigMapVolume(t, vol, map[string]string{"cm.star": cmExt("v1"), "lib.star": cmLib("lib1")})
+	f := startIn(t, vol, nil)
+	if f.p.watcher == nil {
+		t.Skip("no watcher")
+	}
+	var theirs []string
+	for _, n := range []string{"e1", "e2", "e3"} {
+		d := filepath.Join(vol, n)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, d, "x.star", cmGone)
+		for _, p := range []string{d, filepath.Join(d, "x.star")} {
+			if err := os.Chown(p, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}
+		plantLink(t, vol, n+".star", n+"/x.star")
+		theirs = append(theirs, d)
+	}
+	waitFor(t, "the planted links refused", func() bool {
+		refused := 0
+		for _, h := range f.p.Health() {
+			if strings.HasPrefix(h.File, "e") && h.State == "failed" {
+				refused++
+			}
+		}
+		return refused == len(theirs)
+	})
+	f.p.Close() // the reload that refused them has ended, watches added
+	kubelet, err := filepath.EvalSymlinks(filepath.Join(vol, "..data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.p.watched[kubelet] {
+		t.Errorf("the kubelet's timestamped directory %s is not watched: %v", kubelet, f.p.watched)
+	}
+	for _, d := range theirs {
+		if f.p.watched[d] {
+			t.Errorf("the provider watches %s, another user's directory a planted link leads into", d)
+		}
+	}
+}
