@@ -65,7 +65,10 @@ import (
 // before it lists anything: a directory watched only when the walk
 // reaches it could host, meanwhile, a link written through to a file the
 // walk has listed already, raising no event. A walk that still had to add
-// a watch is no base.
+// a watch is no base. A scope whose tree is more than the journal may
+// watch (its bound) gives its watches back and ends the generation
+// (drop), and is walked in full without watching from then on (the
+// store's unwatchable).
 //
 // A background goroutine reads the events as they come, so a busy
 // workspace does not fill the kernel's queue between two checkpoints; mark
@@ -449,6 +452,17 @@ func (j *journal) forget(root string, seen map[int32]bool) {
 		unix.InotifyRmWatch(int(j.fd.Fd()), uint32(wd))
 		delete(j.paths, wd)
 	}
+}
+
+// drop removes every watch of directories below root (root included) and
+// ends the generation: a tree the journal cannot hold whole gives its
+// watches back to the scopes that fit (and the user's other programs),
+// and a base of another scope relying on one of them walks in full.
+func (j *journal) drop(root string) {
+	j.forget(root, nil)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.untrust()
 }
 
 func (j *journal) close() { j.fd.Close() }

@@ -623,3 +623,55 @@ func TestBelow(t *testing.T) {
 		}
 	}
 }
+
+// A scope whose tree is more than the journal may watch gives back the
+// watches it took and walks in full from then on, without watching; a
+// scope that fits keeps its journal.
+func TestJournalScopeTooLargeGivesItsWatchesBack(t *testing.T) {
+	f := newFixture(t, nil)
+	ref := referenceStore(t, f)
+	f.write(t, "bob/b/f", "bob")
+	for i := range 20 {
+		f.write(t, fmt.Sprintf("alice/d%d/f", i), "alice")
+	}
+	alice, err := f.ws.Scope("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	bob, err := f.ws.Scope("bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bob.Close()
+	sameAsFullWalk(t, f.st, ref, bob, "bob first")
+	watchesBelow := func(root string) int {
+		f.st.jrnl.mu.Lock()
+		defer f.st.jrnl.mu.Unlock()
+		n := 0
+		for _, p := range f.st.jrnl.paths {
+			if _, ok := below(p, root); ok {
+				n++
+			}
+		}
+		return n
+	}
+	f.st.jrnl.mu.Lock()
+	f.st.jrnl.bound = len(f.st.jrnl.paths) + 10 // alice has 21 directories
+	f.st.jrnl.mu.Unlock()
+	for round := range 3 {
+		f.write(t, "alice/d3/f", fmt.Sprint("alice ", round))
+		if info := sameAsFullWalk(t, f.st, ref, alice, fmt.Sprint("alice round ", round)); info.Listed != 21 {
+			t.Fatalf("alice's checkpoint listed %d directories, want all 21", info.Listed)
+		}
+		if n := watchesBelow(alice.Root()); n != 0 {
+			t.Fatalf("round %d: alice's tree holds %d watches, want none", round, n)
+		}
+	}
+	g := f.st.guided.Load()
+	sameAsFullWalk(t, f.st, ref, bob, "bob after alice gave her watches back") // a full walk: the generation ended
+	f.write(t, "bob/b/f", "bob changed")
+	if info := sameAsFullWalk(t, f.st, ref, bob, "bob changed"); info.Listed != 2 || f.st.guided.Load() != g+1 {
+		t.Fatalf("bob's checkpoint listed %d directories (guided %d → %d), want a guided one of 2", info.Listed, g, f.st.guided.Load())
+	}
+}

@@ -230,6 +230,9 @@ type Store struct {
 	jrnl   *journal
 	noJrnl bool
 	based  map[string]*journalBase
+	// unwatchable are the scopes whose trees did not fit the journal's
+	// bound: walked in full, without watches, for the store's life.
+	unwatchable map[string]bool
 	// guided counts the checkpoints whose walk a journal guided (tests).
 	guided atomic.Int64
 }
@@ -805,6 +808,15 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 		}
 		if jr == nil || !w.journaled || w.newWatch {
 			delete(s.based, ws.Root())
+			if jr != nil && w.unwatched {
+				// Past the journal's bound: this scope walks in full
+				// without watches from now on, and gives back those
+				// it holds.
+				s.unwatchable[ws.Root()] = true
+				jr.drop(ws.Root())
+				s.opts.Logger.Warn("checkpoints of this scope walk the whole workspace each time: its directories are more than the journal may watch (a quarter of fs.inotify.max_user_watches, at most 65,536)",
+					"scope", ws.Root())
+			}
 			return
 		}
 		if g == nil {
@@ -941,7 +953,10 @@ func (s *Store) journalFor(root string, prev *Manifest) (*journal, journalMark, 
 			s.opts.Logger.Warn("checkpoints walk the whole workspace each time: no inotify instance could be had (fs.inotify.max_user_instances)")
 			return nil, journalMark{}, nil, nil
 		}
-		s.based = map[string]*journalBase{}
+		s.based, s.unwatchable = map[string]*journalBase{}, map[string]bool{}
+	}
+	if s.unwatchable[root] {
+		return nil, journalMark{}, nil, nil
 	}
 	mounts, err := readMountTable()
 	if err != nil {

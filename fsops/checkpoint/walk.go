@@ -51,6 +51,9 @@ type walked struct {
 	// before the walk did raised no event, so the walk is no base, and a
 	// guided one is redone in full.
 	newWatch bool
+	// unwatched says a directory could not be watched (the journal's
+	// bound, the user's limit): the tree does not fit the journal.
+	unwatched bool
 	// listed counts the directories listed.
 	listed int
 }
@@ -550,6 +553,7 @@ func (wk *walker) visit(dir string, fd int, openErr error, sc *scratch) {
 			switch {
 			case watchErr != nil:
 				wk.w.journaled = false
+				wk.w.unwatched = wk.w.unwatched || watchErr != errNoDescriptor
 			case wk.w.watched[wd]:
 				// One directory at two paths (a bind mount in the
 				// tree): its events can name only one of them.
