@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentbe/agentbe-daemon/internal/testenv"
 )
@@ -98,5 +100,65 @@ func TestConfigMapLinksIntoOthersDirectoriesNotWatched(t *testing.T) {
 		if f.p.watched[d] {
 			t.Errorf("the provider watches %s, another user's directory a planted link leads into", d)
 		}
+	}
+}
+
+// TestConfigMapLinkToTheDirectoryRefused: a *.star link to the
+// extensions directory itself (relative or absolute), to its parent, or
+// to the kubelet's ..data (a directory) is refused by CheckDir naming it,
+// and read as nothing.
+func TestConfigMapLinkToTheDirectoryRefused(t *testing.T) {
+	vol := filepath.Join(t.TempDir(), "extensions")
+	testenv.ConfigMapVolume(t, vol, map[string]string{"cm.star": cmExt("v1"), "lib.star": cmLib("lib1")})
+	for name, target := range map[string]string{"self.star": ".", "abs.star": vol, "up.star": "..", "data.star": "..data"} {
+		if err := os.Symlink(target, filepath.Join(vol, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := CheckDir(vol)
+	for _, name := range []string{"self.star", "abs.star", "up.star", "data.star"} {
+		if err == nil || !strings.Contains(err.Error(), filepath.Join(vol, name)+" (a symlink to ") {
+			t.Errorf("CheckDir: %v; want it to refuse %s", err, name)
+		}
+		if src, rerr := readSource(vol, name); rerr == nil {
+			t.Errorf("readSource(%s) read %d bytes", name, len(src))
+		}
+	}
+}
+
+// extNamed is an extension named name whose tool t answers version.
+func extNamed(name, version string) string {
+	return "def h(p):\n    return '" + version + "'\ndef describe_extension():\n    return Extension(name='" + name + "', tools=[Tool(name='t', handler=h)])\n"
+}
+
+// TestConfigMapSwapMidReload: a ..data swap in the middle of a reload
+// serves, until the next reload, the files read before it at the old
+// version and those read after it at the new (two versions at once,
+// each extension whole); the next reload, which the swap's own events
+// bring (TestConfigMapVolume), serves the new version of every file.
+// The debounce is long, so that no reload but the test's comes between.
+func TestConfigMapSwapMidReload(t *testing.T) {
+	vol := filepath.Join(t.TempDir(), "extensions")
+	testenv.ConfigMapVolume(t, vol, map[string]string{"a.star": extNamed("a", "v1"), "b.star": extNamed("b", "v1")})
+	var once sync.Once
+	afterResolve = func(rel string) {
+		if rel == "b.star" {
+			once.Do(func() {
+				testenv.ConfigMapUpdate(t, vol, map[string]string{"a.star": extNamed("a", "v2"), "b.star": extNamed("b", "v2")})
+			})
+		}
+	}
+	defer func() { afterResolve = nil }()
+	f := startIn(t, vol, func(o *Options) { o.Debounce = time.Hour })
+	a, _, _ := f.call(t, "a__t", `{}`)
+	b, _, _ := f.call(t, "b__t", `{}`)
+	if a != "v1" || b != "v2" {
+		t.Fatalf("after the reload the swap cut in two: a %q, b %q; want a at v1 (read before it), b at v2", a, b)
+	}
+	f.p.reload()
+	a, _, _ = f.call(t, "a__t", `{}`)
+	b, _, _ = f.call(t, "b__t", `{}`)
+	if a != "v2" || b != "v2" {
+		t.Fatalf("after the next reload: a %q, b %q; want both at v2", a, b)
 	}
 }
