@@ -156,7 +156,12 @@ func read(name string, max int64, modes bool) ([]byte, string, error) {
 //     others unless it has the sticky bit (/tmp, a Kubernetes volume's
 //     1777 mount point): whoever can write there can put another file
 //     under the name, and in a sticky one can add only names of their
-//     own, which the owner rule refuses.
+//     own, which the owner rule refuses;
+//   - the file must not have more than one hard link when it lies in a
+//     directory others may write (a sticky one): a hard link's owner is
+//     the file's, not whoever made the name, so another user's link to
+//     a file the rule passes (where fs.protected_hardlinks is 0) would
+//     pass as the operator's (linkedOK).
 //
 // Writable by the group is allowed when the group is root's (gid 0): the
 // group of root-owned files in container images (OpenShift runs an image
@@ -241,7 +246,10 @@ func (j *Judge) walk(name string) (string, bool, error) {
 			return err
 		}
 		if st.Last && fi.Mode().IsRegular() {
-			return fileModeOK(st.Path, fi)
+			if err := fileModeOK(st.Path, fi); err != nil {
+				return err
+			}
+			return linkedOK(st.Path, fi)
 		}
 		return nil
 	}
@@ -354,6 +362,28 @@ func ownerOK(path string, fi fs.FileInfo, euid int, isFile bool) error {
 		return fmt.Errorf("%s, %s, is owned by a user not mapped into this process's user namespace (shown as uid %d, the overflow uid), so who may replace the file cannot be told here; copy the file into a directory this process's user (%s) owns, or map that user into the namespace", what, path, uid, who(euid))
 	}
 	return fmt.Errorf("%s, %s, is owned by %s, neither root nor this process's user (%s): that user can replace the file; chown root %s, or move the file", what, path, who(uid), who(euid), path)
+}
+
+// linkedOK refuses a file of more than one hard link in a directory
+// others may write (the sticky directories dirOK lets by): there the
+// name may be another user's hard link to the file, which the owner rule
+// cannot tell from the file's own name. The kernel refuses such links
+// to a file the user may not write where fs.protected_hardlinks is 1
+// (most systems); this holds where it is 0.
+func linkedOK(path string, fi fs.FileInfo) error {
+	n := links(fi)
+	if n <= 1 {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	dfi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("has %d hard links, and its directory %s cannot be judged (%w): refused", n, dir, unwrap(err))
+	}
+	if w := writers(dir, dfi); w != "" {
+		return fmt.Errorf("has %d hard links and lies in %s, which %s may write (mode %04o, with the sticky bit): another user may have made this name a link to the file, and a link's owner is the file's; copy the file there rather than link it", n, dir, w, dfi.Mode().Perm())
+	}
+	return nil
 }
 
 // fileModeOK refuses a file its group (other than root's) or others may

@@ -200,3 +200,41 @@ func TestNamePlantedBeforeTheOpenIsRefused(t *testing.T) {
 		t.Fatalf("ReadWhere through root's own link: %q, %v; want %s", at, err, secret)
 	}
 }
+
+// TestHardLinkInAStickyDirectoryIsRefused: a hard link, in a sticky
+// directory others may write, to a file the rule passes (root's, 0600)
+// is refused: its owner is the file's, not whoever made the name, and
+// where fs.protected_hardlinks is 0 another user may make it. The same
+// file under its one name there, and a hard link in a directory only its
+// owner may write, pass.
+func TestHardLinkInAStickyDirectoryIsRefused(t *testing.T) {
+	top := t.TempDir()
+	sticky := filepath.Join(top, "tmp")
+	if err := os.Mkdir(sticky, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(sticky, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	own := filepath.Join(sticky, "own")
+	if err := os.WriteFile(own, []byte("mine\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(own, 1024); err != nil {
+		t.Fatalf("a file of one link in a sticky directory: %v", err)
+	}
+	secret := filepath.Join(top, "secret")
+	if err := os.WriteFile(secret, []byte("root's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	linked := filepath.Join(sticky, "token")
+	if err := os.Link(secret, linked); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(linked, 1024); err == nil || !strings.Contains(err.Error(), "has 2 hard links and lies in "+sticky) {
+		t.Fatalf("a hard link in a sticky directory: %v, want it refused", err)
+	}
+	if _, err := Read(secret, 1024); err != nil {
+		t.Fatalf("the same file, of two links, in a directory only root may write: %v", err)
+	}
+}
