@@ -1,6 +1,7 @@
 package extensions
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -160,5 +161,37 @@ func TestConfigMapSwapMidReload(t *testing.T) {
 	b, _, _ = f.call(t, "b__t", `{}`)
 	if a != "v2" || b != "v2" {
 		t.Fatalf("after the next reload: a %q, b %q; want both at v2", a, b)
+	}
+}
+
+// TestConfigMapLinkTargetCannotForgeALogLine: a link refused for where it
+// leads, whose target holds a newline, an escape and a byte that is not
+// UTF-8, is logged with them escaped (the log handler quotes the value):
+// no line of the log is one the target wrote.
+func TestConfigMapLinkTargetCannotForgeALogLine(t *testing.T) {
+	top := t.TempDir()
+	outside := filepath.Join(top, "outside")
+	if err := os.Mkdir(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	forged := "x\nlevel=INFO msg=\"extension loaded\" file=forged.star\x1b[2K\xff.star"
+	write(t, outside, forged, cmGone)
+	vol := filepath.Join(top, "extensions")
+	testenv.ConfigMapVolume(t, vol, map[string]string{"cm.star": cmExt("v1"), "lib.star": cmLib("lib1")})
+	var log logBuf
+	f := startIn(t, vol, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&log, nil)) })
+	if err := os.Symlink(filepath.Join("..", "outside", forged), filepath.Join(vol, "evil.star")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the link out refused", func() bool { return strings.Contains(log.String(), "a symlink not followed") })
+	for _, line := range strings.Split(log.String(), "\n") {
+		if strings.HasPrefix(line, "level=INFO msg=\"extension loaded\" file=forged.star") || strings.Contains(line, "\x1b") || strings.Contains(line, "\xff") {
+			t.Errorf("a log line the link's target wrote: %q", line)
+		}
+	}
+	for _, h := range f.p.Health() {
+		if h.File == "evil.star" && !strings.Contains(h.LastError, "leads to") {
+			t.Errorf("evil.star: %+v", h)
+		}
 	}
 }
