@@ -53,7 +53,7 @@ Exit status 1 when a test fails.`,
 				return err
 			}
 			for _, e := range errs {
-				fmt.Fprintln(stderr, e)
+				fmt.Fprintln(stderr, shown(e.Error(), false)) // one line each
 			}
 			if len(errs) > 0 {
 				return exitError{1}

@@ -128,7 +128,7 @@ func main() {
 	case errors.As(err, &ee):
 		os.Exit(ee.code)
 	case err != nil:
-		fmt.Fprintln(os.Stderr, "agent-backend:", err)
+		fmt.Fprintln(os.Stderr, "agent-backend:", shown(err.Error(), true))
 		os.Exit(1)
 	}
 }
@@ -297,12 +297,12 @@ func runDaemon(cmd *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) er
 	}
 	if check, _ := cmd.Flags().GetBool("check-config"); check {
 		if err != nil {
-			fmt.Fprintln(stderr, "agent-backend: invalid configuration:", err)
+			fmt.Fprintln(stderr, "agent-backend: invalid configuration:", shown(err.Error(), true))
 			return exitError{1}
 		}
 		if errs := append(cfg.Preflight(), daemon.Check(cfg)...); len(errs) > 0 {
 			for _, e := range errs {
-				fmt.Fprintln(stderr, "agent-backend: invalid configuration:", e)
+				fmt.Fprintln(stderr, "agent-backend: invalid configuration:", shown(e.Error(), true))
 			}
 			return exitError{1}
 		}
