@@ -195,3 +195,47 @@ func TestConfigMapLinkTargetCannotForgeALogLine(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigMapLinkThroughOthersDirectoryRefused: a link whose resolved
+// file is the ConfigMap's own, inside the directory, but whose way passes
+// through a directory others may write (0777, no sticky bit) or one
+// another user owns (w/../..data/cm.star: the kernel goes through w) is
+// refused, by CheckDir and by the read: the way is judged, not only
+// where it ends.
+func TestConfigMapLinkThroughOthersDirectoryRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root can give a directory to another user (CI runs as root)")
+	}
+	vol := filepath.Join(t.TempDir(), "extensions")
+	testenv.ConfigMapVolume(t, vol, map[string]string{"cm.star": cmExt("v1"), "lib.star": cmLib("lib1")})
+	open, theirs := filepath.Join(vol, "open"), filepath.Join(vol, "theirs")
+	for _, d := range []string{open, theirs} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(theirs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"via-open.star":   "lies in " + open + ", which its group or others may write",
+		"via-theirs.star": "a directory on its path, " + theirs + ", is owned by uid 65534",
+	}
+	for name, d := range map[string]string{"via-open.star": "open", "via-theirs.star": "theirs"} {
+		if err := os.Symlink(d+"/../..data/cm.star", filepath.Join(vol, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := CheckDir(vol)
+	for name, msg := range want {
+		if err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("CheckDir: %v; want %s refused: %s", err, name, msg)
+		}
+		if _, rerr := readSource(vol, name); rerr == nil || !strings.Contains(rerr.Error(), msg) {
+			t.Errorf("readSource(%s): %v; want %s", name, rerr, msg)
+		}
+	}
+}
