@@ -235,7 +235,7 @@ func (j *Judge) walk(name string) (string, bool, error) {
 	visit := func(st resolvepath.Step) error {
 		if st.Info == nil {
 			err := unjudged(st)
-			whole = whole && err != resolvepath.Stop
+			whole = whole && err != resolvepath.ErrStopWalk
 			return err
 		}
 		fi := st.Info
@@ -336,7 +336,7 @@ func (j *Judge) dir(path string, fi fs.FileInfo, euid int) error {
 // while the open starts from the working directory).
 func unjudged(st resolvepath.Step) error {
 	if errors.Is(st.Err, fs.ErrNotExist) || errors.Is(st.Err, syscall.ENOTDIR) {
-		return resolvepath.Stop
+		return resolvepath.ErrStopWalk
 	}
 	return fmt.Errorf("%s, on its path, cannot be judged (%w), so who may change the file cannot be told: refused", st.Path, unwrap(st.Err))
 }

@@ -278,7 +278,7 @@ func TestListenersOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l4.Close()
-	v4, v6, err := ListenersOf(os.Getpid())
+	v4, _, err := ListenersOf(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestListenersOf(t *testing.T) {
 	}
 	if l6, err := net.Listen("tcp6", "[::1]:0"); err == nil {
 		defer l6.Close()
-		_, v6, err = ListenersOf(os.Getpid())
+		_, v6, err := ListenersOf(os.Getpid())
 		if err != nil {
 			t.Fatal(err)
 		}

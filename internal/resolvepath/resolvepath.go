@@ -28,8 +28,8 @@ const MaxLinks = 40
 // MaxLinks symlinks on the way (or a loop of them).
 var ErrTooManyLinks = errors.New("too many levels of symbolic links (more than 40, as the kernel follows)")
 
-// Stop, returned by a Walk's visit, ends the walk there without an error.
-var Stop = errors.New("stop the walk")
+// ErrStopWalk, returned by a Walk's visit, ends the walk there without an error.
+var ErrStopWalk = errors.New("stop the walk")
 
 // Step is one component of a path as Walk meets it.
 type Step struct {
@@ -53,7 +53,7 @@ type Step struct {
 // It returns the absolute path p leads to. visit, when not nil, is called
 // for "/" and then for each component met, with its Lstat, before the walk
 // follows it (a link) or goes into it: an error it returns ends the walk
-// with that error, Stop without one. It is the one walker of the two
+// with that error, ErrStopWalk without one. It is the one walker of the two
 // rules that follow an operator's path: where it leads (Resolve, Within)
 // and who may change what is on the way (internal/opfile.CheckModes).
 func Walk(p string, visit func(Step) error) (string, error) {
@@ -143,7 +143,7 @@ func walk(resolved string, rest []string, visit func(Step) error) (string, error
 
 // stopped is Walk's answer when visit returned err at path.
 func stopped(path string, err error) (string, error) {
-	if err == Stop {
+	if err == ErrStopWalk {
 		return path, nil
 	}
 	return "", err

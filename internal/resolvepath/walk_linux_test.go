@@ -69,7 +69,7 @@ func TestWalkFailsWhenALinkIsReplacedMidWalk(t *testing.T) {
 		}
 		return nil
 	})
-	if err == nil || errors.Is(err, Stop) {
+	if err == nil || errors.Is(err, ErrStopWalk) {
 		t.Fatalf("Walk with the link replaced by a file after its Lstat: %q, %v, want the Readlink's error", got, err)
 	}
 }

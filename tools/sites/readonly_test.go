@@ -44,7 +44,7 @@ func bareSite(t *testing.T, pages map[string]string) string {
 // openSite serves the site in dir, as sites.New does at a start, with
 // ws wrapped by wrap when it is not nil; it returns the Site or New's
 // error, and the log.
-func openSite(t *testing.T, dir string, wrap func(fsops.Workspace) fsops.Workspace, mod func(*Options)) (*Site, error, *syncbuf.Buffer) {
+func openSite(t *testing.T, dir string, wrap func(fsops.Workspace) fsops.Workspace, mod func(*Options)) (*Site, *syncbuf.Buffer, error) {
 	t.Helper()
 	ws, err := fsops.NewDir(dir, fsops.Options{})
 	if err != nil {
@@ -68,7 +68,7 @@ func openSite(t *testing.T, dir string, wrap func(fsops.Workspace) fsops.Workspa
 	if err == nil {
 		t.Cleanup(func() { s.Close() })
 	}
-	return s, err, logs
+	return s, logs, err
 }
 
 func dirNames(t *testing.T, dir string) []string {
@@ -114,7 +114,7 @@ func checkAgentFilesServed(t *testing.T, s *Site) {
 func TestReadOnlySiteServesAgentFilesFromMemory(t *testing.T) {
 	dir := bareSite(t, nil)
 	testenv.ReadOnlyDir(t, dir)
-	s, err, logs := openSite(t, dir, nil, nil)
+	s, logs, err := openSite(t, dir, nil, nil)
 	if err != nil {
 		t.Fatalf("New on a read-only site: %v", err)
 	}
@@ -131,7 +131,7 @@ func TestReadOnlySiteServesAgentFilesFromMemory(t *testing.T) {
 // AGENTS.md and index.html written, and an existing one is not touched.
 func TestWritableSiteGetsAgentFilesWritten(t *testing.T) {
 	dir := bareSite(t, map[string]string{"AGENTS.md": "the site's own rules\n"})
-	s, err, logs := openSite(t, dir, nil, nil)
+	s, logs, err := openSite(t, dir, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestWritableSiteGetsAgentFilesWritten(t *testing.T) {
 	}
 	// --no-init: nothing written, nothing served.
 	dir = bareSite(t, nil)
-	s, err, logs = openSite(t, dir, nil, func(o *Options) { o.NoAgentFiles = true })
+	s, logs, err = openSite(t, dir, nil, func(o *Options) { o.NoAgentFiles = true })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestAgentFilesAllOrNone(t *testing.T) {
 	}{{errcode.PermissionDenied, true}, {errcode.WriteFailed, false}} {
 		dir := bareSite(t, nil)
 		fail := &errcode.Error{Code: tc.code, Op: "write", Path: "index.html", Msg: "refused by the test"}
-		s, err, logs := openSite(t, dir, func(ws fsops.Workspace) fsops.Workspace { return failingWrites{ws, "index.html", fail} }, nil)
+		s, logs, err := openSite(t, dir, func(ws fsops.Workspace) fsops.Workspace { return failingWrites{ws, "index.html", fail} }, nil)
 		if got := dirNames(t, dir); !slices.Equal(got, []string{"README.md", "guide.md"}) {
 			t.Errorf("%s: the directory holds %v, want it as it was", tc.code, got)
 		}
@@ -214,7 +214,7 @@ func TestConfigMapSiteAgentFiles(t *testing.T) {
 		if ro {
 			testenv.ReadOnlyDir(t, vol)
 		}
-		s, err, logs := openSite(t, vol, nil, nil)
+		s, logs, err := openSite(t, vol, nil, nil)
 		if err != nil {
 			t.Fatalf("read-only %v: %v", ro, err)
 		}
@@ -239,7 +239,7 @@ func TestConfigMapSiteGlob(t *testing.T) {
 	testenv.ConfigMapVolume(t, vol, map[string]string{
 		"README.md": "---\ntools:\n  - [glob, {}]\n---\n# site\n", "guide.md": "# guide\n", "cities.csv": "a,b\n",
 	})
-	s, err, _ := openSite(t, vol, nil, func(o *Options) { o.NoAgentFiles = true })
+	s, _, err := openSite(t, vol, nil, func(o *Options) { o.NoAgentFiles = true })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestConfigMapSiteGlob(t *testing.T) {
 // right.
 func TestOverviewJudgesEachRequest(t *testing.T) {
 	dir := bareSite(t, map[string]string{"area/a.md": "---\ntools:\n  - [wc, -l, {}]\n---\n# a\n", "area/b.md": "---\ntools:\n  - [date]\n---\n# b\n"})
-	s, err, _ := openSite(t, dir, nil, nil)
+	s, _, err := openSite(t, dir, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
