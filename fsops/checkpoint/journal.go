@@ -58,8 +58,10 @@ import (
 //     made from outside the tree after the base, and a descriptor opened
 //     by a hard link since removed (the file keeping its path in the
 //     tree), write it with no event in its directory.
+//     Every maxGuided-th checkpoint of a scope walks in full, so what
+//     these change is captured within that many checkpoints;
 //     --checkpoint-journal=false walks in full every time for those who
-//     need them seen.
+//     need them seen sooner.
 //
 // A full walk watches the whole tree (watchTree) after its mark and
 // before it lists anything: a directory watched only when the walk
@@ -600,7 +602,17 @@ type journalBase struct {
 	volatile []string
 	linked   map[fileID]bool // the multiply-linked files the walk saw
 	mounts   []byte          // /proc/self/mountinfo as the walk began
+	// guided counts the guided walks since the scope's last full one
+	// (maxGuided).
+	guided int
 }
+
+// maxGuided bounds the guided walks of a scope between two full ones:
+// what the journal cannot see (a write through a mapping still held, a
+// hard link made from outside the tree, a descriptor that outlived its
+// link) stays unseen for at most that many checkpoints of the scope, and
+// a full walk costs as a checkpoint without the journal does.
+const maxGuided = 16
 
 // fileID is a file's device and inode.
 type fileID struct{ dev, ino uint64 }

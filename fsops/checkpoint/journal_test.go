@@ -675,3 +675,48 @@ func TestJournalScopeTooLargeGivesItsWatchesBack(t *testing.T) {
 		t.Fatalf("bob's checkpoint listed %d directories (guided %d → %d), want a guided one of 2", info.Listed, g, f.st.guided.Load())
 	}
 }
+
+// Every maxGuided-th checkpoint of a scope walks in full: what the
+// journal cannot see (here a file written through a hard link made from
+// outside the tree after the base) is captured within maxGuided
+// checkpoints.
+func TestJournalWalksInFullEveryMaxGuided(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, d := range []string{"a", "b", "c"} {
+		f.write(t, d+"/f", d)
+	}
+	first := f.create(t, "")
+	if first.Listed != 4 {
+		t.Fatalf("the first checkpoint listed %d directories, want 4", first.Listed)
+	}
+	outside := filepath.Join(filepath.Dir(f.dir), "outside-link")
+	if err := os.Link(filepath.Join(f.dir, "a/f"), outside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(outside, []byte("written from outside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for n := 2; n <= 2*maxGuided+1; n++ {
+		f.write(t, "b/f", fmt.Sprint("round ", n))
+		info := f.create(t, "")
+		// Guided, the root and b; once a full walk has seen a/f's second
+		// link, a too (its directory is listed every time).
+		want := 2
+		switch {
+		case n%maxGuided == 1:
+			want = 4
+		case n > maxGuided+1:
+			want = 3
+		}
+		if info.Listed != want {
+			t.Fatalf("checkpoint %d listed %d directories, want %d", n, info.Listed, want)
+		}
+		if info.Read == 2 && seen == 0 {
+			seen = n
+		}
+	}
+	if seen != maxGuided+1 {
+		t.Fatalf("the write through the outside link was captured by checkpoint %d, want the full walk of checkpoint %d", seen, maxGuided+1)
+	}
+}

@@ -822,7 +822,11 @@ func (s *Store) Create(ctx context.Context, ws fsops.Workspace, o CreateOptions)
 		if g == nil {
 			jr.forget(ws.Root(), w.watched)
 		}
-		s.based[ws.Root()] = &journalBase{id: id, mark: jm, rootDev: w.rootDev, rootIno: w.rootIno, volatile: w.volatile, linked: w.linked, mounts: mounts}
+		guided := 0
+		if prevBase := s.based[ws.Root()]; g != nil && prevBase != nil {
+			guided = prevBase.guided + 1
+		}
+		s.based[ws.Root()] = &journalBase{id: id, mark: jm, rootDev: w.rootDev, rootIno: w.rootIno, volatile: w.volatile, linked: w.linked, mounts: mounts, guided: guided}
 	}
 	// Which files must be read, and refuse before reading any when they
 	// cannot fit (a 10 GB sparse file is refused by its size). Both lists
@@ -964,7 +968,7 @@ func (s *Store) journalFor(root string, prev *Manifest) (*journal, journalMark, 
 	}
 	jm := s.jrnl.mark()
 	b := s.based[root]
-	if b == nil || prev == nil || b.id != prev.ID || !bytes.Equal(b.mounts, mounts) {
+	if b == nil || prev == nil || b.id != prev.ID || !bytes.Equal(b.mounts, mounts) || b.guided+1 >= maxGuided {
 		return s.jrnl, jm, nil, mounts
 	}
 	dirty, ok := s.jrnl.dirtySince(root, b.mark)
