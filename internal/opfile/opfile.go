@@ -12,6 +12,9 @@
 // Read never blocks and never reads without bound: the file is opened with
 // O_NONBLOCK (a FIFO or a device planted under the name cannot hold the
 // start or a reload), only a regular file is read, and at most a bound.
+// On Linux only a regular file is opened for reading at all: the name is
+// opened O_PATH first, which runs no device's or FIFO's open, even for
+// one swapped in under the name after its stat (open_linux.go).
 // Like sshd's StrictModes, it refuses a file that a user other than root
 // and the daemon's own could change (CheckModes states the rule): one
 // owned by another user, writable by its group or by others, or lying in a
@@ -68,6 +71,11 @@ var ErrChanged = errors.New("changed while it was read (its path no longer leads
 // its open: the tests change the name there.
 var beforeOpen func(name string)
 
+// whileOpen, when set, runs once read has opened name, while what it
+// opened is held and before its type is judged: the tests look there at
+// what the open did.
+var whileOpen func(name string)
+
 // ReadRegular is Read without the owner checks: for a file a user names
 // on their own machine (the token file of a client, agentbe-bridge or
 // agent-backend proxy), where who else may write it is theirs to judge. It
@@ -94,23 +102,19 @@ func read(name string, max int64, modes bool) ([]byte, string, error) {
 	// and what releases a writer waiting at a FIFO. The descriptor is
 	// judged again below, in case the name was replaced in between.
 	if fi, err := os.Stat(name); err == nil && !fi.Mode().IsRegular() {
-		return nil, "", fmt.Errorf("not a regular file (%s)", typeName(fi.Mode()))
+		return nil, "", notRegular(fi.Mode())
 	}
 	if beforeOpen != nil {
 		beforeOpen(name)
 	}
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
+	// openRegular opens name for reading only once its descriptor is a
+	// regular file (on Linux, without opening anything else under the
+	// name, even one swapped in since the stat above).
+	f, fi, err := openRegular(name)
 	if err != nil {
-		return nil, "", unwrap(err)
+		return nil, "", err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, "", unwrap(err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, "", fmt.Errorf("not a regular file (%s)", typeName(fi.Mode()))
-	}
 	// The checks above judged the name; judge the file this descriptor
 	// reads too, in case the name was replaced in between.
 	at := "" // where the judged way led (modes only)
@@ -576,6 +580,11 @@ func groupName(gid int) string {
 		return fmt.Sprintf("group %d (%s)", gid, g.Name)
 	}
 	return fmt.Sprintf("group %d", gid)
+}
+
+// notRegular is read's refusal of what is not a regular file.
+func notRegular(m fs.FileMode) error {
+	return fmt.Errorf("not a regular file (%s)", typeName(m))
 }
 
 // typeName says what a file that is not a regular one is, from the type
