@@ -54,7 +54,13 @@ func openRegular(name string) (*os.File, fs.FileInfo, error) {
 		return nil, nil, err
 	}
 	if pst.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, nil, notRegular(typeOf(pst.Mode))
+		// Named by the os package's own reading of the same file (fsops
+		// keeps the one mapping of st_mode to fs.FileMode bits), through
+		// /proc: a stat, which opens nothing.
+		if fi, err := os.Stat(procFD + strconv.Itoa(pfd)); err == nil {
+			return nil, nil, notRegular(fi.Mode())
+		}
+		return nil, nil, errors.New("not a regular file")
 	}
 	const flags = os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_NOCTTY | syscall.O_CLOEXEC
 	f, err := os.OpenFile(procFD+strconv.Itoa(pfd), flags, 0)
@@ -83,23 +89,4 @@ func openRegular(name string) (*os.File, fs.FileInfo, error) {
 func procMounted() bool {
 	_, err := os.Stat(strings.TrimSuffix(procFD, "/"))
 	return err == nil
-}
-
-// typeOf is the fs.FileMode type of a stat's st_mode, for typeName.
-func typeOf(mode uint32) fs.FileMode {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return fs.ModeDir
-	case unix.S_IFIFO:
-		return fs.ModeNamedPipe
-	case unix.S_IFCHR:
-		return fs.ModeDevice | fs.ModeCharDevice
-	case unix.S_IFBLK:
-		return fs.ModeDevice
-	case unix.S_IFSOCK:
-		return fs.ModeSocket
-	case unix.S_IFLNK:
-		return fs.ModeSymlink
-	}
-	return fs.ModeIrregular
 }

@@ -584,13 +584,15 @@ func groupName(gid int) string {
 
 // notRegular is read's refusal of what is not a regular file.
 func notRegular(m fs.FileMode) error {
-	return fmt.Errorf("not a regular file (%s)", typeName(m))
+	return fmt.Errorf("not a regular file (%s)", TypeName(m))
 }
 
-// typeName says what a file that is not a regular one is, from the type
-// letters fs.FileMode.String gives (the POSIX bits of a mode are fsops'
-// to convert, which this package, read by the doors' callers, is below).
-func typeName(m fs.FileMode) string {
+// TypeName says what a file that is not a regular one is ("a FIFO", "a
+// character device", …), from the type letters fs.FileMode.String gives
+// (the POSIX bits of a mode are fsops' to convert, which this package,
+// read by the doors' callers, is below): the one wording of it, which the
+// extensions' refusals use too.
+func TypeName(m fs.FileMode) string {
 	if m.IsDir() {
 		return "a directory"
 	}

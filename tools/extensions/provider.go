@@ -881,21 +881,14 @@ func inside(dir, p string) bool {
 	return strings.HasPrefix(p, strings.TrimSuffix(dir, string(filepath.Separator))+string(filepath.Separator))
 }
 
-// kind says what a file that is not a regular one is.
+// kind says what a file that is not a regular one is (opfile.TypeName's
+// wording).
 func kind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory, not a regular file"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO, not a regular file"
-	case m&fs.ModeSocket != 0:
-		return "a socket, not a regular file"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device, not a regular file"
-	case m&fs.ModeDevice != 0:
-		return "a device, not a regular file"
+	name := opfile.TypeName(m)
+	if strings.HasPrefix(name, "not a regular file") {
+		return name
 	}
-	return "not a regular file"
+	return name + ", not a regular file"
 }
 
 // unwrapPath is a missing file's error without the path that names it
