@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -255,8 +256,9 @@ func (b *bashBox) runIn(ws, line string) (execs []bashExec, output string, err e
 		return nil, out.String(), err
 	}
 	type rec struct {
-		at time.Time
-		e  bashExec
+		at  time.Time
+		pid int // the stub's, from its log's name: $$, then .x per clash
+		e   bashExec
 	}
 	var recs []rec
 	for _, de := range ents {
@@ -267,10 +269,19 @@ func (b *bashBox) runIn(ws, line string) (execs []bashExec, output string, err e
 		fi, _ := de.Info()
 		argv, exports, _ := strings.Cut(string(data), "\x01")
 		parts := strings.Split(strings.TrimSuffix(argv, "\x00"), "\x00")
-		recs = append(recs, rec{fi.ModTime(), bashExec{name: parts[0], args: parts[1:], env: parseExports(exports),
+		pid, _ := strconv.Atoi(strings.SplitN(de.Name(), ".", 2)[0])
+		recs = append(recs, rec{fi.ModTime(), pid, bashExec{name: parts[0], args: parts[1:], env: parseExports(exports),
 			data: strings.Contains(exports, "BDIFF_DATA=")}})
 	}
-	sort.SliceStable(recs, func(i, j int) bool { return recs[i].at.Before(recs[j].at) })
+	// In the order they ran: by the time each log was written, and, within
+	// one tick of the file system's clock, by pid (the box's pid namespace
+	// counts up from 1), not by the names' order as text ("10" < "9").
+	sort.SliceStable(recs, func(i, j int) bool {
+		if !recs[i].at.Equal(recs[j].at) {
+			return recs[i].at.Before(recs[j].at)
+		}
+		return recs[i].pid < recs[j].pid
+	})
 	for _, r := range recs {
 		execs = append(execs, r.e)
 	}
