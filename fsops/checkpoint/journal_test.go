@@ -296,16 +296,7 @@ func TestJournalScopes(t *testing.T) {
 	ref := referenceStore(t, f)
 	f.write(t, "alice/a/a.txt", "alice\n")
 	f.write(t, "bob/b/b.txt", "bob\n")
-	alice, err := f.ws.Scope("alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer alice.Close()
-	bob, err := f.ws.Scope("bob")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bob.Close()
+	alice, bob := f.scope(t, "alice"), f.scope(t, "bob")
 	sameAsFullWalk(t, f.st, ref, alice, "alice first")
 	sameAsFullWalk(t, f.st, ref, bob, "bob first")
 	f.write(t, "alice/a/a.txt", "alice changed\n")
@@ -634,16 +625,7 @@ func TestJournalScopeTooLargeGivesItsWatchesBack(t *testing.T) {
 	for i := range 20 {
 		f.write(t, fmt.Sprintf("alice/d%d/f", i), "alice")
 	}
-	alice, err := f.ws.Scope("alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer alice.Close()
-	bob, err := f.ws.Scope("bob")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bob.Close()
+	alice, bob := f.scope(t, "alice"), f.scope(t, "bob")
 	sameAsFullWalk(t, f.st, ref, bob, "bob first")
 	watchesBelow := func(root string) int {
 		f.st.jrnl.mu.Lock()

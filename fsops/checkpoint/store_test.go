@@ -65,6 +65,18 @@ func (f *fixture) reopen(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 }
 
+// scope is the fixture's workspace scoped to rel, closed when the test
+// ends.
+func (f *fixture) scope(t *testing.T, rel string) fsops.Workspace {
+	t.Helper()
+	ws, err := f.ws.Scope(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws
+}
+
 func (f *fixture) write(t *testing.T, rel, content string) {
 	t.Helper()
 	p := filepath.Join(f.dir, rel)
@@ -556,16 +568,7 @@ func TestScopesSeeOnlyTheirOwn(t *testing.T) {
 	f := newFixture(t, nil)
 	f.write(t, "alice/a.txt", "alice\n")
 	f.write(t, "bob/b.txt", "bob\n")
-	alice, err := f.ws.Scope("alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer alice.Close()
-	bob, err := f.ws.Scope("bob")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bob.Close()
+	alice, bob := f.scope(t, "alice"), f.scope(t, "bob")
 	ca, err := f.st.Create(context.Background(), alice, CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
