@@ -13,7 +13,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -295,6 +297,7 @@ func NewOverlayParent(transactions string) (*OverlayParent, error) {
 		if !errors.Is(err, errParentTaken) {
 			return nil, err
 		}
+		parentRetries.Add(1)
 	}
 	return nil, fmt.Errorf("the transactions directory %s: no directory of this daemon's own could be made and locked", transactions)
 }
@@ -303,18 +306,35 @@ func NewOverlayParent(transactions string) (*OverlayParent, error) {
 // lock was taken (another daemon's start cleared it); try another name.
 var errParentTaken = errors.New("taken before it was locked")
 
-// lockNewParent makes name in pfd (0711), creates its lock file and locks
-// it, then checks that the name still leads to that very directory and
-// that the lock file is still in it.
+// parentRetries counts the names NewOverlayParent found taken (tests).
+var parentRetries atomic.Int64
+
+// newParentPrefix names a daemon's directory while it is being made:
+// made, its lock file created and locked under this name, then renamed to
+// its d- name, so that no other daemon's start (ClearOverlayDirs) ever
+// finds a d- directory whose lock is not yet held. ClearOverlayDirs leaves
+// such a directory alone while it is younger than newParentAge (its maker
+// is at work), and clears it past that (a maker killed half-way).
+const newParentPrefix = ".new-"
+
+// newParentAge is how long a directory being made is left alone; a
+// variable so a test can make one old.
+var newParentAge = time.Minute
+
+// lockNewParent makes name in pfd (0711), under newParentPrefix first,
+// creates its lock file and locks it, renames it to name (never over
+// another), then checks that the name still leads to that very directory
+// and that the lock file is still in it.
 func lockNewParent(pfd int, transactions, name string) (*OverlayParent, error) {
 	dir := filepath.Join(transactions, name)
-	if err := unix.Mkdirat(pfd, name, 0o711); err != nil {
+	tmp := newParentPrefix + strings.TrimPrefix(name, "d-")
+	if err := unix.Mkdirat(pfd, tmp, 0o711); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			return nil, errParentTaken
 		}
-		return nil, &os.PathError{Op: "mkdir", Path: dir, Err: err}
+		return nil, &os.PathError{Op: "mkdir", Path: filepath.Join(transactions, tmp), Err: err}
 	}
-	dfd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	dfd, err := unix.Openat(pfd, tmp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, errParentTaken
 	}
@@ -337,6 +357,14 @@ func lockNewParent(pfd int, transactions, name string) (*OverlayParent, error) {
 			return nil, errParentTaken
 		}
 		return nil, fmt.Errorf("the transactions directory %s: locking %s: %w", dir, OverlayLockFile, err)
+	}
+	if err := unix.Renameat2(pfd, tmp, pfd, name, unix.RENAME_NOREPLACE); err != nil {
+		_ = clearEntryAt(pfd, tmp)
+		lock.Close()
+		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOENT) {
+			return nil, errParentTaken
+		}
+		return nil, &os.PathError{Op: "rename", Path: dir, Err: err}
 	}
 	var byFD, byName, lst unix.Stat_t
 	if unix.Fstat(dfd, &byFD) != nil || unix.Fstatat(pfd, name, &byName, unix.AT_SYMLINK_NOFOLLOW) != nil ||
@@ -438,6 +466,9 @@ func ClearOverlayDirs(parent string) error {
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			_ = unix.Unlinkat(pfd, name, 0)
 			continue
+		}
+		if strings.HasPrefix(name, newParentPrefix) && time.Since(time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec))) < newParentAge {
+			continue // a daemon making its directory (lockNewParent)
 		}
 		dfd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {

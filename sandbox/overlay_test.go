@@ -503,6 +503,7 @@ func TestOverlayParentsJudgedByTheirLocks(t *testing.T) {
 		}
 	}()
 	var made []*OverlayParent
+	retries := parentRetries.Load()
 	for range 200 {
 		p, err := NewOverlayParent(parent)
 		if err != nil {
@@ -514,6 +515,11 @@ func TestOverlayParentsJudgedByTheirLocks(t *testing.T) {
 	}
 	close(stop)
 	<-done
+	// A directory is renamed into place with its lock held: another
+	// start's clear never takes one from its maker.
+	if n := parentRetries.Load() - retries; n != 0 {
+		t.Errorf("%d names were taken from their maker by a clear running beside it", n)
+	}
 	for _, p := range made {
 		if _, err := os.Stat(filepath.Join(p.Dir, OverlayLockFile)); err != nil {
 			t.Errorf("a directory made while another start cleared was lost: %v", err)
@@ -524,5 +530,54 @@ func TestOverlayParentsJudgedByTheirLocks(t *testing.T) {
 		if _, err := os.Lstat(p.Dir); !os.IsNotExist(err) {
 			t.Errorf("%s after Close: %v", p.Dir, err)
 		}
+	}
+}
+
+// A daemon's directory is made, and its lock taken, under a .new- name
+// and then renamed to its d- name: another start's ClearOverlayDirs
+// leaves a young .new- directory to its maker, clears an old one (a maker
+// killed half-way), and a made directory leaves no .new- name behind.
+func TestOverlayParentMadeUnderATempName(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "transactions")
+	p, err := NewOverlayParent(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	names := func() []string {
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range ents {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	if got := names(); len(got) != 1 || got[0] != filepath.Base(p.Dir) || !strings.HasPrefix(got[0], "d-") {
+		t.Fatalf("after NewOverlayParent the transactions directory holds %v, want only %s", got, filepath.Base(p.Dir))
+	}
+	making := filepath.Join(parent, newParentPrefix+"0123456789abcdef")
+	if err := os.Mkdir(making, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := ClearOverlayDirs(parent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(making); err != nil {
+		t.Fatalf("a directory being made was cleared: %v", err)
+	}
+	age := newParentAge
+	newParentAge = 0
+	defer func() { newParentAge = age }()
+	if err := ClearOverlayDirs(parent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(making); !os.IsNotExist(err) {
+		t.Fatalf("a .new- directory left past newParentAge was not cleared: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(p.Dir, OverlayLockFile)); err != nil {
+		t.Fatalf("a live daemon's directory was cleared: %v", err)
 	}
 }
