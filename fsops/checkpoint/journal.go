@@ -402,29 +402,19 @@ func (j *journal) watchTree(fd int, p string, depth int, buf []byte) bool {
 		if err != nil || n <= 0 {
 			break
 		}
-		for off := 0; off+19 < n; {
-			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
-			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
-			if reclen < 20 || off+reclen > n {
-				return true // the walk reports it
-			}
-			typ, name := buf[off+18], buf[off+19:off+reclen]
-			off += reclen
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			if string(name) == "." || string(name) == ".." {
-				continue
-			}
+		if dirents(buf[:n], func(cname []byte, typ byte) error {
 			if typ == unix.DT_UNKNOWN {
 				var st unix.Stat_t
-				if unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				if fstatatName(fd, cname, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
 					typ = unix.DT_DIR
 				}
 			}
 			if typ == unix.DT_DIR {
-				names = append(names, string(name))
+				names = append(names, string(cname[:len(cname)-1]))
 			}
+			return nil
+		}) != nil {
+			return true // the walk reports it
 		}
 	}
 	for _, name := range names {

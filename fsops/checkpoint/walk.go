@@ -648,29 +648,14 @@ func (wk *walker) listFD(fd int, dir string, sc *scratch) (_ []Entry, subdirs []
 		if n <= 0 {
 			break
 		}
-		for off := 0; off < n; {
-			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
-			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
-			if reclen < 20 || off+reclen > n {
-				return nil, nil, nil, nil, &os.PathError{Op: "getdents", Path: dir, Err: syscall.EIO}
-			}
-			name := buf[off+19 : off+reclen]
-			off += reclen
-			i := bytes.IndexByte(name, 0)
-			if i < 0 {
-				return nil, nil, nil, nil, &os.PathError{Op: "getdents", Path: dir, Err: syscall.EIO}
-			}
-			cname := name[:i+1] // with its NUL, for fstatat
-			name = name[:i]
-			if len(name) == 0 || (name[0] == '.' && (len(name) == 1 || len(name) == 2 && name[1] == '.')) {
-				continue
-			}
+		err = dirents(buf[:n], func(cname []byte, _ byte) error {
+			name := cname[:len(cname)-1]
 			seen++
 			if err := wk.bound(seen, len(es), len(skipped)); err != nil {
-				return nil, nil, nil, nil, err
+				return err
 			}
 			if fstatatName(fd, cname, &st) != nil {
-				continue // vanished meanwhile
+				return nil // vanished meanwhile
 			}
 			p := sc.path(prefix, name)
 			e, why := entryOfStat(wk.ws, p, &st)
@@ -680,7 +665,7 @@ func (wk *walker) listFD(fd int, dir string, sc *scratch) (_ []Entry, subdirs []
 				}
 				// Kept in the manifest: its own copy, not the chunk's.
 				skipped[strings.Clone(p)] = why
-				continue
+				return nil
 			}
 			es = append(es, e)
 			if e.Type == TypeDir {
@@ -689,9 +674,51 @@ func (wk *walker) listFD(fd int, dir string, sc *scratch) (_ []Entry, subdirs []
 				// Written through another link, it raises no event here.
 				linked = append(linked, fileID{e.Dev, e.Ino})
 			}
+			return nil
+		})
+		if err == errBadDirent {
+			return nil, nil, nil, nil, &os.PathError{Op: "getdents", Path: dir, Err: syscall.EIO}
+		}
+		if err != nil {
+			return nil, nil, nil, nil, err
 		}
 	}
 	return es, subdirs, skipped, linked, nil
+}
+
+// errBadDirent is dirents' error for a record that does not fit.
+var errBadDirent = errors.New("a getdents record that does not fit its buffer")
+
+// dirents calls fn for each entry of b, what one getdents wrote (struct
+// linux_dirent64: ino u64, off s64, reclen u16, type u8, name), but . and
+// ..: its name with its NUL (for fstatat, which takes it as it is) and its
+// type (DT_*, DT_UNKNOWN where the file system does not say). It stops at
+// fn's first error, and fails with errBadDirent on a record that does not
+// fit. The one reader of the records: the walk's listing and the journal's
+// watchTree.
+func dirents(b []byte, fn func(cname []byte, typ byte) error) error {
+	for off := 0; off < len(b); {
+		if off+19 >= len(b) {
+			return errBadDirent
+		}
+		reclen := int(binary.NativeEndian.Uint16(b[off+16:]))
+		if reclen < 20 || off+reclen > len(b) {
+			return errBadDirent
+		}
+		typ, name := b[off+18], b[off+19:off+reclen]
+		off += reclen
+		i := bytes.IndexByte(name, 0)
+		if i < 0 {
+			return errBadDirent
+		}
+		if i == 0 || name[0] == '.' && (i == 1 || i == 2 && name[1] == '.') {
+			continue
+		}
+		if err := fn(name[:i+1], typ); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // bound is the walk's limits checked while one directory is listed, at
