@@ -25,6 +25,7 @@ import (
 	"github.com/agentbe/agentbe-daemon/fsops"
 	"github.com/agentbe/agentbe-daemon/internal/clip"
 	"github.com/agentbe/agentbe-daemon/internal/opfile"
+	"github.com/agentbe/agentbe-daemon/internal/resolvepath"
 	"github.com/agentbe/agentbe-daemon/netguard"
 	"github.com/agentbe/agentbe-daemon/sandbox"
 	"github.com/agentbe/agentbe-daemon/tools/registry"
@@ -178,7 +179,7 @@ func newProvider(opts Options) (*Provider, error) {
 	// own links are followed, so a directory named through a link (an
 	// --extensions path through /etc/alternatives or a symlinked home)
 	// must be compared as what it leads to.
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
+	if real, err := resolvepath.Resolve(abs); err == nil {
 		abs = real
 	}
 	if opts.MaxSteps == 0 {
@@ -370,7 +371,14 @@ func realDir(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return filepath.EvalSymlinks(abs)
+	real, err := resolvepath.Resolve(abs)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(real); err != nil {
+		return "", err
+	}
+	return real, nil
 }
 
 // list lists the extension files (not *_test.star) of the directory:
@@ -808,19 +816,19 @@ type jsonRaw = json.RawMessage
 // it, and a listing leaves it out.
 func resolve(dir, rel string) (string, fs.FileInfo, error) {
 	full := filepath.Join(dir, rel)
-	real, err := filepath.EvalSymlinks(full)
+	// Where the name leads, walked as the rights rule walks it
+	// (resolvepath, the one walker of an operator's path).
+	real, err := resolvepath.Walk(full, nil)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", nil, err
-		}
-		return "", nil, fmt.Errorf("%s cannot be followed: %v", linkTo(full), strings.TrimPrefix(err.Error(), "EvalSymlinks: "))
-	}
-	if real != full && !inside(dir, real) {
-		return "", nil, fmt.Errorf("%s leads to %s: not a file inside the extensions directory %s, refused (a link is followed only to a regular file inside it, as a ConfigMap's through ..data are)", linkTo(full), real, dir)
+		return "", nil, fmt.Errorf("%s cannot be followed: %v", linkTo(full), err)
 	}
 	fi, err := os.Stat(real)
 	if err != nil {
+		// A link to nothing is a missing file (fs.ErrNotExist).
 		return "", nil, err
+	}
+	if real != full && !inside(dir, real) {
+		return "", nil, fmt.Errorf("%s leads to %s: not a file inside the extensions directory %s, refused (a link is followed only to a regular file inside it, as a ConfigMap's through ..data are)", linkTo(full), real, dir)
 	}
 	if real != full && !fi.Mode().IsRegular() {
 		return "", nil, fmt.Errorf("%s leads to %s, %s: refused (a link is followed only to a regular file)", linkTo(full), real, kind(fi.Mode()))
