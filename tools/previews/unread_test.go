@@ -236,21 +236,38 @@ func TestZombieLeaderIsSeen(t *testing.T) {
 func TestReachableFailsClosedOnDescriptors(t *testing.T) {
 	p, root, _, b, port := scopedServer(t)
 	host := previewtest.HostServer(t, "the host's")
-	notADir := filepath.Join(t.TempDir(), "fd")
-	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	notADir := notADirectory(t, "fd")
 	old := fdDir
 	fdDir = func(int) string { return notADir + "/" }
 	t.Cleanup(func() { fdDir = old })
+	refusedUnjudged(t, p, root, b, port, host, "its descriptors", "descriptors unreadable")
+}
+
+// notADirectory is a file where a directory of /proc is expected: what
+// a seam points at to make it unreadable.
+func notADirectory(t *testing.T, name string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// refusedUnjudged checks that Reachable refuses, as ErrUnjudged naming a
+// pid and why (says), the workspace command's port to its own scope and
+// to a caller without commands, and the host server's to a scope without
+// commands.
+func refusedUnjudged(t *testing.T, p *Previews, root, b string, port, host int, says, what string) {
+	t.Helper()
 	for _, tc := range []struct {
 		within string
 		exec   bool
 		port   int
 	}{{b, true, port}, {root, false, port}, {b, false, host}} {
 		err := p.Reachable(tc.within, tc.exec, tc.port)
-		if !errors.Is(err, ErrUnjudged) || !strings.Contains(err.Error(), "its descriptors") || !strings.Contains(err.Error(), "pid ") {
-			t.Errorf("within %q, exec %v, port %d, descriptors unreadable: %v; want %v naming the pid", tc.within, tc.exec, tc.port, err, ErrUnjudged)
+		if !errors.Is(err, ErrUnjudged) || !strings.Contains(err.Error(), says) || !strings.Contains(err.Error(), "pid ") {
+			t.Errorf("within %q, exec %v, port %d, %s: %v; want %v naming the pid", tc.within, tc.exec, tc.port, what, err, ErrUnjudged)
 		}
 	}
 }
@@ -265,23 +282,11 @@ func TestReachableFailsClosedOnDescriptors(t *testing.T) {
 func TestReachableFailsClosedOnNamespaces(t *testing.T) {
 	p, root, _, b, port := scopedServer(t)
 	host := previewtest.HostServer(t, "the host's")
-	notADir := filepath.Join(t.TempDir(), "ns")
-	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	notADir := notADirectory(t, "ns")
 	old := nsPath
 	nsPath = func(string) string { return notADir + "/net" }
 	t.Cleanup(func() { nsPath = old })
-	for _, tc := range []struct {
-		within string
-		exec   bool
-		port   int
-	}{{b, true, port}, {root, false, port}, {b, false, host}} {
-		err := p.Reachable(tc.within, tc.exec, tc.port)
-		if !errors.Is(err, ErrUnjudged) || !strings.Contains(err.Error(), "its network namespace") || !strings.Contains(err.Error(), "pid ") {
-			t.Errorf("within %q, exec %v, port %d, namespaces unreadable: %v; want %v naming the pid", tc.within, tc.exec, tc.port, err, ErrUnjudged)
-		}
-	}
+	refusedUnjudged(t, p, root, b, port, host, "its network namespace", "namespaces unreadable")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
