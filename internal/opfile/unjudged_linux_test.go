@@ -160,13 +160,7 @@ func TestNamePlantedBeforeTheOpenIsRefused(t *testing.T) {
 		t.Skip("needs root: only root can give a link to another user")
 	}
 	top := t.TempDir()
-	sticky := filepath.Join(top, "tmp")
-	if err := os.Mkdir(sticky, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(sticky, 0o777|os.ModeSticky); err != nil {
-		t.Fatal(err)
-	}
+	sticky := stickyDir(t, top)
 	secret := filepath.Join(top, "secret")
 	if err := os.WriteFile(secret, []byte("root's\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -209,13 +203,7 @@ func TestNamePlantedBeforeTheOpenIsRefused(t *testing.T) {
 // owner may write, pass.
 func TestHardLinkInAStickyDirectoryIsRefused(t *testing.T) {
 	top := t.TempDir()
-	sticky := filepath.Join(top, "tmp")
-	if err := os.Mkdir(sticky, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(sticky, 0o777|os.ModeSticky); err != nil {
-		t.Fatal(err)
-	}
+	sticky := stickyDir(t, top)
 	own := filepath.Join(sticky, "own")
 	if err := os.WriteFile(own, []byte("mine\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -237,4 +225,18 @@ func TestHardLinkInAStickyDirectoryIsRefused(t *testing.T) {
 	if _, err := Read(secret, 1024); err != nil {
 		t.Fatalf("the same file, of two links, in a directory only root may write: %v", err)
 	}
+}
+
+// stickyDir makes top/tmp as /tmp is: 1777, others may write it, each
+// name's owner alone may remove it.
+func stickyDir(t *testing.T, top string) string {
+	t.Helper()
+	sticky := filepath.Join(top, "tmp")
+	if err := os.Mkdir(sticky, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(sticky, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	return sticky
 }
